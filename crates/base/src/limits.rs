@@ -1,0 +1,36 @@
+//! Bounds on everything: sizes, widths, counts (STYLE.md §5). Other crates take their limits
+//! from here so that the relationships between them are checked in one place.
+
+/// Smallest block the pipeline writes (one 512-byte sector).
+pub const BLOCK_SIZE_MIN: u64 = 512;
+/// Largest logical block (ZFS's 16 MiB `recordsize` maximum).
+pub const BLOCK_SIZE_MAX: u64 = 16 << 20;
+/// Default logical block size of data objects (ZFS's default `recordsize`).
+pub const BLOCK_SIZE_DEFAULT: u64 = 128 << 10;
+/// Smallest and largest `ashift` a pool may be created with.
+pub const ASHIFT_MIN: u8 = 9;
+/// Largest `ashift` (64 KiB sectors).
+pub const ASHIFT_MAX: u8 = 16;
+/// `ashift` used when the user does not choose one (4 KiB sectors).
+pub const ASHIFT_DEFAULT: u8 = 12;
+/// Maximum copies of a block (DVAs in a block pointer).
+pub const COPIES_MAX: usize = 3;
+/// Maximum parity of a raidz vdev.
+pub const RAIDZ_PARITY_MAX: usize = 3;
+/// Maximum children of one raidz or mirror vdev.
+pub const VDEV_CHILDREN_MAX: usize = 255;
+/// Maximum top-level vdevs in a pool.
+pub const TOP_VDEVS_MAX: usize = 1024;
+/// Maximum length of a pool name.
+pub const POOL_NAME_MAX: usize = 255;
+/// Maximum depth of a block-pointer tree (levels of indirection above data).
+pub const INDIRECTION_LEVELS_MAX: usize = 8;
+/// Smallest leaf device tarn accepts (labels plus a useful amount of space).
+pub const DEVICE_SIZE_MIN: u64 = 64 << 20;
+
+const _: () = assert!(BLOCK_SIZE_MIN.is_power_of_two());
+const _: () = assert!(BLOCK_SIZE_MAX.is_power_of_two());
+const _: () = assert!(BLOCK_SIZE_MIN <= BLOCK_SIZE_DEFAULT && BLOCK_SIZE_DEFAULT <= BLOCK_SIZE_MAX);
+const _: () = assert!(ASHIFT_MIN <= ASHIFT_DEFAULT && ASHIFT_DEFAULT <= ASHIFT_MAX);
+const _: () = assert!(1u64 << ASHIFT_MIN == BLOCK_SIZE_MIN);
+const _: () = assert!(RAIDZ_PARITY_MAX < VDEV_CHILDREN_MAX);

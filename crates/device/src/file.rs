@@ -1,0 +1,1 @@
+//! Regular files and block devices.

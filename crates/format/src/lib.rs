@@ -1,0 +1,90 @@
+//! tarn-format: the on-disk types and their encodings, and the checksum and compression
+//! codecs. Bytes in, values or errors out: this crate does no I/O.
+//!
+//! # Purpose
+//! One place that says what every byte tarn writes means. docs/FORMAT.md draws the same
+//! structures as byte diagrams; each type's doc comment gives its size and the format version
+//! that introduced it.
+//!
+//! # Model
+//! - [`blkptr::BlockPtr`] (128 bytes): up to three DVAs, sizes, compression, checksum, birth
+//!   txg. Parents hold their children's checksums, so the pool is a Merkle tree.
+//! - [`uberblock::Uberblock`] (1 KiB, self-checksummed): the root of one committed txg.
+//! - [`label::PoolConfig`] and [`label::VdevTree`]: the configuration in every label, encoded
+//!   as tagged fields (TLV) so that new fields never break old readers.
+//! - [`checksum`] (fletcher4, sha256, blake3) and [`compress`] (lz4, zstd, zle).
+//!
+//! # Invariants
+//! - I1: every integer on disk is little-endian (clippy denies host/big-endian conversions).
+//! - I2: decoding never panics and never allocates more than the input's size allows: bytes
+//!   from a device are input. Every decoder has a garbage test and a fuzz target.
+//! - I3: `encode` then `decode` is the identity for every valid value.
+//! - I4: a structure with a format version newer than [`FORMAT_VERSION`] is refused, never
+//!   half-read.
+//!
+//! # Failure model
+//! All decoding errors are [`FormatError`]; callers treat them like checksum errors (try the
+//! next copy, reconstruct, or report the loss).
+//!
+//! # Not here
+//! Device I/O (tarn-device), where structures live on a device (tarn-vdev, tarn-pool),
+//! anything above block granularity (tarn-objects).
+
+pub mod blkptr;
+pub mod checksum;
+pub mod compress;
+pub mod label;
+pub mod uberblock;
+pub mod wire;
+
+pub use blkptr::{BlockPtr, BlockType, Dva};
+pub use checksum::{Checksum, ChecksumKind};
+pub use compress::{CompressKind, CompressSetting};
+
+/// Current on-disk format version. Version 1 is the first release; later changes are feature
+/// flags listed in the labels (`features_for_read` / `features_for_write`).
+pub const FORMAT_VERSION: u64 = 1;
+
+/// Feature flags this build understands. A pool whose labels list a read feature not here is
+/// refused at import with the feature's name.
+pub const FEATURES_SUPPORTED: &[&str] = &["org.tarn:space_log", "org.tarn:blake3"];
+
+/// Why bytes did not decode.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FormatError {
+    /// The input ended early.
+    #[error("{what} is truncated")]
+    Truncated {
+        /// Structure being decoded.
+        what: &'static str,
+    },
+    /// The magic number is wrong (blank or foreign data).
+    #[error("{what} has a bad magic number")]
+    BadMagic {
+        /// Structure being decoded.
+        what: &'static str,
+    },
+    /// The embedded checksum does not match.
+    #[error("{what} fails its checksum")]
+    ChecksumMismatch {
+        /// Structure being decoded.
+        what: &'static str,
+    },
+    /// Written by a newer version of tarn.
+    #[error("{what} has unsupported format version {version}")]
+    UnsupportedVersion {
+        /// Structure being decoded.
+        what: &'static str,
+        /// Version found.
+        version: u64,
+    },
+    /// A field has an impossible value.
+    #[error("{what} is invalid: {why}")]
+    Invalid {
+        /// Structure being decoded.
+        what: &'static str,
+        /// What was wrong.
+        why: &'static str,
+    },
+}

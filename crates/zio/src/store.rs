@@ -1,0 +1,69 @@
+//! The block-level interface the object layer writes through. The pipeline in this crate
+//! implements it for a real pool; tests of higher layers may implement it in memory.
+
+use tarn_base::Txg;
+use tarn_format::{BlockPtr, BlockType, ChecksumKind, CompressSetting, FormatError};
+
+/// How to write one block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WriteProps {
+    /// Kind of block (recorded in the block pointer).
+    pub block_type: BlockType,
+    /// Level in its tree (0 = data).
+    pub level: u8,
+    /// Checksum algorithm.
+    pub checksum: ChecksumKind,
+    /// Compression to try (kept only if it saves >= 12.5%).
+    pub compression: CompressSetting,
+    /// Number of copies (1..=3), each on a different top-level vdev where possible.
+    pub copies: u8,
+    /// Number of non-hole level-0 blocks beneath (1 for data blocks).
+    pub fill: u64,
+}
+
+/// Why a block could not be written, read or freed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ZioError {
+    /// Every copy and every reconstruction failed its checksum or could not be read: the block
+    /// is lost. Names the block so the caller can report exactly what was lost.
+    #[error("block at {dva} (birth txg {birth}) is unrecoverable: {why}")]
+    Unrecoverable {
+        /// First DVA of the block, printed as `vdev:offset:asize`.
+        dva: String,
+        /// Birth txg of the block.
+        birth: Txg,
+        /// What failed last.
+        why: String,
+    },
+    /// No top-level vdev has room for the block.
+    #[error("out of space allocating {size} bytes")]
+    NoSpace {
+        /// Allocated size asked for.
+        size: u64,
+    },
+    /// The block could not be written to enough devices to survive.
+    #[error("write failed: {0}")]
+    WriteFailed(String),
+    /// The stored bytes decoded badly although their checksum matched (a bug or a collision).
+    #[error("block decodes badly: {0}")]
+    Format(#[from] FormatError),
+    /// The pool is suspended after a failed commit; nothing is written until it is cleared.
+    #[error("pool I/O is suspended")]
+    Suspended,
+}
+
+/// Writes, reads and frees blocks on behalf of the object layer. Writing returns the block
+/// pointer (with checksum and birth txg) that the parent stores; reading verifies the checksum
+/// before returning a byte, and returns the logical (decompressed) bytes.
+pub trait BlockStore {
+    /// The txg that blocks written now are born in.
+    fn txg(&self) -> Txg;
+    /// Writes `data` (the logical bytes). All-zero data becomes a hole and takes no space.
+    fn write_block(&mut self, data: &[u8], props: &WriteProps) -> Result<BlockPtr, ZioError>;
+    /// Reads and verifies a block, returning its `lsize` logical bytes. A hole reads as zeros.
+    fn read_block(&self, bp: &BlockPtr) -> Result<Vec<u8>, ZioError>;
+    /// Frees a block that the tree no longer references as of this txg. Whether its space is
+    /// reused or kept (by a snapshot) is the store's decision.
+    fn free_block(&mut self, bp: &BlockPtr);
+}
