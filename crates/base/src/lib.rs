@@ -69,7 +69,7 @@ pub struct ObjectId(pub u64);
 
 /// A source of wall-clock time. Engine code takes time only from a `Clock` so that the
 /// simulator can run a whole pool on virtual time (STYLE.md §7).
-pub trait Clock: Send + Sync {
+pub trait Clock: Send + Sync + std::fmt::Debug {
     /// Seconds since the Unix epoch.
     fn now_unix_secs(&self) -> u64;
     /// Monotonic nanoseconds from an arbitrary origin, for latencies and intervals.

@@ -77,7 +77,7 @@ pub fn format_size(bytes: u64) -> String {
         index += 1;
     }
     let suffix = SUFFIXES[index] as char;
-    if bytes % divisor == 0 {
+    if bytes.is_multiple_of(divisor) {
         return format!("{}{suffix}", bytes / divisor);
     }
     let value = bytes as f64 / divisor as f64;

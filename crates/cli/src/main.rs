@@ -1,1 +1,56 @@
-fn main() {}
+//! tarn-cli: the `tarn` command, a ZFS admin's habits over the tarn daemon.
+//!
+//! # Purpose
+//! Parse the command line, turn it into one tarn-proto request, hand it to the daemon
+//! (starting it when needed), and print the reply in the layout `zpool` prints: tables for
+//! `list`/`get`, the `status` and `import` blocks, `history` lines. `tarn daemon` runs the
+//! daemon itself.
+//!
+//! # Model
+//! ```text
+//!   argv --clap--> args::Cli --run::plan--> Plan { request, verb, object, view }
+//!        --tarn_daemon::Client--> Response --render::*--> stdout   (or -j: JSON)
+//!                                          \-> Error: "cannot <verb> '<object>': <why>" on stderr
+//! ```
+//! Everything between argv and text is pure (`run::plan`, `render`), so it is tested
+//! without a daemon; only `run::execute` talks to the socket.
+//!
+//! # State
+//! None. The CLI keeps nothing between invocations; the daemon owns pools.
+//!
+//! # Invariants
+//! - I1: a refused or failed command prints exactly one line to stderr, in the shape
+//!   `cannot <verb> '<object>': <message>` (or `cannot <verb>: <message>` when no single
+//!   object is involved), and exits 1; usage errors exit 2; success exits 0.
+//! - I2: every device path and `-d` directory sent to the daemon is absolute (the daemon's
+//!   working directory is `/`).
+//! - I3: the vdev grammar is checked here; a request that reaches the daemon satisfies I4 of
+//!   tarn-proto.
+//!
+//! # Concurrency and context
+//! Single-threaded: one request, one connection.
+//!
+//! # Failure model
+//! An unreachable daemon is `cannot connect to tarn daemon at <socket>: <why>`. A reply of
+//! the wrong kind for the command (a daemon of another version) is reported as a refusal;
+//! the CLI never panics on a reply.
+//!
+//! # Not here
+//! Dataset verbs, `iostat`, `scrub` and the other pool verbs come with their engine support.
+//! The meaning of properties and their validation belong to the engine; the CLI only knows
+//! which ones print as sizes or percentages.
+
+mod args;
+mod render;
+mod run;
+mod vdevspec;
+
+use clap::Parser;
+
+fn main() {
+    let cli = args::Cli::parse();
+    let outcome = run::run(cli);
+    print!("{}", outcome.stdout);
+    eprint!("{}", outcome.stderr);
+    std::process::exit(outcome.code);
+}

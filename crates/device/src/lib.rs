@@ -1,12 +1,101 @@
 //! tarn-device: every byte tarn reads or writes passes through the [`Device`] trait.
 //!
-//! (Theory block: see the module docs of `file` and `sim`; the full block is written with them.)
+//! # Purpose
+//! The leaf layer. A leaf vdev is a [`Device`]: a fixed-size array of bytes with positioned
+//! reads and writes, a flush that is the only durability promise, and an advisory discard.
+//! Two implementations: [`FileDevice`] for regular files and block devices (the daemon and
+//! the CLI), and [`SimDevice`], an in-memory device with a seeded [`FaultPlan`] on which
+//! unit tests and tarn-sim run the whole engine. This is the only crate that touches files.
+//!
+//! # Model
+//! ```text
+//!   tarn-vdev (mirror, raidz, dRAID)  ── Arc<dyn Device> per leaf
+//!        │ read_at / write_at / flush / discard, byte offsets aligned to ashift
+//!        ▼
+//!   ┌──────────────┬────────────────────────────────────────────────────────┐
+//!   │ FileDevice   │ pread/pwrite, fdatasync, hole punch or BLKDISCARD;     │
+//!   │              │ O_DIRECT with an aligned bounce buffer when needed     │
+//!   ├──────────────┼────────────────────────────────────────────────────────┤
+//!   │ SimDevice    │ sparse current + durable images, pending write list,   │
+//!   │              │ faults drawn from SeededRng(FaultPlan::seed)           │
+//!   └──────────────┴────────────────────────────────────────────────────────┘
+//! ```
+//! A write is *acknowledged* when `write_at` returns `Ok` and *durable* when a later `flush`
+//! returns `Ok`. Between the two it may be read back but can still vanish or tear at a crash.
+//! The sector (512 bytes in the simulator) is the unit of atomicity: a torn write never
+//! leaves a sector half old and half new.
+//!
+//! # State
+//! In memory only: a `FileDevice` holds its descriptor, size (fixed at open) and mode; a
+//! `SimDevice` holds its images, pending operations, generator and counters. The bytes on a
+//! device belong to the upper layers; their layout is docs/FORMAT.md ("Label layout",
+//! "Assumptions about devices").
+//!
+//! # Invariants
+//! - I1: every access is range-checked with [`check_range`] before it reaches the backend;
+//!   an out-of-range access is [`DeviceError::OutOfRange`] and changes nothing.
+//! - I2: `size_bytes` never changes for the life of a handle.
+//! - I3: a write acknowledged before a successful `flush` survives any later crash
+//!   (`FileDevice`: `fdatasync`; `SimDevice`: the durable image only changes at a flush, a
+//!   crash, or explicit rot).
+//! - I4: `SimDevice` draws every fault decision, in a fixed number of draws per operation,
+//!   from one `SeededRng`: same plan seed and same operation sequence give the same faults.
+//! - I5: `SimDevice` memory is proportional to data written (64 KiB chunks), never to the
+//!   device size.
+//! - I6: in direct mode every buffer, offset and length handed to the kernel is aligned to
+//!   4096; unaligned requests go through a bounce buffer, partial blocks through a
+//!   read-modify-write serialized by one lock.
+//!
+//! # Concurrency and context
+//! Devices are shared as `Arc<dyn Device>` and every method takes `&self`. `FileDevice` relies
+//! on the kernel for concurrent positioned I/O; its only lock (`rmw`) covers direct-I/O
+//! read-modify-write cycles. `SimDevice` has one state mutex taken for the whole of each
+//! operation (so operations are atomic with respect to each other) and released before the
+//! latency sleep. Lock order: `SimDevice` state, nothing below it. Callers decide ordering
+//! between writes and flushes; a device never reorders an acknowledged write past a flush.
+//!
+//! # Failure model
+//! What a leaf can do to us, and where it is modelled (`FileDevice` passes real faults
+//! through as [`DeviceError`]; `SimDevice` injects each one from its [`FaultPlan`]):
+//! - EIO on read or write: [`DeviceError::Io`] with the offset. A failed read changes
+//!   nothing; a failed simulated write changes nothing (a real one may leave the range with
+//!   unspecified contents, which checksums catch). A failed flush (`flush_eio`) leaves the
+//!   writes it covered pending, so a later crash can still lose them: the pool suspends.
+//! - Bit rot at rest: bits flip in stored sectors long after they were written
+//!   ([`SimDevice::rot`], [`SimDevice::rot_random`]), and a write can be stored with a
+//!   flipped bit (`bitrot_on_write`). Reads return the bad bytes without error; only the
+//!   checksum in the block pointer notices.
+//! - Torn writes: at a crash a pending write may persist only a prefix of its sectors
+//!   (`torn_on_crash`); sectors themselves are atomic.
+//! - Lost writes: acknowledged, never persisted, reads keep returning old data
+//!   (`lost_write`). Detected by checksums and birth txgs in block pointers.
+//! - Misdirected writes: the data lands at another sector-aligned offset, corrupting
+//!   whatever lived there, and the intended range keeps old data (`misdirected_write`).
+//! - Latency and slow devices: every access can take `latency_ns` plus jitter, in virtual
+//!   time when the device has a `ManualClock`.
+//! - A device that vanishes: every access fails with [`DeviceError::Gone`]
+//!   ([`SimDevice::set_gone`]); it may return, possibly under a new path
+//!   ([`SimDevice::rename`]), and upper layers match it by label GUID, never by path.
+//! - A crash at any instant ([`SimDevice::crash`]): writes not yet flushed are dropped
+//!   (`drop_on_crash`) or torn (`torn_on_crash`), the rest persist; flushed data survives.
+//! - Caller mistakes: out-of-range access is refused (I1); a second exclusive opener of a
+//!   file or block device is refused with "in use by another process".
+//!
+//! Discard is advisory: a backend that cannot discard (EOPNOTSUPP, EINVAL) succeeds anyway.
+//! The simulator zeroes discarded ranges so that a wrong discard of live data shows up.
+//!
+//! # Not here
+//! Labels, GUID matching and redundancy (tarn-vdev, tarn-pool); checksums and healing
+//! (tarn-zio); error counters per vdev and slow-device detection (tarn-vdev, background);
+//! asynchronous I/O queues (io_uring): accesses are synchronous and the pipeline supplies
+//! the parallelism. `FileDevice` is Linux-only (O_DIRECT, BLKGETSIZE64, hole punching).
 
 pub mod file;
 pub mod sim;
+mod sys;
 
-
-
+pub use file::{FileDevice, FileKind, FileOpenOptions, create_sparse_file, list_device_paths};
+pub use sim::{FaultPlan, PER_MILLION, SIM_NAMES_MAX, SIM_SECTOR_SIZE, SimDevice, SimStats};
 
 /// What went wrong with one device access. Every variant names the offset involved so that
 /// upper layers can count and report it per device.

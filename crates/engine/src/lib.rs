@@ -1,1 +1,534 @@
-//! tarn-engine.
+//! tarn-engine: the one API front ends use. It owns imported pools, their meta object sets,
+//! properties and history, and turns admin requests into checked, atomic pool changes.
+//!
+//! # Purpose
+//! A library with no knowledge of FUSE, NBD, sockets or argv. The daemon, the simulator and
+//! the demo drive the same [`Engine`].
+//!
+//! # Model
+//! ```text
+//!  Engine
+//!   ├─ DeviceProvider (files, or SimDevices in tests)
+//!   └─ pools: name -> PoolHandle ─ Mutex<Imported>
+//!                                   ├─ tarn_pool::Pool   (vdevs, space, txgs)
+//!                                   ├─ Mos               (props, history, root dataset ptr)
+//!                                   └─ data ObjectSet    (the root dataset's objects)
+//! ```
+//! Every admin operation is a *check* phase with no side effects followed by an *apply*
+//! phase (OpenZFS's synctask shape), so a refused command changes nothing.
+//!
+//! # Invariants
+//! - I1: a pool name maps to at most one imported pool; a pool GUID is imported at most once.
+//! - I2: a refused operation leaves every device byte-identical (tests compare images).
+//! - I3: only [`Engine::sync_pool`] (and export, which syncs) commits txgs; writers are
+//!   throttled to [`DIRTY_MAX`] bytes of dirty data per pool.
+//!
+//! # Concurrency and context
+//! Lock order: `Engine::pools` (briefly, to find a handle) then one `PoolHandle::inner`.
+//! Never two pool locks at once. A txg syncs while its pool's lock is held, so writers wait
+//! for it (open and syncing txgs are not yet overlapped).
+//!
+//! # Failure model
+//! Errors are [`EngineError`], each naming what was wrong; front ends print them as
+//! `cannot <verb> '<object>': <error>`. A suspended pool refuses writes until re-imported.
+//!
+//! # Not here
+//! Datasets, snapshots and POSIX files (later layers), scrub and resilver, events.
+
+pub mod mos;
+pub mod props;
+pub mod status;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tarn_base::{Clock, Guid, ObjectId, SeededRng, Txg};
+use tarn_format::BlockPtr;
+use tarn_objects::{ObjectError, ObjectSet, ObjsetKind};
+use tarn_pool::{CreateSpec, DeviceProvider, Discovered, HostIdentity, ImportOptions, Pool, PoolError};
+
+pub use mos::HistoryRecord;
+pub use status::{Importable, PoolStatus, PoolSummary, PropValue, VdevNode};
+pub use tarn_pool::{TopLayout, TopSpec};
+
+/// Dirty bytes per pool after which a writer syncs the txg itself (the write throttle).
+pub const DIRTY_MAX: u64 = 256 << 20;
+
+/// Errors of engine operations. The `Display` text is the part after
+/// `cannot <verb> '<object>': ` in the CLI's one-line message.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EngineError {
+    /// No imported pool has that name.
+    #[error("no such pool")]
+    NoSuchPool,
+    /// A pool with that name is already imported.
+    #[error("a pool with that name already exists")]
+    PoolExists,
+    /// The pool is already imported (under some name).
+    #[error("a pool with that GUID is already imported as '{0}'")]
+    AlreadyImported(String),
+    /// A property name or value is invalid.
+    #[error("{0}")]
+    InvalidProperty(String),
+    /// An argument is invalid.
+    #[error("{0}")]
+    InvalidArgument(String),
+    /// On-disk metadata is damaged.
+    #[error("metadata is corrupt: {0}")]
+    Corrupt(String),
+    /// A pool-level error.
+    #[error(transparent)]
+    Pool(#[from] PoolError),
+    /// An object-level error.
+    #[error(transparent)]
+    Objects(#[from] ObjectError),
+}
+
+/// Options of a create that are not part of the vdev layout.
+#[derive(Clone, Debug, Default)]
+pub struct CreateOptions {
+    /// `-o prop=value` pool properties.
+    pub properties: Vec<(String, String)>,
+    /// Only check and describe the layout (`-n`).
+    pub dry_run: bool,
+    /// The command line, for history.
+    pub command: String,
+}
+
+struct Imported {
+    pool: Pool,
+    mos: Mos,
+    data: ObjectSet,
+    history: Vec<HistoryRecord>,
+}
+
+use mos::Mos;
+
+/// One imported pool.
+pub struct PoolHandle {
+    name: String,
+    guid: Guid,
+    inner: Mutex<Imported>,
+}
+
+impl std::fmt::Debug for PoolHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PoolHandle").field("name", &self.name).field("guid", &self.guid).finish()
+    }
+}
+
+impl PoolHandle {
+    fn lock(&self) -> MutexGuard<'_, Imported> {
+        // A poisoned lock means a thread panicked on an invariant while holding the pool: the
+        // in-memory state cannot be trusted, and the process must restart (STYLE.md §5).
+        self.inner.lock().expect("pool lock poisoned by a failed invariant")
+    }
+}
+
+/// The storage engine: every imported pool of this host.
+pub struct Engine {
+    provider: Arc<dyn DeviceProvider>,
+    identity: HostIdentity,
+    clock: Arc<dyn Clock>,
+    rng: Mutex<SeededRng>,
+    pools: Mutex<BTreeMap<String, Arc<PoolHandle>>>,
+    admin: Mutex<()>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine").field("identity", &self.identity).finish_non_exhaustive()
+    }
+}
+
+impl Imported {
+    fn sync(&mut self) -> Result<Txg, EngineError> {
+        let Imported { pool, mos, data, history } = self;
+        let pending = std::mem::take(history);
+        let result = pool.sync(|ctx| {
+            let txg = tarn_zio::BlockStore::txg(ctx);
+            let data_root = data.sync(ctx)?;
+            mos.set_root_dataset(ctx, &data_root)?;
+            for mut record in pending.iter().cloned() {
+                record.txg = txg;
+                mos.append_history(ctx, &record)?;
+            }
+            mos.sync(ctx)
+        });
+        match result {
+            Ok(txg) => Ok(txg),
+            Err(e) => {
+                // Keep the records: they describe changes that are still in memory.
+                history.extend(pending);
+                Err(e.into())
+            }
+        }
+    }
+
+    fn dirty_bytes(&self) -> u64 {
+        self.mos.dirty_bytes() + self.data.dirty_bytes()
+    }
+}
+
+impl Engine {
+    /// An engine with no pools.
+    #[must_use]
+    pub fn new(provider: Arc<dyn DeviceProvider>, identity: HostIdentity, clock: Arc<dyn Clock>, seed: u64) -> Self {
+        Engine {
+            provider,
+            identity,
+            clock,
+            rng: Mutex::new(SeededRng::new(seed)),
+            pools: Mutex::new(BTreeMap::new()),
+            admin: Mutex::new(()),
+        }
+    }
+
+    fn pools(&self) -> MutexGuard<'_, BTreeMap<String, Arc<PoolHandle>>> {
+        self.pools.lock().expect("pool table lock poisoned by a failed invariant")
+    }
+
+    fn admin(&self) -> MutexGuard<'_, ()> {
+        self.admin.lock().expect("admin lock poisoned by a failed invariant")
+    }
+
+    /// The imported pool called `name`.
+    pub fn pool(&self, name: &str) -> Result<Arc<PoolHandle>, EngineError> {
+        self.pools().get(name).cloned().ok_or(EngineError::NoSuchPool)
+    }
+
+    /// Names of imported pools, sorted.
+    #[must_use]
+    pub fn pool_names(&self) -> Vec<String> {
+        self.pools().keys().cloned().collect()
+    }
+
+    fn history_record(&self, command: &str, internal: bool) -> HistoryRecord {
+        HistoryRecord {
+            time: self.clock.now_unix_secs(),
+            command: command.to_string(),
+            internal,
+            user: "root".into(),
+            host: self.identity.hostname.clone(),
+            txg: Txg(0),
+        }
+    }
+
+    /// Creates a pool (or with `dry_run`, only checks and returns the layout it would have).
+    pub fn create_pool(&self, spec: &CreateSpec, options: &CreateOptions) -> Result<Option<VdevNode>, EngineError> {
+        let _admin = self.admin();
+        let mut spec = spec.clone();
+        let mut props = Vec::new();
+        for (name, value) in &options.properties {
+            let value = props::validate(name, value, true)?;
+            if name == "ashift" {
+                spec.ashift = value.parse().map_err(|_| EngineError::InvalidProperty("bad ashift".into()))?;
+            } else {
+                props.push((name.clone(), value));
+            }
+        }
+        spec.validate()?;
+        if self.pools().contains_key(&spec.name) {
+            return Err(EngineError::PoolExists);
+        }
+        if options.dry_run {
+            return Ok(Some(status::layout_of(&spec)));
+        }
+        let mut rng = self.rng.lock().expect("rng lock poisoned").clone();
+        let pool = Pool::create(&spec, self.provider.as_ref(), self.identity.clone(), Arc::clone(&self.clock), &mut rng)?;
+        *self.rng.lock().expect("rng lock poisoned") = rng;
+        let reader = pool.reader();
+        let mut mos = Mos::create(&reader)?;
+        for (name, value) in &props {
+            mos.set_prop(&reader, name, Some(value))?;
+        }
+        if spec.ashift != tarn_base::limits::ASHIFT_DEFAULT {
+            mos.set_prop(&reader, "ashift", Some(&spec.ashift.to_string()))?;
+        }
+        drop(reader);
+        let data = ObjectSet::create(ObjsetKind::Filesystem);
+        let guid = pool.guid();
+        let mut imported = Imported { pool, mos, data, history: vec![self.history_record(&options.command, false)] };
+        imported.sync()?;
+        let handle = Arc::new(PoolHandle { name: spec.name.clone(), guid, inner: Mutex::new(imported) });
+        self.pools().insert(spec.name.clone(), handle);
+        Ok(None)
+    }
+
+    /// Commits the open txg of `name` now.
+    pub fn sync_pool(&self, name: &str) -> Result<Txg, EngineError> {
+        let handle = self.pool(name)?;
+        let mut inner = handle.lock();
+        inner.sync()
+    }
+
+    /// Syncs every pool that has dirty data (called by the daemon's txg timer).
+    pub fn sync_all(&self) {
+        let handles: Vec<Arc<PoolHandle>> = self.pools().values().cloned().collect();
+        for handle in handles {
+            let mut inner = handle.lock();
+            if inner.dirty_bytes() > 0 || !inner.history.is_empty() {
+                // A failure suspends the pool; status reports it.
+                let _ = inner.sync();
+            }
+        }
+    }
+
+    /// Exports a pool: syncs it, marks its labels exported and forgets it.
+    pub fn export_pool(&self, name: &str, force: bool) -> Result<(), EngineError> {
+        let _admin = self.admin();
+        let handle = self.pool(name)?;
+        let mut inner = handle.lock();
+        let synced = inner.sync();
+        if let Err(e) = synced {
+            if !force {
+                return Err(e);
+            }
+        }
+        self.pools().remove(name);
+        drop(inner);
+        let handle = Arc::try_unwrap(handle).map_err(|_| EngineError::InvalidArgument("pool is busy".into()))?;
+        let imported = handle.inner.into_inner().expect("pool lock poisoned by a failed invariant");
+        match imported.pool.export() {
+            Ok(()) => Ok(()),
+            Err(_) if force => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Destroys a pool: marks its labels destroyed and forgets it.
+    pub fn destroy_pool(&self, name: &str, _force: bool) -> Result<(), EngineError> {
+        let _admin = self.admin();
+        let handle = self.pools().remove(name).ok_or(EngineError::NoSuchPool)?;
+        let handle = match Arc::try_unwrap(handle) {
+            Ok(handle) => handle,
+            Err(handle) => {
+                self.pools().insert(name.to_string(), handle);
+                return Err(EngineError::InvalidArgument("pool is busy".into()));
+            }
+        };
+        let imported = handle.inner.into_inner().expect("pool lock poisoned by a failed invariant");
+        imported.pool.destroy()?;
+        Ok(())
+    }
+
+    /// Pools that could be imported from `dirs` (not counting ones imported here).
+    pub fn importable(&self, dirs: &[String]) -> Vec<Importable> {
+        let imported: Vec<Guid> = self.pools().values().map(|h| h.guid).collect();
+        tarn_pool::discover(self.provider.as_ref(), dirs)
+            .iter()
+            .filter(|d| !imported.contains(&d.config.pool_guid))
+            .filter(|d| d.config.state != tarn_format::label::PoolState::Destroyed)
+            .map(status::importable)
+            .collect()
+    }
+
+    fn find_importable(&self, dirs: &[String], which: &str) -> Result<Discovered, EngineError> {
+        let found = tarn_pool::discover(self.provider.as_ref(), dirs);
+        let mut matches: Vec<Discovered> = found
+            .into_iter()
+            .filter(|d| d.config.state != tarn_format::label::PoolState::Destroyed)
+            .filter(|d| d.config.name == which || d.config.pool_guid.0.to_string() == which)
+            .collect();
+        match matches.len() {
+            0 => Err(PoolError::NotFound.into()),
+            1 => Ok(matches.remove(0)),
+            _ => Err(PoolError::Ambiguous { name: which.to_string() }.into()),
+        }
+    }
+
+    /// The uberblocks (txg, time) a pool could be rewound to, newest first.
+    pub fn import_txgs(&self, dirs: &[String], which: &str) -> Result<Vec<(Txg, u64)>, EngineError> {
+        let found = self.find_importable(dirs, which)?;
+        Ok(found.uberblock_history().iter().map(|ub| (ub.txg, ub.timestamp)).collect())
+    }
+
+    /// Imports a pool found in `dirs` by name or GUID. Returns its (possibly new) name.
+    pub fn import_pool(
+        &self,
+        dirs: &[String],
+        which: &str,
+        options: &ImportOptions,
+        command: &str,
+    ) -> Result<String, EngineError> {
+        let _admin = self.admin();
+        let found = self.find_importable(dirs, which)?;
+        if let Some(handle) = self.pools().values().find(|h| h.guid == found.config.pool_guid) {
+            return Err(EngineError::AlreadyImported(handle.name.clone()));
+        }
+        let name = options.new_name.clone().unwrap_or_else(|| found.config.name.clone());
+        tarn_pool::validate_pool_name(&name)?;
+        if self.pools().contains_key(&name) {
+            return Err(EngineError::PoolExists);
+        }
+        let verify = |pool: &Pool| -> Result<(), String> {
+            let reader = pool.reader();
+            let root = pool.root().ok_or("no root block")?;
+            let mut mos = Mos::open(&reader, &root).map_err(|e| e.to_string())?;
+            let data_root = mos.root_dataset(&reader).map_err(|e| e.to_string())?;
+            ObjectSet::open(&reader, &data_root).map_err(|e| e.to_string())?;
+            Ok(())
+        };
+        let pool = Pool::import(
+            &found,
+            self.provider.as_ref(),
+            options,
+            self.identity.clone(),
+            Arc::clone(&self.clock),
+            &verify,
+        )?;
+        let reader = pool.reader();
+        let root = pool.root().ok_or_else(|| EngineError::Corrupt("no root block".into()))?;
+        let mut mos = Mos::open(&reader, &root)?;
+        let data_root = mos.root_dataset(&reader)?;
+        let data = ObjectSet::open(&reader, &data_root)?;
+        drop(reader);
+        let guid = pool.guid();
+        let readonly = pool.readonly();
+        let mut imported = Imported { pool, mos, data, history: Vec::new() };
+        if !readonly {
+            imported.history.push(self.history_record(command, false));
+            imported.sync()?;
+        }
+        let handle = Arc::new(PoolHandle { name: name.clone(), guid, inner: Mutex::new(imported) });
+        self.pools().insert(name.clone(), handle);
+        Ok(name)
+    }
+
+    /// Records a successful command in the pool's history (written with the next txg).
+    pub fn log_history(&self, name: &str, command: &str) -> Result<(), EngineError> {
+        let handle = self.pool(name)?;
+        let record = self.history_record(command, false);
+        handle.lock().history.push(record);
+        Ok(())
+    }
+
+    /// The pool's history, oldest first (including records not yet synced).
+    pub fn history(&self, name: &str) -> Result<Vec<HistoryRecord>, EngineError> {
+        let handle = self.pool(name)?;
+        let mut inner = handle.lock();
+        let Imported { pool, mos, history, .. } = &mut *inner;
+        let mut records = mos.history(&pool.reader())?;
+        records.extend(history.iter().cloned());
+        Ok(records)
+    }
+
+    /// `zpool list` rows.
+    pub fn list(&self, names: &[String]) -> Result<Vec<PoolSummary>, EngineError> {
+        let handles = self.select(names)?;
+        Ok(handles.iter().map(|h| status::summary(&h.name, &h.lock().pool)).collect())
+    }
+
+    fn select(&self, names: &[String]) -> Result<Vec<Arc<PoolHandle>>, EngineError> {
+        if names.is_empty() {
+            return Ok(self.pools().values().cloned().collect());
+        }
+        names.iter().map(|n| self.pool(n)).collect()
+    }
+
+    /// `zpool status` of one pool.
+    pub fn status(&self, name: &str) -> Result<PoolStatus, EngineError> {
+        let handle = self.pool(name)?;
+        let inner = handle.lock();
+        Ok(status::pool_status(&handle.name, &inner.pool))
+    }
+
+    /// `zpool get` values (`["all"]` for every property).
+    pub fn get_props(&self, name: &str, which: &[String]) -> Result<Vec<PropValue>, EngineError> {
+        let handle = self.pool(name)?;
+        let mut inner = handle.lock();
+        let Imported { pool, mos, .. } = &mut *inner;
+        let local = mos.props(&pool.reader())?;
+        let all = status::properties(&handle.name, pool, &local);
+        if which.iter().any(|w| w == "all") {
+            return Ok(all);
+        }
+        which
+            .iter()
+            .map(|w| {
+                all.iter().find(|p| &p.property == w).cloned().ok_or_else(|| {
+                    EngineError::InvalidProperty(format!(
+                        "invalid property '{w}' (valid properties: {})",
+                        props::names()
+                    ))
+                })
+            })
+            .collect()
+    }
+
+    /// `zpool set`: validates, then stores the value (committed with the next txg).
+    pub fn set_prop(&self, name: &str, property: &str, value: &str, command: &str) -> Result<(), EngineError> {
+        let value = props::validate(property, value, false)?;
+        let handle = self.pool(name)?;
+        let mut inner = handle.lock();
+        if inner.pool.readonly() {
+            return Err(PoolError::ReadOnly.into());
+        }
+        let Imported { pool, mos, history, .. } = &mut *inner;
+        let default = props::find(property).map(|d| d.default);
+        let stored = if Some(value.as_str()) == default && property != "comment" { None } else { Some(value.as_str()) };
+        mos.set_prop(&pool.reader(), property, stored)?;
+        history.push(self.history_record(command, false));
+        inner.sync()?;
+        Ok(())
+    }
+
+    /// Creates an object in the pool's root dataset (the raw object interface the dataset
+    /// layer builds on).
+    pub fn object_create(&self, name: &str, block_size: u32) -> Result<ObjectId, EngineError> {
+        let handle = self.pool(name)?;
+        let mut inner = handle.lock();
+        let Imported { pool, data, .. } = &mut *inner;
+        Ok(data.allocate_object(&pool.reader(), tarn_format::dnode::OBJECT_TYPE_PLAIN, block_size, 0, 0)?)
+    }
+
+    /// Writes into an object of the root dataset; syncs when dirty data passes [`DIRTY_MAX`].
+    pub fn object_write(&self, name: &str, object: ObjectId, offset: u64, bytes: &[u8]) -> Result<(), EngineError> {
+        let handle = self.pool(name)?;
+        let mut inner = handle.lock();
+        if let Some(why) = inner.pool.suspended() {
+            return Err(PoolError::Suspended(why.to_string()).into());
+        }
+        let Imported { pool, data, .. } = &mut *inner;
+        data.write(&pool.reader(), object, offset, bytes)?;
+        if inner.dirty_bytes() >= DIRTY_MAX {
+            inner.sync()?;
+        }
+        Ok(())
+    }
+
+    /// Reads from an object of the root dataset (never unverified bytes).
+    pub fn object_read(&self, name: &str, object: ObjectId, offset: u64, buf: &mut [u8]) -> Result<(), EngineError> {
+        let handle = self.pool(name)?;
+        let mut inner = handle.lock();
+        let Imported { pool, data, .. } = &mut *inner;
+        data.read(&pool.reader(), object, offset, buf)?;
+        Ok(())
+    }
+
+    /// Imported pools with their GUIDs and current device paths (the daemon's cache file).
+    #[must_use]
+    pub fn cache_entries(&self) -> Vec<(String, Guid, Vec<String>)> {
+        self.pools()
+            .values()
+            .map(|h| {
+                let inner = h.lock();
+                let mut paths: Vec<String> =
+                    inner.pool.tops().iter().flat_map(|t| t.leaves()).map(|l| l.path()).collect();
+                paths.extend(inner.pool.spares().iter().map(|s| s.path()));
+                (h.name.clone(), h.guid, paths)
+            })
+            .collect()
+    }
+
+    /// Syncs every pool (clean shutdown; the pools stay imported in the cache).
+    pub fn shutdown(&self) {
+        self.sync_all();
+    }
+
+    /// The last committed uberblock's root pointer of a pool (for tools and tests).
+    pub fn root(&self, name: &str) -> Result<Option<BlockPtr>, EngineError> {
+        Ok(self.pool(name)?.lock().pool.root())
+    }
+}

@@ -1,6 +1,33 @@
 //! Block compression: lz4 (default), zstd at a level, zle (zero-length encoding of zero runs),
 //! or none. A block is stored compressed only if that saves at least 12.5% of its logical size;
 //! otherwise it is stored as is and the block pointer says `off`.
+//!
+//! # Early give-up
+//! Most incompressible blocks (media, encrypted or already compressed data) would cost a full
+//! lz4 pass only to be stored as is. For blocks of at least 32 KiB, [`compress`] first
+//! compresses a 4 KiB sample: 16 pieces of 256 bytes, piece `i` taken from the `i`-th sixteenth
+//! of the block at a fixed pseudo-random phase inside that sixteenth (so the pieces do not all
+//! land at the same offset of a 4 KiB page or record structure). When lz4 saves less than 1/32
+//! of the sample, the block is declared incompressible and stored as is without compressing
+//! it. Otherwise the whole block is compressed as usual and the 12.5% rule decides.
+//!
+//! Why this keeps compressible blocks compressed:
+//! - To pass the 12.5% rule, more than an eighth of a block must compress. A contiguous
+//!   compressible region of at least 2/16 of the block contains at least one whole piece, and
+//!   one well-compressing piece already saves more than 1/32 of the sample. So a block whose
+//!   first part is random and whose rest is zeros (or text) is compressed whenever the
+//!   compressible rest is at least an eighth of it; when it is smaller the block could not
+//!   pass the 12.5% rule anyway. Tests cover random+zeros splits of 1/2, 3/4 and 15/16.
+//! - Compressibility spread through the block (every 4 KiB page ending in zeros) reaches the
+//!   sample through the varied phases; repeats at a distance (the same 4 KiB page many times)
+//!   show up as matches between pieces.
+//! - zstd also entropy-codes, so skewed bytes with no repeats (hex, base64) compress with zstd
+//!   but not lz4; for zstd the block is given up only when the lz4 sample test *and* a byte
+//!   entropy test on the sample both say incompressible.
+//!
+//! The heuristic can only ever store a block uncompressed that would have compressed by a
+//! small margin; it never changes the bytes of a block it does compress, and decompression
+//! does not know it exists. It is deterministic (no randomness, no timing).
 
 use crate::FormatError;
 
@@ -28,7 +55,10 @@ impl CompressKind {
             2 => CompressKind::Zstd,
             3 => CompressKind::Zle,
             _ => {
-                return Err(FormatError::Invalid { what: "block pointer", why: "unknown compression" });
+                return Err(FormatError::Invalid {
+                    what: "block pointer",
+                    why: "unknown compression",
+                });
             }
         })
     }
@@ -68,41 +98,180 @@ pub fn compressed_size_limit(logical: usize) -> usize {
 }
 
 /// Compresses `data`. Returns `None` when the result would not save at least 12.5% (the caller
-/// then stores the block uncompressed).
+/// then stores the block uncompressed), including when the early give-up test (module docs)
+/// predicts that.
 #[must_use]
 pub fn compress(setting: CompressSetting, data: &[u8]) -> Option<Vec<u8>> {
     let limit = compressed_size_limit(data.len());
     let out = match setting {
         CompressSetting::Off => return None,
         CompressSetting::Lz4 => {
-            let mut out = vec![0u8; 4 + lz4_flex::block::get_maximum_output_size(data.len())];
-            let written = lz4_flex::block::compress_into(data, &mut out[4..]).ok()?;
-            if written + 4 > limit {
+            if sample_verdict(data) == Verdict::Incompressible {
                 return None;
             }
-            out[..4].copy_from_slice(&(written as u32).to_le_bytes());
-            out.truncate(written + 4);
-            out
+            lz4_compress(data, limit)?
         }
-        CompressSetting::Zstd(level) => zstd::bulk::compress(data, level).ok()?,
+        CompressSetting::Zstd(level) => {
+            // zstd also has entropy coding, so bytes with a skewed distribution (hex, base64,
+            // small integers) compress even when lz4 finds no matches: give up only when both
+            // tests say so.
+            if sample_verdict(data) == Verdict::Incompressible
+                && sample_entropy_verdict(data) == Verdict::Incompressible
+            {
+                return None;
+            }
+            zstd_compress(data, level, limit)?
+        }
         CompressSetting::Zle => zle_compress(data, limit)?,
     };
     (out.len() <= limit).then_some(out)
 }
 
-/// Decompresses `data` (a block's physical bytes) into exactly `logical_size` bytes.
-pub fn decompress(kind: CompressKind, data: &[u8], logical_size: usize) -> Result<Vec<u8>, FormatError> {
-    let bad = |why| FormatError::Invalid { what: "compressed block", why };
+fn lz4_compress(data: &[u8], limit: usize) -> Option<Vec<u8>> {
+    let mut out = vec![0u8; LZ4_HEADER + lz4_flex::block::get_maximum_output_size(data.len())];
+    let body = out.get_mut(LZ4_HEADER..)?;
+    let written = lz4_flex::block::compress_into(data, body).ok()?;
+    let total = written.checked_add(LZ4_HEADER)?;
+    if total > limit {
+        return None;
+    }
+    let header = u32::try_from(written).ok()?.to_le_bytes();
+    out.get_mut(..LZ4_HEADER)?.copy_from_slice(&header);
+    out.truncate(total);
+    Some(out)
+}
+
+/// zstd into a buffer of exactly `limit` bytes: a frame that does not fit fails inside zstd
+/// ("destination too small"), which is the 12.5% rule checked for free.
+fn zstd_compress(data: &[u8], level: i32, limit: usize) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(limit);
+    let mut compressor = zstd::bulk::Compressor::new(level).ok()?;
+    compressor.compress_to_buffer(data, &mut out).ok()?;
+    Some(out)
+}
+
+/// Bytes of the lz4 length prefix.
+const LZ4_HEADER: usize = 4;
+
+/// Blocks shorter than this are compressed without the give-up test: the test would cost a
+/// large fraction of the compression it might save.
+const SAMPLE_BLOCK_MIN: usize = 32 << 10;
+/// Number of pieces in the sample.
+const SAMPLE_PIECES: usize = 16;
+/// Bytes per sample piece.
+const SAMPLE_PIECE_SIZE: usize = 256;
+/// Total sample size (4 KiB).
+const SAMPLE_SIZE: usize = SAMPLE_PIECES * SAMPLE_PIECE_SIZE;
+
+const _: () = assert!(
+    SAMPLE_SIZE * 8 <= SAMPLE_BLOCK_MIN,
+    "the sample is at most 1/8 of a block"
+);
+const _: () = assert!(SAMPLE_PIECE_SIZE * SAMPLE_PIECES * 8 <= SAMPLE_BLOCK_MIN);
+
+/// What the give-up test predicts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Verdict {
+    /// Compress the whole block (it may still fail the 12.5% rule).
+    Try,
+    /// Do not bother: the block is stored as is.
+    Incompressible,
+}
+
+/// Gathers the sample (module docs): piece `i` starts in the `i`-th of [`SAMPLE_PIECES`] equal
+/// windows at phase `(i * 0x9e37_79b9) mod (window - piece + 1)`. `None` for short blocks.
+fn gather_sample(data: &[u8], sample: &mut [u8; SAMPLE_SIZE]) -> Option<()> {
+    if data.len() < SAMPLE_BLOCK_MIN {
+        return None;
+    }
+    let window = data.len() / SAMPLE_PIECES;
+    let phases = window - SAMPLE_PIECE_SIZE + 1;
+    for (index, piece) in sample.chunks_exact_mut(SAMPLE_PIECE_SIZE).enumerate() {
+        let start = index * window + (index * 0x9e37_79b9) % phases;
+        piece.copy_from_slice(data.get(start..start + SAMPLE_PIECE_SIZE)?);
+    }
+    Some(())
+}
+
+/// lz4 on the sample: incompressible when it saves less than 1/32 of the sample. A sample
+/// compresses worse than its block (less history to match against), and one compressible
+/// piece in sixteen must be enough to try (module docs), hence the low bar.
+fn sample_verdict(data: &[u8]) -> Verdict {
+    let mut sample = [0u8; SAMPLE_SIZE];
+    if gather_sample(data, &mut sample).is_none() {
+        return Verdict::Try;
+    }
+    // lz4_flex wants room for its worst case (110% + 20 bytes) before it starts.
+    let mut out = [0u8; SAMPLE_SIZE + SAMPLE_SIZE / 8 + 64];
+    assert!(out.len() >= lz4_flex::block::get_maximum_output_size(SAMPLE_SIZE), "sample room");
+    match lz4_flex::block::compress_into(&sample, &mut out) {
+        Ok(written) if written > SAMPLE_SIZE - SAMPLE_SIZE / 32 => Verdict::Incompressible,
+        _ => Verdict::Try,
+    }
+}
+
+/// Byte-entropy test on the sample, for zstd's entropy stage. Uses the collision entropy
+/// `H2 = -log2(sum p_i^2)`, which is never above the Shannon entropy, in integers: the
+/// sample is incompressible by order-0 coding only when `H2 > 7.5` bits per byte, i.e. when
+/// `181 * sum c_i^2 < n^2` (2^7.5 = 181.02). Uniform random bytes give `sum c_i^2` about
+/// `n^2 / 256 + n`, well below `n^2 / 181`.
+fn sample_entropy_verdict(data: &[u8]) -> Verdict {
+    let mut sample = [0u8; SAMPLE_SIZE];
+    if gather_sample(data, &mut sample).is_none() {
+        return Verdict::Try;
+    }
+    let mut counts = [0u64; 256];
+    for &byte in &sample {
+        if let Some(count) = counts.get_mut(usize::from(byte)) {
+            *count += 1;
+        }
+    }
+    let squares: u64 = counts.iter().map(|&count| count * count).sum();
+    let n = SAMPLE_SIZE as u64;
+    if 181 * squares < n * n {
+        Verdict::Incompressible
+    } else {
+        Verdict::Try
+    }
+}
+
+/// Decompresses `data` (a block's physical bytes) into exactly `logical_size` bytes. Garbage
+/// yields an error, never a panic. The only allocation sized by the input is the output itself
+/// (`logical_size` bytes, refused above `BLOCK_SIZE_MAX`); zstd also creates its fixed-size
+/// decompression context, which does not depend on the input.
+pub fn decompress(
+    kind: CompressKind,
+    data: &[u8],
+    logical_size: usize,
+) -> Result<Vec<u8>, FormatError> {
+    let bad = |why| FormatError::Invalid {
+        what: "compressed block",
+        why,
+    };
+    if logical_size as u64 > tarn_base::limits::BLOCK_SIZE_MAX {
+        return Err(bad("logical size above the largest block"));
+    }
     match kind {
         CompressKind::Off => {
-            let mut out = data.get(..logical_size.min(data.len())).ok_or(bad("short"))?.to_vec();
-            out.resize(logical_size, 0);
+            let mut out = vec![0u8; logical_size];
+            let present = logical_size.min(data.len());
+            if let (Some(to), Some(from)) = (out.get_mut(..present), data.get(..present)) {
+                to.copy_from_slice(from);
+            }
             Ok(out)
         }
         CompressKind::Lz4 => {
-            let header: [u8; 4] = data.get(..4).and_then(|h| h.try_into().ok()).ok_or(bad("short"))?;
+            let header: [u8; LZ4_HEADER] = data
+                .get(..LZ4_HEADER)
+                .and_then(|h| h.try_into().ok())
+                .ok_or(bad("short"))?;
             let len = u32::from_le_bytes(header) as usize;
-            let body = data.get(4..4 + len).ok_or(bad("lz4 length beyond block"))?;
+            let end = LZ4_HEADER
+                .checked_add(len)
+                .ok_or(bad("lz4 length beyond block"))?;
+            let body = data
+                .get(LZ4_HEADER..end)
+                .ok_or(bad("lz4 length beyond block"))?;
             let mut out = vec![0u8; logical_size];
             let written =
                 lz4_flex::block::decompress_into(body, &mut out).map_err(|_| bad("lz4 data"))?;
@@ -114,8 +283,10 @@ pub fn decompress(kind: CompressKind, data: &[u8], logical_size: usize) -> Resul
         CompressKind::Zstd => {
             let mut out = vec![0u8; logical_size];
             // The frame is followed by zero padding up to the sector size; zstd stops at the
-            // end of the frame.
-            let written = zstd::bulk::decompress_to_buffer(data, &mut out).map_err(|_| bad("zstd data"))?;
+            // end of the frame. Decoding into a fixed buffer means a frame that claims a huge
+            // window or content size cannot make zstd allocate for it.
+            let written = zstd::bulk::decompress_to_buffer(data, out.as_mut_slice())
+                .map_err(|_| bad("zstd data"))?;
             if written != logical_size {
                 return Err(bad("zstd size mismatch"));
             }
@@ -129,42 +300,59 @@ pub fn decompress(kind: CompressKind, data: &[u8], logical_size: usize) -> Resul
 /// `n >= 128` means `n - 127` zero bytes. The stream ends when `logical_size` bytes are out.
 fn zle_compress(data: &[u8], limit: usize) -> Option<Vec<u8>> {
     let mut out = Vec::with_capacity(limit);
-    let mut i = 0;
-    while i < data.len() {
+    let mut rest = data;
+    while let Some(&first) = rest.first() {
         if out.len() > limit {
             return None;
         }
-        if data[i] == 0 {
-            let run = data[i..].iter().take(128).take_while(|&&b| b == 0).count();
-            out.push(127 + run as u8);
-            i += run;
+        let zero = first == 0;
+        let run = rest
+            .iter()
+            .take(ZLE_RUN_MAX)
+            .take_while(|&&b| (b == 0) == zero)
+            .count();
+        let (head, tail) = rest.split_at(run);
+        let run = u8::try_from(run).ok()?;
+        if zero {
+            out.push(127 + run);
         } else {
-            let run = data[i..].iter().take(128).take_while(|&&b| b != 0).count();
-            out.push((run - 1) as u8);
-            out.extend_from_slice(&data[i..i + run]);
-            i += run;
+            out.push(run - 1);
+            out.extend_from_slice(head);
         }
+        rest = tail;
     }
     (out.len() <= limit).then_some(out)
 }
 
+/// Longest run one ZLE header describes.
+const ZLE_RUN_MAX: usize = 128;
+
 fn zle_decompress(data: &[u8], logical_size: usize) -> Result<Vec<u8>, FormatError> {
-    let bad = FormatError::Invalid { what: "compressed block", why: "zle data" };
-    let mut out = Vec::with_capacity(logical_size);
-    let mut i = 0;
-    while out.len() < logical_size {
-        let header = *data.get(i).ok_or(bad.clone())?;
-        i += 1;
+    let bad = FormatError::Invalid {
+        what: "compressed block",
+        why: "zle data",
+    };
+    let mut out = vec![0u8; logical_size];
+    let mut filled = 0;
+    let mut input = data.iter();
+    while filled < logical_size {
+        let header = *input.next().ok_or(bad.clone())?;
         if header < 128 {
             let len = usize::from(header) + 1;
-            out.extend_from_slice(data.get(i..i + len).ok_or(bad.clone())?);
-            i += len;
+            let literal = input.as_slice().get(..len).ok_or(bad.clone())?;
+            out.get_mut(filled..filled + len)
+                .ok_or(bad.clone())?
+                .copy_from_slice(literal);
+            input = input.as_slice().get(len..).unwrap_or_default().iter();
+            filled += len;
         } else {
-            out.resize(out.len() + usize::from(header - 127), 0);
+            // The buffer is already zero: a zero run only moves the fill mark, but it must not
+            // run past the end.
+            filled += usize::from(header - 127);
+            if filled > logical_size {
+                return Err(bad);
+            }
         }
-    }
-    if out.len() != logical_size {
-        return Err(bad);
     }
     Ok(out)
 }
@@ -187,12 +375,40 @@ mod tests {
         Some(compressed.len())
     }
 
+    fn random(len: usize, seed: u64) -> Vec<u8> {
+        let mut data = vec![0u8; len];
+        tarn_base::SeededRng::new(seed).fill(&mut data);
+        data
+    }
+
+    /// Text-like bytes: words from a small vocabulary in random order.
+    fn text(len: usize) -> Vec<u8> {
+        let words = [
+            "pool ", "vdev ", "block ", "scrub ", "txg ", "mirror\n", "raidz2 ", "ok ",
+        ];
+        let mut rng = tarn_base::SeededRng::new(9);
+        let mut out = Vec::new();
+        while out.len() < len {
+            out.extend_from_slice(words[rng.below(words.len() as u64) as usize].as_bytes());
+        }
+        out.truncate(len);
+        out
+    }
+
     #[test]
     fn compressible_data_shrinks_and_round_trips() {
         let data: Vec<u8> = (0..131_072u32).map(|i| (i / 64) as u8).collect();
-        for setting in [CompressSetting::Lz4, CompressSetting::Zstd(3), CompressSetting::Zstd(-5)] {
+        for setting in [
+            CompressSetting::Lz4,
+            CompressSetting::Zstd(3),
+            CompressSetting::Zstd(-5),
+        ] {
             let size = round_trip(setting, &data).expect("should compress");
             assert!(size < data.len() / 2, "{setting:?} gave {size}");
+            assert!(
+                round_trip(setting, &text(131_072)).is_some(),
+                "{setting:?} on text"
+            );
         }
         let mut sparse = vec![0u8; 65536];
         sparse[1000] = 9;
@@ -201,12 +417,164 @@ mod tests {
 
     #[test]
     fn incompressible_data_is_refused() {
-        let mut rng = tarn_base::SeededRng::new(1);
-        let mut data = vec![0u8; 131_072];
-        rng.fill(&mut data);
-        for setting in [CompressSetting::Lz4, CompressSetting::Zstd(3), CompressSetting::Zle] {
+        let data = random(131_072, 1);
+        for setting in [
+            CompressSetting::Lz4,
+            CompressSetting::Zstd(3),
+            CompressSetting::Zle,
+        ] {
             assert_eq!(compress(setting, &data), None, "{setting:?}");
         }
+        // Below the sampling threshold the full attempt refuses it too.
+        assert_eq!(compress(CompressSetting::Lz4, &random(16_384, 2)), None);
+    }
+
+    /// Goal: the give-up test fires on random blocks of every size it applies to, so they
+    /// cost a 4 KiB sample rather than a full compression.
+    #[test]
+    fn random_blocks_are_given_up_by_the_sample() {
+        for (seed, len) in [
+            (3, SAMPLE_BLOCK_MIN),
+            (4, 65_536),
+            (5, 131_072),
+            (6, 1 << 20),
+        ] {
+            let data = random(len, seed);
+            assert_eq!(sample_verdict(&data), Verdict::Incompressible, "{len}");
+            assert_eq!(
+                sample_entropy_verdict(&data),
+                Verdict::Incompressible,
+                "{len}"
+            );
+        }
+        // Short blocks are never judged by the sample.
+        assert_eq!(
+            sample_verdict(&random(SAMPLE_BLOCK_MIN - 1, 7)),
+            Verdict::Try
+        );
+    }
+
+    /// Goal: a block whose first part is random and whose rest is zeros is compressed when the
+    /// zero part is big enough to pass the 12.5% rule (1/2 and 1/4 of the block), and stored
+    /// as is when it is not (1/16): the documented decision. Method: build each split,
+    /// compress with lz4 and zstd, and round-trip.
+    #[test]
+    fn random_then_zeros_is_compressed_when_it_can_pass_the_rule() {
+        for (random_part, expect_compressed) in [(65_536, true), (98_304, true), (122_880, false)] {
+            let mut data = random(random_part, 8);
+            data.resize(131_072, 0);
+            for setting in [CompressSetting::Lz4, CompressSetting::Zstd(3)] {
+                let got = round_trip(setting, &data);
+                assert_eq!(
+                    got.is_some(),
+                    expect_compressed,
+                    "{setting:?} {random_part}: {got:?}"
+                );
+            }
+        }
+    }
+
+    /// Goal: compressibility spread through the block reaches the sample. Method: every 4 KiB
+    /// page is 3 KiB random plus 1 KiB of zeros (25% compressible everywhere, nowhere a long
+    /// zero run at a sampled aligned offset).
+    #[test]
+    fn pages_ending_in_zeros_are_compressed() {
+        let mut data = random(131_072, 10);
+        for page in data.chunks_exact_mut(4096) {
+            page[3072..].fill(0);
+        }
+        assert_eq!(sample_verdict(&data), Verdict::Try);
+        assert!(round_trip(CompressSetting::Lz4, &data).is_some());
+    }
+
+    /// Goal: repeats at a distance (one random 4 KiB page repeated 32 times) are seen by the
+    /// sample and the block compresses to a fraction of its size.
+    #[test]
+    fn repeated_pages_are_compressed() {
+        let page = random(4096, 11);
+        let data: Vec<u8> = page.iter().copied().cycle().take(131_072).collect();
+        assert_eq!(sample_verdict(&data), Verdict::Try);
+        let size = round_trip(CompressSetting::Lz4, &data).expect("repeats compress");
+        assert!(size < 16_384, "{size}");
+    }
+
+    /// Goal: bytes with low entropy but no repeats (random hex digits) are given up by lz4,
+    /// which cannot compress them, but still compressed by zstd's entropy coder.
+    #[test]
+    fn random_hex_is_left_to_zstd() {
+        let data: Vec<u8> = random(131_072, 12)
+            .iter()
+            .map(|b| b"0123456789abcdef"[usize::from(b & 15)])
+            .collect();
+        assert_eq!(sample_verdict(&data), Verdict::Incompressible);
+        assert_eq!(sample_entropy_verdict(&data), Verdict::Try);
+        assert_eq!(compress(CompressSetting::Lz4, &data), None);
+        assert!(round_trip(CompressSetting::Zstd(3), &data).is_some());
+    }
+
+    /// Goal: the heuristic never changes the bytes of a block it compresses: the output is
+    /// exactly the plain length-prefixed lz4 encoding.
+    #[test]
+    fn compressed_bytes_do_not_depend_on_the_heuristic() {
+        let data = text(131_072);
+        let plain = lz4_compress(&data, compressed_size_limit(data.len())).expect("compresses");
+        assert_eq!(compress(CompressSetting::Lz4, &data), Some(plain));
+    }
+
+    #[test]
+    fn zle_round_trips_runs_at_every_boundary() {
+        for len in [1usize, 127, 128, 129, 255, 256, 257, 1000] {
+            let mut data = vec![0u8; 4 * len];
+            data[len..2 * len].fill(7);
+            data[3 * len..].fill(1);
+            if let Some(encoded) = compress(CompressSetting::Zle, &data) {
+                assert_eq!(
+                    decompress(CompressKind::Zle, &encoded, data.len()).expect("ok"),
+                    data
+                );
+            }
+            let encoded = zle_compress(&data, 2 * data.len()).expect("no limit");
+            assert_eq!(
+                decompress(CompressKind::Zle, &encoded, data.len()).expect("ok"),
+                data
+            );
+        }
+    }
+
+    #[test]
+    fn zle_run_past_the_end_is_an_error() {
+        // 128 zeros into a 100-byte block, and a 2-byte literal into a 1-byte block.
+        assert!(decompress(CompressKind::Zle, &[255], 100).is_err());
+        assert!(decompress(CompressKind::Zle, &[1, 5, 6], 1).is_err());
+        assert_eq!(
+            decompress(CompressKind::Zle, &[255], 128).expect("exact"),
+            vec![0u8; 128]
+        );
+    }
+
+    #[test]
+    fn oversized_logical_size_is_refused() {
+        let huge = tarn_base::limits::BLOCK_SIZE_MAX as usize + 1;
+        for kind in [
+            CompressKind::Off,
+            CompressKind::Lz4,
+            CompressKind::Zstd,
+            CompressKind::Zle,
+        ] {
+            assert!(decompress(kind, &[0u8; 16], huge).is_err(), "{kind:?}");
+        }
+    }
+
+    #[test]
+    fn off_pads_or_truncates_to_the_logical_size() {
+        assert_eq!(
+            decompress(CompressKind::Off, &[1, 2, 3], 5).expect("ok"),
+            vec![1, 2, 3, 0, 0]
+        );
+        assert_eq!(
+            decompress(CompressKind::Off, &[1, 2, 3], 2).expect("ok"),
+            vec![1, 2]
+        );
     }
 
     #[test]
@@ -216,7 +584,12 @@ mod tests {
             let len = rng.below(300) as usize;
             let mut data = vec![0u8; len];
             rng.fill(&mut data);
-            for kind in [CompressKind::Lz4, CompressKind::Zstd, CompressKind::Zle, CompressKind::Off] {
+            for kind in [
+                CompressKind::Lz4,
+                CompressKind::Zstd,
+                CompressKind::Zle,
+                CompressKind::Off,
+            ] {
                 let _ = decompress(kind, &data, 4096);
             }
         }

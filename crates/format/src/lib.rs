@@ -33,7 +33,9 @@
 pub mod blkptr;
 pub mod checksum;
 pub mod compress;
+pub mod dnode;
 pub mod label;
+pub mod objset;
 pub mod uberblock;
 pub mod wire;
 

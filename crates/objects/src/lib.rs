@@ -1,1 +1,244 @@
-//! tarn-objects.
+//! tarn-objects: object sets of dnodes, each object a copy-on-write tree of block pointers
+//! (ZFS's DMU), and the ZAP key-value objects built on them.
+//!
+//! # Purpose
+//! Give the dataset and POSIX layers numbered objects (byte arrays with a small bonus buffer)
+//! that change in memory and reach disk atomically, one txg at a time, through
+//! [`tarn_zio::BlockStore`]. Every block is reached through a block pointer that carries its
+//! checksum and birth txg, so an object set is a Merkle tree rooted in one block pointer.
+//!
+//! # Model
+//! ```text
+//!  object-set root bp ──► ObjsetPhys (2 KiB: kind, meta-dnode)
+//!                               │ meta-dnode = object 0, data block size 16 KiB
+//!                               ▼
+//!                    [ indirect blocks of object 0 ] (nlevels - 1 levels, 1024 bps each)
+//!                               │
+//!             ┌─────────────────┼──────────────────┐
+//!             ▼                 ▼                  ▼
+//!      dnode block 0      dnode block 1   ...   (32 dnodes of 512 bytes each;
+//!      objects 0..31      objects 32..63         object N lives in slot N)
+//!             │ dnode N: root bp, nlevels, block size, bonus
+//!             ▼
+//!      [ indirect blocks of object N ] ──► level-0 data blocks (holes are bps with no DVA)
+//! ```
+//! - An object's tree has `nlevels` levels; level 0 holds data blocks of `data_block_size`
+//!   bytes, each indirect block holds `2^indirect_shift / 128` block pointers. Block `b` of
+//!   an object lives at index `(b >> (bits * (L - 1))) & mask` of its level-`L` ancestor.
+//! - Fill counts: a level-0 bp has fill 1 (0 for a hole); an indirect bp has the sum of its
+//!   children. SEEK_DATA/SEEK_HOLE and sparse walks skip whole subtrees with them.
+//! - [`zap`] objects store key-value pairs (directories, property lists) in their blocks.
+//!
+//! # State
+//! In memory ([`ObjectSet`]): the meta-dnode's state, a map of objects changed since the last
+//! sync (new dnode fields plus dirty level-0 blocks, or "freed"), the trees of freed objects
+//! waiting to be released, and a bounded LRU cache of clean blocks keyed by block pointer.
+//! Indirect blocks are never dirty between syncs: [`ObjectSet::sync`] rebuilds the ones above
+//! dirty blocks from the old indirect block and the new children. On disk: docs/FORMAT.md,
+//! section "Objects" (dnode, object-set root, indirect blocks, ZAP).
+//!
+//! # Invariants
+//! - I1: the clean-block cache never holds more than its byte limit; dirty buffers never live
+//!   in it and are never evicted.
+//! - I2: an object id is in exactly one state: free, allocated on disk, or in the changed map
+//!   (live or freed); object 0 is the meta-dnode and never handed out.
+//! - I3: a synced tree addresses `maxblkid` (`nlevels` grows at sync when it does not), and
+//!   `nlevels <= INDIRECTION_LEVELS_MAX`; a non-hole root has level `nlevels - 1`.
+//! - I4: `used_bytes` of a dnode equals the allocated size of every block in its tree;
+//!   indirect fill equals the sum of its children's fill.
+//! - I5: after a successful sync nothing is dirty; every block replaced or punched in the txg
+//!   was passed to `free_block` exactly once, and no block still referenced ever was.
+//! - I6: a block pointer read has birth txg <= the store's txg (temporal incursion check).
+//!
+//! # Concurrency and context
+//! An [`ObjectSet`] is owned by one thread (the pool's sync thread or a test); methods take
+//! `&mut self`. Open-context changes and syncing are serialized by the owner: the pool quiesces
+//! writers before calling `sync`, as ZFS does between the open and syncing txg states.
+//!
+//! # Failure model
+//! - Bytes from disk (dnodes, indirect blocks, ZAP blocks, the root) are input: bad ones are
+//!   [`ObjectError::Corrupt`], never a panic. Unrecoverable reads surface as
+//!   [`ObjectError::Io`] naming the object and offset.
+//! - A failed `sync` leaves the in-memory set half-applied, so it is poisoned: every later
+//!   call returns [`ObjectError::Poisoned`] and the owner reopens from the last committed root
+//!   (which the copy-on-write discipline kept intact).
+//! - A broken in-memory invariant is a bug and panics (`assert!`, on in release).
+//!
+//! # Not here
+//! Snapshots, dead lists and deciding whether a freed block is reusable (the store and the
+//! dataset layer); txg timing and the write throttle's policy (tarn-pool reads
+//! [`ObjectSet::dirty_bytes`]); user/group accounting objects (reserved in the root block);
+//! concurrent access (the owner serializes).
+
+mod cache;
+pub mod objset;
+mod tree;
+pub mod zap;
+
+#[cfg(test)]
+mod tests;
+
+pub use objset::{
+    CACHE_BYTES_DEFAULT, META_DNODE_OBJECT, OBJECT_ID_LIMIT, ObjectSet, visit_object_set,
+};
+pub use tarn_format::objset::ObjsetKind;
+pub use zap::{ZAP_KEY_MAX, ZAP_VALUE_MAX, ZapCursor};
+
+use tarn_base::ObjectId;
+use tarn_format::{ChecksumKind, CompressSetting, FormatError};
+use tarn_zio::ZioError;
+
+/// How an object set writes its blocks. Metadata (indirect blocks, dnode blocks, the root,
+/// objects marked metadata) gets `metadata_extra_copies` more copies, up to three, like ZFS's
+/// `redundant_metadata=all`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ObjsetWriteConfig {
+    /// Checksum of every block (never `Off`).
+    pub checksum: ChecksumKind,
+    /// Compression tried on every block.
+    pub compression: CompressSetting,
+    /// Copies of data blocks (1..=3).
+    pub copies: u8,
+    /// Extra copies of metadata blocks.
+    pub metadata_extra_copies: u8,
+}
+
+impl Default for ObjsetWriteConfig {
+    fn default() -> Self {
+        ObjsetWriteConfig {
+            checksum: ChecksumKind::Fletcher4,
+            compression: CompressSetting::Lz4,
+            copies: 1,
+            metadata_extra_copies: 1,
+        }
+    }
+}
+
+impl ObjsetWriteConfig {
+    /// Copies for a data (`false`) or metadata (`true`) block.
+    #[must_use]
+    pub fn copies_for(&self, metadata: bool) -> u8 {
+        assert!(self.copies >= 1, "write config with zero copies");
+        let max = tarn_base::limits::COPIES_MAX as u8;
+        let copies = if metadata {
+            self.copies.saturating_add(self.metadata_extra_copies)
+        } else {
+            self.copies
+        };
+        copies.min(max)
+    }
+}
+
+/// Where a visited block pointer sits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct BlockContext {
+    /// Object owning the tree (0 for the meta-dnode and the root).
+    pub object: ObjectId,
+    /// Level in the tree (0 = data), or [`BlockContext::ROOT_LEVEL`] for the root block.
+    pub level: u8,
+    /// Block id at that level.
+    pub blkid: u64,
+}
+
+impl BlockContext {
+    /// Level reported for the object-set root block.
+    pub const ROOT_LEVEL: u8 = u8::MAX;
+}
+
+/// Facts about one object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DnodeInfo {
+    /// Object type.
+    pub object_type: u8,
+    /// Logical size of each data block.
+    pub data_block_size: u32,
+    /// log2 of the indirect block size.
+    pub indirect_shift: u8,
+    /// Levels of the tree as of the last sync.
+    pub nlevels: u8,
+    /// Highest block id ever written.
+    pub maxblkid: u64,
+    /// Allocated bytes of the tree as of the last sync.
+    pub used_bytes: u64,
+    /// Bonus buffer type.
+    pub bonus_type: u8,
+    /// Bonus buffer length.
+    pub bonus_len: u16,
+    /// Level-0 blocks are written as metadata.
+    pub metadata: bool,
+}
+
+/// Why an object operation failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ObjectError {
+    /// A block of the object could not be read or written.
+    #[error("object {} at offset {offset}: {source}", object.0)]
+    Io {
+        /// Object whose block failed.
+        object: ObjectId,
+        /// Byte offset in the object (0 for metadata blocks).
+        offset: u64,
+        /// What the I/O pipeline reported.
+        source: ZioError,
+    },
+    /// The object is not allocated.
+    #[error("object {} does not exist", object.0)]
+    NoSuchObject {
+        /// Object asked for.
+        object: ObjectId,
+    },
+    /// The object id is already allocated.
+    #[error("object {} is already in use", object.0)]
+    ObjectInUse {
+        /// Object asked for.
+        object: ObjectId,
+    },
+    /// An argument is out of range.
+    #[error("object {}: invalid {what} {value}", object.0)]
+    InvalidArgument {
+        /// Object concerned (0 when none).
+        object: ObjectId,
+        /// Which argument.
+        what: &'static str,
+        /// Its value.
+        value: u64,
+    },
+    /// Bytes read from disk do not decode (a dnode, an indirect block, a ZAP block).
+    #[error("object {} is corrupt: {why}", object.0)]
+    Corrupt {
+        /// Object whose metadata is bad.
+        object: ObjectId,
+        /// What was wrong.
+        why: &'static str,
+        /// The decoding error, when there is one.
+        source: Option<FormatError>,
+    },
+    /// `zap_insert` of a key that exists.
+    #[error("object {}: key {key:?} already exists", object.0)]
+    KeyExists {
+        /// ZAP object.
+        object: ObjectId,
+        /// The key.
+        key: String,
+    },
+    /// `zap_remove` of a key that does not exist.
+    #[error("object {}: no key {key:?}", object.0)]
+    NoSuchKey {
+        /// ZAP object.
+        object: ObjectId,
+        /// The key.
+        key: String,
+    },
+    /// A structural limit was reached (object ids, ZAP hash table size).
+    #[error("object {}: {what} limit reached", object.0)]
+    LimitReached {
+        /// Object concerned.
+        object: ObjectId,
+        /// Which limit.
+        what: &'static str,
+    },
+    /// A previous sync failed half-way; reopen the object set from its last committed root.
+    #[error("object set is unusable after a failed sync")]
+    Poisoned,
+}

@@ -1,1 +1,919 @@
-//! tarn-pool.
+//! tarn-pool: a pool is a vdev tree, an allocator and a sequence of committed txgs.
+//!
+//! # Purpose
+//! Creates pools on leaf devices, finds and imports them again by GUID wherever their
+//! devices now are, and commits transaction groups atomically: the one place that decides
+//! what is durable.
+//!
+//! # Model
+//! ```text
+//!  txg T:  open ──► quiescing ──► syncing ─────────────────────────────► committed
+//!                                  │ upper layers write their dirty blocks (SyncCtx)
+//!                                  │ space log delta for T (tarn-space)
+//!                                  │ flush every leaf
+//!                                  │ [config changed: labels L0+L2, flush]
+//!                                  │ uberblock T into ring slot T % slots, all labels
+//!                                  │ flush every leaf
+//!                                  │ [config changed: labels L1+L3, flush]
+//! ```
+//! The open and quiescing states are the engine's (it holds writers out while a txg syncs);
+//! this crate owns the syncing step and what "committed" means.
+//!
+//! # State
+//! On disk: labels and uberblock rings on every leaf (docs/FORMAT.md "Labels",
+//! "Uberblock"), the space log, and the blocks of upper layers, rooted in the uberblock's
+//! root block pointer (the meta object set, owned by the engine).
+//!
+//! # Invariants
+//! - I1: an uberblock for txg T is written only after every block reachable from it, and
+//!   the space log of T, are flushed; and it is flushed before T counts as committed.
+//! - I2: committed txgs strictly increase, both when writing and when importing.
+//! - I3: import matches devices by GUID only; paths in labels are for messages.
+//! - I4: a refused create or import writes nothing to any device.
+//! - I5: a suspended pool writes nothing until it is cleared.
+//!
+//! # Concurrency and context
+//! `Pool` is owned by one thread at a time (the engine wraps it in a mutex); syncing
+//! context is the [`SyncCtx`] passed to the upper layer's closure, and is the only way to
+//! allocate or free.
+//!
+//! # Failure model
+//! Device errors below the redundancy budget are the vdev layer's business. An uberblock
+//! that cannot be written to any leaf, or a failed flush everywhere, suspends the pool
+//! (`failmode`): the txg is not committed and nothing more is written until a reimport.
+//! Corrupt labels are skipped (other copies are used); corrupt uberblocks are skipped
+//! (older ones are used); import with rewind (`-F`, `-T`) walks back through the ring.
+//!
+//! # Not here
+//! Object sets and properties (tarn-objects, tarn-engine), scrub and resilver (background),
+//! multihost heartbeats, the intent log.
+
+pub mod labels;
+mod provider;
+mod spec;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use tarn_base::{Clock, Guid, SeededRng, Txg};
+use tarn_device::{Device, DeviceError};
+use tarn_format::label::{PoolConfig, PoolState, VdevKind, VdevTree};
+use tarn_format::uberblock::Uberblock;
+use tarn_format::{BlockPtr, FEATURES_SUPPORTED, FORMAT_VERSION};
+use tarn_space::{SpaceError, SpaceManager, VdevGeometry, VdevUsage};
+use tarn_vdev::{Leaf, TopVdev, VdevError};
+use tarn_zio::{BlockStore, Pipeline, WriteProps, ZioError};
+
+pub use labels::{LabelScan, read_labels};
+pub use provider::{FileProvider, SimProvider};
+pub use spec::{CreateSpec, TopLayout, TopSpec, validate_pool_name};
+
+/// Errors of pool-level operations; the engine renders them as one line for the admin.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PoolError {
+    /// The pool name breaks the naming rules.
+    #[error("invalid pool name '{name}': {why}")]
+    InvalidName {
+        /// Name given.
+        name: String,
+        /// Rule broken.
+        why: String,
+    },
+    /// The vdev specification is malformed.
+    #[error("{0}")]
+    InvalidSpec(String),
+    /// The same device appears twice.
+    #[error("device '{path}' is specified more than once")]
+    DuplicateDevice {
+        /// The path.
+        path: String,
+    },
+    /// A device could not be opened.
+    #[error("cannot open '{path}': {source}")]
+    DeviceOpen {
+        /// The path.
+        path: String,
+        /// Why.
+        source: DeviceError,
+    },
+    /// A device is smaller than the minimum.
+    #[error("device '{path}' is too small ({size} bytes; the minimum is {min} bytes)")]
+    DeviceTooSmall {
+        /// The path.
+        path: String,
+        /// Its size.
+        size: u64,
+        /// The minimum.
+        min: u64,
+    },
+    /// A device belongs to another pool.
+    #[error("device '{path}' is part of {state} pool '{pool}' (use -f to override)")]
+    DeviceInUse {
+        /// The path.
+        path: String,
+        /// The other pool.
+        pool: String,
+        /// `active`, `exported`, `spare`...
+        state: String,
+    },
+    /// No pool with that name or GUID was found.
+    #[error("no such pool available")]
+    NotFound,
+    /// Several pools have that name.
+    #[error("more than one pool named '{name}' is available; import it by its numeric identifier")]
+    Ambiguous {
+        /// The name.
+        name: String,
+    },
+    /// Too many devices are missing to import.
+    #[error("one or more devices are missing beyond the pool's redundancy: {}", missing.join(", "))]
+    MissingDevices {
+        /// Last known paths (or GUIDs) of the missing devices.
+        missing: Vec<String>,
+    },
+    /// The pool is in use by another host.
+    #[error("pool was last accessed by another system (host '{hostname}', hostid {hostid:#x}); use -f to import anyway")]
+    ActiveElsewhere {
+        /// The other host's name.
+        hostname: String,
+        /// The other host's id.
+        hostid: u64,
+    },
+    /// The pool needs a feature this build does not support.
+    #[error("pool uses unsupported feature '{0}'")]
+    UnsupportedFeature(String),
+    /// No uberblock could be used.
+    #[error("no usable uberblock: {0}")]
+    NoUberblock(String),
+    /// The pool is suspended.
+    #[error("pool I/O is suspended: {0}")]
+    Suspended(String),
+    /// The pool was imported read-only.
+    #[error("pool is read-only")]
+    ReadOnly,
+    /// A vdev could not be assembled.
+    #[error(transparent)]
+    Vdev(#[from] VdevError),
+    /// Block I/O failed.
+    #[error(transparent)]
+    Zio(#[from] ZioError),
+    /// The space log failed.
+    #[error(transparent)]
+    Space(#[from] SpaceError),
+    /// A device operation failed.
+    #[error(transparent)]
+    Device(#[from] DeviceError),
+}
+
+/// Finds and opens leaf devices: real files and block devices for the daemon, simulated ones
+/// for tests. Paths are whatever the provider understands.
+pub trait DeviceProvider: Send + Sync {
+    /// Opens a device, for writing unless `read_only`.
+    fn open(&self, path: &str, read_only: bool) -> Result<Arc<dyn Device>, DeviceError>;
+    /// Lists candidate device paths in a directory (for import scanning).
+    fn list(&self, dir: &str) -> Result<Vec<String>, DeviceError>;
+}
+
+/// Who this host is (labels record it; multihost and import checks compare it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostIdentity {
+    /// Host id (nonzero).
+    pub hostid: u64,
+    /// Host name.
+    pub hostname: String,
+}
+
+/// A pool found by scanning devices, before import.
+#[derive(Clone, Debug)]
+pub struct Discovered {
+    /// The newest config among its devices' labels.
+    pub config: PoolConfig,
+    /// Leaf GUID -> path where it was found now.
+    pub found: BTreeMap<Guid, String>,
+    /// Every valid uberblock found on its devices.
+    pub uberblocks: Vec<Uberblock>,
+}
+
+impl Discovered {
+    /// Pool name.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.config.name
+    }
+
+    /// Leaves in the config that were not found, with their last known paths.
+    #[must_use]
+    pub fn missing(&self) -> Vec<&VdevTree> {
+        self.config.vdev_tree.leaves().into_iter().filter(|l| !self.found.contains_key(&l.guid)).collect()
+    }
+
+    /// The newest uberblock (what a plain import would use).
+    #[must_use]
+    pub fn newest_uberblock(&self, max_txg: Option<Txg>) -> Option<Uberblock> {
+        labels::best_uberblock(&self.uberblocks, self.config.pool_guid, max_txg)
+    }
+
+    /// Distinct uberblocks, newest first (for `import --list-txgs`).
+    #[must_use]
+    pub fn uberblock_history(&self) -> Vec<Uberblock> {
+        let mut by_txg: BTreeMap<Txg, Uberblock> = BTreeMap::new();
+        for ub in self.uberblocks.iter().filter(|u| u.pool_guid == self.config.pool_guid) {
+            by_txg.insert(ub.txg, *ub);
+        }
+        by_txg.into_values().rev().collect()
+    }
+}
+
+/// Scans `dirs` for devices with tarn labels and groups them into pools.
+pub fn discover(provider: &dyn DeviceProvider, dirs: &[String]) -> Vec<Discovered> {
+    let mut pools: BTreeMap<Guid, Discovered> = BTreeMap::new();
+    let mut seen = std::collections::HashSet::new();
+    for dir in dirs {
+        let Ok(paths) = provider.list(dir) else { continue };
+        for path in paths {
+            if !seen.insert(path.clone()) {
+                continue;
+            }
+            let Ok(device) = provider.open(&path, true) else { continue };
+            let scan = read_labels(device.as_ref());
+            let Some(config) = scan.config else { continue };
+            if config.state == PoolState::Spare {
+                continue;
+            }
+            let entry = pools.entry(config.pool_guid).or_insert_with(|| Discovered {
+                config: config.clone(),
+                found: BTreeMap::new(),
+                uberblocks: Vec::new(),
+            });
+            if config.txg > entry.config.txg {
+                entry.config = config.clone();
+            }
+            entry.found.insert(config.this_guid, path.clone());
+            entry.uberblocks.extend(scan.uberblocks);
+        }
+    }
+    pools.into_values().collect()
+}
+
+/// Options of an import.
+#[derive(Clone, Debug, Default)]
+pub struct ImportOptions {
+    /// Import the newest txg at most this (`-T`).
+    pub max_txg: Option<Txg>,
+    /// Walk back to older txgs if the newest cannot be opened (`-F`).
+    pub rewind: bool,
+    /// Import even if another host seems to use the pool (`-f`).
+    pub force: bool,
+    /// Open read-only: nothing is ever written.
+    pub readonly: bool,
+    /// Import under another name.
+    pub new_name: Option<String>,
+}
+
+/// Reads blocks outside syncing context (writes there are a bug).
+#[derive(Debug)]
+pub struct PoolReader<'a> {
+    pipeline: &'a Pipeline,
+    txg: Txg,
+}
+
+impl BlockStore for PoolReader<'_> {
+    fn txg(&self) -> Txg {
+        self.txg
+    }
+
+    fn write_block(&mut self, _data: &[u8], _props: &WriteProps) -> Result<BlockPtr, ZioError> {
+        Err(ZioError::WriteFailed("blocks are written only in syncing context".into()))
+    }
+
+    fn read_block(&self, bp: &BlockPtr) -> Result<Vec<u8>, ZioError> {
+        read_checked(self.pipeline, bp, self.txg)
+    }
+
+    fn free_block(&mut self, bp: &BlockPtr) {
+        panic!("free of {bp:?} outside syncing context");
+    }
+}
+
+fn read_checked(pipeline: &Pipeline, bp: &BlockPtr, txg: Txg) -> Result<Vec<u8>, ZioError> {
+    // A block born after the txg being read from is corruption (ztest's "temporal
+    // incursion"): it comes from disk, so it is an error, not an assertion.
+    if bp.birth > txg {
+        return Err(ZioError::Unrecoverable {
+            dva: bp.copies().next().map_or_else(|| "-".into(), tarn_zio::dva_name),
+            birth: bp.birth,
+            why: format!("block born in txg {} is newer than txg {txg}", bp.birth),
+        });
+    }
+    pipeline.read_block(bp)
+}
+
+/// Syncing context: the only way to allocate, write and free blocks.
+#[derive(Debug)]
+pub struct SyncCtx<'a> {
+    pipeline: &'a Pipeline,
+    space: &'a mut SpaceManager,
+    txg: Txg,
+}
+
+impl BlockStore for SyncCtx<'_> {
+    fn txg(&self) -> Txg {
+        self.txg
+    }
+
+    fn write_block(&mut self, data: &[u8], props: &WriteProps) -> Result<BlockPtr, ZioError> {
+        self.pipeline.write_block(self.space, self.txg, data, props)
+    }
+
+    fn read_block(&self, bp: &BlockPtr) -> Result<Vec<u8>, ZioError> {
+        read_checked(self.pipeline, bp, self.txg)
+    }
+
+    fn free_block(&mut self, bp: &BlockPtr) {
+        assert!(bp.birth <= self.txg, "free of a block born after the syncing txg");
+        for dva in bp.copies() {
+            tarn_zio::Allocator::free(self.space, dva, bp.birth);
+        }
+    }
+}
+
+/// An imported (or just created) pool.
+#[derive(Debug)]
+pub struct Pool {
+    name: String,
+    guid: Guid,
+    root_guid: Guid,
+    spares_guid: Guid,
+    ashift: u8,
+    tops: Vec<Arc<TopVdev>>,
+    spares: Vec<Arc<Leaf>>,
+    pipeline: Pipeline,
+    space: SpaceManager,
+    last: Option<Uberblock>,
+    txg: Txg,
+    config_dirty: bool,
+    suspended: Option<String>,
+    readonly: bool,
+    identity: HostIdentity,
+    clock: Arc<dyn Clock>,
+}
+
+fn open_device(provider: &dyn DeviceProvider, path: &str, read_only: bool) -> Result<Arc<dyn Device>, PoolError> {
+    provider.open(path, read_only).map_err(|source| PoolError::DeviceOpen { path: path.to_string(), source })
+}
+
+impl Pool {
+    /// Creates a pool: checks everything first (nothing is written if any check fails), then
+    /// writes every label. The pool has no committed txg until the first [`Pool::sync`].
+    pub fn create(
+        spec: &CreateSpec,
+        provider: &dyn DeviceProvider,
+        identity: HostIdentity,
+        clock: Arc<dyn Clock>,
+        rng: &mut SeededRng,
+    ) -> Result<Pool, PoolError> {
+        spec.validate()?;
+        let mut devices = BTreeMap::new();
+        for path in spec.tops.iter().flat_map(|t| &t.devices).chain(&spec.spares) {
+            let device = open_device(provider, path, false)?;
+            let size = device.size_bytes();
+            if size < tarn_base::limits::DEVICE_SIZE_MIN {
+                return Err(PoolError::DeviceTooSmall {
+                    path: path.clone(),
+                    size,
+                    min: tarn_base::limits::DEVICE_SIZE_MIN,
+                });
+            }
+            if !spec.force {
+                if let Some(config) = read_labels(device.as_ref()).config {
+                    if config.state != PoolState::Destroyed {
+                        return Err(PoolError::DeviceInUse {
+                            path: path.clone(),
+                            pool: config.name,
+                            state: config.state.name().to_string(),
+                        });
+                    }
+                }
+            }
+            devices.insert(path.clone(), device);
+        }
+        let tree = build_tree(spec, &devices, rng);
+        let guid = rng.guid();
+        let by_guid = tree
+            .leaves()
+            .into_iter()
+            .filter_map(|leaf| devices.get(&leaf.path).map(|d| (leaf.guid, Arc::clone(d))))
+            .collect();
+        let mut pool = Pool::assemble(spec.name.clone(), guid, &tree, &by_guid, identity, clock, false)?;
+        pool.config_dirty = true;
+        pool.write_labels(PoolState::Active, Txg(1))?;
+        pool.config_dirty = false;
+        Ok(pool)
+    }
+
+    fn assemble(
+        name: String,
+        guid: Guid,
+        tree: &VdevTree,
+        devices: &std::collections::HashMap<Guid, Arc<dyn Device>>,
+        identity: HostIdentity,
+        clock: Arc<dyn Clock>,
+        readonly: bool,
+    ) -> Result<Pool, PoolError> {
+        let mut tops = Vec::new();
+        let mut spares = Vec::new();
+        let mut spares_guid = Guid(0);
+        for child in &tree.children {
+            if child.kind == VdevKind::Spares {
+                spares_guid = child.guid;
+                for spare in &child.children {
+                    let leaf = Leaf::missing(spare.guid, spare.path.clone(), spare.asize);
+                    if let Some(device) = devices.get(&spare.guid) {
+                        if leaf.set_device(Some(Arc::clone(device))).is_ok() {
+                            leaf.set_state(tarn_vdev::LeafState::Online);
+                        }
+                    }
+                    spares.push(Arc::new(leaf));
+                }
+            } else {
+                tops.push(Arc::new(TopVdev::from_tree(child, devices)?));
+            }
+        }
+        let ashift = tops.iter().map(|t| t.ashift()).max().unwrap_or(tarn_base::limits::ASHIFT_DEFAULT);
+        let pipeline = Pipeline::new(tops.clone());
+        let space = SpaceManager::new(space_geometry(&tops, tree));
+        Ok(Pool {
+            name,
+            guid,
+            root_guid: tree.guid,
+            spares_guid,
+            ashift,
+            tops,
+            spares,
+            pipeline,
+            space,
+            last: None,
+            txg: Txg(0),
+            config_dirty: false,
+            suspended: None,
+            readonly,
+            identity,
+            clock,
+        })
+    }
+
+    /// Imports a discovered pool. `verify` opens the upper layers' root at a candidate
+    /// uberblock; with `rewind`, older uberblocks are tried when it fails.
+    pub fn import(
+        found: &Discovered,
+        provider: &dyn DeviceProvider,
+        options: &ImportOptions,
+        identity: HostIdentity,
+        clock: Arc<dyn Clock>,
+        verify: &dyn Fn(&Pool) -> Result<(), String>,
+    ) -> Result<Pool, PoolError> {
+        let config = &found.config;
+        if let Some(feature) =
+            config.features_for_read.iter().find(|f| !FEATURES_SUPPORTED.contains(&f.as_str()))
+        {
+            return Err(PoolError::UnsupportedFeature(feature.clone()));
+        }
+        if config.state == PoolState::Active && config.hostid != identity.hostid && !options.force {
+            return Err(PoolError::ActiveElsewhere { hostname: config.hostname.clone(), hostid: config.hostid });
+        }
+        let mut devices = std::collections::HashMap::new();
+        for (guid, path) in &found.found {
+            devices.insert(*guid, open_device(provider, path, options.readonly)?);
+        }
+        let name = options.new_name.clone().unwrap_or_else(|| config.name.clone());
+        let mut pool = Pool::assemble(
+            name,
+            config.pool_guid,
+            &config.vdev_tree,
+            &devices,
+            identity,
+            clock,
+            options.readonly,
+        )?;
+        if let Some(top) =
+            pool.tops.iter().find(|t| !matches!(t.health(), tarn_vdev::Health::Online | tarn_vdev::Health::Degraded))
+        {
+            let missing = top
+                .leaves()
+                .iter()
+                .filter(|l| l.device().is_none())
+                .map(|l| l.path())
+                .collect::<Vec<_>>();
+            return Err(PoolError::MissingDevices { missing });
+        }
+        let mut history = found.uberblock_history();
+        history.retain(|ub| options.max_txg.is_none_or(|max| ub.txg <= max));
+        let newest_seen = found.uberblocks.iter().map(|u| u.txg).max().unwrap_or(Txg(0));
+        let tries = if options.rewind { history.len() } else { 1 };
+        let mut last_error = String::from("no uberblock found on any device");
+        for ub in history.into_iter().take(tries) {
+            match pool.open_at(&ub, &config.vdev_tree).map_err(|e| e.to_string()).and_then(|()| verify(&pool)) {
+                Ok(()) => {
+                    // Txgs keep increasing past everything ever written, even after a
+                    // rewind, so a stale newer uberblock can never win a later import.
+                    pool.txg = newest_seen.max(ub.txg);
+                    pool.config_dirty = true;
+                    return Ok(pool);
+                }
+                Err(e) => last_error = format!("txg {}: {e}", ub.txg),
+            }
+        }
+        Err(PoolError::NoUberblock(last_error))
+    }
+
+    fn open_at(&mut self, ub: &Uberblock, tree: &VdevTree) -> Result<(), PoolError> {
+        self.space = SpaceManager::load(space_geometry(&self.tops, tree), &self.pipeline, &ub.space_log, ub.txg)?;
+        self.last = Some(*ub);
+        self.txg = ub.txg;
+        Ok(())
+    }
+
+    /// Pool name.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Pool GUID.
+    #[must_use]
+    pub fn guid(&self) -> Guid {
+        self.guid
+    }
+
+    /// The last committed uberblock (None before the first sync of a new pool).
+    #[must_use]
+    pub fn last_uberblock(&self) -> Option<&Uberblock> {
+        self.last.as_ref()
+    }
+
+    /// The upper layers' root as of the last committed txg.
+    #[must_use]
+    pub fn root(&self) -> Option<BlockPtr> {
+        self.last.map(|ub| ub.root)
+    }
+
+    /// The last committed txg.
+    #[must_use]
+    pub fn txg(&self) -> Txg {
+        self.txg
+    }
+
+    /// Top-level vdevs.
+    #[must_use]
+    pub fn tops(&self) -> &[Arc<TopVdev>] {
+        &self.tops
+    }
+
+    /// Hot spares.
+    #[must_use]
+    pub fn spares(&self) -> &[Arc<Leaf>] {
+        &self.spares
+    }
+
+    /// Space usage per top-level vdev.
+    #[must_use]
+    pub fn usage(&self) -> Vec<VdevUsage> {
+        self.space.usage()
+    }
+
+    /// Why the pool is suspended, if it is.
+    #[must_use]
+    pub fn suspended(&self) -> Option<&str> {
+        self.suspended.as_deref()
+    }
+
+    /// True when imported read-only.
+    #[must_use]
+    pub fn readonly(&self) -> bool {
+        self.readonly
+    }
+
+    /// The block pipeline (for scrub and checkers).
+    #[must_use]
+    pub fn pipeline(&self) -> &Pipeline {
+        &self.pipeline
+    }
+
+    /// The space manager (for checkers).
+    #[must_use]
+    pub fn space(&self) -> &SpaceManager {
+        &self.space
+    }
+
+    /// A reader for blocks of the last committed txg and of the open txg's clean data.
+    #[must_use]
+    pub fn reader(&self) -> PoolReader<'_> {
+        PoolReader { pipeline: &self.pipeline, txg: Txg(self.txg.0 + 1) }
+    }
+
+    /// The vdev tree as it is now (for labels and status).
+    #[must_use]
+    pub fn vdev_tree(&self) -> VdevTree {
+        let mut children: Vec<VdevTree> = self.tops.iter().map(|t| t.to_tree()).collect();
+        if !self.spares.is_empty() {
+            children.push(VdevTree {
+                kind: VdevKind::Spares,
+                guid: self.spares_guid,
+                id: children.len() as u32,
+                ashift: self.ashift,
+                asize: 0,
+                metaslab_shift: 0,
+                path: String::new(),
+                children: self
+                    .spares
+                    .iter()
+                    .enumerate()
+                    .map(|(i, s)| VdevTree {
+                        kind: VdevKind::Disk,
+                        guid: s.guid(),
+                        id: i as u32,
+                        ashift: self.ashift,
+                        asize: s.asize(),
+                        metaslab_shift: 0,
+                        path: s.path(),
+                        children: Vec::new(),
+                        offline: false,
+                    })
+                    .collect(),
+                offline: false,
+            });
+        }
+        VdevTree {
+            kind: VdevKind::Root,
+            guid: self.root_guid,
+            id: 0,
+            ashift: self.ashift,
+            asize: 0,
+            metaslab_shift: 0,
+            path: String::new(),
+            children,
+            offline: false,
+        }
+    }
+
+    /// Marks the config changed: the next sync rewrites every label.
+    pub fn set_config_dirty(&mut self) {
+        self.config_dirty = true;
+    }
+
+    fn config_for(&self, state: PoolState, txg: Txg, leaf: Guid, top: Guid, tree: &VdevTree) -> PoolConfig {
+        PoolConfig {
+            version: FORMAT_VERSION,
+            name: self.name.clone(),
+            pool_guid: self.guid,
+            txg,
+            state,
+            hostid: self.identity.hostid,
+            hostname: self.identity.hostname.clone(),
+            this_guid: leaf,
+            top_guid: top,
+            vdev_tree: tree.clone(),
+            features_for_read: FEATURES_SUPPORTED.iter().map(|f| (*f).to_string()).collect(),
+            features_for_write: Vec::new(),
+        }
+    }
+
+    /// Every usable leaf with the GUID of its top-level vdev (spares: their own GUID).
+    fn leaf_devices(&self) -> Vec<(Arc<Leaf>, Guid)> {
+        let mut out = Vec::new();
+        for top in &self.tops {
+            for leaf in top.leaves() {
+                out.push((Arc::clone(leaf), top.guid()));
+            }
+        }
+        for spare in &self.spares {
+            out.push((Arc::clone(spare), spare.guid()));
+        }
+        out
+    }
+
+    fn write_labels_half(&self, state: PoolState, txg: Txg, half: labels::LabelHalf) -> usize {
+        let tree = self.vdev_tree();
+        let mut written = 0;
+        for (leaf, top) in self.leaf_devices() {
+            let Some(device) = leaf.usable_device() else { continue };
+            let is_spare = self.spares.iter().any(|s| Arc::ptr_eq(s, &leaf));
+            let leaf_state = if is_spare { PoolState::Spare } else { state };
+            let config = self.config_for(leaf_state, txg, leaf.guid(), top, &tree);
+            if labels::write_config(device.as_ref(), &config, half).is_ok() {
+                written += 1;
+            }
+        }
+        written
+    }
+
+    fn flush_all(&self) -> usize {
+        self.leaf_devices()
+            .iter()
+            .filter_map(|(leaf, _)| leaf.usable_device())
+            .filter(|device| device.flush().is_ok())
+            .count()
+    }
+
+    /// Writes the whole config (all four label copies) with `state`, and flushes.
+    fn write_labels(&mut self, state: PoolState, txg: Txg) -> Result<(), PoolError> {
+        let even = self.write_labels_half(state, txg, labels::LabelHalf::Even);
+        self.flush_all();
+        let odd = self.write_labels_half(state, txg, labels::LabelHalf::Odd);
+        if self.flush_all() == 0 || even + odd == 0 {
+            return Err(PoolError::Suspended("no device accepted the label update".into()));
+        }
+        Ok(())
+    }
+
+    fn suspend(&mut self, why: String) -> PoolError {
+        self.suspended = Some(why.clone());
+        PoolError::Suspended(why)
+    }
+
+    /// Syncs one txg: `upper` writes the dirty state of the upper layers through the
+    /// [`SyncCtx`] and returns their new root; then the space log, flushes and the uberblock
+    /// make it durable (I1). Returns the committed txg.
+    pub fn sync<F, E>(&mut self, upper: F) -> Result<Txg, PoolError>
+    where
+        F: FnOnce(&mut SyncCtx<'_>) -> Result<BlockPtr, E>,
+        E: std::fmt::Display,
+    {
+        if let Some(why) = &self.suspended {
+            return Err(PoolError::Suspended(why.clone()));
+        }
+        if self.readonly {
+            return Err(PoolError::ReadOnly);
+        }
+        let txg = self.txg.next();
+        self.space.begin_txg(txg);
+        let mut ctx = SyncCtx { pipeline: &self.pipeline, space: &mut self.space, txg };
+        let root = match upper(&mut ctx) {
+            Ok(root) => root,
+            Err(e) => return Err(self.suspend(format!("txg {txg} could not be written: {e}"))),
+        };
+        let space_log = match self.space.sync(&self.pipeline) {
+            Ok(head) => head,
+            Err(e) => return Err(self.suspend(format!("txg {txg} space log could not be written: {e}"))),
+        };
+        if self.flush_all() == 0 {
+            return Err(self.suspend(format!("txg {txg}: no device could be flushed")));
+        }
+        let config_dirty = self.config_dirty;
+        if config_dirty {
+            self.write_labels_half(PoolState::Active, txg, labels::LabelHalf::Even);
+            self.flush_all();
+        }
+        let uberblock = Uberblock {
+            version: FORMAT_VERSION,
+            txg,
+            guid_sum: self.vdev_tree().guid_sum(),
+            timestamp: self.clock.now_unix_secs(),
+            pool_guid: self.guid,
+            root,
+            space_log,
+            hostid: self.identity.hostid,
+            mmp_sequence: 0,
+            mmp_interval_ms: 0,
+        };
+        if let Some(last) = &self.last {
+            assert!(uberblock.txg > last.txg, "I2: uberblock txg {txg} after {}", last.txg);
+        }
+        let written = self
+            .leaf_devices()
+            .iter()
+            .filter_map(|(leaf, _)| leaf.usable_device())
+            .filter(|device| labels::write_uberblock(device.as_ref(), &uberblock, self.ashift).is_ok())
+            .count();
+        if written == 0 || self.flush_all() == 0 {
+            return Err(self.suspend(format!("txg {txg}: the uberblock could not be written to any device")));
+        }
+        if config_dirty {
+            self.write_labels_half(PoolState::Active, txg, labels::LabelHalf::Odd);
+            self.flush_all();
+            self.config_dirty = false;
+        }
+        self.space.txg_committed();
+        self.txg = txg;
+        self.last = Some(uberblock);
+        Ok(txg)
+    }
+
+    /// Marks the pool exported in every label. The caller syncs dirty data first.
+    pub fn export(mut self) -> Result<(), PoolError> {
+        if self.readonly {
+            return Ok(());
+        }
+        let txg = self.txg;
+        self.write_labels(PoolState::Exported, txg)
+    }
+
+    /// Marks the pool destroyed in every label (import can still find it with `-D`).
+    pub fn destroy(mut self) -> Result<(), PoolError> {
+        let txg = self.txg;
+        self.write_labels(PoolState::Destroyed, txg)
+    }
+}
+
+fn space_geometry(tops: &[Arc<TopVdev>], tree: &VdevTree) -> Vec<(Arc<dyn VdevGeometry>, u8)> {
+    tops.iter()
+        .map(|top| {
+            let shift = tree
+                .children
+                .iter()
+                .find(|c| c.guid == top.guid())
+                .map(|c| c.metaslab_shift)
+                .filter(|&s| s > 0)
+                .unwrap_or_else(|| tarn_space::metaslab_shift_for(top.asize()));
+            (Arc::clone(top) as Arc<dyn VdevGeometry>, shift)
+        })
+        .collect()
+}
+
+/// Builds the vdev tree for a new pool, with fresh GUIDs and sizes from the devices.
+fn build_tree(
+    spec: &CreateSpec,
+    devices: &BTreeMap<String, Arc<dyn Device>>,
+    rng: &mut SeededRng,
+) -> VdevTree {
+    let sector = 1u64 << spec.ashift;
+    let leaf = |path: &String, id: u32, rng: &mut SeededRng| {
+        let size = devices.get(path).map_or(0, |d| d.size_bytes());
+        let (start, end) = tarn_format::label::data_area(size).unwrap_or((0, 0));
+        VdevTree {
+            kind: VdevKind::Disk,
+            guid: rng.guid(),
+            id,
+            ashift: spec.ashift,
+            asize: (end - start) / sector * sector,
+            metaslab_shift: 0,
+            path: path.clone(),
+            children: Vec::new(),
+            offline: false,
+        }
+    };
+    let mut children = Vec::new();
+    for (index, top) in spec.tops.iter().enumerate() {
+        let id = index as u32;
+        let leaves: Vec<VdevTree> =
+            top.devices.iter().enumerate().map(|(i, path)| leaf(path, i as u32, rng)).collect();
+        let smallest = leaves.iter().map(|l| l.asize).min().unwrap_or(0);
+        let mut node = match top.layout {
+            TopLayout::Disk => {
+                let mut single = leaves.into_iter().next().expect("validated: one device");
+                single.id = id;
+                single
+            }
+            TopLayout::Mirror | TopLayout::Raidz(_) => {
+                let kind = match top.layout {
+                    TopLayout::Mirror => VdevKind::Mirror,
+                    TopLayout::Raidz(parity) => VdevKind::Raidz { parity },
+                    TopLayout::Disk => VdevKind::Disk,
+                };
+                let asize = match top.layout {
+                    TopLayout::Raidz(_) => smallest * leaves.len() as u64,
+                    _ => smallest,
+                };
+                VdevTree {
+                    kind,
+                    guid: rng.guid(),
+                    id,
+                    ashift: spec.ashift,
+                    asize,
+                    metaslab_shift: 0,
+                    path: String::new(),
+                    children: leaves,
+                    offline: false,
+                }
+            }
+        };
+        node.metaslab_shift = tarn_space::metaslab_shift_for(node.asize);
+        children.push(node);
+    }
+    if !spec.spares.is_empty() {
+        let spares = spec.spares.iter().enumerate().map(|(i, p)| leaf(p, i as u32, rng)).collect();
+        children.push(VdevTree {
+            kind: VdevKind::Spares,
+            guid: rng.guid(),
+            id: children.len() as u32,
+            ashift: spec.ashift,
+            asize: 0,
+            metaslab_shift: 0,
+            path: String::new(),
+            children: spares,
+            offline: false,
+        });
+    }
+    VdevTree {
+        kind: VdevKind::Root,
+        guid: rng.guid(),
+        id: 0,
+        ashift: spec.ashift,
+        asize: 0,
+        metaslab_shift: 0,
+        path: String::new(),
+        children,
+        offline: false,
+    }
+}

@@ -1,1 +1,634 @@
-//! tarn-space.
+//! tarn-space: where blocks go, and the durable record of what is allocated.
+//!
+//! # Purpose
+//! Hands out space on top-level vdevs for new blocks (one DVA per copy, copies on different
+//! vdevs), takes it back when blocks are freed, keeps exact accounting, and persists the
+//! allocation state through the space log so an import knows what is free.
+//!
+//! # Model
+//! ```text
+//!  SpaceManager
+//!   ├─ VdevSpace (one per top-level vdev; address space [0, asize))
+//!   │    └─ Metaslab x N (2^metaslab_shift bytes each; free space as a RangeTree)
+//!   ├─ rotor: which vdev gets the next allocation (biased towards free space)
+//!   ├─ records: allocations and frees of the syncing txg, in order (written as a delta)
+//!   └─ deferred: frees of the last TXG_DEFER txgs, not yet reusable (so a rewind to a
+//!      recent txg finds its blocks intact)
+//! ```
+//! Allocation inside a vdev keeps a cursor in one metaslab so that a stream of writes lands
+//! sequentially on disk; when that metaslab cannot satisfy a request, the metaslab with the
+//! most free space is chosen next.
+//!
+//! # State
+//! In memory: the range trees. On disk: the space-log chain (module [`log`], docs/FORMAT.md
+//! "Space log"), whose head the uberblock names.
+//!
+//! # Invariants
+//! - I1: a byte is in at most one of {free tree, allocated, deferred}; `allocated` per vdev
+//!   equals asize minus free minus deferred-free bytes.
+//! - I2: a block freed in txg T becomes allocatable no earlier than T + TXG_DEFER, unless it
+//!   was also born in T (then nothing on disk can reference it and it is reusable at once).
+//! - I3: replaying the chain from the newest base reproduces exactly the allocated set the
+//!   syncing txg had when it wrote its delta (checked by tests and by the simulator's
+//!   space-closes checker).
+//! - I4: no allocation crosses a metaslab boundary or the end of the vdev.
+//!
+//! # Concurrency and context
+//! Owned by the pool and used only in syncing context (`&mut self`).
+//!
+//! # Failure model
+//! A space log that decodes badly at import is [`SpaceError::CorruptLog`]: the pool refuses
+//! the txg (and `-F` tries an older one). A record that would double-allocate or double-free
+//! is corruption, never a panic, when it comes from disk.
+//!
+//! # Not here
+//! Allocation classes (special, log devices), trim and per-metaslab on-disk maps loaded
+//! lazily: the whole free map is kept in memory.
+
+pub mod log;
+pub mod range_tree;
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use log::{LogBlock, LogKind, RECORDS_PER_BLOCK, Record, encoded_size};
+use range_tree::RangeTree;
+use tarn_base::{Txg, VdevId};
+use tarn_format::{BlockPtr, BlockType, ChecksumKind, CompressSetting, Dva};
+use tarn_zio::{Allocator, Pipeline, WriteProps, ZioError};
+
+/// Txgs a freed block waits before it can be reused.
+pub const TXG_DEFER: u64 = 2;
+/// Target number of metaslabs per top-level vdev.
+pub const METASLABS_TARGET: u64 = 200;
+/// Smallest metaslab (16 MiB)... unless the vdev itself is smaller.
+pub const METASLAB_SHIFT_MIN: u8 = 24;
+/// Largest metaslab (16 GiB).
+pub const METASLAB_SHIFT_MAX: u8 = 34;
+/// Records since the last base after which the next sync condenses.
+pub const CONDENSE_RECORDS_MIN: u64 = 1 << 16;
+/// Bytes allocated on one vdev before the rotor moves on (scaled by free space).
+pub const ROTOR_QUANTUM: u64 = 4 << 20;
+/// Longest space-log chain accepted at import (a corrupt chain cannot loop: it is checksummed
+/// block to block, but it could be absurdly long).
+pub const CHAIN_BLOCKS_MAX: usize = 1 << 20;
+
+/// The metaslab shift for a vdev of `asize` bytes: about [`METASLABS_TARGET`] metaslabs.
+#[must_use]
+pub fn metaslab_shift_for(asize: u64) -> u8 {
+    let target = (asize / METASLABS_TARGET).max(1);
+    let shift = 63 - target.leading_zeros() as u8;
+    shift.clamp(METASLAB_SHIFT_MIN, METASLAB_SHIFT_MAX)
+}
+
+/// What the space layer needs to know about a top-level vdev.
+pub trait VdevGeometry: Send + Sync + std::fmt::Debug {
+    /// Size of its address space.
+    fn asize(&self) -> u64;
+    /// Sector size: every allocation is aligned to it.
+    fn sector_size(&self) -> u64;
+    /// Bytes to allocate for a block of `psize` physical bytes (parity and padding included).
+    fn allocation_size(&self, psize: u64) -> u64;
+    /// False when the vdev cannot take new writes (faulted, removing).
+    fn writable(&self) -> bool;
+}
+
+impl VdevGeometry for tarn_vdev::TopVdev {
+    fn asize(&self) -> u64 {
+        tarn_vdev::TopVdev::asize(self)
+    }
+
+    fn sector_size(&self) -> u64 {
+        1 << self.ashift()
+    }
+
+    fn allocation_size(&self, psize: u64) -> u64 {
+        tarn_vdev::TopVdev::allocation_size(self, psize)
+    }
+
+    fn writable(&self) -> bool {
+        matches!(self.health(), tarn_vdev::Health::Online | tarn_vdev::Health::Degraded)
+    }
+}
+
+/// Errors of the space layer.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SpaceError {
+    /// The space log is damaged.
+    #[error("space log is corrupt: {why}")]
+    CorruptLog {
+        /// What was wrong.
+        why: &'static str,
+    },
+    /// A log block could not be read or written.
+    #[error("space log I/O: {0}")]
+    Io(#[from] ZioError),
+}
+
+#[derive(Debug)]
+struct Metaslab {
+    start: u64,
+    size: u64,
+    free: RangeTree,
+}
+
+#[derive(Debug)]
+struct VdevSpace {
+    geometry: Arc<dyn VdevGeometry>,
+    shift: u8,
+    metaslabs: Vec<Metaslab>,
+    cursor_metaslab: usize,
+    cursor: u64,
+    allocated: u64,
+}
+
+impl VdevSpace {
+    fn new(geometry: Arc<dyn VdevGeometry>, shift: u8) -> Self {
+        let asize = geometry.asize();
+        let size = 1u64 << shift;
+        let count = asize.div_ceil(size);
+        let metaslabs = (0..count)
+            .map(|i| {
+                let start = i * size;
+                let len = size.min(asize - start);
+                let mut free = RangeTree::new();
+                free.add(start, len);
+                Metaslab { start, size: len, free }
+            })
+            .collect();
+        VdevSpace { geometry, shift, metaslabs, cursor_metaslab: 0, cursor: 0, allocated: 0 }
+    }
+
+    fn free_bytes(&self) -> u64 {
+        self.metaslabs.iter().map(|m| m.free.total()).sum()
+    }
+
+    fn metaslab_of(&self, offset: u64) -> Option<usize> {
+        let index = (offset >> self.shift) as usize;
+        (index < self.metaslabs.len()).then_some(index)
+    }
+
+    /// Allocates `asize` bytes, avoiding the metaslabs in `avoid` when possible.
+    fn allocate(&mut self, asize: u64, avoid: &[usize]) -> Option<u64> {
+        let align = self.geometry.sector_size();
+        let cursor_ms = self.cursor_metaslab;
+        if !avoid.contains(&cursor_ms) {
+            if let Some(offset) = self.metaslabs[cursor_ms].free.find_first_fit(self.cursor, asize, align) {
+                return Some(self.take(cursor_ms, offset, asize));
+            }
+        }
+        let best = self
+            .metaslabs
+            .iter()
+            .enumerate()
+            .filter(|(i, m)| !avoid.contains(i) && m.free.largest() >= asize + align)
+            .max_by_key(|(_, m)| m.free.total())
+            .map(|(i, _)| i)
+            .or_else(|| {
+                self.metaslabs
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, m)| m.free.largest() >= asize)
+                    .max_by_key(|(_, m)| m.free.total())
+                    .map(|(i, _)| i)
+            })?;
+        let start = self.metaslabs[best].start;
+        let offset = self.metaslabs[best].free.find_first_fit(start, asize, align)?;
+        Some(self.take(best, offset, asize))
+    }
+
+    fn take(&mut self, index: usize, offset: u64, asize: u64) -> u64 {
+        let metaslab = &mut self.metaslabs[index];
+        assert!(
+            offset >= metaslab.start && offset + asize <= metaslab.start + metaslab.size,
+            "I4: allocation [{offset}, +{asize}) outside metaslab {index}"
+        );
+        metaslab.free.remove(offset, asize);
+        self.allocated += asize;
+        self.cursor_metaslab = index;
+        self.cursor = offset + asize;
+        offset
+    }
+
+    /// Returns a range to the free trees. `from_disk` ranges are checked instead of asserted.
+    fn release(&mut self, offset: u64, asize: u64, from_disk: bool) -> Result<(), SpaceError> {
+        let Some(index) = self.metaslab_of(offset) else {
+            assert!(from_disk, "release of [{offset}, +{asize}) beyond the vdev");
+            return Err(SpaceError::CorruptLog { why: "free beyond the end of a vdev" });
+        };
+        let metaslab = &mut self.metaslabs[index];
+        let inside = offset + asize <= metaslab.start + metaslab.size;
+        if !inside || metaslab.free.intersects(offset, asize) {
+            assert!(from_disk, "I1: double free of [{offset}, +{asize})");
+            return Err(SpaceError::CorruptLog { why: "free of space that is already free" });
+        }
+        metaslab.free.add(offset, asize);
+        self.allocated -= asize;
+        Ok(())
+    }
+
+    /// Marks a range allocated while replaying the log.
+    fn claim(&mut self, offset: u64, asize: u64) -> Result<(), SpaceError> {
+        let bad = SpaceError::CorruptLog { why: "allocation of space that is not free" };
+        let index = self.metaslab_of(offset).ok_or(SpaceError::CorruptLog {
+            why: "allocation beyond the end of a vdev",
+        })?;
+        let metaslab = &mut self.metaslabs[index];
+        if !metaslab.free.contains(offset, asize) {
+            return Err(bad);
+        }
+        metaslab.free.remove(offset, asize);
+        self.allocated += asize;
+        Ok(())
+    }
+}
+
+/// Space accounting of one top-level vdev.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VdevUsage {
+    /// Address-space size.
+    pub size: u64,
+    /// Allocated bytes (including deferred frees).
+    pub allocated: u64,
+    /// Fragmentation percentage of the free space (0 = all free space in large runs).
+    pub fragmentation: u64,
+}
+
+/// The allocator and space log of one pool.
+#[derive(Debug)]
+pub struct SpaceManager {
+    vdevs: Vec<VdevSpace>,
+    rotor: usize,
+    rotor_bytes: u64,
+    txg: Txg,
+    records: Vec<Record>,
+    frees_this_txg: Vec<Dva>,
+    deferred: VecDeque<(Txg, Vec<Dva>)>,
+    chain: Vec<BlockPtr>,
+    chain_records: u64,
+    log_copies: u8,
+}
+
+impl SpaceManager {
+    /// A manager for a new pool: everything free, empty chain.
+    #[must_use]
+    pub fn new(vdevs: Vec<(Arc<dyn VdevGeometry>, u8)>) -> Self {
+        let vdevs: Vec<VdevSpace> =
+            vdevs.into_iter().map(|(geometry, shift)| VdevSpace::new(geometry, shift)).collect();
+        let log_copies = vdevs.len().clamp(1, 3) as u8;
+        SpaceManager {
+            vdevs,
+            rotor: 0,
+            rotor_bytes: 0,
+            txg: Txg(0),
+            records: Vec::new(),
+            frees_this_txg: Vec::new(),
+            deferred: VecDeque::new(),
+            chain: Vec::new(),
+            chain_records: 0,
+            log_copies,
+        }
+    }
+
+    /// Loads the allocation state of an existing pool by replaying the chain that ends in
+    /// `head` (the uberblock's space-log pointer), committed in `head_txg`.
+    pub fn load(
+        vdevs: Vec<(Arc<dyn VdevGeometry>, u8)>,
+        pipeline: &Pipeline,
+        head: &BlockPtr,
+        head_txg: Txg,
+    ) -> Result<Self, SpaceError> {
+        let mut manager = SpaceManager::new(vdevs);
+        let mut blocks = Vec::new();
+        let mut bp = *head;
+        while !bp.is_hole() {
+            if blocks.len() >= CHAIN_BLOCKS_MAX {
+                return Err(SpaceError::CorruptLog { why: "chain too long" });
+            }
+            if bp.block_type != BlockType::SpaceLog {
+                return Err(SpaceError::CorruptLog { why: "chain names a block of another type" });
+            }
+            let block = LogBlock::decode(&pipeline.read_block(&bp)?)?;
+            let prev = block.prev;
+            let is_base = block.kind == LogKind::Base;
+            manager.chain.push(bp);
+            blocks.push(block);
+            if is_base {
+                break;
+            }
+            bp = prev;
+        }
+        manager.chain.reverse();
+        for block in blocks.iter().rev() {
+            for record in &block.records {
+                manager.chain_records += 1;
+                let vdev = manager
+                    .vdevs
+                    .get_mut(record.vdev.0 as usize)
+                    .ok_or(SpaceError::CorruptLog { why: "record names an unknown vdev" })?;
+                if record.alloc {
+                    vdev.claim(record.offset, record.asize)?;
+                } else if block.txg.0 + TXG_DEFER > head_txg.0 {
+                    // Freed too recently to reuse: a rewind to that txg may still need it.
+                    let dva = Dva { vdev: record.vdev, offset: record.offset, asize: record.asize };
+                    match manager.deferred.back_mut() {
+                        Some((txg, list)) if *txg == block.txg => list.push(dva),
+                        _ => manager.deferred.push_back((block.txg, vec![dva])),
+                    }
+                } else {
+                    vdev.release(record.offset, record.asize, true)?;
+                }
+            }
+        }
+        manager.txg = head_txg;
+        Ok(manager)
+    }
+
+    /// Starts recording txg `txg` (called when a txg starts syncing).
+    pub fn begin_txg(&mut self, txg: Txg) {
+        assert!(txg > self.txg, "txgs only move forward: {txg} after {}", self.txg);
+        assert!(self.records.is_empty(), "records of txg {} were never written", self.txg);
+        self.txg = txg;
+    }
+
+    /// The txg being recorded.
+    #[must_use]
+    pub fn txg(&self) -> Txg {
+        self.txg
+    }
+
+    /// Usage of every top-level vdev.
+    #[must_use]
+    pub fn usage(&self) -> Vec<VdevUsage> {
+        self.vdevs
+            .iter()
+            .map(|v| {
+                let free = v.free_bytes();
+                let large: u64 = v
+                    .metaslabs
+                    .iter()
+                    .flat_map(|m| m.free.iter())
+                    .filter(|&(_, len)| len >= 1 << 20)
+                    .map(|(_, len)| len)
+                    .sum();
+                let fragmentation = if free == 0 { 0 } else { 100 - large * 100 / free };
+                VdevUsage { size: v.geometry.asize(), allocated: v.allocated, fragmentation }
+            })
+            .collect()
+    }
+
+    /// Blocks the current chain consists of (oldest first), for checkers and scrub.
+    #[must_use]
+    pub fn chain(&self) -> &[BlockPtr] {
+        &self.chain
+    }
+
+    fn pick_vdev(&mut self, psize: u64, used: &[VdevId]) -> Option<usize> {
+        let count = self.vdevs.len();
+        let total_free: u64 = self.vdevs.iter().map(VdevSpace::free_bytes).sum();
+        let mean_free = (total_free / count as u64).max(1);
+        for step in 0..count {
+            let index = (self.rotor + step) % count;
+            let vdev = &self.vdevs[index];
+            if used.contains(&VdevId(index as u32)) || !vdev.geometry.writable() {
+                continue;
+            }
+            let asize = vdev.geometry.allocation_size(psize);
+            if vdev.free_bytes() < asize {
+                continue;
+            }
+            if step > 0 {
+                self.rotor = index;
+                self.rotor_bytes = 0;
+            }
+            // Bias: a vdev with more free space than average keeps the rotor longer.
+            let quantum = ROTOR_QUANTUM * vdev.free_bytes().min(2 * mean_free) / mean_free;
+            self.rotor_bytes += asize;
+            if self.rotor_bytes >= quantum.max(1) {
+                self.rotor = (index + 1) % count;
+                self.rotor_bytes = 0;
+            }
+            return Some(index);
+        }
+        None
+    }
+
+    fn allocate_one(&mut self, psize: u64, used: &[Dva]) -> Option<Dva> {
+        let used_vdevs: Vec<VdevId> = used.iter().map(|d| d.vdev).collect();
+        let (index, avoid) = match self.pick_vdev(psize, &used_vdevs) {
+            Some(index) => (index, Vec::new()),
+            // Fewer writable vdevs than copies: put the extra copy on a vdev already used, in a
+            // different metaslab (ZFS's ditto blocks on a single-vdev pool).
+            None => {
+                let index = self.pick_vdev(psize, &[])?;
+                let vdev = &self.vdevs[index];
+                let avoid = used
+                    .iter()
+                    .filter(|d| d.vdev.0 as usize == index)
+                    .filter_map(|d| vdev.metaslab_of(d.offset))
+                    .collect();
+                (index, avoid)
+            }
+        };
+        let vdev = &mut self.vdevs[index];
+        let asize = vdev.geometry.allocation_size(psize);
+        let offset = vdev.allocate(asize, &avoid)?;
+        let dva = Dva { vdev: VdevId(index as u32), offset, asize };
+        self.records.push(Record { alloc: true, vdev: dva.vdev, offset, asize });
+        Some(dva)
+    }
+
+    /// Writes the delta (and, when due, a new base) for the syncing txg and returns the new
+    /// chain head for the uberblock. Every allocation made so far in this txg, including the
+    /// log blocks' own, is in what it writes.
+    pub fn sync(&mut self, pipeline: &Pipeline) -> Result<BlockPtr, SpaceError> {
+        let condense = self.chain_records > CONDENSE_RECORDS_MIN.max(4 * self.extent_count());
+        if condense {
+            return self.write_base(pipeline);
+        }
+        let copies = u64::from(self.log_copies);
+        let per_block = RECORDS_PER_BLOCK as u64;
+        let mut blocks = 1u64;
+        while blocks * per_block < self.records.len() as u64 + blocks * copies {
+            blocks += 1;
+        }
+        let total = self.records.len() as u64 + blocks * copies;
+        let mut sizes = Vec::new();
+        for i in 0..blocks {
+            let count = if i + 1 < blocks { per_block } else { total - per_block * (blocks - 1) };
+            sizes.push(count);
+        }
+        let mut placements = Vec::new();
+        for &count in &sizes {
+            placements.push(self.allocate_log_block(pipeline, encoded_size(count as usize))?);
+        }
+        let records = std::mem::take(&mut self.records);
+        let mut remaining = records.as_slice();
+        let mut prev = self.chain.last().copied().unwrap_or_default();
+        // The last block can hold fewer records than planned when ditto copies fell back to
+        // fewer DVAs; the encoded size only shrinks, and it was allocated for the plan.
+        for (i, dvas) in placements.iter().enumerate() {
+            let take = if i + 1 < placements.len() { per_block as usize } else { remaining.len() };
+            let (chunk, rest) = remaining.split_at(take.min(remaining.len()));
+            remaining = rest;
+            let block = LogBlock { kind: LogKind::Delta, txg: self.txg, prev, records: chunk.to_vec() };
+            let mut bytes = block.encode();
+            bytes.resize(encoded_size(sizes[i] as usize) as usize, 0);
+            prev = pipeline.write_block_at(dvas, self.txg, &bytes, &log_props())?;
+            self.chain.push(prev);
+        }
+        assert!(remaining.is_empty(), "I3: {} records left unwritten", remaining.len());
+        self.chain_records += records.len() as u64;
+        Ok(prev)
+    }
+
+    fn allocate_log_block(&mut self, pipeline: &Pipeline, size: u64) -> Result<Vec<Dva>, SpaceError> {
+        let padded = size.next_multiple_of(pipeline.sector_size());
+        let mut dvas = Vec::new();
+        for _ in 0..self.log_copies {
+            match self.allocate_one(padded, &dvas) {
+                Some(dva) => dvas.push(dva),
+                None if !dvas.is_empty() => break,
+                None => return Err(SpaceError::Io(ZioError::NoSpace { size: padded })),
+            }
+        }
+        Ok(dvas)
+    }
+
+    fn extent_count(&self) -> u64 {
+        self.vdevs.iter().flat_map(|v| v.metaslabs.iter()).map(|m| m.free.count() as u64 + 1).sum()
+    }
+
+    /// Condenses: frees the old chain and writes every allocated extent as a new base.
+    fn write_base(&mut self, pipeline: &Pipeline) -> Result<BlockPtr, SpaceError> {
+        for bp in std::mem::take(&mut self.chain) {
+            for dva in bp.copies() {
+                self.free(dva, bp.birth);
+            }
+        }
+        self.records.clear();
+        // Allocation can add at most one extent per copy; plan for that many more.
+        let per_block = RECORDS_PER_BLOCK as u64;
+        let copies = u64::from(self.log_copies);
+        let mut blocks = 1u64;
+        while blocks * per_block < self.extent_count() + 2 * blocks * copies {
+            blocks += 1;
+        }
+        let full = encoded_size(RECORDS_PER_BLOCK);
+        let mut placements = Vec::new();
+        for _ in 0..blocks {
+            placements.push(self.allocate_log_block(pipeline, full)?);
+        }
+        self.records.clear();
+        let extents = self.allocated_extents();
+        assert!(extents.len() as u64 <= blocks * per_block, "base plan too small");
+        let mut prev = BlockPtr::default();
+        let mut chunks = extents.chunks(RECORDS_PER_BLOCK);
+        for dvas in &placements {
+            let chunk = chunks.next().unwrap_or(&[]);
+            let kind = if prev.is_hole() { LogKind::Base } else { LogKind::Delta };
+            let block = LogBlock { kind, txg: self.txg, prev, records: chunk.to_vec() };
+            let mut bytes = block.encode();
+            bytes.resize(full as usize, 0);
+            prev = pipeline.write_block_at(dvas, self.txg, &bytes, &log_props())?;
+            self.chain.push(prev);
+        }
+        self.chain_records = extents.len() as u64;
+        Ok(prev)
+    }
+
+    /// Every allocated extent (the complement of free and deferred-free space), as records.
+    fn allocated_extents(&self) -> Vec<Record> {
+        let mut out = Vec::new();
+        let mut deferred: Vec<&Dva> = self.deferred.iter().flat_map(|(_, list)| list).collect();
+        deferred.extend(self.frees_this_txg.iter());
+        for (index, vdev) in self.vdevs.iter().enumerate() {
+            let mut free = RangeTree::new();
+            for (start, len) in vdev.metaslabs.iter().flat_map(|m| m.free.iter()) {
+                free.add(start, len);
+            }
+            for dva in deferred.iter().filter(|d| d.vdev.0 as usize == index) {
+                free.add(dva.offset, dva.asize);
+            }
+            let mut position = 0;
+            let asize = vdev.geometry.asize();
+            for (start, len) in free.iter().chain(std::iter::once((asize, 0))) {
+                if start > position {
+                    out.push(Record {
+                        alloc: true,
+                        vdev: VdevId(index as u32),
+                        offset: position,
+                        asize: start - position,
+                    });
+                }
+                position = start + len;
+            }
+        }
+        out
+    }
+
+    /// Called once the txg's uberblock is durable: frees of this txg start their deferral,
+    /// and frees old enough become allocatable.
+    pub fn txg_committed(&mut self) {
+        let frees = std::mem::take(&mut self.frees_this_txg);
+        if !frees.is_empty() {
+            self.deferred.push_back((self.txg, frees));
+        }
+        while let Some((txg, _)) = self.deferred.front() {
+            if txg.0 + TXG_DEFER > self.txg.0 {
+                break;
+            }
+            let Some((_, list)) = self.deferred.pop_front() else { break };
+            for dva in list {
+                self.vdevs[dva.vdev.0 as usize]
+                    .release(dva.offset, dva.asize, false)
+                    .expect("I1: deferred free releases allocated space");
+            }
+        }
+    }
+
+    /// Bytes allocated on all vdevs (including deferred frees).
+    #[must_use]
+    pub fn allocated(&self) -> u64 {
+        self.vdevs.iter().map(|v| v.allocated).sum()
+    }
+}
+
+fn log_props() -> WriteProps {
+    WriteProps {
+        block_type: BlockType::SpaceLog,
+        level: 0,
+        checksum: ChecksumKind::Fletcher4,
+        compression: CompressSetting::Off,
+        copies: 1,
+        fill: 1,
+    }
+}
+
+impl Allocator for SpaceManager {
+    fn allocate(&mut self, psize: u64, copies: u8) -> Result<Vec<Dva>, ZioError> {
+        let mut dvas = Vec::new();
+        for _ in 0..copies.clamp(1, 3) {
+            match self.allocate_one(psize, &dvas) {
+                Some(dva) => dvas.push(dva),
+                None if !dvas.is_empty() => break,
+                None => return Err(ZioError::NoSpace { size: psize }),
+            }
+        }
+        Ok(dvas)
+    }
+
+    fn free(&mut self, dva: &Dva, birth: Txg) {
+        assert!(birth <= self.txg, "free of a block born in the future: {birth} > {}", self.txg);
+        self.records.push(Record { alloc: false, vdev: dva.vdev, offset: dva.offset, asize: dva.asize });
+        if birth == self.txg {
+            // Nothing committed can reference a block born in this txg.
+            self.vdevs[dva.vdev.0 as usize]
+                .release(dva.offset, dva.asize, false)
+                .expect("I1: free of a block allocated in this txg");
+        } else {
+            self.frees_this_txg.push(*dva);
+        }
+    }
+}

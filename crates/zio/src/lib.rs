@@ -1,7 +1,243 @@
-//! tarn-zio: the I/O pipeline for one block at a time.
+//! tarn-zio: the I/O pipeline, one block at a time.
 //!
-//! (The full theory block is written with the pipeline in `pipeline.rs`.)
+//! # Purpose
+//! Turns a logical block into durable, verifiable copies and back: compress, checksum,
+//! allocate, write every copy; read a copy, verify, fall back to the other copies, heal the
+//! bad ones, decompress. Everything above this crate sees only [`BlockStore`] and
+//! [`tarn_format::BlockPtr`]s; everything below is the vdev tree.
+//!
+//! # Model
+//! ```text
+//!  write:  logical ─► all zero? ─► hole bp (no space)
+//!                  └► compress (kept if it saves >= 12.5%) ─► pad to 512 = psize
+//!                     ─► checksum(psize bytes) ─► Allocator: one DVA per copy
+//!                     ─► pad to the sector size ─► TopVdev::write per DVA ─► bp
+//!  read:   bp ─► for each DVA: TopVdev::read(verify = checksum matches)
+//!             ─► first copy that verifies wins; earlier bad copies are rewritten
+//!             ─► decompress to lsize
+//! ```
+//! The vdev layer does the per-copy work (mirror sides, raidz reconstruction by checksum);
+//! this layer only chooses between copies (DVAs).
+//!
+//! # Invariants
+//! - I1: no byte is returned to a caller unless its checksum matched (the verify closure is
+//!   the only way data leaves `read_block`).
+//! - I2: a block pointer's `psize` is a multiple of 512 and `<= lsize`; the checksum covers
+//!   exactly `psize` bytes.
+//! - I3: every DVA of a block written here has the same physical content.
+//! - I4: a block read was born no later than the txg the caller is in (temporal incursion
+//!   check, as ztest does): checked by callers that know the txg via [`BlockStore::txg`].
+//!
+//! # Concurrency and context
+//! `Pipeline` is shared (`&self`); the allocator is passed in by the syncing context, which
+//! is the only place blocks are written.
+//!
+//! # Failure model
+//! A copy that fails to read or verify is skipped and healed from a good copy. A block none
+//! of whose copies verify is [`ZioError::Unrecoverable`], naming the block. A write that
+//! cannot reach enough devices is [`ZioError::WriteFailed`]; the pool layer then suspends.
+//!
+//! # Not here
+//! Space accounting (tarn-space), txgs (tarn-pool), caching (tarn-objects), parallel issue of
+//! copies over worker threads (copies are written one after another for now).
 
 pub mod store;
 
-pub use store::{BlockStore, WriteProps, ZioError};
+pub use store::{Allocator, BlockStore, WriteProps, ZioError};
+
+use std::sync::Arc;
+use tarn_base::Txg;
+use tarn_format::checksum::checksum;
+use tarn_format::compress::{compress, decompress, is_all_zero};
+use tarn_format::{BlockPtr, CompressKind, Dva};
+use tarn_vdev::TopVdev;
+
+/// Unit every physical size is padded to, whatever the sector size.
+pub const PSIZE_UNIT: u64 = 512;
+
+/// The pipeline over a pool's top-level vdevs (indexed by `VdevId`).
+#[derive(Debug, Clone)]
+pub struct Pipeline {
+    vdevs: Vec<Arc<TopVdev>>,
+    sector_size: u64,
+}
+
+impl Pipeline {
+    /// A pipeline over `vdevs`; `vdevs[i]` must have id `i`.
+    #[must_use]
+    pub fn new(vdevs: Vec<Arc<TopVdev>>) -> Self {
+        for (index, vdev) in vdevs.iter().enumerate() {
+            assert_eq!(vdev.id().0 as usize, index, "top-level vdev ids must be dense");
+        }
+        let sector_size = vdevs.iter().map(|v| 1u64 << v.ashift()).max().unwrap_or(PSIZE_UNIT);
+        Pipeline { vdevs, sector_size }
+    }
+
+    /// The top-level vdevs.
+    #[must_use]
+    pub fn vdevs(&self) -> &[Arc<TopVdev>] {
+        &self.vdevs
+    }
+
+    /// Largest sector size in the pool; physical buffers are padded to it.
+    #[must_use]
+    pub fn sector_size(&self) -> u64 {
+        self.sector_size
+    }
+
+    fn vdev(&self, dva: &Dva) -> Result<&Arc<TopVdev>, ZioError> {
+        self.vdevs.get(dva.vdev.0 as usize).ok_or_else(|| ZioError::Unrecoverable {
+            dva: dva_name(dva),
+            birth: Txg(0),
+            why: "block pointer names a vdev that does not exist".into(),
+        })
+    }
+
+    /// Compresses, checksums, allocates and writes one block born in `txg`.
+    pub fn write_block(
+        &self,
+        allocator: &mut dyn Allocator,
+        txg: Txg,
+        data: &[u8],
+        props: &WriteProps,
+    ) -> Result<BlockPtr, ZioError> {
+        assert!(!data.is_empty(), "write_block of an empty block");
+        assert!(data.len() as u64 % PSIZE_UNIT == 0, "logical size {} not 512-aligned", data.len());
+        if is_all_zero(data) {
+            let mut hole = BlockPtr::hole(txg);
+            hole.lsize = data.len() as u32;
+            hole.block_type = props.block_type;
+            hole.level = props.level;
+            return Ok(hole);
+        }
+        let compressed = compress(props.compression, data);
+        let (physical, kind) = match &compressed {
+            Some(bytes) => (bytes.as_slice(), props.compression.kind()),
+            None => (data, CompressKind::Off),
+        };
+        let psize = (physical.len() as u64).next_multiple_of(PSIZE_UNIT);
+        let mut buffer = vec![0u8; psize.next_multiple_of(self.sector_size) as usize];
+        buffer[..physical.len()].copy_from_slice(physical);
+        let dvas = allocator.allocate(buffer.len() as u64, props.copies.max(1))?;
+        let result = self.write_physical(&dvas, txg, &buffer, psize, data.len() as u64, kind, props);
+        if result.is_err() {
+            for dva in &dvas {
+                allocator.free(dva, txg);
+            }
+        }
+        result
+    }
+
+    /// Writes already-encoded, uncompressed bytes at DVAs the caller allocated (the space log
+    /// allocates its own blocks before it knows their contents). `data` must be 512-aligned.
+    pub fn write_block_at(
+        &self,
+        dvas: &[Dva],
+        txg: Txg,
+        data: &[u8],
+        props: &WriteProps,
+    ) -> Result<BlockPtr, ZioError> {
+        assert!(data.len() as u64 % PSIZE_UNIT == 0, "physical size {} not 512-aligned", data.len());
+        let psize = data.len() as u64;
+        let mut buffer = vec![0u8; psize.next_multiple_of(self.sector_size) as usize];
+        buffer[..data.len()].copy_from_slice(data);
+        self.write_physical(dvas, txg, &buffer, psize, psize, CompressKind::Off, props)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn write_physical(
+        &self,
+        dvas: &[Dva],
+        txg: Txg,
+        buffer: &[u8],
+        psize: u64,
+        lsize: u64,
+        compression: CompressKind,
+        props: &WriteProps,
+    ) -> Result<BlockPtr, ZioError> {
+        assert!(!dvas.is_empty() && dvas.len() <= 3, "a block has 1..=3 copies, got {}", dvas.len());
+        assert!(psize <= lsize, "I2: psize {psize} > lsize {lsize}");
+        let sum = checksum(props.checksum, &buffer[..psize as usize]);
+        for dva in dvas {
+            self.vdev(dva)?
+                .write(dva.offset, buffer)
+                .map_err(|e| ZioError::WriteFailed(format!("{}: {e}", dva_name(dva))))?;
+        }
+        let mut bp = BlockPtr {
+            lsize: u32::try_from(lsize).expect("lsize bounded by BLOCK_SIZE_MAX"),
+            psize: u32::try_from(psize).expect("psize bounded by BLOCK_SIZE_MAX"),
+            compression,
+            checksum_kind: props.checksum,
+            block_type: props.block_type,
+            level: props.level,
+            birth: txg,
+            fill: props.fill,
+            checksum: sum,
+            ..BlockPtr::default()
+        };
+        for (slot, dva) in bp.dvas.iter_mut().zip(dvas) {
+            *slot = *dva;
+        }
+        Ok(bp)
+    }
+
+    /// Reads, verifies and decompresses a block. A hole reads as `lsize` zeros.
+    pub fn read_block(&self, bp: &BlockPtr) -> Result<Vec<u8>, ZioError> {
+        if bp.is_hole() {
+            return Ok(vec![0u8; bp.lsize as usize]);
+        }
+        let physical = self.read_physical(bp)?;
+        Ok(decompress(bp.compression, &physical, bp.lsize as usize)?)
+    }
+
+    /// Reads and verifies the physical bytes (`psize` of them) of a block, healing copies that
+    /// fail from the first one that verifies.
+    pub fn read_physical(&self, bp: &BlockPtr) -> Result<Vec<u8>, ZioError> {
+        let psize = u64::from(bp.psize);
+        let padded = psize.next_multiple_of(self.sector_size);
+        let verify = |data: &[u8]| {
+            data.get(..psize as usize).is_some_and(|d| checksum(bp.checksum_kind, d) == bp.checksum)
+        };
+        let mut failed: Vec<&Dva> = Vec::new();
+        let mut last_error = String::from("no copies");
+        for dva in bp.copies() {
+            let vdev = match self.vdev(dva) {
+                Ok(vdev) => vdev,
+                Err(e) => {
+                    last_error = e.to_string();
+                    continue;
+                }
+            };
+            match vdev.read(dva.offset, padded, &verify) {
+                Ok(report) => {
+                    let mut data = report.data;
+                    assert!(verify(&data), "I1: vdev returned data that does not verify");
+                    // Heal the copies that failed before this one; a failure to heal is
+                    // counted by the vdev layer and retried by the next scrub.
+                    for bad in failed {
+                        if let Ok(bad_vdev) = self.vdev(bad) {
+                            let _ = bad_vdev.write(bad.offset, &data);
+                        }
+                    }
+                    data.truncate(psize as usize);
+                    return Ok(data);
+                }
+                Err(e) => {
+                    last_error = e.to_string();
+                    failed.push(dva);
+                }
+            }
+        }
+        Err(ZioError::Unrecoverable {
+            dva: bp.copies().next().map_or_else(|| "-".into(), dva_name),
+            birth: bp.birth,
+            why: last_error,
+        })
+    }
+}
+
+/// `vdev:offset:asize` in hex, as zdb prints DVAs.
+#[must_use]
+pub fn dva_name(dva: &Dva) -> String {
+    format!("{}:{:x}:{:x}", dva.vdev.0, dva.offset, dva.asize)
+}

@@ -67,3 +67,13 @@ pub trait BlockStore {
     /// reused or kept (by a snapshot) is the store's decision.
     fn free_block(&mut self, bp: &BlockPtr);
 }
+
+/// Where blocks go: implemented by the space layer (tarn-space), which sits above this crate
+/// (STYLE.md §1: the lower layer defines the trait, the higher one implements it).
+pub trait Allocator {
+    /// Allocates `copies` DVAs for a block whose padded physical size is `psize`, each on a
+    /// different top-level vdev when the pool has enough of them. Returns at least one DVA.
+    fn allocate(&mut self, psize: u64, copies: u8) -> Result<Vec<tarn_format::Dva>, ZioError>;
+    /// Gives back one DVA of a block born in `birth` (freed in the current txg).
+    fn free(&mut self, dva: &tarn_format::Dva, birth: Txg);
+}

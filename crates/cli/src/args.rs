@@ -1,0 +1,186 @@
+//! The command line, declared with clap: `tarn [--rundir DIR] [-j] <daemon|pool VERB> ...`.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// tarn: ZFS-style pooled storage in user space.
+#[derive(Debug, Parser)]
+#[command(name = "tarn", version)]
+pub(crate) struct Cli {
+    /// Run directory of the daemon (socket, pid file, cache file, log).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub(crate) rundir: Option<PathBuf>,
+    /// Print the daemon's reply as JSON instead of a table.
+    #[arg(short = 'j', long = "json", global = true)]
+    pub(crate) json: bool,
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Run the daemon in the foreground (the CLI starts it on demand).
+    Daemon(DaemonArgs),
+    /// Pool commands (what `zpool` does).
+    #[command(subcommand)]
+    Pool(PoolCommand),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct DaemonArgs {
+    /// Stop the running daemon cleanly (pools are closed and re-imported at next start).
+    #[arg(long)]
+    pub(crate) stop: bool,
+}
+
+/// Parses `prop=value` (the value may contain `=`).
+fn property_pair(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((property, value)) if !property.is_empty() => {
+            Ok((property.to_string(), value.to_string()))
+        }
+        _ => Err(format!("'{text}' is not of the form property=value")),
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum PoolCommand {
+    /// Create a pool.
+    Create(CreateArgs),
+    /// Destroy a pool and everything in it.
+    Destroy {
+        /// Unmount busy datasets.
+        #[arg(short = 'f')]
+        force: bool,
+        /// Pool name.
+        name: String,
+    },
+    /// List pools with their sizes and health.
+    List(ListArgs),
+    /// Show the health and vdev tree of pools.
+    Status {
+        /// Only pools with a problem.
+        #[arg(short = 'x')]
+        only_unhealthy: bool,
+        /// List damaged files.
+        #[arg(short = 'v')]
+        verbose: bool,
+        /// Pools (all when none).
+        names: Vec<String>,
+    },
+    /// Show pool properties.
+    Get(GetArgs),
+    /// Set a pool property.
+    Set {
+        /// property=value
+        #[arg(value_parser = property_pair, value_name = "PROPERTY=VALUE")]
+        assignment: (String, String),
+        /// Pool name.
+        name: String,
+    },
+    /// Export a pool (close it and forget it until imported again).
+    Export {
+        /// Unmount busy datasets.
+        #[arg(short = 'f')]
+        force: bool,
+        /// Pool name.
+        name: String,
+    },
+    /// Import a pool, or list importable pools when none is named.
+    Import(ImportArgs),
+    /// Show the command history of pools.
+    History {
+        /// Include internal events.
+        #[arg(short = 'i')]
+        internal: bool,
+        /// Include user and host.
+        #[arg(short = 'l')]
+        long: bool,
+        /// Pools (all when none).
+        names: Vec<String>,
+    },
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct CreateArgs {
+    /// Show the layout without creating anything.
+    #[arg(short = 'n')]
+    pub(crate) dry_run: bool,
+    /// Use devices that look in use.
+    #[arg(short = 'f')]
+    pub(crate) force: bool,
+    /// Pool property (repeatable).
+    #[arg(short = 'o', value_parser = property_pair, value_name = "PROPERTY=VALUE")]
+    pub(crate) properties: Vec<(String, String)>,
+    /// Root dataset property (repeatable).
+    #[arg(short = 'O', value_parser = property_pair, value_name = "PROPERTY=VALUE")]
+    pub(crate) fs_properties: Vec<(String, String)>,
+    /// Mountpoint of the root dataset.
+    #[arg(short = 'm', value_name = "MOUNTPOINT")]
+    pub(crate) mountpoint: Option<String>,
+    /// Pool name.
+    pub(crate) name: String,
+    /// Vdev specification: [mirror|raidz|raidz1|raidz2|raidz3] DEV... [spare DEV...]
+    /// [log [mirror] DEV...] [cache DEV...] [special [mirror] DEV...]
+    #[arg(required = true, value_name = "VDEV")]
+    pub(crate) vdevs: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ListArgs {
+    /// Scripted mode: no header, tab-separated.
+    #[arg(short = 'H')]
+    pub(crate) scripted: bool,
+    /// Exact numbers.
+    #[arg(short = 'p')]
+    pub(crate) parsable: bool,
+    /// Columns, comma-separated.
+    #[arg(short = 'o', value_name = "COLUMNS")]
+    pub(crate) columns: Option<String>,
+    /// Pools (all when none).
+    pub(crate) names: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct GetArgs {
+    /// Scripted mode: no header, tab-separated.
+    #[arg(short = 'H')]
+    pub(crate) scripted: bool,
+    /// Exact numbers.
+    #[arg(short = 'p')]
+    pub(crate) parsable: bool,
+    /// Fields, comma-separated: name, property, value, source.
+    #[arg(short = 'o', value_name = "FIELDS")]
+    pub(crate) fields: Option<String>,
+    /// `all` or PROPERTY[,PROPERTY...].
+    pub(crate) properties: String,
+    /// Pools (all when none).
+    pub(crate) names: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ImportArgs {
+    /// Directory to search for devices (repeatable).
+    #[arg(short = 'd', value_name = "DIR")]
+    pub(crate) dirs: Vec<PathBuf>,
+    /// Import even if the pool looks in use elsewhere.
+    #[arg(short = 'f')]
+    pub(crate) force: bool,
+    /// Rewind to the newest importable txg if the newest is damaged.
+    #[arg(short = 'F')]
+    pub(crate) rewind: bool,
+    /// Import at exactly this txg.
+    #[arg(short = 'T', value_name = "TXG")]
+    pub(crate) txg: Option<u64>,
+    /// Import property; only readonly=on|off.
+    #[arg(short = 'o', value_parser = property_pair, value_name = "PROPERTY=VALUE")]
+    pub(crate) properties: Vec<(String, String)>,
+    /// List the txgs the pool can be imported at.
+    #[arg(long = "list-txgs", requires = "pool")]
+    pub(crate) list_txgs: bool,
+    /// Pool name or numeric id.
+    pub(crate) pool: Option<String>,
+    /// New name for the pool.
+    pub(crate) new_name: Option<String>,
+}

@@ -1,0 +1,495 @@
+//! From parsed arguments to a request (`plan`, pure), through the daemon (`execute`), to the
+//! text and exit status of the command (`Outcome`).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use tarn_proto::{PoolCreate, PoolImport, ReplyPayload, Request, Response};
+
+use crate::args::{Cli, Command, PoolCommand};
+use crate::render::{self, GetField, ListColumn};
+use crate::vdevspec;
+
+/// What the command prints and how it exits (I1 of the crate block).
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Outcome {
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
+    pub(crate) code: i32,
+}
+
+impl Outcome {
+    fn ok(stdout: String) -> Outcome {
+        Outcome {
+            stdout,
+            stderr: String::new(),
+            code: 0,
+        }
+    }
+
+    /// A refusal: one line on stderr, exit 1.
+    fn refused(line: String) -> Outcome {
+        assert!(!line.contains('\n'), "I1: a refusal is one line: {line:?}");
+        Outcome {
+            stdout: String::new(),
+            stderr: format!("{line}\n"),
+            code: 1,
+        }
+    }
+
+    /// A usage error found after clap (a bad `-o` column): one line on stderr, exit 2.
+    fn usage(line: String) -> Outcome {
+        Outcome {
+            stdout: String::new(),
+            stderr: format!("{line}\n"),
+            code: 2,
+        }
+    }
+}
+
+/// How to show a successful reply.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum View {
+    Silent,
+    Layout {
+        name: String,
+    },
+    List {
+        columns: Vec<ListColumn>,
+        scripted: bool,
+        parsable: bool,
+        all: bool,
+    },
+    Status {
+        verbose: bool,
+        explain: bool,
+        names: Vec<String>,
+    },
+    Properties {
+        fields: Vec<GetField>,
+        scripted: bool,
+        parsable: bool,
+    },
+    Importable,
+    Txgs,
+    History {
+        long: bool,
+    },
+}
+
+/// A request ready to send, with what the error line names and how to show the reply.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Plan {
+    pub(crate) request: Request,
+    pub(crate) verb: &'static str,
+    pub(crate) object: Option<String>,
+    pub(crate) view: View,
+}
+
+/// Runs a parsed command line.
+pub(crate) fn run(cli: Cli) -> Outcome {
+    let rundir = cli.rundir.unwrap_or_else(tarn_daemon::default_rundir);
+    let rundir = std::path::absolute(&rundir).unwrap_or(rundir);
+    match cli.command {
+        Command::Daemon(args) if args.stop => stop_daemon(&rundir),
+        Command::Daemon(_) => run_daemon(&rundir),
+        Command::Pool(command) => {
+            let cwd = match std::env::current_dir() {
+                Ok(cwd) => cwd,
+                Err(error) => {
+                    let why = tarn_daemon::describe_io(&error);
+                    return Outcome::refused(format!("cannot find the current directory: {why}"));
+                }
+            };
+            match plan(command, &cwd) {
+                Ok(plan) => execute(plan, &rundir, cli.json),
+                Err(outcome) => outcome,
+            }
+        }
+    }
+}
+
+fn run_daemon(rundir: &Path) -> Outcome {
+    let backend = match tarn_daemon::backend::EngineBackend::new(rundir) {
+        Ok(backend) => backend,
+        Err(message) => return Outcome::refused(format!("cannot start tarn daemon: {message}")),
+    };
+    match tarn_daemon::serve(rundir, Arc::new(backend)) {
+        Ok(()) => Outcome::ok(String::new()),
+        Err(error) => Outcome::refused(format!("cannot start tarn daemon: {error}")),
+    }
+}
+
+fn stop_daemon(rundir: &Path) -> Outcome {
+    let mut client = match tarn_daemon::Client::connect(rundir) {
+        Ok(client) => client,
+        Err(error) => return Outcome::refused(error.to_string()),
+    };
+    match client.call(&Request::Shutdown, |_| {}) {
+        Ok(Response::Ok(_)) => {}
+        Ok(Response::Error(error)) => {
+            return Outcome::refused(render::error_line("stop tarn daemon", None, &error.message));
+        }
+        Err(error) => return Outcome::refused(error.to_string()),
+    }
+    if tarn_daemon::wait_stopped(rundir, tarn_daemon::SHUTDOWN_WAIT_SECS + 10) {
+        Outcome::ok(String::new())
+    } else {
+        Outcome::refused(render::error_line(
+            "stop tarn daemon",
+            None,
+            "it accepted the request but is still running",
+        ))
+    }
+}
+
+fn absolute_dirs(dirs: &[PathBuf], cwd: &Path) -> Result<Vec<String>, String> {
+    dirs.iter()
+        .map(|dir| {
+            let dir = cwd.join(dir);
+            dir.to_str()
+                .map(str::to_string)
+                .ok_or_else(|| format!("directory '{}' is not valid UTF-8", dir.display()))
+        })
+        .collect()
+}
+
+/// The one object a multi-pool command names in its error line, if there is one.
+fn single(names: &[String]) -> Option<String> {
+    match names {
+        [name] => Some(name.clone()),
+        _ => None,
+    }
+}
+
+/// Turns a pool command into a request (pure: no daemon, no I/O besides `cwd`).
+pub(crate) fn plan(command: PoolCommand, cwd: &Path) -> Result<Plan, Outcome> {
+    let plan = match command {
+        PoolCommand::Create(args) => {
+            let vdevs = vdevspec::parse(&args.vdevs, cwd).map_err(|why| {
+                let message = format!("invalid vdev specification: {why}");
+                Outcome::refused(render::error_line("create", Some(&args.name), &message))
+            })?;
+            let view = match args.dry_run {
+                true => View::Layout {
+                    name: args.name.clone(),
+                },
+                false => View::Silent,
+            };
+            Plan {
+                verb: "create",
+                object: Some(args.name.clone()),
+                view,
+                request: Request::PoolCreate(PoolCreate {
+                    name: args.name,
+                    vdevs,
+                    properties: args.properties,
+                    fs_properties: args.fs_properties,
+                    mountpoint: args.mountpoint,
+                    force: args.force,
+                    dry_run: args.dry_run,
+                }),
+            }
+        }
+        PoolCommand::Destroy { force, name } => Plan {
+            verb: "destroy",
+            object: Some(name.clone()),
+            view: View::Silent,
+            request: Request::PoolDestroy { name, force },
+        },
+        PoolCommand::List(args) => {
+            let columns = match &args.columns {
+                Some(spec) => render::list_columns(spec).map_err(Outcome::usage)?,
+                None => render::LIST_DEFAULT.to_vec(),
+            };
+            let (verb, object) = match single(&args.names) {
+                Some(name) => ("open", Some(name)),
+                None => ("list pools", None),
+            };
+            Plan {
+                verb,
+                object,
+                view: View::List {
+                    columns,
+                    scripted: args.scripted,
+                    parsable: args.parsable,
+                    all: args.names.is_empty(),
+                },
+                request: Request::PoolList { names: args.names },
+            }
+        }
+        PoolCommand::Status {
+            only_unhealthy,
+            verbose,
+            names,
+        } => {
+            let (verb, object) = match single(&names) {
+                Some(name) => ("open", Some(name)),
+                None => ("get pool status", None),
+            };
+            Plan {
+                verb,
+                object,
+                view: View::Status {
+                    verbose,
+                    explain: only_unhealthy,
+                    names: names.clone(),
+                },
+                request: Request::PoolStatus {
+                    names,
+                    verbose,
+                    only_unhealthy,
+                },
+            }
+        }
+        PoolCommand::Get(args) => {
+            let fields = match &args.fields {
+                Some(spec) => render::get_fields(spec).map_err(Outcome::usage)?,
+                None => render::GET_DEFAULT.to_vec(),
+            };
+            let properties: Vec<String> = args
+                .properties
+                .split(',')
+                .map(|p| p.trim().to_string())
+                .collect();
+            let (verb, object) = match single(&args.names) {
+                Some(name) => ("get property for", Some(name)),
+                None => ("get properties", None),
+            };
+            Plan {
+                verb,
+                object,
+                view: View::Properties {
+                    fields,
+                    scripted: args.scripted,
+                    parsable: args.parsable,
+                },
+                request: Request::PoolGet {
+                    properties,
+                    names: args.names,
+                },
+            }
+        }
+        PoolCommand::Set {
+            assignment: (property, value),
+            name,
+        } => Plan {
+            verb: "set property for",
+            object: Some(name.clone()),
+            view: View::Silent,
+            request: Request::PoolSet {
+                property,
+                value,
+                name,
+            },
+        },
+        PoolCommand::Export { force, name } => Plan {
+            verb: "export",
+            object: Some(name.clone()),
+            view: View::Silent,
+            request: Request::PoolExport { name, force },
+        },
+        PoolCommand::Import(args) => plan_import(args, cwd)?,
+        PoolCommand::History {
+            internal,
+            long,
+            names,
+        } => {
+            let (verb, object) = match single(&names) {
+                Some(name) => ("get history for", Some(name)),
+                None => ("get history", None),
+            };
+            Plan {
+                verb,
+                object,
+                view: View::History { long },
+                request: Request::PoolHistory {
+                    names,
+                    long,
+                    internal,
+                },
+            }
+        }
+    };
+    Ok(plan)
+}
+
+fn plan_import(args: crate::args::ImportArgs, cwd: &Path) -> Result<Plan, Outcome> {
+    let object = args.pool.clone();
+    let refuse =
+        |message: &str| Outcome::refused(render::error_line("import", object.as_deref(), message));
+    let dirs = absolute_dirs(&args.dirs, cwd).map_err(|why| refuse(&why))?;
+    let mut readonly = false;
+    for (property, value) in &args.properties {
+        match (property.as_str(), value.as_str()) {
+            ("readonly", "on") => readonly = true,
+            ("readonly", "off") => readonly = false,
+            ("readonly", _) => {
+                return Err(refuse(&format!(
+                    "'readonly' must be 'on' or 'off', not '{value}'"
+                )));
+            }
+            _ => {
+                return Err(refuse(&format!(
+                    "property '{property}' cannot be set at import; valid: readonly=on|off"
+                )));
+            }
+        }
+    }
+    let Some(pool) = args.pool else {
+        return Ok(Plan {
+            verb: "import",
+            object: None,
+            view: View::Importable,
+            request: Request::PoolImportList { dirs },
+        });
+    };
+    if args.list_txgs {
+        return Ok(Plan {
+            verb: "list txgs of",
+            object: Some(pool.clone()),
+            view: View::Txgs,
+            request: Request::PoolImportTxgs { dirs, pool },
+        });
+    }
+    Ok(Plan {
+        verb: "import",
+        object: Some(pool.clone()),
+        view: View::Silent,
+        request: Request::PoolImport(PoolImport {
+            dirs,
+            pool,
+            new_name: args.new_name,
+            force: args.force,
+            rewind_txg: args.txg,
+            rewind: args.rewind,
+            readonly,
+        }),
+    })
+}
+
+/// Sends the plan's request and renders the answer.
+fn execute(plan: Plan, rundir: &Path, json: bool) -> Outcome {
+    let mut client = match tarn_daemon::Client::connect_or_start(rundir) {
+        Ok(client) => client,
+        Err(error) => return Outcome::refused(error.to_string()),
+    };
+    let progress = |progress: tarn_proto::Progress| {
+        if !json {
+            eprintln!(
+                "{}: {} of {} done",
+                progress.operation, progress.done, progress.total
+            );
+        }
+    };
+    match client.call(&plan.request, progress) {
+        Ok(response) => finish(&plan, response, json),
+        Err(error) => Outcome::refused(render::error_line(
+            plan.verb,
+            plan.object.as_deref(),
+            &error.to_string(),
+        )),
+    }
+}
+
+/// Turns the daemon's response into the command's outcome (pure).
+pub(crate) fn finish(plan: &Plan, response: Response, json: bool) -> Outcome {
+    let payload = match response {
+        Response::Ok(payload) => payload,
+        Response::Error(error) => {
+            let verb = error.verb.as_deref().unwrap_or(plan.verb);
+            let object = error.object.as_deref().or(plan.object.as_deref());
+            return Outcome::refused(render::error_line(verb, object, &error.message));
+        }
+    };
+    if json {
+        return match serde_json::to_string_pretty(&payload) {
+            Ok(text) => Outcome::ok(format!("{text}\n")),
+            Err(error) => Outcome::refused(render::error_line(
+                plan.verb,
+                plan.object.as_deref(),
+                &format!("cannot print the reply as JSON: {error}"),
+            )),
+        };
+    }
+    match show(&plan.view, &payload) {
+        Some(outcome) => outcome,
+        None => Outcome::refused(render::error_line(
+            plan.verb,
+            plan.object.as_deref(),
+            "unexpected reply from the daemon (is it another version?)",
+        )),
+    }
+}
+
+fn show(view: &View, payload: &ReplyPayload) -> Option<Outcome> {
+    let text = match (view, payload) {
+        (View::Silent, ReplyPayload::Unit) => String::new(),
+        (View::Layout { name }, ReplyPayload::Layout(layout)) => render::layout(name, layout),
+        (
+            View::List {
+                scripted: false,
+                all: true,
+                ..
+            },
+            ReplyPayload::PoolList(rows),
+        ) if rows.is_empty() => "no pools available\n".to_string(),
+        (
+            View::List {
+                columns,
+                scripted,
+                parsable,
+                ..
+            },
+            ReplyPayload::PoolList(rows),
+        ) => render::pool_list(rows, columns, *scripted, *parsable),
+        (
+            View::Status {
+                explain: false,
+                names,
+                ..
+            },
+            ReplyPayload::PoolStatus(pools),
+        ) if pools.is_empty() && names.is_empty() => {
+            return Some(Outcome {
+                stdout: String::new(),
+                stderr: "no pools available\n".to_string(),
+                code: 0,
+            });
+        }
+        (
+            View::Status {
+                verbose,
+                explain: true,
+                names,
+            },
+            ReplyPayload::PoolStatus(pools),
+        ) => render::status_explain(pools, names, *verbose),
+        (View::Status { verbose, .. }, ReplyPayload::PoolStatus(pools)) => {
+            render::status(pools, *verbose)
+        }
+        (
+            View::Properties {
+                fields,
+                scripted,
+                parsable,
+            },
+            ReplyPayload::Properties(rows),
+        ) => render::properties(rows, fields, *scripted, *parsable),
+        (View::Importable, ReplyPayload::Importable(pools)) if pools.is_empty() => {
+            return Some(Outcome {
+                stdout: String::new(),
+                stderr: "no pools available to import\n".to_string(),
+                code: 0,
+            });
+        }
+        (View::Importable, ReplyPayload::Importable(pools)) => render::importable(pools),
+        (View::Txgs, ReplyPayload::Txgs(rows)) => render::txgs(rows, false),
+        (View::History { long }, ReplyPayload::History(pools)) => render::history(pools, *long),
+        _ => return None,
+    };
+    Some(Outcome::ok(text))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,266 @@
+//! From argv to request and from response to outcome, without a daemon.
+
+use clap::Parser;
+use tarn_proto::ErrorReply;
+
+use super::*;
+
+fn plan_of(argv: &str) -> Result<Plan, Outcome> {
+    let cli = Cli::try_parse_from(argv.split_whitespace()).expect("argv parses");
+    let Command::Pool(command) = cli.command else {
+        panic!("not a pool command: {argv}")
+    };
+    plan(command, Path::new("/work"))
+}
+
+fn refusal(argv: &str) -> Outcome {
+    plan_of(argv).expect_err("refused")
+}
+
+#[test]
+fn create_plans_absolute_devices_and_properties() {
+    let plan =
+        plan_of("tarn pool create -n -o ashift=12 -O compression=lz4 -m /mnt tank mirror a /d/b")
+            .expect("plans");
+    assert_eq!(plan.verb, "create");
+    assert_eq!(plan.object.as_deref(), Some("tank"));
+    assert_eq!(
+        plan.view,
+        View::Layout {
+            name: "tank".into()
+        }
+    );
+    let Request::PoolCreate(create) = plan.request else {
+        panic!("{:?}", plan.request)
+    };
+    assert_eq!(create.vdevs[0].devices, ["/work/a", "/d/b"]);
+    assert_eq!(
+        create.properties,
+        [("ashift".to_string(), "12".to_string())]
+    );
+    assert_eq!(
+        create.fs_properties,
+        [("compression".to_string(), "lz4".to_string())]
+    );
+    assert_eq!(create.mountpoint.as_deref(), Some("/mnt"));
+    assert!(create.dry_run && !create.force);
+}
+
+#[test]
+fn refusals_found_by_the_cli_are_one_line() {
+    let outcome = refusal("tarn pool create tank raidz2 /a /b");
+    assert_eq!(
+        outcome,
+        Outcome {
+            stdout: String::new(),
+            stderr: "cannot create 'tank': invalid vdev specification: raidz2 requires at \
+                     least 3 devices\n"
+                .into(),
+            code: 1,
+        }
+    );
+    let outcome = refusal("tarn pool import -o cachefile=none tank");
+    assert_eq!(
+        outcome.stderr,
+        "cannot import 'tank': property 'cachefile' cannot be set at import; valid: \
+         readonly=on|off\n"
+    );
+    assert_eq!(outcome.code, 1);
+    let outcome = refusal("tarn pool list -o name,sise");
+    assert_eq!(outcome.code, 2);
+    assert!(
+        outcome
+            .stderr
+            .starts_with("invalid property 'sise': valid columns are name,")
+    );
+}
+
+#[test]
+fn usage_errors_come_from_clap() {
+    for argv in [
+        "tarn pool create tank",
+        "tarn pool set readonly tank",
+        "tarn pool import --list-txgs",
+        "tarn pool import -T notanumber tank",
+        "tarn pool frobnicate",
+    ] {
+        let error = Cli::try_parse_from(argv.split_whitespace()).expect_err(argv);
+        assert_eq!(error.exit_code(), 2, "{argv}");
+    }
+}
+
+#[test]
+fn import_forms() {
+    let plan = plan_of("tarn pool import -d devs -d /abs").expect("plans");
+    assert_eq!(
+        plan.request,
+        Request::PoolImportList {
+            dirs: vec!["/work/devs".into(), "/abs".into()]
+        }
+    );
+    assert_eq!(plan.object, None);
+    let plan = plan_of("tarn pool import --list-txgs tank").expect("plans");
+    assert_eq!(
+        plan.request,
+        Request::PoolImportTxgs {
+            dirs: vec![],
+            pool: "tank".into()
+        }
+    );
+    let plan = plan_of("tarn pool import -f -F -T 42 -o readonly=on 123 newtank").expect("plans");
+    assert_eq!(
+        plan.request,
+        Request::PoolImport(PoolImport {
+            dirs: vec![],
+            pool: "123".into(),
+            new_name: Some("newtank".into()),
+            force: true,
+            rewind_txg: Some(42),
+            rewind: true,
+            readonly: true,
+        })
+    );
+}
+
+#[test]
+fn other_verbs_plan_their_requests() {
+    let check = |argv: &str, request: Request, verb: &str, object: Option<&str>| {
+        let plan = plan_of(argv).expect("plans");
+        assert_eq!(plan.request, request, "{argv}");
+        assert_eq!(plan.verb, verb, "{argv}");
+        assert_eq!(plan.object.as_deref(), object, "{argv}");
+    };
+    check(
+        "tarn pool destroy -f tank",
+        Request::PoolDestroy {
+            name: "tank".into(),
+            force: true,
+        },
+        "destroy",
+        Some("tank"),
+    );
+    check(
+        "tarn pool list",
+        Request::PoolList { names: vec![] },
+        "list pools",
+        None,
+    );
+    check(
+        "tarn pool list tank",
+        Request::PoolList {
+            names: vec!["tank".into()],
+        },
+        "open",
+        Some("tank"),
+    );
+    check(
+        "tarn pool status -x -v a b",
+        Request::PoolStatus {
+            names: vec!["a".into(), "b".into()],
+            verbose: true,
+            only_unhealthy: true,
+        },
+        "get pool status",
+        None,
+    );
+    check(
+        "tarn pool get -H size,free tank",
+        Request::PoolGet {
+            properties: vec!["size".into(), "free".into()],
+            names: vec!["tank".into()],
+        },
+        "get property for",
+        Some("tank"),
+    );
+    check(
+        "tarn pool set comment=a=b tank",
+        Request::PoolSet {
+            property: "comment".into(),
+            value: "a=b".into(),
+            name: "tank".into(),
+        },
+        "set property for",
+        Some("tank"),
+    );
+    check(
+        "tarn pool export tank",
+        Request::PoolExport {
+            name: "tank".into(),
+            force: false,
+        },
+        "export",
+        Some("tank"),
+    );
+    check(
+        "tarn pool history -i -l",
+        Request::PoolHistory {
+            names: vec![],
+            long: true,
+            internal: true,
+        },
+        "get history",
+        None,
+    );
+}
+
+#[test]
+fn daemon_errors_become_one_line_with_overrides() {
+    let plan = plan_of("tarn pool destroy tank").expect("plans");
+    let outcome = finish(&plan, Response::error("pool is busy"), false);
+    assert_eq!(outcome.stderr, "cannot destroy 'tank': pool is busy\n");
+    assert_eq!((outcome.code, outcome.stdout.as_str()), (1, ""));
+    let plan = plan_of("tarn pool get size,bogus tank").expect("plans");
+    let reply = Response::Error(ErrorReply {
+        message: "invalid property; valid properties are size, free".into(),
+        verb: Some("get".into()),
+        object: Some("bogus".into()),
+    });
+    assert_eq!(
+        finish(&plan, reply, false).stderr,
+        "cannot get 'bogus': invalid property; valid properties are size, free\n"
+    );
+    let plan = plan_of("tarn pool list").expect("plans");
+    assert_eq!(
+        finish(&plan, Response::error("engine not available"), false).stderr,
+        "cannot list pools: engine not available\n"
+    );
+}
+
+#[test]
+fn replies_render_or_are_refused() {
+    let plan = plan_of("tarn pool destroy tank").expect("plans");
+    assert_eq!(
+        finish(&plan, Response::Ok(ReplyPayload::Unit), false),
+        Outcome::ok(String::new())
+    );
+    let wrong = finish(&plan, Response::Ok(ReplyPayload::PoolList(vec![])), false);
+    assert_eq!(
+        wrong.stderr,
+        "cannot destroy 'tank': unexpected reply from the daemon (is it another version?)\n"
+    );
+    let plan = plan_of("tarn pool list").expect("plans");
+    let empty = Response::Ok(ReplyPayload::PoolList(vec![]));
+    assert_eq!(
+        finish(&plan, empty.clone(), false).stdout,
+        "no pools available\n"
+    );
+    assert_eq!(
+        finish(&plan, empty, true).stdout,
+        "{\n  \"pool_list\": []\n}\n"
+    );
+    let plan = plan_of("tarn pool status").expect("plans");
+    let none = finish(&plan, Response::Ok(ReplyPayload::PoolStatus(vec![])), false);
+    assert_eq!(
+        (none.stderr.as_str(), none.code),
+        ("no pools available\n", 0)
+    );
+    let plan = plan_of("tarn pool status -x").expect("plans");
+    let none = finish(&plan, Response::Ok(ReplyPayload::PoolStatus(vec![])), false);
+    assert_eq!(none.stdout, "all pools are healthy\n");
+    let plan = plan_of("tarn pool import").expect("plans");
+    let none = finish(&plan, Response::Ok(ReplyPayload::Importable(vec![])), false);
+    assert_eq!(
+        (none.stderr.as_str(), none.code),
+        ("no pools available to import\n", 0)
+    );
+}

@@ -1,0 +1,238 @@
+//! The vdev grammar of `tarn pool create`, parsed in the CLI so that mistakes are reported
+//! before anything reaches the daemon:
+//!
+//! ```text
+//! spec    := data-group+ section*
+//! data-group := (mirror|raidz|raidz1|raidz2|raidz3) DEV+ | DEV      (a bare DEV: one disk)
+//! section := spare DEV+ | cache DEV+ | log group+ | special group+   (each at most once)
+//! group   := mirror DEV+ | DEV
+//! ```
+//! Every device path is made absolute against the CLI's working directory, because the
+//! daemon runs elsewhere.
+
+use std::path::Path;
+
+use tarn_proto::{VdevGroupSpec, VdevKind, VdevRole};
+
+/// Parses `words` (everything after the pool name). Errors are the text after
+/// `invalid vdev specification: `.
+pub(crate) fn parse(words: &[String], cwd: &Path) -> Result<Vec<VdevGroupSpec>, String> {
+    let mut groups: Vec<VdevGroupSpec> = Vec::new();
+    let mut role = VdevRole::Data;
+    let mut sections_seen: Vec<VdevRole> = Vec::new();
+    let mut open: Option<VdevGroupSpec> = None;
+    let mut section_devices = 0usize;
+    for word in words {
+        if let Some(new_role) = role_keyword(word) {
+            close(&mut open, &mut groups)?;
+            check_section_end(role, section_devices)?;
+            if sections_seen.contains(&new_role) {
+                return Err(format!("'{word}' can be specified only once"));
+            }
+            sections_seen.push(new_role);
+            role = new_role;
+            section_devices = 0;
+        } else if let Some(kind) = kind_keyword(word) {
+            close(&mut open, &mut groups)?;
+            let allowed = match role {
+                VdevRole::Data => true,
+                VdevRole::Log | VdevRole::Special => kind == VdevKind::Mirror,
+                VdevRole::Spare | VdevRole::Cache => false,
+            };
+            if !allowed {
+                return Err(format!(
+                    "'{word}' is not allowed in a {} section{}",
+                    role.keyword(),
+                    match role {
+                        VdevRole::Log | VdevRole::Special => "; use mirror or plain devices",
+                        _ => "; list plain devices",
+                    }
+                ));
+            }
+            open = Some(VdevGroupSpec {
+                role,
+                kind,
+                devices: Vec::new(),
+            });
+        } else {
+            let device = absolute(word, cwd)?;
+            section_devices += 1;
+            match open.as_mut() {
+                Some(group) => group.devices.push(device),
+                None => groups.push(VdevGroupSpec {
+                    role,
+                    kind: VdevKind::Disk,
+                    devices: vec![device],
+                }),
+            }
+        }
+    }
+    close(&mut open, &mut groups)?;
+    check_section_end(role, section_devices)?;
+    finish(groups)
+}
+
+fn finish(groups: Vec<VdevGroupSpec>) -> Result<Vec<VdevGroupSpec>, String> {
+    if !groups.iter().any(|g| g.role == VdevRole::Data) {
+        return Err("at least one data vdev must be specified".to_string());
+    }
+    if groups.len() > tarn_base::limits::TOP_VDEVS_MAX {
+        return Err(format!(
+            "{} top-level vdevs exceed the limit of {}",
+            groups.len(),
+            tarn_base::limits::TOP_VDEVS_MAX
+        ));
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for device in groups.iter().flat_map(|g| &g.devices) {
+        if !seen.insert(device.as_str()) {
+            return Err(format!("device '{device}' is listed more than once"));
+        }
+    }
+    for group in &groups {
+        group.check()?;
+    }
+    Ok(groups)
+}
+
+/// A role keyword followed by nothing is an error, as in ZFS.
+fn check_section_end(role: VdevRole, devices: usize) -> Result<(), String> {
+    if role != VdevRole::Data && devices == 0 {
+        return Err(format!("{} requires at least 1 device", role.keyword()));
+    }
+    Ok(())
+}
+
+fn close(open: &mut Option<VdevGroupSpec>, groups: &mut Vec<VdevGroupSpec>) -> Result<(), String> {
+    if let Some(group) = open.take() {
+        group.check()?;
+        groups.push(group);
+    }
+    Ok(())
+}
+
+fn role_keyword(word: &str) -> Option<VdevRole> {
+    match word {
+        "spare" => Some(VdevRole::Spare),
+        "log" => Some(VdevRole::Log),
+        "cache" => Some(VdevRole::Cache),
+        "special" => Some(VdevRole::Special),
+        _ => None,
+    }
+}
+
+fn kind_keyword(word: &str) -> Option<VdevKind> {
+    match word {
+        "mirror" => Some(VdevKind::Mirror),
+        "raidz" | "raidz1" => Some(VdevKind::Raidz(1)),
+        "raidz2" => Some(VdevKind::Raidz(2)),
+        "raidz3" => Some(VdevKind::Raidz(3)),
+        _ => None,
+    }
+}
+
+/// Makes `path` absolute against `cwd` (without resolving symlinks: the daemon opens the
+/// same path the admin typed).
+pub(crate) fn absolute(path: &str, cwd: &Path) -> Result<String, String> {
+    if path.is_empty() {
+        return Err("empty device path".to_string());
+    }
+    let joined = cwd.join(path);
+    joined
+        .to_str()
+        .map(str::to_string)
+        .ok_or_else(|| format!("device path '{}' is not valid UTF-8", joined.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(text: &str) -> Vec<String> {
+        text.split_whitespace().map(str::to_string).collect()
+    }
+
+    fn group(role: VdevRole, kind: VdevKind, devices: &[&str]) -> VdevGroupSpec {
+        VdevGroupSpec {
+            role,
+            kind,
+            devices: devices.iter().map(|d| d.to_string()).collect(),
+        }
+    }
+
+    fn check(text: &str, expected: Result<Vec<VdevGroupSpec>, &str>) {
+        let parsed = parse(&words(text), Path::new("/cwd"));
+        assert_eq!(parsed, expected.map_err(str::to_string), "{text}");
+    }
+
+    #[test]
+    fn bare_devices_become_one_disk_each() {
+        use VdevKind::Disk;
+        use VdevRole::Data;
+        check(
+            "/d/a b",
+            Ok(vec![
+                group(Data, Disk, &["/d/a"]),
+                group(Data, Disk, &["/cwd/b"]),
+            ]),
+        );
+    }
+
+    #[test]
+    fn groups_and_sections() {
+        use VdevKind::{Disk, Mirror, Raidz};
+        use VdevRole::{Cache, Data, Log, Spare, Special};
+        check(
+            "raidz2 /a /b /c raidz /d /e mirror /f /g spare /s1 /s2 log mirror /l1 /l2 \
+             cache /c1 special mirror /m1 /m2",
+            Ok(vec![
+                group(Data, Raidz(2), &["/a", "/b", "/c"]),
+                group(Data, Raidz(1), &["/d", "/e"]),
+                group(Data, Mirror, &["/f", "/g"]),
+                group(Spare, Disk, &["/s1"]),
+                group(Spare, Disk, &["/s2"]),
+                group(Log, Mirror, &["/l1", "/l2"]),
+                group(Cache, Disk, &["/c1"]),
+                group(Special, Mirror, &["/m1", "/m2"]),
+            ]),
+        );
+        check(
+            "/a log /l1 /l2",
+            Ok(vec![
+                group(Data, Disk, &["/a"]),
+                group(Log, Disk, &["/l1"]),
+                group(Log, Disk, &["/l2"]),
+            ]),
+        );
+    }
+
+    #[test]
+    fn grammar_errors_name_the_problem() {
+        check("mirror /a", Err("mirror requires at least 2 devices"));
+        check("raidz3 /a /b /c", Err("raidz3 requires at least 4 devices"));
+        check("mirror", Err("mirror requires at least 2 devices"));
+        check("/a spare", Err("spare requires at least 1 device"));
+        check("/a log /b log /c", Err("'log' can be specified only once"));
+        check("spare /s", Err("at least one data vdev must be specified"));
+        check("", Err("at least one data vdev must be specified"));
+        check("/a /b /a", Err("device '/a' is listed more than once"));
+        check("/cwd/a a", Err("device '/cwd/a' is listed more than once"));
+        check(
+            "/a cache mirror /b /c",
+            Err("'mirror' is not allowed in a cache section; list plain devices"),
+        );
+        check(
+            "/a log raidz /b /c",
+            Err("'raidz' is not allowed in a log section; use mirror or plain devices"),
+        );
+    }
+
+    #[test]
+    fn top_level_count_is_bounded() {
+        let many: Vec<String> = (0..=tarn_base::limits::TOP_VDEVS_MAX)
+            .map(|i| format!("/d/{i}"))
+            .collect();
+        let error = parse(&many, Path::new("/")).expect_err("too many");
+        assert_eq!(error, "1025 top-level vdevs exceed the limit of 1024");
+    }
+}

@@ -1,0 +1,146 @@
+//! The few operating-system calls `std` does not wrap: block-device ioctls, `flock`, hole
+//! punching, and page-aligned buffers for `O_DIRECT`. This is the only module of tarn-device
+//! that may use `unsafe`; every block carries a `SAFETY:` comment (STYLE.md §5).
+#![allow(unsafe_code)]
+
+use std::alloc::Layout;
+use std::fs::File;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::ptr::NonNull;
+
+/// `BLKGETSIZE64` from `<linux/fs.h>`: `_IOR(0x12, 114, size_t)`, the device size in bytes.
+const BLKGETSIZE64: libc::Ioctl = libc::_IOR::<libc::size_t>(0x12, 114);
+/// `BLKDISCARD` from `<linux/fs.h>`: `_IO(0x12, 119)`, takes `[start, length]` in bytes.
+const BLKDISCARD: libc::Ioctl = libc::_IO(0x12, 119);
+
+/// Alignment (bytes) of every buffer, offset and length handed to an `O_DIRECT` descriptor.
+/// 4096 is a multiple of every logical block size Linux supports in practice (512 or 4096).
+pub(crate) const DIRECT_ALIGN: usize = 4096;
+
+fn to_off_t(value: u64) -> io::Result<libc::off_t> {
+    libc::off_t::try_from(value).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
+}
+
+/// Size in bytes of the block device open as `file`.
+pub(crate) fn block_device_size(file: &File) -> io::Result<u64> {
+    let mut size: u64 = 0;
+    // SAFETY: BLKGETSIZE64 writes exactly one u64 through the pointer, which points to a live,
+    // aligned, writable local; the descriptor stays open for the duration of the call because
+    // `file` is borrowed.
+    let rc = unsafe { libc::ioctl(file.as_raw_fd(), BLKGETSIZE64, &raw mut size) };
+    if rc == 0 {
+        Ok(size)
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Takes a non-blocking exclusive `flock` on `file`. `WouldBlock` means another open file
+/// description (this process or another) holds it.
+pub(crate) fn flock_exclusive(file: &File) -> io::Result<()> {
+    // SAFETY: flock only reads its two integer arguments; the descriptor is valid while `file`
+    // is borrowed.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Deallocates `[offset, offset + len)` of a regular file without changing its size.
+pub(crate) fn punch_hole(file: &File, offset: u64, len: u64) -> io::Result<()> {
+    let mode = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
+    let (offset, len) = (to_off_t(offset)?, to_off_t(len)?);
+    // SAFETY: fallocate takes only integers; the descriptor is valid while `file` is borrowed.
+    let rc = unsafe { libc::fallocate(file.as_raw_fd(), mode, offset, len) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Issues a discard (TRIM/UNMAP) for `[offset, offset + len)` of a block device.
+pub(crate) fn block_discard(file: &File, offset: u64, len: u64) -> io::Result<()> {
+    let range: [u64; 2] = [offset, len];
+    // SAFETY: BLKDISCARD reads two u64 values through the pointer, which points to a live local
+    // array of exactly that shape; the descriptor is valid while `file` is borrowed.
+    let rc = unsafe { libc::ioctl(file.as_raw_fd(), BLKDISCARD, range.as_ptr()) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// A zeroed heap buffer whose address is aligned to [`DIRECT_ALIGN`], for bounce copies when
+/// a caller's buffer cannot be handed to an `O_DIRECT` descriptor as is.
+pub(crate) struct AlignedBuf {
+    ptr: NonNull<u8>,
+    layout: Layout,
+}
+
+impl AlignedBuf {
+    /// A zeroed buffer of `len` bytes (`len` > 0, a multiple of [`DIRECT_ALIGN`]).
+    pub(crate) fn zeroed(len: usize) -> AlignedBuf {
+        assert!(len > 0, "AlignedBuf: length must be positive");
+        assert!(
+            len.is_multiple_of(DIRECT_ALIGN),
+            "AlignedBuf: length {len} is not aligned"
+        );
+        let layout = Layout::from_size_align(len, DIRECT_ALIGN)
+            .expect("AlignedBuf: a positive multiple of a power of two is a valid layout");
+        // SAFETY: the layout has a nonzero size (asserted above).
+        let raw = unsafe { std::alloc::alloc_zeroed(layout) };
+        let Some(ptr) = NonNull::new(raw) else {
+            std::alloc::handle_alloc_error(layout);
+        };
+        AlignedBuf { ptr, layout }
+    }
+
+    pub(crate) fn as_slice(&self) -> &[u8] {
+        // SAFETY: `ptr` owns `layout.size()` initialized (zeroed at allocation) bytes for as
+        // long as `self` lives, and the shared borrow of `self` excludes writers.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.layout.size()) }
+    }
+
+    pub(crate) fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: as in `as_slice`; the exclusive borrow of `self` makes this the only
+        // reference to the allocation.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.layout.size()) }
+    }
+}
+
+impl Drop for AlignedBuf {
+    fn drop(&mut self) {
+        // SAFETY: `ptr` came from `alloc_zeroed` with exactly this layout and is freed once.
+        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), self.layout) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aligned_buf_is_aligned_and_zeroed() {
+        // Goal: the bounce buffer satisfies O_DIRECT's address rule and starts zeroed.
+        for pages in [1usize, 2, 17] {
+            let mut buf = AlignedBuf::zeroed(pages * DIRECT_ALIGN);
+            assert_eq!(buf.as_slice().as_ptr() as usize % DIRECT_ALIGN, 0);
+            assert!(buf.as_slice().iter().all(|&b| b == 0));
+            buf.as_mut_slice()[pages * DIRECT_ALIGN - 1] = 7;
+            assert_eq!(buf.as_slice()[pages * DIRECT_ALIGN - 1], 7);
+        }
+    }
+
+    #[test]
+    fn block_ioctls_fail_cleanly_on_a_regular_file() {
+        // Goal: the ioctl wrappers report the kernel's refusal as an error instead of garbage.
+        let file = tempfile::tempfile().unwrap();
+        assert!(block_device_size(&file).is_err());
+        assert!(block_discard(&file, 0, 4096).is_err());
+    }
+}

@@ -1,0 +1,449 @@
+//! What `status`, `list`, `get` and `import` report, computed from a pool's state. These are
+//! the engine's own types; the daemon converts them to protocol messages.
+
+use tarn_base::format_size;
+use tarn_format::label::{VdevKind, VdevTree};
+use tarn_pool::{CreateSpec, Discovered, Pool, TopLayout};
+use tarn_vdev::{Health, Layout, Leaf, LeafState, TopVdev};
+
+use crate::props::{POOL_PROPS, PropAccess};
+
+/// One row of the status config table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VdevNode {
+    /// Name as shown: pool name, `raidz2-0`, `mirror-1`, or a device path.
+    pub name: String,
+    /// Kind (`root`, `disk`, `mirror`, `raidz2`, `spare`).
+    pub kind: String,
+    /// State: ONLINE, DEGRADED, FAULTED, OFFLINE, UNAVAIL, REMOVED, AVAIL, INUSE.
+    pub state: String,
+    /// Read errors.
+    pub read: u64,
+    /// Write errors.
+    pub write: u64,
+    /// Checksum errors.
+    pub cksum: u64,
+    /// Note after the counters (`was /dev/sdb`, `(resilvering)`, why unavailable).
+    pub note: Option<String>,
+    /// Children.
+    pub children: Vec<VdevNode>,
+}
+
+/// `zpool status` of one pool.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PoolStatus {
+    /// Pool name.
+    pub name: String,
+    /// Pool GUID.
+    pub guid: u64,
+    /// Overall state.
+    pub state: String,
+    /// What is wrong, if anything.
+    pub status: Option<String>,
+    /// What to do about it.
+    pub action: Option<String>,
+    /// Message page (`TARN-NNNN`).
+    pub see: Option<String>,
+    /// Scan line.
+    pub scan: Option<String>,
+    /// The vdev tree.
+    pub config: VdevNode,
+    /// Hot spares.
+    pub spares: Vec<VdevNode>,
+    /// Files with permanent errors (paths).
+    pub errors: Vec<String>,
+}
+
+/// `zpool list` row.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PoolSummary {
+    /// Pool name.
+    pub name: String,
+    /// Pool GUID.
+    pub guid: u64,
+    /// Raw size of all top-level vdevs (parity included, as ZFS reports it).
+    pub size: u64,
+    /// Allocated bytes.
+    pub allocated: u64,
+    /// Free bytes.
+    pub free: u64,
+    /// Fragmentation of the free space, percent.
+    pub fragmentation: u64,
+    /// Allocated percentage.
+    pub capacity: u64,
+    /// Health.
+    pub health: String,
+}
+
+/// A property value with its source.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PropValue {
+    /// Object (pool) name.
+    pub name: String,
+    /// Property name.
+    pub property: String,
+    /// Exact value (`-p`).
+    pub value: String,
+    /// Human value (`10.5G`).
+    pub display: String,
+    /// `default`, `local` or `-`.
+    pub source: String,
+}
+
+/// A pool that could be imported.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Importable {
+    /// Pool name.
+    pub name: String,
+    /// Pool GUID.
+    pub guid: u64,
+    /// ONLINE, DEGRADED or UNAVAIL.
+    pub state: String,
+    /// What is wrong, if anything.
+    pub status: Option<String>,
+    /// What import will do.
+    pub action: String,
+    /// The vdev tree with found/missing devices.
+    pub config: VdevNode,
+}
+
+fn health_name(health: Health) -> &'static str {
+    match health {
+        Health::Online => "ONLINE",
+        Health::Degraded => "DEGRADED",
+        Health::Faulted => "FAULTED",
+        Health::Unavail => "UNAVAIL",
+    }
+}
+
+fn top_name(top: &TopVdev) -> String {
+    match top.layout() {
+        Layout::Disk => top.leaves().first().map(|l| l.path()).unwrap_or_default(),
+        Layout::Mirror => format!("mirror-{}", top.id().0),
+        Layout::Raidz { parity } => format!("raidz{parity}-{}", top.id().0),
+    }
+}
+
+fn leaf_node(leaf: &Leaf) -> VdevNode {
+    let stats = leaf.stats().snapshot();
+    let state = leaf.state();
+    let note = match state {
+        LeafState::Unavail => Some("cannot open".to_string()),
+        _ => None,
+    };
+    VdevNode {
+        name: leaf.path(),
+        kind: "disk".into(),
+        state: state.name().to_ascii_uppercase(),
+        read: stats.read_errors,
+        write: stats.write_errors,
+        cksum: stats.checksum_errors,
+        note,
+        children: Vec::new(),
+    }
+}
+
+fn top_node(top: &TopVdev) -> VdevNode {
+    if top.layout() == Layout::Disk {
+        if let Some(leaf) = top.leaves().first() {
+            return leaf_node(leaf);
+        }
+    }
+    let children: Vec<VdevNode> = top.leaves().iter().map(|l| leaf_node(l)).collect();
+    VdevNode {
+        name: top_name(top),
+        kind: top.layout().kind().name(),
+        state: health_name(top.health()).into(),
+        read: 0,
+        write: 0,
+        cksum: 0,
+        note: None,
+        children,
+    }
+}
+
+/// Overall pool health: the worst of its top-level vdevs, or SUSPENDED.
+#[must_use]
+pub fn pool_health(pool: &Pool) -> String {
+    if pool.suspended().is_some() {
+        return "SUSPENDED".into();
+    }
+    let worst = pool.tops().iter().map(|t| t.health()).max_by_key(|h| match h {
+        Health::Online => 0,
+        Health::Degraded => 1,
+        Health::Faulted => 2,
+        Health::Unavail => 3,
+    });
+    health_name(worst.unwrap_or(Health::Online)).into()
+}
+
+/// `zpool status` for `pool`.
+#[must_use]
+pub fn pool_status(name: &str, pool: &Pool) -> PoolStatus {
+    let state = pool_health(pool);
+    let children: Vec<VdevNode> = pool.tops().iter().map(|t| top_node(t)).collect();
+    let errors_seen = children.iter().flat_map(|c| std::iter::once(c).chain(c.children.iter())).any(|n| n.read + n.write + n.cksum > 0);
+    let (status, action, see) = if let Some(why) = pool.suspended() {
+        (
+            Some(format!("The pool is suspended: {why}.")),
+            Some("Make the devices available again, then export the pool with 'tarn pool export -f' and import it.".to_string()),
+            Some("TARN-0004".to_string()),
+        )
+    } else if state == "DEGRADED" {
+        (
+            Some("One or more devices could not be used. Sufficient replicas exist for the pool to continue functioning in a degraded state.".to_string()),
+            Some("Attach the missing device and bring it online, or replace it with 'tarn pool replace'.".to_string()),
+            Some("TARN-0002".to_string()),
+        )
+    } else if errors_seen {
+        (
+            Some("One or more devices has experienced an unrecoverable error. An attempt was made to correct the error. Applications are unaffected.".to_string()),
+            Some("Determine if the device needs to be replaced, and clear the errors using 'tarn pool clear' or replace the device with 'tarn pool replace'.".to_string()),
+            Some("TARN-0003".to_string()),
+        )
+    } else {
+        (None, None, None)
+    };
+    let config = VdevNode {
+        name: name.to_string(),
+        kind: "root".into(),
+        state: state.clone(),
+        read: 0,
+        write: 0,
+        cksum: 0,
+        note: None,
+        children,
+    };
+    let spares = pool
+        .spares()
+        .iter()
+        .map(|s| {
+            let mut node = leaf_node(s);
+            if s.is_usable() {
+                node.state = "AVAIL".into();
+            }
+            node
+        })
+        .collect();
+    PoolStatus {
+        name: name.to_string(),
+        guid: pool.guid().0,
+        state,
+        status,
+        action,
+        see,
+        scan: None,
+        config,
+        spares,
+        errors: Vec::new(),
+    }
+}
+
+/// `zpool list` row for `pool`.
+#[must_use]
+pub fn summary(name: &str, pool: &Pool) -> PoolSummary {
+    let usage = pool.usage();
+    let size: u64 = usage.iter().map(|u| u.size).sum();
+    let allocated: u64 = usage.iter().map(|u| u.allocated).sum();
+    let free = size - allocated;
+    let fragmentation = if free == 0 {
+        0
+    } else {
+        usage.iter().map(|u| u.fragmentation * (u.size - u.allocated)).sum::<u64>() / free
+    };
+    PoolSummary {
+        name: name.to_string(),
+        guid: pool.guid().0,
+        size,
+        allocated,
+        free,
+        fragmentation,
+        capacity: if size == 0 { 0 } else { allocated * 100 / size },
+        health: pool_health(pool),
+    }
+}
+
+/// Every pool property with value and source; `local` holds the values set by the admin.
+#[must_use]
+pub fn properties(name: &str, pool: &Pool, local: &[(String, String)]) -> Vec<PropValue> {
+    let summary = summary(name, pool);
+    let ashift = pool.tops().iter().map(|t| t.ashift()).max().unwrap_or(0);
+    let size_prop = |value: u64| (value.to_string(), format_size(value));
+    POOL_PROPS
+        .iter()
+        .map(|def| {
+            let computed = match def.name {
+                "size" => Some(size_prop(summary.size)),
+                "free" => Some(size_prop(summary.free)),
+                "allocated" => Some(size_prop(summary.allocated)),
+                "capacity" => Some((summary.capacity.to_string(), format!("{}%", summary.capacity))),
+                "fragmentation" => {
+                    Some((summary.fragmentation.to_string(), format!("{}%", summary.fragmentation)))
+                }
+                "health" => Some((summary.health.clone(), summary.health.clone())),
+                "guid" => Some((summary.guid.to_string(), summary.guid.to_string())),
+                "version" => Some(("-".into(), "-".into())),
+                "dedupratio" => Some(("1.00".into(), "1.00x".into())),
+                "readonly" => {
+                    let value = if pool.readonly() { "on" } else { "off" };
+                    Some((value.into(), value.into()))
+                }
+                "expandsize" => Some(("-".into(), "-".into())),
+                "freeing" | "leaked" => Some(("0".into(), "0".into())),
+                _ => None,
+            };
+            let (value, display, source) = if let Some((value, display)) = computed {
+                (value, display, "-".to_string())
+            } else if let Some((_, value)) = local.iter().find(|(n, _)| n == def.name) {
+                (value.clone(), value.clone(), "local".to_string())
+            } else if def.name == "ashift" {
+                (ashift.to_string(), ashift.to_string(), "default".to_string())
+            } else {
+                let source = if def.access == PropAccess::ReadOnly { "-" } else { "default" };
+                (def.default.to_string(), def.default.to_string(), source.to_string())
+            };
+            PropValue { name: name.to_string(), property: def.name.to_string(), value, display, source }
+        })
+        .collect()
+}
+
+fn tree_node(tree: &VdevTree, found: &dyn Fn(&VdevTree) -> bool) -> VdevNode {
+    let (state, children) = match tree.kind {
+        VdevKind::Disk => {
+            let ok = found(tree);
+            (if ok { "ONLINE" } else { "UNAVAIL" }.to_string(), Vec::new())
+        }
+        _ => {
+            let children: Vec<VdevNode> = tree.children.iter().map(|c| tree_node(c, found)).collect();
+            let missing = children.iter().filter(|c| c.state != "ONLINE").count();
+            let tolerated = match tree.kind {
+                VdevKind::Mirror => children.len().saturating_sub(1),
+                VdevKind::Raidz { parity } => usize::from(parity),
+                _ => 0,
+            };
+            let state = if missing == 0 {
+                "ONLINE"
+            } else if missing <= tolerated {
+                "DEGRADED"
+            } else {
+                "UNAVAIL"
+            };
+            (state.to_string(), children)
+        }
+    };
+    let name = match tree.kind {
+        VdevKind::Disk => tree.path.clone(),
+        VdevKind::Raidz { parity } => format!("raidz{parity}-{}", tree.id),
+        VdevKind::Mirror => format!("mirror-{}", tree.id),
+        kind => kind.name(),
+    };
+    let note = (state == "UNAVAIL" && tree.kind == VdevKind::Disk).then(|| "cannot open".to_string());
+    VdevNode { name, kind: tree.kind.name(), state, read: 0, write: 0, cksum: 0, note, children }
+}
+
+/// What `tarn pool import` (no name) shows for a discovered pool.
+#[must_use]
+pub fn importable(found: &Discovered) -> Importable {
+    let is_found = |leaf: &VdevTree| found.found.contains_key(&leaf.guid);
+    let tops: Vec<VdevNode> = found
+        .config
+        .vdev_tree
+        .children
+        .iter()
+        .filter(|c| c.kind != VdevKind::Spares)
+        .map(|c| tree_node(c, &is_found))
+        .collect();
+    let unavailable = tops.iter().any(|t| t.state == "UNAVAIL");
+    let degraded = tops.iter().any(|t| t.state == "DEGRADED");
+    let state = if unavailable {
+        "UNAVAIL"
+    } else if degraded {
+        "DEGRADED"
+    } else {
+        "ONLINE"
+    };
+    let (status, action) = match state {
+        "UNAVAIL" => (
+            Some("One or more devices are missing from the system.".to_string()),
+            "The pool cannot be imported. Attach the missing devices and try again.".to_string(),
+        ),
+        "DEGRADED" => (
+            Some("One or more devices are missing from the system.".to_string()),
+            "The pool can be imported despite missing or damaged devices. The fault tolerance of the pool may be compromised if imported.".to_string(),
+        ),
+        _ => (None, "The pool can be imported using its name or numeric identifier.".to_string()),
+    };
+    let config = VdevNode {
+        name: found.config.name.clone(),
+        kind: "root".into(),
+        state: state.into(),
+        read: 0,
+        write: 0,
+        cksum: 0,
+        note: None,
+        children: tops,
+    };
+    Importable {
+        name: found.config.name.clone(),
+        guid: found.config.pool_guid.0,
+        state: state.into(),
+        status,
+        action,
+        config,
+    }
+}
+
+/// The layout a create would build (`create -n`).
+#[must_use]
+pub fn layout_of(spec: &CreateSpec) -> VdevNode {
+    let leaf = |path: &String| VdevNode {
+        name: path.clone(),
+        kind: "disk".into(),
+        state: String::new(),
+        read: 0,
+        write: 0,
+        cksum: 0,
+        note: None,
+        children: Vec::new(),
+    };
+    let mut children: Vec<VdevNode> = spec
+        .tops
+        .iter()
+        .enumerate()
+        .map(|(i, top)| match top.layout {
+            TopLayout::Disk => leaf(&top.devices[0]),
+            layout => VdevNode {
+                name: format!("{}-{i}", layout.name()),
+                kind: layout.name(),
+                state: String::new(),
+                read: 0,
+                write: 0,
+                cksum: 0,
+                note: None,
+                children: top.devices.iter().map(leaf).collect(),
+            },
+        })
+        .collect();
+    if !spec.spares.is_empty() {
+        children.push(VdevNode {
+            name: "spares".into(),
+            kind: "spares".into(),
+            state: String::new(),
+            read: 0,
+            write: 0,
+            cksum: 0,
+            note: None,
+            children: spec.spares.iter().map(leaf).collect(),
+        });
+    }
+    VdevNode {
+        name: spec.name.clone(),
+        kind: "root".into(),
+        state: String::new(),
+        read: 0,
+        write: 0,
+        cksum: 0,
+        note: None,
+        children,
+    }
+}

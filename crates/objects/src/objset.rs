@@ -1,0 +1,841 @@
+//! [`ObjectSet`]: the in-memory state of one object set (its meta-dnode, the objects changed
+//! since the last sync, the clean-block cache) and the sync that turns it into a new root.
+
+use crate::cache::BlockCache;
+use crate::tree::{self, Dirty, ObjState, ReadCtx, TreeWalk};
+use crate::{BlockContext, DnodeInfo, ObjectError, ObjsetWriteConfig};
+use std::collections::BTreeMap;
+use tarn_base::limits::BLOCK_SIZE_MAX;
+use tarn_base::{ObjectId, Txg};
+use tarn_format::dnode::{
+    DNODE_BONUS_MAX, DNODE_FLAG_METADATA, DNODE_SIZE, Dnode, INDIRECT_SHIFT_DEFAULT,
+    INDIRECT_SHIFT_MAX, INDIRECT_SHIFT_MIN, OBJECT_TYPE_META_DNODE, OBJECT_TYPE_NONE,
+};
+use tarn_format::objset::{
+    DNODE_BLOCK_SIZE, DNODES_PER_BLOCK, OBJSET_PHYS_SIZE, ObjsetKind, ObjsetPhys,
+};
+use tarn_format::{BlockPtr, BlockType, ChecksumKind, CompressSetting};
+use tarn_zio::{BlockStore, WriteProps};
+
+/// Object ids are below this bound (ZFS's `DN_MAX_OBJECT`), so that the meta-dnode's tree
+/// stays within its depth limit.
+pub const OBJECT_ID_LIMIT: u64 = 1 << 48;
+/// The meta-dnode's object id.
+pub const META_DNODE_OBJECT: ObjectId = ObjectId(0);
+/// Default byte limit of the clean-block cache.
+pub const CACHE_BYTES_DEFAULT: u64 = 64 << 20;
+
+const _: () = assert!(OBJECT_ID_LIMIT / DNODES_PER_BLOCK < 1 << 50);
+
+/// A dnode slot changed since the last sync.
+#[derive(Debug)]
+enum Slot {
+    /// Freed: the slot is zeroed at sync.
+    Free,
+    /// Allocated (new or changed).
+    Live(ObjState),
+}
+
+/// One object set in memory. Changes stay in memory until [`ObjectSet::sync`].
+#[derive(Debug)]
+pub struct ObjectSet {
+    kind: ObjsetKind,
+    meta: ObjState,
+    hot: BTreeMap<u64, Slot>,
+    pending_frees: Vec<(ObjectId, Dnode)>,
+    root: BlockPtr,
+    cache: BlockCache,
+    config: ObjsetWriteConfig,
+    dirty_bytes: u64,
+    alloc_cursor: u64,
+    poisoned: bool,
+}
+
+fn invalid(object: ObjectId, what: &'static str, value: u64) -> ObjectError {
+    ObjectError::InvalidArgument {
+        object,
+        what,
+        value,
+    }
+}
+
+fn check_block_size(object: ObjectId, size: u32) -> Result<(), ObjectError> {
+    let size64 = u64::from(size);
+    if size64 < 512 || size64 > BLOCK_SIZE_MAX || size64 % 512 != 0 {
+        return Err(invalid(object, "data block size", size64));
+    }
+    Ok(())
+}
+
+/// Reads the dnode of `id` from the meta-dnode's data (not counting unsynced changes).
+fn load_dnode(
+    meta: &ObjState,
+    cache: &mut BlockCache,
+    store: &dyn BlockStore,
+    id: ObjectId,
+) -> Result<Dnode, ObjectError> {
+    let mut bytes = [0u8; DNODE_SIZE];
+    let mut ctx = ReadCtx {
+        store,
+        cache,
+        object: META_DNODE_OBJECT,
+    };
+    tree::read(&mut ctx, meta, id.0 * DNODE_SIZE as u64, &mut bytes)?;
+    Dnode::decode(&bytes).map_err(|source| ObjectError::Corrupt {
+        object: id,
+        why: "bad dnode",
+        source: Some(source),
+    })
+}
+
+impl ObjectSet {
+    /// An empty object set of `kind`; nothing is on disk until [`ObjectSet::sync`].
+    #[must_use]
+    pub fn create(kind: ObjsetKind) -> Self {
+        let mut meta = Dnode::new(
+            OBJECT_TYPE_META_DNODE,
+            DNODE_BLOCK_SIZE,
+            INDIRECT_SHIFT_DEFAULT,
+        );
+        meta.flags = 0;
+        let mut state = ObjState::new(meta);
+        state.dnode_dirty = true;
+        ObjectSet {
+            kind,
+            meta: state,
+            hot: BTreeMap::new(),
+            pending_frees: Vec::new(),
+            root: BlockPtr::hole(Txg(0)),
+            cache: BlockCache::new(CACHE_BYTES_DEFAULT),
+            config: ObjsetWriteConfig::default(),
+            dirty_bytes: 0,
+            alloc_cursor: 1,
+            poisoned: false,
+        }
+    }
+
+    /// Opens the object set whose root block is `root`.
+    pub fn open(store: &dyn BlockStore, root: &BlockPtr) -> Result<ObjectSet, ObjectError> {
+        let object = META_DNODE_OBJECT;
+        let bad = |why| ObjectError::Corrupt {
+            object,
+            why,
+            source: None,
+        };
+        if root.is_hole() {
+            return Err(bad("object-set root is a hole"));
+        }
+        if root.block_type != BlockType::ObjectSet {
+            return Err(bad("root block pointer is not an object-set root"));
+        }
+        let bytes = tree::read_tree_block(store, None, object, root, 0, OBJSET_PHYS_SIZE as u64)?;
+        let phys = ObjsetPhys::decode(&bytes).map_err(|source| ObjectError::Corrupt {
+            object,
+            why: "bad object-set root",
+            source: Some(source),
+        })?;
+        let mut set = ObjectSet::create(phys.kind);
+        set.meta = ObjState::new(phys.meta_dnode);
+        set.root = *root;
+        Ok(set)
+    }
+
+    /// Replaces the clean-block cache by one limited to `bytes`.
+    #[must_use]
+    pub fn with_cache_limit(mut self, bytes: u64) -> Self {
+        self.cache = BlockCache::new(bytes);
+        self
+    }
+
+    /// Sets how blocks are written from now on.
+    pub fn set_write_config(&mut self, config: ObjsetWriteConfig) -> Result<(), ObjectError> {
+        if config.copies == 0 || usize::from(config.copies) > tarn_base::limits::COPIES_MAX {
+            return Err(invalid(
+                META_DNODE_OBJECT,
+                "copies",
+                u64::from(config.copies),
+            ));
+        }
+        if config.checksum == ChecksumKind::Off {
+            return Err(invalid(META_DNODE_OBJECT, "checksum", 0));
+        }
+        self.config = config;
+        Ok(())
+    }
+
+    /// How blocks are written.
+    #[must_use]
+    pub fn write_config(&self) -> ObjsetWriteConfig {
+        self.config
+    }
+
+    /// What the object set holds.
+    #[must_use]
+    pub fn kind(&self) -> ObjsetKind {
+        self.kind
+    }
+
+    /// Root block pointer of the last sync (a hole before the first).
+    #[must_use]
+    pub fn root(&self) -> BlockPtr {
+        self.root
+    }
+
+    /// Bytes of dirty buffers (data blocks plus changed dnodes) waiting for the next sync.
+    #[must_use]
+    pub fn dirty_bytes(&self) -> u64 {
+        self.dirty_bytes
+            + (self.hot.len() as u64 + self.pending_frees.len() as u64) * DNODE_SIZE as u64
+    }
+
+    /// Bytes held by the clean-block cache.
+    #[must_use]
+    pub fn cached_bytes(&self) -> u64 {
+        self.cache.bytes()
+    }
+
+    fn check_usable(&self) -> Result<(), ObjectError> {
+        if self.poisoned {
+            return Err(ObjectError::Poisoned);
+        }
+        Ok(())
+    }
+
+    fn check_id(id: ObjectId) -> Result<(), ObjectError> {
+        if id.0 == 0 || id.0 >= OBJECT_ID_LIMIT {
+            return Err(ObjectError::NoSuchObject { object: id });
+        }
+        Ok(())
+    }
+
+    /// The current dnode of `id`, or `None` for a free slot.
+    fn current_dnode(
+        &mut self,
+        store: &dyn BlockStore,
+        id: ObjectId,
+    ) -> Result<Option<Dnode>, ObjectError> {
+        Self::check_id(id)?;
+        match self.hot.get(&id.0) {
+            Some(Slot::Free) => Ok(None),
+            Some(Slot::Live(state)) => Ok(Some(state.dnode.clone())),
+            None => {
+                let dnode = load_dnode(&self.meta, &mut self.cache, store, id)?;
+                Ok((!dnode.is_free()).then_some(dnode))
+            }
+        }
+    }
+
+    fn is_free(&mut self, store: &dyn BlockStore, id: ObjectId) -> Result<bool, ObjectError> {
+        Ok(self.current_dnode(store, id)?.is_none())
+    }
+
+    /// Runs `op` on the object's state, bringing it into the changed set first and keeping
+    /// the dirty-byte total exact.
+    fn mutate<R>(
+        &mut self,
+        store: &dyn BlockStore,
+        id: ObjectId,
+        op: impl FnOnce(&mut ReadCtx<'_>, &mut ObjState) -> Result<R, ObjectError>,
+    ) -> Result<R, ObjectError> {
+        self.check_usable()?;
+        if !self.hot.contains_key(&id.0) {
+            let Some(dnode) = self.current_dnode(store, id)? else {
+                return Err(ObjectError::NoSuchObject { object: id });
+            };
+            self.hot.insert(id.0, Slot::Live(ObjState::new(dnode)));
+        }
+        let Some(Slot::Live(state)) = self.hot.get_mut(&id.0) else {
+            return Err(ObjectError::NoSuchObject { object: id });
+        };
+        let before = state.dirty_bytes;
+        let mut ctx = ReadCtx {
+            store,
+            cache: &mut self.cache,
+            object: id,
+        };
+        let result = op(&mut ctx, state);
+        self.dirty_bytes = self.dirty_bytes - before + state.dirty_bytes;
+        result
+    }
+
+    /// Runs `op` on the object's current state without changing it.
+    fn inspect<R>(
+        &mut self,
+        store: &dyn BlockStore,
+        id: ObjectId,
+        op: impl FnOnce(&mut ReadCtx<'_>, &ObjState) -> Result<R, ObjectError>,
+    ) -> Result<R, ObjectError> {
+        self.check_usable()?;
+        let loaded = if self.hot.contains_key(&id.0) {
+            None
+        } else {
+            let Some(dnode) = self.current_dnode(store, id)? else {
+                return Err(ObjectError::NoSuchObject { object: id });
+            };
+            Some(ObjState::new(dnode))
+        };
+        let state = match (&loaded, self.hot.get(&id.0)) {
+            (Some(state), _) => state,
+            (None, Some(Slot::Live(state))) => state,
+            _ => return Err(ObjectError::NoSuchObject { object: id }),
+        };
+        let mut ctx = ReadCtx {
+            store,
+            cache: &mut self.cache,
+            object: id,
+        };
+        op(&mut ctx, state)
+    }
+
+    fn new_dnode(
+        id: ObjectId,
+        object_type: u8,
+        data_block_size: u32,
+        bonus_type: u8,
+        bonus_len: u16,
+    ) -> Result<Dnode, ObjectError> {
+        if object_type == OBJECT_TYPE_NONE || object_type == OBJECT_TYPE_META_DNODE {
+            return Err(invalid(id, "object type", u64::from(object_type)));
+        }
+        check_block_size(id, data_block_size)?;
+        if usize::from(bonus_len) > DNODE_BONUS_MAX {
+            return Err(invalid(id, "bonus length", u64::from(bonus_len)));
+        }
+        let mut dnode = Dnode::new(object_type, data_block_size, INDIRECT_SHIFT_DEFAULT);
+        dnode.bonus_type = bonus_type;
+        dnode.bonus_len = bonus_len;
+        Ok(dnode)
+    }
+
+    fn install(&mut self, id: ObjectId, dnode: Dnode) {
+        let mut state = ObjState::new(dnode);
+        state.dnode_dirty = true;
+        let previous = self.hot.insert(id.0, Slot::Live(state));
+        assert!(
+            !matches!(previous, Some(Slot::Live(_))),
+            "I2: installing object {} over a live one",
+            id.0
+        );
+    }
+
+    /// Allocates the lowest free object id (>= 1) with an empty tree and a zeroed bonus
+    /// buffer of `bonus_len` bytes.
+    pub fn allocate_object(
+        &mut self,
+        store: &dyn BlockStore,
+        object_type: u8,
+        data_block_size: u32,
+        bonus_type: u8,
+        bonus_len: u16,
+    ) -> Result<ObjectId, ObjectError> {
+        self.check_usable()?;
+        let dnode = Self::new_dnode(
+            ObjectId(0),
+            object_type,
+            data_block_size,
+            bonus_type,
+            bonus_len,
+        )?;
+        let mut id = self.alloc_cursor.max(1);
+        while !self.is_free(store, ObjectId(id))? {
+            id += 1;
+            if id >= OBJECT_ID_LIMIT {
+                return Err(ObjectError::LimitReached {
+                    object: META_DNODE_OBJECT,
+                    what: "object ids",
+                });
+            }
+        }
+        self.alloc_cursor = id + 1;
+        self.install(ObjectId(id), dnode);
+        Ok(ObjectId(id))
+    }
+
+    /// Allocates object `id` (which must be free).
+    pub fn claim_object(
+        &mut self,
+        store: &dyn BlockStore,
+        id: ObjectId,
+        object_type: u8,
+        data_block_size: u32,
+        bonus_type: u8,
+        bonus_len: u16,
+    ) -> Result<(), ObjectError> {
+        self.check_usable()?;
+        Self::check_id(id)?;
+        let dnode = Self::new_dnode(id, object_type, data_block_size, bonus_type, bonus_len)?;
+        if !self.is_free(store, id)? {
+            return Err(ObjectError::ObjectInUse { object: id });
+        }
+        self.install(id, dnode);
+        Ok(())
+    }
+
+    /// Frees object `id`; its blocks are freed at the next sync.
+    pub fn free_object(&mut self, store: &dyn BlockStore, id: ObjectId) -> Result<(), ObjectError> {
+        self.check_usable()?;
+        let state = match self.hot.remove(&id.0) {
+            Some(Slot::Live(state)) => state,
+            Some(Slot::Free) => {
+                self.hot.insert(id.0, Slot::Free);
+                return Err(ObjectError::NoSuchObject { object: id });
+            }
+            None => match self.current_dnode(store, id)? {
+                Some(dnode) => ObjState::new(dnode),
+                None => return Err(ObjectError::NoSuchObject { object: id }),
+            },
+        };
+        self.dirty_bytes -= state.dirty_bytes;
+        if !state.dnode.root.is_hole() {
+            self.pending_frees.push((id, state.dnode));
+        }
+        self.hot.insert(id.0, Slot::Free);
+        self.alloc_cursor = self.alloc_cursor.min(id.0);
+        Ok(())
+    }
+
+    /// Facts about object `id`. `nlevels` and `used_bytes` are as of the last sync.
+    pub fn object_info(
+        &mut self,
+        store: &dyn BlockStore,
+        id: ObjectId,
+    ) -> Result<DnodeInfo, ObjectError> {
+        self.check_usable()?;
+        let Some(dnode) = self.current_dnode(store, id)? else {
+            return Err(ObjectError::NoSuchObject { object: id });
+        };
+        Ok(DnodeInfo {
+            object_type: dnode.object_type,
+            data_block_size: dnode.data_block_size,
+            indirect_shift: dnode.indirect_shift,
+            nlevels: dnode.nlevels,
+            maxblkid: dnode.maxblkid,
+            used_bytes: dnode.used_bytes,
+            bonus_type: dnode.bonus_type,
+            bonus_len: dnode.bonus_len,
+            metadata: dnode.flags & DNODE_FLAG_METADATA != 0,
+        })
+    }
+
+    /// The object's bonus bytes.
+    pub fn bonus(&mut self, store: &dyn BlockStore, id: ObjectId) -> Result<Vec<u8>, ObjectError> {
+        self.check_usable()?;
+        let Some(dnode) = self.current_dnode(store, id)? else {
+            return Err(ObjectError::NoSuchObject { object: id });
+        };
+        Ok(dnode.bonus_bytes().to_vec())
+    }
+
+    /// Replaces the bonus bytes (at most 320) and the bonus length.
+    pub fn set_bonus(
+        &mut self,
+        store: &dyn BlockStore,
+        id: ObjectId,
+        bytes: &[u8],
+    ) -> Result<(), ObjectError> {
+        if bytes.len() > DNODE_BONUS_MAX {
+            return Err(invalid(id, "bonus length", bytes.len() as u64));
+        }
+        self.mutate(store, id, |_, state| {
+            state.dnode.bonus = [0; DNODE_BONUS_MAX];
+            state.dnode.bonus[..bytes.len()].copy_from_slice(bytes);
+            state.dnode.bonus_len = bytes.len() as u16;
+            state.dnode_dirty = true;
+            Ok(())
+        })
+    }
+
+    /// Marks the object's level-0 blocks as metadata (extra copies, `BlockType::Metadata`).
+    pub fn set_metadata(
+        &mut self,
+        store: &dyn BlockStore,
+        id: ObjectId,
+        metadata: bool,
+    ) -> Result<(), ObjectError> {
+        self.mutate(store, id, |_, state| {
+            if metadata {
+                state.dnode.flags |= DNODE_FLAG_METADATA;
+            } else {
+                state.dnode.flags &= !DNODE_FLAG_METADATA;
+            }
+            state.dnode_dirty = true;
+            Ok(())
+        })
+    }
+
+    /// Per-object checksum and compression overrides (`None`: inherit the write config).
+    pub fn set_overrides(
+        &mut self,
+        store: &dyn BlockStore,
+        id: ObjectId,
+        checksum: Option<ChecksumKind>,
+        compression: Option<CompressSetting>,
+    ) -> Result<(), ObjectError> {
+        if checksum == Some(ChecksumKind::Off) {
+            return Err(invalid(id, "checksum", 0));
+        }
+        self.mutate(store, id, |_, state| {
+            state.dnode.checksum = checksum.map_or(0, |kind| kind as u8);
+            state.dnode.compression = Dnode::compression_override_byte(compression);
+            state.dnode_dirty = true;
+            Ok(())
+        })
+    }
+
+    /// Sets the indirect block shift of an object whose tree is still empty (tests use small
+    /// shifts to build deep trees cheaply).
+    pub fn set_indirect_shift(
+        &mut self,
+        store: &dyn BlockStore,
+        id: ObjectId,
+        shift: u8,
+    ) -> Result<(), ObjectError> {
+        if !(INDIRECT_SHIFT_MIN..=INDIRECT_SHIFT_MAX).contains(&shift) {
+            return Err(invalid(id, "indirect block shift", u64::from(shift)));
+        }
+        self.mutate(store, id, |_, state| {
+            let empty =
+                state.dirty.is_empty() && state.dnode.root.is_hole() && state.dnode.maxblkid == 0;
+            if !empty || state.dnode.nlevels != 1 {
+                return Err(invalid(
+                    id,
+                    "indirect shift change on a non-empty object",
+                    u64::from(shift),
+                ));
+            }
+            state.dnode.indirect_shift = shift;
+            state.dnode_dirty = true;
+            Ok(())
+        })
+    }
+
+    /// Changes the data block size of an object that has at most one block (block 0); its
+    /// contents are kept up to the smaller of the two sizes.
+    pub fn set_block_size(
+        &mut self,
+        store: &dyn BlockStore,
+        id: ObjectId,
+        size: u32,
+    ) -> Result<(), ObjectError> {
+        check_block_size(id, size)?;
+        self.mutate(store, id, |ctx, state| {
+            if state.dnode.maxblkid != 0 {
+                return Err(invalid(
+                    id,
+                    "block size change on an object with blocks past 0",
+                    u64::from(size),
+                ));
+            }
+            assert_eq!(
+                state.dnode.nlevels, 1,
+                "I3: object with maxblkid 0 has one level"
+            );
+            let old = match tree::block_data(ctx, state, 0)? {
+                tree::BlockRef::Zero => None,
+                tree::BlockRef::Dirty(bytes) => Some(bytes.to_vec()),
+                tree::BlockRef::Clean(bytes) => Some(bytes.to_vec()),
+            };
+            let had_block = state.dirty.contains_key(&0) || !state.dnode.root.is_hole();
+            state.dirty.remove(&0).into_iter().for_each(|entry| {
+                if let Dirty::Data(bytes) = entry {
+                    state.dirty_bytes -= bytes.len() as u64;
+                }
+            });
+            state.dnode.data_block_size = size;
+            state.dnode_dirty = true;
+            if had_block {
+                let entry = match old {
+                    Some(mut bytes) if !tarn_format::compress::is_all_zero(&bytes) => {
+                        bytes.resize(size as usize, 0);
+                        if tarn_format::compress::is_all_zero(&bytes) {
+                            Dirty::Hole
+                        } else {
+                            Dirty::Data(bytes)
+                        }
+                    }
+                    _ => Dirty::Hole,
+                };
+                state.set_dirty(0, entry);
+            }
+            Ok(())
+        })
+    }
+
+    /// The next allocated object after `after`, in id order.
+    pub fn next_object(
+        &mut self,
+        store: &dyn BlockStore,
+        after: ObjectId,
+    ) -> Result<Option<ObjectId>, ObjectError> {
+        self.check_usable()?;
+        let hot_next = self
+            .hot
+            .range(after.0.saturating_add(1)..)
+            .find(|(_, slot)| matches!(slot, Slot::Live(_)))
+            .map(|(&id, _)| id);
+        let mut from = after.0.saturating_add(1);
+        let per_block = DNODES_PER_BLOCK;
+        let on_disk = loop {
+            if from >= OBJECT_ID_LIMIT || hot_next.is_some_and(|hot| from >= hot) {
+                break None;
+            }
+            let mut ctx = ReadCtx {
+                store,
+                cache: &mut self.cache,
+                object: META_DNODE_OBJECT,
+            };
+            let Some(block) = tree::next_block(&mut ctx, &self.meta, from / per_block, true)?
+            else {
+                break None;
+            };
+            let first = from.max(block * per_block);
+            let mut found = None;
+            for id in first..(block + 1) * per_block {
+                if id == 0 || self.hot.contains_key(&id) {
+                    continue;
+                }
+                if !load_dnode(&self.meta, &mut self.cache, store, ObjectId(id))?.is_free() {
+                    found = Some(id);
+                    break;
+                }
+            }
+            if found.is_some() {
+                break found;
+            }
+            from = (block + 1) * per_block;
+        };
+        Ok(match (hot_next, on_disk) {
+            (Some(a), Some(b)) => Some(ObjectId(a.min(b))),
+            (a, b) => a.or(b).map(ObjectId),
+        })
+    }
+
+    /// Reads `buf.len()` bytes at `offset`. Holes and never-written ranges read as zeros.
+    pub fn read(
+        &mut self,
+        store: &dyn BlockStore,
+        id: ObjectId,
+        offset: u64,
+        buf: &mut [u8],
+    ) -> Result<(), ObjectError> {
+        if offset.checked_add(buf.len() as u64).is_none() {
+            return Err(invalid(id, "read offset", offset));
+        }
+        self.inspect(store, id, |ctx, state| tree::read(ctx, state, offset, buf))
+    }
+
+    /// Writes `data` at `offset`; partial blocks are read, modified and rewritten.
+    pub fn write(
+        &mut self,
+        store: &dyn BlockStore,
+        id: ObjectId,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<(), ObjectError> {
+        let Some(end) = offset.checked_add(data.len() as u64) else {
+            return Err(invalid(id, "write offset", offset));
+        };
+        self.mutate(store, id, |ctx, state| {
+            let block_size = u64::from(state.dnode.data_block_size);
+            if !data.is_empty() {
+                let last = (end - 1) / block_size;
+                if tree::blkid_limit(&state.dnode).is_some_and(|limit| last >= limit) {
+                    return Err(invalid(
+                        id,
+                        "write beyond the deepest tree at offset",
+                        offset,
+                    ));
+                }
+            }
+            tree::write(ctx, state, offset, data)
+        })
+    }
+
+    /// Punches `[offset, offset + len)`: whole blocks become holes, partial blocks are
+    /// zeroed. `len` may run past the end (`u64::MAX` punches everything from `offset`).
+    pub fn free_range(
+        &mut self,
+        store: &dyn BlockStore,
+        id: ObjectId,
+        offset: u64,
+        len: u64,
+    ) -> Result<(), ObjectError> {
+        let end = offset.saturating_add(len);
+        self.mutate(store, id, |ctx, state| {
+            tree::free_range(ctx, state, offset, end)
+        })
+    }
+
+    /// SEEK_DATA: the first offset `>= offset` inside a data block, or `None`.
+    pub fn next_data(
+        &mut self,
+        store: &dyn BlockStore,
+        id: ObjectId,
+        offset: u64,
+    ) -> Result<Option<u64>, ObjectError> {
+        self.inspect(store, id, |ctx, state| {
+            let block_size = u64::from(state.dnode.data_block_size);
+            let found = tree::next_block(ctx, state, offset / block_size, true)?;
+            Ok(found.map(|blkid| offset.max(blkid.saturating_mul(block_size))))
+        })
+    }
+
+    /// SEEK_HOLE: the first offset `>= offset` inside a hole (past the last data block
+    /// everything is a hole).
+    pub fn next_hole(
+        &mut self,
+        store: &dyn BlockStore,
+        id: ObjectId,
+        offset: u64,
+    ) -> Result<u64, ObjectError> {
+        self.inspect(store, id, |ctx, state| {
+            let block_size = u64::from(state.dnode.data_block_size);
+            let found = tree::next_block(ctx, state, offset / block_size, false)?;
+            Ok(found.map_or(u64::MAX, |blkid| {
+                offset.max(blkid.saturating_mul(block_size))
+            }))
+        })
+    }
+
+    /// Writes every dirty block bottom-up (data, indirect blocks, dnode blocks, the root),
+    /// frees every replaced or punched block once, and returns the new root. After an error
+    /// the object set is poisoned: reopen it from the last committed root.
+    pub fn sync(&mut self, store: &mut dyn BlockStore) -> Result<BlockPtr, ObjectError> {
+        self.check_usable()?;
+        self.poisoned = true;
+        for (id, dnode) in std::mem::take(&mut self.pending_frees) {
+            let mut walk = TreeWalk::new(id, &dnode);
+            while let Some((bp, _)) = walk.next(&*store)? {
+                store.free_block(&bp);
+            }
+        }
+        let config = self.config;
+        for (id, slot) in std::mem::take(&mut self.hot) {
+            let object = ObjectId(id);
+            let bytes = match slot {
+                Slot::Free => [0u8; DNODE_SIZE],
+                Slot::Live(mut state) => {
+                    tree::sync_tree(
+                        store,
+                        &mut self.cache,
+                        object,
+                        &mut state,
+                        &config,
+                        BlockType::Data,
+                    )?;
+                    assert!(
+                        state.dirty.is_empty(),
+                        "I5: object {id} still dirty after sync"
+                    );
+                    state.dnode.encode()
+                }
+            };
+            let mut ctx = ReadCtx {
+                store: &*store,
+                cache: &mut self.cache,
+                object: META_DNODE_OBJECT,
+            };
+            tree::write(&mut ctx, &mut self.meta, id * DNODE_SIZE as u64, &bytes)?;
+        }
+        tree::sync_tree(
+            store,
+            &mut self.cache,
+            META_DNODE_OBJECT,
+            &mut self.meta,
+            &config,
+            BlockType::Dnode,
+        )?;
+        let phys = ObjsetPhys {
+            kind: self.kind,
+            meta_dnode: self.meta.dnode.clone(),
+        };
+        let props = WriteProps {
+            block_type: BlockType::ObjectSet,
+            level: 0,
+            checksum: config.checksum,
+            compression: config.compression,
+            copies: config.copies_for(true),
+            fill: 1,
+        };
+        let root = store
+            .write_block(&phys.encode(), &props)
+            .map_err(|source| ObjectError::Io {
+                object: META_DNODE_OBJECT,
+                offset: 0,
+                source,
+            })?;
+        assert!(!root.is_hole(), "I6: object-set root written as a hole");
+        if !self.root.is_hole() {
+            store.free_block(&self.root);
+        }
+        self.root = root;
+        self.meta.dnode_dirty = false;
+        self.dirty_bytes = 0;
+        self.poisoned = false;
+        Ok(root)
+    }
+
+    /// Calls `visit` for every non-hole block pointer reachable from the last synced root
+    /// (see [`visit_object_set`]).
+    pub fn visit_blocks(
+        &self,
+        store: &dyn BlockStore,
+        visit: &mut dyn FnMut(&BlockPtr, BlockContext),
+    ) -> Result<(), ObjectError> {
+        visit_object_set(store, &self.root, visit)
+    }
+}
+
+/// Calls `visit` for every non-hole block pointer reachable from the object-set root `root`:
+/// the root itself (object 0, level [`BlockContext::ROOT_LEVEL`]), the meta-dnode's tree
+/// (object 0), then each allocated object's tree, parents before children. The walk keeps an
+/// explicit stack of at most two trees' depth; nothing is cached.
+pub fn visit_object_set(
+    store: &dyn BlockStore,
+    root: &BlockPtr,
+    visit: &mut dyn FnMut(&BlockPtr, BlockContext),
+) -> Result<(), ObjectError> {
+    if root.is_hole() {
+        return Ok(());
+    }
+    let object = META_DNODE_OBJECT;
+    visit(
+        root,
+        BlockContext {
+            object,
+            level: BlockContext::ROOT_LEVEL,
+            blkid: 0,
+        },
+    );
+    let bytes = tree::read_tree_block(store, None, object, root, 0, OBJSET_PHYS_SIZE as u64)?;
+    let phys = ObjsetPhys::decode(&bytes).map_err(|source| ObjectError::Corrupt {
+        object,
+        why: "bad object-set root",
+        source: Some(source),
+    })?;
+    let mut meta_walk = TreeWalk::new(object, &phys.meta_dnode);
+    while let Some((bp, context)) = meta_walk.next(store)? {
+        visit(&bp, context);
+        if context.level != 0 {
+            continue;
+        }
+        let block =
+            tree::read_tree_block(store, None, object, &bp, 0, u64::from(DNODE_BLOCK_SIZE))?;
+        for (slot, bytes) in block.chunks_exact(DNODE_SIZE).enumerate() {
+            let id = ObjectId(context.blkid * DNODES_PER_BLOCK + slot as u64);
+            let dnode = Dnode::decode(bytes).map_err(|source| ObjectError::Corrupt {
+                object: id,
+                why: "bad dnode",
+                source: Some(source),
+            })?;
+            if dnode.is_free() {
+                continue;
+            }
+            let mut walk = TreeWalk::new(id, &dnode);
+            while let Some((child, child_context)) = walk.next(store)? {
+                visit(&child, child_context);
+            }
+        }
+    }
+    Ok(())
+}

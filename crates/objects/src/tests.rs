@@ -1,0 +1,801 @@
+//! Model tests of the object layer against an in-memory block store that checks checksums and
+//! tracks live blocks, so that leaks and double frees are caught at every sync.
+
+use crate::{BlockContext, ObjectError, ObjectSet, ObjsetKind, visit_object_set};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use tarn_base::{ObjectId, SeededRng, Txg, VdevId};
+use tarn_format::checksum::checksum;
+use tarn_format::compress::{compress, decompress, is_all_zero};
+use tarn_format::dnode::OBJECT_TYPE_PLAIN;
+use tarn_format::{BlockPtr, CompressKind, Dva};
+use tarn_zio::{BlockStore, WriteProps, ZioError};
+
+/// A block store in memory: one entry per live block keyed by its first DVA's offset.
+/// Freeing an unknown block panics (a double free or a free of a never-written block).
+pub(crate) struct MemStore {
+    txg: Txg,
+    next_offset: u64,
+    blocks: HashMap<u64, (Vec<u8>, BlockPtr)>,
+    pub(crate) writes: u64,
+}
+
+impl MemStore {
+    pub(crate) fn new() -> Self {
+        MemStore {
+            txg: Txg(1),
+            next_offset: 4096,
+            blocks: HashMap::new(),
+            writes: 0,
+        }
+    }
+
+    pub(crate) fn next_txg(&mut self) {
+        self.txg = self.txg.next();
+    }
+
+    pub(crate) fn live(&self) -> HashSet<u64> {
+        self.blocks.keys().copied().collect()
+    }
+
+    /// Flips a byte of a stored block (bit rot).
+    pub(crate) fn corrupt_block(&mut self, offset: u64) {
+        let entry = self.blocks.get_mut(&offset).expect("block to corrupt");
+        entry.0[0] ^= 0xff;
+    }
+}
+
+impl BlockStore for MemStore {
+    fn txg(&self) -> Txg {
+        self.txg
+    }
+
+    fn write_block(&mut self, data: &[u8], props: &WriteProps) -> Result<BlockPtr, ZioError> {
+        assert!(data.len() % 512 == 0, "block of {} bytes", data.len());
+        assert!((1..=3).contains(&props.copies), "copies {}", props.copies);
+        if is_all_zero(data) {
+            return Ok(BlockPtr::hole(self.txg));
+        }
+        let (stored, kind) = match compress(props.compression, data) {
+            Some(packed) => (packed, props.compression.kind()),
+            None => (data.to_vec(), CompressKind::Off),
+        };
+        let asize = (stored.len() as u64).div_ceil(512) * 512;
+        let mut dvas = [Dva::default(); 3];
+        for (copy, dva) in dvas.iter_mut().enumerate().take(usize::from(props.copies)) {
+            *dva = Dva {
+                vdev: VdevId(copy as u32),
+                offset: self.next_offset,
+                asize,
+            };
+        }
+        let offset = self.next_offset;
+        self.next_offset += asize;
+        let bp = BlockPtr {
+            dvas,
+            lsize: data.len() as u32,
+            psize: stored.len() as u32,
+            compression: kind,
+            checksum_kind: props.checksum,
+            block_type: props.block_type,
+            level: props.level,
+            birth: self.txg,
+            fill: props.fill,
+            checksum: checksum(props.checksum, &stored),
+        };
+        self.blocks.insert(offset, (stored, bp));
+        self.writes += 1;
+        Ok(bp)
+    }
+
+    fn read_block(&self, bp: &BlockPtr) -> Result<Vec<u8>, ZioError> {
+        if bp.is_hole() {
+            return Ok(vec![0; bp.lsize as usize]);
+        }
+        let lost = |why: &str| ZioError::Unrecoverable {
+            dva: format!("0:{}", bp.dvas[0].offset),
+            birth: bp.birth,
+            why: why.to_owned(),
+        };
+        let (stored, original) = self
+            .blocks
+            .get(&bp.dvas[0].offset)
+            .ok_or_else(|| lost("freed"))?;
+        assert_eq!(original.birth, bp.birth, "read of a reused address");
+        if checksum(bp.checksum_kind, stored) != bp.checksum {
+            return Err(lost("checksum mismatch"));
+        }
+        Ok(decompress(bp.compression, stored, bp.lsize as usize)?)
+    }
+
+    fn free_block(&mut self, bp: &BlockPtr) {
+        assert!(!bp.is_hole(), "free of a hole");
+        assert!(
+            self.blocks.remove(&bp.dvas[0].offset).is_some(),
+            "double free of {bp:?}"
+        );
+    }
+}
+
+/// Every reachable block's offset, asserting that no block is reachable twice.
+fn reachable(store: &MemStore, root: &BlockPtr) -> HashSet<u64> {
+    let mut seen = HashSet::new();
+    visit_object_set(store, root, &mut |bp: &BlockPtr, context: BlockContext| {
+        assert!(
+            seen.insert(bp.dvas[0].offset),
+            "block reachable twice at {context:?}"
+        );
+    })
+    .expect("visit");
+    seen
+}
+
+/// Asserts that live blocks are exactly the reachable ones (no leak, nothing freed in use).
+fn check_space(store: &MemStore, root: &BlockPtr) {
+    let reach = reachable(store, root);
+    let live = store.live();
+    let leaked: Vec<_> = live.difference(&reach).collect();
+    let missing: Vec<_> = reach.difference(&live).collect();
+    assert!(leaked.is_empty(), "leaked blocks: {leaked:?}");
+    assert!(missing.is_empty(), "reachable blocks freed: {missing:?}");
+}
+
+#[derive(Clone, Debug)]
+struct ModelObject {
+    block_size: u32,
+    data: Vec<u8>,
+    bonus: Vec<u8>,
+    zap: Option<BTreeMap<String, Vec<u8>>>,
+}
+
+impl ModelObject {
+    fn byte(&self, at: u64) -> u8 {
+        self.data.get(at as usize).copied().unwrap_or(0)
+    }
+
+    fn block_is_data(&self, blkid: u64) -> bool {
+        let size = u64::from(self.block_size);
+        let start = (blkid * size) as usize;
+        let end = (start + size as usize).min(self.data.len());
+        start < end && !is_all_zero(&self.data[start..end])
+    }
+
+    fn next_data(&self, offset: u64) -> Option<u64> {
+        let size = u64::from(self.block_size);
+        let mut blkid = offset / size;
+        while blkid * size < self.data.len() as u64 {
+            if self.block_is_data(blkid) {
+                return Some(offset.max(blkid * size));
+            }
+            blkid += 1;
+        }
+        None
+    }
+
+    fn next_hole(&self, offset: u64) -> u64 {
+        let size = u64::from(self.block_size);
+        let mut blkid = offset / size;
+        while self.block_is_data(blkid) {
+            blkid += 1;
+        }
+        offset.max(blkid * size)
+    }
+}
+
+type Model = BTreeMap<u64, ModelObject>;
+
+fn compare(set: &mut ObjectSet, store: &MemStore, model: &Model) {
+    let mut ids = Vec::new();
+    let mut cursor = ObjectId(0);
+    while let Some(next) = set.next_object(store, cursor).expect("next_object") {
+        ids.push(next.0);
+        cursor = next;
+    }
+    assert_eq!(
+        ids,
+        model.keys().copied().collect::<Vec<_>>(),
+        "allocated objects"
+    );
+    for (&id, object) in model {
+        let id = ObjectId(id);
+        let info = set.object_info(store, id).expect("info");
+        assert_eq!(
+            info.data_block_size, object.block_size,
+            "object {} block size",
+            id.0
+        );
+        assert_eq!(
+            set.bonus(store, id).expect("bonus"),
+            object.bonus,
+            "object {} bonus",
+            id.0
+        );
+        if let Some(zap) = &object.zap {
+            let all = set.zap_list_sorted(store, id).expect("zap list");
+            let expected: Vec<_> = zap.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+            assert_eq!(all, expected, "object {} zap contents", id.0);
+            continue;
+        }
+        let mut buf = vec![0u8; object.data.len() + 3000];
+        set.read(store, id, 0, &mut buf).expect("read");
+        assert!(
+            buf[..object.data.len()] == object.data[..],
+            "object {} contents",
+            id.0
+        );
+        assert!(
+            is_all_zero(&buf[object.data.len()..]),
+            "object {} past the end",
+            id.0
+        );
+    }
+}
+
+fn random_bytes(rng: &mut SeededRng, len: usize) -> Vec<u8> {
+    let mut data = vec![0u8; len];
+    match rng.below(4) {
+        0 => {}
+        1 => data
+            .iter_mut()
+            .for_each(|byte| *byte = (rng.below(3)) as u8),
+        _ => rng.fill(&mut data),
+    }
+    data
+}
+
+const BLOCK_SIZES: [u32; 4] = [512, 1024, 4096, 16384];
+
+fn pick<T: Copy>(rng: &mut SeededRng, items: &[T]) -> T {
+    items[rng.below(items.len() as u64) as usize]
+}
+
+fn random_object(model: &Model, rng: &mut SeededRng, zap: bool) -> Option<u64> {
+    let ids: Vec<u64> = model
+        .iter()
+        .filter(|(_, o)| o.zap.is_some() == zap)
+        .map(|(&id, _)| id)
+        .collect();
+    (!ids.is_empty()).then(|| pick(rng, &ids))
+}
+
+fn step(set: &mut ObjectSet, store: &mut MemStore, model: &mut Model, rng: &mut SeededRng) {
+    match rng.below(100) {
+        0..=6 => {
+            let block_size = pick(rng, &BLOCK_SIZES);
+            let id = set
+                .allocate_object(store, OBJECT_TYPE_PLAIN, block_size, 4, 0)
+                .expect("allocate");
+            assert!(!model.contains_key(&id.0), "allocated a live id {}", id.0);
+            assert!(model.keys().all(|&used| used != id.0));
+            let lowest_free = (1..)
+                .find(|candidate| !model.contains_key(candidate))
+                .expect("id");
+            assert_eq!(id.0, lowest_free, "allocation picks the lowest free id");
+            if rng.chance(1, 2) {
+                set.set_indirect_shift(store, id, 10).expect("shift");
+            }
+            model.insert(
+                id.0,
+                ModelObject {
+                    block_size,
+                    data: Vec::new(),
+                    bonus: Vec::new(),
+                    zap: None,
+                },
+            );
+        }
+        7..=8 => {
+            let id = set.zap_create(store, 20).expect("zap create");
+            model.insert(
+                id.0,
+                ModelObject {
+                    block_size: 4096,
+                    data: Vec::new(),
+                    bonus: Vec::new(),
+                    zap: Some(BTreeMap::new()),
+                },
+            );
+        }
+        9..=38 => {
+            let Some(id) = random_object(model, rng, false) else {
+                return;
+            };
+            let object = model.get_mut(&id).expect("object");
+            let span = u64::from(object.block_size) * 200;
+            let offset = rng.below(span);
+            let len = 1 + rng.below(u64::from(object.block_size) * 3) as usize;
+            let data = random_bytes(rng, len);
+            set.write(store, ObjectId(id), offset, &data)
+                .expect("write");
+            let end = offset as usize + len;
+            if object.data.len() < end {
+                object.data.resize(end, 0);
+            }
+            object.data[offset as usize..end].copy_from_slice(&data);
+        }
+        39..=46 => {
+            let Some(id) = random_object(model, rng, false) else {
+                return;
+            };
+            let object = model.get_mut(&id).expect("object");
+            let len_max = object.data.len() as u64 + 1;
+            let offset = rng.below(len_max);
+            let len = if rng.chance(1, 8) {
+                u64::MAX
+            } else {
+                rng.below(len_max)
+            };
+            set.free_range(store, ObjectId(id), offset, len)
+                .expect("punch");
+            let end = (offset.saturating_add(len) as usize).min(object.data.len());
+            if (offset as usize) < end {
+                object.data[offset as usize..end].fill(0);
+            }
+        }
+        47..=50 => {
+            let zap = rng.chance(1, 3);
+            let Some(id) = random_object(model, rng, zap) else {
+                return;
+            };
+            set.free_object(store, ObjectId(id)).expect("free");
+            model.remove(&id);
+            let error = set.free_object(store, ObjectId(id));
+            assert!(
+                matches!(error, Err(ObjectError::NoSuchObject { .. })),
+                "double free_object"
+            );
+        }
+        51..=55 => {
+            let Some(id) = random_object(model, rng, false) else {
+                return;
+            };
+            let bonus = {
+                let len = rng.below(321) as usize;
+                random_bytes(rng, len)
+            };
+            set.set_bonus(store, ObjectId(id), &bonus).expect("bonus");
+            model.get_mut(&id).expect("object").bonus = bonus;
+        }
+        56..=58 => {
+            let Some(id) = random_object(model, rng, false) else {
+                return;
+            };
+            let info = set.object_info(store, ObjectId(id)).expect("info");
+            let size = pick(rng, &[512u32, 2048, 8192, 16384]);
+            let result = set.set_block_size(store, ObjectId(id), size);
+            let object = model.get_mut(&id).expect("object");
+            if info.maxblkid == 0 {
+                result.expect("single-block objects may change block size");
+                object.block_size = size;
+                object.data.truncate(size as usize);
+            } else {
+                assert!(matches!(result, Err(ObjectError::InvalidArgument { .. })));
+            }
+        }
+        59..=70 => {
+            let Some(id) = random_object(model, rng, false) else {
+                return;
+            };
+            let object = &model[&id];
+            let offset = rng.below(object.data.len() as u64 + 2000);
+            let mut buf = vec![0u8; rng.below(20_000) as usize];
+            set.read(store, ObjectId(id), offset, &mut buf)
+                .expect("read");
+            for (i, byte) in buf.iter().enumerate() {
+                assert_eq!(
+                    *byte,
+                    object.byte(offset + i as u64),
+                    "object {id} byte {}",
+                    offset + i as u64
+                );
+            }
+            let data = set
+                .next_data(store, ObjectId(id), offset)
+                .expect("next_data");
+            assert_eq!(
+                data,
+                object.next_data(offset),
+                "next_data of {id} from {offset}"
+            );
+            let hole = set
+                .next_hole(store, ObjectId(id), offset)
+                .expect("next_hole");
+            assert_eq!(
+                hole,
+                object.next_hole(offset),
+                "next_hole of {id} from {offset}"
+            );
+        }
+        _ => {
+            let Some(id) = random_object(model, rng, true) else {
+                return;
+            };
+            let zap = model
+                .get_mut(&id)
+                .expect("object")
+                .zap
+                .as_mut()
+                .expect("zap");
+            let key = format!("k{}", rng.below(400));
+            match rng.below(4) {
+                0 | 1 => {
+                    let value = {
+                        let len = rng.below(200) as usize;
+                        random_bytes(rng, len)
+                    };
+                    let result = set.zap_insert(store, ObjectId(id), &key, &value);
+                    if zap.contains_key(&key) {
+                        assert!(matches!(result, Err(ObjectError::KeyExists { .. })));
+                    } else {
+                        result.expect("insert");
+                        zap.insert(key.clone(), value);
+                    }
+                }
+                2 => {
+                    let value = {
+                        let len = rng.below(1025) as usize;
+                        random_bytes(rng, len)
+                    };
+                    set.zap_update(store, ObjectId(id), &key, &value)
+                        .expect("update");
+                    zap.insert(key.clone(), value);
+                }
+                _ => {
+                    let result = set.zap_remove(store, ObjectId(id), &key);
+                    if zap.remove(&key).is_some() {
+                        result.expect("remove");
+                    } else {
+                        assert!(matches!(result, Err(ObjectError::NoSuchKey { .. })));
+                    }
+                }
+            }
+            let looked = set.zap_lookup(store, ObjectId(id), &key).expect("lookup");
+            assert_eq!(looked.as_ref(), zap.get(&key), "zap lookup {key}");
+        }
+    }
+}
+
+/// Goal: the object set matches a reference model through random writes, punches, frees,
+/// bonus and block-size changes and ZAP operations, across syncs and reopens, with exactly the
+/// reachable blocks live after every sync. Method: seeded random operations; after each sync,
+/// reopen from the returned root, compare every object and check space.
+#[test]
+fn random_workloads_match_the_model() {
+    for seed in 0..6 {
+        let mut rng = SeededRng::new(seed);
+        let mut store = MemStore::new();
+        let mut set = ObjectSet::create(ObjsetKind::Filesystem).with_cache_limit(1 << 20);
+        let mut model = Model::new();
+        for _ in 0..12 {
+            for _ in 0..rng.below(120) {
+                step(&mut set, &mut store, &mut model, &mut rng);
+            }
+            compare(&mut set, &store, &model);
+            let root = set.sync(&mut store).expect("sync");
+            assert_eq!(set.dirty_bytes(), 0, "dirty after sync");
+            store.next_txg();
+            check_space(&store, &root);
+            set = ObjectSet::open(&store, &root)
+                .expect("open")
+                .with_cache_limit(1 << 20);
+            compare(&mut set, &store, &model);
+            assert!(set.cached_bytes() <= 1 << 20);
+        }
+    }
+}
+
+/// Goal: trees grow to several levels and shrink their space to nothing when punched.
+#[test]
+fn deep_trees_grow_and_punch_back_to_holes() {
+    let mut store = MemStore::new();
+    let mut set = ObjectSet::create(ObjsetKind::Volume);
+    let id = set
+        .allocate_object(&store, OBJECT_TYPE_PLAIN, 512, 0, 0)
+        .expect("allocate");
+    set.set_indirect_shift(&store, id, 10).expect("shift");
+    for blkid in [0u64, 9, 100, 1000] {
+        set.write(&store, id, blkid * 512 + 7, &[blkid as u8 + 1; 3])
+            .expect("write");
+    }
+    let root = set.sync(&mut store).expect("sync");
+    store.next_txg();
+    let info = set.object_info(&store, id).expect("info");
+    assert_eq!(
+        info.nlevels, 5,
+        "8 pointers per indirect: 1000 blocks need 4 indirect levels"
+    );
+    assert_eq!(info.maxblkid, 1000);
+    check_space(&store, &root);
+    let mut levels = BTreeMap::new();
+    set.visit_blocks(&store, &mut |_bp: &BlockPtr, context: BlockContext| {
+        if context.object == id {
+            *levels.entry(context.level).or_insert(0) += 1;
+        }
+    })
+    .expect("visit");
+    assert_eq!(levels.get(&0), Some(&4), "four data blocks");
+    assert_eq!(levels.get(&4), Some(&1), "one root indirect block");
+    let mut reopened = ObjectSet::open(&store, &root).expect("open");
+    let mut byte = [0u8; 1];
+    reopened
+        .read(&store, id, 1000 * 512 + 8, &mut byte)
+        .expect("read");
+    assert_eq!(byte[0], (1000u64 as u8).wrapping_add(1));
+    assert_eq!(
+        reopened.next_data(&store, id, 513).expect("seek"),
+        Some(9 * 512)
+    );
+    assert_eq!(reopened.next_hole(&store, id, 0).expect("seek"), 512);
+    assert_eq!(
+        reopened.next_data(&store, id, 1001 * 512).expect("seek"),
+        None
+    );
+    reopened.free_range(&store, id, 0, u64::MAX).expect("punch");
+    let root = reopened.sync(&mut store).expect("sync");
+    store.next_txg();
+    check_space(&store, &root);
+    let info = reopened.object_info(&store, id).expect("info");
+    assert_eq!(info.used_bytes, 0, "punched object uses no space");
+    assert_eq!(reopened.next_data(&store, id, 0).expect("seek"), None);
+}
+
+/// Goal: a single-block object grows its block up to the record size, and a multi-block
+/// object refuses.
+#[test]
+fn single_block_objects_change_block_size() {
+    let mut store = MemStore::new();
+    let mut set = ObjectSet::create(ObjsetKind::Filesystem);
+    let id = set
+        .allocate_object(&store, OBJECT_TYPE_PLAIN, 512, 0, 0)
+        .expect("allocate");
+    set.write(&store, id, 0, b"small file").expect("write");
+    set.sync(&mut store).expect("sync");
+    store.next_txg();
+    set.set_block_size(&store, id, 131_072).expect("grow");
+    set.write(&store, id, 100_000, b"tail").expect("write");
+    let root = set.sync(&mut store).expect("sync");
+    store.next_txg();
+    check_space(&store, &root);
+    let mut set = ObjectSet::open(&store, &root).expect("open");
+    let info = set.object_info(&store, id).expect("info");
+    assert_eq!(
+        (info.data_block_size, info.maxblkid, info.nlevels),
+        (131_072, 0, 1)
+    );
+    let mut buf = [0u8; 10];
+    set.read(&store, id, 0, &mut buf).expect("read");
+    assert_eq!(&buf, b"small file");
+    set.write(&store, id, 131_072, b"x").expect("second block");
+    let refused = set.set_block_size(&store, id, 512);
+    assert!(matches!(refused, Err(ObjectError::InvalidArgument { .. })));
+}
+
+/// Goal: object ids are allocated lowest-first, claimed ids conflict, freed ids are reused.
+#[test]
+fn object_ids_allocate_claim_and_free() {
+    let mut store = MemStore::new();
+    let mut set = ObjectSet::create(ObjsetKind::Mos);
+    let a = set
+        .allocate_object(&store, OBJECT_TYPE_PLAIN, 512, 0, 8)
+        .expect("a");
+    let b = set
+        .allocate_object(&store, OBJECT_TYPE_PLAIN, 512, 0, 0)
+        .expect("b");
+    assert_eq!((a.0, b.0), (1, 2));
+    assert_eq!(set.bonus(&store, a).expect("bonus"), vec![0; 8]);
+    set.claim_object(&store, ObjectId(100), OBJECT_TYPE_PLAIN, 4096, 0, 0)
+        .expect("claim");
+    let again = set.claim_object(&store, ObjectId(100), OBJECT_TYPE_PLAIN, 4096, 0, 0);
+    assert!(matches!(again, Err(ObjectError::ObjectInUse { .. })));
+    let root = set.sync(&mut store).expect("sync");
+    store.next_txg();
+    let mut set = ObjectSet::open(&store, &root).expect("open");
+    set.free_object(&store, a).expect("free");
+    assert_eq!(
+        set.allocate_object(&store, OBJECT_TYPE_PLAIN, 512, 0, 0)
+            .expect("reuse")
+            .0,
+        1
+    );
+    assert_eq!(
+        set.allocate_object(&store, OBJECT_TYPE_PLAIN, 512, 0, 0)
+            .expect("next")
+            .0,
+        3
+    );
+    assert_eq!(
+        set.next_object(&store, ObjectId(3)).expect("next"),
+        Some(ObjectId(100))
+    );
+    assert!(matches!(
+        set.object_info(&store, ObjectId(0)),
+        Err(ObjectError::NoSuchObject { .. })
+    ));
+    assert!(matches!(
+        set.object_info(&store, ObjectId(50)),
+        Err(ObjectError::NoSuchObject { .. })
+    ));
+    let bad = set.allocate_object(&store, OBJECT_TYPE_PLAIN, 1000, 0, 0);
+    assert!(matches!(bad, Err(ObjectError::InvalidArgument { .. })));
+    let root = set.sync(&mut store).expect("sync");
+    check_space(&store, &root);
+}
+
+/// Goal: metadata gets an extra copy and data does not, by default.
+#[test]
+fn metadata_gets_extra_copies() {
+    let mut store = MemStore::new();
+    let mut set = ObjectSet::create(ObjsetKind::Filesystem);
+    let id = set
+        .allocate_object(&store, OBJECT_TYPE_PLAIN, 512, 0, 0)
+        .expect("allocate");
+    set.write(&store, id, 0, &[1; 4096]).expect("write");
+    let root = set.sync(&mut store).expect("sync");
+    assert_eq!(root.copies().count(), 2);
+    set.visit_blocks(&store, &mut |bp: &BlockPtr, context: BlockContext| {
+        let expected = if context.object == id && context.level == 0 {
+            1
+        } else {
+            2
+        };
+        assert_eq!(bp.copies().count(), expected, "copies at {context:?}");
+    })
+    .expect("visit");
+}
+
+/// Goal: a ZAP holds 100k entries (fat form, many leaves), lists them incrementally, survives
+/// a reopen, and shrinks back to a micro ZAP when emptied.
+#[test]
+fn zap_scales_to_100k_entries_and_shrinks_back() {
+    let mut store = MemStore::new();
+    let mut set = ObjectSet::create(ObjsetKind::Filesystem);
+    let id = set.zap_create(&store, 20).expect("create");
+    let count = 100_000u64;
+    for i in 0..count {
+        set.zap_insert_u64(&store, id, &format!("file-{i:06}"), i)
+            .expect("insert");
+        if i % 25_000 == 24_999 {
+            set.sync(&mut store).expect("sync");
+            store.next_txg();
+        }
+    }
+    assert_eq!(set.zap_count(&store, id).expect("count"), count);
+    let root = set.sync(&mut store).expect("sync");
+    store.next_txg();
+    check_space(&store, &root);
+    let mut set = ObjectSet::open(&store, &root).expect("open");
+    for i in (0..count).step_by(997) {
+        assert_eq!(
+            set.zap_lookup_u64(&store, id, &format!("file-{i:06}"))
+                .expect("lookup"),
+            Some(i)
+        );
+    }
+    assert_eq!(set.zap_lookup(&store, id, "missing").expect("lookup"), None);
+    let mut seen = HashSet::new();
+    let mut cursor = None;
+    loop {
+        let (batch, next) = set
+            .zap_list(&store, id, cursor.as_ref(), 1000)
+            .expect("list");
+        for (key, _) in batch {
+            assert!(seen.insert(key), "listed twice");
+        }
+        match next {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+    }
+    assert_eq!(seen.len() as u64, count);
+    for i in 0..count {
+        set.zap_remove(&store, id, &format!("file-{i:06}"))
+            .expect("remove");
+    }
+    assert_eq!(set.zap_count(&store, id).expect("count"), 0);
+    let root = set.sync(&mut store).expect("sync");
+    store.next_txg();
+    check_space(&store, &root);
+    assert_eq!(
+        set.next_data(&store, id, 4096).expect("seek"),
+        None,
+        "only block 0 remains"
+    );
+    let info = set.object_info(&store, id).expect("info");
+    assert!(
+        info.used_bytes <= 2 * 4096,
+        "emptied ZAP uses {} bytes",
+        info.used_bytes
+    );
+}
+
+/// Goal: a ZAP cursor keeps its place while other keys are inserted and removed.
+#[test]
+fn zap_cursor_survives_changes() {
+    let store = MemStore::new();
+    let mut set = ObjectSet::create(ObjsetKind::Filesystem);
+    let id = set.zap_create(&store, 20).expect("create");
+    for i in 0..300 {
+        set.zap_insert(&store, id, &format!("a{i}"), &[7; 40])
+            .expect("insert");
+    }
+    let (first, cursor) = set.zap_list(&store, id, None, 100).expect("list");
+    let cursor = cursor.expect("more to come");
+    for (key, _) in &first {
+        set.zap_remove(&store, id, key).expect("remove listed");
+    }
+    let (rest, done) = set
+        .zap_list(&store, id, Some(&cursor), usize::MAX)
+        .expect("list");
+    assert!(done.is_none());
+    assert_eq!(first.len() + rest.len(), 300);
+    let big = "x".repeat(256);
+    let refused = set.zap_insert(&store, id, &big, b"");
+    assert!(matches!(refused, Err(ObjectError::InvalidArgument { .. })));
+    let refused = set.zap_insert(&store, id, "v", &[0; 1025]);
+    assert!(matches!(refused, Err(ObjectError::InvalidArgument { .. })));
+}
+
+/// Goal: damaged metadata reads as an error, never a panic or wrong data.
+#[test]
+fn damaged_blocks_are_errors() {
+    let mut store = MemStore::new();
+    let mut set = ObjectSet::create(ObjsetKind::Filesystem);
+    let id = set
+        .allocate_object(&store, OBJECT_TYPE_PLAIN, 512, 0, 0)
+        .expect("allocate");
+    set.write(&store, id, 0, &[3; 2048]).expect("write");
+    let root = set.sync(&mut store).expect("sync");
+    store.next_txg();
+    let mut data_offsets = Vec::new();
+    set.visit_blocks(&store, &mut |bp: &BlockPtr, context: BlockContext| {
+        if context.object == id && context.level == 0 {
+            data_offsets.push(bp.dvas[0].offset);
+        }
+    })
+    .expect("visit");
+    store.corrupt_block(data_offsets[1]);
+    let mut set = ObjectSet::open(&store, &root).expect("open");
+    let mut buf = [0u8; 2048];
+    assert!(matches!(
+        set.read(&store, id, 0, &mut buf),
+        Err(ObjectError::Io { .. })
+    ));
+    store.corrupt_block(root.dvas[0].offset);
+    assert!(ObjectSet::open(&store, &root).is_err());
+    let mut garbage = root;
+    garbage.block_type = tarn_format::BlockType::Data;
+    assert!(matches!(
+        ObjectSet::open(&store, &garbage),
+        Err(ObjectError::Corrupt { .. })
+    ));
+}
+
+/// Goal: a store whose writes fail leaves the object set poisoned, not half-synced and usable.
+#[test]
+fn failed_sync_poisons_the_object_set() {
+    struct Failing(MemStore);
+    impl BlockStore for Failing {
+        fn txg(&self) -> Txg {
+            self.0.txg()
+        }
+        fn write_block(&mut self, _: &[u8], _: &WriteProps) -> Result<BlockPtr, ZioError> {
+            Err(ZioError::NoSpace { size: 512 })
+        }
+        fn read_block(&self, bp: &BlockPtr) -> Result<Vec<u8>, ZioError> {
+            self.0.read_block(bp)
+        }
+        fn free_block(&mut self, bp: &BlockPtr) {
+            self.0.free_block(bp);
+        }
+    }
+    let mut store = Failing(MemStore::new());
+    let mut set = ObjectSet::create(ObjsetKind::Filesystem);
+    let id = set
+        .allocate_object(&store, OBJECT_TYPE_PLAIN, 512, 0, 0)
+        .expect("allocate");
+    set.write(&store, id, 0, &[1; 10]).expect("write");
+    assert!(matches!(set.sync(&mut store), Err(ObjectError::Io { .. })));
+    assert!(matches!(
+        set.write(&store, id, 0, &[1]),
+        Err(ObjectError::Poisoned)
+    ));
+}

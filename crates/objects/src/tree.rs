@@ -1,0 +1,806 @@
+//! One object's copy-on-write block-pointer tree: reading blocks through the synced tree,
+//! buffering dirty level-0 blocks, SEEK_DATA/SEEK_HOLE searches, the bottom-up sync that
+//! writes new blocks and frees the replaced ones, and a bounded iterative walk.
+//!
+//! Level-0 blocks are the only dirty buffers kept between syncs: indirect blocks are rebuilt
+//! at sync from the old indirect block and the new children, which is the same work ZFS does
+//! when it syncs a dirty indirect buffer, without holding a second copy in memory.
+
+use crate::cache::BlockCache;
+use crate::{BlockContext, ObjectError, ObjsetWriteConfig};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use tarn_base::limits::INDIRECTION_LEVELS_MAX;
+use tarn_base::{ObjectId, Txg};
+use tarn_format::dnode::{BLKPTR_SHIFT, DNODE_FLAG_METADATA, Dnode, tree_capacity};
+use tarn_format::{BlockPtr, BlockType};
+use tarn_zio::{BlockStore, WriteProps};
+
+/// Levels a tree may have (`nlevels <= TREE_LEVELS_MAX`).
+pub(crate) const TREE_LEVELS_MAX: u8 = INDIRECTION_LEVELS_MAX as u8;
+const _: () = assert!(INDIRECTION_LEVELS_MAX <= u8::MAX as usize);
+
+/// A dirty level-0 block: new contents, or a hole (punched or written with zeros).
+#[derive(Debug, Clone)]
+pub(crate) enum Dirty {
+    Data(Vec<u8>),
+    Hole,
+}
+
+/// In-memory state of one allocated object. `dnode.root`, `dnode.nlevels` and
+/// `dnode.used_bytes` describe the last synced tree; every other field is current.
+#[derive(Debug, Clone)]
+pub(crate) struct ObjState {
+    pub(crate) dnode: Dnode,
+    pub(crate) dirty: BTreeMap<u64, Dirty>,
+    pub(crate) dirty_bytes: u64,
+    pub(crate) dnode_dirty: bool,
+}
+
+/// Contents of one level-0 block as seen by a reader.
+pub(crate) enum BlockRef<'a> {
+    Zero,
+    Dirty(&'a [u8]),
+    Clean(Arc<Vec<u8>>),
+}
+
+impl BlockRef<'_> {
+    fn bytes(&self) -> Option<&[u8]> {
+        match self {
+            BlockRef::Zero => None,
+            BlockRef::Dirty(bytes) => Some(bytes),
+            BlockRef::Clean(bytes) => Some(bytes.as_slice()),
+        }
+    }
+}
+
+/// What a reader needs besides the object: the store, the cache and the object's id.
+pub(crate) struct ReadCtx<'a> {
+    pub(crate) store: &'a dyn BlockStore,
+    pub(crate) cache: &'a mut BlockCache,
+    pub(crate) object: ObjectId,
+}
+
+fn corrupt(object: ObjectId, why: &'static str) -> ObjectError {
+    ObjectError::Corrupt {
+        object,
+        why,
+        source: None,
+    }
+}
+
+fn bits_per_level(dnode: &Dnode) -> u32 {
+    u32::from(dnode.indirect_shift - BLKPTR_SHIFT)
+}
+
+/// Reads a block of the synced tree (through the cache when one is given), checking that it
+/// is what its parent says it is.
+pub(crate) fn read_tree_block(
+    store: &dyn BlockStore,
+    cache: Option<&mut BlockCache>,
+    object: ObjectId,
+    bp: &BlockPtr,
+    level: u8,
+    size: u64,
+) -> Result<Arc<Vec<u8>>, ObjectError> {
+    assert!(
+        !bp.is_hole(),
+        "read_tree_block: hole at level {level} of object {}",
+        object.0
+    );
+    assert!(
+        bp.birth <= store.txg(),
+        "temporal incursion: block born in txg {} read in txg {} (object {})",
+        bp.birth,
+        store.txg(),
+        object.0
+    );
+    if bp.level != level {
+        return Err(corrupt(
+            object,
+            "block pointer level does not match its place in the tree",
+        ));
+    }
+    if u64::from(bp.lsize) != size {
+        return Err(corrupt(
+            object,
+            "block pointer size does not match the dnode",
+        ));
+    }
+    let mut cache = cache;
+    if let Some(cache) = cache.as_deref_mut()
+        && let Some(hit) = cache.get(bp)
+    {
+        return Ok(hit);
+    }
+    let bytes = store.read_block(bp).map_err(|source| ObjectError::Io {
+        object,
+        offset: 0,
+        source,
+    })?;
+    if bytes.len() as u64 != size {
+        return Err(corrupt(object, "store returned a block of the wrong size"));
+    }
+    let bytes = Arc::new(bytes);
+    if let Some(cache) = cache {
+        cache.insert(bp, Arc::clone(&bytes));
+    }
+    Ok(bytes)
+}
+
+/// Decodes child `index` of an indirect block.
+pub(crate) fn child_bp(
+    object: ObjectId,
+    block: &[u8],
+    index: u64,
+) -> Result<BlockPtr, ObjectError> {
+    let start = usize::try_from(index)
+        .unwrap_or(usize::MAX)
+        .saturating_mul(128);
+    let bytes = block
+        .get(start..)
+        .ok_or_else(|| corrupt(object, "indirect block too short"))?;
+    BlockPtr::decode_bytes(bytes).map_err(|source| ObjectError::Corrupt {
+        object,
+        why: "bad block pointer in an indirect block",
+        source: Some(source),
+    })
+}
+
+/// Decodes every child of an indirect block.
+fn children_of(object: ObjectId, block: &[u8], count: u64) -> Result<Vec<BlockPtr>, ObjectError> {
+    (0..count)
+        .map(|index| child_bp(object, block, index))
+        .collect()
+}
+
+/// The synced block pointer at (`level`, `blkid`), a hole when outside the tree.
+pub(crate) fn synced_bp(
+    ctx: &mut ReadCtx<'_>,
+    dnode: &Dnode,
+    level: u8,
+    blkid: u64,
+) -> Result<BlockPtr, ObjectError> {
+    let top = dnode.nlevels - 1;
+    if level > top {
+        return Ok(BlockPtr::hole(Txg(0)));
+    }
+    let bits = bits_per_level(dnode);
+    let above = u32::from(top - level) * bits;
+    if above < 64 && blkid >> above != 0 {
+        return Ok(BlockPtr::hole(Txg(0)));
+    }
+    let mask = (1u64 << bits) - 1;
+    let indirect_size = 1u64 << dnode.indirect_shift;
+    let mut bp = dnode.root;
+    let mut node_level = top;
+    while node_level > level {
+        if bp.is_hole() {
+            return Ok(BlockPtr::hole(Txg(0)));
+        }
+        let block = read_tree_block(
+            ctx.store,
+            Some(ctx.cache),
+            ctx.object,
+            &bp,
+            node_level,
+            indirect_size,
+        )?;
+        let shift = u32::from(node_level - 1 - level) * bits;
+        let index = blkid.checked_shr(shift).unwrap_or(0) & mask;
+        bp = child_bp(ctx.object, &block, index)?;
+        node_level -= 1;
+    }
+    Ok(bp)
+}
+
+/// The current contents of level-0 block `blkid`.
+pub(crate) fn block_data<'s>(
+    ctx: &mut ReadCtx<'_>,
+    state: &'s ObjState,
+    blkid: u64,
+) -> Result<BlockRef<'s>, ObjectError> {
+    match state.dirty.get(&blkid) {
+        Some(Dirty::Data(bytes)) => return Ok(BlockRef::Dirty(bytes)),
+        Some(Dirty::Hole) => return Ok(BlockRef::Zero),
+        None => {}
+    }
+    let bp = synced_bp(ctx, &state.dnode, 0, blkid)?;
+    if bp.is_hole() {
+        return Ok(BlockRef::Zero);
+    }
+    let size = u64::from(state.dnode.data_block_size);
+    Ok(BlockRef::Clean(read_tree_block(
+        ctx.store,
+        Some(ctx.cache),
+        ctx.object,
+        &bp,
+        0,
+        size,
+    )?))
+}
+
+/// Copies `buf.len()` bytes from `offset`; holes and unwritten ranges read as zeros.
+pub(crate) fn read(
+    ctx: &mut ReadCtx<'_>,
+    state: &ObjState,
+    offset: u64,
+    buf: &mut [u8],
+) -> Result<(), ObjectError> {
+    let block_size = u64::from(state.dnode.data_block_size);
+    let mut done = 0usize;
+    while done < buf.len() {
+        let position = offset + done as u64;
+        let blkid = position / block_size;
+        let within = usize::try_from(position % block_size).unwrap_or(0);
+        let take = (buf.len() - done).min(block_size as usize - within);
+        let target = &mut buf[done..done + take];
+        match block_data(ctx, state, blkid)?.bytes() {
+            None => target.fill(0),
+            Some(bytes) => target.copy_from_slice(&bytes[within..within + take]),
+        }
+        done += take;
+    }
+    Ok(())
+}
+
+impl ObjState {
+    pub(crate) fn new(dnode: Dnode) -> Self {
+        ObjState {
+            dnode,
+            dirty: BTreeMap::new(),
+            dirty_bytes: 0,
+            dnode_dirty: false,
+        }
+    }
+
+    /// Replaces the dirty entry of `blkid`, keeping `dirty_bytes` exact.
+    pub(crate) fn set_dirty(&mut self, blkid: u64, entry: Dirty) {
+        if let Dirty::Data(bytes) = &entry {
+            assert_eq!(
+                bytes.len() as u64,
+                u64::from(self.dnode.data_block_size),
+                "dirty block {blkid} has the wrong size"
+            );
+            self.dirty_bytes += bytes.len() as u64;
+        }
+        if let Some(Dirty::Data(old)) = self.dirty.insert(blkid, entry) {
+            self.dirty_bytes -= old.len() as u64;
+        }
+    }
+
+    /// Marks `blkid` as written up to the tree's depth limit.
+    pub(crate) fn note_written(&mut self, blkid: u64) {
+        if blkid > self.dnode.maxblkid {
+            self.dnode.maxblkid = blkid;
+            self.dnode_dirty = true;
+        }
+    }
+}
+
+/// Highest block id any tree of this object may hold, plus one (`None`: unbounded in u64).
+pub(crate) fn blkid_limit(dnode: &Dnode) -> Option<u64> {
+    tree_capacity(TREE_LEVELS_MAX, dnode.indirect_shift)
+}
+
+/// Rewrites level-0 block `blkid` with `edit` applied to its current contents.
+pub(crate) fn modify_block(
+    ctx: &mut ReadCtx<'_>,
+    state: &mut ObjState,
+    blkid: u64,
+    edit: impl FnOnce(&mut [u8]),
+) -> Result<(), ObjectError> {
+    let block_size = state.dnode.data_block_size as usize;
+    let mut bytes = match state.dirty.remove(&blkid) {
+        Some(Dirty::Data(bytes)) => {
+            state.dirty_bytes -= bytes.len() as u64;
+            bytes
+        }
+        Some(Dirty::Hole) => vec![0; block_size],
+        None => match block_data(ctx, state, blkid)?.bytes() {
+            None => vec![0; block_size],
+            Some(old) => old.to_vec(),
+        },
+    };
+    edit(&mut bytes);
+    if tarn_format::compress::is_all_zero(&bytes) {
+        state.set_dirty(blkid, Dirty::Hole);
+    } else {
+        state.set_dirty(blkid, Dirty::Data(bytes));
+    }
+    Ok(())
+}
+
+/// Writes `data` at `offset` (callers checked the range).
+pub(crate) fn write(
+    ctx: &mut ReadCtx<'_>,
+    state: &mut ObjState,
+    offset: u64,
+    data: &[u8],
+) -> Result<(), ObjectError> {
+    let block_size = u64::from(state.dnode.data_block_size);
+    let mut done = 0usize;
+    while done < data.len() {
+        let position = offset + done as u64;
+        let blkid = position / block_size;
+        let within = (position % block_size) as usize;
+        let take = (data.len() - done).min(block_size as usize - within);
+        let source = &data[done..done + take];
+        if take as u64 == block_size {
+            let entry = if tarn_format::compress::is_all_zero(source) {
+                Dirty::Hole
+            } else {
+                Dirty::Data(source.to_vec())
+            };
+            state.set_dirty(blkid, entry);
+        } else {
+            modify_block(ctx, state, blkid, |bytes| {
+                bytes[within..within + take].copy_from_slice(source);
+            })?;
+        }
+        state.note_written(blkid);
+        done += take;
+    }
+    Ok(())
+}
+
+/// Punches `[offset, end)`: whole blocks become holes, partial blocks are zeroed.
+pub(crate) fn free_range(
+    ctx: &mut ReadCtx<'_>,
+    state: &mut ObjState,
+    offset: u64,
+    end: u64,
+) -> Result<(), ObjectError> {
+    let block_size = u64::from(state.dnode.data_block_size);
+    let mut position = offset;
+    while position < end {
+        let Some(found) = next_block(ctx, state, position / block_size, true)? else {
+            return Ok(());
+        };
+        let start = position.max(found.saturating_mul(block_size));
+        if start >= end {
+            return Ok(());
+        }
+        let block_start = found * block_size;
+        let block_end = block_start.saturating_add(block_size).min(end);
+        if start == block_start && block_end - block_start == block_size {
+            state.set_dirty(found, Dirty::Hole);
+        } else {
+            let from = (start - block_start) as usize;
+            let to = (block_end - block_start) as usize;
+            modify_block(ctx, state, found, |bytes| bytes[from..to].fill(0))?;
+        }
+        position = block_start.saturating_add(block_size);
+        if position == u64::MAX {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// First block id `>= start` of the synced tree that holds data (`want_data`) or is a hole.
+/// Uses fill counts to skip whole subtrees; restarts from the root after exhausting a node,
+/// so the walk needs no stack.
+fn synced_next(
+    ctx: &mut ReadCtx<'_>,
+    dnode: &Dnode,
+    start: u64,
+    want_data: bool,
+) -> Result<Option<u64>, ObjectError> {
+    let bits = bits_per_level(dnode);
+    let top = dnode.nlevels - 1;
+    let fanout = 1u128 << bits;
+    let span_of = |level: u8| 1u128 << (u32::from(level) * bits);
+    // The root at level `top` covers span_of(top) level-0 blocks.
+    let capacity = span_of(top);
+    let cap_u64 = |value: u128| u64::try_from(value).unwrap_or(u64::MAX);
+    let qualifies = |bp: &BlockPtr, level: u8| {
+        if want_data {
+            if level == 0 {
+                !bp.is_hole()
+            } else {
+                bp.fill > 0
+            }
+        } else {
+            bp.is_hole() || (level > 0 && u128::from(bp.fill) < span_of(level))
+        }
+    };
+    let indirect_size = 1u64 << dnode.indirect_shift;
+    let mut start = u128::from(start);
+    loop {
+        if start >= capacity {
+            return Ok(if want_data {
+                None
+            } else {
+                Some(cap_u64(start))
+            });
+        }
+        if !qualifies(&dnode.root, top) {
+            return Ok(if want_data {
+                None
+            } else {
+                Some(cap_u64(capacity))
+            });
+        }
+        let mut bp = dnode.root;
+        let mut level = top;
+        let mut base = 0u128;
+        let exhausted = loop {
+            if level == 0 {
+                return Ok(Some(cap_u64(start.max(base))));
+            }
+            if bp.is_hole() {
+                // Only a hole search reaches a hole indirect: its first block is the answer.
+                assert!(
+                    !want_data,
+                    "data search descended into a hole (object {})",
+                    ctx.object.0
+                );
+                return Ok(Some(cap_u64(start.max(base))));
+            }
+            let block = read_tree_block(
+                ctx.store,
+                Some(ctx.cache),
+                ctx.object,
+                &bp,
+                level,
+                indirect_size,
+            )?;
+            let child_span = span_of(level - 1);
+            let first = (start - base) / child_span;
+            let mut found = None;
+            for index in first..fanout {
+                let child = child_bp(ctx.object, &block, index as u64)?;
+                if qualifies(&child, level - 1) {
+                    found = Some((index, child));
+                    break;
+                }
+            }
+            match found {
+                None => break base + fanout * child_span,
+                Some((index, child)) => {
+                    base += index * child_span;
+                    start = start.max(base);
+                    bp = child;
+                    level -= 1;
+                }
+            }
+        };
+        start = exhausted;
+    }
+}
+
+/// First block id `>= start` that holds data (`want_data`) or is a hole, counting dirty
+/// blocks. A hole search always finds one (past the end everything is a hole).
+pub(crate) fn next_block(
+    ctx: &mut ReadCtx<'_>,
+    state: &ObjState,
+    start: u64,
+    want_data: bool,
+) -> Result<Option<u64>, ObjectError> {
+    let mut from = start;
+    loop {
+        let synced = synced_next(ctx, &state.dnode, from, want_data)?;
+        let limit = synced.unwrap_or(u64::MAX);
+        for (&blkid, entry) in state.dirty.range(from..=limit) {
+            let is_data = matches!(entry, Dirty::Data(_));
+            if is_data == want_data {
+                return Ok(Some(blkid));
+            }
+        }
+        let Some(candidate) = synced else {
+            return Ok(None);
+        };
+        match state.dirty.get(&candidate) {
+            // A dirty entry of the other kind overrides the synced block; keep looking.
+            Some(entry) if matches!(entry, Dirty::Data(_)) != want_data => {
+                if candidate == u64::MAX {
+                    return Ok(None);
+                }
+                from = candidate + 1;
+            }
+            _ => return Ok(Some(candidate)),
+        }
+    }
+}
+
+/// Write properties for a block of `dnode` at `level`.
+pub(crate) fn write_props(
+    config: &ObjsetWriteConfig,
+    dnode: &Dnode,
+    level: u8,
+    level0_type: BlockType,
+    fill: u64,
+) -> WriteProps {
+    let block_type = if level > 0 {
+        BlockType::Indirect
+    } else if dnode.flags & DNODE_FLAG_METADATA != 0 && level0_type == BlockType::Data {
+        BlockType::Metadata
+    } else {
+        level0_type
+    };
+    let is_metadata = block_type != BlockType::Data;
+    WriteProps {
+        block_type,
+        level,
+        checksum: dnode.checksum_override().unwrap_or(config.checksum),
+        compression: dnode.compression_override().unwrap_or(config.compression),
+        copies: config.copies_for(is_metadata),
+        fill,
+    }
+}
+
+/// Writes every dirty block of `state` bottom-up, frees each replaced block once, grows the
+/// tree when `maxblkid` outgrew it, and updates the root, nlevels and used bytes.
+pub(crate) fn sync_tree(
+    store: &mut dyn BlockStore,
+    cache: &mut BlockCache,
+    object: ObjectId,
+    state: &mut ObjState,
+    config: &ObjsetWriteConfig,
+    level0_type: BlockType,
+) -> Result<(), ObjectError> {
+    let txg = store.txg();
+    let old = state.dnode.clone();
+    let mut nlevels = old.nlevels;
+    while tree_capacity(nlevels, old.indirect_shift).is_some_and(|cap| old.maxblkid >= cap) {
+        nlevels += 1;
+    }
+    assert!(
+        nlevels <= TREE_LEVELS_MAX,
+        "I3: object {} needs {nlevels} levels",
+        object.0
+    );
+    if state.dirty.is_empty() && nlevels == old.nlevels {
+        return Ok(());
+    }
+    let dirty = std::mem::take(&mut state.dirty);
+    state.dirty_bytes = 0;
+    let old_top = old.nlevels - 1;
+    let new_top = nlevels - 1;
+    let bits = bits_per_level(&old);
+    let fanout = 1u64 << bits;
+    let block_size = u64::from(old.data_block_size);
+    let mut frees: Vec<BlockPtr> = Vec::new();
+    let mut added = 0u64;
+    let mut changed: BTreeMap<u64, BlockPtr> = BTreeMap::new();
+    for (blkid, entry) in dirty {
+        let previous = synced_bp(
+            &mut ReadCtx {
+                store: &*store,
+                cache,
+                object,
+            },
+            &old,
+            0,
+            blkid,
+        )?;
+        let new = match entry {
+            Dirty::Hole => BlockPtr::hole(txg),
+            Dirty::Data(bytes) => {
+                let props = write_props(config, &old, 0, level0_type, 1);
+                let bp = store
+                    .write_block(&bytes, &props)
+                    .map_err(|source| ObjectError::Io {
+                        object,
+                        offset: blkid.saturating_mul(block_size),
+                        source,
+                    })?;
+                if !bp.is_hole() {
+                    cache.insert(&bp, Arc::new(bytes));
+                }
+                bp
+            }
+        };
+        assert!(
+            new.is_hole() || new.birth == txg,
+            "new block born in txg {} not {txg}",
+            new.birth
+        );
+        added += new.asize_total();
+        if !previous.is_hole() {
+            frees.push(previous);
+        }
+        changed.insert(blkid, new);
+    }
+    for level in 1..=new_top {
+        let mut parents: BTreeMap<u64, Vec<(u64, BlockPtr)>> = BTreeMap::new();
+        for (blkid, bp) in changed {
+            parents
+                .entry(blkid >> bits)
+                .or_default()
+                .push((blkid & (fanout - 1), bp));
+        }
+        if level > old_top {
+            parents.entry(0).or_default();
+        }
+        let mut next = BTreeMap::new();
+        for (parent, kids) in parents {
+            let (mut children, previous) = if level <= old_top {
+                let mut ctx = ReadCtx {
+                    store: &*store,
+                    cache,
+                    object,
+                };
+                let previous = synced_bp(&mut ctx, &old, level, parent)?;
+                let children = if previous.is_hole() {
+                    vec![BlockPtr::hole(Txg(0)); fanout as usize]
+                } else {
+                    let size = 1u64 << old.indirect_shift;
+                    let block = read_tree_block(
+                        ctx.store,
+                        Some(ctx.cache),
+                        object,
+                        &previous,
+                        level,
+                        size,
+                    )?;
+                    children_of(object, &block, fanout)?
+                };
+                (children, previous)
+            } else {
+                let mut children = vec![BlockPtr::hole(Txg(0)); fanout as usize];
+                if parent == 0 && level == old_top + 1 {
+                    children[0] = old.root;
+                }
+                (children, BlockPtr::hole(Txg(0)))
+            };
+            for (index, bp) in kids {
+                children[index as usize] = bp;
+            }
+            let fill: u64 = children.iter().map(|child| child.fill).sum();
+            let new = if fill == 0 {
+                BlockPtr::hole(txg)
+            } else {
+                let mut writer = tarn_format::wire::Writer::new();
+                for child in &children {
+                    child.encode_into(&mut writer);
+                }
+                let bytes = writer.finish();
+                let props = write_props(config, &old, level, level0_type, fill);
+                let bp = store
+                    .write_block(&bytes, &props)
+                    .map_err(|source| ObjectError::Io {
+                        object,
+                        offset: 0,
+                        source,
+                    })?;
+                assert_eq!(
+                    bp.fill, fill,
+                    "store must keep the fill count of indirect blocks"
+                );
+                bp
+            };
+            added += new.asize_total();
+            if !previous.is_hole() {
+                frees.push(previous);
+            }
+            next.insert(parent, new);
+        }
+        changed = next;
+    }
+    assert!(
+        changed.len() == 1 && changed.contains_key(&0),
+        "I3: object {} sync ended with {} top-level pointers",
+        object.0,
+        changed.len()
+    );
+    let root = changed.remove(&0).unwrap_or_default();
+    let freed: u64 = frees.iter().map(BlockPtr::asize_total).sum();
+    let used = old
+        .used_bytes
+        .checked_add(added)
+        .and_then(|sum| sum.checked_sub(freed));
+    let Some(used) = used else {
+        panic!(
+            "I4: object {} used bytes {} + {added} - {freed} underflows",
+            object.0, old.used_bytes
+        );
+    };
+    for bp in &frees {
+        store.free_block(bp);
+    }
+    state.dnode.root = if root.is_hole() {
+        BlockPtr::hole(root.birth)
+    } else {
+        root
+    };
+    state.dnode.nlevels = nlevels;
+    state.dnode.used_bytes = used;
+    state.dnode_dirty = true;
+    Ok(())
+}
+
+/// Iterative walk over every non-hole block pointer of one tree, parents before children,
+/// with an explicit stack of at most `TREE_LEVELS_MAX` frames.
+pub(crate) struct TreeWalk {
+    object: ObjectId,
+    indirect_shift: u8,
+    data_block_size: u64,
+    root: Option<BlockPtr>,
+    top: u8,
+    stack: Vec<Frame>,
+}
+
+struct Frame {
+    level: u8,
+    blkid: u64,
+    children: Vec<BlockPtr>,
+    next: usize,
+}
+
+impl TreeWalk {
+    pub(crate) fn new(object: ObjectId, dnode: &Dnode) -> Self {
+        TreeWalk {
+            object,
+            indirect_shift: dnode.indirect_shift,
+            data_block_size: u64::from(dnode.data_block_size),
+            root: Some(dnode.root),
+            top: dnode.nlevels - 1,
+            stack: Vec::with_capacity(usize::from(TREE_LEVELS_MAX)),
+        }
+    }
+
+    /// The next non-hole block pointer and where it sits, or `None` at the end. Indirect
+    /// blocks are read (without caching) before they are returned, so the caller may free
+    /// each block as soon as it is returned.
+    pub(crate) fn next(
+        &mut self,
+        store: &dyn BlockStore,
+    ) -> Result<Option<(BlockPtr, BlockContext)>, ObjectError> {
+        let bits = u32::from(self.indirect_shift - BLKPTR_SHIFT);
+        loop {
+            let (bp, level, blkid) = if let Some(root) = self.root.take() {
+                (root, self.top, 0)
+            } else {
+                let Some(frame) = self.stack.last_mut() else {
+                    return Ok(None);
+                };
+                if frame.next == frame.children.len() {
+                    self.stack.pop();
+                    continue;
+                }
+                let index = frame.next;
+                frame.next += 1;
+                let blkid = (frame.blkid << bits) | index as u64;
+                (frame.children[index], frame.level - 1, blkid)
+            };
+            if bp.is_hole() {
+                continue;
+            }
+            if level > 0 {
+                let size = 1u64 << self.indirect_shift;
+                let block = read_tree_block(store, None, self.object, &bp, level, size)?;
+                let children = children_of(self.object, &block, 1u64 << bits)?;
+                let fill: u64 = children.iter().map(|child| child.fill).sum();
+                if fill != bp.fill {
+                    return Err(corrupt(
+                        self.object,
+                        "fill count does not match the children",
+                    ));
+                }
+                self.stack.push(Frame {
+                    level,
+                    blkid,
+                    children,
+                    next: 0,
+                });
+                assert!(
+                    self.stack.len() <= usize::from(TREE_LEVELS_MAX),
+                    "walk stack overflow"
+                );
+            } else if u64::from(bp.lsize) != self.data_block_size {
+                return Err(corrupt(
+                    self.object,
+                    "data block size does not match the dnode",
+                ));
+            }
+            let context = BlockContext {
+                object: self.object,
+                level,
+                blkid,
+            };
+            return Ok(Some((bp, context)));
+        }
+    }
+}

@@ -1,0 +1,179 @@
+//! What `tarn pool create` asks for, and the checks that run before anything is written
+//! (the "check" half of a synctask: no side effects).
+
+use crate::PoolError;
+use tarn_base::limits;
+
+/// Layout of one top-level vdev.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TopLayout {
+    /// A single device.
+    Disk,
+    /// An N-way mirror.
+    Mirror,
+    /// raidz with this many parity columns (1..=3).
+    Raidz(u8),
+}
+
+impl TopLayout {
+    /// Fewest children this layout accepts.
+    #[must_use]
+    pub fn min_children(self) -> usize {
+        match self {
+            TopLayout::Disk => 1,
+            TopLayout::Mirror => 2,
+            TopLayout::Raidz(parity) => usize::from(parity) + 1,
+        }
+    }
+
+    /// Name as ZFS prints it.
+    #[must_use]
+    pub fn name(self) -> String {
+        match self {
+            TopLayout::Disk => "disk".into(),
+            TopLayout::Mirror => "mirror".into(),
+            TopLayout::Raidz(parity) => format!("raidz{parity}"),
+        }
+    }
+}
+
+/// One top-level vdev to create.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TopSpec {
+    /// Its layout.
+    pub layout: TopLayout,
+    /// Device paths, in order.
+    pub devices: Vec<String>,
+}
+
+/// Everything `tarn pool create` needs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CreateSpec {
+    /// Pool name.
+    pub name: String,
+    /// Top-level data vdevs.
+    pub tops: Vec<TopSpec>,
+    /// Hot spares.
+    pub spares: Vec<String>,
+    /// Sector size shift for every vdev.
+    pub ashift: u8,
+    /// Use devices that belong to another (exported or destroyed) pool.
+    pub force: bool,
+}
+
+const RESERVED_NAMES: &[&str] = &["mirror", "raidz", "spare", "log", "cache", "special", "draid"];
+
+/// Checks a pool name against ZFS's rules: starts with a letter, then letters, digits and
+/// `_ - . :`, at most 255 bytes, not a vdev keyword, and not starting with `c[0-9]`.
+pub fn validate_pool_name(name: &str) -> Result<(), PoolError> {
+    let invalid = |why: &str| PoolError::InvalidName { name: name.to_string(), why: why.to_string() };
+    if name.is_empty() {
+        return Err(invalid("name is empty"));
+    }
+    if name.len() > limits::POOL_NAME_MAX {
+        return Err(invalid("name is too long"));
+    }
+    if !name.starts_with(|c: char| c.is_ascii_alphabetic()) {
+        return Err(invalid("name must begin with a letter"));
+    }
+    if let Some(bad) = name.chars().find(|&c| !(c.is_ascii_alphanumeric() || "_-.:".contains(c))) {
+        return Err(invalid(&format!(
+            "invalid character '{bad}' in pool name (letters, digits, '_', '-', '.', ':' are valid)"
+        )));
+    }
+    if RESERVED_NAMES.iter().any(|r| name.starts_with(r)) {
+        return Err(invalid("name is reserved (it starts with a vdev keyword)"));
+    }
+    Ok(())
+}
+
+impl CreateSpec {
+    /// Checks the spec's shape: name, widths, parity, duplicates, ashift.
+    pub fn validate(&self) -> Result<(), PoolError> {
+        validate_pool_name(&self.name)?;
+        if self.tops.is_empty() {
+            return Err(PoolError::InvalidSpec("no data vdevs given".into()));
+        }
+        if self.tops.len() > limits::TOP_VDEVS_MAX {
+            return Err(PoolError::InvalidSpec(format!(
+                "too many top-level vdevs (at most {})",
+                limits::TOP_VDEVS_MAX
+            )));
+        }
+        if !(limits::ASHIFT_MIN..=limits::ASHIFT_MAX).contains(&self.ashift) {
+            return Err(PoolError::InvalidSpec(format!(
+                "ashift {} is out of range (valid: {} to {})",
+                self.ashift,
+                limits::ASHIFT_MIN,
+                limits::ASHIFT_MAX
+            )));
+        }
+        let mut seen = std::collections::HashSet::new();
+        for top in &self.tops {
+            if let TopLayout::Raidz(parity) = top.layout {
+                if !(1..=limits::RAIDZ_PARITY_MAX as u8).contains(&parity) {
+                    return Err(PoolError::InvalidSpec(format!("raidz{parity} is not a vdev type")));
+                }
+            }
+            let need = top.layout.min_children();
+            if top.devices.len() < need {
+                return Err(PoolError::InvalidSpec(format!(
+                    "{} requires at least {need} devices, {} given",
+                    top.layout.name(),
+                    top.devices.len()
+                )));
+            }
+            if top.layout == TopLayout::Disk && top.devices.len() != 1 {
+                return Err(PoolError::InvalidSpec("a disk vdev has exactly one device".into()));
+            }
+            if top.devices.len() > limits::VDEV_CHILDREN_MAX {
+                return Err(PoolError::InvalidSpec(format!(
+                    "{} has more than {} devices",
+                    top.layout.name(),
+                    limits::VDEV_CHILDREN_MAX
+                )));
+            }
+        }
+        for path in self.tops.iter().flat_map(|t| &t.devices).chain(&self.spares) {
+            if !seen.insert(path.as_str()) {
+                return Err(PoolError::DuplicateDevice { path: path.clone() });
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(tops: Vec<TopSpec>) -> CreateSpec {
+        CreateSpec { name: "tank".into(), tops, spares: vec![], ashift: 12, force: false }
+    }
+
+    fn top(layout: TopLayout, n: usize) -> TopSpec {
+        TopSpec { layout, devices: (0..n).map(|i| format!("/d{i}")).collect() }
+    }
+
+    #[test]
+    fn names() {
+        for good in ["tank", "a", "t-1_2.3:4"] {
+            assert!(validate_pool_name(good).is_ok(), "{good}");
+        }
+        for bad in ["", "1tank", "mirror1", "raidz", "ta nk", "tank/a", "spare"] {
+            assert!(validate_pool_name(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn widths_and_duplicates() {
+        assert!(spec(vec![top(TopLayout::Raidz(2), 3)]).validate().is_ok());
+        assert!(spec(vec![top(TopLayout::Raidz(2), 2)]).validate().is_err());
+        assert!(spec(vec![top(TopLayout::Mirror, 1)]).validate().is_err());
+        assert!(spec(vec![top(TopLayout::Raidz(4), 8)]).validate().is_err());
+        assert!(spec(vec![]).validate().is_err());
+        let mut dup = spec(vec![top(TopLayout::Mirror, 2)]);
+        dup.spares = vec!["/d1".into()];
+        assert!(matches!(dup.validate(), Err(PoolError::DuplicateDevice { .. })));
+    }
+}

@@ -1,0 +1,271 @@
+//! Requests from a front end to the daemon, one per line.
+
+use serde::{Deserialize, Serialize};
+
+/// Role of a top-level vdev group in `tarn pool create` (the keywords of the vdev grammar).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VdevRole {
+    /// Ordinary data vdevs (no keyword).
+    Data,
+    /// Hot spares (`spare`).
+    Spare,
+    /// Separate intent log (`log`).
+    Log,
+    /// Level-2 read cache (`cache`).
+    Cache,
+    /// Allocation class for metadata and small blocks (`special`).
+    Special,
+}
+
+impl VdevRole {
+    /// The grammar keyword (`data` for the keyword-less role).
+    #[must_use]
+    pub fn keyword(self) -> &'static str {
+        match self {
+            VdevRole::Data => "data",
+            VdevRole::Spare => "spare",
+            VdevRole::Log => "log",
+            VdevRole::Cache => "cache",
+            VdevRole::Special => "special",
+        }
+    }
+}
+
+/// Redundancy of one vdev group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VdevKind {
+    /// A single device (no redundancy).
+    Disk,
+    /// An n-way mirror.
+    Mirror,
+    /// raidz with this many parity columns (1..=3).
+    Raidz(u8),
+}
+
+impl VdevKind {
+    /// Fewest devices a group of this kind needs (I4 of the crate block).
+    #[must_use]
+    pub fn devices_min(self) -> usize {
+        match self {
+            VdevKind::Disk => 1,
+            VdevKind::Mirror => 2,
+            VdevKind::Raidz(parity) => usize::from(parity) + 1,
+        }
+    }
+
+    /// The grammar keyword: `disk`, `mirror`, `raidz1`..`raidz3`.
+    #[must_use]
+    pub fn keyword(self) -> String {
+        match self {
+            VdevKind::Disk => "disk".to_string(),
+            VdevKind::Mirror => "mirror".to_string(),
+            VdevKind::Raidz(parity) => format!("raidz{parity}"),
+        }
+    }
+}
+
+/// One top-level vdev to create: its role, its redundancy and its leaf devices (absolute
+/// paths). A bare device list on the command line becomes one `Disk` group per device.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VdevGroupSpec {
+    /// What the group is for.
+    pub role: VdevRole,
+    /// How its devices are combined.
+    pub kind: VdevKind,
+    /// Leaf device paths, absolute, in command-line order.
+    pub devices: Vec<String>,
+}
+
+impl VdevGroupSpec {
+    /// Checks I4: device counts per kind, raidz parity range, an upper bound on width. Returns
+    /// the reason in the CLI's wording (without the `invalid vdev specification:` prefix).
+    pub fn check(&self) -> Result<(), String> {
+        match self.kind {
+            VdevKind::Disk if self.devices.len() != 1 => {
+                return Err(format!(
+                    "a single-disk vdev names exactly one device, not {}",
+                    self.devices.len()
+                ));
+            }
+            VdevKind::Raidz(parity) if !(1..=3).contains(&parity) => {
+                return Err(format!("raidz parity must be 1, 2 or 3, not {parity}"));
+            }
+            _ => {}
+        }
+        let min = self.kind.devices_min();
+        if self.devices.len() < min {
+            return Err(format!(
+                "{} requires at least {min} devices",
+                self.kind.keyword()
+            ));
+        }
+        // Bounded by the engine's child limit; checked here too so that a request that can
+        // never succeed is refused before it reaches the daemon.
+        let max = tarn_base::limits::VDEV_CHILDREN_MAX;
+        if self.devices.len() > max {
+            return Err(format!(
+                "{} of {} devices exceeds the limit of {max}",
+                self.kind.keyword(),
+                self.devices.len()
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// `tarn pool create` (also `-n`, the dry run that only returns the layout).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoolCreate {
+    /// Pool name.
+    pub name: String,
+    /// Top-level vdevs of every role, in command-line order.
+    pub vdevs: Vec<VdevGroupSpec>,
+    /// Pool properties (`-o prop=val`), in command-line order.
+    pub properties: Vec<(String, String)>,
+    /// Properties of the root dataset (`-O prop=val`), in command-line order.
+    pub fs_properties: Vec<(String, String)>,
+    /// Mountpoint of the root dataset (`-m`).
+    pub mountpoint: Option<String>,
+    /// Use devices that look in use by another pool (`-f`).
+    pub force: bool,
+    /// Only check and return the layout (`-n`); nothing is written.
+    pub dry_run: bool,
+}
+
+/// `tarn pool import NAME|GUID [NEWNAME]`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoolImport {
+    /// Directories to search for devices (`-d`, absolute); empty means the daemon's default.
+    pub dirs: Vec<String>,
+    /// Pool name or decimal pool GUID.
+    pub pool: String,
+    /// Name to import the pool under.
+    pub new_name: Option<String>,
+    /// Import even if the pool looks active elsewhere (`-f`).
+    pub force: bool,
+    /// Import at exactly this txg (`-T`).
+    pub rewind_txg: Option<u64>,
+    /// Rewind to the newest importable txg if the newest one is damaged (`-F`).
+    pub rewind: bool,
+    /// Import read-only (`-o readonly=on`).
+    pub readonly: bool,
+}
+
+/// Everything a front end can ask the daemon. New verbs are added as new variants; match
+/// with a wildcard arm outside this crate.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Request {
+    /// Liveness check; answered by the daemon itself with `ReplyPayload::Pong`.
+    Ping,
+    /// Stop the daemon cleanly (pools synced and closed, kept in the cache file); answered by
+    /// the daemon itself with `ReplyPayload::Unit` before it exits.
+    Shutdown,
+    /// `tarn pool create`.
+    PoolCreate(PoolCreate),
+    /// `tarn pool destroy [-f] NAME`.
+    PoolDestroy {
+        /// Pool name.
+        name: String,
+        /// Unmount busy datasets.
+        force: bool,
+    },
+    /// `tarn pool list [NAME...]`; empty `names` means every imported pool.
+    PoolList {
+        /// Pools to list.
+        names: Vec<String>,
+    },
+    /// `tarn pool status [-x] [-v] [NAME...]`.
+    PoolStatus {
+        /// Pools to describe; empty means every imported pool.
+        names: Vec<String>,
+        /// Include the list of damaged files (`-v`).
+        verbose: bool,
+        /// Only pools with a problem (`-x`).
+        only_unhealthy: bool,
+    },
+    /// `tarn pool get PROP[,PROP...]|all [NAME...]`.
+    PoolGet {
+        /// Property names, or the single word `all`.
+        properties: Vec<String>,
+        /// Pools; empty means every imported pool.
+        names: Vec<String>,
+    },
+    /// `tarn pool set PROP=VAL NAME`.
+    PoolSet {
+        /// Property name.
+        property: String,
+        /// New value as typed.
+        value: String,
+        /// Pool name.
+        name: String,
+    },
+    /// `tarn pool export [-f] NAME`.
+    PoolExport {
+        /// Pool name.
+        name: String,
+        /// Unmount busy datasets.
+        force: bool,
+    },
+    /// `tarn pool import` without a pool: list importable pools.
+    PoolImportList {
+        /// Directories to search (`-d`, absolute); empty means the daemon's default.
+        dirs: Vec<String>,
+    },
+    /// `tarn pool import NAME|GUID [NEWNAME]`.
+    PoolImport(PoolImport),
+    /// `tarn pool import --list-txgs NAME|GUID`: the txgs the pool could be rewound to.
+    PoolImportTxgs {
+        /// Directories to search (`-d`, absolute); empty means the daemon's default.
+        dirs: Vec<String>,
+        /// Pool name or decimal pool GUID.
+        pool: String,
+    },
+    /// `tarn pool history [-i] [-l] [NAME...]`.
+    PoolHistory {
+        /// Pools; empty means every imported pool.
+        names: Vec<String>,
+        /// Include user and host (`-l`).
+        long: bool,
+        /// Include internal events (`-i`).
+        internal: bool,
+    },
+}
+
+impl Request {
+    /// Short name of the request for logs (`pool_create`), the same as its wire tag.
+    #[must_use]
+    pub fn verb(&self) -> &'static str {
+        match self {
+            Request::Ping => "ping",
+            Request::Shutdown => "shutdown",
+            Request::PoolCreate(_) => "pool_create",
+            Request::PoolDestroy { .. } => "pool_destroy",
+            Request::PoolList { .. } => "pool_list",
+            Request::PoolStatus { .. } => "pool_status",
+            Request::PoolGet { .. } => "pool_get",
+            Request::PoolSet { .. } => "pool_set",
+            Request::PoolExport { .. } => "pool_export",
+            Request::PoolImportList { .. } => "pool_import_list",
+            Request::PoolImport(_) => "pool_import",
+            Request::PoolImportTxgs { .. } => "pool_import_txgs",
+            Request::PoolHistory { .. } => "pool_history",
+        }
+    }
+
+    /// Whether serving this request may change the set of imported pools, so that the daemon
+    /// must rewrite its cache file afterwards.
+    #[must_use]
+    pub fn changes_pool_set(&self) -> bool {
+        match self {
+            Request::PoolCreate(create) => !create.dry_run,
+            Request::PoolDestroy { .. } | Request::PoolExport { .. } | Request::PoolImport(_) => {
+                true
+            }
+            _ => false,
+        }
+    }
+}

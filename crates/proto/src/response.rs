@@ -1,0 +1,310 @@
+//! Replies from the daemon: progress lines, the final response, and the cache file entries.
+
+use serde::{Deserialize, Serialize};
+
+use crate::request::VdevRole;
+
+/// One line the daemon sends: zero or more `Progress` lines, then exactly one `Response`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ServerLine {
+    /// Progress of long work; the request is still running.
+    Progress(Progress),
+    /// The final answer to the request.
+    Response(Response),
+}
+
+/// Progress of long work (scrub with wait, resilver, send).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Progress {
+    /// What is being done, as the CLI shows it (`scrub`, `resilver`).
+    pub operation: String,
+    /// Units done so far (bytes unless `operation` says otherwise).
+    pub done: u64,
+    /// Units in total; 0 when not known yet.
+    pub total: u64,
+}
+
+/// The final answer to one request.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Response {
+    /// The request succeeded; the payload carries its data.
+    Ok(ReplyPayload),
+    /// The request was refused or failed; nothing was changed (STYLE.md §6).
+    Error(ErrorReply),
+}
+
+impl Response {
+    /// An error response with just a message.
+    #[must_use]
+    pub fn error(message: impl Into<String>) -> Response {
+        Response::Error(ErrorReply {
+            message: message.into(),
+            verb: None,
+            object: None,
+        })
+    }
+}
+
+/// Why a request was refused. The CLI prints `cannot <verb> '<object>': <message>`; `verb`
+/// and `object` default to what the command names (e.g. `create` and the pool name) and are
+/// set here only when the failing object is another one (a property, a device, one pool of
+/// several).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorReply {
+    /// What was wrong and, where it helps, what is valid: lowercase, one line, no trailing
+    /// period.
+    pub message: String,
+    /// Overrides the verb of the CLI's message (`open` for a missing pool in `list`).
+    #[serde(default)]
+    pub verb: Option<String>,
+    /// Overrides the object of the CLI's message.
+    #[serde(default)]
+    pub object: Option<String>,
+}
+
+/// Typed data of a successful reply.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ReplyPayload {
+    /// Success without data.
+    Unit,
+    /// Answer to `Ping`.
+    Pong(PongInfo),
+    /// `pool create -n`: the layout that would be created.
+    Layout(PoolLayout),
+    /// `pool list`.
+    PoolList(Vec<PoolListRow>),
+    /// `pool status`.
+    PoolStatus(Vec<PoolStatusInfo>),
+    /// `pool get`.
+    Properties(Vec<PropertyRow>),
+    /// `pool import` without a pool.
+    Importable(Vec<ImportablePool>),
+    /// `pool import --list-txgs`.
+    Txgs(Vec<TxgRow>),
+    /// `pool history`.
+    History(Vec<HistoryPool>),
+}
+
+/// Who answered a `Ping`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PongInfo {
+    /// Process id of the daemon.
+    pub pid: u32,
+    /// Package version of the daemon (`CARGO_PKG_VERSION`).
+    pub version: String,
+}
+
+/// What kind of node a `VdevStatus` is. Leaves are `Leaf`; `Root` is the pool itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum VdevNodeKind {
+    /// The root of the tree (named after the pool).
+    Root,
+    /// A leaf device (file or block device).
+    Leaf,
+    /// A mirror.
+    Mirror,
+    /// raidz with this parity.
+    Raidz(u8),
+    /// A device being replaced (old and new leaf as children).
+    Replacing,
+    /// A leaf and the hot spare standing in for it.
+    Spare,
+}
+
+/// One node of a vdev tree as `pool status`, `pool import` and `pool create -n` show it.
+/// Top-level children of the root carry their `role`; the CLI groups them under the
+/// `special`, `logs` and `cache` headings the way ZFS does. Hot spares are listed separately
+/// (`PoolStatusInfo::spares`, `PoolLayout::spares`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VdevStatus {
+    /// Display name: the pool name for the root, `mirror-0`/`raidz2-1` for interior vdevs (or
+    /// `mirror`/`raidz2` in a `create -n` layout, as ZFS shows it), the path for leaves.
+    pub name: String,
+    /// What kind of node this is.
+    pub kind: VdevNodeKind,
+    /// Role of a top-level vdev; `Data` for the root and for nodes below top level.
+    #[serde(default = "role_data")]
+    pub role: VdevRole,
+    /// State as ZFS names it: `ONLINE`, `DEGRADED`, `FAULTED`, `OFFLINE`, `UNAVAIL`,
+    /// `REMOVED`; for spares `AVAIL` or `INUSE`. Empty in a `create -n` layout.
+    pub state: String,
+    /// Read errors counted since import or the last `clear`.
+    pub read: u64,
+    /// Write errors.
+    pub write: u64,
+    /// Checksum errors.
+    pub cksum: u64,
+    /// Note after the counters (`cannot open`, `too many errors`, `(resilvering)`).
+    pub note: Option<String>,
+    /// Children in order.
+    pub children: Vec<VdevStatus>,
+}
+
+fn role_data() -> VdevRole {
+    VdevRole::Data
+}
+
+/// The layout `pool create -n` would create.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoolLayout {
+    /// Root of the tree (named after the pool) with top-level vdevs of every role but spare.
+    pub config: VdevStatus,
+    /// Hot spares.
+    pub spares: Vec<VdevStatus>,
+}
+
+/// One row of `pool list`. Sizes are in bytes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoolListRow {
+    /// Pool name.
+    pub name: String,
+    /// Usable size.
+    pub size: u64,
+    /// Allocated bytes.
+    pub alloc: u64,
+    /// Free bytes.
+    pub free: u64,
+    /// Space held by a checkpoint; `None` without one.
+    pub checkpoint: Option<u64>,
+    /// Space the pool could grow by; `None` when it cannot.
+    pub expandsize: Option<u64>,
+    /// Free-space fragmentation in percent; `None` when not known.
+    pub frag: Option<u64>,
+    /// Capacity used in percent.
+    pub cap: u64,
+    /// Deduplication ratio in hundredths (100 is `1.00x`).
+    pub dedup_hundredths: u64,
+    /// `ONLINE`, `DEGRADED`, ...
+    pub health: String,
+    /// Alternate root, if any.
+    pub altroot: Option<String>,
+    /// Pool GUID.
+    pub guid: u64,
+}
+
+/// One pool of `pool status`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoolStatusInfo {
+    /// Pool name.
+    pub name: String,
+    /// Pool GUID.
+    pub guid: u64,
+    /// Health of the pool (`ONLINE`, `DEGRADED`, ...).
+    pub state: String,
+    /// What is wrong; lines separated by `\n` (the CLI indents continuation lines). `None`
+    /// when the pool is healthy, which is what `status -x` tests.
+    pub status: Option<String>,
+    /// What to do about it; lines separated by `\n`.
+    pub action: Option<String>,
+    /// Message ID to read (`TARN-0001`).
+    pub see: Option<String>,
+    /// Preformatted scan line (`scrub repaired 0B in 00:00:01 with 0 errors on ...`); `None`
+    /// prints `none requested`.
+    pub scan: Option<String>,
+    /// The vdev tree, rooted at the pool.
+    pub config: VdevStatus,
+    /// Hot spares (state `AVAIL` or `INUSE`).
+    pub spares: Vec<VdevStatus>,
+    /// Damaged files, filled only for `status -v`.
+    pub errors: Vec<String>,
+    /// Number of damaged files (0 prints `No known data errors`).
+    pub error_count: u64,
+}
+
+/// One row of `pool get`. `value` is the exact (`-p`) form: bytes as integers, `capacity`
+/// and `fragmentation` as plain percent numbers, `dedupratio` as `1.00`; the CLI turns it
+/// into the human form unless `-p` is given.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PropertyRow {
+    /// Pool name.
+    pub name: String,
+    /// Property name.
+    pub property: String,
+    /// Exact value; `-` when unset.
+    pub value: String,
+    /// `local`, `default`, `-` (read-only), ...
+    pub source: String,
+}
+
+/// A pool found by `pool import` without a pool name.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImportablePool {
+    /// Pool name.
+    pub name: String,
+    /// Pool GUID.
+    pub guid: u64,
+    /// Health the pool would have (`ONLINE`, `DEGRADED`, `UNAVAIL`).
+    pub state: String,
+    /// What is wrong, if anything; lines separated by `\n`.
+    pub status: Option<String>,
+    /// What can be done (`The pool can be imported using its name or numeric identifier.`).
+    pub action: String,
+    /// Message ID to read.
+    pub see: Option<String>,
+    /// The vdev tree as found on the devices.
+    pub config: VdevStatus,
+    /// Hot spares recorded in the labels.
+    pub spares: Vec<VdevStatus>,
+}
+
+/// One txg a pool could be imported at (`import --list-txgs`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TxgRow {
+    /// Transaction group number.
+    pub txg: u64,
+    /// Uberblock timestamp, seconds since the epoch.
+    pub timestamp: u64,
+}
+
+/// History of one pool.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HistoryPool {
+    /// Pool name.
+    pub name: String,
+    /// Entries, oldest first.
+    pub entries: Vec<HistoryEntry>,
+}
+
+/// One history record.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HistoryEntry {
+    /// Seconds since the epoch.
+    pub time: u64,
+    /// The command as typed (`tarn pool create tank mirror /d/a /d/b`) or, for internal
+    /// events, ZFS's `[internal create txg:4] ...` text.
+    pub command: String,
+    /// Whether this is an internal event (shown only with `-i`).
+    pub internal: bool,
+    /// Numeric user id that ran the command.
+    pub uid: u32,
+    /// User name, empty when unknown.
+    pub user: String,
+    /// Host name.
+    pub host: String,
+}
+
+/// One pool remembered in the cache file.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CacheEntry {
+    /// Pool name.
+    pub name: String,
+    /// Pool GUID.
+    pub guid: u64,
+    /// Absolute paths of its leaf devices when it was last imported.
+    pub devices: Vec<String>,
+}
+
+/// The cache file as stored (`rundir/tarn.cache`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CacheFile {
+    /// Layout version (`CACHE_FILE_VERSION`).
+    pub version: u32,
+    /// Imported pools.
+    pub pools: Vec<CacheEntry>,
+}

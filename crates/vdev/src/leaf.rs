@@ -1,0 +1,275 @@
+//! Leaf vdevs: one device each, with its state and per-leaf I/O and error counters.
+
+use crate::error::VdevError;
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::{Arc, PoisonError, RwLock};
+use tarn_base::Guid;
+use tarn_device::{Device, DeviceError};
+use tarn_format::label::{DATA_START, data_area};
+
+/// Administrative and health state of a leaf, as `tarn pool status` shows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum LeafState {
+    /// Usable (if it has a device).
+    Online = 0,
+    /// Taken offline by the administrator.
+    Offline = 1,
+    /// Too many errors; taken out of service by the pool.
+    Faulted = 2,
+    /// Missing or cannot be opened.
+    Unavail = 3,
+    /// The device was removed while in use.
+    Removed = 4,
+}
+
+impl LeafState {
+    fn from_u8(value: u8) -> LeafState {
+        match value {
+            0 => LeafState::Online,
+            1 => LeafState::Offline,
+            2 => LeafState::Faulted,
+            3 => LeafState::Unavail,
+            _ => LeafState::Removed,
+        }
+    }
+
+    /// Uppercase name as `zpool status` prints it.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            LeafState::Online => "ONLINE",
+            LeafState::Offline => "OFFLINE",
+            LeafState::Faulted => "FAULTED",
+            LeafState::Unavail => "UNAVAIL",
+            LeafState::Removed => "REMOVED",
+        }
+    }
+}
+
+/// Live counters of one leaf. Operation and byte counts include every access issued to the
+/// device, failed or not; error counts say how many of them failed (read, write) or returned
+/// data that proved wrong (checksum).
+#[derive(Debug, Default)]
+pub struct LeafStats {
+    read_ops: AtomicU64,
+    read_bytes: AtomicU64,
+    write_ops: AtomicU64,
+    write_bytes: AtomicU64,
+    read_errors: AtomicU64,
+    write_errors: AtomicU64,
+    checksum_errors: AtomicU64,
+}
+
+/// A copy of [`LeafStats`] at one instant.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LeafStatsSnapshot {
+    /// Reads issued.
+    pub read_ops: u64,
+    /// Bytes asked for by reads.
+    pub read_bytes: u64,
+    /// Writes issued (including healing writes).
+    pub write_ops: u64,
+    /// Bytes written.
+    pub write_bytes: u64,
+    /// Reads the device failed.
+    pub read_errors: u64,
+    /// Writes and flushes the device failed.
+    pub write_errors: u64,
+    /// Reads that returned wrong data (found by checksum or parity).
+    pub checksum_errors: u64,
+}
+
+impl LeafStats {
+    /// The counters now.
+    #[must_use]
+    pub fn snapshot(&self) -> LeafStatsSnapshot {
+        LeafStatsSnapshot {
+            read_ops: self.read_ops.load(Ordering::Relaxed),
+            read_bytes: self.read_bytes.load(Ordering::Relaxed),
+            write_ops: self.write_ops.load(Ordering::Relaxed),
+            write_bytes: self.write_bytes.load(Ordering::Relaxed),
+            read_errors: self.read_errors.load(Ordering::Relaxed),
+            write_errors: self.write_errors.load(Ordering::Relaxed),
+            checksum_errors: self.checksum_errors.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Resets the error counters (`tarn pool clear`); operation counts keep running.
+    pub fn clear_errors(&self) {
+        self.read_errors.store(0, Ordering::Relaxed);
+        self.write_errors.store(0, Ordering::Relaxed);
+        self.checksum_errors.store(0, Ordering::Relaxed);
+    }
+
+    pub(crate) fn add_checksum_error(&self) {
+        self.checksum_errors.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// A leaf vdev: a device (absent when it could not be found or opened), its GUID, its last
+/// known path, its state and its counters. Shared between threads through `Arc`.
+#[derive(Debug)]
+pub struct Leaf {
+    guid: Guid,
+    asize: u64,
+    path: RwLock<String>,
+    device: RwLock<Option<Arc<dyn Device>>>,
+    state: AtomicU8,
+    stats: LeafStats,
+}
+
+impl Leaf {
+    /// An online leaf on `device`; its allocatable size is the device's data area.
+    pub fn new(guid: Guid, device: Arc<dyn Device>) -> Result<Leaf, VdevError> {
+        let size = device.size_bytes();
+        let (start, end) = data_area(size).ok_or(VdevError::DeviceTooSmall { guid, size })?;
+        assert_eq!(start, DATA_START, "data area starts at DATA_START");
+        let leaf = Leaf::missing(guid, device.path().to_string(), end - start);
+        leaf.set_device(Some(device))?;
+        leaf.set_state(LeafState::Online);
+        Ok(leaf)
+    }
+
+    /// A leaf whose device is not available, with the data-area size recorded for it
+    /// (from the vdev tree). Its state is [`LeafState::Unavail`].
+    #[must_use]
+    pub fn missing(guid: Guid, path: String, asize: u64) -> Leaf {
+        assert!(guid.0 != 0, "leaf GUID must not be zero");
+        Leaf {
+            guid,
+            asize,
+            path: RwLock::new(path),
+            device: RwLock::new(None),
+            state: AtomicU8::new(LeafState::Unavail as u8),
+            stats: LeafStats::default(),
+        }
+    }
+
+    /// The leaf's GUID.
+    #[must_use]
+    pub fn guid(&self) -> Guid {
+        self.guid
+    }
+
+    /// Allocatable bytes: the size of the data area this leaf was created with.
+    #[must_use]
+    pub fn asize(&self) -> u64 {
+        self.asize
+    }
+
+    /// Last known path.
+    #[must_use]
+    pub fn path(&self) -> String {
+        self.path.read().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// Records a new path (devices move between boots; GUIDs do not).
+    pub fn set_path(&self, path: String) {
+        *self.path.write().unwrap_or_else(PoisonError::into_inner) = path;
+    }
+
+    /// The device, if one is attached.
+    #[must_use]
+    pub fn device(&self) -> Option<Arc<dyn Device>> {
+        self.device.read().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// Attaches (or with `None`, detaches) the device. The state is not changed: the pool
+    /// decides when a returning device is [`LeafState::Online`] again. A device whose data
+    /// area is smaller than the leaf's recorded size is refused (and nothing changes).
+    pub fn set_device(&self, device: Option<Arc<dyn Device>>) -> Result<(), VdevError> {
+        if let Some(device) = &device {
+            let size = device.size_bytes();
+            let area = data_area(size).map_or(0, |(start, end)| end - start);
+            if area < self.asize {
+                return Err(VdevError::DeviceTooSmall { guid: self.guid, size });
+            }
+            self.set_path(device.path().to_string());
+        }
+        *self.device.write().unwrap_or_else(PoisonError::into_inner) = device;
+        Ok(())
+    }
+
+    /// Current state.
+    #[must_use]
+    pub fn state(&self) -> LeafState {
+        LeafState::from_u8(self.state.load(Ordering::Acquire))
+    }
+
+    /// Changes the state.
+    pub fn set_state(&self, state: LeafState) {
+        self.state.store(state as u8, Ordering::Release);
+    }
+
+    /// The counters.
+    #[must_use]
+    pub fn stats(&self) -> &LeafStats {
+        &self.stats
+    }
+
+    /// Resets the error counters (`tarn pool clear`).
+    pub fn clear(&self) {
+        self.stats.clear_errors();
+    }
+
+    /// The device if the leaf is online and has one: only such leaves take I/O.
+    #[must_use]
+    pub fn usable_device(&self) -> Option<Arc<dyn Device>> {
+        if self.state() == LeafState::Online { self.device() } else { None }
+    }
+
+    /// Whether the leaf takes I/O.
+    #[must_use]
+    pub fn is_usable(&self) -> bool {
+        self.usable_device().is_some()
+    }
+
+    fn check_range(&self, data_offset: u64, len: usize) {
+        let end = data_offset.checked_add(len as u64).expect("leaf access end overflows");
+        assert!(end <= self.asize, "leaf {}: access to {end} beyond asize {}", self.guid, self.asize);
+    }
+
+    /// Reads `buf` at `data_offset` bytes into the data area, counting the access.
+    pub(crate) fn read(
+        &self,
+        device: &dyn Device,
+        data_offset: u64,
+        buf: &mut [u8],
+    ) -> Result<(), DeviceError> {
+        self.check_range(data_offset, buf.len());
+        self.stats.read_ops.fetch_add(1, Ordering::Relaxed);
+        self.stats.read_bytes.fetch_add(buf.len() as u64, Ordering::Relaxed);
+        let result = device.read_at(DATA_START + data_offset, buf);
+        if result.is_err() {
+            self.stats.read_errors.fetch_add(1, Ordering::Relaxed);
+        }
+        result
+    }
+
+    /// Writes `data` at `data_offset` bytes into the data area, counting the access.
+    pub(crate) fn write(
+        &self,
+        device: &dyn Device,
+        data_offset: u64,
+        data: &[u8],
+    ) -> Result<(), DeviceError> {
+        self.check_range(data_offset, data.len());
+        self.stats.write_ops.fetch_add(1, Ordering::Relaxed);
+        self.stats.write_bytes.fetch_add(data.len() as u64, Ordering::Relaxed);
+        let result = device.write_at(DATA_START + data_offset, data);
+        if result.is_err() {
+            self.stats.write_errors.fetch_add(1, Ordering::Relaxed);
+        }
+        result
+    }
+
+    /// Flushes the device; a failure counts as a write error (acknowledged writes may be lost).
+    pub(crate) fn flush(&self, device: &dyn Device) -> Result<(), DeviceError> {
+        let result = device.flush();
+        if result.is_err() {
+            self.stats.write_errors.fetch_add(1, Ordering::Relaxed);
+        }
+        result
+    }
+}

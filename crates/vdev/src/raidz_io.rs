@@ -1,0 +1,356 @@
+//! Raidz I/O: writing a block as parity and data columns, and reading it back through
+//! reconstruction and combinatorial search for silently corrupt columns.
+//!
+//! Read, in the order OpenZFS's `vdev_raidz_io_done` tries things:
+//! ```text
+//!  1. read the data columns --------------------- all read and verify(data)? -> done
+//!  2. read the parity columns; lost = columns with I/O errors or unusable leaves
+//!  3. for extra in 0 ..= parity - |lost|:
+//!       for every set C of `extra` readable columns (C must add a data column unless lost
+//!       already holds one, otherwise the data would not change):
+//!         reconstruct lost + C from the remaining parity; verify(data)? -> found
+//!  4. found: regenerate parity from the verified data; every column read with bytes that
+//!     differ from this truth is corrupt (checksum error on its leaf); rewrite corrupt and
+//!     unreadable columns on their leaves. Nothing verified: Unrecoverable.
+//! ```
+//! Scrub reads every column first and also applies step 4 when the data verified directly,
+//! so corrupt parity is found even though the data is fine.
+
+use crate::error::VdevError;
+use crate::raidz_map::RaidzMap;
+use crate::raidz_math;
+use crate::top::{Healing, ReadReport, ScrubReport, TopVdev, WriteReport};
+
+/// Writes the parity and data columns of one block to their children.
+pub(crate) fn write(
+    vdev: &TopVdev,
+    parity: usize,
+    offset: u64,
+    data: &[u8],
+) -> Result<WriteReport, VdevError> {
+    let map = RaidzMap::new(vdev.leaves().len(), parity, vdev.ashift(), offset, data.len() as u64);
+    let leaf_of = |c: usize| &vdev.leaves()[map.columns[c].child];
+    let failed = |missed: Vec<_>| VdevError::WriteFailed {
+        guid: vdev.guid(),
+        offset,
+        len: data.len() as u64,
+        failed: missed,
+        tolerated: parity,
+    };
+    let unusable: Vec<_> = (0..map.columns.len())
+        .filter(|&c| !leaf_of(c).is_usable())
+        .map(|c| leaf_of(c).guid())
+        .collect();
+    if unusable.len() > parity {
+        // Refuse before writing anything: the block could not be read back.
+        return Err(failed(unusable));
+    }
+    let columns = Columns::from_data(&map, data.to_vec());
+    let mut columns = columns;
+    columns.generate_parity(vdev.parity_impl());
+    let mut missed = Vec::new();
+    for (c, column) in map.columns.iter().enumerate() {
+        let leaf = leaf_of(c);
+        let ok = match leaf.usable_device() {
+            Some(device) => {
+                leaf.write(device.as_ref(), column.child_sector << map.ashift, columns.get(c)).is_ok()
+            }
+            None => false,
+        };
+        if !ok {
+            missed.push(leaf.guid());
+        }
+    }
+    if missed.len() > parity {
+        return Err(failed(missed));
+    }
+    Ok(WriteReport { missed })
+}
+
+/// Reads one block, reconstructing and healing as needed (module docs, steps 1-4).
+pub(crate) fn read(
+    vdev: &TopVdev,
+    parity: usize,
+    offset: u64,
+    len: usize,
+    verify: &dyn Fn(&[u8]) -> bool,
+) -> Result<ReadReport, VdevError> {
+    let mut stripe = Stripe::new(vdev, parity, offset, len);
+    for c in parity..stripe.map.columns.len() {
+        stripe.read_column(c);
+    }
+    if stripe.data_readable() && verify(stripe.columns.data()) {
+        let data = std::mem::take(&mut stripe.columns.data);
+        return Ok(ReadReport { data, healing: Healing::default() });
+    }
+    for c in 0..parity {
+        stripe.read_column(c);
+    }
+    let truth = stripe.search(verify).ok_or_else(|| stripe.unrecoverable())?;
+    let (healing, _) = stripe.heal(&truth);
+    Ok(ReadReport { data: truth.data, healing })
+}
+
+/// Reads every column of one block, checks data and parity, and repairs what is wrong.
+pub(crate) fn scrub(
+    vdev: &TopVdev,
+    parity: usize,
+    offset: u64,
+    len: usize,
+    verify: &dyn Fn(&[u8]) -> bool,
+) -> Result<ScrubReport, VdevError> {
+    let mut stripe = Stripe::new(vdev, parity, offset, len);
+    for c in 0..stripe.map.columns.len() {
+        stripe.read_column(c);
+    }
+    let truth = if stripe.data_readable() && verify(stripe.columns.data()) {
+        let mut truth = stripe.columns.clone();
+        truth.generate_parity(vdev.parity_impl());
+        truth
+    } else {
+        stripe.search(verify).ok_or_else(|| stripe.unrecoverable())?
+    };
+    let (healing, skipped) = stripe.heal(&truth);
+    Ok(ScrubReport { healing, skipped })
+}
+
+/// The columns of one block in memory: parity buffers, and the data as one buffer that the
+/// data columns are consecutive ranges of (so a clean read needs no copying).
+#[derive(Clone, Debug)]
+struct Columns {
+    parity: Vec<Vec<u8>>,
+    data: Vec<u8>,
+    /// Length of every column in bytes, parity first.
+    lens: Vec<usize>,
+}
+
+impl Columns {
+    fn from_data(map: &RaidzMap, data: Vec<u8>) -> Columns {
+        let lens: Vec<usize> = (0..map.columns.len()).map(|c| map.column_bytes(c)).collect();
+        assert_eq!(lens[map.parity..].iter().sum::<usize>(), data.len(), "data fills its columns");
+        let parity = lens[..map.parity].iter().map(|&len| vec![0u8; len]).collect();
+        Columns { parity, data, lens }
+    }
+
+    fn data(&self) -> &[u8] {
+        &self.data
+    }
+
+    fn get(&self, c: usize) -> &[u8] {
+        let p = self.parity.len();
+        if c < p {
+            return &self.parity[c];
+        }
+        let start: usize = self.lens[p..c].iter().sum();
+        &self.data[start..start + self.lens[c]]
+    }
+
+    fn get_mut(&mut self, c: usize) -> &mut [u8] {
+        let p = self.parity.len();
+        if c < p {
+            return &mut self.parity[c];
+        }
+        let start: usize = self.lens[p..c].iter().sum();
+        &mut self.data[start..start + self.lens[c]]
+    }
+
+    /// Every column as a mutable slice, parity first (the form `reconstruct` takes).
+    fn all_mut(&mut self) -> Vec<&mut [u8]> {
+        let p = self.parity.len();
+        let mut out: Vec<&mut [u8]> = self.parity.iter_mut().map(Vec::as_mut_slice).collect();
+        let mut rest = self.data.as_mut_slice();
+        for &len in &self.lens[p..] {
+            let (column, tail) = rest.split_at_mut(len);
+            out.push(column);
+            rest = tail;
+        }
+        assert!(rest.is_empty(), "data columns cover the data exactly");
+        out
+    }
+
+    fn generate_parity(&mut self, imp: raidz_math::Impl) {
+        let p = self.parity.len();
+        let mut data: Vec<&[u8]> = Vec::with_capacity(self.lens.len() - p);
+        let mut rest = self.data.as_slice();
+        for &len in &self.lens[p..] {
+            let (column, tail) = rest.split_at(len);
+            data.push(column);
+            rest = tail;
+        }
+        let mut outs: Vec<&mut [u8]> = self.parity.iter_mut().map(Vec::as_mut_slice).collect();
+        raidz_math::generate(imp, p, &data, &mut outs);
+    }
+}
+
+/// What is known about one column of a block being read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ColumnState {
+    /// Not read (yet).
+    Unread,
+    /// Read without an I/O error (its bytes may still be wrong).
+    Read,
+    /// The device returned an error.
+    IoError,
+    /// The leaf is missing or not online.
+    Unusable,
+}
+
+/// One block being read: its map, the bytes read so far and each column's state.
+struct Stripe<'v> {
+    vdev: &'v TopVdev,
+    offset: u64,
+    map: RaidzMap,
+    columns: Columns,
+    state: Vec<ColumnState>,
+}
+
+impl<'v> Stripe<'v> {
+    fn new(vdev: &'v TopVdev, parity: usize, offset: u64, len: usize) -> Stripe<'v> {
+        let map = RaidzMap::new(vdev.leaves().len(), parity, vdev.ashift(), offset, len as u64);
+        let columns = Columns::from_data(&map, vec![0u8; len]);
+        let state = vec![ColumnState::Unread; map.columns.len()];
+        Stripe { vdev, offset, map, columns, state }
+    }
+
+    fn read_column(&mut self, c: usize) {
+        if self.state[c] != ColumnState::Unread {
+            return;
+        }
+        let column = self.map.columns[c];
+        let leaf = &self.vdev.leaves()[column.child];
+        self.state[c] = match leaf.usable_device() {
+            None => ColumnState::Unusable,
+            Some(device) => {
+                let at = column.child_sector << self.map.ashift;
+                match leaf.read(device.as_ref(), at, self.columns.get_mut(c)) {
+                    Ok(()) => ColumnState::Read,
+                    Err(_) => ColumnState::IoError,
+                }
+            }
+        };
+    }
+
+    fn data_readable(&self) -> bool {
+        self.state[self.map.parity..].iter().all(|&s| s == ColumnState::Read)
+    }
+
+    fn unrecoverable(&self) -> VdevError {
+        let lost = self.state.iter().filter(|&&s| s != ColumnState::Read).count();
+        VdevError::Unrecoverable {
+            guid: self.vdev.guid(),
+            offset: self.offset,
+            len: self.columns.data.len() as u64,
+            why: if lost > self.map.parity {
+                "more columns unreadable than parity"
+            } else {
+                "no reconstruction verified"
+            },
+        }
+    }
+
+    /// Steps 2-3 of the module docs: the verified columns (parity regenerated), if any
+    /// combination of lost and assumed-corrupt columns verifies.
+    fn search(&self, verify: &dyn Fn(&[u8]) -> bool) -> Option<Columns> {
+        let parity = self.map.parity;
+        let lost: Vec<usize> = (0..self.state.len()).filter(|&c| self.state[c] != ColumnState::Read).collect();
+        if lost.len() > parity {
+            return None;
+        }
+        let lost_data = lost.iter().any(|&c| c >= parity);
+        let readable: Vec<usize> = (0..self.state.len()).filter(|&c| self.state[c] == ColumnState::Read).collect();
+        let mut work = self.columns.clone();
+        let imp = self.vdev.parity_impl();
+        for extra in 0..=parity - lost.len() {
+            let mut picks: Vec<usize> = (0..extra).collect();
+            if extra > readable.len() {
+                break;
+            }
+            loop {
+                let suspects: Vec<usize> = picks.iter().map(|&i| readable[i]).collect();
+                if lost_data || suspects.iter().any(|&c| c >= parity) {
+                    let mut missing: Vec<usize> = lost.iter().chain(&suspects).copied().collect();
+                    missing.sort_unstable();
+                    raidz_math::reconstruct(imp, parity, &mut work.all_mut(), &missing);
+                    if verify(work.data()) {
+                        work.generate_parity(imp);
+                        return Some(work);
+                    }
+                    for &c in &suspects {
+                        work.get_mut(c).copy_from_slice(self.columns.get(c));
+                    }
+                }
+                if !next_combination(&mut picks, readable.len()) {
+                    break;
+                }
+            }
+        }
+        None
+    }
+
+    /// Step 4: compares every column read with `truth` and rewrites the wrong and unreadable
+    /// ones. Returns the healing done and the leaves that could not be checked.
+    fn heal(&self, truth: &Columns) -> (Healing, Vec<tarn_base::Guid>) {
+        let mut skipped = Vec::new();
+        let mut targets = Vec::new();
+        for (c, column) in self.map.columns.iter().enumerate() {
+            let leaf = &self.vdev.leaves()[column.child];
+            let rewrite = match self.state[c] {
+                ColumnState::Unread => false,
+                ColumnState::Unusable => {
+                    skipped.push(leaf.guid());
+                    false
+                }
+                ColumnState::IoError => true,
+                ColumnState::Read if self.columns.get(c) != truth.get(c) => {
+                    leaf.stats().add_checksum_error();
+                    true
+                }
+                ColumnState::Read => false,
+            };
+            if rewrite {
+                targets.push((column.child, column.child_sector << self.map.ashift, truth.get(c)));
+            }
+        }
+        let mut healing = Healing::default();
+        self.vdev.heal(&targets, &mut healing);
+        (healing, skipped)
+    }
+}
+
+/// Advances `picks` (a strictly increasing k-subset of `0..n`) to the next one in
+/// lexicographic order; false when it was the last (the empty subset has no successor).
+fn next_combination(picks: &mut [usize], n: usize) -> bool {
+    let k = picks.len();
+    for i in (0..k).rev() {
+        if picks[i] < n - k + i {
+            picks[i] += 1;
+            for j in i + 1..k {
+                picks[j] = picks[j - 1] + 1;
+            }
+            return true;
+        }
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::next_combination;
+
+    /// Goal: the combination walk visits every k-subset once, in order.
+    #[test]
+    fn combinations_are_complete() {
+        for n in 0..7usize {
+            for k in 0..=n.min(3) {
+                let mut picks: Vec<usize> = (0..k).collect();
+                let mut count = 1;
+                while next_combination(&mut picks, n) {
+                    assert!(picks.windows(2).all(|w| w[0] < w[1]) && picks.iter().all(|&p| p < n));
+                    count += 1;
+                }
+                let expected = (0..k).fold(1usize, |acc, i| acc * (n - i) / (i + 1));
+                assert_eq!(count, expected, "C({n},{k})");
+            }
+        }
+    }
+}

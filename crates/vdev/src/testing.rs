@@ -1,0 +1,91 @@
+//! An in-memory [`Device`] for this crate's tests, with switches that make reads, writes or
+//! flushes fail, and direct access to the bytes for injecting corruption.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use tarn_device::{Device, DeviceError, check_range};
+
+#[derive(Debug)]
+pub(crate) struct MemDevice {
+    name: String,
+    bytes: Mutex<Vec<u8>>,
+    pub(crate) fail_reads: AtomicBool,
+    pub(crate) fail_writes: AtomicBool,
+    pub(crate) fail_flush: AtomicBool,
+}
+
+impl MemDevice {
+    pub(crate) fn new(name: &str, size: usize) -> Arc<MemDevice> {
+        Arc::new(MemDevice {
+            name: name.to_string(),
+            bytes: Mutex::new(vec![0u8; size]),
+            fail_reads: AtomicBool::new(false),
+            fail_writes: AtomicBool::new(false),
+            fail_flush: AtomicBool::new(false),
+        })
+    }
+
+    /// A copy of `len` bytes at device offset `offset`, bypassing the fault switches.
+    pub(crate) fn peek(&self, offset: u64, len: usize) -> Vec<u8> {
+        let bytes = self.bytes.lock().unwrap();
+        let start = offset as usize;
+        bytes[start..start + len].to_vec()
+    }
+
+    /// XORs `pattern` into every byte of the range (silent corruption).
+    pub(crate) fn corrupt(&self, offset: u64, len: usize, pattern: u8) {
+        let mut bytes = self.bytes.lock().unwrap();
+        let start = offset as usize;
+        for byte in &mut bytes[start..start + len] {
+            *byte ^= pattern;
+        }
+    }
+
+    fn io_error(offset: u64) -> DeviceError {
+        DeviceError::Io { offset, source: std::io::Error::other("injected fault") }
+    }
+}
+
+impl Device for MemDevice {
+    fn size_bytes(&self) -> u64 {
+        self.bytes.lock().unwrap().len() as u64
+    }
+
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), DeviceError> {
+        let bytes = self.bytes.lock().unwrap();
+        check_range(offset, buf.len() as u64, bytes.len() as u64)?;
+        if self.fail_reads.load(Ordering::Relaxed) {
+            return Err(MemDevice::io_error(offset));
+        }
+        let start = offset as usize;
+        buf.copy_from_slice(&bytes[start..start + buf.len()]);
+        Ok(())
+    }
+
+    fn write_at(&self, offset: u64, data: &[u8]) -> Result<(), DeviceError> {
+        let mut bytes = self.bytes.lock().unwrap();
+        check_range(offset, data.len() as u64, bytes.len() as u64)?;
+        if self.fail_writes.load(Ordering::Relaxed) {
+            return Err(MemDevice::io_error(offset));
+        }
+        let start = offset as usize;
+        bytes[start..start + data.len()].copy_from_slice(data);
+        Ok(())
+    }
+
+    fn flush(&self) -> Result<(), DeviceError> {
+        if self.fail_flush.load(Ordering::Relaxed) {
+            return Err(MemDevice::io_error(0));
+        }
+        Ok(())
+    }
+
+    fn discard(&self, offset: u64, len: u64) -> Result<(), DeviceError> {
+        let bytes = self.bytes.lock().unwrap();
+        check_range(offset, len, bytes.len() as u64)
+    }
+
+    fn path(&self) -> &str {
+        &self.name
+    }
+}
