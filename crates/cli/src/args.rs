@@ -25,6 +25,35 @@ pub(crate) enum Command {
     /// Pool commands (what `zpool` does).
     #[command(subcommand)]
     Pool(PoolCommand),
+    /// Create a raidz2 pool on sparse files, write and verify data, export and re-import it
+    /// (runs the engine in this process; needs no daemon).
+    Demo(DemoArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct DemoArgs {
+    /// Directory for the device files (default: a new temporary directory).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) dir: Option<PathBuf>,
+    /// Data to write, e.g. 512M or 2G.
+    #[arg(long, default_value = "512M", value_parser = size_arg)]
+    pub(crate) size: u64,
+    /// Number of device files in the raidz2 vdev.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u16).range(3..=64))]
+    pub(crate) devices: u16,
+    /// Size of each device file (default: enough for the data, at least 1G).
+    #[arg(long, value_parser = size_arg)]
+    pub(crate) device_size: Option<u64>,
+    /// Keep the device files afterwards.
+    #[arg(long)]
+    pub(crate) keep: bool,
+    /// Open the device files with O_DIRECT.
+    #[arg(long)]
+    pub(crate) direct: bool,
+}
+
+fn size_arg(text: &str) -> Result<u64, String> {
+    tarn_base::parse_size(text).map_err(|e| e.to_string())
 }
 
 #[derive(Debug, Args)]

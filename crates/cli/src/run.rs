@@ -93,6 +93,7 @@ pub(crate) fn run(cli: Cli) -> Outcome {
     match cli.command {
         Command::Daemon(args) if args.stop => stop_daemon(&rundir),
         Command::Daemon(_) => run_daemon(&rundir),
+        Command::Demo(args) => run_demo(&args),
         Command::Pool(command) => {
             let cwd = match std::env::current_dir() {
                 Ok(cwd) => cwd,
@@ -106,6 +107,28 @@ pub(crate) fn run(cli: Cli) -> Outcome {
                 Err(outcome) => outcome,
             }
         }
+    }
+}
+
+fn run_demo(args: &crate::args::DemoArgs) -> Outcome {
+    let devices = usize::from(args.devices);
+    // raidz2 keeps (devices - 2) / devices of the space for data; leave room for metadata.
+    let data_share = args.size / (devices as u64 - 2).max(1);
+    let options = crate::demo::DemoOptions {
+        dir: args.dir.clone(),
+        size: args.size,
+        devices,
+        device_size: args.device_size.unwrap_or((data_share * 2).max(1 << 30)),
+        keep: args.keep,
+        direct: args.direct,
+    };
+    let status = |engine: &tarn_engine::Engine| match tarn_daemon::backend::status_infos(engine, &[]) {
+        Ok(pools) => render::status(&pools, false),
+        Err(error) => format!("{error}\n"),
+    };
+    match crate::demo::run(&options, &status) {
+        Ok(()) => Outcome::ok(String::new()),
+        Err(message) => Outcome::refused(render::error_line("run", Some("demo"), &message)),
     }
 }
 

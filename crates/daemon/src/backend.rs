@@ -1,35 +1,458 @@
-//! Placeholder backend until the engine adapter lands: it refuses every request with
-//! "engine not available" so that the `tarn` binary builds and the daemon can be exercised.
-//! The lead replaces this file with the real `EngineBackend`.
+//! The daemon's [`Handler`] over the real engine: turns protocol requests into engine calls
+//! and engine answers (or errors) into protocol replies. The only place that knows both
+//! vocabularies; it holds no state of its own beyond the engine.
 
-use tarn_proto::{CacheEntry, Request, Response};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tarn_base::{SeededRng, SystemClock};
+use tarn_engine::{
+    CreateOptions, CreateSpec, Engine, EngineError, FileProvider, HostIdentity, ImportOptions, TopLayout, TopSpec,
+    VdevNode,
+};
+use tarn_proto::{
+    CacheEntry, ErrorReply, HistoryEntry, HistoryPool, ImportablePool, PoolCreate, PoolImport, PoolLayout,
+    PoolListRow, PoolStatusInfo, PropertyRow, ReplyPayload, Request, Response, TxgRow, VdevGroupSpec,
+    VdevKind, VdevNodeKind, VdevRole, VdevStatus,
+};
+
+use crate::Handler;
+
+/// How often dirty data is committed even when nobody asks (ZFS's `zfs_txg_timeout`).
+pub const TXG_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Where `tarn pool import` looks when no `-d` is given.
+pub const DEFAULT_SEARCH_DIRS: &[&str] = &["/dev/disk/by-id", "/dev"];
 
 /// The daemon's handler for the real engine.
 #[derive(Debug)]
-pub struct EngineBackend {}
+pub struct EngineBackend {
+    engine: Arc<Engine>,
+}
+
+/// This host's identity: `/etc/hostid` when present (as ZFS uses), else a stable hash of the
+/// host name; never zero.
+#[must_use]
+pub fn host_identity() -> HostIdentity {
+    let hostname = std::fs::read_to_string("/etc/hostname")
+        .map_or_else(|_| "localhost".to_string(), |h| h.trim().to_string());
+    let from_file = std::fs::read("/etc/hostid")
+        .ok()
+        .and_then(|bytes| <[u8; 4]>::try_from(bytes.as_slice()).ok())
+        .map(|word| u64::from(u32::from_le_bytes(word)))
+        .filter(|&id| id != 0);
+    let hostid = from_file.unwrap_or_else(|| {
+        let hash = hostname
+            .bytes()
+            .fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
+        (hash & 0xffff_ffff).max(1)
+    });
+    HostIdentity { hostid, hostname }
+}
+
+/// An engine on real files and block devices with this host's identity.
+#[must_use]
+pub fn file_engine(direct: bool) -> Engine {
+    let seed = SeededRng::from_entropy().next_u64();
+    Engine::new(Arc::new(FileProvider { direct }), host_identity(), Arc::new(SystemClock::new()), seed)
+}
 
 impl EngineBackend {
-    /// Opens the backend for the daemon of `rundir`.
-    pub fn new(rundir: &std::path::Path) -> Result<EngineBackend, String> {
+    /// Opens the backend for the daemon of `rundir` and starts the txg timer.
+    pub fn new(rundir: &Path) -> Result<EngineBackend, String> {
         let _ = rundir;
-        Ok(EngineBackend {})
+        let engine = Arc::new(file_engine(false));
+        let timer = Arc::downgrade(&engine);
+        std::thread::Builder::new()
+            .name("txg-timer".into())
+            .spawn(move || {
+                while let Some(engine) = timer.upgrade() {
+                    engine.sync_all();
+                    drop(engine);
+                    std::thread::sleep(TXG_TIMEOUT);
+                }
+            })
+            .map_err(|e| format!("cannot start the txg timer: {e}"))?;
+        Ok(EngineBackend { engine })
+    }
+
+    /// The engine (for in-process front ends such as the demo).
+    #[must_use]
+    pub fn engine(&self) -> &Arc<Engine> {
+        &self.engine
     }
 }
 
-impl crate::Handler for EngineBackend {
+fn error_reply(error: &EngineError) -> Response {
+    use tarn_engine::PoolError;
+    match error {
+        EngineError::Pool(PoolError::DeviceOpen { path, source }) => Response::Error(ErrorReply {
+            message: device_error_text(source),
+            verb: Some("open".into()),
+            object: Some(path.clone()),
+        }),
+        other => Response::error(other.to_string()),
+    }
+}
+
+fn device_error_text(error: &tarn_engine::DeviceError) -> String {
+    let text = match error {
+        tarn_engine::DeviceError::Open { source, .. } | tarn_engine::DeviceError::Io { source, .. } => {
+            source.to_string()
+        }
+        other => other.to_string(),
+    };
+    let text = match text.find(" (os error") {
+        Some(at) => text[..at].to_string(),
+        None => text,
+    };
+    let mut chars = text.chars();
+    chars.next().map_or_else(String::new, |first| first.to_lowercase().chain(chars).collect())
+}
+
+fn ok(payload: ReplyPayload) -> Response {
+    Response::Ok(payload)
+}
+
+fn node_kind(kind: &str) -> VdevNodeKind {
+    match kind {
+        "root" => VdevNodeKind::Root,
+        "mirror" => VdevNodeKind::Mirror,
+        "raidz1" => VdevNodeKind::Raidz(1),
+        "raidz2" => VdevNodeKind::Raidz(2),
+        "raidz3" => VdevNodeKind::Raidz(3),
+        "spare" | "spares" => VdevNodeKind::Spare,
+        "replacing" => VdevNodeKind::Replacing,
+        _ => VdevNodeKind::Leaf,
+    }
+}
+
+fn vdev_status(node: &VdevNode) -> VdevStatus {
+    VdevStatus {
+        name: node.name.clone(),
+        kind: node_kind(&node.kind),
+        role: VdevRole::Data,
+        state: node.state.clone(),
+        read: node.read,
+        write: node.write,
+        cksum: node.cksum,
+        note: node.note.clone(),
+        children: node.children.iter().map(vdev_status).collect(),
+    }
+}
+
+/// Splits the engine's tree into the config tree and the spares (the proto keeps them apart).
+fn split_spares(node: &VdevNode) -> (VdevStatus, Vec<VdevStatus>) {
+    let mut config = vdev_status(node);
+    let mut spares = Vec::new();
+    config.children.retain(|child| {
+        if child.kind == VdevNodeKind::Spare && child.name == "spares" {
+            spares.extend(child.children.iter().cloned());
+            false
+        } else {
+            true
+        }
+    });
+    (config, spares)
+}
+
+fn create_spec(request: &PoolCreate) -> Result<CreateSpec, String> {
+    if !request.fs_properties.is_empty() {
+        return Err("dataset properties (-O) are not supported until datasets land".into());
+    }
+    if request.mountpoint.is_some() {
+        return Err("mountpoints (-m) are not supported until datasets land".into());
+    }
+    let mut tops = Vec::new();
+    let mut spares = Vec::new();
+    for group in &request.vdevs {
+        group.check()?;
+        match group.role {
+            VdevRole::Data => {
+                let layout = match group.kind {
+                    VdevKind::Disk => TopLayout::Disk,
+                    VdevKind::Mirror => TopLayout::Mirror,
+                    VdevKind::Raidz(parity) => TopLayout::Raidz(parity),
+                };
+                tops.push(TopSpec { layout, devices: group.devices.clone() });
+            }
+            VdevRole::Spare => spares.extend(group.devices.iter().cloned()),
+            role => {
+                return Err(format!("{} devices are not supported yet", role_name(role)));
+            }
+        }
+    }
+    Ok(CreateSpec {
+        name: request.name.clone(),
+        tops,
+        spares,
+        ashift: tarn_base::limits::ASHIFT_DEFAULT,
+        force: request.force,
+    })
+}
+
+fn role_name(role: VdevRole) -> &'static str {
+    match role {
+        VdevRole::Data => "data",
+        VdevRole::Spare => "spare",
+        VdevRole::Log => "log",
+        VdevRole::Cache => "cache",
+        VdevRole::Special => "special",
+    }
+}
+
+fn group_text(group: &VdevGroupSpec) -> String {
+    let mut words = Vec::new();
+    match group.role {
+        VdevRole::Data => {}
+        role => words.push(role_name(role).to_string()),
+    }
+    match group.kind {
+        VdevKind::Disk => {}
+        VdevKind::Mirror => words.push("mirror".into()),
+        VdevKind::Raidz(parity) => words.push(format!("raidz{parity}")),
+    }
+    words.extend(group.devices.iter().cloned());
+    words.join(" ")
+}
+
+fn create_command(request: &PoolCreate) -> String {
+    let mut words = vec!["pool create".to_string()];
+    if request.force {
+        words.push("-f".into());
+    }
+    for (name, value) in &request.properties {
+        words.push(format!("-o {name}={value}"));
+    }
+    words.push(request.name.clone());
+    words.extend(request.vdevs.iter().map(group_text));
+    words.join(" ")
+}
+
+fn search_dirs(dirs: &[String]) -> Vec<String> {
+    if dirs.is_empty() {
+        DEFAULT_SEARCH_DIRS.iter().map(|d| (*d).to_string()).collect()
+    } else {
+        dirs.to_vec()
+    }
+}
+
+/// `tarn pool status` replies for `names` (every pool when empty).
+pub fn status_infos(engine: &Engine, names: &[String]) -> Result<Vec<PoolStatusInfo>, EngineError> {
+    let names = if names.is_empty() { engine.pool_names() } else { names.to_vec() };
+    names
+        .iter()
+        .map(|name| {
+            let status = engine.status(name)?;
+                let (config, _) = split_spares(&status.config);
+                Ok(PoolStatusInfo {
+                    name: status.name,
+                    guid: status.guid,
+                    state: status.state,
+                    status: status.status,
+                    action: status.action,
+                    see: status.see,
+                    scan: status.scan,
+                    config,
+                    spares: status.spares.iter().map(vdev_status).collect(),
+                    error_count: status.errors.len() as u64,
+                    errors: status.errors,
+                })
+            })
+            .collect()
+    }
+
+impl EngineBackend {
+    fn create(&self, request: &PoolCreate) -> Response {
+        let spec = match create_spec(request) {
+            Ok(spec) => spec,
+            Err(message) => return Response::error(message),
+        };
+        let options = CreateOptions {
+            properties: request.properties.clone(),
+            dry_run: request.dry_run,
+            command: create_command(request),
+        };
+        match self.engine.create_pool(&spec, &options) {
+            Ok(Some(layout)) => {
+                let (config, spares) = split_spares(&layout);
+                ok(ReplyPayload::Layout(PoolLayout { config, spares }))
+            }
+            Ok(None) => ok(ReplyPayload::Unit),
+            Err(e) => error_reply(&e),
+        }
+    }
+
+    fn import(&self, request: &PoolImport) -> Response {
+        let options = ImportOptions {
+            max_txg: request.rewind_txg.map(tarn_base::Txg),
+            rewind: request.rewind || request.rewind_txg.is_some(),
+            force: request.force,
+            readonly: request.readonly,
+            new_name: request.new_name.clone(),
+        };
+        let mut command = String::from("pool import");
+        for dir in &request.dirs {
+            command.push_str(&format!(" -d {dir}"));
+        }
+        if let Some(txg) = request.rewind_txg {
+            command.push_str(&format!(" -T {txg}"));
+        }
+        command.push_str(&format!(" {}", request.pool));
+        match self.engine.import_pool(&search_dirs(&request.dirs), &request.pool, &options, &command) {
+            Ok(_) => ok(ReplyPayload::Unit),
+            Err(e) => error_reply(&e),
+        }
+    }
+
+    fn status(&self, names: &[String]) -> Result<Vec<PoolStatusInfo>, EngineError> {
+        status_infos(&self.engine, names)
+    }
+
+    fn list(&self, names: &[String]) -> Result<Vec<PoolListRow>, EngineError> {
+        Ok(self
+            .engine
+            .list(names)?
+            .into_iter()
+            .map(|s| PoolListRow {
+                name: s.name,
+                size: s.size,
+                alloc: s.allocated,
+                free: s.free,
+                checkpoint: None,
+                expandsize: None,
+                frag: Some(s.fragmentation),
+                cap: s.capacity,
+                dedup_hundredths: 100,
+                health: s.health,
+                altroot: None,
+                guid: s.guid,
+            })
+            .collect())
+    }
+
+    fn get(&self, properties: &[String], names: &[String]) -> Result<Vec<PropertyRow>, EngineError> {
+        let names = if names.is_empty() { self.engine.pool_names() } else { names.to_vec() };
+        let mut rows = Vec::new();
+        for name in names {
+            for value in self.engine.get_props(&name, properties)? {
+                rows.push(PropertyRow {
+                    name: value.name,
+                    property: value.property,
+                    value: value.value,
+                    source: value.source,
+                });
+            }
+        }
+        Ok(rows)
+    }
+
+    fn history(&self, names: &[String], internal: bool) -> Result<Vec<HistoryPool>, EngineError> {
+        let names = if names.is_empty() { self.engine.pool_names() } else { names.to_vec() };
+        names
+            .into_iter()
+            .map(|name| {
+                let entries = self
+                    .engine
+                    .history(&name)?
+                    .into_iter()
+                    .filter(|r| internal || !r.internal)
+                    .map(|r| HistoryEntry {
+                        time: r.time,
+                        command: format!("tarn {}", r.command),
+                        internal: r.internal,
+                        uid: 0,
+                        user: r.user,
+                        host: r.host,
+                    })
+                    .collect();
+                Ok(HistoryPool { name, entries })
+            })
+            .collect()
+    }
+}
+
+impl Handler for EngineBackend {
     fn handle(&self, request: Request) -> Response {
-        let _ = request;
-        Response::error("engine not available")
+        let result: Result<Response, EngineError> = match &request {
+            Request::PoolCreate(create) => Ok(self.create(create)),
+            Request::PoolImport(import) => Ok(self.import(import)),
+            Request::PoolDestroy { name, force } => {
+                self.engine.destroy_pool(name, *force).map(|()| ok(ReplyPayload::Unit))
+            }
+            Request::PoolExport { name, force } => {
+                self.engine.export_pool(name, *force).map(|()| ok(ReplyPayload::Unit))
+            }
+            Request::PoolList { names } => self.list(names).map(|rows| ok(ReplyPayload::PoolList(rows))),
+            Request::PoolStatus { names, .. } => {
+                self.status(names).map(|rows| ok(ReplyPayload::PoolStatus(rows)))
+            }
+            Request::PoolGet { properties, names } => {
+                self.get(properties, names).map(|rows| ok(ReplyPayload::Properties(rows)))
+            }
+            Request::PoolSet { property, value, name } => {
+                let command = format!("pool set {property}={value} {name}");
+                self.engine.set_prop(name, property, value, &command).map(|()| ok(ReplyPayload::Unit))
+            }
+            Request::PoolImportList { dirs } => {
+                let pools = self.engine.importable(&search_dirs(dirs));
+                Ok(ok(ReplyPayload::Importable(
+                    pools
+                        .iter()
+                        .map(|p| {
+                            let (config, spares) = split_spares(&p.config);
+                            ImportablePool {
+                                name: p.name.clone(),
+                                guid: p.guid,
+                                state: p.state.clone(),
+                                status: p.status.clone(),
+                                action: p.action.clone(),
+                                see: p.see.clone(),
+                                config,
+                                spares,
+                            }
+                        })
+                        .collect(),
+                )))
+            }
+            Request::PoolImportTxgs { dirs, pool } => {
+                self.engine.import_txgs(&search_dirs(dirs), pool).map(|txgs| {
+                    ok(ReplyPayload::Txgs(
+                        txgs.into_iter().map(|(txg, timestamp)| TxgRow { txg: txg.0, timestamp }).collect(),
+                    ))
+                })
+            }
+            Request::PoolHistory { names, internal, .. } => {
+                self.history(names, *internal).map(|pools| ok(ReplyPayload::History(pools)))
+            }
+            _ => Ok(Response::error(format!("request '{}' is not handled by the engine", request.verb()))),
+        };
+        result.unwrap_or_else(|e| error_reply(&e))
     }
 
     fn cache_entries(&self) -> Vec<CacheEntry> {
-        Vec::new()
+        self.engine
+            .cache_entries()
+            .into_iter()
+            .map(|(name, guid, devices)| CacheEntry { name, guid: guid.0, devices })
+            .collect()
     }
 
     fn import_cached(&self, entry: &CacheEntry) -> Result<(), String> {
-        let _ = entry;
-        Err("engine not available".to_string())
+        let mut dirs: Vec<String> = entry
+            .devices
+            .iter()
+            .filter_map(|d| Path::new(d).parent().map(|p| p.display().to_string()))
+            .collect();
+        dirs.sort();
+        dirs.dedup();
+        let options = ImportOptions { new_name: Some(entry.name.clone()), ..ImportOptions::default() };
+        let command = format!("pool import {} (cache file)", entry.name);
+        self.engine.import_pool(&dirs, &entry.guid.to_string(), &options, &command).map(|_| ()).map_err(|e| e.to_string())
     }
 
-    fn shutdown(&self) {}
+    fn shutdown(&self) {
+        self.engine.shutdown();
+    }
 }

@@ -12,6 +12,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, Seek, SeekFrom};
 use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 
 use crate::sys::{self, AlignedBuf, DIRECT_ALIGN};
@@ -54,7 +55,12 @@ pub struct FileDevice {
     read_only: bool,
     /// Serializes read-modify-write cycles of partial direct-I/O blocks. Holds no data.
     rmw: Mutex<()>,
+    /// Bytes written through the page cache since writeback was last started.
+    unsubmitted: AtomicU64,
 }
+
+/// Buffered bytes after which writeback is started early (see `sys::start_writeback`).
+const WRITEBACK_BATCH: u64 = 8 << 20;
 
 fn in_use(path: &str) -> DeviceError {
     DeviceError::Open {
@@ -187,6 +193,7 @@ impl FileDevice {
             direct,
             read_only: options.read_only,
             rmw: Mutex::new(()),
+            unsubmitted: AtomicU64::new(0),
         })
     }
 
@@ -297,7 +304,16 @@ impl Device for FileDevice {
         }
         self.file
             .write_all_at(data, offset)
-            .map_err(|source| DeviceError::Io { offset, source })
+            .map_err(|source| DeviceError::Io { offset, source })?;
+        if !self.direct {
+            let pending = self.unsubmitted.fetch_add(data.len() as u64, Ordering::Relaxed);
+            if pending + data.len() as u64 >= WRITEBACK_BATCH {
+                self.unsubmitted.store(0, Ordering::Relaxed);
+                // Advisory: a failure here only means writeback starts later, at the flush.
+                let _ = sys::start_writeback(&self.file);
+            }
+        }
+        Ok(())
     }
 
     fn flush(&self) -> Result<(), DeviceError> {

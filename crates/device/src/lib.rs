@@ -91,9 +91,11 @@
 //! the parallelism. `FileDevice` is Linux-only (O_DIRECT, BLKGETSIZE64, hole punching).
 
 pub mod file;
+pub mod queued;
 pub mod sim;
 mod sys;
 
+pub use queued::QueuedDevice;
 pub use file::{FileDevice, FileKind, FileOpenOptions, create_sparse_file, list_device_paths};
 pub use sim::{FaultPlan, PER_MILLION, SIM_NAMES_MAX, SIM_SECTOR_SIZE, SimDevice, SimStats};
 

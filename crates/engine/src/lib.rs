@@ -45,11 +45,16 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tarn_base::{Clock, Guid, ObjectId, SeededRng, Txg};
 use tarn_format::BlockPtr;
 use tarn_objects::{ObjectError, ObjectSet, ObjsetKind};
-use tarn_pool::{CreateSpec, DeviceProvider, Discovered, HostIdentity, ImportOptions, Pool, PoolError};
+use tarn_pool::{Discovered, Pool};
 
 pub use mos::HistoryRecord;
+pub use tarn_device::DeviceError;
+pub use tarn_pool::PoolError;
 pub use status::{Importable, PoolStatus, PoolSummary, PropValue, VdevNode};
-pub use tarn_pool::{TopLayout, TopSpec};
+pub use tarn_pool::{
+    CreateSpec, DeviceProvider, FileProvider, HostIdentity, ImportOptions, SimProvider, TopLayout,
+    TopSpec,
+};
 
 /// Dirty bytes per pool after which a writer syncs the txg itself (the write throttle).
 pub const DIRTY_MAX: u64 = 256 << 20;

@@ -103,6 +103,8 @@ pub struct Importable {
     pub status: Option<String>,
     /// What import will do.
     pub action: String,
+    /// Message page (`TARN-NNNN`) when the pool cannot be imported as it is.
+    pub see: Option<String>,
     /// The vdev tree with found/missing devices.
     pub config: VdevNode,
 }
@@ -186,24 +188,44 @@ pub fn pool_status(name: &str, pool: &Pool) -> PoolStatus {
     let (status, action, see) = if let Some(why) = pool.suspended() {
         (
             Some(format!("The pool is suspended: {why}.")),
-            Some("Make the devices available again, then export the pool with 'tarn pool export -f' and import it.".to_string()),
-            Some("TARN-0004".to_string()),
+            Some(concat!(
+                "Make the devices available again, then export the pool with\n",
+                "'tarn pool export -f' and import it."
+            )),
+            Some("TARN-0004"),
         )
     } else if state == "DEGRADED" {
         (
-            Some("One or more devices could not be used. Sufficient replicas exist for the pool to continue functioning in a degraded state.".to_string()),
-            Some("Attach the missing device and bring it online, or replace it with 'tarn pool replace'.".to_string()),
-            Some("TARN-0002".to_string()),
+            Some(
+                concat!(
+                    "One or more devices could not be used. Sufficient replicas exist for\n",
+                    "the pool to continue functioning in a degraded state."
+                )
+                .to_string(),
+            ),
+            Some("Make the device available again, then export and import the pool."),
+            Some("TARN-0002"),
         )
     } else if errors_seen {
         (
-            Some("One or more devices has experienced an unrecoverable error. An attempt was made to correct the error. Applications are unaffected.".to_string()),
-            Some("Determine if the device needs to be replaced, and clear the errors using 'tarn pool clear' or replace the device with 'tarn pool replace'.".to_string()),
-            Some("TARN-0003".to_string()),
+            Some(
+                concat!(
+                    "One or more devices has experienced an unrecoverable error. An\n",
+                    "attempt was made to correct the error. Applications are unaffected."
+                )
+                .to_string(),
+            ),
+            Some(concat!(
+                "Determine if the device needs to be replaced; the counters reset when\n",
+                "the pool is exported."
+            )),
+            Some("TARN-0003"),
         )
     } else {
         (None, None, None)
     };
+    let action = action.map(str::to_string);
+    let see = see.map(str::to_string);
     let config = VdevNode {
         name: name.to_string(),
         kind: "root".into(),
@@ -383,12 +405,14 @@ pub fn importable(found: &Discovered) -> Importable {
         note: None,
         children: tops,
     };
+    let see = (state == "UNAVAIL").then(|| "TARN-0001".to_string());
     Importable {
         name: found.config.name.clone(),
         guid: found.config.pool_guid.0,
         state: state.into(),
         status,
         action,
+        see,
         config,
     }
 }

@@ -203,7 +203,10 @@ fn sample_verdict(data: &[u8]) -> Verdict {
     }
     // lz4_flex wants room for its worst case (110% + 20 bytes) before it starts.
     let mut out = [0u8; SAMPLE_SIZE + SAMPLE_SIZE / 8 + 64];
-    assert!(out.len() >= lz4_flex::block::get_maximum_output_size(SAMPLE_SIZE), "sample room");
+    assert!(
+        out.len() >= lz4_flex::block::get_maximum_output_size(SAMPLE_SIZE),
+        "sample room"
+    );
     match lz4_flex::block::compress_into(&sample, &mut out) {
         Ok(written) if written > SAMPLE_SIZE - SAMPLE_SIZE / 32 => Verdict::Incompressible,
         _ => Verdict::Try,
@@ -281,11 +284,17 @@ pub fn decompress(
             Ok(out)
         }
         CompressKind::Zstd => {
+            // The frame is followed by zero padding up to the sector size, and zstd treats
+            // bytes after a frame as a corrupt second frame: decode exactly one frame.
+            let frame_size =
+                zstd::zstd_safe::find_frame_compressed_size(data).map_err(|_| bad("zstd frame"))?;
+            let frame = data
+                .get(..frame_size)
+                .ok_or(bad("zstd frame beyond block"))?;
             let mut out = vec![0u8; logical_size];
-            // The frame is followed by zero padding up to the sector size; zstd stops at the
-            // end of the frame. Decoding into a fixed buffer means a frame that claims a huge
-            // window or content size cannot make zstd allocate for it.
-            let written = zstd::bulk::decompress_to_buffer(data, out.as_mut_slice())
+            // Decoding into a fixed buffer means a frame that claims a huge window or content
+            // size cannot make zstd allocate for it.
+            let written = zstd::bulk::decompress_to_buffer(frame, out.as_mut_slice())
                 .map_err(|_| bad("zstd data"))?;
             if written != logical_size {
                 return Err(bad("zstd size mismatch"));
@@ -519,6 +528,29 @@ mod tests {
         let data = text(131_072);
         let plain = lz4_compress(&data, compressed_size_limit(data.len())).expect("compresses");
         assert_eq!(compress(CompressSetting::Lz4, &data), Some(plain));
+    }
+
+    /// Goal: blocks are stored padded with zeros to a 512-byte multiple (tarn-zio pads before
+    /// checksumming), so every codec must ignore zero padding after its payload.
+    #[test]
+    fn zero_padding_after_the_payload_is_ignored() {
+        let data = text(50_000);
+        for setting in [
+            CompressSetting::Lz4,
+            CompressSetting::Zstd(3),
+            CompressSetting::Zle,
+        ] {
+            let Some(mut compressed) = compress(setting, &data) else {
+                continue;
+            };
+            compressed.resize(compressed.len().next_multiple_of(512) + 512, 0);
+            let back = decompress(setting.kind(), &compressed, data.len());
+            assert!(
+                back.as_deref() == Ok(&data[..]),
+                "{setting:?}: {:?}",
+                back.map(|b| b.len())
+            );
+        }
     }
 
     #[test]

@@ -82,7 +82,7 @@ pub use objset::{
     CACHE_BYTES_DEFAULT, META_DNODE_OBJECT, OBJECT_ID_LIMIT, ObjectSet, visit_object_set,
 };
 pub use tarn_format::objset::ObjsetKind;
-pub use zap::{ZAP_KEY_MAX, ZAP_VALUE_MAX, ZapCursor};
+pub use zap::{ZAP_KEY_MAX, ZAP_VALUE_MAX, ZapCursor, ZapEntries};
 
 use tarn_base::ObjectId;
 use tarn_format::{ChecksumKind, CompressSetting, FormatError};

@@ -33,7 +33,7 @@ enum Slot {
     /// Freed: the slot is zeroed at sync.
     Free,
     /// Allocated (new or changed).
-    Live(ObjState),
+    Live(Box<ObjState>),
 }
 
 /// One object set in memory. Changes stay in memory until [`ObjectSet::sync`].
@@ -61,7 +61,7 @@ fn invalid(object: ObjectId, what: &'static str, value: u64) -> ObjectError {
 
 fn check_block_size(object: ObjectId, size: u32) -> Result<(), ObjectError> {
     let size64 = u64::from(size);
-    if size64 < 512 || size64 > BLOCK_SIZE_MAX || size64 % 512 != 0 {
+    if !(512..=BLOCK_SIZE_MAX).contains(&size64) || !size64.is_multiple_of(512) {
         return Err(invalid(object, "data block size", size64));
     }
     Ok(())
@@ -242,7 +242,8 @@ impl ObjectSet {
             let Some(dnode) = self.current_dnode(store, id)? else {
                 return Err(ObjectError::NoSuchObject { object: id });
             };
-            self.hot.insert(id.0, Slot::Live(ObjState::new(dnode)));
+            self.hot
+                .insert(id.0, Slot::Live(Box::new(ObjState::new(dnode))));
         }
         let Some(Slot::Live(state)) = self.hot.get_mut(&id.0) else {
             return Err(ObjectError::NoSuchObject { object: id });
@@ -310,7 +311,7 @@ impl ObjectSet {
     fn install(&mut self, id: ObjectId, dnode: Dnode) {
         let mut state = ObjState::new(dnode);
         state.dnode_dirty = true;
-        let previous = self.hot.insert(id.0, Slot::Live(state));
+        let previous = self.hot.insert(id.0, Slot::Live(Box::new(state)));
         assert!(
             !matches!(previous, Some(Slot::Live(_))),
             "I2: installing object {} over a live one",
@@ -375,7 +376,7 @@ impl ObjectSet {
     pub fn free_object(&mut self, store: &dyn BlockStore, id: ObjectId) -> Result<(), ObjectError> {
         self.check_usable()?;
         let state = match self.hot.remove(&id.0) {
-            Some(Slot::Live(state)) => state,
+            Some(Slot::Live(state)) => *state,
             Some(Slot::Free) => {
                 self.hot.insert(id.0, Slot::Free);
                 return Err(ObjectError::NoSuchObject { object: id });

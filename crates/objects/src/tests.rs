@@ -50,7 +50,11 @@ impl BlockStore for MemStore {
     }
 
     fn write_block(&mut self, data: &[u8], props: &WriteProps) -> Result<BlockPtr, ZioError> {
-        assert!(data.len() % 512 == 0, "block of {} bytes", data.len());
+        assert!(
+            data.len().is_multiple_of(512),
+            "block of {} bytes",
+            data.len()
+        );
         assert!((1..=3).contains(&props.copies), "copies {}", props.copies);
         if is_all_zero(data) {
             return Ok(BlockPtr::hole(self.txg));

@@ -64,6 +64,9 @@ pub fn zap_hash(key: &[u8]) -> u64 {
     u64::from_le_bytes(first)
 }
 
+/// Listed entries: (key, value) pairs.
+pub type ZapEntries = Vec<(String, Vec<u8>)>;
+
 /// Position in a listing: entries after (hash, key) come next.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ZapCursor {
@@ -102,7 +105,7 @@ struct Header {
 }
 
 fn table_blocks_for(shift: u8) -> u64 {
-    ((8u64 << shift) + BS as u64 - 1) / BS as u64
+    (8u64 << shift).div_ceil(BS as u64)
 }
 
 fn le_u64(bytes: &[u8], at: usize) -> Option<u64> {
@@ -161,9 +164,6 @@ fn decode_entries(
             .get(at + key_len..at + key_len + value_len)
             .ok_or_else(bad)?;
         at += key_len + value_len;
-        if std::str::from_utf8(key).is_err() {
-            return Err(corrupt(object, "ZAP key is not UTF-8"));
-        }
         // Leaves carry the hash; recomputing it on every decode would dominate the cost of
         // an operation, and the block's checksum already vouches for it. Micro entries get
         // their hash only where an order by hash is needed (listing).
@@ -238,7 +238,7 @@ fn encode_leaf(prefix_len: u8, prefix: u64, entries: &[Entry<'_>]) -> Vec<u8> {
     out.extend_from_slice(&[0; 7]);
     out.extend_from_slice(&prefix.to_le_bytes());
     out.extend_from_slice(&(entries.len() as u32).to_le_bytes());
-    out.extend_from_slice(&[0; 4]);
+    out.extend_from_slice(&((leaf_size(entries) - LEAF_HEADER) as u32).to_le_bytes());
     for entry in entries {
         put_entry(&mut out, entry, true);
     }
@@ -246,7 +246,15 @@ fn encode_leaf(prefix_len: u8, prefix: u64, entries: &[Entry<'_>]) -> Vec<u8> {
     out
 }
 
-fn decode_leaf(object: ObjectId, block: &[u8]) -> Result<Leaf<'_>, ObjectError> {
+/// The fixed fields of a leaf.
+struct LeafHead {
+    prefix_len: u8,
+    prefix: u64,
+    count: u32,
+    entry_bytes: usize,
+}
+
+fn leaf_head(object: ObjectId, block: &[u8]) -> Result<LeafHead, ObjectError> {
     let bad = || corrupt(object, "bad ZAP leaf header");
     if le_u64(block, 0) != Some(LEAF_MAGIC) {
         return Err(corrupt(object, "ZAP leaf has a bad magic number"));
@@ -254,10 +262,35 @@ fn decode_leaf(object: ObjectId, block: &[u8]) -> Result<Leaf<'_>, ObjectError> 
     let prefix_len = *block.get(8).ok_or_else(bad)?;
     let prefix = le_u64(block, 16).ok_or_else(bad)?;
     let count = le_u32(block, 24).ok_or_else(bad)?;
+    let entry_bytes = le_u32(block, 28).ok_or_else(bad)? as usize;
     if prefix_len > 64 || (prefix_len < 64 && prefix >> prefix_len != 0) {
         return Err(bad());
     }
+    if LEAF_HEADER + entry_bytes > BS {
+        return Err(bad());
+    }
+    Ok(LeafHead {
+        prefix_len,
+        prefix,
+        count,
+        entry_bytes,
+    })
+}
+
+fn decode_leaf(object: ObjectId, block: &[u8]) -> Result<Leaf<'_>, ObjectError> {
+    let LeafHead {
+        prefix_len,
+        prefix,
+        count,
+        entry_bytes,
+    } = leaf_head(object, block)?;
     let entries = decode_entries(object, block, LEAF_HEADER, count, true)?;
+    if leaf_size(&entries) != LEAF_HEADER + entry_bytes {
+        return Err(corrupt(
+            object,
+            "ZAP leaf byte count does not match its entries",
+        ));
+    }
     if entries
         .iter()
         .any(|e| prefix_len > 0 && e.hash >> (64 - u32::from(prefix_len)) != prefix)
@@ -858,17 +891,25 @@ impl ObjectSet {
         let mut merged_any = false;
         loop {
             let block = self.zap_block(store, id, blkid)?;
-            let leaf = decode_leaf(id, &block)?;
-            if leaf.prefix_len == 0 {
+            let head = leaf_head(id, &block)?;
+            if head.prefix_len == 0 || head.prefix_len > header.table_shift {
                 return Ok(merged_any);
             }
-            let spare = u32::from(header.table_shift - leaf.prefix_len);
-            let buddy_blkid = self.zap_table_get(store, id, header, (leaf.prefix ^ 1) << spare)?;
+            let spare = u32::from(header.table_shift - head.prefix_len);
+            let buddy_blkid = self.zap_table_get(store, id, header, (head.prefix ^ 1) << spare)?;
             let buddy_block = self.zap_block(store, id, buddy_blkid)?;
-            let buddy = decode_leaf(id, &buddy_block)?;
-            if buddy.prefix_len != leaf.prefix_len || buddy_blkid == blkid {
+            let buddy_head = leaf_head(id, &buddy_block)?;
+            // Decide from the headers alone: most removals merge nothing, and decoding two
+            // leaves for nothing would double their cost.
+            let merged_size = LEAF_HEADER + head.entry_bytes + buddy_head.entry_bytes;
+            if buddy_head.prefix_len != head.prefix_len
+                || buddy_blkid == blkid
+                || merged_size > MERGE_LIMIT
+            {
                 return Ok(merged_any);
             }
+            let leaf = decode_leaf(id, &block)?;
+            let buddy = decode_leaf(id, &buddy_block)?;
             let (low, high, low_blkid, high_blkid) = if leaf.prefix & 1 == 0 {
                 (&leaf, &buddy, blkid, buddy_blkid)
             } else {
@@ -954,15 +995,17 @@ impl ObjectSet {
         id: ObjectId,
         cursor: Option<&ZapCursor>,
         max: usize,
-    ) -> Result<(Vec<(String, Vec<u8>)>, Option<ZapCursor>), ObjectError> {
+    ) -> Result<(ZapEntries, Option<ZapCursor>), ObjectError> {
         let after =
             |e: &Entry<'_>| cursor.is_none_or(|c| e.order(c.hash, &c.key) == Ordering::Greater);
         let mut out: Vec<(String, Vec<u8>)> = Vec::new();
-        let push = |e: &Entry<'_>, out: &mut Vec<(String, Vec<u8>)>| {
-            out.push((
-                String::from_utf8_lossy(e.key).into_owned(),
-                e.value.to_vec(),
-            ));
+        // Keys are checked for UTF-8 here rather than on every decode: only listing turns
+        // them into strings (lookups compare bytes).
+        let push = |e: &Entry<'_>, out: &mut ZapEntries| -> Result<(), ObjectError> {
+            let key =
+                std::str::from_utf8(e.key).map_err(|_| corrupt(id, "ZAP key is not UTF-8"))?;
+            out.push((key.to_owned(), e.value.to_vec()));
+            Ok(())
         };
         let last = |out: &Vec<(String, Vec<u8>)>| {
             out.last().map(|(key, _)| ZapCursor {
@@ -983,7 +1026,7 @@ impl ObjectSet {
                         let next = last(&out);
                         return Ok((out, next));
                     }
-                    push(entry, &mut out);
+                    push(entry, &mut out)?;
                 }
             }
             Form::Fat(header) => {
@@ -999,7 +1042,7 @@ impl ObjectSet {
                             let next = last(&out);
                             return Ok((out, next));
                         }
-                        push(entry, &mut out);
+                        push(entry, &mut out)?;
                     }
                     index = first + count;
                 }

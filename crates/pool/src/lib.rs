@@ -708,20 +708,27 @@ impl Pool {
         written
     }
 
-    fn flush_all(&self) -> usize {
-        self.leaf_devices()
-            .iter()
-            .filter_map(|(leaf, _)| leaf.usable_device())
-            .filter(|device| device.flush().is_ok())
-            .count()
+    /// Flushes every leaf. Fails when a top-level vdev lost more leaves than its redundancy
+    /// tolerates: then some acknowledged block may not be durable, and the txg must not
+    /// commit. Spares hold only labels; their flush failures do not fail the txg.
+    fn flush_all(&self) -> Result<(), String> {
+        for spare in &self.spares {
+            if let Some(device) = spare.usable_device() {
+                let _ = device.flush();
+            }
+        }
+        for top in &self.tops {
+            top.flush().map_err(|e| e.to_string())?;
+        }
+        Ok(())
     }
 
     /// Writes the whole config (all four label copies) with `state`, and flushes.
     fn write_labels(&mut self, state: PoolState, txg: Txg) -> Result<(), PoolError> {
         let even = self.write_labels_half(state, txg, labels::LabelHalf::Even);
-        self.flush_all();
+        let _ = self.flush_all();
         let odd = self.write_labels_half(state, txg, labels::LabelHalf::Odd);
-        if self.flush_all() == 0 || even + odd == 0 {
+        if self.flush_all().is_err() || even + odd == 0 {
             return Err(PoolError::Suspended("no device accepted the label update".into()));
         }
         Ok(())
@@ -757,13 +764,13 @@ impl Pool {
             Ok(head) => head,
             Err(e) => return Err(self.suspend(format!("txg {txg} space log could not be written: {e}"))),
         };
-        if self.flush_all() == 0 {
-            return Err(self.suspend(format!("txg {txg}: no device could be flushed")));
+        if let Err(why) = self.flush_all() {
+            return Err(self.suspend(format!("txg {txg}: {why}")));
         }
         let config_dirty = self.config_dirty;
         if config_dirty {
             self.write_labels_half(PoolState::Active, txg, labels::LabelHalf::Even);
-            self.flush_all();
+            let _ = self.flush_all();
         }
         let uberblock = Uberblock {
             version: FORMAT_VERSION,
@@ -786,12 +793,12 @@ impl Pool {
             .filter_map(|(leaf, _)| leaf.usable_device())
             .filter(|device| labels::write_uberblock(device.as_ref(), &uberblock, self.ashift).is_ok())
             .count();
-        if written == 0 || self.flush_all() == 0 {
+        if written == 0 || self.flush_all().is_err() {
             return Err(self.suspend(format!("txg {txg}: the uberblock could not be written to any device")));
         }
         if config_dirty {
             self.write_labels_half(PoolState::Active, txg, labels::LabelHalf::Odd);
-            self.flush_all();
+            let _ = self.flush_all();
             self.config_dirty = false;
         }
         self.space.txg_committed();

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use tarn_device::{Device, DeviceError, FileDevice, FileOpenOptions, SimDevice};
+use tarn_device::{Device, DeviceError, FileDevice, FileOpenOptions, QueuedDevice, SimDevice};
 
 use crate::DeviceProvider;
 
@@ -20,7 +20,11 @@ pub struct FileProvider {
 impl DeviceProvider for FileProvider {
     fn open(&self, path: &str, read_only: bool) -> Result<Arc<dyn Device>, DeviceError> {
         let options = FileOpenOptions { direct: self.direct, exclusive: !read_only, read_only };
-        Ok(Arc::new(FileDevice::open(Path::new(path), options)?))
+        let file = Arc::new(FileDevice::open(Path::new(path), options)?);
+        if read_only {
+            return Ok(file);
+        }
+        Ok(Arc::new(QueuedDevice::new(file)?))
     }
 
     fn list(&self, dir: &str) -> Result<Vec<String>, DeviceError> {

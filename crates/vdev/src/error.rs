@@ -17,7 +17,7 @@ pub enum VdevError {
         why: &'static str,
     },
     /// The vdev tree holds a kind this layer does not build (spares, replacing, ...).
-    #[error("vdev {guid}: kind '{}' is not supported as a top-level vdev or leaf here", kind.name())]
+    #[error("vdev {guid}: kind '{}' is not supported here", kind.name())]
     UnsupportedKind {
         /// The node concerned.
         guid: Guid,

@@ -161,7 +161,10 @@ impl Leaf {
     /// Last known path.
     #[must_use]
     pub fn path(&self) -> String {
-        self.path.read().unwrap_or_else(PoisonError::into_inner).clone()
+        self.path
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// Records a new path (devices move between boots; GUIDs do not).
@@ -172,7 +175,10 @@ impl Leaf {
     /// The device, if one is attached.
     #[must_use]
     pub fn device(&self) -> Option<Arc<dyn Device>> {
-        self.device.read().unwrap_or_else(PoisonError::into_inner).clone()
+        self.device
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// Attaches (or with `None`, detaches) the device. The state is not changed: the pool
@@ -183,7 +189,10 @@ impl Leaf {
             let size = device.size_bytes();
             let area = data_area(size).map_or(0, |(start, end)| end - start);
             if area < self.asize {
-                return Err(VdevError::DeviceTooSmall { guid: self.guid, size });
+                return Err(VdevError::DeviceTooSmall {
+                    guid: self.guid,
+                    size,
+                });
             }
             self.set_path(device.path().to_string());
         }
@@ -216,7 +225,11 @@ impl Leaf {
     /// The device if the leaf is online and has one: only such leaves take I/O.
     #[must_use]
     pub fn usable_device(&self) -> Option<Arc<dyn Device>> {
-        if self.state() == LeafState::Online { self.device() } else { None }
+        if self.state() == LeafState::Online {
+            self.device()
+        } else {
+            None
+        }
     }
 
     /// Whether the leaf takes I/O.
@@ -226,8 +239,15 @@ impl Leaf {
     }
 
     fn check_range(&self, data_offset: u64, len: usize) {
-        let end = data_offset.checked_add(len as u64).expect("leaf access end overflows");
-        assert!(end <= self.asize, "leaf {}: access to {end} beyond asize {}", self.guid, self.asize);
+        let end = data_offset
+            .checked_add(len as u64)
+            .expect("leaf access end overflows");
+        assert!(
+            end <= self.asize,
+            "leaf {}: access to {end} beyond asize {}",
+            self.guid,
+            self.asize
+        );
     }
 
     /// Reads `buf` at `data_offset` bytes into the data area, counting the access.
@@ -239,7 +259,9 @@ impl Leaf {
     ) -> Result<(), DeviceError> {
         self.check_range(data_offset, buf.len());
         self.stats.read_ops.fetch_add(1, Ordering::Relaxed);
-        self.stats.read_bytes.fetch_add(buf.len() as u64, Ordering::Relaxed);
+        self.stats
+            .read_bytes
+            .fetch_add(buf.len() as u64, Ordering::Relaxed);
         let result = device.read_at(DATA_START + data_offset, buf);
         if result.is_err() {
             self.stats.read_errors.fetch_add(1, Ordering::Relaxed);
@@ -256,7 +278,9 @@ impl Leaf {
     ) -> Result<(), DeviceError> {
         self.check_range(data_offset, data.len());
         self.stats.write_ops.fetch_add(1, Ordering::Relaxed);
-        self.stats.write_bytes.fetch_add(data.len() as u64, Ordering::Relaxed);
+        self.stats
+            .write_bytes
+            .fetch_add(data.len() as u64, Ordering::Relaxed);
         let result = device.write_at(DATA_START + data_offset, data);
         if result.is_err() {
             self.stats.write_errors.fetch_add(1, Ordering::Relaxed);

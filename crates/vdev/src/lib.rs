@@ -88,4 +88,4 @@ pub use error::VdevError;
 pub use leaf::{Leaf, LeafState, LeafStats, LeafStatsSnapshot};
 pub use raidz_map::{RaidzColumn, RaidzMap};
 pub use raidz_math::Impl;
-pub use top::{Health, Healing, Layout, ReadReport, ScrubReport, TopVdev, WriteReport};
+pub use top::{Healing, Health, Layout, ReadReport, ScrubReport, TopVdev, WriteReport};

@@ -18,7 +18,11 @@ pub(crate) fn write(vdev: &TopVdev, offset: u64, data: &[u8]) -> Result<WriteRep
             missed.push(leaf.guid());
         }
     }
-    assert_eq!(written + missed.len(), vdev.leaves().len(), "every child accounted for");
+    assert_eq!(
+        written + missed.len(),
+        vdev.leaves().len(),
+        "every child accounted for"
+    );
     if written == 0 {
         let tolerated = vdev.layout().tolerated(vdev.leaves().len());
         return Err(VdevError::WriteFailed {
@@ -47,7 +51,9 @@ pub(crate) fn read(
     for step in 0..children {
         let child = (start + step) % children;
         let leaf = &vdev.leaves()[child];
-        let Some(device) = leaf.usable_device() else { continue };
+        let Some(device) = leaf.usable_device() else {
+            continue;
+        };
         if leaf.read(device.as_ref(), offset, &mut buf).is_err() {
             bad.push(child);
         } else if verify(&buf) {
@@ -104,7 +110,8 @@ pub(crate) fn scrub(
             why: "no copy verified",
         });
     };
-    let targets: Vec<(usize, u64, &[u8])> = bad.iter().map(|&c| (c, offset, good.as_slice())).collect();
+    let targets: Vec<(usize, u64, &[u8])> =
+        bad.iter().map(|&c| (c, offset, good.as_slice())).collect();
     vdev.heal(&targets, &mut report.healing);
     Ok(report)
 }

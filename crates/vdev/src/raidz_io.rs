@@ -28,7 +28,13 @@ pub(crate) fn write(
     offset: u64,
     data: &[u8],
 ) -> Result<WriteReport, VdevError> {
-    let map = RaidzMap::new(vdev.leaves().len(), parity, vdev.ashift(), offset, data.len() as u64);
+    let map = RaidzMap::new(
+        vdev.leaves().len(),
+        parity,
+        vdev.ashift(),
+        offset,
+        data.len() as u64,
+    );
     let leaf_of = |c: usize| &vdev.leaves()[map.columns[c].child];
     let failed = |missed: Vec<_>| VdevError::WriteFailed {
         guid: vdev.guid(),
@@ -45,16 +51,25 @@ pub(crate) fn write(
         // Refuse before writing anything: the block could not be read back.
         return Err(failed(unusable));
     }
-    let columns = Columns::from_data(&map, data.to_vec());
-    let mut columns = columns;
-    columns.generate_parity(vdev.parity_impl());
+    let lens: Vec<usize> = (0..map.columns.len())
+        .map(|c| map.column_bytes(c))
+        .collect();
+    let mut parity_bufs: Vec<Vec<u8>> = lens[..parity].iter().map(|&len| vec![0u8; len]).collect();
+    generate_parity(vdev.parity_impl(), &lens, data, &mut parity_bufs);
     let mut missed = Vec::new();
+    let mut data_at = 0;
     for (c, column) in map.columns.iter().enumerate() {
+        let bytes = if c < parity {
+            parity_bufs[c].as_slice()
+        } else {
+            data_at += lens[c];
+            &data[data_at - lens[c]..data_at]
+        };
         let leaf = leaf_of(c);
         let ok = match leaf.usable_device() {
-            Some(device) => {
-                leaf.write(device.as_ref(), column.child_sector << map.ashift, columns.get(c)).is_ok()
-            }
+            Some(device) => leaf
+                .write(device.as_ref(), column.child_sector << map.ashift, bytes)
+                .is_ok(),
             None => false,
         };
         if !ok {
@@ -81,14 +96,22 @@ pub(crate) fn read(
     }
     if stripe.data_readable() && verify(stripe.columns.data()) {
         let data = std::mem::take(&mut stripe.columns.data);
-        return Ok(ReadReport { data, healing: Healing::default() });
+        return Ok(ReadReport {
+            data,
+            healing: Healing::default(),
+        });
     }
     for c in 0..parity {
         stripe.read_column(c);
     }
-    let truth = stripe.search(verify).ok_or_else(|| stripe.unrecoverable())?;
+    let truth = stripe
+        .search(verify)
+        .ok_or_else(|| stripe.unrecoverable())?;
     let (healing, _) = stripe.heal(&truth);
-    Ok(ReadReport { data: truth.data, healing })
+    Ok(ReadReport {
+        data: truth.data,
+        healing,
+    })
 }
 
 /// Reads every column of one block, checks data and parity, and repairs what is wrong.
@@ -108,7 +131,9 @@ pub(crate) fn scrub(
         truth.generate_parity(vdev.parity_impl());
         truth
     } else {
-        stripe.search(verify).ok_or_else(|| stripe.unrecoverable())?
+        stripe
+            .search(verify)
+            .ok_or_else(|| stripe.unrecoverable())?
     };
     let (healing, skipped) = stripe.heal(&truth);
     Ok(ScrubReport { healing, skipped })
@@ -126,9 +151,18 @@ struct Columns {
 
 impl Columns {
     fn from_data(map: &RaidzMap, data: Vec<u8>) -> Columns {
-        let lens: Vec<usize> = (0..map.columns.len()).map(|c| map.column_bytes(c)).collect();
-        assert_eq!(lens[map.parity..].iter().sum::<usize>(), data.len(), "data fills its columns");
-        let parity = lens[..map.parity].iter().map(|&len| vec![0u8; len]).collect();
+        let lens: Vec<usize> = (0..map.columns.len())
+            .map(|c| map.column_bytes(c))
+            .collect();
+        assert_eq!(
+            lens[map.parity..].iter().sum::<usize>(),
+            data.len(),
+            "data fills its columns"
+        );
+        let parity = lens[..map.parity]
+            .iter()
+            .map(|&len| vec![0u8; len])
+            .collect();
         Columns { parity, data, lens }
     }
 
@@ -169,17 +203,28 @@ impl Columns {
     }
 
     fn generate_parity(&mut self, imp: raidz_math::Impl) {
-        let p = self.parity.len();
-        let mut data: Vec<&[u8]> = Vec::with_capacity(self.lens.len() - p);
-        let mut rest = self.data.as_slice();
-        for &len in &self.lens[p..] {
-            let (column, tail) = rest.split_at(len);
-            data.push(column);
-            rest = tail;
-        }
-        let mut outs: Vec<&mut [u8]> = self.parity.iter_mut().map(Vec::as_mut_slice).collect();
-        raidz_math::generate(imp, p, &data, &mut outs);
+        generate_parity(imp, &self.lens, &self.data, &mut self.parity);
     }
+}
+
+/// Computes the parity columns of `data`, whose data columns have the lengths
+/// `lens[parity.len()..]` (all column lengths, parity first).
+fn generate_parity(imp: raidz_math::Impl, lens: &[usize], data: &[u8], parity: &mut [Vec<u8>]) {
+    let p = parity.len();
+    assert_eq!(
+        lens[p..].iter().sum::<usize>(),
+        data.len(),
+        "data fills its columns"
+    );
+    let mut columns: Vec<&[u8]> = Vec::with_capacity(lens.len() - p);
+    let mut rest = data;
+    for &len in &lens[p..] {
+        let (column, tail) = rest.split_at(len);
+        columns.push(column);
+        rest = tail;
+    }
+    let mut outs: Vec<&mut [u8]> = parity.iter_mut().map(Vec::as_mut_slice).collect();
+    raidz_math::generate(imp, p, &columns, &mut outs);
 }
 
 /// What is known about one column of a block being read.
@@ -206,10 +251,22 @@ struct Stripe<'v> {
 
 impl<'v> Stripe<'v> {
     fn new(vdev: &'v TopVdev, parity: usize, offset: u64, len: usize) -> Stripe<'v> {
-        let map = RaidzMap::new(vdev.leaves().len(), parity, vdev.ashift(), offset, len as u64);
+        let map = RaidzMap::new(
+            vdev.leaves().len(),
+            parity,
+            vdev.ashift(),
+            offset,
+            len as u64,
+        );
         let columns = Columns::from_data(&map, vec![0u8; len]);
         let state = vec![ColumnState::Unread; map.columns.len()];
-        Stripe { vdev, offset, map, columns, state }
+        Stripe {
+            vdev,
+            offset,
+            map,
+            columns,
+            state,
+        }
     }
 
     fn read_column(&mut self, c: usize) {
@@ -231,11 +288,17 @@ impl<'v> Stripe<'v> {
     }
 
     fn data_readable(&self) -> bool {
-        self.state[self.map.parity..].iter().all(|&s| s == ColumnState::Read)
+        self.state[self.map.parity..]
+            .iter()
+            .all(|&s| s == ColumnState::Read)
     }
 
     fn unrecoverable(&self) -> VdevError {
-        let lost = self.state.iter().filter(|&&s| s != ColumnState::Read).count();
+        let lost = self
+            .state
+            .iter()
+            .filter(|&&s| s != ColumnState::Read)
+            .count();
         VdevError::Unrecoverable {
             guid: self.vdev.guid(),
             offset: self.offset,
@@ -252,12 +315,16 @@ impl<'v> Stripe<'v> {
     /// combination of lost and assumed-corrupt columns verifies.
     fn search(&self, verify: &dyn Fn(&[u8]) -> bool) -> Option<Columns> {
         let parity = self.map.parity;
-        let lost: Vec<usize> = (0..self.state.len()).filter(|&c| self.state[c] != ColumnState::Read).collect();
+        let lost: Vec<usize> = (0..self.state.len())
+            .filter(|&c| self.state[c] != ColumnState::Read)
+            .collect();
         if lost.len() > parity {
             return None;
         }
         let lost_data = lost.iter().any(|&c| c >= parity);
-        let readable: Vec<usize> = (0..self.state.len()).filter(|&c| self.state[c] == ColumnState::Read).collect();
+        let readable: Vec<usize> = (0..self.state.len())
+            .filter(|&c| self.state[c] == ColumnState::Read)
+            .collect();
         let mut work = self.columns.clone();
         let imp = self.vdev.parity_impl();
         for extra in 0..=parity - lost.len() {
@@ -308,7 +375,11 @@ impl<'v> Stripe<'v> {
                 ColumnState::Read => false,
             };
             if rewrite {
-                targets.push((column.child, column.child_sector << self.map.ashift, truth.get(c)));
+                targets.push((
+                    column.child,
+                    column.child_sector << self.map.ashift,
+                    truth.get(c),
+                ));
             }
         }
         let mut healing = Healing::default();

@@ -67,8 +67,14 @@ fn check_geometry(children: usize, parity: usize, ashift: u8) {
         (1..=tarn_base::limits::RAIDZ_PARITY_MAX).contains(&parity),
         "raidz parity {parity} out of range"
     );
-    assert!(children > parity, "raidz{parity} needs more than {parity} children, has {children}");
-    assert!(children <= tarn_base::limits::VDEV_CHILDREN_MAX, "{children} children is too many");
+    assert!(
+        children > parity,
+        "raidz{parity} needs more than {parity} children, has {children}"
+    );
+    assert!(
+        children <= tarn_base::limits::VDEV_CHILDREN_MAX,
+        "{children} children is too many"
+    );
     assert!(ashift < 32, "ashift {ashift} out of range");
 }
 
@@ -94,8 +100,14 @@ impl RaidzMap {
     pub fn new(children: usize, parity: usize, ashift: u8, offset: u64, psize: u64) -> RaidzMap {
         check_geometry(children, parity, ashift);
         let sector = 1u64 << ashift;
-        assert!(offset % sector == 0, "offset {offset} is not sector aligned");
-        assert!(psize > 0 && psize % sector == 0, "psize {psize} is not a sector multiple");
+        assert!(
+            offset.is_multiple_of(sector),
+            "offset {offset} is not sector aligned"
+        );
+        assert!(
+            psize > 0 && psize.is_multiple_of(sector),
+            "psize {psize} is not a sector multiple"
+        );
         let n = children as u64;
         let p = parity as u64;
         let b = offset >> ashift;
@@ -130,11 +142,21 @@ impl RaidzMap {
     fn check(&self) {
         let data: u64 = self.columns[self.parity..].iter().map(|c| c.sectors).sum();
         assert_eq!(data, self.data_sectors, "data columns hold the data (I2)");
-        let longest = self.columns[self.parity..].iter().map(|c| c.sectors).max().unwrap_or(0);
+        let longest = self.columns[self.parity..]
+            .iter()
+            .map(|c| c.sectors)
+            .max()
+            .unwrap_or(0);
         for column in &self.columns[..self.parity] {
-            assert_eq!(column.sectors, longest, "parity as long as the longest data column (I2)");
+            assert_eq!(
+                column.sectors, longest,
+                "parity as long as the longest data column (I2)"
+            );
         }
-        assert!(self.written_sectors <= self.allocated_sectors, "written within allocation (I2)");
+        assert!(
+            self.written_sectors <= self.allocated_sectors,
+            "written within allocation (I2)"
+        );
         debug_assert!(
             {
                 let mut children: Vec<usize> = self.columns.iter().map(|c| c.child).collect();
@@ -160,7 +182,10 @@ impl RaidzMap {
     /// Byte range of data column `c` (`c >= parity`) inside the block's data.
     #[must_use]
     pub fn data_range(&self, c: usize) -> std::ops::Range<usize> {
-        assert!(c >= self.parity && c < self.columns.len(), "column {c} is not a data column");
+        assert!(
+            c >= self.parity && c < self.columns.len(),
+            "column {c} is not a data column"
+        );
         let start: usize = (self.parity..c).map(|i| self.column_bytes(i)).sum();
         start..start + self.column_bytes(c)
     }
@@ -189,16 +214,26 @@ mod tests {
         check_alloc(6, 2, 5, 9); // 5 + 2*2 = 9
         check_alloc(4, 3, 2, 8); // 2 + 3*2 = 8
         check_alloc(10, 2, 256, 321); // 256 + 2*32 = 320 -> 321 (a multiple of 3)
-        assert_eq!(allocation_size(5, 1, 12, 100), 2 * 4096, "partial sector rounds up");
+        assert_eq!(
+            allocation_size(5, 1, 12, 100),
+            2 * 4096,
+            "partial sector rounds up"
+        );
     }
 
     /// Goal: the diagram in the theory block is what `new` computes.
     #[test]
     fn map_matches_theory_diagram() {
         let map = RaidzMap::new(5, 1, 9, 7 * 512, 9 * 512);
-        let got: Vec<(usize, u64, u64)> =
-            map.columns.iter().map(|c| (c.child, c.child_sector, c.sectors)).collect();
-        assert_eq!(got, vec![(2, 1, 3), (3, 1, 3), (4, 1, 2), (0, 2, 2), (1, 2, 2)]);
+        let got: Vec<(usize, u64, u64)> = map
+            .columns
+            .iter()
+            .map(|c| (c.child, c.child_sector, c.sectors))
+            .collect();
+        assert_eq!(
+            got,
+            vec![(2, 1, 3), (3, 1, 3), (4, 1, 2), (0, 2, 2), (1, 2, 2)]
+        );
         assert_eq!((map.written_sectors, map.allocated_sectors), (12, 12));
         assert_eq!(map.data_range(1), 0..1536);
         assert_eq!(map.data_range(4), 3584..4608);
@@ -224,7 +259,10 @@ mod tests {
                                 seen[index] = true;
                             }
                         }
-                        assert!(seen.iter().all(|&s| s), "n {children} p {parity} d {d} b {b}");
+                        assert!(
+                            seen.iter().all(|&s| s),
+                            "n {children} p {parity} d {d} b {b}"
+                        );
                         let rows = d.div_ceil((children - parity) as u64);
                         assert_eq!(map.written_sectors, d + rows * parity as u64);
                         assert_eq!(map.allocated_sectors % (parity as u64 + 1), 0);

@@ -42,7 +42,10 @@ impl MemDevice {
     }
 
     fn io_error(offset: u64) -> DeviceError {
-        DeviceError::Io { offset, source: std::io::Error::other("injected fault") }
+        DeviceError::Io {
+            offset,
+            source: std::io::Error::other("injected fault"),
+        }
     }
 }
 

@@ -20,13 +20,18 @@ struct Rig {
 }
 
 fn rig(layout: Layout, children: usize, ashift: u8) -> Rig {
-    let devices: Vec<Arc<MemDevice>> =
-        (0..children).map(|i| MemDevice::new(&format!("mem{i}"), DEVICE_SIZE)).collect();
+    let devices: Vec<Arc<MemDevice>> = (0..children)
+        .map(|i| MemDevice::new(&format!("mem{i}"), DEVICE_SIZE))
+        .collect();
     let leaves = devices
         .iter()
         .enumerate()
         .map(|(i, device)| {
-            let guid = if layout == Layout::Disk { TOP_GUID } else { 100 + i as u64 };
+            let guid = if layout == Layout::Disk {
+                TOP_GUID
+            } else {
+                100 + i as u64
+            };
             Arc::new(Leaf::new(Guid(guid), Arc::clone(device) as Arc<dyn Device>).unwrap())
         })
         .collect();
@@ -62,7 +67,9 @@ impl Rig {
     }
 
     fn read(&self, offset: u64, expected: &[u8]) -> Result<crate::ReadReport, VdevError> {
-        let result = self.top.read(offset, expected.len() as u64, &|data| data == expected);
+        let result = self
+            .top
+            .read(offset, expected.len() as u64, &|data| data == expected);
         if let Ok(report) = &result {
             assert_eq!(report.data, expected, "read returned wrong bytes");
         }
@@ -70,18 +77,34 @@ impl Rig {
     }
 
     fn map(&self, offset: u64, len: usize) -> RaidzMap {
-        let Layout::Raidz { parity } = self.top.layout() else { panic!("not raidz") };
+        let Layout::Raidz { parity } = self.top.layout() else {
+            panic!("not raidz")
+        };
         let n = self.top.leaves().len();
-        RaidzMap::new(n, usize::from(parity), self.top.ashift(), offset, len as u64)
+        RaidzMap::new(
+            n,
+            usize::from(parity),
+            self.top.ashift(),
+            offset,
+            len as u64,
+        )
     }
 
     /// (device index, leaf byte offset, length) of column `c`.
     fn column(&self, map: &RaidzMap, c: usize) -> (usize, u64, usize) {
-        (map.columns[c].child, map.leaf_offset(c), map.column_bytes(c))
+        (
+            map.columns[c].child,
+            map.leaf_offset(c),
+            map.column_bytes(c),
+        )
     }
 
     fn stats(&self) -> Vec<LeafStatsSnapshot> {
-        self.top.leaves().iter().map(|leaf| leaf.stats().snapshot()).collect()
+        self.top
+            .leaves()
+            .iter()
+            .map(|leaf| leaf.stats().snapshot())
+            .collect()
     }
 
     fn guid(&self, child: usize) -> Guid {
@@ -140,7 +163,13 @@ fn degraded_reads_within_parity() {
             assert_eq!(rig.top.health(), Health::Degraded);
             for (offset, data) in &blocks {
                 let report = rig.read(*offset, data).unwrap();
-                assert!(report.healing.repaired.iter().all(|g| failed.iter().any(|&i| rig.guid(i) == *g)));
+                assert!(
+                    report
+                        .healing
+                        .repaired
+                        .iter()
+                        .all(|g| failed.iter().any(|&i| rig.guid(i) == *g))
+                );
             }
             for &i in &failed {
                 rig.devices[i].fail_reads.store(false, Ordering::Relaxed);
@@ -148,7 +177,10 @@ fn degraded_reads_within_parity() {
             rig.top.leaves()[failed[0]].set_state(LeafState::Online);
         }
         for (offset, data) in &blocks {
-            assert_eq!(rig.read(*offset, data).unwrap().healing, crate::Healing::default());
+            assert_eq!(
+                rig.read(*offset, data).unwrap().healing,
+                crate::Healing::default()
+            );
         }
     }
 }
@@ -179,15 +211,28 @@ fn silent_corruption_is_located_and_healed() {
                 rig.devices[dev].corrupt(at, len, 0x5a);
             }
             // A scrub is the reliable way to find corrupt parity; a read finds data damage.
-            let report = rig.top.scrub(offset, data.len() as u64, &|d| d == data.as_slice()).unwrap();
+            let report = rig
+                .top
+                .scrub(offset, data.len() as u64, &|d| d == data.as_slice())
+                .unwrap();
             let mut repaired = report.healing.repaired.clone();
             repaired.sort();
-            let mut expected: Vec<Guid> = picked.iter().map(|&c| rig.guid(map.columns[c].child)).collect();
+            let mut expected: Vec<Guid> = picked
+                .iter()
+                .map(|&c| rig.guid(map.columns[c].child))
+                .collect();
             expected.sort();
-            assert_eq!(repaired, expected, "p{parity} n{children} columns {picked:?}");
+            assert_eq!(
+                repaired, expected,
+                "p{parity} n{children} columns {picked:?}"
+            );
             for (&c, original) in picked.iter().zip(&originals) {
                 let (dev, at, len) = rig.column(&map, c);
-                assert_eq!(&rig.devices[dev].peek(at, len), original, "column {c} rewritten");
+                assert_eq!(
+                    &rig.devices[dev].peek(at, len),
+                    original,
+                    "column {c} rewritten"
+                );
                 let delta = rig.stats()[dev].checksum_errors - before[dev].checksum_errors;
                 assert_eq!(delta, 1, "one checksum error on the corrupt leaf");
             }
@@ -208,7 +253,9 @@ fn read_heals_corrupt_data_columns() {
         rng.fill(&mut data);
         rig.top.write(offset, &data).unwrap();
         let map = rig.map(offset, data.len());
-        let victims: Vec<usize> = (0..usize::from(parity)).map(|i| map.parity + 1 + i).collect();
+        let victims: Vec<usize> = (0..usize::from(parity))
+            .map(|i| map.parity + 1 + i)
+            .collect();
         let originals: Vec<Vec<u8>> = victims
             .iter()
             .map(|&c| {
@@ -224,7 +271,10 @@ fn read_heals_corrupt_data_columns() {
             let (dev, at, len) = rig.column(&map, c);
             assert_eq!(&rig.devices[dev].peek(at, len), original);
         }
-        assert_eq!(rig.read(offset, &data).unwrap().healing, crate::Healing::default());
+        assert_eq!(
+            rig.read(offset, &data).unwrap().healing,
+            crate::Healing::default()
+        );
     }
 }
 
@@ -244,8 +294,13 @@ fn beyond_parity_is_unrecoverable() {
             rig.devices[dev].corrupt(at, len, 0x01);
         }
         let result = rig.read(0, &data);
-        assert!(matches!(result, Err(VdevError::Unrecoverable { .. })), "{result:?}");
-        let scrub = rig.top.scrub(0, data.len() as u64, &|d| d == data.as_slice());
+        assert!(
+            matches!(result, Err(VdevError::Unrecoverable { .. })),
+            "{result:?}"
+        );
+        let scrub = rig
+            .top
+            .scrub(0, data.len() as u64, &|d| d == data.as_slice());
         assert!(matches!(scrub, Err(VdevError::Unrecoverable { .. })));
 
         let rig2 = self::rig(raidz(parity), 8, 9);
@@ -254,7 +309,10 @@ fn beyond_parity_is_unrecoverable() {
             dev.fail_reads.store(true, Ordering::Relaxed);
         }
         let result = rig2.read(0, &data);
-        assert!(matches!(result, Err(VdevError::Unrecoverable { .. })), "{result:?}");
+        assert!(
+            matches!(result, Err(VdevError::Unrecoverable { .. })),
+            "{result:?}"
+        );
     }
 }
 
@@ -306,16 +364,25 @@ fn mirror_heals_bad_copies() {
     assert_eq!((stats[0].checksum_errors, stats[0].read_errors), (1, 0));
     assert_eq!((stats[1].checksum_errors, stats[1].read_errors), (0, 1));
     assert_eq!((stats[2].checksum_errors, stats[2].read_errors), (0, 0));
-    assert_eq!(stats.iter().map(|s| s.write_ops).collect::<Vec<_>>(), vec![2, 2, 1]);
+    assert_eq!(
+        stats.iter().map(|s| s.write_ops).collect::<Vec<_>>(),
+        vec![2, 2, 1]
+    );
     rig.devices[1].fail_reads.store(false, Ordering::Relaxed);
     rig.devices[2].corrupt(DATA_START + 4096, 512, 0x01);
-    let scrub = rig.top.scrub(4096, data.len() as u64, &|d| d == data.as_slice()).unwrap();
+    let scrub = rig
+        .top
+        .scrub(4096, data.len() as u64, &|d| d == data.as_slice())
+        .unwrap();
     assert_eq!(scrub.healing.repaired, vec![rig.guid(2)]);
     assert_eq!(rig.stats()[2].checksum_errors, 1);
     for dev in &rig.devices {
         dev.corrupt(DATA_START + 4096, 512, 0x01);
     }
-    assert!(matches!(rig.read(4096, &data), Err(VdevError::Unrecoverable { .. })));
+    assert!(matches!(
+        rig.read(4096, &data),
+        Err(VdevError::Unrecoverable { .. })
+    ));
 }
 
 /// Goal: counters are exact through a write, a clean read and a healing read on raidz2.
@@ -329,14 +396,27 @@ fn raidz_counters_are_exact() {
     let stats = rig.stats();
     for (c, column) in map.columns.iter().enumerate() {
         let s = stats[column.child];
-        assert_eq!((s.write_ops, s.write_bytes), (1, map.column_bytes(c) as u64));
-        assert_eq!((s.read_ops, s.read_errors, s.write_errors, s.checksum_errors), (0, 0, 0, 0));
+        assert_eq!(
+            (s.write_ops, s.write_bytes),
+            (1, map.column_bytes(c) as u64)
+        );
+        assert_eq!(
+            (s.read_ops, s.read_errors, s.write_errors, s.checksum_errors),
+            (0, 0, 0, 0)
+        );
     }
     rig.read(0, &data).unwrap();
     let stats = rig.stats();
     for (c, column) in map.columns.iter().enumerate() {
-        let expected = if c < 2 { (0, 0) } else { (1, map.column_bytes(c) as u64) };
-        assert_eq!((stats[column.child].read_ops, stats[column.child].read_bytes), expected);
+        let expected = if c < 2 {
+            (0, 0)
+        } else {
+            (1, map.column_bytes(c) as u64)
+        };
+        assert_eq!(
+            (stats[column.child].read_ops, stats[column.child].read_bytes),
+            expected
+        );
     }
     let (dev, at, len) = rig.column(&map, 3);
     rig.devices[dev].corrupt(at, len, 0x10);
@@ -346,7 +426,11 @@ fn raidz_counters_are_exact() {
         let s = stats[column.child];
         let victim = u64::from(c == 3);
         assert_eq!(s.read_ops, if c < 2 { 1 } else { 2 }, "column {c}");
-        assert_eq!((s.checksum_errors, s.write_ops), (victim, 1 + victim), "column {c}");
+        assert_eq!(
+            (s.checksum_errors, s.write_ops),
+            (victim, 1 + victim),
+            "column {c}"
+        );
     }
     rig.top.leaves()[dev].clear();
     assert_eq!(rig.stats()[dev].checksum_errors, 0);
@@ -366,7 +450,10 @@ fn raidz_write_failures() {
     rig.devices[3].fail_writes.store(true, Ordering::Relaxed);
     let report = rig.top.write(0, &data).unwrap();
     assert_eq!(report.missed, vec![rig.guid(1), rig.guid(3)]);
-    assert_eq!((rig.stats()[1].write_errors, rig.stats()[0].write_errors), (1, 0));
+    assert_eq!(
+        (rig.stats()[1].write_errors, rig.stats()[0].write_errors),
+        (1, 0)
+    );
     let read = rig.read(0, &data).unwrap();
     assert_eq!(read.healing.heal_failed.len(), 2, "healing writes fail too");
     rig.devices[4].fail_writes.store(true, Ordering::Relaxed);
@@ -377,8 +464,14 @@ fn raidz_write_failures() {
         rig.top.leaves()[i].set_state(LeafState::Offline);
     }
     let ops_before: u64 = rig.stats().iter().map(|s| s.write_ops).sum();
-    assert!(matches!(rig.top.write(12288, &data), Err(VdevError::WriteFailed { .. })));
-    assert_eq!(rig.stats().iter().map(|s| s.write_ops).sum::<u64>(), ops_before);
+    assert!(matches!(
+        rig.top.write(12288, &data),
+        Err(VdevError::WriteFailed { .. })
+    ));
+    assert_eq!(
+        rig.stats().iter().map(|s| s.write_ops).sum::<u64>(),
+        ops_before
+    );
     assert_eq!(rig.top.health(), Health::Faulted);
 }
 
@@ -392,7 +485,10 @@ fn mirror_write_failures() {
     rig.read(0, &data).unwrap();
     rig.top.leaves()[1].set_state(LeafState::Removed);
     assert_eq!(rig.top.health(), Health::Degraded);
-    assert!(matches!(rig.top.write(0, &data), Err(VdevError::WriteFailed { .. })));
+    assert!(matches!(
+        rig.top.write(0, &data),
+        Err(VdevError::WriteFailed { .. })
+    ));
     rig.top.leaves()[0].set_state(LeafState::Faulted);
     assert_eq!(rig.top.health(), Health::Faulted);
     rig.top.leaves()[0].set_state(LeafState::Unavail);
@@ -422,9 +518,25 @@ fn tree_round_trip_and_missing_devices() {
     assert_eq!(top.health(), Health::Degraded);
     assert_eq!(top.to_tree(), offline_tree);
     for (offset, data) in &blocks {
-        let report = top.read(*offset, data.len() as u64, &|d| d == data.as_slice()).unwrap();
+        let report = top
+            .read(*offset, data.len() as u64, &|d| d == data.as_slice())
+            .unwrap();
         assert_eq!(&report.data, data);
     }
+    let (offset, data) = &blocks[0];
+    let scrub = top
+        .scrub(*offset, data.len() as u64, &|d| d == data.as_slice())
+        .unwrap();
+    let map = rig.map(*offset, data.len());
+    let expected: Vec<Guid> = map
+        .columns
+        .iter()
+        .filter(|column| column.child == 0 || column.child == 3)
+        .map(|column| rig.guid(column.child))
+        .collect();
+    assert!(!expected.is_empty());
+    assert_eq!(scrub.skipped, expected, "unusable leaves are not checked");
+    assert_eq!(scrub.healing, crate::Healing::default());
     devices.insert(rig.guid(0), Arc::clone(&rig.devices[0]) as Arc<dyn Device>);
     let full = TopVdev::from_tree(&tree, &devices).unwrap();
     assert_eq!(full.health(), Health::Online);
@@ -433,8 +545,14 @@ fn tree_round_trip_and_missing_devices() {
     let disk = self::rig(Layout::Disk, 1, 9);
     let disk_tree = disk.top.to_tree();
     assert!(disk_tree.children.is_empty());
-    let devices = HashMap::from([(Guid(TOP_GUID), Arc::clone(&disk.devices[0]) as Arc<dyn Device>)]);
-    assert_eq!(TopVdev::from_tree(&disk_tree, &devices).unwrap().to_tree(), disk_tree);
+    let devices = HashMap::from([(
+        Guid(TOP_GUID),
+        Arc::clone(&disk.devices[0]) as Arc<dyn Device>,
+    )]);
+    assert_eq!(
+        TopVdev::from_tree(&disk_tree, &devices).unwrap().to_tree(),
+        disk_tree
+    );
 }
 
 /// Goal: widths, ashift and duplicate leaves are validated as OpenZFS does.
@@ -449,21 +567,33 @@ fn construction_validates_width() {
             .collect()
     };
     let make = |layout, children| TopVdev::new(VdevId(1), Guid(9), 9, layout, children);
-    assert!(matches!(make(Layout::Mirror, leaves(1)), Err(VdevError::InvalidConfig { .. })));
+    assert!(matches!(
+        make(Layout::Mirror, leaves(1)),
+        Err(VdevError::InvalidConfig { .. })
+    ));
     assert!(make(Layout::Mirror, leaves(2)).is_ok());
     for parity in 1u8..=3 {
         let min = usize::from(parity) + 1;
-        assert!(make(raidz(parity), leaves(min - 1)).is_err(), "raidz{parity}");
+        assert!(
+            make(raidz(parity), leaves(min - 1)).is_err(),
+            "raidz{parity}"
+        );
         assert!(make(raidz(parity), leaves(min)).is_ok(), "raidz{parity}");
     }
     assert!(make(raidz(4), leaves(8)).is_err());
-    assert!(make(Layout::Disk, leaves(1)).is_err(), "disk GUID must match its leaf");
+    assert!(
+        make(Layout::Disk, leaves(1)).is_err(),
+        "disk GUID must match its leaf"
+    );
     let mut twice = leaves(3);
     twice.push(Arc::clone(&twice[0]));
     assert!(make(raidz(1), twice).is_err());
     assert!(TopVdev::new(VdevId(1), Guid(9), 8, Layout::Mirror, leaves(2)).is_err());
     let small = MemDevice::new("small", 1 << 20) as Arc<dyn Device>;
-    assert!(matches!(Leaf::new(Guid(3), small), Err(VdevError::DeviceTooSmall { .. })));
+    assert!(matches!(
+        Leaf::new(Guid(3), small),
+        Err(VdevError::DeviceTooSmall { .. })
+    ));
     let top = make(raidz(2), leaves(5)).unwrap();
     assert_eq!(top.asize(), 5 * (512 << 10));
 }
@@ -476,12 +606,30 @@ fn bad_addresses_are_errors() {
         let rig = rig(layout, children, 9);
         let asize = rig.top.asize();
         let verify = |_: &[u8]| true;
-        assert!(matches!(rig.top.write(100, &[0u8; 512]), Err(VdevError::Misaligned { .. })));
-        assert!(matches!(rig.top.write(0, &[0u8; 100]), Err(VdevError::Misaligned { .. })));
-        assert!(matches!(rig.top.read(0, 0, &verify), Err(VdevError::Misaligned { .. })));
-        assert!(matches!(rig.top.read(asize, 512, &verify), Err(VdevError::OutOfRange { .. })));
-        assert!(matches!(rig.top.scrub(u64::MAX - 511, 512, &verify), Err(VdevError::OutOfRange { .. })));
-        assert!(matches!(rig.top.read(0, 1 << 30, &verify), Err(VdevError::OutOfRange { .. })));
+        assert!(matches!(
+            rig.top.write(100, &[0u8; 512]),
+            Err(VdevError::Misaligned { .. })
+        ));
+        assert!(matches!(
+            rig.top.write(0, &[0u8; 100]),
+            Err(VdevError::Misaligned { .. })
+        ));
+        assert!(matches!(
+            rig.top.read(0, 0, &verify),
+            Err(VdevError::Misaligned { .. })
+        ));
+        assert!(matches!(
+            rig.top.read(asize, 512, &verify),
+            Err(VdevError::OutOfRange { .. })
+        ));
+        assert!(matches!(
+            rig.top.scrub(u64::MAX - 511, 512, &verify),
+            Err(VdevError::OutOfRange { .. })
+        ));
+        assert!(matches!(
+            rig.top.read(0, 1 << 30, &verify),
+            Err(VdevError::OutOfRange { .. })
+        ));
         let last = asize - rig.top.allocation_size(512);
         rig.top.write(last, &[1u8; 512]).unwrap();
         rig.read(last, &[1u8; 512]).unwrap();
@@ -497,5 +645,6 @@ fn flush_respects_redundancy() {
     rig.top.flush().unwrap();
     assert_eq!(rig.stats()[0].write_errors, 1);
     rig.devices[2].fail_flush.store(true, Ordering::Relaxed);
-    assert!(matches!(rig.top.flush(), Err(VdevError::FlushFailed { ref failed, .. }) if failed.len() == 2));
+    let result = rig.top.flush();
+    assert!(matches!(result, Err(VdevError::FlushFailed { ref failed, .. }) if failed.len() == 2));
 }

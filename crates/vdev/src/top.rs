@@ -8,7 +8,9 @@ use crate::{mirror, raidz_io, raidz_map};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
-use tarn_base::limits::{ASHIFT_MAX, ASHIFT_MIN, BLOCK_SIZE_MAX, RAIDZ_PARITY_MAX, VDEV_CHILDREN_MAX};
+use tarn_base::limits::{
+    ASHIFT_MAX, ASHIFT_MIN, BLOCK_SIZE_MAX, RAIDZ_PARITY_MAX, VDEV_CHILDREN_MAX,
+};
 use tarn_base::{Guid, VdevId};
 use tarn_device::Device;
 use tarn_format::label::{VdevKind, VdevTree};
@@ -134,7 +136,8 @@ impl TopVdev {
         }
         check_width(layout, &children, guid).map_err(invalid)?;
         let sector = 1u64 << ashift;
-        let smallest = children.iter().map(|leaf| leaf.asize()).min().unwrap_or(0) / sector * sector;
+        let smallest =
+            children.iter().map(|leaf| leaf.asize()).min().unwrap_or(0) / sector * sector;
         if smallest == 0 {
             return Err(invalid("a leaf has no room for a single sector"));
         }
@@ -167,12 +170,20 @@ impl TopVdev {
             VdevKind::Disk => Layout::Disk,
             VdevKind::Mirror => Layout::Mirror,
             VdevKind::Raidz { parity } => Layout::Raidz { parity },
-            kind => return Err(VdevError::UnsupportedKind { guid: tree.guid, kind }),
+            kind => {
+                return Err(VdevError::UnsupportedKind {
+                    guid: tree.guid,
+                    kind,
+                });
+            }
         };
         let children = if layout == Layout::Disk {
             vec![leaf_from_tree(tree, devices)?]
         } else {
-            tree.children.iter().map(|node| leaf_from_tree(node, devices)).collect::<Result<_, _>>()?
+            tree.children
+                .iter()
+                .map(|node| leaf_from_tree(node, devices))
+                .collect::<Result<_, _>>()?
         };
         let mut top = TopVdev::new(VdevId(tree.id), tree.guid, tree.ashift, layout, children)?;
         if tree.asize > top.asize {
@@ -212,7 +223,12 @@ impl TopVdev {
                 asize: 0,
                 metaslab_shift: 0,
                 path: String::new(),
-                children: self.children.iter().enumerate().map(|(i, l)| leaf_node(i, l)).collect(),
+                children: self
+                    .children
+                    .iter()
+                    .enumerate()
+                    .map(|(i, l)| leaf_node(i, l))
+                    .collect(),
                 offline: false,
             },
         };
@@ -283,7 +299,9 @@ impl TopVdev {
             Health::Online
         } else if unusable.len() <= self.layout.tolerated(self.children.len()) {
             Health::Degraded
-        } else if unusable.iter().all(|l| matches!(l.state(), LeafState::Unavail | LeafState::Removed))
+        } else if unusable
+            .iter()
+            .all(|l| matches!(l.state(), LeafState::Unavail | LeafState::Removed))
         {
             Health::Unavail
         } else {
@@ -322,10 +340,20 @@ impl TopVdev {
     /// maximum-size block, and inside the address space with its allocated size.
     fn check_access(&self, offset: u64, len: u64) -> Result<(), VdevError> {
         let sector = self.sector();
-        if len == 0 || offset % sector != 0 || len % sector != 0 {
-            return Err(VdevError::Misaligned { guid: self.guid, offset, len, sector });
+        if len == 0 || !offset.is_multiple_of(sector) || !len.is_multiple_of(sector) {
+            return Err(VdevError::Misaligned {
+                guid: self.guid,
+                offset,
+                len,
+                sector,
+            });
         }
-        let out_of_range = VdevError::OutOfRange { guid: self.guid, offset, len, asize: self.asize };
+        let out_of_range = VdevError::OutOfRange {
+            guid: self.guid,
+            offset,
+            len,
+            asize: self.asize,
+        };
         if len > BLOCK_SIZE_MAX {
             return Err(out_of_range);
         }
@@ -359,7 +387,9 @@ impl TopVdev {
         let size = usize::try_from(len).expect("len <= BLOCK_SIZE_MAX fits in usize");
         match self.layout {
             Layout::Disk | Layout::Mirror => mirror::read(self, offset, size, verify),
-            Layout::Raidz { parity } => raidz_io::read(self, usize::from(parity), offset, size, verify),
+            Layout::Raidz { parity } => {
+                raidz_io::read(self, usize::from(parity), offset, size, verify)
+            }
         }
     }
 
@@ -396,7 +426,11 @@ impl TopVdev {
         }
         let tolerated = self.layout.tolerated(self.children.len());
         if failed.len() > tolerated {
-            return Err(VdevError::FlushFailed { guid: self.guid, failed, tolerated });
+            return Err(VdevError::FlushFailed {
+                guid: self.guid,
+                failed,
+                tolerated,
+            });
         }
         Ok(())
     }
@@ -450,10 +484,16 @@ fn leaf_from_tree(
     devices: &HashMap<Guid, Arc<dyn Device>>,
 ) -> Result<Arc<Leaf>, VdevError> {
     if node.kind != VdevKind::Disk {
-        return Err(VdevError::UnsupportedKind { guid: node.guid, kind: node.kind });
+        return Err(VdevError::UnsupportedKind {
+            guid: node.guid,
+            kind: node.kind,
+        });
     }
     if node.guid.0 == 0 {
-        return Err(VdevError::InvalidConfig { guid: node.guid, why: "a leaf GUID is zero" });
+        return Err(VdevError::InvalidConfig {
+            guid: node.guid,
+            why: "a leaf GUID is zero",
+        });
     }
     let leaf = Leaf::missing(node.guid, node.path.clone(), node.asize);
     if let Some(device) = devices.get(&node.guid) {

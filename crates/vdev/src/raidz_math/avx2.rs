@@ -96,7 +96,12 @@ impl Lanes for Avx2 {
             high[i + 16] = high[i];
         }
         // SAFETY: AVX2 is present (see `zero`); each array is exactly 32 bytes.
-        unsafe { [_mm256_loadu_si256(low.as_ptr().cast()), _mm256_loadu_si256(high.as_ptr().cast())] }
+        unsafe {
+            [
+                _mm256_loadu_si256(low.as_ptr().cast()),
+                _mm256_loadu_si256(high.as_ptr().cast()),
+            ]
+        }
     }
 
     #[inline(always)]

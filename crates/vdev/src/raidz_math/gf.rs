@@ -142,6 +142,7 @@ mod tests {
     /// Goal: `invert` returns a true inverse. Method: multiply back for a few Vandermonde-like
     /// matrices of the shapes reconstruction builds.
     #[test]
+    #[allow(clippy::needless_range_loop)] // Matrix products read best with explicit indices.
     fn invert_gives_identity() {
         for k in 1..=3 {
             for cols in [k, 5, 17, 254] {

@@ -2,7 +2,7 @@
 //! columns, with a portable implementation and an AVX2 one chosen at run time.
 //!
 //! # Model
-//! Over GF(2^8) (see [`gf`]), with `D_0 .. D_{n-1}` the data columns in order:
+//! Over GF(2^8) (see the `gf` module), with `D_0 .. D_{n-1}` the data columns in order:
 //! ```text
 //!   P = D_0 ^ D_1 ^ ... ^ D_{n-1}
 //!   Q = ((D_0 * 2 ^ D_1) * 2 ^ D_2) ... = sum 2^(n-1-i) * D_i      (Horner, as OpenZFS)
@@ -14,16 +14,17 @@
 //! Reconstruction of a set of missing columns: missing data columns (k of them) are solved
 //! from the first k surviving parity rows. The syndrome `S_j = parity_j ^ (row j computed
 //! over the surviving data)` equals `sum_m coef(j, m) * D_m` over the missing data columns, so
-//! `D = A^-1 * S` with A the k x k coefficient matrix ([`gf::invert`]). Missing parity rows
+//! `D = A^-1 * S` with A the k x k coefficient matrix (`gf::invert`). Missing parity rows
 //! are then regenerated from the completed data. The common cases are fast paths of the same
 //! kernel: one data column from P is a pure XOR sweep (the inverse is `[1]`); two from P+Q
-//! needs two constant multiplications per byte.
+//! need two constant multiplications per byte, because with P among the rows the last missing
+//! column is `S_P` XOR the others.
 //!
 //! # Kernel shape
-//! One generic kernel, `sweep`, walks the byte range in chunks (32 or 64 bytes) and for each chunk
-//! walks every data column, keeping the P/Q/R accumulators in registers; parity is loaded and
-//! stored once per chunk instead of once per column. It is written once over the [`Lanes`]
-//! trait and instantiated for the portable implementation (eight u64 words, multiply by two
+//! One generic kernel, `sweep`, walks the byte range in chunks (32 or 64 bytes) and for each
+//! chunk walks every data column, keeping the P/Q/R accumulators in registers; parity is loaded
+//! and stored once per chunk instead of once per column. It is written once over the `Lanes`
+//! trait and instantiated for the portable implementation (four u64 words, multiply by two
 //! with mask-and-xor) and for AVX2 (two 256-bit registers, multiply by two with
 //! compare/add/xor, multiply by a constant with two `vpshufb` nibble tables). Which rows are
 //! accumulated is a const generic, so each of the seven row sets compiles to its own loop.
@@ -70,13 +71,20 @@ impl Impl {
     /// Every implementation this machine can run, slowest first.
     #[must_use]
     pub fn available() -> Vec<Impl> {
-        Impl::ALL.into_iter().filter(|imp| imp.is_available()).collect()
+        Impl::ALL
+            .into_iter()
+            .filter(|imp| imp.is_available())
+            .collect()
     }
 
     /// The fastest implementation this machine can run.
     #[must_use]
     pub fn best() -> Impl {
-        if Impl::Avx2.is_available() { Impl::Avx2 } else { Impl::Scalar }
+        if Impl::Avx2.is_available() {
+            Impl::Avx2
+        } else {
+            Impl::Scalar
+        }
     }
 
     /// Short lowercase name, for benchmarks and messages.
@@ -122,7 +130,11 @@ pub(crate) enum Sink<'a, 'b> {
     /// Store each accumulated row (in increasing row order) into its output.
     Parity { outs: &'a mut [&'b mut [u8]] },
     /// Reconstruct missing data: `outs[m] = sum_r inv[m][r] * (acc_r ^ parity[r])`.
-    Solve { parity: &'a [&'b [u8]], outs: &'a mut [&'b mut [u8]], inv: [[u8; 3]; 3] },
+    Solve {
+        parity: &'a [&'b [u8]],
+        outs: &'a mut [&'b mut [u8]],
+        inv: [[u8; 3]; 3],
+    },
 }
 
 /// The parity rows (0 = P, 1 = Q, 2 = R) in the bit set `rows`, in increasing order.
@@ -177,11 +189,15 @@ pub(crate) fn sweep<V: Lanes, const ROWS: u8>(
     const { assert!(ROWS != 0 && ROWS < 8) };
     let (rows, count) = row_list(ROWS);
     let mut tables = [[V::table(0); 3]; 3];
-    if let Sink::Solve { inv, outs, parity } = sink {
-        assert!(outs.len() == count && parity.len() == count, "solve needs one row per output");
-        for (m, row) in tables.iter_mut().enumerate().take(count) {
-            for (r, table) in row.iter_mut().enumerate().take(count) {
-                *table = V::table(inv[m][r]);
+    match sink {
+        Sink::Parity { outs } => assert_eq!(outs.len(), count, "one output per parity row"),
+        Sink::Solve { inv, outs, parity } => {
+            assert_eq!(outs.len(), count, "solve needs one row per missing column");
+            assert_eq!(parity.len(), count, "solve needs one parity input per row");
+            for (m, row) in tables.iter_mut().enumerate().take(count) {
+                for (r, table) in row.iter_mut().enumerate().take(count) {
+                    *table = V::table(inv[m][r]);
+                }
             }
         }
     }
@@ -214,34 +230,54 @@ pub(crate) fn sweep<V: Lanes, const ROWS: u8>(
                 for r in 0..count {
                     syndrome[r] = acc[rows[r]].xor(load_at::<V>(parity[r], offset));
                 }
-                // With P among the rows, the last missing column is S_P minus the others (all
-                // P coefficients are 1): k - 1 columns need multiplications instead of k.
-                let solved = if ROWS & 1 != 0 { count - 1 } else { count };
-                let mut others = V::zero();
-                for (m, out) in outs.iter_mut().enumerate().take(solved) {
-                    let mut value = V::zero();
-                    for r in 0..count {
-                        value = match inv[m][r] {
-                            0 => value,
-                            1 => value.xor(syndrome[r]),
-                            _ => value.xor(syndrome[r].mul(&tables[m][r])),
-                        };
-                    }
-                    others = others.xor(value);
-                    store_at(out, offset, value);
-                }
-                if let Some(last) = outs.get_mut(solved) {
-                    store_at(last, offset, syndrome[0].xor(others));
-                }
+                solve_chunk::<V, ROWS>(&syndrome[..count], inv, &tables, outs, offset);
             }
         }
         offset += V::BYTES;
     }
 }
 
+/// Writes one chunk of each missing data column: `outs[m] = sum_r inv[m][r] * syndrome[r]`.
+#[inline(always)]
+fn solve_chunk<V: Lanes, const ROWS: u8>(
+    syndrome: &[V],
+    inv: &[[u8; 3]; 3],
+    tables: &[[V::Table; 3]; 3],
+    outs: &mut [&mut [u8]],
+    offset: usize,
+) {
+    // With P among the rows, the last missing column is S_P minus the others (all P
+    // coefficients are 1): only k - 1 columns need multiplications.
+    let solved = if ROWS & 1 != 0 {
+        syndrome.len() - 1
+    } else {
+        syndrome.len()
+    };
+    let mut others = V::zero();
+    for (m, out) in outs.iter_mut().enumerate().take(solved) {
+        let mut value = V::zero();
+        for (r, &s) in syndrome.iter().enumerate() {
+            value = match inv[m][r] {
+                0 => value,
+                1 => value.xor(s),
+                _ => value.xor(s.mul(&tables[m][r])),
+            };
+        }
+        others = others.xor(value);
+        store_at(out, offset, value);
+    }
+    if let Some(last) = outs.get_mut(solved) {
+        store_at(last, offset, syndrome[0].xor(others));
+    }
+}
+
 /// Runs [`sweep`] with implementation `imp` for the row set `rows`.
 fn dispatch(imp: Impl, rows: u8, data: &[Option<&[u8]>], len: usize, sink: &mut Sink<'_, '_>) {
-    assert!(imp.is_available(), "parity implementation {} is not available here", imp.name());
+    assert!(
+        imp.is_available(),
+        "parity implementation {} is not available here",
+        imp.name()
+    );
     match imp {
         Impl::Scalar => scalar::sweep_rows(rows, data, len, sink),
         #[cfg(target_arch = "x86_64")]
@@ -263,15 +299,28 @@ fn check_parity_count(parity: usize) {
 pub fn generate(imp: Impl, parity: usize, data: &[&[u8]], parity_out: &mut [&mut [u8]]) {
     check_parity_count(parity);
     assert!(!data.is_empty(), "no data columns");
-    assert!(data.len() + parity <= tarn_base::limits::VDEV_CHILDREN_MAX, "too many columns");
+    assert!(
+        data.len() + parity <= tarn_base::limits::VDEV_CHILDREN_MAX,
+        "too many columns"
+    );
     assert_eq!(parity_out.len(), parity, "one output per parity column");
     let len = data.iter().map(|column| column.len()).max().unwrap_or(0);
     for out in parity_out.iter() {
-        assert_eq!(out.len(), len, "parity column length must equal the longest data column");
+        assert_eq!(
+            out.len(),
+            len,
+            "parity column length must equal the longest data column"
+        );
     }
     let columns: Vec<Option<&[u8]>> = data.iter().map(|column| Some(*column)).collect();
     let rows = (1u8 << parity) - 1;
-    dispatch(imp, rows, &columns, len, &mut Sink::Parity { outs: parity_out });
+    dispatch(
+        imp,
+        rows,
+        &columns,
+        len,
+        &mut Sink::Parity { outs: parity_out },
+    );
 }
 
 /// Rebuilds the columns listed in `missing` (at most `parity` of them, any mix of parity and
@@ -280,22 +329,40 @@ pub fn generate(imp: Impl, parity: usize, data: &[&[u8]], parity_out: &mut [&mut
 /// parity ones). The contents of missing buffers on entry do not matter.
 pub fn reconstruct(imp: Impl, parity: usize, columns: &mut [&mut [u8]], missing: &[usize]) {
     check_parity_count(parity);
-    assert!(columns.len() > parity, "no data columns among {} columns", columns.len());
-    assert!(missing.len() <= parity, "{} missing columns exceed parity {parity}", missing.len());
+    assert!(
+        columns.len() > parity,
+        "no data columns among {} columns",
+        columns.len()
+    );
+    assert!(
+        missing.len() <= parity,
+        "{} missing columns exceed parity {parity}",
+        missing.len()
+    );
     let mut is_missing = vec![false; columns.len()];
     for &index in missing {
         assert!(index < columns.len(), "missing column {index} out of range");
         assert!(!is_missing[index], "missing column {index} listed twice");
         is_missing[index] = true;
     }
-    let len = columns[parity..].iter().map(|column| column.len()).max().unwrap_or(0);
+    let len = columns[parity..]
+        .iter()
+        .map(|column| column.len())
+        .max()
+        .unwrap_or(0);
     for column in &columns[..parity] {
-        assert_eq!(column.len(), len, "parity column length must equal the longest data column");
+        assert_eq!(
+            column.len(),
+            len,
+            "parity column length must equal the longest data column"
+        );
     }
     if is_missing[parity..].iter().any(|&m| m) {
         solve_data(imp, parity, columns, &is_missing, len);
     }
-    let missing_rows = (0..parity).filter(|&r| is_missing[r]).fold(0u8, |set, r| set | (1 << r));
+    let missing_rows = (0..parity)
+        .filter(|&r| is_missing[r])
+        .fold(0u8, |set, r| set | (1 << r));
     if missing_rows != 0 {
         let (parity_cols, data_cols) = columns.split_at_mut(parity);
         let data: Vec<Option<&[u8]>> = data_cols.iter().map(|column| Some(&column[..])).collect();
@@ -305,7 +372,13 @@ pub fn reconstruct(imp: Impl, parity: usize, columns: &mut [&mut [u8]], missing:
             .filter(|(r, _)| is_missing[*r])
             .map(|(_, column)| &mut column[..])
             .collect();
-        dispatch(imp, missing_rows, &data, len, &mut Sink::Parity { outs: &mut outs });
+        dispatch(
+            imp,
+            missing_rows,
+            &data,
+            len,
+            &mut Sink::Parity { outs: &mut outs },
+        );
     }
 }
 
@@ -318,10 +391,19 @@ fn solve_data(
     len: usize,
 ) {
     let data_count = columns.len() - parity;
-    let lost: Vec<usize> = (0..data_count).filter(|&i| is_missing[parity + i]).collect();
-    let rows: Vec<usize> = (0..parity).filter(|&r| !is_missing[r]).take(lost.len()).collect();
+    let lost: Vec<usize> = (0..data_count)
+        .filter(|&i| is_missing[parity + i])
+        .collect();
+    let rows: Vec<usize> = (0..parity)
+        .filter(|&r| !is_missing[r])
+        .take(lost.len())
+        .collect();
     let k = lost.len();
-    assert_eq!(rows.len(), k, "not enough surviving parity for {k} data columns");
+    assert_eq!(
+        rows.len(),
+        k,
+        "not enough surviving parity for {k} data columns"
+    );
     let mut matrix = [[0u8; 3]; 3];
     for (r, &row) in rows.iter().enumerate() {
         for (m, &index) in lost.iter().enumerate() {
@@ -342,6 +424,10 @@ fn solve_data(
             data.push(Some(&column[..]));
         }
     }
-    let mut sink = Sink::Solve { parity: &parity_in, outs: &mut outs, inv };
+    let mut sink = Sink::Solve {
+        parity: &parity_in,
+        outs: &mut outs,
+        inv,
+    };
     dispatch(imp, row_set, &data, len, &mut sink);
 }

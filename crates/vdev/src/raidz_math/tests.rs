@@ -60,7 +60,11 @@ fn generation_matches_reference() {
                 let data = random_columns(&mut rng, shape);
                 let refs: Vec<&[u8]> = data.iter().map(Vec::as_slice).collect();
                 let expected = reference_parity(parity, &refs);
-                assert_eq!(generate_vec(imp, parity, &data), expected, "{imp:?} p{parity}");
+                assert_eq!(
+                    generate_vec(imp, parity, &data),
+                    expected,
+                    "{imp:?} p{parity}"
+                );
             }
         }
     }
@@ -80,8 +84,14 @@ fn q_is_horner_over_columns() {
 /// a row and a bit, several rows with a ragged end.
 fn sector_counts(children: usize, parity: usize) -> Vec<u64> {
     let width = (children - parity) as u64;
-    let mut counts =
-        vec![1, width.saturating_sub(1).max(1), width, width + 1, 2 * width + 3, 5 * width + 1];
+    let mut counts = vec![
+        1,
+        width.saturating_sub(1).max(1),
+        width,
+        width + 1,
+        2 * width + 3,
+        5 * width + 1,
+    ];
     counts.sort_unstable();
     counts.dedup();
     counts
@@ -89,7 +99,13 @@ fn sector_counts(children: usize, parity: usize) -> Vec<u64> {
 
 /// Calls `f` with every subset of `0..n` of size 1..=max, as a sorted index list.
 fn for_each_subset(n: usize, max: usize, f: &mut dyn FnMut(&[usize])) {
-    fn walk(start: usize, n: usize, max: usize, picked: &mut Vec<usize>, f: &mut dyn FnMut(&[usize])) {
+    fn walk(
+        start: usize,
+        n: usize,
+        max: usize,
+        picked: &mut Vec<usize>,
+        f: &mut dyn FnMut(&[usize]),
+    ) {
         if !picked.is_empty() {
             f(picked);
         }
@@ -107,7 +123,9 @@ fn for_each_subset(n: usize, max: usize, f: &mut dyn FnMut(&[usize])) {
 
 /// Reconstructs every failure set of one geometry with `imp`; returns how many were checked.
 fn sweep_geometry(imp: Impl, parity: usize, map: &RaidzMap, rng: &mut SeededRng) -> usize {
-    let lens: Vec<usize> = (0..map.columns.len()).map(|c| map.column_bytes(c)).collect();
+    let lens: Vec<usize> = (0..map.columns.len())
+        .map(|c| map.column_bytes(c))
+        .collect();
     let data = random_columns(rng, &lens[parity..]);
     let mut original = generate_vec(Impl::Scalar, parity, &data);
     original.extend(data);
@@ -120,11 +138,17 @@ fn sweep_geometry(imp: Impl, parity: usize, map: &RaidzMap, rng: &mut SeededRng)
         let mut columns: Vec<&mut [u8]> = work.iter_mut().map(Vec::as_mut_slice).collect();
         reconstruct(imp, parity, &mut columns, missing);
         for &m in missing {
-            assert!(work[m] == original[m], "{imp:?} p{parity} {map:?} missing {missing:?}");
+            assert!(
+                work[m] == original[m],
+                "{imp:?} p{parity} {map:?} missing {missing:?}"
+            );
         }
         checked += 1;
     });
-    assert!(work == original, "{imp:?} p{parity}: surviving columns untouched");
+    assert!(
+        work == original,
+        "{imp:?} p{parity}: surviving columns untouched"
+    );
     checked
 }
 
@@ -145,7 +169,10 @@ fn exhaustive_reconstruction_every_geometry() {
                 }
             }
         }
-        assert!(checked > 10_000, "{imp:?}: only {checked} failure sets checked");
+        assert!(
+            checked > 10_000,
+            "{imp:?}: only {checked} failure sets checked"
+        );
     }
 }
 
