@@ -54,6 +54,11 @@ pub(crate) fn parse(words: &[String], cwd: &Path) -> Result<Vec<VdevGroupSpec>, 
                 kind,
                 devices: Vec::new(),
             });
+        } else if looks_like_vdev_type(word) {
+            return Err(format!(
+                "unknown vdev type '{word}' (valid: mirror, raidz, raidz1, raidz2, raidz3, \
+                 spare, log, cache, special)"
+            ));
         } else {
             let device = absolute(word, cwd)?;
             section_devices += 1;
@@ -109,6 +114,13 @@ fn close(open: &mut Option<VdevGroupSpec>, groups: &mut Vec<VdevGroupSpec>) -> R
         groups.push(group);
     }
     Ok(())
+}
+
+/// A bare word (no `/`) that starts like a vdev keyword but is none: a typo such as `raidz4`,
+/// `raid5` or `mirrors` would otherwise be taken for a device path in the current directory.
+fn looks_like_vdev_type(word: &str) -> bool {
+    const PREFIXES: &[&str] = &["raid", "draid", "mirror", "spare", "log", "cache", "special"];
+    !word.contains('/') && PREFIXES.iter().any(|p| word.starts_with(p))
 }
 
 fn role_keyword(word: &str) -> Option<VdevRole> {
@@ -210,6 +222,11 @@ mod tests {
     fn grammar_errors_name_the_problem() {
         check("mirror /a", Err("mirror requires at least 2 devices"));
         check("raidz3 /a /b /c", Err("raidz3 requires at least 4 devices"));
+        check(
+            "raidz5 /a /b /c",
+            Err("unknown vdev type 'raidz5' (valid: mirror, raidz, raidz1, raidz2, raidz3, \
+                 spare, log, cache, special)"),
+        );
         check("mirror", Err("mirror requires at least 2 devices"));
         check("/a spare", Err("spare requires at least 1 device"));
         check("/a log /b log /c", Err("'log' can be specified only once"));

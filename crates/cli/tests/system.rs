@@ -570,16 +570,22 @@ fn properties_and_history() {
 }
 
 // DESCRIPTION: an exported pool is found by `pool import -d DIR`, and still imports after
-// its device files were moved to another directory under new names in another order (as
-// disks renumbered after a reboot); the status shows the new paths in raidz order and the
-// history records the import.
-// STRATEGY: map each old path to its new name with a fixed shuffle, then compare the leaf
-// rows of the status with the mapped raidz order.
+// its device files (hot spare included) were moved to another directory under new names in
+// another order (as disks renumbered after a reboot); the listing and the status show the
+// new paths in raidz order, the spare is AVAIL at its new path, and the history records the
+// import.
+// STRATEGY: map each old path to its new name with a fixed shuffle, then compare the
+// listing rows and the whole status with the mapped order.
 #[test]
 fn export_then_import_from_moved_and_renamed_files() {
     let rig = Rig::new();
-    let devices = rig.devices("d", "disk", 6);
-    rig.ok(&format!("pool create tank raidz2 {}", join(&devices)));
+    let devices = rig.devices("d", "disk", 7);
+    let (data, spares) = devices.split_at(6);
+    rig.ok(&format!(
+        "pool create tank raidz2 {} spare {}",
+        join(data),
+        join(spares)
+    ));
     rig.ok("pool export tank");
     assert_eq!(rig.ok("pool list"), "no pools available\n");
 
@@ -594,7 +600,7 @@ fn export_then_import_from_moved_and_renamed_files() {
     );
     assert_eq!(row_state(&listing, "tank"), Some(vec!["ONLINE"]));
     assert_eq!(row_state(&listing, "raidz2-0"), Some(vec!["ONLINE"]));
-    for device in &devices {
+    for device in data {
         assert_eq!(
             row_state(&listing, device),
             Some(vec!["ONLINE"]),
@@ -604,18 +610,32 @@ fn export_then_import_from_moved_and_renamed_files() {
 
     let new_dir = rig.root().join("moved");
     std::fs::create_dir(&new_dir).expect("mkdir");
-    let order = [3usize, 0, 5, 1, 4, 2];
+    let order = [3usize, 0, 6, 5, 1, 4, 2];
     let mut moved = vec![String::new(); devices.len()];
     for (new_index, &old_index) in order.iter().enumerate() {
         let target = new_dir.join(format!("vol-{new_index}"));
         std::fs::rename(&devices[old_index], &target).expect("rename device file");
         moved[old_index] = target.to_str().expect("utf-8").to_string();
     }
+    let (moved_data, moved_spares) = moved.split_at(6);
     let new_dir = new_dir.to_str().expect("utf-8").to_string();
+
+    let listing = rig.ok(&format!("pool import -d {new_dir}"));
+    assert!(listing.contains("\n  state: ONLINE\n"), "{listing}");
+    for device in moved_data {
+        assert_eq!(
+            row_state(&listing, device),
+            Some(vec!["ONLINE"]),
+            "{listing}"
+        );
+    }
     rig.ok(&format!("pool import -d {new_dir} tank"));
 
     let status = rig.ok("pool status tank");
-    assert_eq!(status, healthy_status("tank", "raidz2-0", &moved, &[]));
+    assert_eq!(
+        status,
+        healthy_status("tank", "raidz2-0", moved_data, moved_spares)
+    );
     let history = history_commands(&rig.ok("pool history tank"), "tank");
     assert_eq!(history.len(), 2, "{history:?}");
     assert_eq!(history[1], format!("tarn pool import -d {new_dir} tank"));
@@ -1030,4 +1050,118 @@ fn import_listing_shows_spares() {
         listing.ends_with(&format!("\tspares\n\t  {}\n", spares[0])),
         "{listing}"
     );
+}
+
+// DESCRIPTION: the harness itself: a device image notices one changed byte in a sparse
+// file and a new file, so the "refused command changes nothing" checks can fail.
+// STRATEGY: change one byte deep in the hole of a 128 MiB file, then add a file.
+#[test]
+fn image_detects_a_changed_byte_and_a_new_file() {
+    let rig = Rig::new();
+    let devices = rig.devices("d", "disk", 1);
+    let before = rig.image();
+    assert_eq!(before, rig.image());
+    let mut file = OpenOptions::new()
+        .write(true)
+        .open(&devices[0])
+        .expect("open");
+    file.seek(SeekFrom::Start(100 << 20 | 3)).expect("seek");
+    file.write_all(&[1]).expect("write");
+    let changed = rig.image();
+    assert_ne!(before, changed);
+    file.seek(SeekFrom::Start(100 << 20 | 3)).expect("seek");
+    file.write_all(&[0]).expect("write");
+    assert_eq!(before, rig.image());
+    sparse(&rig.root().join("d").join("extra"), 0);
+    assert_ne!(before, rig.image());
+}
+
+/// Creates raidz2 `tank` over four files, exports it, and imports it with
+/// `-o readonly=on`; returns the devices, their directory and the image taken after the
+/// export (a read-only pool must never change it).
+fn readonly_pool(rig: &Rig) -> (Vec<String>, String, Image) {
+    let devices = rig.devices("d", "disk", 4);
+    let dir = rig.dir_of("d");
+    rig.ok(&format!("pool create tank raidz2 {}", join(&devices)));
+    rig.ok("pool export tank");
+    let exported = rig.image();
+    rig.ok(&format!("pool import -d {dir} -o readonly=on tank"));
+    assert_eq!(rig.ok("pool get -H -o value readonly tank"), "on\n");
+    assert_same_image(&exported, &rig.image(), "read-only import");
+    (devices, dir, exported)
+}
+
+// DESCRIPTION: a pool imported with `-o readonly=on` refuses changes and can be exported
+// (as in ZFS) without writing anything: afterwards it is importable again.
+// STRATEGY: an image taken before the read-only import must still hold after the refused
+// set and after the export.
+#[test]
+fn readonly_pool_can_be_exported() {
+    let rig = Rig::new();
+    let (_, dir, exported) = readonly_pool(&rig);
+    assert_eq!(
+        rig.refused_against(&exported, "pool set comment=x tank"),
+        "cannot set property for 'tank': pool is read-only"
+    );
+    let export = rig.run("pool export tank");
+    assert_eq!(
+        (export.code, export.stderr.as_str()),
+        (Some(0), ""),
+        "export of a read-only pool: {export:?}"
+    );
+    assert_eq!(rig.ok("pool list"), "no pools available\n");
+    assert_same_image(&exported, &rig.image(), "export of a read-only pool");
+    let listing = rig.ok(&format!("pool import -d {dir}"));
+    assert!(listing.starts_with("   pool: tank\n"), "{listing}");
+}
+
+// DESCRIPTION: a read-only import stays read-only across a daemon restart: the restarted
+// daemon either leaves the pool out (ZFS keeps read-only pools out of its cache file) or
+// re-imports it read-only; in both cases no device byte changes.
+// STRATEGY: image before the read-only import; stop the daemon; the next command
+// autostarts a new one, which re-imports from its cache file before serving.
+#[test]
+fn readonly_pool_stays_unwritten_across_daemon_restart() {
+    let rig = Rig::new();
+    let (_, _, exported) = readonly_pool(&rig);
+    rig.ok("daemon --stop");
+    let names = rig.ok("pool list -H -o name");
+    assert!(names.is_empty() || names == "tank\n", "{names:?}");
+    if names == "tank\n" {
+        assert_eq!(
+            rig.ok("pool get -H -o value readonly tank"),
+            "on\n",
+            "re-imported from the cache file read-write"
+        );
+    }
+    assert_same_image(
+        &exported,
+        &rig.image(),
+        "daemon restart with a read-only pool",
+    );
+}
+
+// DESCRIPTION: `pool destroy` of a read-only pool either destroys it or is refused; a
+// refusal changes nothing, so the pool is still imported afterwards.
+// STRATEGY: run the destroy and check the pool table against the exit status; the files
+// must be unchanged when it is refused.
+#[test]
+fn readonly_pool_refused_destroy_keeps_the_pool() {
+    let rig = Rig::new();
+    let (_, _, exported) = readonly_pool(&rig);
+    let destroy = rig.run("pool destroy tank");
+    match destroy.code {
+        Some(0) => assert_eq!(rig.ok("pool list"), "no pools available\n"),
+        Some(1) => {
+            assert_eq!(destroy.stderr.lines().count(), 1, "{destroy:?}");
+            assert_same_image(&exported, &rig.image(), "refused destroy");
+            assert_eq!(
+                rig.ok("pool list -H -o name"),
+                "tank\n",
+                "a refused destroy ({}) must keep the pool imported",
+                destroy.stderr.trim_end()
+            );
+        }
+        _ => panic!("{destroy:?}"),
+    }
 }

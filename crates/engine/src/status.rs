@@ -329,10 +329,10 @@ pub fn properties(name: &str, pool: &Pool, local: &[(String, String)]) -> Vec<Pr
         .collect()
 }
 
-fn tree_node(tree: &VdevTree, found: &dyn Fn(&VdevTree) -> bool) -> VdevNode {
+fn tree_node(tree: &VdevTree, found: &dyn Fn(&VdevTree) -> Option<String>) -> VdevNode {
     let (state, children) = match tree.kind {
         VdevKind::Disk => {
-            let ok = found(tree);
+            let ok = found(tree).is_some();
             (if ok { "ONLINE" } else { "UNAVAIL" }.to_string(), Vec::new())
         }
         _ => {
@@ -354,7 +354,8 @@ fn tree_node(tree: &VdevTree, found: &dyn Fn(&VdevTree) -> bool) -> VdevNode {
         }
     };
     let name = match tree.kind {
-        VdevKind::Disk => tree.path.clone(),
+        // Where the device is now; the label's path is only where it was last time.
+        VdevKind::Disk => found(tree).unwrap_or_else(|| tree.path.clone()),
         VdevKind::Raidz { parity } => format!("raidz{parity}-{}", tree.id),
         VdevKind::Mirror => format!("mirror-{}", tree.id),
         kind => kind.name(),
@@ -366,17 +367,17 @@ fn tree_node(tree: &VdevTree, found: &dyn Fn(&VdevTree) -> bool) -> VdevNode {
 /// What `tarn pool import` (no name) shows for a discovered pool.
 #[must_use]
 pub fn importable(found: &Discovered) -> Importable {
-    let is_found = |leaf: &VdevTree| found.found.contains_key(&leaf.guid);
+    let is_found = |leaf: &VdevTree| found.found.get(&leaf.guid).cloned();
     let tops: Vec<VdevNode> = found
         .config
         .vdev_tree
         .children
         .iter()
-        .filter(|c| c.kind != VdevKind::Spares)
         .map(|c| tree_node(c, &is_found))
         .collect();
-    let unavailable = tops.iter().any(|t| t.state == "UNAVAIL");
-    let degraded = tops.iter().any(|t| t.state == "DEGRADED");
+    let data = || tops.iter().filter(|t| t.kind != "spares");
+    let unavailable = data().any(|t| t.state == "UNAVAIL");
+    let degraded = data().any(|t| t.state == "DEGRADED");
     let state = if unavailable {
         "UNAVAIL"
     } else if degraded {

@@ -228,6 +228,7 @@ impl Discovered {
 /// Scans `dirs` for devices with tarn labels and groups them into pools.
 pub fn discover(provider: &dyn DeviceProvider, dirs: &[String]) -> Vec<Discovered> {
     let mut pools: BTreeMap<Guid, Discovered> = BTreeMap::new();
+    let mut spares: Vec<(Guid, Guid, String)> = Vec::new();
     let mut seen = std::collections::HashSet::new();
     for dir in dirs {
         let Ok(paths) = provider.list(dir) else { continue };
@@ -239,6 +240,8 @@ pub fn discover(provider: &dyn DeviceProvider, dirs: &[String]) -> Vec<Discovere
             let scan = read_labels(device.as_ref());
             let Some(config) = scan.config else { continue };
             if config.state == PoolState::Spare {
+                // A spare's label names its pool but carries no uberblocks of its own.
+                spares.push((config.pool_guid, config.this_guid, path.clone()));
                 continue;
             }
             let entry = pools.entry(config.pool_guid).or_insert_with(|| Discovered {
@@ -251,6 +254,11 @@ pub fn discover(provider: &dyn DeviceProvider, dirs: &[String]) -> Vec<Discovere
             }
             entry.found.insert(config.this_guid, path.clone());
             entry.uberblocks.extend(scan.uberblocks);
+        }
+    }
+    for (pool, guid, path) in spares {
+        if let Some(entry) = pools.get_mut(&pool) {
+            entry.found.insert(guid, path);
         }
     }
     pools.into_values().collect()
