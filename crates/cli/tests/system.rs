@@ -423,7 +423,7 @@ fn create_raidz2_with_spare_status_and_list() {
     assert_eq!(free, size - alloc);
     // Raw size of six devices, parity included (as ZFS reports raidz), minus labels.
     assert!(
-        size <= 6 * DEVICE_SIZE && size >= 6 * DEVICE_SIZE * 9 / 10,
+        (6 * DEVICE_SIZE * 9 / 10..=6 * DEVICE_SIZE).contains(&size),
         "{size}"
     );
     assert_eq!(cells[4], "-", "no checkpoint");
@@ -971,7 +971,7 @@ fn dry_run_create_changes_nothing() {
         join(spares)
     ));
     let mut expected =
-        String::from("would create 'tank' with the following layout:\n\n\ttank\n\t  raidz2-0\n");
+        String::from("would create 'tank' with the following layout:\n\n\ttank\n\t  raidz2\n");
     for device in data {
         expected.push_str(&format!("\t    {device}\n"));
     }

@@ -103,10 +103,8 @@ fn run_queue(shared: &Shared, device: &dyn Device) {
         state = shared.lock();
         state.busy = false;
         state.queued_bytes -= data.len() as u64;
-        if let Err(error) = result {
-            if state.error.is_none() {
-                state.error = Some((offset, error.to_string()));
-            }
+        if let (Err(error), None) = (&result, &state.error) {
+            state.error = Some((offset, error.to_string()));
         }
         shared.changed.notify_all();
     }

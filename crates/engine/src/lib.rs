@@ -285,10 +285,13 @@ impl Engine {
         let _admin = self.admin();
         let handle = self.pool(name)?;
         let mut inner = handle.lock();
-        let synced = inner.sync();
-        if let Err(e) = synced {
-            if !force {
-                return Err(e);
+        // A read-only pool has nothing to commit; its labels are left exactly as they were.
+        if !inner.pool.readonly() {
+            let synced = inner.sync();
+            if let Err(e) = synced {
+                if !force {
+                    return Err(e);
+                }
             }
         }
         self.pools().remove(name);
@@ -305,6 +308,9 @@ impl Engine {
     /// Destroys a pool: marks its labels destroyed and forgets it.
     pub fn destroy_pool(&self, name: &str, _force: bool) -> Result<(), EngineError> {
         let _admin = self.admin();
+        if self.pool(name)?.lock().pool.readonly() {
+            return Err(PoolError::ReadOnly.into());
+        }
         let handle = self.pools().remove(name).ok_or(EngineError::NoSuchPool)?;
         let handle = match Arc::try_unwrap(handle) {
             Ok(handle) => handle,
@@ -513,10 +519,13 @@ impl Engine {
     }
 
     /// Imported pools with their GUIDs and current device paths (the daemon's cache file).
+    /// Read-only imports are not remembered (as ZFS does not cache them): a restart must not
+    /// bring a pool back writable that the admin imported read-only.
     #[must_use]
     pub fn cache_entries(&self) -> Vec<(String, Guid, Vec<String>)> {
         self.pools()
             .values()
+            .filter(|h| !h.lock().pool.readonly())
             .map(|h| {
                 let inner = h.lock();
                 let mut paths: Vec<String> =

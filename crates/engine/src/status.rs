@@ -434,11 +434,11 @@ pub fn layout_of(spec: &CreateSpec) -> VdevNode {
     let mut children: Vec<VdevNode> = spec
         .tops
         .iter()
-        .enumerate()
-        .map(|(i, top)| match top.layout {
+        .map(|top| match top.layout {
             TopLayout::Disk => leaf(&top.devices[0]),
+            // `zpool create -n` prints the bare kind: the vdev has no id yet.
             layout => VdevNode {
-                name: format!("{}-{i}", layout.name()),
+                name: layout.name(),
                 kind: layout.name(),
                 state: String::new(),
                 read: 0,

@@ -122,7 +122,7 @@ fn dry_run_writes_nothing_and_describes_the_layout() {
     let before = images(&provider);
     let options = CreateOptions { dry_run: true, ..CreateOptions::default() };
     let layout = engine.create_pool(&raidz2(&names), &options).unwrap().expect("layout");
-    assert_eq!(layout.children[0].name, "raidz2-0");
+    assert_eq!(layout.children[0].name, "raidz2");
     assert!(before == images(&provider));
     assert!(engine.pool_names().is_empty());
 }
