@@ -546,3 +546,4 @@ impl Engine {
         Ok(self.pool(name)?.lock().pool.root())
     }
 }
+pub mod check;

@@ -116,18 +116,6 @@ pub struct BlockPtr {
     pub checksum: Checksum,
 }
 
-impl Default for CompressKind {
-    fn default() -> Self {
-        CompressKind::Off
-    }
-}
-
-impl Default for ChecksumKind {
-    fn default() -> Self {
-        ChecksumKind::Off
-    }
-}
-
 impl BlockPtr {
     /// True when the pointer points at no data (never written, or punched).
     #[must_use]

@@ -2,7 +2,7 @@
 //! A checksum is always 256 bits, stored as four little-endian u64 words in the block pointer.
 //!
 //! Fletcher-4 has several implementations ([`Fletcher4Impl`]): the scalar definition, a
-//! portable four-lane kernel and an AVX2 kernel chosen at run time. The lane kernels split
+//! portable two-lane kernel and an AVX2 kernel chosen at run time. The lane kernels split
 //! the words over independent lanes and combine the lane sums into the exact scalar value
 //! (the derivation is in `checksum/fletcher.rs`); tests compare every implementation with the
 //! scalar one on random inputs of many lengths.
@@ -14,10 +14,11 @@ mod fletcher_avx2;
 use crate::FormatError;
 
 /// Checksum algorithm of a block, as stored in the block pointer's `checksum` byte.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 #[repr(u8)]
 pub enum ChecksumKind {
     /// No checksum (only for blocks that carry their own, such as labels). Never chosen for data.
+    #[default]
     Off = 0,
     /// Fletcher-4 over 32-bit words: four running 64-bit sums. Fast; detects bit rot and torn
     /// writes but not deliberate tampering.
@@ -112,7 +113,7 @@ const SMALL_INPUT_BYTES: usize = 256;
 pub enum Fletcher4Impl {
     /// One word at a time: the definition, and the reference the others are tested against.
     Scalar,
-    /// Portable Rust over four interleaved lanes, combined into the scalar result.
+    /// Portable Rust over two interleaved lanes, combined into the scalar result.
     Lanes,
     /// AVX2 over eight lanes in two 256-bit registers per sum (x86_64 CPUs with AVX2).
     Avx2,

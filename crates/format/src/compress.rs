@@ -33,10 +33,11 @@ use crate::FormatError;
 
 /// Compression algorithm recorded in a block pointer: enough to decompress. The level used
 /// to compress is not needed to decompress and is not stored.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 #[repr(u8)]
 pub enum CompressKind {
     /// Stored as is.
+    #[default]
     Off = 0,
     /// LZ4 block format, prefixed with the compressed length (u32 LE).
     Lz4 = 1,

@@ -49,10 +49,12 @@ pub fn aligned_device_size(size: u64) -> u64 {
     size / LABEL_SIZE * LABEL_SIZE
 }
 
-/// Byte offsets of the four labels on a device of `size` bytes.
+/// Byte offsets of the four labels on a device of `size` bytes (at least four labels' worth:
+/// callers check [`data_area`] or the size first).
 #[must_use]
 pub fn label_offsets(size: u64) -> [u64; LABEL_COUNT] {
     let end = aligned_device_size(size);
+    assert!(end >= 4 * LABEL_SIZE, "device of {size} bytes cannot hold four labels");
     [0, LABEL_SIZE, end - 2 * LABEL_SIZE, end - LABEL_SIZE]
 }
 
@@ -62,6 +64,8 @@ pub fn data_area(size: u64) -> Option<(u64, u64)> {
     let end = aligned_device_size(size).checked_sub(2 * LABEL_SIZE)?;
     (end > DATA_START).then_some((DATA_START, end))
 }
+
+const _: () = assert!(RING_SIZE >> tarn_base::limits::ASHIFT_MAX >= 2, "ring holds >= 2 slots");
 
 /// Size of an uberblock slot for a pool with `ashift`.
 #[must_use]
@@ -148,7 +152,10 @@ impl VdevKind {
             VdevKind::Root => "root".into(),
             VdevKind::Disk => "disk".into(),
             VdevKind::Mirror => "mirror".into(),
-            VdevKind::Raidz { parity } => format!("raidz{parity}"),
+            VdevKind::Raidz { parity } => {
+                assert!((1..=3).contains(&parity), "raidz parity {parity} is not 1..=3");
+                format!("raidz{parity}")
+            }
             VdevKind::Spares => "spares".into(),
             VdevKind::Replacing => "replacing".into(),
             VdevKind::SpareInUse => "spare".into(),
@@ -194,6 +201,11 @@ pub struct VdevTree {
     /// Administratively offline (leaves).
     pub offline: bool,
 }
+
+/// Smallest metaslab shift a vdev tree may record (64 KiB metaslabs).
+pub const METASLAB_SHIFT_MIN: u8 = 16;
+/// Largest metaslab shift a vdev tree may record (1 TiB metaslabs).
+pub const METASLAB_SHIFT_MAX: u8 = 40;
 
 /// Deepest vdev tree accepted on decode (root > top > replacing > leaf, with room).
 const VDEV_TREE_DEPTH_MAX: usize = 6;
@@ -264,9 +276,23 @@ impl VdevTree {
                 }
                 tag::GUID => tree.guid = Guid(tlv_u64(value, WHAT)?),
                 tag::ID => tree.id = small(tlv_u64(value, WHAT)?, WHAT)?,
-                tag::ASHIFT => tree.ashift = small(tlv_u64(value, WHAT)?, WHAT)?,
+                tag::ASHIFT => {
+                    let ashift: u8 = small(tlv_u64(value, WHAT)?, WHAT)?;
+                    let range = tarn_base::limits::ASHIFT_MIN..=tarn_base::limits::ASHIFT_MAX;
+                    if ashift != 0 && !range.contains(&ashift) {
+                        return Err(FormatError::Invalid { what: WHAT, why: "ashift out of range" });
+                    }
+                    tree.ashift = ashift;
+                }
                 tag::ASIZE => tree.asize = tlv_u64(value, WHAT)?,
-                tag::METASLAB_SHIFT => tree.metaslab_shift = small(tlv_u64(value, WHAT)?, WHAT)?,
+                tag::METASLAB_SHIFT => {
+                    let shift: u8 = small(tlv_u64(value, WHAT)?, WHAT)?;
+                    // A tiny shift would mean billions of metaslabs in memory.
+                    if shift != 0 && !(METASLAB_SHIFT_MIN..=METASLAB_SHIFT_MAX).contains(&shift) {
+                        return Err(FormatError::Invalid { what: WHAT, why: "metaslab shift out of range" });
+                    }
+                    tree.metaslab_shift = shift;
+                }
                 tag::PATH => tree.path = tlv_str(value, WHAT)?,
                 tag::OFFLINE => tree.offline = tlv_u64(value, WHAT)? != 0,
                 tag::CHILD => {
@@ -349,6 +375,9 @@ pub struct PoolConfig {
     pub features_for_write: Vec<String>,
 }
 
+/// Most feature flags a config may list per kind.
+const FEATURES_MAX: usize = 256;
+
 mod config_tag {
     pub(super) const VERSION: u16 = 1;
     pub(super) const NAME: u16 = 2;
@@ -418,11 +447,18 @@ impl PoolConfig {
                 t::THIS_GUID => this_guid = Some(Guid(tlv_u64(value, WHAT)?)),
                 t::TOP_GUID => top_guid = Guid(tlv_u64(value, WHAT)?),
                 t::VDEV_TREE => vdev_tree = Some(VdevTree::decode(value)?),
-                t::FEATURE_READ if features_for_read.len() < 256 => {
-                    features_for_read.push(tlv_str(value, WHAT)?);
-                }
-                t::FEATURE_WRITE if features_for_write.len() < 256 => {
-                    features_for_write.push(tlv_str(value, WHAT)?);
+                t::FEATURE_READ | t::FEATURE_WRITE => {
+                    let list = if field == t::FEATURE_READ {
+                        &mut features_for_read
+                    } else {
+                        &mut features_for_write
+                    };
+                    // Dropping a feature name could let an old reader ignore a feature it
+                    // must understand: too many is corruption, not something to truncate.
+                    if list.len() >= FEATURES_MAX {
+                        return Err(FormatError::Invalid { what: WHAT, why: "too many feature flags" });
+                    }
+                    list.push(tlv_str(value, WHAT)?);
                 }
                 _ => {}
             }

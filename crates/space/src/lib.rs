@@ -59,6 +59,12 @@ use tarn_zio::{Allocator, Pipeline, WriteProps, ZioError};
 
 /// Txgs a freed block waits before it can be reused.
 pub const TXG_DEFER: u64 = 2;
+const _: () = assert!(
+    METASLAB_SHIFT_MIN >= tarn_format::label::METASLAB_SHIFT_MIN
+        && METASLAB_SHIFT_MAX <= tarn_format::label::METASLAB_SHIFT_MAX,
+    "the shifts this layer chooses must be ones the vdev tree accepts"
+);
+
 /// Target number of metaslabs per top-level vdev.
 pub const METASLABS_TARGET: u64 = 200;
 /// Smallest metaslab (16 MiB)... unless the vdev itself is smaller.

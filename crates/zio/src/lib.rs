@@ -15,6 +15,9 @@
 //!  read:   bp ─► for each DVA: TopVdev::read(verify = checksum matches)
 //!             ─► first copy that verifies wins; earlier bad copies are rewritten
 //!             ─► decompress to lsize
+//!  scrub:  bp ─► for EVERY DVA: TopVdev::scrub (every mirror side, every raidz column
+//!             including parity, repaired in place) ─► copies that failed entirely are
+//!             rewritten from one that verified ─► ScrubOutcome
 //! ```
 //! The vdev layer does the per-copy work (mirror sides, raidz reconstruction by checksum);
 //! this layer only chooses between copies (DVAs).
@@ -25,6 +28,7 @@
 //! - I2: a block pointer's `psize` is a multiple of 512 and `<= lsize`; the checksum covers
 //!   exactly `psize` bytes.
 //! - I3: every DVA of a block written here has the same physical content.
+//! - I5: a scrub rewrites a copy only with bytes that verified against the block pointer.
 //! - I4: a block read was born no later than the txg the caller is in (temporal incursion
 //!   check, as ztest does): checked by callers that know the txg via [`BlockStore::txg`].
 //!
@@ -46,7 +50,7 @@ pub mod store;
 pub use store::{Allocator, BlockStore, WriteProps, ZioError};
 
 use std::sync::Arc;
-use tarn_base::Txg;
+use tarn_base::{Guid, Txg};
 use tarn_format::checksum::checksum;
 use tarn_format::compress::{compress, decompress, is_all_zero};
 use tarn_format::{BlockPtr, CompressKind, Dva};
@@ -234,6 +238,91 @@ impl Pipeline {
             why: last_error,
         })
     }
+
+    /// Scrubs one block: checks EVERY copy with [`TopVdev::scrub`] (every mirror side and
+    /// every raidz column including parity, repaired in place by the vdev layer, which also
+    /// counts checksum errors per leaf), then rewrites each copy that failed entirely from
+    /// one that verified (I5). A hole is nothing to do. Fails with
+    /// [`ZioError::Unrecoverable`] only when no copy verifies; then nothing is rewritten.
+    pub fn scrub_block(&self, bp: &BlockPtr) -> Result<ScrubOutcome, ZioError> {
+        let mut outcome = ScrubOutcome::default();
+        if bp.is_hole() {
+            return Ok(outcome);
+        }
+        let psize = u64::from(bp.psize);
+        let padded = psize.next_multiple_of(self.sector_size);
+        let verify = |data: &[u8]| {
+            data.get(..psize as usize).is_some_and(|d| checksum(bp.checksum_kind, d) == bp.checksum)
+        };
+        let mut good: Option<&Dva> = None;
+        for dva in bp.copies() {
+            let scrubbed = self.vdev(dva).and_then(|vdev| {
+                vdev.scrub(dva.offset, padded, &verify).map_err(|e| ZioError::Unrecoverable {
+                    dva: dva_name(dva),
+                    birth: bp.birth,
+                    why: e.to_string(),
+                })
+            });
+            match scrubbed {
+                Ok(report) => {
+                    outcome.repaired_bytes += report.healing.repaired_bytes;
+                    outcome.skipped.extend(report.skipped);
+                    good = good.or(Some(dva));
+                }
+                Err(e) => outcome.copy_errors.push((*dva, e.to_string())),
+            }
+        }
+        let Some(good) = good else {
+            let why = outcome.copy_errors.last().map_or_else(|| "no copies".into(), |e| e.1.clone());
+            return Err(ZioError::Unrecoverable {
+                dva: bp.copies().next().map_or_else(|| "-".into(), dva_name),
+                birth: bp.birth,
+                why,
+            });
+        };
+        if outcome.copy_errors.is_empty() {
+            return Ok(outcome);
+        }
+        // The good copy was just verified (and repaired) by its scrub; read it once more
+        // through the verifying read so that only checked bytes are written elsewhere (I5).
+        let data = match self.vdev(good).and_then(|vdev| {
+            vdev.read(good.offset, padded, &verify).map_err(|e| ZioError::Unrecoverable {
+                dva: dva_name(good),
+                birth: bp.birth,
+                why: e.to_string(),
+            })
+        }) {
+            Ok(report) => report.data,
+            Err(_) => {
+                outcome.unrepaired = outcome.copy_errors.iter().map(|(dva, _)| *dva).collect();
+                return Ok(outcome);
+            }
+        };
+        assert!(verify(&data), "I5: a rewrite source must verify");
+        for (dva, _) in &outcome.copy_errors {
+            let written = self.vdev(dva).map(|vdev| vdev.write(dva.offset, &data).is_ok());
+            if written.unwrap_or(false) {
+                outcome.repaired_bytes += data.len() as u64;
+            } else {
+                outcome.unrepaired.push(*dva);
+            }
+        }
+        Ok(outcome)
+    }
+}
+
+/// What a scrub of one block found and did ([`Pipeline::scrub_block`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ScrubOutcome {
+    /// Bytes rewritten: bad mirror sides and raidz columns, and whole copies rebuilt.
+    pub repaired_bytes: u64,
+    /// Copies (DVAs) that did not verify, with why; each was rewritten from a good copy
+    /// unless its rewrite failed too (then it is also in `unrepaired`).
+    pub copy_errors: Vec<(Dva, String)>,
+    /// Copies whose rewrite failed; the next scrub tries again.
+    pub unrepaired: Vec<Dva>,
+    /// Leaves holding part of a copy that could not be checked (offline or missing).
+    pub skipped: Vec<Guid>,
 }
 
 /// `vdev:offset:asize` in hex, as zdb prints DVAs.
@@ -241,3 +330,6 @@ impl Pipeline {
 pub fn dva_name(dva: &Dva) -> String {
     format!("{}:{:x}:{:x}", dva.vdev.0, dva.offset, dva.asize)
 }
+
+#[cfg(test)]
+mod tests;

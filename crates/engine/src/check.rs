@@ -1,0 +1,302 @@
+//! Whole-pool checkers for the simulator and tests (STYLE.md §7: "every reachable block
+//! verifies", "space closes", "birth txg <= current txg"), plus the one knob tarn-sim turns
+//! that the engine does not yet expose as a property (the root dataset's write config).
+//!
+//! [`verify_pool`] works from the last committed uberblock, not from in-memory state, so what
+//! it checks is what an import would find:
+//!
+//! ```text
+//!  uberblock ─► MOS object set ─► root dataset bp ─► data object set      (visit_object_set)
+//!           └─► space log: delta(T) ─► ... ─► base(B) | hole               (walked via prev)
+//!
+//!  reachable R = every DVA of every block above        (must not overlap: no double use)
+//!  live      L = replay of the space log's records      (alloc adds, free removes)
+//!  deferred  D = frees the log recorded in the last TXG_DEFER txgs
+//!  checks:   R == L (nothing leaked, nothing reachable that is free)
+//!            SpaceManager::allocated() == |R| + |D|
+//! ```
+//! The deferred set is not exposed by tarn-space, so it is derived from the log the way
+//! `SpaceManager::load` derives it. Within TXG_DEFER txgs after a condense (a base block) the
+//! log no longer names the frees that are still deferred in memory; then only
+//! `allocated >= |R| + |D|` can be checked, and the report says so (`deferred_exact`).
+
+use tarn_base::Txg;
+use tarn_format::{BlockPtr, BlockType};
+use tarn_objects::{ObjsetWriteConfig, visit_object_set};
+use tarn_space::log::{LogBlock, LogKind};
+use tarn_space::range_tree::RangeTree;
+use tarn_space::{CHAIN_BLOCKS_MAX, TXG_DEFER};
+
+use crate::mos::Mos;
+use crate::{Engine, EngineError};
+
+/// What [`verify_pool`] measured on a pool that passed every check.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CheckReport {
+    /// Txg of the last committed uberblock.
+    pub txg: Txg,
+    /// Reachable blocks read and verified (MOS, data object set, space log).
+    pub blocks: u64,
+    /// Sum of the allocated size of every DVA of every reachable block.
+    pub referenced_bytes: u64,
+    /// Frees of the last `TXG_DEFER` txgs as the space log records them.
+    pub deferred_bytes: u64,
+    /// `SpaceManager::allocated()`.
+    pub allocated_bytes: u64,
+    /// False when a recent condense hid deferred frees (then allocated was only checked to
+    /// be at least referenced plus deferred).
+    pub deferred_exact: bool,
+}
+
+/// The txg of the last committed uberblock of pool `name` (`None` before the first commit).
+pub fn committed_txg(engine: &Engine, name: &str) -> Result<Option<Txg>, EngineError> {
+    let handle = engine.pool(name)?;
+    let inner = handle.lock();
+    Ok(inner.pool.last_uberblock().map(|ub| ub.txg))
+}
+
+/// Sets how the root dataset writes blocks from now on (checksum, compression, copies).
+/// Not persistent: an import starts from the default again. Dataset properties will replace
+/// this hook; until then it lets the simulator vary what the pipeline writes.
+pub fn set_data_write_config(
+    engine: &Engine,
+    name: &str,
+    config: ObjsetWriteConfig,
+) -> Result<(), EngineError> {
+    let handle = engine.pool(name)?;
+    let mut inner = handle.lock();
+    inner.data.set_write_config(config)?;
+    Ok(())
+}
+
+/// One reachable block and where it was found (for messages).
+struct Reached {
+    bp: BlockPtr,
+    origin: &'static str,
+}
+
+/// Verifies pool `name` from its last committed uberblock: every reachable block reads back
+/// through the pipeline with a good checksum, none is born after that txg, no two reachable
+/// blocks share space, the space log's live set equals the reachable set, and the space
+/// manager's allocated bytes equal referenced plus deferred. Returns the first broken check.
+pub fn verify_pool(engine: &Engine, name: &str) -> Result<CheckReport, String> {
+    let handle = engine.pool(name).map_err(|e| e.to_string())?;
+    let inner = handle.lock();
+    let pool = &inner.pool;
+    if let Some(why) = pool.suspended() {
+        return Err(format!("pool is suspended: {why}"));
+    }
+    let ub = *pool.last_uberblock().ok_or("pool has no committed txg")?;
+    if ub.root.birth != ub.txg {
+        return Err(format!(
+            "uberblock {} names a MOS root born in txg {}",
+            ub.txg, ub.root.birth
+        ));
+    }
+    let reader = pool.reader();
+    let mut reached = Vec::new();
+    let mut visit_mos = |bp: &BlockPtr, _| {
+        reached.push(Reached {
+            bp: *bp,
+            origin: "MOS",
+        })
+    };
+    visit_object_set(&reader, &ub.root, &mut visit_mos).map_err(|e| format!("MOS walk: {e}"))?;
+    let data_root = Mos::open(&reader, &ub.root)
+        .and_then(|mut mos| mos.root_dataset(&reader))
+        .map_err(|e| format!("MOS open: {e}"))?;
+    if data_root != inner.data.root() {
+        return Err("the committed root dataset pointer differs from the open object set's".into());
+    }
+    let mut visit_data = |bp: &BlockPtr, _| {
+        reached.push(Reached {
+            bp: *bp,
+            origin: "dataset",
+        })
+    };
+    visit_object_set(&reader, &data_root, &mut visit_data)
+        .map_err(|e| format!("dataset walk: {e}"))?;
+    let chain = read_chain(pool, &ub.space_log)?;
+    let in_memory: Vec<BlockPtr> = pool.space().chain().to_vec();
+    let on_disk: Vec<BlockPtr> = chain.iter().map(|(bp, _)| *bp).collect();
+    if in_memory != on_disk {
+        return Err(format!(
+            "space log chain in memory ({} blocks) differs from the one on disk ({} blocks)",
+            in_memory.len(),
+            on_disk.len()
+        ));
+    }
+    reached.extend(on_disk.iter().map(|bp| Reached {
+        bp: *bp,
+        origin: "space log",
+    }));
+    let vdevs = pool.tops().len();
+    let reachable = check_blocks(pool, &reached, ub.txg, vdevs)?;
+    let (live, deferred_bytes) = replay_chain(&chain, ub.txg, vdevs)?;
+    compare_sets(&reachable, &live)?;
+    let referenced_bytes: u64 = reachable.iter().map(RangeTree::total).sum();
+    let allocated_bytes = pool.space().allocated();
+    let base_txg = chain
+        .first()
+        .filter(|(_, b)| b.kind == LogKind::Base)
+        .map(|(_, b)| b.txg);
+    let deferred_exact = base_txg.is_none_or(|base| base.0 + TXG_DEFER <= ub.txg.0);
+    let expected = referenced_bytes + deferred_bytes;
+    let closes = if deferred_exact {
+        allocated_bytes == expected
+    } else {
+        allocated_bytes >= expected
+    };
+    if !closes {
+        return Err(format!(
+            "space does not close: allocated {allocated_bytes} != referenced {referenced_bytes} \
+             + deferred {deferred_bytes} (txg {})",
+            ub.txg
+        ));
+    }
+    Ok(CheckReport {
+        txg: ub.txg,
+        blocks: reached.len() as u64,
+        referenced_bytes,
+        deferred_bytes,
+        allocated_bytes,
+        deferred_exact,
+    })
+}
+
+/// Reads the space-log chain ending at `head`, oldest block first.
+fn read_chain(
+    pool: &tarn_pool::Pool,
+    head: &BlockPtr,
+) -> Result<Vec<(BlockPtr, LogBlock)>, String> {
+    let mut chain = Vec::new();
+    let mut bp = *head;
+    while !bp.is_hole() {
+        if chain.len() >= CHAIN_BLOCKS_MAX {
+            return Err("space log chain is longer than CHAIN_BLOCKS_MAX".into());
+        }
+        if bp.block_type != BlockType::SpaceLog {
+            return Err(format!("space log chain names a {:?} block", bp.block_type));
+        }
+        let bytes = pool
+            .pipeline()
+            .read_block(&bp)
+            .map_err(|e| format!("space log block: {e}"))?;
+        let block = LogBlock::decode(&bytes).map_err(|e| format!("space log block: {e}"))?;
+        let (prev, is_base) = (block.prev, block.kind == LogKind::Base);
+        chain.push((bp, block));
+        if is_base {
+            break;
+        }
+        bp = prev;
+    }
+    chain.reverse();
+    Ok(chain)
+}
+
+/// Reads every reached block through the pipeline and collects its DVAs per top-level vdev,
+/// refusing late births, unreadable blocks and overlaps.
+fn check_blocks(
+    pool: &tarn_pool::Pool,
+    reached: &[Reached],
+    txg: Txg,
+    vdevs: usize,
+) -> Result<Vec<RangeTree>, String> {
+    let mut reachable = vec![RangeTree::new(); vdevs];
+    for Reached { bp, origin } in reached {
+        if bp.birth > txg {
+            return Err(format!(
+                "{origin} block born in txg {} after committed txg {txg}",
+                bp.birth
+            ));
+        }
+        if let Err(e) = pool.pipeline().read_block(bp) {
+            return Err(format!(
+                "{origin} block (birth {}) does not verify: {e}",
+                bp.birth
+            ));
+        }
+        for dva in bp.copies() {
+            let Some(tree) = reachable.get_mut(dva.vdev.0 as usize) else {
+                return Err(format!(
+                    "{origin} block names vdev {} of {vdevs}",
+                    dva.vdev.0
+                ));
+            };
+            if dva.asize == 0 || tree.intersects(dva.offset, dva.asize) {
+                return Err(format!(
+                    "{origin} block {} overlaps another reachable block (double allocation)",
+                    tarn_zio::dva_name(dva)
+                ));
+            }
+            tree.add(dva.offset, dva.asize);
+        }
+    }
+    Ok(reachable)
+}
+
+/// Replays the log's records: the live set per vdev, and the bytes freed in the last
+/// `TXG_DEFER` txgs (still allocated in memory, as `SpaceManager::load` keeps them).
+fn replay_chain(
+    chain: &[(BlockPtr, LogBlock)],
+    txg: Txg,
+    vdevs: usize,
+) -> Result<(Vec<RangeTree>, u64), String> {
+    let mut live = vec![RangeTree::new(); vdevs];
+    let mut deferred = 0u64;
+    for (_, block) in chain {
+        for record in &block.records {
+            let Some(tree) = live.get_mut(record.vdev.0 as usize) else {
+                return Err(format!(
+                    "space log record names vdev {} of {vdevs}",
+                    record.vdev.0
+                ));
+            };
+            let what = format!(
+                "vdev {} [{:#x}, +{:#x})",
+                record.vdev.0, record.offset, record.asize
+            );
+            if record.alloc {
+                if tree.intersects(record.offset, record.asize) {
+                    return Err(format!(
+                        "space log txg {} allocates {what} twice",
+                        block.txg
+                    ));
+                }
+                tree.add(record.offset, record.asize);
+            } else {
+                if !tree.contains(record.offset, record.asize) {
+                    return Err(format!(
+                        "space log txg {} frees unallocated {what}",
+                        block.txg
+                    ));
+                }
+                tree.remove(record.offset, record.asize);
+                if block.txg.0 + TXG_DEFER > txg.0 {
+                    deferred += record.asize;
+                }
+            }
+        }
+    }
+    Ok((live, deferred))
+}
+
+/// Checks that the reachable set equals the live set, naming the first difference.
+fn compare_sets(reachable: &[RangeTree], live: &[RangeTree]) -> Result<(), String> {
+    for (vdev, (reach, alloc)) in reachable.iter().zip(live).enumerate() {
+        if let Some((start, len)) = reach.iter().find(|&(s, l)| !alloc.contains(s, l)) {
+            return Err(format!(
+                "vdev {vdev} [{start:#x}, +{len:#x}) is reachable but free in the space log"
+            ));
+        }
+        if reach.total() != alloc.total() {
+            let leaked = alloc.iter().find(|&(s, l)| !reach.contains(s, l));
+            return Err(format!(
+                "vdev {vdev}: space log holds {} bytes, reachable blocks {} (leaked: {leaked:?})",
+                alloc.total(),
+                reach.total()
+            ));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,325 @@
+//! Seed to run configuration (swarm testing): the topology, the fault budget and which leaves
+//! are faulty, each device's `FaultPlan`, the write properties and the workload weights. Every
+//! choice is drawn from one `SeededRng` in a fixed order, so a seed names one configuration.
+
+use std::fmt::Write as _;
+
+use tarn_base::SeededRng;
+use tarn_device::{FaultPlan, PER_MILLION};
+use tarn_engine::TopLayout;
+use tarn_format::{ChecksumKind, CompressSetting};
+use tarn_objects::ObjsetWriteConfig;
+
+use crate::Budget;
+
+/// Directory every simulated device lives under (import scans it).
+pub const DEVICE_DIR: &str = "/sim";
+/// Most top-level vdevs a run creates.
+pub const TOPS_MAX: u64 = 3;
+/// Most hot spares a run creates (recorded in the config, never activated yet).
+pub const SPARES_MAX: u64 = 2;
+
+/// One top-level vdev: its layout, its leaves (device indices) and which of them are faulty.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TopPlan {
+    /// Layout.
+    pub layout: TopLayout,
+    /// Device indices of its leaves, in child order.
+    pub leaves: Vec<usize>,
+    /// Device indices of the leaves that inject faults.
+    pub faulty: Vec<usize>,
+}
+
+impl TopPlan {
+    /// Leaves this vdev can lose and still return every byte (mirror n-1, raidz p, disk 0).
+    #[must_use]
+    pub fn tolerated(&self) -> usize {
+        match self.layout {
+            TopLayout::Disk => 0,
+            TopLayout::Mirror => self.leaves.len() - 1,
+            TopLayout::Raidz(parity) => usize::from(parity),
+        }
+    }
+}
+
+/// How often each workload operation is picked (relative weights).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Weights {
+    /// Create an object.
+    pub create: u64,
+    /// Write random or zero bytes at a random offset.
+    pub write: u64,
+    /// Rewrite whole blocks.
+    pub overwrite: u64,
+    /// Write zeros over whole blocks (the engine's only punch).
+    pub punch: u64,
+    /// Read a random range and compare it with the open model.
+    pub read: u64,
+    /// Commit the open txg.
+    pub sync: u64,
+    /// Export and import again.
+    pub export_import: u64,
+    /// Cut the power at a random device operation, crash every device, reimport.
+    pub crash: u64,
+    /// Export, move devices to new paths, import by scanning.
+    pub rename_import: u64,
+    /// Rot sectors at rest on a faulty device.
+    pub rot: u64,
+    /// A faulty device vanishes, or a vanished one returns under a new path.
+    pub vanish: u64,
+}
+
+/// Everything a seed decides before the first operation.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The seed.
+    pub seed: u64,
+    /// Within or beyond the fault budget.
+    pub budget: Budget,
+    /// Sector shift of every vdev.
+    pub ashift: u8,
+    /// Virtual size of every device (sparse in memory).
+    pub device_size: u64,
+    /// Top-level vdevs.
+    pub tops: Vec<TopPlan>,
+    /// Device indices of the hot spares.
+    pub spares: Vec<usize>,
+    /// Initial path of every device, by index.
+    pub paths: Vec<String>,
+    /// Fault plan of every device, by index.
+    pub plans: Vec<FaultPlan>,
+    /// How the root dataset writes blocks.
+    pub write_config: ObjsetWriteConfig,
+    /// Largest data block size shift an object may get (block sizes 512..=1 << shift).
+    pub block_shift_max: u8,
+    /// Bytes of each object the workload addresses (and the model holds).
+    pub object_span: u64,
+    /// Most objects alive at once.
+    pub objects_max: usize,
+    /// Longest single write.
+    pub write_len_max: u64,
+    /// Most device operations before a power cut (the cut instant is drawn below this).
+    pub power_ops_max: u64,
+    /// Operation weights.
+    pub weights: Weights,
+}
+
+fn pick<T: Copy>(rng: &mut SeededRng, choices: &[T]) -> T {
+    choices[rng.below(choices.len() as u64) as usize]
+}
+
+fn layout(rng: &mut SeededRng) -> (TopLayout, usize) {
+    match rng.below(5) {
+        0 => (TopLayout::Disk, 1),
+        1 => (TopLayout::Mirror, 2 + rng.below(2) as usize),
+        _ => {
+            let parity = 1 + rng.below(3) as u8;
+            let width = usize::from(parity) + 1 + rng.below(5) as usize;
+            (TopLayout::Raidz(parity), width)
+        }
+    }
+}
+
+/// Faults of a leaf that misbehaves: every kind the device model has, at seed-chosen rates.
+fn faulty_plan(rng: &mut SeededRng, seed: u64, beyond: bool) -> FaultPlan {
+    let scale = if beyond { 4 } else { 1 };
+    FaultPlan {
+        seed,
+        read_eio: rng.below(30_000 * scale) as u32,
+        write_eio: rng.below(5_000 * scale) as u32,
+        flush_eio: rng.below(2_000) as u32,
+        lost_write: rng.below(20_000 * scale) as u32,
+        misdirected_write: rng.below(4_000 * scale) as u32,
+        bitrot_on_write: rng.below(20_000 * scale) as u32,
+        ..FaultPlan::seeded(seed)
+    }
+}
+
+impl Config {
+    /// The configuration of `seed`; `budget` overrides the seed's own choice.
+    #[must_use]
+    pub fn from_seed(seed: u64, budget: Option<Budget>) -> Config {
+        let mut rng = SeededRng::new(seed);
+        let seeded = if rng.chance(1, 6) { Budget::Beyond } else { Budget::Within };
+        let budget = budget.unwrap_or(seeded);
+        let ashift = 9 + rng.below(5) as u8;
+        let device_size = (64 + 16 * rng.below(5)) << 20;
+        let mut paths = Vec::new();
+        let mut tops = Vec::new();
+        for _ in 0..1 + rng.below(TOPS_MAX) {
+            let (layout, width) = layout(&mut rng);
+            let leaves: Vec<usize> = (paths.len()..paths.len() + width).collect();
+            paths.extend(leaves.iter().map(|i| format!("{DEVICE_DIR}/d{i}")));
+            tops.push(TopPlan { layout, leaves, faulty: Vec::new() });
+        }
+        let spares: Vec<usize> = (paths.len()..paths.len() + rng.below(SPARES_MAX + 1) as usize)
+            .collect();
+        paths.extend(spares.iter().map(|i| format!("{DEVICE_DIR}/s{i}")));
+        choose_faulty(&mut rng, &mut tops, budget);
+        let plans = device_plans(&mut rng, seed, &tops, paths.len(), budget);
+        let write_config = ObjsetWriteConfig {
+            checksum: pick(&mut rng, &[ChecksumKind::Fletcher4, ChecksumKind::Sha256, ChecksumKind::Blake3]),
+            compression: pick(
+                &mut rng,
+                &[CompressSetting::Off, CompressSetting::Lz4, CompressSetting::Zstd(3), CompressSetting::Zle],
+            ),
+            copies: pick(&mut rng, &[1, 1, 1, 2, 3]),
+            metadata_extra_copies: pick(&mut rng, &[0, 1, 1]),
+        };
+        let weights = weights(&mut rng, &tops);
+        Config {
+            seed,
+            budget,
+            ashift,
+            device_size,
+            tops,
+            spares,
+            paths,
+            plans,
+            write_config,
+            block_shift_max: 12 + rng.below(6) as u8,
+            object_span: (256 << 10) << rng.below(3),
+            objects_max: 2 + rng.below(5) as usize,
+            write_len_max: (16 << 10) << rng.below(4),
+            power_ops_max: 50 + rng.below(2000),
+            weights,
+        }
+    }
+
+    /// Device indices of every faulty leaf.
+    #[must_use]
+    pub fn faulty(&self) -> Vec<usize> {
+        self.tops.iter().flat_map(|t| t.faulty.iter().copied()).collect()
+    }
+
+    /// One line describing the configuration (printed at the start of a run).
+    #[must_use]
+    pub fn describe(&self) -> String {
+        let mut out = format!("budget {:?} ashift {} device {} MiB", self.budget, self.ashift, self.device_size >> 20);
+        for top in &self.tops {
+            let _ = write!(out, " | {} x{} faulty {:?}", top.layout.name(), top.leaves.len(), top.faulty);
+        }
+        let c = &self.write_config;
+        let _ = write!(
+            out,
+            " | spares {} | {:?} {:?} copies {}+{} | span {} KiB objects {} blocks <= {} KiB",
+            self.spares.len(),
+            c.checksum,
+            c.compression,
+            c.copies,
+            c.metadata_extra_copies,
+            self.object_span >> 10,
+            self.objects_max,
+            (1u64 << self.block_shift_max) >> 10
+        );
+        out
+    }
+}
+
+/// Within budget: each vdev gets at most as many faulty leaves as it tolerates (often exactly
+/// that many). Beyond: one vdev gets more than it tolerates, the others stay within.
+fn choose_faulty(rng: &mut SeededRng, tops: &mut [TopPlan], budget: Budget) {
+    let quiet = budget == Budget::Within && rng.chance(1, 8);
+    let victim = rng.below(tops.len() as u64) as usize;
+    for (index, top) in tops.iter_mut().enumerate() {
+        let tolerated = top.tolerated();
+        let count = if budget == Budget::Beyond && index == victim {
+            let extra = 1 + rng.below((top.leaves.len() - tolerated) as u64) as usize;
+            tolerated + extra.min(if rng.chance(1, 2) { 1 } else { extra })
+        } else if quiet {
+            0
+        } else if rng.chance(1, 2) {
+            tolerated
+        } else {
+            rng.below(tolerated as u64 + 1) as usize
+        };
+        let mut candidates = top.leaves.clone();
+        for _ in 0..count {
+            let at = rng.below(candidates.len() as u64) as usize;
+            top.faulty.push(candidates.remove(at));
+        }
+        top.faulty.sort_unstable();
+        assert!(
+            budget == Budget::Beyond || top.faulty.len() <= tolerated,
+            "within budget: {} faulty leaves > {tolerated} tolerated",
+            top.faulty.len()
+        );
+    }
+}
+
+/// Every device drops or tears unflushed writes at a crash at the run's rates; faulty ones
+/// also inject faults; some are slow (virtual latency).
+fn device_plans(
+    rng: &mut SeededRng,
+    seed: u64,
+    tops: &[TopPlan],
+    count: usize,
+    budget: Budget,
+) -> Vec<FaultPlan> {
+    let drop_on_crash = pick(rng, &[0, PER_MILLION / 2, PER_MILLION]);
+    let torn_on_crash = pick(rng, &[0, PER_MILLION / 4, PER_MILLION / 2]);
+    let faulty: Vec<usize> = tops.iter().flat_map(|t| t.faulty.iter().copied()).collect();
+    (0..count)
+        .map(|index| {
+            let device_seed = seed.rotate_left(17) ^ (index as u64).wrapping_mul(0x9E37_79B9);
+            let mut plan = if faulty.contains(&index) {
+                faulty_plan(rng, device_seed, budget == Budget::Beyond)
+            } else {
+                FaultPlan::seeded(device_seed)
+            };
+            plan.drop_on_crash = drop_on_crash;
+            plan.torn_on_crash = torn_on_crash;
+            if rng.chance(1, 4) {
+                plan.latency_ns = 100_000 + rng.below(20_000_000);
+                plan.latency_jitter_ns = rng.below(5_000_000);
+            }
+            plan
+        })
+        .collect()
+}
+
+fn weights(rng: &mut SeededRng, tops: &[TopPlan]) -> Weights {
+    let any_faulty = tops.iter().any(|t| !t.faulty.is_empty());
+    let mut w = |max: u64| 1 + rng.below(max);
+    Weights {
+        create: w(4),
+        write: w(30),
+        overwrite: w(10),
+        punch: w(6),
+        read: w(10),
+        sync: w(8),
+        export_import: w(2),
+        crash: w(3),
+        rename_import: w(2),
+        rot: if any_faulty { w(4) } else { 0 },
+        vanish: if any_faulty { w(2) } else { 0 },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn within_budget_never_exceeds_what_a_vdev_tolerates() {
+        // Goal: the budget accounting holds for every seed's topology. Method: many seeds,
+        // both budgets; beyond means exactly one vdev is over its tolerance.
+        for seed in 0..2000 {
+            let within = Config::from_seed(seed, Some(Budget::Within));
+            assert!(within.tops.iter().all(|t| t.faulty.len() <= t.tolerated()), "seed {seed}");
+            let beyond = Config::from_seed(seed, Some(Budget::Beyond));
+            let over = beyond.tops.iter().filter(|t| t.faulty.len() > t.tolerated()).count();
+            assert_eq!(over, 1, "seed {seed}: {}", beyond.describe());
+            assert!(within.tops.len() as u64 <= TOPS_MAX && within.spares.len() as u64 <= SPARES_MAX);
+        }
+    }
+
+    #[test]
+    fn same_seed_same_config() {
+        let a = Config::from_seed(77, None);
+        let b = Config::from_seed(77, None);
+        assert_eq!(a.describe(), b.describe());
+        assert_eq!(a.plans, b.plans);
+        assert_ne!(Config::from_seed(78, None).plans, a.plans);
+    }
+}

@@ -1,0 +1,103 @@
+//! The reference model: what every object must contain. A snapshot is cheap (object bytes are
+//! shared until written), so the run keeps one per recent committed txg as well as the open
+//! one, and after a crash the model goes back to whichever txg the import found.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use tarn_base::ObjectId;
+
+/// One object of the model.
+#[derive(Clone, Debug)]
+pub(crate) struct ModelObject {
+    /// Every byte of the addressed span (never-written bytes are zeros).
+    pub(crate) bytes: Arc<Vec<u8>>,
+    /// Data block size the object was created with.
+    pub(crate) block_size: u32,
+    /// Ranges whose contents are unknown: a write there failed half-way (beyond budget only).
+    pub(crate) unknown: Vec<(u64, u64)>,
+}
+
+/// Objects by id.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Model {
+    pub(crate) objects: BTreeMap<ObjectId, ModelObject>,
+}
+
+/// Where a read disagreed with the model.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Mismatch {
+    pub(crate) offset: u64,
+    pub(crate) expected: u8,
+    pub(crate) actual: u8,
+}
+
+impl Model {
+    pub(crate) fn create(&mut self, id: ObjectId, block_size: u32, span: u64) {
+        let span = usize::try_from(span).expect("object span fits in memory");
+        let object = ModelObject { bytes: Arc::new(vec![0u8; span]), block_size, unknown: Vec::new() };
+        let previous = self.objects.insert(id, object);
+        assert!(previous.is_none(), "the engine handed out live object {id:?} again");
+    }
+
+    pub(crate) fn write(&mut self, id: ObjectId, offset: u64, data: &[u8]) {
+        let object = self.objects.get_mut(&id).expect("writes go to model objects");
+        let start = usize::try_from(offset).expect("offset inside the span");
+        Arc::make_mut(&mut object.bytes)[start..start + data.len()].copy_from_slice(data);
+    }
+
+    /// A write of `len` bytes at `offset` failed: those bytes may be old or new.
+    pub(crate) fn forget(&mut self, id: ObjectId, offset: u64, len: u64) {
+        let object = self.objects.get_mut(&id).expect("writes go to model objects");
+        object.unknown.push((offset, len));
+    }
+
+    /// Compares `actual`, read at `offset`, with the model; bytes in unknown ranges match
+    /// anything.
+    pub(crate) fn compare(&self, id: ObjectId, offset: u64, actual: &[u8]) -> Option<Mismatch> {
+        let object = &self.objects[&id];
+        let start = usize::try_from(offset).expect("offset inside the span");
+        let expected = &object.bytes[start..start + actual.len()];
+        if expected == actual {
+            return None;
+        }
+        let known = |at: u64| !object.unknown.iter().any(|&(o, l)| at >= o && at < o + l);
+        expected
+            .iter()
+            .zip(actual)
+            .enumerate()
+            .map(|(i, (&e, &a))| (offset + i as u64, e, a))
+            .find(|&(at, e, a)| e != a && known(at))
+            .map(|(offset, expected, actual)| Mismatch { offset, expected, actual })
+    }
+
+    /// A 64-bit digest of the contents (for the trace).
+    pub(crate) fn digest(&self) -> u64 {
+        let mut hash = crate::trace::Fnv::new();
+        for (id, object) in &self.objects {
+            hash.add(&id.0.to_le_bytes());
+            hash.add(&object.bytes);
+        }
+        hash.finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snapshots_share_until_written_and_unknown_matches_anything() {
+        let mut model = Model::default();
+        model.create(ObjectId(1), 4096, 8192);
+        let snapshot = model.clone();
+        model.write(ObjectId(1), 10, &[7, 7]);
+        assert_eq!(snapshot.objects[&ObjectId(1)].bytes[10], 0);
+        assert_eq!(model.compare(ObjectId(1), 10, &[7, 7]), None);
+        let bad = model.compare(ObjectId(1), 8, &[0, 0, 7, 8]);
+        assert_eq!(bad, Some(Mismatch { offset: 11, expected: 7, actual: 8 }));
+        model.forget(ObjectId(1), 11, 1);
+        assert_eq!(model.compare(ObjectId(1), 8, &[0, 0, 7, 8]), None);
+        assert_ne!(model.digest(), snapshot.digest());
+    }
+}

@@ -1,0 +1,628 @@
+//! One run: the engine on the seed's devices, the workload, the faults between operations, and
+//! the checkers after every commit and every import. Every method returns `Err(invariant)` for
+//! a broken invariant, `Ok(Flow::End)` when a beyond-budget run cannot go on (the engine
+//! refused an import with an error, which is a correct answer), and `Ok(Flow::Continue)`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use tarn_base::{ManualClock, ObjectId, SeededRng, Txg};
+use tarn_device::{FaultPlan, SimDevice};
+use tarn_engine::{
+    CreateOptions, CreateSpec, Engine, EngineError, HostIdentity, ImportOptions, PoolError,
+    SimProvider, TopSpec, check,
+};
+
+use crate::config::{Config, DEVICE_DIR};
+use crate::model::Model;
+use crate::power::{PowerSwitch, PoweredProvider};
+use crate::trace::Trace;
+use crate::{Budget, Counts};
+
+/// The pool every run creates.
+pub(crate) const POOL: &str = "tank";
+/// Recent committed txgs whose model is kept (a beyond-budget import may go back this far).
+const HISTORY_TXGS: usize = 8;
+/// Uberblocks a beyond-budget import tries, newest first.
+const IMPORT_TRIES: usize = 4;
+/// Times a device may be renamed (SimDevice keeps every name it had).
+const RENAMES_MAX: usize = tarn_device::SIM_NAMES_MAX - 4;
+/// Bytes per read when comparing a whole object.
+const CHECK_CHUNK: u64 = 256 << 10;
+/// Operations between the power cut being armed and the crash.
+const BURST_OPS_MAX: u64 = 12;
+
+/// Whether the run goes on.
+#[derive(Debug)]
+pub(crate) enum Flow {
+    Continue,
+    End(String),
+}
+
+/// Result of a step: a broken invariant is the error.
+pub(crate) type Step = Result<Flow, String>;
+
+/// The workload operations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Op {
+    Create,
+    Write,
+    Overwrite,
+    Punch,
+    Read,
+    Sync,
+    ExportImport,
+    Crash,
+    RenameImport,
+    Rot,
+    Vanish,
+}
+
+pub(crate) struct Sim {
+    pub(crate) cfg: Config,
+    rng: SeededRng,
+    clock: Arc<ManualClock>,
+    pub(crate) devices: Vec<Arc<SimDevice>>,
+    provider: Arc<PoweredProvider>,
+    switch: Arc<PowerSwitch>,
+    engine: Engine,
+    open: Model,
+    committed: Model,
+    committed_txg: Txg,
+    inflight: Option<Model>,
+    history: BTreeMap<Txg, Model>,
+    gone: Vec<usize>,
+    renames: Vec<usize>,
+    rename_serial: u64,
+    pub(crate) trace: Trace,
+    pub(crate) counts: Counts,
+    pub(crate) step: u64,
+}
+
+fn new_engine(provider: &Arc<PoweredProvider>, clock: &Arc<ManualClock>, seed: u64) -> Engine {
+    let identity = HostIdentity { hostid: 0x5157, hostname: "sim".into() };
+    let provider: Arc<dyn tarn_engine::DeviceProvider> = provider.clone();
+    let clock: Arc<dyn tarn_base::Clock> = clock.clone();
+    Engine::new(provider, identity, clock, seed)
+}
+
+impl Sim {
+    pub(crate) fn new(cfg: Config, echo: bool) -> Sim {
+        let mut rng = SeededRng::new(cfg.seed ^ 0x7461_726e_2d73_696d);
+        let clock = Arc::new(ManualClock::new(1_700_000_000 + cfg.seed % 100_000_000));
+        let sims = Arc::new(SimProvider::new());
+        let devices: Vec<Arc<SimDevice>> = cfg
+            .paths
+            .iter()
+            .zip(&cfg.plans)
+            .map(|(path, plan)| {
+                let device =
+                    SimDevice::with_clock(path, cfg.device_size, plan.clone(), Arc::clone(&clock));
+                sims.insert(path, Arc::clone(&device));
+                device
+            })
+            .collect();
+        let switch = Arc::new(PowerSwitch::new());
+        let provider =
+            Arc::new(PoweredProvider { devices: sims, switch: Arc::clone(&switch) });
+        let engine = new_engine(&provider, &clock, rng.next_u64());
+        let renames = vec![0; devices.len()];
+        Sim {
+            cfg,
+            rng,
+            clock,
+            devices,
+            provider,
+            switch,
+            engine,
+            open: Model::default(),
+            committed: Model::default(),
+            committed_txg: Txg(0),
+            inflight: None,
+            history: BTreeMap::new(),
+            gone: Vec::new(),
+            renames,
+            rename_serial: 0,
+            trace: Trace::new(echo),
+            counts: Counts::default(),
+            step: 0,
+        }
+    }
+
+    fn within(&self) -> bool {
+        self.cfg.budget == Budget::Within
+    }
+
+    /// Creates the pool and applies the write properties.
+    pub(crate) fn create(&mut self) -> Step {
+        let cfg = &self.cfg;
+        let path = |i: &usize| cfg.paths[*i].clone();
+        let spec = CreateSpec {
+            name: POOL.into(),
+            tops: cfg
+                .tops
+                .iter()
+                .map(|t| TopSpec { layout: t.layout, devices: t.leaves.iter().map(path).collect() })
+                .collect(),
+            spares: cfg.spares.iter().map(path).collect(),
+            ashift: cfg.ashift,
+            force: false,
+        };
+        let options = CreateOptions { command: "pool create".into(), ..CreateOptions::default() };
+        if let Err(e) = self.engine.create_pool(&spec, &options) {
+            self.trace.line(format!("create: error: {e}"));
+            if self.within() {
+                return Err(format!("pool create failed within budget: {e}"));
+            }
+            return Ok(Flow::End(format!("pool create refused: {e}")));
+        }
+        let txg = check::committed_txg(&self.engine, POOL)
+            .map_err(|e| e.to_string())?
+            .ok_or("a created pool has no committed txg")?;
+        self.committed_after(txg)?;
+        self.apply_write_config()?;
+        self.trace.line(format!("create: txg {txg}"));
+        self.check_all("create")
+    }
+
+    fn apply_write_config(&mut self) -> Result<(), String> {
+        check::set_data_write_config(&self.engine, POOL, self.cfg.write_config)
+            .map_err(|e| format!("write config refused: {e}"))
+    }
+
+    /// One workload operation, chosen by the seed's weights.
+    pub(crate) fn step(&mut self) -> Step {
+        self.step += 1;
+        self.clock.advance_ns(self.rng.below(50_000_000));
+        let w = self.cfg.weights;
+        let table = [
+            (w.create, Op::Create),
+            (w.write, Op::Write),
+            (w.overwrite, Op::Overwrite),
+            (w.punch, Op::Punch),
+            (w.read, Op::Read),
+            (w.sync, Op::Sync),
+            (w.export_import, Op::ExportImport),
+            (w.crash, Op::Crash),
+            (w.rename_import, Op::RenameImport),
+            (w.rot, Op::Rot),
+            (w.vanish, Op::Vanish),
+        ];
+        let total: u64 = table.iter().map(|(weight, _)| weight).sum();
+        let mut pick = self.rng.below(total);
+        let mut op = Op::Write;
+        for (weight, candidate) in table {
+            if pick < weight {
+                op = candidate;
+                break;
+            }
+            pick -= weight;
+        }
+        match op {
+            Op::Create => self.op_create(),
+            Op::Write | Op::Overwrite | Op::Punch => self.op_write(op),
+            Op::Read => self.op_read(),
+            Op::Sync => self.op_sync(),
+            Op::ExportImport => self.op_export_import(),
+            Op::Crash => self.op_crash(),
+            Op::RenameImport => self.op_rename_import(),
+            Op::Rot => self.op_rot(),
+            Op::Vanish => self.op_vanish(),
+        }
+    }
+
+    /// An engine error: a broken invariant within budget; beyond, a suspended pool is
+    /// recovered the way an admin would (restart, reimport) and anything else is counted.
+    fn engine_error(&mut self, what: &str, error: &EngineError) -> Step {
+        self.trace.line(format!("{what}: error: {error}"));
+        if self.within() {
+            return Err(format!("{what} failed within budget: {error}"));
+        }
+        self.counts.errors_reported += 1;
+        if matches!(error, EngineError::Pool(PoolError::Suspended(_))) {
+            return self.crash_and_import("suspension");
+        }
+        Ok(Flow::Continue)
+    }
+
+    fn op_create(&mut self) -> Step {
+        if self.open.objects.len() >= self.cfg.objects_max {
+            return self.op_write(Op::Write);
+        }
+        let block = 512u32 << self.rng.below(u64::from(self.cfg.block_shift_max) - 8);
+        match self.engine.object_create(POOL, block) {
+            Ok(id) => {
+                self.open.create(id, block, self.cfg.object_span);
+                self.trace.line(format!("create object {} block {block}", id.0));
+                Ok(Flow::Continue)
+            }
+            Err(e) => self.engine_error("object create", &e),
+        }
+    }
+
+    fn pick_object(&mut self) -> Option<(ObjectId, u32)> {
+        let count = self.open.objects.len() as u64;
+        if count == 0 {
+            return None;
+        }
+        let index = self.rng.below(count) as usize;
+        self.open.objects.iter().nth(index).map(|(id, object)| (*id, object.block_size))
+    }
+
+    /// A write of the kind `op` asks for: random bytes or zeros at a random range, or whole
+    /// blocks of random bytes (overwrite) or zeros (punch).
+    fn random_write(&mut self, op: Op) -> Option<(ObjectId, u64, Vec<u8>)> {
+        let (id, block_size) = self.pick_object()?;
+        let span = self.cfg.object_span;
+        let (offset, len, zeros) = if op == Op::Write {
+            let offset = self.rng.below(span);
+            let len = 1 + self.rng.below(self.cfg.write_len_max.min(span - offset));
+            (offset, len, self.rng.chance(1, 5))
+        } else {
+            let block = u64::from(block_size);
+            let blocks = span / block;
+            let first = self.rng.below(blocks);
+            let most = (self.cfg.write_len_max / block).clamp(1, blocks - first);
+            let count = 1 + self.rng.below(most);
+            (first * block, count * block, op == Op::Punch)
+        };
+        let mut data = vec![0u8; usize::try_from(len).expect("write length fits in memory")];
+        if !zeros {
+            self.rng.fill(&mut data);
+        }
+        Some((id, offset, data))
+    }
+
+    fn op_write(&mut self, op: Op) -> Step {
+        let Some((id, offset, data)) = self.random_write(op) else {
+            return self.op_create();
+        };
+        let len = data.len() as u64;
+        match self.engine.object_write(POOL, id, offset, &data) {
+            Ok(()) => {
+                self.open.write(id, offset, &data);
+                self.trace.line(format!("{op:?} object {} at {offset} len {len}", id.0));
+                Ok(Flow::Continue)
+            }
+            Err(e) => {
+                self.open.forget(id, offset, len);
+                self.engine_error(&format!("{op:?} object {} at {offset} len {len}", id.0), &e)
+            }
+        }
+    }
+
+    /// Reads `len` bytes of `id` at `offset` and compares them with the open model. Wrong
+    /// bytes are always a broken invariant; an error only within budget.
+    fn read_and_compare(&mut self, id: ObjectId, offset: u64, len: u64, when: &str) -> Step {
+        let mut buf = vec![0u8; usize::try_from(len).expect("read length fits in memory")];
+        match self.engine.object_read(POOL, id, offset, &mut buf) {
+            Ok(()) => match self.open.compare(id, offset, &buf) {
+                None => Ok(Flow::Continue),
+                Some(m) => Err(format!(
+                    "{when}: wrong bytes: object {} offset {} expected {:#04x} read {:#04x}",
+                    id.0, m.offset, m.expected, m.actual
+                )),
+            },
+            Err(e) if self.within() => {
+                Err(format!("{when}: read of object {} at {offset} failed within budget: {e}", id.0))
+            }
+            Err(e) => {
+                self.counts.errors_reported += 1;
+                self.trace.line(format!("{when}: object {} at {offset}: loss reported: {e}", id.0));
+                Ok(Flow::Continue)
+            }
+        }
+    }
+
+    fn op_read(&mut self) -> Step {
+        let Some((id, _)) = self.pick_object() else {
+            return Ok(Flow::Continue);
+        };
+        let offset = self.rng.below(self.cfg.object_span);
+        let len = 1 + self.rng.below((128 << 10).min(self.cfg.object_span - offset));
+        self.trace.line(format!("read object {} at {offset} len {len}", id.0));
+        self.read_and_compare(id, offset, len, "read")
+    }
+
+    /// Txg `txg` committed the open model.
+    fn committed_after(&mut self, txg: Txg) -> Result<(), String> {
+        if txg <= self.committed_txg {
+            return Err(format!("committed txg went from {} to {txg}", self.committed_txg));
+        }
+        self.committed = self.open.clone();
+        self.committed_txg = txg;
+        self.inflight = None;
+        self.history.insert(txg, self.committed.clone());
+        while self.history.len() > HISTORY_TXGS {
+            self.history.pop_first();
+        }
+        self.counts.txgs += 1;
+        Ok(())
+    }
+
+    fn op_sync(&mut self) -> Step {
+        match self.engine.sync_pool(POOL) {
+            Ok(txg) => {
+                self.committed_after(txg)?;
+                self.trace.line(format!("sync: txg {txg} model {:016x}", self.open.digest()));
+                self.check_all("sync")
+            }
+            Err(e) => {
+                self.inflight = Some(self.open.clone());
+                self.engine_error("sync", &e)
+            }
+        }
+    }
+
+    /// Every checker: the whole-pool walk (within budget: every reachable block verifies,
+    /// births, space closes, txg) and the data of every object against the model.
+    fn check_all(&mut self, when: &str) -> Step {
+        self.counts.checks += 1;
+        if self.within() {
+            let report =
+                check::verify_pool(&self.engine, POOL).map_err(|e| format!("after {when}: {e}"))?;
+            if report.txg != self.committed_txg {
+                return Err(format!(
+                    "after {when}: pool reports committed txg {} but the run saw {}",
+                    report.txg, self.committed_txg
+                ));
+            }
+            self.trace.line(format!(
+                "check: txg {} blocks {} referenced {} deferred {} allocated {} exact {}",
+                report.txg,
+                report.blocks,
+                report.referenced_bytes,
+                report.deferred_bytes,
+                report.allocated_bytes,
+                report.deferred_exact
+            ));
+        }
+        let ids: Vec<ObjectId> = self.open.objects.keys().copied().collect();
+        for id in ids {
+            let mut offset = 0;
+            while offset < self.cfg.object_span {
+                let len = CHECK_CHUNK.min(self.cfg.object_span - offset);
+                if let Flow::End(why) = self.read_and_compare(id, offset, len, when)? {
+                    return Ok(Flow::End(why));
+                }
+                offset += len;
+            }
+        }
+        Ok(Flow::Continue)
+    }
+
+    fn op_export_import(&mut self) -> Step {
+        if let Some(flow) = self.export("export")? {
+            return Ok(flow);
+        }
+        self.import("export")
+    }
+
+    /// Exports the pool; the export's sync commits the open model. `Some(flow)` when the
+    /// export failed (beyond budget) and the run already recovered or ended.
+    fn export(&mut self, why: &str) -> Result<Option<Flow>, String> {
+        match self.engine.export_pool(POOL, false) {
+            Ok(()) => {
+                self.committed_after(Txg(self.committed_txg.0 + 1))?;
+                self.trace.line(format!("{why}: exported at txg {}", self.committed_txg));
+                Ok(None)
+            }
+            Err(e) => {
+                // The export may have committed its txg before failing on the labels.
+                self.inflight = Some(self.open.clone());
+                self.trace.line(format!("{why}: export: error: {e}"));
+                if self.within() {
+                    return Err(format!("{why}: export failed within budget: {e}"));
+                }
+                self.counts.errors_reported += 1;
+                // Suspended or half-exported: restart and reimport, as an admin would.
+                self.crash_and_import("failed export").map(Some)
+            }
+        }
+    }
+
+    /// Arms the power cut, keeps working until an operation fails or the burst ends, then
+    /// crashes every device and reimports.
+    fn op_crash(&mut self) -> Step {
+        let ops = 1 + self.rng.below(self.cfg.power_ops_max);
+        self.switch.cut_after(ops);
+        self.trace.line(format!("power cut after {ops} device operations"));
+        for _ in 0..1 + self.rng.below(BURST_OPS_MAX) {
+            if self.rng.chance(1, 3) {
+                match self.engine.sync_pool(POOL) {
+                    Ok(txg) => self.committed_after(txg)?,
+                    Err(_) => {
+                        self.inflight = Some(self.open.clone());
+                        break;
+                    }
+                }
+            } else if let Some((id, offset, data)) = self.random_write(Op::Write) {
+                if self.engine.object_write(POOL, id, offset, &data).is_err() {
+                    break;
+                }
+                self.open.write(id, offset, &data);
+            }
+        }
+        self.crash_and_import("crash")
+    }
+
+    /// The process dies (the engine is dropped), every device loses power, the power comes
+    /// back, and a new process imports the pool.
+    fn crash_and_import(&mut self, why: &str) -> Step {
+        self.engine = new_engine(&self.provider, &self.clock, self.rng.next_u64());
+        for device in &self.devices {
+            device.crash();
+        }
+        self.switch.restore();
+        self.counts.crashes += 1;
+        self.trace.line(format!("{why}: crashed with power off: {}", self.switch.is_off()));
+        self.import(why)
+    }
+
+    /// The model of a txg an import found: the committed one, the one in flight when the
+    /// power went, or (beyond budget only) an older one.
+    fn model_for(&self, txg: Txg) -> Option<Model> {
+        if txg == self.committed_txg {
+            return Some(self.committed.clone());
+        }
+        if txg.0 == self.committed_txg.0 + 1 {
+            return self.inflight.clone();
+        }
+        if self.within() {
+            return None;
+        }
+        self.history.get(&txg).cloned()
+    }
+
+    /// Imports the pool into the current engine and checks everything. Within budget the
+    /// newest uberblock must be the last committed txg (or the one in flight at a crash).
+    fn import(&mut self, why: &str) -> Step {
+        let dirs = vec![DEVICE_DIR.to_string()];
+        let candidates = match self.engine.import_txgs(&dirs, POOL) {
+            Ok(list) if !list.is_empty() => list,
+            Ok(_) => return self.import_refused(why, "no uberblock found"),
+            Err(e) => return self.import_refused(why, &e.to_string()),
+        };
+        let tries = if self.within() { 1 } else { IMPORT_TRIES };
+        let mut imported = None;
+        for &(txg, _) in candidates.iter().take(tries) {
+            let options = ImportOptions { max_txg: Some(txg), ..ImportOptions::default() };
+            match self.engine.import_pool(&dirs, POOL, &options, "pool import") {
+                Ok(_) => {
+                    imported = Some(txg);
+                    break;
+                }
+                Err(e) => self.trace.line(format!("{why}: import at txg {txg}: error: {e}")),
+            }
+        }
+        let Some(txg) = imported else {
+            return self.import_refused(why, "no uberblock could be imported");
+        };
+        let Some(model) = self.model_for(txg) else {
+            if self.within() {
+                return Err(format!(
+                    "{why}: import found txg {txg}; last committed was {} (in flight: {})",
+                    self.committed_txg,
+                    self.inflight.is_some()
+                ));
+            }
+            return Ok(Flow::End(format!("{why}: imported txg {txg} is older than the model")));
+        };
+        self.imported(why, txg, model)
+    }
+
+    fn imported(&mut self, why: &str, txg: Txg, model: Model) -> Step {
+        self.counts.imports += 1;
+        self.open = model.clone();
+        self.committed = model;
+        self.committed_txg = self.committed_txg.min(txg);
+        self.inflight = None;
+        let now = check::committed_txg(&self.engine, POOL)
+            .map_err(|e| e.to_string())?
+            .ok_or("an imported pool has no committed txg")?;
+        if now <= txg {
+            return Err(format!("{why}: import of txg {txg} committed txg {now}"));
+        }
+        self.committed_after(now)?;
+        self.apply_write_config()?;
+        self.trace.line(format!("{why}: imported txg {txg}, now {now}"));
+        self.check_all(why)
+    }
+
+    fn import_refused(&mut self, why: &str, error: &str) -> Step {
+        self.trace.line(format!("{why}: import refused: {error}"));
+        if self.within() {
+            return Err(format!("{why}: import failed within budget: {error}"));
+        }
+        Ok(Flow::End(format!("{why}: import refused with an error: {error}")))
+    }
+
+    /// Gives device `index` a new path in the device directory.
+    fn rename(&mut self, index: usize) {
+        if self.renames[index] >= RENAMES_MAX {
+            return;
+        }
+        self.renames[index] += 1;
+        self.rename_serial += 1;
+        let from = self.devices[index].path().to_string();
+        let to = format!("{DEVICE_DIR}/m{}", self.rename_serial);
+        let moved = self.provider.devices.rename(&from, &to);
+        assert!(moved, "device {from} is in the provider");
+        self.trace.line(format!("rename {from} -> {to}"));
+    }
+
+    fn op_rename_import(&mut self) -> Step {
+        if let Some(flow) = self.export("rename")? {
+            return Ok(flow);
+        }
+        let count = 1 + self.rng.below(self.devices.len() as u64);
+        for _ in 0..count {
+            let index = self.rng.below(self.devices.len() as u64) as usize;
+            self.rename(index);
+        }
+        self.import("rename")
+    }
+
+    fn op_rot(&mut self) -> Step {
+        let faulty = self.cfg.faulty();
+        if faulty.is_empty() {
+            return Ok(Flow::Continue);
+        }
+        let index = faulty[self.rng.below(faulty.len() as u64) as usize];
+        let most = if self.within() { 8 } else { 64 };
+        let sectors = 1 + self.rng.below(most) as usize;
+        let rotted = self.devices[index].rot_random(sectors);
+        self.trace.line(format!("rot {} sectors of device {index}", rotted.len()));
+        Ok(Flow::Continue)
+    }
+
+    /// A faulty device vanishes, or a vanished one returns under a new path (export, move,
+    /// import: the pool finds it by GUID).
+    fn op_vanish(&mut self) -> Step {
+        let present: Vec<usize> =
+            self.cfg.faulty().into_iter().filter(|i| !self.gone.contains(i)).collect();
+        if !self.gone.is_empty() && (present.is_empty() || self.rng.chance(1, 2)) {
+            let index = self.gone.remove(self.rng.below(self.gone.len() as u64) as usize);
+            if let Some(flow) = self.export("return")? {
+                self.devices[index].set_gone(false);
+                return Ok(flow);
+            }
+            self.devices[index].set_gone(false);
+            self.rename(index);
+            self.trace.line(format!("device {index} returns"));
+            return self.import("return");
+        }
+        let Some(&index) = present.get(self.rng.below(present.len().max(1) as u64) as usize)
+        else {
+            return Ok(Flow::Continue);
+        };
+        self.devices[index].set_gone(true);
+        self.gone.push(index);
+        self.trace.line(format!("device {index} vanishes"));
+        Ok(Flow::Continue)
+    }
+
+    /// The end of a run: faults stop, vanished devices return, and the pool must commit,
+    /// verify, export and import with every byte equal to the model.
+    pub(crate) fn finish(&mut self) -> Step {
+        for device in &self.devices {
+            let plan = device.plan();
+            device.set_plan(FaultPlan {
+                seed: plan.seed,
+                drop_on_crash: plan.drop_on_crash,
+                torn_on_crash: plan.torn_on_crash,
+                latency_ns: plan.latency_ns,
+                latency_jitter_ns: plan.latency_jitter_ns,
+                ..FaultPlan::default()
+            });
+        }
+        for index in std::mem::take(&mut self.gone) {
+            self.devices[index].set_gone(false);
+        }
+        self.trace.line("finish: faults off".into());
+        if let Flow::End(why) = self.op_sync()? {
+            return Ok(Flow::End(why));
+        }
+        self.op_export_import()
+    }
+}
