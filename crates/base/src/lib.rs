@@ -87,7 +87,9 @@ impl SystemClock {
     #[must_use]
     #[allow(clippy::disallowed_methods)] // The one place real time enters the engine.
     pub fn new() -> Self {
-        SystemClock { origin: std::time::Instant::now() }
+        SystemClock {
+            origin: std::time::Instant::now(),
+        }
     }
 }
 
@@ -120,7 +122,9 @@ impl ManualClock {
     /// A clock at `unix_secs` seconds past the epoch.
     #[must_use]
     pub fn new(unix_secs: u64) -> Self {
-        ManualClock { ns: std::sync::atomic::AtomicU64::new(unix_secs * 1_000_000_000) }
+        ManualClock {
+            ns: std::sync::atomic::AtomicU64::new(unix_secs * 1_000_000_000),
+        }
     }
 
     /// Moves time forward by `ns` nanoseconds.
@@ -142,7 +146,10 @@ impl Clock for ManualClock {
 /// Rounds `value` up to a multiple of `align`, which must be a power of two.
 #[must_use]
 pub fn round_up_pow2(value: u64, align: u64) -> u64 {
-    assert!(align.is_power_of_two(), "alignment {align} is not a power of two");
+    assert!(
+        align.is_power_of_two(),
+        "alignment {align} is not a power of two"
+    );
     (value + align - 1) & !(align - 1)
 }
 

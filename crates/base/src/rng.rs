@@ -68,7 +68,10 @@ impl SeededRng {
 
     /// True with probability `numerator / denominator`.
     pub fn chance(&mut self, numerator: u64, denominator: u64) -> bool {
-        assert!(denominator > 0, "SeededRng::chance needs a positive denominator");
+        assert!(
+            denominator > 0,
+            "SeededRng::chance needs a positive denominator"
+        );
         self.below(denominator) < numerator
     }
 

@@ -27,7 +27,9 @@ pub fn parse_size(text: &str) -> Result<u64, ParseSizeError> {
         return Err(ParseSizeError::Empty);
     }
     let invalid = || ParseSizeError::Invalid(text.to_string());
-    let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(text.len());
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
     let (number, suffix) = text.split_at(split);
     if number.is_empty() || number.matches('.').count() > 1 {
         return Err(invalid());
@@ -37,7 +39,10 @@ pub fn parse_size(text: &str) -> Result<u64, ParseSizeError> {
         "" => 0,
         _ => {
             let bytes = suffix.as_bytes();
-            let index = SUFFIXES.iter().position(|&s| s == bytes[0]).ok_or_else(invalid)?;
+            let index = SUFFIXES
+                .iter()
+                .position(|&s| s == bytes[0])
+                .ok_or_else(invalid)?;
             let rest = &suffix[1..];
             let rest_ok = match index {
                 0 => rest.is_empty(),
@@ -51,11 +56,18 @@ pub fn parse_size(text: &str) -> Result<u64, ParseSizeError> {
     };
     let overflow = || ParseSizeError::Overflow(text.to_string());
     if let Some((whole, fraction)) = number.split_once('.') {
-        let whole: u64 = if whole.is_empty() { 0 } else { whole.parse().map_err(|_| invalid())? };
+        let whole: u64 = if whole.is_empty() {
+            0
+        } else {
+            whole.parse().map_err(|_| invalid())?
+        };
         let multiplier = 1u128 << shift;
         let digits = fraction.len().min(18) as u32;
-        let fraction: u128 =
-            if digits == 0 { 0 } else { fraction[..digits as usize].parse().map_err(|_| invalid())? };
+        let fraction: u128 = if digits == 0 {
+            0
+        } else {
+            fraction[..digits as usize].parse().map_err(|_| invalid())?
+        };
         let total = u128::from(whole) * multiplier + fraction * multiplier / 10u128.pow(digits);
         u64::try_from(total).map_err(|_| overflow())
     } else {

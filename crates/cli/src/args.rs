@@ -118,6 +118,45 @@ pub(crate) enum PoolCommand {
     },
     /// Import a pool, or list importable pools when none is named.
     Import(ImportArgs),
+    /// Verify every block of pools and repair what is damaged (start, resume, pause, stop).
+    Scrub {
+        /// Stop (cancel) the scrub.
+        #[arg(short = 's', conflicts_with = "pause")]
+        stop: bool,
+        /// Pause the scrub (start it again to resume).
+        #[arg(short = 'p')]
+        pause: bool,
+        /// Wait until the scrub ends, showing progress.
+        #[arg(short = 'w')]
+        wait: bool,
+        /// Pools.
+        #[arg(required = true)]
+        names: Vec<String>,
+    },
+    /// Reset the error counters of a pool's devices (or of one device).
+    Clear {
+        /// Pool name.
+        name: String,
+        /// Device (path, name or GUID).
+        device: Option<String>,
+    },
+    /// Take a device out of service.
+    Offline {
+        /// Until the next import only.
+        #[arg(short = 't')]
+        temporary: bool,
+        /// Pool name.
+        name: String,
+        /// Device (path, name or GUID).
+        device: String,
+    },
+    /// Return an offline device to service (a scrub then repairs what it missed).
+    Online {
+        /// Pool name.
+        name: String,
+        /// Device (path, name or GUID).
+        device: String,
+    },
     /// Show the command history of pools.
     History {
         /// Include internal events.

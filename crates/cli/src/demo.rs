@@ -71,6 +71,7 @@ fn verify(
     options: &DemoOptions,
     pattern: &Pattern,
 ) -> Result<f64, String> {
+    #[allow(clippy::disallowed_methods)] // The demo reports real throughput.
     let start = Instant::now();
     let mut expected = vec![0u8; CHUNK];
     let mut actual = vec![0u8; CHUNK];
@@ -110,6 +111,7 @@ fn device_path(dir: &Path, index: usize) -> PathBuf {
     dir.join(format!("disk{index}"))
 }
 
+#[allow(clippy::disallowed_methods)] // The demo reports real throughput.
 fn run_in(dir: &Path, options: &DemoOptions, status: &dyn Fn(&Engine) -> String) -> Result<(), String> {
     let mut devices = Vec::new();
     for index in 0..options.devices {

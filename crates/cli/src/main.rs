@@ -36,7 +36,7 @@
 //! the CLI never panics on a reply.
 //!
 //! # Not here
-//! Dataset verbs, `iostat`, `scrub` and the other pool verbs come with their engine support.
+//! Dataset verbs, `iostat`, `replace` and the other pool verbs come with their engine support.
 //! The meaning of properties and their validation belong to the engine; the CLI only knows
 //! which ones print as sizes or percentages.
 

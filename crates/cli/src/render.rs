@@ -5,8 +5,8 @@ use std::fmt::Write as _;
 
 use tarn_base::format_size;
 use tarn_proto::{
-    HistoryPool, ImportablePool, PoolLayout, PoolListRow, PoolStatusInfo, PropertyRow, TxgRow,
-    VdevRole, VdevStatus,
+    HistoryPool, ImportablePool, PoolLayout, PoolListRow, PoolStatusInfo, Progress, PropertyRow,
+    TxgRow, VdevRole, VdevStatus,
 };
 
 /// The one-line refusal: `cannot <verb> '<object>': <message>` (STYLE.md §6); without an
@@ -16,6 +16,26 @@ pub(crate) fn error_line(verb: &str, object: Option<&str>, message: &str) -> Str
         Some(object) => format!("cannot {verb} '{object}': {message}"),
         None => format!("cannot {verb}: {message}"),
     }
+}
+
+/// One progress report of long work (`scrub -w`): `scrub: 1.10G issued of 5G, 22.00% done`,
+/// or without a total yet `scrub: 0B issued`.
+pub(crate) fn progress_line(progress: &Progress) -> String {
+    let done = format_size(progress.done);
+    if progress.total == 0 {
+        return format!("{}: {done} issued", progress.operation);
+    }
+    let percent = progress.done.min(progress.total) as f64 * 100.0 / progress.total as f64;
+    let total = format_size(progress.total);
+    format!(
+        "{}: {done} issued of {total}, {percent:.2}% done",
+        progress.operation
+    )
+}
+
+/// Lines a successful command wants the admin to read.
+pub(crate) fn notice(lines: &[String]) -> String {
+    lines.iter().map(|line| format!("{line}\n")).collect()
 }
 
 /// A column of a table: header, alignment, and the narrowest width ZFS gives it.
@@ -424,10 +444,10 @@ fn status_one(out: &mut String, pool: &PoolStatusInfo, verbose: bool) {
     if let Some(see) = &pool.see {
         let _ = writeln!(out, "   see: {see}");
     }
-    let _ = writeln!(
+    push_labelled(
         out,
-        "  scan: {}",
-        pool.scan.as_deref().unwrap_or("none requested")
+        "  scan:",
+        pool.scan.as_deref().unwrap_or("none requested"),
     );
     out.push_str("config:\n\n");
     status_config(out, &pool.config, &pool.spares);

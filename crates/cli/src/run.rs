@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use tarn_proto::{PoolCreate, PoolImport, ReplyPayload, Request, Response};
+use tarn_proto::{PoolCreate, PoolImport, ReplyPayload, Request, Response, ScrubAction};
 
 use crate::args::{Cli, Command, PoolCommand};
 use crate::render::{self, GetField, ListColumn};
@@ -122,10 +122,11 @@ fn run_demo(args: &crate::args::DemoArgs) -> Outcome {
         keep: args.keep,
         direct: args.direct,
     };
-    let status = |engine: &tarn_engine::Engine| match tarn_daemon::backend::status_infos(engine, &[]) {
-        Ok(pools) => render::status(&pools, false),
-        Err(error) => format!("{error}\n"),
-    };
+    let status =
+        |engine: &tarn_engine::Engine| match tarn_daemon::backend::status_infos(engine, &[]) {
+            Ok(pools) => render::status(&pools, false),
+            Err(error) => format!("{error}\n"),
+        };
     match crate::demo::run(&options, &status) {
         Ok(()) => Outcome::ok(String::new()),
         Err(message) => Outcome::refused(render::error_line("run", Some("demo"), &message)),
@@ -333,8 +334,80 @@ pub(crate) fn plan(command: PoolCommand, cwd: &Path) -> Result<Plan, Outcome> {
                 },
             }
         }
+        other => plan_maintenance(other, cwd),
     };
     Ok(plan)
+}
+
+/// Plans `scrub`, `clear`, `offline` and `online`.
+fn plan_maintenance(command: PoolCommand, cwd: &Path) -> Plan {
+    match command {
+        PoolCommand::Scrub {
+            stop,
+            pause,
+            wait,
+            names,
+        } => {
+            let action = match (stop, pause) {
+                (true, _) => ScrubAction::Stop,
+                (false, true) => ScrubAction::Pause,
+                (false, false) => ScrubAction::Start,
+            };
+            Plan {
+                verb: "scrub",
+                object: single(&names),
+                view: View::Silent,
+                request: Request::PoolScrub {
+                    names,
+                    action,
+                    wait,
+                },
+            }
+        }
+        PoolCommand::Clear { name, device } => Plan {
+            verb: "clear errors for",
+            object: Some(name.clone()),
+            view: View::Silent,
+            request: Request::PoolClear {
+                name,
+                device: device.map(|d| device_arg(&d, cwd)),
+            },
+        },
+        PoolCommand::Offline {
+            temporary,
+            name,
+            device,
+        } => Plan {
+            verb: "offline",
+            object: Some(device.clone()),
+            view: View::Silent,
+            request: Request::PoolOffline {
+                name,
+                device: device_arg(&device, cwd),
+                temporary,
+            },
+        },
+        PoolCommand::Online { name, device } => Plan {
+            verb: "online",
+            object: Some(device.clone()),
+            view: View::Silent,
+            request: Request::PoolOnline {
+                name,
+                device: device_arg(&device, cwd),
+            },
+        },
+        _ => unreachable!("plan_maintenance is called only for maintenance verbs"),
+    }
+}
+
+/// A device argument as the daemon matches it: a path (anything with a `/`) made absolute
+/// (I2); a bare name or GUID as typed.
+fn device_arg(device: &str, cwd: &Path) -> String {
+    if device.contains('/') {
+        cwd.join(device).display().to_string()
+    } else {
+        device.to_string()
+    }
 }
 
 fn plan_import(args: crate::args::ImportArgs, cwd: &Path) -> Result<Plan, Outcome> {
@@ -397,15 +470,29 @@ fn execute(plan: Plan, rundir: &Path, json: bool) -> Outcome {
         Ok(client) => client,
         Err(error) => return Outcome::refused(error.to_string()),
     };
+    use std::io::{IsTerminal, Write};
+    let terminal = std::io::stdout().is_terminal();
+    let mut shown = false;
     let progress = |progress: tarn_proto::Progress| {
-        if !json {
-            eprintln!(
-                "{}: {} of {} done",
-                progress.operation, progress.done, progress.total
-            );
+        if json {
+            return;
         }
+        let line = render::progress_line(&progress);
+        let mut stdout = std::io::stdout().lock();
+        // On a terminal one line is rewritten in place; in a pipe each report is a line.
+        let _ = if terminal {
+            write!(stdout, "\r{line}\x1b[K")
+        } else {
+            writeln!(stdout, "{line}")
+        };
+        let _ = stdout.flush();
+        shown = true;
     };
-    match client.call(&plan.request, progress) {
+    let called = client.call(&plan.request, progress);
+    if shown && terminal {
+        println!();
+    }
+    match called {
         Ok(response) => finish(&plan, response, json),
         Err(error) => Outcome::refused(render::error_line(
             plan.verb,
@@ -448,6 +535,7 @@ pub(crate) fn finish(plan: &Plan, response: Response, json: bool) -> Outcome {
 fn show(view: &View, payload: &ReplyPayload) -> Option<Outcome> {
     let text = match (view, payload) {
         (View::Silent, ReplyPayload::Unit) => String::new(),
+        (View::Silent, ReplyPayload::Notice(lines)) => render::notice(lines),
         (View::Layout { name }, ReplyPayload::Layout(layout)) => render::layout(name, layout),
         (
             View::List {

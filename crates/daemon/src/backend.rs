@@ -1,20 +1,30 @@
 //! The daemon's [`Handler`] over the real engine: turns protocol requests into engine calls
 //! and engine answers (or errors) into protocol replies. The only place that knows both
-//! vocabularies; it holds no state of its own beyond the engine.
+//! vocabularies; it holds no state of its own beyond the engine and its two threads:
+//!
+//! ```text
+//!  txg-timer: every TXG_TIMEOUT, Engine::sync_all
+//!  scrub:     while Engine::scanning_pools() is not empty, Engine::scrub_step(pool,
+//!             SCRUB_BATCH_BYTES) round-robin (the pool lock is taken per batch, so requests
+//!             interleave); otherwise sleeps until woken by a scrub/online request or for
+//!             SCRUB_IDLE. A scrub found scanning after import or daemon start is resumed.
+//! ```
+//! Lock order: `EngineBackend::batch` (held for one scrub batch, and by export and destroy so
+//! that they never race a batch for the pool's handle), then the engine's own locks.
 
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use tarn_base::{SeededRng, SystemClock};
 use tarn_engine::{
-    CreateOptions, CreateSpec, Engine, EngineError, FileProvider, HostIdentity, ImportOptions, TopLayout, TopSpec,
-    VdevNode,
+    CreateOptions, CreateSpec, Engine, EngineError, FileProvider, HostIdentity, ImportOptions,
+    ScanState, ScrubAction, TopLayout, TopSpec, VdevNode,
 };
 use tarn_proto::{
-    CacheEntry, ErrorReply, HistoryEntry, HistoryPool, ImportablePool, PoolCreate, PoolImport, PoolLayout,
-    PoolListRow, PoolStatusInfo, PropertyRow, ReplyPayload, Request, Response, TxgRow, VdevGroupSpec,
-    VdevKind, VdevNodeKind, VdevRole, VdevStatus,
+    CacheEntry, ErrorReply, HistoryEntry, HistoryPool, ImportablePool, PoolCreate, PoolImport,
+    PoolLayout, PoolListRow, PoolStatusInfo, Progress, PropertyRow, ReplyPayload, Request,
+    Response, TxgRow, VdevGroupSpec, VdevKind, VdevNodeKind, VdevRole, VdevStatus,
 };
 
 use crate::Handler;
@@ -25,10 +35,72 @@ pub const TXG_TIMEOUT: Duration = Duration::from_secs(5);
 /// Where `tarn pool import` looks when no `-d` is given.
 pub const DEFAULT_SEARCH_DIRS: &[&str] = &["/dev/disk/by-id", "/dev"];
 
+/// Bytes one scrub batch reads before the pool lock is released.
+pub const SCRUB_BATCH_BYTES: u64 = 16 << 20;
+/// How long the scrub thread sleeps when no pool is scrubbing (unless woken).
+pub const SCRUB_IDLE: Duration = Duration::from_secs(5);
+/// How long the scrub thread backs off after a batch failed (a suspended pool).
+pub const SCRUB_BACKOFF: Duration = Duration::from_secs(1);
+/// How often `scrub -w` reports progress.
+pub const SCRUB_PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Wakes the scrub thread when a scrub starts.
+#[derive(Debug, Default)]
+struct Wake {
+    pending: Mutex<bool>,
+    signal: Condvar,
+}
+
+impl Wake {
+    fn notify(&self) {
+        *self.pending.lock().unwrap_or_else(PoisonError::into_inner) = true;
+        self.signal.notify_all();
+    }
+
+    fn wait(&self, timeout: Duration) {
+        let pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+        let (mut pending, _) = self
+            .signal
+            .wait_timeout_while(pending, timeout, |pending| !*pending)
+            .unwrap_or_else(PoisonError::into_inner);
+        *pending = false;
+    }
+}
+
 /// The daemon's handler for the real engine.
 #[derive(Debug)]
 pub struct EngineBackend {
     engine: Arc<Engine>,
+    batch: Arc<Mutex<()>>,
+    wake: Arc<Wake>,
+}
+
+fn lock_batch(batch: &Mutex<()>) -> MutexGuard<'_, ()> {
+    batch.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The scrub thread's loop (module doc): runs until the engine is dropped.
+fn drive_scrubs(engine: &std::sync::Weak<Engine>, batch: &Mutex<()>, wake: &Wake) {
+    while let Some(engine) = engine.upgrade() {
+        let pools = engine.scanning_pools();
+        if pools.is_empty() {
+            drop(engine);
+            wake.wait(SCRUB_IDLE);
+            continue;
+        }
+        let mut failed = false;
+        for pool in pools {
+            let _batch = lock_batch(batch);
+            // A pool exported since the list was taken is simply gone; a suspended one is
+            // retried after a pause (status shows why it is stuck).
+            let stepped = engine.scrub_step(&pool, SCRUB_BATCH_BYTES);
+            failed |= matches!(stepped, Err(e) if !matches!(e, EngineError::NoSuchPool));
+        }
+        drop(engine);
+        if failed {
+            wake.wait(SCRUB_BACKOFF);
+        }
+    }
 }
 
 /// This host's identity: `/etc/hostid` when present (as ZFS uses), else a stable hash of the
@@ -43,9 +115,9 @@ pub fn host_identity() -> HostIdentity {
         .map(|word| u64::from(u32::from_le_bytes(word)))
         .filter(|&id| id != 0);
     let hostid = from_file.unwrap_or_else(|| {
-        let hash = hostname
-            .bytes()
-            .fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
+        let hash = hostname.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+        });
         (hash & 0xffff_ffff).max(1)
     });
     HostIdentity { hostid, hostname }
@@ -55,7 +127,12 @@ pub fn host_identity() -> HostIdentity {
 #[must_use]
 pub fn file_engine(direct: bool) -> Engine {
     let seed = SeededRng::from_entropy().next_u64();
-    Engine::new(Arc::new(FileProvider { direct }), host_identity(), Arc::new(SystemClock::new()), seed)
+    Engine::new(
+        Arc::new(FileProvider { direct }),
+        host_identity(),
+        Arc::new(SystemClock::new()),
+        seed,
+    )
 }
 
 impl EngineBackend {
@@ -74,7 +151,22 @@ impl EngineBackend {
                 }
             })
             .map_err(|e| format!("cannot start the txg timer: {e}"))?;
-        Ok(EngineBackend { engine })
+        let batch = Arc::new(Mutex::new(()));
+        let wake = Arc::new(Wake::default());
+        let (weak, thread_batch, thread_wake) = (
+            Arc::downgrade(&engine),
+            Arc::clone(&batch),
+            Arc::clone(&wake),
+        );
+        std::thread::Builder::new()
+            .name("scrub".into())
+            .spawn(move || drive_scrubs(&weak, &thread_batch, &thread_wake))
+            .map_err(|e| format!("cannot start the scrub thread: {e}"))?;
+        Ok(EngineBackend {
+            engine,
+            batch,
+            wake,
+        })
     }
 
     /// The engine (for in-process front ends such as the demo).
@@ -98,9 +190,8 @@ fn error_reply(error: &EngineError) -> Response {
 
 fn device_error_text(error: &tarn_engine::DeviceError) -> String {
     let text = match error {
-        tarn_engine::DeviceError::Open { source, .. } | tarn_engine::DeviceError::Io { source, .. } => {
-            source.to_string()
-        }
+        tarn_engine::DeviceError::Open { source, .. }
+        | tarn_engine::DeviceError::Io { source, .. } => source.to_string(),
         other => other.to_string(),
     };
     let text = match text.find(" (os error") {
@@ -108,7 +199,9 @@ fn device_error_text(error: &tarn_engine::DeviceError) -> String {
         None => text,
     };
     let mut chars = text.chars();
-    chars.next().map_or_else(String::new, |first| first.to_lowercase().chain(chars).collect())
+    chars.next().map_or_else(String::new, |first| {
+        first.to_lowercase().chain(chars).collect()
+    })
 }
 
 fn ok(payload: ReplyPayload) -> Response {
@@ -175,7 +268,10 @@ fn create_spec(request: &PoolCreate) -> Result<CreateSpec, String> {
                     VdevKind::Mirror => TopLayout::Mirror,
                     VdevKind::Raidz(parity) => TopLayout::Raidz(parity),
                 };
-                tops.push(TopSpec { layout, devices: group.devices.clone() });
+                tops.push(TopSpec {
+                    layout,
+                    devices: group.devices.clone(),
+                });
             }
             VdevRole::Spare => spares.extend(group.devices.iter().cloned()),
             role => {
@@ -232,7 +328,10 @@ fn create_command(request: &PoolCreate) -> String {
 
 fn search_dirs(dirs: &[String]) -> Vec<String> {
     if dirs.is_empty() {
-        DEFAULT_SEARCH_DIRS.iter().map(|d| (*d).to_string()).collect()
+        DEFAULT_SEARCH_DIRS
+            .iter()
+            .map(|d| (*d).to_string())
+            .collect()
     } else {
         dirs.to_vec()
     }
@@ -240,28 +339,32 @@ fn search_dirs(dirs: &[String]) -> Vec<String> {
 
 /// `tarn pool status` replies for `names` (every pool when empty).
 pub fn status_infos(engine: &Engine, names: &[String]) -> Result<Vec<PoolStatusInfo>, EngineError> {
-    let names = if names.is_empty() { engine.pool_names() } else { names.to_vec() };
+    let names = if names.is_empty() {
+        engine.pool_names()
+    } else {
+        names.to_vec()
+    };
     names
         .iter()
         .map(|name| {
             let status = engine.status(name)?;
-                let (config, _) = split_spares(&status.config);
-                Ok(PoolStatusInfo {
-                    name: status.name,
-                    guid: status.guid,
-                    state: status.state,
-                    status: status.status,
-                    action: status.action,
-                    see: status.see,
-                    scan: status.scan,
-                    config,
-                    spares: status.spares.iter().map(vdev_status).collect(),
-                    error_count: status.errors.len() as u64,
-                    errors: status.errors,
-                })
+            let (config, _) = split_spares(&status.config);
+            Ok(PoolStatusInfo {
+                name: status.name,
+                guid: status.guid,
+                state: status.state,
+                status: status.status,
+                action: status.action,
+                see: status.see,
+                scan: status.scan,
+                config,
+                spares: status.spares.iter().map(vdev_status).collect(),
+                error_count: status.errors.len() as u64,
+                errors: status.errors,
             })
-            .collect()
-    }
+        })
+        .collect()
+}
 
 impl EngineBackend {
     fn create(&self, request: &PoolCreate) -> Response {
@@ -300,7 +403,12 @@ impl EngineBackend {
             command.push_str(&format!(" -T {txg}"));
         }
         command.push_str(&format!(" {}", request.pool));
-        match self.engine.import_pool(&search_dirs(&request.dirs), &request.pool, &options, &command) {
+        match self.engine.import_pool(
+            &search_dirs(&request.dirs),
+            &request.pool,
+            &options,
+            &command,
+        ) {
             Ok(_) => ok(ReplyPayload::Unit),
             Err(e) => error_reply(&e),
         }
@@ -332,8 +440,16 @@ impl EngineBackend {
             .collect())
     }
 
-    fn get(&self, properties: &[String], names: &[String]) -> Result<Vec<PropertyRow>, EngineError> {
-        let names = if names.is_empty() { self.engine.pool_names() } else { names.to_vec() };
+    fn get(
+        &self,
+        properties: &[String],
+        names: &[String],
+    ) -> Result<Vec<PropertyRow>, EngineError> {
+        let names = if names.is_empty() {
+            self.engine.pool_names()
+        } else {
+            names.to_vec()
+        };
         let mut rows = Vec::new();
         for name in names {
             for value in self.engine.get_props(&name, properties)? {
@@ -349,7 +465,11 @@ impl EngineBackend {
     }
 
     fn history(&self, names: &[String], internal: bool) -> Result<Vec<HistoryPool>, EngineError> {
-        let names = if names.is_empty() { self.engine.pool_names() } else { names.to_vec() };
+        let names = if names.is_empty() {
+            self.engine.pool_names()
+        } else {
+            names.to_vec()
+        };
         names
             .into_iter()
             .map(|name| {
@@ -373,60 +493,239 @@ impl EngineBackend {
     }
 }
 
+fn scrub_command(names: &[String], action: tarn_proto::ScrubAction, wait: bool) -> String {
+    let mut words = vec!["pool scrub".to_string()];
+    match action {
+        tarn_proto::ScrubAction::Start => {}
+        tarn_proto::ScrubAction::Pause => words.push("-p".into()),
+        tarn_proto::ScrubAction::Stop => words.push("-s".into()),
+    }
+    if wait {
+        words.push("-w".into());
+    }
+    words.extend(names.iter().cloned());
+    words.join(" ")
+}
+
+/// An error naming the pool as `open` does (`cannot open 'x': no such pool`) when the pool is
+/// unknown; otherwise the plain reply.
+fn device_verb_error(error: &EngineError, pool: &str) -> Response {
+    match error {
+        EngineError::NoSuchPool => Response::Error(ErrorReply {
+            message: error.to_string(),
+            verb: Some("open".into()),
+            object: Some(pool.to_string()),
+        }),
+        other => error_reply(other),
+    }
+}
+
+impl EngineBackend {
+    fn scrub(
+        &self,
+        names: &[String],
+        action: tarn_proto::ScrubAction,
+        wait: bool,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Response {
+        let engine_action = match action {
+            tarn_proto::ScrubAction::Start => ScrubAction::Start,
+            tarn_proto::ScrubAction::Pause => ScrubAction::Pause,
+            tarn_proto::ScrubAction::Stop => ScrubAction::Cancel,
+        };
+        if names.is_empty() {
+            return Response::error("missing pool name");
+        }
+        let command = scrub_command(names, action, wait);
+        if let Err((pool, error)) = self.engine.scrub(names, engine_action, &command) {
+            return Response::Error(ErrorReply {
+                message: error.to_string(),
+                verb: None,
+                object: Some(pool),
+            });
+        }
+        self.wake.notify();
+        if wait {
+            self.wait_scrubs(names, progress);
+        }
+        ok(ReplyPayload::Unit)
+    }
+
+    /// Reports progress until no named pool is scrubbing (or imported) any more.
+    fn wait_scrubs(&self, names: &[String], progress: &mut dyn FnMut(Progress)) {
+        loop {
+            let (mut done, mut total, mut running) = (0, 0, false);
+            for name in names {
+                if let Ok(Some(scan)) = self.engine.scan_progress(name) {
+                    running |= scan.state == ScanState::Scanning;
+                    done += scan.issued;
+                    total += scan.to_examine;
+                }
+            }
+            progress(Progress {
+                operation: "scrub".into(),
+                done,
+                total,
+            });
+            if !running {
+                return;
+            }
+            std::thread::sleep(SCRUB_PROGRESS_INTERVAL);
+        }
+    }
+
+    fn online(&self, name: &str, device: &str) -> Response {
+        let command = format!("pool online {name} {device}");
+        match self.engine.online(name, device, &command) {
+            Ok(outcome) if outcome.scrub_started => {
+                self.wake.notify();
+                ok(ReplyPayload::Notice(vec![format!(
+                    "started a scrub of '{name}' to repair blocks written while '{device}' \
+                     was offline"
+                )]))
+            }
+            Ok(_) => ok(ReplyPayload::Unit),
+            Err(e) => device_verb_error(&e, name),
+        }
+    }
+
+    fn devices(&self, request: &Request) -> Option<Response> {
+        let response = match request {
+            Request::PoolClear { name, device } => {
+                let command = match device {
+                    Some(device) => format!("pool clear {name} {device}"),
+                    None => format!("pool clear {name}"),
+                };
+                match self.engine.clear(name, device.as_deref(), &command) {
+                    Ok(()) => ok(ReplyPayload::Unit),
+                    Err(e) => device_verb_error(&e, name),
+                }
+            }
+            Request::PoolOffline {
+                name,
+                device,
+                temporary,
+            } => {
+                let flag = if *temporary { "-t " } else { "" };
+                let command = format!("pool offline {flag}{name} {device}");
+                match self.engine.offline(name, device, *temporary, &command) {
+                    Ok(()) => ok(ReplyPayload::Unit),
+                    Err(e) => device_verb_error(&e, name),
+                }
+            }
+            Request::PoolOnline { name, device } => self.online(name, device),
+            _ => return None,
+        };
+        Some(response)
+    }
+}
+
+impl EngineBackend {
+    fn import_list(&self, dirs: &[String]) -> Response {
+        let pools = self.engine.importable(&search_dirs(dirs));
+        ok(ReplyPayload::Importable(
+            pools
+                .iter()
+                .map(|p| {
+                    let (config, spares) = split_spares(&p.config);
+                    ImportablePool {
+                        name: p.name.clone(),
+                        guid: p.guid,
+                        state: p.state.clone(),
+                        status: p.status.clone(),
+                        action: p.action.clone(),
+                        see: p.see.clone(),
+                        config,
+                        spares,
+                    }
+                })
+                .collect(),
+        ))
+    }
+}
+
 impl Handler for EngineBackend {
+    fn handle_with_progress(
+        &self,
+        request: Request,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Response {
+        match &request {
+            Request::PoolScrub {
+                names,
+                action,
+                wait,
+            } => self.scrub(names, *action, *wait, progress),
+            _ => self.handle(request),
+        }
+    }
+
     fn handle(&self, request: Request) -> Response {
+        if let Some(response) = self.devices(&request) {
+            return response;
+        }
         let result: Result<Response, EngineError> = match &request {
+            Request::PoolScrub {
+                names,
+                action,
+                wait,
+            } => Ok(self.scrub(names, *action, *wait, &mut |_| {})),
             Request::PoolCreate(create) => Ok(self.create(create)),
             Request::PoolImport(import) => Ok(self.import(import)),
             Request::PoolDestroy { name, force } => {
-                self.engine.destroy_pool(name, *force).map(|()| ok(ReplyPayload::Unit))
+                let _batch = lock_batch(&self.batch);
+                self.engine
+                    .destroy_pool(name, *force)
+                    .map(|()| ok(ReplyPayload::Unit))
             }
             Request::PoolExport { name, force } => {
-                self.engine.export_pool(name, *force).map(|()| ok(ReplyPayload::Unit))
+                let _batch = lock_batch(&self.batch);
+                self.engine
+                    .export_pool(name, *force)
+                    .map(|()| ok(ReplyPayload::Unit))
             }
-            Request::PoolList { names } => self.list(names).map(|rows| ok(ReplyPayload::PoolList(rows))),
-            Request::PoolStatus { names, .. } => {
-                self.status(names).map(|rows| ok(ReplyPayload::PoolStatus(rows)))
-            }
-            Request::PoolGet { properties, names } => {
-                self.get(properties, names).map(|rows| ok(ReplyPayload::Properties(rows)))
-            }
-            Request::PoolSet { property, value, name } => {
+            Request::PoolList { names } => self
+                .list(names)
+                .map(|rows| ok(ReplyPayload::PoolList(rows))),
+            Request::PoolStatus { names, .. } => self
+                .status(names)
+                .map(|rows| ok(ReplyPayload::PoolStatus(rows))),
+            Request::PoolGet { properties, names } => self
+                .get(properties, names)
+                .map(|rows| ok(ReplyPayload::Properties(rows))),
+            Request::PoolSet {
+                property,
+                value,
+                name,
+            } => {
                 let command = format!("pool set {property}={value} {name}");
-                self.engine.set_prop(name, property, value, &command).map(|()| ok(ReplyPayload::Unit))
+                self.engine
+                    .set_prop(name, property, value, &command)
+                    .map(|()| ok(ReplyPayload::Unit))
             }
-            Request::PoolImportList { dirs } => {
-                let pools = self.engine.importable(&search_dirs(dirs));
-                Ok(ok(ReplyPayload::Importable(
-                    pools
-                        .iter()
-                        .map(|p| {
-                            let (config, spares) = split_spares(&p.config);
-                            ImportablePool {
-                                name: p.name.clone(),
-                                guid: p.guid,
-                                state: p.state.clone(),
-                                status: p.status.clone(),
-                                action: p.action.clone(),
-                                see: p.see.clone(),
-                                config,
-                                spares,
-                            }
-                        })
-                        .collect(),
-                )))
-            }
-            Request::PoolImportTxgs { dirs, pool } => {
-                self.engine.import_txgs(&search_dirs(dirs), pool).map(|txgs| {
+            Request::PoolImportList { dirs } => Ok(self.import_list(dirs)),
+            Request::PoolImportTxgs { dirs, pool } => self
+                .engine
+                .import_txgs(&search_dirs(dirs), pool)
+                .map(|txgs| {
                     ok(ReplyPayload::Txgs(
-                        txgs.into_iter().map(|(txg, timestamp)| TxgRow { txg: txg.0, timestamp }).collect(),
+                        txgs.into_iter()
+                            .map(|(txg, timestamp)| TxgRow {
+                                txg: txg.0,
+                                timestamp,
+                            })
+                            .collect(),
                     ))
-                })
-            }
-            Request::PoolHistory { names, internal, .. } => {
-                self.history(names, *internal).map(|pools| ok(ReplyPayload::History(pools)))
-            }
-            _ => Ok(Response::error(format!("request '{}' is not handled by the engine", request.verb()))),
+                }),
+            Request::PoolHistory {
+                names, internal, ..
+            } => self
+                .history(names, *internal)
+                .map(|pools| ok(ReplyPayload::History(pools))),
+            _ => Ok(Response::error(format!(
+                "request '{}' is not handled by the engine",
+                request.verb()
+            ))),
         };
         result.unwrap_or_else(|e| error_reply(&e))
     }
@@ -435,7 +734,11 @@ impl Handler for EngineBackend {
         self.engine
             .cache_entries()
             .into_iter()
-            .map(|(name, guid, devices)| CacheEntry { name, guid: guid.0, devices })
+            .map(|(name, guid, devices)| CacheEntry {
+                name,
+                guid: guid.0,
+                devices,
+            })
             .collect()
     }
 
@@ -447,9 +750,15 @@ impl Handler for EngineBackend {
             .collect();
         dirs.sort();
         dirs.dedup();
-        let options = ImportOptions { new_name: Some(entry.name.clone()), ..ImportOptions::default() };
+        let options = ImportOptions {
+            new_name: Some(entry.name.clone()),
+            ..ImportOptions::default()
+        };
         let command = format!("pool import {} (cache file)", entry.name);
-        self.engine.import_pool(&dirs, &entry.guid.to_string(), &options, &command).map(|_| ()).map_err(|e| e.to_string())
+        self.engine
+            .import_pool(&dirs, &entry.guid.to_string(), &options, &command)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
     }
 
     fn shutdown(&self) {

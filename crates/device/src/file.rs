@@ -107,12 +107,16 @@ fn size_of(file: &File, kind: FileKind) -> io::Result<u64> {
 /// cannot be inspected are skipped rather than failing the scan.
 pub fn list_device_paths(dir: &Path) -> Result<Vec<String>, DeviceError> {
     use std::os::unix::fs::FileTypeExt;
-    let entries = std::fs::read_dir(dir)
-        .map_err(|source| DeviceError::Open { path: dir.display().to_string(), source })?;
+    let entries = std::fs::read_dir(dir).map_err(|source| DeviceError::Open {
+        path: dir.display().to_string(),
+        source,
+    })?;
     let mut paths = Vec::new();
     for entry in entries.flatten() {
         let path = entry.path();
-        let Ok(metadata) = std::fs::metadata(&path) else { continue };
+        let Ok(metadata) = std::fs::metadata(&path) else {
+            continue;
+        };
         let kind = metadata.file_type();
         if kind.is_file() || kind.is_block_device() {
             paths.push(path.display().to_string());
@@ -306,7 +310,9 @@ impl Device for FileDevice {
             .write_all_at(data, offset)
             .map_err(|source| DeviceError::Io { offset, source })?;
         if !self.direct {
-            let pending = self.unsubmitted.fetch_add(data.len() as u64, Ordering::Relaxed);
+            let pending = self
+                .unsubmitted
+                .fetch_add(data.len() as u64, Ordering::Relaxed);
             if pending + data.len() as u64 >= WRITEBACK_BATCH {
                 self.unsubmitted.store(0, Ordering::Relaxed);
                 // Advisory: a failure here only means writeback starts later, at the flush.

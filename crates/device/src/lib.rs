@@ -95,8 +95,8 @@ pub mod queued;
 pub mod sim;
 mod sys;
 
-pub use queued::QueuedDevice;
 pub use file::{FileDevice, FileKind, FileOpenOptions, create_sparse_file, list_device_paths};
+pub use queued::QueuedDevice;
 pub use sim::{FaultPlan, PER_MILLION, SIM_NAMES_MAX, SIM_SECTOR_SIZE, SimDevice, SimStats};
 
 /// What went wrong with one device access. Every variant names the offset involved so that

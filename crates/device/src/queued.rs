@@ -48,7 +48,9 @@ impl Shared {
     }
 
     fn wait<'a>(&self, guard: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
-        self.changed.wait(guard).unwrap_or_else(PoisonError::into_inner)
+        self.changed
+            .wait(guard)
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Waits until every queued write has been applied.
@@ -70,7 +72,10 @@ pub struct QueuedDevice {
 }
 
 fn latched(offset: u64, message: &str) -> DeviceError {
-    DeviceError::Io { offset, source: std::io::Error::other(message.to_string()) }
+    DeviceError::Io {
+        offset,
+        source: std::io::Error::other(message.to_string()),
+    }
 }
 
 impl QueuedDevice {
@@ -82,8 +87,15 @@ impl QueuedDevice {
         let worker = std::thread::Builder::new()
             .name("tarn-io".into())
             .spawn(move || run_queue(&worker_shared, worker_device.as_ref()))
-            .map_err(|source| DeviceError::Open { path: inner.path().to_string(), source })?;
-        Ok(QueuedDevice { inner, shared, worker: Mutex::new(Some(worker)) })
+            .map_err(|source| DeviceError::Open {
+                path: inner.path().to_string(),
+                source,
+            })?;
+        Ok(QueuedDevice {
+            inner,
+            shared,
+            worker: Mutex::new(Some(worker)),
+        })
     }
 }
 
@@ -118,7 +130,11 @@ impl Drop for QueuedDevice {
         drop(state);
         // Joining makes the close synchronous: once the device is dropped, the file is closed
         // and its lock released, so another process can import the pool at once.
-        let worker = self.worker.lock().unwrap_or_else(PoisonError::into_inner).take();
+        let worker = self
+            .worker
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
         if let Some(worker) = worker {
             let _ = worker.join();
         }
@@ -176,7 +192,14 @@ mod tests {
 
     #[test]
     fn reads_see_queued_writes_and_flush_makes_them_durable() {
-        let sim = SimDevice::new("q", 1 << 20, FaultPlan { drop_on_crash: PER_MILLION, ..FaultPlan::default() });
+        let sim = SimDevice::new(
+            "q",
+            1 << 20,
+            FaultPlan {
+                drop_on_crash: PER_MILLION,
+                ..FaultPlan::default()
+            },
+        );
         let device = QueuedDevice::new(sim.clone()).unwrap();
         for i in 0..100u64 {
             device.write_at(i * 512, &[i as u8; 512]).unwrap();
@@ -199,7 +222,10 @@ mod tests {
         device.flush().unwrap();
         sim.set_gone(true);
         device.write_at(512, &[2u8; 512]).unwrap_or(());
-        assert!(device.flush().is_err(), "the queued write's error must surface at flush");
+        assert!(
+            device.flush().is_err(),
+            "the queued write's error must surface at flush"
+        );
         sim.set_gone(false);
         device.write_at(1024, &[3u8; 512]).unwrap();
         device.flush().unwrap();
@@ -209,6 +235,9 @@ mod tests {
     fn out_of_range_writes_are_refused_at_once() {
         let sim = SimDevice::new("q", 4096, FaultPlan::default());
         let device = QueuedDevice::new(sim).unwrap();
-        assert!(matches!(device.write_at(4096, &[0u8; 512]), Err(DeviceError::OutOfRange { .. })));
+        assert!(matches!(
+            device.write_at(4096, &[0u8; 512]),
+            Err(DeviceError::OutOfRange { .. })
+        ));
     }
 }

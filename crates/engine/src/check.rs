@@ -27,8 +27,10 @@ use tarn_space::log::{LogBlock, LogKind};
 use tarn_space::range_tree::RangeTree;
 use tarn_space::{CHAIN_BLOCKS_MAX, TXG_DEFER};
 
+use tarn_format::uberblock::Uberblock;
+
 use crate::mos::Mos;
-use crate::{Engine, EngineError};
+use crate::{Engine, EngineError, Imported};
 
 /// What [`verify_pool`] measured on a pool that passed every check.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -93,43 +95,7 @@ pub fn verify_pool(engine: &Engine, name: &str) -> Result<CheckReport, String> {
             ub.txg, ub.root.birth
         ));
     }
-    let reader = pool.reader();
-    let mut reached = Vec::new();
-    let mut visit_mos = |bp: &BlockPtr, _| {
-        reached.push(Reached {
-            bp: *bp,
-            origin: "MOS",
-        })
-    };
-    visit_object_set(&reader, &ub.root, &mut visit_mos).map_err(|e| format!("MOS walk: {e}"))?;
-    let data_root = Mos::open(&reader, &ub.root)
-        .and_then(|mut mos| mos.root_dataset(&reader))
-        .map_err(|e| format!("MOS open: {e}"))?;
-    if data_root != inner.data.root() {
-        return Err("the committed root dataset pointer differs from the open object set's".into());
-    }
-    let mut visit_data = |bp: &BlockPtr, _| {
-        reached.push(Reached {
-            bp: *bp,
-            origin: "dataset",
-        })
-    };
-    visit_object_set(&reader, &data_root, &mut visit_data)
-        .map_err(|e| format!("dataset walk: {e}"))?;
-    let chain = read_chain(pool, &ub.space_log)?;
-    let in_memory: Vec<BlockPtr> = pool.space().chain().to_vec();
-    let on_disk: Vec<BlockPtr> = chain.iter().map(|(bp, _)| *bp).collect();
-    if in_memory != on_disk {
-        return Err(format!(
-            "space log chain in memory ({} blocks) differs from the one on disk ({} blocks)",
-            in_memory.len(),
-            on_disk.len()
-        ));
-    }
-    reached.extend(on_disk.iter().map(|bp| Reached {
-        bp: *bp,
-        origin: "space log",
-    }));
+    let (reached, chain) = reach(&inner, &ub)?;
     let vdevs = pool.tops().len();
     let reachable = check_blocks(pool, &reached, ub.txg, vdevs)?;
     let (live, deferred_bytes) = replay_chain(&chain, ub.txg, vdevs)?;
@@ -164,11 +130,54 @@ pub fn verify_pool(engine: &Engine, name: &str) -> Result<CheckReport, String> {
     })
 }
 
+/// Every block reachable from `ub` (MOS, root dataset, space log) and the decoded space-log
+/// chain, oldest first. The in-memory chain and dataset root must match what is on disk.
+fn reach(inner: &Imported, ub: &Uberblock) -> Result<(Vec<Reached>, Chain), String> {
+    let pool = &inner.pool;
+    let reader = pool.reader();
+    let mut reached = Vec::new();
+    let mut visit_mos = |bp: &BlockPtr, _| {
+        reached.push(Reached {
+            bp: *bp,
+            origin: "MOS",
+        })
+    };
+    visit_object_set(&reader, &ub.root, &mut visit_mos).map_err(|e| format!("MOS walk: {e}"))?;
+    let data_root = Mos::open(&reader, &ub.root)
+        .and_then(|mut mos| mos.root_dataset(&reader))
+        .map_err(|e| format!("MOS open: {e}"))?;
+    if data_root != inner.data.root() {
+        return Err("the committed root dataset pointer differs from the open object set's".into());
+    }
+    let mut visit_data = |bp: &BlockPtr, _| {
+        reached.push(Reached {
+            bp: *bp,
+            origin: "dataset",
+        })
+    };
+    visit_object_set(&reader, &data_root, &mut visit_data)
+        .map_err(|e| format!("dataset walk: {e}"))?;
+    let chain = read_chain(pool, &ub.space_log)?;
+    let on_disk: Vec<BlockPtr> = chain.iter().map(|(bp, _)| *bp).collect();
+    if pool.space().chain() != on_disk.as_slice() {
+        return Err(format!(
+            "space log chain in memory ({} blocks) differs from the one on disk ({} blocks)",
+            pool.space().chain().len(),
+            on_disk.len()
+        ));
+    }
+    reached.extend(on_disk.iter().map(|bp| Reached {
+        bp: *bp,
+        origin: "space log",
+    }));
+    Ok((reached, chain))
+}
+
+/// A decoded space-log chain, oldest block first.
+type Chain = Vec<(BlockPtr, LogBlock)>;
+
 /// Reads the space-log chain ending at `head`, oldest block first.
-fn read_chain(
-    pool: &tarn_pool::Pool,
-    head: &BlockPtr,
-) -> Result<Vec<(BlockPtr, LogBlock)>, String> {
+fn read_chain(pool: &tarn_pool::Pool, head: &BlockPtr) -> Result<Chain, String> {
     let mut chain = Vec::new();
     let mut bp = *head;
     while !bp.is_hole() {
@@ -299,4 +308,143 @@ fn compare_sets(reachable: &[RangeTree], live: &[RangeTree]) -> Result<(), Strin
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{CreateOptions, CreateSpec, HostIdentity, ImportOptions, SimProvider, TopLayout};
+    use crate::{DeviceProvider, TopSpec};
+    use std::sync::Arc;
+    use tarn_base::{ManualClock, SeededRng};
+    use tarn_device::{FaultPlan, SimDevice};
+
+    fn engine_with(layout: TopLayout, width: usize) -> (Engine, Arc<SimProvider>) {
+        let provider = Arc::new(SimProvider::new());
+        let mut devices = Vec::new();
+        for i in 0..width {
+            let path = format!("/sim/d{i}");
+            provider.insert(
+                &path,
+                SimDevice::new(&path, 64 << 20, FaultPlan::seeded(i as u64)),
+            );
+            devices.push(path);
+        }
+        let dyn_provider: Arc<dyn DeviceProvider> = provider.clone();
+        let identity = HostIdentity {
+            hostid: 7,
+            hostname: "check".into(),
+        };
+        let engine = Engine::new(dyn_provider, identity, Arc::new(ManualClock::new(1)), 3);
+        let spec = CreateSpec {
+            name: "tank".into(),
+            tops: vec![TopSpec { layout, devices }],
+            spares: vec![],
+            ashift: 9,
+            force: false,
+        };
+        engine
+            .create_pool(&spec, &CreateOptions::default())
+            .unwrap();
+        (engine, provider)
+    }
+
+    fn fill(engine: &Engine, seed: u64) {
+        let mut rng = SeededRng::new(seed);
+        for _ in 0..3 {
+            let id = engine.object_create("tank", 4096).unwrap();
+            let mut data = vec![0u8; 300_000];
+            rng.fill(&mut data);
+            engine.object_write("tank", id, 0, &data).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_healthy_pool_closes_across_syncs_and_import() {
+        // Goal: on a pool nobody damaged, every check passes and the numbers add up, after
+        // syncs that free blocks (overwrites) and after an export and import.
+        // Method: write, sync, overwrite, sync, export, import; verify after each.
+        let (engine, _provider) = engine_with(TopLayout::Raidz(1), 4);
+        fill(&engine, 1);
+        let first = engine.sync_pool("tank").unwrap();
+        let report = verify_pool(&engine, "tank").unwrap();
+        assert_eq!(report.txg, first);
+        assert!(
+            report.blocks > 200 && report.referenced_bytes > 900_000,
+            "{report:?}"
+        );
+        fill(&engine, 2);
+        engine
+            .object_write("tank", tarn_base::ObjectId(1), 0, &[9u8; 100_000])
+            .unwrap();
+        engine.sync_pool("tank").unwrap();
+        let report = verify_pool(&engine, "tank").unwrap();
+        assert!(
+            report.deferred_bytes > 0,
+            "the overwrite freed blocks: {report:?}"
+        );
+        assert!(report.deferred_exact);
+        assert_eq!(
+            report.allocated_bytes,
+            report.referenced_bytes + report.deferred_bytes
+        );
+        engine.export_pool("tank", false).unwrap();
+        engine
+            .import_pool(
+                &["/sim".into()],
+                "tank",
+                &ImportOptions::default(),
+                "import",
+            )
+            .unwrap();
+        let after = verify_pool(&engine, "tank").unwrap();
+        assert_eq!(committed_txg(&engine, "tank").unwrap(), Some(after.txg));
+        assert_eq!(
+            after.allocated_bytes,
+            after.referenced_bytes + after.deferred_bytes
+        );
+    }
+
+    #[test]
+    fn rot_beyond_redundancy_is_found() {
+        // Goal: the checker can fail: a single-disk pool whose data sectors rot must not
+        // pass "every reachable block verifies".
+        let (engine, provider) = engine_with(TopLayout::Disk, 1);
+        fill(&engine, 3);
+        engine.sync_pool("tank").unwrap();
+        verify_pool(&engine, "tank").unwrap();
+        provider.get("/sim/d0").unwrap().rot_random(3000);
+        let error = verify_pool(&engine, "tank").unwrap_err();
+        assert!(
+            error.contains("does not verify") || error.contains("walk"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn write_config_applies_and_unknown_pool_is_refused() {
+        let (engine, _provider) = engine_with(TopLayout::Mirror, 2);
+        let config = ObjsetWriteConfig {
+            copies: 2,
+            ..ObjsetWriteConfig::default()
+        };
+        set_data_write_config(&engine, "tank", config).unwrap();
+        fill(&engine, 4);
+        engine.sync_pool("tank").unwrap();
+        let report = verify_pool(&engine, "tank").unwrap();
+        assert!(
+            report.referenced_bytes > 2 * 900_000,
+            "two DVAs per data block: {report:?}"
+        );
+        assert!(verify_pool(&engine, "nope").is_err());
+        assert!(matches!(
+            committed_txg(&engine, "nope"),
+            Err(EngineError::NoSuchPool)
+        ));
+        let bad = ObjsetWriteConfig {
+            copies: 0,
+            ..ObjsetWriteConfig::default()
+        };
+        assert!(set_data_write_config(&engine, "tank", bad).is_err());
+    }
 }

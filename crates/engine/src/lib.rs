@@ -20,8 +20,9 @@
 //! # Invariants
 //! - I1: a pool name maps to at most one imported pool; a pool GUID is imported at most once.
 //! - I2: a refused operation leaves every device byte-identical (tests compare images).
-//! - I3: only [`Engine::sync_pool`] (and export, which syncs) commits txgs; writers are
-//!   throttled to [`DIRTY_MAX`] bytes of dirty data per pool.
+//! - I3: txgs are committed only through `Imported::sync` (sync_pool, the admin verbs, a
+//!   finished scrub, export); writers are throttled to [`DIRTY_MAX`] bytes of dirty data
+//!   per pool.
 //!
 //! # Concurrency and context
 //! Lock order: `Engine::pools` (briefly, to find a handle) then one `PoolHandle::inner`.
@@ -32,11 +33,19 @@
 //! Errors are [`EngineError`], each naming what was wrong; front ends print them as
 //! `cannot <verb> '<object>': <error>`. A suspended pool refuses writes until re-imported.
 //!
+//! Background work: [`scrub`] verifies every live block in device-address order in batches
+//! ([`Engine::scrub_step`]) that a front end's thread drives; offline, online and clear
+//! change leaf states and counters ([`Engine::offline`], [`Engine::online`],
+//! [`Engine::clear`]).
+//!
 //! # Not here
-//! Datasets, snapshots and POSIX files (later layers), scrub and resilver, events.
+//! Datasets, snapshots and POSIX files (later layers), resilver, events, the thread that
+//! drives a scrub (the daemon owns it; the engine spawns nothing).
 
+mod devices;
 pub mod mos;
 pub mod props;
+pub mod scrub;
 pub mod status;
 
 use std::collections::BTreeMap;
@@ -47,10 +56,12 @@ use tarn_format::BlockPtr;
 use tarn_objects::{ObjectError, ObjectSet, ObjsetKind};
 use tarn_pool::{Discovered, Pool};
 
+pub use devices::OnlineOutcome;
 pub use mos::HistoryRecord;
+pub use scrub::{ScanProgress, ScanState, ScrubAction};
+pub use status::{Importable, PoolStatus, PoolSummary, PropValue, VdevNode};
 pub use tarn_device::DeviceError;
 pub use tarn_pool::PoolError;
-pub use status::{Importable, PoolStatus, PoolSummary, PropValue, VdevNode};
 pub use tarn_pool::{
     CreateSpec, DeviceProvider, FileProvider, HostIdentity, ImportOptions, SimProvider, TopLayout,
     TopSpec,
@@ -88,6 +99,21 @@ pub enum EngineError {
     /// An object-level error.
     #[error(transparent)]
     Objects(#[from] ObjectError),
+    /// A scrub is already running.
+    #[error("currently scrubbing; use 'tarn pool scrub -s' to cancel the current scrub")]
+    ScanInProgress,
+    /// Pause or cancel without a running (or paused) scrub.
+    #[error("there is no active scrub")]
+    NoActiveScan,
+    /// No leaf of the pool has that path, name or GUID.
+    #[error("no such device in pool")]
+    NoSuchDevice,
+    /// Taking the device offline would leave a top-level vdev without enough redundancy.
+    #[error("no valid replicas")]
+    NoValidReplicas,
+    /// The device to bring online is not attached.
+    #[error("the device is not present; attach it and try again")]
+    DeviceNotPresent,
 }
 
 /// Options of a create that are not part of the vdev layout.
@@ -106,6 +132,7 @@ struct Imported {
     mos: Mos,
     data: ObjectSet,
     history: Vec<HistoryRecord>,
+    scan: scrub::Scan,
 }
 
 use mos::Mos;
@@ -119,7 +146,10 @@ pub struct PoolHandle {
 
 impl std::fmt::Debug for PoolHandle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PoolHandle").field("name", &self.name).field("guid", &self.guid).finish()
+        f.debug_struct("PoolHandle")
+            .field("name", &self.name)
+            .field("guid", &self.guid)
+            .finish()
     }
 }
 
@@ -127,7 +157,9 @@ impl PoolHandle {
     fn lock(&self) -> MutexGuard<'_, Imported> {
         // A poisoned lock means a thread panicked on an invariant while holding the pool: the
         // in-memory state cannot be trusted, and the process must restart (STYLE.md §5).
-        self.inner.lock().expect("pool lock poisoned by a failed invariant")
+        self.inner
+            .lock()
+            .expect("pool lock poisoned by a failed invariant")
     }
 }
 
@@ -143,13 +175,21 @@ pub struct Engine {
 
 impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Engine").field("identity", &self.identity).finish_non_exhaustive()
+        f.debug_struct("Engine")
+            .field("identity", &self.identity)
+            .finish_non_exhaustive()
     }
 }
 
 impl Imported {
     fn sync(&mut self) -> Result<Txg, EngineError> {
-        let Imported { pool, mos, data, history } = self;
+        let Imported {
+            pool,
+            mos,
+            data,
+            history,
+            ..
+        } = self;
         let pending = std::mem::take(history);
         let result = pool.sync(|ctx| {
             let txg = tarn_zio::BlockStore::txg(ctx);
@@ -179,7 +219,12 @@ impl Imported {
 impl Engine {
     /// An engine with no pools.
     #[must_use]
-    pub fn new(provider: Arc<dyn DeviceProvider>, identity: HostIdentity, clock: Arc<dyn Clock>, seed: u64) -> Self {
+    pub fn new(
+        provider: Arc<dyn DeviceProvider>,
+        identity: HostIdentity,
+        clock: Arc<dyn Clock>,
+        seed: u64,
+    ) -> Self {
         Engine {
             provider,
             identity,
@@ -191,16 +236,23 @@ impl Engine {
     }
 
     fn pools(&self) -> MutexGuard<'_, BTreeMap<String, Arc<PoolHandle>>> {
-        self.pools.lock().expect("pool table lock poisoned by a failed invariant")
+        self.pools
+            .lock()
+            .expect("pool table lock poisoned by a failed invariant")
     }
 
     fn admin(&self) -> MutexGuard<'_, ()> {
-        self.admin.lock().expect("admin lock poisoned by a failed invariant")
+        self.admin
+            .lock()
+            .expect("admin lock poisoned by a failed invariant")
     }
 
     /// The imported pool called `name`.
     pub fn pool(&self, name: &str) -> Result<Arc<PoolHandle>, EngineError> {
-        self.pools().get(name).cloned().ok_or(EngineError::NoSuchPool)
+        self.pools()
+            .get(name)
+            .cloned()
+            .ok_or(EngineError::NoSuchPool)
     }
 
     /// Names of imported pools, sorted.
@@ -221,14 +273,20 @@ impl Engine {
     }
 
     /// Creates a pool (or with `dry_run`, only checks and returns the layout it would have).
-    pub fn create_pool(&self, spec: &CreateSpec, options: &CreateOptions) -> Result<Option<VdevNode>, EngineError> {
+    pub fn create_pool(
+        &self,
+        spec: &CreateSpec,
+        options: &CreateOptions,
+    ) -> Result<Option<VdevNode>, EngineError> {
         let _admin = self.admin();
         let mut spec = spec.clone();
         let mut props = Vec::new();
         for (name, value) in &options.properties {
             let value = props::validate(name, value, true)?;
             if name == "ashift" {
-                spec.ashift = value.parse().map_err(|_| EngineError::InvalidProperty("bad ashift".into()))?;
+                spec.ashift = value
+                    .parse()
+                    .map_err(|_| EngineError::InvalidProperty("bad ashift".into()))?;
             } else {
                 props.push((name.clone(), value));
             }
@@ -241,7 +299,13 @@ impl Engine {
             return Ok(Some(status::layout_of(&spec)));
         }
         let mut rng = self.rng.lock().expect("rng lock poisoned").clone();
-        let pool = Pool::create(&spec, self.provider.as_ref(), self.identity.clone(), Arc::clone(&self.clock), &mut rng)?;
+        let pool = Pool::create(
+            &spec,
+            self.provider.as_ref(),
+            self.identity.clone(),
+            Arc::clone(&self.clock),
+            &mut rng,
+        )?;
         *self.rng.lock().expect("rng lock poisoned") = rng;
         let reader = pool.reader();
         let mut mos = Mos::create(&reader)?;
@@ -251,12 +315,21 @@ impl Engine {
         if spec.ashift != tarn_base::limits::ASHIFT_DEFAULT {
             mos.set_prop(&reader, "ashift", Some(&spec.ashift.to_string()))?;
         }
-        drop(reader);
         let data = ObjectSet::create(ObjsetKind::Filesystem);
         let guid = pool.guid();
-        let mut imported = Imported { pool, mos, data, history: vec![self.history_record(&options.command, false)] };
+        let mut imported = Imported {
+            pool,
+            mos,
+            data,
+            history: vec![self.history_record(&options.command, false)],
+            scan: scrub::Scan::default(),
+        };
         imported.sync()?;
-        let handle = Arc::new(PoolHandle { name: spec.name.clone(), guid, inner: Mutex::new(imported) });
+        let handle = Arc::new(PoolHandle {
+            name: spec.name.clone(),
+            guid,
+            inner: Mutex::new(imported),
+        });
         self.pools().insert(spec.name.clone(), handle);
         Ok(None)
     }
@@ -288,16 +361,26 @@ impl Engine {
         // A read-only pool has nothing to commit; its labels are left exactly as they were.
         if !inner.pool.readonly() {
             let synced = inner.sync();
-            if let Err(e) = synced {
-                if !force {
-                    return Err(e);
-                }
+            if let Err(e) = synced
+                && !force
+            {
+                return Err(e);
             }
         }
         self.pools().remove(name);
         drop(inner);
-        let handle = Arc::try_unwrap(handle).map_err(|_| EngineError::InvalidArgument("pool is busy".into()))?;
-        let imported = handle.inner.into_inner().expect("pool lock poisoned by a failed invariant");
+        let handle = match Arc::try_unwrap(handle) {
+            Ok(handle) => handle,
+            Err(handle) => {
+                // Another request holds the handle: keep the pool imported, change nothing.
+                self.pools().insert(name.to_string(), handle);
+                return Err(EngineError::InvalidArgument("pool is busy".into()));
+            }
+        };
+        let imported = handle
+            .inner
+            .into_inner()
+            .expect("pool lock poisoned by a failed invariant");
         match imported.pool.export() {
             Ok(()) => Ok(()),
             Err(_) if force => Ok(()),
@@ -319,7 +402,10 @@ impl Engine {
                 return Err(EngineError::InvalidArgument("pool is busy".into()));
             }
         };
-        let imported = handle.inner.into_inner().expect("pool lock poisoned by a failed invariant");
+        let imported = handle
+            .inner
+            .into_inner()
+            .expect("pool lock poisoned by a failed invariant");
         imported.pool.destroy()?;
         Ok(())
     }
@@ -345,14 +431,25 @@ impl Engine {
         match matches.len() {
             0 => Err(PoolError::NotFound.into()),
             1 => Ok(matches.remove(0)),
-            _ => Err(PoolError::Ambiguous { name: which.to_string() }.into()),
+            _ => Err(PoolError::Ambiguous {
+                name: which.to_string(),
+            }
+            .into()),
         }
     }
 
     /// The uberblocks (txg, time) a pool could be rewound to, newest first.
-    pub fn import_txgs(&self, dirs: &[String], which: &str) -> Result<Vec<(Txg, u64)>, EngineError> {
+    pub fn import_txgs(
+        &self,
+        dirs: &[String],
+        which: &str,
+    ) -> Result<Vec<(Txg, u64)>, EngineError> {
         let found = self.find_importable(dirs, which)?;
-        Ok(found.uberblock_history().iter().map(|ub| (ub.txg, ub.timestamp)).collect())
+        Ok(found
+            .uberblock_history()
+            .iter()
+            .map(|ub| (ub.txg, ub.timestamp))
+            .collect())
     }
 
     /// Imports a pool found in `dirs` by name or GUID. Returns its (possibly new) name.
@@ -365,10 +462,17 @@ impl Engine {
     ) -> Result<String, EngineError> {
         let _admin = self.admin();
         let found = self.find_importable(dirs, which)?;
-        if let Some(handle) = self.pools().values().find(|h| h.guid == found.config.pool_guid) {
+        if let Some(handle) = self
+            .pools()
+            .values()
+            .find(|h| h.guid == found.config.pool_guid)
+        {
             return Err(EngineError::AlreadyImported(handle.name.clone()));
         }
-        let name = options.new_name.clone().unwrap_or_else(|| found.config.name.clone());
+        let name = options
+            .new_name
+            .clone()
+            .unwrap_or_else(|| found.config.name.clone());
         tarn_pool::validate_pool_name(&name)?;
         if self.pools().contains_key(&name) {
             return Err(EngineError::PoolExists);
@@ -390,19 +494,31 @@ impl Engine {
             &verify,
         )?;
         let reader = pool.reader();
-        let root = pool.root().ok_or_else(|| EngineError::Corrupt("no root block".into()))?;
+        let root = pool
+            .root()
+            .ok_or_else(|| EngineError::Corrupt("no root block".into()))?;
         let mut mos = Mos::open(&reader, &root)?;
         let data_root = mos.root_dataset(&reader)?;
         let data = ObjectSet::open(&reader, &data_root)?;
-        drop(reader);
         let guid = pool.guid();
         let readonly = pool.readonly();
-        let mut imported = Imported { pool, mos, data, history: Vec::new() };
+        let mut imported = Imported {
+            pool,
+            mos,
+            data,
+            history: Vec::new(),
+            scan: scrub::Scan::default(),
+        };
+        imported.scan = scrub::Scan::load(&mut imported)?;
         if !readonly {
             imported.history.push(self.history_record(command, false));
             imported.sync()?;
         }
-        let handle = Arc::new(PoolHandle { name: name.clone(), guid, inner: Mutex::new(imported) });
+        let handle = Arc::new(PoolHandle {
+            name: name.clone(),
+            guid,
+            inner: Mutex::new(imported),
+        });
         self.pools().insert(name.clone(), handle);
         Ok(name)
     }
@@ -419,7 +535,9 @@ impl Engine {
     pub fn history(&self, name: &str) -> Result<Vec<HistoryRecord>, EngineError> {
         let handle = self.pool(name)?;
         let mut inner = handle.lock();
-        let Imported { pool, mos, history, .. } = &mut *inner;
+        let Imported {
+            pool, mos, history, ..
+        } = &mut *inner;
         let mut records = mos.history(&pool.reader())?;
         records.extend(history.iter().cloned());
         Ok(records)
@@ -428,7 +546,10 @@ impl Engine {
     /// `zpool list` rows.
     pub fn list(&self, names: &[String]) -> Result<Vec<PoolSummary>, EngineError> {
         let handles = self.select(names)?;
-        Ok(handles.iter().map(|h| status::summary(&h.name, &h.lock().pool)).collect())
+        Ok(handles
+            .iter()
+            .map(|h| status::summary(&h.name, &h.lock().pool))
+            .collect())
     }
 
     fn select(&self, names: &[String]) -> Result<Vec<Arc<PoolHandle>>, EngineError> {
@@ -438,11 +559,72 @@ impl Engine {
         names.iter().map(|n| self.pool(n)).collect()
     }
 
-    /// `zpool status` of one pool.
+    /// `zpool status` of one pool: health, the scan line and the error log.
     pub fn status(&self, name: &str) -> Result<PoolStatus, EngineError> {
         let handle = self.pool(name)?;
-        let inner = handle.lock();
-        Ok(status::pool_status(&handle.name, &inner.pool))
+        let mut inner = handle.lock();
+        let errors = scrub::error_names(&mut inner, &handle.name)?;
+        let mut status = status::pool_status(&handle.name, &inner.pool, errors.len());
+        status.scan = scrub::scan_text(&inner.scan, self.clock.now_unix_secs());
+        status.errors = errors;
+        Ok(status)
+    }
+
+    /// `tarn pool scrub [-p | -s] NAME...`: checks every pool first (a refusal changes
+    /// nothing and names the pool), then starts, resumes, pauses or cancels each. The
+    /// record is committed at once; the work happens in [`Engine::scrub_step`].
+    pub fn scrub(
+        &self,
+        names: &[String],
+        action: ScrubAction,
+        command: &str,
+    ) -> Result<(), (String, EngineError)> {
+        let _admin = self.admin();
+        let mut handles = Vec::new();
+        for name in names {
+            let handle = self.pool(name).map_err(|e| (name.clone(), e))?;
+            scrub::check(&handle.lock(), action).map_err(|e| (name.clone(), e))?;
+            handles.push(handle);
+        }
+        for handle in handles {
+            let mut inner = handle.lock();
+            let now = self.clock.now_unix_secs();
+            let fail = |e| (handle.name.clone(), e);
+            scrub::apply(&mut inner, action, now).map_err(fail)?;
+            inner.history.push(self.history_record(command, false));
+            inner.sync().map_err(fail)?;
+        }
+        Ok(())
+    }
+
+    /// One batch of the running scrub of `name`: verifies and repairs listed blocks until
+    /// `max_bytes` were read (at least one block), holding the pool lock only for this batch.
+    /// The first batch after a start, resume or import lists the blocks. Returns the scan
+    /// record (`None` if the pool never scrubbed); a pool not scrubbing is left alone.
+    pub fn scrub_step(
+        &self,
+        name: &str,
+        max_bytes: u64,
+    ) -> Result<Option<ScanProgress>, EngineError> {
+        let handle = self.pool(name)?;
+        let mut inner = handle.lock();
+        scrub::step(&mut inner, max_bytes, self.clock.now_unix_secs())
+    }
+
+    /// The scan record of `name` (`None` if it never scrubbed).
+    pub fn scan_progress(&self, name: &str) -> Result<Option<ScanProgress>, EngineError> {
+        Ok(self.pool(name)?.lock().scan.progress)
+    }
+
+    /// Pools with a running scrub (including ones resumed by import), sorted by name.
+    #[must_use]
+    pub fn scanning_pools(&self) -> Vec<String> {
+        let handles: Vec<Arc<PoolHandle>> = self.pools().values().cloned().collect();
+        handles
+            .iter()
+            .filter(|h| h.lock().scan.scanning())
+            .map(|h| h.name.clone())
+            .collect()
     }
 
     /// `zpool get` values (`["all"]` for every property).
@@ -458,27 +640,42 @@ impl Engine {
         which
             .iter()
             .map(|w| {
-                all.iter().find(|p| &p.property == w).cloned().ok_or_else(|| {
-                    EngineError::InvalidProperty(format!(
-                        "invalid property '{w}' (valid properties: {})",
-                        props::names()
-                    ))
-                })
+                all.iter()
+                    .find(|p| &p.property == w)
+                    .cloned()
+                    .ok_or_else(|| {
+                        EngineError::InvalidProperty(format!(
+                            "invalid property '{w}' (valid properties: {})",
+                            props::names()
+                        ))
+                    })
             })
             .collect()
     }
 
     /// `zpool set`: validates, then stores the value (committed with the next txg).
-    pub fn set_prop(&self, name: &str, property: &str, value: &str, command: &str) -> Result<(), EngineError> {
+    pub fn set_prop(
+        &self,
+        name: &str,
+        property: &str,
+        value: &str,
+        command: &str,
+    ) -> Result<(), EngineError> {
         let value = props::validate(property, value, false)?;
         let handle = self.pool(name)?;
         let mut inner = handle.lock();
         if inner.pool.readonly() {
             return Err(PoolError::ReadOnly.into());
         }
-        let Imported { pool, mos, history, .. } = &mut *inner;
+        let Imported {
+            pool, mos, history, ..
+        } = &mut *inner;
         let default = props::find(property).map(|d| d.default);
-        let stored = if Some(value.as_str()) == default && property != "comment" { None } else { Some(value.as_str()) };
+        let stored = if Some(value.as_str()) == default && property != "comment" {
+            None
+        } else {
+            Some(value.as_str())
+        };
         mos.set_prop(&pool.reader(), property, stored)?;
         history.push(self.history_record(command, false));
         inner.sync()?;
@@ -491,11 +688,23 @@ impl Engine {
         let handle = self.pool(name)?;
         let mut inner = handle.lock();
         let Imported { pool, data, .. } = &mut *inner;
-        Ok(data.allocate_object(&pool.reader(), tarn_format::dnode::OBJECT_TYPE_PLAIN, block_size, 0, 0)?)
+        Ok(data.allocate_object(
+            &pool.reader(),
+            tarn_format::dnode::OBJECT_TYPE_PLAIN,
+            block_size,
+            0,
+            0,
+        )?)
     }
 
     /// Writes into an object of the root dataset; syncs when dirty data passes [`DIRTY_MAX`].
-    pub fn object_write(&self, name: &str, object: ObjectId, offset: u64, bytes: &[u8]) -> Result<(), EngineError> {
+    pub fn object_write(
+        &self,
+        name: &str,
+        object: ObjectId,
+        offset: u64,
+        bytes: &[u8],
+    ) -> Result<(), EngineError> {
         let handle = self.pool(name)?;
         let mut inner = handle.lock();
         if let Some(why) = inner.pool.suspended() {
@@ -510,7 +719,13 @@ impl Engine {
     }
 
     /// Reads from an object of the root dataset (never unverified bytes).
-    pub fn object_read(&self, name: &str, object: ObjectId, offset: u64, buf: &mut [u8]) -> Result<(), EngineError> {
+    pub fn object_read(
+        &self,
+        name: &str,
+        object: ObjectId,
+        offset: u64,
+        buf: &mut [u8],
+    ) -> Result<(), EngineError> {
         let handle = self.pool(name)?;
         let mut inner = handle.lock();
         let Imported { pool, data, .. } = &mut *inner;
@@ -528,8 +743,13 @@ impl Engine {
             .filter(|h| !h.lock().pool.readonly())
             .map(|h| {
                 let inner = h.lock();
-                let mut paths: Vec<String> =
-                    inner.pool.tops().iter().flat_map(|t| t.leaves()).map(|l| l.path()).collect();
+                let mut paths: Vec<String> = inner
+                    .pool
+                    .tops()
+                    .iter()
+                    .flat_map(|t| t.leaves())
+                    .map(|l| l.path())
+                    .collect();
                 paths.extend(inner.pool.spares().iter().map(|s| s.path()));
                 (h.name.clone(), h.guid, paths)
             })

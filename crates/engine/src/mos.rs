@@ -7,10 +7,13 @@
 //!                     │                                    "root_dataset" -> 4
 //!                     ├─ object 2: pool properties (ZAP, name -> value)
 //!                     ├─ object 3: command history (ring of records; header in the bonus)
-//!                     └─ object 4: root dataset; bonus = block pointer of its object set
+//!                     ├─ object 4: root dataset; bonus = block pointer of its object set
+//!                     ├─ "scan"   -> ZAP: the scrub's state, one u64 per field
+//!                     └─ "errlog" -> ZAP: blocks found unrecoverable, key -> txg found
 //! ```
-//! The object numbers are fixed in format version 1, and the directory names them as well so
-//! that later versions can move things without guessing.
+//! The object numbers of the first four are fixed in format version 1, and the directory
+//! names them as well so that later versions can move things without guessing. "scan" and
+//! "errlog" are created the first time they are needed; a pool without them never scrubbed.
 
 use tarn_base::{ObjectId, Txg};
 use tarn_format::BlockPtr;
@@ -24,6 +27,9 @@ const DIRECTORY: ObjectId = ObjectId(1);
 const PROPS: ObjectId = ObjectId(2);
 const HISTORY: ObjectId = ObjectId(3);
 const ROOT_DATASET: ObjectId = ObjectId(4);
+/// Directory names of the objects created on demand.
+const SCAN: &str = "scan";
+const ERRLOG: &str = "errlog";
 
 /// Object type tags used in the MOS. Below 16 they are tarn-objects' own (meta-dnode, ZAP,
 /// plain); from 16 up they are the engine's.
@@ -120,8 +126,13 @@ impl HistoryHeader {
             end: r.u64().map_err(corrupt)?,
             capacity: r.u64().map_err(corrupt)?,
         };
-        if header.start > header.end || header.end - header.start > header.capacity || header.capacity == 0 {
-            return Err(EngineError::Corrupt("history header is inconsistent".into()));
+        if header.start > header.end
+            || header.end - header.start > header.capacity
+            || header.capacity == 0
+        {
+            return Err(EngineError::Corrupt(
+                "history header is inconsistent".into(),
+            ));
         }
         Ok(header)
     }
@@ -140,13 +151,32 @@ impl Mos {
         // A fresh object set hands out the lowest free ids, so these land on the fixed ids.
         let directory = objset.zap_create(store, TYPE_ZAP)?;
         let props = objset.zap_create(store, TYPE_ZAP)?;
-        assert_eq!((directory, props), (DIRECTORY, PROPS), "fixed MOS object ids");
-        objset.claim_object(store, HISTORY, TYPE_HISTORY, HISTORY_BLOCK, 0, HISTORY_HEADER_LEN)?;
-        let header = HistoryHeader { start: 0, end: 0, capacity: HISTORY_CAPACITY };
+        assert_eq!(
+            (directory, props),
+            (DIRECTORY, PROPS),
+            "fixed MOS object ids"
+        );
+        objset.claim_object(
+            store,
+            HISTORY,
+            TYPE_HISTORY,
+            HISTORY_BLOCK,
+            0,
+            HISTORY_HEADER_LEN,
+        )?;
+        let header = HistoryHeader {
+            start: 0,
+            end: 0,
+            capacity: HISTORY_CAPACITY,
+        };
         objset.set_bonus(store, HISTORY, &header.encode())?;
         objset.claim_object(store, ROOT_DATASET, TYPE_DATASET, 512, 0, 128)?;
         objset.set_bonus(store, ROOT_DATASET, &BlockPtr::default().encode())?;
-        for (name, id) in [("props", PROPS), ("history", HISTORY), ("root_dataset", ROOT_DATASET)] {
+        for (name, id) in [
+            ("props", PROPS),
+            ("history", HISTORY),
+            ("root_dataset", ROOT_DATASET),
+        ] {
             objset.zap_update_u64(store, DIRECTORY, name, id.0)?;
         }
         Ok(Mos { objset })
@@ -155,10 +185,16 @@ impl Mos {
     /// Opens the MOS of an imported pool.
     pub(crate) fn open(store: &dyn BlockStore, root: &BlockPtr) -> Result<Mos, EngineError> {
         let mut objset = ObjectSet::open(store, root)?;
-        for (name, id) in [("props", PROPS), ("history", HISTORY), ("root_dataset", ROOT_DATASET)] {
+        for (name, id) in [
+            ("props", PROPS),
+            ("history", HISTORY),
+            ("root_dataset", ROOT_DATASET),
+        ] {
             let found = objset.zap_lookup_u64(store, DIRECTORY, name)?;
             if found != Some(id.0) {
-                return Err(EngineError::Corrupt(format!("MOS directory entry '{name}' is missing")));
+                return Err(EngineError::Corrupt(format!(
+                    "MOS directory entry '{name}' is missing"
+                )));
             }
         }
         Ok(Mos { objset })
@@ -175,7 +211,10 @@ impl Mos {
     }
 
     /// Every locally set pool property.
-    pub(crate) fn props(&mut self, store: &dyn BlockStore) -> Result<Vec<(String, String)>, EngineError> {
+    pub(crate) fn props(
+        &mut self,
+        store: &dyn BlockStore,
+    ) -> Result<Vec<(String, String)>, EngineError> {
         let entries = self.objset.zap_list_sorted(store, PROPS)?;
         entries
             .into_iter()
@@ -195,7 +234,9 @@ impl Mos {
         value: Option<&str>,
     ) -> Result<(), EngineError> {
         match value {
-            Some(value) => self.objset.zap_update(store, PROPS, name, value.as_bytes())?,
+            Some(value) => self
+                .objset
+                .zap_update(store, PROPS, name, value.as_bytes())?,
             None => {
                 if self.objset.zap_lookup(store, PROPS, name)?.is_some() {
                     self.objset.zap_remove(store, PROPS, name)?;
@@ -206,7 +247,11 @@ impl Mos {
     }
 
     /// Appends a history record, dropping the oldest ones when the ring is full.
-    pub(crate) fn append_history(&mut self, store: &dyn BlockStore, record: &HistoryRecord) -> Result<(), EngineError> {
+    pub(crate) fn append_history(
+        &mut self,
+        store: &dyn BlockStore,
+        record: &HistoryRecord,
+    ) -> Result<(), EngineError> {
         let body = record.encode();
         let mut framed = Vec::with_capacity(body.len() + 4);
         framed.extend_from_slice(&(body.len() as u32).to_le_bytes());
@@ -214,7 +259,9 @@ impl Mos {
         let mut header = HistoryHeader::decode(&self.objset.bonus(store, HISTORY)?)?;
         let len = framed.len() as u64;
         if len > header.capacity / 4 {
-            return Err(EngineError::InvalidArgument("history record is too large".into()));
+            return Err(EngineError::InvalidArgument(
+                "history record is too large".into(),
+            ));
         }
         while header.end + len - header.start > header.capacity {
             let mut prefix = [0u8; 4];
@@ -227,7 +274,13 @@ impl Mos {
         Ok(())
     }
 
-    fn ring_write(&mut self, store: &dyn BlockStore, header: HistoryHeader, at: u64, bytes: &[u8]) -> Result<(), EngineError> {
+    fn ring_write(
+        &mut self,
+        store: &dyn BlockStore,
+        header: HistoryHeader,
+        at: u64,
+        bytes: &[u8],
+    ) -> Result<(), EngineError> {
         let offset = at % header.capacity;
         let first = ((header.capacity - offset) as usize).min(bytes.len());
         self.objset.write(store, HISTORY, offset, &bytes[..first])?;
@@ -237,10 +290,17 @@ impl Mos {
         Ok(())
     }
 
-    fn ring_read(&mut self, store: &dyn BlockStore, header: HistoryHeader, at: u64, buf: &mut [u8]) -> Result<(), EngineError> {
+    fn ring_read(
+        &mut self,
+        store: &dyn BlockStore,
+        header: HistoryHeader,
+        at: u64,
+        buf: &mut [u8],
+    ) -> Result<(), EngineError> {
         let offset = at % header.capacity;
         let first = ((header.capacity - offset) as usize).min(buf.len());
-        self.objset.read(store, HISTORY, offset, &mut buf[..first])?;
+        self.objset
+            .read(store, HISTORY, offset, &mut buf[..first])?;
         if first < buf.len() {
             self.objset.read(store, HISTORY, 0, &mut buf[first..])?;
         }
@@ -248,7 +308,10 @@ impl Mos {
     }
 
     /// Every history record still kept, oldest first.
-    pub(crate) fn history(&mut self, store: &dyn BlockStore) -> Result<Vec<HistoryRecord>, EngineError> {
+    pub(crate) fn history(
+        &mut self,
+        store: &dyn BlockStore,
+    ) -> Result<Vec<HistoryRecord>, EngineError> {
         let header = HistoryHeader::decode(&self.objset.bonus(store, HISTORY)?)?;
         let mut records = Vec::new();
         let mut at = header.start;
@@ -257,7 +320,9 @@ impl Mos {
             self.ring_read(store, header, at, &mut prefix)?;
             let len = u64::from(u32::from_le_bytes(prefix));
             if at + 4 + len > header.end {
-                return Err(EngineError::Corrupt("history record runs past the end".into()));
+                return Err(EngineError::Corrupt(
+                    "history record runs past the end".into(),
+                ));
             }
             let mut body = vec![0u8; len as usize];
             self.ring_read(store, header, at + 4, &mut body)?;
@@ -267,6 +332,112 @@ impl Mos {
         Ok(records)
     }
 
+    /// The object the directory names `name`, if any.
+    fn named(
+        &mut self,
+        store: &dyn BlockStore,
+        name: &str,
+    ) -> Result<Option<ObjectId>, EngineError> {
+        Ok(self
+            .objset
+            .zap_lookup_u64(store, DIRECTORY, name)?
+            .map(ObjectId))
+    }
+
+    /// The ZAP object the directory names `name`, created (and named) when missing.
+    fn named_zap(&mut self, store: &dyn BlockStore, name: &str) -> Result<ObjectId, EngineError> {
+        if let Some(id) = self.named(store, name)? {
+            return Ok(id);
+        }
+        let id = self.objset.zap_create(store, TYPE_ZAP)?;
+        self.objset.zap_update_u64(store, DIRECTORY, name, id.0)?;
+        Ok(id)
+    }
+
+    /// The scan record's fields (name -> value), empty when the pool never scrubbed.
+    pub(crate) fn scan_fields(
+        &mut self,
+        store: &dyn BlockStore,
+    ) -> Result<Vec<(String, u64)>, EngineError> {
+        let Some(id) = self.named(store, SCAN)? else {
+            return Ok(Vec::new());
+        };
+        self.objset
+            .zap_list_sorted(store, id)?
+            .into_iter()
+            .map(|(name, value)| {
+                let bytes = <[u8; 8]>::try_from(value.as_slice()).map_err(|_| {
+                    EngineError::Corrupt(format!("scan field '{name}' is not a u64"))
+                })?;
+                Ok((name, u64::from_le_bytes(bytes)))
+            })
+            .collect()
+    }
+
+    /// Stores the scan record's fields.
+    pub(crate) fn set_scan_fields(
+        &mut self,
+        store: &dyn BlockStore,
+        fields: &[(&str, u64)],
+    ) -> Result<(), EngineError> {
+        let id = self.named_zap(store, SCAN)?;
+        for (name, value) in fields {
+            self.objset.zap_update_u64(store, id, name, *value)?;
+        }
+        Ok(())
+    }
+
+    /// Records an unrecoverable block under `key`, found during the scan that started in
+    /// `txg` (a later scan that finds it again refreshes the txg).
+    pub(crate) fn errlog_add(
+        &mut self,
+        store: &dyn BlockStore,
+        key: &str,
+        txg: Txg,
+    ) -> Result<(), EngineError> {
+        let id = self.named_zap(store, ERRLOG)?;
+        self.objset.zap_update_u64(store, id, key, txg.0)?;
+        Ok(())
+    }
+
+    /// Every error-log entry (key, txg of the scan that found it), sorted by key.
+    pub(crate) fn errlog(
+        &mut self,
+        store: &dyn BlockStore,
+    ) -> Result<Vec<(String, Txg)>, EngineError> {
+        let Some(id) = self.named(store, ERRLOG)? else {
+            return Ok(Vec::new());
+        };
+        self.objset
+            .zap_list_sorted(store, id)?
+            .into_iter()
+            .map(|(key, value)| {
+                let bytes = <[u8; 8]>::try_from(value.as_slice()).map_err(|_| {
+                    EngineError::Corrupt(format!("error log entry '{key}' is not a u64"))
+                })?;
+                Ok((key, Txg(u64::from_le_bytes(bytes))))
+            })
+            .collect()
+    }
+
+    /// Drops error-log entries last found before txg `since` (a completed scrub that started
+    /// at `since` did not find them again: the block was freed or rewritten).
+    pub(crate) fn errlog_prune(
+        &mut self,
+        store: &dyn BlockStore,
+        since: Txg,
+    ) -> Result<(), EngineError> {
+        let Some(id) = self.named(store, ERRLOG)? else {
+            return Ok(());
+        };
+        for (key, txg) in self.errlog(store)? {
+            if txg < since {
+                self.objset.zap_remove(store, id, &key)?;
+            }
+        }
+        Ok(())
+    }
+
     /// The root dataset's object-set pointer (a hole before its first sync).
     pub(crate) fn root_dataset(&mut self, store: &dyn BlockStore) -> Result<BlockPtr, EngineError> {
         let bonus = self.objset.bonus(store, ROOT_DATASET)?;
@@ -274,7 +445,11 @@ impl Mos {
     }
 
     /// Records the root dataset's new object-set pointer.
-    pub(crate) fn set_root_dataset(&mut self, store: &dyn BlockStore, bp: &BlockPtr) -> Result<(), EngineError> {
+    pub(crate) fn set_root_dataset(
+        &mut self,
+        store: &dyn BlockStore,
+        bp: &BlockPtr,
+    ) -> Result<(), EngineError> {
         self.objset.set_bonus(store, ROOT_DATASET, &bp.encode())?;
         Ok(())
     }

@@ -31,34 +31,144 @@ const ON_OFF: &[&str] = &["on", "off"];
 
 /// Every pool property, in `zpool get all` order.
 pub const POOL_PROPS: &[PropDef] = &[
-    PropDef { name: "size", access: PropAccess::ReadOnly, default: "", values: &[] },
-    PropDef { name: "capacity", access: PropAccess::ReadOnly, default: "", values: &[] },
-    PropDef { name: "altroot", access: PropAccess::CreateOnly, default: "-", values: &[] },
-    PropDef { name: "health", access: PropAccess::ReadOnly, default: "", values: &[] },
-    PropDef { name: "guid", access: PropAccess::ReadOnly, default: "", values: &[] },
-    PropDef { name: "version", access: PropAccess::ReadOnly, default: "", values: &[] },
-    PropDef { name: "autoreplace", access: PropAccess::Settable, default: "off", values: ON_OFF },
-    PropDef { name: "cachefile", access: PropAccess::Settable, default: "-", values: &[] },
+    PropDef {
+        name: "size",
+        access: PropAccess::ReadOnly,
+        default: "",
+        values: &[],
+    },
+    PropDef {
+        name: "capacity",
+        access: PropAccess::ReadOnly,
+        default: "",
+        values: &[],
+    },
+    PropDef {
+        name: "altroot",
+        access: PropAccess::CreateOnly,
+        default: "-",
+        values: &[],
+    },
+    PropDef {
+        name: "health",
+        access: PropAccess::ReadOnly,
+        default: "",
+        values: &[],
+    },
+    PropDef {
+        name: "guid",
+        access: PropAccess::ReadOnly,
+        default: "",
+        values: &[],
+    },
+    PropDef {
+        name: "version",
+        access: PropAccess::ReadOnly,
+        default: "",
+        values: &[],
+    },
+    PropDef {
+        name: "autoreplace",
+        access: PropAccess::Settable,
+        default: "off",
+        values: ON_OFF,
+    },
+    PropDef {
+        name: "cachefile",
+        access: PropAccess::Settable,
+        default: "-",
+        values: &[],
+    },
     PropDef {
         name: "failmode",
         access: PropAccess::Settable,
         default: "wait",
         values: &["wait", "continue", "panic"],
     },
-    PropDef { name: "listsnapshots", access: PropAccess::Settable, default: "off", values: ON_OFF },
-    PropDef { name: "autoexpand", access: PropAccess::Settable, default: "off", values: ON_OFF },
-    PropDef { name: "dedupratio", access: PropAccess::ReadOnly, default: "", values: &[] },
-    PropDef { name: "free", access: PropAccess::ReadOnly, default: "", values: &[] },
-    PropDef { name: "allocated", access: PropAccess::ReadOnly, default: "", values: &[] },
-    PropDef { name: "readonly", access: PropAccess::ReadOnly, default: "", values: &[] },
-    PropDef { name: "ashift", access: PropAccess::CreateOnly, default: "12", values: &[] },
-    PropDef { name: "comment", access: PropAccess::Settable, default: "-", values: &[] },
-    PropDef { name: "expandsize", access: PropAccess::ReadOnly, default: "", values: &[] },
-    PropDef { name: "freeing", access: PropAccess::ReadOnly, default: "", values: &[] },
-    PropDef { name: "fragmentation", access: PropAccess::ReadOnly, default: "", values: &[] },
-    PropDef { name: "leaked", access: PropAccess::ReadOnly, default: "", values: &[] },
-    PropDef { name: "multihost", access: PropAccess::Settable, default: "off", values: ON_OFF },
-    PropDef { name: "autotrim", access: PropAccess::Settable, default: "off", values: ON_OFF },
+    PropDef {
+        name: "listsnapshots",
+        access: PropAccess::Settable,
+        default: "off",
+        values: ON_OFF,
+    },
+    PropDef {
+        name: "autoexpand",
+        access: PropAccess::Settable,
+        default: "off",
+        values: ON_OFF,
+    },
+    PropDef {
+        name: "dedupratio",
+        access: PropAccess::ReadOnly,
+        default: "",
+        values: &[],
+    },
+    PropDef {
+        name: "free",
+        access: PropAccess::ReadOnly,
+        default: "",
+        values: &[],
+    },
+    PropDef {
+        name: "allocated",
+        access: PropAccess::ReadOnly,
+        default: "",
+        values: &[],
+    },
+    PropDef {
+        name: "readonly",
+        access: PropAccess::ReadOnly,
+        default: "",
+        values: &[],
+    },
+    PropDef {
+        name: "ashift",
+        access: PropAccess::CreateOnly,
+        default: "12",
+        values: &[],
+    },
+    PropDef {
+        name: "comment",
+        access: PropAccess::Settable,
+        default: "-",
+        values: &[],
+    },
+    PropDef {
+        name: "expandsize",
+        access: PropAccess::ReadOnly,
+        default: "",
+        values: &[],
+    },
+    PropDef {
+        name: "freeing",
+        access: PropAccess::ReadOnly,
+        default: "",
+        values: &[],
+    },
+    PropDef {
+        name: "fragmentation",
+        access: PropAccess::ReadOnly,
+        default: "",
+        values: &[],
+    },
+    PropDef {
+        name: "leaked",
+        access: PropAccess::ReadOnly,
+        default: "",
+        values: &[],
+    },
+    PropDef {
+        name: "multihost",
+        access: PropAccess::Settable,
+        default: "off",
+        values: ON_OFF,
+    },
+    PropDef {
+        name: "autotrim",
+        access: PropAccess::Settable,
+        default: "off",
+        values: ON_OFF,
+    },
 ];
 
 /// Looks a property up by name.
@@ -70,18 +180,27 @@ pub fn find(name: &str) -> Option<&'static PropDef> {
 /// Comma-separated list of the property names, for "valid properties are" messages.
 #[must_use]
 pub fn names() -> String {
-    POOL_PROPS.iter().map(|p| p.name).collect::<Vec<_>>().join(", ")
+    POOL_PROPS
+        .iter()
+        .map(|p| p.name)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Checks `name=value` for `set` (or for create when `creating`), returning the value to
 /// store in canonical form.
 pub fn validate(name: &str, value: &str, creating: bool) -> Result<String, EngineError> {
     let def = find(name).ok_or_else(|| {
-        EngineError::InvalidProperty(format!("invalid property '{name}' (valid properties: {})", names()))
+        EngineError::InvalidProperty(format!(
+            "invalid property '{name}' (valid properties: {})",
+            names()
+        ))
     })?;
     match def.access {
         PropAccess::ReadOnly => {
-            return Err(EngineError::InvalidProperty(format!("property '{name}' is read-only")));
+            return Err(EngineError::InvalidProperty(format!(
+                "property '{name}' is read-only"
+            )));
         }
         PropAccess::CreateOnly if !creating => {
             return Err(EngineError::InvalidProperty(format!(
@@ -99,7 +218,9 @@ pub fn validate(name: &str, value: &str, creating: bool) -> Result<String, Engin
     match name {
         "ashift" => {
             let ashift: u8 = value.parse().map_err(|_| {
-                EngineError::InvalidProperty(format!("invalid value '{value}' for property 'ashift' (9 to 16)"))
+                EngineError::InvalidProperty(format!(
+                    "invalid value '{value}' for property 'ashift' (9 to 16)"
+                ))
             })?;
             if !(tarn_base::limits::ASHIFT_MIN..=tarn_base::limits::ASHIFT_MAX).contains(&ashift) {
                 return Err(EngineError::InvalidProperty(format!(
@@ -107,19 +228,15 @@ pub fn validate(name: &str, value: &str, creating: bool) -> Result<String, Engin
                 )));
             }
         }
-        "comment" => {
-            if value.len() > 32 || value.chars().any(|c| c.is_control()) {
-                return Err(EngineError::InvalidProperty(
-                    "comment must be at most 32 printable characters".into(),
-                ));
-            }
+        "comment" if value.len() > 32 || value.chars().any(|c| c.is_control()) => {
+            return Err(EngineError::InvalidProperty(
+                "comment must be at most 32 printable characters".into(),
+            ));
         }
-        "cachefile" | "altroot" => {
-            if value != "-" && value != "none" && !value.starts_with('/') {
-                return Err(EngineError::InvalidProperty(format!(
-                    "{name} must be an absolute path, 'none' or '-'"
-                )));
-            }
+        "cachefile" | "altroot" if value != "-" && value != "none" && !value.starts_with('/') => {
+            return Err(EngineError::InvalidProperty(format!(
+                "{name} must be an absolute path, 'none' or '-'"
+            )));
         }
         _ => {}
     }
@@ -131,7 +248,11 @@ mod tests {
     use super::*;
 
     fn check(name: &str, value: &str, creating: bool, ok: bool) {
-        assert_eq!(validate(name, value, creating).is_ok(), ok, "{name}={value} creating={creating}");
+        assert_eq!(
+            validate(name, value, creating).is_ok(),
+            ok,
+            "{name}={value} creating={creating}"
+        );
     }
 
     #[test]
@@ -151,7 +272,12 @@ mod tests {
 
     #[test]
     fn messages_name_what_is_valid() {
-        let message = validate("failmode", "maybe", false).unwrap_err().to_string();
-        assert_eq!(message, "invalid value 'maybe' for property 'failmode' (valid values: wait, continue, panic)");
+        let message = validate("failmode", "maybe", false)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            message,
+            "invalid value 'maybe' for property 'failmode' (valid values: wait, continue, panic)"
+        );
     }
 }

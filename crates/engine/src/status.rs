@@ -146,10 +146,10 @@ fn leaf_node(leaf: &Leaf) -> VdevNode {
 }
 
 fn top_node(top: &TopVdev) -> VdevNode {
-    if top.layout() == Layout::Disk {
-        if let Some(leaf) = top.leaves().first() {
-            return leaf_node(leaf);
-        }
+    if top.layout() == Layout::Disk
+        && let Some(leaf) = top.leaves().first()
+    {
+        return leaf_node(leaf);
     }
     let children: Vec<VdevNode> = top.leaves().iter().map(|l| leaf_node(l)).collect();
     VdevNode {
@@ -170,22 +170,31 @@ pub fn pool_health(pool: &Pool) -> String {
     if pool.suspended().is_some() {
         return "SUSPENDED".into();
     }
-    let worst = pool.tops().iter().map(|t| t.health()).max_by_key(|h| match h {
-        Health::Online => 0,
-        Health::Degraded => 1,
-        Health::Faulted => 2,
-        Health::Unavail => 3,
-    });
+    let worst = pool
+        .tops()
+        .iter()
+        .map(|t| t.health())
+        .max_by_key(|h| match h {
+            Health::Online => 0,
+            Health::Degraded => 1,
+            Health::Faulted => 2,
+            Health::Unavail => 3,
+        });
     health_name(worst.unwrap_or(Health::Online)).into()
 }
 
-/// `zpool status` for `pool`.
-#[must_use]
-pub fn pool_status(name: &str, pool: &Pool) -> PoolStatus {
-    let state = pool_health(pool);
-    let children: Vec<VdevNode> = pool.tops().iter().map(|t| top_node(t)).collect();
-    let errors_seen = children.iter().flat_map(|c| std::iter::once(c).chain(c.children.iter())).any(|n| n.read + n.write + n.cksum > 0);
-    let (status, action, see) = if let Some(why) = pool.suspended() {
+/// The `status:`, `action:` and `see:` of a pool, in ZFS's order of priority: suspended,
+/// devices missing, data corrupted, device errors, devices taken offline.
+fn problem(
+    pool: &Pool,
+    state: &str,
+    children: &[VdevNode],
+    errlog_count: usize,
+) -> (Option<String>, Option<&'static str>, Option<&'static str>) {
+    let leaves = || pool.tops().iter().flat_map(|t| t.leaves().iter());
+    let offline = leaves().any(|l| l.state() == LeafState::Offline);
+    let missing = leaves().any(|l| !l.is_usable() && l.state() != LeafState::Offline);
+    if let Some(why) = pool.suspended() {
         (
             Some(format!("The pool is suspended: {why}.")),
             Some(concat!(
@@ -194,7 +203,7 @@ pub fn pool_status(name: &str, pool: &Pool) -> PoolStatus {
             )),
             Some("TARN-0004"),
         )
-    } else if state == "DEGRADED" {
+    } else if state == "DEGRADED" && missing {
         (
             Some(
                 concat!(
@@ -206,7 +215,36 @@ pub fn pool_status(name: &str, pool: &Pool) -> PoolStatus {
             Some("Make the device available again, then export and import the pool."),
             Some("TARN-0002"),
         )
-    } else if errors_seen {
+    } else if errlog_count > 0 {
+        (
+            Some(
+                concat!(
+                    "One or more devices has experienced an error resulting in data\n",
+                    "corruption. Applications may be affected."
+                )
+                .to_string(),
+            ),
+            Some(concat!(
+                "Restore the file in question if possible. Otherwise restore the\n",
+                "entire pool from backup."
+            )),
+            Some("TARN-0005"),
+        )
+    } else {
+        device_problem(children, offline)
+    }
+}
+
+/// The lower-priority problems of [`problem`]: device errors, then devices taken offline.
+fn device_problem(
+    children: &[VdevNode],
+    offline: bool,
+) -> (Option<String>, Option<&'static str>, Option<&'static str>) {
+    let errors_seen = children
+        .iter()
+        .flat_map(|c| std::iter::once(c).chain(c.children.iter()))
+        .any(|n| n.read + n.write + n.cksum > 0);
+    if errors_seen {
         (
             Some(
                 concat!(
@@ -216,14 +254,37 @@ pub fn pool_status(name: &str, pool: &Pool) -> PoolStatus {
                 .to_string(),
             ),
             Some(concat!(
-                "Determine if the device needs to be replaced; the counters reset when\n",
-                "the pool is exported."
+                "Determine if the device needs to be replaced, and clear the errors\n",
+                "using 'tarn pool clear'."
             )),
             Some("TARN-0003"),
         )
+    } else if offline {
+        (
+            Some(
+                concat!(
+                    "One or more devices has been taken offline by the administrator.\n",
+                    "Sufficient replicas exist for the pool to continue functioning in a\n",
+                    "degraded state."
+                )
+                .to_string(),
+            ),
+            Some("Online the device using 'tarn pool online'."),
+            Some("TARN-0006"),
+        )
     } else {
         (None, None, None)
-    };
+    }
+}
+
+/// `zpool status` for `pool`, whose error log has `errlog_count` entries. Problems are
+/// reported in ZFS's order: suspended, devices missing, data corrupted, device errors,
+/// devices taken offline.
+#[must_use]
+pub fn pool_status(name: &str, pool: &Pool, errlog_count: usize) -> PoolStatus {
+    let state = pool_health(pool);
+    let children: Vec<VdevNode> = pool.tops().iter().map(|t| top_node(t)).collect();
+    let (status, action, see) = problem(pool, &state, &children, errlog_count);
     let action = action.map(str::to_string);
     let see = see.map(str::to_string);
     let config = VdevNode {
@@ -268,11 +329,11 @@ pub fn summary(name: &str, pool: &Pool) -> PoolSummary {
     let size: u64 = usage.iter().map(|u| u.size).sum();
     let allocated: u64 = usage.iter().map(|u| u.allocated).sum();
     let free = size - allocated;
-    let fragmentation = if free == 0 {
-        0
-    } else {
-        usage.iter().map(|u| u.fragmentation * (u.size - u.allocated)).sum::<u64>() / free
-    };
+    let weighted: u64 = usage
+        .iter()
+        .map(|u| u.fragmentation * (u.size - u.allocated))
+        .sum();
+    let fragmentation = weighted.checked_div(free).unwrap_or(0);
     PoolSummary {
         name: name.to_string(),
         guid: pool.guid().0,
@@ -280,7 +341,7 @@ pub fn summary(name: &str, pool: &Pool) -> PoolSummary {
         allocated,
         free,
         fragmentation,
-        capacity: if size == 0 { 0 } else { allocated * 100 / size },
+        capacity: (allocated * 100).checked_div(size).unwrap_or(0),
         health: pool_health(pool),
     }
 }
@@ -298,10 +359,14 @@ pub fn properties(name: &str, pool: &Pool, local: &[(String, String)]) -> Vec<Pr
                 "size" => Some(size_prop(summary.size)),
                 "free" => Some(size_prop(summary.free)),
                 "allocated" => Some(size_prop(summary.allocated)),
-                "capacity" => Some((summary.capacity.to_string(), format!("{}%", summary.capacity))),
-                "fragmentation" => {
-                    Some((summary.fragmentation.to_string(), format!("{}%", summary.fragmentation)))
-                }
+                "capacity" => Some((
+                    summary.capacity.to_string(),
+                    format!("{}%", summary.capacity),
+                )),
+                "fragmentation" => Some((
+                    summary.fragmentation.to_string(),
+                    format!("{}%", summary.fragmentation),
+                )),
                 "health" => Some((summary.health.clone(), summary.health.clone())),
                 "guid" => Some((summary.guid.to_string(), summary.guid.to_string())),
                 "version" => Some(("-".into(), "-".into())),
@@ -319,12 +384,30 @@ pub fn properties(name: &str, pool: &Pool, local: &[(String, String)]) -> Vec<Pr
             } else if let Some((_, value)) = local.iter().find(|(n, _)| n == def.name) {
                 (value.clone(), value.clone(), "local".to_string())
             } else if def.name == "ashift" {
-                (ashift.to_string(), ashift.to_string(), "default".to_string())
+                (
+                    ashift.to_string(),
+                    ashift.to_string(),
+                    "default".to_string(),
+                )
             } else {
-                let source = if def.access == PropAccess::ReadOnly { "-" } else { "default" };
-                (def.default.to_string(), def.default.to_string(), source.to_string())
+                let source = if def.access == PropAccess::ReadOnly {
+                    "-"
+                } else {
+                    "default"
+                };
+                (
+                    def.default.to_string(),
+                    def.default.to_string(),
+                    source.to_string(),
+                )
             };
-            PropValue { name: name.to_string(), property: def.name.to_string(), value, display, source }
+            PropValue {
+                name: name.to_string(),
+                property: def.name.to_string(),
+                value,
+                display,
+                source,
+            }
         })
         .collect()
 }
@@ -333,10 +416,14 @@ fn tree_node(tree: &VdevTree, found: &dyn Fn(&VdevTree) -> Option<String>) -> Vd
     let (state, children) = match tree.kind {
         VdevKind::Disk => {
             let ok = found(tree).is_some();
-            (if ok { "ONLINE" } else { "UNAVAIL" }.to_string(), Vec::new())
+            (
+                if ok { "ONLINE" } else { "UNAVAIL" }.to_string(),
+                Vec::new(),
+            )
         }
         _ => {
-            let children: Vec<VdevNode> = tree.children.iter().map(|c| tree_node(c, found)).collect();
+            let children: Vec<VdevNode> =
+                tree.children.iter().map(|c| tree_node(c, found)).collect();
             let missing = children.iter().filter(|c| c.state != "ONLINE").count();
             let tolerated = match tree.kind {
                 VdevKind::Mirror => children.len().saturating_sub(1),
@@ -360,8 +447,18 @@ fn tree_node(tree: &VdevTree, found: &dyn Fn(&VdevTree) -> Option<String>) -> Vd
         VdevKind::Mirror => format!("mirror-{}", tree.id),
         kind => kind.name(),
     };
-    let note = (state == "UNAVAIL" && tree.kind == VdevKind::Disk).then(|| "cannot open".to_string());
-    VdevNode { name, kind: tree.kind.name(), state, read: 0, write: 0, cksum: 0, note, children }
+    let note =
+        (state == "UNAVAIL" && tree.kind == VdevKind::Disk).then(|| "cannot open".to_string());
+    VdevNode {
+        name,
+        kind: tree.kind.name(),
+        state,
+        read: 0,
+        write: 0,
+        cksum: 0,
+        note,
+        children,
+    }
 }
 
 /// What `tarn pool import` (no name) shows for a discovered pool.
@@ -392,9 +489,16 @@ pub fn importable(found: &Discovered) -> Importable {
         ),
         "DEGRADED" => (
             Some("One or more devices are missing from the system.".to_string()),
-            "The pool can be imported despite missing or damaged devices. The fault tolerance of the pool may be compromised if imported.".to_string(),
+            concat!(
+                "The pool can be imported despite missing or damaged devices. The fault ",
+                "tolerance of the pool may be compromised if imported."
+            )
+            .to_string(),
         ),
-        _ => (None, "The pool can be imported using its name or numeric identifier.".to_string()),
+        _ => (
+            None,
+            "The pool can be imported using its name or numeric identifier.".to_string(),
+        ),
     };
     let config = VdevNode {
         name: found.config.name.clone(),

@@ -5,12 +5,17 @@
 //! Method: after every step that reads, the bytes must equal the model exactly; any error is
 //! a failure, because two faulty devices never exceed raidz2's parity.
 
+// Helpers outside `#[test]` functions fail the test on any error, exactly like the tests.
+#![allow(clippy::unwrap_used)]
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use tarn_base::{ManualClock, ObjectId, SeededRng};
 use tarn_device::{FaultPlan, SimDevice};
-use tarn_engine::{CreateOptions, CreateSpec, Engine, HostIdentity, ImportOptions, SimProvider, TopLayout, TopSpec};
+use tarn_engine::{
+    CreateOptions, CreateSpec, Engine, HostIdentity, ImportOptions, SimProvider, TopLayout, TopSpec,
+};
 
 const DEVICES: usize = 6;
 const OBJECT_SIZE: u64 = 4 << 20;
@@ -28,12 +33,25 @@ fn faulty_plan(seed: u64) -> FaultPlan {
 
 /// Every device, faulty or not, loses or tears unflushed writes when the power goes.
 fn crash_plan(seed: u64) -> FaultPlan {
-    FaultPlan { seed, drop_on_crash: 500_000, torn_on_crash: 250_000, ..FaultPlan::default() }
+    FaultPlan {
+        seed,
+        drop_on_crash: 500_000,
+        torn_on_crash: 250_000,
+        ..FaultPlan::default()
+    }
 }
 
 fn engine_on(provider: &Arc<SimProvider>, seed: u64) -> Engine {
-    let identity = HostIdentity { hostid: 1, hostname: "sim".into() };
-    Engine::new(provider.clone(), identity, Arc::new(ManualClock::new(1_700_000_000)), seed)
+    let identity = HostIdentity {
+        hostid: 1,
+        hostname: "sim".into(),
+    };
+    Engine::new(
+        provider.clone(),
+        identity,
+        Arc::new(ManualClock::new(1_700_000_000)),
+        seed,
+    )
 }
 
 struct Run {
@@ -64,19 +82,33 @@ impl Run {
         let engine = engine_on(&provider, seed);
         let spec = CreateSpec {
             name: "tank".into(),
-            tops: vec![TopSpec { layout: TopLayout::Raidz(2), devices: names }],
+            tops: vec![TopSpec {
+                layout: TopLayout::Raidz(2),
+                devices: names,
+            }],
             spares: vec![],
             ashift: 9 + rng.below(4) as u8,
             force: false,
         };
-        engine.create_pool(&spec, &CreateOptions::default()).expect("create within budget");
-        Run { rng, provider, engine, model: BTreeMap::new(), committed: BTreeMap::new(), faulty }
+        engine
+            .create_pool(&spec, &CreateOptions::default())
+            .expect("create within budget");
+        Run {
+            rng,
+            provider,
+            engine,
+            model: BTreeMap::new(),
+            committed: BTreeMap::new(),
+            faulty,
+        }
     }
 
     fn check_object(&self, id: ObjectId) {
         let expected = &self.model[&id];
         let mut actual = vec![0u8; expected.len()];
-        self.engine.object_read("tank", id, 0, &mut actual).expect("read within budget");
+        self.engine
+            .object_read("tank", id, 0, &mut actual)
+            .expect("read within budget");
         assert!(&actual == expected, "object {id:?} differs from the model");
     }
 
@@ -84,30 +116,46 @@ impl Run {
         match self.rng.below(10) {
             0 if self.model.len() < 6 => {
                 let block = 512u32 << self.rng.below(9);
-                let id = self.engine.object_create("tank", block).expect("create object");
+                let id = self
+                    .engine
+                    .object_create("tank", block)
+                    .expect("create object");
                 self.model.insert(id, vec![0u8; OBJECT_SIZE as usize]);
             }
             1..=5 if !self.model.is_empty() => {
-                let id = *self.model.keys().nth(self.rng.below(self.model.len() as u64) as usize).unwrap();
+                let id = *self
+                    .model
+                    .keys()
+                    .nth(self.rng.below(self.model.len() as u64) as usize)
+                    .unwrap();
                 let offset = self.rng.below(OBJECT_SIZE - 1);
                 let len = (1 + self.rng.below(300_000)).min(OBJECT_SIZE - offset) as usize;
                 let mut data = vec![0u8; len];
                 if self.rng.chance(3, 4) {
                     self.rng.fill(&mut data);
                 }
-                self.engine.object_write("tank", id, offset, &data).expect("write within budget");
-                self.model.get_mut(&id).unwrap()[offset as usize..offset as usize + len].copy_from_slice(&data);
+                self.engine
+                    .object_write("tank", id, offset, &data)
+                    .expect("write within budget");
+                self.model.get_mut(&id).unwrap()[offset as usize..offset as usize + len]
+                    .copy_from_slice(&data);
             }
             6 => {
                 self.engine.sync_pool("tank").expect("sync within budget");
                 self.committed = self.model.clone();
             }
             7 if !self.model.is_empty() => {
-                let id = *self.model.keys().nth(self.rng.below(self.model.len() as u64) as usize).unwrap();
+                let id = *self
+                    .model
+                    .keys()
+                    .nth(self.rng.below(self.model.len() as u64) as usize)
+                    .unwrap();
                 self.check_object(id);
             }
             8 => {
-                self.engine.export_pool("tank", false).expect("export within budget");
+                self.engine
+                    .export_pool("tank", false)
+                    .expect("export within budget");
                 self.committed = self.model.clone();
                 self.reimport();
             }
@@ -127,7 +175,12 @@ impl Run {
     fn reimport(&mut self) {
         self.engine = engine_on(&self.provider, self.rng.next_u64());
         self.engine
-            .import_pool(&["/sim".into()], "tank", &ImportOptions::default(), "import")
+            .import_pool(
+                &["/sim".into()],
+                "tank",
+                &ImportOptions::default(),
+                "import",
+            )
             .expect("import within budget");
         for id in self.model.keys().copied().collect::<Vec<_>>() {
             self.check_object(id);
@@ -158,7 +211,10 @@ fn faults_within_parity_cost_nothing() {
                 stats.injected_read_eio + stats.lost_writes + stats.bitrot_writes
             })
             .sum();
-        assert!(injected > 0, "seed {seed}: the faulty devices injected nothing");
+        assert!(
+            injected > 0,
+            "seed {seed}: the faulty devices injected nothing"
+        );
     }
 }
 
@@ -180,14 +236,27 @@ fn beyond_parity_never_returns_wrong_bytes() {
         }
         run.engine.export_pool("tank", false).unwrap();
         for name in run.faulty.clone() {
-            run.provider.get(&name).unwrap().set_plan(FaultPlan::default());
+            run.provider
+                .get(&name)
+                .unwrap()
+                .set_plan(FaultPlan::default());
         }
-        let victims: Vec<String> = (0..3).map(|i| format!("/sim/d{}", (seed as usize + i) % DEVICES)).collect();
+        let victims: Vec<String> = (0..3)
+            .map(|i| format!("/sim/d{}", (seed as usize + i) % DEVICES))
+            .collect();
         for name in &victims {
             run.provider.get(name).unwrap().rot_random(4000);
         }
         let engine = engine_on(&run.provider, seed);
-        if engine.import_pool(&["/sim".into()], "tank", &ImportOptions::default(), "import").is_err() {
+        if engine
+            .import_pool(
+                &["/sim".into()],
+                "tank",
+                &ImportOptions::default(),
+                "import",
+            )
+            .is_err()
+        {
             errors_seen += 1;
             continue;
         }
@@ -205,5 +274,8 @@ fn beyond_parity_never_returns_wrong_bytes() {
             }
         }
     }
-    assert!(errors_seen > 0, "three rotten devices of a raidz2 should cost some data");
+    assert!(
+        errors_seen > 0,
+        "three rotten devices of a raidz2 should cost some data"
+    );
 }

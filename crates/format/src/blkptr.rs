@@ -86,7 +86,12 @@ impl BlockType {
             5 => BlockType::Indirect,
             6 => BlockType::Data,
             7 => BlockType::Metadata,
-            _ => return Err(FormatError::Invalid { what: "block pointer", why: "unknown block type" }),
+            _ => {
+                return Err(FormatError::Invalid {
+                    what: "block pointer",
+                    why: "unknown block type",
+                });
+            }
         })
     }
 }
@@ -126,7 +131,10 @@ impl BlockPtr {
     /// A hole born in `birth` (zero for never written).
     #[must_use]
     pub fn hole(birth: Txg) -> Self {
-        BlockPtr { birth, ..BlockPtr::default() }
+        BlockPtr {
+            birth,
+            ..BlockPtr::default()
+        }
     }
 
     /// The DVAs that point somewhere.
@@ -144,8 +152,13 @@ impl BlockPtr {
     pub fn encode_into(&self, writer: &mut Writer) {
         let start = writer.len();
         for dva in &self.dvas {
-            assert!(dva.asize % DVA_ASIZE_UNIT == 0, "DVA asize {} not in 512-byte units", dva.asize);
-            let sectors = u32::try_from(dva.asize / DVA_ASIZE_UNIT).expect("I1: asize fits 32 bits");
+            assert!(
+                dva.asize % DVA_ASIZE_UNIT == 0,
+                "DVA asize {} not in 512-byte units",
+                dva.asize
+            );
+            let sectors =
+                u32::try_from(dva.asize / DVA_ASIZE_UNIT).expect("I1: asize fits 32 bits");
             writer.u32(dva.vdev.0);
             writer.u32(sectors);
             writer.u64(dva.offset);
@@ -179,13 +192,20 @@ impl BlockPtr {
     /// Decodes one block pointer. Garbage yields an error, never a panic; a decoded pointer
     /// is structurally valid (sizes in range, DVAs packed at the front).
     pub fn decode(reader: &mut Reader<'_>) -> Result<Self, FormatError> {
-        let bad = |why| FormatError::Invalid { what: "block pointer", why };
+        let bad = |why| FormatError::Invalid {
+            what: "block pointer",
+            why,
+        };
         let mut dvas = [Dva::default(); 3];
         for dva in &mut dvas {
             let vdev = VdevId(reader.u32()?);
             let sectors = reader.u32()?;
             let offset = reader.u64()?;
-            *dva = Dva { vdev, offset, asize: u64::from(sectors) * DVA_ASIZE_UNIT };
+            *dva = Dva {
+                vdev,
+                offset,
+                asize: u64::from(sectors) * DVA_ASIZE_UNIT,
+            };
         }
         let lsize = reader.u32()?;
         let psize = reader.u32()?;
@@ -250,8 +270,16 @@ mod tests {
     fn round_trip() {
         let bp = BlockPtr {
             dvas: [
-                Dva { vdev: VdevId(1), offset: 1 << 40, asize: 8192 },
-                Dva { vdev: VdevId(2), offset: 4096, asize: 12288 },
+                Dva {
+                    vdev: VdevId(1),
+                    offset: 1 << 40,
+                    asize: 8192,
+                },
+                Dva {
+                    vdev: VdevId(2),
+                    offset: 4096,
+                    asize: 12288,
+                },
                 Dva::default(),
             ],
             lsize: 131_072,

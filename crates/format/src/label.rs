@@ -54,7 +54,10 @@ pub fn aligned_device_size(size: u64) -> u64 {
 #[must_use]
 pub fn label_offsets(size: u64) -> [u64; LABEL_COUNT] {
     let end = aligned_device_size(size);
-    assert!(end >= 4 * LABEL_SIZE, "device of {size} bytes cannot hold four labels");
+    assert!(
+        end >= 4 * LABEL_SIZE,
+        "device of {size} bytes cannot hold four labels"
+    );
     [0, LABEL_SIZE, end - 2 * LABEL_SIZE, end - LABEL_SIZE]
 }
 
@@ -65,7 +68,10 @@ pub fn data_area(size: u64) -> Option<(u64, u64)> {
     (end > DATA_START).then_some((DATA_START, end))
 }
 
-const _: () = assert!(RING_SIZE >> tarn_base::limits::ASHIFT_MAX >= 2, "ring holds >= 2 slots");
+const _: () = assert!(
+    RING_SIZE >> tarn_base::limits::ASHIFT_MAX >= 2,
+    "ring holds >= 2 slots"
+);
 
 /// Size of an uberblock slot for a pool with `ashift`.
 #[must_use]
@@ -106,7 +112,12 @@ impl PoolState {
             1 => PoolState::Exported,
             2 => PoolState::Destroyed,
             3 => PoolState::Spare,
-            _ => return Err(FormatError::Invalid { what: "label", why: "unknown pool state" }),
+            _ => {
+                return Err(FormatError::Invalid {
+                    what: "label",
+                    why: "unknown pool state",
+                });
+            }
         })
     }
 
@@ -153,7 +164,10 @@ impl VdevKind {
             VdevKind::Disk => "disk".into(),
             VdevKind::Mirror => "mirror".into(),
             VdevKind::Raidz { parity } => {
-                assert!((1..=3).contains(&parity), "raidz parity {parity} is not 1..=3");
+                assert!(
+                    (1..=3).contains(&parity),
+                    "raidz parity {parity} is not 1..=3"
+                );
                 format!("raidz{parity}")
             }
             VdevKind::Spares => "spares".into(),
@@ -174,7 +188,12 @@ impl VdevKind {
             "spares" => VdevKind::Spares,
             "replacing" => VdevKind::Replacing,
             "spare" => VdevKind::SpareInUse,
-            _ => return Err(FormatError::Invalid { what: "vdev tree", why: "unknown vdev kind" }),
+            _ => {
+                return Err(FormatError::Invalid {
+                    what: "vdev tree",
+                    why: "unknown vdev kind",
+                });
+            }
         })
     }
 }
@@ -253,7 +272,10 @@ impl VdevTree {
     fn decode_depth(bytes: &[u8], depth: usize) -> Result<Self, FormatError> {
         const WHAT: &str = "vdev tree";
         if depth > VDEV_TREE_DEPTH_MAX {
-            return Err(FormatError::Invalid { what: WHAT, why: "nested too deeply" });
+            return Err(FormatError::Invalid {
+                what: WHAT,
+                why: "nested too deeply",
+            });
         }
         let mut tree = VdevTree {
             kind: VdevKind::Disk,
@@ -277,35 +299,36 @@ impl VdevTree {
                 tag::GUID => tree.guid = Guid(tlv_u64(value, WHAT)?),
                 tag::ID => tree.id = small(tlv_u64(value, WHAT)?, WHAT)?,
                 tag::ASHIFT => {
-                    let ashift: u8 = small(tlv_u64(value, WHAT)?, WHAT)?;
-                    let range = tarn_base::limits::ASHIFT_MIN..=tarn_base::limits::ASHIFT_MAX;
-                    if ashift != 0 && !range.contains(&ashift) {
-                        return Err(FormatError::Invalid { what: WHAT, why: "ashift out of range" });
-                    }
-                    tree.ashift = ashift;
+                    let (min, max) = (tarn_base::limits::ASHIFT_MIN, tarn_base::limits::ASHIFT_MAX);
+                    tree.ashift = shift_field(value, min, max, "ashift out of range")?;
                 }
                 tag::ASIZE => tree.asize = tlv_u64(value, WHAT)?,
                 tag::METASLAB_SHIFT => {
-                    let shift: u8 = small(tlv_u64(value, WHAT)?, WHAT)?;
                     // A tiny shift would mean billions of metaslabs in memory.
-                    if shift != 0 && !(METASLAB_SHIFT_MIN..=METASLAB_SHIFT_MAX).contains(&shift) {
-                        return Err(FormatError::Invalid { what: WHAT, why: "metaslab shift out of range" });
-                    }
-                    tree.metaslab_shift = shift;
+                    let (min, max) = (METASLAB_SHIFT_MIN, METASLAB_SHIFT_MAX);
+                    tree.metaslab_shift =
+                        shift_field(value, min, max, "metaslab shift out of range")?;
                 }
                 tag::PATH => tree.path = tlv_str(value, WHAT)?,
                 tag::OFFLINE => tree.offline = tlv_u64(value, WHAT)? != 0,
                 tag::CHILD => {
                     if tree.children.len() >= tarn_base::limits::TOP_VDEVS_MAX {
-                        return Err(FormatError::Invalid { what: WHAT, why: "too many children" });
+                        return Err(FormatError::Invalid {
+                            what: WHAT,
+                            why: "too many children",
+                        });
                     }
-                    tree.children.push(VdevTree::decode_depth(value, depth + 1)?);
+                    tree.children
+                        .push(VdevTree::decode_depth(value, depth + 1)?);
                 }
                 _ => {}
             }
         }
         if !have_kind || tree.guid.0 == 0 {
-            return Err(FormatError::Invalid { what: WHAT, why: "missing kind or guid" });
+            return Err(FormatError::Invalid {
+                what: WHAT,
+                why: "missing kind or guid",
+            });
         }
         Ok(tree)
     }
@@ -329,7 +352,9 @@ impl VdevTree {
     /// the root: import uses it to tell whether every device was found).
     #[must_use]
     pub fn guid_sum(&self) -> u64 {
-        self.children.iter().fold(self.guid.0, |sum, child| sum.wrapping_add(child.guid_sum()))
+        self.children
+            .iter()
+            .fold(self.guid.0, |sum, child| sum.wrapping_add(child.guid_sum()))
     }
 
     /// Finds the node with `guid`.
@@ -342,8 +367,22 @@ impl VdevTree {
     }
 }
 
+/// A shift field: zero (unset) or within `min..=max`. Shifts from disk index arrays and size
+/// slots, so an out-of-range one is refused here rather than panicking later.
+fn shift_field(value: &[u8], min: u8, max: u8, why: &'static str) -> Result<u8, FormatError> {
+    const WHAT: &str = "vdev tree";
+    let shift: u8 = small(tlv_u64(value, WHAT)?, WHAT)?;
+    if shift != 0 && !(min..=max).contains(&shift) {
+        return Err(FormatError::Invalid { what: WHAT, why });
+    }
+    Ok(shift)
+}
+
 fn small<T: TryFrom<u64>>(value: u64, what: &'static str) -> Result<T, FormatError> {
-    T::try_from(value).map_err(|_| FormatError::Invalid { what, why: "value out of range" })
+    T::try_from(value).map_err(|_| FormatError::Invalid {
+        what,
+        why: "value out of range",
+    })
 }
 
 /// The pool configuration every label carries.
@@ -456,7 +495,10 @@ impl PoolConfig {
                     // Dropping a feature name could let an old reader ignore a feature it
                     // must understand: too many is corruption, not something to truncate.
                     if list.len() >= FEATURES_MAX {
-                        return Err(FormatError::Invalid { what: WHAT, why: "too many feature flags" });
+                        return Err(FormatError::Invalid {
+                            what: WHAT,
+                            why: "too many feature flags",
+                        });
                     }
                     list.push(tlv_str(value, WHAT)?);
                 }
@@ -484,7 +526,10 @@ impl PoolConfig {
     pub fn encode_region(&self) -> Result<Vec<u8>, FormatError> {
         let payload = self.encode();
         if payload.len() + CONFIG_HEADER_SIZE > CONFIG_SIZE as usize {
-            return Err(FormatError::Invalid { what: "label config", why: "config too large" });
+            return Err(FormatError::Invalid {
+                what: "label config",
+                why: "config too large",
+            });
         }
         let sum = checksum(ChecksumKind::Sha256, &payload);
         let mut w = Writer::new();
@@ -510,7 +555,10 @@ impl PoolConfig {
         }
         let version = r.u64()?;
         if version > FORMAT_VERSION {
-            return Err(FormatError::UnsupportedVersion { what: WHAT, version });
+            return Err(FormatError::UnsupportedVersion {
+                what: WHAT,
+                version,
+            });
         }
         let len = r.u64()?;
         let mut words = [0u64; 4];
@@ -518,7 +566,10 @@ impl PoolConfig {
             *word = r.u64()?;
         }
         if len > CONFIG_SIZE - CONFIG_HEADER_SIZE as u64 {
-            return Err(FormatError::Invalid { what: WHAT, why: "payload length too large" });
+            return Err(FormatError::Invalid {
+                what: WHAT,
+                why: "payload length too large",
+            });
         }
         let payload = bytes
             .get(CONFIG_HEADER_SIZE..CONFIG_HEADER_SIZE + len as usize)

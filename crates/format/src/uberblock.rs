@@ -10,7 +10,7 @@
 //!   32 timestamp u64 (unix seconds)              40 pool_guid u64
 //!   48 root bp (128)       176 space-log bp (128)
 //!  304 hostid u64         312 mmp sequence u64   320 mmp interval ms u64
-//!  328 reserved ... 
+//!  328 reserved ...
 //!  992 sha256 of bytes 0..992 [u64; 4]
 //! ```
 
@@ -79,7 +79,9 @@ impl Uberblock {
     /// Decodes a slot. A blank slot, a torn write or bit rot are errors, never a panic.
     pub fn decode(bytes: &[u8]) -> Result<Self, FormatError> {
         const WHAT: &str = "uberblock";
-        let body = bytes.get(..CHECKSUM_OFFSET).ok_or(FormatError::Truncated { what: WHAT })?;
+        let body = bytes
+            .get(..CHECKSUM_OFFSET)
+            .ok_or(FormatError::Truncated { what: WHAT })?;
         let mut r = Reader::new(bytes, WHAT);
         if r.u64()? != UBERBLOCK_MAGIC {
             return Err(FormatError::BadMagic { what: WHAT });
@@ -94,7 +96,10 @@ impl Uberblock {
         }
         let version = r.u64()?;
         if version > FORMAT_VERSION {
-            return Err(FormatError::UnsupportedVersion { what: WHAT, version });
+            return Err(FormatError::UnsupportedVersion {
+                what: WHAT,
+                version,
+            });
         }
         let txg = Txg(r.u64()?);
         let guid_sum = r.u64()?;
@@ -138,7 +143,10 @@ mod tests {
         let mut bytes = ub.encode();
         assert_eq!(Uberblock::decode(&bytes).expect("decode"), ub);
         bytes[20] ^= 0x10;
-        assert!(matches!(Uberblock::decode(&bytes), Err(FormatError::ChecksumMismatch { .. })));
+        assert!(matches!(
+            Uberblock::decode(&bytes),
+            Err(FormatError::ChecksumMismatch { .. })
+        ));
         assert!(Uberblock::decode(&[0u8; 1024]).is_err());
         assert!(Uberblock::decode(&[]).is_err());
     }

@@ -16,16 +16,26 @@ impl<'a> Reader<'a> {
     /// A reader over `bytes`; `what` names the structure in errors.
     #[must_use]
     pub fn new(bytes: &'a [u8], what: &'static str) -> Self {
-        Reader { bytes, position: 0, what }
+        Reader {
+            bytes,
+            position: 0,
+            what,
+        }
     }
 
     /// The next `len` bytes.
     pub fn take(&mut self, len: usize) -> Result<&'a [u8], FormatError> {
-        let end = self.position.checked_add(len).filter(|&end| end <= self.bytes.len());
+        let end = self
+            .position
+            .checked_add(len)
+            .filter(|&end| end <= self.bytes.len());
         let Some(end) = end else {
             return Err(FormatError::Truncated { what: self.what });
         };
-        let slice = self.bytes.get(self.position..end).ok_or(FormatError::Truncated { what: self.what })?;
+        let slice = self
+            .bytes
+            .get(self.position..end)
+            .ok_or(FormatError::Truncated { what: self.what })?;
         self.position = end;
         Ok(slice)
     }
@@ -109,7 +119,11 @@ impl Writer {
 
     /// Pads with zeros up to `len` bytes in total.
     pub fn pad_to(&mut self, len: usize) {
-        assert!(self.bytes.len() <= len, "structure of {} bytes overflows {len}", self.bytes.len());
+        assert!(
+            self.bytes.len() <= len,
+            "structure of {} bytes overflows {len}",
+            self.bytes.len()
+        );
         self.bytes.resize(len, 0);
     }
 
@@ -152,7 +166,11 @@ impl TlvWriter {
 
     /// A field holding raw bytes.
     pub fn bytes(&mut self, tag: u16, value: &[u8]) {
-        assert!(value.len() <= TLV_FIELD_MAX, "TLV field {tag} of {} bytes", value.len());
+        assert!(
+            value.len() <= TLV_FIELD_MAX,
+            "TLV field {tag} of {} bytes",
+            value.len()
+        );
         self.inner.u16(tag);
         self.inner.u32(value.len() as u32);
         self.inner.bytes(value);
@@ -185,7 +203,9 @@ impl<'a> TlvReader<'a> {
     /// A reader over an encoded field list.
     #[must_use]
     pub fn new(bytes: &'a [u8], what: &'static str) -> Self {
-        TlvReader { reader: Reader::new(bytes, what) }
+        TlvReader {
+            reader: Reader::new(bytes, what),
+        }
     }
 
     /// The next `(tag, value)`, or `None` at the end.
@@ -196,7 +216,10 @@ impl<'a> TlvReader<'a> {
         let tag = self.reader.u16()?;
         let len = self.reader.u32()? as usize;
         if len > TLV_FIELD_MAX {
-            return Err(FormatError::Invalid { what: self.reader.what, why: "field too long" });
+            return Err(FormatError::Invalid {
+                what: self.reader.what,
+                why: "field too long",
+            });
         }
         Ok(Some((tag, self.reader.take(len)?)))
     }
@@ -204,12 +227,17 @@ impl<'a> TlvReader<'a> {
 
 /// Decodes a u64 field value.
 pub fn tlv_u64(value: &[u8], what: &'static str) -> Result<u64, FormatError> {
-    let array: [u8; 8] =
-        value.try_into().map_err(|_| FormatError::Invalid { what, why: "u64 field is not 8 bytes" })?;
+    let array: [u8; 8] = value.try_into().map_err(|_| FormatError::Invalid {
+        what,
+        why: "u64 field is not 8 bytes",
+    })?;
     Ok(u64::from_le_bytes(array))
 }
 
 /// Decodes a UTF-8 string field value.
 pub fn tlv_str(value: &[u8], what: &'static str) -> Result<String, FormatError> {
-    String::from_utf8(value.to_vec()).map_err(|_| FormatError::Invalid { what, why: "not UTF-8" })
+    String::from_utf8(value.to_vec()).map_err(|_| FormatError::Invalid {
+        what,
+        why: "not UTF-8",
+    })
 }

@@ -34,7 +34,11 @@ pub enum LabelHalf {
 #[must_use]
 pub fn read_labels(device: &dyn Device) -> LabelScan {
     let size = device.size_bytes();
-    let mut scan = LabelScan { config: None, configs_valid: 0, uberblocks: Vec::new() };
+    let mut scan = LabelScan {
+        config: None,
+        configs_valid: 0,
+        uberblocks: Vec::new(),
+    };
     if size < 4 * tarn_format::label::LABEL_SIZE {
         return scan;
     }
@@ -62,7 +66,11 @@ pub fn read_labels(device: &dyn Device) -> LabelScan {
 }
 
 /// Writes the config region of the chosen half of the labels.
-pub fn write_config(device: &dyn Device, config: &PoolConfig, half: LabelHalf) -> Result<(), DeviceError> {
+pub fn write_config(
+    device: &dyn Device,
+    config: &PoolConfig,
+    half: LabelHalf,
+) -> Result<(), DeviceError> {
     let region = config.encode_region().map_err(|e| DeviceError::Io {
         offset: 0,
         source: std::io::Error::other(e.to_string()),
@@ -77,7 +85,11 @@ pub fn write_config(device: &dyn Device, config: &PoolConfig, half: LabelHalf) -
 
 /// Writes `uberblock` into its ring slot in all four labels. Succeeds if at least one copy
 /// was written; the error of the last failure otherwise.
-pub fn write_uberblock(device: &dyn Device, uberblock: &Uberblock, ashift: u8) -> Result<usize, DeviceError> {
+pub fn write_uberblock(
+    device: &dyn Device,
+    uberblock: &Uberblock,
+    ashift: u8,
+) -> Result<usize, DeviceError> {
     let mut slot = uberblock.encode();
     slot.resize(uberblock_slot_size(ashift) as usize, 0);
     let mut written = 0;

@@ -133,7 +133,10 @@ pub enum PoolError {
         missing: Vec<String>,
     },
     /// The pool is in use by another host.
-    #[error("pool was last accessed by another system (host '{hostname}', hostid {hostid:#x}); use -f to import anyway")]
+    #[error(
+        "pool was last accessed by another system (host '{hostname}', hostid {hostid:#x}); \
+         use -f to import anyway"
+    )]
     ActiveElsewhere {
         /// The other host's name.
         hostname: String,
@@ -205,7 +208,12 @@ impl Discovered {
     /// Leaves in the config that were not found, with their last known paths.
     #[must_use]
     pub fn missing(&self) -> Vec<&VdevTree> {
-        self.config.vdev_tree.leaves().into_iter().filter(|l| !self.found.contains_key(&l.guid)).collect()
+        self.config
+            .vdev_tree
+            .leaves()
+            .into_iter()
+            .filter(|l| !self.found.contains_key(&l.guid))
+            .collect()
     }
 
     /// The newest uberblock (what a plain import would use).
@@ -218,7 +226,11 @@ impl Discovered {
     #[must_use]
     pub fn uberblock_history(&self) -> Vec<Uberblock> {
         let mut by_txg: BTreeMap<Txg, Uberblock> = BTreeMap::new();
-        for ub in self.uberblocks.iter().filter(|u| u.pool_guid == self.config.pool_guid) {
+        for ub in self
+            .uberblocks
+            .iter()
+            .filter(|u| u.pool_guid == self.config.pool_guid)
+        {
             by_txg.insert(ub.txg, *ub);
         }
         by_txg.into_values().rev().collect()
@@ -231,12 +243,16 @@ pub fn discover(provider: &dyn DeviceProvider, dirs: &[String]) -> Vec<Discovere
     let mut spares: Vec<(Guid, Guid, String)> = Vec::new();
     let mut seen = std::collections::HashSet::new();
     for dir in dirs {
-        let Ok(paths) = provider.list(dir) else { continue };
+        let Ok(paths) = provider.list(dir) else {
+            continue;
+        };
         for path in paths {
             if !seen.insert(path.clone()) {
                 continue;
             }
-            let Ok(device) = provider.open(&path, true) else { continue };
+            let Ok(device) = provider.open(&path, true) else {
+                continue;
+            };
             let scan = read_labels(device.as_ref());
             let Some(config) = scan.config else { continue };
             if config.state == PoolState::Spare {
@@ -292,7 +308,9 @@ impl BlockStore for PoolReader<'_> {
     }
 
     fn write_block(&mut self, _data: &[u8], _props: &WriteProps) -> Result<BlockPtr, ZioError> {
-        Err(ZioError::WriteFailed("blocks are written only in syncing context".into()))
+        Err(ZioError::WriteFailed(
+            "blocks are written only in syncing context".into(),
+        ))
     }
 
     fn read_block(&self, bp: &BlockPtr) -> Result<Vec<u8>, ZioError> {
@@ -309,7 +327,10 @@ fn read_checked(pipeline: &Pipeline, bp: &BlockPtr, txg: Txg) -> Result<Vec<u8>,
     // incursion"): it comes from disk, so it is an error, not an assertion.
     if bp.birth > txg {
         return Err(ZioError::Unrecoverable {
-            dva: bp.copies().next().map_or_else(|| "-".into(), tarn_zio::dva_name),
+            dva: bp
+                .copies()
+                .next()
+                .map_or_else(|| "-".into(), tarn_zio::dva_name),
             birth: bp.birth,
             why: format!("block born in txg {} is newer than txg {txg}", bp.birth),
         });
@@ -339,7 +360,10 @@ impl BlockStore for SyncCtx<'_> {
     }
 
     fn free_block(&mut self, bp: &BlockPtr) {
-        assert!(bp.birth <= self.txg, "free of a block born after the syncing txg");
+        assert!(
+            bp.birth <= self.txg,
+            "free of a block born after the syncing txg"
+        );
         for dva in bp.copies() {
             tarn_zio::Allocator::free(self.space, dva, bp.birth);
         }
@@ -367,8 +391,36 @@ pub struct Pool {
     clock: Arc<dyn Clock>,
 }
 
-fn open_device(provider: &dyn DeviceProvider, path: &str, read_only: bool) -> Result<Arc<dyn Device>, PoolError> {
-    provider.open(path, read_only).map_err(|source| PoolError::DeviceOpen { path: path.to_string(), source })
+/// Checks what the labels alone can tell: feature flags and whether another host owns it.
+fn check_importable(
+    config: &PoolConfig,
+    identity: &HostIdentity,
+    options: &ImportOptions,
+) -> Result<(), PoolError> {
+    let supported = |f: &&String| FEATURES_SUPPORTED.contains(&f.as_str());
+    if let Some(feature) = config.features_for_read.iter().find(|f| !supported(f)) {
+        return Err(PoolError::UnsupportedFeature(feature.clone()));
+    }
+    if config.state == PoolState::Active && config.hostid != identity.hostid && !options.force {
+        return Err(PoolError::ActiveElsewhere {
+            hostname: config.hostname.clone(),
+            hostid: config.hostid,
+        });
+    }
+    Ok(())
+}
+
+fn open_device(
+    provider: &dyn DeviceProvider,
+    path: &str,
+    read_only: bool,
+) -> Result<Arc<dyn Device>, PoolError> {
+    provider
+        .open(path, read_only)
+        .map_err(|source| PoolError::DeviceOpen {
+            path: path.to_string(),
+            source,
+        })
 }
 
 impl Pool {
@@ -383,7 +435,12 @@ impl Pool {
     ) -> Result<Pool, PoolError> {
         spec.validate()?;
         let mut devices = BTreeMap::new();
-        for path in spec.tops.iter().flat_map(|t| &t.devices).chain(&spec.spares) {
+        for path in spec
+            .tops
+            .iter()
+            .flat_map(|t| &t.devices)
+            .chain(&spec.spares)
+        {
             let device = open_device(provider, path, false)?;
             let size = device.size_bytes();
             if size < tarn_base::limits::DEVICE_SIZE_MIN {
@@ -413,7 +470,15 @@ impl Pool {
             .into_iter()
             .filter_map(|leaf| devices.get(&leaf.path).map(|d| (leaf.guid, Arc::clone(d))))
             .collect();
-        let mut pool = Pool::assemble(spec.name.clone(), guid, &tree, &by_guid, identity, clock, false)?;
+        let mut pool = Pool::assemble(
+            spec.name.clone(),
+            guid,
+            &tree,
+            &by_guid,
+            identity,
+            clock,
+            false,
+        )?;
         pool.config_dirty = true;
         pool.write_labels(PoolState::Active, Txg(1))?;
         pool.config_dirty = false;
@@ -448,7 +513,11 @@ impl Pool {
                 tops.push(Arc::new(TopVdev::from_tree(child, devices)?));
             }
         }
-        let ashift = tops.iter().map(|t| t.ashift()).max().unwrap_or(tarn_base::limits::ASHIFT_DEFAULT);
+        let ashift = tops
+            .iter()
+            .map(|t| t.ashift())
+            .max()
+            .unwrap_or(tarn_base::limits::ASHIFT_DEFAULT);
         let pipeline = Pipeline::new(tops.clone());
         let space = SpaceManager::new(space_geometry(&tops, tree));
         Ok(Pool {
@@ -482,19 +551,15 @@ impl Pool {
         verify: &dyn Fn(&Pool) -> Result<(), String>,
     ) -> Result<Pool, PoolError> {
         let config = &found.config;
-        if let Some(feature) =
-            config.features_for_read.iter().find(|f| !FEATURES_SUPPORTED.contains(&f.as_str()))
-        {
-            return Err(PoolError::UnsupportedFeature(feature.clone()));
-        }
-        if config.state == PoolState::Active && config.hostid != identity.hostid && !options.force {
-            return Err(PoolError::ActiveElsewhere { hostname: config.hostname.clone(), hostid: config.hostid });
-        }
+        check_importable(config, &identity, options)?;
         let mut devices = std::collections::HashMap::new();
         for (guid, path) in &found.found {
             devices.insert(*guid, open_device(provider, path, options.readonly)?);
         }
-        let name = options.new_name.clone().unwrap_or_else(|| config.name.clone());
+        let name = options
+            .new_name
+            .clone()
+            .unwrap_or_else(|| config.name.clone());
         let mut pool = Pool::assemble(
             name,
             config.pool_guid,
@@ -504,30 +569,62 @@ impl Pool {
             clock,
             options.readonly,
         )?;
-        if let Some(top) =
-            pool.tops.iter().find(|t| !matches!(t.health(), tarn_vdev::Health::Online | tarn_vdev::Health::Degraded))
-        {
-            let missing = top
-                .leaves()
-                .iter()
-                .filter(|l| l.device().is_none())
-                .map(|l| l.path())
-                .collect::<Vec<_>>();
-            return Err(PoolError::MissingDevices { missing });
+        pool.check_readable()?;
+        pool.open_newest(found, options, verify)?;
+        Ok(pool)
+    }
+
+    /// Refuses a pool with a top-level vdev missing more leaves than it tolerates, naming
+    /// the missing ones.
+    fn check_readable(&self) -> Result<(), PoolError> {
+        let readable = |t: &&Arc<TopVdev>| {
+            matches!(
+                t.health(),
+                tarn_vdev::Health::Online | tarn_vdev::Health::Degraded
+            )
+        };
+        match self.tops.iter().find(|t| !readable(t)) {
+            None => Ok(()),
+            Some(top) => {
+                let missing = top.leaves().iter().filter(|l| l.device().is_none());
+                Err(PoolError::MissingDevices {
+                    missing: missing.map(|l| l.path()).collect(),
+                })
+            }
         }
+    }
+
+    /// Opens the newest usable uberblock (at most `-T`; with `-F`, walking back until one
+    /// opens and `verify` accepts it).
+    fn open_newest(
+        &mut self,
+        found: &Discovered,
+        options: &ImportOptions,
+        verify: &dyn Fn(&Pool) -> Result<(), String>,
+    ) -> Result<(), PoolError> {
         let mut history = found.uberblock_history();
         history.retain(|ub| options.max_txg.is_none_or(|max| ub.txg <= max));
-        let newest_seen = found.uberblocks.iter().map(|u| u.txg).max().unwrap_or(Txg(0));
+        let newest_seen = found
+            .uberblocks
+            .iter()
+            .map(|u| u.txg)
+            .max()
+            .unwrap_or(Txg(0));
         let tries = if options.rewind { history.len() } else { 1 };
         let mut last_error = String::from("no uberblock found on any device");
         for ub in history.into_iter().take(tries) {
-            match pool.open_at(&ub, &config.vdev_tree).map_err(|e| e.to_string()).and_then(|()| verify(&pool)) {
+            let tree = &found.config.vdev_tree;
+            match self
+                .open_at(&ub, tree)
+                .map_err(|e| e.to_string())
+                .and_then(|()| verify(self))
+            {
                 Ok(()) => {
                     // Txgs keep increasing past everything ever written, even after a
                     // rewind, so a stale newer uberblock can never win a later import.
-                    pool.txg = newest_seen.max(ub.txg);
-                    pool.config_dirty = true;
-                    return Ok(pool);
+                    self.txg = newest_seen.max(ub.txg);
+                    self.config_dirty = true;
+                    return Ok(());
                 }
                 Err(e) => last_error = format!("txg {}: {e}", ub.txg),
             }
@@ -536,7 +633,12 @@ impl Pool {
     }
 
     fn open_at(&mut self, ub: &Uberblock, tree: &VdevTree) -> Result<(), PoolError> {
-        self.space = SpaceManager::load(space_geometry(&self.tops, tree), &self.pipeline, &ub.space_log, ub.txg)?;
+        self.space = SpaceManager::load(
+            space_geometry(&self.tops, tree),
+            &self.pipeline,
+            &ub.space_log,
+            ub.txg,
+        )?;
         self.last = Some(*ub);
         self.txg = ub.txg;
         Ok(())
@@ -614,10 +716,23 @@ impl Pool {
         &self.space
     }
 
+    /// The space manager, to tune it (tests force frequent condensing with it).
+    pub fn space_mut(&mut self) -> &mut SpaceManager {
+        &mut self.space
+    }
+
+    /// Holds (or releases) deferred frees while a scrub runs (`SpaceManager::set_hold_deferred`).
+    pub fn set_hold_deferred(&mut self, hold: bool) {
+        self.space.set_hold_deferred(hold);
+    }
+
     /// A reader for blocks of the last committed txg and of the open txg's clean data.
     #[must_use]
     pub fn reader(&self) -> PoolReader<'_> {
-        PoolReader { pipeline: &self.pipeline, txg: Txg(self.txg.0 + 1) }
+        PoolReader {
+            pipeline: &self.pipeline,
+            txg: Txg(self.txg.0 + 1),
+        }
     }
 
     /// The vdev tree as it is now (for labels and status).
@@ -625,44 +740,27 @@ impl Pool {
     pub fn vdev_tree(&self) -> VdevTree {
         let mut children: Vec<VdevTree> = self.tops.iter().map(|t| t.to_tree()).collect();
         if !self.spares.is_empty() {
-            children.push(VdevTree {
-                kind: VdevKind::Spares,
-                guid: self.spares_guid,
-                id: children.len() as u32,
-                ashift: self.ashift,
-                asize: 0,
-                metaslab_shift: 0,
-                path: String::new(),
-                children: self
-                    .spares
-                    .iter()
-                    .enumerate()
-                    .map(|(i, s)| VdevTree {
-                        kind: VdevKind::Disk,
-                        guid: s.guid(),
-                        id: i as u32,
-                        ashift: self.ashift,
-                        asize: s.asize(),
-                        metaslab_shift: 0,
-                        path: s.path(),
-                        children: Vec::new(),
-                        offline: false,
-                    })
-                    .collect(),
-                offline: false,
-            });
+            let spares = self
+                .spares
+                .iter()
+                .enumerate()
+                .map(|(i, s)| VdevTree {
+                    asize: s.asize(),
+                    ..new_leaf(&s.path(), i as u32, self.ashift, 0, s.guid())
+                })
+                .collect();
+            let id = children.len() as u32;
+            let guid = self.spares_guid;
+            children.push(interior_node(
+                VdevKind::Spares,
+                guid,
+                id,
+                self.ashift,
+                0,
+                spares,
+            ));
         }
-        VdevTree {
-            kind: VdevKind::Root,
-            guid: self.root_guid,
-            id: 0,
-            ashift: self.ashift,
-            asize: 0,
-            metaslab_shift: 0,
-            path: String::new(),
-            children,
-            offline: false,
-        }
+        interior_node(VdevKind::Root, self.root_guid, 0, self.ashift, 0, children)
     }
 
     /// Marks the config changed: the next sync rewrites every label.
@@ -670,7 +768,14 @@ impl Pool {
         self.config_dirty = true;
     }
 
-    fn config_for(&self, state: PoolState, txg: Txg, leaf: Guid, top: Guid, tree: &VdevTree) -> PoolConfig {
+    fn config_for(
+        &self,
+        state: PoolState,
+        txg: Txg,
+        leaf: Guid,
+        top: Guid,
+        tree: &VdevTree,
+    ) -> PoolConfig {
         PoolConfig {
             version: FORMAT_VERSION,
             name: self.name.clone(),
@@ -682,7 +787,10 @@ impl Pool {
             this_guid: leaf,
             top_guid: top,
             vdev_tree: tree.clone(),
-            features_for_read: FEATURES_SUPPORTED.iter().map(|f| (*f).to_string()).collect(),
+            features_for_read: FEATURES_SUPPORTED
+                .iter()
+                .map(|f| (*f).to_string())
+                .collect(),
             features_for_write: Vec::new(),
         }
     }
@@ -705,7 +813,9 @@ impl Pool {
         let tree = self.vdev_tree();
         let mut written = 0;
         for (leaf, top) in self.leaf_devices() {
-            let Some(device) = leaf.usable_device() else { continue };
+            let Some(device) = leaf.usable_device() else {
+                continue;
+            };
             let is_spare = self.spares.iter().any(|s| Arc::ptr_eq(s, &leaf));
             let leaf_state = if is_spare { PoolState::Spare } else { state };
             let config = self.config_for(leaf_state, txg, leaf.guid(), top, &tree);
@@ -737,7 +847,9 @@ impl Pool {
         let _ = self.flush_all();
         let odd = self.write_labels_half(state, txg, labels::LabelHalf::Odd);
         if self.flush_all().is_err() || even + odd == 0 {
-            return Err(PoolError::Suspended("no device accepted the label update".into()));
+            return Err(PoolError::Suspended(
+                "no device accepted the label update".into(),
+            ));
         }
         Ok(())
     }
@@ -763,14 +875,20 @@ impl Pool {
         }
         let txg = self.txg.next();
         self.space.begin_txg(txg);
-        let mut ctx = SyncCtx { pipeline: &self.pipeline, space: &mut self.space, txg };
+        let mut ctx = SyncCtx {
+            pipeline: &self.pipeline,
+            space: &mut self.space,
+            txg,
+        };
         let root = match upper(&mut ctx) {
             Ok(root) => root,
             Err(e) => return Err(self.suspend(format!("txg {txg} could not be written: {e}"))),
         };
         let space_log = match self.space.sync(&self.pipeline) {
             Ok(head) => head,
-            Err(e) => return Err(self.suspend(format!("txg {txg} space log could not be written: {e}"))),
+            Err(e) => {
+                return Err(self.suspend(format!("txg {txg} space log could not be written: {e}")));
+            }
         };
         if let Err(why) = self.flush_all() {
             return Err(self.suspend(format!("txg {txg}: {why}")));
@@ -780,6 +898,25 @@ impl Pool {
             self.write_labels_half(PoolState::Active, txg, labels::LabelHalf::Even);
             let _ = self.flush_all();
         }
+        let uberblock = self.commit_uberblock(txg, root, space_log)?;
+        if config_dirty {
+            self.write_labels_half(PoolState::Active, txg, labels::LabelHalf::Odd);
+            let _ = self.flush_all();
+            self.config_dirty = false;
+        }
+        self.space.txg_committed();
+        self.txg = txg;
+        self.last = Some(uberblock);
+        Ok(txg)
+    }
+
+    /// Writes the uberblock of `txg` into every label ring and flushes: the commit point.
+    fn commit_uberblock(
+        &mut self,
+        txg: Txg,
+        root: BlockPtr,
+        space_log: BlockPtr,
+    ) -> Result<Uberblock, PoolError> {
         let uberblock = Uberblock {
             version: FORMAT_VERSION,
             txg,
@@ -793,26 +930,26 @@ impl Pool {
             mmp_interval_ms: 0,
         };
         if let Some(last) = &self.last {
-            assert!(uberblock.txg > last.txg, "I2: uberblock txg {txg} after {}", last.txg);
+            assert!(
+                uberblock.txg > last.txg,
+                "I2: uberblock txg {txg} after {}",
+                last.txg
+            );
         }
         let written = self
             .leaf_devices()
             .iter()
             .filter_map(|(leaf, _)| leaf.usable_device())
-            .filter(|device| labels::write_uberblock(device.as_ref(), &uberblock, self.ashift).is_ok())
+            .filter(|device| {
+                labels::write_uberblock(device.as_ref(), &uberblock, self.ashift).is_ok()
+            })
             .count();
         if written == 0 || self.flush_all().is_err() {
-            return Err(self.suspend(format!("txg {txg}: the uberblock could not be written to any device")));
+            return Err(self.suspend(format!(
+                "txg {txg}: the uberblock could not be written to any device"
+            )));
         }
-        if config_dirty {
-            self.write_labels_half(PoolState::Active, txg, labels::LabelHalf::Odd);
-            let _ = self.flush_all();
-            self.config_dirty = false;
-        }
-        self.space.txg_committed();
-        self.txg = txg;
-        self.last = Some(uberblock);
-        Ok(txg)
+        Ok(uberblock)
     }
 
     /// Marks the pool exported in every label. The caller syncs dirty data first.
@@ -846,89 +983,108 @@ fn space_geometry(tops: &[Arc<TopVdev>], tree: &VdevTree) -> Vec<(Arc<dyn VdevGe
         .collect()
 }
 
+/// A vdev-tree node that is not a leaf (root, mirror, raidz, the spares group).
+fn interior_node(
+    kind: VdevKind,
+    guid: Guid,
+    id: u32,
+    ashift: u8,
+    asize: u64,
+    children: Vec<VdevTree>,
+) -> VdevTree {
+    VdevTree {
+        kind,
+        guid,
+        id,
+        ashift,
+        asize,
+        metaslab_shift: 0,
+        path: String::new(),
+        children,
+        offline: false,
+    }
+}
+
+/// A leaf node for a new device of `size` bytes: its asize is the data area in whole sectors.
+fn new_leaf(path: &str, id: u32, ashift: u8, size: u64, guid: Guid) -> VdevTree {
+    let sector = 1u64 << ashift;
+    let (start, end) = tarn_format::label::data_area(size).unwrap_or((0, 0));
+    VdevTree {
+        kind: VdevKind::Disk,
+        guid,
+        id,
+        ashift,
+        asize: (end - start) / sector * sector,
+        metaslab_shift: 0,
+        path: path.to_string(),
+        children: Vec::new(),
+        offline: false,
+    }
+}
+
 /// Builds the vdev tree for a new pool, with fresh GUIDs and sizes from the devices.
 fn build_tree(
     spec: &CreateSpec,
     devices: &BTreeMap<String, Arc<dyn Device>>,
     rng: &mut SeededRng,
 ) -> VdevTree {
-    let sector = 1u64 << spec.ashift;
-    let leaf = |path: &String, id: u32, rng: &mut SeededRng| {
+    let mut leaf = |path: &String, id: usize| {
         let size = devices.get(path).map_or(0, |d| d.size_bytes());
-        let (start, end) = tarn_format::label::data_area(size).unwrap_or((0, 0));
-        VdevTree {
-            kind: VdevKind::Disk,
-            guid: rng.guid(),
-            id,
-            ashift: spec.ashift,
-            asize: (end - start) / sector * sector,
-            metaslab_shift: 0,
-            path: path.clone(),
-            children: Vec::new(),
-            offline: false,
-        }
+        new_leaf(path, id as u32, spec.ashift, size, rng.guid())
     };
+    let mut tops: Vec<(TopLayout, Vec<VdevTree>)> = Vec::new();
+    for top in &spec.tops {
+        let leaves = top
+            .devices
+            .iter()
+            .enumerate()
+            .map(|(i, p)| leaf(p, i))
+            .collect();
+        tops.push((top.layout, leaves));
+    }
+    let spares: Vec<VdevTree> = spec
+        .spares
+        .iter()
+        .enumerate()
+        .map(|(i, p)| leaf(p, i))
+        .collect();
     let mut children = Vec::new();
-    for (index, top) in spec.tops.iter().enumerate() {
+    for (index, (layout, leaves)) in tops.into_iter().enumerate() {
         let id = index as u32;
-        let leaves: Vec<VdevTree> =
-            top.devices.iter().enumerate().map(|(i, path)| leaf(path, i as u32, rng)).collect();
         let smallest = leaves.iter().map(|l| l.asize).min().unwrap_or(0);
-        let mut node = match top.layout {
+        let mut node = match layout {
             TopLayout::Disk => {
                 let mut single = leaves.into_iter().next().expect("validated: one device");
                 single.id = id;
                 single
             }
-            TopLayout::Mirror | TopLayout::Raidz(_) => {
-                let kind = match top.layout {
-                    TopLayout::Mirror => VdevKind::Mirror,
-                    TopLayout::Raidz(parity) => VdevKind::Raidz { parity },
-                    TopLayout::Disk => VdevKind::Disk,
-                };
-                let asize = match top.layout {
-                    TopLayout::Raidz(_) => smallest * leaves.len() as u64,
-                    _ => smallest,
-                };
-                VdevTree {
-                    kind,
-                    guid: rng.guid(),
-                    id,
-                    ashift: spec.ashift,
-                    asize,
-                    metaslab_shift: 0,
-                    path: String::new(),
-                    children: leaves,
-                    offline: false,
-                }
+            TopLayout::Mirror => interior_node(
+                VdevKind::Mirror,
+                rng.guid(),
+                id,
+                spec.ashift,
+                smallest,
+                leaves,
+            ),
+            TopLayout::Raidz(parity) => {
+                let asize = smallest * leaves.len() as u64;
+                let kind = VdevKind::Raidz { parity };
+                interior_node(kind, rng.guid(), id, spec.ashift, asize, leaves)
             }
         };
         node.metaslab_shift = tarn_space::metaslab_shift_for(node.asize);
         children.push(node);
     }
-    if !spec.spares.is_empty() {
-        let spares = spec.spares.iter().enumerate().map(|(i, p)| leaf(p, i as u32, rng)).collect();
-        children.push(VdevTree {
-            kind: VdevKind::Spares,
-            guid: rng.guid(),
-            id: children.len() as u32,
-            ashift: spec.ashift,
-            asize: 0,
-            metaslab_shift: 0,
-            path: String::new(),
-            children: spares,
-            offline: false,
-        });
+    if !spares.is_empty() {
+        let id = children.len() as u32;
+        children.push(interior_node(
+            VdevKind::Spares,
+            rng.guid(),
+            id,
+            spec.ashift,
+            0,
+            spares,
+        ));
     }
-    VdevTree {
-        kind: VdevKind::Root,
-        guid: rng.guid(),
-        id: 0,
-        ashift: spec.ashift,
-        asize: 0,
-        metaslab_shift: 0,
-        path: String::new(),
-        children,
-        offline: false,
-    }
+    interior_node(VdevKind::Root, rng.guid(), 0, spec.ashift, 0, children)
 }

@@ -19,7 +19,11 @@ pub struct FileProvider {
 
 impl DeviceProvider for FileProvider {
     fn open(&self, path: &str, read_only: bool) -> Result<Arc<dyn Device>, DeviceError> {
-        let options = FileOpenOptions { direct: self.direct, exclusive: !read_only, read_only };
+        let options = FileOpenOptions {
+            direct: self.direct,
+            exclusive: !read_only,
+            read_only,
+        };
         let file = Arc::new(FileDevice::open(Path::new(path), options)?);
         if read_only {
             return Ok(file);
@@ -57,7 +61,9 @@ impl SimProvider {
     /// Moves a device to another path (device names that change between boots).
     pub fn rename(&self, from: &str, to: &str) -> bool {
         let mut devices = self.devices();
-        let Some(device) = devices.remove(from) else { return false };
+        let Some(device) = devices.remove(from) else {
+            return false;
+        };
         device.rename(to);
         devices.insert(to.to_string(), device);
         true
@@ -77,7 +83,10 @@ impl SimProvider {
     /// Every device, by path.
     #[must_use]
     pub fn all(&self) -> Vec<(String, Arc<SimDevice>)> {
-        self.devices().iter().map(|(p, d)| (p.clone(), Arc::clone(d))).collect()
+        self.devices()
+            .iter()
+            .map(|(p, d)| (p.clone(), Arc::clone(d)))
+            .collect()
     }
 }
 
@@ -93,7 +102,16 @@ impl DeviceProvider for SimProvider {
     }
 
     fn list(&self, dir: &str) -> Result<Vec<String>, DeviceError> {
-        let prefix = if dir.ends_with('/') { dir.to_string() } else { format!("{dir}/") };
-        Ok(self.devices().keys().filter(|p| p.starts_with(&prefix)).cloned().collect())
+        let prefix = if dir.ends_with('/') {
+            dir.to_string()
+        } else {
+            format!("{dir}/")
+        };
+        Ok(self
+            .devices()
+            .keys()
+            .filter(|p| p.starts_with(&prefix))
+            .cloned()
+            .collect())
     }
 }

@@ -61,12 +61,17 @@ pub struct CreateSpec {
     pub force: bool,
 }
 
-const RESERVED_NAMES: &[&str] = &["mirror", "raidz", "spare", "log", "cache", "special", "draid"];
+const RESERVED_NAMES: &[&str] = &[
+    "mirror", "raidz", "spare", "log", "cache", "special", "draid",
+];
 
 /// Checks a pool name against ZFS's rules: starts with a letter, then letters, digits and
 /// `_ - . :`, at most 255 bytes, not a vdev keyword, and not starting with `c[0-9]`.
 pub fn validate_pool_name(name: &str) -> Result<(), PoolError> {
-    let invalid = |why: &str| PoolError::InvalidName { name: name.to_string(), why: why.to_string() };
+    let invalid = |why: &str| PoolError::InvalidName {
+        name: name.to_string(),
+        why: why.to_string(),
+    };
     if name.is_empty() {
         return Err(invalid("name is empty"));
     }
@@ -76,7 +81,10 @@ pub fn validate_pool_name(name: &str) -> Result<(), PoolError> {
     if !name.starts_with(|c: char| c.is_ascii_alphabetic()) {
         return Err(invalid("name must begin with a letter"));
     }
-    if let Some(bad) = name.chars().find(|&c| !(c.is_ascii_alphanumeric() || "_-.:".contains(c))) {
+    if let Some(bad) = name
+        .chars()
+        .find(|&c| !(c.is_ascii_alphanumeric() || "_-.:".contains(c)))
+    {
         return Err(invalid(&format!(
             "invalid character '{bad}' in pool name (letters, digits, '_', '-', '.', ':' are valid)"
         )));
@@ -112,7 +120,9 @@ impl CreateSpec {
         for top in &self.tops {
             if let TopLayout::Raidz(parity) = top.layout {
                 if !(1..=limits::RAIDZ_PARITY_MAX as u8).contains(&parity) {
-                    return Err(PoolError::InvalidSpec(format!("raidz{parity} is not a vdev type")));
+                    return Err(PoolError::InvalidSpec(format!(
+                        "raidz{parity} is not a vdev type"
+                    )));
                 }
             }
             let need = top.layout.min_children();
@@ -124,7 +134,9 @@ impl CreateSpec {
                 )));
             }
             if top.layout == TopLayout::Disk && top.devices.len() != 1 {
-                return Err(PoolError::InvalidSpec("a disk vdev has exactly one device".into()));
+                return Err(PoolError::InvalidSpec(
+                    "a disk vdev has exactly one device".into(),
+                ));
             }
             if top.devices.len() > limits::VDEV_CHILDREN_MAX {
                 return Err(PoolError::InvalidSpec(format!(
@@ -134,7 +146,12 @@ impl CreateSpec {
                 )));
             }
         }
-        for path in self.tops.iter().flat_map(|t| &t.devices).chain(&self.spares) {
+        for path in self
+            .tops
+            .iter()
+            .flat_map(|t| &t.devices)
+            .chain(&self.spares)
+        {
             if !seen.insert(path.as_str()) {
                 return Err(PoolError::DuplicateDevice { path: path.clone() });
             }
@@ -148,11 +165,20 @@ mod tests {
     use super::*;
 
     fn spec(tops: Vec<TopSpec>) -> CreateSpec {
-        CreateSpec { name: "tank".into(), tops, spares: vec![], ashift: 12, force: false }
+        CreateSpec {
+            name: "tank".into(),
+            tops,
+            spares: vec![],
+            ashift: 12,
+            force: false,
+        }
     }
 
     fn top(layout: TopLayout, n: usize) -> TopSpec {
-        TopSpec { layout, devices: (0..n).map(|i| format!("/d{i}")).collect() }
+        TopSpec {
+            layout,
+            devices: (0..n).map(|i| format!("/d{i}")).collect(),
+        }
     }
 
     #[test]
@@ -174,6 +200,9 @@ mod tests {
         assert!(spec(vec![]).validate().is_err());
         let mut dup = spec(vec![top(TopLayout::Mirror, 2)]);
         dup.spares = vec!["/d1".into()];
-        assert!(matches!(dup.validate(), Err(PoolError::DuplicateDevice { .. })));
+        assert!(matches!(
+            dup.validate(),
+            Err(PoolError::DuplicateDevice { .. })
+        ));
     }
 }

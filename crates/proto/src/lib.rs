@@ -51,7 +51,9 @@
 mod request;
 mod response;
 
-pub use request::{PoolCreate, PoolImport, Request, VdevGroupSpec, VdevKind, VdevRole};
+pub use request::{
+    PoolCreate, PoolImport, Request, ScrubAction, VdevGroupSpec, VdevKind, VdevRole,
+};
 pub use response::{
     CacheEntry, CacheFile, ErrorReply, HistoryEntry, HistoryPool, ImportablePool, PongInfo,
     PoolLayout, PoolListRow, PoolStatusInfo, Progress, PropertyRow, ReplyPayload, Response,

@@ -153,6 +153,18 @@ pub struct PoolImport {
     pub readonly: bool,
 }
 
+/// What `tarn pool scrub` asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ScrubAction {
+    /// Start a scrub, or resume a paused one (no flag).
+    Start,
+    /// Pause the running scrub (`-p`).
+    Pause,
+    /// Cancel the running or paused scrub (`-s`).
+    Stop,
+}
+
 /// Everything a front end can ask the daemon. New verbs are added as new variants; match
 /// with a wildcard arm outside this crate.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -233,6 +245,40 @@ pub enum Request {
         /// Include internal events (`-i`).
         internal: bool,
     },
+    /// `tarn pool scrub [-s | -p] [-w] NAME...`. With `wait`, the daemon sends `Progress`
+    /// lines (operation `scrub`, bytes issued of bytes to scan) until every named pool's scrub
+    /// ended, then the response.
+    PoolScrub {
+        /// Pools (at least one).
+        names: Vec<String>,
+        /// Start/resume, pause or stop.
+        action: ScrubAction,
+        /// Wait for the scrubs to end (`-w`).
+        wait: bool,
+    },
+    /// `tarn pool clear NAME [DEVICE]`: reset error counters.
+    PoolClear {
+        /// Pool name.
+        name: String,
+        /// One device (path, last path component or GUID); every device when `None`.
+        device: Option<String>,
+    },
+    /// `tarn pool offline [-t] NAME DEVICE`.
+    PoolOffline {
+        /// Pool name.
+        name: String,
+        /// Device (path, last path component or GUID).
+        device: String,
+        /// Until the next import only (`-t`).
+        temporary: bool,
+    },
+    /// `tarn pool online NAME DEVICE`.
+    PoolOnline {
+        /// Pool name.
+        name: String,
+        /// Device (path, last path component or GUID).
+        device: String,
+    },
 }
 
 impl Request {
@@ -253,6 +299,10 @@ impl Request {
             Request::PoolImport(_) => "pool_import",
             Request::PoolImportTxgs { .. } => "pool_import_txgs",
             Request::PoolHistory { .. } => "pool_history",
+            Request::PoolScrub { .. } => "pool_scrub",
+            Request::PoolClear { .. } => "pool_clear",
+            Request::PoolOffline { .. } => "pool_offline",
+            Request::PoolOnline { .. } => "pool_online",
         }
     }
 

@@ -87,6 +87,8 @@ pub enum ReplyPayload {
     Txgs(Vec<TxgRow>),
     /// `pool history`.
     History(Vec<HistoryPool>),
+    /// Success with lines to show the admin (`pool online` starting a scrub).
+    Notice(Vec<String>),
 }
 
 /// Who answered a `Ping`.
@@ -204,8 +206,9 @@ pub struct PoolStatusInfo {
     pub action: Option<String>,
     /// Message ID to read (`TARN-0001`).
     pub see: Option<String>,
-    /// Preformatted scan line (`scrub repaired 0B in 00:00:01 with 0 errors on ...`); `None`
-    /// prints `none requested`.
+    /// Preformatted scan line (`scrub repaired 0B in 00:00:01 with 0 errors on ...`); lines
+    /// separated by `\n` (the CLI indents continuation lines with a tab, as ZFS prints a
+    /// scrub in progress). `None` prints `none requested`.
     pub scan: Option<String>,
     /// The vdev tree, rooted at the pool.
     pub config: VdevStatus,

@@ -75,6 +75,14 @@ fn sample_requests() -> Vec<Request> {
             rewind: true,
             readonly: true,
         }),
+    ]
+    .into_iter()
+    .chain(sample_maintenance_requests())
+    .collect()
+}
+
+fn sample_maintenance_requests() -> Vec<Request> {
+    vec![
         Request::PoolImportTxgs {
             dirs: vec![],
             pool: "tank".into(),
@@ -83,6 +91,24 @@ fn sample_requests() -> Vec<Request> {
             names: vec![],
             long: true,
             internal: true,
+        },
+        Request::PoolScrub {
+            names: vec!["tank".into(), "pool2".into()],
+            action: ScrubAction::Pause,
+            wait: true,
+        },
+        Request::PoolClear {
+            name: "tank".into(),
+            device: Some("/d/a".into()),
+        },
+        Request::PoolOffline {
+            name: "tank".into(),
+            device: "12345".into(),
+            temporary: true,
+        },
+        Request::PoolOnline {
+            name: "tank".into(),
+            device: "sdb".into(),
         },
     ]
 }
@@ -141,6 +167,7 @@ fn server_lines_round_trip() {
             txg: 9,
             timestamp: 1_700_000_000,
         }]))),
+        ServerLine::Response(Response::Ok(ReplyPayload::Notice(vec!["a\nb".into()]))),
     ];
     for line in lines {
         let bytes = encode_server_line(&line).expect("encodes");

@@ -140,7 +140,11 @@ impl Config {
     #[must_use]
     pub fn from_seed(seed: u64, budget: Option<Budget>) -> Config {
         let mut rng = SeededRng::new(seed);
-        let seeded = if rng.chance(1, 6) { Budget::Beyond } else { Budget::Within };
+        let seeded = if rng.chance(1, 6) {
+            Budget::Beyond
+        } else {
+            Budget::Within
+        };
         let budget = budget.unwrap_or(seeded);
         let ashift = 9 + rng.below(5) as u8;
         let device_size = (64 + 16 * rng.below(5)) << 20;
@@ -150,18 +154,34 @@ impl Config {
             let (layout, width) = layout(&mut rng);
             let leaves: Vec<usize> = (paths.len()..paths.len() + width).collect();
             paths.extend(leaves.iter().map(|i| format!("{DEVICE_DIR}/d{i}")));
-            tops.push(TopPlan { layout, leaves, faulty: Vec::new() });
+            tops.push(TopPlan {
+                layout,
+                leaves,
+                faulty: Vec::new(),
+            });
         }
-        let spares: Vec<usize> = (paths.len()..paths.len() + rng.below(SPARES_MAX + 1) as usize)
-            .collect();
+        let spares: Vec<usize> =
+            (paths.len()..paths.len() + rng.below(SPARES_MAX + 1) as usize).collect();
         paths.extend(spares.iter().map(|i| format!("{DEVICE_DIR}/s{i}")));
         choose_faulty(&mut rng, &mut tops, budget);
         let plans = device_plans(&mut rng, seed, &tops, paths.len(), budget);
         let write_config = ObjsetWriteConfig {
-            checksum: pick(&mut rng, &[ChecksumKind::Fletcher4, ChecksumKind::Sha256, ChecksumKind::Blake3]),
+            checksum: pick(
+                &mut rng,
+                &[
+                    ChecksumKind::Fletcher4,
+                    ChecksumKind::Sha256,
+                    ChecksumKind::Blake3,
+                ],
+            ),
             compression: pick(
                 &mut rng,
-                &[CompressSetting::Off, CompressSetting::Lz4, CompressSetting::Zstd(3), CompressSetting::Zle],
+                &[
+                    CompressSetting::Off,
+                    CompressSetting::Lz4,
+                    CompressSetting::Zstd(3),
+                    CompressSetting::Zle,
+                ],
             ),
             copies: pick(&mut rng, &[1, 1, 1, 2, 3]),
             metadata_extra_copies: pick(&mut rng, &[0, 1, 1]),
@@ -189,15 +209,29 @@ impl Config {
     /// Device indices of every faulty leaf.
     #[must_use]
     pub fn faulty(&self) -> Vec<usize> {
-        self.tops.iter().flat_map(|t| t.faulty.iter().copied()).collect()
+        self.tops
+            .iter()
+            .flat_map(|t| t.faulty.iter().copied())
+            .collect()
     }
 
     /// One line describing the configuration (printed at the start of a run).
     #[must_use]
     pub fn describe(&self) -> String {
-        let mut out = format!("budget {:?} ashift {} device {} MiB", self.budget, self.ashift, self.device_size >> 20);
+        let mut out = format!(
+            "budget {:?} ashift {} device {} MiB",
+            self.budget,
+            self.ashift,
+            self.device_size >> 20
+        );
         for top in &self.tops {
-            let _ = write!(out, " | {} x{} faulty {:?}", top.layout.name(), top.leaves.len(), top.faulty);
+            let _ = write!(
+                out,
+                " | {} x{} faulty {:?}",
+                top.layout.name(),
+                top.leaves.len(),
+                top.faulty
+            );
         }
         let c = &self.write_config;
         let _ = write!(
@@ -306,11 +340,20 @@ mod tests {
         // both budgets; beyond means exactly one vdev is over its tolerance.
         for seed in 0..2000 {
             let within = Config::from_seed(seed, Some(Budget::Within));
-            assert!(within.tops.iter().all(|t| t.faulty.len() <= t.tolerated()), "seed {seed}");
+            assert!(
+                within.tops.iter().all(|t| t.faulty.len() <= t.tolerated()),
+                "seed {seed}"
+            );
             let beyond = Config::from_seed(seed, Some(Budget::Beyond));
-            let over = beyond.tops.iter().filter(|t| t.faulty.len() > t.tolerated()).count();
+            let over = beyond
+                .tops
+                .iter()
+                .filter(|t| t.faulty.len() > t.tolerated())
+                .count();
             assert_eq!(over, 1, "seed {seed}: {}", beyond.describe());
-            assert!(within.tops.len() as u64 <= TOPS_MAX && within.spares.len() as u64 <= SPARES_MAX);
+            assert!(
+                within.tops.len() as u64 <= TOPS_MAX && within.spares.len() as u64 <= SPARES_MAX
+            );
         }
     }
 

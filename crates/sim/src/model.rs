@@ -35,20 +35,33 @@ pub(crate) struct Mismatch {
 impl Model {
     pub(crate) fn create(&mut self, id: ObjectId, block_size: u32, span: u64) {
         let span = usize::try_from(span).expect("object span fits in memory");
-        let object = ModelObject { bytes: Arc::new(vec![0u8; span]), block_size, unknown: Vec::new() };
+        let object = ModelObject {
+            bytes: Arc::new(vec![0u8; span]),
+            block_size,
+            unknown: Vec::new(),
+        };
         let previous = self.objects.insert(id, object);
-        assert!(previous.is_none(), "the engine handed out live object {id:?} again");
+        assert!(
+            previous.is_none(),
+            "the engine handed out live object {id:?} again"
+        );
     }
 
     pub(crate) fn write(&mut self, id: ObjectId, offset: u64, data: &[u8]) {
-        let object = self.objects.get_mut(&id).expect("writes go to model objects");
+        let object = self
+            .objects
+            .get_mut(&id)
+            .expect("writes go to model objects");
         let start = usize::try_from(offset).expect("offset inside the span");
         Arc::make_mut(&mut object.bytes)[start..start + data.len()].copy_from_slice(data);
     }
 
     /// A write of `len` bytes at `offset` failed: those bytes may be old or new.
     pub(crate) fn forget(&mut self, id: ObjectId, offset: u64, len: u64) {
-        let object = self.objects.get_mut(&id).expect("writes go to model objects");
+        let object = self
+            .objects
+            .get_mut(&id)
+            .expect("writes go to model objects");
         object.unknown.push((offset, len));
     }
 
@@ -68,7 +81,11 @@ impl Model {
             .enumerate()
             .map(|(i, (&e, &a))| (offset + i as u64, e, a))
             .find(|&(at, e, a)| e != a && known(at))
-            .map(|(offset, expected, actual)| Mismatch { offset, expected, actual })
+            .map(|(offset, expected, actual)| Mismatch {
+                offset,
+                expected,
+                actual,
+            })
     }
 
     /// A 64-bit digest of the contents (for the trace).
@@ -95,7 +112,14 @@ mod tests {
         assert_eq!(snapshot.objects[&ObjectId(1)].bytes[10], 0);
         assert_eq!(model.compare(ObjectId(1), 10, &[7, 7]), None);
         let bad = model.compare(ObjectId(1), 8, &[0, 0, 7, 8]);
-        assert_eq!(bad, Some(Mismatch { offset: 11, expected: 7, actual: 8 }));
+        assert_eq!(
+            bad,
+            Some(Mismatch {
+                offset: 11,
+                expected: 7,
+                actual: 8
+            })
+        );
         model.forget(ObjectId(1), 11, 1);
         assert_eq!(model.compare(ObjectId(1), 8, &[0, 0, 7, 8]), None);
         assert_ne!(model.digest(), snapshot.digest());

@@ -17,7 +17,9 @@ pub(crate) struct PowerSwitch {
 
 impl PowerSwitch {
     pub(crate) fn new() -> Self {
-        PowerSwitch { remaining: AtomicI64::new(i64::MAX) }
+        PowerSwitch {
+            remaining: AtomicI64::new(i64::MAX),
+        }
     }
 
     /// Power stays on for `ops` more writes and flushes.
@@ -101,7 +103,10 @@ impl DeviceProvider for PoweredProvider {
                 source: std::io::Error::from(std::io::ErrorKind::NotFound),
             });
         };
-        Ok(Arc::new(Powered { inner, switch: Arc::clone(&self.switch) }))
+        Ok(Arc::new(Powered {
+            inner,
+            switch: Arc::clone(&self.switch),
+        }))
     }
 
     fn list(&self, dir: &str) -> Result<Vec<String>, DeviceError> {
@@ -118,9 +123,15 @@ mod tests {
     fn power_cut_stops_every_access_after_the_budget() {
         // Goal: exactly `n` writes/flushes pass, then reads and writes fail until restored.
         let devices = Arc::new(SimProvider::new());
-        devices.insert("/sim/a", SimDevice::new("/sim/a", 1 << 20, FaultPlan::seeded(1)));
+        devices.insert(
+            "/sim/a",
+            SimDevice::new("/sim/a", 1 << 20, FaultPlan::seeded(1)),
+        );
         let switch = Arc::new(PowerSwitch::new());
-        let provider = PoweredProvider { devices, switch: Arc::clone(&switch) };
+        let provider = PoweredProvider {
+            devices,
+            switch: Arc::clone(&switch),
+        };
         let device = provider.open("/sim/a", false).unwrap();
         switch.cut_after(2);
         device.write_at(0, &[1u8; 512]).unwrap();

@@ -39,7 +39,12 @@ pub(crate) struct Trace {
 
 impl Trace {
     pub(crate) fn new(echo: bool) -> Self {
-        Trace { hash: Fnv::new(), tail: VecDeque::new(), lines: 0, echo }
+        Trace {
+            hash: Fnv::new(),
+            tail: VecDeque::new(),
+            lines: 0,
+            echo,
+        }
     }
 
     pub(crate) fn line(&mut self, line: String) {

@@ -28,6 +28,9 @@
 //!   equals asize minus free minus deferred-free bytes.
 //! - I2: a block freed in txg T becomes allocatable no earlier than T + TXG_DEFER, unless it
 //!   was also born in T (then nothing on disk can reference it and it is reusable at once).
+//!   While frees are held ([`SpaceManager::set_hold_deferred`], during a scrub) no deferred
+//!   free becomes allocatable at all: a block the scrub listed and that was freed since must
+//!   keep its contents, or the scrub would report it corrupt.
 //! - I3: replaying the chain from the newest base reproduces exactly the allocated set the
 //!   syncing txg had when it wrote its delta (checked by tests and by the simulator's
 //!   space-closes checker).
@@ -113,7 +116,10 @@ impl VdevGeometry for tarn_vdev::TopVdev {
     }
 
     fn writable(&self) -> bool {
-        matches!(self.health(), tarn_vdev::Health::Online | tarn_vdev::Health::Degraded)
+        matches!(
+            self.health(),
+            tarn_vdev::Health::Online | tarn_vdev::Health::Degraded
+        )
     }
 }
 
@@ -160,10 +166,21 @@ impl VdevSpace {
                 let len = size.min(asize - start);
                 let mut free = RangeTree::new();
                 free.add(start, len);
-                Metaslab { start, size: len, free }
+                Metaslab {
+                    start,
+                    size: len,
+                    free,
+                }
             })
             .collect();
-        VdevSpace { geometry, shift, metaslabs, cursor_metaslab: 0, cursor: 0, allocated: 0 }
+        VdevSpace {
+            geometry,
+            shift,
+            metaslabs,
+            cursor_metaslab: 0,
+            cursor: 0,
+            allocated: 0,
+        }
     }
 
     fn free_bytes(&self) -> u64 {
@@ -179,10 +196,13 @@ impl VdevSpace {
     fn allocate(&mut self, asize: u64, avoid: &[usize]) -> Option<u64> {
         let align = self.geometry.sector_size();
         let cursor_ms = self.cursor_metaslab;
-        if !avoid.contains(&cursor_ms) {
-            if let Some(offset) = self.metaslabs[cursor_ms].free.find_first_fit(self.cursor, asize, align) {
-                return Some(self.take(cursor_ms, offset, asize));
-            }
+        if !avoid.contains(&cursor_ms)
+            && let Some(offset) =
+                self.metaslabs[cursor_ms]
+                    .free
+                    .find_first_fit(self.cursor, asize, align)
+        {
+            return Some(self.take(cursor_ms, offset, asize));
         }
         let best = self
             .metaslabs
@@ -200,7 +220,9 @@ impl VdevSpace {
                     .map(|(i, _)| i)
             })?;
         let start = self.metaslabs[best].start;
-        let offset = self.metaslabs[best].free.find_first_fit(start, asize, align)?;
+        let offset = self.metaslabs[best]
+            .free
+            .find_first_fit(start, asize, align)?;
         Some(self.take(best, offset, asize))
     }
 
@@ -221,13 +243,17 @@ impl VdevSpace {
     fn release(&mut self, offset: u64, asize: u64, from_disk: bool) -> Result<(), SpaceError> {
         let Some(index) = self.metaslab_of(offset) else {
             assert!(from_disk, "release of [{offset}, +{asize}) beyond the vdev");
-            return Err(SpaceError::CorruptLog { why: "free beyond the end of a vdev" });
+            return Err(SpaceError::CorruptLog {
+                why: "free beyond the end of a vdev",
+            });
         };
         let metaslab = &mut self.metaslabs[index];
         let inside = offset + asize <= metaslab.start + metaslab.size;
         if !inside || metaslab.free.intersects(offset, asize) {
             assert!(from_disk, "I1: double free of [{offset}, +{asize})");
-            return Err(SpaceError::CorruptLog { why: "free of space that is already free" });
+            return Err(SpaceError::CorruptLog {
+                why: "free of space that is already free",
+            });
         }
         metaslab.free.add(offset, asize);
         self.allocated -= asize;
@@ -236,7 +262,9 @@ impl VdevSpace {
 
     /// Marks a range allocated while replaying the log.
     fn claim(&mut self, offset: u64, asize: u64) -> Result<(), SpaceError> {
-        let bad = SpaceError::CorruptLog { why: "allocation of space that is not free" };
+        let bad = SpaceError::CorruptLog {
+            why: "allocation of space that is not free",
+        };
         let index = self.metaslab_of(offset).ok_or(SpaceError::CorruptLog {
             why: "allocation beyond the end of a vdev",
         })?;
@@ -273,15 +301,19 @@ pub struct SpaceManager {
     deferred: VecDeque<(Txg, Vec<Dva>)>,
     chain: Vec<BlockPtr>,
     chain_records: u64,
+    condense_min: u64,
     log_copies: u8,
+    hold_deferred: bool,
 }
 
 impl SpaceManager {
     /// A manager for a new pool: everything free, empty chain.
     #[must_use]
     pub fn new(vdevs: Vec<(Arc<dyn VdevGeometry>, u8)>) -> Self {
-        let vdevs: Vec<VdevSpace> =
-            vdevs.into_iter().map(|(geometry, shift)| VdevSpace::new(geometry, shift)).collect();
+        let vdevs: Vec<VdevSpace> = vdevs
+            .into_iter()
+            .map(|(geometry, shift)| VdevSpace::new(geometry, shift))
+            .collect();
         let log_copies = vdevs.len().clamp(1, 3) as u8;
         SpaceManager {
             vdevs,
@@ -293,7 +325,9 @@ impl SpaceManager {
             deferred: VecDeque::new(),
             chain: Vec::new(),
             chain_records: 0,
+            condense_min: CONDENSE_RECORDS_MIN,
             log_copies,
+            hold_deferred: false,
         }
     }
 
@@ -310,10 +344,14 @@ impl SpaceManager {
         let mut bp = *head;
         while !bp.is_hole() {
             if blocks.len() >= CHAIN_BLOCKS_MAX {
-                return Err(SpaceError::CorruptLog { why: "chain too long" });
+                return Err(SpaceError::CorruptLog {
+                    why: "chain too long",
+                });
             }
             if bp.block_type != BlockType::SpaceLog {
-                return Err(SpaceError::CorruptLog { why: "chain names a block of another type" });
+                return Err(SpaceError::CorruptLog {
+                    why: "chain names a block of another type",
+                });
             }
             let block = LogBlock::decode(&pipeline.read_block(&bp)?)?;
             let prev = block.prev;
@@ -329,15 +367,20 @@ impl SpaceManager {
         for block in blocks.iter().rev() {
             for record in &block.records {
                 manager.chain_records += 1;
-                let vdev = manager
-                    .vdevs
-                    .get_mut(record.vdev.0 as usize)
-                    .ok_or(SpaceError::CorruptLog { why: "record names an unknown vdev" })?;
+                let vdev = manager.vdevs.get_mut(record.vdev.0 as usize).ok_or(
+                    SpaceError::CorruptLog {
+                        why: "record names an unknown vdev",
+                    },
+                )?;
                 if record.alloc {
                     vdev.claim(record.offset, record.asize)?;
                 } else if block.txg.0 + TXG_DEFER > head_txg.0 {
                     // Freed too recently to reuse: a rewind to that txg may still need it.
-                    let dva = Dva { vdev: record.vdev, offset: record.offset, asize: record.asize };
+                    let dva = Dva {
+                        vdev: record.vdev,
+                        offset: record.offset,
+                        asize: record.asize,
+                    };
                     match manager.deferred.back_mut() {
                         Some((txg, list)) if *txg == block.txg => list.push(dva),
                         _ => manager.deferred.push_back((block.txg, vec![dva])),
@@ -353,8 +396,16 @@ impl SpaceManager {
 
     /// Starts recording txg `txg` (called when a txg starts syncing).
     pub fn begin_txg(&mut self, txg: Txg) {
-        assert!(txg > self.txg, "txgs only move forward: {txg} after {}", self.txg);
-        assert!(self.records.is_empty(), "records of txg {} were never written", self.txg);
+        assert!(
+            txg > self.txg,
+            "txgs only move forward: {txg} after {}",
+            self.txg
+        );
+        assert!(
+            self.records.is_empty(),
+            "records of txg {} were never written",
+            self.txg
+        );
         self.txg = txg;
     }
 
@@ -378,8 +429,14 @@ impl SpaceManager {
                     .filter(|&(_, len)| len >= 1 << 20)
                     .map(|(_, len)| len)
                     .sum();
-                let fragmentation = if free == 0 { 0 } else { 100 - large * 100 / free };
-                VdevUsage { size: v.geometry.asize(), allocated: v.allocated, fragmentation }
+                let fragmentation = (large * 100)
+                    .checked_div(free)
+                    .map_or(0, |share| 100 - share);
+                VdevUsage {
+                    size: v.geometry.asize(),
+                    allocated: v.allocated,
+                    fragmentation,
+                }
             })
             .collect()
     }
@@ -440,8 +497,17 @@ impl SpaceManager {
         let vdev = &mut self.vdevs[index];
         let asize = vdev.geometry.allocation_size(psize);
         let offset = vdev.allocate(asize, &avoid)?;
-        let dva = Dva { vdev: VdevId(index as u32), offset, asize };
-        self.records.push(Record { alloc: true, vdev: dva.vdev, offset, asize });
+        let dva = Dva {
+            vdev: VdevId(index as u32),
+            offset,
+            asize,
+        };
+        self.records.push(Record {
+            alloc: true,
+            vdev: dva.vdev,
+            offset,
+            asize,
+        });
         Some(dva)
     }
 
@@ -449,7 +515,7 @@ impl SpaceManager {
     /// chain head for the uberblock. Every allocation made so far in this txg, including the
     /// log blocks' own, is in what it writes.
     pub fn sync(&mut self, pipeline: &Pipeline) -> Result<BlockPtr, SpaceError> {
-        let condense = self.chain_records > CONDENSE_RECORDS_MIN.max(4 * self.extent_count());
+        let condense = self.chain_records > self.condense_min.max(4 * self.extent_count());
         if condense {
             return self.write_base(pipeline);
         }
@@ -462,7 +528,11 @@ impl SpaceManager {
         let total = self.records.len() as u64 + blocks * copies;
         let mut sizes = Vec::new();
         for i in 0..blocks {
-            let count = if i + 1 < blocks { per_block } else { total - per_block * (blocks - 1) };
+            let count = if i + 1 < blocks {
+                per_block
+            } else {
+                total - per_block * (blocks - 1)
+            };
             sizes.push(count);
         }
         let mut placements = Vec::new();
@@ -475,21 +545,38 @@ impl SpaceManager {
         // The last block can hold fewer records than planned when ditto copies fell back to
         // fewer DVAs; the encoded size only shrinks, and it was allocated for the plan.
         for (i, dvas) in placements.iter().enumerate() {
-            let take = if i + 1 < placements.len() { per_block as usize } else { remaining.len() };
+            let take = if i + 1 < placements.len() {
+                per_block as usize
+            } else {
+                remaining.len()
+            };
             let (chunk, rest) = remaining.split_at(take.min(remaining.len()));
             remaining = rest;
-            let block = LogBlock { kind: LogKind::Delta, txg: self.txg, prev, records: chunk.to_vec() };
+            let block = LogBlock {
+                kind: LogKind::Delta,
+                txg: self.txg,
+                prev,
+                records: chunk.to_vec(),
+            };
             let mut bytes = block.encode();
             bytes.resize(encoded_size(sizes[i] as usize) as usize, 0);
             prev = pipeline.write_block_at(dvas, self.txg, &bytes, &log_props())?;
             self.chain.push(prev);
         }
-        assert!(remaining.is_empty(), "I3: {} records left unwritten", remaining.len());
+        assert!(
+            remaining.is_empty(),
+            "I3: {} records left unwritten",
+            remaining.len()
+        );
         self.chain_records += records.len() as u64;
         Ok(prev)
     }
 
-    fn allocate_log_block(&mut self, pipeline: &Pipeline, size: u64) -> Result<Vec<Dva>, SpaceError> {
+    fn allocate_log_block(
+        &mut self,
+        pipeline: &Pipeline,
+        size: u64,
+    ) -> Result<Vec<Dva>, SpaceError> {
         let padded = size.next_multiple_of(pipeline.sector_size());
         let mut dvas = Vec::new();
         for _ in 0..self.log_copies {
@@ -503,7 +590,11 @@ impl SpaceManager {
     }
 
     fn extent_count(&self) -> u64 {
-        self.vdevs.iter().flat_map(|v| v.metaslabs.iter()).map(|m| m.free.count() as u64 + 1).sum()
+        self.vdevs
+            .iter()
+            .flat_map(|v| v.metaslabs.iter())
+            .map(|m| m.free.count() as u64 + 1)
+            .sum()
     }
 
     /// Condenses: frees the old chain and writes every allocated extent as a new base.
@@ -518,7 +609,9 @@ impl SpaceManager {
         let per_block = RECORDS_PER_BLOCK as u64;
         let copies = u64::from(self.log_copies);
         let mut blocks = 1u64;
-        while blocks * per_block < self.extent_count() + 2 * blocks * copies {
+        let deferred = self.deferred.iter().map(|(_, list)| list.len()).sum::<usize>()
+            + self.frees_this_txg.len();
+        while blocks * per_block < self.extent_count() + deferred as u64 + 2 * blocks * copies {
             blocks += 1;
         }
         let full = encoded_size(RECORDS_PER_BLOCK);
@@ -528,13 +621,25 @@ impl SpaceManager {
         }
         self.records.clear();
         let extents = self.allocated_extents();
-        assert!(extents.len() as u64 <= blocks * per_block, "base plan too small");
+        assert!(
+            extents.len() as u64 <= blocks * per_block,
+            "base plan too small"
+        );
         let mut prev = BlockPtr::default();
         let mut chunks = extents.chunks(RECORDS_PER_BLOCK);
         for dvas in &placements {
             let chunk = chunks.next().unwrap_or(&[]);
-            let kind = if prev.is_hole() { LogKind::Base } else { LogKind::Delta };
-            let block = LogBlock { kind, txg: self.txg, prev, records: chunk.to_vec() };
+            let kind = if prev.is_hole() {
+                LogKind::Base
+            } else {
+                LogKind::Delta
+            };
+            let block = LogBlock {
+                kind,
+                txg: self.txg,
+                prev,
+                records: chunk.to_vec(),
+            };
             let mut bytes = block.encode();
             bytes.resize(full as usize, 0);
             prev = pipeline.write_block_at(dvas, self.txg, &bytes, &log_props())?;
@@ -544,22 +649,17 @@ impl SpaceManager {
         Ok(prev)
     }
 
-    /// Every allocated extent (the complement of free and deferred-free space), as records.
+    /// The records of a new base: every allocated extent (the complement of the free trees,
+    /// so blocks whose free is still deferred count as allocated), followed by a free record
+    /// for each deferred free. An import replays the frees as frees of this txg and so keeps
+    /// them deferred: a rewind to a recent txg still finds those blocks intact.
     fn allocated_extents(&self) -> Vec<Record> {
         let mut out = Vec::new();
-        let mut deferred: Vec<&Dva> = self.deferred.iter().flat_map(|(_, list)| list).collect();
-        deferred.extend(self.frees_this_txg.iter());
         for (index, vdev) in self.vdevs.iter().enumerate() {
-            let mut free = RangeTree::new();
-            for (start, len) in vdev.metaslabs.iter().flat_map(|m| m.free.iter()) {
-                free.add(start, len);
-            }
-            for dva in deferred.iter().filter(|d| d.vdev.0 as usize == index) {
-                free.add(dva.offset, dva.asize);
-            }
             let mut position = 0;
             let asize = vdev.geometry.asize();
-            for (start, len) in free.iter().chain(std::iter::once((asize, 0))) {
+            let free = vdev.metaslabs.iter().flat_map(|m| m.free.iter());
+            for (start, len) in free.chain(std::iter::once((asize, 0))) {
                 if start > position {
                     out.push(Record {
                         alloc: true,
@@ -570,6 +670,10 @@ impl SpaceManager {
                 }
                 position = start + len;
             }
+        }
+        let deferred = self.deferred.iter().flat_map(|(_, list)| list);
+        for dva in deferred.chain(self.frees_this_txg.iter()) {
+            out.push(Record { alloc: false, vdev: dva.vdev, offset: dva.offset, asize: dva.asize });
         }
         out
     }
@@ -582,16 +686,49 @@ impl SpaceManager {
             self.deferred.push_back((self.txg, frees));
         }
         while let Some((txg, _)) = self.deferred.front() {
-            if txg.0 + TXG_DEFER > self.txg.0 {
+            if self.hold_deferred || txg.0 + TXG_DEFER > self.txg.0 {
                 break;
             }
-            let Some((_, list)) = self.deferred.pop_front() else { break };
+            let Some((_, list)) = self.deferred.pop_front() else {
+                break;
+            };
             for dva in list {
                 self.vdevs[dva.vdev.0 as usize]
                     .release(dva.offset, dva.asize, false)
                     .expect("I1: deferred free releases allocated space");
             }
         }
+    }
+
+    /// Condenses the space log once the chain holds more than `records` records (and more
+    /// than four per extent). Tests set it low to exercise condensing; the default is
+    /// [`CONDENSE_RECORDS_MIN`].
+    pub fn set_condense_threshold(&mut self, records: u64) {
+        self.condense_min = records;
+    }
+
+    /// Holds (`true`) or releases (`false`) deferred frees. While held, no freed block becomes
+    /// allocatable (I2); releasing lets the next [`SpaceManager::txg_committed`] return every
+    /// free old enough. Not persistent: an import starts unheld, and the space log replay
+    /// releases what is older than `TXG_DEFER` txgs (a scrub re-lists blocks after import).
+    pub fn set_hold_deferred(&mut self, hold: bool) {
+        self.hold_deferred = hold;
+    }
+
+    /// Whether deferred frees are held.
+    #[must_use]
+    pub fn hold_deferred(&self) -> bool {
+        self.hold_deferred
+    }
+
+    /// Bytes of deferred frees not yet allocatable (including held ones).
+    #[must_use]
+    pub fn deferred_bytes(&self) -> u64 {
+        self.deferred
+            .iter()
+            .flat_map(|(_, list)| list)
+            .map(|dva| dva.asize)
+            .sum()
     }
 
     /// Bytes allocated on all vdevs (including deferred frees).
@@ -626,8 +763,17 @@ impl Allocator for SpaceManager {
     }
 
     fn free(&mut self, dva: &Dva, birth: Txg) {
-        assert!(birth <= self.txg, "free of a block born in the future: {birth} > {}", self.txg);
-        self.records.push(Record { alloc: false, vdev: dva.vdev, offset: dva.offset, asize: dva.asize });
+        assert!(
+            birth <= self.txg,
+            "free of a block born in the future: {birth} > {}",
+            self.txg
+        );
+        self.records.push(Record {
+            alloc: false,
+            vdev: dva.vdev,
+            offset: dva.offset,
+            asize: dva.asize,
+        });
         if birth == self.txg {
             // Nothing committed can reference a block born in this txg.
             self.vdevs[dva.vdev.0 as usize]
@@ -636,5 +782,81 @@ impl Allocator for SpaceManager {
         } else {
             self.frees_this_txg.push(*dva);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Deferred frees and their hold: a freed block is reusable after TXG_DEFER txgs, never
+    //! while held, and right after the hold ends.
+    use super::*;
+
+    #[derive(Debug)]
+    struct Flat;
+
+    impl VdevGeometry for Flat {
+        fn asize(&self) -> u64 {
+            64 << 20
+        }
+        fn sector_size(&self) -> u64 {
+            512
+        }
+        fn allocation_size(&self, psize: u64) -> u64 {
+            psize.next_multiple_of(512)
+        }
+        fn writable(&self) -> bool {
+            true
+        }
+    }
+
+    fn manager() -> SpaceManager {
+        SpaceManager::new(vec![(Arc::new(Flat) as Arc<dyn VdevGeometry>, 24)])
+    }
+
+    /// Frees `dva` (born in txg 1) in txg 2, then commits `txgs` more empty txgs.
+    fn free_and_age(manager: &mut SpaceManager, dva: &Dva, txgs: u64) {
+        manager.begin_txg(Txg(2));
+        manager.free(dva, Txg(1));
+        manager.records.clear();
+        manager.txg_committed();
+        for t in 0..txgs {
+            manager.begin_txg(Txg(3 + t));
+            manager.txg_committed();
+        }
+    }
+
+    fn allocated_one() -> (SpaceManager, Dva) {
+        let mut manager = manager();
+        manager.begin_txg(Txg(1));
+        let dva = manager.allocate(4096, 1).unwrap()[0];
+        manager.records.clear();
+        manager.txg_committed();
+        (manager, dva)
+    }
+
+    #[test]
+    fn deferred_free_is_released_after_txg_defer() {
+        let (mut manager, dva) = allocated_one();
+        free_and_age(&mut manager, &dva, TXG_DEFER);
+        assert_eq!(manager.allocated(), 0);
+        assert_eq!(manager.deferred_bytes(), 0);
+    }
+
+    #[test]
+    fn held_free_stays_allocated_until_the_hold_ends() {
+        let (mut manager, dva) = allocated_one();
+        manager.set_hold_deferred(true);
+        free_and_age(&mut manager, &dva, TXG_DEFER + 3);
+        assert_eq!(
+            manager.allocated(),
+            4096,
+            "held free must not become allocatable"
+        );
+        assert_eq!(manager.deferred_bytes(), 4096);
+        manager.set_hold_deferred(false);
+        manager.begin_txg(Txg(10));
+        manager.txg_committed();
+        assert_eq!(manager.allocated(), 0);
+        assert_eq!(manager.deferred_bytes(), 0);
     }
 }

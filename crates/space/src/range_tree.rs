@@ -42,10 +42,10 @@ impl RangeTree {
     /// True when any byte of `[start, start + len)` is inside the tree.
     #[must_use]
     pub fn intersects(&self, start: u64, len: u64) -> bool {
-        if let Some((&s, &l)) = self.ranges.range(..=start).next_back() {
-            if s + l > start {
-                return true;
-            }
+        if let Some((&s, &l)) = self.ranges.range(..=start).next_back()
+            && s + l > start
+        {
+            return true;
         }
         self.ranges.range(start..start + len).next().is_some()
     }
@@ -54,15 +54,18 @@ impl RangeTree {
     /// the caller checks `intersects` first when the input comes from disk).
     pub fn add(&mut self, start: u64, len: u64) {
         assert!(len > 0, "RangeTree::add of an empty range at {start}");
-        assert!(!self.intersects(start, len), "RangeTree::add overlaps: [{start}, +{len})");
+        assert!(
+            !self.intersects(start, len),
+            "RangeTree::add overlaps: [{start}, +{len})"
+        );
         let mut new_start = start;
         let mut new_len = len;
-        if let Some((&s, &l)) = self.ranges.range(..start).next_back() {
-            if s + l == start {
-                self.ranges.remove(&s);
-                new_start = s;
-                new_len += l;
-            }
+        if let Some((&s, &l)) = self.ranges.range(..start).next_back()
+            && s + l == start
+        {
+            self.ranges.remove(&s);
+            new_start = s;
+            new_len += l;
         }
         if let Some(&l) = self.ranges.get(&(start + len)) {
             self.ranges.remove(&(start + len));

@@ -71,9 +71,17 @@ impl Pipeline {
     #[must_use]
     pub fn new(vdevs: Vec<Arc<TopVdev>>) -> Self {
         for (index, vdev) in vdevs.iter().enumerate() {
-            assert_eq!(vdev.id().0 as usize, index, "top-level vdev ids must be dense");
+            assert_eq!(
+                vdev.id().0 as usize,
+                index,
+                "top-level vdev ids must be dense"
+            );
         }
-        let sector_size = vdevs.iter().map(|v| 1u64 << v.ashift()).max().unwrap_or(PSIZE_UNIT);
+        let sector_size = vdevs
+            .iter()
+            .map(|v| 1u64 << v.ashift())
+            .max()
+            .unwrap_or(PSIZE_UNIT);
         Pipeline { vdevs, sector_size }
     }
 
@@ -90,11 +98,13 @@ impl Pipeline {
     }
 
     fn vdev(&self, dva: &Dva) -> Result<&Arc<TopVdev>, ZioError> {
-        self.vdevs.get(dva.vdev.0 as usize).ok_or_else(|| ZioError::Unrecoverable {
-            dva: dva_name(dva),
-            birth: Txg(0),
-            why: "block pointer names a vdev that does not exist".into(),
-        })
+        self.vdevs
+            .get(dva.vdev.0 as usize)
+            .ok_or_else(|| ZioError::Unrecoverable {
+                dva: dva_name(dva),
+                birth: Txg(0),
+                why: "block pointer names a vdev that does not exist".into(),
+            })
     }
 
     /// Compresses, checksums, allocates and writes one block born in `txg`.
@@ -106,7 +116,11 @@ impl Pipeline {
         props: &WriteProps,
     ) -> Result<BlockPtr, ZioError> {
         assert!(!data.is_empty(), "write_block of an empty block");
-        assert!(data.len() as u64 % PSIZE_UNIT == 0, "logical size {} not 512-aligned", data.len());
+        assert!(
+            (data.len() as u64).is_multiple_of(PSIZE_UNIT),
+            "logical size {} not 512-aligned",
+            data.len()
+        );
         if is_all_zero(data) {
             let mut hole = BlockPtr::hole(txg);
             hole.lsize = data.len() as u32;
@@ -123,7 +137,8 @@ impl Pipeline {
         let mut buffer = vec![0u8; psize.next_multiple_of(self.sector_size) as usize];
         buffer[..physical.len()].copy_from_slice(physical);
         let dvas = allocator.allocate(buffer.len() as u64, props.copies.max(1))?;
-        let result = self.write_physical(&dvas, txg, &buffer, psize, data.len() as u64, kind, props);
+        let result =
+            self.write_physical(&dvas, txg, &buffer, psize, data.len() as u64, kind, props);
         if result.is_err() {
             for dva in &dvas {
                 allocator.free(dva, txg);
@@ -141,7 +156,11 @@ impl Pipeline {
         data: &[u8],
         props: &WriteProps,
     ) -> Result<BlockPtr, ZioError> {
-        assert!(data.len() as u64 % PSIZE_UNIT == 0, "physical size {} not 512-aligned", data.len());
+        assert!(
+            (data.len() as u64).is_multiple_of(PSIZE_UNIT),
+            "physical size {} not 512-aligned",
+            data.len()
+        );
         let psize = data.len() as u64;
         let mut buffer = vec![0u8; psize.next_multiple_of(self.sector_size) as usize];
         buffer[..data.len()].copy_from_slice(data);
@@ -159,7 +178,11 @@ impl Pipeline {
         compression: CompressKind,
         props: &WriteProps,
     ) -> Result<BlockPtr, ZioError> {
-        assert!(!dvas.is_empty() && dvas.len() <= 3, "a block has 1..=3 copies, got {}", dvas.len());
+        assert!(
+            !dvas.is_empty() && dvas.len() <= 3,
+            "a block has 1..=3 copies, got {}",
+            dvas.len()
+        );
         assert!(psize <= lsize, "I2: psize {psize} > lsize {lsize}");
         let sum = checksum(props.checksum, &buffer[..psize as usize]);
         for dva in dvas {
@@ -200,7 +223,8 @@ impl Pipeline {
         let psize = u64::from(bp.psize);
         let padded = psize.next_multiple_of(self.sector_size);
         let verify = |data: &[u8]| {
-            data.get(..psize as usize).is_some_and(|d| checksum(bp.checksum_kind, d) == bp.checksum)
+            data.get(..psize as usize)
+                .is_some_and(|d| checksum(bp.checksum_kind, d) == bp.checksum)
         };
         let mut failed: Vec<&Dva> = Vec::new();
         let mut last_error = String::from("no copies");
@@ -252,16 +276,18 @@ impl Pipeline {
         let psize = u64::from(bp.psize);
         let padded = psize.next_multiple_of(self.sector_size);
         let verify = |data: &[u8]| {
-            data.get(..psize as usize).is_some_and(|d| checksum(bp.checksum_kind, d) == bp.checksum)
+            data.get(..psize as usize)
+                .is_some_and(|d| checksum(bp.checksum_kind, d) == bp.checksum)
         };
         let mut good: Option<&Dva> = None;
         for dva in bp.copies() {
             let scrubbed = self.vdev(dva).and_then(|vdev| {
-                vdev.scrub(dva.offset, padded, &verify).map_err(|e| ZioError::Unrecoverable {
-                    dva: dva_name(dva),
-                    birth: bp.birth,
-                    why: e.to_string(),
-                })
+                vdev.scrub(dva.offset, padded, &verify)
+                    .map_err(|e| ZioError::Unrecoverable {
+                        dva: dva_name(dva),
+                        birth: bp.birth,
+                        why: e.to_string(),
+                    })
             });
             match scrubbed {
                 Ok(report) => {
@@ -273,41 +299,51 @@ impl Pipeline {
             }
         }
         let Some(good) = good else {
-            let why = outcome.copy_errors.last().map_or_else(|| "no copies".into(), |e| e.1.clone());
+            let why = outcome
+                .copy_errors
+                .last()
+                .map_or_else(|| "no copies".into(), |e| e.1.clone());
             return Err(ZioError::Unrecoverable {
                 dva: bp.copies().next().map_or_else(|| "-".into(), dva_name),
                 birth: bp.birth,
                 why,
             });
         };
-        if outcome.copy_errors.is_empty() {
-            return Ok(outcome);
+        if !outcome.copy_errors.is_empty() {
+            self.rewrite_copies(good, padded, &verify, &mut outcome);
         }
+        Ok(outcome)
+    }
+
+    /// Rewrites every copy in `outcome.copy_errors` from the copy `good` (just scrubbed).
+    fn rewrite_copies(
+        &self,
+        good: &Dva,
+        padded: u64,
+        verify: &dyn Fn(&[u8]) -> bool,
+        outcome: &mut ScrubOutcome,
+    ) {
         // The good copy was just verified (and repaired) by its scrub; read it once more
         // through the verifying read so that only checked bytes are written elsewhere (I5).
-        let data = match self.vdev(good).and_then(|vdev| {
-            vdev.read(good.offset, padded, &verify).map_err(|e| ZioError::Unrecoverable {
-                dva: dva_name(good),
-                birth: bp.birth,
-                why: e.to_string(),
-            })
-        }) {
-            Ok(report) => report.data,
-            Err(_) => {
-                outcome.unrepaired = outcome.copy_errors.iter().map(|(dva, _)| *dva).collect();
-                return Ok(outcome);
-            }
+        let read = self
+            .vdev(good)
+            .ok()
+            .and_then(|vdev| vdev.read(good.offset, padded, verify).ok());
+        let Some(data) = read.map(|report| report.data) else {
+            outcome.unrepaired = outcome.copy_errors.iter().map(|(dva, _)| *dva).collect();
+            return;
         };
         assert!(verify(&data), "I5: a rewrite source must verify");
         for (dva, _) in &outcome.copy_errors {
-            let written = self.vdev(dva).map(|vdev| vdev.write(dva.offset, &data).is_ok());
+            let written = self
+                .vdev(dva)
+                .map(|vdev| vdev.write(dva.offset, &data).is_ok());
             if written.unwrap_or(false) {
                 outcome.repaired_bytes += data.len() as u64;
             } else {
                 outcome.unrepaired.push(*dva);
             }
         }
-        Ok(outcome)
     }
 }
 

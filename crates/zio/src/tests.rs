@@ -23,7 +23,11 @@ impl Allocator for Bump {
             let vdev = copy % self.next.len();
             let offset = self.next[vdev];
             self.next[vdev] += psize;
-            dvas.push(Dva { vdev: VdevId(vdev as u32), offset, asize: psize });
+            dvas.push(Dva {
+                vdev: VdevId(vdev as u32),
+                offset,
+                asize: psize,
+            });
         }
         Ok(dvas)
     }
@@ -45,15 +49,28 @@ fn rig(layouts: &[(Layout, usize)]) -> Rig {
         let mut leaves = Vec::new();
         for child in 0..width {
             guid += 1;
-            let sim = SimDevice::new(&format!("/sim/{id}-{child}"), DEVICE_SIZE, FaultPlan::default());
+            let sim = SimDevice::new(
+                &format!("/sim/{id}-{child}"),
+                DEVICE_SIZE,
+                FaultPlan::default(),
+            );
             leaves.push(Arc::new(Leaf::new(Guid(guid), sim.clone()).unwrap()));
             sims.push(sim);
         }
-        let top_guid = if layout == Layout::Disk { Guid(guid) } else { Guid(1000 + id as u64) };
-        tops.push(Arc::new(TopVdev::new(VdevId(id as u32), top_guid, 9, layout, leaves).unwrap()));
+        let top_guid = if layout == Layout::Disk {
+            Guid(guid)
+        } else {
+            Guid(1000 + id as u64)
+        };
+        tops.push(Arc::new(
+            TopVdev::new(VdevId(id as u32), top_guid, 9, layout, leaves).unwrap(),
+        ));
         devices.push(sims);
     }
-    Rig { pipeline: Pipeline::new(tops), devices }
+    Rig {
+        pipeline: Pipeline::new(tops),
+        devices,
+    }
 }
 
 fn props(copies: u8) -> WriteProps {
@@ -69,13 +86,20 @@ fn props(copies: u8) -> WriteProps {
 
 fn write(rig: &Rig, copies: u8) -> (BlockPtr, Vec<u8>) {
     let data: Vec<u8> = (0..8192u32).map(|i| (i * 7 + i / 13) as u8).collect();
-    let mut allocator = Bump { next: vec![0; rig.devices.len()] };
-    let bp = rig.pipeline.write_block(&mut allocator, Txg(1), &data, &props(copies)).unwrap();
+    let mut allocator = Bump {
+        next: vec![0; rig.devices.len()],
+    };
+    let bp = rig
+        .pipeline
+        .write_block(&mut allocator, Txg(1), &data, &props(copies))
+        .unwrap();
     (bp, data)
 }
 
 fn rot_copy(rig: &Rig, dva: &Dva, child: usize) {
-    rig.devices[dva.vdev.0 as usize][child].rot(DATA_START + dva.offset, dva.asize).unwrap();
+    rig.devices[dva.vdev.0 as usize][child]
+        .rot(DATA_START + dva.offset, dva.asize)
+        .unwrap();
 }
 
 #[test]
@@ -98,7 +122,10 @@ fn bad_copy_is_rebuilt_from_the_good_one() {
     assert!(outcome.unrepaired.is_empty());
     assert_eq!(outcome.repaired_bytes, bad.asize);
     // The rebuilt copy now verifies on its own: a second scrub finds nothing.
-    assert_eq!(rig.pipeline.scrub_block(&bp).unwrap(), ScrubOutcome::default());
+    assert_eq!(
+        rig.pipeline.scrub_block(&bp).unwrap(),
+        ScrubOutcome::default()
+    );
     assert_eq!(rig.pipeline.read_block(&bp).unwrap(), data);
 }
 
@@ -108,11 +135,17 @@ fn mirror_side_is_repaired_in_place() {
     let (bp, _) = write(&rig, 1);
     rot_copy(&rig, &bp.dvas[0], 1);
     let outcome = rig.pipeline.scrub_block(&bp).unwrap();
-    assert!(outcome.copy_errors.is_empty(), "the copy as a whole verified");
+    assert!(
+        outcome.copy_errors.is_empty(),
+        "the copy as a whole verified"
+    );
     assert_eq!(outcome.repaired_bytes, bp.dvas[0].asize);
     let leaf = &rig.pipeline.vdevs()[0].leaves()[1];
     assert_eq!(leaf.stats().snapshot().checksum_errors, 1);
-    assert_eq!(rig.pipeline.scrub_block(&bp).unwrap(), ScrubOutcome::default());
+    assert_eq!(
+        rig.pipeline.scrub_block(&bp).unwrap(),
+        ScrubOutcome::default()
+    );
 }
 
 #[test]
@@ -132,5 +165,8 @@ fn no_good_copy_is_unrecoverable_and_rewrites_nothing() {
 fn hole_is_nothing_to_scrub() {
     let rig = rig(&[(Layout::Disk, 1)]);
     let hole = BlockPtr::hole(Txg(1));
-    assert_eq!(rig.pipeline.scrub_block(&hole).unwrap(), ScrubOutcome::default());
+    assert_eq!(
+        rig.pipeline.scrub_block(&hole).unwrap(),
+        ScrubOutcome::default()
+    );
 }

@@ -421,3 +421,42 @@ fn counters_use_nicenum() {
     assert_eq!(counter(1023), "1023");
     assert_eq!(counter(1536), "1.50K");
 }
+
+#[test]
+fn scan_in_progress_continues_on_tab_indented_lines() {
+    let mut pool = healthy("tank");
+    pool.scan = Some(
+        "scrub in progress since Sun Nov 22 14:30:00 2026\n1.23G scanned at 400M/s, 1.10G \
+         issued at 380M/s, 5G total\n0B repaired, 22.00% done, 00:00:10 to go"
+            .into(),
+    );
+    let text = status(&[pool], false);
+    let expected = "  scan: scrub in progress since Sun Nov 22 14:30:00 2026\n\
+                    \t1.23G scanned at 400M/s, 1.10G issued at 380M/s, 5G total\n\
+                    \t0B repaired, 22.00% done, 00:00:10 to go\nconfig:\n";
+    assert!(text.contains(expected), "{text}");
+}
+
+#[test]
+fn progress_lines() {
+    let progress = |done, total| Progress {
+        operation: "scrub".into(),
+        done,
+        total,
+    };
+    assert_eq!(progress_line(&progress(0, 0)), "scrub: 0B issued");
+    assert_eq!(
+        progress_line(&progress(11 << 29, 5 << 30)),
+        "scrub: 5.50G issued of 5G, 100.00% done"
+    );
+    assert_eq!(
+        progress_line(&progress(1 << 30, 4 << 30)),
+        "scrub: 1G issued of 4G, 25.00% done"
+    );
+}
+
+#[test]
+fn notices_are_lines() {
+    assert_eq!(notice(&["a".into(), "b".into()]), "a\nb\n");
+    assert_eq!(notice(&[]), "");
+}

@@ -264,3 +264,106 @@ fn replies_render_or_are_refused() {
         ("no pools available to import\n", 0)
     );
 }
+
+#[test]
+fn scrub_and_device_verbs_plan_their_requests() {
+    let plan = plan_of("tarn pool scrub -w tank").expect("plans");
+    assert_eq!((plan.verb, plan.object.as_deref()), ("scrub", Some("tank")));
+    assert_eq!(
+        plan.request,
+        Request::PoolScrub {
+            names: vec!["tank".into()],
+            action: ScrubAction::Start,
+            wait: true
+        }
+    );
+    let plan = plan_of("tarn pool scrub -p a b").expect("plans");
+    assert_eq!(
+        plan.object, None,
+        "two pools: the daemon names the failing one"
+    );
+    assert!(matches!(
+        plan.request,
+        Request::PoolScrub {
+            action: ScrubAction::Pause,
+            wait: false,
+            ..
+        }
+    ));
+    let plan = plan_of("tarn pool scrub -s tank").expect("plans");
+    assert!(matches!(
+        plan.request,
+        Request::PoolScrub {
+            action: ScrubAction::Stop,
+            ..
+        }
+    ));
+    let plan = plan_of("tarn pool offline -t tank d/b").expect("plans");
+    assert_eq!(
+        (plan.verb, plan.object.as_deref()),
+        ("offline", Some("d/b"))
+    );
+    assert_eq!(
+        plan.request,
+        Request::PoolOffline {
+            name: "tank".into(),
+            device: "/work/d/b".into(),
+            temporary: true
+        }
+    );
+    let plan = plan_of("tarn pool online tank 1234").expect("plans");
+    assert_eq!(
+        plan.request,
+        Request::PoolOnline {
+            name: "tank".into(),
+            device: "1234".into()
+        }
+    );
+    let plan = plan_of("tarn pool clear tank").expect("plans");
+    assert_eq!(plan.verb, "clear errors for");
+    assert_eq!(
+        plan.request,
+        Request::PoolClear {
+            name: "tank".into(),
+            device: None
+        }
+    );
+}
+
+#[test]
+fn scrub_usage_and_refusals() {
+    assert!(
+        Cli::try_parse_from(["tarn", "pool", "scrub"]).is_err(),
+        "a pool is required"
+    );
+    assert!(Cli::try_parse_from(["tarn", "pool", "scrub", "-s", "-p", "t"]).is_err());
+    let plan = plan_of("tarn pool scrub tank").expect("plans");
+    let reply = Response::Error(ErrorReply {
+        message: "currently scrubbing; use 'tarn pool scrub -s' to cancel the current scrub".into(),
+        verb: None,
+        object: Some("tank".into()),
+    });
+    let outcome = finish(&plan, reply, false);
+    assert_eq!(
+        outcome.stderr,
+        "cannot scrub 'tank': currently scrubbing; use 'tarn pool scrub -s' to cancel the \
+         current scrub\n"
+    );
+    assert_eq!(outcome.code, 1);
+    let plan = plan_of("tarn pool offline tank /d/b").expect("plans");
+    let reply = Response::Error(ErrorReply {
+        message: "no valid replicas".into(),
+        verb: None,
+        object: None,
+    });
+    assert_eq!(
+        finish(&plan, reply, false).stderr,
+        "cannot offline '/d/b': no valid replicas\n"
+    );
+    let plan = plan_of("tarn pool online tank /d/b").expect("plans");
+    let notice = ReplyPayload::Notice(vec!["started a scrub".into()]);
+    assert_eq!(
+        finish(&plan, Response::Ok(notice), false),
+        Outcome::ok("started a scrub\n".into())
+    );
+}

@@ -1,0 +1,145 @@
+//! Leaf administration: `offline`, `online` and `clear`. Each is a check phase without side
+//! effects, then an apply phase that records the command in the pool history and commits.
+//!
+//! A leaf is named as in ZFS: by its path, by the last component of its path, or by its GUID
+//! in decimal. Offline is refused when the leaf's top-level vdev would then have more unusable
+//! leaves than its layout tolerates. A persistent offline is recorded in the labels' vdev tree
+//! (the `offline` flag) by marking the config dirty; a temporary one (`-t`) is not, so an
+//! import brings the leaf back. Online has no resilver to rely on (no dirty-time log), so it
+//! starts a scrub, which finds and rewrites every column the leaf missed while it was away.
+
+use std::sync::Arc;
+
+use tarn_vdev::{Leaf, LeafState, TopVdev};
+
+use crate::{Engine, EngineError, Imported, PoolError, scrub};
+
+/// What `online` did beyond bringing the leaf back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OnlineOutcome {
+    /// A scrub was started to repair what the leaf missed.
+    pub scrub_started: bool,
+}
+
+fn find_leaf(inner: &Imported, device: &str) -> Result<(Arc<TopVdev>, Arc<Leaf>), EngineError> {
+    for top in inner.pool.tops() {
+        for leaf in top.leaves() {
+            let path = leaf.path();
+            let base = path.rsplit('/').next().unwrap_or(&path);
+            if path == device
+                || (!device.contains('/') && base == device)
+                || leaf.guid().0.to_string() == device
+            {
+                return Ok((Arc::clone(top), Arc::clone(leaf)));
+            }
+        }
+    }
+    Err(EngineError::NoSuchDevice)
+}
+
+fn writable(inner: &Imported) -> Result<(), EngineError> {
+    if inner.pool.readonly() {
+        return Err(PoolError::ReadOnly.into());
+    }
+    if let Some(why) = inner.pool.suspended() {
+        return Err(PoolError::Suspended(why.to_string()).into());
+    }
+    Ok(())
+}
+
+impl Engine {
+    /// `tarn pool offline [-t] POOL DEVICE`: takes a leaf out of service. Refused (nothing
+    /// changes) when its top-level vdev would lose more leaves than it tolerates.
+    pub fn offline(
+        &self,
+        name: &str,
+        device: &str,
+        temporary: bool,
+        command: &str,
+    ) -> Result<(), EngineError> {
+        let _admin = self.admin();
+        let handle = self.pool(name)?;
+        let mut inner = handle.lock();
+        writable(&inner)?;
+        let (top, leaf) = find_leaf(&inner, device)?;
+        if leaf.state() == LeafState::Offline {
+            return Ok(());
+        }
+        let unusable = top
+            .leaves()
+            .iter()
+            .filter(|l| !Arc::ptr_eq(l, &leaf) && !l.is_usable())
+            .count();
+        if unusable + 1 > top.layout().tolerated(top.leaves().len()) {
+            return Err(EngineError::NoValidReplicas);
+        }
+        leaf.set_state(LeafState::Offline);
+        if !temporary {
+            inner.pool.set_config_dirty();
+        }
+        inner.history.push(self.history_record(command, false));
+        inner.sync()?;
+        Ok(())
+    }
+
+    /// `tarn pool online POOL DEVICE`: returns an offline leaf to service and starts a scrub
+    /// (restarting one that runs) to repair the blocks written while it was away.
+    pub fn online(
+        &self,
+        name: &str,
+        device: &str,
+        command: &str,
+    ) -> Result<OnlineOutcome, EngineError> {
+        let _admin = self.admin();
+        let handle = self.pool(name)?;
+        let mut inner = handle.lock();
+        writable(&inner)?;
+        let (_, leaf) = find_leaf(&inner, device)?;
+        if leaf.state() == LeafState::Online && leaf.device().is_some() {
+            return Ok(OnlineOutcome {
+                scrub_started: false,
+            });
+        }
+        if leaf.device().is_none() {
+            return Err(EngineError::DeviceNotPresent);
+        }
+        leaf.set_state(LeafState::Online);
+        inner.pool.set_config_dirty();
+        scrub::restart(&mut inner, self.clock.now_unix_secs());
+        inner.history.push(self.history_record(command, false));
+        inner.sync()?;
+        Ok(OnlineOutcome {
+            scrub_started: true,
+        })
+    }
+
+    /// `tarn pool clear POOL [DEVICE]`: resets the error counters of every leaf (and spare),
+    /// or of one leaf.
+    pub fn clear(
+        &self,
+        name: &str,
+        device: Option<&str>,
+        command: &str,
+    ) -> Result<(), EngineError> {
+        let handle = self.pool(name)?;
+        let mut inner = handle.lock();
+        let leaves: Vec<Arc<Leaf>> = match device {
+            Some(device) => vec![find_leaf(&inner, device)?.1],
+            None => {
+                let tops = inner
+                    .pool
+                    .tops()
+                    .iter()
+                    .flat_map(|t| t.leaves().iter().cloned());
+                tops.chain(inner.pool.spares().iter().cloned()).collect()
+            }
+        };
+        for leaf in &leaves {
+            leaf.clear();
+        }
+        if !inner.pool.readonly() {
+            inner.history.push(self.history_record(command, false));
+        }
+        Ok(())
+    }
+}

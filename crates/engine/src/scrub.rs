@@ -1,0 +1,738 @@
+//! Scrub: read and verify every live block of a pool, every copy of it, every mirror side and
+//! every raidz column including parity, and repair what is wrong.
+//!
+//! # Model
+//! ```text
+//!  start ─► state Scanning (MOS "scan" record, synced) ─► steps, one batch each:
+//!
+//!   first step after start, resume or import:       every later step:
+//!     traverse the committed state:                    under the pool lock, scrub the next
+//!       MOS object set   (visit_object_set)            entries until `max_bytes` are issued
+//!       root dataset     (visit_object_set)            (Pipeline::scrub_block: all copies),
+//!       space-log chain  (SpaceManager::chain)         advance the bookmark, count repaired
+//!     one entry per block, keyed by its lowest DVA     bytes and errors, log unrecoverable
+//!     (vdev, offset); sorted by that key, so the       blocks in the MOS "errlog"
+//!     scrub reads in device-address order, not tree
+//!     order; entries <= bookmark are dropped            last entry done ─► Finished
+//!     hold deferred frees (tarn-space)
+//!
+//!  pause ─► Paused (queue dropped, hold released)   cancel ─► Canceled (same)
+//! ```
+//! The lock is released between steps so foreground writes and txg syncs go on. A block
+//! listed by the traversal may be freed by such a write before its turn; while the scrub is
+//! active, frees are held (`SpaceManager::set_hold_deferred`), so its space is not reused and
+//! its bytes stay what the listed block pointer says. Blocks born after the traversal are not
+//! scrubbed in this pass: they were just written and verified by nobody but their writer,
+//! as in ZFS, whose scrub also covers only blocks born before it started.
+//!
+//! # State
+//! In memory: [`ScanProgress`] (mirrored in the MOS after every step, so each txg commits
+//! the latest bookmark) and the sorted queue with this pass's start time. On disk: the MOS
+//! "scan" ZAP (fields below) and "errlog" ZAP. After export/import or a daemon restart a
+//! Scanning record is resumed by re-traversing and skipping every block whose key is at or
+//! below the bookmark.
+//!
+//! # Invariants
+//! - S1: the queue is sorted by key with no duplicates; the bookmark only grows in a pass.
+//! - S2: deferred frees are held exactly while a queue exists.
+//! - S3: issued <= to_examine; examined == to_examine once the traversal is done.
+//!
+//! # Failure model
+//! A block none of whose copies verifies is counted in `errors` and recorded in the error
+//! log; nothing is rewritten for it. A traversal that cannot read a tree block counts one
+//! error for that object set (logged against its root) and scrubs what it could list.
+//!
+//! # Not here
+//! Resilver (a scrub stands in after `online`), scan rate throttling, prefetch. The queue is
+//! held in memory: about 150 bytes per block, fine for the pools tarn runs today; a larger
+//! pool needs ZFS's range-bounded queues.
+
+use std::collections::BTreeSet;
+
+use tarn_base::{Txg, format_size};
+use tarn_format::BlockPtr;
+use tarn_objects::{BlockContext, visit_object_set};
+
+use crate::{EngineError, Imported, PoolError};
+
+/// What a scan is doing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScanState {
+    /// Running: steps make progress.
+    Scanning,
+    /// Paused by the administrator; a start resumes it from the bookmark.
+    Paused,
+    /// Done; the counters say what it found.
+    Finished,
+    /// Stopped by the administrator before it was done.
+    Canceled,
+}
+
+impl ScanState {
+    fn code(self) -> u64 {
+        match self {
+            ScanState::Scanning => 1,
+            ScanState::Paused => 2,
+            ScanState::Finished => 3,
+            ScanState::Canceled => 4,
+        }
+    }
+
+    fn from_code(code: u64) -> Option<ScanState> {
+        match code {
+            1 => Some(ScanState::Scanning),
+            2 => Some(ScanState::Paused),
+            3 => Some(ScanState::Finished),
+            4 => Some(ScanState::Canceled),
+            _ => None,
+        }
+    }
+}
+
+/// What a scrub asks for (`tarn pool scrub`, `-p`, `-s`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScrubAction {
+    /// Start a scrub, or resume a paused one.
+    Start,
+    /// Pause the running scrub.
+    Pause,
+    /// Cancel the running or paused scrub.
+    Cancel,
+}
+
+/// The scan record: what the MOS "scan" ZAP holds, and what status reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ScanProgress {
+    /// State.
+    pub state: ScanState,
+    /// Unix seconds when the scrub started.
+    pub start_time: u64,
+    /// Unix seconds when it finished or was canceled (0 before).
+    pub end_time: u64,
+    /// Unix seconds when it was paused (0 unless paused).
+    pub pause_time: u64,
+    /// Last committed txg when it started; blocks born later are not part of it.
+    pub start_txg: Txg,
+    /// Bytes (allocated size of every copy) of every block listed.
+    pub to_examine: u64,
+    /// Bytes listed by the traversal so far.
+    pub examined: u64,
+    /// Bytes read and verified.
+    pub issued: u64,
+    /// Bytes rewritten.
+    pub repaired: u64,
+    /// Blocks found unrecoverable.
+    pub errors: u64,
+    /// Key (top-level vdev, offset) of the last block done.
+    pub bookmark: Option<(u32, u64)>,
+}
+
+impl ScanProgress {
+    fn new(start_time: u64, start_txg: Txg) -> ScanProgress {
+        ScanProgress {
+            state: ScanState::Scanning,
+            start_time,
+            end_time: 0,
+            pause_time: 0,
+            start_txg,
+            to_examine: 0,
+            examined: 0,
+            issued: 0,
+            repaired: 0,
+            errors: 0,
+            bookmark: None,
+        }
+    }
+
+    fn fields(&self) -> Vec<(&'static str, u64)> {
+        let (has_bookmark, vdev, offset) = match self.bookmark {
+            Some((vdev, offset)) => (1, u64::from(vdev), offset),
+            None => (0, 0, 0),
+        };
+        vec![
+            ("function", FUNCTION_SCRUB),
+            ("state", self.state.code()),
+            ("start_time", self.start_time),
+            ("end_time", self.end_time),
+            ("pause_time", self.pause_time),
+            ("start_txg", self.start_txg.0),
+            ("to_examine", self.to_examine),
+            ("examined", self.examined),
+            ("issued", self.issued),
+            ("repaired", self.repaired),
+            ("errors", self.errors),
+            ("has_bookmark", has_bookmark),
+            ("bookmark_vdev", vdev),
+            ("bookmark_offset", offset),
+        ]
+    }
+
+    fn from_fields(fields: &[(String, u64)]) -> Result<Option<ScanProgress>, EngineError> {
+        if fields.is_empty() {
+            return Ok(None);
+        }
+        let get = |name: &str| {
+            fields
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| *v)
+                .ok_or_else(|| EngineError::Corrupt(format!("scan record has no field '{name}'")))
+        };
+        if get("function")? != FUNCTION_SCRUB {
+            return Err(EngineError::Corrupt(
+                "scan record names an unknown function".into(),
+            ));
+        }
+        let state = ScanState::from_code(get("state")?)
+            .ok_or_else(|| EngineError::Corrupt("scan record has an unknown state".into()))?;
+        let vdev = u32::try_from(get("bookmark_vdev")?)
+            .map_err(|_| EngineError::Corrupt("scan bookmark vdev out of range".into()))?;
+        let bookmark = (get("has_bookmark")? != 0).then_some((vdev, get("bookmark_offset")?));
+        let progress = ScanProgress {
+            state,
+            start_time: get("start_time")?,
+            end_time: get("end_time")?,
+            pause_time: get("pause_time")?,
+            start_txg: Txg(get("start_txg")?),
+            to_examine: get("to_examine")?,
+            examined: get("examined")?,
+            issued: get("issued")?,
+            repaired: get("repaired")?,
+            errors: get("errors")?,
+            bookmark,
+        };
+        if progress.issued > progress.to_examine {
+            return Err(EngineError::Corrupt(
+                "scan record issued more than it listed".into(),
+            ));
+        }
+        Ok(Some(progress))
+    }
+}
+
+/// The one scan function so far (ZFS's `POOL_SCAN_SCRUB`).
+const FUNCTION_SCRUB: u64 = 1;
+
+/// Where a listed block sits, for the error log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Origin {
+    Mos(BlockContext),
+    Data(BlockContext),
+    SpaceLog,
+}
+
+impl Origin {
+    /// The error-log key: `mos/<object>/<level>/<blkid>`, `data/...`, `spacelog/...`.
+    fn key(self, first: (u32, u64)) -> String {
+        match self {
+            Origin::Mos(c) => format!("mos/{}/{}/{}", c.object.0, c.level, c.blkid),
+            Origin::Data(c) => format!("data/{}/{}/{}", c.object.0, c.level, c.blkid),
+            Origin::SpaceLog => format!("spacelog/{}/{}", first.0, first.1),
+        }
+    }
+}
+
+/// How `status -v` names an error-log entry: `<pool>:<object N>` for the root dataset,
+/// `<metadata>:<object N>` for the MOS, `<metadata>:<space log>` for the space log.
+pub(crate) fn errlog_display(pool: &str, key: &str) -> String {
+    let mut parts = key.split('/');
+    match (parts.next(), parts.next()) {
+        (Some("data"), Some(object)) => format!("{pool}:<object {object}>"),
+        (Some("mos"), Some(object)) => format!("<metadata>:<object {object}>"),
+        (Some("spacelog"), _) => "<metadata>:<space log>".to_string(),
+        _ => format!("<metadata>:<{key}>"),
+    }
+}
+
+/// One listed block.
+#[derive(Clone, Copy, Debug)]
+struct Entry {
+    key: (u32, u64),
+    bp: BlockPtr,
+    origin: Origin,
+}
+
+impl Entry {
+    fn new(bp: &BlockPtr, origin: Origin) -> Option<Entry> {
+        let key = bp.copies().map(|dva| (dva.vdev.0, dva.offset)).min()?;
+        Some(Entry {
+            key,
+            bp: *bp,
+            origin,
+        })
+    }
+
+    fn bytes(&self) -> u64 {
+        self.bp.copies().map(|dva| dva.asize).sum()
+    }
+}
+
+/// The sorted work of the current pass.
+#[derive(Debug)]
+pub(crate) struct ScanQueue {
+    entries: Vec<Entry>,
+    next: usize,
+    pass_start: u64,
+    pass_issued: u64,
+}
+
+/// The scrub's state inside an imported pool.
+#[derive(Debug, Default)]
+pub(crate) struct Scan {
+    pub(crate) progress: Option<ScanProgress>,
+    queue: Option<ScanQueue>,
+}
+
+impl Scan {
+    /// Loads the record of an imported pool.
+    pub(crate) fn load(inner: &mut Imported) -> Result<Scan, EngineError> {
+        let Imported { pool, mos, .. } = inner;
+        let fields = mos.scan_fields(&pool.reader())?;
+        Ok(Scan {
+            progress: ScanProgress::from_fields(&fields)?,
+            queue: None,
+        })
+    }
+
+    /// True while a scrub is running.
+    pub(crate) fn scanning(&self) -> bool {
+        self.progress
+            .is_some_and(|p| p.state == ScanState::Scanning)
+    }
+}
+
+/// Writes the record into the MOS (committed with the next txg).
+fn persist(inner: &mut Imported) -> Result<(), EngineError> {
+    let Some(progress) = inner.scan.progress else {
+        return Ok(());
+    };
+    let Imported { pool, mos, .. } = inner;
+    mos.set_scan_fields(&pool.reader(), &progress.fields())
+}
+
+/// Drops the queue and releases held frees (S2).
+fn drop_queue(inner: &mut Imported) {
+    inner.scan.queue = None;
+    inner.pool.set_hold_deferred(false);
+}
+
+/// The check phase of a scrub request: whether `action` is valid now (no side effects).
+pub(crate) fn check(inner: &Imported, action: ScrubAction) -> Result<(), EngineError> {
+    if inner.pool.readonly() {
+        return Err(PoolError::ReadOnly.into());
+    }
+    if let Some(why) = inner.pool.suspended() {
+        return Err(PoolError::Suspended(why.to_string()).into());
+    }
+    let state = inner.scan.progress.map(|p| p.state);
+    match action {
+        ScrubAction::Start if state == Some(ScanState::Scanning) => {
+            Err(EngineError::ScanInProgress)
+        }
+        ScrubAction::Pause | ScrubAction::Cancel
+            if !matches!(state, Some(ScanState::Scanning | ScanState::Paused)) =>
+        {
+            Err(EngineError::NoActiveScan)
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The apply phase: changes the state (after [`check`] passed) and records it in the MOS.
+pub(crate) fn apply(
+    inner: &mut Imported,
+    action: ScrubAction,
+    now: u64,
+) -> Result<(), EngineError> {
+    check(inner, action)?;
+    let state = inner.scan.progress.map(|p| p.state);
+    match (action, state) {
+        (ScrubAction::Start, Some(ScanState::Paused)) => {
+            if let Some(progress) = &mut inner.scan.progress {
+                progress.state = ScanState::Scanning;
+                progress.pause_time = 0;
+            }
+        }
+        (ScrubAction::Start, _) => restart(inner, now),
+        (ScrubAction::Pause, Some(ScanState::Paused)) => return Ok(()),
+        (ScrubAction::Pause, _) => {
+            drop_queue(inner);
+            if let Some(progress) = &mut inner.scan.progress {
+                progress.state = ScanState::Paused;
+                progress.pause_time = now;
+            }
+        }
+        (ScrubAction::Cancel, _) => {
+            drop_queue(inner);
+            if let Some(progress) = &mut inner.scan.progress {
+                progress.state = ScanState::Canceled;
+                progress.end_time = now;
+                progress.pause_time = 0;
+            }
+        }
+    }
+    persist(inner)
+}
+
+/// Starts a new scrub from the beginning, whatever ran before (used by `online`).
+pub(crate) fn restart(inner: &mut Imported, now: u64) {
+    drop_queue(inner);
+    inner.scan.progress = Some(ScanProgress::new(now, inner.pool.txg()));
+}
+
+/// Lists every block of the committed state (module doc), sorted by key, dropping those at or
+/// below `bookmark`. Returns the entries and the object sets whose traversal failed.
+fn traverse(inner: &Imported, bookmark: Option<(u32, u64)>) -> (Vec<Entry>, Vec<Origin>) {
+    let pool = &inner.pool;
+    let mut entries = Vec::new();
+    let mut failed = Vec::new();
+    let Some(ub) = pool.last_uberblock().copied() else {
+        return (entries, failed);
+    };
+    let reader = pool.reader();
+    let root_context = BlockContext {
+        object: tarn_base::ObjectId(0),
+        level: BlockContext::ROOT_LEVEL,
+        blkid: 0,
+    };
+    let data_root = inner.data.root();
+    let sets = [
+        (ub.root, Origin::Mos as fn(BlockContext) -> Origin),
+        (data_root, Origin::Data),
+    ];
+    for (root, origin) in sets {
+        let mut visit = |bp: &BlockPtr, context: BlockContext| {
+            entries.extend(Entry::new(bp, origin(context)));
+        };
+        if visit_object_set(&reader, &root, &mut visit).is_err() {
+            failed.push(origin(root_context));
+        }
+    }
+    for bp in pool.space().chain() {
+        entries.extend(Entry::new(bp, Origin::SpaceLog));
+    }
+    entries.sort_unstable_by_key(|e| e.key);
+    assert!(
+        entries.windows(2).all(|w| w[0].key < w[1].key),
+        "S1: two listed blocks share a DVA"
+    );
+    if let Some(bookmark) = bookmark {
+        entries.retain(|e| e.key > bookmark);
+    }
+    (entries, failed)
+}
+
+/// Builds the queue of this pass (first step after start, resume or import).
+fn build_queue(inner: &mut Imported, now: u64) -> Result<(), EngineError> {
+    let Some(mut progress) = inner.scan.progress else {
+        return Ok(());
+    };
+    let (entries, failed) = traverse(inner, progress.bookmark);
+    let remaining: u64 = entries.iter().map(Entry::bytes).sum();
+    progress.to_examine = progress.issued + remaining;
+    progress.examined = progress.to_examine;
+    for origin in failed {
+        progress.errors += 1;
+        let Imported { pool, mos, .. } = &mut *inner;
+        mos.errlog_add(&pool.reader(), &origin.key((0, 0)), progress.start_txg)?;
+    }
+    inner.scan.progress = Some(progress);
+    inner.scan.queue = Some(ScanQueue {
+        entries,
+        next: 0,
+        pass_start: now,
+        pass_issued: progress.issued,
+    });
+    inner.pool.set_hold_deferred(true);
+    Ok(())
+}
+
+/// One batch: scrubs listed blocks until `max_bytes` were issued (at least one block), under
+/// the pool lock the caller holds. Returns the progress after it.
+pub(crate) fn step(
+    inner: &mut Imported,
+    max_bytes: u64,
+    now: u64,
+) -> Result<Option<ScanProgress>, EngineError> {
+    if !inner.scan.scanning() {
+        return Ok(inner.scan.progress);
+    }
+    if let Some(why) = inner.pool.suspended() {
+        return Err(PoolError::Suspended(why.to_string()).into());
+    }
+    if inner.scan.queue.is_none() {
+        build_queue(inner, now)?;
+    }
+    let Some(mut progress) = inner.scan.progress else {
+        return Ok(None);
+    };
+    let mut found = Vec::new();
+    let mut done = 0u64;
+    let finished = {
+        let Imported { pool, scan, .. } = &mut *inner;
+        let queue = scan
+            .queue
+            .as_mut()
+            .expect("S2: a scanning pool has a queue after build_queue");
+        while done < max_bytes.max(1) && queue.next < queue.entries.len() {
+            let entry = queue.entries[queue.next];
+            match pool.pipeline().scrub_block(&entry.bp) {
+                Ok(outcome) => progress.repaired += outcome.repaired_bytes,
+                Err(_) => {
+                    progress.errors += 1;
+                    found.push(entry.origin.key(entry.key));
+                }
+            }
+            assert!(
+                progress.bookmark.is_none_or(|b| b < entry.key),
+                "S1: bookmark moves forward"
+            );
+            progress.bookmark = Some(entry.key);
+            progress.issued += entry.bytes();
+            done += entry.bytes();
+            queue.next += 1;
+        }
+        queue.next == queue.entries.len()
+    };
+    assert!(
+        progress.issued <= progress.to_examine,
+        "S3: issued {} > listed {}",
+        progress.issued,
+        progress.to_examine
+    );
+    record_found(inner, &found, progress.start_txg, finished)?;
+    if finished {
+        progress.state = ScanState::Finished;
+        progress.end_time = now;
+        drop_queue(inner);
+    }
+    inner.scan.progress = Some(progress);
+    persist(inner)?;
+    if finished {
+        inner.sync()?;
+    }
+    Ok(Some(progress))
+}
+
+/// Logs the blocks found unrecoverable; when the scrub finished, drops entries it did not
+/// find again.
+fn record_found(
+    inner: &mut Imported,
+    found: &[String],
+    start_txg: Txg,
+    finished: bool,
+) -> Result<(), EngineError> {
+    let Imported { pool, mos, .. } = inner;
+    for key in found {
+        mos.errlog_add(&pool.reader(), key, start_txg)?;
+    }
+    if finished {
+        mos.errlog_prune(&pool.reader(), start_txg)?;
+    }
+    Ok(())
+}
+
+/// `zpool status`'s scan line (lines separated by `\n`; the CLI indents the continuation).
+pub(crate) fn scan_text(scan: &Scan, now: u64) -> Option<String> {
+    let p = scan.progress?;
+    let percent = if p.to_examine == 0 {
+        0.0
+    } else {
+        p.issued as f64 * 100.0 / p.to_examine as f64
+    };
+    let text = match p.state {
+        ScanState::Scanning => {
+            let (pass_start, pass_issued) = scan
+                .queue
+                .as_ref()
+                .map_or((p.start_time, 0), |q| (q.pass_start, q.pass_issued));
+            let elapsed = now.saturating_sub(pass_start).max(1);
+            let issued_rate = (p.issued - pass_issued.min(p.issued)) / elapsed;
+            let scanned_rate = p.examined.saturating_sub(pass_issued) / elapsed;
+            let remaining = p.to_examine - p.issued;
+            let to_go = remaining.checked_div(issued_rate).map_or_else(
+                || "no estimated completion time".to_string(),
+                |secs| format!("{} to go", duration(secs)),
+            );
+            format!(
+                "scrub in progress since {}\n{} scanned at {}/s, {} issued at {}/s, {} total\n\
+                 {} repaired, {percent:.2}% done, {to_go}",
+                ctime(p.start_time),
+                format_size(p.examined),
+                format_size(scanned_rate),
+                format_size(p.issued),
+                format_size(issued_rate),
+                format_size(p.to_examine),
+                format_size(p.repaired),
+            )
+        }
+        ScanState::Paused => format!(
+            "scrub paused since {}\nscrub started on {}\n{} scanned, {} issued, {} total\n\
+             {} repaired, {percent:.2}% done",
+            ctime(p.pause_time),
+            ctime(p.start_time),
+            format_size(p.examined),
+            format_size(p.issued),
+            format_size(p.to_examine),
+            format_size(p.repaired),
+        ),
+        ScanState::Finished => format!(
+            "scrub repaired {} in {} with {} errors on {}",
+            format_size(p.repaired),
+            duration(p.end_time.saturating_sub(p.start_time)),
+            p.errors,
+            ctime(p.end_time)
+        ),
+        ScanState::Canceled => format!("scrub canceled on {}", ctime(p.end_time)),
+    };
+    Some(text)
+}
+
+/// Unique display names of the error log's entries, sorted.
+pub(crate) fn error_names(
+    inner: &mut Imported,
+    pool_name: &str,
+) -> Result<Vec<String>, EngineError> {
+    let Imported { pool, mos, .. } = inner;
+    let names: BTreeSet<String> = mos
+        .errlog(&pool.reader())?
+        .iter()
+        .map(|(key, _)| errlog_display(pool_name, key))
+        .collect();
+    Ok(names.into_iter().collect())
+}
+
+/// `HH:MM:SS`, with `N days ` in front past a day (ZFS's scan durations).
+pub(crate) fn duration(secs: u64) -> String {
+    let (days, rest) = (secs / 86_400, secs % 86_400);
+    let clock = format!(
+        "{:02}:{:02}:{:02}",
+        rest / 3600,
+        rest % 3600 / 60,
+        rest % 60
+    );
+    if days > 0 {
+        format!("{days} days {clock}")
+    } else {
+        clock
+    }
+}
+
+/// C's `ctime` layout in UTC without the newline: `Sun Nov 22 14:30:00 2026`.
+pub(crate) fn ctime(unix: u64) -> String {
+    const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let days = unix / 86_400;
+    let rest = unix % 86_400;
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + u64::from(month <= 2);
+    format!(
+        "{} {} {day:>2} {:02}:{:02}:{:02} {year}",
+        DAYS[(days % 7) as usize],
+        MONTHS[(month - 1) as usize],
+        rest / 3600,
+        rest % 3600 / 60,
+        rest % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ctime_matches_c() {
+        assert_eq!(ctime(0), "Thu Jan  1 00:00:00 1970");
+        assert_eq!(ctime(1_700_000_000), "Tue Nov 14 22:13:20 2023");
+        assert_eq!(ctime(951_782_400), "Tue Feb 29 00:00:00 2000");
+        assert_eq!(ctime(1_795_357_800), "Sun Nov 22 14:30:00 2026");
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(duration(3), "00:00:03");
+        assert_eq!(duration(3723), "01:02:03");
+        assert_eq!(duration(2 * 86_400 + 5), "2 days 00:00:05");
+    }
+
+    #[test]
+    fn record_round_trips_through_its_fields() {
+        let mut progress = ScanProgress::new(100, Txg(7));
+        progress.bookmark = Some((2, 4096));
+        progress.to_examine = 10;
+        progress.issued = 5;
+        let fields: Vec<(String, u64)> = progress
+            .fields()
+            .into_iter()
+            .map(|(n, v)| (n.to_string(), v))
+            .collect();
+        assert_eq!(ScanProgress::from_fields(&fields).unwrap(), Some(progress));
+        assert_eq!(ScanProgress::from_fields(&[]).unwrap(), None);
+        let mut bad = fields.clone();
+        bad.retain(|(n, _)| n != "state");
+        assert!(ScanProgress::from_fields(&bad).is_err());
+    }
+
+    fn scan(state: ScanState) -> Scan {
+        let progress = ScanProgress {
+            state,
+            start_time: 1_795_357_800,
+            end_time: 1_795_357_803,
+            pause_time: 1_795_357_801,
+            start_txg: Txg(5),
+            to_examine: 5 << 30,
+            examined: 5 << 30,
+            issued: (11 << 30) / 10,
+            repaired: 0,
+            errors: 0,
+            bookmark: Some((0, 1)),
+        };
+        Scan {
+            progress: Some(progress),
+            queue: None,
+        }
+    }
+
+    #[test]
+    fn scan_lines_in_zfs_layout() {
+        assert_eq!(
+            scan_text(&scan(ScanState::Finished), 0).unwrap(),
+            "scrub repaired 0B in 00:00:03 with 0 errors on Sun Nov 22 14:30:03 2026"
+        );
+        assert_eq!(
+            scan_text(&scan(ScanState::Canceled), 0).unwrap(),
+            "scrub canceled on Sun Nov 22 14:30:03 2026"
+        );
+        assert_eq!(
+            scan_text(&scan(ScanState::Paused), 0).unwrap(),
+            "scrub paused since Sun Nov 22 14:30:01 2026\nscrub started on Sun Nov 22 14:30:00 \
+             2026\n5G scanned, 1.10G issued, 5G total\n0B repaired, 22.00% done"
+        );
+        assert_eq!(
+            scan_text(&scan(ScanState::Scanning), 1_795_357_810).unwrap(),
+            "scrub in progress since Sun Nov 22 14:30:00 2026\n5G scanned at 512M/s, 1.10G \
+             issued at 113M/s, 5G total\n0B repaired, 22.00% done, 00:00:35 to go"
+        );
+        assert_eq!(scan_text(&Scan::default(), 0), None);
+    }
+
+    #[test]
+    fn errlog_names() {
+        assert_eq!(errlog_display("tank", "data/5/0/12"), "tank:<object 5>");
+        assert_eq!(errlog_display("tank", "mos/3/1/0"), "<metadata>:<object 3>");
+        assert_eq!(
+            errlog_display("tank", "spacelog/0/4096"),
+            "<metadata>:<space log>"
+        );
+    }
+}

@@ -1,0 +1,560 @@
+//! Scrub, offline, online and clear on simulated devices.
+//!
+//! Goal: a scrub finds and repairs every silently corrupt copy or column within the
+//! redundancy budget (counting checksum errors on exactly the bad devices), reports what is
+//! beyond it in the error log without ever returning wrong data, survives pause, export and
+//! import, and does not mistake blocks freed by concurrent writes for corruption. Offline is
+//! refused when it would leave a vdev without redundancy; online starts a scrub that repairs
+//! what the device missed.
+//! Method: pools of a few 128 MiB `SimDevice`s; corruption is injected with `SimDevice::rot`,
+//! either over a whole device's data area or on exact raidz columns found by walking the
+//! pool's blocks from a separate read-only import.
+
+// Helpers outside `#[test]` functions fail the test on any error, exactly like the tests.
+#![allow(clippy::unwrap_used)]
+
+use std::sync::Arc;
+
+use tarn_base::{ManualClock, ObjectId, SeededRng};
+use tarn_device::{FaultPlan, SimDevice};
+use tarn_engine::{
+    CreateOptions, Engine, EngineError, ScanProgress, ScanState, ScrubAction, TopLayout, TopSpec,
+};
+use tarn_format::BlockPtr;
+use tarn_format::label::data_area;
+use tarn_objects::{BlockContext, ObjectSet, visit_object_set};
+use tarn_pool::{CreateSpec, HostIdentity, ImportOptions, Pool, SimProvider};
+use tarn_space::TXG_DEFER;
+use tarn_vdev::RaidzMap;
+
+const DEVICE_SIZE: u64 = 128 << 20;
+const ASHIFT: u8 = 12;
+
+fn identity() -> HostIdentity {
+    HostIdentity {
+        hostid: 7,
+        hostname: "host".into(),
+    }
+}
+
+fn engine_on(provider: &Arc<SimProvider>) -> Engine {
+    Engine::new(
+        provider.clone(),
+        identity(),
+        Arc::new(ManualClock::new(1_795_357_800)),
+        42,
+    )
+}
+
+struct Rig {
+    provider: Arc<SimProvider>,
+    engine: Engine,
+    names: Vec<String>,
+}
+
+fn rig(layout: TopLayout, count: usize) -> Rig {
+    let provider = Arc::new(SimProvider::new());
+    let names: Vec<String> = (0..count).map(|i| format!("/sim/d{i}")).collect();
+    for name in &names {
+        provider.insert(
+            name,
+            SimDevice::new(name, DEVICE_SIZE, FaultPlan::default()),
+        );
+    }
+    let engine = engine_on(&provider);
+    let spec = CreateSpec {
+        name: "tank".into(),
+        tops: vec![TopSpec {
+            layout,
+            devices: names.clone(),
+        }],
+        spares: vec![],
+        ashift: ASHIFT,
+        force: false,
+    };
+    let options = CreateOptions {
+        command: "pool create tank".into(),
+        ..CreateOptions::default()
+    };
+    engine.create_pool(&spec, &options).expect("create");
+    Rig {
+        provider,
+        engine,
+        names,
+    }
+}
+
+impl Rig {
+    /// Writes `len` random bytes into a new object and commits them.
+    fn write_object(&self, seed: u64, len: usize) -> (ObjectId, Vec<u8>) {
+        let object = self.engine.object_create("tank", 64 << 10).unwrap();
+        let mut data = vec![0u8; len];
+        SeededRng::new(seed).fill(&mut data);
+        self.engine.object_write("tank", object, 0, &data).unwrap();
+        self.engine.sync_pool("tank").unwrap();
+        (object, data)
+    }
+
+    fn read_object(&self, object: ObjectId, len: usize) -> Result<Vec<u8>, EngineError> {
+        let mut buf = vec![0u8; len];
+        self.engine.object_read("tank", object, 0, &mut buf)?;
+        Ok(buf)
+    }
+
+    fn device(&self, index: usize) -> Arc<SimDevice> {
+        self.provider.get(&self.names[index]).unwrap()
+    }
+
+    /// Bit rot in every sector of device `index`'s data area.
+    fn rot_device(&self, index: usize) {
+        let (start, end) = data_area(DEVICE_SIZE).unwrap();
+        self.device(index).rot(start, end - start).unwrap();
+    }
+
+    /// Runs the scrub to its end in small batches; returns the final record.
+    fn finish_scrub(&self) -> ScanProgress {
+        for _ in 0..100_000 {
+            let progress = self.engine.scrub_step("tank", 256 << 10).unwrap().unwrap();
+            if progress.state != ScanState::Scanning {
+                return progress;
+            }
+        }
+        panic!("scrub did not finish");
+    }
+
+    fn scrub(&self) -> ScanProgress {
+        self.engine
+            .scrub(&["tank".to_string()], ScrubAction::Start, "pool scrub tank")
+            .unwrap();
+        self.finish_scrub()
+    }
+
+    /// CKSUM counter of every leaf, by device index.
+    fn cksums(&self) -> Vec<u64> {
+        let status = self.engine.status("tank").unwrap();
+        let leaves = &status.config.children[0].children;
+        self.names
+            .iter()
+            .map(|n| leaves.iter().find(|l| &l.name == n).unwrap().cksum)
+            .collect()
+    }
+
+    fn leaf_state(&self, index: usize) -> String {
+        let status = self.engine.status("tank").unwrap();
+        let leaves = &status.config.children[0].children;
+        leaves
+            .iter()
+            .find(|l| l.name == self.names[index])
+            .unwrap()
+            .state
+            .clone()
+    }
+
+    fn export(&self) {
+        self.engine.export_pool("tank", false).unwrap();
+    }
+
+    fn import(&mut self) {
+        self.engine = engine_on(&self.provider);
+        let dirs = ["/sim".to_string()];
+        self.engine
+            .import_pool(&dirs, "tank", &ImportOptions::default(), "pool import tank")
+            .unwrap();
+    }
+
+    /// Every block of the exported pool: (in the root dataset?, block pointer, context).
+    fn live_blocks(&self) -> Vec<(bool, BlockPtr, BlockContext)> {
+        let found = tarn_pool::discover(self.provider.as_ref(), &["/sim".to_string()]);
+        let options = ImportOptions {
+            readonly: true,
+            ..ImportOptions::default()
+        };
+        let clock = Arc::new(ManualClock::new(1));
+        let pool = Pool::import(
+            &found[0],
+            self.provider.as_ref(),
+            &options,
+            identity(),
+            clock,
+            &|_| Ok(()),
+        )
+        .unwrap();
+        let reader = pool.reader();
+        let mos_root = pool.root().unwrap();
+        let mut blocks = Vec::new();
+        visit_object_set(&reader, &mos_root, &mut |bp, c| {
+            blocks.push((false, *bp, c))
+        })
+        .unwrap();
+        let mut mos = ObjectSet::open(&reader, &mos_root).unwrap();
+        let bonus = mos.bonus(&reader, ObjectId(4)).unwrap();
+        let data_root = BlockPtr::decode_bytes(&bonus).unwrap();
+        visit_object_set(&reader, &data_root, &mut |bp, c| {
+            blocks.push((true, *bp, c))
+        })
+        .unwrap();
+        blocks
+    }
+
+    /// Rots columns `columns` (0 = P) of every copy of `bp` on a raidz of `parity`; returns
+    /// the devices rotted.
+    fn rot_columns(&self, bp: &BlockPtr, parity: usize, columns: &[usize]) -> Vec<usize> {
+        let padded = u64::from(bp.psize).next_multiple_of(1 << ASHIFT);
+        let mut rotted = Vec::new();
+        for dva in bp.copies() {
+            let map = RaidzMap::new(self.names.len(), parity, ASHIFT, dva.offset, padded);
+            for &c in columns.iter().filter(|&&c| c < map.columns.len()) {
+                let child = map.columns[c].child;
+                self.device(child)
+                    .rot(map.leaf_offset(c), map.column_bytes(c) as u64)
+                    .unwrap();
+                rotted.push(child);
+            }
+        }
+        rotted
+    }
+}
+
+fn assert_cksums_only_on(cksums: &[u64], bad: &[usize]) {
+    for (index, &count) in cksums.iter().enumerate() {
+        if bad.contains(&index) {
+            assert!(
+                count > 0,
+                "device {index} was rotted but has no CKSUM errors: {cksums:?}"
+            );
+        } else {
+            assert_eq!(
+                count, 0,
+                "device {index} is healthy but has CKSUM errors: {cksums:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn raidz2_rotted_device_is_repaired() {
+    let mut rig = rig(TopLayout::Raidz(2), 6);
+    let (object, data) = rig.write_object(1, 3 << 20);
+    rig.export();
+    rig.rot_device(2);
+    rig.import();
+    let first = rig.scrub();
+    assert_eq!(first.state, ScanState::Finished);
+    assert_eq!(first.errors, 0);
+    assert!(first.repaired > 0, "{first:?}");
+    assert_eq!(first.issued, first.to_examine);
+    assert_cksums_only_on(&rig.cksums(), &[2]);
+    let status = rig.engine.status("tank").unwrap();
+    let scan = status.scan.unwrap();
+    assert!(
+        scan.starts_with("scrub repaired ")
+            && scan.ends_with(" with 0 errors on Sun Nov 22 14:30:00 2026"),
+        "{scan}"
+    );
+    assert!(status.errors.is_empty());
+    let second = rig.scrub();
+    assert_eq!((second.repaired, second.errors), (0, 0), "{second:?}");
+    assert_eq!(rig.read_object(object, data.len()).unwrap(), data);
+}
+
+#[test]
+fn raidz2_rotted_parity_columns_are_repaired() {
+    let mut rig = rig(TopLayout::Raidz(2), 6);
+    let (object, data) = rig.write_object(2, 2 << 20);
+    rig.export();
+    let mut rotted = Vec::new();
+    for (_, bp, _) in rig.live_blocks() {
+        rotted.extend(rig.rot_columns(&bp, 2, &[0, 1]));
+    }
+    rotted.sort_unstable();
+    rotted.dedup();
+    rig.import();
+    let first = rig.scrub();
+    assert_eq!(first.errors, 0);
+    assert!(first.repaired > 0);
+    assert_cksums_only_on(&rig.cksums(), &rotted);
+    assert_eq!(rig.scrub().repaired, 0);
+    assert_eq!(rig.read_object(object, data.len()).unwrap(), data);
+}
+
+#[test]
+fn mirror_rotted_side_is_repaired_and_clear_resets_counters() {
+    let mut rig = rig(TopLayout::Mirror, 2);
+    let (object, data) = rig.write_object(3, 1 << 20);
+    rig.export();
+    rig.rot_device(1);
+    rig.import();
+    let first = rig.scrub();
+    assert_eq!(first.errors, 0);
+    assert!(first.repaired > 0);
+    assert_cksums_only_on(&rig.cksums(), &[1]);
+    assert_eq!(rig.scrub().repaired, 0);
+    assert_eq!(rig.read_object(object, data.len()).unwrap(), data);
+    rig.engine
+        .clear("tank", Some("d1"), "pool clear tank d1")
+        .unwrap();
+    assert_eq!(rig.cksums(), vec![0, 0]);
+    let history = rig.engine.history("tank").unwrap();
+    assert!(history.iter().any(|r| r.command == "pool clear tank d1"));
+}
+
+#[test]
+fn beyond_parity_is_logged_never_returned() {
+    let mut rig = rig(TopLayout::Raidz(1), 4);
+    let (object, data) = rig.write_object(4, 512 << 10);
+    rig.export();
+    for (in_data, bp, context) in rig.live_blocks() {
+        if in_data && context.object == object && context.level == 0 {
+            rig.rot_columns(&bp, 1, &[0, 1]);
+        }
+    }
+    rig.import();
+    let progress = rig.scrub();
+    assert_eq!(progress.state, ScanState::Finished);
+    assert!(progress.errors > 0);
+    let status = rig.engine.status("tank").unwrap();
+    assert_eq!(status.errors, vec![format!("tank:<object {}>", object.0)]);
+    assert_eq!(status.see.as_deref(), Some("TARN-0005"));
+    assert!(
+        status
+            .scan
+            .unwrap()
+            .contains(&format!("with {} errors", progress.errors))
+    );
+    assert!(
+        rig.read_object(object, data.len()).is_err(),
+        "lost data must not be returned"
+    );
+    // The error log is persistent.
+    rig.export();
+    rig.import();
+    assert_eq!(rig.engine.status("tank").unwrap().errors.len(), 1);
+}
+
+#[test]
+fn paused_and_interrupted_scrubs_resume_after_import() {
+    let mut rig = rig(TopLayout::Raidz(1), 3);
+    let (object, data) = rig.write_object(5, 4 << 20);
+    let tank = ["tank".to_string()];
+    rig.engine
+        .scrub(&tank, ScrubAction::Start, "pool scrub tank")
+        .unwrap();
+    for _ in 0..3 {
+        rig.engine.scrub_step("tank", 256 << 10).unwrap();
+    }
+    rig.engine
+        .scrub(&tank, ScrubAction::Pause, "pool scrub -p tank")
+        .unwrap();
+    let paused = rig.engine.scan_progress("tank").unwrap().unwrap();
+    assert_eq!(paused.state, ScanState::Paused);
+    assert!(paused.bookmark.is_some() && paused.issued > 0);
+    let scan = rig.engine.status("tank").unwrap().scan.unwrap();
+    assert!(scan.starts_with("scrub paused since "), "{scan}");
+    rig.export();
+    rig.import();
+    assert_eq!(rig.engine.scan_progress("tank").unwrap(), Some(paused));
+    assert!(rig.engine.scanning_pools().is_empty());
+    rig.engine
+        .scrub(&tank, ScrubAction::Start, "pool scrub tank")
+        .unwrap();
+    rig.engine.scrub_step("tank", 256 << 10).unwrap();
+    let running = rig.engine.scan_progress("tank").unwrap().unwrap();
+    assert!(running.bookmark > paused.bookmark);
+    assert!(
+        running.issued > paused.issued,
+        "the resumed pass continues from the bookmark"
+    );
+    // Interrupted while scanning: the import finds it running and it continues.
+    rig.export();
+    rig.import();
+    assert_eq!(rig.engine.scanning_pools(), vec!["tank".to_string()]);
+    let resumed = rig.engine.scan_progress("tank").unwrap().unwrap();
+    assert_eq!(resumed.bookmark, running.bookmark);
+    let done = rig.finish_scrub();
+    assert_eq!((done.state, done.errors), (ScanState::Finished, 0));
+    assert_eq!(done.issued, done.to_examine);
+    assert_eq!(rig.read_object(object, data.len()).unwrap(), data);
+}
+
+#[test]
+fn scrub_concurrent_with_writes_finds_no_errors() {
+    // Overwrites between batches free blocks the scrub listed. Those frees must be held (not
+    // reusable) until the scrub ends: allocated space only grows while it runs, and shrinks
+    // again a few txgs after it finished.
+    let rig = rig(TopLayout::Raidz(2), 5);
+    let (object, mut data) = rig.write_object(6, 2 << 20);
+    let allocated = || rig.engine.list(&["tank".to_string()]).unwrap()[0].allocated;
+    rig.engine
+        .scrub(&["tank".to_string()], ScrubAction::Start, "pool scrub tank")
+        .unwrap();
+    let mut rng = SeededRng::new(7);
+    let mut steps = 0;
+    let start = allocated();
+    let mut before = 0;
+    loop {
+        let progress = rig.engine.scrub_step("tank", 64 << 10).unwrap().unwrap();
+        if progress.state != ScanState::Scanning {
+            assert_eq!(progress.errors, 0, "{progress:?}");
+            assert_eq!(progress.repaired, 0, "{progress:?}");
+            break;
+        }
+        let now = allocated();
+        assert!(
+            now >= before,
+            "a free was released during the scrub: {now} < {before}"
+        );
+        before = now;
+        let offset = rng.below(data.len() as u64 - (128 << 10)) as usize;
+        rng.fill(&mut data[offset..offset + (128 << 10)]);
+        let slice = &data[offset..offset + (128 << 10)];
+        rig.engine
+            .object_write("tank", object, offset as u64, slice)
+            .unwrap();
+        rig.engine.sync_pool("tank").unwrap();
+        steps += 1;
+    }
+    assert!(steps > 4, "the scrub must take several batches ({steps})");
+    let overwritten = (steps as u64 - TXG_DEFER) * (128 << 10);
+    assert!(
+        before >= start + overwritten,
+        "frees were reused: {before} < {start} + {overwritten}"
+    );
+    for _ in 0..3 {
+        rig.engine
+            .object_write("tank", object, 0, &data[..4096])
+            .unwrap();
+        rig.engine.sync_pool("tank").unwrap();
+    }
+    assert!(
+        allocated() < before,
+        "held frees are released after the scrub"
+    );
+    assert_cksums_only_on(&rig.cksums(), &[]);
+    assert_eq!(rig.read_object(object, data.len()).unwrap(), data);
+    assert_eq!(rig.scrub().errors, 0);
+}
+
+#[test]
+fn scrub_refusals_change_nothing() {
+    let rig = rig(TopLayout::Mirror, 2);
+    let tank = ["tank".to_string()];
+    let pause = rig
+        .engine
+        .scrub(&tank, ScrubAction::Pause, "pool scrub -p tank")
+        .unwrap_err();
+    assert!(
+        matches!(pause, (ref n, EngineError::NoActiveScan) if n == "tank"),
+        "{pause:?}"
+    );
+    let both = ["tank".to_string(), "nope".to_string()];
+    let unknown = rig
+        .engine
+        .scrub(&both, ScrubAction::Start, "pool scrub tank nope")
+        .unwrap_err();
+    assert!(
+        matches!(unknown, (ref n, EngineError::NoSuchPool) if n == "nope"),
+        "{unknown:?}"
+    );
+    assert_eq!(
+        rig.engine.scan_progress("tank").unwrap(),
+        None,
+        "the first pool was not started"
+    );
+    rig.engine
+        .scrub(&tank, ScrubAction::Start, "pool scrub tank")
+        .unwrap();
+    let images: Vec<Vec<u8>> = rig.provider.all().iter().map(|(_, d)| d.image()).collect();
+    let again = rig
+        .engine
+        .scrub(&tank, ScrubAction::Start, "pool scrub tank")
+        .unwrap_err();
+    assert!(matches!(again.1, EngineError::ScanInProgress));
+    assert!(again.1.to_string().starts_with("currently scrubbing"));
+    let after: Vec<Vec<u8>> = rig.provider.all().iter().map(|(_, d)| d.image()).collect();
+    assert!(images == after, "a refused scrub must not write");
+    rig.engine
+        .scrub(&tank, ScrubAction::Cancel, "pool scrub -s tank")
+        .unwrap();
+    let scan = rig.engine.status("tank").unwrap().scan.unwrap();
+    assert_eq!(scan, "scrub canceled on Sun Nov 22 14:30:00 2026");
+}
+
+#[test]
+fn offline_beyond_redundancy_is_refused_and_persists_otherwise() {
+    let mut rig = rig(TopLayout::Raidz(1), 3);
+    rig.engine
+        .offline("tank", "/sim/d0", false, "pool offline tank /sim/d0")
+        .unwrap();
+    assert_eq!(rig.leaf_state(0), "OFFLINE");
+    let status = rig.engine.status("tank").unwrap();
+    assert_eq!(status.state, "DEGRADED");
+    assert_eq!(status.see.as_deref(), Some("TARN-0006"));
+    let images: Vec<Vec<u8>> = rig.provider.all().iter().map(|(_, d)| d.image()).collect();
+    let refused = rig
+        .engine
+        .offline("tank", "d1", false, "pool offline tank d1")
+        .unwrap_err();
+    assert!(
+        matches!(refused, EngineError::NoValidReplicas),
+        "{refused:?}"
+    );
+    assert_eq!(refused.to_string(), "no valid replicas");
+    let after: Vec<Vec<u8>> = rig.provider.all().iter().map(|(_, d)| d.image()).collect();
+    assert!(images == after, "a refused offline must not write");
+    assert_eq!(rig.leaf_state(1), "ONLINE");
+    let unknown = rig
+        .engine
+        .offline("tank", "/sim/zz", false, "x")
+        .unwrap_err();
+    assert!(matches!(unknown, EngineError::NoSuchDevice));
+    rig.export();
+    rig.import();
+    assert_eq!(
+        rig.leaf_state(0),
+        "OFFLINE",
+        "a persistent offline survives import"
+    );
+}
+
+#[test]
+fn online_starts_a_scrub_that_repairs_stale_columns() {
+    let rig = rig(TopLayout::Raidz(1), 4);
+    let (first, first_data) = rig.write_object(8, 1 << 20);
+    rig.engine
+        .offline("tank", "/sim/d1", true, "pool offline -t tank /sim/d1")
+        .unwrap();
+    assert_eq!(rig.leaf_state(1), "OFFLINE");
+    let (second, second_data) = rig.write_object(9, 2 << 20);
+    rig.engine
+        .object_write("tank", first, 0, &second_data[..1 << 20])
+        .unwrap();
+    rig.engine.sync_pool("tank").unwrap();
+    let outcome = rig
+        .engine
+        .online("tank", "/sim/d1", "pool online tank /sim/d1")
+        .unwrap();
+    assert!(outcome.scrub_started);
+    assert_eq!(rig.leaf_state(1), "ONLINE");
+    assert_eq!(rig.engine.scanning_pools(), vec!["tank".to_string()]);
+    let progress = rig.finish_scrub();
+    assert_eq!(progress.errors, 0);
+    assert!(
+        progress.repaired > 0,
+        "stale columns must be rewritten: {progress:?}"
+    );
+    assert_cksums_only_on(&rig.cksums(), &[1]);
+    assert_eq!(rig.scrub().repaired, 0);
+    assert_eq!(
+        rig.read_object(second, second_data.len()).unwrap(),
+        second_data
+    );
+    let mut expected = first_data;
+    expected.copy_from_slice(&second_data[..1 << 20]);
+    assert_eq!(rig.read_object(first, expected.len()).unwrap(), expected);
+    let history = rig.engine.history("tank").unwrap();
+    assert!(
+        history
+            .iter()
+            .any(|r| r.command == "pool online tank /sim/d1")
+    );
+}

@@ -1,0 +1,282 @@
+//! tarn-sim: the deterministic simulator. The real engine runs on `SimDevice`s in one process
+//! and one thread; a seed decides everything, and the checkers run after every commit and
+//! every import.
+//!
+//! # Purpose
+//! Find the bugs no hand-written test thinks of, and make every one of them replayable with
+//! one number: `cargo run -p tarn-sim -- --seed N` repeats a run exactly and prints the seed
+//! first. It generalizes the randomized tests of tarn-pool and tarn-engine (one fixed
+//! topology each) into swarm testing over topologies, properties, workloads and faults.
+//!
+//! # Model
+//! ```text
+//!  seed ─► Config (config.rs)                         ─► SeededRng for the workload (sim.rs)
+//!          topology: 1-3 top-level vdevs, each disk,      create / write / overwrite / punch
+//!            mirror 2-3 or raidz1-3 of p+1..p+5 leaves    read / sync / export+import
+//!            ashift 9-13, 0-2 spares, 64-128 MiB leaves   crash at any device operation
+//!          budget: within (default 5 in 6) or beyond      rename devices + import
+//!          faulty leaves per vdev, each FaultPlan         rot at rest / vanish and return
+//!          checksum, compression, copies, block sizes
+//!
+//!  Engine ── PoweredProvider (power.rs: shared write budget = the crash instant)
+//!               └─ SimProvider ─ SimDevice x N (ManualClock: latency is virtual time)
+//!
+//!  after every sync and import:   check::verify_pool (tarn-engine)   model == engine bytes
+//! ```
+//! The reference model (model.rs) keeps the open state, the committed state and the states
+//! of recent txgs. After a crash the import decides which txg survived: the last committed
+//! one, or the one whose commit was in flight when the power went (its uberblock may have
+//! reached a disk); the model goes back to exactly that state.
+//!
+//! # State
+//! Everything is in memory: the devices (sparse), the engine, the model and the trace (a
+//! running hash of every operation and result, `Summary::trace_hash`). On a failure the
+//! durable image of every device is written to `--images DIR/<device>.img` (sparse files).
+//!
+//! # Invariants
+//! - I1: same seed (and same code) ⇒ same configuration, same operations, same faults, same
+//!   trace hash. Time comes from a `ManualClock`, randomness from `SeededRng`s derived from
+//!   the seed, and nothing iterates a randomly seeded map.
+//! - I2: within budget, no top-level vdev ever has more faulty leaves than it tolerates
+//!   (mirror n-1, raidz p, disk 0): only leaves chosen faulty at the start inject faults, rot
+//!   at rest, or vanish, and vanished devices are faulty ones. Healthy leaves keep every
+//!   label and uberblock copy good.
+//! - I3: within budget every operation succeeds, every read equals the model, and after every
+//!   sync and import: every reachable block verifies, no block is born after the committed
+//!   txg, space closes (allocated = referenced + deferred frees, nothing leaked, nothing
+//!   allocated twice), and committed txgs only go forward.
+//! - I4: beyond budget a read either returns exactly the model's bytes or fails; an import
+//!   either succeeds or fails with an error; nothing panics.
+//!
+//! # Concurrency and context
+//! One thread. The engine's locks are taken by its own calls; the simulator holds nothing
+//! across them.
+//!
+//! # Failure model
+//! A broken invariant ends the run with [`Failure`]: the seed, the step, the invariant, the
+//! last lines of the trace, and where the device images were written. An engine panic is a
+//! broken invariant too (caught, reported the same way).
+//!
+//! # Not here
+//! Scrub, replace and spare activation (the engine has none yet: they become workload
+//! operations next to `Op::Sync` in sim.rs when it does); datasets, snapshots, send/receive,
+//! volumes and POSIX files (later layers); compression, checksum and copies set through
+//! dataset properties (`check::set_data_write_config` stands in until they exist).
+
+pub mod config;
+mod model;
+mod power;
+mod sim;
+mod trace;
+
+use std::io::{Seek, SeekFrom, Write};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::{Path, PathBuf};
+
+pub use config::{Config, TopPlan, Weights};
+pub use trace::TRACE_TAIL_LINES;
+
+use sim::{Flow, Sim};
+
+/// Which fault budget a run keeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Budget {
+    /// No vdev loses more leaves than it tolerates: every byte must survive.
+    Within,
+    /// One vdev has more faulty leaves than it tolerates: losses must be reported, never
+    /// turned into wrong bytes.
+    Beyond,
+}
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// The seed: decides everything else.
+    pub seed: u64,
+    /// Workload operations before the final check.
+    pub steps: u64,
+    /// Override the seed's choice of budget.
+    pub budget: Option<Budget>,
+    /// Where device images go on failure (default: a directory under the system temp dir).
+    pub images: Option<PathBuf>,
+    /// Print every operation as it runs.
+    pub verbose: bool,
+}
+
+/// Default number of workload operations per run.
+pub const STEPS_DEFAULT: u64 = 300;
+
+/// Counters of one run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Txgs the run saw commit.
+    pub txgs: u64,
+    /// Imports (after export, crash, rename, suspension).
+    pub imports: u64,
+    /// Power cuts and restarts.
+    pub crashes: u64,
+    /// Checker passes.
+    pub checks: u64,
+    /// Errors the engine reported (beyond budget: losses reported instead of wrong bytes).
+    pub errors_reported: u64,
+    /// Faults the devices injected: EIO, lost, misdirected and rotten writes, sectors rotted
+    /// at rest, writes torn or dropped at a crash, accesses refused while gone.
+    pub faults_injected: u64,
+}
+
+/// A run that broke no invariant.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Summary {
+    /// The seed.
+    pub seed: u64,
+    /// The configuration, in one line.
+    pub config: String,
+    /// Budget kept.
+    pub budget: Budget,
+    /// Workload operations run.
+    pub steps: u64,
+    /// Hash of every operation and its result (equal for equal seeds).
+    pub trace_hash: u64,
+    /// Lines in the trace.
+    pub trace_lines: u64,
+    /// Counters.
+    pub counts: Counts,
+    /// Why a beyond-budget run stopped early (the engine refused to go on, with an error).
+    pub ended: Option<String>,
+}
+
+/// A broken invariant.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Failure {
+    /// The seed.
+    pub seed: u64,
+    /// The step at which it broke (0: pool creation; steps + 1: the final check).
+    pub step: u64,
+    /// The first broken invariant.
+    pub invariant: String,
+    /// The configuration, in one line.
+    pub config: String,
+    /// The last lines of the trace.
+    pub trace_tail: Vec<String>,
+    /// Where the device images were written (or why they could not be).
+    pub images: Result<PathBuf, String>,
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "FAILED seed {} at step {}: {}",
+            self.seed, self.step, self.invariant
+        )?;
+        writeln!(f, "config: {}", self.config)?;
+        writeln!(f, "last operations:")?;
+        for line in &self.trace_tail {
+            writeln!(f, "  {line}")?;
+        }
+        match &self.images {
+            Ok(dir) => writeln!(f, "device images: {}", dir.display())?,
+            Err(why) => writeln!(f, "device images not written: {why}")?,
+        }
+        write!(f, "replay: cargo run -p tarn-sim -- --seed {}", self.seed)
+    }
+}
+
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(text) = payload.downcast_ref::<&str>() {
+        return (*text).to_string();
+    }
+    payload
+        .downcast_ref::<String>()
+        .cloned()
+        .unwrap_or_else(|| "non-string panic".into())
+}
+
+/// Creates the pool, runs `steps` operations and the final check.
+fn drive(sim: &mut Sim, steps: u64) -> Result<Option<String>, String> {
+    if let Flow::End(why) = sim.create()? {
+        return Ok(Some(why));
+    }
+    for _ in 0..steps {
+        if let Flow::End(why) = sim.step()? {
+            return Ok(Some(why));
+        }
+    }
+    sim.step = steps + 1;
+    match sim.finish()? {
+        Flow::End(why) => Ok(Some(why)),
+        Flow::Continue => Ok(None),
+    }
+}
+
+/// Runs one seed. `Err` is a broken invariant (device images already written).
+pub fn run(options: &Options) -> Result<Summary, Failure> {
+    let config = Config::from_seed(options.seed, options.budget);
+    let described = config.describe();
+    let budget = config.budget;
+    let mut sim = Sim::new(config, options.verbose);
+    let outcome = catch_unwind(AssertUnwindSafe(|| drive(&mut sim, options.steps)));
+    let broken = match outcome {
+        Ok(Ok(ended)) => {
+            sim.counts.faults_injected = sim.faults_injected();
+            return Ok(Summary {
+                seed: options.seed,
+                config: described,
+                budget,
+                steps: sim.step.min(options.steps),
+                trace_hash: sim.trace.hash(),
+                trace_lines: sim.trace.lines(),
+                counts: sim.counts,
+                ended,
+            });
+        }
+        Ok(Err(invariant)) => invariant,
+        Err(payload) => format!("engine panicked: {}", panic_message(payload.as_ref())),
+    };
+    let dir = options
+        .images
+        .clone()
+        .unwrap_or_else(|| std::env::temp_dir().join(format!("tarn-sim-{}", options.seed)));
+    let images = write_images(&sim, &dir)
+        .map(|()| dir)
+        .map_err(|e| e.to_string());
+    Err(Failure {
+        seed: options.seed,
+        step: sim.step,
+        invariant: broken,
+        config: described,
+        trace_tail: sim.trace.tail(),
+        images,
+    })
+}
+
+/// Bytes per piece when copying a durable image out (zero pieces are skipped: the files are
+/// sparse, like the devices).
+const IMAGE_PIECE: usize = 1 << 20;
+
+/// Writes every device's durable image to `dir/<name>.img`, named by its original path.
+fn write_images(sim: &Sim, dir: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let mut piece = vec![0u8; IMAGE_PIECE];
+    for (index, device) in sim.devices.iter().enumerate() {
+        let original = &sim.cfg.paths[index];
+        let name = original.rsplit('/').next().unwrap_or(original);
+        let mut file = std::fs::File::create(dir.join(format!("{name}.img")))?;
+        let size = tarn_device::Device::size_bytes(device.as_ref());
+        file.set_len(size)?;
+        let mut offset = 0u64;
+        while offset < size {
+            let len = usize::try_from((size - offset).min(IMAGE_PIECE as u64))
+                .expect("a piece fits in memory");
+            device
+                .read_durable_at(offset, &mut piece[..len])
+                .map_err(std::io::Error::other)?;
+            if piece[..len].iter().any(|&b| b != 0) {
+                file.seek(SeekFrom::Start(offset))?;
+                file.write_all(&piece[..len])?;
+            }
+            offset += len as u64;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,261 @@
+//! `tarn-stress`: the process the kill loop (`scripts/kill-loop`) starts and kills.
+//!
+//! It runs the real engine on real files (like ztest under zloop): it imports the pool `stress`
+//! from `--dir` (creating it on first use), verifies every object against what it had
+//! committed before, then writes rounds of data and commits them until it is killed. The
+//! promise under test: every round whose commit returned is there after a SIGKILL at any
+//! instant, byte for byte.
+//!
+//! Model: round `r` rewrites object `1 + r % OBJECTS` entirely with bytes derived from
+//! `(seed, r)`. After each commit the round number is recorded in `--dir/state` (written to a
+//! temporary file, fsynced, renamed). Because the kill can fall between a commit and the
+//! state update, the pool may be one round ahead of the state file: verification accepts
+//! round `R` or `R + 1` for the object that round `R + 1` wrote, and exactly the recorded
+//! rounds for every other object.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use tarn_base::{ObjectId, SeededRng, SystemClock};
+use tarn_engine::{
+    CreateOptions, CreateSpec, Engine, FileProvider, HostIdentity, ImportOptions, TopLayout,
+    TopSpec,
+};
+
+const POOL: &str = "stress";
+const OBJECTS: u64 = 8;
+const DEVICES: usize = 6;
+const DEVICE_SIZE: u64 = 512 << 20;
+
+struct Args {
+    dir: PathBuf,
+    seed: u64,
+    rounds: Option<u64>,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut dir = None;
+    let mut seed = 1;
+    let mut rounds = None;
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        let mut value = || args.next().ok_or_else(|| format!("{arg} needs a value"));
+        match arg.as_str() {
+            "--dir" => dir = Some(PathBuf::from(value()?)),
+            "--seed" => {
+                seed = value()?
+                    .parse()
+                    .map_err(|_| "--seed takes a number".to_string())?
+            }
+            "--rounds" => {
+                rounds = Some(
+                    value()?
+                        .parse()
+                        .map_err(|_| "--rounds takes a number".to_string())?,
+                );
+            }
+            _ => {
+                return Err(format!(
+                    "unknown argument '{arg}' (valid: --dir DIR --seed N --rounds N)"
+                ));
+            }
+        }
+    }
+    Ok(Args {
+        dir: dir.ok_or("--dir DIR is required")?,
+        seed,
+        rounds,
+    })
+}
+
+/// Size of round `round`'s object contents (varies so that trees grow and shrink).
+fn round_len(seed: u64, round: u64) -> usize {
+    let mut rng = SeededRng::new(seed ^ round.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    (1 + rng.below(4 << 20)) as usize
+}
+
+fn round_data(seed: u64, round: u64) -> Vec<u8> {
+    let len = round_len(seed, round);
+    let mut data = vec![0u8; len];
+    let mut rng = SeededRng::new(seed ^ round.rotate_left(17));
+    rng.fill(&mut data[..len / 2]);
+    data
+}
+
+fn object_of(round: u64) -> ObjectId {
+    ObjectId(1 + round % OBJECTS)
+}
+
+fn read_state(dir: &Path) -> Option<u64> {
+    std::fs::read_to_string(dir.join("state"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+fn write_state(dir: &Path, round: u64) -> Result<(), String> {
+    let temp = dir.join("state.tmp");
+    let mut file = std::fs::File::create(&temp).map_err(|e| format!("cannot write state: {e}"))?;
+    writeln!(file, "{round}").map_err(|e| format!("cannot write state: {e}"))?;
+    file.sync_all()
+        .map_err(|e| format!("cannot sync state: {e}"))?;
+    std::fs::rename(&temp, dir.join("state")).map_err(|e| format!("cannot rename state: {e}"))
+}
+
+fn engine() -> Engine {
+    let identity = HostIdentity {
+        hostid: 0x57e5,
+        hostname: "stress".into(),
+    };
+    let seed = SeededRng::from_entropy().next_u64();
+    Engine::new(
+        Arc::new(FileProvider::default()),
+        identity,
+        Arc::new(SystemClock::new()),
+        seed,
+    )
+}
+
+fn create(engine: &Engine, dir: &Path) -> Result<(), String> {
+    let mut devices = Vec::new();
+    for i in 0..DEVICES {
+        let path = dir.join(format!("disk{i}"));
+        let file =
+            std::fs::File::create(&path).map_err(|e| format!("cannot create device: {e}"))?;
+        file.set_len(DEVICE_SIZE)
+            .map_err(|e| format!("cannot size device: {e}"))?;
+        devices.push(path.display().to_string());
+    }
+    let spec = CreateSpec {
+        name: POOL.into(),
+        tops: vec![TopSpec {
+            layout: TopLayout::Raidz(2),
+            devices,
+        }],
+        spares: Vec::new(),
+        ashift: 12,
+        force: false,
+    };
+    engine
+        .create_pool(&spec, &CreateOptions::default())
+        .map_err(|e| format!("cannot create pool: {e}"))?;
+    for _ in 0..OBJECTS {
+        engine
+            .object_create(POOL, 128 << 10)
+            .map_err(|e| format!("cannot create object: {e}"))?;
+    }
+    engine
+        .sync_pool(POOL)
+        .map_err(|e| format!("cannot sync: {e}"))?;
+    write_state(dir, 0)
+}
+
+fn read_object(engine: &Engine, object: ObjectId, len: usize) -> Result<Vec<u8>, String> {
+    let mut data = vec![0u8; len];
+    engine
+        .object_read(POOL, object, 0, &mut data)
+        .map_err(|e| format!("cannot read {object:?}: {e}"))?;
+    Ok(data)
+}
+
+/// The round whose data object `object` must hold after `committed` rounds (0: never written).
+fn last_round_for(object: ObjectId, committed: u64) -> u64 {
+    (1..=committed)
+        .rev()
+        .find(|&r| object_of(r) == object)
+        .unwrap_or(0)
+}
+
+fn matches_round(engine: &Engine, seed: u64, object: ObjectId, round: u64) -> Result<bool, String> {
+    if round == 0 {
+        return Ok(read_object(engine, object, 4 << 20)?
+            .iter()
+            .all(|&b| b == 0));
+    }
+    let expected = round_data(seed, round);
+    // The object is rewritten whole each round and its tail zeroed, so also check that the
+    // bytes after this round's length are zero up to the longest possible round.
+    let actual = read_object(engine, object, (4 << 20) + 1)?;
+    Ok(
+        actual[..expected.len()] == expected[..]
+            && actual[expected.len()..].iter().all(|&b| b == 0),
+    )
+}
+
+fn verify(engine: &Engine, seed: u64, committed: u64) -> Result<u64, String> {
+    let pending = committed + 1;
+    let mut ahead = false;
+    for index in 0..OBJECTS {
+        let object = ObjectId(1 + index);
+        let expected = last_round_for(object, committed);
+        if matches_round(engine, seed, object, expected)? {
+            continue;
+        }
+        if object == object_of(pending) && matches_round(engine, seed, object, pending)? {
+            ahead = true;
+            continue;
+        }
+        return Err(format!(
+            "LOST DATA: object {} does not hold round {expected} (committed rounds: {committed})",
+            object.0
+        ));
+    }
+    Ok(if ahead { pending } else { committed })
+}
+
+fn run(args: &Args) -> Result<(), String> {
+    std::fs::create_dir_all(&args.dir)
+        .map_err(|e| format!("cannot create {}: {e}", args.dir.display()))?;
+    let engine = engine();
+    let committed = match read_state(&args.dir) {
+        None => {
+            create(&engine, &args.dir)?;
+            0
+        }
+        Some(committed) => {
+            let dirs = vec![args.dir.display().to_string()];
+            engine
+                .import_pool(&dirs, POOL, &ImportOptions::default(), "import (stress)")
+                .map_err(|e| format!("IMPORT FAILED: {e}"))?;
+            let found = verify(&engine, args.seed, committed)?;
+            if found != committed {
+                write_state(&args.dir, found)?;
+            }
+            println!("verified {found} committed rounds");
+            found
+        }
+    };
+    let mut round = committed;
+    loop {
+        if args.rounds.is_some_and(|limit| round >= committed + limit) {
+            engine
+                .export_pool(POOL, false)
+                .map_err(|e| format!("cannot export: {e}"))?;
+            return Ok(());
+        }
+        round += 1;
+        let object = object_of(round);
+        let data = round_data(args.seed, round);
+        engine
+            .object_write(POOL, object, 0, &data)
+            .map_err(|e| format!("cannot write: {e}"))?;
+        let tail = vec![0u8; (4 << 20) + 1 - data.len()];
+        engine
+            .object_write(POOL, object, data.len() as u64, &tail)
+            .map_err(|e| format!("cannot write: {e}"))?;
+        engine
+            .sync_pool(POOL)
+            .map_err(|e| format!("cannot sync: {e}"))?;
+        write_state(&args.dir, round)?;
+    }
+}
+
+fn main() {
+    let result = parse_args().and_then(|args| run(&args));
+    if let Err(message) = result {
+        eprintln!("tarn-stress: {message}");
+        std::process::exit(1);
+    }
+}
