@@ -2,6 +2,8 @@
 //! (STYLE.md §9: tidy runs inside `cargo test`). Each test lists every violation it found;
 //! `cargo run -p xtask -- tidy` prints the same lines.
 
+#![allow(clippy::unwrap_used)] // Test code: a failed unwrap is a failed test.
+
 use xtask::{TidyError, Tree, Violation};
 
 /// Fails with every violation, one per line, when `found` is not empty.

@@ -8,9 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use tarn_base::{SeededRng, format_size};
-use tarn_engine::{
-    CreateOptions, CreateSpec, Engine, ImportOptions, TopLayout, TopSpec,
-};
+use tarn_engine::{CreateOptions, CreateSpec, Engine, ImportOptions, TopLayout, TopSpec};
 
 /// What the demo does.
 #[derive(Clone, Debug)]
@@ -111,8 +109,7 @@ fn device_path(dir: &Path, index: usize) -> PathBuf {
     dir.join(format!("disk{index}"))
 }
 
-#[allow(clippy::disallowed_methods)] // The demo reports real throughput.
-fn run_in(dir: &Path, options: &DemoOptions, status: &dyn Fn(&Engine) -> String) -> Result<(), String> {
+fn create_devices(dir: &Path, options: &DemoOptions) -> Result<Vec<String>, String> {
     let mut devices = Vec::new();
     for index in 0..options.devices {
         let path = device_path(dir, index);
@@ -121,31 +118,44 @@ fn run_in(dir: &Path, options: &DemoOptions, status: &dyn Fn(&Engine) -> String)
             .write(true)
             .open(&path)
             .map_err(|e| format!("cannot create '{}': {e}", path.display()))?;
-        file.set_len(options.device_size).map_err(|e| format!("cannot size '{}': {e}", path.display()))?;
+        file.set_len(options.device_size)
+            .map_err(|e| format!("cannot size '{}': {e}", path.display()))?;
         devices.push(path.display().to_string());
     }
-    println!(
-        "tarn demo: {} sparse files of {} in {}",
-        options.devices,
-        format_size(options.device_size),
-        dir.display()
-    );
-    let engine = new_engine(options.direct);
+    Ok(devices)
+}
+
+fn create_pool(engine: &Engine, devices: Vec<String>) -> Result<(), String> {
+    let command = format!("pool create {POOL} raidz2 {}", devices.join(" "));
+    println!("$ tarn {command}");
     let spec = CreateSpec {
         name: POOL.into(),
-        tops: vec![TopSpec { layout: TopLayout::Raidz(2), devices: devices.clone() }],
+        tops: vec![TopSpec {
+            layout: TopLayout::Raidz(2),
+            devices,
+        }],
         spares: Vec::new(),
         ashift: 12,
         force: false,
     };
-    let command = format!("pool create {POOL} raidz2 {}", devices.join(" "));
-    println!("$ tarn {command}");
+    let options = CreateOptions {
+        command,
+        ..CreateOptions::default()
+    };
     engine
-        .create_pool(&spec, &CreateOptions { command, ..CreateOptions::default() })
+        .create_pool(&spec, &options)
         .map_err(|e| format!("cannot create '{POOL}': {e}"))?;
-    let object = engine.object_create(POOL, 128 << 10).map_err(|e| e.to_string())?;
-    let pattern = Pattern::new(SeededRng::from_entropy().next_u64());
+    Ok(())
+}
 
+/// Writes the data in 1 MiB requests and commits it; prints the rate.
+#[allow(clippy::disallowed_methods)] // The demo reports real throughput.
+fn write_data(
+    engine: &Engine,
+    object: tarn_base::ObjectId,
+    options: &DemoOptions,
+    pattern: &Pattern,
+) -> Result<(), String> {
     let start = Instant::now();
     let mut chunk = vec![0u8; CHUNK];
     for index in 0..options.size.div_ceil(CHUNK as u64) {
@@ -155,29 +165,67 @@ fn run_in(dir: &Path, options: &DemoOptions, status: &dyn Fn(&Engine) -> String)
             .object_write(POOL, object, index * CHUNK as u64, &chunk[..len])
             .map_err(|e| format!("cannot write: {e}"))?;
     }
-    engine.sync_pool(POOL).map_err(|e| format!("cannot sync: {e}"))?;
+    engine
+        .sync_pool(POOL)
+        .map_err(|e| format!("cannot sync: {e}"))?;
     let seconds = start.elapsed().as_secs_f64();
     println!(
         "wrote {} through the engine and committed it in {seconds:.2}s ({})",
         format_size(options.size),
         rate(options.size, seconds)
     );
+    Ok(())
+}
+
+fn export(engine: &Engine) -> Result<(), String> {
+    engine
+        .export_pool(POOL, false)
+        .map_err(|e| format!("cannot export '{POOL}': {e}"))
+}
+
+fn run_in(
+    dir: &Path,
+    options: &DemoOptions,
+    status: &dyn Fn(&Engine) -> String,
+) -> Result<(), String> {
+    let devices = create_devices(dir, options)?;
+    println!(
+        "tarn demo: {} sparse files of {} in {}",
+        options.devices,
+        format_size(options.device_size),
+        dir.display()
+    );
+    let engine = new_engine(options.direct);
+    create_pool(&engine, devices)?;
+    let object = engine
+        .object_create(POOL, 128 << 10)
+        .map_err(|e| e.to_string())?;
+    let pattern = Pattern::new(SeededRng::from_entropy().next_u64());
+    write_data(&engine, object, options, &pattern)?;
     let seconds = verify(&engine, object, options, &pattern)?;
-    println!("read back {} in {seconds:.2}s ({}): every byte matches", format_size(options.size), rate(options.size, seconds));
+    println!(
+        "read back {} in {seconds:.2}s ({}): every byte matches",
+        format_size(options.size),
+        rate(options.size, seconds)
+    );
     println!("$ tarn pool status {POOL}");
     print!("{}", status(&engine));
     println!("$ tarn pool export {POOL}");
-    engine.export_pool(POOL, false).map_err(|e| format!("cannot export '{POOL}': {e}"))?;
+    export(&engine)?;
     drop(engine);
 
     let engine = new_engine(options.direct);
     let dirs = vec![dir.display().to_string()];
-    println!("$ tarn pool import -d {} {POOL}", dir.display());
+    let command = format!("pool import -d {} {POOL}", dir.display());
+    println!("$ tarn {command}");
     engine
-        .import_pool(&dirs, POOL, &ImportOptions::default(), &format!("pool import -d {} {POOL}", dir.display()))
+        .import_pool(&dirs, POOL, &ImportOptions::default(), &command)
         .map_err(|e| format!("cannot import '{POOL}': {e}"))?;
     let seconds = verify(&engine, object, options, &pattern)?;
-    println!("read back after import in {seconds:.2}s ({}): every byte matches", rate(options.size, seconds));
+    println!(
+        "read back after import in {seconds:.2}s ({}): every byte matches",
+        rate(options.size, seconds)
+    );
     for summary in engine.list(&[]).map_err(|e| e.to_string())? {
         println!(
             "pool {}: size {}, allocated {}, free {}, health {}",
@@ -188,8 +236,7 @@ fn run_in(dir: &Path, options: &DemoOptions, status: &dyn Fn(&Engine) -> String)
             summary.health
         );
     }
-    engine.export_pool(POOL, false).map_err(|e| format!("cannot export '{POOL}': {e}"))?;
-    Ok(())
+    export(&engine)
 }
 
 fn new_engine(direct: bool) -> Engine {

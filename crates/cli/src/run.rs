@@ -313,7 +313,6 @@ pub(crate) fn plan(command: PoolCommand, cwd: &Path) -> Result<Plan, Outcome> {
             view: View::Silent,
             request: Request::PoolExport { name, force },
         },
-        PoolCommand::Import(args) => plan_import(args, cwd)?,
         PoolCommand::History {
             internal,
             long,
@@ -334,14 +333,15 @@ pub(crate) fn plan(command: PoolCommand, cwd: &Path) -> Result<Plan, Outcome> {
                 },
             }
         }
-        other => plan_maintenance(other, cwd),
+        other => plan_maintenance(other, cwd)?,
     };
     Ok(plan)
 }
 
-/// Plans `scrub`, `clear`, `offline` and `online`.
-fn plan_maintenance(command: PoolCommand, cwd: &Path) -> Plan {
-    match command {
+/// Plans `import`, `scrub`, `clear`, `offline` and `online`.
+fn plan_maintenance(command: PoolCommand, cwd: &Path) -> Result<Plan, Outcome> {
+    let plan = match command {
+        PoolCommand::Import(args) => plan_import(args, cwd)?,
         PoolCommand::Scrub {
             stop,
             pause,
@@ -396,8 +396,9 @@ fn plan_maintenance(command: PoolCommand, cwd: &Path) -> Plan {
                 device: device_arg(&device, cwd),
             },
         },
-        _ => unreachable!("plan_maintenance is called only for maintenance verbs"),
-    }
+        _ => unreachable!("plan_maintenance is called only for the verbs it lists"),
+    };
+    Ok(plan)
 }
 
 /// A device argument as the daemon matches it: a path (anything with a `/`) made absolute

@@ -119,7 +119,9 @@ fn close(open: &mut Option<VdevGroupSpec>, groups: &mut Vec<VdevGroupSpec>) -> R
 /// A bare word (no `/`) that starts like a vdev keyword but is none: a typo such as `raidz4`,
 /// `raid5` or `mirrors` would otherwise be taken for a device path in the current directory.
 fn looks_like_vdev_type(word: &str) -> bool {
-    const PREFIXES: &[&str] = &["raid", "draid", "mirror", "spare", "log", "cache", "special"];
+    const PREFIXES: &[&str] = &[
+        "raid", "draid", "mirror", "spare", "log", "cache", "special",
+    ];
     !word.contains('/') && PREFIXES.iter().any(|p| word.starts_with(p))
 }
 
@@ -224,8 +226,10 @@ mod tests {
         check("raidz3 /a /b /c", Err("raidz3 requires at least 4 devices"));
         check(
             "raidz5 /a /b /c",
-            Err("unknown vdev type 'raidz5' (valid: mirror, raidz, raidz1, raidz2, raidz3, \
-                 spare, log, cache, special)"),
+            Err(
+                "unknown vdev type 'raidz5' (valid: mirror, raidz, raidz1, raidz2, raidz3, \
+                 spare, log, cache, special)",
+            ),
         );
         check("mirror", Err("mirror requires at least 2 devices"));
         check("/a spare", Err("spare requires at least 1 device"));

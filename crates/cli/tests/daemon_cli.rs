@@ -2,6 +2,8 @@
 //! Method: a temporary rundir; assertions avoid what the engine answers (it may refuse or
 //! serve the request) and check only the front-end contract around it.
 
+#![allow(clippy::unwrap_used)] // Test code: a failed unwrap is a failed test.
+
 use std::path::Path;
 use std::process::{Command, Output};
 

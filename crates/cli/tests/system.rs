@@ -8,6 +8,8 @@
 //! every file under the temporary directory byte-identical before and after ("a refused
 //! command changes nothing", STYLE.md §5).
 
+#![allow(clippy::unwrap_used)] // Test code: a failed unwrap is a failed test.
+
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -296,8 +298,17 @@ fn healthy_status(pool: &str, top: &str, leaves: &[String], spares: &[String]) -
         )
     };
     let mut out = format!(
-        "  pool: {pool}\n state: ONLINE\n  scan: none requested\nconfig:\n\n\t{:<width$}  {:<8} {:>5} {:>5} {:>5}\n",
-        "NAME", "STATE", "READ", "WRITE", "CKSUM"
+        concat!(
+            "  pool: {pool}\n state: ONLINE\n  scan: none requested\nconfig:\n\n",
+            "\t{:<width$}  {:<8} {:>5} {:>5} {:>5}\n"
+        ),
+        "NAME",
+        "STATE",
+        "READ",
+        "WRITE",
+        "CKSUM",
+        pool = pool,
+        width = width,
     );
     out.push_str(&row(0, pool, "ONLINE"));
     out.push_str(&row(2, top, "ONLINE"));
@@ -698,7 +709,8 @@ fn refused_commands_change_nothing() {
     assert_eq!(
         refuse(&format!("pool create p2 raidz2 {c0} {c1} {small}")),
         format!(
-            "cannot create 'p2': device '{small}' is too small (16777216 bytes; the minimum is 67108864 bytes)"
+            "cannot create 'p2': device '{small}' is too small \
+             (16777216 bytes; the minimum is 67108864 bytes)"
         )
     );
     assert_eq!(
@@ -718,7 +730,8 @@ fn refused_commands_change_nothing() {
         refuse(&format!(
             "pool create -o failmode=sometimes p2 raidz2 {c0} {c1} {c2}"
         )),
-        "cannot create 'p2': invalid value 'sometimes' for property 'failmode' (valid values: wait, continue, panic)"
+        "cannot create 'p2': invalid value 'sometimes' for property 'failmode' \
+         (valid values: wait, continue, panic)"
     );
     assert_eq!(
         refuse("pool set size=1G tank"),
@@ -847,7 +860,8 @@ fn damaged_labels() {
     assert_eq!(
         rig.refused(&format!("pool import -d {dir} tank")),
         format!(
-            "cannot import 'tank': one or more devices are missing beyond the pool's redundancy: {}, {}, {}",
+            "cannot import 'tank': one or more devices are missing beyond the pool's \
+             redundancy: {}, {}, {}",
             devices[1], devices[2], devices[3]
         )
     );

@@ -2,6 +2,8 @@
 //! temporary rundir in a thread, reached through `Client`. Method: each test starts its own
 //! daemon, talks to it over the real socket, and stops it with a `Shutdown` request.
 
+#![allow(clippy::unwrap_used)] // Test code: a failed unwrap is a failed test.
+
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;

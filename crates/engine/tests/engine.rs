@@ -2,6 +2,8 @@
 //! export/import, destroy), data written through the engine surviving export/import, and
 //! refused commands leaving every device byte-identical.
 
+#![allow(clippy::unwrap_used)] // Test code: a failed unwrap is a failed test.
+
 use std::sync::Arc;
 
 use tarn_base::{ManualClock, ObjectId, SeededRng};
@@ -20,14 +22,25 @@ fn setup(count: usize) -> (Arc<SimProvider>, Engine, Vec<String>) {
 }
 
 fn engine_on(provider: &Arc<SimProvider>) -> Engine {
-    let identity = HostIdentity { hostid: 7, hostname: "host".into() };
-    Engine::new(provider.clone(), identity, Arc::new(ManualClock::new(1_700_000_000)), 42)
+    let identity = HostIdentity {
+        hostid: 7,
+        hostname: "host".into(),
+    };
+    Engine::new(
+        provider.clone(),
+        identity,
+        Arc::new(ManualClock::new(1_700_000_000)),
+        42,
+    )
 }
 
 fn raidz2(names: &[String]) -> CreateSpec {
     CreateSpec {
         name: "tank".into(),
-        tops: vec![TopSpec { layout: TopLayout::Raidz(2), devices: names.to_vec() }],
+        tops: vec![TopSpec {
+            layout: TopLayout::Raidz(2),
+            devices: names.to_vec(),
+        }],
         spares: vec![],
         ashift: 12,
         force: false,
@@ -39,7 +52,10 @@ fn images(provider: &SimProvider) -> Vec<Vec<u8>> {
 }
 
 fn create(engine: &Engine, spec: &CreateSpec) {
-    let options = CreateOptions { command: "pool create tank".into(), ..CreateOptions::default() };
+    let options = CreateOptions {
+        command: "pool create tank".into(),
+        ..CreateOptions::default()
+    };
     engine.create_pool(spec, &options).expect("create");
 }
 
@@ -53,12 +69,21 @@ fn data_survives_export_and_import() {
     rng.fill(&mut data[..2 << 20]);
     engine.object_write("tank", object, 4096, &data).unwrap();
     engine.sync_pool("tank").unwrap();
-    engine.object_write("tank", object, 10, b"overwrite").unwrap();
+    engine
+        .object_write("tank", object, 10, b"overwrite")
+        .unwrap();
     engine.export_pool("tank", false).unwrap();
     assert!(engine.pool_names().is_empty());
 
     let engine = engine_on(&provider);
-    let name = engine.import_pool(&["/sim".into()], "tank", &ImportOptions::default(), "pool import tank").unwrap();
+    let name = engine
+        .import_pool(
+            &["/sim".into()],
+            "tank",
+            &ImportOptions::default(),
+            "pool import tank",
+        )
+        .unwrap();
     assert_eq!(name, "tank");
     let mut back = vec![0u8; data.len()];
     engine.object_read("tank", object, 4096, &mut back).unwrap();
@@ -76,16 +101,50 @@ fn data_survives_export_and_import() {
 fn properties_and_history() {
     let (_provider, engine, names) = setup(4);
     create(&engine, &raidz2(&names));
-    let props = engine.get_props("tank", &["failmode".into(), "size".into()]).unwrap();
-    assert_eq!((props[0].value.as_str(), props[0].source.as_str()), ("wait", "default"));
+    let props = engine
+        .get_props("tank", &["failmode".into(), "size".into()])
+        .unwrap();
+    assert_eq!(
+        (props[0].value.as_str(), props[0].source.as_str()),
+        ("wait", "default")
+    );
     assert_eq!(props[1].source, "-");
-    engine.set_prop("tank", "failmode", "continue", "pool set failmode=continue tank").unwrap();
-    engine.set_prop("tank", "comment", "rack 4", "pool set comment='rack 4' tank").unwrap();
+    engine
+        .set_prop(
+            "tank",
+            "failmode",
+            "continue",
+            "pool set failmode=continue tank",
+        )
+        .unwrap();
+    engine
+        .set_prop(
+            "tank",
+            "comment",
+            "rack 4",
+            "pool set comment='rack 4' tank",
+        )
+        .unwrap();
     let props = engine.get_props("tank", &["all".into()]).unwrap();
     let failmode = props.iter().find(|p| p.property == "failmode").unwrap();
-    assert_eq!((failmode.value.as_str(), failmode.source.as_str()), ("continue", "local"));
-    let history: Vec<String> = engine.history("tank").unwrap().into_iter().map(|r| r.command).collect();
-    assert_eq!(history, ["pool create tank", "pool set failmode=continue tank", "pool set comment='rack 4' tank"]);
+    assert_eq!(
+        (failmode.value.as_str(), failmode.source.as_str()),
+        ("continue", "local")
+    );
+    let history: Vec<String> = engine
+        .history("tank")
+        .unwrap()
+        .into_iter()
+        .map(|r| r.command)
+        .collect();
+    assert_eq!(
+        history,
+        [
+            "pool create tank",
+            "pool set failmode=continue tank",
+            "pool set comment='rack 4' tank"
+        ]
+    );
     let summary = &engine.list(&[]).unwrap()[0];
     assert!(summary.size > 0 && summary.allocated > 0 && summary.free < summary.size);
 }
@@ -98,30 +157,57 @@ fn refused_commands_change_nothing() {
     let before = images(&provider);
     let cases: Vec<(&str, Result<(), EngineError>)> = vec![
         ("bad prop", engine.set_prop("tank", "nosuch", "1", "x")),
-        ("bad value", engine.set_prop("tank", "failmode", "sometimes", "x")),
+        (
+            "bad value",
+            engine.set_prop("tank", "failmode", "sometimes", "x"),
+        ),
         ("read-only", engine.set_prop("tank", "size", "1G", "x")),
         ("create-only", engine.set_prop("tank", "ashift", "9", "x")),
-        ("no pool", engine.set_prop("nosuch", "failmode", "wait", "x")),
-        ("exists", engine.create_pool(&raidz2(&names), &CreateOptions::default()).map(|_| ())),
+        (
+            "no pool",
+            engine.set_prop("nosuch", "failmode", "wait", "x"),
+        ),
+        (
+            "exists",
+            engine
+                .create_pool(&raidz2(&names), &CreateOptions::default())
+                .map(|_| ()),
+        ),
         ("in use", {
             let mut spec = raidz2(&names);
             spec.name = "other".into();
-            engine.create_pool(&spec, &CreateOptions::default()).map(|_| ())
+            engine
+                .create_pool(&spec, &CreateOptions::default())
+                .map(|_| ())
         }),
-        ("already imported", engine.import_pool(&["/sim".into()], "tank", &ImportOptions::default(), "x").map(|_| ())),
+        (
+            "already imported",
+            engine
+                .import_pool(&["/sim".into()], "tank", &ImportOptions::default(), "x")
+                .map(|_| ()),
+        ),
     ];
     for (what, result) in cases {
         assert!(result.is_err(), "{what} should be refused");
     }
-    assert!(before == images(&provider), "a refused command changed a device");
+    assert!(
+        before == images(&provider),
+        "a refused command changed a device"
+    );
 }
 
 #[test]
 fn dry_run_writes_nothing_and_describes_the_layout() {
     let (provider, engine, names) = setup(5);
     let before = images(&provider);
-    let options = CreateOptions { dry_run: true, ..CreateOptions::default() };
-    let layout = engine.create_pool(&raidz2(&names), &options).unwrap().expect("layout");
+    let options = CreateOptions {
+        dry_run: true,
+        ..CreateOptions::default()
+    };
+    let layout = engine
+        .create_pool(&raidz2(&names), &options)
+        .unwrap()
+        .expect("layout");
     assert_eq!(layout.children[0].name, "raidz2");
     assert!(before == images(&provider));
     assert!(engine.pool_names().is_empty());

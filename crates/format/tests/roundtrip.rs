@@ -2,6 +2,8 @@
 //! every decoder turns garbage, truncation and bit flips of valid encodings into an error or
 //! a value, never a panic (invariant I2).
 
+#![allow(clippy::unwrap_used)] // Test code: a failed unwrap is a failed test.
+
 use proptest::prelude::*;
 use tarn_base::{Guid, Txg, VdevId};
 use tarn_format::FORMAT_VERSION;

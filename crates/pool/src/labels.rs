@@ -44,12 +44,12 @@ pub fn read_labels(device: &dyn Device) -> LabelScan {
     }
     for offset in label_offsets(size) {
         let mut region = vec![0u8; CONFIG_SIZE as usize];
-        if device.read_at(offset + CONFIG_OFFSET, &mut region).is_ok() {
-            if let Ok(config) = PoolConfig::decode_region(&region) {
-                scan.configs_valid += 1;
-                if scan.config.as_ref().is_none_or(|c| config.txg > c.txg) {
-                    scan.config = Some(config);
-                }
+        if device.read_at(offset + CONFIG_OFFSET, &mut region).is_ok()
+            && let Ok(config) = PoolConfig::decode_region(&region)
+        {
+            scan.configs_valid += 1;
+            if scan.config.as_ref().is_none_or(|c| config.txg > c.txg) {
+                scan.config = Some(config);
             }
         }
         let mut ring = vec![0u8; RING_SIZE as usize];

@@ -450,16 +450,15 @@ impl Pool {
                     min: tarn_base::limits::DEVICE_SIZE_MIN,
                 });
             }
-            if !spec.force {
-                if let Some(config) = read_labels(device.as_ref()).config {
-                    if config.state != PoolState::Destroyed {
-                        return Err(PoolError::DeviceInUse {
-                            path: path.clone(),
-                            pool: config.name,
-                            state: config.state.name().to_string(),
-                        });
-                    }
-                }
+            if !spec.force
+                && let Some(config) = read_labels(device.as_ref()).config
+                && config.state != PoolState::Destroyed
+            {
+                return Err(PoolError::DeviceInUse {
+                    path: path.clone(),
+                    pool: config.name,
+                    state: config.state.name().to_string(),
+                });
             }
             devices.insert(path.clone(), device);
         }
@@ -502,10 +501,10 @@ impl Pool {
                 spares_guid = child.guid;
                 for spare in &child.children {
                     let leaf = Leaf::missing(spare.guid, spare.path.clone(), spare.asize);
-                    if let Some(device) = devices.get(&spare.guid) {
-                        if leaf.set_device(Some(Arc::clone(device))).is_ok() {
-                            leaf.set_state(tarn_vdev::LeafState::Online);
-                        }
+                    if let Some(device) = devices.get(&spare.guid)
+                        && leaf.set_device(Some(Arc::clone(device))).is_ok()
+                    {
+                        leaf.set_state(tarn_vdev::LeafState::Online);
                     }
                     spares.push(Arc::new(leaf));
                 }

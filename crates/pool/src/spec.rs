@@ -118,12 +118,12 @@ impl CreateSpec {
         }
         let mut seen = std::collections::HashSet::new();
         for top in &self.tops {
-            if let TopLayout::Raidz(parity) = top.layout {
-                if !(1..=limits::RAIDZ_PARITY_MAX as u8).contains(&parity) {
-                    return Err(PoolError::InvalidSpec(format!(
-                        "raidz{parity} is not a vdev type"
-                    )));
-                }
+            if let TopLayout::Raidz(parity) = top.layout
+                && !(1..=limits::RAIDZ_PARITY_MAX as u8).contains(&parity)
+            {
+                return Err(PoolError::InvalidSpec(format!(
+                    "raidz{parity} is not a vdev type"
+                )));
             }
             let need = top.layout.min_children();
             if top.devices.len() < need {

@@ -6,6 +6,8 @@
 //! listing every live block pointer with its seed. After import the root is read back and
 //! every block must verify and match its seed.
 
+#![allow(clippy::unwrap_used)] // Test code: a failed unwrap is a failed test.
+
 use std::sync::Arc;
 
 use tarn_base::{ManualClock, SeededRng, Txg};

@@ -3,6 +3,8 @@
 //! `cargo run -p tarn-sim -- --seed N`. And the simulator's own promise: a seed replays
 //! exactly (same trace hash).
 
+#![allow(clippy::unwrap_used)] // Test code: a failed unwrap is a failed test.
+
 use tarn_sim::{Budget, Options, Summary};
 
 /// Steps per CI seed: enough for several syncs, crashes and imports per seed while the whole

@@ -609,7 +609,11 @@ impl SpaceManager {
         let per_block = RECORDS_PER_BLOCK as u64;
         let copies = u64::from(self.log_copies);
         let mut blocks = 1u64;
-        let deferred = self.deferred.iter().map(|(_, list)| list.len()).sum::<usize>()
+        let deferred = self
+            .deferred
+            .iter()
+            .map(|(_, list)| list.len())
+            .sum::<usize>()
             + self.frees_this_txg.len();
         while blocks * per_block < self.extent_count() + deferred as u64 + 2 * blocks * copies {
             blocks += 1;
@@ -673,7 +677,12 @@ impl SpaceManager {
         }
         let deferred = self.deferred.iter().flat_map(|(_, list)| list);
         for dva in deferred.chain(self.frees_this_txg.iter()) {
-            out.push(Record { alloc: false, vdev: dva.vdev, offset: dva.offset, asize: dva.asize });
+            out.push(Record {
+                alloc: false,
+                vdev: dva.vdev,
+                offset: dva.offset,
+                asize: dva.asize,
+            });
         }
         out
     }

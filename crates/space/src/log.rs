@@ -21,9 +21,9 @@
 
 use crate::SpaceError;
 use tarn_base::{Txg, VdevId};
-use tarn_format::wire::{Reader, Writer};
 use tarn_format::BlockPtr;
 use tarn_format::blkptr::BLKPTR_SIZE;
+use tarn_format::wire::{Reader, Writer};
 
 const LOG_MAGIC: u64 = 0x676f_6c73_6e72_6174; // "tarnslog"
 /// Bytes before the first record.
@@ -82,7 +82,10 @@ impl LogBlock {
     /// Encodes, padded to `encoded_size(records.len())`.
     #[must_use]
     pub fn encode(&self) -> Vec<u8> {
-        assert!(self.records.len() <= RECORDS_PER_BLOCK, "log block overfull");
+        assert!(
+            self.records.len() <= RECORDS_PER_BLOCK,
+            "log block overfull"
+        );
         let mut w = Writer::new();
         w.u64(LOG_MAGIC);
         w.u8(match self.kind {
@@ -135,9 +138,19 @@ impl LogBlock {
             if asize == 0 || offset.checked_add(asize).is_none() {
                 return Err(corrupt("record range overflows"));
             }
-            records.push(Record { alloc, vdev, offset, asize });
+            records.push(Record {
+                alloc,
+                vdev,
+                offset,
+                asize,
+            });
         }
-        Ok(LogBlock { kind, txg, prev, records })
+        Ok(LogBlock {
+            kind,
+            txg,
+            prev,
+            records,
+        })
     }
 }
 
@@ -152,8 +165,18 @@ mod tests {
             txg: Txg(9),
             prev: BlockPtr::hole(Txg(0)),
             records: vec![
-                Record { alloc: true, vdev: VdevId(0), offset: 4096, asize: 8192 },
-                Record { alloc: false, vdev: VdevId(3), offset: 0, asize: 512 },
+                Record {
+                    alloc: true,
+                    vdev: VdevId(0),
+                    offset: 4096,
+                    asize: 8192,
+                },
+                Record {
+                    alloc: false,
+                    vdev: VdevId(3),
+                    offset: 0,
+                    asize: 512,
+                },
             ],
         };
         let bytes = block.encode();
