@@ -67,6 +67,10 @@ pub use tarn_pool::{
     TopSpec,
 };
 
+/// The pool keeps `1 / 2^SLOP_SHIFT` of its space in reserve (3%, as ZFS's slop space), so
+/// that metadata of a txg can always be written and frees can always be committed.
+pub const SLOP_SHIFT: u32 = 5;
+
 /// Dirty bytes per pool after which a writer syncs the txg itself (the write throttle).
 pub const DIRTY_MAX: u64 = 256 << 20;
 
@@ -93,6 +97,9 @@ pub enum EngineError {
     /// On-disk metadata is damaged.
     #[error("metadata is corrupt: {0}")]
     Corrupt(String),
+    /// The write would leave the pool without the space it needs to commit (ENOSPC).
+    #[error("out of space")]
+    NoSpace,
     /// A pool-level error.
     #[error(transparent)]
     Pool(#[from] PoolError),
@@ -213,6 +220,32 @@ impl Imported {
 
     fn dirty_bytes(&self) -> u64 {
         self.mos.dirty_bytes() + self.data.dirty_bytes()
+    }
+
+    /// Admission control for writes (ZFS's slop space): refuses a write up front with ENOSPC
+    /// when the dirty data plus `len` more bytes, inflated to their worst-case allocated size
+    /// (parity, padding to sectors, copies, an eighth for metadata), would eat into the
+    /// reserve of [`SLOP_SHIFT`] of the pool. Running out of space inside a txg would
+    /// suspend the whole pool; refusing one write keeps it available.
+    fn has_room_for(&mut self, object: ObjectId, len: u64) -> Result<bool, EngineError> {
+        let Imported { pool, data, .. } = self;
+        let block = u64::from(data.object_info(&pool.reader(), object)?.data_block_size).max(512);
+        let copies = u64::from(data.write_config().copies.max(1));
+        let worst = pool
+            .tops()
+            .iter()
+            .map(|t| t.allocation_size(block))
+            .max()
+            .unwrap_or(block);
+        let usage = pool.usage();
+        let size: u64 = usage.iter().map(|u| u.size).sum();
+        let allocated: u64 = usage.iter().map(|u| u.allocated).sum();
+        let pending = self.mos.dirty_bytes() + self.data.dirty_bytes() + len;
+        let blocks = pending.div_ceil(block);
+        let inflated = blocks.saturating_mul(worst).saturating_mul(copies);
+        let needed = inflated.saturating_add(inflated / 8);
+        let usable = size - (size >> SLOP_SHIFT);
+        Ok(allocated.saturating_add(needed) <= usable)
     }
 }
 
@@ -710,11 +743,37 @@ impl Engine {
         if let Some(why) = inner.pool.suspended() {
             return Err(PoolError::Suspended(why.to_string()).into());
         }
+        if !inner.has_room_for(object, bytes.len() as u64)? {
+            // Committing what is dirty may return space (frees, compression): try once.
+            inner.sync()?;
+            if !inner.has_room_for(object, bytes.len() as u64)? {
+                return Err(EngineError::NoSpace);
+            }
+        }
         let Imported { pool, data, .. } = &mut *inner;
         data.write(&pool.reader(), object, offset, bytes)?;
         if inner.dirty_bytes() >= DIRTY_MAX {
             inner.sync()?;
         }
+        Ok(())
+    }
+
+    /// Punches a hole in an object of the root dataset: whole blocks are freed, partial ones
+    /// zeroed. Never refused for space (it is how a full pool gets space back).
+    pub fn object_punch(
+        &self,
+        name: &str,
+        object: ObjectId,
+        offset: u64,
+        len: u64,
+    ) -> Result<(), EngineError> {
+        let handle = self.pool(name)?;
+        let mut inner = handle.lock();
+        if let Some(why) = inner.pool.suspended() {
+            return Err(PoolError::Suspended(why.to_string()).into());
+        }
+        let Imported { pool, data, .. } = &mut *inner;
+        data.free_range(&pool.reader(), object, offset, len)?;
         Ok(())
     }
 

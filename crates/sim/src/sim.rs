@@ -306,6 +306,13 @@ impl Sim {
                     .line(format!("{op:?} object {} at {offset} len {len}", id.0));
                 Ok(Flow::Continue)
             }
+            Err(EngineError::NoSpace) => {
+                // Refused before anything changed: a full pool is not a fault, and the
+                // model stays as it was.
+                self.trace
+                    .line(format!("{op:?} object {} at {offset}: out of space", id.0));
+                Ok(Flow::Continue)
+            }
             Err(e) => {
                 self.open.forget(id, offset, len);
                 self.engine_error(&format!("{op:?} object {} at {offset} len {len}", id.0), &e)
