@@ -400,20 +400,9 @@ impl Engine {
                 return Err(e);
             }
         }
-        self.pools().remove(name);
         drop(inner);
-        let handle = match Arc::try_unwrap(handle) {
-            Ok(handle) => handle,
-            Err(handle) => {
-                // Another request holds the handle: keep the pool imported, change nothing.
-                self.pools().insert(name.to_string(), handle);
-                return Err(EngineError::InvalidArgument("pool is busy".into()));
-            }
-        };
-        let imported = handle
-            .inner
-            .into_inner()
-            .expect("pool lock poisoned by a failed invariant");
+        drop(handle);
+        let imported = self.take(name)?;
         match imported.pool.export() {
             Ok(()) => Ok(()),
             Err(_) if force => Ok(()),
@@ -427,20 +416,25 @@ impl Engine {
         if self.pool(name)?.lock().pool.readonly() {
             return Err(PoolError::ReadOnly.into());
         }
-        let handle = self.pools().remove(name).ok_or(EngineError::NoSuchPool)?;
-        let handle = match Arc::try_unwrap(handle) {
-            Ok(handle) => handle,
-            Err(handle) => {
-                self.pools().insert(name.to_string(), handle);
-                return Err(EngineError::InvalidArgument("pool is busy".into()));
-            }
-        };
-        let imported = handle
-            .inner
-            .into_inner()
-            .expect("pool lock poisoned by a failed invariant");
+        let imported = self.take(name)?;
         imported.pool.destroy()?;
         Ok(())
+    }
+
+    /// Removes a pool from the table and takes sole ownership of it, for export and destroy.
+    /// If another request still holds its handle, the pool stays imported and nothing changes.
+    fn take(&self, name: &str) -> Result<Imported, EngineError> {
+        let handle = self.pools().remove(name).ok_or(EngineError::NoSuchPool)?;
+        match Arc::try_unwrap(handle) {
+            Ok(handle) => Ok(handle
+                .inner
+                .into_inner()
+                .expect("pool lock poisoned by a failed invariant")),
+            Err(handle) => {
+                self.pools().insert(name.to_string(), handle);
+                Err(EngineError::InvalidArgument("pool is busy".into()))
+            }
+        }
     }
 
     /// Pools that could be imported from `dirs` (not counting ones imported here).
