@@ -390,8 +390,13 @@ impl ObjectSet {
         id: ObjectId,
         blkid: u64,
     ) -> Result<Vec<u8>, ObjectError> {
+        // Block ids come from ZAP blocks on disk: an absurd one is corruption, not overflow.
+        let offset = blkid
+            .checked_mul(BS as u64)
+            .filter(|offset| offset.checked_add(BS as u64).is_some())
+            .ok_or_else(|| corrupt(id, "ZAP block id out of range"))?;
         let mut block = vec![0u8; BS];
-        self.read(store, id, blkid * BS as u64, &mut block)?;
+        self.read(store, id, offset, &mut block)?;
         Ok(block)
     }
 
