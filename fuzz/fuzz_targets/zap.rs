@@ -38,7 +38,8 @@ impl BlockStore for Store {
             checksum_kind: props.checksum,
             ..BlockPtr::default()
         };
-        bp.dvas[0] = Dva { vdev: VdevId(0), offset, asize: (data.len() as u64).next_multiple_of(512) };
+        let asize = (data.len() as u64).next_multiple_of(512);
+        bp.dvas[0] = Dva { vdev: VdevId(0), offset, asize };
         Ok(bp)
     }
 
