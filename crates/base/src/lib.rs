@@ -74,6 +74,11 @@ pub trait Clock: Send + Sync + std::fmt::Debug {
     fn now_unix_secs(&self) -> u64;
     /// Monotonic nanoseconds from an arbitrary origin, for latencies and intervals.
     fn monotonic_ns(&self) -> u64;
+    /// Nanoseconds since the Unix epoch, for file timestamps. Clocks without a finer source
+    /// report whole seconds.
+    fn now_unix_nanos(&self) -> u128 {
+        u128::from(self.now_unix_secs()) * 1_000_000_000
+    }
 }
 
 /// The real clock, for the daemon and the CLI.
@@ -109,6 +114,13 @@ impl Clock for SystemClock {
 
     fn monotonic_ns(&self) -> u64 {
         u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    #[allow(clippy::disallowed_methods)] // The one place real time enters the engine.
+    fn now_unix_nanos(&self) -> u128 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos())
     }
 }
 

@@ -43,6 +43,7 @@
 //! drives a scrub (the daemon owns it; the engine spawns nothing).
 
 mod devices;
+pub mod fs;
 pub mod mos;
 pub mod props;
 pub mod scrub;
@@ -57,6 +58,8 @@ use tarn_objects::{ObjectError, ObjectSet, ObjsetKind};
 use tarn_pool::{Discovered, Pool};
 
 pub use devices::OnlineOutcome;
+pub use fs::{DatasetId, FsOp, FsStat, MountSpec};
+pub use tarn_posix as posix;
 pub use mos::HistoryRecord;
 pub use scrub::{ScanProgress, ScanState, ScrubAction};
 pub use status::{Importable, PoolStatus, PoolSummary, PropValue, VdevNode};
@@ -70,6 +73,9 @@ pub use tarn_pool::{
 /// The pool keeps `1 / 2^SLOP_SHIFT` of its space in reserve (3%, as ZFS's slop space), so
 /// that metadata of a txg can always be written and frees can always be committed.
 pub const SLOP_SHIFT: u32 = 5;
+
+/// The root dataset of every pool (the MOS object that holds it).
+pub const ROOT_DATASET_ID: DatasetId = DatasetId(4);
 
 /// Dirty bytes per pool after which a writer syncs the txg itself (the write throttle).
 pub const DIRTY_MAX: u64 = 256 << 20;
@@ -121,6 +127,18 @@ pub enum EngineError {
     /// The device to bring online is not attached.
     #[error("the device is not present; attach it and try again")]
     DeviceNotPresent,
+    /// No dataset has that name.
+    #[error("dataset does not exist")]
+    NoSuchDataset,
+    /// The dataset is read-only (`readonly=on`).
+    #[error("dataset is read-only")]
+    ReadOnlyDataset,
+    /// The write would pass a quota (EDQUOT).
+    #[error("disk quota exceeded")]
+    QuotaExceeded,
+    /// A filesystem operation failed.
+    #[error(transparent)]
+    Posix(#[from] tarn_posix::PosixError),
 }
 
 /// Options of a create that are not part of the vdev layout.
@@ -230,6 +248,16 @@ impl Imported {
     fn has_room_for(&mut self, object: ObjectId, len: u64) -> Result<bool, EngineError> {
         let Imported { pool, data, .. } = self;
         let block = u64::from(data.object_info(&pool.reader(), object)?.data_block_size).max(512);
+        Ok(self.has_room(block, len))
+    }
+
+    /// [`Imported::has_room_for`] for file data written in records of the default size.
+    fn has_room_for_bytes(&self, len: u64) -> bool {
+        self.has_room(128 << 10, len)
+    }
+
+    fn has_room(&self, block: u64, len: u64) -> bool {
+        let Imported { pool, data, .. } = self;
         let copies = u64::from(data.write_config().copies.max(1));
         let worst = pool
             .tops()
@@ -245,7 +273,7 @@ impl Imported {
         let inflated = blocks.saturating_mul(worst).saturating_mul(copies);
         let needed = inflated.saturating_add(inflated / 8);
         let usable = size - (size >> SLOP_SHIFT);
-        Ok(allocated.saturating_add(needed) <= usable)
+        allocated.saturating_add(needed) <= usable
     }
 }
 
@@ -348,7 +376,10 @@ impl Engine {
         if spec.ashift != tarn_base::limits::ASHIFT_DEFAULT {
             mos.set_prop(&reader, "ashift", Some(&spec.ashift.to_string()))?;
         }
-        let data = ObjectSet::create(ObjsetKind::Filesystem);
+        let mut data = ObjectSet::create(ObjsetKind::Filesystem);
+        let now = fs::now_of(self.clock.as_ref());
+        tarn_posix::Fs::new(&mut data, &reader, now, tarn_posix::FsConfig::default())
+            .format(tarn_posix::Creds::default())?;
         let guid = pool.guid();
         let mut imported = Imported {
             pool,

@@ -1,0 +1,269 @@
+//! tarn-posix: a POSIX filesystem (ZFS's ZPL) over one object set: inodes, hashed
+//! directories, regular files with holes, symlinks, hard links, special files, xattrs.
+//!
+//! # Purpose
+//! Turn the numbered objects of a dataset's [`ObjectSet`] into files and directories. It
+//! knows nothing of FUSE, the kernel or the CLI: a front end calls [`Fs`] methods with inode
+//! numbers, names as bytes and caller credentials, and maps [`PosixError::errno`] to its
+//! protocol.
+//!
+//! # Model
+//! (SKELETON: the implementer replaces this block with the real theory: master node,
+//! inode layout in the bonus buffer, directories as ZAPs, xattr storage, the unlinked set.)
+//!
+//! # Not here
+//! Permission checks (the kernel enforces mode bits and POSIX ACLs with FUSE's
+//! `default_permissions`; the ACL xattrs are stored here), quotas and space accounting (the
+//! engine admits writes), txg timing (the engine syncs), open-file tracking (the front end
+//! decides when an unlinked inode is reclaimed).
+
+mod fs;
+
+pub use fs::Fs;
+
+use tarn_objects::ObjectError;
+
+/// An inode number: the object id of the inode in the dataset's object set.
+pub type Ino = u64;
+
+/// What kind of file an inode is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FileKind {
+    /// A regular file.
+    Regular,
+    /// A directory.
+    Directory,
+    /// A symbolic link.
+    Symlink,
+    /// A named pipe.
+    Fifo,
+    /// A Unix socket.
+    Socket,
+    /// A character device node.
+    CharDevice,
+    /// A block device node.
+    BlockDevice,
+}
+
+/// A point in time: seconds and nanoseconds since the Unix epoch.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Timespec {
+    /// Seconds since the epoch (negative before it).
+    pub secs: i64,
+    /// Nanoseconds, below 1e9.
+    pub nsecs: u32,
+}
+
+/// The attributes of an inode (what `stat` shows).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Attr {
+    /// Inode number.
+    pub ino: Ino,
+    /// File type.
+    pub kind: FileKind,
+    /// Permission bits (mode & 0o7777).
+    pub perm: u16,
+    /// Hard links.
+    pub nlink: u32,
+    /// Owner.
+    pub uid: u32,
+    /// Group.
+    pub gid: u32,
+    /// Device number of a device node.
+    pub rdev: u64,
+    /// Size in bytes (a symlink's target length; a directory's entry count).
+    pub size: u64,
+    /// Space used, in 512-byte units.
+    pub blocks: u64,
+    /// Preferred I/O size.
+    pub blksize: u32,
+    /// Last access.
+    pub atime: Timespec,
+    /// Last data change.
+    pub mtime: Timespec,
+    /// Last inode change.
+    pub ctime: Timespec,
+    /// Creation.
+    pub crtime: Timespec,
+    /// Generation number (distinguishes reuses of an inode number).
+    pub generation: u64,
+}
+
+/// A time to set: now (as the filesystem sees it) or a given instant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimeOrNow {
+    /// The filesystem's current time.
+    Now,
+    /// A given instant.
+    At(Timespec),
+}
+
+/// Attribute changes for [`Fs::setattr`]; `None` leaves a field alone.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SetAttr {
+    /// New permission bits (file type bits are ignored).
+    pub mode: Option<u32>,
+    /// New owner.
+    pub uid: Option<u32>,
+    /// New group.
+    pub gid: Option<u32>,
+    /// New size (truncate or extend with a hole).
+    pub size: Option<u64>,
+    /// New access time.
+    pub atime: Option<TimeOrNow>,
+    /// New modification time.
+    pub mtime: Option<TimeOrNow>,
+}
+
+/// Who creates a file: its owner and group.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Creds {
+    /// Owner of new inodes.
+    pub uid: u32,
+    /// Group of new inodes (a setgid directory's group wins).
+    pub gid: u32,
+}
+
+/// One directory entry from [`Fs::readdir`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DirEntry {
+    /// Inode of the entry.
+    pub ino: Ino,
+    /// Its type.
+    pub kind: FileKind,
+    /// Its name.
+    pub name: Vec<u8>,
+    /// The cookie to pass to `readdir` to continue after this entry.
+    pub cookie: u64,
+}
+
+/// `renameat2` flags.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RenameFlags {
+    /// RENAME_NOREPLACE: fail with EEXIST if the target exists.
+    pub noreplace: bool,
+    /// RENAME_EXCHANGE: swap source and target atomically (both must exist).
+    pub exchange: bool,
+}
+
+/// How `setxattr` treats an existing attribute.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum XattrSet {
+    /// Create or replace.
+    #[default]
+    Either,
+    /// XATTR_CREATE: fail with EEXIST if it exists.
+    Create,
+    /// XATTR_REPLACE: fail with ENODATA if it does not.
+    Replace,
+}
+
+/// `lseek` whence for sparse files.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Seek {
+    /// SEEK_DATA: the next offset at or after the given one that holds data.
+    Data,
+    /// SEEK_HOLE: the next hole (the end of file counts as one).
+    Hole,
+}
+
+/// `fallocate` mode.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Fallocate {
+    /// FALLOC_FL_KEEP_SIZE.
+    pub keep_size: bool,
+    /// FALLOC_FL_PUNCH_HOLE (requires `keep_size`).
+    pub punch_hole: bool,
+    /// FALLOC_FL_ZERO_RANGE.
+    pub zero_range: bool,
+}
+
+/// Per-dataset settings the filesystem needs (from dataset properties).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FsConfig {
+    /// Largest data block of a file (`recordsize`), a power of two from 512 to 16 MiB.
+    pub recordsize: u32,
+    /// Extended attributes allowed (`xattr=on`).
+    pub xattr: bool,
+}
+
+impl Default for FsConfig {
+    fn default() -> Self {
+        FsConfig {
+            recordsize: 128 << 10,
+            xattr: true,
+        }
+    }
+}
+
+/// Why a filesystem operation failed. [`PosixError::errno`] gives the errno a front end
+/// returns.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PosixError {
+    /// ENOENT.
+    #[error("no such file or directory")]
+    NotFound,
+    /// EEXIST.
+    #[error("file exists")]
+    Exists,
+    /// ENOTDIR.
+    #[error("not a directory")]
+    NotDir,
+    /// EISDIR.
+    #[error("is a directory")]
+    IsDir,
+    /// ENOTEMPTY.
+    #[error("directory not empty")]
+    NotEmpty,
+    /// ENAMETOOLONG.
+    #[error("file name too long")]
+    NameTooLong,
+    /// EINVAL, with what was invalid.
+    #[error("invalid argument: {0}")]
+    Invalid(&'static str),
+    /// ENODATA: no such extended attribute.
+    #[error("no such attribute")]
+    NoAttr,
+    /// ERANGE: a value is too large.
+    #[error("value out of range")]
+    Range,
+    /// EMLINK.
+    #[error("too many links")]
+    TooManyLinks,
+    /// ENXIO: `lseek` past the last data or the end of file.
+    #[error("no such offset")]
+    NoSuchOffset,
+    /// EOPNOTSUPP.
+    #[error("operation not supported")]
+    NotSupported,
+    /// EFBIG: beyond the largest file size.
+    #[error("file too large")]
+    TooBig,
+    /// EIO and its kin from the object layer (EIO for unreadable blocks; corrupt metadata).
+    #[error(transparent)]
+    Object(#[from] ObjectError),
+}
+
+impl PosixError {
+    /// The errno a front end returns for this error.
+    #[must_use]
+    pub fn errno(&self) -> i32 {
+        match self {
+            PosixError::NotFound => libc::ENOENT,
+            PosixError::Exists => libc::EEXIST,
+            PosixError::NotDir => libc::ENOTDIR,
+            PosixError::IsDir => libc::EISDIR,
+            PosixError::NotEmpty => libc::ENOTEMPTY,
+            PosixError::NameTooLong => libc::ENAMETOOLONG,
+            PosixError::Invalid(_) => libc::EINVAL,
+            PosixError::NoAttr => libc::ENODATA,
+            PosixError::Range => libc::ERANGE,
+            PosixError::TooManyLinks => libc::EMLINK,
+            PosixError::NoSuchOffset => libc::ENXIO,
+            PosixError::NotSupported => libc::EOPNOTSUPP,
+            PosixError::TooBig => libc::EFBIG,
+            PosixError::Object(_) => libc::EIO,
+        }
+    }
+}
