@@ -28,6 +28,132 @@ pub(crate) enum Command {
     /// Create a raidz2 pool on sparse files, write and verify data, export and re-import it
     /// (runs the engine in this process; needs no daemon).
     Demo(DemoArgs),
+    /// Create a dataset (a filesystem, mounted at its mountpoint).
+    Create {
+        /// Create missing parent datasets.
+        #[arg(short = 'p')]
+        parents: bool,
+        /// Property (repeatable).
+        #[arg(short = 'o', value_parser = property_pair, value_name = "PROPERTY=VALUE")]
+        properties: Vec<(String, String)>,
+        /// Dataset name (POOL/NAME...).
+        name: String,
+    },
+    /// Destroy a dataset (and with -r its descendants).
+    Destroy {
+        /// Destroy descendants too.
+        #[arg(short = 'r')]
+        recursive: bool,
+        /// Unmount busy datasets.
+        #[arg(short = 'f')]
+        force: bool,
+        /// Dataset name.
+        name: String,
+    },
+    /// Rename a dataset (within its pool).
+    Rename {
+        /// Current name.
+        old: String,
+        /// New name.
+        new: String,
+    },
+    /// List datasets with their space and mountpoint.
+    List(DatasetListArgs),
+    /// Show dataset properties with their sources.
+    Get(DatasetGetArgs),
+    /// Set dataset properties.
+    Set {
+        /// property=value (one or more), then the dataset.
+        #[arg(required = true, num_args = 2.., value_name = "PROPERTY=VALUE... DATASET")]
+        words: Vec<String>,
+    },
+    /// Remove a local property so the inherited (or default) value applies.
+    Inherit {
+        /// Descendants too.
+        #[arg(short = 'r')]
+        recursive: bool,
+        /// Property.
+        property: String,
+        /// Dataset name.
+        name: String,
+    },
+    /// Mount a dataset, or all (-a); without arguments list what is mounted.
+    Mount {
+        /// Every dataset that should be mounted.
+        #[arg(short = 'a', conflicts_with = "name")]
+        all: bool,
+        /// Dataset name.
+        name: Option<String>,
+    },
+    /// Unmount a dataset (by name or mountpoint), or all (-a).
+    #[command(alias = "umount")]
+    Unmount {
+        /// Detach even if busy.
+        #[arg(short = 'f')]
+        force: bool,
+        /// Every tarn dataset.
+        #[arg(short = 'a', conflicts_with = "target")]
+        all: bool,
+        /// Dataset name or mountpoint.
+        #[arg(required_unless_present = "all")]
+        target: Option<String>,
+    },
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct DatasetListArgs {
+    /// Include descendants.
+    #[arg(short = 'r')]
+    pub(crate) recursive: bool,
+    /// At most this many levels below each dataset.
+    #[arg(short = 'd', value_name = "DEPTH")]
+    pub(crate) depth: Option<u32>,
+    /// Types to list (only `filesystem` and `all` exist so far).
+    #[arg(short = 't', value_name = "TYPE")]
+    pub(crate) types: Option<String>,
+    /// Scripted mode: no header, tab-separated.
+    #[arg(short = 'H')]
+    pub(crate) scripted: bool,
+    /// Exact numbers.
+    #[arg(short = 'p')]
+    pub(crate) parsable: bool,
+    /// Columns, comma-separated (default name,used,avail,refer,mountpoint).
+    #[arg(short = 'o', value_name = "COLUMNS")]
+    pub(crate) columns: Option<String>,
+    /// Sort ascending by this property (repeatable).
+    #[arg(short = 's', value_name = "PROPERTY")]
+    pub(crate) sort_ascending: Vec<String>,
+    /// Sort descending by this property (repeatable).
+    #[arg(short = 'S', value_name = "PROPERTY")]
+    pub(crate) sort_descending: Vec<String>,
+    /// Datasets (all when none).
+    pub(crate) names: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct DatasetGetArgs {
+    /// Include descendants.
+    #[arg(short = 'r')]
+    pub(crate) recursive: bool,
+    /// At most this many levels below each dataset.
+    #[arg(short = 'd', value_name = "DEPTH")]
+    pub(crate) depth: Option<u32>,
+    /// Scripted mode: no header, tab-separated.
+    #[arg(short = 'H')]
+    pub(crate) scripted: bool,
+    /// Exact numbers.
+    #[arg(short = 'p')]
+    pub(crate) parsable: bool,
+    /// Fields, comma-separated: name, property, value, source.
+    #[arg(short = 'o', value_name = "FIELDS")]
+    pub(crate) fields: Option<String>,
+    /// Only these sources, comma-separated: local, default, inherited, temporary, none.
+    #[arg(short = 's', value_name = "SOURCES")]
+    pub(crate) sources: Option<String>,
+    /// `all` or PROPERTY[,PROPERTY...].
+    pub(crate) properties: String,
+    /// Datasets (all when none).
+    pub(crate) names: Vec<String>,
 }
 
 #[derive(Debug, Args)]

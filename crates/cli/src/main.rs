@@ -41,6 +41,7 @@
 //! which ones print as sizes or percentages.
 
 mod args;
+mod datasets;
 mod demo;
 mod render;
 mod run;

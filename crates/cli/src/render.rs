@@ -39,16 +39,16 @@ pub(crate) fn notice(lines: &[String]) -> String {
 }
 
 /// A column of a table: header, alignment, and the narrowest width ZFS gives it.
-struct Column {
-    header: &'static str,
-    right: bool,
-    width_min: usize,
+pub(crate) struct Column {
+    pub(crate) header: std::borrow::Cow<'static, str>,
+    pub(crate) right: bool,
+    pub(crate) width_min: usize,
 }
 
 /// ZFS's property table layout: columns separated by two spaces (a tab when `scripted`,
 /// which also drops the header and all padding), right-aligned numbers, and the last column
 /// unpadded when it is left-aligned.
-fn table(columns: &[Column], rows: &[Vec<String>], scripted: bool) -> String {
+pub(crate) fn table(columns: &[Column], rows: &[Vec<String>], scripted: bool) -> String {
     let mut out = String::new();
     if scripted {
         for row in rows {
@@ -174,7 +174,7 @@ impl ListColumn {
             ListColumn::Guid => ("GUID", true, 5),
         };
         Column {
-            header,
+            header: header.into(),
             right,
             width_min,
         }
@@ -320,7 +320,7 @@ pub(crate) fn properties(
                 GetField::Source => "SOURCE",
             };
             Column {
-                header,
+                header: header.into(),
                 right: false,
                 width_min: 0,
             }
@@ -634,17 +634,17 @@ pub(crate) fn layout(name: &str, layout: &PoolLayout) -> String {
 pub(crate) fn txgs(rows: &[TxgRow], scripted: bool) -> String {
     let columns = [
         Column {
-            header: "TXG",
+            header: "TXG".into(),
             right: true,
             width_min: 0,
         },
         Column {
-            header: "TIMESTAMP",
+            header: "TIMESTAMP".into(),
             right: true,
             width_min: 0,
         },
         Column {
-            header: "DATE",
+            header: "DATE".into(),
             right: false,
             width_min: 0,
         },

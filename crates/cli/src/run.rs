@@ -19,7 +19,7 @@ pub(crate) struct Outcome {
 }
 
 impl Outcome {
-    fn ok(stdout: String) -> Outcome {
+    pub(crate) fn ok(stdout: String) -> Outcome {
         Outcome {
             stdout,
             stderr: String::new(),
@@ -28,7 +28,7 @@ impl Outcome {
     }
 
     /// A refusal: one line on stderr, exit 1.
-    fn refused(line: String) -> Outcome {
+    pub(crate) fn refused(line: String) -> Outcome {
         assert!(!line.contains('\n'), "I1: a refusal is one line: {line:?}");
         Outcome {
             stdout: String::new(),
@@ -38,7 +38,7 @@ impl Outcome {
     }
 
     /// A usage error found after clap (a bad `-o` column): one line on stderr, exit 2.
-    fn usage(line: String) -> Outcome {
+    pub(crate) fn usage(line: String) -> Outcome {
         Outcome {
             stdout: String::new(),
             stderr: format!("{line}\n"),
@@ -75,6 +75,9 @@ pub(crate) enum View {
     History {
         long: bool,
     },
+    DatasetList(crate::datasets::ListView),
+    DatasetGet(crate::datasets::GetView),
+    Mounts,
 }
 
 /// A request ready to send, with what the error line names and how to show the reply.
@@ -94,7 +97,7 @@ pub(crate) fn run(cli: Cli) -> Outcome {
         Command::Daemon(args) if args.stop => stop_daemon(&rundir),
         Command::Daemon(_) => run_daemon(&rundir),
         Command::Demo(args) => run_demo(&args),
-        Command::Pool(command) => {
+        command => {
             let cwd = match std::env::current_dir() {
                 Ok(cwd) => cwd,
                 Err(error) => {
@@ -102,7 +105,11 @@ pub(crate) fn run(cli: Cli) -> Outcome {
                     return Outcome::refused(format!("cannot find the current directory: {why}"));
                 }
             };
-            match plan(command, &cwd) {
+            let planned = match command {
+                Command::Pool(command) => plan(command, &cwd),
+                other => crate::datasets::plan(other, &cwd),
+            };
+            match planned {
                 Ok(plan) => execute(plan, &rundir, cli.json),
                 Err(outcome) => outcome,
             }
@@ -598,6 +605,12 @@ fn show(view: &View, payload: &ReplyPayload) -> Option<Outcome> {
         (View::Importable, ReplyPayload::Importable(pools)) => render::importable(pools),
         (View::Txgs, ReplyPayload::Txgs(rows)) => render::txgs(rows, false),
         (View::History { long }, ReplyPayload::History(pools)) => render::history(pools, *long),
+        (View::DatasetList(view), ReplyPayload::Datasets(rows)) => {
+            crate::datasets::list(rows, view)
+        }
+        (View::DatasetGet(view), ReplyPayload::Datasets(rows)) => crate::datasets::get(rows, view),
+        (View::Mounts, ReplyPayload::Mounts(rows)) => crate::datasets::mounts(rows),
+        (View::Silent, ReplyPayload::Mounts(_)) => String::new(),
         _ => return None,
     };
     Some(Outcome::ok(text))

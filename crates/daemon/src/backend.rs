@@ -251,12 +251,6 @@ fn split_spares(node: &VdevNode) -> (VdevStatus, Vec<VdevStatus>) {
 }
 
 fn create_spec(request: &PoolCreate) -> Result<CreateSpec, String> {
-    if !request.fs_properties.is_empty() {
-        return Err("dataset properties (-O) are not supported until datasets land".into());
-    }
-    if request.mountpoint.is_some() {
-        return Err("mountpoints (-m) are not supported until datasets land".into());
-    }
     let mut tops = Vec::new();
     let mut spares = Vec::new();
     for group in &request.vdevs {
@@ -376,6 +370,17 @@ impl EngineBackend {
             properties: request.properties.clone(),
             dry_run: request.dry_run,
             command: create_command(request),
+            root_properties: request
+                .fs_properties
+                .iter()
+                .cloned()
+                .chain(
+                    request
+                        .mountpoint
+                        .iter()
+                        .map(|m| ("mountpoint".into(), m.clone())),
+                )
+                .collect(),
         };
         match self.engine.create_pool(&spec, &options) {
             Ok(Some(layout)) => {
@@ -620,7 +625,99 @@ impl EngineBackend {
     }
 }
 
+fn dataset_rows(rows: Vec<tarn_engine::DatasetRow>) -> Vec<tarn_proto::DatasetRow> {
+    rows.into_iter()
+        .map(|row| tarn_proto::DatasetRow {
+            name: row.name,
+            props: row
+                .props
+                .into_iter()
+                .map(|p| tarn_proto::DatasetProp {
+                    property: p.property,
+                    value: p.value,
+                    parsable: p.parsable,
+                    source: p.source,
+                    source_kind: p.source_kind,
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+fn assignments_text(assignments: &[(String, String)]) -> String {
+    assignments
+        .iter()
+        .map(|(p, v)| format!("{p}={v}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 impl EngineBackend {
+    /// The dataset verbs; `None` for other requests.
+    fn datasets(&self, request: &Request) -> Option<Result<Response, EngineError>> {
+        let engine = &self.engine;
+        let unit = |()| ok(ReplyPayload::Unit);
+        let result = match request {
+            Request::DatasetCreate {
+                name,
+                properties,
+                parents,
+            } => {
+                let mut command = String::from("create");
+                if *parents {
+                    command.push_str(" -p");
+                }
+                for (p, v) in properties {
+                    command.push_str(&format!(" -o {p}={v}"));
+                }
+                command.push_str(&format!(" {name}"));
+                engine
+                    .create_dataset(name, properties, *parents, &command)
+                    .map(unit)
+            }
+            Request::DatasetDestroy {
+                name, recursive, ..
+            } => {
+                let flag = if *recursive { "-r " } else { "" };
+                let command = format!("destroy {flag}{name}");
+                engine.destroy_dataset(name, *recursive, &command).map(unit)
+            }
+            Request::DatasetRename { old, new } => engine
+                .rename_dataset(old, new, &format!("rename {old} {new}"))
+                .map(unit),
+            Request::DatasetGet(get) => {
+                let query = tarn_engine::DatasetQuery {
+                    names: get.names.clone(),
+                    recursive: get.recursive,
+                    depth: get.depth.map(|d| d as usize),
+                    properties: get.properties.clone(),
+                };
+                engine
+                    .dataset_props(&query)
+                    .map(|rows| ok(ReplyPayload::Datasets(dataset_rows(rows))))
+            }
+            Request::DatasetSet { name, assignments } => {
+                let command = format!("set {} {name}", assignments_text(assignments));
+                engine
+                    .set_dataset_props(name, assignments, &command)
+                    .map(unit)
+            }
+            Request::DatasetInherit {
+                name,
+                property,
+                recursive,
+            } => {
+                let flag = if *recursive { "-r " } else { "" };
+                let command = format!("inherit {flag}{property} {name}");
+                engine
+                    .inherit_prop(name, property, *recursive, &command)
+                    .map(unit)
+            }
+            _ => return None,
+        };
+        Some(result)
+    }
+
     fn import_list(&self, dirs: &[String]) -> Response {
         let pools = self.engine.importable(&search_dirs(dirs));
         ok(ReplyPayload::Importable(
@@ -663,6 +760,9 @@ impl Handler for EngineBackend {
     fn handle(&self, request: Request) -> Response {
         if let Some(response) = self.devices(&request) {
             return response;
+        }
+        if let Some(result) = self.datasets(&request) {
+            return result.unwrap_or_else(|e| error_reply(&e));
         }
         let result: Result<Response, EngineError> = match &request {
             Request::PoolScrub {

@@ -67,7 +67,7 @@ pub fn set_data_write_config(
 ) -> Result<(), EngineError> {
     let handle = engine.pool(name)?;
     let mut inner = handle.lock();
-    inner.data.set_write_config(config)?;
+    inner.root_objset().set_write_config(config)?;
     Ok(())
 }
 
@@ -143,20 +143,30 @@ fn reach(inner: &Imported, ub: &Uberblock) -> Result<(Vec<Reached>, Chain), Stri
         })
     };
     visit_object_set(&reader, &ub.root, &mut visit_mos).map_err(|e| format!("MOS walk: {e}"))?;
-    let data_root = Mos::open(&reader, &ub.root)
-        .and_then(|mut mos| mos.root_dataset(&reader))
-        .map_err(|e| format!("MOS open: {e}"))?;
-    if data_root != inner.data.root() {
-        return Err("the committed root dataset pointer differs from the open object set's".into());
+    let mut mos = Mos::open(&reader, &ub.root).map_err(|e| format!("MOS open: {e}"))?;
+    let tree = crate::datasets::Tree::load(mos.objset(), &reader, "check")
+        .map_err(|e| format!("dataset tree: {e}"))?;
+    let committed = tree.all();
+    if committed != inner.datasets.all() {
+        return Err("the committed dataset tree differs from the open one".into());
     }
-    let mut visit_data = |bp: &BlockPtr, _| {
-        reached.push(Reached {
-            bp: *bp,
-            origin: "dataset",
-        })
-    };
-    visit_object_set(&reader, &data_root, &mut visit_data)
-        .map_err(|e| format!("dataset walk: {e}"))?;
+    for id in committed {
+        let data_root = tree.node(id).objset.root();
+        if data_root != inner.datasets.node(id).objset.root() {
+            return Err(format!(
+                "dataset {}: committed object-set pointer differs from the open one",
+                id.0
+            ));
+        }
+        let mut visit_data = |bp: &BlockPtr, _| {
+            reached.push(Reached {
+                bp: *bp,
+                origin: "dataset",
+            })
+        };
+        visit_object_set(&reader, &data_root, &mut visit_data)
+            .map_err(|e| format!("dataset walk: {e}"))?;
+    }
     let chain = read_chain(pool, &ub.space_log)?;
     let on_disk: Vec<BlockPtr> = chain.iter().map(|(bp, _)| *bp).collect();
     if pool.space().chain() != on_disk.as_slice() {

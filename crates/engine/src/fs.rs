@@ -6,7 +6,7 @@
 //! can refuse it up front (read-only pool or dataset, suspended pool, no space, quota), and
 //! gets back an [`EngineError`] whose [`EngineError::errno`] is what the kernel should see.
 
-use tarn_posix::{Fs, FsConfig, PosixError, Timespec};
+use tarn_posix::{Fs, PosixError, Timespec};
 
 use crate::{Engine, EngineError, Imported, PoolError};
 
@@ -57,6 +57,16 @@ pub struct MountSpec {
     pub mountpoint: std::path::PathBuf,
     /// Mount read-only (`readonly=on` or a read-only pool).
     pub readonly: bool,
+    /// Allow executing files (`exec`; otherwise mount `noexec`).
+    pub exec: bool,
+    /// Honour setuid bits (`setuid`; otherwise `nosuid`).
+    pub setuid: bool,
+    /// Allow device nodes (`devices`; otherwise `nodev`).
+    pub devices: bool,
+    /// POSIX ACLs enforced by the kernel (`acltype=posix`).
+    pub acl: bool,
+    /// Extended attributes allowed (`xattr`).
+    pub xattr: bool,
 }
 
 impl EngineError {
@@ -96,68 +106,117 @@ impl Engine {
     ) -> Result<R, EngineError> {
         let handle = self.pool(pool)?;
         let mut inner = handle.lock();
+        if !inner.datasets.contains(dataset) {
+            return Err(EngineError::NoSuchDataset);
+        }
         if op != FsOp::Read {
             inner.check_writable()?;
+            if inner.datasets.effective(dataset, "readonly").0 == "on" {
+                return Err(EngineError::ReadOnlyDataset);
+            }
         }
         if let FsOp::Write(len) = op {
-            inner.admit(len)?;
+            inner.admit_to(dataset, len)?;
         }
         let now = now_of(self.clock.as_ref());
+        let config = inner.datasets.fs_config(dataset);
         let result = {
-            let Imported { pool, data, .. } = &mut *inner;
-            if dataset != crate::ROOT_DATASET_ID {
-                return Err(EngineError::NoSuchDataset);
-            }
+            let Imported { pool, datasets, .. } = &mut *inner;
             let reader = pool.reader();
-            let mut fs = Fs::new(data, &reader, now, FsConfig::default());
-            f(&mut fs)?
+            let objset = &mut datasets.node_mut(dataset).objset;
+            f(&mut Fs::new(objset, &reader, now, config))?
         };
-        if inner.dirty_bytes() >= crate::DIRTY_MAX {
+        let always = op != FsOp::Read && inner.datasets.effective(dataset, "sync").0 == "always";
+        if always || inner.dirty_bytes() >= crate::DIRTY_MAX {
             inner.sync()?;
         }
         Ok(result)
     }
 
-    /// `statfs` of a mounted dataset.
+    /// `statfs` of a mounted dataset: its referenced bytes plus what it may still write
+    /// (quotas and reservations applied, as `df` on a ZFS dataset shows).
     pub fn fs_statfs(&self, pool: &str, dataset: DatasetId) -> Result<FsStat, EngineError> {
         let files = self.fs_op(pool, dataset, FsOp::Read, |fs| fs.inode_count())?;
         let handle = self.pool(pool)?;
         let inner = handle.lock();
-        let usage = inner.pool.usage();
-        let size: u64 = usage.iter().map(|u| u.size).sum();
-        let allocated: u64 = usage.iter().map(|u| u.allocated).sum();
-        let usable = size - (size >> crate::SLOP_SHIFT);
+        let avail = inner
+            .datasets
+            .available(dataset, crate::dataset_ops::pool_free_deflated(&inner));
+        let referenced = inner.datasets.node(dataset).header.referenced;
         let bsize = 4096u32;
-        let avail = usable.saturating_sub(allocated) / u64::from(bsize);
+        let free_blocks = avail / u64::from(bsize);
         Ok(FsStat {
             bsize,
-            blocks: usable / u64::from(bsize),
-            bfree: avail,
-            bavail: avail,
-            files: files + avail,
-            ffree: avail,
+            blocks: (referenced + avail).div_ceil(u64::from(bsize)),
+            bfree: free_blocks,
+            bavail: free_blocks,
+            files: files + free_blocks,
+            ffree: free_blocks,
             namelen: 255,
         })
     }
 
-    /// `fsync`: every change made so far to `dataset` is durable when this returns.
+    /// `fsync`: every change made so far to `dataset` is durable when this returns
+    /// (`sync=disabled` makes it a no-op, as on ZFS).
     pub fn fs_sync(&self, pool: &str, dataset: DatasetId) -> Result<(), EngineError> {
-        let _ = dataset;
-        self.sync_pool(pool).map(|_| ())
+        let handle = self.pool(pool)?;
+        let mut inner = handle.lock();
+        if !inner.datasets.contains(dataset) {
+            return Err(EngineError::NoSuchDataset);
+        }
+        if inner.datasets.effective(dataset, "sync").0 == "disabled" || inner.pool.readonly() {
+            return Ok(());
+        }
+        inner.sync().map(|_| ())
     }
 
-    /// The datasets of `pool` that should be mounted (canmount=on, a mountpoint set).
+    /// The datasets of `pool` to mount: `canmount=on` with a path mountpoint, parents first.
     pub fn mount_specs(&self, pool: &str) -> Result<Vec<MountSpec>, EngineError> {
         let handle = self.pool(pool)?;
-        let readonly = handle.lock().pool.readonly();
-        Ok(vec![MountSpec {
-            pool: pool.to_string(),
-            dataset: crate::ROOT_DATASET_ID,
-            name: pool.to_string(),
-            mountpoint: std::path::PathBuf::from(format!("/{pool}")),
-            readonly,
-        }])
+        let inner = handle.lock();
+        let tree = &inner.datasets;
+        Ok(tree
+            .all()
+            .into_iter()
+            .filter(|id| tree.effective(*id, "canmount").0 == "on")
+            .filter_map(|id| mount_spec(&inner, pool, id))
+            .collect())
     }
+
+    /// The mount of one dataset (`None` when its mountpoint is `none` or `legacy`);
+    /// `canmount` is not consulted, so `tarn mount` can mount a `noauto` dataset.
+    pub fn dataset_mount_spec(&self, name: &str) -> Result<Option<MountSpec>, EngineError> {
+        let (pool, id) = self.find_dataset(name)?;
+        let handle = self.pool(&pool)?;
+        let inner = handle.lock();
+        if inner.datasets.effective(id, "canmount").0 == "off" {
+            return Err(EngineError::InvalidArgument(
+                "'canmount' property is set to 'off'".into(),
+            ));
+        }
+        Ok(mount_spec(&inner, &pool, id))
+    }
+}
+
+fn mount_spec(inner: &Imported, pool: &str, id: DatasetId) -> Option<MountSpec> {
+    let tree = &inner.datasets;
+    let mountpoint = tree.effective(id, "mountpoint").0;
+    if !mountpoint.starts_with('/') {
+        return None;
+    }
+    let on = |name: &str| tree.effective(id, name).0 == "on";
+    Some(MountSpec {
+        pool: pool.to_string(),
+        dataset: id,
+        name: tree.node(id).name.clone(),
+        mountpoint: std::path::PathBuf::from(mountpoint),
+        readonly: inner.pool.readonly() || on("readonly"),
+        exec: on("exec"),
+        setuid: on("setuid"),
+        devices: on("devices"),
+        acl: tree.effective(id, "acltype").0 == "posix",
+        xattr: on("xattr"),
+    })
 }
 
 impl Imported {
@@ -172,13 +231,26 @@ impl Imported {
         Ok(())
     }
 
-    /// Write admission for `len` more bytes: syncs once to get space back before refusing.
-    pub(crate) fn admit(&mut self, len: u64) -> Result<(), EngineError> {
-        if !self.has_room_for_bytes(len) {
-            self.sync()?;
-            if !self.has_room_for_bytes(len) {
-                return Err(EngineError::NoSpace);
+    /// Write admission for `len` more bytes into `dataset`: quotas first (EDQUOT), then the
+    /// dataset's available space and the pool's (ENOSPC). Syncs once to get space back (and
+    /// replace dirty estimates by real, compressed sizes) before refusing.
+    pub(crate) fn admit_to(&mut self, dataset: DatasetId, len: u64) -> Result<(), EngineError> {
+        match self.admission(dataset, len) {
+            Ok(()) => Ok(()),
+            Err(_) if self.dirty_bytes() > 0 => {
+                self.sync()?;
+                self.admission(dataset, len)
             }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn admission(&self, dataset: DatasetId, len: u64) -> Result<(), EngineError> {
+        self.datasets.check_quota(dataset, len)?;
+        let free = crate::dataset_ops::pool_free_deflated(self);
+        let pending = self.datasets.node(dataset).objset.dirty_bytes() + len;
+        if self.datasets.available(dataset, free) < pending || !self.has_room_for_bytes(len) {
+            return Err(EngineError::NoSpace);
         }
         Ok(())
     }

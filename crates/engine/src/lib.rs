@@ -42,6 +42,8 @@
 //! Datasets, snapshots and POSIX files (later layers), resilver, events, the thread that
 //! drives a scrub (the daemon owns it; the engine spawns nothing).
 
+mod dataset_ops;
+mod datasets;
 mod devices;
 pub mod fs;
 pub mod mos;
@@ -54,12 +56,12 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use tarn_base::{Clock, Guid, ObjectId, SeededRng, Txg};
 use tarn_format::BlockPtr;
-use tarn_objects::{ObjectError, ObjectSet, ObjsetKind};
+use tarn_objects::{ObjectError, ObjectSet};
 use tarn_pool::{Discovered, Pool};
 
+pub use dataset_ops::{DatasetProp, DatasetQuery, DatasetRow};
 pub use devices::OnlineOutcome;
 pub use fs::{DatasetId, FsOp, FsStat, MountSpec};
-pub use tarn_posix as posix;
 pub use mos::HistoryRecord;
 pub use scrub::{ScanProgress, ScanState, ScrubAction};
 pub use status::{Importable, PoolStatus, PoolSummary, PropValue, VdevNode};
@@ -69,6 +71,7 @@ pub use tarn_pool::{
     CreateSpec, DeviceProvider, FileProvider, HostIdentity, ImportOptions, SimProvider, TopLayout,
     TopSpec,
 };
+pub use tarn_posix as posix;
 
 /// The pool keeps `1 / 2^SLOP_SHIFT` of its space in reserve (3%, as ZFS's slop space), so
 /// that metadata of a txg can always be written and frees can always be committed.
@@ -136,6 +139,9 @@ pub enum EngineError {
     /// The write would pass a quota (EDQUOT).
     #[error("disk quota exceeded")]
     QuotaExceeded,
+    /// A dataset name or property was refused, or dataset metadata is damaged.
+    #[error(transparent)]
+    Dataset(#[from] tarn_dataset::DatasetError),
     /// A filesystem operation failed.
     #[error(transparent)]
     Posix(#[from] tarn_posix::PosixError),
@@ -150,12 +156,18 @@ pub struct CreateOptions {
     pub dry_run: bool,
     /// The command line, for history.
     pub command: String,
+    /// Properties of the root dataset (`-O prop=value`, `-m`).
+    pub root_properties: Vec<(String, String)>,
 }
 
 struct Imported {
     pool: Pool,
     mos: Mos,
-    data: ObjectSet,
+    datasets: datasets::Tree,
+    /// Blocks of destroyed object sets, freed by the next sync.
+    destroyed: Vec<BlockPtr>,
+    /// Datasets a front end has mounted (the `mounted` property; not persistent).
+    mounted: std::collections::BTreeSet<DatasetId>,
     history: Vec<HistoryRecord>,
     scan: scrub::Scan,
 }
@@ -211,15 +223,19 @@ impl Imported {
         let Imported {
             pool,
             mos,
-            data,
+            datasets,
+            destroyed,
             history,
             ..
         } = self;
         let pending = std::mem::take(history);
+        let deflate = datasets::deflate_table(pool);
         let result = pool.sync(|ctx| {
             let txg = tarn_zio::BlockStore::txg(ctx);
-            let data_root = data.sync(ctx)?;
-            mos.set_root_dataset(ctx, &data_root)?;
+            datasets.sync(mos.objset(), ctx, &deflate)?;
+            for bp in destroyed.iter() {
+                tarn_zio::BlockStore::free_block(ctx, bp);
+            }
             for mut record in pending.iter().cloned() {
                 record.txg = txg;
                 mos.append_history(ctx, &record)?;
@@ -227,7 +243,10 @@ impl Imported {
             mos.sync(ctx)
         });
         match result {
-            Ok(txg) => Ok(txg),
+            Ok(txg) => {
+                destroyed.clear();
+                Ok(txg)
+            }
             Err(e) => {
                 // Keep the records: they describe changes that are still in memory.
                 history.extend(pending);
@@ -237,7 +256,12 @@ impl Imported {
     }
 
     fn dirty_bytes(&self) -> u64 {
-        self.mos.dirty_bytes() + self.data.dirty_bytes()
+        self.mos.dirty_bytes() + self.datasets.dirty_bytes() + self.destroyed.len() as u64
+    }
+
+    /// The root dataset's object set (the raw object interface the simulator drives).
+    fn root_objset(&mut self) -> &mut ObjectSet {
+        &mut self.datasets.node_mut(ROOT_DATASET_ID).objset
     }
 
     /// Admission control for writes (ZFS's slop space): refuses a write up front with ENOSPC
@@ -246,7 +270,8 @@ impl Imported {
     /// reserve of [`SLOP_SHIFT`] of the pool. Running out of space inside a txg would
     /// suspend the whole pool; refusing one write keeps it available.
     fn has_room_for(&mut self, object: ObjectId, len: u64) -> Result<bool, EngineError> {
-        let Imported { pool, data, .. } = self;
+        let Imported { pool, datasets, .. } = self;
+        let data = &mut datasets.node_mut(ROOT_DATASET_ID).objset;
         let block = u64::from(data.object_info(&pool.reader(), object)?.data_block_size).max(512);
         Ok(self.has_room(block, len))
     }
@@ -257,8 +282,13 @@ impl Imported {
     }
 
     fn has_room(&self, block: u64, len: u64) -> bool {
-        let Imported { pool, data, .. } = self;
-        let copies = u64::from(data.write_config().copies.max(1));
+        let Imported { pool, datasets, .. } = self;
+        let copies = datasets
+            .all()
+            .iter()
+            .map(|id| u64::from(datasets.node(*id).objset.write_config().copies.max(1)))
+            .max()
+            .unwrap_or(1);
         let worst = pool
             .tops()
             .iter()
@@ -268,7 +298,7 @@ impl Imported {
         let usage = pool.usage();
         let size: u64 = usage.iter().map(|u| u.size).sum();
         let allocated: u64 = usage.iter().map(|u| u.allocated).sum();
-        let pending = self.mos.dirty_bytes() + self.data.dirty_bytes() + len;
+        let pending = self.dirty_bytes() + len;
         let blocks = pending.div_ceil(block);
         let inflated = blocks.saturating_mul(worst).saturating_mul(copies);
         let needed = inflated.saturating_add(inflated / 8);
@@ -352,6 +382,11 @@ impl Engine {
                 props.push((name.clone(), value));
             }
         }
+        let root_props = options
+            .root_properties
+            .iter()
+            .map(|(name, value)| Ok((name.clone(), dataset_ops::validate_prop(name, value)?)))
+            .collect::<Result<Vec<_>, EngineError>>()?;
         spec.validate()?;
         if self.pools().contains_key(&spec.name) {
             return Err(EngineError::PoolExists);
@@ -376,18 +411,35 @@ impl Engine {
         if spec.ashift != tarn_base::limits::ASHIFT_DEFAULT {
             mos.set_prop(&reader, "ashift", Some(&spec.ashift.to_string()))?;
         }
-        let mut data = ObjectSet::create(ObjsetKind::Filesystem);
-        let now = fs::now_of(self.clock.as_ref());
-        tarn_posix::Fs::new(&mut data, &reader, now, tarn_posix::FsConfig::default())
-            .format(tarn_posix::Creds::default())?;
+        let dataset_guid = Guid(self.rng.lock().expect("rng lock poisoned").next_u64());
+        let mut tree = datasets::Tree::create(
+            mos.objset(),
+            &reader,
+            &spec.name,
+            self.clock.now_unix_secs(),
+            dataset_guid,
+        )?;
+        for (name, value) in &root_props {
+            tree.set_local(
+                mos.objset(),
+                &reader,
+                ROOT_DATASET_ID,
+                name,
+                value.as_deref(),
+            )?;
+        }
+        drop(reader);
         let guid = pool.guid();
         let mut imported = Imported {
             pool,
             mos,
-            data,
+            datasets: tree,
+            destroyed: Vec::new(),
+            mounted: std::collections::BTreeSet::new(),
             history: vec![self.history_record(&options.command, false)],
             scan: scrub::Scan::default(),
         };
+        dataset_ops::format_filesystem(&mut imported, ROOT_DATASET_ID, self.clock.as_ref())?;
         imported.sync()?;
         let handle = Arc::new(PoolHandle {
             name: spec.name.clone(),
@@ -539,8 +591,8 @@ impl Engine {
             let reader = pool.reader();
             let root = pool.root().ok_or("no root block")?;
             let mut mos = Mos::open(&reader, &root).map_err(|e| e.to_string())?;
-            let data_root = mos.root_dataset(&reader).map_err(|e| e.to_string())?;
-            ObjectSet::open(&reader, &data_root).map_err(|e| e.to_string())?;
+            datasets::Tree::load(mos.objset(), &reader, &found.config.name)
+                .map_err(|e| e.to_string())?;
             Ok(())
         };
         let pool = Pool::import(
@@ -556,14 +608,16 @@ impl Engine {
             .root()
             .ok_or_else(|| EngineError::Corrupt("no root block".into()))?;
         let mut mos = Mos::open(&reader, &root)?;
-        let data_root = mos.root_dataset(&reader)?;
-        let data = ObjectSet::open(&reader, &data_root)?;
+        let tree = datasets::Tree::load(mos.objset(), &reader, &name)?;
+        drop(reader);
         let guid = pool.guid();
         let readonly = pool.readonly();
         let mut imported = Imported {
             pool,
             mos,
-            data,
+            datasets: tree,
+            destroyed: Vec::new(),
+            mounted: std::collections::BTreeSet::new(),
             history: Vec::new(),
             scan: scrub::Scan::default(),
         };
@@ -745,7 +799,8 @@ impl Engine {
     pub fn object_create(&self, name: &str, block_size: u32) -> Result<ObjectId, EngineError> {
         let handle = self.pool(name)?;
         let mut inner = handle.lock();
-        let Imported { pool, data, .. } = &mut *inner;
+        let Imported { pool, datasets, .. } = &mut *inner;
+        let data = &mut datasets.node_mut(ROOT_DATASET_ID).objset;
         Ok(data.allocate_object(
             &pool.reader(),
             tarn_format::dnode::OBJECT_TYPE_PLAIN,
@@ -775,7 +830,8 @@ impl Engine {
                 return Err(EngineError::NoSpace);
             }
         }
-        let Imported { pool, data, .. } = &mut *inner;
+        let Imported { pool, datasets, .. } = &mut *inner;
+        let data = &mut datasets.node_mut(ROOT_DATASET_ID).objset;
         data.write(&pool.reader(), object, offset, bytes)?;
         if inner.dirty_bytes() >= DIRTY_MAX {
             inner.sync()?;
@@ -797,7 +853,8 @@ impl Engine {
         if let Some(why) = inner.pool.suspended() {
             return Err(PoolError::Suspended(why.to_string()).into());
         }
-        let Imported { pool, data, .. } = &mut *inner;
+        let Imported { pool, datasets, .. } = &mut *inner;
+        let data = &mut datasets.node_mut(ROOT_DATASET_ID).objset;
         data.free_range(&pool.reader(), object, offset, len)?;
         Ok(())
     }
@@ -812,7 +869,8 @@ impl Engine {
     ) -> Result<(), EngineError> {
         let handle = self.pool(name)?;
         let mut inner = handle.lock();
-        let Imported { pool, data, .. } = &mut *inner;
+        let Imported { pool, datasets, .. } = &mut *inner;
+        let data = &mut datasets.node_mut(ROOT_DATASET_ID).objset;
         data.read(&pool.reader(), object, offset, buf)?;
         Ok(())
     }

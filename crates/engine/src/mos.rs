@@ -7,7 +7,8 @@
 //!                     │                                    "root_dataset" -> 4
 //!                     ├─ object 2: pool properties (ZAP, name -> value)
 //!                     ├─ object 3: command history (ring of records; header in the bonus)
-//!                     ├─ object 4: root dataset; bonus = block pointer of its object set
+//!                     ├─ object 4: root dataset node (tarn-dataset: header in the bonus,
+//!                     │            children and props ZAPs; created by the dataset tree)
 //!                     ├─ "scan"   -> ZAP: the scrub's state, one u64 per field
 //!                     └─ "errlog" -> ZAP: blocks found unrecoverable, key -> txg found
 //! ```
@@ -35,7 +36,6 @@ const ERRLOG: &str = "errlog";
 /// plain); from 16 up they are the engine's.
 const TYPE_ZAP: u8 = tarn_format::dnode::OBJECT_TYPE_ZAP;
 const TYPE_HISTORY: u8 = 16;
-const TYPE_DATASET: u8 = 17;
 
 const HISTORY_BLOCK: u32 = 16 << 10;
 const HISTORY_HEADER_LEN: u16 = 24;
@@ -145,7 +145,8 @@ pub(crate) struct Mos {
 }
 
 impl Mos {
-    /// A new, empty MOS for a pool being created (dirty until the first sync).
+    /// A new, empty MOS for a pool being created (dirty until the first sync). The root
+    /// dataset's node (object 4) is named here and made by `datasets::Tree::create`.
     pub(crate) fn create(store: &dyn BlockStore) -> Result<Mos, EngineError> {
         let mut objset = ObjectSet::create(ObjsetKind::Mos);
         // A fresh object set hands out the lowest free ids, so these land on the fixed ids.
@@ -170,8 +171,6 @@ impl Mos {
             capacity: HISTORY_CAPACITY,
         };
         objset.set_bonus(store, HISTORY, &header.encode())?;
-        objset.claim_object(store, ROOT_DATASET, TYPE_DATASET, 512, 0, 128)?;
-        objset.set_bonus(store, ROOT_DATASET, &BlockPtr::default().encode())?;
         for (name, id) in [
             ("props", PROPS),
             ("history", HISTORY),
@@ -438,19 +437,8 @@ impl Mos {
         Ok(())
     }
 
-    /// The root dataset's object-set pointer (a hole before its first sync).
-    pub(crate) fn root_dataset(&mut self, store: &dyn BlockStore) -> Result<BlockPtr, EngineError> {
-        let bonus = self.objset.bonus(store, ROOT_DATASET)?;
-        BlockPtr::decode_bytes(&bonus).map_err(|e| EngineError::Corrupt(e.to_string()))
-    }
-
-    /// Records the root dataset's new object-set pointer.
-    pub(crate) fn set_root_dataset(
-        &mut self,
-        store: &dyn BlockStore,
-        bp: &BlockPtr,
-    ) -> Result<(), EngineError> {
-        self.objset.set_bonus(store, ROOT_DATASET, &bp.encode())?;
-        Ok(())
+    /// The MOS object set itself (the dataset tree keeps its nodes here).
+    pub(crate) fn objset(&mut self) -> &mut ObjectSet {
+        &mut self.objset
     }
 }

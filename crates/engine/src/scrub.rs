@@ -217,27 +217,41 @@ const FUNCTION_SCRUB: u64 = 1;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Origin {
     Mos(BlockContext),
-    Data(BlockContext),
+    Data(crate::DatasetId, BlockContext),
     SpaceLog,
 }
 
 impl Origin {
-    /// The error-log key: `mos/<object>/<level>/<blkid>`, `data/...`, `spacelog/...`.
+    /// The error-log key: `mos/<object>/<level>/<blkid>`, `data/<dataset>/<object>/...`,
+    /// `spacelog/...`.
     fn key(self, first: (u32, u64)) -> String {
         match self {
             Origin::Mos(c) => format!("mos/{}/{}/{}", c.object.0, c.level, c.blkid),
-            Origin::Data(c) => format!("data/{}/{}/{}", c.object.0, c.level, c.blkid),
+            Origin::Data(d, c) => {
+                format!("data/{}/{}/{}/{}", d.0, c.object.0, c.level, c.blkid)
+            }
             Origin::SpaceLog => format!("spacelog/{}/{}", first.0, first.1),
         }
     }
 }
 
-/// How `status -v` names an error-log entry: `<pool>:<object N>` for the root dataset,
-/// `<metadata>:<object N>` for the MOS, `<metadata>:<space log>` for the space log.
-pub(crate) fn errlog_display(pool: &str, key: &str) -> String {
+/// How `status -v` names an error-log entry: `<dataset>:<object N>` for a dataset (named by
+/// `dataset`, or `<pool>:<dataset N>` when it no longer exists), `<metadata>:<object N>` for
+/// the MOS, `<metadata>:<space log>` for the space log.
+pub(crate) fn errlog_display(
+    pool: &str,
+    key: &str,
+    dataset: &dyn Fn(u64) -> Option<String>,
+) -> String {
     let mut parts = key.split('/');
     match (parts.next(), parts.next()) {
-        (Some("data"), Some(object)) => format!("{pool}:<object {object}>"),
+        (Some("data"), Some(id)) => {
+            let object = parts.next().unwrap_or("?");
+            match id.parse().ok().and_then(dataset) {
+                Some(name) => format!("{name}:<object {object}>"),
+                None => format!("{pool}:<dataset {id}>:<object {object}>"),
+            }
+        }
         (Some("mos"), Some(object)) => format!("<metadata>:<object {object}>"),
         (Some("spacelog"), _) => "<metadata>:<space log>".to_string(),
         _ => format!("<metadata>:<{key}>"),
@@ -395,12 +409,15 @@ fn traverse(inner: &Imported, bookmark: Option<(u32, u64)>) -> (Vec<Entry>, Vec<
         level: BlockContext::ROOT_LEVEL,
         blkid: 0,
     };
-    let data_root = inner.data.root();
-    let sets = [
-        (ub.root, Origin::Mos as fn(BlockContext) -> Origin),
-        (data_root, Origin::Data),
-    ];
-    for (root, origin) in sets {
+    let mut sets: Vec<(BlockPtr, Option<crate::DatasetId>)> = vec![(ub.root, None)];
+    for id in inner.datasets.all() {
+        sets.push((inner.datasets.node(id).objset.root(), Some(id)));
+    }
+    for (root, dataset) in sets {
+        let origin = |context| match dataset {
+            None => Origin::Mos(context),
+            Some(id) => Origin::Data(id, context),
+        };
         let mut visit = |bp: &BlockPtr, context: BlockContext| {
             entries.extend(Entry::new(bp, origin(context)));
         };
@@ -593,11 +610,22 @@ pub(crate) fn error_names(
     inner: &mut Imported,
     pool_name: &str,
 ) -> Result<Vec<String>, EngineError> {
-    let Imported { pool, mos, .. } = inner;
+    let Imported {
+        pool,
+        mos,
+        datasets,
+        ..
+    } = inner;
+    let name_of = |id: u64| {
+        let id = crate::DatasetId(id);
+        datasets
+            .contains(id)
+            .then(|| datasets.node(id).name.clone())
+    };
     let names: BTreeSet<String> = mos
         .errlog(&pool.reader())?
         .iter()
-        .map(|(key, _)| errlog_display(pool_name, key))
+        .map(|(key, _)| errlog_display(pool_name, key, &name_of))
         .collect();
     Ok(names.into_iter().collect())
 }
@@ -728,10 +756,21 @@ mod tests {
 
     #[test]
     fn errlog_names() {
-        assert_eq!(errlog_display("tank", "data/5/0/12"), "tank:<object 5>");
-        assert_eq!(errlog_display("tank", "mos/3/1/0"), "<metadata>:<object 3>");
+        let names = |id: u64| (id == 4).then(|| "tank".to_string());
         assert_eq!(
-            errlog_display("tank", "spacelog/0/4096"),
+            errlog_display("tank", "data/4/5/0/12", &names),
+            "tank:<object 5>"
+        );
+        assert_eq!(
+            errlog_display("tank", "data/9/5/0/12", &names),
+            "tank:<dataset 9>:<object 5>"
+        );
+        assert_eq!(
+            errlog_display("tank", "mos/3/1/0", &names),
+            "<metadata>:<object 3>"
+        );
+        assert_eq!(
+            errlog_display("tank", "spacelog/0/4096", &names),
             "<metadata>:<space log>"
         );
     }

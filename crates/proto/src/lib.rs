@@ -52,12 +52,12 @@ mod request;
 mod response;
 
 pub use request::{
-    PoolCreate, PoolImport, Request, ScrubAction, VdevGroupSpec, VdevKind, VdevRole,
+    DatasetGet, PoolCreate, PoolImport, Request, ScrubAction, VdevGroupSpec, VdevKind, VdevRole,
 };
 pub use response::{
-    CacheEntry, CacheFile, ErrorReply, HistoryEntry, HistoryPool, ImportablePool, PongInfo,
-    PoolLayout, PoolListRow, PoolStatusInfo, Progress, PropertyRow, ReplyPayload, Response,
-    ServerLine, TxgRow, VdevNodeKind, VdevStatus,
+    CacheEntry, CacheFile, DatasetProp, DatasetRow, ErrorReply, HistoryEntry, HistoryPool,
+    ImportablePool, MountRow, PongInfo, PoolLayout, PoolListRow, PoolStatusInfo, Progress,
+    PropertyRow, ReplyPayload, Response, ServerLine, TxgRow, VdevNodeKind, VdevStatus,
 };
 
 /// Longest line (message plus its `\n`) either side sends or accepts: 16 MiB. Large enough

@@ -279,6 +279,78 @@ pub enum Request {
         /// Device (path, last path component or GUID).
         device: String,
     },
+    /// `tarn create [-p] [-o prop=val]... NAME`.
+    DatasetCreate {
+        /// Full dataset name.
+        name: String,
+        /// Properties, in command-line order.
+        properties: Vec<(String, String)>,
+        /// Create missing parents (`-p`).
+        parents: bool,
+    },
+    /// `tarn destroy [-r] [-f] NAME`.
+    DatasetDestroy {
+        /// Full dataset name.
+        name: String,
+        /// Destroy descendants too (`-r`).
+        recursive: bool,
+        /// Unmount busy datasets (`-f`).
+        force: bool,
+    },
+    /// `tarn rename OLD NEW`.
+    DatasetRename {
+        /// Current name.
+        old: String,
+        /// New name.
+        new: String,
+    },
+    /// `tarn list` and `tarn get`: properties of datasets.
+    DatasetGet(DatasetGet),
+    /// `tarn set PROP=VAL... NAME`.
+    DatasetSet {
+        /// Full dataset name.
+        name: String,
+        /// Assignments, in command-line order.
+        assignments: Vec<(String, String)>,
+    },
+    /// `tarn inherit [-r] PROP NAME`.
+    DatasetInherit {
+        /// Full dataset name.
+        name: String,
+        /// Property.
+        property: String,
+        /// Descendants too (`-r`).
+        recursive: bool,
+    },
+    /// `tarn mount [-a] [NAME]`; neither: list what is mounted.
+    Mount {
+        /// Dataset to mount.
+        name: Option<String>,
+        /// Mount every dataset that should be (`-a`).
+        all: bool,
+    },
+    /// `tarn unmount [-f] [-a] NAME|PATH`.
+    Unmount {
+        /// Dataset name or mountpoint.
+        target: Option<String>,
+        /// Unmount every tarn dataset (`-a`).
+        all: bool,
+        /// Detach even if busy (`-f`).
+        force: bool,
+    },
+}
+
+/// What `tarn list` and `tarn get` select.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DatasetGet {
+    /// Datasets named; empty means every pool's root dataset (with `recursive`).
+    pub names: Vec<String>,
+    /// Include descendants (`-r`).
+    pub recursive: bool,
+    /// At most this many levels below each named dataset (`-d`).
+    pub depth: Option<u32>,
+    /// Property names, or the single word `all`.
+    pub properties: Vec<String>,
 }
 
 impl Request {
@@ -303,6 +375,14 @@ impl Request {
             Request::PoolClear { .. } => "pool_clear",
             Request::PoolOffline { .. } => "pool_offline",
             Request::PoolOnline { .. } => "pool_online",
+            Request::DatasetCreate { .. } => "dataset_create",
+            Request::DatasetDestroy { .. } => "dataset_destroy",
+            Request::DatasetRename { .. } => "dataset_rename",
+            Request::DatasetGet(_) => "dataset_get",
+            Request::DatasetSet { .. } => "dataset_set",
+            Request::DatasetInherit { .. } => "dataset_inherit",
+            Request::Mount { .. } => "mount",
+            Request::Unmount { .. } => "unmount",
         }
     }
 

@@ -89,6 +89,43 @@ pub enum ReplyPayload {
     History(Vec<HistoryPool>),
     /// Success with lines to show the admin (`pool online` starting a scrub).
     Notice(Vec<String>),
+    /// `tarn list` and `tarn get`.
+    Datasets(Vec<DatasetRow>),
+    /// `tarn mount` without arguments: what is mounted where.
+    Mounts(Vec<MountRow>),
+}
+
+/// One dataset's properties (`tarn list`, `tarn get`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DatasetRow {
+    /// Full dataset name.
+    pub name: String,
+    /// Its properties, in the order asked (all of them for `all`).
+    pub props: Vec<DatasetProp>,
+}
+
+/// One property of a dataset.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DatasetProp {
+    /// Property name.
+    pub property: String,
+    /// Value for humans (`10G`, `none`).
+    pub value: String,
+    /// Exact value (`-p`).
+    pub parsable: String,
+    /// SOURCE column text (`local`, `default`, `inherited from tank`, `-`).
+    pub source: String,
+    /// The `-s` word of the source: `local`, `default`, `inherited` or `none`.
+    pub source_kind: String,
+}
+
+/// A mounted dataset.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MountRow {
+    /// Full dataset name.
+    pub name: String,
+    /// Where it is mounted.
+    pub mountpoint: String,
 }
 
 /// Who answered a `Ping`.

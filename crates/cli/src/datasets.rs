@@ -1,0 +1,373 @@
+//! The dataset verbs (`tarn create`, `destroy`, `rename`, `list`, `get`, `set`, `inherit`,
+//! `mount`, `unmount`): planning their requests and rendering their replies in ZFS's
+//! layouts.
+
+use std::path::Path;
+
+use tarn_proto::{DatasetGet, DatasetRow, MountRow, Request};
+
+use crate::args::{Command, DatasetGetArgs, DatasetListArgs};
+use crate::render::{self, Column, GetField};
+use crate::run::{Outcome, Plan, View};
+
+/// Columns of `tarn list` without `-o`.
+const LIST_DEFAULT: &[&str] = &["name", "used", "avail", "refer", "mountpoint"];
+
+/// Properties shown right-aligned (numbers).
+const NUMERIC: &[&str] = &[
+    "used",
+    "avail",
+    "available",
+    "refer",
+    "referenced",
+    "quota",
+    "refquota",
+    "reservation",
+    "refreservation",
+    "recordsize",
+    "usedbydataset",
+    "usedbychildren",
+    "usedbyrefreservation",
+    "logicalused",
+    "logicalreferenced",
+    "compressratio",
+    "copies",
+];
+
+/// How `tarn list` shows its rows.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct ListView {
+    pub(crate) columns: Vec<String>,
+    pub(crate) scripted: bool,
+    pub(crate) parsable: bool,
+    /// (property, descending), most significant first.
+    pub(crate) sort: Vec<(String, bool)>,
+}
+
+/// How `tarn get` shows its rows.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct GetView {
+    pub(crate) fields: Vec<GetField>,
+    pub(crate) scripted: bool,
+    pub(crate) parsable: bool,
+    pub(crate) sources: Option<Vec<String>>,
+}
+
+fn refuse(verb: &str, object: Option<&str>, message: &str) -> Outcome {
+    Outcome::refused(render::error_line(verb, object, message))
+}
+
+fn silent(verb: &'static str, object: &str, request: Request) -> Plan {
+    Plan {
+        request,
+        verb,
+        object: Some(object.to_string()),
+        view: View::Silent,
+    }
+}
+
+/// Turns a dataset command into a request (pure).
+pub(crate) fn plan(command: Command, cwd: &Path) -> Result<Plan, Outcome> {
+    let plan = match command {
+        Command::Create {
+            parents,
+            properties,
+            name,
+        } => silent(
+            "create",
+            &name.clone(),
+            Request::DatasetCreate {
+                name,
+                properties,
+                parents,
+            },
+        ),
+        Command::Destroy {
+            recursive,
+            force,
+            name,
+        } => silent(
+            "destroy",
+            &name.clone(),
+            Request::DatasetDestroy {
+                name,
+                recursive,
+                force,
+            },
+        ),
+        Command::Rename { old, new } => {
+            silent("rename", &old.clone(), Request::DatasetRename { old, new })
+        }
+        Command::List(args) => plan_list(args)?,
+        Command::Get(args) => plan_get(args)?,
+        Command::Set { mut words } => {
+            let name = words.pop().unwrap_or_default();
+            let mut assignments = Vec::new();
+            for word in words {
+                match word.split_once('=') {
+                    Some((property, value)) if !property.is_empty() => {
+                        assignments.push((property.to_string(), value.to_string()));
+                    }
+                    _ => {
+                        return Err(refuse(
+                            "set property for",
+                            Some(&name),
+                            &format!("'{word}' is not of the form property=value"),
+                        ));
+                    }
+                }
+            }
+            silent(
+                "set property for",
+                &name.clone(),
+                Request::DatasetSet { name, assignments },
+            )
+        }
+        Command::Inherit {
+            recursive,
+            property,
+            name,
+        } => silent(
+            "inherit",
+            &name.clone(),
+            Request::DatasetInherit {
+                name,
+                property,
+                recursive,
+            },
+        ),
+        Command::Mount { all, name } => Plan {
+            verb: "mount",
+            object: name.clone(),
+            view: if all || name.is_some() {
+                View::Silent
+            } else {
+                View::Mounts
+            },
+            request: Request::Mount { name, all },
+        },
+        Command::Unmount { force, all, target } => {
+            // A path names a mountpoint: make it absolute so the daemon can match it.
+            let target = target.map(|t| {
+                if t.starts_with('.') {
+                    cwd.join(&t).display().to_string()
+                } else {
+                    t
+                }
+            });
+            Plan {
+                verb: "unmount",
+                object: target.clone(),
+                view: View::Silent,
+                request: Request::Unmount { target, all, force },
+            }
+        }
+        Command::Daemon(_) | Command::Pool(_) | Command::Demo(_) => {
+            unreachable!("datasets::plan is called only for dataset verbs")
+        }
+    };
+    Ok(plan)
+}
+
+fn split_list(spec: &str) -> Vec<String> {
+    spec.split(',').map(|w| w.trim().to_string()).collect()
+}
+
+fn check_type(types: Option<&str>) -> Result<(), Outcome> {
+    for word in types.map(split_list).unwrap_or_default() {
+        if !matches!(word.as_str(), "filesystem" | "all") {
+            return Err(Outcome::usage(format!(
+                "invalid type '{word}': valid types are filesystem, all (snapshots and \
+                 volumes do not exist yet)"
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn plan_list(args: DatasetListArgs) -> Result<Plan, Outcome> {
+    check_type(args.types.as_deref())?;
+    let columns = match &args.columns {
+        Some(spec) => split_list(spec),
+        None => LIST_DEFAULT.iter().map(|c| (*c).to_string()).collect(),
+    };
+    let mut sort: Vec<(String, bool)> = Vec::new();
+    sort.extend(args.sort_ascending.iter().map(|p| (p.clone(), false)));
+    sort.extend(args.sort_descending.iter().map(|p| (p.clone(), true)));
+    let mut properties = columns.clone();
+    properties.extend(sort.iter().map(|(p, _)| p.clone()));
+    properties.sort();
+    properties.dedup();
+    let object = match args.names.as_slice() {
+        [name] => Some(name.clone()),
+        _ => None,
+    };
+    Ok(Plan {
+        verb: if object.is_some() {
+            "open"
+        } else {
+            "list datasets"
+        },
+        object,
+        view: View::DatasetList(ListView {
+            columns,
+            scripted: args.scripted,
+            parsable: args.parsable,
+            sort,
+        }),
+        request: Request::DatasetGet(DatasetGet {
+            names: args.names,
+            recursive: args.recursive,
+            depth: args.depth,
+            properties,
+        }),
+    })
+}
+
+fn plan_get(args: DatasetGetArgs) -> Result<Plan, Outcome> {
+    let fields = match &args.fields {
+        Some(spec) => render::get_fields(spec).map_err(Outcome::usage)?,
+        None => render::GET_DEFAULT.to_vec(),
+    };
+    let sources = match &args.sources {
+        Some(spec) => {
+            let words = split_list(spec);
+            for word in &words {
+                if !matches!(
+                    word.as_str(),
+                    "local" | "default" | "inherited" | "temporary" | "received" | "none"
+                ) {
+                    return Err(Outcome::usage(format!(
+                        "invalid source '{word}': valid sources are local, default, \
+                         inherited, temporary, received, none"
+                    )));
+                }
+            }
+            Some(words)
+        }
+        None => None,
+    };
+    let object = match args.names.as_slice() {
+        [name] => Some(name.clone()),
+        _ => None,
+    };
+    Ok(Plan {
+        verb: if object.is_some() {
+            "get property for"
+        } else {
+            "get properties"
+        },
+        object,
+        view: View::DatasetGet(GetView {
+            fields,
+            scripted: args.scripted,
+            parsable: args.parsable,
+            sources,
+        }),
+        request: Request::DatasetGet(DatasetGet {
+            names: args.names,
+            recursive: args.recursive,
+            depth: args.depth,
+            properties: split_list(&args.properties),
+        }),
+    })
+}
+
+/// The value of `property` in `row` (`-` when it was not returned).
+fn cell<'a>(row: &'a DatasetRow, property: &str, parsable: bool) -> &'a str {
+    if property == "name" {
+        return &row.name;
+    }
+    let canonical = match property {
+        "avail" => "available",
+        other => other,
+    };
+    row.props
+        .iter()
+        .find(|p| p.property == property || p.property == canonical)
+        .map_or("-", |p| if parsable { &p.parsable } else { &p.value })
+}
+
+/// `tarn list`.
+pub(crate) fn list(rows: &[DatasetRow], view: &ListView) -> String {
+    let mut rows: Vec<&DatasetRow> = rows.iter().collect();
+    for (property, descending) in view.sort.iter().rev() {
+        rows.sort_by(|a, b| {
+            let (x, y) = (cell(a, property, true), cell(b, property, true));
+            let order = match (x.parse::<f64>(), y.parse::<f64>()) {
+                (Ok(x), Ok(y)) => x.total_cmp(&y),
+                _ => x.cmp(y),
+            };
+            if *descending { order.reverse() } else { order }
+        });
+    }
+    let cells: Vec<Vec<String>> = rows
+        .iter()
+        .map(|row| {
+            view.columns
+                .iter()
+                .map(|c| cell(row, c, view.parsable).to_string())
+                .collect()
+        })
+        .collect();
+    let columns: Vec<Column> = view
+        .columns
+        .iter()
+        .map(|c| Column {
+            header: c.to_ascii_uppercase().into(),
+            right: NUMERIC.contains(&c.as_str()),
+            width_min: 0,
+        })
+        .collect();
+    render::table(&columns, &cells, view.scripted)
+}
+
+/// `tarn get`.
+pub(crate) fn get(rows: &[DatasetRow], view: &GetView) -> String {
+    let mut cells = Vec::new();
+    for row in rows {
+        for prop in &row.props {
+            if let Some(sources) = &view.sources
+                && !sources.iter().any(|s| *s == prop.source_kind)
+            {
+                continue;
+            }
+            cells.push(
+                view.fields
+                    .iter()
+                    .map(|field| match field {
+                        GetField::Name => row.name.clone(),
+                        GetField::Property => prop.property.clone(),
+                        GetField::Value if view.parsable => prop.parsable.clone(),
+                        GetField::Value => prop.value.clone(),
+                        GetField::Source => prop.source.clone(),
+                    })
+                    .collect(),
+            );
+        }
+    }
+    let columns: Vec<Column> = view
+        .fields
+        .iter()
+        .map(|field| Column {
+            header: match field {
+                GetField::Name => "NAME",
+                GetField::Property => "PROPERTY",
+                GetField::Value => "VALUE",
+                GetField::Source => "SOURCE",
+            }
+            .into(),
+            right: false,
+            width_min: 0,
+        })
+        .collect();
+    render::table(&columns, &cells, view.scripted)
+}
+
+/// `tarn mount` without arguments: `NAME  MOUNTPOINT` lines, as `zfs mount` prints.
+pub(crate) fn mounts(rows: &[MountRow]) -> String {
+    let width = rows.iter().map(|r| r.name.len()).max().unwrap_or(0);
+    rows.iter()
+        .map(|r| format!("{:<width$}  {}\n", r.name, r.mountpoint))
+        .collect()
+}

@@ -1,0 +1,70 @@
+//! tarn-dataset: the dataset tree of a pool and its properties (ZFS's DSL directory and
+//! property layer).
+//!
+//! # Purpose
+//! A pool holds a tree of datasets (`tank`, `tank/home`, `tank/home/ann`), each with its own
+//! object set and its own properties, most of them inherited from the parent unless set
+//! locally. This crate owns the rules: which names are valid, which properties exist, what
+//! values they take, how inheritance resolves (with ZFS's SOURCE column), and how a dataset
+//! node is stored in the pool's meta object set (MOS). It does no accounting policy and no
+//! I/O scheduling: the engine decides when to sync and what a quota refuses.
+//!
+//! # Model
+//! ```text
+//!  MOS object 4 (root dataset node)          every node: a MOS object of type DATASET
+//!   bonus: DatasetHeader ─────────────┐        bonus = DatasetHeader (objset bp, parent,
+//!   │  children ZAP: "home" -> 17     │                 children ZAP, props ZAP, creation,
+//!   │  props ZAP: "compression"->"lz4"│                 guid, space counters)
+//!   ▼                                 │
+//!  node 17 (tank/home) ── children ZAP: "ann" -> 23 ...
+//! ```
+//! A property is *local* when its node's props ZAP has it, *inherited from X* when the
+//! nearest ancestor X with a local value has it (only for inheritable properties), otherwise
+//! *default*. Statistics (`used`, `available`, ...) are computed by the engine and have
+//! source `-`. Values are stored normalized (sizes in bytes, `on`/`off` lowercase) so that
+//! comparing and inheriting never re-parses admin input.
+//!
+//! # Invariants
+//! - I1: a node's parent lists it in its children ZAP under its last name component, and
+//!   only there; the root's parent is 0.
+//! - I2: every stored property value passed [`props::validate`] (values from disk are still
+//!   checked when read, because bytes from disk are input).
+//! - I3: names are validated before anything is written: a refused create changes nothing.
+//!
+//! # Failure model
+//! Bad names and values are [`DatasetError`]s naming what was wrong and what is valid.
+//! Damaged headers or property values read from disk are [`DatasetError::Corrupt`], never a
+//! panic.
+//!
+//! # Not here
+//! Snapshots, clones, dead lists and send/receive (next layers of this crate); space
+//! accounting arithmetic and quota enforcement (the engine, which sees dirty data); user,
+//! group and project quotas (need per-owner accounting in the POSIX layer).
+
+pub mod name;
+pub mod node;
+pub mod props;
+
+pub use name::{parent_name, validate_name};
+pub use node::{DatasetHeader, HEADER_LEN};
+pub use props::{PropDef, PropKind, Source};
+
+use tarn_objects::ObjectError;
+
+/// Why a dataset operation was refused.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DatasetError {
+    /// The name is not a valid dataset name.
+    #[error("invalid dataset name: {0}")]
+    InvalidName(String),
+    /// A property name or value is invalid.
+    #[error("{0}")]
+    InvalidProperty(String),
+    /// Metadata read from disk does not decode.
+    #[error("dataset metadata is corrupt: {0}")]
+    Corrupt(String),
+    /// The object layer failed.
+    #[error(transparent)]
+    Objects(#[from] ObjectError),
+}

@@ -1,0 +1,256 @@
+//! A dataset node in the MOS: the header in its bonus buffer, its children and its local
+//! properties (two ZAP objects the header names).
+
+use std::collections::BTreeMap;
+
+use tarn_base::{Guid, ObjectId, Txg};
+use tarn_format::BlockPtr;
+use tarn_format::wire::{Reader, Writer};
+use tarn_objects::ObjectSet;
+use tarn_zio::BlockStore;
+
+use crate::DatasetError;
+
+/// Object type of a dataset node in the MOS.
+pub const TYPE_DATASET: u8 = 17;
+/// Object type of a node's children and props ZAPs (tarn-objects' ZAP type).
+const TYPE_ZAP: u8 = tarn_format::dnode::OBJECT_TYPE_ZAP;
+
+/// Encoded length of [`DatasetHeader`] (the node's bonus length).
+pub const HEADER_LEN: u16 = 208;
+const HEADER_VERSION: u64 = 1;
+
+/// What a dataset node records (docs/FORMAT.md, "Datasets").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DatasetHeader {
+    /// Root of the dataset's object set (a hole before its first sync).
+    pub objset: BlockPtr,
+    /// Parent node (0 for a pool's root dataset).
+    pub parent: ObjectId,
+    /// ZAP: child name -> child node.
+    pub children: ObjectId,
+    /// ZAP: property name -> normalized value (only local values).
+    pub props: ObjectId,
+    /// Unix seconds of creation.
+    pub creation_time: u64,
+    /// Txg of creation.
+    pub creation_txg: Txg,
+    /// The dataset's GUID.
+    pub guid: Guid,
+    /// Allocated bytes of the object set's blocks, deflated by the parity of their vdevs
+    /// (what `referenced` shows).
+    pub referenced: u64,
+    /// Logical bytes of those blocks (`logicalreferenced`).
+    pub logical: u64,
+    /// Physical (compressed) bytes of those blocks (for `compressratio`).
+    pub physical: u64,
+}
+
+impl DatasetHeader {
+    /// Encodes into [`HEADER_LEN`] bytes.
+    #[must_use]
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = Writer::new();
+        self.objset.encode_into(&mut w);
+        for value in [
+            self.parent.0,
+            self.children.0,
+            self.props.0,
+            self.creation_time,
+            self.creation_txg.0,
+            self.guid.0,
+            self.referenced,
+            self.logical,
+            self.physical,
+            HEADER_VERSION,
+        ] {
+            w.u64(value);
+        }
+        let bytes = w.finish();
+        assert_eq!(
+            bytes.len(),
+            usize::from(HEADER_LEN),
+            "dataset header length"
+        );
+        bytes
+    }
+
+    /// Decodes a header read from disk (garbage is an error, never a panic).
+    pub fn decode(bytes: &[u8]) -> Result<Self, DatasetError> {
+        let corrupt = |e: tarn_format::FormatError| DatasetError::Corrupt(e.to_string());
+        let mut r = Reader::new(bytes, "dataset header");
+        let objset = BlockPtr::decode(&mut r).map_err(corrupt)?;
+        let mut next = || r.u64().map_err(corrupt);
+        let header = DatasetHeader {
+            objset,
+            parent: ObjectId(next()?),
+            children: ObjectId(next()?),
+            props: ObjectId(next()?),
+            creation_time: next()?,
+            creation_txg: Txg(next()?),
+            guid: Guid(next()?),
+            referenced: next()?,
+            logical: next()?,
+            physical: next()?,
+        };
+        let version = next()?;
+        if version != HEADER_VERSION {
+            return Err(DatasetError::Corrupt(format!(
+                "dataset header version {version} (this build reads {HEADER_VERSION})"
+            )));
+        }
+        Ok(header)
+    }
+}
+
+/// Makes a new dataset node with empty children and props. With `at`, the node takes that
+/// fixed object id (the pool's root dataset); otherwise the MOS picks one.
+pub fn create_node(
+    mos: &mut ObjectSet,
+    store: &dyn BlockStore,
+    at: Option<ObjectId>,
+    mut header: DatasetHeader,
+) -> Result<ObjectId, DatasetError> {
+    let id = match at {
+        Some(id) => {
+            mos.claim_object(store, id, TYPE_DATASET, 512, 0, HEADER_LEN)?;
+            id
+        }
+        None => mos.allocate_object(store, TYPE_DATASET, 512, 0, HEADER_LEN)?,
+    };
+    header.children = mos.zap_create(store, TYPE_ZAP)?;
+    header.props = mos.zap_create(store, TYPE_ZAP)?;
+    mos.set_bonus(store, id, &header.encode())?;
+    Ok(id)
+}
+
+/// Reads a node's header.
+pub fn read_header(
+    mos: &mut ObjectSet,
+    store: &dyn BlockStore,
+    id: ObjectId,
+) -> Result<DatasetHeader, DatasetError> {
+    DatasetHeader::decode(&mos.bonus(store, id)?)
+}
+
+/// Writes a node's header.
+pub fn write_header(
+    mos: &mut ObjectSet,
+    store: &dyn BlockStore,
+    id: ObjectId,
+    header: &DatasetHeader,
+) -> Result<(), DatasetError> {
+    mos.set_bonus(store, id, &header.encode())?;
+    Ok(())
+}
+
+/// A node's children, sorted by name.
+pub fn children(
+    mos: &mut ObjectSet,
+    store: &dyn BlockStore,
+    header: &DatasetHeader,
+) -> Result<Vec<(String, ObjectId)>, DatasetError> {
+    mos.zap_list_sorted(store, header.children)?
+        .into_iter()
+        .map(|(name, value)| {
+            let bytes = <[u8; 8]>::try_from(value.as_slice())
+                .map_err(|_| DatasetError::Corrupt(format!("child '{name}' is not a u64")))?;
+            Ok((name, ObjectId(u64::from_le_bytes(bytes))))
+        })
+        .collect()
+}
+
+/// Adds (`Some`) or removes (`None`) child `name` of the node with `header`.
+pub fn set_child(
+    mos: &mut ObjectSet,
+    store: &dyn BlockStore,
+    header: &DatasetHeader,
+    name: &str,
+    child: Option<ObjectId>,
+) -> Result<(), DatasetError> {
+    match child {
+        Some(id) => mos.zap_insert_u64(store, header.children, name, id.0)?,
+        None => mos.zap_remove(store, header.children, name)?,
+    }
+    Ok(())
+}
+
+/// A node's local properties.
+pub fn local_props(
+    mos: &mut ObjectSet,
+    store: &dyn BlockStore,
+    header: &DatasetHeader,
+) -> Result<BTreeMap<String, String>, DatasetError> {
+    mos.zap_list_sorted(store, header.props)?
+        .into_iter()
+        .map(|(name, value)| {
+            String::from_utf8(value)
+                .map(|value| (name.clone(), value))
+                .map_err(|_| DatasetError::Corrupt(format!("property '{name}' is not UTF-8")))
+        })
+        .collect()
+}
+
+/// Sets (`Some`) or removes (`None`) a local property.
+pub fn set_local_prop(
+    mos: &mut ObjectSet,
+    store: &dyn BlockStore,
+    header: &DatasetHeader,
+    name: &str,
+    value: Option<&str>,
+) -> Result<(), DatasetError> {
+    match value {
+        Some(value) => mos.zap_update(store, header.props, name, value.as_bytes())?,
+        None => {
+            if mos.zap_lookup(store, header.props, name)?.is_some() {
+                mos.zap_remove(store, header.props, name)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Frees a node and its two ZAPs (the caller has unlinked it and freed its object set).
+pub fn free_node(
+    mos: &mut ObjectSet,
+    store: &dyn BlockStore,
+    id: ObjectId,
+    header: &DatasetHeader,
+) -> Result<(), DatasetError> {
+    mos.free_object(store, header.children)?;
+    mos.free_object(store, header.props)?;
+    mos.free_object(store, id)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_round_trips_and_garbage_is_an_error() {
+        let header = DatasetHeader {
+            parent: ObjectId(4),
+            children: ObjectId(9),
+            props: ObjectId(10),
+            creation_time: 1_700_000_000,
+            creation_txg: Txg(12),
+            guid: Guid(0xdead_beef),
+            referenced: 1 << 20,
+            logical: 2 << 20,
+            physical: 1 << 19,
+            ..DatasetHeader::default()
+        };
+        let bytes = header.encode();
+        assert_eq!(DatasetHeader::decode(&bytes).unwrap(), header);
+        assert!(DatasetHeader::decode(&bytes[..100]).is_err());
+        let mut bad = bytes.clone();
+        bad[200] = 9;
+        assert!(DatasetHeader::decode(&bad).is_err());
+        for i in 0..bytes.len() {
+            let mut flipped = bytes.clone();
+            flipped[i] ^= 0xff;
+            let _ = DatasetHeader::decode(&flipped);
+        }
+    }
+}

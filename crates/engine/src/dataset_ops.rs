@@ -1,0 +1,671 @@
+//! Dataset verbs (`tarn create`, `destroy`, `rename`, `list`, `get`, `set`, `inherit`): each
+//! checks everything first and only then changes the tree, so a refused command changes
+//! nothing, and commits its change in a txg of its own before it returns.
+
+use tarn_base::{Clock, Guid, ObjectId};
+use tarn_dataset::node::{self, DatasetHeader};
+use tarn_dataset::props::{self, PropKind, Source};
+use tarn_dataset::{DatasetError, name as dsname};
+use tarn_format::BlockPtr;
+use tarn_objects::{ObjectSet, ObjsetKind};
+use tarn_posix::{Creds, Fs};
+
+use crate::datasets::{Node, Tree};
+use crate::{DatasetId, Engine, EngineError, Imported, PoolHandle, ROOT_DATASET_ID};
+
+/// One property of one dataset, as `tarn get` shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DatasetProp {
+    /// Property name.
+    pub property: String,
+    /// Value for humans (`10G`, `none`).
+    pub value: String,
+    /// Exact value (`-p`: bytes, seconds).
+    pub parsable: String,
+    /// The SOURCE column (`local`, `default`, `inherited from tank`, `-`).
+    pub source: String,
+    /// The `-s` filter word of the source (`local`, `default`, `inherited`, `none`).
+    pub source_kind: String,
+}
+
+/// One dataset's requested properties.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DatasetRow {
+    /// Full name.
+    pub name: String,
+    /// Its properties, in the order asked.
+    pub props: Vec<DatasetProp>,
+}
+
+/// What `tarn list` / `tarn get` select.
+#[derive(Clone, Debug, Default)]
+pub struct DatasetQuery {
+    /// Datasets named on the command line (empty: every pool's root).
+    pub names: Vec<String>,
+    /// Include descendants (`-r`, or implied by `depth`).
+    pub recursive: bool,
+    /// Descend at most this many levels (`-d N`).
+    pub depth: Option<usize>,
+    /// Properties (`all` for every one).
+    pub properties: Vec<String>,
+}
+
+/// Validates a property assignment; `None` means "store as absent" (a non-inherited
+/// property set to its default).
+pub(crate) fn validate_prop(name: &str, value: &str) -> Result<Option<String>, EngineError> {
+    Ok(props::validate(name, value)?)
+}
+
+/// Makes the (empty) object set of `id` a filesystem: master node and root directory.
+pub(crate) fn format_filesystem(
+    inner: &mut Imported,
+    id: DatasetId,
+    clock: &dyn Clock,
+) -> Result<(), EngineError> {
+    let config = inner.datasets.fs_config(id);
+    let Imported { pool, datasets, .. } = inner;
+    let reader = pool.reader();
+    let now = crate::fs::now_of(clock);
+    Fs::new(&mut datasets.node_mut(id).objset, &reader, now, config).format(Creds::default())?;
+    Ok(())
+}
+
+fn invalid(text: impl Into<String>) -> EngineError {
+    EngineError::InvalidArgument(text.into())
+}
+
+fn pool_of(name: &str) -> &str {
+    name.split('/').next().unwrap_or(name)
+}
+
+impl Engine {
+    /// The pool and dataset called `name`.
+    fn dataset(&self, name: &str) -> Result<(std::sync::Arc<PoolHandle>, DatasetId), EngineError> {
+        dsname::validate_name(name)?;
+        let handle = self.pool(pool_of(name))?;
+        let id = handle
+            .lock()
+            .datasets
+            .by_name(name)
+            .ok_or(EngineError::NoSuchDataset)?;
+        Ok((handle, id))
+    }
+
+    /// The id of dataset `name` and its pool's name.
+    pub fn find_dataset(&self, name: &str) -> Result<(String, DatasetId), EngineError> {
+        let (handle, id) = self.dataset(name)?;
+        Ok((handle.name.clone(), id))
+    }
+
+    /// `name` and its descendants (ids and names), parents first.
+    pub fn dataset_subtree(&self, name: &str) -> Result<Vec<(DatasetId, String)>, EngineError> {
+        let (handle, id) = self.dataset(name)?;
+        let inner = handle.lock();
+        Ok(inner
+            .datasets
+            .subtree(id)
+            .into_iter()
+            .map(|(d, _)| (d, inner.datasets.node(d).name.clone()))
+            .collect())
+    }
+
+    /// `tarn create [-p] [-o prop=value]... NAME`.
+    pub fn create_dataset(
+        &self,
+        name: &str,
+        properties: &[(String, String)],
+        parents: bool,
+        command: &str,
+    ) -> Result<(), EngineError> {
+        let _admin = self.admin();
+        dsname::validate_name(name)?;
+        let handle = self.pool(pool_of(name))?;
+        let mut inner = handle.lock();
+        inner.check_writable()?;
+        if inner.datasets.by_name(name).is_some() {
+            return Err(invalid("dataset already exists"));
+        }
+        let mut missing = Vec::new();
+        let mut at = dsname::parent_name(name);
+        let parent = loop {
+            let Some(candidate) = at else {
+                return Err(invalid("missing pool name"));
+            };
+            if let Some(id) = inner.datasets.by_name(candidate) {
+                break id;
+            }
+            if !parents {
+                return Err(invalid("parent does not exist (use -p to create it)"));
+            }
+            missing.push(candidate.to_string());
+            at = dsname::parent_name(candidate);
+        };
+        let mut values = Vec::new();
+        for (property, value) in properties {
+            values.push((property.clone(), validate_prop(property, value)?));
+        }
+        let mut chain: Vec<String> = missing.into_iter().rev().collect();
+        chain.push(name.to_string());
+        let mut parent = parent;
+        let last = chain.len() - 1;
+        for (index, full) in chain.iter().enumerate() {
+            let own: &[(String, Option<String>)] = if index == last { &values } else { &[] };
+            parent = self.create_one(&mut inner, parent, full, own)?;
+        }
+        inner.history.push(self.history_record(command, false));
+        inner.sync()?;
+        Ok(())
+    }
+
+    /// Adds one dataset under `parent` (its properties already validated).
+    fn create_one(
+        &self,
+        inner: &mut Imported,
+        parent: DatasetId,
+        name: &str,
+        values: &[(String, Option<String>)],
+    ) -> Result<DatasetId, EngineError> {
+        let guid = Guid(self.rng.lock().expect("rng lock poisoned").next_u64());
+        let Imported {
+            pool,
+            mos,
+            datasets,
+            ..
+        } = &mut *inner;
+        let reader = pool.reader();
+        let header = DatasetHeader {
+            parent: ObjectId(parent.0),
+            creation_time: self.clock.now_unix_secs(),
+            creation_txg: pool.txg(),
+            guid,
+            ..DatasetHeader::default()
+        };
+        let object = node::create_node(mos.objset(), &reader, None, header)?;
+        let parent_header = datasets.node(parent).header;
+        node::set_child(
+            mos.objset(),
+            &reader,
+            &parent_header,
+            dsname::leaf_name(name),
+            Some(object),
+        )?;
+        let id = DatasetId(object.0);
+        let header = node::read_header(mos.objset(), &reader, object)?;
+        datasets.insert(
+            id,
+            Node {
+                name: name.to_string(),
+                parent: Some(parent),
+                header,
+                local: std::collections::BTreeMap::new(),
+                objset: ObjectSet::create(ObjsetKind::Filesystem),
+                header_dirty: true,
+            },
+        );
+        for (property, value) in values {
+            datasets.set_local(mos.objset(), &reader, id, property, value.as_deref())?;
+        }
+        let config = datasets.write_config(id);
+        datasets.node_mut(id).objset.set_write_config(config)?;
+        drop(reader);
+        format_filesystem(inner, id, self.clock.as_ref())?;
+        Ok(id)
+    }
+
+    /// `tarn destroy [-r] NAME`. The caller has unmounted what it mounted.
+    pub fn destroy_dataset(
+        &self,
+        name: &str,
+        recursive: bool,
+        command: &str,
+    ) -> Result<(), EngineError> {
+        let _admin = self.admin();
+        let (handle, id) = self.dataset(name)?;
+        let mut inner = handle.lock();
+        inner.check_writable()?;
+        if id == ROOT_DATASET_ID {
+            return Err(invalid(
+                "operation does not apply to pools (use 'tarn pool destroy')",
+            ));
+        }
+        let subtree = inner.datasets.subtree(id);
+        if subtree.len() > 1 && !recursive {
+            let children: Vec<String> = subtree[1..]
+                .iter()
+                .map(|(d, _)| inner.datasets.node(*d).name.clone())
+                .collect();
+            return Err(invalid(format!(
+                "filesystem has children (use -r to destroy {})",
+                children.join(", ")
+            )));
+        }
+        for (doomed, _) in subtree.into_iter().rev() {
+            destroy_one(&mut inner, doomed)?;
+        }
+        inner.history.push(self.history_record(command, false));
+        inner.sync()?;
+        Ok(())
+    }
+
+    /// `tarn rename OLD NEW`. The caller remounts what moved.
+    pub fn rename_dataset(&self, old: &str, new: &str, command: &str) -> Result<(), EngineError> {
+        let _admin = self.admin();
+        let (handle, id) = self.dataset(old)?;
+        dsname::validate_name(new)?;
+        if pool_of(new) != handle.name {
+            return Err(invalid("datasets must remain in the same pool"));
+        }
+        let mut inner = handle.lock();
+        inner.check_writable()?;
+        if id == ROOT_DATASET_ID {
+            return Err(invalid(
+                "operation does not apply to pools (use 'tarn pool import OLD NEW')",
+            ));
+        }
+        if inner.datasets.by_name(new).is_some() {
+            return Err(invalid("dataset already exists"));
+        }
+        if new.starts_with(&format!("{old}/")) {
+            return Err(invalid("a dataset cannot be moved under itself"));
+        }
+        let parent_name = dsname::parent_name(new).unwrap_or(new);
+        let new_parent = inner
+            .datasets
+            .by_name(parent_name)
+            .ok_or_else(|| invalid("parent does not exist"))?;
+        let Imported {
+            pool,
+            mos,
+            datasets,
+            ..
+        } = &mut *inner;
+        let reader = pool.reader();
+        let old_parent = datasets.node(id).parent.expect("not the root");
+        let old_header = datasets.node(old_parent).header;
+        let new_header = datasets.node(new_parent).header;
+        node::set_child(
+            mos.objset(),
+            &reader,
+            &old_header,
+            dsname::leaf_name(old),
+            None,
+        )?;
+        let object = Some(ObjectId(id.0));
+        node::set_child(
+            mos.objset(),
+            &reader,
+            &new_header,
+            dsname::leaf_name(new),
+            object,
+        )?;
+        let moved = datasets.node_mut(id);
+        moved.parent = Some(new_parent);
+        moved.header.parent = ObjectId(new_parent.0);
+        moved.header_dirty = true;
+        for (at, _) in datasets.subtree(id) {
+            let node = datasets.node_mut(at);
+            node.name = format!("{new}{}", &node.name[old.len()..]);
+        }
+        for (at, _) in datasets.subtree(id) {
+            let config = datasets.write_config(at);
+            datasets.node_mut(at).objset.set_write_config(config)?;
+        }
+        drop(reader);
+        inner.history.push(self.history_record(command, false));
+        inner.sync()?;
+        Ok(())
+    }
+
+    /// `tarn set PROP=VALUE... NAME`: every assignment is checked before any is applied.
+    pub fn set_dataset_props(
+        &self,
+        name: &str,
+        assignments: &[(String, String)],
+        command: &str,
+    ) -> Result<(), EngineError> {
+        let _admin = self.admin();
+        let (handle, id) = self.dataset(name)?;
+        let mut inner = handle.lock();
+        inner.check_writable()?;
+        let mut values = Vec::new();
+        for (property, value) in assignments {
+            let normalized = validate_prop(property, value)?;
+            check_space_prop(&inner, id, property, normalized.as_deref())?;
+            values.push((property.clone(), normalized));
+        }
+        let Imported {
+            pool,
+            mos,
+            datasets,
+            ..
+        } = &mut *inner;
+        let reader = pool.reader();
+        for (property, value) in &values {
+            datasets.set_local(mos.objset(), &reader, id, property, value.as_deref())?;
+        }
+        drop(reader);
+        inner.history.push(self.history_record(command, false));
+        inner.sync()?;
+        Ok(())
+    }
+
+    /// `tarn inherit [-r] PROP NAME`.
+    pub fn inherit_prop(
+        &self,
+        name: &str,
+        property: &str,
+        recursive: bool,
+        command: &str,
+    ) -> Result<(), EngineError> {
+        let _admin = self.admin();
+        let (handle, id) = self.dataset(name)?;
+        if !props::is_user_prop(property) {
+            let def = props::find(property).ok_or_else(|| {
+                EngineError::InvalidProperty(format!(
+                    "invalid property '{property}' (valid properties: {})",
+                    props::names()
+                ))
+            })?;
+            if def.kind == PropKind::Stat {
+                return Err(EngineError::InvalidProperty(format!(
+                    "'{property}' is a read-only property"
+                )));
+            }
+            if !def.inherit {
+                return Err(EngineError::InvalidProperty(format!(
+                    "'{property}' property cannot be inherited (set it to its default instead)"
+                )));
+            }
+        }
+        let mut inner = handle.lock();
+        inner.check_writable()?;
+        let targets: Vec<DatasetId> = if recursive {
+            inner
+                .datasets
+                .subtree(id)
+                .into_iter()
+                .map(|(d, _)| d)
+                .collect()
+        } else {
+            vec![id]
+        };
+        let Imported {
+            pool,
+            mos,
+            datasets,
+            ..
+        } = &mut *inner;
+        let reader = pool.reader();
+        for target in targets {
+            datasets.set_local(mos.objset(), &reader, target, property, None)?;
+        }
+        drop(reader);
+        inner.history.push(self.history_record(command, false));
+        inner.sync()?;
+        Ok(())
+    }
+
+    /// `tarn list` / `tarn get`: the requested properties of the selected datasets, parents
+    /// before children.
+    pub fn dataset_props(&self, query: &DatasetQuery) -> Result<Vec<DatasetRow>, EngineError> {
+        let roots: Vec<String> = if query.names.is_empty() {
+            self.pool_names()
+        } else {
+            query.names.clone()
+        };
+        let recursive = query.recursive || query.names.is_empty() || query.depth.is_some();
+        let mut rows = Vec::new();
+        for root in &roots {
+            let (handle, id) = self.dataset(root)?;
+            let inner = handle.lock();
+            let pool_free = pool_free_deflated(&inner);
+            for (at, depth) in inner.datasets.subtree(id) {
+                if depth > 0 && !recursive {
+                    break;
+                }
+                if query.depth.is_some_and(|max| depth > max) {
+                    continue;
+                }
+                let props = if query.properties.iter().any(|p| p == "all") {
+                    all_props(&inner, at, pool_free)
+                } else {
+                    query
+                        .properties
+                        .iter()
+                        .map(|p| prop_value(&inner, at, p, pool_free))
+                        .collect::<Result<Vec<_>, _>>()?
+                };
+                rows.push(DatasetRow {
+                    name: inner.datasets.node(at).name.clone(),
+                    props,
+                });
+            }
+        }
+        Ok(rows)
+    }
+
+    /// Records whether the front end has `dataset` mounted (the `mounted` property).
+    pub fn set_mounted(&self, pool: &str, dataset: DatasetId, mounted: bool) {
+        if let Ok(handle) = self.pool(pool) {
+            let mut inner = handle.lock();
+            if mounted {
+                inner.mounted.insert(dataset);
+            } else {
+                inner.mounted.remove(&dataset);
+            }
+        }
+    }
+}
+
+/// Frees one dataset (no children left): its committed blocks go to the next sync's frees,
+/// its node leaves the MOS and the tree.
+fn destroy_one(inner: &mut Imported, id: DatasetId) -> Result<(), EngineError> {
+    let Imported {
+        pool,
+        mos,
+        datasets,
+        destroyed,
+        mounted,
+        ..
+    } = inner;
+    let reader = pool.reader();
+    let node = datasets.node(id);
+    let mut blocks: Vec<BlockPtr> = Vec::new();
+    node.objset
+        .visit_blocks(&reader, &mut |bp: &BlockPtr, _| blocks.push(*bp))?;
+    let parent = node.parent.expect("not the root");
+    let header = node.header;
+    let leaf = dsname::leaf_name(&node.name).to_string();
+    let parent_header = datasets.node(parent).header;
+    node::set_child(mos.objset(), &reader, &parent_header, &leaf, None)?;
+    node::free_node(mos.objset(), &reader, ObjectId(id.0), &header)?;
+    destroyed.extend(blocks);
+    datasets.remove(id);
+    mounted.remove(&id);
+    Ok(())
+}
+
+/// Refuses a quota below what is used, or a reservation larger than what is available.
+fn check_space_prop(
+    inner: &Imported,
+    id: DatasetId,
+    property: &str,
+    value: Option<&str>,
+) -> Result<(), EngineError> {
+    let bytes: u64 = value.and_then(|v| v.parse().ok()).unwrap_or(0);
+    if bytes == 0 {
+        return Ok(());
+    }
+    let tree = &inner.datasets;
+    match property {
+        "quota" if bytes < tree.used(id) => {
+            Err(invalid("size is less than current used or reserved space"))
+        }
+        "refquota" if bytes < tree.node(id).header.referenced => {
+            Err(invalid("size is less than current referenced space"))
+        }
+        "reservation" | "refreservation" => {
+            let current = tree.size_prop(id, property);
+            let avail = tree.available(id, pool_free_deflated(inner));
+            if bytes > current && bytes - current > avail {
+                Err(invalid("size is greater than available space"))
+            } else {
+                Ok(())
+            }
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Free space of the pool as datasets see it: slop kept back, deflated by parity.
+pub(crate) fn pool_free_deflated(inner: &Imported) -> u64 {
+    let deflate = crate::datasets::deflate_table(&inner.pool);
+    inner
+        .pool
+        .usage()
+        .iter()
+        .zip(&deflate)
+        .map(|(u, alloc)| {
+            let usable = u.size - (u.size >> crate::SLOP_SHIFT);
+            let free = usable.saturating_sub(u.allocated);
+            u64::try_from(u128::from(free) * u128::from(128u64 << 10) / u128::from(*alloc))
+                .unwrap_or(u64::MAX)
+        })
+        .sum()
+}
+
+fn all_props(inner: &Imported, id: DatasetId, pool_free: u64) -> Vec<DatasetProp> {
+    let mut out: Vec<DatasetProp> = props::DATASET_PROPS
+        .iter()
+        .filter_map(|def| prop_value(inner, id, def.name, pool_free).ok())
+        .collect();
+    for (name, _) in user_props_in_effect(&inner.datasets, id) {
+        if let Ok(prop) = prop_value(inner, id, &name, pool_free) {
+            out.push(prop);
+        }
+    }
+    out
+}
+
+/// User properties set on `id` or inherited by it, sorted by name.
+fn user_props_in_effect(tree: &Tree, id: DatasetId) -> std::collections::BTreeMap<String, ()> {
+    tree.lineage(id)
+        .into_iter()
+        .flat_map(|at| tree.node(at).local.keys().cloned().collect::<Vec<_>>())
+        .filter(|name| props::is_user_prop(name))
+        .map(|name| (name, ()))
+        .collect()
+}
+
+fn stat_prop(property: &str, value: String, parsable: String) -> DatasetProp {
+    DatasetProp {
+        property: property.to_string(),
+        value,
+        parsable,
+        source: Source::None.text(),
+        source_kind: Source::None.kind_word().to_string(),
+    }
+}
+
+fn size_stat(property: &str, bytes: u64) -> DatasetProp {
+    stat_prop(
+        property,
+        tarn_base::units::format_size(bytes),
+        bytes.to_string(),
+    )
+}
+
+/// One property of `id` (a statistic, a native property or a user property).
+fn prop_value(
+    inner: &Imported,
+    id: DatasetId,
+    property: &str,
+    pool_free: u64,
+) -> Result<DatasetProp, EngineError> {
+    let tree = &inner.datasets;
+    let node = tree.node(id);
+    let subtree = || tree.subtree(id).into_iter().map(|(d, _)| tree.node(d));
+    let stat = match property {
+        "name" => Some(stat_prop(property, node.name.clone(), node.name.clone())),
+        "type" => Some(stat_prop(
+            property,
+            "filesystem".into(),
+            "filesystem".into(),
+        )),
+        "creation" => {
+            let secs = node.header.creation_time;
+            Some(stat_prop(
+                property,
+                crate::scrub::ctime(secs),
+                secs.to_string(),
+            ))
+        }
+        "used" => Some(size_stat(property, tree.used(id))),
+        "available" | "avail" => Some(size_stat("available", tree.available(id, pool_free))),
+        "referenced" | "refer" | "usedbydataset" => {
+            Some(size_stat(property, node.header.referenced))
+        }
+        "usedbychildren" => Some(size_stat(property, tree.usedbychildren(id))),
+        "usedbyrefreservation" => Some(size_stat(
+            property,
+            tree.size_prop(id, "refreservation")
+                .saturating_sub(node.header.referenced),
+        )),
+        "logicalused" => Some(size_stat(
+            property,
+            subtree().map(|n| n.header.logical).sum(),
+        )),
+        "logicalreferenced" => Some(size_stat(property, node.header.logical)),
+        "compressratio" => {
+            let logical: u64 = subtree().map(|n| n.header.logical).sum();
+            let physical: u64 = subtree().map(|n| n.header.physical).sum();
+            let ratio = if physical == 0 {
+                1.0
+            } else {
+                logical as f64 / physical as f64
+            };
+            let text = format!("{ratio:.2}x");
+            Some(stat_prop(property, text.clone(), format!("{ratio:.2}")))
+        }
+        "guid" => {
+            let guid = node.header.guid.0.to_string();
+            Some(stat_prop(property, guid.clone(), guid))
+        }
+        "mounted" => {
+            let yes = if inner.mounted.contains(&id) {
+                "yes"
+            } else {
+                "no"
+            };
+            Some(stat_prop(property, yes.into(), yes.into()))
+        }
+        _ => None,
+    };
+    if let Some(stat) = stat {
+        return Ok(stat);
+    }
+    let def = props::find(property);
+    if def.is_none() && !props::is_user_prop(property) {
+        return Err(EngineError::Dataset(DatasetError::InvalidProperty(
+            format!(
+                "invalid property '{property}' (valid properties: {})",
+                props::names()
+            ),
+        )));
+    }
+    let (value, source) = tree.effective(id, property);
+    let (shown, parsable) = match def {
+        Some(def) => (
+            props::display(def, &value, false),
+            props::display(def, &value, true),
+        ),
+        None => (value.clone(), value),
+    };
+    Ok(DatasetProp {
+        property: property.to_string(),
+        value: shown,
+        parsable,
+        source: source.text(),
+        source_kind: source.kind_word().to_string(),
+    })
+}

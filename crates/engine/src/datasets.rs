@@ -1,0 +1,507 @@
+//! The dataset tree of an imported pool, in memory: every dataset's node, its local
+//! properties and its open object set, with property inheritance and space accounting.
+//!
+//! ```text
+//!  Tree ── nodes: DatasetId -> Node { name, parent, header, local props, ObjectSet }
+//!           root = ROOT_DATASET_ID (MOS object 4), loaded by walking the children ZAPs
+//! ```
+//! The MOS is the truth; the tree mirrors it and is rebuilt at import. Changes go to both:
+//! the MOS through `tarn_dataset::node`, the tree directly. At sync every object set with
+//! changes is written through an accounting store that counts the bytes it allocates and
+//! frees, and its node's header (new root, space counters) is rewritten in the MOS.
+//!
+//! Space (ZFS's model): `referenced` is what the dataset's own blocks take, deflated by the
+//! parity of their vdevs; `used` adds what its refreservation holds unused and what its
+//! children are charged; a child is charged `max(used, reservation)`. Space reserved but not
+//! yet used is taken from what every other dataset sees as available.
+
+use std::collections::BTreeMap;
+
+use tarn_base::{Guid, ObjectId, Txg};
+use tarn_dataset::node::{self, DatasetHeader};
+use tarn_dataset::props::{self, PropKind, Source};
+use tarn_format::BlockPtr;
+use tarn_objects::{ObjectSet, ObjsetKind, ObjsetWriteConfig};
+use tarn_posix::FsConfig;
+use tarn_zio::{BlockStore, WriteProps, ZioError};
+
+use crate::{DatasetId, EngineError, ROOT_DATASET_ID};
+
+/// One dataset in memory.
+pub(crate) struct Node {
+    /// Full name (`tank/home`).
+    pub(crate) name: String,
+    pub(crate) parent: Option<DatasetId>,
+    pub(crate) header: DatasetHeader,
+    /// Locally set properties (normalized values).
+    pub(crate) local: BTreeMap<String, String>,
+    pub(crate) objset: ObjectSet,
+    /// The header must be rewritten at the next sync even if the object set is clean.
+    pub(crate) header_dirty: bool,
+}
+
+/// The dataset tree of one pool.
+pub(crate) struct Tree {
+    nodes: BTreeMap<DatasetId, Node>,
+}
+
+/// Bytes of 128 KiB of data once allocated on each top-level vdev (parity and padding
+/// included): the deflation table that turns allocated sizes into `used` figures.
+pub(crate) type Deflate = Vec<u64>;
+
+const DEFLATE_UNIT: u64 = 128 << 10;
+
+/// The deflation table of a pool.
+pub(crate) fn deflate_table(pool: &tarn_pool::Pool) -> Deflate {
+    pool.tops()
+        .iter()
+        .map(|t| t.allocation_size(DEFLATE_UNIT).max(1))
+        .collect()
+}
+
+/// A block's deflated allocated size: what it counts toward `used`.
+fn dsize(deflate: &Deflate, bp: &BlockPtr) -> u64 {
+    bp.dvas
+        .iter()
+        .filter(|d| d.asize > 0)
+        .map(|d| {
+            let alloc = deflate
+                .get(d.vdev.0 as usize)
+                .copied()
+                .unwrap_or(DEFLATE_UNIT);
+            u64::try_from(u128::from(d.asize) * u128::from(DEFLATE_UNIT) / u128::from(alloc))
+                .unwrap_or(u64::MAX)
+        })
+        .sum()
+}
+
+/// A block store that counts what passes through it (the space a sync adds and frees).
+struct Accounting<'a> {
+    inner: &'a mut dyn BlockStore,
+    deflate: &'a Deflate,
+    referenced: i128,
+    logical: i128,
+    physical: i128,
+}
+
+impl Accounting<'_> {
+    fn count(&mut self, bp: &BlockPtr, sign: i128) {
+        if bp.is_hole() {
+            return;
+        }
+        self.referenced += sign * i128::from(dsize(self.deflate, bp));
+        self.logical += sign * i128::from(bp.lsize);
+        self.physical += sign * i128::from(bp.psize);
+    }
+}
+
+impl BlockStore for Accounting<'_> {
+    fn txg(&self) -> Txg {
+        self.inner.txg()
+    }
+
+    fn write_block(&mut self, data: &[u8], props: &WriteProps) -> Result<BlockPtr, ZioError> {
+        let bp = self.inner.write_block(data, props)?;
+        self.count(&bp, 1);
+        Ok(bp)
+    }
+
+    fn read_block(&self, bp: &BlockPtr) -> Result<Vec<u8>, ZioError> {
+        self.inner.read_block(bp)
+    }
+
+    fn free_block(&mut self, bp: &BlockPtr) {
+        self.count(bp, -1);
+        self.inner.free_block(bp);
+    }
+}
+
+fn apply_delta(value: u64, delta: i128) -> u64 {
+    u64::try_from((i128::from(value) + delta).max(0)).unwrap_or(u64::MAX)
+}
+
+fn corrupt(e: tarn_dataset::DatasetError) -> EngineError {
+    EngineError::from(e)
+}
+
+impl Tree {
+    /// The tree of a new pool: its root dataset, already a formatted empty filesystem.
+    pub(crate) fn create(
+        mos: &mut ObjectSet,
+        store: &dyn BlockStore,
+        pool_name: &str,
+        now: u64,
+        guid: Guid,
+    ) -> Result<Tree, EngineError> {
+        let header = DatasetHeader {
+            creation_time: now,
+            creation_txg: store.txg(),
+            guid,
+            ..DatasetHeader::default()
+        };
+        let id = node::create_node(mos, store, Some(ObjectId(ROOT_DATASET_ID.0)), header)
+            .map_err(corrupt)?;
+        let header = node::read_header(mos, store, id).map_err(corrupt)?;
+        let mut tree = Tree {
+            nodes: BTreeMap::new(),
+        };
+        tree.nodes.insert(
+            ROOT_DATASET_ID,
+            Node {
+                name: pool_name.to_string(),
+                parent: None,
+                header,
+                local: BTreeMap::new(),
+                objset: ObjectSet::create(ObjsetKind::Filesystem),
+                header_dirty: true,
+            },
+        );
+        Ok(tree)
+    }
+
+    /// Loads the tree of an imported pool from its MOS.
+    pub(crate) fn load(
+        mos: &mut ObjectSet,
+        store: &dyn BlockStore,
+        pool_name: &str,
+    ) -> Result<Tree, EngineError> {
+        let mut tree = Tree {
+            nodes: BTreeMap::new(),
+        };
+        let mut pending = vec![(ROOT_DATASET_ID, None, pool_name.to_string())];
+        while let Some((id, parent, name)) = pending.pop() {
+            if tree.nodes.contains_key(&id) || tree.nodes.len() > 1 << 20 {
+                return Err(EngineError::Corrupt(format!(
+                    "dataset {name} appears twice in the dataset tree"
+                )));
+            }
+            let header = node::read_header(mos, store, ObjectId(id.0)).map_err(corrupt)?;
+            let local = node::local_props(mos, store, &header).map_err(corrupt)?;
+            for (child, child_id) in node::children(mos, store, &header).map_err(corrupt)? {
+                pending.push((DatasetId(child_id.0), Some(id), format!("{name}/{child}")));
+            }
+            let objset = if header.objset.is_hole() {
+                ObjectSet::create(ObjsetKind::Filesystem)
+            } else {
+                ObjectSet::open(store, &header.objset)?
+            };
+            tree.nodes.insert(
+                id,
+                Node {
+                    name,
+                    parent,
+                    header,
+                    local,
+                    objset,
+                    header_dirty: false,
+                },
+            );
+        }
+        let ids: Vec<DatasetId> = tree.nodes.keys().copied().collect();
+        for id in ids {
+            let config = tree.write_config(id);
+            tree.node_mut(id).objset.set_write_config(config)?;
+        }
+        Ok(tree)
+    }
+
+    pub(crate) fn node(&self, id: DatasetId) -> &Node {
+        self.nodes.get(&id).expect("dataset id from this tree")
+    }
+
+    pub(crate) fn node_mut(&mut self, id: DatasetId) -> &mut Node {
+        self.nodes.get_mut(&id).expect("dataset id from this tree")
+    }
+
+    pub(crate) fn contains(&self, id: DatasetId) -> bool {
+        self.nodes.contains_key(&id)
+    }
+
+    /// The dataset called `name`.
+    pub(crate) fn by_name(&self, name: &str) -> Option<DatasetId> {
+        self.nodes
+            .iter()
+            .find(|(_, n)| n.name == name)
+            .map(|(id, _)| *id)
+    }
+
+    /// Children of `id`, sorted by name.
+    pub(crate) fn children(&self, id: DatasetId) -> Vec<DatasetId> {
+        let mut children: Vec<(&str, DatasetId)> = self
+            .nodes
+            .iter()
+            .filter(|(_, n)| n.parent == Some(id))
+            .map(|(child, n)| (n.name.as_str(), *child))
+            .collect();
+        children.sort_unstable();
+        children.into_iter().map(|(_, child)| child).collect()
+    }
+
+    /// `id` and its descendants, parents first, with their depth below `id`.
+    pub(crate) fn subtree(&self, id: DatasetId) -> Vec<(DatasetId, usize)> {
+        let mut out = Vec::new();
+        let mut stack = vec![(id, 0)];
+        while let Some((next, depth)) = stack.pop() {
+            out.push((next, depth));
+            for child in self.children(next).into_iter().rev() {
+                stack.push((child, depth + 1));
+            }
+        }
+        out
+    }
+
+    /// Every dataset, parents first, siblings by name.
+    pub(crate) fn all(&self) -> Vec<DatasetId> {
+        self.subtree(ROOT_DATASET_ID)
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect()
+    }
+
+    /// `id` and its ancestors up to the root.
+    pub(crate) fn lineage(&self, id: DatasetId) -> Vec<DatasetId> {
+        let mut out = vec![id];
+        let mut at = id;
+        while let Some(parent) = self.node(at).parent {
+            out.push(parent);
+            at = parent;
+        }
+        out
+    }
+
+    pub(crate) fn insert(&mut self, id: DatasetId, node: Node) {
+        assert!(self.nodes.insert(id, node).is_none(), "dataset id reused");
+    }
+
+    pub(crate) fn remove(&mut self, id: DatasetId) -> Option<Node> {
+        self.nodes.remove(&id)
+    }
+
+    /// A property's effective normalized value and its source. Statistics are not resolved
+    /// here (the engine computes them).
+    pub(crate) fn effective(&self, id: DatasetId, name: &str) -> (String, Source) {
+        let user = props::is_user_prop(name);
+        let def = props::find(name);
+        let inherit = user || def.is_some_and(|d| d.inherit);
+        for (depth, at) in self.lineage(id).into_iter().enumerate() {
+            if depth > 0 && !inherit {
+                break;
+            }
+            let node = self.node(at);
+            if let Some(value) = node.local.get(name) {
+                let source = if depth == 0 {
+                    Source::Local
+                } else {
+                    Source::Inherited(node.name.clone())
+                };
+                if name == "mountpoint" && depth > 0 {
+                    return (
+                        inherited_mountpoint(value, &node.name, &self.node(id).name),
+                        source,
+                    );
+                }
+                return (value.clone(), source);
+            }
+        }
+        if user {
+            return ("-".into(), Source::None);
+        }
+        if name == "mountpoint" {
+            return (format!("/{}", self.node(id).name), Source::Default);
+        }
+        (def.map_or("", |d| d.default).to_string(), Source::Default)
+    }
+
+    /// How the object set of `id` writes blocks (compression, checksum, copies).
+    pub(crate) fn write_config(&self, id: DatasetId) -> ObjsetWriteConfig {
+        props::write_config(
+            &self.effective(id, "compression").0,
+            &self.effective(id, "checksum").0,
+            &self.effective(id, "copies").0,
+        )
+    }
+
+    /// The POSIX layer's settings for `id`.
+    pub(crate) fn fs_config(&self, id: DatasetId) -> FsConfig {
+        FsConfig {
+            recordsize: self
+                .effective(id, "recordsize")
+                .0
+                .parse()
+                .unwrap_or(128 << 10),
+            xattr: self.effective(id, "xattr").0 == "on",
+        }
+    }
+
+    /// A size property's value in bytes (0 when unset).
+    pub(crate) fn size_prop(&self, id: DatasetId, name: &str) -> u64 {
+        debug_assert!(props::find(name).is_some_and(|d| d.kind == PropKind::Quota));
+        self.effective(id, name).0.parse().unwrap_or(0)
+    }
+
+    /// Dirty bytes of every object set.
+    pub(crate) fn dirty_bytes(&self) -> u64 {
+        self.nodes.values().map(|n| n.objset.dirty_bytes()).sum()
+    }
+
+    /// Dirty bytes of `id` and its descendants.
+    pub(crate) fn dirty_bytes_under(&self, id: DatasetId) -> u64 {
+        self.subtree(id)
+            .iter()
+            .map(|(d, _)| self.node(*d).objset.dirty_bytes())
+            .sum()
+    }
+
+    /// Writes every changed object set and rewrites the headers of changed nodes.
+    pub(crate) fn sync(
+        &mut self,
+        mos: &mut ObjectSet,
+        ctx: &mut dyn BlockStore,
+        deflate: &Deflate,
+    ) -> Result<(), EngineError> {
+        for (id, node) in &mut self.nodes {
+            let changed = node.objset.dirty_bytes() > 0 || node.objset.root().is_hole();
+            if changed {
+                let mut counted = Accounting {
+                    inner: &mut *ctx,
+                    deflate,
+                    referenced: 0,
+                    logical: 0,
+                    physical: 0,
+                };
+                let root = node.objset.sync(&mut counted)?;
+                let (referenced, logical, physical) =
+                    (counted.referenced, counted.logical, counted.physical);
+                let header = &mut node.header;
+                header.objset = root;
+                header.referenced = apply_delta(header.referenced, referenced);
+                header.logical = apply_delta(header.logical, logical);
+                header.physical = apply_delta(header.physical, physical);
+            }
+            if changed || node.header_dirty {
+                node::write_header(mos, &*ctx, ObjectId(id.0), &node.header).map_err(corrupt)?;
+                node.header_dirty = false;
+            }
+        }
+        Ok(())
+    }
+
+    /// Sets (`Some`) or removes (`None`) a local property of `id` (value already
+    /// validated), in the MOS and here, and refreshes the write settings of the object sets
+    /// that inherit it.
+    pub(crate) fn set_local(
+        &mut self,
+        mos: &mut ObjectSet,
+        store: &dyn BlockStore,
+        id: DatasetId,
+        name: &str,
+        value: Option<&str>,
+    ) -> Result<(), EngineError> {
+        let node = self.node_mut(id);
+        node::set_local_prop(mos, store, &node.header, name, value).map_err(corrupt)?;
+        match value {
+            Some(value) => node.local.insert(name.to_string(), value.to_string()),
+            None => node.local.remove(name),
+        };
+        for (at, _) in self.subtree(id) {
+            let config = self.write_config(at);
+            self.node_mut(at).objset.set_write_config(config)?;
+        }
+        Ok(())
+    }
+
+    // ---- space accounting (module doc) ----
+
+    fn usedbyrefreservation(&self, id: DatasetId) -> u64 {
+        self.size_prop(id, "refreservation")
+            .saturating_sub(self.node(id).header.referenced)
+    }
+
+    /// `usedbychildren`: what the children are charged.
+    pub(crate) fn usedbychildren(&self, id: DatasetId) -> u64 {
+        self.children(id).into_iter().map(|c| self.charged(c)).sum()
+    }
+
+    /// `used`.
+    pub(crate) fn used(&self, id: DatasetId) -> u64 {
+        self.node(id).header.referenced + self.usedbyrefreservation(id) + self.usedbychildren(id)
+    }
+
+    /// What `id` takes from its parent: its use, or its reservation if larger.
+    fn charged(&self, id: DatasetId) -> u64 {
+        self.used(id).max(self.size_prop(id, "reservation"))
+    }
+
+    /// Reserved space of `id` not yet used (its own reservation headroom plus its unused
+    /// refreservation).
+    fn headroom(&self, id: DatasetId) -> u64 {
+        self.charged(id) - self.used(id) + self.usedbyrefreservation(id)
+    }
+
+    /// Space reserved across the pool but not allocated.
+    fn reserved_unused(&self) -> u64 {
+        self.nodes.keys().map(|id| self.headroom(*id)).sum()
+    }
+
+    /// `available`, given the pool's free space (deflated, slop already taken off).
+    pub(crate) fn available(&self, id: DatasetId, pool_free: u64) -> u64 {
+        let mut avail = pool_free.saturating_sub(self.reserved_unused());
+        for at in self.lineage(id) {
+            avail = avail.saturating_add(self.charged(at) - self.used(at));
+        }
+        avail = avail.saturating_add(self.usedbyrefreservation(id));
+        let refquota = self.size_prop(id, "refquota");
+        if refquota > 0 {
+            avail = avail.min(refquota.saturating_sub(self.node(id).header.referenced));
+        }
+        for at in self.lineage(id) {
+            let quota = self.size_prop(at, "quota");
+            if quota > 0 {
+                avail = avail.min(quota.saturating_sub(self.used(at)));
+            }
+        }
+        avail
+    }
+
+    /// Checks that `len` more bytes written into `id` stay within every quota that applies.
+    pub(crate) fn check_quota(&self, id: DatasetId, len: u64) -> Result<(), EngineError> {
+        let refquota = self.size_prop(id, "refquota");
+        let own = self.node(id).objset.dirty_bytes();
+        if refquota > 0 && self.node(id).header.referenced + own + len > refquota {
+            return Err(EngineError::QuotaExceeded);
+        }
+        for at in self.lineage(id) {
+            let quota = self.size_prop(at, "quota");
+            if quota > 0 && self.used(at) + self.dirty_bytes_under(at) + len > quota {
+                return Err(EngineError::QuotaExceeded);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The mountpoint a dataset inherits from `ancestor` whose value is `value`: the ancestor's
+/// path with the rest of the name appended (`none` and `legacy` pass down unchanged).
+fn inherited_mountpoint(value: &str, ancestor: &str, name: &str) -> String {
+    if value == "none" || value == "legacy" {
+        return value.to_string();
+    }
+    let rest = name.strip_prefix(ancestor).unwrap_or("");
+    let base = value.trim_end_matches('/');
+    format!("{base}{rest}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::inherited_mountpoint;
+
+    #[test]
+    fn mountpoints_inherit_with_the_relative_path() {
+        assert_eq!(
+            inherited_mountpoint("/mnt/t", "tank", "tank/a/b"),
+            "/mnt/t/a/b"
+        );
+        assert_eq!(inherited_mountpoint("/", "tank", "tank/a"), "/a");
+        assert_eq!(inherited_mountpoint("none", "tank", "tank/a"), "none");
+    }
+}

@@ -1,0 +1,328 @@
+//! The dataset tree through the engine on simulated devices: create (with `-p` and
+//! properties), inheritance and SOURCE, user properties, rename, destroy, persistence across
+//! export/import, refused commands leaving every device byte-identical, and space that
+//! closes (nothing leaked) after datasets come and go.
+
+#![allow(clippy::unwrap_used)] // Test code: a failed unwrap is a failed test.
+
+use std::sync::Arc;
+
+use tarn_base::ManualClock;
+use tarn_device::{FaultPlan, SimDevice};
+use tarn_engine::{
+    CreateOptions, DatasetQuery, DatasetRow, Engine, EngineError, TopLayout, TopSpec, check,
+};
+use tarn_pool::{CreateSpec, HostIdentity, ImportOptions, SimProvider};
+
+fn setup() -> (Arc<SimProvider>, Engine) {
+    let provider = Arc::new(SimProvider::new());
+    let names: Vec<String> = (0..4).map(|i| format!("/sim/d{i}")).collect();
+    for name in &names {
+        provider.insert(name, SimDevice::new(name, 256 << 20, FaultPlan::default()));
+    }
+    let engine = engine_on(&provider);
+    let spec = CreateSpec {
+        name: "tank".into(),
+        tops: vec![TopSpec {
+            layout: TopLayout::Raidz(1),
+            devices: names,
+        }],
+        spares: vec![],
+        ashift: 12,
+        force: false,
+    };
+    let options = CreateOptions {
+        command: "pool create tank".into(),
+        root_properties: vec![("mountpoint".into(), "/mnt/tank".into())],
+        ..CreateOptions::default()
+    };
+    engine.create_pool(&spec, &options).unwrap();
+    (provider, engine)
+}
+
+fn engine_on(provider: &Arc<SimProvider>) -> Engine {
+    let identity = HostIdentity {
+        hostid: 7,
+        hostname: "host".into(),
+    };
+    Engine::new(
+        provider.clone(),
+        identity,
+        Arc::new(ManualClock::new(1_700_000_000)),
+        42,
+    )
+}
+
+fn props(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs
+        .iter()
+        .map(|(p, v)| ((*p).to_string(), (*v).to_string()))
+        .collect()
+}
+
+fn get(engine: &Engine, name: &str, properties: &[&str]) -> DatasetRow {
+    let query = DatasetQuery {
+        names: vec![name.into()],
+        properties: properties.iter().map(|p| (*p).to_string()).collect(),
+        ..DatasetQuery::default()
+    };
+    engine.dataset_props(&query).unwrap().remove(0)
+}
+
+/// (value, source) of one property.
+fn value(engine: &Engine, name: &str, property: &str) -> (String, String) {
+    let row = get(engine, name, &[property]);
+    (row.props[0].value.clone(), row.props[0].source.clone())
+}
+
+fn names(engine: &Engine) -> Vec<String> {
+    let query = DatasetQuery {
+        properties: vec!["name".into()],
+        ..DatasetQuery::default()
+    };
+    engine
+        .dataset_props(&query)
+        .unwrap()
+        .into_iter()
+        .map(|r| r.name)
+        .collect()
+}
+
+fn images(provider: &SimProvider) -> Vec<Vec<u8>> {
+    provider.all().iter().map(|(_, d)| d.image()).collect()
+}
+
+#[test]
+fn properties_inherit_with_zfs_sources() {
+    let (_provider, engine) = setup();
+    let local = props(&[("compression", "zstd"), ("com.example:owner", "ann")]);
+    engine
+        .create_dataset("tank/home", &local, false, "c")
+        .unwrap();
+    engine
+        .create_dataset("tank/home/ann/src", &[], true, "c")
+        .unwrap();
+    assert_eq!(
+        names(&engine),
+        ["tank", "tank/home", "tank/home/ann", "tank/home/ann/src"]
+    );
+    let src = "tank/home/ann/src";
+    assert_eq!(
+        value(&engine, src, "compression"),
+        ("zstd".into(), "inherited from tank/home".into())
+    );
+    assert_eq!(
+        value(&engine, src, "com.example:owner"),
+        ("ann".into(), "inherited from tank/home".into())
+    );
+    assert_eq!(
+        value(&engine, src, "mountpoint"),
+        (
+            "/mnt/tank/home/ann/src".into(),
+            "inherited from tank".into()
+        )
+    );
+    assert_eq!(value(&engine, "tank", "mountpoint").1, "local");
+    assert_eq!(
+        value(&engine, src, "atime"),
+        ("on".into(), "default".into())
+    );
+    assert_eq!(value(&engine, src, "used").1, "-");
+    // Non-inherited properties stay where they are set.
+    engine
+        .set_dataset_props("tank/home", &props(&[("quota", "10G")]), "s")
+        .unwrap();
+    assert_eq!(
+        value(&engine, "tank/home", "quota"),
+        ("10G".into(), "local".into())
+    );
+    assert_eq!(
+        value(&engine, src, "quota"),
+        ("none".into(), "default".into())
+    );
+    let row = get(&engine, "tank/home", &["quota"]);
+    assert_eq!(row.props[0].parsable, (10u64 << 30).to_string());
+    // A local value on the child wins; inherit -r takes it back.
+    engine
+        .set_dataset_props(src, &props(&[("compression", "off")]), "s")
+        .unwrap();
+    assert_eq!(
+        value(&engine, src, "compression"),
+        ("off".into(), "local".into())
+    );
+    engine
+        .inherit_prop("tank/home", "compression", true, "i")
+        .unwrap();
+    assert_eq!(
+        value(&engine, src, "compression"),
+        ("on".into(), "default".into())
+    );
+}
+
+#[test]
+fn everything_survives_export_and_import() {
+    let (provider, engine) = setup();
+    engine
+        .create_dataset("tank/a", &props(&[("recordsize", "1M")]), false, "c")
+        .unwrap();
+    engine.create_dataset("tank/a/b", &[], false, "c").unwrap();
+    engine.rename_dataset("tank/a/b", "tank/c", "r").unwrap();
+    let guid = value(&engine, "tank/c", "guid").0;
+    engine.export_pool("tank", false).unwrap();
+    let engine = engine_on(&provider);
+    engine
+        .import_pool(
+            &["/sim".into()],
+            "tank",
+            &ImportOptions::default(),
+            "import",
+        )
+        .unwrap();
+    assert_eq!(names(&engine), ["tank", "tank/a", "tank/c"]);
+    assert_eq!(
+        value(&engine, "tank/a", "recordsize"),
+        ("1M".into(), "local".into())
+    );
+    assert_eq!(value(&engine, "tank/c", "guid").0, guid);
+    assert_eq!(value(&engine, "tank/c", "mountpoint").0, "/mnt/tank/c");
+    let report = check::verify_pool(&engine, "tank").unwrap();
+    assert!(report.blocks > 0, "{report:?}");
+}
+
+#[test]
+fn destroy_removes_the_subtree_and_leaks_nothing() {
+    let (_provider, engine) = setup();
+    for name in ["tank/x", "tank/x/y", "tank/x/y/z", "tank/w"] {
+        engine.create_dataset(name, &[], false, "c").unwrap();
+    }
+    let refused = engine.destroy_dataset("tank/x", false, "d").unwrap_err();
+    assert!(refused.to_string().contains("has children"), "{refused}");
+    engine.destroy_dataset("tank/x", true, "d").unwrap();
+    assert_eq!(names(&engine), ["tank", "tank/w"]);
+    for _ in 0..4 {
+        engine.sync_pool("tank").unwrap();
+    }
+    check::verify_pool(&engine, "tank").unwrap();
+    // The name is free again.
+    engine.create_dataset("tank/x", &[], false, "c").unwrap();
+}
+
+#[test]
+fn refused_dataset_commands_change_nothing() {
+    let (provider, engine) = setup();
+    engine.create_dataset("tank/a", &[], false, "c").unwrap();
+    engine.create_dataset("tank/a/b", &[], false, "c").unwrap();
+    engine.sync_pool("tank").unwrap();
+    let before = images(&provider);
+    let none: &[(String, String)] = &[];
+    let cases: Vec<(&str, Result<(), EngineError>)> = vec![
+        (
+            "double slash",
+            engine.create_dataset("tank//a", none, false, "c"),
+        ),
+        (
+            "snapshot name",
+            engine.create_dataset("tank/a@b", none, false, "c"),
+        ),
+        ("exists", engine.create_dataset("tank/a", none, false, "c")),
+        (
+            "no parent",
+            engine.create_dataset("tank/q/r", none, false, "c"),
+        ),
+        (
+            "no pool",
+            engine.create_dataset("nosuch/a", none, false, "c"),
+        ),
+        (
+            "bad property",
+            engine.create_dataset("tank/n", &props(&[("nosuch", "1")]), false, "c"),
+        ),
+        (
+            "bad value",
+            engine.create_dataset("tank/n", &props(&[("compression", "gzip")]), false, "c"),
+        ),
+        (
+            "second value bad",
+            engine.set_dataset_props("tank/a", &props(&[("atime", "off"), ("copies", "9")]), "s"),
+        ),
+        (
+            "read-only",
+            engine.set_dataset_props("tank/a", &props(&[("used", "1")]), "s"),
+        ),
+        (
+            "reservation too big",
+            engine.set_dataset_props("tank/a", &props(&[("reservation", "100T")]), "s"),
+        ),
+        ("children", engine.destroy_dataset("tank/a", false, "d")),
+        ("root", engine.destroy_dataset("tank", true, "d")),
+        ("missing", engine.destroy_dataset("tank/zz", false, "d")),
+        (
+            "other pool",
+            engine.rename_dataset("tank/a", "other/a", "r"),
+        ),
+        (
+            "under itself",
+            engine.rename_dataset("tank/a", "tank/a/b/c", "r"),
+        ),
+        (
+            "target exists",
+            engine.rename_dataset("tank/a/b", "tank/a", "r"),
+        ),
+        (
+            "inherit quota",
+            engine.inherit_prop("tank/a", "quota", false, "i"),
+        ),
+        (
+            "inherit stat",
+            engine.inherit_prop("tank/a", "used", false, "i"),
+        ),
+        (
+            "userquota",
+            engine.set_dataset_props("tank/a", &props(&[("userquota@ann", "1G")]), "s"),
+        ),
+    ];
+    for (what, result) in cases {
+        assert!(result.is_err(), "{what} should be refused");
+    }
+    assert_eq!(names(&engine), ["tank", "tank/a", "tank/a/b"]);
+    assert_eq!(value(&engine, "tank/a", "atime").1, "default");
+    assert!(
+        before == images(&provider),
+        "a refused command changed a device"
+    );
+}
+
+#[test]
+fn reservations_are_taken_from_everyone_else() {
+    let (_provider, engine) = setup();
+    engine.create_dataset("tank/r", &[], false, "c").unwrap();
+    engine.create_dataset("tank/o", &[], false, "c").unwrap();
+    let avail = |name| {
+        get(&engine, name, &["available"]).props[0]
+            .parsable
+            .parse::<u64>()
+            .unwrap()
+    };
+    let before = avail("tank/o");
+    engine
+        .set_dataset_props("tank/r", &props(&[("reservation", "100M")]), "s")
+        .unwrap();
+    let after = avail("tank/o");
+    // Less what tank/r already uses (its metadata), which the reservation covers.
+    let taken = before - after;
+    assert!(taken > (100 << 20) - (64 << 10) && taken <= 100 << 20, "{before} -> {after}");
+    // The reserving dataset still sees the reserved space as its own.
+    assert!(avail("tank/r") >= before - (1 << 20), "{}", avail("tank/r"));
+    let used = get(&engine, "tank", &["used"]).props[0]
+        .parsable
+        .parse::<u64>()
+        .unwrap();
+    assert!(
+        used >= 100 << 20,
+        "the parent is charged the reservation: {used}"
+    );
+    engine
+        .set_dataset_props("tank/o", &props(&[("quota", "50M")]), "s")
+        .unwrap();
+    assert!(avail("tank/o") <= 50 << 20);
+}
