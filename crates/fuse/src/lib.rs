@@ -142,8 +142,21 @@ fn session_config(spec: &MountSpec) -> fuser::Config {
         MountOption::FSName(spec.name.clone()),
         MountOption::CUSTOM(format!("subtype={SUBTYPE}")),
         MountOption::DefaultPermissions,
-        MountOption::Dev,
-        MountOption::Suid,
+        if spec.devices {
+            MountOption::Dev
+        } else {
+            MountOption::NoDev
+        },
+        if spec.setuid {
+            MountOption::Suid
+        } else {
+            MountOption::NoSuid
+        },
+        if spec.exec {
+            MountOption::Exec
+        } else {
+            MountOption::NoExec
+        },
         if spec.readonly {
             MountOption::RO
         } else {

@@ -32,6 +32,7 @@ pub(crate) struct TarnFs {
     pool: String,
     dataset: DatasetId,
     readonly: bool,
+    acl: bool,
     inos: InoMap,
     handles: Handles,
 }
@@ -135,6 +136,7 @@ impl TarnFs {
             pool: spec.pool.clone(),
             dataset: spec.dataset,
             readonly: spec.readonly,
+            acl: spec.acl,
             inos: InoMap::new(root),
             handles: Handles::default(),
         }
@@ -278,13 +280,15 @@ fn rename_flags(flags: fuser::RenameFlags) -> Result<RenameFlags> {
     })
 }
 
-fn init_kernel(config: &mut KernelConfig) {
+fn init_kernel(config: &mut KernelConfig, acl: bool) {
     use fuser::InitFlags;
     // Each setting is best effort: an older kernel keeps its default and still works.
     let _ = config.set_max_write(MAX_WRITE);
     let _ = config.set_max_readahead(MAX_WRITE);
+    if acl {
+        let _ = config.add_capabilities(InitFlags::FUSE_POSIX_ACL);
+    }
     let wanted = [
-        InitFlags::FUSE_POSIX_ACL,
         InitFlags::FUSE_DO_READDIRPLUS,
         InitFlags::FUSE_READDIRPLUS_AUTO,
         InitFlags::FUSE_BIG_WRITES,
@@ -298,7 +302,7 @@ fn init_kernel(config: &mut KernelConfig) {
 
 impl fuser::Filesystem for TarnFs {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
-        init_kernel(config);
+        init_kernel(config, self.acl);
         Ok(())
     }
 
