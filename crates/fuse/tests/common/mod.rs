@@ -126,10 +126,10 @@ impl Fixture {
 
 impl Drop for Fixture {
     fn drop(&mut self) {
-        if let Some(mut mount) = self.mount.take() {
-            if mount.unmount().is_err() {
-                mount.detach();
-            }
+        if let Some(mut mount) = self.mount.take()
+            && mount.unmount().is_err()
+        {
+            mount.detach();
         }
     }
 }
