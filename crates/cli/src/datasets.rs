@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use tarn_proto::{DatasetGet, DatasetRow, MountRow, Request};
+use tarn_proto::{DatasetGet, DatasetRow, MountRow, ReplyPayload, Request};
 
 use crate::args::{Command, DatasetGetArgs, DatasetListArgs};
 use crate::render::{self, Column, GetField};
@@ -100,29 +100,7 @@ pub(crate) fn plan(command: Command, cwd: &Path) -> Result<Plan, Outcome> {
         }
         Command::List(args) => plan_list(args)?,
         Command::Get(args) => plan_get(args)?,
-        Command::Set { mut words } => {
-            let name = words.pop().unwrap_or_default();
-            let mut assignments = Vec::new();
-            for word in words {
-                match word.split_once('=') {
-                    Some((property, value)) if !property.is_empty() => {
-                        assignments.push((property.to_string(), value.to_string()));
-                    }
-                    _ => {
-                        return Err(refuse(
-                            "set property for",
-                            Some(&name),
-                            &format!("'{word}' is not of the form property=value"),
-                        ));
-                    }
-                }
-            }
-            silent(
-                "set property for",
-                &name.clone(),
-                Request::DatasetSet { name, assignments },
-            )
-        }
+        Command::Set { words } => plan_set(words)?,
         Command::Inherit {
             recursive,
             property,
@@ -136,6 +114,38 @@ pub(crate) fn plan(command: Command, cwd: &Path) -> Result<Plan, Outcome> {
                 recursive,
             },
         ),
+        other => plan_mount(other, cwd),
+    };
+    Ok(plan)
+}
+
+fn plan_set(mut words: Vec<String>) -> Result<Plan, Outcome> {
+    let name = words.pop().unwrap_or_default();
+    let mut assignments = Vec::new();
+    for word in words {
+        match word.split_once('=') {
+            Some((property, value)) if !property.is_empty() => {
+                assignments.push((property.to_string(), value.to_string()));
+            }
+            _ => {
+                return Err(refuse(
+                    "set property for",
+                    Some(&name),
+                    &format!("'{word}' is not of the form property=value"),
+                ));
+            }
+        }
+    }
+    Ok(silent(
+        "set property for",
+        &name.clone(),
+        Request::DatasetSet { name, assignments },
+    ))
+}
+
+/// Plans `mount` and `unmount`.
+fn plan_mount(command: Command, cwd: &Path) -> Plan {
+    match command {
         Command::Mount { all, name } => Plan {
             verb: "mount",
             object: name.clone(),
@@ -162,11 +172,8 @@ pub(crate) fn plan(command: Command, cwd: &Path) -> Result<Plan, Outcome> {
                 request: Request::Unmount { target, all, force },
             }
         }
-        Command::Daemon(_) | Command::Pool(_) | Command::Demo(_) => {
-            unreachable!("datasets::plan is called only for dataset verbs")
-        }
-    };
-    Ok(plan)
+        _ => unreachable!("datasets::plan is called only for dataset verbs"),
+    }
 }
 
 fn split_list(spec: &str) -> Vec<String> {
@@ -288,8 +295,19 @@ fn cell<'a>(row: &'a DatasetRow, property: &str, parsable: bool) -> &'a str {
         .map_or("-", |p| if parsable { &p.parsable } else { &p.value })
 }
 
+/// The text of a dataset verb's reply (`None`: the reply does not fit the view).
+pub(crate) fn show(view: &View, payload: &ReplyPayload) -> Option<String> {
+    Some(match (view, payload) {
+        (View::DatasetList(view), ReplyPayload::Datasets(rows)) => list(rows, view),
+        (View::DatasetGet(view), ReplyPayload::Datasets(rows)) => get(rows, view),
+        (View::Mounts, ReplyPayload::Mounts(rows)) => mounts(rows),
+        (View::Silent, ReplyPayload::Mounts(_)) => String::new(),
+        _ => return None,
+    })
+}
+
 /// `tarn list`.
-pub(crate) fn list(rows: &[DatasetRow], view: &ListView) -> String {
+fn list(rows: &[DatasetRow], view: &ListView) -> String {
     let mut rows: Vec<&DatasetRow> = rows.iter().collect();
     for (property, descending) in view.sort.iter().rev() {
         rows.sort_by(|a, b| {
@@ -323,12 +341,12 @@ pub(crate) fn list(rows: &[DatasetRow], view: &ListView) -> String {
 }
 
 /// `tarn get`.
-pub(crate) fn get(rows: &[DatasetRow], view: &GetView) -> String {
+fn get(rows: &[DatasetRow], view: &GetView) -> String {
     let mut cells = Vec::new();
     for row in rows {
         for prop in &row.props {
             if let Some(sources) = &view.sources
-                && !sources.iter().any(|s| *s == prop.source_kind)
+                && !sources.contains(&prop.source_kind)
             {
                 continue;
             }
@@ -365,7 +383,7 @@ pub(crate) fn get(rows: &[DatasetRow], view: &GetView) -> String {
 }
 
 /// `tarn mount` without arguments: `NAME  MOUNTPOINT` lines, as `zfs mount` prints.
-pub(crate) fn mounts(rows: &[MountRow]) -> String {
+fn mounts(rows: &[MountRow]) -> String {
     let width = rows.iter().map(|r| r.name.len()).max().unwrap_or(0);
     rows.iter()
         .map(|r| format!("{:<width$}  {}\n", r.name, r.mountpoint))

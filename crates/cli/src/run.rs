@@ -605,13 +605,7 @@ fn show(view: &View, payload: &ReplyPayload) -> Option<Outcome> {
         (View::Importable, ReplyPayload::Importable(pools)) => render::importable(pools),
         (View::Txgs, ReplyPayload::Txgs(rows)) => render::txgs(rows, false),
         (View::History { long }, ReplyPayload::History(pools)) => render::history(pools, *long),
-        (View::DatasetList(view), ReplyPayload::Datasets(rows)) => {
-            crate::datasets::list(rows, view)
-        }
-        (View::DatasetGet(view), ReplyPayload::Datasets(rows)) => crate::datasets::get(rows, view),
-        (View::Mounts, ReplyPayload::Mounts(rows)) => crate::datasets::mounts(rows),
-        (View::Silent, ReplyPayload::Mounts(_)) => String::new(),
-        _ => return None,
+        _ => crate::datasets::show(view, payload)?,
     };
     Some(Outcome::ok(text))
 }

@@ -657,7 +657,7 @@ fn assignments_text(assignments: &[(String, String)]) -> String {
 
 impl EngineBackend {
     /// The dataset verbs; `None` for other requests.
-    fn datasets(&self, request: &Request) -> Option<Result<Response, EngineError>> {
+    fn datasets(&self, request: &Request) -> Option<Response> {
         let engine = &self.engine;
         let unit = |()| ok(ReplyPayload::Unit);
         let result = match request {
@@ -718,7 +718,7 @@ impl EngineBackend {
             }
             _ => return None,
         };
-        Some(result)
+        Some(result.unwrap_or_else(|e| error_reply(&e)))
     }
 
     fn import_list(&self, dirs: &[String]) -> Response {
@@ -796,11 +796,8 @@ impl Handler for EngineBackend {
 
 impl EngineBackend {
     fn handle_engine(&self, request: &Request) -> Response {
-        if let Some(response) = self.devices(request) {
+        if let Some(response) = self.devices(request).or_else(|| self.datasets(request)) {
             return response;
-        }
-        if let Some(result) = self.datasets(request) {
-            return result.unwrap_or_else(|e| error_reply(&e));
         }
         let result: Result<Response, EngineError> = match &request {
             Request::PoolScrub {

@@ -207,7 +207,6 @@ impl Engine {
         }
         let config = datasets.write_config(id);
         datasets.node_mut(id).objset.set_write_config(config)?;
-        drop(reader);
         format_filesystem(inner, id, self.clock.as_ref())?;
         Ok(id)
     }
@@ -310,7 +309,6 @@ impl Engine {
             let config = datasets.write_config(at);
             datasets.node_mut(at).objset.set_write_config(config)?;
         }
-        drop(reader);
         inner.history.push(self.history_record(command, false));
         inner.sync()?;
         Ok(())
@@ -343,7 +341,6 @@ impl Engine {
         for (property, value) in &values {
             datasets.set_local(mos.objset(), &reader, id, property, value.as_deref())?;
         }
-        drop(reader);
         inner.history.push(self.history_record(command, false));
         inner.sync()?;
         Ok(())
@@ -399,7 +396,6 @@ impl Engine {
         for target in targets {
             datasets.set_local(mos.objset(), &reader, target, property, None)?;
         }
-        drop(reader);
         inner.history.push(self.history_record(command, false));
         inner.sync()?;
         Ok(())
@@ -582,10 +578,47 @@ fn prop_value(
     property: &str,
     pool_free: u64,
 ) -> Result<DatasetProp, EngineError> {
+    if let Some(stat) = stat_value(inner, id, property, pool_free) {
+        return Ok(stat);
+    }
+    let tree = &inner.datasets;
+    let def = props::find(property);
+    if def.is_none() && !props::is_user_prop(property) {
+        return Err(EngineError::Dataset(DatasetError::InvalidProperty(
+            format!(
+                "invalid property '{property}' (valid properties: {})",
+                props::names()
+            ),
+        )));
+    }
+    let (value, source) = tree.effective(id, property);
+    let (shown, parsable) = match def {
+        Some(def) => (
+            props::display(def, &value, false),
+            props::display(def, &value, true),
+        ),
+        None => (value.clone(), value),
+    };
+    Ok(DatasetProp {
+        property: property.to_string(),
+        value: shown,
+        parsable,
+        source: source.text(),
+        source_kind: source.kind_word().to_string(),
+    })
+}
+
+/// A statistic (`None` if `property` is not one).
+fn stat_value(
+    inner: &Imported,
+    id: DatasetId,
+    property: &str,
+    pool_free: u64,
+) -> Option<DatasetProp> {
     let tree = &inner.datasets;
     let node = tree.node(id);
     let subtree = || tree.subtree(id).into_iter().map(|(d, _)| tree.node(d));
-    let stat = match property {
+    match property {
         "name" => Some(stat_prop(property, node.name.clone(), node.name.clone())),
         "type" => Some(stat_prop(
             property,
@@ -640,32 +673,5 @@ fn prop_value(
             Some(stat_prop(property, yes.into(), yes.into()))
         }
         _ => None,
-    };
-    if let Some(stat) = stat {
-        return Ok(stat);
     }
-    let def = props::find(property);
-    if def.is_none() && !props::is_user_prop(property) {
-        return Err(EngineError::Dataset(DatasetError::InvalidProperty(
-            format!(
-                "invalid property '{property}' (valid properties: {})",
-                props::names()
-            ),
-        )));
-    }
-    let (value, source) = tree.effective(id, property);
-    let (shown, parsable) = match def {
-        Some(def) => (
-            props::display(def, &value, false),
-            props::display(def, &value, true),
-        ),
-        None => (value.clone(), value),
-    };
-    Ok(DatasetProp {
-        property: property.to_string(),
-        value: shown,
-        parsable,
-        source: source.text(),
-        source_kind: source.kind_word().to_string(),
-    })
 }

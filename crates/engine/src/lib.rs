@@ -147,6 +147,13 @@ pub enum EngineError {
     Posix(#[from] tarn_posix::PosixError),
 }
 
+/// Validated properties of a pool being created.
+struct PoolProps<'a> {
+    pool: &'a [(String, String)],
+    root: &'a [(String, Option<String>)],
+    ashift: u8,
+}
+
 /// Options of a create that are not part of the vdev layout.
 #[derive(Clone, Debug, Default)]
 pub struct CreateOptions {
@@ -403,42 +410,13 @@ impl Engine {
             &mut rng,
         )?;
         *self.rng.lock().expect("rng lock poisoned") = rng;
-        let reader = pool.reader();
-        let mut mos = Mos::create(&reader)?;
-        for (name, value) in &props {
-            mos.set_prop(&reader, name, Some(value))?;
-        }
-        if spec.ashift != tarn_base::limits::ASHIFT_DEFAULT {
-            mos.set_prop(&reader, "ashift", Some(&spec.ashift.to_string()))?;
-        }
-        let dataset_guid = Guid(self.rng.lock().expect("rng lock poisoned").next_u64());
-        let mut tree = datasets::Tree::create(
-            mos.objset(),
-            &reader,
-            &spec.name,
-            self.clock.now_unix_secs(),
-            dataset_guid,
-        )?;
-        for (name, value) in &root_props {
-            tree.set_local(
-                mos.objset(),
-                &reader,
-                ROOT_DATASET_ID,
-                name,
-                value.as_deref(),
-            )?;
-        }
-        drop(reader);
         let guid = pool.guid();
-        let mut imported = Imported {
-            pool,
-            mos,
-            datasets: tree,
-            destroyed: Vec::new(),
-            mounted: std::collections::BTreeSet::new(),
-            history: vec![self.history_record(&options.command, false)],
-            scan: scrub::Scan::default(),
+        let pool_props = PoolProps {
+            pool: &props,
+            root: &root_props,
+            ashift: spec.ashift,
         };
+        let mut imported = self.created(pool, &spec.name, &pool_props, &options.command)?;
         dataset_ops::format_filesystem(&mut imported, ROOT_DATASET_ID, self.clock.as_ref())?;
         imported.sync()?;
         let handle = Arc::new(PoolHandle {
@@ -448,6 +426,41 @@ impl Engine {
         });
         self.pools().insert(spec.name.clone(), handle);
         Ok(None)
+    }
+
+    /// The in-memory state of a pool just created: its MOS with the pool properties, and
+    /// the dataset tree with the root dataset's properties (nothing synced yet).
+    fn created(
+        &self,
+        pool: Pool,
+        name: &str,
+        props: &PoolProps<'_>,
+        command: &str,
+    ) -> Result<Imported, EngineError> {
+        let reader = pool.reader();
+        let mut mos = Mos::create(&reader)?;
+        for (name, value) in props.pool {
+            mos.set_prop(&reader, name, Some(value))?;
+        }
+        if props.ashift != tarn_base::limits::ASHIFT_DEFAULT {
+            mos.set_prop(&reader, "ashift", Some(&props.ashift.to_string()))?;
+        }
+        let dataset_guid = Guid(self.rng.lock().expect("rng lock poisoned").next_u64());
+        let now = self.clock.now_unix_secs();
+        let mut tree = datasets::Tree::create(mos.objset(), &reader, name, now, dataset_guid)?;
+        for (prop, value) in props.root {
+            let value = value.as_deref();
+            tree.set_local(mos.objset(), &reader, ROOT_DATASET_ID, prop, value)?;
+        }
+        Ok(Imported {
+            pool,
+            mos,
+            datasets: tree,
+            destroyed: Vec::new(),
+            mounted: std::collections::BTreeSet::new(),
+            history: vec![self.history_record(command, false)],
+            scan: scrub::Scan::default(),
+        })
     }
 
     /// Commits the open txg of `name` now.
@@ -609,7 +622,6 @@ impl Engine {
             .ok_or_else(|| EngineError::Corrupt("no root block".into()))?;
         let mut mos = Mos::open(&reader, &root)?;
         let tree = datasets::Tree::load(mos.objset(), &reader, &name)?;
-        drop(reader);
         let guid = pool.guid();
         let readonly = pool.readonly();
         let mut imported = Imported {

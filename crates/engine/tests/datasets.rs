@@ -207,15 +207,10 @@ fn destroy_removes_the_subtree_and_leaks_nothing() {
     engine.create_dataset("tank/x", &[], false, "c").unwrap();
 }
 
-#[test]
-fn refused_dataset_commands_change_nothing() {
-    let (provider, engine) = setup();
-    engine.create_dataset("tank/a", &[], false, "c").unwrap();
-    engine.create_dataset("tank/a/b", &[], false, "c").unwrap();
-    engine.sync_pool("tank").unwrap();
-    let before = images(&provider);
+/// Every dataset command below must be refused (on tank, tank/a, tank/a/b).
+fn refusals(engine: &Engine) -> Vec<(&'static str, Result<(), EngineError>)> {
     let none: &[(String, String)] = &[];
-    let cases: Vec<(&str, Result<(), EngineError>)> = vec![
+    vec![
         (
             "double slash",
             engine.create_dataset("tank//a", none, false, "c"),
@@ -280,7 +275,17 @@ fn refused_dataset_commands_change_nothing() {
             "userquota",
             engine.set_dataset_props("tank/a", &props(&[("userquota@ann", "1G")]), "s"),
         ),
-    ];
+    ]
+}
+
+#[test]
+fn refused_dataset_commands_change_nothing() {
+    let (provider, engine) = setup();
+    engine.create_dataset("tank/a", &[], false, "c").unwrap();
+    engine.create_dataset("tank/a/b", &[], false, "c").unwrap();
+    engine.sync_pool("tank").unwrap();
+    let before = images(&provider);
+    let cases = refusals(&engine);
     for (what, result) in cases {
         assert!(result.is_err(), "{what} should be refused");
     }
@@ -310,7 +315,10 @@ fn reservations_are_taken_from_everyone_else() {
     let after = avail("tank/o");
     // Less what tank/r already uses (its metadata), which the reservation covers.
     let taken = before - after;
-    assert!(taken > (100 << 20) - (64 << 10) && taken <= 100 << 20, "{before} -> {after}");
+    assert!(
+        taken > (100 << 20) - (64 << 10) && taken <= 100 << 20,
+        "{before} -> {after}"
+    );
     // The reserving dataset still sees the reserved space as its own.
     assert!(avail("tank/r") >= before - (1 << 20), "{}", avail("tank/r"));
     let used = get(&engine, "tank", &["used"]).props[0]
