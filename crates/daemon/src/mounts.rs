@@ -118,7 +118,11 @@ impl MountTable {
         specs.sort_by_key(|spec| spec.mountpoint.components().count());
         specs
             .iter()
-            .filter_map(|spec| self.mount_spec(spec).err().map(|e| mount_notice(spec, &e)))
+            .filter_map(|spec| {
+                self.mount_spec(spec)
+                    .err()
+                    .map(|e| mount_notice(&self.rooted(spec), &e))
+            })
             .collect()
     }
 
@@ -204,7 +208,7 @@ impl MountTable {
             Ok(Some(spec)) if tarn_fuse::fuse_available() => self
                 .mount_spec(&spec)
                 .err()
-                .map(|e| mount_notice(&spec, &e))
+                .map(|e| mount_notice(&self.rooted(&spec), &e))
                 .into_iter()
                 .collect(),
             _ => Vec::new(),

@@ -293,8 +293,9 @@ fn init_kernel(config: &mut KernelConfig, acl: bool) {
         InitFlags::FUSE_READDIRPLUS_AUTO,
         InitFlags::FUSE_BIG_WRITES,
         InitFlags::FUSE_MAX_PAGES,
-        InitFlags::FUSE_ATOMIC_O_TRUNC,
     ];
+    // FUSE_ATOMIC_O_TRUNC is deliberately not asked for: without it the kernel truncates
+    // with a setattr before open, so `open` never has to.
     for flag in wanted {
         let _ = config.add_capabilities(flag);
     }
