@@ -76,7 +76,7 @@ fn a_seed_replays_exactly() {
     // Goal: same seed, same run (I1). Method: run seeds twice and compare the trace hash,
     // which covers every operation, fault outcome, txg number and checker measurement; a
     // different seed gives a different trace.
-    for seed in [3, 9] {
+    for seed in [3, 7] {
         let first = run_ok(seed, 40, None);
         let second = run_ok(seed, 40, None);
         assert_eq!(first, second, "seed {seed} did not replay");
