@@ -43,6 +43,11 @@
 //! - I4: every request gets exactly one reply, and no request panics: every error is an
 //!   errno (`EngineError::errno`), every conversion that could overflow is checked.
 //!
+//! - I5: with ACLs on (`acltype=posix`), a mode and its access ACL change in the same
+//!   `fs_op`: setting the ACL sets the mode it implies, a chmod rewrites the ACL's owner,
+//!   mask and other entries, and a new inode under a directory with a default ACL inherits
+//!   it instead of the umask (`acl.rs`, what the kernel does for in-kernel filesystems).
+//!
 //! # Concurrency and context
 //! One fuser session thread per mount serves requests in order. Each request takes the
 //! pool's lock inside `Engine::fs_op`; the handle table's mutex is taken only around count
@@ -59,11 +64,10 @@
 //! # Not here
 //! - Permission checks: the kernel does them (`default_permissions`, `FUSE_POSIX_ACL`);
 //!   ACLs are stored as `system.posix_acl_*` xattrs by the POSIX layer.
-//! - Default-ACL inheritance on create and keeping the mode in step with a new access ACL:
-//!   FUSE leaves both to the filesystem; the POSIX layer would be the place, it is not done.
 //! - `copy_file_range`, `ioctl`, file locks and `poll`: the kernel's fallbacks serve them.
 //! - Writeback caching and kernel-cache notifications: every write reaches the engine.
 
+mod acl;
 mod error;
 mod handles;
 mod ino;

@@ -18,6 +18,7 @@ use tarn_engine::posix::{
 };
 use tarn_engine::{DatasetId, Engine, FsOp, MountSpec};
 
+use crate::acl;
 use crate::handles::Handles;
 use crate::ino::InoMap;
 use crate::{MAX_WRITE, TTL};
@@ -220,7 +221,44 @@ impl TarnFs {
         } else {
             FsOp::Modify
         };
-        self.run(op, |fs| fs.setattr(ino, changes))
+        let acl = self.acl;
+        self.run(op, |fs| {
+            let attr = fs.setattr(ino, changes)?;
+            match changes.mode {
+                Some(mode) if acl => {
+                    acl::after_chmod(fs, ino, mode)?;
+                    fs.getattr(ino)
+                }
+                _ => Ok(attr),
+            }
+        })
+    }
+
+    /// Creates a node with `make(fs, perm)`; the umask applies unless the parent has a
+    /// default ACL, which the new node then inherits (I5). One `fs_op` for all of it.
+    fn create_node(
+        &self,
+        parent: Ino,
+        mode: u32,
+        umask: u32,
+        make: impl FnOnce(&mut Fs<'_>, u32) -> std::result::Result<Attr, PosixError>,
+    ) -> Result<Attr> {
+        let acl = self.acl;
+        self.run(FsOp::Modify, |fs| {
+            let default = if acl {
+                acl::parent_default(fs, parent)?
+            } else {
+                None
+            };
+            match default {
+                Some(default) => {
+                    let perm = mode & 0o7777;
+                    let attr = make(fs, perm)?;
+                    acl::inherit(fs, &attr, &default, perm)
+                }
+                None => make(fs, mode & !umask & 0o7777),
+            }
+        })
     }
 }
 
@@ -288,6 +326,8 @@ fn init_kernel(config: &mut KernelConfig, acl: bool) {
     if acl {
         let _ = config.add_capabilities(InitFlags::FUSE_POSIX_ACL);
     }
+    // The umask is ours to apply: not when the parent has a default ACL (I5).
+    let _ = config.add_capabilities(InitFlags::FUSE_DONT_MASK);
     let wanted = [
         InitFlags::FUSE_DO_READDIRPLUS,
         InitFlags::FUSE_READDIRPLUS_AUTO,
@@ -375,9 +415,8 @@ impl fuser::Filesystem for TarnFs {
         reply: ReplyEntry,
     ) {
         let parent = self.ino(parent);
-        let perm = mode & !umask & 0o7777;
         let result = node_kind(mode).and_then(|kind| {
-            self.run(FsOp::Modify, |fs| {
+            self.create_node(parent, mode, umask, |fs, perm| {
                 fs.mknod(
                     parent,
                     name.as_bytes(),
@@ -401,8 +440,7 @@ impl fuser::Filesystem for TarnFs {
         reply: ReplyEntry,
     ) {
         let parent = self.ino(parent);
-        let perm = mode & !umask & 0o7777;
-        let result = self.run(FsOp::Modify, |fs| {
+        let result = self.create_node(parent, mode, umask, |fs, perm| {
             fs.mkdir(parent, name.as_bytes(), perm, creds(req))
         });
         self.reply_entry(reply, result);
@@ -688,9 +726,14 @@ impl fuser::Filesystem for TarnFs {
         reply: ReplyEmpty,
     ) {
         let ino = self.ino(ino);
+        let access_acl = self.acl && name.as_bytes() == acl::ACCESS;
         let result = xattr_set(flags).and_then(|how| {
             self.run(FsOp::Write(value.len() as u64), |fs| {
-                fs.setxattr(ino, name.as_bytes(), value, how)
+                if access_acl {
+                    acl::set_access(fs, ino, value, how)
+                } else {
+                    fs.setxattr(ino, name.as_bytes(), value, how)
+                }
             })
         });
         match result {
@@ -746,9 +789,8 @@ impl fuser::Filesystem for TarnFs {
         reply: ReplyCreate,
     ) {
         let parent = self.ino(parent);
-        let perm = mode & !umask & 0o7777;
         let result = node_kind(mode).and_then(|kind| {
-            self.run(FsOp::Modify, |fs| {
+            self.create_node(parent, mode, umask, |fs, perm| {
                 fs.mknod(parent, name.as_bytes(), kind, perm, 0, creds(req))
             })
         });
