@@ -86,14 +86,26 @@ pub fn mounts_at(path: &Path) -> Result<Vec<MountEntry>, FuseError> {
         .collect())
 }
 
-/// Lazily unmounts every tarn FUSE mount at `path` (a daemon that was killed leaves one
-/// behind, answering "Transport endpoint is not connected"). Other filesystems mounted there
-/// are left alone. Returns how many were detached.
+/// Whether the mount at `path` has lost its server: the kernel answers ENOTCONN (or
+/// ECONNABORTED while aborting) for a FUSE mount whose daemon died.
+fn is_dead(path: &Path) -> bool {
+    std::fs::metadata(path).is_err_and(|error| {
+        matches!(
+            error.raw_os_error(),
+            Some(libc::ENOTCONN | libc::ECONNABORTED)
+        )
+    })
+}
+
+/// Lazily unmounts every dead tarn FUSE mount at `path` (a daemon that was killed leaves one
+/// behind, answering "Transport endpoint is not connected"). A live mount, of another
+/// daemon or of another filesystem, is left alone. Returns how many were detached.
 pub fn clean_stale(path: &Path) -> Result<usize, FuseError> {
-    let stale = mounts_at(path)?
+    let ours = mounts_at(path)?
         .into_iter()
         .filter(|entry| entry.fstype == FSTYPE)
         .count();
+    let stale = if ours > 0 && is_dead(path) { ours } else { 0 };
     let target = table_path(path);
     for _ in 0..stale {
         nix::mount::umount2(&target, nix::mount::MntFlags::MNT_DETACH).map_err(|errno| {
