@@ -56,7 +56,8 @@ fn pool_with_mount(rig: &Rig) -> PathBuf {
 
 // DESCRIPTION: the mount life cycle through the daemon. A pool created with -m is
 // mounted (type fuse.tarn), a new child dataset mounts inside it, data written through the
-// mounts survives export (which unmounts both) and import (which mounts both again).
+// mounts survives export (which unmounts both) and import (which mounts both again); a new
+// mountpoint moves the mount; `tarn unmount` and `tarn mount` do what they say.
 // STRATEGY: std::fs against the mountpoints, /proc/self/mountinfo for what is mounted.
 #[test]
 fn datasets_mount_at_create_and_import_and_unmount_at_export() {
@@ -80,6 +81,18 @@ fn datasets_mount_at_create_and_import_and_unmount_at_export() {
     rig.ok(&format!("pool import -d {} tank", rig.dir_of("d")));
     assert_eq!(std::fs::read(tank.join("top")).unwrap(), b"top data");
     assert_eq!(std::fs::read(home.join("inner")).unwrap(), b"inner data");
+
+    rig.ok("set mountpoint=/elsewhere tank/home");
+    let elsewhere = rig.root().join("altroot/elsewhere");
+    assert_eq!(fstype_at(&home), None, "unmounted from the old mountpoint");
+    assert_eq!(
+        std::fs::read(elsewhere.join("inner")).unwrap(),
+        b"inner data"
+    );
+    rig.ok("unmount tank/home");
+    assert_eq!(fstype_at(&elsewhere), None);
+    rig.ok("mount tank/home");
+    assert_eq!(fstype_at(&elsewhere).as_deref(), Some("fuse.tarn"));
 }
 
 // DESCRIPTION: exporting a pool whose mount is busy is refused and leaves it mounted;

@@ -770,8 +770,10 @@ impl Handler for EngineBackend {
             return Response::error(error.to_string());
         }
         let response = self.handle_engine(&request);
+        let succeeded = matches!(response, Response::Ok(_));
+        let notices = self.mounts.after(&request, succeeded);
         match response {
-            Response::Ok(ReplyPayload::Unit) => notices_reply(self.mounts.after(&request)),
+            Response::Ok(ReplyPayload::Unit) => notices_reply(notices),
             response => response,
         }
     }

@@ -180,6 +180,10 @@ impl MountTable {
     /// The dataset verbs that involve mounts, run before (`destroy`, `unmount`) or after
     /// (`create`, `mount`) the engine's part. `None` for requests that are not about mounts.
     pub fn before(&self, request: &Request) -> Option<Response> {
+        if let Some((verb, root)) = remounted(request) {
+            let result = self.unmount_where(false, |n| within(n, root));
+            return result.err().map(|e| refusal(verb, root, &e));
+        }
         match request {
             Request::DatasetDestroy {
                 name,
@@ -199,11 +203,18 @@ impl MountTable {
         }
     }
 
-    /// After a dataset was created: mount it when it should be. Returns notices.
-    pub fn after(&self, request: &Request) -> Vec<String> {
+    /// After the engine's part (`succeeded` or not): mount a created dataset, or mount again
+    /// what `before` unmounted for a rename or a property change. Returns notices.
+    pub fn after(&self, request: &Request, succeeded: bool) -> Vec<String> {
+        if let Some((_, root)) = remounted(request) {
+            return self.mount_pool(pool_of(root));
+        }
         let Request::DatasetCreate { name, .. } = request else {
             return Vec::new();
         };
+        if !succeeded {
+            return Vec::new();
+        }
         match self.engine.dataset_mount_spec(name) {
             Ok(Some(spec)) if tarn_fuse::fuse_available() => self
                 .mount_spec(&spec)
@@ -269,6 +280,36 @@ impl MountTable {
             Ok(()) => Response::Ok(ReplyPayload::Unit),
             Err(error) => refusal("unmount", target.unwrap_or("-a"), &error),
         }
+    }
+}
+
+/// Dataset properties whose change needs the dataset mounted again.
+const REMOUNT_PROPERTIES: &[&str] = &[
+    "mountpoint",
+    "canmount",
+    "readonly",
+    "exec",
+    "setuid",
+    "devices",
+    "acltype",
+    "xattr",
+];
+
+/// The verb and the subtree a request unmounts before and mounts again after: a rename,
+/// or a change of a property in [`REMOUNT_PROPERTIES`] (inherited by the whole subtree).
+fn remounted(request: &Request) -> Option<(&'static str, &str)> {
+    let remounts = |property: &str| REMOUNT_PROPERTIES.contains(&property);
+    match request {
+        Request::DatasetRename { old, .. } => Some(("rename", old)),
+        Request::DatasetSet { name, assignments }
+            if assignments.iter().any(|(p, _)| remounts(p)) =>
+        {
+            Some(("set", name))
+        }
+        Request::DatasetInherit { name, property, .. } if remounts(property) => {
+            Some(("inherit", name))
+        }
+        _ => None,
     }
 }
 
