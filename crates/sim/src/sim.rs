@@ -638,9 +638,22 @@ impl Sim {
                     .line(format!("{why}: import at txg {txg}: error: {e}")),
             }
         }
-        let Some(txg) = imported else {
+        let Some(listed) = imported else {
             return self.import_refused(why, "no uberblock could be imported");
         };
+        // A faulty device may fail the label read at import that worked for the listing, so
+        // the import can open an older uberblock than the one asked for: use what it opened.
+        let txg = check::imported_txg(&self.engine, POOL)
+            .map_err(|e| e.to_string())?
+            .ok_or("an imported pool does not say which txg it opened")?;
+        if txg != listed {
+            self.trace.line(format!(
+                "{why}: asked for txg {listed}, the import opened txg {txg}"
+            ));
+            if self.within() {
+                return Err(format!("{why}: import opened txg {txg}, not {listed}"));
+            }
+        }
         let Some(model) = self.model_for(txg) else {
             if self.within() {
                 return Err(format!(
