@@ -468,6 +468,12 @@ fn rsync_round_trip_of_a_rich_tree() {
     assert!(fifo.file_type().is_fifo());
     let in_mount = fs::metadata(fx.mnt.join("copy/a")).unwrap();
     assert_eq!(in_mount.nlink(), 2, "hard link kept in the mount");
+    let sparse = fs::metadata(fx.mnt.join("copy/sparse")).unwrap();
+    assert!(
+        sparse.blocks() * 512 < 1 << 20,
+        "holes kept: {} blocks",
+        sparse.blocks()
+    );
     // Both tools walk in readdir order, which differs between filesystems: compare the
     // per-file blocks as sets.
     let listing = |dir: &str| {
