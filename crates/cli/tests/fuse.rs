@@ -71,6 +71,12 @@ fn datasets_mount_at_create_and_import_and_unmount_at_export() {
     rig.ok("create tank/home");
     let home = tank.join("home");
     assert_eq!(fstype_at(&home).as_deref(), Some("fuse.tarn"));
+    // create -p mounts the new parents first, the child inside them.
+    rig.ok("create -p tank/a/b");
+    assert_eq!(fstype_at(&tank.join("a")).as_deref(), Some("fuse.tarn"));
+    assert_eq!(fstype_at(&tank.join("a/b")).as_deref(), Some("fuse.tarn"));
+    rig.ok("destroy -r tank/a");
+    assert_eq!(fstype_at(&tank.join("a")), None);
     std::fs::write(home.join("inner"), b"inner data").unwrap();
     let listed = rig.ok("mount");
     assert!(listed.contains("tank/home"), "{listed}");

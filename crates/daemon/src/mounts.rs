@@ -209,21 +209,32 @@ impl MountTable {
         if let Some((_, root)) = remounted(request) {
             return self.mount_pool(pool_of(root));
         }
-        let Request::DatasetCreate { name, .. } = request else {
+        let Request::DatasetCreate { name, parents, .. } = request else {
             return Vec::new();
         };
-        if !succeeded {
+        if !succeeded || !tarn_fuse::fuse_available() {
             return Vec::new();
         }
-        match self.engine.dataset_mount_spec(name) {
-            Ok(Some(spec)) if tarn_fuse::fuse_available() => self
-                .mount_spec(&spec)
-                .err()
-                .map(|e| mount_notice(&self.rooted(&spec), &e))
-                .into_iter()
-                .collect(),
-            _ => Vec::new(),
+        // With -p the parents may be new too: mount them first, so that a child's
+        // mountpoint directory is made inside its parent's filesystem, not beneath it.
+        let mut chain = vec![name.as_str()];
+        while *parents
+            && let Some((parent, _)) = chain[chain.len() - 1].rsplit_once('/')
+            && parent.contains('/')
+        {
+            chain.push(parent);
         }
+        chain
+            .iter()
+            .rev()
+            .filter_map(|dataset| match self.engine.dataset_mount_spec(dataset) {
+                Ok(Some(spec)) => self
+                    .mount_spec(&spec)
+                    .err()
+                    .map(|e| mount_notice(&self.rooted(&spec), &e)),
+                _ => None,
+            })
+            .collect()
     }
 
     fn mount_request(&self, name: Option<&str>, all: bool) -> Response {

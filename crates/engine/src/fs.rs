@@ -139,10 +139,14 @@ impl Engine {
         let files = self.fs_op(pool, dataset, FsOp::Read, |fs| fs.inode_count())?;
         let handle = self.pool(pool)?;
         let inner = handle.lock();
+        // Dirty data counts as used at once (its real, compressed size is known at sync), so
+        // `df` moves as files are written rather than every few seconds.
+        let dirty = inner.datasets.node(dataset).objset.dirty_bytes();
         let avail = inner
             .datasets
-            .available(dataset, crate::dataset_ops::pool_free_deflated(&inner));
-        let referenced = inner.datasets.node(dataset).header.referenced;
+            .available(dataset, crate::dataset_ops::pool_free_deflated(&inner))
+            .saturating_sub(dirty);
+        let referenced = inner.datasets.node(dataset).header.referenced + dirty;
         let bsize = 4096u32;
         let free_blocks = avail / u64::from(bsize);
         Ok(FsStat {
