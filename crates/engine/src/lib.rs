@@ -48,6 +48,7 @@ mod devices;
 pub mod fs;
 pub mod mos;
 pub mod props;
+pub mod replace;
 pub mod scrub;
 pub mod status;
 
@@ -63,7 +64,7 @@ pub use dataset_ops::{DatasetProp, DatasetQuery, DatasetRow};
 pub use devices::OnlineOutcome;
 pub use fs::{DatasetId, FsOp, FsStat, MountSpec};
 pub use mos::HistoryRecord;
-pub use scrub::{ScanProgress, ScanState, ScrubAction};
+pub use scrub::{ScanFunction, ScanProgress, ScanState, ScrubAction};
 pub use status::{Importable, PoolStatus, PoolSummary, PropValue, VdevNode};
 pub use tarn_device::DeviceError;
 pub use tarn_pool::PoolError;
@@ -130,6 +131,28 @@ pub enum EngineError {
     /// The device to bring online is not attached.
     #[error("the device is not present; attach it and try again")]
     DeviceNotPresent,
+    /// A resilver is running (a scrub cannot start, pause or stop it).
+    #[error("currently resilvering")]
+    ResilverInProgress,
+    /// Replace or attach named the device being replaced as the new one.
+    #[error("cannot replace a device with itself")]
+    SameDevice,
+    /// The new device is already a device of this pool.
+    #[error("'{0}' is already in use by this pool")]
+    DeviceInUse(String),
+    /// The new device is smaller than the device it replaces.
+    #[error("device '{path}' is too small ({size}; it must be at least {needed})")]
+    DeviceTooSmall {
+        /// Its path.
+        path: String,
+        /// Its size, human readable.
+        size: String,
+        /// The size needed, human readable.
+        needed: String,
+    },
+    /// The leaf is already being replaced.
+    #[error("the device is already being replaced")]
+    AlreadyReplacing,
     /// No dataset has that name.
     #[error("dataset does not exist")]
     NoSuchDataset,
@@ -623,6 +646,7 @@ impl Engine {
         };
         imported.scan = scrub::Scan::load(&mut imported)?;
         if !readonly {
+            replace::resume_at_import(&mut imported, self.clock.now_unix_secs());
             imported.history.push(self.history_record(command, false));
             imported.sync()?;
         }

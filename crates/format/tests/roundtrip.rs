@@ -363,6 +363,7 @@ fn config_header_version_and_padding_are_not_checksummed() {
         path: "/dev/sda".into(),
         children: Vec::new(),
         offline: false,
+        resilvering: false,
     };
     let config = PoolConfig {
         version: FORMAT_VERSION,

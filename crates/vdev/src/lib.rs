@@ -67,10 +67,13 @@
 //! no good mirror copy) the result is an error, never wrong bytes.
 //!
 //! # Not here
-//! dRAID, spares, replacing/spare-in-use vdevs, log/cache/special classes, raidz expansion,
-//! resilver and scrub scheduling (the pool and engine decide what to scrub; this crate
-//! scrubs one block when asked), allocation (tarn-space), checksums (the caller's `verify`).
+//! dRAID, log/cache/special classes, raidz expansion, resilver and scrub scheduling (the
+//! engine decides what to scrub or resilver; this crate does one block when asked), when a
+//! leaf is faulted or a spare activated (the engine), allocation (tarn-space), checksums
+//! (the caller's `verify`). Replacing and spare nodes are here (`child`): a child position
+//! holds a leaf or two leaves, one of them being resilvered.
 
+pub mod child;
 pub mod error;
 pub mod leaf;
 mod mirror;
@@ -84,6 +87,7 @@ mod testing;
 #[cfg(test)]
 mod tests;
 
+pub use child::{Child, ChildKind};
 pub use error::VdevError;
 pub use leaf::{Leaf, LeafState, LeafStats, LeafStatsSnapshot};
 pub use raidz_map::{RaidzColumn, RaidzMap};
