@@ -345,7 +345,8 @@ pub(crate) fn plan(command: PoolCommand, cwd: &Path) -> Result<Plan, Outcome> {
     Ok(plan)
 }
 
-/// Plans `import`, `scrub`, `clear`, `offline` and `online`.
+/// Plans `import`, `scrub`, `clear`, `offline` and `online` (and through `plan_replace`,
+/// `replace`, `attach` and `detach`).
 fn plan_maintenance(command: PoolCommand, cwd: &Path) -> Result<Plan, Outcome> {
     let plan = match command {
         PoolCommand::Import(args) => plan_import(args, cwd)?,
@@ -403,9 +404,45 @@ fn plan_maintenance(command: PoolCommand, cwd: &Path) -> Result<Plan, Outcome> {
                 device: device_arg(&device, cwd),
             },
         },
-        _ => unreachable!("plan_maintenance is called only for the verbs it lists"),
+        other => plan_replace(other, cwd),
     };
     Ok(plan)
+}
+
+/// Plans `replace`, `attach` and `detach`.
+fn plan_replace(command: PoolCommand, cwd: &Path) -> Plan {
+    match command {
+        PoolCommand::Replace { name, old, new } => Plan {
+            verb: "replace",
+            object: Some(old.clone()),
+            view: View::Silent,
+            request: Request::PoolReplace {
+                name,
+                old: device_arg(&old, cwd),
+                new: new.map(|n| device_arg(&n, cwd)),
+            },
+        },
+        PoolCommand::Attach { name, device, new } => Plan {
+            verb: "attach",
+            object: Some(new.clone()),
+            view: View::Silent,
+            request: Request::PoolAttach {
+                name,
+                device: device_arg(&device, cwd),
+                new: device_arg(&new, cwd),
+            },
+        },
+        PoolCommand::Detach { name, device } => Plan {
+            verb: "detach",
+            object: Some(device.clone()),
+            view: View::Silent,
+            request: Request::PoolDetach {
+                name,
+                device: device_arg(&device, cwd),
+            },
+        },
+        _ => unreachable!("plan_replace is called only for the verbs it lists"),
+    }
 }
 
 /// A device argument as the daemon matches it: a path (anything with a `/`) made absolute

@@ -22,7 +22,8 @@ pub struct OnlineOutcome {
 }
 
 pub(crate) fn find_leaf(
-    inner: &Imported,     device: &str,
+    inner: &Imported,
+    device: &str,
 ) -> Result<(Arc<TopVdev>, Arc<Leaf>), EngineError> {
     for top in inner.pool.tops() {
         for leaf in top.leaves() {
@@ -111,7 +112,11 @@ impl Engine {
         }
         leaf.set_state(LeafState::Online);
         inner.pool.set_config_dirty();
-        scrub::restart(&mut inner, scrub::ScanFunction::Scrub, self.clock.now_unix_secs());
+        scrub::restart(
+            &mut inner,
+            scrub::ScanFunction::Scrub,
+            self.clock.now_unix_secs(),
+        );
         inner.history.push(self.history_record(command, false));
         inner.sync()?;
         Ok(OnlineOutcome {
@@ -132,11 +137,7 @@ impl Engine {
         let leaves: Vec<Arc<Leaf>> = match device {
             Some(device) => vec![find_leaf(&inner, device)?.1],
             None => {
-                let tops = inner
-                    .pool
-                    .tops()
-                    .iter()
-                    .flat_map(|t| t.leaves());
+                let tops = inner.pool.tops().iter().flat_map(|t| t.leaves());
                 tops.chain(inner.pool.spares().iter().cloned()).collect()
             }
         };

@@ -362,9 +362,8 @@ impl Scan {
 
     /// True while a resilver is running.
     pub(crate) fn resilvering(&self) -> bool {
-        self.progress.is_some_and(|p| {
-            p.state == ScanState::Scanning && p.function == ScanFunction::Resilver
-        })
+        self.progress
+            .is_some_and(|p| p.state == ScanState::Scanning && p.function == ScanFunction::Resilver)
     }
 }
 
@@ -810,7 +809,7 @@ mod tests {
 
     fn scan(state: ScanState) -> Scan {
         let progress = ScanProgress {
-            function,
+            function: ScanFunction::Scrub,
             state,
             start_time: 1_795_357_800,
             end_time: 1_795_357_803,

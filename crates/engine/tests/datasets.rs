@@ -310,7 +310,10 @@ fn reservations_are_taken_from_everyone_else() {
     let after = avail("tank/o");
     // Less what tank/r already uses (its metadata), which the reservation covers.
     let taken = before - after;
-    assert!(taken > (100 << 20) - (64 << 10) && taken <= 100 << 20, "{before} -> {after}");
+    assert!(
+        taken > (100 << 20) - (64 << 10) && taken <= 100 << 20,
+        "{before} -> {after}"
+    );
     // The reserving dataset still sees the reserved space as its own.
     assert!(avail("tank/r") >= before - (1 << 20), "{}", avail("tank/r"));
     let used = get(&engine, "tank", &["used"]).props[0]

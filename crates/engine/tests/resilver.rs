@@ -218,7 +218,12 @@ fn replace_resilvers_live_data_only_and_collapses() {
     let expected = rig.data_bytes_on(1, 4);
     rig.import();
     rig.engine
-        .replace("tank", "d1", Some("/sim/n0"), "pool replace tank d1 /sim/n0")
+        .replace(
+            "tank",
+            "d1",
+            Some("/sim/n0"),
+            "pool replace tank d1 /sim/n0",
+        )
         .unwrap();
     let config = rig.config();
     assert_eq!(config.children[1].name, "replacing-1");
@@ -241,14 +246,21 @@ fn replace_resilvers_live_data_only_and_collapses() {
     let status = rig.engine.status("tank").unwrap();
     let scan = status.scan.unwrap();
     assert!(scan.starts_with("resilvered "), "{scan}");
-    assert!(scan.ends_with("with 0 errors on Sun Nov 22 14:30:00 2026"), "{scan}");
+    assert!(
+        scan.ends_with("with 0 errors on Sun Nov 22 14:30:00 2026"),
+        "{scan}"
+    );
     assert_eq!(
         names(&rig.config()),
         vec!["/sim/d0", "/sim/n0", "/sim/d2", "/sim/d3"]
     );
     assert_eq!(status.state, "ONLINE");
     // The replaced device's labels are wiped: no import will take it for a member.
-    assert!(tarn_pool::read_labels(rig.device("/sim/d1").as_ref()).config.is_none());
+    assert!(
+        tarn_pool::read_labels(rig.device("/sim/d1").as_ref())
+            .config
+            .is_none()
+    );
     rig.device("/sim/d2").set_gone(true);
     rig.check_data();
     rig.device("/sim/d2").set_gone(false);
@@ -268,7 +280,12 @@ fn writes_during_resilver_are_not_missed() {
     let mut rig = rig(TopLayout::Raidz(1), 4, 0);
     rig.write_object(3, 4 << 20);
     rig.engine
-        .replace("tank", "d3", Some("/sim/n0"), "pool replace tank d3 /sim/n0")
+        .replace(
+            "tank",
+            "d3",
+            Some("/sim/n0"),
+            "pool replace tank d3 /sim/n0",
+        )
         .unwrap();
     let first = rig.step(256 << 10);
     assert_eq!(first.state, ScanState::Scanning);
@@ -289,7 +306,12 @@ fn crash_during_resilver_resumes() {
     let mut rig = rig(TopLayout::Raidz(1), 4, 0);
     rig.write_object(6, 6 << 20);
     rig.engine
-        .replace("tank", "d2", Some("/sim/n0"), "pool replace tank d2 /sim/n0")
+        .replace(
+            "tank",
+            "d2",
+            Some("/sim/n0"),
+            "pool replace tank d2 /sim/n0",
+        )
         .unwrap();
     rig.step(512 << 10);
     let before = rig.step(512 << 10);
@@ -332,7 +354,11 @@ fn export_rename_import_resumes_resilver() {
     let resumed = rig.engine.scan_progress("tank").unwrap().unwrap();
     assert_eq!(
         (resumed.function, resumed.state, resumed.bookmark),
-        (ScanFunction::Resilver, ScanState::Scanning, partial.bookmark)
+        (
+            ScanFunction::Resilver,
+            ScanState::Scanning,
+            partial.bookmark
+        )
     );
     let done = rig.finish();
     assert_eq!(done.errors, 0);
@@ -368,9 +394,15 @@ fn attach_and_detach() {
         .detach("tank", "/sim/n0", "pool detach tank /sim/n0")
         .unwrap();
     let config = rig.config();
-    assert_eq!((config.name.as_str(), config.kind.as_str()), ("/sim/d0", "disk"));
+    assert_eq!(
+        (config.name.as_str(), config.kind.as_str()),
+        ("/sim/d0", "disk")
+    );
     let refused = rig.engine.detach("tank", "d0", "pool detach tank d0");
-    assert!(matches!(refused, Err(EngineError::InvalidArgument(_))), "{refused:?}");
+    assert!(
+        matches!(refused, Err(EngineError::InvalidArgument(_))),
+        "{refused:?}"
+    );
     rig.engine.export_pool("tank", false).unwrap();
     rig.import();
     rig.check_data();
@@ -409,7 +441,12 @@ fn vanished_device_is_replaced_by_a_spare() {
         .unwrap();
     rig.finish();
     rig.engine
-        .replace("tank", "d2", Some("/sim/n1"), "pool replace tank d2 /sim/n1")
+        .replace(
+            "tank",
+            "d2",
+            Some("/sim/n1"),
+            "pool replace tank d2 /sim/n1",
+        )
         .unwrap();
     assert_eq!(names(&rig.config().children[2]), vec!["/sim/s0", "/sim/n1"]);
     rig.finish();
@@ -438,7 +475,10 @@ fn intermittent_eio_faults_and_spares() {
     rig.device("/sim/d1").set_plan(plan);
     rig.check_data();
     let read_errors = rig.config().children[1].read;
-    assert!(read_errors >= tarn_engine::replace::IO_ERRORS_FAULT, "{read_errors}");
+    assert!(
+        read_errors >= tarn_engine::replace::IO_ERRORS_FAULT,
+        "{read_errors}"
+    );
     assert_eq!(rig.engine.status("tank").unwrap().state, "ONLINE");
     assert_eq!(rig.engine.fault_check(), vec!["tank".to_string()]);
     let config = rig.config();
@@ -456,7 +496,10 @@ fn refused_commands_change_nothing() {
     let before = rig.images();
     let e = &rig.engine;
     let cases: Vec<(&str, Result<(), EngineError>)> = vec![
-        ("too small", e.replace("tank", "d1", Some("/sim/small"), "x")),
+        (
+            "too small",
+            e.replace("tank", "d1", Some("/sim/small"), "x"),
+        ),
         ("same", e.replace("tank", "d1", Some("/sim/d1"), "x")),
         ("member", e.replace("tank", "d1", Some("/sim/d2"), "x")),
         ("spare", e.replace("tank", "d1", Some("/sim/s0"), "x")),

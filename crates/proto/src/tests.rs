@@ -110,6 +110,20 @@ fn sample_maintenance_requests() -> Vec<Request> {
             name: "tank".into(),
             device: "sdb".into(),
         },
+        Request::PoolReplace {
+            name: "tank".into(),
+            old: "sdb".into(),
+            new: Some("/dev/sdc".into()),
+        },
+        Request::PoolAttach {
+            name: "tank".into(),
+            device: "sdb".into(),
+            new: "/dev/sdc".into(),
+        },
+        Request::PoolDetach {
+            name: "tank".into(),
+            device: "sdb".into(),
+        },
     ]
 }
 

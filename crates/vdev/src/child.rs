@@ -69,7 +69,10 @@ impl Child {
     /// An interior node of `kind` (replacing or spare) over `first` and `second`.
     #[must_use]
     pub fn interior(kind: ChildKind, guid: Guid, first: Arc<Leaf>, second: Arc<Leaf>) -> Child {
-        assert!(kind != ChildKind::Leaf, "an interior child is replacing or spare");
+        assert!(
+            kind != ChildKind::Leaf,
+            "an interior child is replacing or spare"
+        );
         assert!(guid.0 != 0, "an interior child has a GUID");
         assert!(
             first.guid() != second.guid(),

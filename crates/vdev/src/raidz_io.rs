@@ -260,13 +260,7 @@ struct Stripe<'v> {
 impl<'v> Stripe<'v> {
     fn new(vdev: &'v TopVdev, parity: usize, offset: u64, len: usize) -> Stripe<'v> {
         let children = vdev.children();
-        let map = RaidzMap::new(
-            children.len(),
-            parity,
-            vdev.ashift(),
-            offset,
-            len as u64,
-        );
+        let map = RaidzMap::new(children.len(), parity, vdev.ashift(), offset, len as u64);
         let columns = Columns::from_data(&map, vec![0u8; len]);
         let state = vec![ColumnState::Unread; map.columns.len()];
         let read_from = vec![None; map.columns.len()];

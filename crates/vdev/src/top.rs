@@ -401,12 +401,9 @@ impl TopVdev {
     pub fn allocation_size(&self, psize: u64) -> u64 {
         match self.layout() {
             Layout::Disk | Layout::Mirror => psize.max(1).div_ceil(self.sector()) * self.sector(),
-            Layout::Raidz { parity } => raidz_map::allocation_size(
-                self.width(),
-                usize::from(parity),
-                self.ashift,
-                psize,
-            ),
+            Layout::Raidz { parity } => {
+                raidz_map::allocation_size(self.width(), usize::from(parity), self.ashift, psize)
+            }
         }
     }
 
@@ -525,7 +522,11 @@ impl TopVdev {
                     offset,
                     len,
                 );
-                if !map.columns.iter().any(|c| children[c.child].needs_resilver()) {
+                if !map
+                    .columns
+                    .iter()
+                    .any(|c| children[c.child].needs_resilver())
+                {
                     return Ok(ScrubReport::default());
                 }
                 raidz_io::scrub(self, usize::from(parity), offset, size, verify, true)
@@ -802,7 +803,9 @@ impl TopVdev {
             children[index] = Arc::new(rest);
         } else {
             if self.layout() != Layout::Mirror {
-                return Err(invalid("can only detach from mirrors, replacing and spare vdevs"));
+                return Err(invalid(
+                    "can only detach from mirrors, replacing and spare vdevs",
+                ));
             }
             let others_readable = children
                 .iter()

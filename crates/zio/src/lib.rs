@@ -300,10 +300,10 @@ impl Pipeline {
                     vdev.scrub(dva.offset, padded, &verify)
                 };
                 report.map_err(|e| ZioError::Unrecoverable {
-                        dva: dva_name(dva),
-                        birth: bp.birth,
-                        why: e.to_string(),
-                    })
+                    dva: dva_name(dva),
+                    birth: bp.birth,
+                    why: e.to_string(),
+                })
             });
             match scrubbed {
                 Ok(report) => {
