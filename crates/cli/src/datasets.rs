@@ -328,7 +328,7 @@ pub(crate) fn get(rows: &[DatasetRow], view: &GetView) -> String {
     for row in rows {
         for prop in &row.props {
             if let Some(sources) = &view.sources
-                && !sources.iter().any(|s| *s == prop.source_kind)
+                && !sources.contains(&prop.source_kind)
             {
                 continue;
             }

@@ -207,7 +207,6 @@ impl Engine {
         }
         let config = datasets.write_config(id);
         datasets.node_mut(id).objset.set_write_config(config)?;
-        drop(reader);
         format_filesystem(inner, id, self.clock.as_ref())?;
         Ok(id)
     }
@@ -310,7 +309,6 @@ impl Engine {
             let config = datasets.write_config(at);
             datasets.node_mut(at).objset.set_write_config(config)?;
         }
-        drop(reader);
         inner.history.push(self.history_record(command, false));
         inner.sync()?;
         Ok(())
@@ -343,7 +341,6 @@ impl Engine {
         for (property, value) in &values {
             datasets.set_local(mos.objset(), &reader, id, property, value.as_deref())?;
         }
-        drop(reader);
         inner.history.push(self.history_record(command, false));
         inner.sync()?;
         Ok(())
@@ -399,7 +396,6 @@ impl Engine {
         for target in targets {
             datasets.set_local(mos.objset(), &reader, target, property, None)?;
         }
-        drop(reader);
         inner.history.push(self.history_record(command, false));
         inner.sync()?;
         Ok(())

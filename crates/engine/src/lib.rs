@@ -451,7 +451,6 @@ impl Engine {
                 value.as_deref(),
             )?;
         }
-        drop(reader);
         let guid = pool.guid();
         let mut imported = Imported {
             pool,
@@ -632,7 +631,6 @@ impl Engine {
             .ok_or_else(|| EngineError::Corrupt("no root block".into()))?;
         let mut mos = Mos::open(&reader, &root)?;
         let tree = datasets::Tree::load(mos.objset(), &reader, &name)?;
-        drop(reader);
         let guid = pool.guid();
         let readonly = pool.readonly();
         let mut imported = Imported {

@@ -51,9 +51,9 @@
 //!
 //! # Not here
 //! Scan rate throttling, prefetch, resilver by dirty-time ranges (every live block of the
-//! affected vdevs is visited; blocks without a column on a resilvering leaf are not read). The queue is
-//! held in memory: about 150 bytes per block, fine for the pools tarn runs today; a larger
-//! pool needs ZFS's range-bounded queues.
+//! affected vdevs is visited; blocks without a column on a resilvering leaf are not read).
+//! The queue is held in memory: about 150 bytes per block, fine for the pools tarn runs
+//! today; a larger pool needs ZFS's range-bounded queues.
 
 use std::collections::BTreeSet;
 
@@ -563,19 +563,8 @@ pub(crate) fn step(
             .expect("S2: a scanning pool has a queue after build_queue");
         while done < max_bytes.max(1) && queue.next < queue.entries.len() {
             let entry = queue.entries[queue.next];
-            let outcome = match progress.function {
-                ScanFunction::Scrub => pool.pipeline().scrub_block(&entry.bp),
-                ScanFunction::Resilver => pool.pipeline().resilver_block(&entry.bp),
-            };
-            match outcome {
-                Ok(outcome) if progress.function == ScanFunction::Resilver => {
-                    progress.repaired += outcome.resilvered_bytes;
-                }
-                Ok(outcome) => progress.repaired += outcome.repaired_bytes,
-                Err(_) => {
-                    progress.errors += 1;
-                    found.push(entry.origin.key(entry.key));
-                }
+            if let Some(lost) = scan_entry(pool, &entry, &mut progress) {
+                found.push(lost);
             }
             assert!(
                 progress.bookmark.is_none_or(|b| b < entry.key),
@@ -609,6 +598,32 @@ pub(crate) fn step(
         inner.sync()?;
     }
     Ok(Some(progress))
+}
+
+/// Scrubs or resilvers one listed block; returns its error-log key when it is lost.
+fn scan_entry(
+    pool: &tarn_pool::Pool,
+    entry: &Entry,
+    progress: &mut ScanProgress,
+) -> Option<String> {
+    let outcome = match progress.function {
+        ScanFunction::Scrub => pool.pipeline().scrub_block(&entry.bp),
+        ScanFunction::Resilver => pool.pipeline().resilver_block(&entry.bp),
+    };
+    match outcome {
+        Ok(outcome) if progress.function == ScanFunction::Resilver => {
+            progress.repaired += outcome.resilvered_bytes;
+            None
+        }
+        Ok(outcome) => {
+            progress.repaired += outcome.repaired_bytes;
+            None
+        }
+        Err(_) => {
+            progress.errors += 1;
+            Some(entry.origin.key(entry.key))
+        }
+    }
 }
 
 /// Logs the blocks found unrecoverable; when the scrub finished, drops entries it did not

@@ -343,7 +343,7 @@ pub fn pool_status(name: &str, pool: &Pool, errlog_count: usize) -> PoolStatus {
             let mut node = leaf_node(s);
             if pool.tops().iter().any(|t| t.leaf(s.guid()).is_some()) {
                 node.state = "INUSE".into();
-                node.note = Some(format!("currently in use"));
+                node.note = Some("currently in use".to_string());
             } else if s.is_usable() {
                 node.state = "AVAIL".into();
             }
