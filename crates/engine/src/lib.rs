@@ -45,6 +45,7 @@
 mod dataset_ops;
 mod datasets;
 mod devices;
+pub mod events;
 pub mod fs;
 pub mod mos;
 pub mod props;
@@ -62,6 +63,7 @@ use tarn_pool::{Discovered, Pool};
 
 pub use dataset_ops::{DatasetProp, DatasetQuery, DatasetRow};
 pub use devices::OnlineOutcome;
+pub use events::Event;
 pub use fs::{DatasetId, FsOp, FsStat, MountSpec};
 pub use mos::HistoryRecord;
 pub use scrub::{ScanFunction, ScanProgress, ScanState, ScrubAction};
@@ -231,6 +233,7 @@ pub struct Engine {
     rng: Mutex<SeededRng>,
     pools: Mutex<BTreeMap<String, Arc<PoolHandle>>>,
     admin: Mutex<()>,
+    events: Mutex<events::EventLog>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -346,6 +349,7 @@ impl Engine {
             rng: Mutex::new(SeededRng::new(seed)),
             pools: Mutex::new(BTreeMap::new()),
             admin: Mutex::new(()),
+            events: Mutex::new(events::EventLog::default()),
         }
     }
 
@@ -725,6 +729,9 @@ impl Engine {
             let now = self.clock.now_unix_secs();
             let fail = |e| (handle.name.clone(), e);
             scrub::apply(&mut inner, action, now).map_err(fail)?;
+            if action == ScrubAction::Start {
+                self.post(events::pool_event(&handle.name, now, "scrub_start"));
+            }
             inner.history.push(self.history_record(command, false));
             inner.sync().map_err(fail)?;
         }
@@ -742,7 +749,33 @@ impl Engine {
     ) -> Result<Option<ScanProgress>, EngineError> {
         let handle = self.pool(name)?;
         let mut inner = handle.lock();
-        scrub::step(&mut inner, max_bytes, self.clock.now_unix_secs())
+        let now = self.clock.now_unix_secs();
+        let was = inner.scan.scanning();
+        let progress = scrub::step(&mut inner, max_bytes, now)?;
+        if let Some(p) = progress
+            && was
+            && p.state == ScanState::Finished
+        {
+            let what = format!("{}_finish", p.function.name());
+            self.post(events::pool_event(&handle.name, now, &what));
+        }
+        Ok(progress)
+    }
+
+    fn post(&self, event: Event) {
+        self.events.lock().expect("event lock poisoned").post(event);
+    }
+
+    /// `tarn pool events`: events with a sequence number above `after`, of pool `name` (or
+    /// of every pool), oldest first; with `clear`, the ring is emptied after reading.
+    pub fn events(&self, name: Option<&str>, after: u64, clear: bool) -> Vec<Event> {
+        let mut log = self.events.lock().expect("event lock poisoned");
+        let mut found = log.since(after);
+        found.retain(|e| name.is_none_or(|n| e.pool == n));
+        if clear {
+            log.clear();
+        }
+        found
     }
 
     /// The scan record of `name` (`None` if it never scrubbed).

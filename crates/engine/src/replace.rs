@@ -30,6 +30,7 @@ use tarn_format::label::{PoolState, data_area};
 use tarn_pool::{PoolError, read_labels};
 use tarn_vdev::{ChildKind, Leaf, LeafState, TopVdev, VdevError};
 
+use crate::events::{leaf_event, pool_event};
 use crate::scrub::{self, ScanFunction};
 use crate::{Engine, EngineError, Imported, devices};
 
@@ -136,6 +137,7 @@ impl Engine {
         check_replaceable(&top, leaf.guid())?;
         let fresh = self.open_new_device(&inner, &path, leaf.asize())?;
         let node = self.next_guid(&inner);
+        let name = name.to_string();
         let dropped = top
             .begin_replace(leaf.guid(), fresh.leaf, ChildKind::Replacing, node)
             .map_err(vdev_error)?;
@@ -143,7 +145,7 @@ impl Engine {
             dropped.iter().all(|l| l.guid() == leaf.guid()),
             "only the replaced leaf leaves the tree"
         );
-        self.start_resilver(&mut inner, command)
+        self.start_resilver(&name, &mut inner, command)
     }
 
     /// `tarn pool attach POOL DEVICE NEW`: mirrors DEVICE onto NEW (a disk vdev becomes a
@@ -172,7 +174,7 @@ impl Engine {
         let mirror = self.next_guid(&inner);
         top.attach(leaf.guid(), fresh.leaf, mirror)
             .map_err(vdev_error)?;
-        self.start_resilver(&mut inner, command)
+        self.start_resilver(name, &mut inner, command)
     }
 
     /// `tarn pool detach POOL DEVICE`: removes a mirror side or a member of a replacing or
@@ -203,9 +205,16 @@ impl Engine {
         Ok(())
     }
 
-    fn start_resilver(&self, inner: &mut Imported, command: &str) -> Result<(), EngineError> {
+    fn start_resilver(
+        &self,
+        name: &str,
+        inner: &mut Imported,
+        command: &str,
+    ) -> Result<(), EngineError> {
         inner.pool.set_config_dirty();
-        scrub::restart(inner, ScanFunction::Resilver, self.clock.now_unix_secs());
+        let now = self.clock.now_unix_secs();
+        scrub::restart(inner, ScanFunction::Resilver, now);
+        self.post(pool_event(name, now, "resilver_start"));
         inner.history.push(self.history_record(command, false));
         inner.sync()?;
         Ok(())
@@ -223,14 +232,21 @@ impl Engine {
             if inner.pool.readonly() || inner.pool.suspended().is_some() {
                 continue;
             }
-            if self.fault_check_pool(&mut inner) {
+            if self.fault_check_pool(&handle.name, &mut inner) {
                 started.push(handle.name.clone());
             }
         }
         started
     }
 
-    fn fault_check_pool(&self, inner: &mut Imported) -> bool {
+    fn fault_check_pool(&self, name: &str, inner: &mut Imported) -> bool {
+        let now = self.clock.now_unix_secs();
+        {
+            let mut log = self.events.lock().expect("event lock poisoned");
+            for leaf in inner.pool.tops().iter().flat_map(|t| t.leaves()) {
+                log.counters(name, &leaf, now);
+            }
+        }
         fault_erroring_leaves(inner);
         let mut changed = self.autoreplace(inner);
         for top in inner.pool.tops().to_vec() {
@@ -247,10 +263,28 @@ impl Engine {
                     continue;
                 };
                 let node = self.next_guid(inner);
+                let state = failed.state().name().to_string();
+                let spare_path = spare.path();
                 if top
                     .begin_replace(failed.guid(), spare, ChildKind::Spare, node)
                     .is_ok()
                 {
+                    let state = vec![("vdev_state".to_string(), state)];
+                    self.post(leaf_event(
+                        name,
+                        failed,
+                        now,
+                        "sysevent.fs.zfs.statechange",
+                        state,
+                    ));
+                    let with = vec![("spare".to_string(), spare_path)];
+                    self.post(leaf_event(
+                        name,
+                        failed,
+                        now,
+                        "sysevent.fs.zfs.vdev_spare",
+                        with,
+                    ));
                     changed = true;
                 }
             }
@@ -260,7 +294,8 @@ impl Engine {
             let record = self.history_record(&command, true);
             inner.history.push(record);
             inner.pool.set_config_dirty();
-            scrub::restart(inner, ScanFunction::Resilver, self.clock.now_unix_secs());
+            scrub::restart(inner, ScanFunction::Resilver, now);
+            self.post(pool_event(name, now, "resilver_start"));
             // A failed sync suspends the pool; status says why.
             let _ = inner.sync();
         }

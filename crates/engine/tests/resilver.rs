@@ -432,6 +432,29 @@ fn vanished_device_is_replaced_by_a_spare() {
     assert_eq!((done.function, done.errors), (ScanFunction::Resilver, 0));
     assert!(done.repaired > 0);
     assert_eq!(rig.engine.status("tank").unwrap().state, "DEGRADED");
+    let events = rig.engine.events(Some("tank"), 0, false);
+    let classes: Vec<&str> = events.iter().map(|e| e.class.as_str()).collect();
+    assert_eq!(
+        classes,
+        vec![
+            "ereport.fs.zfs.io",
+            "sysevent.fs.zfs.statechange",
+            "sysevent.fs.zfs.vdev_spare",
+            "sysevent.fs.zfs.resilver_start",
+            "sysevent.fs.zfs.resilver_finish",
+        ]
+    );
+    assert_eq!(events[0].vdev_path, "/sim/d2");
+    assert_eq!(
+        events[1].payload,
+        vec![("vdev_state".into(), "REMOVED".into())]
+    );
+    assert_eq!(events[2].payload, vec![("spare".into(), "/sim/s0".into())]);
+    assert!(events.windows(2).all(|w| w[0].eid < w[1].eid));
+    let last = events[4].eid;
+    assert_eq!(rig.engine.events(None, 0, true).len(), 5);
+    assert!(rig.engine.events(None, 0, false).is_empty());
+    assert!(rig.engine.events(None, last, false).is_empty());
     rig.device("/sim/d0").set_gone(true);
     rig.check_data();
     rig.device("/sim/d0").set_gone(false);
