@@ -309,6 +309,20 @@ pub(crate) enum PoolCommand {
         /// Device (path, name or GUID).
         device: String,
     },
+    /// Show the pool event log (errors, state changes, scrubs, resilvers, spares).
+    Events {
+        /// Show each event's payload.
+        #[arg(short = 'v')]
+        verbose: bool,
+        /// Follow: keep printing new events until interrupted.
+        #[arg(short = 'f')]
+        follow: bool,
+        /// Clear the event log.
+        #[arg(short = 'c')]
+        clear: bool,
+        /// Pool (every pool when absent).
+        name: Option<String>,
+    },
     /// Show the command history of pools.
     History {
         /// Include internal events.

@@ -1217,6 +1217,26 @@ fn replace_resilvers_and_collapses() {
     assert!(row_state(&status, &devices[1]).is_none(), "{status}");
     assert!(row_state(&status, "replacing-1").is_none(), "{status}");
     assert_eq!(status_state(&status), "ONLINE");
+    let events = rig.ok("pool events tank");
+    let classes: Vec<&str> = events
+        .lines()
+        .skip(1)
+        .filter_map(|line| line.split_whitespace().nth(1))
+        .collect();
+    assert_eq!(
+        classes,
+        vec![
+            "sysevent.fs.zfs.resilver_start",
+            "sysevent.fs.zfs.resilver_finish"
+        ],
+        "{events}"
+    );
+    assert!(
+        rig.ok("pool events -v tank")
+            .contains("        pool = \"tank\"\n")
+    );
+    rig.ok("pool events -c tank");
+    assert_eq!(rig.ok("pool events tank"), "TIME                 CLASS\n");
     let mut label = vec![0u8; LABEL_PAIR as usize];
     File::open(&devices[1])
         .unwrap()

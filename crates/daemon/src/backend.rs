@@ -655,6 +655,28 @@ impl EngineBackend {
                 }
             }
             Request::PoolOnline { name, device } => self.online(name, device),
+            Request::PoolEvents { name, after, clear } => {
+                if let Some(name) = name
+                    && let Err(e) = self.engine.pool(name)
+                {
+                    return Some(device_verb_error(&e, name));
+                }
+                let rows = self
+                    .engine
+                    .events(name.as_deref(), *after, *clear)
+                    .into_iter()
+                    .map(|e| tarn_proto::EventRow {
+                        eid: e.eid,
+                        time: e.time,
+                        class: e.class,
+                        pool: e.pool,
+                        vdev_guid: e.vdev_guid,
+                        vdev_path: e.vdev_path,
+                        payload: e.payload,
+                    })
+                    .collect();
+                ok(ReplyPayload::Events(rows))
+            }
             Request::PoolReplace { .. }
             | Request::PoolAttach { .. }
             | Request::PoolDetach { .. } => self.replace(request),

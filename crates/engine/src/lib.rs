@@ -38,9 +38,14 @@
 //! change leaf states and counters ([`Engine::offline`], [`Engine::online`],
 //! [`Engine::clear`]).
 //!
+//! Replace, attach, detach, leaf faulting and hot spares are in [`replace`]; a resilver is a
+//! scan with function resilver ([`scrub`]); [`Engine::fault_check`] activates spares; the
+//! event ring is [`events`].
+//!
 //! # Not here
-//! Datasets, snapshots and POSIX files (later layers), resilver, events, the thread that
-//! drives a scrub (the daemon owns it; the engine spawns nothing).
+//! Snapshots and POSIX files (later layers), iostat and slow-device detection, the thread
+//! that drives scrubs, resilvers and fault checks (the daemon owns it; the engine spawns
+//! nothing).
 
 mod dataset_ops;
 mod datasets;

@@ -298,6 +298,15 @@ pub enum Request {
         /// New device path.
         new: String,
     },
+    /// `tarn pool events [-c] [POOL]`: events numbered above `after`.
+    PoolEvents {
+        /// One pool, or every pool.
+        name: Option<String>,
+        /// Only events with a larger sequence number (`-f` polls with the last one seen).
+        after: u64,
+        /// Empty the ring after reading (`-c`).
+        clear: bool,
+    },
     /// `tarn pool detach NAME DEVICE`.
     PoolDetach {
         /// Pool name.
@@ -404,6 +413,7 @@ impl Request {
             Request::PoolReplace { .. } => "pool_replace",
             Request::PoolAttach { .. } => "pool_attach",
             Request::PoolDetach { .. } => "pool_detach",
+            Request::PoolEvents { .. } => "pool_events",
             Request::DatasetCreate { .. } => "dataset_create",
             Request::DatasetDestroy { .. } => "dataset_destroy",
             Request::DatasetRename { .. } => "dataset_rename",

@@ -124,6 +124,11 @@ fn sample_maintenance_requests() -> Vec<Request> {
             name: "tank".into(),
             device: "sdb".into(),
         },
+        Request::PoolEvents {
+            name: None,
+            after: 3,
+            clear: true,
+        },
     ]
 }
 
