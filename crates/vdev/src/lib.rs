@@ -48,6 +48,8 @@
 //! - I4: the columns of one raidz block sit on distinct children; every column of a block at
 //!   a valid offset lies inside its leaf's data area.
 //! - I5: every parity implementation produces the same bytes (exhaustively tested).
+//! - I6: a leaf marked resilvering is never read (its position is reconstructed or read
+//!   from the other member instead), and every write and heal of its position reaches it.
 //!
 //! # Concurrency and context
 //! Everything takes `&self`; leaves are shared as `Arc<Leaf>`. A leaf's device and path sit
