@@ -34,3 +34,6 @@ const _: () = assert!(BLOCK_SIZE_MIN <= BLOCK_SIZE_DEFAULT && BLOCK_SIZE_DEFAULT
 const _: () = assert!(ASHIFT_MIN <= ASHIFT_DEFAULT && ASHIFT_DEFAULT <= ASHIFT_MAX);
 const _: () = assert!(1u64 << ASHIFT_MIN == BLOCK_SIZE_MIN);
 const _: () = assert!(RAIDZ_PARITY_MAX < VDEV_CHILDREN_MAX);
+
+/// Events an engine keeps in memory (`tarn pool events`); the oldest are dropped beyond it.
+pub const EVENTS_MAX: usize = 1000;

@@ -283,6 +283,46 @@ pub(crate) enum PoolCommand {
         /// Device (path, name or GUID).
         device: String,
     },
+    /// Replace a device with a new one (or with a new device at the same path), resilvering
+    /// only the live data.
+    Replace {
+        /// Pool name.
+        name: String,
+        /// Device to replace (path, name or GUID).
+        old: String,
+        /// New device (default: a new device at OLD's path).
+        new: Option<String>,
+    },
+    /// Mirror a device onto a new one (a single disk becomes a mirror), resilvering it.
+    Attach {
+        /// Pool name.
+        name: String,
+        /// Existing device (path, name or GUID).
+        device: String,
+        /// New device.
+        new: String,
+    },
+    /// Remove a mirror side, or a device of a replacing or spare vdev.
+    Detach {
+        /// Pool name.
+        name: String,
+        /// Device (path, name or GUID).
+        device: String,
+    },
+    /// Show the pool event log (errors, state changes, scrubs, resilvers, spares).
+    Events {
+        /// Show each event's payload.
+        #[arg(short = 'v')]
+        verbose: bool,
+        /// Follow: keep printing new events until interrupted.
+        #[arg(short = 'f')]
+        follow: bool,
+        /// Clear the event log.
+        #[arg(short = 'c')]
+        clear: bool,
+        /// Pool (every pool when absent).
+        name: Option<String>,
+    },
     /// Show the command history of pools.
     History {
         /// Include internal events.

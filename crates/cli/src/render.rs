@@ -690,3 +690,32 @@ pub(crate) fn history(pools: &[HistoryPool], long: bool) -> String {
 
 #[cfg(test)]
 mod tests;
+
+/// `pool events`: `TIME CLASS` rows as `zpool events` prints them (UTC); with `verbose`, each
+/// event's facts indented below it.
+pub(crate) fn events(rows: &[tarn_proto::EventRow], verbose: bool, header: bool) -> String {
+    let mut out = String::new();
+    if header {
+        out.push_str(&format!("{:<20} {}\n", "TIME", "CLASS"));
+    }
+    for row in rows {
+        let time = tarn_daemon::utc_timestamp(row.time);
+        out.push_str(&format!("{time:<20} {}\n", row.class));
+        if !verbose {
+            continue;
+        }
+        out.push_str(&format!(
+            "        eid = {}\n        pool = \"{}\"\n",
+            row.eid, row.pool
+        ));
+        if row.vdev_guid != 0 {
+            out.push_str(&format!("        vdev_guid = {:#x}\n", row.vdev_guid));
+            out.push_str(&format!("        vdev_path = \"{}\"\n", row.vdev_path));
+        }
+        for (name, value) in &row.payload {
+            out.push_str(&format!("        {name} = \"{value}\"\n"));
+        }
+        out.push('\n');
+    }
+    out
+}

@@ -78,6 +78,11 @@ pub(crate) enum View {
     DatasetList(crate::datasets::ListView),
     DatasetGet(crate::datasets::GetView),
     Mounts,
+    Events {
+        verbose: bool,
+        follow: bool,
+        clear: bool,
+    },
 }
 
 /// A request ready to send, with what the error line names and how to show the reply.
@@ -110,6 +115,9 @@ pub(crate) fn run(cli: Cli) -> Outcome {
                 other => crate::datasets::plan(other, &cwd),
             };
             match planned {
+                Ok(plan) if matches!(plan.view, View::Events { follow: true, .. }) => {
+                    follow_events(plan, &rundir, cli.json)
+                }
                 Ok(plan) => execute(plan, &rundir, cli.json),
                 Err(outcome) => outcome,
             }
@@ -345,7 +353,8 @@ pub(crate) fn plan(command: PoolCommand, cwd: &Path) -> Result<Plan, Outcome> {
     Ok(plan)
 }
 
-/// Plans `import`, `scrub`, `clear`, `offline` and `online`.
+/// Plans `import`, `scrub`, `clear`, `offline` and `online` (and through `plan_replace`,
+/// `replace`, `attach` and `detach`).
 fn plan_maintenance(command: PoolCommand, cwd: &Path) -> Result<Plan, Outcome> {
     let plan = match command {
         PoolCommand::Import(args) => plan_import(args, cwd)?,
@@ -403,9 +412,64 @@ fn plan_maintenance(command: PoolCommand, cwd: &Path) -> Result<Plan, Outcome> {
                 device: device_arg(&device, cwd),
             },
         },
-        _ => unreachable!("plan_maintenance is called only for the verbs it lists"),
+        other => plan_replace(other, cwd),
     };
     Ok(plan)
+}
+
+/// Plans `replace`, `attach` and `detach`.
+fn plan_replace(command: PoolCommand, cwd: &Path) -> Plan {
+    match command {
+        PoolCommand::Replace { name, old, new } => Plan {
+            verb: "replace",
+            object: Some(old.clone()),
+            view: View::Silent,
+            request: Request::PoolReplace {
+                name,
+                old: device_arg(&old, cwd),
+                new: new.map(|n| device_arg(&n, cwd)),
+            },
+        },
+        PoolCommand::Attach { name, device, new } => Plan {
+            verb: "attach",
+            object: Some(new.clone()),
+            view: View::Silent,
+            request: Request::PoolAttach {
+                name,
+                device: device_arg(&device, cwd),
+                new: device_arg(&new, cwd),
+            },
+        },
+        PoolCommand::Detach { name, device } => Plan {
+            verb: "detach",
+            object: Some(device.clone()),
+            view: View::Silent,
+            request: Request::PoolDetach {
+                name,
+                device: device_arg(&device, cwd),
+            },
+        },
+        PoolCommand::Events {
+            verbose,
+            follow,
+            clear,
+            name,
+        } => Plan {
+            verb: "get events for",
+            object: name.clone(),
+            view: View::Events {
+                verbose,
+                follow,
+                clear,
+            },
+            request: Request::PoolEvents {
+                name,
+                after: 0,
+                clear,
+            },
+        },
+        _ => unreachable!("plan_replace is called only for the verbs it lists"),
+    }
 }
 
 /// A device argument as the daemon matches it: a path (anything with a `/`) made absolute
@@ -470,6 +534,50 @@ fn plan_import(args: crate::args::ImportArgs, cwd: &Path) -> Result<Plan, Outcom
             readonly,
         }),
     })
+}
+
+/// `pool events -f`: prints the events there are, then asks again every second for those
+/// numbered above the last one printed, until the daemon goes away or the command is killed.
+fn follow_events(mut plan: Plan, rundir: &Path, json: bool) -> Outcome {
+    use std::io::Write;
+    let mut client = match tarn_daemon::Client::connect_or_start(rundir) {
+        Ok(client) => client,
+        Err(error) => return Outcome::refused(error.to_string()),
+    };
+    let verbose = matches!(plan.view, View::Events { verbose: true, .. });
+    let mut header = !json;
+    loop {
+        let response = match client.call(&plan.request, |_| {}) {
+            Ok(response) => response,
+            Err(error) => return Outcome::refused(error.to_string()),
+        };
+        let Response::Ok(ReplyPayload::Events(rows)) = response else {
+            return finish(&plan, response, json);
+        };
+        let text = if json {
+            rows.iter()
+                .filter_map(|row| serde_json::to_string(row).ok())
+                .map(|line| format!("{line}\n"))
+                .collect()
+        } else {
+            render::events(&rows, verbose, std::mem::take(&mut header))
+        };
+        let mut stdout = std::io::stdout().lock();
+        if stdout
+            .write_all(text.as_bytes())
+            .and_then(|()| stdout.flush())
+            .is_err()
+        {
+            return Outcome::ok(String::new());
+        }
+        if let (Request::PoolEvents { after, clear, .. }, Some(last)) =
+            (&mut plan.request, rows.last())
+        {
+            *after = last.eid;
+            *clear = false;
+        }
+        std::thread::sleep(std::time::Duration::from_secs(1));
+    }
 }
 
 /// Sends the plan's request and renders the answer.
@@ -605,9 +713,21 @@ fn show(view: &View, payload: &ReplyPayload) -> Option<Outcome> {
         (View::Importable, ReplyPayload::Importable(pools)) => render::importable(pools),
         (View::Txgs, ReplyPayload::Txgs(rows)) => render::txgs(rows, false),
         (View::History { long }, ReplyPayload::History(pools)) => render::history(pools, *long),
-        _ => crate::datasets::show(view, payload)?,
+        _ => show_more(view, payload)?,
     };
     Some(Outcome::ok(text))
+}
+
+/// The event views of [`show`], then the dataset and mount views.
+fn show_more(view: &View, payload: &ReplyPayload) -> Option<String> {
+    let text = match (view, payload) {
+        (View::Events { clear: true, .. }, ReplyPayload::Events(_)) => String::new(),
+        (View::Events { verbose, .. }, ReplyPayload::Events(rows)) => {
+            render::events(rows, *verbose, true)
+        }
+        _ => return crate::datasets::show(view, payload),
+    };
+    Some(text)
 }
 
 #[cfg(test)]

@@ -13,8 +13,8 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::fs::OpenOptions;
-use std::io::{Seek, SeekFrom, Write};
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
 use common::*;
@@ -795,4 +795,160 @@ fn readonly_pool_refused_destroy_keeps_the_pool() {
         }
         _ => panic!("{destroy:?}"),
     }
+}
+
+/// Polls `pool status NAME` until its scan line starts with `prefix` (the daemon's
+/// background thread runs the resilver); returns the status text.
+fn wait_for_scan(rig: &Rig, name: &str, prefix: &str) -> String {
+    for _ in 0..600 {
+        let status = rig.ok(&format!("pool status {name}"));
+        let scan = status
+            .lines()
+            .find_map(|line| line.strip_prefix("  scan: "))
+            .unwrap_or("");
+        if scan.starts_with(prefix) {
+            return status;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    panic!("the scan of {name} never reached '{prefix}'");
+}
+
+// DESCRIPTION: `pool replace` puts a new file in an old one's place: the daemon resilvers it
+// by itself, the scan line reports `resilvered ... with 0 errors`, the old file leaves the
+// tree with its labels wiped, and the pool survives an export and import from the new set.
+// STRATEGY: raidz1 of three files, replace one with a fourth, poll status, then check the
+// rows, the old file's labels (zero) and an import.
+#[test]
+fn replace_resilvers_and_collapses() {
+    let rig = Rig::new();
+    let devices = rig.devices("d", "disk", 4);
+    rig.ok(&format!("pool create tank raidz1 {}", join(&devices[..3])));
+    rig.ok(&format!("pool replace tank {} {}", devices[1], devices[3]));
+    let status = wait_for_scan(&rig, "tank", "resilvered ");
+    assert!(
+        status.contains(" with 0 errors on "),
+        "finished line: {status}"
+    );
+    assert_eq!(row_state(&status, &devices[3]).unwrap()[0], "ONLINE");
+    assert!(row_state(&status, &devices[1]).is_none(), "{status}");
+    assert!(row_state(&status, "replacing-1").is_none(), "{status}");
+    assert_eq!(status_state(&status), "ONLINE");
+    let events = rig.ok("pool events tank");
+    let classes: Vec<&str> = events
+        .lines()
+        .skip(1)
+        .filter_map(|line| line.split_whitespace().nth(1))
+        .collect();
+    assert_eq!(
+        classes,
+        vec![
+            "sysevent.fs.zfs.resilver_start",
+            "sysevent.fs.zfs.resilver_finish"
+        ],
+        "{events}"
+    );
+    assert!(
+        rig.ok("pool events -v tank")
+            .contains("        pool = \"tank\"\n")
+    );
+    rig.ok("pool events -c tank");
+    assert_eq!(rig.ok("pool events tank"), "TIME                 CLASS\n");
+    let mut label = vec![0u8; LABEL_PAIR as usize];
+    File::open(&devices[1])
+        .unwrap()
+        .read_exact(&mut label)
+        .unwrap();
+    assert!(
+        label.iter().all(|&b| b == 0),
+        "the old device's labels are wiped"
+    );
+    rig.ok("pool export tank");
+    rig.ok(&format!("pool import -d {} tank", rig.dir_of("d")));
+    let status = rig.ok("pool status tank");
+    assert_eq!(row_state(&status, &devices[3]).unwrap()[0], "ONLINE");
+    let history = rig.ok("pool history tank");
+    assert!(history.contains(&format!("pool replace tank {} {}", devices[1], devices[3])));
+}
+
+// DESCRIPTION: `attach` makes a single disk a mirror (resilvered), `detach` takes the side
+// away again, and the last copy cannot be detached.
+// STRATEGY: single-file pool, attach a second file, wait, detach it, try to detach the last.
+#[test]
+fn attach_then_detach_and_last_copy_refused() {
+    let rig = Rig::new();
+    let devices = rig.devices("d", "disk", 2);
+    rig.ok(&format!("pool create tank {}", devices[0]));
+    rig.ok(&format!("pool attach tank {} {}", devices[0], devices[1]));
+    let status = wait_for_scan(&rig, "tank", "resilvered ");
+    assert_eq!(row_state(&status, "mirror-0").unwrap()[0], "ONLINE");
+    rig.ok(&format!("pool detach tank {}", devices[1]));
+    let status = rig.ok("pool status tank");
+    assert!(row_state(&status, "mirror-0").is_none(), "{status}");
+    assert_eq!(
+        rig.refused(&format!("pool detach tank {}", devices[0])),
+        format!(
+            "cannot detach '{}': can only detach from mirrors, replacing and spare vdevs",
+            devices[0]
+        )
+    );
+}
+
+// DESCRIPTION: every bad replace or attach is one line and changes no byte of any file:
+// too small, the same device, a device of this pool, a device of another pool, a file that
+// does not exist, a device not in the pool, attach to raidz.
+// STRATEGY: compare full images before and after each refusal.
+#[test]
+fn refused_replace_changes_nothing() {
+    let rig = Rig::new();
+    let live = rig.devices("d", "disk", 3);
+    let other = rig.devices("o", "other", 1);
+    let fresh = rig.devices("f", "fresh", 1);
+    let small = rig.root().join("f").join("small");
+    sparse(&small, 16 << 20);
+    let small = small.to_str().unwrap().to_string();
+    let missing = rig.root().join("f").join("nosuch");
+    let missing = missing.to_str().unwrap().to_string();
+    rig.ok(&format!("pool create other {}", other[0]));
+    rig.ok("pool export other");
+    rig.ok(&format!("pool create tank raidz1 {}", join(&live)));
+    let baseline = rig.image();
+    let refuse = |line: &str| rig.refused_against(&baseline, line);
+    let d1 = &live[1];
+    let too_small = refuse(&format!("pool replace tank {d1} {small}"));
+    assert!(too_small.starts_with(&format!(
+        "cannot replace '{d1}': device '{small}' is too small"
+    )));
+    assert_eq!(
+        refuse(&format!("pool replace tank {d1} {d1}")),
+        format!("cannot replace '{d1}': cannot replace a device with itself")
+    );
+    assert_eq!(
+        refuse(&format!("pool replace tank {d1} {}", live[2])),
+        format!(
+            "cannot replace '{d1}': '{}' is already in use by this pool",
+            live[2]
+        )
+    );
+    let in_use = refuse(&format!("pool replace tank {d1} {}", other[0]));
+    assert!(
+        in_use.contains("is part of exported pool 'other'"),
+        "{in_use}"
+    );
+    let nonexistent = refuse(&format!("pool replace tank {d1} {missing}"));
+    assert!(
+        nonexistent.contains(&format!("cannot open '{missing}'")),
+        "{nonexistent}"
+    );
+    assert_eq!(
+        refuse(&format!("pool replace tank {} {d1}", fresh[0])),
+        format!("cannot replace '{}': no such device in pool", fresh[0])
+    );
+    assert_eq!(
+        refuse(&format!("pool attach tank {d1} {}", fresh[0])),
+        format!(
+            "cannot attach '{}': can only attach to mirrors and top-level disks",
+            fresh[0]
+        )
+    );
 }

@@ -4,10 +4,12 @@
 //!
 //! ```text
 //!  txg-timer: every TXG_TIMEOUT, Engine::sync_all
-//!  scrub:     while Engine::scanning_pools() is not empty, Engine::scrub_step(pool,
+//!  scrub:     Engine::fault_check (faults erroring leaves, activates hot spares, autoreplace),
+//!             then while Engine::scanning_pools() is not empty, Engine::scrub_step(pool,
 //!             SCRUB_BATCH_BYTES) round-robin (the pool lock is taken per batch, so requests
-//!             interleave); otherwise sleeps until woken by a scrub/online request or for
-//!             SCRUB_IDLE. A scrub found scanning after import or daemon start is resumed.
+//!             interleave; a step runs a scrub or a resilver batch); otherwise sleeps until
+//!             woken by a scrub/online/replace request or for SCRUB_IDLE. A scrub or resilver
+//!             found scanning after import or daemon start is resumed.
 //! ```
 //! Lock order: `EngineBackend::batch` (held for one scrub batch, and by export and destroy so
 //! that they never race a batch for the pool's handle), then the engine's own locks.
@@ -84,6 +86,8 @@ fn lock_batch(batch: &Mutex<()>) -> MutexGuard<'_, ()> {
 /// The scrub thread's loop (module doc): runs until the engine is dropped.
 fn drive_scrubs(engine: &std::sync::Weak<Engine>, batch: &Mutex<()>, wake: &Wake) {
     while let Some(engine) = engine.upgrade() {
+        // Leaves out of service get spares (and a resilver) before the scans are listed.
+        let _ = engine.fault_check();
         let pools = engine.scanning_pools();
         if pools.is_empty() {
             drop(engine);
@@ -597,6 +601,38 @@ impl EngineBackend {
         }
     }
 
+    /// replace, attach and detach; a started resilver wakes the background thread.
+    fn replace(&self, request: &Request) -> Response {
+        let (name, result) = match request {
+            Request::PoolReplace { name, old, new } => {
+                let command = match new {
+                    Some(new) => format!("pool replace {name} {old} {new}"),
+                    None => format!("pool replace {name} {old}"),
+                };
+                (
+                    name,
+                    self.engine.replace(name, old, new.as_deref(), &command),
+                )
+            }
+            Request::PoolAttach { name, device, new } => {
+                let command = format!("pool attach {name} {device} {new}");
+                (name, self.engine.attach(name, device, new, &command))
+            }
+            Request::PoolDetach { name, device } => {
+                let command = format!("pool detach {name} {device}");
+                (name, self.engine.detach(name, device, &command))
+            }
+            _ => return Response::error("not a replace, attach or detach request"),
+        };
+        match result {
+            Ok(()) => {
+                self.wake.notify();
+                ok(ReplyPayload::Unit)
+            }
+            Err(e) => device_verb_error(&e, name),
+        }
+    }
+
     fn devices(&self, request: &Request) -> Option<Response> {
         let response = match request {
             Request::PoolClear { name, device } => {
@@ -622,6 +658,31 @@ impl EngineBackend {
                 }
             }
             Request::PoolOnline { name, device } => self.online(name, device),
+            Request::PoolEvents { name, after, clear } => {
+                if let Some(name) = name
+                    && let Err(e) = self.engine.pool(name)
+                {
+                    return Some(device_verb_error(&e, name));
+                }
+                let rows = self
+                    .engine
+                    .events(name.as_deref(), *after, *clear)
+                    .into_iter()
+                    .map(|e| tarn_proto::EventRow {
+                        eid: e.eid,
+                        time: e.time,
+                        class: e.class,
+                        pool: e.pool,
+                        vdev_guid: e.vdev_guid,
+                        vdev_path: e.vdev_path,
+                        payload: e.payload,
+                    })
+                    .collect();
+                ok(ReplyPayload::Events(rows))
+            }
+            Request::PoolReplace { .. }
+            | Request::PoolAttach { .. }
+            | Request::PoolDetach { .. } => self.replace(request),
             _ => return None,
         };
         Some(response)

@@ -21,7 +21,10 @@ pub struct OnlineOutcome {
     pub scrub_started: bool,
 }
 
-fn find_leaf(inner: &Imported, device: &str) -> Result<(Arc<TopVdev>, Arc<Leaf>), EngineError> {
+pub(crate) fn find_leaf(
+    inner: &Imported,
+    device: &str,
+) -> Result<(Arc<TopVdev>, Arc<Leaf>), EngineError> {
     for top in inner.pool.tops() {
         for leaf in top.leaves() {
             let path = leaf.path();
@@ -30,14 +33,14 @@ fn find_leaf(inner: &Imported, device: &str) -> Result<(Arc<TopVdev>, Arc<Leaf>)
                 || (!device.contains('/') && base == device)
                 || leaf.guid().0.to_string() == device
             {
-                return Ok((Arc::clone(top), Arc::clone(leaf)));
+                return Ok((Arc::clone(top), leaf));
             }
         }
     }
     Err(EngineError::NoSuchDevice)
 }
 
-fn writable(inner: &Imported) -> Result<(), EngineError> {
+pub(crate) fn writable(inner: &Imported) -> Result<(), EngineError> {
     if inner.pool.readonly() {
         return Err(PoolError::ReadOnly.into());
     }
@@ -65,12 +68,16 @@ impl Engine {
         if leaf.state() == LeafState::Offline {
             return Ok(());
         }
-        let unusable = top
-            .leaves()
+        let children = top.children();
+        let lost = children
             .iter()
-            .filter(|l| !Arc::ptr_eq(l, &leaf) && !l.is_usable())
+            .filter(|c| {
+                !c.members()
+                    .iter()
+                    .any(|l| !Arc::ptr_eq(l, &leaf) && l.is_readable())
+            })
             .count();
-        if unusable + 1 > top.layout().tolerated(top.leaves().len()) {
+        if lost > top.layout().tolerated(children.len()) {
             return Err(EngineError::NoValidReplicas);
         }
         leaf.set_state(LeafState::Offline);
@@ -105,7 +112,11 @@ impl Engine {
         }
         leaf.set_state(LeafState::Online);
         inner.pool.set_config_dirty();
-        scrub::restart(&mut inner, self.clock.now_unix_secs());
+        scrub::restart(
+            &mut inner,
+            scrub::ScanFunction::Scrub,
+            self.clock.now_unix_secs(),
+        );
         inner.history.push(self.history_record(command, false));
         inner.sync()?;
         Ok(OnlineOutcome {
@@ -126,11 +137,7 @@ impl Engine {
         let leaves: Vec<Arc<Leaf>> = match device {
             Some(device) => vec![find_leaf(&inner, device)?.1],
             None => {
-                let tops = inner
-                    .pool
-                    .tops()
-                    .iter()
-                    .flat_map(|t| t.leaves().iter().cloned());
+                let tops = inner.pool.tops().iter().flat_map(|t| t.leaves());
                 tops.chain(inner.pool.spares().iter().cloned()).collect()
             }
         };

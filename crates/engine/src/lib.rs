@@ -38,16 +38,23 @@
 //! change leaf states and counters ([`Engine::offline`], [`Engine::online`],
 //! [`Engine::clear`]).
 //!
+//! Replace, attach, detach, leaf faulting and hot spares are in [`replace`]; a resilver is a
+//! scan with function resilver ([`scrub`]); [`Engine::fault_check`] activates spares; the
+//! event ring is [`events`].
+//!
 //! # Not here
-//! Datasets, snapshots and POSIX files (later layers), resilver, events, the thread that
-//! drives a scrub (the daemon owns it; the engine spawns nothing).
+//! Snapshots and POSIX files (later layers), iostat and slow-device detection, the thread
+//! that drives scrubs, resilvers and fault checks (the daemon owns it; the engine spawns
+//! nothing).
 
 mod dataset_ops;
 mod datasets;
 mod devices;
+pub mod events;
 pub mod fs;
 pub mod mos;
 pub mod props;
+pub mod replace;
 pub mod scrub;
 pub mod status;
 
@@ -61,9 +68,10 @@ use tarn_pool::{Discovered, Pool};
 
 pub use dataset_ops::{DatasetProp, DatasetQuery, DatasetRow};
 pub use devices::OnlineOutcome;
+pub use events::Event;
 pub use fs::{DatasetId, FsOp, FsStat, MountSpec};
 pub use mos::HistoryRecord;
-pub use scrub::{ScanProgress, ScanState, ScrubAction};
+pub use scrub::{ScanFunction, ScanProgress, ScanState, ScrubAction};
 pub use status::{Importable, PoolStatus, PoolSummary, PropValue, VdevNode};
 pub use tarn_device::DeviceError;
 pub use tarn_pool::PoolError;
@@ -130,6 +138,28 @@ pub enum EngineError {
     /// The device to bring online is not attached.
     #[error("the device is not present; attach it and try again")]
     DeviceNotPresent,
+    /// A resilver is running (a scrub cannot start, pause or stop it).
+    #[error("currently resilvering")]
+    ResilverInProgress,
+    /// Replace or attach named the device being replaced as the new one.
+    #[error("cannot replace a device with itself")]
+    SameDevice,
+    /// The new device is already a device of this pool.
+    #[error("'{0}' is already in use by this pool")]
+    DeviceInUse(String),
+    /// The new device is smaller than the device it replaces.
+    #[error("device '{path}' is too small ({size}; it must be at least {needed})")]
+    DeviceTooSmall {
+        /// Its path.
+        path: String,
+        /// Its size, human readable.
+        size: String,
+        /// The size needed, human readable.
+        needed: String,
+    },
+    /// The leaf is already being replaced.
+    #[error("the device is already being replaced")]
+    AlreadyReplacing,
     /// No dataset has that name.
     #[error("dataset does not exist")]
     NoSuchDataset,
@@ -215,6 +245,7 @@ pub struct Engine {
     rng: Mutex<SeededRng>,
     pools: Mutex<BTreeMap<String, Arc<PoolHandle>>>,
     admin: Mutex<()>,
+    events: Mutex<events::EventLog>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -330,6 +361,7 @@ impl Engine {
             rng: Mutex::new(SeededRng::new(seed)),
             pools: Mutex::new(BTreeMap::new()),
             admin: Mutex::new(()),
+            events: Mutex::new(events::EventLog::default()),
         }
     }
 
@@ -635,6 +667,7 @@ impl Engine {
         };
         imported.scan = scrub::Scan::load(&mut imported)?;
         if !readonly {
+            replace::resume_at_import(&mut imported, self.clock.now_unix_secs());
             imported.history.push(self.history_record(command, false));
             imported.sync()?;
         }
@@ -715,6 +748,9 @@ impl Engine {
             let now = self.clock.now_unix_secs();
             let fail = |e| (handle.name.clone(), e);
             scrub::apply(&mut inner, action, now).map_err(fail)?;
+            if action == ScrubAction::Start {
+                self.post(events::pool_event(&handle.name, now, "scrub_start"));
+            }
             inner.history.push(self.history_record(command, false));
             inner.sync().map_err(fail)?;
         }
@@ -732,7 +768,33 @@ impl Engine {
     ) -> Result<Option<ScanProgress>, EngineError> {
         let handle = self.pool(name)?;
         let mut inner = handle.lock();
-        scrub::step(&mut inner, max_bytes, self.clock.now_unix_secs())
+        let now = self.clock.now_unix_secs();
+        let was = inner.scan.scanning();
+        let progress = scrub::step(&mut inner, max_bytes, now)?;
+        if let Some(p) = progress
+            && was
+            && p.state == ScanState::Finished
+        {
+            let what = format!("{}_finish", p.function.name());
+            self.post(events::pool_event(&handle.name, now, &what));
+        }
+        Ok(progress)
+    }
+
+    fn post(&self, event: Event) {
+        self.events.lock().expect("event lock poisoned").post(event);
+    }
+
+    /// `tarn pool events`: events with a sequence number above `after`, of pool `name` (or
+    /// of every pool), oldest first; with `clear`, the ring is emptied after reading.
+    pub fn events(&self, name: Option<&str>, after: u64, clear: bool) -> Vec<Event> {
+        let mut log = self.events.lock().expect("event lock poisoned");
+        let mut found = log.since(after);
+        found.retain(|e| name.is_none_or(|n| e.pool == n));
+        if clear {
+            log.clear();
+        }
+        found
     }
 
     /// The scan record of `name` (`None` if it never scrubbed).

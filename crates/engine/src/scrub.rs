@@ -42,10 +42,18 @@
 //! log; nothing is rewritten for it. A traversal that cannot read a tree block counts one
 //! error for that object set (logged against its root) and scrubs what it could list.
 //!
+//! A resilver is the same machine with `function` resilver: the traversal keeps only blocks
+//! with a copy on a top-level vdev that has a leaf being resilvered, each is read through
+//! its vdev (reconstructing as needed) and its part written to those leaves
+//! (`Pipeline::resilver_block`), and when the last one is done `replace::resilver_done`
+//! marks the leaves complete and detaches the replaced ones. Blocks born after the traversal
+//! were written to the new leaves already (they are members of the tree), so none is missed.
+//!
 //! # Not here
-//! Resilver (a scrub stands in after `online`), scan rate throttling, prefetch. The queue is
-//! held in memory: about 150 bytes per block, fine for the pools tarn runs today; a larger
-//! pool needs ZFS's range-bounded queues.
+//! Scan rate throttling, prefetch, resilver by dirty-time ranges (every live block of the
+//! affected vdevs is visited; blocks without a column on a resilvering leaf are not read).
+//! The queue is held in memory: about 150 bytes per block, fine for the pools tarn runs
+//! today; a larger pool needs ZFS's range-bounded queues.
 
 use std::collections::BTreeSet;
 
@@ -89,6 +97,34 @@ impl ScanState {
     }
 }
 
+/// What a scan does: verify everything (scrub) or bring leaves being resilvered up to date.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScanFunction {
+    /// `tarn pool scrub`.
+    Scrub,
+    /// Started by replace, attach, spare activation or import of a pool with a leaf being
+    /// resilvered.
+    Resilver,
+}
+
+impl ScanFunction {
+    fn code(self) -> u64 {
+        match self {
+            ScanFunction::Scrub => FUNCTION_SCRUB,
+            ScanFunction::Resilver => FUNCTION_RESILVER,
+        }
+    }
+
+    /// `scrub` or `resilver`.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            ScanFunction::Scrub => "scrub",
+            ScanFunction::Resilver => "resilver",
+        }
+    }
+}
+
 /// What a scrub asks for (`tarn pool scrub`, `-p`, `-s`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ScrubAction {
@@ -103,6 +139,8 @@ pub enum ScrubAction {
 /// The scan record: what the MOS "scan" ZAP holds, and what status reports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ScanProgress {
+    /// Scrub or resilver.
+    pub function: ScanFunction,
     /// State.
     pub state: ScanState,
     /// Unix seconds when the scrub started.
@@ -119,7 +157,7 @@ pub struct ScanProgress {
     pub examined: u64,
     /// Bytes read and verified.
     pub issued: u64,
-    /// Bytes rewritten.
+    /// Bytes rewritten (a scrub's repairs; a resilver's bytes written to the new leaves).
     pub repaired: u64,
     /// Blocks found unrecoverable.
     pub errors: u64,
@@ -128,8 +166,9 @@ pub struct ScanProgress {
 }
 
 impl ScanProgress {
-    fn new(start_time: u64, start_txg: Txg) -> ScanProgress {
+    fn new(function: ScanFunction, start_time: u64, start_txg: Txg) -> ScanProgress {
         ScanProgress {
+            function,
             state: ScanState::Scanning,
             start_time,
             end_time: 0,
@@ -150,7 +189,7 @@ impl ScanProgress {
             None => (0, 0, 0),
         };
         vec![
-            ("function", FUNCTION_SCRUB),
+            ("function", self.function.code()),
             ("state", self.state.code()),
             ("start_time", self.start_time),
             ("end_time", self.end_time),
@@ -178,17 +217,22 @@ impl ScanProgress {
                 .map(|(_, v)| *v)
                 .ok_or_else(|| EngineError::Corrupt(format!("scan record has no field '{name}'")))
         };
-        if get("function")? != FUNCTION_SCRUB {
-            return Err(EngineError::Corrupt(
-                "scan record names an unknown function".into(),
-            ));
-        }
+        let function = match get("function")? {
+            FUNCTION_SCRUB => ScanFunction::Scrub,
+            FUNCTION_RESILVER => ScanFunction::Resilver,
+            _ => {
+                return Err(EngineError::Corrupt(
+                    "scan record names an unknown function".into(),
+                ));
+            }
+        };
         let state = ScanState::from_code(get("state")?)
             .ok_or_else(|| EngineError::Corrupt("scan record has an unknown state".into()))?;
         let vdev = u32::try_from(get("bookmark_vdev")?)
             .map_err(|_| EngineError::Corrupt("scan bookmark vdev out of range".into()))?;
         let bookmark = (get("has_bookmark")? != 0).then_some((vdev, get("bookmark_offset")?));
         let progress = ScanProgress {
+            function,
             state,
             start_time: get("start_time")?,
             end_time: get("end_time")?,
@@ -210,8 +254,10 @@ impl ScanProgress {
     }
 }
 
-/// The one scan function so far (ZFS's `POOL_SCAN_SCRUB`).
+/// ZFS's `POOL_SCAN_SCRUB`.
 const FUNCTION_SCRUB: u64 = 1;
+/// ZFS's `POOL_SCAN_RESILVER`.
+const FUNCTION_RESILVER: u64 = 2;
 
 /// Where a listed block sits, for the error log.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -341,10 +387,16 @@ impl Scan {
         })
     }
 
-    /// True while a scrub is running.
+    /// True while a scrub or resilver is running.
     pub(crate) fn scanning(&self) -> bool {
         self.progress
             .is_some_and(|p| p.state == ScanState::Scanning)
+    }
+
+    /// True while a resilver is running.
+    pub(crate) fn resilvering(&self) -> bool {
+        self.progress
+            .is_some_and(|p| p.state == ScanState::Scanning && p.function == ScanFunction::Resilver)
     }
 }
 
@@ -370,6 +422,9 @@ pub(crate) fn check(inner: &Imported, action: ScrubAction) -> Result<(), EngineE
     }
     if let Some(why) = inner.pool.suspended() {
         return Err(PoolError::Suspended(why.to_string()).into());
+    }
+    if inner.scan.resilvering() {
+        return Err(EngineError::ResilverInProgress);
     }
     let state = inner.scan.progress.map(|p| p.state);
     match action {
@@ -400,7 +455,7 @@ pub(crate) fn apply(
                 progress.pause_time = 0;
             }
         }
-        (ScrubAction::Start, _) => restart(inner, now),
+        (ScrubAction::Start, _) => restart(inner, ScanFunction::Scrub, now),
         (ScrubAction::Pause, Some(ScanState::Paused)) => return Ok(()),
         (ScrubAction::Pause, _) => {
             drop_queue(inner);
@@ -421,15 +476,20 @@ pub(crate) fn apply(
     persist(inner)
 }
 
-/// Starts a new scrub from the beginning, whatever ran before (used by `online`).
-pub(crate) fn restart(inner: &mut Imported, now: u64) {
+/// Starts a new scan from the beginning, whatever ran before (a scrub by `online`, a
+/// resilver by replace, attach and spare activation).
+pub(crate) fn restart(inner: &mut Imported, function: ScanFunction, now: u64) {
     drop_queue(inner);
-    inner.scan.progress = Some(ScanProgress::new(now, inner.pool.txg()));
+    inner.scan.progress = Some(ScanProgress::new(function, now, inner.pool.txg()));
 }
 
 /// Lists every block of the committed state (module doc), sorted by key, dropping those at or
 /// below `bookmark`. Returns the entries and the object sets whose traversal failed.
-fn traverse(inner: &Imported, bookmark: Option<(u32, u64)>) -> (Vec<Entry>, Vec<Origin>) {
+fn traverse(
+    inner: &Imported,
+    function: ScanFunction,
+    bookmark: Option<(u32, u64)>,
+) -> (Vec<Entry>, Vec<Origin>) {
     let pool = &inner.pool;
     let mut entries = Vec::new();
     let mut failed = Vec::new();
@@ -469,6 +529,16 @@ fn traverse(inner: &Imported, bookmark: Option<(u32, u64)>) -> (Vec<Entry>, Vec<
     if let Some(bookmark) = bookmark {
         entries.retain(|e| e.key > bookmark);
     }
+    if function == ScanFunction::Resilver {
+        // Only blocks with a copy on a vdev that has a leaf being resilvered.
+        let tops: Vec<u32> = pool
+            .tops()
+            .iter()
+            .filter(|t| t.needs_resilver())
+            .map(|t| t.id().0)
+            .collect();
+        entries.retain(|e| e.bp.copies().any(|dva| tops.contains(&dva.vdev.0)));
+    }
     (entries, failed)
 }
 
@@ -477,7 +547,7 @@ fn build_queue(inner: &mut Imported, now: u64) -> Result<(), EngineError> {
     let Some(mut progress) = inner.scan.progress else {
         return Ok(());
     };
-    let (entries, failed) = traverse(inner, progress.bookmark);
+    let (entries, failed) = traverse(inner, progress.function, progress.bookmark);
     let remaining: u64 = entries.iter().map(Entry::bytes).sum();
     progress.to_examine = progress.issued + remaining;
     progress.examined = progress.to_examine;
@@ -526,12 +596,8 @@ pub(crate) fn step(
             .expect("S2: a scanning pool has a queue after build_queue");
         while done < max_bytes.max(1) && queue.next < queue.entries.len() {
             let entry = queue.entries[queue.next];
-            match pool.pipeline().scrub_block(&entry.bp) {
-                Ok(outcome) => progress.repaired += outcome.repaired_bytes,
-                Err(_) => {
-                    progress.errors += 1;
-                    found.push(entry.origin.key(entry.key));
-                }
+            if let Some(lost) = scan_entry(pool, &entry, &mut progress) {
+                found.push(lost);
             }
             assert!(
                 progress.bookmark.is_none_or(|b| b < entry.key),
@@ -555,6 +621,9 @@ pub(crate) fn step(
         progress.state = ScanState::Finished;
         progress.end_time = now;
         drop_queue(inner);
+        if progress.function == ScanFunction::Resilver {
+            crate::replace::resilver_done(inner);
+        }
     }
     inner.scan.progress = Some(progress);
     persist(inner)?;
@@ -562,6 +631,32 @@ pub(crate) fn step(
         inner.sync()?;
     }
     Ok(Some(progress))
+}
+
+/// Scrubs or resilvers one listed block; returns its error-log key when it is lost.
+fn scan_entry(
+    pool: &tarn_pool::Pool,
+    entry: &Entry,
+    progress: &mut ScanProgress,
+) -> Option<String> {
+    let outcome = match progress.function {
+        ScanFunction::Scrub => pool.pipeline().scrub_block(&entry.bp),
+        ScanFunction::Resilver => pool.pipeline().resilver_block(&entry.bp),
+    };
+    match outcome {
+        Ok(outcome) if progress.function == ScanFunction::Resilver => {
+            progress.repaired += outcome.resilvered_bytes;
+            None
+        }
+        Ok(outcome) => {
+            progress.repaired += outcome.repaired_bytes;
+            None
+        }
+        Err(_) => {
+            progress.errors += 1;
+            Some(entry.origin.key(entry.key))
+        }
+    }
 }
 
 /// Logs the blocks found unrecoverable; when the scrub finished, drops entries it did not
@@ -605,8 +700,9 @@ pub(crate) fn scan_text(scan: &Scan, now: u64) -> Option<String> {
                 |secs| format!("{} to go", duration(secs)),
             );
             format!(
-                "scrub in progress since {}\n{} scanned at {}/s, {} issued at {}/s, {} total\n\
-                 {} repaired, {percent:.2}% done, {to_go}",
+                "{} in progress since {}\n{} scanned at {}/s, {} issued at {}/s, {} total\n\
+                 {} {}, {percent:.2}% done, {to_go}",
+                p.function.name(),
                 ctime(p.start_time),
                 format_size(p.examined),
                 format_size(scanned_rate),
@@ -614,6 +710,7 @@ pub(crate) fn scan_text(scan: &Scan, now: u64) -> Option<String> {
                 format_size(issued_rate),
                 format_size(p.to_examine),
                 format_size(p.repaired),
+                repaired_word(p.function),
             )
         }
         ScanState::Paused => format!(
@@ -626,6 +723,13 @@ pub(crate) fn scan_text(scan: &Scan, now: u64) -> Option<String> {
             format_size(p.to_examine),
             format_size(p.repaired),
         ),
+        ScanState::Finished if p.function == ScanFunction::Resilver => format!(
+            "resilvered {} in {} with {} errors on {}",
+            format_size(p.repaired),
+            duration(p.end_time.saturating_sub(p.start_time)),
+            p.errors,
+            ctime(p.end_time)
+        ),
         ScanState::Finished => format!(
             "scrub repaired {} in {} with {} errors on {}",
             format_size(p.repaired),
@@ -636,6 +740,13 @@ pub(crate) fn scan_text(scan: &Scan, now: u64) -> Option<String> {
         ScanState::Canceled => format!("scrub canceled on {}", ctime(p.end_time)),
     };
     Some(text)
+}
+
+fn repaired_word(function: ScanFunction) -> &'static str {
+    match function {
+        ScanFunction::Scrub => "repaired",
+        ScanFunction::Resilver => "resilvered",
+    }
 }
 
 /// Unique display names of the error log's entries, sorted.
@@ -724,7 +835,7 @@ mod tests {
 
     #[test]
     fn record_round_trips_through_its_fields() {
-        let mut progress = ScanProgress::new(100, Txg(7));
+        let mut progress = ScanProgress::new(ScanFunction::Resilver, 100, Txg(7));
         progress.bookmark = Some((2, 4096));
         progress.to_examine = 10;
         progress.issued = 5;
@@ -742,6 +853,7 @@ mod tests {
 
     fn scan(state: ScanState) -> Scan {
         let progress = ScanProgress {
+            function: ScanFunction::Scrub,
             state,
             start_time: 1_795_357_800,
             end_time: 1_795_357_803,

@@ -4,7 +4,7 @@
 use tarn_base::format_size;
 use tarn_format::label::{VdevKind, VdevTree};
 use tarn_pool::{CreateSpec, Discovered, Pool, TopLayout};
-use tarn_vdev::{Health, Layout, Leaf, LeafState, TopVdev};
+use tarn_vdev::{Child, ChildKind, Health, Layout, Leaf, LeafState, TopVdev};
 
 use crate::props::{POOL_PROPS, PropAccess};
 
@@ -131,6 +131,8 @@ fn leaf_node(leaf: &Leaf) -> VdevNode {
     let state = leaf.state();
     let note = match state {
         LeafState::Unavail => Some("cannot open".to_string()),
+        LeafState::Removed => Some("was removed".to_string()),
+        _ if leaf.is_resilvering() && leaf.is_usable() => Some("(resilvering)".to_string()),
         _ => None,
     };
     VdevNode {
@@ -145,13 +147,49 @@ fn leaf_node(leaf: &Leaf) -> VdevNode {
     }
 }
 
-fn top_node(top: &TopVdev) -> VdevNode {
-    if top.layout() == Layout::Disk
-        && let Some(leaf) = top.leaves().first()
-    {
-        return leaf_node(leaf);
+/// A child position: a leaf row, or `replacing-N` / `spare-N` with its two leaves.
+fn child_node(index: usize, child: &Child) -> VdevNode {
+    let members = child.members();
+    let (prefix, kind) = match child.kind() {
+        ChildKind::Leaf => return leaf_node(&members[0]),
+        ChildKind::Replacing => ("replacing", "replacing"),
+        ChildKind::Spare => ("spare", "spare"),
+    };
+    let state = if !child.is_readable() {
+        "UNAVAIL"
+    } else if members.iter().all(|l| l.is_usable()) {
+        "ONLINE"
+    } else {
+        "DEGRADED"
+    };
+    VdevNode {
+        name: format!("{prefix}-{index}"),
+        kind: kind.into(),
+        state: state.into(),
+        read: 0,
+        write: 0,
+        cksum: 0,
+        note: None,
+        children: members.iter().map(|l| leaf_node(l)).collect(),
     }
-    let children: Vec<VdevNode> = top.leaves().iter().map(|l| leaf_node(l)).collect();
+}
+
+fn top_node(top: &TopVdev) -> VdevNode {
+    let positions = top.children();
+    if top.layout() == Layout::Disk
+        && let Some(child) = positions.first()
+    {
+        let mut node = child_node(top.id().0 as usize, child);
+        if child.kind() != ChildKind::Leaf {
+            node.state = health_name(top.health()).into();
+        }
+        return node;
+    }
+    let children: Vec<VdevNode> = positions
+        .iter()
+        .enumerate()
+        .map(|(i, c)| child_node(i, c))
+        .collect();
     VdevNode {
         name: top_name(top),
         kind: top.layout().kind().name(),
@@ -191,7 +229,8 @@ fn problem(
     children: &[VdevNode],
     errlog_count: usize,
 ) -> (Option<String>, Option<&'static str>, Option<&'static str>) {
-    let leaves = || pool.tops().iter().flat_map(|t| t.leaves().iter());
+    let all: Vec<std::sync::Arc<Leaf>> = pool.tops().iter().flat_map(|t| t.leaves()).collect();
+    let leaves = || all.iter();
     let offline = leaves().any(|l| l.state() == LeafState::Offline);
     let missing = leaves().any(|l| !l.is_usable() && l.state() != LeafState::Offline);
     if let Some(why) = pool.suspended() {
@@ -302,7 +341,10 @@ pub fn pool_status(name: &str, pool: &Pool, errlog_count: usize) -> PoolStatus {
         .iter()
         .map(|s| {
             let mut node = leaf_node(s);
-            if s.is_usable() {
+            if pool.tops().iter().any(|t| t.leaf(s.guid()).is_some()) {
+                node.state = "INUSE".into();
+                node.note = Some("currently in use".to_string());
+            } else if s.is_usable() {
                 node.state = "AVAIL".into();
             }
             node

@@ -219,6 +219,9 @@ pub struct VdevTree {
     pub children: Vec<VdevTree>,
     /// Administratively offline (leaves).
     pub offline: bool,
+    /// The leaf's data is incomplete: it is being resilvered and must not be read until
+    /// the resilver finishes (leaves; format version 1, tag 10, omitted when false).
+    pub resilvering: bool,
 }
 
 /// Smallest metaslab shift a vdev tree may record (64 KiB metaslabs).
@@ -239,6 +242,7 @@ mod tag {
     pub(super) const PATH: u16 = 7;
     pub(super) const CHILD: u16 = 8;
     pub(super) const OFFLINE: u16 = 9;
+    pub(super) const RESILVERING: u16 = 10;
 }
 
 impl VdevTree {
@@ -257,6 +261,9 @@ impl VdevTree {
         }
         if self.offline {
             w.u64(tag::OFFLINE, 1);
+        }
+        if self.resilvering {
+            w.u64(tag::RESILVERING, 1);
         }
         for child in &self.children {
             w.bytes(tag::CHILD, &child.encode());
@@ -287,6 +294,7 @@ impl VdevTree {
             path: String::new(),
             children: Vec::new(),
             offline: false,
+            resilvering: false,
         };
         let mut have_kind = false;
         let mut reader = TlvReader::new(bytes, WHAT);
@@ -311,6 +319,7 @@ impl VdevTree {
                 }
                 tag::PATH => tree.path = tlv_str(value, WHAT)?,
                 tag::OFFLINE => tree.offline = tlv_u64(value, WHAT)? != 0,
+                tag::RESILVERING => tree.resilvering = tlv_u64(value, WHAT)? != 0,
                 tag::CHILD => {
                     if tree.children.len() >= tarn_base::limits::TOP_VDEVS_MAX {
                         return Err(FormatError::Invalid {

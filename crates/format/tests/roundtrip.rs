@@ -142,7 +142,7 @@ fn vdev_leaf() -> impl Strategy<Value = VdevTree> {
         ".{0,40}",
     )
         .prop_flat_map(|(kind, guid, id, ashift, asize, metaslab_shift, path)| {
-            any::<bool>().prop_map(move |offline| VdevTree {
+            any::<(bool, bool)>().prop_map(move |(offline, resilvering)| VdevTree {
                 kind,
                 guid: Guid(guid),
                 id,
@@ -152,6 +152,7 @@ fn vdev_leaf() -> impl Strategy<Value = VdevTree> {
                 path: path.clone(),
                 children: Vec::new(),
                 offline,
+                resilvering,
             })
         })
 }
@@ -363,6 +364,7 @@ fn config_header_version_and_padding_are_not_checksummed() {
         path: "/dev/sda".into(),
         children: Vec::new(),
         offline: false,
+        resilvering: false,
     };
     let config = PoolConfig {
         version: FORMAT_VERSION,

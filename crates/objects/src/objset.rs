@@ -388,7 +388,14 @@ impl ObjectSet {
         };
         self.dirty_bytes -= state.dirty_bytes;
         if !state.dnode.root.is_hole() {
-            self.pending_frees.push((id, state.dnode));
+            let mut dnode = state.dnode;
+            // A block size changed since the last sync (`set_block_size`, allowed only while
+            // the tree is its single level-0 root) is not yet the size of the synced root
+            // block, which is what the walk at sync frees: take the size from the root.
+            if dnode.nlevels == 1 {
+                dnode.data_block_size = dnode.root.lsize;
+            }
+            self.pending_frees.push((id, dnode));
         }
         self.hot.insert(id.0, Slot::Free);
         self.alloc_cursor = self.alloc_cursor.min(id.0);

@@ -605,6 +605,28 @@ fn zap_cursor_survives_changes() {
     assert!(matches!(refused, Err(ObjectError::InvalidArgument { .. })));
 }
 
+/// Regression: an object whose single block grew with `set_block_size` after a sync and was
+/// then freed before the next sync made that sync fail ("data block size does not match the
+/// dnode"): the free walk used the new block size against the synced root block. The POSIX
+/// layer does exactly this when a small file grows and is deleted within one txg.
+#[test]
+fn free_after_block_size_change_syncs() {
+    let mut store = MemStore::new();
+    let mut set = ObjectSet::create(ObjsetKind::Filesystem);
+    let id = set
+        .allocate_object(&store, OBJECT_TYPE_PLAIN, 512, 0, 0)
+        .expect("allocate");
+    set.write(&store, id, 0, &[5; 100]).expect("write");
+    set.sync(&mut store).expect("sync");
+    store.next_txg();
+    set.set_block_size(&store, id, 4096).expect("grow");
+    set.write(&store, id, 1000, &[6; 100]).expect("write");
+    set.free_object(&store, id).expect("free");
+    let root = set.sync(&mut store).expect("sync after free");
+    store.next_txg();
+    check_space(&store, &root);
+}
+
 /// Goal: damaged metadata reads as an error, never a panic or wrong data.
 #[test]
 fn damaged_blocks_are_errors() {

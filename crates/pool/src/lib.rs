@@ -588,7 +588,8 @@ impl Pool {
         match self.tops.iter().find(|t| !readable(t)) {
             None => Ok(()),
             Some(top) => {
-                let missing = top.leaves().iter().filter(|l| l.device().is_none());
+                let leaves = top.leaves();
+                let missing = leaves.iter().filter(|l| l.device().is_none());
                 Err(PoolError::MissingDevices {
                     missing: missing.map(|l| l.path()).collect(),
                 })
@@ -694,6 +695,18 @@ impl Pool {
     #[must_use]
     pub fn spares(&self) -> &[Arc<Leaf>] {
         &self.spares
+    }
+
+    /// Forgets the hot spare `guid` (it became a permanent member of a vdev by detaching the
+    /// leaf it stood in for). The caller marks the config dirty.
+    pub fn remove_spare(&mut self, guid: Guid) {
+        self.spares.retain(|spare| spare.guid() != guid);
+    }
+
+    /// Whether the hot spare `guid` stands in for a leaf somewhere in the tree.
+    #[must_use]
+    pub fn spare_in_use(&self, guid: Guid) -> bool {
+        self.tops.iter().any(|top| top.leaf(guid).is_some())
     }
 
     /// Space usage per top-level vdev.
@@ -810,11 +823,14 @@ impl Pool {
         let mut out = Vec::new();
         for top in &self.tops {
             for leaf in top.leaves() {
-                out.push((Arc::clone(leaf), top.guid()));
+                out.push((leaf, top.guid()));
             }
         }
         for spare in &self.spares {
-            out.push((Arc::clone(spare), spare.guid()));
+            // A spare in use carries the labels of the vdev it stands in (above).
+            if !out.iter().any(|(leaf, _)| Arc::ptr_eq(leaf, spare)) {
+                out.push((Arc::clone(spare), spare.guid()));
+            }
         }
         out
     }
@@ -826,7 +842,8 @@ impl Pool {
             let Some(device) = leaf.usable_device() else {
                 continue;
             };
-            let is_spare = self.spares.iter().any(|s| Arc::ptr_eq(s, &leaf));
+            let in_top = self.tops.iter().any(|t| t.leaf(leaf.guid()).is_some());
+            let is_spare = !in_top && self.spares.iter().any(|s| Arc::ptr_eq(s, &leaf));
             let leaf_state = if is_spare { PoolState::Spare } else { state };
             let config = self.config_for(leaf_state, txg, leaf.guid(), top, &tree);
             if labels::write_config(device.as_ref(), &config, half).is_ok() {
@@ -1012,6 +1029,7 @@ fn interior_node(
         path: String::new(),
         children,
         offline: false,
+        resilvering: false,
     }
 }
 
@@ -1029,6 +1047,7 @@ fn new_leaf(path: &str, id: u32, ashift: u8, size: u64, guid: Guid) -> VdevTree 
         path: path.to_string(),
         children: Vec::new(),
         offline: false,
+        resilvering: false,
     }
 }
 

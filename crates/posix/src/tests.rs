@@ -658,3 +658,23 @@ fn random_remove(
         _ => {}
     }
 }
+
+/// Regression (found by the POSIX model test on another branch): a small file whose block
+/// grew after a sync and that is deleted before the next one must not break that sync.
+#[test]
+fn a_grown_file_deleted_in_the_same_txg_syncs() {
+    let mut w = World::new();
+    let root = w.fs().root().unwrap();
+    let f = w
+        .fs()
+        .mknod(root, b"f", FileKind::Regular, 0o644, 0, ME)
+        .unwrap()
+        .ino;
+    w.fs().write(f, 0, &[1u8; 100]).unwrap();
+    w.sync_and_reopen();
+    let mut fs = w.fs();
+    fs.write(f, 0, &[2u8; 5000]).unwrap();
+    assert_eq!(fs.unlink(root, b"f").unwrap(), Some(f));
+    fs.reclaim(f).unwrap();
+    w.sync_and_reopen();
+}

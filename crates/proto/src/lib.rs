@@ -55,9 +55,9 @@ pub use request::{
     DatasetGet, PoolCreate, PoolImport, Request, ScrubAction, VdevGroupSpec, VdevKind, VdevRole,
 };
 pub use response::{
-    CacheEntry, CacheFile, DatasetProp, DatasetRow, ErrorReply, HistoryEntry, HistoryPool,
-    ImportablePool, MountRow, PongInfo, PoolLayout, PoolListRow, PoolStatusInfo, Progress,
-    PropertyRow, ReplyPayload, Response, ServerLine, TxgRow, VdevNodeKind, VdevStatus,
+    CacheEntry, CacheFile, DatasetProp, DatasetRow, ErrorReply, EventRow, HistoryEntry,
+    HistoryPool, ImportablePool, MountRow, PongInfo, PoolLayout, PoolListRow, PoolStatusInfo,
+    Progress, PropertyRow, ReplyPayload, Response, ServerLine, TxgRow, VdevNodeKind, VdevStatus,
 };
 
 /// Longest line (message plus its `\n`) either side sends or accepts: 16 MiB. Large enough

@@ -279,6 +279,41 @@ pub enum Request {
         /// Device (path, last path component or GUID).
         device: String,
     },
+    /// `tarn pool replace NAME OLD [NEW]`: resilver NEW (or a new device at OLD's path) in
+    /// OLD's place.
+    PoolReplace {
+        /// Pool name.
+        name: String,
+        /// Device replaced (path, last path component or GUID).
+        old: String,
+        /// New device path; `None` replaces in place.
+        new: Option<String>,
+    },
+    /// `tarn pool attach NAME DEVICE NEW`: mirror DEVICE onto NEW.
+    PoolAttach {
+        /// Pool name.
+        name: String,
+        /// Existing device (path, last path component or GUID).
+        device: String,
+        /// New device path.
+        new: String,
+    },
+    /// `tarn pool events [-c] [POOL]`: events numbered above `after`.
+    PoolEvents {
+        /// One pool, or every pool.
+        name: Option<String>,
+        /// Only events with a larger sequence number (`-f` polls with the last one seen).
+        after: u64,
+        /// Empty the ring after reading (`-c`).
+        clear: bool,
+    },
+    /// `tarn pool detach NAME DEVICE`.
+    PoolDetach {
+        /// Pool name.
+        name: String,
+        /// Device (path, last path component or GUID).
+        device: String,
+    },
     /// `tarn create [-p] [-o prop=val]... NAME`.
     DatasetCreate {
         /// Full dataset name.
@@ -375,6 +410,10 @@ impl Request {
             Request::PoolClear { .. } => "pool_clear",
             Request::PoolOffline { .. } => "pool_offline",
             Request::PoolOnline { .. } => "pool_online",
+            Request::PoolReplace { .. } => "pool_replace",
+            Request::PoolAttach { .. } => "pool_attach",
+            Request::PoolDetach { .. } => "pool_detach",
+            Request::PoolEvents { .. } => "pool_events",
             Request::DatasetCreate { .. } => "dataset_create",
             Request::DatasetDestroy { .. } => "dataset_destroy",
             Request::DatasetRename { .. } => "dataset_rename",

@@ -93,6 +93,27 @@ pub enum ReplyPayload {
     Datasets(Vec<DatasetRow>),
     /// `tarn mount` without arguments: what is mounted where.
     Mounts(Vec<MountRow>),
+    /// `pool events`.
+    Events(Vec<EventRow>),
+}
+
+/// One event of `pool events` (ZFS's class names).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventRow {
+    /// Sequence number.
+    pub eid: u64,
+    /// Unix seconds.
+    pub time: u64,
+    /// Class (`ereport.fs.zfs.checksum`, `sysevent.fs.zfs.resilver_start`, ...).
+    pub class: String,
+    /// Pool name.
+    pub pool: String,
+    /// GUID of the vdev concerned (0 for pool-wide events).
+    pub vdev_guid: u64,
+    /// Path of the leaf concerned (empty for pool-wide events).
+    pub vdev_path: String,
+    /// Further facts, name and value.
+    pub payload: Vec<(String, String)>,
 }
 
 /// One dataset's properties (`tarn list`, `tarn get`).

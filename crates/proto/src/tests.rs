@@ -110,6 +110,25 @@ fn sample_maintenance_requests() -> Vec<Request> {
             name: "tank".into(),
             device: "sdb".into(),
         },
+        Request::PoolReplace {
+            name: "tank".into(),
+            old: "sdb".into(),
+            new: Some("/dev/sdc".into()),
+        },
+        Request::PoolAttach {
+            name: "tank".into(),
+            device: "sdb".into(),
+            new: "/dev/sdc".into(),
+        },
+        Request::PoolDetach {
+            name: "tank".into(),
+            device: "sdb".into(),
+        },
+        Request::PoolEvents {
+            name: None,
+            after: 3,
+            clear: true,
+        },
     ]
 }
 

@@ -1,7 +1,7 @@
 //! Leaf vdevs: one device each, with its state and per-leaf I/O and error counters.
 
 use crate::error::VdevError;
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 use tarn_base::Guid;
 use tarn_device::{Device, DeviceError};
@@ -116,6 +116,9 @@ pub struct Leaf {
     path: RwLock<String>,
     device: RwLock<Option<Arc<dyn Device>>>,
     state: AtomicU8,
+    /// Its data is incomplete (a replace, spare or attach is resilvering it): it takes writes
+    /// but is never read. The one-flag form of ZFS's dirty-time log.
+    resilvering: AtomicBool,
     stats: LeafStats,
 }
 
@@ -142,6 +145,7 @@ impl Leaf {
             path: RwLock::new(path),
             device: RwLock::new(None),
             state: AtomicU8::new(LeafState::Unavail as u8),
+            resilvering: AtomicBool::new(false),
             stats: LeafStats::default(),
         }
     }
@@ -211,6 +215,23 @@ impl Leaf {
         self.state.store(state as u8, Ordering::Release);
     }
 
+    /// Whether the leaf's data is incomplete (it is being resilvered; see the field).
+    #[must_use]
+    pub fn is_resilvering(&self) -> bool {
+        self.resilvering.load(Ordering::Acquire)
+    }
+
+    /// Marks the leaf's data incomplete (a resilver will fill it) or complete.
+    pub fn set_resilvering(&self, resilvering: bool) {
+        self.resilvering.store(resilvering, Ordering::Release);
+    }
+
+    /// Whether reads may use this leaf: usable and not resilvering.
+    #[must_use]
+    pub fn is_readable(&self) -> bool {
+        !self.is_resilvering() && self.is_usable()
+    }
+
     /// The counters.
     #[must_use]
     pub fn stats(&self) -> &LeafStats {
@@ -263,8 +284,9 @@ impl Leaf {
             .read_bytes
             .fetch_add(buf.len() as u64, Ordering::Relaxed);
         let result = device.read_at(DATA_START + data_offset, buf);
-        if result.is_err() {
+        if let Err(e) = &result {
             self.stats.read_errors.fetch_add(1, Ordering::Relaxed);
+            self.note_error(e);
         }
         result
     }
@@ -282,8 +304,9 @@ impl Leaf {
             .write_bytes
             .fetch_add(data.len() as u64, Ordering::Relaxed);
         let result = device.write_at(DATA_START + data_offset, data);
-        if result.is_err() {
+        if let Err(e) = &result {
             self.stats.write_errors.fetch_add(1, Ordering::Relaxed);
+            self.note_error(e);
         }
         result
     }
@@ -291,9 +314,19 @@ impl Leaf {
     /// Flushes the device; a failure counts as a write error (acknowledged writes may be lost).
     pub(crate) fn flush(&self, device: &dyn Device) -> Result<(), DeviceError> {
         let result = device.flush();
-        if result.is_err() {
+        if let Err(e) = &result {
             self.stats.write_errors.fetch_add(1, Ordering::Relaxed);
+            self.note_error(e);
         }
         result
+    }
+
+    /// A device that reports itself gone is out of service at once ([`LeafState::Removed`]):
+    /// every later access would fail the same way. Other errors only count; the engine
+    /// decides when a leaf with too many of them is faulted.
+    fn note_error(&self, error: &DeviceError) {
+        if matches!(error, DeviceError::Gone) && self.state() == LeafState::Online {
+            self.set_state(LeafState::Removed);
+        }
     }
 }

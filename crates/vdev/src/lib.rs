@@ -48,6 +48,8 @@
 //! - I4: the columns of one raidz block sit on distinct children; every column of a block at
 //!   a valid offset lies inside its leaf's data area.
 //! - I5: every parity implementation produces the same bytes (exhaustively tested).
+//! - I6: a leaf marked resilvering is never read (its position is reconstructed or read
+//!   from the other member instead), and every write and heal of its position reaches it.
 //!
 //! # Concurrency and context
 //! Everything takes `&self`; leaves are shared as `Arc<Leaf>`. A leaf's device and path sit
@@ -67,10 +69,13 @@
 //! no good mirror copy) the result is an error, never wrong bytes.
 //!
 //! # Not here
-//! dRAID, spares, replacing/spare-in-use vdevs, log/cache/special classes, raidz expansion,
-//! resilver and scrub scheduling (the pool and engine decide what to scrub; this crate
-//! scrubs one block when asked), allocation (tarn-space), checksums (the caller's `verify`).
+//! dRAID, log/cache/special classes, raidz expansion, resilver and scrub scheduling (the
+//! engine decides what to scrub or resilver; this crate does one block when asked), when a
+//! leaf is faulted or a spare activated (the engine), allocation (tarn-space), checksums
+//! (the caller's `verify`). Replacing and spare nodes are here (`child`): a child position
+//! holds a leaf or two leaves, one of them being resilvered.
 
+pub mod child;
 pub mod error;
 pub mod leaf;
 mod mirror;
@@ -84,6 +89,7 @@ mod testing;
 #[cfg(test)]
 mod tests;
 
+pub use child::{Child, ChildKind};
 pub use error::VdevError;
 pub use leaf::{Leaf, LeafState, LeafStats, LeafStatsSnapshot};
 pub use raidz_map::{RaidzColumn, RaidzMap};

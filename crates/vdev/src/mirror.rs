@@ -1,30 +1,23 @@
 //! Mirror (and single-disk) I/O: every usable child holds the whole block at the same offset.
+//! A child position may be a `replacing` or `spare` node (see `child`); it is read through its
+//! first readable member and written on all of them.
 
 use crate::error::VdevError;
 use crate::top::{Healing, ReadReport, ScrubReport, TopVdev, WriteReport};
 
 /// Writes the block to every usable child; succeeds if at least one took it.
 pub(crate) fn write(vdev: &TopVdev, offset: u64, data: &[u8]) -> Result<WriteReport, VdevError> {
+    let children = vdev.children();
     let mut missed = Vec::new();
     let mut written = 0usize;
-    for leaf in vdev.leaves() {
-        let ok = match leaf.usable_device() {
-            Some(device) => leaf.write(device.as_ref(), offset, data).is_ok(),
-            None => false,
-        };
-        if ok {
+    for child in &children {
+        if child.write(offset, data, &mut missed) {
             written += 1;
-        } else {
-            missed.push(leaf.guid());
         }
     }
-    assert_eq!(
-        written + missed.len(),
-        vdev.leaves().len(),
-        "every child accounted for"
-    );
+    assert!(written <= children.len(), "every child counted once");
     if written == 0 {
-        let tolerated = vdev.layout().tolerated(vdev.leaves().len());
+        let tolerated = vdev.layout().tolerated(children.len());
         return Err(VdevError::WriteFailed {
             guid: vdev.guid(),
             offset,
@@ -44,13 +37,15 @@ pub(crate) fn read(
     len: usize,
     verify: &dyn Fn(&[u8]) -> bool,
 ) -> Result<ReadReport, VdevError> {
-    let children = vdev.leaves().len();
-    let start = vdev.next_child();
+    let children = vdev.children();
+    let start = vdev.next_child(children.len());
     let mut bad = Vec::new();
     let mut buf = vec![0u8; len];
-    for step in 0..children {
-        let child = (start + step) % children;
-        let leaf = &vdev.leaves()[child];
+    for step in 0..children.len() {
+        let child = (start + step) % children.len();
+        let Some(leaf) = children[child].read_leaf() else {
+            continue;
+        };
         let Some(device) = leaf.usable_device() else {
             continue;
         };
@@ -60,7 +55,7 @@ pub(crate) fn read(
             let mut healing = Healing::default();
             let targets: Vec<(usize, u64, &[u8])> =
                 bad.iter().map(|&c| (c, offset, buf.as_slice())).collect();
-            vdev.heal(&targets, &mut healing);
+            TopVdev::heal(&children, &targets, &mut healing);
             return Ok(ReadReport { data: buf, healing });
         } else {
             leaf.stats().add_checksum_error();
@@ -75,31 +70,40 @@ pub(crate) fn read(
     })
 }
 
-/// Reads and verifies every usable child, and rewrites every bad one from a good copy.
+/// Reads and verifies every readable child, and rewrites every bad one from a good copy.
+/// With `resilver`, also writes the good copy to every member being resilvered.
 pub(crate) fn scrub(
     vdev: &TopVdev,
     offset: u64,
     len: usize,
     verify: &dyn Fn(&[u8]) -> bool,
+    resilver: bool,
 ) -> Result<ScrubReport, VdevError> {
+    let children = vdev.children();
     let mut report = ScrubReport::default();
     let mut good: Option<Vec<u8>> = None;
     let mut bad = Vec::new();
     let mut buf = vec![0u8; len];
-    for (child, leaf) in vdev.leaves().iter().enumerate() {
+    for (index, child) in children.iter().enumerate() {
+        let Some(leaf) = child.read_leaf() else {
+            report
+                .skipped
+                .extend(child.members().iter().map(|leaf| leaf.guid()));
+            continue;
+        };
         let Some(device) = leaf.usable_device() else {
             report.skipped.push(leaf.guid());
             continue;
         };
         if leaf.read(device.as_ref(), offset, &mut buf).is_err() {
-            bad.push(child);
+            bad.push(index);
         } else if verify(&buf) {
             if good.is_none() {
                 good = Some(buf.clone());
             }
         } else {
             leaf.stats().add_checksum_error();
-            bad.push(child);
+            bad.push(index);
         }
     }
     let Some(good) = good else {
@@ -112,6 +116,13 @@ pub(crate) fn scrub(
     };
     let targets: Vec<(usize, u64, &[u8])> =
         bad.iter().map(|&c| (c, offset, good.as_slice())).collect();
-    vdev.heal(&targets, &mut report.healing);
+    TopVdev::heal(&children, &targets, &mut report.healing);
+    if resilver {
+        for (index, child) in children.iter().enumerate() {
+            if !bad.contains(&index) {
+                child.resilver(offset, &good, &mut report.healing);
+            }
+        }
+    }
     Ok(report)
 }

@@ -16,7 +16,11 @@
 //! Scrub reads every column first and also applies step 4 when the data verified directly,
 //! so corrupt parity is found even though the data is fine.
 
+use std::sync::Arc;
+
+use crate::child::Child;
 use crate::error::VdevError;
+use crate::leaf::Leaf;
 use crate::raidz_map::RaidzMap;
 use crate::raidz_math;
 use crate::top::{Healing, ReadReport, ScrubReport, TopVdev, WriteReport};
@@ -28,14 +32,15 @@ pub(crate) fn write(
     offset: u64,
     data: &[u8],
 ) -> Result<WriteReport, VdevError> {
+    let children = vdev.children();
     let map = RaidzMap::new(
-        vdev.leaves().len(),
+        children.len(),
         parity,
         vdev.ashift(),
         offset,
         data.len() as u64,
     );
-    let leaf_of = |c: usize| &vdev.leaves()[map.columns[c].child];
+    let child_of = |c: usize| &children[map.columns[c].child];
     let failed = |missed: Vec<_>| VdevError::WriteFailed {
         guid: vdev.guid(),
         offset,
@@ -44,8 +49,8 @@ pub(crate) fn write(
         tolerated: parity,
     };
     let unusable: Vec<_> = (0..map.columns.len())
-        .filter(|&c| !leaf_of(c).is_usable())
-        .map(|c| leaf_of(c).guid())
+        .filter(|&c| !child_of(c).is_writable())
+        .map(|c| child_of(c).guid())
         .collect();
     if unusable.len() > parity {
         // Refuse before writing anything: the block could not be read back.
@@ -57,6 +62,7 @@ pub(crate) fn write(
     let mut parity_bufs: Vec<Vec<u8>> = lens[..parity].iter().map(|&len| vec![0u8; len]).collect();
     generate_parity(vdev.parity_impl(), &lens, data, &mut parity_bufs);
     let mut missed = Vec::new();
+    let mut lost = Vec::new();
     let mut data_at = 0;
     for (c, column) in map.columns.iter().enumerate() {
         let bytes = if c < parity {
@@ -65,18 +71,12 @@ pub(crate) fn write(
             data_at += lens[c];
             &data[data_at - lens[c]..data_at]
         };
-        let leaf = leaf_of(c);
-        let ok = match leaf.usable_device() {
-            Some(device) => leaf
-                .write(device.as_ref(), column.child_sector << map.ashift, bytes)
-                .is_ok(),
-            None => false,
-        };
-        if !ok {
-            missed.push(leaf.guid());
+        let child = child_of(c);
+        if !child.write(column.child_sector << map.ashift, bytes, &mut missed) {
+            lost.push(child.guid());
         }
     }
-    if missed.len() > parity {
+    if lost.len() > parity {
         return Err(failed(missed));
     }
     Ok(WriteReport { missed })
@@ -121,6 +121,7 @@ pub(crate) fn scrub(
     offset: u64,
     len: usize,
     verify: &dyn Fn(&[u8]) -> bool,
+    resilver: bool,
 ) -> Result<ScrubReport, VdevError> {
     let mut stripe = Stripe::new(vdev, parity, offset, len);
     for c in 0..stripe.map.columns.len() {
@@ -135,7 +136,10 @@ pub(crate) fn scrub(
             .search(verify)
             .ok_or_else(|| stripe.unrecoverable())?
     };
-    let (healing, skipped) = stripe.heal(&truth);
+    let (mut healing, skipped) = stripe.heal(&truth);
+    if resilver {
+        stripe.resilver(&truth, &mut healing);
+    }
     Ok(ScrubReport { healing, skipped })
 }
 
@@ -243,29 +247,31 @@ enum ColumnState {
 /// One block being read: its map, the bytes read so far and each column's state.
 struct Stripe<'v> {
     vdev: &'v TopVdev,
+    /// The child positions when the read began (the tree may change meanwhile).
+    children: Vec<Arc<Child>>,
     offset: u64,
     map: RaidzMap,
     columns: Columns,
     state: Vec<ColumnState>,
+    /// The leaf each column was read from.
+    read_from: Vec<Option<Arc<Leaf>>>,
 }
 
 impl<'v> Stripe<'v> {
     fn new(vdev: &'v TopVdev, parity: usize, offset: u64, len: usize) -> Stripe<'v> {
-        let map = RaidzMap::new(
-            vdev.leaves().len(),
-            parity,
-            vdev.ashift(),
-            offset,
-            len as u64,
-        );
+        let children = vdev.children();
+        let map = RaidzMap::new(children.len(), parity, vdev.ashift(), offset, len as u64);
         let columns = Columns::from_data(&map, vec![0u8; len]);
         let state = vec![ColumnState::Unread; map.columns.len()];
+        let read_from = vec![None; map.columns.len()];
         Stripe {
             vdev,
+            children,
             offset,
             map,
             columns,
             state,
+            read_from,
         }
     }
 
@@ -274,7 +280,11 @@ impl<'v> Stripe<'v> {
             return;
         }
         let column = self.map.columns[c];
-        let leaf = &self.vdev.leaves()[column.child];
+        let Some(leaf) = self.children[column.child].read_leaf().cloned() else {
+            self.state[c] = ColumnState::Unusable;
+            return;
+        };
+        self.read_from[c] = Some(Arc::clone(&leaf));
         self.state[c] = match leaf.usable_device() {
             None => ColumnState::Unusable,
             Some(device) => {
@@ -360,16 +370,18 @@ impl<'v> Stripe<'v> {
         let mut skipped = Vec::new();
         let mut targets = Vec::new();
         for (c, column) in self.map.columns.iter().enumerate() {
-            let leaf = &self.vdev.leaves()[column.child];
+            let child = &self.children[column.child];
             let rewrite = match self.state[c] {
                 ColumnState::Unread => false,
                 ColumnState::Unusable => {
-                    skipped.push(leaf.guid());
+                    skipped.extend(child.members().iter().map(|leaf| leaf.guid()));
                     false
                 }
                 ColumnState::IoError => true,
                 ColumnState::Read if self.columns.get(c) != truth.get(c) => {
-                    leaf.stats().add_checksum_error();
+                    if let Some(leaf) = &self.read_from[c] {
+                        leaf.stats().add_checksum_error();
+                    }
                     true
                 }
                 ColumnState::Read => false,
@@ -383,8 +395,21 @@ impl<'v> Stripe<'v> {
             }
         }
         let mut healing = Healing::default();
-        self.vdev.heal(&targets, &mut healing);
+        TopVdev::heal(&self.children, &targets, &mut healing);
         (healing, skipped)
+    }
+
+    /// Writes every column whose child has a member being resilvered, from `truth`. Columns
+    /// already rewritten by healing reached those members too.
+    fn resilver(&self, truth: &Columns, healing: &mut Healing) {
+        for (c, column) in self.map.columns.iter().enumerate() {
+            let healed = matches!(self.state[c], ColumnState::IoError)
+                || (self.state[c] == ColumnState::Read && self.columns.get(c) != truth.get(c));
+            if !healed {
+                let at = column.child_sector << self.map.ashift;
+                self.children[column.child].resilver(at, truth.get(c), healing);
+            }
+        }
     }
 }
 

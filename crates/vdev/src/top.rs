@@ -1,13 +1,14 @@
 //! Top-level vdevs: construction and validation, the on-disk tree form, health, allocation
 //! size, and the dispatch of writes, reads, scrubs and flushes to the layouts.
 
+use crate::child::{Child, ChildKind};
 use crate::error::VdevError;
 use crate::leaf::{Leaf, LeafState};
 use crate::raidz_math::Impl;
 use crate::{mirror, raidz_io, raidz_map};
 use std::collections::HashMap;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, PoisonError, RwLock};
 use tarn_base::limits::{
     ASHIFT_MAX, ASHIFT_MIN, BLOCK_SIZE_MAX, RAIDZ_PARITY_MAX, VDEV_CHILDREN_MAX,
 };
@@ -81,6 +82,8 @@ pub struct Healing {
     pub repaired_bytes: u64,
     /// Leaves whose repair write failed.
     pub heal_failed: Vec<Guid>,
+    /// Bytes written to leaves being resilvered ([`TopVdev::resilver`]).
+    pub resilvered_bytes: u64,
 }
 
 /// A verified block and what healing did while reading it.
@@ -106,10 +109,13 @@ pub struct ScrubReport {
 #[derive(Debug)]
 pub struct TopVdev {
     id: VdevId,
-    guid: Guid,
+    /// Changes when a disk becomes a mirror, or a replace of a disk vdev collapses.
+    guid: AtomicU64,
     ashift: u8,
-    layout: Layout,
-    children: Vec<Arc<Leaf>>,
+    /// Changes between disk and mirror by attach and detach.
+    layout: RwLock<Layout>,
+    /// Swapped whole under the write lock (never held across I/O); see `child`.
+    children: RwLock<Vec<Arc<Child>>>,
     asize: u64,
     metaslab_shift: AtomicU8,
     next_child: AtomicUsize,
@@ -127,6 +133,17 @@ impl TopVdev {
         layout: Layout,
         children: Vec<Arc<Leaf>>,
     ) -> Result<TopVdev, VdevError> {
+        let children = children.into_iter().map(Child::leaf).collect();
+        TopVdev::with_children(id, guid, ashift, layout, children)
+    }
+
+    fn with_children(
+        id: VdevId,
+        guid: Guid,
+        ashift: u8,
+        layout: Layout,
+        children: Vec<Child>,
+    ) -> Result<TopVdev, VdevError> {
         let invalid = |why| VdevError::InvalidConfig { guid, why };
         if guid.0 == 0 {
             return Err(invalid("the GUID must not be zero"));
@@ -136,8 +153,13 @@ impl TopVdev {
         }
         check_width(layout, &children, guid).map_err(invalid)?;
         let sector = 1u64 << ashift;
-        let smallest =
-            children.iter().map(|leaf| leaf.asize()).min().unwrap_or(0) / sector * sector;
+        let smallest = children
+            .iter()
+            .flat_map(|child| child.members().iter().map(|leaf| leaf.asize()))
+            .min()
+            .unwrap_or(0)
+            / sector
+            * sector;
         if smallest == 0 {
             return Err(invalid("a leaf has no room for a single sector"));
         }
@@ -147,10 +169,10 @@ impl TopVdev {
         };
         Ok(TopVdev {
             id,
-            guid,
+            guid: AtomicU64::new(guid.0),
             ashift,
-            layout,
-            children,
+            layout: RwLock::new(layout),
+            children: RwLock::new(children.into_iter().map(Arc::new).collect()),
             asize,
             metaslab_shift: AtomicU8::new(0),
             next_child: AtomicUsize::new(0),
@@ -162,12 +184,14 @@ impl TopVdev {
     /// leaves by GUID. A leaf without a device (or with one too small) is
     /// [`LeafState::Unavail`]; one recorded offline stays [`LeafState::Offline`]. The recorded
     /// `asize` is kept (block addresses depend on it) after checking the leaves can hold it.
+    /// A `replacing` or `spare` node may stand at a child position, or be the whole top-level
+    /// vdev of a disk being replaced.
     pub fn from_tree(
         tree: &VdevTree,
         devices: &HashMap<Guid, Arc<dyn Device>>,
     ) -> Result<TopVdev, VdevError> {
         let layout = match tree.kind {
-            VdevKind::Disk => Layout::Disk,
+            VdevKind::Disk | VdevKind::Replacing | VdevKind::SpareInUse => Layout::Disk,
             VdevKind::Mirror => Layout::Mirror,
             VdevKind::Raidz { parity } => Layout::Raidz { parity },
             kind => {
@@ -178,14 +202,15 @@ impl TopVdev {
             }
         };
         let children = if layout == Layout::Disk {
-            vec![leaf_from_tree(tree, devices)?]
+            vec![child_from_tree(tree, devices)?]
         } else {
             tree.children
                 .iter()
-                .map(|node| leaf_from_tree(node, devices))
+                .map(|node| child_from_tree(node, devices))
                 .collect::<Result<_, _>>()?
         };
-        let mut top = TopVdev::new(VdevId(tree.id), tree.guid, tree.ashift, layout, children)?;
+        let mut top =
+            TopVdev::with_children(VdevId(tree.id), tree.guid, tree.ashift, layout, children)?;
         if tree.asize > top.asize {
             return Err(VdevError::InvalidConfig {
                 guid: tree.guid,
@@ -199,10 +224,37 @@ impl TopVdev {
         Ok(top)
     }
 
-    /// The label form of this vdev (a single `Disk` node for [`Layout::Disk`]).
+    /// The label form of this vdev (for [`Layout::Disk`], the child's own node).
     #[must_use]
     pub fn to_tree(&self) -> VdevTree {
-        let leaf_node = |index: usize, leaf: &Leaf| VdevTree {
+        let children = self.children();
+        let mut node = match self.layout() {
+            Layout::Disk => self.child_tree(0, &children[0]),
+            Layout::Mirror | Layout::Raidz { .. } => VdevTree {
+                kind: self.layout().kind(),
+                guid: self.guid(),
+                id: 0,
+                ashift: self.ashift,
+                asize: 0,
+                metaslab_shift: 0,
+                path: String::new(),
+                children: children
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| self.child_tree(i, c))
+                    .collect(),
+                offline: false,
+                resilvering: false,
+            },
+        };
+        node.id = self.id.0;
+        node.asize = self.asize;
+        node.metaslab_shift = self.metaslab_shift();
+        node
+    }
+
+    fn leaf_tree(&self, index: usize, leaf: &Leaf) -> VdevTree {
+        VdevTree {
             kind: VdevKind::Disk,
             guid: leaf.guid(),
             id: u32::try_from(index).expect("children <= VDEV_CHILDREN_MAX"),
@@ -212,30 +264,31 @@ impl TopVdev {
             path: leaf.path(),
             children: Vec::new(),
             offline: leaf.state() == LeafState::Offline,
-        };
-        let mut node = match self.layout {
-            Layout::Disk => leaf_node(0, &self.children[0]),
-            Layout::Mirror | Layout::Raidz { .. } => VdevTree {
-                kind: self.layout.kind(),
-                guid: self.guid,
-                id: 0,
+            resilvering: leaf.is_resilvering(),
+        }
+    }
+
+    fn child_tree(&self, index: usize, child: &Child) -> VdevTree {
+        let members = child.members();
+        match child.kind().tree_kind() {
+            None => self.leaf_tree(index, &members[0]),
+            Some(kind) => VdevTree {
+                kind,
+                guid: child.guid(),
+                id: u32::try_from(index).expect("children <= VDEV_CHILDREN_MAX"),
                 ashift: self.ashift,
-                asize: 0,
+                asize: members[0].asize(),
                 metaslab_shift: 0,
                 path: String::new(),
-                children: self
-                    .children
+                children: members
                     .iter()
                     .enumerate()
-                    .map(|(i, l)| leaf_node(i, l))
+                    .map(|(i, leaf)| self.leaf_tree(i, leaf))
                     .collect(),
                 offline: false,
+                resilvering: false,
             },
-        };
-        node.id = self.id.0;
-        node.asize = self.asize;
-        node.metaslab_shift = self.metaslab_shift();
-        node
+        }
     }
 
     /// Index in the pool (the DVA vdev number).
@@ -247,7 +300,7 @@ impl TopVdev {
     /// GUID.
     #[must_use]
     pub fn guid(&self) -> Guid {
-        self.guid
+        Guid(self.guid.load(Ordering::Acquire))
     }
 
     /// Sector size shift.
@@ -259,7 +312,7 @@ impl TopVdev {
     /// Layout.
     #[must_use]
     pub fn layout(&self) -> Layout {
-        self.layout
+        *self.layout.read().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Size of the address space in bytes.
@@ -279,48 +332,78 @@ impl TopVdev {
         self.metaslab_shift.store(shift, Ordering::Relaxed);
     }
 
-    /// The leaves, in child order.
+    /// Every leaf, in tree order (both members of a replacing or spare child).
     #[must_use]
-    pub fn leaves(&self) -> &[Arc<Leaf>] {
-        &self.children
+    pub fn leaves(&self) -> Vec<Arc<Leaf>> {
+        self.children()
+            .iter()
+            .flat_map(|child| child.members().iter().cloned())
+            .collect()
     }
 
-    /// The leaf with `guid`, if it is a child of this vdev.
+    /// The child positions as they are now (a snapshot: the tree may change after).
     #[must_use]
-    pub fn leaf(&self, guid: Guid) -> Option<&Arc<Leaf>> {
-        self.children.iter().find(|leaf| leaf.guid() == guid)
+    pub fn children(&self) -> Vec<Arc<Child>> {
+        self.children
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
-    /// Health from the leaves' states.
+    /// Number of child positions.
+    #[must_use]
+    pub fn width(&self) -> usize {
+        self.children
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+
+    /// The leaf with `guid`, if it is in this vdev.
+    #[must_use]
+    pub fn leaf(&self, guid: Guid) -> Option<Arc<Leaf>> {
+        self.leaves().into_iter().find(|leaf| leaf.guid() == guid)
+    }
+
+    /// Health from the children: a position no member can be read from is lost; a member
+    /// out of service where another serves (a spare in use) still degrades.
     #[must_use]
     pub fn health(&self) -> Health {
-        let unusable: Vec<&Arc<Leaf>> = self.children.iter().filter(|l| !l.is_usable()).collect();
-        if unusable.is_empty() {
-            Health::Online
-        } else if unusable.len() <= self.layout.tolerated(self.children.len()) {
-            Health::Degraded
-        } else if unusable
+        let children = self.children();
+        let lost: Vec<&Arc<Child>> = children.iter().filter(|c| !c.is_readable()).collect();
+        let degraded = children
             .iter()
-            .all(|l| matches!(l.state(), LeafState::Unavail | LeafState::Removed))
-        {
+            .any(|c| c.members().iter().any(|l| !l.is_usable()));
+        if lost.is_empty() && !degraded {
+            Health::Online
+        } else if lost.len() <= self.layout().tolerated(children.len()) {
+            Health::Degraded
+        } else if lost.iter().all(|c| {
+            c.members()
+                .iter()
+                .all(|l| matches!(l.state(), LeafState::Unavail | LeafState::Removed))
+        }) {
             Health::Unavail
         } else {
             Health::Faulted
         }
     }
 
+    /// Whether some leaf of this vdev is being resilvered.
+    #[must_use]
+    pub fn needs_resilver(&self) -> bool {
+        self.children().iter().any(|c| c.needs_resilver())
+    }
+
     /// Bytes of address space a block of `psize` bytes occupies (sector-rounded; for raidz
     /// with parity and padding, see [`raidz_map::allocation_size`]).
     #[must_use]
     pub fn allocation_size(&self, psize: u64) -> u64 {
-        match self.layout {
+        match self.layout() {
             Layout::Disk | Layout::Mirror => psize.max(1).div_ceil(self.sector()) * self.sector(),
-            Layout::Raidz { parity } => raidz_map::allocation_size(
-                self.children.len(),
-                usize::from(parity),
-                self.ashift,
-                psize,
-            ),
+            Layout::Raidz { parity } => {
+                raidz_map::allocation_size(self.width(), usize::from(parity), self.ashift, psize)
+            }
         }
     }
 
@@ -332,8 +415,8 @@ impl TopVdev {
         self.parity_impl
     }
 
-    pub(crate) fn next_child(&self) -> usize {
-        self.next_child.fetch_add(1, Ordering::Relaxed) % self.children.len()
+    pub(crate) fn next_child(&self, width: usize) -> usize {
+        self.next_child.fetch_add(1, Ordering::Relaxed) % width
     }
 
     /// Checks an access of `len` bytes at `offset`: sector aligned, not empty, at most one
@@ -342,14 +425,14 @@ impl TopVdev {
         let sector = self.sector();
         if len == 0 || !offset.is_multiple_of(sector) || !len.is_multiple_of(sector) {
             return Err(VdevError::Misaligned {
-                guid: self.guid,
+                guid: self.guid(),
                 offset,
                 len,
                 sector,
             });
         }
         let out_of_range = VdevError::OutOfRange {
-            guid: self.guid,
+            guid: self.guid(),
             offset,
             len,
             asize: self.asize,
@@ -368,7 +451,7 @@ impl TopVdev {
     /// most `parity` raidz columns, took it. Unusable leaves are skipped and reported.
     pub fn write(&self, offset: u64, data: &[u8]) -> Result<WriteReport, VdevError> {
         self.check_access(offset, data.len() as u64)?;
-        match self.layout {
+        match self.layout() {
             Layout::Disk | Layout::Mirror => mirror::write(self, offset, data),
             Layout::Raidz { parity } => raidz_io::write(self, usize::from(parity), offset, data),
         }
@@ -385,7 +468,7 @@ impl TopVdev {
     ) -> Result<ReadReport, VdevError> {
         self.check_access(offset, len)?;
         let size = usize::try_from(len).expect("len <= BLOCK_SIZE_MAX fits in usize");
-        match self.layout {
+        match self.layout() {
             Layout::Disk | Layout::Mirror => mirror::read(self, offset, size, verify),
             Layout::Raidz { parity } => {
                 raidz_io::read(self, usize::from(parity), offset, size, verify)
@@ -403,10 +486,50 @@ impl TopVdev {
     ) -> Result<ScrubReport, VdevError> {
         self.check_access(offset, len)?;
         let size = usize::try_from(len).expect("len <= BLOCK_SIZE_MAX fits in usize");
-        match self.layout {
-            Layout::Disk | Layout::Mirror => mirror::scrub(self, offset, size, verify),
+        match self.layout() {
+            Layout::Disk | Layout::Mirror => mirror::scrub(self, offset, size, verify, false),
             Layout::Raidz { parity } => {
-                raidz_io::scrub(self, usize::from(parity), offset, size, verify)
+                raidz_io::scrub(self, usize::from(parity), offset, size, verify, false)
+            }
+        }
+    }
+
+    /// Resilvers one block: like [`TopVdev::scrub`] (every copy or column checked and
+    /// repaired), and then the block's copy or columns are written to every member being
+    /// resilvered ([`Healing::resilvered_bytes`]). A block with nothing on such a member is
+    /// not read at all.
+    pub fn resilver(
+        &self,
+        offset: u64,
+        len: u64,
+        verify: &dyn Fn(&[u8]) -> bool,
+    ) -> Result<ScrubReport, VdevError> {
+        self.check_access(offset, len)?;
+        let size = usize::try_from(len).expect("len <= BLOCK_SIZE_MAX fits in usize");
+        let children = self.children();
+        match self.layout() {
+            Layout::Disk | Layout::Mirror => {
+                if !children.iter().any(|c| c.needs_resilver()) {
+                    return Ok(ScrubReport::default());
+                }
+                mirror::scrub(self, offset, size, verify, true)
+            }
+            Layout::Raidz { parity } => {
+                let map = raidz_map::RaidzMap::new(
+                    children.len(),
+                    usize::from(parity),
+                    self.ashift,
+                    offset,
+                    len,
+                );
+                if !map
+                    .columns
+                    .iter()
+                    .any(|c| children[c.child].needs_resilver())
+                {
+                    return Ok(ScrubReport::default());
+                }
+                raidz_io::scrub(self, usize::from(parity), offset, size, verify, true)
             }
         }
     }
@@ -415,19 +538,27 @@ impl TopVdev {
     /// layout tolerates, because then acknowledged blocks may not survive.
     pub fn flush(&self) -> Result<(), VdevError> {
         let mut failed = Vec::new();
-        for leaf in &self.children {
-            let flushed = match leaf.usable_device() {
-                Some(device) => leaf.flush(device.as_ref()).is_ok(),
-                None => false,
-            };
-            if !flushed {
-                failed.push(leaf.guid());
+        let children = self.children();
+        let mut lost = 0;
+        for child in &children {
+            let mut any = false;
+            for leaf in child.members() {
+                let flushed = match leaf.usable_device() {
+                    Some(device) => leaf.flush(device.as_ref()).is_ok(),
+                    None => false,
+                };
+                if flushed {
+                    any = true;
+                } else {
+                    failed.push(leaf.guid());
+                }
             }
+            lost += usize::from(!any);
         }
-        let tolerated = self.layout.tolerated(self.children.len());
-        if failed.len() > tolerated {
+        let tolerated = self.layout().tolerated(children.len());
+        if lost > tolerated {
             return Err(VdevError::FlushFailed {
-                guid: self.guid,
+                guid: self.guid(),
                 failed,
                 tolerated,
             });
@@ -435,25 +566,19 @@ impl TopVdev {
         Ok(())
     }
 
-    /// Rewrites `data` at `data_offset` on the leaves `targets` (self-healing).
-    pub(crate) fn heal(&self, targets: &[(usize, u64, &[u8])], healing: &mut Healing) {
+    /// Rewrites `data` at `data_offset` on the child positions `targets` (self-healing).
+    pub(crate) fn heal(
+        children: &[Arc<Child>],
+        targets: &[(usize, u64, &[u8])],
+        healing: &mut Healing,
+    ) {
         for &(child, data_offset, data) in targets {
-            let leaf = &self.children[child];
-            let written = match leaf.usable_device() {
-                Some(device) => leaf.write(device.as_ref(), data_offset, data).is_ok(),
-                None => false,
-            };
-            if written {
-                healing.repaired.push(leaf.guid());
-                healing.repaired_bytes += data.len() as u64;
-            } else {
-                healing.heal_failed.push(leaf.guid());
-            }
+            children[child].heal(data_offset, data, healing);
         }
     }
 }
 
-fn check_width(layout: Layout, children: &[Arc<Leaf>], guid: Guid) -> Result<(), &'static str> {
+fn check_width(layout: Layout, children: &[Child], guid: Guid) -> Result<(), &'static str> {
     if children.len() > VDEV_CHILDREN_MAX {
         return Err("a vdev has at most 255 children");
     }
@@ -471,12 +596,41 @@ fn check_width(layout: Layout, children: &[Arc<Leaf>], guid: Guid) -> Result<(),
         }
         _ => {}
     }
-    let mut guids: Vec<Guid> = children.iter().map(|leaf| leaf.guid()).collect();
+    let mut guids: Vec<Guid> = children
+        .iter()
+        .flat_map(|c| c.members().iter().map(|leaf| leaf.guid()))
+        .collect();
     guids.sort_unstable();
     if guids.windows(2).any(|pair| pair[0] == pair[1]) {
         return Err("a leaf appears twice");
     }
     Ok(())
+}
+
+fn child_from_tree(
+    node: &VdevTree,
+    devices: &HashMap<Guid, Arc<dyn Device>>,
+) -> Result<Child, VdevError> {
+    let kind = match node.kind {
+        VdevKind::Replacing => ChildKind::Replacing,
+        VdevKind::SpareInUse => ChildKind::Spare,
+        _ => return Ok(Child::leaf(leaf_from_tree(node, devices)?)),
+    };
+    let [first, second] = node.children.as_slice() else {
+        return Err(VdevError::InvalidConfig {
+            guid: node.guid,
+            why: "a replacing or spare vdev has exactly two leaves",
+        });
+    };
+    if node.guid.0 == 0 || first.guid == second.guid {
+        return Err(VdevError::InvalidConfig {
+            guid: node.guid,
+            why: "a replacing or spare vdev needs a GUID and two distinct leaves",
+        });
+    }
+    let first = leaf_from_tree(first, devices)?;
+    let second = leaf_from_tree(second, devices)?;
+    Ok(Child::interior(kind, node.guid, first, second))
 }
 
 fn leaf_from_tree(
@@ -506,5 +660,200 @@ fn leaf_from_tree(
     if node.offline {
         leaf.set_state(LeafState::Offline);
     }
+    leaf.set_resilvering(node.resilvering);
     Ok(Arc::new(leaf))
+}
+
+/// Changes to the tree: replace, spare, attach, detach and the end of a resilver. The caller
+/// (the pool, under its lock, while no txg syncs) persists the new tree in the labels.
+impl TopVdev {
+    fn set_children(&self, children: Vec<Arc<Child>>) {
+        *self
+            .children
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = children;
+    }
+
+    fn set_layout(&self, layout: Layout, guid: Guid) {
+        assert!(guid.0 != 0, "a top-level vdev has a GUID");
+        *self.layout.write().unwrap_or_else(PoisonError::into_inner) = layout;
+        self.guid.store(guid.0, Ordering::Release);
+    }
+
+    /// After a change of child 0 of a disk vdev, the vdev's GUID is that child's.
+    fn sync_disk_guid(&self) {
+        if self.layout() == Layout::Disk {
+            let guid = self.children()[0].guid();
+            self.guid.store(guid.0, Ordering::Release);
+        }
+    }
+
+    fn position_of(&self, guid: Guid) -> Option<usize> {
+        self.children()
+            .iter()
+            .position(|c| c.members().iter().any(|leaf| leaf.guid() == guid))
+    }
+
+    /// Puts `new` beside the plain leaf `old` under an interior node of `kind` (replacing or
+    /// spare) with GUID `node_guid`; `new` is marked resilvering. When `old` stands inside a
+    /// spare node, the new device replaces the whole position: `replacing { spare, new }`,
+    /// and the failed original leaves the tree. Returns the leaves that left the tree.
+    pub fn begin_replace(
+        &self,
+        old: Guid,
+        new: Arc<Leaf>,
+        kind: ChildKind,
+        node_guid: Guid,
+    ) -> Result<Vec<Arc<Leaf>>, VdevError> {
+        let invalid = |why| VdevError::InvalidConfig {
+            guid: self.guid(),
+            why,
+        };
+        let index = self.position_of(old).ok_or(invalid("no such leaf"))?;
+        let mut children = self.children();
+        let child = Arc::clone(&children[index]);
+        let (source, dropped) = match child.kind() {
+            ChildKind::Leaf => (Arc::clone(&child.members()[0]), Vec::new()),
+            ChildKind::Spare if kind == ChildKind::Replacing => {
+                let [original, spare] = child.members() else {
+                    return Err(invalid("a spare node has two leaves"));
+                };
+                if original.guid() != old {
+                    return Err(invalid("replace the original leaf of a spare node"));
+                }
+                (Arc::clone(spare), vec![Arc::clone(original)])
+            }
+            _ => return Err(invalid("the leaf is already being replaced")),
+        };
+        if new.asize() < source.asize() {
+            return Err(VdevError::DeviceTooSmall {
+                guid: new.guid(),
+                size: new.asize(),
+            });
+        }
+        new.set_resilvering(true);
+        children[index] = Arc::new(Child::interior(kind, node_guid, source, new));
+        self.set_children(children);
+        self.sync_disk_guid();
+        Ok(dropped)
+    }
+
+    /// Adds `new` as a mirror side beside leaf `existing` (a disk becomes a mirror with GUID
+    /// `mirror_guid`); `new` is marked resilvering.
+    pub fn attach(
+        &self,
+        existing: Guid,
+        new: Arc<Leaf>,
+        mirror_guid: Guid,
+    ) -> Result<(), VdevError> {
+        let invalid = |why| VdevError::InvalidConfig {
+            guid: self.guid(),
+            why,
+        };
+        if self.position_of(existing).is_none() {
+            return Err(invalid("no such leaf"));
+        }
+        let layout = self.layout();
+        if matches!(layout, Layout::Raidz { .. }) {
+            return Err(invalid("can only attach to mirrors and top-level disks"));
+        }
+        if self.width() >= VDEV_CHILDREN_MAX {
+            return Err(invalid("a vdev has at most 255 children"));
+        }
+        let smallest = self.leaves().iter().map(|l| l.asize()).min().unwrap_or(0);
+        if new.asize() < smallest.min(self.asize) {
+            return Err(VdevError::DeviceTooSmall {
+                guid: new.guid(),
+                size: new.asize(),
+            });
+        }
+        new.set_resilvering(true);
+        let mut children = self.children();
+        children.push(Arc::new(Child::leaf(new)));
+        self.set_children(children);
+        if layout == Layout::Disk {
+            self.set_layout(Layout::Mirror, mirror_guid);
+        }
+        Ok(())
+    }
+
+    /// Removes leaf `guid`: a member of a replacing or spare node (the other member takes its
+    /// position) or a mirror side (a mirror of two becomes a disk). Refused when no readable
+    /// copy of the data would remain. Returns the leaf removed.
+    pub fn detach(&self, guid: Guid) -> Result<Arc<Leaf>, VdevError> {
+        let invalid = |why| VdevError::InvalidConfig {
+            guid: self.guid(),
+            why,
+        };
+        let index = self.position_of(guid).ok_or(invalid("no such leaf"))?;
+        let mut children = self.children();
+        let child = Arc::clone(&children[index]);
+        let leaf = child
+            .members()
+            .iter()
+            .find(|l| l.guid() == guid)
+            .cloned()
+            .expect("position_of found the leaf in this child");
+        if let Some(rest) = child.without(guid) {
+            let lost = children.iter().filter(|c| !c.is_readable()).count();
+            let was_readable = child.is_readable();
+            if was_readable && !rest.is_readable() && lost + 1 > self.tolerated() {
+                return Err(invalid("no valid replicas"));
+            }
+            children[index] = Arc::new(rest);
+        } else {
+            if self.layout() != Layout::Mirror {
+                return Err(invalid(
+                    "can only detach from mirrors, replacing and spare vdevs",
+                ));
+            }
+            let others_readable = children
+                .iter()
+                .enumerate()
+                .any(|(i, c)| i != index && c.is_readable());
+            if !others_readable {
+                return Err(invalid("no valid replicas"));
+            }
+            children.remove(index);
+        }
+        let single = children.len() == 1;
+        self.set_children(children);
+        if single {
+            let guid = self.children()[0].guid();
+            self.set_layout(Layout::Disk, guid);
+        }
+        self.sync_disk_guid();
+        Ok(leaf)
+    }
+
+    fn tolerated(&self) -> usize {
+        self.layout().tolerated(self.width())
+    }
+
+    /// Ends a resilver: every usable member being resilvered is complete; a replacing node
+    /// drops its old member (the new one takes the position). Returns the leaves that left
+    /// the tree.
+    pub fn finish_resilver(&self) -> Vec<Arc<Leaf>> {
+        let mut removed = Vec::new();
+        let mut children = self.children();
+        for child in &mut children {
+            let mut done = false;
+            for leaf in child.members() {
+                if leaf.is_resilvering() && leaf.is_usable() {
+                    leaf.set_resilvering(false);
+                    done = true;
+                }
+            }
+            if done && child.kind() == ChildKind::Replacing {
+                let old = Arc::clone(&child.members()[0]);
+                if let Some(rest) = child.without(old.guid()) {
+                    *child = Arc::new(rest);
+                    removed.push(old);
+                }
+            }
+        }
+        self.set_children(children);
+        self.sync_disk_guid();
+        removed
+    }
 }

@@ -269,6 +269,18 @@ impl Pipeline {
     /// one that verified (I5). A hole is nothing to do. Fails with
     /// [`ZioError::Unrecoverable`] only when no copy verifies; then nothing is rewritten.
     pub fn scrub_block(&self, bp: &BlockPtr) -> Result<ScrubOutcome, ZioError> {
+        self.scan_block(bp, false)
+    }
+
+    /// Resilvers one block: [`Pipeline::scrub_block`] through [`TopVdev::resilver`], which
+    /// also writes each copy's part onto the leaves being resilvered (counted in
+    /// [`ScrubOutcome::resilvered_bytes`]). Copies on vdevs with nothing to resilver are
+    /// left alone.
+    pub fn resilver_block(&self, bp: &BlockPtr) -> Result<ScrubOutcome, ZioError> {
+        self.scan_block(bp, true)
+    }
+
+    fn scan_block(&self, bp: &BlockPtr, resilver: bool) -> Result<ScrubOutcome, ZioError> {
         let mut outcome = ScrubOutcome::default();
         if bp.is_hole() {
             return Ok(outcome);
@@ -282,16 +294,21 @@ impl Pipeline {
         let mut good: Option<&Dva> = None;
         for dva in bp.copies() {
             let scrubbed = self.vdev(dva).and_then(|vdev| {
-                vdev.scrub(dva.offset, padded, &verify)
-                    .map_err(|e| ZioError::Unrecoverable {
-                        dva: dva_name(dva),
-                        birth: bp.birth,
-                        why: e.to_string(),
-                    })
+                let report = if resilver {
+                    vdev.resilver(dva.offset, padded, &verify)
+                } else {
+                    vdev.scrub(dva.offset, padded, &verify)
+                };
+                report.map_err(|e| ZioError::Unrecoverable {
+                    dva: dva_name(dva),
+                    birth: bp.birth,
+                    why: e.to_string(),
+                })
             });
             match scrubbed {
                 Ok(report) => {
                     outcome.repaired_bytes += report.healing.repaired_bytes;
+                    outcome.resilvered_bytes += report.healing.resilvered_bytes;
                     outcome.skipped.extend(report.skipped);
                     good = good.or(Some(dva));
                 }
@@ -359,6 +376,8 @@ pub struct ScrubOutcome {
     pub unrepaired: Vec<Dva>,
     /// Leaves holding part of a copy that could not be checked (offline or missing).
     pub skipped: Vec<Guid>,
+    /// Bytes written to leaves being resilvered.
+    pub resilvered_bytes: u64,
 }
 
 /// `vdev:offset:asize` in hex, as zdb prints DVAs.

@@ -1,0 +1,147 @@
+//! The event log behind `tarn pool events`: a bounded in-memory ring of what happened to the
+//! engine's pools, with ZFS's class names.
+//!
+//! Classes posted: `sysevent.fs.zfs.scrub_start` / `scrub_finish`, `resilver_start` /
+//! `resilver_finish`, `vdev_spare` (a hot spare activated), `statechange` (a leaf found
+//! REMOVED or FAULTED), `ereport.fs.zfs.io` and `ereport.fs.zfs.checksum`. The two ereports
+//! are derived from the per-leaf counters each time the background thread looks
+//! (`Engine::fault_check`): one event per leaf and kind whose counter grew, with the count in
+//! the payload, rather than one per failed I/O as ZFS posts them. The ring keeps the newest
+//! [`EVENTS_MAX`] events; nothing is persistent (ZFS's ring is not either).
+
+use std::collections::{BTreeMap, VecDeque};
+
+use tarn_base::Guid;
+use tarn_base::limits::EVENTS_MAX;
+use tarn_vdev::{Leaf, LeafStatsSnapshot};
+
+/// One event.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Event {
+    /// Sequence number, increasing from 1 for the life of the engine.
+    pub eid: u64,
+    /// Unix seconds.
+    pub time: u64,
+    /// ZFS class name (`ereport.fs.zfs.checksum`, `sysevent.fs.zfs.resilver_start`, ...).
+    pub class: String,
+    /// Pool name.
+    pub pool: String,
+    /// GUID of the vdev concerned (0 for pool-wide events).
+    pub vdev_guid: u64,
+    /// Path of the leaf concerned (empty for pool-wide events).
+    pub vdev_path: String,
+    /// Further facts, name and value.
+    pub payload: Vec<(String, String)>,
+}
+
+/// The ring and what the counters were when they were last looked at.
+#[derive(Debug, Default)]
+pub(crate) struct EventLog {
+    ring: VecDeque<Event>,
+    next: u64,
+    seen: BTreeMap<Guid, LeafStatsSnapshot>,
+}
+
+impl EventLog {
+    /// Appends an event, dropping the oldest beyond [`EVENTS_MAX`].
+    pub(crate) fn post(&mut self, mut event: Event) {
+        self.next += 1;
+        event.eid = self.next;
+        if self.ring.len() == EVENTS_MAX {
+            self.ring.pop_front();
+        }
+        self.ring.push_back(event);
+        assert!(self.ring.len() <= EVENTS_MAX, "the event ring is bounded");
+    }
+
+    /// Events with `eid > after`, oldest first.
+    pub(crate) fn since(&self, after: u64) -> Vec<Event> {
+        self.ring
+            .iter()
+            .filter(|e| e.eid > after)
+            .cloned()
+            .collect()
+    }
+
+    /// Drops every event (`-c`); sequence numbers keep increasing.
+    pub(crate) fn clear(&mut self) {
+        self.ring.clear();
+    }
+
+    /// Posts `io` and `checksum` ereports for the counters of `leaf` that grew since the
+    /// last look.
+    pub(crate) fn counters(&mut self, pool: &str, leaf: &Leaf, time: u64) {
+        let now = leaf.stats().snapshot();
+        let before = self.seen.insert(leaf.guid(), now).unwrap_or_default();
+        let io = (now.read_errors + now.write_errors)
+            .saturating_sub(before.read_errors + before.write_errors);
+        let checksum = now.checksum_errors.saturating_sub(before.checksum_errors);
+        for (class, count) in [("io", io), ("checksum", checksum)] {
+            if count > 0 {
+                let payload = vec![("count".to_string(), count.to_string())];
+                self.post(leaf_event(
+                    pool,
+                    leaf,
+                    time,
+                    &format!("ereport.fs.zfs.{class}"),
+                    payload,
+                ));
+            }
+        }
+    }
+}
+
+/// An event about one leaf.
+pub(crate) fn leaf_event(
+    pool: &str,
+    leaf: &Leaf,
+    time: u64,
+    class: &str,
+    payload: Vec<(String, String)>,
+) -> Event {
+    Event {
+        eid: 0,
+        time,
+        class: class.to_string(),
+        pool: pool.to_string(),
+        vdev_guid: leaf.guid().0,
+        vdev_path: leaf.path(),
+        payload,
+    }
+}
+
+/// A pool-wide event (`sysevent.fs.zfs.<what>`).
+pub(crate) fn pool_event(pool: &str, time: u64, what: &str) -> Event {
+    Event {
+        eid: 0,
+        time,
+        class: format!("sysevent.fs.zfs.{what}"),
+        pool: pool.to_string(),
+        vdev_guid: 0,
+        vdev_path: String::new(),
+        payload: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Goal: the ring keeps the newest EVENTS_MAX events with increasing ids, and clear keeps
+    /// the numbering.
+    #[test]
+    fn ring_is_bounded_and_numbered() {
+        let mut log = EventLog::default();
+        for i in 0..EVENTS_MAX + 5 {
+            log.post(pool_event("tank", i as u64, "scrub_start"));
+        }
+        let all = log.since(0);
+        assert_eq!(all.len(), EVENTS_MAX);
+        assert_eq!(all[0].eid, 6);
+        assert_eq!(all.last().unwrap().eid, (EVENTS_MAX + 5) as u64);
+        assert_eq!(log.since((EVENTS_MAX + 3) as u64).len(), 2);
+        log.clear();
+        log.post(pool_event("tank", 0, "scrub_finish"));
+        assert_eq!(log.since(0)[0].eid, (EVENTS_MAX + 6) as u64);
+    }
+}

@@ -1,0 +1,541 @@
+//! Replace, attach, detach, resilver and hot spares on simulated devices.
+//!
+//! Goal: a resilver copies exactly the live data that belongs on the new device (in bytes:
+//! the columns of live blocks on that position, plus metadata), misses no block written while
+//! it runs, resumes after a crash or an export with renamed devices, and leaves a pool whose
+//! data survives the loss of another device; a device that vanishes or keeps failing is
+//! replaced by a hot spare without anyone asking; every refused command changes nothing.
+//! Method: raidz1 and mirror pools of 128 MiB `SimDevice`s with random object data; the
+//! proof that the new device holds the right bytes is to make another device of the raidz
+//! disappear afterwards and read everything back (then nothing but parity and the new
+//! device can supply the missing columns), then scrub.
+
+#![allow(clippy::unwrap_used)]
+
+use std::sync::Arc;
+
+use tarn_base::{ManualClock, ObjectId, SeededRng};
+use tarn_device::{FaultPlan, SimDevice};
+use tarn_engine::{
+    CreateOptions, Engine, EngineError, ScanFunction, ScanProgress, ScanState, ScrubAction,
+    TopLayout, TopSpec, VdevNode,
+};
+use tarn_objects::visit_object_set;
+use tarn_pool::{CreateSpec, HostIdentity, ImportOptions, Pool, SimProvider};
+use tarn_vdev::RaidzMap;
+
+const DEVICE_SIZE: u64 = 128 << 20;
+const ASHIFT: u8 = 12;
+
+fn identity() -> HostIdentity {
+    HostIdentity {
+        hostid: 7,
+        hostname: "host".into(),
+    }
+}
+
+fn engine_on(provider: &Arc<SimProvider>) -> Engine {
+    Engine::new(
+        provider.clone(),
+        identity(),
+        Arc::new(ManualClock::new(1_795_357_800)),
+        42,
+    )
+}
+
+struct Rig {
+    provider: Arc<SimProvider>,
+    engine: Engine,
+    objects: Vec<(ObjectId, Vec<u8>)>,
+}
+
+/// A pool `tank` of `count` devices `/sim/d*` in `layout`, with `spares` hot spares
+/// `/sim/s*`, and spare devices `/sim/n*` (not in the pool) for replacing.
+fn rig(layout: TopLayout, count: usize, spares: usize) -> Rig {
+    let provider = Arc::new(SimProvider::new());
+    let names: Vec<String> = (0..count).map(|i| format!("/sim/d{i}")).collect();
+    let spare_names: Vec<String> = (0..spares).map(|i| format!("/sim/s{i}")).collect();
+    for name in names.iter().chain(&spare_names) {
+        provider.insert(
+            name,
+            SimDevice::new(name, DEVICE_SIZE, FaultPlan::default()),
+        );
+    }
+    for i in 0..2 {
+        let name = format!("/sim/n{i}");
+        provider.insert(
+            &name,
+            SimDevice::new(&name, DEVICE_SIZE, FaultPlan::default()),
+        );
+    }
+    provider.insert(
+        "/sim/small",
+        SimDevice::new("/sim/small", DEVICE_SIZE / 2, FaultPlan::default()),
+    );
+    let engine = engine_on(&provider);
+    let spec = CreateSpec {
+        name: "tank".into(),
+        tops: vec![TopSpec {
+            layout,
+            devices: names.clone(),
+        }],
+        spares: spare_names,
+        ashift: ASHIFT,
+        force: false,
+    };
+    let options = CreateOptions {
+        command: "pool create tank".into(),
+        ..CreateOptions::default()
+    };
+    engine.create_pool(&spec, &options).expect("create");
+    Rig {
+        provider,
+        engine,
+        objects: Vec::new(),
+    }
+}
+
+impl Rig {
+    fn write_object(&mut self, seed: u64, len: usize) {
+        let object = self.engine.object_create("tank", 128 << 10).unwrap();
+        let mut data = vec![0u8; len];
+        SeededRng::new(seed).fill(&mut data);
+        self.engine.object_write("tank", object, 0, &data).unwrap();
+        self.engine.sync_pool("tank").unwrap();
+        self.objects.push((object, data));
+    }
+
+    fn check_data(&self) {
+        for (object, data) in &self.objects {
+            let mut buf = vec![0u8; data.len()];
+            self.engine
+                .object_read("tank", *object, 0, &mut buf)
+                .unwrap();
+            assert!(buf == *data, "object {object:?} differs");
+        }
+    }
+
+    fn device(&self, path: &str) -> Arc<SimDevice> {
+        self.provider.get(path).unwrap()
+    }
+
+    fn step(&self, bytes: u64) -> ScanProgress {
+        self.engine.scrub_step("tank", bytes).unwrap().unwrap()
+    }
+
+    fn finish(&self) -> ScanProgress {
+        for _ in 0..100_000 {
+            let progress = self.step(1 << 20);
+            if progress.state != ScanState::Scanning {
+                return progress;
+            }
+        }
+        panic!("scan did not finish");
+    }
+
+    fn scrub(&self) -> ScanProgress {
+        self.engine
+            .scrub(&["tank".to_string()], ScrubAction::Start, "pool scrub tank")
+            .unwrap();
+        self.finish()
+    }
+
+    fn config(&self) -> VdevNode {
+        self.engine.status("tank").unwrap().config.children[0].clone()
+    }
+
+    fn import(&mut self) {
+        self.engine = engine_on(&self.provider);
+        let dirs = ["/sim".to_string()];
+        self.engine
+            .import_pool(&dirs, "tank", &ImportOptions::default(), "pool import tank")
+            .unwrap();
+    }
+
+    /// Bytes of the data blocks of the root dataset that live on child position `child` of
+    /// a raidz1 of `width` (read from a read-only import of the exported pool).
+    fn data_bytes_on(&self, child: usize, width: usize) -> u64 {
+        let found = tarn_pool::discover(self.provider.as_ref(), &["/sim".to_string()]);
+        let options = ImportOptions {
+            readonly: true,
+            ..ImportOptions::default()
+        };
+        let pool = Pool::import(
+            &found[0],
+            self.provider.as_ref(),
+            &options,
+            identity(),
+            Arc::new(ManualClock::new(1)),
+            &|_| Ok(()),
+        )
+        .unwrap();
+        let reader = pool.reader();
+        let mut mos = tarn_objects::ObjectSet::open(&reader, &pool.root().unwrap()).unwrap();
+        let bonus = mos.bonus(&reader, ObjectId(4)).unwrap();
+        let data_root = tarn_format::BlockPtr::decode_bytes(&bonus).unwrap();
+        let mut bytes = 0u64;
+        visit_object_set(&reader, &data_root, &mut |bp, _| {
+            let padded = u64::from(bp.psize).next_multiple_of(1 << ASHIFT);
+            for dva in bp.copies() {
+                let map = RaidzMap::new(width, 1, ASHIFT, dva.offset, padded);
+                for (c, column) in map.columns.iter().enumerate() {
+                    if column.child == child {
+                        bytes += map.column_bytes(c) as u64;
+                    }
+                }
+            }
+        })
+        .unwrap();
+        bytes
+    }
+
+    /// Every device image (durable bytes), for "nothing changed" checks.
+    fn images(&self) -> Vec<(String, Vec<u8>)> {
+        let mut all: Vec<(String, Vec<u8>)> = self
+            .provider
+            .all()
+            .into_iter()
+            .map(|(name, device)| (name, device.image()))
+            .collect();
+        all.sort();
+        all
+    }
+}
+
+fn names(node: &VdevNode) -> Vec<String> {
+    node.children.iter().map(|c| c.name.clone()).collect()
+}
+
+/// Replace a raidz1 member holding data: the resilver writes the live columns of that
+/// position (plus metadata), the replacing vdev collapses, and the new device alone can
+/// stand in for the old one (another device vanishes and every byte still reads back).
+#[test]
+fn replace_resilvers_live_data_only_and_collapses() {
+    let mut rig = rig(TopLayout::Raidz(1), 4, 0);
+    rig.write_object(1, 6 << 20);
+    rig.write_object(2, 3 << 20);
+    rig.engine.export_pool("tank", false).unwrap();
+    let expected = rig.data_bytes_on(1, 4);
+    rig.import();
+    rig.engine
+        .replace(
+            "tank",
+            "d1",
+            Some("/sim/n0"),
+            "pool replace tank d1 /sim/n0",
+        )
+        .unwrap();
+    let config = rig.config();
+    assert_eq!(config.children[1].name, "replacing-1");
+    assert_eq!(
+        names(&config.children[1]),
+        vec!["/sim/d1".to_string(), "/sim/n0".to_string()]
+    );
+    assert_eq!(
+        config.children[1].children[1].note.as_deref(),
+        Some("(resilvering)")
+    );
+    let done = rig.finish();
+    assert_eq!(done.function, ScanFunction::Resilver);
+    assert_eq!((done.state, done.errors), (ScanState::Finished, 0));
+    assert!(
+        done.repaired >= expected && done.repaired <= expected + (1 << 20),
+        "resilvered {} bytes, live data on the device {expected}",
+        done.repaired
+    );
+    let status = rig.engine.status("tank").unwrap();
+    let scan = status.scan.unwrap();
+    assert!(scan.starts_with("resilvered "), "{scan}");
+    assert!(
+        scan.ends_with("with 0 errors on Sun Nov 22 14:30:00 2026"),
+        "{scan}"
+    );
+    assert_eq!(
+        names(&rig.config()),
+        vec!["/sim/d0", "/sim/n0", "/sim/d2", "/sim/d3"]
+    );
+    assert_eq!(status.state, "ONLINE");
+    // The replaced device's labels are wiped: no import will take it for a member.
+    assert!(
+        tarn_pool::read_labels(rig.device("/sim/d1").as_ref())
+            .config
+            .is_none()
+    );
+    rig.device("/sim/d2").set_gone(true);
+    rig.check_data();
+    rig.device("/sim/d2").set_gone(false);
+    rig.engine.export_pool("tank", false).unwrap();
+    rig.import();
+    // d2 missed the export's blocks while it was gone: the scrub repairs them, then no more.
+    assert_eq!(rig.scrub().errors, 0);
+    let scrub = rig.scrub();
+    assert_eq!((scrub.errors, scrub.repaired), (0, 0), "{scrub:?}");
+    rig.check_data();
+}
+
+/// Blocks written while the resilver runs reach the new device: after the resilver the old
+/// device's neighbour vanishes and both the old and the new data read back.
+#[test]
+fn writes_during_resilver_are_not_missed() {
+    let mut rig = rig(TopLayout::Raidz(1), 4, 0);
+    rig.write_object(3, 4 << 20);
+    rig.engine
+        .replace(
+            "tank",
+            "d3",
+            Some("/sim/n0"),
+            "pool replace tank d3 /sim/n0",
+        )
+        .unwrap();
+    let first = rig.step(256 << 10);
+    assert_eq!(first.state, ScanState::Scanning);
+    assert!(first.issued < first.to_examine);
+    rig.write_object(4, 3 << 20);
+    rig.write_object(5, 1 << 20);
+    let done = rig.finish();
+    assert_eq!((done.state, done.errors), (ScanState::Finished, 0));
+    rig.device("/sim/d0").set_gone(true);
+    rig.check_data();
+    rig.device("/sim/d0").set_gone(false);
+}
+
+/// A crash in the middle of a resilver: the reimported pool still has the replacing vdev and
+/// the resilver record with its bookmark, resumes, and finishes with correct data.
+#[test]
+fn crash_during_resilver_resumes() {
+    let mut rig = rig(TopLayout::Raidz(1), 4, 0);
+    rig.write_object(6, 6 << 20);
+    rig.engine
+        .replace(
+            "tank",
+            "d2",
+            Some("/sim/n0"),
+            "pool replace tank d2 /sim/n0",
+        )
+        .unwrap();
+    rig.step(512 << 10);
+    let before = rig.step(512 << 10);
+    rig.engine.sync_pool("tank").unwrap();
+    for (_, device) in rig.provider.all() {
+        device.crash();
+    }
+    rig.import();
+    let resumed = rig.engine.scan_progress("tank").unwrap().unwrap();
+    assert_eq!(resumed.function, ScanFunction::Resilver);
+    assert_eq!(resumed.state, ScanState::Scanning);
+    assert_eq!(resumed.bookmark, before.bookmark);
+    assert_eq!(rig.config().children[2].name, "replacing-2");
+    let done = rig.finish();
+    assert_eq!((done.state, done.errors), (ScanState::Finished, 0));
+    assert_eq!(
+        names(&rig.config()),
+        vec!["/sim/d0", "/sim/d1", "/sim/n0", "/sim/d3"]
+    );
+    rig.device("/sim/d1").set_gone(true);
+    rig.check_data();
+}
+
+/// Export during a resilver, rename every device file, import: found by GUID, resumed from
+/// the bookmark, finished.
+#[test]
+fn export_rename_import_resumes_resilver() {
+    let mut rig = rig(TopLayout::Mirror, 2, 0);
+    rig.write_object(7, 4 << 20);
+    rig.engine
+        .attach("tank", "d1", "/sim/n0", "pool attach tank d1 /sim/n0")
+        .unwrap();
+    let partial = rig.step(256 << 10);
+    rig.engine.export_pool("tank", false).unwrap();
+    for (name, _) in rig.provider.all() {
+        let renamed = name.replace("/sim/", "/sim/moved-");
+        assert!(rig.provider.rename(&name, &renamed));
+    }
+    rig.import();
+    let resumed = rig.engine.scan_progress("tank").unwrap().unwrap();
+    assert_eq!(
+        (resumed.function, resumed.state, resumed.bookmark),
+        (
+            ScanFunction::Resilver,
+            ScanState::Scanning,
+            partial.bookmark
+        )
+    );
+    let done = rig.finish();
+    assert_eq!(done.errors, 0);
+    assert_eq!(
+        names(&rig.config()),
+        vec!["/sim/moved-d0", "/sim/moved-d1", "/sim/moved-n0"]
+    );
+    rig.device("/sim/moved-d0").set_gone(true);
+    rig.device("/sim/moved-d1").set_gone(true);
+    rig.check_data();
+}
+
+/// attach turns a single disk into a mirror; detach takes it back; the last copy cannot go.
+#[test]
+fn attach_and_detach() {
+    let mut rig = rig(TopLayout::Disk, 1, 0);
+    rig.write_object(8, 2 << 20);
+    rig.engine
+        .attach("tank", "d0", "/sim/n0", "pool attach tank d0 /sim/n0")
+        .unwrap();
+    assert_eq!(rig.config().kind, "mirror");
+    let done = rig.finish();
+    assert!(done.repaired >= 2 << 20, "{done:?}");
+    rig.device("/sim/d0").set_gone(true);
+    rig.check_data();
+    rig.device("/sim/d0").set_gone(false);
+    rig.engine.clear("tank", None, "pool clear tank").unwrap();
+    rig.engine
+        .online("tank", "d0", "pool online tank d0")
+        .unwrap();
+    rig.finish();
+    rig.engine
+        .detach("tank", "/sim/n0", "pool detach tank /sim/n0")
+        .unwrap();
+    let config = rig.config();
+    assert_eq!(
+        (config.name.as_str(), config.kind.as_str()),
+        ("/sim/d0", "disk")
+    );
+    let refused = rig.engine.detach("tank", "d0", "pool detach tank d0");
+    assert!(
+        matches!(refused, Err(EngineError::InvalidArgument(_))),
+        "{refused:?}"
+    );
+    rig.engine.export_pool("tank", false).unwrap();
+    rig.import();
+    rig.check_data();
+}
+
+/// A device vanishes while the pool is busy: its leaf goes REMOVED, the pool DEGRADED, the
+/// spare activates by itself and is resilvered; replacing the failed device returns the
+/// spare to AVAIL.
+#[test]
+fn vanished_device_is_replaced_by_a_spare() {
+    let mut rig = rig(TopLayout::Raidz(1), 4, 1);
+    rig.write_object(9, 4 << 20);
+    rig.device("/sim/d2").set_gone(true);
+    rig.write_object(10, 2 << 20);
+    rig.check_data();
+    let status = rig.engine.status("tank").unwrap();
+    assert_eq!(status.state, "DEGRADED");
+    assert_eq!(rig.config().children[2].state, "REMOVED");
+    assert_eq!(rig.engine.fault_check(), vec!["tank".to_string()]);
+    assert_eq!(rig.engine.fault_check(), Vec::<String>::new());
+    let config = rig.config();
+    assert_eq!(config.children[2].name, "spare-2");
+    assert_eq!(names(&config.children[2]), vec!["/sim/d2", "/sim/s0"]);
+    let status = rig.engine.status("tank").unwrap();
+    assert_eq!(status.spares[0].state, "INUSE");
+    let done = rig.finish();
+    assert_eq!((done.function, done.errors), (ScanFunction::Resilver, 0));
+    assert!(done.repaired > 0);
+    assert_eq!(rig.engine.status("tank").unwrap().state, "DEGRADED");
+    let events = rig.engine.events(Some("tank"), 0, false);
+    let classes: Vec<&str> = events.iter().map(|e| e.class.as_str()).collect();
+    assert_eq!(
+        classes,
+        vec![
+            "ereport.fs.zfs.io",
+            "sysevent.fs.zfs.statechange",
+            "sysevent.fs.zfs.vdev_spare",
+            "sysevent.fs.zfs.resilver_start",
+            "sysevent.fs.zfs.resilver_finish",
+        ]
+    );
+    assert_eq!(events[0].vdev_path, "/sim/d2");
+    assert_eq!(
+        events[1].payload,
+        vec![("vdev_state".into(), "REMOVED".into())]
+    );
+    assert_eq!(events[2].payload, vec![("spare".into(), "/sim/s0".into())]);
+    assert!(events.windows(2).all(|w| w[0].eid < w[1].eid));
+    let last = events[4].eid;
+    assert_eq!(rig.engine.events(None, 0, true).len(), 5);
+    assert!(rig.engine.events(None, 0, false).is_empty());
+    assert!(rig.engine.events(None, last, false).is_empty());
+    rig.device("/sim/d0").set_gone(true);
+    rig.check_data();
+    rig.device("/sim/d0").set_gone(false);
+    rig.engine.clear("tank", None, "pool clear tank").unwrap();
+    rig.engine
+        .online("tank", "d0", "pool online tank d0")
+        .unwrap();
+    rig.finish();
+    rig.engine
+        .replace(
+            "tank",
+            "d2",
+            Some("/sim/n1"),
+            "pool replace tank d2 /sim/n1",
+        )
+        .unwrap();
+    assert_eq!(names(&rig.config().children[2]), vec!["/sim/s0", "/sim/n1"]);
+    rig.finish();
+    let status = rig.engine.status("tank").unwrap();
+    assert_eq!(names(&status.config.children[0])[2], "/sim/n1");
+    assert_eq!(status.spares[0].state, "AVAIL");
+    assert_eq!(status.state, "ONLINE");
+    rig.engine.export_pool("tank", false).unwrap();
+    rig.import();
+    assert_eq!(rig.engine.status("tank").unwrap().spares[0].state, "AVAIL");
+    rig.check_data();
+}
+
+/// A device that fails reads intermittently: reads heal around it, and once it has
+/// IO_ERRORS_FAULT errors it is faulted and spared.
+#[test]
+fn intermittent_eio_faults_and_spares() {
+    let mut rig = rig(TopLayout::Raidz(1), 4, 1);
+    rig.write_object(11, 4 << 20);
+    rig.engine.export_pool("tank", false).unwrap();
+    rig.import();
+    let plan = FaultPlan {
+        read_eio: 500_000,
+        ..FaultPlan::seeded(5)
+    };
+    rig.device("/sim/d1").set_plan(plan);
+    rig.check_data();
+    let read_errors = rig.config().children[1].read;
+    assert!(
+        read_errors >= tarn_engine::replace::IO_ERRORS_FAULT,
+        "{read_errors}"
+    );
+    assert_eq!(rig.engine.status("tank").unwrap().state, "ONLINE");
+    assert_eq!(rig.engine.fault_check(), vec!["tank".to_string()]);
+    let config = rig.config();
+    assert_eq!(config.children[1].children[0].state, "FAULTED");
+    assert_eq!(names(&config.children[1]), vec!["/sim/d1", "/sim/s0"]);
+    let done = rig.finish();
+    assert_eq!(done.errors, 0);
+    rig.check_data();
+}
+
+/// Every refused replace, attach and detach leaves every device byte-identical.
+#[test]
+fn refused_commands_change_nothing() {
+    let rig = rig(TopLayout::Raidz(1), 4, 1);
+    let before = rig.images();
+    let e = &rig.engine;
+    let cases: Vec<(&str, Result<(), EngineError>)> = vec![
+        (
+            "too small",
+            e.replace("tank", "d1", Some("/sim/small"), "x"),
+        ),
+        ("same", e.replace("tank", "d1", Some("/sim/d1"), "x")),
+        ("member", e.replace("tank", "d1", Some("/sim/d2"), "x")),
+        ("spare", e.replace("tank", "d1", Some("/sim/s0"), "x")),
+        ("missing", e.replace("tank", "d1", Some("/sim/nope"), "x")),
+        ("in place", e.replace("tank", "d1", None, "x")),
+        ("no device", e.replace("tank", "d9", Some("/sim/n0"), "x")),
+        ("raidz attach", e.attach("tank", "d1", "/sim/n0", "x")),
+        ("raidz detach", e.detach("tank", "d1", "x")),
+    ];
+    for (what, result) in cases {
+        let error = result.expect_err(what);
+        assert!(!error.to_string().is_empty(), "{what}");
+        assert!(!error.to_string().contains('\n'), "{what}: {error}");
+    }
+    assert!(before == rig.images(), "a refused command changed a device");
+}
