@@ -152,8 +152,7 @@ impl Engine {
             let own: &[(String, Option<String>)] = if index == last { &values } else { &[] };
             parent = self.create_one(&mut inner, parent, full, own)?;
         }
-        inner.history.push(self.history_record(command, false));
-        inner.sync()?;
+        self.commit(&mut inner, command)?;
         Ok(())
     }
 
@@ -241,8 +240,7 @@ impl Engine {
         for (doomed, _) in subtree.into_iter().rev() {
             destroy_one(&mut inner, doomed)?;
         }
-        inner.history.push(self.history_record(command, false));
-        inner.sync()?;
+        self.commit(&mut inner, command)?;
         Ok(())
     }
 
@@ -309,8 +307,7 @@ impl Engine {
             let config = datasets.write_config(at);
             datasets.node_mut(at).objset.set_write_config(config)?;
         }
-        inner.history.push(self.history_record(command, false));
-        inner.sync()?;
+        self.commit(&mut inner, command)?;
         Ok(())
     }
 
@@ -331,18 +328,10 @@ impl Engine {
             check_space_prop(&inner, id, property, normalized.as_deref())?;
             values.push((property.clone(), normalized));
         }
-        let Imported {
-            pool,
-            mos,
-            datasets,
-            ..
-        } = &mut *inner;
-        let reader = pool.reader();
         for (property, value) in &values {
-            datasets.set_local(mos.objset(), &reader, id, property, value.as_deref())?;
+            inner.set_local(id, property, value.as_deref())?;
         }
-        inner.history.push(self.history_record(command, false));
-        inner.sync()?;
+        self.commit(&mut inner, command)?;
         Ok(())
     }
 
@@ -386,18 +375,10 @@ impl Engine {
         } else {
             vec![id]
         };
-        let Imported {
-            pool,
-            mos,
-            datasets,
-            ..
-        } = &mut *inner;
-        let reader = pool.reader();
         for target in targets {
-            datasets.set_local(mos.objset(), &reader, target, property, None)?;
+            inner.set_local(target, property, None)?;
         }
-        inner.history.push(self.history_record(command, false));
-        inner.sync()?;
+        self.commit(&mut inner, command)?;
         Ok(())
     }
 
@@ -450,6 +431,33 @@ impl Engine {
                 inner.mounted.remove(&dataset);
             }
         }
+    }
+}
+
+impl Engine {
+    /// Records `command` in the pool's history and commits the change in a txg of its own.
+    fn commit(&self, inner: &mut Imported, command: &str) -> Result<(), EngineError> {
+        inner.history.push(self.history_record(command, false));
+        inner.sync()?;
+        Ok(())
+    }
+}
+
+impl Imported {
+    /// Sets (`Some`) or removes (`None`) a local property of dataset `id`.
+    fn set_local(
+        &mut self,
+        id: DatasetId,
+        property: &str,
+        value: Option<&str>,
+    ) -> Result<(), EngineError> {
+        let Imported {
+            pool,
+            mos,
+            datasets,
+            ..
+        } = self;
+        datasets.set_local(mos.objset(), &pool.reader(), id, property, value)
     }
 }
 
