@@ -28,6 +28,7 @@ use tarn_proto::{
 };
 
 use crate::Handler;
+use crate::mounts::{MountTable, notices_reply};
 
 /// How often dirty data is committed even when nobody asks (ZFS's `zfs_txg_timeout`).
 pub const TXG_TIMEOUT: Duration = Duration::from_secs(5);
@@ -73,6 +74,7 @@ pub struct EngineBackend {
     engine: Arc<Engine>,
     batch: Arc<Mutex<()>>,
     wake: Arc<Wake>,
+    mounts: MountTable,
 }
 
 fn lock_batch(batch: &Mutex<()>) -> MutexGuard<'_, ()> {
@@ -163,6 +165,7 @@ impl EngineBackend {
             .spawn(move || drive_scrubs(&weak, &thread_batch, &thread_wake))
             .map_err(|e| format!("cannot start the scrub thread: {e}"))?;
         Ok(EngineBackend {
+            mounts: MountTable::new(Arc::clone(&engine)),
             engine,
             batch,
             wake,
@@ -387,7 +390,7 @@ impl EngineBackend {
                 let (config, spares) = split_spares(&layout);
                 ok(ReplyPayload::Layout(PoolLayout { config, spares }))
             }
-            Ok(None) => ok(ReplyPayload::Unit),
+            Ok(None) => notices_reply(self.mounts.mount_pool(&request.name)),
             Err(e) => error_reply(&e),
         }
     }
@@ -414,7 +417,7 @@ impl EngineBackend {
             &options,
             &command,
         ) {
-            Ok(_) => ok(ReplyPayload::Unit),
+            Ok(name) => notices_reply(self.mounts.mount_pool(&name)),
             Err(e) => error_reply(&e),
         }
     }
@@ -758,7 +761,44 @@ impl Handler for EngineBackend {
     }
 
     fn handle(&self, request: Request) -> Response {
-        if let Some(response) = self.devices(&request).or_else(|| self.datasets(&request)) {
+        if let Some(response) = self.mounts.before(&request) {
+            return response;
+        }
+        if let Request::PoolExport { name, force } | Request::PoolDestroy { name, force } = &request
+            && let Err(error) = self.mounts.unmount_pool(name, *force)
+        {
+            return Response::error(error.to_string());
+        }
+        let response = self.handle_engine(&request);
+        let succeeded = matches!(response, Response::Ok(_));
+        let notices = self.mounts.after(&request, succeeded);
+        match response {
+            Response::Ok(ReplyPayload::Unit) => notices_reply(notices),
+            response => response,
+        }
+    }
+
+    fn cache_entries(&self) -> Vec<CacheEntry> {
+        self.cache_entries_of_engine()
+    }
+
+    fn import_cached(&self, entry: &CacheEntry) -> Result<(), String> {
+        let name = self.import_cached_pool(entry)?;
+        for notice in self.mounts.mount_pool(&name) {
+            eprintln!("{notice}");
+        }
+        Ok(())
+    }
+
+    fn shutdown(&self) {
+        self.mounts.unmount_all();
+        self.engine.shutdown();
+    }
+}
+
+impl EngineBackend {
+    fn handle_engine(&self, request: &Request) -> Response {
+        if let Some(response) = self.devices(request).or_else(|| self.datasets(request)) {
             return response;
         }
         let result: Result<Response, EngineError> = match &request {
@@ -827,7 +867,7 @@ impl Handler for EngineBackend {
         result.unwrap_or_else(|e| error_reply(&e))
     }
 
-    fn cache_entries(&self) -> Vec<CacheEntry> {
+    fn cache_entries_of_engine(&self) -> Vec<CacheEntry> {
         self.engine
             .cache_entries()
             .into_iter()
@@ -839,7 +879,7 @@ impl Handler for EngineBackend {
             .collect()
     }
 
-    fn import_cached(&self, entry: &CacheEntry) -> Result<(), String> {
+    fn import_cached_pool(&self, entry: &CacheEntry) -> Result<String, String> {
         let mut dirs: Vec<String> = entry
             .devices
             .iter()
@@ -854,11 +894,6 @@ impl Handler for EngineBackend {
         let command = format!("pool import {} (cache file)", entry.name);
         self.engine
             .import_pool(&dirs, &entry.guid.to_string(), &options, &command)
-            .map(|_| ())
             .map_err(|e| e.to_string())
-    }
-
-    fn shutdown(&self) {
-        self.engine.shutdown();
     }
 }

@@ -57,6 +57,13 @@ pub fn committed_txg(engine: &Engine, name: &str) -> Result<Option<Txg>, EngineE
     Ok(inner.pool.last_uberblock().map(|ub| ub.txg))
 }
 
+/// The txg whose uberblock the import of `name` opened (`None` if it was created here).
+pub fn imported_txg(engine: &Engine, name: &str) -> Result<Option<Txg>, EngineError> {
+    let handle = engine.pool(name)?;
+    let inner = handle.lock();
+    Ok(inner.pool.imported_txg())
+}
+
 /// Sets how the root dataset writes blocks from now on (checksum, compression, copies).
 /// Not persistent: an import starts from the default again. Dataset properties will replace
 /// this hook; until then it lets the simulator vary what the pipeline writes.

@@ -383,6 +383,8 @@ pub struct Pool {
     pipeline: Pipeline,
     space: SpaceManager,
     last: Option<Uberblock>,
+    /// The txg an import opened (None for a pool created here).
+    imported_txg: Option<Txg>,
     txg: Txg,
     config_dirty: bool,
     suspended: Option<String>,
@@ -530,6 +532,7 @@ impl Pool {
             pipeline,
             space,
             last: None,
+            imported_txg: None,
             txg: Txg(0),
             config_dirty: false,
             suspended: None,
@@ -622,6 +625,7 @@ impl Pool {
                     // Txgs keep increasing past everything ever written, even after a
                     // rewind, so a stale newer uberblock can never win a later import.
                     self.txg = newest_seen.max(ub.txg);
+                    self.imported_txg = Some(ub.txg);
                     self.config_dirty = true;
                     return Ok(());
                 }
@@ -653,6 +657,13 @@ impl Pool {
     #[must_use]
     pub fn guid(&self) -> Guid {
         self.guid
+    }
+
+    /// The txg whose uberblock an import opened (`None` for a pool created by this process).
+    /// With faulty devices it can be older than the newest one a listing saw.
+    #[must_use]
+    pub fn imported_txg(&self) -> Option<Txg> {
+        self.imported_txg
     }
 
     /// The last committed uberblock (None before the first sync of a new pool).

@@ -67,6 +67,8 @@ pub struct Weights {
     pub rot: u64,
     /// A faulty device vanishes, or a vanished one returns under a new path.
     pub vanish: u64,
+    /// Create, destroy (`-r`) or rename a dataset (each commits a txg).
+    pub dataset: u64,
 }
 
 /// Everything a seed decides before the first operation.
@@ -327,6 +329,7 @@ fn weights(rng: &mut SeededRng, tops: &[TopPlan]) -> Weights {
         rename_import: w(2),
         rot: if any_faulty { w(4) } else { 0 },
         vanish: if any_faulty { w(2) } else { 0 },
+        dataset: w(3),
     }
 }
 

@@ -2,7 +2,7 @@
 //! shared until written), so the run keeps one per recent committed txg as well as the open
 //! one, and after a crash the model goes back to whichever txg the import found.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use tarn_base::ObjectId;
@@ -18,10 +18,12 @@ pub(crate) struct ModelObject {
     pub(crate) unknown: Vec<(u64, u64)>,
 }
 
-/// Objects by id.
+/// Objects by id, and the datasets below the pool's root dataset.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Model {
     pub(crate) objects: BTreeMap<ObjectId, ModelObject>,
+    /// Dataset names relative to the pool (`d3/d7` for `tank/d3/d7`).
+    pub(crate) datasets: BTreeSet<String>,
 }
 
 /// Where a read disagreed with the model.
@@ -95,7 +97,32 @@ impl Model {
             hash.add(&id.0.to_le_bytes());
             hash.add(&object.bytes);
         }
+        for name in &self.datasets {
+            hash.add(name.as_bytes());
+        }
         hash.finish()
+    }
+
+    /// Removes `name` and its descendants.
+    pub(crate) fn destroy_dataset(&mut self, name: &str) {
+        let prefix = format!("{name}/");
+        self.datasets
+            .retain(|d| d != name && !d.starts_with(&prefix));
+    }
+
+    /// Renames `old` (and its descendants) to `new`.
+    pub(crate) fn rename_dataset(&mut self, old: &str, new: &str) {
+        let prefix = format!("{old}/");
+        let moved: Vec<String> = self
+            .datasets
+            .iter()
+            .filter(|d| *d == old || d.starts_with(&prefix))
+            .cloned()
+            .collect();
+        for name in moved {
+            self.datasets.remove(&name);
+            self.datasets.insert(format!("{new}{}", &name[old.len()..]));
+        }
     }
 }
 

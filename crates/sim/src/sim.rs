@@ -56,6 +56,7 @@ enum Op {
     RenameImport,
     Rot,
     Vanish,
+    Dataset,
 }
 
 pub(crate) struct Sim {
@@ -74,6 +75,7 @@ pub(crate) struct Sim {
     gone: Vec<usize>,
     renames: Vec<usize>,
     rename_serial: u64,
+    dataset_serial: u64,
     pub(crate) trace: Trace,
     pub(crate) counts: Counts,
     pub(crate) step: u64,
@@ -128,6 +130,7 @@ impl Sim {
             gone: Vec::new(),
             renames,
             rename_serial: 0,
+            dataset_serial: 0,
             trace: Trace::new(echo),
             counts: Counts::default(),
             step: 0,
@@ -198,6 +201,7 @@ impl Sim {
             (w.rename_import, Op::RenameImport),
             (w.rot, Op::Rot),
             (w.vanish, Op::Vanish),
+            (w.dataset, Op::Dataset),
         ];
         let total: u64 = table.iter().map(|(weight, _)| weight).sum();
         let mut pick = self.rng.below(total);
@@ -219,6 +223,7 @@ impl Sim {
             Op::RenameImport => self.op_rename_import(),
             Op::Rot => self.op_rot(),
             Op::Vanish => self.op_vanish(),
+            Op::Dataset => self.op_dataset(),
         }
     }
 
@@ -417,6 +422,9 @@ impl Sim {
                 report.deferred_exact
             ));
         }
+        if let Flow::End(why) = self.check_datasets(when)? {
+            return Ok(Flow::End(why));
+        }
         let ids: Vec<ObjectId> = self.open.objects.keys().copied().collect();
         for id in ids {
             let mut offset = 0;
@@ -427,6 +435,88 @@ impl Sim {
                 }
                 offset += len;
             }
+        }
+        Ok(Flow::Continue)
+    }
+
+    /// Creates, destroys (with descendants) or renames a dataset; each commits a txg.
+    fn op_dataset(&mut self) -> Step {
+        let names: Vec<String> = self.open.datasets.iter().cloned().collect();
+        let pick = |rng: &mut SeededRng| names[rng.below(names.len() as u64) as usize].clone();
+        let full = |name: &str| format!("{POOL}/{name}");
+        self.dataset_serial += 1;
+        let fresh = format!("d{}", self.dataset_serial);
+        let mut model = self.open.clone();
+        let (what, result) = match self.rng.below(if names.is_empty() { 1 } else { 4 }) {
+            0 | 1 => {
+                let name = match self.rng.chance(1, 2) && !names.is_empty() {
+                    true => format!("{}/{fresh}", pick(&mut self.rng)),
+                    false => fresh,
+                };
+                model.datasets.insert(name.clone());
+                let result = self
+                    .engine
+                    .create_dataset(&full(&name), &[], false, "create");
+                (format!("create dataset {name}"), result)
+            }
+            2 => {
+                let name = pick(&mut self.rng);
+                model.destroy_dataset(&name);
+                let result = self.engine.destroy_dataset(&full(&name), true, "destroy");
+                (format!("destroy dataset {name}"), result)
+            }
+            _ => {
+                let old = pick(&mut self.rng);
+                let parent = names
+                    .iter()
+                    .find(|p| **p != old && !p.starts_with(&format!("{old}/")))
+                    .filter(|_| self.rng.chance(1, 2));
+                let new = match parent {
+                    Some(parent) => format!("{parent}/{fresh}"),
+                    None => fresh,
+                };
+                model.rename_dataset(&old, &new);
+                let result = self
+                    .engine
+                    .rename_dataset(&full(&old), &full(&new), "rename");
+                (format!("rename dataset {old} to {new}"), result)
+            }
+        };
+        if let Err(e) = result {
+            self.inflight = Some(model);
+            return self.engine_error(&what, &e);
+        }
+        self.open = model;
+        let txg = check::committed_txg(&self.engine, POOL)
+            .map_err(|e| e.to_string())?
+            .ok_or("a dataset change left no committed txg")?;
+        self.committed_after(txg)?;
+        self.trace.line(format!("{what}: txg {txg}"));
+        self.check_all(&what)
+    }
+
+    /// The datasets the engine lists equal the model's.
+    fn check_datasets(&mut self, when: &str) -> Step {
+        let query = tarn_engine::DatasetQuery {
+            names: vec![POOL.into()],
+            recursive: true,
+            properties: vec!["name".into()],
+            ..tarn_engine::DatasetQuery::default()
+        };
+        let rows = match self.engine.dataset_props(&query) {
+            Ok(rows) => rows,
+            Err(e) => return self.engine_error(&format!("list datasets after {when}"), &e),
+        };
+        let prefix = format!("{POOL}/");
+        let listed: std::collections::BTreeSet<String> = rows
+            .iter()
+            .filter_map(|r| r.name.strip_prefix(&prefix).map(str::to_string))
+            .collect();
+        if listed != self.open.datasets {
+            return Err(format!(
+                "after {when}: datasets {listed:?} but the model has {:?}",
+                self.open.datasets
+            ));
         }
         Ok(Flow::Continue)
     }
@@ -548,9 +638,22 @@ impl Sim {
                     .line(format!("{why}: import at txg {txg}: error: {e}")),
             }
         }
-        let Some(txg) = imported else {
+        let Some(listed) = imported else {
             return self.import_refused(why, "no uberblock could be imported");
         };
+        // A faulty device may fail the label read at import that worked for the listing, so
+        // the import can open an older uberblock than the one asked for: use what it opened.
+        let txg = check::imported_txg(&self.engine, POOL)
+            .map_err(|e| e.to_string())?
+            .ok_or("an imported pool does not say which txg it opened")?;
+        if txg != listed {
+            self.trace.line(format!(
+                "{why}: asked for txg {listed}, the import opened txg {txg}"
+            ));
+            if self.within() {
+                return Err(format!("{why}: import opened txg {txg}, not {listed}"));
+            }
+        }
         let Some(model) = self.model_for(txg) else {
             if self.within() {
                 return Err(format!(

@@ -13,8 +13,31 @@ const STEPS_CI: u64 = 300;
 
 /// Seeds that run on every `cargo test`. Seeds that found engine bugs stay out of this list
 /// until the bug is fixed (and then join it as regression seeds).
-const SEEDS_FIXED: [u64; 20] = [
-    1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 21,
+const SEEDS_FIXED: [u64; 21] = [
+    1,
+    2,
+    3,
+    4,
+    5,
+    6,
+    7,
+    8,
+    9,
+    10,
+    11,
+    12,
+    13,
+    14,
+    15,
+    16,
+    17,
+    18,
+    19,
+    21,
+    // Regression (soak, 2026-11-23): a label read failed at import on a faulty device, so
+    // the import opened an older uberblock than the listing offered; the run assumed the
+    // listed txg.
+    145_379_010_442_685,
 ];
 
 fn options(seed: u64, steps: u64, budget: Option<Budget>) -> Options {
@@ -76,7 +99,7 @@ fn a_seed_replays_exactly() {
     // Goal: same seed, same run (I1). Method: run seeds twice and compare the trace hash,
     // which covers every operation, fault outcome, txg number and checker measurement; a
     // different seed gives a different trace.
-    for seed in [3, 9] {
+    for seed in [3, 7] {
         let first = run_ok(seed, 40, None);
         let second = run_ok(seed, 40, None);
         assert_eq!(first, second, "seed {seed} did not replay");

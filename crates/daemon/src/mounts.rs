@@ -1,0 +1,354 @@
+//! The daemon's mount table: which datasets are mounted through tarn-fuse, keyed by full
+//! dataset name.
+//!
+//! ```text
+//!  pool create / import / cache re-import  -> mount_pool   (clean stale, then mount each spec)
+//!  pool export / destroy                   -> unmount_pool (children first; -f detaches)
+//!  tarn create / destroy / mount / unmount -> handle       (one dataset, or a subtree)
+//!  daemon shutdown                         -> unmount_all  (busy mounts are detached)
+//! ```
+//! `TARN_ALTROOT` in the daemon's environment is ZFS's altroot for every pool: mountpoints
+//! are taken relative to it (`/tank` mounts at `$TARN_ALTROOT/tank`), so that tests and
+//! rescue work never mount over the host's own directories.
+//!
+//! A failure to mount never fails the pool verb that caused it: the pool is imported and the
+//! reply carries a notice (ZFS does the same: `cannot mount '/tank': directory is not
+//! empty`). The table lock is held across a mount or unmount, so two requests never race
+//! for one mountpoint; it is never held while waiting for the engine's pool lock from
+//! another thread that itself needs the table.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use tarn_engine::{Engine, EngineError, MountSpec};
+use tarn_fuse::{FuseError, Mount};
+use tarn_proto::{MountRow, ReplyPayload, Request, Response};
+
+/// Mounted datasets of every imported pool.
+#[derive(Debug)]
+pub struct MountTable {
+    engine: Arc<Engine>,
+    altroot: Option<PathBuf>,
+    mounts: Mutex<BTreeMap<String, Mount>>,
+}
+
+/// The environment variable naming the altroot of every mount.
+pub const ALTROOT_ENV: &str = "TARN_ALTROOT";
+
+/// The pool a dataset name belongs to.
+fn pool_of(name: &str) -> &str {
+    name.split('/').next().unwrap_or(name)
+}
+
+/// Whether `name` is `root` or below it.
+fn within(name: &str, root: &str) -> bool {
+    name == root
+        || name
+            .strip_prefix(root)
+            .is_some_and(|rest| rest.starts_with('/'))
+}
+
+fn mount_notice(spec: &MountSpec, error: &FuseError) -> String {
+    format!(
+        "cannot mount '{}' at {}: {error}",
+        spec.name,
+        spec.mountpoint.display()
+    )
+}
+
+impl MountTable {
+    /// An empty table over `engine`.
+    #[must_use]
+    pub fn new(engine: Arc<Engine>) -> MountTable {
+        let altroot = std::env::var_os(ALTROOT_ENV)
+            .filter(|root| !root.is_empty())
+            .map(PathBuf::from);
+        MountTable {
+            engine,
+            altroot,
+            mounts: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, BTreeMap<String, Mount>> {
+        self.mounts.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Mounts one dataset (after lazily unmounting a stale tarn mount left at its
+    /// mountpoint by a daemon that died). Already mounted: nothing to do.
+    fn mount_spec(&self, spec: &MountSpec) -> Result<(), FuseError> {
+        let spec = &self.rooted(spec);
+        let mut mounts = self.lock();
+        if mounts.contains_key(&spec.name) {
+            return Ok(());
+        }
+        tarn_fuse::clean_stale(&spec.mountpoint)?;
+        let mount = tarn_fuse::mount(Arc::clone(&self.engine), spec)?;
+        mounts.insert(spec.name.clone(), mount);
+        Ok(())
+    }
+
+    /// `spec` with its mountpoint under the altroot, if there is one.
+    fn rooted(&self, spec: &MountSpec) -> MountSpec {
+        let mut spec = spec.clone();
+        if let Some(root) = &self.altroot {
+            let relative = spec
+                .mountpoint
+                .strip_prefix("/")
+                .unwrap_or(&spec.mountpoint);
+            spec.mountpoint = root.join(relative);
+        }
+        spec
+    }
+
+    /// Mounts every dataset of `pool` that should be mounted; returns one notice line per
+    /// dataset that could not be.
+    pub fn mount_pool(&self, pool: &str) -> Vec<String> {
+        if !tarn_fuse::fuse_available() {
+            // A host without FUSE still serves pools; the log says why nothing is mounted.
+            eprintln!("datasets of '{pool}' not mounted: {}", FuseError::NoDevice);
+            return Vec::new();
+        }
+        let mut specs = match self.engine.mount_specs(pool) {
+            Ok(specs) => specs,
+            Err(error) => return vec![format!("cannot mount datasets of '{pool}': {error}")],
+        };
+        // Parents before children, so a child's mountpoint is created inside its parent.
+        specs.sort_by_key(|spec| spec.mountpoint.components().count());
+        specs
+            .iter()
+            .filter_map(|spec| {
+                self.mount_spec(spec)
+                    .err()
+                    .map(|e| mount_notice(&self.rooted(spec), &e))
+            })
+            .collect()
+    }
+
+    /// Unmounts every dataset for which `select` says yes, children first. A busy mount is
+    /// refused unless `force`, which detaches it lazily; the first refusal is returned after
+    /// the others were tried.
+    fn unmount_where(&self, force: bool, select: impl Fn(&str) -> bool) -> Result<(), FuseError> {
+        let mut mounts = self.lock();
+        let mut names: Vec<String> = mounts.keys().filter(|n| select(n)).cloned().collect();
+        names.sort_by_key(|name| {
+            let depth = mounts
+                .get(name)
+                .map_or(0, |m| m.mountpoint().components().count());
+            std::cmp::Reverse(depth)
+        });
+        let mut refused = None;
+        for name in names {
+            let Some(mut mount) = mounts.remove(&name) else {
+                continue;
+            };
+            match mount.unmount() {
+                Ok(()) => {}
+                Err(_) if force => mount.detach(),
+                Err(error) => {
+                    mounts.insert(name, mount);
+                    refused.get_or_insert(error);
+                }
+            }
+        }
+        refused.map_or(Ok(()), Err)
+    }
+
+    /// Unmounts every dataset of `pool` (before export or destroy).
+    pub fn unmount_pool(&self, pool: &str, force: bool) -> Result<(), FuseError> {
+        self.unmount_where(force, |name| pool_of(name) == pool)
+    }
+
+    /// Unmounts everything, detaching what is busy (daemon shutdown).
+    pub fn unmount_all(&self) {
+        let _ = self.unmount_where(true, |_| true);
+    }
+
+    /// What is mounted where, sorted by dataset name.
+    #[must_use]
+    pub fn rows(&self) -> Vec<MountRow> {
+        self.lock()
+            .iter()
+            .map(|(name, mount)| MountRow {
+                name: name.clone(),
+                mountpoint: mount.mountpoint().display().to_string(),
+            })
+            .collect()
+    }
+
+    /// The dataset verbs that involve mounts, run before (`destroy`, `unmount`) or after
+    /// (`create`, `mount`) the engine's part. `None` for requests that are not about mounts.
+    pub fn before(&self, request: &Request) -> Option<Response> {
+        if let Some((verb, root)) = remounted(request) {
+            let result = self.unmount_where(false, |n| within(n, root));
+            return result.err().map(|e| refusal(verb, root, &e));
+        }
+        match request {
+            Request::DatasetDestroy {
+                name,
+                recursive,
+                force,
+            } => {
+                let root = name.as_str();
+                let result =
+                    self.unmount_where(*force, |n| n == root || (*recursive && within(n, root)));
+                result.err().map(|e| refusal("destroy", name, &e))
+            }
+            Request::Mount { name, all } => Some(self.mount_request(name.as_deref(), *all)),
+            Request::Unmount { target, all, force } => {
+                Some(self.unmount_request(target.as_deref(), *all, *force))
+            }
+            _ => None,
+        }
+    }
+
+    /// After the engine's part (`succeeded` or not): mount a created dataset, or mount again
+    /// what `before` unmounted for a rename or a property change. Returns notices.
+    pub fn after(&self, request: &Request, succeeded: bool) -> Vec<String> {
+        if let Some((_, root)) = remounted(request) {
+            return self.mount_pool(pool_of(root));
+        }
+        let Request::DatasetCreate { name, .. } = request else {
+            return Vec::new();
+        };
+        if !succeeded {
+            return Vec::new();
+        }
+        match self.engine.dataset_mount_spec(name) {
+            Ok(Some(spec)) if tarn_fuse::fuse_available() => self
+                .mount_spec(&spec)
+                .err()
+                .map(|e| mount_notice(&self.rooted(&spec), &e))
+                .into_iter()
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    fn mount_request(&self, name: Option<&str>, all: bool) -> Response {
+        if all {
+            let notices: Vec<String> = self
+                .engine
+                .pool_names()
+                .iter()
+                .flat_map(|pool| self.mount_pool(pool))
+                .collect();
+            return notices_reply(notices);
+        }
+        let Some(name) = name else {
+            return Response::Ok(ReplyPayload::Mounts(self.rows()));
+        };
+        let spec = match self.engine.dataset_mount_spec(name) {
+            Ok(Some(spec)) => spec,
+            Ok(None) => {
+                return error_reply("mount", name, "no mountpoint set (mountpoint=none)");
+            }
+            Err(error) => return engine_refusal("mount", name, &error),
+        };
+        match self.mount_spec(&spec) {
+            Ok(()) => Response::Ok(ReplyPayload::Unit),
+            Err(error) => refusal("mount", name, &error),
+        }
+    }
+
+    fn unmount_request(&self, target: Option<&str>, all: bool, force: bool) -> Response {
+        let result = match target {
+            _ if all => self.unmount_where(force, |_| true),
+            Some(target) if target.starts_with('/') => {
+                let path = Path::new(target);
+                let names: Vec<String> = self
+                    .lock()
+                    .iter()
+                    .filter(|(_, m)| m.mountpoint() == path)
+                    .map(|(n, _)| n.clone())
+                    .collect();
+                if names.is_empty() {
+                    return error_reply("unmount", target, "not a tarn mountpoint");
+                }
+                self.unmount_where(force, |n| names.iter().any(|m| m == n))
+            }
+            Some(name) => {
+                if !self.lock().contains_key(name) {
+                    return error_reply("unmount", name, "not currently mounted");
+                }
+                self.unmount_where(force, |n| n == name)
+            }
+            None => return Response::error("missing dataset name or mountpoint"),
+        };
+        match result {
+            Ok(()) => Response::Ok(ReplyPayload::Unit),
+            Err(error) => refusal("unmount", target.unwrap_or("-a"), &error),
+        }
+    }
+}
+
+/// Dataset properties whose change needs the dataset mounted again.
+const REMOUNT_PROPERTIES: &[&str] = &[
+    "mountpoint",
+    "canmount",
+    "readonly",
+    "exec",
+    "setuid",
+    "devices",
+    "acltype",
+    "xattr",
+];
+
+/// The verb and the subtree a request unmounts before and mounts again after: a rename,
+/// or a change of a property in [`REMOUNT_PROPERTIES`] (inherited by the whole subtree).
+fn remounted(request: &Request) -> Option<(&'static str, &str)> {
+    let remounts = |property: &str| REMOUNT_PROPERTIES.contains(&property);
+    match request {
+        Request::DatasetRename { old, .. } => Some(("rename", old)),
+        Request::DatasetSet { name, assignments }
+            if assignments.iter().any(|(p, _)| remounts(p)) =>
+        {
+            Some(("set", name))
+        }
+        Request::DatasetInherit { name, property, .. } if remounts(property) => {
+            Some(("inherit", name))
+        }
+        _ => None,
+    }
+}
+
+/// A reply of notices (or a plain success when there are none).
+#[must_use]
+pub fn notices_reply(notices: Vec<String>) -> Response {
+    if notices.is_empty() {
+        Response::Ok(ReplyPayload::Unit)
+    } else {
+        Response::Ok(ReplyPayload::Notice(notices))
+    }
+}
+
+fn error_reply(verb: &str, object: &str, message: &str) -> Response {
+    Response::Error(tarn_proto::ErrorReply {
+        message: message.to_string(),
+        verb: Some(verb.to_string()),
+        object: Some(object.to_string()),
+    })
+}
+
+fn refusal(verb: &str, object: &str, error: &FuseError) -> Response {
+    error_reply(verb, object, &error.to_string())
+}
+
+fn engine_refusal(verb: &str, object: &str, error: &EngineError) -> Response {
+    error_reply(verb, object, &error.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_nest_by_slash_only() {
+        assert!(within("tank/a/b", "tank/a"));
+        assert!(within("tank/a", "tank/a"));
+        assert!(!within("tank/ab", "tank/a"));
+        assert_eq!(pool_of("tank/a/b"), "tank");
+        assert_eq!(pool_of("tank"), "tank");
+    }
+}

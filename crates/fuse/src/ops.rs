@@ -1,0 +1,889 @@
+//! [`TarnFs`]: the `fuser::Filesystem` of one dataset. Each request is one
+//! `Engine::fs_op` (or `fs_sync`/`fs_statfs`) and exactly one reply (I4).
+
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use fuser::{
+    Errno, FileAttr, FileHandle, FileType, FopenFlags, Generation, INodeNo, KernelConfig,
+    ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry,
+    ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request,
+};
+use tarn_engine::posix::{
+    Attr, Creds, Fallocate, FileKind, Fs, Ino, PosixError, RenameFlags, Seek, SetAttr, TimeOrNow,
+    Timespec, XattrSet,
+};
+use tarn_engine::{DatasetId, Engine, FsOp, MountSpec};
+
+use crate::acl;
+use crate::handles::Handles;
+use crate::ino::InoMap;
+use crate::{MAX_WRITE, TTL};
+
+/// Directory entries fetched from the POSIX layer per readdir request (the kernel's buffer
+/// usually holds fewer; the rest are fetched again from the last cookie).
+const READDIR_BATCH: usize = 128;
+
+/// One mounted dataset.
+pub(crate) struct TarnFs {
+    engine: Arc<Engine>,
+    pool: String,
+    dataset: DatasetId,
+    readonly: bool,
+    acl: bool,
+    inos: InoMap,
+    handles: Handles,
+}
+
+type Result<T> = std::result::Result<T, Errno>;
+
+fn file_type(kind: FileKind) -> FileType {
+    match kind {
+        FileKind::Regular => FileType::RegularFile,
+        FileKind::Directory => FileType::Directory,
+        FileKind::Symlink => FileType::Symlink,
+        FileKind::Fifo => FileType::NamedPipe,
+        FileKind::Socket => FileType::Socket,
+        FileKind::CharDevice => FileType::CharDevice,
+        FileKind::BlockDevice => FileType::BlockDevice,
+    }
+}
+
+/// The kind of node a `mknod` mode asks for.
+fn node_kind(mode: u32) -> Result<FileKind> {
+    match mode & libc::S_IFMT {
+        libc::S_IFREG | 0 => Ok(FileKind::Regular),
+        libc::S_IFIFO => Ok(FileKind::Fifo),
+        libc::S_IFSOCK => Ok(FileKind::Socket),
+        libc::S_IFCHR => Ok(FileKind::CharDevice),
+        libc::S_IFBLK => Ok(FileKind::BlockDevice),
+        _ => Err(Errno::EINVAL),
+    }
+}
+
+fn system_time(time: Timespec) -> SystemTime {
+    let nanos = Duration::from_nanos(u64::from(time.nsecs));
+    if time.secs >= 0 {
+        let secs = Duration::from_secs(time.secs.unsigned_abs());
+        UNIX_EPOCH.checked_add(secs + nanos).unwrap_or(UNIX_EPOCH)
+    } else {
+        let secs = Duration::from_secs(time.secs.unsigned_abs());
+        UNIX_EPOCH
+            .checked_sub(secs)
+            .and_then(|t| t.checked_add(nanos))
+            .unwrap_or(UNIX_EPOCH)
+    }
+}
+
+fn timespec(time: SystemTime) -> Timespec {
+    match time.duration_since(UNIX_EPOCH) {
+        Ok(after) => Timespec {
+            secs: i64::try_from(after.as_secs()).unwrap_or(i64::MAX),
+            nsecs: after.subsec_nanos(),
+        },
+        Err(before) => {
+            let before = before.duration();
+            let secs = i64::try_from(before.as_secs()).unwrap_or(i64::MAX);
+            match before.subsec_nanos() {
+                0 => Timespec {
+                    secs: -secs,
+                    nsecs: 0,
+                },
+                nanos => Timespec {
+                    secs: -secs - 1,
+                    nsecs: 1_000_000_000 - nanos,
+                },
+            }
+        }
+    }
+}
+
+fn time_or_now(time: fuser::TimeOrNow) -> TimeOrNow {
+    match time {
+        fuser::TimeOrNow::Now => TimeOrNow::Now,
+        fuser::TimeOrNow::SpecificTime(at) => TimeOrNow::At(timespec(at)),
+    }
+}
+
+fn creds(req: &Request) -> Creds {
+    Creds {
+        uid: req.uid(),
+        gid: req.gid(),
+    }
+}
+
+/// The xattr reply for `value` under the size-probe protocol: size 0 asks for the length,
+/// a buffer too small is ERANGE.
+fn reply_xattr(reply: ReplyXattr, size: u32, value: &[u8]) {
+    let Ok(len) = u32::try_from(value.len()) else {
+        return reply.error(Errno::E2BIG);
+    };
+    if size == 0 {
+        reply.size(len);
+    } else if len > size {
+        reply.error(Errno::ERANGE);
+    } else {
+        reply.data(value);
+    }
+}
+
+impl TarnFs {
+    pub(crate) fn new(engine: Arc<Engine>, spec: &MountSpec, root: Ino) -> TarnFs {
+        TarnFs {
+            engine,
+            pool: spec.pool.clone(),
+            dataset: spec.dataset,
+            readonly: spec.readonly,
+            acl: spec.acl,
+            inos: InoMap::new(root),
+            handles: Handles::default(),
+        }
+    }
+
+    /// Runs one POSIX operation through the engine; errors become errnos.
+    fn run<R>(
+        &self,
+        op: FsOp,
+        f: impl FnOnce(&mut Fs<'_>) -> std::result::Result<R, PosixError>,
+    ) -> Result<R> {
+        if self.readonly && op != FsOp::Read {
+            return Err(Errno::EROFS);
+        }
+        self.engine
+            .fs_op(&self.pool, self.dataset, op, f)
+            .map_err(|e| Errno::from_i32(e.errno()))
+    }
+
+    fn ino(&self, kernel: INodeNo) -> Ino {
+        self.inos.to_dataset(kernel.0)
+    }
+
+    fn file_attr(&self, attr: &Attr) -> FileAttr {
+        FileAttr {
+            ino: INodeNo(self.inos.to_kernel(attr.ino)),
+            size: attr.size,
+            blocks: attr.blocks,
+            atime: system_time(attr.atime),
+            mtime: system_time(attr.mtime),
+            ctime: system_time(attr.ctime),
+            crtime: system_time(attr.crtime),
+            kind: file_type(attr.kind),
+            perm: attr.perm,
+            nlink: attr.nlink,
+            uid: attr.uid,
+            gid: attr.gid,
+            rdev: u32::try_from(attr.rdev).unwrap_or(0),
+            blksize: attr.blksize,
+            flags: 0,
+        }
+    }
+
+    fn reply_entry(&self, reply: ReplyEntry, result: Result<Attr>) {
+        match result {
+            Ok(attr) => reply.entry(&TTL, &self.file_attr(&attr), Generation(attr.generation)),
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn reply_attr(&self, reply: ReplyAttr, result: Result<Attr>) {
+        match result {
+            Ok(attr) => reply.attr(&TTL, &self.file_attr(&attr)),
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    /// An inode lost its last link: reclaim it now unless a handle holds it (I2). A failed
+    /// reclaim leaves it on the unlinked set, which the next mount drains.
+    fn lost_last_link(&self, ino: Option<Ino>) {
+        if let Some(ino) = ino
+            && self.handles.unlinked(ino)
+        {
+            let _ = self.run(FsOp::Modify, |fs| fs.reclaim(ino));
+        }
+    }
+
+    fn release_handle(&self, ino: Ino) {
+        if self.handles.release(ino) {
+            let _ = self.run(FsOp::Modify, |fs| fs.reclaim(ino));
+        }
+    }
+
+    fn readdir_batch(&self, ino: Ino, cookie: u64) -> Result<Vec<tarn_engine::posix::DirEntry>> {
+        self.run(FsOp::Read, |fs| fs.readdir(ino, cookie, READDIR_BATCH))
+    }
+
+    fn setattr_changes(&self, ino: Ino, changes: &SetAttr) -> Result<Attr> {
+        let op = if changes.size.is_some() {
+            FsOp::Write(0)
+        } else {
+            FsOp::Modify
+        };
+        let acl = self.acl;
+        self.run(op, |fs| {
+            let attr = fs.setattr(ino, changes)?;
+            match changes.mode {
+                Some(mode) if acl => {
+                    acl::after_chmod(fs, ino, mode)?;
+                    fs.getattr(ino)
+                }
+                _ => Ok(attr),
+            }
+        })
+    }
+
+    /// Creates a node with `make(fs, perm)`; the umask applies unless the parent has a
+    /// default ACL, which the new node then inherits (I5). One `fs_op` for all of it.
+    fn create_node(
+        &self,
+        parent: Ino,
+        mode: u32,
+        umask: u32,
+        make: impl FnOnce(&mut Fs<'_>, u32) -> std::result::Result<Attr, PosixError>,
+    ) -> Result<Attr> {
+        let acl = self.acl;
+        self.run(FsOp::Modify, |fs| {
+            let default = if acl {
+                acl::parent_default(fs, parent)?
+            } else {
+                None
+            };
+            match default {
+                Some(default) => {
+                    let perm = mode & 0o7777;
+                    let attr = make(fs, perm)?;
+                    acl::inherit(fs, &attr, &default, perm)
+                }
+                None => make(fs, mode & !umask & 0o7777),
+            }
+        })
+    }
+}
+
+/// `setattr`'s arguments, gathered so the trait method stays a one-liner.
+struct SetAttrArgs {
+    mode: Option<u32>,
+    uid: Option<u32>,
+    gid: Option<u32>,
+    size: Option<u64>,
+    atime: Option<fuser::TimeOrNow>,
+    mtime: Option<fuser::TimeOrNow>,
+}
+
+impl SetAttrArgs {
+    fn changes(&self) -> SetAttr {
+        SetAttr {
+            mode: self.mode.map(|mode| mode & 0o7777),
+            uid: self.uid,
+            gid: self.gid,
+            size: self.size,
+            atime: self.atime.map(time_or_now),
+            mtime: self.mtime.map(time_or_now),
+        }
+    }
+}
+
+fn fallocate_mode(mode: i32) -> Result<Fallocate> {
+    const KNOWN: i32 =
+        libc::FALLOC_FL_KEEP_SIZE | libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_ZERO_RANGE;
+    if mode & !KNOWN != 0 {
+        return Err(Errno::EOPNOTSUPP);
+    }
+    Ok(Fallocate {
+        keep_size: mode & libc::FALLOC_FL_KEEP_SIZE != 0,
+        punch_hole: mode & libc::FALLOC_FL_PUNCH_HOLE != 0,
+        zero_range: mode & libc::FALLOC_FL_ZERO_RANGE != 0,
+    })
+}
+
+fn xattr_set(flags: i32) -> Result<XattrSet> {
+    match flags {
+        0 => Ok(XattrSet::Either),
+        libc::XATTR_CREATE => Ok(XattrSet::Create),
+        libc::XATTR_REPLACE => Ok(XattrSet::Replace),
+        _ => Err(Errno::EINVAL),
+    }
+}
+
+fn rename_flags(flags: fuser::RenameFlags) -> Result<RenameFlags> {
+    let known = fuser::RenameFlags::RENAME_NOREPLACE | fuser::RenameFlags::RENAME_EXCHANGE;
+    if !known.contains(flags) {
+        return Err(Errno::EINVAL);
+    }
+    Ok(RenameFlags {
+        noreplace: flags.contains(fuser::RenameFlags::RENAME_NOREPLACE),
+        exchange: flags.contains(fuser::RenameFlags::RENAME_EXCHANGE),
+    })
+}
+
+fn init_kernel(config: &mut KernelConfig, acl: bool) {
+    use fuser::InitFlags;
+    // Each setting is best effort: an older kernel keeps its default and still works.
+    let _ = config.set_max_write(MAX_WRITE);
+    let _ = config.set_max_readahead(MAX_WRITE);
+    if acl {
+        let _ = config.add_capabilities(InitFlags::FUSE_POSIX_ACL);
+    }
+    // The umask is ours to apply: not when the parent has a default ACL (I5).
+    let _ = config.add_capabilities(InitFlags::FUSE_DONT_MASK);
+    let wanted = [
+        InitFlags::FUSE_DO_READDIRPLUS,
+        InitFlags::FUSE_READDIRPLUS_AUTO,
+        InitFlags::FUSE_BIG_WRITES,
+        InitFlags::FUSE_MAX_PAGES,
+    ];
+    // FUSE_ATOMIC_O_TRUNC is deliberately not asked for: without it the kernel truncates
+    // with a setattr before open, so `open` never has to.
+    for flag in wanted {
+        let _ = config.add_capabilities(flag);
+    }
+}
+
+impl fuser::Filesystem for TarnFs {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        init_kernel(config, self.acl);
+        Ok(())
+    }
+
+    fn destroy(&mut self) {
+        // Best effort: the daemon syncs at export anyway; a pool already gone is fine.
+        let _ = self.engine.fs_sync(&self.pool, self.dataset);
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let parent = self.ino(parent);
+        let result = self.run(FsOp::Read, |fs| fs.lookup(parent, name.as_bytes()));
+        self.reply_entry(reply, result);
+    }
+
+    fn forget(&self, _req: &Request, _ino: INodeNo, _nlookup: u64) {}
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        let ino = self.ino(ino);
+        let result = self.run(FsOp::Read, |fs| fs.getattr(ino));
+        self.reply_attr(reply, result);
+    }
+
+    fn setattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<fuser::TimeOrNow>,
+        mtime: Option<fuser::TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        _fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let args = SetAttrArgs {
+            mode,
+            uid,
+            gid,
+            size,
+            atime,
+            mtime,
+        };
+        let result = self.setattr_changes(self.ino(ino), &args.changes());
+        self.reply_attr(reply, result);
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        let ino = self.ino(ino);
+        match self.run(FsOp::Read, |fs| fs.readlink(ino)) {
+            Ok(target) => reply.data(&target),
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        let parent = self.ino(parent);
+        let result = node_kind(mode).and_then(|kind| {
+            self.create_node(parent, mode, umask, |fs, perm| {
+                fs.mknod(
+                    parent,
+                    name.as_bytes(),
+                    kind,
+                    perm,
+                    u64::from(rdev),
+                    creds(req),
+                )
+            })
+        });
+        self.reply_entry(reply, result);
+    }
+
+    fn mkdir(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        reply: ReplyEntry,
+    ) {
+        let parent = self.ino(parent);
+        let result = self.create_node(parent, mode, umask, |fs, perm| {
+            fs.mkdir(parent, name.as_bytes(), perm, creds(req))
+        });
+        self.reply_entry(reply, result);
+    }
+
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let parent = self.ino(parent);
+        match self.run(FsOp::Modify, |fs| fs.unlink(parent, name.as_bytes())) {
+            Ok(gone) => {
+                self.lost_last_link(gone);
+                reply.ok();
+            }
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let parent = self.ino(parent);
+        match self.run(FsOp::Modify, |fs| fs.rmdir(parent, name.as_bytes())) {
+            Ok(gone) => {
+                self.lost_last_link(Some(gone));
+                reply.ok();
+            }
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn symlink(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        link_name: &OsStr,
+        target: &Path,
+        reply: ReplyEntry,
+    ) {
+        let parent = self.ino(parent);
+        let target = target.as_os_str().as_bytes();
+        let result = self.run(FsOp::Modify, |fs| {
+            fs.symlink(parent, link_name.as_bytes(), target, creds(req))
+        });
+        self.reply_entry(reply, result);
+    }
+
+    fn rename(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: fuser::RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        let (parent, newparent) = (self.ino(parent), self.ino(newparent));
+        let result = rename_flags(flags).and_then(|flags| {
+            self.run(FsOp::Modify, |fs| {
+                fs.rename(
+                    parent,
+                    name.as_bytes(),
+                    newparent,
+                    newname.as_bytes(),
+                    flags,
+                )
+            })
+        });
+        match result {
+            Ok(gone) => {
+                self.lost_last_link(gone);
+                reply.ok();
+            }
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn link(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        newparent: INodeNo,
+        newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        let (ino, newparent) = (self.ino(ino), self.ino(newparent));
+        let result = self.run(FsOp::Modify, |fs| {
+            fs.link(ino, newparent, newname.as_bytes())
+        });
+        self.reply_entry(reply, result);
+    }
+
+    fn open(&self, _req: &Request, ino: INodeNo, _flags: fuser::OpenFlags, reply: ReplyOpen) {
+        let ino = self.ino(ino);
+        match self.run(FsOp::Read, |fs| fs.getattr(ino)) {
+            Ok(_) => reply.opened(FileHandle(self.handles.open(ino)), FopenFlags::empty()),
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: fuser::OpenFlags,
+        _lock_owner: Option<fuser::LockOwner>,
+        reply: ReplyData,
+    ) {
+        let ino = self.ino(ino);
+        match self.run(FsOp::Read, |fs| fs.read(ino, offset, size)) {
+            Ok(data) => reply.data(&data),
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: fuser::WriteFlags,
+        _flags: fuser::OpenFlags,
+        _lock_owner: Option<fuser::LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        let ino = self.ino(ino);
+        let len = data.len() as u64;
+        match self.run(FsOp::Write(len), |fs| fs.write(ino, offset, data)) {
+            Ok(written) => reply.written(written),
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _lock_owner: fuser::LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        reply.ok();
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _flags: fuser::OpenFlags,
+        _lock_owner: Option<fuser::LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.release_handle(self.ino(ino));
+        reply.ok();
+    }
+
+    fn fsync(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        match self.engine.fs_sync(&self.pool, self.dataset) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(Errno::from_i32(e.errno())),
+        }
+    }
+
+    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: fuser::OpenFlags, reply: ReplyOpen) {
+        let ino = self.ino(ino);
+        match self.run(FsOp::Read, |fs| fs.getattr(ino)) {
+            Ok(attr) if attr.kind == FileKind::Directory => {
+                reply.opened(FileHandle(0), FopenFlags::empty());
+            }
+            Ok(_) => reply.error(Errno::ENOTDIR),
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        match self.readdir_batch(self.ino(ino), offset) {
+            Ok(entries) => {
+                for entry in entries {
+                    let kernel = INodeNo(self.inos.to_kernel(entry.ino));
+                    let name = OsStr::from_bytes(&entry.name);
+                    if reply.add(kernel, entry.cookie, file_type(entry.kind), name) {
+                        break;
+                    }
+                }
+                reply.ok();
+            }
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn readdirplus(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectoryPlus,
+    ) {
+        let dir = self.ino(ino);
+        let listed = self.run(FsOp::Read, |fs| {
+            let entries = fs.readdir(dir, offset, READDIR_BATCH)?;
+            entries
+                .into_iter()
+                .map(|entry| fs.getattr(entry.ino).map(|attr| (entry, attr)))
+                .collect::<std::result::Result<Vec<_>, _>>()
+        });
+        match listed {
+            Ok(listed) => {
+                for (entry, attr) in listed {
+                    let kernel = INodeNo(self.inos.to_kernel(entry.ino));
+                    let name = OsStr::from_bytes(&entry.name);
+                    let (file, generation) = (self.file_attr(&attr), Generation(attr.generation));
+                    if reply.add(kernel, entry.cookie, name, &TTL, &file, generation) {
+                        break;
+                    }
+                }
+                reply.ok();
+            }
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn releasedir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _flags: fuser::OpenFlags,
+        reply: ReplyEmpty,
+    ) {
+        reply.ok();
+    }
+
+    fn fsyncdir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        match self.engine.fs_sync(&self.pool, self.dataset) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(Errno::from_i32(e.errno())),
+        }
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        match self.engine.fs_statfs(&self.pool, self.dataset) {
+            Ok(st) => reply.statfs(
+                st.blocks, st.bfree, st.bavail, st.files, st.ffree, st.bsize, st.namelen, st.bsize,
+            ),
+            Err(e) => reply.error(Errno::from_i32(e.errno())),
+        }
+    }
+
+    fn setxattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        let ino = self.ino(ino);
+        let access_acl = self.acl && name.as_bytes() == acl::ACCESS;
+        let result = xattr_set(flags).and_then(|how| {
+            self.run(FsOp::Write(value.len() as u64), |fs| {
+                if access_acl {
+                    acl::set_access(fs, ino, value, how)
+                } else {
+                    fs.setxattr(ino, name.as_bytes(), value, how)
+                }
+            })
+        });
+        match result {
+            Ok(()) => reply.ok(),
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        let ino = self.ino(ino);
+        match self.run(FsOp::Read, |fs| fs.getxattr(ino, name.as_bytes())) {
+            Ok(value) => reply_xattr(reply, size, &value),
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        let ino = self.ino(ino);
+        match self.run(FsOp::Read, |fs| fs.listxattr(ino)) {
+            Ok(names) => {
+                let mut list = Vec::new();
+                for name in names {
+                    list.extend_from_slice(&name);
+                    list.push(0);
+                }
+                reply_xattr(reply, size, &list);
+            }
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let ino = self.ino(ino);
+        match self.run(FsOp::Modify, |fs| fs.removexattr(ino, name.as_bytes())) {
+            Ok(()) => reply.ok(),
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn access(&self, _req: &Request, _ino: INodeNo, _mask: fuser::AccessFlags, reply: ReplyEmpty) {
+        // default_permissions: the kernel checked already and does not normally ask.
+        reply.ok();
+    }
+
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        _flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let parent = self.ino(parent);
+        let result = node_kind(mode).and_then(|kind| {
+            self.create_node(parent, mode, umask, |fs, perm| {
+                fs.mknod(parent, name.as_bytes(), kind, perm, 0, creds(req))
+            })
+        });
+        match result {
+            Ok(attr) => {
+                let handle = FileHandle(self.handles.open(attr.ino));
+                let file = self.file_attr(&attr);
+                let generation = Generation(attr.generation);
+                reply.created(&TTL, &file, generation, handle, FopenFlags::empty());
+            }
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn fallocate(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        let ino = self.ino(ino);
+        let result = fallocate_mode(mode).and_then(|how| {
+            let op = if how.punch_hole {
+                FsOp::Modify
+            } else {
+                FsOp::Write(length)
+            };
+            self.run(op, |fs| fs.fallocate(ino, offset, length, how))
+        });
+        match result {
+            Ok(()) => reply.ok(),
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn lseek(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: i64,
+        whence: i32,
+        reply: ReplyLseek,
+    ) {
+        let ino = self.ino(ino);
+        let whence = match whence {
+            libc::SEEK_DATA => Seek::Data,
+            libc::SEEK_HOLE => Seek::Hole,
+            _ => return reply.error(Errno::EINVAL),
+        };
+        let Ok(offset) = u64::try_from(offset) else {
+            return reply.error(Errno::ENXIO);
+        };
+        let result = self.run(FsOp::Read, |fs| fs.seek(ino, offset, whence));
+        match result.and_then(|found| i64::try_from(found).map_err(|_| Errno::EOVERFLOW)) {
+            Ok(found) => reply.offset(found),
+            Err(errno) => reply.error(errno),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_round_trip_on_both_sides_of_the_epoch() {
+        for (secs, nsecs) in [
+            (0, 0),
+            (1_700_000_000, 123_456_789),
+            (-1, 999_999_999),
+            (-5, 0),
+        ] {
+            let time = Timespec { secs, nsecs };
+            assert_eq!(timespec(system_time(time)), time, "{secs}.{nsecs}");
+        }
+    }
+
+    #[test]
+    fn unknown_flags_are_refused() {
+        assert_eq!(
+            fallocate_mode(libc::FALLOC_FL_COLLAPSE_RANGE),
+            Err(Errno::EOPNOTSUPP)
+        );
+        assert_eq!(xattr_set(7), Err(Errno::EINVAL));
+        assert_eq!(node_kind(libc::S_IFDIR), Err(Errno::EINVAL));
+        assert_eq!(
+            rename_flags(fuser::RenameFlags::RENAME_WHITEOUT),
+            Err(Errno::EINVAL)
+        );
+    }
+}

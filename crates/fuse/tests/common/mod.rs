@@ -1,0 +1,186 @@
+//! The fixture of the FUSE tests: an engine in this process on a sparse file in a temp
+//! dir, a pool on it, and its root dataset mounted at `<tmp>/mnt` through the real kernel
+//! FUSE driver.
+
+#![allow(dead_code, unreachable_pub)] // Each test binary uses its own part of this module.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+use tarn_base::{SeededRng, SystemClock};
+use tarn_engine::{
+    CreateOptions, CreateSpec, Engine, FileProvider, HostIdentity, ImportOptions, MountSpec,
+    TopLayout, TopSpec,
+};
+
+pub const POOL: &str = "fusetank";
+const DEVICE_BYTES: u64 = 512 << 20;
+
+pub struct Fixture {
+    pub dir: tempfile::TempDir,
+    pub engine: Arc<Engine>,
+    pub mount: Option<tarn_fuse::Mount>,
+    pub mnt: PathBuf,
+}
+
+/// Whether FUSE tests can run here; prints why not (CI always has /dev/fuse).
+pub fn fuse_or_skip(test: &str) -> bool {
+    if tarn_fuse::fuse_available() {
+        return true;
+    }
+    eprintln!(
+        "SKIP {test}: {} is absent, no FUSE tests on this host",
+        tarn_fuse::FUSE_DEVICE
+    );
+    false
+}
+
+pub fn new_engine() -> Engine {
+    Engine::new(
+        Arc::new(FileProvider { direct: false }),
+        HostIdentity {
+            hostid: 0x7a11,
+            hostname: "fuse-test".into(),
+        },
+        Arc::new(SystemClock::new()),
+        SeededRng::from_entropy().next_u64(),
+    )
+}
+
+impl Fixture {
+    /// A pool on one sparse file, its root dataset mounted at `<tmp>/mnt`. The temp dir is
+    /// 0755 so that an unprivileged user can reach the mount.
+    pub fn new() -> Fixture {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
+            .expect("chmod tempdir");
+        let device = dir.path().join("d0");
+        std::fs::File::create(&device)
+            .and_then(|f| f.set_len(DEVICE_BYTES))
+            .expect("device file");
+        let engine = Arc::new(new_engine());
+        let spec = CreateSpec {
+            name: POOL.into(),
+            tops: vec![TopSpec {
+                layout: TopLayout::Disk,
+                devices: vec![device.display().to_string()],
+            }],
+            spares: Vec::new(),
+            ashift: 12,
+            force: false,
+        };
+        let options = CreateOptions {
+            command: format!("pool create {POOL}"),
+            ..CreateOptions::default()
+        };
+        engine.create_pool(&spec, &options).expect("create pool");
+        let mnt = dir.path().join("mnt");
+        let mut fixture = Fixture {
+            dir,
+            engine,
+            mount: None,
+            mnt,
+        };
+        fixture.mount();
+        fixture
+    }
+
+    pub fn spec(&self) -> MountSpec {
+        let mut specs = self.engine.mount_specs(POOL).expect("mount specs");
+        let mut spec = specs.remove(0);
+        spec.mountpoint = self.mnt.clone();
+        spec
+    }
+
+    pub fn mount(&mut self) {
+        let mount = tarn_fuse::mount(Arc::clone(&self.engine), &self.spec()).expect("mount");
+        self.mount = Some(mount);
+    }
+
+    pub fn unmount(&mut self) {
+        if let Some(mut mount) = self.mount.take() {
+            mount.unmount().expect("unmount");
+        }
+    }
+
+    /// Unmounts, exports, imports again (a fresh engine, as after a daemon restart) and
+    /// mounts again.
+    pub fn cycle(&mut self) {
+        self.unmount();
+        self.engine.export_pool(POOL, false).expect("export");
+        let engine = Arc::new(new_engine());
+        let dirs = vec![self.dir.path().display().to_string()];
+        engine
+            .import_pool(&dirs, POOL, &ImportOptions::default(), "pool import")
+            .expect("import");
+        self.engine = engine;
+        self.mount();
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.mnt.join(name)
+    }
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        if let Some(mut mount) = self.mount.take()
+            && mount.unmount().is_err()
+        {
+            mount.detach();
+        }
+    }
+}
+
+/// Runs a command, asserting success; returns stdout.
+pub fn run(program: &str, args: &[&str]) -> String {
+    let output = Command::new(program).args(args).output().expect(program);
+    assert!(
+        output.status.success(),
+        "{program} {args:?} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// Runs `sh -c script` as user nobody (uid/gid 65534, no groups); returns whether it
+/// succeeded and its stderr.
+pub fn as_nobody(script: &str) -> (bool, String) {
+    let output = Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "sh",
+            "-c",
+            script,
+        ])
+        .output()
+        .expect("setpriv");
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+pub fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
+
+pub fn sh(script: &str, dir: &Path) -> String {
+    let output = Command::new("sh")
+        .args(["-c", script])
+        .current_dir(dir)
+        .output()
+        .expect("sh");
+    assert!(
+        output.status.success(),
+        "sh -c {script:?} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
