@@ -10,7 +10,7 @@ use std::sync::Arc;
 use tarn_base::ManualClock;
 use tarn_device::{FaultPlan, SimDevice};
 use tarn_engine::{
-    CreateOptions, DatasetQuery, DatasetRow, Engine, EngineError, TopLayout, TopSpec, check,
+    CreateOptions, DatasetQuery, DatasetRow, Engine, EngineError, FsOp, TopLayout, TopSpec, check,
 };
 use tarn_pool::{CreateSpec, HostIdentity, ImportOptions, SimProvider};
 
@@ -333,4 +333,114 @@ fn reservations_are_taken_from_everyone_else() {
         .set_dataset_props("tank/o", &props(&[("quota", "50M")]), "s")
         .unwrap();
     assert!(avail("tank/o") <= 50 << 20);
+}
+
+/// Writes `len` bytes of incompressible data into a new file `name` of `dataset`, in 1 MiB
+/// writes, through the filesystem door front ends use; returns the bytes written before the
+/// first error and the error.
+fn fill(engine: &Engine, dataset: &str, name: &str, len: u64) -> (u64, Option<EngineError>) {
+    let (pool, id) = engine.find_dataset(dataset).unwrap();
+    let creds = tarn_engine::posix::Creds::default();
+    let ino = engine
+        .fs_op(&pool, id, FsOp::Modify, |fs| {
+            let root = fs.root()?;
+            let kind = tarn_engine::posix::FileKind::Regular;
+            Ok(fs.mknod(root, name.as_bytes(), kind, 0o644, 0, creds)?.ino)
+        })
+        .unwrap();
+    let mut rng = tarn_base::SeededRng::new(len);
+    let mut chunk = vec![0u8; 1 << 20];
+    let mut written = 0;
+    while written < len {
+        rng.fill(&mut chunk);
+        let n = (len - written).min(chunk.len() as u64) as usize;
+        let data = &chunk[..n];
+        let at = written;
+        match engine.fs_op(&pool, id, FsOp::Write(n as u64), |fs| {
+            fs.write(ino, at, data)
+        }) {
+            Ok(_) => written += n as u64,
+            Err(e) => return (written, Some(e)),
+        }
+    }
+    (written, None)
+}
+
+fn bytes_of(engine: &Engine, name: &str, property: &str) -> u64 {
+    get(engine, name, &[property]).props[0]
+        .parsable
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn quotas_refuse_writes_at_the_limit_and_used_adds_up() {
+    let (_provider, engine) = setup();
+    let quota = props(&[("quota", "20M"), ("compression", "off")]);
+    engine.create_dataset("tank/q", &quota, false, "c").unwrap();
+    let (written, error) = fill(&engine, "tank/q", "f", 64 << 20);
+    assert!(
+        matches!(error, Some(EngineError::QuotaExceeded)),
+        "{error:?}"
+    );
+    assert_eq!(error.unwrap().errno(), libc::EDQUOT);
+    assert!(
+        (18 << 20..=20 << 20).contains(&written),
+        "stopped after {written} bytes"
+    );
+    engine.sync_pool("tank").unwrap();
+    let used = bytes_of(&engine, "tank/q", "used");
+    assert!(
+        used >= written && used <= 21 << 20,
+        "used {used} for {written} written"
+    );
+    assert!(bytes_of(&engine, "tank/q", "available") < 2 << 20);
+    let stat = engine
+        .fs_statfs("tank", engine.find_dataset("tank/q").unwrap().1)
+        .unwrap();
+    let size = stat.blocks * u64::from(stat.bsize);
+    assert!(
+        (19 << 20..=21 << 20).contains(&size),
+        "df shows the quota: {size}"
+    );
+    // The parent is charged what the child uses; a quota below that is refused.
+    assert!(bytes_of(&engine, "tank", "used") >= used);
+    let refused = engine.set_dataset_props("tank/q", &props(&[("quota", "1M")]), "s");
+    assert!(refused.is_err());
+    // refquota limits only the dataset's own data.
+    let refquota = props(&[("refquota", "5M"), ("compression", "off")]);
+    engine
+        .create_dataset("tank/r", &refquota, false, "c")
+        .unwrap();
+    let (written, error) = fill(&engine, "tank/r", "f", 16 << 20);
+    assert!(
+        matches!(error, Some(EngineError::QuotaExceeded)),
+        "{error:?}"
+    );
+    assert!(written <= 5 << 20, "{written}");
+    // Destroying gives the space back; nothing leaks.
+    let before = bytes_of(&engine, "tank", "used");
+    engine.destroy_dataset("tank/q", false, "d").unwrap();
+    for _ in 0..4 {
+        engine.sync_pool("tank").unwrap();
+    }
+    let after = bytes_of(&engine, "tank", "used");
+    assert!(before - after >= 18 << 20, "{before} -> {after}");
+    check::verify_pool(&engine, "tank").unwrap();
+}
+
+#[test]
+fn readonly_datasets_refuse_changes() {
+    let (_provider, engine) = setup();
+    engine
+        .create_dataset("tank/ro", &props(&[("readonly", "on")]), false, "c")
+        .unwrap();
+    let (pool, id) = engine.find_dataset("tank/ro").unwrap();
+    let creds = tarn_engine::posix::Creds::default();
+    let refused = engine.fs_op(&pool, id, FsOp::Modify, |fs| {
+        let root = fs.root()?;
+        fs.mkdir(root, b"d", 0o755, creds)
+    });
+    assert_eq!(refused.unwrap_err().errno(), libc::EROFS);
+    assert!(engine.fs_op(&pool, id, FsOp::Read, |fs| fs.root()).is_ok());
 }

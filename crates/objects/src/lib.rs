@@ -78,11 +78,14 @@ pub mod zap;
 #[cfg(test)]
 mod tests;
 
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
+
 pub use objset::{
     CACHE_BYTES_DEFAULT, META_DNODE_OBJECT, OBJECT_ID_LIMIT, ObjectSet, visit_object_set,
 };
 pub use tarn_format::objset::ObjsetKind;
-pub use zap::{ZAP_KEY_MAX, ZAP_VALUE_MAX, ZapCursor, ZapEntries};
+pub use zap::{ZAP_KEY_MAX, ZAP_VALUE_MAX, ZapByteEntries, ZapCursor, ZapEntries};
 
 use tarn_base::ObjectId;
 use tarn_format::{ChecksumKind, CompressSetting, FormatError};

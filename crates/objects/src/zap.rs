@@ -67,11 +67,32 @@ pub fn zap_hash(key: &[u8]) -> u64 {
 /// Listed entries: (key, value) pairs.
 pub type ZapEntries = Vec<(String, Vec<u8>)>;
 
+/// Listed entries with byte keys.
+pub type ZapByteEntries = Vec<(Vec<u8>, Vec<u8>)>;
+
 /// Position in a listing: entries after (hash, key) come next.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ZapCursor {
     hash: u64,
     key: Vec<u8>,
+}
+
+impl ZapCursor {
+    /// The position after every entry whose hash is at most `hash` (a key longer than any
+    /// valid key sorts after all of them).
+    #[must_use]
+    pub fn after_hash(hash: u64) -> ZapCursor {
+        ZapCursor {
+            hash,
+            key: vec![0xff; ZAP_KEY_MAX + 1],
+        }
+    }
+
+    /// The hash of the entry this cursor points after.
+    #[must_use]
+    pub fn hash(&self) -> u64 {
+        self.hash
+    }
 }
 
 /// One decoded entry, borrowing its block.
@@ -362,7 +383,7 @@ impl ObjectSet {
     fn zap_check(
         &self,
         object: ObjectId,
-        key: &str,
+        key: &[u8],
         value: Option<&[u8]>,
     ) -> Result<(), ObjectError> {
         if key.is_empty() || key.len() > ZAP_KEY_MAX {
@@ -509,9 +530,10 @@ impl ObjectSet {
         &mut self,
         store: &dyn BlockStore,
         id: ObjectId,
-        key: &str,
+        key: impl AsRef<[u8]>,
         value: &[u8],
     ) -> Result<(), ObjectError> {
+        let key = key.as_ref();
         self.zap_put(store, id, key, value, false)
     }
 
@@ -520,9 +542,10 @@ impl ObjectSet {
         &mut self,
         store: &dyn BlockStore,
         id: ObjectId,
-        key: &str,
+        key: impl AsRef<[u8]>,
         value: &[u8],
     ) -> Result<(), ObjectError> {
+        let key = key.as_ref();
         self.zap_put(store, id, key, value, true)
     }
 
@@ -531,9 +554,10 @@ impl ObjectSet {
         &mut self,
         store: &dyn BlockStore,
         id: ObjectId,
-        key: &str,
+        key: impl AsRef<[u8]>,
         value: u64,
     ) -> Result<(), ObjectError> {
+        let key = key.as_ref();
         self.zap_put(store, id, key, &value.to_le_bytes(), false)
     }
 
@@ -542,9 +566,10 @@ impl ObjectSet {
         &mut self,
         store: &dyn BlockStore,
         id: ObjectId,
-        key: &str,
+        key: impl AsRef<[u8]>,
         value: u64,
     ) -> Result<(), ObjectError> {
+        let key = key.as_ref();
         self.zap_put(store, id, key, &value.to_le_bytes(), true)
     }
 
@@ -553,25 +578,24 @@ impl ObjectSet {
         &mut self,
         store: &dyn BlockStore,
         id: ObjectId,
-        key: &str,
+        key: impl AsRef<[u8]>,
     ) -> Result<Option<Vec<u8>>, ObjectError> {
+        let key = key.as_ref();
         self.zap_check(id, key, None)?;
-        let hash = zap_hash(key.as_bytes());
+        let hash = zap_hash(key);
         match self.zap_form(store, id)? {
             Form::Micro => {
                 let block = self.zap_block(store, id, 0)?;
                 let entries = decode_micro(id, &block)?;
                 Ok(entries
                     .iter()
-                    .find(|e| e.key == key.as_bytes())
+                    .find(|e| e.key == key)
                     .map(|e| e.value.to_vec()))
             }
             Form::Fat(header) => {
                 let (_, block) = self.zap_leaf_for(store, id, &header, hash)?;
                 let leaf = decode_leaf(id, &block)?;
-                let found = leaf
-                    .entries
-                    .binary_search_by(|e| e.order(hash, key.as_bytes()));
+                let found = leaf.entries.binary_search_by(|e| e.order(hash, key));
                 Ok(found.ok().map(|at| leaf.entries[at].value.to_vec()))
             }
         }
@@ -582,8 +606,9 @@ impl ObjectSet {
         &mut self,
         store: &dyn BlockStore,
         id: ObjectId,
-        key: &str,
+        key: impl AsRef<[u8]>,
     ) -> Result<Option<u64>, ObjectError> {
+        let key = key.as_ref();
         match self.zap_lookup(store, id, key)? {
             None => Ok(None),
             Some(bytes) => le_u64(&bytes, 0)
@@ -608,27 +633,23 @@ impl ObjectSet {
         &mut self,
         store: &dyn BlockStore,
         id: ObjectId,
-        key: &str,
+        key: &[u8],
         value: &[u8],
         replace: bool,
     ) -> Result<(), ObjectError> {
         self.zap_check(id, key, Some(value))?;
-        let hash = zap_hash(key.as_bytes());
-        let new = Entry {
-            hash,
-            key: key.as_bytes(),
-            value,
-        };
+        let hash = zap_hash(key);
+        let new = Entry { hash, key, value };
         let header = match self.zap_form(store, id)? {
             Form::Fat(header) => header,
             Form::Micro => {
                 let block = self.zap_block(store, id, 0)?;
                 let mut entries = decode_micro(id, &block)?;
-                match entries.binary_search_by(|e| e.key.cmp(key.as_bytes())) {
+                match entries.binary_search_by(|e| e.key.cmp(key)) {
                     Ok(_) if !replace => {
                         return Err(ObjectError::KeyExists {
                             object: id,
-                            key: key.to_owned(),
+                            key: String::from_utf8_lossy(key).into_owned(),
                         });
                     }
                     Ok(at) => entries[at] = new,
@@ -843,20 +864,21 @@ impl ObjectSet {
         &mut self,
         store: &dyn BlockStore,
         id: ObjectId,
-        key: &str,
+        key: impl AsRef<[u8]>,
     ) -> Result<(), ObjectError> {
+        let key = key.as_ref();
         self.zap_check(id, key, None)?;
-        let hash = zap_hash(key.as_bytes());
+        let hash = zap_hash(key);
         let missing = || ObjectError::NoSuchKey {
             object: id,
-            key: key.to_owned(),
+            key: String::from_utf8_lossy(key).into_owned(),
         };
         let mut header = match self.zap_form(store, id)? {
             Form::Micro => {
                 let block = self.zap_block(store, id, 0)?;
                 let mut entries = decode_micro(id, &block)?;
                 let at = entries
-                    .binary_search_by(|e| e.key.cmp(key.as_bytes()))
+                    .binary_search_by(|e| e.key.cmp(key))
                     .map_err(|_| missing())?;
                 entries.remove(at);
                 return self.write(store, id, 0, &encode_micro(&entries));
@@ -868,7 +890,7 @@ impl ObjectSet {
         Self::zap_leaf_slots(id, &header, &leaf, hash_index(hash, header.table_shift))?;
         let mut entries = leaf.entries.clone();
         let at = entries
-            .binary_search_by(|e| e.order(hash, key.as_bytes()))
+            .binary_search_by(|e| e.order(hash, key))
             .map_err(|_| missing())?;
         entries.remove(at);
         self.write(
@@ -993,7 +1015,9 @@ impl ObjectSet {
     }
 
     /// Up to `max` entries after `cursor` (from the start when `None`) in (hash, key) order,
-    /// and the cursor to continue from (`None` when the listing is complete).
+    /// and the cursor to continue from (`None` when the listing is complete). Keys must be
+    /// UTF-8 (property lists, directories of the MOS); [`ObjectSet::zap_list_bytes`] lists
+    /// any keys.
     pub fn zap_list(
         &mut self,
         store: &dyn BlockStore,
@@ -1001,21 +1025,37 @@ impl ObjectSet {
         cursor: Option<&ZapCursor>,
         max: usize,
     ) -> Result<(ZapEntries, Option<ZapCursor>), ObjectError> {
+        let (entries, next) = self.zap_list_bytes(store, id, cursor, max)?;
+        let entries = entries
+            .into_iter()
+            .map(|(key, value)| {
+                String::from_utf8(key)
+                    .map(|key| (key, value))
+                    .map_err(|_| corrupt(id, "ZAP key is not UTF-8"))
+            })
+            .collect::<Result<ZapEntries, ObjectError>>()?;
+        Ok((entries, next))
+    }
+
+    /// [`ObjectSet::zap_list`] with keys as bytes (file names need not be UTF-8).
+    pub fn zap_list_bytes(
+        &mut self,
+        store: &dyn BlockStore,
+        id: ObjectId,
+        cursor: Option<&ZapCursor>,
+        max: usize,
+    ) -> Result<(ZapByteEntries, Option<ZapCursor>), ObjectError> {
         let after =
             |e: &Entry<'_>| cursor.is_none_or(|c| e.order(c.hash, &c.key) == Ordering::Greater);
-        let mut out: Vec<(String, Vec<u8>)> = Vec::new();
-        // Keys are checked for UTF-8 here rather than on every decode: only listing turns
-        // them into strings (lookups compare bytes).
-        let push = |e: &Entry<'_>, out: &mut ZapEntries| -> Result<(), ObjectError> {
-            let key =
-                std::str::from_utf8(e.key).map_err(|_| corrupt(id, "ZAP key is not UTF-8"))?;
-            out.push((key.to_owned(), e.value.to_vec()));
+        let mut out: ZapByteEntries = Vec::new();
+        let push = |e: &Entry<'_>, out: &mut ZapByteEntries| -> Result<(), ObjectError> {
+            out.push((e.key.to_vec(), e.value.to_vec()));
             Ok(())
         };
-        let last = |out: &Vec<(String, Vec<u8>)>| {
+        let last = |out: &ZapByteEntries| {
             out.last().map(|(key, _)| ZapCursor {
-                hash: zap_hash(key.as_bytes()),
-                key: key.as_bytes().to_vec(),
+                hash: zap_hash(key),
+                key: key.clone(),
             })
         };
         match self.zap_form(store, id)? {

@@ -1,27 +1,39 @@
-//! The filesystem operations over one object set (SKELETON: signatures are the contract the
-//! engine and the FUSE front end build on; bodies are filled in by the posix work).
+//! [`Fs`]: one operation's view of a filesystem, its master node, inode access and the
+//! unlinked set. The operations themselves are in `namespace.rs` (names), `data.rs`
+//! (contents) and `xattr.rs`.
 
-use tarn_objects::ObjectSet;
+use tarn_base::ObjectId;
+use tarn_objects::{ObjectError, ObjectSet};
 use tarn_zio::BlockStore;
 
-use crate::{
-    Attr, Creds, DirEntry, Fallocate, FileKind, FsConfig, Ino, PosixError, RenameFlags, Seek,
-    SetAttr, Timespec, XattrSet,
-};
+use crate::inode::{self, INODE_LEN, Inode, TYPE_MASTER, TYPE_UNLINKED};
+use crate::{Attr, Creds, FileKind, FsConfig, Ino, PosixError, Timespec};
 
-type Result<T> = std::result::Result<T, PosixError>;
+pub(crate) type Result<T> = std::result::Result<T, PosixError>;
 
-#[allow(dead_code)] // SKELETON: used once the operations are filled in.
+/// The master node's fixed object number (the first object a fresh object set hands out).
+pub(crate) const MASTER: ObjectId = ObjectId(1);
+/// Master-node keys.
+const KEY_VERSION: &str = "version";
+const KEY_ROOT: &str = "root";
+const KEY_UNLINKED: &str = "unlinked";
+const KEY_INODES: &str = "inodes";
+/// The POSIX layer's format version.
+pub(crate) const POSIX_VERSION: u64 = 1;
+
 /// A filesystem view of one dataset's object set for the duration of one operation. The
 /// engine builds one per call, under the pool lock.
 pub struct Fs<'a> {
-    os: &'a mut ObjectSet,
-    store: &'a dyn BlockStore,
-    now: Timespec,
-    config: FsConfig,
+    pub(crate) os: &'a mut ObjectSet,
+    pub(crate) store: &'a dyn BlockStore,
+    pub(crate) now: Timespec,
+    pub(crate) config: FsConfig,
 }
 
-#[allow(unused_variables, clippy::unused_self)]
+pub(crate) fn oid(ino: Ino) -> ObjectId {
+    ObjectId(ino)
+}
+
 impl<'a> Fs<'a> {
     /// A view of `os` with `now` as the time of every change it makes.
     pub fn new(
@@ -41,152 +53,218 @@ impl<'a> Fs<'a> {
     /// Makes an empty object set a filesystem: the master node and a root directory owned
     /// by `owner` with permissions 0755.
     pub fn format(&mut self, owner: Creds) -> Result<()> {
+        let master = self.os.zap_create(self.store, TYPE_MASTER)?;
+        if master != MASTER {
+            return Err(PosixError::Invalid("object set is not empty"));
+        }
+        self.os.set_metadata(self.store, master, true)?;
+        let unlinked = self.os.zap_create(self.store, TYPE_UNLINKED)?;
+        self.os
+            .zap_insert_u64(self.store, MASTER, KEY_VERSION, POSIX_VERSION)?;
+        self.os
+            .zap_insert_u64(self.store, MASTER, KEY_UNLINKED, unlinked.0)?;
+        self.os.zap_insert_u64(self.store, MASTER, KEY_INODES, 0)?;
+        let root = self.new_inode(FileKind::Directory, 0o755, owner, 0)?;
+        let mut inode = self.inode(root)?;
+        inode.parent = root;
+        inode.nlink = 2;
+        self.put(root, &inode)?;
+        self.os.zap_insert_u64(self.store, MASTER, KEY_ROOT, root)?;
         Ok(())
     }
 
-    /// Frees every inode left on the unlinked set (called when a dataset is mounted, as ZFS
-    /// drains its unlinked set: files deleted while open whose owner died).
-    pub fn drain_unlinked(&mut self) -> Result<u64> {
-        Ok(0)
+    fn master(&mut self, key: &str) -> Result<u64> {
+        self.os
+            .zap_lookup_u64(self.store, MASTER, key)
+            .map_err(|e| match e {
+                ObjectError::NoSuchObject { .. } => PosixError::NotFilesystem,
+                other => other.into(),
+            })?
+            .ok_or(PosixError::NotFilesystem)
     }
 
     /// The root directory's inode.
     pub fn root(&mut self) -> Result<Ino> {
-        Err(PosixError::NotSupported)
+        let version = self.master(KEY_VERSION)?;
+        if version != POSIX_VERSION {
+            return Err(inode::corrupt(MASTER.0, "unknown POSIX layer version"));
+        }
+        self.master(KEY_ROOT)
     }
 
-    /// Looks up `name` in directory `parent`.
-    pub fn lookup(&mut self, parent: Ino, name: &[u8]) -> Result<Attr> {
-        Err(PosixError::NotSupported)
+    /// Inodes in use (for statfs's file count).
+    pub fn inode_count(&mut self) -> Result<u64> {
+        self.master(KEY_INODES)
+    }
+
+    fn count_inodes(&mut self, delta: i64) -> Result<()> {
+        let count = self.master(KEY_INODES)?.saturating_add_signed(delta);
+        self.os
+            .zap_update_u64(self.store, MASTER, KEY_INODES, count)?;
+        Ok(())
+    }
+
+    /// Reads inode `ino` (ENOENT if the object is not a live inode).
+    pub(crate) fn inode(&mut self, ino: Ino) -> Result<Inode> {
+        if ino == MASTER.0 || ino == 0 {
+            return Err(PosixError::NotFound);
+        }
+        let info = match self.os.object_info(self.store, oid(ino)) {
+            Ok(info) => info,
+            Err(ObjectError::NoSuchObject { .. } | ObjectError::InvalidArgument { .. }) => {
+                return Err(PosixError::NotFound);
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let inode = Inode::decode(ino, &self.os.bonus(self.store, oid(ino))?)?;
+        if info.object_type != inode::object_type(inode.kind) {
+            return Err(inode::corrupt(
+                ino,
+                "inode type disagrees with its object type",
+            ));
+        }
+        Ok(inode)
+    }
+
+    /// Writes inode `ino`.
+    pub(crate) fn put(&mut self, ino: Ino, inode: &Inode) -> Result<()> {
+        self.os.set_bonus(self.store, oid(ino), &inode.encode())?;
+        Ok(())
+    }
+
+    /// A new inode of `kind` (its object, its bonus), not yet linked anywhere (nlink 1, or
+    /// 2 for a directory).
+    pub(crate) fn new_inode(
+        &mut self,
+        kind: FileKind,
+        perm: u32,
+        creds: Creds,
+        rdev: u64,
+    ) -> Result<Ino> {
+        let object = match kind {
+            FileKind::Directory => self.os.zap_create(self.store, inode::TYPE_DIRECTORY)?,
+            _ => self.os.allocate_object(
+                self.store,
+                inode::object_type(kind),
+                512,
+                0,
+                INODE_LEN as u16,
+            )?,
+        };
+        let ino = object.0;
+        let inode = Inode {
+            kind,
+            perm: (perm & 0o7777) as u16,
+            nlink: if kind == FileKind::Directory { 2 } else { 1 },
+            uid: creds.uid,
+            gid: creds.gid,
+            size: 0,
+            parent: 0,
+            rdev,
+            generation: self.store.txg().0,
+            xattr: 0,
+            atime: self.now,
+            mtime: self.now,
+            ctime: self.now,
+            crtime: self.now,
+            inline: Vec::new(),
+        };
+        self.put(ino, &inode)?;
+        self.count_inodes(1)?;
+        Ok(ino)
+    }
+
+    /// What `stat` shows for `ino`.
+    pub(crate) fn attr_of(&mut self, ino: Ino, inode: &Inode) -> Result<Attr> {
+        let info = self.os.object_info(self.store, oid(ino))?;
+        let blksize = match inode.kind {
+            FileKind::Regular => info.data_block_size.max(4096),
+            _ => 4096,
+        };
+        Ok(Attr {
+            ino,
+            kind: inode.kind,
+            perm: inode.perm,
+            nlink: inode.nlink,
+            uid: inode.uid,
+            gid: inode.gid,
+            rdev: inode.rdev,
+            size: inode.size,
+            blocks: info.used_bytes.div_ceil(512),
+            blksize,
+            atime: inode.atime,
+            mtime: inode.mtime,
+            ctime: inode.ctime,
+            crtime: inode.crtime,
+            generation: inode.generation,
+        })
     }
 
     /// The attributes of `ino`.
     pub fn getattr(&mut self, ino: Ino) -> Result<Attr> {
-        Err(PosixError::NotSupported)
+        let inode = self.inode(ino)?;
+        self.attr_of(ino, &inode)
     }
 
-    /// Changes attributes (chmod, chown, truncate, utimens); ctime becomes now.
-    pub fn setattr(&mut self, ino: Ino, changes: &SetAttr) -> Result<Attr> {
-        Err(PosixError::NotSupported)
+    fn unlinked_set(&mut self) -> Result<ObjectId> {
+        Ok(ObjectId(self.master(KEY_UNLINKED)?))
     }
 
-    /// Creates a regular file, FIFO, socket or device node `name` in `parent`.
-    pub fn mknod(
-        &mut self,
-        parent: Ino,
-        name: &[u8],
-        kind: FileKind,
-        perm: u32,
-        rdev: u64,
-        creds: Creds,
-    ) -> Result<Attr> {
-        Err(PosixError::NotSupported)
-    }
-
-    /// Creates directory `name` in `parent`.
-    pub fn mkdir(&mut self, parent: Ino, name: &[u8], perm: u32, creds: Creds) -> Result<Attr> {
-        Err(PosixError::NotSupported)
-    }
-
-    /// Creates symlink `name` in `parent` pointing at `target`.
-    pub fn symlink(
-        &mut self,
-        parent: Ino,
-        name: &[u8],
-        target: &[u8],
-        creds: Creds,
-    ) -> Result<Attr> {
-        Err(PosixError::NotSupported)
-    }
-
-    /// The target of symlink `ino`.
-    pub fn readlink(&mut self, ino: Ino) -> Result<Vec<u8>> {
-        Err(PosixError::NotSupported)
-    }
-
-    /// Adds hard link `newname` in `newparent` to `ino` (not a directory).
-    pub fn link(&mut self, ino: Ino, newparent: Ino, newname: &[u8]) -> Result<Attr> {
-        Err(PosixError::NotSupported)
-    }
-
-    /// Removes `name` (not a directory) from `parent`. Returns the inode if its link count
-    /// reached zero: it is then on the unlinked set until [`Fs::reclaim`].
-    pub fn unlink(&mut self, parent: Ino, name: &[u8]) -> Result<Option<Ino>> {
-        Err(PosixError::NotSupported)
-    }
-
-    /// Removes the empty directory `name` from `parent`. Returns its inode, which is on the
-    /// unlinked set until [`Fs::reclaim`].
-    pub fn rmdir(&mut self, parent: Ino, name: &[u8]) -> Result<Ino> {
-        Err(PosixError::NotSupported)
+    /// Puts an inode that lost its last link on the unlinked set.
+    pub(crate) fn mark_unlinked(&mut self, ino: Ino) -> Result<()> {
+        let set = self.unlinked_set()?;
+        self.os
+            .zap_update_u64(self.store, set, ino.to_le_bytes(), ino)?;
+        Ok(())
     }
 
     /// Frees an inode whose link count is zero (the front end calls this when nothing holds
     /// it open any more). An inode with links is left alone.
     pub fn reclaim(&mut self, ino: Ino) -> Result<()> {
-        Err(PosixError::NotSupported)
+        let inode = self.inode(ino)?;
+        if inode.nlink > 0 {
+            return Ok(());
+        }
+        if inode.xattr != 0 {
+            self.free_xattrs(inode.xattr)?;
+        }
+        self.os.free_object(self.store, oid(ino))?;
+        self.count_inodes(-1)?;
+        let set = self.unlinked_set()?;
+        if self
+            .os
+            .zap_lookup(self.store, set, ino.to_le_bytes())?
+            .is_some()
+        {
+            self.os.zap_remove(self.store, set, ino.to_le_bytes())?;
+        }
+        Ok(())
     }
 
-    /// renameat2. Returns the inode that lost its last link when the target was replaced.
-    pub fn rename(
-        &mut self,
-        parent: Ino,
-        name: &[u8],
-        newparent: Ino,
-        newname: &[u8],
-        flags: RenameFlags,
-    ) -> Result<Option<Ino>> {
-        Err(PosixError::NotSupported)
-    }
-
-    /// Reads up to `len` bytes at `offset` (short at end of file).
-    pub fn read(&mut self, ino: Ino, offset: u64, len: u32) -> Result<Vec<u8>> {
-        Err(PosixError::NotSupported)
-    }
-
-    /// Writes `data` at `offset`, extending the file; mtime and ctime become now.
-    pub fn write(&mut self, ino: Ino, offset: u64, data: &[u8]) -> Result<u32> {
-        Err(PosixError::NotSupported)
-    }
-
-    /// Up to `max` entries of directory `ino` after `cookie` (0 starts with `.` and `..`).
-    pub fn readdir(&mut self, ino: Ino, cookie: u64, max: usize) -> Result<Vec<DirEntry>> {
-        Err(PosixError::NotSupported)
-    }
-
-    /// fallocate: preallocate (a no-op for copy-on-write beyond extending the size unless
-    /// `keep_size`), punch a hole, or zero a range.
-    pub fn fallocate(&mut self, ino: Ino, offset: u64, len: u64, mode: Fallocate) -> Result<()> {
-        Err(PosixError::NotSupported)
-    }
-
-    /// SEEK_DATA / SEEK_HOLE from `offset`.
-    pub fn seek(&mut self, ino: Ino, offset: u64, whence: Seek) -> Result<u64> {
-        Err(PosixError::NotSupported)
-    }
-
-    /// The value of extended attribute `name` (full name with namespace, e.g. `user.x`).
-    pub fn getxattr(&mut self, ino: Ino, name: &[u8]) -> Result<Vec<u8>> {
-        Err(PosixError::NotSupported)
-    }
-
-    /// Sets extended attribute `name`.
-    pub fn setxattr(&mut self, ino: Ino, name: &[u8], value: &[u8], how: XattrSet) -> Result<()> {
-        Err(PosixError::NotSupported)
-    }
-
-    /// Names of the extended attributes of `ino`.
-    pub fn listxattr(&mut self, ino: Ino) -> Result<Vec<Vec<u8>>> {
-        Err(PosixError::NotSupported)
-    }
-
-    /// Removes extended attribute `name`.
-    pub fn removexattr(&mut self, ino: Ino, name: &[u8]) -> Result<()> {
-        Err(PosixError::NotSupported)
-    }
-
-    /// Inodes in use (for statfs's file count).
-    pub fn inode_count(&mut self) -> Result<u64> {
-        Err(PosixError::NotSupported)
+    /// Frees every inode left on the unlinked set (called when a dataset is mounted, as ZFS
+    /// drains its unlinked set: files deleted while open whose owner died). Returns how many.
+    pub fn drain_unlinked(&mut self) -> Result<u64> {
+        let set = self.unlinked_set()?;
+        let mut freed = 0;
+        loop {
+            let (entries, _) = self.os.zap_list_bytes(self.store, set, None, 256)?;
+            if entries.is_empty() {
+                return Ok(freed);
+            }
+            for (key, value) in entries {
+                let ino = <[u8; 8]>::try_from(value.as_slice())
+                    .map(u64::from_le_bytes)
+                    .map_err(|_| inode::corrupt(set.0, "unlinked-set entry is not a u64"))?;
+                match self.inode(ino) {
+                    Ok(inode) if inode.nlink == 0 => self.reclaim(ino)?,
+                    // Linked again or gone: just drop the entry.
+                    Ok(_) | Err(PosixError::NotFound) => {
+                        self.os.zap_remove(self.store, set, &key)?;
+                    }
+                    Err(e) => return Err(e),
+                }
+                freed += 1;
+            }
+        }
     }
 }

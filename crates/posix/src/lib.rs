@@ -2,24 +2,62 @@
 //! directories, regular files with holes, symlinks, hard links, special files, xattrs.
 //!
 //! # Purpose
-//! Turn the numbered objects of a dataset's [`ObjectSet`] into files and directories. It
-//! knows nothing of FUSE, the kernel or the CLI: a front end calls [`Fs`] methods with inode
-//! numbers, names as bytes and caller credentials, and maps [`PosixError::errno`] to its
-//! protocol.
+//! Turn the numbered objects of a dataset's [`tarn_objects::ObjectSet`] into files and
+//! directories. It knows nothing of FUSE, the kernel or the CLI: a front end calls [`Fs`]
+//! methods with inode numbers, names as bytes and caller credentials, and maps
+//! [`PosixError::errno`] to its protocol.
 //!
 //! # Model
-//! (SKELETON: the implementer replaces this block with the real theory: master node,
-//! inode layout in the bonus buffer, directories as ZAPs, xattr storage, the unlinked set.)
+//! ```text
+//!  object 1: master node (ZAP)  "version" -> 1, "root" -> R, "unlinked" -> U, "inodes" -> n
+//!  object R: root directory     ZAP: name -> (inode, type); bonus: inode (parent = R)
+//!  object U: unlinked set       ZAP: inode -> inode (link count 0, still open somewhere)
+//!  object N: an inode           bonus: inode (type, mode, owner, size, times, parent,
+//!                               xattr ZAP); data: file contents (records of recordsize,
+//!                               the first block growing from 512 bytes), a long symlink
+//!                               target; directories are ZAPs
+//!  object X: xattr ZAP of N     name -> value inline, or -> (value object, length)
+//! ```
+//! Inode numbers are object numbers. A directory's `size` is its entry count; its link
+//! count is 2 plus its subdirectories. `readdir` cookies are the entries' ZAP hashes, so a
+//! listing never repeats or skips an entry that stays while others come and go.
+//!
+//! # Invariants
+//! - I1: every live inode except the root is named by at least one directory entry, or
+//!   has link count 0 and is on the unlinked set; nothing on the set has links.
+//! - I2: a directory entry's type equals its inode's type; a directory's `..` (its inode's
+//!   parent) lists it.
+//! - I3: bytes past a file's size read as zeros whenever the size grows again (truncation
+//!   frees or zeroes them).
+//! - I4: the master node's inode count equals the live inodes.
+//!
+//! # Failure model
+//! Bytes from disk (inodes, entries, attribute values) are input: a bad one is
+//! [`PosixError::Object`] with `ObjectError::Corrupt` (EIO), never a panic. Unreadable
+//! blocks surface as EIO from the object layer. A crash leaves the last committed txg,
+//! where I1-I4 held; inodes unlinked while open are freed by [`Fs::drain_unlinked`] at the
+//! next mount.
 //!
 //! # Not here
 //! Permission checks (the kernel enforces mode bits and POSIX ACLs with FUSE's
-//! `default_permissions`; the ACL xattrs are stored here), quotas and space accounting (the
-//! engine admits writes), txg timing (the engine syncs), open-file tracking (the front end
-//! decides when an unlinked inode is reclaimed).
+//! `default_permissions`; ACL xattrs are stored here verbatim), quotas and space accounting
+//! (the engine admits writes), txg timing (the engine syncs), open-file tracking (the front
+//! end decides when an unlinked inode is reclaimed), atime updates on read (a mount option
+//! matter; not done), per-user space accounting for `userquota@`.
 
+mod data;
 mod fs;
+mod inode;
+mod namespace;
+mod xattr;
 
+#[cfg(test)]
+mod tests;
+
+pub use data::FILE_SIZE_MAX;
 pub use fs::Fs;
+pub use namespace::NAME_MAX;
+pub use xattr::{XATTR_NAME_MAX, XATTR_SIZE_MAX};
 
 use tarn_objects::ObjectError;
 
@@ -237,9 +275,15 @@ pub enum PosixError {
     /// EOPNOTSUPP.
     #[error("operation not supported")]
     NotSupported,
-    /// EFBIG: beyond the largest file size.
+    /// EFBIG: beyond the largest file size (E2BIG for an attribute value).
     #[error("file too large")]
     TooBig,
+    /// EPERM: not allowed on this kind of file (a hard link to a directory).
+    #[error("operation not permitted")]
+    NotPermitted,
+    /// The object set holds no filesystem (no master node).
+    #[error("not a filesystem")]
+    NotFilesystem,
     /// EIO and its kin from the object layer (EIO for unreadable blocks; corrupt metadata).
     #[error(transparent)]
     Object(#[from] ObjectError),
@@ -263,6 +307,8 @@ impl PosixError {
             PosixError::NoSuchOffset => libc::ENXIO,
             PosixError::NotSupported => libc::EOPNOTSUPP,
             PosixError::TooBig => libc::EFBIG,
+            PosixError::NotPermitted => libc::EPERM,
+            PosixError::NotFilesystem => libc::EINVAL,
             PosixError::Object(_) => libc::EIO,
         }
     }

@@ -1,0 +1,133 @@
+//! File contents: reads, writes that grow a small file's block up to `recordsize`,
+//! truncation, fallocate (holes and zeroed ranges) and SEEK_DATA/SEEK_HOLE.
+
+use crate::fs::{Fs, Result, oid};
+use crate::inode::Inode;
+use crate::{Fallocate, FileKind, Ino, PosixError, Seek};
+
+/// Largest file size (2^56 bytes: far below what a tree of records can address).
+pub const FILE_SIZE_MAX: u64 = 1 << 56;
+
+impl Fs<'_> {
+    /// Inode `ino`, which must be a regular file.
+    fn regular(&mut self, ino: Ino) -> Result<Inode> {
+        let inode = self.inode(ino)?;
+        match inode.kind {
+            FileKind::Regular => Ok(inode),
+            FileKind::Directory => Err(PosixError::IsDir),
+            _ => Err(PosixError::Invalid("data operation on a special file")),
+        }
+    }
+
+    /// Reads up to `len` bytes at `offset` (short at end of file).
+    pub fn read(&mut self, ino: Ino, offset: u64, len: u32) -> Result<Vec<u8>> {
+        let inode = self.regular(ino)?;
+        if offset >= inode.size {
+            return Ok(Vec::new());
+        }
+        let len = u64::from(len).min(inode.size - offset);
+        let mut buf = vec![0u8; usize::try_from(len).map_err(|_| PosixError::TooBig)?];
+        self.os.read(self.store, oid(ino), offset, &mut buf)?;
+        Ok(buf)
+    }
+
+    /// Grows the block of a file that has at most one block so that `end` fits in it, up to
+    /// `recordsize` (ZFS's growing first block: small files take small blocks).
+    fn grow_block(&mut self, ino: Ino, end: u64) -> Result<()> {
+        let info = self.os.object_info(self.store, oid(ino))?;
+        let block = u64::from(info.data_block_size);
+        let record = u64::from(self.config.recordsize);
+        if info.maxblkid != 0 || block >= record || end <= block {
+            return Ok(());
+        }
+        let wanted = end.next_power_of_two().clamp(512, record);
+        let wanted = u32::try_from(wanted).map_err(|_| PosixError::TooBig)?;
+        self.os.set_block_size(self.store, oid(ino), wanted)?;
+        Ok(())
+    }
+
+    /// Writes `data` at `offset`, extending the file; mtime and ctime become now.
+    pub fn write(&mut self, ino: Ino, offset: u64, data: &[u8]) -> Result<u32> {
+        let mut inode = self.regular(ino)?;
+        let len = u32::try_from(data.len()).map_err(|_| PosixError::TooBig)?;
+        let end = offset
+            .checked_add(u64::from(len))
+            .filter(|end| *end <= FILE_SIZE_MAX)
+            .ok_or(PosixError::TooBig)?;
+        if !data.is_empty() {
+            self.grow_block(ino, end)?;
+            self.os.write(self.store, oid(ino), offset, data)?;
+        }
+        inode.size = inode.size.max(end);
+        inode.mtime = self.now;
+        inode.ctime = self.now;
+        self.put(ino, &inode)?;
+        Ok(len)
+    }
+
+    /// Sets the size of regular file `ino` (whose inode is `inode`, updated here): shrinking
+    /// frees whole blocks past the end and zeroes the rest of the last one, so bytes past
+    /// the end always read as zeros when the file grows again.
+    pub(crate) fn truncate(&mut self, ino: Ino, inode: &mut Inode, size: u64) -> Result<()> {
+        if size > FILE_SIZE_MAX {
+            return Err(PosixError::TooBig);
+        }
+        if size < inode.size {
+            self.os
+                .free_range(self.store, oid(ino), size, inode.size - size)?;
+        }
+        if size != inode.size {
+            inode.size = size;
+            inode.mtime = self.now;
+        }
+        Ok(())
+    }
+
+    /// fallocate: preallocate (copy-on-write cannot reserve blocks for later overwrites, so
+    /// this only extends the size unless `keep_size`), punch a hole, or zero a range.
+    pub fn fallocate(&mut self, ino: Ino, offset: u64, len: u64, mode: Fallocate) -> Result<()> {
+        let mut inode = self.regular(ino)?;
+        if len == 0 {
+            return Err(PosixError::Invalid("fallocate length 0"));
+        }
+        let end = offset
+            .checked_add(len)
+            .filter(|end| *end <= FILE_SIZE_MAX)
+            .ok_or(PosixError::TooBig)?;
+        if mode.punch_hole && (!mode.keep_size || mode.zero_range) {
+            return Err(PosixError::Invalid("PUNCH_HOLE needs KEEP_SIZE alone"));
+        }
+        if mode.punch_hole || mode.zero_range {
+            let stop = end.min(inode.size);
+            if offset < stop {
+                self.os
+                    .free_range(self.store, oid(ino), offset, stop - offset)?;
+            }
+            inode.mtime = self.now;
+        }
+        if !mode.keep_size && end > inode.size {
+            inode.size = end;
+            inode.mtime = self.now;
+        }
+        inode.ctime = self.now;
+        self.put(ino, &inode)
+    }
+
+    /// SEEK_DATA / SEEK_HOLE from `offset`.
+    pub fn seek(&mut self, ino: Ino, offset: u64, whence: Seek) -> Result<u64> {
+        let inode = self.regular(ino)?;
+        if offset >= inode.size {
+            return Err(PosixError::NoSuchOffset);
+        }
+        match whence {
+            Seek::Data => match self.os.next_data(self.store, oid(ino), offset)? {
+                Some(found) if found < inode.size => Ok(found.max(offset)),
+                _ => Err(PosixError::NoSuchOffset),
+            },
+            Seek::Hole => {
+                let found = self.os.next_hole(self.store, oid(ino), offset)?;
+                Ok(found.max(offset).min(inode.size))
+            }
+        }
+    }
+}

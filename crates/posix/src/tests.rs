@@ -1,0 +1,652 @@
+//! Tests of the POSIX layer on an in-memory block store: every operation and its errors, a
+//! seeded random workload against a model of the tree (with sync and reopen at random
+//! points and a check that nothing leaks), a directory of 100,000 entries listed while it
+//! changes, and corrupt inodes that must be errors.
+
+use std::collections::BTreeMap;
+
+use tarn_base::{ObjectId, SeededRng};
+use tarn_objects::testing::{MemStore, check_space};
+use tarn_objects::{ObjectSet, ObjsetKind};
+
+use crate::{
+    Creds, Fallocate, FileKind, Fs, FsConfig, Ino, PosixError, RenameFlags, Seek, SetAttr,
+    TimeOrNow, Timespec, XattrSet,
+};
+
+const NOW: Timespec = Timespec {
+    secs: 1_700_000_000,
+    nsecs: 123_456_789,
+};
+const ME: Creds = Creds {
+    uid: 1000,
+    gid: 100,
+};
+
+/// An object set with a filesystem in a memory store.
+struct World {
+    store: MemStore,
+    os: ObjectSet,
+    config: FsConfig,
+}
+
+impl World {
+    fn new() -> World {
+        let store = MemStore::new();
+        let mut os = ObjectSet::create(ObjsetKind::Filesystem);
+        Fs::new(&mut os, &store, NOW, FsConfig::default())
+            .format(Creds::default())
+            .unwrap();
+        World {
+            store,
+            os,
+            config: FsConfig::default(),
+        }
+    }
+
+    fn fs(&mut self) -> Fs<'_> {
+        Fs::new(&mut self.os, &self.store, NOW, self.config)
+    }
+
+    /// Syncs, checks that live blocks are exactly the reachable ones, and reopens.
+    fn sync_and_reopen(&mut self) {
+        let root = self.os.sync(&mut self.store).unwrap();
+        self.store.next_txg();
+        check_space(&self.store, &root);
+        self.os = ObjectSet::open(&self.store, &root).unwrap();
+    }
+}
+
+fn errno<T: std::fmt::Debug>(result: Result<T, PosixError>) -> i32 {
+    result.unwrap_err().errno()
+}
+
+#[test]
+fn files_directories_and_their_errors() {
+    let mut w = World::new();
+    let mut fs = w.fs();
+    let root = fs.root().unwrap();
+    let attr = fs.getattr(root).unwrap();
+    assert_eq!(
+        (attr.kind, attr.perm, attr.nlink),
+        (FileKind::Directory, 0o755, 2)
+    );
+    let dir = fs.mkdir(root, b"d", 0o750, ME).unwrap();
+    assert_eq!((dir.uid, dir.gid, dir.perm), (1000, 100, 0o750));
+    assert_eq!(fs.getattr(root).unwrap().nlink, 3);
+    let file = fs
+        .mknod(dir.ino, b"f", FileKind::Regular, 0o644, 0, ME)
+        .unwrap();
+    assert_eq!(fs.write(file.ino, 10, b"hello").unwrap(), 5);
+    assert_eq!(
+        fs.read(file.ino, 0, 100).unwrap(),
+        b"\0\0\0\0\0\0\0\0\0\0hello"
+    );
+    assert_eq!(fs.lookup(dir.ino, b"f").unwrap().size, 15);
+    assert_eq!(fs.lookup(dir.ino, b"..").unwrap().ino, root);
+    assert_eq!(errno(fs.lookup(dir.ino, b"nope")), libc::ENOENT);
+    assert_eq!(errno(fs.lookup(file.ino, b"x")), libc::ENOTDIR);
+    assert_eq!(errno(fs.mkdir(dir.ino, b"f", 0o755, ME)), libc::EEXIST);
+    assert_eq!(
+        errno(fs.mkdir(dir.ino, &[b'a'; 256], 0o755, ME)),
+        libc::ENAMETOOLONG
+    );
+    assert_eq!(errno(fs.mkdir(dir.ino, b"a/b", 0o755, ME)), libc::EINVAL);
+    assert_eq!(errno(fs.rmdir(root, b"d")), libc::ENOTEMPTY);
+    assert_eq!(errno(fs.unlink(root, b"d")), libc::EISDIR);
+    assert_eq!(errno(fs.rmdir(dir.ino, b"f")), libc::ENOTDIR);
+    assert_eq!(errno(fs.read(dir.ino, 0, 1)), libc::EISDIR);
+    assert_eq!(errno(fs.link(dir.ino, root, b"l")), libc::EPERM);
+    assert_eq!(
+        errno(fs.mknod(root, b"x", FileKind::Directory, 0, 0, ME)),
+        libc::EINVAL
+    );
+    // Hard links, symlinks and special files.
+    let linked = fs.link(file.ino, root, b"hard").unwrap();
+    assert_eq!(linked.nlink, 2);
+    let short = fs.symlink(root, b"s", b"d/f", ME).unwrap();
+    assert_eq!((short.kind, short.size), (FileKind::Symlink, 3));
+    assert_eq!(fs.readlink(short.ino).unwrap(), b"d/f");
+    let long_target = vec![b'x'; 1000];
+    let long = fs.symlink(root, b"long", &long_target, ME).unwrap();
+    assert_eq!(fs.readlink(long.ino).unwrap(), long_target);
+    let dev = fs
+        .mknod(root, b"dev", FileKind::CharDevice, 0o600, 0x0103, ME)
+        .unwrap();
+    assert_eq!(dev.rdev, 0x0103);
+    fs.mknod(root, b"fifo", FileKind::Fifo, 0o600, 0, ME)
+        .unwrap();
+    // Unlink keeps the inode until it is reclaimed.
+    assert_eq!(fs.unlink(dir.ino, b"f").unwrap(), None);
+    assert_eq!(fs.unlink(root, b"hard").unwrap(), Some(file.ino));
+    assert_eq!(fs.read(file.ino, 10, 5).unwrap(), b"hello");
+    fs.reclaim(file.ino).unwrap();
+    assert_eq!(errno(fs.getattr(file.ino)), libc::ENOENT);
+    let gone = fs.rmdir(root, b"d").unwrap();
+    fs.reclaim(gone).unwrap();
+    assert_eq!(fs.getattr(root).unwrap().nlink, 2);
+}
+
+#[test]
+fn sizes_holes_truncate_fallocate_and_seek() {
+    let mut w = World::new();
+    let mut fs = w.fs();
+    let root = fs.root().unwrap();
+    let f = fs
+        .mknod(root, b"f", FileKind::Regular, 0o644, 0, ME)
+        .unwrap()
+        .ino;
+    fs.write(f, 0, &[7u8; 1000]).unwrap();
+    fs.write(f, 1 << 20, &[9u8; 10]).unwrap();
+    assert_eq!(fs.getattr(f).unwrap().size, (1 << 20) + 10);
+    assert_eq!(fs.seek(f, 0, Seek::Data).unwrap(), 0);
+    let hole = fs.seek(f, 0, Seek::Hole).unwrap();
+    assert!((1000..(1 << 20)).contains(&hole), "hole at {hole}");
+    assert_eq!(fs.seek(f, hole, Seek::Data).unwrap(), 1 << 20);
+    assert_eq!(errno(fs.seek(f, (1 << 20) + 10, Seek::Data)), libc::ENXIO);
+    // Truncate down then up: the tail reads as zeros.
+    let shrink = SetAttr {
+        size: Some(500),
+        ..SetAttr::default()
+    };
+    fs.setattr(f, &shrink).unwrap();
+    fs.setattr(
+        f,
+        &SetAttr {
+            size: Some(2000),
+            ..SetAttr::default()
+        },
+    )
+    .unwrap();
+    let data = fs.read(f, 0, 4000).unwrap();
+    assert_eq!(data.len(), 2000);
+    assert!(data[..500].iter().all(|&b| b == 7) && data[500..].iter().all(|&b| b == 0));
+    // Punch a hole inside, keep the size.
+    let punch = Fallocate {
+        keep_size: true,
+        punch_hole: true,
+        zero_range: false,
+    };
+    fs.fallocate(f, 100, 200, punch).unwrap();
+    let data = fs.read(f, 0, 500).unwrap();
+    assert!(data[100..300].iter().all(|&b| b == 0) && data[99] == 7 && data[300] == 7);
+    assert_eq!(fs.getattr(f).unwrap().size, 2000);
+    fs.fallocate(f, 0, 8000, Fallocate::default()).unwrap();
+    assert_eq!(fs.getattr(f).unwrap().size, 8000);
+    let bad = Fallocate {
+        punch_hole: true,
+        ..Fallocate::default()
+    };
+    assert_eq!(errno(fs.fallocate(f, 0, 10, bad)), libc::EINVAL);
+}
+
+#[test]
+fn times_modes_and_chown() {
+    let mut w = World::new();
+    let mut fs = w.fs();
+    let root = fs.root().unwrap();
+    let f = fs
+        .mknod(root, b"f", FileKind::Regular, 0o644, 0, ME)
+        .unwrap()
+        .ino;
+    // Times: utimens with nanoseconds.
+    let t = Timespec {
+        secs: 12345,
+        nsecs: 678,
+    };
+    let times = SetAttr {
+        atime: Some(TimeOrNow::At(t)),
+        mtime: Some(TimeOrNow::Now),
+        mode: Some(0o4755),
+        ..SetAttr::default()
+    };
+    let attr = fs.setattr(f, &times).unwrap();
+    assert_eq!((attr.atime, attr.mtime, attr.perm), (t, NOW, 0o4755));
+    let chown = SetAttr {
+        uid: Some(5),
+        ..SetAttr::default()
+    };
+    assert_eq!(
+        fs.setattr(f, &chown).unwrap().perm,
+        0o755,
+        "chown drops setuid"
+    );
+}
+
+#[test]
+fn rename_in_all_its_forms() {
+    let mut w = World::new();
+    let mut fs = w.fs();
+    let root = fs.root().unwrap();
+    let a = fs.mkdir(root, b"a", 0o755, ME).unwrap().ino;
+    let b = fs.mkdir(root, b"b", 0o755, ME).unwrap().ino;
+    let x = fs
+        .mknod(a, b"x", FileKind::Regular, 0o644, 0, ME)
+        .unwrap()
+        .ino;
+    let y = fs
+        .mknod(b, b"y", FileKind::Regular, 0o644, 0, ME)
+        .unwrap()
+        .ino;
+    let none = RenameFlags::default();
+    let noreplace = RenameFlags {
+        noreplace: true,
+        ..RenameFlags::default()
+    };
+    let exchange = RenameFlags {
+        exchange: true,
+        ..RenameFlags::default()
+    };
+    assert_eq!(errno(fs.rename(a, b"x", b, b"y", noreplace)), libc::EEXIST);
+    fs.rename(a, b"x", b, b"y", exchange).unwrap();
+    assert_eq!(fs.lookup(b, b"y").unwrap().ino, x);
+    assert_eq!(fs.lookup(a, b"x").unwrap().ino, y);
+    // a/x (now y) replaces b/y (now x): x loses its last link.
+    assert_eq!(fs.rename(a, b"x", b, b"y", none).unwrap(), Some(x));
+    assert_eq!(errno(fs.lookup(a, b"x")), libc::ENOENT);
+    fs.reclaim(x).unwrap();
+    // Directories: into a sibling, not into themselves, over an empty one only.
+    assert_eq!(errno(fs.rename(root, b"a", a, b"in", none)), libc::EINVAL);
+    let c = fs.mkdir(b, b"c", 0o755, ME).unwrap().ino;
+    assert_eq!(errno(fs.rename(root, b"a", b, b"y", none)), libc::ENOTDIR);
+    assert_eq!(errno(fs.rename(b, b"y", root, b"a", none)), libc::EISDIR);
+    fs.mknod(c, b"z", FileKind::Regular, 0o644, 0, ME).unwrap();
+    assert_eq!(errno(fs.rename(root, b"a", b, b"c", none)), libc::ENOTEMPTY);
+    fs.rename(root, b"a", b, b"a2", none).unwrap();
+    assert_eq!(fs.lookup(a, b"..").unwrap().ino, b);
+    assert_eq!(
+        fs.getattr(root).unwrap().nlink,
+        3,
+        "root: itself, .., and b"
+    );
+    assert_eq!(fs.getattr(b).unwrap().nlink, 4, "b: itself, .., c and a2");
+    // Renaming a hard link onto another link of the same inode does nothing.
+    fs.link(y, b, b"x2").unwrap();
+    assert_eq!(fs.rename(b, b"y", b, b"x2", none).unwrap(), None);
+    assert_eq!(fs.lookup(b, b"y").unwrap().nlink, 2);
+    // Exchange a file and a directory across parents: link counts follow.
+    fs.rename(b, b"y", root, b"a2", exchange).unwrap_err();
+    fs.rename(b, b"y", b, b"a2", exchange).unwrap();
+    assert_eq!(fs.lookup(b, b"y").unwrap().kind, FileKind::Directory);
+}
+
+#[test]
+fn xattrs_inline_large_and_disabled() {
+    let mut w = World::new();
+    let mut fs = w.fs();
+    let root = fs.root().unwrap();
+    let f = fs
+        .mknod(root, b"f", FileKind::Regular, 0o644, 0, ME)
+        .unwrap()
+        .ino;
+    assert_eq!(errno(fs.getxattr(f, b"user.a")), libc::ENODATA);
+    fs.setxattr(f, b"user.a", b"1", XattrSet::Either).unwrap();
+    assert_eq!(
+        errno(fs.setxattr(f, b"user.a", b"2", XattrSet::Create)),
+        libc::EEXIST
+    );
+    assert_eq!(
+        errno(fs.setxattr(f, b"user.b", b"2", XattrSet::Replace)),
+        libc::ENODATA
+    );
+    let big = vec![0x5a; 60_000];
+    fs.setxattr(f, b"trusted.big", &big, XattrSet::Create)
+        .unwrap();
+    fs.setxattr(
+        f,
+        b"system.posix_acl_access",
+        &[2, 0, 0, 0],
+        XattrSet::Either,
+    )
+    .unwrap();
+    assert_eq!(fs.getxattr(f, b"trusted.big").unwrap(), big);
+    assert_eq!(
+        fs.listxattr(f).unwrap(),
+        vec![
+            b"system.posix_acl_access".to_vec(),
+            b"trusted.big".to_vec(),
+            b"user.a".to_vec()
+        ]
+    );
+    fs.setxattr(f, b"trusted.big", b"small now", XattrSet::Replace)
+        .unwrap();
+    assert_eq!(fs.getxattr(f, b"trusted.big").unwrap(), b"small now");
+    fs.removexattr(f, b"user.a").unwrap();
+    assert_eq!(errno(fs.removexattr(f, b"user.a")), libc::ENODATA);
+    assert_eq!(
+        errno(fs.setxattr(f, b"user.c", &vec![0; 70_000], XattrSet::Either)),
+        libc::EFBIG
+    );
+    fs.setxattr(f, b"user.big2", &big, XattrSet::Create)
+        .unwrap();
+    // Freeing the inode frees its attributes and value objects: nothing leaks.
+    fs.unlink(root, b"f").unwrap();
+    fs.reclaim(f).unwrap();
+    w.sync_and_reopen();
+    w.config.xattr = false;
+    let mut fs = w.fs();
+    assert_eq!(errno(fs.listxattr(root)), libc::EOPNOTSUPP);
+}
+
+#[test]
+fn unlinked_inodes_are_drained_after_reopen() {
+    let mut w = World::new();
+    let mut fs = w.fs();
+    let root = fs.root().unwrap();
+    let f = fs
+        .mknod(root, b"open", FileKind::Regular, 0o644, 0, ME)
+        .unwrap()
+        .ino;
+    fs.write(f, 0, &[1u8; 300_000]).unwrap();
+    assert_eq!(fs.unlink(root, b"open").unwrap(), Some(f));
+    assert_eq!(fs.inode_count().unwrap(), 2);
+    w.sync_and_reopen();
+    let mut fs = w.fs();
+    assert_eq!(fs.drain_unlinked().unwrap(), 1);
+    assert_eq!(fs.inode_count().unwrap(), 1);
+    assert_eq!(errno(fs.getattr(f)), libc::ENOENT);
+    w.sync_and_reopen();
+}
+
+/// Unlinks and reclaims every entry of directory `d`.
+fn empty_directory(fs: &mut Fs<'_>, d: Ino) {
+    while let Some(entry) = fs.readdir(d, 2, 1).unwrap().pop() {
+        fs.unlink(d, &entry.name).unwrap();
+        fs.reclaim(entry.ino).unwrap();
+    }
+    assert_eq!(fs.getattr(d).unwrap().size, 0);
+}
+
+#[test]
+fn big_directory_lists_stably_while_it_changes() {
+    let mut w = World::new();
+    let mut fs = w.fs();
+    let root = fs.root().unwrap();
+    let d = fs.mkdir(root, b"big", 0o755, ME).unwrap().ino;
+    let count = 100_000u32;
+    for i in 0..count {
+        fs.mknod(
+            d,
+            format!("file-{i}").as_bytes(),
+            FileKind::Regular,
+            0o644,
+            0,
+            ME,
+        )
+        .unwrap();
+    }
+    assert_eq!(fs.getattr(d).unwrap().size, u64::from(count));
+    for i in (0..count).step_by(997) {
+        fs.lookup(d, format!("file-{i}").as_bytes()).unwrap();
+    }
+    // List in pages, deleting every third listed name and adding new ones as we go: every
+    // survivor is listed exactly once.
+    let mut seen = BTreeMap::new();
+    let mut cookie = 0;
+    loop {
+        let page = fs.readdir(d, cookie, 1000).unwrap();
+        let Some(last) = page.last() else { break };
+        cookie = last.cookie;
+        for entry in &page {
+            *seen.entry(entry.name.clone()).or_insert(0) += 1;
+        }
+        for entry in page
+            .iter()
+            .step_by(3)
+            .filter(|e| e.name.starts_with(b"file-"))
+        {
+            fs.unlink(d, &entry.name).unwrap();
+            fs.reclaim(entry.ino).unwrap();
+        }
+        let new = format!("new-{cookie}");
+        fs.mknod(d, new.as_bytes(), FileKind::Regular, 0o644, 0, ME)
+            .unwrap();
+    }
+    for i in 0..count {
+        let name = format!("file-{i}").into_bytes();
+        assert_eq!(
+            seen.get(&name),
+            Some(&1),
+            "{}",
+            String::from_utf8_lossy(&name)
+        );
+    }
+    assert!(seen.values().all(|&n| n == 1), "an entry was listed twice");
+    // Empty it again: the directory shrinks back and can go.
+    empty_directory(&mut fs, d);
+    fs.rmdir(root, b"big").unwrap();
+    fs.reclaim(d).unwrap();
+    assert_eq!(fs.inode_count().unwrap(), 1);
+    w.sync_and_reopen();
+}
+
+#[test]
+fn corrupt_inodes_are_errors_not_panics() {
+    let mut w = World::new();
+    let mut fs = w.fs();
+    let root = fs.root().unwrap();
+    let f = fs
+        .mknod(root, b"f", FileKind::Regular, 0o644, 0, ME)
+        .unwrap()
+        .ino;
+    for garbage in [vec![], vec![0xff; 128], vec![1, 9, 0, 0], vec![1; 300]] {
+        w.os.set_bonus(&w.store, ObjectId(f), &garbage).unwrap();
+        let mut fs = w.fs();
+        assert_eq!(errno(fs.getattr(f)), libc::EIO);
+        assert_eq!(errno(fs.lookup(root, b"f")), libc::EIO);
+    }
+    // A directory entry that does not decode.
+    w.os.zap_update(&w.store, ObjectId(root), b"f", &[1, 2, 3])
+        .unwrap();
+    let mut fs = w.fs();
+    assert_eq!(errno(fs.lookup(root, b"f")), libc::EIO);
+    assert_eq!(errno(fs.readdir(root, 0, 10)), libc::EIO);
+}
+
+/// The model: path -> contents (`None` for a directory).
+type Tree = BTreeMap<Vec<u8>, Option<Vec<u8>>>;
+
+fn parent_of(path: &[u8]) -> (&[u8], &[u8]) {
+    match path.iter().rposition(|&b| b == b'/') {
+        Some(at) => (&path[..at], &path[at + 1..]),
+        None => (b"", path),
+    }
+}
+
+fn resolve(fs: &mut Fs<'_>, path: &[u8]) -> Ino {
+    let mut ino = fs.root().unwrap();
+    for part in path.split(|&b| b == b'/').filter(|p| !p.is_empty()) {
+        ino = fs.lookup(ino, part).unwrap().ino;
+    }
+    ino
+}
+
+/// Every file's bytes and every directory's listing equal the model.
+fn check_model(fs: &mut Fs<'_>, model: &Tree) {
+    for (path, contents) in model {
+        let ino = resolve(fs, path);
+        match contents {
+            Some(bytes) => {
+                assert_eq!(&fs.read(ino, 0, u32::MAX).unwrap(), bytes, "{path:?}");
+            }
+            None => {
+                let listed: Vec<Vec<u8>> = fs
+                    .readdir(ino, 2, usize::MAX)
+                    .unwrap()
+                    .into_iter()
+                    .map(|e| e.name)
+                    .collect();
+                let expected = model
+                    .keys()
+                    .filter(|p| parent_of(p).0 == path.as_slice() && !p.is_empty())
+                    .count();
+                assert_eq!(listed.len(), expected, "listing of {path:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn random_workload_matches_a_model() {
+    for seed in 0..6 {
+        random_workload(seed);
+    }
+}
+
+fn random_workload(seed: u64) {
+    let mut rng = SeededRng::new(seed);
+    let mut w = World::new();
+    let mut model: Tree = BTreeMap::new();
+    model.insert(Vec::new(), None);
+    for step in 0..600 {
+        let dirs: Vec<Vec<u8>> = model
+            .iter()
+            .filter(|(_, c)| c.is_none())
+            .map(|(p, _)| p.clone())
+            .collect();
+        let files: Vec<Vec<u8>> = model
+            .iter()
+            .filter(|(_, c)| c.is_some())
+            .map(|(p, _)| p.clone())
+            .collect();
+        random_step(&mut rng, &mut w.fs(), &mut model, &dirs, &files);
+        if rng.chance(1, 40) {
+            w.sync_and_reopen();
+        }
+        if step % 100 == 99 {
+            check_model(&mut w.fs(), &model);
+        }
+    }
+    check_model(&mut w.fs(), &model);
+    let inodes = w.fs().inode_count().unwrap();
+    assert_eq!(inodes, model.len() as u64, "seed {seed}: inode count");
+    w.sync_and_reopen();
+}
+
+/// One random operation of the model workload in directory `dirs[..]`, on `files[..]`.
+fn random_step(
+    rng: &mut SeededRng,
+    fs: &mut Fs<'_>,
+    model: &mut Tree,
+    dirs: &[Vec<u8>],
+    files: &[Vec<u8>],
+) {
+    let dir = dirs[rng.below(dirs.len() as u64) as usize].clone();
+    let name = format!("n{}", rng.below(40)).into_bytes();
+    let path = if dir.is_empty() {
+        name.clone()
+    } else {
+        [dir.as_slice(), b"/", &name].concat()
+    };
+    let exists = model.contains_key(&path);
+    let op = rng.below(8);
+    if op < 6 {
+        random_add(op, rng, fs, model, (&dir, &name, &path, exists), files);
+    } else {
+        random_remove(op, rng, fs, model, (&dir, &name, &path, exists), files);
+    }
+}
+
+/// Where a random operation acts: directory, name, the path they make, whether it exists.
+type Target<'a> = (&'a [u8], &'a [u8], &'a [u8], bool);
+
+/// Operations 0-5: create a file or directory, write, truncate.
+fn random_add(
+    op: u64,
+    rng: &mut SeededRng,
+    fs: &mut Fs<'_>,
+    model: &mut Tree,
+    (dir, name, path, exists): Target<'_>,
+    files: &[Vec<u8>],
+) {
+    match op {
+        0 | 1 if !exists => {
+            let parent = resolve(fs, dir);
+            fs.mknod(parent, name, FileKind::Regular, 0o644, 0, ME)
+                .unwrap();
+            model.insert(path.to_vec(), Some(Vec::new()));
+        }
+        2 if !exists => {
+            let parent = resolve(fs, dir);
+            fs.mkdir(parent, name, 0o755, ME).unwrap();
+            model.insert(path.to_vec(), None);
+        }
+        3 | 4 if !files.is_empty() => {
+            let file = &files[rng.below(files.len() as u64) as usize];
+            let ino = resolve(fs, file);
+            let offset = rng.below(300_000);
+            let mut data = vec![0u8; 1 + rng.below(70_000) as usize];
+            rng.fill(&mut data);
+            fs.write(ino, offset, &data).unwrap();
+            let bytes = model.get_mut(file).unwrap().as_mut().unwrap();
+            let end = offset as usize + data.len();
+            if bytes.len() < end {
+                bytes.resize(end, 0);
+            }
+            bytes[offset as usize..end].copy_from_slice(&data);
+        }
+        5 if !files.is_empty() => {
+            let file = &files[rng.below(files.len() as u64) as usize];
+            let ino = resolve(fs, file);
+            let size = rng.below(200_000);
+            fs.setattr(
+                ino,
+                &SetAttr {
+                    size: Some(size),
+                    ..SetAttr::default()
+                },
+            )
+            .unwrap();
+            model
+                .get_mut(file)
+                .unwrap()
+                .as_mut()
+                .unwrap()
+                .resize(size as usize, 0);
+        }
+        _ => {}
+    }
+}
+
+/// Operations 6-7: remove, rename.
+fn random_remove(
+    op: u64,
+    rng: &mut SeededRng,
+    fs: &mut Fs<'_>,
+    model: &mut Tree,
+    (dir, name, path, exists): Target<'_>,
+    files: &[Vec<u8>],
+) {
+    match op {
+        6 if exists => {
+            let parent = resolve(fs, dir);
+            let is_dir = model[path].is_none();
+            let has_children = model.keys().any(|p| parent_of(p).0 == path);
+            let ino = fs.lookup(parent, name).unwrap().ino;
+            if is_dir && has_children {
+                assert_eq!(errno(fs.rmdir(parent, name)), libc::ENOTEMPTY);
+            } else if is_dir {
+                fs.rmdir(parent, name).unwrap();
+                fs.reclaim(ino).unwrap();
+                model.remove(path);
+            } else {
+                assert_eq!(fs.unlink(parent, name).unwrap(), Some(ino));
+                fs.reclaim(ino).unwrap();
+                model.remove(path);
+            }
+        }
+        7 if !files.is_empty() && !exists => {
+            // Rename a file to a fresh name (directories move with whole subtrees in
+            // the other tests).
+            let file = files[rng.below(files.len() as u64) as usize].clone();
+            let (from_dir, from_name) = parent_of(&file);
+            let from = resolve(fs, from_dir);
+            let to = resolve(fs, dir);
+            fs.rename(from, from_name, to, name, RenameFlags::default())
+                .unwrap();
+            let contents = model.remove(&file).unwrap();
+            model.insert(path.to_vec(), contents);
+        }
+        _ => {}
+    }
+}

@@ -1,0 +1,180 @@
+//! Extended attributes: a ZAP per inode (created with the first attribute) mapping the full
+//! name (`user.x`, `system.posix_acl_access`) to the value, inline up to what a ZAP value
+//! holds and in an object of its own beyond.
+
+use tarn_base::ObjectId;
+use tarn_objects::ZAP_VALUE_MAX;
+
+use crate::fs::{Fs, Result, oid};
+use crate::inode::{self, TYPE_XATTR, TYPE_XATTR_VALUE};
+use crate::{Ino, PosixError, XattrSet};
+
+/// Longest attribute name (Linux's XATTR_NAME_MAX).
+pub const XATTR_NAME_MAX: usize = 255;
+/// Largest attribute value (Linux's XATTR_SIZE_MAX).
+pub const XATTR_SIZE_MAX: usize = 64 << 10;
+const INLINE: u8 = 0;
+const EXTERNAL: u8 = 1;
+
+fn check_name(name: &[u8]) -> Result<()> {
+    if name.is_empty() || name.contains(&0) {
+        return Err(PosixError::Invalid("attribute name"));
+    }
+    if name.len() > XATTR_NAME_MAX {
+        return Err(PosixError::Range);
+    }
+    Ok(())
+}
+
+/// A stored value: inline bytes, or (object, length) of a value object.
+enum Stored {
+    Inline(Vec<u8>),
+    External(ObjectId, u64),
+}
+
+fn decode(zap: u64, bytes: &[u8]) -> Result<Stored> {
+    match bytes.split_first() {
+        Some((&INLINE, rest)) => Ok(Stored::Inline(rest.to_vec())),
+        Some((&EXTERNAL, rest)) if rest.len() == 16 => {
+            let word = |at: usize| {
+                let mut w = [0u8; 8];
+                w.copy_from_slice(&rest[at..at + 8]);
+                u64::from_le_bytes(w)
+            };
+            let len = word(8);
+            if len as usize > XATTR_SIZE_MAX {
+                return Err(inode::corrupt(zap, "attribute value longer than the limit"));
+            }
+            Ok(Stored::External(ObjectId(word(0)), len))
+        }
+        _ => Err(inode::corrupt(zap, "attribute value does not decode")),
+    }
+}
+
+impl Fs<'_> {
+    fn check_xattr(&self) -> Result<()> {
+        if self.config.xattr {
+            Ok(())
+        } else {
+            Err(PosixError::NotSupported)
+        }
+    }
+
+    fn stored(&mut self, zap: u64, name: &[u8]) -> Result<Option<Stored>> {
+        match self.os.zap_lookup(self.store, ObjectId(zap), name)? {
+            Some(bytes) => decode(zap, &bytes).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The value of extended attribute `name` (full name with namespace, e.g. `user.x`).
+    pub fn getxattr(&mut self, ino: Ino, name: &[u8]) -> Result<Vec<u8>> {
+        self.check_xattr()?;
+        check_name(name)?;
+        let inode = self.inode(ino)?;
+        if inode.xattr == 0 {
+            return Err(PosixError::NoAttr);
+        }
+        match self.stored(inode.xattr, name)?.ok_or(PosixError::NoAttr)? {
+            Stored::Inline(value) => Ok(value),
+            Stored::External(object, len) => {
+                let mut value = vec![0u8; len as usize];
+                self.os.read(self.store, object, 0, &mut value)?;
+                Ok(value)
+            }
+        }
+    }
+
+    /// Sets extended attribute `name`.
+    pub fn setxattr(&mut self, ino: Ino, name: &[u8], value: &[u8], how: XattrSet) -> Result<()> {
+        self.check_xattr()?;
+        check_name(name)?;
+        if value.len() > XATTR_SIZE_MAX {
+            return Err(PosixError::TooBig);
+        }
+        let mut inode = self.inode(ino)?;
+        let exists = inode.xattr != 0 && self.stored(inode.xattr, name)?.is_some();
+        match how {
+            XattrSet::Create if exists => return Err(PosixError::Exists),
+            XattrSet::Replace if !exists => return Err(PosixError::NoAttr),
+            _ => {}
+        }
+        if inode.xattr == 0 {
+            inode.xattr = self.os.zap_create(self.store, TYPE_XATTR)?.0;
+        }
+        if exists {
+            self.remove_value(inode.xattr, name)?;
+        }
+        let mut encoded = Vec::with_capacity(value.len() + 1);
+        if value.len() < ZAP_VALUE_MAX {
+            encoded.push(INLINE);
+            encoded.extend_from_slice(value);
+        } else {
+            let object = self
+                .os
+                .allocate_object(self.store, TYPE_XATTR_VALUE, 512, 0, 0)?;
+            let block = (value.len() as u64).next_power_of_two().max(512);
+            self.os
+                .set_block_size(self.store, object, u32::try_from(block).unwrap_or(1 << 17))?;
+            self.os.write(self.store, object, 0, value)?;
+            encoded.push(EXTERNAL);
+            encoded.extend_from_slice(&object.0.to_le_bytes());
+            encoded.extend_from_slice(&(value.len() as u64).to_le_bytes());
+        }
+        self.os
+            .zap_insert(self.store, ObjectId(inode.xattr), name, &encoded)?;
+        inode.ctime = self.now;
+        self.put(ino, &inode)
+    }
+
+    /// Removes the stored value of `name` (and its value object).
+    fn remove_value(&mut self, zap: u64, name: &[u8]) -> Result<()> {
+        if let Some(Stored::External(object, _)) = self.stored(zap, name)? {
+            self.os.free_object(self.store, object)?;
+        }
+        self.os.zap_remove(self.store, ObjectId(zap), name)?;
+        Ok(())
+    }
+
+    /// Names of the extended attributes of `ino`.
+    pub fn listxattr(&mut self, ino: Ino) -> Result<Vec<Vec<u8>>> {
+        self.check_xattr()?;
+        let inode = self.inode(ino)?;
+        if inode.xattr == 0 {
+            return Ok(Vec::new());
+        }
+        let (entries, _) =
+            self.os
+                .zap_list_bytes(self.store, ObjectId(inode.xattr), None, usize::MAX)?;
+        let mut names: Vec<Vec<u8>> = entries.into_iter().map(|(name, _)| name).collect();
+        names.sort();
+        Ok(names)
+    }
+
+    /// Removes extended attribute `name`.
+    pub fn removexattr(&mut self, ino: Ino, name: &[u8]) -> Result<()> {
+        self.check_xattr()?;
+        check_name(name)?;
+        let mut inode = self.inode(ino)?;
+        if inode.xattr == 0 || self.stored(inode.xattr, name)?.is_none() {
+            return Err(PosixError::NoAttr);
+        }
+        self.remove_value(inode.xattr, name)?;
+        inode.ctime = self.now;
+        self.put(ino, &inode)
+    }
+
+    /// Frees an inode's attribute ZAP and every value object (the inode is being freed).
+    pub(crate) fn free_xattrs(&mut self, zap: u64) -> Result<()> {
+        let (entries, _) = self
+            .os
+            .zap_list_bytes(self.store, ObjectId(zap), None, usize::MAX)?;
+        for (_, value) in entries {
+            if let Stored::External(object, _) = decode(zap, &value)? {
+                self.os.free_object(self.store, object)?;
+            }
+        }
+        self.os.free_object(self.store, oid(zap))?;
+        Ok(())
+    }
+}
