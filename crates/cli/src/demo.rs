@@ -1,10 +1,13 @@
 //! `tarn demo`: the main job on an embedded default. Creates a raidz2 pool on sparse files in
 //! a temporary directory, writes data through the engine, reads it back and checks every
 //! byte, shows the pool's status, exports it, imports it again by scanning the directory (the
-//! devices are found by GUID), and checks the data once more. With `--size 2G` it is also the
-//! engine-level write benchmark (`bench/engine-write` runs it beside `dd`).
+//! devices are found by GUID), and checks the data once more. In between it creates a
+//! dataset, mounts it through FUSE and writes, reads and re-checks a file with ordinary
+//! system calls (`demo_fs.rs`). With `--size 2G` it is also the engine-level write benchmark
+//! (`bench/engine-write` runs it beside `dd`).
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
 use tarn_base::{SeededRng, format_size};
@@ -27,12 +30,12 @@ pub(crate) struct DemoOptions {
     pub(crate) direct: bool,
 }
 
-const CHUNK: usize = 1 << 20;
+pub(crate) const CHUNK: usize = 1 << 20;
 const POOL: &str = "demo";
 
 /// Random bytes the chunks are cut from: generating fresh random data for every chunk would
 /// cost more than the engine's own work and distort the figures.
-struct Pattern {
+pub(crate) struct Pattern {
     bytes: Vec<u8>,
 }
 
@@ -48,7 +51,7 @@ impl Pattern {
     /// Data for chunk `index`: three quarters random (a window of the pattern that moves by
     /// an odd stride, stamped with the index so no two chunks are equal), one quarter zeros
     /// (compressible), so both the compressed and the uncompressed paths run.
-    fn chunk(&self, index: u64, out: &mut [u8]) {
+    pub(crate) fn chunk(&self, index: u64, out: &mut [u8]) {
         let start = (index as usize).wrapping_mul(4099 * 512) % PATTERN_SIZE;
         let random = out.len() / 4 * 3;
         out[..random].copy_from_slice(&self.bytes[start..start + random]);
@@ -59,7 +62,7 @@ impl Pattern {
     }
 }
 
-fn rate(bytes: u64, seconds: f64) -> String {
+pub(crate) fn rate(bytes: u64, seconds: f64) -> String {
     format!("{:.0} MB/s", bytes as f64 / seconds.max(1e-9) / 1e6)
 }
 
@@ -98,6 +101,7 @@ pub(crate) fn run(options: &DemoOptions, status: &dyn Fn(&Engine) -> String) -> 
         for index in 0..options.devices {
             let _ = std::fs::remove_file(device_path(&dir, index));
         }
+        let _ = std::fs::remove_dir(dir.join("mnt"));
         if options.dir.is_none() {
             let _ = std::fs::remove_dir(&dir);
         }
@@ -208,6 +212,8 @@ fn run_in(
         format_size(options.size),
         rate(options.size, seconds)
     );
+    crate::demo_fs::create(&engine, dir)?;
+    let mounted = crate::demo_fs::write_and_check(&engine, options.size, &pattern)?;
     println!("$ tarn pool status {POOL}");
     print!("{}", status(&engine));
     println!("$ tarn pool export {POOL}");
@@ -226,6 +232,9 @@ fn run_in(
         "read back after import in {seconds:.2}s ({}): every byte matches",
         rate(options.size, seconds)
     );
+    if mounted {
+        crate::demo_fs::check_again(&engine, options.size, &pattern)?;
+    }
     for summary in engine.list(&[]).map_err(|e| e.to_string())? {
         println!(
             "pool {}: size {}, allocated {}, free {}, health {}",
@@ -239,6 +248,6 @@ fn run_in(
     export(&engine)
 }
 
-fn new_engine(direct: bool) -> Engine {
-    tarn_daemon::backend::file_engine(direct)
+fn new_engine(direct: bool) -> Arc<Engine> {
+    Arc::new(tarn_daemon::backend::file_engine(direct))
 }

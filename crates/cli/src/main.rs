@@ -43,6 +43,7 @@
 mod args;
 mod datasets;
 mod demo;
+mod demo_fs;
 mod render;
 mod run;
 mod vdevspec;

@@ -119,9 +119,7 @@ fn busy_export_is_refused_unless_forced() {
 /// Writes 64 KiB chunks with an fsync after each until the mount dies; `synced` counts the
 /// chunks whose fsync returned.
 fn write_until_dead(path: PathBuf, synced: Arc<AtomicU64>) {
-    let Ok(file) = std::fs::File::create(path) else {
-        return;
-    };
+    let file = std::fs::File::create(path).expect("create the file in the mount");
     for index in 0.. {
         if file
             .write_all_at(&chunk(index), index * (64 << 10))
@@ -155,9 +153,14 @@ fn daemon_killed_mid_write_remounts_with_fsynced_data() {
         let (path, synced) = (tank.join("log"), Arc::clone(&synced));
         std::thread::spawn(move || write_until_dead(path, synced))
     };
-    while synced.load(Ordering::SeqCst) < 8 {
+    assert_eq!(fstype_at(&tank).as_deref(), Some("fuse.tarn"));
+    for _ in 0..600 {
+        if synced.load(Ordering::SeqCst) >= 8 || writer.is_finished() {
+            break;
+        }
         std::thread::sleep(Duration::from_millis(50));
     }
+    assert!(synced.load(Ordering::SeqCst) >= 8, "the writer got going");
     let pid = std::fs::read_to_string(rig.rundir.join("tarn.pid")).unwrap();
     let killed = std::process::Command::new("kill")
         .args(["-9", pid.trim()])

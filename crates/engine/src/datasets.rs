@@ -330,6 +330,7 @@ impl Tree {
                 .parse()
                 .unwrap_or(128 << 10),
             xattr: self.effective(id, "xattr").0 == "on",
+            acl: self.effective(id, "acltype").0 == "posix",
         }
     }
 

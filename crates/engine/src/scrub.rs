@@ -235,27 +235,60 @@ impl Origin {
     }
 }
 
-/// How `status -v` names an error-log entry: `<dataset>:<object N>` for a dataset (named by
-/// `dataset`, or `<pool>:<dataset N>` when it no longer exists), `<metadata>:<object N>` for
-/// the MOS, `<metadata>:<space log>` for the space log.
+/// How `status -v` names an error-log entry: a file by its path (`/tank/data/file` under a
+/// mounted dataset, `tank/data:/file` otherwise) when `describe` can name it, else
+/// `<dataset>:<object N>`; `<pool>:<dataset N>:<object N>` for a dataset that no longer
+/// exists; `<metadata>:<object N>` for the MOS and `<metadata>:<space log>` for the space
+/// log.
 pub(crate) fn errlog_display(
     pool: &str,
     key: &str,
-    dataset: &dyn Fn(u64) -> Option<String>,
+    describe: &mut dyn FnMut(u64, u64) -> Option<String>,
 ) -> String {
     let mut parts = key.split('/');
     match (parts.next(), parts.next()) {
         (Some("data"), Some(id)) => {
             let object = parts.next().unwrap_or("?");
-            match id.parse().ok().and_then(dataset) {
-                Some(name) => format!("{name}:<object {object}>"),
-                None => format!("{pool}:<dataset {id}>:<object {object}>"),
-            }
+            let named = id
+                .parse()
+                .ok()
+                .zip(object.parse().ok())
+                .and_then(|(id, object)| describe(id, object));
+            named.unwrap_or_else(|| format!("{pool}:<dataset {id}>:<object {object}>"))
         }
         (Some("mos"), Some(object)) => format!("<metadata>:<object {object}>"),
         (Some("spacelog"), _) => "<metadata>:<space log>".to_string(),
         _ => format!("<metadata>:<{key}>"),
     }
+}
+
+/// The name of object `object` of dataset `id`: its path when the POSIX layer can find one.
+fn describe_object(
+    datasets: &mut crate::datasets::Tree,
+    reader: &dyn tarn_zio::BlockStore,
+    id: u64,
+    object: u64,
+) -> Option<String> {
+    let id = crate::DatasetId(id);
+    if !datasets.contains(id) {
+        return None;
+    }
+    let mountpoint = datasets.effective(id, "mountpoint").0;
+    let config = datasets.fs_config(id);
+    let node = datasets.node_mut(id);
+    let fs_time = tarn_posix::Timespec::default();
+    let path = tarn_posix::Fs::new(&mut node.objset, reader, fs_time, config)
+        .path_of(object)
+        .ok()
+        .flatten();
+    Some(match path {
+        Some(path) if mountpoint.starts_with('/') => {
+            let base = mountpoint.trim_end_matches('/');
+            format!("{base}/{}", String::from_utf8_lossy(&path))
+        }
+        Some(path) => format!("{}:/{}", node.name, String::from_utf8_lossy(&path)),
+        None => format!("{}:<object {object}>", node.name),
+    })
 }
 
 /// One listed block.
@@ -616,16 +649,12 @@ pub(crate) fn error_names(
         datasets,
         ..
     } = inner;
-    let name_of = |id: u64| {
-        let id = crate::DatasetId(id);
-        datasets
-            .contains(id)
-            .then(|| datasets.node(id).name.clone())
-    };
+    let reader = pool.reader();
+    let mut describe = |id, object| describe_object(datasets, &reader, id, object);
     let names: BTreeSet<String> = mos
-        .errlog(&pool.reader())?
+        .errlog(&reader)?
         .iter()
-        .map(|(key, _)| errlog_display(pool_name, key, &name_of))
+        .map(|(key, _)| errlog_display(pool_name, key, &mut describe))
         .collect();
     Ok(names.into_iter().collect())
 }
@@ -756,21 +785,21 @@ mod tests {
 
     #[test]
     fn errlog_names() {
-        let names = |id: u64| (id == 4).then(|| "tank".to_string());
+        let mut names = |id: u64, object: u64| (id == 4).then(|| format!("/tank/file{object}"));
         assert_eq!(
-            errlog_display("tank", "data/4/5/0/12", &names),
-            "tank:<object 5>"
+            errlog_display("tank", "data/4/5/0/12", &mut names),
+            "/tank/file5"
         );
         assert_eq!(
-            errlog_display("tank", "data/9/5/0/12", &names),
+            errlog_display("tank", "data/9/5/0/12", &mut names),
             "tank:<dataset 9>:<object 5>"
         );
         assert_eq!(
-            errlog_display("tank", "mos/3/1/0", &names),
+            errlog_display("tank", "mos/3/1/0", &mut names),
             "<metadata>:<object 3>"
         );
         assert_eq!(
-            errlog_display("tank", "spacelog/0/4096", &names),
+            errlog_display("tank", "spacelog/0/4096", &mut names),
             "<metadata>:<space log>"
         );
     }

@@ -558,3 +558,43 @@ fn online_starts_a_scrub_that_repairs_stale_columns() {
             .any(|r| r.command == "pool online tank /sim/d1")
     );
 }
+
+/// Goal: `status -v` names a damaged file by its path under the dataset's mountpoint, as
+/// ZFS does. Method: a file in a directory of the root dataset, its data rotted beyond
+/// raidz1's parity, a scrub.
+#[test]
+fn damaged_files_are_named_by_path() {
+    let mut rig = rig(TopLayout::Raidz(1), 4);
+    let root_dataset = tarn_engine::ROOT_DATASET_ID;
+    let creds = tarn_engine::posix::Creds::default();
+    let mut data = vec![0u8; 256 << 10];
+    tarn_base::SeededRng::new(5).fill(&mut data);
+    let ino = rig
+        .engine
+        .fs_op(
+            "tank",
+            root_dataset,
+            tarn_engine::FsOp::Write(data.len() as u64),
+            |fs| {
+                let root = fs.root()?;
+                let dir = fs.mkdir(root, b"dir", 0o755, creds)?.ino;
+                let kind = tarn_engine::posix::FileKind::Regular;
+                let file = fs.mknod(dir, b"file", kind, 0o644, 0, creds)?.ino;
+                fs.write(file, 0, &data)?;
+                Ok(file)
+            },
+        )
+        .unwrap();
+    rig.engine.sync_pool("tank").unwrap();
+    rig.export();
+    for (in_data, bp, context) in rig.live_blocks() {
+        if in_data && context.object.0 == ino && context.level == 0 {
+            rig.rot_columns(&bp, 1, &[0, 1]);
+        }
+    }
+    rig.import();
+    let progress = rig.scrub();
+    assert!(progress.errors > 0, "{progress:?}");
+    let status = rig.engine.status("tank").unwrap();
+    assert_eq!(status.errors, vec!["/tank/dir/file".to_string()]);
+}

@@ -12,6 +12,8 @@
 
 use tarn_engine::posix::{Attr, Fs, Ino, PosixError, SetAttr, XattrSet};
 
+/// What the names of both ACL xattrs start with.
+pub(crate) const PREFIX: &[u8] = b"system.posix_acl_";
 /// The access ACL's xattr name.
 pub(crate) const ACCESS: &[u8] = b"system.posix_acl_access";
 /// The default ACL's xattr name (directories only).

@@ -63,7 +63,8 @@
 //!
 //! # Not here
 //! - Permission checks: the kernel does them (`default_permissions`, `FUSE_POSIX_ACL`);
-//!   ACLs are stored as `system.posix_acl_*` xattrs by the POSIX layer.
+//!   ACLs are stored as `system.posix_acl_*` xattrs by the POSIX layer. With
+//!   `acltype=off` (the default, as in ZFS) those xattrs are refused with EOPNOTSUPP.
 //! - `copy_file_range`, `ioctl`, file locks and `poll`: the kernel's fallbacks serve them.
 //! - Writeback caching and kernel-cache notifications: every write reaches the engine.
 

@@ -726,6 +726,10 @@ impl fuser::Filesystem for TarnFs {
         reply: ReplyEmpty,
     ) {
         let ino = self.ino(ino);
+        if !self.acl && name.as_bytes().starts_with(acl::PREFIX) {
+            // acltype=off: ACLs are refused, as ZFS refuses them.
+            return reply.error(Errno::EOPNOTSUPP);
+        }
         let access_acl = self.acl && name.as_bytes() == acl::ACCESS;
         let result = xattr_set(flags).and_then(|how| {
             self.run(FsOp::Write(value.len() as u64), |fs| {

@@ -223,6 +223,9 @@ pub struct FsConfig {
     pub recordsize: u32,
     /// Extended attributes allowed (`xattr=on`).
     pub xattr: bool,
+    /// POSIX ACLs stored (`acltype=posix`); without, the `system.posix_acl_*` attributes
+    /// are refused (EOPNOTSUPP), as on ZFS with `acltype=off`.
+    pub acl: bool,
 }
 
 impl Default for FsConfig {
@@ -230,6 +233,7 @@ impl Default for FsConfig {
         FsConfig {
             recordsize: 128 << 10,
             xattr: true,
+            acl: false,
         }
     }
 }

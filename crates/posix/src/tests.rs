@@ -292,13 +292,21 @@ fn xattrs_inline_large_and_disabled() {
     let big = vec![0x5a; 60_000];
     fs.setxattr(f, b"trusted.big", &big, XattrSet::Create)
         .unwrap();
-    fs.setxattr(
-        f,
-        b"system.posix_acl_access",
-        &[2, 0, 0, 0],
-        XattrSet::Either,
-    )
-    .unwrap();
+    let acl = |fs: &mut Fs<'_>| {
+        fs.setxattr(
+            f,
+            b"system.posix_acl_access",
+            &[2, 0, 0, 0],
+            XattrSet::Either,
+        )
+    };
+    assert_eq!(
+        errno(acl(&mut fs)),
+        libc::EOPNOTSUPP,
+        "ACLs need acltype=posix"
+    );
+    fs.config.acl = true;
+    acl(&mut fs).unwrap();
     assert_eq!(fs.getxattr(f, b"trusted.big").unwrap(), big);
     assert_eq!(
         fs.listxattr(f).unwrap(),

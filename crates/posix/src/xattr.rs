@@ -60,6 +60,16 @@ impl Fs<'_> {
         }
     }
 
+    /// Like [`Fs::check_xattr`] for one attribute: ACL attributes also need `acl`.
+    fn check_named(&self, name: &[u8]) -> Result<()> {
+        self.check_xattr()?;
+        check_name(name)?;
+        if name.starts_with(b"system.posix_acl_") && !self.config.acl {
+            return Err(PosixError::NotSupported);
+        }
+        Ok(())
+    }
+
     fn stored(&mut self, zap: u64, name: &[u8]) -> Result<Option<Stored>> {
         match self.os.zap_lookup(self.store, ObjectId(zap), name)? {
             Some(bytes) => decode(zap, &bytes).map(Some),
@@ -69,8 +79,7 @@ impl Fs<'_> {
 
     /// The value of extended attribute `name` (full name with namespace, e.g. `user.x`).
     pub fn getxattr(&mut self, ino: Ino, name: &[u8]) -> Result<Vec<u8>> {
-        self.check_xattr()?;
-        check_name(name)?;
+        self.check_named(name)?;
         let inode = self.inode(ino)?;
         if inode.xattr == 0 {
             return Err(PosixError::NoAttr);
@@ -87,8 +96,7 @@ impl Fs<'_> {
 
     /// Sets extended attribute `name`.
     pub fn setxattr(&mut self, ino: Ino, name: &[u8], value: &[u8], how: XattrSet) -> Result<()> {
-        self.check_xattr()?;
-        check_name(name)?;
+        self.check_named(name)?;
         if value.len() > XATTR_SIZE_MAX {
             return Err(PosixError::TooBig);
         }
@@ -153,8 +161,7 @@ impl Fs<'_> {
 
     /// Removes extended attribute `name`.
     pub fn removexattr(&mut self, ino: Ino, name: &[u8]) -> Result<()> {
-        self.check_xattr()?;
-        check_name(name)?;
+        self.check_named(name)?;
         let mut inode = self.inode(ino)?;
         if inode.xattr == 0 || self.stored(inode.xattr, name)?.is_none() {
             return Err(PosixError::NoAttr);

@@ -10,7 +10,7 @@ use tarn_base::{ManualClock, ObjectId, SeededRng, Txg};
 use tarn_device::{Device, FaultPlan, SimDevice};
 use tarn_engine::{
     CreateOptions, CreateSpec, Engine, EngineError, HostIdentity, ImportOptions, PoolError,
-    SimProvider, TopSpec, check,
+    ScanState, ScrubAction, SimProvider, TopSpec, check,
 };
 
 use crate::config::{Config, DEVICE_DIR};
@@ -827,7 +827,44 @@ impl Sim {
         if let Flow::End(why) = self.op_sync()? {
             return Ok(Flow::End(why));
         }
-        self.op_export_import()
+        if let Flow::End(why) = self.op_export_import()? {
+            return Ok(Flow::End(why));
+        }
+        self.scrub()
+    }
+
+    /// Scrubs the whole pool. Within budget it must end without an unrecoverable block (it
+    /// may repair what the faults left) and the data must still equal the model.
+    fn scrub(&mut self) -> Step {
+        let names = [POOL.to_string()];
+        if let Err((_, e)) = self.engine.scrub(&names, ScrubAction::Start, "pool scrub") {
+            return self.engine_error("scrub start", &e);
+        }
+        let progress = loop {
+            match self.engine.scrub_step(POOL, 1 << 20) {
+                Ok(Some(p)) if p.state != ScanState::Scanning => break p,
+                Ok(_) => {}
+                Err(e) => return self.engine_error("scrub", &e),
+            }
+        };
+        self.trace.line(format!(
+            "scrub: {:?} examined {} repaired {} errors {}",
+            progress.state, progress.examined, progress.repaired, progress.errors
+        ));
+        // The scan record is committed in txgs of its own; the data did not change.
+        let now = check::committed_txg(&self.engine, POOL)
+            .map_err(|e| e.to_string())?
+            .ok_or("a scrubbed pool has no committed txg")?;
+        if now > self.committed_txg {
+            self.committed_after(now)?;
+        }
+        if self.within() && progress.errors > 0 {
+            return Err(format!(
+                "scrub found {} unrecoverable blocks within budget",
+                progress.errors
+            ));
+        }
+        self.check_all("scrub")
     }
 }
 

@@ -196,6 +196,8 @@ impl Rig {
             .args(line.split(' ').filter(|word| !word.is_empty()))
             .current_dir(self.root())
             .env_remove("TARN_RUNDIR")
+            // Datasets mount under the rig's own directory, never at the host's /tank.
+            .env("TARN_ALTROOT", self.root().join("altroot"))
             .output()
             .expect("tarn runs");
         Run {

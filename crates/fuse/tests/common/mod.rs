@@ -53,6 +53,12 @@ impl Fixture {
     /// A pool on one sparse file, its root dataset mounted at `<tmp>/mnt`. The temp dir is
     /// 0755 so that an unprivileged user can reach the mount.
     pub fn new() -> Fixture {
+        Fixture::with(&[])
+    }
+
+    /// Like [`Fixture::new`] with dataset properties set on the root dataset before it is
+    /// mounted (`acltype=posix` for the ACL tests).
+    pub fn with(properties: &[(&str, &str)]) -> Fixture {
         let dir = tempfile::tempdir().expect("tempdir");
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
             .expect("chmod tempdir");
@@ -76,6 +82,15 @@ impl Fixture {
             ..CreateOptions::default()
         };
         engine.create_pool(&spec, &options).expect("create pool");
+        let assignments: Vec<(String, String)> = properties
+            .iter()
+            .map(|(p, v)| ((*p).to_string(), (*v).to_string()))
+            .collect();
+        if !assignments.is_empty() {
+            engine
+                .set_dataset_props(POOL, &assignments, "set")
+                .expect("set properties");
+        }
         let mnt = dir.path().join("mnt");
         let mut fixture = Fixture {
             dir,
@@ -139,7 +154,8 @@ pub fn run(program: &str, args: &[&str]) -> String {
     let output = Command::new(program).args(args).output().expect(program);
     assert!(
         output.status.success(),
-        "{program} {args:?} failed: {}",
+        "{program} {args:?} failed: {}{}",
+        String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
     String::from_utf8_lossy(&output.stdout).into_owned()
@@ -165,9 +181,16 @@ pub fn as_nobody(script: &str) -> (bool, String) {
     )
 }
 
+/// `len` incompressible bytes (an xorshift stream), different for each seed.
 pub fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    let mut state = 0x9e37_79b9_7f4a_7c15u64 ^ u64::from(seed);
     (0..len)
-        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 24) as u8
+        })
         .collect()
 }
 
