@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""Helpers for bench/fs-peers (no third-party modules).
+
+  fs-peers-helper.py meta DIR COUNT      create COUNT empty files in DIR, then unlink them;
+                                         prints "creates SECONDS" and "unlinks SECONDS"
+  fs-peers-helper.py fio JSON            prints "ios RUNTIME_S IOPS" of the one fio job in JSON
+  fs-peers-helper.py table RESULTS       renders the comparison table from RESULTS lines:
+                                         "val SYSTEM FIGURE NUMBER" | "why SYSTEM TEXT..." |
+                                         "note TEXT..."
+"""
+
+import json
+import os
+import sys
+import time
+
+
+def meta(directory, count):
+    os.makedirs(directory, exist_ok=True)
+    names = [os.path.join(directory, "f%06d" % i) for i in range(count)]
+    flags = os.O_CREAT | os.O_EXCL | os.O_WRONLY
+    start = time.monotonic()
+    for name in names:
+        os.close(os.open(name, flags, 0o644))
+    created = time.monotonic()
+    for name in names:
+        os.unlink(name)
+    unlinked = time.monotonic()
+    os.rmdir(directory)
+    print("creates %.6f" % (created - start))
+    print("unlinks %.6f" % (unlinked - created))
+
+
+def fio(path):
+    with open(path) as f:
+        text = f.read()
+    # fio may print notices before the JSON object.
+    data = json.loads(text[text.index("{"):])
+    job = data["jobs"][0]
+    for ddir in ("read", "write"):
+        part = job[ddir]
+        if part["total_ios"] > 0:
+            runtime = part["runtime"] / 1000.0
+            print("%d %.3f %.1f" % (part["total_ios"], runtime, part["iops"]))
+            return
+    print("0 0 0")
+
+
+# (key, label, unit, format); a key ending in _s is a time (no ratio)
+FIGURES = [
+    ("write_mbs", "seq write {size} + fsync", "MB/s", "%.0f"),
+    ("write_s", "  time to durable", "s", "%.2f"),
+    ("read_mbs", "cold seq read {size}", "MB/s", "%.0f"),
+    ("create_ps", "creates ({files} empty files)", "files/s", "%.0f"),
+    ("unlink_ps", "unlinks ({files} files)", "files/s", "%.0f"),
+    ("randread_iops", "fio 4K randread (psync, 1 job)", "IOPS", "%.0f"),
+    ("randwrite_iops", "fio 4K randwrite (psync, 1 job, +fsync)", "IOPS", "%.0f"),
+]
+
+# figure -> list of (peer, factor): tarn >= factor x peer.  Lower-is-better rows have none.
+TARGETS = {
+    "write_mbs": [("zfs-fuse", 2.0), ("btrfs", 1.0)],
+    "create_ps": [("zfs-fuse", 2.0)],
+    "randread_iops": [("zfs-fuse", 2.0)],
+}
+
+SYSTEMS = ["tarn", "zfs-fuse", "btrfs"]
+
+
+def table(path):
+    vals, why, notes, params = {}, {}, [], {}
+    with open(path) as f:
+        for line in f:
+            parts = line.rstrip("\n").split(" ", 3)
+            if parts[0] == "val":
+                vals[(parts[1], parts[2])] = float(parts[3])
+            elif parts[0] == "why":
+                why.setdefault(parts[1], []).append(" ".join(parts[2:]))
+            elif parts[0] == "note":
+                notes.append(" ".join(parts[1:]))
+            elif parts[0] == "param":
+                params[parts[1]] = " ".join(parts[2:])
+
+    def cell(system, key, fmt):
+        if (system, key) in vals:
+            return fmt % vals[(system, key)]
+        return "-"
+
+    def ratio(key, peer):
+        if key.endswith("_s"):
+            return "-"  # a time: lower is better, the MB/s row above carries the ratio
+        a, b = vals.get(("tarn", key)), vals.get((peer, key))
+        if a is None or b is None or b == 0:
+            return "-"
+        return "%.2f" % (a / b)
+
+    def target(key):
+        if key not in TARGETS:
+            return "-", "-"
+        words, verdicts = [], []
+        for peer, factor in TARGETS[key]:
+            words.append(">= %s x %s" % (("%g" % factor), peer))
+            a, b = vals.get(("tarn", key)), vals.get((peer, key))
+            if a is None or b is None:
+                verdicts.append("n/a")
+            else:
+                verdicts.append("met" if a >= factor * b else "NOT met")
+        return "; ".join(words), "; ".join(verdicts)
+
+    header = ["figure", "unit"] + SYSTEMS + ["tarn/zfs-fuse", "tarn/btrfs", "target (tarn)",
+                                             "target status"]
+    rows = []
+    for key, label, unit, fmt in FIGURES:
+        label = label.format(**params)
+        want, status = target(key)
+        rows.append([label, unit] + [cell(s, key, fmt) for s in SYSTEMS]
+                    + [ratio(key, "zfs-fuse"), ratio(key, "btrfs"), want, status])
+    print("| " + " | ".join(header) + " |")
+    print("| " + " | ".join("---" for _ in header) + " |")
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
+    print()
+    for system in SYSTEMS:
+        for text in why.get(system, []):
+            print("%s: %s" % (system, text))
+    for text in notes:
+        print(text)
+
+
+def main():
+    if len(sys.argv) < 3:
+        print(__doc__, file=sys.stderr)
+        sys.exit(2)
+    cmd = sys.argv[1]
+    if cmd == "meta":
+        meta(sys.argv[2], int(sys.argv[3]))
+    elif cmd == "fio":
+        fio(sys.argv[2])
+    elif cmd == "table":
+        table(sys.argv[2])
+    else:
+        print(__doc__, file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()
