@@ -388,7 +388,17 @@ impl ObjectSet {
         };
         self.dirty_bytes -= state.dirty_bytes;
         if !state.dnode.root.is_hole() {
-            self.pending_frees.push((id, state.dnode));
+            // The sync walks the tree as the last sync wrote it, so it needs that sync's
+            // block size: `set_block_size` in this txg changed only the dnode in memory
+            // (the root, the levels and the indirect shift change only at sync).
+            let committed = load_dnode(&self.meta, &mut self.cache, store, id)?;
+            assert_eq!(
+                committed.root, state.dnode.root,
+                "I5: object {id:?} with blocks has the committed root until its sync"
+            );
+            let mut dnode = state.dnode;
+            dnode.data_block_size = committed.data_block_size;
+            self.pending_frees.push((id, dnode));
         }
         self.hot.insert(id.0, Slot::Free);
         self.alloc_cursor = self.alloc_cursor.min(id.0);
