@@ -13,6 +13,10 @@ use tarn_engine::{
     ScanState, ScrubAction, SimProvider, TopSpec, check,
 };
 
+mod fsops;
+
+use fsops::FsKind;
+
 use crate::config::{Config, DEVICE_DIR};
 use crate::model::Model;
 use crate::power::{PowerSwitch, PoweredProvider};
@@ -57,6 +61,7 @@ enum Op {
     Rot,
     Vanish,
     Dataset,
+    Fs(FsKind),
 }
 
 pub(crate) struct Sim {
@@ -122,8 +127,8 @@ impl Sim {
             provider,
             switch,
             engine,
-            open: Model::default(),
-            committed: Model::default(),
+            open: Model::new(),
+            committed: Model::new(),
             committed_txg: Txg(0),
             inflight: None,
             history: BTreeMap::new(),
@@ -202,6 +207,18 @@ impl Sim {
             (w.rot, Op::Rot),
             (w.vanish, Op::Vanish),
             (w.dataset, Op::Dataset),
+            (w.fs_create, Op::Fs(FsKind::Create)),
+            (w.fs_mkdir, Op::Fs(FsKind::Mkdir)),
+            (w.fs_symlink, Op::Fs(FsKind::Symlink)),
+            (w.fs_write, Op::Fs(FsKind::Write)),
+            (w.fs_truncate, Op::Fs(FsKind::Truncate)),
+            (w.fs_punch, Op::Fs(FsKind::Punch)),
+            (w.fs_rename, Op::Fs(FsKind::Rename)),
+            (w.fs_link, Op::Fs(FsKind::Link)),
+            (w.fs_unlink, Op::Fs(FsKind::Unlink)),
+            (w.fs_rmdir, Op::Fs(FsKind::Rmdir)),
+            (w.fs_xattr, Op::Fs(FsKind::Xattr)),
+            (w.fs_read, Op::Fs(FsKind::Read)),
         ];
         let total: u64 = table.iter().map(|(weight, _)| weight).sum();
         let mut pick = self.rng.below(total);
@@ -224,6 +241,7 @@ impl Sim {
             Op::Rot => self.op_rot(),
             Op::Vanish => self.op_vanish(),
             Op::Dataset => self.op_dataset(),
+            Op::Fs(kind) => self.op_fs(kind),
         }
     }
 
@@ -425,6 +443,9 @@ impl Sim {
         if let Flow::End(why) = self.check_datasets(when)? {
             return Ok(Flow::End(why));
         }
+        if let Flow::End(why) = self.check_fs(when)? {
+            return Ok(Flow::End(why));
+        }
         let ids: Vec<ObjectId> = self.open.objects.keys().copied().collect();
         for id in ids {
             let mut offset = 0;
@@ -453,7 +474,7 @@ impl Sim {
                     true => format!("{}/{fresh}", pick(&mut self.rng)),
                     false => fresh,
                 };
-                model.datasets.insert(name.clone());
+                model.create_dataset(&name);
                 let result = self
                     .engine
                     .create_dataset(&full(&name), &[], false, "create");
