@@ -272,6 +272,57 @@ impl FsModel {
         Ok(())
     }
 
+    /// Removes `path` and everything below it; returns what was there, by path suffix.
+    fn take_subtree(&mut self, path: &str) -> Vec<(String, NodeId)> {
+        let taken: Vec<(String, NodeId)> = self
+            .paths
+            .iter()
+            .filter(|(p, _)| *p == path || p.starts_with(&format!("{path}/")))
+            .map(|(p, &id)| (p[path.len()..].to_string(), id))
+            .collect();
+        for (suffix, _) in &taken {
+            self.paths.remove(&format!("{path}{suffix}"));
+        }
+        taken
+    }
+
+    /// rename(2) with RENAME_NOREPLACE: EEXIST whenever `target` exists (even as a link of
+    /// the same inode).
+    pub(crate) fn rename_noreplace(&mut self, source: &str, target: &str) -> Result<(), Refusal> {
+        let parent = split(target).0;
+        if self.is_dir(source) && (parent == source || is_below(parent, source)) {
+            return Err(libc::EINVAL);
+        }
+        if self.paths.contains_key(target) {
+            return Err(libc::EEXIST);
+        }
+        self.rename(source, target)
+    }
+
+    /// rename(2) with RENAME_EXCHANGE: `source` and `target` (both existing, neither below
+    /// the other) swap what they name.
+    pub(crate) fn exchange(&mut self, source: &str, target: &str) -> Result<(), Refusal> {
+        let (source_parent, target_parent) = (split(source).0, split(target).0);
+        if self.is_dir(source) && (target_parent == source || is_below(target_parent, source)) {
+            return Err(libc::EINVAL);
+        }
+        if !self.paths.contains_key(target) {
+            return Err(libc::ENOENT);
+        }
+        if self.is_dir(target) && (source_parent == target || is_below(source_parent, target)) {
+            return Err(libc::EINVAL);
+        }
+        let from_source = self.take_subtree(source);
+        let from_target = self.take_subtree(target);
+        for (suffix, id) in from_source {
+            self.paths.insert(format!("{target}{suffix}"), id);
+        }
+        for (suffix, id) in from_target {
+            self.paths.insert(format!("{source}{suffix}"), id);
+        }
+        Ok(())
+    }
+
     /// Sets (`Some`) or removes (`None`) extended attribute `name` of `path`.
     pub(crate) fn setxattr(
         &mut self,
@@ -352,5 +403,13 @@ mod tests {
         assert_eq!(fs.rename("c", "b"), Err(libc::EISDIR));
         fs.rename("c", "b/c").unwrap();
         fs.rmdir("b").unwrap_err();
+        fs.create("d", Content::Dir).unwrap();
+        assert_eq!(fs.exchange("b", "b/c"), Err(libc::EINVAL));
+        assert_eq!(fs.exchange("b/c", "b"), Err(libc::EINVAL));
+        assert_eq!(fs.exchange("b", "e"), Err(libc::ENOENT));
+        fs.exchange("b/c", "d").unwrap();
+        assert!(fs.is_dir("b/c") && !fs.is_dir("d"));
+        assert_eq!(fs.rename_noreplace("d", "b/c"), Err(libc::EEXIST));
+        fs.rename_noreplace("d", "e").unwrap();
     }
 }

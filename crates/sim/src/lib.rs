@@ -75,8 +75,9 @@
 //! # Not here
 //! Replace and spare activation (they become workload operations next to `Op::Sync` in
 //! sim.rs); snapshots, send/receive and volumes; files held open across an unlink (the
-//! workload reclaims at once, so the unlinked set stays empty); POSIX operations inside the
-//! burst before a power cut (the cut lands in syncs that carry them); dataset properties
+//! workload reclaims at once, so the unlinked set stays empty); POSIX operations other than
+//! file writes inside the burst before a power cut (the cut lands in syncs that carry
+//! them); dataset properties
 //! (`check::set_data_write_config` sets the root dataset's checksum, compression and copies).
 
 pub mod config;

@@ -589,6 +589,10 @@ impl Sim {
                         break;
                     }
                 }
+            } else if self.rng.chance(1, 2) {
+                if !self.burst_fs_write() {
+                    break;
+                }
             } else if let Some((id, offset, data)) = self.random_write(Op::Write) {
                 if self.engine.object_write(POOL, id, offset, &data).is_err() {
                     break;

@@ -232,10 +232,9 @@ impl Sim {
         })
     }
 
-    fn fs_write(&mut self, dataset: &str, model: &FsModel) -> Step {
-        let Some(path) = self.pick_of(&model.files()) else {
-            return self.fs_create(dataset, model, FsKind::Create);
-        };
+    /// A write into a random file of `model`: its path, offset and bytes.
+    fn plan_write(&mut self, model: &FsModel) -> Option<(String, u64, Vec<u8>)> {
+        let path = self.pick_of(&model.files())?;
         let max = self.cfg.fs_file_max;
         let offset = if self.rng.chance(1, 3) {
             self.rng.below(model.size(&path) + 1).min(max - 1)
@@ -252,6 +251,14 @@ impl Sim {
         if !self.rng.chance(1, 6) {
             self.rng.fill(&mut data);
         }
+        Some((path, offset, data))
+    }
+
+    fn fs_write(&mut self, dataset: &str, model: &FsModel) -> Step {
+        let Some((path, offset, data)) = self.plan_write(model) else {
+            return self.fs_create(dataset, model, FsKind::Create);
+        };
+        let len = data.len() as u64;
         let what = format!("write {path} at {offset} len {len}");
         let change = |m: &mut FsModel| {
             m.write(&path, offset, &data);
@@ -261,6 +268,37 @@ impl Sim {
             let ino = resolve(fs, &path)?;
             fs.write(ino, offset, &data).map(drop)
         })
+    }
+
+    /// A file write in the burst before a power cut: `false` when it failed (the power is
+    /// off), and the crash that follows decides what survived.
+    pub(super) fn burst_fs_write(&mut self) -> bool {
+        let datasets: Vec<String> = self.open.fs.keys().cloned().collect();
+        let dataset = self.pick_of(&datasets).unwrap_or_default();
+        let model = self.open.fs[&dataset].clone();
+        let Some((path, offset, data)) = self.plan_write(&model) else {
+            return true;
+        };
+        let len = data.len() as u64;
+        let result = self
+            .engine
+            .find_dataset(&full_name(&dataset))
+            .and_then(|(_, id)| {
+                self.engine.fs_op(POOL, id, FsOp::Write(len), |fs| {
+                    let ino = resolve(fs, &path)?;
+                    fs.write(ino, offset, &data).map(drop)
+                })
+            });
+        if result.is_err() {
+            return false;
+        }
+        let fs = self
+            .open
+            .fs
+            .get_mut(&dataset)
+            .expect("datasets come from the model");
+        fs.write(&path, offset, &data);
+        true
     }
 
     fn fs_resize(&mut self, dataset: &str, model: &FsModel, kind: FsKind) -> Step {
@@ -328,12 +366,28 @@ impl Sim {
                 fs.link(ino, parent, tname.as_bytes()).map(drop)
             });
         }
-        let change = |m: &mut FsModel| m.rename(&source, &target);
-        let what = format!("rename {source} to {target}");
+        let flags = match self.rng.below(8) {
+            0 => RenameFlags {
+                noreplace: true,
+                exchange: false,
+            },
+            1 | 2 => RenameFlags {
+                noreplace: false,
+                exchange: true,
+            },
+            _ => RenameFlags::default(),
+        };
+        let change = |m: &mut FsModel| match flags {
+            RenameFlags { exchange: true, .. } => m.exchange(&source, &target),
+            RenameFlags {
+                noreplace: true, ..
+            } => m.rename_noreplace(&source, &target),
+            _ => m.rename(&source, &target),
+        };
+        let what = format!("rename {source} to {target} {flags:?}");
         self.fs_change(dataset, &what, FsOp::Modify, change, |fs| {
             let parent = resolve(fs, sdir)?;
             let newparent = resolve(fs, tdir)?;
-            let flags = RenameFlags::default();
             let names = (sname.as_bytes(), tname.as_bytes());
             if let Some(ino) = fs.rename(parent, names.0, newparent, names.1, flags)? {
                 fs.reclaim(ino)?;
@@ -378,9 +432,10 @@ impl Sim {
         paths.extend(model.files());
         let path = self.pick_of(&paths).unwrap_or_default();
         let name = format!("user.x{}", self.rng.below(XATTR_NAMES)).into_bytes();
+        let shown = if path.is_empty() { "/" } else { path.as_str() };
         if self.rng.chance(1, 4) {
             let change = |m: &mut FsModel| m.setxattr(&path, &name, None);
-            let what = format!("removexattr {path} {}", String::from_utf8_lossy(&name));
+            let what = format!("removexattr {shown} {}", String::from_utf8_lossy(&name));
             return self.fs_change(dataset, &what, FsOp::Modify, change, |fs| {
                 let ino = resolve(fs, &path)?;
                 fs.removexattr(ino, &name)
