@@ -162,12 +162,15 @@ impl Sim {
             (expected, Err(e)) if !self.within() && lost(e) => {
                 self.trace.line(format!("{what}: error: {e}"));
                 self.counts.errors_reported += 1;
-                // A failed sync inside the operation may have reached a disk with it.
-                self.inflight = Some(if expected.is_ok() {
-                    model
-                } else {
-                    self.open.clone()
-                });
+                // A failed sync inside the operation (the throttle's) may have reached a
+                // disk with it; an earlier failed sync's txg stays the one in flight.
+                if self.inflight.is_none() {
+                    self.inflight = Some(if expected.is_ok() {
+                        model
+                    } else {
+                        self.open.clone()
+                    });
+                }
                 self.crash_and_import("fs error")
             }
             (expected, _) => Err(format!(
@@ -530,7 +533,14 @@ impl Sim {
                     if let Some(wrong) = walked.mismatch {
                         return Err(format!("after {when}: {}: {wrong}", full_name(&name)));
                     }
-                    self.counts.errors_reported += walked.errors;
+                    if walked.errors > 0 {
+                        self.counts.errors_reported += walked.errors;
+                        self.trace.line(format!(
+                            "check {}: {} losses reported",
+                            full_name(&name),
+                            walked.errors
+                        ));
+                    }
                 }
                 Err(e) if self.within() => {
                     return Err(format!(
