@@ -131,6 +131,12 @@ pub struct Config {
     pub fs_file_max: u64,
     /// Most entries (files, directories, symlinks, links) in one dataset's filesystem.
     pub fs_entries_max: usize,
+    /// Names a directory entry may take (few, so creates collide and renames replace; more
+    /// in a seed that grows big directories).
+    pub fs_names: u64,
+    /// Bytes of padding after every name (long names push directories out of the micro ZAP
+    /// form into leaves that split and merge).
+    pub fs_name_pad: usize,
     /// Operation weights.
     pub weights: Weights,
 }
@@ -215,12 +221,20 @@ impl Config {
             power_ops_max: 50 + rng.below(2000),
             fs_file_max: 0,
             fs_entries_max: 0,
+            fs_names: 0,
+            fs_name_pad: 0,
             weights,
         };
         // Drawn last, so the POSIX workload left every earlier choice of a seed as it was.
         config.fs_file_max = (64 << 10) << rng.below(3);
         config.fs_entries_max = 8 + rng.below(17) as usize;
         fs_weights(&mut rng, &mut config.weights);
+        config.fs_names = 8;
+        if rng.chance(1, 4) {
+            config.fs_names = 48;
+            config.fs_entries_max = 32 + rng.below(33) as usize;
+        }
+        config.fs_name_pad = pick(&mut rng, &[0, 0, 40, 200]);
         config
     }
 
@@ -255,7 +269,7 @@ impl Config {
         let _ = write!(
             out,
             " | spares {} | {:?} {:?} copies {}+{} | span {} KiB objects {} blocks <= {} KiB \
-             | files <= {} KiB entries {}",
+             | files <= {} KiB entries {} names {} +{}",
             self.spares.len(),
             c.checksum,
             c.compression,
@@ -265,7 +279,9 @@ impl Config {
             self.objects_max,
             (1u64 << self.block_shift_max) >> 10,
             self.fs_file_max >> 10,
-            self.fs_entries_max
+            self.fs_entries_max,
+            self.fs_names,
+            self.fs_name_pad
         );
         out
     }

@@ -16,8 +16,6 @@ use tarn_engine::{EngineError, FsOp, check};
 use super::{Flow, POOL, Sim, Step};
 use crate::fsmodel::{Content, FsModel, NodeId, Refusal, join, split};
 
-/// Names the workload picks from (few, so that creates collide and renames replace).
-const NAMES: u64 = 8;
 /// Deepest directory the workload creates.
 const DEPTH_MAX: usize = 3;
 /// Entries per `readdir` page in the checker (small, so a listing takes several pages).
@@ -97,7 +95,8 @@ impl Sim {
     }
 
     fn fresh_name(&mut self) -> String {
-        format!("n{}", self.rng.below(NAMES))
+        let pad = "_".repeat(self.cfg.fs_name_pad);
+        format!("n{}{pad}", self.rng.below(self.cfg.fs_names))
     }
 
     /// One POSIX operation in a random dataset.
