@@ -322,11 +322,16 @@ impl Sim {
             return self.op_create();
         };
         let len = data.len() as u64;
-        match self.engine.object_write(POOL, id, offset, &data) {
+        let result = self.engine.object_write(POOL, id, offset, &data);
+        let synced = self.follow_commit()?;
+        match result {
             Ok(()) => {
                 self.open.write(id, offset, &data);
                 self.trace
                     .line(format!("{op:?} object {} at {offset} len {len}", id.0));
+                if synced {
+                    return self.check_all("admission sync");
+                }
                 Ok(Flow::Continue)
             }
             Err(EngineError::NoSpace) => {
@@ -337,6 +342,7 @@ impl Sim {
                 Ok(Flow::Continue)
             }
             Err(e) => {
+                self.hold_in_flight();
                 self.open.forget(id, offset, len);
                 self.engine_error(&format!("{op:?} object {} at {offset} len {len}", id.0), &e)
             }
@@ -400,6 +406,29 @@ impl Sim {
         }
         self.counts.txgs += 1;
         Ok(())
+    }
+
+    /// A write that found too little room commits the open txg first (admission, before
+    /// the write changes anything): the run follows that commit. `true` when there was one.
+    fn follow_commit(&mut self) -> Result<bool, String> {
+        let now = check::committed_txg(&self.engine, POOL)
+            .map_err(|e| e.to_string())?
+            .ok_or("an imported pool has no committed txg")?;
+        if now > self.committed_txg {
+            self.committed_after(now)?;
+            self.trace.line(format!("admission sync: txg {now}"));
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// An operation failed, perhaps in the admission sync it started before changing
+    /// anything: that txg (the open model as it was) may have reached a disk. An earlier
+    /// failed sync's txg stays the one in flight.
+    fn hold_in_flight(&mut self) {
+        if self.inflight.is_none() {
+            self.inflight = Some(self.open.clone());
+        }
     }
 
     fn op_sync(&mut self) -> Step {
@@ -475,10 +504,11 @@ impl Sim {
                     false => fresh,
                 };
                 model.create_dataset(&name);
+                let props = self.dataset_properties();
                 let result = self
                     .engine
-                    .create_dataset(&full(&name), &[], false, "create");
-                (format!("create dataset {name}"), result)
+                    .create_dataset(&full(&name), &props, false, "create");
+                (format!("create dataset {name} {props:?}"), result)
             }
             2 => {
                 let name = pick(&mut self.rng);
@@ -514,6 +544,36 @@ impl Sim {
         self.committed_after(txg)?;
         self.trace.line(format!("{what}: txg {txg}"));
         self.check_all(&what)
+    }
+
+    /// Properties of a new dataset (each set in one dataset of two, else inherited): its
+    /// record size (never below a sector or 4 KiB: small records on big sectors would fill
+    /// the pool), compression, checksum and copies. Not `sync=always`: its commit after the
+    /// change and an admission commit before it would leave a failed write two possible
+    /// txgs in flight, and the model keeps one.
+    fn dataset_properties(&mut self) -> Vec<(String, String)> {
+        let low = u64::from(self.cfg.ashift.max(12));
+        let shift = low + self.rng.below(18 - low);
+        let choices: [(&str, Vec<String>); 4] = [
+            ("recordsize", vec![(1u64 << shift).to_string()]),
+            (
+                "compression",
+                ["off", "lz4", "zstd", "zle"].map(String::from).to_vec(),
+            ),
+            (
+                "checksum",
+                ["fletcher4", "sha256", "blake3"].map(String::from).to_vec(),
+            ),
+            ("copies", ["1", "2"].map(String::from).to_vec()),
+        ];
+        let mut props = Vec::new();
+        for (name, values) in choices {
+            let value = &values[self.rng.below(values.len() as u64) as usize];
+            if self.rng.chance(1, 2) {
+                props.push((name.to_string(), value.clone()));
+            }
+        }
+        props
     }
 
     /// The datasets the engine lists equal the model's.
@@ -590,11 +650,14 @@ impl Sim {
                     }
                 }
             } else if self.rng.chance(1, 2) {
-                if !self.burst_fs_write() {
+                if !self.burst_fs_write()? {
                     break;
                 }
             } else if let Some((id, offset, data)) = self.random_write(Op::Write) {
-                if self.engine.object_write(POOL, id, offset, &data).is_err() {
+                let result = self.engine.object_write(POOL, id, offset, &data);
+                self.follow_commit()?;
+                if result.is_err() {
+                    self.hold_in_flight();
                     break;
                 }
                 self.open.write(id, offset, &data);

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use tarn_engine::posix::{
     Creds, Fallocate, FileKind, Fs, Ino, PosixError, RenameFlags, SetAttr, XattrSet,
 };
-use tarn_engine::{EngineError, FsOp, check};
+use tarn_engine::{EngineError, FsOp};
 
 use super::{Flow, POOL, Sim, Step};
 use crate::fsmodel::{Content, FsModel, NodeId, Refusal, join, split};
@@ -144,11 +144,16 @@ impl Sim {
             Ok((_, id)) => self.engine.fs_op(POOL, id, op, run),
             Err(e) => Err(e),
         };
+        // A write's admission may commit the open txg before the change: follow it.
+        let synced = self.follow_commit()?;
         match (expected, &result) {
             (Ok(()), Ok(())) => {
                 self.open = model;
                 self.trace.line(what);
-                self.after_change()
+                if synced {
+                    return self.check_all("admission sync");
+                }
+                Ok(Flow::Continue)
             }
             (Err(errno), Err(EngineError::Posix(e))) if e.errno() == errno => {
                 self.trace.line(format!("{what}: refused: {e}"));
@@ -158,18 +163,10 @@ impl Sim {
                 self.trace.line(format!("{what}: out of space"));
                 Ok(Flow::Continue)
             }
-            (expected, Err(e)) if !self.within() && lost(e) => {
+            (_, Err(e)) if !self.within() && lost(e) => {
                 self.trace.line(format!("{what}: error: {e}"));
                 self.counts.errors_reported += 1;
-                // A failed sync inside the operation (the throttle's) may have reached a
-                // disk with it; an earlier failed sync's txg stays the one in flight.
-                if self.inflight.is_none() {
-                    self.inflight = Some(if expected.is_ok() {
-                        model
-                    } else {
-                        self.open.clone()
-                    });
-                }
+                self.hold_in_flight();
                 self.crash_and_import("fs error")
             }
             (expected, _) => Err(format!(
@@ -181,18 +178,6 @@ impl Sim {
                 describe(&result)
             )),
         }
-    }
-
-    /// `fs_op` commits a txg of its own when dirty data passes the throttle: follow it.
-    fn after_change(&mut self) -> Step {
-        let now = check::committed_txg(&self.engine, POOL)
-            .map_err(|e| e.to_string())?
-            .ok_or("a pool with datasets has no committed txg")?;
-        if now > self.committed_txg {
-            self.committed_after(now)?;
-            return self.check_all("throttle sync");
-        }
-        Ok(Flow::Continue)
     }
 
     fn fs_create(&mut self, dataset: &str, model: &FsModel, kind: FsKind) -> Step {
@@ -274,12 +259,12 @@ impl Sim {
 
     /// A file write in the burst before a power cut: `false` when it failed (the power is
     /// off), and the crash that follows decides what survived.
-    pub(super) fn burst_fs_write(&mut self) -> bool {
+    pub(super) fn burst_fs_write(&mut self) -> Result<bool, String> {
         let datasets: Vec<String> = self.open.fs.keys().cloned().collect();
         let dataset = self.pick_of(&datasets).unwrap_or_default();
         let model = self.open.fs[&dataset].clone();
         let Some((path, offset, data)) = self.plan_write(&model) else {
-            return true;
+            return Ok(true);
         };
         let len = data.len() as u64;
         let result = self
@@ -291,8 +276,10 @@ impl Sim {
                     fs.write(ino, offset, &data).map(drop)
                 })
             });
+        self.follow_commit()?;
         if result.is_err() {
-            return false;
+            self.hold_in_flight();
+            return Ok(false);
         }
         let fs = self
             .open
@@ -300,7 +287,7 @@ impl Sim {
             .get_mut(&dataset)
             .expect("datasets come from the model");
         fs.write(&path, offset, &data);
-        true
+        Ok(true)
     }
 
     fn fs_resize(&mut self, dataset: &str, model: &FsModel, kind: FsKind) -> Step {
