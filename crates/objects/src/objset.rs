@@ -388,13 +388,16 @@ impl ObjectSet {
         };
         self.dirty_bytes -= state.dirty_bytes;
         if !state.dnode.root.is_hole() {
+            // The sync walks the tree as the last sync wrote it, so it needs that sync's
+            // block size: `set_block_size` in this txg changed only the dnode in memory
+            // (the root, the levels and the indirect shift change only at sync).
+            let committed = load_dnode(&self.meta, &mut self.cache, store, id)?;
+            assert_eq!(
+                committed.root, state.dnode.root,
+                "I5: object {id:?} with blocks has the committed root until its sync"
+            );
             let mut dnode = state.dnode;
-            // A block size changed since the last sync (`set_block_size`, allowed only while
-            // the tree is its single level-0 root) is not yet the size of the synced root
-            // block, which is what the walk at sync frees: take the size from the root.
-            if dnode.nlevels == 1 {
-                dnode.data_block_size = dnode.root.lsize;
-            }
+            dnode.data_block_size = committed.data_block_size;
             self.pending_frees.push((id, dnode));
         }
         self.hot.insert(id.0, Slot::Free);

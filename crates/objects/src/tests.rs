@@ -440,6 +440,32 @@ fn single_block_objects_change_block_size() {
     assert!(matches!(refused, Err(ObjectError::InvalidArgument { .. })));
 }
 
+/// Goal: an object whose block grew in the open txg can be freed in that same txg.
+/// Regression (tarn-sim seed 7, 2026-11-23): a POSIX write grew a small file's block, an
+/// unlink in the same txg freed the file, and the sync walked the committed tree with the
+/// grown block size from the dnode in memory: "data block size does not match the dnode",
+/// a failed sync and a suspended pool.
+#[test]
+fn an_object_freed_after_its_block_grew_frees_the_committed_blocks() {
+    let mut store = MemStore::new();
+    let mut set = ObjectSet::create(ObjsetKind::Filesystem);
+    let id = set
+        .allocate_object(&store, OBJECT_TYPE_PLAIN, 512, 0, 0)
+        .expect("allocate");
+    set.write(&store, id, 0, b"small file").expect("write");
+    let root = set.sync(&mut store).expect("sync");
+    store.next_txg();
+    check_space(&store, &root);
+    set.set_block_size(&store, id, 4096).expect("grow");
+    set.write(&store, id, 1000, b"more").expect("write");
+    set.free_object(&store, id).expect("free");
+    let root = set.sync(&mut store).expect("sync frees the 512-byte block");
+    store.next_txg();
+    check_space(&store, &root);
+    let mut set = ObjectSet::open(&store, &root).expect("open");
+    assert!(set.object_info(&store, id).is_err(), "the object is gone");
+}
+
 /// Goal: object ids are allocated lowest-first, claimed ids conflict, freed ids are reused.
 #[test]
 fn object_ids_allocate_claim_and_free() {

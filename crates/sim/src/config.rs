@@ -69,6 +69,31 @@ pub struct Weights {
     pub vanish: u64,
     /// Create, destroy (`-r`) or rename a dataset (each commits a txg).
     pub dataset: u64,
+    /// POSIX layer, in a random dataset: create a regular file.
+    pub fs_create: u64,
+    /// Create a directory.
+    pub fs_mkdir: u64,
+    /// Create a symlink (short targets inline, long ones in a block).
+    pub fs_symlink: u64,
+    /// Write random bytes or zeros at a random offset of a file (small or large, past the
+    /// end, across holes).
+    pub fs_write: u64,
+    /// Truncate a file (shrink or grow).
+    pub fs_truncate: u64,
+    /// fallocate PUNCH_HOLE|KEEP_SIZE.
+    pub fs_punch: u64,
+    /// rename(2), over an existing entry or to a fresh name.
+    pub fs_rename: u64,
+    /// Hard link.
+    pub fs_link: u64,
+    /// Unlink (the inode is reclaimed at once when its last link goes).
+    pub fs_unlink: u64,
+    /// rmdir.
+    pub fs_rmdir: u64,
+    /// Set or remove an extended attribute.
+    pub fs_xattr: u64,
+    /// Read a random range of a file and compare it with the open model.
+    pub fs_read: u64,
 }
 
 /// Everything a seed decides before the first operation.
@@ -102,6 +127,16 @@ pub struct Config {
     pub write_len_max: u64,
     /// Most device operations before a power cut (the cut instant is drawn below this).
     pub power_ops_max: u64,
+    /// Largest size a file of the POSIX workload grows to.
+    pub fs_file_max: u64,
+    /// Most entries (files, directories, symlinks, links) in one dataset's filesystem.
+    pub fs_entries_max: usize,
+    /// Names a directory entry may take (few, so creates collide and renames replace; more
+    /// in a seed that grows big directories).
+    pub fs_names: u64,
+    /// Bytes of padding after every name (long names push directories out of the micro ZAP
+    /// form into leaves that split and merge).
+    pub fs_name_pad: usize,
     /// Operation weights.
     pub weights: Weights,
 }
@@ -167,29 +202,9 @@ impl Config {
         paths.extend(spares.iter().map(|i| format!("{DEVICE_DIR}/s{i}")));
         choose_faulty(&mut rng, &mut tops, budget);
         let plans = device_plans(&mut rng, seed, &tops, paths.len(), budget);
-        let write_config = ObjsetWriteConfig {
-            checksum: pick(
-                &mut rng,
-                &[
-                    ChecksumKind::Fletcher4,
-                    ChecksumKind::Sha256,
-                    ChecksumKind::Blake3,
-                ],
-            ),
-            compression: pick(
-                &mut rng,
-                &[
-                    CompressSetting::Off,
-                    CompressSetting::Lz4,
-                    CompressSetting::Zstd(3),
-                    CompressSetting::Zle,
-                ],
-            ),
-            copies: pick(&mut rng, &[1, 1, 1, 2, 3]),
-            metadata_extra_copies: pick(&mut rng, &[0, 1, 1]),
-        };
+        let write_config = write_config(&mut rng);
         let weights = weights(&mut rng, &tops);
-        Config {
+        let mut config = Config {
             seed,
             budget,
             ashift,
@@ -204,8 +219,23 @@ impl Config {
             objects_max: 2 + rng.below(5) as usize,
             write_len_max: (16 << 10) << rng.below(4),
             power_ops_max: 50 + rng.below(2000),
+            fs_file_max: 0,
+            fs_entries_max: 0,
+            fs_names: 0,
+            fs_name_pad: 0,
             weights,
+        };
+        // Drawn last, so the POSIX workload left every earlier choice of a seed as it was.
+        config.fs_file_max = (64 << 10) << rng.below(3);
+        config.fs_entries_max = 8 + rng.below(17) as usize;
+        fs_weights(&mut rng, &mut config.weights);
+        config.fs_names = 8;
+        if rng.chance(1, 4) {
+            config.fs_names = 48;
+            config.fs_entries_max = 32 + rng.below(33) as usize;
         }
+        config.fs_name_pad = pick(&mut rng, &[0, 0, 40, 200]);
+        config
     }
 
     /// Device indices of every faulty leaf.
@@ -238,7 +268,8 @@ impl Config {
         let c = &self.write_config;
         let _ = write!(
             out,
-            " | spares {} | {:?} {:?} copies {}+{} | span {} KiB objects {} blocks <= {} KiB",
+            " | spares {} | {:?} {:?} copies {}+{} | span {} KiB objects {} blocks <= {} KiB \
+             | files <= {} KiB entries {} names {} +{}",
             self.spares.len(),
             c.checksum,
             c.compression,
@@ -246,9 +277,38 @@ impl Config {
             c.metadata_extra_copies,
             self.object_span >> 10,
             self.objects_max,
-            (1u64 << self.block_shift_max) >> 10
+            (1u64 << self.block_shift_max) >> 10,
+            self.fs_file_max >> 10,
+            self.fs_entries_max,
+            self.fs_names,
+            self.fs_name_pad
         );
         out
+    }
+}
+
+/// Checksum, compression and copies of the root dataset's writes.
+fn write_config(rng: &mut SeededRng) -> ObjsetWriteConfig {
+    ObjsetWriteConfig {
+        checksum: pick(
+            rng,
+            &[
+                ChecksumKind::Fletcher4,
+                ChecksumKind::Sha256,
+                ChecksumKind::Blake3,
+            ],
+        ),
+        compression: pick(
+            rng,
+            &[
+                CompressSetting::Off,
+                CompressSetting::Lz4,
+                CompressSetting::Zstd(3),
+                CompressSetting::Zle,
+            ],
+        ),
+        copies: pick(rng, &[1, 1, 1, 2, 3]),
+        metadata_extra_copies: pick(rng, &[0, 1, 1]),
     }
 }
 
@@ -330,7 +390,32 @@ fn weights(rng: &mut SeededRng, tops: &[TopPlan]) -> Weights {
         rot: if any_faulty { w(4) } else { 0 },
         vanish: if any_faulty { w(2) } else { 0 },
         dataset: w(3),
+        ..Weights::default()
     }
+}
+
+/// Weights of the POSIX workload: a seed may leave some operations out (swarm testing), but
+/// never creation and writes.
+fn fs_weights(rng: &mut SeededRng, weights: &mut Weights) {
+    let mut w = |max: u64| {
+        if rng.chance(1, 8) {
+            0
+        } else {
+            1 + rng.below(max)
+        }
+    };
+    weights.fs_create = 1 + w(4);
+    weights.fs_mkdir = w(3);
+    weights.fs_symlink = w(2);
+    weights.fs_write = 1 + w(20);
+    weights.fs_truncate = w(4);
+    weights.fs_punch = w(4);
+    weights.fs_rename = w(4);
+    weights.fs_link = w(3);
+    weights.fs_unlink = w(3);
+    weights.fs_rmdir = w(2);
+    weights.fs_xattr = w(4);
+    weights.fs_read = w(8);
 }
 
 #[cfg(test)]

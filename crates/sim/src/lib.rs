@@ -21,12 +21,21 @@
 //!  Engine ── PoweredProvider (power.rs: shared write budget = the crash instant)
 //!               └─ SimProvider ─ SimDevice x N (ManualClock: latency is virtual time)
 //!
+//!          POSIX layer in a random dataset (sim/fsops.rs, through Engine::fs_op):
+//!            create / mkdir / symlink / write / truncate / punch / rename / link / unlink
+//!            rmdir / set or remove xattr / read; files and entries bounded by the seed
+//!
 //!  after every sync and import:   check::verify_pool (tarn-engine)   model == engine bytes
+//!                                 every dataset's tree == its model (fsmodel.rs)
 //! ```
 //! The reference model (model.rs) keeps the open state, the committed state and the states
 //! of recent txgs. After a crash the import decides which txg survived: the last committed
 //! one, or the one whose commit was in flight when the power went (its uberblock may have
-//! reached a disk); the model goes back to exactly that state.
+//! reached a disk); the model goes back to exactly that state. The model holds one filesystem
+//! per dataset (paths to nodes; hard links are paths naming one node), which follows the
+//! dataset through create, destroy and rename and the txg states like every object. Each
+//! POSIX operation is predicted by the model: success, or the errno of a refusal (which must
+//! change nothing).
 //!
 //! # State
 //! Everything is in memory: the devices (sparse), the engine, the model and the trace (a
@@ -46,7 +55,13 @@
 //!   txg, space closes (allocated = referenced + deferred frees, nothing leaked, nothing
 //!   allocated twice), and committed txgs only go forward.
 //! - I4: beyond budget a read either returns exactly the model's bytes or fails; an import
-//!   either succeeds or fails with an error; nothing panics.
+//!   either succeeds or fails with an error; nothing panics. A POSIX operation that fails
+//!   with EIO (or suspends the pool) may leave its txg half changed, so the run restarts the
+//!   engine and the model goes back to the txg the import opened.
+//! - I5: after every sync and import, walking every dataset's tree through the engine
+//!   (`readdir` pages, `lookup`, `getattr`, `read`, `readlink`, `listxattr`, `getxattr`)
+//!   finds exactly the model: names (each once), types, sizes, link counts, shared inodes of
+//!   hard links, bytes, symlink targets, xattrs; and `inode_count` equals the live nodes.
 //!
 //! # Concurrency and context
 //! One thread. The engine's locks are taken by its own calls; the simulator holds nothing
@@ -58,12 +73,15 @@
 //! broken invariant too (caught, reported the same way).
 //!
 //! # Not here
-//! Scrub, replace and spare activation (the engine has none yet: they become workload
-//! operations next to `Op::Sync` in sim.rs when it does); datasets, snapshots, send/receive,
-//! volumes and POSIX files (later layers); compression, checksum and copies set through
-//! dataset properties (`check::set_data_write_config` stands in until they exist).
+//! Replace and spare activation (they become workload operations next to `Op::Sync` in
+//! sim.rs); snapshots, send/receive and volumes; files held open across an unlink (the
+//! workload reclaims at once, so the unlinked set stays empty); POSIX operations other than
+//! file writes inside the burst before a power cut (the cut lands in syncs that carry
+//! them); dataset properties
+//! (`check::set_data_write_config` sets the root dataset's checksum, compression and copies).
 
 pub mod config;
+mod fsmodel;
 mod model;
 mod power;
 mod sim;

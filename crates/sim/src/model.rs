@@ -7,6 +7,8 @@ use std::sync::Arc;
 
 use tarn_base::ObjectId;
 
+use crate::fsmodel::FsModel;
+
 /// One object of the model.
 #[derive(Clone, Debug)]
 pub(crate) struct ModelObject {
@@ -24,6 +26,8 @@ pub(crate) struct Model {
     pub(crate) objects: BTreeMap<ObjectId, ModelObject>,
     /// Dataset names relative to the pool (`d3/d7` for `tank/d3/d7`).
     pub(crate) datasets: BTreeSet<String>,
+    /// The filesystem of every dataset by relative name (`""`: the root dataset `tank`).
+    pub(crate) fs: BTreeMap<String, FsModel>,
 }
 
 /// Where a read disagreed with the model.
@@ -35,6 +39,20 @@ pub(crate) struct Mismatch {
 }
 
 impl Model {
+    /// The model of a fresh pool: no objects, the root dataset's empty filesystem.
+    pub(crate) fn new() -> Model {
+        Model {
+            fs: BTreeMap::from([(String::new(), FsModel::new())]),
+            ..Model::default()
+        }
+    }
+
+    /// A new dataset `name` with an empty filesystem.
+    pub(crate) fn create_dataset(&mut self, name: &str) {
+        self.datasets.insert(name.to_string());
+        self.fs.insert(name.to_string(), FsModel::new());
+    }
+
     pub(crate) fn create(&mut self, id: ObjectId, block_size: u32, span: u64) {
         let span = usize::try_from(span).expect("object span fits in memory");
         let object = ModelObject {
@@ -100,6 +118,10 @@ impl Model {
         for name in &self.datasets {
             hash.add(name.as_bytes());
         }
+        for (name, fs) in &self.fs {
+            hash.add(name.as_bytes());
+            fs.digest(&mut hash);
+        }
         hash.finish()
     }
 
@@ -108,6 +130,7 @@ impl Model {
         let prefix = format!("{name}/");
         self.datasets
             .retain(|d| d != name && !d.starts_with(&prefix));
+        self.fs.retain(|d, _| d != name && !d.starts_with(&prefix));
     }
 
     /// Renames `old` (and its descendants) to `new`.
@@ -121,7 +144,11 @@ impl Model {
             .collect();
         for name in moved {
             self.datasets.remove(&name);
-            self.datasets.insert(format!("{new}{}", &name[old.len()..]));
+            let renamed = format!("{new}{}", &name[old.len()..]);
+            if let Some(fs) = self.fs.remove(&name) {
+                self.fs.insert(renamed.clone(), fs);
+            }
+            self.datasets.insert(renamed);
         }
     }
 }

@@ -13,6 +13,10 @@ use tarn_engine::{
     ScanState, ScrubAction, SimProvider, TopSpec, check,
 };
 
+mod fsops;
+
+use fsops::FsKind;
+
 use crate::config::{Config, DEVICE_DIR};
 use crate::model::Model;
 use crate::power::{PowerSwitch, PoweredProvider};
@@ -57,6 +61,7 @@ enum Op {
     Rot,
     Vanish,
     Dataset,
+    Fs(FsKind),
 }
 
 pub(crate) struct Sim {
@@ -122,8 +127,8 @@ impl Sim {
             provider,
             switch,
             engine,
-            open: Model::default(),
-            committed: Model::default(),
+            open: Model::new(),
+            committed: Model::new(),
             committed_txg: Txg(0),
             inflight: None,
             history: BTreeMap::new(),
@@ -202,6 +207,18 @@ impl Sim {
             (w.rot, Op::Rot),
             (w.vanish, Op::Vanish),
             (w.dataset, Op::Dataset),
+            (w.fs_create, Op::Fs(FsKind::Create)),
+            (w.fs_mkdir, Op::Fs(FsKind::Mkdir)),
+            (w.fs_symlink, Op::Fs(FsKind::Symlink)),
+            (w.fs_write, Op::Fs(FsKind::Write)),
+            (w.fs_truncate, Op::Fs(FsKind::Truncate)),
+            (w.fs_punch, Op::Fs(FsKind::Punch)),
+            (w.fs_rename, Op::Fs(FsKind::Rename)),
+            (w.fs_link, Op::Fs(FsKind::Link)),
+            (w.fs_unlink, Op::Fs(FsKind::Unlink)),
+            (w.fs_rmdir, Op::Fs(FsKind::Rmdir)),
+            (w.fs_xattr, Op::Fs(FsKind::Xattr)),
+            (w.fs_read, Op::Fs(FsKind::Read)),
         ];
         let total: u64 = table.iter().map(|(weight, _)| weight).sum();
         let mut pick = self.rng.below(total);
@@ -224,6 +241,7 @@ impl Sim {
             Op::Rot => self.op_rot(),
             Op::Vanish => self.op_vanish(),
             Op::Dataset => self.op_dataset(),
+            Op::Fs(kind) => self.op_fs(kind),
         }
     }
 
@@ -304,11 +322,16 @@ impl Sim {
             return self.op_create();
         };
         let len = data.len() as u64;
-        match self.engine.object_write(POOL, id, offset, &data) {
+        let result = self.engine.object_write(POOL, id, offset, &data);
+        let synced = self.follow_commit()?;
+        match result {
             Ok(()) => {
                 self.open.write(id, offset, &data);
                 self.trace
                     .line(format!("{op:?} object {} at {offset} len {len}", id.0));
+                if synced {
+                    return self.check_all("admission sync");
+                }
                 Ok(Flow::Continue)
             }
             Err(EngineError::NoSpace) => {
@@ -319,6 +342,7 @@ impl Sim {
                 Ok(Flow::Continue)
             }
             Err(e) => {
+                self.hold_in_flight();
                 self.open.forget(id, offset, len);
                 self.engine_error(&format!("{op:?} object {} at {offset} len {len}", id.0), &e)
             }
@@ -384,6 +408,29 @@ impl Sim {
         Ok(())
     }
 
+    /// A write that found too little room commits the open txg first (admission, before
+    /// the write changes anything): the run follows that commit. `true` when there was one.
+    fn follow_commit(&mut self) -> Result<bool, String> {
+        let now = check::committed_txg(&self.engine, POOL)
+            .map_err(|e| e.to_string())?
+            .ok_or("an imported pool has no committed txg")?;
+        if now > self.committed_txg {
+            self.committed_after(now)?;
+            self.trace.line(format!("admission sync: txg {now}"));
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// An operation failed, perhaps in the admission sync it started before changing
+    /// anything: that txg (the open model as it was) may have reached a disk. An earlier
+    /// failed sync's txg stays the one in flight.
+    fn hold_in_flight(&mut self) {
+        if self.inflight.is_none() {
+            self.inflight = Some(self.open.clone());
+        }
+    }
+
     fn op_sync(&mut self) -> Step {
         match self.engine.sync_pool(POOL) {
             Ok(txg) => {
@@ -425,6 +472,9 @@ impl Sim {
         if let Flow::End(why) = self.check_datasets(when)? {
             return Ok(Flow::End(why));
         }
+        if let Flow::End(why) = self.check_fs(when)? {
+            return Ok(Flow::End(why));
+        }
         let ids: Vec<ObjectId> = self.open.objects.keys().copied().collect();
         for id in ids {
             let mut offset = 0;
@@ -453,11 +503,12 @@ impl Sim {
                     true => format!("{}/{fresh}", pick(&mut self.rng)),
                     false => fresh,
                 };
-                model.datasets.insert(name.clone());
+                model.create_dataset(&name);
+                let props = self.dataset_properties();
                 let result = self
                     .engine
-                    .create_dataset(&full(&name), &[], false, "create");
-                (format!("create dataset {name}"), result)
+                    .create_dataset(&full(&name), &props, false, "create");
+                (format!("create dataset {name} {props:?}"), result)
             }
             2 => {
                 let name = pick(&mut self.rng);
@@ -493,6 +544,36 @@ impl Sim {
         self.committed_after(txg)?;
         self.trace.line(format!("{what}: txg {txg}"));
         self.check_all(&what)
+    }
+
+    /// Properties of a new dataset (each set in one dataset of two, else inherited): its
+    /// record size (never below a sector or 4 KiB: small records on big sectors would fill
+    /// the pool), compression, checksum and copies. Not `sync=always`: its commit after the
+    /// change and an admission commit before it would leave a failed write two possible
+    /// txgs in flight, and the model keeps one.
+    fn dataset_properties(&mut self) -> Vec<(String, String)> {
+        let low = u64::from(self.cfg.ashift.max(12));
+        let shift = low + self.rng.below(18 - low);
+        let choices: [(&str, Vec<String>); 4] = [
+            ("recordsize", vec![(1u64 << shift).to_string()]),
+            (
+                "compression",
+                ["off", "lz4", "zstd", "zle"].map(String::from).to_vec(),
+            ),
+            (
+                "checksum",
+                ["fletcher4", "sha256", "blake3"].map(String::from).to_vec(),
+            ),
+            ("copies", ["1", "2"].map(String::from).to_vec()),
+        ];
+        let mut props = Vec::new();
+        for (name, values) in choices {
+            let value = &values[self.rng.below(values.len() as u64) as usize];
+            if self.rng.chance(1, 2) {
+                props.push((name.to_string(), value.clone()));
+            }
+        }
+        props
     }
 
     /// The datasets the engine lists equal the model's.
@@ -568,8 +649,15 @@ impl Sim {
                         break;
                     }
                 }
+            } else if self.rng.chance(1, 2) {
+                if !self.burst_fs_write()? {
+                    break;
+                }
             } else if let Some((id, offset, data)) = self.random_write(Op::Write) {
-                if self.engine.object_write(POOL, id, offset, &data).is_err() {
+                let result = self.engine.object_write(POOL, id, offset, &data);
+                self.follow_commit()?;
+                if result.is_err() {
+                    self.hold_in_flight();
                     break;
                 }
                 self.open.write(id, offset, &data);
@@ -581,16 +669,15 @@ impl Sim {
     /// The process dies (the engine is dropped), every device loses power, the power comes
     /// back, and a new process imports the pool.
     fn crash_and_import(&mut self, why: &str) -> Step {
+        let power_off = self.switch.is_off();
         self.engine = new_engine(&self.provider, &self.clock, self.rng.next_u64());
         for device in &self.devices {
             device.crash();
         }
         self.switch.restore();
         self.counts.crashes += 1;
-        self.trace.line(format!(
-            "{why}: crashed with power off: {}",
-            self.switch.is_off()
-        ));
+        self.trace
+            .line(format!("{why}: crashed with power off: {power_off}"));
         self.import(why)
     }
 
@@ -650,9 +737,13 @@ impl Sim {
             self.trace.line(format!(
                 "{why}: asked for txg {listed}, the import opened txg {txg}"
             ));
-            // Within budget too: an in-flight uberblock that reached only faulty devices can
-            // be unreadable at import; the txg opened must still be one the model allows
-            // (the last committed or the one in flight), which `model_for` checks below.
+            // Within budget the only acceptable fallback is from the txg whose commit was
+            // in flight at the crash (never acknowledged; its uberblock may sit on one
+            // faulty leaf that fails the import's read) to the last committed one.
+            let unacknowledged = listed.0 == self.committed_txg.0 + 1 && txg == self.committed_txg;
+            if self.within() && !unacknowledged {
+                return Err(format!("{why}: import opened txg {txg}, not {listed}"));
+            }
         }
         let Some(model) = self.model_for(txg) else {
             if self.within() {

@@ -13,7 +13,7 @@ const STEPS_CI: u64 = 300;
 
 /// Seeds that run on every `cargo test`. Seeds that found engine bugs stay out of this list
 /// until the bug is fixed (and then join it as regression seeds).
-const SEEDS_FIXED: [u64; 21] = [
+const SEEDS_FIXED: [u64; 41] = [
     1,
     2,
     3,
@@ -34,6 +34,26 @@ const SEEDS_FIXED: [u64; 21] = [
     18,
     19,
     21,
+    22,
+    23,
+    24,
+    25,
+    26,
+    27,
+    28,
+    29,
+    30,
+    31,
+    32,
+    33,
+    34,
+    35,
+    36,
+    37,
+    38,
+    39,
+    40,
+    41,
     // Regression (soak, 2026-11-23): a label read failed at import on a faulty device, so
     // the import opened an older uberblock than the listing offered; the run assumed the
     // listed txg.
