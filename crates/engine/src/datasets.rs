@@ -433,10 +433,20 @@ impl Tree {
         self.used(id).max(self.size_prop(id, "reservation"))
     }
 
+    /// What `id`'s reservation holds beyond its use (`charged - used`). Without a
+    /// reservation it is zero and `used`, which walks the whole subtree, is not computed:
+    /// admission asks this for every ancestor of every write.
+    fn reservation_headroom(&self, id: DatasetId) -> u64 {
+        match self.size_prop(id, "reservation") {
+            0 => 0,
+            reservation => reservation.saturating_sub(self.used(id)),
+        }
+    }
+
     /// Reserved space of `id` not yet used (its own reservation headroom plus its unused
     /// refreservation).
     fn headroom(&self, id: DatasetId) -> u64 {
-        self.charged(id) - self.used(id) + self.usedbyrefreservation(id)
+        self.reservation_headroom(id) + self.usedbyrefreservation(id)
     }
 
     /// Space reserved across the pool but not allocated.
@@ -448,7 +458,7 @@ impl Tree {
     pub(crate) fn available(&self, id: DatasetId, pool_free: u64) -> u64 {
         let mut avail = pool_free.saturating_sub(self.reserved_unused());
         for at in self.lineage(id) {
-            avail = avail.saturating_add(self.charged(at) - self.used(at));
+            avail = avail.saturating_add(self.reservation_headroom(at));
         }
         avail = avail.saturating_add(self.usedbyrefreservation(id));
         let refquota = self.size_prop(id, "refquota");
