@@ -364,7 +364,13 @@ impl SpaceManager {
             bp = prev;
         }
         manager.chain.reverse();
+        // Extents allocated by the delta being replayed: a free of one in the same txg was
+        // released at once when that txg synced (see `free`), so it is not deferred here.
+        let mut born_now = (Txg(0), Vec::new());
         for block in blocks.iter().rev() {
+            if born_now.0 != block.txg {
+                born_now = (block.txg, vec![RangeTree::new(); manager.vdevs.len()]);
+            }
             for record in &block.records {
                 manager.chain_records += 1;
                 let vdev = manager.vdevs.get_mut(record.vdev.0 as usize).ok_or(
@@ -372,8 +378,16 @@ impl SpaceManager {
                         why: "record names an unknown vdev",
                     },
                 )?;
+                let born = &mut born_now.1[record.vdev.0 as usize];
+                let same_txg = block.kind == LogKind::Delta
+                    && !record.alloc
+                    && born.contains(record.offset, record.asize);
                 if record.alloc {
                     vdev.claim(record.offset, record.asize)?;
+                    born.add(record.offset, record.asize);
+                } else if same_txg {
+                    born.remove(record.offset, record.asize);
+                    vdev.release(record.offset, record.asize, true)?;
                 } else if block.txg.0 + TXG_DEFER > head_txg.0 {
                     // Freed too recently to reuse: a rewind to that txg may still need it.
                     let dva = Dva {
