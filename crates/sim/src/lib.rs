@@ -22,7 +22,8 @@
 //!               └─ SimProvider ─ SimDevice x N (ManualClock: latency is virtual time)
 //!
 //!          healing (sim/heal.rs): replace a faulty leaf with a fresh device, spare the
-//!            leaves out of service (Engine::fault_check), start a scrub, advance a running
+//!            leaves out of service (Engine::fault_check), offline and online a faulty
+//!            leaf (online resilvers what it missed), start a scrub, advance a running
 //!            scrub or resilver a batch at a time (writes, crashes, renames land mid-scan)
 //!
 //!          POSIX layer in a random dataset (sim/fsops.rs, through Engine::fs_op):
@@ -79,7 +80,7 @@
 //! broken invariant too (caught, reported the same way).
 //!
 //! # Not here
-//! Attach, detach, offline and online (replace and spares cover the resilver paths);
+//! Attach and detach (replace and spares cover the resilver paths);
 //! snapshots, send/receive and volumes; files held open across an unlink (the
 //! workload reclaims at once, so the unlinked set stays empty); POSIX operations other than
 //! file writes inside the burst before a power cut (the cut lands in syncs that carry

@@ -84,6 +84,8 @@ pub(crate) struct Sim {
     vanished_at: BTreeMap<usize, String>,
     /// Faulty leaves replaced by fresh devices (heal.rs): no longer damaged on purpose.
     retired: Vec<usize>,
+    /// Faulty leaves the workload took offline (heal.rs).
+    offlined: Vec<usize>,
     renames: Vec<usize>,
     rename_serial: u64,
     dataset_serial: u64,
@@ -141,6 +143,7 @@ impl Sim {
             gone: Vec::new(),
             vanished_at: BTreeMap::new(),
             retired: Vec::new(),
+            offlined: Vec::new(),
             renames,
             rename_serial: 0,
             dataset_serial: 0,

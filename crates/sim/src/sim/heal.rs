@@ -1,6 +1,7 @@
 //! The healing workload: replace a faulty leaf with a fresh device, let the engine put hot
 //! spares beside leaves out of service (`Engine::fault_check`, what the daemon's thread
-//! calls), start a scrub, and advance a running scrub or resilver a little at a time, so
+//! calls), take a faulty leaf offline and bring it back (online resilvers what it missed),
+//! start a scrub, and advance a running scrub or resilver a little at a time, so
 //! writes, crashes, exports and renames land in the middle of a scan.
 //!
 //! The budget stays kept: a fresh device and a spare are healthy (no fault plan), and a
@@ -37,10 +38,66 @@ impl Sim {
             let bytes = 1 + self.rng.below(SCAN_STEP_BYTES_MAX);
             return self.scan_step(bytes);
         }
-        match self.rng.below(3) {
+        match self.rng.below(4) {
             0 => self.replace_faulty(),
             1 => self.activate_spares(),
+            2 => self.offline_or_online(),
             _ => self.start_scrub(),
+        }
+    }
+
+    /// Takes a present faulty leaf offline (for good or `-t`; within budget it is one of the
+    /// leaves its vdev may lose anyway), or brings an offlined one back, which resilvers what
+    /// it missed.
+    fn offline_or_online(&mut self) -> Step {
+        let before = self.committed_txg;
+        if let Some(index) = self.offlined.pop() {
+            let path = self.devices[index].path().to_string();
+            let what = format!("online {path}");
+            return match self.engine.online(POOL, &path, "pool online") {
+                Ok(outcome) => {
+                    self.trace
+                        .line(format!("{what}: resilver from {:?}", outcome.resilver_from));
+                    self.follow_verb(&what)
+                }
+                // Vanished while offline, or gone from the tree (replaced).
+                Err(e @ (EngineError::DeviceNotPresent | EngineError::NoSuchDevice)) => {
+                    self.refused(&what, &e, before)
+                }
+                Err(e) => {
+                    self.hold_in_flight();
+                    self.engine_error(&what, &e)
+                }
+            };
+        }
+        let present: Vec<usize> = self
+            .faulty_present()
+            .into_iter()
+            .filter(|i| !self.gone.contains(i))
+            .collect();
+        if present.is_empty() {
+            return Ok(Flow::Continue);
+        }
+        let index = present[self.rng.below(present.len() as u64) as usize];
+        let path = self.devices[index].path().to_string();
+        let temporary = self.rng.chance(1, 2);
+        let what = format!("offline {}{path}", if temporary { "-t " } else { "" });
+        match self.engine.offline(POOL, &path, temporary, "pool offline") {
+            Ok(()) => {
+                self.offlined.push(index);
+                self.follow_verb(&what)
+            }
+            // Its vdev cannot spare it now (another leaf is out), or it stands in a
+            // replacing or spare node.
+            Err(
+                e @ (EngineError::NoValidReplicas
+                | EngineError::InvalidArgument(_)
+                | EngineError::NoSuchDevice),
+            ) => self.refused(&what, &e, before),
+            Err(e) => {
+                self.hold_in_flight();
+                self.engine_error(&what, &e)
+            }
         }
     }
 
