@@ -25,7 +25,7 @@
 
 use std::sync::Arc;
 
-use tarn_base::{Guid, format_size};
+use tarn_base::{Guid, Txg, format_size};
 use tarn_format::label::{PoolState, data_area};
 use tarn_pool::{PoolError, read_labels};
 use tarn_vdev::{ChildKind, Leaf, LeafState, TopVdev, VdevError};
@@ -407,9 +407,43 @@ pub(crate) fn resilver_done(inner: &mut Imported) {
 
 /// At import: a leaf marked resilvering without a resilver recorded gets one.
 pub(crate) fn resume_at_import(inner: &mut Imported, now: u64) {
+    catch_up_returned_leaves(inner, now);
     let pending = inner.pool.tops().iter().any(|t| t.needs_resilver());
     if pending && !inner.scan.resilvering() {
         scrub::restart(inner, ScanFunction::Resilver, now);
+    }
+}
+
+/// Leaves that are back after missing txgs (the newest uberblock in their own labels is
+/// older than the imported one by more than the one txg a crash can leave half written) are
+/// marked resilvering and resilvered from what they missed, as `online` does, while their
+/// vdev stays readable without them; otherwise reads keep relying on checksums, and a scrub
+/// repairs them.
+fn catch_up_returned_leaves(inner: &mut Imported, now: u64) {
+    let Some(opened) = inner.pool.imported_txg() else {
+        return;
+    };
+    let mut from: Option<Txg> = None;
+    for top in inner.pool.tops() {
+        let leaves = top.leaves();
+        let behind: Vec<&Arc<Leaf>> = leaves
+            .iter()
+            .filter(|l| l.is_readable() && l.synced_txg().0 > 0)
+            .filter(|l| l.synced_txg().0 + 1 < opened.0)
+            .collect();
+        let out = leaves.iter().filter(|l| !l.is_readable()).count();
+        if behind.is_empty() || out + behind.len() > top.layout().tolerated(top.width()) {
+            continue;
+        }
+        for leaf in behind {
+            leaf.set_resilvering(true);
+            let missed = Txg(leaf.synced_txg().0 + 1);
+            from = Some(from.map_or(missed, |f| f.min(missed)));
+        }
+    }
+    if let Some(from) = from {
+        inner.pool.set_config_dirty();
+        scrub::restart_resilver_from(inner, now, from);
     }
 }
 

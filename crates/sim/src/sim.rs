@@ -450,7 +450,12 @@ impl Sim {
                 self.committed_after(txg)?;
                 self.trace
                     .line(format!("sync: txg {txg} model {:016x}", self.open.digest()));
-                self.check_all("sync")
+                if let Flow::End(why) = self.check_all("sync")? {
+                    return Ok(Flow::End(why));
+                }
+                // The daemon's thread drives a running scan (one an import started, too);
+                // here every sync gives it one batch.
+                self.scan_batch()
             }
             Err(e) => {
                 self.inflight = Some(self.open.clone());

@@ -32,11 +32,22 @@ impl Sim {
         faulty
     }
 
+    fn scanning(&self) -> bool {
+        self.engine.scanning_pools().iter().any(|p| p == POOL)
+    }
+
+    /// One batch of a running scan, of a random size; nothing when none runs.
+    pub(super) fn scan_batch(&mut self) -> Step {
+        if !self.scanning() {
+            return Ok(Flow::Continue);
+        }
+        let bytes = 1 + self.rng.below(SCAN_STEP_BYTES_MAX);
+        self.scan_step(bytes)
+    }
+
     pub(super) fn op_heal(&mut self) -> Step {
-        let scanning = self.engine.scanning_pools().iter().any(|p| p == POOL);
-        if scanning && self.rng.chance(2, 3) {
-            let bytes = 1 + self.rng.below(SCAN_STEP_BYTES_MAX);
-            return self.scan_step(bytes);
+        if self.scanning() && self.rng.chance(2, 3) {
+            return self.scan_batch();
         }
         match self.rng.below(4) {
             0 => self.replace_faulty(),
@@ -147,7 +158,7 @@ impl Sim {
     /// Runs the running scan (if any) to its end.
     pub(super) fn finish_scan(&mut self) -> Step {
         for _ in 0..SCAN_STEPS_MAX {
-            if !self.engine.scanning_pools().iter().any(|p| p == POOL) {
+            if !self.scanning() {
                 return Ok(Flow::Continue);
             }
             if let Flow::End(why) = self.scan_step(SCAN_STEP_BYTES_MAX)? {
