@@ -49,14 +49,18 @@ mod data;
 mod fs;
 mod inode;
 mod namespace;
+mod usedby;
 mod xattr;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod usedby_tests;
 
 pub use data::FILE_SIZE_MAX;
 pub use fs::Fs;
 pub use namespace::NAME_MAX;
+pub use usedby::{Owner, OwnerKind, Pending, Quotas, Usage, UsedByHook};
 pub use xattr::{XATTR_NAME_MAX, XATTR_SIZE_MAX};
 
 use tarn_objects::ObjectError;
@@ -285,6 +289,9 @@ pub enum PosixError {
     /// EPERM: not allowed on this kind of file (a hard link to a directory).
     #[error("operation not permitted")]
     NotPermitted,
+    /// EDQUOT: a user, group or project quota would be exceeded.
+    #[error("disk quota exceeded")]
+    QuotaExceeded,
     /// The object set holds no filesystem (no master node).
     #[error("not a filesystem")]
     NotFilesystem,
@@ -312,6 +319,7 @@ impl PosixError {
             PosixError::NotSupported => libc::EOPNOTSUPP,
             PosixError::TooBig => libc::EFBIG,
             PosixError::NotPermitted => libc::EPERM,
+            PosixError::QuotaExceeded => libc::EDQUOT,
             PosixError::NotFilesystem => libc::EINVAL,
             PosixError::Object(_) => libc::EIO,
         }

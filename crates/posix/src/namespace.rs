@@ -4,8 +4,11 @@
 use tarn_objects::{ObjectError, ZapCursor, zap::zap_hash};
 
 use crate::fs::{Fs, Result, oid};
-use crate::inode::{self, Inode, SYMLINK_INLINE_MAX, kind_byte, kind_from};
-use crate::{Attr, Creds, DirEntry, FileKind, Ino, PosixError, RenameFlags, SetAttr, TimeOrNow};
+use crate::inode::{self, FLAG_PROJECT_INHERIT, Inode, SYMLINK_INLINE_MAX, kind_byte, kind_from};
+use crate::{
+    Attr, Creds, DirEntry, FileKind, Ino, Owner, OwnerKind, PosixError, RenameFlags, SetAttr,
+    TimeOrNow,
+};
 
 /// Longest name of a directory entry.
 pub const NAME_MAX: usize = 255;
@@ -122,9 +125,22 @@ impl Fs<'_> {
                 perm |= u32::from(S_ISGID);
             }
         }
+        let inherit = dir.flags & FLAG_PROJECT_INHERIT != 0;
+        let project = if inherit { dir.project } else { 0 };
+        let owners = [
+            (OwnerKind::User, creds.uid),
+            (OwnerKind::Group, creds.gid),
+            (OwnerKind::Project, project),
+        ]
+        .map(|(kind, id)| Owner { kind, id });
+        self.admit(owners, 1, true)?;
         let ino = self.new_inode(kind, perm, creds, rdev)?;
         let mut inode = self.inode(ino)?;
         inode.parent = parent;
+        inode.project = project;
+        if inherit && kind == FileKind::Directory {
+            inode.flags |= FLAG_PROJECT_INHERIT;
+        }
         self.put(ino, &inode)?;
         self.os
             .zap_insert(self.store, oid(parent), name, &entry_value(ino, kind))?;
