@@ -57,6 +57,7 @@ pub mod props;
 pub mod replace;
 pub mod scrub;
 pub mod status;
+mod userspace;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -73,6 +74,7 @@ pub use fs::{DatasetId, FsOp, FsStat, MountSpec};
 pub use mos::HistoryRecord;
 pub use scrub::{ScanFunction, ScanProgress, ScanState, ScrubAction};
 pub use status::{Importable, PoolStatus, PoolSummary, PropValue, VdevNode};
+pub use tarn_dataset::props::OwnerSpace;
 pub use tarn_device::DeviceError;
 pub use tarn_pool::PoolError;
 pub use tarn_pool::{
@@ -80,6 +82,7 @@ pub use tarn_pool::{
     TopSpec,
 };
 pub use tarn_posix as posix;
+pub use userspace::UserspaceRow;
 
 /// The pool keeps `1 / 2^SLOP_SHIFT` of its space in reserve (3%, as ZFS's slop space), so
 /// that metadata of a txg can always be written and frees can always be committed.
@@ -668,6 +671,7 @@ impl Engine {
         imported.scan = scrub::Scan::load(&mut imported)?;
         if !readonly {
             replace::resume_at_import(&mut imported, self.clock.now_unix_secs());
+            imported.upgrade_usedby();
             imported.history.push(self.history_record(command, false));
             imported.sync()?;
         }

@@ -67,13 +67,13 @@ impl<'a> Fs<'a> {
         self.os
             .zap_insert_u64(self.store, MASTER, KEY_UNLINKED, unlinked.0)?;
         self.os.zap_insert_u64(self.store, MASTER, KEY_INODES, 0)?;
-        self.usedby_format()?;
         let root = self.new_inode(FileKind::Directory, 0o755, owner, 0)?;
         let mut inode = self.inode(root)?;
         inode.parent = root;
         inode.nlink = 2;
         self.put(root, &inode)?;
         self.os.zap_insert_u64(self.store, MASTER, KEY_ROOT, root)?;
+        self.usedby_format()?;
         Ok(())
     }
 

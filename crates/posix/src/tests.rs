@@ -51,7 +51,8 @@ impl World {
     /// Syncs with the used-by hook, checks that live blocks are exactly the reachable ones
     /// and that the used-by counts equal a recount, and reopens.
     pub(crate) fn sync_and_reopen(&mut self) {
-        let mut hook = UsedByHook::load(&mut self.os, &self.store).unwrap();
+        let scale = crate::UsedScale::ONE;
+        let mut hook = UsedByHook::load(&mut self.os, &self.store, scale).unwrap();
         let hook = hook.as_mut().map(|h| h as &mut dyn tarn_objects::SyncHook);
         let root = self.os.sync_with(&mut self.store, hook).unwrap();
         self.store.next_txg();

@@ -6,7 +6,7 @@
 //!  master node: "userused" -> U, "groupused" -> G, "projectused" -> P   (type-40 ZAPs)
 //!  U: "<uid>" -> (bytes u64, inodes u64)      bytes = allocated bytes of the inode's
 //!  G: "<gid>" -> (bytes u64, inodes u64)      object as its committed dnode counts them
-//!  P: "<project>" -> (bytes u64, inodes u64)  (all copies, parity included)
+//!  P: "<project>" -> (bytes u64, inodes u64)  (all copies), scaled by [`UsedScale`]
 //! ```
 //! The counts change only at sync ([`UsedByHook`], a [`SyncHook`]): the object layer reports
 //! every inode whose committed dnode changed (bonus: owner and project; used bytes), and the
@@ -81,6 +81,34 @@ pub struct Usage {
     pub bytes: u64,
     /// The owner's inodes.
     pub objects: u64,
+}
+
+/// How allocated bytes become charged bytes: `used * numerator / denominator` per inode.
+/// The engine passes 128 KiB over what 128 KiB of data allocates on the pool's first
+/// top-level vdev (parity and padding), so a raidz pool charges about the data written, as
+/// ZFS deflates. It must never change for a pool (the first vdev stays), or counts drift.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UsedScale {
+    /// Multiplier.
+    pub numerator: u64,
+    /// Divisor (never zero).
+    pub denominator: u64,
+}
+
+impl UsedScale {
+    /// Charges allocated bytes as they are.
+    pub const ONE: UsedScale = UsedScale {
+        numerator: 1,
+        denominator: 1,
+    };
+
+    /// The charged size of `used` allocated bytes.
+    #[must_use]
+    pub fn apply(self, used: u64) -> u64 {
+        let scaled =
+            u128::from(used) * u128::from(self.numerator) / u128::from(self.denominator.max(1));
+        u64::try_from(scaled).unwrap_or(u64::MAX)
+    }
 }
 
 /// The per-owner quotas of a dataset (`userquota@`, `userobjquota@`, ...).
@@ -211,12 +239,17 @@ fn apply_usage(
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct UsedByHook {
     zaps: [ObjectId; 3],
+    scale: UsedScale,
 }
 
 impl UsedByHook {
     /// The hook of the filesystem in `os`; `None` when `os` holds no filesystem or one whose
     /// used-by objects do not exist yet (see [`Fs::upgrade_usedby`]).
-    pub fn load(os: &mut ObjectSet, store: &dyn BlockStore) -> Result<Option<UsedByHook>> {
+    pub fn load(
+        os: &mut ObjectSet,
+        store: &dyn BlockStore,
+        scale: UsedScale,
+    ) -> Result<Option<UsedByHook>> {
         let mut zaps = [ObjectId(0); 3];
         for kind in OwnerKind::ALL {
             match os.zap_lookup_u64(store, MASTER, kind.master_key()) {
@@ -225,12 +258,17 @@ impl UsedByHook {
                 Err(e) => return Err(e.into()),
             }
         }
-        Ok(Some(UsedByHook { zaps }))
+        Ok(Some(UsedByHook { zaps, scale }))
     }
 }
 
 /// Adds what `state` charges (sign +1 or -1) to `deltas`.
-fn charge(deltas: &mut BTreeMap<Owner, (i128, i128)>, state: Option<&UsedState>, sign: i128) {
+fn charge(
+    deltas: &mut BTreeMap<Owner, (i128, i128)>,
+    scale: UsedScale,
+    state: Option<&UsedState>,
+    sign: i128,
+) {
     let Some(state) = state.filter(|s| is_inode_type(s.object_type)) else {
         return;
     };
@@ -240,7 +278,7 @@ fn charge(deltas: &mut BTreeMap<Owner, (i128, i128)>, state: Option<&UsedState>,
     };
     for owner in owners_of(&inode) {
         let entry = deltas.entry(owner).or_default();
-        entry.0 += sign * i128::from(state.used_bytes);
+        entry.0 += sign * i128::from(scale.apply(state.used_bytes));
         entry.1 += sign;
     }
 }
@@ -258,8 +296,8 @@ impl SyncHook for UsedByHook {
     ) -> std::result::Result<(), ObjectError> {
         let mut deltas: BTreeMap<Owner, (i128, i128)> = BTreeMap::new();
         for change in changes {
-            charge(&mut deltas, change.before.as_ref(), -1);
-            charge(&mut deltas, change.after.as_ref(), 1);
+            charge(&mut deltas, self.scale, change.before.as_ref(), -1);
+            charge(&mut deltas, self.scale, change.after.as_ref(), 1);
         }
         for (owner, delta) in deltas {
             if delta != (0, 0) {
@@ -295,9 +333,9 @@ impl Fs<'_> {
     /// Gives a filesystem formatted without used-by objects its three ZAPs, filled by a scan
     /// of every inode's committed dnode. Returns whether it did (false: already there). The
     /// object set must have no changes since its last sync (the scan reads committed sizes).
-    pub fn upgrade_usedby(&mut self) -> Result<bool> {
+    pub fn upgrade_usedby(&mut self, scale: UsedScale) -> Result<bool> {
         self.root()?;
-        if UsedByHook::load(self.os, self.store)?.is_some() {
+        if UsedByHook::load(self.os, self.store, scale)?.is_some() {
             return Ok(false);
         }
         if self.os.dirty_bytes() != 0 {
@@ -318,7 +356,7 @@ impl Fs<'_> {
                 bonus: self.os.bonus(self.store, object)?,
                 used_bytes: info.used_bytes,
             };
-            charge(&mut deltas, Some(&state), 1);
+            charge(&mut deltas, scale, Some(&state), 1);
         }
         let zaps = self.usedby_format()?;
         for (owner, delta) in deltas {
@@ -334,7 +372,7 @@ impl Fs<'_> {
     }
 
     fn usedby_zap(&mut self, kind: OwnerKind) -> Result<ObjectId> {
-        match UsedByHook::load(self.os, self.store)? {
+        match UsedByHook::load(self.os, self.store, UsedScale::ONE)? {
             Some(hook) => Ok(hook.zaps[kind.index()]),
             None => Err(PosixError::NotSupported),
         }

@@ -301,8 +301,11 @@ fn a_filesystem_without_counts_is_upgraded_by_a_scan() {
     let root_bp = w.os.sync(&mut w.store).unwrap();
     w.store.next_txg();
     w.os = tarn_objects::ObjectSet::open(&w.store, &root_bp).unwrap();
-    assert!(w.fs().upgrade_usedby().unwrap());
-    assert!(!w.fs().upgrade_usedby().unwrap(), "once");
+    assert!(w.fs().upgrade_usedby(crate::UsedScale::ONE).unwrap());
+    assert!(
+        !w.fs().upgrade_usedby(crate::UsedScale::ONE).unwrap(),
+        "once"
+    );
     assert_eq!(w.fs().usage(user(1000)).unwrap().objects, 2);
     assert_eq!(w.fs().usage(group(50)).unwrap().objects, 3);
     w.sync_and_reopen();
