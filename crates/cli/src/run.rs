@@ -77,6 +77,7 @@ pub(crate) enum View {
     },
     DatasetList(crate::datasets::ListView),
     DatasetGet(crate::datasets::GetView),
+    Userspace(crate::userspace::SpaceView),
     Mounts,
     Events {
         verbose: bool,

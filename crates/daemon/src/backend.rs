@@ -782,6 +782,38 @@ impl EngineBackend {
         Some(result.unwrap_or_else(|e| error_reply(&e)))
     }
 
+    /// `tarn userspace` and its kin; `None` for other requests.
+    fn userspace(&self, request: &Request) -> Option<Response> {
+        let Request::Userspace { name, space } = request else {
+            return None;
+        };
+        let space = match space.as_str() {
+            "user" => tarn_engine::OwnerSpace::User,
+            "group" => tarn_engine::OwnerSpace::Group,
+            "project" => tarn_engine::OwnerSpace::Project,
+            other => {
+                return Some(Response::error(format!(
+                    "unknown space '{other}' (user, group or project)"
+                )));
+            }
+        };
+        let rows = match self.engine.userspace(name, space) {
+            Ok(rows) => rows,
+            Err(e) => return Some(error_reply(&e)),
+        };
+        let rows = rows
+            .into_iter()
+            .map(|r| tarn_proto::UserspaceRow {
+                id: r.id,
+                used: r.used,
+                quota: r.quota,
+                objused: r.objused,
+                objquota: r.objquota,
+            })
+            .collect();
+        Some(ok(ReplyPayload::Userspace(rows)))
+    }
+
     fn import_list(&self, dirs: &[String]) -> Response {
         let pools = self.engine.importable(&search_dirs(dirs));
         ok(ReplyPayload::Importable(
@@ -859,7 +891,11 @@ impl Handler for EngineBackend {
 
 impl EngineBackend {
     fn handle_engine(&self, request: &Request) -> Response {
-        if let Some(response) = self.devices(request).or_else(|| self.datasets(request)) {
+        let response = self
+            .devices(request)
+            .or_else(|| self.datasets(request))
+            .or_else(|| self.userspace(request));
+        if let Some(response) = response {
             return response;
         }
         let result: Result<Response, EngineError> = match &request {

@@ -357,6 +357,13 @@ pub enum Request {
         /// Descendants too (`-r`).
         recursive: bool,
     },
+    /// `tarn userspace|groupspace|projectspace NAME`: per-owner usage and quotas.
+    Userspace {
+        /// Full dataset name.
+        name: String,
+        /// `user`, `group` or `project`.
+        space: String,
+    },
     /// `tarn mount [-a] [NAME]`; neither: list what is mounted.
     Mount {
         /// Dataset to mount.
@@ -420,6 +427,7 @@ impl Request {
             Request::DatasetGet(_) => "dataset_get",
             Request::DatasetSet { .. } => "dataset_set",
             Request::DatasetInherit { .. } => "dataset_inherit",
+            Request::Userspace { .. } => "userspace",
             Request::Mount { .. } => "mount",
             Request::Unmount { .. } => "unmount",
         }
