@@ -199,3 +199,55 @@ fn daemon_killed_mid_write_remounts_with_fsynced_data() {
     assert!(status.contains("with 0 errors"), "{status}");
     std::io::stdout().flush().unwrap();
 }
+
+// DESCRIPTION: a user quota enforced through the kernel: writes into a file owned by a
+// user with `userquota@` fail with EDQUOT once the user's usage would pass the quota, while
+// files of other owners still take writes; chown into the full user is allowed; `tarn get
+// userused@` and `tarn userspace` show the usage. (The mount is not `allow_other`, so the
+// writer is root: quotas charge the file's owner, as ZFS does, not the writer.)
+// STRATEGY: 64 KiB writes with an fsync after each (an error may surface at either).
+#[test]
+fn user_quota_gives_edquot_through_the_mount() {
+    if !fuse_or_skip("user_quota_gives_edquot_through_the_mount") {
+        return;
+    }
+    let rig = Rig::new();
+    let tank = pool_with_mount(&rig);
+    rig.ok("create -o compression=off tank/home");
+    let home = tank.join("home");
+    let path = home.join("owned");
+    std::fs::write(&path, b"").unwrap();
+    std::os::unix::fs::chown(&path, Some(65534), Some(65534)).unwrap();
+    rig.ok("set userquota@65534=1M tank/home");
+    let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    let mut written = 0u64;
+    let error = loop {
+        let data = chunk(written);
+        let result = file
+            .write_all_at(&data, written)
+            .and_then(|()| file.sync_all());
+        match result {
+            Ok(()) => written += data.len() as u64,
+            Err(e) => break e,
+        }
+        assert!(written < 8 << 20, "no EDQUOT after {written} bytes");
+    };
+    assert_eq!(error.raw_os_error(), Some(libc::EDQUOT), "{error:?}");
+    assert!(
+        (512 << 10..=1 << 20).contains(&written),
+        "EDQUOT after {written} bytes"
+    );
+    let used: u64 = rig
+        .ok("get -H -p -o value userused@65534 tank/home")
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(used >= written, "userused {used} for {written} written");
+    // Another owner's file takes writes; chown into the full user is allowed.
+    let other = home.join("root-owned");
+    std::fs::write(&other, chunk(1)).unwrap();
+    std::os::unix::fs::chown(&other, Some(65534), None).unwrap();
+    let table = rig.ok("userspace -H -n -o name,quota tank/home");
+    assert!(table.contains("65534\t1M"), "{table}");
+    drop(file);
+}
