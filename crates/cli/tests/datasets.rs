@@ -1,8 +1,9 @@
 //! System tests of the dataset verbs through the real `tarn` binary and daemon: `create`,
 //! `list` (default columns, `-H -p -o`, `-r -d`, `-s`), `get` with its SOURCE column and
 //! `-s` filter, `set`, `inherit`, `rename`, `destroy`, JSON, persistence across export and
-//! import, per-owner quotas (`userquota@root`, `userspace`), and refusals that change nothing. Datasets here have `mountpoint=none` (inherited
-//! from the pool's `-m none`), so nothing is mounted: the FUSE tests cover mounts.
+//! import, per-owner quotas (`userquota@root`, `userspace`), and refusals that change
+//! nothing. Datasets here have `mountpoint=none` (inherited from the pool's `-m none`), so
+//! nothing is mounted: the FUSE tests cover mounts.
 
 #![allow(clippy::unwrap_used)] // Test code: a failed unwrap is a failed test.
 
@@ -166,20 +167,6 @@ fn refused_dataset_commands_change_nothing() {
         ("rename tank/a other/a", "must remain in the same pool"),
         ("rename tank/a tank/a/b/c", "cannot be moved under itself"),
         ("inherit quota tank/a", "cannot be inherited"),
-        (
-            "set userquota@no-such-user-x=1G tank/a",
-            "cannot set property for 'tank/a': invalid user 'no-such-user-x'",
-        ),
-        (
-            "set groupquota@root=lots tank/a",
-            "'groupquota@0' must be a size",
-        ),
-        ("set userused@0=1G tank/a", "read-only property"),
-        ("set projectquota@p1=1G tank/a", "invalid project 'p1'"),
-        (
-            "userspace tank/zz",
-            "cannot get space for 'tank/zz': dataset does not exist",
-        ),
     ] {
         let line_out = rig.refused_against(&baseline, line);
         assert!(line_out.contains(expect), "`tarn {line}`: {line_out}");
@@ -241,4 +228,24 @@ fn user_group_and_project_quotas_and_userspace() {
     assert_eq!(value(&rig, "userquota@root", "tank/home").0, "none");
     let usage = rig.run("userspace -o name,size tank/home");
     assert_eq!(usage.code, Some(2), "{usage:?}");
+    let baseline = rig.image();
+    for (line, expect) in [
+        (
+            "set userquota@no-such-user-x=1G tank/home",
+            "cannot set property for 'tank/home': invalid user 'no-such-user-x'",
+        ),
+        (
+            "set groupquota@root=lots tank/home",
+            "'groupquota@0' must be a size",
+        ),
+        ("set userused@0=1G tank/home", "read-only property"),
+        ("set projectquota@p1=1G tank/home", "invalid project 'p1'"),
+        (
+            "userspace tank/zz",
+            "cannot get space for 'tank/zz': dataset does not exist",
+        ),
+    ] {
+        let line_out = rig.refused_against(&baseline, line);
+        assert!(line_out.contains(expect), "`tarn {line}`: {line_out}");
+    }
 }

@@ -777,7 +777,7 @@ impl EngineBackend {
                     .inherit_prop(name, property, *recursive, &command)
                     .map(unit)
             }
-            _ => return None,
+            _ => return self.userspace(request),
         };
         Some(result.unwrap_or_else(|e| error_reply(&e)))
     }
@@ -891,11 +891,7 @@ impl Handler for EngineBackend {
 
 impl EngineBackend {
     fn handle_engine(&self, request: &Request) -> Response {
-        let response = self
-            .devices(request)
-            .or_else(|| self.datasets(request))
-            .or_else(|| self.userspace(request));
-        if let Some(response) = response {
+        if let Some(response) = self.devices(request).or_else(|| self.datasets(request)) {
             return response;
         }
         let result: Result<Response, EngineError> = match &request {

@@ -657,8 +657,7 @@ impl Engine {
             .ok_or_else(|| EngineError::Corrupt("no root block".into()))?;
         let mut mos = Mos::open(&reader, &root)?;
         let tree = datasets::Tree::load(mos.objset(), &reader, &name)?;
-        let guid = pool.guid();
-        let readonly = pool.readonly();
+        let (guid, readonly) = (pool.guid(), pool.readonly());
         let mut imported = Imported {
             pool,
             mos,

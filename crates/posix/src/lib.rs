@@ -17,7 +17,11 @@
 //!                               the first block growing from 512 bytes), a long symlink
 //!                               target; directories are ZAPs
 //!  object X: xattr ZAP of N     name -> value inline, or -> (value object, length)
+//!  userused/groupused/projectused (named by the master node): ZAPs id -> (bytes, inodes)
 //! ```
+//! Each inode also carries a project id and ZFS's project-inherit flag. The used-by counts
+//! (`usedby.rs`) change only at sync: [`UsedByHook`] gets every changed dnode from the
+//! object layer and charges its used bytes and one inode to its uid, gid and project.
 //! Inode numbers are object numbers. A directory's `size` is its entry count; its link
 //! count is 2 plus its subdirectories. `readdir` cookies are the entries' ZAP hashes, so a
 //! listing never repeats or skips an entry that stays while others come and go.
@@ -30,6 +34,8 @@
 //! - I3: bytes past a file's size read as zeros whenever the size grows again (truncation
 //!   frees or zeroes them).
 //! - I4: the master node's inode count equals the live inodes.
+//! - I5: after every sync, the used-by counts equal a recount of the committed inodes
+//!   (checked after every sync of the POSIX tests).
 //!
 //! # Failure model
 //! Bytes from disk (inodes, entries, attribute values) are input: a bad one is
@@ -40,10 +46,10 @@
 //!
 //! # Not here
 //! Permission checks (the kernel enforces mode bits and POSIX ACLs with FUSE's
-//! `default_permissions`; ACL xattrs are stored here verbatim), quotas and space accounting
-//! (the engine admits writes), txg timing (the engine syncs), open-file tracking (the front
-//! end decides when an unlinked inode is reclaimed), atime updates on read (a mount option
-//! matter; not done), per-user space accounting for `userquota@`.
+//! `default_permissions`; ACL xattrs are stored here verbatim), dataset quotas and space
+//! (the engine admits writes; per-owner quotas come in through [`Fs::with_quotas`]), txg
+//! timing (the engine syncs), open-file tracking (the front end decides when an unlinked
+//! inode is reclaimed), atime updates on read (a mount option matter; not done).
 
 mod data;
 mod fs;
