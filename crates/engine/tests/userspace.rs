@@ -12,7 +12,8 @@ use tarn_base::ManualClock;
 use tarn_device::{FaultPlan, SimDevice};
 use tarn_engine::posix::{Creds, FileKind, Ino, SetAttr};
 use tarn_engine::{
-    CreateOptions, DatasetQuery, Engine, EngineError, FsOp, OwnerSpace, TopLayout, TopSpec, check,
+    CreateOptions, DatasetQuery, Engine, EngineError, FsOp, OwnerSpace, ProjectChange, TopLayout,
+    TopSpec, check,
 };
 use tarn_pool::{CreateSpec, HostIdentity, ImportOptions, SimProvider};
 
@@ -293,4 +294,61 @@ fn userspace_lists_owners_and_counts_survive_import() {
     );
     assert_eq!(get(&engine, "userquota@3000").0, "1G");
     check::verify_pool(&engine, "tank").unwrap();
+}
+
+#[test]
+fn projects_by_path_inherit_and_are_charged() {
+    let (_provider, engine) = setup(TopLayout::Mirror);
+    let (pool, id) = engine.find_dataset("tank/home").unwrap();
+    let dir = engine
+        .fs_op(&pool, id, FsOp::Modify, |fs| {
+            let root = fs.root()?;
+            let dir = fs.mkdir(root, b"p", 0o755, ALICE)?.ino;
+            fs.mknod(dir, b"old", FileKind::Regular, 0o644, 0, ALICE)?;
+            Ok(dir)
+        })
+        .unwrap();
+    let set = ProjectChange {
+        id: Some(42),
+        inherit: true,
+        ..ProjectChange::default()
+    };
+    let rows = engine.fs_project(&pool, id, "p", Some(set), true).unwrap();
+    let shown: Vec<(&str, u32, bool)> = rows
+        .iter()
+        .map(|r| (r.path.as_str(), r.id, r.inherit))
+        .collect();
+    assert_eq!(shown, [("p", 42, true), ("p/old", 42, false)]);
+    let new = engine
+        .fs_op(&pool, id, FsOp::Modify, |fs| {
+            Ok(fs
+                .mknod(dir, b"new", FileKind::Regular, 0o644, 0, ALICE)?
+                .ino)
+        })
+        .unwrap();
+    set_quota_and_fill(&engine, new);
+    let listed = engine.fs_project(&pool, id, "p/new", None, false).unwrap();
+    assert_eq!((listed[0].id, listed[0].inherit), (42, false), "inherited");
+    assert_eq!(used(&engine, "projectobjused@42"), 3);
+    let clear = ProjectChange {
+        clear: true,
+        ..ProjectChange::default()
+    };
+    engine
+        .fs_project(&pool, id, "/", Some(clear), true)
+        .unwrap();
+    engine.sync_pool("tank").unwrap();
+    assert_eq!(used(&engine, "projectobjused@42"), 0);
+    let missing = engine.fs_project(&pool, id, "p/nope", None, false);
+    assert_eq!(missing.unwrap_err().errno(), libc::ENOENT);
+}
+
+/// With `projectquota@42=256K`, 300 KiB into `file` (project 42) is refused.
+fn set_quota_and_fill(engine: &Engine, file: Ino) {
+    set(engine, "projectquota@42", "256K").unwrap();
+    let refused = write(engine, file, 0, 300 << 10).unwrap_err();
+    assert_eq!(refused.errno(), libc::EDQUOT);
+    write(engine, file, 0, 100 << 10).unwrap();
+    engine.sync_pool("tank").unwrap();
+    assert!(used(engine, "projectused@42") >= 100 << 10);
 }

@@ -338,6 +338,22 @@ impl Fs<'_> {
         if UsedByHook::load(self.os, self.store, scale)?.is_some() {
             return Ok(false);
         }
+        let deltas = self.scan_usedby(scale)?;
+        let zaps = self.usedby_format()?;
+        for (owner, delta) in deltas {
+            apply_usage(
+                self.os,
+                self.store,
+                zaps[owner.kind.index()],
+                owner.id,
+                delta,
+            )?;
+        }
+        Ok(true)
+    }
+
+    /// Every owner's charge from a scan of every inode's committed dnode.
+    fn scan_usedby(&mut self, scale: UsedScale) -> Result<BTreeMap<Owner, (i128, i128)>> {
         if self.os.dirty_bytes() != 0 {
             return Err(PosixError::Invalid(
                 "used-by scan needs a synced object set",
@@ -358,17 +374,37 @@ impl Fs<'_> {
             };
             charge(&mut deltas, scale, Some(&state), 1);
         }
-        let zaps = self.usedby_format()?;
-        for (owner, delta) in deltas {
-            apply_usage(
-                self.os,
-                self.store,
-                zaps[owner.kind.index()],
-                owner.id,
-                delta,
-            )?;
+        Ok(deltas)
+    }
+
+    /// For checkers, on an object set with no changes since its sync: `None` when the
+    /// used-by counts equal a scan of the inodes (or do not exist), else what differs.
+    pub fn usedby_mismatch(&mut self, scale: UsedScale) -> Result<Option<String>> {
+        if UsedByHook::load(self.os, self.store, scale)?.is_none() {
+            return Ok(None);
         }
-        Ok(true)
+        let mut counted = BTreeMap::new();
+        for kind in OwnerKind::ALL {
+            for (id, usage) in self.usage_list(kind)? {
+                counted.insert(Owner { kind, id }, usage);
+            }
+        }
+        let clamp = |v: i128| u64::try_from(v.max(0)).unwrap_or(u64::MAX);
+        let scanned: BTreeMap<Owner, Usage> = self
+            .scan_usedby(scale)?
+            .into_iter()
+            .filter(|(_, delta)| *delta != (0, 0))
+            .map(|(owner, (bytes, objects))| {
+                let usage = Usage {
+                    bytes: clamp(bytes),
+                    objects: clamp(objects),
+                };
+                (owner, usage)
+            })
+            .collect();
+        Ok((counted != scanned).then(|| {
+            format!("used-by counts {counted:?} differ from a scan of the inodes {scanned:?}")
+        }))
     }
 
     fn usedby_zap(&mut self, kind: OwnerKind) -> Result<ObjectId> {
