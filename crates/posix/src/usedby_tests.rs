@@ -325,7 +325,7 @@ fn the_checker_sees_a_wrong_count() {
     let scale = crate::UsedScale::ONE;
     assert_eq!(w.fs().usedby_mismatch(scale).unwrap(), None);
     // A count off by one byte, committed (the hook sees no inode change for it).
-    let mut fs = w.fs();
+    let fs = w.fs();
     let zap = fs
         .os
         .zap_lookup_u64(fs.store, MASTER, "userused")
