@@ -83,6 +83,8 @@ pub(crate) enum Command {
     Groupspace(SpaceArgs),
     /// Space used and quotas per project in a dataset.
     Projectspace(SpaceArgs),
+    /// Show, set (-p ID, -s) or clear (-C) the project of a file in a mounted dataset.
+    Project(ProjectArgs),
     /// Mount a dataset, or all (-a); without arguments list what is mounted.
     Mount {
         /// Every dataset that should be mounted.
@@ -184,6 +186,27 @@ pub(crate) struct SpaceArgs {
     pub(crate) sort_descending: Vec<String>,
     /// Dataset name.
     pub(crate) name: String,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ProjectArgs {
+    /// Everything below a directory too.
+    #[arg(short = 'r')]
+    pub(crate) recursive: bool,
+    /// Clear: the inherit flag goes and the id becomes 0.
+    #[arg(short = 'C', conflicts_with_all = ["id", "inherit"])]
+    pub(crate) clear: bool,
+    /// With -C, keep the id.
+    #[arg(short = 'k', requires = "clear")]
+    pub(crate) keep: bool,
+    /// Set the inherit flag: new entries of the directory take its project id.
+    #[arg(short = 's')]
+    pub(crate) inherit: bool,
+    /// Project id to set.
+    #[arg(short = 'p', value_name = "ID")]
+    pub(crate) id: Option<u32>,
+    /// A file or directory inside a mounted tarn dataset.
+    pub(crate) path: PathBuf,
 }
 
 #[derive(Debug, Args)]

@@ -108,6 +108,7 @@ pub(crate) fn plan(command: Command, cwd: &Path) -> Result<Plan, Outcome> {
         Command::Userspace(args) => userspace::plan(Space::User, args)?,
         Command::Groupspace(args) => userspace::plan(Space::Group, args)?,
         Command::Projectspace(args) => userspace::plan(Space::Project, args)?,
+        Command::Project(args) => userspace::plan_project(args, cwd),
         Command::Inherit {
             recursive,
             property,
@@ -317,6 +318,7 @@ pub(crate) fn show(view: &View, payload: &ReplyPayload) -> Option<String> {
         (View::DatasetList(view), ReplyPayload::Datasets(rows)) => list(rows, view),
         (View::DatasetGet(view), ReplyPayload::Datasets(rows)) => get(rows, view),
         (View::Userspace(view), ReplyPayload::Userspace(rows)) => userspace::show(rows, view),
+        (View::Projects, ReplyPayload::Projects(rows)) => userspace::show_projects(rows),
         (View::Mounts, ReplyPayload::Mounts(rows)) => mounts(rows),
         (View::Silent, ReplyPayload::Mounts(_)) => String::new(),
         _ => return None,

@@ -78,6 +78,7 @@ pub(crate) enum View {
     DatasetList(crate::datasets::ListView),
     DatasetGet(crate::datasets::GetView),
     Userspace(crate::userspace::SpaceView),
+    Projects,
     Mounts,
     Events {
         verbose: bool,

@@ -1,13 +1,15 @@
 //! Per-owner space: `tarn userspace|groupspace|projectspace` (ZFS's layout: TYPE NAME USED
-//! QUOTA), and the user and group names of `userquota@alice`, resolved here through the
-//! system's passwd and group files (the daemon and engine see numeric ids only).
+//! QUOTA), `tarn project` (ZFS's `zfs project`: `   ID F PATH`), and the user and group
+//! names of `userquota@alice`, resolved here through the system's passwd and group files
+//! (the daemon and engine see numeric ids only).
 
 use std::cmp::Ordering;
+use std::path::{Component, Path, PathBuf};
 
 use tarn_base::units::format_size;
-use tarn_proto::{Request, UserspaceRow};
+use tarn_proto::{ProjectRow, Request, UserspaceRow};
 
-use crate::args::SpaceArgs;
+use crate::args::{ProjectArgs, SpaceArgs};
 use crate::render::{self, Column};
 use crate::run::{Outcome, Plan, View};
 
@@ -153,6 +155,49 @@ pub(crate) fn plan(space: Space, args: SpaceArgs) -> Result<Plan, Outcome> {
     })
 }
 
+/// `cwd/path` with `.` and `..` folded (no I/O: the daemon resolves it in its mounts).
+fn absolute(cwd: &Path, path: &Path) -> String {
+    let mut out = PathBuf::from("/");
+    for part in cwd.join(path).components() {
+        match part {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::Normal(name) => out.push(name),
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+        }
+    }
+    out.to_string_lossy().into_owned()
+}
+
+/// Plans `tarn project` (pure).
+pub(crate) fn plan_project(args: ProjectArgs, cwd: &Path) -> Plan {
+    let path = absolute(cwd, &args.path);
+    Plan {
+        verb: "project",
+        object: Some(args.path.display().to_string()),
+        view: View::Projects,
+        request: Request::Project {
+            path,
+            id: args.id,
+            inherit: args.inherit,
+            clear: args.clear,
+            keep: args.keep,
+            recursive: args.recursive,
+        },
+    }
+}
+
+/// `zfs project`'s listing: id right-aligned in 5, `P` for the inherit flag, the path.
+pub(crate) fn show_projects(rows: &[ProjectRow]) -> String {
+    rows.iter()
+        .map(|r| {
+            let flag = if r.inherit { 'P' } else { '-' };
+            format!("{:>5} {flag} {}\n", r.id, r.path)
+        })
+        .collect()
+}
+
 fn limit_text(limit: Option<u64>, parsable: bool, size: bool) -> String {
     match limit {
         None => if parsable { "0" } else { "none" }.into(),
@@ -236,6 +281,26 @@ mod tests {
     const PASSWD_TEXT: &str = "root:x:0:0:root:/root:/bin/bash\n\
                                alice:x:1000:100::/home/alice:/bin/sh\n\
                                broken line\n";
+
+    #[test]
+    fn project_paths_and_listing() {
+        let cwd = Path::new("/mnt/tank/home");
+        assert_eq!(absolute(cwd, Path::new("a/./b/../c")), "/mnt/tank/home/a/c");
+        assert_eq!(absolute(cwd, Path::new("/x/y/")), "/x/y");
+        let rows = [
+            ProjectRow {
+                path: "/t/p".into(),
+                id: 42,
+                inherit: true,
+            },
+            ProjectRow {
+                path: "/t/p/f".into(),
+                id: 0,
+                inherit: false,
+            },
+        ];
+        assert_eq!(show_projects(&rows), "   42 P /t/p\n    0 - /t/p/f\n");
+    }
 
     #[test]
     fn names_and_ids_from_passwd_text() {

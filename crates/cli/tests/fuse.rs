@@ -251,3 +251,54 @@ fn user_quota_gives_edquot_through_the_mount() {
     assert!(table.contains("65534\t1M"), "{table}");
     drop(file);
 }
+
+// DESCRIPTION: `tarn project` through a mount: `-s -p` gives a directory a project id that
+// new files inherit, the project's usage shows in `projectobjused@`/`projectused@`, a
+// `projectquota@` refuses writes with EDQUOT, `-C -r` clears the tree, and a path outside
+// every mount is refused.
+// STRATEGY: fsync to commit a txg before reading committed counts.
+#[test]
+fn project_ids_by_path_and_project_quotas() {
+    if !fuse_or_skip("project_ids_by_path_and_project_quotas") {
+        return;
+    }
+    let rig = Rig::new();
+    let tank = pool_with_mount(&rig);
+    rig.ok("create -o compression=off tank/home");
+    let dir = tank.join("home/p");
+    std::fs::create_dir(&dir).unwrap();
+    let shown = dir.display().to_string();
+    assert_eq!(
+        rig.ok(&format!("project -s -p 42 {shown}")),
+        format!("   42 P {shown}\n")
+    );
+    let path = dir.join("f");
+    let file = std::fs::File::create(&path).unwrap();
+    file.write_all_at(&chunk(0), 0).unwrap();
+    file.sync_all().unwrap();
+    assert_eq!(
+        rig.ok(&format!("project {}", path.display())),
+        format!("   42 - {}\n", path.display())
+    );
+    let objused = rig.ok("get -H -o value projectobjused@42 tank/home");
+    assert_eq!(objused, "2\n");
+    let used: u64 = rig
+        .ok("get -H -p -o value projectused@42 tank/home")
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(used >= 64 << 10, "{used}");
+    rig.ok("set projectquota@42=128K tank/home");
+    let refused = file.write_all_at(&[7u8; 256 << 10], 64 << 10).unwrap_err();
+    assert_eq!(refused.raw_os_error(), Some(libc::EDQUOT), "{refused:?}");
+    let cleared = rig.ok(&format!("project -C -r {shown}"));
+    assert_eq!(
+        cleared,
+        format!("    0 - {shown}\n    0 - {}\n", path.display())
+    );
+    let outside = rig.refused(&format!("project {}", rig.root().display()));
+    assert!(
+        outside.contains("not inside a mounted tarn dataset"),
+        "{outside}"
+    );
+}

@@ -364,6 +364,21 @@ pub enum Request {
         /// `user`, `group` or `project`.
         space: String,
     },
+    /// `tarn project [-r] [-C [-k] | -s | -p ID] PATH`: project ids of files in a mount.
+    Project {
+        /// Absolute path inside a mounted dataset.
+        path: String,
+        /// New project id (`-p`).
+        id: Option<u32>,
+        /// Set the inherit flag on directories (`-s`).
+        inherit: bool,
+        /// Clear the flag and the id (`-C`).
+        clear: bool,
+        /// With `clear`, keep the id (`-k`).
+        keep: bool,
+        /// Everything below too (`-r`).
+        recursive: bool,
+    },
     /// `tarn mount [-a] [NAME]`; neither: list what is mounted.
     Mount {
         /// Dataset to mount.
@@ -428,6 +443,7 @@ impl Request {
             Request::DatasetSet { .. } => "dataset_set",
             Request::DatasetInherit { .. } => "dataset_inherit",
             Request::Userspace { .. } => "userspace",
+            Request::Project { .. } => "project",
             Request::Mount { .. } => "mount",
             Request::Unmount { .. } => "unmount",
         }

@@ -95,6 +95,8 @@ pub enum ReplyPayload {
     Mounts(Vec<MountRow>),
     /// `tarn userspace` and its kin.
     Userspace(Vec<UserspaceRow>),
+    /// `tarn project`.
+    Projects(Vec<ProjectRow>),
     /// `pool events`.
     Events(Vec<EventRow>),
 }
@@ -131,6 +133,17 @@ pub struct UserspaceRow {
     pub objused: u64,
     /// Inode quota, if any.
     pub objquota: Option<u64>,
+}
+
+/// One file of `tarn project`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProjectRow {
+    /// Its path as given (and below it with `-r`).
+    pub path: String,
+    /// Project id.
+    pub id: u32,
+    /// A directory whose new entries inherit the id.
+    pub inherit: bool,
 }
 
 /// One dataset's properties (`tarn list`, `tarn get`).

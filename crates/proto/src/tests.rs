@@ -133,6 +133,14 @@ fn sample_maintenance_requests() -> Vec<Request> {
             name: "tank/home".into(),
             space: "group".into(),
         },
+        Request::Project {
+            path: "/tank/home/p".into(),
+            id: Some(42),
+            inherit: true,
+            clear: false,
+            keep: false,
+            recursive: true,
+        },
     ]
 }
 
@@ -197,6 +205,11 @@ fn server_lines_round_trip() {
             quota: Some(1 << 30),
             objused: 1,
             objquota: None,
+        }]))),
+        ServerLine::Response(Response::Ok(ReplyPayload::Projects(vec![ProjectRow {
+            path: "/tank/p".into(),
+            id: 42,
+            inherit: true,
         }]))),
     ];
     for line in lines {
