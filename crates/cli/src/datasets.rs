@@ -118,7 +118,7 @@ pub(crate) fn plan(command: Command, cwd: &Path) -> Result<Plan, Outcome> {
             &name.clone(),
             Request::DatasetInherit {
                 name,
-                property,
+                property: userspace::resolve_prop(&property),
                 recursive,
             },
         ),

@@ -240,6 +240,7 @@ fn user_group_and_project_quotas_and_userspace() {
         ),
         ("set userused@0=1G tank/home", "read-only property"),
         ("set projectquota@p1=1G tank/home", "invalid project 'p1'"),
+        ("inherit userquota@root tank/home", "cannot be inherited"),
         (
             "userspace tank/zz",
             "cannot get space for 'tank/zz': dataset does not exist",

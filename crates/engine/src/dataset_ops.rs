@@ -350,6 +350,11 @@ impl Engine {
     ) -> Result<(), EngineError> {
         let _admin = self.admin();
         let (handle, id) = self.dataset(name)?;
+        if props::owner_prop(property)?.is_some() {
+            return Err(EngineError::InvalidProperty(format!(
+                "'{property}' property cannot be inherited (set it to 'none' instead)"
+            )));
+        }
         if !props::is_user_prop(property) {
             let def = props::find(property).ok_or_else(|| {
                 EngineError::InvalidProperty(format!(
