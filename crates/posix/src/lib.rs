@@ -295,6 +295,9 @@ pub enum PosixError {
     /// EPERM: not allowed on this kind of file (a hard link to a directory).
     #[error("operation not permitted")]
     NotPermitted,
+    /// EXDEV: a rename or link into a project-inherit directory of another project.
+    #[error("invalid cross-device link")]
+    CrossProject,
     /// EDQUOT: a user, group or project quota would be exceeded.
     #[error("disk quota exceeded")]
     QuotaExceeded,
@@ -326,6 +329,7 @@ impl PosixError {
             PosixError::TooBig => libc::EFBIG,
             PosixError::NotPermitted => libc::EPERM,
             PosixError::QuotaExceeded => libc::EDQUOT,
+            PosixError::CrossProject => libc::EXDEV,
             PosixError::NotFilesystem => libc::EINVAL,
             PosixError::Object(_) => libc::EIO,
         }

@@ -234,6 +234,7 @@ impl Fs<'_> {
         if self.entry(newparent, newname)?.is_some() {
             return Err(PosixError::Exists);
         }
+        self.check_project_move(ino, newparent)?;
         inode.nlink = inode.nlink.checked_add(1).ok_or(PosixError::TooManyLinks)?;
         inode.ctime = self.now;
         self.put(ino, &inode)?;
@@ -335,6 +336,10 @@ impl Fs<'_> {
         check_new_name(newname)?;
         let (ino, kind) = self.entry(parent, name)?.ok_or(PosixError::NotFound)?;
         let target = self.entry(newparent, newname)?;
+        self.check_project_move(ino, newparent)?;
+        if let Some((other, _)) = target.filter(|_| flags.exchange) {
+            self.check_project_move(other, parent)?;
+        }
         if kind == FileKind::Directory && self.is_within(newparent, ino)? {
             return Err(PosixError::Invalid("a directory cannot move below itself"));
         }

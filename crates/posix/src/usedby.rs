@@ -500,6 +500,17 @@ impl Fs<'_> {
         self.admit(owners_of(inode), len, false)
     }
 
+    /// ZFS's rule for rename and link into a project-inherit directory: the inode must
+    /// already have that directory's project, else EXDEV (so `mv` copies, and the copies
+    /// take the project: a tree cannot slip past a project quota by being moved in).
+    pub(crate) fn check_project_move(&mut self, ino: Ino, newparent: Ino) -> Result<()> {
+        let dir = self.inode(newparent)?;
+        if dir.flags & FLAG_PROJECT_INHERIT != 0 && self.inode(ino)?.project != dir.project {
+            return Err(PosixError::CrossProject);
+        }
+        Ok(())
+    }
+
     /// The project id of `ino` and whether new entries of the directory inherit it.
     pub fn project(&mut self, ino: Ino) -> Result<(u32, bool)> {
         let inode = self.inode(ino)?;

@@ -13,7 +13,8 @@ use crate::inode::{self, Inode};
 use crate::tests::{ME, World};
 use crate::usedby::owners_of;
 use crate::{
-    Creds, Fallocate, FileKind, Fs, Owner, OwnerKind, Pending, PosixError, Quotas, SetAttr, Usage,
+    Creds, Fallocate, FileKind, Fs, Owner, OwnerKind, Pending, PosixError, Quotas, RenameFlags,
+    SetAttr, Usage,
 };
 
 fn user(id: u32) -> Owner {
@@ -266,6 +267,26 @@ fn projects_inherit_and_move_usage() {
     let usage = w.fs().usage(project(42)).unwrap();
     assert_eq!(usage.objects, 3);
     assert!(usage.bytes >= 100_000);
+    // Moving or linking a file of another project into an inheriting directory is EXDEV.
+    let stray = w
+        .fs()
+        .mknod(root, b"stray", FileKind::Regular, 0o644, 0, ME)
+        .unwrap()
+        .ino;
+    let moved = w
+        .fs()
+        .rename(root, b"stray", dir, b"stray", RenameFlags::default());
+    assert_eq!(moved.unwrap_err().errno(), libc::EXDEV);
+    assert_eq!(
+        w.fs().link(stray, dir, b"l").unwrap_err().errno(),
+        libc::EXDEV
+    );
+    w.fs().set_project(stray, 42, false).unwrap();
+    w.fs()
+        .rename(root, b"stray", dir, b"stray", RenameFlags::default())
+        .unwrap();
+    w.fs().unlink(dir, b"stray").unwrap();
+    w.fs().reclaim(stray).unwrap();
     w.fs().set_project(file, 9, false).unwrap();
     w.sync_and_reopen();
     assert_eq!(w.fs().usage(project(42)).unwrap().objects, 2);
