@@ -336,10 +336,8 @@ impl Fs<'_> {
         check_new_name(newname)?;
         let (ino, kind) = self.entry(parent, name)?.ok_or(PosixError::NotFound)?;
         let target = self.entry(newparent, newname)?;
-        self.check_project_move(ino, newparent)?;
-        if let Some((other, _)) = target.filter(|_| flags.exchange) {
-            self.check_project_move(other, parent)?;
-        }
+        let swapped = target.filter(|_| flags.exchange).map(|(other, _)| other);
+        self.check_rename_projects(ino, parent, newparent, swapped)?;
         if kind == FileKind::Directory && self.is_within(newparent, ino)? {
             return Err(PosixError::Invalid("a directory cannot move below itself"));
         }
