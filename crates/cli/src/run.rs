@@ -630,9 +630,19 @@ pub(crate) fn finish(plan: &Plan, response: Response, json: bool) -> Outcome {
             return Outcome::refused(render::error_line(verb, object, &error.message));
         }
     };
+    if let ReplyPayload::Notice(lines) = &payload
+        && !json
+    {
+        return mount_notices(plan, lines);
+    }
     if json {
+        // Notices (a dataset not mounted) are part of the JSON and still exit 1.
+        let code = i32::from(matches!(payload, ReplyPayload::Notice(_)));
         return match serde_json::to_string_pretty(&payload) {
-            Ok(text) => Outcome::ok(format!("{text}\n")),
+            Ok(text) => Outcome {
+                code,
+                ..Outcome::ok(format!("{text}\n"))
+            },
             Err(error) => Outcome::refused(render::error_line(
                 plan.verb,
                 plan.object.as_deref(),
@@ -650,10 +660,23 @@ pub(crate) fn finish(plan: &Plan, response: Response, json: bool) -> Outcome {
     }
 }
 
+/// The command did its work but a dataset could not be mounted: ZFS prints why on stderr,
+/// says so after `create`, and exits 1 so that scripts notice.
+fn mount_notices(plan: &Plan, lines: &[String]) -> Outcome {
+    let mut stderr = render::notice(lines);
+    if matches!(plan.request, Request::DatasetCreate { .. }) {
+        stderr.push_str("filesystem successfully created, but not mounted\n");
+    }
+    Outcome {
+        stdout: String::new(),
+        stderr,
+        code: 1,
+    }
+}
+
 fn show(view: &View, payload: &ReplyPayload) -> Option<Outcome> {
     let text = match (view, payload) {
         (View::Silent, ReplyPayload::Unit) => String::new(),
-        (View::Silent, ReplyPayload::Notice(lines)) => render::notice(lines),
         (View::Layout { name }, ReplyPayload::Layout(layout)) => render::layout(name, layout),
         (
             View::List {

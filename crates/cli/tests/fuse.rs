@@ -1,7 +1,8 @@
 //! System tests of mounts through the real `tarn` binary, its daemon and the kernel's FUSE
 //! driver: datasets mount at create and import and unmount at export, a busy export is
 //! refused unless forced, and a daemon killed with SIGKILL mid-write comes back with its
-//! dead mount cleaned up, the dataset remounted and every fsync'd byte in place.
+//! dead mount cleaned up, the dataset remounted and every fsync'd byte in place. User and
+//! project quotas give EDQUOT through the kernel; `tarn project` works on paths in a mount.
 //!
 //! Mountpoints are under the rig's directory: the rig runs the daemon with `TARN_ALTROOT`,
 //! so `-m /tank` mounts at `<rig>/altroot/tank`. Each test skips (printing why) only when
@@ -198,6 +199,49 @@ fn daemon_killed_mid_write_remounts_with_fsynced_data() {
     let status = rig.ok("pool status tank");
     assert!(status.contains("with 0 errors"), "{status}");
     std::io::stdout().flush().unwrap();
+}
+
+// DESCRIPTION: a dataset whose mountpoint is a non-empty directory is created but not
+// mounted, as on ZFS: the reason and "filesystem successfully created, but not mounted" go
+// to stderr and the exit status is 1 (scripts notice); the files in the directory stay
+// visible; `tarn mount` of it is refused with one line; emptied, it mounts.
+// STRATEGY: a plain file in the would-be mountpoint, then the exit status, stderr and
+// /proc/self/mountinfo.
+#[test]
+fn a_mount_over_a_non_empty_directory_fails_the_command_but_creates_the_dataset() {
+    if !fuse_or_skip("a_mount_over_a_non_empty_directory_fails_the_command_but_creates_the_dataset")
+    {
+        return;
+    }
+    let rig = Rig::new();
+    let tank = pool_with_mount(&rig);
+    let busy = tank.join("busy");
+    std::fs::create_dir(&busy).unwrap();
+    std::fs::write(busy.join("keep"), b"mine").unwrap();
+    let run = rig.run("create tank/busy");
+    assert_eq!(run.code, Some(1), "{run:?}");
+    assert_eq!(run.stdout, "", "{run:?}");
+    let lines: Vec<&str> = run.stderr.lines().collect();
+    assert_eq!(lines.len(), 2, "{run:?}");
+    assert!(
+        lines[0].starts_with("cannot mount 'tank/busy'") && lines[0].contains("not empty"),
+        "{run:?}"
+    );
+    assert_eq!(lines[1], "filesystem successfully created, but not mounted");
+    assert!(rig.ok("list -H -o name").lines().any(|l| l == "tank/busy"));
+    assert_eq!(fstype_at(&busy), None);
+    assert_eq!(std::fs::read(busy.join("keep")).unwrap(), b"mine");
+    let line = rig.refused("mount tank/busy");
+    assert!(line.starts_with("cannot mount 'tank/busy'"), "{line}");
+    std::fs::remove_file(busy.join("keep")).unwrap();
+    rig.ok("mount tank/busy");
+    assert_eq!(fstype_at(&busy).as_deref(), Some("fuse.tarn"));
+    // A destroy the engine refuses (children without -r) unmounts nothing.
+    rig.ok("create tank/busy/child");
+    let line = rig.refused("destroy tank/busy");
+    assert!(line.contains("filesystem has children"), "{line}");
+    assert_eq!(fstype_at(&busy).as_deref(), Some("fuse.tarn"));
+    assert_eq!(fstype_at(&busy.join("child")).as_deref(), Some("fuse.tarn"));
 }
 
 // DESCRIPTION: a user quota enforced through the kernel: writes into a file owned by a

@@ -589,12 +589,9 @@ impl EngineBackend {
     fn online(&self, name: &str, device: &str) -> Response {
         let command = format!("pool online {name} {device}");
         match self.engine.online(name, device, &command) {
-            Ok(outcome) if outcome.scrub_started => {
+            Ok(outcome) if outcome.resilver_from.is_some() => {
                 self.wake.notify();
-                ok(ReplyPayload::Notice(vec![format!(
-                    "started a scrub of '{name}' to repair blocks written while '{device}' \
-                     was offline"
-                )]))
+                ok(ReplyPayload::Unit)
             }
             Ok(_) => ok(ReplyPayload::Unit),
             Err(e) => device_verb_error(&e, name),

@@ -202,6 +202,10 @@ impl MountTable {
                 recursive,
                 force,
             } => {
+                // A destroy the engine would refuse must not unmount anything first.
+                if let Err(error) = self.engine.destroy_dataset_check(name, *recursive) {
+                    return Some(engine_refusal("destroy", name, &error));
+                }
                 let root = name.as_str();
                 let result =
                     self.unmount_where(*force, |n| n == root || (*recursive && within(n, root)));

@@ -221,28 +221,19 @@ impl Engine {
         let _admin = self.admin();
         let (handle, id) = self.dataset(name)?;
         let mut inner = handle.lock();
-        inner.check_writable()?;
-        if id == ROOT_DATASET_ID {
-            return Err(invalid(
-                "operation does not apply to pools (use 'tarn pool destroy')",
-            ));
-        }
-        let subtree = inner.datasets.subtree(id);
-        if subtree.len() > 1 && !recursive {
-            let children: Vec<String> = subtree[1..]
-                .iter()
-                .map(|(d, _)| inner.datasets.node(*d).name.clone())
-                .collect();
-            return Err(invalid(format!(
-                "filesystem has children (use -r to destroy {})",
-                children.join(", ")
-            )));
-        }
-        for (doomed, _) in subtree.into_iter().rev() {
+        let subtree = destroy_check(&inner, id, recursive)?;
+        for doomed in subtree.into_iter().rev() {
             destroy_one(&mut inner, doomed)?;
         }
         self.commit(&mut inner, command)?;
         Ok(())
+    }
+
+    /// Whether `tarn destroy [-r] NAME` would be refused, without changing anything: front
+    /// ends ask before they unmount, so a refused destroy leaves its mounts alone.
+    pub fn destroy_dataset_check(&self, name: &str, recursive: bool) -> Result<(), EngineError> {
+        let (handle, id) = self.dataset(name)?;
+        destroy_check(&handle.lock(), id, recursive).map(|_| ())
     }
 
     /// `tarn rename OLD NEW`. The caller remounts what moved.
@@ -476,6 +467,32 @@ impl Imported {
 
 /// Frees one dataset (no children left): its committed blocks go to the next sync's frees,
 /// its node leaves the MOS and the tree.
+/// The checks of `destroy`: the datasets it would destroy, parents first.
+fn destroy_check(
+    inner: &Imported,
+    id: DatasetId,
+    recursive: bool,
+) -> Result<Vec<DatasetId>, EngineError> {
+    inner.check_writable()?;
+    if id == ROOT_DATASET_ID {
+        return Err(invalid(
+            "operation does not apply to pools (use 'tarn pool destroy')",
+        ));
+    }
+    let subtree = inner.datasets.subtree(id);
+    if subtree.len() > 1 && !recursive {
+        let children: Vec<String> = subtree[1..]
+            .iter()
+            .map(|(d, _)| inner.datasets.node(*d).name.clone())
+            .collect();
+        return Err(invalid(format!(
+            "filesystem has children (use -r to destroy {})",
+            children.join(", ")
+        )));
+    }
+    Ok(subtree.into_iter().map(|(d, _)| d).collect())
+}
+
 fn destroy_one(inner: &mut Imported, id: DatasetId) -> Result<(), EngineError> {
     let Imported {
         pool,

@@ -196,6 +196,8 @@ pub struct Discovered {
     pub found: BTreeMap<Guid, String>,
     /// Every valid uberblock found on its devices.
     pub uberblocks: Vec<Uberblock>,
+    /// Leaf GUID -> the newest txg among the uberblocks in that device's own labels.
+    pub leaf_txgs: BTreeMap<Guid, Txg>,
 }
 
 impl Discovered {
@@ -264,11 +266,19 @@ pub fn discover(provider: &dyn DeviceProvider, dirs: &[String]) -> Vec<Discovere
                 config: config.clone(),
                 found: BTreeMap::new(),
                 uberblocks: Vec::new(),
+                leaf_txgs: BTreeMap::new(),
             });
             if config.txg > entry.config.txg {
                 entry.config = config.clone();
             }
             entry.found.insert(config.this_guid, path.clone());
+            let own = scan
+                .uberblocks
+                .iter()
+                .filter(|u| u.pool_guid == config.pool_guid);
+            if let Some(newest) = own.map(|u| u.txg).max() {
+                entry.leaf_txgs.insert(config.this_guid, newest);
+            }
             entry.uberblocks.extend(scan.uberblocks);
         }
     }
@@ -573,6 +583,12 @@ impl Pool {
         )?;
         pool.check_readable()?;
         pool.open_newest(found, options, verify)?;
+        let opened = pool.imported_txg.unwrap_or(Txg(0));
+        for (leaf, _) in pool.leaf_devices() {
+            if let Some(&txg) = found.leaf_txgs.get(&leaf.guid()) {
+                leaf.set_synced_txg(txg.min(opened));
+            }
+        }
         Ok(pool)
     }
 
@@ -963,14 +979,16 @@ impl Pool {
                 last.txg
             );
         }
-        let written = self
-            .leaf_devices()
-            .iter()
-            .filter_map(|(leaf, _)| leaf.usable_device())
-            .filter(|device| {
-                labels::write_uberblock(device.as_ref(), &uberblock, self.ashift).is_ok()
-            })
-            .count();
+        let mut written = 0;
+        for (leaf, _) in self.leaf_devices() {
+            let Some(device) = leaf.usable_device() else {
+                continue;
+            };
+            if labels::write_uberblock(device.as_ref(), &uberblock, self.ashift).is_ok() {
+                leaf.set_synced_txg(txg);
+                written += 1;
+            }
+        }
         if written == 0 || self.flush_all().is_err() {
             return Err(self.suspend(format!(
                 "txg {txg}: the uberblock could not be written to any device"

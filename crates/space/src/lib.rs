@@ -340,31 +340,14 @@ impl SpaceManager {
         head_txg: Txg,
     ) -> Result<Self, SpaceError> {
         let mut manager = SpaceManager::new(vdevs);
-        let mut blocks = Vec::new();
-        let mut bp = *head;
-        while !bp.is_hole() {
-            if blocks.len() >= CHAIN_BLOCKS_MAX {
-                return Err(SpaceError::CorruptLog {
-                    why: "chain too long",
-                });
-            }
-            if bp.block_type != BlockType::SpaceLog {
-                return Err(SpaceError::CorruptLog {
-                    why: "chain names a block of another type",
-                });
-            }
-            let block = LogBlock::decode(&pipeline.read_block(&bp)?)?;
-            let prev = block.prev;
-            let is_base = block.kind == LogKind::Base;
-            manager.chain.push(bp);
-            blocks.push(block);
-            if is_base {
-                break;
-            }
-            bp = prev;
-        }
-        manager.chain.reverse();
+        let blocks = read_chain(pipeline, head, &mut manager.chain)?;
+        // Extents allocated by the delta being replayed: a free of one in the same txg was
+        // released at once when that txg synced (see `free`), so it is not deferred here.
+        let mut born_now = (Txg(0), Vec::new());
         for block in blocks.iter().rev() {
+            if born_now.0 != block.txg {
+                born_now = (block.txg, vec![RangeTree::new(); manager.vdevs.len()]);
+            }
             for record in &block.records {
                 manager.chain_records += 1;
                 let vdev = manager.vdevs.get_mut(record.vdev.0 as usize).ok_or(
@@ -372,8 +355,16 @@ impl SpaceManager {
                         why: "record names an unknown vdev",
                     },
                 )?;
+                let born = &mut born_now.1[record.vdev.0 as usize];
+                let same_txg = block.kind == LogKind::Delta
+                    && !record.alloc
+                    && born.contains(record.offset, record.asize);
                 if record.alloc {
                     vdev.claim(record.offset, record.asize)?;
+                    born.add(record.offset, record.asize);
+                } else if same_txg {
+                    born.remove(record.offset, record.asize);
+                    vdev.release(record.offset, record.asize, true)?;
                 } else if block.txg.0 + TXG_DEFER > head_txg.0 {
                     // Freed too recently to reuse: a rewind to that txg may still need it.
                     let dva = Dva {
@@ -745,6 +736,40 @@ impl SpaceManager {
     pub fn allocated(&self) -> u64 {
         self.vdevs.iter().map(|v| v.allocated).sum()
     }
+}
+
+/// Reads the space-log chain ending at `head` back to its base (or its start): the block
+/// pointers go to `chain` oldest first, the decoded blocks are returned newest first.
+fn read_chain(
+    pipeline: &Pipeline,
+    head: &BlockPtr,
+    chain: &mut Vec<BlockPtr>,
+) -> Result<Vec<LogBlock>, SpaceError> {
+    let mut blocks = Vec::new();
+    let mut bp = *head;
+    while !bp.is_hole() {
+        if blocks.len() >= CHAIN_BLOCKS_MAX {
+            return Err(SpaceError::CorruptLog {
+                why: "chain too long",
+            });
+        }
+        if bp.block_type != BlockType::SpaceLog {
+            return Err(SpaceError::CorruptLog {
+                why: "chain names a block of another type",
+            });
+        }
+        let block = LogBlock::decode(&pipeline.read_block(&bp)?)?;
+        let prev = block.prev;
+        let is_base = block.kind == LogKind::Base;
+        chain.push(bp);
+        blocks.push(block);
+        if is_base {
+            break;
+        }
+        bp = prev;
+    }
+    chain.reverse();
+    Ok(blocks)
 }
 
 fn log_props() -> WriteProps {

@@ -3,7 +3,7 @@
 use crate::error::VdevError;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
-use tarn_base::Guid;
+use tarn_base::{Guid, Txg};
 use tarn_device::{Device, DeviceError};
 use tarn_format::label::{DATA_START, data_area};
 
@@ -119,6 +119,10 @@ pub struct Leaf {
     /// Its data is incomplete (a replace, spare or attach is resilvering it): it takes writes
     /// but is never read. The one-flag form of ZFS's dirty-time log.
     resilvering: AtomicBool,
+    /// Newest txg whose uberblock this leaf took (at import: the newest in its own labels, at
+    /// most the txg imported). A leaf out of service takes none, so after it returns only
+    /// blocks born later can be missing from it (what `online` resilvers).
+    synced_txg: AtomicU64,
     stats: LeafStats,
 }
 
@@ -146,6 +150,7 @@ impl Leaf {
             device: RwLock::new(None),
             state: AtomicU8::new(LeafState::Unavail as u8),
             resilvering: AtomicBool::new(false),
+            synced_txg: AtomicU64::new(0),
             stats: LeafStats::default(),
         }
     }
@@ -224,6 +229,17 @@ impl Leaf {
     /// Marks the leaf's data incomplete (a resilver will fill it) or complete.
     pub fn set_resilvering(&self, resilvering: bool) {
         self.resilvering.store(resilvering, Ordering::Release);
+    }
+
+    /// Newest txg whose uberblock this leaf holds (0: none known).
+    #[must_use]
+    pub fn synced_txg(&self) -> Txg {
+        Txg(self.synced_txg.load(Ordering::Acquire))
+    }
+
+    /// Records that the uberblock of `txg` reached this leaf.
+    pub fn set_synced_txg(&self, txg: Txg) {
+        self.synced_txg.store(txg.0, Ordering::Release);
     }
 
     /// Whether reads may use this leaf: usable and not resilvering.
