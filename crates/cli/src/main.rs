@@ -46,6 +46,7 @@ mod demo;
 mod demo_fs;
 mod render;
 mod run;
+mod userspace;
 mod vdevspec;
 
 use clap::Parser;

@@ -77,6 +77,8 @@ pub(crate) enum View {
     },
     DatasetList(crate::datasets::ListView),
     DatasetGet(crate::datasets::GetView),
+    Userspace(crate::userspace::SpaceView),
+    Projects,
     Mounts,
     Events {
         verbose: bool,

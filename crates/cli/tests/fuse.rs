@@ -1,7 +1,8 @@
 //! System tests of mounts through the real `tarn` binary, its daemon and the kernel's FUSE
 //! driver: datasets mount at create and import and unmount at export, a busy export is
 //! refused unless forced, and a daemon killed with SIGKILL mid-write comes back with its
-//! dead mount cleaned up, the dataset remounted and every fsync'd byte in place.
+//! dead mount cleaned up, the dataset remounted and every fsync'd byte in place. User and
+//! project quotas give EDQUOT through the kernel; `tarn project` works on paths in a mount.
 //!
 //! Mountpoints are under the rig's directory: the rig runs the daemon with `TARN_ALTROOT`,
 //! so `-m /tank` mounts at `<rig>/altroot/tank`. Each test skips (printing why) only when
@@ -241,4 +242,107 @@ fn a_mount_over_a_non_empty_directory_fails_the_command_but_creates_the_dataset(
     assert!(line.contains("filesystem has children"), "{line}");
     assert_eq!(fstype_at(&busy).as_deref(), Some("fuse.tarn"));
     assert_eq!(fstype_at(&busy.join("child")).as_deref(), Some("fuse.tarn"));
+}
+
+// DESCRIPTION: a user quota enforced through the kernel: writes into a file owned by a
+// user with `userquota@` fail with EDQUOT once the user's usage would pass the quota, while
+// files of other owners still take writes; chown into the full user is allowed; `tarn get
+// userused@` and `tarn userspace` show the usage. (The mount is not `allow_other`, so the
+// writer is root: quotas charge the file's owner, as ZFS does, not the writer.)
+// STRATEGY: 64 KiB writes with an fsync after each (an error may surface at either).
+#[test]
+fn user_quota_gives_edquot_through_the_mount() {
+    if !fuse_or_skip("user_quota_gives_edquot_through_the_mount") {
+        return;
+    }
+    let rig = Rig::new();
+    let tank = pool_with_mount(&rig);
+    rig.ok("create -o compression=off tank/home");
+    let home = tank.join("home");
+    let path = home.join("owned");
+    std::fs::write(&path, b"").unwrap();
+    std::os::unix::fs::chown(&path, Some(65534), Some(65534)).unwrap();
+    rig.ok("set userquota@65534=1M tank/home");
+    let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    let mut written = 0u64;
+    let error = loop {
+        let data = chunk(written);
+        let result = file
+            .write_all_at(&data, written)
+            .and_then(|()| file.sync_all());
+        match result {
+            Ok(()) => written += data.len() as u64,
+            Err(e) => break e,
+        }
+        assert!(written < 8 << 20, "no EDQUOT after {written} bytes");
+    };
+    assert_eq!(error.raw_os_error(), Some(libc::EDQUOT), "{error:?}");
+    assert!(
+        (512 << 10..=1 << 20).contains(&written),
+        "EDQUOT after {written} bytes"
+    );
+    let used: u64 = rig
+        .ok("get -H -p -o value userused@65534 tank/home")
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(used >= written, "userused {used} for {written} written");
+    // Another owner's file takes writes; chown into the full user is allowed.
+    let other = home.join("root-owned");
+    std::fs::write(&other, chunk(1)).unwrap();
+    std::os::unix::fs::chown(&other, Some(65534), None).unwrap();
+    let table = rig.ok("userspace -H -n -o name,quota tank/home");
+    assert!(table.contains("65534\t1M"), "{table}");
+    drop(file);
+}
+
+// DESCRIPTION: `tarn project` through a mount: `-s -p` gives a directory a project id that
+// new files inherit, the project's usage shows in `projectobjused@`/`projectused@`, a
+// `projectquota@` refuses writes with EDQUOT, `-C -r` clears the tree, and a path outside
+// every mount is refused.
+// STRATEGY: fsync to commit a txg before reading committed counts.
+#[test]
+fn project_ids_by_path_and_project_quotas() {
+    if !fuse_or_skip("project_ids_by_path_and_project_quotas") {
+        return;
+    }
+    let rig = Rig::new();
+    let tank = pool_with_mount(&rig);
+    rig.ok("create -o compression=off tank/home");
+    let dir = tank.join("home/p");
+    std::fs::create_dir(&dir).unwrap();
+    let shown = dir.display().to_string();
+    assert_eq!(
+        rig.ok(&format!("project -s -p 42 {shown}")),
+        format!("   42 P {shown}\n")
+    );
+    let path = dir.join("f");
+    let file = std::fs::File::create(&path).unwrap();
+    file.write_all_at(&chunk(0), 0).unwrap();
+    file.sync_all().unwrap();
+    assert_eq!(
+        rig.ok(&format!("project {}", path.display())),
+        format!("   42 - {}\n", path.display())
+    );
+    let objused = rig.ok("get -H -o value projectobjused@42 tank/home");
+    assert_eq!(objused, "2\n");
+    let used: u64 = rig
+        .ok("get -H -p -o value projectused@42 tank/home")
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(used >= 64 << 10, "{used}");
+    rig.ok("set projectquota@42=128K tank/home");
+    let refused = file.write_all_at(&[7u8; 256 << 10], 64 << 10).unwrap_err();
+    assert_eq!(refused.raw_os_error(), Some(libc::EDQUOT), "{refused:?}");
+    let cleared = rig.ok(&format!("project -C -r {shown}"));
+    assert_eq!(
+        cleared,
+        format!("    0 - {shown}\n    0 - {}\n", path.display())
+    );
+    let outside = rig.refused(&format!("project {}", rig.root().display()));
+    assert!(
+        outside.contains("not inside a mounted tarn dataset"),
+        "{outside}"
+    );
 }

@@ -774,9 +774,90 @@ impl EngineBackend {
                     .inherit_prop(name, property, *recursive, &command)
                     .map(unit)
             }
-            _ => return None,
+            _ => return self.userspace(request),
         };
         Some(result.unwrap_or_else(|e| error_reply(&e)))
+    }
+
+    /// `tarn project`: the dataset is the mount holding the path.
+    fn project(&self, request: &Request) -> Option<Response> {
+        let Request::Project {
+            path,
+            id,
+            inherit,
+            clear,
+            keep,
+            recursive,
+        } = request
+        else {
+            return None;
+        };
+        let Some((name, within)) = self.mounts.locate(Path::new(path)) else {
+            return Some(Response::error(
+                "not inside a mounted tarn dataset".to_string(),
+            ));
+        };
+        let change = (id.is_some() || *inherit || *clear).then_some(tarn_engine::ProjectChange {
+            id: *id,
+            inherit: *inherit,
+            clear: *clear,
+            keep_id: *keep,
+        });
+        let rows = self.engine.find_dataset(&name).and_then(|(pool, dataset)| {
+            self.engine
+                .fs_project(&pool, dataset, &within, change, *recursive)
+        });
+        // The engine names files from the dataset's root (`.` for the root itself); the
+        // reply names them from the path asked.
+        let prefix = path.trim_end_matches('/');
+        let root = match within.trim_matches('/') {
+            "" => ".",
+            _ => within.trim_end_matches('/'),
+        };
+        Some(match rows {
+            Ok(rows) => ok(ReplyPayload::Projects(
+                rows.into_iter()
+                    .map(|r| tarn_proto::ProjectRow {
+                        path: format!("{prefix}{}", r.path.strip_prefix(root).unwrap_or("")),
+                        id: r.id,
+                        inherit: r.inherit,
+                    })
+                    .collect(),
+            )),
+            Err(e) => error_reply(&e),
+        })
+    }
+
+    /// `tarn userspace` and its kin, `tarn project`; `None` for other requests.
+    fn userspace(&self, request: &Request) -> Option<Response> {
+        let Request::Userspace { name, space } = request else {
+            return self.project(request);
+        };
+        let space = match space.as_str() {
+            "user" => tarn_engine::OwnerSpace::User,
+            "group" => tarn_engine::OwnerSpace::Group,
+            "project" => tarn_engine::OwnerSpace::Project,
+            other => {
+                return Some(Response::error(format!(
+                    "unknown space '{other}' (user, group or project)"
+                )));
+            }
+        };
+        let rows = match self.engine.userspace(name, space) {
+            Ok(rows) => rows,
+            Err(e) => return Some(error_reply(&e)),
+        };
+        let rows = rows
+            .into_iter()
+            .map(|r| tarn_proto::UserspaceRow {
+                id: r.id,
+                used: r.used,
+                quota: r.quota,
+                objused: r.objused,
+                objquota: r.objquota,
+            })
+            .collect();
+        Some(ok(ReplyPayload::Userspace(rows)))
     }
 
     fn import_list(&self, dirs: &[String]) -> Response {

@@ -71,6 +71,18 @@ impl MountTable {
         }
     }
 
+    /// The mounted dataset holding absolute `path` (the deepest mountpoint above it) and
+    /// the path within that dataset (`tarn project`).
+    pub fn locate(&self, path: &Path) -> Option<(String, String)> {
+        let mounts = self.lock();
+        let (name, mount) = mounts
+            .iter()
+            .filter(|(_, mount)| path.starts_with(mount.mountpoint()))
+            .max_by_key(|(_, mount)| mount.mountpoint().components().count())?;
+        let within = path.strip_prefix(mount.mountpoint()).ok()?;
+        Some((name.clone(), within.to_str()?.to_string()))
+    }
+
     fn lock(&self) -> MutexGuard<'_, BTreeMap<String, Mount>> {
         self.mounts.lock().unwrap_or_else(PoisonError::into_inner)
     }

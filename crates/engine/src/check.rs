@@ -14,6 +14,7 @@
 //!  deferred  D = frees the log recorded in the last TXG_DEFER txgs
 //!  checks:   R == L (nothing leaked, nothing reachable that is free)
 //!            SpaceManager::allocated() == |R| + |D|
+//!            every filesystem's used-by counts == a scan of its committed inodes
 //! ```
 //! The deferred set is not exposed by tarn-space, so it is derived from the log the way
 //! `SpaceManager::load` derives it (a free of an extent allocated in the same txg is released
@@ -25,7 +26,7 @@
 
 use tarn_base::Txg;
 use tarn_format::{BlockPtr, BlockType};
-use tarn_objects::{ObjsetWriteConfig, visit_object_set};
+use tarn_objects::{ObjectSet, ObjsetWriteConfig, visit_object_set};
 use tarn_space::log::{LogBlock, LogKind};
 use tarn_space::range_tree::RangeTree;
 use tarn_space::{CHAIN_BLOCKS_MAX, TXG_DEFER};
@@ -117,6 +118,7 @@ pub fn verify_pool(engine: &Engine, name: &str) -> Result<CheckReport, String> {
         },
     ) = replay_chain(&chain, ub.txg, vdevs)?;
     compare_sets(&reachable, &live)?;
+    check_usedby(&inner)?;
     let referenced_bytes: u64 = reachable.iter().map(RangeTree::total).sum();
     let allocated_bytes = pool.space().allocated();
     let base_txg = chain
@@ -151,6 +153,29 @@ pub fn verify_pool(engine: &Engine, name: &str) -> Result<CheckReport, String> {
         allocated_bytes,
         deferred_exact,
     })
+}
+
+/// Every filesystem's per-owner counts, as committed, equal a scan of its committed inodes
+/// (datasets without counts, or whose filesystem cannot be read, are skipped: the block
+/// checks above judge the bytes).
+fn check_usedby(inner: &Imported) -> Result<(), String> {
+    let reader = inner.pool.reader();
+    let scale = crate::datasets::used_scale(&crate::datasets::deflate_table(&inner.pool));
+    for id in inner.datasets.all() {
+        let node = inner.datasets.node(id);
+        if node.header.objset.is_hole() {
+            continue;
+        }
+        let mut os = ObjectSet::open(&reader, &node.header.objset)
+            .map_err(|e| format!("dataset {}: {e}", node.name))?;
+        let config = tarn_posix::FsConfig::default();
+        let now = tarn_posix::Timespec::default();
+        let mut fs = tarn_posix::Fs::new(&mut os, &reader, now, config);
+        if let Ok(Some(why)) = fs.usedby_mismatch(scale) {
+            return Err(format!("dataset {}: {why}", node.name));
+        }
+    }
+    Ok(())
 }
 
 /// Every block reachable from `ub` (MOS, root dataset, space log) and the decoded space-log

@@ -199,6 +199,7 @@ impl Engine {
                 local: std::collections::BTreeMap::new(),
                 objset: ObjectSet::create(ObjsetKind::Filesystem),
                 header_dirty: true,
+                pending: tarn_posix::Pending::default(),
             },
         );
         for (property, value) in values {
@@ -315,6 +316,10 @@ impl Engine {
         inner.check_writable()?;
         let mut values = Vec::new();
         for (property, value) in assignments {
+            let property = &match props::owner_prop(property)? {
+                Some(owner) => owner.name(),
+                None => property.clone(),
+            };
             let normalized = validate_prop(property, value)?;
             check_space_prop(&inner, id, property, normalized.as_deref())?;
             values.push((property.clone(), normalized));
@@ -336,6 +341,11 @@ impl Engine {
     ) -> Result<(), EngineError> {
         let _admin = self.admin();
         let (handle, id) = self.dataset(name)?;
+        if props::owner_prop(property)?.is_some() {
+            return Err(EngineError::InvalidProperty(format!(
+                "'{property}' property cannot be inherited (set it to 'none' instead)"
+            )));
+        }
         if !props::is_user_prop(property) {
             let def = props::find(property).ok_or_else(|| {
                 EngineError::InvalidProperty(format!(
@@ -385,7 +395,7 @@ impl Engine {
         let mut rows = Vec::new();
         for root in &roots {
             let (handle, id) = self.dataset(root)?;
-            let inner = handle.lock();
+            let mut inner = handle.lock();
             let pool_free = pool_free_deflated(&inner);
             for (at, depth) in inner.datasets.subtree(id) {
                 if depth > 0 && !recursive {
@@ -397,11 +407,14 @@ impl Engine {
                 let props = if query.properties.iter().any(|p| p == "all") {
                     all_props(&inner, at, pool_free)
                 } else {
-                    query
-                        .properties
-                        .iter()
-                        .map(|p| prop_value(&inner, at, p, pool_free))
-                        .collect::<Result<Vec<_>, _>>()?
+                    let mut props = Vec::with_capacity(query.properties.len());
+                    for p in &query.properties {
+                        props.push(match props::owner_prop(p)? {
+                            Some(owner) => inner.owner_prop_value(at, owner, p)?,
+                            None => prop_value(&inner, at, p, pool_free)?,
+                        });
+                    }
+                    props
                 };
                 rows.push(DatasetRow {
                     name: inner.datasets.node(at).name.clone(),

@@ -117,14 +117,23 @@ impl Engine {
         }
         if let FsOp::Write(len) = op {
             inner.admit_to(dataset, len)?;
+            inner.admit_owner(dataset, len)?;
         }
         let now = now_of(self.clock.as_ref());
         let config = inner.datasets.fs_config(dataset);
+        let quotas = match op {
+            FsOp::Read => tarn_posix::Quotas::default(),
+            _ => crate::userspace::quotas_of(inner.datasets.node(dataset)),
+        };
         let result = {
             let Imported { pool, datasets, .. } = &mut *inner;
             let reader = pool.reader();
-            let objset = &mut datasets.node_mut(dataset).objset;
-            f(&mut Fs::new(objset, &reader, now, config))?
+            let node = datasets.node_mut(dataset);
+            let mut fs = Fs::new(&mut node.objset, &reader, now, config);
+            if !quotas.is_empty() {
+                fs = fs.with_quotas(&quotas, &mut node.pending);
+            }
+            f(&mut fs)?
         };
         let always = op != FsOp::Read && inner.datasets.effective(dataset, "sync").0 == "always";
         if always || inner.dirty_bytes() >= crate::DIRTY_MAX {

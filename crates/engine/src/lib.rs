@@ -53,10 +53,12 @@ mod devices;
 pub mod events;
 pub mod fs;
 pub mod mos;
+pub mod project;
 pub mod props;
 pub mod replace;
 pub mod scrub;
 pub mod status;
+mod userspace;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -71,8 +73,10 @@ pub use devices::OnlineOutcome;
 pub use events::Event;
 pub use fs::{DatasetId, FsOp, FsStat, MountSpec};
 pub use mos::HistoryRecord;
+pub use project::{ProjectChange, ProjectRow};
 pub use scrub::{ScanFunction, ScanProgress, ScanState, ScrubAction};
 pub use status::{Importable, PoolStatus, PoolSummary, PropValue, VdevNode};
+pub use tarn_dataset::props::OwnerSpace;
 pub use tarn_device::DeviceError;
 pub use tarn_pool::PoolError;
 pub use tarn_pool::{
@@ -80,6 +84,7 @@ pub use tarn_pool::{
     TopSpec,
 };
 pub use tarn_posix as posix;
+pub use userspace::UserspaceRow;
 
 /// The pool keeps `1 / 2^SLOP_SHIFT` of its space in reserve (3%, as ZFS's slop space), so
 /// that metadata of a txg can always be written and frees can always be committed.
@@ -654,8 +659,7 @@ impl Engine {
             .ok_or_else(|| EngineError::Corrupt("no root block".into()))?;
         let mut mos = Mos::open(&reader, &root)?;
         let tree = datasets::Tree::load(mos.objset(), &reader, &name)?;
-        let guid = pool.guid();
-        let readonly = pool.readonly();
+        let (guid, readonly) = (pool.guid(), pool.readonly());
         let mut imported = Imported {
             pool,
             mos,
@@ -668,6 +672,7 @@ impl Engine {
         imported.scan = scrub::Scan::load(&mut imported)?;
         if !readonly {
             replace::resume_at_import(&mut imported, self.clock.now_unix_secs());
+            imported.upgrade_usedby();
             imported.history.push(self.history_record(command, false));
             imported.sync()?;
         }

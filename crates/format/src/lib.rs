@@ -49,7 +49,11 @@ pub const FORMAT_VERSION: u64 = 1;
 
 /// Feature flags this build understands. A pool whose labels list a read feature not here is
 /// refused at import with the feature's name.
-pub const FEATURES_SUPPORTED: &[&str] = &["org.tarn:space_log", "org.tarn:blake3"];
+pub const FEATURES_SUPPORTED: &[&str] = &[
+    "org.tarn:space_log",
+    "org.tarn:blake3",
+    "org.tarn:userspace",
+];
 
 /// Why bytes did not decode.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -28,6 +28,8 @@ pub struct Fs<'a> {
     pub(crate) store: &'a dyn BlockStore,
     pub(crate) now: Timespec,
     pub(crate) config: FsConfig,
+    /// Per-owner quotas and what they admitted since the last sync (`usedby.rs`).
+    pub(crate) quotas: Option<(&'a crate::Quotas, &'a mut crate::Pending)>,
 }
 
 pub(crate) fn oid(ino: Ino) -> ObjectId {
@@ -47,6 +49,7 @@ impl<'a> Fs<'a> {
             store,
             now,
             config,
+            quotas: None,
         }
     }
 
@@ -70,6 +73,7 @@ impl<'a> Fs<'a> {
         inode.nlink = 2;
         self.put(root, &inode)?;
         self.os.zap_insert_u64(self.store, MASTER, KEY_ROOT, root)?;
+        self.usedby_format()?;
         Ok(())
     }
 
@@ -167,6 +171,8 @@ impl<'a> Fs<'a> {
             mtime: self.now,
             ctime: self.now,
             crtime: self.now,
+            project: 0,
+            flags: 0,
             inline: Vec::new(),
         };
         self.put(ino, &inode)?;

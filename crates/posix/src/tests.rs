@@ -11,27 +11,27 @@ use tarn_objects::{ObjectSet, ObjsetKind};
 
 use crate::{
     Creds, Fallocate, FileKind, Fs, FsConfig, Ino, PosixError, RenameFlags, Seek, SetAttr,
-    TimeOrNow, Timespec, XattrSet,
+    TimeOrNow, Timespec, UsedByHook, XattrSet,
 };
 
-const NOW: Timespec = Timespec {
+pub(crate) const NOW: Timespec = Timespec {
     secs: 1_700_000_000,
     nsecs: 123_456_789,
 };
-const ME: Creds = Creds {
+pub(crate) const ME: Creds = Creds {
     uid: 1000,
     gid: 100,
 };
 
 /// An object set with a filesystem in a memory store.
-struct World {
-    store: MemStore,
-    os: ObjectSet,
+pub(crate) struct World {
+    pub(crate) store: MemStore,
+    pub(crate) os: ObjectSet,
     config: FsConfig,
 }
 
 impl World {
-    fn new() -> World {
+    pub(crate) fn new() -> World {
         let store = MemStore::new();
         let mut os = ObjectSet::create(ObjsetKind::Filesystem);
         Fs::new(&mut os, &store, NOW, FsConfig::default())
@@ -44,16 +44,21 @@ impl World {
         }
     }
 
-    fn fs(&mut self) -> Fs<'_> {
+    pub(crate) fn fs(&mut self) -> Fs<'_> {
         Fs::new(&mut self.os, &self.store, NOW, self.config)
     }
 
-    /// Syncs, checks that live blocks are exactly the reachable ones, and reopens.
-    fn sync_and_reopen(&mut self) {
-        let root = self.os.sync(&mut self.store).unwrap();
+    /// Syncs with the used-by hook, checks that live blocks are exactly the reachable ones
+    /// and that the used-by counts equal a recount, and reopens.
+    pub(crate) fn sync_and_reopen(&mut self) {
+        let scale = crate::UsedScale::ONE;
+        let mut hook = UsedByHook::load(&mut self.os, &self.store, scale).unwrap();
+        let hook = hook.as_mut().map(|h| h as &mut dyn tarn_objects::SyncHook);
+        let root = self.os.sync_with(&mut self.store, hook).unwrap();
         self.store.next_txg();
         check_space(&self.store, &root);
         self.os = ObjectSet::open(&self.store, &root).unwrap();
+        crate::usedby_tests::check_counts(&mut self.fs());
     }
 }
 

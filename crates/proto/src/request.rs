@@ -357,6 +357,28 @@ pub enum Request {
         /// Descendants too (`-r`).
         recursive: bool,
     },
+    /// `tarn userspace|groupspace|projectspace NAME`: per-owner usage and quotas.
+    Userspace {
+        /// Full dataset name.
+        name: String,
+        /// `user`, `group` or `project`.
+        space: String,
+    },
+    /// `tarn project [-r] [-C [-k] | -s | -p ID] PATH`: project ids of files in a mount.
+    Project {
+        /// Absolute path inside a mounted dataset.
+        path: String,
+        /// New project id (`-p`).
+        id: Option<u32>,
+        /// Set the inherit flag on directories (`-s`).
+        inherit: bool,
+        /// Clear the flag and the id (`-C`).
+        clear: bool,
+        /// With `clear`, keep the id (`-k`).
+        keep: bool,
+        /// Everything below too (`-r`).
+        recursive: bool,
+    },
     /// `tarn mount [-a] [NAME]`; neither: list what is mounted.
     Mount {
         /// Dataset to mount.
@@ -420,6 +442,8 @@ impl Request {
             Request::DatasetGet(_) => "dataset_get",
             Request::DatasetSet { .. } => "dataset_set",
             Request::DatasetInherit { .. } => "dataset_inherit",
+            Request::Userspace { .. } => "userspace",
+            Request::Project { .. } => "project",
             Request::Mount { .. } => "mount",
             Request::Unmount { .. } => "unmount",
         }

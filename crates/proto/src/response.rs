@@ -93,6 +93,10 @@ pub enum ReplyPayload {
     Datasets(Vec<DatasetRow>),
     /// `tarn mount` without arguments: what is mounted where.
     Mounts(Vec<MountRow>),
+    /// `tarn userspace` and its kin.
+    Userspace(Vec<UserspaceRow>),
+    /// `tarn project`.
+    Projects(Vec<ProjectRow>),
     /// `pool events`.
     Events(Vec<EventRow>),
 }
@@ -114,6 +118,32 @@ pub struct EventRow {
     pub vdev_path: String,
     /// Further facts, name and value.
     pub payload: Vec<(String, String)>,
+}
+
+/// One owner's usage and quotas in a dataset (`tarn userspace`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserspaceRow {
+    /// The uid, gid or project id (the CLI prints names).
+    pub id: u32,
+    /// Bytes charged.
+    pub used: u64,
+    /// Byte quota, if any.
+    pub quota: Option<u64>,
+    /// Inodes owned.
+    pub objused: u64,
+    /// Inode quota, if any.
+    pub objquota: Option<u64>,
+}
+
+/// One file of `tarn project`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProjectRow {
+    /// Its path as given (and below it with `-r`).
+    pub path: String,
+    /// Project id.
+    pub id: u32,
+    /// A directory whose new entries inherit the id.
+    pub inherit: bool,
 }
 
 /// One dataset's properties (`tarn list`, `tarn get`).

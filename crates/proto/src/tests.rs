@@ -129,6 +129,18 @@ fn sample_maintenance_requests() -> Vec<Request> {
             after: 3,
             clear: true,
         },
+        Request::Userspace {
+            name: "tank/home".into(),
+            space: "group".into(),
+        },
+        Request::Project {
+            path: "/tank/home/p".into(),
+            id: Some(42),
+            inherit: true,
+            clear: false,
+            keep: false,
+            recursive: true,
+        },
     ]
 }
 
@@ -187,6 +199,18 @@ fn server_lines_round_trip() {
             timestamp: 1_700_000_000,
         }]))),
         ServerLine::Response(Response::Ok(ReplyPayload::Notice(vec!["a\nb".into()]))),
+        ServerLine::Response(Response::Ok(ReplyPayload::Userspace(vec![UserspaceRow {
+            id: 1000,
+            used: 4096,
+            quota: Some(1 << 30),
+            objused: 1,
+            objquota: None,
+        }]))),
+        ServerLine::Response(Response::Ok(ReplyPayload::Projects(vec![ProjectRow {
+            path: "/tank/p".into(),
+            id: 42,
+            inherit: true,
+        }]))),
     ];
     for line in lines {
         let bytes = encode_server_line(&line).expect("encodes");
