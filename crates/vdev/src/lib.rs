@@ -82,6 +82,7 @@ mod mirror;
 mod raidz_io;
 pub mod raidz_map;
 pub mod raidz_math;
+pub mod stats;
 pub mod top;
 
 #[cfg(test)]
@@ -94,4 +95,5 @@ pub use error::VdevError;
 pub use leaf::{Leaf, LeafState, LeafStats, LeafStatsSnapshot};
 pub use raidz_map::{RaidzColumn, RaidzMap};
 pub use raidz_math::Impl;
+pub use stats::{IoKind, IoStats, IoStatsSnapshot, LATENCY_BUCKETS};
 pub use top::{Healing, Health, Layout, ReadReport, ScrubReport, TopVdev, WriteReport};
