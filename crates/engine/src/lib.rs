@@ -56,6 +56,7 @@ pub mod mos;
 pub mod props;
 pub mod replace;
 pub mod scrub;
+pub mod slow;
 pub mod status;
 
 use std::collections::BTreeMap;
@@ -246,6 +247,7 @@ pub struct Engine {
     pools: Mutex<BTreeMap<String, Arc<PoolHandle>>>,
     admin: Mutex<()>,
     events: Mutex<events::EventLog>,
+    slow: Mutex<slow::SlowWatch>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -362,6 +364,7 @@ impl Engine {
             pools: Mutex::new(BTreeMap::new()),
             admin: Mutex::new(()),
             events: Mutex::new(events::EventLog::default()),
+            slow: Mutex::new(slow::SlowWatch::default()),
         }
     }
 

@@ -1,0 +1,329 @@
+//! Slow-device handling on simulated devices in virtual time.
+//!
+//! Goal: a leaf whose latency stays far above its siblings' is found by comparing its p99
+//! with their median, read around while slow (its reads drop to zero, data still right),
+//! counted in the SLOW column, reported with a `delay` event, and after `slow_io_period`
+//! faulted and replaced by a hot spare, with every byte intact after the resilver. The
+//! thresholds are pool properties; bad values are refused and change nothing.
+//! Method: raidz2 of six 128 MiB `SimDevice`s plus a spare, all on one `ManualClock` shared
+//! with the engine, so injected latency advances virtual time and the engine measures it
+//! exactly. Data is written in three sets larger together than the block cache, so reading
+//! a set in the order written always reaches the devices.
+
+#![allow(clippy::unwrap_used)]
+
+use std::sync::Arc;
+
+use tarn_base::{ManualClock, ObjectId, SeededRng};
+use tarn_device::{FaultPlan, SimDevice};
+use tarn_engine::slow::SLOW_WINDOW_NS;
+use tarn_engine::{
+    CreateOptions, Engine, EngineError, ScanFunction, ScanState, TopLayout, TopSpec, VdevNode,
+};
+use tarn_pool::{CreateSpec, HostIdentity, SimProvider};
+
+const DEVICE_SIZE: u64 = 128 << 20;
+const SET_BYTES: usize = 32 << 20;
+const FAST_NS: u64 = 100_000;
+const SLOW_NS: u64 = 20_000_000;
+
+struct Rig {
+    provider: Arc<SimProvider>,
+    clock: Arc<ManualClock>,
+    engine: Engine,
+    sets: Vec<Vec<(ObjectId, Vec<u8>)>>,
+}
+
+fn plan(latency_ns: u64) -> FaultPlan {
+    FaultPlan {
+        latency_ns,
+        ..FaultPlan::default()
+    }
+}
+
+fn rig() -> Rig {
+    let provider = Arc::new(SimProvider::new());
+    let clock = Arc::new(ManualClock::new(1_795_357_800));
+    let names: Vec<String> = (0..6).map(|i| format!("/sim/d{i}")).collect();
+    for name in names.iter().chain(&["/sim/s0".to_string()]) {
+        let device = SimDevice::with_clock(name, DEVICE_SIZE, plan(FAST_NS), clock.clone());
+        provider.insert(name, device);
+    }
+    let identity = HostIdentity {
+        hostid: 7,
+        hostname: "host".into(),
+    };
+    let engine = Engine::new(provider.clone(), identity, clock.clone(), 42);
+    let spec = CreateSpec {
+        name: "tank".into(),
+        tops: vec![TopSpec {
+            layout: TopLayout::Raidz(2),
+            devices: names,
+        }],
+        spares: vec!["/sim/s0".into()],
+        ashift: 12,
+        force: false,
+    };
+    let options = CreateOptions {
+        command: "pool create tank".into(),
+        ..CreateOptions::default()
+    };
+    engine.create_pool(&spec, &options).unwrap();
+    Rig {
+        provider,
+        clock,
+        engine,
+        sets: Vec::new(),
+    }
+}
+
+impl Rig {
+    /// Writes one set of objects (`SET_BYTES` in 4 MiB objects) and commits it.
+    fn write_set(&mut self, seed: u64) {
+        let mut set = Vec::new();
+        for i in 0..(SET_BYTES >> 22) as u64 {
+            let object = self.engine.object_create("tank", 128 << 10).unwrap();
+            let mut data = vec![0u8; 4 << 20];
+            SeededRng::new(seed * 100 + i).fill(&mut data);
+            self.engine.object_write("tank", object, 0, &data).unwrap();
+            set.push((object, data));
+        }
+        self.engine.sync_pool("tank").unwrap();
+        self.sets.push(set);
+    }
+
+    fn read_set(&self, index: usize) {
+        for (object, data) in &self.sets[index] {
+            let mut buf = vec![0u8; data.len()];
+            self.engine
+                .object_read("tank", *object, 0, &mut buf)
+                .unwrap();
+            assert!(buf == *data, "object {object:?} differs");
+        }
+    }
+
+    fn device(&self, i: usize) -> Arc<SimDevice> {
+        self.provider.get(&format!("/sim/d{i}")).unwrap()
+    }
+
+    fn reads(&self) -> Vec<u64> {
+        (0..6).map(|i| self.device(i).stats().reads).collect()
+    }
+
+    fn config(&self) -> VdevNode {
+        self.engine.status("tank").unwrap().config.children[0].clone()
+    }
+
+    fn set(&self, property: &str, value: &str) -> Result<(), EngineError> {
+        let command = format!("pool set {property}={value} tank");
+        self.engine.set_prop("tank", property, value, &command)
+    }
+
+    fn prop(&self, property: &str) -> (String, String) {
+        let found = self
+            .engine
+            .get_props("tank", &[property.to_string()])
+            .unwrap();
+        (found[0].value.clone(), found[0].source.clone())
+    }
+
+    fn finish_scan(&self) {
+        for _ in 0..100_000 {
+            let progress = self.engine.scrub_step("tank", 1 << 20).unwrap().unwrap();
+            if progress.state != ScanState::Scanning {
+                assert_eq!(progress.function, ScanFunction::Resilver);
+                assert_eq!(progress.errors, 0);
+                return;
+            }
+        }
+        panic!("scan did not finish");
+    }
+}
+
+/// The whole story: slow, read around, counted, reported, spared after the period.
+#[test]
+fn slow_device_is_read_around_then_spared() {
+    let mut rig = rig();
+    for seed in 1..=3 {
+        rig.write_set(seed);
+    }
+    rig.set("slow_io_period", "120").unwrap();
+    assert!(
+        rig.engine.fault_check().is_empty(),
+        "the first look opens windows"
+    );
+    rig.device(2).set_plan(plan(SLOW_NS));
+
+    let before = rig.reads();
+    rig.read_set(0);
+    let window = rig.reads();
+    let slow_reads = window[2] - before[2];
+    assert!(
+        slow_reads > 16,
+        "the slow device served reads: {slow_reads}"
+    );
+    rig.clock.advance_ns(SLOW_WINDOW_NS);
+    assert!(
+        rig.engine.fault_check().is_empty(),
+        "slow is not yet faulted"
+    );
+    let config = rig.config();
+    assert_eq!(
+        config.children[2].slow, slow_reads,
+        "every read of d2 was slow"
+    );
+    for i in [0, 1, 3, 4, 5] {
+        assert_eq!(config.children[i].slow, 0, "d{i} is not slow");
+    }
+    assert_eq!(config.slow, slow_reads, "the vdev sums its children");
+    let events = rig.engine.events(Some("tank"), 0, false);
+    let delay: Vec<_> = events
+        .iter()
+        .filter(|e| e.class == "ereport.fs.zfs.delay")
+        .collect();
+    assert_eq!(delay.len(), 1);
+    assert_eq!(delay[0].vdev_path, "/sim/d2");
+    assert_eq!(
+        delay[0].payload,
+        vec![
+            ("p99_ns".to_string(), (32u64 << 20).to_string()),
+            ("siblings_median_ns".to_string(), (128u64 << 10).to_string()),
+            ("slow_ios".to_string(), slow_reads.to_string()),
+        ]
+    );
+
+    // Read around: d2 serves no read while the others serve more than before.
+    rig.read_set(1);
+    let around = rig.reads();
+    assert_eq!(around[2], window[2], "the slow device is read around");
+    for i in [0, 1, 3, 4, 5] {
+        assert!(around[i] > window[i], "d{i} serves reads");
+    }
+    assert_eq!(rig.config().children[2].state, "ONLINE");
+
+    // Not before the period is over...
+    rig.clock.advance_ns(60_000_000_000);
+    assert!(rig.engine.fault_check().is_empty());
+    // ...and then faulted and spared.
+    rig.clock.advance_ns(60_000_000_000);
+    assert_eq!(rig.engine.fault_check(), vec!["tank".to_string()]);
+    let config = rig.config();
+    assert_eq!(config.children[2].name, "spare-2");
+    assert_eq!(config.children[2].children[0].state, "FAULTED");
+    assert_eq!(config.children[2].children[1].name, "/sim/s0");
+    rig.finish_scan();
+    for set in 0..3 {
+        rig.read_set(set);
+    }
+    let classes: Vec<String> = rig
+        .engine
+        .events(Some("tank"), 0, false)
+        .into_iter()
+        .map(|e| e.class)
+        .filter(|c| !c.starts_with("ereport.fs.zfs.io"))
+        .collect();
+    assert_eq!(
+        classes,
+        vec![
+            "ereport.fs.zfs.delay",
+            "sysevent.fs.zfs.statechange",
+            "sysevent.fs.zfs.statechange",
+            "sysevent.fs.zfs.vdev_spare",
+            "sysevent.fs.zfs.resilver_start",
+            "sysevent.fs.zfs.resilver_finish",
+        ]
+    );
+    assert_eq!(rig.engine.status("tank").unwrap().state, "DEGRADED");
+}
+
+/// With `slow_io_ratio=off` nothing is judged: the same slow device is read as usual.
+#[test]
+fn slow_detection_can_be_turned_off() {
+    let mut rig = rig();
+    rig.write_set(1);
+    rig.write_set(2);
+    rig.write_set(3);
+    rig.set("slow_io_ratio", "off").unwrap();
+    assert!(rig.engine.fault_check().is_empty());
+    rig.device(2).set_plan(plan(SLOW_NS));
+    rig.read_set(0);
+    rig.clock.advance_ns(SLOW_WINDOW_NS);
+    assert!(rig.engine.fault_check().is_empty());
+    let before = rig.reads();
+    rig.read_set(1);
+    assert!(rig.reads()[2] > before[2], "d2 is still read");
+    assert_eq!(rig.config().children[2].slow, 0);
+    assert!(rig.engine.events(Some("tank"), 0, false).is_empty());
+}
+
+/// Bad values are refused with the valid range and change nothing (value, source, device
+/// bytes); good ones are stored and shown with source `local`.
+#[test]
+fn threshold_properties_validate() {
+    let rig = rig();
+    assert_eq!(rig.prop("slow_io_ratio"), ("8".into(), "default".into()));
+    assert_eq!(rig.prop("slow_io_period"), ("60".into(), "default".into()));
+    assert_eq!(rig.prop("io_n"), ("10".into(), "default".into()));
+    rig.engine.sync_pool("tank").unwrap();
+    let images: Vec<Vec<u8>> = (0..6).map(|i| rig.device(i).image()).collect();
+    for (property, value) in [
+        ("slow_io_ratio", "1"),
+        ("slow_io_ratio", "x"),
+        ("slow_io_period", "0"),
+        ("slow_io_period", "1h"),
+        ("io_n", "0"),
+        ("io_n", "-3"),
+    ] {
+        let refused = rig.set(property, value).unwrap_err();
+        assert!(
+            matches!(&refused, EngineError::InvalidProperty(m) if m.contains("whole number")),
+            "{property}={value}: {refused}"
+        );
+    }
+    let after: Vec<Vec<u8>> = (0..6).map(|i| rig.device(i).image()).collect();
+    assert!(images == after, "a refused set changes no byte");
+    assert_eq!(rig.prop("slow_io_ratio"), ("8".into(), "default".into()));
+    rig.set("slow_io_ratio", "4").unwrap();
+    rig.set("io_n", "3").unwrap();
+    assert_eq!(rig.prop("slow_io_ratio"), ("4".into(), "local".into()));
+    assert_eq!(rig.prop("io_n"), ("3".into(), "local".into()));
+}
+
+/// `io_n` replaces the fixed fault threshold: a leaf with fewer read errors than `io_n`
+/// stays online; once it reaches `io_n` it is faulted and the spare takes over.
+#[test]
+fn io_n_sets_the_fault_threshold() {
+    let mut rig = rig();
+    rig.write_set(1);
+    rig.write_set(2);
+    rig.write_set(3);
+    rig.device(4).set_plan(FaultPlan {
+        read_eio: tarn_device::PER_MILLION,
+        ..plan(FAST_NS)
+    });
+    let leaf_errors = |rig: &Rig| rig.config().children[4].read;
+    let mut offsets = (0u64..).map(|i| i * (128 << 10));
+    let read_until = |rig: &Rig, offsets: &mut dyn Iterator<Item = u64>, errors: u64| {
+        let (object, data) = &rig.sets[0][0];
+        let mut buf = vec![0u8; 128 << 10];
+        while leaf_errors(rig) < errors {
+            let offset = offsets.next().unwrap();
+            rig.engine
+                .object_read("tank", *object, offset, &mut buf)
+                .unwrap();
+            let at = usize::try_from(offset).unwrap();
+            assert!(buf[..] == data[at..at + buf.len()]);
+        }
+    };
+    read_until(&rig, &mut offsets, 1);
+    let errors = leaf_errors(&rig);
+    rig.set("io_n", &(errors + 1).to_string()).unwrap();
+    assert!(rig.engine.fault_check().is_empty(), "below io_n");
+    assert_eq!(rig.config().children[4].state, "ONLINE");
+    read_until(&rig, &mut offsets, errors + 1);
+    rig.device(4).set_plan(plan(FAST_NS));
+    assert_eq!(rig.engine.fault_check(), vec!["tank".to_string()]);
+    assert_eq!(rig.config().children[4].name, "spare-4");
+    rig.finish_scan();
+    rig.read_set(0);
+}
