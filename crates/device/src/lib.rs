@@ -155,6 +155,11 @@ pub trait Device: Send + Sync + std::fmt::Debug {
     fn discard(&self, offset: u64, len: u64) -> Result<(), DeviceError>;
     /// A name for messages: the path of a file or block device, or a simulator name.
     fn path(&self) -> &str;
+    /// Writes acknowledged but not yet handed to the backend (a write-behind queue's depth,
+    /// `tarn pool iostat -q`); 0 for devices that write before they acknowledge.
+    fn queued_writes(&self) -> u64 {
+        0
+    }
 }
 
 /// Checks that an access of `len` bytes at `offset` fits a device of `size` bytes.

@@ -183,6 +183,11 @@ impl Device for QueuedDevice {
     fn path(&self) -> &str {
         self.inner.path()
     }
+
+    fn queued_writes(&self) -> u64 {
+        let state = self.shared.lock();
+        state.queue.len() as u64 + u64::from(state.busy)
+    }
 }
 
 #[cfg(test)]
@@ -207,6 +212,7 @@ mod tests {
         let mut buf = [0u8; 512];
         device.read_at(99 * 512, &mut buf).unwrap();
         assert_eq!(buf, [99u8; 512]);
+        assert_eq!(device.queued_writes(), 0, "a read drains the queue");
         device.flush().unwrap();
         sim.crash();
         let mut durable = [0u8; 512];

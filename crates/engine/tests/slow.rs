@@ -327,3 +327,57 @@ fn io_n_sets_the_fault_threshold() {
     rig.finish_scan();
     rig.read_set(0);
 }
+
+/// `iostat` totals: every leaf's operations match what its device saw, latency sums are
+/// exactly the injected latency (virtual time), and each row above sums the rows below.
+#[test]
+fn iostat_counts_and_times_every_leaf() {
+    let mut rig = rig();
+    for seed in 1..=3 {
+        rig.write_set(seed);
+    }
+    rig.device(2).set_plan(plan(SLOW_NS));
+    let before = rig.engine.iostat(&[]).unwrap();
+    let reads_before = rig.reads();
+    rig.read_set(0);
+    let after = rig.engine.iostat(&["tank".to_string()]).unwrap();
+    let reads = rig.reads();
+    assert_eq!(after.len(), 1);
+    assert!(after[0].time_ns > before[0].time_ns);
+    let (top, top_before) = (&after[0].root.children[0], &before[0].root.children[0]);
+    assert_eq!(top.name, "raidz2-0");
+    for i in 0..6 {
+        let (leaf, was) = (&top.children[i], &top_before.children[i]);
+        assert_eq!(leaf.name, format!("/sim/d{i}"));
+        let ops = leaf.read_ops - was.read_ops;
+        assert_eq!(ops, reads[i] - reads_before[i], "d{i} reads");
+        let latency = if i == 2 { SLOW_NS } else { FAST_NS };
+        assert_eq!(
+            leaf.read_wait_ns - was.read_wait_ns,
+            ops * latency,
+            "d{i} wait"
+        );
+        assert_eq!((leaf.reads_active, leaf.writes_active), (0, 0));
+        assert_eq!(
+            leaf.writes_pending, 0,
+            "SimDevice writes before it acknowledges"
+        );
+        assert_eq!((leaf.alloc, leaf.free), (None, None));
+    }
+    let sum = |f: fn(&tarn_engine::IostatNode) -> u64| top.children.iter().map(f).sum::<u64>();
+    assert_eq!(top.read_ops, sum(|n| n.read_ops));
+    assert_eq!(top.write_bytes, sum(|n| n.write_bytes));
+    assert_eq!(top.read_wait_ns, sum(|n| n.read_wait_ns));
+    let root = &after[0].root;
+    assert_eq!(
+        (root.read_ops, root.alloc, root.free),
+        (top.read_ops, top.alloc, top.free)
+    );
+    let summary = &rig.engine.list(&[]).unwrap()[0];
+    assert_eq!(root.alloc, Some(summary.allocated));
+    assert_eq!(root.free, Some(summary.free));
+    assert!(matches!(
+        rig.engine.iostat(&["nosuch".to_string()]),
+        Err(EngineError::NoSuchPool)
+    ));
+}
