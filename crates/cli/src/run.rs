@@ -63,6 +63,7 @@ pub(crate) enum View {
     Status {
         verbose: bool,
         explain: bool,
+        slow: bool,
         names: Vec<String>,
     },
     Properties {
@@ -83,6 +84,7 @@ pub(crate) enum View {
         follow: bool,
         clear: bool,
     },
+    Iostat(crate::iostat::IostatView),
 }
 
 /// A request ready to send, with what the error line names and how to show the reply.
@@ -117,6 +119,9 @@ pub(crate) fn run(cli: Cli) -> Outcome {
             match planned {
                 Ok(plan) if matches!(plan.view, View::Events { follow: true, .. }) => {
                     follow_events(plan, &rundir, cli.json)
+                }
+                Ok(plan) if matches!(plan.view, View::Iostat(_)) => {
+                    crate::iostat::run(&plan, &rundir, cli.json)
                 }
                 Ok(plan) => execute(plan, &rundir, cli.json),
                 Err(outcome) => outcome,
@@ -260,6 +265,7 @@ pub(crate) fn plan(command: PoolCommand, cwd: &Path) -> Result<Plan, Outcome> {
         PoolCommand::Status {
             only_unhealthy,
             verbose,
+            slow,
             names,
         } => {
             let (verb, object) = match single(&names) {
@@ -272,6 +278,7 @@ pub(crate) fn plan(command: PoolCommand, cwd: &Path) -> Result<Plan, Outcome> {
                 view: View::Status {
                     verbose,
                     explain: only_unhealthy,
+                    slow,
                     names: names.clone(),
                 },
                 request: Request::PoolStatus {
@@ -358,6 +365,7 @@ pub(crate) fn plan(command: PoolCommand, cwd: &Path) -> Result<Plan, Outcome> {
 fn plan_maintenance(command: PoolCommand, cwd: &Path) -> Result<Plan, Outcome> {
     let plan = match command {
         PoolCommand::Import(args) => plan_import(args, cwd)?,
+        PoolCommand::Iostat(args) => crate::iostat::plan(args)?,
         PoolCommand::Scrub {
             stop,
             pause,
@@ -688,12 +696,13 @@ fn show(view: &View, payload: &ReplyPayload) -> Option<Outcome> {
             View::Status {
                 verbose,
                 explain: true,
+                slow,
                 names,
             },
             ReplyPayload::PoolStatus(pools),
-        ) => render::status_explain(pools, names, *verbose),
-        (View::Status { verbose, .. }, ReplyPayload::PoolStatus(pools)) => {
-            render::status(pools, *verbose)
+        ) => render::status_explain(pools, names, *verbose, *slow),
+        (View::Status { verbose, slow, .. }, ReplyPayload::PoolStatus(pools)) => {
+            render::status_with(pools, *verbose, *slow)
         }
         (
             View::Properties {

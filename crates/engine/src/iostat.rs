@@ -48,6 +48,8 @@ pub struct PoolIostat {
     pub name: String,
     /// The engine clock's monotonic time of the report, in nanoseconds.
     pub time_ns: u64,
+    /// The same clock at import (or create): the totals cover `time_ns - imported_ns`.
+    pub imported_ns: u64,
     /// The pool row, with its top-level vdevs as children.
     pub root: IostatNode,
 }
@@ -125,7 +127,7 @@ fn top_row(top: &TopVdev, alloc: u64, free: u64) -> IostatNode {
 }
 
 /// The report of one pool at `time_ns`.
-pub(crate) fn pool_iostat(name: &str, pool: &Pool, time_ns: u64) -> PoolIostat {
+pub(crate) fn pool_iostat(name: &str, pool: &Pool, imported_ns: u64, time_ns: u64) -> PoolIostat {
     let usage = pool.usage();
     assert_eq!(
         usage.len(),
@@ -144,6 +146,7 @@ pub(crate) fn pool_iostat(name: &str, pool: &Pool, time_ns: u64) -> PoolIostat {
     PoolIostat {
         name: name.to_string(),
         time_ns,
+        imported_ns,
         root,
     }
 }
@@ -156,7 +159,7 @@ impl crate::Engine {
         let time_ns = self.clock.monotonic_ns();
         Ok(handles
             .iter()
-            .map(|h| pool_iostat(&h.name, &h.lock().pool, time_ns))
+            .map(|h| pool_iostat(&h.name, &h.lock().pool, h.imported_ns, time_ns))
             .collect())
     }
 }

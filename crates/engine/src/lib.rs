@@ -218,6 +218,8 @@ use mos::Mos;
 pub struct PoolHandle {
     name: String,
     guid: Guid,
+    /// The engine clock's monotonic time at create or import (`iostat`'s first report).
+    imported_ns: u64,
     inner: Mutex<Imported>,
 }
 
@@ -459,6 +461,7 @@ impl Engine {
         let handle = Arc::new(PoolHandle {
             name: spec.name.clone(),
             guid,
+            imported_ns: self.clock.monotonic_ns(),
             inner: Mutex::new(imported),
         });
         self.pools().insert(spec.name.clone(), handle);
@@ -679,6 +682,7 @@ impl Engine {
         let handle = Arc::new(PoolHandle {
             name: name.clone(),
             guid,
+            imported_ns: self.clock.monotonic_ns(),
             inner: Mutex::new(imported),
         });
         self.pools().insert(name.clone(), handle);

@@ -344,6 +344,8 @@ fn iostat_counts_and_times_every_leaf() {
     let reads = rig.reads();
     assert_eq!(after.len(), 1);
     assert!(after[0].time_ns > before[0].time_ns);
+    assert_eq!(after[0].imported_ns, before[0].imported_ns);
+    assert!(after[0].imported_ns < before[0].time_ns);
     let (top, top_before) = (&after[0].root.children[0], &before[0].root.children[0]);
     assert_eq!(top.name, "raidz2-0");
     for i in 0..6 {
