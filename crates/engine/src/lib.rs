@@ -39,13 +39,16 @@
 //! [`Engine::clear`]).
 //!
 //! Replace, attach, detach, leaf faulting and hot spares are in [`replace`]; a resilver is a
-//! scan with function resilver ([`scrub`]); [`Engine::fault_check`] activates spares; the
-//! event ring is [`events`].
+//! scan with function resilver ([`scrub`]); [`Engine::fault_check`] runs the slow-device
+//! detector ([`slow`]: p99 against the siblings' median, read-around, `delay` events, fault
+//! after `slow_io_period`), faults leaves with `io_n` I/O errors and activates spares; the
+//! event ring is [`events`]; [`iostat`] reports the leaves' running totals. The detector's
+//! windows and the SLOW counts live in memory only and restart at import, as ZFS's do.
 //!
 //! # Not here
-//! Snapshots and POSIX files (later layers), iostat and slow-device detection, the thread
-//! that drives scrubs, resilvers and fault checks (the daemon owns it; the engine spawns
-//! nothing).
+//! Snapshots and POSIX files (later layers), rates over intervals (the front end divides two
+//! [`Engine::iostat`] reports), the thread that drives scrubs, resilvers and fault checks
+//! (the daemon owns it; the engine spawns nothing).
 
 mod dataset_ops;
 mod datasets;
