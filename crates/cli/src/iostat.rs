@@ -2,10 +2,10 @@
 //! `zpool iostat`'s layout.
 //!
 //! ```text
-//!                capacity     operations     bandwidth     total_wait     syncq_read   asyncq_write
-//!  pool        alloc   free   read  write   read  write   read  write   pend  activ   pend  activ
-//!  ----------  -----  -----  -----  -----  -----  -----  -----  -----  -----  -----  -----  -----
-//!  tank        1.42G  8.08G      0     57      0  5.84M      -    9ms      0      0      3      1
+//!               capacity     operations     bandwidth    total_wait    syncq_read   asyncq_write
+//! pool        alloc   free   read  write   read  write   read  write   pend  activ   pend  activ
+//! ----------  -----  -----  -----  -----  -----  -----  -----  -----  -----  -----  -----  -----
+//! tank        1.42G  8.08G      0     57      0  5.84M      -    9ms      0      0      3      1
 //! ```
 //! The daemon reports running totals since import; this module turns two reports into
 //! per-second rates. The first report covers the time since import (as `zpool iostat`'s first

@@ -267,27 +267,7 @@ pub(crate) fn plan(command: PoolCommand, cwd: &Path) -> Result<Plan, Outcome> {
             verbose,
             slow,
             names,
-        } => {
-            let (verb, object) = match single(&names) {
-                Some(name) => ("open", Some(name)),
-                None => ("get pool status", None),
-            };
-            Plan {
-                verb,
-                object,
-                view: View::Status {
-                    verbose,
-                    explain: only_unhealthy,
-                    slow,
-                    names: names.clone(),
-                },
-                request: Request::PoolStatus {
-                    names,
-                    verbose,
-                    only_unhealthy,
-                },
-            }
-        }
+        } => plan_status(only_unhealthy, verbose, slow, names),
         PoolCommand::Get(args) => {
             let fields = match &args.fields {
                 Some(spec) => render::get_fields(spec).map_err(Outcome::usage)?,
@@ -358,6 +338,29 @@ pub(crate) fn plan(command: PoolCommand, cwd: &Path) -> Result<Plan, Outcome> {
         other => plan_maintenance(other, cwd)?,
     };
     Ok(plan)
+}
+
+/// Plans `status [-x] [-v] [-s]`.
+fn plan_status(only_unhealthy: bool, verbose: bool, slow: bool, names: Vec<String>) -> Plan {
+    let (verb, object) = match single(&names) {
+        Some(name) => ("open", Some(name)),
+        None => ("get pool status", None),
+    };
+    Plan {
+        verb,
+        object,
+        view: View::Status {
+            verbose,
+            explain: only_unhealthy,
+            slow,
+            names: names.clone(),
+        },
+        request: Request::PoolStatus {
+            names,
+            verbose,
+            only_unhealthy,
+        },
+    }
 }
 
 /// Plans `import`, `scrub`, `clear`, `offline` and `online` (and through `plan_replace`,

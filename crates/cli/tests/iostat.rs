@@ -95,7 +95,14 @@ fn iostat_layouts() {
         "the scrub read: {exact}"
     );
     assert_eq!(rows[2][1], "-");
+}
 
+// DESCRIPTION: `-l` adds the two total_wait columns and `-q` the four queue columns, with
+// ZFS's group titles; with `-p` the queue depths are exact numbers.
+#[test]
+fn iostat_latency_and_queue_columns() {
+    let rig = Rig::new();
+    scrubbed_pool(&rig);
     let latency = rig.ok("pool iostat -H -l tank");
     assert_eq!(cells(latency.trim_end()).len(), 9, "{latency}");
     let queues = rig.ok("pool iostat -H -q tank");

@@ -137,9 +137,6 @@ fn properties_and_history() {
         "comment",
         "multihost",
         "autotrim",
-        "io_n",
-        "slow_io_ratio",
-        "slow_io_period",
     ];
     let mut seen = BTreeMap::new();
     for line in lines {

@@ -461,12 +461,7 @@ impl Engine {
         let mut imported = self.created(pool, &spec.name, &pool_props, &options.command)?;
         dataset_ops::format_filesystem(&mut imported, ROOT_DATASET_ID, self.clock.as_ref())?;
         imported.sync()?;
-        let handle = Arc::new(PoolHandle {
-            name: spec.name.clone(),
-            guid,
-            imported_ns: self.clock.monotonic_ns(),
-            inner: Mutex::new(imported),
-        });
+        let handle = self.handle(spec.name.clone(), guid, imported);
         self.pools().insert(spec.name.clone(), handle);
         Ok(None)
     }
@@ -682,14 +677,19 @@ impl Engine {
             imported.history.push(self.history_record(command, false));
             imported.sync()?;
         }
-        let handle = Arc::new(PoolHandle {
-            name: name.clone(),
+        let handle = self.handle(name.clone(), guid, imported);
+        self.pools().insert(name.clone(), handle);
+        Ok(name)
+    }
+
+    /// The handle of a pool just created or imported (its `iostat` totals start now).
+    fn handle(&self, name: String, guid: Guid, imported: Imported) -> Arc<PoolHandle> {
+        Arc::new(PoolHandle {
+            name,
             guid,
             imported_ns: self.clock.monotonic_ns(),
             inner: Mutex::new(imported),
-        });
-        self.pools().insert(name.clone(), handle);
-        Ok(name)
+        })
     }
 
     /// Records a successful command in the pool's history (written with the next txg).

@@ -127,6 +127,48 @@ impl Rig {
         (found[0].value.clone(), found[0].source.clone())
     }
 
+    /// One `delay` ereport for d2 with the measured p99 (the upper end of 20 ms's log2
+    /// bucket), the siblings' median (of 100 us's) and the slow I/Os of the window.
+    fn check_delay_event(&self, slow_ios: u64) {
+        let events = self.engine.events(Some("tank"), 0, false);
+        let delay: Vec<_> = events
+            .iter()
+            .filter(|e| e.class == "ereport.fs.zfs.delay")
+            .collect();
+        assert_eq!(delay.len(), 1);
+        assert_eq!(delay[0].vdev_path, "/sim/d2");
+        assert_eq!(
+            delay[0].payload,
+            vec![
+                ("p99_ns".to_string(), (32u64 << 20).to_string()),
+                ("siblings_median_ns".to_string(), (128u64 << 10).to_string()),
+                ("slow_ios".to_string(), slow_ios.to_string()),
+            ]
+        );
+    }
+
+    /// The events of the whole story, in order (io ereports of the healing aside).
+    fn check_spare_events(&self) {
+        let classes: Vec<String> = self
+            .engine
+            .events(Some("tank"), 0, false)
+            .into_iter()
+            .map(|e| e.class)
+            .filter(|c| !c.starts_with("ereport.fs.zfs.io"))
+            .collect();
+        assert_eq!(
+            classes,
+            vec![
+                "ereport.fs.zfs.delay",
+                "sysevent.fs.zfs.statechange",
+                "sysevent.fs.zfs.statechange",
+                "sysevent.fs.zfs.vdev_spare",
+                "sysevent.fs.zfs.resilver_start",
+                "sysevent.fs.zfs.resilver_finish",
+            ]
+        );
+    }
+
     fn finish_scan(&self) {
         for _ in 0..100_000 {
             let progress = self.engine.scrub_step("tank", 1 << 20).unwrap().unwrap();
@@ -176,21 +218,7 @@ fn slow_device_is_read_around_then_spared() {
         assert_eq!(config.children[i].slow, 0, "d{i} is not slow");
     }
     assert_eq!(config.slow, slow_reads, "the vdev sums its children");
-    let events = rig.engine.events(Some("tank"), 0, false);
-    let delay: Vec<_> = events
-        .iter()
-        .filter(|e| e.class == "ereport.fs.zfs.delay")
-        .collect();
-    assert_eq!(delay.len(), 1);
-    assert_eq!(delay[0].vdev_path, "/sim/d2");
-    assert_eq!(
-        delay[0].payload,
-        vec![
-            ("p99_ns".to_string(), (32u64 << 20).to_string()),
-            ("siblings_median_ns".to_string(), (128u64 << 10).to_string()),
-            ("slow_ios".to_string(), slow_reads.to_string()),
-        ]
-    );
+    rig.check_delay_event(slow_reads);
 
     // Read around: d2 serves no read while the others serve more than before.
     rig.read_set(1);
@@ -215,24 +243,7 @@ fn slow_device_is_read_around_then_spared() {
     for set in 0..3 {
         rig.read_set(set);
     }
-    let classes: Vec<String> = rig
-        .engine
-        .events(Some("tank"), 0, false)
-        .into_iter()
-        .map(|e| e.class)
-        .filter(|c| !c.starts_with("ereport.fs.zfs.io"))
-        .collect();
-    assert_eq!(
-        classes,
-        vec![
-            "ereport.fs.zfs.delay",
-            "sysevent.fs.zfs.statechange",
-            "sysevent.fs.zfs.statechange",
-            "sysevent.fs.zfs.vdev_spare",
-            "sysevent.fs.zfs.resilver_start",
-            "sysevent.fs.zfs.resilver_finish",
-        ]
-    );
+    rig.check_spare_events();
     assert_eq!(rig.engine.status("tank").unwrap().state, "DEGRADED");
 }
 

@@ -35,9 +35,10 @@
 //! # State
 //! In memory: the tree of [`TopVdev`]s and [`Leaf`]s, each leaf's device handle, state,
 //! counters, latency histograms ([`stats`]: log2 buckets, timed with the `Clock` the pool
-//! gives each leaf) and its slow mark (set by the engine's detector). On disk: nothing of its own; the tree is stored in the labels as
-//! `tarn_format::label::VdevTree` (see [`TopVdev::to_tree`], [`TopVdev::from_tree`]), and the
-//! column layout above is part of the format (docs/FORMAT.md, "Raidz layout").
+//! gives each leaf) and its slow mark (set by the engine's detector). On disk: nothing of its
+//! own; the tree is stored in the labels as `tarn_format::label::VdevTree` (see
+//! [`TopVdev::to_tree`], [`TopVdev::from_tree`]), and the column layout above is part of the
+//! format (docs/FORMAT.md, "Raidz layout").
 //!
 //! # Invariants
 //! - I1: a read returns only bytes that passed the caller's `verify`; otherwise
@@ -70,8 +71,9 @@
 //! counted in `checksum_errors`, rewritten); leaves missing or not online (skipped on write,
 //! treated as lost columns on read); slow leaves (marked by the engine: read around, their
 //! raidz column reconstructed while parity covers every slow column of the block and read
-//! after all if no reconstruction verifies; a mirror reads them last). Beyond the budget (more than `parity` bad raidz columns,
-//! no good mirror copy) the result is an error, never wrong bytes.
+//! after all if no reconstruction verifies; a mirror reads them last). Beyond the budget
+//! (more than `parity` bad raidz columns, no good mirror copy) the result is an error, never
+//! wrong bytes.
 //!
 //! # Not here
 //! dRAID, log/cache/special classes, raidz expansion, resilver and scrub scheduling (the
