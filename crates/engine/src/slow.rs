@@ -9,13 +9,19 @@
 //!        median = median of the siblings' p99 (the other leaves of the same top-level vdev)
 //!        threshold = slow_io_ratio * median
 //!        accesses >= threshold are counted as slow I/Os (status -s, SLOW column)
-//!        p99 > threshold: the leaf is SLOW for this kind
+//!        p99 > threshold and p99 >= SLOW_LATENCY_FLOOR_NS: the leaf is SLOW for this kind
 //!      SLOW for a kind  -> leaf marked slow (reads avoid it), `ereport.fs.zfs.delay` once
 //!      slow, and its reads no longer slow (read p99 measured and under the threshold)
 //!                       -> mark cleared
-//!    a leaf slow for slow_io_period seconds -> FAULTED (when its vdev stays readable);
-//!      Engine::fault_check then activates a hot spare as for any faulted leaf
+//!    a leaf slow for slow_io_period seconds, when an AVAIL hot spare can take its place
+//!      and its vdev stays readable -> FAULTED; Engine::fault_check then activates the
+//!      spare as for any faulted leaf. Without a spare it stays in service, read around:
+//!      a slow copy still beats less redundancy (integrity first, speed second).
 //! ```
+//!
+//! The floor keeps fast devices from being judged by noise: on file-backed pools one
+//! device's reads may come from the page cache while another's go to the disk, a ratio of a
+//! hundred at latencies nobody would call slow.
 //!
 //! Comparing with the siblings, not with a fixed limit, is the point: a pool of slow disks is
 //! not sick, one disk four times slower than its five neighbours is (the genomics centre's
@@ -39,6 +45,8 @@ use tarn_vdev::{Health, IoStatsSnapshot, LATENCY_BUCKETS, Leaf, LeafState, TopVd
 pub const SLOW_WINDOW_NS: u64 = 5_000_000_000;
 /// Accesses of one kind a leaf needs in a window for its latency to be judged.
 pub const SLOW_WINDOW_OPS_MIN: u64 = 16;
+/// The p99 below which no device is slow, whatever its siblings do.
+pub const SLOW_LATENCY_FLOOR_NS: u64 = 10_000_000;
 /// The percentile compared, in per mille.
 const PERCENTILE_PER_MILLE: u64 = 990;
 
@@ -116,6 +124,7 @@ impl SlowWatch {
         tops: &[Arc<TopVdev>],
         now_ns: u64,
         settings: SlowSettings,
+        spares: &mut Vec<u64>,
     ) -> Vec<Finding> {
         let mut findings = Vec::new();
         for top in tops {
@@ -134,7 +143,7 @@ impl SlowWatch {
             if let Some(window) = self.close_window(top, now_ns) {
                 self.judge(top, &window, ratio, now_ns, &mut findings);
             }
-            self.fault_expired(top, now_ns, settings.period_ns, &mut findings);
+            self.fault_expired(top, now_ns, settings.period_ns, spares, &mut findings);
         }
         findings
     }
@@ -215,12 +224,14 @@ impl SlowWatch {
         }
     }
 
-    /// Faults leaves slow for at least `period_ns`, when their vdev stays readable.
+    /// Faults leaves slow for at least `period_ns`, when one of the free `spares` (their
+    /// sizes) can replace them and their vdev stays readable; takes that spare's size out.
     fn fault_expired(
         &mut self,
         top: &TopVdev,
         now_ns: u64,
         period_ns: u64,
+        spares: &mut Vec<u64>,
         findings: &mut Vec<Finding>,
     ) {
         for leaf in top.leaves() {
@@ -230,8 +241,12 @@ impl SlowWatch {
             if now_ns.saturating_sub(since) < period_ns || leaf.state() != LeafState::Online {
                 continue;
             }
+            let Some(spare) = spares.iter().position(|&asize| asize >= leaf.asize()) else {
+                continue;
+            };
             leaf.set_state(LeafState::Faulted);
             if matches!(top.health(), Health::Online | Health::Degraded) {
+                spares.swap_remove(spare);
                 self.slow_since.remove(&leaf.guid());
                 findings.push(Finding::Faulted { leaf });
             } else {
@@ -273,7 +288,7 @@ fn verdict<'a>(
     let threshold = median_ns.saturating_mul(ratio);
     assert!(threshold >= median_ns, "ratio is at least 1");
     Some(Verdict {
-        slow: p99_ns > threshold,
+        slow: p99_ns > threshold && p99_ns >= SLOW_LATENCY_FLOOR_NS,
         p99_ns,
         median_ns,
         slow_ios: histogram_count_at_least(&own.histogram, threshold.saturating_add(1)),
@@ -325,10 +340,18 @@ impl crate::Engine {
         let settings = settings(inner);
         let now_ns = self.clock.monotonic_ns();
         let now = self.clock.now_unix_secs();
+        let pool = &inner.pool;
+        let mut spares: Vec<u64> = pool
+            .spares()
+            .iter()
+            .filter(|s| s.is_usable() && !pool.spare_in_use(s.guid()))
+            .map(|s| s.asize())
+            .collect();
         let findings = self.slow.lock().expect("slow watch lock poisoned").check(
-            inner.pool.tops(),
+            pool.tops(),
             now_ns,
             settings,
+            &mut spares,
         );
         for finding in findings {
             let event = match finding {
@@ -391,11 +414,14 @@ mod tests {
     #[test]
     fn verdicts() {
         let fast = judged(10, 100);
-        check(judged(20, 100), &[fast, fast, fast], 8, Some((true, 100)));
+        check(judged(24, 100), &[fast, fast, fast], 8, Some((true, 100)));
         check(judged(12, 100), &[fast, fast, fast], 8, Some((false, 0)));
-        check(judged(20, 5), &[fast, fast], 8, None);
-        check(judged(20, 100), &[judged(10, 3)], 8, None);
-        check(fast, &[judged(20, 100), fast, fast], 8, Some((false, 0)));
+        check(judged(24, 5), &[fast, fast], 8, None);
+        check(judged(24, 100), &[judged(10, 3)], 8, None);
+        check(fast, &[judged(24, 100), fast, fast], 8, Some((false, 0)));
+        // A hundred times its siblings but under the floor (p99 of bucket 20 is 2 ms): the
+        // accesses count as slow I/Os, the device is not slow.
+        check(judged(20, 100), &[fast, fast, fast], 8, Some((false, 100)));
         assert_eq!(median(vec![5, 1, 3, 2]), 2);
     }
 }

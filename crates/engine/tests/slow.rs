@@ -42,10 +42,16 @@ fn plan(latency_ns: u64) -> FaultPlan {
 }
 
 fn rig() -> Rig {
+    rig_with(&["/sim/s0"])
+}
+
+/// A raidz2 `tank` of `/sim/d0..5` with hot spares `spares`.
+fn rig_with(spares: &[&str]) -> Rig {
     let provider = Arc::new(SimProvider::new());
     let clock = Arc::new(ManualClock::new(1_795_357_800));
     let names: Vec<String> = (0..6).map(|i| format!("/sim/d{i}")).collect();
-    for name in names.iter().chain(&["/sim/s0".to_string()]) {
+    let spares: Vec<String> = spares.iter().map(|s| s.to_string()).collect();
+    for name in names.iter().chain(&spares) {
         let device = SimDevice::with_clock(name, DEVICE_SIZE, plan(FAST_NS), clock.clone());
         provider.insert(name, device);
     }
@@ -60,7 +66,7 @@ fn rig() -> Rig {
             layout: TopLayout::Raidz(2),
             devices: names,
         }],
-        spares: vec!["/sim/s0".into()],
+        spares,
         ashift: 12,
         force: false,
     };
@@ -245,6 +251,35 @@ fn slow_device_is_read_around_then_spared() {
     }
     rig.check_spare_events();
     assert_eq!(rig.engine.status("tank").unwrap().state, "DEGRADED");
+}
+
+/// Without an AVAIL spare a slow device is not faulted when the period ends: it stays in
+/// service (writes, redundancy), read around, so the pool keeps all its parity.
+#[test]
+fn slow_device_without_a_spare_stays_in_service() {
+    let mut rig = rig_with(&[]);
+    for seed in 1..=3 {
+        rig.write_set(seed);
+    }
+    assert!(rig.engine.fault_check().is_empty());
+    rig.device(2).set_plan(plan(SLOW_NS));
+    rig.read_set(0);
+    rig.clock.advance_ns(SLOW_WINDOW_NS);
+    assert!(rig.engine.fault_check().is_empty());
+    rig.clock.advance_ns(600_000_000_000);
+    assert!(rig.engine.fault_check().is_empty());
+    assert_eq!(rig.config().children[2].state, "ONLINE");
+    assert_eq!(rig.engine.status("tank").unwrap().state, "ONLINE");
+    let before = rig.reads();
+    rig.read_set(1);
+    assert_eq!(rig.reads()[2], before[2], "still read around");
+    let classes: Vec<String> = rig
+        .engine
+        .events(Some("tank"), 0, false)
+        .into_iter()
+        .map(|e| e.class)
+        .collect();
+    assert_eq!(classes, vec!["ereport.fs.zfs.delay"]);
 }
 
 /// With `slow_io_ratio=off` nothing is judged: the same slow device is read as usual.
