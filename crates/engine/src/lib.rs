@@ -41,9 +41,10 @@
 //! Replace, attach, detach, leaf faulting and hot spares are in [`replace`]; a resilver is a
 //! scan with function resilver ([`scrub`]); [`Engine::fault_check`] runs the slow-device
 //! detector ([`slow`]: p99 against the siblings' median, read-around, `delay` events, fault
-//! after `slow_io_period` when a spare is free), faults leaves with `io_n` I/O errors and activates spares; the
-//! event ring is [`events`]; [`iostat`] reports the leaves' running totals. The detector's
-//! windows and the SLOW counts live in memory only and restart at import, as ZFS's do.
+//! after `slow_io_period` when a spare is free), faults leaves with `io_n` I/O errors and
+//! activates spares; the event ring is [`events`]; [`iostat`] reports the leaves' running
+//! totals. The detector's windows and the SLOW counts live in memory only and restart at
+//! import, as ZFS's do.
 //!
 //! # Not here
 //! Snapshots and POSIX files (later layers), rates over intervals (the front end divides two
