@@ -11,8 +11,9 @@
 //!        accesses >= threshold are counted as slow I/Os (status -s, SLOW column)
 //!        p99 > threshold and p99 >= SLOW_LATENCY_FLOOR_NS: the leaf is SLOW for this kind
 //!      SLOW for a kind  -> leaf marked slow (reads avoid it), `ereport.fs.zfs.delay` once
-//!      slow, and its reads no longer slow (read p99 measured and under the threshold)
-//!                       -> mark cleared
+//!      slow, and its reads measured and under the threshold -> recovered, mark cleared
+//!      slow, and too few reads to tell (it was read around) -> trial: the mark is lifted
+//!                          for the next window, the slow period keeps running
 //!    a leaf slow for slow_io_period seconds, when an AVAIL hot spare can take its place
 //!      and its vdev stays readable -> FAULTED; Engine::fault_check then activates the
 //!      spare as for any faulted leaf. Without a spare it stays in service, read around:
@@ -25,11 +26,13 @@
 //!
 //! Comparing with the siblings, not with a fixed limit, is the point: a pool of slow disks is
 //! not sick, one disk four times slower than its five neighbours is (the genomics centre's
-//! case, seed 003). Only a mark set by reads can be cleared by reads: a leaf that is read
-//! around has no read samples, and its write samples (which `QueuedDevice` acknowledges from
-//! memory) would otherwise clear the mark every window and the period would never run out.
-//! So a slow leaf stays marked until it is faulted, cleared (`tarn pool clear`, which resets
-//! the watch), or a read through it (parity alone could not serve one) proves it fast again.
+//! case, seed 003). Only reads clear a slow leaf: its write samples (which `QueuedDevice`
+//! acknowledges from memory) say little, and would otherwise clear it every window so the
+//! period never ran out. But a leaf that is read around has no read samples; hence the trial
+//! windows, every other window at worst, in which it is read again: a slow leaf is re-marked
+//! (no new event, its period running on), a recovered one is cleared. So a leaf is faulted
+//! only if no read in the whole period showed it fast again; `tarn pool clear` also resets
+//! the watch.
 //!
 //! State is in memory only (as ZFS keeps its delay counters): windows restart at import.
 //! The thresholds are pool properties (`slow_io_ratio`, `slow_io_period`; props.rs).
@@ -206,9 +209,11 @@ impl SlowWatch {
             let slow_ios = read.map_or(0, |v| v.slow_ios) + write.map_or(0, |v| v.slow_ios);
             leaf.io_stats().add_slow_ios(slow_ios);
             let worst = [read, write].into_iter().flatten().find(|v| v.slow);
+            let known = self.slow_since.contains_key(&leaf.guid());
             if let Some(found) = worst {
-                if !leaf.is_slow() {
-                    leaf.set_slow(true);
+                // Marked again after a trial window (module docs) without a new event.
+                leaf.set_slow(true);
+                if !known {
                     self.slow_since.insert(leaf.guid(), now_ns);
                     findings.push(Finding::Slow {
                         leaf: Arc::clone(&leaf),
@@ -217,9 +222,12 @@ impl SlowWatch {
                         slow_ios,
                     });
                 }
-            } else if leaf.is_slow() && read.is_some_and(|v| !v.slow) {
+            } else if known && read.is_some_and(|v| !v.slow) {
                 self.forget(&leaf);
                 findings.push(Finding::Recovered { leaf });
+            } else if known && read.is_none() {
+                // A trial window: reads go to it again, so the next window can tell.
+                leaf.set_slow(false);
             }
         }
     }

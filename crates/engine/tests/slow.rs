@@ -253,10 +253,8 @@ fn slow_device_is_read_around_then_spared() {
     assert_eq!(rig.engine.status("tank").unwrap().state, "DEGRADED");
 }
 
-/// Without an AVAIL spare a slow device is not faulted when the period ends: it stays in
-/// service (writes, redundancy), read around, so the pool keeps all its parity.
-#[test]
-fn slow_device_without_a_spare_stays_in_service() {
+/// A pool without spares whose d2 was just found slow (and read around).
+fn slow_without_spare() -> Rig {
     let mut rig = rig_with(&[]);
     for seed in 1..=3 {
         rig.write_set(seed);
@@ -266,20 +264,63 @@ fn slow_device_without_a_spare_stays_in_service() {
     rig.read_set(0);
     rig.clock.advance_ns(SLOW_WINDOW_NS);
     assert!(rig.engine.fault_check().is_empty());
+    rig
+}
+
+impl Rig {
+    fn classes(&self) -> Vec<String> {
+        let events = self.engine.events(Some("tank"), 0, false);
+        events.into_iter().map(|e| e.class).collect()
+    }
+
+    /// Reads set `index` and returns how many reads d2 served meanwhile.
+    fn d2_reads_of(&self, index: usize) -> u64 {
+        let before = self.reads()[2];
+        self.read_set(index);
+        self.reads()[2] - before
+    }
+}
+
+/// Without an AVAIL spare a slow device is not faulted when the period ends: it stays in
+/// service (writes, redundancy), read around. A window in which it served no read is
+/// followed by a trial window in which it is read again; still slow, it is marked again
+/// without a new event.
+#[test]
+fn slow_device_without_a_spare_stays_in_service() {
+    let rig = slow_without_spare();
+    rig.clock.advance_ns(600_000_000_000);
+    assert!(rig.engine.fault_check().is_empty(), "no spare: not faulted");
+    assert_eq!(rig.config().children[2].state, "ONLINE");
+    assert_eq!(rig.engine.status("tank").unwrap().state, "ONLINE");
+    assert!(rig.d2_reads_of(1) > 0, "the trial window reads it");
+    rig.clock.advance_ns(SLOW_WINDOW_NS);
+    assert!(rig.engine.fault_check().is_empty());
+    assert_eq!(rig.d2_reads_of(2), 0, "still slow: read around again");
+    assert_eq!(rig.classes(), vec!["ereport.fs.zfs.delay"]);
+}
+
+/// A slow device that becomes fast again is cleared by what its trial window's reads show:
+/// a second `delay` event says so, and reads use it again.
+#[test]
+fn slow_device_that_recovers_is_cleared() {
+    let rig = slow_without_spare();
+    rig.device(2).set_plan(plan(FAST_NS));
+    rig.clock.advance_ns(SLOW_WINDOW_NS);
+    assert!(
+        rig.engine.fault_check().is_empty(),
+        "no reads of d2: a trial follows"
+    );
+    assert!(rig.d2_reads_of(1) > 0);
+    rig.clock.advance_ns(SLOW_WINDOW_NS);
+    assert!(rig.engine.fault_check().is_empty());
+    let events = rig.engine.events(Some("tank"), 0, false);
+    assert_eq!(events.len(), 2);
+    assert_eq!(events[1].class, "ereport.fs.zfs.delay");
+    assert_eq!(events[1].payload, vec![("slow".into(), "cleared".into())]);
+    assert!(rig.d2_reads_of(2) > 0, "read again");
     rig.clock.advance_ns(600_000_000_000);
     assert!(rig.engine.fault_check().is_empty());
     assert_eq!(rig.config().children[2].state, "ONLINE");
-    assert_eq!(rig.engine.status("tank").unwrap().state, "ONLINE");
-    let before = rig.reads();
-    rig.read_set(1);
-    assert_eq!(rig.reads()[2], before[2], "still read around");
-    let classes: Vec<String> = rig
-        .engine
-        .events(Some("tank"), 0, false)
-        .into_iter()
-        .map(|e| e.class)
-        .collect();
-    assert_eq!(classes, vec!["ereport.fs.zfs.delay"]);
 }
 
 /// With `slow_io_ratio=off` nothing is judged: the same slow device is read as usual.
