@@ -561,10 +561,14 @@ impl Engine {
     fn take(&self, name: &str) -> Result<Imported, EngineError> {
         let handle = self.pools().remove(name).ok_or(EngineError::NoSuchPool)?;
         match Arc::try_unwrap(handle) {
-            Ok(handle) => Ok(handle
-                .inner
-                .into_inner()
-                .expect("pool lock poisoned by a failed invariant")),
+            Ok(handle) => {
+                let imported = handle
+                    .inner
+                    .into_inner()
+                    .expect("pool lock poisoned by a failed invariant");
+                self.slow_drop(&imported.pool);
+                Ok(imported)
+            }
             Err(handle) => {
                 self.pools().insert(name.to_string(), handle);
                 Err(EngineError::InvalidArgument("pool is busy".into()))

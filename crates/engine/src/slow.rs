@@ -393,6 +393,18 @@ impl crate::Engine {
         }
     }
 
+    /// Forgets everything about `pool` (export, destroy): a later import starts afresh, and
+    /// no slow period begun before counts after it.
+    pub(crate) fn slow_drop(&self, pool: &tarn_pool::Pool) {
+        let mut watch = self.slow.lock().expect("slow watch lock poisoned");
+        for top in pool.tops() {
+            watch.windows.remove(&top.guid());
+            for leaf in top.leaves() {
+                watch.slow_since.remove(&leaf.guid());
+            }
+        }
+    }
+
     /// Forgets the detector's memory of `leaves` (`tarn pool clear`).
     pub(crate) fn slow_forget(&self, leaves: &[Arc<Leaf>]) {
         let mut watch = self.slow.lock().expect("slow watch lock poisoned");

@@ -323,6 +323,32 @@ fn slow_device_that_recovers_is_cleared() {
     assert_eq!(rig.config().children[2].state, "ONLINE");
 }
 
+/// Regression: the detector's memory of a pool ends at export. A slow period begun before
+/// must not fault the device right after the pool is imported again (the import starts
+/// with fresh counters and no mark), even with a spare at hand.
+#[test]
+fn export_forgets_slow_periods() {
+    let mut rig = rig();
+    for seed in 1..=3 {
+        rig.write_set(seed);
+    }
+    assert!(rig.engine.fault_check().is_empty());
+    rig.device(2).set_plan(plan(SLOW_NS));
+    rig.read_set(0);
+    rig.clock.advance_ns(SLOW_WINDOW_NS);
+    assert!(rig.engine.fault_check().is_empty());
+    rig.engine.export_pool("tank", false).unwrap();
+    let dirs = ["/sim".to_string()];
+    let options = tarn_pool::ImportOptions::default();
+    rig.engine
+        .import_pool(&dirs, "tank", &options, "pool import tank")
+        .unwrap();
+    rig.clock.advance_ns(600_000_000_000);
+    assert!(rig.engine.fault_check().is_empty(), "no stale period");
+    assert_eq!(rig.config().children[2].state, "ONLINE");
+    assert_eq!(rig.engine.status("tank").unwrap().spares[0].state, "AVAIL");
+}
+
 /// With `slow_io_ratio=off` nothing is judged: the same slow device is read as usual.
 #[test]
 fn slow_detection_can_be_turned_off() {
