@@ -400,6 +400,9 @@ fn text_of(mut rates: Vec<Rates>, view: &IostatView, json: bool, first: bool) ->
         text.push('\n');
         return text;
     }
+    if rates.is_empty() {
+        return "no pools available\n".to_string();
+    }
     render(&rates, view, first || view.verbose)
 }
 

@@ -155,11 +155,12 @@ fn iostat_json_and_intervals() {
     assert_eq!(scripted.lines().count(), 3, "{scripted}");
 }
 
-// DESCRIPTION: bad iostat arguments: an unknown pool is refused with one line; a zero
-// interval or count is a usage error (exit 2), as zpool's are.
+// DESCRIPTION: without pools, `no pools available`; an unknown pool is refused with one
+// line; a zero interval or count is a usage error (exit 2), as zpool's are.
 #[test]
 fn iostat_refusals() {
     let rig = Rig::new();
+    assert_eq!(rig.ok("pool iostat"), "no pools available\n");
     scrubbed_pool(&rig);
     assert_eq!(
         rig.refused("pool iostat nosuch"),
