@@ -741,6 +741,7 @@ impl Engine {
         let mut status = status::pool_status(&handle.name, &inner.pool, errors.len());
         status.scan = scrub::scan_text(&inner.scan, self.clock.now_unix_secs());
         status.errors = errors;
+        self.slow_problem(&inner.pool, &mut status);
         Ok(status)
     }
 

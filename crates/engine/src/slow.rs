@@ -405,6 +405,37 @@ impl crate::Engine {
         }
     }
 
+    /// Adds the slow-device problem (TARN-0007) to a status that reports no other: some leaf
+    /// of `pool` is slow (marked, or in a trial window) and still in service.
+    pub(crate) fn slow_problem(&self, pool: &tarn_pool::Pool, status: &mut crate::PoolStatus) {
+        if status.status.is_some() {
+            return;
+        }
+        let watch = self.slow.lock().expect("slow watch lock poisoned");
+        let slow =
+            pool.tops().iter().flat_map(|t| t.leaves()).any(|l| {
+                l.state() == LeafState::Online && watch.slow_since.contains_key(&l.guid())
+            });
+        if !slow {
+            return;
+        }
+        status.status = Some(
+            concat!(
+                "One or more devices are slow: their latency stays well above that of\n",
+                "the other devices of their vdev. Reads avoid them while redundancy allows."
+            )
+            .to_string(),
+        );
+        status.action = Some(
+            concat!(
+                "Check the device. A free hot spare replaces it after 'slow_io_period';\n",
+                "'tarn pool status -s' counts its slow I/Os, 'tarn pool clear' resets them."
+            )
+            .to_string(),
+        );
+        status.see = Some("TARN-0007".to_string());
+    }
+
     /// Forgets the detector's memory of `leaves` (`tarn pool clear`).
     pub(crate) fn slow_forget(&self, leaves: &[Arc<Leaf>]) {
         let mut watch = self.slow.lock().expect("slow watch lock poisoned");

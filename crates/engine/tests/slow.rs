@@ -291,7 +291,9 @@ fn slow_device_without_a_spare_stays_in_service() {
     rig.clock.advance_ns(600_000_000_000);
     assert!(rig.engine.fault_check().is_empty(), "no spare: not faulted");
     assert_eq!(rig.config().children[2].state, "ONLINE");
-    assert_eq!(rig.engine.status("tank").unwrap().state, "ONLINE");
+    let status = rig.engine.status("tank").unwrap();
+    assert_eq!(status.state, "ONLINE");
+    assert_eq!(status.see.as_deref(), Some("TARN-0007"));
     assert!(rig.d2_reads_of(1) > 0, "the trial window reads it");
     rig.clock.advance_ns(SLOW_WINDOW_NS);
     assert!(rig.engine.fault_check().is_empty());
@@ -318,6 +320,7 @@ fn slow_device_that_recovers_is_cleared() {
     assert_eq!(events[1].class, "ereport.fs.zfs.delay");
     assert_eq!(events[1].payload, vec![("slow".into(), "cleared".into())]);
     assert!(rig.d2_reads_of(2) > 0, "read again");
+    assert_eq!(rig.engine.status("tank").unwrap().see, None);
     rig.clock.advance_ns(600_000_000_000);
     assert!(rig.engine.fault_check().is_empty());
     assert_eq!(rig.config().children[2].state, "ONLINE");
