@@ -34,7 +34,11 @@
 //! only if no read in the whole period showed it fast again; `tarn pool clear` also resets
 //! the watch.
 //!
-//! State is in memory only (as ZFS keeps its delay counters): windows restart at import.
+//! While a device in service is held slow, `tarn pool status` says so (TARN-0007) unless it
+//! has a graver problem to report.
+//!
+//! State is in memory only (as ZFS keeps its delay counters): windows restart at import, and
+//! export forgets the pool's (`Engine::slow_drop`).
 //! The thresholds are pool properties (`slow_io_ratio`, `slow_io_period`; props.rs).
 
 use std::collections::BTreeMap;
