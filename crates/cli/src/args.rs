@@ -274,6 +274,9 @@ pub(crate) enum PoolCommand {
         /// List damaged files.
         #[arg(short = 'v')]
         verbose: bool,
+        /// Add a SLOW column: I/Os the slow-device detector found slow, per device.
+        #[arg(short = 's')]
+        slow: bool,
         /// Pools (all when none).
         names: Vec<String>,
     },
@@ -376,6 +379,9 @@ pub(crate) enum PoolCommand {
         /// Pool (every pool when absent).
         name: Option<String>,
     },
+    /// Show I/O statistics of pools (and with -v their vdevs and devices), once or every
+    /// INTERVAL seconds.
+    Iostat(IostatArgs),
     /// Show the command history of pools.
     History {
         /// Include internal events.
@@ -387,6 +393,29 @@ pub(crate) enum PoolCommand {
         /// Pools (all when none).
         names: Vec<String>,
     },
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct IostatArgs {
+    /// Every vdev and device, not only pools.
+    #[arg(short = 'v')]
+    pub(crate) verbose: bool,
+    /// Add average latency columns (total_wait read and write).
+    #[arg(short = 'l')]
+    pub(crate) latency: bool,
+    /// Add queue columns (reads and writes waiting and being serviced).
+    #[arg(short = 'q')]
+    pub(crate) queues: bool,
+    /// Scripted: no headers, fields separated by a tab.
+    #[arg(short = 'H')]
+    pub(crate) scripted: bool,
+    /// Exact numbers.
+    #[arg(short = 'p')]
+    pub(crate) parsable: bool,
+    /// [POOL]... [INTERVAL [COUNT]]: pools (all when none), seconds between reports, and
+    /// how many reports.
+    #[arg(value_name = "ARGS")]
+    pub(crate) args: Vec<String>,
 }
 
 #[derive(Debug, Args)]

@@ -63,6 +63,7 @@ pub(crate) enum View {
     Status {
         verbose: bool,
         explain: bool,
+        slow: bool,
         names: Vec<String>,
     },
     Properties {
@@ -85,6 +86,7 @@ pub(crate) enum View {
         follow: bool,
         clear: bool,
     },
+    Iostat(crate::iostat::IostatView),
 }
 
 /// A request ready to send, with what the error line names and how to show the reply.
@@ -119,6 +121,9 @@ pub(crate) fn run(cli: Cli) -> Outcome {
             match planned {
                 Ok(plan) if matches!(plan.view, View::Events { follow: true, .. }) => {
                     follow_events(plan, &rundir, cli.json)
+                }
+                Ok(plan) if matches!(plan.view, View::Iostat(_)) => {
+                    crate::iostat::run(&plan, &rundir, cli.json)
                 }
                 Ok(plan) => execute(plan, &rundir, cli.json),
                 Err(outcome) => outcome,
@@ -262,27 +267,9 @@ pub(crate) fn plan(command: PoolCommand, cwd: &Path) -> Result<Plan, Outcome> {
         PoolCommand::Status {
             only_unhealthy,
             verbose,
+            slow,
             names,
-        } => {
-            let (verb, object) = match single(&names) {
-                Some(name) => ("open", Some(name)),
-                None => ("get pool status", None),
-            };
-            Plan {
-                verb,
-                object,
-                view: View::Status {
-                    verbose,
-                    explain: only_unhealthy,
-                    names: names.clone(),
-                },
-                request: Request::PoolStatus {
-                    names,
-                    verbose,
-                    only_unhealthy,
-                },
-            }
-        }
+        } => plan_status(only_unhealthy, verbose, slow, names),
         PoolCommand::Get(args) => {
             let fields = match &args.fields {
                 Some(spec) => render::get_fields(spec).map_err(Outcome::usage)?,
@@ -355,11 +342,35 @@ pub(crate) fn plan(command: PoolCommand, cwd: &Path) -> Result<Plan, Outcome> {
     Ok(plan)
 }
 
+/// Plans `status [-x] [-v] [-s]`.
+fn plan_status(only_unhealthy: bool, verbose: bool, slow: bool, names: Vec<String>) -> Plan {
+    let (verb, object) = match single(&names) {
+        Some(name) => ("open", Some(name)),
+        None => ("get pool status", None),
+    };
+    Plan {
+        verb,
+        object,
+        view: View::Status {
+            verbose,
+            explain: only_unhealthy,
+            slow,
+            names: names.clone(),
+        },
+        request: Request::PoolStatus {
+            names,
+            verbose,
+            only_unhealthy,
+        },
+    }
+}
+
 /// Plans `import`, `scrub`, `clear`, `offline` and `online` (and through `plan_replace`,
 /// `replace`, `attach` and `detach`).
 fn plan_maintenance(command: PoolCommand, cwd: &Path) -> Result<Plan, Outcome> {
     let plan = match command {
         PoolCommand::Import(args) => plan_import(args, cwd)?,
+        PoolCommand::Iostat(args) => crate::iostat::plan(args)?,
         PoolCommand::Scrub {
             stop,
             pause,
@@ -713,12 +724,13 @@ fn show(view: &View, payload: &ReplyPayload) -> Option<Outcome> {
             View::Status {
                 verbose,
                 explain: true,
+                slow,
                 names,
             },
             ReplyPayload::PoolStatus(pools),
-        ) => render::status_explain(pools, names, *verbose),
-        (View::Status { verbose, .. }, ReplyPayload::PoolStatus(pools)) => {
-            render::status(pools, *verbose)
+        ) => render::status_explain(pools, names, *verbose, *slow),
+        (View::Status { verbose, slow, .. }, ReplyPayload::PoolStatus(pools)) => {
+            render::status_with(pools, *verbose, *slow)
         }
         (
             View::Properties {

@@ -237,6 +237,7 @@ fn vdev_status(node: &VdevNode) -> VdevStatus {
         read: node.read,
         write: node.write,
         cksum: node.cksum,
+        slow: node.slow,
         note: node.note.clone(),
         children: node.children.iter().map(vdev_status).collect(),
     }
@@ -686,6 +687,45 @@ impl EngineBackend {
     }
 }
 
+/// `pool iostat`: the engine's running totals as protocol rows.
+fn iostat(engine: &Engine, request: &Request) -> Option<Response> {
+    let Request::PoolIostat { names } = request else {
+        return None;
+    };
+    fn row(node: tarn_engine::IostatNode) -> tarn_proto::IostatRow {
+        tarn_proto::IostatRow {
+            name: node.name,
+            alloc: node.alloc,
+            free: node.free,
+            read_ops: node.read_ops,
+            write_ops: node.write_ops,
+            read_bytes: node.read_bytes,
+            write_bytes: node.write_bytes,
+            read_wait_ns: node.read_wait_ns,
+            write_wait_ns: node.write_wait_ns,
+            reads_active: node.reads_active,
+            writes_active: node.writes_active,
+            writes_pending: node.writes_pending,
+            children: node.children.into_iter().map(row).collect(),
+        }
+    }
+    let response = match engine.iostat(names) {
+        Ok(pools) => ok(ReplyPayload::Iostat(
+            pools
+                .into_iter()
+                .map(|pool| tarn_proto::IostatPool {
+                    name: pool.name,
+                    time_ns: pool.time_ns,
+                    imported_ns: pool.imported_ns,
+                    root: row(pool.root),
+                })
+                .collect(),
+        )),
+        Err(e) => error_reply(&e),
+    };
+    Some(response)
+}
+
 fn dataset_rows(rows: Vec<tarn_engine::DatasetRow>) -> Vec<tarn_proto::DatasetRow> {
     rows.into_iter()
         .map(|row| tarn_proto::DatasetRow {
@@ -937,7 +977,8 @@ impl Handler for EngineBackend {
 
 impl EngineBackend {
     fn handle_engine(&self, request: &Request) -> Response {
-        if let Some(response) = self.devices(request).or_else(|| self.datasets(request)) {
+        let answered = self.devices(request).or_else(|| self.datasets(request));
+        if let Some(response) = answered.or_else(|| iostat(&self.engine, request)) {
             return response;
         }
         let result: Result<Response, EngineError> = match &request {

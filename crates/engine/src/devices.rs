@@ -164,6 +164,7 @@ impl Engine {
         for leaf in &leaves {
             leaf.clear();
         }
+        self.slow_forget(&leaves);
         if !inner.pool.readonly() {
             inner.history.push(self.history_record(command, false));
         }

@@ -39,24 +39,30 @@
 //! [`Engine::clear`]).
 //!
 //! Replace, attach, detach, leaf faulting and hot spares are in [`replace`]; a resilver is a
-//! scan with function resilver ([`scrub`]); [`Engine::fault_check`] activates spares; the
-//! event ring is [`events`].
+//! scan with function resilver ([`scrub`]); [`Engine::fault_check`] runs the slow-device
+//! detector ([`slow`]: p99 against the siblings' median, read-around, `delay` events, fault
+//! after `slow_io_period` when a spare is free), faults leaves with `io_n` I/O errors and
+//! activates spares; the event ring is [`events`]; [`iostat`] reports the leaves' running
+//! totals. The detector's windows and the SLOW counts live in memory only and restart at
+//! import, as ZFS's do.
 //!
 //! # Not here
-//! Snapshots and POSIX files (later layers), iostat and slow-device detection, the thread
-//! that drives scrubs, resilvers and fault checks (the daemon owns it; the engine spawns
-//! nothing).
+//! Snapshots and POSIX files (later layers), rates over intervals (the front end divides two
+//! [`Engine::iostat`] reports), the thread that drives scrubs, resilvers and fault checks
+//! (the daemon owns it; the engine spawns nothing).
 
 mod dataset_ops;
 mod datasets;
 mod devices;
 pub mod events;
 pub mod fs;
+pub mod iostat;
 pub mod mos;
 pub mod project;
 pub mod props;
 pub mod replace;
 pub mod scrub;
+pub mod slow;
 pub mod status;
 mod userspace;
 
@@ -72,6 +78,7 @@ pub use dataset_ops::{DatasetProp, DatasetQuery, DatasetRow};
 pub use devices::OnlineOutcome;
 pub use events::Event;
 pub use fs::{DatasetId, FsOp, FsStat, MountSpec};
+pub use iostat::{IostatNode, PoolIostat};
 pub use mos::HistoryRecord;
 pub use project::{ProjectChange, ProjectRow};
 pub use scrub::{ScanFunction, ScanProgress, ScanState, ScrubAction};
@@ -220,6 +227,8 @@ use mos::Mos;
 pub struct PoolHandle {
     name: String,
     guid: Guid,
+    /// The engine clock's monotonic time at create or import (`iostat`'s first report).
+    imported_ns: u64,
     inner: Mutex<Imported>,
 }
 
@@ -251,6 +260,7 @@ pub struct Engine {
     pools: Mutex<BTreeMap<String, Arc<PoolHandle>>>,
     admin: Mutex<()>,
     events: Mutex<events::EventLog>,
+    slow: Mutex<slow::SlowWatch>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -367,6 +377,7 @@ impl Engine {
             pools: Mutex::new(BTreeMap::new()),
             admin: Mutex::new(()),
             events: Mutex::new(events::EventLog::default()),
+            slow: Mutex::new(slow::SlowWatch::default()),
         }
     }
 
@@ -456,11 +467,7 @@ impl Engine {
         let mut imported = self.created(pool, &spec.name, &pool_props, &options.command)?;
         dataset_ops::format_filesystem(&mut imported, ROOT_DATASET_ID, self.clock.as_ref())?;
         imported.sync()?;
-        let handle = Arc::new(PoolHandle {
-            name: spec.name.clone(),
-            guid,
-            inner: Mutex::new(imported),
-        });
+        let handle = self.handle(spec.name.clone(), guid, imported);
         self.pools().insert(spec.name.clone(), handle);
         Ok(None)
     }
@@ -559,10 +566,14 @@ impl Engine {
     fn take(&self, name: &str) -> Result<Imported, EngineError> {
         let handle = self.pools().remove(name).ok_or(EngineError::NoSuchPool)?;
         match Arc::try_unwrap(handle) {
-            Ok(handle) => Ok(handle
-                .inner
-                .into_inner()
-                .expect("pool lock poisoned by a failed invariant")),
+            Ok(handle) => {
+                let imported = handle
+                    .inner
+                    .into_inner()
+                    .expect("pool lock poisoned by a failed invariant");
+                self.slow_drop(&imported.pool);
+                Ok(imported)
+            }
             Err(handle) => {
                 self.pools().insert(name.to_string(), handle);
                 Err(EngineError::InvalidArgument("pool is busy".into()))
@@ -676,13 +687,19 @@ impl Engine {
             imported.history.push(self.history_record(command, false));
             imported.sync()?;
         }
-        let handle = Arc::new(PoolHandle {
-            name: name.clone(),
-            guid,
-            inner: Mutex::new(imported),
-        });
+        let handle = self.handle(name.clone(), guid, imported);
         self.pools().insert(name.clone(), handle);
         Ok(name)
+    }
+
+    /// The handle of a pool just created or imported (its `iostat` totals start now).
+    fn handle(&self, name: String, guid: Guid, imported: Imported) -> Arc<PoolHandle> {
+        Arc::new(PoolHandle {
+            name,
+            guid,
+            imported_ns: self.clock.monotonic_ns(),
+            inner: Mutex::new(imported),
+        })
     }
 
     /// Records a successful command in the pool's history (written with the next txg).
@@ -729,6 +746,7 @@ impl Engine {
         let mut status = status::pool_status(&handle.name, &inner.pool, errors.len());
         status.scan = scrub::scan_text(&inner.scan, self.clock.now_unix_secs());
         status.errors = errors;
+        self.slow_problem(&inner.pool, &mut status);
         Ok(status)
     }
 

@@ -18,9 +18,10 @@
 //! a resilver started at import.
 //!
 //! Leaves are faulted here, not in the vdev layer: a leaf whose device reported itself gone
-//! is already REMOVED (tarn-vdev), and one with [`IO_ERRORS_FAULT`] read or write errors is
-//! FAULTED when its vdev can spare it. [`fault_check`] then puts an AVAIL spare beside every
-//! leaf out of service (not one the admin took offline) and starts a resilver; with
+//! is already REMOVED (tarn-vdev), one with `io_n` (pool property, default
+//! [`IO_ERRORS_FAULT`]) read or write errors is FAULTED when its vdev can spare it, and so is
+//! one slow for `slow_io_period` (slow.rs). [`fault_check`] then puts an AVAIL spare beside
+//! every leaf out of service (not one the admin took offline) and starts a resilver; with
 //! `autoreplace=on` a fresh device at the missing leaf's path replaces it in place first.
 
 use std::sync::Arc;
@@ -34,7 +35,8 @@ use crate::events::{leaf_event, pool_event};
 use crate::scrub::{self, ScanFunction};
 use crate::{Engine, EngineError, Imported, devices};
 
-/// Read plus write errors after which an online leaf is faulted (when its vdev tolerates it).
+/// Default of the pool property `io_n`: read plus write errors after which an online leaf is
+/// faulted (when its vdev tolerates it).
 pub const IO_ERRORS_FAULT: u64 = 10;
 
 /// Bound on draws for a fresh GUID (a collision is already a 1 in 2^64 event per draw
@@ -106,6 +108,7 @@ impl Engine {
             });
         }
         let leaf = Leaf::new(self.next_guid(inner), device).map_err(vdev_error)?;
+        leaf.set_clock(Arc::clone(&self.clock));
         Ok(NewDevice {
             leaf: Arc::new(leaf),
         })
@@ -247,7 +250,9 @@ impl Engine {
                 log.counters(name, &leaf, now);
             }
         }
-        fault_erroring_leaves(inner);
+        self.slow_check(name, inner);
+        let io_n = crate::slow::io_errors_fault(inner);
+        fault_erroring_leaves(inner, io_n);
         let mut changed = self.autoreplace(inner);
         for top in inner.pool.tops().to_vec() {
             for child in top.children() {
@@ -360,13 +365,13 @@ fn available_spare(inner: &Imported, asize: u64) -> Option<Arc<Leaf>> {
         .cloned()
 }
 
-/// Faults online leaves with [`IO_ERRORS_FAULT`] I/O errors, when their vdev stays readable.
-fn fault_erroring_leaves(inner: &Imported) {
+/// Faults online leaves with `io_n` I/O errors, when their vdev stays readable.
+fn fault_erroring_leaves(inner: &Imported, io_n: u64) {
     for top in inner.pool.tops() {
         for leaf in top.leaves() {
             let stats = leaf.stats().snapshot();
             let errors = stats.read_errors + stats.write_errors;
-            if leaf.state() != LeafState::Online || errors < IO_ERRORS_FAULT {
+            if leaf.state() != LeafState::Online || errors < io_n {
                 continue;
             }
             leaf.set_state(LeafState::Faulted);

@@ -23,6 +23,8 @@ pub struct VdevNode {
     pub write: u64,
     /// Checksum errors.
     pub cksum: u64,
+    /// Slow I/Os counted by the slow-device detector (`status -s`).
+    pub slow: u64,
     /// Note after the counters (`was /dev/sdb`, `(resilvering)`, why unavailable).
     pub note: Option<String>,
     /// Children.
@@ -142,6 +144,7 @@ fn leaf_node(leaf: &Leaf) -> VdevNode {
         read: stats.read_errors,
         write: stats.write_errors,
         cksum: stats.checksum_errors,
+        slow: leaf.io_stats().snapshot().slow_ios,
         note,
         children: Vec::new(),
     }
@@ -169,9 +172,11 @@ fn child_node(index: usize, child: &Child) -> VdevNode {
         read: 0,
         write: 0,
         cksum: 0,
+        slow: 0,
         note: None,
         children: members.iter().map(|l| leaf_node(l)).collect(),
     }
+    .with_slow_summed()
 }
 
 fn top_node(top: &TopVdev) -> VdevNode {
@@ -197,8 +202,19 @@ fn top_node(top: &TopVdev) -> VdevNode {
         read: 0,
         write: 0,
         cksum: 0,
+        slow: 0,
         note: None,
         children,
+    }
+    .with_slow_summed()
+}
+
+impl VdevNode {
+    /// This interior node with SLOW the sum of its children's (ZFS counts slow I/Os at
+    /// every level; tarn times leaves only).
+    fn with_slow_summed(mut self) -> VdevNode {
+        self.slow = self.children.iter().map(|c| c.slow).sum();
+        self
     }
 }
 
@@ -333,9 +349,11 @@ pub fn pool_status(name: &str, pool: &Pool, errlog_count: usize) -> PoolStatus {
         read: 0,
         write: 0,
         cksum: 0,
+        slow: 0,
         note: None,
         children,
-    };
+    }
+    .with_slow_summed();
     let spares = pool
         .spares()
         .iter()
@@ -498,6 +516,7 @@ fn tree_node(tree: &VdevTree, found: &dyn Fn(&VdevTree) -> Option<String>) -> Vd
         read: 0,
         write: 0,
         cksum: 0,
+        slow: 0,
         note,
         children,
     }
@@ -549,6 +568,7 @@ pub fn importable(found: &Discovered) -> Importable {
         read: 0,
         write: 0,
         cksum: 0,
+        slow: 0,
         note: None,
         children: tops,
     };
@@ -574,6 +594,7 @@ pub fn layout_of(spec: &CreateSpec) -> VdevNode {
         read: 0,
         write: 0,
         cksum: 0,
+        slow: 0,
         note: None,
         children: Vec::new(),
     };
@@ -590,6 +611,7 @@ pub fn layout_of(spec: &CreateSpec) -> VdevNode {
                 read: 0,
                 write: 0,
                 cksum: 0,
+                slow: 0,
                 note: None,
                 children: top.devices.iter().map(leaf).collect(),
             },
@@ -603,6 +625,7 @@ pub fn layout_of(spec: &CreateSpec) -> VdevNode {
             read: 0,
             write: 0,
             cksum: 0,
+            slow: 0,
             note: None,
             children: spec.spares.iter().map(leaf).collect(),
         });
@@ -614,6 +637,7 @@ pub fn layout_of(spec: &CreateSpec) -> VdevNode {
         read: 0,
         write: 0,
         cksum: 0,
+        slow: 0,
         note: None,
         children,
     }

@@ -529,6 +529,13 @@ impl Pool {
             .map(|t| t.ashift())
             .max()
             .unwrap_or(tarn_base::limits::ASHIFT_DEFAULT);
+        for leaf in tops
+            .iter()
+            .flat_map(|t| t.leaves())
+            .chain(spares.iter().cloned())
+        {
+            leaf.set_clock(Arc::clone(&clock));
+        }
         let pipeline = Pipeline::new(tops.clone());
         let space = SpaceManager::new(space_geometry(&tops, tree));
         Ok(Pool {

@@ -56,8 +56,9 @@ pub use request::{
 };
 pub use response::{
     CacheEntry, CacheFile, DatasetProp, DatasetRow, ErrorReply, EventRow, HistoryEntry,
-    HistoryPool, ImportablePool, MountRow, PongInfo, PoolLayout, PoolListRow, PoolStatusInfo,
-    Progress, ProjectRow, PropertyRow, ReplyPayload, Response, ServerLine, TxgRow, UserspaceRow,
+    HistoryPool, ImportablePool, IostatPool, IostatRow, MountRow, PongInfo, PoolLayout,
+    PoolListRow, PoolStatusInfo, Progress, ProjectRow, PropertyRow, ReplyPayload, Response,
+    ServerLine, TxgRow, UserspaceRow,
     VdevNodeKind, VdevStatus,
 };
 

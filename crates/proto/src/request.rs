@@ -307,6 +307,11 @@ pub enum Request {
         /// Empty the ring after reading (`-c`).
         clear: bool,
     },
+    /// `tarn pool iostat [POOL...]`: running I/O totals since import (the CLI computes rates).
+    PoolIostat {
+        /// Pools (all when empty).
+        names: Vec<String>,
+    },
     /// `tarn pool detach NAME DEVICE`.
     PoolDetach {
         /// Pool name.
@@ -436,6 +441,7 @@ impl Request {
             Request::PoolAttach { .. } => "pool_attach",
             Request::PoolDetach { .. } => "pool_detach",
             Request::PoolEvents { .. } => "pool_events",
+            Request::PoolIostat { .. } => "pool_iostat",
             Request::DatasetCreate { .. } => "dataset_create",
             Request::DatasetDestroy { .. } => "dataset_destroy",
             Request::DatasetRename { .. } => "dataset_rename",

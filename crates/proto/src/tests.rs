@@ -11,6 +11,7 @@ fn leaf(name: &str) -> VdevStatus {
         read: 0,
         write: 1,
         cksum: 2,
+        slow: 3,
         note: Some("was /dev/x".to_string()),
         children: vec![],
     }
@@ -124,6 +125,9 @@ fn sample_maintenance_requests() -> Vec<Request> {
             name: "tank".into(),
             device: "sdb".into(),
         },
+        Request::PoolIostat {
+            names: vec!["tank".into()],
+        },
         Request::PoolEvents {
             name: None,
             after: 3,
@@ -210,6 +214,22 @@ fn server_lines_round_trip() {
             path: "/tank/p".into(),
             id: 42,
             inherit: true,
+        }]))),
+        ServerLine::Response(Response::Ok(ReplyPayload::Iostat(vec![IostatPool {
+            name: "tank".into(),
+            time_ns: 5,
+            imported_ns: 1,
+            root: IostatRow {
+                name: "tank".into(),
+                alloc: Some(1),
+                read_ops: 2,
+                children: vec![IostatRow {
+                    name: "/d/a".into(),
+                    writes_pending: 3,
+                    ..IostatRow::default()
+                }],
+                ..IostatRow::default()
+            },
         }]))),
     ];
     for line in lines {
