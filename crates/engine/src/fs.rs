@@ -67,6 +67,10 @@ pub struct MountSpec {
     pub acl: bool,
     /// Extended attributes allowed (`xattr`).
     pub xattr: bool,
+    /// Access times recorded (`atime`; otherwise mount `noatime`).
+    pub atime: bool,
+    /// Access times recorded relatime-style (`relatime`; otherwise `strictatime`).
+    pub relatime: bool,
 }
 
 impl EngineError {
@@ -119,7 +123,13 @@ impl Engine {
             inner.admit_to(dataset, len)?;
         }
         let now = now_of(self.clock.as_ref());
-        let config = inner.datasets.fs_config(dataset);
+        let mut config = inner.datasets.fs_config(dataset);
+        if inner.check_writable().is_err()
+            || inner.datasets.effective(dataset, "readonly").0 == "on"
+        {
+            // Nothing may be written here, not even an access time.
+            config.atime = tarn_posix::AtimeMode::Off;
+        }
         let result = {
             let Imported { pool, datasets, .. } = &mut *inner;
             let reader = pool.reader();
@@ -220,6 +230,8 @@ fn mount_spec(inner: &Imported, pool: &str, id: DatasetId) -> Option<MountSpec> 
         devices: on("devices"),
         acl: tree.effective(id, "acltype").0 == "posix",
         xattr: on("xattr"),
+        atime: on("atime"),
+        relatime: on("relatime"),
     })
 }
 

@@ -69,25 +69,35 @@
 //! - Writeback caching and kernel-cache notifications: every write reaches the engine.
 
 mod acl;
+mod cache;
 mod error;
 mod handles;
 mod ino;
 mod mounts;
 mod ops;
 
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use tarn_engine::posix::Ino;
 use tarn_engine::{Engine, FsOp, MountSpec};
 
 pub use error::FuseError;
 pub use mounts::{MountEntry, clean_stale, fuse_available, mounts_at};
 
-/// How long the kernel may cache attributes and directory entries.
+/// How long the kernel may cache attributes. Short: `st_blocks` changes when a txg syncs
+/// (the compressed size replaces the estimate) without any request the kernel could see.
 pub const TTL: Duration = Duration::from_secs(1);
-/// Largest write request the kernel sends (needs FUSE_MAX_PAGES).
+/// How long the kernel may cache a name. Names change only through the kernel or through
+/// the daemon, which invalidates them ([`Mount::invalidate_all`]).
+pub const ENTRY_TTL: Duration = Duration::from_secs(10);
+/// Largest read and write request (needs FUSE_MAX_PAGES; 256 pages of 4 KiB).
 pub const MAX_WRITE: u32 = 1 << 20;
+/// Session threads per mount, each reading requests from its own clone of the /dev/fuse
+/// descriptor (FUSE_DEV_IOC_CLONE).
+pub const SESSION_THREADS: usize = 4;
 /// The FUSE subtype: mounts show as `fuse.tarn`.
 pub const SUBTYPE: &str = "tarn";
 /// The filesystem type of our mounts in `/proc/self/mountinfo`.
@@ -100,8 +110,35 @@ pub const FUSE_DEVICE: &str = "/dev/fuse";
 #[derive(Debug)]
 pub struct Mount {
     session: Option<fuser::BackgroundSession>,
+    notifier: Option<fuser::Notifier>,
+    shared: Arc<Shared>,
+    inos: ino::InoMap,
     mountpoint: PathBuf,
     name: String,
+}
+
+/// What the session threads and the [`Mount`] handle share.
+#[derive(Debug, Default)]
+pub(crate) struct Shared {
+    kernel: cache::KernelCache,
+    counters: cache::Counters,
+}
+
+/// Request statistics of a mount since it was mounted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MountStats {
+    /// Requests that reached the engine.
+    pub requests: u64,
+    /// Most requests inside the engine (running or waiting for its lock) at one instant.
+    pub in_flight_max: u64,
+    /// Largest read request, in bytes.
+    pub read_bytes_max: u64,
+    /// Largest write request, in bytes.
+    pub write_bytes_max: u64,
+    /// Opens that let the kernel keep the file's cached pages (`FOPEN_KEEP_CACHE`).
+    pub keep_cache_opens: u64,
+    /// Inodes the kernel holds now (its lookup count above zero).
+    pub cached_inodes: u64,
 }
 
 /// Mounts the dataset of `spec` at `spec.mountpoint` (created if missing; refused if it is
@@ -126,18 +163,79 @@ pub fn mount(engine: Arc<Engine>, spec: &MountSpec) -> Result<Mount, FuseError> 
             })
             .map_err(engine_error)?;
     }
-    let fs = ops::TarnFs::new(engine, spec, root);
+    let shared = Arc::new(Shared::default());
+    let fs = ops::TarnFs::new(engine, spec, root, Arc::clone(&shared));
     let session = fuser::spawn_mount(fs, &path, &session_config(spec)).map_err(|source| {
         FuseError::Mount {
             path: path.clone(),
             source,
         }
     })?;
-    Ok(Mount {
+    let mut mount = Mount {
+        notifier: Some(session.notifier()),
         session: Some(session),
+        shared,
+        inos: ino::InoMap::new(root),
         mountpoint: path,
         name: spec.name.clone(),
-    })
+    };
+    raise_readahead(&mount.mountpoint);
+    if spec.atime
+        && !spec.relatime
+        && let Err(source) = remount_strictatime(&mount.mountpoint, spec)
+    {
+        mount.detach();
+        return Err(FuseError::Mount {
+            path: mount.mountpoint.clone(),
+            source,
+        });
+    }
+    Ok(mount)
+}
+
+/// The `major:minor` name of a device number (Linux's encoding of `dev_t`).
+fn device_name(dev: u64) -> String {
+    let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & 0xffff_f000);
+    let minor = (dev & 0xff) | ((dev >> 12) & 0xffff_ff00);
+    format!("{major}:{minor}")
+}
+
+/// Lets the kernel read ahead [`MAX_WRITE`] bytes at a time on the mount. The FUSE INIT
+/// reply cannot raise readahead past what the kernel offered (128 KiB), so buffered reads
+/// would stay at 128 KiB requests; the mount's backing device info in sysfs can, as root.
+/// Best effort: without it reads are smaller, not wrong.
+fn raise_readahead(path: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(metadata) = std::fs::metadata(path) else {
+        return;
+    };
+    let knob = Path::new("/sys/class/bdi")
+        .join(device_name(metadata.dev()))
+        .join("read_ahead_kb");
+    let _ = std::fs::write(knob, format!("{}", MAX_WRITE >> 10));
+}
+
+/// Makes a fresh mount `strictatime` (mount(2) without flags gives `relatime`, and the FUSE
+/// mount options have no word for it): a bind remount that sets the mount's flags again,
+/// the ones `session_config` gave plus MS_STRICTATIME. The flag only tells programs what to
+/// expect; the server applies the dataset's `atime`/`relatime` itself ([`Fs::accessed`]).
+///
+/// [`Fs::accessed`]: tarn_engine::posix::Fs::accessed
+fn remount_strictatime(path: &Path, spec: &MountSpec) -> std::io::Result<()> {
+    use nix::mount::MsFlags;
+    let mut flags = MsFlags::MS_REMOUNT | MsFlags::MS_BIND | MsFlags::MS_STRICTATIME;
+    for (off, flag) in [
+        (!spec.devices, MsFlags::MS_NODEV),
+        (!spec.setuid, MsFlags::MS_NOSUID),
+        (!spec.exec, MsFlags::MS_NOEXEC),
+        (spec.readonly, MsFlags::MS_RDONLY),
+    ] {
+        if off {
+            flags |= flag;
+        }
+    }
+    nix::mount::mount(None::<&str>, path, None::<&str>, flags, None::<&str>)
+        .map_err(std::io::Error::from)
 }
 
 fn session_config(spec: &MountSpec) -> fuser::Config {
@@ -168,8 +266,12 @@ fn session_config(spec: &MountSpec) -> fuser::Config {
             MountOption::RW
         },
     ];
+    if !spec.atime {
+        config.mount_options.push(MountOption::NoAtime);
+    }
     config.acl = fuser::SessionACL::All;
-    config.n_threads = Some(1);
+    config.n_threads = Some(SESSION_THREADS);
+    config.clone_fd = true;
     config
 }
 
@@ -213,6 +315,65 @@ impl Mount {
     #[must_use]
     pub fn is_mounted(&self) -> bool {
         self.session.is_some()
+    }
+
+    /// Request statistics since the mount was made.
+    #[must_use]
+    pub fn stats(&self) -> MountStats {
+        self.shared.counters.snapshot(self.shared.kernel.len())
+    }
+
+    /// Tells the kernel to drop what it cached of inode `ino` of the dataset: attributes,
+    /// cached pages and ACLs. For a change made behind the kernel's back (through the engine,
+    /// not through this mount). An inode the kernel does not hold is no error.
+    pub fn invalidate_inode(&self, ino: Ino) -> Result<(), FuseError> {
+        let kernel = fuser::INodeNo(self.inos.to_kernel(ino));
+        self.notify(|notifier| notifier.inval_inode(kernel, 0, 0))
+    }
+
+    /// Tells the kernel to drop its entry `name` in directory `parent` of the dataset (and
+    /// the directory's attributes), so that the next path walk asks again.
+    pub fn invalidate_entry(&self, parent: Ino, name: &std::ffi::OsStr) -> Result<(), FuseError> {
+        let kernel = fuser::INodeNo(self.inos.to_kernel(parent));
+        self.notify(|notifier| notifier.inval_entry(kernel, name))
+    }
+
+    /// Tells the kernel to drop everything it cached of this mount: every name it looked
+    /// up (as far as [`cache`] remembers them), then the attributes and pages of every
+    /// inode it holds, the root too; no file keeps its pages at its next open. For changes
+    /// to the dataset made behind the kernel's back whose extent is not known. Returns how
+    /// many notifications were sent.
+    pub fn invalidate_all(&self) -> Result<usize, FuseError> {
+        let everything = self.shared.kernel.everything();
+        let mut sent = 0;
+        for (parent, name) in &everything.names {
+            let name = std::ffi::OsStr::from_bytes(name);
+            let parent = fuser::INodeNo(*parent);
+            self.notify(|notifier| notifier.inval_entry(parent, name))?;
+            sent += 1;
+        }
+        let root = std::iter::once(ino::KERNEL_ROOT);
+        for kernel in everything.inodes.into_iter().chain(root) {
+            let kernel = fuser::INodeNo(kernel);
+            self.notify(|notifier| notifier.inval_inode(kernel, 0, 0))?;
+            sent += 1;
+        }
+        Ok(sent)
+    }
+
+    fn notify(
+        &self,
+        send: impl FnOnce(&fuser::Notifier) -> std::io::Result<()>,
+    ) -> Result<(), FuseError> {
+        let Some(notifier) = self.notifier.as_ref().filter(|_| self.session.is_some()) else {
+            return Err(FuseError::NotMounted {
+                path: self.mountpoint.clone(),
+            });
+        };
+        send(notifier).map_err(|source| FuseError::Notify {
+            path: self.mountpoint.clone(),
+            source,
+        })
     }
 
     /// Unmounts and waits for the session thread to end. A busy mount (a program has a file
@@ -270,5 +431,17 @@ fn join_session(session: fuser::BackgroundSession) {
 impl Drop for Mount {
     fn drop(&mut self) {
         self.detach();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_numbers_are_named_as_sysfs_names_them() {
+        assert_eq!(device_name(0x2d), "0:45");
+        assert_eq!(device_name((259 << 8) | 3), "259:3");
+        assert_eq!(device_name(0x0001_2000_6783_4590), "74565:424080");
     }
 }
