@@ -334,3 +334,96 @@ fn changes_behind_the_kernels_back_are_invalidated() {
     assert!(!fx.path("renamed").exists());
     assert!(fx.path("again").exists());
 }
+
+/// The mount options of the mount at `path` in /proc/self/mountinfo (field 6).
+fn mount_options(path: &std::path::Path) -> Vec<String> {
+    let table = fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
+    let wanted = path.display().to_string();
+    let line = table
+        .lines()
+        .find(|line| line.split(' ').nth(4) == Some(wanted.as_str()))
+        .expect("the mount is in mountinfo");
+    let options = line.split(' ').nth(5).expect("options field");
+    options.split(',').map(str::to_string).collect()
+}
+
+/// Atime of `path` in nanoseconds.
+fn atime(path: &std::path::Path) -> i128 {
+    use std::os::unix::fs::MetadataExt;
+    let meta = fs::metadata(path).expect("stat");
+    i128::from(meta.atime()) * 1_000_000_000 + i128::from(meta.atime_nsec())
+}
+
+/// Remounts (cold kernel caches, so the next read reaches the server), commits the pool,
+/// reads `file` whole and lists `dir`; returns the atimes after and whether the reads left
+/// the pool dirty.
+fn cold_access(fx: &mut Fixture, file: &str, dir: &str) -> (i128, i128, bool) {
+    remount(fx);
+    fx.engine.sync_pool(POOL).expect("sync");
+    assert_eq!(fx.engine.pool_dirty_bytes(POOL).expect("dirty"), 0);
+    fs::read(fx.path(file)).expect("read");
+    fs::read_dir(fx.path(dir)).expect("list").for_each(drop);
+    let dirty = fx.engine.pool_dirty_bytes(POOL).expect("dirty") > 0;
+    (atime(&fx.path(file)), atime(&fx.path(dir)), dirty)
+}
+
+/// Goal: access times under each setting, seen through the mount, and the mount flags that
+/// say so. Method: a file and a directory created and written (their atime before their
+/// mtime); then twice: remount, commit, read the file and list the directory, stat.
+/// relatime (the default): the first access updates both atimes, the second updates
+/// nothing and leaves the pool clean. atime=on relatime=off: every access updates them.
+/// atime=off: nothing ever changes and the pool stays clean.
+#[test]
+fn access_times_follow_atime_and_relatime() {
+    if !fuse_or_skip("access_times_follow_atime_and_relatime") {
+        return;
+    }
+    let settings: [(&[(&str, &str)], &str); 3] = [
+        (&[], "relatime"),
+        (&[("relatime", "off")], "strictatime"),
+        (&[("atime", "off")], "noatime"),
+    ];
+    for (properties, flag) in settings {
+        let mut fx = Fixture::with(properties);
+        fs::create_dir(fx.path("dir")).unwrap();
+        fs::write(fx.path("dir/file"), b"contents").unwrap();
+        let (file0, dir0) = (atime(&fx.path("dir/file")), atime(&fx.path("dir")));
+        let options = mount_options(&fx.mnt);
+        let shown = |word: &str| options.iter().any(|o| o == word);
+        assert_eq!(shown("relatime"), flag == "relatime", "{flag}: {options:?}");
+        assert_eq!(shown("noatime"), flag == "noatime", "{flag}: {options:?}");
+        let (file1, dir1, dirty1) = cold_access(&mut fx, "dir/file", "dir");
+        let (file2, dir2, dirty2) = cold_access(&mut fx, "dir/file", "dir");
+        match flag {
+            "relatime" => {
+                assert!(
+                    file1 > file0 && dir1 > dir0 && dirty1,
+                    "{flag}: first access"
+                );
+                assert_eq!(
+                    (file2, dir2, dirty2),
+                    (file1, dir1, false),
+                    "{flag}: second"
+                );
+            }
+            "strictatime" => {
+                assert!(
+                    file1 > file0 && dir1 > dir0 && dirty1,
+                    "{flag}: first access"
+                );
+                assert!(
+                    file2 > file1 && dir2 > dir1 && dirty2,
+                    "{flag}: second access"
+                );
+            }
+            _ => {
+                assert_eq!((file1, dir1, dirty1), (file0, dir0, false), "{flag}: first");
+                assert_eq!(
+                    (file2, dir2, dirty2),
+                    (file0, dir0, false),
+                    "{flag}: second"
+                );
+            }
+        }
+    }
+}
