@@ -176,7 +176,16 @@ fn daemon_killed_mid_write_remounts_with_fsynced_data() {
     writer.join().unwrap();
     let synced = synced.load(Ordering::SeqCst);
     let dead = std::fs::metadata(tank.join("log")).unwrap_err();
-    assert_eq!(dead.raw_os_error(), Some(libc::ENOTCONN), "{dead}");
+    // ECONNABORTED when the stat was queued while the kernel still tore the connection
+    // down: the daemon serves from several cloned /dev/fuse descriptors, and the writer
+    // can see its request aborted when the first closes, before the last one does.
+    assert!(
+        matches!(
+            dead.raw_os_error(),
+            Some(libc::ENOTCONN | libc::ECONNABORTED)
+        ),
+        "{dead}"
+    );
 
     let listed = rig.ok("pool list -H -o name,health");
     assert_eq!(listed, "tank\tONLINE\n");
