@@ -9,12 +9,14 @@
 //!
 //! # Model
 //! ```text
-//!   program --syscall--> kernel FUSE driver --/dev/fuse--> fuser session thread
+//!   program --syscall--> kernel FUSE driver (page cache, attribute and entry caches)
 //!        (default_permissions: the kernel checks mode bits and POSIX ACLs itself)
-//!                                                  |
-//!                                   TarnFs (ops.rs): one request, one Engine::fs_op
-//!                                                  |  (pool lock, admission, throttle)
-//!                                   tarn_posix::Fs over the dataset's object set
+//!                 |  /dev/fuse, cloned once per session thread (FUSE_DEV_IOC_CLONE)
+//!       fuser-0   fuser-1   fuser-2   fuser-3      SESSION_THREADS, each: read, serve, reply
+//!                 |
+//!       TarnFs (ops.rs): one request, one Engine::fs_op   <- Mount::invalidate_* (notify)
+//!                 |  (pool lock, admission, throttle)
+//!       tarn_posix::Fs over the dataset's object set
 //! ```
 //! Inode numbers: the kernel's root is always 1, the dataset's root is whatever
 //! `Fs::root()` says. [`ino::InoMap`] swaps the two and passes every other number through,
@@ -24,12 +26,57 @@
 //! has filesystem type `fuse.tarn` (subtype `tarn`); that type is how a stale mount of ours
 //! is recognised in `/proc/self/mountinfo` ([`clean_stale`]).
 //!
+//! Requests are up to [`MAX_WRITE`] (1 MiB): `max_write` and `max_pages` in the INIT reply,
+//! and readahead raised to 1 MiB on the mount's backing device in sysfs (the INIT reply
+//! cannot go past the 128 KiB the kernel offers). Listings are readdirplus (names with
+//! attributes, one request per batch). [`Mount::stats`] counts what arrives.
+//!
+//! # Kernel caches
+//! - Attributes are cached for [`TTL`] (1 s: `st_blocks` changes when a txg syncs, which the
+//!   kernel cannot see), names for [`ENTRY_TTL`] (10 s). Every change made through the mount
+//!   is the kernel's own and it updates or drops what it cached; the access time the server
+//!   writes on a read or listing is dropped by the kernel after each one.
+//! - File pages: an open answers `FOPEN_KEEP_CACHE` when the file's mtime, ctime and size are
+//!   what they were at its previous open (`cache.rs`), so a file read again is served from
+//!   the page cache without a request; any change in between drops the pages.
+//! - Changes behind the kernel's back (through the engine rather than this mount: what a
+//!   rollback or a receive into a mounted dataset does) are the caller's to announce:
+//!   [`Mount::invalidate_inode`], [`Mount::invalidate_entry`], or [`Mount::invalidate_all`],
+//!   which drops every name and inode the kernel holds (the table in `cache.rs` mirrors the
+//!   kernel's lookup counts). Today nothing changes a mounted dataset behind the kernel's
+//!   back: a dataset rename or a change of a mount property unmounts and mounts again (fresh
+//!   caches), ZIL replay and the unlinked-set drain happen before the mount.
+//!
+//! # Access times
+//! The kernel never updates atime of a FUSE file itself: the server does, through
+//! `Fs::accessed` after each read and listing, under the dataset's *current* `atime` and
+//! `relatime` (relatime by default; nothing on a read-only dataset or pool). The mount
+//! flags say the same to programs: `noatime` for `atime=off`, `strictatime` (a bind
+//! remount right after mounting) for `relatime=off`, the kernel's default `relatime`
+//! otherwise; they are set at mount time, so after `tarn set atime=...` they show the old
+//! setting until the next mount while the behaviour follows the property at once. A read
+//! served from the page cache (`FOPEN_KEEP_CACHE`) records no access: under relatime that
+//! loses nothing (the pages were read from the server, updating atime, after the last
+//! change), under strictatime such reads are not counted.
+//!
+//! # Writeback cache
+//! `FUSE_WRITEBACK_CACHE` is left off. With it `write(2)` returns once the data sit in the
+//! kernel's page cache and the server sees them later: EDQUOT and ENOSPC (decided per write
+//! by the engine's admission) would reach the program only at `fsync` or `close`, after it
+//! was told the bytes were written; the failed pages stay in the page cache, so the program
+//! and everyone else read bytes that were never stored until the pages are evicted, and the
+//! kernel's file size and mtime (which it then owns) disagree with the dataset. That breaks
+//! "never return wrong data" and exact quotas. The cases it would speed up (small writes,
+//! mmap) are served correctly without it: O_APPEND offsets come from the kernel's file
+//! size, which every write through the mount keeps current, and shared writable mmap pages
+//! are written back through ordinary write requests.
+//!
 //! # State
-//! In memory, per mount: the open-handle count of each inode and the set of inodes that lost
-//! their last link while open (`handles.rs`). Nothing else: attributes, names and data are
-//! asked from the engine on every request, so no cache here can disagree with it. The kernel
-//! caches attributes and entries for [`TTL`]; every change goes through the kernel, which
-//! invalidates what it cached for the inodes a request touched.
+//! In memory, per mount: the open-handle count of each inode, the set of inodes that lost
+//! their last link while open and those being reclaimed (`handles.rs`); the inodes the
+//! kernel holds, a few of their names and their stamps at the last open, and the request
+//! counters (`cache.rs`). No attributes, names or data are cached here, so nothing here can
+//! disagree with the engine.
 //! On disk: nothing of our own; the POSIX layer's unlinked set is what survives a crash.
 //!
 //! # Invariants
@@ -37,36 +84,53 @@
 //!   the kernel (`InoMap` is an involution).
 //! - I2: an inode whose last link goes (unlink, rmdir, rename over it) is reclaimed at once
 //!   if no handle holds it open, else when its last handle is released; its space is freed
-//!   then and not before. A handle count never goes below zero.
+//!   then and not before. A handle count never goes below zero, and no open gets a handle to
+//!   an inode whose reclaim has been decided.
 //! - I3: `fsync` replies only after `Engine::fs_sync` returned, so what was written before
-//!   is in a committed txg.
+//!   is in a committed txg. `flush` (close) does nothing: it answers ENOSYS once and the
+//!   kernel stops sending it; close is not fsync.
 //! - I4: every request gets exactly one reply, and no request panics: every error is an
 //!   errno (`EngineError::errno`), every conversion that could overflow is checked.
-//!
 //! - I5: with ACLs on (`acltype=posix`), a mode and its access ACL change in the same
 //!   `fs_op`: setting the ACL sets the mode it implies, a chmod rewrites the ACL's owner,
 //!   mask and other entries, and a new inode under a directory with a default ACL inherits
 //!   it instead of the umask (`acl.rs`, what the kernel does for in-kernel filesystems).
+//! - I6: `FOPEN_KEEP_CACHE` only when the file's stamp (mtime, ctime, size) equals the one
+//!   recorded at its previous open and no `invalidate_all` came in between.
+//! - I7: the kernel-cache table holds an inode exactly while the kernel's lookup count of
+//!   it is above zero (one per entry reply, less each `forget`).
 //!
 //! # Concurrency and context
-//! One fuser session thread per mount serves requests in order. Each request takes the
-//! pool's lock inside `Engine::fs_op`; the handle table's mutex is taken only around count
-//! changes and never while the engine is called.
+//! [`SESSION_THREADS`] fuser threads per mount, each on its own clone of the /dev/fuse
+//! descriptor, serve requests as they come; `FUSE_PARALLEL_DIROPS` lets the kernel send
+//! lookups and listings of one directory at once. Each request takes the pool's lock inside
+//! `Engine::fs_op`, so requests that need the engine still run one at a time: what runs in
+//! parallel is everything around it (reading and parsing requests, copying replies), and
+//! whatever the kernel serves from its caches never waits for the engine. Lock order: the
+//! pool lock, or one of the handle table's and the kernel-cache table's mutexes, never two,
+//! and neither mutex while the engine is called. Invalidations are sent from the caller's
+//! thread, never from a request, so a notification that waits for a kernel lock never waits
+//! for a request that waits for it. What still serialises behind the pool lock: device I/O
+//! of reads (a cold read holds the lock across its `pread`s), and a write that reaches the
+//! dirty limit syncs the txg under it, so every request of the pool waits for that sync.
 //!
 //! # Failure model
 //! An engine error becomes the errno the kernel returns to the program (EIO for unreadable
 //! data, ENOSPC/EDQUOT on admission, EROFS on read-only pools). A daemon that dies leaves a
-//! dead mount ("Transport endpoint is not connected") and possibly inodes on the unlinked
+//! dead mount ("Transport endpoint is not connected", or ECONNABORTED for requests caught
+//! while the kernel closes the cloned descriptors) and possibly inodes on the unlinked
 //! set: the next daemon calls [`clean_stale`] at the mountpoint (lazy unmount) and
 //! [`mount`] drains the unlinked set. A pool exported under a force-detached mount answers
-//! ENODEV until the last program lets go.
+//! ENODEV until the last program lets go. A failed invalidation is returned to the caller
+//! ([`FuseError::Notify`]); an inode or name the kernel no longer holds is no failure.
 //!
 //! # Not here
 //! - Permission checks: the kernel does them (`default_permissions`, `FUSE_POSIX_ACL`);
 //!   ACLs are stored as `system.posix_acl_*` xattrs by the POSIX layer. With
 //!   `acltype=off` (the default, as in ZFS) those xattrs are refused with EOPNOTSUPP.
 //! - `copy_file_range`, `ioctl`, file locks and `poll`: the kernel's fallbacks serve them.
-//! - Writeback caching and kernel-cache notifications: every write reaches the engine.
+//! - The writeback cache (above), negative entries (a missing name is asked again each
+//!   time), and a cache of our own: the engine is the only cache of data.
 
 mod acl;
 mod cache;
