@@ -54,7 +54,8 @@
 //! flags say the same to programs: `noatime` for `atime=off`, `strictatime` (a bind
 //! remount right after mounting) for `relatime=off`, the kernel's default `relatime`
 //! otherwise; they are set at mount time, so after `tarn set atime=...` they show the old
-//! setting until the next mount while the behaviour follows the property at once. A read
+//! setting until [`Mount::set_access_time_flags`] (the daemon calls it when either property
+//! changes) while the behaviour follows the property at once. A read
 //! served from the page cache (`FOPEN_KEEP_CACHE`) records no access: under relatime that
 //! loses nothing (the pages were read from the server, updating atime, after the last
 //! change), under strictatime such reads are not counted.
@@ -246,7 +247,7 @@ pub fn mount(engine: Arc<Engine>, spec: &MountSpec) -> Result<Mount, FuseError> 
     raise_readahead(&mount.mountpoint);
     if spec.atime
         && !spec.relatime
-        && let Err(source) = remount_strictatime(&mount.mountpoint, spec)
+        && let Err(source) = remount_flags(&mount.mountpoint, spec)
     {
         mount.detach();
         return Err(FuseError::Mount {
@@ -279,22 +280,29 @@ fn raise_readahead(path: &Path) {
     let _ = std::fs::write(knob, format!("{}", MAX_WRITE >> 10));
 }
 
-/// Makes a fresh mount `strictatime` (mount(2) without flags gives `relatime`, and the FUSE
-/// mount options have no word for it): a bind remount that sets the mount's flags again,
-/// the ones `session_config` gave plus MS_STRICTATIME. The flag only tells programs what to
-/// expect; the server applies the dataset's `atime`/`relatime` itself ([`Fs::accessed`]).
+/// Sets the flags of the mount at `path` to what `spec` says (a bind remount: only the
+/// mount's own flags change, the FUSE connection and its caches stay): `noatime`,
+/// `strictatime` or `relatime` from `atime`/`relatime`, and `nodev`, `nosuid`, `noexec`, `ro`
+/// as [`session_config`] gave them (a bind remount replaces them all). Used right after
+/// mounting for `strictatime` (mount(2) without flags gives `relatime`, and the FUSE mount
+/// options have no word for it) and when the properties change on a live mount. The flags
+/// only tell programs what to expect; the server applies the dataset's `atime`/`relatime`
+/// itself ([`Fs::accessed`]).
 ///
 /// [`Fs::accessed`]: tarn_engine::posix::Fs::accessed
-fn remount_strictatime(path: &Path, spec: &MountSpec) -> std::io::Result<()> {
+fn remount_flags(path: &Path, spec: &MountSpec) -> std::io::Result<()> {
     use nix::mount::MsFlags;
-    let mut flags = MsFlags::MS_REMOUNT | MsFlags::MS_BIND | MsFlags::MS_STRICTATIME;
-    for (off, flag) in [
+    let mut flags = MsFlags::MS_REMOUNT | MsFlags::MS_BIND;
+    for (on, flag) in [
+        (!spec.atime, MsFlags::MS_NOATIME),
+        (spec.atime && !spec.relatime, MsFlags::MS_STRICTATIME),
+        (spec.atime && spec.relatime, MsFlags::MS_RELATIME),
         (!spec.devices, MsFlags::MS_NODEV),
         (!spec.setuid, MsFlags::MS_NOSUID),
         (!spec.exec, MsFlags::MS_NOEXEC),
         (spec.readonly, MsFlags::MS_RDONLY),
     ] {
-        if off {
+        if on {
             flags |= flag;
         }
     }
@@ -379,6 +387,21 @@ impl Mount {
     #[must_use]
     pub fn is_mounted(&self) -> bool {
         self.session.is_some()
+    }
+
+    /// Sets the mount's access-time flags (`noatime`, `relatime`, `strictatime`) to what
+    /// `spec` says now, without unmounting: for `tarn set atime=...` or `relatime=...` on a
+    /// mounted dataset. `spec` is the dataset's current mount spec; only its flags are used.
+    pub fn set_access_time_flags(&self, spec: &MountSpec) -> Result<(), FuseError> {
+        if self.session.is_none() {
+            return Err(FuseError::NotMounted {
+                path: self.mountpoint.clone(),
+            });
+        }
+        remount_flags(&self.mountpoint, spec).map_err(|source| FuseError::Mount {
+            path: self.mountpoint.clone(),
+            source,
+        })
     }
 
     /// Request statistics since the mount was made.
