@@ -75,9 +75,10 @@ fn remount(fx: &mut Fixture) {
 /// Goal: one mount serves several requests at once, and N threads reading and stat'ing
 /// concurrently all get the right answers. Method: 8 files written, then remounted (cold
 /// kernel caches); the engine's lock is held while 8 threads each stat and read their
-/// file, so their requests pile up inside the server; after the lock is let go, each
-/// thread checks size and bytes. The mount's statistics must show more than one request
-/// inside the engine at one instant (one session thread would never show more than one).
+/// file, so their requests pile up inside the server; once two are inside at once (or after
+/// 30 s) the lock is let go, and each thread checks size and bytes. The mount's statistics
+/// must show more than one request inside the engine at one instant (one session thread
+/// would never show more than one).
 #[test]
 fn requests_are_served_on_several_threads_at_once() {
     let mut fx = fixture_or_skip!("requests_are_served_on_several_threads_at_once");
@@ -103,11 +104,15 @@ fn requests_are_served_on_several_threads_at_once() {
             })
         })
         .collect();
-    // Let the readers' first requests reach the server and queue on the engine's lock.
-    while started.load(Ordering::SeqCst) < 8 {
-        thread::sleep(Duration::from_millis(5));
+    // Let the readers' first requests reach the server and queue on the engine's lock:
+    // wait until two are inside at once, or give up after 30 s (one session thread).
+    let mount = fx.mount.as_ref().unwrap();
+    for _ in 0..3000 {
+        if started.load(Ordering::SeqCst) == 8 && mount.stats().in_flight_max >= 2 {
+            break;
+        }
+        thread::sleep(Duration::from_millis(10));
     }
-    thread::sleep(Duration::from_millis(300));
     release.store(true, Ordering::SeqCst);
     assert!(holder.join().unwrap());
     for reader in readers {
