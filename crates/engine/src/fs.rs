@@ -100,7 +100,9 @@ pub(crate) fn now_of(clock: &dyn tarn_base::Clock) -> Timespec {
 impl Engine {
     /// Runs one filesystem operation on `dataset` of `pool`. Writes are admitted first (a
     /// full pool is `ENOSPC`, a quota `EDQUOT`) and the txg is synced after when dirty data
-    /// passes the throttle.
+    /// passes the throttle. The `Fs` sees the dataset's `atime`/`relatime` as
+    /// [`tarn_posix::FsConfig::atime`], `Off` when the pool or dataset is read-only (or the
+    /// pool suspended), so that an access recorded by a `Read` operation never writes there.
     pub fn fs_op<R>(
         &self,
         pool: &str,

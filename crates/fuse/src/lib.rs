@@ -236,7 +236,7 @@ pub fn mount(engine: Arc<Engine>, spec: &MountSpec) -> Result<Mount, FuseError> 
             source,
         }
     })?;
-    let mut mount = Mount {
+    let mount = Mount {
         notifier: Some(session.notifier()),
         session: Some(session),
         shared,
@@ -245,15 +245,10 @@ pub fn mount(engine: Arc<Engine>, spec: &MountSpec) -> Result<Mount, FuseError> 
         name: spec.name.clone(),
     };
     raise_readahead(&mount.mountpoint);
-    if spec.atime
-        && !spec.relatime
-        && let Err(source) = remount_flags(&mount.mountpoint, spec)
-    {
-        mount.detach();
-        return Err(FuseError::Mount {
-            path: mount.mountpoint.clone(),
-            source,
-        });
+    if spec.atime && !spec.relatime {
+        // Best effort, like the readahead: the flag only informs programs (the server applies
+        // the property itself), and a server without CAP_SYS_ADMIN cannot bind-remount.
+        let _ = remount_flags(&mount.mountpoint, spec);
     }
     Ok(mount)
 }
