@@ -432,3 +432,24 @@ fn access_times_follow_atime_and_relatime() {
         }
     }
 }
+
+/// Goal: nothing is written on a read-only dataset, not even an access time. Method: a file
+/// written and the pool committed, then `readonly=on` set and the dataset mounted again
+/// (read-only); reading the file and listing the root leave the pool clean and the atime
+/// as it was, although relatime would have updated it (atime before mtime).
+#[test]
+fn reads_of_a_readonly_dataset_write_nothing() {
+    let mut fx = fixture_or_skip!("reads_of_a_readonly_dataset_write_nothing");
+    fs::write(fx.path("file"), b"contents").unwrap();
+    let before = atime(&fx.path("file"));
+    fx.unmount();
+    let readonly = [("readonly".to_string(), "on".to_string())];
+    fx.engine.set_dataset_props(POOL, &readonly, "set").unwrap();
+    fx.mount();
+    assert!(mount_options(&fx.mnt).iter().any(|o| o == "ro"));
+    fx.engine.sync_pool(POOL).unwrap();
+    assert_eq!(fs::read(fx.path("file")).unwrap(), b"contents");
+    fs::read_dir(&fx.mnt).unwrap().for_each(drop);
+    assert_eq!(fx.engine.pool_dirty_bytes(POOL).unwrap(), 0);
+    assert_eq!(atime(&fx.path("file")), before);
+}
