@@ -19,7 +19,7 @@
 //!       tarn_posix::Fs over the dataset's object set
 //! ```
 //! Inode numbers: the kernel's root is always 1, the dataset's root is whatever
-//! `Fs::root()` says. [`ino::InoMap`] swaps the two and passes every other number through,
+//! `Fs::root()` says. `ino::InoMap` swaps the two and passes every other number through,
 //! so the map is its own inverse and holds no table.
 //!
 //! A mount is named `POOL/DATASET` (the fsname, shown as the source by `mount` and `df`) and
@@ -421,10 +421,10 @@ impl Mount {
     }
 
     /// Tells the kernel to drop everything it cached of this mount: every name it looked
-    /// up (as far as [`cache`] remembers them), then the attributes and pages of every
-    /// inode it holds, the root too; no file keeps its pages at its next open. For changes
-    /// to the dataset made behind the kernel's back whose extent is not known. Returns how
-    /// many notifications were sent.
+    /// up (as far as the kernel-cache table remembers them), then the attributes and pages
+    /// of every inode it holds, the root too; no file keeps its pages at its next open. For
+    /// changes to the dataset made behind the kernel's back whose extent is not known.
+    /// Returns how many notifications were sent.
     pub fn invalidate_all(&self) -> Result<usize, FuseError> {
         let everything = self.shared.kernel.everything();
         let mut sent = 0;
