@@ -22,7 +22,7 @@ use tarn_dataset::node::{self, DatasetHeader};
 use tarn_dataset::props::{self, PropKind, Source};
 use tarn_format::BlockPtr;
 use tarn_objects::{ObjectSet, ObjsetKind, ObjsetWriteConfig};
-use tarn_posix::FsConfig;
+use tarn_posix::{AtimeMode, FsConfig};
 use tarn_zio::{BlockStore, WriteProps, ZioError};
 
 use crate::{DatasetId, EngineError, ROOT_DATASET_ID};
@@ -344,6 +344,14 @@ impl Tree {
                 .unwrap_or(128 << 10),
             xattr: self.effective(id, "xattr").0 == "on",
             acl: self.effective(id, "acltype").0 == "posix",
+            atime: match (
+                self.effective(id, "atime").0.as_str(),
+                self.effective(id, "relatime").0.as_str(),
+            ) {
+                ("off", _) => AtimeMode::Off,
+                (_, "off") => AtimeMode::Strict,
+                _ => AtimeMode::Relative,
+            },
         }
     }
 

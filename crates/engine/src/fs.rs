@@ -67,6 +67,10 @@ pub struct MountSpec {
     pub acl: bool,
     /// Extended attributes allowed (`xattr`).
     pub xattr: bool,
+    /// Access times recorded (`atime`; otherwise mount `noatime`).
+    pub atime: bool,
+    /// Access times recorded relatime-style (`relatime`; otherwise `strictatime`).
+    pub relatime: bool,
 }
 
 impl EngineError {
@@ -96,7 +100,9 @@ pub(crate) fn now_of(clock: &dyn tarn_base::Clock) -> Timespec {
 impl Engine {
     /// Runs one filesystem operation on `dataset` of `pool`. Writes are admitted first (a
     /// full pool is `ENOSPC`, a quota `EDQUOT`) and the txg is synced after when dirty data
-    /// passes the throttle.
+    /// passes the throttle. The `Fs` sees the dataset's `atime`/`relatime` as
+    /// [`tarn_posix::FsConfig::atime`], `Off` when the pool or dataset is read-only (or the
+    /// pool suspended), so that an access recorded by a `Read` operation never writes there.
     pub fn fs_op<R>(
         &self,
         pool: &str,
@@ -120,7 +126,13 @@ impl Engine {
             inner.admit_owner(dataset, len)?;
         }
         let now = now_of(self.clock.as_ref());
-        let config = inner.datasets.fs_config(dataset);
+        let mut config = inner.datasets.fs_config(dataset);
+        if inner.check_writable().is_err()
+            || inner.datasets.effective(dataset, "readonly").0 == "on"
+        {
+            // Nothing may be written here, not even an access time.
+            config.atime = tarn_posix::AtimeMode::Off;
+        }
         let quotas = match op {
             FsOp::Read => tarn_posix::Quotas::default(),
             _ => crate::userspace::quotas_of(inner.datasets.node(dataset)),
@@ -229,6 +241,8 @@ fn mount_spec(inner: &Imported, pool: &str, id: DatasetId) -> Option<MountSpec> 
         devices: on("devices"),
         acl: tree.effective(id, "acltype").0 == "posix",
         xattr: on("xattr"),
+        atime: on("atime"),
+        relatime: on("relatime"),
     })
 }
 

@@ -514,6 +514,14 @@ impl Engine {
         inner.sync()
     }
 
+    /// Bytes of changes of `name` not yet in a committed txg (dirty buffers of every dataset
+    /// and the MOS), what the next sync writes.
+    pub fn pool_dirty_bytes(&self, name: &str) -> Result<u64, EngineError> {
+        let handle = self.pool(name)?;
+        let inner = handle.lock();
+        Ok(inner.dirty_bytes())
+    }
+
     /// Syncs every pool that has dirty data (called by the daemon's txg timer).
     pub fn sync_all(&self) {
         let handles: Vec<Arc<PoolHandle>> = self.pools().values().cloned().collect();

@@ -212,6 +212,22 @@ impl<'a> Fs<'a> {
         self.attr_of(ino, &inode)
     }
 
+    /// Records an access (a read of a file, a listing of a directory) at the operation's
+    /// time under [`FsConfig::atime`](crate::FsConfig). True when the inode was written.
+    pub fn accessed(&mut self, ino: Ino) -> Result<bool> {
+        let mut inode = self.inode(ino)?;
+        if !self
+            .config
+            .atime
+            .due(self.now, inode.atime, inode.mtime, inode.ctime)
+        {
+            return Ok(false);
+        }
+        inode.atime = self.now;
+        self.put(ino, &inode)?;
+        Ok(true)
+    }
+
     fn unlinked_set(&mut self) -> Result<ObjectId> {
         Ok(ObjectId(self.master(KEY_UNLINKED)?))
     }

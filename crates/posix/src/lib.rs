@@ -49,7 +49,17 @@
 //! `default_permissions`; ACL xattrs are stored here verbatim), dataset quotas and space
 //! (the engine admits writes; per-owner quotas come in through [`Fs::with_quotas`]), txg
 //! timing (the engine syncs), open-file tracking (the front end decides when an unlinked
-//! inode is reclaimed), atime updates on read (a mount option matter; not done).
+//! inode is reclaimed). Reads and listings do not touch the access time by themselves: the
+//! front end calls [`Fs::accessed`] after serving one, so other callers (the simulator,
+//! tools) read without side effects.
+//!
+//! # Access times
+//! [`Fs::accessed`] applies [`FsConfig::atime`]: `Off` never writes, `Strict` sets atime to
+//! now on every access, `Relative` (relatime, the default) only when atime is not after mtime
+//! or ctime, or is [`RELATIME_MAX_AGE_SECS`] old. Under relatime a file read again and again
+//! dirties its inode once after each change and once a day, not on every read, so reading
+//! does not keep the pool's txgs dirty. The update is an inode (bonus) write only: no data
+//! block, no admission, and it never fails the read that caused it.
 
 mod data;
 mod fs;
@@ -226,6 +236,40 @@ pub struct Fallocate {
     pub zero_range: bool,
 }
 
+/// When reading a file or listing a directory updates its access time ([`Fs::accessed`]),
+/// from the `atime` and `relatime` properties.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AtimeMode {
+    /// `atime=off` (and every read-only dataset or pool): never.
+    Off,
+    /// `atime=on relatime=on` (the default, as on ZFS and Linux): only when the access time
+    /// is not after the modification or change time, or is a day old or more.
+    #[default]
+    Relative,
+    /// `atime=on relatime=off` (strictatime): on every access.
+    Strict,
+}
+
+/// A relatime access time is refreshed at least this often, in seconds (as Linux does).
+pub const RELATIME_MAX_AGE_SECS: i64 = 24 * 60 * 60;
+
+impl AtimeMode {
+    /// Whether an access at `now` updates an inode whose times are `atime`, `mtime` and
+    /// `ctime` (relatime: not after the last change, or a day old or more).
+    #[must_use]
+    pub fn due(self, now: Timespec, atime: Timespec, mtime: Timespec, ctime: Timespec) -> bool {
+        match self {
+            AtimeMode::Off => false,
+            AtimeMode::Strict => atime != now,
+            AtimeMode::Relative => {
+                atime <= mtime
+                    || atime <= ctime
+                    || now.secs.saturating_sub(atime.secs) >= RELATIME_MAX_AGE_SECS
+            }
+        }
+    }
+}
+
 /// Per-dataset settings the filesystem needs (from dataset properties).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FsConfig {
@@ -236,6 +280,9 @@ pub struct FsConfig {
     /// POSIX ACLs stored (`acltype=posix`); without, the `system.posix_acl_*` attributes
     /// are refused (EOPNOTSUPP), as on ZFS with `acltype=off`.
     pub acl: bool,
+    /// When an access updates the access time (`atime`, `relatime`; `Off` on anything
+    /// read-only, where nothing may be written).
+    pub atime: AtimeMode,
 }
 
 impl Default for FsConfig {
@@ -244,6 +291,7 @@ impl Default for FsConfig {
             recordsize: 128 << 10,
             xattr: true,
             acl: false,
+            atime: AtimeMode::Relative,
         }
     }
 }

@@ -10,8 +10,8 @@ use tarn_objects::testing::{MemStore, check_space};
 use tarn_objects::{ObjectSet, ObjsetKind};
 
 use crate::{
-    Creds, Fallocate, FileKind, Fs, FsConfig, Ino, PosixError, RenameFlags, Seek, SetAttr,
-    TimeOrNow, Timespec, UsedByHook, XattrSet,
+    AtimeMode, Creds, Fallocate, FileKind, Fs, FsConfig, Ino, PosixError, RenameFlags, Seek,
+    SetAttr, TimeOrNow, Timespec, UsedByHook, XattrSet,
 };
 
 pub(crate) const NOW: Timespec = Timespec {
@@ -215,6 +215,85 @@ fn times_modes_and_chown() {
         fs.setattr(f, &chown).unwrap().perm,
         0o755,
         "chown drops setuid"
+    );
+}
+
+/// The access time a read at `secs` past NOW leaves under `mode`, and whether the read made
+/// the object set dirty. The file is written at NOW and synced first, so a clean object set
+/// afterwards means the access wrote nothing.
+fn access_at(w: &mut World, f: Ino, mode: AtimeMode, secs: i64) -> (Timespec, bool) {
+    let now = Timespec {
+        secs: NOW.secs + secs,
+        nsecs: NOW.nsecs,
+    };
+    let config = FsConfig {
+        atime: mode,
+        ..w.config
+    };
+    let mut fs = Fs::new(&mut w.os, &w.store, now, config);
+    fs.read(f, 0, 4).unwrap();
+    let written = fs.accessed(f).unwrap();
+    let atime = fs.getattr(f).unwrap().atime;
+    let dirty = w.os.dirty_bytes() > 0;
+    assert_eq!(written, dirty, "accessed says whether it wrote");
+    w.sync_and_reopen();
+    (atime, dirty)
+}
+
+/// Goal: relatime, strictatime and atime=off as Linux defines them. Method: a file written
+/// at NOW, then reads at later times under each mode; check atime and whether the object
+/// set became dirty (relatime: once after the write, then not again until a day passed).
+#[test]
+fn access_times_under_each_mode() {
+    let mut w = World::new();
+    let f = {
+        let mut fs = w.fs();
+        let root = fs.root().unwrap();
+        let f = fs
+            .mknod(root, b"f", FileKind::Regular, 0o644, 0, ME)
+            .unwrap();
+        fs.write(f.ino, 0, b"data").unwrap();
+        f.ino
+    };
+    w.sync_and_reopen();
+    let at = |secs| Timespec {
+        secs: NOW.secs + secs,
+        nsecs: NOW.nsecs,
+    };
+    assert_eq!(access_at(&mut w, f, AtimeMode::Off, 10), (NOW, false));
+    assert_eq!(
+        access_at(&mut w, f, AtimeMode::Relative, 20),
+        (at(20), true)
+    );
+    assert_eq!(
+        access_at(&mut w, f, AtimeMode::Relative, 30),
+        (at(20), false)
+    );
+    let day = crate::RELATIME_MAX_AGE_SECS;
+    assert_eq!(
+        access_at(&mut w, f, AtimeMode::Relative, day),
+        (at(20), false)
+    );
+    assert_eq!(
+        access_at(&mut w, f, AtimeMode::Relative, day + 20),
+        (at(day + 20), true)
+    );
+    assert_eq!(
+        access_at(&mut w, f, AtimeMode::Strict, day + 21),
+        (at(day + 21), true)
+    );
+    assert_eq!(
+        access_at(&mut w, f, AtimeMode::Strict, day + 22),
+        (at(day + 22), true)
+    );
+    // A change makes the next relatime access due again.
+    Fs::new(&mut w.os, &w.store, at(day + 30), w.config)
+        .write(f, 0, b"more")
+        .unwrap();
+    w.sync_and_reopen();
+    assert_eq!(
+        access_at(&mut w, f, AtimeMode::Relative, day + 31),
+        (at(day + 31), true)
     );
 }
 
