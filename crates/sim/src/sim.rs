@@ -191,7 +191,27 @@ impl Sim {
             .ok_or("a created pool has no committed txg")?;
         self.committed_after(txg)?;
         self.apply_write_config()?;
-        self.trace.line(format!("create: txg {txg}"));
+        // A slow healthy leaf faulted by slow-device detection (and spared) would be one
+        // more leaf out than the budget allows beside a faulty one: detection stays on only
+        // when every slow leaf is a faulty one.
+        let faulty = self.cfg.faulty();
+        let slow_healthy = (0..self.cfg.plans.len())
+            .any(|i| self.cfg.plans[i].latency_ns > 0 && !faulty.contains(&i));
+        if slow_healthy {
+            self.engine
+                .set_prop(POOL, "slow_io_ratio", "off", "pool set")
+                .map_err(|e| format!("slow_io_ratio=off refused: {e}"))?;
+            let now = check::committed_txg(&self.engine, POOL)
+                .map_err(|e| e.to_string())?
+                .ok_or("a created pool has no committed txg")?;
+            if now > self.committed_txg {
+                self.committed_after(now)?;
+            }
+        }
+        self.trace.line(format!(
+            "create: txg {txg} slow detection {}",
+            !slow_healthy
+        ));
         self.check_all("create")
     }
 
