@@ -81,14 +81,14 @@ pub(crate) fn file_image(path: &Path) -> FileImage {
     }
 }
 
-pub(crate) fn collect_files(dir: &Path, skip: &Path, out: &mut BTreeMap<PathBuf, FileImage>) {
+pub(crate) fn collect_files(dir: &Path, skip: &[&Path], out: &mut BTreeMap<PathBuf, FileImage>) {
     let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
         .expect("read_dir")
         .map(|entry| entry.expect("dir entry").path())
         .collect();
     entries.sort();
     for path in entries {
-        if path == skip {
+        if skip.contains(&path.as_path()) {
             continue;
         }
         let meta = std::fs::symlink_metadata(&path).expect("metadata");
@@ -217,7 +217,10 @@ impl Rig {
 
     pub(crate) fn image(&self) -> Image {
         let mut files = BTreeMap::new();
-        collect_files(self.root(), &self.rundir, &mut files);
+        // Not the mounts under the altroot: reading through them records access times
+        // (relatime), which commits a txg; the image is of the device files.
+        let altroot = self.root().join("altroot");
+        collect_files(self.root(), &[&self.rundir, &altroot], &mut files);
         Image(files)
     }
 
