@@ -53,6 +53,7 @@ mod devices;
 pub mod events;
 pub mod fs;
 pub mod mos;
+mod multihost;
 pub mod props;
 pub mod replace;
 pub mod scrub;
@@ -216,6 +217,8 @@ pub struct PoolHandle {
     name: String,
     guid: Guid,
     inner: Mutex<Imported>,
+    /// Multihost heartbeat state (its own lock: see [`multihost`]).
+    beat: Mutex<multihost::Beat>,
 }
 
 impl std::fmt::Debug for PoolHandle {
@@ -237,6 +240,16 @@ impl PoolHandle {
     }
 }
 
+/// Whether the MOS and the dataset tree of `pool` open at its current root (import's check
+/// of a candidate uberblock).
+fn opens_at_root(pool: &Pool, name: &str) -> Result<(), String> {
+    let reader = pool.reader();
+    let root = pool.root().ok_or("no root block")?;
+    let mut mos = Mos::open(&reader, &root).map_err(|e| e.to_string())?;
+    datasets::Tree::load(mos.objset(), &reader, name).map_err(|e| e.to_string())?;
+    Ok(())
+}
+
 /// The storage engine: every imported pool of this host.
 pub struct Engine {
     provider: Arc<dyn DeviceProvider>,
@@ -246,6 +259,7 @@ pub struct Engine {
     pools: Mutex<BTreeMap<String, Arc<PoolHandle>>>,
     admin: Mutex<()>,
     events: Mutex<events::EventLog>,
+    multihost_interval_ms: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for Engine {
@@ -362,6 +376,9 @@ impl Engine {
             pools: Mutex::new(BTreeMap::new()),
             admin: Mutex::new(()),
             events: Mutex::new(events::EventLog::default()),
+            multihost_interval_ms: std::sync::atomic::AtomicU64::new(
+                tarn_base::limits::MULTIHOST_INTERVAL_MS_DEFAULT,
+            ),
         }
     }
 
@@ -450,11 +467,13 @@ impl Engine {
         };
         let mut imported = self.created(pool, &spec.name, &pool_props, &options.command)?;
         dataset_ops::format_filesystem(&mut imported, ROOT_DATASET_ID, self.clock.as_ref())?;
+        multihost::apply_prop(&mut imported, self.multihost_interval_ms())?;
         imported.sync()?;
         let handle = Arc::new(PoolHandle {
             name: spec.name.clone(),
             guid,
             inner: Mutex::new(imported),
+            beat: Mutex::default(),
         });
         self.pools().insert(spec.name.clone(), handle);
         Ok(None)
@@ -632,14 +651,7 @@ impl Engine {
         if self.pools().contains_key(&name) {
             return Err(EngineError::PoolExists);
         }
-        let verify = |pool: &Pool| -> Result<(), String> {
-            let reader = pool.reader();
-            let root = pool.root().ok_or("no root block")?;
-            let mut mos = Mos::open(&reader, &root).map_err(|e| e.to_string())?;
-            datasets::Tree::load(mos.objset(), &reader, &found.config.name)
-                .map_err(|e| e.to_string())?;
-            Ok(())
-        };
+        let verify = |pool: &Pool| opens_at_root(pool, &found.config.name);
         let pool = Pool::import(
             &found,
             self.provider.as_ref(),
@@ -668,6 +680,7 @@ impl Engine {
         imported.scan = scrub::Scan::load(&mut imported)?;
         if !readonly {
             replace::resume_at_import(&mut imported, self.clock.now_unix_secs());
+            multihost::apply_prop(&mut imported, self.multihost_interval_ms())?;
             imported.history.push(self.history_record(command, false));
             imported.sync()?;
         }
@@ -675,6 +688,7 @@ impl Engine {
             name: name.clone(),
             guid,
             inner: Mutex::new(imported),
+            beat: Mutex::default(),
         });
         self.pools().insert(name.clone(), handle);
         Ok(name)
@@ -864,6 +878,7 @@ impl Engine {
         };
         mos.set_prop(&pool.reader(), property, stored)?;
         history.push(self.history_record(command, false));
+        multihost::apply_prop(&mut inner, self.multihost_interval_ms())?;
         inner.sync()?;
         Ok(())
     }
