@@ -44,6 +44,7 @@ mod args;
 mod datasets;
 mod demo;
 mod demo_fs;
+mod progress;
 mod render;
 mod run;
 mod vdevspec;

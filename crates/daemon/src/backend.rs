@@ -23,7 +23,7 @@ use std::time::Duration;
 use tarn_base::{SeededRng, SystemClock};
 use tarn_engine::{
     CreateOptions, CreateSpec, Engine, EngineError, FileProvider, HostIdentity, ImportOptions,
-    ScanState, ScrubAction, TopLayout, TopSpec, VdevNode,
+    ScanFunction, ScanState, ScrubAction, TopLayout, TopSpec, VdevNode,
 };
 use tarn_proto::{
     CacheEntry, ErrorReply, HistoryEntry, HistoryPool, ImportablePool, PoolCreate, PoolImport,
@@ -630,6 +630,48 @@ impl EngineBackend {
         }
     }
 
+    /// Reports progress until `name` runs no scan that `activity` names (module doc of
+    /// `tarn pool wait`): `scrub`, `resilver`, `replace` (a resilver, and the scrub that
+    /// follows a sequential one), or any scan when `None`.
+    fn wait_activity(
+        &self,
+        name: &str,
+        activity: Option<&str>,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Response {
+        loop {
+            let scan = match self.engine.scan_progress(name) {
+                Ok(scan) => scan,
+                Err(e) => return error_reply(&e),
+            };
+            let running = scan.filter(|s| {
+                let resilver = s.function == ScanFunction::Resilver;
+                s.state == ScanState::Scanning
+                    && match activity {
+                        None => true,
+                        Some("scrub") => !resilver,
+                        Some("resilver") => resilver,
+                        Some(_) => resilver || s.sequential,
+                    }
+            });
+            let Some(scan) = running else {
+                return ok(ReplyPayload::Unit);
+            };
+            let operation = match (scan.function, scan.sequential) {
+                (ScanFunction::Resilver, false) => "resilver",
+                (ScanFunction::Resilver, true) => "resilver (sequential)",
+                (ScanFunction::Scrub, false) => "scrub",
+                (ScanFunction::Scrub, true) => "scrub (after a sequential resilver)",
+            };
+            progress(Progress {
+                operation: operation.into(),
+                done: scan.issued,
+                total: scan.to_examine,
+            });
+            std::thread::sleep(SCRUB_PROGRESS_INTERVAL);
+        }
+    }
+
     fn online(&self, name: &str, device: &str) -> Response {
         let command = format!("pool online {name} {device}");
         match self.engine.online(name, device, &command) {
@@ -648,15 +690,25 @@ impl EngineBackend {
     /// replace, attach and detach; a started resilver wakes the background thread.
     fn replace(&self, request: &Request) -> Response {
         let (name, result) = match request {
-            Request::PoolReplace { name, old, new } => {
+            Request::PoolReplace {
+                name,
+                old,
+                new,
+                sequential,
+                ..
+            } => {
+                let flag = if *sequential { "-s " } else { "" };
                 let command = match new {
-                    Some(new) => format!("pool replace {name} {old} {new}"),
-                    None => format!("pool replace {name} {old}"),
+                    Some(new) => format!("pool replace {flag}{name} {old} {new}"),
+                    None => format!("pool replace {flag}{name} {old}"),
                 };
-                (
-                    name,
-                    self.engine.replace(name, old, new.as_deref(), &command),
-                )
+                let new = new.as_deref();
+                let result = if *sequential {
+                    self.engine.replace_sequential(name, old, new, &command)
+                } else {
+                    self.engine.replace(name, old, new, &command)
+                };
+                (name, result)
             }
             Request::PoolAttach { name, device, new } => {
                 let command = format!("pool attach {name} {device} {new}");
@@ -861,6 +913,15 @@ impl Handler for EngineBackend {
                 action,
                 wait,
             } => self.scrub(names, *action, *wait, progress),
+            Request::PoolReplace {
+                name, wait: true, ..
+            } => match self.replace(&request) {
+                Response::Ok(_) => self.wait_activity(name, Some("replace"), progress),
+                refused => refused,
+            },
+            Request::PoolWait { name, activity } => {
+                self.wait_activity(name, activity.as_deref(), progress)
+            }
             _ => self.handle(request),
         }
     }

@@ -55,6 +55,7 @@ pub mod fs;
 pub mod mos;
 mod multihost;
 pub mod props;
+mod rebuild;
 pub mod replace;
 pub mod scrub;
 pub mod status;
@@ -791,6 +792,10 @@ impl Engine {
         {
             let what = format!("{}_finish", p.function.name());
             self.post(events::pool_event(&handle.name, now, &what));
+            if inner.scan.scanning() {
+                // A sequential resilver's verifying scrub started with its last step.
+                self.post(events::pool_event(&handle.name, now, "scrub_start"));
+            }
         }
         Ok(progress)
     }

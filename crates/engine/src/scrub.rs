@@ -163,6 +163,13 @@ pub struct ScanProgress {
     pub errors: u64,
     /// Key (top-level vdev, offset) of the last block done.
     pub bookmark: Option<(u32, u64)>,
+    /// A resilver: sequential (`replace -s`, copies allocated ranges, see `rebuild`); a
+    /// scrub: the verifying scrub that follows one.
+    pub sequential: bool,
+    /// A sequential resilver: top-level vdev and offset below which every range is copied
+    /// (vdevs below it are done). Kept apart from `bookmark`, which a build without
+    /// sequential resilver would read as block keys.
+    pub rebuilt: Option<(u32, u64)>,
 }
 
 impl ScanProgress {
@@ -180,6 +187,8 @@ impl ScanProgress {
             repaired: 0,
             errors: 0,
             bookmark: None,
+            sequential: false,
+            rebuilt: None,
         }
     }
 
@@ -203,6 +212,12 @@ impl ScanProgress {
             ("has_bookmark", has_bookmark),
             ("bookmark_vdev", vdev),
             ("bookmark_offset", offset),
+            ("sequential", u64::from(self.sequential)),
+            (
+                "rebuilt_vdev",
+                self.rebuilt.map_or(u64::MAX, |(v, _)| u64::from(v)),
+            ),
+            ("rebuilt_offset", self.rebuilt.map_or(0, |(_, o)| o)),
         ]
     }
 
@@ -231,6 +246,11 @@ impl ScanProgress {
         let vdev = u32::try_from(get("bookmark_vdev")?)
             .map_err(|_| EngineError::Corrupt("scan bookmark vdev out of range".into()))?;
         let bookmark = (get("has_bookmark")? != 0).then_some((vdev, get("bookmark_offset")?));
+        // Fields added with sequential resilver: absent in records of older builds.
+        let optional = |name: &str| fields.iter().find(|(n, _)| n == name).map(|(_, v)| *v);
+        let rebuilt = optional("rebuilt_vdev")
+            .and_then(|v| u32::try_from(v).ok())
+            .map(|v| (v, optional("rebuilt_offset").unwrap_or(0)));
         let progress = ScanProgress {
             function,
             state,
@@ -244,6 +264,8 @@ impl ScanProgress {
             repaired: get("repaired")?,
             errors: get("errors")?,
             bookmark,
+            sequential: optional("sequential").is_some_and(|v| v != 0),
+            rebuilt,
         };
         if progress.issued > progress.to_examine {
             return Err(EngineError::Corrupt(
@@ -374,6 +396,8 @@ pub(crate) struct ScanQueue {
 pub(crate) struct Scan {
     pub(crate) progress: Option<ScanProgress>,
     queue: Option<ScanQueue>,
+    /// The ranges of a sequential resilver (`rebuild`), instead of `queue`.
+    pub(crate) rebuild: Option<crate::rebuild::RebuildQueue>,
 }
 
 impl Scan {
@@ -384,6 +408,7 @@ impl Scan {
         Ok(Scan {
             progress: ScanProgress::from_fields(&fields)?,
             queue: None,
+            rebuild: None,
         })
     }
 
@@ -401,7 +426,7 @@ impl Scan {
 }
 
 /// Writes the record into the MOS (committed with the next txg).
-fn persist(inner: &mut Imported) -> Result<(), EngineError> {
+pub(crate) fn persist(inner: &mut Imported) -> Result<(), EngineError> {
     let Some(progress) = inner.scan.progress else {
         return Ok(());
     };
@@ -412,6 +437,7 @@ fn persist(inner: &mut Imported) -> Result<(), EngineError> {
 /// Drops the queue and releases held frees (S2).
 fn drop_queue(inner: &mut Imported) {
     inner.scan.queue = None;
+    inner.scan.rebuild = None;
     inner.pool.set_hold_deferred(false);
 }
 
@@ -580,6 +606,9 @@ pub(crate) fn step(
     if let Some(why) = inner.pool.suspended() {
         return Err(PoolError::Suspended(why.to_string()).into());
     }
+    if inner.scan.progress.is_some_and(|p| p.sequential) && inner.scan.resilvering() {
+        return crate::rebuild::step(inner, max_bytes, now);
+    }
     if inner.scan.queue.is_none() {
         build_queue(inner, now)?;
     }
@@ -687,10 +716,14 @@ pub(crate) fn scan_text(scan: &Scan, now: u64) -> Option<String> {
     };
     let text = match p.state {
         ScanState::Scanning => {
-            let (pass_start, pass_issued) = scan
-                .queue
-                .as_ref()
-                .map_or((p.start_time, 0), |q| (q.pass_start, q.pass_issued));
+            let (pass_start, pass_issued) = scan.queue.as_ref().map_or_else(
+                || {
+                    scan.rebuild
+                        .as_ref()
+                        .map_or((p.start_time, 0), |r| r.pass())
+                },
+                |q| (q.pass_start, q.pass_issued),
+            );
             let elapsed = now.saturating_sub(pass_start).max(1);
             let issued_rate = (p.issued - pass_issued.min(p.issued)) / elapsed;
             let scanned_rate = p.examined.saturating_sub(pass_issued) / elapsed;
@@ -702,7 +735,7 @@ pub(crate) fn scan_text(scan: &Scan, now: u64) -> Option<String> {
             format!(
                 "{} in progress since {}\n{} scanned at {}/s, {} issued at {}/s, {} total\n\
                  {} {}, {percent:.2}% done, {to_go}",
-                p.function.name(),
+                label(&p),
                 ctime(p.start_time),
                 format_size(p.examined),
                 format_size(scanned_rate),
@@ -724,14 +757,16 @@ pub(crate) fn scan_text(scan: &Scan, now: u64) -> Option<String> {
             format_size(p.repaired),
         ),
         ScanState::Finished if p.function == ScanFunction::Resilver => format!(
-            "resilvered {} in {} with {} errors on {}",
+            "resilvered{} {} in {} with {} errors on {}",
+            if p.sequential { " (sequential)" } else { "" },
             format_size(p.repaired),
             duration(p.end_time.saturating_sub(p.start_time)),
             p.errors,
             ctime(p.end_time)
         ),
         ScanState::Finished => format!(
-            "scrub repaired {} in {} with {} errors on {}",
+            "{} repaired {} in {} with {} errors on {}",
+            label(&p),
             format_size(p.repaired),
             duration(p.end_time.saturating_sub(p.start_time)),
             p.errors,
@@ -740,6 +775,17 @@ pub(crate) fn scan_text(scan: &Scan, now: u64) -> Option<String> {
         ScanState::Canceled => format!("scrub canceled on {}", ctime(p.end_time)),
     };
     Some(text)
+}
+
+/// The scan's name in status: `scrub`, `resilver`, and the sequential forms
+/// `resilver (sequential)` and `scrub (after a sequential resilver)`.
+fn label(p: &ScanProgress) -> &'static str {
+    match (p.function, p.sequential) {
+        (ScanFunction::Scrub, false) => "scrub",
+        (ScanFunction::Scrub, true) => "scrub (after a sequential resilver)",
+        (ScanFunction::Resilver, false) => "resilver",
+        (ScanFunction::Resilver, true) => "resilver (sequential)",
+    }
 }
 
 fn repaired_word(function: ScanFunction) -> &'static str {
@@ -865,10 +911,13 @@ mod tests {
             repaired: 0,
             errors: 0,
             bookmark: Some((0, 1)),
+            sequential: false,
+            rebuilt: None,
         };
         Scan {
             progress: Some(progress),
             queue: None,
+            rebuild: None,
         }
     }
 

@@ -82,6 +82,7 @@ mod mirror;
 mod raidz_io;
 pub mod raidz_map;
 pub mod raidz_math;
+pub mod rebuild;
 pub mod top;
 
 #[cfg(test)]
