@@ -48,6 +48,22 @@ pub const SCRUB_IDLE: Duration = Duration::from_secs(5);
 pub const SCRUB_BACKOFF: Duration = Duration::from_secs(1);
 /// How often `scrub -w` reports progress.
 pub const SCRUB_PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
+/// How often a waiting request looks whether the work ended (finer than the reports, so
+/// `scrub -w` returns soon after the scrub is done).
+pub const SCRUB_POLL_INTERVAL: Duration = Duration::from_millis(50);
+
+/// Sleeps until the next report is due, returning early (`true`) once `running` says the
+/// work ended.
+fn wait_for_report(running: &dyn Fn() -> bool) -> bool {
+    let polls = SCRUB_PROGRESS_INTERVAL.as_millis() / SCRUB_POLL_INTERVAL.as_millis();
+    for _ in 0..polls {
+        std::thread::sleep(SCRUB_POLL_INTERVAL);
+        if !running() {
+            return true;
+        }
+    }
+    false
+}
 
 /// Wakes the scrub thread when a scrub starts.
 #[derive(Debug, Default)]
@@ -626,7 +642,16 @@ impl EngineBackend {
             if !running {
                 return;
             }
-            std::thread::sleep(SCRUB_PROGRESS_INTERVAL);
+            let scanning = || {
+                names.iter().any(|name| {
+                    let scan = self.engine.scan_progress(name);
+                    matches!(scan, Ok(Some(s)) if s.state == ScanState::Scanning)
+                })
+            };
+            if wait_for_report(&scanning) {
+                // One last report with the final figures.
+                continue;
+            }
         }
     }
 
@@ -668,7 +693,12 @@ impl EngineBackend {
                 done: scan.issued,
                 total: scan.to_examine,
             });
-            std::thread::sleep(SCRUB_PROGRESS_INTERVAL);
+            let same = || {
+                let now = self.engine.scan_progress(name);
+                matches!(now, Ok(Some(s)) if s.state == ScanState::Scanning
+                    && (s.function, s.sequential) == (scan.function, scan.sequential))
+            };
+            wait_for_report(&same);
         }
     }
 

@@ -155,6 +155,13 @@ pub trait Device: Send + Sync + std::fmt::Debug {
     fn discard(&self, offset: u64, len: u64) -> Result<(), DeviceError>;
     /// A name for messages: the path of a file or block device, or a simulator name.
     fn path(&self) -> &str;
+    /// Advisory: the caller will read `[offset, offset + len)` soon, so a device with a cache
+    /// may start reading it now (scrub and resilver announce each batch, which lets all
+    /// leaves read at once although each block's columns are read one after another).
+    /// Never fails and never changes data; the default does nothing.
+    fn prefetch(&self, offset: u64, len: u64) {
+        let _ = (offset, len);
+    }
 }
 
 /// Checks that an access of `len` bytes at `offset` fits a device of `size` bytes.

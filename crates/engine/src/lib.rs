@@ -39,13 +39,17 @@
 //! [`Engine::clear`]).
 //!
 //! Replace, attach, detach, leaf faulting and hot spares are in [`replace`]; a resilver is a
-//! scan with function resilver ([`scrub`]); [`Engine::fault_check`] activates spares; the
-//! event ring is [`events`].
+//! scan with function resilver ([`scrub`]), or with `replace -s` a sequential resilver that
+//! copies the allocated ranges of a mirror and is followed by a verifying scrub (`rebuild`);
+//! [`Engine::fault_check`] activates spares; the event ring is [`events`]. Multihost
+//! protection (`multihost=on`): [`Engine::multihost_heartbeat`] writes the heartbeat and
+//! suspends a pool that cannot (`multihost`); the import-time activity check is
+//! `tarn_pool::multihost`.
 //!
 //! # Not here
-//! Snapshots and POSIX files (later layers), iostat and slow-device detection, the thread
-//! that drives scrubs, resilvers and fault checks (the daemon owns it; the engine spawns
-//! nothing).
+//! Snapshots and POSIX files (later layers), iostat and slow-device detection, the threads
+//! that drive scrubs, resilvers, fault checks and heartbeats (the daemon owns them; the
+//! engine spawns nothing).
 
 mod dataset_ops;
 mod datasets;
@@ -791,7 +795,21 @@ impl Engine {
             && p.state == ScanState::Finished
         {
             let what = format!("{}_finish", p.function.name());
-            self.post(events::pool_event(&handle.name, now, &what));
+            let mut event = events::pool_event(&handle.name, now, &what);
+            // Exact figures for scripts (`events -v -j`): status rounds them for people.
+            let (started, ended) = (p.start_time.to_string(), p.end_time.to_string());
+            event.payload = vec![
+                ("scan_bytes_issued".into(), p.issued.to_string()),
+                ("scan_bytes_repaired".into(), p.repaired.to_string()),
+                ("scan_errors".into(), p.errors.to_string()),
+                ("scan_start_time".into(), started),
+                ("scan_end_time".into(), ended),
+                (
+                    "scan_sequential".into(),
+                    u64::from(p.sequential).to_string(),
+                ),
+            ];
+            self.post(event);
             if inner.scan.scanning() {
                 // A sequential resilver's verifying scrub started with its last step.
                 self.post(events::pool_event(&handle.name, now, "scrub_start"));

@@ -103,6 +103,22 @@ fn build(inner: &mut Imported, progress: &mut ScanProgress, now: u64) {
     });
 }
 
+/// Announces the next `budget` bytes of ranges to their vdevs, so the source side reads
+/// ahead while chunks are copied (`TopVdev::prefetch`).
+fn prefetch(pool: &tarn_pool::Pool, queue: &RebuildQueue, budget: u64) {
+    let mut left = budget;
+    let mut within = queue.within;
+    for &(vdev, offset, len) in &queue.ranges[queue.next..] {
+        if left == 0 {
+            break;
+        }
+        let take = (len - within).min(left);
+        pool.tops()[vdev as usize].prefetch(offset + within, take);
+        left -= take;
+        within = 0;
+    }
+}
+
 /// One batch of a sequential resilver (called by `scrub::step` for a scan record with
 /// `sequential` set): copies chunks until `max_bytes` (at least one chunk). When the last one
 /// is done the resilver finishes and the verifying scrub starts; the finished resilver's
@@ -124,6 +140,7 @@ pub(crate) fn step(
     }
     let Imported { pool, scan, .. } = &mut *inner;
     let queue = scan.rebuild.as_mut().expect("built above");
+    prefetch(pool, queue, 2 * max_bytes.max(1));
     let mut done = 0u64;
     while done < max_bytes.max(1) && !queue.finished() {
         let (vdev, offset, len) = queue.ranges[queue.next];

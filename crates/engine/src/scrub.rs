@@ -623,6 +623,7 @@ pub(crate) fn step(
             .queue
             .as_mut()
             .expect("S2: a scanning pool has a queue after build_queue");
+        prefetch(pool, &queue.entries[queue.next..], 2 * max_bytes.max(1));
         while done < max_bytes.max(1) && queue.next < queue.entries.len() {
             let entry = queue.entries[queue.next];
             if let Some(lost) = scan_entry(pool, &entry, &mut progress) {
@@ -660,6 +661,28 @@ pub(crate) fn step(
         inner.sync()?;
     }
     Ok(Some(progress))
+}
+
+/// Announces the address range of the next `budget` bytes of listed blocks (by their first
+/// copy) to each top-level vdev, so every leaf reads ahead in parallel
+/// (`TopVdev::prefetch`); this batch and the next one, so reading overlaps verifying.
+fn prefetch(pool: &tarn_pool::Pool, entries: &[Entry], budget: u64) {
+    let mut spans: std::collections::BTreeMap<u32, (u64, u64)> = Default::default();
+    let mut bytes = 0;
+    for entry in entries.iter().take_while(|e| {
+        let more = bytes < budget;
+        bytes += e.bytes();
+        more
+    }) {
+        let end = entry.key.1 + entry.bp.copies().next().map_or(0, |dva| dva.asize);
+        let span = spans.entry(entry.key.0).or_insert((entry.key.1, end));
+        span.1 = span.1.max(end);
+    }
+    for (vdev, (start, end)) in spans {
+        if let Some(top) = pool.tops().iter().find(|t| t.id().0 == vdev) {
+            top.prefetch(start, end - start);
+        }
+    }
 }
 
 /// Scrubs or resilvers one listed block; returns its error-log key when it is lost.

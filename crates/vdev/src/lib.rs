@@ -79,6 +79,7 @@ pub mod child;
 pub mod error;
 pub mod leaf;
 mod mirror;
+mod prefetch;
 mod raidz_io;
 pub mod raidz_map;
 pub mod raidz_math;
