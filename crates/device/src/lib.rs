@@ -2,7 +2,8 @@
 //!
 //! # Purpose
 //! The leaf layer. A leaf vdev is a [`Device`]: a fixed-size array of bytes with positioned
-//! reads and writes, a flush that is the only durability promise, and an advisory discard.
+//! reads and writes, a flush that is the only durability promise, an advisory discard and an
+//! advisory prefetch (read-ahead for scrub and resilver).
 //! Two implementations: [`FileDevice`] for regular files and block devices (the daemon and
 //! the CLI), and [`SimDevice`], an in-memory device with a seeded [`FaultPlan`] on which
 //! unit tests and tarn-sim run the whole engine. This is the only crate that touches files.

@@ -22,7 +22,8 @@
 //! # State
 //! On disk: labels and uberblock rings on every leaf (docs/FORMAT.md "Labels",
 //! "Uberblock"), the space log, and the blocks of upper layers, rooted in the uberblock's
-//! root block pointer (the meta object set, owned by the engine).
+//! root block pointer (the meta object set, owned by the engine). With multihost on, two
+//! heartbeat slots per leaf in the boot reserve ([`multihost`], docs/FORMAT.md section 17).
 //!
 //! # Invariants
 //! - I1: an uberblock for txg T is written only after every block reachable from it, and
