@@ -4,6 +4,13 @@
 //! `MULTIHOST_FAIL_INTERVALS` intervals is suspended. The heartbeat record, the quorum rule
 //! and the import-time activity check are `tarn_pool::multihost`.
 //!
+//! Known weakness: a heartbeat is written and flushed synchronously, leaf by leaf, and a host
+//! that finds its last attempt `MULTIHOST_FAIL_INTERVALS` intervals ago suspends instead of
+//! writing; but while one attempt hangs (a flush stuck behind minutes of queued writes) this
+//! host cannot suspend, and an importer watching for 20 intervals could conclude it is gone.
+//! ZFS issues its heartbeat writes asynchronously and scales the importer's wait by the
+//! observed write delay; both are left to do.
+//!
 //! Lock order: the heartbeat takes the pool lock only with `try_lock`, to refresh its targets
 //! (a txg sync in progress keeps the previous ones), then the handle's heartbeat state; it
 //! takes the pool lock for real only to suspend, after dropping the heartbeat state.
@@ -24,6 +31,8 @@ pub(crate) struct Beat {
     sequence: u64,
     /// Monotonic time of the last heartbeat that reached its quorum (or of arming).
     last_ok_ns: Option<u64>,
+    /// Monotonic time of the last heartbeat tried, counted or not.
+    last_try_ns: Option<u64>,
 }
 
 /// Applies the pool's `multihost` property to the pool: on, heartbeats every
@@ -80,6 +89,7 @@ impl Engine {
         if let Some(targets) = fresh {
             if targets.is_none() {
                 beat.last_ok_ns = None;
+                beat.last_try_ns = None;
             } else if beat.last_ok_ns.is_none() {
                 beat.last_ok_ns = Some(now);
             }
@@ -88,27 +98,37 @@ impl Engine {
         let Some(targets) = beat.targets.clone() else {
             return;
         };
-        beat.sequence += 1;
-        let time_ms = u64::try_from(self.clock.now_unix_nanos() / 1_000_000).unwrap_or(0);
-        let missed = match write_heartbeat(&targets, beat.sequence, time_ms) {
-            Ok(()) => {
-                beat.last_ok_ns = Some(now);
-                return;
-            }
-            Err(miss) => miss,
-        };
-        let since = beat.last_ok_ns.unwrap_or(now);
         let limit_ns = targets.interval_ms() * MULTIHOST_FAIL_INTERVALS * 1_000_000;
-        if now.saturating_sub(since) < limit_ns {
-            return;
-        }
+        let since = beat.last_ok_ns.unwrap_or(now);
+        let gap_ms = now.saturating_sub(since) / 1_000_000;
+        let stalled = beat
+            .last_try_ns
+            .is_some_and(|tried| now.saturating_sub(tried) >= limit_ns);
+        // A host that stalled (paused VM, stopped process) past the limit writes nothing more:
+        // another host may have watched the silence and imported the pool meanwhile.
+        let why = if stalled {
+            format!("no multihost heartbeat was written for {gap_ms} ms (this host stalled)")
+        } else {
+            beat.sequence += 1;
+            let time_ms = u64::try_from(self.clock.now_unix_nanos() / 1_000_000).unwrap_or(0);
+            let written = write_heartbeat(&targets, beat.sequence, time_ms);
+            // Measured from the end of the attempt: a slow flush is not a stall.
+            beat.last_try_ns = Some(self.clock.monotonic_ns());
+            match written {
+                Ok(()) => {
+                    beat.last_ok_ns = Some(now);
+                    return;
+                }
+                Err(_) if now.saturating_sub(since) < limit_ns => return,
+                Err(miss) => {
+                    format!("the multihost heartbeat could not be written for {gap_ms} ms ({miss})")
+                }
+            }
+        };
         beat.targets = None;
         beat.last_ok_ns = None;
+        beat.last_try_ns = None;
         drop(beat);
-        let why = format!(
-            "the multihost heartbeat could not be written for {} ms ({missed})",
-            now.saturating_sub(since) / 1_000_000
-        );
         handle.lock().pool.suspend_for(why);
         let when = self.clock.now_unix_secs();
         self.post(events::pool_event(&handle.name, when, "multihost_suspend"));

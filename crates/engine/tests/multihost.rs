@@ -273,3 +273,21 @@ fn a_heartbeat_without_quorum_for_too_long_suspends_the_pool() {
             .any(|e| e.class.ends_with("multihost_suspend"))
     );
 }
+
+#[test]
+fn an_owner_that_stalled_past_the_limit_suspends_instead_of_writing() {
+    let (provider, names) = devices(2);
+    let base = Arc::new(ManualClock::new(1_700_000_000));
+    let owner = host(&provider, 1, base.clone());
+    create(&owner, TopLayout::Mirror, &names, true);
+    owner.multihost_heartbeat();
+    // A paused VM: long enough for another host to have watched the silence and imported.
+    base.advance_ns(MULTIHOST_FAIL_INTERVALS * INTERVAL_NS);
+    let before = writes(&provider);
+    owner.multihost_heartbeat();
+    assert_eq!(writes(&provider), before, "no heartbeat after the stall");
+    let status = owner.status("tank").unwrap();
+    assert_eq!(status.state, "SUSPENDED");
+    let why = status.status.unwrap();
+    assert!(why.contains("this host stalled"), "{why}");
+}
