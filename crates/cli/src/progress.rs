@@ -4,13 +4,13 @@
 
 use std::io::Write;
 
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use tarn_proto::Progress;
 
 use crate::render;
 
-const TEMPLATE: &str =
-    "{msg} [{bar:40}] {bytes}/{total_bytes} {percent}% at {bytes_per_sec}, {eta} to go";
+/// The bar takes what the terminal's width leaves; the figures keep ZFS's words.
+const TEMPLATE: &str = "{msg} [{wide_bar}] {percent}% {bytes}/{total_bytes} {bytes_per_sec} {eta}";
 
 /// The display of one command's progress reports.
 pub(crate) enum ProgressView {
@@ -41,16 +41,19 @@ impl ProgressView {
                 let _ = stdout.flush();
             }
             ProgressView::Bar(bar) => {
-                let bar = bar.get_or_insert_with(new_bar);
-                // A total of 0 means "not listed yet": an empty bar, not a full one.
-                bar.set_length(progress.total.max(1));
-                bar.set_position(progress.done.min(progress.total));
+                // A total of 0 means "not listed yet": nothing worth a bar so far.
+                if bar.is_none() && progress.total == 0 {
+                    return;
+                }
+                let bar = bar.get_or_insert_with(|| new_bar(&progress.operation));
                 if bar.message() != progress.operation {
-                    // The work changed (a sequential resilver's scrub): a fresh rate and eta.
+                    // New work (or a sequential resilver's scrub): a fresh rate and eta.
                     bar.reset_elapsed();
                     bar.reset_eta();
                     bar.set_message(progress.operation.clone());
                 }
+                bar.set_length(progress.total.max(1));
+                bar.set_position(progress.done.min(progress.total));
             }
         }
     }
@@ -63,11 +66,15 @@ impl ProgressView {
     }
 }
 
-fn new_bar() -> ProgressBar {
-    let bar = ProgressBar::new(1);
+fn new_bar(operation: &str) -> ProgressBar {
+    // Styled and named while hidden, then shown on stdout (the stream whose being a terminal
+    // chose the bar), so the first frame is already complete.
+    let bar = ProgressBar::hidden();
     if let Ok(style) = ProgressStyle::with_template(TEMPLATE) {
         bar.set_style(style.progress_chars("=> "));
     }
+    bar.set_message(operation.to_string());
+    bar.set_draw_target(ProgressDrawTarget::stdout());
     bar
 }
 
