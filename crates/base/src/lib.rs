@@ -79,6 +79,9 @@ pub trait Clock: Send + Sync + std::fmt::Debug {
     fn now_unix_nanos(&self) -> u128 {
         u128::from(self.now_unix_secs()) * 1_000_000_000
     }
+    /// Waits `ns` nanoseconds of this clock's time (the multihost import check waits for a
+    /// heartbeat this way). A manual clock just moves forward.
+    fn sleep_ns(&self, ns: u64);
 }
 
 /// The real clock, for the daemon and the CLI.
@@ -114,6 +117,10 @@ impl Clock for SystemClock {
 
     fn monotonic_ns(&self) -> u64 {
         u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    fn sleep_ns(&self, ns: u64) {
+        std::thread::sleep(std::time::Duration::from_nanos(ns));
     }
 
     #[allow(clippy::disallowed_methods)] // The one place real time enters the engine.
@@ -152,6 +159,10 @@ impl Clock for ManualClock {
 
     fn monotonic_ns(&self) -> u64 {
         self.ns.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn sleep_ns(&self, ns: u64) {
+        self.advance_ns(ns);
     }
 }
 

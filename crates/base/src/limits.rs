@@ -37,3 +37,21 @@ const _: () = assert!(RAIDZ_PARITY_MAX < VDEV_CHILDREN_MAX);
 
 /// Events an engine keeps in memory (`tarn pool events`); the oldest are dropped beyond it.
 pub const EVENTS_MAX: usize = 1000;
+
+/// Default interval between multihost heartbeats (ZFS's `zfs_multihost_interval`).
+pub const MULTIHOST_INTERVAL_MS_DEFAULT: u64 = 1000;
+/// Shortest and longest heartbeat interval a host may use or an importer will trust.
+pub const MULTIHOST_INTERVAL_MS_MIN: u64 = 10;
+/// Longest heartbeat interval (see [`MULTIHOST_INTERVAL_MS_MIN`]).
+pub const MULTIHOST_INTERVAL_MS_MAX: u64 = 60_000;
+/// Intervals without a heartbeat that reached its quorum after which the owner suspends the
+/// pool (ZFS's `zfs_multihost_fail_intervals`).
+pub const MULTIHOST_FAIL_INTERVALS: u64 = 10;
+/// Intervals an importer watches the heartbeats of a pool another host may own.
+pub const MULTIHOST_IMPORT_INTERVALS: u64 = 20;
+
+// An importer must watch longer than an owner may go without a heartbeat before it stops
+// writing: otherwise a live owner in a slow patch would look dead.
+const _: () = assert!(MULTIHOST_IMPORT_INTERVALS > MULTIHOST_FAIL_INTERVALS + 1);
+const _: () = assert!(MULTIHOST_INTERVAL_MS_MIN <= MULTIHOST_INTERVAL_MS_DEFAULT);
+const _: () = assert!(MULTIHOST_INTERVAL_MS_DEFAULT <= MULTIHOST_INTERVAL_MS_MAX);

@@ -340,14 +340,29 @@ pub(crate) enum PoolCommand {
         device: String,
     },
     /// Replace a device with a new one (or with a new device at the same path), resilvering
-    /// only the live data.
+    /// only the live data. On a terminal it waits, showing progress.
     Replace {
+        /// Sequential resilver: copy the allocated ranges of a mirror in address order, then
+        /// scrub to verify (not for raidz).
+        #[arg(short = 's')]
+        sequential: bool,
+        /// Wait until the resilver (and a sequential one's scrub) ends, showing progress.
+        #[arg(short = 'w')]
+        wait: bool,
         /// Pool name.
         name: String,
         /// Device to replace (path, name or GUID).
         old: String,
         /// New device (default: a new device at OLD's path).
         new: Option<String>,
+    },
+    /// Wait until a pool's background activity ends, showing progress.
+    Wait {
+        /// Only this activity: scrub, resilver or replace (default: every one).
+        #[arg(short = 't', value_parser = ["scrub", "resilver", "replace"])]
+        activity: Option<String>,
+        /// Pool name.
+        name: String,
     },
     /// Mirror a device onto a new one (a single disk becomes a mirror), resilvering it.
     Attach {

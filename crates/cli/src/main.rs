@@ -45,6 +45,7 @@ mod datasets;
 mod demo;
 mod demo_fs;
 mod iostat;
+mod progress;
 mod render;
 mod run;
 mod userspace;

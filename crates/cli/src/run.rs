@@ -433,7 +433,13 @@ fn plan_maintenance(command: PoolCommand, cwd: &Path) -> Result<Plan, Outcome> {
 /// Plans `replace`, `attach` and `detach`.
 fn plan_replace(command: PoolCommand, cwd: &Path) -> Plan {
     match command {
-        PoolCommand::Replace { name, old, new } => Plan {
+        PoolCommand::Replace {
+            sequential,
+            wait,
+            name,
+            old,
+            new,
+        } => Plan {
             verb: "replace",
             object: Some(old.clone()),
             view: View::Silent,
@@ -441,7 +447,16 @@ fn plan_replace(command: PoolCommand, cwd: &Path) -> Plan {
                 name,
                 old: device_arg(&old, cwd),
                 new: new.map(|n| device_arg(&n, cwd)),
+                sequential,
+                // On a terminal the admin watches the resilver; scripts get control back.
+                wait: wait || std::io::IsTerminal::is_terminal(&std::io::stdout()),
             },
+        },
+        PoolCommand::Wait { activity, name } => Plan {
+            verb: "wait for",
+            object: Some(name.clone()),
+            view: View::Silent,
+            request: Request::PoolWait { name, activity },
         },
         PoolCommand::Attach { name, device, new } => Plan {
             verb: "attach",
@@ -599,28 +614,10 @@ fn execute(plan: Plan, rundir: &Path, json: bool) -> Outcome {
         Ok(client) => client,
         Err(error) => return Outcome::refused(error.to_string()),
     };
-    use std::io::{IsTerminal, Write};
-    let terminal = std::io::stdout().is_terminal();
-    let mut shown = false;
-    let progress = |progress: tarn_proto::Progress| {
-        if json {
-            return;
-        }
-        let line = render::progress_line(&progress);
-        let mut stdout = std::io::stdout().lock();
-        // On a terminal one line is rewritten in place; in a pipe each report is a line.
-        let _ = if terminal {
-            write!(stdout, "\r{line}\x1b[K")
-        } else {
-            writeln!(stdout, "{line}")
-        };
-        let _ = stdout.flush();
-        shown = true;
-    };
-    let called = client.call(&plan.request, progress);
-    if shown && terminal {
-        println!();
-    }
+    use std::io::IsTerminal;
+    let mut view = crate::progress::ProgressView::new(json, std::io::stdout().is_terminal());
+    let called = client.call(&plan.request, |progress| view.report(&progress));
+    view.finish();
     match called {
         Ok(response) => finish(&plan, response, json),
         Err(error) => Outcome::refused(render::error_line(

@@ -10,6 +10,8 @@
 //!             interleave; a step runs a scrub or a resilver batch); otherwise sleeps until
 //!             woken by a scrub/online/replace request or for SCRUB_IDLE. A scrub or resilver
 //!             found scanning after import or daemon start is resumed.
+//!  multihost: every Engine::multihost_interval_ms, Engine::multihost_heartbeat (pools with
+//!             multihost=on; `TARN_MULTIHOST_INTERVAL_MS` sets the interval)
 //! ```
 //! Lock order: `EngineBackend::batch` (held for one scrub batch, and by export and destroy so
 //! that they never race a batch for the pool's handle), then the engine's own locks.
@@ -21,7 +23,7 @@ use std::time::Duration;
 use tarn_base::{SeededRng, SystemClock};
 use tarn_engine::{
     CreateOptions, CreateSpec, Engine, EngineError, FileProvider, HostIdentity, ImportOptions,
-    ScanState, ScrubAction, TopLayout, TopSpec, VdevNode,
+    ScanFunction, ScanState, ScrubAction, TopLayout, TopSpec, VdevNode,
 };
 use tarn_proto::{
     CacheEntry, ErrorReply, HistoryEntry, HistoryPool, ImportablePool, PoolCreate, PoolImport,
@@ -46,6 +48,22 @@ pub const SCRUB_IDLE: Duration = Duration::from_secs(5);
 pub const SCRUB_BACKOFF: Duration = Duration::from_secs(1);
 /// How often `scrub -w` reports progress.
 pub const SCRUB_PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
+/// How often a waiting request looks whether the work ended (finer than the reports, so
+/// `scrub -w` returns soon after the scrub is done).
+pub const SCRUB_POLL_INTERVAL: Duration = Duration::from_millis(50);
+
+/// Sleeps until the next report is due, returning early (`true`) once `running` says the
+/// work ended.
+fn wait_for_report(running: &dyn Fn() -> bool) -> bool {
+    let polls = SCRUB_PROGRESS_INTERVAL.as_millis() / SCRUB_POLL_INTERVAL.as_millis();
+    for _ in 0..polls {
+        std::thread::sleep(SCRUB_POLL_INTERVAL);
+        if !running() {
+            return true;
+        }
+    }
+    false
+}
 
 /// Wakes the scrub thread when a scrub starts.
 #[derive(Debug, Default)]
@@ -109,17 +127,17 @@ fn drive_scrubs(engine: &std::sync::Weak<Engine>, batch: &Mutex<()>, wake: &Wake
     }
 }
 
-/// This host's identity: `/etc/hostid` when present (as ZFS uses), else a stable hash of the
-/// host name; never zero.
+/// This host's identity: the `TARN_HOSTID` environment variable (hex with `0x`, or decimal;
+/// for a second daemon on one machine, as tests run), else `/etc/hostid` when present (as ZFS
+/// uses), else a stable hash of the host name; never zero.
 #[must_use]
 pub fn host_identity() -> HostIdentity {
     let hostname = std::fs::read_to_string("/etc/hostname")
         .map_or_else(|_| "localhost".to_string(), |h| h.trim().to_string());
-    let from_file = std::fs::read("/etc/hostid")
+    let from_env = std::env::var("TARN_HOSTID")
         .ok()
-        .and_then(|bytes| <[u8; 4]>::try_from(bytes.as_slice()).ok())
-        .map(|word| u64::from(u32::from_le_bytes(word)))
-        .filter(|&id| id != 0);
+        .and_then(|v| parse_hostid(&v));
+    let from_file = from_env.or_else(read_hostid_file);
     let hostid = from_file.unwrap_or_else(|| {
         let hash = hostname.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
             (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
@@ -127,6 +145,47 @@ pub fn host_identity() -> HostIdentity {
         (hash & 0xffff_ffff).max(1)
     });
     HostIdentity { hostid, hostname }
+}
+
+/// A host id as `TARN_HOSTID` gives it: `0x` and hex digits, or decimal; zero is no id.
+fn parse_hostid(text: &str) -> Option<u64> {
+    let text = text.trim();
+    let parsed = match text.strip_prefix("0x") {
+        Some(hex) => u64::from_str_radix(hex, 16).ok(),
+        None => text.parse().ok(),
+    };
+    parsed.filter(|&id| id != 0)
+}
+
+fn read_hostid_file() -> Option<u64> {
+    std::fs::read("/etc/hostid")
+        .ok()
+        .and_then(|bytes| <[u8; 4]>::try_from(bytes.as_slice()).ok())
+        .map(|word| u64::from(u32::from_le_bytes(word)))
+        .filter(|&id| id != 0)
+}
+
+/// Starts the thread that writes multihost heartbeats (module doc) until the engine goes.
+fn start_heartbeat(engine: &Arc<Engine>) -> Result<(), String> {
+    if let Some(ms) = std::env::var("TARN_MULTIHOST_INTERVAL_MS")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+    {
+        engine.set_multihost_interval_ms(ms);
+    }
+    let weak = Arc::downgrade(engine);
+    std::thread::Builder::new()
+        .name("multihost".into())
+        .spawn(move || {
+            while let Some(engine) = weak.upgrade() {
+                engine.multihost_heartbeat();
+                let interval = Duration::from_millis(engine.multihost_interval_ms());
+                drop(engine);
+                std::thread::sleep(interval);
+            }
+        })
+        .map(|_| ())
+        .map_err(|e| format!("cannot start the multihost thread: {e}"))
 }
 
 /// An engine on real files and block devices with this host's identity.
@@ -157,6 +216,7 @@ impl EngineBackend {
                 }
             })
             .map_err(|e| format!("cannot start the txg timer: {e}"))?;
+        start_heartbeat(&engine)?;
         let batch = Arc::new(Mutex::new(()));
         let wake = Arc::new(Wake::default());
         let (weak, thread_batch, thread_wake) = (
@@ -583,7 +643,63 @@ impl EngineBackend {
             if !running {
                 return;
             }
-            std::thread::sleep(SCRUB_PROGRESS_INTERVAL);
+            let scanning = || {
+                names.iter().any(|name| {
+                    let scan = self.engine.scan_progress(name);
+                    matches!(scan, Ok(Some(s)) if s.state == ScanState::Scanning)
+                })
+            };
+            if wait_for_report(&scanning) {
+                // One last report with the final figures.
+                continue;
+            }
+        }
+    }
+
+    /// Reports progress until `name` runs no scan that `activity` names (module doc of
+    /// `tarn pool wait`): `scrub`, `resilver`, `replace` (a resilver, and the scrub that
+    /// follows a sequential one), or any scan when `None`.
+    fn wait_activity(
+        &self,
+        name: &str,
+        activity: Option<&str>,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Response {
+        loop {
+            let scan = match self.engine.scan_progress(name) {
+                Ok(scan) => scan,
+                Err(e) => return error_reply(&e),
+            };
+            let running = scan.filter(|s| {
+                let resilver = s.function == ScanFunction::Resilver;
+                s.state == ScanState::Scanning
+                    && match activity {
+                        None => true,
+                        Some("scrub") => !resilver,
+                        Some("resilver") => resilver,
+                        Some(_) => resilver || s.sequential,
+                    }
+            });
+            let Some(scan) = running else {
+                return ok(ReplyPayload::Unit);
+            };
+            let operation = match (scan.function, scan.sequential) {
+                (ScanFunction::Resilver, false) => "resilver",
+                (ScanFunction::Resilver, true) => "resilver (sequential)",
+                (ScanFunction::Scrub, false) => "scrub",
+                (ScanFunction::Scrub, true) => "scrub (after a sequential resilver)",
+            };
+            progress(Progress {
+                operation: operation.into(),
+                done: scan.issued,
+                total: scan.to_examine,
+            });
+            let same = || {
+                let now = self.engine.scan_progress(name);
+                matches!(now, Ok(Some(s)) if s.state == ScanState::Scanning
+                    && (s.function, s.sequential) == (scan.function, scan.sequential))
+            };
+            wait_for_report(&same);
         }
     }
 
@@ -602,15 +718,25 @@ impl EngineBackend {
     /// replace, attach and detach; a started resilver wakes the background thread.
     fn replace(&self, request: &Request) -> Response {
         let (name, result) = match request {
-            Request::PoolReplace { name, old, new } => {
+            Request::PoolReplace {
+                name,
+                old,
+                new,
+                sequential,
+                ..
+            } => {
+                let flag = if *sequential { "-s " } else { "" };
                 let command = match new {
-                    Some(new) => format!("pool replace {name} {old} {new}"),
-                    None => format!("pool replace {name} {old}"),
+                    Some(new) => format!("pool replace {flag}{name} {old} {new}"),
+                    None => format!("pool replace {flag}{name} {old}"),
                 };
-                (
-                    name,
-                    self.engine.replace(name, old, new.as_deref(), &command),
-                )
+                let new = new.as_deref();
+                let result = if *sequential {
+                    self.engine.replace_sequential(name, old, new, &command)
+                } else {
+                    self.engine.replace(name, old, new, &command)
+                };
+                (name, result)
             }
             Request::PoolAttach { name, device, new } => {
                 let command = format!("pool attach {name} {device} {new}");
@@ -935,6 +1061,15 @@ impl Handler for EngineBackend {
                 action,
                 wait,
             } => self.scrub(names, *action, *wait, progress),
+            Request::PoolReplace {
+                name, wait: true, ..
+            } => match self.replace(&request) {
+                Response::Ok(_) => self.wait_activity(name, Some("replace"), progress),
+                refused => refused,
+            },
+            Request::PoolWait { name, activity } => {
+                self.wait_activity(name, activity.as_deref(), progress)
+            }
             _ => self.handle(request),
         }
     }
@@ -1075,5 +1210,19 @@ impl EngineBackend {
         self.engine
             .import_pool(&dirs, &entry.guid.to_string(), &options, &command)
             .map_err(|e| e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_hostid;
+
+    #[test]
+    fn hostid_from_the_environment_is_hex_or_decimal_and_never_zero() {
+        assert_eq!(parse_hostid("0x2a"), Some(42));
+        assert_eq!(parse_hostid(" 42\n"), Some(42));
+        assert_eq!(parse_hostid("0"), None);
+        assert_eq!(parse_hostid("0xzz"), None);
+        assert_eq!(parse_hostid("host"), None);
     }
 }

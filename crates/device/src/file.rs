@@ -386,6 +386,13 @@ impl Device for FileDevice {
     fn path(&self) -> &str {
         &self.path
     }
+
+    fn prefetch(&self, offset: u64, len: u64) {
+        // O_DIRECT reads bypass the page cache, so there is nothing to fill.
+        if !self.direct && check_range(offset, len, self.size).is_ok() {
+            let _ = sys::will_need(&self.file, offset, len);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -2,7 +2,8 @@
 //!
 //! # Purpose
 //! The leaf layer. A leaf vdev is a [`Device`]: a fixed-size array of bytes with positioned
-//! reads and writes, a flush that is the only durability promise, and an advisory discard.
+//! reads and writes, a flush that is the only durability promise, an advisory discard and an
+//! advisory prefetch (read-ahead for scrub and resilver).
 //! Two implementations: [`FileDevice`] for regular files and block devices (the daemon and
 //! the CLI), and [`SimDevice`], an in-memory device with a seeded [`FaultPlan`] on which
 //! unit tests and tarn-sim run the whole engine. This is the only crate that touches files.
@@ -165,6 +166,13 @@ pub trait Device: Send + Sync + std::fmt::Debug {
     /// `tarn pool iostat -q`); 0 for devices that write before they acknowledge.
     fn queued_writes(&self) -> u64 {
         0
+    }
+    /// Advisory: the caller will read `[offset, offset + len)` soon, so a device with a cache
+    /// may start reading it now (scrub and resilver announce each batch, which lets all
+    /// leaves read at once although each block's columns are read one after another).
+    /// Never fails and never changes data; the default does nothing.
+    fn prefetch(&self, offset: u64, len: u64) {
+        let _ = (offset, len);
     }
 }
 

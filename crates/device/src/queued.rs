@@ -162,6 +162,10 @@ impl Device for QueuedDevice {
         self.inner.read_at(offset, buf)
     }
 
+    fn prefetch(&self, offset: u64, len: u64) {
+        self.inner.prefetch(offset, len);
+    }
+
     fn write_at(&self, offset: u64, data: &[u8]) -> Result<(), DeviceError> {
         crate::check_range(offset, data.len() as u64, self.inner.size_bytes())?;
         let mut state = self.shared.lock();

@@ -64,6 +64,21 @@ pub(crate) fn start_writeback(file: &File) -> io::Result<()> {
     }
 }
 
+/// Asks the kernel to read `[offset, offset + len)` of `file` into the page cache in the
+/// background (`posix_fadvise(POSIX_FADV_WILLNEED)`).
+pub(crate) fn will_need(file: &File, offset: u64, len: u64) -> io::Result<()> {
+    let (offset, len) = (to_off_t(offset)?, to_off_t(len)?);
+    // SAFETY: posix_fadvise takes only integers; the descriptor is valid while `file` is
+    // borrowed.
+    let rc =
+        unsafe { libc::posix_fadvise(file.as_raw_fd(), offset, len, libc::POSIX_FADV_WILLNEED) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::from_raw_os_error(rc))
+    }
+}
+
 /// Deallocates `[offset, offset + len)` of a regular file without changing its size.
 pub(crate) fn punch_hole(file: &File, offset: u64, len: u64) -> io::Result<()> {
     let mode = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;

@@ -39,17 +39,20 @@
 //! [`Engine::clear`]).
 //!
 //! Replace, attach, detach, leaf faulting and hot spares are in [`replace`]; a resilver is a
-//! scan with function resilver ([`scrub`]); [`Engine::fault_check`] runs the slow-device
-//! detector ([`slow`]: p99 against the siblings' median, read-around, `delay` events, fault
-//! after `slow_io_period` when a spare is free), faults leaves with `io_n` I/O errors and
-//! activates spares; the event ring is [`events`]; [`iostat`] reports the leaves' running
-//! totals. The detector's windows and the SLOW counts live in memory only and restart at
-//! import, as ZFS's do.
+//! scan with function resilver ([`scrub`]), or with `replace -s` a sequential resilver that
+//! copies the allocated ranges of a mirror and is followed by a verifying scrub (`rebuild`);
+//! [`Engine::fault_check`] runs the slow-device detector ([`slow`]: p99 against the
+//! siblings' median, read-around, `delay` events, fault after `slow_io_period` when a spare
+//! is free), faults leaves with `io_n` I/O errors and activates spares; the event ring is
+//! [`events`]; [`iostat`] reports the leaves' running totals. The detector's windows and the
+//! SLOW counts live in memory only and restart at import, as ZFS's do. Multihost protection
+//! (`multihost=on`): [`Engine::multihost_heartbeat`] writes the heartbeat and suspends a pool
+//! that cannot (`multihost`); the import-time activity check is `tarn_pool::multihost`.
 //!
 //! # Not here
-//! Snapshots and POSIX files (later layers), rates over intervals (the front end divides two
-//! [`Engine::iostat`] reports), the thread that drives scrubs, resilvers and fault checks
-//! (the daemon owns it; the engine spawns nothing).
+//! Snapshots (a later layer), rates over intervals (the front end divides two
+//! [`Engine::iostat`] reports), the threads that drive scrubs, resilvers, fault checks and
+//! heartbeats (the daemon owns them; the engine spawns nothing).
 
 mod dataset_ops;
 mod datasets;
@@ -59,7 +62,9 @@ pub mod fs;
 pub mod iostat;
 pub mod mos;
 pub mod project;
+mod multihost;
 pub mod props;
+mod rebuild;
 pub mod replace;
 pub mod scrub;
 pub mod slow;
@@ -230,6 +235,8 @@ pub struct PoolHandle {
     /// The engine clock's monotonic time at create or import (`iostat`'s first report).
     imported_ns: u64,
     inner: Mutex<Imported>,
+    /// Multihost heartbeat state (its own lock: see [`multihost`]).
+    beat: Mutex<multihost::Beat>,
 }
 
 impl std::fmt::Debug for PoolHandle {
@@ -251,6 +258,16 @@ impl PoolHandle {
     }
 }
 
+/// Whether the MOS and the dataset tree of `pool` open at its current root (import's check
+/// of a candidate uberblock).
+fn opens_at_root(pool: &Pool, name: &str) -> Result<(), String> {
+    let reader = pool.reader();
+    let root = pool.root().ok_or("no root block")?;
+    let mut mos = Mos::open(&reader, &root).map_err(|e| e.to_string())?;
+    datasets::Tree::load(mos.objset(), &reader, name).map_err(|e| e.to_string())?;
+    Ok(())
+}
+
 /// The storage engine: every imported pool of this host.
 pub struct Engine {
     provider: Arc<dyn DeviceProvider>,
@@ -261,6 +278,7 @@ pub struct Engine {
     admin: Mutex<()>,
     events: Mutex<events::EventLog>,
     slow: Mutex<slow::SlowWatch>,
+    multihost_interval_ms: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for Engine {
@@ -378,6 +396,9 @@ impl Engine {
             admin: Mutex::new(()),
             events: Mutex::new(events::EventLog::default()),
             slow: Mutex::new(slow::SlowWatch::default()),
+            multihost_interval_ms: std::sync::atomic::AtomicU64::new(
+                tarn_base::limits::MULTIHOST_INTERVAL_MS_DEFAULT,
+            ),
         }
     }
 
@@ -466,6 +487,7 @@ impl Engine {
         };
         let mut imported = self.created(pool, &spec.name, &pool_props, &options.command)?;
         dataset_ops::format_filesystem(&mut imported, ROOT_DATASET_ID, self.clock.as_ref())?;
+        multihost::apply_prop(&mut imported, self.multihost_interval_ms())?;
         imported.sync()?;
         let handle = self.handle(spec.name.clone(), guid, imported);
         self.pools().insert(spec.name.clone(), handle);
@@ -656,14 +678,7 @@ impl Engine {
         if self.pools().contains_key(&name) {
             return Err(EngineError::PoolExists);
         }
-        let verify = |pool: &Pool| -> Result<(), String> {
-            let reader = pool.reader();
-            let root = pool.root().ok_or("no root block")?;
-            let mut mos = Mos::open(&reader, &root).map_err(|e| e.to_string())?;
-            datasets::Tree::load(mos.objset(), &reader, &found.config.name)
-                .map_err(|e| e.to_string())?;
-            Ok(())
-        };
+        let verify = |pool: &Pool| opens_at_root(pool, &found.config.name);
         let pool = Pool::import(
             &found,
             self.provider.as_ref(),
@@ -692,6 +707,7 @@ impl Engine {
         if !readonly {
             replace::resume_at_import(&mut imported, self.clock.now_unix_secs());
             imported.upgrade_usedby();
+            multihost::apply_prop(&mut imported, self.multihost_interval_ms())?;
             imported.history.push(self.history_record(command, false));
             imported.sync()?;
         }
@@ -707,6 +723,7 @@ impl Engine {
             guid,
             imported_ns: self.clock.monotonic_ns(),
             inner: Mutex::new(imported),
+            beat: Mutex::default(),
         })
     }
 
@@ -807,7 +824,25 @@ impl Engine {
             && p.state == ScanState::Finished
         {
             let what = format!("{}_finish", p.function.name());
-            self.post(events::pool_event(&handle.name, now, &what));
+            let mut event = events::pool_event(&handle.name, now, &what);
+            // Exact figures for scripts (`events -v -j`): status rounds them for people.
+            let (started, ended) = (p.start_time.to_string(), p.end_time.to_string());
+            event.payload = vec![
+                ("scan_bytes_issued".into(), p.issued.to_string()),
+                ("scan_bytes_repaired".into(), p.repaired.to_string()),
+                ("scan_errors".into(), p.errors.to_string()),
+                ("scan_start_time".into(), started),
+                ("scan_end_time".into(), ended),
+                (
+                    "scan_sequential".into(),
+                    u64::from(p.sequential).to_string(),
+                ),
+            ];
+            self.post(event);
+            if inner.scan.scanning() {
+                // A sequential resilver's verifying scrub started with its last step.
+                self.post(events::pool_event(&handle.name, now, "scrub_start"));
+            }
         }
         Ok(progress)
     }
@@ -895,6 +930,7 @@ impl Engine {
         };
         mos.set_prop(&pool.reader(), property, stored)?;
         history.push(self.history_record(command, false));
+        multihost::apply_prop(&mut inner, self.multihost_interval_ms())?;
         inner.sync()?;
         Ok(())
     }

@@ -123,11 +123,38 @@ impl Engine {
         new: Option<&str>,
         command: &str,
     ) -> Result<(), EngineError> {
+        self.replace_with(name, old, new, false, command)
+    }
+
+    /// `tarn pool replace -s POOL OLD [NEW]`: as [`Engine::replace`], but NEW is filled by a
+    /// sequential resilver (the allocated ranges copied in address order, see `rebuild`)
+    /// followed by a verifying scrub. Refused for raidz.
+    pub fn replace_sequential(
+        &self,
+        name: &str,
+        old: &str,
+        new: Option<&str>,
+        command: &str,
+    ) -> Result<(), EngineError> {
+        self.replace_with(name, old, new, true, command)
+    }
+
+    fn replace_with(
+        &self,
+        name: &str,
+        old: &str,
+        new: Option<&str>,
+        sequential: bool,
+        command: &str,
+    ) -> Result<(), EngineError> {
         let _admin = self.admin();
         let handle = self.pool(name)?;
         let mut inner = handle.lock();
         devices::writable(&inner)?;
         let (top, leaf) = devices::find_leaf(&inner, old)?;
+        if sequential {
+            crate::rebuild::check_layout(&top)?;
+        }
         if inner.pool.spares().iter().any(|s| s.guid() == leaf.guid()) {
             return Err(EngineError::InvalidArgument(
                 "a hot spare in use is replaced by replacing the device it stands in for".into(),
@@ -148,7 +175,7 @@ impl Engine {
             dropped.iter().all(|l| l.guid() == leaf.guid()),
             "only the replaced leaf leaves the tree"
         );
-        self.start_resilver(&name, &mut inner, command)
+        self.start_resilver(&name, &mut inner, sequential, command)
     }
 
     /// `tarn pool attach POOL DEVICE NEW`: mirrors DEVICE onto NEW (a disk vdev becomes a
@@ -177,7 +204,7 @@ impl Engine {
         let mirror = self.next_guid(&inner);
         top.attach(leaf.guid(), fresh.leaf, mirror)
             .map_err(vdev_error)?;
-        self.start_resilver(name, &mut inner, command)
+        self.start_resilver(name, &mut inner, false, command)
     }
 
     /// `tarn pool detach POOL DEVICE`: removes a mirror side or a member of a replacing or
@@ -212,11 +239,16 @@ impl Engine {
         &self,
         name: &str,
         inner: &mut Imported,
+        sequential: bool,
         command: &str,
     ) -> Result<(), EngineError> {
         inner.pool.set_config_dirty();
         let now = self.clock.now_unix_secs();
         scrub::restart(inner, ScanFunction::Resilver, now);
+        if let Some(progress) = &mut inner.scan.progress {
+            progress.sequential = sequential;
+        }
+        scrub::persist(inner)?;
         self.post(pool_event(name, now, "resilver_start"));
         inner.history.push(self.history_record(command, false));
         inner.sync()?;

@@ -166,6 +166,13 @@ pub struct ScanProgress {
     /// A resilver visits only blocks born in this txg or later: what leaves that were out
     /// of service missed (0: every block, for new leaves).
     pub min_birth: Txg,
+    /// A resilver: sequential (`replace -s`, copies allocated ranges, see `rebuild`); a
+    /// scrub: the verifying scrub that follows one.
+    pub sequential: bool,
+    /// A sequential resilver: top-level vdev and offset below which every range is copied
+    /// (vdevs below it are done). Kept apart from `bookmark`, which a build without
+    /// sequential resilver would read as block keys.
+    pub rebuilt: Option<(u32, u64)>,
 }
 
 impl ScanProgress {
@@ -184,6 +191,8 @@ impl ScanProgress {
             errors: 0,
             bookmark: None,
             min_birth: Txg(0),
+            sequential: false,
+            rebuilt: None,
         }
     }
 
@@ -208,6 +217,12 @@ impl ScanProgress {
             ("bookmark_vdev", vdev),
             ("bookmark_offset", offset),
             ("min_birth", self.min_birth.0),
+            ("sequential", u64::from(self.sequential)),
+            (
+                "rebuilt_vdev",
+                self.rebuilt.map_or(u64::MAX, |(v, _)| u64::from(v)),
+            ),
+            ("rebuilt_offset", self.rebuilt.map_or(0, |(_, o)| o)),
         ]
     }
 
@@ -236,6 +251,11 @@ impl ScanProgress {
         let vdev = u32::try_from(get("bookmark_vdev")?)
             .map_err(|_| EngineError::Corrupt("scan bookmark vdev out of range".into()))?;
         let bookmark = (get("has_bookmark")? != 0).then_some((vdev, get("bookmark_offset")?));
+        // Fields added with sequential resilver: absent in records of older builds.
+        let optional = |name: &str| fields.iter().find(|(n, _)| n == name).map(|(_, v)| *v);
+        let rebuilt = optional("rebuilt_vdev")
+            .and_then(|v| u32::try_from(v).ok())
+            .map(|v| (v, optional("rebuilt_offset").unwrap_or(0)));
         let progress = ScanProgress {
             function,
             state,
@@ -250,7 +270,9 @@ impl ScanProgress {
             errors: get("errors")?,
             bookmark,
             // Records written before the field existed resilvered everything.
-            min_birth: Txg(get("min_birth").unwrap_or(0)),
+            min_birth: Txg(optional("min_birth").unwrap_or(0)),
+            sequential: optional("sequential").is_some_and(|v| v != 0),
+            rebuilt,
         };
         if progress.issued > progress.to_examine {
             return Err(EngineError::Corrupt(
@@ -381,6 +403,8 @@ pub(crate) struct ScanQueue {
 pub(crate) struct Scan {
     pub(crate) progress: Option<ScanProgress>,
     queue: Option<ScanQueue>,
+    /// The ranges of a sequential resilver (`rebuild`), instead of `queue`.
+    pub(crate) rebuild: Option<crate::rebuild::RebuildQueue>,
 }
 
 impl Scan {
@@ -391,6 +415,7 @@ impl Scan {
         Ok(Scan {
             progress: ScanProgress::from_fields(&fields)?,
             queue: None,
+            rebuild: None,
         })
     }
 
@@ -408,7 +433,7 @@ impl Scan {
 }
 
 /// Writes the record into the MOS (committed with the next txg).
-fn persist(inner: &mut Imported) -> Result<(), EngineError> {
+pub(crate) fn persist(inner: &mut Imported) -> Result<(), EngineError> {
     let Some(progress) = inner.scan.progress else {
         return Ok(());
     };
@@ -419,6 +444,7 @@ fn persist(inner: &mut Imported) -> Result<(), EngineError> {
 /// Drops the queue and releases held frees (S2).
 fn drop_queue(inner: &mut Imported) {
     inner.scan.queue = None;
+    inner.scan.rebuild = None;
     inner.pool.set_hold_deferred(false);
 }
 
@@ -600,6 +626,9 @@ pub(crate) fn step(
     if let Some(why) = inner.pool.suspended() {
         return Err(PoolError::Suspended(why.to_string()).into());
     }
+    if inner.scan.progress.is_some_and(|p| p.sequential) && inner.scan.resilvering() {
+        return crate::rebuild::step(inner, max_bytes, now);
+    }
     if inner.scan.queue.is_none() {
         build_queue(inner, now)?;
     }
@@ -614,6 +643,7 @@ pub(crate) fn step(
             .queue
             .as_mut()
             .expect("S2: a scanning pool has a queue after build_queue");
+        prefetch(pool, &queue.entries[queue.next..], 2 * max_bytes.max(1));
         while done < max_bytes.max(1) && queue.next < queue.entries.len() {
             let entry = queue.entries[queue.next];
             if let Some(lost) = scan_entry(pool, &entry, &mut progress) {
@@ -651,6 +681,28 @@ pub(crate) fn step(
         inner.sync()?;
     }
     Ok(Some(progress))
+}
+
+/// Announces the address range of the next `budget` bytes of listed blocks (by their first
+/// copy) to each top-level vdev, so every leaf reads ahead in parallel
+/// (`TopVdev::prefetch`); this batch and the next one, so reading overlaps verifying.
+fn prefetch(pool: &tarn_pool::Pool, entries: &[Entry], budget: u64) {
+    let mut spans: std::collections::BTreeMap<u32, (u64, u64)> = Default::default();
+    let mut bytes = 0;
+    for entry in entries.iter().take_while(|e| {
+        let more = bytes < budget;
+        bytes += e.bytes();
+        more
+    }) {
+        let end = entry.key.1 + entry.bp.copies().next().map_or(0, |dva| dva.asize);
+        let span = spans.entry(entry.key.0).or_insert((entry.key.1, end));
+        span.1 = span.1.max(end);
+    }
+    for (vdev, (start, end)) in spans {
+        if let Some(top) = pool.tops().iter().find(|t| t.id().0 == vdev) {
+            top.prefetch(start, end - start);
+        }
+    }
 }
 
 /// Scrubs or resilvers one listed block; returns its error-log key when it is lost.
@@ -707,10 +759,14 @@ pub(crate) fn scan_text(scan: &Scan, now: u64) -> Option<String> {
     };
     let text = match p.state {
         ScanState::Scanning => {
-            let (pass_start, pass_issued) = scan
-                .queue
-                .as_ref()
-                .map_or((p.start_time, 0), |q| (q.pass_start, q.pass_issued));
+            let (pass_start, pass_issued) = scan.queue.as_ref().map_or_else(
+                || {
+                    scan.rebuild
+                        .as_ref()
+                        .map_or((p.start_time, 0), |r| r.pass())
+                },
+                |q| (q.pass_start, q.pass_issued),
+            );
             let elapsed = now.saturating_sub(pass_start).max(1);
             let issued_rate = (p.issued - pass_issued.min(p.issued)) / elapsed;
             let scanned_rate = p.examined.saturating_sub(pass_issued) / elapsed;
@@ -722,7 +778,7 @@ pub(crate) fn scan_text(scan: &Scan, now: u64) -> Option<String> {
             format!(
                 "{} in progress since {}\n{} scanned at {}/s, {} issued at {}/s, {} total\n\
                  {} {}, {percent:.2}% done, {to_go}",
-                p.function.name(),
+                label(&p),
                 ctime(p.start_time),
                 format_size(p.examined),
                 format_size(scanned_rate),
@@ -744,14 +800,16 @@ pub(crate) fn scan_text(scan: &Scan, now: u64) -> Option<String> {
             format_size(p.repaired),
         ),
         ScanState::Finished if p.function == ScanFunction::Resilver => format!(
-            "resilvered {} in {} with {} errors on {}",
+            "resilvered{} {} in {} with {} errors on {}",
+            if p.sequential { " (sequential)" } else { "" },
             format_size(p.repaired),
             duration(p.end_time.saturating_sub(p.start_time)),
             p.errors,
             ctime(p.end_time)
         ),
         ScanState::Finished => format!(
-            "scrub repaired {} in {} with {} errors on {}",
+            "{} repaired {} in {} with {} errors on {}",
+            label(&p),
             format_size(p.repaired),
             duration(p.end_time.saturating_sub(p.start_time)),
             p.errors,
@@ -760,6 +818,17 @@ pub(crate) fn scan_text(scan: &Scan, now: u64) -> Option<String> {
         ScanState::Canceled => format!("scrub canceled on {}", ctime(p.end_time)),
     };
     Some(text)
+}
+
+/// The scan's name in status: `scrub`, `resilver`, and the sequential forms
+/// `resilver (sequential)` and `scrub (after a sequential resilver)`.
+fn label(p: &ScanProgress) -> &'static str {
+    match (p.function, p.sequential) {
+        (ScanFunction::Scrub, false) => "scrub",
+        (ScanFunction::Scrub, true) => "scrub (after a sequential resilver)",
+        (ScanFunction::Resilver, false) => "resilver",
+        (ScanFunction::Resilver, true) => "resilver (sequential)",
+    }
 }
 
 fn repaired_word(function: ScanFunction) -> &'static str {
@@ -886,10 +955,13 @@ mod tests {
             errors: 0,
             bookmark: Some((0, 1)),
             min_birth: Txg(0),
+            sequential: false,
+            rebuilt: None,
         };
         Scan {
             progress: Some(progress),
             queue: None,
+            rebuild: None,
         }
     }
 

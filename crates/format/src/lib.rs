@@ -12,6 +12,7 @@
 //! - [`uberblock::Uberblock`] (1 KiB, self-checksummed): the root of one committed txg.
 //! - [`label::PoolConfig`] and [`label::VdevTree`]: the configuration in every label, encoded
 //!   as tagged fields (TLV) so that new fields never break old readers.
+//! - [`heartbeat::Heartbeat`] (128 bytes, self-checksummed): the multihost heartbeat.
 //! - [`checksum`] (fletcher4, sha256, blake3) and [`compress`] (lz4, zstd, zle).
 //!
 //! # Invariants
@@ -34,6 +35,7 @@ pub mod blkptr;
 pub mod checksum;
 pub mod compress;
 pub mod dnode;
+pub mod heartbeat;
 pub mod label;
 pub mod objset;
 pub mod uberblock;

@@ -22,7 +22,8 @@
 //! # State
 //! On disk: labels and uberblock rings on every leaf (docs/FORMAT.md "Labels",
 //! "Uberblock"), the space log, and the blocks of upper layers, rooted in the uberblock's
-//! root block pointer (the meta object set, owned by the engine).
+//! root block pointer (the meta object set, owned by the engine). With multihost on, two
+//! heartbeat slots per leaf in the boot reserve ([`multihost`], docs/FORMAT.md section 17).
 //!
 //! # Invariants
 //! - I1: an uberblock for txg T is written only after every block reachable from it, and
@@ -46,9 +47,11 @@
 //!
 //! # Not here
 //! Object sets and properties (tarn-objects, tarn-engine), scrub and resilver (background),
-//! multihost heartbeats, the intent log.
+//! the intent log, the timer that drives multihost heartbeats (the daemon; the heartbeat and
+//! the import-time activity check are [`multihost`]).
 
 pub mod labels;
+pub mod multihost;
 mod provider;
 mod spec;
 
@@ -141,6 +144,15 @@ pub enum PoolError {
         /// The other host's name.
         hostname: String,
         /// The other host's id.
+        hostid: u64,
+    },
+    /// Another host's multihost heartbeat advanced while this host watched it.
+    #[error(
+        "pool is in use by host {hostid:#x} (multihost=on); export it on that host, or import \
+         after its heartbeat has stopped"
+    )]
+    InUseByHost {
+        /// The host whose heartbeat was seen.
         hostid: u64,
     },
     /// The pool needs a feature this build does not support.
@@ -401,19 +413,29 @@ pub struct Pool {
     readonly: bool,
     identity: HostIdentity,
     clock: Arc<dyn Clock>,
+    /// Multihost heartbeat interval (0: multihost off), carried by every uberblock.
+    multihost_interval_ms: u64,
 }
 
 /// Checks what the labels alone can tell: feature flags and whether another host owns it.
+/// With multihost on, the activity check ([`multihost::activity_check`]) replaces the host id
+/// test: a live owner is refused even with `-f`, a dead one needs no `-f`.
 fn check_importable(
-    config: &PoolConfig,
+    found: &Discovered,
     identity: &HostIdentity,
     options: &ImportOptions,
 ) -> Result<(), PoolError> {
+    let config = &found.config;
     let supported = |f: &&String| FEATURES_SUPPORTED.contains(&f.as_str());
     if let Some(feature) = config.features_for_read.iter().find(|f| !supported(f)) {
         return Err(PoolError::UnsupportedFeature(feature.clone()));
     }
-    if config.state == PoolState::Active && config.hostid != identity.hostid && !options.force {
+    let watched = multihost::activity_check_interval(found, identity).is_some();
+    if config.state == PoolState::Active
+        && config.hostid != identity.hostid
+        && !options.force
+        && !watched
+    {
         return Err(PoolError::ActiveElsewhere {
             hostname: config.hostname.clone(),
             hostid: config.hostid,
@@ -556,6 +578,7 @@ impl Pool {
             readonly,
             identity,
             clock,
+            multihost_interval_ms: 0,
         })
     }
 
@@ -570,7 +593,8 @@ impl Pool {
         verify: &dyn Fn(&Pool) -> Result<(), String>,
     ) -> Result<Pool, PoolError> {
         let config = &found.config;
-        check_importable(config, &identity, options)?;
+        check_importable(found, &identity, options)?;
+        multihost::activity_check(found, provider, &identity, clock.as_ref())?;
         let mut devices = std::collections::HashMap::new();
         for (guid, path) in &found.found {
             devices.insert(*guid, open_device(provider, path, options.readonly)?);
@@ -977,7 +1001,7 @@ impl Pool {
             space_log,
             hostid: self.identity.hostid,
             mmp_sequence: 0,
-            mmp_interval_ms: 0,
+            mmp_interval_ms: self.multihost_interval_ms,
         };
         if let Some(last) = &self.last {
             assert!(

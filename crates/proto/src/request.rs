@@ -288,6 +288,21 @@ pub enum Request {
         old: String,
         /// New device path; `None` replaces in place.
         new: Option<String>,
+        /// Sequential resilver (`-s`): copy allocated ranges, then scrub (mirrors only).
+        #[serde(default)]
+        sequential: bool,
+        /// Wait (`-w`) until the resilver (and a sequential one's scrub) ends, reporting
+        /// progress.
+        #[serde(default)]
+        wait: bool,
+    },
+    /// `tarn pool wait [-t ACTIVITY] NAME`: report progress until the activity (every one
+    /// when `None`) is no longer running.
+    PoolWait {
+        /// Pool name.
+        name: String,
+        /// `scrub`, `resilver` or `replace` (a resilver is how a replace runs).
+        activity: Option<String>,
     },
     /// `tarn pool attach NAME DEVICE NEW`: mirror DEVICE onto NEW.
     PoolAttach {
@@ -438,6 +453,7 @@ impl Request {
             Request::PoolOffline { .. } => "pool_offline",
             Request::PoolOnline { .. } => "pool_online",
             Request::PoolReplace { .. } => "pool_replace",
+            Request::PoolWait { .. } => "pool_wait",
             Request::PoolAttach { .. } => "pool_attach",
             Request::PoolDetach { .. } => "pool_detach",
             Request::PoolEvents { .. } => "pool_events",

@@ -115,6 +115,12 @@ fn sample_maintenance_requests() -> Vec<Request> {
             name: "tank".into(),
             old: "sdb".into(),
             new: Some("/dev/sdc".into()),
+            sequential: true,
+            wait: false,
+        },
+        Request::PoolWait {
+            name: "tank".into(),
+            activity: Some("resilver".into()),
         },
         Request::PoolAttach {
             name: "tank".into(),

@@ -432,6 +432,37 @@ impl SpaceManager {
             .collect()
     }
 
+    /// The allocated ranges `(offset, len)` of top-level vdev `vdev` in address order (the
+    /// complement of the free trees, deferred frees included): what a sequential rebuild
+    /// copies. Empty for an unknown vdev.
+    #[must_use]
+    pub fn allocated_ranges(&self, vdev: usize) -> Vec<(u64, u64)> {
+        let mut ranges = Vec::new();
+        let Some(space) = self.vdevs.get(vdev) else {
+            return ranges;
+        };
+        for metaslab in &space.metaslabs {
+            let end = metaslab.start + metaslab.size;
+            let mut cursor = metaslab.start;
+            for (start, len) in metaslab.free.iter().chain([(end, 0)]) {
+                assert!(
+                    start >= cursor,
+                    "free ranges of a metaslab are sorted and disjoint"
+                );
+                if start > cursor {
+                    ranges.push((cursor, start - cursor));
+                }
+                cursor = start + len;
+            }
+        }
+        let total: u64 = ranges.iter().map(|&(_, len)| len).sum();
+        assert_eq!(
+            total, space.allocated,
+            "allocated ranges add up to the vdev's count"
+        );
+        ranges
+    }
+
     /// Blocks the current chain consists of (oldest first), for checkers and scrub.
     #[must_use]
     pub fn chain(&self) -> &[BlockPtr] {

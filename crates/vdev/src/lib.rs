@@ -75,6 +75,10 @@
 //! (more than `parity` bad raidz columns, no good mirror copy) the result is an error, never
 //! wrong bytes.
 //!
+//! Two helpers of background work: `rebuild` copies raw ranges of a mirror to the leaves
+//! being resilvered (sequential resilver, no checksums; the engine scrubs afterwards), and
+//! `prefetch` turns a top-level range into leaf ranges to read ahead.
+//!
 //! # Not here
 //! dRAID, log/cache/special classes, raidz expansion, resilver and scrub scheduling (the
 //! engine decides what to scrub or resilver; this crate does one block when asked), when a
@@ -86,9 +90,11 @@ pub mod child;
 pub mod error;
 pub mod leaf;
 mod mirror;
+mod prefetch;
 mod raidz_io;
 pub mod raidz_map;
 pub mod raidz_math;
+pub mod rebuild;
 pub mod stats;
 pub mod top;
 

@@ -1,0 +1,98 @@
+//! How progress of long work (`scrub -w`, `wait`, `replace`) is shown: an `indicatif` bar
+//! when stdout is a terminal, one plain line per report otherwise (pipes, logs, tests), and
+//! nothing with `-j`.
+
+use std::io::Write;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use tarn_proto::Progress;
+
+use crate::render;
+
+/// The bar takes what the terminal's width leaves; the figures keep ZFS's words.
+const TEMPLATE: &str = "{msg} [{wide_bar}] {percent}% {bytes}/{total_bytes} {bytes_per_sec} {eta}";
+
+/// The display of one command's progress reports.
+pub(crate) enum ProgressView {
+    /// `-j`: reports are not shown.
+    Quiet,
+    /// Not a terminal: one line per report.
+    Lines,
+    /// A terminal: a bar, made at the first report.
+    Bar(Option<ProgressBar>),
+}
+
+impl ProgressView {
+    pub(crate) fn new(json: bool, terminal: bool) -> ProgressView {
+        match (json, terminal) {
+            (true, _) => ProgressView::Quiet,
+            (false, false) => ProgressView::Lines,
+            (false, true) => ProgressView::Bar(None),
+        }
+    }
+
+    /// Shows one report.
+    pub(crate) fn report(&mut self, progress: &Progress) {
+        match self {
+            ProgressView::Quiet => {}
+            ProgressView::Lines => {
+                let mut stdout = std::io::stdout().lock();
+                let _ = writeln!(stdout, "{}", render::progress_line(progress));
+                let _ = stdout.flush();
+            }
+            ProgressView::Bar(bar) => {
+                // A total of 0 means "not listed yet": nothing worth a bar so far.
+                if bar.is_none() && progress.total == 0 {
+                    return;
+                }
+                let bar = bar.get_or_insert_with(|| new_bar(&progress.operation));
+                if bar.message() != progress.operation {
+                    // New work (or a sequential resilver's scrub): a fresh rate and eta.
+                    bar.reset_elapsed();
+                    bar.reset_eta();
+                    bar.set_message(progress.operation.clone());
+                }
+                bar.set_length(progress.total.max(1));
+                bar.set_position(progress.done.min(progress.total));
+            }
+        }
+    }
+
+    /// Leaves the last state of the bar on the screen.
+    pub(crate) fn finish(self) {
+        if let ProgressView::Bar(Some(bar)) = self {
+            bar.finish();
+        }
+    }
+}
+
+fn new_bar(operation: &str) -> ProgressBar {
+    // Styled and named while hidden, then shown on stdout (the stream whose being a terminal
+    // chose the bar), so the first frame is already complete.
+    let bar = ProgressBar::hidden();
+    if let Ok(style) = ProgressStyle::with_template(TEMPLATE) {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar.set_message(operation.to_string());
+    bar.set_draw_target(ProgressDrawTarget::stdout());
+    bar
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_template_parses_and_json_and_pipes_get_no_bar() {
+        assert!(ProgressStyle::with_template(TEMPLATE).is_ok());
+        assert!(matches!(ProgressView::new(true, true), ProgressView::Quiet));
+        assert!(matches!(
+            ProgressView::new(false, false),
+            ProgressView::Lines
+        ));
+        assert!(matches!(
+            ProgressView::new(false, true),
+            ProgressView::Bar(None)
+        ));
+    }
+}

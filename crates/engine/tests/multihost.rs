@@ -1,0 +1,293 @@
+//! Multihost protection with two engines (two host ids) on the same simulated devices.
+//!
+//! Goal: a pool with `multihost=on` cannot be imported by another host while its owner's
+//! heartbeat advances; it can once the owner exported it or stopped (died); one failed leaf
+//! never stops the heartbeat, and an owner that cannot write it for too long suspends.
+//! Method: engine A owns the pool; engine B imports with a clock whose every sleep first lets
+//! A write a heartbeat (standing for A's daemon thread running while B waits), or with a
+//! plain manual clock (A is dead). Time is the engines' manual clocks, so runs are exact.
+
+#![allow(clippy::unwrap_used)] // Test code: a failed unwrap is a failed test.
+
+use std::sync::{Arc, Mutex};
+
+use tarn_base::limits::{MULTIHOST_FAIL_INTERVALS, MULTIHOST_IMPORT_INTERVALS};
+use tarn_base::{Clock, ManualClock};
+use tarn_device::{FaultPlan, SimDevice};
+use tarn_engine::{CreateOptions, Engine, EngineError, TopLayout, TopSpec};
+use tarn_pool::{CreateSpec, HostIdentity, ImportOptions, PoolError, SimProvider};
+
+const INTERVAL_MS: u64 = 100;
+const INTERVAL_NS: u64 = INTERVAL_MS * 1_000_000;
+
+type Hook = Box<dyn Fn() + Send + Sync>;
+
+/// A manual clock whose sleeps first run a hook: the other host's thread gets to run while
+/// this one waits.
+struct HookClock {
+    base: Arc<ManualClock>,
+    hook: Mutex<Option<Hook>>,
+}
+
+impl std::fmt::Debug for HookClock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HookClock").finish_non_exhaustive()
+    }
+}
+
+impl Clock for HookClock {
+    fn now_unix_secs(&self) -> u64 {
+        self.base.now_unix_secs()
+    }
+
+    fn monotonic_ns(&self) -> u64 {
+        self.base.monotonic_ns()
+    }
+
+    fn sleep_ns(&self, ns: u64) {
+        if let Some(hook) = self.hook.lock().unwrap().as_ref() {
+            hook();
+        }
+        self.base.sleep_ns(ns);
+    }
+}
+
+fn devices(count: usize) -> (Arc<SimProvider>, Vec<String>) {
+    let provider = Arc::new(SimProvider::new());
+    let names: Vec<String> = (0..count).map(|i| format!("/sim/d{i}")).collect();
+    for name in &names {
+        provider.insert(name, SimDevice::new(name, 128 << 20, FaultPlan::default()));
+    }
+    (provider, names)
+}
+
+fn host(provider: &Arc<SimProvider>, hostid: u64, clock: Arc<dyn Clock>) -> Arc<Engine> {
+    let identity = HostIdentity {
+        hostid,
+        hostname: format!("host{hostid}"),
+    };
+    let engine = Engine::new(provider.clone(), identity, clock, hostid);
+    engine.set_multihost_interval_ms(INTERVAL_MS);
+    Arc::new(engine)
+}
+
+fn create(engine: &Engine, layout: TopLayout, names: &[String], multihost: bool) {
+    let spec = CreateSpec {
+        name: "tank".into(),
+        tops: vec![TopSpec {
+            layout,
+            devices: names.to_vec(),
+        }],
+        spares: vec![],
+        ashift: 12,
+        force: false,
+    };
+    let value = if multihost { "on" } else { "off" };
+    let options = CreateOptions {
+        properties: vec![("multihost".into(), value.into())],
+        command: "pool create tank".into(),
+        ..CreateOptions::default()
+    };
+    engine.create_pool(&spec, &options).unwrap();
+}
+
+fn import(engine: &Engine, force: bool) -> Result<String, EngineError> {
+    let options = ImportOptions {
+        force,
+        ..ImportOptions::default()
+    };
+    engine.import_pool(&["/sim/".into()], "tank", &options, "pool import tank")
+}
+
+/// Why the pool is suspended, found the way a writer would: by trying to commit a txg.
+fn suspended(engine: &Engine) -> Option<String> {
+    match engine.sync_pool("tank") {
+        Ok(_) => None,
+        Err(EngineError::Pool(PoolError::Suspended(why))) => Some(why),
+        Err(other) => panic!("sync failed otherwise: {other}"),
+    }
+}
+
+fn writes(provider: &SimProvider) -> u64 {
+    provider.all().iter().map(|(_, d)| d.stats().writes).sum()
+}
+
+#[test]
+fn a_live_owner_is_refused_even_with_force() {
+    let (provider, names) = devices(3);
+    let base = Arc::new(ManualClock::new(1_700_000_000));
+    let owner = host(&provider, 1, base.clone());
+    create(&owner, TopLayout::Raidz(1), &names, true);
+    owner.multihost_heartbeat();
+    let clock = Arc::new(HookClock {
+        base: base.clone(),
+        hook: Mutex::new(None),
+    });
+    let importer = host(&provider, 2, clock.clone());
+    let beating = owner.clone();
+    let written = Arc::new(Mutex::new(0));
+    let (seen, probe) = (written.clone(), provider.clone());
+    *clock.hook.lock().unwrap() = Some(Box::new(move || {
+        beating.multihost_heartbeat();
+        *seen.lock().unwrap() = writes(&probe);
+    }));
+    let start = base.monotonic_ns();
+    let error = import(&importer, true).unwrap_err();
+    assert!(
+        matches!(
+            error,
+            EngineError::Pool(PoolError::InUseByHost { hostid: 1 })
+        ),
+        "{error}"
+    );
+    assert!(
+        error
+            .to_string()
+            .starts_with("pool is in use by host 0x1 (multihost=on); "),
+        "{error}"
+    );
+    // The first heartbeat after the importer's first look is enough; the refusal wrote
+    // nothing after it.
+    assert_eq!(base.monotonic_ns() - start, INTERVAL_NS);
+    assert_eq!(writes(&provider), *written.lock().unwrap());
+    assert!(importer.pool_names().is_empty());
+    assert_eq!(suspended(&owner), None);
+}
+
+#[test]
+fn a_dead_owner_is_waited_out_and_imported_without_force() {
+    let (provider, names) = devices(2);
+    let base = Arc::new(ManualClock::new(1_700_000_000));
+    let owner = host(&provider, 1, base.clone());
+    create(&owner, TopLayout::Mirror, &names, true);
+    owner.multihost_heartbeat();
+    // The owner stops here: its heartbeats never advance again.
+    let importer = host(&provider, 2, base.clone());
+    let start = base.monotonic_ns();
+    assert_eq!(import(&importer, false).unwrap(), "tank");
+    assert_eq!(
+        base.monotonic_ns() - start,
+        MULTIHOST_IMPORT_INTERVALS * INTERVAL_NS
+    );
+    // The new owner's heartbeat is what a third host would now see.
+    importer.multihost_heartbeat();
+    let third = host(&provider, 3, base.clone());
+    importer.export_pool("tank", false).unwrap();
+    let start = base.monotonic_ns();
+    assert_eq!(import(&third, false).unwrap(), "tank");
+    assert_eq!(base.monotonic_ns(), start, "an exported pool needs no wait");
+}
+
+#[test]
+fn multihost_off_keeps_the_host_id_check() {
+    let (provider, names) = devices(2);
+    let base = Arc::new(ManualClock::new(1_700_000_000));
+    let owner = host(&provider, 1, base.clone());
+    create(&owner, TopLayout::Mirror, &names, false);
+    owner.multihost_heartbeat();
+    let importer = host(&provider, 2, base.clone());
+    let error = import(&importer, false).unwrap_err();
+    assert!(
+        matches!(
+            error,
+            EngineError::Pool(PoolError::ActiveElsewhere { hostid: 1, .. })
+        ),
+        "{error}"
+    );
+    let start = base.monotonic_ns();
+    assert_eq!(import(&importer, true).unwrap(), "tank");
+    assert_eq!(base.monotonic_ns(), start);
+}
+
+#[test]
+fn turning_multihost_on_later_protects_the_pool() {
+    let (provider, names) = devices(2);
+    let base = Arc::new(ManualClock::new(1_700_000_000));
+    let owner = host(&provider, 1, base.clone());
+    create(&owner, TopLayout::Mirror, &names, false);
+    owner
+        .set_prop("tank", "multihost", "on", "pool set multihost=on tank")
+        .unwrap();
+    let clock = Arc::new(HookClock {
+        base: base.clone(),
+        hook: Mutex::new(None),
+    });
+    let beating = owner.clone();
+    *clock.hook.lock().unwrap() = Some(Box::new(move || beating.multihost_heartbeat()));
+    let importer = host(&provider, 2, clock);
+    let error = import(&importer, true).unwrap_err();
+    assert!(
+        matches!(
+            error,
+            EngineError::Pool(PoolError::InUseByHost { hostid: 1 })
+        ),
+        "{error}"
+    );
+}
+
+#[test]
+fn one_failed_leaf_never_suspends_the_pool() {
+    let (provider, names) = devices(2);
+    let base = Arc::new(ManualClock::new(1_700_000_000));
+    let owner = host(&provider, 1, base.clone());
+    create(&owner, TopLayout::Mirror, &names, true);
+    provider.get(&names[1]).unwrap().set_gone(true);
+    for _ in 0..3 * MULTIHOST_FAIL_INTERVALS {
+        base.advance_ns(INTERVAL_NS);
+        owner.multihost_heartbeat();
+    }
+    assert_eq!(suspended(&owner), None);
+}
+
+#[test]
+fn a_heartbeat_without_quorum_for_too_long_suspends_the_pool() {
+    let (provider, names) = devices(3);
+    let base = Arc::new(ManualClock::new(1_700_000_000));
+    let owner = host(&provider, 1, base.clone());
+    create(&owner, TopLayout::Raidz(1), &names, true);
+    owner.multihost_heartbeat();
+    for name in &names[..2] {
+        provider.get(name).unwrap().set_gone(true);
+    }
+    for _ in 0..MULTIHOST_FAIL_INTERVALS - 1 {
+        base.advance_ns(INTERVAL_NS);
+        owner.multihost_heartbeat();
+        assert_ne!(owner.status("tank").unwrap().state, "SUSPENDED");
+    }
+    base.advance_ns(INTERVAL_NS);
+    owner.multihost_heartbeat();
+    let status = owner.status("tank").unwrap();
+    assert_eq!(status.state, "SUSPENDED");
+    let why = status.status.unwrap();
+    assert!(
+        why.starts_with(
+            "The pool is suspended: the multihost heartbeat could not be written for 1000 ms"
+        ),
+        "{why}"
+    );
+    assert!(suspended(&owner).is_some());
+    let events = owner.events(Some("tank"), 0, false);
+    assert!(
+        events
+            .iter()
+            .any(|e| e.class.ends_with("multihost_suspend"))
+    );
+}
+
+#[test]
+fn an_owner_that_stalled_past_the_limit_suspends_instead_of_writing() {
+    let (provider, names) = devices(2);
+    let base = Arc::new(ManualClock::new(1_700_000_000));
+    let owner = host(&provider, 1, base.clone());
+    create(&owner, TopLayout::Mirror, &names, true);
+    owner.multihost_heartbeat();
+    // A paused VM: long enough for another host to have watched the silence and imported.
+    base.advance_ns(MULTIHOST_FAIL_INTERVALS * INTERVAL_NS);
+    let before = writes(&provider);
+    owner.multihost_heartbeat();
+    assert_eq!(writes(&provider), before, "no heartbeat after the stall");
+    let status = owner.status("tank").unwrap();
+    assert_eq!(status.state, "SUSPENDED");
+    let why = status.status.unwrap();
+    assert!(why.contains("this host stalled"), "{why}");
+}

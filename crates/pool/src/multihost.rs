@@ -1,0 +1,248 @@
+//! Multihost protection (ZFS's MMP, in tarn's own shape): the heartbeat an owner writes and
+//! the activity check an importer runs.
+//!
+//! # Model
+//! ```text
+//!  owner (multihost=on)                         importer (another host id)
+//!  every interval:                              labels say active, newest uberblock has
+//!    heartbeat n+1 -> slot (n+1) % 2 of every     mmp_interval_ms > 0 and another hostid:
+//!    usable leaf, flush                            observe every leaf's heartbeat slots
+//!    counts when, in every top-level vdev,         sleep one interval (Clock), observe again,
+//!    at least half its usable leaves took it       ... for MULTIHOST_IMPORT_INTERVALS
+//!  no counted heartbeat for                       any slot changed: refuse (in use by host X)
+//!    MULTIHOST_FAIL_INTERVALS: suspend            nothing changed: the owner is gone; import
+//! ```
+//! The record is [`tarn_format::heartbeat::Heartbeat`] (docs/FORMAT.md section 17). Uberblocks
+//! committed while multihost is on carry the interval (`mmp_interval_ms`), which is how an
+//! importer knows to look.
+//!
+//! # Invariants
+//! - M1: an owner that has gone `MULTIHOST_FAIL_INTERVALS` intervals without a counted
+//!   heartbeat writes nothing more (its pool is suspended), and an importer watches for
+//!   `MULTIHOST_IMPORT_INTERVALS` > `MULTIHOST_FAIL_INTERVALS + 1` intervals: so when the
+//!   importer sees no change, the owner has stopped writing for good.
+//! - M2: the activity check writes nothing (it opens devices read-only).
+//! - M3: one failed leaf never costs the quorum of a vdev with two or more usable leaves.
+//!
+//! # Failure model
+//! A heartbeat write or flush that fails on a leaf only lowers that vdev's count. Torn
+//! heartbeats fail their checksum and read as absent; the other slot still holds the one
+//! before. Clocks of different hosts are never compared: only change is.
+//!
+//! # Not here
+//! The timer that calls the heartbeat (the daemon), the `multihost` property (the engine).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use tarn_base::limits::{
+    MULTIHOST_IMPORT_INTERVALS, MULTIHOST_INTERVAL_MS_MAX, MULTIHOST_INTERVAL_MS_MIN,
+};
+use tarn_base::{Clock, Guid, Txg};
+use tarn_device::Device;
+use tarn_format::heartbeat::{
+    HEARTBEAT_SLOTS, Heartbeat, heartbeat_slot_offset, heartbeat_slot_size,
+};
+use tarn_format::label::PoolState;
+use tarn_vdev::Leaf;
+
+use crate::{DeviceProvider, Discovered, HostIdentity, Pool, PoolError};
+
+/// What a heartbeat is written to, taken from the pool under its lock so that the writes
+/// themselves need no lock (a long txg sync must not delay the heartbeat).
+#[derive(Clone, Debug)]
+pub struct HeartbeatTargets {
+    pool_guid: Guid,
+    hostid: u64,
+    ashift: u8,
+    interval_ms: u64,
+    txg: Txg,
+    /// Per top-level vdev: its leaves (their state is read when the heartbeat is written).
+    tops: Vec<Vec<Arc<Leaf>>>,
+}
+
+impl HeartbeatTargets {
+    /// The heartbeat interval these targets were taken with.
+    #[must_use]
+    pub fn interval_ms(&self) -> u64 {
+        self.interval_ms
+    }
+}
+
+/// Why a heartbeat did not count.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("top-level vdev {top}: {written} of {usable} usable devices took the heartbeat")]
+pub struct HeartbeatMiss {
+    /// Index of the first top-level vdev that missed its quorum.
+    pub top: usize,
+    /// Leaves of it that took the heartbeat.
+    pub written: usize,
+    /// Leaves of it that were usable.
+    pub usable: usize,
+}
+
+impl Pool {
+    /// Turns multihost on with `interval_ms` between heartbeats, or off with 0. Uberblocks
+    /// committed from now on carry the interval.
+    pub fn set_multihost_interval(&mut self, interval_ms: u64) {
+        assert!(
+            interval_ms == 0
+                || (MULTIHOST_INTERVAL_MS_MIN..=MULTIHOST_INTERVAL_MS_MAX).contains(&interval_ms),
+            "multihost interval {interval_ms} ms out of bounds"
+        );
+        self.multihost_interval_ms = interval_ms;
+    }
+
+    /// The heartbeat interval, 0 when multihost is off.
+    #[must_use]
+    pub fn multihost_interval_ms(&self) -> u64 {
+        self.multihost_interval_ms
+    }
+
+    /// Where the next heartbeat goes; `None` when multihost is off, the pool is read-only or
+    /// suspended.
+    #[must_use]
+    pub fn heartbeat_targets(&self) -> Option<HeartbeatTargets> {
+        if self.multihost_interval_ms == 0 || self.readonly || self.suspended.is_some() {
+            return None;
+        }
+        Some(HeartbeatTargets {
+            pool_guid: self.guid,
+            hostid: self.identity.hostid,
+            ashift: self.ashift,
+            interval_ms: self.multihost_interval_ms,
+            txg: self.txg,
+            tops: self.tops.iter().map(|t| t.leaves()).collect(),
+        })
+    }
+
+    /// Suspends the pool for a reason found outside a sync (a heartbeat that could not be
+    /// written for too long). Nothing more is written until a re-import (I5).
+    pub fn suspend_for(&mut self, why: String) {
+        if self.suspended.is_none() {
+            self.suspended = Some(why);
+        }
+    }
+}
+
+/// Writes heartbeat `sequence` to every usable leaf and flushes each. It counts when every
+/// top-level vdev had at least half of its usable leaves (and at least one) take it.
+pub fn write_heartbeat(
+    targets: &HeartbeatTargets,
+    sequence: u64,
+    time_ms: u64,
+) -> Result<(), HeartbeatMiss> {
+    let beat = Heartbeat {
+        pool_guid: targets.pool_guid,
+        hostid: targets.hostid,
+        sequence,
+        interval_ms: targets.interval_ms,
+        txg: targets.txg,
+        time_ms,
+    };
+    let mut slot = beat.encode();
+    slot.resize(heartbeat_slot_size(targets.ashift) as usize, 0);
+    let offset = heartbeat_slot_offset(sequence);
+    let mut miss = None;
+    for (top, leaves) in targets.tops.iter().enumerate() {
+        let devices: Vec<Arc<dyn Device>> =
+            leaves.iter().filter_map(|l| l.usable_device()).collect();
+        let written = devices
+            .iter()
+            .filter(|d| d.write_at(offset, &slot).is_ok() && d.flush().is_ok())
+            .count();
+        let usable = devices.len();
+        if (written == 0 || written < usable.div_ceil(2)) && miss.is_none() {
+            miss = Some(HeartbeatMiss {
+                top,
+                written,
+                usable,
+            });
+        }
+    }
+    miss.map_or(Ok(()), Err)
+}
+
+/// The heartbeats on one device, by slot (`None`: blank, torn or another pool's).
+#[must_use]
+pub fn read_heartbeats(device: &dyn Device, pool_guid: Guid) -> Vec<Option<Heartbeat>> {
+    (0..HEARTBEAT_SLOTS)
+        .map(|slot| {
+            let mut buf = vec![0u8; 4096];
+            device.read_at(heartbeat_slot_offset(slot), &mut buf).ok()?;
+            Heartbeat::decode(&buf)
+                .ok()
+                .filter(|beat| beat.pool_guid == pool_guid)
+        })
+        .collect()
+}
+
+/// Every heartbeat slot of every device of a discovered pool, by path.
+type Observation = BTreeMap<String, Vec<Option<Heartbeat>>>;
+
+fn observe(found: &Discovered, provider: &dyn DeviceProvider) -> Observation {
+    found
+        .found
+        .values()
+        .filter_map(|path| {
+            let device = provider.open(path, true).ok()?;
+            Some((
+                path.clone(),
+                read_heartbeats(device.as_ref(), found.config.pool_guid),
+            ))
+        })
+        .collect()
+}
+
+/// The first heartbeat in `now` that is not in `before` (a write since).
+fn changed(before: &Observation, now: &Observation) -> Option<Heartbeat> {
+    now.iter().find_map(|(path, slots)| {
+        let old = before.get(path);
+        slots.iter().enumerate().find_map(|(i, beat)| {
+            let was = old.and_then(|o| o.get(i)).copied().flatten();
+            beat.filter(|b| Some(*b) != was)
+        })
+    })
+}
+
+/// Whether importing `found` needs the activity check, and the interval to watch with: the
+/// labels say it is active, its newest uberblock was written with multihost on, and by
+/// another host.
+#[must_use]
+pub fn activity_check_interval(found: &Discovered, identity: &HostIdentity) -> Option<u64> {
+    if found.config.state != PoolState::Active {
+        return None;
+    }
+    let ub = found.newest_uberblock(None)?;
+    if ub.mmp_interval_ms == 0 || ub.hostid == identity.hostid {
+        return None;
+    }
+    Some(
+        ub.mmp_interval_ms
+            .clamp(MULTIHOST_INTERVAL_MS_MIN, MULTIHOST_INTERVAL_MS_MAX),
+    )
+}
+
+/// The importer's side: watches the heartbeats of `found` for
+/// [`MULTIHOST_IMPORT_INTERVALS`] intervals (sleeping through `clock`) and refuses when one
+/// changes. Writes nothing (M2). Returns at once when no check is needed.
+pub fn activity_check(
+    found: &Discovered,
+    provider: &dyn DeviceProvider,
+    identity: &HostIdentity,
+    clock: &dyn Clock,
+) -> Result<(), PoolError> {
+    let Some(interval_ms) = activity_check_interval(found, identity) else {
+        return Ok(());
+    };
+    let first = observe(found, provider);
+    for _ in 0..MULTIHOST_IMPORT_INTERVALS {
+        clock.sleep_ns(interval_ms * 1_000_000);
+        if let Some(beat) = changed(&first, &observe(found, provider)) {
+            return Err(PoolError::InUseByHost {
+                hostid: beat.hostid,
+            });
+        }
+    }
+    Ok(())
+}
