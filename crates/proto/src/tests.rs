@@ -79,6 +79,7 @@ fn sample_requests() -> Vec<Request> {
     ]
     .into_iter()
     .chain(sample_maintenance_requests())
+    .chain(sample_space_requests())
     .collect()
 }
 
@@ -139,6 +140,11 @@ fn sample_maintenance_requests() -> Vec<Request> {
             after: 3,
             clear: true,
         },
+    ]
+}
+
+fn sample_space_requests() -> Vec<Request> {
+    vec![
         Request::Userspace {
             name: "tank/home".into(),
             space: "group".into(),
