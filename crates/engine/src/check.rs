@@ -10,10 +10,14 @@
 //!           └─► space log: delta(T) ─► ... ─► base(B) | hole               (walked via prev)
 //!
 //!  reachable R = every DVA of every block above        (must not overlap: no double use)
+//!              + the first intent-log block each committed dataset header names
 //!  live      L = replay of the space log's records      (alloc adds, free removes)
 //!  deferred  D = frees the log recorded in the last TXG_DEFER txgs
+//!  open      O = intent-log blocks allocated since the commit (SpaceManager::open_allocated)
 //!  checks:   R == L (nothing leaked, nothing reachable that is free)
-//!            SpaceManager::allocated() == |R| + |D|
+//!            SpaceManager::allocated() == |R| + |D| + |O|
+//!            the engine's log chains in memory hold exactly the committed first blocks
+//!            plus O
 //! ```
 //! The deferred set is not exposed by tarn-space, so it is derived from the log the way
 //! `SpaceManager::load` derives it. Within TXG_DEFER txgs after a condense (a base block) the
@@ -102,9 +106,18 @@ pub fn verify_pool(engine: &Engine, name: &str) -> Result<CheckReport, String> {
             ub.txg, ub.root.birth
         ));
     }
-    let (reached, chain) = reach(&inner, &ub)?;
+    let (reached, chain, log_heads) = reach(&inner, &ub)?;
     let vdevs = pool.tops().len();
-    let reachable = check_blocks(pool, &reached, ub.txg, vdevs)?;
+    let mut reachable = check_blocks(pool, &reached, ub.txg, vdevs)?;
+    let head_bytes = add_log_heads(&mut reachable, &log_heads)?;
+    let open_bytes = pool.space().open_allocated();
+    if inner.logs.allocated_bytes() != head_bytes + open_bytes {
+        return Err(format!(
+            "intent-log blocks in memory ({} bytes) != committed first blocks ({head_bytes}) + \
+             open allocations ({open_bytes})",
+            inner.logs.allocated_bytes()
+        ));
+    }
     let (live, deferred_bytes) = replay_chain(&chain, ub.txg, vdevs)?;
     compare_sets(&reachable, &live)?;
     let referenced_bytes: u64 = reachable.iter().map(RangeTree::total).sum();
@@ -114,7 +127,7 @@ pub fn verify_pool(engine: &Engine, name: &str) -> Result<CheckReport, String> {
         .filter(|(_, b)| b.kind == LogKind::Base)
         .map(|(_, b)| b.txg);
     let deferred_exact = base_txg.is_none_or(|base| base.0 + TXG_DEFER <= ub.txg.0);
-    let expected = referenced_bytes + deferred_bytes;
+    let expected = referenced_bytes + deferred_bytes + open_bytes;
     let closes = if deferred_exact {
         allocated_bytes == expected
     } else {
@@ -123,7 +136,7 @@ pub fn verify_pool(engine: &Engine, name: &str) -> Result<CheckReport, String> {
     if !closes {
         return Err(format!(
             "space does not close: allocated {allocated_bytes} != referenced {referenced_bytes} \
-             + deferred {deferred_bytes} (txg {})",
+             + deferred {deferred_bytes} + open log {open_bytes} (txg {})",
             ub.txg
         ));
     }
@@ -137,9 +150,34 @@ pub fn verify_pool(engine: &Engine, name: &str) -> Result<CheckReport, String> {
     })
 }
 
-/// Every block reachable from `ub` (MOS, root dataset, space log) and the decoded space-log
-/// chain, oldest first. The in-memory chain and dataset root must match what is on disk.
-fn reach(inner: &Imported, ub: &Uberblock) -> Result<(Vec<Reached>, Chain), String> {
+/// Adds the committed intent-log first blocks to the reachable set (they have no block
+/// pointer to read them by: their contents are checked by replay) and returns their bytes.
+fn add_log_heads(reachable: &mut [RangeTree], heads: &[tarn_format::Dva]) -> Result<u64, String> {
+    let mut bytes = 0;
+    for dva in heads {
+        let vdevs = reachable.len();
+        let tree = reachable
+            .get_mut(dva.vdev.0 as usize)
+            .ok_or_else(|| format!("intent-log block names vdev {} of {vdevs}", dva.vdev.0))?;
+        if dva.asize == 0 || tree.intersects(dva.offset, dva.asize) {
+            return Err(format!(
+                "intent-log block {} overlaps a reachable block",
+                tarn_zio::dva_name(dva)
+            ));
+        }
+        tree.add(dva.offset, dva.asize);
+        bytes += dva.asize;
+    }
+    Ok(bytes)
+}
+
+/// The reached blocks, the space-log chain and the committed intent-log first blocks.
+type Reach = (Vec<Reached>, Chain, Vec<tarn_format::Dva>);
+
+/// Every block reachable from `ub` (MOS, root dataset, space log), the decoded space-log
+/// chain, oldest first, and the first block of every committed intent-log chain. The
+/// in-memory chain and dataset root must match what is on disk.
+fn reach(inner: &Imported, ub: &Uberblock) -> Result<Reach, String> {
     let pool = &inner.pool;
     let reader = pool.reader();
     let mut reached = Vec::new();
@@ -157,6 +195,12 @@ fn reach(inner: &Imported, ub: &Uberblock) -> Result<(Vec<Reached>, Chain), Stri
     if committed != inner.datasets.all() {
         return Err("the committed dataset tree differs from the open one".into());
     }
+    let log_heads = committed
+        .iter()
+        .map(|id| tree.node(*id).header.log.first)
+        .filter(|first| !first.is_empty())
+        .map(|first| first.dva)
+        .collect();
     for id in committed {
         let data_root = tree.node(id).objset.root();
         if data_root != inner.datasets.node(id).objset.root() {
@@ -187,7 +231,7 @@ fn reach(inner: &Imported, ub: &Uberblock) -> Result<(Vec<Reached>, Chain), Stri
         bp: *bp,
         origin: "space log",
     }));
-    Ok((reached, chain))
+    Ok((reached, chain, log_heads))
 }
 
 /// A decoded space-log chain, oldest block first.

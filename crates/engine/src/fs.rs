@@ -120,14 +120,28 @@ impl Engine {
         }
         let now = now_of(self.clock.as_ref());
         let config = inner.datasets.fs_config(dataset);
+        let sync = inner.datasets.effective(dataset, "sync").0;
+        // Every modifying call is recorded for the intent log (none with sync=disabled, as
+        // ZFS), even when the closure fails after it: the change is in memory either way.
+        let mut records = Vec::new();
         let result = {
             let Imported { pool, datasets, .. } = &mut *inner;
             let reader = pool.reader();
             let objset = &mut datasets.node_mut(dataset).objset;
-            f(&mut Fs::new(objset, &reader, now, config))?
+            let fs = Fs::new(objset, &reader, now, config);
+            if op != FsOp::Read && sync != "disabled" {
+                f(&mut fs.with_log(&mut records))
+            } else {
+                f(&mut { fs })
+            }
         };
-        let always = op != FsOp::Read && inner.datasets.effective(dataset, "sync").0 == "always";
-        if always || inner.dirty_bytes() >= crate::DIRTY_MAX {
+        let open_txg = inner.pool.txg().next();
+        inner.logs.add(dataset, open_txg, records);
+        let result = result?;
+        if op != FsOp::Read && sync == "always" {
+            inner.log_commit(dataset)?;
+        }
+        if inner.dirty_bytes() >= crate::DIRTY_MAX {
             inner.sync()?;
         }
         Ok(result)
@@ -161,7 +175,9 @@ impl Engine {
     }
 
     /// `fsync`: every change made so far to `dataset` is durable when this returns
-    /// (`sync=disabled` makes it a no-op, as on ZFS).
+    /// (`sync=disabled` makes it a no-op, as on ZFS): written to its intent log, or by a txg
+    /// sync when it has no log chain yet (module [`crate::zil`]). Other datasets' changes
+    /// are not forced out.
     pub fn fs_sync(&self, pool: &str, dataset: DatasetId) -> Result<(), EngineError> {
         let handle = self.pool(pool)?;
         let mut inner = handle.lock();
@@ -171,7 +187,8 @@ impl Engine {
         if inner.datasets.effective(dataset, "sync").0 == "disabled" || inner.pool.readonly() {
             return Ok(());
         }
-        inner.sync().map(|_| ())
+        inner.check_writable()?;
+        inner.log_commit(dataset)
     }
 
     /// The datasets of `pool` to mount: `canmount=on` with a path mountpoint, parents first.

@@ -57,6 +57,7 @@ pub mod props;
 pub mod replace;
 pub mod scrub;
 pub mod status;
+pub mod zil;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -207,6 +208,10 @@ struct Imported {
     mounted: std::collections::BTreeSet<DatasetId>,
     history: Vec<HistoryRecord>,
     scan: scrub::Scan,
+    /// Intent logs of the datasets (records pending, chains).
+    logs: zil::Logs,
+    /// What the import's intent-log replay found, per dataset with a log.
+    replayed: Vec<zil::ReplayReport>,
 }
 
 use mos::Mos;
@@ -258,6 +263,11 @@ impl std::fmt::Debug for Engine {
 
 impl Imported {
     fn sync(&mut self) -> Result<Txg, EngineError> {
+        let log_frees = if self.pool.readonly() || self.pool.suspended().is_some() {
+            Vec::new()
+        } else {
+            self.logs_before_sync()
+        };
         let Imported {
             pool,
             mos,
@@ -270,6 +280,9 @@ impl Imported {
         let deflate = datasets::deflate_table(pool);
         let result = pool.sync(|ctx| {
             let txg = tarn_zio::BlockStore::txg(ctx);
+            for dva in &log_frees {
+                ctx.free_log_block(dva);
+            }
             datasets.sync(mos.objset(), ctx, &deflate)?;
             for bp in destroyed.iter() {
                 tarn_zio::BlockStore::free_block(ctx, bp);
@@ -283,6 +296,7 @@ impl Imported {
         match result {
             Ok(txg) => {
                 destroyed.clear();
+                self.logs_after_sync(txg);
                 Ok(txg)
             }
             Err(e) => {
@@ -492,6 +506,8 @@ impl Engine {
             mounted: std::collections::BTreeSet::new(),
             history: vec![self.history_record(command, false)],
             scan: scrub::Scan::default(),
+            logs: zil::Logs::default(),
+            replayed: Vec::new(),
         })
     }
 
@@ -664,9 +680,17 @@ impl Engine {
             mounted: std::collections::BTreeSet::new(),
             history: Vec::new(),
             scan: scrub::Scan::default(),
+            logs: zil::Logs::default(),
+            replayed: Vec::new(),
         };
         imported.scan = scrub::Scan::load(&mut imported)?;
         if !readonly {
+            imported.replayed = imported.replay_logs();
+            for report in &imported.replayed {
+                if let Some(why) = &report.stopped {
+                    self.post(zil::replay_event(&name, report, why, self.clock.now_unix_secs()));
+                }
+            }
             replace::resume_at_import(&mut imported, self.clock.now_unix_secs());
             imported.history.push(self.history_record(command, false));
             imported.sync()?;

@@ -12,6 +12,7 @@
 //! - [`uberblock::Uberblock`] (1 KiB, self-checksummed): the root of one committed txg.
 //! - [`label::PoolConfig`] and [`label::VdevTree`]: the configuration in every label, encoded
 //!   as tagged fields (TLV) so that new fields never break old readers.
+//! - [`intent_log`]: the self-checksummed, chained blocks of a dataset's intent log.
 //! - [`checksum`] (fletcher4, sha256, blake3) and [`compress`] (lz4, zstd, zle).
 //!
 //! # Invariants
@@ -34,6 +35,7 @@ pub mod blkptr;
 pub mod checksum;
 pub mod compress;
 pub mod dnode;
+pub mod intent_log;
 pub mod label;
 pub mod objset;
 pub mod uberblock;
@@ -49,7 +51,11 @@ pub const FORMAT_VERSION: u64 = 1;
 
 /// Feature flags this build understands. A pool whose labels list a read feature not here is
 /// refused at import with the feature's name.
-pub const FEATURES_SUPPORTED: &[&str] = &["org.tarn:space_log", "org.tarn:blake3"];
+pub const FEATURES_SUPPORTED: &[&str] = &[
+    "org.tarn:space_log",
+    "org.tarn:blake3",
+    "org.tarn:intent_log",
+];
 
 /// Why bytes did not decode.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

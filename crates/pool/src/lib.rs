@@ -370,6 +370,14 @@ impl BlockStore for SyncCtx<'_> {
     }
 }
 
+impl SyncCtx<'_> {
+    /// Frees an intent-log block in this txg, never reusable before `TXG_DEFER` txgs commit
+    /// (a committed header's chain may name it, whatever txg recorded its allocation).
+    pub fn free_log_block(&mut self, dva: &tarn_format::Dva) {
+        self.space.free_deferred(dva);
+    }
+}
+
 /// An imported (or just created) pool.
 #[derive(Debug)]
 pub struct Pool {
@@ -866,6 +874,17 @@ impl Pool {
             top.flush().map_err(|e| e.to_string())?;
         }
         Ok(())
+    }
+
+    /// Flushes every leaf: the intent log's commit point (its blocks are durable once this
+    /// returns). Fails as a txg's flush does, when a top-level vdev lost more leaves than its
+    /// redundancy tolerates; the pool is not suspended for that (the caller falls back to a
+    /// txg sync, which decides).
+    pub fn flush_devices(&self) -> Result<(), String> {
+        if let Some(why) = &self.suspended {
+            return Err(why.clone());
+        }
+        self.flush_all()
     }
 
     /// Writes the whole config (all four label copies) with `state`, and flushes.

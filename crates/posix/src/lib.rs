@@ -48,6 +48,7 @@
 mod data;
 mod fs;
 mod inode;
+pub mod intent;
 mod namespace;
 mod xattr;
 
@@ -56,6 +57,7 @@ mod tests;
 
 pub use data::FILE_SIZE_MAX;
 pub use fs::Fs;
+pub use intent::{LogOp, LogRecord};
 pub use namespace::NAME_MAX;
 pub use xattr::{XATTR_NAME_MAX, XATTR_SIZE_MAX};
 

@@ -12,6 +12,8 @@
 //!   │    └─ Metaslab x N (2^metaslab_shift bytes each; free space as a RangeTree)
 //!   ├─ rotor: which vdev gets the next allocation (biased towards free space)
 //!   ├─ records: allocations and frees of the syncing txg, in order (written as a delta)
+//!   ├─ open records: intent-log blocks allocated or claimed between syncs (open context);
+//!   │    the next txg's delta starts with them
 //!   └─ deferred: frees of the last TXG_DEFER txgs, not yet reusable (so a rewind to a
 //!      recent txg finds its blocks intact)
 //! ```
@@ -44,8 +46,13 @@
 //! the txg (and `-F` tries an older one). A record that would double-allocate or double-free
 //! is corruption, never a panic, when it comes from disk.
 //!
+//! # Allocation classes
+//! A top-level vdev marked as a log device ([`SpaceManager::set_log_class`]) takes only
+//! intent-log blocks ([`SpaceManager::allocate_log`]); normal allocation never picks it.
+//! Log blocks go to a log vdev when one has room, else to the normal class.
+//!
 //! # Not here
-//! Allocation classes (special, log devices), trim and per-metaslab on-disk maps loaded
+//! The special class, trim and per-metaslab on-disk maps loaded
 //! lazily: the whole free map is kept in memory.
 
 pub mod log;
@@ -149,6 +156,8 @@ struct Metaslab {
 struct VdevSpace {
     geometry: Arc<dyn VdevGeometry>,
     shift: u8,
+    /// A log device: only intent-log blocks go here.
+    log: bool,
     metaslabs: Vec<Metaslab>,
     cursor_metaslab: usize,
     cursor: u64,
@@ -176,6 +185,7 @@ impl VdevSpace {
         VdevSpace {
             geometry,
             shift,
+            log: false,
             metaslabs,
             cursor_metaslab: 0,
             cursor: 0,
@@ -297,6 +307,7 @@ pub struct SpaceManager {
     rotor_bytes: u64,
     txg: Txg,
     records: Vec<Record>,
+    open_records: Vec<Record>,
     frees_this_txg: Vec<Dva>,
     deferred: VecDeque<(Txg, Vec<Dva>)>,
     chain: Vec<BlockPtr>,
@@ -321,6 +332,7 @@ impl SpaceManager {
             rotor_bytes: 0,
             txg: Txg(0),
             records: Vec::new(),
+            open_records: Vec::new(),
             frees_this_txg: Vec::new(),
             deferred: VecDeque::new(),
             chain: Vec::new(),
@@ -407,6 +419,7 @@ impl SpaceManager {
             self.txg
         );
         self.txg = txg;
+        self.records = std::mem::take(&mut self.open_records);
     }
 
     /// The txg being recorded.
@@ -415,12 +428,20 @@ impl SpaceManager {
         self.txg
     }
 
-    /// Usage of every top-level vdev.
+    /// Usage of every top-level vdev. A log device is not pool capacity (as `zpool list`
+    /// leaves log devices out of SIZE): it reports size and allocated 0.
     #[must_use]
     pub fn usage(&self) -> Vec<VdevUsage> {
         self.vdevs
             .iter()
             .map(|v| {
+                if v.log {
+                    return VdevUsage {
+                        size: 0,
+                        allocated: 0,
+                        fragmentation: 0,
+                    };
+                }
                 let free = v.free_bytes();
                 let large: u64 = v
                     .metaslabs
@@ -449,12 +470,13 @@ impl SpaceManager {
 
     fn pick_vdev(&mut self, psize: u64, used: &[VdevId]) -> Option<usize> {
         let count = self.vdevs.len();
-        let total_free: u64 = self.vdevs.iter().map(VdevSpace::free_bytes).sum();
-        let mean_free = (total_free / count as u64).max(1);
+        let normal = self.vdevs.iter().filter(|v| !v.log);
+        let total_free: u64 = normal.clone().map(VdevSpace::free_bytes).sum();
+        let mean_free = (total_free / normal.count().max(1) as u64).max(1);
         for step in 0..count {
             let index = (self.rotor + step) % count;
             let vdev = &self.vdevs[index];
-            if used.contains(&VdevId(index as u32)) || !vdev.geometry.writable() {
+            if used.contains(&VdevId(index as u32)) || !vdev.geometry.writable() || vdev.log {
                 continue;
             }
             let asize = vdev.geometry.allocation_size(psize);
@@ -744,6 +766,96 @@ impl SpaceManager {
     #[must_use]
     pub fn allocated(&self) -> u64 {
         self.vdevs.iter().map(|v| v.allocated).sum()
+    }
+
+    /// Marks top-level vdev `index` as a log device (only intent-log blocks go there).
+    pub fn set_log_class(&mut self, index: usize) {
+        if let Some(vdev) = self.vdevs.get_mut(index) {
+            vdev.log = true;
+        }
+    }
+
+    /// Whether top-level vdev `index` is a log device.
+    #[must_use]
+    pub fn is_log_class(&self, index: usize) -> bool {
+        self.vdevs.get(index).is_some_and(|v| v.log)
+    }
+
+    /// Allocates one intent-log block of `psize` bytes in open context (between syncs): on a
+    /// log device with room if there is one, else in the normal class. The allocation is
+    /// recorded in the next txg's delta. `None` when no vdev has room.
+    pub fn allocate_log(&mut self, psize: u64) -> Option<Dva> {
+        let logs = (0..self.vdevs.len()).filter(|&i| self.vdevs[i].log);
+        let on_log = logs
+            .filter(|&i| self.vdevs[i].geometry.writable())
+            .filter(|&i| {
+                let vdev = &self.vdevs[i];
+                vdev.free_bytes() >= vdev.geometry.allocation_size(psize)
+            })
+            .max_by_key(|&i| self.vdevs[i].free_bytes());
+        let index = match on_log {
+            Some(index) => index,
+            None => self.pick_vdev(psize, &[])?,
+        };
+        let vdev = &mut self.vdevs[index];
+        let asize = vdev.geometry.allocation_size(psize);
+        let offset = vdev.allocate(asize, &[])?;
+        let dva = Dva {
+            vdev: VdevId(index as u32),
+            offset,
+            asize,
+        };
+        self.open_records.push(Record {
+            alloc: true,
+            vdev: dva.vdev,
+            offset,
+            asize,
+        });
+        Some(dva)
+    }
+
+    /// Claims an intent-log block found on disk at import (ZFS's zil_claim): marks it
+    /// allocated so nothing else is put there before the log is replayed and freed. Space
+    /// that is not free (or not on a vdev) is an error: that block is not part of the log.
+    pub fn claim_log(&mut self, dva: &Dva) -> Result<(), SpaceError> {
+        let vdev = self
+            .vdevs
+            .get_mut(dva.vdev.0 as usize)
+            .ok_or(SpaceError::CorruptLog {
+                why: "log block on an unknown vdev",
+            })?;
+        if dva.asize == 0 || dva.offset.checked_add(dva.asize).is_none() {
+            return Err(SpaceError::CorruptLog {
+                why: "log block with a bad size",
+            });
+        }
+        vdev.claim(dva.offset, dva.asize)?;
+        self.open_records.push(Record {
+            alloc: true,
+            vdev: dva.vdev,
+            offset: dva.offset,
+            asize: dva.asize,
+        });
+        Ok(())
+    }
+
+    /// Bytes allocated in open context since the last sync (intent-log blocks not yet in any
+    /// committed delta).
+    #[must_use]
+    pub fn open_allocated(&self) -> u64 {
+        self.open_records.iter().map(|r| r.asize).sum()
+    }
+
+    /// Frees a block so that it is never reusable before `TXG_DEFER` txgs have committed,
+    /// whatever its birth (intent-log blocks: a committed log chain may still name them).
+    pub fn free_deferred(&mut self, dva: &Dva) {
+        self.records.push(Record {
+            alloc: false,
+            vdev: dva.vdev,
+            offset: dva.offset,
+            asize: dva.asize,
+        });
+        self.frees_this_txg.push(*dva);
     }
 }
 
