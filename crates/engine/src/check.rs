@@ -150,6 +150,16 @@ pub fn verify_pool(engine: &Engine, name: &str) -> Result<CheckReport, String> {
     })
 }
 
+/// The blocks of `dataset`'s intent-log chain in memory (first block, blocks written since,
+/// the pre-allocated next one), for tests that damage them on disk.
+pub fn log_blocks(
+    engine: &Engine,
+    pool: &str,
+    dataset: crate::DatasetId,
+) -> Result<Vec<tarn_format::Dva>, EngineError> {
+    Ok(engine.pool(pool)?.lock().logs.blocks(dataset))
+}
+
 /// Adds the committed intent-log first blocks to the reachable set (they have no block
 /// pointer to read them by: their contents are checked by replay) and returns their bytes.
 fn add_log_heads(reachable: &mut [RangeTree], heads: &[tarn_format::Dva]) -> Result<u64, String> {
@@ -401,6 +411,7 @@ mod tests {
             name: "tank".into(),
             tops: vec![TopSpec { layout, devices }],
             spares: vec![],
+            logs: Vec::new(),
             ashift: 9,
             force: false,
         };

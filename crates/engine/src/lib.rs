@@ -688,7 +688,12 @@ impl Engine {
             imported.replayed = imported.replay_logs();
             for report in &imported.replayed {
                 if let Some(why) = &report.stopped {
-                    self.post(zil::replay_event(&name, report, why, self.clock.now_unix_secs()));
+                    self.post(zil::replay_event(
+                        &name,
+                        report,
+                        why,
+                        self.clock.now_unix_secs(),
+                    ));
                 }
             }
             replace::resume_at_import(&mut imported, self.clock.now_unix_secs());

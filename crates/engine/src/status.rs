@@ -208,10 +208,16 @@ pub fn pool_health(pool: &Pool) -> String {
     if pool.suspended().is_some() {
         return "SUSPENDED".into();
     }
+    // A lost log device degrades the pool (ZFS: the pool stays usable, without its log
+    // device); a lost data vdev makes it unavailable.
     let worst = pool
         .tops()
         .iter()
-        .map(|t| t.health())
+        .enumerate()
+        .map(|(i, t)| match t.health() {
+            Health::Faulted | Health::Unavail if pool.is_log_vdev(i) => Health::Degraded,
+            health => health,
+        })
         .max_by_key(|h| match h {
             Health::Online => 0,
             Health::Degraded => 1,
@@ -322,8 +328,20 @@ fn device_problem(
 #[must_use]
 pub fn pool_status(name: &str, pool: &Pool, errlog_count: usize) -> PoolStatus {
     let state = pool_health(pool);
-    let children: Vec<VdevNode> = pool.tops().iter().map(|t| top_node(t)).collect();
+    let mut children: Vec<VdevNode> = Vec::new();
+    let mut logs: Vec<VdevNode> = Vec::new();
+    for (index, top) in pool.tops().iter().enumerate() {
+        let list = if pool.is_log_vdev(index) {
+            &mut logs
+        } else {
+            &mut children
+        };
+        list.push(top_node(top));
+    }
     let (status, action, see) = problem(pool, &state, &children, errlog_count);
+    if !logs.is_empty() {
+        children.push(class_node("logs", logs));
+    }
     let action = action.map(str::to_string);
     let see = see.map(str::to_string);
     let config = VdevNode {
@@ -564,6 +582,21 @@ pub fn importable(found: &Discovered) -> Importable {
     }
 }
 
+/// A pseudo-node grouping the top-level vdevs of an allocation class (`logs`), as the
+/// `spares` node groups the hot spares; front ends print it as a section of its own.
+fn class_node(name: &str, children: Vec<VdevNode>) -> VdevNode {
+    VdevNode {
+        name: name.into(),
+        kind: name.into(),
+        state: String::new(),
+        read: 0,
+        write: 0,
+        cksum: 0,
+        note: None,
+        children,
+    }
+}
+
 /// The layout a create would build (`create -n`).
 #[must_use]
 pub fn layout_of(spec: &CreateSpec) -> VdevNode {
@@ -595,6 +628,22 @@ pub fn layout_of(spec: &CreateSpec) -> VdevNode {
             },
         })
         .collect();
+    if !spec.logs.is_empty() {
+        let logs = spec
+            .logs
+            .iter()
+            .map(|top| match top.layout {
+                TopLayout::Disk => leaf(&top.devices[0]),
+                layout => VdevNode {
+                    name: layout.name(),
+                    kind: layout.name(),
+                    children: top.devices.iter().map(leaf).collect(),
+                    ..leaf(&String::new())
+                },
+            })
+            .collect();
+        children.push(class_node("logs", logs));
+    }
     if !spec.spares.is_empty() {
         children.push(VdevNode {
             name: "spares".into(),

@@ -121,6 +121,13 @@ impl Logs {
             .sum()
     }
 
+    /// The blocks of `id`'s chain, oldest first.
+    pub(crate) fn blocks(&self, id: DatasetId) -> Vec<Dva> {
+        self.map
+            .get(&id)
+            .map_or_else(Vec::new, |l| l.blocks.clone())
+    }
+
     /// Records waiting for a commit in `id`.
     pub(crate) fn pending(&self, id: DatasetId) -> usize {
         self.map.get(&id).map_or(0, |l| l.pending.len())
@@ -295,7 +302,7 @@ impl Imported {
             if report.stopped.is_none() {
                 report.stopped = cut;
             }
-            let committed = self.pool.txg();
+            let committed = self.pool.imported_txg().unwrap_or(Txg(0));
             for (txg, record) in records.iter().filter(|(t, _)| *t > committed) {
                 if let Err(e) = self.replay_one(id, record) {
                     report.stopped = Some(format!("a record of txg {} failed: {e}", txg.0));
@@ -330,7 +337,7 @@ impl Imported {
         for seq in 1..=CHAIN_BLOCKS_MAX {
             let psize = current.psize;
             let sane = (LOG_HEADER_LEN as u32..=LOG_BLOCK_MAX).contains(&psize)
-                && psize % 512 == 0
+                && psize.is_multiple_of(512)
                 && !current.is_empty();
             if !sane {
                 break;
@@ -365,15 +372,12 @@ impl Imported {
     }
 
     fn vdev_missing(&self, dva: &Dva) -> bool {
-        self.pool
-            .tops()
-            .get(dva.vdev.0 as usize)
-            .is_none_or(|top| {
-                matches!(
-                    top.health(),
-                    tarn_vdev::Health::Unavail | tarn_vdev::Health::Faulted
-                )
-            })
+        self.pool.tops().get(dva.vdev.0 as usize).is_none_or(|top| {
+            matches!(
+                top.health(),
+                tarn_vdev::Health::Unavail | tarn_vdev::Health::Faulted
+            )
+        })
     }
 }
 

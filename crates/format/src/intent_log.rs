@@ -91,7 +91,7 @@ fn summed(bytes: &[u8], payload_len: usize) -> Checksum {
 #[must_use]
 pub fn encode_block(header: &LogBlockHeader, payload: &[u8], psize: u32) -> Vec<u8> {
     assert!(
-        LOG_HEADER_LEN + payload.len() <= psize as usize && psize % 512 == 0,
+        LOG_HEADER_LEN + payload.len() <= psize as usize && psize.is_multiple_of(512),
         "log block of {psize} bytes cannot hold {} payload bytes",
         payload.len()
     );

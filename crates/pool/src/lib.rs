@@ -399,6 +399,8 @@ pub struct Pool {
     readonly: bool,
     identity: HostIdentity,
     clock: Arc<dyn Clock>,
+    /// Ids of the top-level vdevs that are log devices.
+    log_tops: std::collections::BTreeSet<u32>,
 }
 
 /// Checks what the labels alone can tell: feature flags and whether another host owns it.
@@ -448,6 +450,7 @@ impl Pool {
         for path in spec
             .tops
             .iter()
+            .chain(&spec.logs)
             .flat_map(|t| &t.devices)
             .chain(&spec.spares)
         {
@@ -529,7 +532,13 @@ impl Pool {
             .unwrap_or(tarn_base::limits::ASHIFT_DEFAULT);
         let pipeline = Pipeline::new(tops.clone());
         let space = SpaceManager::new(space_geometry(&tops, tree));
-        Ok(Pool {
+        let log_tops = tree
+            .children
+            .iter()
+            .filter(|c| c.kind != VdevKind::Spares && c.log)
+            .map(|c| c.id)
+            .collect();
+        let mut pool = Pool {
             name,
             guid,
             root_guid: tree.guid,
@@ -547,7 +556,23 @@ impl Pool {
             readonly,
             identity,
             clock,
-        })
+            log_tops,
+        };
+        pool.apply_log_class();
+        Ok(pool)
+    }
+
+    /// Tells the space manager which top-level vdevs are log devices.
+    fn apply_log_class(&mut self) {
+        for id in &self.log_tops {
+            self.space.set_log_class(*id as usize);
+        }
+    }
+
+    /// Whether top-level vdev `index` is a log device.
+    #[must_use]
+    pub fn is_log_vdev(&self, index: usize) -> bool {
+        u32::try_from(index).is_ok_and(|id| self.log_tops.contains(&id))
     }
 
     /// Imports a discovered pool. `verify` opens the upper layers' root at a candidate
@@ -593,7 +618,14 @@ impl Pool {
                 tarn_vdev::Health::Online | tarn_vdev::Health::Degraded
             )
         };
-        match self.tops.iter().find(|t| !readable(t)) {
+        // A missing log device does not stop an import (the records on it are lost and
+        // reported by the replay); ZFS asks for `-m` here, tarn imports and says so.
+        let data = self
+            .tops
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !self.is_log_vdev(*i));
+        match data.map(|(_, t)| t).find(|t| !readable(t)) {
             None => Ok(()),
             Some(top) => {
                 let leaves = top.leaves();
@@ -651,6 +683,7 @@ impl Pool {
             &ub.space_log,
             ub.txg,
         )?;
+        self.apply_log_class();
         self.last = Some(*ub);
         self.txg = ub.txg;
         Ok(())
@@ -770,6 +803,9 @@ impl Pool {
     #[must_use]
     pub fn vdev_tree(&self) -> VdevTree {
         let mut children: Vec<VdevTree> = self.tops.iter().map(|t| t.to_tree()).collect();
+        for child in &mut children {
+            child.log = self.log_tops.contains(&child.id);
+        }
         if !self.spares.is_empty() {
             let spares = self
                 .spares
@@ -870,8 +906,14 @@ impl Pool {
                 let _ = device.flush();
             }
         }
-        for top in &self.tops {
-            top.flush().map_err(|e| e.to_string())?;
+        for (index, top) in self.tops.iter().enumerate() {
+            match top.flush() {
+                Ok(()) => {}
+                // A log device holds nothing a txg needs: when it is gone, log blocks go to
+                // the normal class (it is not writable) and its failure fails nothing.
+                Err(_) if self.is_log_vdev(index) && !self.space.writable(index) => {}
+                Err(e) => return Err(e.to_string()),
+            }
         }
         Ok(())
     }
@@ -1049,6 +1091,7 @@ fn interior_node(
         children,
         offline: false,
         resilvering: false,
+        log: false,
     }
 }
 
@@ -1067,6 +1110,7 @@ fn new_leaf(path: &str, id: u32, ashift: u8, size: u64, guid: Guid) -> VdevTree 
         children: Vec::new(),
         offline: false,
         resilvering: false,
+        log: false,
     }
 }
 
@@ -1081,7 +1125,7 @@ fn build_tree(
         new_leaf(path, id as u32, spec.ashift, size, rng.guid())
     };
     let mut tops: Vec<(TopLayout, Vec<VdevTree>)> = Vec::new();
-    for top in &spec.tops {
+    for top in spec.tops.iter().chain(&spec.logs) {
         let leaves = top
             .devices
             .iter()
@@ -1121,6 +1165,7 @@ fn build_tree(
             }
         };
         node.metaslab_shift = tarn_space::metaslab_shift_for(node.asize);
+        node.log = index >= spec.tops.len();
         children.push(node);
     }
     if !spares.is_empty() {

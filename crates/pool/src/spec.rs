@@ -55,6 +55,9 @@ pub struct CreateSpec {
     pub tops: Vec<TopSpec>,
     /// Hot spares.
     pub spares: Vec<String>,
+    /// Log devices (`log DEV` / `log mirror DEV DEV`): top-level vdevs that hold only
+    /// intent-log blocks. Disk or mirror layouts.
+    pub logs: Vec<TopSpec>,
     /// Sector size shift for every vdev.
     pub ashift: u8,
     /// Use devices that belong to another (exported or destroyed) pool.
@@ -117,7 +120,23 @@ impl CreateSpec {
             )));
         }
         let mut seen = std::collections::HashSet::new();
-        for top in &self.tops {
+        if let Some(log) = self
+            .logs
+            .iter()
+            .find(|l| matches!(l.layout, TopLayout::Raidz(_)))
+        {
+            return Err(PoolError::InvalidSpec(format!(
+                "'{}' is not allowed in a log section; use mirror or plain devices",
+                log.layout.name()
+            )));
+        }
+        if self.tops.len() + self.logs.len() > limits::TOP_VDEVS_MAX {
+            return Err(PoolError::InvalidSpec(format!(
+                "too many top-level vdevs (at most {})",
+                limits::TOP_VDEVS_MAX
+            )));
+        }
+        for top in self.tops.iter().chain(&self.logs) {
             if let TopLayout::Raidz(parity) = top.layout
                 && !(1..=limits::RAIDZ_PARITY_MAX as u8).contains(&parity)
             {
@@ -149,6 +168,7 @@ impl CreateSpec {
         for path in self
             .tops
             .iter()
+            .chain(&self.logs)
             .flat_map(|t| &t.devices)
             .chain(&self.spares)
         {
@@ -169,6 +189,7 @@ mod tests {
             name: "tank".into(),
             tops,
             spares: vec![],
+            logs: Vec::new(),
             ashift: 12,
             force: false,
         }

@@ -38,11 +38,20 @@ pub struct LogRecord {
 #[allow(missing_docs)]
 pub enum LogOp {
     /// [`Fs::write`].
-    Write { ino: Ino, offset: u64, data: Vec<u8> },
+    Write {
+        ino: Ino,
+        offset: u64,
+        data: Vec<u8>,
+    },
     /// [`Fs::setattr`] (chmod, chown, truncate, utimens).
     SetAttr { ino: Ino, changes: SetAttr },
     /// [`Fs::fallocate`].
-    Fallocate { ino: Ino, offset: u64, len: u64, mode: Fallocate },
+    Fallocate {
+        ino: Ino,
+        offset: u64,
+        len: u64,
+        mode: Fallocate,
+    },
     /// [`Fs::mknod`]; `ino` is the inode it made.
     Mknod {
         parent: Ino,
@@ -54,11 +63,27 @@ pub enum LogOp {
         ino: Ino,
     },
     /// [`Fs::mkdir`].
-    Mkdir { parent: Ino, name: Vec<u8>, perm: u32, creds: Creds, ino: Ino },
+    Mkdir {
+        parent: Ino,
+        name: Vec<u8>,
+        perm: u32,
+        creds: Creds,
+        ino: Ino,
+    },
     /// [`Fs::symlink`].
-    Symlink { parent: Ino, name: Vec<u8>, target: Vec<u8>, creds: Creds, ino: Ino },
+    Symlink {
+        parent: Ino,
+        name: Vec<u8>,
+        target: Vec<u8>,
+        creds: Creds,
+        ino: Ino,
+    },
     /// [`Fs::link`].
-    Link { ino: Ino, parent: Ino, name: Vec<u8> },
+    Link {
+        ino: Ino,
+        parent: Ino,
+        name: Vec<u8>,
+    },
     /// [`Fs::unlink`].
     Unlink { parent: Ino, name: Vec<u8> },
     /// [`Fs::rmdir`].
@@ -72,7 +97,12 @@ pub enum LogOp {
         flags: RenameFlags,
     },
     /// [`Fs::setxattr`].
-    SetXattr { ino: Ino, name: Vec<u8>, value: Vec<u8>, how: XattrSet },
+    SetXattr {
+        ino: Ino,
+        name: Vec<u8>,
+        value: Vec<u8>,
+        how: XattrSet,
+    },
     /// [`Fs::removexattr`].
     RemoveXattr { ino: Ino, name: Vec<u8> },
     /// [`Fs::reclaim`].

@@ -775,6 +775,12 @@ impl SpaceManager {
         }
     }
 
+    /// Whether top-level vdev `index` can take writes now.
+    #[must_use]
+    pub fn writable(&self, index: usize) -> bool {
+        self.vdevs.get(index).is_some_and(|v| v.geometry.writable())
+    }
+
     /// Whether top-level vdev `index` is a log device.
     #[must_use]
     pub fn is_log_class(&self, index: usize) -> bool {
