@@ -307,6 +307,29 @@ impl Imported {
         }
     }
 
+    /// The in-memory state of a pool just imported: its MOS, dataset tree and scan.
+    fn open(pool: Pool, name: &str) -> Result<Imported, EngineError> {
+        let reader = pool.reader();
+        let root = pool
+            .root()
+            .ok_or_else(|| EngineError::Corrupt("no root block".into()))?;
+        let mut mos = Mos::open(&reader, &root)?;
+        let tree = datasets::Tree::load(mos.objset(), &reader, name)?;
+        let mut imported = Imported {
+            pool,
+            mos,
+            datasets: tree,
+            destroyed: Vec::new(),
+            mounted: std::collections::BTreeSet::new(),
+            history: Vec::new(),
+            scan: scrub::Scan::default(),
+            logs: zil::Logs::default(),
+            replayed: Vec::new(),
+        };
+        imported.scan = scrub::Scan::load(&mut imported)?;
+        Ok(imported)
+    }
+
     fn dirty_bytes(&self) -> u64 {
         self.mos.dirty_bytes() + self.datasets.dirty_bytes() + self.destroyed.len() as u64
     }
@@ -664,38 +687,11 @@ impl Engine {
             Arc::clone(&self.clock),
             &verify,
         )?;
-        let reader = pool.reader();
-        let root = pool
-            .root()
-            .ok_or_else(|| EngineError::Corrupt("no root block".into()))?;
-        let mut mos = Mos::open(&reader, &root)?;
-        let tree = datasets::Tree::load(mos.objset(), &reader, &name)?;
         let guid = pool.guid();
         let readonly = pool.readonly();
-        let mut imported = Imported {
-            pool,
-            mos,
-            datasets: tree,
-            destroyed: Vec::new(),
-            mounted: std::collections::BTreeSet::new(),
-            history: Vec::new(),
-            scan: scrub::Scan::default(),
-            logs: zil::Logs::default(),
-            replayed: Vec::new(),
-        };
-        imported.scan = scrub::Scan::load(&mut imported)?;
+        let mut imported = Imported::open(pool, &name)?;
         if !readonly {
-            imported.replayed = imported.replay_logs();
-            for report in &imported.replayed {
-                if let Some(why) = &report.stopped {
-                    self.post(zil::replay_event(
-                        &name,
-                        report,
-                        why,
-                        self.clock.now_unix_secs(),
-                    ));
-                }
-            }
+            self.replay_at_import(&mut imported, &name);
             replace::resume_at_import(&mut imported, self.clock.now_unix_secs());
             imported.history.push(self.history_record(command, false));
             imported.sync()?;
@@ -707,6 +703,18 @@ impl Engine {
         });
         self.pools().insert(name.clone(), handle);
         Ok(name)
+    }
+
+    /// Replays the intent logs of a pool being imported (before anything else changes) and
+    /// posts an event for every log whose replay stopped early.
+    fn replay_at_import(&self, imported: &mut Imported, name: &str) {
+        imported.replayed = imported.replay_logs();
+        for report in &imported.replayed {
+            if let Some(why) = &report.stopped {
+                let now = self.clock.now_unix_secs();
+                self.post(zil::replay_event(name, report, why, now));
+            }
+        }
     }
 
     /// Records a successful command in the pool's history (written with the next txg).

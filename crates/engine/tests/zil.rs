@@ -221,8 +221,12 @@ fn walk(
                     fnv(&value)
                 ));
             }
+            let times = format!(
+                "a{:?} m{:?} c{:?} b{:?}",
+                attr.atime, attr.mtime, attr.ctime, attr.crtime
+            );
             let line = format!(
-                "ino {} {:?} {:o} n{} {}:{} rdev {} size {} a{:?} m{:?} c{:?} b{:?} [{body}] {xattrs:?}",
+                "ino {} {:?} {:o} n{} {}:{} rdev {} size {} {times} [{body}] {xattrs:?}",
                 attr.ino,
                 attr.kind,
                 attr.perm,
@@ -231,10 +235,6 @@ fn walk(
                 attr.gid,
                 attr.rdev,
                 attr.size,
-                attr.atime,
-                attr.mtime,
-                attr.ctime,
-                attr.crtime
             );
             out.insert(path.clone(), line);
             if attr.kind == FileKind::Directory {

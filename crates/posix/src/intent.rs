@@ -282,6 +282,33 @@ impl LogOp {
                     | u8::from(mode.punch_hole) << 1
                     | u8::from(mode.zero_range) << 2);
             }
+            LogOp::SetXattr {
+                ino,
+                name,
+                value,
+                how,
+            } => {
+                w.u64(*ino);
+                put_bytes(w, name);
+                put_bytes(w, value);
+                w.u8(match how {
+                    XattrSet::Either => 0,
+                    XattrSet::Create => 1,
+                    XattrSet::Replace => 2,
+                });
+            }
+            LogOp::RemoveXattr { ino, name } => {
+                w.u64(*ino);
+                put_bytes(w, name);
+            }
+            LogOp::Reclaim { ino } => w.u64(*ino),
+            LogOp::DrainUnlinked => {}
+            _ => self.encode_name_fields(w),
+        }
+    }
+
+    fn encode_name_fields(&self, w: &mut Writer) {
+        match self {
             LogOp::Mknod {
                 parent,
                 name,
@@ -347,27 +374,7 @@ impl LogOp {
                 put_bytes(w, newname);
                 w.u8(u8::from(flags.noreplace) | u8::from(flags.exchange) << 1);
             }
-            LogOp::SetXattr {
-                ino,
-                name,
-                value,
-                how,
-            } => {
-                w.u64(*ino);
-                put_bytes(w, name);
-                put_bytes(w, value);
-                w.u8(match how {
-                    XattrSet::Either => 0,
-                    XattrSet::Create => 1,
-                    XattrSet::Replace => 2,
-                });
-            }
-            LogOp::RemoveXattr { ino, name } => {
-                w.u64(*ino);
-                put_bytes(w, name);
-            }
-            LogOp::Reclaim { ino } => w.u64(*ino),
-            LogOp::DrainUnlinked => {}
+            _ => {}
         }
     }
 
@@ -403,6 +410,30 @@ impl LogOp {
                     mode,
                 }
             }
+            11 => LogOp::SetXattr {
+                ino: f.u64()?,
+                name: f.bytes()?,
+                value: f.bytes()?,
+                how: match f.u8()? {
+                    0 => XattrSet::Either,
+                    1 => XattrSet::Create,
+                    2 => XattrSet::Replace,
+                    _ => return Err(bad("unknown xattr mode")),
+                },
+            },
+            12 => LogOp::RemoveXattr {
+                ino: f.u64()?,
+                name: f.bytes()?,
+            },
+            13 => LogOp::Reclaim { ino: f.u64()? },
+            14 => LogOp::DrainUnlinked,
+            4..=10 => LogOp::decode_name_fields(code, f)?,
+            _ => return Err(bad("unknown record type")),
+        })
+    }
+
+    fn decode_name_fields(code: u8, f: &mut Fields<'_, '_>) -> Result<LogOp> {
+        Ok(match code {
             4 => LogOp::Mknod {
                 parent: f.u64()?,
                 name: f.bytes()?,
@@ -453,23 +484,6 @@ impl LogOp {
                     },
                 }
             }
-            11 => LogOp::SetXattr {
-                ino: f.u64()?,
-                name: f.bytes()?,
-                value: f.bytes()?,
-                how: match f.u8()? {
-                    0 => XattrSet::Either,
-                    1 => XattrSet::Create,
-                    2 => XattrSet::Replace,
-                    _ => return Err(bad("unknown xattr mode")),
-                },
-            },
-            12 => LogOp::RemoveXattr {
-                ino: f.u64()?,
-                name: f.bytes()?,
-            },
-            13 => LogOp::Reclaim { ino: f.u64()? },
-            14 => LogOp::DrainUnlinked,
             _ => return Err(bad("unknown record type")),
         })
     }
