@@ -1,5 +1,6 @@
 //! A dataset node in the MOS: the header in its bonus buffer, its children and its local
-//! properties (two ZAP objects the header names).
+//! properties (two ZAP objects the header names). A header that names an intent-log chain
+//! ([`LogHead`]) is 248 bytes instead of 208 (docs/FORMAT.md "Datasets", "Intent log").
 
 use std::collections::BTreeMap;
 

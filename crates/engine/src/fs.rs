@@ -5,6 +5,8 @@
 //! closure over [`tarn_posix::Fs`], says what kind of operation it is ([`FsOp`]) so the engine
 //! can refuse it up front (read-only pool or dataset, suspended pool, no space, quota), and
 //! gets back an [`EngineError`] whose [`EngineError::errno`] is what the kernel should see.
+//! Modifying operations are recorded for the dataset's intent log ([`crate::zil`]);
+//! [`Engine::fs_sync`] and `sync=always` make them durable there without a txg.
 
 use tarn_posix::{Fs, PosixError, Timespec};
 

@@ -12,7 +12,9 @@
 //!   └─ pools: name -> PoolHandle ─ Mutex<Imported>
 //!                                   ├─ tarn_pool::Pool   (vdevs, space, txgs)
 //!                                   ├─ Mos               (props, history, root dataset ptr)
-//!                                   └─ data ObjectSet    (the root dataset's objects)
+//!                                   ├─ datasets::Tree    (datasets, their object sets)
+//!                                   └─ zil::Logs         (intent logs: pending records,
+//!                                                         log-block chains)
 //! ```
 //! Every admin operation is a *check* phase with no side effects followed by an *apply*
 //! phase (OpenZFS's synctask shape), so a refused command changes nothing.

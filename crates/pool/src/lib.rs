@@ -44,9 +44,16 @@
 //! Corrupt labels are skipped (other copies are used); corrupt uberblocks are skipped
 //! (older ones are used); import with rewind (`-F`, `-T`) walks back through the ring.
 //!
+//! # Log devices
+//! Top-level vdevs created from `log` specs carry the `log` flag in the vdev tree
+//! ([`Pool::is_log_vdev`]); the space manager gives them only intent-log blocks. A missing
+//! log device does not stop an import (only data vdevs must be readable), and its flush
+//! failures do not fail a txg once it is not writable. [`Pool::flush_devices`] is the
+//! intent log's commit point.
+//!
 //! # Not here
 //! Object sets and properties (tarn-objects, tarn-engine), scrub and resilver (background),
-//! multihost heartbeats, the intent log.
+//! multihost heartbeats, the intent log's records and chains (tarn-engine `zil`).
 
 pub mod labels;
 mod provider;

@@ -31,6 +31,11 @@
 //!   frees or zeroes them).
 //! - I4: the master node's inode count equals the live inodes.
 //!
+//! # Intent log
+//! A view built with [`Fs::with_log`] appends a [`LogRecord`] for every modifying call that
+//! succeeds; [`Fs::replay`] applies one again. The engine writes them to the dataset's
+//! intent log on `fsync` and replays them at import (module [`intent`]).
+//!
 //! # Failure model
 //! Bytes from disk (inodes, entries, attribute values) are input: a bad one is
 //! [`PosixError::Object`] with `ObjectError::Corrupt` (EIO), never a panic. Unreadable
