@@ -525,16 +525,16 @@ fn tree_node(tree: &VdevTree, found: &dyn Fn(&VdevTree) -> Option<String>) -> Vd
 #[must_use]
 pub fn importable(found: &Discovered) -> Importable {
     let is_found = |leaf: &VdevTree| found.found.get(&leaf.guid).cloned();
-    let tops: Vec<VdevNode> = found
-        .config
-        .vdev_tree
-        .children
-        .iter()
-        .map(|c| tree_node(c, &is_found))
-        .collect();
+    let (mut tops, mut logs) = (Vec::new(), Vec::new());
+    for child in &found.config.vdev_tree.children {
+        let list = if child.log { &mut logs } else { &mut tops };
+        list.push(tree_node(child, &is_found));
+    }
     let data = || tops.iter().filter(|t| t.kind != "spares");
     let unavailable = data().any(|t| t.state == "UNAVAIL");
-    let degraded = data().any(|t| t.state == "DEGRADED");
+    // A missing log device does not stop the import; the pool comes up degraded.
+    let degraded =
+        data().any(|t| t.state == "DEGRADED") || logs.iter().any(|l| l.state != "ONLINE");
     let state = if unavailable {
         "UNAVAIL"
     } else if degraded {
@@ -560,6 +560,9 @@ pub fn importable(found: &Discovered) -> Importable {
             "The pool can be imported using its name or numeric identifier.".to_string(),
         ),
     };
+    if !logs.is_empty() {
+        tops.push(class_node("logs", logs));
+    }
     let config = VdevNode {
         name: found.config.name.clone(),
         kind: "root".into(),

@@ -27,6 +27,11 @@
 //!   delta. They are freed with [`tarn_space::SpaceManager::free_deferred`] so that no block
 //!   a committed header's chain may name is reused before `TXG_DEFER` txgs.
 //!
+//! - Replay goes through tarn-posix like the original calls, at their recorded times, on the
+//!   committed state with the committed properties; it is not admitted against quotas (the
+//!   operations were admitted when they ran). A replayed inode's generation is the replay's
+//!   txg, not the original one.
+//!
 //! # Crash safety
 //! A block is accepted only when its self-checksum, chain id and sequence number match
 //! (`tarn_format::intent_log`), so a torn or missing block, stale bytes at a
