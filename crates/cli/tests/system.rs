@@ -1020,6 +1020,12 @@ fn log_vdevs_are_created_and_shown_in_a_logs_section() {
     let with_logs = size(&rig);
 
     rig.ok("pool export tank");
+    let listing = rig.run(&format!("pool import -d {}", rig.dir_of("d")));
+    let logs_part = listing.stdout.split("\tlogs\t\n").nth(1).unwrap_or("");
+    assert!(
+        logs_part.trim_start().starts_with("mirror-1"),
+        "import listing: {listing:?}"
+    );
     rig.ok(&format!("pool import -d {} tank", rig.dir_of("d")));
     check_status("after import");
     rig.ok("pool destroy tank");
