@@ -3,7 +3,8 @@
 //! ```text
 //!  fs_op ── Fs::with_log ──► pending records (txg, LogRecord) per dataset, in memory
 //!  fsync ── commit ──► records → stream → log blocks at the pre-allocated next address,
-//!                      each naming the next (allocated now), then one flush of every leaf
+//!                      each naming the next (allocated now), then one flush of the
+//!                      top-level vdevs written (ZFS flushes only those too)
 //!  sync of txg T ──► every record is in T: the old chain is freed (deferred), a fresh first
 //!                    block is allocated and named by the dataset header committed in T
 //!  import ──► claim the chain's blocks, replay its records on the committed state through
@@ -243,12 +244,13 @@ impl Imported {
         Ok(())
     }
 
-    /// Writes `stream` as the next blocks of `id`'s chain and flushes every leaf.
+    /// Writes `stream` as the next blocks of `id`'s chain and flushes the vdevs written.
     fn write_chain(&mut self, id: DatasetId, stream: &[u8]) -> Result<(), String> {
         let Imported { pool, logs, .. } = self;
         let log = logs.map.get_mut(&id).ok_or("no log")?;
         let mut current = log.next.ok_or("no chain")?;
         let mut rest = stream;
+        let mut written = Vec::new();
         loop {
             let room = (current.psize as usize).saturating_sub(LOG_HEADER_LEN);
             let take = rest.len().min(room);
@@ -273,6 +275,9 @@ impl Imported {
             pool.pipeline()
                 .write_raw(&current.dva, &bytes)
                 .map_err(|e| e.to_string())?;
+            if !written.contains(&current.dva.vdev) {
+                written.push(current.dva.vdev);
+            }
             log.seq += 1;
             log.next = Some(next);
             current = next;
@@ -281,7 +286,7 @@ impl Imported {
                 break;
             }
         }
-        pool.flush_devices()
+        pool.flush_vdevs(&written)
     }
 
     /// At import, before anything else changes: claims and replays the intent log of every
@@ -335,6 +340,15 @@ impl Imported {
     /// written cannot be told apart here, so both are a clean end unless its vdev is
     /// missing).
     fn read_chain(&mut self, head: &LogHead) -> (Vec<Dva>, Vec<u8>, Option<String>) {
+        if !self.inside_a_vdev(&head.first.dva) {
+            // Not a block this pool could have allocated: leave it alone (freeing it could
+            // release space that is not allocated), read nothing.
+            return (
+                Vec::new(),
+                Vec::new(),
+                Some("the log's first block is outside the pool".into()),
+            );
+        }
         let mut blocks = vec![head.first.dva];
         let mut stream = Vec::new();
         let mut current = head.first;
@@ -374,6 +388,19 @@ impl Imported {
             current = header.next;
         }
         (blocks, stream, end)
+    }
+
+    fn inside_a_vdev(&self, dva: &Dva) -> bool {
+        self.pool
+            .tops()
+            .get(dva.vdev.0 as usize)
+            .is_some_and(|top| {
+                dva.asize > 0
+                    && dva
+                        .offset
+                        .checked_add(dva.asize)
+                        .is_some_and(|end| end <= top.asize())
+            })
     }
 
     fn vdev_missing(&self, dva: &Dva) -> bool {

@@ -48,7 +48,7 @@
 //! Top-level vdevs created from `log` specs carry the `log` flag in the vdev tree
 //! ([`Pool::is_log_vdev`]); the space manager gives them only intent-log blocks. A missing
 //! log device does not stop an import (only data vdevs must be readable), and its flush
-//! failures do not fail a txg once it is not writable. [`Pool::flush_devices`] is the
+//! failures do not fail a txg once it is not writable. [`Pool::flush_vdevs`] is the
 //! intent log's commit point.
 //!
 //! # Not here
@@ -925,15 +925,23 @@ impl Pool {
         Ok(())
     }
 
-    /// Flushes every leaf: the intent log's commit point (its blocks are durable once this
-    /// returns). Fails as a txg's flush does, when a top-level vdev lost more leaves than its
-    /// redundancy tolerates; the pool is not suspended for that (the caller falls back to a
-    /// txg sync, which decides).
-    pub fn flush_devices(&self) -> Result<(), String> {
+    /// Flushes every leaf of the top-level vdevs `vdevs`: the intent log's commit point (the
+    /// log blocks written there are durable once this returns; other vdevs hold nothing the
+    /// log needs, as ZFS flushes only the vdevs a log write touched). Fails when such a vdev
+    /// lost more leaves than its redundancy tolerates; the pool is not suspended for that
+    /// (the caller falls back to a txg sync, which decides).
+    pub fn flush_vdevs(&self, vdevs: &[tarn_base::VdevId]) -> Result<(), String> {
         if let Some(why) = &self.suspended {
             return Err(why.clone());
         }
-        self.flush_all()
+        for id in vdevs {
+            let top = self
+                .tops
+                .get(id.0 as usize)
+                .ok_or_else(|| format!("no top-level vdev {}", id.0))?;
+            top.flush().map_err(|e| e.to_string())?;
+        }
+        Ok(())
     }
 
     /// Writes the whole config (all four label copies) with `state`, and flushes.
