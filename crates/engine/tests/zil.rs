@@ -501,7 +501,12 @@ fn a_crash_during_replay_replays_again() {
 /// when an fsync was interrupted.
 #[test]
 fn random_workload_with_power_cuts_matches_the_fsync_model() {
-    for seed in 0..6u64 {
+    // TARN_ZIL_SEEDS=N runs more seeds (a soak); CI runs six.
+    let seeds = std::env::var("TARN_ZIL_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(6u64);
+    for seed in 0..seeds {
         let mut rng = SeededRng::new(seed);
         let mut world = World::new(TopLayout::Raidz(1), 3, usize::from(seed % 2 == 1), seed);
         let mut durable = world.snapshot();
