@@ -692,7 +692,9 @@ impl Engine {
         let guid = pool.guid();
         let readonly = pool.readonly();
         let mut imported = Imported::open(pool, &name)?;
-        if !readonly {
+        if readonly {
+            imported.keep_logs();
+        } else {
             self.replay_at_import(&mut imported, &name);
             replace::resume_at_import(&mut imported, self.clock.now_unix_secs());
             imported.history.push(self.history_record(command, false));

@@ -325,6 +325,18 @@ impl Imported {
         reports
     }
 
+    /// A read-only import neither claims nor replays (as ZFS): the logs stay for the next
+    /// read-write import, and their committed first blocks are only noted so that the
+    /// accounting knows them.
+    pub(crate) fn keep_logs(&mut self) {
+        for id in self.datasets.all() {
+            let first = self.datasets.node(id).header.log.first;
+            if !first.is_empty() && self.inside_a_vdev(&first.dva) {
+                self.logs.map.entry(id).or_default().blocks = vec![first.dva];
+            }
+        }
+    }
+
     fn replay_one(&mut self, id: DatasetId, record: &LogRecord) -> Result<(), EngineError> {
         let config = self.datasets.fs_config(id);
         let Imported { pool, datasets, .. } = self;

@@ -679,3 +679,40 @@ fn a_missing_log_device_loses_only_its_records() {
     assert_eq!(world.snapshot(), synced);
     check::verify_pool(&world.engine, "tank").unwrap();
 }
+
+/// Goal: a read-only import neither replays nor frees the log (ZFS does not either), and
+/// the next read-write import still replays it. Method: fsync, power cut, import read-only
+/// (the committed state, space closes), export, import read-write (the fsynced state).
+#[test]
+fn a_read_only_import_keeps_the_log_for_later() {
+    let mut world = World::new(TopLayout::Mirror, 2, 0, 8);
+    let committed = world.snapshot();
+    let root = world.root();
+    let ino = world
+        .op(|fs| fs.mknod(root, b"kept", FileKind::Regular, 0o644, 0, ME))
+        .ino;
+    world.op(|fs| fs.write(ino, 0, b"replayed later"));
+    world.fsync();
+    let synced = world.snapshot();
+    world.engine = engine_on(&world.provider, 1_800_000_000);
+    for (_, device) in world.provider.all() {
+        device.crash();
+    }
+    let readonly = ImportOptions {
+        readonly: true,
+        ..ImportOptions::default()
+    };
+    world
+        .engine
+        .import_pool(&["/sim".into()], "tank", &readonly, "import -o readonly=on")
+        .unwrap();
+    let (_, dataset) = world.engine.find_dataset("tank/fs").unwrap();
+    world.dataset = dataset;
+    assert_eq!(world.snapshot(), committed);
+    check::verify_pool(&world.engine, "tank").unwrap();
+    world.engine.export_pool("tank", false).unwrap();
+    world.engine = engine_on(&world.provider, 1_900_000_000);
+    world.import();
+    assert_eq!(world.snapshot(), synced);
+    check::verify_pool(&world.engine, "tank").unwrap();
+}
