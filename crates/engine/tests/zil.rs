@@ -716,3 +716,43 @@ fn a_read_only_import_keeps_the_log_for_later() {
     assert_eq!(world.snapshot(), synced);
     check::verify_pool(&world.engine, "tank").unwrap();
 }
+
+/// Goal: a dataset that stops using its log loses its chain after IDLE_TXGS_MAX txgs (no
+/// first block allocated for nothing), and its next fsync starts one again with a txg.
+/// Method: count log blocks and committed txgs around syncs and fsyncs.
+#[test]
+fn an_idle_log_is_dropped_and_restarted() {
+    let mut world = World::new(TopLayout::Disk, 1, 0, 9);
+    assert_eq!(
+        check::log_blocks(&world.engine, "tank", world.dataset)
+            .unwrap()
+            .len(),
+        1,
+        "the chain's first block"
+    );
+    for _ in 0..tarn_engine::zil::IDLE_TXGS_MAX + 1 {
+        world.engine.sync_pool("tank").unwrap();
+    }
+    assert!(
+        check::log_blocks(&world.engine, "tank", world.dataset)
+            .unwrap()
+            .is_empty(),
+        "an idle chain is dropped"
+    );
+    check::verify_pool(&world.engine, "tank").unwrap();
+    let root = world.root();
+    world.op(|fs| fs.mknod(root, b"again", FileKind::Regular, 0o644, 0, ME));
+    let txg = world.committed();
+    world.fsync();
+    assert!(
+        world.committed() > txg,
+        "without a chain, fsync syncs a txg"
+    );
+    world.op(|fs| fs.mknod(root, b"logged", FileKind::Regular, 0o644, 0, ME));
+    let txg = world.committed();
+    world.fsync();
+    assert_eq!(world.committed(), txg, "then the log is used again");
+    let synced = world.snapshot();
+    world.crash_and_import();
+    assert_eq!(world.snapshot(), synced);
+}
