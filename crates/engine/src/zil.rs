@@ -157,9 +157,9 @@ fn block_size_for(bytes: usize) -> u32 {
 }
 
 impl Imported {
-    /// Before txg `txg` syncs: frees (returned) every chain's blocks, gives each dataset that
-    /// uses its log a fresh first block in its header, and drops the logs of datasets that
-    /// are gone or idle.
+    /// Before the next txg syncs: returns every chain's blocks (the sync frees them), gives
+    /// each dataset that uses its log a fresh first block in its header, and drops the logs
+    /// of datasets that are gone or idle.
     pub(crate) fn logs_before_sync(&mut self) -> Vec<Dva> {
         let txg = self.pool.txg().next();
         let pool_guid = self.pool.guid();
