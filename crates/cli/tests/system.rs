@@ -953,6 +953,34 @@ fn refused_replace_changes_nothing() {
     );
 }
 
+/// `pool status tank` is ONLINE and lists `mirror-1` of `logs` in a `logs` section only.
+fn assert_logs_section(rig: &Rig, logs: &[String], when: &str) {
+    let status = rig.ok("pool status tank");
+    assert!(status.contains(" state: ONLINE\n"), "{when}: {status}");
+    let section = status.split("\tlogs\t\n").nth(1).expect("a logs section");
+    let rows: Vec<Vec<&str>> = section
+        .lines()
+        .take(3)
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(rows[0][..2], ["mirror-1", "ONLINE"], "{when}: {status}");
+    assert_eq!(
+        rows[1][..2],
+        [logs[0].as_str(), "ONLINE"],
+        "{when}: {status}"
+    );
+    assert_eq!(
+        rows[2][..2],
+        [logs[1].as_str(), "ONLINE"],
+        "{when}: {status}"
+    );
+    let data_part = status.split("\tlogs\t\n").next().unwrap_or("");
+    assert!(
+        !data_part.contains(&logs[0]),
+        "{when}: logs listed with data: {status}"
+    );
+}
+
 // DESCRIPTION: `log` devices are real: `pool create tank raidz1 ... log mirror L0 L1` makes a
 // mirror log vdev that `pool status` shows in a `logs` section (as `zpool status` does), `-n`
 // prints it under `logs`, the pool's SIZE leaves it out, and the class survives export and
@@ -986,32 +1014,7 @@ fn log_vdevs_are_created_and_shown_in_a_logs_section() {
         join(data),
         join(logs)
     ));
-    let check_status = |when: &str| {
-        let status = rig.ok("pool status tank");
-        assert!(status.contains(" state: ONLINE\n"), "{when}: {status}");
-        let section = status.split("\tlogs\t\n").nth(1).expect("a logs section");
-        let rows: Vec<Vec<&str>> = section
-            .lines()
-            .take(3)
-            .map(|l| l.split_whitespace().collect())
-            .collect();
-        assert_eq!(rows[0][..2], ["mirror-1", "ONLINE"], "{when}: {status}");
-        assert_eq!(
-            rows[1][..2],
-            [logs[0].as_str(), "ONLINE"],
-            "{when}: {status}"
-        );
-        assert_eq!(
-            rows[2][..2],
-            [logs[1].as_str(), "ONLINE"],
-            "{when}: {status}"
-        );
-        let data_part = status.split("\tlogs\t\n").next().unwrap_or("");
-        assert!(
-            !data_part.contains(&logs[0]),
-            "{when}: logs listed with data: {status}"
-        );
-    };
+    let check_status = |when: &str| assert_logs_section(&rig, logs, when);
     check_status("after create");
     let size = |rig: &Rig| -> u64 {
         let list = rig.ok("pool list -H -p -o size tank");
