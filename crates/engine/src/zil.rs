@@ -133,11 +133,6 @@ impl Logs {
             .get(&id)
             .map_or_else(Vec::new, |l| l.blocks.clone())
     }
-
-    /// Records waiting for a commit in `id`.
-    pub(crate) fn pending(&self, id: DatasetId) -> usize {
-        self.map.get(&id).map_or(0, |l| l.pending.len())
-    }
 }
 
 fn chain_id(pool: Guid, dataset: Guid, txg: Txg, dva: &Dva) -> u64 {
@@ -466,10 +461,5 @@ impl crate::Engine {
     /// What the import of `pool` replayed from each dataset's intent log.
     pub fn log_replay_reports(&self, pool: &str) -> Result<Vec<ReplayReport>, EngineError> {
         Ok(self.pool(pool)?.lock().replayed.clone())
-    }
-
-    /// Records of `dataset` waiting for an `fsync` (for tests and `zdb`-like tools).
-    pub fn log_pending(&self, pool: &str, dataset: DatasetId) -> Result<usize, EngineError> {
-        Ok(self.pool(pool)?.lock().logs.pending(dataset))
     }
 }
