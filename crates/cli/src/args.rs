@@ -77,6 +77,14 @@ pub(crate) enum Command {
         /// Dataset name.
         name: String,
     },
+    /// Space used and quotas per user in a dataset.
+    Userspace(SpaceArgs),
+    /// Space used and quotas per group in a dataset.
+    Groupspace(SpaceArgs),
+    /// Space used and quotas per project in a dataset.
+    Projectspace(SpaceArgs),
+    /// Show, set (-p ID, -s) or clear (-C) the project of a file in a mounted dataset.
+    Project(ProjectArgs),
     /// Mount a dataset, or all (-a); without arguments list what is mounted.
     Mount {
         /// Every dataset that should be mounted.
@@ -157,6 +165,51 @@ pub(crate) struct DatasetGetArgs {
 }
 
 #[derive(Debug, Args)]
+pub(crate) struct SpaceArgs {
+    /// Scripted mode: no header, tab-separated.
+    #[arg(short = 'H')]
+    pub(crate) scripted: bool,
+    /// Exact numbers.
+    #[arg(short = 'p')]
+    pub(crate) parsable: bool,
+    /// Numeric ids instead of user and group names.
+    #[arg(short = 'n')]
+    pub(crate) numeric: bool,
+    /// Fields, comma-separated: type, name, used, quota, objused, objquota.
+    #[arg(short = 'o', value_name = "FIELDS")]
+    pub(crate) fields: Option<String>,
+    /// Sort ascending by this field (repeatable; default type, then name).
+    #[arg(short = 's', value_name = "FIELD")]
+    pub(crate) sort_ascending: Vec<String>,
+    /// Sort descending by this field (repeatable).
+    #[arg(short = 'S', value_name = "FIELD")]
+    pub(crate) sort_descending: Vec<String>,
+    /// Dataset name.
+    pub(crate) name: String,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ProjectArgs {
+    /// Everything below a directory too.
+    #[arg(short = 'r')]
+    pub(crate) recursive: bool,
+    /// Clear: the inherit flag goes and the id becomes 0.
+    #[arg(short = 'C', conflicts_with_all = ["id", "inherit"])]
+    pub(crate) clear: bool,
+    /// With -C, keep the id.
+    #[arg(short = 'k', requires = "clear")]
+    pub(crate) keep: bool,
+    /// Set the inherit flag: new entries of the directory take its project id.
+    #[arg(short = 's')]
+    pub(crate) inherit: bool,
+    /// Project id to set.
+    #[arg(short = 'p', value_name = "ID")]
+    pub(crate) id: Option<u32>,
+    /// A file or directory inside a mounted tarn dataset.
+    pub(crate) path: PathBuf,
+}
+
+#[derive(Debug, Args)]
 pub(crate) struct DemoArgs {
     /// Directory for the device files (default: a new temporary directory).
     #[arg(long, value_name = "DIR")]
@@ -221,6 +274,9 @@ pub(crate) enum PoolCommand {
         /// List damaged files.
         #[arg(short = 'v')]
         verbose: bool,
+        /// Add a SLOW column: I/Os the slow-device detector found slow, per device.
+        #[arg(short = 's')]
+        slow: bool,
         /// Pools (all when none).
         names: Vec<String>,
     },
@@ -323,6 +379,9 @@ pub(crate) enum PoolCommand {
         /// Pool (every pool when absent).
         name: Option<String>,
     },
+    /// Show I/O statistics of pools (and with -v their vdevs and devices), once or every
+    /// INTERVAL seconds.
+    Iostat(IostatArgs),
     /// Show the command history of pools.
     History {
         /// Include internal events.
@@ -334,6 +393,29 @@ pub(crate) enum PoolCommand {
         /// Pools (all when none).
         names: Vec<String>,
     },
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct IostatArgs {
+    /// Every vdev and device, not only pools.
+    #[arg(short = 'v')]
+    pub(crate) verbose: bool,
+    /// Add average latency columns (total_wait read and write).
+    #[arg(short = 'l')]
+    pub(crate) latency: bool,
+    /// Add queue columns (reads and writes waiting and being serviced).
+    #[arg(short = 'q')]
+    pub(crate) queues: bool,
+    /// Scripted: no headers, fields separated by a tab.
+    #[arg(short = 'H')]
+    pub(crate) scripted: bool,
+    /// Exact numbers.
+    #[arg(short = 'p')]
+    pub(crate) parsable: bool,
+    /// [POOL]... [INTERVAL [COUNT]]: pools (all when none), seconds between reports, and
+    /// how many reports.
+    #[arg(value_name = "ARGS")]
+    pub(crate) args: Vec<String>,
 }
 
 #[derive(Debug, Args)]

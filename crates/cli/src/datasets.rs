@@ -1,6 +1,6 @@
 //! The dataset verbs (`tarn create`, `destroy`, `rename`, `list`, `get`, `set`, `inherit`,
-//! `mount`, `unmount`): planning their requests and rendering their replies in ZFS's
-//! layouts.
+//! `mount`, `unmount`; `userspace` and its kin in `userspace.rs`): planning their requests
+//! and rendering their replies in ZFS's layouts.
 
 use std::path::Path;
 
@@ -9,6 +9,7 @@ use tarn_proto::{DatasetGet, DatasetRow, MountRow, ReplyPayload, Request};
 use crate::args::{Command, DatasetGetArgs, DatasetListArgs};
 use crate::render::{self, Column, GetField};
 use crate::run::{Outcome, Plan, View};
+use crate::userspace::{self, Space};
 
 /// Columns of `tarn list` without `-o`.
 const LIST_DEFAULT: &[&str] = &["name", "used", "avail", "refer", "mountpoint"];
@@ -51,6 +52,9 @@ pub(crate) struct GetView {
     pub(crate) scripted: bool,
     pub(crate) parsable: bool,
     pub(crate) sources: Option<Vec<String>>,
+    /// Per-owner properties asked by name: (as sent, as typed), `userquota@1000` ->
+    /// `userquota@alice`; printed as typed.
+    pub(crate) aliases: Vec<(String, String)>,
 }
 
 fn refuse(verb: &str, object: Option<&str>, message: &str) -> Outcome {
@@ -101,6 +105,10 @@ pub(crate) fn plan(command: Command, cwd: &Path) -> Result<Plan, Outcome> {
         Command::List(args) => plan_list(args)?,
         Command::Get(args) => plan_get(args)?,
         Command::Set { words } => plan_set(words)?,
+        Command::Userspace(args) => userspace::plan(Space::User, args)?,
+        Command::Groupspace(args) => userspace::plan(Space::Group, args)?,
+        Command::Projectspace(args) => userspace::plan(Space::Project, args)?,
+        Command::Project(args) => userspace::plan_project(args, cwd),
         Command::Inherit {
             recursive,
             property,
@@ -110,7 +118,7 @@ pub(crate) fn plan(command: Command, cwd: &Path) -> Result<Plan, Outcome> {
             &name.clone(),
             Request::DatasetInherit {
                 name,
-                property,
+                property: userspace::resolve_prop(&property),
                 recursive,
             },
         ),
@@ -125,7 +133,7 @@ fn plan_set(mut words: Vec<String>) -> Result<Plan, Outcome> {
     for word in words {
         match word.split_once('=') {
             Some((property, value)) if !property.is_empty() => {
-                assignments.push((property.to_string(), value.to_string()));
+                assignments.push((userspace::resolve_prop(property), value.to_string()));
             }
             _ => {
                 return Err(refuse(
@@ -258,6 +266,14 @@ fn plan_get(args: DatasetGetArgs) -> Result<Plan, Outcome> {
         [name] => Some(name.clone()),
         _ => None,
     };
+    let typed = split_list(&args.properties);
+    let properties: Vec<String> = typed.iter().map(|p| userspace::resolve_prop(p)).collect();
+    let aliases = properties
+        .iter()
+        .zip(&typed)
+        .filter(|(sent, typed)| sent != typed)
+        .map(|(sent, typed)| (sent.clone(), typed.clone()))
+        .collect();
     Ok(Plan {
         verb: if object.is_some() {
             "get property for"
@@ -270,12 +286,13 @@ fn plan_get(args: DatasetGetArgs) -> Result<Plan, Outcome> {
             scripted: args.scripted,
             parsable: args.parsable,
             sources,
+            aliases,
         }),
         request: Request::DatasetGet(DatasetGet {
             names: args.names,
             recursive: args.recursive,
             depth: args.depth,
-            properties: split_list(&args.properties),
+            properties,
         }),
     })
 }
@@ -300,6 +317,8 @@ pub(crate) fn show(view: &View, payload: &ReplyPayload) -> Option<String> {
     Some(match (view, payload) {
         (View::DatasetList(view), ReplyPayload::Datasets(rows)) => list(rows, view),
         (View::DatasetGet(view), ReplyPayload::Datasets(rows)) => get(rows, view),
+        (View::Userspace(view), ReplyPayload::Userspace(rows)) => userspace::show(rows, view),
+        (View::Projects, ReplyPayload::Projects(rows)) => userspace::show_projects(rows),
         (View::Mounts, ReplyPayload::Mounts(rows)) => mounts(rows),
         (View::Silent, ReplyPayload::Mounts(_)) => String::new(),
         _ => return None,
@@ -355,7 +374,11 @@ fn get(rows: &[DatasetRow], view: &GetView) -> String {
                     .iter()
                     .map(|field| match field {
                         GetField::Name => row.name.clone(),
-                        GetField::Property => prop.property.clone(),
+                        GetField::Property => view
+                            .aliases
+                            .iter()
+                            .find(|(sent, _)| *sent == prop.property)
+                            .map_or_else(|| prop.property.clone(), |(_, typed)| typed.clone()),
                         GetField::Value if view.parsable => prop.parsable.clone(),
                         GetField::Value => prop.value.clone(),
                         GetField::Source => prop.source.clone(),

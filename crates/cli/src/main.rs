@@ -36,7 +36,7 @@
 //! the CLI never panics on a reply.
 //!
 //! # Not here
-//! Dataset verbs, `iostat`, `replace` and the other pool verbs come with their engine support.
+//! Snapshots, send/receive and the other verbs come with their engine support.
 //! The meaning of properties and their validation belong to the engine; the CLI only knows
 //! which ones print as sizes or percentages.
 
@@ -44,8 +44,10 @@ mod args;
 mod datasets;
 mod demo;
 mod demo_fs;
+mod iostat;
 mod render;
 mod run;
+mod userspace;
 mod vdevspec;
 
 use clap::Parser;

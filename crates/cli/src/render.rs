@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use tarn_base::format_size;
 use tarn_proto::{
     HistoryPool, ImportablePool, PoolLayout, PoolListRow, PoolStatusInfo, Progress, PropertyRow,
-    TxgRow, VdevRole, VdevStatus,
+    TxgRow, VdevNodeKind, VdevRole, VdevStatus,
 };
 
 /// The one-line refusal: `cannot <verb> '<object>': <message>` (STYLE.md §6); without an
@@ -364,7 +364,16 @@ fn name_width(config: &VdevStatus, spares: &[VdevStatus]) -> usize {
 /// The class sections after the data vdevs, in ZFS's order.
 const CLASSES: &[(VdevRole, &str)] = &[(VdevRole::Special, "special"), (VdevRole::Log, "logs")];
 
-fn status_row(out: &mut String, node: &VdevStatus, depth: usize, width: usize, spare: bool) {
+/// What the config table shows besides names and states.
+#[derive(Clone, Copy)]
+struct Counters {
+    /// READ, WRITE, CKSUM (not for spares).
+    errors: bool,
+    /// SLOW (`status -s`): a leaf's count, `-` for interior nodes as ZFS prints them.
+    slow: bool,
+}
+
+fn status_row(out: &mut String, node: &VdevStatus, depth: usize, width: usize, shown: Counters) {
     let indent = " ".repeat(depth);
     let name_width = width - depth;
     let _ = write!(
@@ -372,7 +381,7 @@ fn status_row(out: &mut String, node: &VdevStatus, depth: usize, width: usize, s
         "\t{indent}{:<name_width$}  {:<8}",
         node.name, node.state
     );
-    if !spare {
+    if shown.errors {
         let _ = write!(
             out,
             " {:>5} {:>5} {:>5}",
@@ -380,26 +389,35 @@ fn status_row(out: &mut String, node: &VdevStatus, depth: usize, width: usize, s
             counter(node.write),
             counter(node.cksum)
         );
+        if shown.slow {
+            let slow = match node.kind {
+                VdevNodeKind::Leaf => counter(node.slow),
+                _ => "-".to_string(),
+            };
+            let _ = write!(out, " {slow:>5}");
+        }
     }
     if let Some(note) = &node.note {
         let _ = write!(out, "  {note}");
     }
     out.push('\n');
     for child in &node.children {
-        status_row(out, child, depth + 2, width, spare);
+        status_row(out, child, depth + 2, width, shown);
     }
 }
 
-fn status_config(out: &mut String, config: &VdevStatus, spares: &[VdevStatus]) {
+fn status_config(out: &mut String, config: &VdevStatus, spares: &[VdevStatus], slow: bool) {
     let width = name_width(config, spares);
-    let _ = writeln!(
+    let _ = write!(
         out,
         "\t{:<width$}  {:<8} {:>5} {:>5} {:>5}",
         "NAME", "STATE", "READ", "WRITE", "CKSUM"
     );
+    out.push_str(if slow { "  SLOW\n" } else { "\n" });
+    let counters = Counters { errors: true, slow };
     let mut root = config.clone();
     root.children.retain(|child| child.role == VdevRole::Data);
-    status_row(out, &root, 0, width, false);
+    status_row(out, &root, 0, width, counters);
     for (role, heading) in CLASSES {
         let mut members = config
             .children
@@ -410,7 +428,7 @@ fn status_config(out: &mut String, config: &VdevStatus, spares: &[VdevStatus]) {
             let _ = writeln!(out, "\t{heading}\t");
         }
         for member in members {
-            status_row(out, member, 2, width, false);
+            status_row(out, member, 2, width, counters);
         }
     }
     let caches: Vec<&VdevStatus> = config
@@ -421,18 +439,27 @@ fn status_config(out: &mut String, config: &VdevStatus, spares: &[VdevStatus]) {
     if !caches.is_empty() {
         out.push_str("\tcache\n");
         for cache in caches {
-            status_row(out, cache, 2, width, false);
+            status_row(out, cache, 2, width, counters);
         }
     }
     if !spares.is_empty() {
         out.push_str("\tspares\n");
         for spare in spares {
-            status_row(out, spare, 2, width, true);
+            status_row(
+                out,
+                spare,
+                2,
+                width,
+                Counters {
+                    errors: false,
+                    slow: false,
+                },
+            );
         }
     }
 }
 
-fn status_one(out: &mut String, pool: &PoolStatusInfo, verbose: bool) {
+fn status_one(out: &mut String, pool: &PoolStatusInfo, verbose: bool, slow: bool) {
     let _ = writeln!(out, "  pool: {}", pool.name);
     let _ = writeln!(out, " state: {}", pool.state);
     if let Some(status) = &pool.status {
@@ -450,7 +477,7 @@ fn status_one(out: &mut String, pool: &PoolStatusInfo, verbose: bool) {
         pool.scan.as_deref().unwrap_or("none requested"),
     );
     out.push_str("config:\n\n");
-    status_config(out, &pool.config, &pool.spares);
+    status_config(out, &pool.config, &pool.spares, slow);
     out.push('\n');
     if pool.error_count == 0 {
         out.push_str("errors: No known data errors\n");
@@ -470,19 +497,29 @@ fn status_one(out: &mut String, pool: &PoolStatusInfo, verbose: bool) {
 
 /// `tarn pool status`: one block per pool, separated by a blank line.
 pub(crate) fn status(pools: &[PoolStatusInfo], verbose: bool) -> String {
+    status_with(pools, verbose, false)
+}
+
+/// `tarn pool status [-v] [-s]`.
+pub(crate) fn status_with(pools: &[PoolStatusInfo], verbose: bool, slow: bool) -> String {
     let mut out = String::new();
     for (i, pool) in pools.iter().enumerate() {
         if i > 0 {
             out.push('\n');
         }
-        status_one(&mut out, pool, verbose);
+        status_one(&mut out, pool, verbose, slow);
     }
     out
 }
 
 /// `tarn pool status -x`: only pools with a problem (`status` set). Named pools that are
 /// fine get `pool 'x' is healthy`; with no names and nothing wrong, `all pools are healthy`.
-pub(crate) fn status_explain(pools: &[PoolStatusInfo], names: &[String], verbose: bool) -> String {
+pub(crate) fn status_explain(
+    pools: &[PoolStatusInfo],
+    names: &[String],
+    verbose: bool,
+    slow: bool,
+) -> String {
     let unhealthy: Vec<PoolStatusInfo> = pools
         .iter()
         .filter(|pool| pool.status.is_some())
@@ -492,7 +529,7 @@ pub(crate) fn status_explain(pools: &[PoolStatusInfo], names: &[String], verbose
         if unhealthy.is_empty() {
             return "all pools are healthy\n".to_string();
         }
-        return status(&unhealthy, verbose);
+        return status_with(&unhealthy, verbose, slow);
     }
     let mut out = String::new();
     let mut first_block = true;
@@ -503,7 +540,7 @@ pub(crate) fn status_explain(pools: &[PoolStatusInfo], names: &[String], verbose
                     out.push('\n');
                 }
                 first_block = false;
-                status_one(&mut out, pool, verbose);
+                status_one(&mut out, pool, verbose, slow);
             }
             None => {
                 let _ = writeln!(out, "pool '{name}' is healthy");

@@ -63,6 +63,7 @@ pub(crate) enum View {
     Status {
         verbose: bool,
         explain: bool,
+        slow: bool,
         names: Vec<String>,
     },
     Properties {
@@ -77,12 +78,15 @@ pub(crate) enum View {
     },
     DatasetList(crate::datasets::ListView),
     DatasetGet(crate::datasets::GetView),
+    Userspace(crate::userspace::SpaceView),
+    Projects,
     Mounts,
     Events {
         verbose: bool,
         follow: bool,
         clear: bool,
     },
+    Iostat(crate::iostat::IostatView),
 }
 
 /// A request ready to send, with what the error line names and how to show the reply.
@@ -117,6 +121,9 @@ pub(crate) fn run(cli: Cli) -> Outcome {
             match planned {
                 Ok(plan) if matches!(plan.view, View::Events { follow: true, .. }) => {
                     follow_events(plan, &rundir, cli.json)
+                }
+                Ok(plan) if matches!(plan.view, View::Iostat(_)) => {
+                    crate::iostat::run(&plan, &rundir, cli.json)
                 }
                 Ok(plan) => execute(plan, &rundir, cli.json),
                 Err(outcome) => outcome,
@@ -260,27 +267,9 @@ pub(crate) fn plan(command: PoolCommand, cwd: &Path) -> Result<Plan, Outcome> {
         PoolCommand::Status {
             only_unhealthy,
             verbose,
+            slow,
             names,
-        } => {
-            let (verb, object) = match single(&names) {
-                Some(name) => ("open", Some(name)),
-                None => ("get pool status", None),
-            };
-            Plan {
-                verb,
-                object,
-                view: View::Status {
-                    verbose,
-                    explain: only_unhealthy,
-                    names: names.clone(),
-                },
-                request: Request::PoolStatus {
-                    names,
-                    verbose,
-                    only_unhealthy,
-                },
-            }
-        }
+        } => plan_status(only_unhealthy, verbose, slow, names),
         PoolCommand::Get(args) => {
             let fields = match &args.fields {
                 Some(spec) => render::get_fields(spec).map_err(Outcome::usage)?,
@@ -353,11 +342,35 @@ pub(crate) fn plan(command: PoolCommand, cwd: &Path) -> Result<Plan, Outcome> {
     Ok(plan)
 }
 
+/// Plans `status [-x] [-v] [-s]`.
+fn plan_status(only_unhealthy: bool, verbose: bool, slow: bool, names: Vec<String>) -> Plan {
+    let (verb, object) = match single(&names) {
+        Some(name) => ("open", Some(name)),
+        None => ("get pool status", None),
+    };
+    Plan {
+        verb,
+        object,
+        view: View::Status {
+            verbose,
+            explain: only_unhealthy,
+            slow,
+            names: names.clone(),
+        },
+        request: Request::PoolStatus {
+            names,
+            verbose,
+            only_unhealthy,
+        },
+    }
+}
+
 /// Plans `import`, `scrub`, `clear`, `offline` and `online` (and through `plan_replace`,
 /// `replace`, `attach` and `detach`).
 fn plan_maintenance(command: PoolCommand, cwd: &Path) -> Result<Plan, Outcome> {
     let plan = match command {
         PoolCommand::Import(args) => plan_import(args, cwd)?,
+        PoolCommand::Iostat(args) => crate::iostat::plan(args)?,
         PoolCommand::Scrub {
             stop,
             pause,
@@ -628,9 +641,19 @@ pub(crate) fn finish(plan: &Plan, response: Response, json: bool) -> Outcome {
             return Outcome::refused(render::error_line(verb, object, &error.message));
         }
     };
+    if let ReplyPayload::Notice(lines) = &payload
+        && !json
+    {
+        return mount_notices(plan, lines);
+    }
     if json {
+        // Notices (a dataset not mounted) are part of the JSON and still exit 1.
+        let code = i32::from(matches!(payload, ReplyPayload::Notice(_)));
         return match serde_json::to_string_pretty(&payload) {
-            Ok(text) => Outcome::ok(format!("{text}\n")),
+            Ok(text) => Outcome {
+                code,
+                ..Outcome::ok(format!("{text}\n"))
+            },
             Err(error) => Outcome::refused(render::error_line(
                 plan.verb,
                 plan.object.as_deref(),
@@ -648,10 +671,23 @@ pub(crate) fn finish(plan: &Plan, response: Response, json: bool) -> Outcome {
     }
 }
 
+/// The command did its work but a dataset could not be mounted: ZFS prints why on stderr,
+/// says so after `create`, and exits 1 so that scripts notice.
+fn mount_notices(plan: &Plan, lines: &[String]) -> Outcome {
+    let mut stderr = render::notice(lines);
+    if matches!(plan.request, Request::DatasetCreate { .. }) {
+        stderr.push_str("filesystem successfully created, but not mounted\n");
+    }
+    Outcome {
+        stdout: String::new(),
+        stderr,
+        code: 1,
+    }
+}
+
 fn show(view: &View, payload: &ReplyPayload) -> Option<Outcome> {
     let text = match (view, payload) {
         (View::Silent, ReplyPayload::Unit) => String::new(),
-        (View::Silent, ReplyPayload::Notice(lines)) => render::notice(lines),
         (View::Layout { name }, ReplyPayload::Layout(layout)) => render::layout(name, layout),
         (
             View::List {
@@ -688,12 +724,13 @@ fn show(view: &View, payload: &ReplyPayload) -> Option<Outcome> {
             View::Status {
                 verbose,
                 explain: true,
+                slow,
                 names,
             },
             ReplyPayload::PoolStatus(pools),
-        ) => render::status_explain(pools, names, *verbose),
-        (View::Status { verbose, .. }, ReplyPayload::PoolStatus(pools)) => {
-            render::status(pools, *verbose)
+        ) => render::status_explain(pools, names, *verbose, *slow),
+        (View::Status { verbose, slow, .. }, ReplyPayload::PoolStatus(pools)) => {
+            render::status_with(pools, *verbose, *slow)
         }
         (
             View::Properties {

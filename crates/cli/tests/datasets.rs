@@ -1,8 +1,9 @@
 //! System tests of the dataset verbs through the real `tarn` binary and daemon: `create`,
 //! `list` (default columns, `-H -p -o`, `-r -d`, `-s`), `get` with its SOURCE column and
 //! `-s` filter, `set`, `inherit`, `rename`, `destroy`, JSON, persistence across export and
-//! import, and refusals that change nothing. Datasets here have `mountpoint=none` (inherited
-//! from the pool's `-m none`), so nothing is mounted: the FUSE tests cover mounts.
+//! import, per-owner quotas (`userquota@root`, `userspace`), and refusals that change
+//! nothing. Datasets here have `mountpoint=none` (inherited from the pool's `-m none`), so
+//! nothing is mounted: the FUSE tests cover mounts.
 
 #![allow(clippy::unwrap_used)] // Test code: a failed unwrap is a failed test.
 
@@ -166,7 +167,6 @@ fn refused_dataset_commands_change_nothing() {
         ("rename tank/a other/a", "must remain in the same pool"),
         ("rename tank/a tank/a/b/c", "cannot be moved under itself"),
         ("inherit quota tank/a", "cannot be inherited"),
-        ("set userquota@ann=1G tank/a", "not supported yet"),
     ] {
         let line_out = rig.refused_against(&baseline, line);
         assert!(line_out.contains(expect), "`tarn {line}`: {line_out}");
@@ -178,4 +178,75 @@ fn refused_dataset_commands_change_nothing() {
         value(&rig, "atime", "tank/a"),
         ("on".into(), "default".into())
     );
+}
+
+#[test]
+fn user_group_and_project_quotas_and_userspace() {
+    let rig = Rig::new();
+    pool(&rig);
+    rig.ok("create tank/home");
+    rig.ok("set userquota@root=10G groupquota@0=1.5G projectquota@7=1M tank/home");
+    rig.ok("set userobjquota@4242=100 tank/home");
+    assert_eq!(
+        rig.ok("get -H userquota@root tank/home"),
+        "tank/home\tuserquota@root\t10G\tlocal\n"
+    );
+    assert_eq!(
+        rig.ok("get -H -p -o value userquota@0 tank/home"),
+        format!("{}\n", 10u64 << 30)
+    );
+    assert_eq!(value(&rig, "groupquota@root", "tank/home").0, "1.50G");
+    assert_eq!(value(&rig, "userquota@4242", "tank/home").0, "none");
+    // Not inherited, not in `get all`.
+    rig.ok("create tank/home/sub");
+    assert_eq!(value(&rig, "userquota@root", "tank/home/sub").0, "none");
+    assert!(!rig.ok("get all tank/home").contains("userquota"));
+    // The root directory belongs to uid 0: its inode is counted.
+    assert_eq!(value(&rig, "userobjused@root", "tank/home").0, "1");
+    let table = rig.ok("userspace tank/home");
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(
+        lines[0].split_whitespace().collect::<Vec<_>>(),
+        ["TYPE", "NAME", "USED", "QUOTA"]
+    );
+    // Sorted by type, then name as text.
+    assert!(lines[1].starts_with("POSIX User  4242"), "{table}");
+    assert!(lines[1].ends_with("none"), "{table}");
+    assert!(lines[2].starts_with("POSIX User  root"), "{table}");
+    assert!(lines[2].ends_with("10G"), "{table}");
+    let scripted = rig.ok("userspace -H -p -n -o name,objused,objquota -S objused tank/home");
+    assert_eq!(scripted, "0\t1\t0\n4242\t0\t100\n");
+    assert_eq!(
+        rig.ok("projectspace -H -o name,quota tank/home"),
+        "0\tnone\n7\t1M\n"
+    );
+    let groups = rig.ok("groupspace -H -o type,name tank/home");
+    assert_eq!(groups, "POSIX Group\troot\n");
+    let json = rig.ok("-j userspace tank/home");
+    assert!(json.contains("\"objquota\": 100"), "{json}");
+    rig.ok("set userquota@root=none tank/home");
+    assert_eq!(value(&rig, "userquota@root", "tank/home").0, "none");
+    let usage = rig.run("userspace -o name,size tank/home");
+    assert_eq!(usage.code, Some(2), "{usage:?}");
+    let baseline = rig.image();
+    for (line, expect) in [
+        (
+            "set userquota@no-such-user-x=1G tank/home",
+            "cannot set property for 'tank/home': invalid user 'no-such-user-x'",
+        ),
+        (
+            "set groupquota@root=lots tank/home",
+            "'groupquota@0' must be a size",
+        ),
+        ("set userused@0=1G tank/home", "read-only property"),
+        ("set projectquota@p1=1G tank/home", "invalid project 'p1'"),
+        ("inherit userquota@root tank/home", "cannot be inherited"),
+        (
+            "userspace tank/zz",
+            "cannot get space for 'tank/zz': dataset does not exist",
+        ),
+    ] {
+        let line_out = rig.refused_against(&baseline, line);
+        assert!(line_out.contains(expect), "`tarn {line}`: {line_out}");
+    }
 }

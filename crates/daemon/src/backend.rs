@@ -237,6 +237,7 @@ fn vdev_status(node: &VdevNode) -> VdevStatus {
         read: node.read,
         write: node.write,
         cksum: node.cksum,
+        slow: node.slow,
         note: node.note.clone(),
         children: node.children.iter().map(vdev_status).collect(),
     }
@@ -600,12 +601,9 @@ impl EngineBackend {
     fn online(&self, name: &str, device: &str) -> Response {
         let command = format!("pool online {name} {device}");
         match self.engine.online(name, device, &command) {
-            Ok(outcome) if outcome.scrub_started => {
+            Ok(outcome) if outcome.resilver_from.is_some() => {
                 self.wake.notify();
-                ok(ReplyPayload::Notice(vec![format!(
-                    "started a scrub of '{name}' to repair blocks written while '{device}' \
-                     was offline"
-                )]))
+                ok(ReplyPayload::Unit)
             }
             Ok(_) => ok(ReplyPayload::Unit),
             Err(e) => device_verb_error(&e, name),
@@ -700,6 +698,45 @@ impl EngineBackend {
     }
 }
 
+/// `pool iostat`: the engine's running totals as protocol rows.
+fn iostat(engine: &Engine, request: &Request) -> Option<Response> {
+    let Request::PoolIostat { names } = request else {
+        return None;
+    };
+    fn row(node: tarn_engine::IostatNode) -> tarn_proto::IostatRow {
+        tarn_proto::IostatRow {
+            name: node.name,
+            alloc: node.alloc,
+            free: node.free,
+            read_ops: node.read_ops,
+            write_ops: node.write_ops,
+            read_bytes: node.read_bytes,
+            write_bytes: node.write_bytes,
+            read_wait_ns: node.read_wait_ns,
+            write_wait_ns: node.write_wait_ns,
+            reads_active: node.reads_active,
+            writes_active: node.writes_active,
+            writes_pending: node.writes_pending,
+            children: node.children.into_iter().map(row).collect(),
+        }
+    }
+    let response = match engine.iostat(names) {
+        Ok(pools) => ok(ReplyPayload::Iostat(
+            pools
+                .into_iter()
+                .map(|pool| tarn_proto::IostatPool {
+                    name: pool.name,
+                    time_ns: pool.time_ns,
+                    imported_ns: pool.imported_ns,
+                    root: row(pool.root),
+                })
+                .collect(),
+        )),
+        Err(e) => error_reply(&e),
+    };
+    Some(response)
+}
+
 fn dataset_rows(rows: Vec<tarn_engine::DatasetRow>) -> Vec<tarn_proto::DatasetRow> {
     rows.into_iter()
         .map(|row| tarn_proto::DatasetRow {
@@ -788,9 +825,90 @@ impl EngineBackend {
                     .inherit_prop(name, property, *recursive, &command)
                     .map(unit)
             }
-            _ => return None,
+            _ => return self.userspace(request),
         };
         Some(result.unwrap_or_else(|e| error_reply(&e)))
+    }
+
+    /// `tarn project`: the dataset is the mount holding the path.
+    fn project(&self, request: &Request) -> Option<Response> {
+        let Request::Project {
+            path,
+            id,
+            inherit,
+            clear,
+            keep,
+            recursive,
+        } = request
+        else {
+            return None;
+        };
+        let Some((name, within)) = self.mounts.locate(Path::new(path)) else {
+            return Some(Response::error(
+                "not inside a mounted tarn dataset".to_string(),
+            ));
+        };
+        let change = (id.is_some() || *inherit || *clear).then_some(tarn_engine::ProjectChange {
+            id: *id,
+            inherit: *inherit,
+            clear: *clear,
+            keep_id: *keep,
+        });
+        let rows = self.engine.find_dataset(&name).and_then(|(pool, dataset)| {
+            self.engine
+                .fs_project(&pool, dataset, &within, change, *recursive)
+        });
+        // The engine names files from the dataset's root (`.` for the root itself); the
+        // reply names them from the path asked.
+        let prefix = path.trim_end_matches('/');
+        let root = match within.trim_matches('/') {
+            "" => ".",
+            _ => within.trim_end_matches('/'),
+        };
+        Some(match rows {
+            Ok(rows) => ok(ReplyPayload::Projects(
+                rows.into_iter()
+                    .map(|r| tarn_proto::ProjectRow {
+                        path: format!("{prefix}{}", r.path.strip_prefix(root).unwrap_or("")),
+                        id: r.id,
+                        inherit: r.inherit,
+                    })
+                    .collect(),
+            )),
+            Err(e) => error_reply(&e),
+        })
+    }
+
+    /// `tarn userspace` and its kin, `tarn project`; `None` for other requests.
+    fn userspace(&self, request: &Request) -> Option<Response> {
+        let Request::Userspace { name, space } = request else {
+            return self.project(request);
+        };
+        let space = match space.as_str() {
+            "user" => tarn_engine::OwnerSpace::User,
+            "group" => tarn_engine::OwnerSpace::Group,
+            "project" => tarn_engine::OwnerSpace::Project,
+            other => {
+                return Some(Response::error(format!(
+                    "unknown space '{other}' (user, group or project)"
+                )));
+            }
+        };
+        let rows = match self.engine.userspace(name, space) {
+            Ok(rows) => rows,
+            Err(e) => return Some(error_reply(&e)),
+        };
+        let rows = rows
+            .into_iter()
+            .map(|r| tarn_proto::UserspaceRow {
+                id: r.id,
+                used: r.used,
+                quota: r.quota,
+                objused: r.objused,
+                objquota: r.objquota,
+            })
+            .collect();
+        Some(ok(ReplyPayload::Userspace(rows)))
     }
 
     fn import_list(&self, dirs: &[String]) -> Response {
@@ -870,7 +988,8 @@ impl Handler for EngineBackend {
 
 impl EngineBackend {
     fn handle_engine(&self, request: &Request) -> Response {
-        if let Some(response) = self.devices(request).or_else(|| self.datasets(request)) {
+        let answered = self.devices(request).or_else(|| self.datasets(request));
+        if let Some(response) = answered.or_else(|| iostat(&self.engine, request)) {
             return response;
         }
         let result: Result<Response, EngineError> = match &request {

@@ -71,6 +71,18 @@ impl MountTable {
         }
     }
 
+    /// The mounted dataset holding absolute `path` (the deepest mountpoint above it) and
+    /// the path within that dataset (`tarn project`).
+    pub fn locate(&self, path: &Path) -> Option<(String, String)> {
+        let mounts = self.lock();
+        let (name, mount) = mounts
+            .iter()
+            .filter(|(_, mount)| path.starts_with(mount.mountpoint()))
+            .max_by_key(|(_, mount)| mount.mountpoint().components().count())?;
+        let within = path.strip_prefix(mount.mountpoint()).ok()?;
+        Some((name.clone(), within.to_str()?.to_string()))
+    }
+
     fn lock(&self) -> MutexGuard<'_, BTreeMap<String, Mount>> {
         self.mounts.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -190,6 +202,10 @@ impl MountTable {
                 recursive,
                 force,
             } => {
+                // A destroy the engine would refuse must not unmount anything first.
+                if let Err(error) = self.engine.destroy_dataset_check(name, *recursive) {
+                    return Some(engine_refusal("destroy", name, &error));
+                }
                 let root = name.as_str();
                 let result =
                     self.unmount_where(*force, |n| n == root || (*recursive && within(n, root)));
@@ -208,6 +224,13 @@ impl MountTable {
     pub fn after(&self, request: &Request, succeeded: bool) -> Vec<String> {
         if let Some((_, root)) = remounted(request) {
             return self.mount_pool(pool_of(root));
+        }
+        if let Some(root) = access_time_changed(request) {
+            return if succeeded {
+                self.refresh_access_time_flags(root)
+            } else {
+                Vec::new()
+            };
         }
         let Request::DatasetCreate { name, parents, .. } = request else {
             return Vec::new();
@@ -233,6 +256,23 @@ impl MountTable {
                     .err()
                     .map(|e| mount_notice(&self.rooted(&spec), &e)),
                 _ => None,
+            })
+            .collect()
+    }
+
+    /// Sets the access-time flags of every mount at or below `root` to the datasets'
+    /// current `atime`/`relatime` (no unmount: a busy mount changes too). Returns notices.
+    fn refresh_access_time_flags(&self, root: &str) -> Vec<String> {
+        let mounts = self.lock();
+        mounts
+            .iter()
+            .filter(|(name, _)| within(name, root))
+            .filter_map(|(name, mount)| {
+                let result = match self.engine.dataset_mount_spec(name) {
+                    Ok(Some(spec)) => mount.set_access_time_flags(&spec).err(),
+                    _ => None,
+                };
+                result.map(|e| format!("cannot change the access-time flags of '{name}': {e}"))
             })
             .collect()
     }
@@ -320,6 +360,21 @@ fn remounted(request: &Request) -> Option<(&'static str, &str)> {
         Request::DatasetInherit { name, property, .. } if remounts(property) => {
             Some(("inherit", name))
         }
+        _ => None,
+    }
+}
+
+/// The subtree whose access-time properties (`atime`, `relatime`) a request changes; the
+/// server reads them at every access, only the mount flags need telling.
+fn access_time_changed(request: &Request) -> Option<&str> {
+    let changes = |property: &str| property == "atime" || property == "relatime";
+    match request {
+        Request::DatasetSet { name, assignments }
+            if assignments.iter().any(|(p, _)| changes(p)) =>
+        {
+            Some(name)
+        }
+        Request::DatasetInherit { name, property, .. } if changes(property) => Some(name),
         _ => None,
     }
 }

@@ -38,8 +38,10 @@
 //!
 //! # Not here
 //! Snapshots, clones, dead lists and send/receive (next layers of this crate); space
-//! accounting arithmetic and quota enforcement (the engine, which sees dirty data); user,
-//! group and project quotas (need per-owner accounting in the POSIX layer).
+//! accounting arithmetic and quota enforcement (the engine, which sees dirty data); the
+//! per-owner counts behind `userused@` (the POSIX layer) and their enforcement (engine and
+//! POSIX layer). This crate only names and validates the `userquota@ID` family
+//! ([`props::owner_prop`]): ids are numeric here, names are the front end's business.
 
 pub mod name;
 pub mod node;

@@ -181,12 +181,8 @@ pub fn validate(name: &str, value: &str) -> Result<Option<String>, DatasetError>
         }
         return Ok(Some(value.to_string()));
     }
-    for prefix in ["userquota@", "groupquota@", "projectquota@", "userused@"] {
-        if name.starts_with(prefix) {
-            return Err(invalid(format!(
-                "property '{name}': per-user, group and project quotas are not supported yet"
-            )));
-        }
+    if let Some(owner) = owner_prop(name)? {
+        return owner.normalize(value);
     }
     let Some(def) = find(name) else {
         return Err(invalid(format!(
@@ -268,6 +264,136 @@ fn normalize(def: &PropDef, value: &str) -> Result<String, DatasetError> {
             }
             _ => Err(bad("an absolute path, 'none' or 'legacy'")),
         },
+    }
+}
+
+/// Whose usage an owner property is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum OwnerSpace {
+    /// `user...@UID`.
+    User,
+    /// `group...@GID`.
+    Group,
+    /// `project...@ID`.
+    Project,
+}
+
+impl OwnerSpace {
+    /// `user`, `group` or `project`.
+    #[must_use]
+    pub fn word(self) -> &'static str {
+        match self {
+            OwnerSpace::User => "user",
+            OwnerSpace::Group => "group",
+            OwnerSpace::Project => "project",
+        }
+    }
+}
+
+/// A per-owner property (`userquota@1000`, `groupobjused@100`, ...): not inherited, stored
+/// locally by numeric id (the front end resolves names), its SOURCE always `local`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OwnerProp {
+    /// User, group or project.
+    pub space: OwnerSpace,
+    /// Counts inodes (`...obj...`) rather than bytes.
+    pub objects: bool,
+    /// Read-only usage (`...used@`) rather than a quota.
+    pub used: bool,
+    /// The numeric id.
+    pub id: u32,
+}
+
+const OWNER_PREFIXES: &[(&str, OwnerSpace, bool, bool)] = &[
+    ("userquota@", OwnerSpace::User, false, false),
+    ("groupquota@", OwnerSpace::Group, false, false),
+    ("projectquota@", OwnerSpace::Project, false, false),
+    ("userobjquota@", OwnerSpace::User, true, false),
+    ("groupobjquota@", OwnerSpace::Group, true, false),
+    ("projectobjquota@", OwnerSpace::Project, true, false),
+    ("userused@", OwnerSpace::User, false, true),
+    ("groupused@", OwnerSpace::Group, false, true),
+    ("projectused@", OwnerSpace::Project, false, true),
+    ("userobjused@", OwnerSpace::User, true, true),
+    ("groupobjused@", OwnerSpace::Group, true, true),
+    ("projectobjused@", OwnerSpace::Project, true, true),
+];
+
+/// Parses a per-owner property name: `Ok(None)` when `name` is not one, an error when it
+/// is one with an id that is not a number (names are resolved by the front end).
+pub fn owner_prop(name: &str) -> Result<Option<OwnerProp>, DatasetError> {
+    for (prefix, space, objects, used) in OWNER_PREFIXES {
+        let Some(id) = name.strip_prefix(prefix) else {
+            continue;
+        };
+        let id: u32 = id.parse().map_err(|_| {
+            invalid(format!(
+                "invalid {} '{id}' in '{name}' (a {} name or numeric id)",
+                space.word(),
+                space.word()
+            ))
+        })?;
+        return Ok(Some(OwnerProp {
+            space: *space,
+            objects: *objects,
+            used: *used,
+            id,
+        }));
+    }
+    Ok(None)
+}
+
+impl OwnerProp {
+    /// The property's name with a numeric id (`userquota@1000`).
+    #[must_use]
+    pub fn name(&self) -> String {
+        let kind = match (self.objects, self.used) {
+            (false, false) => "quota",
+            (true, false) => "objquota",
+            (false, true) => "used",
+            (true, true) => "objused",
+        };
+        format!("{}{kind}@{}", self.space.word(), self.id)
+    }
+
+    /// Validates a value to set: a size (or a count of inodes) or `none`; `None` removes.
+    fn normalize(&self, value: &str) -> Result<Option<String>, DatasetError> {
+        let name = self.name();
+        if self.used {
+            return Err(invalid(format!(
+                "cannot set property '{name}': read-only property"
+            )));
+        }
+        if value == "none" {
+            return Ok(None);
+        }
+        let parsed = if self.objects {
+            value.parse::<u64>().ok()
+        } else {
+            parse_size(value).ok()
+        };
+        match parsed {
+            Some(0) => Ok(None),
+            Some(n) => Ok(Some(n.to_string())),
+            None if self.objects => Err(invalid(format!(
+                "'{name}' must be a number of inodes or 'none', not '{value}'"
+            ))),
+            None => Err(invalid(format!(
+                "'{name}' must be a size ('10G', '1.5T') or 'none', not '{value}'"
+            ))),
+        }
+    }
+
+    /// A value as `zfs get` prints it: sizes in the 5-character style (exact with
+    /// `parsable`), counts as numbers, an unset quota `none` (`0` with `parsable`).
+    #[must_use]
+    pub fn display(&self, value: Option<u64>, parsable: bool) -> String {
+        match value {
+            None | Some(0) if !self.used => if parsable { "0" } else { "none" }.to_string(),
+            None => "0".into(),
+            Some(n) if parsable || self.objects => n.to_string(),
+            Some(n) => format_size(n),
+        }
     }
 }
 
@@ -370,7 +496,36 @@ mod tests {
         assert!(validate("mountpoint", "rel/path").is_err());
         assert_eq!(validate("com.example:tag", "x").unwrap(), Some("x".into()));
         assert!(validate("userquota@ann", "1G").is_err());
+        assert_eq!(
+            validate("userquota@1000", "10G").unwrap(),
+            Some("10737418240".into())
+        );
+        assert_eq!(validate("groupquota@100", "none").unwrap(), None);
+        assert_eq!(
+            validate("projectobjquota@7", "5000").unwrap(),
+            Some("5000".into())
+        );
+        assert!(validate("userobjquota@1", "10G").is_err());
+        assert!(validate("userused@1000", "1").is_err());
+        assert!(validate("groupquota@-1", "1G").is_err());
+        assert!(validate("userquota@1000", "lots").is_err());
         assert_eq!(validate("canmount", "on").unwrap(), None);
+    }
+
+    #[test]
+    fn owner_props_parse_and_display() {
+        let p = owner_prop("groupobjused@42").unwrap().unwrap();
+        assert_eq!(
+            (p.space, p.objects, p.used, p.id),
+            (OwnerSpace::Group, true, true, 42)
+        );
+        assert_eq!(p.name(), "groupobjused@42");
+        assert_eq!(p.display(Some(3), false), "3");
+        let q = owner_prop("userquota@0").unwrap().unwrap();
+        assert_eq!(q.display(None, false), "none");
+        assert_eq!(q.display(None, true), "0");
+        assert_eq!(q.display(Some(10 << 30), false), "10G");
+        assert_eq!(owner_prop("quota").unwrap(), None);
     }
 
     #[test]

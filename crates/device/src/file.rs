@@ -228,6 +228,38 @@ impl FileDevice {
     }
 
     /// True if `buf` at `offset` can be handed to an `O_DIRECT` descriptor unchanged.
+    /// Whether what the descriptor refers to is gone: a regular file whose last name was
+    /// removed (its link count is 0), or a block device whose path no longer names it (the
+    /// disk was pulled and its node removed, or another disk took the name). A file that was
+    /// only renamed or moved is not gone: the pool finds it again by label at import.
+    pub fn vanished(&self) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        let Ok(open) = self.file.metadata() else {
+            return true;
+        };
+        match self.kind {
+            FileKind::Regular => open.nlink() == 0,
+            FileKind::BlockDevice => {
+                std::fs::metadata(&self.path).map_or(true, |named| named.rdev() != open.rdev())
+            }
+        }
+    }
+
+    /// An I/O error as the pool should see it: [`DeviceError::Gone`] when the device went
+    /// away (ENODEV, ENXIO, ENOMEDIUM, ESHUTDOWN, or [`FileDevice::vanished`]), otherwise
+    /// [`DeviceError::Io`] at `offset`.
+    fn io_error(&self, offset: u64, source: io::Error) -> DeviceError {
+        let gone_errno = matches!(
+            source.raw_os_error(),
+            Some(libc::ENODEV | libc::ENXIO | libc::ENOMEDIUM | libc::ESHUTDOWN)
+        );
+        if gone_errno || self.vanished() {
+            DeviceError::Gone
+        } else {
+            DeviceError::Io { offset, source }
+        }
+    }
+
     fn direct_ok(offset: u64, buf: &[u8]) -> bool {
         offset.is_multiple_of(ALIGN)
             && buf.len().is_multiple_of(DIRECT_ALIGN)
@@ -248,13 +280,13 @@ impl FileDevice {
         let mut bounce = AlignedBuf::zeroed(span_len);
         self.file
             .read_exact_at(bounce.as_mut_slice(), start)
-            .map_err(|source| DeviceError::Io { offset, source })?;
+            .map_err(|source| self.io_error(offset, source))?;
         buf.copy_from_slice(&bounce.as_slice()[head..head + buf.len()]);
         Ok(())
     }
 
     fn write_bounced(&self, offset: u64, data: &[u8]) -> Result<(), DeviceError> {
-        let io_error = |source| DeviceError::Io { offset, source };
+        let io_error = |source| self.io_error(offset, source);
         let (start, head, span_len) = Self::span(offset, data.len());
         let mut bounce = AlignedBuf::zeroed(span_len);
         let partial = head != 0 || !(head + data.len()).is_multiple_of(DIRECT_ALIGN);
@@ -294,7 +326,7 @@ impl Device for FileDevice {
         }
         self.file
             .read_exact_at(buf, offset)
-            .map_err(|source| DeviceError::Io { offset, source })
+            .map_err(|source| self.io_error(offset, source))
     }
 
     fn write_at(&self, offset: u64, data: &[u8]) -> Result<(), DeviceError> {
@@ -308,7 +340,7 @@ impl Device for FileDevice {
         }
         self.file
             .write_all_at(data, offset)
-            .map_err(|source| DeviceError::Io { offset, source })?;
+            .map_err(|source| self.io_error(offset, source))?;
         if !self.direct {
             let pending = self
                 .unsubmitted
@@ -323,9 +355,14 @@ impl Device for FileDevice {
     }
 
     fn flush(&self) -> Result<(), DeviceError> {
+        // Writes to a deleted file succeed and go nowhere anyone can find: the flush, which
+        // every txg does, is where that is noticed.
+        if self.vanished() {
+            return Err(DeviceError::Gone);
+        }
         self.file
             .sync_data()
-            .map_err(|source| DeviceError::Io { offset: 0, source })
+            .map_err(|source| self.io_error(0, source))
     }
 
     fn discard(&self, offset: u64, len: u64) -> Result<(), DeviceError> {
@@ -342,7 +379,7 @@ impl Device for FileDevice {
             Ok(()) => Ok(()),
             // Discard is advisory: a filesystem or disk that cannot do it loses nothing.
             Err(e) if matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::EINVAL)) => Ok(()),
-            Err(source) => Err(DeviceError::Io { offset, source }),
+            Err(source) => Err(self.io_error(offset, source)),
         }
     }
 
@@ -394,6 +431,27 @@ mod tests {
                 "case {i}: offset {offset} len {len}"
             );
         }
+    }
+
+    /// Goal: a file deleted while open reports itself gone at the next flush (its writes
+    /// would be lost), a moved one does not. Method: real files in a temporary directory.
+    #[test]
+    fn deleted_file_is_gone_and_moved_file_is_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = new_file(&dir);
+        let device = FileDevice::open(&path, FileOpenOptions::default()).unwrap();
+        device.write_at(0, &[7u8; 512]).unwrap();
+        device.flush().unwrap();
+        let moved = dir.path().join("moved");
+        std::fs::rename(&path, &moved).unwrap();
+        assert!(!device.vanished());
+        device.flush().unwrap();
+        std::fs::remove_file(&moved).unwrap();
+        assert!(device.vanished());
+        assert!(matches!(device.flush(), Err(DeviceError::Gone)));
+        let queued = crate::QueuedDevice::new(std::sync::Arc::new(device)).unwrap();
+        queued.write_at(512, &[1u8; 512]).unwrap();
+        assert!(matches!(queued.flush(), Err(DeviceError::Gone)));
     }
 
     #[test]

@@ -76,6 +76,11 @@
 //! - A device that vanishes: every access fails with [`DeviceError::Gone`]
 //!   ([`SimDevice::set_gone`]); it may return, possibly under a new path
 //!   ([`SimDevice::rename`]), and upper layers match it by label GUID, never by path.
+//!   `FileDevice` reports `Gone` for ENODEV, ENXIO, ENOMEDIUM and ESHUTDOWN, and when the
+//!   object behind its descriptor is gone (`FileDevice::vanished`: a regular file whose
+//!   last name was deleted, checked at every flush because writes to it still succeed; a
+//!   block device whose node no longer names it); `QueuedDevice` keeps `Gone` when it
+//!   latches a failed write.
 //! - A crash at any instant ([`SimDevice::crash`]): writes not yet flushed are dropped
 //!   (`drop_on_crash`) or torn (`torn_on_crash`), the rest persist; flushed data survives.
 //! - Caller mistakes: out-of-range access is refused (I1); a second exclusive opener of a
@@ -86,7 +91,8 @@
 //!
 //! # Not here
 //! Labels, GUID matching and redundancy (tarn-vdev, tarn-pool); checksums and healing
-//! (tarn-zio); error counters per vdev and slow-device detection (tarn-vdev, background);
+//! (tarn-zio); error counters and latency per leaf (tarn-vdev) and slow-device detection
+//! (tarn-engine); beyond [`Device::queued_writes`], no statistics;
 //! asynchronous I/O queues (io_uring): accesses are synchronous and the pipeline supplies
 //! the parallelism. `FileDevice` is Linux-only (O_DIRECT, BLKGETSIZE64, hole punching).
 
@@ -155,6 +161,11 @@ pub trait Device: Send + Sync + std::fmt::Debug {
     fn discard(&self, offset: u64, len: u64) -> Result<(), DeviceError>;
     /// A name for messages: the path of a file or block device, or a simulator name.
     fn path(&self) -> &str;
+    /// Writes acknowledged but not yet handed to the backend (a write-behind queue's depth,
+    /// `tarn pool iostat -q`); 0 for devices that write before they acknowledge.
+    fn queued_writes(&self) -> u64 {
+        0
+    }
 }
 
 /// Checks that an access of `len` bytes at `offset` fits a device of `size` bytes.

@@ -27,6 +27,9 @@ use crate::{Device, DeviceError};
 /// Bytes that may wait in one device's queue.
 pub const QUEUE_BYTES: u64 = 32 << 20;
 
+/// The latched message of a write that found the device gone.
+const GONE: &str = "device is gone";
+
 #[derive(Debug, Default)]
 struct State {
     queue: VecDeque<(u64, Vec<u8>)>,
@@ -72,6 +75,9 @@ pub struct QueuedDevice {
 }
 
 fn latched(offset: u64, message: &str) -> DeviceError {
+    if message == GONE {
+        return DeviceError::Gone;
+    }
     DeviceError::Io {
         offset,
         source: std::io::Error::other(message.to_string()),
@@ -116,7 +122,12 @@ fn run_queue(shared: &Shared, device: &dyn Device) {
         state.busy = false;
         state.queued_bytes -= data.len() as u64;
         if let (Err(error), None) = (&result, &state.error) {
-            state.error = Some((offset, error.to_string()));
+            let message = match error {
+                // A vanished device stays vanished: keep the kind, not only the text.
+                DeviceError::Gone => GONE.to_string(),
+                other => other.to_string(),
+            };
+            state.error = Some((offset, message));
         }
         shared.changed.notify_all();
     }
@@ -183,6 +194,11 @@ impl Device for QueuedDevice {
     fn path(&self) -> &str {
         self.inner.path()
     }
+
+    fn queued_writes(&self) -> u64 {
+        let state = self.shared.lock();
+        state.queue.len() as u64 + u64::from(state.busy)
+    }
 }
 
 #[cfg(test)]
@@ -207,6 +223,7 @@ mod tests {
         let mut buf = [0u8; 512];
         device.read_at(99 * 512, &mut buf).unwrap();
         assert_eq!(buf, [99u8; 512]);
+        assert_eq!(device.queued_writes(), 0, "a read drains the queue");
         device.flush().unwrap();
         sim.crash();
         let mut durable = [0u8; 512];
@@ -223,8 +240,8 @@ mod tests {
         sim.set_gone(true);
         device.write_at(512, &[2u8; 512]).unwrap_or(());
         assert!(
-            device.flush().is_err(),
-            "the queued write's error must surface at flush"
+            matches!(device.flush(), Err(DeviceError::Gone)),
+            "the queued write's error must surface at flush, still saying gone"
         );
         sim.set_gone(false);
         device.write_at(1024, &[3u8; 512]).unwrap();

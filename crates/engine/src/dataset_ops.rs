@@ -199,6 +199,7 @@ impl Engine {
                 local: std::collections::BTreeMap::new(),
                 objset: ObjectSet::create(ObjsetKind::Filesystem),
                 header_dirty: true,
+                pending: tarn_posix::Pending::default(),
             },
         );
         for (property, value) in values {
@@ -220,28 +221,19 @@ impl Engine {
         let _admin = self.admin();
         let (handle, id) = self.dataset(name)?;
         let mut inner = handle.lock();
-        inner.check_writable()?;
-        if id == ROOT_DATASET_ID {
-            return Err(invalid(
-                "operation does not apply to pools (use 'tarn pool destroy')",
-            ));
-        }
-        let subtree = inner.datasets.subtree(id);
-        if subtree.len() > 1 && !recursive {
-            let children: Vec<String> = subtree[1..]
-                .iter()
-                .map(|(d, _)| inner.datasets.node(*d).name.clone())
-                .collect();
-            return Err(invalid(format!(
-                "filesystem has children (use -r to destroy {})",
-                children.join(", ")
-            )));
-        }
-        for (doomed, _) in subtree.into_iter().rev() {
+        let subtree = destroy_check(&inner, id, recursive)?;
+        for doomed in subtree.into_iter().rev() {
             destroy_one(&mut inner, doomed)?;
         }
         self.commit(&mut inner, command)?;
         Ok(())
+    }
+
+    /// Whether `tarn destroy [-r] NAME` would be refused, without changing anything: front
+    /// ends ask before they unmount, so a refused destroy leaves its mounts alone.
+    pub fn destroy_dataset_check(&self, name: &str, recursive: bool) -> Result<(), EngineError> {
+        let (handle, id) = self.dataset(name)?;
+        destroy_check(&handle.lock(), id, recursive).map(|_| ())
     }
 
     /// `tarn rename OLD NEW`. The caller remounts what moved.
@@ -324,6 +316,10 @@ impl Engine {
         inner.check_writable()?;
         let mut values = Vec::new();
         for (property, value) in assignments {
+            let property = &match props::owner_prop(property)? {
+                Some(owner) => owner.name(),
+                None => property.clone(),
+            };
             let normalized = validate_prop(property, value)?;
             check_space_prop(&inner, id, property, normalized.as_deref())?;
             values.push((property.clone(), normalized));
@@ -345,6 +341,11 @@ impl Engine {
     ) -> Result<(), EngineError> {
         let _admin = self.admin();
         let (handle, id) = self.dataset(name)?;
+        if props::owner_prop(property)?.is_some() {
+            return Err(EngineError::InvalidProperty(format!(
+                "'{property}' property cannot be inherited (set it to 'none' instead)"
+            )));
+        }
         if !props::is_user_prop(property) {
             let def = props::find(property).ok_or_else(|| {
                 EngineError::InvalidProperty(format!(
@@ -394,7 +395,7 @@ impl Engine {
         let mut rows = Vec::new();
         for root in &roots {
             let (handle, id) = self.dataset(root)?;
-            let inner = handle.lock();
+            let mut inner = handle.lock();
             let pool_free = pool_free_deflated(&inner);
             for (at, depth) in inner.datasets.subtree(id) {
                 if depth > 0 && !recursive {
@@ -406,11 +407,14 @@ impl Engine {
                 let props = if query.properties.iter().any(|p| p == "all") {
                     all_props(&inner, at, pool_free)
                 } else {
-                    query
-                        .properties
-                        .iter()
-                        .map(|p| prop_value(&inner, at, p, pool_free))
-                        .collect::<Result<Vec<_>, _>>()?
+                    let mut props = Vec::with_capacity(query.properties.len());
+                    for p in &query.properties {
+                        props.push(match props::owner_prop(p)? {
+                            Some(owner) => inner.owner_prop_value(at, owner, p)?,
+                            None => prop_value(&inner, at, p, pool_free)?,
+                        });
+                    }
+                    props
                 };
                 rows.push(DatasetRow {
                     name: inner.datasets.node(at).name.clone(),
@@ -463,6 +467,32 @@ impl Imported {
 
 /// Frees one dataset (no children left): its committed blocks go to the next sync's frees,
 /// its node leaves the MOS and the tree.
+/// The checks of `destroy`: the datasets it would destroy, parents first.
+fn destroy_check(
+    inner: &Imported,
+    id: DatasetId,
+    recursive: bool,
+) -> Result<Vec<DatasetId>, EngineError> {
+    inner.check_writable()?;
+    if id == ROOT_DATASET_ID {
+        return Err(invalid(
+            "operation does not apply to pools (use 'tarn pool destroy')",
+        ));
+    }
+    let subtree = inner.datasets.subtree(id);
+    if subtree.len() > 1 && !recursive {
+        let children: Vec<String> = subtree[1..]
+            .iter()
+            .map(|(d, _)| inner.datasets.node(*d).name.clone())
+            .collect();
+        return Err(invalid(format!(
+            "filesystem has children (use -r to destroy {})",
+            children.join(", ")
+        )));
+    }
+    Ok(subtree.into_iter().map(|(d, _)| d).collect())
+}
+
 fn destroy_one(inner: &mut Imported, id: DatasetId) -> Result<(), EngineError> {
     let Imported {
         pool,

@@ -22,7 +22,7 @@ use tarn_dataset::node::{self, DatasetHeader};
 use tarn_dataset::props::{self, PropKind, Source};
 use tarn_format::BlockPtr;
 use tarn_objects::{ObjectSet, ObjsetKind, ObjsetWriteConfig};
-use tarn_posix::FsConfig;
+use tarn_posix::{AtimeMode, FsConfig};
 use tarn_zio::{BlockStore, WriteProps, ZioError};
 
 use crate::{DatasetId, EngineError, ROOT_DATASET_ID};
@@ -38,6 +38,8 @@ pub(crate) struct Node {
     pub(crate) objset: ObjectSet,
     /// The header must be rewritten at the next sync even if the object set is clean.
     pub(crate) header_dirty: bool,
+    /// Bytes and inodes admitted against per-owner quotas since the last sync.
+    pub(crate) pending: tarn_posix::Pending,
 }
 
 /// The dataset tree of one pool.
@@ -57,6 +59,15 @@ pub(crate) fn deflate_table(pool: &tarn_pool::Pool) -> Deflate {
         .iter()
         .map(|t| t.allocation_size(DEFLATE_UNIT).max(1))
         .collect()
+}
+
+/// How per-owner counts deflate allocated bytes: by the first top-level vdev's ratio, which
+/// never changes for a pool (tarn_posix::UsedScale).
+pub(crate) fn used_scale(deflate: &Deflate) -> tarn_posix::UsedScale {
+    tarn_posix::UsedScale {
+        numerator: DEFLATE_UNIT,
+        denominator: deflate.first().copied().unwrap_or(DEFLATE_UNIT).max(1),
+    }
 }
 
 /// A block's deflated allocated size: what it counts toward `used`.
@@ -154,6 +165,7 @@ impl Tree {
                 local: BTreeMap::new(),
                 objset: ObjectSet::create(ObjsetKind::Filesystem),
                 header_dirty: true,
+                pending: tarn_posix::Pending::default(),
             },
         );
         Ok(tree)
@@ -194,6 +206,7 @@ impl Tree {
                     local,
                     objset,
                     header_dirty: false,
+                    pending: tarn_posix::Pending::default(),
                 },
             );
         }
@@ -331,6 +344,14 @@ impl Tree {
                 .unwrap_or(128 << 10),
             xattr: self.effective(id, "xattr").0 == "on",
             acl: self.effective(id, "acltype").0 == "posix",
+            atime: match (
+                self.effective(id, "atime").0.as_str(),
+                self.effective(id, "relatime").0.as_str(),
+            ) {
+                ("off", _) => AtimeMode::Off,
+                (_, "off") => AtimeMode::Strict,
+                _ => AtimeMode::Relative,
+            },
         }
     }
 
@@ -370,7 +391,17 @@ impl Tree {
                     logical: 0,
                     physical: 0,
                 };
-                let root = node.objset.sync(&mut counted)?;
+                // A filesystem keeps per-owner counts at sync (tarn_posix::UsedByHook). One
+                // whose master node cannot be read keeps its counts as they were: a damaged
+                // filesystem must not stop the pool's txgs.
+                let scale = used_scale(deflate);
+                let mut hook =
+                    tarn_posix::UsedByHook::load(&mut node.objset, &*counted.inner, scale)
+                        .ok()
+                        .flatten();
+                let hook = hook.as_mut().map(|h| h as &mut dyn tarn_objects::SyncHook);
+                let root = node.objset.sync_with(&mut counted, hook)?;
+                node.pending.clear();
                 let (referenced, logical, physical) =
                     (counted.referenced, counted.logical, counted.physical);
                 let header = &mut node.header;

@@ -5,11 +5,15 @@
 //! in decimal. Offline is refused when the leaf's top-level vdev would then have more unusable
 //! leaves than its layout tolerates. A persistent offline is recorded in the labels' vdev tree
 //! (the `offline` flag) by marking the config dirty; a temporary one (`-t`) is not, so an
-//! import brings the leaf back. Online has no resilver to rely on (no dirty-time log), so it
-//! starts a scrub, which finds and rewrites every column the leaf missed while it was away.
+//! import brings the leaf back. Online resilvers what the leaf missed while it was away: a
+//! leaf out of service takes no uberblock, so the newest txg in its labels
+//! (`Leaf::synced_txg`) bounds what it holds, and copy-on-write means every block born after
+//! that txg, and none before, may be missing from it. The leaf is marked resilvering (not
+//! read) until that resilver ends, which keeps its vdev as readable as it was while offline.
 
 use std::sync::Arc;
 
+use tarn_base::Txg;
 use tarn_vdev::{Leaf, LeafState, TopVdev};
 
 use crate::{Engine, EngineError, Imported, PoolError, scrub};
@@ -17,8 +21,9 @@ use crate::{Engine, EngineError, Imported, PoolError, scrub};
 /// What `online` did beyond bringing the leaf back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct OnlineOutcome {
-    /// A scrub was started to repair what the leaf missed.
-    pub scrub_started: bool,
+    /// A resilver was started of the blocks born in this txg or later (what the leaf
+    /// missed while it was away; txg 0: all of them).
+    pub resilver_from: Option<Txg>,
 }
 
 pub(crate) fn find_leaf(
@@ -104,24 +109,39 @@ impl Engine {
         let (_, leaf) = find_leaf(&inner, device)?;
         if leaf.state() == LeafState::Online && leaf.device().is_some() {
             return Ok(OnlineOutcome {
-                scrub_started: false,
+                resilver_from: None,
             });
         }
         if leaf.device().is_none() {
             return Err(EngineError::DeviceNotPresent);
         }
+        let committed = inner.pool.last_uberblock().map_or(Txg(0), |ub| ub.txg);
+        let missed_from = Txg(leaf.synced_txg().0 + 1);
         leaf.set_state(LeafState::Online);
         inner.pool.set_config_dirty();
-        scrub::restart(
-            &mut inner,
-            scrub::ScanFunction::Scrub,
-            self.clock.now_unix_secs(),
-        );
+        let now = self.clock.now_unix_secs();
+        let outcome = if leaf.is_resilvering() {
+            // It was being resilvered when it left: all of it again.
+            scrub::restart(&mut inner, scrub::ScanFunction::Resilver, now);
+            OnlineOutcome {
+                resilver_from: Some(Txg(0)),
+            }
+        } else if missed_from <= committed {
+            // Everything born while it was away, and nothing older (copy-on-write never
+            // rewrites an older block in place).
+            leaf.set_resilvering(true);
+            scrub::restart_resilver_from(&mut inner, now, missed_from);
+            OnlineOutcome {
+                resilver_from: Some(missed_from),
+            }
+        } else {
+            OnlineOutcome {
+                resilver_from: None,
+            }
+        };
         inner.history.push(self.history_record(command, false));
         inner.sync()?;
-        Ok(OnlineOutcome {
-            scrub_started: true,
-        })
+        Ok(outcome)
     }
 
     /// `tarn pool clear POOL [DEVICE]`: resets the error counters of every leaf (and spare),
@@ -144,6 +164,7 @@ impl Engine {
         for leaf in &leaves {
             leaf.clear();
         }
+        self.slow_forget(&leaves);
         if !inner.pool.readonly() {
             inner.history.push(self.history_record(command, false));
         }

@@ -69,6 +69,10 @@ pub struct MountSpec {
     pub acl: bool,
     /// Extended attributes allowed (`xattr`).
     pub xattr: bool,
+    /// Access times recorded (`atime`; otherwise mount `noatime`).
+    pub atime: bool,
+    /// Access times recorded relatime-style (`relatime`; otherwise `strictatime`).
+    pub relatime: bool,
 }
 
 impl EngineError {
@@ -98,7 +102,9 @@ pub(crate) fn now_of(clock: &dyn tarn_base::Clock) -> Timespec {
 impl Engine {
     /// Runs one filesystem operation on `dataset` of `pool`. Writes are admitted first (a
     /// full pool is `ENOSPC`, a quota `EDQUOT`) and the txg is synced after when dirty data
-    /// passes the throttle.
+    /// passes the throttle. The `Fs` sees the dataset's `atime`/`relatime` as
+    /// [`tarn_posix::FsConfig::atime`], `Off` when the pool or dataset is read-only (or the
+    /// pool suspended), so that an access recorded by a `Read` operation never writes there.
     pub fn fs_op<R>(
         &self,
         pool: &str,
@@ -119,9 +125,20 @@ impl Engine {
         }
         if let FsOp::Write(len) = op {
             inner.admit_to(dataset, len)?;
+            inner.admit_owner(dataset, len)?;
         }
         let now = now_of(self.clock.as_ref());
-        let config = inner.datasets.fs_config(dataset);
+        let mut config = inner.datasets.fs_config(dataset);
+        if inner.check_writable().is_err()
+            || inner.datasets.effective(dataset, "readonly").0 == "on"
+        {
+            // Nothing may be written here, not even an access time.
+            config.atime = tarn_posix::AtimeMode::Off;
+        }
+        let quotas = match op {
+            FsOp::Read => tarn_posix::Quotas::default(),
+            _ => crate::userspace::quotas_of(inner.datasets.node(dataset)),
+        };
         let sync = inner.datasets.effective(dataset, "sync").0;
         // Every modifying call is recorded for the intent log (none with sync=disabled, as
         // ZFS), even when the closure fails after it: the change is in memory either way.
@@ -129,13 +146,15 @@ impl Engine {
         let result = {
             let Imported { pool, datasets, .. } = &mut *inner;
             let reader = pool.reader();
-            let objset = &mut datasets.node_mut(dataset).objset;
-            let fs = Fs::new(objset, &reader, now, config);
-            if op != FsOp::Read && sync != "disabled" {
-                f(&mut fs.with_log(&mut records))
-            } else {
-                f(&mut { fs })
+            let node = datasets.node_mut(dataset);
+            let mut fs = Fs::new(&mut node.objset, &reader, now, config);
+            if !quotas.is_empty() {
+                fs = fs.with_quotas(&quotas, &mut node.pending);
             }
+            if op != FsOp::Read && sync != "disabled" {
+                fs = fs.with_log(&mut records);
+            }
+            f(&mut fs)
         };
         let open_txg = inner.pool.txg().next();
         inner.logs.add(dataset, open_txg, records);
@@ -239,6 +258,8 @@ fn mount_spec(inner: &Imported, pool: &str, id: DatasetId) -> Option<MountSpec> 
         devices: on("devices"),
         acl: tree.effective(id, "acltype").0 == "posix",
         xattr: on("xattr"),
+        atime: on("atime"),
+        relatime: on("relatime"),
     })
 }
 

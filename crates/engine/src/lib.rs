@@ -41,24 +41,32 @@
 //! [`Engine::clear`]).
 //!
 //! Replace, attach, detach, leaf faulting and hot spares are in [`replace`]; a resilver is a
-//! scan with function resilver ([`scrub`]); [`Engine::fault_check`] activates spares; the
-//! event ring is [`events`].
+//! scan with function resilver ([`scrub`]); [`Engine::fault_check`] runs the slow-device
+//! detector ([`slow`]: p99 against the siblings' median, read-around, `delay` events, fault
+//! after `slow_io_period` when a spare is free), faults leaves with `io_n` I/O errors and
+//! activates spares; the event ring is [`events`]; [`iostat`] reports the leaves' running
+//! totals. The detector's windows and the SLOW counts live in memory only and restart at
+//! import, as ZFS's do.
 //!
 //! # Not here
-//! Snapshots and POSIX files (later layers), iostat and slow-device detection, the thread
-//! that drives scrubs, resilvers and fault checks (the daemon owns it; the engine spawns
-//! nothing).
+//! Snapshots and POSIX files (later layers), rates over intervals (the front end divides two
+//! [`Engine::iostat`] reports), the thread that drives scrubs, resilvers and fault checks
+//! (the daemon owns it; the engine spawns nothing).
 
 mod dataset_ops;
 mod datasets;
 mod devices;
 pub mod events;
 pub mod fs;
+pub mod iostat;
 pub mod mos;
+pub mod project;
 pub mod props;
 pub mod replace;
 pub mod scrub;
+pub mod slow;
 pub mod status;
+mod userspace;
 pub mod zil;
 
 use std::collections::BTreeMap;
@@ -73,9 +81,12 @@ pub use dataset_ops::{DatasetProp, DatasetQuery, DatasetRow};
 pub use devices::OnlineOutcome;
 pub use events::Event;
 pub use fs::{DatasetId, FsOp, FsStat, MountSpec};
+pub use iostat::{IostatNode, PoolIostat};
 pub use mos::HistoryRecord;
+pub use project::{ProjectChange, ProjectRow};
 pub use scrub::{ScanFunction, ScanProgress, ScanState, ScrubAction};
 pub use status::{Importable, PoolStatus, PoolSummary, PropValue, VdevNode};
+pub use tarn_dataset::props::OwnerSpace;
 pub use tarn_device::DeviceError;
 pub use tarn_pool::PoolError;
 pub use tarn_pool::{
@@ -83,6 +94,7 @@ pub use tarn_pool::{
     TopSpec,
 };
 pub use tarn_posix as posix;
+pub use userspace::UserspaceRow;
 
 /// The pool keeps `1 / 2^SLOP_SHIFT` of its space in reserve (3%, as ZFS's slop space), so
 /// that metadata of a txg can always be written and frees can always be committed.
@@ -222,6 +234,8 @@ use mos::Mos;
 pub struct PoolHandle {
     name: String,
     guid: Guid,
+    /// The engine clock's monotonic time at create or import (`iostat`'s first report).
+    imported_ns: u64,
     inner: Mutex<Imported>,
 }
 
@@ -253,6 +267,7 @@ pub struct Engine {
     pools: Mutex<BTreeMap<String, Arc<PoolHandle>>>,
     admin: Mutex<()>,
     events: Mutex<events::EventLog>,
+    slow: Mutex<slow::SlowWatch>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -401,6 +416,7 @@ impl Engine {
             pools: Mutex::new(BTreeMap::new()),
             admin: Mutex::new(()),
             events: Mutex::new(events::EventLog::default()),
+            slow: Mutex::new(slow::SlowWatch::default()),
         }
     }
 
@@ -490,11 +506,7 @@ impl Engine {
         let mut imported = self.created(pool, &spec.name, &pool_props, &options.command)?;
         dataset_ops::format_filesystem(&mut imported, ROOT_DATASET_ID, self.clock.as_ref())?;
         imported.sync()?;
-        let handle = Arc::new(PoolHandle {
-            name: spec.name.clone(),
-            guid,
-            inner: Mutex::new(imported),
-        });
+        let handle = self.handle(spec.name.clone(), guid, imported);
         self.pools().insert(spec.name.clone(), handle);
         Ok(None)
     }
@@ -541,6 +553,14 @@ impl Engine {
         let handle = self.pool(name)?;
         let mut inner = handle.lock();
         inner.sync()
+    }
+
+    /// Bytes of changes of `name` not yet in a committed txg (dirty buffers of every dataset
+    /// and the MOS), what the next sync writes.
+    pub fn pool_dirty_bytes(&self, name: &str) -> Result<u64, EngineError> {
+        let handle = self.pool(name)?;
+        let inner = handle.lock();
+        Ok(inner.dirty_bytes())
     }
 
     /// Syncs every pool that has dirty data (called by the daemon's txg timer).
@@ -595,10 +615,14 @@ impl Engine {
     fn take(&self, name: &str) -> Result<Imported, EngineError> {
         let handle = self.pools().remove(name).ok_or(EngineError::NoSuchPool)?;
         match Arc::try_unwrap(handle) {
-            Ok(handle) => Ok(handle
-                .inner
-                .into_inner()
-                .expect("pool lock poisoned by a failed invariant")),
+            Ok(handle) => {
+                let imported = handle
+                    .inner
+                    .into_inner()
+                    .expect("pool lock poisoned by a failed invariant");
+                self.slow_drop(&imported.pool);
+                Ok(imported)
+            }
             Err(handle) => {
                 self.pools().insert(name.to_string(), handle);
                 Err(EngineError::InvalidArgument("pool is busy".into()))
@@ -689,22 +713,18 @@ impl Engine {
             Arc::clone(&self.clock),
             &verify,
         )?;
-        let guid = pool.guid();
-        let readonly = pool.readonly();
+        let (guid, readonly) = (pool.guid(), pool.readonly());
         let mut imported = Imported::open(pool, &name)?;
         if readonly {
             imported.keep_logs();
         } else {
             self.replay_at_import(&mut imported, &name);
             replace::resume_at_import(&mut imported, self.clock.now_unix_secs());
+            imported.upgrade_usedby();
             imported.history.push(self.history_record(command, false));
             imported.sync()?;
         }
-        let handle = Arc::new(PoolHandle {
-            name: name.clone(),
-            guid,
-            inner: Mutex::new(imported),
-        });
+        let handle = self.handle(name.clone(), guid, imported);
         self.pools().insert(name.clone(), handle);
         Ok(name)
     }
@@ -719,6 +739,16 @@ impl Engine {
                 self.post(zil::replay_event(name, report, why, now));
             }
         }
+    }
+
+    /// The handle of a pool just created or imported (its `iostat` totals start now).
+    fn handle(&self, name: String, guid: Guid, imported: Imported) -> Arc<PoolHandle> {
+        Arc::new(PoolHandle {
+            name,
+            guid,
+            imported_ns: self.clock.monotonic_ns(),
+            inner: Mutex::new(imported),
+        })
     }
 
     /// Records a successful command in the pool's history (written with the next txg).
@@ -765,6 +795,7 @@ impl Engine {
         let mut status = status::pool_status(&handle.name, &inner.pool, errors.len());
         status.scan = scrub::scan_text(&inner.scan, self.clock.now_unix_secs());
         status.errors = errors;
+        self.slow_problem(&inner.pool, &mut status);
         Ok(status)
     }
 

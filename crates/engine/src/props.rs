@@ -169,7 +169,64 @@ pub const POOL_PROPS: &[PropDef] = &[
         default: "off",
         values: ON_OFF,
     },
+    PropDef {
+        name: "io_n",
+        access: PropAccess::Settable,
+        default: "10",
+        values: &[],
+    },
+    PropDef {
+        name: "slow_io_ratio",
+        access: PropAccess::Settable,
+        default: "8",
+        values: &[],
+    },
+    PropDef {
+        name: "slow_io_period",
+        access: PropAccess::Settable,
+        default: "60",
+        values: &[],
+    },
 ];
+
+/// Default `slow_io_ratio`: a leaf whose p99 latency exceeds this many times the median p99
+/// of its siblings is slow.
+pub const SLOW_IO_RATIO_DEFAULT: u64 = 8;
+/// Range of `slow_io_ratio` (besides `off`).
+pub const SLOW_IO_RATIO_RANGE: std::ops::RangeInclusive<u64> = 2..=1000;
+/// Default `slow_io_period` in seconds: how long a leaf stays slow before it is faulted.
+pub const SLOW_IO_PERIOD_DEFAULT: u64 = 60;
+/// Range of `slow_io_period` in seconds (one second to one week).
+pub const SLOW_IO_PERIOD_RANGE: std::ops::RangeInclusive<u64> = 1..=604_800;
+/// Range of `io_n` (read plus write errors that fault a leaf).
+pub const IO_N_RANGE: std::ops::RangeInclusive<u64> = 1..=1_000_000;
+
+const _: () = assert!(SLOW_IO_RATIO_DEFAULT >= 2 && SLOW_IO_RATIO_DEFAULT <= 1000);
+const _: () = assert!(SLOW_IO_PERIOD_DEFAULT >= 1 && SLOW_IO_PERIOD_DEFAULT <= 604_800);
+const _: () = assert!(crate::replace::IO_ERRORS_FAULT >= 1);
+
+/// Checks a whole number in `range` for property `name` (`off` too when `off_ok`).
+fn validate_number(
+    name: &str,
+    value: &str,
+    range: &std::ops::RangeInclusive<u64>,
+    off_ok: bool,
+) -> Result<(), EngineError> {
+    if off_ok && value == "off" {
+        return Ok(());
+    }
+    let valid = value.bytes().all(|b| b.is_ascii_digit())
+        && value.parse::<u64>().is_ok_and(|n| range.contains(&n));
+    if valid {
+        return Ok(());
+    }
+    let off = if off_ok { " or 'off'" } else { "" };
+    Err(EngineError::InvalidProperty(format!(
+        "invalid value '{value}' for property '{name}' (a whole number from {} to {}{off})",
+        range.start(),
+        range.end()
+    )))
+}
 
 /// Looks a property up by name.
 #[must_use]
@@ -228,6 +285,9 @@ pub fn validate(name: &str, value: &str, creating: bool) -> Result<String, Engin
                 )));
             }
         }
+        "io_n" => validate_number(name, value, &IO_N_RANGE, false)?,
+        "slow_io_ratio" => validate_number(name, value, &SLOW_IO_RATIO_RANGE, true)?,
+        "slow_io_period" => validate_number(name, value, &SLOW_IO_PERIOD_RANGE, false)?,
         "comment" if value.len() > 32 || value.chars().any(|c| c.is_control()) => {
             return Err(EngineError::InvalidProperty(
                 "comment must be at most 32 printable characters".into(),
@@ -268,6 +328,31 @@ mod tests {
         check("nosuch", "1", false, false);
         check("comment", "rack 4", false, true);
         check("comment", &"x".repeat(40), false, false);
+        check("io_n", "3", false, true);
+        check("io_n", "0", false, false);
+        check("io_n", "-1", false, false);
+        check("io_n", "ten", false, false);
+        check("slow_io_ratio", "off", false, true);
+        check("slow_io_ratio", "2", true, true);
+        check("slow_io_ratio", "1", false, false);
+        check("slow_io_ratio", "1001", false, false);
+        check("slow_io_ratio", "+4", false, false);
+        check("slow_io_period", "600", false, true);
+        check("slow_io_period", "0", false, false);
+        check("slow_io_period", "off", false, false);
+        check("slow_io_period", "10s", false, false);
+    }
+
+    #[test]
+    fn number_messages_name_the_range() {
+        let message = validate("slow_io_ratio", "1", false)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            message,
+            "invalid value '1' for property 'slow_io_ratio' (a whole number from 2 to 1000 or \
+             'off')"
+        );
     }
 
     #[test]

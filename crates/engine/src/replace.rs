@@ -18,14 +18,15 @@
 //! a resilver started at import.
 //!
 //! Leaves are faulted here, not in the vdev layer: a leaf whose device reported itself gone
-//! is already REMOVED (tarn-vdev), and one with [`IO_ERRORS_FAULT`] read or write errors is
-//! FAULTED when its vdev can spare it. [`fault_check`] then puts an AVAIL spare beside every
-//! leaf out of service (not one the admin took offline) and starts a resilver; with
+//! is already REMOVED (tarn-vdev), one with `io_n` (pool property, default
+//! [`IO_ERRORS_FAULT`]) read or write errors is FAULTED when its vdev can spare it, and so is
+//! one slow for `slow_io_period` (slow.rs). [`fault_check`] then puts an AVAIL spare beside
+//! every leaf out of service (not one the admin took offline) and starts a resilver; with
 //! `autoreplace=on` a fresh device at the missing leaf's path replaces it in place first.
 
 use std::sync::Arc;
 
-use tarn_base::{Guid, format_size};
+use tarn_base::{Guid, Txg, format_size};
 use tarn_format::label::{PoolState, data_area};
 use tarn_pool::{PoolError, read_labels};
 use tarn_vdev::{ChildKind, Leaf, LeafState, TopVdev, VdevError};
@@ -34,7 +35,8 @@ use crate::events::{leaf_event, pool_event};
 use crate::scrub::{self, ScanFunction};
 use crate::{Engine, EngineError, Imported, devices};
 
-/// Read plus write errors after which an online leaf is faulted (when its vdev tolerates it).
+/// Default of the pool property `io_n`: read plus write errors after which an online leaf is
+/// faulted (when its vdev tolerates it).
 pub const IO_ERRORS_FAULT: u64 = 10;
 
 /// Bound on draws for a fresh GUID (a collision is already a 1 in 2^64 event per draw
@@ -106,6 +108,7 @@ impl Engine {
             });
         }
         let leaf = Leaf::new(self.next_guid(inner), device).map_err(vdev_error)?;
+        leaf.set_clock(Arc::clone(&self.clock));
         Ok(NewDevice {
             leaf: Arc::new(leaf),
         })
@@ -247,7 +250,9 @@ impl Engine {
                 log.counters(name, &leaf, now);
             }
         }
-        fault_erroring_leaves(inner);
+        self.slow_check(name, inner);
+        let io_n = crate::slow::io_errors_fault(inner);
+        fault_erroring_leaves(inner, io_n);
         let mut changed = self.autoreplace(inner);
         for top in inner.pool.tops().to_vec() {
             for child in top.children() {
@@ -360,13 +365,13 @@ fn available_spare(inner: &Imported, asize: u64) -> Option<Arc<Leaf>> {
         .cloned()
 }
 
-/// Faults online leaves with [`IO_ERRORS_FAULT`] I/O errors, when their vdev stays readable.
-fn fault_erroring_leaves(inner: &Imported) {
+/// Faults online leaves with `io_n` I/O errors, when their vdev stays readable.
+fn fault_erroring_leaves(inner: &Imported, io_n: u64) {
     for top in inner.pool.tops() {
         for leaf in top.leaves() {
             let stats = leaf.stats().snapshot();
             let errors = stats.read_errors + stats.write_errors;
-            if leaf.state() != LeafState::Online || errors < IO_ERRORS_FAULT {
+            if leaf.state() != LeafState::Online || errors < io_n {
                 continue;
             }
             leaf.set_state(LeafState::Faulted);
@@ -407,9 +412,43 @@ pub(crate) fn resilver_done(inner: &mut Imported) {
 
 /// At import: a leaf marked resilvering without a resilver recorded gets one.
 pub(crate) fn resume_at_import(inner: &mut Imported, now: u64) {
+    catch_up_returned_leaves(inner, now);
     let pending = inner.pool.tops().iter().any(|t| t.needs_resilver());
     if pending && !inner.scan.resilvering() {
         scrub::restart(inner, ScanFunction::Resilver, now);
+    }
+}
+
+/// Leaves that are back after missing txgs (the newest uberblock in their own labels is
+/// older than the imported one by more than the one txg a crash can leave half written) are
+/// marked resilvering and resilvered from what they missed, as `online` does, while their
+/// vdev stays readable without them; otherwise reads keep relying on checksums, and a scrub
+/// repairs them.
+fn catch_up_returned_leaves(inner: &mut Imported, now: u64) {
+    let Some(opened) = inner.pool.imported_txg() else {
+        return;
+    };
+    let mut from: Option<Txg> = None;
+    for top in inner.pool.tops() {
+        let leaves = top.leaves();
+        let behind: Vec<&Arc<Leaf>> = leaves
+            .iter()
+            .filter(|l| l.is_readable() && l.synced_txg().0 > 0)
+            .filter(|l| l.synced_txg().0 + 1 < opened.0)
+            .collect();
+        let out = leaves.iter().filter(|l| !l.is_readable()).count();
+        if behind.is_empty() || out + behind.len() > top.layout().tolerated(top.width()) {
+            continue;
+        }
+        for leaf in behind {
+            leaf.set_resilvering(true);
+            let missed = Txg(leaf.synced_txg().0 + 1);
+            from = Some(from.map_or(missed, |f| f.min(missed)));
+        }
+    }
+    if let Some(from) = from {
+        inner.pool.set_config_dirty();
+        scrub::restart_resilver_from(inner, now, from);
     }
 }
 

@@ -163,6 +163,9 @@ pub struct ScanProgress {
     pub errors: u64,
     /// Key (top-level vdev, offset) of the last block done.
     pub bookmark: Option<(u32, u64)>,
+    /// A resilver visits only blocks born in this txg or later: what leaves that were out
+    /// of service missed (0: every block, for new leaves).
+    pub min_birth: Txg,
 }
 
 impl ScanProgress {
@@ -180,6 +183,7 @@ impl ScanProgress {
             repaired: 0,
             errors: 0,
             bookmark: None,
+            min_birth: Txg(0),
         }
     }
 
@@ -203,6 +207,7 @@ impl ScanProgress {
             ("has_bookmark", has_bookmark),
             ("bookmark_vdev", vdev),
             ("bookmark_offset", offset),
+            ("min_birth", self.min_birth.0),
         ]
     }
 
@@ -244,6 +249,8 @@ impl ScanProgress {
             repaired: get("repaired")?,
             errors: get("errors")?,
             bookmark,
+            // Records written before the field existed resilvered everything.
+            min_birth: Txg(get("min_birth").unwrap_or(0)),
         };
         if progress.issued > progress.to_examine {
             return Err(EngineError::Corrupt(
@@ -483,13 +490,24 @@ pub(crate) fn restart(inner: &mut Imported, function: ScanFunction, now: u64) {
     inner.scan.progress = Some(ScanProgress::new(function, now, inner.pool.txg()));
 }
 
+/// Starts a resilver of the blocks born in `min_birth` or later (what a leaf back from
+/// offline missed). A resilver already running keeps its own, wider, window.
+pub(crate) fn restart_resilver_from(inner: &mut Imported, now: u64, min_birth: Txg) {
+    let running = inner
+        .scan
+        .progress
+        .filter(|p| p.state == ScanState::Scanning && p.function == ScanFunction::Resilver)
+        .map(|p| p.min_birth);
+    restart(inner, ScanFunction::Resilver, now);
+    if let Some(progress) = inner.scan.progress.as_mut() {
+        progress.min_birth = running.map_or(min_birth, |m| m.min(min_birth));
+    }
+}
+
 /// Lists every block of the committed state (module doc), sorted by key, dropping those at or
 /// below `bookmark`. Returns the entries and the object sets whose traversal failed.
-fn traverse(
-    inner: &Imported,
-    function: ScanFunction,
-    bookmark: Option<(u32, u64)>,
-) -> (Vec<Entry>, Vec<Origin>) {
+fn traverse(inner: &Imported, progress: &ScanProgress) -> (Vec<Entry>, Vec<Origin>) {
+    let (function, bookmark) = (progress.function, progress.bookmark);
     let pool = &inner.pool;
     let mut entries = Vec::new();
     let mut failed = Vec::new();
@@ -538,6 +556,8 @@ fn traverse(
             .map(|t| t.id().0)
             .collect();
         entries.retain(|e| e.bp.copies().any(|dva| tops.contains(&dva.vdev.0)));
+        // Copy-on-write: an older block was on the leaves before they left service.
+        entries.retain(|e| e.bp.birth >= progress.min_birth);
     }
     (entries, failed)
 }
@@ -547,7 +567,7 @@ fn build_queue(inner: &mut Imported, now: u64) -> Result<(), EngineError> {
     let Some(mut progress) = inner.scan.progress else {
         return Ok(());
     };
-    let (entries, failed) = traverse(inner, progress.function, progress.bookmark);
+    let (entries, failed) = traverse(inner, &progress);
     let remaining: u64 = entries.iter().map(Entry::bytes).sum();
     progress.to_examine = progress.issued + remaining;
     progress.examined = progress.to_examine;
@@ -865,6 +885,7 @@ mod tests {
             repaired: 0,
             errors: 0,
             bookmark: Some((0, 1)),
+            min_birth: Txg(0),
         };
         Scan {
             progress: Some(progress),

@@ -23,6 +23,8 @@ pub struct VdevNode {
     pub write: u64,
     /// Checksum errors.
     pub cksum: u64,
+    /// Slow I/Os counted by the slow-device detector (`status -s`).
+    pub slow: u64,
     /// Note after the counters (`was /dev/sdb`, `(resilvering)`, why unavailable).
     pub note: Option<String>,
     /// Children.
@@ -142,6 +144,7 @@ fn leaf_node(leaf: &Leaf) -> VdevNode {
         read: stats.read_errors,
         write: stats.write_errors,
         cksum: stats.checksum_errors,
+        slow: leaf.io_stats().snapshot().slow_ios,
         note,
         children: Vec::new(),
     }
@@ -169,9 +172,11 @@ fn child_node(index: usize, child: &Child) -> VdevNode {
         read: 0,
         write: 0,
         cksum: 0,
+        slow: 0,
         note: None,
         children: members.iter().map(|l| leaf_node(l)).collect(),
     }
+    .with_slow_summed()
 }
 
 fn top_node(top: &TopVdev) -> VdevNode {
@@ -197,8 +202,19 @@ fn top_node(top: &TopVdev) -> VdevNode {
         read: 0,
         write: 0,
         cksum: 0,
+        slow: 0,
         note: None,
         children,
+    }
+    .with_slow_summed()
+}
+
+impl VdevNode {
+    /// This interior node with SLOW the sum of its children's (ZFS counts slow I/Os at
+    /// every level; tarn times leaves only).
+    fn with_slow_summed(mut self) -> VdevNode {
+        self.slow = self.children.iter().map(|c| c.slow).sum();
+        self
     }
 }
 
@@ -351,9 +367,11 @@ pub fn pool_status(name: &str, pool: &Pool, errlog_count: usize) -> PoolStatus {
         read: 0,
         write: 0,
         cksum: 0,
+        slow: 0,
         note: None,
         children,
-    };
+    }
+    .with_slow_summed();
     let spares = pool
         .spares()
         .iter()
@@ -516,6 +534,7 @@ fn tree_node(tree: &VdevTree, found: &dyn Fn(&VdevTree) -> Option<String>) -> Vd
         read: 0,
         write: 0,
         cksum: 0,
+        slow: 0,
         note,
         children,
     }
@@ -570,6 +589,7 @@ pub fn importable(found: &Discovered) -> Importable {
         read: 0,
         write: 0,
         cksum: 0,
+        slow: 0,
         note: None,
         children: tops,
     };
@@ -585,6 +605,19 @@ pub fn importable(found: &Discovered) -> Importable {
     }
 }
 
+/// What `create -n` shows for one top-level vdev: a disk, or the bare kind over its disks.
+fn top_layout(top: &tarn_pool::TopSpec, leaf: &dyn Fn(&String) -> VdevNode) -> VdevNode {
+    match top.layout {
+        TopLayout::Disk => leaf(&top.devices[0]),
+        layout => VdevNode {
+            name: layout.name(),
+            kind: layout.name(),
+            children: top.devices.iter().map(leaf).collect(),
+            ..leaf(&String::new())
+        },
+    }
+}
+
 /// A pseudo-node grouping the top-level vdevs of an allocation class (`logs`), as the
 /// `spares` node groups the hot spares; front ends print it as a section of its own.
 fn class_node(name: &str, children: Vec<VdevNode>) -> VdevNode {
@@ -595,6 +628,7 @@ fn class_node(name: &str, children: Vec<VdevNode>) -> VdevNode {
         read: 0,
         write: 0,
         cksum: 0,
+        slow: 0,
         note: None,
         children,
     }
@@ -610,6 +644,7 @@ pub fn layout_of(spec: &CreateSpec) -> VdevNode {
         read: 0,
         write: 0,
         cksum: 0,
+        slow: 0,
         note: None,
         children: Vec::new(),
     };
@@ -626,25 +661,14 @@ pub fn layout_of(spec: &CreateSpec) -> VdevNode {
                 read: 0,
                 write: 0,
                 cksum: 0,
+                slow: 0,
                 note: None,
                 children: top.devices.iter().map(leaf).collect(),
             },
         })
         .collect();
     if !spec.logs.is_empty() {
-        let logs = spec
-            .logs
-            .iter()
-            .map(|top| match top.layout {
-                TopLayout::Disk => leaf(&top.devices[0]),
-                layout => VdevNode {
-                    name: layout.name(),
-                    kind: layout.name(),
-                    children: top.devices.iter().map(leaf).collect(),
-                    ..leaf(&String::new())
-                },
-            })
-            .collect();
+        let logs = spec.logs.iter().map(|top| top_layout(top, &leaf)).collect();
         children.push(class_node("logs", logs));
     }
     if !spec.spares.is_empty() {
@@ -655,6 +679,7 @@ pub fn layout_of(spec: &CreateSpec) -> VdevNode {
             read: 0,
             write: 0,
             cksum: 0,
+            slow: 0,
             note: None,
             children: spec.spares.iter().map(leaf).collect(),
         });
@@ -666,6 +691,7 @@ pub fn layout_of(spec: &CreateSpec) -> VdevNode {
         read: 0,
         write: 0,
         cksum: 0,
+        slow: 0,
         note: None,
         children,
     }

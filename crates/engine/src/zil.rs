@@ -25,9 +25,11 @@
 //!   Each sync gives an active dataset a new chain (new first block, new chain id).
 //! - Log blocks are allocated in open context ([`tarn_space::SpaceManager::allocate_log`],
 //!   on a log device when the pool has one) and recorded in the next txg's space-log
-//!   delta. They are freed with [`tarn_space::SpaceManager::free_deferred`] so that no block
-//!   a committed header's chain may name is reused before `TXG_DEFER` txgs.
-//!
+//!   delta. They are freed with [`tarn_space::SpaceManager::free_log_block`], which never
+//!   lets a block a committed header's chain may name be reused before the txg that drops
+//!   the chain commits (blocks born in that txg are released at its commit, older ones are
+//!   deferred `TXG_DEFER` txgs). A rewind (`-T`/`-F`) to an older txg may therefore find
+//!   its chain overwritten: its replay then ends early, safely.
 //! - Replay goes through tarn-posix like the original calls, at their recorded times, on the
 //!   committed state with the committed properties; it is not admitted against quotas (the
 //!   operations were admitted when they ran). A replayed inode's generation is the replay's

@@ -18,7 +18,8 @@ use std::sync::Arc;
 use tarn_base::{ManualClock, ObjectId, SeededRng};
 use tarn_device::{FaultPlan, SimDevice};
 use tarn_engine::{
-    CreateOptions, Engine, EngineError, ScanProgress, ScanState, ScrubAction, TopLayout, TopSpec,
+    CreateOptions, Engine, EngineError, ScanFunction, ScanProgress, ScanState, ScrubAction,
+    TopLayout, TopSpec,
 };
 use tarn_format::BlockPtr;
 use tarn_format::label::data_area;
@@ -517,41 +518,61 @@ fn offline_beyond_redundancy_is_refused_and_persists_otherwise() {
     );
 }
 
+// DESCRIPTION: `online` after `offline -t` resilvers only what the leaf missed: the
+// blocks born while it was away (copy-on-write never rewrites an older block in place),
+// without reading the stale leaf (no checksum errors anywhere), and afterwards the leaf holds
+// everything: a scrub repairs nothing, and with another leaf offline every byte still reads.
+// Online right after an offline resilvers just the offline's own commit.
 #[test]
-fn online_starts_a_scrub_that_repairs_stale_columns() {
+fn online_resilvers_only_the_blocks_born_while_the_leaf_was_away() {
     let rig = rig(TopLayout::Raidz(1), 4);
-    let (first, first_data) = rig.write_object(8, 1 << 20);
+    let (old, old_data) = rig.write_object(8, 4 << 20);
     rig.engine
         .offline("tank", "/sim/d1", true, "pool offline -t tank /sim/d1")
         .unwrap();
     assert_eq!(rig.leaf_state(1), "OFFLINE");
-    let (second, second_data) = rig.write_object(9, 2 << 20);
-    rig.engine
-        .object_write("tank", first, 0, &second_data[..1 << 20])
-        .unwrap();
-    rig.engine.sync_pool("tank").unwrap();
+    let (new, new_data) = rig.write_object(9, 1 << 20);
     let outcome = rig
         .engine
         .online("tank", "/sim/d1", "pool online tank /sim/d1")
         .unwrap();
-    assert!(outcome.scrub_started);
+    assert!(
+        outcome.resilver_from.is_some_and(|t| t.0 > 1),
+        "{outcome:?}"
+    );
     assert_eq!(rig.leaf_state(1), "ONLINE");
     assert_eq!(rig.engine.scanning_pools(), vec!["tank".to_string()]);
     let progress = rig.finish_scrub();
+    assert_eq!(progress.function, ScanFunction::Resilver);
     assert_eq!(progress.errors, 0);
+    // The new object with its parity (raidz1 of 4: 4/3 of its size) and the metadata that
+    // changed; the 4 MiB written before the offline are not part of it.
     assert!(
-        progress.repaired > 0,
-        "stale columns must be rewritten: {progress:?}"
+        progress.to_examine > new_data.len() as u64
+            && progress.to_examine < new_data.len() as u64 * 2,
+        "{progress:?}"
     );
-    assert_cksums_only_on(&rig.cksums(), &[1]);
+    assert!(
+        progress.repaired > new_data.len() as u64 / 4,
+        "{progress:?}"
+    );
+    assert_cksums_only_on(&rig.cksums(), &[]);
+    assert_eq!(rig.scrub().repaired, 0, "the resilver left nothing stale");
+    rig.engine
+        .offline("tank", "/sim/d2", true, "pool offline -t tank /sim/d2")
+        .unwrap();
+    assert_eq!(rig.read_object(old, old_data.len()).unwrap(), old_data);
+    assert_eq!(rig.read_object(new, new_data.len()).unwrap(), new_data);
+    let again = rig
+        .engine
+        .online("tank", "/sim/d2", "pool online tank /sim/d2")
+        .unwrap();
+    // Only the offline's own commit (history, config) happened while it was away.
+    assert!(again.resilver_from.is_some(), "{again:?}");
+    let small = rig.finish_scrub();
+    assert!(small.to_examine < 256 << 10, "{small:?}");
     assert_eq!(rig.scrub().repaired, 0);
-    assert_eq!(
-        rig.read_object(second, second_data.len()).unwrap(),
-        second_data
-    );
-    let mut expected = first_data;
-    expected.copy_from_slice(&second_data[..1 << 20]);
-    assert_eq!(rig.read_object(first, expected.len()).unwrap(), expected);
+    assert_cksums_only_on(&rig.cksums(), &[]);
     let history = rig.engine.history("tank").unwrap();
     assert!(
         history
@@ -598,4 +619,71 @@ fn damaged_files_are_named_by_path() {
     assert!(progress.errors > 0, "{progress:?}");
     let status = rig.engine.status("tank").unwrap();
     assert_eq!(status.errors, vec!["/tank/dir/file".to_string()]);
+}
+
+// DESCRIPTION: the window of `online` survives export and import: a leaf offlined for good,
+// then the pool written, exported and imported, is resilvered from the newest txg in its own
+// labels, not from the start.
+#[test]
+fn online_after_import_resilvers_from_the_leafs_own_labels() {
+    let mut rig = rig(TopLayout::Raidz(1), 4);
+    let (old, old_data) = rig.write_object(10, 4 << 20);
+    rig.engine
+        .offline("tank", "/sim/d3", false, "pool offline tank /sim/d3")
+        .unwrap();
+    let (new, new_data) = rig.write_object(11, 1 << 20);
+    rig.export();
+    rig.import();
+    assert_eq!(rig.leaf_state(3), "OFFLINE");
+    let outcome = rig
+        .engine
+        .online("tank", "/sim/d3", "pool online tank /sim/d3")
+        .unwrap();
+    assert!(
+        outcome.resilver_from.is_some_and(|t| t.0 > 1),
+        "{outcome:?}"
+    );
+    let progress = rig.finish_scrub();
+    assert!(
+        progress.to_examine < new_data.len() as u64 * 2,
+        "only what was born after the offline: {progress:?}"
+    );
+    assert_eq!(rig.scrub().repaired, 0);
+    assert_cksums_only_on(&rig.cksums(), &[]);
+    rig.engine
+        .offline("tank", "/sim/d0", true, "pool offline -t tank /sim/d0")
+        .unwrap();
+    assert_eq!(rig.read_object(old, old_data.len()).unwrap(), old_data);
+    assert_eq!(rig.read_object(new, new_data.len()).unwrap(), new_data);
+}
+
+// DESCRIPTION: a device that vanished while the pool was written and is back at the next
+// import is caught up by itself: the import starts a resilver of only the blocks born while
+// it was gone (not read meanwhile: no checksum errors), after which it holds everything.
+#[test]
+fn a_device_back_at_import_is_resilvered_from_what_it_missed() {
+    let mut rig = rig(TopLayout::Raidz(1), 4);
+    let (old, old_data) = rig.write_object(12, 4 << 20);
+    rig.device(2).set_gone(true);
+    let (new, new_data) = rig.write_object(13, 1 << 20);
+    rig.engine.sync_pool("tank").unwrap();
+    rig.export();
+    rig.device(2).set_gone(false);
+    rig.import();
+    assert_eq!(rig.engine.scanning_pools(), vec!["tank".to_string()]);
+    let progress = rig.finish_scrub();
+    assert_eq!(progress.function, ScanFunction::Resilver);
+    assert!(progress.min_birth.0 > 1, "{progress:?}");
+    assert!(
+        progress.to_examine < new_data.len() as u64 * 2 && progress.repaired > 0,
+        "only what was born while it was gone: {progress:?}"
+    );
+    assert_eq!(rig.leaf_state(2), "ONLINE");
+    assert_cksums_only_on(&rig.cksums(), &[]);
+    assert_eq!(rig.scrub().repaired, 0);
+    rig.engine
+        .offline("tank", "/sim/d1", true, "pool offline -t tank /sim/d1")
+        .unwrap();
+    assert_eq!(rig.read_object(old, old_data.len()).unwrap(), old_data);
+    assert_eq!(rig.read_object(new, new_data.len()).unwrap(), new_data);
 }

@@ -221,12 +221,13 @@ fn walk(
                     fnv(&value)
                 ));
             }
+            let project = fs.project(entry.ino)?;
             let times = format!(
                 "a{:?} m{:?} c{:?} b{:?}",
                 attr.atime, attr.mtime, attr.ctime, attr.crtime
             );
             let line = format!(
-                "ino {} {:?} {:o} n{} {}:{} rdev {} size {} {times} [{body}] {xattrs:?}",
+                "ino {} {:?} {:o} n{} {}:{} rdev {} size {} {times} [{body}] {xattrs:?} {:?}",
                 attr.ino,
                 attr.kind,
                 attr.perm,
@@ -235,6 +236,7 @@ fn walk(
                 attr.gid,
                 attr.rdev,
                 attr.size,
+                project,
             );
             out.insert(path.clone(), line);
             if attr.kind == FileKind::Directory {
@@ -306,6 +308,8 @@ fn every_operation(world: &mut World) {
     };
     world.op(|fs| fs.fallocate(file, 8192, 70_000, punch));
     world.op(|fs| fs.fallocate(file, 190 << 10, 40 << 10, Fallocate::default()));
+    world.op(|fs| fs.set_project(dir, 42, true));
+    world.op(|fs| fs.set_project(file, 7, false));
 }
 
 /// Goal: `fsync` makes every operation since the last txg durable through the log, without

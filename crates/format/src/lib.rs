@@ -54,6 +54,7 @@ pub const FORMAT_VERSION: u64 = 1;
 pub const FEATURES_SUPPORTED: &[&str] = &[
     "org.tarn:space_log",
     "org.tarn:blake3",
+    "org.tarn:userspace",
     "org.tarn:intent_log",
 ];
 

@@ -61,6 +61,20 @@ pub enum FuseError {
         /// The underlying error.
         source: std::io::Error,
     },
+    /// The handle no longer serves a mount (unmounted or detached).
+    #[error("{} is not mounted by this handle", path.display())]
+    NotMounted {
+        /// The mountpoint.
+        path: PathBuf,
+    },
+    /// The kernel refused a cache invalidation.
+    #[error("cannot invalidate the kernel cache of {}: {source}", path.display())]
+    Notify {
+        /// The mountpoint.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
     /// The mount table could not be read.
     #[error("cannot read the mount table: {source}")]
     MountTable {

@@ -1,5 +1,6 @@
 //! [`Handles`]: open-handle counts per inode and the inodes waiting for their last close
-//! before they are reclaimed (I2 of the crate block).
+//! before they are reclaimed (I2 of the crate block), and the inodes being reclaimed right
+//! now, which no open may catch (requests run on several threads).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -10,6 +11,9 @@ use tarn_engine::posix::Ino;
 struct Table {
     open: HashMap<Ino, u64>,
     orphans: HashSet<Ino>,
+    /// Decided to be reclaimed: an open arriving now is refused (ENOENT) rather than given a
+    /// handle to an inode about to be freed.
+    reclaiming: HashSet<Ino>,
     next_handle: u64,
 }
 
@@ -26,12 +30,21 @@ impl Handles {
         self.table.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Records one more open handle of `ino` and returns its handle number.
-    pub(crate) fn open(&self, ino: Ino) -> u64 {
+    /// Records one more open handle of `ino` and returns its handle number; `None` when
+    /// `ino` is being reclaimed.
+    pub(crate) fn open(&self, ino: Ino) -> Option<u64> {
         let mut table = self.lock();
+        if table.reclaiming.contains(&ino) {
+            return None;
+        }
         *table.open.entry(ino).or_insert(0) += 1;
         table.next_handle = table.next_handle.wrapping_add(1);
-        table.next_handle
+        Some(table.next_handle)
+    }
+
+    /// The reclaim that `release` or `unlinked` asked for is done (or failed).
+    pub(crate) fn reclaimed(&self, ino: Ino) {
+        self.lock().reclaiming.remove(&ino);
     }
 
     /// Drops one handle of `ino`. True when that was the last one and the inode has no links
@@ -47,7 +60,11 @@ impl Handles {
             return false;
         }
         table.open.remove(&ino);
-        table.orphans.remove(&ino)
+        let reclaim = table.orphans.remove(&ino);
+        if reclaim {
+            table.reclaiming.insert(ino);
+        }
+        reclaim
     }
 
     /// `ino` lost its last link. True when nothing holds it open: the caller reclaims it
@@ -58,6 +75,7 @@ impl Handles {
             table.orphans.insert(ino);
             false
         } else {
+            table.reclaiming.insert(ino);
             true
         }
     }
@@ -76,13 +94,18 @@ mod tests {
         assert!(!handles.release(7));
         assert!(handles.release(7));
         assert!(!handles.release(7), "a stray release counts nothing");
+        assert_eq!(handles.open(7), None, "no open while it is reclaimed");
+        handles.reclaimed(7);
+        assert!(handles.open(7).is_some());
     }
 
     #[test]
     fn an_unlinked_inode_without_handles_is_reclaimed_at_once() {
         let handles = Handles::default();
         assert!(handles.unlinked(9));
-        handles.open(9);
+        assert_eq!(handles.open(9), None);
+        handles.reclaimed(9);
+        assert!(handles.open(9).is_some());
         assert!(!handles.release(9), "no longer an orphan once reclaimed");
     }
 }

@@ -9,27 +9,75 @@
 //!
 //! # Model
 //! ```text
-//!   program --syscall--> kernel FUSE driver --/dev/fuse--> fuser session thread
+//!   program --syscall--> kernel FUSE driver (page cache, attribute and entry caches)
 //!        (default_permissions: the kernel checks mode bits and POSIX ACLs itself)
-//!                                                  |
-//!                                   TarnFs (ops.rs): one request, one Engine::fs_op
-//!                                                  |  (pool lock, admission, throttle)
-//!                                   tarn_posix::Fs over the dataset's object set
+//!                 |  /dev/fuse, cloned once per session thread (FUSE_DEV_IOC_CLONE)
+//!       fuser-0   fuser-1   fuser-2   fuser-3      SESSION_THREADS, each: read, serve, reply
+//!                 |
+//!       TarnFs (ops.rs): one request, one Engine::fs_op   <- Mount::invalidate_* (notify)
+//!                 |  (pool lock, admission, throttle)
+//!       tarn_posix::Fs over the dataset's object set
 //! ```
 //! Inode numbers: the kernel's root is always 1, the dataset's root is whatever
-//! `Fs::root()` says. [`ino::InoMap`] swaps the two and passes every other number through,
+//! `Fs::root()` says. `ino::InoMap` swaps the two and passes every other number through,
 //! so the map is its own inverse and holds no table.
 //!
 //! A mount is named `POOL/DATASET` (the fsname, shown as the source by `mount` and `df`) and
 //! has filesystem type `fuse.tarn` (subtype `tarn`); that type is how a stale mount of ours
 //! is recognised in `/proc/self/mountinfo` ([`clean_stale`]).
 //!
+//! Requests are up to [`MAX_WRITE`] (1 MiB): `max_write` and `max_pages` in the INIT reply,
+//! and readahead raised to 1 MiB on the mount's backing device in sysfs (the INIT reply
+//! cannot go past the 128 KiB the kernel offers). Listings are readdirplus (names with
+//! attributes, one request per batch). [`Mount::stats`] counts what arrives.
+//!
+//! # Kernel caches
+//! - Attributes are cached for [`TTL`] (1 s: `st_blocks` changes when a txg syncs, which the
+//!   kernel cannot see), names for [`ENTRY_TTL`] (10 s). Every change made through the mount
+//!   is the kernel's own and it updates or drops what it cached; the access time the server
+//!   writes on a read or listing is dropped by the kernel after each one.
+//! - File pages: an open answers `FOPEN_KEEP_CACHE` when the file's mtime, ctime and size are
+//!   what they were at its previous open (`cache.rs`), so a file read again is served from
+//!   the page cache without a request; any change in between drops the pages.
+//! - Changes behind the kernel's back (through the engine rather than this mount: what a
+//!   rollback or a receive into a mounted dataset does) are the caller's to announce:
+//!   [`Mount::invalidate_inode`], [`Mount::invalidate_entry`], or [`Mount::invalidate_all`],
+//!   which drops every name and inode the kernel holds (the table in `cache.rs` mirrors the
+//!   kernel's lookup counts). Today nothing changes a mounted dataset behind the kernel's
+//!   back: a dataset rename or a change of a mount property unmounts and mounts again (fresh
+//!   caches), ZIL replay and the unlinked-set drain happen before the mount.
+//!
+//! # Access times
+//! The kernel never updates atime of a FUSE file itself: the server does, through
+//! `Fs::accessed` after each read and listing, under the dataset's *current* `atime` and
+//! `relatime` (relatime by default; nothing on a read-only dataset or pool). The mount
+//! flags say the same to programs: `noatime` for `atime=off`, `strictatime` (a bind
+//! remount right after mounting) for `relatime=off`, the kernel's default `relatime`
+//! otherwise; they are set at mount time, so after `tarn set atime=...` they show the old
+//! setting until [`Mount::set_access_time_flags`] (the daemon calls it when either property
+//! changes) while the behaviour follows the property at once. A read
+//! served from the page cache (`FOPEN_KEEP_CACHE`) records no access: under relatime that
+//! loses nothing (the pages were read from the server, updating atime, after the last
+//! change), under strictatime such reads are not counted.
+//!
+//! # Writeback cache
+//! `FUSE_WRITEBACK_CACHE` is left off. With it `write(2)` returns once the data sit in the
+//! kernel's page cache and the server sees them later: EDQUOT and ENOSPC (decided per write
+//! by the engine's admission) would reach the program only at `fsync` or `close`, after it
+//! was told the bytes were written; the failed pages stay in the page cache, so the program
+//! and everyone else read bytes that were never stored until the pages are evicted, and the
+//! kernel's file size and mtime (which it then owns) disagree with the dataset. That breaks
+//! "never return wrong data" and exact quotas. The cases it would speed up (small writes,
+//! mmap) are served correctly without it: O_APPEND offsets come from the kernel's file
+//! size, which every write through the mount keeps current, and shared writable mmap pages
+//! are written back through ordinary write requests.
+//!
 //! # State
-//! In memory, per mount: the open-handle count of each inode and the set of inodes that lost
-//! their last link while open (`handles.rs`). Nothing else: attributes, names and data are
-//! asked from the engine on every request, so no cache here can disagree with it. The kernel
-//! caches attributes and entries for [`TTL`]; every change goes through the kernel, which
-//! invalidates what it cached for the inodes a request touched.
+//! In memory, per mount: the open-handle count of each inode, the set of inodes that lost
+//! their last link while open and those being reclaimed (`handles.rs`); the inodes the
+//! kernel holds, a few of their names and their stamps at the last open, and the request
+//! counters (`cache.rs`). No attributes, names or data are cached here, so nothing here can
+//! disagree with the engine.
 //! On disk: nothing of our own; the POSIX layer's unlinked set is what survives a crash.
 //!
 //! # Invariants
@@ -37,57 +85,84 @@
 //!   the kernel (`InoMap` is an involution).
 //! - I2: an inode whose last link goes (unlink, rmdir, rename over it) is reclaimed at once
 //!   if no handle holds it open, else when its last handle is released; its space is freed
-//!   then and not before. A handle count never goes below zero.
+//!   then and not before. A handle count never goes below zero, and no open gets a handle to
+//!   an inode whose reclaim has been decided.
 //! - I3: `fsync` replies only after `Engine::fs_sync` returned, so what was written before
-//!   is in a committed txg.
+//!   is in a committed txg. `flush` (close) does nothing: it answers ENOSYS once and the
+//!   kernel stops sending it; close is not fsync.
 //! - I4: every request gets exactly one reply, and no request panics: every error is an
 //!   errno (`EngineError::errno`), every conversion that could overflow is checked.
-//!
 //! - I5: with ACLs on (`acltype=posix`), a mode and its access ACL change in the same
 //!   `fs_op`: setting the ACL sets the mode it implies, a chmod rewrites the ACL's owner,
 //!   mask and other entries, and a new inode under a directory with a default ACL inherits
 //!   it instead of the umask (`acl.rs`, what the kernel does for in-kernel filesystems).
+//! - I6: `FOPEN_KEEP_CACHE` only when the file's stamp (mtime, ctime, size) equals the one
+//!   recorded at its previous open and no `invalidate_all` came in between.
+//! - I7: the kernel-cache table holds an inode exactly while the kernel's lookup count of
+//!   it is above zero (one per entry reply, less each `forget`).
 //!
 //! # Concurrency and context
-//! One fuser session thread per mount serves requests in order. Each request takes the
-//! pool's lock inside `Engine::fs_op`; the handle table's mutex is taken only around count
-//! changes and never while the engine is called.
+//! [`SESSION_THREADS`] fuser threads per mount, each on its own clone of the /dev/fuse
+//! descriptor, serve requests as they come; `FUSE_PARALLEL_DIROPS` lets the kernel send
+//! lookups and listings of one directory at once. Each request takes the pool's lock inside
+//! `Engine::fs_op`, so requests that need the engine still run one at a time: what runs in
+//! parallel is everything around it (reading and parsing requests, copying replies), and
+//! whatever the kernel serves from its caches never waits for the engine. Lock order: the
+//! pool lock, or one of the handle table's and the kernel-cache table's mutexes, never two,
+//! and neither mutex while the engine is called. Invalidations are sent from the caller's
+//! thread, never from a request, so a notification that waits for a kernel lock never waits
+//! for a request that waits for it. What still serialises behind the pool lock: device I/O
+//! of reads (a cold read holds the lock across its `pread`s), and a write that reaches the
+//! dirty limit syncs the txg under it, so every request of the pool waits for that sync.
 //!
 //! # Failure model
 //! An engine error becomes the errno the kernel returns to the program (EIO for unreadable
 //! data, ENOSPC/EDQUOT on admission, EROFS on read-only pools). A daemon that dies leaves a
-//! dead mount ("Transport endpoint is not connected") and possibly inodes on the unlinked
+//! dead mount ("Transport endpoint is not connected", or ECONNABORTED for requests caught
+//! while the kernel closes the cloned descriptors) and possibly inodes on the unlinked
 //! set: the next daemon calls [`clean_stale`] at the mountpoint (lazy unmount) and
 //! [`mount`] drains the unlinked set. A pool exported under a force-detached mount answers
-//! ENODEV until the last program lets go.
+//! ENODEV until the last program lets go. A failed invalidation is returned to the caller
+//! ([`FuseError::Notify`]); an inode or name the kernel no longer holds is no failure.
 //!
 //! # Not here
 //! - Permission checks: the kernel does them (`default_permissions`, `FUSE_POSIX_ACL`);
 //!   ACLs are stored as `system.posix_acl_*` xattrs by the POSIX layer. With
 //!   `acltype=off` (the default, as in ZFS) those xattrs are refused with EOPNOTSUPP.
 //! - `copy_file_range`, `ioctl`, file locks and `poll`: the kernel's fallbacks serve them.
-//! - Writeback caching and kernel-cache notifications: every write reaches the engine.
+//! - The writeback cache (above), negative entries (a missing name is asked again each
+//!   time), and a cache of our own: the engine is the only cache of data.
 
 mod acl;
+mod cache;
 mod error;
 mod handles;
 mod ino;
 mod mounts;
 mod ops;
 
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use tarn_engine::posix::Ino;
 use tarn_engine::{Engine, FsOp, MountSpec};
 
 pub use error::FuseError;
 pub use mounts::{MountEntry, clean_stale, fuse_available, mounts_at};
 
-/// How long the kernel may cache attributes and directory entries.
+/// How long the kernel may cache attributes. Short: `st_blocks` changes when a txg syncs
+/// (the compressed size replaces the estimate) without any request the kernel could see.
 pub const TTL: Duration = Duration::from_secs(1);
-/// Largest write request the kernel sends (needs FUSE_MAX_PAGES).
+/// How long the kernel may cache a name. Names change only through the kernel or through
+/// the daemon, which invalidates them ([`Mount::invalidate_all`]).
+pub const ENTRY_TTL: Duration = Duration::from_secs(10);
+/// Largest read and write request (needs FUSE_MAX_PAGES; 256 pages of 4 KiB).
 pub const MAX_WRITE: u32 = 1 << 20;
+/// Session threads per mount, each reading requests from its own clone of the /dev/fuse
+/// descriptor (FUSE_DEV_IOC_CLONE).
+pub const SESSION_THREADS: usize = 4;
 /// The FUSE subtype: mounts show as `fuse.tarn`.
 pub const SUBTYPE: &str = "tarn";
 /// The filesystem type of our mounts in `/proc/self/mountinfo`.
@@ -100,8 +175,35 @@ pub const FUSE_DEVICE: &str = "/dev/fuse";
 #[derive(Debug)]
 pub struct Mount {
     session: Option<fuser::BackgroundSession>,
+    notifier: Option<fuser::Notifier>,
+    shared: Arc<Shared>,
+    inos: ino::InoMap,
     mountpoint: PathBuf,
     name: String,
+}
+
+/// What the session threads and the [`Mount`] handle share.
+#[derive(Debug, Default)]
+pub(crate) struct Shared {
+    kernel: cache::KernelCache,
+    counters: cache::Counters,
+}
+
+/// Request statistics of a mount since it was mounted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MountStats {
+    /// Requests that reached the engine.
+    pub requests: u64,
+    /// Most requests inside the engine (running or waiting for its lock) at one instant.
+    pub in_flight_max: u64,
+    /// Largest read request, in bytes.
+    pub read_bytes_max: u64,
+    /// Largest write request, in bytes.
+    pub write_bytes_max: u64,
+    /// Opens that let the kernel keep the file's cached pages (`FOPEN_KEEP_CACHE`).
+    pub keep_cache_opens: u64,
+    /// Inodes the kernel holds now (its lookup count above zero).
+    pub cached_inodes: u64,
 }
 
 /// Mounts the dataset of `spec` at `spec.mountpoint` (created if missing; refused if it is
@@ -126,18 +228,81 @@ pub fn mount(engine: Arc<Engine>, spec: &MountSpec) -> Result<Mount, FuseError> 
             })
             .map_err(engine_error)?;
     }
-    let fs = ops::TarnFs::new(engine, spec, root);
+    let shared = Arc::new(Shared::default());
+    let fs = ops::TarnFs::new(engine, spec, root, Arc::clone(&shared));
     let session = fuser::spawn_mount(fs, &path, &session_config(spec)).map_err(|source| {
         FuseError::Mount {
             path: path.clone(),
             source,
         }
     })?;
-    Ok(Mount {
+    let mount = Mount {
+        notifier: Some(session.notifier()),
         session: Some(session),
+        shared,
+        inos: ino::InoMap::new(root),
         mountpoint: path,
         name: spec.name.clone(),
-    })
+    };
+    raise_readahead(&mount.mountpoint);
+    if spec.atime && !spec.relatime {
+        // Best effort, like the readahead: the flag only informs programs (the server applies
+        // the property itself), and a server without CAP_SYS_ADMIN cannot bind-remount.
+        let _ = remount_flags(&mount.mountpoint, spec);
+    }
+    Ok(mount)
+}
+
+/// The `major:minor` name of a device number (Linux's encoding of `dev_t`).
+fn device_name(dev: u64) -> String {
+    let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & 0xffff_f000);
+    let minor = (dev & 0xff) | ((dev >> 12) & 0xffff_ff00);
+    format!("{major}:{minor}")
+}
+
+/// Lets the kernel read ahead [`MAX_WRITE`] bytes at a time on the mount. The FUSE INIT
+/// reply cannot raise readahead past what the kernel offered (128 KiB), so buffered reads
+/// would stay at 128 KiB requests; the mount's backing device info in sysfs can, as root.
+/// Best effort: without it reads are smaller, not wrong.
+fn raise_readahead(path: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(metadata) = std::fs::metadata(path) else {
+        return;
+    };
+    let knob = Path::new("/sys/class/bdi")
+        .join(device_name(metadata.dev()))
+        .join("read_ahead_kb");
+    let _ = std::fs::write(knob, format!("{}", MAX_WRITE >> 10));
+}
+
+/// Sets the flags of the mount at `path` to what `spec` says (a bind remount: only the
+/// mount's own flags change, the FUSE connection and its caches stay): `noatime`,
+/// `strictatime` or `relatime` from `atime`/`relatime`, and `nodev`, `nosuid`, `noexec`, `ro`
+/// as [`session_config`] gave them (a bind remount replaces them all). Used right after
+/// mounting for `strictatime` (mount(2) without flags gives `relatime`, and the FUSE mount
+/// options have no word for it) and when the properties change on a live mount. The flags
+/// only tell programs what to expect; the server applies the dataset's `atime`/`relatime`
+/// itself ([`Fs::accessed`]).
+///
+/// [`Fs::accessed`]: tarn_engine::posix::Fs::accessed
+fn remount_flags(path: &Path, spec: &MountSpec) -> std::io::Result<()> {
+    use nix::mount::MsFlags;
+    let mut flags = MsFlags::MS_REMOUNT | MsFlags::MS_BIND;
+    for (on, flag) in [
+        (!spec.atime, MsFlags::MS_NOATIME),
+        (spec.atime && !spec.relatime, MsFlags::MS_STRICTATIME),
+        (spec.atime && spec.relatime, MsFlags::MS_RELATIME),
+        (!spec.devices, MsFlags::MS_NODEV),
+        (!spec.setuid, MsFlags::MS_NOSUID),
+        (!spec.exec, MsFlags::MS_NOEXEC),
+        (spec.readonly, MsFlags::MS_RDONLY),
+    ] {
+        if on {
+            flags |= flag;
+        }
+    }
+    nix::mount::mount(None::<&str>, path, None::<&str>, flags, None::<&str>)
+        .map_err(std::io::Error::from)
 }
 
 fn session_config(spec: &MountSpec) -> fuser::Config {
@@ -168,8 +333,12 @@ fn session_config(spec: &MountSpec) -> fuser::Config {
             MountOption::RW
         },
     ];
+    if !spec.atime {
+        config.mount_options.push(MountOption::NoAtime);
+    }
     config.acl = fuser::SessionACL::All;
-    config.n_threads = Some(1);
+    config.n_threads = Some(SESSION_THREADS);
+    config.clone_fd = true;
     config
 }
 
@@ -213,6 +382,80 @@ impl Mount {
     #[must_use]
     pub fn is_mounted(&self) -> bool {
         self.session.is_some()
+    }
+
+    /// Sets the mount's access-time flags (`noatime`, `relatime`, `strictatime`) to what
+    /// `spec` says now, without unmounting: for `tarn set atime=...` or `relatime=...` on a
+    /// mounted dataset. `spec` is the dataset's current mount spec; only its flags are used.
+    pub fn set_access_time_flags(&self, spec: &MountSpec) -> Result<(), FuseError> {
+        if self.session.is_none() {
+            return Err(FuseError::NotMounted {
+                path: self.mountpoint.clone(),
+            });
+        }
+        remount_flags(&self.mountpoint, spec).map_err(|source| FuseError::Mount {
+            path: self.mountpoint.clone(),
+            source,
+        })
+    }
+
+    /// Request statistics since the mount was made.
+    #[must_use]
+    pub fn stats(&self) -> MountStats {
+        self.shared.counters.snapshot(self.shared.kernel.len())
+    }
+
+    /// Tells the kernel to drop what it cached of inode `ino` of the dataset: attributes,
+    /// cached pages and ACLs. For a change made behind the kernel's back (through the engine,
+    /// not through this mount). An inode the kernel does not hold is no error.
+    pub fn invalidate_inode(&self, ino: Ino) -> Result<(), FuseError> {
+        let kernel = fuser::INodeNo(self.inos.to_kernel(ino));
+        self.notify(|notifier| notifier.inval_inode(kernel, 0, 0))
+    }
+
+    /// Tells the kernel to drop its entry `name` in directory `parent` of the dataset (and
+    /// the directory's attributes), so that the next path walk asks again.
+    pub fn invalidate_entry(&self, parent: Ino, name: &std::ffi::OsStr) -> Result<(), FuseError> {
+        let kernel = fuser::INodeNo(self.inos.to_kernel(parent));
+        self.notify(|notifier| notifier.inval_entry(kernel, name))
+    }
+
+    /// Tells the kernel to drop everything it cached of this mount: every name it looked
+    /// up (as far as the kernel-cache table remembers them), then the attributes and pages
+    /// of every inode it holds, the root too; no file keeps its pages at its next open. For
+    /// changes to the dataset made behind the kernel's back whose extent is not known.
+    /// Returns how many notifications were sent.
+    pub fn invalidate_all(&self) -> Result<usize, FuseError> {
+        let everything = self.shared.kernel.everything();
+        let mut sent = 0;
+        for (parent, name) in &everything.names {
+            let name = std::ffi::OsStr::from_bytes(name);
+            let parent = fuser::INodeNo(*parent);
+            self.notify(|notifier| notifier.inval_entry(parent, name))?;
+            sent += 1;
+        }
+        let root = std::iter::once(ino::KERNEL_ROOT);
+        for kernel in everything.inodes.into_iter().chain(root) {
+            let kernel = fuser::INodeNo(kernel);
+            self.notify(|notifier| notifier.inval_inode(kernel, 0, 0))?;
+            sent += 1;
+        }
+        Ok(sent)
+    }
+
+    fn notify(
+        &self,
+        send: impl FnOnce(&fuser::Notifier) -> std::io::Result<()>,
+    ) -> Result<(), FuseError> {
+        let Some(notifier) = self.notifier.as_ref().filter(|_| self.session.is_some()) else {
+            return Err(FuseError::NotMounted {
+                path: self.mountpoint.clone(),
+            });
+        };
+        send(notifier).map_err(|source| FuseError::Notify {
+            path: self.mountpoint.clone(),
+            source,
+        })
     }
 
     /// Unmounts and waits for the session thread to end. A busy mount (a program has a file
@@ -270,5 +513,17 @@ fn join_session(session: fuser::BackgroundSession) {
 impl Drop for Mount {
     fn drop(&mut self) {
         self.detach();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_numbers_are_named_as_sysfs_names_them() {
+        assert_eq!(device_name(0x2d), "0:45");
+        assert_eq!(device_name((259 << 8) | 3), "259:3");
+        assert_eq!(device_name(0x0001_2000_6783_4590), "74565:424080");
     }
 }

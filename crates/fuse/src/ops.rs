@@ -1,5 +1,7 @@
 //! [`TarnFs`]: the `fuser::Filesystem` of one dataset. Each request is one
-//! `Engine::fs_op` (or `fs_sync`/`fs_statfs`) and exactly one reply (I4).
+//! `Engine::fs_op` (or `fs_sync`/`fs_statfs`) and exactly one reply (I4). Requests arrive on
+//! several session threads at once, so every method takes `&self` and the only state here
+//! (handles, the kernel-cache table, counters) sits behind its own short lock or atomics.
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -19,13 +21,18 @@ use tarn_engine::posix::{
 use tarn_engine::{DatasetId, Engine, FsOp, MountSpec};
 
 use crate::acl;
+use crate::cache::Stamp;
 use crate::handles::Handles;
 use crate::ino::InoMap;
-use crate::{MAX_WRITE, TTL};
+use crate::{ENTRY_TTL, MAX_WRITE, Shared, TTL};
 
 /// Directory entries fetched from the POSIX layer per readdir request (the kernel's buffer
 /// usually holds fewer; the rest are fetched again from the last cookie).
 const READDIR_BATCH: usize = 128;
+
+/// Asynchronous requests (readahead, writes of mmap'd pages) the kernel may queue at once:
+/// enough to keep every session thread busy with readahead of a few files.
+const MAX_BACKGROUND: u16 = 64;
 
 /// One mounted dataset.
 pub(crate) struct TarnFs {
@@ -36,6 +43,7 @@ pub(crate) struct TarnFs {
     acl: bool,
     inos: InoMap,
     handles: Handles,
+    shared: Arc<Shared>,
 }
 
 type Result<T> = std::result::Result<T, Errno>;
@@ -131,7 +139,12 @@ fn reply_xattr(reply: ReplyXattr, size: u32, value: &[u8]) {
 }
 
 impl TarnFs {
-    pub(crate) fn new(engine: Arc<Engine>, spec: &MountSpec, root: Ino) -> TarnFs {
+    pub(crate) fn new(
+        engine: Arc<Engine>,
+        spec: &MountSpec,
+        root: Ino,
+        shared: Arc<Shared>,
+    ) -> TarnFs {
         TarnFs {
             engine,
             pool: spec.pool.clone(),
@@ -140,6 +153,7 @@ impl TarnFs {
             acl: spec.acl,
             inos: InoMap::new(root),
             handles: Handles::default(),
+            shared,
         }
     }
 
@@ -152,6 +166,7 @@ impl TarnFs {
         if self.readonly && op != FsOp::Read {
             return Err(Errno::EROFS);
         }
+        let _in_flight = self.shared.counters.enter();
         self.engine
             .fs_op(&self.pool, self.dataset, op, f)
             .map_err(|e| Errno::from_i32(e.errno()))
@@ -181,9 +196,18 @@ impl TarnFs {
         }
     }
 
-    fn reply_entry(&self, reply: ReplyEntry, result: Result<Attr>) {
+    /// Replies with the entry `name` in `parent` (a kernel inode number), which the kernel
+    /// then holds: one more lookup in the kernel-cache table.
+    fn reply_entry(&self, reply: ReplyEntry, parent: INodeNo, name: &OsStr, result: Result<Attr>) {
         match result {
-            Ok(attr) => reply.entry(&TTL, &self.file_attr(&attr), Generation(attr.generation)),
+            Ok(attr) => {
+                let file = self.file_attr(&attr);
+                self.shared
+                    .kernel
+                    .looked_up(parent.0, name.as_bytes(), file.ino.0);
+                let generation = Generation(attr.generation);
+                reply.entry_with_ttls(&TTL, &ENTRY_TTL, &file, generation);
+            }
             Err(errno) => reply.error(errno),
         }
     }
@@ -202,17 +226,38 @@ impl TarnFs {
             && self.handles.unlinked(ino)
         {
             let _ = self.run(FsOp::Modify, |fs| fs.reclaim(ino));
+            self.handles.reclaimed(ino);
         }
     }
 
     fn release_handle(&self, ino: Ino) {
         if self.handles.release(ino) {
             let _ = self.run(FsOp::Modify, |fs| fs.reclaim(ino));
+            self.handles.reclaimed(ino);
         }
     }
 
-    fn readdir_batch(&self, ino: Ino, cookie: u64) -> Result<Vec<tarn_engine::posix::DirEntry>> {
-        self.run(FsOp::Read, |fs| fs.readdir(ino, cookie, READDIR_BATCH))
+    /// A batch of `dir`'s entries from `cookie` on; the listing is an access of `dir`.
+    fn readdir_batch(&self, dir: Ino, cookie: u64) -> Result<Vec<tarn_engine::posix::DirEntry>> {
+        self.run(FsOp::Read, |fs| {
+            let entries = fs.readdir(dir, cookie, READDIR_BATCH)?;
+            // The access time is best effort: a failure to record it never fails the listing.
+            let _ = fs.accessed(dir);
+            Ok(entries)
+        })
+    }
+
+    /// Opens a handle of `ino` and tells the kernel whether the pages it cached at the last
+    /// open are still good (`FOPEN_KEEP_CACHE`: mtime, ctime and size unchanged since).
+    fn open_handle(&self, ino: Ino, attr: &Attr) -> Result<(FileHandle, FopenFlags)> {
+        let handle = self.handles.open(ino).ok_or(Errno::ENOENT)?;
+        let kernel = self.inos.to_kernel(ino);
+        let keep = self.shared.kernel.opened(kernel, Stamp::of(attr));
+        if keep {
+            self.shared.counters.kept_cache();
+            return Ok((FileHandle(handle), FopenFlags::FOPEN_KEEP_CACHE));
+        }
+        Ok((FileHandle(handle), FopenFlags::empty()))
     }
 
     fn setattr_changes(&self, ino: Ino, changes: &SetAttr) -> Result<Attr> {
@@ -322,7 +367,11 @@ fn init_kernel(config: &mut KernelConfig, acl: bool) {
     use fuser::InitFlags;
     // Each setting is best effort: an older kernel keeps its default and still works.
     let _ = config.set_max_write(MAX_WRITE);
-    let _ = config.set_max_readahead(MAX_WRITE);
+    // The kernel offers its own readahead limit; take as much of MAX_WRITE as it allows.
+    if let Err(nearest) = config.set_max_readahead(MAX_WRITE) {
+        let _ = config.set_max_readahead(nearest);
+    }
+    let _ = config.set_max_background(MAX_BACKGROUND);
     if acl {
         let _ = config.add_capabilities(InitFlags::FUSE_POSIX_ACL);
     }
@@ -333,7 +382,12 @@ fn init_kernel(config: &mut KernelConfig, acl: bool) {
         InitFlags::FUSE_READDIRPLUS_AUTO,
         InitFlags::FUSE_BIG_WRITES,
         InitFlags::FUSE_MAX_PAGES,
+        // Lookups and listings of one directory may run at once (several session threads).
+        InitFlags::FUSE_PARALLEL_DIROPS,
+        // Symlink targets stay in the page cache (dropped by `inval_inode`).
+        InitFlags::FUSE_CACHE_SYMLINKS,
     ];
+    // FUSE_WRITEBACK_CACHE is deliberately not asked for: see "Writeback cache" in lib.rs.
     // FUSE_ATOMIC_O_TRUNC is deliberately not asked for: without it the kernel truncates
     // with a setattr before open, so `open` never has to.
     for flag in wanted {
@@ -352,13 +406,15 @@ impl fuser::Filesystem for TarnFs {
         let _ = self.engine.fs_sync(&self.pool, self.dataset);
     }
 
-    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        let parent = self.ino(parent);
+    fn lookup(&self, _req: &Request, kernel_parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let parent = self.ino(kernel_parent);
         let result = self.run(FsOp::Read, |fs| fs.lookup(parent, name.as_bytes()));
-        self.reply_entry(reply, result);
+        self.reply_entry(reply, kernel_parent, name, result);
     }
 
-    fn forget(&self, _req: &Request, _ino: INodeNo, _nlookup: u64) {}
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        self.shared.kernel.forgot(ino.0, nlookup);
+    }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
         let ino = self.ino(ino);
@@ -407,14 +463,14 @@ impl fuser::Filesystem for TarnFs {
     fn mknod(
         &self,
         req: &Request,
-        parent: INodeNo,
+        kernel_parent: INodeNo,
         name: &OsStr,
         mode: u32,
         umask: u32,
         rdev: u32,
         reply: ReplyEntry,
     ) {
-        let parent = self.ino(parent);
+        let parent = self.ino(kernel_parent);
         let result = node_kind(mode).and_then(|kind| {
             self.create_node(parent, mode, umask, |fs, perm| {
                 fs.mknod(
@@ -427,23 +483,23 @@ impl fuser::Filesystem for TarnFs {
                 )
             })
         });
-        self.reply_entry(reply, result);
+        self.reply_entry(reply, kernel_parent, name, result);
     }
 
     fn mkdir(
         &self,
         req: &Request,
-        parent: INodeNo,
+        kernel_parent: INodeNo,
         name: &OsStr,
         mode: u32,
         umask: u32,
         reply: ReplyEntry,
     ) {
-        let parent = self.ino(parent);
+        let parent = self.ino(kernel_parent);
         let result = self.create_node(parent, mode, umask, |fs, perm| {
             fs.mkdir(parent, name.as_bytes(), perm, creds(req))
         });
-        self.reply_entry(reply, result);
+        self.reply_entry(reply, kernel_parent, name, result);
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
@@ -471,17 +527,17 @@ impl fuser::Filesystem for TarnFs {
     fn symlink(
         &self,
         req: &Request,
-        parent: INodeNo,
+        kernel_parent: INodeNo,
         link_name: &OsStr,
         target: &Path,
         reply: ReplyEntry,
     ) {
-        let parent = self.ino(parent);
+        let parent = self.ino(kernel_parent);
         let target = target.as_os_str().as_bytes();
         let result = self.run(FsOp::Modify, |fs| {
             fs.symlink(parent, link_name.as_bytes(), target, creds(req))
         });
-        self.reply_entry(reply, result);
+        self.reply_entry(reply, kernel_parent, link_name, result);
     }
 
     fn rename(
@@ -523,17 +579,18 @@ impl fuser::Filesystem for TarnFs {
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
-        let (ino, newparent) = (self.ino(ino), self.ino(newparent));
-        let result = self.run(FsOp::Modify, |fs| {
-            fs.link(ino, newparent, newname.as_bytes())
-        });
-        self.reply_entry(reply, result);
+        let (ino, parent) = (self.ino(ino), self.ino(newparent));
+        let result = self.run(FsOp::Modify, |fs| fs.link(ino, parent, newname.as_bytes()));
+        self.reply_entry(reply, newparent, newname, result);
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, _flags: fuser::OpenFlags, reply: ReplyOpen) {
         let ino = self.ino(ino);
-        match self.run(FsOp::Read, |fs| fs.getattr(ino)) {
-            Ok(_) => reply.opened(FileHandle(self.handles.open(ino)), FopenFlags::empty()),
+        let opened = self
+            .run(FsOp::Read, |fs| fs.getattr(ino))
+            .and_then(|attr| self.open_handle(ino, &attr));
+        match opened {
+            Ok((handle, flags)) => reply.opened(handle, flags),
             Err(errno) => reply.error(errno),
         }
     }
@@ -550,7 +607,14 @@ impl fuser::Filesystem for TarnFs {
         reply: ReplyData,
     ) {
         let ino = self.ino(ino);
-        match self.run(FsOp::Read, |fs| fs.read(ino, offset, size)) {
+        self.shared.counters.read(size);
+        let result = self.run(FsOp::Read, |fs| {
+            let data = fs.read(ino, offset, size)?;
+            // Best effort, as for listings: the read has its data either way.
+            let _ = fs.accessed(ino);
+            Ok(data)
+        });
+        match result {
             Ok(data) => reply.data(&data),
             Err(errno) => reply.error(errno),
         }
@@ -569,6 +633,7 @@ impl fuser::Filesystem for TarnFs {
         reply: ReplyWrite,
     ) {
         let ino = self.ino(ino);
+        self.shared.counters.write(data.len());
         let len = data.len() as u64;
         match self.run(FsOp::Write(len), |fs| fs.write(ino, offset, data)) {
             Ok(written) => reply.written(written),
@@ -584,7 +649,9 @@ impl fuser::Filesystem for TarnFs {
         _lock_owner: fuser::LockOwner,
         reply: ReplyEmpty,
     ) {
-        reply.ok();
+        // close is not fsync: nothing to do, and ENOSYS tells the kernel to stop sending
+        // flushes at all (one request less per close).
+        reply.error(Errno::ENOSYS);
     }
 
     fn release(
@@ -660,6 +727,7 @@ impl fuser::Filesystem for TarnFs {
         let dir = self.ino(ino);
         let listed = self.run(FsOp::Read, |fs| {
             let entries = fs.readdir(dir, offset, READDIR_BATCH)?;
+            let _ = fs.accessed(dir);
             entries
                 .into_iter()
                 .map(|entry| fs.getattr(entry.ino).map(|attr| (entry, attr)))
@@ -673,6 +741,10 @@ impl fuser::Filesystem for TarnFs {
                     let (file, generation) = (self.file_attr(&attr), Generation(attr.generation));
                     if reply.add(kernel, entry.cookie, name, &TTL, &file, generation) {
                         break;
+                    }
+                    // The kernel takes a lookup of every entry it was given but `.` and `..`.
+                    if entry.name != b"." && entry.name != b".." {
+                        self.shared.kernel.looked_up(ino.0, &entry.name, kernel.0);
                     }
                 }
                 reply.ok();
@@ -785,23 +857,29 @@ impl fuser::Filesystem for TarnFs {
     fn create(
         &self,
         req: &Request,
-        parent: INodeNo,
+        kernel_parent: INodeNo,
         name: &OsStr,
         mode: u32,
         umask: u32,
         _flags: i32,
         reply: ReplyCreate,
     ) {
-        let parent = self.ino(parent);
+        let parent = self.ino(kernel_parent);
         let result = node_kind(mode).and_then(|kind| {
             self.create_node(parent, mode, umask, |fs, perm| {
                 fs.mknod(parent, name.as_bytes(), kind, perm, 0, creds(req))
             })
         });
-        match result {
-            Ok(attr) => {
-                let handle = FileHandle(self.handles.open(attr.ino));
-                let file = self.file_attr(&attr);
+        let opened = result.and_then(|attr| {
+            let file = self.file_attr(&attr);
+            self.shared
+                .kernel
+                .looked_up(kernel_parent.0, name.as_bytes(), file.ino.0);
+            let (handle, _) = self.open_handle(attr.ino, &attr)?;
+            Ok((attr, file, handle))
+        });
+        match opened {
+            Ok((attr, file, handle)) => {
                 let generation = Generation(attr.generation);
                 reply.created(&TTL, &file, generation, handle, FopenFlags::empty());
             }

@@ -67,9 +67,11 @@
 //! # Not here
 //! Snapshots, dead lists and deciding whether a freed block is reusable (the store and the
 //! dataset layer); txg timing and the write throttle's policy (tarn-pool reads
-//! [`ObjectSet::dirty_bytes`]); user/group accounting objects (reserved in the root block);
-//! concurrent access (the owner serializes).
+//! [`ObjectSet::dirty_bytes`]); what an owner is (the [`SyncHook`] of `accounting` gets each
+//! changed dnode's bonus and used bytes at sync; the POSIX layer keeps the counts); concurrent
+//! access (the owner serializes).
 
+pub mod accounting;
 mod cache;
 pub mod objset;
 mod tree;
@@ -81,6 +83,7 @@ mod tests;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
+pub use accounting::{SyncHook, UsedChange, UsedState};
 pub use objset::{
     CACHE_BYTES_DEFAULT, META_DNODE_OBJECT, OBJECT_ID_LIMIT, ObjectSet, visit_object_set,
 };

@@ -1,6 +1,7 @@
 //! [`ObjectSet`]: the in-memory state of one object set (its meta-dnode, the objects changed
 //! since the last sync, the clean-block cache) and the sync that turns it into a new root.
 
+use crate::accounting::{SyncHook, UsedChange};
 use crate::cache::BlockCache;
 use crate::tree::{self, Dirty, ObjState, ReadCtx, TreeWalk};
 use crate::{BlockContext, DnodeInfo, ObjectError, ObjsetWriteConfig};
@@ -712,42 +713,118 @@ impl ObjectSet {
     /// frees every replaced or punched block once, and returns the new root. After an error
     /// the object set is poisoned: reopen it from the last committed root.
     pub fn sync(&mut self, store: &mut dyn BlockStore) -> Result<BlockPtr, ObjectError> {
+        self.sync_with(store, None)
+    }
+
+    /// [`ObjectSet::sync`] with an accounting hook: every object except the hook's deferred
+    /// ones is written first; the hook then sees what changed and updates its objects, which
+    /// a second pass writes (crate::accounting).
+    pub fn sync_with(
+        &mut self,
+        store: &mut dyn BlockStore,
+        hook: Option<&mut dyn SyncHook>,
+    ) -> Result<BlockPtr, ObjectError> {
         self.check_usable()?;
         self.poisoned = true;
+        self.free_pending(store)?;
+        let mut first = std::mem::take(&mut self.hot);
+        let deferred: BTreeMap<u64, Slot> = match hook.as_deref() {
+            Some(hook) => {
+                let ids: Vec<u64> = first
+                    .keys()
+                    .copied()
+                    .filter(|id| hook.is_deferred(ObjectId(*id)))
+                    .collect();
+                ids.iter().filter_map(|id| first.remove_entry(id)).collect()
+            }
+            None => BTreeMap::new(),
+        };
+        let mut changes = Vec::new();
+        for (id, slot) in first.iter_mut() {
+            let before = match hook {
+                Some(_) => Some(load_dnode(
+                    &self.meta,
+                    &mut self.cache,
+                    &*store,
+                    ObjectId(*id),
+                )?),
+                None => None,
+            };
+            let slot = std::mem::replace(slot, Slot::Free);
+            let after = self.sync_slot(store, *id, slot)?;
+            if let Some(before) = before {
+                changes.extend(UsedChange::between(ObjectId(*id), &before, after.as_ref()));
+            }
+        }
+        if let Some(hook) = hook {
+            self.hot = deferred;
+            self.poisoned = false;
+            let accounted = hook.account(self, &*store, &changes);
+            self.poisoned = true;
+            accounted?;
+            self.free_pending(store)?;
+            for (id, slot) in std::mem::take(&mut self.hot) {
+                assert!(
+                    !first.contains_key(&id),
+                    "accounting hook changed object {id}, written in the first pass"
+                );
+                self.sync_slot(store, id, slot)?;
+            }
+        }
+        self.sync_root(store)
+    }
+
+    /// Frees the trees of objects freed since the last sync.
+    fn free_pending(&mut self, store: &mut dyn BlockStore) -> Result<(), ObjectError> {
         for (id, dnode) in std::mem::take(&mut self.pending_frees) {
             let mut walk = TreeWalk::new(id, &dnode);
             while let Some((bp, _)) = walk.next(&*store)? {
                 store.free_block(&bp);
             }
         }
+        Ok(())
+    }
+
+    /// Writes one changed object's tree and its dnode into the meta-dnode; returns the dnode
+    /// now committed (`None` for a freed slot).
+    fn sync_slot(
+        &mut self,
+        store: &mut dyn BlockStore,
+        id: u64,
+        slot: Slot,
+    ) -> Result<Option<Dnode>, ObjectError> {
+        let object = ObjectId(id);
         let config = self.config;
-        for (id, slot) in std::mem::take(&mut self.hot) {
-            let object = ObjectId(id);
-            let bytes = match slot {
-                Slot::Free => [0u8; DNODE_SIZE],
-                Slot::Live(mut state) => {
-                    tree::sync_tree(
-                        store,
-                        &mut self.cache,
-                        object,
-                        &mut state,
-                        &config,
-                        BlockType::Data,
-                    )?;
-                    assert!(
-                        state.dirty.is_empty(),
-                        "I5: object {id} still dirty after sync"
-                    );
-                    state.dnode.encode()
-                }
-            };
-            let mut ctx = ReadCtx {
-                store: &*store,
-                cache: &mut self.cache,
-                object: META_DNODE_OBJECT,
-            };
-            tree::write(&mut ctx, &mut self.meta, id * DNODE_SIZE as u64, &bytes)?;
-        }
+        let (bytes, committed) = match slot {
+            Slot::Free => ([0u8; DNODE_SIZE], None),
+            Slot::Live(mut state) => {
+                tree::sync_tree(
+                    store,
+                    &mut self.cache,
+                    object,
+                    &mut state,
+                    &config,
+                    BlockType::Data,
+                )?;
+                assert!(
+                    state.dirty.is_empty(),
+                    "I5: object {id} still dirty after sync"
+                );
+                (state.dnode.encode(), Some(state.dnode))
+            }
+        };
+        let mut ctx = ReadCtx {
+            store: &*store,
+            cache: &mut self.cache,
+            object: META_DNODE_OBJECT,
+        };
+        tree::write(&mut ctx, &mut self.meta, id * DNODE_SIZE as u64, &bytes)?;
+        Ok(committed)
+    }
+
+    /// Writes the meta-dnode's tree and the object-set root; ends a sync.
+    fn sync_root(&mut self, store: &mut dyn BlockStore) -> Result<BlockPtr, ObjectError> {
+        let config = self.config;
         tree::sync_tree(
             store,
             &mut self.cache,

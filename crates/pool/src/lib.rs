@@ -203,6 +203,8 @@ pub struct Discovered {
     pub found: BTreeMap<Guid, String>,
     /// Every valid uberblock found on its devices.
     pub uberblocks: Vec<Uberblock>,
+    /// Leaf GUID -> the newest txg among the uberblocks in that device's own labels.
+    pub leaf_txgs: BTreeMap<Guid, Txg>,
 }
 
 impl Discovered {
@@ -271,11 +273,19 @@ pub fn discover(provider: &dyn DeviceProvider, dirs: &[String]) -> Vec<Discovere
                 config: config.clone(),
                 found: BTreeMap::new(),
                 uberblocks: Vec::new(),
+                leaf_txgs: BTreeMap::new(),
             });
             if config.txg > entry.config.txg {
                 entry.config = config.clone();
             }
             entry.found.insert(config.this_guid, path.clone());
+            let own = scan
+                .uberblocks
+                .iter()
+                .filter(|u| u.pool_guid == config.pool_guid);
+            if let Some(newest) = own.map(|u| u.txg).max() {
+                entry.leaf_txgs.insert(config.this_guid, newest);
+            }
             entry.uberblocks.extend(scan.uberblocks);
         }
     }
@@ -378,10 +388,10 @@ impl BlockStore for SyncCtx<'_> {
 }
 
 impl SyncCtx<'_> {
-    /// Frees an intent-log block in this txg, never reusable before `TXG_DEFER` txgs commit
-    /// (a committed header's chain may name it, whatever txg recorded its allocation).
+    /// Frees an intent-log block in this txg, never reusable before this txg commits (a
+    /// committed header's chain may name it; `SpaceManager::free_log_block`).
     pub fn free_log_block(&mut self, dva: &tarn_format::Dva) {
-        self.space.free_deferred(dva);
+        self.space.free_log_block(dva);
     }
 }
 
@@ -537,14 +547,16 @@ impl Pool {
             .map(|t| t.ashift())
             .max()
             .unwrap_or(tarn_base::limits::ASHIFT_DEFAULT);
+        for leaf in tops
+            .iter()
+            .flat_map(|t| t.leaves())
+            .chain(spares.iter().cloned())
+        {
+            leaf.set_clock(Arc::clone(&clock));
+        }
         let pipeline = Pipeline::new(tops.clone());
         let space = SpaceManager::new(space_geometry(&tops, tree));
-        let log_tops = tree
-            .children
-            .iter()
-            .filter(|c| c.kind != VdevKind::Spares && c.log)
-            .map(|c| c.id)
-            .collect();
+        let log_tops = log_top_ids(tree);
         let mut pool = Pool {
             name,
             guid,
@@ -613,6 +625,12 @@ impl Pool {
         )?;
         pool.check_readable()?;
         pool.open_newest(found, options, verify)?;
+        let opened = pool.imported_txg.unwrap_or(Txg(0));
+        for (leaf, _) in pool.leaf_devices() {
+            if let Some(&txg) = found.leaf_txgs.get(&leaf.guid()) {
+                leaf.set_synced_txg(txg.min(opened));
+            }
+        }
         Ok(pool)
     }
 
@@ -1039,14 +1057,16 @@ impl Pool {
                 last.txg
             );
         }
-        let written = self
-            .leaf_devices()
-            .iter()
-            .filter_map(|(leaf, _)| leaf.usable_device())
-            .filter(|device| {
-                labels::write_uberblock(device.as_ref(), &uberblock, self.ashift).is_ok()
-            })
-            .count();
+        let mut written = 0;
+        for (leaf, _) in self.leaf_devices() {
+            let Some(device) = leaf.usable_device() else {
+                continue;
+            };
+            if labels::write_uberblock(device.as_ref(), &uberblock, self.ashift).is_ok() {
+                leaf.set_synced_txg(txg);
+                written += 1;
+            }
+        }
         if written == 0 || self.flush_all().is_err() {
             return Err(self.suspend(format!(
                 "txg {txg}: the uberblock could not be written to any device"
@@ -1130,6 +1150,15 @@ fn new_leaf(path: &str, id: u32, ashift: u8, size: u64, guid: Guid) -> VdevTree 
 }
 
 /// Builds the vdev tree for a new pool, with fresh GUIDs and sizes from the devices.
+/// Ids of the top-level vdevs a tree marks as log devices.
+fn log_top_ids(tree: &VdevTree) -> std::collections::BTreeSet<u32> {
+    tree.children
+        .iter()
+        .filter(|c| c.kind != VdevKind::Spares && c.log)
+        .map(|c| c.id)
+        .collect()
+}
+
 fn build_tree(
     spec: &CreateSpec,
     devices: &BTreeMap<String, Arc<dyn Device>>,

@@ -56,6 +56,7 @@ impl Fs<'_> {
             .filter(|end| *end <= FILE_SIZE_MAX)
             .ok_or(PosixError::TooBig)?;
         if !data.is_empty() {
+            self.admit_bytes(&inode, u64::from(len))?;
             self.grow_block(ino, end)?;
             self.os.write(self.store, oid(ino), offset, data)?;
         }

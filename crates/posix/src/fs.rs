@@ -29,6 +29,8 @@ pub struct Fs<'a> {
     pub(crate) store: &'a dyn BlockStore,
     pub(crate) now: Timespec,
     pub(crate) config: FsConfig,
+    /// Per-owner quotas and what they admitted since the last sync (`usedby.rs`).
+    pub(crate) quotas: Option<(&'a crate::Quotas, &'a mut crate::Pending)>,
     /// Where modifying calls append their intent-log records ([`Fs::with_log`]).
     pub(crate) log: Option<&'a mut Vec<LogRecord>>,
 }
@@ -50,6 +52,7 @@ impl<'a> Fs<'a> {
             store,
             now,
             config,
+            quotas: None,
             log: None,
         }
     }
@@ -74,6 +77,7 @@ impl<'a> Fs<'a> {
         inode.nlink = 2;
         self.put(root, &inode)?;
         self.os.zap_insert_u64(self.store, MASTER, KEY_ROOT, root)?;
+        self.usedby_format()?;
         Ok(())
     }
 
@@ -171,6 +175,8 @@ impl<'a> Fs<'a> {
             mtime: self.now,
             ctime: self.now,
             crtime: self.now,
+            project: 0,
+            flags: 0,
             inline: Vec::new(),
         };
         self.put(ino, &inode)?;
@@ -208,6 +214,22 @@ impl<'a> Fs<'a> {
     pub fn getattr(&mut self, ino: Ino) -> Result<Attr> {
         let inode = self.inode(ino)?;
         self.attr_of(ino, &inode)
+    }
+
+    /// Records an access (a read of a file, a listing of a directory) at the operation's
+    /// time under [`FsConfig::atime`](crate::FsConfig). True when the inode was written.
+    pub fn accessed(&mut self, ino: Ino) -> Result<bool> {
+        let mut inode = self.inode(ino)?;
+        if !self
+            .config
+            .atime
+            .due(self.now, inode.atime, inode.mtime, inode.ctime)
+        {
+            return Ok(false);
+        }
+        inode.atime = self.now;
+        self.put(ino, &inode)?;
+        Ok(true)
     }
 
     fn unlinked_set(&mut self) -> Result<ObjectId> {

@@ -14,6 +14,11 @@ pub(crate) const TYPE_SPECIAL: u8 = 36;
 pub(crate) const TYPE_XATTR: u8 = 37;
 pub(crate) const TYPE_XATTR_VALUE: u8 = 38;
 pub(crate) const TYPE_UNLINKED: u8 = 39;
+pub(crate) const TYPE_USEDBY: u8 = 40;
+
+/// Inode flag: new files and directories in this directory take its project id (and new
+/// directories this flag), ZFS's `PROJINHERIT`.
+pub(crate) const FLAG_PROJECT_INHERIT: u32 = 1;
 
 /// Encoded length of the fixed part of an inode.
 pub(crate) const INODE_LEN: usize = 128;
@@ -42,6 +47,10 @@ pub(crate) struct Inode {
     pub(crate) mtime: Timespec,
     pub(crate) ctime: Timespec,
     pub(crate) crtime: Timespec,
+    /// Project id (`projectquota@`); 0 is the default project.
+    pub(crate) project: u32,
+    /// [`FLAG_PROJECT_INHERIT`]; other bits zero.
+    pub(crate) flags: u32,
     /// A symlink's target when it fits in the bonus buffer.
     pub(crate) inline: Vec<u8>,
 }
@@ -144,7 +153,8 @@ impl Inode {
         for time in [self.atime, self.mtime, self.ctime, self.crtime] {
             put_time(&mut out, time);
         }
-        out.extend_from_slice(&[0; 8]);
+        out.extend_from_slice(&self.project.to_le_bytes());
+        out.extend_from_slice(&self.flags.to_le_bytes());
         assert_eq!(out.len(), INODE_LEN, "inode layout");
         assert!(
             self.inline.len() <= SYMLINK_INLINE_MAX,
@@ -187,6 +197,8 @@ impl Inode {
             mtime: times[1],
             ctime: times[2],
             crtime: times[3],
+            project: u32_at(bytes, 120),
+            flags: u32_at(bytes, 124) & FLAG_PROJECT_INHERIT,
             inline,
         })
     }
@@ -217,6 +229,8 @@ mod tests {
             mtime: t,
             ctime: t,
             crtime: t,
+            project: 7,
+            flags: FLAG_PROJECT_INHERIT,
             inline: b"target".to_vec(),
         };
         let bytes = inode.encode();

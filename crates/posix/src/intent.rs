@@ -3,7 +3,8 @@
 //!
 //! An [`Fs`] built with [`Fs::with_log`] appends one [`LogRecord`] per successful modifying
 //! call (write, setattr/truncate, fallocate/punch, mknod, mkdir, symlink, link, unlink,
-//! rmdir, rename with its flags, setxattr, removexattr, reclaim, drain of the unlinked set)
+//! rmdir, rename with its flags, setxattr, removexattr, reclaim, drain of the unlinked set,
+//! set_project)
 //! with the time the call ran at. Writes carry their data inline. The engine writes the
 //! records to the dataset's intent log on `fsync`; after a crash, replaying them in order on
 //! the last committed state redoes exactly those operations, because every operation here
@@ -109,6 +110,12 @@ pub enum LogOp {
     Reclaim { ino: Ino },
     /// [`Fs::drain_unlinked`].
     DrainUnlinked,
+    /// [`Fs::set_project`].
+    SetProject {
+        ino: Ino,
+        project: u32,
+        inherit: bool,
+    },
 }
 
 /// A record that does not decode (named as object 0: it belongs to no object).
@@ -250,6 +257,7 @@ impl LogOp {
             LogOp::RemoveXattr { .. } => 12,
             LogOp::Reclaim { .. } => 13,
             LogOp::DrainUnlinked => 14,
+            LogOp::SetProject { .. } => 15,
         }
     }
 
@@ -303,6 +311,15 @@ impl LogOp {
             }
             LogOp::Reclaim { ino } => w.u64(*ino),
             LogOp::DrainUnlinked => {}
+            LogOp::SetProject {
+                ino,
+                project,
+                inherit,
+            } => {
+                w.u64(*ino);
+                w.u32(*project);
+                w.u8(u8::from(*inherit));
+            }
             _ => self.encode_name_fields(w),
         }
     }
@@ -427,6 +444,15 @@ impl LogOp {
             },
             13 => LogOp::Reclaim { ino: f.u64()? },
             14 => LogOp::DrainUnlinked,
+            15 => LogOp::SetProject {
+                ino: f.u64()?,
+                project: f.u32()?,
+                inherit: match f.u8()? {
+                    0 => false,
+                    1 => true,
+                    _ => return Err(bad("project inherit flag not 0 or 1")),
+                },
+            },
             4..=10 => LogOp::decode_name_fields(code, f)?,
             _ => return Err(bad("unknown record type")),
         })
@@ -599,6 +625,11 @@ impl<'a> Fs<'a> {
             LogOp::RemoveXattr { ino, name } => self.removexattr(*ino, name),
             LogOp::Reclaim { ino } => self.reclaim(*ino),
             LogOp::DrainUnlinked => self.drain_unlinked().map(drop),
+            LogOp::SetProject {
+                ino,
+                project,
+                inherit,
+            } => self.set_project(*ino, *project, *inherit).map(drop),
             _ => Err(PosixError::Invalid("not a namespace record")),
         }
     }

@@ -17,7 +17,11 @@
 //!                               the first block growing from 512 bytes), a long symlink
 //!                               target; directories are ZAPs
 //!  object X: xattr ZAP of N     name -> value inline, or -> (value object, length)
+//!  userused/groupused/projectused (named by the master node): ZAPs id -> (bytes, inodes)
 //! ```
+//! Each inode also carries a project id and ZFS's project-inherit flag. The used-by counts
+//! (`usedby.rs`) change only at sync: [`UsedByHook`] gets every changed dnode from the
+//! object layer and charges its used bytes and one inode to its uid, gid and project.
 //! Inode numbers are object numbers. A directory's `size` is its entry count; its link
 //! count is 2 plus its subdirectories. `readdir` cookies are the entries' ZAP hashes, so a
 //! listing never repeats or skips an entry that stays while others come and go.
@@ -30,6 +34,8 @@
 //! - I3: bytes past a file's size read as zeros whenever the size grows again (truncation
 //!   frees or zeroes them).
 //! - I4: the master node's inode count equals the live inodes.
+//! - I5: after every sync, the used-by counts equal a recount of the committed inodes
+//!   (checked after every sync of the POSIX tests).
 //!
 //! # Intent log
 //! A view built with [`Fs::with_log`] appends a [`LogRecord`] for every modifying call that
@@ -45,25 +51,39 @@
 //!
 //! # Not here
 //! Permission checks (the kernel enforces mode bits and POSIX ACLs with FUSE's
-//! `default_permissions`; ACL xattrs are stored here verbatim), quotas and space accounting
-//! (the engine admits writes), txg timing (the engine syncs), open-file tracking (the front
-//! end decides when an unlinked inode is reclaimed), atime updates on read (a mount option
-//! matter; not done), per-user space accounting for `userquota@`.
+//! `default_permissions`; ACL xattrs are stored here verbatim), dataset quotas and space
+//! (the engine admits writes; per-owner quotas come in through [`Fs::with_quotas`]), txg
+//! timing (the engine syncs), open-file tracking (the front end decides when an unlinked
+//! inode is reclaimed). Reads and listings do not touch the access time by themselves: the
+//! front end calls [`Fs::accessed`] after serving one, so other callers (the simulator,
+//! tools) read without side effects.
+//!
+//! # Access times
+//! [`Fs::accessed`] applies [`FsConfig::atime`]: `Off` never writes, `Strict` sets atime to
+//! now on every access, `Relative` (relatime, the default) only when atime is not after mtime
+//! or ctime, or is [`RELATIME_MAX_AGE_SECS`] old. Under relatime a file read again and again
+//! dirties its inode once after each change and once a day, not on every read, so reading
+//! does not keep the pool's txgs dirty. The update is an inode (bonus) write only: no data
+//! block, no admission, and it never fails the read that caused it.
 
 mod data;
 mod fs;
 mod inode;
 pub mod intent;
 mod namespace;
+mod usedby;
 mod xattr;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod usedby_tests;
 
 pub use data::FILE_SIZE_MAX;
 pub use fs::Fs;
 pub use intent::{LogOp, LogRecord};
 pub use namespace::NAME_MAX;
+pub use usedby::{Owner, OwnerKind, Pending, Quotas, Usage, UsedByHook, UsedScale};
 pub use xattr::{XATTR_NAME_MAX, XATTR_SIZE_MAX};
 
 use tarn_objects::ObjectError;
@@ -223,6 +243,40 @@ pub struct Fallocate {
     pub zero_range: bool,
 }
 
+/// When reading a file or listing a directory updates its access time ([`Fs::accessed`]),
+/// from the `atime` and `relatime` properties.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AtimeMode {
+    /// `atime=off` (and every read-only dataset or pool): never.
+    Off,
+    /// `atime=on relatime=on` (the default, as on ZFS and Linux): only when the access time
+    /// is not after the modification or change time, or is a day old or more.
+    #[default]
+    Relative,
+    /// `atime=on relatime=off` (strictatime): on every access.
+    Strict,
+}
+
+/// A relatime access time is refreshed at least this often, in seconds (as Linux does).
+pub const RELATIME_MAX_AGE_SECS: i64 = 24 * 60 * 60;
+
+impl AtimeMode {
+    /// Whether an access at `now` updates an inode whose times are `atime`, `mtime` and
+    /// `ctime` (relatime: not after the last change, or a day old or more).
+    #[must_use]
+    pub fn due(self, now: Timespec, atime: Timespec, mtime: Timespec, ctime: Timespec) -> bool {
+        match self {
+            AtimeMode::Off => false,
+            AtimeMode::Strict => atime != now,
+            AtimeMode::Relative => {
+                atime <= mtime
+                    || atime <= ctime
+                    || now.secs.saturating_sub(atime.secs) >= RELATIME_MAX_AGE_SECS
+            }
+        }
+    }
+}
+
 /// Per-dataset settings the filesystem needs (from dataset properties).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FsConfig {
@@ -233,6 +287,9 @@ pub struct FsConfig {
     /// POSIX ACLs stored (`acltype=posix`); without, the `system.posix_acl_*` attributes
     /// are refused (EOPNOTSUPP), as on ZFS with `acltype=off`.
     pub acl: bool,
+    /// When an access updates the access time (`atime`, `relatime`; `Off` on anything
+    /// read-only, where nothing may be written).
+    pub atime: AtimeMode,
 }
 
 impl Default for FsConfig {
@@ -241,6 +298,7 @@ impl Default for FsConfig {
             recordsize: 128 << 10,
             xattr: true,
             acl: false,
+            atime: AtimeMode::Relative,
         }
     }
 }
@@ -292,6 +350,12 @@ pub enum PosixError {
     /// EPERM: not allowed on this kind of file (a hard link to a directory).
     #[error("operation not permitted")]
     NotPermitted,
+    /// EXDEV: a rename or link into a project-inherit directory of another project.
+    #[error("invalid cross-device link")]
+    CrossProject,
+    /// EDQUOT: a user, group or project quota would be exceeded.
+    #[error("disk quota exceeded")]
+    QuotaExceeded,
     /// The object set holds no filesystem (no master node).
     #[error("not a filesystem")]
     NotFilesystem,
@@ -319,6 +383,8 @@ impl PosixError {
             PosixError::NotSupported => libc::EOPNOTSUPP,
             PosixError::TooBig => libc::EFBIG,
             PosixError::NotPermitted => libc::EPERM,
+            PosixError::QuotaExceeded => libc::EDQUOT,
+            PosixError::CrossProject => libc::EXDEV,
             PosixError::NotFilesystem => libc::EINVAL,
             PosixError::Object(_) => libc::EIO,
         }

@@ -4,9 +4,12 @@
 use tarn_objects::{ObjectError, ZapCursor, zap::zap_hash};
 
 use crate::fs::{Fs, Result, oid};
-use crate::inode::{self, Inode, SYMLINK_INLINE_MAX, kind_byte, kind_from};
+use crate::inode::{self, FLAG_PROJECT_INHERIT, Inode, SYMLINK_INLINE_MAX, kind_byte, kind_from};
 use crate::intent::LogOp;
-use crate::{Attr, Creds, DirEntry, FileKind, Ino, PosixError, RenameFlags, SetAttr, TimeOrNow};
+use crate::{
+    Attr, Creds, DirEntry, FileKind, Ino, Owner, OwnerKind, PosixError, RenameFlags, SetAttr,
+    TimeOrNow,
+};
 
 /// Longest name of a directory entry.
 pub const NAME_MAX: usize = 255;
@@ -123,9 +126,22 @@ impl Fs<'_> {
                 perm |= u32::from(S_ISGID);
             }
         }
+        let inherit = dir.flags & FLAG_PROJECT_INHERIT != 0;
+        let project = if inherit { dir.project } else { 0 };
+        let owners = [
+            (OwnerKind::User, creds.uid),
+            (OwnerKind::Group, creds.gid),
+            (OwnerKind::Project, project),
+        ]
+        .map(|(kind, id)| Owner { kind, id });
+        self.admit(owners, 1, true)?;
         let ino = self.new_inode(kind, perm, creds, rdev)?;
         let mut inode = self.inode(ino)?;
         inode.parent = parent;
+        inode.project = project;
+        if inherit && kind == FileKind::Directory {
+            inode.flags |= FLAG_PROJECT_INHERIT;
+        }
         self.put(ino, &inode)?;
         self.os
             .zap_insert(self.store, oid(parent), name, &entry_value(ino, kind))?;
@@ -242,6 +258,7 @@ impl Fs<'_> {
         if self.entry(newparent, newname)?.is_some() {
             return Err(PosixError::Exists);
         }
+        self.check_project_move(ino, newparent)?;
         inode.nlink = inode.nlink.checked_add(1).ok_or(PosixError::TooManyLinks)?;
         inode.ctime = self.now;
         self.put(ino, &inode)?;
@@ -376,6 +393,8 @@ impl Fs<'_> {
         check_new_name(newname)?;
         let (ino, kind) = self.entry(parent, name)?.ok_or(PosixError::NotFound)?;
         let target = self.entry(newparent, newname)?;
+        let swapped = target.filter(|_| flags.exchange).map(|(other, _)| other);
+        self.check_rename_projects(ino, parent, newparent, swapped)?;
         if kind == FileKind::Directory && self.is_within(newparent, ino)? {
             return Err(PosixError::Invalid("a directory cannot move below itself"));
         }

@@ -10,28 +10,28 @@ use tarn_objects::testing::{MemStore, check_space};
 use tarn_objects::{ObjectSet, ObjsetKind};
 
 use crate::{
-    Creds, Fallocate, FileKind, Fs, FsConfig, Ino, PosixError, RenameFlags, Seek, SetAttr,
-    TimeOrNow, Timespec, XattrSet,
+    AtimeMode, Creds, Fallocate, FileKind, Fs, FsConfig, Ino, PosixError, RenameFlags, Seek,
+    SetAttr, TimeOrNow, Timespec, UsedByHook, XattrSet,
 };
 
-const NOW: Timespec = Timespec {
+pub(crate) const NOW: Timespec = Timespec {
     secs: 1_700_000_000,
     nsecs: 123_456_789,
 };
-const ME: Creds = Creds {
+pub(crate) const ME: Creds = Creds {
     uid: 1000,
     gid: 100,
 };
 
 /// An object set with a filesystem in a memory store.
-struct World {
-    store: MemStore,
-    os: ObjectSet,
+pub(crate) struct World {
+    pub(crate) store: MemStore,
+    pub(crate) os: ObjectSet,
     config: FsConfig,
 }
 
 impl World {
-    fn new() -> World {
+    pub(crate) fn new() -> World {
         let store = MemStore::new();
         let mut os = ObjectSet::create(ObjsetKind::Filesystem);
         Fs::new(&mut os, &store, NOW, FsConfig::default())
@@ -44,16 +44,21 @@ impl World {
         }
     }
 
-    fn fs(&mut self) -> Fs<'_> {
+    pub(crate) fn fs(&mut self) -> Fs<'_> {
         Fs::new(&mut self.os, &self.store, NOW, self.config)
     }
 
-    /// Syncs, checks that live blocks are exactly the reachable ones, and reopens.
-    fn sync_and_reopen(&mut self) {
-        let root = self.os.sync(&mut self.store).unwrap();
+    /// Syncs with the used-by hook, checks that live blocks are exactly the reachable ones
+    /// and that the used-by counts equal a recount, and reopens.
+    pub(crate) fn sync_and_reopen(&mut self) {
+        let scale = crate::UsedScale::ONE;
+        let mut hook = UsedByHook::load(&mut self.os, &self.store, scale).unwrap();
+        let hook = hook.as_mut().map(|h| h as &mut dyn tarn_objects::SyncHook);
+        let root = self.os.sync_with(&mut self.store, hook).unwrap();
         self.store.next_txg();
         check_space(&self.store, &root);
         self.os = ObjectSet::open(&self.store, &root).unwrap();
+        crate::usedby_tests::check_counts(&mut self.fs());
     }
 }
 
@@ -210,6 +215,85 @@ fn times_modes_and_chown() {
         fs.setattr(f, &chown).unwrap().perm,
         0o755,
         "chown drops setuid"
+    );
+}
+
+/// The access time a read at `secs` past NOW leaves under `mode`, and whether the read made
+/// the object set dirty. The file is written at NOW and synced first, so a clean object set
+/// afterwards means the access wrote nothing.
+fn access_at(w: &mut World, f: Ino, mode: AtimeMode, secs: i64) -> (Timespec, bool) {
+    let now = Timespec {
+        secs: NOW.secs + secs,
+        nsecs: NOW.nsecs,
+    };
+    let config = FsConfig {
+        atime: mode,
+        ..w.config
+    };
+    let mut fs = Fs::new(&mut w.os, &w.store, now, config);
+    fs.read(f, 0, 4).unwrap();
+    let written = fs.accessed(f).unwrap();
+    let atime = fs.getattr(f).unwrap().atime;
+    let dirty = w.os.dirty_bytes() > 0;
+    assert_eq!(written, dirty, "accessed says whether it wrote");
+    w.sync_and_reopen();
+    (atime, dirty)
+}
+
+/// Goal: relatime, strictatime and atime=off as Linux defines them. Method: a file written
+/// at NOW, then reads at later times under each mode; check atime and whether the object
+/// set became dirty (relatime: once after the write, then not again until a day passed).
+#[test]
+fn access_times_under_each_mode() {
+    let mut w = World::new();
+    let f = {
+        let mut fs = w.fs();
+        let root = fs.root().unwrap();
+        let f = fs
+            .mknod(root, b"f", FileKind::Regular, 0o644, 0, ME)
+            .unwrap();
+        fs.write(f.ino, 0, b"data").unwrap();
+        f.ino
+    };
+    w.sync_and_reopen();
+    let at = |secs| Timespec {
+        secs: NOW.secs + secs,
+        nsecs: NOW.nsecs,
+    };
+    assert_eq!(access_at(&mut w, f, AtimeMode::Off, 10), (NOW, false));
+    assert_eq!(
+        access_at(&mut w, f, AtimeMode::Relative, 20),
+        (at(20), true)
+    );
+    assert_eq!(
+        access_at(&mut w, f, AtimeMode::Relative, 30),
+        (at(20), false)
+    );
+    let day = crate::RELATIME_MAX_AGE_SECS;
+    assert_eq!(
+        access_at(&mut w, f, AtimeMode::Relative, day),
+        (at(20), false)
+    );
+    assert_eq!(
+        access_at(&mut w, f, AtimeMode::Relative, day + 20),
+        (at(day + 20), true)
+    );
+    assert_eq!(
+        access_at(&mut w, f, AtimeMode::Strict, day + 21),
+        (at(day + 21), true)
+    );
+    assert_eq!(
+        access_at(&mut w, f, AtimeMode::Strict, day + 22),
+        (at(day + 22), true)
+    );
+    // A change makes the next relatime access due again.
+    Fs::new(&mut w.os, &w.store, at(day + 30), w.config)
+        .write(f, 0, b"more")
+        .unwrap();
+    w.sync_and_reopen();
+    assert_eq!(
+        access_at(&mut w, f, AtimeMode::Relative, day + 31),
+        (at(day + 31), true)
     );
 }
 

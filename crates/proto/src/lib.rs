@@ -56,8 +56,9 @@ pub use request::{
 };
 pub use response::{
     CacheEntry, CacheFile, DatasetProp, DatasetRow, ErrorReply, EventRow, HistoryEntry,
-    HistoryPool, ImportablePool, MountRow, PongInfo, PoolLayout, PoolListRow, PoolStatusInfo,
-    Progress, PropertyRow, ReplyPayload, Response, ServerLine, TxgRow, VdevNodeKind, VdevStatus,
+    HistoryPool, ImportablePool, IostatPool, IostatRow, MountRow, PongInfo, PoolLayout,
+    PoolListRow, PoolStatusInfo, Progress, ProjectRow, PropertyRow, ReplyPayload, Response,
+    ServerLine, TxgRow, UserspaceRow, VdevNodeKind, VdevStatus,
 };
 
 /// Longest line (message plus its `\n`) either side sends or accepts: 16 MiB. Large enough

@@ -307,6 +307,11 @@ pub enum Request {
         /// Empty the ring after reading (`-c`).
         clear: bool,
     },
+    /// `tarn pool iostat [POOL...]`: running I/O totals since import (the CLI computes rates).
+    PoolIostat {
+        /// Pools (all when empty).
+        names: Vec<String>,
+    },
     /// `tarn pool detach NAME DEVICE`.
     PoolDetach {
         /// Pool name.
@@ -355,6 +360,28 @@ pub enum Request {
         /// Property.
         property: String,
         /// Descendants too (`-r`).
+        recursive: bool,
+    },
+    /// `tarn userspace|groupspace|projectspace NAME`: per-owner usage and quotas.
+    Userspace {
+        /// Full dataset name.
+        name: String,
+        /// `user`, `group` or `project`.
+        space: String,
+    },
+    /// `tarn project [-r] [-C [-k] | -s | -p ID] PATH`: project ids of files in a mount.
+    Project {
+        /// Absolute path inside a mounted dataset.
+        path: String,
+        /// New project id (`-p`).
+        id: Option<u32>,
+        /// Set the inherit flag on directories (`-s`).
+        inherit: bool,
+        /// Clear the flag and the id (`-C`).
+        clear: bool,
+        /// With `clear`, keep the id (`-k`).
+        keep: bool,
+        /// Everything below too (`-r`).
         recursive: bool,
     },
     /// `tarn mount [-a] [NAME]`; neither: list what is mounted.
@@ -414,12 +441,15 @@ impl Request {
             Request::PoolAttach { .. } => "pool_attach",
             Request::PoolDetach { .. } => "pool_detach",
             Request::PoolEvents { .. } => "pool_events",
+            Request::PoolIostat { .. } => "pool_iostat",
             Request::DatasetCreate { .. } => "dataset_create",
             Request::DatasetDestroy { .. } => "dataset_destroy",
             Request::DatasetRename { .. } => "dataset_rename",
             Request::DatasetGet(_) => "dataset_get",
             Request::DatasetSet { .. } => "dataset_set",
             Request::DatasetInherit { .. } => "dataset_inherit",
+            Request::Userspace { .. } => "userspace",
+            Request::Project { .. } => "project",
             Request::Mount { .. } => "mount",
             Request::Unmount { .. } => "unmount",
         }

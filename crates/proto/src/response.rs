@@ -93,8 +93,62 @@ pub enum ReplyPayload {
     Datasets(Vec<DatasetRow>),
     /// `tarn mount` without arguments: what is mounted where.
     Mounts(Vec<MountRow>),
+    /// `tarn userspace` and its kin.
+    Userspace(Vec<UserspaceRow>),
+    /// `tarn project`.
+    Projects(Vec<ProjectRow>),
     /// `pool events`.
     Events(Vec<EventRow>),
+    /// `pool iostat`: one report per pool.
+    Iostat(Vec<IostatPool>),
+}
+
+/// One pool's running I/O totals (`pool iostat`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IostatPool {
+    /// Pool name.
+    pub name: String,
+    /// The daemon clock's monotonic time of the report, in nanoseconds (rates divide by the
+    /// difference between two reports).
+    pub time_ns: u64,
+    /// The same clock when the pool was imported: the first report's rates are the totals
+    /// over `time_ns - imported_ns`, as `zpool iostat`'s first report covers the time since
+    /// boot.
+    #[serde(default)]
+    pub imported_ns: u64,
+    /// The pool row; its children are the top-level vdevs, theirs the devices.
+    pub root: IostatRow,
+}
+
+/// One row of `pool iostat`: totals since import, queues now.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IostatRow {
+    /// Pool name, `raidz2-0`, `mirror-1`, `spare-2` or a device path.
+    pub name: String,
+    /// Allocated bytes (pool and top-level vdevs only).
+    pub alloc: Option<u64>,
+    /// Free bytes (pool and top-level vdevs only).
+    pub free: Option<u64>,
+    /// Reads issued.
+    pub read_ops: u64,
+    /// Writes issued.
+    pub write_ops: u64,
+    /// Bytes read.
+    pub read_bytes: u64,
+    /// Bytes written.
+    pub write_bytes: u64,
+    /// Summed read latency in nanoseconds.
+    pub read_wait_ns: u64,
+    /// Summed write latency in nanoseconds.
+    pub write_wait_ns: u64,
+    /// Reads being serviced now.
+    pub reads_active: u64,
+    /// Writes being serviced now.
+    pub writes_active: u64,
+    /// Writes waiting in a write-behind queue now.
+    pub writes_pending: u64,
+    /// Rows below.
+    pub children: Vec<IostatRow>,
 }
 
 /// One event of `pool events` (ZFS's class names).
@@ -114,6 +168,32 @@ pub struct EventRow {
     pub vdev_path: String,
     /// Further facts, name and value.
     pub payload: Vec<(String, String)>,
+}
+
+/// One owner's usage and quotas in a dataset (`tarn userspace`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserspaceRow {
+    /// The uid, gid or project id (the CLI prints names).
+    pub id: u32,
+    /// Bytes charged.
+    pub used: u64,
+    /// Byte quota, if any.
+    pub quota: Option<u64>,
+    /// Inodes owned.
+    pub objused: u64,
+    /// Inode quota, if any.
+    pub objquota: Option<u64>,
+}
+
+/// One file of `tarn project`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProjectRow {
+    /// Its path as given (and below it with `-r`).
+    pub path: String,
+    /// Project id.
+    pub id: u32,
+    /// A directory whose new entries inherit the id.
+    pub inherit: bool,
 }
 
 /// One dataset's properties (`tarn list`, `tarn get`).
@@ -200,6 +280,10 @@ pub struct VdevStatus {
     pub write: u64,
     /// Checksum errors.
     pub cksum: u64,
+    /// Slow I/Os (`status -s`): counted on leaves; an interior node carries the sum of its
+    /// leaves, though the SLOW column shows `-` for it as ZFS does.
+    #[serde(default)]
+    pub slow: u64,
     /// Note after the counters (`cannot open`, `too many errors`, `(resilvering)`).
     pub note: Option<String>,
     /// Children in order.

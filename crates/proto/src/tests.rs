@@ -11,6 +11,7 @@ fn leaf(name: &str) -> VdevStatus {
         read: 0,
         write: 1,
         cksum: 2,
+        slow: 3,
         note: Some("was /dev/x".to_string()),
         children: vec![],
     }
@@ -124,10 +125,25 @@ fn sample_maintenance_requests() -> Vec<Request> {
             name: "tank".into(),
             device: "sdb".into(),
         },
+        Request::PoolIostat {
+            names: vec!["tank".into()],
+        },
         Request::PoolEvents {
             name: None,
             after: 3,
             clear: true,
+        },
+        Request::Userspace {
+            name: "tank/home".into(),
+            space: "group".into(),
+        },
+        Request::Project {
+            path: "/tank/home/p".into(),
+            id: Some(42),
+            inherit: true,
+            clear: false,
+            keep: false,
+            recursive: true,
         },
     ]
 }
@@ -187,6 +203,34 @@ fn server_lines_round_trip() {
             timestamp: 1_700_000_000,
         }]))),
         ServerLine::Response(Response::Ok(ReplyPayload::Notice(vec!["a\nb".into()]))),
+        ServerLine::Response(Response::Ok(ReplyPayload::Userspace(vec![UserspaceRow {
+            id: 1000,
+            used: 4096,
+            quota: Some(1 << 30),
+            objused: 1,
+            objquota: None,
+        }]))),
+        ServerLine::Response(Response::Ok(ReplyPayload::Projects(vec![ProjectRow {
+            path: "/tank/p".into(),
+            id: 42,
+            inherit: true,
+        }]))),
+        ServerLine::Response(Response::Ok(ReplyPayload::Iostat(vec![IostatPool {
+            name: "tank".into(),
+            time_ns: 5,
+            imported_ns: 1,
+            root: IostatRow {
+                name: "tank".into(),
+                alloc: Some(1),
+                read_ops: 2,
+                children: vec![IostatRow {
+                    name: "/d/a".into(),
+                    writes_pending: 3,
+                    ..IostatRow::default()
+                }],
+                ..IostatRow::default()
+            },
+        }]))),
     ];
     for line in lines {
         let bytes = encode_server_line(&line).expect("encodes");

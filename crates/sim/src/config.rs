@@ -69,6 +69,9 @@ pub struct Weights {
     pub vanish: u64,
     /// Create, destroy (`-r`) or rename a dataset (each commits a txg).
     pub dataset: u64,
+    /// Replace a faulty leaf, activate hot spares, start a scrub, or advance a running
+    /// scrub or resilver (heal.rs).
+    pub heal: u64,
     /// POSIX layer, in a random dataset: create a regular file.
     pub fs_create: u64,
     /// Create a directory.
@@ -235,6 +238,12 @@ impl Config {
             config.fs_entries_max = 32 + rng.below(33) as usize;
         }
         config.fs_name_pad = pick(&mut rng, &[0, 0, 40, 200]);
+        // Drawn after the POSIX choices for the same reason.
+        config.weights.heal = if rng.chance(1, 4) {
+            0
+        } else {
+            1 + rng.below(4)
+        };
         config
     }
 

@@ -21,6 +21,11 @@
 //!  Engine ── PoweredProvider (power.rs: shared write budget = the crash instant)
 //!               └─ SimProvider ─ SimDevice x N (ManualClock: latency is virtual time)
 //!
+//!          healing (sim/heal.rs): replace a faulty leaf with a fresh device, spare the
+//!            leaves out of service (Engine::fault_check), offline and online a faulty
+//!            leaf (online resilvers what it missed), start a scrub, advance a running
+//!            scrub or resilver a batch at a time (writes, crashes, renames land mid-scan)
+//!
 //!          POSIX layer in a random dataset (sim/fsops.rs, through Engine::fs_op):
 //!            create / mkdir / symlink / write / truncate / punch / rename / link / unlink
 //!            rmdir / set or remove xattr / read; files and entries bounded by the seed
@@ -49,7 +54,9 @@
 //! - I2: within budget, no top-level vdev ever has more faulty leaves than it tolerates
 //!   (mirror n-1, raidz p, disk 0): only leaves chosen faulty at the start inject faults, rot
 //!   at rest, or vanish, and vanished devices are faulty ones. Healthy leaves keep every
-//!   label and uberblock copy good.
+//!   label and uberblock copy good. Fresh devices (replace) and spares are healthy; a
+//!   replaced faulty leaf still injects faults while the resilver reads it, but is no longer
+//!   rotted or made to vanish.
 //! - I3: within budget every operation succeeds, every read equals the model, and after every
 //!   sync and import: every reachable block verifies, no block is born after the committed
 //!   txg, space closes (allocated = referenced + deferred frees, nothing leaked, nothing
@@ -73,8 +80,8 @@
 //! broken invariant too (caught, reported the same way).
 //!
 //! # Not here
-//! Replace and spare activation (they become workload operations next to `Op::Sync` in
-//! sim.rs); snapshots, send/receive and volumes; files held open across an unlink (the
+//! Attach and detach (replace and spares cover the resilver paths);
+//! snapshots, send/receive and volumes; files held open across an unlink (the
 //! workload reclaims at once, so the unlinked set stays empty); POSIX operations other than
 //! file writes inside the burst before a power cut (the cut lands in syncs that carry
 //! them); dataset properties
@@ -140,6 +147,12 @@ pub struct Counts {
     /// Faults the devices injected: EIO, lost, misdirected and rotten writes, sectors rotted
     /// at rest, writes torn or dropped at a crash, accesses refused while gone.
     pub faults_injected: u64,
+    /// Replaces the engine accepted (heal.rs).
+    pub replaces: u64,
+    /// Spare activations (`fault_check` started a resilver).
+    pub spares: u64,
+    /// Scrubs and resilvers that finished while the workload ran (the final scrub aside).
+    pub scans_finished: u64,
 }
 
 /// A run that broke no invariant.
@@ -277,8 +290,12 @@ fn write_images(sim: &Sim, dir: &Path) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
     let mut piece = vec![0u8; IMAGE_PIECE];
     for (index, device) in sim.devices.iter().enumerate() {
-        let original = &sim.cfg.paths[index];
-        let name = original.rsplit('/').next().unwrap_or(original);
+        // Fresh devices a replace added are named by the path they were created at.
+        let original = sim.cfg.paths.get(index).map_or_else(
+            || tarn_device::Device::path(device.as_ref()).to_string(),
+            Clone::clone,
+        );
+        let name = original.rsplit('/').next().unwrap_or(&original);
         let mut file = std::fs::File::create(dir.join(format!("{name}.img")))?;
         let size = tarn_device::Device::size_bytes(device.as_ref());
         file.set_len(size)?;

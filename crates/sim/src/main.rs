@@ -84,7 +84,7 @@ fn main() -> ExitCode {
             let c = summary.counts;
             println!(
                 "ok seed {} budget {:?} steps {} txgs {} imports {} crashes {} checks {} \
-                 errors-reported {} faults {} trace {:016x}",
+                 errors-reported {} faults {} replaces {} spares {} scans {} trace {:016x}",
                 summary.seed,
                 summary.budget,
                 summary.steps,
@@ -94,6 +94,9 @@ fn main() -> ExitCode {
                 c.checks,
                 c.errors_reported,
                 c.faults_injected,
+                c.replaces,
+                c.spares,
+                c.scans_finished,
                 summary.trace_hash
             );
             ExitCode::SUCCESS

@@ -14,6 +14,7 @@ use tarn_engine::{
 };
 
 mod fsops;
+mod heal;
 
 use fsops::FsKind;
 
@@ -61,6 +62,7 @@ enum Op {
     Rot,
     Vanish,
     Dataset,
+    Heal,
     Fs(FsKind),
 }
 
@@ -78,6 +80,12 @@ pub(crate) struct Sim {
     inflight: Option<Model>,
     history: BTreeMap<Txg, Model>,
     gone: Vec<usize>,
+    /// The path each vanished device had when it went (the one its pool still names).
+    vanished_at: BTreeMap<usize, String>,
+    /// Faulty leaves replaced by fresh devices (heal.rs): no longer damaged on purpose.
+    retired: Vec<usize>,
+    /// Faulty leaves the workload took offline (heal.rs).
+    offlined: Vec<usize>,
     renames: Vec<usize>,
     rename_serial: u64,
     dataset_serial: u64,
@@ -133,6 +141,9 @@ impl Sim {
             inflight: None,
             history: BTreeMap::new(),
             gone: Vec::new(),
+            vanished_at: BTreeMap::new(),
+            retired: Vec::new(),
+            offlined: Vec::new(),
             renames,
             rename_serial: 0,
             dataset_serial: 0,
@@ -220,6 +231,7 @@ impl Sim {
             (w.fs_rmdir, Op::Fs(FsKind::Rmdir)),
             (w.fs_xattr, Op::Fs(FsKind::Xattr)),
             (w.fs_read, Op::Fs(FsKind::Read)),
+            (w.heal, Op::Heal),
         ];
         let total: u64 = table.iter().map(|(weight, _)| weight).sum();
         let mut pick = self.rng.below(total);
@@ -242,6 +254,7 @@ impl Sim {
             Op::Rot => self.op_rot(),
             Op::Vanish => self.op_vanish(),
             Op::Dataset => self.op_dataset(),
+            Op::Heal => self.op_heal(),
             Op::Fs(kind) => self.op_fs(kind),
         }
     }
@@ -438,7 +451,12 @@ impl Sim {
                 self.committed_after(txg)?;
                 self.trace
                     .line(format!("sync: txg {txg} model {:016x}", self.open.digest()));
-                self.check_all("sync")
+                if let Flow::End(why) = self.check_all("sync")? {
+                    return Ok(Flow::End(why));
+                }
+                // The daemon's thread drives a running scan (one an import started, too);
+                // here every sync gives it one batch.
+                self.scan_batch()
             }
             Err(e) => {
                 self.inflight = Some(self.open.clone());
@@ -817,7 +835,7 @@ impl Sim {
     }
 
     fn op_rot(&mut self) -> Step {
-        let faulty = self.cfg.faulty();
+        let faulty = self.faulty_present();
         if faulty.is_empty() {
             return Ok(Flow::Continue);
         }
@@ -829,7 +847,8 @@ impl Sim {
                 .tops
                 .iter()
                 .find(|t| t.faulty.len() > t.tolerated());
-            let victims = over.map(|t| t.faulty.clone()).unwrap_or_default();
+            let mut victims = over.map(|t| t.faulty.clone()).unwrap_or_default();
+            victims.retain(|i| !self.retired.contains(i));
             let sectors = 200 + self.rng.below(2000) as usize;
             for index in victims {
                 let rotted = self.devices[index].rot_random(sectors);
@@ -851,8 +870,7 @@ impl Sim {
     /// import: the pool finds it by GUID).
     fn op_vanish(&mut self) -> Step {
         let present: Vec<usize> = self
-            .cfg
-            .faulty()
+            .faulty_present()
             .into_iter()
             .filter(|i| !self.gone.contains(i))
             .collect();
@@ -860,6 +878,7 @@ impl Sim {
             let index = self
                 .gone
                 .remove(self.rng.below(self.gone.len() as u64) as usize);
+            self.vanished_at.remove(&index);
             if let Some(flow) = self.export("return")? {
                 self.devices[index].set_gone(false);
                 return Ok(flow);
@@ -874,6 +893,8 @@ impl Sim {
         };
         self.devices[index].set_gone(true);
         self.gone.push(index);
+        let path = self.devices[index].path().to_string();
+        self.vanished_at.insert(index, path);
         self.trace.line(format!("device {index} vanishes"));
         Ok(Flow::Continue)
     }
@@ -915,6 +936,7 @@ impl Sim {
         for index in std::mem::take(&mut self.gone) {
             self.devices[index].set_gone(false);
         }
+        self.vanished_at.clear();
         self.trace.line("finish: faults off".into());
         if let Flow::End(why) = self.op_sync()? {
             return Ok(Flow::End(why));
@@ -928,6 +950,9 @@ impl Sim {
     /// Scrubs the whole pool. Within budget it must end without an unrecoverable block (it
     /// may repair what the faults left) and the data must still equal the model.
     fn scrub(&mut self) -> Step {
+        if let Flow::End(why) = self.finish_scan()? {
+            return Ok(Flow::End(why));
+        }
         let names = [POOL.to_string()];
         if let Err((_, e)) = self.engine.scrub(&names, ScrubAction::Start, "pool scrub") {
             return self.engine_error("scrub start", &e);

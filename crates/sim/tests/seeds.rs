@@ -97,11 +97,23 @@ fn fixed_seeds_and_three_from_the_clock() {
     let fresh: Vec<u64> = (1..=3).map(|i| mix(now ^ i)).collect();
     println!("seeds from the clock: {fresh:?} (replay: cargo run -p tarn-sim -- --seed N)");
     let mut budgets = Vec::new();
+    let (mut replaces, mut spares, mut scans) = (0, 0, 0);
     for seed in SEEDS_FIXED.into_iter().chain(fresh) {
         println!("seed {seed}");
-        budgets.push(run_ok(seed, STEPS_CI, None).budget);
+        let summary = run_ok(seed, STEPS_CI, None);
+        budgets.push(summary.budget);
+        if seed <= 41 {
+            replaces += summary.counts.replaces;
+            spares += summary.counts.spares;
+            scans += summary.counts.scans_finished;
+        }
     }
     assert!(budgets.contains(&Budget::Within) && budgets.contains(&Budget::Beyond));
+    // The fixed seeds drive the healing verbs (replace, spares, scans finishing mid-run).
+    assert!(
+        replaces > 0 && spares > 0 && scans > 0,
+        "replaces {replaces} spares {spares} scans finished {scans}"
+    );
 }
 
 #[test]

@@ -29,7 +29,9 @@
 //! - I1: a byte is in at most one of {free tree, allocated, deferred}; `allocated` per vdev
 //!   equals asize minus free minus deferred-free bytes.
 //! - I2: a block freed in txg T becomes allocatable no earlier than T + TXG_DEFER, unless it
-//!   was also born in T (then nothing on disk can reference it and it is reusable at once).
+//!   was also born in T (then nothing on disk can reference it and it is reusable at once;
+//!   an intent-log block born in T, which a committed log chain may name, is reusable once
+//!   T commits).
 //!   While frees are held ([`SpaceManager::set_hold_deferred`], during a scrub) no deferred
 //!   free becomes allocatable at all: a block the scrub listed and that was freed since must
 //!   keep its contents, or the scrub would report it corrupt.
@@ -309,6 +311,11 @@ pub struct SpaceManager {
     records: Vec<Record>,
     open_records: Vec<Record>,
     frees_this_txg: Vec<Dva>,
+    /// Intent-log blocks allocated between the last txg and this one (their allocation is in
+    /// this txg's delta).
+    log_born: Vec<Dva>,
+    /// Intent-log blocks born and freed in this txg: held until it commits, then released.
+    release_at_commit: Vec<Dva>,
     deferred: VecDeque<(Txg, Vec<Dva>)>,
     chain: Vec<BlockPtr>,
     chain_records: u64,
@@ -334,6 +341,8 @@ impl SpaceManager {
             records: Vec::new(),
             open_records: Vec::new(),
             frees_this_txg: Vec::new(),
+            log_born: Vec::new(),
+            release_at_commit: Vec::new(),
             deferred: VecDeque::new(),
             chain: Vec::new(),
             chain_records: 0,
@@ -352,31 +361,14 @@ impl SpaceManager {
         head_txg: Txg,
     ) -> Result<Self, SpaceError> {
         let mut manager = SpaceManager::new(vdevs);
-        let mut blocks = Vec::new();
-        let mut bp = *head;
-        while !bp.is_hole() {
-            if blocks.len() >= CHAIN_BLOCKS_MAX {
-                return Err(SpaceError::CorruptLog {
-                    why: "chain too long",
-                });
-            }
-            if bp.block_type != BlockType::SpaceLog {
-                return Err(SpaceError::CorruptLog {
-                    why: "chain names a block of another type",
-                });
-            }
-            let block = LogBlock::decode(&pipeline.read_block(&bp)?)?;
-            let prev = block.prev;
-            let is_base = block.kind == LogKind::Base;
-            manager.chain.push(bp);
-            blocks.push(block);
-            if is_base {
-                break;
-            }
-            bp = prev;
-        }
-        manager.chain.reverse();
+        let blocks = read_chain(pipeline, head, &mut manager.chain)?;
+        // Extents allocated by the delta being replayed: a free of one in the same txg was
+        // released at once when that txg synced (see `free`), so it is not deferred here.
+        let mut born_now = (Txg(0), Vec::new());
         for block in blocks.iter().rev() {
+            if born_now.0 != block.txg {
+                born_now = (block.txg, vec![RangeTree::new(); manager.vdevs.len()]);
+            }
             for record in &block.records {
                 manager.chain_records += 1;
                 let vdev = manager.vdevs.get_mut(record.vdev.0 as usize).ok_or(
@@ -384,8 +376,16 @@ impl SpaceManager {
                         why: "record names an unknown vdev",
                     },
                 )?;
+                let born = &mut born_now.1[record.vdev.0 as usize];
+                let same_txg = block.kind == LogKind::Delta
+                    && !record.alloc
+                    && born.contains(record.offset, record.asize);
                 if record.alloc {
                     vdev.claim(record.offset, record.asize)?;
+                    born.add(record.offset, record.asize);
+                } else if same_txg {
+                    born.remove(record.offset, record.asize);
+                    vdev.release(record.offset, record.asize, true)?;
                 } else if block.txg.0 + TXG_DEFER > head_txg.0 {
                     // Freed too recently to reuse: a rewind to that txg may still need it.
                     let dva = Dva {
@@ -419,6 +419,15 @@ impl SpaceManager {
             self.txg
         );
         self.txg = txg;
+        self.log_born = self
+            .open_records
+            .iter()
+            .map(|r| Dva {
+                vdev: r.vdev,
+                offset: r.offset,
+                asize: r.asize,
+            })
+            .collect();
         self.records = std::mem::take(&mut self.open_records);
     }
 
@@ -636,7 +645,8 @@ impl SpaceManager {
             .iter()
             .map(|(_, list)| list.len())
             .sum::<usize>()
-            + self.frees_this_txg.len();
+            + self.frees_this_txg.len()
+            + self.release_at_commit.len();
         while blocks * per_block < self.extent_count() + deferred as u64 + 2 * blocks * copies {
             blocks += 1;
         }
@@ -698,7 +708,8 @@ impl SpaceManager {
             }
         }
         let deferred = self.deferred.iter().flat_map(|(_, list)| list);
-        for dva in deferred.chain(self.frees_this_txg.iter()) {
+        let frees = self.frees_this_txg.iter().chain(&self.release_at_commit);
+        for dva in deferred.chain(frees) {
             out.push(Record {
                 alloc: false,
                 vdev: dva.vdev,
@@ -712,6 +723,12 @@ impl SpaceManager {
     /// Called once the txg's uberblock is durable: frees of this txg start their deferral,
     /// and frees old enough become allocatable.
     pub fn txg_committed(&mut self) {
+        for dva in std::mem::take(&mut self.release_at_commit) {
+            self.vdevs[dva.vdev.0 as usize]
+                .release(dva.offset, dva.asize, false)
+                .expect("I1: a log block freed in its own txg releases allocated space");
+        }
+        self.log_born.clear();
         let frees = std::mem::take(&mut self.frees_this_txg);
         if !frees.is_empty() {
             self.deferred.push_back((self.txg, frees));
@@ -852,17 +869,58 @@ impl SpaceManager {
         self.open_records.iter().map(|r| r.asize).sum()
     }
 
-    /// Frees a block so that it is never reusable before `TXG_DEFER` txgs have committed,
-    /// whatever its birth (intent-log blocks: a committed log chain may still name them).
-    pub fn free_deferred(&mut self, dva: &Dva) {
+    /// Frees an intent-log block in the syncing txg. The committed log chain may still name
+    /// it until this txg commits, so it is never reusable before then: one born in this txg
+    /// (allocated since the last txg) is released when this txg commits (as a load of the
+    /// delta, which allocates and frees it in one txg, releases it at once); an older one is
+    /// deferred `TXG_DEFER` txgs like any free.
+    pub fn free_log_block(&mut self, dva: &Dva) {
         self.records.push(Record {
             alloc: false,
             vdev: dva.vdev,
             offset: dva.offset,
             asize: dva.asize,
         });
-        self.frees_this_txg.push(*dva);
+        if self.log_born.contains(dva) {
+            self.release_at_commit.push(*dva);
+        } else {
+            self.frees_this_txg.push(*dva);
+        }
     }
+}
+
+/// Reads the space-log chain ending at `head` back to its base (or its start): the block
+/// pointers go to `chain` oldest first, the decoded blocks are returned newest first.
+fn read_chain(
+    pipeline: &Pipeline,
+    head: &BlockPtr,
+    chain: &mut Vec<BlockPtr>,
+) -> Result<Vec<LogBlock>, SpaceError> {
+    let mut blocks = Vec::new();
+    let mut bp = *head;
+    while !bp.is_hole() {
+        if blocks.len() >= CHAIN_BLOCKS_MAX {
+            return Err(SpaceError::CorruptLog {
+                why: "chain too long",
+            });
+        }
+        if bp.block_type != BlockType::SpaceLog {
+            return Err(SpaceError::CorruptLog {
+                why: "chain names a block of another type",
+            });
+        }
+        let block = LogBlock::decode(&pipeline.read_block(&bp)?)?;
+        let prev = block.prev;
+        let is_base = block.kind == LogKind::Base;
+        chain.push(bp);
+        blocks.push(block);
+        if is_base {
+            break;
+        }
+        bp = prev;
+    }
+    chain.reverse();
+    Ok(blocks)
 }
 
 fn log_props() -> WriteProps {

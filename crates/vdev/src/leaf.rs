@@ -1,9 +1,10 @@
 //! Leaf vdevs: one device each, with its state and per-leaf I/O and error counters.
 
 use crate::error::VdevError;
+use crate::stats::{IoKind, IoStats};
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
-use std::sync::{Arc, PoisonError, RwLock};
-use tarn_base::Guid;
+use std::sync::{Arc, OnceLock, PoisonError, RwLock};
+use tarn_base::{Clock, Guid, Txg};
 use tarn_device::{Device, DeviceError};
 use tarn_format::label::{DATA_START, data_area};
 
@@ -119,7 +120,17 @@ pub struct Leaf {
     /// Its data is incomplete (a replace, spare or attach is resilvering it): it takes writes
     /// but is never read. The one-flag form of ZFS's dirty-time log.
     resilvering: AtomicBool,
+    /// Newest txg whose uberblock this leaf took (at import: the newest in its own labels, at
+    /// most the txg imported). A leaf out of service takes none, so after it returns only
+    /// blocks born later can be missing from it (what `online` resilvers).
+    synced_txg: AtomicU64,
+    /// The engine found it slow against its siblings: reads avoid it where redundancy allows
+    /// (raidz reconstructs its column, a mirror reads another side first).
+    slow: AtomicBool,
     stats: LeafStats,
+    io_stats: IoStats,
+    /// Time source for latencies, set once by the pool (tests may leave it unset).
+    clock: OnceLock<Arc<dyn Clock>>,
 }
 
 impl Leaf {
@@ -146,7 +157,11 @@ impl Leaf {
             device: RwLock::new(None),
             state: AtomicU8::new(LeafState::Unavail as u8),
             resilvering: AtomicBool::new(false),
+            synced_txg: AtomicU64::new(0),
+            slow: AtomicBool::new(false),
             stats: LeafStats::default(),
+            io_stats: IoStats::default(),
+            clock: OnceLock::new(),
         }
     }
 
@@ -226,6 +241,17 @@ impl Leaf {
         self.resilvering.store(resilvering, Ordering::Release);
     }
 
+    /// Newest txg whose uberblock this leaf holds (0: none known).
+    #[must_use]
+    pub fn synced_txg(&self) -> Txg {
+        Txg(self.synced_txg.load(Ordering::Acquire))
+    }
+
+    /// Records that the uberblock of `txg` reached this leaf.
+    pub fn set_synced_txg(&self, txg: Txg) {
+        self.synced_txg.store(txg.0, Ordering::Release);
+    }
+
     /// Whether reads may use this leaf: usable and not resilvering.
     #[must_use]
     pub fn is_readable(&self) -> bool {
@@ -238,9 +264,45 @@ impl Leaf {
         &self.stats
     }
 
+    /// The timing counters (latency histograms, in-flight accesses, slow count).
+    #[must_use]
+    pub fn io_stats(&self) -> &IoStats {
+        &self.io_stats
+    }
+
+    /// Gives the leaf its time source for latencies; a second call keeps the first clock.
+    pub fn set_clock(&self, clock: Arc<dyn Clock>) {
+        let _ = self.clock.set(clock);
+    }
+
+    /// Whether the engine marked the leaf slow (see the field).
+    #[must_use]
+    pub fn is_slow(&self) -> bool {
+        self.slow.load(Ordering::Acquire)
+    }
+
+    /// Marks the leaf slow (reads avoid it where redundancy allows) or not.
+    pub fn set_slow(&self, slow: bool) {
+        self.slow.store(slow, Ordering::Release);
+    }
+
+    /// Runs one access, counting it in flight and timing it with the leaf's clock.
+    fn timed<T>(&self, kind: IoKind, access: impl FnOnce() -> T) -> T {
+        let clock = self.clock.get();
+        let start = clock.map(|c| c.monotonic_ns());
+        self.io_stats.begin(kind);
+        let result = access();
+        let latency = clock
+            .zip(start)
+            .map(|(c, start)| c.monotonic_ns().saturating_sub(start));
+        self.io_stats.end(kind, latency);
+        result
+    }
+
     /// Resets the error counters (`tarn pool clear`).
     pub fn clear(&self) {
         self.stats.clear_errors();
+        self.io_stats.clear_slow_ios();
     }
 
     /// The device if the leaf is online and has one: only such leaves take I/O.
@@ -283,7 +345,9 @@ impl Leaf {
         self.stats
             .read_bytes
             .fetch_add(buf.len() as u64, Ordering::Relaxed);
-        let result = device.read_at(DATA_START + data_offset, buf);
+        let result = self.timed(IoKind::Read, || {
+            device.read_at(DATA_START + data_offset, buf)
+        });
         if let Err(e) = &result {
             self.stats.read_errors.fetch_add(1, Ordering::Relaxed);
             self.note_error(e);
@@ -303,7 +367,9 @@ impl Leaf {
         self.stats
             .write_bytes
             .fetch_add(data.len() as u64, Ordering::Relaxed);
-        let result = device.write_at(DATA_START + data_offset, data);
+        let result = self.timed(IoKind::Write, || {
+            device.write_at(DATA_START + data_offset, data)
+        });
         if let Err(e) = &result {
             self.stats.write_errors.fetch_add(1, Ordering::Relaxed);
             self.note_error(e);

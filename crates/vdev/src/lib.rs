@@ -33,10 +33,12 @@
 //! run time; `raidz_io` and `mirror` run the read, write and scrub state machines.
 //!
 //! # State
-//! In memory: the tree of [`TopVdev`]s and [`Leaf`]s, each leaf's device handle, state and
-//! counters. On disk: nothing of its own; the tree is stored in the labels as
-//! `tarn_format::label::VdevTree` (see [`TopVdev::to_tree`], [`TopVdev::from_tree`]), and the
-//! column layout above is part of the format (docs/FORMAT.md, "Raidz layout").
+//! In memory: the tree of [`TopVdev`]s and [`Leaf`]s, each leaf's device handle, state,
+//! counters, latency histograms ([`stats`]: log2 buckets, timed with the `Clock` the pool
+//! gives each leaf) and its slow mark (set by the engine's detector). On disk: nothing of its
+//! own; the tree is stored in the labels as `tarn_format::label::VdevTree` (see
+//! [`TopVdev::to_tree`], [`TopVdev::from_tree`]), and the column layout above is part of the
+//! format (docs/FORMAT.md, "Raidz layout").
 //!
 //! # Invariants
 //! - I1: a read returns only bytes that passed the caller's `verify`; otherwise
@@ -50,6 +52,8 @@
 //! - I5: every parity implementation produces the same bytes (exhaustively tested).
 //! - I6: a leaf marked resilvering is never read (its position is reconstructed or read
 //!   from the other member instead), and every write and heal of its position reaches it.
+//! - I7: a leaf marked slow still takes every write and heal; only reads avoid it, and never
+//!   at the price of a read that would otherwise succeed.
 //!
 //! # Concurrency and context
 //! Everything takes `&self`; leaves are shared as `Arc<Leaf>`. A leaf's device and path sit
@@ -65,8 +69,11 @@
 //! resilver), on flush (`write_errors`); silent corruption (found by `verify` on the
 //! assembled data, located by trying copies or combinations of up to `parity` columns,
 //! counted in `checksum_errors`, rewritten); leaves missing or not online (skipped on write,
-//! treated as lost columns on read). Beyond the budget (more than `parity` bad raidz columns,
-//! no good mirror copy) the result is an error, never wrong bytes.
+//! treated as lost columns on read); slow leaves (marked by the engine: read around, their
+//! raidz column reconstructed while parity covers every slow column of the block and read
+//! after all if no reconstruction verifies; a mirror reads them last). Beyond the budget
+//! (more than `parity` bad raidz columns, no good mirror copy) the result is an error, never
+//! wrong bytes.
 //!
 //! # Not here
 //! dRAID, log/cache/special classes, raidz expansion, resilver and scrub scheduling (the
@@ -82,6 +89,7 @@ mod mirror;
 mod raidz_io;
 pub mod raidz_map;
 pub mod raidz_math;
+pub mod stats;
 pub mod top;
 
 #[cfg(test)]
@@ -94,4 +102,5 @@ pub use error::VdevError;
 pub use leaf::{Leaf, LeafState, LeafStats, LeafStatsSnapshot};
 pub use raidz_map::{RaidzColumn, RaidzMap};
 pub use raidz_math::Impl;
+pub use stats::{IoKind, IoStats, IoStatsSnapshot, LATENCY_BUCKETS};
 pub use top::{Healing, Health, Layout, ReadReport, ScrubReport, TopVdev, WriteReport};

@@ -1,6 +1,7 @@
 //! Mirror (and single-disk) I/O: every usable child holds the whole block at the same offset.
 //! A child position may be a `replacing` or `spare` node (see `child`); it is read through its
-//! first readable member and written on all of them.
+//! first readable member and written on all of them. Reads go to sides on slow leaves only
+//! after every other side failed.
 
 use crate::error::VdevError;
 use crate::top::{Healing, ReadReport, ScrubReport, TopVdev, WriteReport};
@@ -41,8 +42,13 @@ pub(crate) fn read(
     let start = vdev.next_child(children.len());
     let mut bad = Vec::new();
     let mut buf = vec![0u8; len];
-    for step in 0..children.len() {
-        let child = (start + step) % children.len();
+    // Rotating order, with sides on slow leaves last: they are read only when no other side
+    // gives a copy that verifies.
+    let mut order: Vec<usize> = (0..children.len())
+        .map(|step| (start + step) % children.len())
+        .collect();
+    order.sort_by_key(|&c| children[c].read_leaf().is_some_and(|leaf| leaf.is_slow()));
+    for child in order {
         let Some(leaf) = children[child].read_leaf() else {
             continue;
         };

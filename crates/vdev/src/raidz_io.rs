@@ -13,6 +13,10 @@
 //!     differ from this truth is corrupt (checksum error on its leaf); rewrite corrupt and
 //!     unreadable columns on their leaves. Nothing verified: Unrecoverable.
 //! ```
+//! A column on a leaf the engine marked slow is not read in step 1 when parity covers every
+//! such column of the block: it counts as lost and is reconstructed (read around), and it
+//! is read after all only if no reconstruction verifies.
+//!
 //! Scrub reads every column first and also applies step 4 when the data verified directly,
 //! so corrupt parity is found even though the data is fine.
 
@@ -91,6 +95,7 @@ pub(crate) fn read(
     verify: &dyn Fn(&[u8]) -> bool,
 ) -> Result<ReadReport, VdevError> {
     let mut stripe = Stripe::new(vdev, parity, offset, len);
+    let avoided = stripe.avoid_slow();
     for c in parity..stripe.map.columns.len() {
         stripe.read_column(c);
     }
@@ -104,9 +109,17 @@ pub(crate) fn read(
     for c in 0..parity {
         stripe.read_column(c);
     }
-    let truth = stripe
-        .search(verify)
-        .ok_or_else(|| stripe.unrecoverable())?;
+    let truth = match stripe.search(verify) {
+        Some(truth) => truth,
+        None if avoided => {
+            // Reconstruction around the slow leaves did not verify: read them after all.
+            stripe.read_avoided();
+            stripe
+                .search(verify)
+                .ok_or_else(|| stripe.unrecoverable())?
+        }
+        None => return Err(stripe.unrecoverable()),
+    };
     let (healing, _) = stripe.heal(&truth);
     Ok(ReadReport {
         data: truth.data,
@@ -242,6 +255,8 @@ enum ColumnState {
     IoError,
     /// The leaf is missing or not online.
     Unusable,
+    /// Not read because its leaf is slow; reconstructed from parity unless that fails.
+    Avoided,
 }
 
 /// One block being read: its map, the bytes read so far and each column's state.
@@ -295,6 +310,40 @@ impl<'v> Stripe<'v> {
                 }
             }
         };
+    }
+
+    /// Marks the columns on slow leaves [`ColumnState::Avoided`] when parity covers all of
+    /// them; returns whether any was.
+    fn avoid_slow(&mut self) -> bool {
+        let slow: Vec<usize> = (0..self.map.columns.len())
+            .filter(|&c| {
+                self.children[self.map.columns[c].child]
+                    .read_leaf()
+                    .is_some_and(|leaf| leaf.is_slow())
+            })
+            .collect();
+        if slow.is_empty() || slow.len() > self.map.parity {
+            return false;
+        }
+        for &c in &slow {
+            assert_eq!(
+                self.state[c],
+                ColumnState::Unread,
+                "avoided before any read"
+            );
+            self.state[c] = ColumnState::Avoided;
+        }
+        true
+    }
+
+    /// Reads the columns [`Stripe::avoid_slow`] skipped.
+    fn read_avoided(&mut self) {
+        for c in 0..self.state.len() {
+            if self.state[c] == ColumnState::Avoided {
+                self.state[c] = ColumnState::Unread;
+                self.read_column(c);
+            }
+        }
     }
 
     fn data_readable(&self) -> bool {
@@ -372,7 +421,7 @@ impl<'v> Stripe<'v> {
         for (c, column) in self.map.columns.iter().enumerate() {
             let child = &self.children[column.child];
             let rewrite = match self.state[c] {
-                ColumnState::Unread => false,
+                ColumnState::Unread | ColumnState::Avoided => false,
                 ColumnState::Unusable => {
                     skipped.extend(child.members().iter().map(|leaf| leaf.guid()));
                     false

@@ -14,6 +14,7 @@ fn node(name: &str, kind: VdevNodeKind, role: VdevRole, children: Vec<VdevStatus
         read: 0,
         write: 0,
         cksum: 0,
+        slow: 0,
         note: None,
         children,
     }
@@ -126,6 +127,35 @@ errors: 2 data errors, use '-v' for a list
     assert_eq!(status(&[degraded()], false), expected);
 }
 
+/// Goal: `status -s` adds SLOW after CKSUM: a leaf's count, `-` for interior vdevs (as
+/// ZFS prints it), nothing for spares.
+#[test]
+fn status_slow_column() {
+    let mut pool = degraded();
+    pool.config.children[0].children[1].slow = 1500;
+    pool.config.children[0].slow = 1500;
+    let text = status_with(&[pool], false, true);
+    let table: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.contains("NAME"))
+        .take(5)
+        .collect();
+    assert_eq!(
+        table,
+        vec![
+            "\tNAME        STATE     READ WRITE CKSUM  SLOW",
+            "\ttank        DEGRADED     0     0     0     -",
+            "\t  mirror-0  DEGRADED     0     0     0     -",
+            "\t    /d/a    ONLINE       0     0     0     0",
+            "\t    /d/b    FAULTED      3     0    2K 1.46K  too many errors",
+        ]
+    );
+    assert!(
+        text.contains("\t  /d/spare  AVAIL   \n"),
+        "spares have no counters"
+    );
+}
+
 #[test]
 fn status_verbose_lists_damaged_files_and_separates_pools() {
     let expected = "  pool: a
@@ -164,14 +194,14 @@ errors: No known data errors
 #[test]
 fn status_explain_shapes() {
     assert_eq!(
-        status_explain(&[healthy("a")], &[], false),
+        status_explain(&[healthy("a")], &[], false, false),
         "all pools are healthy\n"
     );
     assert_eq!(
-        status_explain(&[healthy("a")], &["a".to_string()], false),
+        status_explain(&[healthy("a")], &["a".to_string()], false, false),
         "pool 'a' is healthy\n"
     );
-    let both = status_explain(&[healthy("a"), degraded()], &[], false);
+    let both = status_explain(&[healthy("a"), degraded()], &[], false, false);
     assert_eq!(both, status(&[degraded()], false));
 }
 

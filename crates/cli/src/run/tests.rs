@@ -360,10 +360,12 @@ fn scrub_usage_and_refusals() {
         finish(&plan, reply, false).stderr,
         "cannot offline '/d/b': no valid replicas\n"
     );
-    let plan = plan_of("tarn pool online tank /d/b").expect("plans");
-    let notice = ReplyPayload::Notice(vec!["started a scrub".into()]);
-    assert_eq!(
-        finish(&plan, Response::Ok(notice), false),
-        Outcome::ok("started a scrub\n".into())
-    );
+    // A dataset that could not be mounted: the verb did its work, the reason goes to stderr
+    // and the exit status is 1, with -j too (after `create`, crates/cli/tests/fuse.rs).
+    let plan = plan_of("tarn pool import tank").expect("plans");
+    let notice = ReplyPayload::Notice(vec!["cannot mount 'tank' at /tank: busy".into()]);
+    let outcome = finish(&plan, Response::Ok(notice.clone()), false);
+    assert_eq!((outcome.stdout.as_str(), outcome.code), ("", 1));
+    assert_eq!(outcome.stderr, "cannot mount 'tank' at /tank: busy\n");
+    assert_eq!(finish(&plan, Response::Ok(notice), true).code, 1);
 }

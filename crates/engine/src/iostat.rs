@@ -1,0 +1,165 @@
+//! `tarn pool iostat`: per pool, top-level vdev, interior node and leaf, the counters since
+//! import (operations, bytes, summed latency) and the queues now.
+//!
+//! The engine reports running totals; the front end turns two reports into rates over an
+//! interval, as `zpool iostat` does (its first report is "since boot", ours since import).
+//! Leaves are what is measured (tarn-vdev counts every access and times it with the pool's
+//! `Clock`); every other row is the sum of the leaves below it. Capacity (allocated, free) is
+//! known for pools and top-level vdevs only, as in ZFS's layout.
+
+use tarn_pool::Pool;
+use tarn_vdev::{Child, ChildKind, Layout, Leaf, TopVdev};
+
+/// One row of `tarn pool iostat` and the rows below it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct IostatNode {
+    /// Pool name, `raidz2-0`, `mirror-1`, `spare-2`, or a device path.
+    pub name: String,
+    /// Allocated bytes (pool and top-level vdevs; `None` below).
+    pub alloc: Option<u64>,
+    /// Free bytes (pool and top-level vdevs; `None` below).
+    pub free: Option<u64>,
+    /// Reads issued since import.
+    pub read_ops: u64,
+    /// Writes issued since import.
+    pub write_ops: u64,
+    /// Bytes read since import.
+    pub read_bytes: u64,
+    /// Bytes written since import.
+    pub write_bytes: u64,
+    /// Sum of the latencies of the reads, in nanoseconds (average: divide by `read_ops`).
+    pub read_wait_ns: u64,
+    /// Sum of the latencies of the writes, in nanoseconds.
+    pub write_wait_ns: u64,
+    /// Reads being serviced now.
+    pub reads_active: u64,
+    /// Writes being serviced now.
+    pub writes_active: u64,
+    /// Writes acknowledged and waiting in a device's write-behind queue now.
+    pub writes_pending: u64,
+    /// Rows below, in tree order.
+    pub children: Vec<IostatNode>,
+}
+
+/// One pool's report.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PoolIostat {
+    /// Pool name.
+    pub name: String,
+    /// The engine clock's monotonic time of the report, in nanoseconds.
+    pub time_ns: u64,
+    /// The same clock at import (or create): the totals cover `time_ns - imported_ns`.
+    pub imported_ns: u64,
+    /// The pool row, with its top-level vdevs as children.
+    pub root: IostatNode,
+}
+
+impl IostatNode {
+    fn summed(name: String, children: Vec<IostatNode>) -> IostatNode {
+        let mut node = IostatNode {
+            name,
+            ..IostatNode::default()
+        };
+        for child in &children {
+            node.read_ops += child.read_ops;
+            node.write_ops += child.write_ops;
+            node.read_bytes += child.read_bytes;
+            node.write_bytes += child.write_bytes;
+            node.read_wait_ns += child.read_wait_ns;
+            node.write_wait_ns += child.write_wait_ns;
+            node.reads_active += child.reads_active;
+            node.writes_active += child.writes_active;
+            node.writes_pending += child.writes_pending;
+        }
+        node.children = children;
+        node
+    }
+}
+
+fn leaf_row(leaf: &Leaf) -> IostatNode {
+    let stats = leaf.stats().snapshot();
+    let timing = leaf.io_stats().snapshot();
+    IostatNode {
+        name: leaf.path(),
+        alloc: None,
+        free: None,
+        read_ops: stats.read_ops,
+        write_ops: stats.write_ops,
+        read_bytes: stats.read_bytes,
+        write_bytes: stats.write_bytes,
+        read_wait_ns: timing.read_latency_ns,
+        write_wait_ns: timing.write_latency_ns,
+        reads_active: timing.reads_in_flight,
+        writes_active: timing.writes_in_flight,
+        writes_pending: leaf.device().map_or(0, |d| d.queued_writes()),
+        children: Vec::new(),
+    }
+}
+
+fn child_row(index: usize, child: &Child) -> IostatNode {
+    let members = child.members();
+    let prefix = match child.kind() {
+        ChildKind::Leaf => return leaf_row(&members[0]),
+        ChildKind::Replacing => "replacing",
+        ChildKind::Spare => "spare",
+    };
+    let rows = members.iter().map(|leaf| leaf_row(leaf)).collect();
+    IostatNode::summed(format!("{prefix}-{index}"), rows)
+}
+
+fn top_row(top: &TopVdev, alloc: u64, free: u64) -> IostatNode {
+    let positions = top.children();
+    let rows: Vec<IostatNode> = positions
+        .iter()
+        .enumerate()
+        .map(|(i, child)| child_row(i, child))
+        .collect();
+    let mut node = match top.layout() {
+        Layout::Disk => rows.into_iter().next().unwrap_or_default(),
+        Layout::Mirror => IostatNode::summed(format!("mirror-{}", top.id().0), rows),
+        Layout::Raidz { parity } => {
+            IostatNode::summed(format!("raidz{parity}-{}", top.id().0), rows)
+        }
+    };
+    node.alloc = Some(alloc);
+    node.free = Some(free);
+    node
+}
+
+/// The report of one pool at `time_ns`.
+pub(crate) fn pool_iostat(name: &str, pool: &Pool, imported_ns: u64, time_ns: u64) -> PoolIostat {
+    let usage = pool.usage();
+    assert_eq!(
+        usage.len(),
+        pool.tops().len(),
+        "one usage row per top-level vdev"
+    );
+    let tops: Vec<IostatNode> = pool
+        .tops()
+        .iter()
+        .zip(&usage)
+        .map(|(top, u)| top_row(top, u.allocated, u.size - u.allocated))
+        .collect();
+    let mut root = IostatNode::summed(name.to_string(), tops);
+    root.alloc = Some(usage.iter().map(|u| u.allocated).sum());
+    root.free = Some(usage.iter().map(|u| u.size - u.allocated).sum());
+    PoolIostat {
+        name: name.to_string(),
+        time_ns,
+        imported_ns,
+        root,
+    }
+}
+
+impl crate::Engine {
+    /// `tarn pool iostat`: the running totals of the named pools (every pool when `names` is
+    /// empty), in name order.
+    pub fn iostat(&self, names: &[String]) -> Result<Vec<PoolIostat>, crate::EngineError> {
+        let handles = self.select(names)?;
+        let time_ns = self.clock.monotonic_ns();
+        Ok(handles
+            .iter()
+            .map(|h| pool_iostat(&h.name, &h.lock().pool, h.imported_ns, time_ns))
+            .collect())
+    }
+}

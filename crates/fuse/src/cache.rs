@@ -1,0 +1,232 @@
+//! [`KernelCache`]: what the kernel caches of one mount, as far as the server must know it to
+//! invalidate it ([`crate::Mount::invalidate_all`]) and to let it keep file pages across
+//! opens (`FOPEN_KEEP_CACHE`); and [`Counters`], the mount's request statistics.
+//!
+//! The kernel holds an inode as long as its lookup count is above zero: every reply that
+//! hands it an entry (lookup, create, mknod, mkdir, symlink, link, each readdirplus entry but
+//! `.` and `..`) adds one, `forget` takes some away. The table mirrors those counts, so it
+//! holds exactly the inodes the kernel may have cached and never grows past the kernel's own
+//! inode cache. For each it keeps up to [`NAMES_PER_INODE`] names the kernel looked it up by
+//! (the dentries to invalidate) and the file's stamp at its last open.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use tarn_engine::posix::{Attr, Timespec};
+
+/// Names remembered per inode. A hard-linked file looked up by more names loses the oldest:
+/// that dentry is then not invalidated by `invalidate_all` and lives out its TTL.
+pub(crate) const NAMES_PER_INODE: usize = 4;
+
+/// What a file's cached pages were read under: when its mtime, ctime or size differ at the
+/// next open, the pages may be stale and the kernel must drop them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Stamp {
+    mtime: Timespec,
+    ctime: Timespec,
+    size: u64,
+}
+
+impl Stamp {
+    pub(crate) fn of(attr: &Attr) -> Stamp {
+        Stamp {
+            mtime: attr.mtime,
+            ctime: attr.ctime,
+            size: attr.size,
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Known {
+    lookups: u64,
+    /// (kernel parent inode, name), newest last.
+    names: Vec<(u64, Vec<u8>)>,
+    /// The stamp at the last open.
+    opened: Option<Stamp>,
+}
+
+/// The inodes and names the kernel may hold (kernel inode numbers).
+#[derive(Debug, Default)]
+pub(crate) struct KernelCache {
+    table: Mutex<HashMap<u64, Known>>,
+}
+
+/// What the kernel must forget: every inode it may cache and the names it may have them
+/// under.
+#[derive(Debug, Default)]
+pub(crate) struct Everything {
+    pub(crate) inodes: Vec<u64>,
+    pub(crate) names: Vec<(u64, Vec<u8>)>,
+}
+
+impl KernelCache {
+    fn lock(&self) -> MutexGuard<'_, HashMap<u64, Known>> {
+        // Plain counts and names: a panic elsewhere cannot leave them half-changed.
+        self.table.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The kernel got `ino` under `name` in `parent` (one more lookup).
+    pub(crate) fn looked_up(&self, parent: u64, name: &[u8], ino: u64) {
+        let mut table = self.lock();
+        let known = table.entry(ino).or_default();
+        known.lookups = known.lookups.saturating_add(1);
+        if !known.names.iter().any(|(p, n)| *p == parent && n == name) {
+            if known.names.len() == NAMES_PER_INODE {
+                known.names.remove(0);
+            }
+            known.names.push((parent, name.to_vec()));
+        }
+    }
+
+    /// The kernel dropped `count` lookups of `ino`.
+    pub(crate) fn forgot(&self, ino: u64, count: u64) {
+        let mut table = self.lock();
+        if let Some(known) = table.get_mut(&ino) {
+            known.lookups = known.lookups.saturating_sub(count);
+            if known.lookups == 0 {
+                table.remove(&ino);
+            }
+        }
+    }
+
+    /// A file is opened with `stamp`: true when its stamp at the previous open was the same,
+    /// so the pages the kernel cached then are still the file's contents. An inode the
+    /// kernel does not hold (no lookups counted) keeps nothing.
+    pub(crate) fn opened(&self, ino: u64, stamp: Stamp) -> bool {
+        let mut table = self.lock();
+        let Some(known) = table.get_mut(&ino) else {
+            return false;
+        };
+        let keep = known.opened == Some(stamp);
+        known.opened = Some(stamp);
+        keep
+    }
+
+    /// Every inode and name the kernel may cache; forgets every open stamp, so no file
+    /// keeps its pages at its next open.
+    pub(crate) fn everything(&self) -> Everything {
+        let mut table = self.lock();
+        let mut all = Everything::default();
+        for (ino, known) in table.iter_mut() {
+            known.opened = None;
+            all.inodes.push(*ino);
+            all.names.extend(known.names.iter().cloned());
+        }
+        all
+    }
+
+    /// How many inodes the table holds.
+    pub(crate) fn len(&self) -> usize {
+        self.lock().len()
+    }
+}
+
+/// Request statistics of one mount (lock-free; read with [`Counters::snapshot`]).
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    requests: AtomicU64,
+    in_flight: AtomicU64,
+    in_flight_max: AtomicU64,
+    read_bytes_max: AtomicU64,
+    write_bytes_max: AtomicU64,
+    keep_cache_opens: AtomicU64,
+}
+
+/// A request inside the engine; dropping it ends it.
+pub(crate) struct InFlight<'a>(&'a Counters);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl Counters {
+    /// A request enters the engine.
+    pub(crate) fn enter(&self) -> InFlight<'_> {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        let now = self.in_flight.fetch_add(1, Ordering::Relaxed) + 1;
+        self.in_flight_max.fetch_max(now, Ordering::Relaxed);
+        InFlight(self)
+    }
+
+    pub(crate) fn read(&self, len: u32) {
+        self.read_bytes_max
+            .fetch_max(u64::from(len), Ordering::Relaxed);
+    }
+
+    pub(crate) fn write(&self, len: usize) {
+        self.write_bytes_max
+            .fetch_max(len as u64, Ordering::Relaxed);
+    }
+
+    pub(crate) fn kept_cache(&self) {
+        self.keep_cache_opens.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn snapshot(&self, cached_inodes: usize) -> crate::MountStats {
+        let get = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        crate::MountStats {
+            requests: get(&self.requests),
+            in_flight_max: get(&self.in_flight_max),
+            read_bytes_max: get(&self.read_bytes_max),
+            write_bytes_max: get(&self.write_bytes_max),
+            keep_cache_opens: get(&self.keep_cache_opens),
+            cached_inodes: cached_inodes as u64,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lookups_are_counted_until_forgotten() {
+        let cache = KernelCache::default();
+        cache.looked_up(1, b"a", 7);
+        cache.looked_up(1, b"a", 7);
+        cache.looked_up(1, b"b", 7);
+        let all = cache.everything();
+        assert_eq!(all.inodes, vec![7]);
+        assert_eq!(all.names, vec![(1, b"a".to_vec()), (1, b"b".to_vec())]);
+        cache.forgot(7, 2);
+        assert_eq!(cache.len(), 1);
+        cache.forgot(7, 1);
+        assert_eq!(cache.len(), 0);
+        cache.forgot(7, 1);
+        assert_eq!(cache.len(), 0, "a forget of an unknown inode is harmless");
+    }
+
+    #[test]
+    fn names_per_inode_are_bounded_oldest_out() {
+        let cache = KernelCache::default();
+        for i in 0..=NAMES_PER_INODE {
+            cache.looked_up(1, format!("n{i}").as_bytes(), 9);
+        }
+        let names = cache.everything().names;
+        assert_eq!(names.len(), NAMES_PER_INODE);
+        assert_eq!(names[0], (1, b"n1".to_vec()));
+    }
+
+    #[test]
+    fn pages_are_kept_only_while_the_stamp_is_unchanged() {
+        let cache = KernelCache::default();
+        let t = |secs| Timespec { secs, nsecs: 0 };
+        let stamp = |mtime, size| Stamp {
+            mtime: t(mtime),
+            ctime: t(mtime),
+            size,
+        };
+        assert!(!cache.opened(5, stamp(1, 10)), "not held by the kernel");
+        cache.looked_up(1, b"f", 5);
+        assert!(!cache.opened(5, stamp(1, 10)), "first open: nothing cached");
+        assert!(cache.opened(5, stamp(1, 10)));
+        assert!(!cache.opened(5, stamp(2, 10)), "written since");
+        assert!(cache.opened(5, stamp(2, 10)));
+        let _ = cache.everything();
+        assert!(!cache.opened(5, stamp(2, 10)), "invalidated since");
+    }
+}
