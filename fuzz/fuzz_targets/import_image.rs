@@ -40,6 +40,7 @@ fn build() -> Image {
         name: "tank".into(),
         tops: vec![TopSpec { layout: TopLayout::Raidz(1), devices: names.clone() }],
         spares: vec![],
+        logs: Vec::new(),
         ashift: 9,
         force: false,
     };

@@ -952,3 +952,87 @@ fn refused_replace_changes_nothing() {
         )
     );
 }
+
+/// `pool status tank` is ONLINE and lists `mirror-1` of `logs` in a `logs` section only.
+fn assert_logs_section(rig: &Rig, logs: &[String], when: &str) {
+    let status = rig.ok("pool status tank");
+    assert!(status.contains(" state: ONLINE\n"), "{when}: {status}");
+    let section = status.split("\tlogs\t\n").nth(1).expect("a logs section");
+    let rows: Vec<Vec<&str>> = section
+        .lines()
+        .take(3)
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(rows[0][..2], ["mirror-1", "ONLINE"], "{when}: {status}");
+    assert_eq!(
+        rows[1][..2],
+        [logs[0].as_str(), "ONLINE"],
+        "{when}: {status}"
+    );
+    assert_eq!(
+        rows[2][..2],
+        [logs[1].as_str(), "ONLINE"],
+        "{when}: {status}"
+    );
+    let data_part = status.split("\tlogs\t\n").next().unwrap_or("");
+    assert!(
+        !data_part.contains(&logs[0]),
+        "{when}: logs listed with data: {status}"
+    );
+}
+
+// DESCRIPTION: `log` devices are real: `pool create tank raidz1 ... log mirror L0 L1` makes a
+// mirror log vdev that `pool status` shows in a `logs` section (as `zpool status` does), `-n`
+// prints it under `logs`, the pool's SIZE leaves it out, and the class survives export and
+// import (it is in the labels). A raidz log is refused, changing nothing.
+// STRATEGY: the status lines from `logs` on; SIZE compared with the same data vdevs alone.
+#[test]
+fn log_vdevs_are_created_and_shown_in_a_logs_section() {
+    let rig = Rig::new();
+    let devices = rig.devices("d", "disk", 5);
+    let (data, logs) = devices.split_at(3);
+    let before = rig.image();
+    let refused = rig.run(&format!(
+        "pool create tank raidz1 {} log raidz {}",
+        join(data),
+        join(logs)
+    ));
+    assert_eq!(refused.code, Some(1), "{refused:?}");
+    assert!(refused.stderr.starts_with("cannot "), "{refused:?}");
+    assert_same_image(&before, &rig.image(), "refused raidz log");
+
+    let dry = rig.ok(&format!(
+        "pool create -n tank raidz1 {} log mirror {}",
+        join(data),
+        join(logs)
+    ));
+    let expected_dry = format!("\tlogs\n\t  mirror\n\t    {}\n\t    {}\n", logs[0], logs[1]);
+    assert!(dry.ends_with(&expected_dry), "{dry}");
+
+    rig.ok(&format!(
+        "pool create tank raidz1 {} log mirror {}",
+        join(data),
+        join(logs)
+    ));
+    let check_status = |when: &str| assert_logs_section(&rig, logs, when);
+    check_status("after create");
+    let size = |rig: &Rig| -> u64 {
+        let list = rig.ok("pool list -H -p -o size tank");
+        list.trim().parse().unwrap()
+    };
+    let with_logs = size(&rig);
+
+    rig.ok("pool export tank");
+    let listing = rig.run(&format!("pool import -d {}", rig.dir_of("d")));
+    let logs_part = listing.stdout.split("\tlogs\t\n").nth(1).unwrap_or("");
+    assert!(
+        logs_part.trim_start().starts_with("mirror-1"),
+        "import listing: {listing:?}"
+    );
+    rig.ok(&format!("pool import -d {} tank", rig.dir_of("d")));
+    check_status("after import");
+    rig.ok("pool destroy tank");
+
+    rig.ok(&format!("pool create tank raidz1 {}", join(data)));
+    assert_eq!(size(&rig), with_logs, "log devices are not pool capacity");
+}

@@ -303,38 +303,48 @@ fn vdev_status(node: &VdevNode) -> VdevStatus {
     }
 }
 
-/// Splits the engine's tree into the config tree and the spares (the proto keeps them apart).
+/// Splits the engine's tree into the config tree and the spares (the proto keeps them apart);
+/// the engine's `logs` group becomes top-level children with the log role.
 fn split_spares(node: &VdevNode) -> (VdevStatus, Vec<VdevStatus>) {
     let mut config = vdev_status(node);
     let mut spares = Vec::new();
+    let mut logs = Vec::new();
     config.children.retain(|child| {
         if child.kind == VdevNodeKind::Spare && child.name == "spares" {
             spares.extend(child.children.iter().cloned());
+            false
+        } else if child.name == "logs" && child.state.is_empty() {
+            logs.extend(child.children.iter().cloned().map(|mut log| {
+                log.role = VdevRole::Log;
+                log
+            }));
             false
         } else {
             true
         }
     });
+    config.children.extend(logs);
     (config, spares)
 }
 
 fn create_spec(request: &PoolCreate) -> Result<CreateSpec, String> {
     let mut tops = Vec::new();
     let mut spares = Vec::new();
+    let mut logs = Vec::new();
     for group in &request.vdevs {
         group.check()?;
+        let layout = match group.kind {
+            VdevKind::Disk => TopLayout::Disk,
+            VdevKind::Mirror => TopLayout::Mirror,
+            VdevKind::Raidz(parity) => TopLayout::Raidz(parity),
+        };
+        let top = TopSpec {
+            layout,
+            devices: group.devices.clone(),
+        };
         match group.role {
-            VdevRole::Data => {
-                let layout = match group.kind {
-                    VdevKind::Disk => TopLayout::Disk,
-                    VdevKind::Mirror => TopLayout::Mirror,
-                    VdevKind::Raidz(parity) => TopLayout::Raidz(parity),
-                };
-                tops.push(TopSpec {
-                    layout,
-                    devices: group.devices.clone(),
-                });
-            }
+            VdevRole::Data => tops.push(top),
+            VdevRole::Log => logs.push(top),
             VdevRole::Spare => spares.extend(group.devices.iter().cloned()),
             role => {
                 return Err(format!("{} devices are not supported yet", role_name(role)));
@@ -345,6 +355,7 @@ fn create_spec(request: &PoolCreate) -> Result<CreateSpec, String> {
         name: request.name.clone(),
         tops,
         spares,
+        logs,
         ashift: tarn_base::limits::ASHIFT_DEFAULT,
         force: request.force,
     })

@@ -48,7 +48,7 @@ pub mod node;
 pub mod props;
 
 pub use name::{parent_name, validate_name};
-pub use node::{DatasetHeader, HEADER_LEN};
+pub use node::{DatasetHeader, HEADER_LEN, HEADER_LEN_WITH_LOG, LogHead};
 pub use props::{PropDef, PropKind, Source};
 
 use tarn_objects::ObjectError;

@@ -1,10 +1,12 @@
 //! A dataset node in the MOS: the header in its bonus buffer, its children and its local
-//! properties (two ZAP objects the header names).
+//! properties (two ZAP objects the header names). A header that names an intent-log chain
+//! ([`LogHead`]) is 248 bytes instead of 208 (docs/FORMAT.md "Datasets", "Intent log").
 
 use std::collections::BTreeMap;
 
 use tarn_base::{Guid, ObjectId, Txg};
 use tarn_format::BlockPtr;
+use tarn_format::intent_log::LogPtr;
 use tarn_format::wire::{Reader, Writer};
 use tarn_objects::ObjectSet;
 use tarn_zio::BlockStore;
@@ -16,8 +18,10 @@ pub const TYPE_DATASET: u8 = 17;
 /// Object type of a node's children and props ZAPs (tarn-objects' ZAP type).
 const TYPE_ZAP: u8 = tarn_format::dnode::OBJECT_TYPE_ZAP;
 
-/// Encoded length of [`DatasetHeader`] (the node's bonus length).
+/// Encoded length of [`DatasetHeader`] (the node's bonus length) without an intent log.
 pub const HEADER_LEN: u16 = 208;
+/// Encoded length of a header naming an intent log (feature `org.tarn:intent_log`).
+pub const HEADER_LEN_WITH_LOG: u16 = 248;
 const HEADER_VERSION: u64 = 1;
 
 /// What a dataset node records (docs/FORMAT.md, "Datasets").
@@ -44,10 +48,22 @@ pub struct DatasetHeader {
     pub logical: u64,
     /// Physical (compressed) bytes of those blocks (for `compressratio`).
     pub physical: u64,
+    /// The intent log: its first block and chain id (empty when the dataset has none).
+    pub log: LogHead,
+}
+
+/// The head of a dataset's intent-log chain (docs/FORMAT.md "Intent log").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LogHead {
+    /// The first block (allocated when this header was committed; written by the first
+    /// `fsync` after that).
+    pub first: LogPtr,
+    /// The chain id every block of this chain carries.
+    pub chain: u64,
 }
 
 impl DatasetHeader {
-    /// Encodes into [`HEADER_LEN`] bytes.
+    /// Encodes into [`HEADER_LEN`] bytes, or [`HEADER_LEN_WITH_LOG`] when it names a log.
     #[must_use]
     pub fn encode(&self) -> Vec<u8> {
         let mut w = Writer::new();
@@ -66,12 +82,14 @@ impl DatasetHeader {
         ] {
             w.u64(value);
         }
+        let mut len = HEADER_LEN;
+        if !self.log.first.is_empty() {
+            self.log.first.encode_into(&mut w);
+            w.u64(self.log.chain);
+            len = HEADER_LEN_WITH_LOG;
+        }
         let bytes = w.finish();
-        assert_eq!(
-            bytes.len(),
-            usize::from(HEADER_LEN),
-            "dataset header length"
-        );
+        assert_eq!(bytes.len(), usize::from(len), "dataset header length");
         bytes
     }
 
@@ -92,12 +110,19 @@ impl DatasetHeader {
             referenced: next()?,
             logical: next()?,
             physical: next()?,
+            log: LogHead::default(),
         };
         let version = next()?;
         if version != HEADER_VERSION {
             return Err(DatasetError::Corrupt(format!(
                 "dataset header version {version} (this build reads {HEADER_VERSION})"
             )));
+        }
+        let mut header = header;
+        if r.remaining() >= usize::from(HEADER_LEN_WITH_LOG - HEADER_LEN) {
+            let first = LogPtr::decode(&mut r).map_err(corrupt)?;
+            let chain = r.u64().map_err(corrupt)?;
+            header.log = LogHead { first, chain };
         }
         Ok(header)
     }

@@ -10,10 +10,14 @@
 //!           └─► space log: delta(T) ─► ... ─► base(B) | hole               (walked via prev)
 //!
 //!  reachable R = every DVA of every block above        (must not overlap: no double use)
+//!              + the first intent-log block each committed dataset header names
 //!  live      L = replay of the space log's records      (alloc adds, free removes)
 //!  deferred  D = frees the log recorded in the last TXG_DEFER txgs
+//!  open      O = intent-log blocks allocated since the commit (SpaceManager::open_allocated)
 //!  checks:   R == L (nothing leaked, nothing reachable that is free)
-//!            SpaceManager::allocated() == |R| + |D|
+//!            SpaceManager::allocated() == |R| + |D| + |O|
+//!            the engine's log chains in memory hold exactly the committed first blocks
+//!            plus O
 //!            every filesystem's used-by counts == a scan of its committed inodes
 //! ```
 //! The deferred set is not exposed by tarn-space, so it is derived from the log the way
@@ -106,9 +110,10 @@ pub fn verify_pool(engine: &Engine, name: &str) -> Result<CheckReport, String> {
             ub.txg, ub.root.birth
         ));
     }
-    let (reached, chain) = reach(&inner, &ub)?;
+    let (reached, chain, log_heads) = reach(&inner, &ub)?;
     let vdevs = pool.tops().len();
-    let reachable = check_blocks(pool, &reached, ub.txg, vdevs)?;
+    let mut reachable = check_blocks(pool, &reached, ub.txg, vdevs)?;
+    let open_bytes = check_log_blocks(&inner, &mut reachable, &log_heads)?;
     let (
         live,
         Deferred {
@@ -127,21 +132,22 @@ pub fn verify_pool(engine: &Engine, name: &str) -> Result<CheckReport, String> {
         .map(|(_, b)| b.txg);
     // A running scan holds every free (none becomes reusable until it ends), so frees
     // older than TXG_DEFER txgs may still count as allocated: any free the chain records.
+    // Intent-log blocks written since the commit (open) are allocated but in no delta yet.
     let held = pool.space().hold_deferred();
     let deferred_exact = !held && base_txg.is_none_or(|base| base.0 + TXG_DEFER <= ub.txg.0);
-    let expected = referenced_bytes + if held { all_frees } else { deferred_bytes };
+    let expected = referenced_bytes + open_bytes + if held { all_frees } else { deferred_bytes };
     // A base lists every free still deferred when it was written as a free of its own txg;
     // the running pool releases the oldest of them when that txg commits, an import keeps
     // them TXG_DEFER txgs more. Only the deltas after the base are then surely deferred.
     let closes = if deferred_exact {
         allocated_bytes == expected
     } else {
-        (referenced_bytes + after_base..=expected).contains(&allocated_bytes)
+        (referenced_bytes + open_bytes + after_base..=expected).contains(&allocated_bytes)
     };
     if !closes {
         return Err(format!(
             "space does not close: allocated {allocated_bytes} != referenced {referenced_bytes} \
-             + deferred {deferred_bytes} (txg {})",
+             + deferred {deferred_bytes} + open log {open_bytes} (txg {})",
             ub.txg
         ));
     }
@@ -178,9 +184,64 @@ fn check_usedby(inner: &Imported) -> Result<(), String> {
     Ok(())
 }
 
-/// Every block reachable from `ub` (MOS, root dataset, space log) and the decoded space-log
-/// chain, oldest first. The in-memory chain and dataset root must match what is on disk.
-fn reach(inner: &Imported, ub: &Uberblock) -> Result<(Vec<Reached>, Chain), String> {
+/// The blocks of `dataset`'s intent-log chain in memory (first block, blocks written since,
+/// the pre-allocated next one), for tests that damage them on disk.
+pub fn log_blocks(
+    engine: &Engine,
+    pool: &str,
+    dataset: crate::DatasetId,
+) -> Result<Vec<tarn_format::Dva>, EngineError> {
+    Ok(engine.pool(pool)?.lock().logs.blocks(dataset))
+}
+
+/// Adds the committed intent-log first blocks to the reachable set and checks that the
+/// engine's chains in memory hold exactly those plus the blocks allocated since the commit;
+/// returns the bytes of the latter (allocated, in no committed delta).
+fn check_log_blocks(
+    inner: &Imported,
+    reachable: &mut [RangeTree],
+    log_heads: &[tarn_format::Dva],
+) -> Result<u64, String> {
+    let head_bytes = add_log_heads(reachable, log_heads)?;
+    let open_bytes = inner.pool.space().open_allocated();
+    if inner.logs.allocated_bytes() != head_bytes + open_bytes {
+        return Err(format!(
+            "intent-log blocks in memory ({} bytes) != committed first blocks ({head_bytes}) + \
+             open allocations ({open_bytes})",
+            inner.logs.allocated_bytes()
+        ));
+    }
+    Ok(open_bytes)
+}
+
+/// Adds the committed intent-log first blocks to the reachable set (they have no block
+/// pointer to read them by: their contents are checked by replay) and returns their bytes.
+fn add_log_heads(reachable: &mut [RangeTree], heads: &[tarn_format::Dva]) -> Result<u64, String> {
+    let mut bytes = 0;
+    for dva in heads {
+        let vdevs = reachable.len();
+        let tree = reachable
+            .get_mut(dva.vdev.0 as usize)
+            .ok_or_else(|| format!("intent-log block names vdev {} of {vdevs}", dva.vdev.0))?;
+        if dva.asize == 0 || tree.intersects(dva.offset, dva.asize) {
+            return Err(format!(
+                "intent-log block {} overlaps a reachable block",
+                tarn_zio::dva_name(dva)
+            ));
+        }
+        tree.add(dva.offset, dva.asize);
+        bytes += dva.asize;
+    }
+    Ok(bytes)
+}
+
+/// The reached blocks, the space-log chain and the committed intent-log first blocks.
+type Reach = (Vec<Reached>, Chain, Vec<tarn_format::Dva>);
+
+/// Every block reachable from `ub` (MOS, root dataset, space log), the decoded space-log
+/// chain, oldest first, and the first block of every committed intent-log chain. The
+/// in-memory chain and dataset root must match what is on disk.
+fn reach(inner: &Imported, ub: &Uberblock) -> Result<Reach, String> {
     let pool = &inner.pool;
     let reader = pool.reader();
     let mut reached = Vec::new();
@@ -198,6 +259,12 @@ fn reach(inner: &Imported, ub: &Uberblock) -> Result<(Vec<Reached>, Chain), Stri
     if committed != inner.datasets.all() {
         return Err("the committed dataset tree differs from the open one".into());
     }
+    let log_heads = committed
+        .iter()
+        .map(|id| tree.node(*id).header.log.first)
+        .filter(|first| !first.is_empty())
+        .map(|first| first.dva)
+        .collect();
     for id in committed {
         let data_root = tree.node(id).objset.root();
         if data_root != inner.datasets.node(id).objset.root() {
@@ -228,7 +295,7 @@ fn reach(inner: &Imported, ub: &Uberblock) -> Result<(Vec<Reached>, Chain), Stri
         bp: *bp,
         origin: "space log",
     }));
-    Ok((reached, chain))
+    Ok((reached, chain, log_heads))
 }
 
 /// A decoded space-log chain, oldest block first.
@@ -425,6 +492,7 @@ mod tests {
             name: "tank".into(),
             tops: vec![TopSpec { layout, devices }],
             spares: vec![],
+            logs: Vec::new(),
             ashift: 9,
             force: false,
         };

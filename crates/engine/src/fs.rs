@@ -5,6 +5,8 @@
 //! closure over [`tarn_posix::Fs`], says what kind of operation it is ([`FsOp`]) so the engine
 //! can refuse it up front (read-only pool or dataset, suspended pool, no space, quota), and
 //! gets back an [`EngineError`] whose [`EngineError::errno`] is what the kernel should see.
+//! Modifying operations are recorded for the dataset's intent log ([`crate::zil`]);
+//! [`Engine::fs_sync`] and `sync=always` make them durable there without a txg.
 
 use tarn_posix::{Fs, PosixError, Timespec};
 
@@ -137,6 +139,10 @@ impl Engine {
             FsOp::Read => tarn_posix::Quotas::default(),
             _ => crate::userspace::quotas_of(inner.datasets.node(dataset)),
         };
+        let sync = inner.datasets.effective(dataset, "sync").0;
+        // Every modifying call is recorded for the intent log (none with sync=disabled, as
+        // ZFS), even when the closure fails after it: the change is in memory either way.
+        let mut records = Vec::new();
         let result = {
             let Imported { pool, datasets, .. } = &mut *inner;
             let reader = pool.reader();
@@ -145,10 +151,18 @@ impl Engine {
             if !quotas.is_empty() {
                 fs = fs.with_quotas(&quotas, &mut node.pending);
             }
-            f(&mut fs)?
+            if op != FsOp::Read && sync != "disabled" {
+                fs = fs.with_log(&mut records);
+            }
+            f(&mut fs)
         };
-        let always = op != FsOp::Read && inner.datasets.effective(dataset, "sync").0 == "always";
-        if always || inner.dirty_bytes() >= crate::DIRTY_MAX {
+        let open_txg = inner.pool.txg().next();
+        inner.logs.add(dataset, open_txg, records);
+        let result = result?;
+        if op != FsOp::Read && sync == "always" {
+            inner.log_commit(dataset)?;
+        }
+        if inner.dirty_bytes() >= crate::DIRTY_MAX {
             inner.sync()?;
         }
         Ok(result)
@@ -182,7 +196,9 @@ impl Engine {
     }
 
     /// `fsync`: every change made so far to `dataset` is durable when this returns
-    /// (`sync=disabled` makes it a no-op, as on ZFS).
+    /// (`sync=disabled` makes it a no-op, as on ZFS): written to its intent log, or by a txg
+    /// sync when it has no log chain yet (module [`crate::zil`]). Other datasets' changes
+    /// are not forced out.
     pub fn fs_sync(&self, pool: &str, dataset: DatasetId) -> Result<(), EngineError> {
         let handle = self.pool(pool)?;
         let mut inner = handle.lock();
@@ -192,7 +208,8 @@ impl Engine {
         if inner.datasets.effective(dataset, "sync").0 == "disabled" || inner.pool.readonly() {
             return Ok(());
         }
-        inner.sync().map(|_| ())
+        inner.check_writable()?;
+        inner.log_commit(dataset)
     }
 
     /// The datasets of `pool` to mount: `canmount=on` with a path mountpoint, parents first.

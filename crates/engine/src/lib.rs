@@ -12,7 +12,9 @@
 //!   └─ pools: name -> PoolHandle ─ Mutex<Imported>
 //!                                   ├─ tarn_pool::Pool   (vdevs, space, txgs)
 //!                                   ├─ Mos               (props, history, root dataset ptr)
-//!                                   └─ data ObjectSet    (the root dataset's objects)
+//!                                   ├─ datasets::Tree    (datasets, their object sets)
+//!                                   └─ zil::Logs         (intent logs: pending records,
+//!                                                         log-block chains)
 //! ```
 //! Every admin operation is a *check* phase with no side effects followed by an *apply*
 //! phase (OpenZFS's synctask shape), so a refused command changes nothing.
@@ -70,6 +72,7 @@ pub mod scrub;
 pub mod slow;
 pub mod status;
 mod userspace;
+pub mod zil;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -224,6 +227,10 @@ struct Imported {
     mounted: std::collections::BTreeSet<DatasetId>,
     history: Vec<HistoryRecord>,
     scan: scrub::Scan,
+    /// Intent logs of the datasets (records pending, chains).
+    logs: zil::Logs,
+    /// What the import's intent-log replay found, per dataset with a log.
+    replayed: Vec<zil::ReplayReport>,
 }
 
 use mos::Mos;
@@ -291,6 +298,11 @@ impl std::fmt::Debug for Engine {
 
 impl Imported {
     fn sync(&mut self) -> Result<Txg, EngineError> {
+        let log_frees = if self.pool.readonly() || self.pool.suspended().is_some() {
+            Vec::new()
+        } else {
+            self.logs_before_sync()
+        };
         let Imported {
             pool,
             mos,
@@ -303,6 +315,9 @@ impl Imported {
         let deflate = datasets::deflate_table(pool);
         let result = pool.sync(|ctx| {
             let txg = tarn_zio::BlockStore::txg(ctx);
+            for dva in &log_frees {
+                ctx.free_log_block(dva);
+            }
             datasets.sync(mos.objset(), ctx, &deflate)?;
             for bp in destroyed.iter() {
                 tarn_zio::BlockStore::free_block(ctx, bp);
@@ -316,6 +331,7 @@ impl Imported {
         match result {
             Ok(txg) => {
                 destroyed.clear();
+                self.logs_after_sync(txg);
                 Ok(txg)
             }
             Err(e) => {
@@ -324,6 +340,29 @@ impl Imported {
                 Err(e.into())
             }
         }
+    }
+
+    /// The in-memory state of a pool just imported: its MOS, dataset tree and scan.
+    fn open(pool: Pool, name: &str) -> Result<Imported, EngineError> {
+        let reader = pool.reader();
+        let root = pool
+            .root()
+            .ok_or_else(|| EngineError::Corrupt("no root block".into()))?;
+        let mut mos = Mos::open(&reader, &root)?;
+        let tree = datasets::Tree::load(mos.objset(), &reader, name)?;
+        let mut imported = Imported {
+            pool,
+            mos,
+            datasets: tree,
+            destroyed: Vec::new(),
+            mounted: std::collections::BTreeSet::new(),
+            history: Vec::new(),
+            scan: scrub::Scan::default(),
+            logs: zil::Logs::default(),
+            replayed: Vec::new(),
+        };
+        imported.scan = scrub::Scan::load(&mut imported)?;
+        Ok(imported)
     }
 
     fn dirty_bytes(&self) -> u64 {
@@ -526,6 +565,8 @@ impl Engine {
             mounted: std::collections::BTreeSet::new(),
             history: vec![self.history_record(command, false)],
             scan: scrub::Scan::default(),
+            logs: zil::Logs::default(),
+            replayed: Vec::new(),
         })
     }
 
@@ -687,24 +728,12 @@ impl Engine {
             Arc::clone(&self.clock),
             &verify,
         )?;
-        let reader = pool.reader();
-        let root = pool
-            .root()
-            .ok_or_else(|| EngineError::Corrupt("no root block".into()))?;
-        let mut mos = Mos::open(&reader, &root)?;
-        let tree = datasets::Tree::load(mos.objset(), &reader, &name)?;
         let (guid, readonly) = (pool.guid(), pool.readonly());
-        let mut imported = Imported {
-            pool,
-            mos,
-            datasets: tree,
-            destroyed: Vec::new(),
-            mounted: std::collections::BTreeSet::new(),
-            history: Vec::new(),
-            scan: scrub::Scan::default(),
-        };
-        imported.scan = scrub::Scan::load(&mut imported)?;
-        if !readonly {
+        let mut imported = Imported::open(pool, &name)?;
+        if readonly {
+            imported.keep_logs();
+        } else {
+            self.replay_at_import(&mut imported, &name);
             replace::resume_at_import(&mut imported, self.clock.now_unix_secs());
             imported.upgrade_usedby();
             multihost::apply_prop(&mut imported, self.multihost_interval_ms())?;
@@ -714,6 +743,18 @@ impl Engine {
         let handle = self.handle(name.clone(), guid, imported);
         self.pools().insert(name.clone(), handle);
         Ok(name)
+    }
+
+    /// Replays the intent logs of a pool being imported (before anything else changes) and
+    /// posts an event for every log whose replay stopped early.
+    fn replay_at_import(&self, imported: &mut Imported, name: &str) {
+        imported.replayed = imported.replay_logs();
+        for report in &imported.replayed {
+            if let Some(why) = &report.stopped {
+                let now = self.clock.now_unix_secs();
+                self.post(zil::replay_event(name, report, why, now));
+            }
+        }
     }
 
     /// The handle of a pool just created or imported (its `iostat` totals start now).

@@ -224,10 +224,16 @@ pub fn pool_health(pool: &Pool) -> String {
     if pool.suspended().is_some() {
         return "SUSPENDED".into();
     }
+    // A lost log device degrades the pool (ZFS: the pool stays usable, without its log
+    // device); a lost data vdev makes it unavailable.
     let worst = pool
         .tops()
         .iter()
-        .map(|t| t.health())
+        .enumerate()
+        .map(|(i, t)| match t.health() {
+            Health::Faulted | Health::Unavail if pool.is_log_vdev(i) => Health::Degraded,
+            health => health,
+        })
         .max_by_key(|h| match h {
             Health::Online => 0,
             Health::Degraded => 1,
@@ -338,8 +344,20 @@ fn device_problem(
 #[must_use]
 pub fn pool_status(name: &str, pool: &Pool, errlog_count: usize) -> PoolStatus {
     let state = pool_health(pool);
-    let children: Vec<VdevNode> = pool.tops().iter().map(|t| top_node(t)).collect();
+    let mut children: Vec<VdevNode> = Vec::new();
+    let mut logs: Vec<VdevNode> = Vec::new();
+    for (index, top) in pool.tops().iter().enumerate() {
+        let list = if pool.is_log_vdev(index) {
+            &mut logs
+        } else {
+            &mut children
+        };
+        list.push(top_node(top));
+    }
     let (status, action, see) = problem(pool, &state, &children, errlog_count);
+    if !logs.is_empty() {
+        children.push(class_node("logs", logs));
+    }
     let action = action.map(str::to_string);
     let see = see.map(str::to_string);
     let config = VdevNode {
@@ -526,16 +544,16 @@ fn tree_node(tree: &VdevTree, found: &dyn Fn(&VdevTree) -> Option<String>) -> Vd
 #[must_use]
 pub fn importable(found: &Discovered) -> Importable {
     let is_found = |leaf: &VdevTree| found.found.get(&leaf.guid).cloned();
-    let tops: Vec<VdevNode> = found
-        .config
-        .vdev_tree
-        .children
-        .iter()
-        .map(|c| tree_node(c, &is_found))
-        .collect();
+    let (mut tops, mut logs) = (Vec::new(), Vec::new());
+    for child in &found.config.vdev_tree.children {
+        let list = if child.log { &mut logs } else { &mut tops };
+        list.push(tree_node(child, &is_found));
+    }
     let data = || tops.iter().filter(|t| t.kind != "spares");
     let unavailable = data().any(|t| t.state == "UNAVAIL");
-    let degraded = data().any(|t| t.state == "DEGRADED");
+    // A missing log device does not stop the import; the pool comes up degraded.
+    let degraded =
+        data().any(|t| t.state == "DEGRADED") || logs.iter().any(|l| l.state != "ONLINE");
     let state = if unavailable {
         "UNAVAIL"
     } else if degraded {
@@ -561,6 +579,9 @@ pub fn importable(found: &Discovered) -> Importable {
             "The pool can be imported using its name or numeric identifier.".to_string(),
         ),
     };
+    if !logs.is_empty() {
+        tops.push(class_node("logs", logs));
+    }
     let config = VdevNode {
         name: found.config.name.clone(),
         kind: "root".into(),
@@ -581,6 +602,35 @@ pub fn importable(found: &Discovered) -> Importable {
         action,
         see,
         config,
+    }
+}
+
+/// What `create -n` shows for one top-level vdev: a disk, or the bare kind over its disks.
+fn top_layout(top: &tarn_pool::TopSpec, leaf: &dyn Fn(&String) -> VdevNode) -> VdevNode {
+    match top.layout {
+        TopLayout::Disk => leaf(&top.devices[0]),
+        layout => VdevNode {
+            name: layout.name(),
+            kind: layout.name(),
+            children: top.devices.iter().map(leaf).collect(),
+            ..leaf(&String::new())
+        },
+    }
+}
+
+/// A pseudo-node grouping the top-level vdevs of an allocation class (`logs`), as the
+/// `spares` node groups the hot spares; front ends print it as a section of its own.
+fn class_node(name: &str, children: Vec<VdevNode>) -> VdevNode {
+    VdevNode {
+        name: name.into(),
+        kind: name.into(),
+        state: String::new(),
+        read: 0,
+        write: 0,
+        cksum: 0,
+        slow: 0,
+        note: None,
+        children,
     }
 }
 
@@ -617,6 +667,10 @@ pub fn layout_of(spec: &CreateSpec) -> VdevNode {
             },
         })
         .collect();
+    if !spec.logs.is_empty() {
+        let logs = spec.logs.iter().map(|top| top_layout(top, &leaf)).collect();
+        children.push(class_node("logs", logs));
+    }
     if !spec.spares.is_empty() {
         children.push(VdevNode {
             name: "spares".into(),

@@ -28,6 +28,7 @@ fn setup() -> (Arc<SimProvider>, Engine) {
             devices: names,
         }],
         spares: vec![],
+        logs: Vec::new(),
         ashift: 12,
         force: false,
     };

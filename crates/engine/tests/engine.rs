@@ -42,6 +42,7 @@ fn raidz2(names: &[String]) -> CreateSpec {
             devices: names.to_vec(),
         }],
         spares: vec![],
+        logs: Vec::new(),
         ashift: 12,
         force: false,
     }

@@ -87,6 +87,7 @@ impl Run {
                 devices: names,
             }],
             spares: vec![],
+            logs: Vec::new(),
             ashift: 9 + rng.below(4) as u8,
             force: false,
         };

@@ -79,6 +79,7 @@ fn create(engine: &Engine, layout: TopLayout, names: &[String], multihost: bool)
             devices: names.to_vec(),
         }],
         spares: vec![],
+        logs: Vec::new(),
         ashift: 12,
         force: false,
     };

@@ -49,6 +49,7 @@ fn rig(layout: TopLayout, count: usize) -> Rig {
             devices: names,
         }],
         spares: vec![],
+        logs: Vec::new(),
         ashift: 12,
         force: false,
     };

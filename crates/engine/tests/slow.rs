@@ -67,6 +67,7 @@ fn rig_with(spares: &[&str]) -> Rig {
             devices: names,
         }],
         spares,
+        logs: Vec::new(),
         ashift: 12,
         force: false,
     };

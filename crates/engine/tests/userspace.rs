@@ -44,6 +44,7 @@ fn setup(layout: TopLayout) -> (Arc<SimProvider>, Engine) {
             devices: names,
         }],
         spares: vec![],
+        logs: Vec::new(),
         ashift: 12,
         force: false,
     };

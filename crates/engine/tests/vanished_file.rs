@@ -39,6 +39,7 @@ fn deleted_file_is_removed_and_spared() {
             devices: ["d0", "d1", "d2", "d3"].iter().map(|n| path(n)).collect(),
         }],
         spares: vec![path("s0")],
+        logs: Vec::new(),
         ashift: 12,
         force: false,
     };

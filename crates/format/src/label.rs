@@ -222,6 +222,9 @@ pub struct VdevTree {
     /// The leaf's data is incomplete: it is being resilvered and must not be read until
     /// the resilver finishes (leaves; format version 1, tag 10, omitted when false).
     pub resilvering: bool,
+    /// A log device: the top-level vdev holds only intent-log blocks (top-level vdevs;
+    /// feature `org.tarn:intent_log`, tag 11, omitted when false).
+    pub log: bool,
 }
 
 /// Smallest metaslab shift a vdev tree may record (64 KiB metaslabs).
@@ -243,6 +246,7 @@ mod tag {
     pub(super) const CHILD: u16 = 8;
     pub(super) const OFFLINE: u16 = 9;
     pub(super) const RESILVERING: u16 = 10;
+    pub(super) const LOG: u16 = 11;
 }
 
 impl VdevTree {
@@ -264,6 +268,9 @@ impl VdevTree {
         }
         if self.resilvering {
             w.u64(tag::RESILVERING, 1);
+        }
+        if self.log {
+            w.u64(tag::LOG, 1);
         }
         for child in &self.children {
             w.bytes(tag::CHILD, &child.encode());
@@ -295,6 +302,7 @@ impl VdevTree {
             children: Vec::new(),
             offline: false,
             resilvering: false,
+            log: false,
         };
         let mut have_kind = false;
         let mut reader = TlvReader::new(bytes, WHAT);
@@ -320,6 +328,7 @@ impl VdevTree {
                 tag::PATH => tree.path = tlv_str(value, WHAT)?,
                 tag::OFFLINE => tree.offline = tlv_u64(value, WHAT)? != 0,
                 tag::RESILVERING => tree.resilvering = tlv_u64(value, WHAT)? != 0,
+                tag::LOG => tree.log = tlv_u64(value, WHAT)? != 0,
                 tag::CHILD => {
                     if tree.children.len() >= tarn_base::limits::TOP_VDEVS_MAX {
                         return Err(FormatError::Invalid {

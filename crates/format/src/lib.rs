@@ -13,6 +13,7 @@
 //! - [`label::PoolConfig`] and [`label::VdevTree`]: the configuration in every label, encoded
 //!   as tagged fields (TLV) so that new fields never break old readers.
 //! - [`heartbeat::Heartbeat`] (128 bytes, self-checksummed): the multihost heartbeat.
+//! - [`intent_log`]: the self-checksummed, chained blocks of a dataset's intent log.
 //! - [`checksum`] (fletcher4, sha256, blake3) and [`compress`] (lz4, zstd, zle).
 //!
 //! # Invariants
@@ -36,6 +37,7 @@ pub mod checksum;
 pub mod compress;
 pub mod dnode;
 pub mod heartbeat;
+pub mod intent_log;
 pub mod label;
 pub mod objset;
 pub mod uberblock;
@@ -55,6 +57,7 @@ pub const FEATURES_SUPPORTED: &[&str] = &[
     "org.tarn:space_log",
     "org.tarn:blake3",
     "org.tarn:userspace",
+    "org.tarn:intent_log",
 ];
 
 /// Why bytes did not decode.

@@ -142,7 +142,7 @@ fn vdev_leaf() -> impl Strategy<Value = VdevTree> {
         ".{0,40}",
     )
         .prop_flat_map(|(kind, guid, id, ashift, asize, metaslab_shift, path)| {
-            any::<(bool, bool)>().prop_map(move |(offline, resilvering)| VdevTree {
+            any::<(bool, bool, bool)>().prop_map(move |(offline, resilvering, log)| VdevTree {
                 kind,
                 guid: Guid(guid),
                 id,
@@ -153,6 +153,7 @@ fn vdev_leaf() -> impl Strategy<Value = VdevTree> {
                 children: Vec::new(),
                 offline,
                 resilvering,
+                log,
             })
         })
 }
@@ -365,6 +366,7 @@ fn config_header_version_and_padding_are_not_checksummed() {
         children: Vec::new(),
         offline: false,
         resilvering: false,
+        log: false,
     };
     let config = PoolConfig {
         version: FORMAT_VERSION,

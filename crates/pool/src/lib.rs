@@ -45,10 +45,17 @@
 //! Corrupt labels are skipped (other copies are used); corrupt uberblocks are skipped
 //! (older ones are used); import with rewind (`-F`, `-T`) walks back through the ring.
 //!
+//! # Log devices
+//! Top-level vdevs created from `log` specs carry the `log` flag in the vdev tree
+//! ([`Pool::is_log_vdev`]); the space manager gives them only intent-log blocks. A missing
+//! log device does not stop an import (only data vdevs must be readable), and its flush
+//! failures do not fail a txg once it is not writable. [`Pool::flush_vdevs`] is the
+//! intent log's commit point.
+//!
 //! # Not here
 //! Object sets and properties (tarn-objects, tarn-engine), scrub and resilver (background),
-//! the intent log, the timer that drives multihost heartbeats (the daemon; the heartbeat and
-//! the import-time activity check are [`multihost`]).
+//! the timer that drives multihost heartbeats (the daemon; the heartbeat and the import-time
+//! activity check are [`multihost`]), the intent log's records and chains (tarn-engine `zil`).
 
 pub mod labels;
 pub mod multihost;
@@ -392,6 +399,14 @@ impl BlockStore for SyncCtx<'_> {
     }
 }
 
+impl SyncCtx<'_> {
+    /// Frees an intent-log block in this txg, never reusable before this txg commits (a
+    /// committed header's chain may name it; `SpaceManager::free_log_block`).
+    pub fn free_log_block(&mut self, dva: &tarn_format::Dva) {
+        self.space.free_log_block(dva);
+    }
+}
+
 /// An imported (or just created) pool.
 #[derive(Debug)]
 pub struct Pool {
@@ -415,6 +430,8 @@ pub struct Pool {
     clock: Arc<dyn Clock>,
     /// Multihost heartbeat interval (0: multihost off), carried by every uberblock.
     multihost_interval_ms: u64,
+    /// Ids of the top-level vdevs that are log devices.
+    log_tops: std::collections::BTreeSet<u32>,
 }
 
 /// Checks what the labels alone can tell: feature flags and whether another host owns it.
@@ -472,6 +489,7 @@ impl Pool {
         for path in spec
             .tops
             .iter()
+            .chain(&spec.logs)
             .flat_map(|t| &t.devices)
             .chain(&spec.spares)
         {
@@ -560,7 +578,8 @@ impl Pool {
         }
         let pipeline = Pipeline::new(tops.clone());
         let space = SpaceManager::new(space_geometry(&tops, tree));
-        Ok(Pool {
+        let log_tops = log_top_ids(tree);
+        let mut pool = Pool {
             name,
             guid,
             root_guid: tree.guid,
@@ -579,7 +598,23 @@ impl Pool {
             identity,
             clock,
             multihost_interval_ms: 0,
-        })
+            log_tops,
+        };
+        pool.apply_log_class();
+        Ok(pool)
+    }
+
+    /// Tells the space manager which top-level vdevs are log devices.
+    fn apply_log_class(&mut self) {
+        for id in &self.log_tops {
+            self.space.set_log_class(*id as usize);
+        }
+    }
+
+    /// Whether top-level vdev `index` is a log device.
+    #[must_use]
+    pub fn is_log_vdev(&self, index: usize) -> bool {
+        u32::try_from(index).is_ok_and(|id| self.log_tops.contains(&id))
     }
 
     /// Imports a discovered pool. `verify` opens the upper layers' root at a candidate
@@ -632,7 +667,14 @@ impl Pool {
                 tarn_vdev::Health::Online | tarn_vdev::Health::Degraded
             )
         };
-        match self.tops.iter().find(|t| !readable(t)) {
+        // A missing log device does not stop an import (the records on it are lost and
+        // reported by the replay); ZFS asks for `-m` here, tarn imports and says so.
+        let data = self
+            .tops
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !self.is_log_vdev(*i));
+        match data.map(|(_, t)| t).find(|t| !readable(t)) {
             None => Ok(()),
             Some(top) => {
                 let leaves = top.leaves();
@@ -690,6 +732,7 @@ impl Pool {
             &ub.space_log,
             ub.txg,
         )?;
+        self.apply_log_class();
         self.last = Some(*ub);
         self.txg = ub.txg;
         Ok(())
@@ -809,6 +852,9 @@ impl Pool {
     #[must_use]
     pub fn vdev_tree(&self) -> VdevTree {
         let mut children: Vec<VdevTree> = self.tops.iter().map(|t| t.to_tree()).collect();
+        for child in &mut children {
+            child.log = self.log_tops.contains(&child.id);
+        }
         if !self.spares.is_empty() {
             let spares = self
                 .spares
@@ -909,7 +955,32 @@ impl Pool {
                 let _ = device.flush();
             }
         }
-        for top in &self.tops {
+        for (index, top) in self.tops.iter().enumerate() {
+            match top.flush() {
+                Ok(()) => {}
+                // A log device holds nothing a txg needs: when it is gone, log blocks go to
+                // the normal class (it is not writable) and its failure fails nothing.
+                Err(_) if self.is_log_vdev(index) && !self.space.writable(index) => {}
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+        Ok(())
+    }
+
+    /// Flushes every leaf of the top-level vdevs `vdevs`: the intent log's commit point (the
+    /// log blocks written there are durable once this returns; other vdevs hold nothing the
+    /// log needs, as ZFS flushes only the vdevs a log write touched). Fails when such a vdev
+    /// lost more leaves than its redundancy tolerates; the pool is not suspended for that
+    /// (the caller falls back to a txg sync, which decides).
+    pub fn flush_vdevs(&self, vdevs: &[tarn_base::VdevId]) -> Result<(), String> {
+        if let Some(why) = &self.suspended {
+            return Err(why.clone());
+        }
+        for id in vdevs {
+            let top = self
+                .tops
+                .get(id.0 as usize)
+                .ok_or_else(|| format!("no top-level vdev {}", id.0))?;
             top.flush().map_err(|e| e.to_string())?;
         }
         Ok(())
@@ -1079,6 +1150,7 @@ fn interior_node(
         children,
         offline: false,
         resilvering: false,
+        log: false,
     }
 }
 
@@ -1097,10 +1169,20 @@ fn new_leaf(path: &str, id: u32, ashift: u8, size: u64, guid: Guid) -> VdevTree 
         children: Vec::new(),
         offline: false,
         resilvering: false,
+        log: false,
     }
 }
 
 /// Builds the vdev tree for a new pool, with fresh GUIDs and sizes from the devices.
+/// Ids of the top-level vdevs a tree marks as log devices.
+fn log_top_ids(tree: &VdevTree) -> std::collections::BTreeSet<u32> {
+    tree.children
+        .iter()
+        .filter(|c| c.kind != VdevKind::Spares && c.log)
+        .map(|c| c.id)
+        .collect()
+}
+
 fn build_tree(
     spec: &CreateSpec,
     devices: &BTreeMap<String, Arc<dyn Device>>,
@@ -1111,7 +1193,7 @@ fn build_tree(
         new_leaf(path, id as u32, spec.ashift, size, rng.guid())
     };
     let mut tops: Vec<(TopLayout, Vec<VdevTree>)> = Vec::new();
-    for top in &spec.tops {
+    for top in spec.tops.iter().chain(&spec.logs) {
         let leaves = top
             .devices
             .iter()
@@ -1151,6 +1233,7 @@ fn build_tree(
             }
         };
         node.metaslab_shift = tarn_space::metaslab_shift_for(node.asize);
+        node.log = index >= spec.tops.len();
         children.push(node);
     }
     if !spares.is_empty() {

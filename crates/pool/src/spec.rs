@@ -55,6 +55,9 @@ pub struct CreateSpec {
     pub tops: Vec<TopSpec>,
     /// Hot spares.
     pub spares: Vec<String>,
+    /// Log devices (`log DEV` / `log mirror DEV DEV`): top-level vdevs that hold only
+    /// intent-log blocks. Disk or mirror layouts.
+    pub logs: Vec<TopSpec>,
     /// Sector size shift for every vdev.
     pub ashift: u8,
     /// Use devices that belong to another (exported or destroyed) pool.
@@ -96,13 +99,28 @@ pub fn validate_pool_name(name: &str) -> Result<(), PoolError> {
 }
 
 impl CreateSpec {
+    /// Log vdevs are disks or mirrors (a raidz log is refused, as ZFS refuses it).
+    fn validate_logs(&self) -> Result<(), PoolError> {
+        match self
+            .logs
+            .iter()
+            .find(|l| matches!(l.layout, TopLayout::Raidz(_)))
+        {
+            Some(log) => Err(PoolError::InvalidSpec(format!(
+                "'{}' is not allowed in a log section; use mirror or plain devices",
+                log.layout.name()
+            ))),
+            None => Ok(()),
+        }
+    }
+
     /// Checks the spec's shape: name, widths, parity, duplicates, ashift.
     pub fn validate(&self) -> Result<(), PoolError> {
         validate_pool_name(&self.name)?;
         if self.tops.is_empty() {
             return Err(PoolError::InvalidSpec("no data vdevs given".into()));
         }
-        if self.tops.len() > limits::TOP_VDEVS_MAX {
+        if self.tops.len() + self.logs.len() > limits::TOP_VDEVS_MAX {
             return Err(PoolError::InvalidSpec(format!(
                 "too many top-level vdevs (at most {})",
                 limits::TOP_VDEVS_MAX
@@ -117,7 +135,8 @@ impl CreateSpec {
             )));
         }
         let mut seen = std::collections::HashSet::new();
-        for top in &self.tops {
+        self.validate_logs()?;
+        for top in self.tops.iter().chain(&self.logs) {
             if let TopLayout::Raidz(parity) = top.layout
                 && !(1..=limits::RAIDZ_PARITY_MAX as u8).contains(&parity)
             {
@@ -149,6 +168,7 @@ impl CreateSpec {
         for path in self
             .tops
             .iter()
+            .chain(&self.logs)
             .flat_map(|t| &t.devices)
             .chain(&self.spares)
         {
@@ -169,6 +189,7 @@ mod tests {
             name: "tank".into(),
             tops,
             spares: vec![],
+            logs: Vec::new(),
             ashift: 12,
             force: false,
         }

@@ -45,6 +45,7 @@ fn spec(layout: TopLayout, devices: Vec<String>) -> CreateSpec {
         name: "tank".into(),
         tops: vec![TopSpec { layout, devices }],
         spares: vec![],
+        logs: Vec::new(),
         ashift: 12,
         force: false,
     }

@@ -3,6 +3,7 @@
 
 use crate::fs::{Fs, Result, oid};
 use crate::inode::Inode;
+use crate::intent::LogOp;
 use crate::{Fallocate, FileKind, Ino, PosixError, Seek};
 
 /// Largest file size (2^56 bytes: far below what a tree of records can address).
@@ -63,6 +64,11 @@ impl Fs<'_> {
         inode.mtime = self.now;
         inode.ctime = self.now;
         self.put(ino, &inode)?;
+        self.record(|| LogOp::Write {
+            ino,
+            offset,
+            data: data.to_vec(),
+        });
         Ok(len)
     }
 
@@ -111,7 +117,14 @@ impl Fs<'_> {
             inode.mtime = self.now;
         }
         inode.ctime = self.now;
-        self.put(ino, &inode)
+        self.put(ino, &inode)?;
+        self.record(|| LogOp::Fallocate {
+            ino,
+            offset,
+            len,
+            mode,
+        });
+        Ok(())
     }
 
     /// SEEK_DATA / SEEK_HOLE from `offset`.

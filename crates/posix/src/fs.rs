@@ -7,6 +7,7 @@ use tarn_objects::{ObjectError, ObjectSet};
 use tarn_zio::BlockStore;
 
 use crate::inode::{self, INODE_LEN, Inode, TYPE_MASTER, TYPE_UNLINKED};
+use crate::intent::{LogOp, LogRecord};
 use crate::{Attr, Creds, FileKind, FsConfig, Ino, PosixError, Timespec};
 
 pub(crate) type Result<T> = std::result::Result<T, PosixError>;
@@ -30,6 +31,8 @@ pub struct Fs<'a> {
     pub(crate) config: FsConfig,
     /// Per-owner quotas and what they admitted since the last sync (`usedby.rs`).
     pub(crate) quotas: Option<(&'a crate::Quotas, &'a mut crate::Pending)>,
+    /// Where modifying calls append their intent-log records ([`Fs::with_log`]).
+    pub(crate) log: Option<&'a mut Vec<LogRecord>>,
 }
 
 pub(crate) fn oid(ino: Ino) -> ObjectId {
@@ -50,6 +53,7 @@ impl<'a> Fs<'a> {
             now,
             config,
             quotas: None,
+            log: None,
         }
     }
 
@@ -260,12 +264,24 @@ impl<'a> Fs<'a> {
         {
             self.os.zap_remove(self.store, set, ino.to_le_bytes())?;
         }
+        self.record(|| LogOp::Reclaim { ino });
         Ok(())
     }
 
     /// Frees every inode left on the unlinked set (called when a dataset is mounted, as ZFS
     /// drains its unlinked set: files deleted while open whose owner died). Returns how many.
     pub fn drain_unlinked(&mut self) -> Result<u64> {
+        // One record for the whole drain, not one per reclaim inside it.
+        let log = self.log.take();
+        let result = self.drain_unlinked_quietly();
+        self.log = log;
+        if matches!(result, Ok(freed) if freed > 0) {
+            self.record(|| LogOp::DrainUnlinked);
+        }
+        result
+    }
+
+    fn drain_unlinked_quietly(&mut self) -> Result<u64> {
         let set = self.unlinked_set()?;
         let mut freed = 0;
         loop {

@@ -37,6 +37,11 @@
 //! - I5: after every sync, the used-by counts equal a recount of the committed inodes
 //!   (checked after every sync of the POSIX tests).
 //!
+//! # Intent log
+//! A view built with [`Fs::with_log`] appends a [`LogRecord`] for every modifying call that
+//! succeeds; [`Fs::replay`] applies one again. The engine writes them to the dataset's
+//! intent log on `fsync` and replays them at import (module [`intent`]).
+//!
 //! # Failure model
 //! Bytes from disk (inodes, entries, attribute values) are input: a bad one is
 //! [`PosixError::Object`] with `ObjectError::Corrupt` (EIO), never a panic. Unreadable
@@ -64,6 +69,7 @@
 mod data;
 mod fs;
 mod inode;
+pub mod intent;
 mod namespace;
 mod usedby;
 mod xattr;
@@ -75,6 +81,7 @@ mod usedby_tests;
 
 pub use data::FILE_SIZE_MAX;
 pub use fs::Fs;
+pub use intent::{LogOp, LogRecord};
 pub use namespace::NAME_MAX;
 pub use usedby::{Owner, OwnerKind, Pending, Quotas, Usage, UsedByHook, UsedScale};
 pub use xattr::{XATTR_NAME_MAX, XATTR_SIZE_MAX};

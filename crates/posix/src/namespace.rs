@@ -5,6 +5,7 @@ use tarn_objects::{ObjectError, ZapCursor, zap::zap_hash};
 
 use crate::fs::{Fs, Result, oid};
 use crate::inode::{self, FLAG_PROJECT_INHERIT, Inode, SYMLINK_INLINE_MAX, kind_byte, kind_from};
+use crate::intent::LogOp;
 use crate::{
     Attr, Creds, DirEntry, FileKind, Ino, Owner, OwnerKind, PosixError, RenameFlags, SetAttr,
     TimeOrNow,
@@ -168,12 +169,28 @@ impl Fs<'_> {
             0
         };
         let (ino, inode) = self.create(parent, name, kind, perm, rdev, creds)?;
+        self.record(|| LogOp::Mknod {
+            parent,
+            name: name.to_vec(),
+            kind,
+            perm,
+            rdev,
+            creds,
+            ino,
+        });
         self.attr_of(ino, &inode)
     }
 
     /// Creates directory `name` in `parent`.
     pub fn mkdir(&mut self, parent: Ino, name: &[u8], perm: u32, creds: Creds) -> Result<Attr> {
         let (ino, inode) = self.create(parent, name, FileKind::Directory, perm, 0, creds)?;
+        self.record(|| LogOp::Mkdir {
+            parent,
+            name: name.to_vec(),
+            perm,
+            creds,
+            ino,
+        });
         self.attr_of(ino, &inode)
     }
 
@@ -200,6 +217,13 @@ impl Fs<'_> {
             self.os.write(self.store, oid(ino), 0, target)?;
         }
         self.put(ino, &inode)?;
+        self.record(|| LogOp::Symlink {
+            parent,
+            name: name.to_vec(),
+            target: target.to_vec(),
+            creds,
+            ino,
+        });
         self.attr_of(ino, &inode)
     }
 
@@ -242,6 +266,11 @@ impl Fs<'_> {
         self.os
             .zap_insert(self.store, oid(newparent), newname, &value)?;
         self.touch_dir(newparent, 1, 0)?;
+        self.record(|| LogOp::Link {
+            ino,
+            parent: newparent,
+            name: newname.to_vec(),
+        });
         self.attr_of(ino, &inode)
     }
 
@@ -273,7 +302,12 @@ impl Fs<'_> {
         }
         self.os.zap_remove(self.store, oid(parent), name)?;
         self.touch_dir(parent, -1, 0)?;
-        self.drop_link(ino)
+        let dropped = self.drop_link(ino)?;
+        self.record(|| LogOp::Unlink {
+            parent,
+            name: name.to_vec(),
+        });
+        Ok(dropped)
     }
 
     /// Checks that directory `ino` has no entries.
@@ -300,6 +334,10 @@ impl Fs<'_> {
         self.os.zap_remove(self.store, oid(parent), name)?;
         self.touch_dir(parent, -1, -1)?;
         self.drop_link(ino)?;
+        self.record(|| LogOp::Rmdir {
+            parent,
+            name: name.to_vec(),
+        });
         Ok(ino)
     }
 
@@ -320,6 +358,25 @@ impl Fs<'_> {
 
     /// renameat2. Returns the inode that lost its last link when the target was replaced.
     pub fn rename(
+        &mut self,
+        parent: Ino,
+        name: &[u8],
+        newparent: Ino,
+        newname: &[u8],
+        flags: RenameFlags,
+    ) -> Result<Option<Ino>> {
+        let replaced = self.rename_entries(parent, name, newparent, newname, flags)?;
+        self.record(|| LogOp::Rename {
+            parent,
+            name: name.to_vec(),
+            newparent,
+            newname: newname.to_vec(),
+            flags,
+        });
+        Ok(replaced)
+    }
+
+    fn rename_entries(
         &mut self,
         parent: Ino,
         name: &[u8],
@@ -510,6 +567,10 @@ impl Fs<'_> {
         }
         inode.ctime = self.now;
         self.put(ino, &inode)?;
+        self.record(|| LogOp::SetAttr {
+            ino,
+            changes: *changes,
+        });
         self.attr_of(ino, &inode)
     }
 

@@ -556,6 +556,11 @@ impl Fs<'_> {
         inode.flags = if inherit { FLAG_PROJECT_INHERIT } else { 0 };
         inode.ctime = self.now;
         self.put(ino, &inode)?;
+        self.record(|| crate::intent::LogOp::SetProject {
+            ino,
+            project,
+            inherit,
+        });
         self.attr_of(ino, &inode)
     }
 }

@@ -7,6 +7,7 @@ use tarn_objects::ZAP_VALUE_MAX;
 
 use crate::fs::{Fs, Result, oid};
 use crate::inode::{self, TYPE_XATTR, TYPE_XATTR_VALUE};
+use crate::intent::LogOp;
 use crate::{Ino, PosixError, XattrSet};
 
 /// Longest attribute name (Linux's XATTR_NAME_MAX).
@@ -132,7 +133,14 @@ impl Fs<'_> {
         self.os
             .zap_insert(self.store, ObjectId(inode.xattr), name, &encoded)?;
         inode.ctime = self.now;
-        self.put(ino, &inode)
+        self.put(ino, &inode)?;
+        self.record(|| LogOp::SetXattr {
+            ino,
+            name: name.to_vec(),
+            value: value.to_vec(),
+            how,
+        });
+        Ok(())
     }
 
     /// Removes the stored value of `name` (and its value object).
@@ -168,7 +176,12 @@ impl Fs<'_> {
         }
         self.remove_value(inode.xattr, name)?;
         inode.ctime = self.now;
-        self.put(ino, &inode)
+        self.put(ino, &inode)?;
+        self.record(|| LogOp::RemoveXattr {
+            ino,
+            name: name.to_vec(),
+        });
+        Ok(())
     }
 
     /// Frees an inode's attribute ZAP and every value object (the inode is being freed).

@@ -172,6 +172,7 @@ impl Sim {
                 })
                 .collect(),
             spares: cfg.spares.iter().map(path).collect(),
+            logs: Vec::new(),
             ashift: cfg.ashift,
             force: false,
         };

@@ -12,6 +12,8 @@
 //!   │    └─ Metaslab x N (2^metaslab_shift bytes each; free space as a RangeTree)
 //!   ├─ rotor: which vdev gets the next allocation (biased towards free space)
 //!   ├─ records: allocations and frees of the syncing txg, in order (written as a delta)
+//!   ├─ open records: intent-log blocks allocated or claimed between syncs (open context);
+//!   │    the next txg's delta starts with them
 //!   └─ deferred: frees of the last TXG_DEFER txgs, not yet reusable (so a rewind to a
 //!      recent txg finds its blocks intact)
 //! ```
@@ -27,7 +29,9 @@
 //! - I1: a byte is in at most one of {free tree, allocated, deferred}; `allocated` per vdev
 //!   equals asize minus free minus deferred-free bytes.
 //! - I2: a block freed in txg T becomes allocatable no earlier than T + TXG_DEFER, unless it
-//!   was also born in T (then nothing on disk can reference it and it is reusable at once).
+//!   was also born in T (then nothing on disk can reference it and it is reusable at once;
+//!   an intent-log block born in T, which a committed log chain may name, is reusable once
+//!   T commits).
 //!   While frees are held ([`SpaceManager::set_hold_deferred`], during a scrub) no deferred
 //!   free becomes allocatable at all: a block the scrub listed and that was freed since must
 //!   keep its contents, or the scrub would report it corrupt.
@@ -44,8 +48,13 @@
 //! the txg (and `-F` tries an older one). A record that would double-allocate or double-free
 //! is corruption, never a panic, when it comes from disk.
 //!
+//! # Allocation classes
+//! A top-level vdev marked as a log device ([`SpaceManager::set_log_class`]) takes only
+//! intent-log blocks ([`SpaceManager::allocate_log`]); normal allocation never picks it.
+//! Log blocks go to a log vdev when one has room, else to the normal class.
+//!
 //! # Not here
-//! Allocation classes (special, log devices), trim and per-metaslab on-disk maps loaded
+//! The special class, trim and per-metaslab on-disk maps loaded
 //! lazily: the whole free map is kept in memory.
 
 pub mod log;
@@ -149,6 +158,8 @@ struct Metaslab {
 struct VdevSpace {
     geometry: Arc<dyn VdevGeometry>,
     shift: u8,
+    /// A log device: only intent-log blocks go here.
+    log: bool,
     metaslabs: Vec<Metaslab>,
     cursor_metaslab: usize,
     cursor: u64,
@@ -176,6 +187,7 @@ impl VdevSpace {
         VdevSpace {
             geometry,
             shift,
+            log: false,
             metaslabs,
             cursor_metaslab: 0,
             cursor: 0,
@@ -297,7 +309,13 @@ pub struct SpaceManager {
     rotor_bytes: u64,
     txg: Txg,
     records: Vec<Record>,
+    open_records: Vec<Record>,
     frees_this_txg: Vec<Dva>,
+    /// Intent-log blocks allocated between the last txg and this one (their allocation is in
+    /// this txg's delta).
+    log_born: Vec<Dva>,
+    /// Intent-log blocks born and freed in this txg: held until it commits, then released.
+    release_at_commit: Vec<Dva>,
     deferred: VecDeque<(Txg, Vec<Dva>)>,
     chain: Vec<BlockPtr>,
     chain_records: u64,
@@ -321,7 +339,10 @@ impl SpaceManager {
             rotor_bytes: 0,
             txg: Txg(0),
             records: Vec::new(),
+            open_records: Vec::new(),
             frees_this_txg: Vec::new(),
+            log_born: Vec::new(),
+            release_at_commit: Vec::new(),
             deferred: VecDeque::new(),
             chain: Vec::new(),
             chain_records: 0,
@@ -398,6 +419,16 @@ impl SpaceManager {
             self.txg
         );
         self.txg = txg;
+        self.log_born = self
+            .open_records
+            .iter()
+            .map(|r| Dva {
+                vdev: r.vdev,
+                offset: r.offset,
+                asize: r.asize,
+            })
+            .collect();
+        self.records = std::mem::take(&mut self.open_records);
     }
 
     /// The txg being recorded.
@@ -406,12 +437,20 @@ impl SpaceManager {
         self.txg
     }
 
-    /// Usage of every top-level vdev.
+    /// Usage of every top-level vdev. A log device is not pool capacity (as `zpool list`
+    /// leaves log devices out of SIZE): it reports size and allocated 0.
     #[must_use]
     pub fn usage(&self) -> Vec<VdevUsage> {
         self.vdevs
             .iter()
             .map(|v| {
+                if v.log {
+                    return VdevUsage {
+                        size: 0,
+                        allocated: 0,
+                        fragmentation: 0,
+                    };
+                }
                 let free = v.free_bytes();
                 let large: u64 = v
                     .metaslabs
@@ -471,12 +510,13 @@ impl SpaceManager {
 
     fn pick_vdev(&mut self, psize: u64, used: &[VdevId]) -> Option<usize> {
         let count = self.vdevs.len();
-        let total_free: u64 = self.vdevs.iter().map(VdevSpace::free_bytes).sum();
-        let mean_free = (total_free / count as u64).max(1);
+        let normal = self.vdevs.iter().filter(|v| !v.log);
+        let total_free: u64 = normal.clone().map(VdevSpace::free_bytes).sum();
+        let mean_free = (total_free / normal.count().max(1) as u64).max(1);
         for step in 0..count {
             let index = (self.rotor + step) % count;
             let vdev = &self.vdevs[index];
-            if used.contains(&VdevId(index as u32)) || !vdev.geometry.writable() {
+            if used.contains(&VdevId(index as u32)) || !vdev.geometry.writable() || vdev.log {
                 continue;
             }
             let asize = vdev.geometry.allocation_size(psize);
@@ -636,7 +676,8 @@ impl SpaceManager {
             .iter()
             .map(|(_, list)| list.len())
             .sum::<usize>()
-            + self.frees_this_txg.len();
+            + self.frees_this_txg.len()
+            + self.release_at_commit.len();
         while blocks * per_block < self.extent_count() + deferred as u64 + 2 * blocks * copies {
             blocks += 1;
         }
@@ -698,7 +739,8 @@ impl SpaceManager {
             }
         }
         let deferred = self.deferred.iter().flat_map(|(_, list)| list);
-        for dva in deferred.chain(self.frees_this_txg.iter()) {
+        let frees = self.frees_this_txg.iter().chain(&self.release_at_commit);
+        for dva in deferred.chain(frees) {
             out.push(Record {
                 alloc: false,
                 vdev: dva.vdev,
@@ -712,6 +754,12 @@ impl SpaceManager {
     /// Called once the txg's uberblock is durable: frees of this txg start their deferral,
     /// and frees old enough become allocatable.
     pub fn txg_committed(&mut self) {
+        for dva in std::mem::take(&mut self.release_at_commit) {
+            self.vdevs[dva.vdev.0 as usize]
+                .release(dva.offset, dva.asize, false)
+                .expect("I1: a log block freed in its own txg releases allocated space");
+        }
+        self.log_born.clear();
         let frees = std::mem::take(&mut self.frees_this_txg);
         if !frees.is_empty() {
             self.deferred.push_back((self.txg, frees));
@@ -766,6 +814,109 @@ impl SpaceManager {
     #[must_use]
     pub fn allocated(&self) -> u64 {
         self.vdevs.iter().map(|v| v.allocated).sum()
+    }
+
+    /// Marks top-level vdev `index` as a log device (only intent-log blocks go there).
+    pub fn set_log_class(&mut self, index: usize) {
+        if let Some(vdev) = self.vdevs.get_mut(index) {
+            vdev.log = true;
+        }
+    }
+
+    /// Whether top-level vdev `index` can take writes now.
+    #[must_use]
+    pub fn writable(&self, index: usize) -> bool {
+        self.vdevs.get(index).is_some_and(|v| v.geometry.writable())
+    }
+
+    /// Whether top-level vdev `index` is a log device.
+    #[must_use]
+    pub fn is_log_class(&self, index: usize) -> bool {
+        self.vdevs.get(index).is_some_and(|v| v.log)
+    }
+
+    /// Allocates one intent-log block of `psize` bytes in open context (between syncs): on a
+    /// log device with room if there is one, else in the normal class. The allocation is
+    /// recorded in the next txg's delta. `None` when no vdev has room.
+    pub fn allocate_log(&mut self, psize: u64) -> Option<Dva> {
+        let logs = (0..self.vdevs.len()).filter(|&i| self.vdevs[i].log);
+        let on_log = logs
+            .filter(|&i| self.vdevs[i].geometry.writable())
+            .filter(|&i| {
+                let vdev = &self.vdevs[i];
+                vdev.free_bytes() >= vdev.geometry.allocation_size(psize)
+            })
+            .max_by_key(|&i| self.vdevs[i].free_bytes());
+        let index = match on_log {
+            Some(index) => index,
+            None => self.pick_vdev(psize, &[])?,
+        };
+        let vdev = &mut self.vdevs[index];
+        let asize = vdev.geometry.allocation_size(psize);
+        let offset = vdev.allocate(asize, &[])?;
+        let dva = Dva {
+            vdev: VdevId(index as u32),
+            offset,
+            asize,
+        };
+        self.open_records.push(Record {
+            alloc: true,
+            vdev: dva.vdev,
+            offset,
+            asize,
+        });
+        Some(dva)
+    }
+
+    /// Claims an intent-log block found on disk at import (ZFS's zil_claim): marks it
+    /// allocated so nothing else is put there before the log is replayed and freed. Space
+    /// that is not free (or not on a vdev) is an error: that block is not part of the log.
+    pub fn claim_log(&mut self, dva: &Dva) -> Result<(), SpaceError> {
+        let vdev = self
+            .vdevs
+            .get_mut(dva.vdev.0 as usize)
+            .ok_or(SpaceError::CorruptLog {
+                why: "log block on an unknown vdev",
+            })?;
+        if dva.asize == 0 || dva.offset.checked_add(dva.asize).is_none() {
+            return Err(SpaceError::CorruptLog {
+                why: "log block with a bad size",
+            });
+        }
+        vdev.claim(dva.offset, dva.asize)?;
+        self.open_records.push(Record {
+            alloc: true,
+            vdev: dva.vdev,
+            offset: dva.offset,
+            asize: dva.asize,
+        });
+        Ok(())
+    }
+
+    /// Bytes allocated in open context since the last sync (intent-log blocks not yet in any
+    /// committed delta).
+    #[must_use]
+    pub fn open_allocated(&self) -> u64 {
+        self.open_records.iter().map(|r| r.asize).sum()
+    }
+
+    /// Frees an intent-log block in the syncing txg. The committed log chain may still name
+    /// it until this txg commits, so it is never reusable before then: one born in this txg
+    /// (allocated since the last txg) is released when this txg commits (as a load of the
+    /// delta, which allocates and frees it in one txg, releases it at once); an older one is
+    /// deferred `TXG_DEFER` txgs like any free.
+    pub fn free_log_block(&mut self, dva: &Dva) {
+        self.records.push(Record {
+            alloc: false,
+            vdev: dva.vdev,
+            offset: dva.offset,
+            asize: dva.asize,
+        });
+        if self.log_born.contains(dva) {
+            self.release_at_commit.push(*dva);
+        } else {
+            self.frees_this_txg.push(*dva);
+        }
     }
 }
 

@@ -135,6 +135,7 @@ fn create(engine: &Engine, dir: &Path) -> Result<(), String> {
             devices,
         }],
         spares: Vec::new(),
+        logs: Vec::new(),
         ashift: 12,
         force: false,
     };

@@ -245,6 +245,7 @@ impl TopVdev {
                     .collect(),
                 offline: false,
                 resilvering: false,
+                log: false,
             },
         };
         node.id = self.id.0;
@@ -265,6 +266,7 @@ impl TopVdev {
             children: Vec::new(),
             offline: leaf.state() == LeafState::Offline,
             resilvering: leaf.is_resilvering(),
+            log: false,
         }
     }
 
@@ -287,6 +289,7 @@ impl TopVdev {
                     .collect(),
                 offline: false,
                 resilvering: false,
+                log: false,
             },
         }
     }

@@ -208,6 +208,48 @@ impl Pipeline {
         Ok(bp)
     }
 
+    /// Writes `data` (512-aligned; padded here to the sector size) at one DVA the caller
+    /// allocated, with no block pointer: for self-checksummed blocks no parent names, such as
+    /// intent-log blocks. The caller flushes.
+    pub fn write_raw(&self, dva: &Dva, data: &[u8]) -> Result<(), ZioError> {
+        assert!(
+            (data.len() as u64).is_multiple_of(PSIZE_UNIT),
+            "raw write of {} bytes is not 512-aligned",
+            data.len()
+        );
+        let padded = (data.len() as u64).next_multiple_of(self.sector_size);
+        let mut buffer = vec![0u8; padded as usize];
+        buffer[..data.len()].copy_from_slice(data);
+        self.vdev(dva)?
+            .write(dva.offset, &buffer)
+            .map_err(|e| ZioError::WriteFailed(format!("{}: {e}", dva_name(dva))))?;
+        Ok(())
+    }
+
+    /// Reads `len` bytes written by [`Pipeline::write_raw`] at `dva`, returning only bytes
+    /// `verify` accepts (a self-checksum; raidz reconstructs and mirrors try every side
+    /// until one verifies). Nothing is healed: such blocks are short-lived.
+    pub fn read_raw(
+        &self,
+        dva: &Dva,
+        len: u64,
+        verify: &dyn Fn(&[u8]) -> bool,
+    ) -> Result<Vec<u8>, ZioError> {
+        let padded = len.next_multiple_of(self.sector_size);
+        let check = |data: &[u8]| data.get(..len as usize).is_some_and(verify);
+        let report = self
+            .vdev(dva)?
+            .read(dva.offset, padded, &check)
+            .map_err(|e| ZioError::Unrecoverable {
+                dva: dva_name(dva),
+                birth: Txg(0),
+                why: e.to_string(),
+            })?;
+        let mut data = report.data;
+        data.truncate(len as usize);
+        Ok(data)
+    }
+
     /// Reads, verifies and decompresses a block. A hole reads as `lsize` zeros.
     pub fn read_block(&self, bp: &BlockPtr) -> Result<Vec<u8>, ZioError> {
         if bp.is_hole() {

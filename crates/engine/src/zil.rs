@@ -1,0 +1,467 @@
+//! The intent log (ZFS's ZIL): `fsync` and `sync=always` made durable without a txg.
+//!
+//! ```text
+//!  fs_op ── Fs::with_log ──► pending records (txg, LogRecord) per dataset, in memory
+//!  fsync ── commit ──► records → stream → log blocks at the pre-allocated next address,
+//!                      each naming the next (allocated now), then one flush of the
+//!                      top-level vdevs written (ZFS flushes only those too)
+//!  sync of txg T ──► every record is in T: the old chain is freed (deferred), a fresh first
+//!                    block is allocated and named by the dataset header committed in T
+//!  import ──► claim the chain's blocks, replay its records on the committed state through
+//!             tarn-posix, then the import's txg commits the result and frees the chain
+//! ```
+//!
+//! # Choices
+//! - An `fsync` of any file commits every pending record of its dataset (simpler than
+//!   ZFS's per-file dependency tracking, and never less durable). Writes log their data
+//!   inline (ZFS's WR_COPIED), however large; a commit of more than [`COMMIT_BYTES_MAX`]
+//!   syncs a txg instead.
+//! - A dataset gets a chain only once it asks for one: the first `fsync` (or `sync=always`
+//!   operation) on a dataset without a chain syncs a txg, as ZFS's first commit waits for
+//!   the header. The chain is kept across txgs while the dataset keeps using it and
+//!   dropped after [`IDLE_TXGS_MAX`] txgs without a commit.
+//! - The open and syncing txgs do not overlap (the pool lock), so when txg T commits every
+//!   pending record is in T or older: all of them are dropped and the whole chain goes.
+//!   Each sync gives an active dataset a new chain (new first block, new chain id).
+//! - Log blocks are allocated in open context ([`tarn_space::SpaceManager::allocate_log`],
+//!   on a log device when the pool has one) and recorded in the next txg's space-log
+//!   delta. They are freed with [`tarn_space::SpaceManager::free_log_block`], which never
+//!   lets a block a committed header's chain may name be reused before the txg that drops
+//!   the chain commits (blocks born in that txg are released at its commit, older ones are
+//!   deferred `TXG_DEFER` txgs). A rewind (`-T`/`-F`) to an older txg may therefore find
+//!   its chain overwritten: its replay then ends early, safely.
+//! - Replay goes through tarn-posix like the original calls, at their recorded times, on the
+//!   committed state with the committed properties; it is not admitted against quotas (the
+//!   operations were admitted when they ran). A replayed inode's generation is the replay's
+//!   txg, not the original one.
+//!
+//! # Crash safety
+//! A block is accepted only when its self-checksum, chain id and sequence number match
+//! (`tarn_format::intent_log`), so a torn or missing block, stale bytes at a
+//! pre-allocated address or garbage end the chain there; a record cut by that end is
+//! dropped, and nothing after it is replayed. Replay happens on the last committed state and
+//! its result, the freeing of the chain and the header without a log commit in one txg:
+//! a crash during replay leaves the log as it was, and the next import replays it again.
+//!
+//! # Space
+//! The first block of each committed chain is allocated in the committed space log and
+//! named by the committed header; blocks written since are open allocations
+//! ([`tarn_space::SpaceManager::open_allocated`]). `check::verify_pool` counts both.
+
+use std::collections::BTreeMap;
+
+use tarn_base::{Guid, Txg};
+use tarn_dataset::LogHead;
+use tarn_format::Dva;
+use tarn_format::intent_log::{
+    LOG_BLOCK_MAX, LOG_BLOCK_MIN, LOG_HEADER_LEN, LogBlockHeader, LogPtr, decode_block,
+    encode_block,
+};
+use tarn_posix::{Fs, LogRecord};
+
+use crate::{DatasetId, EngineError, Imported};
+
+/// Txgs without a commit after which a dataset's chain is dropped (its next `fsync` syncs a
+/// txg to start a new one).
+pub const IDLE_TXGS_MAX: u32 = 8;
+/// Largest commit written to the log; more pending bytes sync a txg instead.
+pub const COMMIT_BYTES_MAX: usize = 64 << 20;
+/// Size of a chain's first block (later blocks are sized to what they carry).
+const FIRST_BLOCK: u32 = 16 << 10;
+/// Most blocks one chain is followed through at import.
+const CHAIN_BLOCKS_MAX: u64 = 1 << 20;
+/// Bytes before each record in the stream: txg (u64) and length (u32).
+const RECORD_PREFIX: usize = 12;
+
+/// The intent log of one dataset, in memory.
+#[derive(Debug, Default)]
+pub(crate) struct DatasetLog {
+    /// Records not yet written to the log, with the txg each went into.
+    pending: Vec<(Txg, LogRecord)>,
+    /// Every block of the current chain: the committed first block, the blocks written
+    /// since and the pre-allocated next one (all freed by the next sync).
+    blocks: Vec<Dva>,
+    /// Where the next block goes; `None` when the committed header names no chain.
+    next: Option<LogPtr>,
+    chain: u64,
+    seq: u64,
+    /// Txgs synced since the last commit.
+    idle: u32,
+    /// A commit asked for a chain since the last sync.
+    wanted: bool,
+}
+
+/// The intent logs of one pool.
+#[derive(Debug, Default)]
+pub(crate) struct Logs {
+    map: BTreeMap<DatasetId, DatasetLog>,
+}
+
+/// What an import's replay found in one dataset's log.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReplayReport {
+    /// Dataset name.
+    pub dataset: String,
+    /// Log blocks read (and claimed).
+    pub blocks: u64,
+    /// Records replayed.
+    pub records: u64,
+    /// Why replay stopped early, if it did (records after that point are lost).
+    pub stopped: Option<String>,
+}
+
+impl Logs {
+    /// Adds records made in `txg` to the dataset's pending list.
+    pub(crate) fn add(&mut self, id: DatasetId, txg: Txg, records: Vec<LogRecord>) {
+        if records.is_empty() {
+            return;
+        }
+        let log = self.map.entry(id).or_default();
+        log.pending.extend(records.into_iter().map(|r| (txg, r)));
+    }
+
+    /// Bytes of log blocks allocated in memory (every chain's blocks), for the checker.
+    pub(crate) fn allocated_bytes(&self) -> u64 {
+        self.map
+            .values()
+            .flat_map(|l| &l.blocks)
+            .map(|d| d.asize)
+            .sum()
+    }
+
+    /// The blocks of `id`'s chain, oldest first.
+    pub(crate) fn blocks(&self, id: DatasetId) -> Vec<Dva> {
+        self.map
+            .get(&id)
+            .map_or_else(Vec::new, |l| l.blocks.clone())
+    }
+}
+
+fn chain_id(pool: Guid, dataset: Guid, txg: Txg, dva: &Dva) -> u64 {
+    let mut x = pool.0 ^ dataset.0.rotate_left(17) ^ txg.0.rotate_left(41) ^ dva.offset;
+    x ^= u64::from(dva.vdev.0) << 56;
+    // splitmix64's finalizer: ids of neighbouring txgs share no obvious bits.
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+fn block_size_for(bytes: usize) -> u32 {
+    let wanted = (bytes + LOG_HEADER_LEN).next_multiple_of(LOG_BLOCK_MIN as usize);
+    u32::try_from(wanted)
+        .unwrap_or(LOG_BLOCK_MAX)
+        .clamp(LOG_BLOCK_MIN, LOG_BLOCK_MAX)
+}
+
+impl Imported {
+    /// Before the next txg syncs: returns every chain's blocks (the sync frees them), gives
+    /// each dataset that uses its log a fresh first block in its header, and drops the logs
+    /// of datasets that are gone or idle.
+    pub(crate) fn logs_before_sync(&mut self) -> Vec<Dva> {
+        let txg = self.pool.txg().next();
+        let pool_guid = self.pool.guid();
+        let mut frees = Vec::new();
+        let ids: Vec<DatasetId> = self.logs.map.keys().copied().collect();
+        for id in ids {
+            if !self.datasets.contains(id) {
+                if let Some(log) = self.logs.map.remove(&id) {
+                    frees.extend(log.blocks);
+                }
+                continue;
+            }
+            let log = self.logs.map.entry(id).or_default();
+            frees.append(&mut log.blocks);
+            let active = log.wanted || (log.next.is_some() && log.idle < IDLE_TXGS_MAX);
+            log.wanted = false;
+            log.idle = log.idle.saturating_add(1);
+            log.next = None;
+            let node = self.datasets.node_mut(id);
+            let mut head = LogHead::default();
+            if active && let Some(dva) = self.pool.space_mut().allocate_log(u64::from(FIRST_BLOCK))
+            {
+                let first = LogPtr {
+                    dva,
+                    psize: FIRST_BLOCK,
+                };
+                head = LogHead {
+                    first,
+                    chain: chain_id(pool_guid, node.header.guid, txg, &dva),
+                };
+                log.blocks.push(dva);
+                log.next = Some(first);
+                log.chain = head.chain;
+                log.seq = 1;
+            }
+            if node.header.log != head {
+                node.header.log = head;
+                node.header_dirty = true;
+            }
+            if log.next.is_none() && log.pending.is_empty() && log.blocks.is_empty() {
+                self.logs.map.remove(&id);
+            }
+        }
+        frees
+    }
+
+    /// After txg `txg` committed: every pending record is in it or older.
+    pub(crate) fn logs_after_sync(&mut self, txg: Txg) {
+        for log in self.logs.map.values_mut() {
+            log.pending.retain(|(t, _)| *t > txg);
+        }
+    }
+
+    /// Makes every pending record of `id` durable: in its intent log when it has a chain,
+    /// else (or when the log cannot take them) by syncing a txg.
+    pub(crate) fn log_commit(&mut self, id: DatasetId) -> Result<(), EngineError> {
+        let log = self.logs.map.entry(id).or_default();
+        if log.pending.is_empty() {
+            return Ok(());
+        }
+        if log.next.is_none() {
+            log.wanted = true;
+            return self.sync().map(drop);
+        }
+        let mut stream = Vec::new();
+        for (txg, record) in &log.pending {
+            let bytes = record.encode();
+            stream.extend_from_slice(&txg.0.to_le_bytes());
+            stream.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+            stream.extend_from_slice(&bytes);
+        }
+        let written = stream.len() <= COMMIT_BYTES_MAX && self.write_chain(id, &stream).is_ok();
+        if !written {
+            if let Some(log) = self.logs.map.get_mut(&id) {
+                log.wanted = true;
+            }
+            return self.sync().map(drop);
+        }
+        let log = self.logs.map.entry(id).or_default();
+        log.pending.clear();
+        log.idle = 0;
+        Ok(())
+    }
+
+    /// Writes `stream` as the next blocks of `id`'s chain and flushes the vdevs written.
+    fn write_chain(&mut self, id: DatasetId, stream: &[u8]) -> Result<(), String> {
+        let Imported { pool, logs, .. } = self;
+        let log = logs.map.get_mut(&id).ok_or("no log")?;
+        let mut current = log.next.ok_or("no chain")?;
+        let mut rest = stream;
+        let mut written = Vec::new();
+        loop {
+            let room = (current.psize as usize).saturating_sub(LOG_HEADER_LEN);
+            let take = rest.len().min(room);
+            let after = rest.len() - take;
+            let next_psize = block_size_for(if after > 0 { after } else { stream.len() });
+            let dva = pool
+                .space_mut()
+                .allocate_log(u64::from(next_psize))
+                .ok_or("no space for a log block")?;
+            log.blocks.push(dva);
+            let next = LogPtr {
+                dva,
+                psize: next_psize,
+            };
+            let header = LogBlockHeader {
+                chain: log.chain,
+                seq: log.seq,
+                payload_len: take as u32,
+                next,
+            };
+            let bytes = encode_block(&header, &rest[..take], current.psize);
+            pool.pipeline()
+                .write_raw(&current.dva, &bytes)
+                .map_err(|e| e.to_string())?;
+            if !written.contains(&current.dva.vdev) {
+                written.push(current.dva.vdev);
+            }
+            log.seq += 1;
+            log.next = Some(next);
+            current = next;
+            rest = &rest[take..];
+            if rest.is_empty() {
+                break;
+            }
+        }
+        pool.flush_vdevs(&written)
+    }
+
+    /// At import, before anything else changes: claims and replays the intent log of every
+    /// dataset whose header names one. The import's sync then commits the result and frees
+    /// the chains.
+    pub(crate) fn replay_logs(&mut self) -> Vec<ReplayReport> {
+        let mut reports = Vec::new();
+        for id in self.datasets.all() {
+            let head = self.datasets.node(id).header.log;
+            if head.first.is_empty() {
+                continue;
+            }
+            let mut report = ReplayReport {
+                dataset: self.datasets.node(id).name.clone(),
+                ..ReplayReport::default()
+            };
+            let (blocks, stream, end) = self.read_chain(&head);
+            report.blocks = blocks.len() as u64;
+            let log = self.logs.map.entry(id).or_default();
+            log.blocks = blocks;
+            report.stopped = end;
+            let (records, cut) = decode_stream(&stream);
+            if report.stopped.is_none() {
+                report.stopped = cut;
+            }
+            let committed = self.pool.imported_txg().unwrap_or(Txg(0));
+            for (txg, record) in records.iter().filter(|(t, _)| *t > committed) {
+                if let Err(e) = self.replay_one(id, record) {
+                    report.stopped = Some(format!("a record of txg {} failed: {e}", txg.0));
+                    break;
+                }
+                report.records += 1;
+            }
+            reports.push(report);
+        }
+        reports
+    }
+
+    /// A read-only import neither claims nor replays (as ZFS): the logs stay for the next
+    /// read-write import, and their committed first blocks are only noted so that the
+    /// accounting knows them.
+    pub(crate) fn keep_logs(&mut self) {
+        for id in self.datasets.all() {
+            let first = self.datasets.node(id).header.log.first;
+            if !first.is_empty() && self.inside_a_vdev(&first.dva) {
+                self.logs.map.entry(id).or_default().blocks = vec![first.dva];
+            }
+        }
+    }
+
+    fn replay_one(&mut self, id: DatasetId, record: &LogRecord) -> Result<(), EngineError> {
+        let config = self.datasets.fs_config(id);
+        let Imported { pool, datasets, .. } = self;
+        let reader = pool.reader();
+        let objset = &mut datasets.node_mut(id).objset;
+        Fs::new(objset, &reader, record.now, config).replay(record)?;
+        Ok(())
+    }
+
+    /// Follows a chain from its first block: the blocks (claimed, except the first, which
+    /// the committed space log already holds), their payloads in order, and why the chain
+    /// ended when that was not a clean end (an unreadable block rather than one never
+    /// written cannot be told apart here, so both are a clean end unless its vdev is
+    /// missing).
+    fn read_chain(&mut self, head: &LogHead) -> (Vec<Dva>, Vec<u8>, Option<String>) {
+        if !self.inside_a_vdev(&head.first.dva) {
+            // Not a block this pool could have allocated: leave it alone (freeing it could
+            // release space that is not allocated), read nothing.
+            return (
+                Vec::new(),
+                Vec::new(),
+                Some("the log's first block is outside the pool".into()),
+            );
+        }
+        let mut blocks = vec![head.first.dva];
+        let mut stream = Vec::new();
+        let mut current = head.first;
+        let mut end = None;
+        for seq in 1..=CHAIN_BLOCKS_MAX {
+            let psize = current.psize;
+            let sane = (LOG_HEADER_LEN as u32..=LOG_BLOCK_MAX).contains(&psize)
+                && psize.is_multiple_of(512)
+                && !current.is_empty();
+            if !sane {
+                break;
+            }
+            let verify = |bytes: &[u8]| decode_block(bytes, head.chain, seq).is_some();
+            let read = self
+                .pool
+                .pipeline()
+                .read_raw(&current.dva, u64::from(psize), &verify);
+            let bytes = match read {
+                Ok(bytes) => bytes,
+                Err(e) => {
+                    if self.vdev_missing(&current.dva) {
+                        end = Some(format!("log block {seq} is on a missing device: {e}"));
+                    }
+                    break;
+                }
+            };
+            let Some((header, payload)) = decode_block(&bytes, head.chain, seq) else {
+                break;
+            };
+            if seq > 1 {
+                if self.pool.space_mut().claim_log(&current.dva).is_err() {
+                    break;
+                }
+                blocks.push(current.dva);
+            }
+            stream.extend_from_slice(payload);
+            current = header.next;
+        }
+        (blocks, stream, end)
+    }
+
+    fn inside_a_vdev(&self, dva: &Dva) -> bool {
+        self.pool
+            .tops()
+            .get(dva.vdev.0 as usize)
+            .is_some_and(|top| {
+                dva.asize > 0
+                    && dva
+                        .offset
+                        .checked_add(dva.asize)
+                        .is_some_and(|end| end <= top.asize())
+            })
+    }
+
+    fn vdev_missing(&self, dva: &Dva) -> bool {
+        self.pool.tops().get(dva.vdev.0 as usize).is_none_or(|top| {
+            matches!(
+                top.health(),
+                tarn_vdev::Health::Unavail | tarn_vdev::Health::Faulted
+            )
+        })
+    }
+}
+
+/// Splits a replayed stream into records; a cut or undecodable record ends it (the reason
+/// is returned when it was not a clean end).
+fn decode_stream(stream: &[u8]) -> (Vec<(Txg, LogRecord)>, Option<String>) {
+    let mut records = Vec::new();
+    let mut rest = stream;
+    while rest.len() >= RECORD_PREFIX {
+        let txg = Txg(u64::from_le_bytes(rest[..8].try_into().unwrap_or([0; 8])));
+        let len = u32::from_le_bytes(rest[8..12].try_into().unwrap_or([0; 4])) as usize;
+        let Some(body) = rest.get(RECORD_PREFIX..RECORD_PREFIX + len) else {
+            break;
+        };
+        match LogRecord::decode(body) {
+            Ok(record) => records.push((txg, record)),
+            Err(e) => return (records, Some(format!("undecodable record: {e}"))),
+        }
+        rest = &rest[RECORD_PREFIX + len..];
+    }
+    (records, None)
+}
+
+/// The event posted when an import's replay lost records (`ereport.fs.zfs.log_replay`).
+pub(crate) fn replay_event(
+    pool: &str,
+    report: &ReplayReport,
+    why: &str,
+    time: u64,
+) -> crate::events::Event {
+    let mut event = crate::events::pool_event(pool, time, "log_replay");
+    event.class = "ereport.fs.zfs.log_replay".into();
+    event.payload = vec![
+        ("dataset".into(), report.dataset.clone()),
+        ("records_replayed".into(), report.records.to_string()),
+        ("reason".into(), why.to_string()),
+    ];
+    event
+}
+
+impl crate::Engine {
+    /// What the import of `pool` replayed from each dataset's intent log.
+    pub fn log_replay_reports(&self, pool: &str) -> Result<Vec<ReplayReport>, EngineError> {
+        Ok(self.pool(pool)?.lock().replayed.clone())
+    }
+}
