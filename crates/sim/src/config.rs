@@ -97,6 +97,8 @@ pub struct Weights {
     pub fs_xattr: u64,
     /// Read a random range of a file and compare it with the open model.
     pub fs_read: u64,
+    /// `fsync` a file of the dataset (the intent log; within budget only).
+    pub fs_fsync: u64,
 }
 
 /// Everything a seed decides before the first operation.
@@ -243,6 +245,17 @@ impl Config {
             0
         } else {
             1 + rng.below(4)
+        };
+        // Beyond budget a replay may end early, which the model does not predict.
+        let fsync = if rng.chance(1, 4) {
+            0
+        } else {
+            1 + rng.below(4)
+        };
+        config.weights.fs_fsync = if config.budget == Budget::Within {
+            fsync
+        } else {
+            0
         };
         config
     }

@@ -28,7 +28,8 @@
 //!
 //!          POSIX layer in a random dataset (sim/fsops.rs, through Engine::fs_op):
 //!            create / mkdir / symlink / write / truncate / punch / rename / link / unlink
-//!            rmdir / set or remove xattr / read; files and entries bounded by the seed
+//!            rmdir / set or remove xattr / read / fsync (intent log: a crash before the
+//!            next commit brings back each fsync'd dataset as it was); bounded by the seed
 //!
 //!  after every sync and import:   check::verify_pool (tarn-engine)   model == engine bytes
 //!                                 every dataset's tree == its model (fsmodel.rs)

@@ -84,6 +84,9 @@ pub(crate) struct Sim {
     vanished_at: BTreeMap<usize, String>,
     /// Faulty leaves replaced by fresh devices (heal.rs): no longer damaged on purpose.
     retired: Vec<usize>,
+    /// Datasets fsync'd since the last commit, as they were at their last fsync: a crash
+    /// before the next commit brings back exactly that (the intent log's replay).
+    fsynced: BTreeMap<String, crate::fsmodel::FsModel>,
     /// Faulty leaves the workload took offline (heal.rs).
     offlined: Vec<usize>,
     renames: Vec<usize>,
@@ -144,6 +147,7 @@ impl Sim {
             vanished_at: BTreeMap::new(),
             retired: Vec::new(),
             offlined: Vec::new(),
+            fsynced: BTreeMap::new(),
             renames,
             rename_serial: 0,
             dataset_serial: 0,
@@ -251,6 +255,7 @@ impl Sim {
             (w.fs_rmdir, Op::Fs(FsKind::Rmdir)),
             (w.fs_xattr, Op::Fs(FsKind::Xattr)),
             (w.fs_read, Op::Fs(FsKind::Read)),
+            (w.fs_fsync, Op::Fs(FsKind::Fsync)),
             (w.heal, Op::Heal),
         ];
         let total: u64 = table.iter().map(|(weight, _)| weight).sum();
@@ -434,6 +439,7 @@ impl Sim {
         self.committed = self.open.clone();
         self.committed_txg = txg;
         self.inflight = None;
+        self.fsynced.clear();
         self.history.insert(txg, self.committed.clone());
         while self.history.len() > HISTORY_TXGS {
             self.history.pop_first();
@@ -724,7 +730,14 @@ impl Sim {
     /// power went, or (beyond budget only) an older one.
     fn model_for(&self, txg: Txg) -> Option<Model> {
         if txg == self.committed_txg {
-            return Some(self.committed.clone());
+            // The import replays what was fsync'd since (the intent log).
+            let mut model = self.committed.clone();
+            for (dataset, fs) in &self.fsynced {
+                if model.fs.contains_key(dataset) {
+                    model.fs.insert(dataset.clone(), fs.clone());
+                }
+            }
+            return Some(model);
         }
         if txg.0 == self.committed_txg.0 + 1 {
             return self.inflight.clone();

@@ -42,6 +42,7 @@ pub(super) enum FsKind {
     Rmdir,
     Xattr,
     Read,
+    Fsync,
 }
 
 fn depth(path: &str) -> usize {
@@ -118,7 +119,35 @@ impl Sim {
             FsKind::Unlink | FsKind::Rmdir => self.fs_remove(&dataset, &model, kind),
             FsKind::Xattr => self.fs_xattr(&dataset, &model),
             FsKind::Read => self.fs_read(&dataset, &model),
+            FsKind::Fsync => self.fs_fsync(&dataset),
         }
+    }
+
+    /// `fsync` of a file in `dataset` (the intent log commits every pending operation of the
+    /// dataset): a crash before the next commit must bring back exactly the dataset as it is
+    /// now. Its first fsync may commit a txg instead, which the run follows.
+    fn fs_fsync(&mut self, dataset: &str) -> Step {
+        if !self.within() {
+            // Beyond budget a replay may end early, which the model does not predict.
+            return Ok(Flow::Continue);
+        }
+        let what = format!("fsync {}", full_name(dataset));
+        let result = match self.engine.find_dataset(&full_name(dataset)) {
+            Ok((_, id)) => self.engine.fs_sync(POOL, id),
+            Err(e) => Err(e),
+        };
+        let synced = self.follow_commit()?;
+        if let Err(e) = result {
+            self.hold_in_flight();
+            return self.engine_error(&what, &e);
+        }
+        if !synced {
+            let now = self.open.fs[dataset].clone();
+            self.fsynced.insert(dataset.to_string(), now);
+        }
+        self.trace
+            .line(format!("{what}: logged (txg committed: {synced})"));
+        Ok(Flow::Continue)
     }
 
     /// Runs `run` on `dataset` and `change` on a copy of the model, and holds the engine to
