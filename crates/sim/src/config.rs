@@ -231,32 +231,7 @@ impl Config {
             weights,
         };
         // Drawn last, so the POSIX workload left every earlier choice of a seed as it was.
-        config.fs_file_max = (64 << 10) << rng.below(3);
-        config.fs_entries_max = 8 + rng.below(17) as usize;
-        fs_weights(&mut rng, &mut config.weights);
-        config.fs_names = 8;
-        if rng.chance(1, 4) {
-            config.fs_names = 48;
-            config.fs_entries_max = 32 + rng.below(33) as usize;
-        }
-        config.fs_name_pad = pick(&mut rng, &[0, 0, 40, 200]);
-        // Drawn after the POSIX choices for the same reason.
-        config.weights.heal = if rng.chance(1, 4) {
-            0
-        } else {
-            1 + rng.below(4)
-        };
-        // Beyond budget a replay may end early, which the model does not predict.
-        let fsync = if rng.chance(1, 4) {
-            0
-        } else {
-            1 + rng.below(4)
-        };
-        config.weights.fs_fsync = if config.budget == Budget::Within {
-            fsync
-        } else {
-            0
-        };
+        late_choices(&mut rng, &mut config);
         config
     }
 
@@ -394,6 +369,37 @@ fn device_plans(
             plan
         })
         .collect()
+}
+
+/// The choices added after the first configurations (POSIX workload, healing, fsync), drawn
+/// after every earlier one so that a seed keeps the configuration it had.
+fn late_choices(rng: &mut SeededRng, config: &mut Config) {
+    config.fs_file_max = (64 << 10) << rng.below(3);
+    config.fs_entries_max = 8 + rng.below(17) as usize;
+    fs_weights(rng, &mut config.weights);
+    config.fs_names = 8;
+    if rng.chance(1, 4) {
+        config.fs_names = 48;
+        config.fs_entries_max = 32 + rng.below(33) as usize;
+    }
+    config.fs_name_pad = pick(rng, &[0, 0, 40, 200]);
+    // Drawn after the POSIX choices for the same reason.
+    config.weights.heal = if rng.chance(1, 4) {
+        0
+    } else {
+        1 + rng.below(4)
+    };
+    // Beyond budget a replay may end early, which the model does not predict.
+    let fsync = if rng.chance(1, 4) {
+        0
+    } else {
+        1 + rng.below(4)
+    };
+    config.weights.fs_fsync = if config.budget == Budget::Within {
+        fsync
+    } else {
+        0
+    };
 }
 
 fn weights(rng: &mut SeededRng, tops: &[TopPlan]) -> Weights {
