@@ -203,9 +203,14 @@ impl Sim {
         let slow_healthy = (0..self.cfg.plans.len())
             .any(|i| self.cfg.plans[i].latency_ns > 0 && !faulty.contains(&i));
         if slow_healthy {
-            self.engine
+            if let Err(e) = self
+                .engine
                 .set_prop(POOL, "slow_io_ratio", "off", "pool set")
-                .map_err(|e| format!("slow_io_ratio=off refused: {e}"))?;
+            {
+                // Beyond budget its commit may fail like any other.
+                self.hold_in_flight();
+                return self.engine_error("pool set slow_io_ratio=off", &e);
+            }
             let now = check::committed_txg(&self.engine, POOL)
                 .map_err(|e| e.to_string())?
                 .ok_or("a created pool has no committed txg")?;
