@@ -10,7 +10,7 @@ use std::sync::Arc;
 use tarn_base::ManualClock;
 use tarn_device::{FaultPlan, SimDevice};
 use tarn_engine::{
-    CreateOptions, DatasetQuery, DatasetRow, Engine, EngineError, FsOp, TopLayout, TopSpec, check,
+    CreateOptions, DatasetQuery, DatasetRow, Engine, EngineError, FsOp, TopLayout, check,
 };
 use tarn_pool::{CreateSpec, HostIdentity, ImportOptions, SimProvider};
 
@@ -21,17 +21,7 @@ fn setup() -> (Arc<SimProvider>, Engine) {
         provider.insert(name, SimDevice::new(name, 256 << 20, FaultPlan::default()));
     }
     let engine = engine_on(&provider);
-    let spec = CreateSpec {
-        name: "tank".into(),
-        tops: vec![TopSpec {
-            layout: TopLayout::Raidz(1),
-            devices: names,
-        }],
-        spares: vec![],
-        logs: Vec::new(),
-        ashift: 12,
-        force: false,
-    };
+    let spec = CreateSpec::one_top("tank", TopLayout::Raidz(1), names);
     let options = CreateOptions {
         command: "pool create tank".into(),
         root_properties: vec![("mountpoint".into(), "/mnt/tank".into())],

@@ -35,17 +35,7 @@ fn engine_on(provider: &Arc<SimProvider>) -> Engine {
 }
 
 fn raidz2(names: &[String]) -> CreateSpec {
-    CreateSpec {
-        name: "tank".into(),
-        tops: vec![TopSpec {
-            layout: TopLayout::Raidz(2),
-            devices: names.to_vec(),
-        }],
-        spares: vec![],
-        logs: Vec::new(),
-        ashift: 12,
-        force: false,
-    }
+    CreateSpec::one_top("tank", TopLayout::Raidz(2), names.to_vec())
 }
 
 fn images(provider: &SimProvider) -> Vec<Vec<u8>> {

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use tarn_base::limits::{MULTIHOST_FAIL_INTERVALS, MULTIHOST_IMPORT_INTERVALS};
 use tarn_base::{Clock, ManualClock};
 use tarn_device::{FaultPlan, SimDevice};
-use tarn_engine::{CreateOptions, Engine, EngineError, TopLayout, TopSpec};
+use tarn_engine::{CreateOptions, Engine, EngineError, TopLayout};
 use tarn_pool::{CreateSpec, HostIdentity, ImportOptions, PoolError, SimProvider};
 
 const INTERVAL_MS: u64 = 100;
@@ -72,17 +72,7 @@ fn host(provider: &Arc<SimProvider>, hostid: u64, clock: Arc<dyn Clock>) -> Arc<
 }
 
 fn create(engine: &Engine, layout: TopLayout, names: &[String], multihost: bool) {
-    let spec = CreateSpec {
-        name: "tank".into(),
-        tops: vec![TopSpec {
-            layout,
-            devices: names.to_vec(),
-        }],
-        spares: vec![],
-        logs: Vec::new(),
-        ashift: 12,
-        force: false,
-    };
+    let spec = CreateSpec::one_top("tank", layout, names.to_vec());
     let value = if multihost { "on" } else { "off" };
     let options = CreateOptions {
         properties: vec![("multihost".into(), value.into())],

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use tarn_base::{ManualClock, ObjectId, SeededRng};
 use tarn_device::{FaultPlan, SimDevice};
 use tarn_engine::{
-    CreateOptions, Engine, EngineError, ScanFunction, ScanProgress, ScanState, TopLayout, TopSpec,
+    CreateOptions, Engine, EngineError, ScanFunction, ScanProgress, ScanState, TopLayout,
 };
 use tarn_pool::{CreateSpec, HostIdentity, SimProvider};
 
@@ -42,17 +42,7 @@ fn rig(layout: TopLayout, count: usize) -> Rig {
     };
     let clock = Arc::new(ManualClock::new(1_795_357_800));
     let engine = Engine::new(provider.clone(), identity, clock, 42);
-    let spec = CreateSpec {
-        name: "tank".into(),
-        tops: vec![TopSpec {
-            layout,
-            devices: names,
-        }],
-        spares: vec![],
-        logs: Vec::new(),
-        ashift: 12,
-        force: false,
-    };
+    let spec = CreateSpec::one_top("tank", layout, names);
     let options = CreateOptions {
         command: "pool create tank".into(),
         ..CreateOptions::default()

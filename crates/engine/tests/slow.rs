@@ -18,7 +18,7 @@ use tarn_base::{ManualClock, ObjectId, SeededRng};
 use tarn_device::{FaultPlan, SimDevice};
 use tarn_engine::slow::SLOW_WINDOW_NS;
 use tarn_engine::{
-    CreateOptions, Engine, EngineError, ScanFunction, ScanState, TopLayout, TopSpec, VdevNode,
+    CreateOptions, Engine, EngineError, ScanFunction, ScanState, TopLayout, VdevNode,
 };
 use tarn_pool::{CreateSpec, HostIdentity, SimProvider};
 
@@ -61,15 +61,8 @@ fn rig_with(spares: &[&str]) -> Rig {
     };
     let engine = Engine::new(provider.clone(), identity, clock.clone(), 42);
     let spec = CreateSpec {
-        name: "tank".into(),
-        tops: vec![TopSpec {
-            layout: TopLayout::Raidz(2),
-            devices: names,
-        }],
         spares,
-        logs: Vec::new(),
-        ashift: 12,
-        force: false,
+        ..CreateSpec::one_top("tank", TopLayout::Raidz(2), names)
     };
     let options = CreateOptions {
         command: "pool create tank".into(),

@@ -13,7 +13,7 @@ use tarn_device::{FaultPlan, SimDevice};
 use tarn_engine::posix::{Creds, FileKind, Ino, SetAttr};
 use tarn_engine::{
     CreateOptions, DatasetQuery, Engine, EngineError, FsOp, OwnerSpace, ProjectChange, TopLayout,
-    TopSpec, check,
+    check,
 };
 use tarn_pool::{CreateSpec, HostIdentity, ImportOptions, SimProvider};
 
@@ -37,17 +37,7 @@ fn setup(layout: TopLayout) -> (Arc<SimProvider>, Engine) {
         provider.insert(name, SimDevice::new(name, 128 << 20, FaultPlan::default()));
     }
     let engine = engine_on(&provider);
-    let spec = CreateSpec {
-        name: "tank".into(),
-        tops: vec![TopSpec {
-            layout,
-            devices: names,
-        }],
-        spares: vec![],
-        logs: Vec::new(),
-        ashift: 12,
-        force: false,
-    };
+    let spec = CreateSpec::one_top("tank", layout, names);
     let options = CreateOptions {
         command: "pool create tank".into(),
         root_properties: vec![("mountpoint".into(), "/mnt/tank".into())],

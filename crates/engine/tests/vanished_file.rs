@@ -13,7 +13,7 @@ use std::sync::Arc;
 use tarn_base::{ManualClock, SeededRng};
 use tarn_engine::{
     CreateOptions, CreateSpec, Engine, FileProvider, HostIdentity, ScanFunction, ScanState,
-    TopLayout, TopSpec,
+    TopLayout,
 };
 
 const DEVICE_SIZE: u64 = 96 << 20;
@@ -33,15 +33,12 @@ fn deleted_file_is_removed_and_spared() {
     let clock = Arc::new(ManualClock::new(1_795_357_800));
     let engine = Engine::new(Arc::new(FileProvider { direct: false }), identity, clock, 9);
     let spec = CreateSpec {
-        name: "tank".into(),
-        tops: vec![TopSpec {
-            layout: TopLayout::Raidz(1),
-            devices: ["d0", "d1", "d2", "d3"].iter().map(|n| path(n)).collect(),
-        }],
         spares: vec![path("s0")],
-        logs: Vec::new(),
-        ashift: 12,
-        force: false,
+        ..CreateSpec::one_top(
+            "tank",
+            TopLayout::Raidz(1),
+            ["d0", "d1", "d2", "d3"].iter().map(|n| path(n)).collect(),
+        )
     };
     let options = CreateOptions {
         command: "pool create tank".into(),

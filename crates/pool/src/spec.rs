@@ -99,6 +99,21 @@ pub fn validate_pool_name(name: &str) -> Result<(), PoolError> {
 }
 
 impl CreateSpec {
+    /// A pool of one top-level vdev with no spares or log devices at the default ashift: the
+    /// common case, and a base for struct-update syntax (`..CreateSpec::one_top(..)`), so
+    /// that callers name only what differs and a new field changes no caller.
+    #[must_use]
+    pub fn one_top(name: &str, layout: TopLayout, devices: Vec<String>) -> CreateSpec {
+        CreateSpec {
+            name: name.to_string(),
+            tops: vec![TopSpec { layout, devices }],
+            spares: Vec::new(),
+            logs: Vec::new(),
+            ashift: limits::ASHIFT_DEFAULT,
+            force: false,
+        }
+    }
+
     /// Log vdevs are disks or mirrors (a raidz log is refused, as ZFS refuses it).
     fn validate_logs(&self) -> Result<(), PoolError> {
         match self
