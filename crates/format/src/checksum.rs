@@ -173,6 +173,32 @@ pub fn fletcher4_with(implementation: Fletcher4Impl, data: &[u8]) -> Option<Chec
     }
 }
 
+/// Appends the SHA-256 of `bytes` to them as four little-endian words: the self-checksummed
+/// trailer of uberblocks and multihost heartbeats.
+pub(crate) fn seal_sha256(bytes: &mut Vec<u8>) {
+    let sum = checksum(ChecksumKind::Sha256, bytes);
+    for word in sum.0 {
+        bytes.extend_from_slice(&word.to_le_bytes());
+    }
+}
+
+/// Checks a trailer written by [`seal_sha256`]: `trailer` starts with the SHA-256 of `body`.
+pub(crate) fn check_sha256(
+    body: &[u8],
+    trailer: &[u8],
+    what: &'static str,
+) -> Result<(), FormatError> {
+    let mut r = crate::wire::Reader::new(trailer, what);
+    let mut words = [0u64; 4];
+    for word in &mut words {
+        *word = r.u64()?;
+    }
+    if checksum(ChecksumKind::Sha256, body) != Checksum(words) {
+        return Err(FormatError::ChecksumMismatch { what });
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

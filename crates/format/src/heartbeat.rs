@@ -12,7 +12,7 @@
 //! Each leaf has [`HEARTBEAT_SLOTS`] slots at [`HEARTBEAT_OFFSET`] in its boot reserve;
 //! heartbeat `n` goes to slot `n % HEARTBEAT_SLOTS`, so a torn write leaves the previous one.
 
-use crate::checksum::{Checksum, ChecksumKind, checksum};
+use crate::checksum::{check_sha256, seal_sha256};
 use crate::wire::{Reader, Writer};
 use crate::{FORMAT_VERSION, FormatError};
 use tarn_base::{Guid, Txg};
@@ -82,10 +82,7 @@ impl Heartbeat {
         w.u64(self.time_ms);
         w.pad_to(CHECKSUM_OFFSET);
         let mut bytes = w.finish();
-        let sum = checksum(ChecksumKind::Sha256, &bytes);
-        for word in sum.0 {
-            bytes.extend_from_slice(&word.to_le_bytes());
-        }
+        seal_sha256(&mut bytes);
         assert_eq!(bytes.len(), HEARTBEAT_SIZE, "heartbeat encoding size");
         bytes
     }
@@ -103,14 +100,7 @@ impl Heartbeat {
         if r.u64()? != HEARTBEAT_MAGIC {
             return Err(FormatError::BadMagic { what: WHAT });
         }
-        let mut sum_reader = Reader::new(sum_bytes, WHAT);
-        let mut words = [0u64; 4];
-        for word in &mut words {
-            *word = sum_reader.u64()?;
-        }
-        if checksum(ChecksumKind::Sha256, body) != Checksum(words) {
-            return Err(FormatError::ChecksumMismatch { what: WHAT });
-        }
+        check_sha256(body, sum_bytes, WHAT)?;
         let version = r.u64()?;
         if version > FORMAT_VERSION {
             return Err(FormatError::UnsupportedVersion {

@@ -15,7 +15,7 @@
 //! ```
 
 use crate::blkptr::{BLKPTR_SIZE, BlockPtr};
-use crate::checksum::{Checksum, ChecksumKind, checksum};
+use crate::checksum::{check_sha256, seal_sha256};
 use crate::wire::{Reader, Writer};
 use crate::{FORMAT_VERSION, FormatError};
 use tarn_base::{Guid, Txg};
@@ -68,10 +68,7 @@ impl Uberblock {
         w.u64(self.mmp_interval_ms);
         w.pad_to(CHECKSUM_OFFSET);
         let mut bytes = w.finish();
-        let sum = checksum(ChecksumKind::Sha256, &bytes);
-        for word in sum.0 {
-            bytes.extend_from_slice(&word.to_le_bytes());
-        }
+        seal_sha256(&mut bytes);
         assert_eq!(bytes.len(), UBERBLOCK_SIZE, "uberblock encoding size");
         bytes
     }
@@ -86,14 +83,7 @@ impl Uberblock {
         if r.u64()? != UBERBLOCK_MAGIC {
             return Err(FormatError::BadMagic { what: WHAT });
         }
-        let mut sum_reader = Reader::new(&bytes[CHECKSUM_OFFSET.min(bytes.len())..], WHAT);
-        let mut words = [0u64; 4];
-        for word in &mut words {
-            *word = sum_reader.u64()?;
-        }
-        if checksum(ChecksumKind::Sha256, body) != Checksum(words) {
-            return Err(FormatError::ChecksumMismatch { what: WHAT });
-        }
+        check_sha256(body, &bytes[CHECKSUM_OFFSET.min(bytes.len())..], WHAT)?;
         let version = r.u64()?;
         if version > FORMAT_VERSION {
             return Err(FormatError::UnsupportedVersion {
