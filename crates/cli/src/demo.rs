@@ -139,6 +139,7 @@ fn create_pool(engine: &Engine, devices: Vec<String>) -> Result<(), String> {
             devices,
         }],
         spares: Vec::new(),
+        caches: Vec::new(),
         logs: Vec::new(),
         ashift: 12,
         force: false,

@@ -1036,3 +1036,41 @@ fn log_vdevs_are_created_and_shown_in_a_logs_section() {
     rig.ok(&format!("pool create tank raidz1 {}", join(data)));
     assert_eq!(size(&rig), with_logs, "log devices are not pool capacity");
 }
+
+// DESCRIPTION: `cache` devices (L2ARC) are real: `pool create tank raidz1 ... cache C` puts C
+// in a `cache` section of `status`, `-n` and the import listing, leaves it out of SIZE, and a
+// missing cache device at import costs nothing: the pool imports ONLINE with the cache
+// device UNAVAIL (it holds only copies of verified blocks).
+// STRATEGY: the status lines after `cache`; the pool's state line after the cache file went.
+#[test]
+fn cache_devices_are_created_shown_and_optional_at_import() {
+    let rig = Rig::new();
+    let devices = rig.devices("d", "disk", 4);
+    let (data, cache) = devices.split_at(3);
+    let dry = rig.ok(&format!(
+        "pool create -n tank raidz1 {} cache {}",
+        join(data),
+        cache[0]
+    ));
+    assert!(dry.ends_with(&format!("\tcache\n\t  {}\n", cache[0])), "{dry}");
+    rig.ok(&format!("pool create tank raidz1 {} cache {}", join(data), cache[0]));
+    let status = rig.ok("pool status tank");
+    let section = status.split("\tcache\n").nth(1).unwrap_or("");
+    assert!(section.trim_start().starts_with(&cache[0]), "{status}");
+    assert!(section.lines().next().unwrap_or("").contains("ONLINE"), "{status}");
+    let size_with: u64 = rig.ok("pool list -H -p -o size tank").trim().parse().unwrap();
+
+    rig.ok("pool export tank");
+    let listing = rig.ok(&format!("pool import -d {}", rig.dir_of("d")));
+    assert!(listing.contains(&format!("\tcache\n\t  {}", cache[0])), "{listing}");
+    std::fs::remove_file(&cache[0]).unwrap();
+    rig.ok(&format!("pool import -d {} tank", rig.dir_of("d")));
+    let status = rig.ok("pool status tank");
+    assert!(status.contains(" state: ONLINE"), "{status}");
+    let section = status.split("\tcache\n").nth(1).unwrap_or("");
+    assert!(section.lines().next().unwrap_or("").contains("UNAVAIL"), "{status}");
+    rig.ok("pool destroy tank");
+    rig.ok(&format!("pool create tank raidz1 {}", join(data)));
+    let size_without: u64 = rig.ok("pool list -H -p -o size tank").trim().parse().unwrap();
+    assert_eq!(size_with, size_without, "cache devices are not pool capacity");
+}

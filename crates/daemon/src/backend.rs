@@ -304,26 +304,32 @@ fn vdev_status(node: &VdevNode) -> VdevStatus {
 }
 
 /// Splits the engine's tree into the config tree and the spares (the proto keeps them apart);
-/// the engine's `logs` group becomes top-level children with the log role.
+/// the engine's `logs` and `cache` groups become top-level children with those roles.
 fn split_spares(node: &VdevNode) -> (VdevStatus, Vec<VdevStatus>) {
     let mut config = vdev_status(node);
     let mut spares = Vec::new();
-    let mut logs = Vec::new();
+    let mut classes = Vec::new();
     config.children.retain(|child| {
+        let role = match child.name.as_str() {
+            _ if !child.state.is_empty() => None,
+            "logs" => Some(VdevRole::Log),
+            "cache" => Some(VdevRole::Cache),
+            _ => None,
+        };
         if child.kind == VdevNodeKind::Spare && child.name == "spares" {
             spares.extend(child.children.iter().cloned());
             false
-        } else if child.name == "logs" && child.state.is_empty() {
-            logs.extend(child.children.iter().cloned().map(|mut log| {
-                log.role = VdevRole::Log;
-                log
+        } else if let Some(role) = role {
+            classes.extend(child.children.iter().cloned().map(|mut member| {
+                member.role = role;
+                member
             }));
             false
         } else {
             true
         }
     });
-    config.children.extend(logs);
+    config.children.extend(classes);
     (config, spares)
 }
 
@@ -331,6 +337,7 @@ fn create_spec(request: &PoolCreate) -> Result<CreateSpec, String> {
     let mut tops = Vec::new();
     let mut spares = Vec::new();
     let mut logs = Vec::new();
+    let mut caches = Vec::new();
     for group in &request.vdevs {
         group.check()?;
         let layout = match group.kind {
@@ -346,6 +353,7 @@ fn create_spec(request: &PoolCreate) -> Result<CreateSpec, String> {
             VdevRole::Data => tops.push(top),
             VdevRole::Log => logs.push(top),
             VdevRole::Spare => spares.extend(group.devices.iter().cloned()),
+            VdevRole::Cache => caches.extend(group.devices.iter().cloned()),
             role => {
                 return Err(format!("{} devices are not supported yet", role_name(role)));
             }
@@ -355,6 +363,7 @@ fn create_spec(request: &PoolCreate) -> Result<CreateSpec, String> {
         name: request.name.clone(),
         tops,
         spares,
+        caches,
         logs,
         ashift: tarn_base::limits::ASHIFT_DEFAULT,
         force: request.force,

@@ -492,6 +492,7 @@ mod tests {
             name: "tank".into(),
             tops: vec![TopSpec { layout, devices }],
             spares: vec![],
+            caches: Vec::new(),
             logs: Vec::new(),
             ashift: 9,
             force: false,

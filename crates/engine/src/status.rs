@@ -358,6 +358,14 @@ pub fn pool_status(name: &str, pool: &Pool, errlog_count: usize) -> PoolStatus {
     if !logs.is_empty() {
         children.push(class_node("logs", logs));
     }
+    let caches = pool.caches();
+    if !caches.is_empty() {
+        // A cache device's state never changes the pool's: it holds nothing the pool needs.
+        children.push(class_node(
+            "cache",
+            caches.iter().map(|c| leaf_node(c)).collect(),
+        ));
+    }
     let action = action.map(str::to_string);
     let see = see.map(str::to_string);
     let config = VdevNode {
@@ -544,8 +552,12 @@ fn tree_node(tree: &VdevTree, found: &dyn Fn(&VdevTree) -> Option<String>) -> Vd
 #[must_use]
 pub fn importable(found: &Discovered) -> Importable {
     let is_found = |leaf: &VdevTree| found.found.get(&leaf.guid).cloned();
-    let (mut tops, mut logs) = (Vec::new(), Vec::new());
+    let (mut tops, mut logs, mut caches) = (Vec::new(), Vec::new(), Vec::new());
     for child in &found.config.vdev_tree.children {
+        if child.kind == tarn_format::label::VdevKind::L2cache {
+            caches.extend(child.children.iter().map(|c| tree_node(c, &is_found)));
+            continue;
+        }
         let list = if child.log { &mut logs } else { &mut tops };
         list.push(tree_node(child, &is_found));
     }
@@ -581,6 +593,9 @@ pub fn importable(found: &Discovered) -> Importable {
     };
     if !logs.is_empty() {
         tops.push(class_node("logs", logs));
+    }
+    if !caches.is_empty() {
+        tops.push(class_node("cache", caches));
     }
     let config = VdevNode {
         name: found.config.name.clone(),
@@ -618,7 +633,8 @@ fn top_layout(top: &tarn_pool::TopSpec, leaf: &dyn Fn(&String) -> VdevNode) -> V
     }
 }
 
-/// A pseudo-node grouping the top-level vdevs of an allocation class (`logs`), as the
+/// A pseudo-node grouping the top-level vdevs of an allocation class (`logs`) or the cache
+/// devices (`cache`), as the
 /// `spares` node groups the hot spares; front ends print it as a section of its own.
 fn class_node(name: &str, children: Vec<VdevNode>) -> VdevNode {
     VdevNode {
@@ -670,6 +686,9 @@ pub fn layout_of(spec: &CreateSpec) -> VdevNode {
     if !spec.logs.is_empty() {
         let logs = spec.logs.iter().map(|top| top_layout(top, &leaf)).collect();
         children.push(class_node("logs", logs));
+    }
+    if !spec.caches.is_empty() {
+        children.push(class_node("cache", spec.caches.iter().map(leaf).collect()));
     }
     if !spec.spares.is_empty() {
         children.push(VdevNode {

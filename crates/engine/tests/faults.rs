@@ -87,6 +87,7 @@ impl Run {
                 devices: names,
             }],
             spares: vec![],
+            caches: Vec::new(),
             logs: Vec::new(),
             ashift: 9 + rng.below(4) as u8,
             force: false,

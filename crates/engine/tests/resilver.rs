@@ -80,6 +80,7 @@ fn rig(layout: TopLayout, count: usize, spares: usize) -> Rig {
             devices: names.clone(),
         }],
         spares: spare_names,
+        caches: Vec::new(),
         logs: Vec::new(),
         ashift: ASHIFT,
         force: false,

@@ -70,6 +70,7 @@ fn rig(layout: TopLayout, count: usize) -> Rig {
             devices: names.clone(),
         }],
         spares: vec![],
+        caches: Vec::new(),
         logs: Vec::new(),
         ashift: ASHIFT,
         force: false,

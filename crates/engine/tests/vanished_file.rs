@@ -34,6 +34,7 @@ fn deleted_file_is_removed_and_spared() {
     let engine = Engine::new(Arc::new(FileProvider { direct: false }), identity, clock, 9);
     let spec = CreateSpec {
         spares: vec![path("s0")],
+        caches: Vec::new(),
         ..CreateSpec::one_top(
             "tank",
             TopLayout::Raidz(1),

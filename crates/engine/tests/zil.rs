@@ -77,6 +77,7 @@ impl World {
                 devices: names,
             }],
             spares: vec![],
+            caches: Vec::new(),
             logs: log_devices
                 .into_iter()
                 .map(|device| TopSpec {

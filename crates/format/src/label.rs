@@ -103,6 +103,9 @@ pub enum PoolState {
     Destroyed = 2,
     /// A hot spare not in use (the label belongs to no single pool).
     Spare = 3,
+    /// A cache device (L2ARC): its label names the pool, it holds no uberblocks and nothing
+    /// the pool needs (feature `org.tarn:l2cache`).
+    L2cache = 4,
 }
 
 impl PoolState {
@@ -112,6 +115,7 @@ impl PoolState {
             1 => PoolState::Exported,
             2 => PoolState::Destroyed,
             3 => PoolState::Spare,
+            4 => PoolState::L2cache,
             _ => {
                 return Err(FormatError::Invalid {
                     what: "label",
@@ -129,6 +133,7 @@ impl PoolState {
             PoolState::Exported => "exported",
             PoolState::Destroyed => "destroyed",
             PoolState::Spare => "spare",
+            PoolState::L2cache => "l2cache",
         }
     }
 }
@@ -149,6 +154,8 @@ pub enum VdevKind {
     },
     /// The group of hot spares (child of the root, not a top-level data vdev).
     Spares,
+    /// The group of cache devices (L2ARC; child of the root, not a top-level data vdev).
+    L2cache,
     /// A leaf being replaced: first child old, second new (during resilver).
     Replacing,
     /// A spare in use: first child the original, second the spare.
@@ -171,6 +178,7 @@ impl VdevKind {
                 format!("raidz{parity}")
             }
             VdevKind::Spares => "spares".into(),
+            VdevKind::L2cache => "l2cache".into(),
             VdevKind::Replacing => "replacing".into(),
             VdevKind::SpareInUse => "spare".into(),
         }
@@ -186,6 +194,7 @@ impl VdevKind {
             "raidz2" => VdevKind::Raidz { parity: 2 },
             "raidz3" => VdevKind::Raidz { parity: 3 },
             "spares" => VdevKind::Spares,
+            "l2cache" => VdevKind::L2cache,
             "replacing" => VdevKind::Replacing,
             "spare" => VdevKind::SpareInUse,
             _ => {

@@ -58,6 +58,7 @@ pub const FEATURES_SUPPORTED: &[&str] = &[
     "org.tarn:blake3",
     "org.tarn:userspace",
     "org.tarn:intent_log",
+    "org.tarn:l2cache",
 ];
 
 /// Why bytes did not decode.

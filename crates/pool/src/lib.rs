@@ -276,8 +276,9 @@ pub fn discover(provider: &dyn DeviceProvider, dirs: &[String]) -> Vec<Discovere
             };
             let scan = read_labels(device.as_ref());
             let Some(config) = scan.config else { continue };
-            if config.state == PoolState::Spare {
-                // A spare's label names its pool but carries no uberblocks of its own.
+            if matches!(config.state, PoolState::Spare | PoolState::L2cache) {
+                // A spare's or cache device's label names its pool but carries no uberblocks
+                // of its own.
                 spares.push((config.pool_guid, config.this_guid, path.clone()));
                 continue;
             }
@@ -414,6 +415,8 @@ pub struct Pool {
     guid: Guid,
     root_guid: Guid,
     spares_guid: Guid,
+    /// GUID of the cache-device group node (zero until the pool has cache devices).
+    l2cache_guid: Guid,
     ashift: u8,
     tops: Vec<Arc<TopVdev>>,
     spares: Vec<Arc<Leaf>>,
@@ -492,6 +495,7 @@ impl Pool {
             .chain(&spec.logs)
             .flat_map(|t| &t.devices)
             .chain(&spec.spares)
+            .chain(&spec.caches)
         {
             let device = open_device(provider, path, false)?;
             let size = device.size_bytes();
@@ -548,18 +552,15 @@ impl Pool {
         let mut tops = Vec::new();
         let mut spares = Vec::new();
         let mut spares_guid = Guid(0);
+        let mut caches = Vec::new();
+        let mut l2cache_guid = Guid(0);
         for child in &tree.children {
             if child.kind == VdevKind::Spares {
                 spares_guid = child.guid;
-                for spare in &child.children {
-                    let leaf = Leaf::missing(spare.guid, spare.path.clone(), spare.asize);
-                    if let Some(device) = devices.get(&spare.guid)
-                        && leaf.set_device(Some(Arc::clone(device))).is_ok()
-                    {
-                        leaf.set_state(tarn_vdev::LeafState::Online);
-                    }
-                    spares.push(Arc::new(leaf));
-                }
+                spares.extend(child.children.iter().map(|s| aux_leaf(s, devices)));
+            } else if child.kind == VdevKind::L2cache {
+                l2cache_guid = child.guid;
+                caches.extend(child.children.iter().map(|c| aux_leaf(c, devices)));
             } else {
                 tops.push(Arc::new(TopVdev::from_tree(child, devices)?));
             }
@@ -573,10 +574,12 @@ impl Pool {
             .iter()
             .flat_map(|t| t.leaves())
             .chain(spares.iter().cloned())
+            .chain(caches.iter().cloned())
         {
             leaf.set_clock(Arc::clone(&clock));
         }
-        let pipeline = Pipeline::new(tops.clone());
+        let l2 = Arc::new(tarn_vdev::L2Cache::new(caches, ashift));
+        let pipeline = Pipeline::new(tops.clone()).with_l2(l2);
         let space = SpaceManager::new(space_geometry(&tops, tree));
         let log_tops = log_top_ids(tree);
         let mut pool = Pool {
@@ -584,6 +587,7 @@ impl Pool {
             guid,
             root_guid: tree.guid,
             spares_guid,
+            l2cache_guid,
             ashift,
             tops,
             spares,
@@ -787,6 +791,12 @@ impl Pool {
         &self.spares
     }
 
+    /// Cache devices (L2ARC), in the order they were added.
+    #[must_use]
+    pub fn caches(&self) -> Vec<Arc<Leaf>> {
+        self.pipeline.l2().leaves()
+    }
+
     /// Forgets the hot spare `guid` (it became a permanent member of a vdev by detaching the
     /// leaf it stood in for). The caller marks the config dirty.
     pub fn remove_spare(&mut self, guid: Guid) {
@@ -876,6 +886,27 @@ impl Pool {
                 spares,
             ));
         }
+        let caches = self.caches();
+        if !caches.is_empty() {
+            let leaves = caches
+                .iter()
+                .enumerate()
+                .map(|(i, c)| VdevTree {
+                    asize: c.asize(),
+                    ..new_leaf(&c.path(), i as u32, self.ashift, 0, c.guid())
+                })
+                .collect();
+            let id = children.len() as u32;
+            let node = interior_node(
+                VdevKind::L2cache,
+                self.l2cache_guid,
+                id,
+                self.ashift,
+                0,
+                leaves,
+            );
+            children.push(node);
+        }
         interior_node(VdevKind::Root, self.root_guid, 0, self.ashift, 0, children)
     }
 
@@ -941,6 +972,15 @@ impl Pool {
             let config = self.config_for(leaf_state, txg, leaf.guid(), top, &tree);
             if labels::write_config(device.as_ref(), &config, half).is_ok() {
                 written += 1;
+            }
+        }
+        // Cache devices carry a label naming the pool so that import finds them by GUID;
+        // they do not count as devices that took the update (the pool needs none of them).
+        for cache in self.caches() {
+            if let Some(device) = cache.usable_device() {
+                let guid = cache.guid();
+                let config = self.config_for(PoolState::L2cache, txg, guid, guid, &tree);
+                let _ = labels::write_config(device.as_ref(), &config, half);
             }
         }
         written
@@ -1130,6 +1170,20 @@ fn space_geometry(tops: &[Arc<TopVdev>], tree: &VdevTree) -> Vec<(Arc<dyn VdevGe
         .collect()
 }
 
+/// A spare or cache device of the tree: its leaf, online when its device was found.
+fn aux_leaf(
+    node: &VdevTree,
+    devices: &std::collections::HashMap<Guid, Arc<dyn Device>>,
+) -> Arc<Leaf> {
+    let leaf = Leaf::missing(node.guid, node.path.clone(), node.asize);
+    if let Some(device) = devices.get(&node.guid)
+        && leaf.set_device(Some(Arc::clone(device))).is_ok()
+    {
+        leaf.set_state(tarn_vdev::LeafState::Online);
+    }
+    Arc::new(leaf)
+}
+
 /// A vdev-tree node that is not a leaf (root, mirror, raidz, the spares group).
 fn interior_node(
     kind: VdevKind,
@@ -1208,6 +1262,12 @@ fn build_tree(
         .enumerate()
         .map(|(i, p)| leaf(p, i))
         .collect();
+    let caches: Vec<VdevTree> = spec
+        .caches
+        .iter()
+        .enumerate()
+        .map(|(i, p)| leaf(p, i))
+        .collect();
     let mut children = Vec::new();
     for (index, (layout, leaves)) in tops.into_iter().enumerate() {
         let id = index as u32;
@@ -1246,6 +1306,11 @@ fn build_tree(
             0,
             spares,
         ));
+    }
+    if !caches.is_empty() {
+        let id = children.len() as u32;
+        let node = interior_node(VdevKind::L2cache, rng.guid(), id, spec.ashift, 0, caches);
+        children.push(node);
     }
     interior_node(VdevKind::Root, rng.guid(), 0, spec.ashift, 0, children)
 }

@@ -55,6 +55,8 @@ pub struct CreateSpec {
     pub tops: Vec<TopSpec>,
     /// Hot spares.
     pub spares: Vec<String>,
+    /// Cache devices (L2ARC): a second level of read cache, holding nothing the pool needs.
+    pub caches: Vec<String>,
     /// Log devices (`log DEV` / `log mirror DEV DEV`): top-level vdevs that hold only
     /// intent-log blocks. Disk or mirror layouts.
     pub logs: Vec<TopSpec>,
@@ -108,6 +110,7 @@ impl CreateSpec {
             name: name.to_string(),
             tops: vec![TopSpec { layout, devices }],
             spares: Vec::new(),
+            caches: Vec::new(),
             logs: Vec::new(),
             ashift: limits::ASHIFT_DEFAULT,
             force: false,
@@ -186,6 +189,7 @@ impl CreateSpec {
             .chain(&self.logs)
             .flat_map(|t| &t.devices)
             .chain(&self.spares)
+            .chain(&self.caches)
         {
             if !seen.insert(path.as_str()) {
                 return Err(PoolError::DuplicateDevice { path: path.clone() });
@@ -204,6 +208,7 @@ mod tests {
             name: "tank".into(),
             tops,
             spares: vec![],
+            caches: vec![],
             logs: Vec::new(),
             ashift: 12,
             force: false,

@@ -11,7 +11,7 @@
 use std::sync::Arc;
 
 use tarn_base::{ManualClock, SeededRng, Txg};
-use tarn_device::{FaultPlan, PER_MILLION, SimDevice};
+use tarn_device::{Device, FaultPlan, PER_MILLION, SimDevice};
 use tarn_format::{BlockPtr, BlockType, ChecksumKind, CompressSetting};
 use tarn_pool::{
     CreateSpec, HostIdentity, ImportOptions, Pool, PoolError, SimProvider, TopLayout, TopSpec,
@@ -45,6 +45,7 @@ fn spec(layout: TopLayout, devices: Vec<String>) -> CreateSpec {
         name: "tank".into(),
         tops: vec![TopSpec { layout, devices }],
         spares: vec![],
+        caches: Vec::new(),
         logs: Vec::new(),
         ashift: 12,
         force: false,
@@ -554,5 +555,99 @@ fn condensed_space_log_replays_exactly() {
         ..ImportOptions::default()
     };
     let pool = import(&provider, &["/dev/sim"], &options).expect("rewind after condense");
+    verify(&pool).unwrap();
+}
+
+/// Read operations the data leaves of `pool` have issued so far.
+fn data_reads(pool: &Pool) -> u64 {
+    pool.tops()
+        .iter()
+        .flat_map(|t| t.leaves())
+        .map(|l| l.stats().snapshot().read_ops)
+        .sum()
+}
+
+#[test]
+fn cache_device_serves_verified_copies_and_never_wrong_bytes() {
+    let devices = names(4);
+    let cache = "/dev/sim/cache0".to_string();
+    let provider = provider_with(&devices, &FaultPlan::default());
+    provider.insert(
+        &cache,
+        SimDevice::new(&cache, 64 << 20, FaultPlan::default()),
+    );
+    let spec = CreateSpec {
+        caches: vec![cache.clone()],
+        ..spec(TopLayout::Raidz(1), devices)
+    };
+    let mut pool = create(&provider, &spec);
+    let mut model = Model::default();
+    let mut rng = SeededRng::new(3);
+    for _ in 0..5 {
+        sync_step(&mut pool, &mut model, &mut rng).unwrap();
+    }
+    // First pass: every block comes from the pool and is fed to the cache device.
+    verify(&pool).unwrap();
+    let leaf = Arc::clone(&pool.caches()[0]);
+    let fed = leaf.stats().snapshot().write_ops;
+    assert!(fed as usize > model.live.len(), "{fed} blocks fed");
+    // Second pass: served by the cache device alone.
+    let before = data_reads(&pool);
+    verify(&pool).unwrap();
+    assert_eq!(data_reads(&pool), before, "no data leaf was read");
+    assert!(pool.pipeline().l2().stats().hits as usize > model.live.len());
+    // Rot the whole cache device's data area: every read still returns the right bytes
+    // (from the pool), each bad copy is counted once and forgotten.
+    let sim = provider.get(&cache).unwrap();
+    sim.write_at(tarn_format::label::DATA_START, &vec![0x5A; 8 << 20])
+        .unwrap();
+    verify(&pool).unwrap();
+    let bad = leaf.stats().snapshot().checksum_errors;
+    assert!(bad as usize > model.live.len(), "{bad} bad copies counted");
+    assert!(data_reads(&pool) > before, "the pool served the reads");
+    verify(&pool).unwrap();
+    assert_eq!(
+        leaf.stats().snapshot().checksum_errors,
+        bad,
+        "re-fed copies are good"
+    );
+}
+
+#[test]
+fn cache_devices_are_found_by_guid_and_their_loss_costs_nothing() {
+    let devices = names(3);
+    let cache = "/dev/sim/cache0".to_string();
+    let provider = provider_with(&devices, &FaultPlan::default());
+    provider.insert(
+        &cache,
+        SimDevice::new(&cache, 64 << 20, FaultPlan::default()),
+    );
+    let spec = CreateSpec {
+        caches: vec![cache.clone()],
+        ..spec(TopLayout::Mirror, devices)
+    };
+    let mut pool = create(&provider, &spec);
+    let mut model = Model::default();
+    let mut rng = SeededRng::new(4);
+    for _ in 0..3 {
+        sync_step(&mut pool, &mut model, &mut rng).unwrap();
+    }
+    pool.export().unwrap();
+    provider.rename(&cache, "/dev/sim/renamed-cache");
+    let pool = import(&provider, &["/dev/sim"], &ImportOptions::default()).unwrap();
+    let caches = pool.caches();
+    assert_eq!(caches.len(), 1);
+    assert!(caches[0].is_usable(), "found by GUID under its new name");
+    assert_eq!(caches[0].path(), "/dev/sim/renamed-cache");
+    verify(&pool).unwrap();
+    pool.export().unwrap();
+    provider.rename("/dev/sim/renamed-cache", "/dev/elsewhere/cache");
+    let mut pool = import(&provider, &["/dev/sim"], &ImportOptions::default()).unwrap();
+    assert!(
+        !pool.caches()[0].is_usable(),
+        "missing, and the import did not care"
+    );
+    verify(&pool).unwrap();
+    sync_step(&mut pool, &mut model, &mut rng).unwrap();
     verify(&pool).unwrap();
 }

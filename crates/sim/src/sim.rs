@@ -176,6 +176,7 @@ impl Sim {
                 })
                 .collect(),
             spares: cfg.spares.iter().map(path).collect(),
+            caches: Vec::new(),
             logs: Vec::new(),
             ashift: cfg.ashift,
             force: false,

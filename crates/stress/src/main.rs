@@ -20,7 +20,6 @@ use std::sync::Arc;
 use tarn_base::{ObjectId, SeededRng, SystemClock};
 use tarn_engine::{
     CreateOptions, CreateSpec, Engine, FileProvider, HostIdentity, ImportOptions, TopLayout,
-    TopSpec,
 };
 
 const POOL: &str = "stress";
@@ -128,17 +127,7 @@ fn create(engine: &Engine, dir: &Path) -> Result<(), String> {
             .map_err(|e| format!("cannot size device: {e}"))?;
         devices.push(path.display().to_string());
     }
-    let spec = CreateSpec {
-        name: POOL.into(),
-        tops: vec![TopSpec {
-            layout: TopLayout::Raidz(2),
-            devices,
-        }],
-        spares: Vec::new(),
-        logs: Vec::new(),
-        ashift: 12,
-        force: false,
-    };
+    let spec = CreateSpec::one_top(POOL, TopLayout::Raidz(2), devices);
     engine
         .create_pool(&spec, &CreateOptions::default())
         .map_err(|e| format!("cannot create pool: {e}"))?;

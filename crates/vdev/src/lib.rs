@@ -88,6 +88,7 @@
 
 pub mod child;
 pub mod error;
+pub mod l2cache;
 pub mod leaf;
 mod mirror;
 mod prefetch;
@@ -105,6 +106,7 @@ mod tests;
 
 pub use child::{Child, ChildKind};
 pub use error::VdevError;
+pub use l2cache::{L2Cache, L2Key, L2Stats};
 pub use leaf::{Leaf, LeafState, LeafStats, LeafStatsSnapshot};
 pub use raidz_map::{RaidzColumn, RaidzMap};
 pub use raidz_math::Impl;

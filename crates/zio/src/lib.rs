@@ -29,6 +29,8 @@
 //!   exactly `psize` bytes.
 //! - I3: every DVA of a block written here has the same physical content.
 //! - I5: a scrub rewrites a copy only with bytes that verified against the block pointer.
+//! - I6: a block served by a cache device ([`tarn_vdev::L2Cache`]) passed the same verify
+//!   as one read from the pool; a cache device holds only copies of verified bytes.
 //! - I4: a block read was born no later than the txg the caller is in (temporal incursion
 //!   check, as ztest does): checked by callers that know the txg via [`BlockStore::txg`].
 //!
@@ -42,7 +44,8 @@
 //! cannot reach enough devices is [`ZioError::WriteFailed`]; the pool layer then suspends.
 //!
 //! # Not here
-//! Space accounting (tarn-space), txgs (tarn-pool), caching (tarn-objects), parallel issue of
+//! Space accounting (tarn-space), txgs (tarn-pool), in-memory caching (tarn-objects; the
+//! second level on cache devices is looked up and fed here), parallel issue of
 //! copies over worker threads (copies are written one after another for now).
 
 pub mod store;
@@ -54,7 +57,7 @@ use tarn_base::{Guid, Txg};
 use tarn_format::checksum::checksum;
 use tarn_format::compress::{compress, decompress, is_all_zero};
 use tarn_format::{BlockPtr, CompressKind, Dva};
-use tarn_vdev::TopVdev;
+use tarn_vdev::{L2Cache, L2Key, TopVdev};
 
 /// Unit every physical size is padded to, whatever the sector size.
 pub const PSIZE_UNIT: u64 = 512;
@@ -64,6 +67,8 @@ pub const PSIZE_UNIT: u64 = 512;
 pub struct Pipeline {
     vdevs: Vec<Arc<TopVdev>>,
     sector_size: u64,
+    /// The pool's cache devices (empty without any): looked up before, fed after a read.
+    l2: Arc<L2Cache>,
 }
 
 impl Pipeline {
@@ -82,7 +87,25 @@ impl Pipeline {
             .map(|v| 1u64 << v.ashift())
             .max()
             .unwrap_or(PSIZE_UNIT);
-        Pipeline { vdevs, sector_size }
+        let l2 = Arc::new(L2Cache::new(Vec::new(), tarn_base::limits::ASHIFT_DEFAULT));
+        Pipeline {
+            vdevs,
+            sector_size,
+            l2,
+        }
+    }
+
+    /// This pipeline with `l2` as its second-level read cache.
+    #[must_use]
+    pub fn with_l2(mut self, l2: Arc<L2Cache>) -> Self {
+        self.l2 = l2;
+        self
+    }
+
+    /// The second-level read cache (cache devices).
+    #[must_use]
+    pub fn l2(&self) -> &Arc<L2Cache> {
+        &self.l2
     }
 
     /// The top-level vdevs.
@@ -268,6 +291,17 @@ impl Pipeline {
             data.get(..psize as usize)
                 .is_some_and(|d| checksum(bp.checksum_kind, d) == bp.checksum)
         };
+        let key = bp.copies().next().map(|dva| L2Key {
+            vdev: dva.vdev.0,
+            offset: dva.offset,
+            birth: bp.birth.0,
+        });
+        let cached = !self.l2.is_empty();
+        if let Some(key) = key.filter(|_| cached)
+            && let Some(data) = self.l2.lookup(key, psize, &verify)
+        {
+            return Ok(data);
+        }
         let mut failed: Vec<&Dva> = Vec::new();
         let mut last_error = String::from("no copies");
         for dva in bp.copies() {
@@ -290,6 +324,9 @@ impl Pipeline {
                         }
                     }
                     data.truncate(psize as usize);
+                    if let Some(key) = key.filter(|_| cached) {
+                        self.l2.feed(key, &data);
+                    }
                     return Ok(data);
                 }
                 Err(e) => {

@@ -74,6 +74,7 @@ impl Fixture {
                 devices: vec![device.display().to_string()],
             }],
             spares: Vec::new(),
+            caches: Vec::new(),
             logs: Vec::new(),
             ashift: 12,
             force: false,
