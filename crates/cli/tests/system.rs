@@ -1052,25 +1052,52 @@ fn cache_devices_are_created_shown_and_optional_at_import() {
         join(data),
         cache[0]
     ));
-    assert!(dry.ends_with(&format!("\tcache\n\t  {}\n", cache[0])), "{dry}");
-    rig.ok(&format!("pool create tank raidz1 {} cache {}", join(data), cache[0]));
+    assert!(
+        dry.ends_with(&format!("\tcache\n\t  {}\n", cache[0])),
+        "{dry}"
+    );
+    rig.ok(&format!(
+        "pool create tank raidz1 {} cache {}",
+        join(data),
+        cache[0]
+    ));
     let status = rig.ok("pool status tank");
     let section = status.split("\tcache\n").nth(1).unwrap_or("");
     assert!(section.trim_start().starts_with(&cache[0]), "{status}");
-    assert!(section.lines().next().unwrap_or("").contains("ONLINE"), "{status}");
-    let size_with: u64 = rig.ok("pool list -H -p -o size tank").trim().parse().unwrap();
+    assert!(
+        section.lines().next().unwrap_or("").contains("ONLINE"),
+        "{status}"
+    );
+    let size_with: u64 = rig
+        .ok("pool list -H -p -o size tank")
+        .trim()
+        .parse()
+        .unwrap();
 
     rig.ok("pool export tank");
     let listing = rig.ok(&format!("pool import -d {}", rig.dir_of("d")));
-    assert!(listing.contains(&format!("\tcache\n\t  {}", cache[0])), "{listing}");
+    assert!(
+        listing.contains(&format!("\tcache\n\t  {}", cache[0])),
+        "{listing}"
+    );
     std::fs::remove_file(&cache[0]).unwrap();
     rig.ok(&format!("pool import -d {} tank", rig.dir_of("d")));
     let status = rig.ok("pool status tank");
     assert!(status.contains(" state: ONLINE"), "{status}");
     let section = status.split("\tcache\n").nth(1).unwrap_or("");
-    assert!(section.lines().next().unwrap_or("").contains("UNAVAIL"), "{status}");
+    assert!(
+        section.lines().next().unwrap_or("").contains("UNAVAIL"),
+        "{status}"
+    );
     rig.ok("pool destroy tank");
     rig.ok(&format!("pool create tank raidz1 {}", join(data)));
-    let size_without: u64 = rig.ok("pool list -H -p -o size tank").trim().parse().unwrap();
-    assert_eq!(size_with, size_without, "cache devices are not pool capacity");
+    let size_without: u64 = rig
+        .ok("pool list -H -p -o size tank")
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(
+        size_with, size_without,
+        "cache devices are not pool capacity"
+    );
 }

@@ -1242,32 +1242,21 @@ fn build_tree(
     devices: &BTreeMap<String, Arc<dyn Device>>,
     rng: &mut SeededRng,
 ) -> VdevTree {
-    let mut leaf = |path: &String, id: usize| {
-        let size = devices.get(path).map_or(0, |d| d.size_bytes());
-        new_leaf(path, id as u32, spec.ashift, size, rng.guid())
+    let mut leaves_of = |paths: &[String]| -> Vec<VdevTree> {
+        let leaf = |(i, path): (usize, &String)| {
+            let size = devices.get(path).map_or(0, |d| d.size_bytes());
+            new_leaf(path, i as u32, spec.ashift, size, rng.guid())
+        };
+        paths.iter().enumerate().map(leaf).collect()
     };
-    let mut tops: Vec<(TopLayout, Vec<VdevTree>)> = Vec::new();
-    for top in spec.tops.iter().chain(&spec.logs) {
-        let leaves = top
-            .devices
-            .iter()
-            .enumerate()
-            .map(|(i, p)| leaf(p, i))
-            .collect();
-        tops.push((top.layout, leaves));
-    }
-    let spares: Vec<VdevTree> = spec
-        .spares
+    let tops: Vec<(TopLayout, Vec<VdevTree>)> = spec
+        .tops
         .iter()
-        .enumerate()
-        .map(|(i, p)| leaf(p, i))
+        .chain(&spec.logs)
+        .map(|top| (top.layout, leaves_of(&top.devices)))
         .collect();
-    let caches: Vec<VdevTree> = spec
-        .caches
-        .iter()
-        .enumerate()
-        .map(|(i, p)| leaf(p, i))
-        .collect();
+    let spares = leaves_of(&spec.spares);
+    let caches = leaves_of(&spec.caches);
     let mut children = Vec::new();
     for (index, (layout, leaves)) in tops.into_iter().enumerate() {
         let id = index as u32;
@@ -1296,21 +1285,11 @@ fn build_tree(
         node.log = index >= spec.tops.len();
         children.push(node);
     }
-    if !spares.is_empty() {
-        let id = children.len() as u32;
-        children.push(interior_node(
-            VdevKind::Spares,
-            rng.guid(),
-            id,
-            spec.ashift,
-            0,
-            spares,
-        ));
-    }
-    if !caches.is_empty() {
-        let id = children.len() as u32;
-        let node = interior_node(VdevKind::L2cache, rng.guid(), id, spec.ashift, 0, caches);
-        children.push(node);
+    for (kind, group) in [(VdevKind::Spares, spares), (VdevKind::L2cache, caches)] {
+        if !group.is_empty() {
+            let id = children.len() as u32;
+            children.push(interior_node(kind, rng.guid(), id, spec.ashift, 0, group));
+        }
     }
     interior_node(VdevKind::Root, rng.guid(), 0, spec.ashift, 0, children)
 }
