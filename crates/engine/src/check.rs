@@ -86,6 +86,20 @@ pub fn set_data_write_config(
     Ok(())
 }
 
+/// Sets what the root dataset's clean-block cache keeps (as `primarycache` would), without
+/// a txg: the simulator's way to send reads to the devices and cache devices. Not
+/// persistent, like [`set_data_write_config`].
+pub fn set_data_cache_policy(
+    engine: &Engine,
+    name: &str,
+    policy: tarn_objects::CachePolicy,
+) -> Result<(), EngineError> {
+    let handle = engine.pool(name)?;
+    let mut inner = handle.lock();
+    inner.root_objset().set_cache_policy(policy);
+    Ok(())
+}
+
 /// One reachable block and where it was found (for messages).
 struct Reached {
     bp: BlockPtr,

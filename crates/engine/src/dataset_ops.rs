@@ -205,8 +205,7 @@ impl Engine {
         for (property, value) in values {
             datasets.set_local(mos.objset(), &reader, id, property, value.as_deref())?;
         }
-        let config = datasets.write_config(id);
-        datasets.node_mut(id).objset.set_write_config(config)?;
+        datasets.apply_objset_config(id)?;
         format_filesystem(inner, id, self.clock.as_ref())?;
         Ok(id)
     }
@@ -296,8 +295,7 @@ impl Engine {
             node.name = format!("{new}{}", &node.name[old.len()..]);
         }
         for (at, _) in datasets.subtree(id) {
-            let config = datasets.write_config(at);
-            datasets.node_mut(at).objset.set_write_config(config)?;
+            datasets.apply_objset_config(at)?;
         }
         self.commit(&mut inner, command)?;
         Ok(())

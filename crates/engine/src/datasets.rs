@@ -212,8 +212,7 @@ impl Tree {
         }
         let ids: Vec<DatasetId> = tree.nodes.keys().copied().collect();
         for id in ids {
-            let config = tree.write_config(id);
-            tree.node_mut(id).objset.set_write_config(config)?;
+            tree.apply_objset_config(id)?;
         }
         Ok(tree)
     }
@@ -334,6 +333,16 @@ impl Tree {
         )
     }
 
+    /// Gives the object set of `id` its effective write config and cache policy
+    /// (`primarycache`), after a property change anywhere above it.
+    pub(crate) fn apply_objset_config(&mut self, id: DatasetId) -> Result<(), EngineError> {
+        let config = self.write_config(id);
+        let policy = tarn_objects::CachePolicy::parse(&self.effective(id, "primarycache").0);
+        let objset = &mut self.node_mut(id).objset;
+        objset.set_cache_policy(policy);
+        Ok(objset.set_write_config(config)?)
+    }
+
     /// The POSIX layer's settings for `id`.
     pub(crate) fn fs_config(&self, id: DatasetId) -> FsConfig {
         FsConfig {
@@ -436,8 +445,7 @@ impl Tree {
             None => node.local.remove(name),
         };
         for (at, _) in self.subtree(id) {
-            let config = self.write_config(at);
-            self.node_mut(at).objset.set_write_config(config)?;
+            self.apply_objset_config(at)?;
         }
         Ok(())
     }

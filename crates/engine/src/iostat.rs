@@ -152,6 +152,13 @@ pub(crate) fn pool_iostat(name: &str, pool: &Pool, imported_ns: u64, time_ns: u6
 }
 
 impl crate::Engine {
+    /// Counters of the cache devices (L2ARC) of `name` since import.
+    pub fn l2_stats(&self, name: &str) -> Result<tarn_vdev::L2Stats, crate::EngineError> {
+        let handle = self.pool(name)?;
+        let inner = handle.lock();
+        Ok(inner.pool.pipeline().l2().stats())
+    }
+
     /// `tarn pool iostat`: the running totals of the named pools (every pool when `names` is
     /// empty), in name order.
     pub fn iostat(&self, names: &[String]) -> Result<Vec<PoolIostat>, crate::EngineError> {

@@ -281,3 +281,57 @@ fn full_pool_refuses_writes_and_stays_available() {
         .expect("space came back");
     engine.export_pool("tank", false).unwrap();
 }
+
+/// Reads the pool's leaves have issued since import.
+fn leaf_reads(engine: &Engine) -> u64 {
+    engine.iostat(&[]).unwrap()[0].root.read_ops
+}
+
+#[test]
+fn primarycache_decides_whether_reads_reach_the_devices() {
+    let (_provider, engine, names) = setup(6);
+    create(&engine, &raidz2(&names));
+    let object = engine.object_create("tank", 128 << 10).unwrap();
+    let data = vec![0x3Cu8; 512 << 10];
+    engine.object_write("tank", object, 0, &data).unwrap();
+    engine.sync_pool("tank").unwrap();
+    let read = |engine: &Engine| {
+        let mut back = vec![0u8; data.len()];
+        engine.object_read("tank", object, 0, &mut back).unwrap();
+        assert_eq!(back, data);
+    };
+    read(&engine);
+    let before = leaf_reads(&engine);
+    read(&engine);
+    assert_eq!(
+        leaf_reads(&engine),
+        before,
+        "primarycache=all: served from memory"
+    );
+    let set = |value: &str| {
+        let props = [("primarycache".to_string(), value.to_string())];
+        engine.set_dataset_props("tank", &props, "set").unwrap();
+    };
+    set("none");
+    read(&engine);
+    let after_one = leaf_reads(&engine);
+    assert!(
+        after_one > before,
+        "primarycache=none: the devices are read"
+    );
+    read(&engine);
+    assert!(leaf_reads(&engine) > after_one, "and read again");
+    set("metadata");
+    read(&engine);
+    let after_meta = leaf_reads(&engine);
+    read(&engine);
+    assert!(
+        leaf_reads(&engine) > after_meta,
+        "metadata: file data is not kept"
+    );
+    set("all");
+    read(&engine);
+    let warm = leaf_reads(&engine);
+    read(&engine);
+    assert_eq!(leaf_reads(&engine), warm, "all again: kept");
+}

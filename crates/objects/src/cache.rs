@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use tarn_format::{BlockPtr, Dva};
+use tarn_format::{BlockPtr, BlockType, Dva};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct CacheKey {
@@ -24,10 +24,44 @@ impl CacheKey {
     }
 }
 
+/// What the clean-block cache may keep (the `primarycache` property of a dataset).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CachePolicy {
+    /// Every block.
+    #[default]
+    All,
+    /// Everything but level-0 file and volume data.
+    Metadata,
+    /// Nothing: every read goes to the pool (and its cache devices).
+    None,
+}
+
+impl CachePolicy {
+    /// The policy named by a `primarycache` value (`all`, `metadata`, `none`); anything
+    /// else is `All`, the default.
+    #[must_use]
+    pub fn parse(value: &str) -> CachePolicy {
+        match value {
+            "metadata" => CachePolicy::Metadata,
+            "none" => CachePolicy::None,
+            _ => CachePolicy::All,
+        }
+    }
+
+    fn admits(self, bp: &BlockPtr) -> bool {
+        match self {
+            CachePolicy::All => true,
+            CachePolicy::Metadata => !(bp.block_type == BlockType::Data && bp.level == 0),
+            CachePolicy::None => false,
+        }
+    }
+}
+
 /// The cache. `bytes <= limit` holds after every call (I1 of the module).
 #[derive(Debug)]
 pub(crate) struct BlockCache {
     limit: u64,
+    policy: CachePolicy,
     bytes: u64,
     tick: u64,
     entries: HashMap<CacheKey, (Arc<Vec<u8>>, u64)>,
@@ -38,6 +72,7 @@ impl BlockCache {
     pub(crate) fn new(limit: u64) -> Self {
         BlockCache {
             limit,
+            policy: CachePolicy::All,
             bytes: 0,
             tick: 0,
             entries: HashMap::new(),
@@ -55,8 +90,26 @@ impl BlockCache {
         Some(Arc::clone(data))
     }
 
+    /// Applies `policy` from now on, dropping what it no longer admits.
+    pub(crate) fn set_policy(&mut self, policy: CachePolicy) {
+        if policy == self.policy {
+            return;
+        }
+        self.policy = policy;
+        if policy != CachePolicy::All {
+            // Which entries were data is not recorded: start over (a rare admin change).
+            *self = BlockCache {
+                policy,
+                ..BlockCache::new(self.limit)
+            };
+        }
+    }
+
     pub(crate) fn insert(&mut self, bp: &BlockPtr, data: Arc<Vec<u8>>) {
         let size = data.len() as u64;
+        if !self.policy.admits(bp) {
+            return;
+        }
         if size > self.limit / 4 {
             // A block bigger than a quarter of the cache would evict too much to be worth it.
             return;
@@ -131,5 +184,35 @@ mod tests {
             cache.get(&bp(10)).is_none(),
             "a block over a quarter of the limit is not kept"
         );
+    }
+
+    #[test]
+    fn primarycache_policy_decides_what_is_kept() {
+        let typed = |offset: u64, block_type: BlockType, level: u8| BlockPtr {
+            block_type,
+            level,
+            ..bp(offset)
+        };
+        let data = typed(1, BlockType::Data, 0);
+        let indirect = typed(2, BlockType::Indirect, 1);
+        let zap = typed(3, BlockType::Metadata, 0);
+        let mut cache = BlockCache::new(1 << 20);
+        cache.insert(&data, Arc::new(vec![0; 512]));
+        cache.set_policy(CachePolicy::Metadata);
+        assert!(
+            cache.get(&data).is_none(),
+            "data cached before the change is dropped"
+        );
+        for block in [&data, &indirect, &zap] {
+            cache.insert(block, Arc::new(vec![0; 512]));
+        }
+        assert!(cache.get(&data).is_none());
+        assert!(cache.get(&indirect).is_some() && cache.get(&zap).is_some());
+        cache.set_policy(CachePolicy::None);
+        cache.insert(&zap, Arc::new(vec![0; 512]));
+        assert_eq!(cache.bytes(), 0);
+        cache.set_policy(CachePolicy::parse("all"));
+        cache.insert(&data, Arc::new(vec![0; 512]));
+        assert!(cache.get(&data).is_some());
     }
 }

@@ -84,6 +84,7 @@ mod tests;
 pub mod testing;
 
 pub use accounting::{SyncHook, UsedChange, UsedState};
+pub use cache::CachePolicy;
 pub use objset::{
     CACHE_BYTES_DEFAULT, META_DNODE_OBJECT, OBJECT_ID_LIMIT, ObjectSet, visit_object_set,
 };

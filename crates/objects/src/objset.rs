@@ -148,6 +148,11 @@ impl ObjectSet {
         self
     }
 
+    /// Sets what the clean-block cache keeps from now on (`primarycache`).
+    pub fn set_cache_policy(&mut self, policy: crate::CachePolicy) {
+        self.cache.set_policy(policy);
+    }
+
     /// Sets how blocks are written from now on.
     pub fn set_write_config(&mut self, config: ObjsetWriteConfig) -> Result<(), ObjectError> {
         if config.copies == 0 || usize::from(config.copies) > tarn_base::limits::COPIES_MAX {

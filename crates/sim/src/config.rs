@@ -8,7 +8,7 @@ use tarn_base::SeededRng;
 use tarn_device::{FaultPlan, PER_MILLION};
 use tarn_engine::TopLayout;
 use tarn_format::{ChecksumKind, CompressSetting};
-use tarn_objects::ObjsetWriteConfig;
+use tarn_objects::{CachePolicy, ObjsetWriteConfig};
 
 use crate::Budget;
 
@@ -116,6 +116,12 @@ pub struct Config {
     pub tops: Vec<TopPlan>,
     /// Device indices of the hot spares.
     pub spares: Vec<usize>,
+    /// Device indices of the cache devices (L2ARC). Their fault plans are harsh in any
+    /// budget: nothing on them may ever reach a reader unverified.
+    pub caches: Vec<usize>,
+    /// What the root dataset's in-memory cache keeps (`none` sends every read of its
+    /// objects to the devices and the cache devices).
+    pub primarycache: CachePolicy,
     /// Initial path of every device, by index.
     pub paths: Vec<String>,
     /// Fault plan of every device, by index.
@@ -216,6 +222,8 @@ impl Config {
             device_size,
             tops,
             spares,
+            caches: Vec::new(),
+            primarycache: CachePolicy::All,
             paths,
             plans,
             write_config,
@@ -265,9 +273,11 @@ impl Config {
         let c = &self.write_config;
         let _ = write!(
             out,
-            " | spares {} | {:?} {:?} copies {}+{} | span {} KiB objects {} blocks <= {} KiB \
-             | files <= {} KiB entries {} names {} +{}",
+            " | spares {} caches {} primarycache {:?} | {:?} {:?} copies {}+{} \
+             | span {} KiB objects {} blocks <= {} KiB | files <= {} KiB entries {} names {} +{}",
             self.spares.len(),
+            self.caches.len(),
+            self.primarycache,
             c.checksum,
             c.compression,
             c.copies,
@@ -400,6 +410,22 @@ fn late_choices(rng: &mut SeededRng, config: &mut Config) {
     } else {
         0
     };
+    if rng.chance(1, 3) {
+        for _ in 0..1 + rng.below(2) {
+            let index = config.paths.len();
+            config.paths.push(format!("{DEVICE_DIR}/c{index}"));
+            let device_seed = config.seed.rotate_left(29) ^ index as u64;
+            let mut plan = faulty_plan(rng, device_seed, true);
+            plan.drop_on_crash = config.plans[0].drop_on_crash;
+            plan.torn_on_crash = config.plans[0].torn_on_crash;
+            config.plans.push(plan);
+            config.caches.push(index);
+        }
+    }
+    config.primarycache = pick(
+        rng,
+        &[CachePolicy::All, CachePolicy::Metadata, CachePolicy::None],
+    );
 }
 
 fn weights(rng: &mut SeededRng, tops: &[TopPlan]) -> Weights {

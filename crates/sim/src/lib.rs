@@ -17,6 +17,7 @@
 //!          budget: within (default 5 in 6) or beyond      rename devices + import
 //!          faulty leaves per vdev, each FaultPlan         rot at rest / vanish and return
 //!          checksum, compression, copies, block sizes
+//!          0-2 cache devices (L2ARC) with every fault at beyond-budget rates
 //!
 //!  Engine ── PoweredProvider (power.rs: shared write budget = the crash instant)
 //!               └─ SimProvider ─ SimDevice x N (ManualClock: latency is virtual time)
@@ -154,6 +155,8 @@ pub struct Counts {
     pub spares: u64,
     /// Scrubs and resilvers that finished while the workload ran (the final scrub aside).
     pub scans_finished: u64,
+    /// Reads the cache devices served (seen at checks; a lower bound).
+    pub l2_hits: u64,
 }
 
 /// A run that broke no invariant.

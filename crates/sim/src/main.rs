@@ -84,7 +84,8 @@ fn main() -> ExitCode {
             let c = summary.counts;
             println!(
                 "ok seed {} budget {:?} steps {} txgs {} imports {} crashes {} checks {} \
-                 errors-reported {} faults {} replaces {} spares {} scans {} trace {:016x}",
+                 errors-reported {} faults {} replaces {} spares {} scans {} l2-hits {} \
+                 trace {:016x}",
                 summary.seed,
                 summary.budget,
                 summary.steps,
@@ -97,6 +98,7 @@ fn main() -> ExitCode {
                 c.replaces,
                 c.spares,
                 c.scans_finished,
+                c.l2_hits,
                 summary.trace_hash
             );
             ExitCode::SUCCESS

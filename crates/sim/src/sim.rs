@@ -68,6 +68,8 @@ enum Op {
 
 pub(crate) struct Sim {
     pub(crate) cfg: Config,
+    /// Cache-device hits of the current import already counted.
+    l2_hits_seen: u64,
     rng: SeededRng,
     clock: Arc<ManualClock>,
     pub(crate) devices: Vec<Arc<SimDevice>>,
@@ -153,6 +155,7 @@ impl Sim {
             dataset_serial: 0,
             trace: Trace::new(echo),
             counts: Counts::default(),
+            l2_hits_seen: 0,
             step: 0,
         }
     }
@@ -176,7 +179,7 @@ impl Sim {
                 })
                 .collect(),
             spares: cfg.spares.iter().map(path).collect(),
-            caches: Vec::new(),
+            caches: cfg.caches.iter().map(path).collect(),
             logs: Vec::new(),
             ashift: cfg.ashift,
             force: false,
@@ -228,7 +231,9 @@ impl Sim {
 
     fn apply_write_config(&mut self) -> Result<(), String> {
         check::set_data_write_config(&self.engine, POOL, self.cfg.write_config)
-            .map_err(|e| format!("write config refused: {e}"))
+            .map_err(|e| format!("write config refused: {e}"))?;
+        check::set_data_cache_policy(&self.engine, POOL, self.cfg.primarycache)
+            .map_err(|e| format!("cache policy refused: {e}"))
     }
 
     /// One workload operation, chosen by the seed's weights.
@@ -501,6 +506,16 @@ impl Sim {
     /// births, space closes, txg) and the data of every object against the model.
     fn check_all(&mut self, when: &str) -> Step {
         self.counts.checks += 1;
+        if let Ok(stats) = self.engine.l2_stats(POOL) {
+            // The counters restart at every import.
+            let seen = if stats.hits < self.l2_hits_seen {
+                0
+            } else {
+                self.l2_hits_seen
+            };
+            self.counts.l2_hits += stats.hits - seen;
+            self.l2_hits_seen = stats.hits;
+        }
         if self.within() {
             let report =
                 check::verify_pool(&self.engine, POOL).map_err(|e| format!("after {when}: {e}"))?;

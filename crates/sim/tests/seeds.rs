@@ -97,7 +97,7 @@ fn fixed_seeds_and_three_from_the_clock() {
     let fresh: Vec<u64> = (1..=3).map(|i| mix(now ^ i)).collect();
     println!("seeds from the clock: {fresh:?} (replay: cargo run -p tarn-sim -- --seed N)");
     let mut budgets = Vec::new();
-    let (mut replaces, mut spares, mut scans) = (0, 0, 0);
+    let (mut replaces, mut spares, mut scans, mut l2_hits) = (0, 0, 0, 0);
     for seed in SEEDS_FIXED.into_iter().chain(fresh) {
         println!("seed {seed}");
         let summary = run_ok(seed, STEPS_CI, None);
@@ -106,13 +106,15 @@ fn fixed_seeds_and_three_from_the_clock() {
             replaces += summary.counts.replaces;
             spares += summary.counts.spares;
             scans += summary.counts.scans_finished;
+            l2_hits += summary.counts.l2_hits;
         }
     }
     assert!(budgets.contains(&Budget::Within) && budgets.contains(&Budget::Beyond));
-    // The fixed seeds drive the healing verbs (replace, spares, scans finishing mid-run).
+    // The fixed seeds drive the healing verbs (replace, spares, scans finishing mid-run)
+    // and reads served by (faulty) cache devices.
     assert!(
-        replaces > 0 && spares > 0 && scans > 0,
-        "replaces {replaces} spares {spares} scans finished {scans}"
+        replaces > 0 && spares > 0 && scans > 0 && l2_hits > 0,
+        "replaces {replaces} spares {spares} scans finished {scans} l2 hits {l2_hits}"
     );
 }
 
