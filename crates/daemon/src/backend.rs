@@ -4,7 +4,8 @@
 //!
 //! ```text
 //!  txg-timer: every TXG_TIMEOUT, Engine::sync_all
-//!  scrub:     Engine::fault_check (faults erroring leaves, activates hot spares, autoreplace),
+//!  scrub:     Engine::fault_check (probes for vanished devices, faults erroring leaves,
+//!             activates hot spares, autoreplace),
 //!             then while Engine::scanning_pools() is not empty, Engine::scrub_step(pool,
 //!             SCRUB_BATCH_BYTES) round-robin (the pool lock is taken per batch, so requests
 //!             interleave; a step runs a scrub or a resilver batch); otherwise sleeps until
@@ -42,8 +43,10 @@ pub const DEFAULT_SEARCH_DIRS: &[&str] = &["/dev/disk/by-id", "/dev"];
 
 /// Bytes one scrub batch reads before the pool lock is released.
 pub const SCRUB_BATCH_BYTES: u64 = 16 << 20;
-/// How long the scrub thread sleeps when no pool is scrubbing (unless woken).
-pub const SCRUB_IDLE: Duration = Duration::from_secs(5);
+/// How long the scrub thread sleeps when no pool is scrubbing (unless woken): also how soon
+/// `Engine::fault_check` notices a device that went away from an idle pool (it probes every
+/// leaf, one `fstat` each) and activates a spare.
+pub const SCRUB_IDLE: Duration = Duration::from_secs(1);
 /// How long the scrub thread backs off after a batch failed (a suspended pool).
 pub const SCRUB_BACKOFF: Duration = Duration::from_secs(1);
 /// How often `scrub -w` reports progress.

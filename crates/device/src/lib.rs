@@ -174,6 +174,14 @@ pub trait Device: Send + Sync + std::fmt::Debug {
     fn prefetch(&self, offset: u64, len: u64) {
         let _ = (offset, len);
     }
+    /// Whether the device is known to be gone without trying an access: a file whose last
+    /// name was removed, a block device whose node no longer names it, a simulated device
+    /// set gone. The engine's fault check polls this so that a disk pulled from an idle pool
+    /// is noticed (as ZFS hears of it from udev) rather than at the next write. Cheap (one
+    /// `fstat`) and never changes anything; the default knows nothing and says `false`.
+    fn probe_gone(&self) -> bool {
+        false
+    }
 }
 
 /// Checks that an access of `len` bytes at `offset` fits a device of `size` bytes.

@@ -199,6 +199,10 @@ impl Device for QueuedDevice {
         self.inner.path()
     }
 
+    fn probe_gone(&self) -> bool {
+        self.inner.probe_gone()
+    }
+
     fn queued_writes(&self) -> u64 {
         let state = self.shared.lock();
         state.queue.len() as u64 + u64::from(state.busy)

@@ -3,10 +3,11 @@
 //!
 //! Classes posted: `sysevent.fs.zfs.scrub_start` / `scrub_finish`, `resilver_start` /
 //! `resilver_finish`, `vdev_spare` (a hot spare activated), `statechange` (a leaf found
-//! REMOVED or FAULTED), `ereport.fs.zfs.io` and `ereport.fs.zfs.checksum`. The two ereports
-//! are derived from the per-leaf counters each time the background thread looks
-//! (`Engine::fault_check`): one event per leaf and kind whose counter grew, with the count in
-//! the payload, rather than one per failed I/O as ZFS posts them. The ring keeps the newest
+//! REMOVED or FAULTED), `ereport.fs.zfs.probe_failure` (the fault check found a device gone
+//! without an access: `Leaf::probe`), `ereport.fs.zfs.io` and `ereport.fs.zfs.checksum`.
+//! The last two are derived from the per-leaf counters each time the background thread
+//! looks (`Engine::fault_check`): one event per leaf and kind whose counter grew, with the
+//! count in the payload, rather than one per failed I/O as ZFS posts them. The ring keeps the newest
 //! [`EVENTS_MAX`] events; nothing is persistent (ZFS's ring is not either).
 
 use std::collections::{BTreeMap, VecDeque};

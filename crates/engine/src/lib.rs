@@ -604,6 +604,7 @@ impl Engine {
         let mut inner = handle.lock();
         // A read-only pool has nothing to commit; its labels are left exactly as they were.
         if !inner.pool.readonly() {
+            inner.logs_close();
             let synced = inner.sync();
             if let Err(e) = synced
                 && !force

@@ -409,6 +409,56 @@ fn attach_and_detach() {
     rig.check_data();
 }
 
+/// A device vanishes from an idle pool (the GridPP bench deletes a device file): no access
+/// fails, yet the next fault check finds it gone by probing (`Leaf::probe`), takes it out
+/// of service, activates the spare and resilvers; the events say so in order, and the
+/// resilver's bytes are in its finish event. A spare that vanished is never activated.
+#[test]
+fn idle_pool_notices_a_vanished_device_by_probing() {
+    let mut rig = rig(TopLayout::Raidz(1), 4, 2);
+    rig.write_object(11, 4 << 20);
+    rig.engine.events(None, 0, true);
+    assert_eq!(rig.engine.fault_check(), Vec::<String>::new());
+    rig.device("/sim/s0").set_gone(true);
+    rig.device("/sim/d1").set_gone(true);
+    let refusals = rig.device("/sim/d1").stats().gone_refusals;
+    assert_eq!(rig.engine.fault_check(), vec!["tank".to_string()]);
+    assert_eq!(
+        rig.device("/sim/d1").stats().gone_refusals,
+        refusals,
+        "the probe made no access"
+    );
+    let config = rig.config();
+    assert_eq!(config.children[1].name, "spare-1");
+    assert_eq!(names(&config.children[1]), vec!["/sim/d1", "/sim/s1"]);
+    let done = rig.finish();
+    assert_eq!((done.function, done.errors), (ScanFunction::Resilver, 0));
+    let events = rig.engine.events(Some("tank"), 0, false);
+    let classes: Vec<(&str, &str)> = events
+        .iter()
+        .map(|e| (e.class.as_str(), e.vdev_path.as_str()))
+        .collect();
+    assert_eq!(
+        classes,
+        vec![
+            ("ereport.fs.zfs.probe_failure", "/sim/d1"),
+            ("ereport.fs.zfs.probe_failure", "/sim/s0"),
+            ("sysevent.fs.zfs.statechange", "/sim/d1"),
+            ("sysevent.fs.zfs.vdev_spare", "/sim/d1"),
+            ("sysevent.fs.zfs.resilver_start", ""),
+            ("sysevent.fs.zfs.resilver_finish", ""),
+        ]
+    );
+    let repaired = events[5]
+        .payload
+        .iter()
+        .find(|(k, _)| k == "scan_bytes_repaired")
+        .map(|(_, v)| v.parse::<u64>().unwrap());
+    assert_eq!(repaired, Some(done.repaired));
+    assert!(done.repaired > 0);
+    rig.check_data();
+}
+
 /// A device vanishes while the pool is busy: its leaf goes REMOVED, the pool DEGRADED, the
 /// spare activates by itself and is resilvered; replacing the failed device returns the
 /// spare to AVAIL.

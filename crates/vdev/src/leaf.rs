@@ -387,6 +387,21 @@ impl Leaf {
         result
     }
 
+    /// Asks an online leaf's device whether it is gone without an access
+    /// ([`Device::probe_gone`]); one that is becomes [`LeafState::Removed`], as a failed
+    /// access would make it. Returns whether this call took the leaf out of service.
+    pub fn probe(&self) -> bool {
+        let Some(device) = self.usable_device() else {
+            return false;
+        };
+        if !device.probe_gone() {
+            return false;
+        }
+        self.set_state(LeafState::Removed);
+        assert!(!self.is_usable(), "a leaf found gone takes no more I/O");
+        true
+    }
+
     /// A device that reports itself gone is out of service at once ([`LeafState::Removed`]):
     /// every later access would fail the same way. Other errors only count; the engine
     /// decides when a leaf with too many of them is faulted.
