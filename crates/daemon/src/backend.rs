@@ -827,13 +827,35 @@ impl EngineBackend {
     }
 }
 
+const _: () = assert!(tarn_proto::IOSTAT_LATENCY_BUCKETS == tarn_engine::LATENCY_BUCKETS);
+const _: () = assert!(tarn_proto::IOSTAT_SIZE_BUCKETS == tarn_engine::SIZE_BUCKETS);
+
 /// `pool iostat`: the engine's running totals as protocol rows.
 fn iostat(engine: &Engine, request: &Request) -> Option<Response> {
     let Request::PoolIostat { names } = request else {
         return None;
     };
+    fn wait(latencies: &tarn_engine::Latencies) -> tarn_proto::IostatWait {
+        tarn_proto::IostatWait {
+            total_ns: latencies.total_ns,
+            histogram: latencies.buckets.to_vec(),
+        }
+    }
     fn row(node: tarn_engine::IostatNode) -> tarn_proto::IostatRow {
+        let w = &node.waits;
+        let waits = tarn_proto::IostatWaits {
+            total_read: wait(&w.total_read),
+            total_write: wait(&w.total_write),
+            disk_read: wait(&w.disk_read),
+            disk_write: wait(&w.disk_write),
+            syncq_read: wait(&w.syncq_read),
+            asyncq_write: wait(&w.asyncq_write),
+        };
         tarn_proto::IostatRow {
+            waits,
+            read_sizes: node.read_sizes.to_vec(),
+            write_sizes: node.write_sizes.to_vec(),
+            reads_pending: node.reads_pending,
             name: node.name,
             alloc: node.alloc,
             free: node.free,

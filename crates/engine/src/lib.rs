@@ -86,19 +86,21 @@ pub use dataset_ops::{DatasetProp, DatasetQuery, DatasetRow};
 pub use devices::OnlineOutcome;
 pub use events::Event;
 pub use fs::{DatasetId, FsOp, FsStat, MountSpec};
-pub use iostat::{IostatNode, PoolIostat};
+pub use iostat::{IostatNode, PoolIostat, Waits};
 pub use mos::HistoryRecord;
 pub use project::{ProjectChange, ProjectRow};
 pub use scrub::{ScanFunction, ScanProgress, ScanState, ScrubAction};
 pub use status::{Importable, PoolStatus, PoolSummary, PropValue, VdevNode};
 pub use tarn_dataset::props::OwnerSpace;
 pub use tarn_device::DeviceError;
+pub use tarn_device::timing::{LATENCY_BUCKETS, Latencies};
 pub use tarn_pool::PoolError;
 pub use tarn_pool::{
     CreateSpec, DeviceProvider, FileProvider, HostIdentity, ImportOptions, SimProvider, TopLayout,
     TopSpec,
 };
 pub use tarn_posix as posix;
+pub use tarn_vdev::stats::SIZE_BUCKETS;
 pub use userspace::UserspaceRow;
 
 /// The pool keeps `1 / 2^SLOP_SHIFT` of its space in reserve (3%, as ZFS's slop space), so

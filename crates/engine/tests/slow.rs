@@ -585,7 +585,33 @@ fn iostat_counts_and_times_every_leaf() {
             "SimDevice writes before it acknowledges"
         );
         assert_eq!((leaf.alloc, leaf.free), (None, None));
+        // A device without a queue: the device's time is the whole time, no queue waits;
+        // every read of the window is in the histogram bucket of its latency, and in the
+        // request-size histogram.
+        let (waits, was_waits) = (&leaf.waits, &was.waits);
+        assert_eq!(waits.disk_read, waits.total_read, "d{i}");
+        assert_eq!(waits.disk_write, waits.total_write, "d{i}");
+        assert_eq!(waits.syncq_read.count() + waits.asyncq_write.count(), 0);
+        let bucket = tarn_vdev::stats::latency_bucket(latency);
+        let window = waits.total_read.buckets[bucket] - was_waits.total_read.buckets[bucket];
+        assert_eq!(window, ops, "d{i}: every read in the {latency} ns bucket");
+        assert_eq!(
+            waits.total_read.count() - was_waits.total_read.count(),
+            ops,
+            "d{i}: nothing elsewhere"
+        );
+        assert_eq!(leaf.read_sizes.iter().sum::<u64>(), leaf.read_ops, "d{i}");
+        assert_eq!(leaf.write_sizes.iter().sum::<u64>(), leaf.write_ops, "d{i}");
+        assert_eq!(leaf.reads_pending, 0);
     }
+    assert_eq!(
+        top.waits.total_read.count(),
+        top.children
+            .iter()
+            .map(|c| c.waits.total_read.count())
+            .sum::<u64>(),
+        "a vdev's histogram sums its leaves'"
+    );
     let sum = |f: fn(&tarn_engine::IostatNode) -> u64| top.children.iter().map(f).sum::<u64>();
     assert_eq!(top.read_ops, sum(|n| n.read_ops));
     assert_eq!(top.write_bytes, sum(|n| n.write_bytes));
