@@ -12,7 +12,10 @@
 //!             woken by a scrub/online/replace request or for SCRUB_IDLE. A scrub or resilver
 //!             found scanning after import or daemon start is resumed.
 //!  multihost: every Engine::multihost_interval_ms, Engine::multihost_heartbeat (pools with
-//!             multihost=on; `TARN_MULTIHOST_INTERVAL_MS` sets the interval)
+//!             multihost=on; `TARN_MULTIHOST_INTERVAL_MS` sets the interval); it may block
+//!             while a device is slow
+//!  multihost-watch: every interval, Engine::multihost_watch (suspends a pool whose
+//!             heartbeats stopped counting, even while a write hangs)
 //! ```
 //! Lock order: `EngineBackend::batch` (held for one scrub batch, and by export and destroy so
 //! that they never race a batch for the pool's handle), then the engine's own locks.
@@ -187,8 +190,21 @@ fn start_heartbeat(engine: &Arc<Engine>) -> Result<(), String> {
                 std::thread::sleep(interval);
             }
         })
+        .map_err(|e| format!("cannot start the multihost thread: {e}"))?;
+    // The watch runs apart from the writer, so a heartbeat write that hangs is noticed.
+    let weak = Arc::downgrade(engine);
+    std::thread::Builder::new()
+        .name("multihost-watch".into())
+        .spawn(move || {
+            while let Some(engine) = weak.upgrade() {
+                engine.multihost_watch();
+                let interval = Duration::from_millis(engine.multihost_interval_ms());
+                drop(engine);
+                std::thread::sleep(interval);
+            }
+        })
         .map(|_| ())
-        .map_err(|e| format!("cannot start the multihost thread: {e}"))
+        .map_err(|e| format!("cannot start the multihost watch thread: {e}"))
 }
 
 /// An engine on real files and block devices with this host's identity.

@@ -4,18 +4,29 @@
 //! `MULTIHOST_FAIL_INTERVALS` intervals is suspended. The heartbeat record, the quorum rule
 //! and the import-time activity check are `tarn_pool::multihost`.
 //!
-//! Known weakness: a heartbeat is written and flushed synchronously, leaf by leaf, and a host
-//! that finds its last attempt `MULTIHOST_FAIL_INTERVALS` intervals ago suspends instead of
-//! writing; but while one attempt hangs (a flush stuck behind minutes of queued writes) this
-//! host cannot suspend, and an importer watching for 20 intervals could conclude it is gone.
-//! ZFS issues its heartbeat writes asynchronously and scales the importer's wait by the
-//! observed write delay; both are left to do.
+//! Two callers, two threads in the daemon: [`Engine::multihost_heartbeat`] writes (and
+//! flushes) one heartbeat per pool and may block as long as a device makes it, and
+//! [`Engine::multihost_watch`] only looks at the clock. A write that hangs (a flush stuck
+//! behind minutes of queued writes) would otherwise keep this host from noticing that an
+//! importer watching the silence may conclude it is gone; the watch suspends the pool once
+//! no heartbeat has counted for `MULTIHOST_FAIL_INTERVALS` intervals, while the write still
+//! hangs, as ZFS's MMP thread suspends a pool whose writes stopped completing.
+//!
+//! A heartbeat counts from the moment its write *started*, not when it completed: an
+//! importer may have seen it land at any instant in between, so the owner's deadline runs
+//! from the earliest of them. A slow write that completes within the limit keeps the pool
+//! alive; one that completes after the pool was suspended counts for nothing (the
+//! suspension stands). Only one heartbeat is in flight per pool: a writer finding one still
+//! being written skips its turn, as ZFS skips a leaf whose MMP write is pending. The import
+//! side does not scale its wait by the owner's write delay as ZFS's does; M1 (tarn-pool)
+//! holds without it because the owner counts from the start.
 //!
 //! Lock order: the heartbeat takes the pool lock only with `try_lock`, to refresh its targets
-//! (a txg sync in progress keeps the previous ones), then the handle's heartbeat state; it
-//! takes the pool lock for real only to suspend, after dropping the heartbeat state.
+//! (a txg sync in progress keeps the previous ones), then the handle's heartbeat state, which
+//! it never holds across a device access; the pool lock is taken for real only to suspend,
+//! after dropping the heartbeat state.
 
-use std::sync::TryLockError;
+use std::sync::{MutexGuard, TryLockError};
 
 use tarn_base::limits::MULTIHOST_FAIL_INTERVALS;
 use tarn_pool::multihost::{HeartbeatTargets, write_heartbeat};
@@ -31,8 +42,19 @@ pub(crate) struct Beat {
     sequence: u64,
     /// Monotonic time of the last heartbeat that reached its quorum (or of arming).
     last_ok_ns: Option<u64>,
-    /// Monotonic time of the last heartbeat tried, counted or not.
+    /// Monotonic time the last heartbeat attempt ended, counted or not.
     last_try_ns: Option<u64>,
+    /// Monotonic time the heartbeat being written now started (`None`: none in flight).
+    in_flight_ns: Option<u64>,
+}
+
+impl Beat {
+    /// Stops heartbeats (the pool is being suspended).
+    fn disarm(&mut self) {
+        self.targets = None;
+        self.last_ok_ns = None;
+        self.last_try_ns = None;
+    }
 }
 
 /// Applies the pool's `multihost` property to the pool: on, heartbeats every
@@ -76,7 +98,9 @@ impl Engine {
             .store(value, std::sync::atomic::Ordering::Relaxed);
     }
 
-    fn heartbeat_one(&self, handle: &PoolHandle) {
+    /// The heartbeat state of `handle`, locked, with targets refreshed from the pool when
+    /// its lock is free (a sync in progress keeps the previous ones).
+    fn beat_refreshed<'a>(&self, handle: &'a PoolHandle, now: u64) -> MutexGuard<'a, Beat> {
         let fresh = match handle.inner.try_lock() {
             Ok(inner) => Some(inner.pool.heartbeat_targets()),
             Err(TryLockError::WouldBlock) => None,
@@ -84,7 +108,6 @@ impl Engine {
                 panic!("pool lock poisoned by a failed invariant")
             }
         };
-        let now = self.clock.monotonic_ns();
         let mut beat = handle.beat.lock().expect("heartbeat lock poisoned");
         if let Some(targets) = fresh {
             if targets.is_none() {
@@ -95,9 +118,18 @@ impl Engine {
             }
             beat.targets = targets;
         }
+        beat
+    }
+
+    fn heartbeat_one(&self, handle: &PoolHandle) {
+        let now = self.clock.monotonic_ns();
+        let mut beat = self.beat_refreshed(handle, now);
         let Some(targets) = beat.targets.clone() else {
             return;
         };
+        if beat.in_flight_ns.is_some() {
+            return;
+        }
         let limit_ns = targets.interval_ms() * MULTIHOST_FAIL_INTERVALS * 1_000_000;
         let since = beat.last_ok_ns.unwrap_or(now);
         let gap_ms = now.saturating_sub(since) / 1_000_000;
@@ -106,31 +138,87 @@ impl Engine {
             .is_some_and(|tried| now.saturating_sub(tried) >= limit_ns);
         // A host that stalled (paused VM, stopped process) past the limit writes nothing more:
         // another host may have watched the silence and imported the pool meanwhile.
-        let why = if stalled {
-            format!("no multihost heartbeat was written for {gap_ms} ms (this host stalled)")
-        } else {
-            beat.sequence += 1;
-            let time_ms = u64::try_from(self.clock.now_unix_nanos() / 1_000_000).unwrap_or(0);
-            let written = write_heartbeat(&targets, beat.sequence, time_ms);
-            // Measured from the end of the attempt: a slow flush is not a stall.
-            beat.last_try_ns = Some(self.clock.monotonic_ns());
-            match written {
-                Ok(()) => {
-                    beat.last_ok_ns = Some(now);
-                    return;
-                }
-                Err(_) if now.saturating_sub(since) < limit_ns => return,
-                Err(miss) => {
-                    format!("the multihost heartbeat could not be written for {gap_ms} ms ({miss})")
-                }
+        if stalled {
+            let why =
+                format!("no multihost heartbeat was written for {gap_ms} ms (this host stalled)");
+            beat.disarm();
+            drop(beat);
+            return self.multihost_suspend(handle, why);
+        }
+        beat.sequence += 1;
+        let sequence = beat.sequence;
+        beat.in_flight_ns = Some(now);
+        drop(beat);
+        let time_ms = u64::try_from(self.clock.now_unix_nanos() / 1_000_000).unwrap_or(0);
+        let written = write_heartbeat(&targets, sequence, time_ms);
+        let ended = self.clock.monotonic_ns();
+        let mut beat = handle.beat.lock().expect("heartbeat lock poisoned");
+        assert_eq!(
+            beat.in_flight_ns,
+            Some(now),
+            "one heartbeat in flight per pool"
+        );
+        beat.in_flight_ns = None;
+        if beat.targets.is_none() {
+            // Suspended (by the watch) while this one was written: it counts for nothing.
+            return;
+        }
+        // Measured from the end of the attempt: a slow flush is not a stall.
+        beat.last_try_ns = Some(ended);
+        let why = match written {
+            Ok(()) => {
+                // Counted from its start (module docs), never moving the deadline back.
+                beat.last_ok_ns = Some(beat.last_ok_ns.map_or(now, |ok| ok.max(now)));
+                return;
+            }
+            Err(_) if now.saturating_sub(since) < limit_ns => return,
+            Err(miss) => {
+                format!("the multihost heartbeat could not be written for {gap_ms} ms ({miss})")
             }
         };
-        beat.targets = None;
-        beat.last_ok_ns = None;
-        beat.last_try_ns = None;
+        beat.disarm();
         drop(beat);
-        handle.lock().pool.suspend_for(why);
+        self.multihost_suspend(handle, why);
+    }
+
+    /// The watch over every pool with `multihost=on` (the daemon calls it every interval
+    /// from its own thread, so a heartbeat write that hangs cannot keep it from running):
+    /// a pool whose last counted heartbeat started `MULTIHOST_FAIL_INTERVALS` intervals ago
+    /// or more is suspended, whether a write is still hanging or no attempt was made.
+    pub fn multihost_watch(&self) {
+        let handles: Vec<_> = self.pools().values().cloned().collect();
+        for handle in handles {
+            let now = self.clock.monotonic_ns();
+            let mut beat = handle.beat.lock().expect("heartbeat lock poisoned");
+            let (Some(targets), Some(since)) = (&beat.targets, beat.last_ok_ns) else {
+                continue;
+            };
+            let limit_ns = targets.interval_ms() * MULTIHOST_FAIL_INTERVALS * 1_000_000;
+            let gap_ns = now.saturating_sub(since);
+            if gap_ns < limit_ns {
+                continue;
+            }
+            let gap_ms = gap_ns / 1_000_000;
+            let why = match beat.in_flight_ns {
+                Some(started) => format!(
+                    "no multihost heartbeat completed for {gap_ms} ms (one has been written for \
+                     {} ms)",
+                    now.saturating_sub(started) / 1_000_000
+                ),
+                None => format!("no multihost heartbeat counted in the last {gap_ms} ms"),
+            };
+            beat.disarm();
+            drop(beat);
+            self.multihost_suspend(&handle, why);
+        }
+    }
+
+    /// Suspends `handle`'s pool for a heartbeat reason and posts `multihost_suspend`.
+    fn multihost_suspend(&self, handle: &PoolHandle, why: String) {
+        handle.lock().pool.suspend_for(why.clone());
         let when = self.clock.now_unix_secs();
-        self.post(events::pool_event(&handle.name, when, "multihost_suspend"));
+        let mut event = events::pool_event(&handle.name, when, "multihost_suspend");
+        event.payload.push(("reason".to_string(), why));
+        self.post(event);
     }
 }
