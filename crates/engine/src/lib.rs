@@ -733,11 +733,13 @@ impl Engine {
         )?;
         let (guid, readonly) = (pool.guid(), pool.readonly());
         let mut imported = Imported::open(pool, &name)?;
+        let now = self.clock.now_unix_secs();
+        let mut resilvering = false;
         if readonly {
             imported.keep_logs();
         } else {
             self.replay_at_import(&mut imported, &name);
-            replace::resume_at_import(&mut imported, self.clock.now_unix_secs());
+            resilvering = replace::resume_at_import(&mut imported, now);
             imported.upgrade_usedby();
             multihost::apply_prop(&mut imported, self.multihost_interval_ms())?;
             imported.history.push(self.history_record(command, false));
@@ -745,6 +747,9 @@ impl Engine {
         }
         let handle = self.handle(name.clone(), guid, imported);
         self.pools().insert(name.clone(), handle);
+        if resilvering {
+            self.post(events::pool_event(&name, now, "resilver_start"));
+        }
         Ok(name)
     }
 

@@ -287,6 +287,12 @@ impl Engine {
         self.slow_check(name, inner);
         let (io_n, io_t_ns) = crate::slow::io_errors_fault(inner);
         self.fault_erroring_leaves(inner, io_n, io_t_ns);
+        {
+            let mut log = self.events.lock().expect("event lock poisoned");
+            for leaf in inner.pool.tops().iter().flat_map(|t| t.leaves()) {
+                log.state(name, &leaf, now, Vec::new());
+            }
+        }
         let mut changed = self.autoreplace(inner);
         for top in inner.pool.tops().to_vec() {
             for child in top.children() {
@@ -302,20 +308,11 @@ impl Engine {
                     continue;
                 };
                 let node = self.next_guid(inner);
-                let state = failed.state().name().to_string();
                 let spare_path = spare.path();
                 if top
                     .begin_replace(failed.guid(), spare, ChildKind::Spare, node)
                     .is_ok()
                 {
-                    let state = vec![("vdev_state".to_string(), state)];
-                    self.post(leaf_event(
-                        name,
-                        failed,
-                        now,
-                        "sysevent.fs.zfs.statechange",
-                        state,
-                    ));
                     let with = vec![("spare".to_string(), spare_path)];
                     self.post(leaf_event(
                         name,
@@ -469,13 +466,16 @@ pub(crate) fn resilver_done(inner: &mut Imported) {
     inner.pool.set_config_dirty();
 }
 
-/// At import: a leaf marked resilvering without a resilver recorded gets one.
-pub(crate) fn resume_at_import(inner: &mut Imported, now: u64) {
+/// At import: a leaf marked resilvering without a resilver recorded gets one. Returns
+/// whether a resilver was started (not one resumed from before the export or crash).
+pub(crate) fn resume_at_import(inner: &mut Imported, now: u64) -> bool {
+    let was = inner.scan.resilvering();
     catch_up_returned_leaves(inner, now);
     let pending = inner.pool.tops().iter().any(|t| t.needs_resilver());
     if pending && !inner.scan.resilvering() {
         scrub::restart(inner, ScanFunction::Resilver, now);
     }
+    !was && inner.scan.resilvering()
 }
 
 /// Leaves that are back after missing txgs (the newest uberblock in their own labels is

@@ -493,12 +493,10 @@ impl crate::Engine {
                     crate::events::leaf_event(name, &leaf, now, "ereport.fs.zfs.delay", payload)
                 }
                 Finding::Faulted { leaf } => {
-                    let payload = vec![
-                        ("vdev_state".to_string(), "FAULTED".to_string()),
-                        ("reason".to_string(), "slow".to_string()),
-                    ];
-                    let class = "sysevent.fs.zfs.statechange";
-                    crate::events::leaf_event(name, &leaf, now, class, payload)
+                    let why = vec![("reason".to_string(), "slow".to_string())];
+                    let mut log = self.events.lock().expect("event lock poisoned");
+                    log.state(name, &leaf, now, why);
+                    continue;
                 }
             };
             self.post(event);

@@ -459,6 +459,74 @@ fn idle_pool_notices_a_vanished_device_by_probing() {
     rig.check_data();
 }
 
+/// Every event class of a failure and a return, with payloads, when no spare steps in: a
+/// device that fails is reported by `statechange` (REMOVED, from ONLINE) although nothing
+/// replaces it; when it is back and onlined, the resilver of what it missed posts
+/// `resilver_start` and `resilver_finish` (the start was missing for `online`), and the
+/// next look posts `statechange` ONLINE from REMOVED. The bug: `statechange` was posted
+/// only beside a spare's activation, so a pool without a free spare never reported it.
+#[test]
+fn failure_and_return_events_without_a_spare() {
+    let mut rig = rig(TopLayout::Raidz(1), 4, 0);
+    rig.write_object(21, 2 << 20);
+    assert!(rig.engine.fault_check().is_empty());
+    rig.engine.events(None, 0, true);
+    rig.device("/sim/d3").set_gone(true);
+    rig.write_object(22, 2 << 20);
+    assert!(rig.engine.fault_check().is_empty(), "no spare to activate");
+    rig.device("/sim/d3").set_gone(false);
+    rig.engine
+        .online("tank", "d3", "pool online tank d3")
+        .unwrap();
+    let done = rig.finish();
+    assert_eq!((done.function, done.errors), (ScanFunction::Resilver, 0));
+    assert!(rig.engine.fault_check().is_empty());
+    assert!(rig.engine.fault_check().is_empty());
+    let events = rig.engine.events(Some("tank"), 0, false);
+    let seen: Vec<(&str, &str, Vec<(String, String)>)> = events
+        .iter()
+        .filter(|e| !e.class.ends_with(".io"))
+        .map(|e| {
+            let class = e.class.rsplit('.').next().unwrap();
+            let payload = if class == "resilver_finish" {
+                Vec::new()
+            } else {
+                e.payload.clone()
+            };
+            (class, e.vdev_path.as_str(), payload)
+        })
+        .collect();
+    let state = |now: &str, last: &str| {
+        vec![
+            ("vdev_state".to_string(), now.to_string()),
+            ("vdev_laststate".to_string(), last.to_string()),
+        ]
+    };
+    assert_eq!(
+        seen,
+        vec![
+            ("statechange", "/sim/d3", state("REMOVED", "ONLINE")),
+            ("resilver_start", "", Vec::new()),
+            ("resilver_finish", "", Vec::new()),
+            ("statechange", "/sim/d3", state("ONLINE", "REMOVED")),
+        ]
+    );
+    let io = events.iter().find(|e| e.class.ends_with(".io")).unwrap();
+    assert_eq!(io.vdev_path, "/sim/d3");
+    assert_eq!(io.payload[0].0, "count");
+    let finish = events
+        .iter()
+        .find(|e| e.class.ends_with("resilver_finish"))
+        .unwrap();
+    let repaired = finish
+        .payload
+        .iter()
+        .find(|(k, _)| k == "scan_bytes_repaired")
+        .unwrap();
+    assert_eq!(repaired.1, done.repaired.to_string());
+    rig.check_data();
+}
+
 /// A device vanishes while the pool is busy: its leaf goes REMOVED, the pool DEGRADED, the
 /// spare activates by itself and is resilvered; replacing the failed device returns the
 /// spare to AVAIL.
@@ -498,7 +566,10 @@ fn vanished_device_is_replaced_by_a_spare() {
     assert_eq!(events[0].vdev_path, "/sim/d2");
     assert_eq!(
         events[1].payload,
-        vec![("vdev_state".into(), "REMOVED".into())]
+        vec![
+            ("vdev_state".into(), "REMOVED".into()),
+            ("vdev_laststate".into(), "ONLINE".into())
+        ]
     );
     assert_eq!(events[2].payload, vec![("spare".into(), "/sim/s0".into())]);
     assert!(events.windows(2).all(|w| w[0].eid < w[1].eid));

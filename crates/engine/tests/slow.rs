@@ -161,11 +161,25 @@ impl Rig {
             vec![
                 "ereport.fs.zfs.delay",
                 "sysevent.fs.zfs.statechange",
-                "sysevent.fs.zfs.statechange",
                 "sysevent.fs.zfs.vdev_spare",
                 "sysevent.fs.zfs.resilver_start",
                 "sysevent.fs.zfs.resilver_finish",
             ]
+        );
+        let events = self.engine.events(Some("tank"), 0, false);
+        let change = events
+            .iter()
+            .find(|e| e.class.ends_with("statechange"))
+            .unwrap();
+        assert_eq!(change.vdev_path, "/sim/d2");
+        assert_eq!(
+            change.payload,
+            vec![
+                ("vdev_state".to_string(), "FAULTED".to_string()),
+                ("vdev_laststate".to_string(), "ONLINE".to_string()),
+                ("reason".to_string(), "slow".to_string()),
+            ],
+            "one statechange, saying why"
         );
     }
 
