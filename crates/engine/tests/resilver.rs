@@ -483,7 +483,8 @@ fn failure_and_return_events_without_a_spare() {
     assert!(rig.engine.fault_check().is_empty());
     assert!(rig.engine.fault_check().is_empty());
     let events = rig.engine.events(Some("tank"), 0, false);
-    let seen: Vec<(&str, &str, Vec<(String, String)>)> = events
+    type Seen<'a> = (&'a str, &'a str, Vec<(String, String)>);
+    let seen: Vec<Seen<'_>> = events
         .iter()
         .filter(|e| !e.class.ends_with(".io"))
         .map(|e| {
