@@ -528,6 +528,32 @@ fn failure_and_return_events_without_a_spare() {
     rig.check_data();
 }
 
+/// The events of a device that vanished while busy and was spared: the io ereport, the
+/// statechange (REMOVED from ONLINE), the spare named, the resilver's start and finish.
+fn check_spare_events(events: &[tarn_engine::Event]) {
+    let classes: Vec<&str> = events.iter().map(|e| e.class.as_str()).collect();
+    assert_eq!(
+        classes,
+        vec![
+            "ereport.fs.zfs.io",
+            "sysevent.fs.zfs.statechange",
+            "sysevent.fs.zfs.vdev_spare",
+            "sysevent.fs.zfs.resilver_start",
+            "sysevent.fs.zfs.resilver_finish",
+        ]
+    );
+    assert_eq!(events[0].vdev_path, "/sim/d2");
+    assert_eq!(
+        events[1].payload,
+        vec![
+            ("vdev_state".into(), "REMOVED".into()),
+            ("vdev_laststate".into(), "ONLINE".into())
+        ]
+    );
+    assert_eq!(events[2].payload, vec![("spare".into(), "/sim/s0".into())]);
+    assert!(events.windows(2).all(|w| w[0].eid < w[1].eid));
+}
+
 /// A device vanishes while the pool is busy: its leaf goes REMOVED, the pool DEGRADED, the
 /// spare activates by itself and is resilvered; replacing the failed device returns the
 /// spare to AVAIL.
@@ -553,27 +579,7 @@ fn vanished_device_is_replaced_by_a_spare() {
     assert!(done.repaired > 0);
     assert_eq!(rig.engine.status("tank").unwrap().state, "DEGRADED");
     let events = rig.engine.events(Some("tank"), 0, false);
-    let classes: Vec<&str> = events.iter().map(|e| e.class.as_str()).collect();
-    assert_eq!(
-        classes,
-        vec![
-            "ereport.fs.zfs.io",
-            "sysevent.fs.zfs.statechange",
-            "sysevent.fs.zfs.vdev_spare",
-            "sysevent.fs.zfs.resilver_start",
-            "sysevent.fs.zfs.resilver_finish",
-        ]
-    );
-    assert_eq!(events[0].vdev_path, "/sim/d2");
-    assert_eq!(
-        events[1].payload,
-        vec![
-            ("vdev_state".into(), "REMOVED".into()),
-            ("vdev_laststate".into(), "ONLINE".into())
-        ]
-    );
-    assert_eq!(events[2].payload, vec![("spare".into(), "/sim/s0".into())]);
-    assert!(events.windows(2).all(|w| w[0].eid < w[1].eid));
+    check_spare_events(&events);
     let last = events[4].eid;
     assert_eq!(rig.engine.events(None, 0, true).len(), 5);
     assert!(rig.engine.events(None, 0, false).is_empty());

@@ -562,6 +562,37 @@ fn io_n_sets_the_fault_threshold() {
     rig.read_set(0);
 }
 
+/// A device without a queue: the device's time is the whole time, no queue waits; every
+/// read of the window (`ops`, all of `latency`) is in that latency's histogram bucket, and
+/// every access in the request-size histogram.
+fn check_leaf_histograms(
+    leaf: &tarn_engine::IostatNode,
+    was: &tarn_engine::IostatNode,
+    latency: u64,
+    ops: u64,
+) {
+    let name = &leaf.name;
+    let (waits, was_waits) = (&leaf.waits, &was.waits);
+    assert_eq!(waits.disk_read, waits.total_read, "{name}");
+    assert_eq!(waits.disk_write, waits.total_write, "{name}");
+    assert_eq!(waits.syncq_read.count() + waits.asyncq_write.count(), 0);
+    let bucket = tarn_vdev::stats::latency_bucket(latency);
+    let window = waits.total_read.buckets[bucket] - was_waits.total_read.buckets[bucket];
+    assert_eq!(window, ops, "{name}: every read in the {latency} ns bucket");
+    assert_eq!(
+        waits.total_read.count() - was_waits.total_read.count(),
+        ops,
+        "{name}: nothing elsewhere"
+    );
+    assert_eq!(leaf.read_sizes.iter().sum::<u64>(), leaf.read_ops, "{name}");
+    assert_eq!(
+        leaf.write_sizes.iter().sum::<u64>(),
+        leaf.write_ops,
+        "{name}"
+    );
+    assert_eq!(leaf.reads_pending, 0);
+}
+
 /// `iostat` totals: every leaf's operations match what its device saw, latency sums are
 /// exactly the injected latency (virtual time), and each row above sums the rows below.
 #[test]
@@ -599,24 +630,7 @@ fn iostat_counts_and_times_every_leaf() {
             "SimDevice writes before it acknowledges"
         );
         assert_eq!((leaf.alloc, leaf.free), (None, None));
-        // A device without a queue: the device's time is the whole time, no queue waits;
-        // every read of the window is in the histogram bucket of its latency, and in the
-        // request-size histogram.
-        let (waits, was_waits) = (&leaf.waits, &was.waits);
-        assert_eq!(waits.disk_read, waits.total_read, "d{i}");
-        assert_eq!(waits.disk_write, waits.total_write, "d{i}");
-        assert_eq!(waits.syncq_read.count() + waits.asyncq_write.count(), 0);
-        let bucket = tarn_vdev::stats::latency_bucket(latency);
-        let window = waits.total_read.buckets[bucket] - was_waits.total_read.buckets[bucket];
-        assert_eq!(window, ops, "d{i}: every read in the {latency} ns bucket");
-        assert_eq!(
-            waits.total_read.count() - was_waits.total_read.count(),
-            ops,
-            "d{i}: nothing elsewhere"
-        );
-        assert_eq!(leaf.read_sizes.iter().sum::<u64>(), leaf.read_ops, "d{i}");
-        assert_eq!(leaf.write_sizes.iter().sum::<u64>(), leaf.write_ops, "d{i}");
-        assert_eq!(leaf.reads_pending, 0);
+        check_leaf_histograms(leaf, was, latency, ops);
     }
     assert_eq!(
         top.waits.total_read.count(),
