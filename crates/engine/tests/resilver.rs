@@ -528,6 +528,55 @@ fn failure_and_return_events_without_a_spare() {
     rig.check_data();
 }
 
+/// The scrub and checksum events with their payloads: silent damage on one device is found
+/// by a scrub, whose `scrub_start` and `scrub_finish` (bytes issued and repaired, errors 0)
+/// frame it, and the next look posts one `checksum` ereport for that device whose count is
+/// its CKSUM counter; nothing for the other devices.
+#[test]
+fn scrub_and_checksum_events_carry_their_payloads() {
+    let mut rig = rig(TopLayout::Raidz(1), 4, 0);
+    rig.write_object(31, 4 << 20);
+    assert!(rig.engine.fault_check().is_empty());
+    rig.engine.events(None, 0, true);
+    let rotted = rig.device("/sim/d1").rot_random(64);
+    assert!(!rotted.is_empty());
+    let done = rig.scrub();
+    assert_eq!((done.function, done.errors), (ScanFunction::Scrub, 0));
+    assert!(done.repaired > 0, "the scrub repaired the damage");
+    assert!(rig.engine.fault_check().is_empty());
+    let cksum = rig.config().children[1].cksum;
+    assert!(cksum > 0);
+    let events = rig.engine.events(Some("tank"), 0, false);
+    let classes: Vec<&str> = events.iter().map(|e| e.class.as_str()).collect();
+    assert_eq!(
+        classes,
+        vec![
+            "sysevent.fs.zfs.scrub_start",
+            "sysevent.fs.zfs.scrub_finish",
+            "ereport.fs.zfs.checksum",
+        ]
+    );
+    let payload = |i: usize, key: &str| {
+        events[i]
+            .payload
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.clone())
+    };
+    assert_eq!(
+        payload(1, "scan_bytes_repaired"),
+        Some(done.repaired.to_string())
+    );
+    assert_eq!(
+        payload(1, "scan_bytes_issued"),
+        Some(done.issued.to_string())
+    );
+    assert_eq!(payload(1, "scan_errors"), Some("0".to_string()));
+    assert_eq!(events[2].vdev_path, "/sim/d1");
+    assert_eq!(payload(2, "count"), Some(cksum.to_string()));
+    rig.check_data();
+}
+
 /// The events of a device that vanished while busy and was spared: the io ereport, the
 /// statechange (REMOVED from ONLINE), the spare named, the resilver's start and finish.
 fn check_spare_events(events: &[tarn_engine::Event]) {
