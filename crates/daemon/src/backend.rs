@@ -171,6 +171,18 @@ fn read_hostid_file() -> Option<u64> {
         .filter(|&id| id != 0)
 }
 
+/// `failmode=panic` and a multihost suspension: the process stops at once (ZFS panics the
+/// host), so nothing this daemon still has queued reaches devices another host may import.
+fn multihost_panic(reasons: &[String]) {
+    if reasons.is_empty() {
+        return;
+    }
+    for why in reasons {
+        eprintln!("tarn daemon: stopping at once: {why}");
+    }
+    std::process::abort();
+}
+
 /// Starts the thread that writes multihost heartbeats (module doc) until the engine goes.
 fn start_heartbeat(engine: &Arc<Engine>) -> Result<(), String> {
     if let Some(ms) = std::env::var("TARN_MULTIHOST_INTERVAL_MS")
@@ -184,7 +196,7 @@ fn start_heartbeat(engine: &Arc<Engine>) -> Result<(), String> {
         .name("multihost".into())
         .spawn(move || {
             while let Some(engine) = weak.upgrade() {
-                engine.multihost_heartbeat();
+                multihost_panic(&engine.multihost_heartbeat());
                 let interval = Duration::from_millis(engine.multihost_interval_ms());
                 drop(engine);
                 std::thread::sleep(interval);
@@ -197,7 +209,7 @@ fn start_heartbeat(engine: &Arc<Engine>) -> Result<(), String> {
         .name("multihost-watch".into())
         .spawn(move || {
             while let Some(engine) = weak.upgrade() {
-                engine.multihost_watch();
+                multihost_panic(&engine.multihost_watch());
                 let interval = Duration::from_millis(engine.multihost_interval_ms());
                 drop(engine);
                 std::thread::sleep(interval);

@@ -21,6 +21,10 @@
 //! side does not scale its wait by the owner's write delay as ZFS's does; M1 (tarn-pool)
 //! holds without it because the owner counts from the start.
 //!
+//! `failmode` applies as in ZFS: `panic` makes both calls return the reason, and the daemon
+//! aborts the process (nothing it has queued may reach the devices afterwards); `wait` and
+//! `continue` suspend, which refuses writes until the pool is re-imported.
+//!
 //! Lock order: the heartbeat takes the pool lock only with `try_lock`, to refresh its targets
 //! (a txg sync in progress keeps the previous ones), then the handle's heartbeat state, which
 //! it never holds across a device access; the pool lock is taken for real only to suspend,
@@ -74,12 +78,15 @@ impl Engine {
     /// Writes one multihost heartbeat for every imported pool with `multihost=on` (the
     /// daemon calls this every [`Engine::multihost_interval_ms`]). A pool whose heartbeats
     /// missed their quorum for `MULTIHOST_FAIL_INTERVALS` intervals is suspended: another
-    /// host may have concluded that this one is gone.
-    pub fn multihost_heartbeat(&self) {
+    /// host may have concluded that this one is gone. Returns why, for each pool suspended
+    /// now whose `failmode` is `panic`: the caller must stop this process at once (ZFS
+    /// panics the host), so that nothing it has queued reaches the devices.
+    pub fn multihost_heartbeat(&self) -> Vec<String> {
         let handles: Vec<_> = self.pools().values().cloned().collect();
-        for handle in handles {
-            self.heartbeat_one(&handle);
-        }
+        handles
+            .iter()
+            .filter_map(|handle| self.heartbeat_one(handle))
+            .collect()
     }
 
     /// The heartbeat interval this engine uses for pools with `multihost=on`.
@@ -121,14 +128,12 @@ impl Engine {
         beat
     }
 
-    fn heartbeat_one(&self, handle: &PoolHandle) {
+    fn heartbeat_one(&self, handle: &PoolHandle) -> Option<String> {
         let now = self.clock.monotonic_ns();
         let mut beat = self.beat_refreshed(handle, now);
-        let Some(targets) = beat.targets.clone() else {
-            return;
-        };
+        let targets = beat.targets.clone()?;
         if beat.in_flight_ns.is_some() {
-            return;
+            return None;
         }
         let limit_ns = targets.interval_ms() * MULTIHOST_FAIL_INTERVALS * 1_000_000;
         let since = beat.last_ok_ns.unwrap_or(now);
@@ -159,34 +164,35 @@ impl Engine {
             "one heartbeat in flight per pool"
         );
         beat.in_flight_ns = None;
-        if beat.targets.is_none() {
-            // Suspended (by the watch) while this one was written: it counts for nothing.
-            return;
-        }
+        // Suspended (by the watch) while this one was written: it counts for nothing.
+        beat.targets.as_ref()?;
         // Measured from the end of the attempt: a slow flush is not a stall.
         beat.last_try_ns = Some(ended);
         let why = match written {
             Ok(()) => {
                 // Counted from its start (module docs), never moving the deadline back.
                 beat.last_ok_ns = Some(beat.last_ok_ns.map_or(now, |ok| ok.max(now)));
-                return;
+                return None;
             }
-            Err(_) if now.saturating_sub(since) < limit_ns => return,
+            Err(_) if now.saturating_sub(since) < limit_ns => return None,
             Err(miss) => {
                 format!("the multihost heartbeat could not be written for {gap_ms} ms ({miss})")
             }
         };
         beat.disarm();
         drop(beat);
-        self.multihost_suspend(handle, why);
+        self.multihost_suspend(handle, why)
     }
 
     /// The watch over every pool with `multihost=on` (the daemon calls it every interval
     /// from its own thread, so a heartbeat write that hangs cannot keep it from running):
     /// a pool whose last counted heartbeat started `MULTIHOST_FAIL_INTERVALS` intervals ago
     /// or more is suspended, whether a write is still hanging or no attempt was made.
-    pub fn multihost_watch(&self) {
+    /// Returns why for each such pool whose `failmode` is `panic`, as
+    /// [`Engine::multihost_heartbeat`] does.
+    pub fn multihost_watch(&self) -> Vec<String> {
         let handles: Vec<_> = self.pools().values().cloned().collect();
+        let mut panics = Vec::new();
         for handle in handles {
             let now = self.clock.monotonic_ns();
             let mut beat = handle.beat.lock().expect("heartbeat lock poisoned");
@@ -209,16 +215,26 @@ impl Engine {
             };
             beat.disarm();
             drop(beat);
-            self.multihost_suspend(&handle, why);
+            panics.extend(self.multihost_suspend(&handle, why));
         }
+        panics
     }
 
-    /// Suspends `handle`'s pool for a heartbeat reason and posts `multihost_suspend`.
-    fn multihost_suspend(&self, handle: &PoolHandle, why: String) {
-        handle.lock().pool.suspend_for(why.clone());
+    /// Suspends `handle`'s pool for a heartbeat reason and posts `multihost_suspend`;
+    /// returns the reason to stop the process for when the pool's `failmode` is `panic`.
+    fn multihost_suspend(&self, handle: &PoolHandle, why: String) -> Option<String> {
+        let failmode = {
+            let mut inner = handle.lock();
+            inner.pool.suspend_for(why.clone());
+            crate::slow::pool_prop(&mut inner, "failmode")
+        };
         let when = self.clock.now_unix_secs();
         let mut event = events::pool_event(&handle.name, when, "multihost_suspend");
-        event.payload.push(("reason".to_string(), why));
+        event.payload.push(("reason".to_string(), why.clone()));
+        event
+            .payload
+            .push(("failmode".to_string(), failmode.clone()));
         self.post(event);
+        (failmode == "panic").then(|| format!("pool '{}': {why} (failmode=panic)", handle.name))
     }
 }

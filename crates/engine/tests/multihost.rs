@@ -204,7 +204,9 @@ fn turning_multihost_on_later_protects_the_pool() {
         hook: Mutex::new(None),
     });
     let beating = owner.clone();
-    *clock.hook.lock().unwrap() = Some(Box::new(move || beating.multihost_heartbeat()));
+    *clock.hook.lock().unwrap() = Some(Box::new(move || {
+        beating.multihost_heartbeat();
+    }));
     let importer = host(&provider, 2, clock);
     let error = import(&importer, true).unwrap_err();
     assert!(
@@ -338,14 +340,48 @@ fn a_hanging_heartbeat_write_is_noticed_while_it_hangs() {
     assert_eq!(owner.status("tank").unwrap().state, "SUSPENDED");
     let before = writes(&provider);
     base.advance_ns(INTERVAL_NS);
-    owner.multihost_heartbeat();
-    owner.multihost_watch();
+    assert!(owner.multihost_heartbeat().is_empty());
+    assert!(
+        owner.multihost_watch().is_empty(),
+        "failmode=wait: no stop asked for"
+    );
     assert_eq!(
         writes(&provider),
         before,
         "a suspended pool writes no heartbeat"
     );
     assert!(suspended(&owner).is_some());
+}
+
+/// `failmode=panic`: the suspension asks the caller (the daemon) to stop the process, with
+/// the reason; the event says which failmode applied.
+#[test]
+fn failmode_panic_asks_to_stop_the_process() {
+    let (provider, names) = devices(2);
+    let base = Arc::new(ManualClock::new(1_700_000_000));
+    let owner = host(&provider, 1, base.clone());
+    create(&owner, TopLayout::Mirror, &names, true);
+    owner
+        .set_prop("tank", "failmode", "panic", "pool set failmode=panic tank")
+        .unwrap();
+    assert!(owner.multihost_heartbeat().is_empty());
+    base.advance_ns(MULTIHOST_FAIL_INTERVALS * INTERVAL_NS);
+    let panics = owner.multihost_watch();
+    assert_eq!(
+        panics,
+        vec![
+            "pool 'tank': no multihost heartbeat counted in the last 1000 ms (failmode=panic)"
+                .to_string()
+        ]
+    );
+    assert_eq!(owner.status("tank").unwrap().state, "SUSPENDED");
+    let events = owner.events(Some("tank"), 0, false);
+    let suspend = events
+        .iter()
+        .find(|e| e.class.ends_with("multihost_suspend"))
+        .unwrap();
+    assert_eq!(suspend.payload[1], ("failmode".into(), "panic".into()));
+    assert!(owner.multihost_watch().is_empty(), "asked once");
 }
 
 /// A slow heartbeat that completes is counted from its start. Method: devices on the
