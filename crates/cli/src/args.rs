@@ -415,12 +415,18 @@ pub(crate) struct IostatArgs {
     /// Every vdev and device, not only pools.
     #[arg(short = 'v')]
     pub(crate) verbose: bool,
-    /// Add average latency columns (total_wait read and write).
+    /// Add average latency columns (total_wait, disk_wait, syncq_wait, asyncq_wait).
     #[arg(short = 'l')]
     pub(crate) latency: bool,
     /// Add queue columns (reads and writes waiting and being serviced).
     #[arg(short = 'q')]
     pub(crate) queues: bool,
+    /// Latency histograms instead: buckets as rows, the -l classes as columns.
+    #[arg(short = 'w')]
+    pub(crate) histograms: bool,
+    /// Request-size histograms instead: sizes as rows, reads and writes as columns.
+    #[arg(short = 'r')]
+    pub(crate) sizes: bool,
     /// Scripted: no headers, fields separated by a tab.
     #[arg(short = 'H')]
     pub(crate) scripted: bool,

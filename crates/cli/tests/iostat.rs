@@ -97,29 +97,107 @@ fn iostat_layouts() {
     assert_eq!(rows[2][1], "-");
 }
 
-// DESCRIPTION: `-l` adds the two total_wait columns and `-q` the four queue columns, with
-// ZFS's group titles; with `-p` the queue depths are exact numbers.
+// DESCRIPTION: `-l` adds ZFS's four latency groups (total_wait, disk_wait, syncq_wait,
+// asyncq_wait; `-` where tarn has no such queue) and `-q` the four queue columns, with
+// ZFS's group titles; with `-p` the numbers are exact. The latencies of the real
+// write-behind queue are sane: a write's total is its queue wait plus its device time, so
+// its average is at least each of them; a read's total is at least its device time.
 #[test]
 fn iostat_latency_and_queue_columns() {
     let rig = Rig::new();
     scrubbed_pool(&rig);
     let latency = rig.ok("pool iostat -H -l tank");
-    assert_eq!(cells(latency.trim_end()).len(), 9, "{latency}");
+    assert_eq!(cells(latency.trim_end()).len(), 15, "{latency}");
     let queues = rig.ok("pool iostat -H -q tank");
     assert_eq!(cells(queues.trim_end()).len(), 11, "{queues}");
     let both = rig.ok("pool iostat -H -p -l -q tank");
     let both = cells(both.trim_end());
-    assert_eq!(both.len(), 13);
+    assert_eq!(both.len(), 19);
     assert!(
-        both[9..].iter().all(|c| c.parse::<u64>().is_ok()),
+        both[15..].iter().all(|c| c.parse::<u64>().is_ok()),
         "{both:?}"
     );
+    assert_eq!((both[12], both[13]), ("-", "-"), "{both:?}");
+    let ns = |i: usize| both[i].parse::<u64>().unwrap();
+    let (total_read, total_write, disk_read, disk_write) = (ns(7), ns(8), ns(9), ns(10));
+    let (syncq_read, asyncq_write) = (ns(11), ns(14));
+    assert!(
+        total_write >= disk_write && total_write >= asyncq_write,
+        "{both:?}"
+    );
+    assert!(
+        disk_write > 0,
+        "the scrubbed pool's writes were timed: {both:?}"
+    );
+    assert!(total_read >= disk_read && disk_read > 0, "{both:?}");
+    assert!(total_read >= syncq_read, "{both:?}");
     let header = rig.ok("pool iostat -l -q tank");
     assert_eq!(
         header.lines().next().unwrap(),
-        "              capacity     operations     bandwidth    total_wait    syncq_read   \
-         asyncq_write"
+        "              capacity     operations     bandwidth    total_wait     disk_wait    \
+         syncq_wait    asyncq_wait   syncq_read   asyncq_write"
     );
+}
+
+// DESCRIPTION: `-w` prints a latency histogram per row (37 buckets, 1ns to 137s, the -l
+// classes as columns) and `-r` request sizes (16 rows, 512 to 16M); `-v` adds a table per
+// vdev and device; combining -w or -r with each other, -l or -q is a usage error. The
+// counts are the accesses: the histogram of device reads of a device adds up to its reads
+// (the JSON of -w -v), the request sizes of the pool to its operations.
+// STRATEGY: count lines and cells of -H -p output; compare sums with the -j totals.
+#[test]
+fn iostat_histograms_and_request_sizes() {
+    let rig = Rig::new();
+    let data = scrubbed_pool(&rig);
+    let histograms = rig.ok("pool iostat -w tank");
+    let lines: Vec<&str> = histograms.lines().collect();
+    assert_eq!(lines.len(), 41, "{histograms}");
+    assert!(
+        lines[0].starts_with("tank ") && lines[0].contains("disk_wait"),
+        "{histograms}"
+    );
+    assert!(lines[1].starts_with("latency "), "{histograms}");
+    assert!(lines[3].starts_with("1ns "), "{histograms}");
+    assert!(lines[39].starts_with("137s "), "{histograms}");
+    let exact = rig.ok("pool iostat -H -p -w tank");
+    assert_eq!(exact.lines().count(), 37);
+    assert!(exact.lines().all(|l| cells(l).len() == 9), "{exact}");
+    let sizes = rig.ok("pool iostat -H -p -r -v tank");
+    assert_eq!(
+        sizes.lines().count(),
+        16 * 5,
+        "pool, raidz1-0 and three devices"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&rig.ok("pool iostat -j -v -w tank")).unwrap();
+    let device = &json["pools"][0]["children"][0]["children"][0];
+    assert_eq!(device["name"], data[0].as_str());
+    let sum = |v: &serde_json::Value| -> u64 {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n.as_u64().unwrap())
+            .sum()
+    };
+    let disk_reads = sum(&device["latency_histograms"]["disk_read"]);
+    let total_reads = sum(&device["latency_histograms"]["total_read"]);
+    assert_eq!(disk_reads, total_reads, "every read timed in both classes");
+    assert!(disk_reads > 0, "the scrub read every device");
+    let json: serde_json::Value =
+        serde_json::from_str(&rig.ok("pool iostat -j -p -r tank")).unwrap();
+    let tank = &json["pools"][0];
+    assert!(sum(&tank["request_sizes"]["read"]) > 0, "{tank}");
+    assert_eq!(tank["request_size_floor_bytes"][0], 512);
+    for line in [
+        "pool iostat -w -r tank",
+        "pool iostat -w -l tank",
+        "pool iostat -r -q",
+    ] {
+        let run = rig.run(line);
+        assert_eq!(run.code, Some(2), "{run:?}");
+        assert_eq!(run.stderr.lines().count(), 1, "{run:?}");
+        assert!(run.stderr.contains("-w and -r each stand alone"), "{run:?}");
+    }
 }
 
 // DESCRIPTION: `-j` prints the rates as JSON (pools only, or the whole tree with -v);
@@ -219,6 +297,16 @@ fn threshold_properties() {
         rig.ok("pool get -H -o property,value,source io_n,slow_io_ratio,slow_io_period tank"),
         "io_n\t10\tdefault\nslow_io_ratio\t8\tdefault\nslow_io_period\t60\tdefault\n"
     );
+    assert_eq!(
+        rig.ok("pool get -H -o property,value,source io_t,slow_io_n,slow_io_t,slow_io_ms tank"),
+        "io_t\t600\tdefault\nslow_io_n\t10\tdefault\nslow_io_t\t5\tdefault\n\
+         slow_io_ms\t10\tdefault\n"
+    );
+    assert_eq!(
+        rig.refused("pool set slow_io_t=0 tank"),
+        "cannot set property for 'tank': invalid value '0' for property 'slow_io_t' (a \
+         whole number from 1 to 3600)"
+    );
     rig.ok("pool iostat tank");
     assert_eq!(
         rig.refused("pool set slow_io_ratio=1 tank"),
@@ -237,6 +325,11 @@ fn threshold_properties() {
     );
     rig.ok("pool set slow_io_ratio=off tank");
     rig.ok("pool set io_n=20 tank");
+    rig.ok("pool set slow_io_ms=30 tank");
+    assert_eq!(
+        rig.ok("pool get -H -o value,source slow_io_ms tank"),
+        "30\tlocal\n"
+    );
     assert_eq!(
         rig.ok("pool get -H -o value,source slow_io_ratio,io_n tank"),
         "off\tlocal\n20\tlocal\n"

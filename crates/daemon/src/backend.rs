@@ -4,14 +4,18 @@
 //!
 //! ```text
 //!  txg-timer: every TXG_TIMEOUT, Engine::sync_all
-//!  scrub:     Engine::fault_check (faults erroring leaves, activates hot spares, autoreplace),
+//!  scrub:     Engine::fault_check (probes for vanished devices, faults erroring leaves,
+//!             activates hot spares, autoreplace),
 //!             then while Engine::scanning_pools() is not empty, Engine::scrub_step(pool,
 //!             SCRUB_BATCH_BYTES) round-robin (the pool lock is taken per batch, so requests
 //!             interleave; a step runs a scrub or a resilver batch); otherwise sleeps until
 //!             woken by a scrub/online/replace request or for SCRUB_IDLE. A scrub or resilver
 //!             found scanning after import or daemon start is resumed.
 //!  multihost: every Engine::multihost_interval_ms, Engine::multihost_heartbeat (pools with
-//!             multihost=on; `TARN_MULTIHOST_INTERVAL_MS` sets the interval)
+//!             multihost=on; `TARN_MULTIHOST_INTERVAL_MS` sets the interval); it may block
+//!             while a device is slow
+//!  multihost-watch: every interval, Engine::multihost_watch (suspends a pool whose
+//!             heartbeats stopped counting, even while a write hangs)
 //! ```
 //! Lock order: `EngineBackend::batch` (held for one scrub batch, and by export and destroy so
 //! that they never race a batch for the pool's handle), then the engine's own locks.
@@ -42,8 +46,10 @@ pub const DEFAULT_SEARCH_DIRS: &[&str] = &["/dev/disk/by-id", "/dev"];
 
 /// Bytes one scrub batch reads before the pool lock is released.
 pub const SCRUB_BATCH_BYTES: u64 = 16 << 20;
-/// How long the scrub thread sleeps when no pool is scrubbing (unless woken).
-pub const SCRUB_IDLE: Duration = Duration::from_secs(5);
+/// How long the scrub thread sleeps when no pool is scrubbing (unless woken): also how soon
+/// `Engine::fault_check` notices a device that went away from an idle pool (it probes every
+/// leaf, one `fstat` each) and activates a spare.
+pub const SCRUB_IDLE: Duration = Duration::from_secs(1);
 /// How long the scrub thread backs off after a batch failed (a suspended pool).
 pub const SCRUB_BACKOFF: Duration = Duration::from_secs(1);
 /// How often `scrub -w` reports progress.
@@ -165,6 +171,18 @@ fn read_hostid_file() -> Option<u64> {
         .filter(|&id| id != 0)
 }
 
+/// `failmode=panic` and a multihost suspension: the process stops at once (ZFS panics the
+/// host), so nothing this daemon still has queued reaches devices another host may import.
+fn multihost_panic(reasons: &[String]) {
+    if reasons.is_empty() {
+        return;
+    }
+    for why in reasons {
+        eprintln!("tarn daemon: stopping at once: {why}");
+    }
+    std::process::abort();
+}
+
 /// Starts the thread that writes multihost heartbeats (module doc) until the engine goes.
 fn start_heartbeat(engine: &Arc<Engine>) -> Result<(), String> {
     if let Some(ms) = std::env::var("TARN_MULTIHOST_INTERVAL_MS")
@@ -178,14 +196,27 @@ fn start_heartbeat(engine: &Arc<Engine>) -> Result<(), String> {
         .name("multihost".into())
         .spawn(move || {
             while let Some(engine) = weak.upgrade() {
-                engine.multihost_heartbeat();
+                multihost_panic(&engine.multihost_heartbeat());
+                let interval = Duration::from_millis(engine.multihost_interval_ms());
+                drop(engine);
+                std::thread::sleep(interval);
+            }
+        })
+        .map_err(|e| format!("cannot start the multihost thread: {e}"))?;
+    // The watch runs apart from the writer, so a heartbeat write that hangs is noticed.
+    let weak = Arc::downgrade(engine);
+    std::thread::Builder::new()
+        .name("multihost-watch".into())
+        .spawn(move || {
+            while let Some(engine) = weak.upgrade() {
+                multihost_panic(&engine.multihost_watch());
                 let interval = Duration::from_millis(engine.multihost_interval_ms());
                 drop(engine);
                 std::thread::sleep(interval);
             }
         })
         .map(|_| ())
-        .map_err(|e| format!("cannot start the multihost thread: {e}"))
+        .map_err(|e| format!("cannot start the multihost watch thread: {e}"))
 }
 
 /// An engine on real files and block devices with this host's identity.
@@ -833,13 +864,35 @@ impl EngineBackend {
     }
 }
 
+const _: () = assert!(tarn_proto::IOSTAT_LATENCY_BUCKETS == tarn_engine::LATENCY_BUCKETS);
+const _: () = assert!(tarn_proto::IOSTAT_SIZE_BUCKETS == tarn_engine::SIZE_BUCKETS);
+
 /// `pool iostat`: the engine's running totals as protocol rows.
 fn iostat(engine: &Engine, request: &Request) -> Option<Response> {
     let Request::PoolIostat { names } = request else {
         return None;
     };
+    fn wait(latencies: &tarn_engine::Latencies) -> tarn_proto::IostatWait {
+        tarn_proto::IostatWait {
+            total_ns: latencies.total_ns,
+            histogram: latencies.buckets.to_vec(),
+        }
+    }
     fn row(node: tarn_engine::IostatNode) -> tarn_proto::IostatRow {
+        let w = &node.waits;
+        let waits = tarn_proto::IostatWaits {
+            total_read: wait(&w.total_read),
+            total_write: wait(&w.total_write),
+            disk_read: wait(&w.disk_read),
+            disk_write: wait(&w.disk_write),
+            syncq_read: wait(&w.syncq_read),
+            asyncq_write: wait(&w.asyncq_write),
+        };
         tarn_proto::IostatRow {
+            waits,
+            read_sizes: node.read_sizes.to_vec(),
+            write_sizes: node.write_sizes.to_vec(),
+            reads_pending: node.reads_pending,
             name: node.name,
             alloc: node.alloc,
             free: node.free,

@@ -316,6 +316,10 @@ impl Device for FileDevice {
         self.size
     }
 
+    fn probe_gone(&self) -> bool {
+        self.vanished()
+    }
+
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), DeviceError> {
         check_range(offset, buf.len() as u64, self.size)?;
         if buf.is_empty() {
@@ -452,11 +456,16 @@ mod tests {
         let moved = dir.path().join("moved");
         std::fs::rename(&path, &moved).unwrap();
         assert!(!device.vanished());
+        assert!(!device.probe_gone(), "a moved file is not gone");
         device.flush().unwrap();
         std::fs::remove_file(&moved).unwrap();
         assert!(device.vanished());
         assert!(matches!(device.flush(), Err(DeviceError::Gone)));
         let queued = crate::QueuedDevice::new(std::sync::Arc::new(device)).unwrap();
+        assert!(
+            queued.probe_gone(),
+            "the probe sees through the queue, without an access"
+        );
         queued.write_at(512, &[1u8; 512]).unwrap();
         assert!(matches!(queued.flush(), Err(DeviceError::Gone)));
     }

@@ -93,7 +93,8 @@
 //! # Not here
 //! Labels, GUID matching and redundancy (tarn-vdev, tarn-pool); checksums and healing
 //! (tarn-zio); error counters and latency per leaf (tarn-vdev) and slow-device detection
-//! (tarn-engine); beyond [`Device::queued_writes`], no statistics;
+//! (tarn-engine); beyond [`Device::queued_writes`] and a queued device's own timing
+//! (`timing.rs`), no statistics;
 //! asynchronous I/O queues (io_uring): accesses are synchronous and the pipeline supplies
 //! the parallelism. `FileDevice` is Linux-only (O_DIRECT, BLKGETSIZE64, hole punching).
 
@@ -101,6 +102,7 @@ pub mod file;
 pub mod queued;
 pub mod sim;
 mod sys;
+pub mod timing;
 
 pub use file::{FileDevice, FileKind, FileOpenOptions, create_sparse_file, list_device_paths};
 pub use queued::QueuedDevice;
@@ -173,6 +175,26 @@ pub trait Device: Send + Sync + std::fmt::Debug {
     /// Never fails and never changes data; the default does nothing.
     fn prefetch(&self, offset: u64, len: u64) {
         let _ = (offset, len);
+    }
+    /// Whether the device is known to be gone without trying an access: a file whose last
+    /// name was removed, a block device whose node no longer names it, a simulated device
+    /// set gone. The engine's fault check polls this so that a disk pulled from an idle pool
+    /// is noticed (as ZFS hears of it from udev) rather than at the next write. Cheap (one
+    /// `fstat`) and never changes anything; the default knows nothing and says `false`.
+    fn probe_gone(&self) -> bool {
+        false
+    }
+    /// Gives the device the pool's clock, for devices that time their own queue (the pool
+    /// sets it once per leaf; a second call keeps the first clock). The default ignores it.
+    fn set_clock(&self, clock: std::sync::Arc<dyn tarn_base::Clock>) {
+        let _ = clock;
+    }
+    /// What a device with its own queue measured: queue waits and backend times
+    /// (`tarn pool iostat -l`, `-w`) and the reads waiting now (`-q`). `None` for devices
+    /// that do the access in the caller's thread: for them the leaf's own timing is the
+    /// backend time.
+    fn queue_timing(&self) -> Option<timing::QueueTiming> {
+        None
     }
 }
 

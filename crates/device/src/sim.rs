@@ -550,6 +550,10 @@ impl Device for SimDevice {
         self.size
     }
 
+    fn probe_gone(&self) -> bool {
+        self.state().gone
+    }
+
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), DeviceError> {
         check_range(offset, buf.len() as u64, self.size)?;
         let mut state = self.state();

@@ -141,6 +141,10 @@ impl Engine {
         };
         inner.history.push(self.history_record(command, false));
         inner.sync()?;
+        if outcome.resilver_from.is_some() {
+            let event = crate::events::pool_event(name, now, "resilver_start");
+            self.post(event);
+        }
         Ok(outcome)
     }
 

@@ -2,18 +2,22 @@
 //! engine's pools, with ZFS's class names.
 //!
 //! Classes posted: `sysevent.fs.zfs.scrub_start` / `scrub_finish`, `resilver_start` /
-//! `resilver_finish`, `vdev_spare` (a hot spare activated), `statechange` (a leaf found
-//! REMOVED or FAULTED), `ereport.fs.zfs.io` and `ereport.fs.zfs.checksum`. The two ereports
-//! are derived from the per-leaf counters each time the background thread looks
-//! (`Engine::fault_check`): one event per leaf and kind whose counter grew, with the count in
-//! the payload, rather than one per failed I/O as ZFS posts them. The ring keeps the newest
-//! [`EVENTS_MAX`] events; nothing is persistent (ZFS's ring is not either).
+//! `resilver_finish`, `vdev_spare` (a hot spare activated), `statechange` (every change of a
+//! leaf's state the background check sees: REMOVED, FAULTED, back ONLINE, ...; with
+//! `vdev_state` and `vdev_laststate`, whether or not a spare steps in), `multihost_suspend`
+//! (with the reason), `ereport.fs.zfs.probe_failure` (the fault check found a device gone
+//! without an access: `Leaf::probe`), `ereport.fs.zfs.delay` (the slow-device detector),
+//! `ereport.fs.zfs.log_replay`, `ereport.fs.zfs.io` and `ereport.fs.zfs.checksum`. The last
+//! two are derived from the per-leaf counters each time the background thread looks
+//! (`Engine::fault_check`): one event per leaf and kind whose counter grew, with the count
+//! in the payload, rather than one per failed I/O as ZFS posts them. The ring keeps the
+//! newest [`EVENTS_MAX`] events; nothing is persistent (ZFS's ring is not either).
 
 use std::collections::{BTreeMap, VecDeque};
 
 use tarn_base::Guid;
 use tarn_base::limits::EVENTS_MAX;
-use tarn_vdev::{Leaf, LeafStatsSnapshot};
+use tarn_vdev::{Leaf, LeafState, LeafStatsSnapshot};
 
 /// One event.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -40,6 +44,7 @@ pub(crate) struct EventLog {
     ring: VecDeque<Event>,
     next: u64,
     seen: BTreeMap<Guid, LeafStatsSnapshot>,
+    states: BTreeMap<Guid, LeafState>,
 }
 
 impl EventLog {
@@ -88,6 +93,37 @@ impl EventLog {
                 ));
             }
         }
+    }
+}
+
+impl EventLog {
+    /// Posts a `statechange` for `leaf` when its state differs from the one last seen,
+    /// with `vdev_state`, `vdev_laststate` and the `extra` facts (why). At the first look a
+    /// leaf ONLINE or OFFLINE (the admin's persisted choice) is only recorded; one found
+    /// out of service is posted, as having been ONLINE if it has a device (it was opened
+    /// at import, so something happened to it since).
+    pub(crate) fn state(
+        &mut self,
+        pool: &str,
+        leaf: &Leaf,
+        time: u64,
+        extra: Vec<(String, String)>,
+    ) {
+        let now = leaf.state();
+        let before = self.states.insert(leaf.guid(), now);
+        let last = match before {
+            Some(last) if last == now => return,
+            Some(last) => Some(last),
+            None if matches!(now, LeafState::Online | LeafState::Offline) => return,
+            None => leaf.device().map(|_| LeafState::Online),
+        };
+        let mut payload = vec![("vdev_state".to_string(), now.name().to_string())];
+        if let Some(last) = last {
+            payload.push(("vdev_laststate".to_string(), last.name().to_string()));
+        }
+        payload.extend(extra);
+        let class = "sysevent.fs.zfs.statechange";
+        self.post(leaf_event(pool, leaf, time, class, payload));
     }
 }
 

@@ -86,19 +86,21 @@ pub use dataset_ops::{DatasetProp, DatasetQuery, DatasetRow};
 pub use devices::OnlineOutcome;
 pub use events::Event;
 pub use fs::{DatasetId, FsOp, FsStat, MountSpec};
-pub use iostat::{IostatNode, PoolIostat};
+pub use iostat::{IostatNode, PoolIostat, Waits};
 pub use mos::HistoryRecord;
 pub use project::{ProjectChange, ProjectRow};
 pub use scrub::{ScanFunction, ScanProgress, ScanState, ScrubAction};
 pub use status::{Importable, PoolStatus, PoolSummary, PropValue, VdevNode};
 pub use tarn_dataset::props::OwnerSpace;
 pub use tarn_device::DeviceError;
+pub use tarn_device::timing::{LATENCY_BUCKETS, Latencies};
 pub use tarn_pool::PoolError;
 pub use tarn_pool::{
     CreateSpec, DeviceProvider, FileProvider, HostIdentity, ImportOptions, SimProvider, TopLayout,
     TopSpec,
 };
 pub use tarn_posix as posix;
+pub use tarn_vdev::stats::SIZE_BUCKETS;
 pub use userspace::UserspaceRow;
 
 /// The pool keeps `1 / 2^SLOP_SHIFT` of its space in reserve (3%, as ZFS's slop space), so
@@ -604,6 +606,7 @@ impl Engine {
         let mut inner = handle.lock();
         // A read-only pool has nothing to commit; its labels are left exactly as they were.
         if !inner.pool.readonly() {
+            inner.logs_close();
             let synced = inner.sync();
             if let Err(e) = synced
                 && !force
@@ -730,11 +733,13 @@ impl Engine {
         )?;
         let (guid, readonly) = (pool.guid(), pool.readonly());
         let mut imported = Imported::open(pool, &name)?;
+        let now = self.clock.now_unix_secs();
+        let mut resilvering = false;
         if readonly {
             imported.keep_logs();
         } else {
             self.replay_at_import(&mut imported, &name);
-            replace::resume_at_import(&mut imported, self.clock.now_unix_secs());
+            resilvering = replace::resume_at_import(&mut imported, now);
             imported.upgrade_usedby();
             multihost::apply_prop(&mut imported, self.multihost_interval_ms())?;
             imported.history.push(self.history_record(command, false));
@@ -742,6 +747,9 @@ impl Engine {
         }
         let handle = self.handle(name.clone(), guid, imported);
         self.pools().insert(name.clone(), handle);
+        if resilvering {
+            self.post(events::pool_event(&name, now, "resilver_start"));
+        }
         Ok(name)
     }
 

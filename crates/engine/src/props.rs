@@ -176,6 +176,12 @@ pub const POOL_PROPS: &[PropDef] = &[
         values: &[],
     },
     PropDef {
+        name: "io_t",
+        access: PropAccess::Settable,
+        default: "600",
+        values: &[],
+    },
+    PropDef {
         name: "slow_io_ratio",
         access: PropAccess::Settable,
         default: "8",
@@ -185,6 +191,24 @@ pub const POOL_PROPS: &[PropDef] = &[
         name: "slow_io_period",
         access: PropAccess::Settable,
         default: "60",
+        values: &[],
+    },
+    PropDef {
+        name: "slow_io_n",
+        access: PropAccess::Settable,
+        default: "10",
+        values: &[],
+    },
+    PropDef {
+        name: "slow_io_t",
+        access: PropAccess::Settable,
+        default: "5",
+        values: &[],
+    },
+    PropDef {
+        name: "slow_io_ms",
+        access: PropAccess::Settable,
+        default: "10",
         values: &[],
     },
 ];
@@ -200,10 +224,33 @@ pub const SLOW_IO_PERIOD_DEFAULT: u64 = 60;
 pub const SLOW_IO_PERIOD_RANGE: std::ops::RangeInclusive<u64> = 1..=604_800;
 /// Range of `io_n` (read plus write errors that fault a leaf).
 pub const IO_N_RANGE: std::ops::RangeInclusive<u64> = 1..=1_000_000;
+/// Default `io_t` in seconds: `io_n` errors must fall within this long (ZFS's default).
+pub const IO_T_DEFAULT: u64 = 600;
+/// Range of `io_t` in seconds (one second to one week).
+pub const IO_T_RANGE: std::ops::RangeInclusive<u64> = 1..=604_800;
+/// Default `slow_io_n`: slow I/Os one window must hold for its leaf to be slow (ZFS's 10).
+pub const SLOW_IO_N_DEFAULT: u64 = 10;
+/// Range of `slow_io_n`.
+pub const SLOW_IO_N_RANGE: std::ops::RangeInclusive<u64> = 1..=1_000_000;
+/// Default `slow_io_t` in seconds: the length of one measuring window. Shorter than ZFS's
+/// 30 s because a window is judged by its p99 against the siblings', which a few seconds of
+/// traffic already show, and `slow_io_period` then asks for the condition to last.
+pub const SLOW_IO_T_DEFAULT: u64 = 5;
+/// Range of `slow_io_t` in seconds (one second to one hour).
+pub const SLOW_IO_T_RANGE: std::ops::RangeInclusive<u64> = 1..=3600;
+/// Default `slow_io_ms`: no access faster than this is a slow I/O, whatever the siblings
+/// do (ZFS's `zio_slow_io_ms` tunable sets its fixed limit; here it is only the floor).
+pub const SLOW_IO_MS_DEFAULT: u64 = 10;
+/// Range of `slow_io_ms` (one millisecond to ten minutes).
+pub const SLOW_IO_MS_RANGE: std::ops::RangeInclusive<u64> = 1..=600_000;
 
 const _: () = assert!(SLOW_IO_RATIO_DEFAULT >= 2 && SLOW_IO_RATIO_DEFAULT <= 1000);
 const _: () = assert!(SLOW_IO_PERIOD_DEFAULT >= 1 && SLOW_IO_PERIOD_DEFAULT <= 604_800);
 const _: () = assert!(crate::replace::IO_ERRORS_FAULT >= 1);
+const _: () = assert!(IO_T_DEFAULT >= 1 && IO_T_DEFAULT <= 604_800);
+const _: () = assert!(SLOW_IO_N_DEFAULT >= 1 && SLOW_IO_N_DEFAULT <= 1_000_000);
+const _: () = assert!(SLOW_IO_T_DEFAULT >= 1 && SLOW_IO_T_DEFAULT <= 3600);
+const _: () = assert!(SLOW_IO_MS_DEFAULT >= 1 && SLOW_IO_MS_DEFAULT <= 600_000);
 
 /// Checks a whole number in `range` for property `name` (`off` too when `off_ok`).
 fn validate_number(
@@ -288,6 +335,10 @@ pub fn validate(name: &str, value: &str, creating: bool) -> Result<String, Engin
         "io_n" => validate_number(name, value, &IO_N_RANGE, false)?,
         "slow_io_ratio" => validate_number(name, value, &SLOW_IO_RATIO_RANGE, true)?,
         "slow_io_period" => validate_number(name, value, &SLOW_IO_PERIOD_RANGE, false)?,
+        "io_t" => validate_number(name, value, &IO_T_RANGE, false)?,
+        "slow_io_n" => validate_number(name, value, &SLOW_IO_N_RANGE, false)?,
+        "slow_io_t" => validate_number(name, value, &SLOW_IO_T_RANGE, false)?,
+        "slow_io_ms" => validate_number(name, value, &SLOW_IO_MS_RANGE, false)?,
         "comment" if value.len() > 32 || value.chars().any(|c| c.is_control()) => {
             return Err(EngineError::InvalidProperty(
                 "comment must be at most 32 printable characters".into(),
@@ -341,6 +392,17 @@ mod tests {
         check("slow_io_period", "0", false, false);
         check("slow_io_period", "off", false, false);
         check("slow_io_period", "10s", false, false);
+        check("io_t", "1", false, true);
+        check("io_t", "0", false, false);
+        check("io_t", "604801", false, false);
+        check("slow_io_n", "1", false, true);
+        check("slow_io_n", "0", false, false);
+        check("slow_io_t", "3600", false, true);
+        check("slow_io_t", "3601", false, false);
+        check("slow_io_t", "off", false, false);
+        check("slow_io_ms", "30000", false, true);
+        check("slow_io_ms", "0", false, false);
+        check("slow_io_ms", "1.5", false, false);
     }
 
     #[test]

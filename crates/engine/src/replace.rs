@@ -19,7 +19,8 @@
 //!
 //! Leaves are faulted here, not in the vdev layer: a leaf whose device reported itself gone
 //! is already REMOVED (tarn-vdev), one with `io_n` (pool property, default
-//! [`IO_ERRORS_FAULT`]) read or write errors is FAULTED when its vdev can spare it, and so is
+//! [`IO_ERRORS_FAULT`]) read or write errors within `io_t` seconds (default 600, as ZFS's
+//! ZED) is FAULTED when its vdev can spare it, and so is
 //! one slow for `slow_io_period` (slow.rs). [`fault_check`] then puts an AVAIL spare beside
 //! every leaf out of service (not one the admin took offline) and starts a resilver; with
 //! `autoreplace=on` a fresh device at the missing leaf's path replaces it in place first.
@@ -282,9 +283,16 @@ impl Engine {
                 log.counters(name, &leaf, now);
             }
         }
+        self.probe_leaves(name, inner, now);
         self.slow_check(name, inner);
-        let io_n = crate::slow::io_errors_fault(inner);
-        fault_erroring_leaves(inner, io_n);
+        let (io_n, io_t_ns) = crate::slow::io_errors_fault(inner);
+        self.fault_erroring_leaves(inner, io_n, io_t_ns);
+        {
+            let mut log = self.events.lock().expect("event lock poisoned");
+            for leaf in inner.pool.tops().iter().flat_map(|t| t.leaves()) {
+                log.state(name, &leaf, now, Vec::new());
+            }
+        }
         let mut changed = self.autoreplace(inner);
         for top in inner.pool.tops().to_vec() {
             for child in top.children() {
@@ -300,20 +308,11 @@ impl Engine {
                     continue;
                 };
                 let node = self.next_guid(inner);
-                let state = failed.state().name().to_string();
                 let spare_path = spare.path();
                 if top
                     .begin_replace(failed.guid(), spare, ChildKind::Spare, node)
                     .is_ok()
                 {
-                    let state = vec![("vdev_state".to_string(), state)];
-                    self.post(leaf_event(
-                        name,
-                        failed,
-                        now,
-                        "sysevent.fs.zfs.statechange",
-                        state,
-                    ));
                     let with = vec![("spare".to_string(), spare_path)];
                     self.post(leaf_event(
                         name,
@@ -337,6 +336,25 @@ impl Engine {
             let _ = inner.sync();
         }
         changed
+    }
+
+    /// Asks every online leaf and spare whether its device is gone (a deleted device file,
+    /// a pulled disk) without waiting for an access to fail, so a disk that fails in an idle
+    /// pool is spared at once; each one found gone is REMOVED, with an `io` ereport saying
+    /// so (ZFS posts `probe_failure` for the same finding).
+    fn probe_leaves(&self, name: &str, inner: &Imported, now: u64) {
+        let pool = &inner.pool;
+        let leaves = pool.tops().iter().flat_map(|t| t.leaves());
+        for leaf in leaves.chain(pool.spares().iter().cloned()) {
+            if leaf.probe() {
+                let payload = vec![
+                    ("vdev_state".to_string(), "REMOVED".to_string()),
+                    ("error".to_string(), "device is gone".to_string()),
+                ];
+                let class = "ereport.fs.zfs.probe_failure";
+                self.post(leaf_event(name, &leaf, now, class, payload));
+            }
+        }
     }
 
     /// `autoreplace=on`: a leaf out of service whose path now opens to a device without a
@@ -397,22 +415,28 @@ fn available_spare(inner: &Imported, asize: u64) -> Option<Arc<Leaf>> {
         .cloned()
 }
 
-/// Faults online leaves with `io_n` I/O errors, when their vdev stays readable.
-fn fault_erroring_leaves(inner: &Imported, io_n: u64) {
-    for top in inner.pool.tops() {
-        for leaf in top.leaves() {
-            let stats = leaf.stats().snapshot();
-            let errors = stats.read_errors + stats.write_errors;
-            if leaf.state() != LeafState::Online || errors < io_n {
-                continue;
-            }
-            leaf.set_state(LeafState::Faulted);
-            if !matches!(
-                top.health(),
-                tarn_vdev::Health::Online | tarn_vdev::Health::Degraded
-            ) {
-                // The vdev needs it: keep it serving (DEGRADED beats UNAVAIL).
-                leaf.set_state(LeafState::Online);
+impl Engine {
+    /// Faults online leaves with `io_n` I/O errors within `io_t`, when their vdev stays
+    /// readable.
+    fn fault_erroring_leaves(&self, inner: &Imported, io_n: u64, io_t_ns: u64) {
+        let now_ns = self.clock.monotonic_ns();
+        let mut watch = self.slow.lock().expect("slow watch lock poisoned");
+        for top in inner.pool.tops() {
+            for leaf in top.leaves() {
+                if leaf.state() != LeafState::Online {
+                    continue;
+                }
+                if watch.errors_within(&leaf, now_ns, io_t_ns) < io_n {
+                    continue;
+                }
+                leaf.set_state(LeafState::Faulted);
+                if !matches!(
+                    top.health(),
+                    tarn_vdev::Health::Online | tarn_vdev::Health::Degraded
+                ) {
+                    // The vdev needs it: keep it serving (DEGRADED beats UNAVAIL).
+                    leaf.set_state(LeafState::Online);
+                }
             }
         }
     }
@@ -442,13 +466,16 @@ pub(crate) fn resilver_done(inner: &mut Imported) {
     inner.pool.set_config_dirty();
 }
 
-/// At import: a leaf marked resilvering without a resilver recorded gets one.
-pub(crate) fn resume_at_import(inner: &mut Imported, now: u64) {
+/// At import: a leaf marked resilvering without a resilver recorded gets one. Returns
+/// whether a resilver was started (not one resumed from before the export or crash).
+pub(crate) fn resume_at_import(inner: &mut Imported, now: u64) -> bool {
+    let was = inner.scan.resilvering();
     catch_up_returned_leaves(inner, now);
     let pending = inner.pool.tops().iter().any(|t| t.needs_resilver());
     if pending && !inner.scan.resilvering() {
         scrub::restart(inner, ScanFunction::Resilver, now);
     }
+    !was && inner.scan.resilvering()
 }
 
 /// Leaves that are back after missing txgs (the newest uberblock in their own labels is

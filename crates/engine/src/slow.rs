@@ -2,14 +2,14 @@
 //! reported, and after a sustained period faulted so a hot spare takes its place.
 //!
 //! ```text
-//!  every fault_check (daemon: at least every 5 s), per top-level vdev:
-//!    window closed (SLOW_WINDOW_NS since it opened)?
+//!  every fault_check (daemon: every second), per top-level vdev:
+//!    window closed (slow_io_t seconds since it opened)?
 //!      per online leaf and per kind (read, write) with >= SLOW_WINDOW_OPS_MIN accesses:
 //!        p99 = 99th percentile of the window's latency histogram (tarn-vdev stats)
 //!        median = median of the siblings' p99 (the other leaves of the same top-level vdev)
-//!        threshold = slow_io_ratio * median
-//!        accesses >= threshold are counted as slow I/Os (status -s, SLOW column)
-//!        p99 > threshold and p99 >= SLOW_LATENCY_FLOOR_NS: the leaf is SLOW for this kind
+//!        threshold = max(slow_io_ratio * median, slow_io_ms)
+//!        accesses above threshold are counted as slow I/Os (status -s, SLOW column)
+//!        p99 > threshold and slow I/Os >= slow_io_n: the leaf is SLOW for this kind
 //!      SLOW for a kind  -> leaf marked slow (reads avoid it), `ereport.fs.zfs.delay` once
 //!      slow, and its reads measured and under the threshold -> recovered, mark cleared
 //!      slow, and too few reads to tell (it was read around) -> trial: the mark is lifted
@@ -20,9 +20,12 @@
 //!      a slow copy still beats less redundancy (integrity first, speed second).
 //! ```
 //!
-//! The floor keeps fast devices from being judged by noise: on file-backed pools one
-//! device's reads may come from the page cache while another's go to the disk, a ratio of a
-//! hundred at latencies nobody would call slow.
+//! The floor (`slow_io_ms`) keeps fast devices from being judged by noise: on file-backed
+//! pools one device's reads may come from the page cache while another's go to the disk, a
+//! ratio of a hundred at latencies nobody would call slow. `slow_io_n` asks for that many
+//! slow I/Os in one window (ZFS's `slow_io_n` slow I/Os in `slow_io_t` seconds), so a
+//! window with a handful of slow accesses does not count. Only `SLOW_WINDOW_OPS_MIN` stays
+//! a constant: it is what a 99th percentile needs to mean anything, not a policy.
 //!
 //! Comparing with the siblings, not with a fixed limit, is the point: a pool of slow disks is
 //! not sick, one disk four times slower than its five neighbours is (the genomics centre's
@@ -39,23 +42,27 @@
 //!
 //! State is in memory only (as ZFS keeps its delay counters): windows restart at import, and
 //! export forgets the pool's (`Engine::slow_drop`).
-//! The thresholds are pool properties (`slow_io_ratio`, `slow_io_period`; props.rs).
+//! The thresholds are pool properties (`slow_io_ratio`, `slow_io_period`, `slow_io_n`,
+//! `slow_io_t`, `slow_io_ms`; props.rs), read at every check, so a change applies from the
+//! next window. The same watch keeps each leaf's I/O error history for `io_n` errors within
+//! `io_t` seconds ([`SlowWatch::errors_within`]; replace.rs faults such a leaf).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 use tarn_base::Guid;
 use tarn_vdev::stats::{histogram_count, histogram_count_at_least, histogram_quantile_ns};
 use tarn_vdev::{Health, IoStatsSnapshot, LATENCY_BUCKETS, Leaf, LeafState, TopVdev};
 
-/// Length of one measuring window.
-pub const SLOW_WINDOW_NS: u64 = 5_000_000_000;
+/// Length of one measuring window by default (`slow_io_t`).
+pub const SLOW_WINDOW_NS: u64 = crate::props::SLOW_IO_T_DEFAULT * 1_000_000_000;
 /// Accesses of one kind a leaf needs in a window for its latency to be judged.
 pub const SLOW_WINDOW_OPS_MIN: u64 = 16;
-/// The p99 below which no device is slow, whatever its siblings do.
-pub const SLOW_LATENCY_FLOOR_NS: u64 = 10_000_000;
 /// The percentile compared, in per mille.
 const PERCENTILE_PER_MILLE: u64 = 990;
+/// Error-count changes kept per leaf for `io_t`; beyond it the oldest are taken as older
+/// than the window (a fault comes later, never falsely).
+const ERROR_SAMPLES_MAX: usize = 4096;
 
 /// The thresholds in force (pool properties).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,6 +71,24 @@ pub(crate) struct SlowSettings {
     pub(crate) ratio: Option<u64>,
     /// `slow_io_period` in nanoseconds: how long a leaf may stay slow before it is faulted.
     pub(crate) period_ns: u64,
+    /// `slow_io_t` in nanoseconds: the length of one window.
+    pub(crate) window_ns: u64,
+    /// `slow_io_n`: slow I/Os of one kind a window must hold for its leaf to be slow.
+    pub(crate) count_min: u64,
+    /// `slow_io_ms` in nanoseconds: no access faster is a slow I/O.
+    pub(crate) floor_ns: u64,
+}
+
+impl Default for SlowSettings {
+    fn default() -> Self {
+        SlowSettings {
+            ratio: Some(crate::props::SLOW_IO_RATIO_DEFAULT),
+            period_ns: crate::props::SLOW_IO_PERIOD_DEFAULT * 1_000_000_000,
+            window_ns: SLOW_WINDOW_NS,
+            count_min: crate::props::SLOW_IO_N_DEFAULT,
+            floor_ns: crate::props::SLOW_IO_MS_DEFAULT * 1_000_000,
+        }
+    }
 }
 
 /// What a check found about one leaf.
@@ -94,6 +119,16 @@ struct Window {
 pub(crate) struct SlowWatch {
     windows: BTreeMap<Guid, Window>,
     slow_since: BTreeMap<Guid, u64>,
+    errors: BTreeMap<Guid, ErrorHistory>,
+}
+
+/// When a leaf's I/O error total grew, for `io_n` errors within `io_t`.
+#[derive(Debug, Default)]
+struct ErrorHistory {
+    /// The total before the oldest sample kept (errors older than the window).
+    base: u64,
+    /// (monotonic ns first seen, total then), oldest first, totals increasing.
+    samples: VecDeque<(u64, u64)>,
 }
 
 /// A leaf's judged latency for one kind in one window.
@@ -122,7 +157,41 @@ impl SlowWatch {
     /// Forgets everything about `leaf` (cleared, or out of service).
     pub(crate) fn forget(&mut self, leaf: &Leaf) {
         self.slow_since.remove(&leaf.guid());
+        self.errors.remove(&leaf.guid());
         leaf.set_slow(false);
+    }
+
+    /// Read plus write errors of `leaf` first seen within the last `window_ns` (`io_t`).
+    /// Errors are timed when a check first sees them, so the daemon's checks every second
+    /// time them to the second; a `clear` (counters back to zero) starts a new history.
+    pub(crate) fn errors_within(&mut self, leaf: &Leaf, now_ns: u64, window_ns: u64) -> u64 {
+        let stats = leaf.stats().snapshot();
+        let total = stats.read_errors + stats.write_errors;
+        let history = self.errors.entry(leaf.guid()).or_default();
+        let last = history.samples.back().map_or(history.base, |&(_, t)| t);
+        if total < last {
+            *history = ErrorHistory::default();
+        }
+        if total > history.samples.back().map_or(history.base, |&(_, t)| t) {
+            if history.samples.len() == ERROR_SAMPLES_MAX
+                && let Some((_, oldest)) = history.samples.pop_front()
+            {
+                history.base = oldest;
+            }
+            history.samples.push_back((now_ns, total));
+        }
+        while let Some(&(seen, at)) = history.samples.front() {
+            if now_ns.saturating_sub(seen) < window_ns {
+                break;
+            }
+            history.base = at;
+            history.samples.pop_front();
+        }
+        assert!(
+            history.base <= total,
+            "error totals only grow between clears"
+        );
+        total - history.base
     }
 
     /// One look at every top-level vdev of a pool at `now_ns` (module docs).
@@ -147,8 +216,8 @@ impl SlowWatch {
                 self.windows.remove(&top.guid());
                 continue;
             };
-            if let Some(window) = self.close_window(top, now_ns) {
-                self.judge(top, &window, ratio, now_ns, &mut findings);
+            if let Some(window) = self.close_window(top, now_ns, settings.window_ns) {
+                self.judge(top, &window, ratio, now_ns, settings, &mut findings);
             }
             self.fault_expired(top, now_ns, settings.period_ns, spares, &mut findings);
         }
@@ -156,7 +225,12 @@ impl SlowWatch {
     }
 
     /// Returns the window of `top` if it is due (and opens the next), or opens the first.
-    fn close_window(&mut self, top: &TopVdev, now_ns: u64) -> Option<BTreeMap<Guid, Judge>> {
+    fn close_window(
+        &mut self,
+        top: &TopVdev,
+        now_ns: u64,
+        window_ns: u64,
+    ) -> Option<BTreeMap<Guid, Judge>> {
         let snapshots: BTreeMap<Guid, IoStatsSnapshot> = top
             .leaves()
             .iter()
@@ -170,7 +244,7 @@ impl SlowWatch {
             self.windows.insert(top.guid(), open);
             return None;
         };
-        if now_ns.saturating_sub(window.start_ns) < SLOW_WINDOW_NS {
+        if now_ns.saturating_sub(window.start_ns) < window_ns {
             return None;
         }
         let judged = snapshots
@@ -194,8 +268,14 @@ impl SlowWatch {
         window: &BTreeMap<Guid, Judge>,
         ratio: u64,
         now_ns: u64,
+        settings: SlowSettings,
         findings: &mut Vec<Finding>,
     ) {
+        let limits = Limits {
+            ratio,
+            count_min: settings.count_min,
+            floor_ns: settings.floor_ns,
+        };
         for leaf in top.leaves() {
             let Some(own) = window.get(&leaf.guid()) else {
                 continue;
@@ -208,8 +288,8 @@ impl SlowWatch {
                 .filter(|(guid, _)| **guid != leaf.guid())
                 .map(|(_, judge)| judge)
                 .collect();
-            let read = verdict(&own.read, siblings.iter().map(|j| &j.read), ratio);
-            let write = verdict(&own.write, siblings.iter().map(|j| &j.write), ratio);
+            let read = verdict(&own.read, siblings.iter().map(|j| &j.read), limits);
+            let write = verdict(&own.write, siblings.iter().map(|j| &j.write), limits);
             let slow_ios = read.map_or(0, |v| v.slow_ios) + write.map_or(0, |v| v.slow_ios);
             leaf.io_stats().add_slow_ios(slow_ios);
             let worst = [read, write].into_iter().flatten().find(|v| v.slow);
@@ -285,11 +365,22 @@ struct Verdict {
     slow_ios: u64,
 }
 
+/// What makes an access slow and a leaf slow (the pool's properties).
+#[derive(Clone, Copy, Debug)]
+struct Limits {
+    /// `slow_io_ratio`.
+    ratio: u64,
+    /// `slow_io_n`.
+    count_min: u64,
+    /// `slow_io_ms`, in ns.
+    floor_ns: u64,
+}
+
 /// Compares `own` with the siblings that have enough samples; `None` without a measure.
 fn verdict<'a>(
     own: &Judged,
     siblings: impl Iterator<Item = &'a Judged>,
-    ratio: u64,
+    limits: Limits,
 ) -> Option<Verdict> {
     let others: Vec<u64> = siblings.filter_map(|j| j.p99_ns).collect();
     let p99_ns = own.p99_ns?;
@@ -297,13 +388,19 @@ fn verdict<'a>(
         return None;
     }
     let median_ns = median(others);
-    let threshold = median_ns.saturating_mul(ratio);
-    assert!(threshold >= median_ns, "ratio is at least 1");
+    let relative = median_ns.saturating_mul(limits.ratio);
+    assert!(relative >= median_ns, "ratio is at least 1");
+    let threshold = relative.max(limits.floor_ns);
+    assert!(
+        threshold >= limits.floor_ns,
+        "the floor bounds the threshold"
+    );
+    let slow_ios = histogram_count_at_least(&own.histogram, threshold.saturating_add(1));
     Some(Verdict {
-        slow: p99_ns > threshold && p99_ns >= SLOW_LATENCY_FLOOR_NS,
+        slow: p99_ns > threshold && slow_ios >= limits.count_min,
         p99_ns,
         median_ns,
-        slow_ios: histogram_count_at_least(&own.histogram, threshold.saturating_add(1)),
+        slow_ios,
     })
 }
 
@@ -319,30 +416,41 @@ pub(crate) fn pool_prop(inner: &mut crate::Imported, name: &str) -> String {
         .unwrap_or_default()
 }
 
-/// The thresholds of a pool (`slow_io_ratio`, `slow_io_period`); a value that does not parse
-/// (it passed validation when set, so only a damaged MOS can hold one) means the default.
+/// Pool property `name` as a whole number; a value that does not parse (it passed
+/// validation when set, so only a damaged MOS can hold one) means `default`.
+fn number_prop(inner: &mut crate::Imported, name: &str, default: u64) -> u64 {
+    pool_prop(inner, name).parse().unwrap_or(default)
+}
+
+/// The thresholds of a pool (`slow_io_ratio`, `slow_io_period`, `slow_io_n`, `slow_io_t`,
+/// `slow_io_ms`).
 pub(crate) fn settings(inner: &mut crate::Imported) -> SlowSettings {
+    use crate::props::{
+        SLOW_IO_MS_DEFAULT, SLOW_IO_N_DEFAULT, SLOW_IO_PERIOD_DEFAULT, SLOW_IO_RATIO_DEFAULT,
+        SLOW_IO_T_DEFAULT,
+    };
     let ratio = pool_prop(inner, "slow_io_ratio");
-    let period = pool_prop(inner, "slow_io_period");
     let ratio = if ratio == "off" {
         None
     } else {
-        Some(ratio.parse().unwrap_or(crate::props::SLOW_IO_RATIO_DEFAULT))
+        Some(ratio.parse().unwrap_or(SLOW_IO_RATIO_DEFAULT))
     };
-    let period_secs = period
-        .parse()
-        .unwrap_or(crate::props::SLOW_IO_PERIOD_DEFAULT);
+    let seconds = 1_000_000_000;
     SlowSettings {
         ratio,
-        period_ns: period_secs * 1_000_000_000,
+        period_ns: number_prop(inner, "slow_io_period", SLOW_IO_PERIOD_DEFAULT) * seconds,
+        window_ns: number_prop(inner, "slow_io_t", SLOW_IO_T_DEFAULT) * seconds,
+        count_min: number_prop(inner, "slow_io_n", SLOW_IO_N_DEFAULT),
+        floor_ns: number_prop(inner, "slow_io_ms", SLOW_IO_MS_DEFAULT) * 1_000_000,
     }
 }
 
-/// `io_n`: read plus write errors after which a leaf is faulted.
-pub(crate) fn io_errors_fault(inner: &mut crate::Imported) -> u64 {
-    pool_prop(inner, "io_n")
-        .parse()
-        .unwrap_or(crate::replace::IO_ERRORS_FAULT)
+/// `io_n` and `io_t` (in ns): that many read plus write errors within that long fault a
+/// leaf.
+pub(crate) fn io_errors_fault(inner: &mut crate::Imported) -> (u64, u64) {
+    let count = number_prop(inner, "io_n", crate::replace::IO_ERRORS_FAULT);
+    let seconds = number_prop(inner, "io_t", crate::props::IO_T_DEFAULT);
+    (count, seconds * 1_000_000_000)
 }
 
 impl crate::Engine {
@@ -385,12 +493,10 @@ impl crate::Engine {
                     crate::events::leaf_event(name, &leaf, now, "ereport.fs.zfs.delay", payload)
                 }
                 Finding::Faulted { leaf } => {
-                    let payload = vec![
-                        ("vdev_state".to_string(), "FAULTED".to_string()),
-                        ("reason".to_string(), "slow".to_string()),
-                    ];
-                    let class = "sysevent.fs.zfs.statechange";
-                    crate::events::leaf_event(name, &leaf, now, class, payload)
+                    let why = vec![("reason".to_string(), "slow".to_string())];
+                    let mut log = self.events.lock().expect("event lock poisoned");
+                    log.state(name, &leaf, now, why);
+                    continue;
                 }
             };
             self.post(event);
@@ -459,24 +565,105 @@ mod tests {
         Judged::new(histogram)
     }
 
-    fn check(own: Judged, siblings: &[Judged], ratio: u64, expected: Option<(bool, u64)>) {
-        let found = verdict(&own, siblings.iter(), ratio).map(|v| (v.slow, v.slow_ios));
+    const LIMITS: Limits = Limits {
+        ratio: 8,
+        count_min: 10,
+        floor_ns: 10_000_000,
+    };
+
+    fn check(own: Judged, siblings: &[Judged], limits: Limits, expected: Option<(bool, u64)>) {
+        let found = verdict(&own, siblings.iter(), limits).map(|v| (v.slow, v.slow_ios));
         assert_eq!(found, expected);
     }
 
-    /// Goal: the verdict compares p99 with ratio times the siblings' median, needs samples
-    /// on both sides, and counts the accesses beyond the threshold.
+    /// Goal: the verdict compares p99 with ratio times the siblings' median (at least the
+    /// floor), needs samples on both sides, counts the accesses beyond the threshold and
+    /// asks for `slow_io_n` of them.
     #[test]
     fn verdicts() {
         let fast = judged(10, 100);
-        check(judged(24, 100), &[fast, fast, fast], 8, Some((true, 100)));
-        check(judged(12, 100), &[fast, fast, fast], 8, Some((false, 0)));
-        check(judged(24, 5), &[fast, fast], 8, None);
-        check(judged(24, 100), &[judged(10, 3)], 8, None);
-        check(fast, &[judged(24, 100), fast, fast], 8, Some((false, 0)));
-        // A hundred times its siblings but under the floor (p99 of bucket 20 is 2 ms): the
-        // accesses count as slow I/Os, the device is not slow.
-        check(judged(20, 100), &[fast, fast, fast], 8, Some((false, 100)));
+        check(
+            judged(24, 100),
+            &[fast, fast, fast],
+            LIMITS,
+            Some((true, 100)),
+        );
+        check(
+            judged(12, 100),
+            &[fast, fast, fast],
+            LIMITS,
+            Some((false, 0)),
+        );
+        check(judged(24, 5), &[fast, fast], LIMITS, None);
+        check(judged(24, 100), &[judged(10, 3)], LIMITS, None);
+        check(
+            fast,
+            &[judged(24, 100), fast, fast],
+            LIMITS,
+            Some((false, 0)),
+        );
+        // A hundred times its siblings but under the floor (p99 of bucket 20 is 2 ms): no
+        // access is a slow I/O, the device is not slow; a lower floor makes it slow.
+        check(
+            judged(20, 100),
+            &[fast, fast, fast],
+            LIMITS,
+            Some((false, 0)),
+        );
+        let low_floor = Limits {
+            floor_ns: 1_000_000,
+            ..LIMITS
+        };
+        check(judged(20, 100), &[fast, fast], low_floor, Some((true, 100)));
+        // 5 slow accesses of 100 put the p99 beyond the threshold; slow_io_n decides.
+        let mut histogram = [0u64; LATENCY_BUCKETS];
+        histogram[10] = 95;
+        histogram[24] = 5;
+        let few = Judged::new(histogram);
+        check(few, &[fast, fast], LIMITS, Some((false, 5)));
+        let five = Limits {
+            count_min: 5,
+            ..LIMITS
+        };
+        check(few, &[fast, fast], five, Some((true, 5)));
         assert_eq!(median(vec![5, 1, 3, 2]), 2);
+    }
+
+    /// Goal: `io_n` counts errors first seen within `io_t`: old ones age out, a clear
+    /// (counters back to zero) starts afresh. Method: a leaf's counters driven through
+    /// failing writes to a gone SimDevice, checked at chosen instants.
+    #[test]
+    fn errors_age_out_of_the_window() {
+        use tarn_device::{FaultPlan, SimDevice};
+        let device = SimDevice::new("/sim/e", 64 << 20, FaultPlan::default());
+        let leaf = Leaf::new(Guid(9), device.clone()).unwrap();
+        let top = TopVdev::new(
+            tarn_base::VdevId(0),
+            Guid(9),
+            12,
+            tarn_vdev::Layout::Disk,
+            vec![Arc::new(leaf)],
+        )
+        .unwrap();
+        let leaf = top.leaves()[0].clone();
+        let fail = |n: usize| {
+            for _ in 0..n {
+                leaf.set_state(LeafState::Online);
+                let _ = top.write(0, &[0u8; 4096]);
+            }
+        };
+        let mut watch = SlowWatch::default();
+        let second = 1_000_000_000;
+        device.set_gone(true);
+        fail(3);
+        assert_eq!(watch.errors_within(&leaf, 10 * second, 60 * second), 3);
+        fail(2);
+        assert_eq!(watch.errors_within(&leaf, 40 * second, 60 * second), 5);
+        assert_eq!(watch.errors_within(&leaf, 69 * second, 60 * second), 5);
+        assert_eq!(watch.errors_within(&leaf, 70 * second, 60 * second), 2);
+        assert_eq!(watch.errors_within(&leaf, 100 * second, 60 * second), 0);
+        leaf.clear();
+        fail(1);
+        assert_eq!(watch.errors_within(&leaf, 101 * second, 60 * second), 1);
     }
 }

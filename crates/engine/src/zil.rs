@@ -19,7 +19,11 @@
 //! - A dataset gets a chain only once it asks for one: the first `fsync` (or `sync=always`
 //!   operation) on a dataset without a chain syncs a txg, as ZFS's first commit waits for
 //!   the header. The chain is kept across txgs while the dataset keeps using it and
-//!   dropped after [`IDLE_TXGS_MAX`] txgs without a commit.
+//!   dropped after [`IDLE_TXGS_MAX`] txgs without a commit, and at export (`logs_close`):
+//!   an exported pool names no log, so a log device missing at the next import is known
+//!   to have held no records and no `log_replay` event is posted. After a crash that
+//!   cannot be known (the first block is written after its header commits), so a missing
+//!   log device that a committed header names is reported as a possible loss.
 //! - The open and syncing txgs do not overlap (the pool lock), so when txg T commits every
 //!   pending record is in T or older: all of them are dropped and the whole chain goes.
 //!   Each sync gives an active dataset a new chain (new first block, new chain id).
@@ -201,6 +205,18 @@ impl Imported {
             }
         }
         frees
+    }
+
+    /// Before an export's last txg: no dataset keeps a chain, so that txg commits headers
+    /// that name no log (ZFS's `zil_close` leaves an empty header too). An exported pool
+    /// therefore has nothing to replay, and an import that misses a log device knows that
+    /// device held no records rather than reporting them lost. Records still pending go
+    /// into that txg as always.
+    pub(crate) fn logs_close(&mut self) {
+        for log in self.logs.map.values_mut() {
+            log.wanted = false;
+            log.next = None;
+        }
     }
 
     /// After txg `txg` committed: every pending record is in it or older.

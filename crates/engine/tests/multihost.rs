@@ -204,7 +204,9 @@ fn turning_multihost_on_later_protects_the_pool() {
         hook: Mutex::new(None),
     });
     let beating = owner.clone();
-    *clock.hook.lock().unwrap() = Some(Box::new(move || beating.multihost_heartbeat()));
+    *clock.hook.lock().unwrap() = Some(Box::new(move || {
+        beating.multihost_heartbeat();
+    }));
     let importer = host(&provider, 2, clock);
     let error = import(&importer, true).unwrap_err();
     assert!(
@@ -281,4 +283,159 @@ fn an_owner_that_stalled_past_the_limit_suspends_instead_of_writing() {
     assert_eq!(status.state, "SUSPENDED");
     let why = status.status.unwrap();
     assert!(why.contains("this host stalled"), "{why}");
+}
+
+/// A heartbeat write that hangs is noticed while it hangs. The bug: heartbeats were written
+/// synchronously by the one thread that also checked the deadline, so while a flush hung
+/// the owner could not suspend, and an importer watching the silence could import a pool
+/// still in use. Method: the engine on a manual clock, d0 with 2 s of real latency per
+/// access (a SimDevice without a clock sleeps), the heartbeat written from another thread;
+/// while it is stuck in d0, virtual time passes the limit and `multihost_watch` (the
+/// daemon's second thread) suspends the pool at once, the write still in flight. When the
+/// write completes it counts for nothing: the pool stays suspended.
+#[test]
+fn a_hanging_heartbeat_write_is_noticed_while_it_hangs() {
+    let (provider, names) = devices(2);
+    let base = Arc::new(ManualClock::new(1_700_000_000));
+    let owner = host(&provider, 1, base.clone());
+    create(&owner, TopLayout::Mirror, &names, true);
+    owner.multihost_heartbeat();
+    owner.multihost_watch();
+    assert_ne!(owner.status("tank").unwrap().state, "SUSPENDED");
+    let slow = provider.get(&names[0]).unwrap();
+    let writes_before = slow.stats().writes;
+    slow.set_plan(FaultPlan {
+        latency_ns: 2_000_000_000,
+        ..FaultPlan::default()
+    });
+    base.advance_ns(INTERVAL_NS);
+    let writer = owner.clone();
+    let hanging = std::thread::spawn(move || writer.multihost_heartbeat());
+    while slow.stats().writes == writes_before {
+        std::thread::yield_now();
+    }
+    base.advance_ns(MULTIHOST_FAIL_INTERVALS * INTERVAL_NS);
+    owner.multihost_watch();
+    assert!(!hanging.is_finished(), "the heartbeat write still hangs");
+    let status = owner.status("tank").unwrap();
+    assert_eq!(status.state, "SUSPENDED");
+    let why = status.status.unwrap();
+    assert!(
+        why.contains("no multihost heartbeat completed for 1100 ms (one has been written for"),
+        "{why}"
+    );
+    let events = owner.events(Some("tank"), 0, false);
+    let suspend: Vec<_> = events
+        .iter()
+        .filter(|e| e.class.ends_with("multihost_suspend"))
+        .collect();
+    assert_eq!(suspend.len(), 1);
+    assert!(
+        suspend[0].payload[0].1.contains("1100 ms"),
+        "{:?}",
+        suspend[0]
+    );
+    hanging.join().unwrap();
+    slow.set_plan(FaultPlan::default());
+    assert_eq!(owner.status("tank").unwrap().state, "SUSPENDED");
+    let before = writes(&provider);
+    base.advance_ns(INTERVAL_NS);
+    assert!(owner.multihost_heartbeat().is_empty());
+    assert!(
+        owner.multihost_watch().is_empty(),
+        "failmode=wait: no stop asked for"
+    );
+    assert_eq!(
+        writes(&provider),
+        before,
+        "a suspended pool writes no heartbeat"
+    );
+    assert!(suspended(&owner).is_some());
+}
+
+/// `failmode=panic`: the suspension asks the caller (the daemon) to stop the process, with
+/// the reason; the event says which failmode applied.
+#[test]
+fn failmode_panic_asks_to_stop_the_process() {
+    let (provider, names) = devices(2);
+    let base = Arc::new(ManualClock::new(1_700_000_000));
+    let owner = host(&provider, 1, base.clone());
+    create(&owner, TopLayout::Mirror, &names, true);
+    owner
+        .set_prop("tank", "failmode", "panic", "pool set failmode=panic tank")
+        .unwrap();
+    assert!(owner.multihost_heartbeat().is_empty());
+    base.advance_ns(MULTIHOST_FAIL_INTERVALS * INTERVAL_NS);
+    let panics = owner.multihost_watch();
+    assert_eq!(
+        panics,
+        vec![
+            "pool 'tank': no multihost heartbeat counted in the last 1000 ms (failmode=panic)"
+                .to_string()
+        ]
+    );
+    assert_eq!(owner.status("tank").unwrap().state, "SUSPENDED");
+    let events = owner.events(Some("tank"), 0, false);
+    let suspend = events
+        .iter()
+        .find(|e| e.class.ends_with("multihost_suspend"))
+        .unwrap();
+    assert_eq!(suspend.payload[1], ("failmode".into(), "panic".into()));
+    assert!(owner.multihost_watch().is_empty(), "asked once");
+}
+
+/// A slow heartbeat that completes is counted from its start. Method: devices on the
+/// engine's manual clock with latency in virtual time; a write taking 4 intervals keeps the
+/// pool alive (the next heartbeat and the watch find it counted), and the deadline runs
+/// from its start: a write taking 12 intervals completes, yet the watch suspends, because an
+/// importer may have seen it land 12 intervals before the owner heard back.
+#[test]
+fn a_slow_heartbeat_counts_from_its_start() {
+    let provider = Arc::new(SimProvider::new());
+    let base = Arc::new(ManualClock::new(1_700_000_000));
+    let names: Vec<String> = (0..2).map(|i| format!("/sim/d{i}")).collect();
+    for name in &names {
+        let device = SimDevice::with_clock(name, 128 << 20, FaultPlan::default(), base.clone());
+        provider.insert(name, device);
+    }
+    let owner = host(&provider, 1, base.clone());
+    create(&owner, TopLayout::Mirror, &names, true);
+    owner.multihost_heartbeat();
+    // Four accesses (write and flush on two devices) of one interval each.
+    let slow = |ns: u64| {
+        for name in &names {
+            provider.get(name).unwrap().set_plan(FaultPlan {
+                latency_ns: ns,
+                ..FaultPlan::default()
+            });
+        }
+    };
+    slow(INTERVAL_NS);
+    base.advance_ns(INTERVAL_NS);
+    let started = base.monotonic_ns();
+    owner.multihost_heartbeat();
+    assert_eq!(base.monotonic_ns() - started, 4 * INTERVAL_NS);
+    owner.multihost_watch();
+    assert_ne!(owner.status("tank").unwrap().state, "SUSPENDED");
+    slow(0);
+    base.advance_ns((MULTIHOST_FAIL_INTERVALS - 5) * INTERVAL_NS);
+    owner.multihost_watch();
+    assert_ne!(
+        owner.status("tank").unwrap().state,
+        "SUSPENDED",
+        "9 intervals after the slow heartbeat started"
+    );
+    owner.multihost_heartbeat();
+    slow(3 * INTERVAL_NS);
+    base.advance_ns(INTERVAL_NS);
+    owner.multihost_heartbeat();
+    owner.multihost_watch();
+    let status = owner.status("tank").unwrap();
+    assert_eq!(status.state, "SUSPENDED");
+    assert!(
+        status
+            .status
+            .unwrap()
+            .contains("no multihost heartbeat counted in the last 1200 ms"),
+    );
 }

@@ -410,6 +410,200 @@ fn attach_and_detach() {
     rig.check_data();
 }
 
+/// A device vanishes from an idle pool (the GridPP bench deletes a device file): no access
+/// fails, yet the next fault check finds it gone by probing (`Leaf::probe`), takes it out
+/// of service, activates the spare and resilvers; the events say so in order, and the
+/// resilver's bytes are in its finish event. A spare that vanished is never activated.
+#[test]
+fn idle_pool_notices_a_vanished_device_by_probing() {
+    let mut rig = rig(TopLayout::Raidz(1), 4, 2);
+    rig.write_object(11, 4 << 20);
+    rig.engine.events(None, 0, true);
+    assert_eq!(rig.engine.fault_check(), Vec::<String>::new());
+    rig.device("/sim/s0").set_gone(true);
+    rig.device("/sim/d1").set_gone(true);
+    let refusals = rig.device("/sim/d1").stats().gone_refusals;
+    assert_eq!(rig.engine.fault_check(), vec!["tank".to_string()]);
+    assert_eq!(
+        rig.device("/sim/d1").stats().gone_refusals,
+        refusals,
+        "the probe made no access"
+    );
+    let config = rig.config();
+    assert_eq!(config.children[1].name, "spare-1");
+    assert_eq!(names(&config.children[1]), vec!["/sim/d1", "/sim/s1"]);
+    let done = rig.finish();
+    assert_eq!((done.function, done.errors), (ScanFunction::Resilver, 0));
+    let events = rig.engine.events(Some("tank"), 0, false);
+    let classes: Vec<(&str, &str)> = events
+        .iter()
+        .map(|e| (e.class.as_str(), e.vdev_path.as_str()))
+        .collect();
+    assert_eq!(
+        classes,
+        vec![
+            ("ereport.fs.zfs.probe_failure", "/sim/d1"),
+            ("ereport.fs.zfs.probe_failure", "/sim/s0"),
+            ("sysevent.fs.zfs.statechange", "/sim/d1"),
+            ("sysevent.fs.zfs.vdev_spare", "/sim/d1"),
+            ("sysevent.fs.zfs.resilver_start", ""),
+            ("sysevent.fs.zfs.resilver_finish", ""),
+        ]
+    );
+    let repaired = events[5]
+        .payload
+        .iter()
+        .find(|(k, _)| k == "scan_bytes_repaired")
+        .map(|(_, v)| v.parse::<u64>().unwrap());
+    assert_eq!(repaired, Some(done.repaired));
+    assert!(done.repaired > 0);
+    rig.check_data();
+}
+
+/// Every event class of a failure and a return, with payloads, when no spare steps in: a
+/// device that fails is reported by `statechange` (REMOVED, from ONLINE) although nothing
+/// replaces it; when it is back and onlined, the resilver of what it missed posts
+/// `resilver_start` and `resilver_finish` (the start was missing for `online`), and the
+/// next look posts `statechange` ONLINE from REMOVED. The bug: `statechange` was posted
+/// only beside a spare's activation, so a pool without a free spare never reported it.
+#[test]
+fn failure_and_return_events_without_a_spare() {
+    let mut rig = rig(TopLayout::Raidz(1), 4, 0);
+    rig.write_object(21, 2 << 20);
+    assert!(rig.engine.fault_check().is_empty());
+    rig.engine.events(None, 0, true);
+    rig.device("/sim/d3").set_gone(true);
+    rig.write_object(22, 2 << 20);
+    assert!(rig.engine.fault_check().is_empty(), "no spare to activate");
+    rig.device("/sim/d3").set_gone(false);
+    rig.engine
+        .online("tank", "d3", "pool online tank d3")
+        .unwrap();
+    let done = rig.finish();
+    assert_eq!((done.function, done.errors), (ScanFunction::Resilver, 0));
+    assert!(rig.engine.fault_check().is_empty());
+    assert!(rig.engine.fault_check().is_empty());
+    let events = rig.engine.events(Some("tank"), 0, false);
+    type Seen<'a> = (&'a str, &'a str, Vec<(String, String)>);
+    let seen: Vec<Seen<'_>> = events
+        .iter()
+        .filter(|e| !e.class.ends_with(".io"))
+        .map(|e| {
+            let class = e.class.rsplit('.').next().unwrap();
+            let payload = if class == "resilver_finish" {
+                Vec::new()
+            } else {
+                e.payload.clone()
+            };
+            (class, e.vdev_path.as_str(), payload)
+        })
+        .collect();
+    let state = |now: &str, last: &str| {
+        vec![
+            ("vdev_state".to_string(), now.to_string()),
+            ("vdev_laststate".to_string(), last.to_string()),
+        ]
+    };
+    assert_eq!(
+        seen,
+        vec![
+            ("statechange", "/sim/d3", state("REMOVED", "ONLINE")),
+            ("resilver_start", "", Vec::new()),
+            ("resilver_finish", "", Vec::new()),
+            ("statechange", "/sim/d3", state("ONLINE", "REMOVED")),
+        ]
+    );
+    let io = events.iter().find(|e| e.class.ends_with(".io")).unwrap();
+    assert_eq!(io.vdev_path, "/sim/d3");
+    assert_eq!(io.payload[0].0, "count");
+    let finish = events
+        .iter()
+        .find(|e| e.class.ends_with("resilver_finish"))
+        .unwrap();
+    let repaired = finish
+        .payload
+        .iter()
+        .find(|(k, _)| k == "scan_bytes_repaired")
+        .unwrap();
+    assert_eq!(repaired.1, done.repaired.to_string());
+    rig.check_data();
+}
+
+/// The scrub and checksum events with their payloads: silent damage on one device is found
+/// by a scrub, whose `scrub_start` and `scrub_finish` (bytes issued and repaired, errors 0)
+/// frame it, and the next look posts one `checksum` ereport for that device whose count is
+/// its CKSUM counter; nothing for the other devices.
+#[test]
+fn scrub_and_checksum_events_carry_their_payloads() {
+    let mut rig = rig(TopLayout::Raidz(1), 4, 0);
+    rig.write_object(31, 4 << 20);
+    assert!(rig.engine.fault_check().is_empty());
+    rig.engine.events(None, 0, true);
+    let rotted = rig.device("/sim/d1").rot_random(64);
+    assert!(!rotted.is_empty());
+    let done = rig.scrub();
+    assert_eq!((done.function, done.errors), (ScanFunction::Scrub, 0));
+    assert!(done.repaired > 0, "the scrub repaired the damage");
+    assert!(rig.engine.fault_check().is_empty());
+    let cksum = rig.config().children[1].cksum;
+    assert!(cksum > 0);
+    let events = rig.engine.events(Some("tank"), 0, false);
+    let classes: Vec<&str> = events.iter().map(|e| e.class.as_str()).collect();
+    assert_eq!(
+        classes,
+        vec![
+            "sysevent.fs.zfs.scrub_start",
+            "sysevent.fs.zfs.scrub_finish",
+            "ereport.fs.zfs.checksum",
+        ]
+    );
+    let payload = |i: usize, key: &str| {
+        events[i]
+            .payload
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.clone())
+    };
+    assert_eq!(
+        payload(1, "scan_bytes_repaired"),
+        Some(done.repaired.to_string())
+    );
+    assert_eq!(
+        payload(1, "scan_bytes_issued"),
+        Some(done.issued.to_string())
+    );
+    assert_eq!(payload(1, "scan_errors"), Some("0".to_string()));
+    assert_eq!(events[2].vdev_path, "/sim/d1");
+    assert_eq!(payload(2, "count"), Some(cksum.to_string()));
+    rig.check_data();
+}
+
+/// The events of a device that vanished while busy and was spared: the io ereport, the
+/// statechange (REMOVED from ONLINE), the spare named, the resilver's start and finish.
+fn check_spare_events(events: &[tarn_engine::Event]) {
+    let classes: Vec<&str> = events.iter().map(|e| e.class.as_str()).collect();
+    assert_eq!(
+        classes,
+        vec![
+            "ereport.fs.zfs.io",
+            "sysevent.fs.zfs.statechange",
+            "sysevent.fs.zfs.vdev_spare",
+            "sysevent.fs.zfs.resilver_start",
+            "sysevent.fs.zfs.resilver_finish",
+        ]
+    );
+    assert_eq!(events[0].vdev_path, "/sim/d2");
+    assert_eq!(
+        events[1].payload,
+        vec![
+            ("vdev_state".into(), "REMOVED".into()),
+            ("vdev_laststate".into(), "ONLINE".into())
+        ]
+    );
+    assert_eq!(events[2].payload, vec![("spare".into(), "/sim/s0".into())]);
+    assert!(events.windows(2).all(|w| w[0].eid < w[1].eid));
+}
+
 /// A device vanishes while the pool is busy: its leaf goes REMOVED, the pool DEGRADED, the
 /// spare activates by itself and is resilvered; replacing the failed device returns the
 /// spare to AVAIL.
@@ -435,24 +629,7 @@ fn vanished_device_is_replaced_by_a_spare() {
     assert!(done.repaired > 0);
     assert_eq!(rig.engine.status("tank").unwrap().state, "DEGRADED");
     let events = rig.engine.events(Some("tank"), 0, false);
-    let classes: Vec<&str> = events.iter().map(|e| e.class.as_str()).collect();
-    assert_eq!(
-        classes,
-        vec![
-            "ereport.fs.zfs.io",
-            "sysevent.fs.zfs.statechange",
-            "sysevent.fs.zfs.vdev_spare",
-            "sysevent.fs.zfs.resilver_start",
-            "sysevent.fs.zfs.resilver_finish",
-        ]
-    );
-    assert_eq!(events[0].vdev_path, "/sim/d2");
-    assert_eq!(
-        events[1].payload,
-        vec![("vdev_state".into(), "REMOVED".into())]
-    );
-    assert_eq!(events[2].payload, vec![("spare".into(), "/sim/s0".into())]);
-    assert!(events.windows(2).all(|w| w[0].eid < w[1].eid));
+    check_spare_events(&events);
     let last = events[4].eid;
     assert_eq!(rig.engine.events(None, 0, true).len(), 5);
     assert!(rig.engine.events(None, 0, false).is_empty());

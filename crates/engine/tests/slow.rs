@@ -161,11 +161,25 @@ impl Rig {
             vec![
                 "ereport.fs.zfs.delay",
                 "sysevent.fs.zfs.statechange",
-                "sysevent.fs.zfs.statechange",
                 "sysevent.fs.zfs.vdev_spare",
                 "sysevent.fs.zfs.resilver_start",
                 "sysevent.fs.zfs.resilver_finish",
             ]
+        );
+        let events = self.engine.events(Some("tank"), 0, false);
+        let change = events
+            .iter()
+            .find(|e| e.class.ends_with("statechange"))
+            .unwrap();
+        assert_eq!(change.vdev_path, "/sim/d2");
+        assert_eq!(
+            change.payload,
+            vec![
+                ("vdev_state".to_string(), "FAULTED".to_string()),
+                ("vdev_laststate".to_string(), "ONLINE".to_string()),
+                ("reason".to_string(), "slow".to_string()),
+            ],
+            "one statechange, saying why"
         );
     }
 
@@ -366,6 +380,108 @@ fn slow_detection_can_be_turned_off() {
     assert!(rig.engine.events(Some("tank"), 0, false).is_empty());
 }
 
+/// The window properties: `slow_io_ms` above the slow device's latency means no access of
+/// it is slow; `slow_io_n` above the slow accesses of one window means the leaf is not
+/// slow; a longer `slow_io_t` keeps the window open past the default length, and the leaf
+/// is judged (and marked) when it closes.
+#[test]
+fn window_properties_decide() {
+    let mut rig = rig();
+    for seed in 1..=3 {
+        rig.write_set(seed);
+    }
+    rig.set("slow_io_ms", "50").unwrap();
+    assert!(rig.engine.fault_check().is_empty());
+    rig.device(2).set_plan(plan(SLOW_NS));
+    rig.read_set(0);
+    rig.clock.advance_ns(SLOW_WINDOW_NS);
+    assert!(rig.engine.fault_check().is_empty());
+    assert_eq!(
+        rig.config().children[2].slow,
+        0,
+        "20 ms is under a 50 ms floor"
+    );
+    assert!(rig.engine.events(Some("tank"), 0, false).is_empty());
+
+    rig.set("slow_io_ms", "10").unwrap();
+    rig.set("slow_io_n", "1000000").unwrap();
+    rig.read_set(1);
+    rig.clock.advance_ns(SLOW_WINDOW_NS);
+    assert!(rig.engine.fault_check().is_empty());
+    let counted = rig.config().children[2].slow;
+    assert!(counted > 16, "the slow I/Os are counted: {counted}");
+    assert!(
+        rig.engine.events(Some("tank"), 0, false).is_empty(),
+        "fewer than slow_io_n slow I/Os: not slow"
+    );
+
+    rig.set("slow_io_n", "10").unwrap();
+    rig.set("slow_io_t", "12").unwrap();
+    rig.read_set(2);
+    rig.clock.advance_ns(SLOW_WINDOW_NS);
+    assert!(rig.engine.fault_check().is_empty());
+    assert!(
+        rig.engine.events(Some("tank"), 0, false).is_empty(),
+        "a 12 s window is still open after 5 s"
+    );
+    rig.clock.advance_ns(7_000_000_000);
+    assert!(rig.engine.fault_check().is_empty());
+    let events = rig.engine.events(Some("tank"), 0, false);
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0].class, "ereport.fs.zfs.delay");
+    assert_eq!(events[0].vdev_path, "/sim/d2");
+}
+
+/// `io_n` errors count only within `io_t` seconds: errors older than that fault nothing,
+/// and `io_n` new ones within the window do.
+#[test]
+fn io_errors_age_out_after_io_t() {
+    let mut rig = rig();
+    rig.write_set(1);
+    rig.write_set(2);
+    rig.write_set(3);
+    let leaf_errors = |rig: &Rig| rig.config().children[4].read;
+    let mut offsets = (0u64..).map(|i| i * (128 << 10));
+    let read_until = |rig: &Rig, offsets: &mut dyn Iterator<Item = u64>, errors: u64| {
+        rig.device(4).set_plan(FaultPlan {
+            read_eio: tarn_device::PER_MILLION,
+            ..plan(FAST_NS)
+        });
+        let (object, data) = &rig.sets[0][0];
+        let mut buf = vec![0u8; 128 << 10];
+        while leaf_errors(rig) < errors {
+            let offset = offsets.next().unwrap();
+            rig.engine
+                .object_read("tank", *object, offset, &mut buf)
+                .unwrap();
+            let at = usize::try_from(offset).unwrap();
+            assert!(buf[..] == data[at..at + buf.len()]);
+        }
+        rig.device(4).set_plan(plan(FAST_NS));
+    };
+    read_until(&rig, &mut offsets, 1);
+    let first = leaf_errors(&rig);
+    rig.set("io_n", &(first + 1).to_string()).unwrap();
+    rig.set("io_t", "60").unwrap();
+    assert!(rig.engine.fault_check().is_empty(), "below io_n");
+    rig.clock.advance_ns(61_000_000_000);
+    assert!(rig.engine.fault_check().is_empty());
+    read_until(&rig, &mut offsets, first + 1);
+    let recent = leaf_errors(&rig) - first;
+    if recent <= first {
+        assert!(
+            rig.engine.fault_check().is_empty(),
+            "the first errors aged out"
+        );
+        assert_eq!(rig.config().children[4].state, "ONLINE");
+        read_until(&rig, &mut offsets, 2 * first + 1);
+    }
+    assert_eq!(rig.engine.fault_check(), vec!["tank".to_string()]);
+    assert_eq!(rig.config().children[4].name, "spare-4");
+    rig.finish_scan();
+    rig.read_set(0);
+}
+
 /// Bad values are refused with the valid range and change nothing (value, source, device
 /// bytes); good ones are stored and shown with source `local`.
 #[test]
@@ -374,6 +490,10 @@ fn threshold_properties_validate() {
     assert_eq!(rig.prop("slow_io_ratio"), ("8".into(), "default".into()));
     assert_eq!(rig.prop("slow_io_period"), ("60".into(), "default".into()));
     assert_eq!(rig.prop("io_n"), ("10".into(), "default".into()));
+    assert_eq!(rig.prop("io_t"), ("600".into(), "default".into()));
+    assert_eq!(rig.prop("slow_io_n"), ("10".into(), "default".into()));
+    assert_eq!(rig.prop("slow_io_t"), ("5".into(), "default".into()));
+    assert_eq!(rig.prop("slow_io_ms"), ("10".into(), "default".into()));
     rig.engine.sync_pool("tank").unwrap();
     let images: Vec<Vec<u8>> = (0..6).map(|i| rig.device(i).image()).collect();
     for (property, value) in [
@@ -383,6 +503,10 @@ fn threshold_properties_validate() {
         ("slow_io_period", "1h"),
         ("io_n", "0"),
         ("io_n", "-3"),
+        ("io_t", "0"),
+        ("slow_io_n", "0"),
+        ("slow_io_t", "3601"),
+        ("slow_io_ms", "1ms"),
     ] {
         let refused = rig.set(property, value).unwrap_err();
         assert!(
@@ -438,6 +562,37 @@ fn io_n_sets_the_fault_threshold() {
     rig.read_set(0);
 }
 
+/// A device without a queue: the device's time is the whole time, no queue waits; every
+/// read of the window (`ops`, all of `latency`) is in that latency's histogram bucket, and
+/// every access in the request-size histogram.
+fn check_leaf_histograms(
+    leaf: &tarn_engine::IostatNode,
+    was: &tarn_engine::IostatNode,
+    latency: u64,
+    ops: u64,
+) {
+    let name = &leaf.name;
+    let (waits, was_waits) = (&leaf.waits, &was.waits);
+    assert_eq!(waits.disk_read, waits.total_read, "{name}");
+    assert_eq!(waits.disk_write, waits.total_write, "{name}");
+    assert_eq!(waits.syncq_read.count() + waits.asyncq_write.count(), 0);
+    let bucket = tarn_vdev::stats::latency_bucket(latency);
+    let window = waits.total_read.buckets[bucket] - was_waits.total_read.buckets[bucket];
+    assert_eq!(window, ops, "{name}: every read in the {latency} ns bucket");
+    assert_eq!(
+        waits.total_read.count() - was_waits.total_read.count(),
+        ops,
+        "{name}: nothing elsewhere"
+    );
+    assert_eq!(leaf.read_sizes.iter().sum::<u64>(), leaf.read_ops, "{name}");
+    assert_eq!(
+        leaf.write_sizes.iter().sum::<u64>(),
+        leaf.write_ops,
+        "{name}"
+    );
+    assert_eq!(leaf.reads_pending, 0);
+}
+
 /// `iostat` totals: every leaf's operations match what its device saw, latency sums are
 /// exactly the injected latency (virtual time), and each row above sums the rows below.
 #[test]
@@ -475,7 +630,16 @@ fn iostat_counts_and_times_every_leaf() {
             "SimDevice writes before it acknowledges"
         );
         assert_eq!((leaf.alloc, leaf.free), (None, None));
+        check_leaf_histograms(leaf, was, latency, ops);
     }
+    assert_eq!(
+        top.waits.total_read.count(),
+        top.children
+            .iter()
+            .map(|c| c.waits.total_read.count())
+            .sum::<u64>(),
+        "a vdev's histogram sums its leaves'"
+    );
     let sum = |f: fn(&tarn_engine::IostatNode) -> u64| top.children.iter().map(f).sum::<u64>();
     assert_eq!(top.read_ops, sum(|n| n.read_ops));
     assert_eq!(top.write_bytes, sum(|n| n.write_bytes));

@@ -685,6 +685,46 @@ fn a_missing_log_device_loses_only_its_records() {
     check::verify_pool(&world.engine, "tank").unwrap();
 }
 
+/// Goal: a log device that held no records is not reported lost. The bug: every committed
+/// dataset header named a pre-allocated first log block, also after a clean export, so an
+/// import without the log device found that block on a missing vdev and posted a
+/// `log_replay` event ("records lost") for a log that was empty. Method: fsync onto the log
+/// device, export (its last txg drops every chain), remove the log device, import: no
+/// chain is read, no event, nothing stopped; the fsynced file is there (the export's txg
+/// committed it) and the pool is DEGRADED without its log.
+#[test]
+fn a_missing_log_device_after_export_reports_nothing_lost() {
+    let mut world = World::new(TopLayout::Raidz(1), 3, 1, 7);
+    let root = world.root();
+    let ino = world
+        .op(|fs| fs.mknod(root, b"fsynced", FileKind::Regular, 0o644, 0, ME))
+        .ino;
+    world.op(|fs| fs.write(ino, 0, b"kept by the export's txg"));
+    let txg = world.committed();
+    world.fsync();
+    assert_eq!(world.committed(), txg, "this fsync goes to the log");
+    let expected = world.snapshot();
+    world.engine.export_pool("tank", false).unwrap();
+    world.provider.remove("/sim/d3").unwrap();
+    world.engine = engine_on(&world.provider, 1_800_000_000);
+    world.import();
+    assert_eq!(world.snapshot(), expected);
+    let reports = world.engine.log_replay_reports("tank").unwrap();
+    assert!(
+        reports.is_empty(),
+        "an exported pool names no log: {reports:?}"
+    );
+    let events = world.engine.events(Some("tank"), 0, false);
+    assert!(
+        !events
+            .iter()
+            .any(|e| e.class == "ereport.fs.zfs.log_replay"),
+        "{events:?}"
+    );
+    assert_eq!(world.engine.status("tank").unwrap().state, "DEGRADED");
+    check::verify_pool(&world.engine, "tank").unwrap();
+}
+
 /// Goal: a read-only import neither replays nor frees the log (ZFS does not either), and
 /// the next read-write import still replays it. Method: fsync, power cut, import read-only
 /// (the committed state, space closes), export, import read-write (the fsynced state).

@@ -18,7 +18,9 @@
 //!
 //! # Invariants
 //! - M1: an owner that has gone `MULTIHOST_FAIL_INTERVALS` intervals without a counted
-//!   heartbeat writes nothing more (its pool is suspended), and an importer watches for
+//!   heartbeat (counted from the start of its write; the engine watches the deadline from
+//!   a thread that never writes, so a hanging write cannot hide it) writes nothing more
+//!   (its pool is suspended), and an importer watches for
 //!   `MULTIHOST_IMPORT_INTERVALS` > `MULTIHOST_FAIL_INTERVALS + 1` intervals: so when the
 //!   importer sees no change, the owner has stopped writing for good.
 //! - M2: the activity check writes nothing (it opens devices read-only).

@@ -141,6 +141,18 @@ pub struct IostatRow {
     pub read_wait_ns: u64,
     /// Summed write latency in nanoseconds.
     pub write_wait_ns: u64,
+    /// Latency histograms by class (`iostat -l` averages, `-w`).
+    #[serde(default)]
+    pub waits: IostatWaits,
+    /// Reads per request size: 512 B, 1K, ... 16M (`iostat -r`).
+    #[serde(default)]
+    pub read_sizes: Vec<u64>,
+    /// Writes per request size.
+    #[serde(default)]
+    pub write_sizes: Vec<u64>,
+    /// Reads waiting for a write-behind queue to drain now.
+    #[serde(default)]
+    pub reads_pending: u64,
     /// Reads being serviced now.
     pub reads_active: u64,
     /// Writes being serviced now.
@@ -149,6 +161,39 @@ pub struct IostatRow {
     pub writes_pending: u64,
     /// Rows below.
     pub children: Vec<IostatRow>,
+}
+
+/// Buckets of an [`IostatWait`] histogram (the engine's `LATENCY_BUCKETS`).
+pub const IOSTAT_LATENCY_BUCKETS: usize = 37;
+/// Buckets of a request-size histogram: 512 B, 1K, ... 16M (the engine's `SIZE_BUCKETS`).
+pub const IOSTAT_SIZE_BUCKETS: usize = 16;
+
+/// One latency class of one row: accesses, summed latency, and the histogram (bucket `b`
+/// counts latencies in `[2^b, 2^(b+1))` ns, 37 buckets, the last open-ended).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IostatWait {
+    /// Summed latency in nanoseconds.
+    pub total_ns: u64,
+    /// Accesses per bucket.
+    pub histogram: Vec<u64>,
+}
+
+/// The latency classes of `pool iostat -l`/`-w` (what each means in tarn: the engine's
+/// `iostat` module docs and docs/PERFORMANCE.md).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IostatWaits {
+    /// Reads, start to end.
+    pub total_read: IostatWait,
+    /// Writes, acknowledged to applied.
+    pub total_write: IostatWait,
+    /// Reads in the device.
+    pub disk_read: IostatWait,
+    /// Writes in the device.
+    pub disk_write: IostatWait,
+    /// Reads waiting for queued writes.
+    pub syncq_read: IostatWait,
+    /// Writes waiting in the write-behind queue.
+    pub asyncq_write: IostatWait,
 }
 
 /// One event of `pool events` (ZFS's class names).

@@ -55,6 +55,10 @@ impl Device for Powered {
         self.inner.size_bytes()
     }
 
+    fn probe_gone(&self) -> bool {
+        self.inner.probe_gone()
+    }
+
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), DeviceError> {
         if self.switch.is_off() {
             return Err(DeviceError::Gone);

@@ -214,6 +214,9 @@ impl Leaf {
                 });
             }
             self.set_path(device.path().to_string());
+            if let Some(clock) = self.clock.get() {
+                device.set_clock(Arc::clone(clock));
+            }
         }
         *self.device.write().unwrap_or_else(PoisonError::into_inner) = device;
         Ok(())
@@ -270,8 +273,12 @@ impl Leaf {
         &self.io_stats
     }
 
-    /// Gives the leaf its time source for latencies; a second call keeps the first clock.
+    /// Gives the leaf its time source for latencies, and its device too (a queued device
+    /// times its own queue: `Device::set_clock`); a second call keeps the first clock.
     pub fn set_clock(&self, clock: Arc<dyn Clock>) {
+        if let Some(device) = self.device() {
+            device.set_clock(Arc::clone(&clock));
+        }
         let _ = self.clock.set(clock);
     }
 
@@ -287,10 +294,10 @@ impl Leaf {
     }
 
     /// Runs one access, counting it in flight and timing it with the leaf's clock.
-    fn timed<T>(&self, kind: IoKind, access: impl FnOnce() -> T) -> T {
+    fn timed<T>(&self, kind: IoKind, len: usize, access: impl FnOnce() -> T) -> T {
         let clock = self.clock.get();
         let start = clock.map(|c| c.monotonic_ns());
-        self.io_stats.begin(kind);
+        self.io_stats.begin(kind, len as u64);
         let result = access();
         let latency = clock
             .zip(start)
@@ -345,7 +352,7 @@ impl Leaf {
         self.stats
             .read_bytes
             .fetch_add(buf.len() as u64, Ordering::Relaxed);
-        let result = self.timed(IoKind::Read, || {
+        let result = self.timed(IoKind::Read, buf.len(), || {
             device.read_at(DATA_START + data_offset, buf)
         });
         if let Err(e) = &result {
@@ -367,7 +374,8 @@ impl Leaf {
         self.stats
             .write_bytes
             .fetch_add(data.len() as u64, Ordering::Relaxed);
-        let result = self.timed(IoKind::Write, || {
+        let len = data.len();
+        let result = self.timed(IoKind::Write, len, || {
             device.write_at(DATA_START + data_offset, data)
         });
         if let Err(e) = &result {
@@ -385,6 +393,21 @@ impl Leaf {
             self.note_error(e);
         }
         result
+    }
+
+    /// Asks an online leaf's device whether it is gone without an access
+    /// ([`Device::probe_gone`]); one that is becomes [`LeafState::Removed`], as a failed
+    /// access would make it. Returns whether this call took the leaf out of service.
+    pub fn probe(&self) -> bool {
+        let Some(device) = self.usable_device() else {
+            return false;
+        };
+        if !device.probe_gone() {
+            return false;
+        }
+        self.set_state(LeafState::Removed);
+        assert!(!self.is_usable(), "a leaf found gone takes no more I/O");
+        true
     }
 
     /// A device that reports itself gone is out of service at once ([`LeafState::Removed`]):

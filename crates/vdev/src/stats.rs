@@ -1,10 +1,6 @@
-//! Per-leaf I/O timing: latency histograms with log2 buckets (the shape of `zpool iostat -w`),
-//! total latency for averages, and the number of accesses in flight.
-//!
-//! ```text
-//!  bucket b counts accesses that took [2^b, 2^(b+1)) ns; bucket 0 also takes 0 and 1 ns;
-//!  the last bucket, LATENCY_BUCKETS - 1 (2^36 ns, about 69 s), takes everything longer.
-//! ```
+//! Per-leaf I/O timing: latency histograms with log2 buckets (the shape of `zpool iostat -w`;
+//! the buckets are tarn-device's `timing` module), total latency for averages, the number of
+//! accesses in flight, and request-size histograms (`zpool iostat -r`'s rows, 512 B to 16M).
 //!
 //! Time comes only from the leaf's `Clock` (set once by the pool), so a `SimDevice` with
 //! injected latency on a `ManualClock` shows up here exactly and deterministically. A leaf
@@ -16,27 +12,33 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Buckets of a latency histogram: 2^0 .. 2^36 ns and beyond.
-pub const LATENCY_BUCKETS: usize = 37;
+pub use tarn_device::timing::{LATENCY_BUCKETS, bucket_floor_ns, latency_bucket};
 
-/// The bucket a latency of `ns` nanoseconds falls in.
+/// Buckets of a request-size histogram (`zpool iostat -r`): 512 B, 1K, ... 16M and larger.
+pub const SIZE_BUCKETS: usize = 16;
+/// The smallest size the first request-size bucket counts (smaller ones count there too).
+const SIZE_FLOOR_SHIFT: u32 = 9;
+
+/// The request-size bucket of an access of `len` bytes: `[512 << b, 512 << (b + 1))`, the
+/// first also below, the last also above.
 #[must_use]
-pub fn latency_bucket(ns: u64) -> usize {
-    let bucket = (63 - ns.max(1).leading_zeros()) as usize;
-    bucket.min(LATENCY_BUCKETS - 1)
+pub fn size_bucket(len: u64) -> usize {
+    let log2 = 63 - len.max(1).leading_zeros();
+    (log2.saturating_sub(SIZE_FLOOR_SHIFT) as usize).min(SIZE_BUCKETS - 1)
 }
 
-/// The smallest latency (ns) bucket `bucket` holds; its upper end is twice that.
+/// The smallest size (bytes) request-size bucket `bucket` holds (its row label).
 #[must_use]
-pub fn bucket_floor_ns(bucket: usize) -> u64 {
-    assert!(bucket < LATENCY_BUCKETS, "bucket {bucket} out of range");
-    1u64 << bucket
+pub fn size_bucket_floor(bucket: usize) -> u64 {
+    assert!(bucket < SIZE_BUCKETS, "size bucket {bucket} out of range");
+    1u64 << (bucket as u32 + SIZE_FLOOR_SHIFT)
 }
 
 /// Live timing counters of one leaf, for reads and for writes (index 0 and 1).
 #[derive(Debug)]
 pub struct IoStats {
     histograms: [[AtomicU64; LATENCY_BUCKETS]; 2],
+    sizes: [[AtomicU64; SIZE_BUCKETS]; 2],
     latency_ns_total: [AtomicU64; 2],
     in_flight: [AtomicU64; 2],
     slow_ios: AtomicU64,
@@ -68,6 +70,10 @@ pub struct IoStatsSnapshot {
     pub writes_in_flight: u64,
     /// Accesses the slow-device detector counted as slow (`status -s`, SLOW column).
     pub slow_ios: u64,
+    /// Reads per request-size bucket ([`size_bucket`]).
+    pub read_sizes: [u64; SIZE_BUCKETS],
+    /// Writes per request-size bucket.
+    pub write_sizes: [u64; SIZE_BUCKETS],
 }
 
 impl Default for IoStatsSnapshot {
@@ -80,6 +86,8 @@ impl Default for IoStatsSnapshot {
             reads_in_flight: 0,
             writes_in_flight: 0,
             slow_ios: 0,
+            read_sizes: [0; SIZE_BUCKETS],
+            write_sizes: [0; SIZE_BUCKETS],
         }
     }
 }
@@ -88,6 +96,7 @@ impl Default for IoStats {
     fn default() -> Self {
         IoStats {
             histograms: std::array::from_fn(|_| std::array::from_fn(|_| AtomicU64::new(0))),
+            sizes: std::array::from_fn(|_| std::array::from_fn(|_| AtomicU64::new(0))),
             latency_ns_total: std::array::from_fn(|_| AtomicU64::new(0)),
             in_flight: std::array::from_fn(|_| AtomicU64::new(0)),
             slow_ios: AtomicU64::new(0),
@@ -96,9 +105,10 @@ impl Default for IoStats {
 }
 
 impl IoStats {
-    /// Counts an access as started.
-    pub(crate) fn begin(&self, kind: IoKind) {
+    /// Counts an access of `len` bytes as started.
+    pub(crate) fn begin(&self, kind: IoKind, len: u64) {
         self.in_flight[kind as usize].fetch_add(1, Ordering::Relaxed);
+        self.sizes[kind as usize][size_bucket(len)].fetch_add(1, Ordering::Relaxed);
     }
 
     /// Counts an access as finished after `latency_ns` (None: the leaf has no clock).
@@ -139,6 +149,8 @@ impl IoStats {
             reads_in_flight: self.in_flight[0].load(Ordering::Relaxed),
             writes_in_flight: self.in_flight[1].load(Ordering::Relaxed),
             slow_ios: self.slow_ios.load(Ordering::Relaxed),
+            read_sizes: std::array::from_fn(|b| self.sizes[0][b].load(Ordering::Relaxed)),
+            write_sizes: std::array::from_fn(|b| self.sizes[1][b].load(Ordering::Relaxed)),
         }
     }
 }
@@ -164,6 +176,12 @@ impl IoStatsSnapshot {
             reads_in_flight: self.reads_in_flight,
             writes_in_flight: self.writes_in_flight,
             slow_ios: self.slow_ios.saturating_sub(earlier.slow_ios),
+            read_sizes: std::array::from_fn(|b| {
+                self.read_sizes[b].saturating_sub(earlier.read_sizes[b])
+            }),
+            write_sizes: std::array::from_fn(|b| {
+                self.write_sizes[b].saturating_sub(earlier.write_sizes[b])
+            }),
         }
     }
 
@@ -234,6 +252,20 @@ mod tests {
         assert_eq!(latency_bucket(ns), bucket, "{ns} ns");
     }
 
+    /// Goal: request sizes fall in ZFS's -r rows (512, 1K, ... 16M).
+    #[test]
+    fn size_buckets() {
+        assert_eq!(size_bucket(0), 0);
+        assert_eq!(size_bucket(511), 0);
+        assert_eq!(size_bucket(512), 0);
+        assert_eq!(size_bucket(1024), 1);
+        assert_eq!(size_bucket(4095), 2);
+        assert_eq!(size_bucket(128 << 10), 8);
+        assert_eq!(size_bucket(16 << 20), 15);
+        assert_eq!(size_bucket(u64::MAX), 15);
+        assert_eq!(size_bucket_floor(15), 16 << 20);
+    }
+
     /// Goal: bucket edges are powers of two and the ends are clamped.
     #[test]
     fn buckets() {
@@ -251,10 +283,10 @@ mod tests {
     fn quantiles_and_windows() {
         let stats = IoStats::default();
         for _ in 0..99 {
-            stats.begin(IoKind::Read);
+            stats.begin(IoKind::Read, 4096);
             stats.end(IoKind::Read, Some(1000));
         }
-        stats.begin(IoKind::Read);
+        stats.begin(IoKind::Read, 100);
         stats.end(IoKind::Read, Some(1 << 20));
         let first = stats.snapshot();
         assert_eq!(histogram_count(&first.read_histogram), 100);
@@ -264,8 +296,15 @@ mod tests {
         assert_eq!(histogram_count_at_least(&first.read_histogram, 1 << 20), 1);
         assert_eq!(histogram_count_at_least(&first.read_histogram, 1025), 1);
         assert_eq!(histogram_count_at_least(&first.read_histogram, 512), 100);
-        stats.begin(IoKind::Write);
+        stats.begin(IoKind::Write, 64 << 20);
         let second = stats.snapshot();
+        assert_eq!(second.read_sizes[size_bucket(4096)], 99);
+        assert_eq!(second.read_sizes[0], 1, "below 512 counts in the first row");
+        assert_eq!(
+            second.write_sizes[SIZE_BUCKETS - 1],
+            1,
+            "above 16M in the last"
+        );
         assert_eq!(second.writes_in_flight, 1);
         let window = second.since(&first);
         assert_eq!(histogram_count(&window.read_histogram), 0);
