@@ -202,6 +202,8 @@ pub struct MountStats {
     pub write_bytes_max: u64,
     /// Opens that let the kernel keep the file's cached pages (`FOPEN_KEEP_CACHE`).
     pub keep_cache_opens: u64,
+    /// Lookups of missing names answered with a negative entry the kernel keeps.
+    pub negative_entries: u64,
     /// Inodes the kernel holds now (its lookup count above zero).
     pub cached_inodes: u64,
 }
