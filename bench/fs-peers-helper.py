@@ -3,6 +3,9 @@
 
   fs-peers-helper.py meta DIR COUNT      create COUNT empty files in DIR, then unlink them;
                                          prints "creates SECONDS" and "unlinks SECONDS"
+  fs-peers-helper.py missing DIR COUNT   COUNT stats of names absent from DIR (COUNT / 10
+                                         names, each asked 10 times); prints
+                                         "missing SECONDS" (bench/fs-meta)
   fs-peers-helper.py fio JSON            prints "ios RUNTIME_S IOPS" of the one fio job in JSON
   fs-peers-helper.py table RESULTS       renders the comparison table from RESULTS lines:
                                          "val SYSTEM FIGURE NUMBER" | "why SYSTEM TEXT..." |
@@ -29,6 +32,20 @@ def meta(directory, count):
     os.rmdir(directory)
     print("creates %.6f" % (created - start))
     print("unlinks %.6f" % (unlinked - created))
+
+
+def missing(directory, count):
+    names = [os.path.join(directory, "absent%06d" % i) for i in range(max(count // 10, 1))]
+    start = time.monotonic()
+    for _ in range(10):
+        for name in names:
+            try:
+                os.stat(name)
+            except FileNotFoundError:
+                pass
+            else:
+                sys.exit("missing: %s exists" % name)
+    print("missing %.6f" % (time.monotonic() - start))
 
 
 def fio(path):
@@ -134,6 +151,8 @@ def main():
     cmd = sys.argv[1]
     if cmd == "meta":
         meta(sys.argv[2], int(sys.argv[3]))
+    elif cmd == "missing":
+        missing(sys.argv[2], int(sys.argv[3]))
     elif cmd == "fio":
         fio(sys.argv[2])
     elif cmd == "table":

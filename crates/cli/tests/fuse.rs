@@ -13,7 +13,7 @@
 mod common;
 
 use std::io::Write;
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -353,6 +353,33 @@ fn project_ids_by_path_and_project_quotas() {
     assert!(
         outside.contains("not inside a mounted tarn dataset"),
         "{outside}"
+    );
+}
+
+// DESCRIPTION: `tarn project` changes files behind the kernel's back (it sets their ctime
+// through the engine); the daemon then drops the mount's kernel caches, so `stat` through the
+// mount shows the new ctime at once, even for a file just created, whose attributes the
+// kernel may keep for the entry TTL (10 s).
+// STRATEGY: create and stat a file (attributes cached), wait past a second so the ctime
+// differs, set its project id, stat again well within the TTL.
+#[test]
+fn project_changes_reach_the_kernels_caches() {
+    if !fuse_or_skip("project_changes_reach_the_kernels_caches") {
+        return;
+    }
+    let rig = Rig::new();
+    let tank = pool_with_mount(&rig);
+    let path = tank.join("fresh");
+    std::fs::File::create(&path).unwrap();
+    let before = std::fs::metadata(&path).unwrap();
+    std::thread::sleep(Duration::from_millis(1100));
+    rig.ok(&format!("project -p 9 {}", path.display()));
+    let after = std::fs::metadata(&path).unwrap();
+    assert!(
+        after.ctime() > before.ctime(),
+        "ctime {} then {}: the kernel kept stale attributes",
+        before.ctime(),
+        after.ctime()
     );
 }
 

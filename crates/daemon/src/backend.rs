@@ -1046,6 +1046,12 @@ impl EngineBackend {
             self.engine
                 .fs_project(&pool, dataset, &within, change, *recursive)
         });
+        // A change sets the ctime of what it touched (even when it failed part way): the
+        // kernel's cached attributes of those files are stale. Best effort: a failed
+        // notification leaves them to expire with their TTL.
+        if change.is_some() {
+            let _ = self.mounts.invalidate(&name);
+        }
         // The engine names files from the dataset's root (`.` for the root itself); the
         // reply names them from the path asked.
         let prefix = path.trim_end_matches('/');

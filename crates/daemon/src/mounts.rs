@@ -87,6 +87,18 @@ impl MountTable {
         self.mounts.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Tells the kernel to drop every name, negative entry and attribute it cached of the
+    /// mount of dataset `name`: a `tarn` command (`project`) changed files there through the
+    /// engine, behind the kernel's back. Sent from the daemon's request thread, never from a
+    /// FUSE request (tarn-fuse's lock order). A dataset not mounted has nothing cached.
+    pub fn invalidate(&self, name: &str) -> Result<(), FuseError> {
+        let mounts = self.lock();
+        match mounts.get(name) {
+            Some(mount) if mount.is_mounted() => mount.invalidate_all().map(|_| ()),
+            _ => Ok(()),
+        }
+    }
+
     /// Mounts one dataset (after lazily unmounting a stale tarn mount left at its
     /// mountpoint by a daemon that died). Already mounted: nothing to do.
     fn mount_spec(&self, spec: &MountSpec) -> Result<(), FuseError> {

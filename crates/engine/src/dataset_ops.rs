@@ -286,14 +286,7 @@ impl Engine {
             dsname::leaf_name(new),
             object,
         )?;
-        let moved = datasets.node_mut(id);
-        moved.parent = Some(new_parent);
-        moved.header.parent = ObjectId(new_parent.0);
-        moved.header_dirty = true;
-        for (at, _) in datasets.subtree(id) {
-            let node = datasets.node_mut(at);
-            node.name = format!("{new}{}", &node.name[old.len()..]);
-        }
+        datasets.rename_subtree(id, new_parent, old, new);
         for (at, _) in datasets.subtree(id) {
             datasets.apply_objset_config(at)?;
         }

@@ -14,6 +14,15 @@
 //! parity of their vdevs; `used` adds what its refreservation holds unused and what its
 //! children are charged; a child is charged `max(used, reservation)`. Space reserved but not
 //! yet used is taken from what every other dataset sees as available.
+//!
+//! Settings cache: every filesystem request needs a few effective properties of its dataset
+//! (`readonly`, `sync`, `recordsize`, `xattr`, `acltype`, `atime`, `relatime`) and its
+//! per-owner quotas. Resolving them walks the inheritance chain, so `Tree::fs_settings`
+//! keeps them per dataset. Everything they derive from changes only through `Tree` methods
+//! (`set_local` for set, inherit and `pool create -O`; `rename_subtree`; `insert`;
+//! `remove`), and each of those drops the whole cache: a property set on a parent reaches
+//! every descendant, and such changes are rare. Builds with debug assertions (every test)
+//! resolve again on each hit and assert the cached value is the same.
 
 use std::collections::BTreeMap;
 
@@ -45,6 +54,33 @@ pub(crate) struct Node {
 /// The dataset tree of one pool.
 pub(crate) struct Tree {
     nodes: BTreeMap<DatasetId, Node>,
+    /// Resolved filesystem settings per dataset (module doc, "Settings cache").
+    settings: BTreeMap<DatasetId, FsSettings>,
+}
+
+/// How a dataset's `sync` property treats modifying requests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SyncMode {
+    /// `standard`: logged, committed by fsync.
+    Standard,
+    /// `always`: logged and committed before the request returns.
+    Always,
+    /// `disabled`: not logged.
+    Disabled,
+}
+
+/// What every filesystem request of a dataset needs from its properties, resolved once and
+/// kept until a property, a name or a parent in the tree changes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct FsSettings {
+    /// Effective `readonly=on` (the pool's own state is checked per request).
+    pub(crate) readonly: bool,
+    /// Effective `sync`.
+    pub(crate) sync: SyncMode,
+    /// The POSIX layer's settings before the read-only adjustment of `atime`.
+    pub(crate) config: FsConfig,
+    /// The dataset's per-owner quotas (`userquota@...`, local only).
+    pub(crate) quotas: std::sync::Arc<tarn_posix::Quotas>,
 }
 
 /// Bytes of 128 KiB of data once allocated on each top-level vdev (parity and padding
@@ -155,6 +191,7 @@ impl Tree {
         let header = node::read_header(mos, store, id).map_err(corrupt)?;
         let mut tree = Tree {
             nodes: BTreeMap::new(),
+            settings: BTreeMap::new(),
         };
         tree.nodes.insert(
             ROOT_DATASET_ID,
@@ -179,6 +216,7 @@ impl Tree {
     ) -> Result<Tree, EngineError> {
         let mut tree = Tree {
             nodes: BTreeMap::new(),
+            settings: BTreeMap::new(),
         };
         let mut pending = vec![(ROOT_DATASET_ID, None, pool_name.to_string())];
         while let Some((id, parent, name)) = pending.pop() {
@@ -283,10 +321,72 @@ impl Tree {
 
     pub(crate) fn insert(&mut self, id: DatasetId, node: Node) {
         assert!(self.nodes.insert(id, node).is_none(), "dataset id reused");
+        self.settings.clear();
     }
 
     pub(crate) fn remove(&mut self, id: DatasetId) -> Option<Node> {
+        // An id may come back (MOS object numbers are reused): nothing of the old dataset
+        // may stay cached under it.
+        self.settings.clear();
         self.nodes.remove(&id)
+    }
+
+    /// Moves `id` under `new_parent` and renames it and its descendants from `old` to `new`
+    /// (full names); what they inherit may change, so the settings cache is dropped.
+    pub(crate) fn rename_subtree(
+        &mut self,
+        id: DatasetId,
+        new_parent: DatasetId,
+        old: &str,
+        new: &str,
+    ) {
+        assert!(
+            self.node(id).name == old,
+            "rename of {old} names another dataset"
+        );
+        self.settings.clear();
+        let moved = self.node_mut(id);
+        moved.parent = Some(new_parent);
+        moved.header.parent = ObjectId(new_parent.0);
+        moved.header_dirty = true;
+        for (at, _) in self.subtree(id) {
+            let node = self.node_mut(at);
+            node.name = format!("{new}{}", &node.name[old.len()..]);
+        }
+    }
+
+    /// The filesystem settings of `id`, from the cache when nothing changed since they were
+    /// resolved. Every request through `Engine::fs_op` asks, so this must not walk the tree;
+    /// builds with debug assertions resolve again and compare, which checks every
+    /// invalidation path on every request of every test.
+    pub(crate) fn fs_settings(&mut self, id: DatasetId) -> FsSettings {
+        if let Some(cached) = self.settings.get(&id) {
+            debug_assert_eq!(
+                *cached,
+                self.resolve_settings(id),
+                "stale settings of dataset {}",
+                self.node(id).name
+            );
+            return cached.clone();
+        }
+        let settings = self.resolve_settings(id);
+        self.settings.insert(id, settings.clone());
+        settings
+    }
+
+    /// Resolves the filesystem settings of `id` through the inheritance chain.
+    fn resolve_settings(&self, id: DatasetId) -> FsSettings {
+        let sync = match self.effective(id, "sync").0.as_str() {
+            "always" => SyncMode::Always,
+            "disabled" => SyncMode::Disabled,
+            _ => SyncMode::Standard,
+        };
+        FsSettings {
+            readonly: self.effective(id, "readonly").0 == "on",
+            sync,
+            config: self.fs_config(id),
+            quotas: std::sync::Arc::new(crate::userspace::quotas_of(self.node(id))),
+        }
     }
 
     /// A property's effective normalized value and its source. Statistics are not resolved
@@ -444,6 +544,8 @@ impl Tree {
             Some(value) => node.local.insert(name.to_string(), value.to_string()),
             None => node.local.remove(name),
         };
+        // Inherited by the whole subtree: drop every dataset's settings, not only `id`'s.
+        self.settings.clear();
         for (at, _) in self.subtree(id) {
             self.apply_objset_config(at)?;
         }

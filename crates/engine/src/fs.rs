@@ -10,6 +10,7 @@
 
 use tarn_posix::{Fs, PosixError, Timespec};
 
+use crate::datasets::SyncMode;
 use crate::{Engine, EngineError, Imported, PoolError};
 
 /// A dataset of an imported pool, stable across renames: the MOS object number of its node.
@@ -117,9 +118,12 @@ impl Engine {
         if !inner.datasets.contains(dataset) {
             return Err(EngineError::NoSuchDataset);
         }
+        // Resolved once per dataset and kept until a property or the tree changes
+        // (`Tree::fs_settings`): no walk of the inheritance chain per request.
+        let settings = inner.datasets.fs_settings(dataset);
         if op != FsOp::Read {
             inner.check_writable()?;
-            if inner.datasets.effective(dataset, "readonly").0 == "on" {
+            if settings.readonly {
                 return Err(EngineError::ReadOnlyDataset);
             }
         }
@@ -128,18 +132,13 @@ impl Engine {
             inner.admit_owner(dataset, len)?;
         }
         let now = now_of(self.clock.as_ref());
-        let mut config = inner.datasets.fs_config(dataset);
-        if inner.check_writable().is_err()
-            || inner.datasets.effective(dataset, "readonly").0 == "on"
-        {
+        let mut config = settings.config;
+        if settings.readonly || inner.check_writable().is_err() {
             // Nothing may be written here, not even an access time.
             config.atime = tarn_posix::AtimeMode::Off;
         }
-        let quotas = match op {
-            FsOp::Read => tarn_posix::Quotas::default(),
-            _ => crate::userspace::quotas_of(inner.datasets.node(dataset)),
-        };
-        let sync = inner.datasets.effective(dataset, "sync").0;
+        let quotas = (op != FsOp::Read && !settings.quotas.is_empty()).then_some(&*settings.quotas);
+        let logged = op != FsOp::Read && settings.sync != SyncMode::Disabled;
         // Every modifying call is recorded for the intent log (none with sync=disabled, as
         // ZFS), even when the closure fails after it: the change is in memory either way.
         let mut records = Vec::new();
@@ -148,10 +147,10 @@ impl Engine {
             let reader = pool.reader();
             let node = datasets.node_mut(dataset);
             let mut fs = Fs::new(&mut node.objset, &reader, now, config);
-            if !quotas.is_empty() {
-                fs = fs.with_quotas(&quotas, &mut node.pending);
+            if let Some(quotas) = quotas {
+                fs = fs.with_quotas(quotas, &mut node.pending);
             }
-            if op != FsOp::Read && sync != "disabled" {
+            if logged {
                 fs = fs.with_log(&mut records);
             }
             f(&mut fs)
@@ -159,7 +158,7 @@ impl Engine {
         let open_txg = inner.pool.txg().next();
         inner.logs.add(dataset, open_txg, records);
         let result = result?;
-        if op != FsOp::Read && sync == "always" {
+        if op != FsOp::Read && settings.sync == SyncMode::Always {
             inner.log_commit(dataset)?;
         }
         if inner.dirty_bytes() >= crate::DIRTY_MAX {

@@ -436,3 +436,91 @@ fn readonly_datasets_refuse_changes() {
     assert_eq!(refused.unwrap_err().errno(), libc::EROFS);
     assert!(engine.fs_op(&pool, id, FsOp::Read, |fs| fs.root()).is_ok());
 }
+
+/// Whether `name` accepts a change through `fs_op` (a directory made and removed again), or
+/// the errno it refuses with.
+fn try_modify(engine: &Engine, name: &str) -> Result<(), i32> {
+    let (pool, id) = engine.find_dataset(name).unwrap();
+    let creds = tarn_engine::posix::Creds::default();
+    engine
+        .fs_op(&pool, id, FsOp::Modify, |fs| {
+            let root = fs.root()?;
+            fs.mkdir(root, b"probe", 0o755, creds)?;
+            fs.rmdir(root, b"probe").map(|_| ())
+        })
+        .map_err(|e| e.errno())
+}
+
+// Goal: the engine resolves a dataset's filesystem settings once and caches them; every way a
+// setting can change must reach the next request. Method: use the dataset first (so its
+// settings are cached), change `readonly` by each path (set on the parent, inherit on the
+// parent, rename under another parent, destroy and create again), and check that the next
+// `fs_op` follows.
+
+#[test]
+fn settings_cache_follows_a_property_set_on_the_parent() {
+    let (_provider, engine) = setup();
+    engine.create_dataset("tank/a/b", &[], true, "c").unwrap();
+    assert_eq!(try_modify(&engine, "tank/a/b"), Ok(()));
+    engine
+        .set_dataset_props("tank/a", &props(&[("readonly", "on")]), "s")
+        .unwrap();
+    assert_eq!(try_modify(&engine, "tank/a/b"), Err(libc::EROFS));
+    assert_eq!(
+        try_modify(&engine, "tank"),
+        Ok(()),
+        "the parent's parent is untouched"
+    );
+}
+
+#[test]
+fn settings_cache_follows_inherit() {
+    let (_provider, engine) = setup();
+    engine
+        .create_dataset("tank/a", &props(&[("readonly", "on")]), false, "c")
+        .unwrap();
+    engine.create_dataset("tank/a/b", &[], false, "c").unwrap();
+    assert_eq!(try_modify(&engine, "tank/a/b"), Err(libc::EROFS));
+    engine
+        .inherit_prop("tank/a", "readonly", false, "i")
+        .unwrap();
+    assert_eq!(try_modify(&engine, "tank/a/b"), Ok(()));
+    assert_eq!(try_modify(&engine, "tank/a"), Ok(()));
+}
+
+#[test]
+fn settings_cache_follows_a_rename_to_another_parent() {
+    let (_provider, engine) = setup();
+    engine
+        .create_dataset("tank/ro", &props(&[("readonly", "on")]), false, "c")
+        .unwrap();
+    engine.create_dataset("tank/rw", &[], false, "c").unwrap();
+    engine.create_dataset("tank/rw/x", &[], false, "c").unwrap();
+    assert_eq!(try_modify(&engine, "tank/rw/x"), Ok(()));
+    engine
+        .rename_dataset("tank/rw/x", "tank/ro/x", "r")
+        .unwrap();
+    assert_eq!(try_modify(&engine, "tank/ro/x"), Err(libc::EROFS));
+    engine
+        .rename_dataset("tank/ro/x", "tank/rw/x", "r")
+        .unwrap();
+    assert_eq!(try_modify(&engine, "tank/rw/x"), Ok(()));
+}
+
+#[test]
+fn settings_cache_forgets_a_destroyed_dataset() {
+    let (_provider, engine) = setup();
+    engine
+        .create_dataset("tank/a", &props(&[("readonly", "on")]), false, "c")
+        .unwrap();
+    assert_eq!(try_modify(&engine, "tank/a"), Err(libc::EROFS));
+    let (_, old) = engine.find_dataset("tank/a").unwrap();
+    engine.destroy_dataset("tank/a", false, "d").unwrap();
+    engine.create_dataset("tank/a", &[], false, "c").unwrap();
+    let (_, new) = engine.find_dataset("tank/a").unwrap();
+    assert_eq!(
+        try_modify(&engine, "tank/a"),
+        Ok(()),
+        "ids {old:?} then {new:?}"
+    );
+}

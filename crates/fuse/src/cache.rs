@@ -8,10 +8,23 @@
 //! holds exactly the inodes the kernel may have cached and never grows past the kernel's own
 //! inode cache. For each it keeps up to [`NAMES_PER_INODE`] names the kernel looked it up by
 //! (the dentries to invalidate) and the file's stamp at its last open.
+//!
+//! Negative entries: a lookup of a missing name is answered with inode 0 and [`ENTRY_TTL`],
+//! which the kernel keeps as a negative dentry, so asking again for the same missing name
+//! (a `$PATH` search, a build probing for headers) costs no request. The kernel replaces
+//! such a dentry itself when the name is made through the mount; a name made behind its
+//! back needs an invalidation, so every negative answer is recorded here (parent, name,
+//! when) and [`KernelCache::everything`] hands them to `invalidate_all`. The record is
+//! bounded by [`NEGATIVES_MAX`]: entries older than the TTL (the kernel has dropped them)
+//! are pruned when it fills, and while it is still full a missing name is answered with a
+//! plain ENOENT, which the kernel does not keep.
+//!
+//! [`ENTRY_TTL`]: crate::ENTRY_TTL
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
 
 use tarn_engine::posix::{Attr, Timespec};
 
@@ -47,10 +60,20 @@ struct Known {
     opened: Option<Stamp>,
 }
 
+/// Negative entries recorded at once at most (about 100 bytes each with a short name).
+pub(crate) const NEGATIVES_MAX: usize = 16 << 10;
+
+/// The negative entries the kernel may hold: (kernel parent inode, name) -> when answered.
+#[derive(Debug, Default)]
+struct Negatives {
+    names: HashMap<(u64, Vec<u8>), Instant>,
+}
+
 /// The inodes and names the kernel may hold (kernel inode numbers).
 #[derive(Debug, Default)]
 pub(crate) struct KernelCache {
     table: Mutex<HashMap<u64, Known>>,
+    negatives: Mutex<Negatives>,
 }
 
 /// What the kernel must forget: every inode it may cache and the names it may have them
@@ -67,8 +90,44 @@ impl KernelCache {
         self.table.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The kernel got `ino` under `name` in `parent` (one more lookup).
+    fn negatives(&self) -> MutexGuard<'_, Negatives> {
+        // Plain names and instants, as above.
+        self.negatives
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A lookup of `name` in `parent` found nothing at `now`: true when the answer may be a
+    /// negative entry the kernel keeps for `ttl` (it is recorded), false when the record is
+    /// full of entries younger than `ttl` (answer a plain ENOENT).
+    pub(crate) fn missing(&self, parent: u64, name: &[u8], now: Instant, ttl: Duration) -> bool {
+        let mut negatives = self.negatives();
+        let key = (parent, name.to_vec());
+        if negatives.names.len() >= NEGATIVES_MAX && !negatives.names.contains_key(&key) {
+            negatives
+                .names
+                .retain(|_, at| now.saturating_duration_since(*at) < ttl);
+            if negatives.names.len() >= NEGATIVES_MAX {
+                return false;
+            }
+        }
+        negatives.names.insert(key, now);
+        assert!(
+            negatives.names.len() <= NEGATIVES_MAX,
+            "negative entries bounded"
+        );
+        true
+    }
+
+    /// The kernel got `ino` under `name` in `parent` (one more lookup); a negative entry of
+    /// that name is gone (the kernel replaced it).
     pub(crate) fn looked_up(&self, parent: u64, name: &[u8], ino: u64) {
+        {
+            let mut negatives = self.negatives();
+            if !negatives.names.is_empty() {
+                negatives.names.remove(&(parent, name.to_vec()));
+            }
+        }
         let mut table = self.lock();
         let known = table.entry(ino).or_default();
         known.lookups = known.lookups.saturating_add(1);
@@ -104,9 +163,11 @@ impl KernelCache {
         keep
     }
 
-    /// Every inode and name the kernel may cache; forgets every open stamp, so no file
+    /// Every inode and name the kernel may cache, negative entries included (the record of
+    /// those is emptied: the caller invalidates them); forgets every open stamp, so no file
     /// keeps its pages at its next open.
     pub(crate) fn everything(&self) -> Everything {
+        let negatives = std::mem::take(&mut self.negatives().names);
         let mut table = self.lock();
         let mut all = Everything::default();
         for (ino, known) in table.iter_mut() {
@@ -114,7 +175,19 @@ impl KernelCache {
             all.inodes.push(*ino);
             all.names.extend(known.names.iter().cloned());
         }
+        let mut seen: HashSet<(u64, Vec<u8>)> = all.names.iter().cloned().collect();
+        for (name, _) in negatives {
+            if seen.insert(name.clone()) {
+                all.names.push(name);
+            }
+        }
         all
+    }
+
+    /// How many negative entries are recorded.
+    #[cfg(test)]
+    pub(crate) fn negatives_len(&self) -> usize {
+        self.negatives().names.len()
     }
 
     /// How many inodes the table holds.
@@ -132,6 +205,7 @@ pub(crate) struct Counters {
     read_bytes_max: AtomicU64,
     write_bytes_max: AtomicU64,
     keep_cache_opens: AtomicU64,
+    negative_entries: AtomicU64,
 }
 
 /// A request inside the engine; dropping it ends it.
@@ -166,6 +240,10 @@ impl Counters {
         self.keep_cache_opens.fetch_add(1, Ordering::Relaxed);
     }
 
+    pub(crate) fn negative(&self) {
+        self.negative_entries.fetch_add(1, Ordering::Relaxed);
+    }
+
     pub(crate) fn snapshot(&self, cached_inodes: usize) -> crate::MountStats {
         let get = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
         crate::MountStats {
@@ -174,12 +252,15 @@ impl Counters {
             read_bytes_max: get(&self.read_bytes_max),
             write_bytes_max: get(&self.write_bytes_max),
             keep_cache_opens: get(&self.keep_cache_opens),
+            negative_entries: get(&self.negative_entries),
             cached_inodes: cached_inodes as u64,
         }
     }
 }
 
 #[cfg(test)]
+// Instants here are only stored and compared, never waited on: the real clock is fine.
+#[allow(clippy::disallowed_methods)]
 mod tests {
     use super::*;
 
@@ -209,6 +290,51 @@ mod tests {
         let names = cache.everything().names;
         assert_eq!(names.len(), NAMES_PER_INODE);
         assert_eq!(names[0], (1, b"n1".to_vec()));
+    }
+
+    #[test]
+    fn negative_entries_are_recorded_replaced_and_handed_over() {
+        let cache = KernelCache::default();
+        let (now, ttl) = (Instant::now(), Duration::from_secs(10));
+        assert!(cache.missing(1, b"gone", now, ttl));
+        assert!(cache.missing(1, b"made", now, ttl));
+        assert!(
+            cache.missing(1, b"gone", now, ttl),
+            "asked again: one record"
+        );
+        assert_eq!(cache.negatives_len(), 2);
+        cache.looked_up(1, b"made", 7);
+        assert_eq!(
+            cache.negatives_len(),
+            1,
+            "the kernel replaced the negative entry"
+        );
+        let names = cache.everything().names;
+        assert_eq!(names, vec![(1, b"made".to_vec()), (1, b"gone".to_vec())]);
+        assert_eq!(cache.negatives_len(), 0, "handed over to be invalidated");
+    }
+
+    #[test]
+    fn negative_entries_are_bounded_and_expire() {
+        let cache = KernelCache::default();
+        let (start, ttl) = (Instant::now(), Duration::from_secs(10));
+        for i in 0..NEGATIVES_MAX {
+            assert!(cache.missing(1, format!("n{i}").as_bytes(), start, ttl));
+        }
+        assert!(
+            !cache.missing(1, b"one more", start, ttl),
+            "full of live entries"
+        );
+        assert!(
+            cache.missing(1, b"n0", start, ttl),
+            "a recorded name may be answered again"
+        );
+        let later = start + ttl;
+        assert!(
+            cache.missing(1, b"one more", later, ttl),
+            "expired entries pruned"
+        );
+        assert_eq!(cache.negatives_len(), 1);
     }
 
     #[test]

@@ -35,17 +35,34 @@
 //! - Attributes are cached for [`TTL`] (1 s: `st_blocks` changes when a txg syncs, which the
 //!   kernel cannot see), names for [`ENTRY_TTL`] (10 s). Every change made through the mount
 //!   is the kernel's own and it updates or drops what it cached; the access time the server
-//!   writes on a read or listing is dropped by the kernel after each one.
+//!   writes on a read or listing is dropped by the kernel after each one. One exception to
+//!   the 1 s: fuser's create reply has a single TTL, and a created file gets [`ENTRY_TTL`]
+//!   for its name and its attributes (with 1 s, unlinking a file created over a second ago
+//!   would cost a LOOKUP first). A new file's attributes change only through the mount until
+//!   it holds data (it has no blocks for a sync to re-estimate), and the kernel drops them at
+//!   each such change (a write invalidates size and blocks).
+//! - Missing names: a lookup that finds nothing is answered with a negative entry (inode 0,
+//!   [`ENTRY_TTL`]), so the same missing name asked again (a `$PATH` search, a build probing
+//!   for headers) costs no request. The kernel replaces it when the name is made through
+//!   the mount; each one is recorded, bounded, for `invalidate_all` (`cache.rs`).
+//! - What still costs a round trip per operation, by the kernel's design: with
+//!   `default_permissions` every create or unlink in a directory makes the kernel drop that
+//!   directory's attributes, so the next one first asks GETATTR of the directory for its
+//!   permission check; a create then asks LOOKUP of the new name and CREATE (RELEASE at
+//!   close does not block the program). An unlink is GETATTR of the directory and UNLINK,
+//!   which removes the name and reclaims the inode in one `Engine::fs_op`.
 //! - File pages: an open answers `FOPEN_KEEP_CACHE` when the file's mtime, ctime and size are
 //!   what they were at its previous open (`cache.rs`), so a file read again is served from
 //!   the page cache without a request; any change in between drops the pages.
 //! - Changes behind the kernel's back (through the engine rather than this mount: what a
 //!   rollback or a receive into a mounted dataset does) are the caller's to announce:
 //!   [`Mount::invalidate_inode`], [`Mount::invalidate_entry`], or [`Mount::invalidate_all`],
-//!   which drops every name and inode the kernel holds (the table in `cache.rs` mirrors the
-//!   kernel's lookup counts). Today nothing changes a mounted dataset behind the kernel's
-//!   back: a dataset rename or a change of a mount property unmounts and mounts again (fresh
-//!   caches), ZIL replay and the unlinked-set drain happen before the mount.
+//!   which drops every name, negative entry and inode the kernel holds (the table in
+//!   `cache.rs` mirrors the kernel's lookup counts). What changes a mounted dataset behind
+//!   the kernel's back today: `tarn project` (the ctime of what it changes; the daemon calls
+//!   `invalidate_all` after it). A dataset rename or a change of a mount property unmounts
+//!   and mounts again (fresh caches); ZIL replay and the unlinked-set drain happen before
+//!   the mount.
 //!
 //! # Access times
 //! The kernel never updates atime of a FUSE file itself: the server does, through
@@ -75,9 +92,10 @@
 //! # State
 //! In memory, per mount: the open-handle count of each inode, the set of inodes that lost
 //! their last link while open and those being reclaimed (`handles.rs`); the inodes the
-//! kernel holds, a few of their names and their stamps at the last open, and the request
-//! counters (`cache.rs`). No attributes, names or data are cached here, so nothing here can
-//! disagree with the engine.
+//! kernel holds, a few of their names and their stamps at the last open, the negative
+//! entries it may hold (at most `cache::NEGATIVES_MAX`), and the request counters
+//! (`cache.rs`). No attributes, names or data are cached here, so nothing here can disagree
+//! with the engine.
 //! On disk: nothing of our own; the POSIX layer's unlinked set is what survives a crash.
 //!
 //! # Invariants
@@ -100,6 +118,10 @@
 //!   recorded at its previous open and no `invalidate_all` came in between.
 //! - I7: the kernel-cache table holds an inode exactly while the kernel's lookup count of
 //!   it is above zero (one per entry reply, less each `forget`).
+//! - I8: every negative entry the kernel may still hold (answered less than [`ENTRY_TTL`]
+//!   ago and not replaced since) is in the negative-entry record; when the record is full
+//!   of such entries, a missing name is answered with a plain ENOENT, which the kernel does
+//!   not keep.
 //!
 //! # Concurrency and context
 //! [`SESSION_THREADS`] fuser threads per mount, each on its own clone of the /dev/fuse
@@ -108,8 +130,10 @@
 //! `Engine::fs_op`, so requests that need the engine still run one at a time: what runs in
 //! parallel is everything around it (reading and parsing requests, copying replies), and
 //! whatever the kernel serves from its caches never waits for the engine. Lock order: the
-//! pool lock, or one of the handle table's and the kernel-cache table's mutexes, never two,
-//! and neither mutex while the engine is called. Invalidations are sent from the caller's
+//! pool lock, then the handle table's mutex (an unlink decides and does the reclaim inside
+//! its `fs_op`); the kernel-cache table's two mutexes (inodes, negative entries) are never
+//! held with the pool lock or with each other, and no mutex of ours is held while the
+//! engine is called. Invalidations are sent from the caller's
 //! thread, never from a request, so a notification that waits for a kernel lock never waits
 //! for a request that waits for it. What still serialises behind the pool lock: device I/O
 //! of reads (a cold read holds the lock across its `pread`s), and a write that reaches the
@@ -130,8 +154,8 @@
 //!   ACLs are stored as `system.posix_acl_*` xattrs by the POSIX layer. With
 //!   `acltype=off` (the default, as in ZFS) those xattrs are refused with EOPNOTSUPP.
 //! - `copy_file_range`, `ioctl`, file locks and `poll`: the kernel's fallbacks serve them.
-//! - The writeback cache (above), negative entries (a missing name is asked again each
-//!   time), and a cache of our own: the engine is the only cache of data.
+//! - The writeback cache (above) and a cache of our own: the engine is the only cache of
+//!   data.
 
 mod acl;
 mod cache;
@@ -202,6 +226,8 @@ pub struct MountStats {
     pub write_bytes_max: u64,
     /// Opens that let the kernel keep the file's cached pages (`FOPEN_KEEP_CACHE`).
     pub keep_cache_opens: u64,
+    /// Lookups of missing names answered with a negative entry the kernel keeps.
+    pub negative_entries: u64,
     /// Inodes the kernel holds now (its lookup count above zero).
     pub cached_inodes: u64,
 }

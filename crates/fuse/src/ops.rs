@@ -7,7 +7,7 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, FopenFlags, Generation, INodeNo, KernelConfig,
@@ -212,6 +212,41 @@ impl TarnFs {
         }
     }
 
+    /// Replies to a lookup of a missing `name` in `parent`: a negative entry (inode 0) the
+    /// kernel keeps for [`ENTRY_TTL`], recorded for `invalidate_all` (`cache.rs`), or a plain
+    /// ENOENT when the record is full.
+    fn reply_missing(&self, reply: ReplyEntry, parent: INodeNo, name: &OsStr) {
+        // The instant only dates the record for pruning; nothing waits on it.
+        #[allow(clippy::disallowed_methods)]
+        let now = Instant::now();
+        if !self
+            .shared
+            .kernel
+            .missing(parent.0, name.as_bytes(), now, ENTRY_TTL)
+        {
+            return reply.error(Errno::ENOENT);
+        }
+        self.shared.counters.negative();
+        let none = FileAttr {
+            ino: INodeNo(0),
+            size: 0,
+            blocks: 0,
+            atime: UNIX_EPOCH,
+            mtime: UNIX_EPOCH,
+            ctime: UNIX_EPOCH,
+            crtime: UNIX_EPOCH,
+            kind: FileType::RegularFile,
+            perm: 0,
+            nlink: 0,
+            uid: 0,
+            gid: 0,
+            rdev: 0,
+            blksize: 0,
+            flags: 0,
+        };
+        reply.entry_with_ttls(&Duration::ZERO, &ENTRY_TTL, &none, Generation(0));
+    }
+
     fn reply_attr(&self, reply: ReplyAttr, result: Result<Attr>) {
         match result {
             Ok(attr) => reply.attr(&TTL, &self.file_attr(&attr)),
@@ -219,15 +254,25 @@ impl TarnFs {
         }
     }
 
-    /// An inode lost its last link: reclaim it now unless a handle holds it (I2). A failed
-    /// reclaim leaves it on the unlinked set, which the next mount drains.
-    fn lost_last_link(&self, ino: Option<Ino>) {
-        if let Some(ino) = ino
-            && self.handles.unlinked(ino)
-        {
-            let _ = self.run(FsOp::Modify, |fs| fs.reclaim(ino));
-            self.handles.reclaimed(ino);
-        }
+    /// Runs `change` (an unlink, rmdir or rename) and, in the same `fs_op`, reclaims the
+    /// inode it took the last link of unless a handle holds it (I2): one engine call, not
+    /// two. The handle table's lock is taken inside the pool lock here (lib.rs, lock
+    /// order). A failed reclaim leaves the inode on the unlinked set, which the next mount
+    /// drains; the change itself stands.
+    fn unlink_with(
+        &self,
+        change: impl FnOnce(&mut Fs<'_>) -> std::result::Result<Option<Ino>, PosixError>,
+    ) -> Result<()> {
+        self.run(FsOp::Modify, |fs| {
+            let gone = change(fs)?;
+            if let Some(ino) = gone
+                && self.handles.unlinked(ino)
+            {
+                let _ = fs.reclaim(ino);
+                self.handles.reclaimed(ino);
+            }
+            Ok(())
+        })
     }
 
     fn release_handle(&self, ino: Ino) {
@@ -409,6 +454,9 @@ impl fuser::Filesystem for TarnFs {
     fn lookup(&self, _req: &Request, kernel_parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let parent = self.ino(kernel_parent);
         let result = self.run(FsOp::Read, |fs| fs.lookup(parent, name.as_bytes()));
+        if matches!(result, Err(errno) if errno == Errno::ENOENT) {
+            return self.reply_missing(reply, kernel_parent, name);
+        }
         self.reply_entry(reply, kernel_parent, name, result);
     }
 
@@ -504,22 +552,16 @@ impl fuser::Filesystem for TarnFs {
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let parent = self.ino(parent);
-        match self.run(FsOp::Modify, |fs| fs.unlink(parent, name.as_bytes())) {
-            Ok(gone) => {
-                self.lost_last_link(gone);
-                reply.ok();
-            }
+        match self.unlink_with(|fs| fs.unlink(parent, name.as_bytes())) {
+            Ok(()) => reply.ok(),
             Err(errno) => reply.error(errno),
         }
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let parent = self.ino(parent);
-        match self.run(FsOp::Modify, |fs| fs.rmdir(parent, name.as_bytes())) {
-            Ok(gone) => {
-                self.lost_last_link(Some(gone));
-                reply.ok();
-            }
+        match self.unlink_with(|fs| fs.rmdir(parent, name.as_bytes()).map(Some)) {
+            Ok(()) => reply.ok(),
             Err(errno) => reply.error(errno),
         }
     }
@@ -552,7 +594,7 @@ impl fuser::Filesystem for TarnFs {
     ) {
         let (parent, newparent) = (self.ino(parent), self.ino(newparent));
         let result = rename_flags(flags).and_then(|flags| {
-            self.run(FsOp::Modify, |fs| {
+            self.unlink_with(|fs| {
                 fs.rename(
                     parent,
                     name.as_bytes(),
@@ -563,10 +605,7 @@ impl fuser::Filesystem for TarnFs {
             })
         });
         match result {
-            Ok(gone) => {
-                self.lost_last_link(gone);
-                reply.ok();
-            }
+            Ok(()) => reply.ok(),
             Err(errno) => reply.error(errno),
         }
     }
@@ -881,7 +920,13 @@ impl fuser::Filesystem for TarnFs {
         match opened {
             Ok((attr, file, handle)) => {
                 let generation = Generation(attr.generation);
-                reply.created(&TTL, &file, generation, handle, FopenFlags::empty());
+                // fuser's create reply has one TTL for the name and the attributes. The name
+                // gets ENTRY_TTL as every other entry does (with TTL, a name created over a
+                // second ago is looked up again before its unlink: one more round trip per
+                // unlink). The attributes of a new file change only through this mount
+                // until it has data (an empty file has no blocks for a txg sync to
+                // re-estimate), and the kernel drops them at every such change itself.
+                reply.created(&ENTRY_TTL, &file, generation, handle, FopenFlags::empty());
             }
             Err(errno) => reply.error(errno),
         }

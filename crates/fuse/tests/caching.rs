@@ -453,3 +453,84 @@ fn reads_of_a_readonly_dataset_write_nothing() {
     assert_eq!(fx.engine.pool_dirty_bytes(POOL).unwrap(), 0);
     assert_eq!(atime(&fx.path("file")), before);
 }
+
+/// Requests that reached the engine so far.
+fn requests(fx: &Fixture) -> u64 {
+    fx.mount.as_ref().expect("mounted").stats().requests
+}
+
+/// Goal: a lookup of a missing name is answered with a negative entry the kernel keeps, so
+/// asking again costs no request, and the name still appears at once when it is made,
+/// through the mount (the kernel replaces the entry itself) or behind the kernel's back
+/// (after `invalidate_all`, which knows the negative entries, or `invalidate_entry`).
+/// Method: stat missing names twice and count requests; create one through the mount; create
+/// two through the engine, checking first that the mount still says "missing" (negative
+/// control: the entries are really cached), then invalidate.
+#[test]
+fn missing_names_are_cached_and_invalidated() {
+    let fx = fixture_or_skip!("missing_names_are_cached_and_invalidated");
+    let mount = fx.mount.as_ref().unwrap();
+    for name in ["made-here", "made-behind", "made-behind-too"] {
+        assert!(!fx.path(name).exists());
+    }
+    assert_eq!(mount.stats().negative_entries, 3);
+    let before = requests(&fx);
+    for name in ["made-here", "made-behind", "made-behind-too"] {
+        assert!(!fx.path(name).exists());
+    }
+    assert_eq!(requests(&fx), before, "the second stats reached the server");
+    fs::write(fx.path("made-here"), b"x").unwrap();
+    assert_eq!(fs::read(fx.path("made-here")).unwrap(), b"x");
+    let dataset = fx.spec().dataset;
+    let creds = tarn_engine::posix::Creds::default();
+    let root = fx
+        .engine
+        .fs_op(POOL, dataset, FsOp::Modify, |fs| {
+            let root = fs.root()?;
+            fs.mkdir(root, b"made-behind", 0o755, creds)?;
+            fs.mkdir(root, b"made-behind-too", 0o755, creds)?;
+            Ok(root)
+        })
+        .unwrap();
+    assert!(
+        !fx.path("made-behind").exists(),
+        "negative control: entry cached"
+    );
+    assert!(
+        !fx.path("made-behind-too").exists(),
+        "negative control: entry cached"
+    );
+    mount
+        .invalidate_entry(root, std::ffi::OsStr::new("made-behind-too"))
+        .unwrap();
+    assert!(fx.path("made-behind-too").is_dir());
+    assert!(
+        !fx.path("made-behind").exists(),
+        "negative control: entry cached"
+    );
+    assert!(mount.invalidate_all().unwrap() >= 1);
+    assert!(fx.path("made-behind").is_dir());
+}
+
+/// Goal: a file created through the mount keeps its name in the kernel for the entry TTL,
+/// so unlinking it a few seconds later is one request (UNLINK), not a LOOKUP first. Method:
+/// create a file, wait past the attribute TTL (1 s), stat the directory (the kernel needs
+/// its fresh attributes for the permission check, and the create made them stale), count
+/// the requests of the unlink. It removes the name and reclaims the inode (no handle holds
+/// it) in one `fs_op`: one request into the engine, where a LOOKUP first, or a separate
+/// reclaim, makes two.
+#[test]
+fn a_created_name_is_unlinked_in_one_request() {
+    let fx = fixture_or_skip!("a_created_name_is_unlinked_in_one_request");
+    File::create(fx.path("short-lived")).unwrap();
+    thread::sleep(tarn_fuse::TTL + Duration::from_millis(500));
+    fs::metadata(fx.mount.as_ref().unwrap().mountpoint()).unwrap();
+    let before = requests(&fx);
+    fs::remove_file(fx.path("short-lived")).unwrap();
+    assert_eq!(
+        requests(&fx) - before,
+        1,
+        "a lookup or a reclaim of its own"
+    );
+    assert!(!fx.path("short-lived").exists());
+}

@@ -211,6 +211,57 @@ fn decode_entries(
     Ok(entries)
 }
 
+/// Finds the value of `key` (whose hash is `hash`; ignored without `with_hash`) among the
+/// `count` encoded entries at `at`, without decoding the block: entries are walked in their
+/// stored order ((hash, key) in leaves, key in micro blocks) and the walk stops at the
+/// first one that does not sort before the key, so a lookup reads half a block on average
+/// and allocates nothing. Every entry walked is checked as [`decode_entries`] checks it
+/// (sizes, bounds, strict order); the entries after the stop and the block's tail are not
+/// looked at: an insert or a listing, which decode the whole block, still finds damage there.
+fn find_entry<'a>(
+    object: ObjectId,
+    block: &'a [u8],
+    mut at: usize,
+    count: u32,
+    with_hash: bool,
+    (hash, key): (u64, &[u8]),
+) -> Result<Option<&'a [u8]>, ObjectError> {
+    let bad = || corrupt(object, "bad ZAP entry");
+    let target = (if with_hash { hash } else { 0 }, key);
+    let mut last: Option<(u64, &[u8])> = None;
+    for _ in 0..count {
+        let stored_hash = if with_hash {
+            let stored = le_u64(block, at).ok_or_else(bad)?;
+            at += 8;
+            stored
+        } else {
+            0
+        };
+        let key_len = usize::from(*block.get(at).ok_or_else(bad)?);
+        let value_len = usize::from(le_u16(block, at + 1).ok_or_else(bad)?);
+        at += 3;
+        if key_len == 0 || value_len > ZAP_VALUE_MAX {
+            return Err(bad());
+        }
+        let entry_key = block.get(at..at + key_len).ok_or_else(bad)?;
+        let value = block
+            .get(at + key_len..at + key_len + value_len)
+            .ok_or_else(bad)?;
+        at += key_len + value_len;
+        let here = (stored_hash, entry_key);
+        if last.is_some_and(|last| last >= here) {
+            return Err(corrupt(object, "ZAP entries out of order"));
+        }
+        last = Some(here);
+        match here.cmp(&target) {
+            Ordering::Less => {}
+            Ordering::Equal => return Ok(Some(value)),
+            Ordering::Greater => return Ok(None),
+        }
+    }
+    Ok(None)
+}
+
 fn micro_size(entries: &[Entry<'_>]) -> usize {
     MICRO_HEADER
         + entries
@@ -583,20 +634,20 @@ impl ObjectSet {
         let key = key.as_ref();
         self.zap_check(id, key, None)?;
         let hash = zap_hash(key);
+        // Found by walking the encoded block (`find_entry`), not by decoding all of it: a
+        // lookup is the most frequent ZAP operation (every path component, every create).
         match self.zap_form(store, id)? {
             Form::Micro => {
                 let block = self.zap_block(store, id, 0)?;
-                let entries = decode_micro(id, &block)?;
-                Ok(entries
-                    .iter()
-                    .find(|e| e.key == key)
-                    .map(|e| e.value.to_vec()))
+                let count = micro_count(id, &block)?;
+                let found = find_entry(id, &block, MICRO_HEADER, count, false, (hash, key))?;
+                Ok(found.map(<[u8]>::to_vec))
             }
             Form::Fat(header) => {
                 let (_, block) = self.zap_leaf_for(store, id, &header, hash)?;
-                let leaf = decode_leaf(id, &block)?;
-                let found = leaf.entries.binary_search_by(|e| e.order(hash, key));
-                Ok(found.ok().map(|at| leaf.entries[at].value.to_vec()))
+                let count = leaf_head(id, &block)?.count;
+                let found = find_entry(id, &block, LEAF_HEADER, count, true, (hash, key))?;
+                Ok(found.map(<[u8]>::to_vec))
             }
         }
     }
@@ -1109,7 +1160,8 @@ impl ObjectSet {
     }
 }
 
-fn decode_micro(object: ObjectId, block: &[u8]) -> Result<Vec<Entry<'_>>, ObjectError> {
+/// The entry count of a micro block, after checking its fixed fields.
+fn micro_count(object: ObjectId, block: &[u8]) -> Result<u32, ObjectError> {
     if le_u64(block, 0) != Some(MICRO_MAGIC) {
         return Err(corrupt(object, "micro ZAP has a bad magic number"));
     }
@@ -1117,6 +1169,11 @@ fn decode_micro(object: ObjectId, block: &[u8]) -> Result<Vec<Entry<'_>>, Object
     if le_u32(block, 12) != Some(0) {
         return Err(corrupt(object, "micro ZAP reserved bytes not zero"));
     }
+    Ok(count)
+}
+
+fn decode_micro(object: ObjectId, block: &[u8]) -> Result<Vec<Entry<'_>>, ObjectError> {
+    let count = micro_count(object, block)?;
     decode_entries(object, block, MICRO_HEADER, count, false)
 }
 
@@ -1159,6 +1216,51 @@ mod tests {
                 let _ = decode_micro(object, &mutated);
                 let _ = decode_header(object, &mutated);
             }
+        }
+    }
+
+    /// Goal: the walking lookup (`find_entry`) answers as the decoded block does, for every
+    /// key present and for absent ones, in leaves and in micro blocks; on damaged blocks it
+    /// errs or answers, never panics. Method: 60 entries encoded both ways, every key looked
+    /// up; then 2,000 single-byte mutations of the leaf, each looked up.
+    #[test]
+    fn find_entry_agrees_with_decoding() {
+        let object = ObjectId(7);
+        let keys: Vec<Vec<u8>> = (0..60)
+            .map(|i| format!("file-{i:04}").into_bytes())
+            .collect();
+        let mut entries: Vec<Entry<'_>> = keys
+            .iter()
+            .map(|k| Entry {
+                hash: zap_hash(k),
+                key: k,
+                value: k,
+            })
+            .collect();
+        entries.sort_by(|a, b| a.order(b.hash, b.key));
+        let leaf = encode_leaf(0, 0, &entries);
+        let mut by_key = entries.clone();
+        by_key.sort_by(|a, b| a.key.cmp(b.key));
+        let micro = encode_micro(&by_key);
+        let count = entries.len() as u32;
+        let absent: [&[u8]; 3] = [b"absent", b"zzz", b"\0"];
+        for key in keys.iter().map(Vec::as_slice).chain(absent) {
+            let want = entries.iter().find(|e| e.key == key).map(|e| e.value);
+            let target = (zap_hash(key), key);
+            let in_leaf = find_entry(object, &leaf, LEAF_HEADER, count, true, target);
+            let in_micro = find_entry(object, &micro, MICRO_HEADER, count, false, target);
+            assert_eq!(in_leaf.unwrap(), want);
+            assert_eq!(in_micro.unwrap(), want);
+        }
+        let mut rng = tarn_base::SeededRng::new(5);
+        for _ in 0..2000 {
+            let mut mutated = leaf.clone();
+            let at = rng.below(BS as u64) as usize;
+            mutated[at] ^= 1 + rng.below(255) as u8;
+            let key = keys[rng.below(keys.len() as u64) as usize].as_slice();
+            let target = (zap_hash(key), key);
+            let _ = find_entry(object, &mutated, LEAF_HEADER, count, true, target);
+            let _ = find_entry(object, &mutated, LEAF_HEADER, u32::MAX, true, target);
         }
     }
 
