@@ -55,6 +55,11 @@ impl BlockCache {
         Some(Arc::clone(data))
     }
 
+    /// Whether `bp`'s contents are cached (without making the entry younger).
+    pub(crate) fn contains(&self, bp: &BlockPtr) -> bool {
+        self.entries.contains_key(&CacheKey::of(bp))
+    }
+
     pub(crate) fn insert(&mut self, bp: &BlockPtr, data: Arc<Vec<u8>>) {
         let size = data.len() as u64;
         if size > self.limit / 4 {
