@@ -265,7 +265,7 @@ impl ObjectSet {
     }
 
     /// Runs `op` on the object's current state without changing it.
-    fn inspect<R>(
+    pub(crate) fn inspect<R>(
         &mut self,
         store: &dyn BlockStore,
         id: ObjectId,

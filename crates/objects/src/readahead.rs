@@ -135,3 +135,201 @@ fn missing(ctx: &mut ReadCtx<'_>, state: &ObjState, blkids: Range<u64>) -> Vec<B
     }
     bps
 }
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+
+    use tarn_base::{SeededRng, Txg};
+    use tarn_format::BlockPtr;
+    use tarn_format::dnode::OBJECT_TYPE_PLAIN;
+    use tarn_zio::{BlockStore, WriteProps, ZioError};
+
+    use crate::testing::MemStore;
+    use crate::{ObjectSet, ObjsetKind};
+
+    const RECORD: u32 = 128 << 10;
+    const RECORDS: u64 = 24;
+
+    /// Reads through a [`MemStore`], saying whether it reads in parallel, and logging every
+    /// batch (`read_blocks`: its length) and every single read (`read_block`: 1, negated).
+    struct Logged<'a> {
+        inner: &'a MemStore,
+        parallel: bool,
+        log: RefCell<Vec<i64>>,
+        fail: Option<BlockPtr>,
+    }
+
+    impl BlockStore for Logged<'_> {
+        fn txg(&self) -> Txg {
+            self.inner.txg()
+        }
+        fn write_block(&mut self, _: &[u8], _: &WriteProps) -> Result<BlockPtr, ZioError> {
+            unreachable!("the test writes through the MemStore")
+        }
+        fn read_block(&self, bp: &BlockPtr) -> Result<Vec<u8>, ZioError> {
+            self.log.borrow_mut().push(-1);
+            self.inner.read_block(bp)
+        }
+        fn read_blocks(&self, bps: &[BlockPtr]) -> Vec<Result<Vec<u8>, ZioError>> {
+            self.log.borrow_mut().push(bps.len() as i64);
+            bps.iter()
+                .map(|bp| match self.fail {
+                    Some(bad) if bad == *bp => Err(ZioError::Suspended),
+                    _ => self.inner.read_block(bp),
+                })
+                .collect()
+        }
+        fn reads_in_parallel(&self) -> bool {
+            self.parallel
+        }
+        fn free_block(&mut self, _: &BlockPtr) {
+            unreachable!("reads only")
+        }
+    }
+
+    /// An object of `RECORDS` random 128K records (record 5 a hole), synced and reopened so
+    /// nothing is cached, and its bytes.
+    fn setup() -> (MemStore, BlockPtr, tarn_base::ObjectId, Vec<u8>) {
+        let mut store = MemStore::new();
+        let mut set = ObjectSet::create(ObjsetKind::Filesystem);
+        let id = set
+            .allocate_object(&store, OBJECT_TYPE_PLAIN, RECORD, 0, 0)
+            .unwrap();
+        let mut data = vec![0u8; (RECORDS * u64::from(RECORD)) as usize];
+        SeededRng::new(5).fill(&mut data);
+        let hole = 5 * RECORD as usize..6 * RECORD as usize;
+        data[hole].fill(0);
+        set.write(&store, id, 0, &data).unwrap();
+        let root = set.sync(&mut store).unwrap();
+        store.next_txg();
+        (store, root, id, data)
+    }
+
+    fn read(set: &mut ObjectSet, store: &Logged<'_>, id: tarn_base::ObjectId, at: u64) -> Vec<u8> {
+        let mut buf = vec![0u8; RECORD as usize];
+        set.read(store, id, at, &mut buf).unwrap();
+        buf
+    }
+
+    /// Goal: a sequential reader gets its next records read ahead in batches (several
+    /// records per `read_blocks`), the hole never fetched, and every byte right; after the
+    /// first request most requests need no read at all. Method: read the object record by
+    /// record through a logging store that reads "in parallel".
+    #[test]
+    fn sequential_reads_are_read_ahead_in_batches() {
+        let (store, root, id, data) = setup();
+        let logged = Logged {
+            inner: &store,
+            parallel: true,
+            log: RefCell::new(Vec::new()),
+            fail: None,
+        };
+        let mut set = ObjectSet::open(&logged, &root).unwrap();
+        logged.log.borrow_mut().clear();
+        let record = u64::from(RECORD);
+        for blkid in 0..RECORDS {
+            let at = blkid * record;
+            let got = read(&mut set, &logged, id, at);
+            assert!(
+                got == data[at as usize..(at + record) as usize],
+                "record {blkid}"
+            );
+        }
+        let log = logged.log.borrow();
+        let batched: i64 = log.iter().filter(|&&n| n > 1).sum();
+        assert_eq!(
+            batched,
+            RECORDS as i64 - 1,
+            "every data record once, in batches: {log:?}"
+        );
+        assert!(
+            log.iter().filter(|&&n| n > 1).count() <= 6,
+            "records come several per batch: {log:?}"
+        );
+    }
+
+    /// Goal: a random reader gets no read-ahead (only the record asked for is read), and a
+    /// synchronous store is asked exactly as before (one `read_block` per record, no batch).
+    #[test]
+    fn random_and_synchronous_reads_are_not_read_ahead() {
+        let (store, root, id, data) = setup();
+        for parallel in [true, false] {
+            let logged = Logged {
+                inner: &store,
+                parallel,
+                log: RefCell::new(Vec::new()),
+                fail: None,
+            };
+            let mut set = ObjectSet::open(&logged, &root).unwrap();
+            let record = u64::from(RECORD);
+            // Warm the indirect blocks, then read out of order.
+            read(&mut set, &logged, id, 20 * record + 4096);
+            logged.log.borrow_mut().clear();
+            for blkid in [3u64, 17, 9, 14] {
+                let at = blkid * record + 512;
+                let got = read(&mut set, &logged, id, at);
+                assert!(got == data[at as usize..(at + record) as usize]);
+            }
+            let log = logged.log.borrow();
+            if parallel {
+                // Each unaligned request spans two records: one batch of two.
+                assert_eq!(*log, vec![2, 2, 2, 2], "no read-ahead for a random reader");
+            } else {
+                assert!(
+                    log.iter().all(|&n| n == -1),
+                    "no batch on a synchronous store"
+                );
+            }
+        }
+    }
+
+    /// Goal: a record that fails in the read-ahead batch is not cached and the reader's own
+    /// read of it reports the store's error, while the others of the batch were cached.
+    #[test]
+    fn a_failed_read_ahead_record_is_left_to_the_reader() {
+        let (store, root, id, data) = setup();
+        let probe = Logged {
+            inner: &store,
+            parallel: false,
+            log: RefCell::new(Vec::new()),
+            fail: None,
+        };
+        let mut probe_set = ObjectSet::open(&probe, &root).unwrap();
+        read(&mut probe_set, &probe, id, 0);
+        let record = u64::from(RECORD);
+        let bad = probe_set
+            .inspect(&probe, id, |ctx, state| {
+                super::synced_bp(ctx, &state.dnode, 0, 3)
+            })
+            .unwrap();
+        let logged = Logged {
+            inner: &store,
+            parallel: true,
+            log: RefCell::new(Vec::new()),
+            fail: Some(bad),
+        };
+        let mut set = ObjectSet::open(&logged, &root).unwrap();
+        let got = read(&mut set, &logged, id, 0);
+        assert!(got == data[..record as usize]);
+        // Record 3 failed in the batch, so it was not cached: reaching it, the reader puts it
+        // in a batch again (which fails again) and then reads it alone (which works here,
+        // because only the batch path of this store fails), getting the right bytes.
+        logged.log.borrow_mut().clear();
+        for blkid in 1..4u64 {
+            let at = blkid * record;
+            let got = read(&mut set, &logged, id, at);
+            assert!(
+                got == data[at as usize..(at + record) as usize],
+                "record {blkid}"
+            );
+        }
+        let log = logged.log.borrow();
+        assert_eq!(log.iter().filter(|&&n| n == -1).count(), 1, "{log:?}");
+        assert_eq!(
+            log.last(),
+            Some(&-1),
+            "the reader's own read comes last: {log:?}"
+        );
+    }
+}
