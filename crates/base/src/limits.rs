@@ -35,6 +35,21 @@ const _: () = assert!(ASHIFT_MIN <= ASHIFT_DEFAULT && ASHIFT_DEFAULT <= ASHIFT_M
 const _: () = assert!(1u64 << ASHIFT_MIN == BLOCK_SIZE_MIN);
 const _: () = assert!(RAIDZ_PARITY_MAX < VDEV_CHILDREN_MAX);
 
+/// Blocks read at once by one batch (a scrub or resilver step, a file read and its
+/// read-ahead), each on its own short-lived thread, when the pool's devices serve reads in
+/// parallel. With every block's columns also in flight together, a raidz of n leaves has up
+/// to this many reads queued per leaf.
+pub const BLOCKS_IN_FLIGHT_MAX: usize = 8;
+/// Bytes of records read ahead of a sequential reader of one object (ZFS's prefetch reads
+/// further; one batch of [`BLOCKS_IN_FLIGHT_MAX`] default records is what one request can
+/// keep in flight).
+pub const READAHEAD_BYTES_MAX: u64 = 1 << 20;
+/// Objects whose sequential read position is remembered per object set for read-ahead.
+pub const READAHEAD_STREAMS_MAX: usize = 64;
+
+const _: () = assert!(READAHEAD_BYTES_MAX >= BLOCK_SIZE_DEFAULT);
+const _: () = assert!(READAHEAD_BYTES_MAX <= BLOCKS_IN_FLIGHT_MAX as u64 * BLOCK_SIZE_DEFAULT);
+
 /// Events an engine keeps in memory (`tarn pool events`); the oldest are dropped beyond it.
 pub const EVENTS_MAX: usize = 1000;
 

@@ -54,6 +54,10 @@
 //! operation (so operations are atomic with respect to each other) and released before the
 //! latency sleep. Lock order: `SimDevice` state, nothing below it. Callers decide ordering
 //! between writes and flushes; a device never reorders an acknowledged write past a flush.
+//! `QueuedDevice` runs one I/O thread per device that applies queued writes and submitted
+//! reads in submission order (FIFO), so a read submitted after a write was acknowledged sees
+//! it; its submitters wait on a per-read slot (`pending`). Lock order: the queue's state,
+//! then nothing (a read slot's lock is never held with the queue's).
 //!
 //! # Failure model
 //! What a leaf can do to us, and where it is modelled (`FileDevice` passes real faults
@@ -95,16 +99,20 @@
 //! (tarn-zio); error counters and latency per leaf (tarn-vdev) and slow-device detection
 //! (tarn-engine); beyond [`Device::queued_writes`] and a queued device's own timing
 //! (`timing.rs`), no statistics;
-//! asynchronous I/O queues (io_uring): accesses are synchronous and the pipeline supplies
-//! the parallelism. `FileDevice` is Linux-only (O_DIRECT, BLKGETSIZE64, hole punching).
+//! asynchronous I/O queues (io_uring): accesses are synchronous system calls; parallelism
+//! comes from [`QueuedDevice`]'s per-device thread, which serves reads submitted with
+//! [`Device::submit_read`] as well as writes, and from the callers' threads. `FileDevice` is
+//! Linux-only (O_DIRECT, BLKGETSIZE64, hole punching).
 
 pub mod file;
+pub mod pending;
 pub mod queued;
 pub mod sim;
 mod sys;
 pub mod timing;
 
 pub use file::{FileDevice, FileKind, FileOpenOptions, create_sparse_file, list_device_paths};
+pub use pending::{PendingRead, ReadResult};
 pub use queued::QueuedDevice;
 pub use sim::{FaultPlan, PER_MILLION, SIM_NAMES_MAX, SIM_SECTOR_SIZE, SimDevice, SimStats};
 
@@ -195,6 +203,20 @@ pub trait Device: Send + Sync + std::fmt::Debug {
     /// backend time.
     fn queue_timing(&self) -> Option<timing::QueueTiming> {
         None
+    }
+    /// Starts reading `buf.len()` bytes at `offset` into `buf` and returns at once if the
+    /// device has its own I/O thread; [`PendingRead::wait`] gives the buffer back filled. A
+    /// read submitted after a write was acknowledged sees that write. The default reads
+    /// synchronously (`read_at`) and returns a finished [`PendingRead`].
+    fn submit_read(&self, offset: u64, buf: Vec<u8>) -> PendingRead {
+        let mut buf = buf;
+        PendingRead::done(self.read_at(offset, &mut buf).map(|()| buf))
+    }
+    /// Whether [`Device::submit_read`] returns before the read is done, so that reads
+    /// submitted together run in parallel. False for synchronous devices (the default):
+    /// callers then read inline, in a fixed order, which keeps simulated runs deterministic.
+    fn reads_in_parallel(&self) -> bool {
+        false
     }
 }
 

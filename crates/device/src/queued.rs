@@ -1,13 +1,16 @@
-//! Write-behind for real devices: a [`QueuedDevice`] hands writes to one I/O thread per
-//! device and returns at once, so the column writes of a raidz block go to all its devices in
-//! parallel while the caller computes the next block (OpenZFS issues vdev I/O from taskqs for
-//! the same reason).
+//! Write-behind and parallel reads for real devices: a [`QueuedDevice`] hands writes to one
+//! I/O thread per device and returns at once, so the column writes of a raidz block go to all
+//! its devices in parallel while the caller computes the next block (OpenZFS issues vdev I/O
+//! from taskqs for the same reason). Reads submitted with [`Device::submit_read`] go through
+//! the same queue, so the columns of a block (and of several blocks) are read by every
+//! device's thread at once while the caller waits for them all.
 //!
 //! ```text
-//!  write_at ──► bounded queue (QUEUE_BYTES) ──► I/O thread ──► inner.write_at
-//!  read_at  ──► waits until the queue is empty, then reads (never sees stale bytes)
-//!  flush    ──► waits until the queue is empty, then inner.flush; reports the first error
-//!               any queued write hit since the last flush
+//!  write_at    ──► bounded queue (QUEUE_BYTES) ──► I/O thread ──► inner.write_at
+//!  submit_read ──► same queue (FIFO) ───────────► I/O thread ──► inner.read_at ──► slot
+//!  read_at     ──► waits until the queue is empty, then reads (never sees stale bytes)
+//!  flush       ──► waits until the queue is empty, then inner.flush; reports the first error
+//!                  any queued write hit since the last flush
 //! ```
 //!
 //! With a clock ([`Device::set_clock`]) it times both halves of every access
@@ -18,10 +21,14 @@
 //!
 //! Invariants:
 //! - I1: a write acknowledged here is applied before any later read or flush of this device
-//!   returns (reads and flushes drain the queue first).
+//!   returns (reads and flushes drain the queue first; a submitted read queues behind every
+//!   write acknowledged before it, and the one thread applies the queue in order).
 //! - I2: an error of a queued write is never lost: it is latched and returned by the next
 //!   `flush` (and by every write until then), so a txg whose writes failed cannot commit.
-//! - I3: at most `QUEUE_BYTES` of data wait in memory per device; writers block beyond that.
+//! - I3: at most `QUEUE_BYTES` of write data wait in memory per device; writers block beyond
+//!   that. Reads are bounded by their submitters (each waits for what it submitted).
+//! - I4: every submitted read completes exactly once, with the inner device's outcome
+//!   (errors, `Gone`, out-of-range) unchanged.
 //!
 //! The simulator uses `SimDevice` directly (no thread), so runs stay deterministic.
 
@@ -31,6 +38,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use tarn_base::Clock;
 
+use crate::pending::{PendingRead, ReadSlot};
 use crate::timing::{Histogram, QueueTiming};
 use crate::{Device, DeviceError};
 
@@ -40,13 +48,22 @@ pub const QUEUE_BYTES: u64 = 32 << 20;
 /// The latched message of a write that found the device gone.
 const GONE: &str = "device is gone";
 
-/// One queued write: offset, bytes, and when it was acknowledged (with a clock).
-type Queued = (u64, Vec<u8>, Option<u64>);
+/// One queued access, with when it was acknowledged (writes) or submitted (reads), when
+/// the device has a clock.
+#[derive(Debug)]
+enum Op {
+    Write(u64, Vec<u8>, Option<u64>),
+    Read(u64, Vec<u8>, Arc<ReadSlot>, Option<u64>),
+}
 
 #[derive(Debug, Default)]
 struct State {
-    queue: VecDeque<Queued>,
+    queue: VecDeque<Op>,
     queued_bytes: u64,
+    /// Writes in `queue` (reads are not counted by `queued_writes`).
+    queued_write_ops: u64,
+    /// The access being applied is a write.
+    busy_writing: bool,
     busy: bool,
     error: Option<(u64, String)>,
     closing: bool,
@@ -139,7 +156,7 @@ impl QueuedDevice {
 fn run_queue(shared: &Shared, device: &dyn Device) {
     let mut state = shared.lock();
     loop {
-        let Some((offset, data, queued_at)) = state.queue.pop_front() else {
+        let Some(op) = state.queue.pop_front() else {
             if state.closing {
                 return;
             }
@@ -147,27 +164,56 @@ fn run_queue(shared: &Shared, device: &dyn Device) {
             continue;
         };
         state.busy = true;
-        drop(state);
-        let started = shared.now();
-        let result = device.write_at(offset, &data);
-        if let (Some(queued_at), Some(started), Some(ended)) = (queued_at, started, shared.now()) {
-            let timing = &shared.timing;
-            timing.write_queue.add(started.saturating_sub(queued_at));
-            timing.write_disk.add(ended.saturating_sub(started));
-            timing.write_total.add(ended.saturating_sub(queued_at));
+        match op {
+            Op::Read(offset, mut buf, slot, asked) => {
+                drop(state);
+                let timing = &shared.timing;
+                timing.reads_waiting.fetch_sub(1, Ordering::Relaxed);
+                timing.reads_active.fetch_add(1, Ordering::Relaxed);
+                let started = shared.now();
+                let result = device.read_at(offset, &mut buf).map(|()| buf);
+                timing.reads_active.fetch_sub(1, Ordering::Relaxed);
+                if let (Some(asked), Some(started), Some(ended)) = (asked, started, shared.now()) {
+                    timing.read_queue.add(started.saturating_sub(asked));
+                    timing.read_disk.add(ended.saturating_sub(started));
+                }
+                slot.complete(result);
+                state = shared.lock();
+            }
+            Op::Write(offset, data, queued_at) => {
+                state.queued_write_ops -= 1;
+                state.busy_writing = true;
+                drop(state);
+                let started = shared.now();
+                let result = device.write_at(offset, &data);
+                if let (Some(queued_at), Some(started), Some(ended)) =
+                    (queued_at, started, shared.now())
+                {
+                    let timing = &shared.timing;
+                    timing.write_queue.add(started.saturating_sub(queued_at));
+                    timing.write_disk.add(ended.saturating_sub(started));
+                    timing.write_total.add(ended.saturating_sub(queued_at));
+                }
+                state = shared.lock();
+                state.busy_writing = false;
+                state.queued_bytes -= data.len() as u64;
+                latch(&mut state, offset, result);
+            }
         }
-        state = shared.lock();
         state.busy = false;
-        state.queued_bytes -= data.len() as u64;
-        if let (Err(error), None) = (&result, &state.error) {
-            let message = match error {
-                // A vanished device stays vanished: keep the kind, not only the text.
-                DeviceError::Gone => GONE.to_string(),
-                other => other.to_string(),
-            };
-            state.error = Some((offset, message));
-        }
         shared.changed.notify_all();
+    }
+}
+
+/// Keeps the first error of a queued write (I2).
+fn latch(state: &mut State, offset: u64, result: Result<(), DeviceError>) {
+    if let (Err(error), None) = (&result, &state.error) {
+        let message = match error {
+            // A vanished device stays vanished: keep the kind, not only the text.
+            DeviceError::Gone => GONE.to_string(),
+            other => other.to_string(),
+        };
+        state.error = Some((offset, message));
     }
 }
 
@@ -216,6 +262,29 @@ impl Device for QueuedDevice {
         self.inner.prefetch(offset, len);
     }
 
+    fn submit_read(&self, offset: u64, buf: Vec<u8>) -> PendingRead {
+        if let Err(e) = crate::check_range(offset, buf.len() as u64, self.inner.size_bytes()) {
+            return PendingRead::done(Err(e));
+        }
+        let slot = Arc::new(ReadSlot::default());
+        let asked = self.shared.now();
+        self.shared
+            .timing
+            .reads_waiting
+            .fetch_add(1, Ordering::Relaxed);
+        let mut state = self.shared.lock();
+        state
+            .queue
+            .push_back(Op::Read(offset, buf, Arc::clone(&slot), asked));
+        self.shared.changed.notify_all();
+        drop(state);
+        PendingRead::queued(slot)
+    }
+
+    fn reads_in_parallel(&self) -> bool {
+        true
+    }
+
     fn write_at(&self, offset: u64, data: &[u8]) -> Result<(), DeviceError> {
         crate::check_range(offset, data.len() as u64, self.inner.size_bytes())?;
         let mut state = self.shared.lock();
@@ -226,9 +295,10 @@ impl Device for QueuedDevice {
             state = self.shared.wait(state);
         }
         state.queued_bytes += data.len() as u64;
+        state.queued_write_ops += 1;
         state
             .queue
-            .push_back((offset, data.to_vec(), self.shared.now()));
+            .push_back(Op::Write(offset, data.to_vec(), self.shared.now()));
         self.shared.changed.notify_all();
         Ok(())
     }
@@ -261,7 +331,7 @@ impl Device for QueuedDevice {
 
     fn queue_timing(&self) -> Option<QueueTiming> {
         let timing = &self.shared.timing;
-        let writes_active = u64::from(self.shared.lock().busy);
+        let writes_active = u64::from(self.shared.lock().busy_writing);
         Some(QueueTiming {
             read_queue: timing.read_queue.snapshot(),
             read_disk: timing.read_disk.snapshot(),
@@ -276,7 +346,7 @@ impl Device for QueuedDevice {
 
     fn queued_writes(&self) -> u64 {
         let state = self.shared.lock();
-        state.queue.len() as u64 + u64::from(state.busy)
+        state.queued_write_ops + u64::from(state.busy_writing)
     }
 }
 
@@ -363,6 +433,132 @@ mod tests {
         assert_eq!(timing.read_queue.count(), 1);
         assert!(timing.read_queue.total_ns <= 4_000_000, "{timing:?}");
         assert_eq!((timing.reads_waiting, timing.reads_active), (0, 0));
+    }
+
+    /// Goal: a read submitted right after writes were acknowledged (still queued) returns
+    /// the new bytes, never the old ones (I1), and a read of a range written after it was
+    /// submitted returns what was there at submission. Method: queue many writes, submit
+    /// reads in between without waiting, then wait for all.
+    #[test]
+    fn a_submitted_read_sees_every_write_acknowledged_before_it() {
+        let sim = SimDevice::new("q", 1 << 20, FaultPlan::default());
+        let device = QueuedDevice::new(sim.clone()).unwrap();
+        assert!(device.reads_in_parallel());
+        let mut reads = Vec::new();
+        for round in 1..=20u8 {
+            for i in 0..16u64 {
+                device.write_at(i * 4096, &[round; 4096]).unwrap();
+            }
+            reads.push((round, device.submit_read(7 * 4096, vec![0u8; 4096])));
+        }
+        for (round, read) in reads {
+            let buf = read.wait().unwrap();
+            assert_eq!(buf, vec![round; 4096], "read after round {round}");
+        }
+        assert_eq!(device.queued_writes(), 0);
+    }
+
+    /// Goal: an error of a submitted read reaches its submitter unchanged (EIO with its
+    /// offset, `Gone`, out of range) and latches nothing: the next flush succeeds (I4).
+    #[test]
+    fn submitted_read_errors_reach_the_submitter() {
+        let sim = SimDevice::new(
+            "q",
+            1 << 20,
+            FaultPlan {
+                read_eio: PER_MILLION,
+                ..FaultPlan::default()
+            },
+        );
+        let device = QueuedDevice::new(sim.clone()).unwrap();
+        let eio = device.submit_read(8192, vec![0u8; 512]).wait();
+        assert!(matches!(eio, Err(DeviceError::Io { offset: 8192, .. })));
+        sim.set_gone(true);
+        let gone = device.submit_read(0, vec![0u8; 512]).wait();
+        assert!(matches!(gone, Err(DeviceError::Gone)));
+        sim.set_gone(false);
+        let far = device.submit_read(1 << 20, vec![0u8; 512]);
+        assert!(far.is_done(), "an out-of-range read is refused at submit");
+        assert!(matches!(far.wait(), Err(DeviceError::OutOfRange { .. })));
+        device.flush().unwrap();
+    }
+
+    /// A device whose reads wait until `parties` reads are inside `read_at` at once (or
+    /// until a generous timeout, then fail): reads that were not served in parallel fail.
+    #[derive(Debug)]
+    struct Rendezvous {
+        inner: Arc<SimDevice>,
+        arrived: Arc<(Mutex<usize>, Condvar)>,
+        parties: usize,
+    }
+
+    impl Device for Rendezvous {
+        fn size_bytes(&self) -> u64 {
+            self.inner.size_bytes()
+        }
+        fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), DeviceError> {
+            let (count, all) = &*self.arrived;
+            let mut count = count.lock().unwrap();
+            *count += 1;
+            all.notify_all();
+            let deadline = std::time::Duration::from_secs(20);
+            let (count, timeout) = all
+                .wait_timeout_while(count, deadline, |c| *c < self.parties)
+                .unwrap();
+            drop(count);
+            if timeout.timed_out() {
+                return Err(DeviceError::Io {
+                    offset,
+                    source: std::io::Error::other("reads were not in flight together"),
+                });
+            }
+            self.inner.read_at(offset, buf)
+        }
+        fn write_at(&self, offset: u64, data: &[u8]) -> Result<(), DeviceError> {
+            self.inner.write_at(offset, data)
+        }
+        fn flush(&self) -> Result<(), DeviceError> {
+            self.inner.flush()
+        }
+        fn discard(&self, offset: u64, len: u64) -> Result<(), DeviceError> {
+            self.inner.discard(offset, len)
+        }
+        fn path(&self) -> &str {
+            self.inner.path()
+        }
+    }
+
+    /// Goal: reads submitted to several devices are in flight at the same time (one I/O
+    /// thread per device), and one slow device among them delays only its own read. Method:
+    /// every device's read blocks until all devices are inside a read; a serial issue would
+    /// time out and fail. Device 0 also sleeps 50 ms per access.
+    #[test]
+    fn reads_submitted_to_several_devices_are_in_flight_together() {
+        const DEVICES: usize = 6;
+        let arrived = Arc::new((Mutex::new(0usize), Condvar::new()));
+        let devices: Vec<QueuedDevice> = (0..DEVICES)
+            .map(|i| {
+                let plan = FaultPlan {
+                    latency_ns: if i == 0 { 50_000_000 } else { 0 },
+                    ..FaultPlan::default()
+                };
+                let sim = SimDevice::new(&format!("d{i}"), 1 << 20, plan);
+                sim.write_at(4096, &[i as u8 + 1; 4096]).unwrap();
+                let rendezvous = Rendezvous {
+                    inner: sim,
+                    arrived: Arc::clone(&arrived),
+                    parties: DEVICES,
+                };
+                QueuedDevice::new(Arc::new(rendezvous)).unwrap()
+            })
+            .collect();
+        let reads: Vec<PendingRead> = devices
+            .iter()
+            .map(|d| d.submit_read(4096, vec![0u8; 4096]))
+            .collect();
+        for (i, read) in reads.into_iter().enumerate() {
+            assert_eq!(read.wait().unwrap(), vec![i as u8 + 1; 4096], "device {i}");
+        }
     }
 
     #[test]

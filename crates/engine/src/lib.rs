@@ -54,7 +54,9 @@
 //! # Not here
 //! Snapshots (a later layer), rates over intervals (the front end divides two
 //! [`Engine::iostat`] reports), the threads that drive scrubs, resilvers, fault checks and
-//! heartbeats (the daemon owns them; the engine spawns nothing).
+//! heartbeats (the daemon owns them; the engine spawns no long-lived thread: the only
+//! threads started under it are the scoped ones of a batch read in tarn-zio, joined before
+//! the batch returns).
 
 mod dataset_ops;
 mod datasets;

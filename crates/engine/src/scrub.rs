@@ -18,6 +18,13 @@
 //!
 //!  pause ─► Paused (queue dropped, hold released)   cancel ─► Canceled (same)
 //! ```
+//! A step's blocks are scanned together (`Pipeline::scan_blocks`): with devices that serve
+//! reads on their own threads, up to `BLOCKS_IN_FLIGHT_MAX` blocks are read, verified
+//! (checksum, parity, reconstruction) and repaired at once on short-lived scoped threads
+//! that end within the step, every block's columns in flight together; with simulated
+//! devices one after another, in address order. Their outcomes are then counted in address
+//! order, so `issued`, `repaired`, `errors`, the error log and the bookmark are exactly what
+//! scanning the same blocks one by one gives, and a step is the unit of resume either way.
 //! The lock is released between steps so foreground writes and txg syncs go on. A block
 //! listed by the traversal may be freed by such a write before its turn; while the scrub is
 //! active, frees are held (`SpaceManager::set_hold_deferred`), so its space is not reused and
@@ -50,8 +57,10 @@
 //! were written to the new leaves already (they are members of the tree), so none is missed.
 //!
 //! # Not here
-//! Scan rate throttling, prefetch, resilver by dirty-time ranges (every live block of the
-//! affected vdevs is visited; blocks without a column on a resilvering leaf are not read).
+//! Scan rate throttling, aggregation of adjacent blocks into larger leaf reads (ZFS's scan
+//! aggregates; each block's columns are one read per leaf), resilver by dirty-time ranges
+//! (every live block of the affected vdevs is visited; blocks without a column on a
+//! resilvering leaf are not read).
 //! The queue is held in memory: about 150 bytes per block, fine for the pools tarn runs
 //! today; a larger pool needs ZFS's range-bounded queues.
 
@@ -635,30 +644,14 @@ pub(crate) fn step(
     let Some(mut progress) = inner.scan.progress else {
         return Ok(None);
     };
-    let mut found = Vec::new();
-    let mut done = 0u64;
-    let finished = {
+    let (found, finished) = {
         let Imported { pool, scan, .. } = &mut *inner;
         let queue = scan
             .queue
             .as_mut()
             .expect("S2: a scanning pool has a queue after build_queue");
-        prefetch(pool, &queue.entries[queue.next..], 2 * max_bytes.max(1));
-        while done < max_bytes.max(1) && queue.next < queue.entries.len() {
-            let entry = queue.entries[queue.next];
-            if let Some(lost) = scan_entry(pool, &entry, &mut progress) {
-                found.push(lost);
-            }
-            assert!(
-                progress.bookmark.is_none_or(|b| b < entry.key),
-                "S1: bookmark moves forward"
-            );
-            progress.bookmark = Some(entry.key);
-            progress.issued += entry.bytes();
-            done += entry.bytes();
-            queue.next += 1;
-        }
-        queue.next == queue.entries.len()
+        let found = scan_batch(pool, queue, &mut progress, max_bytes.max(1));
+        (found, queue.next == queue.entries.len())
     };
     assert!(
         progress.issued <= progress.to_examine,
@@ -683,6 +676,43 @@ pub(crate) fn step(
     Ok(Some(progress))
 }
 
+/// Scans the next blocks of `queue` until `max_bytes` were issued (at least one), advancing
+/// the queue and `progress`; returns the error-log keys of the blocks found lost. The batch's
+/// blocks are scrubbed together (several in flight, verified on several cores when the
+/// devices allow it: `Pipeline::scan_blocks`); their outcomes are taken in address order, so
+/// counters, error log and bookmark are exactly those of one block after another.
+fn scan_batch(
+    pool: &tarn_pool::Pool,
+    queue: &mut ScanQueue,
+    progress: &mut ScanProgress,
+    max_bytes: u64,
+) -> Vec<String> {
+    prefetch(pool, &queue.entries[queue.next..], 2 * max_bytes);
+    let batch = batch_len(&queue.entries[queue.next..], max_bytes);
+    let bps: Vec<BlockPtr> = queue.entries[queue.next..queue.next + batch]
+        .iter()
+        .map(|entry| entry.bp)
+        .collect();
+    let resilver = progress.function == ScanFunction::Resilver;
+    let outcomes = pool.pipeline().scan_blocks(&bps, resilver);
+    assert_eq!(outcomes.len(), batch, "one outcome per block of the batch");
+    let mut found = Vec::new();
+    for outcome in outcomes {
+        let entry = queue.entries[queue.next];
+        if let Some(lost) = account(&entry, outcome, progress) {
+            found.push(lost);
+        }
+        assert!(
+            progress.bookmark.is_none_or(|b| b < entry.key),
+            "S1: bookmark moves forward"
+        );
+        progress.bookmark = Some(entry.key);
+        progress.issued += entry.bytes();
+        queue.next += 1;
+    }
+    found
+}
+
 /// Announces the address range of the next `budget` bytes of listed blocks (by their first
 /// copy) to each top-level vdev, so every leaf reads ahead in parallel
 /// (`TopVdev::prefetch`); this batch and the next one, so reading overlaps verifying.
@@ -705,16 +735,32 @@ fn prefetch(pool: &tarn_pool::Pool, entries: &[Entry], budget: u64) {
     }
 }
 
-/// Scrubs or resilvers one listed block; returns its error-log key when it is lost.
-fn scan_entry(
-    pool: &tarn_pool::Pool,
+/// How many of `entries` one step scans: blocks until `max_bytes` are reached, at least one
+/// (the same blocks a loop checking `max_bytes` before each block would take).
+fn batch_len(entries: &[Entry], max_bytes: u64) -> usize {
+    let mut bytes = 0u64;
+    let mut count = 0;
+    for entry in entries {
+        if bytes >= max_bytes {
+            break;
+        }
+        bytes += entry.bytes();
+        count += 1;
+    }
+    assert!(
+        count > 0 || entries.is_empty(),
+        "a step takes at least one block"
+    );
+    count
+}
+
+/// Counts the outcome of scrubbing or resilvering one listed block; returns its error-log
+/// key when it is lost.
+fn account(
     entry: &Entry,
+    outcome: Result<tarn_zio::ScrubOutcome, tarn_zio::ZioError>,
     progress: &mut ScanProgress,
 ) -> Option<String> {
-    let outcome = match progress.function {
-        ScanFunction::Scrub => pool.pipeline().scrub_block(&entry.bp),
-        ScanFunction::Resilver => pool.pipeline().resilver_block(&entry.bp),
-    };
     match outcome {
         Ok(outcome) if progress.function == ScanFunction::Resilver => {
             progress.repaired += outcome.resilvered_bytes;

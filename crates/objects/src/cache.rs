@@ -105,6 +105,17 @@ impl BlockCache {
         }
     }
 
+    /// Whether level-0 data blocks are kept (read-ahead into the cache is pointless
+    /// otherwise).
+    pub(crate) fn keeps_data(&self) -> bool {
+        self.policy == CachePolicy::All
+    }
+
+    /// Whether `bp`'s contents are cached (without making the entry younger).
+    pub(crate) fn contains(&self, bp: &BlockPtr) -> bool {
+        self.entries.contains_key(&CacheKey::of(bp))
+    }
+
     pub(crate) fn insert(&mut self, bp: &BlockPtr, data: Arc<Vec<u8>>) {
         let size = data.len() as u64;
         if !self.policy.admits(bp) {

@@ -32,7 +32,10 @@
 //! # State
 //! In memory ([`ObjectSet`]): the meta-dnode's state, a map of objects changed since the last
 //! sync (new dnode fields plus dirty level-0 blocks, or "freed"), the trees of freed objects
-//! waiting to be released, and a bounded LRU cache of clean blocks keyed by block pointer.
+//! waiting to be released, a bounded LRU cache of clean blocks keyed by block pointer, and
+//! where the last read of each of the recently read objects ended (`readahead`: reads of
+//! several records are batched, and a sequential reader's next records, up to 1 MiB, are read
+//! with them into the cache when the store reads in parallel).
 //! Indirect blocks are never dirty between syncs: [`ObjectSet::sync`] rebuilds the ones above
 //! dirty blocks from the old indirect block and the new children. On disk: docs/FORMAT.md,
 //! section "Objects" (dnode, object-set root, indirect blocks, ZAP).
@@ -74,6 +77,7 @@
 pub mod accounting;
 mod cache;
 pub mod objset;
+mod readahead;
 mod tree;
 pub mod zap;
 

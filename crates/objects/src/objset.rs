@@ -3,6 +3,7 @@
 
 use crate::accounting::{SyncHook, UsedChange};
 use crate::cache::BlockCache;
+use crate::readahead::{self, Streams};
 use crate::tree::{self, Dirty, ObjState, ReadCtx, TreeWalk};
 use crate::{BlockContext, DnodeInfo, ObjectError, ObjsetWriteConfig};
 use std::collections::BTreeMap;
@@ -46,6 +47,8 @@ pub struct ObjectSet {
     pending_frees: Vec<(ObjectId, Dnode)>,
     root: BlockPtr,
     cache: BlockCache,
+    /// Sequential readers, for read-ahead (`readahead`).
+    streams: Streams,
     config: ObjsetWriteConfig,
     dirty_bytes: u64,
     alloc_cursor: u64,
@@ -108,6 +111,7 @@ impl ObjectSet {
             pending_frees: Vec::new(),
             root: BlockPtr::hole(Txg(0)),
             cache: BlockCache::new(CACHE_BYTES_DEFAULT),
+            streams: Streams::default(),
             config: ObjsetWriteConfig::default(),
             dirty_bytes: 0,
             alloc_cursor: 1,
@@ -266,7 +270,7 @@ impl ObjectSet {
     }
 
     /// Runs `op` on the object's current state without changing it.
-    fn inspect<R>(
+    pub(crate) fn inspect<R>(
         &mut self,
         store: &dyn BlockStore,
         id: ObjectId,
@@ -638,7 +642,12 @@ impl ObjectSet {
         if offset.checked_add(buf.len() as u64).is_none() {
             return Err(invalid(id, "read offset", offset));
         }
-        self.inspect(store, id, |ctx, state| tree::read(ctx, state, offset, buf))
+        let len = buf.len() as u64;
+        let ahead = store.reads_in_parallel() && self.streams.note(id, offset, len);
+        self.inspect(store, id, |ctx, state| {
+            readahead::prefetch(ctx, state, offset, len, ahead);
+            tree::read(ctx, state, offset, buf)
+        })
     }
 
     /// Writes `data` at `offset`; partial blocks are read, modified and rewritten.

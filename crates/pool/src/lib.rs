@@ -347,6 +347,18 @@ impl BlockStore for PoolReader<'_> {
         read_checked(self.pipeline, bp, self.txg)
     }
 
+    fn read_blocks(&self, bps: &[BlockPtr]) -> Vec<Result<Vec<u8>, ZioError>> {
+        if bps.iter().any(|bp| bp.birth > self.txg) {
+            // The temporal-incursion error per block, from the one-block path.
+            return bps.iter().map(|bp| self.read_block(bp)).collect();
+        }
+        self.pipeline.read_blocks(bps)
+    }
+
+    fn reads_in_parallel(&self) -> bool {
+        self.pipeline.reads_in_parallel()
+    }
+
     fn free_block(&mut self, bp: &BlockPtr) {
         panic!("free of {bp:?} outside syncing context");
     }

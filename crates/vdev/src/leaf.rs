@@ -5,8 +5,17 @@ use crate::stats::{IoKind, IoStats};
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 use tarn_base::{Clock, Guid, Txg};
-use tarn_device::{Device, DeviceError};
+use tarn_device::{Device, DeviceError, PendingRead};
 use tarn_format::label::{DATA_START, data_area};
+
+/// A read issued with [`Leaf::submit_read`]: in flight, or (on a synchronous device)
+/// already done. Finish it with [`Leaf::finish_read`] on the same leaf.
+#[derive(Debug)]
+pub(crate) struct LeafRead {
+    pending: Option<PendingRead>,
+    outcome: Option<Result<Vec<u8>, DeviceError>>,
+    start: Option<u64>,
+}
 
 /// Administrative and health state of a leaf, as `tarn pool status` shows it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -360,6 +369,62 @@ impl Leaf {
             self.note_error(e);
         }
         result
+    }
+
+    /// Submits a read of `len` bytes at `data_offset` into the data area, counting it as
+    /// issued and in flight; [`Leaf::finish_read`] waits for it. On a synchronous device the
+    /// read is done (timed, and its error counted) before this returns, exactly as
+    /// [`Leaf::read`] would do it.
+    pub(crate) fn submit_read(
+        &self,
+        device: &dyn Device,
+        data_offset: u64,
+        len: usize,
+    ) -> LeafRead {
+        self.check_range(data_offset, len);
+        self.stats.read_ops.fetch_add(1, Ordering::Relaxed);
+        self.stats
+            .read_bytes
+            .fetch_add(len as u64, Ordering::Relaxed);
+        let start = self.clock.get().map(|c| c.monotonic_ns());
+        self.io_stats.begin(IoKind::Read, len as u64);
+        let pending = device.submit_read(DATA_START + data_offset, vec![0u8; len]);
+        let mut read = LeafRead {
+            pending: Some(pending),
+            outcome: None,
+            start,
+        };
+        if read.pending.as_ref().is_some_and(PendingRead::is_done) {
+            self.complete(&mut read);
+        }
+        read
+    }
+
+    /// Waits for a read from [`Leaf::submit_read`] and returns its bytes or its error.
+    pub(crate) fn finish_read(&self, mut read: LeafRead) -> Result<Vec<u8>, DeviceError> {
+        if read.outcome.is_none() {
+            self.complete(&mut read);
+        }
+        read.outcome
+            .take()
+            .expect("complete() leaves an outcome in every read")
+    }
+
+    /// Waits for the device, ends the timing and counts an error.
+    fn complete(&self, read: &mut LeafRead) {
+        let pending = read.pending.take().expect("a read completes once");
+        let result = pending.wait();
+        let latency = self
+            .clock
+            .get()
+            .zip(read.start)
+            .map(|(c, start)| c.monotonic_ns().saturating_sub(start));
+        self.io_stats.end(IoKind::Read, latency);
+        if let Err(e) = &result {
+            self.stats.read_errors.fetch_add(1, Ordering::Relaxed);
+            self.note_error(e);
+        }
+        read.outcome = Some(result);
     }
 
     /// Writes `data` at `data_offset` bytes into the data area, counting the access.

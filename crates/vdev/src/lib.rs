@@ -61,7 +61,12 @@
 //! states and counters are atomics. Concurrent operations on different blocks are
 //! independent. A healing write may race a read of the same block: both see either the old
 //! (bad) or the new (correct) bytes, and the reader still verifies. Column I/O within one
-//! block is issued sequentially; the zio layer gets parallelism by running blocks in parallel.
+//! block is issued together on devices with their own I/O thread
+//! (`Device::reads_in_parallel`: every data column of a raidz read, then the parity columns
+//! if reconstruction needs them, every column of a scrub, every side of a mirror scrub are
+//! submitted before any is waited for) and inline, in column order, on synchronous devices,
+//! so simulated runs draw their faults in the same order as ever. [`TopVdev::reads_in_parallel`]
+//! tells callers (scrub, read-ahead) whether running blocks on several threads can help.
 //!
 //! # Failure model
 //! Per leaf: I/O errors on read (counted in `read_errors`, column reconstructed, column
@@ -103,6 +108,8 @@ pub mod top;
 mod testing;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_parallel;
 
 pub use child::{Child, ChildKind};
 pub use error::VdevError;

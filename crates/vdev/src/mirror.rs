@@ -1,9 +1,14 @@
 //! Mirror (and single-disk) I/O: every usable child holds the whole block at the same offset.
 //! A child position may be a `replacing` or `spare` node (see `child`); it is read through its
 //! first readable member and written on all of them. Reads go to sides on slow leaves only
-//! after every other side failed.
+//! after every other side failed. A read asks one side at a time (one verified copy is
+//! enough); a scrub reads every side, in parallel on devices with their own I/O thread.
 
+use std::sync::Arc;
+
+use crate::child::Child;
 use crate::error::VdevError;
+use crate::leaf::Leaf;
 use crate::top::{Healing, ReadReport, ScrubReport, TopVdev, WriteReport};
 
 /// Writes the block to every usable child; succeeds if at least one took it.
@@ -77,7 +82,8 @@ pub(crate) fn read(
 }
 
 /// Reads and verifies every readable child, and rewrites every bad one from a good copy.
-/// With `resilver`, also writes the good copy to every member being resilvered.
+/// With `resilver`, also writes the good copy to every member being resilvered. The sides
+/// on devices with their own I/O thread are read in parallel (`side_reads`).
 pub(crate) fn scrub(
     vdev: &TopVdev,
     offset: u64,
@@ -89,27 +95,19 @@ pub(crate) fn scrub(
     let mut report = ScrubReport::default();
     let mut good: Option<Vec<u8>> = None;
     let mut bad = Vec::new();
-    let mut buf = vec![0u8; len];
-    for (index, child) in children.iter().enumerate() {
-        let Some(leaf) = child.read_leaf() else {
-            report
-                .skipped
-                .extend(child.members().iter().map(|leaf| leaf.guid()));
-            continue;
-        };
-        let Some(device) = leaf.usable_device() else {
-            report.skipped.push(leaf.guid());
-            continue;
-        };
-        if leaf.read(device.as_ref(), offset, &mut buf).is_err() {
-            bad.push(index);
-        } else if verify(&buf) {
-            if good.is_none() {
-                good = Some(buf.clone());
+    for (index, side) in side_reads(&children, offset, len, &mut report) {
+        match side {
+            Side::Failed => bad.push(index),
+            Side::Read(leaf, buf) => {
+                if verify(&buf) {
+                    if good.is_none() {
+                        good = Some(buf);
+                    }
+                } else {
+                    leaf.stats().add_checksum_error();
+                    bad.push(index);
+                }
             }
-        } else {
-            leaf.stats().add_checksum_error();
-            bad.push(index);
         }
     }
     let Some(good) = good else {
@@ -131,4 +129,59 @@ pub(crate) fn scrub(
         }
     }
     Ok(report)
+}
+
+/// What reading one mirror side gave.
+enum Side {
+    /// The bytes, from this leaf (not yet verified).
+    Read(Arc<Leaf>, Vec<u8>),
+    /// The device returned an error.
+    Failed,
+}
+
+/// Reads `len` bytes at `offset` from every readable child, in child order; children with
+/// no readable leaf or device are added to `report.skipped`. Reads on devices with their own
+/// I/O thread are all submitted before any is waited for; synchronous devices are read
+/// inline, in child order.
+fn side_reads(
+    children: &[Arc<Child>],
+    offset: u64,
+    len: usize,
+    report: &mut ScrubReport,
+) -> Vec<(usize, Side)> {
+    let mut issued = Vec::new();
+    for (index, child) in children.iter().enumerate() {
+        let Some(leaf) = child.read_leaf().cloned() else {
+            report
+                .skipped
+                .extend(child.members().iter().map(|leaf| leaf.guid()));
+            continue;
+        };
+        let Some(device) = leaf.usable_device() else {
+            report.skipped.push(leaf.guid());
+            continue;
+        };
+        if device.reads_in_parallel() {
+            let read = leaf.submit_read(device.as_ref(), offset, len);
+            issued.push((index, leaf, Err(read)));
+        } else {
+            let mut buf = vec![0u8; len];
+            let result = leaf.read(device.as_ref(), offset, &mut buf).map(|()| buf);
+            issued.push((index, leaf, Ok(result)));
+        }
+    }
+    issued
+        .into_iter()
+        .map(|(index, leaf, read)| {
+            let result = match read {
+                Ok(done) => done,
+                Err(in_flight) => leaf.finish_read(in_flight),
+            };
+            let side = match result {
+                Ok(buf) => Side::Read(leaf, buf),
+                Err(_) => Side::Failed,
+            };
+            (index, side)
+        })
+        .collect()
 }

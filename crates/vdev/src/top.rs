@@ -537,6 +537,20 @@ impl TopVdev {
         }
     }
 
+    /// Whether every usable leaf's device serves submitted reads on its own thread
+    /// (`Device::reads_in_parallel`), so that blocks read from several threads at once are
+    /// in flight together. False when no leaf is usable, and for simulated devices, whose
+    /// callers stay on one thread to keep runs deterministic.
+    #[must_use]
+    pub fn reads_in_parallel(&self) -> bool {
+        let devices: Vec<_> = self
+            .leaves()
+            .iter()
+            .filter_map(|leaf| leaf.usable_device())
+            .collect();
+        !devices.is_empty() && devices.iter().all(|device| device.reads_in_parallel())
+    }
+
     /// Flushes every usable leaf. Fails if more leaves failed (or are unusable) than the
     /// layout tolerates, because then acknowledged blocks may not survive.
     pub fn flush(&self) -> Result<(), VdevError> {

@@ -36,7 +36,12 @@
 //!
 //! # Concurrency and context
 //! `Pipeline` is shared (`&self`); the allocator is passed in by the syncing context, which
-//! is the only place blocks are written.
+//! is the only place blocks are written. The batch reads ([`Pipeline::read_blocks`],
+//! [`Pipeline::scan_blocks`]: file reads with their read-ahead, scrub and resilver steps)
+//! run their blocks on up to `BLOCKS_IN_FLIGHT_MAX` scoped threads that end before the call
+//! returns, so reading, checksumming, reconstructing and decompressing use several cores
+//! while every device has several reads queued; with simulated (synchronous) devices they
+//! run in order on the caller's thread, so simulated runs stay deterministic.
 //!
 //! # Failure model
 //! A copy that fails to read or verify is skipped and healed from a good copy. A block none
@@ -45,14 +50,16 @@
 //!
 //! # Not here
 //! Space accounting (tarn-space), txgs (tarn-pool), in-memory caching (tarn-objects; the
-//! second level on cache devices is looked up and fed here), parallel issue of
-//! copies over worker threads (copies are written one after another for now).
+//! second level on cache devices is looked up and fed here), parallel issue of copies over
+//! worker threads (copies are written one after another, and the copies of one block are
+//! scrubbed one after another, for now).
 
 pub mod store;
 
 pub use store::{Allocator, BlockStore, WriteProps, ZioError};
 
 use std::sync::Arc;
+use tarn_base::limits::BLOCKS_IN_FLIGHT_MAX;
 use tarn_base::{Guid, Txg};
 use tarn_format::checksum::checksum;
 use tarn_format::compress::{compress, decompress, is_all_zero};
@@ -280,6 +287,69 @@ impl Pipeline {
         }
         let physical = self.read_physical(bp)?;
         Ok(decompress(bp.compression, &physical, bp.lsize as usize)?)
+    }
+
+    /// Whether every top-level vdev serves reads in parallel
+    /// ([`TopVdev::reads_in_parallel`]): then the batch methods run blocks on several
+    /// threads; otherwise (simulated devices) one after another, in order, on the caller's.
+    #[must_use]
+    pub fn reads_in_parallel(&self) -> bool {
+        !self.vdevs.is_empty() && self.vdevs.iter().all(|vdev| vdev.reads_in_parallel())
+    }
+
+    /// [`Pipeline::read_block`] of every block pointer, with up to
+    /// [`BLOCKS_IN_FLIGHT_MAX`] blocks in flight when the devices allow it
+    /// ([`Pipeline::reads_in_parallel`]). Results are in the order of `bps`; each is exactly
+    /// what `read_block` returns for it (I1 holds per block).
+    pub fn read_blocks(&self, bps: &[BlockPtr]) -> Vec<Result<Vec<u8>, ZioError>> {
+        self.batch(bps.len(), |i| self.read_block(&bps[i]))
+    }
+
+    /// [`Pipeline::scrub_block`] (or with `resilver`, [`Pipeline::resilver_block`]) of every
+    /// block pointer, in parallel as [`Pipeline::read_blocks`]. Results are in the order of
+    /// `bps`; the blocks are independent (distinct allocations), so their repairs are too.
+    pub fn scan_blocks(
+        &self,
+        bps: &[BlockPtr],
+        resilver: bool,
+    ) -> Vec<Result<ScrubOutcome, ZioError>> {
+        self.batch(bps.len(), |i| self.scan_block(&bps[i], resilver))
+    }
+
+    /// Runs `work(0..count)` and returns the results in index order: on the caller's thread
+    /// in index order for synchronous devices, else on up to [`BLOCKS_IN_FLIGHT_MAX`]
+    /// short-lived scoped threads (index `i` on thread `i % threads`), joined before return.
+    fn batch<T: Send>(&self, count: usize, work: impl Fn(usize) -> T + Sync) -> Vec<T> {
+        let threads = count.min(BLOCKS_IN_FLIGHT_MAX);
+        if threads <= 1 || !self.reads_in_parallel() {
+            return (0..count).map(work).collect();
+        }
+        let mut results: Vec<Option<T>> = (0..count).map(|_| None).collect();
+        std::thread::scope(|scope| {
+            let work = &work;
+            let handles: Vec<_> = (0..threads)
+                .map(|first| {
+                    scope.spawn(move || {
+                        (first..count)
+                            .step_by(threads)
+                            .map(|i| (i, work(i)))
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            for handle in handles {
+                // A panic in a worker is a broken invariant there: pass it on.
+                let done = handle
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+                for (i, result) in done {
+                    results[i] = Some(result);
+                }
+            }
+        });
+        let results: Vec<T> = results.into_iter().flatten().collect();
+        assert_eq!(results.len(), count, "every block of a batch has a result");
+        results
     }
 
     /// Reads and verifies the physical bytes (`psize` of them) of a block, healing copies that

@@ -63,6 +63,17 @@ pub trait BlockStore {
     fn write_block(&mut self, data: &[u8], props: &WriteProps) -> Result<BlockPtr, ZioError>;
     /// Reads and verifies a block, returning its `lsize` logical bytes. A hole reads as zeros.
     fn read_block(&self, bp: &BlockPtr) -> Result<Vec<u8>, ZioError>;
+    /// [`BlockStore::read_block`] of several blocks, results in the same order; a store over
+    /// devices that serve reads in parallel reads them at once (file reads and read-ahead).
+    /// The default reads them one after another.
+    fn read_blocks(&self, bps: &[BlockPtr]) -> Vec<Result<Vec<u8>, ZioError>> {
+        bps.iter().map(|bp| self.read_block(bp)).collect()
+    }
+    /// Whether [`BlockStore::read_blocks`] reads blocks in parallel, so that reading several
+    /// together (and ahead) is worth it. The default, and every synchronous store, says no.
+    fn reads_in_parallel(&self) -> bool {
+        false
+    }
     /// Frees a block that the tree no longer references as of this txg. Whether its space is
     /// reused or kept (by a snapshot) is the store's decision.
     fn free_block(&mut self, bp: &BlockPtr);
