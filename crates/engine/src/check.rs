@@ -493,6 +493,7 @@ mod tests {
             tops: vec![TopSpec { layout, devices }],
             spares: vec![],
             logs: Vec::new(),
+            specials: Vec::new(),
             ashift: 9,
             force: false,
         };

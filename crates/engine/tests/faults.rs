@@ -88,6 +88,7 @@ impl Run {
             }],
             spares: vec![],
             logs: Vec::new(),
+            specials: Vec::new(),
             ashift: 9 + rng.below(4) as u8,
             force: false,
         };

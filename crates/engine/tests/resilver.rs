@@ -81,6 +81,7 @@ fn rig(layout: TopLayout, count: usize, spares: usize) -> Rig {
         }],
         spares: spare_names,
         logs: Vec::new(),
+        specials: Vec::new(),
         ashift: ASHIFT,
         force: false,
     };

@@ -71,6 +71,7 @@ fn rig(layout: TopLayout, count: usize) -> Rig {
         }],
         spares: vec![],
         logs: Vec::new(),
+        specials: Vec::new(),
         ashift: ASHIFT,
         force: false,
     };

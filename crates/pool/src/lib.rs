@@ -57,6 +57,7 @@
 //! the timer that drives multihost heartbeats (the daemon; the heartbeat and the import-time
 //! activity check are [`multihost`]), the intent log's records and chains (tarn-engine `zil`).
 
+mod change;
 pub mod labels;
 pub mod multihost;
 mod provider;
@@ -69,14 +70,14 @@ use tarn_base::{Clock, Guid, SeededRng, Txg};
 use tarn_device::{Device, DeviceError};
 use tarn_format::label::{PoolConfig, PoolState, VdevKind, VdevTree};
 use tarn_format::uberblock::Uberblock;
-use tarn_format::{BlockPtr, FEATURES_SUPPORTED, FORMAT_VERSION};
+use tarn_format::{BlockPtr, FEATURE_ALLOCATION_CLASSES, FEATURES_SUPPORTED, FORMAT_VERSION};
 use tarn_space::{SpaceError, SpaceManager, VdevGeometry, VdevUsage};
 use tarn_vdev::{Leaf, TopVdev, VdevError};
 use tarn_zio::{BlockStore, Pipeline, WriteProps, ZioError};
 
 pub use labels::{LabelScan, read_labels};
 pub use provider::{FileProvider, SimProvider};
-pub use spec::{CreateSpec, TopLayout, TopSpec, validate_pool_name};
+pub use spec::{CreateSpec, TopLayout, TopSpec, check_replication, validate_pool_name};
 
 /// Errors of pool-level operations; the engine renders them as one line for the admin.
 #[derive(Debug, thiserror::Error)]
@@ -93,6 +94,29 @@ pub enum PoolError {
     /// The vdev specification is malformed.
     #[error("{0}")]
     InvalidSpec(String),
+    /// A data or special vdev would have less redundancy than the pool's data vdevs.
+    #[error(
+        "mismatched replication level: pool uses {pool} and new vdev is {new} (use -f to override)"
+    )]
+    MismatchedReplication {
+        /// The pool's (strongest) data vdev, as `zpool` names it (`2-way mirror`, `raidz2`).
+        pool: String,
+        /// The weaker new vdev.
+        new: String,
+    },
+    /// A special vdev (holding the pool's metadata) lost more devices than it tolerates.
+    #[error(
+        "the special vdev holding the pool's metadata is missing devices beyond its \
+         redundancy: {}; the pool cannot be opened without it",
+        missing.join(", ")
+    )]
+    MissingSpecial {
+        /// Last known paths of its missing devices.
+        missing: Vec<String>,
+    },
+    /// A device cannot be removed from the pool.
+    #[error("{0}")]
+    CannotRemove(String),
     /// The same device appears twice.
     #[error("device '{path}' is specified more than once")]
     DuplicateDevice {
@@ -432,6 +456,8 @@ pub struct Pool {
     multihost_interval_ms: u64,
     /// Ids of the top-level vdevs that are log devices.
     log_tops: std::collections::BTreeSet<u32>,
+    /// Ids of the top-level vdevs that are special allocation-class devices.
+    special_tops: std::collections::BTreeSet<u32>,
 }
 
 /// Checks what the labels alone can tell: feature flags and whether another host owns it.
@@ -461,6 +487,38 @@ fn check_importable(
     Ok(())
 }
 
+/// Opens every device of `spec` for writing and checks it can join a pool: large enough, and
+/// (without `-f`) not part of another pool. Writes nothing.
+fn open_new_devices(
+    spec: &CreateSpec,
+    provider: &dyn DeviceProvider,
+) -> Result<BTreeMap<String, Arc<dyn Device>>, PoolError> {
+    let mut devices = BTreeMap::new();
+    for path in spec.all_devices() {
+        let device = open_device(provider, path, false)?;
+        let size = device.size_bytes();
+        if size < tarn_base::limits::DEVICE_SIZE_MIN {
+            return Err(PoolError::DeviceTooSmall {
+                path: path.clone(),
+                size,
+                min: tarn_base::limits::DEVICE_SIZE_MIN,
+            });
+        }
+        if !spec.force
+            && let Some(config) = read_labels(device.as_ref()).config
+            && config.state != PoolState::Destroyed
+        {
+            return Err(PoolError::DeviceInUse {
+                path: path.clone(),
+                pool: config.name,
+                state: config.state.name().to_string(),
+            });
+        }
+        devices.insert(path.clone(), device);
+    }
+    Ok(devices)
+}
+
 fn open_device(
     provider: &dyn DeviceProvider,
     path: &str,
@@ -485,35 +543,8 @@ impl Pool {
         rng: &mut SeededRng,
     ) -> Result<Pool, PoolError> {
         spec.validate()?;
-        let mut devices = BTreeMap::new();
-        for path in spec
-            .tops
-            .iter()
-            .chain(&spec.logs)
-            .flat_map(|t| &t.devices)
-            .chain(&spec.spares)
-        {
-            let device = open_device(provider, path, false)?;
-            let size = device.size_bytes();
-            if size < tarn_base::limits::DEVICE_SIZE_MIN {
-                return Err(PoolError::DeviceTooSmall {
-                    path: path.clone(),
-                    size,
-                    min: tarn_base::limits::DEVICE_SIZE_MIN,
-                });
-            }
-            if !spec.force
-                && let Some(config) = read_labels(device.as_ref()).config
-                && config.state != PoolState::Destroyed
-            {
-                return Err(PoolError::DeviceInUse {
-                    path: path.clone(),
-                    pool: config.name,
-                    state: config.state.name().to_string(),
-                });
-            }
-            devices.insert(path.clone(), device);
-        }
+        check_replication(&[], spec)?;
+        let devices = open_new_devices(spec, provider)?;
         let tree = build_tree(spec, &devices, rng);
         let guid = rng.guid();
         let by_guid = tree
@@ -578,7 +609,8 @@ impl Pool {
         }
         let pipeline = Pipeline::new(tops.clone());
         let space = SpaceManager::new(space_geometry(&tops, tree));
-        let log_tops = log_top_ids(tree);
+        let log_tops = class_top_ids(tree, |c| c.log);
+        let special_tops = class_top_ids(tree, |c| c.special);
         let mut pool = Pool {
             name,
             guid,
@@ -599,15 +631,20 @@ impl Pool {
             clock,
             multihost_interval_ms: 0,
             log_tops,
+            special_tops,
         };
-        pool.apply_log_class();
+        pool.apply_classes();
         Ok(pool)
     }
 
-    /// Tells the space manager which top-level vdevs are log devices.
-    fn apply_log_class(&mut self) {
+    /// Tells the space manager which top-level vdevs are log and special devices.
+    fn apply_classes(&mut self) {
         for id in &self.log_tops {
             self.space.set_log_class(*id as usize);
+        }
+        for id in &self.special_tops {
+            self.space
+                .set_class(*id as usize, tarn_space::VdevClass::Special);
         }
     }
 
@@ -615,6 +652,12 @@ impl Pool {
     #[must_use]
     pub fn is_log_vdev(&self, index: usize) -> bool {
         u32::try_from(index).is_ok_and(|id| self.log_tops.contains(&id))
+    }
+
+    /// Whether top-level vdev `index` is a special allocation-class device.
+    #[must_use]
+    pub fn is_special_vdev(&self, index: usize) -> bool {
+        u32::try_from(index).is_ok_and(|id| self.special_tops.contains(&id))
     }
 
     /// Imports a discovered pool. `verify` opens the upper layers' root at a candidate
@@ -669,19 +712,23 @@ impl Pool {
         };
         // A missing log device does not stop an import (the records on it are lost and
         // reported by the replay); ZFS asks for `-m` here, tarn imports and says so.
-        let data = self
+        let mut data = self
             .tops
             .iter()
             .enumerate()
             .filter(|(i, _)| !self.is_log_vdev(*i));
-        match data.map(|(_, t)| t).find(|t| !readable(t)) {
+        match data.find(|(_, t)| !readable(t)) {
             None => Ok(()),
-            Some(top) => {
+            Some((index, top)) => {
                 let leaves = top.leaves();
                 let missing = leaves.iter().filter(|l| l.device().is_none());
-                Err(PoolError::MissingDevices {
-                    missing: missing.map(|l| l.path()).collect(),
-                })
+                let missing = missing.map(|l| l.path()).collect();
+                // The special class holds metadata of every dataset: without it nothing can
+                // be opened, whatever the data vdevs hold (ZFS: the pool is lost).
+                if self.is_special_vdev(index) {
+                    return Err(PoolError::MissingSpecial { missing });
+                }
+                Err(PoolError::MissingDevices { missing })
             }
         }
     }
@@ -732,7 +779,7 @@ impl Pool {
             &ub.space_log,
             ub.txg,
         )?;
-        self.apply_log_class();
+        self.apply_classes();
         self.last = Some(*ub);
         self.txg = ub.txg;
         Ok(())
@@ -854,6 +901,7 @@ impl Pool {
         let mut children: Vec<VdevTree> = self.tops.iter().map(|t| t.to_tree()).collect();
         for child in &mut children {
             child.log = self.log_tops.contains(&child.id);
+            child.special = self.special_tops.contains(&child.id);
         }
         if !self.spares.is_empty() {
             let spares = self
@@ -905,6 +953,7 @@ impl Pool {
             vdev_tree: tree.clone(),
             features_for_read: FEATURES_SUPPORTED
                 .iter()
+                .filter(|f| **f != FEATURE_ALLOCATION_CLASSES || !self.special_tops.is_empty())
                 .map(|f| (*f).to_string())
                 .collect(),
             features_for_write: Vec::new(),
@@ -1151,6 +1200,7 @@ fn interior_node(
         offline: false,
         resilvering: false,
         log: false,
+        special: false,
     }
 }
 
@@ -1170,72 +1220,99 @@ fn new_leaf(path: &str, id: u32, ashift: u8, size: u64, guid: Guid) -> VdevTree 
         offline: false,
         resilvering: false,
         log: false,
+        special: false,
     }
 }
 
-/// Builds the vdev tree for a new pool, with fresh GUIDs and sizes from the devices.
-/// Ids of the top-level vdevs a tree marks as log devices.
-fn log_top_ids(tree: &VdevTree) -> std::collections::BTreeSet<u32> {
+/// Ids of the top-level vdevs a tree marks with a class (`log`, `special`).
+fn class_top_ids(
+    tree: &VdevTree,
+    marked: impl Fn(&VdevTree) -> bool,
+) -> std::collections::BTreeSet<u32> {
     tree.children
         .iter()
-        .filter(|c| c.kind != VdevKind::Spares && c.log)
+        .filter(|c| c.kind != VdevKind::Spares && marked(c))
         .map(|c| c.id)
         .collect()
 }
 
+/// The label node of a new top-level vdev with id `id` over new `leaves`.
+fn top_node(
+    layout: TopLayout,
+    leaves: Vec<VdevTree>,
+    id: u32,
+    ashift: u8,
+    rng: &mut SeededRng,
+) -> VdevTree {
+    let smallest = leaves.iter().map(|l| l.asize).min().unwrap_or(0);
+    let mut node = match layout {
+        TopLayout::Disk => {
+            let mut single = leaves.into_iter().next().expect("validated: one device");
+            single.id = id;
+            single
+        }
+        TopLayout::Mirror => {
+            interior_node(VdevKind::Mirror, rng.guid(), id, ashift, smallest, leaves)
+        }
+        TopLayout::Raidz(parity) => {
+            let asize = smallest * leaves.len() as u64;
+            let kind = VdevKind::Raidz { parity };
+            interior_node(kind, rng.guid(), id, ashift, asize, leaves)
+        }
+    };
+    node.metaslab_shift = tarn_space::metaslab_shift_for(node.asize);
+    node
+}
+
+/// The top-level vdev nodes of `spec` (data, log, special), ids from `first_id`, and its
+/// spares as leaves, with fresh GUIDs and sizes from the devices.
+fn build_tops(
+    spec: &CreateSpec,
+    devices: &BTreeMap<String, Arc<dyn Device>>,
+    first_id: u32,
+    ashift: u8,
+    rng: &mut SeededRng,
+) -> (Vec<VdevTree>, Vec<VdevTree>) {
+    let leaf = |path: &String, id: usize, rng: &mut SeededRng| {
+        let size = devices.get(path).map_or(0, |d| d.size_bytes());
+        new_leaf(path, id as u32, ashift, size, rng.guid())
+    };
+    // Every leaf's GUID first, then the interior nodes' (the order seeded runs replay).
+    let mut tops: Vec<(TopLayout, Vec<VdevTree>)> = Vec::new();
+    for top in spec.all_tops() {
+        let leaves = top
+            .devices
+            .iter()
+            .enumerate()
+            .map(|(i, p)| leaf(p, i, rng))
+            .collect();
+        tops.push((top.layout, leaves));
+    }
+    let spares = spec
+        .spares
+        .iter()
+        .enumerate()
+        .map(|(i, p)| leaf(p, i, rng))
+        .collect();
+    let (data, logs) = (spec.tops.len(), spec.logs.len());
+    let mut children = Vec::new();
+    for (index, (layout, leaves)) in tops.into_iter().enumerate() {
+        let id = first_id + index as u32;
+        let mut node = top_node(layout, leaves, id, ashift, rng);
+        node.log = (data..data + logs).contains(&index);
+        node.special = index >= data + logs;
+        children.push(node);
+    }
+    (children, spares)
+}
+
+/// Builds the vdev tree for a new pool, with fresh GUIDs and sizes from the devices.
 fn build_tree(
     spec: &CreateSpec,
     devices: &BTreeMap<String, Arc<dyn Device>>,
     rng: &mut SeededRng,
 ) -> VdevTree {
-    let mut leaf = |path: &String, id: usize| {
-        let size = devices.get(path).map_or(0, |d| d.size_bytes());
-        new_leaf(path, id as u32, spec.ashift, size, rng.guid())
-    };
-    let mut tops: Vec<(TopLayout, Vec<VdevTree>)> = Vec::new();
-    for top in spec.tops.iter().chain(&spec.logs) {
-        let leaves = top
-            .devices
-            .iter()
-            .enumerate()
-            .map(|(i, p)| leaf(p, i))
-            .collect();
-        tops.push((top.layout, leaves));
-    }
-    let spares: Vec<VdevTree> = spec
-        .spares
-        .iter()
-        .enumerate()
-        .map(|(i, p)| leaf(p, i))
-        .collect();
-    let mut children = Vec::new();
-    for (index, (layout, leaves)) in tops.into_iter().enumerate() {
-        let id = index as u32;
-        let smallest = leaves.iter().map(|l| l.asize).min().unwrap_or(0);
-        let mut node = match layout {
-            TopLayout::Disk => {
-                let mut single = leaves.into_iter().next().expect("validated: one device");
-                single.id = id;
-                single
-            }
-            TopLayout::Mirror => interior_node(
-                VdevKind::Mirror,
-                rng.guid(),
-                id,
-                spec.ashift,
-                smallest,
-                leaves,
-            ),
-            TopLayout::Raidz(parity) => {
-                let asize = smallest * leaves.len() as u64;
-                let kind = VdevKind::Raidz { parity };
-                interior_node(kind, rng.guid(), id, spec.ashift, asize, leaves)
-            }
-        };
-        node.metaslab_shift = tarn_space::metaslab_shift_for(node.asize);
-        node.log = index >= spec.tops.len();
-        children.push(node);
-    }
+    let (mut children, spares) = build_tops(spec, devices, 0, spec.ashift, rng);
     if !spares.is_empty() {
         let id = children.len() as u32;
         children.push(interior_node(

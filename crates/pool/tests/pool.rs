@@ -46,6 +46,7 @@ fn spec(layout: TopLayout, devices: Vec<String>) -> CreateSpec {
         tops: vec![TopSpec { layout, devices }],
         spares: vec![],
         logs: Vec::new(),
+        specials: Vec::new(),
         ashift: 12,
         force: false,
     }
@@ -67,6 +68,7 @@ fn props(block_type: BlockType) -> WriteProps {
         compression: CompressSetting::Lz4,
         copies: 1,
         fill: 1,
+        special_small_blocks: 0,
     }
 }
 

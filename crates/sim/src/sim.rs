@@ -177,6 +177,7 @@ impl Sim {
                 .collect(),
             spares: cfg.spares.iter().map(path).collect(),
             logs: Vec::new(),
+            specials: Vec::new(),
             ashift: cfg.ashift,
             force: false,
         };

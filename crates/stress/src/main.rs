@@ -136,6 +136,7 @@ fn create(engine: &Engine, dir: &Path) -> Result<(), String> {
         }],
         spares: Vec::new(),
         logs: Vec::new(),
+        specials: Vec::new(),
         ashift: 12,
         force: false,
     };

@@ -47,7 +47,7 @@
 
 pub mod store;
 
-pub use store::{Allocator, BlockStore, WriteProps, ZioError};
+pub use store::{AllocClass, Allocator, BlockStore, WriteProps, ZioError};
 
 use std::sync::Arc;
 use tarn_base::{Guid, Txg};
@@ -136,7 +136,8 @@ impl Pipeline {
         let psize = (physical.len() as u64).next_multiple_of(PSIZE_UNIT);
         let mut buffer = vec![0u8; psize.next_multiple_of(self.sector_size) as usize];
         buffer[..physical.len()].copy_from_slice(physical);
-        let dvas = allocator.allocate(buffer.len() as u64, props.copies.max(1))?;
+        let class = props.alloc_class(psize);
+        let dvas = allocator.allocate(buffer.len() as u64, props.copies.max(1), class)?;
         let result =
             self.write_physical(&dvas, txg, &buffer, psize, data.len() as u64, kind, props);
         if result.is_err() {

@@ -75,6 +75,7 @@ impl Fixture {
             }],
             spares: Vec::new(),
             logs: Vec::new(),
+            specials: Vec::new(),
             ashift: 12,
             force: false,
         };

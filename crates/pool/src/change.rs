@@ -1,0 +1,310 @@
+//! Changing the vdev tree of an imported pool: `tarn pool add` (new data, log and special
+//! top-level vdevs, new hot spares) and `tarn pool remove` (hot spares, log devices).
+//!
+//! Both follow the synctask shape: every check runs first and writes nothing (I4); then the
+//! change is made in memory and the config is marked dirty, so the next [`Pool::sync`]
+//! writes the new config to every label, new devices included, around its uberblock (even
+//! labels before it, odd ones after). A crash before that uberblock leaves either the old
+//! config everywhere, or the new one on some labels next to the old uberblock: an added
+//! vdev then simply holds nothing yet, and import works either way. The caller (the
+//! engine) commits the txg right away.
+//!
+//! Removing a log device needs more: its id is a DVA vdev number, so only the last
+//! top-level vdev can go (ids stay dense; ZFS leaves a hole vdev instead, which tarn's
+//! format does not have yet), it must hold no block, and no space-log record may name it.
+//! [`Pool::begin_remove_log`] stops allocation there; the engine then commits txgs until
+//! the intent log has moved off it ([`Pool::vdev_allocated`] is 0), asks for a condensed
+//! space log ([`Pool::condense_space_log`]) and commits it, and only then
+//! [`Pool::finish_remove_log`] drops the vdev (committed by one more txg). At every crash
+//! point the newest config and the newest uberblock's space log agree on which vdevs exist.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use tarn_base::{Guid, SeededRng, limits};
+use tarn_device::Device;
+use tarn_format::label::VdevKind;
+use tarn_space::{VdevClass, VdevGeometry};
+use tarn_vdev::{Layout, Leaf, TopVdev};
+use tarn_zio::Pipeline;
+
+use crate::spec::{CreateSpec, TopLayout, TopSpec, check_replication};
+use crate::{DeviceProvider, Pool, PoolError, build_tops, open_new_devices, read_labels};
+
+impl Pool {
+    /// The pool's data top-level vdevs as specs (layout and width), for the replication
+    /// check.
+    fn data_top_specs(&self) -> Vec<TopSpec> {
+        self.tops
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !self.is_log_vdev(*i) && !self.is_special_vdev(*i))
+            .map(|(_, top)| {
+                let tree = top.to_tree();
+                let (layout, width) = match tree.kind {
+                    VdevKind::Mirror => (TopLayout::Mirror, tree.children.len()),
+                    VdevKind::Raidz { parity } => (TopLayout::Raidz(parity), tree.children.len()),
+                    _ => (TopLayout::Disk, 1),
+                };
+                TopSpec {
+                    layout,
+                    devices: vec![String::new(); width],
+                }
+            })
+            .collect()
+    }
+
+    /// Refuses a change to a suspended or read-only pool.
+    fn check_changeable(&self) -> Result<(), PoolError> {
+        if let Some(why) = &self.suspended {
+            return Err(PoolError::Suspended(why.clone()));
+        }
+        if self.readonly {
+            return Err(PoolError::ReadOnly);
+        }
+        Ok(())
+    }
+
+    /// The check half of [`Pool::add`]: everything that can refuse, writing nothing. Returns
+    /// the opened devices by path.
+    pub fn check_add(
+        &self,
+        spec: &CreateSpec,
+        provider: &dyn DeviceProvider,
+    ) -> Result<BTreeMap<String, Arc<dyn Device>>, PoolError> {
+        self.check_changeable()?;
+        spec.validate_add(self.tops.len())?;
+        if self.spares.len() + spec.spares.len() > limits::VDEV_CHILDREN_MAX {
+            return Err(PoolError::InvalidSpec(format!(
+                "a pool has at most {} spares",
+                limits::VDEV_CHILDREN_MAX
+            )));
+        }
+        let tree = self.vdev_tree();
+        let in_pool = tree.leaves();
+        if let Some(path) = spec
+            .all_devices()
+            .find(|path| in_pool.iter().any(|leaf| leaf.path == **path))
+        {
+            return Err(self.in_this_pool(path));
+        }
+        check_replication(&self.data_top_specs(), spec)?;
+        let devices = open_new_devices(spec, provider)?;
+        // Even with -f, a device whose labels say it belongs to this very pool (under
+        // another path) is not taken twice.
+        for (path, device) in &devices {
+            if read_labels(device.as_ref())
+                .config
+                .is_some_and(|c| c.pool_guid == self.guid && tree.find(c.this_guid).is_some())
+            {
+                return Err(self.in_this_pool(path));
+            }
+        }
+        Ok(devices)
+    }
+
+    fn in_this_pool(&self, path: &str) -> PoolError {
+        PoolError::DeviceInUse {
+            path: path.to_string(),
+            pool: self.name.clone(),
+            state: "active".into(),
+        }
+    }
+
+    /// Adds the top-level vdevs and spares of `spec` (its name and ashift are ignored: new
+    /// vdevs get the pool's ashift). Checks first ([`Pool::check_add`]); then the change is
+    /// in memory and the config dirty: the caller commits a txg, which writes the labels of
+    /// every device, old and new. Allocation starts using the new vdevs at once (the rotor
+    /// is biased by free space, so empty vdevs take more).
+    pub fn add(
+        &mut self,
+        spec: &CreateSpec,
+        provider: &dyn DeviceProvider,
+        rng: &mut SeededRng,
+    ) -> Result<(), PoolError> {
+        let devices = self.check_add(spec, provider)?;
+        let first_id = u32::try_from(self.tops.len()).expect("TOP_VDEVS_MAX fits u32");
+        let (nodes, spare_leaves) = build_tops(spec, &devices, first_id, self.ashift, rng);
+        let by_guid: HashMap<Guid, Arc<dyn Device>> = nodes
+            .iter()
+            .flat_map(|node| node.leaves())
+            .chain(&spare_leaves)
+            .filter_map(|leaf| devices.get(&leaf.path).map(|d| (leaf.guid, Arc::clone(d))))
+            .collect();
+        let mut new_tops = Vec::new();
+        for node in &nodes {
+            new_tops.push(Arc::new(TopVdev::from_tree(node, &by_guid)?));
+        }
+        // Apply: nothing below fails.
+        for (node, top) in nodes.iter().zip(new_tops) {
+            let id = node.id;
+            assert_eq!(
+                id as usize,
+                self.tops.len(),
+                "new top-level vdev ids are dense"
+            );
+            for leaf in top.leaves() {
+                leaf.set_clock(Arc::clone(&self.clock));
+            }
+            let class = if node.log {
+                self.log_tops.insert(id);
+                VdevClass::Log
+            } else if node.special {
+                self.special_tops.insert(id);
+                VdevClass::Special
+            } else {
+                VdevClass::Normal
+            };
+            let geometry = Arc::clone(&top) as Arc<dyn VdevGeometry>;
+            self.space.add_vdev(geometry, node.metaslab_shift, class);
+            self.tops.push(top);
+        }
+        for node in &spare_leaves {
+            let leaf = Leaf::missing(node.guid, node.path.clone(), node.asize);
+            if let Some(device) = by_guid.get(&node.guid)
+                && leaf.set_device(Some(Arc::clone(device))).is_ok()
+            {
+                leaf.set_state(tarn_vdev::LeafState::Online);
+            }
+            leaf.set_clock(Arc::clone(&self.clock));
+            self.spares.push(Arc::new(leaf));
+        }
+        if self.spares_guid.0 == 0 && !self.spares.is_empty() {
+            self.spares_guid = rng.guid();
+        }
+        self.pipeline = Pipeline::new(self.tops.clone());
+        self.config_dirty = true;
+        Ok(())
+    }
+
+    /// Index of the top-level vdev named `name` as status prints it (a disk vdev's leaf
+    /// path, `mirror-N`, `raidzP-N`) or by GUID.
+    fn top_named(&self, name: &str) -> Option<usize> {
+        self.tops.iter().position(|top| {
+            let id = top.id().0;
+            let shown = match top.layout() {
+                Layout::Disk => top.leaves().first().map(|l| l.path()).unwrap_or_default(),
+                Layout::Mirror => format!("mirror-{id}"),
+                Layout::Raidz { parity } => format!("raidz{parity}-{id}"),
+            };
+            shown == name || top.guid().0.to_string() == name
+        })
+    }
+
+    /// Removes the unused hot spare `name` (path or GUID) from the config; the caller commits
+    /// a txg and then may clear the returned device's labels.
+    pub fn remove_spare_device(
+        &mut self,
+        name: &str,
+    ) -> Result<Option<Arc<dyn Device>>, PoolError> {
+        self.check_changeable()?;
+        let spare = self
+            .spares
+            .iter()
+            .find(|s| s.path() == name || s.guid().0.to_string() == name)
+            .cloned();
+        let Some(spare) = spare else {
+            return Err(self.not_removable(name));
+        };
+        if self.spare_in_use(spare.guid()) {
+            return Err(PoolError::CannotRemove(
+                "the hot spare is in use; detach it (or the device it stands in for) first".into(),
+            ));
+        }
+        self.remove_spare(spare.guid());
+        self.config_dirty = true;
+        Ok(spare.device())
+    }
+
+    /// Why `name` cannot be removed: not in the pool, a data or special vdev (that needs
+    /// device evacuation), or a leaf inside a vdev.
+    fn not_removable(&self, name: &str) -> PoolError {
+        if let Some(index) = self.top_named(name) {
+            let what = if self.is_special_vdev(index) {
+                "special"
+            } else {
+                "data"
+            };
+            return PoolError::CannotRemove(format!(
+                "removing a {what} top-level vdev needs device evacuation, which is not \
+                 supported yet (log devices and unused spares can be removed)"
+            ));
+        }
+        let in_tree = self
+            .tops
+            .iter()
+            .flat_map(|t| t.leaves())
+            .any(|l| l.path() == name);
+        if in_tree {
+            return PoolError::CannotRemove(
+                "only hot spares and log devices can be removed; use 'tarn pool detach' for a \
+                 mirror side"
+                    .into(),
+            );
+        }
+        PoolError::CannotRemove("no such device in pool".into())
+    }
+
+    /// Finds the log device `name` and stops allocation on it: the first step of removing
+    /// it (see the module comment). Refuses anything else, and a log device that is not the
+    /// last top-level vdev. Returns its index.
+    pub fn begin_remove_log(&mut self, name: &str) -> Result<usize, PoolError> {
+        self.check_changeable()?;
+        let Some(index) = self.top_named(name).filter(|&i| self.is_log_vdev(i)) else {
+            return Err(self.not_removable(name));
+        };
+        if index + 1 != self.tops.len() {
+            return Err(PoolError::CannotRemove(
+                "only the last top-level vdev can be removed for now (log devices added later \
+                 must go first)"
+                    .into(),
+            ));
+        }
+        self.space.set_removing(index, true);
+        Ok(index)
+    }
+
+    /// Undoes [`Pool::begin_remove_log`] (the removal was refused on the way).
+    pub fn cancel_remove_log(&mut self, index: usize) {
+        self.space.set_removing(index, false);
+    }
+
+    /// Bytes allocated on top-level vdev `index` (deferred frees included).
+    #[must_use]
+    pub fn vdev_allocated(&self, index: usize) -> u64 {
+        self.space.vdev_allocated(index)
+    }
+
+    /// Makes the next sync write the space log as a new base (no records of freed space
+    /// survive in the chain).
+    pub fn condense_space_log(&mut self) {
+        self.space.condense_next_sync();
+    }
+
+    /// Drops the log device `index` (the last top-level vdev, empty, with a condensed space
+    /// log committed since it emptied) and marks the config dirty: the last step of removing
+    /// it. Returns its leaves' devices so the caller can clear their labels once the txg
+    /// committed.
+    pub fn finish_remove_log(&mut self, index: usize) -> Vec<Arc<dyn Device>> {
+        assert_eq!(
+            index + 1,
+            self.tops.len(),
+            "only the last top-level vdev is removed"
+        );
+        assert!(
+            self.is_log_vdev(index),
+            "only a log device is removed without evacuation"
+        );
+        assert_eq!(
+            self.space.vdev_allocated(index),
+            0,
+            "a removed vdev holds no block"
+        );
+        let top = self.tops.pop().expect("index is the last top-level vdev");
+        self.space.remove_last_vdev();
+        self.log_tops.remove(&(index as u32));
+        self.pipeline = Pipeline::new(self.tops.clone());
+        self.config_dirty = true;
+        top.leaves().iter().filter_map(|l| l.device()).collect()
+    }
+}
