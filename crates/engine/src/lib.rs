@@ -71,6 +71,7 @@ pub mod replace;
 pub mod scrub;
 pub mod slow;
 pub mod status;
+mod topology;
 mod userspace;
 pub mod zil;
 
@@ -503,6 +504,7 @@ impl Engine {
             .map(|(name, value)| Ok((name.clone(), dataset_ops::validate_prop(name, value)?)))
             .collect::<Result<Vec<_>, EngineError>>()?;
         spec.validate()?;
+        tarn_pool::check_replication(&[], &spec)?;
         if self.pools().contains_key(&spec.name) {
             return Err(EngineError::PoolExists);
         }

@@ -41,6 +41,20 @@ fn sample_requests() -> Vec<Request> {
             force: true,
             dry_run: false,
         }),
+        Request::PoolAdd(PoolAdd {
+            name: "tank".into(),
+            vdevs: vec![VdevGroupSpec {
+                role: VdevRole::Special,
+                kind: VdevKind::Mirror,
+                devices: vec!["/d/s0".into(), "/d/s1".into()],
+            }],
+            force: false,
+            dry_run: true,
+        }),
+        Request::PoolRemove {
+            name: "tank".into(),
+            device: "/d/log".into(),
+        },
         Request::PoolDestroy {
             name: "tank".into(),
             force: false,
@@ -367,6 +381,13 @@ fn pool_set_changes_are_flagged() {
     assert!(Request::PoolCreate(create.clone()).changes_pool_set());
     create.dry_run = true;
     assert!(!Request::PoolCreate(create).changes_pool_set());
+    let mut add = match &sample_requests()[3] {
+        Request::PoolAdd(add) => add.clone(),
+        other => panic!("sample 3 is {other:?}"),
+    };
+    assert!(!Request::PoolAdd(add.clone()).changes_pool_set());
+    add.dry_run = false;
+    assert!(Request::PoolAdd(add).changes_pool_set());
 }
 
 proptest::proptest! {
