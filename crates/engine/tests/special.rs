@@ -1,0 +1,535 @@
+//! Allocation classes and changes of the vdev tree through the engine on simulated devices.
+//! Goal: metadata lands on special vdevs and file data there only up to
+//! `special_small_blocks`; `pool add` of every kind (data, log, special, spare) takes effect,
+//! survives export/import and is in the history; `pool remove` takes spares and log devices
+//! (an fsync'd record on the log survives the removal) and refuses data and special vdevs;
+//! every refusal leaves every device byte-identical. Method: pools over `SimDevice`s, the
+//! committed block tree walked with `check::reachable_blocks`, `check::verify_pool` after
+//! every change.
+
+#![allow(clippy::unwrap_used)] // Test code: a failed unwrap is a failed test.
+
+use std::sync::Arc;
+
+use tarn_base::ManualClock;
+use tarn_device::{FaultPlan, SimDevice};
+use tarn_engine::{
+    CreateOptions, CreateSpec, DatasetId, Engine, FsOp, HostIdentity, ImportOptions, SimProvider,
+    TopLayout, TopSpec, check,
+};
+use tarn_format::{BlockPtr, BlockType};
+use tarn_posix::{Creds, FileKind};
+
+const ME: Creds = Creds { uid: 0, gid: 0 };
+
+fn engine_on(provider: &Arc<SimProvider>) -> Engine {
+    let identity = HostIdentity {
+        hostid: 5,
+        hostname: "host".into(),
+    };
+    Engine::new(
+        provider.clone(),
+        identity,
+        Arc::new(ManualClock::new(1_700_000_000)),
+        17,
+    )
+}
+
+/// `count` devices `/sim/dN` of `size` bytes each.
+fn devices(provider: &SimProvider, first: usize, count: usize, size: u64) -> Vec<String> {
+    (first..first + count)
+        .map(|i| {
+            let name = format!("/sim/d{i}");
+            provider.insert(&name, SimDevice::new(&name, size, FaultPlan::default()));
+            name
+        })
+        .collect()
+}
+
+fn top(layout: TopLayout, devices: &[String]) -> TopSpec {
+    TopSpec {
+        layout,
+        devices: devices.to_vec(),
+    }
+}
+
+/// A raidz1 of three 128 MiB devices, optionally with a special mirror of two.
+fn pool(special: bool) -> (Arc<SimProvider>, Engine) {
+    let provider = Arc::new(SimProvider::new());
+    let data = devices(&provider, 0, 3, 128 << 20);
+    let mut spec = CreateSpec::one_top("tank", TopLayout::Raidz(1), data);
+    if special {
+        let special = devices(&provider, 3, 2, 64 << 20);
+        // A 2-way mirror survives as many failures as raidz1: no -f needed.
+        spec.specials = vec![top(TopLayout::Mirror, &special)];
+    }
+    let engine = engine_on(&provider);
+    let options = CreateOptions {
+        command: "pool create tank".into(),
+        ..CreateOptions::default()
+    };
+    engine.create_pool(&spec, &options).unwrap();
+    (provider, engine)
+}
+
+fn dataset(engine: &Engine, name: &str, props: &[(&str, &str)]) -> DatasetId {
+    let props: Vec<(String, String)> = props
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    engine
+        .create_dataset(name, &props, false, "create")
+        .unwrap();
+    engine.find_dataset(name).unwrap().1
+}
+
+/// Writes file `name` of `len` bytes of incompressible data into `dataset`.
+fn write_file(engine: &Engine, dataset: DatasetId, name: &str, len: usize) {
+    let mut data = vec![0u8; len];
+    tarn_base::SeededRng::new(len as u64).fill(&mut data);
+    engine
+        .fs_op("tank", dataset, FsOp::Modify, |fs| {
+            let root = fs.root()?;
+            let ino = fs
+                .mknod(root, name.as_bytes(), FileKind::Regular, 0o644, 0, ME)?
+                .ino;
+            fs.write(ino, 0, &data)
+        })
+        .unwrap();
+}
+
+fn is_file_data(bp: &BlockPtr) -> bool {
+    bp.block_type == BlockType::Data && bp.level == 0
+}
+
+fn vdevs_of(bp: &BlockPtr) -> Vec<u32> {
+    bp.copies().map(|d| d.vdev.0).collect()
+}
+
+fn images(provider: &SimProvider) -> Vec<(String, Vec<u8>)> {
+    provider
+        .all()
+        .iter()
+        .map(|(name, d)| (name.clone(), d.image()))
+        .collect()
+}
+
+/// Goal: with a special vdev every metadata block (MOS, dnodes, indirect blocks, ZAPs,
+/// object-set roots, the space log) is on it and no file data is (special_small_blocks 0).
+#[test]
+fn metadata_lands_on_the_special_vdev() {
+    let (_provider, engine) = pool(true);
+    let fs = dataset(&engine, "tank/fs", &[]);
+    for i in 0..20 {
+        write_file(&engine, fs, &format!("f{i}"), 8 << 10);
+    }
+    write_file(&engine, fs, "big", 3 << 20);
+    engine.sync_pool("tank").unwrap();
+    let blocks = check::reachable_blocks(&engine, "tank").unwrap();
+    let (data, meta): (Vec<&BlockPtr>, Vec<&BlockPtr>) =
+        blocks.iter().partition(|b| is_file_data(b));
+    assert!(
+        data.len() > 20 && meta.len() > 10,
+        "{} {}",
+        data.len(),
+        meta.len()
+    );
+    assert!(meta.iter().any(|b| b.block_type == BlockType::Indirect));
+    assert!(meta.iter().any(|b| b.block_type == BlockType::SpaceLog));
+    for bp in meta {
+        assert!(
+            vdevs_of(bp).iter().all(|&v| v == 1),
+            "metadata {bp:?} not on special"
+        );
+    }
+    for bp in data {
+        assert_eq!(vdevs_of(bp), [0], "file data {bp:?} on special");
+    }
+    check::verify_pool(&engine, "tank").unwrap();
+    let status = engine.status("tank").unwrap();
+    let sections: Vec<&str> = status
+        .config
+        .children
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(sections, ["raidz1-0", "special"]);
+    assert_eq!(status.config.children[1].children[0].name, "mirror-1");
+}
+
+/// Goal: data blocks up to `special_small_blocks` (inherited from the parent) go to the
+/// special vdev, larger ones do not; without a special vdev the property changes nothing.
+#[test]
+fn small_blocks_follow_the_property() {
+    let (_provider, engine) = pool(true);
+    let parent = dataset(&engine, "tank/p", &[("special_small_blocks", "16K")]);
+    let child = dataset(&engine, "tank/p/c", &[]);
+    let rows = engine
+        .dataset_props(&tarn_engine::DatasetQuery {
+            names: vec!["tank/p/c".into()],
+            properties: vec!["special_small_blocks".into()],
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(rows[0].props[0].value, "16K");
+    assert_eq!(rows[0].props[0].parsable, "16384");
+    assert_eq!(rows[0].props[0].source, "inherited from tank/p");
+    let before = check::committed_txg(&engine, "tank").unwrap().unwrap();
+    write_file(&engine, parent, "small", 12 << 10);
+    write_file(&engine, child, "small", 16 << 10);
+    write_file(&engine, child, "large", 512 << 10);
+    engine.sync_pool("tank").unwrap();
+    let blocks = check::reachable_blocks(&engine, "tank").unwrap();
+    let data: Vec<&BlockPtr> = blocks
+        .iter()
+        .filter(|b| is_file_data(b) && b.birth > before)
+        .collect();
+    let small: Vec<_> = data.iter().filter(|b| b.psize <= 16 << 10).collect();
+    let large: Vec<_> = data.iter().filter(|b| b.psize > 16 << 10).collect();
+    assert_eq!(small.len(), 2, "{data:?}");
+    assert!(!large.is_empty());
+    assert!(small.iter().all(|b| vdevs_of(b) == [1]), "{small:?}");
+    assert!(large.iter().all(|b| vdevs_of(b) == [0]), "{large:?}");
+    let err = engine
+        .set_dataset_props(
+            "tank/p",
+            &[("special_small_blocks".into(), "3K".into())],
+            "set",
+        )
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("0 or a power of two from 512 to 1M"),
+        "{err}"
+    );
+    check::verify_pool(&engine, "tank").unwrap();
+}
+
+/// Goal: when the special vdev fills, small blocks stop at its metadata reserve and go to
+/// the normal class, and the pool keeps working and verifying.
+#[test]
+fn a_full_special_vdev_falls_back_to_the_normal_class() {
+    let provider = Arc::new(SimProvider::new());
+    let data = devices(&provider, 0, 3, 256 << 20);
+    let special = devices(&provider, 3, 1, 64 << 20);
+    let mut spec = CreateSpec::one_top("tank", TopLayout::Raidz(1), data);
+    spec.specials = vec![top(TopLayout::Disk, &special)];
+    spec.force = true;
+    let engine = engine_on(&provider);
+    let options = CreateOptions::default();
+    let refused = engine.create_pool(
+        &CreateSpec {
+            force: false,
+            ..spec.clone()
+        },
+        &options,
+    );
+    assert!(
+        refused
+            .unwrap_err()
+            .to_string()
+            .contains("mismatched replication level"),
+        "a single-disk special under raidz1 needs -f"
+    );
+    engine.create_pool(&spec, &options).unwrap();
+    let fs = dataset(&engine, "tank/fs", &[("special_small_blocks", "128K")]);
+    for i in 0..64 {
+        write_file(&engine, fs, &format!("f{i}"), 1 << 20);
+        if i % 8 == 7 {
+            engine.sync_pool("tank").unwrap();
+        }
+    }
+    let blocks = check::reachable_blocks(&engine, "tank").unwrap();
+    let data: Vec<&BlockPtr> = blocks.iter().filter(|b| is_file_data(b)).collect();
+    let on_special = data.iter().filter(|b| vdevs_of(b) == [1]).count();
+    let on_normal = data.iter().filter(|b| vdevs_of(b) == [0]).count();
+    // 64 MiB of 128K blocks: the special vdev takes them until a quarter of it is left.
+    assert!(
+        on_special > 200 && on_normal > 50,
+        "{on_special} {on_normal}"
+    );
+    let special_bytes = on_special as u64 * (128 << 10);
+    assert!(
+        special_bytes <= 48 << 20,
+        "small blocks ate the metadata reserve"
+    );
+    let usage = engine.list(&["tank".into()]).unwrap();
+    assert_eq!(usage.len(), 1);
+    check::verify_pool(&engine, "tank").unwrap();
+}
+
+/// Goal: `add` of a data mirror, a special vdev, a log device and a spare: each appears in
+/// status in its section, new blocks use the new vdevs, history records the command, and
+/// all of it survives export and import.
+#[test]
+fn add_of_each_kind_survives_export_and_import() {
+    let (provider, engine) = pool(false);
+    let fs = dataset(&engine, "tank/fs", &[]);
+    write_file(&engine, fs, "before", 2 << 20);
+    engine.sync_pool("tank").unwrap();
+    let mirror = devices(&provider, 10, 2, 128 << 20);
+    let special = devices(&provider, 12, 2, 64 << 20);
+    let log = devices(&provider, 14, 1, 64 << 20);
+    let spare = devices(&provider, 15, 1, 128 << 20);
+    let add = CreateSpec {
+        tops: vec![top(TopLayout::Mirror, &mirror)],
+        specials: vec![top(TopLayout::Mirror, &special)],
+        logs: vec![top(TopLayout::Disk, &log)],
+        spares: spare.clone(),
+        ..CreateSpec::one_top("tank", TopLayout::Disk, vec![])
+    };
+    let before = images(&provider);
+    let layout = engine
+        .add_vdevs("tank", &add, true, "pool add -n")
+        .unwrap()
+        .unwrap();
+    assert_eq!(images(&provider), before, "add -n changes nothing");
+    let names: Vec<&str> = layout.children.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["raidz1-0", "mirror", "special", "logs", "spares"]);
+    engine
+        .add_vdevs("tank", &add, false, "pool add tank ...")
+        .unwrap();
+    let status = engine.status("tank").unwrap();
+    let names: Vec<&str> = status
+        .config
+        .children
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(names, ["raidz1-0", "mirror-1", "special", "logs"]);
+    assert_eq!(status.spares.len(), 1);
+    for i in 0..8 {
+        write_file(&engine, fs, &format!("after{i}"), 1 << 20);
+    }
+    engine.sync_pool("tank").unwrap();
+    let blocks = check::reachable_blocks(&engine, "tank").unwrap();
+    let on = |v: u32| blocks.iter().filter(|b| vdevs_of(b).contains(&v)).count();
+    assert!(on(1) > 0, "the new data mirror takes data");
+    // Ids: data first, then log, then special (CreateSpec::all_tops).
+    assert_eq!(on(2), 0, "the log device holds no committed block");
+    assert!(on(3) > 0, "the new special vdev takes metadata");
+    let history = engine.history("tank").unwrap();
+    assert!(history.iter().any(|h| h.command == "pool add tank ..."));
+    check::verify_pool(&engine, "tank").unwrap();
+    engine.export_pool("tank", false).unwrap();
+    let engine = engine_on(&provider);
+    engine
+        .import_pool(
+            &["/sim".into()],
+            "tank",
+            &ImportOptions::default(),
+            "import",
+        )
+        .unwrap();
+    let again = engine.status("tank").unwrap();
+    assert_eq!(again.config, status.config);
+    assert_eq!(again.state, "ONLINE");
+    check::verify_pool(&engine, "tank").unwrap();
+}
+
+/// Goal: refused adds change nothing on any device: a device twice, one already in the
+/// pool, one too small, a missing path, less redundancy without -f, a raidz log.
+#[test]
+fn refused_adds_leave_every_device_untouched() {
+    let (provider, engine) = pool(false);
+    let spare = devices(&provider, 10, 2, 128 << 20);
+    let small = "/sim/small".to_string();
+    provider.insert(
+        &small,
+        SimDevice::new(&small, 1 << 20, FaultPlan::default()),
+    );
+    let before = images(&provider);
+    let base = CreateSpec {
+        tops: Vec::new(),
+        ..CreateSpec::one_top("tank", TopLayout::Disk, vec![])
+    };
+    let cases = vec![
+        (
+            CreateSpec {
+                tops: vec![top(
+                    TopLayout::Mirror,
+                    &[spare[0].clone(), spare[0].clone()],
+                )],
+                ..base.clone()
+            },
+            "more than once",
+        ),
+        (
+            CreateSpec {
+                tops: vec![top(TopLayout::Disk, &["/sim/d0".into()])],
+                force: true,
+                ..base.clone()
+            },
+            "active pool 'tank'",
+        ),
+        (
+            CreateSpec {
+                spares: vec![small.clone()],
+                ..base.clone()
+            },
+            "too small",
+        ),
+        (
+            CreateSpec {
+                logs: vec![top(TopLayout::Disk, &["/sim/none".into()])],
+                ..base.clone()
+            },
+            "cannot open",
+        ),
+        (
+            CreateSpec {
+                tops: vec![top(TopLayout::Disk, &spare[..1])],
+                ..base.clone()
+            },
+            "mismatched replication level: pool uses raidz1 and new vdev is disk",
+        ),
+        (
+            CreateSpec {
+                logs: vec![top(TopLayout::Raidz(1), &spare)],
+                ..base.clone()
+            },
+            "not allowed in a log section",
+        ),
+        (base.clone(), "no vdevs given"),
+    ];
+    for (spec, expected) in cases {
+        let err = engine.add_vdevs("tank", &spec, false, "add").unwrap_err();
+        assert!(err.to_string().contains(expected), "{expected}: {err}");
+        let err = engine.add_vdevs("tank", &spec, true, "add -n").unwrap_err();
+        assert!(err.to_string().contains(expected), "-n {expected}: {err}");
+        assert_eq!(images(&provider), before, "refused add ({expected}) wrote");
+    }
+    assert_eq!(engine.status("tank").unwrap().config.children.len(), 1);
+}
+
+/// Goal: remove takes an unused spare and a log device (clearing their labels, so they can
+/// be used again), an fsync'd record that was on the log is not lost, and data and special
+/// vdevs are refused with a line saying evacuation is not supported yet.
+#[test]
+fn remove_spare_and_log_refuse_data_and_special() {
+    let (provider, engine) = pool(true);
+    let spare = devices(&provider, 10, 1, 128 << 20);
+    let log = devices(&provider, 11, 1, 64 << 20);
+    let add = CreateSpec {
+        spares: spare.clone(),
+        logs: vec![top(TopLayout::Disk, &log)],
+        ..CreateSpec::one_top("tank", TopLayout::Disk, vec![])
+    };
+    let add = CreateSpec {
+        tops: Vec::new(),
+        ..add
+    };
+    engine.add_vdevs("tank", &add, false, "add").unwrap();
+    let fs = dataset(&engine, "tank/fs", &[]);
+    write_file(&engine, fs, "first", 4096);
+    engine.fs_sync("tank", fs).unwrap();
+    write_file(&engine, fs, "logged", 4096);
+    engine.fs_sync("tank", fs).unwrap();
+    let before = images(&provider);
+    for (name, expected) in [
+        ("raidz1-0", "needs device evacuation"),
+        (
+            "mirror-1",
+            "removing a special top-level vdev needs device evacuation",
+        ),
+        ("/sim/d0", "only hot spares and log devices can be removed"),
+        ("/sim/nothing", "no such device in pool"),
+    ] {
+        let err = engine.remove_vdev("tank", name, "remove").unwrap_err();
+        assert!(err.to_string().contains(expected), "{name}: {err}");
+        assert_eq!(images(&provider), before, "refused remove of {name} wrote");
+    }
+    engine
+        .remove_vdev("tank", &spare[0], "pool remove tank spare")
+        .unwrap();
+    assert!(engine.status("tank").unwrap().spares.is_empty());
+    engine
+        .remove_vdev("tank", &log[0], "pool remove tank log")
+        .unwrap();
+    let status = engine.status("tank").unwrap();
+    let names: Vec<&str> = status
+        .config
+        .children
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(names, ["raidz1-0", "special"]);
+    check::verify_pool(&engine, "tank").unwrap();
+    engine.export_pool("tank", false).unwrap();
+    let engine = engine_on(&provider);
+    engine
+        .import_pool(
+            &["/sim".into()],
+            "tank",
+            &ImportOptions::default(),
+            "import",
+        )
+        .unwrap();
+    let fs = engine.find_dataset("tank/fs").unwrap().1;
+    let found = engine
+        .fs_op("tank", fs, FsOp::Read, |fs| {
+            let root = fs.root()?;
+            fs.lookup(root, b"logged")
+        })
+        .is_ok();
+    assert!(found, "the fsync'd file survives the log device's removal");
+    check::verify_pool(&engine, "tank").unwrap();
+    // The removed devices carry no label: a new pool may take them without -f.
+    let reuse = CreateSpec::one_top(
+        "again",
+        TopLayout::Mirror,
+        vec![spare[0].clone(), log[0].clone()],
+    );
+    engine
+        .create_pool(&reuse, &CreateOptions::default())
+        .unwrap();
+}
+
+/// Goal: losing the special vdev beyond its redundancy loses the pool, and import says so
+/// by naming the special vdev; within its redundancy the pool imports degraded.
+#[test]
+fn a_lost_special_vdev_stops_the_import() {
+    let (provider, engine) = pool(true);
+    let fs = dataset(&engine, "tank/fs", &[]);
+    write_file(&engine, fs, "f", 64 << 10);
+    engine.export_pool("tank", false).unwrap();
+    let gone = provider.remove("/sim/d3").unwrap();
+    let engine = engine_on(&provider);
+    engine
+        .import_pool(
+            &["/sim".into()],
+            "tank",
+            &ImportOptions::default(),
+            "import",
+        )
+        .unwrap();
+    assert_eq!(engine.status("tank").unwrap().state, "DEGRADED");
+    engine.export_pool("tank", false).unwrap();
+    provider.remove("/sim/d4").unwrap();
+    let engine = engine_on(&provider);
+    let listed = engine.importable(&["/sim".into()]);
+    assert_eq!(listed[0].state, "UNAVAIL");
+    assert!(
+        listed[0]
+            .status
+            .as_deref()
+            .unwrap_or("")
+            .contains("special vdev"),
+        "{:?}",
+        listed[0].status
+    );
+    let err = engine
+        .import_pool(
+            &["/sim".into()],
+            "tank",
+            &ImportOptions::default(),
+            "import",
+        )
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("the special vdev holding the pool's metadata is missing"),
+        "{err}"
+    );
+    drop(gone);
+}
