@@ -3,11 +3,14 @@
 //!
 //! Both follow the synctask shape: every check runs first and writes nothing (I4); then the
 //! change is made in memory and the config is marked dirty, so the next [`Pool::sync`]
-//! writes the new config to every label, new devices included, around its uberblock (even
-//! labels before it, odd ones after). A crash before that uberblock leaves either the old
-//! config everywhere, or the new one on some labels next to the old uberblock: an added
-//! vdev then simply holds nothing yet, and import works either way. The caller (the
-//! engine) commits the txg right away.
+//! writes the new config to every label around its uberblock (even labels before it, odd
+//! ones after). An add first writes and flushes all labels of the new devices (with the new
+//! config, stamped with the txg that will commit it), so that no old device's label can
+//! name a new vdev whose device has no label yet. A crash at any point leaves either the
+//! old config everywhere, or the new one on some labels (always on the new devices) next
+//! to the old uberblock: an added vdev then simply holds nothing yet, and import works
+//! either way (`add_then_power_cut_at_every_step` in tests/pool.rs cuts at every device
+//! operation). The caller (the engine) commits the txg right away.
 //!
 //! Removing a log device needs more: its id is a DVA vdev number, so only the last
 //! top-level vdev can go (ids stay dense; ZFS leaves a hole vdev instead, which tarn's
@@ -23,11 +26,12 @@ use std::sync::Arc;
 
 use tarn_base::{Guid, SeededRng, limits};
 use tarn_device::Device;
-use tarn_format::label::VdevKind;
+use tarn_format::label::{PoolState, VdevKind};
 use tarn_space::{VdevClass, VdevGeometry};
 use tarn_vdev::{Layout, Leaf, TopVdev};
 use tarn_zio::Pipeline;
 
+use crate::labels::LabelHalf;
 use crate::spec::{CreateSpec, TopLayout, TopSpec, check_replication};
 use crate::{DeviceProvider, Pool, PoolError, build_tops, open_new_devices, read_labels};
 
@@ -89,7 +93,7 @@ impl Pool {
             return Err(self.in_this_pool(path));
         }
         check_replication(&self.data_top_specs(), spec)?;
-        let devices = open_new_devices(spec, provider)?;
+        let devices = open_new_devices(spec, provider, Some((self.guid, &tree)))?;
         // Even with -f, a device whose labels say it belongs to this very pool (under
         // another path) is not taken twice.
         for (path, device) in &devices {
@@ -131,11 +135,25 @@ impl Pool {
             .chain(&spare_leaves)
             .filter_map(|leaf| devices.get(&leaf.path).map(|d| (leaf.guid, Arc::clone(d))))
             .collect();
+        // Fresh GUIDs must be new to this pool (import matches devices by GUID).
+        let existing = self.vdev_tree();
+        let fresh = nodes.iter().flat_map(|n| n.leaves()).chain(&spare_leaves);
+        if fresh
+            .into_iter()
+            .any(|leaf| existing.find(leaf.guid).is_some())
+            || nodes.iter().any(|n| existing.find(n.guid).is_some())
+        {
+            return Err(PoolError::InvalidSpec(
+                "a new vdev GUID collides with one of the pool's; try again".into(),
+            ));
+        }
         let mut new_tops = Vec::new();
         for node in &nodes {
             new_tops.push(Arc::new(TopVdev::from_tree(node, &by_guid)?));
         }
-        // Apply: nothing below fails.
+        // Apply in memory, then label the new devices; undone if that fails.
+        let before = (self.tops.len(), self.spares.len(), self.spares_guid);
+        let mut new_leaves = Vec::new();
         for (node, top) in nodes.iter().zip(new_tops) {
             let id = node.id;
             assert_eq!(
@@ -145,6 +163,7 @@ impl Pool {
             );
             for leaf in top.leaves() {
                 leaf.set_clock(Arc::clone(&self.clock));
+                new_leaves.push((leaf, top.guid()));
             }
             let class = if node.log {
                 self.log_tops.insert(id);
@@ -167,14 +186,63 @@ impl Pool {
                 leaf.set_state(tarn_vdev::LeafState::Online);
             }
             leaf.set_clock(Arc::clone(&self.clock));
-            self.spares.push(Arc::new(leaf));
+            let leaf = Arc::new(leaf);
+            new_leaves.push((Arc::clone(&leaf), leaf.guid()));
+            self.spares.push(leaf);
         }
         if self.spares_guid.0 == 0 && !self.spares.is_empty() {
             self.spares_guid = rng.guid();
         }
         self.pipeline = Pipeline::new(self.tops.clone());
+        if let Err(e) = self.label_new_leaves(&new_leaves) {
+            self.undo_add(before);
+            return Err(e);
+        }
         self.config_dirty = true;
         Ok(())
+    }
+
+    /// Writes all four labels of each new leaf with the new config (stamped with the txg
+    /// that will commit it) and flushes, before any old device's label changes: once some
+    /// label anywhere names the new vdevs, every new device carries its label, so an import
+    /// after a crash finds all of them (ZFS labels new vdevs at add time too).
+    fn label_new_leaves(&self, leaves: &[(Arc<Leaf>, Guid)]) -> Result<(), PoolError> {
+        let tree = self.vdev_tree();
+        let txg = self.txg.next();
+        for (leaf, top) in leaves {
+            let device = leaf.usable_device().ok_or_else(|| PoolError::DeviceOpen {
+                path: leaf.path(),
+                source: tarn_device::DeviceError::Gone,
+            })?;
+            let state = if *top == leaf.guid() && self.spares.iter().any(|s| Arc::ptr_eq(s, leaf)) {
+                PoolState::Spare
+            } else {
+                PoolState::Active
+            };
+            let config = self.config_for(state, txg, leaf.guid(), *top, &tree);
+            for half in [LabelHalf::Even, LabelHalf::Odd] {
+                crate::labels::write_config(device.as_ref(), &config, half)?;
+            }
+            device.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Takes back an [`Pool::add`] whose new devices could not be labelled: the pool is as
+    /// it was (`before`: top-level vdev count, spare count, spares GUID).
+    fn undo_add(&mut self, before: (usize, usize, Guid)) {
+        let (tops, spares, spares_guid) = before;
+        while self.tops.len() > tops {
+            let index = self.tops.len() - 1;
+            self.space.set_removing(index, true);
+            self.space.remove_last_vdev();
+            self.tops.pop();
+            self.log_tops.remove(&(index as u32));
+            self.special_tops.remove(&(index as u32));
+        }
+        self.spares.truncate(spares);
+        self.spares_guid = spares_guid;
+        self.pipeline = Pipeline::new(self.tops.clone());
     }
 
     /// Index of the top-level vdev named `name` as status prints it (a disk vdev's leaf

@@ -241,6 +241,10 @@ pub struct Discovered {
     pub uberblocks: Vec<Uberblock>,
     /// Leaf GUID -> the newest txg among the uberblocks in that device's own labels.
     pub leaf_txgs: BTreeMap<Guid, Txg>,
+    /// The newest txg any label's config was written for, chosen or not (an interrupted
+    /// config change can leave one newer than every uberblock): the txgs an import commits
+    /// go past it, so its labels never tie with the ones the import writes.
+    pub config_txg_max: Txg,
 }
 
 impl Discovered {
@@ -282,9 +286,14 @@ impl Discovered {
     }
 }
 
-/// Scans `dirs` for devices with tarn labels and groups them into pools.
+/// Scans `dirs` for devices with tarn labels and groups them into pools. A pool's config is
+/// the newest one whose txg has an uberblock on some device (a config written for a txg
+/// that never committed describes a tree the committed state does not have: the even
+/// labels of an interrupted config change, or the labels of devices an interrupted
+/// `pool add` wrote first); only when no config qualifies is the newest one taken.
 pub fn discover(provider: &dyn DeviceProvider, dirs: &[String]) -> Vec<Discovered> {
     let mut pools: BTreeMap<Guid, Discovered> = BTreeMap::new();
+    let mut configs: BTreeMap<Guid, Vec<PoolConfig>> = BTreeMap::new();
     let mut spares: Vec<(Guid, Guid, String)> = Vec::new();
     let mut seen = std::collections::HashSet::new();
     for dir in dirs {
@@ -310,10 +319,13 @@ pub fn discover(provider: &dyn DeviceProvider, dirs: &[String]) -> Vec<Discovere
                 found: BTreeMap::new(),
                 uberblocks: Vec::new(),
                 leaf_txgs: BTreeMap::new(),
+                config_txg_max: Txg(0),
             });
-            if config.txg > entry.config.txg {
-                entry.config = config.clone();
-            }
+            entry.config_txg_max = entry.config_txg_max.max(config.txg);
+            configs
+                .entry(config.pool_guid)
+                .or_default()
+                .push(config.clone());
             entry.found.insert(config.this_guid, path.clone());
             let own = scan
                 .uberblocks
@@ -328,6 +340,26 @@ pub fn discover(provider: &dyn DeviceProvider, dirs: &[String]) -> Vec<Discovere
     for (pool, guid, path) in spares {
         if let Some(entry) = pools.get_mut(&pool) {
             entry.found.insert(guid, path);
+        }
+    }
+    for (guid, entry) in &mut pools {
+        let candidates = configs.remove(guid).unwrap_or_default();
+        let committed = entry
+            .uberblocks
+            .iter()
+            .filter(|u| u.pool_guid == *guid)
+            .map(|u| u.txg)
+            .max();
+        let newest =
+            |list: &mut dyn Iterator<Item = &PoolConfig>| list.max_by_key(|c| c.txg).cloned();
+        let chosen = newest(
+            &mut candidates
+                .iter()
+                .filter(|c| committed.is_some_and(|t| c.txg <= t)),
+        )
+        .or_else(|| newest(&mut candidates.iter()));
+        if let Some(config) = chosen {
+            entry.config = config;
         }
     }
     pools.into_values().collect()
@@ -488,10 +520,13 @@ fn check_importable(
 }
 
 /// Opens every device of `spec` for writing and checks it can join a pool: large enough, and
-/// (without `-f`) not part of another pool. Writes nothing.
+/// (without `-f`) not part of another pool. A device labelled for pool `own` (GUID and
+/// current tree) but not in its tree is the leftover of an interrupted add of that pool and
+/// is taken without `-f`. Writes nothing.
 fn open_new_devices(
     spec: &CreateSpec,
     provider: &dyn DeviceProvider,
+    own: Option<(Guid, &VdevTree)>,
 ) -> Result<BTreeMap<String, Arc<dyn Device>>, PoolError> {
     let mut devices = BTreeMap::new();
     for path in spec.all_devices() {
@@ -507,6 +542,9 @@ fn open_new_devices(
         if !spec.force
             && let Some(config) = read_labels(device.as_ref()).config
             && config.state != PoolState::Destroyed
+            && !own.is_some_and(|(guid, tree)| {
+                config.pool_guid == guid && tree.find(config.this_guid).is_none()
+            })
         {
             return Err(PoolError::DeviceInUse {
                 path: path.clone(),
@@ -544,7 +582,7 @@ impl Pool {
     ) -> Result<Pool, PoolError> {
         spec.validate()?;
         check_replication(&[], spec)?;
-        let devices = open_new_devices(spec, provider)?;
+        let devices = open_new_devices(spec, provider, None)?;
         let tree = build_tree(spec, &devices, rng);
         let guid = rng.guid();
         let by_guid = tree
@@ -761,7 +799,7 @@ impl Pool {
                 Ok(()) => {
                     // Txgs keep increasing past everything ever written, even after a
                     // rewind, so a stale newer uberblock can never win a later import.
-                    self.txg = newest_seen.max(ub.txg);
+                    self.txg = newest_seen.max(ub.txg).max(found.config_txg_max);
                     self.imported_txg = Some(ub.txg);
                     self.config_dirty = true;
                     return Ok(());
