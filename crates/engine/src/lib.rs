@@ -51,6 +51,12 @@
 //! (`multihost=on`): [`Engine::multihost_heartbeat`] writes the heartbeat and suspends a pool
 //! that cannot (`multihost`); the import-time activity check is `tarn_pool::multihost`.
 //!
+//! `pool add` and `pool remove` ([`Engine::add_vdevs`], [`Engine::remove_vdev`], module
+//! `topology`) change which top-level vdevs and spares a pool has, each committed in a txg
+//! with its history record; removing a log device first commits txgs until the intent log
+//! left it. Allocation classes (log, special) are the pool and space layers'; this layer
+//! passes each dataset's `special_small_blocks` into its object set's write config.
+//!
 //! # Not here
 //! Snapshots (a later layer), rates over intervals (the front end divides two
 //! [`Engine::iostat`] reports), the threads that drive scrubs, resilvers, fault checks and

@@ -360,7 +360,7 @@ fn refused_adds_leave_every_device_untouched() {
                 force: true,
                 ..base.clone()
             },
-            "active pool 'tank'",
+            "device '/sim/d0' is already in this pool",
         ),
         (
             CreateSpec {

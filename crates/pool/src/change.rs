@@ -108,10 +108,8 @@ impl Pool {
     }
 
     fn in_this_pool(&self, path: &str) -> PoolError {
-        PoolError::DeviceInUse {
+        PoolError::AlreadyInPool {
             path: path.to_string(),
-            pool: self.name.clone(),
-            state: "active".into(),
         }
     }
 

@@ -52,6 +52,17 @@
 //! failures do not fail a txg once it is not writable. [`Pool::flush_vdevs`] is the
 //! intent log's commit point.
 //!
+//! # Allocation classes and changes of the tree
+//! Top-level vdevs created from `special` specs carry the `special` flag
+//! ([`Pool::is_special_vdev`]); the space manager gives them metadata and small blocks. They
+//! count as data vdevs for import: a special vdev missing beyond its redundancy refuses the
+//! import ([`PoolError::MissingSpecial`]), since every dataset's metadata is there. Labels
+//! list the `org.tarn:allocation_classes` feature while a special vdev exists. A data or
+//! special vdev with less redundancy than the data vdevs needs `force` at create and add
+//! ([`check_replication`]). [`Pool::add`] and the removal of spares and log devices are in
+//! module `change`, with the crash-safety argument; [`discover`] takes the newest config
+//! whose txg committed.
+//!
 //! # Not here
 //! Object sets and properties (tarn-objects, tarn-engine), scrub and resilver (background),
 //! the timer that drives multihost heartbeats (the daemon; the heartbeat and the import-time
@@ -113,6 +124,12 @@ pub enum PoolError {
     MissingSpecial {
         /// Last known paths of its missing devices.
         missing: Vec<String>,
+    },
+    /// A device given to `add` is already part of this pool.
+    #[error("device '{path}' is already in this pool")]
+    AlreadyInPool {
+        /// The path.
+        path: String,
     },
     /// A device cannot be removed from the pool.
     #[error("{0}")]

@@ -792,7 +792,7 @@ fn no_special_no_feature_and_refused_add_writes_nothing() {
     let err = pool
         .add(&twice, provider.as_ref(), &mut SeededRng::new(1))
         .unwrap_err();
-    assert!(matches!(err, PoolError::DeviceInUse { .. }), "{err}");
+    assert!(matches!(err, PoolError::AlreadyInPool { .. }), "{err}");
     let after: Vec<Vec<u8>> = provider.all().iter().map(|(_, d)| d.image()).collect();
     assert!(images == after, "a refused add wrote to a device");
     assert_eq!(pool.tops().len(), 1);

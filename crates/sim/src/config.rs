@@ -28,6 +28,9 @@ pub struct TopPlan {
     pub leaves: Vec<usize>,
     /// Device indices of the leaves that inject faults.
     pub faulty: Vec<usize>,
+    /// A special allocation-class vdev (metadata and small blocks; always the last top of a
+    /// pool with more than one, so data vdevs remain).
+    pub special: bool,
 }
 
 impl TopPlan {
@@ -200,6 +203,7 @@ impl Config {
                 layout,
                 leaves,
                 faulty: Vec::new(),
+                special: false,
             });
         }
         let spares: Vec<usize> =
@@ -256,7 +260,8 @@ impl Config {
         for top in &self.tops {
             let _ = write!(
                 out,
-                " | {} x{} faulty {:?}",
+                " | {}{} x{} faulty {:?}",
+                if top.special { "special " } else { "" },
                 top.layout.name(),
                 top.leaves.len(),
                 top.faulty
@@ -400,6 +405,10 @@ fn late_choices(rng: &mut SeededRng, config: &mut Config) {
     } else {
         0
     };
+    // Drawn last of all: one pool in four with two or more tops makes its last one special.
+    if config.tops.len() > 1 && rng.chance(1, 4) {
+        config.tops.last_mut().expect("more than one top").special = true;
+    }
 }
 
 fn weights(rng: &mut SeededRng, tops: &[TopPlan]) -> Weights {

@@ -10,7 +10,8 @@
 //! ```text
 //!  write:  logical ─► all zero? ─► hole bp (no space)
 //!                  └► compress (kept if it saves >= 12.5%) ─► pad to 512 = psize
-//!                     ─► checksum(psize bytes) ─► Allocator: one DVA per copy
+//!                     ─► checksum(psize bytes) ─► Allocator: one DVA per copy, in the
+//!                        class the block's write policy asks for (WriteProps::alloc_class)
 //!                     ─► pad to the sector size ─► TopVdev::write per DVA ─► bp
 //!  read:   bp ─► for each DVA: TopVdev::read(verify = checksum matches)
 //!             ─► first copy that verifies wins; earlier bad copies are rewritten
