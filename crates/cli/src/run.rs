@@ -210,6 +210,33 @@ fn single(names: &[String]) -> Option<String> {
     }
 }
 
+/// `tarn pool add [-n] [-f] POOL VDEVSPEC...` as a request (the create grammar, any section
+/// alone).
+fn plan_add(args: crate::args::AddArgs, cwd: &Path) -> Result<Plan, Outcome> {
+    let vdevs = vdevspec::parse_add(&args.vdevs, cwd).map_err(|why| {
+        let message = format!("invalid vdev specification: {why}");
+        Outcome::refused(render::error_line("add", Some(&args.name), &message))
+    })?;
+    let view = match args.dry_run {
+        true => View::Layout {
+            name: args.name.clone(),
+            update: true,
+        },
+        false => View::Silent,
+    };
+    Ok(Plan {
+        verb: "add",
+        object: Some(args.name.clone()),
+        view,
+        request: Request::PoolAdd(PoolAdd {
+            name: args.name,
+            vdevs,
+            force: args.force,
+            dry_run: args.dry_run,
+        }),
+    })
+}
+
 /// Turns a pool command into a request (pure: no daemon, no I/O besides `cwd`).
 pub(crate) fn plan(command: PoolCommand, cwd: &Path) -> Result<Plan, Outcome> {
     let plan = match command {
@@ -240,30 +267,7 @@ pub(crate) fn plan(command: PoolCommand, cwd: &Path) -> Result<Plan, Outcome> {
                 }),
             }
         }
-        PoolCommand::Add(args) => {
-            let vdevs = vdevspec::parse_add(&args.vdevs, cwd).map_err(|why| {
-                let message = format!("invalid vdev specification: {why}");
-                Outcome::refused(render::error_line("add", Some(&args.name), &message))
-            })?;
-            let view = match args.dry_run {
-                true => View::Layout {
-                    name: args.name.clone(),
-                    update: true,
-                },
-                false => View::Silent,
-            };
-            Plan {
-                verb: "add",
-                object: Some(args.name.clone()),
-                view,
-                request: Request::PoolAdd(PoolAdd {
-                    name: args.name,
-                    vdevs,
-                    force: args.force,
-                    dry_run: args.dry_run,
-                }),
-            }
-        }
+        PoolCommand::Add(args) => plan_add(args, cwd)?,
         PoolCommand::Remove { name, device } => Plan {
             verb: "remove",
             object: Some(device.clone()),
@@ -718,8 +722,8 @@ fn mount_notices(plan: &Plan, lines: &[String]) -> Outcome {
 fn show(view: &View, payload: &ReplyPayload) -> Option<Outcome> {
     let text = match (view, payload) {
         (View::Silent, ReplyPayload::Unit) => String::new(),
-        (View::Layout { name, update }, ReplyPayload::Layout(layout)) => {
-            render::layout(name, *update, layout)
+        (View::Layout { name, update }, ReplyPayload::Layout(l)) => {
+            render::layout(name, *update, l)
         }
         (
             View::List {

@@ -76,29 +76,8 @@ fn special_vdevs_are_created_checked_and_shown() {
     );
 }
 
-// DESCRIPTION: `pool add` of a data mirror, a log device and a spare to a live pool:
-// `-n` prints the resulting configuration and changes nothing; the add shows in status in
-// the right sections, in history, and after export/import; refusals (a device already in
-// the pool, the same device twice, a missing path, a weaker data vdev without -f) are one
-// line and change nothing. `pool remove` then takes the spare and the log device and
-// refuses a data vdev, saying evacuation is not supported yet.
-// STRATEGY: status sections and history parsed from the text; device files compared.
-#[test]
-fn add_and_remove_change_a_live_pool() {
-    let rig = Rig::new();
-    let d = rig.devices("d", "disk", 8);
-    rig.ok(&format!("pool create tank mirror {} {}", d[0], d[1]));
-    let before = rig.image();
-    let dry = rig.ok(&format!("pool add -n tank mirror {} {}", d[2], d[3]));
-    assert!(
-        dry.starts_with("would update 'tank' to the following configuration:\n\n\ttank\n"),
-        "{dry}"
-    );
-    assert!(
-        dry.contains(&format!("\t  mirror\n\t    {}\n\t    {}\n", d[2], d[3])),
-        "{dry}"
-    );
-    assert_same_image(&before, &rig.image(), "add -n");
+/// The refusals of [`add_and_remove_change_a_live_pool`]: one line each, nothing changed.
+fn refused_adds(rig: &Rig, d: &[String], before: &Image) {
     for (line, expected) in [
         (
             format!("pool add tank {}", d[0]),
@@ -129,8 +108,34 @@ fn add_and_remove_change_a_live_pool() {
             ),
         ),
     ] {
-        assert_eq!(rig.refused_against(&before, &line), expected, "{line}");
+        assert_eq!(rig.refused_against(before, &line), expected, "{line}");
     }
+}
+
+// DESCRIPTION: `pool add` of a data mirror, a log device and a spare to a live pool:
+// `-n` prints the resulting configuration and changes nothing; the add shows in status in
+// the right sections, in history, and after export/import; refusals (a device already in
+// the pool, the same device twice, a missing path, a weaker data vdev without -f) are one
+// line and change nothing. `pool remove` then takes the spare and the log device and
+// refuses a data vdev, saying evacuation is not supported yet.
+// STRATEGY: status sections and history parsed from the text; device files compared.
+#[test]
+fn add_and_remove_change_a_live_pool() {
+    let rig = Rig::new();
+    let d = rig.devices("d", "disk", 8);
+    rig.ok(&format!("pool create tank mirror {} {}", d[0], d[1]));
+    let before = rig.image();
+    let dry = rig.ok(&format!("pool add -n tank mirror {} {}", d[2], d[3]));
+    assert!(
+        dry.starts_with("would update 'tank' to the following configuration:\n\n\ttank\n"),
+        "{dry}"
+    );
+    assert!(
+        dry.contains(&format!("\t  mirror\n\t    {}\n\t    {}\n", d[2], d[3])),
+        "{dry}"
+    );
+    assert_same_image(&before, &rig.image(), "add -n");
+    refused_adds(&rig, &d, &before);
     rig.ok(&format!(
         "pool add tank mirror {} {} log {} spare {}",
         d[2], d[3], d[4], d[5]
@@ -147,7 +152,7 @@ fn add_and_remove_change_a_live_pool() {
     );
     let history = history_commands(&rig.ok("pool history tank"), "tank");
     let added = format!(
-        "pool add tank mirror {} {} log {} spare {}",
+        "tarn pool add tank mirror {} {} log {} spare {}",
         d[2], d[3], d[4], d[5]
     );
     assert!(history.contains(&added), "{history:?}");

@@ -520,6 +520,15 @@ impl EngineBackend {
         }
     }
 
+    /// `pool add` and `pool remove`.
+    fn topology(&self, request: &Request) -> Option<Response> {
+        match request {
+            Request::PoolAdd(add) => Some(self.add(add)),
+            Request::PoolRemove { name, device } => Some(self.remove(name, device)),
+            _ => None,
+        }
+    }
+
     fn remove(&self, name: &str, device: &str) -> Response {
         let command = format!("pool remove {name} {device}");
         match self.engine.remove_vdev(name, device, &command) {
@@ -875,7 +884,7 @@ impl EngineBackend {
             Request::PoolReplace { .. }
             | Request::PoolAttach { .. }
             | Request::PoolDetach { .. } => self.replace(request),
-            _ => return None,
+            _ => return self.topology(request),
         };
         Some(response)
     }
@@ -1191,8 +1200,6 @@ impl EngineBackend {
                 wait,
             } => Ok(self.scrub(names, *action, *wait, &mut |_| {})),
             Request::PoolCreate(create) => Ok(self.create(create)),
-            Request::PoolAdd(add) => Ok(self.add(add)),
-            Request::PoolRemove { name, device } => Ok(self.remove(name, device)),
             Request::PoolImport(import) => Ok(self.import(import)),
             Request::PoolDestroy { name, force } => {
                 let _batch = lock_batch(&self.batch);

@@ -510,7 +510,6 @@ impl Engine {
             .map(|(name, value)| Ok((name.clone(), dataset_ops::validate_prop(name, value)?)))
             .collect::<Result<Vec<_>, EngineError>>()?;
         spec.validate()?;
-        tarn_pool::check_replication(&[], &spec)?;
         if self.pools().contains_key(&spec.name) {
             return Err(EngineError::PoolExists);
         }

@@ -586,17 +586,8 @@ pub fn importable(found: &Discovered) -> Importable {
             "The pool can be imported using its name or numeric identifier.".to_string(),
         ),
     };
-    let special_lost = specials.iter().any(|t| t.state == "UNAVAIL");
+    let status = special_lost(&specials).or(status);
     push_classes(&mut tops, specials, logs);
-    let status = if special_lost {
-        Some(
-            "The special vdev holding the pool's metadata is missing devices beyond its \
-             redundancy; the pool cannot be imported."
-                .to_string(),
-        )
-    } else {
-        status
-    };
     let config = VdevNode {
         name: found.config.name.clone(),
         kind: "root".into(),
@@ -631,6 +622,15 @@ fn top_layout(top: &tarn_pool::TopSpec, leaf: &dyn Fn(&String) -> VdevNode) -> V
             ..leaf(&String::new())
         },
     }
+}
+
+/// The import listing's `status:` when a special vdev is missing beyond its redundancy.
+fn special_lost(specials: &[VdevNode]) -> Option<String> {
+    specials.iter().any(|t| t.state == "UNAVAIL").then(|| {
+        "The special vdev holding the pool's metadata is missing devices beyond its \
+         redundancy; the pool cannot be imported."
+            .to_string()
+    })
 }
 
 /// Appends the allocation-class sections that are not empty, in `zpool status` order:

@@ -327,23 +327,14 @@ fn add_of_each_kind_survives_export_and_import() {
     check::verify_pool(&engine, "tank").unwrap();
 }
 
-/// Goal: refused adds change nothing on any device: a device twice, one already in the
-/// pool, one too small, a missing path, less redundancy without -f, a raidz log.
-#[test]
-fn refused_adds_leave_every_device_untouched() {
-    let (provider, engine) = pool(false);
-    let spare = devices(&provider, 10, 2, 128 << 20);
-    let small = "/sim/small".to_string();
-    provider.insert(
-        &small,
-        SimDevice::new(&small, 1 << 20, FaultPlan::default()),
-    );
-    let before = images(&provider);
+/// The refused adds of [`refused_adds_leave_every_device_untouched`] with the text each
+/// refusal must contain.
+fn refused_add_cases(spare: &[String], small: &str) -> Vec<(CreateSpec, &'static str)> {
     let base = CreateSpec {
         tops: Vec::new(),
         ..CreateSpec::one_top("tank", TopLayout::Disk, vec![])
     };
-    let cases = vec![
+    vec![
         (
             CreateSpec {
                 tops: vec![top(
@@ -364,7 +355,7 @@ fn refused_adds_leave_every_device_untouched() {
         ),
         (
             CreateSpec {
-                spares: vec![small.clone()],
+                spares: vec![small.to_string()],
                 ..base.clone()
             },
             "too small",
@@ -391,7 +382,22 @@ fn refused_adds_leave_every_device_untouched() {
             "not allowed in a log section",
         ),
         (base.clone(), "no vdevs given"),
-    ];
+    ]
+}
+
+/// Goal: refused adds change nothing on any device: a device twice, one already in the
+/// pool, one too small, a missing path, less redundancy without -f, a raidz log.
+#[test]
+fn refused_adds_leave_every_device_untouched() {
+    let (provider, engine) = pool(false);
+    let spare = devices(&provider, 10, 2, 128 << 20);
+    let small = "/sim/small".to_string();
+    provider.insert(
+        &small,
+        SimDevice::new(&small, 1 << 20, FaultPlan::default()),
+    );
+    let before = images(&provider);
+    let cases = refused_add_cases(&spare, &small);
     for (spec, expected) in cases {
         let err = engine.add_vdevs("tank", &spec, false, "add").unwrap_err();
         assert!(err.to_string().contains(expected), "{expected}: {err}");
@@ -456,7 +462,13 @@ fn remove_spare_and_log_refuse_data_and_special() {
     assert_eq!(names, ["raidz1-0", "special"]);
     check::verify_pool(&engine, "tank").unwrap();
     engine.export_pool("tank", false).unwrap();
-    let engine = engine_on(&provider);
+    after_removal(&provider, &spare[0], &log[0]);
+}
+
+/// The end of [`remove_spare_and_log_refuse_data_and_special`]: after import the fsync'd file
+/// is there, and the removed devices make a new pool without -f.
+fn after_removal(provider: &Arc<SimProvider>, spare: &str, log: &str) {
+    let engine = engine_on(provider);
     engine
         .import_pool(
             &["/sim".into()],
@@ -475,11 +487,7 @@ fn remove_spare_and_log_refuse_data_and_special() {
     assert!(found, "the fsync'd file survives the log device's removal");
     check::verify_pool(&engine, "tank").unwrap();
     // The removed devices carry no label: a new pool may take them without -f.
-    let reuse = CreateSpec::one_top(
-        "again",
-        TopLayout::Mirror,
-        vec![spare[0].clone(), log[0].clone()],
-    );
+    let reuse = CreateSpec::one_top("again", TopLayout::Mirror, vec![spare.into(), log.into()]);
     engine
         .create_pool(&reuse, &CreateOptions::default())
         .unwrap();

@@ -26,7 +26,7 @@ use std::sync::Arc;
 
 use tarn_base::{Guid, SeededRng, limits};
 use tarn_device::Device;
-use tarn_format::label::{PoolState, VdevKind};
+use tarn_format::label::{PoolState, VdevKind, VdevTree};
 use tarn_space::{VdevClass, VdevGeometry};
 use tarn_vdev::{Layout, Leaf, TopVdev};
 use tarn_zio::Pipeline;
@@ -149,8 +149,27 @@ impl Pool {
         for node in &nodes {
             new_tops.push(Arc::new(TopVdev::from_tree(node, &by_guid)?));
         }
-        // Apply in memory, then label the new devices; undone if that fails.
         let before = (self.tops.len(), self.spares.len(), self.spares_guid);
+        let new_leaves = self.apply_add(&nodes, new_tops, &spare_leaves, &by_guid, rng);
+        if let Err(e) = self.label_new_leaves(&new_leaves) {
+            self.undo_add(before);
+            return Err(e);
+        }
+        self.config_dirty = true;
+        Ok(())
+    }
+
+    /// The apply half of [`Pool::add`] in memory: the new top-level vdevs join the space
+    /// manager in their class, the spares the spare list. Returns every new leaf with the
+    /// GUID of its top-level vdev (a spare: its own).
+    fn apply_add(
+        &mut self,
+        nodes: &[VdevTree],
+        new_tops: Vec<Arc<TopVdev>>,
+        spare_leaves: &[VdevTree],
+        by_guid: &HashMap<Guid, Arc<dyn Device>>,
+        rng: &mut SeededRng,
+    ) -> Vec<(Arc<Leaf>, Guid)> {
         let mut new_leaves = Vec::new();
         for (node, top) in nodes.iter().zip(new_tops) {
             let id = node.id;
@@ -176,7 +195,7 @@ impl Pool {
             self.space.add_vdev(geometry, node.metaslab_shift, class);
             self.tops.push(top);
         }
-        for node in &spare_leaves {
+        for node in spare_leaves {
             let leaf = Leaf::missing(node.guid, node.path.clone(), node.asize);
             if let Some(device) = by_guid.get(&node.guid)
                 && leaf.set_device(Some(Arc::clone(device))).is_ok()
@@ -192,12 +211,7 @@ impl Pool {
             self.spares_guid = rng.guid();
         }
         self.pipeline = Pipeline::new(self.tops.clone());
-        if let Err(e) = self.label_new_leaves(&new_leaves) {
-            self.undo_add(before);
-            return Err(e);
-        }
-        self.config_dirty = true;
-        Ok(())
+        new_leaves
     }
 
     /// Writes all four labels of each new leaf with the new config (stamped with the txg

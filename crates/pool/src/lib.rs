@@ -361,25 +361,30 @@ pub fn discover(provider: &dyn DeviceProvider, dirs: &[String]) -> Vec<Discovere
     }
     for (guid, entry) in &mut pools {
         let candidates = configs.remove(guid).unwrap_or_default();
-        let committed = entry
-            .uberblocks
-            .iter()
-            .filter(|u| u.pool_guid == *guid)
-            .map(|u| u.txg)
-            .max();
-        let newest =
-            |list: &mut dyn Iterator<Item = &PoolConfig>| list.max_by_key(|c| c.txg).cloned();
-        let chosen = newest(
-            &mut candidates
-                .iter()
-                .filter(|c| committed.is_some_and(|t| c.txg <= t)),
-        )
-        .or_else(|| newest(&mut candidates.iter()));
-        if let Some(config) = chosen {
+        if let Some(config) = committed_config(entry, &candidates) {
             entry.config = config;
         }
     }
     pools.into_values().collect()
+}
+
+/// The newest of `candidates` whose txg has an uberblock among `found`'s (the newest of all
+/// when none has): see [`discover`].
+fn committed_config(found: &Discovered, candidates: &[PoolConfig]) -> Option<PoolConfig> {
+    let guid = found.config.pool_guid;
+    let committed = found
+        .uberblocks
+        .iter()
+        .filter(|u| u.pool_guid == guid)
+        .map(|u| u.txg)
+        .max();
+    let newest = |list: &mut dyn Iterator<Item = &PoolConfig>| list.max_by_key(|c| c.txg).cloned();
+    newest(
+        &mut candidates
+            .iter()
+            .filter(|c| committed.is_some_and(|t| c.txg <= t)),
+    )
+    .or_else(|| newest(&mut candidates.iter()))
 }
 
 /// Options of an import.
@@ -598,7 +603,6 @@ impl Pool {
         rng: &mut SeededRng,
     ) -> Result<Pool, PoolError> {
         spec.validate()?;
-        check_replication(&[], spec)?;
         let devices = open_new_devices(spec, provider, None)?;
         let tree = build_tree(spec, &devices, rng);
         let guid = rng.guid();

@@ -144,13 +144,15 @@ impl CreateSpec {
         self.all_tops().flat_map(|t| &t.devices).chain(&self.spares)
     }
 
-    /// Checks the spec's shape: name, widths, parity, duplicates, ashift.
+    /// Checks the spec's shape (name, widths, parity, duplicates, ashift) and its
+    /// replication levels ([`check_replication`]).
     pub fn validate(&self) -> Result<(), PoolError> {
         validate_pool_name(&self.name)?;
         if self.tops.is_empty() {
             return Err(PoolError::InvalidSpec("no data vdevs given".into()));
         }
-        self.validate_shape(0)
+        self.validate_shape(0)?;
+        check_replication(&[], self)
     }
 
     /// Checks a spec of vdevs to add to a pool that has `existing` top-level vdevs: the same
