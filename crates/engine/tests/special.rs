@@ -376,7 +376,7 @@ fn refused_add_cases(spare: &[String], small: &str) -> Vec<(CreateSpec, &'static
         ),
         (
             CreateSpec {
-                logs: vec![top(TopLayout::Raidz(1), &spare)],
+                logs: vec![top(TopLayout::Raidz(1), spare)],
                 ..base.clone()
             },
             "not allowed in a log section",

@@ -311,6 +311,8 @@ fn write_config(rng: &mut SeededRng) -> ObjsetWriteConfig {
         ),
         copies: pick(rng, &[1, 1, 1, 2, 3]),
         metadata_extra_copies: pick(rng, &[0, 1, 1]),
+        // Drawn in `late_choices`, and only for a pool with a special vdev.
+        special_small_blocks: 0,
     }
 }
 
@@ -408,6 +410,7 @@ fn late_choices(rng: &mut SeededRng, config: &mut Config) {
     // Drawn last of all: one pool in four with two or more tops makes its last one special.
     if config.tops.len() > 1 && rng.chance(1, 4) {
         config.tops.last_mut().expect("more than one top").special = true;
+        config.write_config.special_small_blocks = pick(rng, &[0, 512, 4096, 32768]);
     }
 }
 
