@@ -141,6 +141,15 @@ pub const DATASET_PROPS: &[PropDef] = &[
 /// Largest `special_small_blocks` (ZFS's limit, the largest default record size).
 pub const SPECIAL_SMALL_BLOCKS_MAX: u64 = 1 << 20;
 
+const SMALL_BLOCKS_VALID: &str = "0 or a power of two from 512 to 1M";
+
+/// A `special_small_blocks` value normalized to bytes, if valid.
+fn small_blocks(value: &str) -> Option<String> {
+    let bytes = parse_size(value).ok()?;
+    let power = bytes.is_power_of_two() && (512..=SPECIAL_SMALL_BLOCKS_MAX).contains(&bytes);
+    (bytes == 0 || power).then(|| bytes.to_string())
+}
+
 /// The definition of `name`, if it is a native property.
 #[must_use]
 pub fn find(name: &str) -> Option<&'static PropDef> {
@@ -241,17 +250,7 @@ fn normalize(def: &PropDef, value: &str) -> Result<String, DatasetError> {
                 Err(bad("a power of two from 512 to 16M"))
             }
         }
-        PropKind::SmallBlocks => {
-            let valid = "0 or a power of two from 512 to 1M";
-            let bytes = parse_size(value).map_err(|_| bad(valid))?;
-            if bytes == 0
-                || (bytes.is_power_of_two() && (512..=SPECIAL_SMALL_BLOCKS_MAX).contains(&bytes))
-            {
-                Ok(bytes.to_string())
-            } else {
-                Err(bad(valid))
-            }
-        }
+        PropKind::SmallBlocks => small_blocks(value).ok_or_else(|| bad(SMALL_BLOCKS_VALID)),
         PropKind::Copies => match value {
             "1" | "2" | "3" => Ok(value.to_string()),
             _ => Err(bad("1, 2 or 3")),
