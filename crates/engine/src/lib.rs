@@ -412,9 +412,12 @@ impl Imported {
             .map(|t| t.allocation_size(block))
             .max()
             .unwrap_or(block);
+        // File data lands in the normal class (special vdevs take it only up to
+        // `special_small_blocks`, and metadata fits the reserve above), so only that counts.
         let usage = pool.usage();
-        let size: u64 = usage.iter().map(|u| u.size).sum();
-        let allocated: u64 = usage.iter().map(|u| u.allocated).sum();
+        let data = || (0..usage.len()).filter(|&i| !pool.is_special_vdev(i));
+        let size: u64 = data().map(|i| usage[i].size).sum();
+        let allocated: u64 = data().map(|i| usage[i].allocated).sum();
         let pending = self.dirty_bytes() + len;
         let blocks = pending.div_ceil(block);
         let inflated = blocks.saturating_mul(worst).saturating_mul(copies);
