@@ -541,3 +541,37 @@ fn a_lost_special_vdev_stops_the_import() {
     );
     drop(gone);
 }
+
+/// Goal: a read-only pool refuses `add` and `remove` without writing a byte (ZFS refuses
+/// changes to a read-only pool too).
+#[test]
+fn a_read_only_pool_refuses_add_and_remove() {
+    let (provider, engine) = pool(false);
+    engine.export_pool("tank", false).unwrap();
+    let engine = engine_on(&provider);
+    let options = ImportOptions {
+        readonly: true,
+        ..ImportOptions::default()
+    };
+    engine
+        .import_pool(&["/sim".into()], "tank", &options, "import")
+        .unwrap();
+    let spare = devices(&provider, 10, 1, 128 << 20);
+    let before = images(&provider);
+    let add = CreateSpec {
+        tops: Vec::new(),
+        spares: spare.clone(),
+        ..CreateSpec::one_top("tank", TopLayout::Disk, vec![])
+    };
+    for dry_run in [false, true] {
+        let err = engine.add_vdevs("tank", &add, dry_run, "add").unwrap_err();
+        assert!(err.to_string().contains("read-only"), "{err}");
+    }
+    let err = engine.remove_vdev("tank", &spare[0], "remove").unwrap_err();
+    assert!(err.to_string().contains("read-only"), "{err}");
+    assert_eq!(
+        images(&provider),
+        before,
+        "a refusal on a read-only pool wrote"
+    );
+}
