@@ -575,3 +575,158 @@ fn a_read_only_pool_refuses_add_and_remove() {
         "a refusal on a read-only pool wrote"
     );
 }
+
+/// A device that fails every operation once a shared budget of writes and flushes runs
+/// out: the instant the power goes (the pool tests' `PowerCut`, here for the engine).
+#[derive(Debug)]
+struct PowerCut {
+    inner: Arc<SimDevice>,
+    budget: Arc<std::sync::atomic::AtomicI64>,
+}
+
+impl PowerCut {
+    fn spend(&self) -> Result<(), tarn_device::DeviceError> {
+        let left = self
+            .budget
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        if left <= 0 {
+            return Err(tarn_device::DeviceError::Gone);
+        }
+        Ok(())
+    }
+}
+
+impl tarn_device::Device for PowerCut {
+    fn size_bytes(&self) -> u64 {
+        self.inner.size_bytes()
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), tarn_device::DeviceError> {
+        self.inner.read_at(offset, buf)
+    }
+    fn write_at(&self, offset: u64, data: &[u8]) -> Result<(), tarn_device::DeviceError> {
+        self.spend()?;
+        self.inner.write_at(offset, data)
+    }
+    fn flush(&self) -> Result<(), tarn_device::DeviceError> {
+        self.spend()?;
+        self.inner.flush()
+    }
+    fn discard(&self, offset: u64, len: u64) -> Result<(), tarn_device::DeviceError> {
+        self.inner.discard(offset, len)
+    }
+    fn path(&self) -> &str {
+        self.inner.path()
+    }
+}
+
+struct PowerCutProvider {
+    inner: Arc<SimProvider>,
+    budget: Arc<std::sync::atomic::AtomicI64>,
+}
+
+impl tarn_pool::DeviceProvider for PowerCutProvider {
+    fn open(
+        &self,
+        path: &str,
+        _read_only: bool,
+    ) -> Result<Arc<dyn tarn_device::Device>, tarn_device::DeviceError> {
+        let inner = self.inner.get(path).ok_or(tarn_device::DeviceError::Gone)?;
+        Ok(Arc::new(PowerCut {
+            inner,
+            budget: Arc::clone(&self.budget),
+        }))
+    }
+    fn list(&self, dir: &str) -> Result<Vec<String>, tarn_device::DeviceError> {
+        self.inner.list(dir)
+    }
+}
+
+/// One run of [`remove_log_then_power_cut_at_every_step`]: the power goes after `k` device
+/// operations of the removal. Returns the top-level sections after import and the
+/// operations the removal spent.
+fn remove_log_with_cut(k: i64) -> (usize, i64) {
+    let sims = Arc::new(SimProvider::new());
+    for i in 0..4 {
+        let name = format!("/sim/d{i}");
+        let plan = FaultPlan {
+            seed: i as u64,
+            drop_on_crash: tarn_device::PER_MILLION / 2,
+            torn_on_crash: tarn_device::PER_MILLION / 4,
+            ..FaultPlan::default()
+        };
+        sims.insert(&name, SimDevice::new(&name, 64 << 20, plan));
+    }
+    let budget = Arc::new(std::sync::atomic::AtomicI64::new(i64::MAX));
+    let provider = Arc::new(PowerCutProvider {
+        inner: Arc::clone(&sims),
+        budget: Arc::clone(&budget),
+    });
+    let engine = Engine::new(
+        provider,
+        HostIdentity {
+            hostid: 5,
+            hostname: "host".into(),
+        },
+        Arc::new(ManualClock::new(1_700_000_000)),
+        17,
+    );
+    let data: Vec<String> = (0..3).map(|i| format!("/sim/d{i}")).collect();
+    let spec = CreateSpec {
+        logs: vec![top(TopLayout::Disk, &["/sim/d3".to_string()])],
+        ..CreateSpec::one_top("tank", TopLayout::Raidz(1), data)
+    };
+    engine
+        .create_pool(&spec, &CreateOptions::default())
+        .unwrap();
+    let fs = dataset(&engine, "tank/fs", &[]);
+    write_file(&engine, fs, "first", 4096);
+    engine.fs_sync("tank", fs).unwrap();
+    write_file(&engine, fs, "logged", 4096);
+    engine.fs_sync("tank", fs).unwrap();
+    budget.store(k, std::sync::atomic::Ordering::SeqCst);
+    let _ = engine.remove_vdev("tank", "/sim/d3", "remove");
+    let spent = k - budget.load(std::sync::atomic::Ordering::SeqCst);
+    drop(engine);
+    for (_, device) in sims.all() {
+        device.crash();
+    }
+    let engine = engine_on(&sims);
+    engine
+        .import_pool(
+            &["/sim".into()],
+            "tank",
+            &ImportOptions::default(),
+            "import",
+        )
+        .unwrap_or_else(|e| panic!("cut after {k}: import: {e}"));
+    check::verify_pool(&engine, "tank").unwrap_or_else(|e| panic!("cut after {k}: {e}"));
+    let fs = engine.find_dataset("tank/fs").unwrap().1;
+    let found = engine
+        .fs_op("tank", fs, FsOp::Read, |fs| {
+            let root = fs.root()?;
+            fs.lookup(root, b"logged")
+        })
+        .is_ok();
+    assert!(found, "cut after {k}: the fsync'd file is gone");
+    let tops = engine.status("tank").unwrap().config.children.len();
+    (tops, spent)
+}
+
+/// Goal: removing a log device is crash-safe. A power cut at every device operation of the
+/// removal (its drain txgs, the condensed space log, the txg that drops the device, the
+/// label clearing) leaves a pool that imports, verifies, still has the file whose record
+/// was on the log, and has the log device or not. Method: count the removal's operations,
+/// then for each k cut after k operations, drop or tear every unflushed
+/// write, import with a new engine, check.
+#[test]
+fn remove_log_then_power_cut_at_every_step() {
+    let run = remove_log_with_cut;
+    let (tops, ops) = run(1 << 40);
+    assert_eq!(tops, 1, "without a cut the log device is gone");
+    assert!(ops > 10, "{ops} operations");
+    let mut seen = std::collections::BTreeSet::new();
+    for k in 0..ops {
+        seen.insert(run(k).0);
+    }
+    assert_eq!(seen.len(), 2, "both outcomes seen: {seen:?}");
+}
