@@ -5,12 +5,13 @@
 //! change is made in memory and the config is marked dirty, so the next [`Pool::sync`]
 //! writes the new config to every label around its uberblock (even labels before it, odd
 //! ones after). An add first writes and flushes all labels of the new devices (with the new
-//! config, stamped with the txg that will commit it), so that no old device's label can
-//! name a new vdev whose device has no label yet. A crash at any point leaves either the
-//! old config everywhere, or the new one on some labels (always on the new devices) next
-//! to the old uberblock: an added vdev then simply holds nothing yet, and import works
-//! either way (`add_then_power_cut_at_every_step` in tests/pool.rs cuts at every device
-//! operation). The caller (the engine) commits the txg right away.
+//! config, stamped with the txg that will commit it), so that once any label is trusted
+//! that names a new vdev, its device has a label too. [`crate::discover`] trusts only a
+//! config whose txg committed: a crash before the commit's uberblock leaves the old pool
+//! (the new devices' labels are ignored, and a retried add takes them without `-f`), a
+//! crash after it the new pool, whose added vdevs may simply hold nothing yet
+//! (`add_then_power_cut_at_every_step` in tests/pool.rs cuts at every device operation).
+//! The caller (the engine) commits the txg right away.
 //!
 //! Removing a log device needs more: its id is a DVA vdev number, so only the last
 //! top-level vdev can go (ids stay dense; ZFS leaves a hole vdev instead, which tarn's
