@@ -256,6 +256,15 @@ fn property_pair(text: &str) -> Result<(String, String), String> {
 pub(crate) enum PoolCommand {
     /// Create a pool.
     Create(CreateArgs),
+    /// Add top-level vdevs (data, log, special) or hot spares to a pool.
+    Add(AddArgs),
+    /// Remove a hot spare or a log device from a pool.
+    Remove {
+        /// Pool name.
+        name: String,
+        /// Device (path or GUID; a log mirror as `mirror-N`).
+        device: String,
+    },
     /// Destroy a pool and everything in it.
     Destroy {
         /// Unmount busy datasets.
@@ -459,7 +468,23 @@ pub(crate) struct CreateArgs {
     /// Pool name.
     pub(crate) name: String,
     /// Vdev specification: [mirror|raidz|raidz1|raidz2|raidz3] DEV... [spare DEV...]
-    /// [log [mirror] DEV...] [cache DEV...] [special [mirror] DEV...]
+    /// [log [mirror] DEV...] [cache DEV...] [special [mirror|raidzN] DEV...]
+    #[arg(required = true, value_name = "VDEV")]
+    pub(crate) vdevs: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct AddArgs {
+    /// Only show the configuration the pool would have; change nothing.
+    #[arg(short = 'n')]
+    pub(crate) dry_run: bool,
+    /// Use devices that look in use, and accept a mismatched replication level.
+    #[arg(short = 'f')]
+    pub(crate) force: bool,
+    /// Pool name.
+    pub(crate) name: String,
+    /// Vdev specification: [mirror|raidz|raidz1|raidz2|raidz3] DEV... [spare DEV...]
+    /// [log [mirror] DEV...] [special [mirror|raidzN] DEV...]
     #[arg(required = true, value_name = "VDEV")]
     pub(crate) vdevs: Vec<String>,
 }

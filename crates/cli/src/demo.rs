@@ -141,6 +141,7 @@ fn create_pool(engine: &Engine, devices: Vec<String>) -> Result<(), String> {
         spares: Vec::new(),
         caches: Vec::new(),
         logs: Vec::new(),
+        specials: Vec::new(),
         ashift: 12,
         force: false,
     };

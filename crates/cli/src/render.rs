@@ -632,9 +632,13 @@ fn layout_node(out: &mut String, node: &VdevStatus, indent: usize) {
     }
 }
 
-/// `tarn pool create -n`.
-pub(crate) fn layout(name: &str, layout: &PoolLayout) -> String {
-    let mut out = format!("would create '{name}' with the following layout:\n\n");
+/// `tarn pool create -n`, and `tarn pool add -n` (`update`).
+pub(crate) fn layout(name: &str, update: bool, layout: &PoolLayout) -> String {
+    let mut out = if update {
+        format!("would update '{name}' to the following configuration:\n\n")
+    } else {
+        format!("would create '{name}' with the following layout:\n\n")
+    };
     let _ = writeln!(out, "\t{}", layout.config.name);
     let sections = [
         (VdevRole::Data, None),

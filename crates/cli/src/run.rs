@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use tarn_proto::{PoolCreate, PoolImport, ReplyPayload, Request, Response, ScrubAction};
+use tarn_proto::{PoolAdd, PoolCreate, PoolImport, ReplyPayload, Request, Response, ScrubAction};
 
 use crate::args::{Cli, Command, PoolCommand};
 use crate::render::{self, GetField, ListColumn};
@@ -53,6 +53,8 @@ pub(crate) enum View {
     Silent,
     Layout {
         name: String,
+        /// `add -n` (an existing pool updated) rather than `create -n`.
+        update: bool,
     },
     List {
         columns: Vec<ListColumn>,
@@ -208,6 +210,33 @@ fn single(names: &[String]) -> Option<String> {
     }
 }
 
+/// `tarn pool add [-n] [-f] POOL VDEVSPEC...` as a request (the create grammar, any section
+/// alone).
+fn plan_add(args: crate::args::AddArgs, cwd: &Path) -> Result<Plan, Outcome> {
+    let vdevs = vdevspec::parse_add(&args.vdevs, cwd).map_err(|why| {
+        let message = format!("invalid vdev specification: {why}");
+        Outcome::refused(render::error_line("add", Some(&args.name), &message))
+    })?;
+    let view = match args.dry_run {
+        true => View::Layout {
+            name: args.name.clone(),
+            update: true,
+        },
+        false => View::Silent,
+    };
+    Ok(Plan {
+        verb: "add",
+        object: Some(args.name.clone()),
+        view,
+        request: Request::PoolAdd(PoolAdd {
+            name: args.name,
+            vdevs,
+            force: args.force,
+            dry_run: args.dry_run,
+        }),
+    })
+}
+
 /// Turns a pool command into a request (pure: no daemon, no I/O besides `cwd`).
 pub(crate) fn plan(command: PoolCommand, cwd: &Path) -> Result<Plan, Outcome> {
     let plan = match command {
@@ -219,6 +248,7 @@ pub(crate) fn plan(command: PoolCommand, cwd: &Path) -> Result<Plan, Outcome> {
             let view = match args.dry_run {
                 true => View::Layout {
                     name: args.name.clone(),
+                    update: false,
                 },
                 false => View::Silent,
             };
@@ -237,6 +267,13 @@ pub(crate) fn plan(command: PoolCommand, cwd: &Path) -> Result<Plan, Outcome> {
                 }),
             }
         }
+        PoolCommand::Add(args) => plan_add(args, cwd)?,
+        PoolCommand::Remove { name, device } => Plan {
+            verb: "remove",
+            object: Some(device.clone()),
+            view: View::Silent,
+            request: Request::PoolRemove { name, device },
+        },
         PoolCommand::Destroy { force, name } => Plan {
             verb: "destroy",
             object: Some(name.clone()),
@@ -685,7 +722,9 @@ fn mount_notices(plan: &Plan, lines: &[String]) -> Outcome {
 fn show(view: &View, payload: &ReplyPayload) -> Option<Outcome> {
     let text = match (view, payload) {
         (View::Silent, ReplyPayload::Unit) => String::new(),
-        (View::Layout { name }, ReplyPayload::Layout(layout)) => render::layout(name, layout),
+        (View::Layout { name, update }, ReplyPayload::Layout(l)) => {
+            render::layout(name, *update, l)
+        }
         (
             View::List {
                 scripted: false,

@@ -4,9 +4,12 @@
 //! ```text
 //! spec    := data-group+ section*
 //! data-group := (mirror|raidz|raidz1|raidz2|raidz3) DEV+ | DEV      (a bare DEV: one disk)
-//! section := spare DEV+ | cache DEV+ | log group+ | special group+   (each at most once)
+//! section := spare DEV+ | cache DEV+ | log group+ | special sgroup+   (each at most once)
 //! group   := mirror DEV+ | DEV
+//! sgroup  := (mirror|raidz|raidz1|raidz2|raidz3) DEV+ | DEV
 //! ```
+//! `tarn pool add` takes the same grammar without the need for a data group
+//! ([`parse_add`]).
 //! Every device path is made absolute against the CLI's working directory, because the
 //! daemon runs elsewhere.
 
@@ -17,6 +20,24 @@ use tarn_proto::{VdevGroupSpec, VdevKind, VdevRole};
 /// Parses `words` (everything after the pool name). Errors are the text after
 /// `invalid vdev specification: `.
 pub(crate) fn parse(words: &[String], cwd: &Path) -> Result<Vec<VdevGroupSpec>, String> {
+    let groups = parse_groups(words, cwd)?;
+    if !groups.iter().any(|g| g.role == VdevRole::Data) {
+        return Err("at least one data vdev must be specified".to_string());
+    }
+    finish(groups)
+}
+
+/// Parses the vdevs of `tarn pool add`: the create grammar, where any section may come
+/// alone (`add tank log /d/l`, `add tank spare /d/s`).
+pub(crate) fn parse_add(words: &[String], cwd: &Path) -> Result<Vec<VdevGroupSpec>, String> {
+    let groups = parse_groups(words, cwd)?;
+    if groups.is_empty() {
+        return Err("no vdevs given".to_string());
+    }
+    finish(groups)
+}
+
+fn parse_groups(words: &[String], cwd: &Path) -> Result<Vec<VdevGroupSpec>, String> {
     let mut groups: Vec<VdevGroupSpec> = Vec::new();
     let mut role = VdevRole::Data;
     let mut sections_seen: Vec<VdevRole> = Vec::new();
@@ -36,7 +57,9 @@ pub(crate) fn parse(words: &[String], cwd: &Path) -> Result<Vec<VdevGroupSpec>, 
             close(&mut open, &mut groups)?;
             let allowed = match role {
                 VdevRole::Data => true,
-                VdevRole::Log | VdevRole::Special => kind == VdevKind::Mirror,
+                VdevRole::Log => kind == VdevKind::Mirror,
+                // ZFS takes raidz here too (the replication check decides with -f).
+                VdevRole::Special => true,
                 VdevRole::Spare | VdevRole::Cache => false,
             };
             if !allowed {
@@ -44,7 +67,7 @@ pub(crate) fn parse(words: &[String], cwd: &Path) -> Result<Vec<VdevGroupSpec>, 
                     "'{word}' is not allowed in a {} section{}",
                     role.keyword(),
                     match role {
-                        VdevRole::Log | VdevRole::Special => "; use mirror or plain devices",
+                        VdevRole::Log => "; use mirror or plain devices",
                         _ => "; list plain devices",
                     }
                 ));
@@ -74,13 +97,10 @@ pub(crate) fn parse(words: &[String], cwd: &Path) -> Result<Vec<VdevGroupSpec>, 
     }
     close(&mut open, &mut groups)?;
     check_section_end(role, section_devices)?;
-    finish(groups)
+    Ok(groups)
 }
 
 fn finish(groups: Vec<VdevGroupSpec>) -> Result<Vec<VdevGroupSpec>, String> {
-    if !groups.iter().any(|g| g.role == VdevRole::Data) {
-        return Err("at least one data vdev must be specified".to_string());
-    }
     if groups.len() > tarn_base::limits::TOP_VDEVS_MAX {
         return Err(format!(
             "{} top-level vdevs exceed the limit of {}",
@@ -245,6 +265,34 @@ mod tests {
         check(
             "/a log raidz /b /c",
             Err("'raidz' is not allowed in a log section; use mirror or plain devices"),
+        );
+    }
+
+    #[test]
+    fn special_takes_raidz_and_add_needs_no_data_group() {
+        use VdevKind::{Disk, Mirror, Raidz};
+        use VdevRole::{Data, Log, Spare, Special};
+        check(
+            "mirror /a /b special raidz2 /s1 /s2 /s3",
+            Ok(vec![
+                group(Data, Mirror, &["/a", "/b"]),
+                group(Special, Raidz(2), &["/s1", "/s2", "/s3"]),
+            ]),
+        );
+        let add = |text: &str| parse_add(&words(text), Path::new("/cwd"));
+        assert_eq!(
+            add("special mirror /s1 /s2 log /l spare s"),
+            Ok(vec![
+                group(Special, Mirror, &["/s1", "/s2"]),
+                group(Log, Disk, &["/l"]),
+                group(Spare, Disk, &["/cwd/s"]),
+            ])
+        );
+        assert_eq!(add("/d"), Ok(vec![group(Data, Disk, &["/d"])]));
+        assert_eq!(add(""), Err("no vdevs given".to_string()));
+        assert_eq!(
+            add("log"),
+            Err("log requires at least 1 device".to_string())
         );
     }
 

@@ -1038,8 +1038,9 @@ fn log_vdevs_are_created_and_shown_in_a_logs_section() {
 }
 
 // DESCRIPTION: `cache` devices (L2ARC) are real: `pool create tank raidz1 ... cache C` puts C
-// in a `cache` section of `status`, `-n` and the import listing, leaves it out of SIZE, and a
-// missing cache device at import costs nothing: the pool imports ONLINE with the cache
+// in a `cache` section of `status`, `-n` and the import listing, leaves it out of SIZE,
+// `pool remove` and `pool add ... cache C` take it out and put it back, and a missing cache
+// at import costs nothing: the pool imports ONLINE with the cache
 // device UNAVAIL (it holds only copies of verified blocks).
 // STRATEGY: the status lines after `cache`; the pool's state line after the cache file went.
 #[test]
@@ -1074,6 +1075,14 @@ fn cache_devices_are_created_shown_and_optional_at_import() {
         .parse()
         .unwrap();
 
+    // Removed (its labels cleared) and added back, without -f.
+    rig.ok(&format!("pool remove tank {}", cache[0]));
+    assert!(!rig.ok("pool status tank").contains("\tcache\n"));
+    rig.ok(&format!("pool add tank cache {}", cache[0]));
+    assert!(
+        rig.ok("pool status tank")
+            .contains(&format!("\tcache\n\t  {}", cache[0]))
+    );
     rig.ok("pool export tank");
     let listing = rig.ok(&format!("pool import -d {}", rig.dir_of("d")));
     assert!(

@@ -30,9 +30,9 @@ use tarn_engine::{
     ScanFunction, ScanState, ScrubAction, TopLayout, TopSpec, VdevNode,
 };
 use tarn_proto::{
-    CacheEntry, ErrorReply, HistoryEntry, HistoryPool, ImportablePool, PoolCreate, PoolImport,
-    PoolLayout, PoolListRow, PoolStatusInfo, Progress, PropertyRow, ReplyPayload, Request,
-    Response, TxgRow, VdevGroupSpec, VdevKind, VdevNodeKind, VdevRole, VdevStatus,
+    CacheEntry, ErrorReply, HistoryEntry, HistoryPool, ImportablePool, PoolAdd, PoolCreate,
+    PoolImport, PoolLayout, PoolListRow, PoolStatusInfo, Progress, PropertyRow, ReplyPayload,
+    Request, Response, TxgRow, VdevGroupSpec, VdevKind, VdevNodeKind, VdevRole, VdevStatus,
 };
 
 use crate::Handler;
@@ -340,6 +340,7 @@ fn split_spares(node: &VdevNode) -> (VdevStatus, Vec<VdevStatus>) {
     let mut config = vdev_status(node);
     let mut spares = Vec::new();
     let mut classes = Vec::new();
+    let mut specials = Vec::new();
     config.children.retain(|child| {
         let role = match child.name.as_str() {
             _ if !child.state.is_empty() => None,
@@ -356,20 +357,33 @@ fn split_spares(node: &VdevNode) -> (VdevStatus, Vec<VdevStatus>) {
                 member
             }));
             false
+        } else if child.name == "special" && child.state.is_empty() {
+            specials.extend(child.children.iter().cloned().map(|mut special| {
+                special.role = VdevRole::Special;
+                special
+            }));
+            false
         } else {
             true
         }
     });
+    config.children.extend(specials);
     config.children.extend(classes);
     (config, spares)
 }
 
 fn create_spec(request: &PoolCreate) -> Result<CreateSpec, String> {
+    groups_spec(&request.name, &request.vdevs, request.force)
+}
+
+/// The pool layer's spec for `vdevs` (create, or add with `name` the pool's).
+fn groups_spec(name: &str, vdevs: &[VdevGroupSpec], force: bool) -> Result<CreateSpec, String> {
     let mut tops = Vec::new();
     let mut spares = Vec::new();
     let mut logs = Vec::new();
+    let mut specials = Vec::new();
     let mut caches = Vec::new();
-    for group in &request.vdevs {
+    for group in vdevs {
         group.check()?;
         let layout = match group.kind {
             VdevKind::Disk => TopLayout::Disk,
@@ -383,21 +397,20 @@ fn create_spec(request: &PoolCreate) -> Result<CreateSpec, String> {
         match group.role {
             VdevRole::Data => tops.push(top),
             VdevRole::Log => logs.push(top),
+            VdevRole::Special => specials.push(top),
             VdevRole::Spare => spares.extend(group.devices.iter().cloned()),
             VdevRole::Cache => caches.extend(group.devices.iter().cloned()),
-            role => {
-                return Err(format!("{} devices are not supported yet", role_name(role)));
-            }
         }
     }
     Ok(CreateSpec {
-        name: request.name.clone(),
+        name: name.to_string(),
         tops,
         spares,
         caches,
         logs,
+        specials,
         ashift: tarn_base::limits::ASHIFT_DEFAULT,
-        force: request.force,
+        force,
     })
 }
 
@@ -423,6 +436,16 @@ fn group_text(group: &VdevGroupSpec) -> String {
         VdevKind::Raidz(parity) => words.push(format!("raidz{parity}")),
     }
     words.extend(group.devices.iter().cloned());
+    words.join(" ")
+}
+
+fn add_command(request: &PoolAdd) -> String {
+    let mut words = vec!["pool add".to_string()];
+    if request.force {
+        words.push("-f".into());
+    }
+    words.push(request.name.clone());
+    words.extend(request.vdevs.iter().map(group_text));
     words.join(" ")
 }
 
@@ -508,6 +531,42 @@ impl EngineBackend {
             }
             Ok(None) => notices_reply(self.mounts.mount_pool(&request.name)),
             Err(e) => error_reply(&e),
+        }
+    }
+
+    fn add(&self, request: &PoolAdd) -> Response {
+        let spec = match groups_spec(&request.name, &request.vdevs, request.force) {
+            Ok(spec) => spec,
+            Err(message) => return Response::error(message),
+        };
+        let command = add_command(request);
+        match self
+            .engine
+            .add_vdevs(&request.name, &spec, request.dry_run, &command)
+        {
+            Ok(Some(layout)) => {
+                let (config, spares) = split_spares(&layout);
+                ok(ReplyPayload::Layout(PoolLayout { config, spares }))
+            }
+            Ok(None) => ok(ReplyPayload::Unit),
+            Err(e) => error_reply(&e),
+        }
+    }
+
+    /// `pool add` and `pool remove`.
+    fn topology(&self, request: &Request) -> Option<Response> {
+        match request {
+            Request::PoolAdd(add) => Some(self.add(add)),
+            Request::PoolRemove { name, device } => Some(self.remove(name, device)),
+            _ => None,
+        }
+    }
+
+    fn remove(&self, name: &str, device: &str) -> Response {
+        let command = format!("pool remove {name} {device}");
+        match self.engine.remove_vdev(name, device, &command) {
+            Ok(()) => ok(ReplyPayload::Unit),
+            Err(e) => device_verb_error(&e, name),
         }
     }
 
@@ -858,7 +917,7 @@ impl EngineBackend {
             Request::PoolReplace { .. }
             | Request::PoolAttach { .. }
             | Request::PoolDetach { .. } => self.replace(request),
-            _ => return None,
+            _ => return self.topology(request),
         };
         Some(response)
     }

@@ -20,6 +20,8 @@ pub enum PropKind {
     Recordsize,
     /// 1, 2 or 3.
     Copies,
+    /// 0 or a power of two from 512 to 1M (`special_small_blocks`).
+    SmallBlocks,
     /// `off|on|lz4|zstd|zstd-N|zstd-fast|zstd-fast-N|zle`.
     Compression,
     /// `on|fletcher4|sha256|blake3`.
@@ -133,7 +135,20 @@ pub const DATASET_PROPS: &[PropDef] = &[
     prop("acltype", PropKind::Enum(ACLTYPE), true, "off"),
     prop("relatime", PropKind::OnOff, true, "on"),
     prop("sync", PropKind::Enum(SYNC), true, "standard"),
+    prop("special_small_blocks", PropKind::SmallBlocks, true, "0"),
 ];
+
+/// Largest `special_small_blocks` (ZFS's limit, the largest default record size).
+pub const SPECIAL_SMALL_BLOCKS_MAX: u64 = 1 << 20;
+
+const SMALL_BLOCKS_VALID: &str = "0 or a power of two from 512 to 1M";
+
+/// A `special_small_blocks` value normalized to bytes, if valid.
+fn small_blocks(value: &str) -> Option<String> {
+    let bytes = parse_size(value).ok()?;
+    let power = bytes.is_power_of_two() && (512..=SPECIAL_SMALL_BLOCKS_MAX).contains(&bytes);
+    (bytes == 0 || power).then(|| bytes.to_string())
+}
 
 /// The definition of `name`, if it is a native property.
 #[must_use]
@@ -235,6 +250,7 @@ fn normalize(def: &PropDef, value: &str) -> Result<String, DatasetError> {
                 Err(bad("a power of two from 512 to 16M"))
             }
         }
+        PropKind::SmallBlocks => small_blocks(value).ok_or_else(|| bad(SMALL_BLOCKS_VALID)),
         PropKind::Copies => match value {
             "1" | "2" | "3" => Ok(value.to_string()),
             _ => Err(bad("1, 2 or 3")),
@@ -432,13 +448,23 @@ pub fn checksum_kind(value: &str) -> Option<ChecksumKind> {
     }
 }
 
-/// How an object set with these (effective, normalized) values writes its blocks.
+/// How an object set with these (effective, normalized) values of `compression`,
+/// `checksum`, `copies` and `special_small_blocks` writes its blocks.
 #[must_use]
-pub fn write_config(compression: &str, checksum: &str, copies: &str) -> ObjsetWriteConfig {
+pub fn write_config(
+    compression: &str,
+    checksum: &str,
+    copies: &str,
+    special_small_blocks: &str,
+) -> ObjsetWriteConfig {
     ObjsetWriteConfig {
         checksum: checksum_kind(checksum).unwrap_or(ChecksumKind::Fletcher4),
         compression: compression_setting(compression).unwrap_or(CompressSetting::Lz4),
         copies: copies.parse().unwrap_or(1).clamp(1, 3),
+        special_small_blocks: special_small_blocks
+            .parse()
+            .unwrap_or(0)
+            .min(SPECIAL_SMALL_BLOCKS_MAX),
         ..ObjsetWriteConfig::default()
     }
 }
@@ -454,7 +480,8 @@ pub fn display(def: &PropDef, normalized: &str, parsable: bool) -> String {
                 "none".into()
             }
         }
-        PropKind::Quota | PropKind::Recordsize if !parsable => normalized
+        PropKind::SmallBlocks if normalized == "0" => "0".into(),
+        PropKind::Quota | PropKind::Recordsize | PropKind::SmallBlocks if !parsable => normalized
             .parse::<u64>()
             .map_or_else(|_| normalized.to_string(), format_size),
         _ => normalized.to_string(),
@@ -540,9 +567,44 @@ mod tests {
 
     #[test]
     fn write_configs() {
-        let c = write_config("zstd-fast-5", "blake3", "2");
+        let c = write_config("zstd-fast-5", "blake3", "2", "32768");
         assert_eq!(c.compression, CompressSetting::Zstd(-5));
         assert_eq!(c.checksum, ChecksumKind::Blake3);
         assert_eq!(c.copies, 2);
+        assert_eq!(c.special_small_blocks, 32768);
+        // A damaged stored value falls back to the default.
+        assert_eq!(
+            write_config("on", "on", "1", "junk").special_small_blocks,
+            0
+        );
+    }
+
+    #[test]
+    fn special_small_blocks_values() {
+        assert_eq!(
+            validate("special_small_blocks", "0").unwrap(),
+            Some("0".into())
+        );
+        assert_eq!(
+            validate("special_small_blocks", "32K").unwrap(),
+            Some("32768".into())
+        );
+        assert_eq!(
+            validate("special_small_blocks", "1M").unwrap(),
+            Some("1048576".into())
+        );
+        for bad in ["256", "3K", "2M", "lots"] {
+            let err = validate("special_small_blocks", bad)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("0 or a power of two from 512 to 1M"),
+                "{bad}: {err}"
+            );
+        }
+        let def = find("special_small_blocks").unwrap();
+        assert!(def.inherit);
+        assert_eq!(display(def, "32768", false), "32K");
+        assert_eq!(display(def, "0", false), "0");
     }
 }

@@ -175,6 +175,19 @@ pub fn verify_pool(engine: &Engine, name: &str) -> Result<CheckReport, String> {
     })
 }
 
+/// Every block pointer reachable from the last committed uberblock of `name` (MOS, every
+/// dataset's object set, the space log), for tests that check where blocks were allocated.
+pub fn reachable_blocks(engine: &Engine, name: &str) -> Result<Vec<BlockPtr>, String> {
+    let handle = engine.pool(name).map_err(|e| e.to_string())?;
+    let inner = handle.lock();
+    let ub = *inner
+        .pool
+        .last_uberblock()
+        .ok_or("pool has no committed txg")?;
+    let (reached, _, _) = reach(&inner, &ub)?;
+    Ok(reached.into_iter().map(|r| r.bp).collect())
+}
+
 /// Every filesystem's per-owner counts, as committed, equal a scan of its committed inodes
 /// (datasets without counts, or whose filesystem cannot be read, are skipped: the block
 /// checks above judge the bytes).
@@ -365,6 +378,15 @@ fn check_blocks(
             ));
         }
         for dva in bp.copies() {
+            // Allocation classes: a log device holds intent-log blocks only, never a block
+            // a committed tree reaches.
+            if pool.is_log_vdev(dva.vdev.0 as usize) {
+                return Err(format!(
+                    "{origin} block {} lives on log device {}",
+                    tarn_zio::dva_name(dva),
+                    dva.vdev.0
+                ));
+            }
             let Some(tree) = reachable.get_mut(dva.vdev.0 as usize) else {
                 return Err(format!(
                     "{origin} block names vdev {} of {vdevs}",
@@ -508,6 +530,7 @@ mod tests {
             spares: vec![],
             caches: Vec::new(),
             logs: Vec::new(),
+            specials: Vec::new(),
             ashift: 9,
             force: false,
         };

@@ -542,7 +542,9 @@ fn check_space_prop(
     }
 }
 
-/// Free space of the pool as datasets see it: slop kept back, deflated by parity.
+/// Free space of the pool as datasets see it: slop kept back, deflated by parity. The
+/// special class is left out (file data goes there only up to `special_small_blocks`), as
+/// ZFS leaves it out of a dataset's `available`.
 pub(crate) fn pool_free_deflated(inner: &Imported) -> u64 {
     let deflate = crate::datasets::deflate_table(&inner.pool);
     inner
@@ -550,7 +552,9 @@ pub(crate) fn pool_free_deflated(inner: &Imported) -> u64 {
         .usage()
         .iter()
         .zip(&deflate)
-        .map(|(u, alloc)| {
+        .enumerate()
+        .filter(|(i, _)| !inner.pool.is_special_vdev(*i))
+        .map(|(_, (u, alloc))| {
             let usable = u.size - (u.size >> crate::SLOP_SHIFT);
             let free = usable.saturating_sub(u.allocated);
             u64::try_from(u128::from(free) * u128::from(128u64 << 10) / u128::from(*alloc))

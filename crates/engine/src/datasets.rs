@@ -430,6 +430,7 @@ impl Tree {
             &self.effective(id, "compression").0,
             &self.effective(id, "checksum").0,
             &self.effective(id, "copies").0,
+            &self.effective(id, "special_small_blocks").0,
         )
     }
 

@@ -51,6 +51,12 @@
 //! (`multihost=on`): [`Engine::multihost_heartbeat`] writes the heartbeat and suspends a pool
 //! that cannot (`multihost`); the import-time activity check is `tarn_pool::multihost`.
 //!
+//! `pool add` and `pool remove` ([`Engine::add_vdevs`], [`Engine::remove_vdev`], module
+//! `topology`) change which top-level vdevs and spares a pool has, each committed in a txg
+//! with its history record; removing a log device first commits txgs until the intent log
+//! left it. Allocation classes (log, special) are the pool and space layers'; this layer
+//! passes each dataset's `special_small_blocks` into its object set's write config.
+//!
 //! # Not here
 //! Snapshots (a later layer), rates over intervals (the front end divides two
 //! [`Engine::iostat`] reports), the threads that drive scrubs, resilvers, fault checks and
@@ -73,6 +79,7 @@ pub mod replace;
 pub mod scrub;
 pub mod slow;
 pub mod status;
+mod topology;
 mod userspace;
 pub mod zil;
 
@@ -409,9 +416,12 @@ impl Imported {
             .map(|t| t.allocation_size(block))
             .max()
             .unwrap_or(block);
+        // File data lands in the normal class (special vdevs take it only up to
+        // `special_small_blocks`, and metadata fits the reserve above), so only that counts.
         let usage = pool.usage();
-        let size: u64 = usage.iter().map(|u| u.size).sum();
-        let allocated: u64 = usage.iter().map(|u| u.allocated).sum();
+        let data = || (0..usage.len()).filter(|&i| !pool.is_special_vdev(i));
+        let size: u64 = data().map(|i| usage[i].size).sum();
+        let allocated: u64 = data().map(|i| usage[i].allocated).sum();
         let pending = self.dirty_bytes() + len;
         let blocks = pending.div_ceil(block);
         let inflated = blocks.saturating_mul(worst).saturating_mul(copies);

@@ -346,18 +346,19 @@ pub fn pool_status(name: &str, pool: &Pool, errlog_count: usize) -> PoolStatus {
     let state = pool_health(pool);
     let mut children: Vec<VdevNode> = Vec::new();
     let mut logs: Vec<VdevNode> = Vec::new();
+    let mut specials: Vec<VdevNode> = Vec::new();
     for (index, top) in pool.tops().iter().enumerate() {
         let list = if pool.is_log_vdev(index) {
             &mut logs
+        } else if pool.is_special_vdev(index) {
+            &mut specials
         } else {
             &mut children
         };
         list.push(top_node(top));
     }
     let (status, action, see) = problem(pool, &state, &children, errlog_count);
-    if !logs.is_empty() {
-        children.push(class_node("logs", logs));
-    }
+    push_classes(&mut children, specials, logs);
     let caches = pool.caches();
     if !caches.is_empty() {
         // A cache device's state never changes the pool's: it holds nothing the pool needs.
@@ -548,32 +549,9 @@ fn tree_node(tree: &VdevTree, found: &dyn Fn(&VdevTree) -> Option<String>) -> Vd
     }
 }
 
-/// What `tarn pool import` (no name) shows for a discovered pool.
-#[must_use]
-pub fn importable(found: &Discovered) -> Importable {
-    let is_found = |leaf: &VdevTree| found.found.get(&leaf.guid).cloned();
-    let (mut tops, mut logs, mut caches) = (Vec::new(), Vec::new(), Vec::new());
-    for child in &found.config.vdev_tree.children {
-        if child.kind == tarn_format::label::VdevKind::L2cache {
-            caches.extend(child.children.iter().map(|c| tree_node(c, &is_found)));
-            continue;
-        }
-        let list = if child.log { &mut logs } else { &mut tops };
-        list.push(tree_node(child, &is_found));
-    }
-    let data = || tops.iter().filter(|t| t.kind != "spares");
-    let unavailable = data().any(|t| t.state == "UNAVAIL");
-    // A missing log device does not stop the import; the pool comes up degraded.
-    let degraded =
-        data().any(|t| t.state == "DEGRADED") || logs.iter().any(|l| l.state != "ONLINE");
-    let state = if unavailable {
-        "UNAVAIL"
-    } else if degraded {
-        "DEGRADED"
-    } else {
-        "ONLINE"
-    };
-    let (status, action) = match state {
+/// The import listing's `status:` and `action:` for a pool in `state`.
+fn import_advice(state: &str) -> (Option<String>, String) {
+    match state {
         "UNAVAIL" => (
             Some("One or more devices are missing from the system.".to_string()),
             "The pool cannot be imported. Attach the missing devices and try again.".to_string(),
@@ -590,10 +568,44 @@ pub fn importable(found: &Discovered) -> Importable {
             None,
             "The pool can be imported using its name or numeric identifier.".to_string(),
         ),
-    };
-    if !logs.is_empty() {
-        tops.push(class_node("logs", logs));
     }
+}
+
+/// What `tarn pool import` (no name) shows for a discovered pool.
+#[must_use]
+pub fn importable(found: &Discovered) -> Importable {
+    let is_found = |leaf: &VdevTree| found.found.get(&leaf.guid).cloned();
+    let (mut tops, mut logs, mut specials) = (Vec::new(), Vec::new(), Vec::new());
+    let mut caches = Vec::new();
+    for child in &found.config.vdev_tree.children {
+        if child.kind == tarn_format::label::VdevKind::L2cache {
+            caches.extend(child.children.iter().map(|c| tree_node(c, &is_found)));
+            continue;
+        }
+        let list = if child.log {
+            &mut logs
+        } else if child.special {
+            &mut specials
+        } else {
+            &mut tops
+        };
+        list.push(tree_node(child, &is_found));
+    }
+    let data = || tops.iter().filter(|t| t.kind != "spares").chain(&specials);
+    let unavailable = data().any(|t| t.state == "UNAVAIL");
+    // A missing log device does not stop the import; the pool comes up degraded.
+    let degraded =
+        data().any(|t| t.state == "DEGRADED") || logs.iter().any(|l| l.state != "ONLINE");
+    let state = if unavailable {
+        "UNAVAIL"
+    } else if degraded {
+        "DEGRADED"
+    } else {
+        "ONLINE"
+    };
+    let (status, action) = import_advice(state);
+    let status = special_lost(&specials).or(status);
+    push_classes(&mut tops, specials, logs);
     if !caches.is_empty() {
         tops.push(class_node("cache", caches));
     }
@@ -630,6 +642,26 @@ fn top_layout(top: &tarn_pool::TopSpec, leaf: &dyn Fn(&String) -> VdevNode) -> V
             children: top.devices.iter().map(leaf).collect(),
             ..leaf(&String::new())
         },
+    }
+}
+
+/// The import listing's `status:` when a special vdev is missing beyond its redundancy.
+fn special_lost(specials: &[VdevNode]) -> Option<String> {
+    specials.iter().any(|t| t.state == "UNAVAIL").then(|| {
+        "The special vdev holding the pool's metadata is missing devices beyond its \
+         redundancy; the pool cannot be imported."
+            .to_string()
+    })
+}
+
+/// Appends the allocation-class sections that are not empty, in `zpool status` order:
+/// `special`, then `logs`.
+fn push_classes(children: &mut Vec<VdevNode>, specials: Vec<VdevNode>, logs: Vec<VdevNode>) {
+    if !specials.is_empty() {
+        children.push(class_node("special", specials));
+    }
+    if !logs.is_empty() {
+        children.push(class_node("logs", logs));
     }
 }
 
@@ -683,10 +715,9 @@ pub fn layout_of(spec: &CreateSpec) -> VdevNode {
             },
         })
         .collect();
-    if !spec.logs.is_empty() {
-        let logs = spec.logs.iter().map(|top| top_layout(top, &leaf)).collect();
-        children.push(class_node("logs", logs));
-    }
+    let specials = spec.specials.iter().map(|t| top_layout(t, &leaf)).collect();
+    let logs = spec.logs.iter().map(|top| top_layout(top, &leaf)).collect();
+    push_classes(&mut children, specials, logs);
     if !spec.caches.is_empty() {
         children.push(class_node("cache", spec.caches.iter().map(leaf).collect()));
     }
@@ -714,4 +745,50 @@ pub fn layout_of(spec: &CreateSpec) -> VdevNode {
         note: None,
         children,
     }
+}
+
+/// What `add -n` shows: the pool's configuration as `status` prints it, with the vdevs of
+/// `spec` added to their sections (new top-level vdevs with the bare kind, as `create -n`).
+#[must_use]
+pub fn add_layout(name: &str, pool: &Pool, spec: &CreateSpec) -> VdevNode {
+    let current = pool_status(name, pool, 0);
+    let added = layout_of(spec);
+    let mut config = current.config;
+    let section = |node: &VdevNode| match node.kind.as_str() {
+        "special" | "logs" | "spares" => Some(node.kind.clone()),
+        _ => None,
+    };
+    for node in added.children {
+        match section(&node) {
+            None => {
+                let at = config.children.iter().position(|c| section(c).is_some());
+                let at = at.unwrap_or(config.children.len());
+                config.children.insert(at, node);
+            }
+            Some(kind) => match config.children.iter_mut().find(|c| c.kind == kind) {
+                Some(existing) => existing.children.extend(node.children),
+                None => config.children.push(node),
+            },
+        }
+    }
+    // Sections in status order: data, special, logs (spares are shown apart).
+    let rank = |node: &VdevNode| match section(node).as_deref() {
+        None => 0,
+        Some("special") => 1,
+        Some("logs") => 2,
+        _ => 3,
+    };
+    config.children.sort_by_key(rank);
+    let spares = current.spares;
+    if !spares.is_empty() {
+        match config.children.iter_mut().find(|c| c.kind == "spares") {
+            Some(node) => {
+                let mut all = spares;
+                all.extend(std::mem::take(&mut node.children));
+                node.children = all;
+            }
+            None => config.children.push(class_node("spares", spares)),
+        }
+    }
+    config
 }

@@ -89,6 +89,7 @@ impl Run {
             spares: vec![],
             caches: Vec::new(),
             logs: Vec::new(),
+            specials: Vec::new(),
             ashift: 9 + rng.below(4) as u8,
             force: false,
         };

@@ -82,6 +82,7 @@ fn rig(layout: TopLayout, count: usize, spares: usize) -> Rig {
         spares: spare_names,
         caches: Vec::new(),
         logs: Vec::new(),
+        specials: Vec::new(),
         ashift: ASHIFT,
         force: false,
     };

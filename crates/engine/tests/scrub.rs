@@ -72,6 +72,7 @@ fn rig(layout: TopLayout, count: usize) -> Rig {
         spares: vec![],
         caches: Vec::new(),
         logs: Vec::new(),
+        specials: Vec::new(),
         ashift: ASHIFT,
         force: false,
     };

@@ -85,6 +85,7 @@ impl World {
                     devices: vec![device],
                 })
                 .collect(),
+            specials: Vec::new(),
             ashift: 12,
             force: false,
         };

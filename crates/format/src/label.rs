@@ -234,6 +234,10 @@ pub struct VdevTree {
     /// A log device: the top-level vdev holds only intent-log blocks (top-level vdevs;
     /// feature `org.tarn:intent_log`, tag 11, omitted when false).
     pub log: bool,
+    /// A special allocation-class device: the top-level vdev holds metadata and small file
+    /// blocks (top-level vdevs; feature `org.tarn:allocation_classes`, tag 12, omitted when
+    /// false).
+    pub special: bool,
 }
 
 /// Smallest metaslab shift a vdev tree may record (64 KiB metaslabs).
@@ -256,6 +260,7 @@ mod tag {
     pub(super) const OFFLINE: u16 = 9;
     pub(super) const RESILVERING: u16 = 10;
     pub(super) const LOG: u16 = 11;
+    pub(super) const SPECIAL: u16 = 12;
 }
 
 impl VdevTree {
@@ -280,6 +285,9 @@ impl VdevTree {
         }
         if self.log {
             w.u64(tag::LOG, 1);
+        }
+        if self.special {
+            w.u64(tag::SPECIAL, 1);
         }
         for child in &self.children {
             w.bytes(tag::CHILD, &child.encode());
@@ -312,6 +320,7 @@ impl VdevTree {
             offline: false,
             resilvering: false,
             log: false,
+            special: false,
         };
         let mut have_kind = false;
         let mut reader = TlvReader::new(bytes, WHAT);
@@ -338,6 +347,7 @@ impl VdevTree {
                 tag::OFFLINE => tree.offline = tlv_u64(value, WHAT)? != 0,
                 tag::RESILVERING => tree.resilvering = tlv_u64(value, WHAT)? != 0,
                 tag::LOG => tree.log = tlv_u64(value, WHAT)? != 0,
+                tag::SPECIAL => tree.special = tlv_u64(value, WHAT)? != 0,
                 tag::CHILD => {
                     if tree.children.len() >= tarn_base::limits::TOP_VDEVS_MAX {
                         return Err(FormatError::Invalid {

@@ -59,7 +59,14 @@ pub const FEATURES_SUPPORTED: &[&str] = &[
     "org.tarn:userspace",
     "org.tarn:intent_log",
     "org.tarn:l2cache",
+    FEATURE_ALLOCATION_CLASSES,
 ];
+
+/// Feature of pools with special allocation-class vdevs (ZFS's `allocation_classes`). Unlike
+/// the others it is listed in a pool's labels only while the pool has a special vdev (an
+/// older build reading such a pool would put metadata anywhere and miss that losing the
+/// special vdev loses the pool).
+pub const FEATURE_ALLOCATION_CLASSES: &str = "org.tarn:allocation_classes";
 
 /// Why bytes did not decode.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

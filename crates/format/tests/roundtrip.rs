@@ -142,19 +142,22 @@ fn vdev_leaf() -> impl Strategy<Value = VdevTree> {
         ".{0,40}",
     )
         .prop_flat_map(|(kind, guid, id, ashift, asize, metaslab_shift, path)| {
-            any::<(bool, bool, bool)>().prop_map(move |(offline, resilvering, log)| VdevTree {
-                kind,
-                guid: Guid(guid),
-                id,
-                ashift,
-                asize,
-                metaslab_shift,
-                path: path.clone(),
-                children: Vec::new(),
-                offline,
-                resilvering,
-                log,
-            })
+            any::<(bool, bool, bool, bool)>().prop_map(
+                move |(offline, resilvering, log, special)| VdevTree {
+                    kind,
+                    guid: Guid(guid),
+                    id,
+                    ashift,
+                    asize,
+                    metaslab_shift,
+                    path: path.clone(),
+                    children: Vec::new(),
+                    offline,
+                    resilvering,
+                    log,
+                    special,
+                },
+            )
         })
 }
 
@@ -367,6 +370,7 @@ fn config_header_version_and_padding_are_not_checksummed() {
         offline: false,
         resilvering: false,
         log: false,
+        special: false,
     };
     let config = PoolConfig {
         version: FORMAT_VERSION,

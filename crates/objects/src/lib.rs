@@ -112,6 +112,9 @@ pub struct ObjsetWriteConfig {
     pub copies: u8,
     /// Extra copies of metadata blocks.
     pub metadata_extra_copies: u8,
+    /// The dataset's `special_small_blocks`: file data blocks of at most this many physical
+    /// bytes go to the special allocation class (0: none do; metadata always does).
+    pub special_small_blocks: u64,
 }
 
 impl Default for ObjsetWriteConfig {
@@ -121,6 +124,7 @@ impl Default for ObjsetWriteConfig {
             compression: CompressSetting::Lz4,
             copies: 1,
             metadata_extra_copies: 1,
+            special_small_blocks: 0,
         }
     }
 }

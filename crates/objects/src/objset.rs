@@ -858,6 +858,7 @@ impl ObjectSet {
             compression: config.compression,
             copies: config.copies_for(true),
             fill: 1,
+            special_small_blocks: config.special_small_blocks,
         };
         let root = store
             .write_block(&phys.encode(), &props)

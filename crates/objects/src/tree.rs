@@ -527,6 +527,7 @@ pub(crate) fn write_props(
         compression: dnode.compression_override().unwrap_or(config.compression),
         copies: config.copies_for(is_metadata),
         fill,
+        special_small_blocks: config.special_small_blocks,
     }
 }
 

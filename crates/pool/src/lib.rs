@@ -52,11 +52,23 @@
 //! failures do not fail a txg once it is not writable. [`Pool::flush_vdevs`] is the
 //! intent log's commit point.
 //!
+//! # Allocation classes and changes of the tree
+//! Top-level vdevs created from `special` specs carry the `special` flag
+//! ([`Pool::is_special_vdev`]); the space manager gives them metadata and small blocks. They
+//! count as data vdevs for import: a special vdev missing beyond its redundancy refuses the
+//! import ([`PoolError::MissingSpecial`]), since every dataset's metadata is there. Labels
+//! list the `org.tarn:allocation_classes` feature while a special vdev exists. A data or
+//! special vdev with less redundancy than the data vdevs needs `force` at create and add
+//! ([`check_replication`]). [`Pool::add`] and the removal of spares and log devices are in
+//! module `change`, with the crash-safety argument; [`discover`] takes the newest config
+//! whose txg committed.
+//!
 //! # Not here
 //! Object sets and properties (tarn-objects, tarn-engine), scrub and resilver (background),
 //! the timer that drives multihost heartbeats (the daemon; the heartbeat and the import-time
 //! activity check are [`multihost`]), the intent log's records and chains (tarn-engine `zil`).
 
+mod change;
 pub mod labels;
 pub mod multihost;
 mod provider;
@@ -69,14 +81,14 @@ use tarn_base::{Clock, Guid, SeededRng, Txg};
 use tarn_device::{Device, DeviceError};
 use tarn_format::label::{PoolConfig, PoolState, VdevKind, VdevTree};
 use tarn_format::uberblock::Uberblock;
-use tarn_format::{BlockPtr, FEATURES_SUPPORTED, FORMAT_VERSION};
+use tarn_format::{BlockPtr, FEATURE_ALLOCATION_CLASSES, FEATURES_SUPPORTED, FORMAT_VERSION};
 use tarn_space::{SpaceError, SpaceManager, VdevGeometry, VdevUsage};
 use tarn_vdev::{Leaf, TopVdev, VdevError};
 use tarn_zio::{BlockStore, Pipeline, WriteProps, ZioError};
 
 pub use labels::{LabelScan, read_labels};
 pub use provider::{FileProvider, SimProvider};
-pub use spec::{CreateSpec, TopLayout, TopSpec, validate_pool_name};
+pub use spec::{CreateSpec, TopLayout, TopSpec, check_replication, validate_pool_name};
 
 /// Errors of pool-level operations; the engine renders them as one line for the admin.
 #[derive(Debug, thiserror::Error)]
@@ -93,6 +105,35 @@ pub enum PoolError {
     /// The vdev specification is malformed.
     #[error("{0}")]
     InvalidSpec(String),
+    /// A data or special vdev would have less redundancy than the pool's data vdevs.
+    #[error(
+        "mismatched replication level: pool uses {pool} and new vdev is {new} (use -f to override)"
+    )]
+    MismatchedReplication {
+        /// The pool's (strongest) data vdev, as `zpool` names it (`2-way mirror`, `raidz2`).
+        pool: String,
+        /// The weaker new vdev.
+        new: String,
+    },
+    /// A special vdev (holding the pool's metadata) lost more devices than it tolerates.
+    #[error(
+        "the special vdev holding the pool's metadata is missing devices beyond its \
+         redundancy: {}; the pool cannot be opened without it",
+        missing.join(", ")
+    )]
+    MissingSpecial {
+        /// Last known paths of its missing devices.
+        missing: Vec<String>,
+    },
+    /// A device given to `add` is already part of this pool.
+    #[error("device '{path}' is already in this pool")]
+    AlreadyInPool {
+        /// The path.
+        path: String,
+    },
+    /// A device cannot be removed from the pool.
+    #[error("{0}")]
+    CannotRemove(String),
     /// The same device appears twice.
     #[error("device '{path}' is specified more than once")]
     DuplicateDevice {
@@ -217,6 +258,10 @@ pub struct Discovered {
     pub uberblocks: Vec<Uberblock>,
     /// Leaf GUID -> the newest txg among the uberblocks in that device's own labels.
     pub leaf_txgs: BTreeMap<Guid, Txg>,
+    /// The newest txg any label's config was written for, chosen or not (an interrupted
+    /// config change can leave one newer than every uberblock): the txgs an import commits
+    /// go past it, so its labels never tie with the ones the import writes.
+    pub config_txg_max: Txg,
 }
 
 impl Discovered {
@@ -258,9 +303,14 @@ impl Discovered {
     }
 }
 
-/// Scans `dirs` for devices with tarn labels and groups them into pools.
+/// Scans `dirs` for devices with tarn labels and groups them into pools. A pool's config is
+/// the newest one whose txg has an uberblock on some device (a config written for a txg
+/// that never committed describes a tree the committed state does not have: the even
+/// labels of an interrupted config change, or the labels of devices an interrupted
+/// `pool add` wrote first); only when no config qualifies is the newest one taken.
 pub fn discover(provider: &dyn DeviceProvider, dirs: &[String]) -> Vec<Discovered> {
     let mut pools: BTreeMap<Guid, Discovered> = BTreeMap::new();
+    let mut configs: BTreeMap<Guid, Vec<PoolConfig>> = BTreeMap::new();
     let mut spares: Vec<(Guid, Guid, String)> = Vec::new();
     let mut seen = std::collections::HashSet::new();
     for dir in dirs {
@@ -287,10 +337,13 @@ pub fn discover(provider: &dyn DeviceProvider, dirs: &[String]) -> Vec<Discovere
                 found: BTreeMap::new(),
                 uberblocks: Vec::new(),
                 leaf_txgs: BTreeMap::new(),
+                config_txg_max: Txg(0),
             });
-            if config.txg > entry.config.txg {
-                entry.config = config.clone();
-            }
+            entry.config_txg_max = entry.config_txg_max.max(config.txg);
+            configs
+                .entry(config.pool_guid)
+                .or_default()
+                .push(config.clone());
             entry.found.insert(config.this_guid, path.clone());
             let own = scan
                 .uberblocks
@@ -307,7 +360,32 @@ pub fn discover(provider: &dyn DeviceProvider, dirs: &[String]) -> Vec<Discovere
             entry.found.insert(guid, path);
         }
     }
+    for (guid, entry) in &mut pools {
+        let candidates = configs.remove(guid).unwrap_or_default();
+        if let Some(config) = committed_config(entry, &candidates) {
+            entry.config = config;
+        }
+    }
     pools.into_values().collect()
+}
+
+/// The newest of `candidates` whose txg has an uberblock among `found`'s (the newest of all
+/// when none has): see [`discover`].
+fn committed_config(found: &Discovered, candidates: &[PoolConfig]) -> Option<PoolConfig> {
+    let guid = found.config.pool_guid;
+    let committed = found
+        .uberblocks
+        .iter()
+        .filter(|u| u.pool_guid == guid)
+        .map(|u| u.txg)
+        .max();
+    let newest = |list: &mut dyn Iterator<Item = &PoolConfig>| list.max_by_key(|c| c.txg).cloned();
+    newest(
+        &mut candidates
+            .iter()
+            .filter(|c| committed.is_some_and(|t| c.txg <= t)),
+    )
+    .or_else(|| newest(&mut candidates.iter()))
 }
 
 /// Options of an import.
@@ -447,6 +525,8 @@ pub struct Pool {
     multihost_interval_ms: u64,
     /// Ids of the top-level vdevs that are log devices.
     log_tops: std::collections::BTreeSet<u32>,
+    /// Ids of the top-level vdevs that are special allocation-class devices.
+    special_tops: std::collections::BTreeSet<u32>,
 }
 
 /// Checks what the labels alone can tell: feature flags and whether another host owns it.
@@ -476,6 +556,44 @@ fn check_importable(
     Ok(())
 }
 
+/// Opens every device of `spec` for writing and checks it can join a pool: large enough, and
+/// (without `-f`) not part of another pool. A device labelled for pool `own` (GUID and
+/// current tree) but not in its tree is the leftover of an interrupted add of that pool and
+/// is taken without `-f`. Writes nothing.
+fn open_new_devices(
+    spec: &CreateSpec,
+    provider: &dyn DeviceProvider,
+    own: Option<(Guid, &VdevTree)>,
+) -> Result<BTreeMap<String, Arc<dyn Device>>, PoolError> {
+    let mut devices = BTreeMap::new();
+    for path in spec.all_devices() {
+        let device = open_device(provider, path, false)?;
+        let size = device.size_bytes();
+        if size < tarn_base::limits::DEVICE_SIZE_MIN {
+            return Err(PoolError::DeviceTooSmall {
+                path: path.clone(),
+                size,
+                min: tarn_base::limits::DEVICE_SIZE_MIN,
+            });
+        }
+        if !spec.force
+            && let Some(config) = read_labels(device.as_ref()).config
+            && config.state != PoolState::Destroyed
+            && !own.is_some_and(|(guid, tree)| {
+                config.pool_guid == guid && tree.find(config.this_guid).is_none()
+            })
+        {
+            return Err(PoolError::DeviceInUse {
+                path: path.clone(),
+                pool: config.name,
+                state: config.state.name().to_string(),
+            });
+        }
+        devices.insert(path.clone(), device);
+    }
+    Ok(devices)
+}
+
 fn open_device(
     provider: &dyn DeviceProvider,
     path: &str,
@@ -500,36 +618,7 @@ impl Pool {
         rng: &mut SeededRng,
     ) -> Result<Pool, PoolError> {
         spec.validate()?;
-        let mut devices = BTreeMap::new();
-        for path in spec
-            .tops
-            .iter()
-            .chain(&spec.logs)
-            .flat_map(|t| &t.devices)
-            .chain(&spec.spares)
-            .chain(&spec.caches)
-        {
-            let device = open_device(provider, path, false)?;
-            let size = device.size_bytes();
-            if size < tarn_base::limits::DEVICE_SIZE_MIN {
-                return Err(PoolError::DeviceTooSmall {
-                    path: path.clone(),
-                    size,
-                    min: tarn_base::limits::DEVICE_SIZE_MIN,
-                });
-            }
-            if !spec.force
-                && let Some(config) = read_labels(device.as_ref()).config
-                && config.state != PoolState::Destroyed
-            {
-                return Err(PoolError::DeviceInUse {
-                    path: path.clone(),
-                    pool: config.name,
-                    state: config.state.name().to_string(),
-                });
-            }
-            devices.insert(path.clone(), device);
-        }
+        let devices = open_new_devices(spec, provider, None)?;
         let tree = build_tree(spec, &devices, rng);
         let guid = rng.guid();
         let by_guid = tree
@@ -593,7 +682,8 @@ impl Pool {
         let l2 = Arc::new(tarn_vdev::L2Cache::new(caches, ashift));
         let pipeline = Pipeline::new(tops.clone()).with_l2(l2);
         let space = SpaceManager::new(space_geometry(&tops, tree));
-        let log_tops = log_top_ids(tree);
+        let log_tops = class_top_ids(tree, |c| c.log);
+        let special_tops = class_top_ids(tree, |c| c.special);
         let mut pool = Pool {
             name,
             guid,
@@ -615,15 +705,20 @@ impl Pool {
             clock,
             multihost_interval_ms: 0,
             log_tops,
+            special_tops,
         };
-        pool.apply_log_class();
+        pool.apply_classes();
         Ok(pool)
     }
 
-    /// Tells the space manager which top-level vdevs are log devices.
-    fn apply_log_class(&mut self) {
+    /// Tells the space manager which top-level vdevs are log and special devices.
+    fn apply_classes(&mut self) {
         for id in &self.log_tops {
             self.space.set_log_class(*id as usize);
+        }
+        for id in &self.special_tops {
+            self.space
+                .set_class(*id as usize, tarn_space::VdevClass::Special);
         }
     }
 
@@ -631,6 +726,12 @@ impl Pool {
     #[must_use]
     pub fn is_log_vdev(&self, index: usize) -> bool {
         u32::try_from(index).is_ok_and(|id| self.log_tops.contains(&id))
+    }
+
+    /// Whether top-level vdev `index` is a special allocation-class device.
+    #[must_use]
+    pub fn is_special_vdev(&self, index: usize) -> bool {
+        u32::try_from(index).is_ok_and(|id| self.special_tops.contains(&id))
     }
 
     /// Imports a discovered pool. `verify` opens the upper layers' root at a candidate
@@ -685,19 +786,23 @@ impl Pool {
         };
         // A missing log device does not stop an import (the records on it are lost and
         // reported by the replay); ZFS asks for `-m` here, tarn imports and says so.
-        let data = self
+        let mut data = self
             .tops
             .iter()
             .enumerate()
             .filter(|(i, _)| !self.is_log_vdev(*i));
-        match data.map(|(_, t)| t).find(|t| !readable(t)) {
+        match data.find(|(_, t)| !readable(t)) {
             None => Ok(()),
-            Some(top) => {
+            Some((index, top)) => {
                 let leaves = top.leaves();
                 let missing = leaves.iter().filter(|l| l.device().is_none());
-                Err(PoolError::MissingDevices {
-                    missing: missing.map(|l| l.path()).collect(),
-                })
+                let missing = missing.map(|l| l.path()).collect();
+                // The special class holds metadata of every dataset: without it nothing can
+                // be opened, whatever the data vdevs hold (ZFS: the pool is lost).
+                if self.is_special_vdev(index) {
+                    return Err(PoolError::MissingSpecial { missing });
+                }
+                Err(PoolError::MissingDevices { missing })
             }
         }
     }
@@ -730,7 +835,7 @@ impl Pool {
                 Ok(()) => {
                     // Txgs keep increasing past everything ever written, even after a
                     // rewind, so a stale newer uberblock can never win a later import.
-                    self.txg = newest_seen.max(ub.txg);
+                    self.txg = newest_seen.max(ub.txg).max(found.config_txg_max);
                     self.imported_txg = Some(ub.txg);
                     self.config_dirty = true;
                     return Ok(());
@@ -748,7 +853,7 @@ impl Pool {
             &ub.space_log,
             ub.txg,
         )?;
-        self.apply_log_class();
+        self.apply_classes();
         self.last = Some(*ub);
         self.txg = ub.txg;
         Ok(())
@@ -876,6 +981,7 @@ impl Pool {
         let mut children: Vec<VdevTree> = self.tops.iter().map(|t| t.to_tree()).collect();
         for child in &mut children {
             child.log = self.log_tops.contains(&child.id);
+            child.special = self.special_tops.contains(&child.id);
         }
         if !self.spares.is_empty() {
             let spares = self
@@ -948,6 +1054,7 @@ impl Pool {
             vdev_tree: tree.clone(),
             features_for_read: FEATURES_SUPPORTED
                 .iter()
+                .filter(|f| **f != FEATURE_ALLOCATION_CLASSES || !self.special_tops.is_empty())
                 .map(|f| (*f).to_string())
                 .collect(),
             features_for_write: Vec::new(),
@@ -1183,7 +1290,7 @@ fn space_geometry(tops: &[Arc<TopVdev>], tree: &VdevTree) -> Vec<(Arc<dyn VdevGe
 }
 
 /// A spare or cache device of the tree: its leaf, online when its device was found.
-fn aux_leaf(
+pub(crate) fn aux_leaf(
     node: &VdevTree,
     devices: &std::collections::HashMap<Guid, Arc<dyn Device>>,
 ) -> Arc<Leaf> {
@@ -1217,6 +1324,7 @@ fn interior_node(
         offline: false,
         resilvering: false,
         log: false,
+        special: false,
     }
 }
 
@@ -1236,67 +1344,115 @@ fn new_leaf(path: &str, id: u32, ashift: u8, size: u64, guid: Guid) -> VdevTree 
         offline: false,
         resilvering: false,
         log: false,
+        special: false,
     }
 }
 
-/// Builds the vdev tree for a new pool, with fresh GUIDs and sizes from the devices.
-/// Ids of the top-level vdevs a tree marks as log devices.
-fn log_top_ids(tree: &VdevTree) -> std::collections::BTreeSet<u32> {
+/// Ids of the top-level vdevs a tree marks with a class (`log`, `special`).
+fn class_top_ids(
+    tree: &VdevTree,
+    marked: impl Fn(&VdevTree) -> bool,
+) -> std::collections::BTreeSet<u32> {
     tree.children
         .iter()
-        .filter(|c| c.kind != VdevKind::Spares && c.log)
+        .filter(|c| c.kind != VdevKind::Spares && marked(c))
         .map(|c| c.id)
         .collect()
 }
 
+/// The label node of a new top-level vdev with id `id` over new `leaves`.
+fn top_node(
+    layout: TopLayout,
+    leaves: Vec<VdevTree>,
+    id: u32,
+    ashift: u8,
+    rng: &mut SeededRng,
+) -> VdevTree {
+    let smallest = leaves.iter().map(|l| l.asize).min().unwrap_or(0);
+    let mut node = match layout {
+        TopLayout::Disk => {
+            let mut single = leaves.into_iter().next().expect("validated: one device");
+            single.id = id;
+            single
+        }
+        TopLayout::Mirror => {
+            interior_node(VdevKind::Mirror, rng.guid(), id, ashift, smallest, leaves)
+        }
+        TopLayout::Raidz(parity) => {
+            let asize = smallest * leaves.len() as u64;
+            let kind = VdevKind::Raidz { parity };
+            interior_node(kind, rng.guid(), id, ashift, asize, leaves)
+        }
+    };
+    node.metaslab_shift = tarn_space::metaslab_shift_for(node.asize);
+    node
+}
+
+/// The top-level vdev nodes of `spec` (data, log, special), ids from `first_id`, and its
+/// spares as leaves, with fresh GUIDs and sizes from the devices.
+fn build_tops(
+    spec: &CreateSpec,
+    devices: &BTreeMap<String, Arc<dyn Device>>,
+    first_id: u32,
+    ashift: u8,
+    rng: &mut SeededRng,
+) -> (Vec<VdevTree>, Vec<VdevTree>) {
+    let leaf = |path: &String, id: usize, rng: &mut SeededRng| {
+        let size = devices.get(path).map_or(0, |d| d.size_bytes());
+        new_leaf(path, id as u32, ashift, size, rng.guid())
+    };
+    // Every leaf's GUID first, then the interior nodes' (the order seeded runs replay).
+    let mut tops: Vec<(TopLayout, Vec<VdevTree>)> = Vec::new();
+    for top in spec.all_tops() {
+        let leaves = top
+            .devices
+            .iter()
+            .enumerate()
+            .map(|(i, p)| leaf(p, i, rng))
+            .collect();
+        tops.push((top.layout, leaves));
+    }
+    let spares = spec
+        .spares
+        .iter()
+        .enumerate()
+        .map(|(i, p)| leaf(p, i, rng))
+        .collect();
+    let (data, logs) = (spec.tops.len(), spec.logs.len());
+    let mut children = Vec::new();
+    for (index, (layout, leaves)) in tops.into_iter().enumerate() {
+        let id = first_id + index as u32;
+        let mut node = top_node(layout, leaves, id, ashift, rng);
+        node.log = (data..data + logs).contains(&index);
+        node.special = index >= data + logs;
+        children.push(node);
+    }
+    (children, spares)
+}
+
+/// Leaves for the spares or cache devices at `paths`, with fresh GUIDs and sizes from the
+/// devices.
+pub(crate) fn aux_leaves(
+    paths: &[String],
+    devices: &BTreeMap<String, Arc<dyn Device>>,
+    ashift: u8,
+    rng: &mut SeededRng,
+) -> Vec<VdevTree> {
+    let leaf = |(i, path): (usize, &String)| {
+        let size = devices.get(path).map_or(0, |d| d.size_bytes());
+        new_leaf(path, i as u32, ashift, size, rng.guid())
+    };
+    paths.iter().enumerate().map(leaf).collect()
+}
+
+/// Builds the vdev tree for a new pool, with fresh GUIDs and sizes from the devices.
 fn build_tree(
     spec: &CreateSpec,
     devices: &BTreeMap<String, Arc<dyn Device>>,
     rng: &mut SeededRng,
 ) -> VdevTree {
-    let mut leaves_of = |paths: &[String]| -> Vec<VdevTree> {
-        let leaf = |(i, path): (usize, &String)| {
-            let size = devices.get(path).map_or(0, |d| d.size_bytes());
-            new_leaf(path, i as u32, spec.ashift, size, rng.guid())
-        };
-        paths.iter().enumerate().map(leaf).collect()
-    };
-    let tops: Vec<(TopLayout, Vec<VdevTree>)> = spec
-        .tops
-        .iter()
-        .chain(&spec.logs)
-        .map(|top| (top.layout, leaves_of(&top.devices)))
-        .collect();
-    let spares = leaves_of(&spec.spares);
-    let caches = leaves_of(&spec.caches);
-    let mut children = Vec::new();
-    for (index, (layout, leaves)) in tops.into_iter().enumerate() {
-        let id = index as u32;
-        let smallest = leaves.iter().map(|l| l.asize).min().unwrap_or(0);
-        let mut node = match layout {
-            TopLayout::Disk => {
-                let mut single = leaves.into_iter().next().expect("validated: one device");
-                single.id = id;
-                single
-            }
-            TopLayout::Mirror => interior_node(
-                VdevKind::Mirror,
-                rng.guid(),
-                id,
-                spec.ashift,
-                smallest,
-                leaves,
-            ),
-            TopLayout::Raidz(parity) => {
-                let asize = smallest * leaves.len() as u64;
-                let kind = VdevKind::Raidz { parity };
-                interior_node(kind, rng.guid(), id, spec.ashift, asize, leaves)
-            }
-        };
-        node.metaslab_shift = tarn_space::metaslab_shift_for(node.asize);
-        node.log = index >= spec.tops.len();
-        children.push(node);
-    }
+    let (mut children, spares) = build_tops(spec, devices, 0, spec.ashift, rng);
+    let caches = aux_leaves(&spec.caches, devices, spec.ashift, rng);
     for (kind, group) in [(VdevKind::Spares, spares), (VdevKind::L2cache, caches)] {
         if !group.is_empty() {
             let id = children.len() as u32;

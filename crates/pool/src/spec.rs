@@ -60,6 +60,9 @@ pub struct CreateSpec {
     /// Log devices (`log DEV` / `log mirror DEV DEV`): top-level vdevs that hold only
     /// intent-log blocks. Disk or mirror layouts.
     pub logs: Vec<TopSpec>,
+    /// Special allocation-class vdevs (`special DEV` / `special mirror ...` / `special
+    /// raidz ...`): metadata and small file blocks go there.
+    pub specials: Vec<TopSpec>,
     /// Sector size shift for every vdev.
     pub ashift: u8,
     /// Use devices that belong to another (exported or destroyed) pool.
@@ -112,6 +115,7 @@ impl CreateSpec {
             spares: Vec::new(),
             caches: Vec::new(),
             logs: Vec::new(),
+            specials: Vec::new(),
             ashift: limits::ASHIFT_DEFAULT,
             force: false,
         }
@@ -132,13 +136,42 @@ impl CreateSpec {
         }
     }
 
-    /// Checks the spec's shape: name, widths, parity, duplicates, ashift.
+    /// Every top-level vdev of the spec: data, then log, then special (the order their ids
+    /// are given in).
+    pub fn all_tops(&self) -> impl Iterator<Item = &TopSpec> {
+        self.tops.iter().chain(&self.logs).chain(&self.specials)
+    }
+
+    /// Every device path of the spec, spares and cache devices included.
+    pub fn all_devices(&self) -> impl Iterator<Item = &String> {
+        self.all_tops()
+            .flat_map(|t| &t.devices)
+            .chain(&self.spares)
+            .chain(&self.caches)
+    }
+
+    /// Checks the spec's shape (name, widths, parity, duplicates, ashift) and its
+    /// replication levels ([`check_replication`]).
     pub fn validate(&self) -> Result<(), PoolError> {
         validate_pool_name(&self.name)?;
         if self.tops.is_empty() {
             return Err(PoolError::InvalidSpec("no data vdevs given".into()));
         }
-        if self.tops.len() + self.logs.len() > limits::TOP_VDEVS_MAX {
+        self.validate_shape(0)?;
+        check_replication(&[], self)
+    }
+
+    /// Checks a spec of vdevs to add to a pool that has `existing` top-level vdevs: the same
+    /// checks as create, but data vdevs are optional (something must be given).
+    pub fn validate_add(&self, existing: usize) -> Result<(), PoolError> {
+        if self.all_tops().next().is_none() && self.spares.is_empty() && self.caches.is_empty() {
+            return Err(PoolError::InvalidSpec("no vdevs given to add".into()));
+        }
+        self.validate_shape(existing)
+    }
+
+    fn validate_shape(&self, existing: usize) -> Result<(), PoolError> {
+        if existing + self.all_tops().count() > limits::TOP_VDEVS_MAX {
             return Err(PoolError::InvalidSpec(format!(
                 "too many top-level vdevs (at most {})",
                 limits::TOP_VDEVS_MAX
@@ -154,7 +187,7 @@ impl CreateSpec {
         }
         let mut seen = std::collections::HashSet::new();
         self.validate_logs()?;
-        for top in self.tops.iter().chain(&self.logs) {
+        for top in self.all_tops() {
             if let TopLayout::Raidz(parity) = top.layout
                 && !(1..=limits::RAIDZ_PARITY_MAX as u8).contains(&parity)
             {
@@ -183,19 +216,71 @@ impl CreateSpec {
                 )));
             }
         }
-        for path in self
-            .tops
-            .iter()
-            .chain(&self.logs)
-            .flat_map(|t| &t.devices)
-            .chain(&self.spares)
-            .chain(&self.caches)
-        {
+        if self.spares.len() > limits::VDEV_CHILDREN_MAX {
+            return Err(PoolError::InvalidSpec(format!(
+                "more than {} spares",
+                limits::VDEV_CHILDREN_MAX
+            )));
+        }
+        for path in self.all_devices() {
             if !seen.insert(path.as_str()) {
                 return Err(PoolError::DuplicateDevice { path: path.clone() });
             }
         }
         Ok(())
+    }
+}
+
+impl TopSpec {
+    /// Device failures this vdev survives: ZFS's replication level (disk 0, N-way mirror
+    /// N-1, raidzP P).
+    #[must_use]
+    pub fn redundancy(&self) -> usize {
+        match self.layout {
+            TopLayout::Disk => 0,
+            TopLayout::Mirror => self.devices.len().saturating_sub(1),
+            TopLayout::Raidz(parity) => usize::from(parity),
+        }
+    }
+
+    /// The replication level as `zpool` names it in its mismatch message.
+    #[must_use]
+    pub fn replication_name(&self) -> String {
+        match self.layout {
+            TopLayout::Disk => "disk".into(),
+            TopLayout::Mirror => format!("{}-way mirror", self.devices.len()),
+            TopLayout::Raidz(parity) => format!("raidz{parity}"),
+        }
+    }
+}
+
+/// ZFS's "mismatched replication level" check: a data or special vdev of `spec` that
+/// survives fewer device failures than the most redundant data vdev (of `existing`, the
+/// pool's data vdevs, and of the spec) is refused unless `spec.force`. A special vdev holds
+/// the pool's metadata, so less redundancy there loses the whole pool sooner. Log devices
+/// are not checked (ZFS does not either: losing one loses at most the last seconds).
+pub fn check_replication(existing: &[TopSpec], spec: &CreateSpec) -> Result<(), PoolError> {
+    if spec.force {
+        return Ok(());
+    }
+    let Some(strongest) = existing
+        .iter()
+        .chain(&spec.tops)
+        .max_by_key(|t| t.redundancy())
+    else {
+        return Ok(());
+    };
+    match spec
+        .tops
+        .iter()
+        .chain(&spec.specials)
+        .find(|t| t.redundancy() < strongest.redundancy())
+    {
+        Some(weak) => Err(PoolError::MismatchedReplication {
+            pool: strongest.replication_name(),
+            new: weak.replication_name(),
+        }),
+        None => Ok(()),
     }
 }
 
@@ -210,6 +295,7 @@ mod tests {
             spares: vec![],
             caches: vec![],
             logs: Vec::new(),
+            specials: Vec::new(),
             ashift: 12,
             force: false,
         }
@@ -245,5 +331,56 @@ mod tests {
             dup.validate(),
             Err(PoolError::DuplicateDevice { .. })
         ));
+    }
+
+    #[test]
+    fn specials_are_checked_like_data_vdevs() {
+        let mut good = spec(vec![top(TopLayout::Mirror, 2)]);
+        good.specials = vec![TopSpec {
+            layout: TopLayout::Raidz(1),
+            devices: vec!["/s0".into(), "/s1".into()],
+        }];
+        assert!(good.validate().is_ok());
+        let mut dup = good.clone();
+        dup.specials[0].devices[1] = "/d0".into();
+        assert!(matches!(
+            dup.validate(),
+            Err(PoolError::DuplicateDevice { .. })
+        ));
+        let mut short = good.clone();
+        short.specials[0].layout = TopLayout::Raidz(2);
+        assert!(short.validate().is_err());
+    }
+
+    #[test]
+    fn replication_levels() {
+        let data = |layout, n| spec(vec![top(layout, n)]);
+        let special = |layout, n| TopSpec {
+            layout,
+            devices: (0..n).map(|i| format!("/s{i}")).collect(),
+        };
+        // Create: a disk beside a mirror, or a disk special under a mirror, needs -f.
+        let mixed = spec(vec![top(TopLayout::Mirror, 2), top(TopLayout::Disk, 1)]);
+        let err = check_replication(&[], &mixed).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "mismatched replication level: pool uses 2-way mirror and new vdev is disk \
+             (use -f to override)"
+        );
+        let mut weak_special = data(TopLayout::Raidz(2), 4);
+        weak_special.specials = vec![special(TopLayout::Mirror, 2)];
+        assert!(check_replication(&[], &weak_special).is_err());
+        weak_special.force = true;
+        assert!(check_replication(&[], &weak_special).is_ok());
+        let mut strong_special = data(TopLayout::Mirror, 2);
+        strong_special.specials = vec![special(TopLayout::Mirror, 3)];
+        assert!(check_replication(&[], &strong_special).is_ok());
+        // Add: against the pool's data vdevs; logs are not checked.
+        let pool = [top(TopLayout::Mirror, 2)];
+        assert!(check_replication(&pool, &data(TopLayout::Disk, 1)).is_err());
+        assert!(check_replication(&pool, &data(TopLayout::Raidz(1), 3)).is_ok());
+        let mut log = spec(vec![]);
+        log.logs = vec![top(TopLayout::Disk, 1)];
+        assert!(check_replication(&pool, &log).is_ok());
     }
 }

@@ -47,6 +47,7 @@ fn spec(layout: TopLayout, devices: Vec<String>) -> CreateSpec {
         spares: vec![],
         caches: Vec::new(),
         logs: Vec::new(),
+        specials: Vec::new(),
         ashift: 12,
         force: false,
     }
@@ -68,6 +69,7 @@ fn props(block_type: BlockType) -> WriteProps {
         compression: CompressSetting::Lz4,
         copies: 1,
         fill: 1,
+        special_small_blocks: 0,
     }
 }
 
@@ -650,4 +652,249 @@ fn cache_devices_are_found_by_guid_and_their_loss_costs_nothing() {
     verify(&pool).unwrap();
     sync_step(&mut pool, &mut model, &mut rng).unwrap();
     verify(&pool).unwrap();
+}
+
+/// A pool (raidz1 of d0..d2) with a committed model, on a power-cut provider whose budget is
+/// unlimited until the caller sets it. Deterministic for `seed`.
+fn pool_for_add(
+    seed: u64,
+) -> (
+    Arc<SimProvider>,
+    Arc<std::sync::atomic::AtomicI64>,
+    PowerCutProvider,
+    Pool,
+    Model,
+) {
+    let all = names(8);
+    let plan = FaultPlan {
+        seed,
+        drop_on_crash: PER_MILLION / 2,
+        torn_on_crash: PER_MILLION / 4,
+        ..FaultPlan::default()
+    };
+    let sims = provider_with(&all, &plan);
+    let budget = Arc::new(std::sync::atomic::AtomicI64::new(i64::MAX));
+    let provider = PowerCutProvider {
+        inner: Arc::clone(&sims),
+        budget: Arc::clone(&budget),
+    };
+    let mut pool = Pool::create(
+        &spec(TopLayout::Raidz(1), all[..3].to_vec()),
+        &provider,
+        identity(),
+        Arc::new(ManualClock::new(1)),
+        &mut SeededRng::new(seed),
+    )
+    .unwrap();
+    let mut model = Model::default();
+    let mut rng = SeededRng::new(seed);
+    for _ in 0..3 {
+        sync_step(&mut pool, &mut model, &mut rng).unwrap();
+    }
+    (sims, budget, provider, pool, model)
+}
+
+/// What the add tests add: a data mirror (d3, d4), a log (d5), a special disk (d6; a
+/// single disk under raidz1, so with -f) and a cache device (d7).
+fn addition() -> CreateSpec {
+    let all = names(8);
+    CreateSpec {
+        tops: vec![TopSpec {
+            layout: TopLayout::Mirror,
+            devices: all[3..5].to_vec(),
+        }],
+        logs: vec![TopSpec {
+            layout: TopLayout::Disk,
+            devices: vec![all[5].clone()],
+        }],
+        specials: vec![TopSpec {
+            layout: TopLayout::Disk,
+            devices: vec![all[6].clone()],
+        }],
+        caches: vec![all[7].clone()],
+        force: true,
+        ..spec(TopLayout::Disk, Vec::new())
+    }
+}
+
+/// Goal: `add` is crash-safe. A power cut at every device operation of the txg that
+/// commits an add (labels of old and new devices, uberblocks, flushes) leaves a pool that
+/// imports with either the old vdev tree or the new one, every committed block reading back,
+/// and a pool that takes more txgs (on the new vdevs when they are there). Method: count the
+/// operations of one add + sync, then for each k cut the power after k operations, drop or
+/// tear every unflushed write, import, verify, sync once more, import again.
+#[test]
+fn add_then_power_cut_at_every_step() {
+    let ops = {
+        let (_sims, budget, provider, mut pool, mut model) = pool_for_add(9);
+        budget.store(1 << 40, std::sync::atomic::Ordering::SeqCst);
+        pool.add(&addition(), &provider, &mut SeededRng::new(1009))
+            .unwrap();
+        sync_step(&mut pool, &mut model, &mut SeededRng::new(99)).unwrap();
+        (1 << 40) - budget.load(std::sync::atomic::Ordering::SeqCst)
+    };
+    assert!(
+        ops > 20,
+        "an add commits through labels and uberblocks ({ops} ops)"
+    );
+    let (mut old, mut new) = (0, 0);
+    for k in 0..=ops {
+        let (sims, budget, provider, mut pool, mut model) = pool_for_add(9);
+        let committed = pool.txg();
+        budget.store(k, std::sync::atomic::Ordering::SeqCst);
+        let added = pool.add(&addition(), &provider, &mut SeededRng::new(1009));
+        let synced =
+            added.is_ok() && sync_step(&mut pool, &mut model, &mut SeededRng::new(99)).is_ok();
+        drop(pool);
+        for (_, device) in sims.all() {
+            device.crash();
+        }
+        let mut pool = import(&sims, &["/dev/sim"], &ImportOptions::default())
+            .unwrap_or_else(|e| panic!("cut after {k} of {ops}: import: {e}"));
+        verify(&pool).unwrap_or_else(|e| panic!("cut after {k}: {e}"));
+        assert!(pool.txg() >= committed, "cut after {k}: committed txg lost");
+        match pool.tops().len() {
+            1 => {
+                assert!(
+                    pool.caches().is_empty(),
+                    "cut after {k}: a cache without its add"
+                );
+                assert!(
+                    !synced,
+                    "cut after {k}: the add committed but the pool lost it"
+                );
+                old += 1;
+            }
+            4 => {
+                assert!(
+                    pool.is_log_vdev(2) && pool.is_special_vdev(3),
+                    "cut after {k}"
+                );
+                assert_eq!(pool.caches().len(), 1, "cut after {k}: the cache device");
+                new += 1;
+            }
+            n => panic!("cut after {k}: {n} top-level vdevs"),
+        }
+        let mut model = decode_root(&pool.reader().read_block(&pool.root().unwrap()).unwrap());
+        sync_step(&mut pool, &mut model, &mut SeededRng::new(k as u64))
+            .unwrap_or_else(|e| panic!("cut after {k}: sync after import: {e}"));
+        let tops = pool.tops().len();
+        drop(pool);
+        let again = import(&sims, &["/dev/sim"], &ImportOptions::default()).unwrap();
+        verify(&again).unwrap();
+        assert_eq!(
+            again.tops().len(),
+            tops,
+            "cut after {k}: the tree changed again"
+        );
+    }
+    assert!(
+        old > 0 && new > 0,
+        "both outcomes seen ({old} old, {new} new)"
+    );
+}
+
+/// Goal: with a special vdev, metadata (here the model's root) goes there and data does
+/// not; a special vdev lost beyond its redundancy stops the import and says why.
+#[test]
+fn special_vdev_takes_metadata_and_is_needed_to_import() {
+    let all = names(4);
+    let provider = provider_with(&all, &FaultPlan::default());
+    let mut create_spec = spec(TopLayout::Raidz(1), all[..3].to_vec());
+    create_spec.specials = vec![TopSpec {
+        layout: TopLayout::Disk,
+        devices: vec![all[3].clone()],
+    }];
+    let err = Pool::create(
+        &create_spec,
+        provider.as_ref(),
+        identity(),
+        Arc::new(ManualClock::new(1)),
+        &mut SeededRng::new(1),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(err, PoolError::MismatchedReplication { .. }),
+        "{err}"
+    );
+    create_spec.force = true;
+    let mut pool = create(&provider, &create_spec);
+    let mut model = Model::default();
+    let mut rng = SeededRng::new(3);
+    for _ in 0..4 {
+        sync_step(&mut pool, &mut model, &mut rng).unwrap();
+    }
+    let root = pool.root().unwrap();
+    assert!(root.copies().all(|d| d.vdev.0 == 1), "root {root:?}");
+    assert!(
+        pool.space()
+            .chain()
+            .iter()
+            .all(|bp| bp.copies().all(|d| d.vdev.0 == 1))
+    );
+    for (bp, _, _) in &model.live {
+        assert!(bp.copies().all(|d| d.vdev.0 == 0), "data {bp:?} on special");
+    }
+    let found = discover(provider.as_ref(), &["/dev/sim".into()]);
+    assert!(
+        found[0]
+            .config
+            .features_for_read
+            .iter()
+            .any(|f| f == tarn_format::FEATURE_ALLOCATION_CLASSES)
+    );
+    pool.export().unwrap();
+    provider.remove(&all[3]).unwrap();
+    let err = import(&provider, &["/dev/sim"], &ImportOptions::default()).unwrap_err();
+    assert!(matches!(err, PoolError::MissingSpecial { .. }), "{err}");
+    assert!(err.to_string().contains("special vdev"), "{err}");
+}
+
+/// Goal: a pool without a special vdev does not list the allocation-classes feature (older
+/// builds can still import it), and a refused add writes nothing.
+#[test]
+fn no_special_no_feature_and_refused_add_writes_nothing() {
+    let all = names(5);
+    let provider = provider_with(&all, &FaultPlan::default());
+    let mut pool = create(&provider, &spec(TopLayout::Mirror, all[..2].to_vec()));
+    let mut model = Model::default();
+    sync_step(&mut pool, &mut model, &mut SeededRng::new(1)).unwrap();
+    let found = discover(provider.as_ref(), &["/dev/sim".into()]);
+    assert!(
+        !found[0]
+            .config
+            .features_for_read
+            .iter()
+            .any(|f| f == tarn_format::FEATURE_ALLOCATION_CLASSES)
+    );
+    let images: Vec<Vec<u8>> = provider.all().iter().map(|(_, d)| d.image()).collect();
+    let weak = CreateSpec {
+        tops: vec![TopSpec {
+            layout: TopLayout::Disk,
+            devices: vec![all[2].clone()],
+        }],
+        ..spec(TopLayout::Disk, Vec::new())
+    };
+    let err = pool
+        .add(&weak, provider.as_ref(), &mut SeededRng::new(1))
+        .unwrap_err();
+    assert!(
+        matches!(err, PoolError::MismatchedReplication { .. }),
+        "{err}"
+    );
+    let twice = CreateSpec {
+        spares: vec![all[0].clone()],
+        ..spec(TopLayout::Disk, Vec::new())
+    };
+    let twice = CreateSpec {
+        tops: Vec::new(),
+        ..twice
+    };
+    let err = pool
+        .add(&twice, provider.as_ref(), &mut SeededRng::new(1))
+        .unwrap_err();
+    assert!(matches!(err, PoolError::AlreadyInPool { .. }), "{err}");
+    let after: Vec<Vec<u8>> = provider.all().iter().map(|(_, d)| d.image()).collect();
+    assert!(images == after, "a refused add wrote to a device");
+    assert_eq!(pool.tops().len(), 1);
 }

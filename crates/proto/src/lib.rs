@@ -52,7 +52,8 @@ mod request;
 mod response;
 
 pub use request::{
-    DatasetGet, PoolCreate, PoolImport, Request, ScrubAction, VdevGroupSpec, VdevKind, VdevRole,
+    DatasetGet, PoolAdd, PoolCreate, PoolImport, Request, ScrubAction, VdevGroupSpec, VdevKind,
+    VdevRole,
 };
 pub use response::{
     CacheEntry, CacheFile, DatasetProp, DatasetRow, ErrorReply, EventRow, HistoryEntry,

@@ -134,6 +134,20 @@ pub struct PoolCreate {
     pub dry_run: bool,
 }
 
+/// `tarn pool add [-n] [-f] NAME VDEVSPEC...` (`-n`: only check and return the layout).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoolAdd {
+    /// Pool name.
+    pub name: String,
+    /// Top-level vdevs and spares to add, of every role, in command-line order.
+    pub vdevs: Vec<VdevGroupSpec>,
+    /// Use devices that look in use by another pool, and accept a mismatched replication
+    /// level (`-f`).
+    pub force: bool,
+    /// Only check and return the resulting layout (`-n`); nothing is written.
+    pub dry_run: bool,
+}
+
 /// `tarn pool import NAME|GUID [NEWNAME]`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PoolImport {
@@ -178,6 +192,15 @@ pub enum Request {
     Shutdown,
     /// `tarn pool create`.
     PoolCreate(PoolCreate),
+    /// `tarn pool add`.
+    PoolAdd(PoolAdd),
+    /// `tarn pool remove NAME DEVICE`: an unused hot spare or a log device.
+    PoolRemove {
+        /// Pool name.
+        name: String,
+        /// Device (path or GUID; a log mirror by its `mirror-N` name).
+        device: String,
+    },
     /// `tarn pool destroy [-f] NAME`.
     PoolDestroy {
         /// Pool name.
@@ -438,6 +461,8 @@ impl Request {
             Request::Ping => "ping",
             Request::Shutdown => "shutdown",
             Request::PoolCreate(_) => "pool_create",
+            Request::PoolAdd(_) => "pool_add",
+            Request::PoolRemove { .. } => "pool_remove",
             Request::PoolDestroy { .. } => "pool_destroy",
             Request::PoolList { .. } => "pool_list",
             Request::PoolStatus { .. } => "pool_status",
@@ -477,6 +502,9 @@ impl Request {
     pub fn changes_pool_set(&self) -> bool {
         match self {
             Request::PoolCreate(create) => !create.dry_run,
+            // The cache file lists each pool's devices.
+            Request::PoolAdd(add) => !add.dry_run,
+            Request::PoolRemove { .. } => true,
             Request::PoolDestroy { .. } | Request::PoolExport { .. } | Request::PoolImport(_) => {
                 true
             }

@@ -17,6 +17,26 @@ fn leaf(name: &str) -> VdevStatus {
     }
 }
 
+/// `pool add` (a dry run) and `pool remove`.
+fn topology_requests() -> Vec<Request> {
+    vec![
+        Request::PoolAdd(PoolAdd {
+            name: "tank".into(),
+            vdevs: vec![VdevGroupSpec {
+                role: VdevRole::Special,
+                kind: VdevKind::Mirror,
+                devices: vec!["/d/s0".into(), "/d/s1".into()],
+            }],
+            force: false,
+            dry_run: true,
+        }),
+        Request::PoolRemove {
+            name: "tank".into(),
+            device: "/d/log".into(),
+        },
+    ]
+}
+
 fn sample_requests() -> Vec<Request> {
     vec![
         Request::Ping,
@@ -80,6 +100,7 @@ fn sample_requests() -> Vec<Request> {
     .into_iter()
     .chain(sample_maintenance_requests())
     .chain(sample_space_requests())
+    .chain(topology_requests())
     .collect()
 }
 
@@ -367,6 +388,13 @@ fn pool_set_changes_are_flagged() {
     assert!(Request::PoolCreate(create.clone()).changes_pool_set());
     create.dry_run = true;
     assert!(!Request::PoolCreate(create).changes_pool_set());
+    let mut add = match &topology_requests()[0] {
+        Request::PoolAdd(add) => add.clone(),
+        other => panic!("topology sample 0 is {other:?}"),
+    };
+    assert!(!Request::PoolAdd(add.clone()).changes_pool_set());
+    add.dry_run = false;
+    assert!(Request::PoolAdd(add).changes_pool_set());
 }
 
 proptest::proptest! {

@@ -28,6 +28,9 @@ pub struct TopPlan {
     pub leaves: Vec<usize>,
     /// Device indices of the leaves that inject faults.
     pub faulty: Vec<usize>,
+    /// A special allocation-class vdev (metadata and small blocks; always the last top of a
+    /// pool with more than one, so data vdevs remain).
+    pub special: bool,
 }
 
 impl TopPlan {
@@ -206,6 +209,7 @@ impl Config {
                 layout,
                 leaves,
                 faulty: Vec::new(),
+                special: false,
             });
         }
         let spares: Vec<usize> =
@@ -264,7 +268,8 @@ impl Config {
         for top in &self.tops {
             let _ = write!(
                 out,
-                " | {} x{} faulty {:?}",
+                " | {}{} x{} faulty {:?}",
+                if top.special { "special " } else { "" },
                 top.layout.name(),
                 top.leaves.len(),
                 top.faulty
@@ -316,6 +321,8 @@ fn write_config(rng: &mut SeededRng) -> ObjsetWriteConfig {
         ),
         copies: pick(rng, &[1, 1, 1, 2, 3]),
         metadata_extra_copies: pick(rng, &[0, 1, 1]),
+        // Drawn in `late_choices`, and only for a pool with a special vdev.
+        special_small_blocks: 0,
     }
 }
 
@@ -426,6 +433,11 @@ fn late_choices(rng: &mut SeededRng, config: &mut Config) {
         rng,
         &[CachePolicy::All, CachePolicy::Metadata, CachePolicy::None],
     );
+    // Drawn last of all: one pool in four with two or more tops makes its last one special.
+    if config.tops.len() > 1 && rng.chance(1, 4) {
+        config.tops.last_mut().expect("more than one top").special = true;
+        config.write_config.special_small_blocks = pick(rng, &[0, 512, 4096, 32768]);
+    }
 }
 
 fn weights(rng: &mut SeededRng, tops: &[TopPlan]) -> Weights {

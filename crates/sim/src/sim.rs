@@ -168,21 +168,21 @@ impl Sim {
     pub(crate) fn create(&mut self) -> Step {
         let cfg = &self.cfg;
         let path = |i: &usize| cfg.paths[*i].clone();
+        let top = |t: &crate::config::TopPlan| TopSpec {
+            layout: t.layout,
+            devices: t.leaves.iter().map(path).collect(),
+        };
         let spec = CreateSpec {
             name: POOL.into(),
-            tops: cfg
-                .tops
-                .iter()
-                .map(|t| TopSpec {
-                    layout: t.layout,
-                    devices: t.leaves.iter().map(path).collect(),
-                })
-                .collect(),
+            tops: cfg.tops.iter().filter(|t| !t.special).map(top).collect(),
             spares: cfg.spares.iter().map(path).collect(),
             caches: cfg.caches.iter().map(path).collect(),
             logs: Vec::new(),
+            // The special top is the last one, so pool ids stay the plan's indices.
+            specials: cfg.tops.iter().filter(|t| t.special).map(top).collect(),
             ashift: cfg.ashift,
-            force: false,
+            // A seeded topology may mix replication levels (ZFS's `-f`).
+            force: true,
         };
         let options = CreateOptions {
             command: "pool create".into(),

@@ -49,13 +49,23 @@
 //! is corruption, never a panic, when it comes from disk.
 //!
 //! # Allocation classes
-//! A top-level vdev marked as a log device ([`SpaceManager::set_log_class`]) takes only
-//! intent-log blocks ([`SpaceManager::allocate_log`]); normal allocation never picks it.
-//! Log blocks go to a log vdev when one has room, else to the normal class.
+//! Every top-level vdev is in one [`VdevClass`], as ZFS's metaslab classes: normal (data
+//! vdevs), log ([`SpaceManager::set_log_class`]) or special. A block asks for a class
+//! ([`tarn_zio::AllocClass`], decided by the pipeline from its type and level, ZFS's write
+//! policy) and each class has its own rotor:
+//! - log devices take only intent-log blocks ([`SpaceManager::allocate_log`]); normal
+//!   allocation never picks them. Log blocks go to a log vdev when one has room, else to the
+//!   normal class.
+//! - special vdevs take metadata (including this crate's own space-log blocks) and the small
+//!   file blocks the dataset's `special_small_blocks` sends there; small file blocks stop
+//!   once less than [`SPECIAL_METADATA_RESERVE_PCT`] of the class is free, so metadata keeps
+//!   room. A block the special class cannot take (full, unwritable, none) falls back to the
+//!   normal class, as in ZFS.
+//! - [`SpaceManager::add_vdev`] appends an empty vdev of any class (`tarn pool add`).
 //!
 //! # Not here
-//! The special class, trim and per-metaslab on-disk maps loaded
-//! lazily: the whole free map is kept in memory.
+//! Trim and per-metaslab on-disk maps loaded lazily: the whole free map is kept in memory.
+//! Removing a top-level vdev that holds blocks (device evacuation).
 
 pub mod log;
 pub mod range_tree;
@@ -67,7 +77,7 @@ use log::{LogBlock, LogKind, RECORDS_PER_BLOCK, Record, encoded_size};
 use range_tree::RangeTree;
 use tarn_base::{Txg, VdevId};
 use tarn_format::{BlockPtr, BlockType, ChecksumKind, CompressSetting, Dva};
-use tarn_zio::{Allocator, Pipeline, WriteProps, ZioError};
+use tarn_zio::{AllocClass, Allocator, Pipeline, WriteProps, ZioError};
 
 /// Txgs a freed block waits before it can be reused.
 pub const TXG_DEFER: u64 = 2;
@@ -76,6 +86,23 @@ const _: () = assert!(
         && METASLAB_SHIFT_MAX <= tarn_format::label::METASLAB_SHIFT_MAX,
     "the shifts this layer chooses must be ones the vdev tree accepts"
 );
+
+/// Share of the special class (percent of its size) kept for metadata: small file blocks
+/// go to the normal class once less than this is free (ZFS's
+/// `zfs_special_class_metadata_reserve_pct`).
+pub const SPECIAL_METADATA_RESERVE_PCT: u64 = 25;
+
+/// Which blocks a top-level vdev takes (its allocation class).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VdevClass {
+    /// A data vdev: every block that no other class takes (and every block when the other
+    /// classes are full).
+    Normal = 0,
+    /// A log device: intent-log blocks only.
+    Log = 1,
+    /// A special vdev: metadata, and file data up to `special_small_blocks`.
+    Special = 2,
+}
 
 /// Target number of metaslabs per top-level vdev.
 pub const METASLABS_TARGET: u64 = 200;
@@ -158,8 +185,10 @@ struct Metaslab {
 struct VdevSpace {
     geometry: Arc<dyn VdevGeometry>,
     shift: u8,
-    /// A log device: only intent-log blocks go here.
-    log: bool,
+    /// Which blocks go here (log devices take only intent-log blocks).
+    class: VdevClass,
+    /// Being removed: nothing new is allocated here.
+    removing: bool,
     metaslabs: Vec<Metaslab>,
     cursor_metaslab: usize,
     cursor: u64,
@@ -187,12 +216,18 @@ impl VdevSpace {
         VdevSpace {
             geometry,
             shift,
-            log: false,
+            class: VdevClass::Normal,
+            removing: false,
             metaslabs,
             cursor_metaslab: 0,
             cursor: 0,
             allocated: 0,
         }
+    }
+
+    /// Whether new blocks may go here.
+    fn allocatable(&self) -> bool {
+        !self.removing && self.geometry.writable()
     }
 
     fn free_bytes(&self) -> u64 {
@@ -305,8 +340,9 @@ pub struct VdevUsage {
 #[derive(Debug)]
 pub struct SpaceManager {
     vdevs: Vec<VdevSpace>,
-    rotor: usize,
-    rotor_bytes: u64,
+    /// Per [`VdevClass`]: the vdev taking allocations now and the bytes it took.
+    rotor: [usize; 3],
+    rotor_bytes: [u64; 3],
     txg: Txg,
     records: Vec<Record>,
     open_records: Vec<Record>,
@@ -320,6 +356,8 @@ pub struct SpaceManager {
     chain: Vec<BlockPtr>,
     chain_records: u64,
     condense_min: u64,
+    /// The next sync writes a base whatever the chain's length.
+    condense_next: bool,
     log_copies: u8,
     hold_deferred: bool,
 }
@@ -335,8 +373,8 @@ impl SpaceManager {
         let log_copies = vdevs.len().clamp(1, 3) as u8;
         SpaceManager {
             vdevs,
-            rotor: 0,
-            rotor_bytes: 0,
+            rotor: [0; 3],
+            rotor_bytes: [0; 3],
             txg: Txg(0),
             records: Vec::new(),
             open_records: Vec::new(),
@@ -347,6 +385,7 @@ impl SpaceManager {
             chain: Vec::new(),
             chain_records: 0,
             condense_min: CONDENSE_RECORDS_MIN,
+            condense_next: false,
             log_copies,
             hold_deferred: false,
         }
@@ -444,7 +483,7 @@ impl SpaceManager {
         self.vdevs
             .iter()
             .map(|v| {
-                if v.log {
+                if v.class == VdevClass::Log {
                     return VdevUsage {
                         size: 0,
                         allocated: 0,
@@ -508,15 +547,18 @@ impl SpaceManager {
         &self.chain
     }
 
-    fn pick_vdev(&mut self, psize: u64, used: &[VdevId]) -> Option<usize> {
+    /// The next vdev of `class` for a block of `psize` bytes, avoiding `used`: the rotor of
+    /// that class, biased by free space.
+    fn pick_vdev(&mut self, psize: u64, used: &[VdevId], class: VdevClass) -> Option<usize> {
         let count = self.vdevs.len();
-        let normal = self.vdevs.iter().filter(|v| !v.log);
-        let total_free: u64 = normal.clone().map(VdevSpace::free_bytes).sum();
-        let mean_free = (total_free / normal.count().max(1) as u64).max(1);
+        let members = self.vdevs.iter().filter(|v| v.class == class);
+        let total_free: u64 = members.clone().map(VdevSpace::free_bytes).sum();
+        let mean_free = (total_free / members.count().max(1) as u64).max(1);
+        let slot = class as usize;
         for step in 0..count {
-            let index = (self.rotor + step) % count;
+            let index = (self.rotor[slot] + step) % count;
             let vdev = &self.vdevs[index];
-            if used.contains(&VdevId(index as u32)) || !vdev.geometry.writable() || vdev.log {
+            if used.contains(&VdevId(index as u32)) || !vdev.allocatable() || vdev.class != class {
                 continue;
             }
             let asize = vdev.geometry.allocation_size(psize);
@@ -524,29 +566,68 @@ impl SpaceManager {
                 continue;
             }
             if step > 0 {
-                self.rotor = index;
-                self.rotor_bytes = 0;
+                self.rotor[slot] = index;
+                self.rotor_bytes[slot] = 0;
             }
             // Bias: a vdev with more free space than average keeps the rotor longer.
             let quantum = ROTOR_QUANTUM * vdev.free_bytes().min(2 * mean_free) / mean_free;
-            self.rotor_bytes += asize;
-            if self.rotor_bytes >= quantum.max(1) {
-                self.rotor = (index + 1) % count;
-                self.rotor_bytes = 0;
+            self.rotor_bytes[slot] += asize;
+            if self.rotor_bytes[slot] >= quantum.max(1) {
+                self.rotor[slot] = (index + 1) % count;
+                self.rotor_bytes[slot] = 0;
             }
             return Some(index);
         }
         None
     }
 
-    fn allocate_one(&mut self, psize: u64, used: &[Dva]) -> Option<Dva> {
+    /// The classes to try, in order, for a block asking for `class`: its own first (a small
+    /// data block only while the special class is above its metadata reserve), then normal.
+    fn classes_for(&self, class: AllocClass, psize: u64) -> Vec<VdevClass> {
+        let preferred = match class {
+            AllocClass::Normal => None,
+            AllocClass::Log => Some(VdevClass::Log),
+            AllocClass::Special { small_data: false } => Some(VdevClass::Special),
+            AllocClass::Special { small_data: true } => {
+                let (size, free) = self.class_space(VdevClass::Special);
+                // ZFS's zfs_special_class_metadata_reserve_pct: small blocks stop before the
+                // class is 75% full, so metadata keeps room.
+                let reserve = size / 100 * SPECIAL_METADATA_RESERVE_PCT;
+                (free >= reserve + psize).then_some(VdevClass::Special)
+            }
+        };
+        preferred
+            .into_iter()
+            .chain(std::iter::once(VdevClass::Normal))
+            .collect()
+    }
+
+    /// Address-space size and free bytes of the writable vdevs of `class`.
+    fn class_space(&self, class: VdevClass) -> (u64, u64) {
+        self.vdevs
+            .iter()
+            .filter(|v| v.class == class && v.allocatable())
+            .fold((0, 0), |(size, free), v| {
+                (size + v.geometry.asize(), free + v.free_bytes())
+            })
+    }
+
+    /// One DVA of a block asking for `class`, on a vdev none of `used` is on when possible.
+    fn allocate_one(&mut self, psize: u64, used: &[Dva], class: AllocClass) -> Option<Dva> {
+        let classes = self.classes_for(class, psize);
+        classes
+            .into_iter()
+            .find_map(|class| self.allocate_in(psize, used, class))
+    }
+
+    fn allocate_in(&mut self, psize: u64, used: &[Dva], class: VdevClass) -> Option<Dva> {
         let used_vdevs: Vec<VdevId> = used.iter().map(|d| d.vdev).collect();
-        let (index, avoid) = match self.pick_vdev(psize, &used_vdevs) {
+        let (index, avoid) = match self.pick_vdev(psize, &used_vdevs, class) {
             Some(index) => (index, Vec::new()),
             // Fewer writable vdevs than copies: put the extra copy on a vdev already used, in a
             // different metaslab (ZFS's ditto blocks on a single-vdev pool).
             None => {
-                let index = self.pick_vdev(psize, &[])?;
+                let index = self.pick_vdev(psize, &[], class)?;
                 let vdev = &self.vdevs[index];
                 let avoid = used
                     .iter()
@@ -578,7 +659,8 @@ impl SpaceManager {
     /// log blocks' own, is in what it writes.
     pub fn sync(&mut self, pipeline: &Pipeline) -> Result<BlockPtr, SpaceError> {
         let condense = self.chain_records > self.condense_min.max(4 * self.extent_count());
-        if condense {
+        if condense || self.condense_next {
+            self.condense_next = false;
             return self.write_base(pipeline);
         }
         let copies = u64::from(self.log_copies);
@@ -642,7 +724,7 @@ impl SpaceManager {
         let padded = size.next_multiple_of(pipeline.sector_size());
         let mut dvas = Vec::new();
         for _ in 0..self.log_copies {
-            match self.allocate_one(padded, &dvas) {
+            match self.allocate_one(padded, &dvas, AllocClass::Special { small_data: false }) {
                 Some(dva) => dvas.push(dva),
                 None if !dvas.is_empty() => break,
                 None => return Err(SpaceError::Io(ZioError::NoSpace { size: padded })),
@@ -818,8 +900,77 @@ impl SpaceManager {
 
     /// Marks top-level vdev `index` as a log device (only intent-log blocks go there).
     pub fn set_log_class(&mut self, index: usize) {
+        self.set_class(index, VdevClass::Log);
+    }
+
+    /// Puts top-level vdev `index` in `class`.
+    pub fn set_class(&mut self, index: usize, class: VdevClass) {
         if let Some(vdev) = self.vdevs.get_mut(index) {
-            vdev.log = true;
+            vdev.class = class;
+        }
+    }
+
+    /// The class of top-level vdev `index` (`Normal` for an unknown index).
+    #[must_use]
+    pub fn class(&self, index: usize) -> VdevClass {
+        self.vdevs.get(index).map_or(VdevClass::Normal, |v| v.class)
+    }
+
+    /// Adds a new, empty top-level vdev of `class` at the next index (`tarn pool add`). Its
+    /// allocations and frees go into the space log like any other's.
+    pub fn add_vdev(&mut self, geometry: Arc<dyn VdevGeometry>, shift: u8, class: VdevClass) {
+        let mut vdev = VdevSpace::new(geometry, shift);
+        vdev.class = class;
+        assert_eq!(vdev.allocated, 0, "a new vdev starts empty");
+        self.vdevs.push(vdev);
+        assert!(
+            self.vdevs.len() <= tarn_base::limits::TOP_VDEVS_MAX,
+            "more top-level vdevs than TOP_VDEVS_MAX"
+        );
+    }
+
+    /// Stops (`true`) or resumes new allocations on top-level vdev `index` (a log device
+    /// being removed). Frees still land there.
+    pub fn set_removing(&mut self, index: usize, removing: bool) {
+        if let Some(vdev) = self.vdevs.get_mut(index) {
+            vdev.removing = removing;
+        }
+    }
+
+    /// Bytes allocated on top-level vdev `index`, deferred frees included (0 when unknown).
+    #[must_use]
+    pub fn vdev_allocated(&self, index: usize) -> u64 {
+        self.vdevs.get(index).map_or(0, |v| v.allocated)
+    }
+
+    /// Makes the next [`SpaceManager::sync`] write a new base: afterwards no record of the
+    /// chain names space that is free now (a removed vdev's old records go away).
+    pub fn condense_next_sync(&mut self) {
+        self.condense_next = true;
+    }
+
+    /// Forgets the last top-level vdev, which must hold nothing (no allocation, no deferred
+    /// or pending free, no open record) and be marked removing.
+    pub fn remove_last_vdev(&mut self) {
+        let index = self.vdevs.len() - 1;
+        let id = VdevId(index as u32);
+        let vdev = &self.vdevs[index];
+        assert!(vdev.removing, "remove of vdev {index} not begun");
+        assert_eq!(vdev.allocated, 0, "vdev {index} still holds blocks");
+        let named = |d: &Dva| d.vdev == id;
+        assert!(
+            !self.deferred.iter().flat_map(|(_, l)| l).any(named)
+                && !self.frees_this_txg.iter().any(named)
+                && !self.release_at_commit.iter().any(named)
+                && !self.open_records.iter().any(|r| r.vdev == id),
+            "vdev {index} still has pending frees or open allocations"
+        );
+        self.vdevs.pop();
+        for slot in 0..self.rotor.len() {
+            if self.rotor[slot] >= self.vdevs.len() {
+                self.rotor[slot] = 0;
+                self.rotor_bytes[slot] = 0;
+            }
         }
     }
 
@@ -832,16 +983,16 @@ impl SpaceManager {
     /// Whether top-level vdev `index` is a log device.
     #[must_use]
     pub fn is_log_class(&self, index: usize) -> bool {
-        self.vdevs.get(index).is_some_and(|v| v.log)
+        self.class(index) == VdevClass::Log
     }
 
     /// Allocates one intent-log block of `psize` bytes in open context (between syncs): on a
     /// log device with room if there is one, else in the normal class. The allocation is
     /// recorded in the next txg's delta. `None` when no vdev has room.
     pub fn allocate_log(&mut self, psize: u64) -> Option<Dva> {
-        let logs = (0..self.vdevs.len()).filter(|&i| self.vdevs[i].log);
+        let logs = (0..self.vdevs.len()).filter(|&i| self.vdevs[i].class == VdevClass::Log);
         let on_log = logs
-            .filter(|&i| self.vdevs[i].geometry.writable())
+            .filter(|&i| self.vdevs[i].allocatable())
             .filter(|&i| {
                 let vdev = &self.vdevs[i];
                 vdev.free_bytes() >= vdev.geometry.allocation_size(psize)
@@ -849,7 +1000,7 @@ impl SpaceManager {
             .max_by_key(|&i| self.vdevs[i].free_bytes());
         let index = match on_log {
             Some(index) => index,
-            None => self.pick_vdev(psize, &[])?,
+            None => self.pick_vdev(psize, &[], VdevClass::Normal)?,
         };
         let vdev = &mut self.vdevs[index];
         let asize = vdev.geometry.allocation_size(psize);
@@ -962,14 +1113,20 @@ fn log_props() -> WriteProps {
         compression: CompressSetting::Off,
         copies: 1,
         fill: 1,
+        special_small_blocks: 0,
     }
 }
 
 impl Allocator for SpaceManager {
-    fn allocate(&mut self, psize: u64, copies: u8) -> Result<Vec<Dva>, ZioError> {
+    fn allocate(
+        &mut self,
+        psize: u64,
+        copies: u8,
+        class: AllocClass,
+    ) -> Result<Vec<Dva>, ZioError> {
         let mut dvas = Vec::new();
         for _ in 0..copies.clamp(1, 3) {
-            match self.allocate_one(psize, &dvas) {
+            match self.allocate_one(psize, &dvas, class) {
                 Some(dva) => dvas.push(dva),
                 None if !dvas.is_empty() => break,
                 None => return Err(ZioError::NoSpace { size: psize }),
@@ -1044,7 +1201,7 @@ mod tests {
     fn allocated_one() -> (SpaceManager, Dva) {
         let mut manager = manager();
         manager.begin_txg(Txg(1));
-        let dva = manager.allocate(4096, 1).unwrap()[0];
+        let dva = manager.allocate(4096, 1, AllocClass::Normal).unwrap()[0];
         manager.records.clear();
         manager.txg_committed();
         (manager, dva)
@@ -1074,5 +1231,107 @@ mod tests {
         manager.txg_committed();
         assert_eq!(manager.allocated(), 0);
         assert_eq!(manager.deferred_bytes(), 0);
+    }
+
+    /// A flat vdev of `size` bytes.
+    #[derive(Debug)]
+    struct Sized(u64);
+
+    impl VdevGeometry for Sized {
+        fn asize(&self) -> u64 {
+            self.0
+        }
+        fn sector_size(&self) -> u64 {
+            512
+        }
+        fn allocation_size(&self, psize: u64) -> u64 {
+            psize.next_multiple_of(512)
+        }
+        fn writable(&self) -> bool {
+            true
+        }
+    }
+
+    /// Vdev 0 normal (64 MiB), vdev 1 special of `special` bytes, in txg 1.
+    fn with_special(special: u64) -> SpaceManager {
+        let mut manager = SpaceManager::new(vec![
+            (Arc::new(Sized(64 << 20)) as Arc<dyn VdevGeometry>, 24),
+            (Arc::new(Sized(special)) as Arc<dyn VdevGeometry>, 24),
+        ]);
+        manager.set_class(1, VdevClass::Special);
+        manager.begin_txg(Txg(1));
+        manager
+    }
+
+    fn vdevs_of(dvas: &[Dva]) -> Vec<u32> {
+        dvas.iter().map(|d| d.vdev.0).collect()
+    }
+
+    /// Goal: metadata goes to the special vdev (both copies, in different metaslabs of its
+    /// one vdev), small data too, other data to the normal vdev. Method: one manager, one
+    /// allocation of each class.
+    #[test]
+    fn classes_choose_their_vdevs() {
+        let mut manager = with_special(64 << 20);
+        let meta = AllocClass::Special { small_data: false };
+        let small = AllocClass::Special { small_data: true };
+        assert_eq!(vdevs_of(&manager.allocate(4096, 2, meta).unwrap()), [1, 1]);
+        assert_eq!(vdevs_of(&manager.allocate(4096, 1, small).unwrap()), [1]);
+        let data = manager.allocate(4096, 1, AllocClass::Normal).unwrap();
+        assert_eq!(vdevs_of(&data), [0]);
+        assert_eq!(manager.class(1), VdevClass::Special);
+        assert_eq!(manager.class(0), VdevClass::Normal);
+    }
+
+    /// Goal: small data stops at the metadata reserve, metadata keeps going until the special
+    /// vdev is full, and then falls back to the normal class. Method: a 16 MiB special vdev
+    /// filled with 1 MiB blocks.
+    #[test]
+    fn special_class_reserve_and_fallback() {
+        let mut manager = with_special(16 << 20);
+        let meta = AllocClass::Special { small_data: false };
+        let small = AllocClass::Special { small_data: true };
+        let mut on_special = 0u64;
+        while vdevs_of(&manager.allocate(1 << 20, 1, small).unwrap()) == [1] {
+            on_special += 1 << 20;
+        }
+        assert!(
+            (16 << 20) - on_special >= (16 << 20) / 4,
+            "small blocks used the metadata reserve: {on_special} bytes"
+        );
+        let mut metadata = 0;
+        while vdevs_of(&manager.allocate(1 << 20, 1, meta).unwrap()) == [1] {
+            metadata += 1;
+        }
+        assert!(
+            metadata >= 3,
+            "metadata could use the reserve ({metadata} blocks)"
+        );
+        let usage = manager.usage();
+        assert!(usage[1].size - usage[1].allocated < 1 << 20, "{usage:?}");
+        // Full: metadata falls back to the normal class.
+        assert_eq!(vdevs_of(&manager.allocate(4096, 1, meta).unwrap()), [0]);
+    }
+
+    /// Goal: a vdev added later takes allocations, more than the half-full old one (the
+    /// rotor is biased by free space), and shows in usage.
+    #[test]
+    fn added_vdev_takes_allocations() {
+        let mut manager = manager();
+        manager.begin_txg(Txg(1));
+        for _ in 0..32 {
+            manager.allocate(1 << 20, 1, AllocClass::Normal).unwrap();
+        }
+        manager.add_vdev(Arc::new(Flat), 24, VdevClass::Normal);
+        let mut on_new = 0;
+        for _ in 0..32 {
+            let dva = manager.allocate(1 << 20, 1, AllocClass::Normal).unwrap()[0];
+            on_new += u32::from(dva.vdev.0 == 1);
+        }
+        assert!(
+            on_new > 16,
+            "the emptier new vdev took only {on_new} of 32 blocks"
+        );
+        assert_eq!(manager.usage().len(), 2);
     }
 }

@@ -246,6 +246,7 @@ impl TopVdev {
                 offline: false,
                 resilvering: false,
                 log: false,
+                special: false,
             },
         };
         node.id = self.id.0;
@@ -267,6 +268,7 @@ impl TopVdev {
             offline: leaf.state() == LeafState::Offline,
             resilvering: leaf.is_resilvering(),
             log: false,
+            special: false,
         }
     }
 
@@ -290,6 +292,7 @@ impl TopVdev {
                 offline: false,
                 resilvering: false,
                 log: false,
+                special: false,
             },
         }
     }

@@ -10,7 +10,8 @@
 //! ```text
 //!  write:  logical ─► all zero? ─► hole bp (no space)
 //!                  └► compress (kept if it saves >= 12.5%) ─► pad to 512 = psize
-//!                     ─► checksum(psize bytes) ─► Allocator: one DVA per copy
+//!                     ─► checksum(psize bytes) ─► Allocator: one DVA per copy, in the
+//!                        class the block's write policy asks for (WriteProps::alloc_class)
 //!                     ─► pad to the sector size ─► TopVdev::write per DVA ─► bp
 //!  read:   bp ─► for each DVA: TopVdev::read(verify = checksum matches)
 //!             ─► first copy that verifies wins; earlier bad copies are rewritten
@@ -56,7 +57,7 @@
 
 pub mod store;
 
-pub use store::{Allocator, BlockStore, WriteProps, ZioError};
+pub use store::{AllocClass, Allocator, BlockStore, WriteProps, ZioError};
 
 use std::sync::Arc;
 use tarn_base::limits::BLOCKS_IN_FLIGHT_MAX;
@@ -166,7 +167,8 @@ impl Pipeline {
         let psize = (physical.len() as u64).next_multiple_of(PSIZE_UNIT);
         let mut buffer = vec![0u8; psize.next_multiple_of(self.sector_size) as usize];
         buffer[..physical.len()].copy_from_slice(physical);
-        let dvas = allocator.allocate(buffer.len() as u64, props.copies.max(1))?;
+        let class = props.alloc_class(psize);
+        let dvas = allocator.allocate(buffer.len() as u64, props.copies.max(1), class)?;
         let result =
             self.write_physical(&dvas, txg, &buffer, psize, data.len() as u64, kind, props);
         if result.is_err() {

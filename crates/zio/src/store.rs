@@ -19,6 +19,43 @@ pub struct WriteProps {
     pub copies: u8,
     /// Number of non-hole level-0 blocks beneath (1 for data blocks).
     pub fill: u64,
+    /// The dataset's `special_small_blocks`: a file or volume data block whose physical size
+    /// is at most this goes to the special class (0: data blocks never do).
+    pub special_small_blocks: u64,
+}
+
+impl WriteProps {
+    /// The allocation class a block of `psize` physical bytes asks for: ZFS's write policy.
+    /// Metadata (everything but level-0 file and volume data: indirect blocks, dnodes,
+    /// object-set roots, ZAPs, the space log) always asks for the special class; data asks
+    /// for it only when `psize <= special_small_blocks`. The allocator falls back to the
+    /// normal class when the pool has no special vdev or it is full.
+    #[must_use]
+    pub fn alloc_class(&self, psize: u64) -> AllocClass {
+        let data = self.block_type == BlockType::Data && self.level == 0;
+        if !data {
+            AllocClass::Special { small_data: false }
+        } else if psize <= self.special_small_blocks {
+            AllocClass::Special { small_data: true }
+        } else {
+            AllocClass::Normal
+        }
+    }
+}
+
+/// The class of top-level vdevs a block is allocated from (ZFS's metaslab classes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AllocClass {
+    /// Data vdevs.
+    Normal,
+    /// Log devices: intent-log blocks only.
+    Log,
+    /// Special vdevs: metadata, and data blocks up to `special_small_blocks`.
+    Special {
+        /// A small file data block: it goes to the special class only while that class has
+        /// more than its metadata reserve free (ZFS keeps 25% for metadata).
+        small_data: bool,
+    },
 }
 
 /// Why a block could not be written, read or freed.
@@ -83,8 +120,14 @@ pub trait BlockStore {
 /// (STYLE.md §1: the lower layer defines the trait, the higher one implements it).
 pub trait Allocator {
     /// Allocates `copies` DVAs for a block whose padded physical size is `psize`, each on a
-    /// different top-level vdev when the pool has enough of them. Returns at least one DVA.
-    fn allocate(&mut self, psize: u64, copies: u8) -> Result<Vec<tarn_format::Dva>, ZioError>;
+    /// different top-level vdev when the pool has enough of them, preferring `class` and
+    /// falling back to the normal class. Returns at least one DVA.
+    fn allocate(
+        &mut self,
+        psize: u64,
+        copies: u8,
+        class: AllocClass,
+    ) -> Result<Vec<tarn_format::Dva>, ZioError>;
     /// Gives back one DVA of a block born in `birth` (freed in the current txg).
     fn free(&mut self, dva: &tarn_format::Dva, birth: Txg);
 }

@@ -17,7 +17,12 @@ struct Bump {
 }
 
 impl Allocator for Bump {
-    fn allocate(&mut self, psize: u64, copies: u8) -> Result<Vec<Dva>, ZioError> {
+    fn allocate(
+        &mut self,
+        psize: u64,
+        copies: u8,
+        _class: AllocClass,
+    ) -> Result<Vec<Dva>, ZioError> {
         let mut dvas = Vec::new();
         for copy in 0..usize::from(copies) {
             let vdev = copy % self.next.len();
@@ -81,6 +86,7 @@ fn props(copies: u8) -> WriteProps {
         compression: CompressSetting::Off,
         copies,
         fill: 1,
+        special_small_blocks: 0,
     }
 }
 
@@ -169,4 +175,33 @@ fn hole_is_nothing_to_scrub() {
         rig.pipeline.scrub_block(&hole).unwrap(),
         ScrubOutcome::default()
     );
+}
+
+/// The write policy: metadata always asks for the special class, level-0 data only up to
+/// `special_small_blocks` (inclusive, by physical size), and never when it is 0.
+#[test]
+fn alloc_class_follows_block_type_level_and_small_blocks() {
+    let special = |small_data| AllocClass::Special { small_data };
+    let check = |block_type, level, small: u64, psize: u64, expected: AllocClass| {
+        let props = WriteProps {
+            block_type,
+            level,
+            special_small_blocks: small,
+            ..props(1)
+        };
+        assert_eq!(
+            props.alloc_class(psize),
+            expected,
+            "{block_type:?} level {level} small {small} psize {psize}"
+        );
+    };
+    check(BlockType::Data, 0, 0, 512, AllocClass::Normal);
+    check(BlockType::Data, 0, 4096, 4096, special(true));
+    check(BlockType::Data, 0, 4096, 4608, AllocClass::Normal);
+    check(BlockType::Data, 1, 0, 4096, special(false));
+    check(BlockType::Indirect, 1, 0, 4096, special(false));
+    check(BlockType::Dnode, 0, 0, 16384, special(false));
+    check(BlockType::ObjectSet, 0, 0, 1024, special(false));
+    check(BlockType::Metadata, 0, 0, 131072, special(false));
+    check(BlockType::SpaceLog, 0, 0, 4096, special(false));
 }

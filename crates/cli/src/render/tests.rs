@@ -354,6 +354,7 @@ fn create_dry_run_layout() {
     config.children[3].name = "mirror".into();
     let layout_text = layout(
         "tank",
+        false,
         &PoolLayout {
             config,
             spares: vec![spare("")],

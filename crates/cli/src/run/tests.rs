@@ -27,7 +27,8 @@ fn create_plans_absolute_devices_and_properties() {
     assert_eq!(
         plan.view,
         View::Layout {
-            name: "tank".into()
+            name: "tank".into(),
+            update: false
         }
     );
     let Request::PoolCreate(create) = plan.request else {
@@ -368,4 +369,35 @@ fn scrub_usage_and_refusals() {
     assert_eq!((outcome.stdout.as_str(), outcome.code), ("", 1));
     assert_eq!(outcome.stderr, "cannot mount 'tank' at /tank: busy\n");
     assert_eq!(finish(&plan, Response::Ok(notice), true).code, 1);
+}
+
+#[test]
+fn add_and_remove_plan_their_requests() {
+    let plan = plan_of("tarn pool add -n -f tank special raidz2 a b c log /d/l").expect("plans");
+    assert_eq!(plan.verb, "add");
+    assert_eq!(
+        plan.view,
+        View::Layout {
+            name: "tank".into(),
+            update: true
+        }
+    );
+    let Request::PoolAdd(add) = plan.request else {
+        panic!("{:?}", plan.request)
+    };
+    assert!(add.force && add.dry_run);
+    assert_eq!(add.vdevs.len(), 2);
+    assert_eq!(add.vdevs[0].devices, ["/work/a", "/work/b", "/work/c"]);
+    let bad = refusal("tarn pool add tank log raidz a b");
+    assert_eq!(
+        bad.stderr,
+        "cannot add 'tank': invalid vdev specification: 'raidz' is not allowed in a log \
+         section; use mirror or plain devices\n"
+    );
+    let plan = plan_of("tarn pool remove tank /d/l").expect("plans");
+    assert_eq!(
+        (plan.verb, plan.object.as_deref()),
+        ("remove", Some("/d/l"))
+    );
+    assert!(matches!(plan.request, Request::PoolRemove { .. }));
 }

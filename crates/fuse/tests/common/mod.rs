@@ -76,6 +76,7 @@ impl Fixture {
             spares: Vec::new(),
             caches: Vec::new(),
             logs: Vec::new(),
+            specials: Vec::new(),
             ashift: 12,
             force: false,
         };

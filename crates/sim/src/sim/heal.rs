@@ -213,6 +213,12 @@ impl Sim {
             Err(e @ (EngineError::AlreadyReplacing | EngineError::InvalidArgument(_))) => {
                 self.refused(&what, &e, before)
             }
+            // A faulty leaf that moved to a new path may have lost every label on the way
+            // (its lost writes are in its plan): then the pool never read it there and
+            // knows it only by its last recorded path, as ZFS would (seed 70143).
+            Err(e @ EngineError::NoSuchDevice) if self.renames[old] > 0 => {
+                self.refused(&what, &e, before)
+            }
             Err(e) => {
                 self.hold_in_flight();
                 self.engine_error(&what, &e)
