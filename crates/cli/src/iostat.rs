@@ -336,6 +336,13 @@ fn cells(rates: &Rates, view: &IostatView, depth: usize) -> Vec<String> {
     } else {
         " ".repeat(depth)
     };
+    if is_section(rates) {
+        // A section heading (`cache`): its devices' rows carry the numbers, as in zpool.
+        let columns = 2 * groups(view).len();
+        let mut row = vec![format!("{indent}{}", rates.name)];
+        row.extend(std::iter::repeat_n("-".to_string(), columns));
+        return row;
+    }
     let mut row = vec![
         format!("{indent}{}", rates.name),
         size(rates.alloc),
@@ -366,6 +373,15 @@ fn cells(rates: &Rates, view: &IostatView, depth: usize) -> Vec<String> {
         row.push(nicenum(rates.asyncq_write_activ, p));
     }
     row
+}
+
+/// A row that only groups devices with a capacity of their own (the `cache` heading): no
+/// capacity itself, and children that all have one. Interior vdev rows (`replacing-N`) have
+/// leaves below them, which have no capacity.
+fn is_section(rates: &Rates) -> bool {
+    rates.alloc.is_none()
+        && !rates.children.is_empty()
+        && rates.children.iter().all(|c| c.alloc.is_some())
 }
 
 fn rows_of(rates: &Rates, view: &IostatView, depth: usize, out: &mut Vec<Vec<String>>) {

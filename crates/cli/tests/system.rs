@@ -1075,6 +1075,19 @@ fn cache_devices_are_created_shown_and_optional_at_import() {
         .parse()
         .unwrap();
 
+    // `iostat -v`: a `cache` heading of dashes over the device's own row (capacity: what
+    // its ring holds), outside the pool's sums.
+    let iostat = rig.ok("pool iostat -v -H -p tank");
+    let rows: Vec<Vec<&str>> = iostat.lines().map(|l| l.split('\t').collect()).collect();
+    let at = rows
+        .iter()
+        .position(|r| r[0] == "cache")
+        .expect("cache row");
+    assert!(rows[at][1..].iter().all(|c| *c == "-"), "{iostat}");
+    assert_eq!(rows[at + 1][0], cache[0], "{iostat}");
+    let held: u64 = rows[at + 1][1].parse().unwrap();
+    let free: u64 = rows[at + 1][2].parse().unwrap();
+    assert!(held + free > 0, "{iostat}");
     // Removed (its labels cleared) and added back, without -f.
     rig.ok(&format!("pool remove tank {}", cache[0]));
     assert!(!rig.ok("pool status tank").contains("\tcache\n"));

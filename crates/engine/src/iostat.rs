@@ -239,12 +239,39 @@ pub(crate) fn pool_iostat(name: &str, pool: &Pool, imported_ns: u64, time_ns: u6
     let mut root = IostatNode::summed(name.to_string(), tops);
     root.alloc = Some(usage.iter().map(|u| u.allocated).sum());
     root.free = Some(usage.iter().map(|u| u.size - u.allocated).sum());
+    if let Some(caches) = cache_section(pool) {
+        // After the sums: as in ZFS, the pool's row does not count its cache devices.
+        root.children.push(caches);
+    }
     PoolIostat {
         name: name.to_string(),
         time_ns,
         imported_ns,
         root,
     }
+}
+
+/// The `cache` heading (no capacity, no counters of its own) over one row per cache device,
+/// whose ALLOC is what its ring holds now and FREE the rest of its data area.
+fn cache_section(pool: &Pool) -> Option<IostatNode> {
+    let l2 = pool.pipeline().l2();
+    let rows: Vec<IostatNode> = pool
+        .caches()
+        .iter()
+        .map(|leaf| {
+            let held = l2.allocated_on(leaf.guid());
+            IostatNode {
+                alloc: Some(held),
+                free: Some(leaf.asize().saturating_sub(held)),
+                ..leaf_row(leaf)
+            }
+        })
+        .collect();
+    (!rows.is_empty()).then(|| IostatNode {
+        name: "cache".into(),
+        children: rows,
+        ..IostatNode::default()
+    })
 }
 
 impl crate::Engine {
