@@ -1037,6 +1037,22 @@ fn log_vdevs_are_created_and_shown_in_a_logs_section() {
     assert_eq!(size(&rig), with_logs, "log devices are not pool capacity");
 }
 
+/// `iostat -v`: a `cache` heading of dashes over the device's own row (capacity: what its
+/// ring holds), outside the pool's sums.
+fn assert_cache_iostat(rig: &Rig, cache: &str) {
+    let iostat = rig.ok("pool iostat -v -H -p tank");
+    let rows: Vec<Vec<&str>> = iostat.lines().map(|l| l.split('\t').collect()).collect();
+    let at = rows
+        .iter()
+        .position(|r| r[0] == "cache")
+        .expect("cache row");
+    assert!(rows[at][1..].iter().all(|c| *c == "-"), "{iostat}");
+    assert_eq!(rows[at + 1][0], cache, "{iostat}");
+    let held: u64 = rows[at + 1][1].parse().unwrap();
+    let free: u64 = rows[at + 1][2].parse().unwrap();
+    assert!(held + free > 0, "{iostat}");
+}
+
 // DESCRIPTION: `cache` devices (L2ARC) are real: `pool create tank raidz1 ... cache C` puts C
 // in a `cache` section of `status`, `-n` and the import listing, leaves it out of SIZE,
 // `pool remove` and `pool add ... cache C` take it out and put it back, and a missing cache
@@ -1075,19 +1091,7 @@ fn cache_devices_are_created_shown_and_optional_at_import() {
         .parse()
         .unwrap();
 
-    // `iostat -v`: a `cache` heading of dashes over the device's own row (capacity: what
-    // its ring holds), outside the pool's sums.
-    let iostat = rig.ok("pool iostat -v -H -p tank");
-    let rows: Vec<Vec<&str>> = iostat.lines().map(|l| l.split('\t').collect()).collect();
-    let at = rows
-        .iter()
-        .position(|r| r[0] == "cache")
-        .expect("cache row");
-    assert!(rows[at][1..].iter().all(|c| *c == "-"), "{iostat}");
-    assert_eq!(rows[at + 1][0], cache[0], "{iostat}");
-    let held: u64 = rows[at + 1][1].parse().unwrap();
-    let free: u64 = rows[at + 1][2].parse().unwrap();
-    assert!(held + free > 0, "{iostat}");
+    assert_cache_iostat(&rig, &cache[0]);
     // Removed (its labels cleared) and added back, without -f.
     rig.ok(&format!("pool remove tank {}", cache[0]));
     assert!(!rig.ok("pool status tank").contains("\tcache\n"));
