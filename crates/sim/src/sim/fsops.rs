@@ -131,6 +131,14 @@ impl Sim {
             // Beyond budget a replay may end early, which the model does not predict.
             return Ok(Flow::Continue);
         }
+        if dataset.is_empty() {
+            // The root dataset also holds the object workload's raw objects, which no front
+            // end creates and the intent log does not record: after a crash they are gone, a
+            // replayed create then gets another inode number than its record says, and the
+            // replay stops there by design (seeds 1391, 50249). Only created datasets are
+            // fsync'd.
+            return Ok(Flow::Continue);
+        }
         let what = format!("fsync {}", full_name(dataset));
         let result = match self.engine.find_dataset(&full_name(dataset)) {
             Ok((_, id)) => self.engine.fs_sync(POOL, id),
