@@ -3,7 +3,11 @@
 //! vocabularies; it holds no state of its own beyond the engine and its two threads:
 //!
 //! ```text
-//!  txg-timer: every TXG_TIMEOUT, Engine::sync_all
+//!  txg-sync:  the engine's TxgSyncer. Woken by a writer whose pool passed DIRTY_SYNC (or
+//!             left a written txg for it), it runs Engine::sync_wanted_pools: each txg's
+//!             write phase under the pool lock, its commit phase (flushes, uberblock)
+//!             without it, so FUSE requests go on in the next txg meanwhile; and every
+//!             TXG_TIMEOUT Engine::sync_all (ZFS's txg timer). One thread for all pools.
 //!  scrub:     Engine::fault_check (faults erroring leaves, activates hot spares, autoreplace),
 //!             then while Engine::scanning_pools() is not empty, Engine::scrub_step(pool,
 //!             SCRUB_BATCH_BYTES) round-robin (the pool lock is taken per batch, so requests
@@ -20,7 +24,7 @@ use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use tarn_base::{SeededRng, SystemClock};
+use tarn_base::{Clock, SeededRng, SystemClock};
 use tarn_engine::{
     CreateOptions, CreateSpec, Engine, EngineError, FileProvider, HostIdentity, ImportOptions,
     ScanFunction, ScanState, ScrubAction, TopLayout, TopSpec, VdevNode,
@@ -70,6 +74,12 @@ fn wait_for_report(running: &dyn Fn() -> bool) -> bool {
 struct Wake {
     pending: Mutex<bool>,
     signal: Condvar,
+}
+
+impl tarn_engine::TxgSyncer for Wake {
+    fn sync_wanted(&self) {
+        self.notify();
+    }
 }
 
 impl Wake {
@@ -165,6 +175,32 @@ fn read_hostid_file() -> Option<u64> {
         .filter(|&id| id != 0)
 }
 
+/// Starts the txg sync thread (module doc) until the engine goes: it commits txgs when a
+/// writer asks and every [`TXG_TIMEOUT`].
+fn start_txg_sync(engine: &Arc<Engine>) -> Result<(), String> {
+    let wake = Arc::new(Wake::default());
+    engine.set_txg_syncer(wake.clone());
+    let weak = Arc::downgrade(engine);
+    let clock = SystemClock::new();
+    std::thread::Builder::new()
+        .name("txg-sync".into())
+        .spawn(move || {
+            let timeout_ns = u64::try_from(TXG_TIMEOUT.as_nanos()).unwrap_or(u64::MAX);
+            let mut last_all = clock.monotonic_ns();
+            while let Some(engine) = weak.upgrade() {
+                engine.sync_wanted_pools();
+                if clock.monotonic_ns().saturating_sub(last_all) >= timeout_ns {
+                    engine.sync_all();
+                    last_all = clock.monotonic_ns();
+                }
+                drop(engine);
+                wake.wait(TXG_TIMEOUT);
+            }
+        })
+        .map(|_| ())
+        .map_err(|e| format!("cannot start the txg sync thread: {e}"))
+}
+
 /// Starts the thread that writes multihost heartbeats (module doc) until the engine goes.
 fn start_heartbeat(engine: &Arc<Engine>) -> Result<(), String> {
     if let Some(ms) = std::env::var("TARN_MULTIHOST_INTERVAL_MS")
@@ -201,21 +237,11 @@ pub fn file_engine(direct: bool) -> Engine {
 }
 
 impl EngineBackend {
-    /// Opens the backend for the daemon of `rundir` and starts the txg timer.
+    /// Opens the backend for the daemon of `rundir` and starts the txg sync thread.
     pub fn new(rundir: &Path) -> Result<EngineBackend, String> {
         let _ = rundir;
         let engine = Arc::new(file_engine(false));
-        let timer = Arc::downgrade(&engine);
-        std::thread::Builder::new()
-            .name("txg-timer".into())
-            .spawn(move || {
-                while let Some(engine) = timer.upgrade() {
-                    engine.sync_all();
-                    drop(engine);
-                    std::thread::sleep(TXG_TIMEOUT);
-                }
-            })
-            .map_err(|e| format!("cannot start the txg timer: {e}"))?;
+        start_txg_sync(&engine)?;
         start_heartbeat(&engine)?;
         let batch = Arc::new(Mutex::new(()));
         let wake = Arc::new(Wake::default());

@@ -22,14 +22,31 @@
 //! # Invariants
 //! - I1: a pool name maps to at most one imported pool; a pool GUID is imported at most once.
 //! - I2: a refused operation leaves every device byte-identical (tests compare images).
-//! - I3: txgs are committed only through `Imported::sync` (sync_pool, the admin verbs, a
-//!   finished scrub, export); writers are throttled to [`DIRTY_MAX`] bytes of dirty data
-//!   per pool.
+//! - I3: txgs are committed only through the phases of [`txg`]: a write phase under the
+//!   pool lock, a commit phase (with or without it) and a finish under it; at most one txg
+//!   is between its write phase and its finish. `Imported::sync` (sync_pool, the admin
+//!   verbs, a finished scrub, export) runs all three holding the lock; the daemon's sync
+//!   thread ([`TxgSyncer`], [`Engine::sync_wanted_pools`], [`Engine::sync_all`]) releases it
+//!   for the commit phase. Writers are throttled: a sync starts at [`DIRTY_SYNC`], a writer
+//!   at [`DIRTY_MAX`] waits for the syncing txg, so at most about twice [`DIRTY_MAX`] of
+//!   dirty data are in memory per pool.
 //!
 //! # Concurrency and context
-//! Lock order: `Engine::pools` (briefly, to find a handle) then one `PoolHandle::inner`.
-//! Never two pool locks at once. A txg syncs while its pool's lock is held, so writers wait
-//! for it (open and syncing txgs are not yet overlapped).
+//! Lock order: `Engine::admin` (admin verbs), `Engine::pools` (briefly, to find a handle),
+//! then one `PoolHandle::inner` (the pool lock), then that pool's commit lane
+//! (`PoolHandle::lane`, module [`txg`]). Never two pool locks at once. A txg's commit phase
+//! holds only its lane, never the pool lock, and takes the pool lock for the finish only
+//! after releasing the lane; so a thread holding the pool lock may wait for the lane, and
+//! no thread waits for the pool lock while holding the lane.
+//!
+//! Open and syncing txgs overlap: while txg T's commit phase (flushes, uberblock) runs on
+//! the daemon's sync thread, the pool lock is free and txg T+1 is open. Front-end requests
+//! (`fs_op`, reads, `object_*`) take the pool lock with `lock_open` and run meanwhile; an
+//! `fsync` (or `sync=always`) waits for T's commit without the lock, because its records go
+//! into the chain T's header names ([`zil`]). Everything else (admin verbs, scrub steps,
+//! status, checkers) takes the pool lock with `PoolHandle::lock`, which first finishes a
+//! syncing txg, so the vdev tree never changes under a commit phase. Without a sync thread
+//! (the simulator, tests, `tarn demo`) every commit runs on the thread that needs it.
 //!
 //! # Failure model
 //! Errors are [`EngineError`], each naming what was wrong; front ends print them as
