@@ -17,8 +17,9 @@
 //!  multihost: every Engine::multihost_interval_ms, Engine::multihost_heartbeat (pools with
 //!             multihost=on; `TARN_MULTIHOST_INTERVAL_MS` sets the interval)
 //! ```
-//! Lock order: `EngineBackend::batch` (held for one scrub batch, and by export and destroy so
-//! that they never race a batch for the pool's handle), then the engine's own locks.
+//! Lock order: `EngineBackend::batch` (held for one scrub batch, one pass of the txg sync
+//! thread, and by export and destroy so that they never race either for the pool's handle),
+//! then the engine's own locks.
 
 use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
@@ -175,12 +176,23 @@ fn read_hostid_file() -> Option<u64> {
         .filter(|&id| id != 0)
 }
 
+/// One pass of the txg sync thread under `batch`: whether some txg committed.
+fn sync_pass(engine: &Engine, batch: &Mutex<()>) -> bool {
+    let _batch = lock_batch(batch);
+    engine.sync_wanted_pools()
+}
+
 /// Starts the txg sync thread (module doc) until the engine goes: it commits txgs when a
 /// writer asks and every [`TXG_TIMEOUT`].
-fn start_txg_sync(engine: &Arc<Engine>) -> Result<(), String> {
+///
+/// Each pass holds `batch` (the lock export and destroy take), so an export never finds the
+/// pool's handle held by a sync in progress; passes repeat while a pool stays past
+/// `DIRTY_SYNC`, taking `batch` again each time so that scrub batches interleave.
+fn start_txg_sync(engine: &Arc<Engine>, batch: &Arc<Mutex<()>>) -> Result<(), String> {
     let wake = Arc::new(Wake::default());
     engine.set_txg_syncer(wake.clone());
     let weak = Arc::downgrade(engine);
+    let batch = Arc::clone(batch);
     let clock = SystemClock::new();
     std::thread::Builder::new()
         .name("txg-sync".into())
@@ -188,8 +200,9 @@ fn start_txg_sync(engine: &Arc<Engine>) -> Result<(), String> {
             let timeout_ns = u64::try_from(TXG_TIMEOUT.as_nanos()).unwrap_or(u64::MAX);
             let mut last_all = clock.monotonic_ns();
             while let Some(engine) = weak.upgrade() {
-                engine.sync_wanted_pools();
+                while sync_pass(&engine, &batch) {}
                 if clock.monotonic_ns().saturating_sub(last_all) >= timeout_ns {
+                    let _batch = lock_batch(&batch);
                     engine.sync_all();
                     last_all = clock.monotonic_ns();
                 }
@@ -241,9 +254,9 @@ impl EngineBackend {
     pub fn new(rundir: &Path) -> Result<EngineBackend, String> {
         let _ = rundir;
         let engine = Arc::new(file_engine(false));
-        start_txg_sync(&engine)?;
-        start_heartbeat(&engine)?;
         let batch = Arc::new(Mutex::new(()));
+        start_txg_sync(&engine, &batch)?;
+        start_heartbeat(&engine)?;
         let wake = Arc::new(Wake::default());
         let (weak, thread_batch, thread_wake) = (
             Arc::downgrade(&engine),

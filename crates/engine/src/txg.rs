@@ -33,7 +33,8 @@
 //! waits for a pending commit without the pool lock, then writes the txg's phase itself and
 //! hands the commit to the syncer: at most one txg of up to [`DIRTY_MAX`] is being committed
 //! while the open txg collects up to [`DIRTY_MAX`] more, so about twice that is in memory.
-//! Without a syncer the writer syncs the whole txg inline at [`DIRTY_MAX`], as before.
+//! Without a syncer the writer syncs the whole txg on its own thread at [`DIRTY_MAX`], the
+//! commit phase without the pool lock (other threads go on; this one waits for the flush).
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -274,13 +275,16 @@ impl Engine {
         self.syncer.lock().expect("syncer lock poisoned").clone()
     }
 
-    /// The syncer's work when woken: every pool whose dirty data reached [`DIRTY_SYNC`] (or
-    /// with a written txg waiting) is synced, txg after txg while writers keep it there.
+    /// The syncer's work when woken: one txg of every pool whose dirty data reached
+    /// [`DIRTY_SYNC`] (a written txg waiting for its commit is committed first). Returns
+    /// whether any txg committed: the caller calls again while writers keep a pool there.
     /// Failures suspend the pool; status reports them.
-    pub fn sync_wanted_pools(&self) {
+    pub fn sync_wanted_pools(&self) -> bool {
+        let mut synced = false;
         for handle in self.handles() {
-            while let Ok(Some(_)) = handle.sync_pipelined(false) {}
+            synced |= matches!(handle.sync_pipelined(false), Ok(Some(_)));
         }
+        synced
     }
 
     /// Commits the open txg of `name` with the commit phase off the pool lock: writers,
@@ -317,7 +321,13 @@ impl Engine {
         let dirty = inner.dirty_bytes();
         let Some(syncer) = self.syncer() else {
             if dirty >= DIRTY_MAX {
-                inner.sync()?;
+                // No sync thread: this thread syncs, but other threads of the pool go on
+                // while it waits for the flushes.
+                let mut inner = handle.wait_commit(inner)?;
+                inner.write_phase()?;
+                drop(inner);
+                handle.lane.commit();
+                handle.lock_open().finish_done()?;
             }
             return Ok(());
         };

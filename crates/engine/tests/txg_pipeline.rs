@@ -409,8 +409,9 @@ fn with_a_syncer_the_writer_never_syncs_below_dirty_max() {
     engine.object_write("tank", object, offset, &chunk).unwrap();
     assert_eq!(syncer.wakes.load(Ordering::SeqCst), 2);
     assert_eq!(committed(&engine), before);
-    engine.sync_wanted_pools();
+    assert!(engine.sync_wanted_pools());
     assert_eq!(committed(&engine), before.next());
+    assert!(!engine.sync_wanted_pools(), "nothing more to sync");
     assert_eq!(engine.pool_dirty_bytes("tank").unwrap(), 0);
     check::verify_pool(&engine, "tank").unwrap();
 }
