@@ -316,7 +316,7 @@ impl Engine {
     pub(crate) fn throttle(
         &self,
         handle: &PoolHandle,
-        mut inner: MutexGuard<'_, Imported>,
+        inner: MutexGuard<'_, Imported>,
     ) -> Result<(), EngineError> {
         let dirty = inner.dirty_bytes();
         let Some(syncer) = self.syncer() else {
