@@ -55,6 +55,9 @@
 //! (`failmode`): the txg is not committed and nothing more is written until a reimport.
 //! A commit phase that fails suspends the pool at [`Pool::sync_finish`]: the open txg's
 //! changes are lost with the in-memory state, and an import opens the last committed txg.
+//! A pool suspended by someone else while a commit phase runs (the multihost heartbeat) lets
+//! that commit finish its writes (a known exception to I5: the commit holds no `&mut Pool`
+//! to see the suspension); if it succeeded, its uberblock is durable and the txg counts.
 //! Corrupt labels are skipped (other copies are used); corrupt uberblocks are skipped
 //! (older ones are used); import with rewind (`-F`, `-T`) walks back through the ring.
 //!
