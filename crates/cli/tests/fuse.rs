@@ -141,6 +141,25 @@ fn write_until_dead(path: PathBuf, synced: Arc<AtomicU64>) {
     }
 }
 
+/// Waits (up to 10 s) until process `pid` no longer runs (gone, or a zombie).
+fn wait_gone(pid: &str) {
+    for _ in 0..1000 {
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Err(_) => return,
+            Ok(stat)
+                if stat
+                    .rsplit(')')
+                    .next()
+                    .is_some_and(|s| s.trim_start().starts_with('Z')) =>
+            {
+                return;
+            }
+            Ok(_) => std::thread::sleep(Duration::from_millis(10)),
+        }
+    }
+    panic!("process {pid} still runs 10 s after SIGKILL");
+}
+
 // DESCRIPTION: SIGKILL of the daemon while a program writes through the mount. The writer
 // sees its mount die; the dead mount ("Transport endpoint is not connected") stays until
 // the next daemon, started by the next command, re-imports the pool from its cache file,
@@ -174,6 +193,9 @@ fn daemon_killed_mid_write_remounts_with_fsynced_data() {
         .status()
         .unwrap();
     assert!(killed.success());
+    // kill(2) returns before the process is gone: until it is, its listening socket can
+    // still take a connection that then resets (the next command would fail on it).
+    wait_gone(pid.trim());
     writer.join().unwrap();
     let synced = synced.load(Ordering::SeqCst);
     let dead = std::fs::metadata(tank.join("log")).unwrap_err();
