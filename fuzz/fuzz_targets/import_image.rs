@@ -10,7 +10,7 @@ use libfuzzer_sys::fuzz_target;
 use tarn_base::{ManualClock, ObjectId, SeededRng};
 use tarn_device::{Device, FaultPlan, SimDevice};
 use tarn_engine::{
-    CreateOptions, CreateSpec, Engine, HostIdentity, ImportOptions, SimProvider, TopLayout, TopSpec,
+    CreateOptions, CreateSpec, Engine, HostIdentity, ImportOptions, SimProvider, TopLayout,
 };
 
 const DEVICE_SIZE: u64 = 64 << 20;
@@ -37,12 +37,8 @@ fn build() -> Image {
     }
     let engine = engine(&provider);
     let spec = CreateSpec {
-        name: "tank".into(),
-        tops: vec![TopSpec { layout: TopLayout::Raidz(1), devices: names.clone() }],
-        spares: vec![],
-        logs: Vec::new(),
         ashift: 9,
-        force: false,
+        ..CreateSpec::one_top("tank", TopLayout::Raidz(1), names.clone())
     };
     engine.create_pool(&spec, &CreateOptions::default()).expect("create");
     let object = engine.object_create("tank", 16 << 10).expect("object");
