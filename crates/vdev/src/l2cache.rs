@@ -73,6 +73,15 @@ struct State {
     next: usize,
 }
 
+impl State {
+    /// Whether the index still sends `key` to `slot` (the ring may have moved on).
+    fn indexes(&self, key: L2Key, slot: Slot) -> bool {
+        self.index
+            .get(&key)
+            .is_some_and(|s| s.device == slot.device && s.offset == slot.offset)
+    }
+}
+
 /// Counters of the cache as a whole.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct L2Stats {
@@ -227,20 +236,12 @@ impl L2Cache {
     }
 
     fn still_indexed(&self, key: L2Key, slot: Slot) -> bool {
-        let state = self.lock();
-        state
-            .index
-            .get(&key)
-            .is_some_and(|s| s.device == slot.device && s.offset == slot.offset)
+        self.lock().indexes(key, slot)
     }
 
     fn forget(&self, key: L2Key, slot: Slot) {
         let mut state = self.lock();
-        if state
-            .index
-            .get(&key)
-            .is_some_and(|s| s.device == slot.device && s.offset == slot.offset)
-        {
+        if state.indexes(key, slot) {
             state.index.remove(&key);
         }
         if let Some(ring) = state
