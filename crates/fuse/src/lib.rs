@@ -491,7 +491,7 @@ impl Mount {
         let Some(session) = self.session.take() else {
             return Ok(());
         };
-        match nix::mount::umount(&self.mountpoint) {
+        match umount_settled(&self.mountpoint) {
             Ok(()) => {}
             Err(nix::errno::Errno::EBUSY) => {
                 self.session = Some(session);
@@ -529,6 +529,27 @@ impl Mount {
             .spawn(move || join_session(session));
     }
 }
+
+/// `umount(2)`, retried for up to [`UNMOUNT_SETTLE_MS`] while it says EBUSY: a file closed
+/// an instant ago may still hold the mount until the kernel has finished releasing it (the
+/// last reference of a file goes away after `close` returns, in task work or a worker).
+/// A mount still busy after that really is in use.
+fn umount_settled(path: &std::path::Path) -> Result<(), nix::errno::Errno> {
+    let mut waited = 0;
+    loop {
+        match nix::mount::umount(path) {
+            Err(nix::errno::Errno::EBUSY) if waited < UNMOUNT_SETTLE_MS => {
+                std::thread::sleep(std::time::Duration::from_millis(UNMOUNT_RETRY_MS));
+                waited += UNMOUNT_RETRY_MS;
+            }
+            result => return result,
+        }
+    }
+}
+
+/// How long an unmount keeps retrying EBUSY, and how often.
+const UNMOUNT_SETTLE_MS: u64 = 500;
+const UNMOUNT_RETRY_MS: u64 = 25;
 
 /// Waits for a session whose mount is gone. fuser's own unmount on drop sees the connection
 /// closed and leaves the path alone.
