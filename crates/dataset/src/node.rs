@@ -122,7 +122,11 @@ impl DatasetHeader {
         if r.remaining() >= usize::from(HEADER_LEN_WITH_LOG - HEADER_LEN) {
             let first = LogPtr::decode(&mut r).map_err(corrupt)?;
             let chain = r.u64().map_err(corrupt)?;
-            header.log = LogHead { first, chain };
+            // An empty first block names no log whatever its other fields say (the encoder
+            // writes none then): decoding it as no log keeps decode(encode(h)) == h.
+            if !first.is_empty() {
+                header.log = LogHead { first, chain };
+            }
         }
         Ok(header)
     }
