@@ -6,8 +6,9 @@
 //! promise under test: every round whose commit returned is there after a SIGKILL at any
 //! instant, byte for byte.
 //!
-//! Model: round `r` rewrites object `1 + r % OBJECTS` entirely with bytes derived from
-//! `(seed, r)`. After each commit the round number is recorded in `--dir/state` (written to a
+//! Model: the pool is created with `OBJECTS` raw objects whose ids (consecutive, after the
+//! root filesystem's own objects) are recorded in `--dir/objects`; round `r` rewrites object
+//! `first + r % OBJECTS` entirely with bytes derived from `(seed, r)`. After each commit the round number is recorded in `--dir/state` (written to a
 //! temporary file, fsynced, renamed). Because the kill can fall between a commit and the
 //! state update, the pool may be one round ahead of the state file: verification accepts
 //! round `R` or `R + 1` for the object that round `R + 1` wrote, and exactly the recorded
@@ -82,8 +83,32 @@ fn round_data(seed: u64, round: u64) -> Vec<u8> {
     data
 }
 
-fn object_of(round: u64) -> ObjectId {
-    ObjectId(1 + round % OBJECTS)
+/// The raw objects under test: `OBJECTS` consecutive ids starting at `first`, as the engine
+/// handed them out at create (the root dataset's filesystem owns the ids before them, so a
+/// hard-coded id would overwrite its master node).
+#[derive(Clone, Copy)]
+struct Objects {
+    first: u64,
+}
+
+impl Objects {
+    fn of(self, round: u64) -> ObjectId {
+        ObjectId(self.first + round % OBJECTS)
+    }
+
+    fn all(self) -> impl Iterator<Item = ObjectId> {
+        (self.first..self.first + OBJECTS).map(ObjectId)
+    }
+
+    fn load(dir: &Path) -> Result<Objects, String> {
+        let text = std::fs::read_to_string(dir.join("objects"))
+            .map_err(|e| format!("cannot read {}: {e}", dir.join("objects").display()))?;
+        let first = text
+            .trim()
+            .parse()
+            .map_err(|_| format!("{} does not hold a number", dir.join("objects").display()))?;
+        Ok(Objects { first })
+    }
 }
 
 fn read_state(dir: &Path) -> Option<u64> {
@@ -94,13 +119,18 @@ fn read_state(dir: &Path) -> Option<u64> {
         .ok()
 }
 
-fn write_state(dir: &Path, round: u64) -> Result<(), String> {
-    let temp = dir.join("state.tmp");
-    let mut file = std::fs::File::create(&temp).map_err(|e| format!("cannot write state: {e}"))?;
-    writeln!(file, "{round}").map_err(|e| format!("cannot write state: {e}"))?;
+/// Writes `value` to `dir/name` atomically (temporary file, fsync, rename).
+fn write_number(dir: &Path, name: &str, value: u64) -> Result<(), String> {
+    let temp = dir.join(format!("{name}.tmp"));
+    let mut file = std::fs::File::create(&temp).map_err(|e| format!("cannot write {name}: {e}"))?;
+    writeln!(file, "{value}").map_err(|e| format!("cannot write {name}: {e}"))?;
     file.sync_all()
-        .map_err(|e| format!("cannot sync state: {e}"))?;
-    std::fs::rename(&temp, dir.join("state")).map_err(|e| format!("cannot rename state: {e}"))
+        .map_err(|e| format!("cannot sync {name}: {e}"))?;
+    std::fs::rename(&temp, dir.join(name)).map_err(|e| format!("cannot rename {name}: {e}"))
+}
+
+fn write_state(dir: &Path, round: u64) -> Result<(), String> {
+    write_number(dir, "state", round)
 }
 
 fn engine() -> Engine {
@@ -117,7 +147,7 @@ fn engine() -> Engine {
     )
 }
 
-fn create(engine: &Engine, dir: &Path) -> Result<(), String> {
+fn create(engine: &Engine, dir: &Path) -> Result<Objects, String> {
     let mut devices = Vec::new();
     for i in 0..DEVICES {
         let path = dir.join(format!("disk{i}"));
@@ -131,15 +161,26 @@ fn create(engine: &Engine, dir: &Path) -> Result<(), String> {
     engine
         .create_pool(&spec, &CreateOptions::default())
         .map_err(|e| format!("cannot create pool: {e}"))?;
+    let mut ids = Vec::new();
     for _ in 0..OBJECTS {
-        engine
+        let id = engine
             .object_create(POOL, 128 << 10)
             .map_err(|e| format!("cannot create object: {e}"))?;
+        ids.push(id.0);
+    }
+    let objects = Objects { first: ids[0] };
+    if !ids.iter().copied().eq(objects.all().map(|id| id.0)) {
+        return Err(format!(
+            "the engine handed out non-consecutive object ids {ids:?}"
+        ));
     }
     engine
         .sync_pool(POOL)
         .map_err(|e| format!("cannot sync: {e}"))?;
-    write_state(dir, 0)
+    // The ids first, then the state: a state file always has its objects file.
+    write_number(dir, "objects", objects.first)?;
+    write_state(dir, 0)?;
+    Ok(objects)
 }
 
 fn read_object(engine: &Engine, object: ObjectId, len: usize) -> Result<Vec<u8>, String> {
@@ -151,10 +192,10 @@ fn read_object(engine: &Engine, object: ObjectId, len: usize) -> Result<Vec<u8>,
 }
 
 /// The round whose data object `object` must hold after `committed` rounds (0: never written).
-fn last_round_for(object: ObjectId, committed: u64) -> u64 {
+fn last_round_for(objects: Objects, object: ObjectId, committed: u64) -> u64 {
     (1..=committed)
         .rev()
-        .find(|&r| object_of(r) == object)
+        .find(|&r| objects.of(r) == object)
         .unwrap_or(0)
 }
 
@@ -174,16 +215,15 @@ fn matches_round(engine: &Engine, seed: u64, object: ObjectId, round: u64) -> Re
     )
 }
 
-fn verify(engine: &Engine, seed: u64, committed: u64) -> Result<u64, String> {
+fn verify(engine: &Engine, seed: u64, objects: Objects, committed: u64) -> Result<u64, String> {
     let pending = committed + 1;
     let mut ahead = false;
-    for index in 0..OBJECTS {
-        let object = ObjectId(1 + index);
-        let expected = last_round_for(object, committed);
+    for object in objects.all() {
+        let expected = last_round_for(objects, object, committed);
         if matches_round(engine, seed, object, expected)? {
             continue;
         }
-        if object == object_of(pending) && matches_round(engine, seed, object, pending)? {
+        if object == objects.of(pending) && matches_round(engine, seed, object, pending)? {
             ahead = true;
             continue;
         }
@@ -199,22 +239,20 @@ fn run(args: &Args) -> Result<(), String> {
     std::fs::create_dir_all(&args.dir)
         .map_err(|e| format!("cannot create {}: {e}", args.dir.display()))?;
     let engine = engine();
-    let committed = match read_state(&args.dir) {
-        None => {
-            create(&engine, &args.dir)?;
-            0
-        }
+    let (objects, committed) = match read_state(&args.dir) {
+        None => (create(&engine, &args.dir)?, 0),
         Some(committed) => {
+            let objects = Objects::load(&args.dir)?;
             let dirs = vec![args.dir.display().to_string()];
             engine
                 .import_pool(&dirs, POOL, &ImportOptions::default(), "import (stress)")
                 .map_err(|e| format!("IMPORT FAILED: {e}"))?;
-            let found = verify(&engine, args.seed, committed)?;
+            let found = verify(&engine, args.seed, objects, committed)?;
             if found != committed {
                 write_state(&args.dir, found)?;
             }
             println!("verified {found} committed rounds");
-            found
+            (objects, found)
         }
     };
     let mut round = committed;
@@ -226,7 +264,7 @@ fn run(args: &Args) -> Result<(), String> {
             return Ok(());
         }
         round += 1;
-        let object = object_of(round);
+        let object = objects.of(round);
         let data = round_data(args.seed, round);
         engine
             .object_write(POOL, object, 0, &data)
