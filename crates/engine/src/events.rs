@@ -5,7 +5,8 @@
 //! `resilver_finish`, `vdev_spare` (a hot spare activated), `statechange` (every change of a
 //! leaf's state the background check sees: REMOVED, FAULTED, back ONLINE, ...; with
 //! `vdev_state` and `vdev_laststate`, whether or not a spare steps in), `multihost_suspend`
-//! (with the reason), `ereport.fs.zfs.probe_failure` (the fault check found a device gone
+//! (with the reason), `l2arc_rebuild` (one per cache device at import: entries and bytes
+//! restored, log blocks read, time, why the walk ended), `ereport.fs.zfs.probe_failure` (the fault check found a device gone
 //! without an access: `Leaf::probe`), `ereport.fs.zfs.delay` (the slow-device detector),
 //! `ereport.fs.zfs.log_replay`, `ereport.fs.zfs.io` and `ereport.fs.zfs.checksum`. The last
 //! two are derived from the per-leaf counters each time the background thread looks
@@ -156,6 +157,30 @@ pub(crate) fn pool_event(pool: &str, time: u64, what: &str) -> Event {
         vdev_guid: 0,
         vdev_path: String::new(),
         payload: Vec::new(),
+    }
+}
+
+/// `sysevent.fs.zfs.l2arc_rebuild`: what the import's rebuild of one cache device's
+/// persistent index restored (entries, bytes, log blocks read), how long it took, and why
+/// the walk of its log blocks ended.
+pub(crate) fn l2_rebuild_event(pool: &str, time: u64, report: &tarn_vdev::L2Rebuild) -> Event {
+    Event {
+        vdev_guid: report.device.0,
+        vdev_path: report.path.clone(),
+        payload: vec![
+            ("l2_rebuild_entries".into(), report.entries.to_string()),
+            ("l2_rebuild_bytes".into(), report.bytes.to_string()),
+            (
+                "l2_rebuild_log_blocks".into(),
+                report.log_blocks.to_string(),
+            ),
+            (
+                "l2_rebuild_time_ms".into(),
+                (report.time_ns / 1_000_000).to_string(),
+            ),
+            ("l2_rebuild_stopped".into(), report.stopped.clone()),
+        ],
+        ..pool_event(pool, time, "l2arc_rebuild")
     }
 }
 

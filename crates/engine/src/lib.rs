@@ -757,12 +757,21 @@ impl Engine {
             imported.history.push(self.history_record(command, false));
             imported.sync()?;
         }
+        self.post_import_events(&name, &imported, resilvering, now);
         let handle = self.handle(name.clone(), guid, imported);
         self.pools().insert(name.clone(), handle);
-        if resilvering {
-            self.post(events::pool_event(&name, now, "resilver_start"));
-        }
         Ok(name)
+    }
+
+    /// The events of an import: one `l2arc_rebuild` per cache device (what its persistent
+    /// index gave back), and `resilver_start` when a resilver resumes.
+    fn post_import_events(&self, name: &str, imported: &Imported, resilvering: bool, now: u64) {
+        for report in imported.pool.l2_rebuilds() {
+            self.post(events::l2_rebuild_event(name, now, report));
+        }
+        if resilvering {
+            self.post(events::pool_event(name, now, "resilver_start"));
+        }
     }
 
     /// Replays the intent logs of a pool being imported (before anything else changes) and

@@ -422,15 +422,26 @@ impl BlockStore for PoolReader<'_> {
     }
 
     fn read_block(&self, bp: &BlockPtr) -> Result<Vec<u8>, ZioError> {
-        read_checked(self.pipeline, bp, self.txg)
+        read_checked(self.pipeline, bp, self.txg, true)
+    }
+
+    fn read_block_l2(&self, bp: &BlockPtr, feed_l2: bool) -> Result<Vec<u8>, ZioError> {
+        read_checked(self.pipeline, bp, self.txg, feed_l2)
     }
 
     fn read_blocks(&self, bps: &[BlockPtr]) -> Vec<Result<Vec<u8>, ZioError>> {
+        self.read_blocks_l2(bps, true)
+    }
+
+    fn read_blocks_l2(&self, bps: &[BlockPtr], feed_l2: bool) -> Vec<Result<Vec<u8>, ZioError>> {
         if bps.iter().any(|bp| bp.birth > self.txg) {
             // The temporal-incursion error per block, from the one-block path.
-            return bps.iter().map(|bp| self.read_block(bp)).collect();
+            return bps
+                .iter()
+                .map(|bp| self.read_block_l2(bp, feed_l2))
+                .collect();
         }
-        self.pipeline.read_blocks(bps)
+        self.pipeline.read_blocks_l2(bps, feed_l2)
     }
 
     fn reads_in_parallel(&self) -> bool {
@@ -442,7 +453,12 @@ impl BlockStore for PoolReader<'_> {
     }
 }
 
-fn read_checked(pipeline: &Pipeline, bp: &BlockPtr, txg: Txg) -> Result<Vec<u8>, ZioError> {
+fn read_checked(
+    pipeline: &Pipeline,
+    bp: &BlockPtr,
+    txg: Txg,
+    feed_l2: bool,
+) -> Result<Vec<u8>, ZioError> {
     // A block born after the txg being read from is corruption (ztest's "temporal
     // incursion"): it comes from disk, so it is an error, not an assertion.
     if bp.birth > txg {
@@ -455,7 +471,7 @@ fn read_checked(pipeline: &Pipeline, bp: &BlockPtr, txg: Txg) -> Result<Vec<u8>,
             why: format!("block born in txg {} is newer than txg {txg}", bp.birth),
         });
     }
-    pipeline.read_block(bp)
+    pipeline.read_block_l2(bp, feed_l2)
 }
 
 /// Syncing context: the only way to allocate, write and free blocks.
@@ -476,7 +492,11 @@ impl BlockStore for SyncCtx<'_> {
     }
 
     fn read_block(&self, bp: &BlockPtr) -> Result<Vec<u8>, ZioError> {
-        read_checked(self.pipeline, bp, self.txg)
+        read_checked(self.pipeline, bp, self.txg, true)
+    }
+
+    fn read_block_l2(&self, bp: &BlockPtr, feed_l2: bool) -> Result<Vec<u8>, ZioError> {
+        read_checked(self.pipeline, bp, self.txg, feed_l2)
     }
 
     fn free_block(&mut self, bp: &BlockPtr) {
@@ -527,6 +547,8 @@ pub struct Pool {
     log_tops: std::collections::BTreeSet<u32>,
     /// Ids of the top-level vdevs that are special allocation-class devices.
     special_tops: std::collections::BTreeSet<u32>,
+    /// What the import's rebuild of each cache device's persistent index found.
+    l2_rebuilds: Vec<tarn_vdev::L2Rebuild>,
 }
 
 /// Checks what the labels alone can tell: feature flags and whether another host owns it.
@@ -679,7 +701,8 @@ impl Pool {
         {
             leaf.set_clock(Arc::clone(&clock));
         }
-        let l2 = Arc::new(tarn_vdev::L2Cache::new(caches, ashift));
+        let l2 = Arc::new(tarn_vdev::L2Cache::new(guid, caches, ashift));
+        l2.set_readonly(readonly);
         let pipeline = Pipeline::new(tops.clone()).with_l2(l2);
         let space = SpaceManager::new(space_geometry(&tops, tree));
         let log_tops = class_top_ids(tree, |c| c.log);
@@ -706,6 +729,7 @@ impl Pool {
             multihost_interval_ms: 0,
             log_tops,
             special_tops,
+            l2_rebuilds: Vec::new(),
         };
         pool.apply_classes();
         Ok(pool)
@@ -765,7 +789,12 @@ impl Pool {
             options.readonly,
         )?;
         pool.check_readable()?;
+        // Nothing is fed to the cache devices before their persistent index is rebuilt: a
+        // feed would start their rings afresh over it.
+        pool.pipeline.l2().set_readonly(true);
         pool.open_newest(found, options, verify)?;
+        pool.l2_rebuilds = pool.pipeline.l2().rebuild(pool.clock.as_ref());
+        pool.pipeline.l2().set_readonly(options.readonly);
         let opened = pool.imported_txg.unwrap_or(Txg(0));
         for (leaf, _) in pool.leaf_devices() {
             if let Some(&txg) = found.leaf_txgs.get(&leaf.guid()) {
@@ -906,6 +935,13 @@ impl Pool {
     #[must_use]
     pub fn spares(&self) -> &[Arc<Leaf>] {
         &self.spares
+    }
+
+    /// What the import's rebuild of each cache device's persistent index found (empty for a
+    /// pool created by this process).
+    #[must_use]
+    pub fn l2_rebuilds(&self) -> &[tarn_vdev::L2Rebuild] {
+        &self.l2_rebuilds
     }
 
     /// Cache devices (L2ARC), in the order they were added.
@@ -1211,6 +1247,8 @@ impl Pool {
         self.space.txg_committed();
         self.txg = txg;
         self.last = Some(uberblock);
+        // After the commit, so that no txg waits for a cache device (l2cache I2).
+        self.pipeline.l2().persist();
         Ok(txg)
     }
 
@@ -1263,6 +1301,7 @@ impl Pool {
         if self.readonly {
             return Ok(());
         }
+        self.pipeline.l2().persist();
         let txg = self.txg;
         self.write_labels(PoolState::Exported, txg)
     }

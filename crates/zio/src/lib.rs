@@ -60,7 +60,7 @@ pub mod store;
 pub use store::{AllocClass, Allocator, BlockStore, WriteProps, ZioError};
 
 use std::sync::Arc;
-use tarn_base::limits::BLOCKS_IN_FLIGHT_MAX;
+use tarn_base::limits::{ASHIFT_DEFAULT, BLOCKS_IN_FLIGHT_MAX};
 use tarn_base::{Guid, Txg};
 use tarn_format::checksum::checksum;
 use tarn_format::compress::{compress, decompress, is_all_zero};
@@ -95,7 +95,8 @@ impl Pipeline {
             .map(|v| 1u64 << v.ashift())
             .max()
             .unwrap_or(PSIZE_UNIT);
-        let l2 = Arc::new(L2Cache::new(Vec::new(), tarn_base::limits::ASHIFT_DEFAULT));
+        let no_pool = Guid(0);
+        let l2 = Arc::new(L2Cache::new(no_pool, Vec::new(), ASHIFT_DEFAULT));
         Pipeline {
             vdevs,
             sector_size,
@@ -284,10 +285,16 @@ impl Pipeline {
 
     /// Reads, verifies and decompresses a block. A hole reads as `lsize` zeros.
     pub fn read_block(&self, bp: &BlockPtr) -> Result<Vec<u8>, ZioError> {
+        self.read_block_l2(bp, true)
+    }
+
+    /// [`Pipeline::read_block`] that feeds the cache devices only with `feed_l2`
+    /// ([`Pipeline::read_physical_l2`]).
+    pub fn read_block_l2(&self, bp: &BlockPtr, feed_l2: bool) -> Result<Vec<u8>, ZioError> {
         if bp.is_hole() {
             return Ok(vec![0u8; bp.lsize as usize]);
         }
-        let physical = self.read_physical(bp)?;
+        let physical = self.read_physical_l2(bp, feed_l2)?;
         Ok(decompress(bp.compression, &physical, bp.lsize as usize)?)
     }
 
@@ -304,7 +311,17 @@ impl Pipeline {
     /// ([`Pipeline::reads_in_parallel`]). Results are in the order of `bps`; each is exactly
     /// what `read_block` returns for it (I1 holds per block).
     pub fn read_blocks(&self, bps: &[BlockPtr]) -> Vec<Result<Vec<u8>, ZioError>> {
-        self.batch(bps.len(), |i| self.read_block(&bps[i]))
+        self.read_blocks_l2(bps, true)
+    }
+
+    /// [`Pipeline::read_blocks`] that feeds the cache devices only with `feed_l2`
+    /// ([`Pipeline::read_block_l2`]).
+    pub fn read_blocks_l2(
+        &self,
+        bps: &[BlockPtr],
+        feed_l2: bool,
+    ) -> Vec<Result<Vec<u8>, ZioError>> {
+        self.batch(bps.len(), |i| self.read_block_l2(&bps[i], feed_l2))
     }
 
     /// [`Pipeline::scrub_block`] (or with `resilver`, [`Pipeline::resilver_block`]) of every
@@ -357,6 +374,13 @@ impl Pipeline {
     /// Reads and verifies the physical bytes (`psize` of them) of a block, healing copies that
     /// fail from the first one that verifies.
     pub fn read_physical(&self, bp: &BlockPtr) -> Result<Vec<u8>, ZioError> {
+        self.read_physical_l2(bp, true)
+    }
+
+    /// [`Pipeline::read_physical`]; what it read from the pool's vdevs is copied to the cache
+    /// devices only with `feed_l2` (the reader's `secondarycache` admits the block). The
+    /// cache devices are asked first either way: a copy they hold is verified like any.
+    pub fn read_physical_l2(&self, bp: &BlockPtr, feed_l2: bool) -> Result<Vec<u8>, ZioError> {
         let psize = u64::from(bp.psize);
         let padded = psize.next_multiple_of(self.sector_size);
         let verify = |data: &[u8]| {
@@ -367,6 +391,7 @@ impl Pipeline {
             vdev: dva.vdev.0,
             offset: dva.offset,
             birth: bp.birth.0,
+            checksum: bp.checksum,
         });
         let cached = !self.l2.is_empty();
         if let Some(key) = key.filter(|_| cached)
@@ -396,7 +421,7 @@ impl Pipeline {
                         }
                     }
                     data.truncate(psize as usize);
-                    if let Some(key) = key.filter(|_| cached) {
+                    if let Some(key) = key.filter(|_| cached && feed_l2) {
                         self.l2.feed(key, &data);
                     }
                     return Ok(data);
