@@ -6,13 +6,14 @@
 //! leaf's state the background check sees: REMOVED, FAULTED, back ONLINE, ...; with
 //! `vdev_state` and `vdev_laststate`, whether or not a spare steps in), `multihost_suspend`
 //! (with the reason), `l2arc_rebuild` (one per cache device at import: entries and bytes
-//! restored, log blocks read, time, why the walk ended), `ereport.fs.zfs.probe_failure` (the fault check found a device gone
-//! without an access: `Leaf::probe`), `ereport.fs.zfs.delay` (the slow-device detector),
-//! `ereport.fs.zfs.log_replay`, `ereport.fs.zfs.io` and `ereport.fs.zfs.checksum`. The last
-//! two are derived from the per-leaf counters each time the background thread looks
-//! (`Engine::fault_check`): one event per leaf and kind whose counter grew, with the count
-//! in the payload, rather than one per failed I/O as ZFS posts them. The ring keeps the
-//! newest [`EVENTS_MAX`] events; nothing is persistent (ZFS's ring is not either).
+//! restored, log blocks read, time, why the walk ended), `ereport.fs.zfs.probe_failure`
+//! (the fault check found a device gone without an access: `Leaf::probe`),
+//! `ereport.fs.zfs.delay` (the slow-device detector), `ereport.fs.zfs.log_replay`,
+//! `ereport.fs.zfs.io` and `ereport.fs.zfs.checksum`. The last two are derived from the
+//! per-leaf counters each time the background thread looks (`Engine::fault_check`): one
+//! event per leaf and kind whose counter grew, with the count in the payload, rather than
+//! one per failed I/O as ZFS posts them. The ring keeps the newest [`EVENTS_MAX`] events;
+//! nothing is persistent (ZFS's ring is not either).
 
 use std::collections::{BTreeMap, VecDeque};
 

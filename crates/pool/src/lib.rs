@@ -702,7 +702,6 @@ impl Pool {
             leaf.set_clock(Arc::clone(&clock));
         }
         let l2 = Arc::new(tarn_vdev::L2Cache::new(guid, caches, ashift));
-        l2.set_readonly(readonly);
         let pipeline = Pipeline::new(tops.clone()).with_l2(l2);
         let space = SpaceManager::new(space_geometry(&tops, tree));
         let log_tops = class_top_ids(tree, |c| c.log);

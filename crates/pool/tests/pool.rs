@@ -621,18 +621,18 @@ fn cache_device_serves_verified_copies_and_never_wrong_bytes() {
 /// restores the index and a second read pass touches no data leaf. Then a power cut
 /// dropping every unflushed write: what was logged at the last txg comes back. Last, the
 /// ring is overwritten with garbage after an import: right bytes, CKSUM counted.
-#[test]
-fn cache_device_index_survives_export_import_and_power_cut() {
+/// A raidz1 pool of four devices with one cache device that loses every unflushed write at a
+/// crash, six txgs of data, every block read once (fed to the cache device).
+fn pool_with_lossy_cache(cache: &str) -> (Arc<SimProvider>, Pool, Model, SeededRng) {
     let devices = names(4);
-    let cache = "/dev/sim/cache0".to_string();
     let provider = provider_with(&devices, &FaultPlan::default());
     let lossy = FaultPlan {
         drop_on_crash: 1_000_000,
         ..FaultPlan::seeded(9)
     };
-    provider.insert(&cache, SimDevice::new(&cache, 64 << 20, lossy));
+    provider.insert(cache, SimDevice::new(cache, 64 << 20, lossy));
     let spec = CreateSpec {
-        caches: vec![cache.clone()],
+        caches: vec![cache.to_string()],
         ..spec(TopLayout::Raidz(1), devices)
     };
     let mut pool = create(&provider, &spec);
@@ -642,6 +642,13 @@ fn cache_device_index_survives_export_import_and_power_cut() {
         sync_step(&mut pool, &mut model, &mut rng).unwrap();
     }
     verify(&pool).unwrap();
+    (provider, pool, model, rng)
+}
+
+#[test]
+fn cache_device_index_survives_export_import_and_power_cut() {
+    let cache = "/dev/sim/cache0".to_string();
+    let (provider, pool, mut model, mut rng) = pool_with_lossy_cache(&cache);
     let held = pool.pipeline().l2().stats().size;
     pool.export().unwrap();
     let pool = import(&provider, &["/dev/sim"], &ImportOptions::default()).unwrap();

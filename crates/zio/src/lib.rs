@@ -31,7 +31,8 @@
 //! - I3: every DVA of a block written here has the same physical content.
 //! - I5: a scrub rewrites a copy only with bytes that verified against the block pointer.
 //! - I6: a block served by a cache device ([`tarn_vdev::L2Cache`]) passed the same verify
-//!   as one read from the pool; a cache device holds only copies of verified bytes.
+//!   as one read from the pool; a cache device holds only copies of verified bytes, fed
+//!   only when the reader says its `secondarycache` admits the block (`read_block_l2`).
 //! - I4: a block read was born no later than the txg the caller is in (temporal incursion
 //!   check, as ztest does): checked by callers that know the txg via [`BlockStore::txg`].
 //!
