@@ -138,10 +138,10 @@ impl Ring {
         next: u64,
         index: &mut HashMap<L2Key, Slot>,
     ) -> Result<(), ()> {
+        let pending = std::mem::take(&mut self.pending);
         let device = self.leaf.usable_device().ok_or(())?;
         let device = device.as_ref();
         let flushed = self.leaf.flush(device).is_ok();
-        let pending = std::mem::take(&mut self.pending);
         let length = (L2_LOG_HEAD_SIZE + pending.len() * L2_ENTRY_SIZE + 32) as u64;
         let padded = length.next_multiple_of(sector);
         if flushed && !pending.is_empty() && self.start_for(padded) + padded <= self.reserved {
