@@ -52,6 +52,14 @@
 //! failures do not fail a txg once it is not writable. [`Pool::flush_vdevs`] is the
 //! intent log's commit point.
 //!
+//! # Cache devices
+//! The pool owns the `L2Cache` (tarn-vdev) of its cache devices. [`Pool::import`] keeps it
+//! from feeding until the verify at the chosen uberblock is done, then rebuilds each cache
+//! device's persistent index ([`Pool::l2_rebuilds`] says what came back); [`Pool::sync`]
+//! writes the entries fed meanwhile as a log block after the txg committed (so no txg waits
+//! for a cache device), and [`Pool::export`] does the same before the labels. A read-only
+//! import writes nothing to cache devices.
+//!
 //! # Allocation classes and changes of the tree
 //! Top-level vdevs created from `special` specs carry the `special` flag
 //! ([`Pool::is_special_vdev`]); the space manager gives them metadata and small blocks. They
