@@ -713,6 +713,52 @@ fn cache_device_index_survives_export_import_and_power_cut() {
     assert_eq!(pool.caches()[0].stats().snapshot().checksum_errors, 0);
 }
 
+/// Goal: `pool add` of a device that was this pool's cache device is not a rebuild: it is a
+/// new leaf (new GUID) and starts empty, and the next import restores only what was fed
+/// after the add. Method: fill, remove the cache device, add it back, export and import;
+/// the rebuilt bytes are exactly what the new leaf held at export.
+#[test]
+fn a_cache_device_added_again_starts_empty() {
+    let cache = "/dev/sim/cache0".to_string();
+    let (provider, pool, mut model, mut rng) = pool_with_lossy_cache(&cache);
+    let old = pool.caches()[0].guid();
+    assert!(pool.pipeline().l2().allocated_on(old) > 0);
+    pool.export().unwrap();
+    let mut pool = import(&provider, &["/dev/sim"], &ImportOptions::default()).unwrap();
+    assert!(
+        pool.l2_rebuilds()[0].entries > 0,
+        "{:?}",
+        pool.l2_rebuilds()
+    );
+    pool.remove_cache_device(&cache).unwrap();
+    sync_step(&mut pool, &mut model, &mut rng).unwrap();
+    let add = CreateSpec {
+        tops: Vec::new(),
+        caches: vec![cache.clone()],
+        force: true,
+        ..spec(TopLayout::Disk, Vec::new())
+    };
+    pool.add(&add, provider.as_ref(), &mut SeededRng::new(77))
+        .unwrap();
+    sync_step(&mut pool, &mut model, &mut rng).unwrap();
+    let new = pool.caches()[0].guid();
+    assert_ne!(new, old, "a new leaf");
+    assert_eq!(pool.pipeline().l2().allocated_on(new), 0, "starts empty");
+    verify(&pool).unwrap();
+    let held = pool.pipeline().l2().allocated_on(new);
+    assert!(held > 0, "fed after the add");
+    pool.export().unwrap();
+    let pool = import(&provider, &["/dev/sim"], &ImportOptions::default()).unwrap();
+    assert_eq!(
+        pool.l2_rebuilds()[0].bytes,
+        held,
+        "{:?}",
+        pool.l2_rebuilds()
+    );
+    verify(&pool).unwrap();
+    assert_eq!(pool.caches()[0].stats().snapshot().checksum_errors, 0);
+}
+
 #[test]
 fn cache_devices_are_found_by_guid_and_their_loss_costs_nothing() {
     let devices = names(3);
