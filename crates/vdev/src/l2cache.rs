@@ -73,7 +73,9 @@
 //! Read errors and copies that fail verification count on the cache leaf and are misses. A
 //! failed copy write leaves the block uncached; a failed log-block or header write leaves
 //! those entries unlogged (cold after the next import) and the reservation unchanged, so the
-//! ring stops taking feeds until a header write succeeds. A device gone is skipped.
+//! ring stops taking feeds until a header write succeeds. A device gone is skipped. A crash
+//! loses the entries not yet in a log block (those fed since the last committed txg, at most
+//! 1021 per device): the cache is that much colder after the import, nothing else.
 //!
 //! # Not here
 //! Feed-rate limits and skipping of prefetched streams; a rebuild in the background (it runs
