@@ -114,7 +114,13 @@ impl Engine {
         f: impl FnOnce(&mut Fs<'_>) -> Result<R, PosixError>,
     ) -> Result<R, EngineError> {
         let handle = self.pool(pool)?;
-        let mut inner = handle.lock();
+        // A change to a suspended pool waits here for `clear` under failmode=wait, with the
+        // pool lock released (module `suspend`).
+        let mut inner = if op == FsOp::Read {
+            handle.lock()
+        } else {
+            handle.lock_for_write()?
+        };
         if !inner.datasets.contains(dataset) {
             return Err(EngineError::NoSuchDataset);
         }
@@ -200,12 +206,18 @@ impl Engine {
     /// are not forced out.
     pub fn fs_sync(&self, pool: &str, dataset: DatasetId) -> Result<(), EngineError> {
         let handle = self.pool(pool)?;
-        let mut inner = handle.lock();
+        let inner = handle.lock();
         if !inner.datasets.contains(dataset) {
             return Err(EngineError::NoSuchDataset);
         }
         if inner.datasets.effective(dataset, "sync").0 == "disabled" || inner.pool.readonly() {
             return Ok(());
+        }
+        drop(inner);
+        // Waits for `clear` under failmode=wait (module `suspend`).
+        let mut inner = handle.lock_for_write()?;
+        if !inner.datasets.contains(dataset) {
+            return Err(EngineError::NoSuchDataset);
         }
         inner.check_writable()?;
         inner.log_commit(dataset)

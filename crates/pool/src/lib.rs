@@ -72,6 +72,7 @@ mod change;
 pub mod labels;
 pub mod multihost;
 mod provider;
+mod resume;
 mod spec;
 
 use std::collections::BTreeMap;
@@ -212,6 +213,19 @@ pub enum PoolError {
     /// The pool is suspended.
     #[error("pool I/O is suspended: {0}")]
     Suspended(String),
+    /// `clear` of a suspended pool found devices that still cannot be written.
+    #[error(
+        "the pool is still suspended: {} cannot be written (the pool needs them to commit); \
+         bring them back and clear again, or export it with 'tarn pool export -f'",
+        devices.join(", ")
+    )]
+    StillFailing {
+        /// Paths of the leaves that are missing or failing beyond their vdev's redundancy.
+        devices: Vec<String>,
+    },
+    /// `clear` cannot resume this suspension at all.
+    #[error("the pool is still suspended: {0}")]
+    CannotResume(String),
     /// The pool was imported read-only.
     #[error("pool is read-only")]
     ReadOnly,
@@ -518,6 +532,8 @@ pub struct Pool {
     txg: Txg,
     config_dirty: bool,
     suspended: Option<String>,
+    /// What `Pool::resume` must do before a suspended pool writes again (module `resume`).
+    retry: resume::Retry,
     readonly: bool,
     identity: HostIdentity,
     clock: Arc<dyn Clock>,
@@ -700,6 +716,7 @@ impl Pool {
             txg: Txg(0),
             config_dirty: false,
             suspended: None,
+            retry: resume::Retry::Nothing,
             readonly,
             identity,
             clock,
@@ -1171,14 +1188,14 @@ impl Pool {
         F: FnOnce(&mut SyncCtx<'_>) -> Result<BlockPtr, E>,
         E: std::fmt::Display,
     {
-        if let Some(why) = &self.suspended {
-            return Err(PoolError::Suspended(why.clone()));
-        }
         if self.readonly {
             return Err(PoolError::ReadOnly);
         }
+        self.check_can_commit()?;
         let txg = self.txg.next();
         self.space.begin_txg(txg);
+        self.pipeline.journal_begin();
+        self.space.set_place_on_unwritable(true);
         let mut ctx = SyncCtx {
             pipeline: &self.pipeline,
             space: &mut self.space,
@@ -1186,14 +1203,27 @@ impl Pool {
         };
         let root = match upper(&mut ctx) {
             Ok(root) => root,
-            Err(e) => return Err(self.suspend(format!("txg {txg} could not be written: {e}"))),
+            Err(e) => return Err(self.abandon(format!("txg {txg} could not be written: {e}"))),
         };
         let space_log = match self.space.sync(&self.pipeline) {
             Ok(head) => head,
             Err(e) => {
-                return Err(self.suspend(format!("txg {txg} space log could not be written: {e}")));
+                return Err(self.abandon(format!("txg {txg} space log could not be written: {e}")));
             }
         };
+        self.finish_txg(txg, root, space_log)
+    }
+
+    /// The durable half of a sync: every block of `txg` has been handed to the devices;
+    /// flush them, write the labels if the config changed and the uberblock, and count the
+    /// txg committed. A failure suspends the pool and leaves the txg uncommitted (the caller
+    /// keeps what is needed to retry it, module `resume`).
+    fn commit_synced(
+        &mut self,
+        txg: Txg,
+        root: BlockPtr,
+        space_log: BlockPtr,
+    ) -> Result<Txg, PoolError> {
         if let Err(why) = self.flush_all() {
             return Err(self.suspend(format!("txg {txg}: {why}")));
         }

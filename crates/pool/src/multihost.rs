@@ -119,10 +119,18 @@ impl Pool {
     }
 
     /// Suspends the pool for a reason found outside a sync (a heartbeat that could not be
-    /// written for too long). Nothing more is written until a re-import (I5).
+    /// written for too long). Nothing more is written until a re-import (I5); `clear`
+    /// refuses to resume it.
     pub fn suspend_for(&mut self, why: String) {
         if self.suspended.is_none() {
             self.suspended = Some(why);
+            // Another host may have imported the pool since: writing again from here could
+            // corrupt it, so `clear` refuses (ZFS also wants an export and import here).
+            self.retry = crate::resume::Retry::Never(
+                "the multihost heartbeat stopped, so another host may have imported the pool; \
+                 export it with 'tarn pool export -f' and import it again"
+                    .into(),
+            );
         }
     }
 }

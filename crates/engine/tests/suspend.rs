@@ -1,0 +1,224 @@
+//! Suspended pools: `clear` resumes them, `failmode` decides what writers see meanwhile.
+//!
+//! Goal: a pool that loses more devices than its redundancy while a txg syncs is SUSPENDED
+//! with the txg kept in memory; `clear` while the devices are still gone refuses and writes
+//! nothing; once they answer again `clear` writes the failed txg again, commits it and
+//! resumes, and every byte written before and after is there (scrub clean, reimport).
+//! Under `failmode=wait` a writer blocks until `clear` (then succeeds) or `export -f`
+//! (then fails); under `failmode=continue` it fails at once. Method: a raidz1 of four
+//! simulated devices; two of them vanish (`SimDevice::set_gone`) between a write and its
+//! sync, and come back with their contents as they were.
+
+#![allow(clippy::unwrap_used)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tarn_base::{ManualClock, ObjectId, SeededRng};
+use tarn_device::{FaultPlan, SimDevice};
+use tarn_engine::{
+    CreateOptions, CreateSpec, Engine, EngineError, HostIdentity, ImportOptions, PoolError,
+    ScanState, ScrubAction, SimProvider, TopLayout,
+};
+
+const NAMES: [&str; 4] = ["/sim/d0", "/sim/d1", "/sim/d2", "/sim/d3"];
+const GONE: [&str; 2] = ["/sim/d1", "/sim/d2"];
+
+fn engine_on(provider: &Arc<SimProvider>) -> Engine {
+    let identity = HostIdentity {
+        hostid: 1,
+        hostname: "sim".into(),
+    };
+    let clock = Arc::new(ManualClock::new(1_700_000_000));
+    Engine::new(provider.clone(), identity, clock, 5)
+}
+
+struct Rig {
+    provider: Arc<SimProvider>,
+    engine: Arc<Engine>,
+    objects: Vec<(ObjectId, Vec<u8>)>,
+}
+
+impl Rig {
+    fn new(failmode: &str) -> Rig {
+        let provider = Arc::new(SimProvider::new());
+        for name in NAMES {
+            provider.insert(name, SimDevice::new(name, 128 << 20, FaultPlan::default()));
+        }
+        let engine = engine_on(&provider);
+        let names = NAMES.iter().map(|n| (*n).to_string()).collect();
+        let spec = CreateSpec::one_top("tank", TopLayout::Raidz(1), names);
+        let options = CreateOptions {
+            properties: vec![("failmode".into(), failmode.into())],
+            ..CreateOptions::default()
+        };
+        engine.create_pool(&spec, &options).unwrap();
+        let mut rig = Rig {
+            provider,
+            engine: Arc::new(engine),
+            objects: Vec::new(),
+        };
+        rig.write(1);
+        rig.engine.sync_pool("tank").unwrap();
+        rig
+    }
+
+    /// Writes a new object (not synced).
+    fn write(&mut self, seed: u64) {
+        let object = self.engine.object_create("tank", 128 << 10).unwrap();
+        let mut data = vec![0u8; 1 << 20];
+        SeededRng::new(seed).fill(&mut data);
+        self.engine.object_write("tank", object, 0, &data).unwrap();
+        self.objects.push((object, data));
+    }
+
+    fn set_gone(&self, gone: bool) {
+        for name in GONE {
+            self.provider.get(name).unwrap().set_gone(gone);
+        }
+    }
+
+    /// Writes an object, makes two devices vanish, and syncs: the pool suspends.
+    fn suspend(&mut self) {
+        self.write(2);
+        self.set_gone(true);
+        let failed = self.engine.sync_pool("tank");
+        assert!(
+            matches!(failed, Err(EngineError::Pool(PoolError::Suspended(_)))),
+            "{failed:?}"
+        );
+        assert_eq!(self.engine.status("tank").unwrap().state, "SUSPENDED");
+    }
+
+    fn images(&self) -> Vec<Vec<u8>> {
+        NAMES
+            .iter()
+            .map(|n| self.provider.get(n).unwrap().image())
+            .collect()
+    }
+
+    fn check_data(&self) {
+        for (object, data) in &self.objects {
+            let mut buf = vec![0u8; data.len()];
+            self.engine
+                .object_read("tank", *object, 0, &mut buf)
+                .unwrap();
+            assert!(buf == *data, "object {object:?} differs");
+        }
+    }
+
+    fn scrub_errors(&self) -> u64 {
+        let names = ["tank".to_string()];
+        self.engine
+            .scrub(&names, ScrubAction::Start, "pool scrub tank")
+            .unwrap();
+        loop {
+            let progress = self.engine.scrub_step("tank", 1 << 20).unwrap().unwrap();
+            if progress.state != ScanState::Scanning {
+                return progress.errors;
+            }
+        }
+    }
+}
+
+/// The devices come back: `clear` retries the failed txg and resumes; nothing is lost.
+/// Before that, a `clear` while they are gone refuses, names them and writes nothing, and
+/// under `failmode=continue` a write fails at once.
+#[test]
+fn clear_resumes_once_the_devices_are_back() {
+    let mut rig = Rig::new("continue");
+    rig.suspend();
+    let refused = rig
+        .engine
+        .object_write("tank", rig.objects[0].0, 0, &[7u8; 512]);
+    assert!(
+        matches!(refused, Err(EngineError::Pool(PoolError::Suspended(_)))),
+        "failmode=continue fails a write at once: {refused:?}"
+    );
+    let before = rig.images();
+    let refused = rig.engine.clear("tank", None, "pool clear tank");
+    match refused {
+        Err(EngineError::Pool(PoolError::StillFailing { devices })) => {
+            assert_eq!(devices, GONE.to_vec());
+        }
+        other => panic!("clear must refuse while the devices are gone: {other:?}"),
+    }
+    assert!(rig.images() == before, "a refused clear writes nothing");
+    assert_eq!(rig.engine.status("tank").unwrap().state, "SUSPENDED");
+
+    rig.set_gone(false);
+    rig.engine.clear("tank", None, "pool clear tank").unwrap();
+    let status = rig.engine.status("tank").unwrap();
+    assert_eq!(status.state, "ONLINE", "{status:?}");
+    let classes: Vec<String> = rig
+        .engine
+        .events(Some("tank"), 0, false)
+        .into_iter()
+        .map(|e| e.class)
+        .collect();
+    assert!(
+        classes.contains(&"sysevent.fs.zfs.resume".to_string()),
+        "{classes:?}"
+    );
+    rig.check_data();
+    rig.write(3);
+    rig.engine.sync_pool("tank").unwrap();
+    tarn_engine::check::verify_pool(&rig.engine, "tank").unwrap();
+    assert_eq!(rig.scrub_errors(), 0);
+
+    rig.engine.export_pool("tank", false).unwrap();
+    rig.engine = Arc::new(engine_on(&rig.provider));
+    let dirs = ["/sim".to_string()];
+    let options = ImportOptions::default();
+    rig.engine
+        .import_pool(&dirs, "tank", &options, "pool import tank")
+        .unwrap();
+    rig.check_data();
+    assert_eq!(rig.scrub_errors(), 0);
+}
+
+/// Under `failmode=wait` a writer blocks, without holding the pool, until `clear`.
+#[test]
+fn failmode_wait_blocks_a_writer_until_clear() {
+    let mut rig = Rig::new("wait");
+    rig.suspend();
+    let engine = Arc::clone(&rig.engine);
+    let object = rig.objects[0].0;
+    let writer = std::thread::spawn(move || engine.object_write("tank", object, 0, &[9u8; 4096]));
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(!writer.is_finished(), "the writer waits for clear");
+    // The pool lock is free meanwhile: status and a refused clear answer.
+    assert_eq!(rig.engine.status("tank").unwrap().state, "SUSPENDED");
+    assert!(rig.engine.clear("tank", None, "pool clear tank").is_err());
+    assert!(
+        !writer.is_finished(),
+        "a refused clear does not wake it for good"
+    );
+    rig.set_gone(false);
+    rig.engine.clear("tank", None, "pool clear tank").unwrap();
+    writer.join().unwrap().unwrap();
+    rig.objects[0].1[..4096].fill(9);
+    rig.engine.sync_pool("tank").unwrap();
+    rig.check_data();
+    assert_eq!(rig.scrub_errors(), 0);
+}
+
+/// Under `failmode=wait`, `export -f` succeeds while a writer waits, and the writer fails.
+#[test]
+fn failmode_wait_writer_fails_when_the_pool_is_exported() {
+    let mut rig = Rig::new("wait");
+    rig.suspend();
+    let engine = Arc::clone(&rig.engine);
+    let object = rig.objects[0].0;
+    let writer = std::thread::spawn(move || engine.object_write("tank", object, 0, &[9u8; 4096]));
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(!writer.is_finished(), "the writer waits");
+    rig.engine.export_pool("tank", false).unwrap_err();
+    rig.engine.export_pool("tank", true).unwrap();
+    let failed = writer.join().unwrap();
+    assert!(
+        matches!(failed, Err(EngineError::Pool(PoolError::Suspended(_)))),
+        "{failed:?}"
+    );
+    assert!(rig.engine.pool_names().is_empty());
+}
