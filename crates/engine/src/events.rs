@@ -4,7 +4,10 @@
 //! Classes posted: `sysevent.fs.zfs.scrub_start` / `scrub_finish`, `resilver_start` /
 //! `resilver_finish`, `vdev_spare` (a hot spare activated), `statechange` (every change of a
 //! leaf's state the background check sees: REMOVED, FAULTED, back ONLINE, ...; with
-//! `vdev_state` and `vdev_laststate`, whether or not a spare steps in), `multihost_suspend`
+//! `vdev_state` and `vdev_laststate`, whether or not a spare steps in; and every change of a
+//! hot spare between AVAIL, INUSE and out of service, with `vdev_spare` = `true`: the fault
+//! check, replace, detach and each scan step look), `resume` (`tarn pool clear` resumed a
+//! suspended pool; with the txg it committed), `multihost_suspend`
 //! (with the reason), `ereport.fs.zfs.probe_failure` (the fault check found a device gone
 //! without an access: `Leaf::probe`), `ereport.fs.zfs.delay` (the slow-device detector),
 //! `ereport.fs.zfs.log_replay`, `ereport.fs.zfs.io` and `ereport.fs.zfs.checksum`. The last
@@ -45,6 +48,8 @@ pub(crate) struct EventLog {
     next: u64,
     seen: BTreeMap<Guid, LeafStatsSnapshot>,
     states: BTreeMap<Guid, LeafState>,
+    /// What each hot spare was last seen as (`spare_state`).
+    spare_states: BTreeMap<Guid, &'static str>,
 }
 
 impl EventLog {
@@ -122,6 +127,35 @@ impl EventLog {
             payload.push(("vdev_laststate".to_string(), last.name().to_string()));
         }
         payload.extend(extra);
+        let class = "sysevent.fs.zfs.statechange";
+        self.post(leaf_event(pool, leaf, time, class, payload));
+    }
+}
+
+impl EventLog {
+    /// Posts a `statechange` for hot spare `leaf` when what `status` shows for it changed:
+    /// INUSE while it stands in for a leaf (`in_use`), AVAIL when it could, else its leaf
+    /// state (REMOVED, UNAVAIL...). The first look only records it; a spare is posted with
+    /// `vdev_spare` = `true` beside `vdev_state` and `vdev_laststate`.
+    pub(crate) fn spare_state(&mut self, pool: &str, leaf: &Leaf, in_use: bool, time: u64) {
+        let now = if in_use {
+            "INUSE"
+        } else if leaf.is_usable() {
+            "AVAIL"
+        } else {
+            leaf.state().name()
+        };
+        let Some(last) = self.spare_states.insert(leaf.guid(), now) else {
+            return;
+        };
+        if last == now {
+            return;
+        }
+        let payload = vec![
+            ("vdev_state".to_string(), now.to_string()),
+            ("vdev_laststate".to_string(), last.to_string()),
+            ("vdev_spare".to_string(), "true".to_string()),
+        ];
         let class = "sysevent.fs.zfs.statechange";
         self.post(leaf_event(pool, leaf, time, class, payload));
     }

@@ -908,7 +908,10 @@ impl Engine {
         let mut inner = handle.lock();
         let now = self.clock.now_unix_secs();
         let was = inner.scan.scanning();
-        let progress = scrub::step(&mut inner, max_bytes, now)?;
+        let progress = scrub::step(&mut inner, max_bytes, now);
+        // The end of a resilver can return a hot spare to AVAIL (`replace::resilver_done`).
+        self.spare_states(&handle.name, &inner);
+        let progress = progress?;
         if let Some(p) = progress
             && was
             && p.state == ScanState::Finished
