@@ -164,11 +164,17 @@ impl Engine {
         let open_txg = inner.pool.txg().next();
         inner.logs.add(dataset, open_txg, records);
         let result = result?;
-        if op != FsOp::Read && settings.sync == SyncMode::Always {
-            inner.log_commit(dataset)?;
-        }
-        if inner.dirty_bytes() >= crate::DIRTY_MAX {
-            inner.sync()?;
+        let committed = if op != FsOp::Read && settings.sync == SyncMode::Always {
+            inner.log_commit(dataset)
+        } else if inner.dirty_bytes() >= crate::DIRTY_MAX {
+            inner.sync().map(drop)
+        } else {
+            Ok(())
+        };
+        if let Err(error) = committed {
+            // The change is in memory; a sync that suspended the pool keeps it for `clear`.
+            drop(inner);
+            handle.wait_resumed(error)?;
         }
         Ok(result)
     }
@@ -220,7 +226,18 @@ impl Engine {
             return Err(EngineError::NoSuchDataset);
         }
         inner.check_writable()?;
-        inner.log_commit(dataset)
+        let committed = inner.log_commit(dataset);
+        drop(inner);
+        match committed {
+            // The commit suspended the pool: once `clear` wrote the kept txg, the records
+            // are in it (the intent log's pending list was emptied by the resume).
+            Err(error) => {
+                handle.wait_resumed(error)?;
+                let mut inner = handle.lock_for_write()?;
+                inner.log_commit(dataset)
+            }
+            Ok(()) => Ok(()),
+        }
     }
 
     /// The datasets of `pool` to mount: `canmount=on` with a path mountpoint, parents first.

@@ -8,7 +8,8 @@
 //!  failmode=wait (default)   a write (fs_op Modify/Write, fsync, object_write) sleeps on the
 //!                            handle's `resumed` condvar WITH THE POOL LOCK RELEASED, until
 //!                            `clear` resumes the pool (it then goes ahead) or `export -f`
-//!                            ends it (it then fails: EIO)
+//!                            ends it (it then fails: EIO); so does a write or fsync whose own
+//!                            commit suspended the pool (its change is kept for the retry)
 //!  failmode=continue         the write fails at once (EIO); reads of healthy data work
 //!  failmode=panic            as continue here; the daemon stops the process for a
 //!                            multihost suspension (module `multihost`)
@@ -67,6 +68,21 @@ impl PoolHandle {
                 .wait(inner)
                 .expect("pool lock poisoned by a failed invariant");
         }
+    }
+}
+
+impl PoolHandle {
+    /// After a commit inside a write failed (`error`): when it suspended the pool, waits as
+    /// [`PoolHandle::lock_for_write`] does and returns once the pool resumed (the change
+    /// is in the txg `clear` wrote again, or still dirty for the next one); any other error,
+    /// or one under another failmode, is returned.
+    pub(crate) fn wait_resumed(&self, error: EngineError) -> Result<(), EngineError> {
+        if !matches!(error, EngineError::Pool(PoolError::Suspended(_))) {
+            return Err(error);
+        }
+        let inner = self.lock_for_write()?;
+        drop(inner);
+        Ok(())
     }
 }
 
