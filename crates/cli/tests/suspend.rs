@@ -136,3 +136,50 @@ fn deleted_devices_suspend_and_clear_resumes() {
     rig.ok(&format!("pool import -d {} tank", rig.dir_of("d")));
     assert!(std::fs::read(tank.join("during")).unwrap() == during);
 }
+
+// DESCRIPTION: the same failure, but the devices never come back: `tarn pool export -f`
+// succeeds while the fsync is blocked in the daemon (failmode=wait), the fsync then fails
+// with EIO, and the daemon serves other commands afterwards.
+// STRATEGY: as above up to SUSPENDED, then `export -f` from the main thread; the writer's
+// result is joined with the export done.
+#[test]
+fn export_force_ends_a_suspended_pool_with_a_waiting_writer() {
+    if !Path::new("/dev/fuse").exists() {
+        eprintln!("SKIP export_force_ends_a_suspended_pool_with_a_waiting_writer: no /dev/fuse");
+        return;
+    }
+    let rig = Rig::new();
+    let devices = rig.devices("d", "disk", 4);
+    rig.ok(&format!(
+        "pool create -m /tank tank raidz1 {}",
+        join(&devices)
+    ));
+    let tank = rig.root().join("altroot/tank");
+    std::fs::write(tank.join("before"), pattern(3, 1 << 20)).unwrap();
+    rig.ok("pool set comment=committed tank");
+    for device in &devices[1..3] {
+        std::fs::remove_file(device).unwrap();
+    }
+    let path = tank.join("during");
+    let writer = std::thread::spawn(move || {
+        let mut file = std::fs::File::create(&path).unwrap();
+        file.write_all(&pattern(4, 1 << 20)).unwrap();
+        file.sync_all()
+    });
+    for _ in 0..120 {
+        if state(&rig) == "SUSPENDED" {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    assert_eq!(state(&rig), "SUSPENDED");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!writer.is_finished(), "fsync waits (failmode=wait)");
+    rig.ok("pool export -f tank");
+    let failed = writer.join().unwrap();
+    assert!(
+        failed.is_err(),
+        "the waiting fsync fails once the pool is gone"
+    );
+    assert!(rig.ok("pool list").contains("no pools available"));
+}

@@ -164,14 +164,8 @@ impl Engine {
         let open_txg = inner.pool.txg().next();
         inner.logs.add(dataset, open_txg, records);
         let result = result?;
-        let committed = if op != FsOp::Read && settings.sync == SyncMode::Always {
-            inner.log_commit(dataset)
-        } else if inner.dirty_bytes() >= crate::DIRTY_MAX {
-            inner.sync().map(drop)
-        } else {
-            Ok(())
-        };
-        if let Err(error) = committed {
+        let always = op != FsOp::Read && settings.sync == SyncMode::Always;
+        if let Err(error) = inner.commit_change(dataset, always) {
             // The change is in memory; a sync that suspended the pool keeps it for `clear`.
             drop(inner);
             handle.wait_resumed(error)?;
@@ -292,6 +286,18 @@ fn mount_spec(inner: &Imported, pool: &str, id: DatasetId) -> Option<MountSpec> 
 }
 
 impl Imported {
+    /// What a change of `dataset` costs once it is made: its intent-log commit under
+    /// `sync=always` (`always`), or a sync once the dirty data passes the throttle.
+    fn commit_change(&mut self, dataset: DatasetId, always: bool) -> Result<(), EngineError> {
+        if always {
+            self.log_commit(dataset)
+        } else if self.dirty_bytes() >= crate::DIRTY_MAX {
+            self.sync().map(drop)
+        } else {
+            Ok(())
+        }
+    }
+
     /// Refuses changes to a read-only or suspended pool.
     pub(crate) fn check_writable(&self) -> Result<(), EngineError> {
         if let Some(why) = self.pool.suspended() {

@@ -28,7 +28,10 @@
 //! which unusable leaves answer again: a leaf with no device, or whose device reports itself
 //! gone, is reopened at its path and accepted only if its label names this pool and this
 //! leaf; a leaf whose device is present and answering (FAULTED by errors) is taken as is.
-//! If the data vdevs could then commit, the leaves are brought online (each one whose label
+//! With `multihost=on`, a heartbeat or uberblock another host wrote since the last commit
+//! also refuses (the pool's heartbeats stopped with the suspension, so another host may have
+//! waited them out and imported it). If the data vdevs could then commit, the leaves are
+//! brought online (each one whose label
 //! is older than the last committed txg is resilvered from there, as `online` does), the
 //! kept txg is written again and committed (`Pool::resume`), a `resume` event is posted and
 //! the waiters wake. Otherwise nothing changes and `clear` names the devices still missing.
@@ -153,12 +156,22 @@ impl Engine {
             back.leaf.set_state(LeafState::Online);
         }
         let blockers = inner.pool.commit_blockers();
-        if !blockers.is_empty() {
+        let refusal = if blockers.is_empty() {
+            self.foreign_writer(inner).map(|hostid| {
+                PoolError::CannotResume(format!(
+                    "host {hostid:#x} has written to the pool since it was suspended \
+                     (multihost=on); export it with 'tarn pool export -f'"
+                ))
+            })
+        } else {
+            Some(PoolError::StillFailing { devices: blockers })
+        };
+        if let Some(refusal) = refusal {
             for (back, (device, state)) in returning.iter().zip(before) {
                 let _ = back.leaf.set_device(device);
                 back.leaf.set_state(state);
             }
-            return Err(PoolError::StillFailing { devices: blockers }.into());
+            return Err(refusal.into());
         }
         let now = self.clock.now_unix_secs();
         self.resilver_returning(inner, &returning, now);
@@ -170,6 +183,34 @@ impl Engine {
         }
         self.post_resume(&handle.name, inner, &returning, now, txg);
         Ok(())
+    }
+
+    /// With multihost on, a pool suspended long enough may have been imported by another
+    /// host meanwhile (its heartbeats stopped with the suspension): the host id of a
+    /// heartbeat or uberblock another host wrote on a usable leaf at or after this pool's
+    /// last committed txg, if any. Resuming over it would corrupt the pool.
+    fn foreign_writer(&self, inner: &Imported) -> Option<u64> {
+        let pool = &inner.pool;
+        if pool.multihost_interval_ms() == 0 {
+            return None;
+        }
+        let committed = pool.txg();
+        let ours = self.identity.hostid;
+        let leaves = pool.tops().iter().flat_map(|t| t.leaves());
+        let devices: Vec<Arc<dyn Device>> = leaves.filter_map(|l| l.usable_device()).collect();
+        devices.iter().find_map(|device| {
+            let beats = tarn_pool::multihost::read_heartbeats(device.as_ref(), pool.guid());
+            let beat = beats
+                .into_iter()
+                .flatten()
+                .find(|b| b.hostid != ours && b.txg >= committed)
+                .map(|b| b.hostid);
+            let uberblocks = tarn_pool::read_labels(device.as_ref()).uberblocks;
+            let foreign = |u: &&tarn_format::uberblock::Uberblock| {
+                u.pool_guid == pool.guid() && u.hostid != ours && u.txg > committed
+            };
+            beat.or_else(|| uberblocks.iter().find(foreign).map(|u| u.hostid))
+        })
     }
 
     /// Starts a resilver of what the returning leaves missed: every block born after the

@@ -197,6 +197,38 @@ fn the_import_wait_scales_with_the_owners_recorded_heartbeat_gap() {
     );
 }
 
+/// Goal: `clear` never resumes a `multihost=on` pool that another host imported while it was
+/// suspended (its heartbeats stop with the suspension, so an importer waits them out).
+/// Method: two of three raidz1 devices vanish and the owner's sync suspends; they return;
+/// a second host imports (no heartbeat moved) and commits; the owner's `clear` refuses and
+/// the pool stays suspended.
+#[test]
+fn clear_refuses_when_another_host_imported_the_suspended_pool() {
+    let (provider, names) = devices(3);
+    let base = Arc::new(ManualClock::new(1_700_000_000));
+    let owner = host(&provider, 1, base.clone());
+    create(&owner, TopLayout::Raidz(1), &names, true);
+    owner.multihost_heartbeat();
+    for name in &names[1..] {
+        provider.get(name).unwrap().set_gone(true);
+    }
+    assert!(suspended(&owner).is_some());
+    for name in &names[1..] {
+        provider.get(name).unwrap().set_gone(false);
+    }
+    let importer = host(&provider, 2, base.clone());
+    assert_eq!(import(&importer, false).unwrap(), "tank");
+    importer.multihost_heartbeat();
+    let refused = owner.clear("tank", None, "pool clear tank");
+    match refused {
+        Err(EngineError::Pool(PoolError::CannotResume(why))) => {
+            assert!(why.starts_with("host 0x2 has written to the pool"), "{why}");
+        }
+        other => panic!("clear must refuse: {other:?}"),
+    }
+    assert!(suspended(&owner).is_some());
+}
+
 fn pool_guid(engine: &Engine) -> tarn_base::Guid {
     tarn_base::Guid(engine.status("tank").unwrap().guid)
 }

@@ -31,7 +31,8 @@
 //! - I2: committed txgs strictly increase, both when writing and when importing.
 //! - I3: import matches devices by GUID only; paths in labels are for messages.
 //! - I4: a refused create or import writes nothing to any device.
-//! - I5: a suspended pool writes nothing until it is cleared.
+//! - I5: a suspended pool writes nothing until it is cleared ([`Pool::resume`]); a txg that
+//!   failed is retried as the same txg, never skipped or committed half written.
 //!
 //! # Concurrency and context
 //! `Pool` is owned by one thread at a time (the engine wraps it in a mutex); syncing
@@ -39,9 +40,12 @@
 //! allocate or free.
 //!
 //! # Failure model
-//! Device errors below the redundancy budget are the vdev layer's business. An uberblock
-//! that cannot be written to any leaf, or a failed flush everywhere, suspends the pool
-//! (`failmode`): the txg is not committed and nothing more is written until a reimport.
+//! Device errors below the redundancy budget are the vdev layer's business. A data vdev that
+//! lost more leaves than it tolerates (checked before a txg starts), a block that could not
+//! reach enough devices, a failed flush or an uberblock that no leaf took suspends the pool:
+//! the txg is not committed and nothing more is written until `clear` ([`Pool::resume`],
+//! module `resume`: the failed txg is kept whole in memory, blocks included, and written
+//! again at the same places once the devices are back) or an export and import.
 //! Corrupt labels are skipped (other copies are used); corrupt uberblocks are skipped
 //! (older ones are used); import with rewind (`-F`, `-T`) walks back through the ring.
 //!

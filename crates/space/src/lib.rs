@@ -63,6 +63,11 @@
 //!   normal class, as in ZFS.
 //! - [`SpaceManager::add_vdev`] appends an empty vdev of any class (`tarn pool add`).
 //!
+//! While a txg syncs with the pipeline's journal armed, a block that no writable vdev can
+//! take is still placed on an unwritable one of its class
+//! ([`SpaceManager::set_place_on_unwritable`]): its write fails into the journal and the txg
+//! stays whole in memory for `tarn pool clear` to write again (tarn-pool module `resume`).
+//!
 //! # Not here
 //! Trim and per-metaslab on-disk maps loaded lazily: the whole free map is kept in memory.
 //! Removing a top-level vdev that holds blocks (device evacuation).
