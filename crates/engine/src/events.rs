@@ -8,7 +8,9 @@
 //! hot spare between AVAIL, INUSE and out of service, with `vdev_spare` = `true`: the fault
 //! check, replace, detach and each scan step look), `resume` (`tarn pool clear` resumed a
 //! suspended pool; with the txg it committed), `multihost_suspend`
-//! (with the reason), `ereport.fs.zfs.probe_failure` (the fault check found a device gone
+//! (with the reason), `ereport.fs.zfs.io_failure` (a pool found suspended by the fault
+//! check, once per suspension, with the reason and the failmode),
+//! `ereport.fs.zfs.probe_failure` (the fault check found a device gone
 //! without an access: `Leaf::probe`), `ereport.fs.zfs.delay` (the slow-device detector),
 //! `ereport.fs.zfs.log_replay`, `ereport.fs.zfs.io` and `ereport.fs.zfs.checksum`. The last
 //! two are derived from the per-leaf counters each time the background thread looks
@@ -50,6 +52,8 @@ pub(crate) struct EventLog {
     states: BTreeMap<Guid, LeafState>,
     /// What each hot spare was last seen as (`spare_state`).
     spare_states: BTreeMap<Guid, &'static str>,
+    /// Why each pool was suspended when last looked at (`suspension`).
+    suspensions: BTreeMap<String, String>,
 }
 
 impl EventLog {
@@ -158,6 +162,29 @@ impl EventLog {
         ];
         let class = "sysevent.fs.zfs.statechange";
         self.post(leaf_event(pool, leaf, time, class, payload));
+    }
+}
+
+impl EventLog {
+    /// Posts `ereport.fs.zfs.io_failure` (ZFS's event for a pool it suspends) once per
+    /// suspension of `pool`, with the reason and the failmode; `why` is `None` while the
+    /// pool is not suspended.
+    pub(crate) fn suspension(&mut self, pool: &str, why: Option<&str>, failmode: &str, time: u64) {
+        let Some(why) = why else {
+            self.suspensions.remove(pool);
+            return;
+        };
+        if self.suspensions.get(pool).is_some_and(|seen| seen == why) {
+            return;
+        }
+        self.suspensions.insert(pool.to_string(), why.to_string());
+        let mut event = pool_event(pool, time, "io_failure");
+        event.class = "ereport.fs.zfs.io_failure".to_string();
+        event.payload = vec![
+            ("reason".to_string(), why.to_string()),
+            ("failmode".to_string(), failmode.to_string()),
+        ];
+        self.post(event);
     }
 }
 

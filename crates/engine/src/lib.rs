@@ -29,14 +29,15 @@
 //! # Concurrency and context
 //! Lock order: `Engine::pools` (briefly, to find a handle) then one `PoolHandle::inner`.
 //! Never two pool locks at once. A writer waiting for a suspended pool to resume sleeps on
-//! the handle's condvar with the pool lock released ([`suspend`]). A txg syncs while its pool's lock is held, so writers wait
-//! for it (open and syncing txgs are not yet overlapped).
+//! the handle's condvar with the pool lock released (`suspend`). A txg syncs while its
+//! pool's lock is held, so writers wait for it (open and syncing txgs are not yet
+//! overlapped).
 //!
 //! # Failure model
 //! Errors are [`EngineError`], each naming what was wrong; front ends print them as
 //! `cannot <verb> '<object>': <error>`. A suspended pool (a txg that could not commit) makes
 //! writers wait (`failmode=wait`) or fail (`continue`) until [`Engine::clear`] resumes it,
-//! writing the failed txg again, or `export -f` ends it ([`suspend`]).
+//! writing the failed txg again, or `export -f` ends it (`suspend`).
 //!
 //! Background work: [`scrub`] verifies every live block in device-address order in batches
 //! ([`Engine::scrub_step`]) that a front end's thread drives; offline, online and clear
@@ -260,7 +261,7 @@ pub struct PoolHandle {
     /// Multihost heartbeat state (its own lock: see [`multihost`]).
     beat: Mutex<multihost::Beat>,
     /// Signalled when a suspended pool resumes or is exported: writers waiting under
-    /// `failmode=wait` sleep on it with the pool lock released ([`suspend`]).
+    /// `failmode=wait` sleep on it with the pool lock released (`suspend`).
     resumed: std::sync::Condvar,
     /// Set by a forced export of a suspended pool: waiting writers fail instead of waiting.
     ended: std::sync::atomic::AtomicBool,

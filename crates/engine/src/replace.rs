@@ -267,6 +267,7 @@ impl Engine {
         for handle in handles {
             let _admin = self.admin();
             let mut inner = handle.lock();
+            self.post_suspension(&handle.name, &mut inner);
             if inner.pool.readonly() || inner.pool.suspended().is_some() {
                 continue;
             }

@@ -233,6 +233,19 @@ impl Engine {
         }
     }
 
+    /// Posts `io_failure` when the fault check finds `name` newly suspended (once per
+    /// suspension; the daemon's background thread looks every second).
+    pub(crate) fn post_suspension(&self, name: &str, inner: &mut Imported) {
+        let why = inner.pool.suspended().map(str::to_string);
+        let failmode = match why {
+            Some(_) => crate::slow::pool_prop(inner, "failmode"),
+            None => String::new(),
+        };
+        let now = self.clock.now_unix_secs();
+        let mut log = self.events.lock().expect("event lock poisoned");
+        log.suspension(name, why.as_deref(), &failmode, now);
+    }
+
     /// Posts the leaves' state changes and the pool's `resume` event.
     fn post_resume(
         &self,

@@ -128,6 +128,21 @@ impl Rig {
 fn clear_resumes_once_the_devices_are_back() {
     let mut rig = Rig::new("continue");
     rig.suspend();
+    // The fault check reports the suspension once, with why and the failmode.
+    assert!(rig.engine.fault_check().is_empty());
+    assert!(rig.engine.fault_check().is_empty());
+    let failures: Vec<_> = rig
+        .engine
+        .events(Some("tank"), 0, false)
+        .into_iter()
+        .filter(|e| e.class == "ereport.fs.zfs.io_failure")
+        .collect();
+    assert_eq!(failures.len(), 1, "{failures:?}");
+    assert_eq!(
+        failures[0].payload[1],
+        ("failmode".into(), "continue".into())
+    );
+    assert!(failures[0].payload[0].1.starts_with("txg "), "{failures:?}");
     let refused = rig
         .engine
         .object_write("tank", rig.objects[0].0, 0, &[7u8; 512]);
