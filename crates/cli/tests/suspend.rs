@@ -37,6 +37,28 @@ fn pattern(seed: u8, len: usize) -> Vec<u8> {
         .collect()
 }
 
+/// A rig with a raidz1 of four files mounted at `<rig>/altroot/tank`, and the files.
+fn mounted_raidz1() -> (Rig, Vec<String>) {
+    let rig = Rig::new();
+    let devices = rig.devices("d", "disk", 4);
+    rig.ok(&format!(
+        "pool create -m /tank tank raidz1 {}",
+        join(&devices)
+    ));
+    (rig, devices)
+}
+
+/// Polls `status` until the pool is SUSPENDED (at most 30 s; the txg timer runs every 5 s).
+fn wait_suspended(rig: &Rig) {
+    for _ in 0..120 {
+        if state(rig) == "SUSPENDED" {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    panic!("not suspended: {}", rig.ok("pool status tank"));
+}
+
 fn state(rig: &Rig) -> String {
     let status = rig.ok("pool status tank");
     status
@@ -62,12 +84,7 @@ fn deleted_devices_suspend_and_clear_resumes() {
         eprintln!("SKIP deleted_devices_suspend_and_clear_resumes: /dev/fuse is absent");
         return;
     }
-    let rig = Rig::new();
-    let devices = rig.devices("d", "disk", 4);
-    rig.ok(&format!(
-        "pool create -m /tank tank raidz1 {}",
-        join(&devices)
-    ));
+    let (rig, devices) = mounted_raidz1();
     let tank = rig.root().join("altroot/tank");
     let before = pattern(1, 3 << 20);
     std::fs::write(tank.join("before"), &before).unwrap();
@@ -87,16 +104,8 @@ fn deleted_devices_suspend_and_clear_resumes() {
         file.write_all(&data).unwrap();
         file.sync_all()
     });
-    let mut suspended = false;
-    for _ in 0..120 {
-        if state(&rig) == "SUSPENDED" {
-            suspended = true;
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(250));
-    }
+    wait_suspended(&rig);
     let status = rig.ok("pool status tank");
-    assert!(suspended, "{status}");
     assert!(status.contains("see: TARN-0004"), "{status}");
     assert!(status.contains("tarn pool clear"), "{status}");
     std::thread::sleep(Duration::from_millis(500));
@@ -148,12 +157,7 @@ fn export_force_ends_a_suspended_pool_with_a_waiting_writer() {
         eprintln!("SKIP export_force_ends_a_suspended_pool_with_a_waiting_writer: no /dev/fuse");
         return;
     }
-    let rig = Rig::new();
-    let devices = rig.devices("d", "disk", 4);
-    rig.ok(&format!(
-        "pool create -m /tank tank raidz1 {}",
-        join(&devices)
-    ));
+    let (rig, devices) = mounted_raidz1();
     let tank = rig.root().join("altroot/tank");
     std::fs::write(tank.join("before"), pattern(3, 1 << 20)).unwrap();
     rig.ok("pool set comment=committed tank");
@@ -166,13 +170,7 @@ fn export_force_ends_a_suspended_pool_with_a_waiting_writer() {
         file.write_all(&pattern(4, 1 << 20)).unwrap();
         file.sync_all()
     });
-    for _ in 0..120 {
-        if state(&rig) == "SUSPENDED" {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(250));
-    }
-    assert_eq!(state(&rig), "SUSPENDED");
+    wait_suspended(&rig);
     std::thread::sleep(Duration::from_millis(300));
     assert!(!writer.is_finished(), "fsync waits (failmode=wait)");
     rig.ok("pool export -f tank");
