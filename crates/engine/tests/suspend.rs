@@ -18,7 +18,7 @@ use tarn_base::{ManualClock, ObjectId, SeededRng};
 use tarn_device::{FaultPlan, SimDevice};
 use tarn_engine::{
     CreateOptions, CreateSpec, Engine, EngineError, HostIdentity, ImportOptions, PoolError,
-    ScanState, ScrubAction, SimProvider, TopLayout,
+    ScanState, ScrubAction, SimProvider, TopLayout, TopSpec,
 };
 
 const NAMES: [&str; 4] = ["/sim/d0", "/sim/d1", "/sim/d2", "/sim/d3"];
@@ -236,4 +236,83 @@ fn failmode_wait_writer_fails_when_the_pool_is_exported() {
         "{failed:?}"
     );
     assert!(rig.engine.pool_names().is_empty());
+}
+
+/// Under `failmode=continue`, data on healthy devices still reads while the pool is
+/// suspended. Method: two mirrors, the block cache off; an object whose data blocks all sit
+/// on one mirror; both sides of the other vanish and a sync suspends the pool; the object
+/// reads back from the devices, a write fails at once.
+#[test]
+fn failmode_continue_still_reads_healthy_data() {
+    let provider = Arc::new(SimProvider::new());
+    for name in NAMES {
+        provider.insert(name, SimDevice::new(name, 128 << 20, FaultPlan::default()));
+    }
+    let engine = engine_on(&provider);
+    let mut spec = CreateSpec::one_top(
+        "tank",
+        TopLayout::Mirror,
+        vec![NAMES[0].into(), NAMES[1].into()],
+    );
+    spec.tops.push(TopSpec {
+        layout: TopLayout::Mirror,
+        devices: vec![NAMES[2].into(), NAMES[3].into()],
+    });
+    let options = CreateOptions {
+        properties: vec![("failmode".into(), "continue".into())],
+        ..CreateOptions::default()
+    };
+    engine.create_pool(&spec, &options).unwrap();
+    let policy = tarn_objects::CachePolicy::None;
+    tarn_engine::check::set_data_cache_policy(&engine, "tank", policy).unwrap();
+    let data_vdevs = |engine: &Engine| -> Vec<(u32, u64)> {
+        let blocks = tarn_engine::check::reachable_blocks(engine, "tank").unwrap();
+        let data = blocks
+            .into_iter()
+            .filter(|bp| bp.level == 0 && bp.block_type == tarn_format::BlockType::Data);
+        data.flat_map(|bp| {
+            bp.copies()
+                .map(|d| (d.vdev.0, d.offset))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+    };
+    let before = data_vdevs(&engine);
+    let object = engine.object_create("tank", 128 << 10).unwrap();
+    let mut data = vec![0u8; 1 << 20];
+    SeededRng::new(7).fill(&mut data);
+    engine.object_write("tank", object, 0, &data).unwrap();
+    engine.sync_pool("tank").unwrap();
+    let mut tops: Vec<u32> = data_vdevs(&engine)
+        .into_iter()
+        .filter(|d| !before.contains(d))
+        .map(|(vdev, _)| vdev)
+        .collect();
+    tops.sort_unstable();
+    tops.dedup();
+    assert_eq!(
+        tops.len(),
+        1,
+        "the object's data sits on one mirror: {tops:?}"
+    );
+    let lost = if tops[0] == 0 {
+        &NAMES[2..]
+    } else {
+        &NAMES[..2]
+    };
+    for name in lost {
+        provider.get(name).unwrap().set_gone(true);
+    }
+    let other = engine.object_create("tank", 128 << 10).unwrap();
+    engine.object_write("tank", other, 0, &data).unwrap();
+    assert!(engine.sync_pool("tank").is_err());
+    assert_eq!(engine.status("tank").unwrap().state, "SUSPENDED");
+    let mut buf = vec![0u8; data.len()];
+    engine.object_read("tank", object, 0, &mut buf).unwrap();
+    assert!(buf == data, "healthy data reads back while suspended");
+    let refused = engine.object_write("tank", object, 0, &data[..4096]);
+    assert!(
+        matches!(refused, Err(EngineError::Pool(PoolError::Suspended(_)))),
+        "{refused:?}"
+    );
 }
