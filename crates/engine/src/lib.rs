@@ -655,7 +655,9 @@ impl Engine {
         }
         drop(inner);
         drop(handle);
-        let imported = if ending {
+        // Forced, it waits (bounded) for other holders of the handle to let go: woken
+        // writers, a request of a lazily detached mount still in flight.
+        let imported = if force {
             self.take_when_released(name)?
         } else {
             self.take(name)?
