@@ -238,12 +238,8 @@ fn failmode_wait_writer_fails_when_the_pool_is_exported() {
     assert!(rig.engine.pool_names().is_empty());
 }
 
-/// Under `failmode=continue`, data on healthy devices still reads while the pool is
-/// suspended. Method: two mirrors, the block cache off; an object whose data blocks all sit
-/// on one mirror; both sides of the other vanish and a sync suspends the pool; the object
-/// reads back from the devices, a write fails at once.
-#[test]
-fn failmode_continue_still_reads_healthy_data() {
+/// Two mirrors of two simulated devices each, `failmode=continue`, the block cache off.
+fn two_mirrors() -> (Arc<SimProvider>, Engine) {
     let provider = Arc::new(SimProvider::new());
     for name in NAMES {
         provider.insert(name, SimDevice::new(name, 128 << 20, FaultPlan::default()));
@@ -265,25 +261,37 @@ fn failmode_continue_still_reads_healthy_data() {
     engine.create_pool(&spec, &options).unwrap();
     let policy = tarn_objects::CachePolicy::None;
     tarn_engine::check::set_data_cache_policy(&engine, "tank", policy).unwrap();
-    let data_vdevs = |engine: &Engine| -> Vec<(u32, u64)> {
-        let blocks = tarn_engine::check::reachable_blocks(engine, "tank").unwrap();
-        let data = blocks
-            .into_iter()
-            .filter(|bp| bp.level == 0 && bp.block_type == tarn_format::BlockType::Data);
-        data.flat_map(|bp| {
-            bp.copies()
-                .map(|d| (d.vdev.0, d.offset))
-                .collect::<Vec<_>>()
-        })
-        .collect()
-    };
-    let before = data_vdevs(&engine);
+    (provider, engine)
+}
+
+/// (vdev, offset) of every copy of every reachable level-0 data block.
+fn data_copies(engine: &Engine) -> Vec<(u32, u64)> {
+    let blocks = tarn_engine::check::reachable_blocks(engine, "tank").unwrap();
+    let data = blocks
+        .into_iter()
+        .filter(|bp| bp.level == 0 && bp.block_type == tarn_format::BlockType::Data);
+    data.flat_map(|bp| {
+        bp.copies()
+            .map(|d| (d.vdev.0, d.offset))
+            .collect::<Vec<_>>()
+    })
+    .collect()
+}
+
+/// Under `failmode=continue`, data on healthy devices still reads while the pool is
+/// suspended. Method: two mirrors, the block cache off; an object whose data blocks all sit
+/// on one mirror; both sides of the other vanish and a sync suspends the pool; the object
+/// reads back from the devices, a write fails at once.
+#[test]
+fn failmode_continue_still_reads_healthy_data() {
+    let (provider, engine) = two_mirrors();
+    let before = data_copies(&engine);
     let object = engine.object_create("tank", 128 << 10).unwrap();
     let mut data = vec![0u8; 1 << 20];
     SeededRng::new(7).fill(&mut data);
     engine.object_write("tank", object, 0, &data).unwrap();
     engine.sync_pool("tank").unwrap();
-    let mut tops: Vec<u32> = data_vdevs(&engine)
+    let mut tops: Vec<u32> = data_copies(&engine)
         .into_iter()
         .filter(|d| !before.contains(d))
         .map(|(vdev, _)| vdev)
