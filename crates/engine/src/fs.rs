@@ -114,7 +114,13 @@ impl Engine {
         f: impl FnOnce(&mut Fs<'_>) -> Result<R, PosixError>,
     ) -> Result<R, EngineError> {
         let handle = self.pool(pool)?;
-        let mut inner = handle.lock();
+        // A change to a suspended pool waits here for `clear` under failmode=wait, with the
+        // pool lock released (module `suspend`).
+        let mut inner = if op == FsOp::Read {
+            handle.lock()
+        } else {
+            handle.lock_for_write()?
+        };
         if !inner.datasets.contains(dataset) {
             return Err(EngineError::NoSuchDataset);
         }
@@ -158,11 +164,11 @@ impl Engine {
         let open_txg = inner.pool.txg().next();
         inner.logs.add(dataset, open_txg, records);
         let result = result?;
-        if op != FsOp::Read && settings.sync == SyncMode::Always {
-            inner.log_commit(dataset)?;
-        }
-        if inner.dirty_bytes() >= crate::DIRTY_MAX {
-            inner.sync()?;
+        let always = op != FsOp::Read && settings.sync == SyncMode::Always;
+        if let Err(error) = inner.commit_change(dataset, always) {
+            // The change is in memory; a sync that suspended the pool keeps it for `clear`.
+            drop(inner);
+            handle.wait_resumed(error)?;
         }
         Ok(result)
     }
@@ -200,15 +206,32 @@ impl Engine {
     /// are not forced out.
     pub fn fs_sync(&self, pool: &str, dataset: DatasetId) -> Result<(), EngineError> {
         let handle = self.pool(pool)?;
-        let mut inner = handle.lock();
+        let inner = handle.lock();
         if !inner.datasets.contains(dataset) {
             return Err(EngineError::NoSuchDataset);
         }
         if inner.datasets.effective(dataset, "sync").0 == "disabled" || inner.pool.readonly() {
             return Ok(());
         }
+        drop(inner);
+        // Waits for `clear` under failmode=wait (module `suspend`).
+        let mut inner = handle.lock_for_write()?;
+        if !inner.datasets.contains(dataset) {
+            return Err(EngineError::NoSuchDataset);
+        }
         inner.check_writable()?;
-        inner.log_commit(dataset)
+        let committed = inner.log_commit(dataset);
+        drop(inner);
+        match committed {
+            // The commit suspended the pool: once `clear` wrote the kept txg, the records
+            // are in it (the intent log's pending list was emptied by the resume).
+            Err(error) => {
+                handle.wait_resumed(error)?;
+                let mut inner = handle.lock_for_write()?;
+                inner.log_commit(dataset)
+            }
+            Ok(()) => Ok(()),
+        }
     }
 
     /// The datasets of `pool` to mount: `canmount=on` with a path mountpoint, parents first.
@@ -263,6 +286,18 @@ fn mount_spec(inner: &Imported, pool: &str, id: DatasetId) -> Option<MountSpec> 
 }
 
 impl Imported {
+    /// What a change of `dataset` costs once it is made: its intent-log commit under
+    /// `sync=always` (`always`), or a sync once the dirty data passes the throttle.
+    fn commit_change(&mut self, dataset: DatasetId, always: bool) -> Result<(), EngineError> {
+        if always {
+            self.log_commit(dataset)
+        } else if self.dirty_bytes() >= crate::DIRTY_MAX {
+            self.sync().map(drop)
+        } else {
+            Ok(())
+        }
+    }
+
     /// Refuses changes to a read-only or suspended pool.
     pub(crate) fn check_writable(&self) -> Result<(), EngineError> {
         if let Some(why) = self.pool.suspended() {

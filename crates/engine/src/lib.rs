@@ -28,12 +28,16 @@
 //!
 //! # Concurrency and context
 //! Lock order: `Engine::pools` (briefly, to find a handle) then one `PoolHandle::inner`.
-//! Never two pool locks at once. A txg syncs while its pool's lock is held, so writers wait
-//! for it (open and syncing txgs are not yet overlapped).
+//! Never two pool locks at once. A writer waiting for a suspended pool to resume sleeps on
+//! the handle's condvar with the pool lock released (`suspend`). A txg syncs while its
+//! pool's lock is held, so writers wait for it (open and syncing txgs are not yet
+//! overlapped).
 //!
 //! # Failure model
 //! Errors are [`EngineError`], each naming what was wrong; front ends print them as
-//! `cannot <verb> '<object>': <error>`. A suspended pool refuses writes until re-imported.
+//! `cannot <verb> '<object>': <error>`. A suspended pool (a txg that could not commit) makes
+//! writers wait (`failmode=wait`) or fail (`continue`) until [`Engine::clear`] resumes it,
+//! writing the failed txg again, or `export -f` ends it (`suspend`).
 //!
 //! Background work: [`scrub`] verifies every live block in device-address order in batches
 //! ([`Engine::scrub_step`]) that a front end's thread drives; offline, online and clear
@@ -79,6 +83,7 @@ pub mod replace;
 pub mod scrub;
 pub mod slow;
 pub mod status;
+mod suspend;
 mod topology;
 mod userspace;
 pub mod zil;
@@ -255,6 +260,11 @@ pub struct PoolHandle {
     inner: Mutex<Imported>,
     /// Multihost heartbeat state (its own lock: see [`multihost`]).
     beat: Mutex<multihost::Beat>,
+    /// Signalled when a suspended pool resumes or is exported: writers waiting under
+    /// `failmode=wait` sleep on it with the pool lock released (`suspend`).
+    resumed: std::sync::Condvar,
+    /// Set by a forced export of a suspended pool: waiting writers fail instead of waiting.
+    ended: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for PoolHandle {
@@ -309,7 +319,10 @@ impl std::fmt::Debug for Engine {
 
 impl Imported {
     fn sync(&mut self) -> Result<Txg, EngineError> {
-        let log_frees = if self.pool.readonly() || self.pool.suspended().is_some() {
+        // Checked before the intent logs hand their blocks to this txg: a pool that cannot
+        // commit is suspended with its dirty state untouched (tarn_pool `resume`).
+        let committable = self.pool.check_can_commit().is_ok();
+        let log_frees = if self.pool.readonly() || !committable {
             Vec::new()
         } else {
             self.logs_before_sync()
@@ -344,6 +357,12 @@ impl Imported {
                 destroyed.clear();
                 self.logs_after_sync(txg);
                 Ok(txg)
+            }
+            Err(e) if self.pool.txg_in_flight().is_some() => {
+                // The txg is complete in memory and waits for `clear` to write it again:
+                // its history records and frees are in it (module `suspend`).
+                destroyed.clear();
+                Err(e.into())
             }
             Err(e) => {
                 // Keep the records: they describe changes that are still in memory.
@@ -626,9 +645,23 @@ impl Engine {
                 return Err(e);
             }
         }
+        let ending = force && inner.pool.suspended().is_some();
+        if ending {
+            // Writers waiting for `clear` (failmode=wait) fail now and let go of the pool.
+            handle
+                .ended
+                .store(true, std::sync::atomic::Ordering::Release);
+            handle.resumed.notify_all();
+        }
         drop(inner);
         drop(handle);
-        let imported = self.take(name)?;
+        // Forced, it waits (bounded) for other holders of the handle to let go: woken
+        // writers, a request of a lazily detached mount still in flight.
+        let imported = if force {
+            self.take_when_released(name)?
+        } else {
+            self.take(name)?
+        };
         match imported.pool.export() {
             Ok(()) => Ok(()),
             Err(_) if force => Ok(()),
@@ -794,6 +827,8 @@ impl Engine {
             imported_ns: self.clock.monotonic_ns(),
             inner: Mutex::new(imported),
             beat: Mutex::default(),
+            resumed: std::sync::Condvar::new(),
+            ended: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -888,7 +923,10 @@ impl Engine {
         let mut inner = handle.lock();
         let now = self.clock.now_unix_secs();
         let was = inner.scan.scanning();
-        let progress = scrub::step(&mut inner, max_bytes, now)?;
+        let progress = scrub::step(&mut inner, max_bytes, now);
+        // The end of a resilver can return a hot spare to AVAIL (`replace::resilver_done`).
+        self.spare_states(&handle.name, &inner);
+        let progress = progress?;
         if let Some(p) = progress
             && was
             && p.state == ScanState::Finished
@@ -1030,10 +1068,7 @@ impl Engine {
         bytes: &[u8],
     ) -> Result<(), EngineError> {
         let handle = self.pool(name)?;
-        let mut inner = handle.lock();
-        if let Some(why) = inner.pool.suspended() {
-            return Err(PoolError::Suspended(why.to_string()).into());
-        }
+        let mut inner = handle.lock_for_write()?;
         if !inner.has_room_for(object, bytes.len() as u64)? {
             // Committing what is dirty may return space (frees, compression): try once.
             inner.sync()?;
@@ -1060,10 +1095,7 @@ impl Engine {
         len: u64,
     ) -> Result<(), EngineError> {
         let handle = self.pool(name)?;
-        let mut inner = handle.lock();
-        if let Some(why) = inner.pool.suspended() {
-            return Err(PoolError::Suspended(why.to_string()).into());
-        }
+        let mut inner = handle.lock_for_write()?;
         let Imported { pool, datasets, .. } = &mut *inner;
         let data = &mut datasets.node_mut(ROOT_DATASET_ID).objset;
         data.free_range(&pool.reader(), object, offset, len)?;

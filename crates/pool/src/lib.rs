@@ -31,7 +31,8 @@
 //! - I2: committed txgs strictly increase, both when writing and when importing.
 //! - I3: import matches devices by GUID only; paths in labels are for messages.
 //! - I4: a refused create or import writes nothing to any device.
-//! - I5: a suspended pool writes nothing until it is cleared.
+//! - I5: a suspended pool writes nothing until it is cleared ([`Pool::resume`]); a txg that
+//!   failed is retried as the same txg, never skipped or committed half written.
 //!
 //! # Concurrency and context
 //! `Pool` is owned by one thread at a time (the engine wraps it in a mutex); syncing
@@ -39,9 +40,12 @@
 //! allocate or free.
 //!
 //! # Failure model
-//! Device errors below the redundancy budget are the vdev layer's business. An uberblock
-//! that cannot be written to any leaf, or a failed flush everywhere, suspends the pool
-//! (`failmode`): the txg is not committed and nothing more is written until a reimport.
+//! Device errors below the redundancy budget are the vdev layer's business. A data vdev that
+//! lost more leaves than it tolerates (checked before a txg starts), a block that could not
+//! reach enough devices, a failed flush or an uberblock that no leaf took suspends the pool:
+//! the txg is not committed and nothing more is written until `clear` ([`Pool::resume`],
+//! module `resume`: the failed txg is kept whole in memory, blocks included, and written
+//! again at the same places once the devices are back) or an export and import.
 //! Corrupt labels are skipped (other copies are used); corrupt uberblocks are skipped
 //! (older ones are used); import with rewind (`-F`, `-T`) walks back through the ring.
 //!
@@ -80,6 +84,7 @@ mod change;
 pub mod labels;
 pub mod multihost;
 mod provider;
+mod resume;
 mod spec;
 
 use std::collections::BTreeMap;
@@ -220,6 +225,19 @@ pub enum PoolError {
     /// The pool is suspended.
     #[error("pool I/O is suspended: {0}")]
     Suspended(String),
+    /// `clear` of a suspended pool found devices that still cannot be written.
+    #[error(
+        "the pool is still suspended: {} cannot be written (the pool needs them to commit); \
+         bring them back and clear again, or export it with 'tarn pool export -f'",
+        devices.join(", ")
+    )]
+    StillFailing {
+        /// Paths of the leaves that are missing or failing beyond their vdev's redundancy.
+        devices: Vec<String>,
+    },
+    /// `clear` cannot resume this suspension at all.
+    #[error("the pool is still suspended: {0}")]
+    CannotResume(String),
     /// The pool was imported read-only.
     #[error("pool is read-only")]
     ReadOnly,
@@ -546,6 +564,8 @@ pub struct Pool {
     txg: Txg,
     config_dirty: bool,
     suspended: Option<String>,
+    /// What `Pool::resume` must do before a suspended pool writes again (module `resume`).
+    retry: resume::Retry,
     readonly: bool,
     identity: HostIdentity,
     clock: Arc<dyn Clock>,
@@ -730,6 +750,7 @@ impl Pool {
             txg: Txg(0),
             config_dirty: false,
             suspended: None,
+            retry: resume::Retry::Nothing,
             readonly,
             identity,
             clock,
@@ -1214,14 +1235,14 @@ impl Pool {
         F: FnOnce(&mut SyncCtx<'_>) -> Result<BlockPtr, E>,
         E: std::fmt::Display,
     {
-        if let Some(why) = &self.suspended {
-            return Err(PoolError::Suspended(why.clone()));
-        }
         if self.readonly {
             return Err(PoolError::ReadOnly);
         }
+        self.check_can_commit()?;
         let txg = self.txg.next();
         self.space.begin_txg(txg);
+        self.pipeline.journal_begin();
+        self.space.set_place_on_unwritable(true);
         let mut ctx = SyncCtx {
             pipeline: &self.pipeline,
             space: &mut self.space,
@@ -1229,14 +1250,27 @@ impl Pool {
         };
         let root = match upper(&mut ctx) {
             Ok(root) => root,
-            Err(e) => return Err(self.suspend(format!("txg {txg} could not be written: {e}"))),
+            Err(e) => return Err(self.abandon(format!("txg {txg} could not be written: {e}"))),
         };
         let space_log = match self.space.sync(&self.pipeline) {
             Ok(head) => head,
             Err(e) => {
-                return Err(self.suspend(format!("txg {txg} space log could not be written: {e}")));
+                return Err(self.abandon(format!("txg {txg} space log could not be written: {e}")));
             }
         };
+        self.finish_txg(txg, root, space_log)
+    }
+
+    /// The durable half of a sync: every block of `txg` has been handed to the devices;
+    /// flush them, write the labels if the config changed and the uberblock, and count the
+    /// txg committed. A failure suspends the pool and leaves the txg uncommitted (the caller
+    /// keeps what is needed to retry it, module `resume`).
+    fn commit_synced(
+        &mut self,
+        txg: Txg,
+        root: BlockPtr,
+        space_log: BlockPtr,
+    ) -> Result<Txg, PoolError> {
         if let Err(why) = self.flush_all() {
             return Err(self.suspend(format!("txg {txg}: {why}")));
         }

@@ -189,6 +189,9 @@ impl Sim {
         };
         let options = CreateOptions {
             command: "pool create".into(),
+            // One thread drives everything: a write waiting for `clear` (failmode=wait) would
+            // wait forever; beyond budget a suspended pool must fail its writes at once.
+            properties: vec![("failmode".into(), "continue".into())],
             ..CreateOptions::default()
         };
         if let Err(e) = self.engine.create_pool(&spec, &options) {
