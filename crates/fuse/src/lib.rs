@@ -164,6 +164,7 @@ mod handles;
 mod ino;
 mod mounts;
 mod ops;
+mod opstats;
 
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -175,6 +176,7 @@ use tarn_engine::{Engine, FsOp, MountSpec};
 
 pub use error::FuseError;
 pub use mounts::{MountEntry, clean_stale, fuse_available, mounts_at};
+pub use opstats::{OPSTATS_ENV, OpStat, Opcode, render as render_op_stats};
 
 /// How long the kernel may cache attributes. Short: `st_blocks` changes when a txg syncs
 /// (the compressed size replaces the estimate) without any request the kernel could see.
@@ -211,6 +213,9 @@ pub struct Mount {
 pub(crate) struct Shared {
     kernel: cache::KernelCache,
     counters: cache::Counters,
+    ops: opstats::OpCounters,
+    /// Set once the session runs: for the invalidations a request sends after its reply.
+    notifier: std::sync::OnceLock<fuser::Notifier>,
 }
 
 /// Request statistics of a mount since it was mounted.
@@ -262,6 +267,7 @@ pub fn mount(engine: Arc<Engine>, spec: &MountSpec) -> Result<Mount, FuseError> 
             source,
         }
     })?;
+    let _ = shared.notifier.set(session.notifier());
     let mount = Mount {
         notifier: Some(session.notifier()),
         session: Some(session),
@@ -337,7 +343,6 @@ fn session_config(spec: &MountSpec) -> fuser::Config {
     config.mount_options = vec![
         MountOption::FSName(spec.name.clone()),
         MountOption::CUSTOM(format!("subtype={SUBTYPE}")),
-        MountOption::DefaultPermissions,
         if spec.devices {
             MountOption::Dev
         } else {
@@ -361,6 +366,11 @@ fn session_config(spec: &MountSpec) -> fuser::Config {
     ];
     if !spec.atime {
         config.mount_options.push(MountOption::NoAtime);
+    }
+    if spec.acl {
+        // The kernel checks mode bits and ACLs itself (FUSE_POSIX_ACL implies it anyway);
+        // without ACLs the server checks (ops.rs), which spares a GETATTR per change.
+        config.mount_options.push(MountOption::DefaultPermissions);
     }
     config.acl = fuser::SessionACL::All;
     config.n_threads = Some(SESSION_THREADS);
@@ -429,6 +439,32 @@ impl Mount {
     #[must_use]
     pub fn stats(&self) -> MountStats {
         self.shared.counters.snapshot(self.shared.kernel.len())
+    }
+
+    /// Per-opcode request statistics since the mount was made, in [`Opcode::ALL`] order:
+    /// counts, and the time the server spent on them (`opstats.rs`).
+    #[must_use]
+    pub fn op_stats(&self) -> Vec<OpStat> {
+        self.shared.ops.snapshot()
+    }
+
+    /// Appends the per-opcode table to the file [`OPSTATS_ENV`] names, if it is set: for
+    /// measuring a whole benchmark through a daemon. Best effort: a file that cannot be
+    /// written loses the table, never the unmount.
+    fn write_op_stats(&self) {
+        let Some(path) = std::env::var_os(OPSTATS_ENV) else {
+            return;
+        };
+        let table = opstats::render(&self.op_stats());
+        let text = format!("mount {} {}\n{table}", self.name, self.mountpoint.display());
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path);
+        if let Ok(mut file) = file {
+            use std::io::Write;
+            let _ = file.write_all(text.as_bytes());
+        }
     }
 
     /// Tells the kernel to drop what it cached of inode `ino` of the dataset: attributes,
@@ -512,6 +548,7 @@ impl Mount {
             }
         }
         join_session(session);
+        self.write_op_stats();
         Ok(())
     }
 
@@ -521,6 +558,7 @@ impl Mount {
         let Some(session) = self.session.take() else {
             return;
         };
+        self.write_op_stats();
         let _ = nix::mount::umount2(&self.mountpoint, nix::mount::MntFlags::MNT_DETACH);
         // The session thread ends when the kernel drops the connection; joining it on a
         // thread of its own keeps fuser from unmounting the path again when it is dropped.

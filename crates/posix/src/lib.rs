@@ -66,6 +66,7 @@
 //! does not keep the pool's txgs dirty. The update is an inode (bonus) write only: no data
 //! block, no admission, and it never fails the read that caused it.
 
+pub mod access;
 mod data;
 mod fs;
 mod inode;
@@ -347,6 +348,9 @@ pub enum PosixError {
     /// EFBIG: beyond the largest file size (E2BIG for an attribute value).
     #[error("file too large")]
     TooBig,
+    /// EACCES: the caller lacks a permission the operation needs (`access.rs`).
+    #[error("permission denied")]
+    AccessDenied,
     /// EPERM: not allowed on this kind of file (a hard link to a directory).
     #[error("operation not permitted")]
     NotPermitted,
@@ -382,6 +386,7 @@ impl PosixError {
             PosixError::NoSuchOffset => libc::ENXIO,
             PosixError::NotSupported => libc::EOPNOTSUPP,
             PosixError::TooBig => libc::EFBIG,
+            PosixError::AccessDenied => libc::EACCES,
             PosixError::NotPermitted => libc::EPERM,
             PosixError::QuotaExceeded => libc::EDQUOT,
             PosixError::CrossProject => libc::EXDEV,
