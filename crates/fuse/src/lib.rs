@@ -10,7 +10,8 @@
 //! # Model
 //! ```text
 //!   program --syscall--> kernel FUSE driver (page cache, attribute and entry caches)
-//!        (default_permissions: the kernel checks mode bits and POSIX ACLs itself)
+//!        (acltype=posix: default_permissions, the kernel checks mode bits and ACLs;
+//!         acltype=off: the server checks mode bits, see "Permission checks")
 //!                 |  /dev/fuse, cloned once per session thread (FUSE_DEV_IOC_CLONE)
 //!       fuser-0   fuser-1   fuser-2   fuser-3      SESSION_THREADS, each: read, serve, reply
 //!                 |
@@ -29,7 +30,9 @@
 //! Requests are up to [`MAX_WRITE`] (1 MiB): `max_write` and `max_pages` in the INIT reply,
 //! and readahead raised to 1 MiB on the mount's backing device in sysfs (the INIT reply
 //! cannot go past the 128 KiB the kernel offers). Listings are readdirplus (names with
-//! attributes, one request per batch). [`Mount::stats`] counts what arrives.
+//! attributes, one request per batch). [`Mount::stats`] counts what arrives;
+//! [`Mount::op_stats`] counts and times it per opcode (`opstats.rs`; with
+//! [`OPSTATS_ENV`] set, each mount appends its table to that file when it is unmounted).
 //!
 //! # Kernel caches
 //! - Attributes are cached for [`TTL`] (1 s: `st_blocks` changes when a txg syncs, which the
@@ -45,12 +48,15 @@
 //!   [`ENTRY_TTL`]), so the same missing name asked again (a `$PATH` search, a build probing
 //!   for headers) costs no request. The kernel replaces it when the name is made through
 //!   the mount; each one is recorded, bounded, for `invalidate_all` (`cache.rs`).
-//! - What still costs a round trip per operation, by the kernel's design: with
-//!   `default_permissions` every create or unlink in a directory makes the kernel drop that
-//!   directory's attributes, so the next one first asks GETATTR of the directory for its
-//!   permission check; a create then asks LOOKUP of the new name and CREATE (RELEASE at
-//!   close does not block the program). An unlink is GETATTR of the directory and UNLINK,
-//!   which removes the name and reclaims the inode in one `Engine::fs_op`.
+//! - What still costs a round trip per operation, by the kernel's design: a create asks
+//!   LOOKUP of the new name and CREATE (RELEASE at close does not block the program); an
+//!   unlink is UNLINK, which removes the name and reclaims the inode in one
+//!   `Engine::fs_op`. With `default_permissions` (only with `acltype=posix` now) every
+//!   create or unlink in a directory makes the kernel drop that directory's attributes,
+//!   so the next one first asks GETATTR of the directory for its permission check: one
+//!   round trip more per create and per unlink.
+//! - Names under a directory not everyone may search (see "Permission checks") get entry
+//!   TTL 0 and no negative entries: the kernel asks LOOKUP at every walk through them.
 //! - File pages: an open answers `FOPEN_KEEP_CACHE` when the file's mtime, ctime and size are
 //!   what they were at its previous open (`cache.rs`), so a file read again is served from
 //!   the page cache without a request; any change in between drops the pages.
@@ -76,6 +82,38 @@
 //! served from the page cache (`FOPEN_KEEP_CACHE`) records no access: under relatime that
 //! loses nothing (the pages were read from the server, updating atime, after the last
 //! change), under strictatime such reads are not counted.
+//!
+//! # Permission checks
+//! With `acltype=off` (the default) the mount has no `default_permissions` and the server
+//! checks every request against mode bits, owner and group (`tarn_posix::access`, which
+//! knows nothing of FUSE): LOOKUP search on the directory; CREATE, MKNOD, MKDIR, SYMLINK,
+//! LINK write and search on it (LINK also `protected_hardlinks`); UNLINK, RMDIR, RENAME
+//! the same plus the sticky-bit rule, and a directory moved to another parent needs write
+//! on itself; OPEN read/write by the access mode (only execute for an `execve`, whose
+//! open carries `__FMODE_EXEC`); OPENDIR read; SETATTR the chmod, chown, utimes and
+//! truncate rules (a truncate through an open handle is not checked again; O_TRUNC is a
+//! SETATTR without one, so it is); ACCESS the asked bits; `user.` xattrs read or write on
+//! the file. Root passes everything but execute bits. The caller is the request's uid and
+//! gid; its supplementary groups are read from `/proc/PID/status` only when a decision
+//! depends on them (group and other bits differ in what is asked). The kernel still
+//! checks what it knows alone: execute bits of regular files (any of the three), mount
+//! flags, capabilities (CAP_MKNOD, `trusted.` xattrs), `fuse_allow_current_process`.
+//!
+//! Why: with `default_permissions` the kernel must know a directory's attributes before
+//! each change in it, and it drops them at each change, so every create and unlink cost a
+//! GETATTR round trip more (docs/PERFORMANCE.md, "Creates and unlinks without the
+//! directory's GETATTR").
+//!
+//! What the kernel does not ask the server: a search check when it walks a name it has
+//! cached. So a name may be cached only where every caller may search: a reply gives a
+//! name entry TTL [`ENTRY_TTL`] only when its directory has all three execute bits, else
+//! 0 (the kernel then asks LOOKUP, with the walker's credentials, at every walk), and a
+//! missing name there is a plain ENOENT. When a chmod through the mount takes an execute
+//! bit away from a directory, the names the kernel-cache table knows in it (positive, up
+//! to `NAMES_PER_INODE` per inode, and negative) are invalidated right after the reply.
+//!
+//! With `acltype=posix` the kernel checks (`default_permissions`; `FUSE_POSIX_ACL` makes
+//! the kernel turn it on anyway): ACL evaluation stays the kernel's.
 //!
 //! # Writeback cache
 //! `FUSE_WRITEBACK_CACHE` is left off. With it `write(2)` returns once the data sit in the
@@ -122,6 +160,10 @@
 //!   ago and not replaced since) is in the negative-entry record; when the record is full
 //!   of such entries, a missing name is answered with a plain ENOENT, which the kernel does
 //!   not keep.
+//! - I9: with the server checking permissions, a reply lets the kernel keep a name (entry
+//!   TTL above 0, or a negative entry) only if the name's directory had all three execute
+//!   bits when the reply was made; every request that needs a permission is checked
+//!   against the attributes read in the same `fs_op` as the change it guards.
 //!
 //! # Concurrency and context
 //! [`SESSION_THREADS`] fuser threads per mount, each on its own clone of the /dev/fuse
@@ -133,11 +175,13 @@
 //! pool lock, then the handle table's mutex (an unlink decides and does the reclaim inside
 //! its `fs_op`); the kernel-cache table's two mutexes (inodes, negative entries) are never
 //! held with the pool lock or with each other, and no mutex of ours is held while the
-//! engine is called. Invalidations are sent from the caller's
-//! thread, never from a request, so a notification that waits for a kernel lock never waits
-//! for a request that waits for it. What still serialises behind the pool lock: device I/O
-//! of reads (a cold read holds the lock across its `pread`s), and a write that reaches the
-//! dirty limit syncs the txg under it, so every request of the pool waits for that sync.
+//! engine is called. Invalidations are sent from the caller's thread, never from a session
+//! thread, so a notification that waits for a kernel lock never waits for a request that
+//! waits for it; the one a chmod causes (a directory that stopped being searchable by
+//! everyone) is sent from a thread of its own after the reply. What still serialises
+//! behind the pool lock: device I/O of reads (a cold read holds the lock across its
+//! `pread`s), and a write that reaches the dirty limit syncs the txg under it, so every
+//! request of the pool waits for that sync.
 //!
 //! # Failure model
 //! An engine error becomes the errno the kernel returns to the program (EIO for unreadable
@@ -150,9 +194,14 @@
 //! ([`FuseError::Notify`]); an inode or name the kernel no longer holds is no failure.
 //!
 //! # Not here
-//! - Permission checks: the kernel does them (`default_permissions`, `FUSE_POSIX_ACL`);
-//!   ACLs are stored as `system.posix_acl_*` xattrs by the POSIX layer. With
-//!   `acltype=off` (the default, as in ZFS) those xattrs are refused with EOPNOTSUPP.
+//! - ACL evaluation: with `acltype=posix` the kernel checks permissions
+//!   (`default_permissions`, `FUSE_POSIX_ACL`); ACLs are stored as `system.posix_acl_*`
+//!   xattrs by the POSIX layer. With `acltype=off` (the default, as in ZFS) those xattrs
+//!   are refused with EOPNOTSUPP.
+//! - A closed race: after a chmod that takes search permission away from a directory, the
+//!   invalidation of the names cached in it reaches the kernel a moment after the chmod
+//!   returned; a walk by another user in that moment still goes through. Names beyond
+//!   `NAMES_PER_INODE` of a hard-linked inode are not known and live out their TTL.
 //! - `copy_file_range`, `ioctl`, file locks and `poll`: the kernel's fallbacks serve them.
 //! - The writeback cache (above) and a cache of our own: the engine is the only cache of
 //!   data.

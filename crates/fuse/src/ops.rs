@@ -25,7 +25,7 @@ use crate::acl;
 use crate::cache::Stamp;
 use crate::handles::Handles;
 use crate::ino::InoMap;
-use crate::opstats::{Opcode, posix_timed};
+use crate::opstats::{Opcode, engine_timed, posix_timed};
 use crate::{ENTRY_TTL, MAX_WRITE, Shared, TTL};
 
 /// Directory entries fetched from the POSIX layer per readdir request (the kernel's buffer
@@ -241,9 +241,11 @@ impl TarnFs {
             return Err(Errno::EROFS);
         }
         let _in_flight = self.shared.counters.enter();
-        self.engine
-            .fs_op(&self.pool, self.dataset, op, |fs| posix_timed(|| f(fs)))
-            .map_err(|e| Errno::from_i32(e.errno()))
+        engine_timed(|| {
+            self.engine
+                .fs_op(&self.pool, self.dataset, op, |fs| posix_timed(|| f(fs)))
+        })
+        .map_err(|e| Errno::from_i32(e.errno()))
     }
 
     fn ino(&self, kernel: INodeNo) -> Ino {
@@ -413,15 +415,25 @@ impl TarnFs {
 
     /// Tells the kernel to drop the names it holds in directory `dir` (a kernel inode
     /// number), positive and negative: `dir` stopped being searchable by everyone, so the
-    /// next walk through each name must ask the server. Sent after the reply to the
-    /// change (the kernel holds `dir`'s lock until then); best effort.
+    /// next walk through each name must ask the server. Sent from a thread of its own after
+    /// the reply to the change: the kernel holds `dir`'s lock until it has the reply, and
+    /// the notification waits for that lock, which a session thread must never do (a
+    /// request holding the lock could be waiting for that very thread). Best effort.
     fn drop_names_in(&self, dir: u64) {
-        let Some(notifier) = self.shared.notifier.get() else {
+        let Some(notifier) = self.shared.notifier.get().cloned() else {
             return;
         };
-        for name in self.shared.kernel.names_in(dir) {
-            let _ = notifier.inval_entry(INodeNo(dir), OsStr::from_bytes(&name));
+        let names = self.shared.kernel.names_in(dir);
+        if names.is_empty() {
+            return;
         }
+        let _ = std::thread::Builder::new()
+            .name("fuse-inval".into())
+            .spawn(move || {
+                for name in names {
+                    let _ = notifier.inval_entry(INodeNo(dir), OsStr::from_bytes(&name));
+                }
+            });
     }
 
     fn reply_attr(&self, reply: ReplyAttr, result: Result<Attr>) {
