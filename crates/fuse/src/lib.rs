@@ -286,9 +286,48 @@ pub struct MountStats {
     pub cached_inodes: u64,
 }
 
+/// Names the environment variable that chooses who checks permissions on the mounts a
+/// process makes with [`mount`]: `server` for [`Permissions::Server`]; unset or anything
+/// else is [`Permissions::Kernel`].
+pub const PERMISSIONS_ENV: &str = "TARN_FUSE_PERMISSIONS";
+
+/// Who checks permissions on a mount ("Permission checks" above).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Permissions {
+    /// The kernel, with `default_permissions`: every permission Linux knows is enforced,
+    /// for every kind of file. The default.
+    #[default]
+    Kernel,
+    /// The server, without `default_permissions` (only with `acltype=off`; with ACLs the
+    /// kernel checks): one round trip less per create and per unlink, but opens of FIFOs,
+    /// sockets and device nodes are not checked at all (they never reach the server).
+    Server,
+}
+
+impl Permissions {
+    /// What [`PERMISSIONS_ENV`] asks for.
+    #[must_use]
+    pub fn from_env() -> Permissions {
+        match std::env::var(PERMISSIONS_ENV) {
+            Ok(value) if value == "server" => Permissions::Server,
+            _ => Permissions::Kernel,
+        }
+    }
+}
+
 /// Mounts the dataset of `spec` at `spec.mountpoint` (created if missing; refused if it is
-/// not empty or something is mounted there) and starts serving it.
+/// not empty or something is mounted there) and starts serving it, with permissions
+/// checked as [`PERMISSIONS_ENV`] says.
 pub fn mount(engine: Arc<Engine>, spec: &MountSpec) -> Result<Mount, FuseError> {
+    mount_with(engine, spec, Permissions::from_env())
+}
+
+/// [`mount`] with permissions checked by `permissions`.
+pub fn mount_with(
+    engine: Arc<Engine>,
+    spec: &MountSpec,
+    permissions: Permissions,
+) -> Result<Mount, FuseError> {
     if !fuse_available() {
         return Err(FuseError::NoDevice);
     }
@@ -309,12 +348,12 @@ pub fn mount(engine: Arc<Engine>, spec: &MountSpec) -> Result<Mount, FuseError> 
             .map_err(engine_error)?;
     }
     let shared = Arc::new(Shared::default());
-    let fs = ops::TarnFs::new(engine, spec, root, Arc::clone(&shared));
-    let session = fuser::spawn_mount(fs, &path, &session_config(spec)).map_err(|source| {
-        FuseError::Mount {
-            path: path.clone(),
-            source,
-        }
+    let server_checks = permissions == Permissions::Server && !spec.acl;
+    let fs = ops::TarnFs::new(engine, spec, root, Arc::clone(&shared), server_checks);
+    let config = session_config(spec, server_checks);
+    let session = fuser::spawn_mount(fs, &path, &config).map_err(|source| FuseError::Mount {
+        path: path.clone(),
+        source,
     })?;
     let _ = shared.notifier.set(session.notifier());
     let mount = Mount {
@@ -386,7 +425,7 @@ fn remount_flags(path: &Path, spec: &MountSpec) -> std::io::Result<()> {
         .map_err(std::io::Error::from)
 }
 
-fn session_config(spec: &MountSpec) -> fuser::Config {
+fn session_config(spec: &MountSpec, server_checks: bool) -> fuser::Config {
     use fuser::MountOption;
     let mut config = fuser::Config::default();
     config.mount_options = vec![
@@ -416,9 +455,8 @@ fn session_config(spec: &MountSpec) -> fuser::Config {
     if !spec.atime {
         config.mount_options.push(MountOption::NoAtime);
     }
-    if spec.acl {
-        // The kernel checks mode bits and ACLs itself (FUSE_POSIX_ACL implies it anyway);
-        // without ACLs the server checks (ops.rs), which spares a GETATTR per change.
+    if !server_checks {
+        // The kernel checks mode bits and ACLs itself (FUSE_POSIX_ACL implies it anyway).
         config.mount_options.push(MountOption::DefaultPermissions);
     }
     config.acl = fuser::SessionACL::All;

@@ -43,6 +43,8 @@ pub(crate) struct TarnFs {
     dataset: DatasetId,
     readonly: bool,
     acl: bool,
+    /// The server checks permissions (`Permissions::Server` and no ACLs).
+    server_checks: bool,
     inos: InoMap,
     handles: Handles,
     shared: Arc<Shared>,
@@ -218,6 +220,7 @@ impl TarnFs {
         spec: &MountSpec,
         root: Ino,
         shared: Arc<Shared>,
+        server_checks: bool,
     ) -> TarnFs {
         TarnFs {
             engine,
@@ -225,6 +228,7 @@ impl TarnFs {
             dataset: spec.dataset,
             readonly: spec.readonly,
             acl: spec.acl,
+            server_checks,
             inos: InoMap::new(root),
             handles: Handles::default(),
             shared,
@@ -330,10 +334,10 @@ impl TarnFs {
         reply.entry_with_ttls(&Duration::ZERO, &ENTRY_TTL, &none, Generation(0));
     }
 
-    /// Whether the server checks permissions: with `acltype=off`. With ACLs the kernel
-    /// does (`default_permissions`, which `FUSE_POSIX_ACL` implies in the kernel anyway).
+    /// Whether the server checks permissions (`Permissions::Server` with `acltype=off`);
+    /// otherwise the kernel does (`default_permissions`).
     fn checks(&self) -> bool {
-        !self.acl
+        self.server_checks
     }
 
     /// The caller whose permissions the server must check: `None` when the kernel checks
@@ -1108,7 +1112,7 @@ impl fuser::Filesystem for TarnFs {
         let _request = self.shared.ops.timed(Opcode::Readdirplus);
         let dir = self.ino(ino);
         let listed = self.run(FsOp::Read, |fs| {
-            let cacheable = self.cacheable(&fs.getattr(dir)?);
+            let cacheable = !self.checks() || self.cacheable(&fs.getattr(dir)?);
             let entries = fs.readdir(dir, offset, READDIR_BATCH)?;
             let _ = fs.accessed(dir);
             let entries = entries

@@ -1,10 +1,10 @@
-//! Permission checks done by the server (`acltype=off`: no `default_permissions`), through
-//! the real kernel driver, as unprivileged users made with `setpriv` (uid, gid and
-//! supplementary groups of our choosing). Each rule of `tarn_posix::access` is exercised
+//! Permission checks done by the server (`Permissions::Server` with `acltype=off`: no
+//! `default_permissions`), through the real kernel driver, as unprivileged users made with
+//! `setpriv` (uid, gid and supplementary groups of our choosing). Each rule of `tarn_posix::access` is exercised
 //! here once end to end, with a negative control beside each refusal (the same operation
 //! by someone who may do it succeeds), and refused changes are checked to change nothing.
-//! Also counted here: the requests a create and an unlink cost, which is why the server
-//! checks permissions itself. Each test skips (with a printed reason) only when /dev/fuse
+//! Also counted here: the requests a create and an unlink cost under each mode, which is
+//! why a server may check permissions itself. Each test skips (with a printed reason) only when /dev/fuse
 //! is absent.
 
 mod common;
@@ -15,14 +15,14 @@ use std::path::Path;
 use std::process::Command;
 
 use common::{Fixture, as_nobody, fuse_or_skip};
-use tarn_fuse::Opcode;
+use tarn_fuse::{Opcode, Permissions};
 
 macro_rules! fixture_or_skip {
     ($name:expr) => {{
         if !fuse_or_skip($name) {
             return;
         }
-        Fixture::new()
+        Fixture::checked_by(&[], Permissions::Server)
     }};
 }
 
@@ -417,11 +417,37 @@ fn hard_links_and_user_attributes_follow_file_permissions() {
 #[test]
 fn creates_and_unlinks_ask_the_directory_nothing() {
     let fx = fixture_or_skip!("creates_and_unlinks_ask_the_directory_nothing");
+    let delta = create_and_unlink(&fx);
+    // A stray request or two (the directory's own revalidation) is not per operation.
+    assert!(delta[1] <= 2, "no GETATTR per operation: {delta:?}");
+}
+
+/// Goal: the negative control of the test above: with the kernel checking permissions
+/// (`default_permissions`, the default), each create and each unlink first asks GETATTR of
+/// the directory, whose attributes the previous change made the kernel drop. Method: the
+/// same loop on a kernel-checked mount.
+#[test]
+fn kernel_checks_ask_the_directory_before_each_change() {
+    if !fuse_or_skip("kernel_checks_ask_the_directory_before_each_change") {
+        return;
+    }
+    let fx = Fixture::checked_by(&[], Permissions::Kernel);
+    let delta = create_and_unlink(&fx);
+    assert!(
+        (2 * FILES - 2..=2 * FILES + 2).contains(&delta[1]),
+        "a GETATTR per create and per unlink: {delta:?}"
+    );
+}
+
+const FILES: u64 = 200;
+
+/// 200 creates and unlinks in a subdirectory; the per-opcode counts of LOOKUP, GETATTR,
+/// CREATE, RELEASE, UNLINK and FLUSH they cost, checked but for GETATTR (the caller's).
+fn create_and_unlink(fx: &Fixture) -> Vec<u64> {
     let dir = fx.path("meta");
-    fs::create_dir(&dir).unwrap();
-    fs::metadata(&dir).unwrap();
-    const FILES: u64 = 200;
-    let mount = fx.mount.as_ref().unwrap();
+    fs::create_dir(&dir).expect("mkdir");
+    fs::metadata(&dir).expect("stat");
+    let mount = fx.mount.as_ref().expect("mounted");
     let count = |opcode: Opcode| mount.op_stats()[opcode as usize].count;
     let opcodes = [
         Opcode::Lookup,
@@ -437,11 +463,11 @@ fn creates_and_unlinks_ask_the_directory_nothing() {
             .write(true)
             .create_new(true)
             .open(dir.join(format!("f{i:06}")))
-            .unwrap();
+            .expect("create");
         drop(file);
     }
     for i in 0..FILES {
-        fs::remove_file(dir.join(format!("f{i:06}"))).unwrap();
+        fs::remove_file(dir.join(format!("f{i:06}"))).expect("unlink");
     }
     // RELEASE is sent in the background, and each request is counted after its reply.
     for _ in 0..100 {
@@ -460,12 +486,10 @@ fn creates_and_unlinks_ask_the_directory_nothing() {
         .map(|(&op, before)| count(op) - before)
         .collect();
     eprintln!("{}", tarn_fuse::render_op_stats(&mount.op_stats()));
-    // A stray request or two (the directory's own revalidation) is not per operation.
     assert!(
         (FILES..=FILES + 2).contains(&delta[0]),
         "one LOOKUP per create: {delta:?}"
     );
-    assert!(delta[1] <= 2, "no GETATTR per operation: {delta:?}");
     assert_eq!(delta[2], FILES, "one CREATE per create: {delta:?}");
     assert_eq!(delta[3], FILES, "one RELEASE per close: {delta:?}");
     assert_eq!(delta[4], FILES, "one UNLINK per unlink: {delta:?}");
@@ -473,4 +497,5 @@ fn creates_and_unlinks_ask_the_directory_nothing() {
         delta[5] <= 1,
         "FLUSH answered ENOSYS once at most: {delta:?}"
     );
+    delta
 }
