@@ -1,11 +1,11 @@
 //! Permission checks done by the server (`Permissions::Server` with `acltype=off`: no
 //! `default_permissions`), through the real kernel driver, as unprivileged users made with
-//! `setpriv` (uid, gid and supplementary groups of our choosing). Each rule of `tarn_posix::access` is exercised
-//! here once end to end, with a negative control beside each refusal (the same operation
-//! by someone who may do it succeeds), and refused changes are checked to change nothing.
-//! Also counted here: the requests a create and an unlink cost under each mode, which is
-//! why a server may check permissions itself. Each test skips (with a printed reason) only when /dev/fuse
-//! is absent.
+//! `setpriv` (uid, gid and supplementary groups of our choosing). Each rule of
+//! `tarn_posix::access` is exercised here once end to end, with a negative control beside
+//! each refusal (the same operation by someone who may do it succeeds), and refused changes
+//! are checked to change nothing. Also counted here: the requests a create and an unlink
+//! cost under each mode, which is why a server may check permissions itself. Each test
+//! skips (with a printed reason) only when /dev/fuse is absent.
 
 mod common;
 
