@@ -10,8 +10,8 @@
 //! # Model
 //! ```text
 //!   program --syscall--> kernel FUSE driver (page cache, attribute and entry caches)
-//!        (acltype=posix: default_permissions, the kernel checks mode bits and ACLs;
-//!         acltype=off: the server checks mode bits, see "Permission checks")
+//!        (default: default_permissions, the kernel checks mode bits and ACLs;
+//!         Permissions::Server: the server checks mode bits, see "Permission checks")
 //!                 |  /dev/fuse, cloned once per session thread (FUSE_DEV_IOC_CLONE)
 //!       fuser-0   fuser-1   fuser-2   fuser-3      SESSION_THREADS, each: read, serve, reply
 //!                 |
@@ -51,12 +51,13 @@
 //! - What still costs a round trip per operation, by the kernel's design: a create asks
 //!   LOOKUP of the new name and CREATE (RELEASE at close does not block the program); an
 //!   unlink is UNLINK, which removes the name and reclaims the inode in one
-//!   `Engine::fs_op`. With `default_permissions` (only with `acltype=posix` now) every
-//!   create or unlink in a directory makes the kernel drop that directory's attributes,
-//!   so the next one first asks GETATTR of the directory for its permission check: one
-//!   round trip more per create and per unlink.
-//! - Names under a directory not everyone may search (see "Permission checks") get entry
-//!   TTL 0 and no negative entries: the kernel asks LOOKUP at every walk through them.
+//!   `Engine::fs_op`. With `default_permissions` (the default) every create or unlink in
+//!   a directory makes the kernel drop that directory's attributes, so the next one first
+//!   asks GETATTR of the directory for its permission check: one round trip more per
+//!   create and per unlink, which only [`Permissions::Server`] avoids.
+//! - With the server checking, names under a directory not everyone may search (see
+//!   "Permission checks") get entry TTL 0 and no negative entries: the kernel asks LOOKUP
+//!   at every walk through them.
 //! - File pages: an open answers `FOPEN_KEEP_CACHE` when the file's mtime, ctime and size are
 //!   what they were at its previous open (`cache.rs`), so a file read again is served from
 //!   the page cache without a request; any change in between drops the pages.
@@ -84,13 +85,17 @@
 //! change), under strictatime such reads are not counted.
 //!
 //! # Permission checks
-//! With `acltype=off` (the default) the mount has no `default_permissions` and the server
-//! checks every request against mode bits, owner and group (`tarn_posix::access`, which
-//! knows nothing of FUSE): LOOKUP search on the directory; CREATE, MKNOD, MKDIR, SYMLINK,
-//! LINK write and search on it (LINK also `protected_hardlinks`); UNLINK, RMDIR, RENAME
-//! the same plus the sticky-bit rule, and a directory moved to another parent needs write
-//! on itself; OPEN read/write by the access mode (only execute for an `execve`, whose
-//! open carries `__FMODE_EXEC`); OPENDIR read; SETATTR the chmod, chown, utimes and
+//! By default ([`Permissions::Kernel`]) the mount has `default_permissions` and the kernel
+//! checks everything: mode bits, POSIX ACLs (`acltype=posix`, `FUSE_POSIX_ACL`), every kind
+//! of file. [`Permissions::Server`] ([`mount_with`], or [`PERMISSIONS_ENV`]`=server` for
+//! [`mount`]; ignored with `acltype=posix`, whose ACLs the kernel evaluates) drops
+//! `default_permissions` and the server checks every request against mode bits, owner and
+//! group (`tarn_posix::access`, which knows nothing of FUSE): LOOKUP search on the
+//! directory; CREATE, MKNOD, MKDIR, SYMLINK, LINK write and search on it (LINK also
+//! `protected_hardlinks`); UNLINK, RMDIR, RENAME the same plus the sticky-bit rule, and a
+//! directory moved to another parent needs write on itself; OPEN read/write by the
+//! access mode (only execute for an `execve`, whose open carries `__FMODE_EXEC`); OPENDIR
+//! read; SETATTR the chmod, chown, utimes and
 //! truncate rules (a truncate through an open handle is not checked again; O_TRUNC is a
 //! SETATTR without one, so it is); ACCESS the asked bits; `user.` xattrs read or write on
 //! the file. Root passes everything but execute bits. The caller is the request's uid and
@@ -99,10 +104,14 @@
 //! checks what it knows alone: execute bits of regular files (any of the three), mount
 //! flags, capabilities (CAP_MKNOD, `trusted.` xattrs), `fuse_allow_current_process`.
 //!
-//! Why: with `default_permissions` the kernel must know a directory's attributes before
-//! each change in it, and it drops them at each change, so every create and unlink cost a
-//! GETATTR round trip more (docs/PERFORMANCE.md, "Creates and unlinks without the
-//! directory's GETATTR").
+//! Why offer it: with `default_permissions` the kernel must know a directory's attributes
+//! before each change in it, and it drops them at each change, so every create and unlink
+//! costs a GETATTR round trip more (docs/PERFORMANCE.md, "Creates and unlinks without the
+//! directory's GETATTR"). Why it is not the default: opens of FIFOs, sockets and device
+//! nodes are served by the kernel and never reach the server, and without
+//! `default_permissions` the kernel checks nothing for them: anyone may open any FIFO or
+//! device node of the mount (pjdfstest `open/06.t` fails 15 of 144). zfs-fuse has the same
+//! hole.
 //!
 //! What the kernel does not ask the server: a search check when it walks a name it has
 //! cached. So a name may be cached only where every caller may search: a reply gives a
@@ -112,8 +121,8 @@
 //! bit away from a directory, the names the kernel-cache table knows in it (positive, up
 //! to `NAMES_PER_INODE` per inode, and negative) are invalidated right after the reply.
 //!
-//! With `acltype=posix` the kernel checks (`default_permissions`; `FUSE_POSIX_ACL` makes
-//! the kernel turn it on anyway): ACL evaluation stays the kernel's.
+//! With `acltype=posix` the kernel checks in either mode (`FUSE_POSIX_ACL` makes the kernel
+//! turn `default_permissions` on anyway): ACL evaluation stays the kernel's.
 //!
 //! # Writeback cache
 //! `FUSE_WRITEBACK_CACHE` is left off. With it `write(2)` returns once the data sit in the
@@ -194,14 +203,16 @@
 //! ([`FuseError::Notify`]); an inode or name the kernel no longer holds is no failure.
 //!
 //! # Not here
-//! - ACL evaluation: with `acltype=posix` the kernel checks permissions
+//! - ACL evaluation in the server: with `acltype=posix` the kernel checks permissions
 //!   (`default_permissions`, `FUSE_POSIX_ACL`); ACLs are stored as `system.posix_acl_*`
 //!   xattrs by the POSIX layer. With `acltype=off` (the default, as in ZFS) those xattrs
 //!   are refused with EOPNOTSUPP.
-//! - A closed race: after a chmod that takes search permission away from a directory, the
-//!   invalidation of the names cached in it reaches the kernel a moment after the chmod
-//!   returned; a walk by another user in that moment still goes through. Names beyond
-//!   `NAMES_PER_INODE` of a hard-linked inode are not known and live out their TTL.
+//! - With [`Permissions::Server`]: checks on opening FIFOs, sockets and device nodes (the
+//!   kernel serves those opens); and a race: after a chmod that takes search permission
+//!   away from a directory, the invalidation of the names cached in it reaches the kernel
+//!   a moment after the chmod returned; a walk by another user in that moment still goes
+//!   through. Names beyond `NAMES_PER_INODE` of a hard-linked inode are not known and live
+//!   out their TTL.
 //! - `copy_file_range`, `ioctl`, file locks and `poll`: the kernel's fallbacks serve them.
 //! - The writeback cache (above) and a cache of our own: the engine is the only cache of
 //!   data.

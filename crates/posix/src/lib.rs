@@ -54,8 +54,9 @@
 //! supplementary groups asked for lazily, root, sticky directories, chmod/chown/utimes,
 //! truncate, `protected_hardlinks`) as pure functions of the attributes and the caller.
 //! [`Fs`] methods do not call them: a front end that checks permissions itself (the FUSE
-//! server with `acltype=off`) calls them inside the same `fs_op` as the change they
-//! guard, and other callers (the engine's own work, replay, tools) are not subject to them.
+//! server when told to: `tarn_fuse::Permissions::Server`) calls them inside the same
+//! `fs_op` as the change they guard, and other callers (the engine's own work, replay,
+//! tools) are not subject to them.
 //!
 //! # Not here
 //! POSIX ACL evaluation (with `acltype=posix` the kernel checks mode bits and ACLs with
