@@ -115,6 +115,9 @@ fn cached_names_do_not_bypass_search_permission() {
     let (ok, err) = as_nobody(&format!("stat {}", fx.path("closed/f").display()));
     assert!(!ok && err.contains("Permission denied"), "{err}");
     set_mode(&fx.path("open"), 0o700);
+    // The invalidation is sent from a thread of its own right after the chmod's reply (a
+    // known window, lib.rs "Not here"); give it time on a loaded machine.
+    std::thread::sleep(std::time::Duration::from_millis(200));
     let (ok, err) = as_nobody(&format!("cat {}", fx.path("open/f").display()));
     assert!(
         !ok && err.contains("Permission denied"),
