@@ -429,11 +429,17 @@ pub struct ImportOptions {
     pub new_name: Option<String>,
 }
 
-/// Reads blocks outside syncing context (writes there are a bug).
+/// Reads blocks outside syncing context (writes there are a bug). Made per engine call
+/// (`Pool::reader`), so it lives for one request.
 #[derive(Debug)]
 pub struct PoolReader<'a> {
     pipeline: &'a Pipeline,
     txg: Txg,
+    /// `Pipeline::reads_in_parallel`, asked once per reader: the object layer asks before
+    /// every read it makes (whether to read ahead), and the answer walks every leaf. A
+    /// leaf that changes state during one request changes only whether that request
+    /// reads ahead, never what it reads.
+    parallel: std::sync::OnceLock<bool>,
 }
 
 impl BlockStore for PoolReader<'_> {
@@ -471,7 +477,9 @@ impl BlockStore for PoolReader<'_> {
     }
 
     fn reads_in_parallel(&self) -> bool {
-        self.pipeline.reads_in_parallel()
+        *self
+            .parallel
+            .get_or_init(|| self.pipeline.reads_in_parallel())
     }
 
     fn free_block(&mut self, bp: &BlockPtr) {
@@ -1036,6 +1044,7 @@ impl Pool {
         PoolReader {
             pipeline: &self.pipeline,
             txg: Txg(self.txg.0 + 1),
+            parallel: std::sync::OnceLock::new(),
         }
     }
 
