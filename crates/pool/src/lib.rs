@@ -724,11 +724,7 @@ impl Pool {
                 tops.push(Arc::new(TopVdev::from_tree(child, devices)?));
             }
         }
-        let ashift = tops
-            .iter()
-            .map(|t| t.ashift())
-            .max()
-            .unwrap_or(tarn_base::limits::ASHIFT_DEFAULT);
+        let ashift = widest_ashift(&tops);
         for leaf in tops
             .iter()
             .flat_map(|t| t.leaves())
@@ -1549,4 +1545,12 @@ fn build_tree(
         }
     }
     interior_node(VdevKind::Root, rng.guid(), 0, spec.ashift, 0, children)
+}
+
+/// The largest ashift of the top-level vdevs (what the cache devices align to).
+fn widest_ashift(tops: &[Arc<TopVdev>]) -> u8 {
+    tops.iter()
+        .map(|t| t.ashift())
+        .max()
+        .unwrap_or(tarn_base::limits::ASHIFT_DEFAULT)
 }
