@@ -650,7 +650,9 @@ impl ObjectSet {
             return Err(invalid(id, "read offset", offset));
         }
         let len = buf.len() as u64;
-        let ahead = store.reads_in_parallel() && self.streams.note(id, offset, len);
+        // The store is asked only for a sequential reader: answering walks the vdev tree,
+        // which a small random read served from the cache should not pay for.
+        let ahead = self.streams.note(id, offset, len) && store.reads_in_parallel();
         self.inspect(store, id, |ctx, state| {
             readahead::prefetch(ctx, state, offset, len, ahead);
             tree::read(ctx, state, offset, buf)
