@@ -125,9 +125,10 @@ pub const ROOT_DATASET_ID: DatasetId = DatasetId(4);
 
 /// Dirty bytes per pool after which a writer syncs the txg itself (the write throttle).
 pub const DIRTY_MAX: u64 = 256 << 20;
-/// Byte limit of the engine's clean-block cache until [`Engine::set_cache_limit`] (the daemon
-/// sizes it from the machine's memory).
-pub const CACHE_BYTES_DEFAULT: u64 = 256 << 20;
+/// Byte limit of the engine's clean-block cache until [`Engine::set_cache_limit`]: what one
+/// object set's own cache holds (tests and the simulator size their data against it); the
+/// daemon sizes the cache from the machine's memory.
+pub const CACHE_BYTES_DEFAULT: u64 = tarn_objects::CACHE_BYTES_DEFAULT;
 
 /// Errors of engine operations. The `Display` text is the part after
 /// `cannot <verb> '<object>': ` in the CLI's one-line message.
