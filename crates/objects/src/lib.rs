@@ -62,8 +62,9 @@
 //! An [`ObjectSet`] is owned by one thread (the pool's sync thread or a test); methods take
 //! `&mut self`. A shared [`CacheStore`] is the one thing several owners touch: its mutex is
 //! held only for a lookup, an insert or a purge, never across a store read, and no other lock
-//! is taken under it. Open-context changes and syncing are serialized by the owner: the pool quiesces
-//! writers before calling `sync`, as ZFS does between the open and syncing txg states.
+//! is taken under it. Open-context changes and syncing are serialized by the owner: the pool
+//! quiesces writers before calling `sync`, as ZFS does between the open and syncing txg
+//! states.
 //!
 //! # Failure model
 //! - Bytes from disk (dnodes, indirect blocks, ZAP blocks, the root) are input: bad ones are
