@@ -44,6 +44,9 @@ pub const BLOCKS_IN_FLIGHT_MAX: usize = 8;
 /// further; one batch of [`BLOCKS_IN_FLIGHT_MAX`] default records is what one request can
 /// keep in flight).
 pub const READAHEAD_BYTES_MAX: u64 = 1 << 20;
+/// Smallest byte limit an engine's clean-block cache may be given (ZFS's `zfs_arc_min`
+/// floor): the indirect and dnode blocks of a few busy files.
+pub const CACHE_BYTES_MIN: u64 = 16 << 20;
 /// Objects whose sequential read position is remembered per object set for read-ahead.
 pub const READAHEAD_STREAMS_MAX: usize = 64;
 

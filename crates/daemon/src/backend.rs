@@ -17,6 +17,8 @@
 //!  multihost-watch: every interval, Engine::multihost_watch (suspends a pool whose
 //!             heartbeats stopped counting, even while a write hangs)
 //! ```
+//! The engine's clean-block cache (shared by every pool) is limited to `TARN_ARC_MAX` or a
+//! quarter of the machine's memory (`cache_limit`).
 //! Lock order: `EngineBackend::batch` (held for one scrub batch, and by export and destroy so
 //! that they never race a batch for the pool's handle), then the engine's own locks.
 
@@ -219,16 +221,44 @@ fn start_heartbeat(engine: &Arc<Engine>) -> Result<(), String> {
         .map_err(|e| format!("cannot start the multihost watch thread: {e}"))
 }
 
-/// An engine on real files and block devices with this host's identity.
+/// An engine on real files and block devices with this host's identity, its clean-block
+/// cache sized by [`cache_limit`].
 #[must_use]
 pub fn file_engine(direct: bool) -> Engine {
     let seed = SeededRng::from_entropy().next_u64();
-    Engine::new(
+    let engine = Engine::new(
         Arc::new(FileProvider { direct }),
         host_identity(),
         Arc::new(SystemClock::new()),
         seed,
-    )
+    );
+    engine.set_cache_limit(cache_limit());
+    engine
+}
+
+/// The byte limit of the engine's clean-block cache (ZFS's `zfs_arc_max`): `TARN_ARC_MAX`
+/// (a size: `4G`, `512M`, bytes) when set, else a quarter of the machine's memory
+/// (`MemTotal` of /proc/meminfo; the cache has no memory-pressure shrinker, so it takes
+/// less than ZFS's half), else the engine's default.
+#[must_use]
+pub fn cache_limit() -> u64 {
+    if let Some(bytes) = std::env::var("TARN_ARC_MAX")
+        .ok()
+        .and_then(|v| tarn_base::units::parse_size(&v).ok())
+    {
+        return bytes;
+    }
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|text| mem_total(&text))
+        .map_or(tarn_engine::CACHE_BYTES_DEFAULT, |total| total / 4)
+}
+
+/// `MemTotal` of /proc/meminfo, in bytes.
+fn mem_total(meminfo: &str) -> Option<u64> {
+    let line = meminfo.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
 }
 
 impl EngineBackend {
@@ -1353,7 +1383,15 @@ impl EngineBackend {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_hostid;
+    use super::{mem_total, parse_hostid};
+
+    #[test]
+    fn memory_size_comes_from_meminfo_in_kib() {
+        let text = "MemTotal:       24576000 kB\nMemFree:         1000 kB\n";
+        assert_eq!(mem_total(text), Some(24_576_000 * 1024));
+        assert_eq!(mem_total("MemFree: 12 kB\n"), None);
+        assert_eq!(mem_total("MemTotal: lots kB\n"), None);
+    }
 
     #[test]
     fn hostid_from_the_environment_is_hex_or_decimal_and_never_zero() {

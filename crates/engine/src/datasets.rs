@@ -56,6 +56,8 @@ pub(crate) struct Tree {
     nodes: BTreeMap<DatasetId, Node>,
     /// Resolved filesystem settings per dataset (module doc, "Settings cache").
     settings: BTreeMap<DatasetId, FsSettings>,
+    /// The pool's domain of the engine's clean-block cache, once given (`use_cache`).
+    cache: Option<tarn_objects::CacheDomain>,
 }
 
 /// How a dataset's `sync` property treats modifying requests.
@@ -196,6 +198,7 @@ impl Tree {
         let mut tree = Tree {
             nodes: BTreeMap::new(),
             settings: BTreeMap::new(),
+            cache: None,
         };
         tree.nodes.insert(
             ROOT_DATASET_ID,
@@ -221,6 +224,7 @@ impl Tree {
         let mut tree = Tree {
             nodes: BTreeMap::new(),
             settings: BTreeMap::new(),
+            cache: None,
         };
         let mut pending = vec![(ROOT_DATASET_ID, None, pool_name.to_string())];
         while let Some((id, parent, name)) = pending.pop() {
@@ -438,13 +442,26 @@ impl Tree {
         )
     }
 
+    /// Makes every object set of the tree, and every one added later, read through `domain`
+    /// of the engine's shared clean-block cache.
+    pub(crate) fn use_cache(&mut self, domain: tarn_objects::CacheDomain) {
+        for node in self.nodes.values_mut() {
+            node.objset.use_cache(&domain);
+        }
+        self.cache = Some(domain);
+    }
+
     /// Gives the object set of `id` its effective write config and cache policies
     /// (`primarycache`, `secondarycache`), after a property change anywhere above it.
     pub(crate) fn apply_objset_config(&mut self, id: DatasetId) -> Result<(), EngineError> {
         let config = self.write_config(id);
         let policy = tarn_objects::CachePolicy::parse(&self.effective(id, "primarycache").0);
         let secondary = tarn_objects::CachePolicy::parse(&self.effective(id, "secondarycache").0);
+        let domain = self.cache.clone();
         let objset = &mut self.node_mut(id).objset;
+        if let Some(domain) = &domain {
+            objset.use_cache(domain);
+        }
         objset.set_cache_policy(policy);
         objset.set_secondary_cache_policy(secondary);
         Ok(objset.set_write_config(config)?)

@@ -9,6 +9,8 @@
 //! ```text
 //!  Engine
 //!   ├─ DeviceProvider (files, or SimDevices in tests)
+//!   ├─ cache: tarn_objects::CacheStore (the clean-block cache, ZFS's ARC: one byte limit
+//!   │         for every pool, one CacheDomain per import, dropped with the import)
 //!   └─ pools: name -> PoolHandle ─ Mutex<Imported>
 //!                                   ├─ tarn_pool::Pool   (vdevs, space, txgs)
 //!                                   ├─ Mos               (props, history, root dataset ptr)
@@ -27,7 +29,8 @@
 //!   per pool.
 //!
 //! # Concurrency and context
-//! Lock order: `Engine::pools` (briefly, to find a handle) then one `PoolHandle::inner`.
+//! Lock order: `Engine::pools` (briefly, to find a handle) then one `PoolHandle::inner`,
+//! then the cache store's mutex (held for one lookup, insert or purge, never across I/O).
 //! Never two pool locks at once. A writer waiting for a suspended pool to resume sleeps on
 //! the handle's condvar with the pool lock released (`suspend`). A txg syncs while its
 //! pool's lock is held, so writers wait for it (open and syncing txgs are not yet
@@ -108,6 +111,7 @@ pub use status::{Importable, PoolStatus, PoolSummary, PropValue, VdevNode};
 pub use tarn_dataset::props::OwnerSpace;
 pub use tarn_device::DeviceError;
 pub use tarn_device::timing::{LATENCY_BUCKETS, Latencies};
+pub use tarn_objects::CacheStats;
 pub use tarn_pool::PoolError;
 pub use tarn_pool::{
     CreateSpec, DeviceProvider, FileProvider, HostIdentity, ImportOptions, SimProvider, TopLayout,
@@ -126,6 +130,10 @@ pub const ROOT_DATASET_ID: DatasetId = DatasetId(4);
 
 /// Dirty bytes per pool after which a writer syncs the txg itself (the write throttle).
 pub const DIRTY_MAX: u64 = 256 << 20;
+/// Byte limit of the engine's clean-block cache until [`Engine::set_cache_limit`]: what one
+/// object set's own cache holds (tests and the simulator size their data against it); the
+/// daemon sizes the cache from the machine's memory.
+pub const CACHE_BYTES_DEFAULT: u64 = tarn_objects::CACHE_BYTES_DEFAULT;
 
 /// Errors of engine operations. The `Display` text is the part after
 /// `cannot <verb> '<object>': ` in the CLI's one-line message.
@@ -307,6 +315,8 @@ pub struct Engine {
     events: Mutex<events::EventLog>,
     slow: Mutex<slow::SlowWatch>,
     multihost_interval_ms: std::sync::atomic::AtomicU64,
+    /// The clean-block cache of every imported pool (one domain each), ZFS's ARC.
+    cache: tarn_objects::CacheStore,
 }
 
 impl std::fmt::Debug for Engine {
@@ -471,7 +481,21 @@ impl Engine {
             multihost_interval_ms: std::sync::atomic::AtomicU64::new(
                 tarn_base::limits::MULTIHOST_INTERVAL_MS_DEFAULT,
             ),
+            cache: tarn_objects::CacheStore::new(CACHE_BYTES_DEFAULT),
         }
+    }
+
+    /// Sets the byte limit of the clean-block cache all pools share (at least
+    /// `CACHE_BYTES_MIN`), evicting what no longer fits.
+    pub fn set_cache_limit(&self, bytes: u64) {
+        self.cache
+            .set_limit(bytes.max(tarn_base::limits::CACHE_BYTES_MIN));
+    }
+
+    /// What the clean-block cache holds and how often it answered.
+    #[must_use]
+    pub fn cache_stats(&self) -> CacheStats {
+        self.cache.stats()
     }
 
     fn pools(&self) -> MutexGuard<'_, BTreeMap<String, Arc<PoolHandle>>> {
@@ -558,6 +582,7 @@ impl Engine {
             ashift: spec.ashift,
         };
         let mut imported = self.created(pool, &spec.name, &pool_props, &options.command)?;
+        imported.datasets.use_cache(self.cache.domain());
         dataset_ops::format_filesystem(&mut imported, ROOT_DATASET_ID, self.clock.as_ref())?;
         multihost::apply_prop(&mut imported, self.multihost_interval_ms())?;
         imported.sync()?;
@@ -778,6 +803,7 @@ impl Engine {
         )?;
         let (guid, readonly) = (pool.guid(), pool.readonly());
         let mut imported = Imported::open(pool, &name)?;
+        imported.datasets.use_cache(self.cache.domain());
         let now = self.clock.now_unix_secs();
         let mut resilvering = false;
         if readonly {

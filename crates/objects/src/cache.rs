@@ -1,27 +1,56 @@
-//! Bounded cache of clean blocks (verified logical bytes), least recently used evicted first,
-//! bounded by bytes. Keyed by the block's first DVA, birth txg and checksum: a block pointer
-//! names immutable contents, so an entry never goes stale; entries of freed blocks simply age
-//! out. Dirty buffers never live here (they belong to their object until sync).
+//! The clean-block cache (ZFS's ARC in miniature): verified logical bytes of blocks read or
+//! written, bounded by bytes, evicted in CLOCK order (an approximation of least recently
+//! used: entries sit in a ring in insertion order, a hit only sets the entry's referenced
+//! flag, and eviction takes the oldest entry whose flag is clear, clearing and re-queueing
+//! the referenced ones it passes). A hit therefore costs one hash lookup under the store's
+//! mutex and no reordering, which matters when every 4 KiB read of a file walks three or
+//! four cached blocks.
+//!
+//! Keyed by the block's first DVA, birth txg and checksum: a block pointer names immutable
+//! contents, so an entry never goes stale; entries of freed blocks simply age out, and a
+//! reused address is born in a later txg, so its key differs. Dirty buffers never live here
+//! (they belong to their object until sync). A hit is a reference to bytes that were
+//! decompressed and checksum-verified once, when they entered: no device read, no checksum,
+//! no decompression, only the copy the reader makes.
+//!
+//! One [`CacheStore`] holds the entries of many object sets under one byte limit: the engine
+//! keeps one per process, sized from the machine's memory, as ZFS keeps one ARC for every
+//! pool. Each imported pool reads through its own [`CacheDomain`] (a tag in every key, so
+//! two pools, or two imports of one pool, never share an entry: an import rewound to an
+//! older txg may write new blocks at the addresses and birth txgs of blocks it abandoned).
+//! When the last handle of a domain goes (its pool is exported or destroyed), its entries
+//! are dropped. An object set made without a domain has a private store of its own
+//! ([`CACHE_BYTES_DEFAULT`](crate::CACHE_BYTES_DEFAULT) unless told otherwise).
+//!
+//! The `primarycache` property is per object set ([`CachePolicy`]): it decides what that set
+//! puts in the store and what it takes from it; narrowing it drops the domain's entries it no
+//! longer admits (a rare admin change, so the store is scanned).
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use tarn_format::{BlockPtr, BlockType, Dva};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct CacheKey {
+    domain: u64,
     dva: Dva,
     birth: u64,
     checksum: [u64; 4],
 }
 
 impl CacheKey {
-    fn of(bp: &BlockPtr) -> Self {
+    fn of(domain: u64, bp: &BlockPtr) -> Self {
         CacheKey {
+            domain,
             dva: bp.dvas[0],
             birth: bp.birth.0,
             checksum: bp.checksum.0,
         }
     }
+}
+
+fn is_data(bp: &BlockPtr) -> bool {
+    bp.block_type == BlockType::Data && bp.level == 0
 }
 
 /// What the clean-block cache may keep (the `primarycache` property of a dataset), and what
@@ -54,61 +83,247 @@ impl CachePolicy {
     pub fn admits(self, bp: &BlockPtr) -> bool {
         match self {
             CachePolicy::All => true,
-            CachePolicy::Metadata => !(bp.block_type == BlockType::Data && bp.level == 0),
+            CachePolicy::Metadata => !is_data(bp),
             CachePolicy::None => false,
         }
     }
 }
 
-/// The cache. `bytes <= limit` holds after every call (I1 of the module).
+/// Counters of a [`CacheStore`] since it was made.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    /// Byte limit.
+    pub limit: u64,
+    /// Bytes held.
+    pub bytes: u64,
+    /// Blocks held.
+    pub entries: u64,
+    /// Lookups answered from the cache.
+    pub hits: u64,
+    /// Lookups that were not (the block was then read from the pool).
+    pub misses: u64,
+    /// Entries evicted to make room.
+    pub evictions: u64,
+}
+
+/// One entry: the bytes, whether it was hit since the clock hand last passed it, and
+/// whether it is level-0 data.
+#[derive(Debug)]
+struct Entry {
+    bytes: Arc<Vec<u8>>,
+    referenced: bool,
+    data: bool,
+}
+
+/// The entries of a store. `bytes <= limit` holds after every call (I1 of the crate), and
+/// `ring` holds every key of `map` exactly once.
+#[derive(Debug)]
+struct Entries {
+    limit: u64,
+    bytes: u64,
+    next_domain: u64,
+    map: HashMap<CacheKey, Entry>,
+    ring: VecDeque<CacheKey>,
+    stats: CacheStats,
+}
+
+impl Entries {
+    /// Evicts in CLOCK order until at most `limit` bytes are held. Each pass of the hand
+    /// clears the flags it passes, so this ends within two turns of the ring.
+    fn evict_to(&mut self, limit: u64) {
+        while self.bytes > limit {
+            let Some(key) = self.ring.pop_front() else {
+                break;
+            };
+            let entry = self.map.get_mut(&key).expect("cache: ring names an entry");
+            if entry.referenced {
+                entry.referenced = false;
+                self.ring.push_back(key);
+                continue;
+            }
+            let old = self.map.remove(&key).expect("cache: entry just seen");
+            self.bytes -= old.bytes.len() as u64;
+            self.stats.evictions += 1;
+        }
+        assert_eq!(self.map.len(), self.ring.len(), "cache: index sizes");
+    }
+
+    fn remove_where(&mut self, mut doomed: impl FnMut(&CacheKey, &Entry) -> bool) {
+        let keys: Vec<CacheKey> = self
+            .map
+            .iter()
+            .filter(|(key, entry)| doomed(key, entry))
+            .map(|(key, _)| *key)
+            .collect();
+        if keys.is_empty() {
+            return;
+        }
+        for key in keys {
+            let entry = self.map.remove(&key).expect("cache: key just listed");
+            self.bytes -= entry.bytes.len() as u64;
+        }
+        let map = &self.map;
+        self.ring.retain(|key| map.contains_key(key));
+        assert_eq!(self.map.len(), self.ring.len(), "cache: index sizes");
+    }
+}
+
+/// A byte-bounded store of clean blocks shared by the object sets of many pools (module
+/// docs). Cloning gives another handle to the same store.
+#[derive(Clone, Debug)]
+pub struct CacheStore {
+    entries: Arc<Mutex<Entries>>,
+}
+
+impl CacheStore {
+    /// An empty store holding at most `limit` bytes.
+    #[must_use]
+    pub fn new(limit: u64) -> Self {
+        CacheStore {
+            entries: Arc::new(Mutex::new(Entries {
+                limit,
+                bytes: 0,
+                next_domain: 0,
+                map: HashMap::new(),
+                ring: VecDeque::new(),
+                stats: CacheStats::default(),
+            })),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Entries> {
+        // Every update keeps the entries consistent before it can panic, so a poisoned lock
+        // (a panic elsewhere while holding it) leaves usable entries.
+        self.entries.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A new domain: the keys of one imported pool.
+    #[must_use]
+    pub fn domain(&self) -> CacheDomain {
+        let mut entries = self.lock();
+        entries.next_domain += 1;
+        CacheDomain {
+            inner: Arc::new(DomainInner {
+                store: self.clone(),
+                id: entries.next_domain,
+            }),
+        }
+    }
+
+    /// Sets the byte limit, evicting what no longer fits.
+    pub fn set_limit(&self, limit: u64) {
+        let mut entries = self.lock();
+        entries.limit = limit;
+        entries.evict_to(limit);
+    }
+
+    /// What the store holds and how it was used.
+    #[must_use]
+    pub fn stats(&self) -> CacheStats {
+        let entries = self.lock();
+        CacheStats {
+            limit: entries.limit,
+            bytes: entries.bytes,
+            entries: entries.map.len() as u64,
+            ..entries.stats
+        }
+    }
+}
+
+#[derive(Debug)]
+struct DomainInner {
+    store: CacheStore,
+    id: u64,
+}
+
+impl Drop for DomainInner {
+    fn drop(&mut self) {
+        let id = self.id;
+        self.store.lock().remove_where(|key, _| key.domain == id);
+    }
+}
+
+/// The part of a [`CacheStore`] one imported pool uses; its entries go with its last handle.
+#[derive(Clone, Debug)]
+pub struct CacheDomain {
+    inner: Arc<DomainInner>,
+}
+
+impl CacheDomain {
+    /// The store this domain is part of.
+    #[must_use]
+    pub fn store(&self) -> &CacheStore {
+        &self.inner.store
+    }
+
+    fn same(&self, other: &CacheDomain) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+}
+
+/// One object set's view of the cache: a domain and the set's `primarycache` policy.
 #[derive(Debug)]
 pub(crate) struct BlockCache {
-    limit: u64,
     policy: CachePolicy,
     /// What reads may copy to the cache devices (`secondarycache`); not this cache's own.
     secondary: CachePolicy,
-    bytes: u64,
-    tick: u64,
-    entries: HashMap<CacheKey, (Arc<Vec<u8>>, u64)>,
-    by_age: BTreeMap<u64, CacheKey>,
+    domain: CacheDomain,
 }
 
 impl BlockCache {
+    /// A cache of its own (a private store of `limit` bytes).
     pub(crate) fn new(limit: u64) -> Self {
         BlockCache {
-            limit,
             policy: CachePolicy::All,
             secondary: CachePolicy::All,
-            bytes: 0,
-            tick: 0,
-            entries: HashMap::new(),
-            by_age: BTreeMap::new(),
+            domain: CacheStore::new(limit).domain(),
+        }
+    }
+
+    /// Reads through `domain` from now on (nothing to do when it already does).
+    pub(crate) fn use_domain(&mut self, domain: &CacheDomain) {
+        if !self.domain.same(domain) {
+            self.domain = domain.clone();
         }
     }
 
     pub(crate) fn get(&mut self, bp: &BlockPtr) -> Option<Arc<Vec<u8>>> {
-        let key = CacheKey::of(bp);
-        let (data, age) = self.entries.get_mut(&key)?;
-        self.by_age.remove(age);
-        self.tick += 1;
-        *age = self.tick;
-        self.by_age.insert(self.tick, key);
-        Some(Arc::clone(data))
+        if !self.policy.admits(bp) {
+            return None;
+        }
+        let key = CacheKey::of(self.domain.inner.id, bp);
+        let mut guard = self.domain.store().lock();
+        let entries = &mut *guard;
+        let Some(entry) = entries.map.get_mut(&key) else {
+            entries.stats.misses += 1;
+            return None;
+        };
+        entries.stats.hits += 1;
+        entry.referenced = true;
+        Some(Arc::clone(&entry.bytes))
     }
 
-    /// Applies `policy` from now on, dropping what it no longer admits.
+    /// Applies `policy` from now on, dropping the domain's entries it no longer admits.
     pub(crate) fn set_policy(&mut self, policy: CachePolicy) {
         if policy == self.policy {
             return;
         }
         self.policy = policy;
-        if policy != CachePolicy::All {
-            // Which entries were data is not recorded: start over (a rare admin change).
-            *self = BlockCache {
-                policy,
-                secondary: self.secondary,
-                ..BlockCache::new(self.limit)
-            };
+        let id = self.domain.inner.id;
+        match policy {
+            CachePolicy::All => {}
+            // Which object set an entry came from is not recorded: the domain's data goes
+            // (a rare admin change; other datasets of the pool read it again).
+            CachePolicy::Metadata => self
+                .domain
+                .store()
+                .lock()
+                .remove_where(|key, entry| key.domain == id && entry.data),
+            CachePolicy::None => self
+                .domain
+                .store()
+                .lock()
+                .remove_where(|key, _| key.domain == id),
         }
     }
 
@@ -131,7 +346,8 @@ impl BlockCache {
 
     /// Whether `bp`'s contents are cached (without making the entry younger).
     pub(crate) fn contains(&self, bp: &BlockPtr) -> bool {
-        self.entries.contains_key(&CacheKey::of(bp))
+        let key = CacheKey::of(self.domain.inner.id, bp);
+        self.policy.admits(bp) && self.domain.store().lock().map.contains_key(&key)
     }
 
     pub(crate) fn insert(&mut self, bp: &BlockPtr, data: Arc<Vec<u8>>) {
@@ -139,39 +355,38 @@ impl BlockCache {
         if !self.policy.admits(bp) {
             return;
         }
-        if size > self.limit / 4 {
+        let key = CacheKey::of(self.domain.inner.id, bp);
+        let mut guard = self.domain.store().lock();
+        let entries = &mut *guard;
+        if size > entries.limit / 4 {
             // A block bigger than a quarter of the cache would evict too much to be worth it.
             return;
         }
-        let key = CacheKey::of(bp);
-        if self.entries.contains_key(&key) {
+        if entries.map.contains_key(&key) {
             return;
         }
-        while self.bytes + size > self.limit {
-            let Some((_, victim)) = self.by_age.pop_first() else {
-                break;
-            };
-            let (old, _) = self
-                .entries
-                .remove(&victim)
-                .expect("cache: age index names an entry");
-            self.bytes -= old.len() as u64;
-        }
-        self.tick += 1;
-        self.entries.insert(key, (data, self.tick));
-        self.by_age.insert(self.tick, key);
-        self.bytes += size;
+        let limit = entries.limit;
+        entries.evict_to(limit - size);
+        let entry = Entry {
+            bytes: data,
+            referenced: false,
+            data: is_data(bp),
+        };
+        entries.map.insert(key, entry);
+        entries.ring.push_back(key);
+        entries.bytes += size;
         assert!(
-            self.bytes <= self.limit,
-            "cache: {} bytes over limit {}",
-            self.bytes,
-            self.limit
+            entries.bytes <= entries.limit,
+            "cache: {} bytes over limit {} (I1)",
+            entries.bytes,
+            entries.limit
         );
-        assert_eq!(self.entries.len(), self.by_age.len(), "cache: index sizes");
+        assert_eq!(entries.map.len(), entries.ring.len(), "cache: index sizes");
     }
 
+    /// Bytes the store holds (every domain's).
     pub(crate) fn bytes(&self) -> u64 {
-        self.bytes
+        self.domain.store().lock().bytes
     }
 }
 
@@ -190,8 +405,10 @@ mod tests {
         bp
     }
 
+    /// Goal: eviction keeps what was hit since it was cached (second chance) and takes the
+    /// oldest of the rest, within the byte limit.
     #[test]
-    fn evicts_least_recently_used_within_the_byte_limit() {
+    fn evicts_the_oldest_unreferenced_within_the_byte_limit() {
         let mut cache = BlockCache::new(4096);
         for i in 0..4 {
             cache.insert(&bp(i), Arc::new(vec![0; 1024]));
@@ -213,6 +430,8 @@ mod tests {
             cache.get(&bp(10)).is_none(),
             "a block over a quarter of the limit is not kept"
         );
+        let stats = cache.domain.store().stats();
+        assert_eq!((stats.hits, stats.misses, stats.evictions), (2, 2, 1));
     }
 
     #[test]
@@ -227,10 +446,16 @@ mod tests {
         let zap = typed(3, BlockType::Metadata, 0);
         let mut cache = BlockCache::new(1 << 20);
         cache.insert(&data, Arc::new(vec![0; 512]));
+        cache.insert(&zap, Arc::new(vec![0; 512]));
         cache.set_policy(CachePolicy::Metadata);
         assert!(
             cache.get(&data).is_none(),
             "data cached before the change is dropped"
+        );
+        assert_eq!(
+            cache.bytes(),
+            512,
+            "metadata cached before the change stays"
         );
         for block in [&data, &indirect, &zap] {
             cache.insert(block, Arc::new(vec![0; 512]));
@@ -238,10 +463,44 @@ mod tests {
         assert!(cache.get(&data).is_none());
         assert!(cache.get(&indirect).is_some() && cache.get(&zap).is_some());
         cache.set_policy(CachePolicy::None);
+        assert_eq!(cache.bytes(), 0, "nothing stays under primarycache=none");
         cache.insert(&zap, Arc::new(vec![0; 512]));
         assert_eq!(cache.bytes(), 0);
         cache.set_policy(CachePolicy::parse("all"));
         cache.insert(&data, Arc::new(vec![0; 512]));
         assert!(cache.get(&data).is_some());
+    }
+
+    /// Goal: domains of one store share its byte limit but never each other's entries, and
+    /// a domain's entries go with its last handle. Method: two domains cache the same block
+    /// pointer with different bytes; one domain is dropped.
+    #[test]
+    fn domains_share_the_limit_not_the_entries() {
+        let store = CacheStore::new(4096);
+        let (one, two) = (store.domain(), store.domain());
+        let mut first = BlockCache::new(0);
+        first.use_domain(&one);
+        let mut second = BlockCache::new(0);
+        second.use_domain(&two);
+        first.insert(&bp(7), Arc::new(vec![1; 1024]));
+        assert!(
+            second.get(&bp(7)).is_none(),
+            "another domain's entry is not seen"
+        );
+        second.insert(&bp(7), Arc::new(vec![2; 1024]));
+        assert_eq!(first.get(&bp(7)).as_deref().map(|b| b[0]), Some(1));
+        assert_eq!(second.get(&bp(7)).as_deref().map(|b| b[0]), Some(2));
+        for i in 0..2 {
+            second.insert(&bp(100 + i), Arc::new(vec![2; 1024]));
+        }
+        assert_eq!(store.stats().bytes, 4096, "one limit for both domains");
+        drop((first, one));
+        assert_eq!(
+            store.stats().entries,
+            3,
+            "the dropped domain's entries went with it"
+        );
+        store.set_limit(1024);
+        assert_eq!(store.stats().bytes, 1024, "a lower limit evicts at once");
     }
 }

@@ -32,7 +32,10 @@
 //! # State
 //! In memory ([`ObjectSet`]): the meta-dnode's state, a map of objects changed since the last
 //! sync (new dnode fields plus dirty level-0 blocks, or "freed"), the trees of freed objects
-//! waiting to be released, a bounded LRU cache of clean blocks keyed by block pointer, and
+//! waiting to be released, its view of the clean-block cache (a bounded LRU of verified,
+//! decompressed blocks keyed by block pointer: the set's own [`CacheStore`], or a domain of
+//! one shared by every object set of the process, as the engine does, so that a hit is a
+//! memory copy; `cache.rs`), and
 //! where the last read of each of the recently read objects ended (`readahead`: reads of
 //! several records are batched, and a sequential reader's next records, up to 1 MiB, are read
 //! with them into the cache when the store reads in parallel).
@@ -42,7 +45,9 @@
 //!
 //! # Invariants
 //! - I1: the clean-block cache never holds more than its byte limit; dirty buffers never live
-//!   in it and are never evicted.
+//!   in it and are never evicted; every entry holds exactly the logical bytes of the block
+//!   pointer it is keyed by, as the store verified them (or as this set wrote them at sync),
+//!   and one domain's entries are never returned to another.
 //! - I2: an object id is in exactly one state: free, allocated on disk, or in the changed map
 //!   (live or freed); object 0 is the meta-dnode and never handed out.
 //! - I3: a synced tree addresses `maxblkid` (`nlevels` grows at sync when it does not), and
@@ -55,8 +60,11 @@
 //!
 //! # Concurrency and context
 //! An [`ObjectSet`] is owned by one thread (the pool's sync thread or a test); methods take
-//! `&mut self`. Open-context changes and syncing are serialized by the owner: the pool quiesces
-//! writers before calling `sync`, as ZFS does between the open and syncing txg states.
+//! `&mut self`. A shared [`CacheStore`] is the one thing several owners touch: its mutex is
+//! held only for a lookup, an insert or a purge, never across a store read, and no other lock
+//! is taken under it. Open-context changes and syncing are serialized by the owner: the pool
+//! quiesces writers before calling `sync`, as ZFS does between the open and syncing txg
+//! states.
 //!
 //! # Failure model
 //! - Bytes from disk (dnodes, indirect blocks, ZAP blocks, the root) are input: bad ones are
@@ -88,7 +96,7 @@ mod tests;
 pub mod testing;
 
 pub use accounting::{SyncHook, UsedChange, UsedState};
-pub use cache::CachePolicy;
+pub use cache::{CacheDomain, CachePolicy, CacheStats, CacheStore};
 pub use objset::{
     CACHE_BYTES_DEFAULT, META_DNODE_OBJECT, OBJECT_ID_LIMIT, ObjectSet, visit_object_set,
 };

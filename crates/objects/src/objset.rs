@@ -152,6 +152,13 @@ impl ObjectSet {
         self
     }
 
+    /// Reads and caches through `domain` of a shared [`crate::CacheStore`] from now on
+    /// instead of the set's own cache (nothing changes when it already does). The policy
+    /// set by [`ObjectSet::set_cache_policy`] stays.
+    pub fn use_cache(&mut self, domain: &crate::CacheDomain) {
+        self.cache.use_domain(domain);
+    }
+
     /// Sets what the clean-block cache keeps from now on (`primarycache`).
     pub fn set_cache_policy(&mut self, policy: crate::CachePolicy) {
         self.cache.set_policy(policy);
@@ -204,7 +211,7 @@ impl ObjectSet {
             + (self.hot.len() as u64 + self.pending_frees.len() as u64) * DNODE_SIZE as u64
     }
 
-    /// Bytes held by the clean-block cache.
+    /// Bytes held by the clean-block cache (with a shared store: by every domain of it).
     #[must_use]
     pub fn cached_bytes(&self) -> u64 {
         self.cache.bytes()
@@ -649,7 +656,9 @@ impl ObjectSet {
             return Err(invalid(id, "read offset", offset));
         }
         let len = buf.len() as u64;
-        let ahead = store.reads_in_parallel() && self.streams.note(id, offset, len);
+        // The store is asked only for a sequential reader: answering walks the vdev tree,
+        // which a small random read served from the cache should not pay for.
+        let ahead = self.streams.note(id, offset, len) && store.reads_in_parallel();
         self.inspect(store, id, |ctx, state| {
             readahead::prefetch(ctx, state, offset, len, ahead);
             tree::read(ctx, state, offset, buf)

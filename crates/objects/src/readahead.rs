@@ -76,13 +76,21 @@ pub(crate) fn prefetch(
     len: u64,
     ahead: bool,
 ) {
-    if len == 0 || !ctx.store.reads_in_parallel() || !ctx.cache.keeps_data() {
+    if len == 0 {
         return;
     }
     let block_size = u64::from(state.dnode.data_block_size);
     assert!(block_size > 0, "a data object has a block size");
     let first = offset / block_size;
     let last = (offset.saturating_add(len) - 1) / block_size;
+    if !ahead && first == last {
+        // One record and nothing ahead: never a batch (below), so not even the walk to find
+        // out, which the caller's read does anyway. This is every small random read.
+        return;
+    }
+    if !ctx.cache.keeps_data() || !ctx.store.reads_in_parallel() {
+        return;
+    }
     let window = if ahead {
         (READAHEAD_BYTES_MAX / block_size).clamp(1, BLOCKS_IN_FLIGHT_MAX as u64)
     } else {

@@ -223,6 +223,36 @@ pub(crate) fn block_data<'s>(
     )?))
 }
 
+/// Writes one block of a tree at sync and puts its logical bytes in the cache, so that the
+/// next reader of the object finds the data and the indirect blocks it walks through there.
+/// They are exactly the bytes the block pointer's checksum was computed from (after the
+/// store's compression, which the store undoes on every read it verifies).
+fn write_cached(
+    store: &mut dyn BlockStore,
+    cache: &mut BlockCache,
+    object: ObjectId,
+    offset: u64,
+    bytes: Vec<u8>,
+    props: &WriteProps,
+) -> Result<BlockPtr, ObjectError> {
+    let bp = store
+        .write_block(&bytes, props)
+        .map_err(|source| ObjectError::Io {
+            object,
+            offset,
+            source,
+        })?;
+    if !bp.is_hole() {
+        assert_eq!(
+            u64::from(bp.lsize),
+            bytes.len() as u64,
+            "written block's size"
+        );
+        cache.insert(&bp, Arc::new(bytes));
+    }
+    Ok(bp)
+}
+
 /// Copies `buf.len()` bytes from `offset`; holes and unwritten ranges read as zeros.
 pub(crate) fn read(
     ctx: &mut ReadCtx<'_>,
@@ -583,17 +613,8 @@ pub(crate) fn sync_tree(
             Dirty::Hole => BlockPtr::hole(txg),
             Dirty::Data(bytes) => {
                 let props = write_props(config, &old, 0, level0_type, 1);
-                let bp = store
-                    .write_block(&bytes, &props)
-                    .map_err(|source| ObjectError::Io {
-                        object,
-                        offset: blkid.saturating_mul(block_size),
-                        source,
-                    })?;
-                if !bp.is_hole() {
-                    cache.insert(&bp, Arc::new(bytes));
-                }
-                bp
+                let offset = blkid.saturating_mul(block_size);
+                write_cached(store, cache, object, offset, bytes, &props)?
             }
         };
         assert!(
@@ -660,15 +681,8 @@ pub(crate) fn sync_tree(
                 for child in &children {
                     child.encode_into(&mut writer);
                 }
-                let bytes = writer.finish();
                 let props = write_props(config, &old, level, level0_type, fill);
-                let bp = store
-                    .write_block(&bytes, &props)
-                    .map_err(|source| ObjectError::Io {
-                        object,
-                        offset: 0,
-                        source,
-                    })?;
+                let bp = write_cached(store, cache, object, 0, writer.finish(), &props)?;
                 assert_eq!(
                     bp.fill, fill,
                     "store must keep the fill count of indirect blocks"
