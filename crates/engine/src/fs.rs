@@ -1,6 +1,10 @@
 //! Filesystem operations for front ends: one POSIX operation on one dataset, under the pool
 //! lock, with write admission before and the write throttle after.
 //!
+//! The pool lock is taken without waiting for a txg's commit phase (`PoolHandle::lock_open`):
+//! operations run in the open txg while the previous one commits; the throttle after each
+//! one is [`crate::txg`]'s.
+//!
 //! A front end (the FUSE server) never sees an object set: it calls [`Engine::fs_op`] with a
 //! closure over [`tarn_posix::Fs`], says what kind of operation it is ([`FsOp`]) so the engine
 //! can refuse it up front (read-only pool or dataset, suspended pool, no space, quota), and
@@ -114,7 +118,7 @@ impl Engine {
         f: impl FnOnce(&mut Fs<'_>) -> Result<R, PosixError>,
     ) -> Result<R, EngineError> {
         let handle = self.pool(pool)?;
-        let mut inner = handle.lock();
+        let mut inner = handle.lock_open();
         if !inner.datasets.contains(dataset) {
             return Err(EngineError::NoSuchDataset);
         }
@@ -155,15 +159,16 @@ impl Engine {
             }
             f(&mut fs)
         };
-        let open_txg = inner.pool.txg().next();
+        let open_txg = inner.pool.open_txg();
         inner.logs.add(dataset, open_txg, records);
         let result = result?;
         if op != FsOp::Read && settings.sync == SyncMode::Always {
+            // The log's chain is the one the syncing txg's header names: it must be
+            // committed before records go into it (module `zil`).
+            inner = handle.wait_commit(inner)?;
             inner.log_commit(dataset)?;
         }
-        if inner.dirty_bytes() >= crate::DIRTY_MAX {
-            inner.sync()?;
-        }
+        self.throttle(&handle, inner)?;
         Ok(result)
     }
 
@@ -172,7 +177,7 @@ impl Engine {
     pub fn fs_statfs(&self, pool: &str, dataset: DatasetId) -> Result<FsStat, EngineError> {
         let files = self.fs_op(pool, dataset, FsOp::Read, |fs| fs.inode_count())?;
         let handle = self.pool(pool)?;
-        let inner = handle.lock();
+        let inner = handle.lock_open();
         // Dirty data counts as used at once (its real, compressed size is known at sync), so
         // `df` moves as files are written rather than every few seconds.
         let dirty = inner.datasets.node(dataset).objset.dirty_bytes();
@@ -200,7 +205,10 @@ impl Engine {
     /// are not forced out.
     pub fn fs_sync(&self, pool: &str, dataset: DatasetId) -> Result<(), EngineError> {
         let handle = self.pool(pool)?;
-        let mut inner = handle.lock();
+        // A txg syncing is waited for without the pool lock: its header names the chain the
+        // records go into (module `zil`).
+        let inner = handle.lock_open();
+        let mut inner = handle.wait_commit(inner)?;
         if !inner.datasets.contains(dataset) {
             return Err(EngineError::NoSuchDataset);
         }
