@@ -31,7 +31,10 @@
 //! - I2: a block freed in txg T becomes allocatable no earlier than T + TXG_DEFER, unless it
 //!   was also born in T (then nothing on disk can reference it and it is reusable at once;
 //!   an intent-log block born in T, which a committed log chain may name, is reusable once
-//!   T commits).
+//!   T commits). A txg that writes a base (condenses) re-dates every free not yet
+//!   allocatable to itself, as the base records them: they wait until it is TXG_DEFER old,
+//!   in memory as at import (else the next delta could allocate space that a load of that
+//!   delta still holds deferred).
 //!   While frees are held ([`SpaceManager::set_hold_deferred`], during a scrub) no deferred
 //!   free becomes allocatable at all: a block the scrub listed and that was freed since must
 //!   keep its contents, or the scrub would report it corrupt.
@@ -402,11 +405,15 @@ impl SpaceManager {
         let mut manager = SpaceManager::new(vdevs);
         let blocks = read_chain(pipeline, head, &mut manager.chain)?;
         // Extents allocated by the delta being replayed: a free of one in the same txg was
-        // released at once when that txg synced (see `free`), so it is not deferred here.
+        // released at once when that txg synced (see `free`), so it is not deferred here. A
+        // base's later blocks carry its txg too (and the kind `Delta`): its frees are the
+        // frees still deferred when it was written, never frees of its own extents.
         let mut born_now = (Txg(0), Vec::new());
+        let mut in_base = false;
         for block in blocks.iter().rev() {
             if born_now.0 != block.txg {
                 born_now = (block.txg, vec![RangeTree::new(); manager.vdevs.len()]);
+                in_base = block.kind == LogKind::Base;
             }
             for record in &block.records {
                 manager.chain_records += 1;
@@ -416,9 +423,8 @@ impl SpaceManager {
                     },
                 )?;
                 let born = &mut born_now.1[record.vdev.0 as usize];
-                let same_txg = block.kind == LogKind::Delta
-                    && !record.alloc
-                    && born.contains(record.offset, record.asize);
+                let same_txg =
+                    !in_base && !record.alloc && born.contains(record.offset, record.asize);
                 if record.alloc {
                     vdev.claim(record.offset, record.asize)?;
                     born.add(record.offset, record.asize);
@@ -742,12 +748,20 @@ impl SpaceManager {
     }
 
     /// Condenses: frees the old chain and writes every allocated extent as a new base.
+    ///
+    /// The base records every free not yet allocatable as a free of its own txg (the format
+    /// keeps no older txg for them), and an import keeps such a free until the base's txg
+    /// is [`TXG_DEFER`] old. So the frees in memory are re-dated the same way first: were a
+    /// free of an older txg released at its own time, the next delta could allocate it
+    /// while a load of that delta still holds it deferred from the base ("allocation of
+    /// space that is not free" at the import right after a condense).
     fn write_base(&mut self, pipeline: &Pipeline) -> Result<BlockPtr, SpaceError> {
         for bp in std::mem::take(&mut self.chain) {
             for dva in bp.copies() {
                 self.free(dva, bp.birth);
             }
         }
+        self.redate_frees_to_base();
         self.records.clear();
         // Allocation can add at most one extent per copy; plan for that many more.
         let per_block = RECORDS_PER_BLOCK as u64;
@@ -796,6 +810,17 @@ impl SpaceManager {
         }
         self.chain_records = extents.len() as u64;
         Ok(prev)
+    }
+
+    /// Makes every free not yet allocatable a free of the txg writing a base, as the base
+    /// records it (see [`SpaceManager::write_base`]): deferred frees of older txgs and
+    /// intent-log blocks born and freed in this txg wait [`TXG_DEFER`] txgs from now.
+    fn redate_frees_to_base(&mut self) {
+        let older = std::mem::take(&mut self.deferred).into_iter();
+        let older: Vec<Dva> = older.flat_map(|(_, list)| list).collect();
+        let born_now = std::mem::take(&mut self.release_at_commit);
+        self.frees_this_txg.extend(older);
+        self.frees_this_txg.extend(born_now);
     }
 
     /// The records of a new base: every allocated extent (the complement of the free trees,
