@@ -22,11 +22,10 @@
 //! ```
 //! The deferred set is not exposed by tarn-space, so it is derived from the log the way
 //! `SpaceManager::load` derives it (a free of an extent allocated in the same txg is released
-//! at once, never deferred). Within TXG_DEFER txgs after a condense (a base block) the base
-//! names every free that was deferred when it was written as a free of its own txg, while the
-//! running pool releases the oldest of them as that txg commits; then allocated is only
-//! checked to lie between |R| + the deltas' deferred frees and |R| + |D|, and the report says
-//! so (`deferred_exact`).
+//! at once, never deferred; a base's frees are frees of the base's txg, in whichever of its
+//! blocks they are). The running pool keeps every free a base lists exactly that long too
+//! (tarn-space I2), so the check is exact, also right after a condense. Only a running scan,
+//! which holds every free, makes allocated a range (`deferred_exact` is then false).
 
 use tarn_base::Txg;
 use tarn_format::{BlockPtr, BlockType};
@@ -53,8 +52,8 @@ pub struct CheckReport {
     pub deferred_bytes: u64,
     /// `SpaceManager::allocated()`.
     pub allocated_bytes: u64,
-    /// False when a recent condense hid deferred frees (then allocated was only checked to
-    /// be at least referenced plus deferred).
+    /// False while a scan holds frees (then allocated was only checked to lie between
+    /// referenced plus deferred and referenced plus every free the chain records).
     pub deferred_exact: bool,
 }
 
@@ -132,7 +131,6 @@ pub fn verify_pool(engine: &Engine, name: &str) -> Result<CheckReport, String> {
         live,
         Deferred {
             bytes: deferred_bytes,
-            after_base,
             all: all_frees,
         },
     ) = replay_chain(&chain, ub.txg, vdevs)?;
@@ -140,23 +138,16 @@ pub fn verify_pool(engine: &Engine, name: &str) -> Result<CheckReport, String> {
     check_usedby(&inner)?;
     let referenced_bytes: u64 = reachable.iter().map(RangeTree::total).sum();
     let allocated_bytes = pool.space().allocated();
-    let base_txg = chain
-        .first()
-        .filter(|(_, b)| b.kind == LogKind::Base)
-        .map(|(_, b)| b.txg);
     // A running scan holds every free (none becomes reusable until it ends), so frees
     // older than TXG_DEFER txgs may still count as allocated: any free the chain records.
     // Intent-log blocks written since the commit (open) are allocated but in no delta yet.
     let held = pool.space().hold_deferred();
-    let deferred_exact = !held && base_txg.is_none_or(|base| base.0 + TXG_DEFER <= ub.txg.0);
-    let expected = referenced_bytes + open_bytes + if held { all_frees } else { deferred_bytes };
-    // A base lists every free still deferred when it was written as a free of its own txg;
-    // the running pool releases the oldest of them when that txg commits, an import keeps
-    // them TXG_DEFER txgs more. Only the deltas after the base are then surely deferred.
-    let closes = if deferred_exact {
-        allocated_bytes == expected
+    let deferred_exact = !held;
+    let exact = referenced_bytes + open_bytes + deferred_bytes;
+    let closes = if held {
+        (exact..=referenced_bytes + open_bytes + all_frees).contains(&allocated_bytes)
     } else {
-        (referenced_bytes + open_bytes + after_base..=expected).contains(&allocated_bytes)
+        allocated_bytes == exact
     };
     if !closes {
         return Err(format!(
@@ -409,8 +400,6 @@ fn check_blocks(
 struct Deferred {
     /// Frees recorded in the last `TXG_DEFER` txgs, as `SpaceManager::load` keeps them.
     bytes: u64,
-    /// The part of `bytes` recorded by deltas (not by the base that starts the chain).
-    after_base: u64,
     /// Every free the chain records (at most what a scan's hold can keep allocated).
     all: u64,
 }
@@ -422,17 +411,16 @@ fn replay_chain(
     vdevs: usize,
 ) -> Result<(Vec<RangeTree>, Deferred), String> {
     let mut live = vec![RangeTree::new(); vdevs];
-    let mut deferred = Deferred {
-        bytes: 0,
-        after_base: 0,
-        all: 0,
-    };
+    let mut deferred = Deferred { bytes: 0, all: 0 };
     // Extents allocated in the txg being replayed: freeing one in the same txg releases it at
     // once (nothing committed can name it), as `SpaceManager` does, so it is never deferred.
+    // A base's frees (in any of its blocks) are the frees still deferred when it was written.
     let mut born_now = (Txg(0), vec![RangeTree::new(); vdevs]);
+    let mut in_base = false;
     for (_, block) in chain {
         if born_now.0 != block.txg {
             born_now = (block.txg, vec![RangeTree::new(); vdevs]);
+            in_base = block.kind == LogKind::Base;
         }
         for record in &block.records {
             let Some(tree) = live.get_mut(record.vdev.0 as usize) else {
@@ -464,13 +452,10 @@ fn replay_chain(
                 tree.remove(record.offset, record.asize);
                 deferred.all += record.asize;
                 let born = &mut born_now.1[record.vdev.0 as usize];
-                if block.kind == LogKind::Delta && born.contains(record.offset, record.asize) {
+                if !in_base && born.contains(record.offset, record.asize) {
                     born.remove(record.offset, record.asize);
                 } else if block.txg.0 + TXG_DEFER > txg.0 {
                     deferred.bytes += record.asize;
-                    if block.kind == LogKind::Delta {
-                        deferred.after_base += record.asize;
-                    }
                 }
             }
         }
@@ -597,10 +582,12 @@ mod tests {
     }
 
     #[test]
-    fn a_condense_that_releases_old_frees_still_closes() {
-        // Goal: the check models a base written while older frees were deferred (seed 508 of
-        // the simulator): the base names them as frees of its txg, the running pool releases
-        // the oldest at that commit, so allocated is below |R| + |D| but above |R|.
+    fn a_condense_keeps_old_frees_as_long_as_an_import_would() {
+        // Goal: a base written while older frees were deferred (seed 508 of the simulator)
+        // names them as frees of its txg; the running pool must keep them exactly as long as
+        // an import of the base would (it once released the oldest at the base's commit, and
+        // the next txg could then allocate space an import still held: the kill loop's
+        // "allocation of space that is not free"). So space closes exactly after a condense.
         // Method: overwrite across syncs so every txg frees, force a condense, verify after
         // it and after the next syncs and an import.
         let (engine, _provider) = engine_with(TopLayout::Raidz(1), 4);
@@ -623,10 +610,11 @@ mod tests {
             .unwrap();
         engine.sync_pool("tank").unwrap();
         let report = verify_pool(&engine, "tank").unwrap();
-        assert!(!report.deferred_exact, "the sync condensed: {report:?}");
-        assert!(
-            report.allocated_bytes < report.referenced_bytes + report.deferred_bytes,
-            "the base's oldest frees were released at its commit: {report:?}"
+        assert!(report.deferred_exact, "no scan holds frees: {report:?}");
+        assert_eq!(
+            report.allocated_bytes,
+            report.referenced_bytes + report.deferred_bytes,
+            "the base's frees of older txgs are still deferred after its commit: {report:?}"
         );
         engine
             .pool("tank")

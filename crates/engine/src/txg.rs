@@ -35,6 +35,18 @@
 //! while the open txg collects up to [`DIRTY_MAX`] more, so about twice that is in memory.
 //! Without a syncer the writer syncs the whole txg on its own thread at [`DIRTY_MAX`], the
 //! commit phase without the pool lock (other threads go on; this one waits for the flush).
+//!
+//! # When a phase fails
+//! Both end in one place each: a failed write phase in [`tarn_pool::Pool::sync_write`] and a
+//! failed commit phase in `Pool::commit_failed` (reached through `Imported::finish_done`).
+//! Either suspends the pool; the failed txg T never counts, and an import opens T-1. The
+//! state left in memory: the pool's txg and uberblock are T-1's and no txg is syncing; the
+//! space manager still records T (allocations of T allocated, frees of T not reusable). A
+//! failed write phase keeps the history records and the destroyed datasets' blocks for the
+//! next try, but upper layers may have written part of T. A failed commit phase leaves the
+//! upper layers as T's write phase made them (dirty data written into T's blocks, history
+//! and destroyed blocks consumed), and the intent-log records of T pending: they are still
+//! in the chain T-1's header names, so an import replays them.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 

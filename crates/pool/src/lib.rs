@@ -973,12 +973,14 @@ impl Pool {
         self.space.set_hold_deferred(hold);
     }
 
-    /// A reader for blocks of the last committed txg and of the open txg's clean data.
+    /// A reader for blocks of the last committed txg, of a syncing one and of the open txg's
+    /// clean data. Its txg is the open one ([`Pool::open_txg`]), which open-context work
+    /// (an inode's generation) stamps.
     #[must_use]
     pub fn reader(&self) -> PoolReader<'_> {
         PoolReader {
             pipeline: &self.pipeline,
-            txg: Txg(self.txg.0 + 1),
+            txg: self.open_txg(),
         }
     }
 
@@ -1289,7 +1291,7 @@ impl Pool {
             .expect("I6: a commit finishes only a txg whose write phase ran");
         let uberblock = match outcome {
             Ok(uberblock) => uberblock,
-            Err(why) => return Err(self.suspend(why)),
+            Err(why) => return Err(self.commit_failed(why)),
         };
         assert_eq!(
             uberblock.txg, txg,
@@ -1302,6 +1304,17 @@ impl Pool {
         self.txg = txg;
         self.last = Some(uberblock);
         Ok(txg)
+    }
+
+    /// The one place a txg whose commit phase failed ends (`why` names the txg): the pool
+    /// suspends (I5) and the txg does not count. What stays behind, for whoever resumes the
+    /// pool: `txg()` and the last uberblock are still the previous txg's, no txg is syncing,
+    /// the labels still count as dirty if they were; the space manager still records the
+    /// failed txg (its delta blocks are in the in-memory chain, its frees neither deferred
+    /// nor released, its allocations allocated), so nothing it wrote is handed out again
+    /// before a reimport, which reloads the space log of the last committed txg.
+    fn commit_failed(&mut self, why: String) -> PoolError {
+        self.suspend(why)
     }
 
     /// The txg between its write phase and the end of its commit (at most one).
