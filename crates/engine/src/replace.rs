@@ -260,10 +260,12 @@ impl Engine {
     /// doc). Returns the pools where a resilver was started. The daemon calls this from its
     /// background thread; tests call it directly.
     pub fn fault_check(&self) -> Vec<String> {
+        // The admin lock first (the lock order): holding pool handles while waiting for it
+        // would make an export that holds it find its pool busy.
+        let _admin = self.admin();
         let handles: Vec<_> = self.pools().values().cloned().collect();
         let mut started = Vec::new();
         for handle in handles {
-            let _admin = self.admin();
             let mut inner = handle.lock();
             if inner.pool.readonly() || inner.pool.suspended().is_some() {
                 continue;
