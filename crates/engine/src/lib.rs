@@ -51,6 +51,8 @@
 //! # Failure model
 //! Errors are [`EngineError`], each naming what was wrong; front ends print them as
 //! `cannot <verb> '<object>': <error>`. A suspended pool refuses writes until re-imported.
+//! A txg whose write or commit phase fails suspends the pool in one place per phase; what
+//! it leaves in memory (txg T-1 committed, T's space still held) is in [`txg`].
 //!
 //! Background work: [`scrub`] verifies every live block in device-address order in batches
 //! ([`Engine::scrub_step`]) that a front end's thread drives; offline, online and clear
