@@ -62,11 +62,15 @@ pub const MULTIHOST_INTERVAL_MS_MAX: u64 = 60_000;
 /// Intervals without a heartbeat that reached its quorum after which the owner suspends the
 /// pool (ZFS's `zfs_multihost_fail_intervals`).
 pub const MULTIHOST_FAIL_INTERVALS: u64 = 10;
-/// Intervals an importer watches the heartbeats of a pool another host may own.
+/// Intervals an importer watches the heartbeats of a pool another host may own (at least;
+/// more when the owner's heartbeats record a larger fail count: `activity_check_plan`).
 pub const MULTIHOST_IMPORT_INTERVALS: u64 = 20;
+/// Largest fail count an importer believes from a heartbeat (bounds its watch).
+pub const MULTIHOST_FAIL_INTERVALS_MAX: u64 = 100;
 
 // An importer must watch longer than an owner may go without a heartbeat before it stops
 // writing: otherwise a live owner in a slow patch would look dead.
 const _: () = assert!(MULTIHOST_IMPORT_INTERVALS > MULTIHOST_FAIL_INTERVALS + 1);
+const _: () = assert!(MULTIHOST_FAIL_INTERVALS <= MULTIHOST_FAIL_INTERVALS_MAX);
 const _: () = assert!(MULTIHOST_INTERVAL_MS_MIN <= MULTIHOST_INTERVAL_MS_DEFAULT);
 const _: () = assert!(MULTIHOST_INTERVAL_MS_DEFAULT <= MULTIHOST_INTERVAL_MS_MAX);

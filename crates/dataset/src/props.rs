@@ -125,6 +125,7 @@ pub const DATASET_PROPS: &[PropDef] = &[
     prop("copies", PropKind::Copies, true, "1"),
     stat("guid"),
     prop("primarycache", PropKind::Enum(PRIMARYCACHE), true, "all"),
+    prop("secondarycache", PropKind::Enum(PRIMARYCACHE), true, "all"),
     stat("usedbydataset"),
     stat("usedbychildren"),
     stat("usedbyrefreservation"),

@@ -157,6 +157,10 @@ impl BlockStore for Accounting<'_> {
         self.inner.read_block(bp)
     }
 
+    fn read_block_l2(&self, bp: &BlockPtr, feed_l2: bool) -> Result<Vec<u8>, ZioError> {
+        self.inner.read_block_l2(bp, feed_l2)
+    }
+
     fn free_block(&mut self, bp: &BlockPtr) {
         self.count(bp, -1);
         self.inner.free_block(bp);
@@ -434,13 +438,15 @@ impl Tree {
         )
     }
 
-    /// Gives the object set of `id` its effective write config and cache policy
-    /// (`primarycache`), after a property change anywhere above it.
+    /// Gives the object set of `id` its effective write config and cache policies
+    /// (`primarycache`, `secondarycache`), after a property change anywhere above it.
     pub(crate) fn apply_objset_config(&mut self, id: DatasetId) -> Result<(), EngineError> {
         let config = self.write_config(id);
         let policy = tarn_objects::CachePolicy::parse(&self.effective(id, "primarycache").0);
+        let secondary = tarn_objects::CachePolicy::parse(&self.effective(id, "secondarycache").0);
         let objset = &mut self.node_mut(id).objset;
         objset.set_cache_policy(policy);
+        objset.set_secondary_cache_policy(secondary);
         Ok(objset.set_write_config(config)?)
     }
 

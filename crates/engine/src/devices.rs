@@ -149,7 +149,9 @@ impl Engine {
     }
 
     /// `tarn pool clear POOL [DEVICE]`: resets the error counters of every leaf (and spare),
-    /// or of one leaf.
+    /// or of one leaf. A suspended pool is resumed first (devices that answer again are
+    /// reopened, the txg that failed is written again and committed: module `suspend`); if
+    /// it cannot be, nothing changes and the error names the devices still missing.
     pub fn clear(
         &self,
         name: &str,
@@ -158,6 +160,12 @@ impl Engine {
     ) -> Result<(), EngineError> {
         let handle = self.pool(name)?;
         let mut inner = handle.lock();
+        if inner.pool.suspended().is_some() {
+            if let Some(device) = device {
+                find_leaf(&inner, device)?;
+            }
+            self.resume(&handle, &mut inner)?;
+        }
         let leaves: Vec<Arc<Leaf>> = match device {
             Some(device) => vec![find_leaf(&inner, device)?.1],
             None => {

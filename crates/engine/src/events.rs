@@ -4,8 +4,14 @@
 //! Classes posted: `sysevent.fs.zfs.scrub_start` / `scrub_finish`, `resilver_start` /
 //! `resilver_finish`, `vdev_spare` (a hot spare activated), `statechange` (every change of a
 //! leaf's state the background check sees: REMOVED, FAULTED, back ONLINE, ...; with
-//! `vdev_state` and `vdev_laststate`, whether or not a spare steps in), `multihost_suspend`
-//! (with the reason), `ereport.fs.zfs.probe_failure` (the fault check found a device gone
+//! `vdev_state` and `vdev_laststate`, whether or not a spare steps in; and every change of a
+//! hot spare between AVAIL, INUSE and out of service, with `vdev_spare` = `true`: the fault
+//! check, replace, detach and each scan step look), `resume` (`tarn pool clear` resumed a
+//! suspended pool; with the txg it committed), `multihost_suspend` (with the reason),
+//! `l2arc_rebuild` (one per cache device at import: entries and bytes restored, log blocks
+//! read, time, why the walk ended), `ereport.fs.zfs.io_failure` (a pool found suspended by
+//! the fault check, once per suspension, with the reason and the failmode),
+//! `ereport.fs.zfs.probe_failure` (the fault check found a device gone
 //! without an access: `Leaf::probe`), `ereport.fs.zfs.delay` (the slow-device detector),
 //! `ereport.fs.zfs.log_replay`, `ereport.fs.zfs.io` and `ereport.fs.zfs.checksum`. The last
 //! two are derived from the per-leaf counters each time the background thread looks
@@ -45,6 +51,10 @@ pub(crate) struct EventLog {
     next: u64,
     seen: BTreeMap<Guid, LeafStatsSnapshot>,
     states: BTreeMap<Guid, LeafState>,
+    /// What each hot spare was last seen as (`spare_state`).
+    spare_states: BTreeMap<Guid, &'static str>,
+    /// Why each pool was suspended when last looked at (`suspension`).
+    suspensions: BTreeMap<String, String>,
 }
 
 impl EventLog {
@@ -127,6 +137,58 @@ impl EventLog {
     }
 }
 
+impl EventLog {
+    /// Posts a `statechange` for hot spare `leaf` when what `status` shows for it changed:
+    /// INUSE while it stands in for a leaf (`in_use`), AVAIL when it could, else its leaf
+    /// state (REMOVED, UNAVAIL...). The first look only records it; a spare is posted with
+    /// `vdev_spare` = `true` beside `vdev_state` and `vdev_laststate`.
+    pub(crate) fn spare_state(&mut self, pool: &str, leaf: &Leaf, in_use: bool, time: u64) {
+        let now = if in_use {
+            "INUSE"
+        } else if leaf.is_usable() {
+            "AVAIL"
+        } else {
+            leaf.state().name()
+        };
+        let Some(last) = self.spare_states.insert(leaf.guid(), now) else {
+            return;
+        };
+        if last == now {
+            return;
+        }
+        let payload = vec![
+            ("vdev_state".to_string(), now.to_string()),
+            ("vdev_laststate".to_string(), last.to_string()),
+            ("vdev_spare".to_string(), "true".to_string()),
+        ];
+        let class = "sysevent.fs.zfs.statechange";
+        self.post(leaf_event(pool, leaf, time, class, payload));
+    }
+}
+
+impl EventLog {
+    /// Posts `ereport.fs.zfs.io_failure` (ZFS's event for a pool it suspends) once per
+    /// suspension of `pool`, with the reason and the failmode; `why` is `None` while the
+    /// pool is not suspended.
+    pub(crate) fn suspension(&mut self, pool: &str, why: Option<&str>, failmode: &str, time: u64) {
+        let Some(why) = why else {
+            self.suspensions.remove(pool);
+            return;
+        };
+        if self.suspensions.get(pool).is_some_and(|seen| seen == why) {
+            return;
+        }
+        self.suspensions.insert(pool.to_string(), why.to_string());
+        let mut event = pool_event(pool, time, "io_failure");
+        event.class = "ereport.fs.zfs.io_failure".to_string();
+        event.payload = vec![
+            ("reason".to_string(), why.to_string()),
+            ("failmode".to_string(), failmode.to_string()),
+        ];
+        self.post(event);
+    }
+}
+
 /// An event about one leaf.
 pub(crate) fn leaf_event(
     pool: &str,
@@ -156,6 +218,30 @@ pub(crate) fn pool_event(pool: &str, time: u64, what: &str) -> Event {
         vdev_guid: 0,
         vdev_path: String::new(),
         payload: Vec::new(),
+    }
+}
+
+/// `sysevent.fs.zfs.l2arc_rebuild`: what the import's rebuild of one cache device's
+/// persistent index restored (entries, bytes, log blocks read), how long it took, and why
+/// the walk of its log blocks ended.
+pub(crate) fn l2_rebuild_event(pool: &str, time: u64, report: &tarn_vdev::L2Rebuild) -> Event {
+    Event {
+        vdev_guid: report.device.0,
+        vdev_path: report.path.clone(),
+        payload: vec![
+            ("l2_rebuild_entries".into(), report.entries.to_string()),
+            ("l2_rebuild_bytes".into(), report.bytes.to_string()),
+            (
+                "l2_rebuild_log_blocks".into(),
+                report.log_blocks.to_string(),
+            ),
+            (
+                "l2_rebuild_time_ms".into(),
+                (report.time_ns / 1_000_000).to_string(),
+            ),
+            ("l2_rebuild_stopped".into(), report.stopped.clone()),
+        ],
+        ..pool_event(pool, time, "l2arc_rebuild")
     }
 }
 

@@ -12,10 +12,12 @@
 //! Modifying operations are recorded for the dataset's intent log ([`crate::zil`]);
 //! [`Engine::fs_sync`] and `sync=always` make them durable there without a txg.
 
+use std::sync::MutexGuard;
+
 use tarn_posix::{Fs, PosixError, Timespec};
 
 use crate::datasets::SyncMode;
-use crate::{Engine, EngineError, Imported, PoolError};
+use crate::{Engine, EngineError, Imported, PoolError, PoolHandle};
 
 /// A dataset of an imported pool, stable across renames: the MOS object number of its node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -118,7 +120,13 @@ impl Engine {
         f: impl FnOnce(&mut Fs<'_>) -> Result<R, PosixError>,
     ) -> Result<R, EngineError> {
         let handle = self.pool(pool)?;
-        let mut inner = handle.lock_open();
+        // A change to a suspended pool waits here for `clear` under failmode=wait, with the
+        // pool lock released (module `suspend`).
+        let mut inner = if op == FsOp::Read {
+            handle.lock_open()
+        } else {
+            handle.lock_for_write()?
+        };
         if !inner.datasets.contains(dataset) {
             return Err(EngineError::NoSuchDataset);
         }
@@ -162,13 +170,17 @@ impl Engine {
         let open_txg = inner.pool.open_txg();
         inner.logs.add(dataset, open_txg, records);
         let result = result?;
-        if op != FsOp::Read && settings.sync == SyncMode::Always {
-            // The log's chain is the one the syncing txg's header names: it must be
-            // committed before records go into it (module `zil`).
-            inner = handle.wait_commit(inner)?;
-            inner.log_commit(dataset)?;
+        let always = op != FsOp::Read && settings.sync == SyncMode::Always;
+        if let Err(error) = self.commit_change(&handle, inner, dataset, always) {
+            // The change is in memory (the open txg); a commit that suspended the pool keeps
+            // the txg before it for `clear`, which this waits for under failmode=wait.
+            handle.wait_resumed(error)?;
+            if always {
+                // The txg `clear` committed is the one before this change's: log it now.
+                let inner = handle.lock_for_write()?;
+                self.commit_change(&handle, inner, dataset, true)?;
+            }
         }
-        self.throttle(&handle, inner)?;
         Ok(result)
     }
 
@@ -205,18 +217,31 @@ impl Engine {
     /// are not forced out.
     pub fn fs_sync(&self, pool: &str, dataset: DatasetId) -> Result<(), EngineError> {
         let handle = self.pool(pool)?;
-        // A txg syncing is waited for without the pool lock: its header names the chain the
-        // records go into (module `zil`).
         let inner = handle.lock_open();
-        let mut inner = handle.wait_commit(inner)?;
         if !inner.datasets.contains(dataset) {
             return Err(EngineError::NoSuchDataset);
         }
         if inner.datasets.effective(dataset, "sync").0 == "disabled" || inner.pool.readonly() {
             return Ok(());
         }
+        drop(inner);
+        // Waits for `clear` under failmode=wait (module `suspend`).
+        let inner = handle.lock_for_write()?;
+        if !inner.datasets.contains(dataset) {
+            return Err(EngineError::NoSuchDataset);
+        }
         inner.check_writable()?;
-        inner.log_commit(dataset)
+        let committed = Self::log_commit_after_sync(&handle, inner, dataset);
+        match committed {
+            // A commit suspended the pool: once `clear` committed the kept txg, the records
+            // of that txg are trimmed and those of the open txg are still pending.
+            Err(error) => {
+                handle.wait_resumed(error)?;
+                let inner = handle.lock_for_write()?;
+                Self::log_commit_after_sync(&handle, inner, dataset)
+            }
+            Ok(()) => Ok(()),
+        }
     }
 
     /// The datasets of `pool` to mount: `canmount=on` with a path mountpoint, parents first.
@@ -268,6 +293,39 @@ fn mount_spec(inner: &Imported, pool: &str, id: DatasetId) -> Option<MountSpec> 
         atime: on("atime"),
         relatime: on("relatime"),
     })
+}
+
+impl Engine {
+    /// What a change of `dataset` costs once it is made: its intent-log commit under
+    /// `sync=always` (`always`), then the throttle (module [`crate::txg`]). `inner` is the
+    /// pool lock of `handle`; it is released on return.
+    fn commit_change(
+        &self,
+        handle: &PoolHandle,
+        inner: MutexGuard<'_, Imported>,
+        dataset: DatasetId,
+        always: bool,
+    ) -> Result<(), EngineError> {
+        let inner = if always {
+            let mut inner = handle.wait_commit(inner)?;
+            inner.log_commit(dataset)?;
+            inner
+        } else {
+            inner
+        };
+        self.throttle(handle, inner)
+    }
+
+    /// Commits `dataset`'s intent log once no txg is syncing (the log's chain is the one the
+    /// syncing txg's header names, module `zil`); waits for the commit without the lock.
+    fn log_commit_after_sync(
+        handle: &PoolHandle,
+        inner: MutexGuard<'_, Imported>,
+        dataset: DatasetId,
+    ) -> Result<(), EngineError> {
+        let mut inner = handle.wait_commit(inner)?;
+        inner.log_commit(dataset)
+    }
 }
 
 impl Imported {

@@ -37,22 +37,29 @@
 //! (`PoolHandle::lane`, module [`txg`]). Never two pool locks at once. A txg's commit phase
 //! holds only its lane, never the pool lock, and takes the pool lock for the finish only
 //! after releasing the lane; so a thread holding the pool lock may wait for the lane, and
-//! no thread waits for the pool lock while holding the lane.
+//! no thread waits for the pool lock while holding the lane. A writer waiting for a
+//! suspended pool to resume sleeps on the handle's `resumed` condvar with the pool lock
+//! released and holding no lane (`suspend`); so does a writer the throttle or an `fsync`
+//! made wait for a commit that failed.
 //!
 //! Open and syncing txgs overlap: while txg T's commit phase (flushes, uberblock) runs on
 //! the daemon's sync thread, the pool lock is free and txg T+1 is open. Front-end requests
-//! (`fs_op`, reads, `object_*`) take the pool lock with `lock_open` and run meanwhile; an
-//! `fsync` (or `sync=always`) waits for T's commit without the lock, because its records go
-//! into the chain T's header names ([`zil`]). Everything else (admin verbs, scrub steps,
-//! status, checkers) takes the pool lock with `PoolHandle::lock`, which first finishes a
+//! (`fs_op`, reads, `object_*`) take the pool lock with `lock_open` (writers through
+//! `lock_for_write`, which adds the failmode wait) and run meanwhile; an `fsync` (or
+//! `sync=always`) waits for T's commit without the lock, because its records go into the
+//! chain T's header names ([`zil`]). Everything else (admin verbs, scrub steps, status,
+//! checkers, `clear`) takes the pool lock with `PoolHandle::lock`, which first finishes a
 //! syncing txg, so the vdev tree never changes under a commit phase. Without a sync thread
 //! (the simulator, tests, `tarn demo`) every commit runs on the thread that needs it.
 //!
 //! # Failure model
 //! Errors are [`EngineError`], each naming what was wrong; front ends print them as
-//! `cannot <verb> '<object>': <error>`. A suspended pool refuses writes until re-imported.
-//! A txg whose write or commit phase fails suspends the pool in one place per phase; what
-//! it leaves in memory (txg T-1 committed, T's space still held) is in [`txg`].
+//! `cannot <verb> '<object>': <error>`. A suspended pool (a txg that could not commit) makes
+//! writers wait (`failmode=wait`) or fail (`continue`) until [`Engine::clear`] resumes it,
+//! writing the failed txg again, or `export -f` ends it (`suspend`). A txg whose write or
+//! commit phase fails suspends the pool in one place per phase; the states a txg goes
+//! through (open, syncing, commit failed and suspended, resumed) and what each leaves in
+//! memory are in [`txg`].
 //!
 //! Background work: [`scrub`] verifies every live block in device-address order in batches
 //! ([`Engine::scrub_step`]) that a front end's thread drives; offline, online and clear
@@ -98,6 +105,7 @@ pub mod replace;
 pub mod scrub;
 pub mod slow;
 pub mod status;
+mod suspend;
 mod topology;
 pub mod txg;
 mod userspace;
@@ -281,6 +289,11 @@ pub struct PoolHandle {
     lane: Arc<txg::Lane>,
     /// Multihost heartbeat state (its own lock: see [`multihost`]).
     beat: Mutex<multihost::Beat>,
+    /// Signalled when a suspended pool resumes or is exported: writers waiting under
+    /// `failmode=wait` sleep on it with the pool lock released (`suspend`).
+    resumed: std::sync::Condvar,
+    /// Set by a forced export of a suspended pool: waiting writers fail instead of waiting.
+    ended: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for PoolHandle {
@@ -604,9 +617,23 @@ impl Engine {
                 return Err(e);
             }
         }
+        let ending = force && inner.pool.suspended().is_some();
+        if ending {
+            // Writers waiting for `clear` (failmode=wait) fail now and let go of the pool.
+            handle
+                .ended
+                .store(true, std::sync::atomic::Ordering::Release);
+            handle.resumed.notify_all();
+        }
         drop(inner);
         drop(handle);
-        let imported = self.take(name)?;
+        // Forced, it waits (bounded) for other holders of the handle to let go: woken
+        // writers, a request of a lazily detached mount still in flight.
+        let imported = if force {
+            self.take_when_released(name)?
+        } else {
+            self.take(name)?
+        };
         match imported.pool.export() {
             Ok(()) => Ok(()),
             Err(_) if force => Ok(()),
@@ -735,12 +762,21 @@ impl Engine {
             imported.history.push(self.history_record(command, false));
             imported.sync()?;
         }
+        self.post_import_events(&name, &imported, resilvering, now);
         let handle = self.handle(name.clone(), guid, imported);
         self.pools().insert(name.clone(), handle);
-        if resilvering {
-            self.post(events::pool_event(&name, now, "resilver_start"));
-        }
         Ok(name)
+    }
+
+    /// The events of an import: one `l2arc_rebuild` per cache device (what its persistent
+    /// index gave back), and `resilver_start` when a resilver resumes.
+    fn post_import_events(&self, name: &str, imported: &Imported, resilvering: bool, now: u64) {
+        for report in imported.pool.l2_rebuilds() {
+            self.post(events::l2_rebuild_event(name, now, report));
+        }
+        if resilvering {
+            self.post(events::pool_event(name, now, "resilver_start"));
+        }
     }
 
     /// Replays the intent logs of a pool being imported (before anything else changes) and
@@ -764,6 +800,8 @@ impl Engine {
             lane: Arc::clone(&imported.lane),
             inner: Mutex::new(imported),
             beat: Mutex::default(),
+            resumed: std::sync::Condvar::new(),
+            ended: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -858,7 +896,10 @@ impl Engine {
         let mut inner = handle.lock();
         let now = self.clock.now_unix_secs();
         let was = inner.scan.scanning();
-        let progress = scrub::step(&mut inner, max_bytes, now)?;
+        let progress = scrub::step(&mut inner, max_bytes, now);
+        // The end of a resilver can return a hot spare to AVAIL (`replace::resilver_done`).
+        self.spare_states(&handle.name, &inner);
+        let progress = progress?;
         if let Some(p) = progress
             && was
             && p.state == ScanState::Finished
@@ -1000,10 +1041,7 @@ impl Engine {
         bytes: &[u8],
     ) -> Result<(), EngineError> {
         let handle = self.pool(name)?;
-        let mut inner = handle.lock_open();
-        if let Some(why) = inner.pool.suspended() {
-            return Err(PoolError::Suspended(why.to_string()).into());
-        }
+        let mut inner = handle.lock_for_write()?;
         if !inner.has_room_for(object, bytes.len() as u64)? {
             // Committing what is dirty may return space (frees, compression): try once.
             inner.sync()?;
@@ -1014,7 +1052,12 @@ impl Engine {
         let Imported { pool, datasets, .. } = &mut *inner;
         let data = &mut datasets.node_mut(ROOT_DATASET_ID).objset;
         data.write(&pool.reader(), object, offset, bytes)?;
-        self.throttle(&handle, inner)
+        if let Err(error) = self.throttle(&handle, inner) {
+            // The write is in memory; a commit that suspended the pool is waited out as a
+            // write to a suspended pool is (module `suspend`).
+            handle.wait_resumed(error)?;
+        }
+        Ok(())
     }
 
     /// Punches a hole in an object of the root dataset: whole blocks are freed, partial ones
@@ -1027,10 +1070,7 @@ impl Engine {
         len: u64,
     ) -> Result<(), EngineError> {
         let handle = self.pool(name)?;
-        let mut inner = handle.lock_open();
-        if let Some(why) = inner.pool.suspended() {
-            return Err(PoolError::Suspended(why.to_string()).into());
-        }
+        let mut inner = handle.lock_for_write()?;
         let Imported { pool, datasets, .. } = &mut *inner;
         let data = &mut datasets.node_mut(ROOT_DATASET_ID).objset;
         data.free_range(&pool.reader(), object, offset, len)?;

@@ -155,7 +155,9 @@ impl Engine {
         beat.in_flight_ns = Some(now);
         drop(beat);
         let time_ms = u64::try_from(self.clock.now_unix_nanos() / 1_000_000).unwrap_or(0);
-        let written = write_heartbeat(&targets, sequence, time_ms);
+        // The gap since the last counted heartbeat started is recorded for importers: an
+        // owner whose heartbeats land late is watched for longer (tarn_pool::multihost).
+        let written = write_heartbeat(&targets, sequence, time_ms, gap_ms);
         let ended = self.clock.monotonic_ns();
         let mut beat = handle.beat.lock().expect("heartbeat lock poisoned");
         assert_eq!(

@@ -233,6 +233,7 @@ impl Engine {
         inner.pool.set_config_dirty();
         inner.history.push(self.history_record(command, false));
         inner.sync()?;
+        self.spare_states(name, &inner);
         Ok(())
     }
 
@@ -253,6 +254,7 @@ impl Engine {
         self.post(pool_event(name, now, "resilver_start"));
         inner.history.push(self.history_record(command, false));
         inner.sync()?;
+        self.spare_states(name, inner);
         Ok(())
     }
 
@@ -267,6 +269,7 @@ impl Engine {
         let mut started = Vec::new();
         for handle in handles {
             let mut inner = handle.lock();
+            self.post_suspension(&handle.name, &mut inner);
             if inner.pool.readonly() || inner.pool.suspended().is_some() {
                 continue;
             }
@@ -277,8 +280,20 @@ impl Engine {
         started
     }
 
+    /// Posts the state changes of the pool's hot spares (AVAIL, INUSE, ...) since the
+    /// last look (`EventLog::spare_state`).
+    pub(crate) fn spare_states(&self, name: &str, inner: &Imported) {
+        let now = self.clock.now_unix_secs();
+        let mut log = self.events.lock().expect("event lock poisoned");
+        for spare in inner.pool.spares() {
+            let in_use = inner.pool.spare_in_use(spare.guid());
+            log.spare_state(name, spare, in_use, now);
+        }
+    }
+
     fn fault_check_pool(&self, name: &str, inner: &mut Imported) -> bool {
         let now = self.clock.now_unix_secs();
+        self.spare_states(name, inner);
         {
             let mut log = self.events.lock().expect("event lock poisoned");
             for leaf in inner.pool.tops().iter().flat_map(|t| t.leaves()) {
@@ -337,6 +352,7 @@ impl Engine {
             // A failed sync suspends the pool; status says why.
             let _ = inner.sync();
         }
+        self.spare_states(name, inner);
         changed
     }
 

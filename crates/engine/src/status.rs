@@ -259,8 +259,8 @@ fn problem(
         (
             Some(format!("The pool is suspended: {why}.")),
             Some(concat!(
-                "Make the devices available again, then export the pool with\n",
-                "'tarn pool export -f' and import it."
+                "Make the devices available again, then run 'tarn pool clear' to\n",
+                "write the failed txg again and resume; 'tarn pool export -f' ends it."
             )),
             Some("TARN-0004"),
         )

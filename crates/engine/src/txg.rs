@@ -170,7 +170,10 @@ impl Imported {
             self.pool.syncing_txg().is_none(),
             "I3: one txg syncs at a time"
         );
-        let log_frees = if self.pool.readonly() || self.pool.suspended().is_some() {
+        // Checked before the intent logs hand their blocks to this txg: a pool that cannot
+        // commit is suspended with its dirty state untouched (tarn_pool `resume`).
+        let committable = self.pool.check_can_commit().is_ok();
+        let log_frees = if self.pool.readonly() || !committable {
             Vec::new()
         } else {
             self.logs_before_sync()
@@ -207,6 +210,12 @@ impl Imported {
                 let txg = commit.txg();
                 self.lane.put(commit);
                 Ok(txg)
+            }
+            Err(e) if self.pool.txg_in_flight().is_some() => {
+                // The txg is complete in memory and waits for `clear` to write it again:
+                // its history records and frees are in it (tarn_pool `resume`).
+                destroyed.clear();
+                Err(e.into())
             }
             Err(e) => {
                 // Keep the records: they describe changes that are still in memory.

@@ -169,6 +169,70 @@ fn a_dead_owner_is_waited_out_and_imported_without_force() {
     assert_eq!(base.monotonic_ns(), start, "an exported pool needs no wait");
 }
 
+/// Goal: the importer's wait scales with what the owner's heartbeat records, not a fixed
+/// time. The owner's last heartbeat landed five intervals after the one before (a slow
+/// host); its gap is recorded in the heartbeat, and an importer that finds the owner gone
+/// watches twenty such gaps before it imports (twenty intervals when heartbeats are on
+/// time, as in `a_dead_owner_is_waited_out_and_imported_without_force`).
+#[test]
+fn the_import_wait_scales_with_the_owners_recorded_heartbeat_gap() {
+    let (provider, names) = devices(2);
+    let base = Arc::new(ManualClock::new(1_700_000_000));
+    let owner = host(&provider, 1, base.clone());
+    create(&owner, TopLayout::Mirror, &names, true);
+    owner.multihost_heartbeat();
+    base.sleep_ns(5 * INTERVAL_NS);
+    owner.multihost_heartbeat();
+    let device = provider.get(&names[0]).unwrap();
+    let beats = tarn_pool::multihost::read_heartbeats(device.as_ref(), pool_guid(&owner));
+    let gaps: Vec<u64> = beats.iter().flatten().map(|b| b.gap_ms).collect();
+    assert!(gaps.contains(&(5 * INTERVAL_MS)), "{gaps:?}");
+    // The owner stops here.
+    let importer = host(&provider, 2, base.clone());
+    let start = base.monotonic_ns();
+    assert_eq!(import(&importer, false).unwrap(), "tank");
+    assert_eq!(
+        base.monotonic_ns() - start,
+        MULTIHOST_IMPORT_INTERVALS * 5 * INTERVAL_NS
+    );
+}
+
+/// Goal: `clear` never resumes a `multihost=on` pool that another host imported while it was
+/// suspended (its heartbeats stop with the suspension, so an importer waits them out).
+/// Method: two of three raidz1 devices vanish and the owner's sync suspends; they return;
+/// a second host imports (no heartbeat moved) and commits; the owner's `clear` refuses and
+/// the pool stays suspended.
+#[test]
+fn clear_refuses_when_another_host_imported_the_suspended_pool() {
+    let (provider, names) = devices(3);
+    let base = Arc::new(ManualClock::new(1_700_000_000));
+    let owner = host(&provider, 1, base.clone());
+    create(&owner, TopLayout::Raidz(1), &names, true);
+    owner.multihost_heartbeat();
+    for name in &names[1..] {
+        provider.get(name).unwrap().set_gone(true);
+    }
+    assert!(suspended(&owner).is_some());
+    for name in &names[1..] {
+        provider.get(name).unwrap().set_gone(false);
+    }
+    let importer = host(&provider, 2, base.clone());
+    assert_eq!(import(&importer, false).unwrap(), "tank");
+    importer.multihost_heartbeat();
+    let refused = owner.clear("tank", None, "pool clear tank");
+    match refused {
+        Err(EngineError::Pool(PoolError::CannotResume(why))) => {
+            assert!(why.starts_with("host 0x2 has written to the pool"), "{why}");
+        }
+        other => panic!("clear must refuse: {other:?}"),
+    }
+    assert!(suspended(&owner).is_some());
+}
+
+fn pool_guid(engine: &Engine) -> tarn_base::Guid {
+    tarn_base::Guid(engine.status("tank").unwrap().guid)
+}
+
 #[test]
 fn multihost_off_keeps_the_host_id_check() {
     let (provider, names) = devices(2);

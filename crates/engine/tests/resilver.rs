@@ -448,10 +448,30 @@ fn idle_pool_notices_a_vanished_device_by_probing() {
             ("sysevent.fs.zfs.statechange", "/sim/d1"),
             ("sysevent.fs.zfs.vdev_spare", "/sim/d1"),
             ("sysevent.fs.zfs.resilver_start", ""),
+            ("sysevent.fs.zfs.statechange", "/sim/s0"),
+            ("sysevent.fs.zfs.statechange", "/sim/s1"),
             ("sysevent.fs.zfs.resilver_finish", ""),
         ]
     );
-    let repaired = events[5]
+    // The spares' changes are posted like any device's: s0 went out of service, s1 in use.
+    let spare_change = |i: usize| -> Vec<(String, String)> { events[i].payload.clone() };
+    assert_eq!(
+        spare_change(5),
+        vec![
+            ("vdev_state".into(), "REMOVED".into()),
+            ("vdev_laststate".into(), "AVAIL".into()),
+            ("vdev_spare".into(), "true".into())
+        ]
+    );
+    assert_eq!(
+        spare_change(6),
+        vec![
+            ("vdev_state".into(), "INUSE".into()),
+            ("vdev_laststate".into(), "AVAIL".into()),
+            ("vdev_spare".into(), "true".into())
+        ]
+    );
+    let repaired = events[7]
         .payload
         .iter()
         .find(|(k, _)| k == "scan_bytes_repaired")
@@ -580,7 +600,8 @@ fn scrub_and_checksum_events_carry_their_payloads() {
 }
 
 /// The events of a device that vanished while busy and was spared: the io ereport, the
-/// statechange (REMOVED from ONLINE), the spare named, the resilver's start and finish.
+/// statechange (REMOVED from ONLINE), the spare named, the resilver's start, the spare's
+/// statechange (INUSE from AVAIL) and the resilver's finish.
 fn check_spare_events(events: &[tarn_engine::Event]) {
     let classes: Vec<&str> = events.iter().map(|e| e.class.as_str()).collect();
     assert_eq!(
@@ -590,7 +611,17 @@ fn check_spare_events(events: &[tarn_engine::Event]) {
             "sysevent.fs.zfs.statechange",
             "sysevent.fs.zfs.vdev_spare",
             "sysevent.fs.zfs.resilver_start",
+            "sysevent.fs.zfs.statechange",
             "sysevent.fs.zfs.resilver_finish",
+        ]
+    );
+    assert_eq!(events[4].vdev_path, "/sim/s0");
+    assert_eq!(
+        events[4].payload,
+        vec![
+            ("vdev_state".into(), "INUSE".into()),
+            ("vdev_laststate".into(), "AVAIL".into()),
+            ("vdev_spare".into(), "true".into())
         ]
     );
     assert_eq!(events[0].vdev_path, "/sim/d2");
@@ -631,8 +662,8 @@ fn vanished_device_is_replaced_by_a_spare() {
     assert_eq!(rig.engine.status("tank").unwrap().state, "DEGRADED");
     let events = rig.engine.events(Some("tank"), 0, false);
     check_spare_events(&events);
-    let last = events[4].eid;
-    assert_eq!(rig.engine.events(None, 0, true).len(), 5);
+    let last = events[5].eid;
+    assert_eq!(rig.engine.events(None, 0, true).len(), 6);
     assert!(rig.engine.events(None, 0, false).is_empty());
     assert!(rig.engine.events(None, last, false).is_empty());
     rig.device("/sim/d0").set_gone(true);
@@ -657,6 +688,20 @@ fn vanished_device_is_replaced_by_a_spare() {
     assert_eq!(names(&status.config.children[0])[2], "/sim/n1");
     assert_eq!(status.spares[0].state, "AVAIL");
     assert_eq!(status.state, "ONLINE");
+    // Its return to AVAIL was posted (by the scan step that ended the replace's resilver).
+    let back = rig.engine.events(Some("tank"), 0, false);
+    let back: Vec<_> = back
+        .iter()
+        .filter(|e| e.vdev_path == "/sim/s0" && e.class == "sysevent.fs.zfs.statechange")
+        .map(|e| e.payload[..2].to_vec())
+        .collect();
+    assert_eq!(
+        back.last().unwrap(),
+        &vec![
+            ("vdev_state".to_string(), "AVAIL".to_string()),
+            ("vdev_laststate".to_string(), "INUSE".to_string())
+        ]
+    );
     rig.engine.export_pool("tank", false).unwrap();
     rig.import();
     assert_eq!(rig.engine.status("tank").unwrap().spares[0].state, "AVAIL");

@@ -163,6 +163,8 @@ impl Rig {
                 "sysevent.fs.zfs.statechange",
                 "sysevent.fs.zfs.vdev_spare",
                 "sysevent.fs.zfs.resilver_start",
+                // The spare's own change, INUSE from AVAIL.
+                "sysevent.fs.zfs.statechange",
                 "sysevent.fs.zfs.resilver_finish",
             ]
         );

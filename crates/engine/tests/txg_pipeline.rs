@@ -149,6 +149,11 @@ fn engine_on(provider: &Arc<GatedProvider>) -> Engine {
 
 /// A raidz1 of four devices whose unflushed writes are dropped or torn at a crash.
 fn setup(seed: u64, size: u64) -> (Arc<GatedProvider>, Engine, ObjectId) {
+    setup_with(seed, size, "wait")
+}
+
+/// [`setup`] with the pool's `failmode`.
+fn setup_with(seed: u64, size: u64, failmode: &str) -> (Arc<GatedProvider>, Engine, ObjectId) {
     let provider = Arc::new(GatedProvider::default());
     let names: Vec<String> = (0..4).map(|i| format!("/sim/d{i}")).collect();
     for (i, name) in names.iter().enumerate() {
@@ -164,6 +169,7 @@ fn setup(seed: u64, size: u64) -> (Arc<GatedProvider>, Engine, ObjectId) {
     let spec = CreateSpec::one_top("tank", TopLayout::Raidz(1), names);
     let options = CreateOptions {
         command: "pool create tank".into(),
+        properties: vec![("failmode".into(), failmode.into())],
         ..CreateOptions::default()
     };
     engine.create_pool(&spec, &options).unwrap();
@@ -307,7 +313,7 @@ fn a_failed_flush_in_the_commit_phase_suspends_and_commits_nothing() {
     // Goal: a commit phase whose first flush fails suspends the pool, writes nothing more,
     // and the next import opens the previous txg. Method: cut the power at the commit
     // phase's first operation and compare the device images before and after it.
-    let (provider, engine, object) = setup(7, 64 << 20);
+    let (provider, engine, object) = setup_with(7, 64 << 20, "continue");
     engine
         .object_write("tank", object, 0, &[1u8; 4096])
         .unwrap();
@@ -413,5 +419,83 @@ fn with_a_syncer_the_writer_never_syncs_below_dirty_max() {
     assert_eq!(committed(&engine), before.next());
     assert!(!engine.sync_wanted_pools(), "nothing more to sync");
     assert_eq!(engine.pool_dirty_bytes("tank").unwrap(), 0);
+    check::verify_pool(&engine, "tank").unwrap();
+}
+
+fn images(provider: &GatedProvider) -> Vec<Vec<u8>> {
+    provider.sims.all().iter().map(|(_, d)| d.image()).collect()
+}
+
+#[test]
+fn a_failed_commit_phase_with_the_next_txg_dirty_resumes_both_at_clear() {
+    // Goal: a commit phase of txg T that fails (outside the pool lock) while T+1 has changes
+    // in memory leaves T kept for `clear` and T+1 open: nothing is written while suspended
+    // (T+1 does not start its write phase), a writer under failmode=wait sleeps until
+    // `clear`, which commits T at the same places; then T+1 (and the writer's change)
+    // commit, and after a crash an import finds every byte. Method: the gate cuts the
+    // power at the commit phase's first flush, then restores it; `clear` retries.
+    let (provider, engine, object) = setup(11, 64 << 20);
+    let engine = Arc::new(engine);
+    engine
+        .object_write("tank", object, 0, &[1u8; 4096])
+        .unwrap();
+    let base = engine.sync_pool("tank").unwrap();
+    engine
+        .object_write("tank", object, 0, &[2u8; 4096])
+        .unwrap();
+    let txg = engine.sync_write_phase("tank").unwrap();
+    assert_eq!(txg, base.next());
+    // T+1, dirty in memory while T commits.
+    engine
+        .object_write("tank", object, 4096, &[3u8; 4096])
+        .unwrap();
+    provider.gate.cut_after(Some(0));
+    let failed = engine.sync_commit_phase("tank").unwrap_err();
+    assert!(
+        matches!(failed, EngineError::Pool(PoolError::Suspended(_))),
+        "{failed}"
+    );
+    assert_eq!(committed(&engine), base);
+    provider.gate.cut_after(None);
+    let before = images(&provider);
+    let waiter = Arc::clone(&engine);
+    let writer =
+        std::thread::spawn(move || waiter.object_write("tank", object, 8192, &[4u8; 4096]));
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert!(
+        !writer.is_finished(),
+        "failmode=wait: the writer waits for clear"
+    );
+    assert_eq!(read(&engine, object, 0), vec![2u8; 4096]);
+    assert_eq!(read(&engine, object, 4096), vec![3u8; 4096]);
+    let refused = engine.sync_pool("tank").unwrap_err();
+    assert!(
+        matches!(refused, EngineError::Pool(PoolError::Suspended(_))),
+        "{refused}"
+    );
+    assert!(
+        images(&provider) == before,
+        "a suspended pool writes nothing: T+1 waits for T"
+    );
+    assert!(!writer.is_finished(), "a refused sync wakes nobody");
+    engine.clear("tank", None, "pool clear tank").unwrap();
+    writer.join().unwrap().unwrap();
+    assert_eq!(
+        committed(&engine),
+        txg,
+        "clear committed the kept txg itself"
+    );
+    let next = engine.sync_pool("tank").unwrap();
+    assert_eq!(next, txg.next(), "T+1 commits after T");
+    check::verify_pool(&engine, "tank").unwrap();
+    drop(engine);
+    for (_, device) in provider.sims.all() {
+        device.crash();
+    }
+    let engine = import(&provider);
+    assert_eq!(check::imported_txg(&engine, "tank").unwrap(), Some(next));
+    assert_eq!(read(&engine, object, 0), vec![2u8; 4096]);
+    assert_eq!(read(&engine, object, 4096), vec![3u8; 4096]);
+    assert_eq!(read(&engine, object, 8192), vec![4u8; 4096]);
     check::verify_pool(&engine, "tank").unwrap();
 }

@@ -91,6 +91,9 @@ impl World {
         };
         let options = CreateOptions {
             command: "pool create tank".into(),
+            // An fsync whose flush fails suspends the pool; the test cuts the power then, so
+            // the fsync must return (failmode=wait would make it wait for `clear`).
+            properties: vec![("failmode".into(), "continue".into())],
             ..CreateOptions::default()
         };
         engine.create_pool(&spec, &options).unwrap();

@@ -7,8 +7,11 @@
 //! ```text
 //!    0 magic u64        8 version u64       16 pool_guid u64     24 hostid u64
 //!   32 sequence u64    40 interval_ms u64   48 txg u64           56 time_ms u64
-//!   64 reserved (zero) ..96                 96 sha256 of bytes 0..96 [u64; 4]
+//!   64 fail_intervals  72 gap_ms u64        80 reserved (zero) ..96
+//!   96 sha256 of bytes 0..96 [u64; 4]
 //! ```
+//! `fail_intervals` and `gap_ms` were reserved zeros before they were recorded: a heartbeat
+//! of an older writer decodes with both 0, "not recorded", and the same checksum.
 //! Each leaf has [`HEARTBEAT_SLOTS`] slots at [`HEARTBEAT_OFFSET`] in its boot reserve;
 //! heartbeat `n` goes to slot `n % HEARTBEAT_SLOTS`, so a torn write leaves the previous one.
 
@@ -65,6 +68,13 @@ pub struct Heartbeat {
     pub txg: Txg,
     /// The writer's clock, Unix milliseconds (for messages only; clocks of hosts differ).
     pub time_ms: u64,
+    /// Intervals without a counted heartbeat after which the writer stops writing (its
+    /// `MULTIHOST_FAIL_INTERVALS`); 0: not recorded (written before this field existed).
+    pub fail_intervals: u64,
+    /// Milliseconds between the start of the writer's previous counted heartbeat and this
+    /// one's: how often its heartbeats really land (ZFS's `ub_mmp_delay` plays this part);
+    /// 0: not recorded.
+    pub gap_ms: u64,
 }
 
 impl Heartbeat {
@@ -80,6 +90,8 @@ impl Heartbeat {
         w.u64(self.interval_ms);
         w.u64(self.txg.0);
         w.u64(self.time_ms);
+        w.u64(self.fail_intervals);
+        w.u64(self.gap_ms);
         w.pad_to(CHECKSUM_OFFSET);
         let mut bytes = w.finish();
         seal_sha256(&mut bytes);
@@ -115,6 +127,9 @@ impl Heartbeat {
             interval_ms: r.u64()?,
             txg: Txg(r.u64()?),
             time_ms: r.u64()?,
+            // Older writers left zeros here (the padding before the checksum).
+            fail_intervals: r.u64()?,
+            gap_ms: r.u64()?,
         })
     }
 }
@@ -131,6 +146,8 @@ mod tests {
             interval_ms: 1000,
             txg: Txg(99),
             time_ms: 1_700_000_000_123,
+            fail_intervals: 10,
+            gap_ms: 1003,
         }
     }
 
@@ -139,6 +156,29 @@ mod tests {
         let mut slot = sample().encode();
         slot.resize(heartbeat_slot_size(12) as usize, 0);
         assert_eq!(Heartbeat::decode(&slot), Ok(sample()));
+    }
+
+    /// Goal: a heartbeat written before `fail_intervals` and `gap_ms` existed (zeros in
+    /// their place, the old reserved bytes) decodes with both 0, meaning "not recorded".
+    #[test]
+    fn an_older_heartbeat_records_neither_fail_intervals_nor_gap() {
+        let old = Heartbeat {
+            fail_intervals: 0,
+            gap_ms: 0,
+            ..sample()
+        };
+        let bytes = old.encode();
+        assert!(
+            bytes[64..96].iter().all(|b| *b == 0),
+            "the old reserved bytes"
+        );
+        assert_eq!(Heartbeat::decode(&bytes).unwrap(), old);
+        let recorded = sample().encode();
+        assert_eq!(
+            &recorded[..64],
+            &bytes[..64],
+            "the older fields did not move"
+        );
     }
 
     #[test]

@@ -14,6 +14,7 @@
 //!   as tagged fields (TLV) so that new fields never break old readers.
 //! - [`heartbeat::Heartbeat`] (128 bytes, self-checksummed): the multihost heartbeat.
 //! - [`intent_log`]: the self-checksummed, chained blocks of a dataset's intent log.
+//! - [`l2cache`]: a cache device's header and the chained log blocks of its persistent index.
 //! - [`checksum`] (fletcher4, sha256, blake3) and [`compress`] (lz4, zstd, zle).
 //!
 //! # Invariants
@@ -38,6 +39,7 @@ pub mod compress;
 pub mod dnode;
 pub mod heartbeat;
 pub mod intent_log;
+pub mod l2cache;
 pub mod label;
 pub mod objset;
 pub mod uberblock;

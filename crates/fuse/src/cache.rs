@@ -184,6 +184,24 @@ impl KernelCache {
         all
     }
 
+    /// Every name in directory `parent` the kernel may hold, positive or negative (the
+    /// positive ones as far as [`NAMES_PER_INODE`] remembers them).
+    pub(crate) fn names_in(&self, parent: u64) -> Vec<Vec<u8>> {
+        let mut names: Vec<Vec<u8>> = self
+            .negatives()
+            .names
+            .keys()
+            .filter(|(p, _)| *p == parent)
+            .map(|(_, name)| name.clone())
+            .collect();
+        let table = self.lock();
+        for known in table.values() {
+            let in_parent = known.names.iter().filter(|(p, _)| *p == parent);
+            names.extend(in_parent.map(|(_, name)| name.clone()));
+        }
+        names
+    }
+
     /// How many negative entries are recorded.
     #[cfg(test)]
     pub(crate) fn negatives_len(&self) -> usize {
@@ -263,6 +281,20 @@ impl Counters {
 #[allow(clippy::disallowed_methods)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_in_a_directory_are_found_positive_and_negative() {
+        let cache = KernelCache::default();
+        cache.looked_up(1, b"a", 7);
+        cache.looked_up(2, b"b", 8);
+        cache.looked_up(1, b"c", 8);
+        assert!(cache.missing(1, b"gone", Instant::now(), Duration::from_secs(10)));
+        let mut names = cache.names_in(1);
+        names.sort();
+        assert_eq!(names, [b"a".to_vec(), b"c".to_vec(), b"gone".to_vec()]);
+        assert_eq!(cache.names_in(2), [b"b".to_vec()]);
+        assert!(cache.names_in(3).is_empty());
+    }
 
     #[test]
     fn lookups_are_counted_until_forgotten() {

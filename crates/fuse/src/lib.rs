@@ -10,7 +10,8 @@
 //! # Model
 //! ```text
 //!   program --syscall--> kernel FUSE driver (page cache, attribute and entry caches)
-//!        (default_permissions: the kernel checks mode bits and POSIX ACLs itself)
+//!        (default: default_permissions, the kernel checks mode bits and ACLs;
+//!         Permissions::Server: the server checks mode bits, see "Permission checks")
 //!                 |  /dev/fuse, cloned once per session thread (FUSE_DEV_IOC_CLONE)
 //!       fuser-0   fuser-1   fuser-2   fuser-3      SESSION_THREADS, each: read, serve, reply
 //!                 |
@@ -29,7 +30,9 @@
 //! Requests are up to [`MAX_WRITE`] (1 MiB): `max_write` and `max_pages` in the INIT reply,
 //! and readahead raised to 1 MiB on the mount's backing device in sysfs (the INIT reply
 //! cannot go past the 128 KiB the kernel offers). Listings are readdirplus (names with
-//! attributes, one request per batch). [`Mount::stats`] counts what arrives.
+//! attributes, one request per batch). [`Mount::stats`] counts what arrives;
+//! [`Mount::op_stats`] counts and times it per opcode (`opstats.rs`; with
+//! [`OPSTATS_ENV`] set, each mount appends its table to that file when it is unmounted).
 //!
 //! # Kernel caches
 //! - Attributes are cached for [`TTL`] (1 s: `st_blocks` changes when a txg syncs, which the
@@ -45,12 +48,16 @@
 //!   [`ENTRY_TTL`]), so the same missing name asked again (a `$PATH` search, a build probing
 //!   for headers) costs no request. The kernel replaces it when the name is made through
 //!   the mount; each one is recorded, bounded, for `invalidate_all` (`cache.rs`).
-//! - What still costs a round trip per operation, by the kernel's design: with
-//!   `default_permissions` every create or unlink in a directory makes the kernel drop that
-//!   directory's attributes, so the next one first asks GETATTR of the directory for its
-//!   permission check; a create then asks LOOKUP of the new name and CREATE (RELEASE at
-//!   close does not block the program). An unlink is GETATTR of the directory and UNLINK,
-//!   which removes the name and reclaims the inode in one `Engine::fs_op`.
+//! - What still costs a round trip per operation, by the kernel's design: a create asks
+//!   LOOKUP of the new name and CREATE (RELEASE at close does not block the program); an
+//!   unlink is UNLINK, which removes the name and reclaims the inode in one
+//!   `Engine::fs_op`. With `default_permissions` (the default) every create or unlink in
+//!   a directory makes the kernel drop that directory's attributes, so the next one first
+//!   asks GETATTR of the directory for its permission check: one round trip more per
+//!   create and per unlink, which only [`Permissions::Server`] avoids.
+//! - With the server checking, names under a directory not everyone may search (see
+//!   "Permission checks") get entry TTL 0 and no negative entries: the kernel asks LOOKUP
+//!   at every walk through them.
 //! - File pages: an open answers `FOPEN_KEEP_CACHE` when the file's mtime, ctime and size are
 //!   what they were at its previous open (`cache.rs`), so a file read again is served from
 //!   the page cache without a request; any change in between drops the pages.
@@ -76,6 +83,46 @@
 //! served from the page cache (`FOPEN_KEEP_CACHE`) records no access: under relatime that
 //! loses nothing (the pages were read from the server, updating atime, after the last
 //! change), under strictatime such reads are not counted.
+//!
+//! # Permission checks
+//! By default ([`Permissions::Kernel`]) the mount has `default_permissions` and the kernel
+//! checks everything: mode bits, POSIX ACLs (`acltype=posix`, `FUSE_POSIX_ACL`), every kind
+//! of file. [`Permissions::Server`] ([`mount_with`], or [`PERMISSIONS_ENV`]`=server` for
+//! [`mount`]; ignored with `acltype=posix`, whose ACLs the kernel evaluates) drops
+//! `default_permissions` and the server checks every request against mode bits, owner and
+//! group (`tarn_posix::access`, which knows nothing of FUSE): LOOKUP search on the
+//! directory; CREATE, MKNOD, MKDIR, SYMLINK, LINK write and search on it (LINK also
+//! `protected_hardlinks`); UNLINK, RMDIR, RENAME the same plus the sticky-bit rule, and a
+//! directory moved to another parent needs write on itself; OPEN read/write by the
+//! access mode (only execute for an `execve`, whose open carries `__FMODE_EXEC`); OPENDIR
+//! read; SETATTR the chmod, chown, utimes and
+//! truncate rules (a truncate through an open handle is not checked again; O_TRUNC is a
+//! SETATTR without one, so it is); ACCESS the asked bits; `user.` xattrs read or write on
+//! the file. Root passes everything but execute bits. The caller is the request's uid and
+//! gid; its supplementary groups are read from `/proc/PID/status` only when a decision
+//! depends on them (group and other bits differ in what is asked). The kernel still
+//! checks what it knows alone: execute bits of regular files (any of the three), mount
+//! flags, capabilities (CAP_MKNOD, `trusted.` xattrs), `fuse_allow_current_process`.
+//!
+//! Why offer it: with `default_permissions` the kernel must know a directory's attributes
+//! before each change in it, and it drops them at each change, so every create and unlink
+//! costs a GETATTR round trip more (docs/PERFORMANCE.md, "Creates and unlinks without the
+//! directory's GETATTR"). Why it is not the default: opens of FIFOs, sockets and device
+//! nodes are served by the kernel and never reach the server, and without
+//! `default_permissions` the kernel checks nothing for them: anyone may open any FIFO or
+//! device node of the mount (pjdfstest `open/06.t` fails 15 of 144). zfs-fuse has the same
+//! hole.
+//!
+//! What the kernel does not ask the server: a search check when it walks a name it has
+//! cached. So a name may be cached only where every caller may search: a reply gives a
+//! name entry TTL [`ENTRY_TTL`] only when its directory has all three execute bits, else
+//! 0 (the kernel then asks LOOKUP, with the walker's credentials, at every walk), and a
+//! missing name there is a plain ENOENT. When a chmod through the mount takes an execute
+//! bit away from a directory, the names the kernel-cache table knows in it (positive, up
+//! to `NAMES_PER_INODE` per inode, and negative) are invalidated right after the reply.
+//!
+//! With `acltype=posix` the kernel checks in either mode (`FUSE_POSIX_ACL` makes the kernel
+//! turn `default_permissions` on anyway): ACL evaluation stays the kernel's.
 //!
 //! # Writeback cache
 //! `FUSE_WRITEBACK_CACHE` is left off. With it `write(2)` returns once the data sit in the
@@ -122,6 +169,10 @@
 //!   ago and not replaced since) is in the negative-entry record; when the record is full
 //!   of such entries, a missing name is answered with a plain ENOENT, which the kernel does
 //!   not keep.
+//! - I9: with the server checking permissions, a reply lets the kernel keep a name (entry
+//!   TTL above 0, or a negative entry) only if the name's directory had all three execute
+//!   bits when the reply was made; every request that needs a permission is checked
+//!   against the attributes read in the same `fs_op` as the change it guards.
 //!
 //! # Concurrency and context
 //! [`SESSION_THREADS`] fuser threads per mount, each on its own clone of the /dev/fuse
@@ -133,11 +184,13 @@
 //! pool lock, then the handle table's mutex (an unlink decides and does the reclaim inside
 //! its `fs_op`); the kernel-cache table's two mutexes (inodes, negative entries) are never
 //! held with the pool lock or with each other, and no mutex of ours is held while the
-//! engine is called. Invalidations are sent from the caller's
-//! thread, never from a request, so a notification that waits for a kernel lock never waits
-//! for a request that waits for it. What still serialises behind the pool lock: device I/O
-//! of reads (a cold read holds the lock across its `pread`s), and a write that reaches the
-//! dirty limit syncs the txg under it, so every request of the pool waits for that sync.
+//! engine is called. Invalidations are sent from the caller's thread, never from a session
+//! thread, so a notification that waits for a kernel lock never waits for a request that
+//! waits for it; the one a chmod causes (a directory that stopped being searchable by
+//! everyone) is sent from a thread of its own after the reply. What still serialises
+//! behind the pool lock: device I/O of reads (a cold read holds the lock across its
+//! `pread`s), and a write that reaches the dirty limit syncs the txg under it, so every
+//! request of the pool waits for that sync.
 //!
 //! # Failure model
 //! An engine error becomes the errno the kernel returns to the program (EIO for unreadable
@@ -150,9 +203,16 @@
 //! ([`FuseError::Notify`]); an inode or name the kernel no longer holds is no failure.
 //!
 //! # Not here
-//! - Permission checks: the kernel does them (`default_permissions`, `FUSE_POSIX_ACL`);
-//!   ACLs are stored as `system.posix_acl_*` xattrs by the POSIX layer. With
-//!   `acltype=off` (the default, as in ZFS) those xattrs are refused with EOPNOTSUPP.
+//! - ACL evaluation in the server: with `acltype=posix` the kernel checks permissions
+//!   (`default_permissions`, `FUSE_POSIX_ACL`); ACLs are stored as `system.posix_acl_*`
+//!   xattrs by the POSIX layer. With `acltype=off` (the default, as in ZFS) those xattrs
+//!   are refused with EOPNOTSUPP.
+//! - With [`Permissions::Server`]: checks on opening FIFOs, sockets and device nodes (the
+//!   kernel serves those opens); and a race: after a chmod that takes search permission
+//!   away from a directory, the invalidation of the names cached in it reaches the kernel
+//!   a moment after the chmod returned; a walk by another user in that moment still goes
+//!   through. Names beyond `NAMES_PER_INODE` of a hard-linked inode are not known and live
+//!   out their TTL.
 //! - `copy_file_range`, `ioctl`, file locks and `poll`: the kernel's fallbacks serve them.
 //! - The writeback cache (above) and a cache of our own: the engine is the only cache of
 //!   data.
@@ -164,6 +224,7 @@ mod handles;
 mod ino;
 mod mounts;
 mod ops;
+mod opstats;
 
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -175,6 +236,7 @@ use tarn_engine::{Engine, FsOp, MountSpec};
 
 pub use error::FuseError;
 pub use mounts::{MountEntry, clean_stale, fuse_available, mounts_at};
+pub use opstats::{OPSTATS_ENV, OpStat, Opcode, render as render_op_stats};
 
 /// How long the kernel may cache attributes. Short: `st_blocks` changes when a txg syncs
 /// (the compressed size replaces the estimate) without any request the kernel could see.
@@ -211,6 +273,9 @@ pub struct Mount {
 pub(crate) struct Shared {
     kernel: cache::KernelCache,
     counters: cache::Counters,
+    ops: opstats::OpCounters,
+    /// Set once the session runs: for the invalidations a request sends after its reply.
+    notifier: std::sync::OnceLock<fuser::Notifier>,
 }
 
 /// Request statistics of a mount since it was mounted.
@@ -232,9 +297,48 @@ pub struct MountStats {
     pub cached_inodes: u64,
 }
 
+/// Names the environment variable that chooses who checks permissions on the mounts a
+/// process makes with [`mount`]: `server` for [`Permissions::Server`]; unset or anything
+/// else is [`Permissions::Kernel`].
+pub const PERMISSIONS_ENV: &str = "TARN_FUSE_PERMISSIONS";
+
+/// Who checks permissions on a mount ("Permission checks" above).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Permissions {
+    /// The kernel, with `default_permissions`: every permission Linux knows is enforced,
+    /// for every kind of file. The default.
+    #[default]
+    Kernel,
+    /// The server, without `default_permissions` (only with `acltype=off`; with ACLs the
+    /// kernel checks): one round trip less per create and per unlink, but opens of FIFOs,
+    /// sockets and device nodes are not checked at all (they never reach the server).
+    Server,
+}
+
+impl Permissions {
+    /// What [`PERMISSIONS_ENV`] asks for.
+    #[must_use]
+    pub fn from_env() -> Permissions {
+        match std::env::var(PERMISSIONS_ENV) {
+            Ok(value) if value == "server" => Permissions::Server,
+            _ => Permissions::Kernel,
+        }
+    }
+}
+
 /// Mounts the dataset of `spec` at `spec.mountpoint` (created if missing; refused if it is
-/// not empty or something is mounted there) and starts serving it.
+/// not empty or something is mounted there) and starts serving it, with permissions
+/// checked as [`PERMISSIONS_ENV`] says.
 pub fn mount(engine: Arc<Engine>, spec: &MountSpec) -> Result<Mount, FuseError> {
+    mount_with(engine, spec, Permissions::from_env())
+}
+
+/// [`mount`] with permissions checked by `permissions`.
+pub fn mount_with(
+    engine: Arc<Engine>,
+    spec: &MountSpec,
+    permissions: Permissions,
+) -> Result<Mount, FuseError> {
     if !fuse_available() {
         return Err(FuseError::NoDevice);
     }
@@ -255,13 +359,14 @@ pub fn mount(engine: Arc<Engine>, spec: &MountSpec) -> Result<Mount, FuseError> 
             .map_err(engine_error)?;
     }
     let shared = Arc::new(Shared::default());
-    let fs = ops::TarnFs::new(engine, spec, root, Arc::clone(&shared));
-    let session = fuser::spawn_mount(fs, &path, &session_config(spec)).map_err(|source| {
-        FuseError::Mount {
-            path: path.clone(),
-            source,
-        }
+    let server_checks = permissions == Permissions::Server && !spec.acl;
+    let fs = ops::TarnFs::new(engine, spec, root, Arc::clone(&shared), server_checks);
+    let config = session_config(spec, server_checks);
+    let session = fuser::spawn_mount(fs, &path, &config).map_err(|source| FuseError::Mount {
+        path: path.clone(),
+        source,
     })?;
+    let _ = shared.notifier.set(session.notifier());
     let mount = Mount {
         notifier: Some(session.notifier()),
         session: Some(session),
@@ -331,13 +436,12 @@ fn remount_flags(path: &Path, spec: &MountSpec) -> std::io::Result<()> {
         .map_err(std::io::Error::from)
 }
 
-fn session_config(spec: &MountSpec) -> fuser::Config {
+fn session_config(spec: &MountSpec, server_checks: bool) -> fuser::Config {
     use fuser::MountOption;
     let mut config = fuser::Config::default();
     config.mount_options = vec![
         MountOption::FSName(spec.name.clone()),
         MountOption::CUSTOM(format!("subtype={SUBTYPE}")),
-        MountOption::DefaultPermissions,
         if spec.devices {
             MountOption::Dev
         } else {
@@ -361,6 +465,10 @@ fn session_config(spec: &MountSpec) -> fuser::Config {
     ];
     if !spec.atime {
         config.mount_options.push(MountOption::NoAtime);
+    }
+    if !server_checks {
+        // The kernel checks mode bits and ACLs itself (FUSE_POSIX_ACL implies it anyway).
+        config.mount_options.push(MountOption::DefaultPermissions);
     }
     config.acl = fuser::SessionACL::All;
     config.n_threads = Some(SESSION_THREADS);
@@ -429,6 +537,32 @@ impl Mount {
     #[must_use]
     pub fn stats(&self) -> MountStats {
         self.shared.counters.snapshot(self.shared.kernel.len())
+    }
+
+    /// Per-opcode request statistics since the mount was made, in [`Opcode::ALL`] order:
+    /// counts, and the time the server spent on them (`opstats.rs`).
+    #[must_use]
+    pub fn op_stats(&self) -> Vec<OpStat> {
+        self.shared.ops.snapshot()
+    }
+
+    /// Appends the per-opcode table to the file [`OPSTATS_ENV`] names, if it is set: for
+    /// measuring a whole benchmark through a daemon. Best effort: a file that cannot be
+    /// written loses the table, never the unmount.
+    fn write_op_stats(&self) {
+        let Some(path) = std::env::var_os(OPSTATS_ENV) else {
+            return;
+        };
+        let table = opstats::render(&self.op_stats());
+        let text = format!("mount {} {}\n{table}", self.name, self.mountpoint.display());
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path);
+        if let Ok(mut file) = file {
+            use std::io::Write;
+            let _ = file.write_all(text.as_bytes());
+        }
     }
 
     /// Tells the kernel to drop what it cached of inode `ino` of the dataset: attributes,
@@ -512,6 +646,7 @@ impl Mount {
             }
         }
         join_session(session);
+        self.write_op_stats();
         Ok(())
     }
 
@@ -521,6 +656,7 @@ impl Mount {
         let Some(session) = self.session.take() else {
             return;
         };
+        self.write_op_stats();
         let _ = nix::mount::umount2(&self.mountpoint, nix::mount::MntFlags::MNT_DETACH);
         // The session thread ends when the kernel drops the connection; joining it on a
         // thread of its own keeps fuser from unmounting the path again when it is dropped.

@@ -14,6 +14,7 @@ use fuser::{
     ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry,
     ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request,
 };
+use tarn_engine::posix::access::{self, Caller, MAY_EXEC, MAY_READ, MAY_WRITE};
 use tarn_engine::posix::{
     Attr, Creds, Fallocate, FileKind, Fs, Ino, PosixError, RenameFlags, Seek, SetAttr, TimeOrNow,
     Timespec, XattrSet,
@@ -24,6 +25,7 @@ use crate::acl;
 use crate::cache::Stamp;
 use crate::handles::Handles;
 use crate::ino::InoMap;
+use crate::opstats::{Opcode, engine_timed, posix_timed};
 use crate::{ENTRY_TTL, MAX_WRITE, Shared, TTL};
 
 /// Directory entries fetched from the POSIX layer per readdir request (the kernel's buffer
@@ -41,6 +43,8 @@ pub(crate) struct TarnFs {
     dataset: DatasetId,
     readonly: bool,
     acl: bool,
+    /// The server checks permissions (`Permissions::Server` and no ACLs).
+    server_checks: bool,
     inos: InoMap,
     handles: Handles,
     shared: Arc<Shared>,
@@ -123,6 +127,78 @@ fn creds(req: &Request) -> Creds {
     }
 }
 
+/// How long the kernel may keep a name: [`ENTRY_TTL`] when every caller may search its
+/// directory, else not at all (the kernel would walk it without a search check).
+fn entry_ttl(cacheable: bool) -> Duration {
+    if cacheable { ENTRY_TTL } else { Duration::ZERO }
+}
+
+/// `__FMODE_EXEC`: the kernel's own open flag for an `execve`, passed on in the open flags.
+const FMODE_EXEC: i32 = 0x20;
+
+/// The supplementary groups of the process that sent a request, read from
+/// `/proc/PID/status` the first time a permission check needs them (most never do:
+/// `access::permits` asks only when group and other bits differ). A process that is gone
+/// or unreadable has none, which can only deny.
+struct ProcGroups {
+    pid: u32,
+    groups: std::cell::OnceCell<Vec<u32>>,
+}
+
+impl ProcGroups {
+    fn of(req: &Request) -> ProcGroups {
+        ProcGroups {
+            pid: req.pid(),
+            groups: std::cell::OnceCell::new(),
+        }
+    }
+}
+
+impl access::Groups for ProcGroups {
+    fn contains(&self, gid: u32) -> bool {
+        self.groups
+            .get_or_init(|| proc_groups(self.pid))
+            .as_slice()
+            .contains(&gid)
+    }
+}
+
+/// The `Groups:` line of `/proc/PID/status` (the request's pid is the calling thread's).
+fn proc_groups(pid: u32) -> Vec<u32> {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return Vec::new();
+    };
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("Groups:"))
+        .map(|groups| {
+            groups
+                .split_whitespace()
+                .filter_map(|gid| gid.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn caller<'a>(req: &Request, groups: &'a ProcGroups) -> Caller<'a> {
+    Caller {
+        uid: req.uid(),
+        gid: req.gid(),
+        groups,
+    }
+}
+
+/// A name that was just found or looked up does not exist: `None` instead of an error.
+fn found(
+    result: std::result::Result<Attr, PosixError>,
+) -> std::result::Result<Option<Attr>, PosixError> {
+    match result {
+        Ok(attr) => Ok(Some(attr)),
+        Err(PosixError::NotFound) => Ok(None),
+        Err(error) => Err(error),
+    }
+}
+
 /// The xattr reply for `value` under the size-probe protocol: size 0 asks for the length,
 /// a buffer too small is ERANGE.
 fn reply_xattr(reply: ReplyXattr, size: u32, value: &[u8]) {
@@ -144,6 +220,7 @@ impl TarnFs {
         spec: &MountSpec,
         root: Ino,
         shared: Arc<Shared>,
+        server_checks: bool,
     ) -> TarnFs {
         TarnFs {
             engine,
@@ -151,6 +228,7 @@ impl TarnFs {
             dataset: spec.dataset,
             readonly: spec.readonly,
             acl: spec.acl,
+            server_checks,
             inos: InoMap::new(root),
             handles: Handles::default(),
             shared,
@@ -167,9 +245,11 @@ impl TarnFs {
             return Err(Errno::EROFS);
         }
         let _in_flight = self.shared.counters.enter();
-        self.engine
-            .fs_op(&self.pool, self.dataset, op, f)
-            .map_err(|e| Errno::from_i32(e.errno()))
+        engine_timed(|| {
+            self.engine
+                .fs_op(&self.pool, self.dataset, op, |fs| posix_timed(|| f(fs)))
+        })
+        .map_err(|e| Errno::from_i32(e.errno()))
     }
 
     fn ino(&self, kernel: INodeNo) -> Ino {
@@ -198,15 +278,22 @@ impl TarnFs {
 
     /// Replies with the entry `name` in `parent` (a kernel inode number), which the kernel
     /// then holds: one more lookup in the kernel-cache table.
-    fn reply_entry(&self, reply: ReplyEntry, parent: INodeNo, name: &OsStr, result: Result<Attr>) {
+    /// `cacheable`: every caller may search `parent` ([`TarnFs::entry_ttl`]).
+    fn reply_entry(
+        &self,
+        reply: ReplyEntry,
+        parent: INodeNo,
+        name: &OsStr,
+        result: Result<(Attr, bool)>,
+    ) {
         match result {
-            Ok(attr) => {
+            Ok((attr, cacheable)) => {
                 let file = self.file_attr(&attr);
                 self.shared
                     .kernel
                     .looked_up(parent.0, name.as_bytes(), file.ino.0);
                 let generation = Generation(attr.generation);
-                reply.entry_with_ttls(&TTL, &ENTRY_TTL, &file, generation);
+                reply.entry_with_ttls(&TTL, &entry_ttl(cacheable), &file, generation);
             }
             Err(errno) => reply.error(errno),
         }
@@ -245,6 +332,112 @@ impl TarnFs {
             flags: 0,
         };
         reply.entry_with_ttls(&Duration::ZERO, &ENTRY_TTL, &none, Generation(0));
+    }
+
+    /// Whether the server checks permissions (`Permissions::Server` with `acltype=off`);
+    /// otherwise the kernel does (`default_permissions`).
+    fn checks(&self) -> bool {
+        self.server_checks
+    }
+
+    /// The caller whose permissions the server must check: `None` when the kernel checks
+    /// them or the caller is root (root passes every check but execute bits, which
+    /// `open` and `access` check themselves).
+    fn restricted<'a>(&self, req: &Request, groups: &'a ProcGroups) -> Option<Caller<'a>> {
+        Some(caller(req, groups)).filter(|who| self.checks() && !who.is_root())
+    }
+
+    /// Whether names in directory `dir` may stay in the kernel's cache: always when the
+    /// kernel checks permissions itself; otherwise only when every caller may search
+    /// `dir`, since the kernel walks a cached name without asking the server and so
+    /// without a search check (lib.rs, "Permission checks").
+    fn cacheable(&self, dir: &Attr) -> bool {
+        !self.checks() || access::searchable_by_all(dir)
+    }
+
+    /// The directory `parent` for a new name in it, checked for write and search
+    /// permission; whether names in it are cacheable.
+    fn creating(
+        &self,
+        fs: &mut Fs<'_>,
+        parent: Ino,
+        who: Option<&Caller<'_>>,
+    ) -> std::result::Result<bool, PosixError> {
+        if !self.checks() {
+            return Ok(true);
+        }
+        let dir = fs.getattr(parent)?;
+        if let Some(who) = who {
+            access::may_create(&dir, who)?;
+        }
+        Ok(self.cacheable(&dir))
+    }
+
+    /// Checks that `who` may remove the name `name` from `parent`.
+    fn deleting(
+        fs: &mut Fs<'_>,
+        parent: Ino,
+        name: &[u8],
+        who: &Caller<'_>,
+    ) -> std::result::Result<(), PosixError> {
+        let dir = fs.getattr(parent)?;
+        access::check(&dir, who, MAY_WRITE | MAY_EXEC)?;
+        if access::sticky_applies(&dir, who) {
+            let victim = fs.lookup(parent, name)?;
+            access::may_delete(&dir, &victim, who)?;
+        }
+        Ok(())
+    }
+
+    /// Checks an open of `attr`'s inode with `flags` by `who`: read and/or write as the
+    /// access mode says, or only execute for an `execve` (which needs no read permission).
+    fn may_open(attr: &Attr, who: &Caller<'_>, flags: i32) -> std::result::Result<(), PosixError> {
+        let exec = flags & FMODE_EXEC != 0;
+        let mode = flags & libc::O_ACCMODE;
+        let read = !exec && (mode == libc::O_RDONLY || mode == libc::O_RDWR);
+        let write = mode == libc::O_WRONLY || mode == libc::O_RDWR;
+        access::may_open(attr, who, read, write, exec)
+    }
+
+    /// A `user.` attribute needs read permission on the file to be read and write
+    /// permission to be set or removed (the kernel checks the other namespaces itself:
+    /// `trusted.` needs CAP_SYS_ADMIN, `security.` is the security module's).
+    fn user_xattr(
+        fs: &mut Fs<'_>,
+        ino: Ino,
+        name: &OsStr,
+        who: Option<&Caller<'_>>,
+        want: u32,
+    ) -> std::result::Result<(), PosixError> {
+        match who {
+            Some(who) if name.as_bytes().starts_with(b"user.") => {
+                access::check(&fs.getattr(ino)?, who, want)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Tells the kernel to drop the names it holds in directory `dir` (a kernel inode
+    /// number), positive and negative: `dir` stopped being searchable by everyone, so the
+    /// next walk through each name must ask the server. Sent from a thread of its own after
+    /// the reply to the change: the kernel holds `dir`'s lock until it has the reply, and
+    /// the notification waits for that lock, which a session thread must never do (a
+    /// request holding the lock could be waiting for that very thread). Best effort.
+    fn drop_names_in(&self, dir: u64) {
+        let Some(notifier) = self.shared.notifier.get().cloned() else {
+            return;
+        };
+        let names = self.shared.kernel.names_in(dir);
+        if names.is_empty() {
+            return;
+        }
+        let _ = std::thread::Builder::new()
+            .name("fuse-inval".into())
+            .spawn(move || {
+                for name in names {
+                    let _ = notifier.inval_entry(INodeNo(dir), OsStr::from_bytes(&name));
+                }
+            });
     }
 
     fn reply_attr(&self, reply: ReplyAttr, result: Result<Attr>) {
@@ -305,49 +498,87 @@ impl TarnFs {
         Ok((FileHandle(handle), FopenFlags::empty()))
     }
 
-    fn setattr_changes(&self, ino: Ino, changes: &SetAttr) -> Result<Attr> {
+    /// Applies `changes` to `ino` as `who` may (`handle`: through an open file); also
+    /// says whether a directory stopped being searchable by everyone.
+    fn setattr_changes(
+        &self,
+        ino: Ino,
+        changes: &SetAttr,
+        who: Option<&Caller<'_>>,
+        handle: bool,
+    ) -> Result<(Attr, bool)> {
         let op = if changes.size.is_some() {
             FsOp::Write(0)
         } else {
             FsOp::Modify
         };
         let acl = self.acl;
+        let watch = self.checks() && changes.mode.is_some();
         self.run(op, |fs| {
-            let attr = fs.setattr(ino, changes)?;
-            match changes.mode {
-                Some(mode) if acl => {
-                    acl::after_chmod(fs, ino, mode)?;
-                    fs.getattr(ino)
-                }
-                _ => Ok(attr),
-            }
+            let before = if who.is_some() || watch {
+                Some(fs.getattr(ino)?)
+            } else {
+                None
+            };
+            let changes = match (who, before.as_ref()) {
+                (Some(who), Some(before)) => access::may_setattr(before, changes, who, handle)?,
+                _ => *changes,
+            };
+            let attr = fs.setattr(ino, &changes)?;
+            let closed = before.is_some_and(|before| {
+                access::searchable_by_all(&before) && !access::searchable_by_all(&attr)
+            });
+            let attr = Self::after_setattr(fs, ino, attr, &changes, acl)?;
+            Ok((attr, closed))
         })
+    }
+
+    /// What a chmod changes besides the mode: with ACLs on, the access ACL (I5).
+    fn after_setattr(
+        fs: &mut Fs<'_>,
+        ino: Ino,
+        attr: Attr,
+        changes: &SetAttr,
+        acl: bool,
+    ) -> std::result::Result<Attr, PosixError> {
+        match changes.mode {
+            Some(mode) if acl => {
+                acl::after_chmod(fs, ino, mode)?;
+                fs.getattr(ino)
+            }
+            _ => Ok(attr),
+        }
     }
 
     /// Creates a node with `make(fs, perm)`; the umask applies unless the parent has a
     /// default ACL, which the new node then inherits (I5). One `fs_op` for all of it.
+    /// `who` must be allowed to create in `parent`; the result says whether the new name
+    /// may be cached ([`TarnFs::cacheable`]).
     fn create_node(
         &self,
         parent: Ino,
         mode: u32,
         umask: u32,
+        who: Option<&Caller<'_>>,
         make: impl FnOnce(&mut Fs<'_>, u32) -> std::result::Result<Attr, PosixError>,
-    ) -> Result<Attr> {
+    ) -> Result<(Attr, bool)> {
         let acl = self.acl;
         self.run(FsOp::Modify, |fs| {
+            let cacheable = self.creating(fs, parent, who)?;
             let default = if acl {
                 acl::parent_default(fs, parent)?
             } else {
                 None
             };
-            match default {
+            let attr = match default {
                 Some(default) => {
                     let perm = mode & 0o7777;
                     let attr = make(fs, perm)?;
-                    acl::inherit(fs, &attr, &default, perm)
+                    acl::inherit(fs, &attr, &default, perm)?
                 }
-                None => make(fs, mode & !umask & 0o7777),
-            }
+                None => make(fs, mode & !umask & 0o7777)?,
+            };
+            Ok((attr, cacheable))
         })
     }
 }
@@ -451,20 +682,42 @@ impl fuser::Filesystem for TarnFs {
         let _ = self.engine.fs_sync(&self.pool, self.dataset);
     }
 
-    fn lookup(&self, _req: &Request, kernel_parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+    fn lookup(&self, req: &Request, kernel_parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let _request = self.shared.ops.timed(Opcode::Lookup);
         let parent = self.ino(kernel_parent);
-        let result = self.run(FsOp::Read, |fs| fs.lookup(parent, name.as_bytes()));
-        if matches!(result, Err(errno) if errno == Errno::ENOENT) {
-            return self.reply_missing(reply, kernel_parent, name);
+        let groups = ProcGroups::of(req);
+        let who = self.restricted(req, &groups);
+        let result = self.run(FsOp::Read, |fs| {
+            let mut cacheable = true;
+            if self.checks() {
+                let dir = fs.getattr(parent)?;
+                if let Some(who) = &who
+                    && dir.kind == FileKind::Directory
+                {
+                    access::check(&dir, who, MAY_EXEC)?;
+                }
+                cacheable = self.cacheable(&dir);
+            }
+            Ok((found(fs.lookup(parent, name.as_bytes()))?, cacheable))
+        });
+        match result {
+            Ok((Some(attr), cacheable)) => {
+                self.reply_entry(reply, kernel_parent, name, Ok((attr, cacheable)));
+            }
+            Ok((None, true)) => self.reply_missing(reply, kernel_parent, name),
+            // A negative entry would answer later callers without a search check.
+            Ok((None, false)) => reply.error(Errno::ENOENT),
+            Err(errno) => reply.error(errno),
         }
-        self.reply_entry(reply, kernel_parent, name, result);
     }
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        let _request = self.shared.ops.timed(Opcode::Forget);
         self.shared.kernel.forgot(ino.0, nlookup);
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        let _request = self.shared.ops.timed(Opcode::Getattr);
         let ino = self.ino(ino);
         let result = self.run(FsOp::Read, |fs| fs.getattr(ino));
         self.reply_attr(reply, result);
@@ -472,7 +725,7 @@ impl fuser::Filesystem for TarnFs {
 
     fn setattr(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         mode: Option<u32>,
         uid: Option<u32>,
@@ -481,13 +734,14 @@ impl fuser::Filesystem for TarnFs {
         atime: Option<fuser::TimeOrNow>,
         mtime: Option<fuser::TimeOrNow>,
         _ctime: Option<SystemTime>,
-        _fh: Option<FileHandle>,
+        fh: Option<FileHandle>,
         _crtime: Option<SystemTime>,
         _chgtime: Option<SystemTime>,
         _bkuptime: Option<SystemTime>,
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
+        let _request = self.shared.ops.timed(Opcode::Setattr);
         let args = SetAttrArgs {
             mode,
             uid,
@@ -496,11 +750,19 @@ impl fuser::Filesystem for TarnFs {
             atime,
             mtime,
         };
-        let result = self.setattr_changes(self.ino(ino), &args.changes());
-        self.reply_attr(reply, result);
+        let groups = ProcGroups::of(req);
+        let who = self.restricted(req, &groups);
+        let changes = args.changes();
+        let result = self.setattr_changes(self.ino(ino), &changes, who.as_ref(), fh.is_some());
+        let closed = matches!(result, Ok((_, true)));
+        self.reply_attr(reply, result.map(|(attr, _)| attr));
+        if closed {
+            self.drop_names_in(ino.0);
+        }
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        let _request = self.shared.ops.timed(Opcode::Readlink);
         let ino = self.ino(ino);
         match self.run(FsOp::Read, |fs| fs.readlink(ino)) {
             Ok(target) => reply.data(&target),
@@ -518,9 +780,12 @@ impl fuser::Filesystem for TarnFs {
         rdev: u32,
         reply: ReplyEntry,
     ) {
+        let _request = self.shared.ops.timed(Opcode::Mknod);
         let parent = self.ino(kernel_parent);
+        let groups = ProcGroups::of(req);
+        let who = self.restricted(req, &groups);
         let result = node_kind(mode).and_then(|kind| {
-            self.create_node(parent, mode, umask, |fs, perm| {
+            self.create_node(parent, mode, umask, who.as_ref(), |fs, perm| {
                 fs.mknod(
                     parent,
                     name.as_bytes(),
@@ -543,24 +808,47 @@ impl fuser::Filesystem for TarnFs {
         umask: u32,
         reply: ReplyEntry,
     ) {
+        let _request = self.shared.ops.timed(Opcode::Mkdir);
         let parent = self.ino(kernel_parent);
-        let result = self.create_node(parent, mode, umask, |fs, perm| {
+        let groups = ProcGroups::of(req);
+        let who = self.restricted(req, &groups);
+        let result = self.create_node(parent, mode, umask, who.as_ref(), |fs, perm| {
             fs.mkdir(parent, name.as_bytes(), perm, creds(req))
         });
         self.reply_entry(reply, kernel_parent, name, result);
     }
 
-    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+    fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let _request = self.shared.ops.timed(Opcode::Unlink);
         let parent = self.ino(parent);
-        match self.unlink_with(|fs| fs.unlink(parent, name.as_bytes())) {
+        let groups = ProcGroups::of(req);
+        let who = self.restricted(req, &groups);
+        let name = name.as_bytes();
+        let result = self.unlink_with(|fs| {
+            if let Some(who) = &who {
+                Self::deleting(fs, parent, name, who)?;
+            }
+            fs.unlink(parent, name)
+        });
+        match result {
             Ok(()) => reply.ok(),
             Err(errno) => reply.error(errno),
         }
     }
 
-    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+    fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let _request = self.shared.ops.timed(Opcode::Rmdir);
         let parent = self.ino(parent);
-        match self.unlink_with(|fs| fs.rmdir(parent, name.as_bytes()).map(Some)) {
+        let groups = ProcGroups::of(req);
+        let who = self.restricted(req, &groups);
+        let name = name.as_bytes();
+        let result = self.unlink_with(|fs| {
+            if let Some(who) = &who {
+                Self::deleting(fs, parent, name, who)?;
+            }
+            fs.rmdir(parent, name).map(Some)
+        });
+        match result {
             Ok(()) => reply.ok(),
             Err(errno) => reply.error(errno),
         }
@@ -574,17 +862,22 @@ impl fuser::Filesystem for TarnFs {
         target: &Path,
         reply: ReplyEntry,
     ) {
+        let _request = self.shared.ops.timed(Opcode::Symlink);
         let parent = self.ino(kernel_parent);
         let target = target.as_os_str().as_bytes();
+        let groups = ProcGroups::of(req);
+        let who = self.restricted(req, &groups);
         let result = self.run(FsOp::Modify, |fs| {
-            fs.symlink(parent, link_name.as_bytes(), target, creds(req))
+            let cacheable = self.creating(fs, parent, who.as_ref())?;
+            let attr = fs.symlink(parent, link_name.as_bytes(), target, creds(req))?;
+            Ok((attr, cacheable))
         });
         self.reply_entry(reply, kernel_parent, link_name, result);
     }
 
     fn rename(
         &self,
-        _req: &Request,
+        req: &Request,
         parent: INodeNo,
         name: &OsStr,
         newparent: INodeNo,
@@ -592,9 +885,26 @@ impl fuser::Filesystem for TarnFs {
         flags: fuser::RenameFlags,
         reply: ReplyEmpty,
     ) {
+        let _request = self.shared.ops.timed(Opcode::Rename);
         let (parent, newparent) = (self.ino(parent), self.ino(newparent));
+        let groups = ProcGroups::of(req);
+        let who = self.restricted(req, &groups);
         let result = rename_flags(flags).and_then(|flags| {
             self.unlink_with(|fs| {
+                if let Some(who) = &who {
+                    let source_dir = fs.getattr(parent)?;
+                    let target_dir = fs.getattr(newparent)?;
+                    let source = fs.lookup(parent, name.as_bytes())?;
+                    let target = found(fs.lookup(newparent, newname.as_bytes()))?;
+                    access::may_rename(
+                        &source_dir,
+                        &source,
+                        &target_dir,
+                        target.as_ref(),
+                        flags.exchange,
+                        who,
+                    )?;
+                }
                 fs.rename(
                     parent,
                     name.as_bytes(),
@@ -612,21 +922,39 @@ impl fuser::Filesystem for TarnFs {
 
     fn link(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         newparent: INodeNo,
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
+        let _request = self.shared.ops.timed(Opcode::Link);
         let (ino, parent) = (self.ino(ino), self.ino(newparent));
-        let result = self.run(FsOp::Modify, |fs| fs.link(ino, parent, newname.as_bytes()));
+        let groups = ProcGroups::of(req);
+        let who = self.restricted(req, &groups);
+        let result = self.run(FsOp::Modify, |fs| {
+            let cacheable = self.creating(fs, parent, who.as_ref())?;
+            if let Some(who) = &who {
+                access::may_link(&fs.getattr(ino)?, who)?;
+            }
+            Ok((fs.link(ino, parent, newname.as_bytes())?, cacheable))
+        });
         self.reply_entry(reply, newparent, newname, result);
     }
 
-    fn open(&self, _req: &Request, ino: INodeNo, _flags: fuser::OpenFlags, reply: ReplyOpen) {
+    fn open(&self, req: &Request, ino: INodeNo, flags: fuser::OpenFlags, reply: ReplyOpen) {
+        let _request = self.shared.ops.timed(Opcode::Open);
         let ino = self.ino(ino);
+        let groups = ProcGroups::of(req);
+        let who = Some(caller(req, &groups)).filter(|_| self.checks());
         let opened = self
-            .run(FsOp::Read, |fs| fs.getattr(ino))
+            .run(FsOp::Read, |fs| {
+                let attr = fs.getattr(ino)?;
+                if let Some(who) = &who {
+                    Self::may_open(&attr, who, flags.0)?;
+                }
+                Ok(attr)
+            })
             .and_then(|attr| self.open_handle(ino, &attr));
         match opened {
             Ok((handle, flags)) => reply.opened(handle, flags),
@@ -645,6 +973,7 @@ impl fuser::Filesystem for TarnFs {
         _lock_owner: Option<fuser::LockOwner>,
         reply: ReplyData,
     ) {
+        let _request = self.shared.ops.timed(Opcode::Read);
         let ino = self.ino(ino);
         self.shared.counters.read(size);
         let result = self.run(FsOp::Read, |fs| {
@@ -671,6 +1000,7 @@ impl fuser::Filesystem for TarnFs {
         _lock_owner: Option<fuser::LockOwner>,
         reply: ReplyWrite,
     ) {
+        let _request = self.shared.ops.timed(Opcode::Write);
         let ino = self.ino(ino);
         self.shared.counters.write(data.len());
         let len = data.len() as u64;
@@ -688,6 +1018,7 @@ impl fuser::Filesystem for TarnFs {
         _lock_owner: fuser::LockOwner,
         reply: ReplyEmpty,
     ) {
+        let _request = self.shared.ops.timed(Opcode::Flush);
         // close is not fsync: nothing to do, and ENOSYS tells the kernel to stop sending
         // flushes at all (one request less per close).
         reply.error(Errno::ENOSYS);
@@ -703,6 +1034,7 @@ impl fuser::Filesystem for TarnFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
+        let _request = self.shared.ops.timed(Opcode::Release);
         self.release_handle(self.ino(ino));
         reply.ok();
     }
@@ -715,15 +1047,28 @@ impl fuser::Filesystem for TarnFs {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
+        let _request = self.shared.ops.timed(Opcode::Fsync);
         match self.engine.fs_sync(&self.pool, self.dataset) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(Errno::from_i32(e.errno())),
         }
     }
 
-    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: fuser::OpenFlags, reply: ReplyOpen) {
+    fn opendir(&self, req: &Request, ino: INodeNo, _flags: fuser::OpenFlags, reply: ReplyOpen) {
+        let _request = self.shared.ops.timed(Opcode::Opendir);
         let ino = self.ino(ino);
-        match self.run(FsOp::Read, |fs| fs.getattr(ino)) {
+        let groups = ProcGroups::of(req);
+        let who = self.restricted(req, &groups);
+        let result = self.run(FsOp::Read, |fs| {
+            let attr = fs.getattr(ino)?;
+            if let Some(who) = &who
+                && attr.kind == FileKind::Directory
+            {
+                access::check(&attr, who, MAY_READ)?;
+            }
+            Ok(attr)
+        });
+        match result {
             Ok(attr) if attr.kind == FileKind::Directory => {
                 reply.opened(FileHandle(0), FopenFlags::empty());
             }
@@ -740,6 +1085,7 @@ impl fuser::Filesystem for TarnFs {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
+        let _request = self.shared.ops.timed(Opcode::Readdir);
         match self.readdir_batch(self.ino(ino), offset) {
             Ok(entries) => {
                 for entry in entries {
@@ -763,22 +1109,27 @@ impl fuser::Filesystem for TarnFs {
         offset: u64,
         mut reply: ReplyDirectoryPlus,
     ) {
+        let _request = self.shared.ops.timed(Opcode::Readdirplus);
         let dir = self.ino(ino);
         let listed = self.run(FsOp::Read, |fs| {
+            let cacheable = !self.checks() || self.cacheable(&fs.getattr(dir)?);
             let entries = fs.readdir(dir, offset, READDIR_BATCH)?;
             let _ = fs.accessed(dir);
-            entries
+            let entries = entries
                 .into_iter()
                 .map(|entry| fs.getattr(entry.ino).map(|attr| (entry, attr)))
-                .collect::<std::result::Result<Vec<_>, _>>()
+                .collect::<std::result::Result<Vec<_>, _>>()?;
+            Ok((entries, cacheable))
         });
         match listed {
-            Ok(listed) => {
+            Ok((listed, cacheable)) => {
+                // Names in a directory not everyone may search are not cached (lookup).
+                let ttl = if cacheable { TTL } else { Duration::ZERO };
                 for (entry, attr) in listed {
                     let kernel = INodeNo(self.inos.to_kernel(entry.ino));
                     let name = OsStr::from_bytes(&entry.name);
                     let (file, generation) = (self.file_attr(&attr), Generation(attr.generation));
-                    if reply.add(kernel, entry.cookie, name, &TTL, &file, generation) {
+                    if reply.add(kernel, entry.cookie, name, &ttl, &file, generation) {
                         break;
                     }
                     // The kernel takes a lookup of every entry it was given but `.` and `..`.
@@ -800,6 +1151,7 @@ impl fuser::Filesystem for TarnFs {
         _flags: fuser::OpenFlags,
         reply: ReplyEmpty,
     ) {
+        let _request = self.shared.ops.timed(Opcode::Releasedir);
         reply.ok();
     }
 
@@ -811,6 +1163,7 @@ impl fuser::Filesystem for TarnFs {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
+        let _request = self.shared.ops.timed(Opcode::Fsyncdir);
         match self.engine.fs_sync(&self.pool, self.dataset) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(Errno::from_i32(e.errno())),
@@ -818,6 +1171,7 @@ impl fuser::Filesystem for TarnFs {
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        let _request = self.shared.ops.timed(Opcode::Statfs);
         match self.engine.fs_statfs(&self.pool, self.dataset) {
             Ok(st) => reply.statfs(
                 st.blocks, st.bfree, st.bavail, st.files, st.ffree, st.bsize, st.namelen, st.bsize,
@@ -828,7 +1182,7 @@ impl fuser::Filesystem for TarnFs {
 
     fn setxattr(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         name: &OsStr,
         value: &[u8],
@@ -836,14 +1190,18 @@ impl fuser::Filesystem for TarnFs {
         _position: u32,
         reply: ReplyEmpty,
     ) {
+        let _request = self.shared.ops.timed(Opcode::Setxattr);
         let ino = self.ino(ino);
         if !self.acl && name.as_bytes().starts_with(acl::PREFIX) {
             // acltype=off: ACLs are refused, as ZFS refuses them.
             return reply.error(Errno::EOPNOTSUPP);
         }
         let access_acl = self.acl && name.as_bytes() == acl::ACCESS;
+        let groups = ProcGroups::of(req);
+        let who = self.restricted(req, &groups);
         let result = xattr_set(flags).and_then(|how| {
             self.run(FsOp::Write(value.len() as u64), |fs| {
+                Self::user_xattr(fs, ino, name, who.as_ref(), MAY_WRITE)?;
                 if access_acl {
                     acl::set_access(fs, ino, value, how)
                 } else {
@@ -857,15 +1215,23 @@ impl fuser::Filesystem for TarnFs {
         }
     }
 
-    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+    fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        let _request = self.shared.ops.timed(Opcode::Getxattr);
         let ino = self.ino(ino);
-        match self.run(FsOp::Read, |fs| fs.getxattr(ino, name.as_bytes())) {
+        let groups = ProcGroups::of(req);
+        let who = self.restricted(req, &groups);
+        let result = self.run(FsOp::Read, |fs| {
+            Self::user_xattr(fs, ino, name, who.as_ref(), MAY_READ)?;
+            fs.getxattr(ino, name.as_bytes())
+        });
+        match result {
             Ok(value) => reply_xattr(reply, size, &value),
             Err(errno) => reply.error(errno),
         }
     }
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        let _request = self.shared.ops.timed(Opcode::Listxattr);
         let ino = self.ino(ino);
         match self.run(FsOp::Read, |fs| fs.listxattr(ino)) {
             Ok(names) => {
@@ -880,17 +1246,38 @@ impl fuser::Filesystem for TarnFs {
         }
     }
 
-    fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+    fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let _request = self.shared.ops.timed(Opcode::Removexattr);
         let ino = self.ino(ino);
-        match self.run(FsOp::Modify, |fs| fs.removexattr(ino, name.as_bytes())) {
+        let groups = ProcGroups::of(req);
+        let who = self.restricted(req, &groups);
+        let result = self.run(FsOp::Modify, |fs| {
+            Self::user_xattr(fs, ino, name, who.as_ref(), MAY_WRITE)?;
+            fs.removexattr(ino, name.as_bytes())
+        });
+        match result {
             Ok(()) => reply.ok(),
             Err(errno) => reply.error(errno),
         }
     }
 
-    fn access(&self, _req: &Request, _ino: INodeNo, _mask: fuser::AccessFlags, reply: ReplyEmpty) {
-        // default_permissions: the kernel checked already and does not normally ask.
-        reply.ok();
+    fn access(&self, req: &Request, ino: INodeNo, mask: fuser::AccessFlags, reply: ReplyEmpty) {
+        let _request = self.shared.ops.timed(Opcode::Access);
+        if !self.checks() {
+            // default_permissions: the kernel checked already and does not normally ask.
+            return reply.ok();
+        }
+        let ino = self.ino(ino);
+        let groups = ProcGroups::of(req);
+        let who = caller(req, &groups);
+        let want = u32::try_from(mask.bits() & 7).unwrap_or(0);
+        let result = self.run(FsOp::Read, |fs| {
+            access::check(&fs.getattr(ino)?, &who, want)
+        });
+        match result {
+            Ok(()) => reply.ok(),
+            Err(errno) => reply.error(errno),
+        }
     }
 
     fn create(
@@ -903,22 +1290,25 @@ impl fuser::Filesystem for TarnFs {
         _flags: i32,
         reply: ReplyCreate,
     ) {
+        let _request = self.shared.ops.timed(Opcode::Create);
         let parent = self.ino(kernel_parent);
+        let groups = ProcGroups::of(req);
+        let who = self.restricted(req, &groups);
         let result = node_kind(mode).and_then(|kind| {
-            self.create_node(parent, mode, umask, |fs, perm| {
+            self.create_node(parent, mode, umask, who.as_ref(), |fs, perm| {
                 fs.mknod(parent, name.as_bytes(), kind, perm, 0, creds(req))
             })
         });
-        let opened = result.and_then(|attr| {
+        let opened = result.and_then(|(attr, cacheable)| {
             let file = self.file_attr(&attr);
             self.shared
                 .kernel
                 .looked_up(kernel_parent.0, name.as_bytes(), file.ino.0);
             let (handle, _) = self.open_handle(attr.ino, &attr)?;
-            Ok((attr, file, handle))
+            Ok((attr, file, handle, cacheable))
         });
         match opened {
-            Ok((attr, file, handle)) => {
+            Ok((attr, file, handle, cacheable)) => {
                 let generation = Generation(attr.generation);
                 // fuser's create reply has one TTL for the name and the attributes. The name
                 // gets ENTRY_TTL as every other entry does (with TTL, a name created over a
@@ -926,7 +1316,9 @@ impl fuser::Filesystem for TarnFs {
                 // unlink). The attributes of a new file change only through this mount
                 // until it has data (an empty file has no blocks for a txg sync to
                 // re-estimate), and the kernel drops them at every such change itself.
-                reply.created(&ENTRY_TTL, &file, generation, handle, FopenFlags::empty());
+                // Under a directory not everyone may search, nothing is cached (lookup).
+                let ttl = entry_ttl(cacheable);
+                reply.created(&ttl, &file, generation, handle, FopenFlags::empty());
             }
             Err(errno) => reply.error(errno),
         }
@@ -942,6 +1334,7 @@ impl fuser::Filesystem for TarnFs {
         mode: i32,
         reply: ReplyEmpty,
     ) {
+        let _request = self.shared.ops.timed(Opcode::Fallocate);
         let ino = self.ino(ino);
         let result = fallocate_mode(mode).and_then(|how| {
             let op = if how.punch_hole {
@@ -966,6 +1359,7 @@ impl fuser::Filesystem for TarnFs {
         whence: i32,
         reply: ReplyLseek,
     ) {
+        let _request = self.shared.ops.timed(Opcode::Lseek);
         let ino = self.ino(ino);
         let whence = match whence {
             libc::SEEK_DATA => Seek::Data,

@@ -24,7 +24,8 @@ impl CacheKey {
     }
 }
 
-/// What the clean-block cache may keep (the `primarycache` property of a dataset).
+/// What the clean-block cache may keep (the `primarycache` property of a dataset), and what
+/// reads may copy to the pool's cache devices (`secondarycache`, same values).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum CachePolicy {
     /// Every block.
@@ -48,7 +49,9 @@ impl CachePolicy {
         }
     }
 
-    fn admits(self, bp: &BlockPtr) -> bool {
+    /// Whether the policy admits `bp` (metadata: every block but level-0 data).
+    #[must_use]
+    pub fn admits(self, bp: &BlockPtr) -> bool {
         match self {
             CachePolicy::All => true,
             CachePolicy::Metadata => !(bp.block_type == BlockType::Data && bp.level == 0),
@@ -62,6 +65,8 @@ impl CachePolicy {
 pub(crate) struct BlockCache {
     limit: u64,
     policy: CachePolicy,
+    /// What reads may copy to the cache devices (`secondarycache`); not this cache's own.
+    secondary: CachePolicy,
     bytes: u64,
     tick: u64,
     entries: HashMap<CacheKey, (Arc<Vec<u8>>, u64)>,
@@ -73,6 +78,7 @@ impl BlockCache {
         BlockCache {
             limit,
             policy: CachePolicy::All,
+            secondary: CachePolicy::All,
             bytes: 0,
             tick: 0,
             entries: HashMap::new(),
@@ -100,9 +106,21 @@ impl BlockCache {
             // Which entries were data is not recorded: start over (a rare admin change).
             *self = BlockCache {
                 policy,
+                secondary: self.secondary,
                 ..BlockCache::new(self.limit)
             };
         }
+    }
+
+    /// Applies `secondarycache`: what reads through this cache may copy to the pool's cache
+    /// devices from now on.
+    pub(crate) fn set_secondary_policy(&mut self, policy: CachePolicy) {
+        self.secondary = policy;
+    }
+
+    /// Whether a read of `bp` may copy it to the pool's cache devices (`secondarycache`).
+    pub(crate) fn feeds_l2(&self, bp: &BlockPtr) -> bool {
+        self.secondary.admits(bp)
     }
 
     /// Whether level-0 data blocks are kept (read-ahead into the cache is pointless

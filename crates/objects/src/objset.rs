@@ -157,6 +157,12 @@ impl ObjectSet {
         self.cache.set_policy(policy);
     }
 
+    /// Sets what reads of this object set may copy to the pool's cache devices from now on
+    /// (`secondarycache`; blocks the cache devices hold are still served from them).
+    pub fn set_secondary_cache_policy(&mut self, policy: crate::CachePolicy) {
+        self.cache.set_secondary_policy(policy);
+    }
+
     /// Sets how blocks are written from now on.
     pub fn set_write_config(&mut self, config: ObjsetWriteConfig) -> Result<(), ObjectError> {
         if config.copies == 0 || usize::from(config.copies) > tarn_base::limits::COPIES_MAX {

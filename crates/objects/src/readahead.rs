@@ -98,7 +98,8 @@ pub(crate) fn prefetch(
         // One record gains nothing from a batch: the caller's own read fetches it.
         return;
     }
-    let results = ctx.store.read_blocks(&batch);
+    let feed_l2 = batch.iter().all(|bp| ctx.cache.feeds_l2(bp));
+    let results = ctx.store.read_blocks_l2(&batch, feed_l2);
     assert_eq!(results.len(), batch.len(), "one result per block");
     for (bp, result) in batch.iter().zip(results) {
         if let Ok(bytes) = result

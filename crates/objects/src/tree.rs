@@ -113,11 +113,14 @@ pub(crate) fn read_tree_block(
     {
         return Ok(hit);
     }
-    let bytes = store.read_block(bp).map_err(|source| ObjectError::Io {
-        object,
-        offset: 0,
-        source,
-    })?;
+    let feed_l2 = cache.as_deref().is_none_or(|cache| cache.feeds_l2(bp));
+    let bytes = store
+        .read_block_l2(bp, feed_l2)
+        .map_err(|source| ObjectError::Io {
+            object,
+            offset: 0,
+            source,
+        })?;
     if bytes.len() as u64 != size {
         return Err(corrupt(object, "store returned a block of the wrong size"));
     }

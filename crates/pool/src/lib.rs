@@ -36,9 +36,11 @@
 //! - I2: committed txgs strictly increase, both when writing and when importing.
 //! - I3: import matches devices by GUID only; paths in labels are for messages.
 //! - I4: a refused create or import writes nothing to any device.
-//! - I5: a suspended pool writes nothing until it is cleared.
+//! - I5: a suspended pool writes nothing until it is cleared ([`Pool::resume`]); a txg that
+//!   failed is retried as the same txg, never skipped or committed half written.
 //! - I6: at most one txg is syncing: the write phase of T+1 starts only after
-//!   [`Pool::sync_finish`] of T. Open-context changes made meanwhile belong to T+1.
+//!   [`Pool::sync_finish`] of T committed it (a failed T is kept, the pool suspended, and
+//!   T+1 waits for `clear` to commit T). Open-context changes made meanwhile belong to T+1.
 //!
 //! # Concurrency and context
 //! `Pool` is owned by one thread at a time (the engine wraps it in a mutex); syncing
@@ -50,14 +52,19 @@
 //! allocations after the write phase of T are recorded in T+1's delta.
 //!
 //! # Failure model
-//! Device errors below the redundancy budget are the vdev layer's business. An uberblock
-//! that cannot be written to any leaf, or a failed flush everywhere, suspends the pool
-//! (`failmode`): the txg is not committed and nothing more is written until a reimport.
-//! A commit phase that fails suspends the pool at [`Pool::sync_finish`]: the open txg's
-//! changes are lost with the in-memory state, and an import opens the last committed txg.
-//! A pool suspended by someone else while a commit phase runs (the multihost heartbeat) lets
-//! that commit finish its writes (a known exception to I5: the commit holds no `&mut Pool`
-//! to see the suspension); if it succeeded, its uberblock is durable and the txg counts.
+//! Device errors below the redundancy budget are the vdev layer's business. A data vdev that
+//! lost more leaves than it tolerates (checked before a txg starts), a block that could not
+//! reach enough devices, a failed flush or an uberblock that no leaf took suspends the pool:
+//! the txg is not committed and nothing more is written until `clear` ([`Pool::resume`],
+//! module `resume`: the failed txg is kept whole in memory, blocks included, and written
+//! again at the same places once the devices are back) or an export and import.
+//! With the commit phase split off ([`PendingCommit`]), a commit that fails suspends the
+//! pool at [`Pool::sync_finish`], which keeps the txg exactly as a failed [`Pool::sync`]
+//! does (module `resume` has the state machine: open, syncing, commit failed and
+//! suspended, resumed). A pool suspended by someone else while a commit phase runs (the
+//! multihost heartbeat) lets that commit finish its writes (a known exception to I5: the
+//! commit holds no `&mut Pool` to see the suspension); if it succeeded, its uberblock is
+//! durable and the txg counts; if it failed, the suspension stays one `clear` refuses.
 //! Corrupt labels are skipped (other copies are used); corrupt uberblocks are skipped
 //! (older ones are used); import with rewind (`-F`, `-T`) walks back through the ring.
 //!
@@ -67,6 +74,14 @@
 //! log device does not stop an import (only data vdevs must be readable), and its flush
 //! failures do not fail a txg once it is not writable. [`Pool::flush_vdevs`] is the
 //! intent log's commit point.
+//!
+//! # Cache devices
+//! The pool owns the `L2Cache` (tarn-vdev) of its cache devices. [`Pool::import`] keeps it
+//! from feeding until the verify at the chosen uberblock is done, then rebuilds each cache
+//! device's persistent index ([`Pool::l2_rebuilds`] says what came back); [`Pool::sync`]
+//! writes the entries fed meanwhile as a log block after the txg committed (so no txg waits
+//! for a cache device), and [`Pool::export`] does the same before the labels. A read-only
+//! import writes nothing to cache devices.
 //!
 //! # Allocation classes and changes of the tree
 //! Top-level vdevs created from `special` specs carry the `special` flag
@@ -88,6 +103,7 @@ mod change;
 pub mod labels;
 pub mod multihost;
 mod provider;
+mod resume;
 mod spec;
 
 use std::collections::BTreeMap;
@@ -228,6 +244,19 @@ pub enum PoolError {
     /// The pool is suspended.
     #[error("pool I/O is suspended: {0}")]
     Suspended(String),
+    /// `clear` of a suspended pool found devices that still cannot be written.
+    #[error(
+        "the pool is still suspended: {} cannot be written (the pool needs them to commit); \
+         bring them back and clear again, or export it with 'tarn pool export -f'",
+        devices.join(", ")
+    )]
+    StillFailing {
+        /// Paths of the leaves that are missing or failing beyond their vdev's redundancy.
+        devices: Vec<String>,
+    },
+    /// `clear` cannot resume this suspension at all.
+    #[error("the pool is still suspended: {0}")]
+    CannotResume(String),
     /// The pool was imported read-only.
     #[error("pool is read-only")]
     ReadOnly,
@@ -419,11 +448,17 @@ pub struct ImportOptions {
     pub new_name: Option<String>,
 }
 
-/// Reads blocks outside syncing context (writes there are a bug).
+/// Reads blocks outside syncing context (writes there are a bug). Made per engine call
+/// (`Pool::reader`), so it lives for one request.
 #[derive(Debug)]
 pub struct PoolReader<'a> {
     pipeline: &'a Pipeline,
     txg: Txg,
+    /// `Pipeline::reads_in_parallel`, asked once per reader: the object layer asks before
+    /// every read it makes (whether to read ahead), and the answer walks every leaf. A
+    /// leaf that changes state during one request changes only whether that request
+    /// reads ahead, never what it reads.
+    parallel: std::sync::OnceLock<bool>,
 }
 
 impl BlockStore for PoolReader<'_> {
@@ -438,19 +473,32 @@ impl BlockStore for PoolReader<'_> {
     }
 
     fn read_block(&self, bp: &BlockPtr) -> Result<Vec<u8>, ZioError> {
-        read_checked(self.pipeline, bp, self.txg)
+        read_checked(self.pipeline, bp, self.txg, true)
+    }
+
+    fn read_block_l2(&self, bp: &BlockPtr, feed_l2: bool) -> Result<Vec<u8>, ZioError> {
+        read_checked(self.pipeline, bp, self.txg, feed_l2)
     }
 
     fn read_blocks(&self, bps: &[BlockPtr]) -> Vec<Result<Vec<u8>, ZioError>> {
+        self.read_blocks_l2(bps, true)
+    }
+
+    fn read_blocks_l2(&self, bps: &[BlockPtr], feed_l2: bool) -> Vec<Result<Vec<u8>, ZioError>> {
         if bps.iter().any(|bp| bp.birth > self.txg) {
             // The temporal-incursion error per block, from the one-block path.
-            return bps.iter().map(|bp| self.read_block(bp)).collect();
+            return bps
+                .iter()
+                .map(|bp| self.read_block_l2(bp, feed_l2))
+                .collect();
         }
-        self.pipeline.read_blocks(bps)
+        self.pipeline.read_blocks_l2(bps, feed_l2)
     }
 
     fn reads_in_parallel(&self) -> bool {
-        self.pipeline.reads_in_parallel()
+        *self
+            .parallel
+            .get_or_init(|| self.pipeline.reads_in_parallel())
     }
 
     fn free_block(&mut self, bp: &BlockPtr) {
@@ -458,7 +506,12 @@ impl BlockStore for PoolReader<'_> {
     }
 }
 
-fn read_checked(pipeline: &Pipeline, bp: &BlockPtr, txg: Txg) -> Result<Vec<u8>, ZioError> {
+fn read_checked(
+    pipeline: &Pipeline,
+    bp: &BlockPtr,
+    txg: Txg,
+    feed_l2: bool,
+) -> Result<Vec<u8>, ZioError> {
     // A block born after the txg being read from is corruption (ztest's "temporal
     // incursion"): it comes from disk, so it is an error, not an assertion.
     if bp.birth > txg {
@@ -471,7 +524,7 @@ fn read_checked(pipeline: &Pipeline, bp: &BlockPtr, txg: Txg) -> Result<Vec<u8>,
             why: format!("block born in txg {} is newer than txg {txg}", bp.birth),
         });
     }
-    pipeline.read_block(bp)
+    pipeline.read_block_l2(bp, feed_l2)
 }
 
 /// Syncing context: the only way to allocate, write and free blocks.
@@ -492,7 +545,11 @@ impl BlockStore for SyncCtx<'_> {
     }
 
     fn read_block(&self, bp: &BlockPtr) -> Result<Vec<u8>, ZioError> {
-        read_checked(self.pipeline, bp, self.txg)
+        read_checked(self.pipeline, bp, self.txg, true)
+    }
+
+    fn read_block_l2(&self, bp: &BlockPtr, feed_l2: bool) -> Result<Vec<u8>, ZioError> {
+        read_checked(self.pipeline, bp, self.txg, feed_l2)
     }
 
     fn free_block(&mut self, bp: &BlockPtr) {
@@ -534,6 +591,8 @@ pub struct Pool {
     txg: Txg,
     config_dirty: bool,
     suspended: Option<String>,
+    /// What `Pool::resume` must do before a suspended pool writes again (module `resume`).
+    retry: resume::Retry,
     readonly: bool,
     identity: HostIdentity,
     clock: Arc<dyn Clock>,
@@ -543,10 +602,13 @@ pub struct Pool {
     log_tops: std::collections::BTreeSet<u32>,
     /// Ids of the top-level vdevs that are special allocation-class devices.
     special_tops: std::collections::BTreeSet<u32>,
-    /// The txg between its write phase and the end of its commit phase (I6).
-    syncing: Option<Txg>,
+    /// The txg between its write phase and the end of its commit (I6), with every block its
+    /// write phase wrote (kept for a retry until the uberblock commits, module `resume`).
+    syncing: Option<Box<resume::Unfinished>>,
     /// The config changed while a txg was syncing (its labels, taken before, miss it).
     config_changed_since_write: bool,
+    /// What the import's rebuild of each cache device's persistent index found.
+    l2_rebuilds: Vec<tarn_vdev::L2Rebuild>,
 }
 
 /// Checks what the labels alone can tell: feature flags and whether another host owns it.
@@ -684,7 +746,7 @@ impl Pool {
         {
             leaf.set_clock(Arc::clone(&clock));
         }
-        let l2 = Arc::new(tarn_vdev::L2Cache::new(caches, ashift));
+        let l2 = Arc::new(tarn_vdev::L2Cache::new(guid, caches, ashift));
         let pipeline = Pipeline::new(tops.clone()).with_l2(l2);
         let space = SpaceManager::new(space_geometry(&tops, tree));
         let log_tops = class_top_ids(tree, |c| c.log);
@@ -705,6 +767,7 @@ impl Pool {
             txg: Txg(0),
             config_dirty: false,
             suspended: None,
+            retry: resume::Retry::Nothing,
             readonly,
             identity,
             clock,
@@ -713,6 +776,7 @@ impl Pool {
             special_tops,
             syncing: None,
             config_changed_since_write: false,
+            l2_rebuilds: Vec::new(),
         };
         pool.apply_classes();
         Ok(pool)
@@ -772,7 +836,12 @@ impl Pool {
             options.readonly,
         )?;
         pool.check_readable()?;
+        // Nothing is fed to the cache devices before their persistent index is rebuilt: a
+        // feed would start their rings afresh over it.
+        pool.pipeline.l2().set_readonly(true);
         pool.open_newest(found, options, verify)?;
+        pool.l2_rebuilds = pool.pipeline.l2().rebuild(pool.clock.as_ref());
+        pool.pipeline.l2().set_readonly(options.readonly);
         let opened = pool.imported_txg.unwrap_or(Txg(0));
         for (leaf, _) in pool.leaf_devices() {
             if let Some(&txg) = found.leaf_txgs.get(&leaf.guid()) {
@@ -915,6 +984,13 @@ impl Pool {
         &self.spares
     }
 
+    /// What the import's rebuild of each cache device's persistent index found (empty for a
+    /// pool created by this process).
+    #[must_use]
+    pub fn l2_rebuilds(&self) -> &[tarn_vdev::L2Rebuild] {
+        &self.l2_rebuilds
+    }
+
     /// Cache devices (L2ARC), in the order they were added.
     #[must_use]
     pub fn caches(&self) -> Vec<Arc<Leaf>> {
@@ -981,6 +1057,7 @@ impl Pool {
         PoolReader {
             pipeline: &self.pipeline,
             txg: self.open_txg(),
+            parallel: std::sync::OnceLock::new(),
         }
     }
 
@@ -1200,18 +1277,18 @@ impl Pool {
         F: FnOnce(&mut SyncCtx<'_>) -> Result<BlockPtr, E>,
         E: std::fmt::Display,
     {
-        if let Some(why) = &self.suspended {
-            return Err(PoolError::Suspended(why.clone()));
-        }
         if self.readonly {
             return Err(PoolError::ReadOnly);
         }
+        self.check_can_commit()?;
         assert!(
             self.syncing.is_none(),
             "I6: the write phase of a txg starts only after the previous commit finished"
         );
         let txg = self.txg.next();
         self.space.begin_txg(txg);
+        self.pipeline.journal_begin();
+        self.space.set_place_on_unwritable(true);
         let mut ctx = SyncCtx {
             pipeline: &self.pipeline,
             space: &mut self.space,
@@ -1219,16 +1296,17 @@ impl Pool {
         };
         let root = match upper(&mut ctx) {
             Ok(root) => root,
-            Err(e) => return Err(self.suspend(format!("txg {txg} could not be written: {e}"))),
+            Err(e) => return Err(self.abandon(format!("txg {txg} could not be written: {e}"))),
         };
         let space_log = match self.space.sync(&self.pipeline) {
             Ok(head) => head,
             Err(e) => {
-                return Err(self.suspend(format!("txg {txg} space log could not be written: {e}")));
+                return Err(self.abandon(format!("txg {txg} space log could not be written: {e}")));
             }
         };
+        let unfinished = self.end_write(txg, root, space_log)?;
         let pending = self.pending_commit(txg, root, space_log);
-        self.syncing = Some(txg);
+        self.syncing = Some(unfinished);
         Ok(pending)
     }
 
@@ -1282,16 +1360,18 @@ impl Pool {
     }
 
     /// The end of a txg's commit phase, back with the pool: on success the txg counts as
-    /// committed (frees of the txg start their deferral, the txg and uberblock advance); a
-    /// failed commit suspends the pool (I5), and nothing of the txg is committed.
+    /// committed (frees of the txg start their deferral, the txg and uberblock advance, the
+    /// blocks kept for a retry are let go); a failed commit suspends the pool (I5) keeping
+    /// the txg whole for `clear` ([`Pool::resume`]), and nothing of the txg is committed.
     pub fn sync_finish(&mut self, outcome: Result<Uberblock, String>) -> Result<Txg, PoolError> {
-        let txg = self
+        let unfinished = self
             .syncing
             .take()
             .expect("I6: a commit finishes only a txg whose write phase ran");
+        let txg = unfinished.txg();
         let uberblock = match outcome {
             Ok(uberblock) => uberblock,
-            Err(why) => return Err(self.commit_failed(why)),
+            Err(why) => return Err(self.commit_failed(why, unfinished)),
         };
         assert_eq!(
             uberblock.txg, txg,
@@ -1303,31 +1383,26 @@ impl Pool {
         self.space.txg_committed();
         self.txg = txg;
         self.last = Some(uberblock);
+        // After the commit, so that no txg waits for a cache device (l2cache I2).
+        self.pipeline.l2().persist();
         Ok(txg)
-    }
-
-    /// The one place a txg whose commit phase failed ends (`why` names the txg): the pool
-    /// suspends (I5) and the txg does not count. What stays behind, for whoever resumes the
-    /// pool: `txg()` and the last uberblock are still the previous txg's, no txg is syncing,
-    /// the labels still count as dirty if they were; the space manager still records the
-    /// failed txg (its delta blocks are in the in-memory chain, its frees neither deferred
-    /// nor released, its allocations allocated), so nothing it wrote is handed out again
-    /// before a reimport, which reloads the space log of the last committed txg.
-    fn commit_failed(&mut self, why: String) -> PoolError {
-        self.suspend(why)
     }
 
     /// The txg between its write phase and the end of its commit (at most one).
     #[must_use]
     pub fn syncing_txg(&self) -> Option<Txg> {
-        self.syncing
+        self.syncing.as_ref().map(|unfinished| unfinished.txg())
     }
 
-    /// The txg that changes made now belong to: after the syncing txg if there is one,
-    /// else after the last committed txg.
+    /// The txg that changes made now belong to: after the syncing txg, or after the txg kept
+    /// for `clear` ([`Pool::txg_in_flight`]), if there is one; else after the last committed
+    /// txg. So records of the open txg are never taken for the kept txg's.
     #[must_use]
     pub fn open_txg(&self) -> Txg {
-        self.syncing.unwrap_or(self.txg).next()
+        self.syncing_txg()
+            .or_else(|| self.txg_kept())
+            .unwrap_or(self.txg)
+            .next()
     }
 
     /// Marks the pool exported in every label. The caller syncs dirty data first.
@@ -1335,6 +1410,7 @@ impl Pool {
         if self.readonly {
             return Ok(());
         }
+        self.pipeline.l2().persist();
         let txg = self.txg;
         self.write_labels(PoolState::Exported, txg)
     }

@@ -7,14 +7,17 @@
 //!  every interval:                              labels say active, newest uberblock has
 //!    heartbeat n+1 -> slot (n+1) % 2 of every     mmp_interval_ms > 0 and another hostid:
 //!    usable leaf, flush                            observe every leaf's heartbeat slots
-//!    counts when, in every top-level vdev,         sleep one interval (Clock), observe again,
-//!    at least half its usable leaves took it       ... for MULTIHOST_IMPORT_INTERVALS
+//!    counts when, in every top-level vdev,         sleep one period (Clock), observe again,
+//!    at least half its usable leaves took it       ... for MULTIHOST_IMPORT_INTERVALS periods
 //!  no counted heartbeat for                       any slot changed: refuse (in use by host X)
 //!    MULTIHOST_FAIL_INTERVALS: suspend            nothing changed: the owner is gone; import
 //! ```
 //! The record is [`tarn_format::heartbeat::Heartbeat`] (docs/FORMAT.md section 17). Uberblocks
 //! committed while multihost is on carry the interval (`mmp_interval_ms`), which is how an
-//! importer knows to look.
+//! importer knows to look. How long it looks scales with what the owner's heartbeats record
+//! ([`activity_check_plan`]): a period is the longest recorded interval or gap between two
+//! counted heartbeats (late heartbeats mean a longer watch), and the number of periods
+//! exceeds the owner's recorded fail count by two at least.
 //!
 //! # Invariants
 //! - M1: an owner that has gone `MULTIHOST_FAIL_INTERVALS` intervals without a counted
@@ -38,7 +41,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use tarn_base::limits::{
-    MULTIHOST_IMPORT_INTERVALS, MULTIHOST_INTERVAL_MS_MAX, MULTIHOST_INTERVAL_MS_MIN,
+    MULTIHOST_FAIL_INTERVALS, MULTIHOST_FAIL_INTERVALS_MAX, MULTIHOST_IMPORT_INTERVALS,
+    MULTIHOST_INTERVAL_MS_MAX, MULTIHOST_INTERVAL_MS_MIN,
 };
 use tarn_base::{Clock, Guid, Txg};
 use tarn_device::Device;
@@ -119,20 +123,31 @@ impl Pool {
     }
 
     /// Suspends the pool for a reason found outside a sync (a heartbeat that could not be
-    /// written for too long). Nothing more is written until a re-import (I5).
+    /// written for too long). Nothing more is written until a re-import (I5); `clear`
+    /// refuses to resume it.
     pub fn suspend_for(&mut self, why: String) {
         if self.suspended.is_none() {
             self.suspended = Some(why);
+            // Another host may have imported the pool since: writing again from here could
+            // corrupt it, so `clear` refuses (ZFS also wants an export and import here).
+            self.retry = crate::resume::Retry::Never(
+                "the multihost heartbeat stopped, so another host may have imported the pool; \
+                 export it with 'tarn pool export -f' and import it again"
+                    .into(),
+            );
         }
     }
 }
 
 /// Writes heartbeat `sequence` to every usable leaf and flushes each. It counts when every
 /// top-level vdev had at least half of its usable leaves (and at least one) take it.
+/// `gap_ms` is the time since the start of the previous counted heartbeat, recorded for
+/// importers ([`activity_check_plan`]).
 pub fn write_heartbeat(
     targets: &HeartbeatTargets,
     sequence: u64,
     time_ms: u64,
+    gap_ms: u64,
 ) -> Result<(), HeartbeatMiss> {
     let beat = Heartbeat {
         pool_guid: targets.pool_guid,
@@ -141,6 +156,8 @@ pub fn write_heartbeat(
         interval_ms: targets.interval_ms,
         txg: targets.txg,
         time_ms,
+        fail_intervals: MULTIHOST_FAIL_INTERVALS,
+        gap_ms,
     };
     let mut slot = beat.encode();
     slot.resize(heartbeat_slot_size(targets.ashift) as usize, 0);
@@ -225,9 +242,39 @@ pub fn activity_check_interval(found: &Discovered, identity: &HostIdentity) -> O
     )
 }
 
-/// The importer's side: watches the heartbeats of `found` for
-/// [`MULTIHOST_IMPORT_INTERVALS`] intervals (sleeping through `clock`) and refuses when one
-/// changes. Writes nothing (M2). Returns at once when no check is needed.
+/// How long an importer watches, as (periods, period in ms), from what the owner's
+/// heartbeats `beats` record (every valid one on every leaf at the first look) and the
+/// uberblock's `interval_ms`. The period is the longest of the recorded intervals and gaps:
+/// an owner whose heartbeats land late (slow devices, a loaded host) is watched for
+/// proportionally longer, as ZFS's import waits `(mmp_interval + ub_mmp_delay)` per
+/// interval. The count is [`MULTIHOST_IMPORT_INTERVALS`], or two more than the owner's
+/// recorded fail intervals when that is larger, so the owner has stopped writing for good
+/// when the watch ends (M1). Values out of bounds are clamped; unrecorded ones (0, older
+/// writers) fall back to the uberblock's interval and this build's constants.
+#[must_use]
+pub fn activity_check_plan(interval_ms: u64, beats: &[Heartbeat]) -> (u64, u64) {
+    let bounded = |ms: u64| ms.clamp(MULTIHOST_INTERVAL_MS_MIN, MULTIHOST_INTERVAL_MS_MAX);
+    let recorded = beats
+        .iter()
+        .flat_map(|b| [b.interval_ms, b.gap_ms])
+        .filter(|ms| *ms > 0)
+        .map(bounded);
+    let period_ms = recorded.fold(bounded(interval_ms), u64::max);
+    let fail = beats
+        .iter()
+        .map(|b| b.fail_intervals.min(MULTIHOST_FAIL_INTERVALS_MAX))
+        .fold(MULTIHOST_FAIL_INTERVALS, u64::max);
+    let intervals = MULTIHOST_IMPORT_INTERVALS.max(fail + 2);
+    assert!(
+        intervals > fail + 1,
+        "M1: the importer watches longer than the owner may go without a heartbeat"
+    );
+    (intervals, period_ms)
+}
+
+/// The importer's side: watches the heartbeats of `found` for the periods
+/// [`activity_check_plan`] gives (sleeping through `clock`) and refuses when one changes.
+/// Writes nothing (M2). Returns at once when no check is needed.
 pub fn activity_check(
     found: &Discovered,
     provider: &dyn DeviceProvider,
@@ -238,8 +285,10 @@ pub fn activity_check(
         return Ok(());
     };
     let first = observe(found, provider);
-    for _ in 0..MULTIHOST_IMPORT_INTERVALS {
-        clock.sleep_ns(interval_ms * 1_000_000);
+    let beats: Vec<Heartbeat> = first.values().flatten().flatten().copied().collect();
+    let (intervals, period_ms) = activity_check_plan(interval_ms, &beats);
+    for _ in 0..intervals {
+        clock.sleep_ns(period_ms * 1_000_000);
         if let Some(beat) = changed(&first, &observe(found, provider)) {
             return Err(PoolError::InUseByHost {
                 hostid: beat.hostid,

@@ -49,9 +49,18 @@
 //! where I1-I4 held; inodes unlinked while open are freed by [`Fs::drain_unlinked`] at the
 //! next mount.
 //!
+//! # Permission checks
+//! [`access`] holds Linux's permission rules by mode bits, owner and group (classes,
+//! supplementary groups asked for lazily, root, sticky directories, chmod/chown/utimes,
+//! truncate, `protected_hardlinks`) as pure functions of the attributes and the caller.
+//! [`Fs`] methods do not call them: a front end that checks permissions itself (the FUSE
+//! server when told to: `tarn_fuse::Permissions::Server`) calls them inside the same
+//! `fs_op` as the change they guard, and other callers (the engine's own work, replay,
+//! tools) are not subject to them.
+//!
 //! # Not here
-//! Permission checks (the kernel enforces mode bits and POSIX ACLs with FUSE's
-//! `default_permissions`; ACL xattrs are stored here verbatim), dataset quotas and space
+//! POSIX ACL evaluation (with `acltype=posix` the kernel checks mode bits and ACLs with
+//! FUSE's `default_permissions`; ACL xattrs are stored here verbatim), dataset quotas and space
 //! (the engine admits writes; per-owner quotas come in through [`Fs::with_quotas`]), txg
 //! timing (the engine syncs), open-file tracking (the front end decides when an unlinked
 //! inode is reclaimed). Reads and listings do not touch the access time by themselves: the
@@ -66,6 +75,7 @@
 //! does not keep the pool's txgs dirty. The update is an inode (bonus) write only: no data
 //! block, no admission, and it never fails the read that caused it.
 
+pub mod access;
 mod data;
 mod fs;
 mod inode;
@@ -347,6 +357,9 @@ pub enum PosixError {
     /// EFBIG: beyond the largest file size (E2BIG for an attribute value).
     #[error("file too large")]
     TooBig,
+    /// EACCES: the caller lacks a permission the operation needs (`access.rs`).
+    #[error("permission denied")]
+    AccessDenied,
     /// EPERM: not allowed on this kind of file (a hard link to a directory).
     #[error("operation not permitted")]
     NotPermitted,
@@ -382,6 +395,7 @@ impl PosixError {
             PosixError::NoSuchOffset => libc::ENXIO,
             PosixError::NotSupported => libc::EOPNOTSUPP,
             PosixError::TooBig => libc::EFBIG,
+            PosixError::AccessDenied => libc::EACCES,
             PosixError::NotPermitted => libc::EPERM,
             PosixError::QuotaExceeded => libc::EDQUOT,
             PosixError::CrossProject => libc::EXDEV,

@@ -157,6 +157,10 @@ pub struct Counts {
     pub scans_finished: u64,
     /// Reads the cache devices served (seen at checks; a lower bound).
     pub l2_hits: u64,
+    /// Cache entries the imports' rebuilds restored (persistent L2ARC).
+    pub l2_restored: u64,
+    /// Reads served by restored entries (seen at checks; a lower bound).
+    pub l2_restored_hits: u64,
 }
 
 /// A run that broke no invariant.

@@ -85,7 +85,7 @@ fn main() -> ExitCode {
             println!(
                 "ok seed {} budget {:?} steps {} txgs {} imports {} crashes {} checks {} \
                  errors-reported {} faults {} replaces {} spares {} scans {} l2-hits {} \
-                 trace {:016x}",
+                 l2-restored {} l2-restored-hits {} trace {:016x}",
                 summary.seed,
                 summary.budget,
                 summary.steps,
@@ -99,6 +99,8 @@ fn main() -> ExitCode {
                 c.spares,
                 c.scans_finished,
                 c.l2_hits,
+                c.l2_restored,
+                c.l2_restored_hits,
                 summary.trace_hash
             );
             ExitCode::SUCCESS

@@ -70,6 +70,8 @@ pub(crate) struct Sim {
     pub(crate) cfg: Config,
     /// Cache-device hits of the current import already counted.
     l2_hits_seen: u64,
+    /// Hits by entries the import's rebuild restored, of the current import, already counted.
+    l2_restored_hits_seen: u64,
     rng: SeededRng,
     clock: Arc<ManualClock>,
     pub(crate) devices: Vec<Arc<SimDevice>>,
@@ -156,6 +158,7 @@ impl Sim {
             trace: Trace::new(echo),
             counts: Counts::default(),
             l2_hits_seen: 0,
+            l2_restored_hits_seen: 0,
             step: 0,
         }
     }
@@ -186,6 +189,9 @@ impl Sim {
         };
         let options = CreateOptions {
             command: "pool create".into(),
+            // One thread drives everything: a write waiting for `clear` (failmode=wait) would
+            // wait forever; beyond budget a suspended pool must fail its writes at once.
+            properties: vec![("failmode".into(), "continue".into())],
             ..CreateOptions::default()
         };
         if let Err(e) = self.engine.create_pool(&spec, &options) {
@@ -620,14 +626,13 @@ impl Sim {
     fn check_all(&mut self, when: &str) -> Step {
         self.counts.checks += 1;
         if let Ok(stats) = self.engine.l2_stats(POOL) {
-            // The counters restart at every import.
-            let seen = if stats.hits < self.l2_hits_seen {
-                0
-            } else {
-                self.l2_hits_seen
-            };
+            // The counters restart at every import (`imported` resets what was seen).
+            let seen = self.l2_hits_seen.min(stats.hits);
             self.counts.l2_hits += stats.hits - seen;
             self.l2_hits_seen = stats.hits;
+            let seen = self.l2_restored_hits_seen.min(stats.restored_hits);
+            self.counts.l2_restored_hits += stats.restored_hits - seen;
+            self.l2_restored_hits_seen = stats.restored_hits;
         }
         if self.within() {
             let report =
@@ -961,6 +966,13 @@ impl Sim {
 
     fn imported(&mut self, why: &str, txg: Txg, model: Model) -> Step {
         self.counts.imports += 1;
+        // A new engine pool: its cache counters start at zero, plus what the rebuild of its
+        // cache devices' persistent index restored.
+        self.l2_hits_seen = 0;
+        self.l2_restored_hits_seen = 0;
+        if let Ok(stats) = self.engine.l2_stats(POOL) {
+            self.counts.l2_restored += stats.restored;
+        }
         self.open = model.clone();
         self.committed = model;
         self.committed_txg = self.committed_txg.min(txg);

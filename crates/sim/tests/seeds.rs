@@ -102,6 +102,7 @@ fn fixed_seeds_and_three_from_the_clock() {
     println!("seeds from the clock: {fresh:?} (replay: cargo run -p tarn-sim -- --seed N)");
     let mut budgets = Vec::new();
     let (mut replaces, mut spares, mut scans, mut l2_hits) = (0, 0, 0, 0);
+    let (mut l2_restored, mut l2_restored_hits) = (0, 0);
     for seed in SEEDS_FIXED.into_iter().chain(fresh) {
         println!("seed {seed}");
         let summary = run_ok(seed, STEPS_CI, None);
@@ -111,6 +112,8 @@ fn fixed_seeds_and_three_from_the_clock() {
             spares += summary.counts.spares;
             scans += summary.counts.scans_finished;
             l2_hits += summary.counts.l2_hits;
+            l2_restored += summary.counts.l2_restored;
+            l2_restored_hits += summary.counts.l2_restored_hits;
         }
     }
     assert!(budgets.contains(&Budget::Within) && budgets.contains(&Budget::Beyond));
@@ -119,6 +122,11 @@ fn fixed_seeds_and_three_from_the_clock() {
     assert!(
         replaces > 0 && spares > 0 && scans > 0 && l2_hits > 0,
         "replaces {replaces} spares {spares} scans finished {scans} l2 hits {l2_hits}"
+    );
+    // Their reimports rebuild the cache devices' persistent index, and reads use it.
+    assert!(
+        l2_restored > 0 && l2_restored_hits > 0,
+        "l2 entries restored {l2_restored}, hits on them {l2_restored_hits}"
     );
 }
 

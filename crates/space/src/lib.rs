@@ -66,6 +66,11 @@
 //!   normal class, as in ZFS.
 //! - [`SpaceManager::add_vdev`] appends an empty vdev of any class (`tarn pool add`).
 //!
+//! While a txg syncs with the pipeline's journal armed, a block that no writable vdev can
+//! take is still placed on an unwritable one of its class
+//! ([`SpaceManager::set_place_on_unwritable`]): its write fails into the journal and the txg
+//! stays whole in memory for `tarn pool clear` to write again (tarn-pool module `resume`).
+//!
 //! # Not here
 //! Trim and per-metaslab on-disk maps loaded lazily: the whole free map is kept in memory.
 //! Removing a top-level vdev that holds blocks (device evacuation).
@@ -363,6 +368,11 @@ pub struct SpaceManager {
     condense_next: bool,
     log_copies: u8,
     hold_deferred: bool,
+    /// Place blocks on unwritable vdevs when no writable one can take them
+    /// ([`SpaceManager::set_place_on_unwritable`]).
+    place_on_unwritable: bool,
+    /// True only inside the fallback allocation of `allocate_one`.
+    ignore_writable: bool,
 }
 
 impl SpaceManager {
@@ -391,7 +401,22 @@ impl SpaceManager {
             condense_next: false,
             log_copies,
             hold_deferred: false,
+            place_on_unwritable: false,
+            ignore_writable: false,
         }
+    }
+
+    /// While a txg syncs with the pipeline's journal armed (tarn-zio), a block that no
+    /// writable vdev can take is still placed on an unwritable (not removing) vdev of its
+    /// class: its write fails and waits in the journal for `tarn pool clear`, so the txg
+    /// stays whole in memory instead of failing half way (tarn-pool module `resume`).
+    pub fn set_place_on_unwritable(&mut self, place: bool) {
+        self.place_on_unwritable = place;
+    }
+
+    /// Whether new blocks may go on `vdev` now (see `ignore_writable`).
+    fn takes_blocks(&self, vdev: &VdevSpace) -> bool {
+        vdev.allocatable() || (self.ignore_writable && !vdev.removing)
     }
 
     /// Loads the allocation state of an existing pool by replaying the chain that ends in
@@ -564,7 +589,10 @@ impl SpaceManager {
         for step in 0..count {
             let index = (self.rotor[slot] + step) % count;
             let vdev = &self.vdevs[index];
-            if used.contains(&VdevId(index as u32)) || !vdev.allocatable() || vdev.class != class {
+            if used.contains(&VdevId(index as u32))
+                || !self.takes_blocks(vdev)
+                || vdev.class != class
+            {
                 continue;
             }
             let asize = vdev.geometry.allocation_size(psize);
@@ -612,7 +640,7 @@ impl SpaceManager {
     fn class_space(&self, class: VdevClass) -> (u64, u64) {
         self.vdevs
             .iter()
-            .filter(|v| v.class == class && v.allocatable())
+            .filter(|v| v.class == class && self.takes_blocks(v))
             .fold((0, 0), |(size, free), v| {
                 (size + v.geometry.asize(), free + v.free_bytes())
             })
@@ -621,9 +649,18 @@ impl SpaceManager {
     /// One DVA of a block asking for `class`, on a vdev none of `used` is on when possible.
     fn allocate_one(&mut self, psize: u64, used: &[Dva], class: AllocClass) -> Option<Dva> {
         let classes = self.classes_for(class, psize);
-        classes
+        let found = classes
+            .iter()
+            .find_map(|class| self.allocate_in(psize, used, *class));
+        if found.is_some() || !self.place_on_unwritable {
+            return found;
+        }
+        self.ignore_writable = true;
+        let found = classes
             .into_iter()
-            .find_map(|class| self.allocate_in(psize, used, class))
+            .find_map(|class| self.allocate_in(psize, used, class));
+        self.ignore_writable = false;
+        found
     }
 
     fn allocate_in(&mut self, psize: u64, used: &[Dva], class: VdevClass) -> Option<Dva> {

@@ -94,6 +94,7 @@
 pub mod child;
 pub mod error;
 pub mod l2cache;
+mod l2persist;
 pub mod leaf;
 mod mirror;
 mod prefetch;
@@ -113,7 +114,7 @@ mod tests_parallel;
 
 pub use child::{Child, ChildKind};
 pub use error::VdevError;
-pub use l2cache::{L2Cache, L2Key, L2Stats};
+pub use l2cache::{L2Cache, L2Key, L2Rebuild, L2Stats};
 pub use leaf::{Leaf, LeafState, LeafStats, LeafStatsSnapshot};
 pub use raidz_map::{RaidzColumn, RaidzMap};
 pub use raidz_math::Impl;

@@ -31,7 +31,8 @@
 //! - I3: every DVA of a block written here has the same physical content.
 //! - I5: a scrub rewrites a copy only with bytes that verified against the block pointer.
 //! - I6: a block served by a cache device ([`tarn_vdev::L2Cache`]) passed the same verify
-//!   as one read from the pool; a cache device holds only copies of verified bytes.
+//!   as one read from the pool; a cache device holds only copies of verified bytes, fed
+//!   only when the reader says its `secondarycache` admits the block (`read_block_l2`).
 //! - I4: a block read was born no later than the txg the caller is in (temporal incursion
 //!   check, as ztest does): checked by callers that know the txg via [`BlockStore::txg`].
 //!
@@ -48,6 +49,13 @@
 //! A copy that fails to read or verify is skipped and healed from a good copy. A block none
 //! of whose copies verify is [`ZioError::Unrecoverable`], naming the block. A write that
 //! cannot reach enough devices is [`ZioError::WriteFailed`]; the pool layer then suspends.
+//! While a txg syncs, the pool arms the pipeline's [`Journal`]: every block written keeps its
+//! padded physical bytes and DVAs there until the txg commits, and a write that cannot reach
+//! enough devices is recorded in the journal instead of failing the caller. The syncing txg
+//! then completes in memory, the pool suspends without committing it, and `tarn pool clear`
+//! writes the kept blocks again at the same DVAs ([`Pipeline::rewrite`]) once the devices are
+//! back: OpenZFS reissues its suspended zios the same way. The cost is memory: the physical
+//! blocks of one txg (at most its dirty data, compressed) stay allocated until it commits.
 //!
 //! # Not here
 //! Space accounting (tarn-space), txgs (tarn-pool), in-memory caching (tarn-objects; the
@@ -59,8 +67,8 @@ pub mod store;
 
 pub use store::{AllocClass, Allocator, BlockStore, WriteProps, ZioError};
 
-use std::sync::Arc;
-use tarn_base::limits::BLOCKS_IN_FLIGHT_MAX;
+use std::sync::{Arc, Mutex, PoisonError};
+use tarn_base::limits::{ASHIFT_DEFAULT, BLOCKS_IN_FLIGHT_MAX};
 use tarn_base::{Guid, Txg};
 use tarn_format::checksum::checksum;
 use tarn_format::compress::{compress, decompress, is_all_zero};
@@ -77,6 +85,28 @@ pub struct Pipeline {
     sector_size: u64,
     /// The pool's cache devices (empty without any): looked up before, fed after a read.
     l2: Arc<L2Cache>,
+    /// The syncing txg's journal while one is armed (see the crate's failure model).
+    journal: Arc<Mutex<Option<Journal>>>,
+}
+
+/// One block written while the journal was armed: its DVAs and its physical bytes padded to
+/// the sector size, enough to write it again at the same place.
+#[derive(Debug, Clone)]
+pub struct KeptWrite {
+    /// Where every copy went.
+    pub dvas: Vec<Dva>,
+    /// The bytes each copy holds (padded to the sector size).
+    pub buffer: Vec<u8>,
+}
+
+/// What the writes of one syncing txg did ([`Pipeline::journal_begin`]).
+#[derive(Debug, Default)]
+pub struct Journal {
+    /// Every block written, in order.
+    pub writes: Vec<KeptWrite>,
+    /// The first write that did not reach enough devices, if any: the txg must not commit
+    /// until its blocks are written again.
+    pub failed: Option<String>,
 }
 
 impl Pipeline {
@@ -95,12 +125,46 @@ impl Pipeline {
             .map(|v| 1u64 << v.ashift())
             .max()
             .unwrap_or(PSIZE_UNIT);
-        let l2 = Arc::new(L2Cache::new(Vec::new(), tarn_base::limits::ASHIFT_DEFAULT));
+        let no_pool = Guid(0);
+        let l2 = Arc::new(L2Cache::new(no_pool, Vec::new(), ASHIFT_DEFAULT));
         Pipeline {
             vdevs,
             sector_size,
             l2,
+            journal: Arc::new(Mutex::new(None)),
         }
+    }
+
+    fn journal(&self) -> std::sync::MutexGuard<'_, Option<Journal>> {
+        self.journal.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Arms the journal: until [`Pipeline::journal_end`], every block written is kept and a
+    /// failed write is recorded there rather than returned (the crate's failure model).
+    pub fn journal_begin(&self) {
+        let mut journal = self.journal();
+        assert!(journal.is_none(), "a journal is already armed");
+        *journal = Some(Journal::default());
+    }
+
+    /// Disarms the journal and returns what it kept (empty if none was armed).
+    #[must_use]
+    pub fn journal_end(&self) -> Journal {
+        self.journal().take().unwrap_or_default()
+    }
+
+    /// Writes a kept block again at its DVAs (`tarn pool clear` retrying a txg).
+    pub fn rewrite(&self, kept: &KeptWrite) -> Result<(), ZioError> {
+        assert!(
+            (kept.buffer.len() as u64).is_multiple_of(self.sector_size),
+            "a kept block is padded to the sector size"
+        );
+        for dva in &kept.dvas {
+            self.vdev(dva)?
+                .write(dva.offset, &kept.buffer)
+                .map_err(|e| ZioError::WriteFailed(format!("{}: {e}", dva_name(dva))))?;
+        }
+        Ok(())
     }
 
     /// This pipeline with `l2` as its second-level read cache.
@@ -169,8 +233,7 @@ impl Pipeline {
         buffer[..physical.len()].copy_from_slice(physical);
         let class = props.alloc_class(psize);
         let dvas = allocator.allocate(buffer.len() as u64, props.copies.max(1), class)?;
-        let result =
-            self.write_physical(&dvas, txg, &buffer, psize, data.len() as u64, kind, props);
+        let result = self.write_physical(&dvas, txg, buffer, psize, data.len() as u64, kind, props);
         if result.is_err() {
             for dva in &dvas {
                 allocator.free(dva, txg);
@@ -196,7 +259,7 @@ impl Pipeline {
         let psize = data.len() as u64;
         let mut buffer = vec![0u8; psize.next_multiple_of(self.sector_size) as usize];
         buffer[..data.len()].copy_from_slice(data);
-        self.write_physical(dvas, txg, &buffer, psize, psize, CompressKind::Off, props)
+        self.write_physical(dvas, txg, buffer, psize, psize, CompressKind::Off, props)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -204,7 +267,7 @@ impl Pipeline {
         &self,
         dvas: &[Dva],
         txg: Txg,
-        buffer: &[u8],
+        buffer: Vec<u8>,
         psize: u64,
         lsize: u64,
         compression: CompressKind,
@@ -217,11 +280,23 @@ impl Pipeline {
         );
         assert!(psize <= lsize, "I2: psize {psize} > lsize {lsize}");
         let sum = checksum(props.checksum, &buffer[..psize as usize]);
-        for dva in dvas {
-            self.vdev(dva)?
-                .write(dva.offset, buffer)
-                .map_err(|e| ZioError::WriteFailed(format!("{}: {e}", dva_name(dva))))?;
+        let kept = KeptWrite {
+            dvas: dvas.to_vec(),
+            buffer,
+        };
+        let written = self.rewrite(&kept);
+        let mut journal = self.journal();
+        match journal.as_mut() {
+            // Armed: the block is kept, and a failure waits for the txg's retry.
+            Some(journal) => {
+                if let Err(e) = written {
+                    journal.failed.get_or_insert(e.to_string());
+                }
+                journal.writes.push(kept);
+            }
+            None => written?,
         }
+        drop(journal);
         let mut bp = BlockPtr {
             lsize: u32::try_from(lsize).expect("lsize bounded by BLOCK_SIZE_MAX"),
             psize: u32::try_from(psize).expect("psize bounded by BLOCK_SIZE_MAX"),
@@ -284,10 +359,16 @@ impl Pipeline {
 
     /// Reads, verifies and decompresses a block. A hole reads as `lsize` zeros.
     pub fn read_block(&self, bp: &BlockPtr) -> Result<Vec<u8>, ZioError> {
+        self.read_block_l2(bp, true)
+    }
+
+    /// [`Pipeline::read_block`] that feeds the cache devices only with `feed_l2`
+    /// ([`Pipeline::read_physical_l2`]).
+    pub fn read_block_l2(&self, bp: &BlockPtr, feed_l2: bool) -> Result<Vec<u8>, ZioError> {
         if bp.is_hole() {
             return Ok(vec![0u8; bp.lsize as usize]);
         }
-        let physical = self.read_physical(bp)?;
+        let physical = self.read_physical_l2(bp, feed_l2)?;
         Ok(decompress(bp.compression, &physical, bp.lsize as usize)?)
     }
 
@@ -304,7 +385,17 @@ impl Pipeline {
     /// ([`Pipeline::reads_in_parallel`]). Results are in the order of `bps`; each is exactly
     /// what `read_block` returns for it (I1 holds per block).
     pub fn read_blocks(&self, bps: &[BlockPtr]) -> Vec<Result<Vec<u8>, ZioError>> {
-        self.batch(bps.len(), |i| self.read_block(&bps[i]))
+        self.read_blocks_l2(bps, true)
+    }
+
+    /// [`Pipeline::read_blocks`] that feeds the cache devices only with `feed_l2`
+    /// ([`Pipeline::read_block_l2`]).
+    pub fn read_blocks_l2(
+        &self,
+        bps: &[BlockPtr],
+        feed_l2: bool,
+    ) -> Vec<Result<Vec<u8>, ZioError>> {
+        self.batch(bps.len(), |i| self.read_block_l2(&bps[i], feed_l2))
     }
 
     /// [`Pipeline::scrub_block`] (or with `resilver`, [`Pipeline::resilver_block`]) of every
@@ -357,6 +448,13 @@ impl Pipeline {
     /// Reads and verifies the physical bytes (`psize` of them) of a block, healing copies that
     /// fail from the first one that verifies.
     pub fn read_physical(&self, bp: &BlockPtr) -> Result<Vec<u8>, ZioError> {
+        self.read_physical_l2(bp, true)
+    }
+
+    /// [`Pipeline::read_physical`]; what it read from the pool's vdevs is copied to the cache
+    /// devices only with `feed_l2` (the reader's `secondarycache` admits the block). The
+    /// cache devices are asked first either way: a copy they hold is verified like any.
+    pub fn read_physical_l2(&self, bp: &BlockPtr, feed_l2: bool) -> Result<Vec<u8>, ZioError> {
         let psize = u64::from(bp.psize);
         let padded = psize.next_multiple_of(self.sector_size);
         let verify = |data: &[u8]| {
@@ -367,6 +465,7 @@ impl Pipeline {
             vdev: dva.vdev.0,
             offset: dva.offset,
             birth: bp.birth.0,
+            checksum: bp.checksum,
         });
         let cached = !self.l2.is_empty();
         if let Some(key) = key.filter(|_| cached)
@@ -396,7 +495,7 @@ impl Pipeline {
                         }
                     }
                     data.truncate(psize as usize);
-                    if let Some(key) = key.filter(|_| cached) {
+                    if let Some(key) = key.filter(|_| cached && feed_l2) {
                         self.l2.feed(key, &data);
                     }
                     return Ok(data);

@@ -106,6 +106,23 @@ pub trait BlockStore {
     fn read_blocks(&self, bps: &[BlockPtr]) -> Vec<Result<Vec<u8>, ZioError>> {
         bps.iter().map(|bp| self.read_block(bp)).collect()
     }
+    /// [`BlockStore::read_block`] that copies the block to the pool's cache devices only
+    /// when `feed_l2` says so (the reading dataset's `secondarycache` admits it); a block the
+    /// cache devices already hold is served from them either way. `read_block` feeds. The
+    /// default, for stores without cache devices, is `read_block`; a store that wraps
+    /// another passes the flag on.
+    fn read_block_l2(&self, bp: &BlockPtr, feed_l2: bool) -> Result<Vec<u8>, ZioError> {
+        let _ = feed_l2;
+        self.read_block(bp)
+    }
+    /// [`BlockStore::read_blocks`] with [`BlockStore::read_block_l2`]'s `feed_l2`. The
+    /// default is `read_blocks` when feeding, else one `read_block_l2` after another.
+    fn read_blocks_l2(&self, bps: &[BlockPtr], feed_l2: bool) -> Vec<Result<Vec<u8>, ZioError>> {
+        if feed_l2 {
+            return self.read_blocks(bps);
+        }
+        bps.iter().map(|bp| self.read_block_l2(bp, false)).collect()
+    }
     /// Whether [`BlockStore::read_blocks`] reads blocks in parallel, so that reading several
     /// together (and ahead) is worth it. The default, and every synchronous store, says no.
     fn reads_in_parallel(&self) -> bool {

@@ -23,6 +23,8 @@ pub struct Fixture {
     pub engine: Arc<Engine>,
     pub mount: Option<tarn_fuse::Mount>,
     pub mnt: PathBuf,
+    /// Who checks permissions on the mounts this fixture makes.
+    pub permissions: tarn_fuse::Permissions,
 }
 
 /// Whether FUSE tests can run here; prints why not (CI always has /dev/fuse).
@@ -59,6 +61,11 @@ impl Fixture {
     /// Like [`Fixture::new`] with dataset properties set on the root dataset before it is
     /// mounted (`acltype=posix` for the ACL tests).
     pub fn with(properties: &[(&str, &str)]) -> Fixture {
+        Fixture::checked_by(properties, tarn_fuse::Permissions::Kernel)
+    }
+
+    /// Like [`Fixture::with`], mounted with permissions checked by `permissions`.
+    pub fn checked_by(properties: &[(&str, &str)], permissions: tarn_fuse::Permissions) -> Fixture {
         let dir = tempfile::tempdir().expect("tempdir");
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
             .expect("chmod tempdir");
@@ -100,6 +107,7 @@ impl Fixture {
             engine,
             mount: None,
             mnt,
+            permissions,
         };
         fixture.mount();
         fixture
@@ -113,7 +121,8 @@ impl Fixture {
     }
 
     pub fn mount(&mut self) {
-        let mount = tarn_fuse::mount(Arc::clone(&self.engine), &self.spec()).expect("mount");
+        let mount = tarn_fuse::mount_with(Arc::clone(&self.engine), &self.spec(), self.permissions)
+            .expect("mount");
         self.mount = Some(mount);
     }
 

@@ -1,0 +1,183 @@
+//! System test: a pool suspended by device files deleted beyond its redundancy, resumed by
+//! `tarn pool clear` once they are back.
+
+#![allow(clippy::unwrap_used)] // Test code: a failed unwrap is a failed test.
+
+mod common;
+
+use std::io::Write;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::time::Duration;
+
+use common::*;
+
+/// Copies `from` to `to` keeping it sparse (only non-zero chunks are written).
+fn sparse_copy(from: &Path, to: &Path) {
+    let source = std::fs::File::open(from).unwrap();
+    let len = source.metadata().unwrap().len();
+    let target = std::fs::File::create(to).unwrap();
+    target.set_len(len).unwrap();
+    let mut buffer = vec![0u8; CHUNK];
+    let mut offset = 0;
+    while offset < len {
+        let n = usize::try_from((len - offset).min(CHUNK as u64)).unwrap();
+        source.read_exact_at(&mut buffer[..n], offset).unwrap();
+        if buffer[..n] != ZERO_CHUNK[..n] {
+            target.write_all_at(&buffer[..n], offset).unwrap();
+        }
+        offset += n as u64;
+    }
+    target.sync_all().unwrap();
+}
+
+fn pattern(seed: u8, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31) ^ seed)
+        .collect()
+}
+
+/// A rig with a raidz1 of four files mounted at `<rig>/altroot/tank`, and the files.
+fn mounted_raidz1() -> (Rig, Vec<String>) {
+    let rig = Rig::new();
+    let devices = rig.devices("d", "disk", 4);
+    rig.ok(&format!(
+        "pool create -m /tank tank raidz1 {}",
+        join(&devices)
+    ));
+    (rig, devices)
+}
+
+/// Polls `status` until the pool is SUSPENDED (at most 30 s; the txg timer runs every 5 s).
+fn wait_suspended(rig: &Rig) {
+    for _ in 0..120 {
+        if state(rig) == "SUSPENDED" {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    panic!("not suspended: {}", rig.ok("pool status tank"));
+}
+
+fn state(rig: &Rig) -> String {
+    let status = rig.ok("pool status tank");
+    status
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("state: "))
+        .unwrap()
+        .to_string()
+}
+
+// DESCRIPTION: two device files of a mounted raidz1 (failmode=wait, the default) are deleted
+// while a file is being written and fsync'd: the commit cannot reach enough devices, the
+// pool goes SUSPENDED (status says why, see TARN-0004) and the fsync waits, while the
+// daemon keeps answering. `tarn pool clear` refuses, naming the missing files and changing
+// no byte, until the files are restored; then it prints nothing, the pool is ONLINE, the
+// fsync returns, and every byte written before and during the failure reads back, with a
+// clean scrub.
+// STRATEGY: copy the two files right after a committed txg (`pool set` commits at once),
+// delete them, write and fsync from a thread, poll `status` for SUSPENDED, move the copies
+// back. Skips only when /dev/fuse is absent.
+#[test]
+fn deleted_devices_suspend_and_clear_resumes() {
+    if !Path::new("/dev/fuse").exists() {
+        eprintln!("SKIP deleted_devices_suspend_and_clear_resumes: /dev/fuse is absent");
+        return;
+    }
+    let (rig, devices) = mounted_raidz1();
+    let tank = rig.root().join("altroot/tank");
+    let before = pattern(1, 3 << 20);
+    std::fs::write(tank.join("before"), &before).unwrap();
+    rig.ok("pool set comment=committed tank");
+    let saved = rig.root().join("saved");
+    std::fs::create_dir(&saved).unwrap();
+    for device in &devices[1..3] {
+        let name = Path::new(device).file_name().unwrap();
+        sparse_copy(Path::new(device), &saved.join(name));
+        std::fs::remove_file(device).unwrap();
+    }
+    let during = pattern(2, 2 << 20);
+    let path = tank.join("during");
+    let data = during.clone();
+    let writer = std::thread::spawn(move || {
+        let mut file = std::fs::File::create(&path).unwrap();
+        file.write_all(&data).unwrap();
+        file.sync_all()
+    });
+    wait_suspended(&rig);
+    let status = rig.ok("pool status tank");
+    assert!(status.contains("see: TARN-0004"), "{status}");
+    assert!(status.contains("tarn pool clear"), "{status}");
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        !writer.is_finished(),
+        "fsync waits for clear (failmode=wait)"
+    );
+    rig.ok("pool list");
+
+    let refused = rig.refused("pool clear tank");
+    assert!(
+        refused.starts_with("cannot clear errors for 'tank': the pool is still suspended: "),
+        "{refused}"
+    );
+    assert!(
+        refused.contains(&devices[1]) && refused.contains(&devices[2]),
+        "{refused}"
+    );
+    assert!(!refused.contains(&devices[0]), "{refused}");
+
+    for device in &devices[1..3] {
+        let name = Path::new(device).file_name().unwrap();
+        std::fs::rename(saved.join(name), device).unwrap();
+    }
+    assert_eq!(rig.ok("pool clear tank"), "");
+    writer.join().unwrap().unwrap();
+    assert_eq!(state(&rig), "ONLINE");
+    assert!(std::fs::read(tank.join("before")).unwrap() == before);
+    assert!(std::fs::read(tank.join("during")).unwrap() == during);
+    rig.ok("pool scrub -w tank");
+    let status = rig.ok("pool status tank");
+    assert!(status.contains("with 0 errors"), "{status}");
+    assert!(status.contains("state: ONLINE"), "{status}");
+    let events = rig.ok("pool events tank");
+    assert!(events.contains("sysevent.fs.zfs.resume"), "{events}");
+    rig.ok("pool export tank");
+    rig.ok(&format!("pool import -d {} tank", rig.dir_of("d")));
+    assert!(std::fs::read(tank.join("during")).unwrap() == during);
+}
+
+// DESCRIPTION: the same failure, but the devices never come back: `tarn pool export -f`
+// succeeds while the fsync is blocked in the daemon (failmode=wait), the fsync then fails
+// with EIO, and the daemon serves other commands afterwards.
+// STRATEGY: as above up to SUSPENDED, then `export -f` from the main thread; the writer's
+// result is joined with the export done.
+#[test]
+fn export_force_ends_a_suspended_pool_with_a_waiting_writer() {
+    if !Path::new("/dev/fuse").exists() {
+        eprintln!("SKIP export_force_ends_a_suspended_pool_with_a_waiting_writer: no /dev/fuse");
+        return;
+    }
+    let (rig, devices) = mounted_raidz1();
+    let tank = rig.root().join("altroot/tank");
+    std::fs::write(tank.join("before"), pattern(3, 1 << 20)).unwrap();
+    rig.ok("pool set comment=committed tank");
+    for device in &devices[1..3] {
+        std::fs::remove_file(device).unwrap();
+    }
+    let path = tank.join("during");
+    let writer = std::thread::spawn(move || {
+        let mut file = std::fs::File::create(&path).unwrap();
+        file.write_all(&pattern(4, 1 << 20)).unwrap();
+        file.sync_all()
+    });
+    wait_suspended(&rig);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!writer.is_finished(), "fsync waits (failmode=wait)");
+    rig.ok("pool export -f tank");
+    let failed = writer.join().unwrap();
+    assert!(
+        failed.is_err(),
+        "the waiting fsync fails once the pool is gone"
+    );
+    assert!(rig.ok("pool list").contains("no pools available"));
+}

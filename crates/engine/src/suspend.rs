@@ -1,0 +1,294 @@
+//! Suspended pools: `failmode`, writers waiting for `clear`, and `clear` resuming a pool.
+//!
+//! A pool that cannot commit a txg is suspended by tarn-pool (module `resume` there says
+//! what it keeps). This layer decides what writers see meanwhile, from the pool property
+//! `failmode`, as ZFS does:
+//!
+//! ```text
+//!  failmode=wait (default)   a write (fs_op Modify/Write, fsync, object_write) sleeps on the
+//!                            handle's `resumed` condvar WITH THE POOL LOCK RELEASED, until
+//!                            `clear` resumes the pool (it then goes ahead) or `export -f`
+//!                            ends it (it then fails: EIO); so does a write or fsync whose own
+//!                            commit suspended the pool (its change is kept for the retry)
+//!  failmode=continue         the write fails at once (EIO); reads of healthy data work
+//!  failmode=panic            as continue here; the daemon stops the process for a
+//!                            multihost suspension (module `multihost`)
+//! ```
+//!
+//! A waiting writer holds only its `Arc<PoolHandle>`: no pool lock, no admin lock, no lock
+//! of a front end (the FUSE server calls `fs_op` with none held), so status, other pools,
+//! `clear` and `export -f` all go ahead. `export -f` sets `ended`, wakes every waiter, and
+//! waits (bounded) for their handles to drop before it takes the pool.
+//!
+//! Reads run whatever the failmode: a read that needs a device that is gone fails with EIO
+//! at once in both modes (ZFS would make it wait under `failmode=wait`; a read closure here
+//! runs once and cannot be reissued after a resume).
+//!
+//! `clear` of a suspended pool ([`Engine::clear`]) first finds, without changing anything,
+//! which unusable leaves answer again: a leaf with no device, or whose device reports itself
+//! gone, is reopened at its path and accepted only if its label names this pool and this
+//! leaf; a leaf whose device is present and answering (FAULTED by errors) is taken as is.
+//! With `multihost=on`, a heartbeat or uberblock another host wrote since the last commit
+//! also refuses (the pool's heartbeats stopped with the suspension, so another host may have
+//! waited them out and imported it). If the data vdevs could then commit, the leaves are
+//! brought online (each one whose label
+//! is older than the last committed txg is resilvered from there, as `online` does), the
+//! kept txg is written again and committed (`Pool::resume`), a `resume` event is posted and
+//! the waiters wake. Otherwise nothing changes and `clear` names the devices still missing.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, MutexGuard};
+
+use tarn_base::Txg;
+use tarn_device::Device;
+use tarn_vdev::{Leaf, LeafState};
+
+use crate::{Engine, EngineError, Imported, PoolError, PoolHandle, events, scrub};
+
+/// Forced export: how many times to look for the pool's other handles to be dropped, and
+/// how long each wait for a waking writer lasts.
+const RELEASE_TRIES: u32 = 400;
+const RELEASE_WAIT_MS: u64 = 5;
+
+impl PoolHandle {
+    /// Locks the pool for a change by a writer: returns at once unless the pool is
+    /// suspended; then fails (failmode `continue`, `panic`, or the pool was exported) or
+    /// waits with the lock released until the pool resumes (failmode `wait`).
+    pub(crate) fn lock_for_write(&self) -> Result<MutexGuard<'_, Imported>, EngineError> {
+        // Not `lock`: a writer does not wait for the syncing txg's commit (module `txg`).
+        let mut inner = self.lock_open();
+        loop {
+            let Some(why) = inner.pool.suspended().map(str::to_string) else {
+                return Ok(inner);
+            };
+            if self.ended.load(Ordering::Acquire) {
+                return Err(PoolError::Suspended(format!("{why} (the pool was exported)")).into());
+            }
+            if crate::slow::pool_prop(&mut inner, "failmode") != "wait" {
+                return Err(PoolError::Suspended(why).into());
+            }
+            inner = self
+                .resumed
+                .wait(inner)
+                .expect("pool lock poisoned by a failed invariant");
+        }
+    }
+}
+
+impl PoolHandle {
+    /// After a commit inside a write failed (`error`): when it suspended the pool, waits as
+    /// [`PoolHandle::lock_for_write`] does and returns once the pool resumed (the change
+    /// is in the txg `clear` wrote again, or still dirty for the next one); any other error,
+    /// or one under another failmode, is returned.
+    pub(crate) fn wait_resumed(&self, error: EngineError) -> Result<(), EngineError> {
+        if !matches!(error, EngineError::Pool(PoolError::Suspended(_))) {
+            return Err(error);
+        }
+        let inner = self.lock_for_write()?;
+        drop(inner);
+        Ok(())
+    }
+}
+
+/// A leaf `clear` can bring back: the leaf, the device to give it (`None`: keep its own),
+/// and the newest txg its labels hold.
+struct Returning {
+    leaf: Arc<Leaf>,
+    device: Option<Arc<dyn Device>>,
+    label_txg: Txg,
+}
+
+impl Engine {
+    /// Opens `leaf`'s device again at its path if it is this pool's leaf (by its label).
+    fn reopen(&self, inner: &Imported, leaf: &Arc<Leaf>) -> Option<Returning> {
+        let own = leaf.device().filter(|d| !d.probe_gone());
+        let device = match &own {
+            Some(device) => Arc::clone(device),
+            None => self.provider.open(&leaf.path(), false).ok()?,
+        };
+        if device.probe_gone() {
+            return None;
+        }
+        let scan = tarn_pool::read_labels(device.as_ref());
+        let config = scan.config?;
+        if config.pool_guid != inner.pool.guid() || config.this_guid != leaf.guid() {
+            return None;
+        }
+        let label_txg = scan
+            .uberblocks
+            .iter()
+            .filter(|u| u.pool_guid == config.pool_guid)
+            .map(|u| u.txg)
+            .max()
+            .unwrap_or(Txg(0));
+        Some(Returning {
+            leaf: Arc::clone(leaf),
+            device: if own.is_some() { None } else { Some(device) },
+            label_txg,
+        })
+    }
+
+    /// The unusable leaves (not offline) that answer again (module doc).
+    fn returning(&self, inner: &Imported) -> Vec<Returning> {
+        let leaves = inner.pool.tops().iter().flat_map(|t| t.leaves());
+        leaves
+            .filter(|l| !l.is_usable() && l.state() != LeafState::Offline)
+            .filter_map(|l| self.reopen(inner, &l))
+            .collect()
+    }
+
+    /// Resumes a suspended pool for `clear` (module doc). A refusal changes nothing.
+    pub(crate) fn resume(
+        &self,
+        handle: &PoolHandle,
+        inner: &mut Imported,
+    ) -> Result<(), EngineError> {
+        let returning = self.returning(inner);
+        let before: Vec<(Option<Arc<dyn Device>>, LeafState)> = returning
+            .iter()
+            .map(|r| (r.leaf.device(), r.leaf.state()))
+            .collect();
+        for back in &returning {
+            if let Some(device) = &back.device
+                && back.leaf.set_device(Some(Arc::clone(device))).is_err()
+            {
+                continue;
+            }
+            back.leaf.set_state(LeafState::Online);
+        }
+        let blockers = inner.pool.commit_blockers();
+        let refusal = if blockers.is_empty() {
+            self.foreign_writer(inner).map(|hostid| {
+                PoolError::CannotResume(format!(
+                    "host {hostid:#x} has written to the pool since it was suspended \
+                     (multihost=on); export it with 'tarn pool export -f'"
+                ))
+            })
+        } else {
+            Some(PoolError::StillFailing { devices: blockers })
+        };
+        if let Some(refusal) = refusal {
+            for (back, (device, state)) in returning.iter().zip(before) {
+                let _ = back.leaf.set_device(device);
+                back.leaf.set_state(state);
+            }
+            return Err(refusal.into());
+        }
+        let now = self.clock.now_unix_secs();
+        self.resilver_returning(inner, &returning, now);
+        let committed = inner.pool.resume();
+        handle.resumed.notify_all();
+        let txg = committed?;
+        if let Some(txg) = txg {
+            inner.logs_after_sync(txg);
+        }
+        self.post_resume(&handle.name, inner, &returning, now, txg);
+        Ok(())
+    }
+
+    /// With multihost on, a pool suspended long enough may have been imported by another
+    /// host meanwhile (its heartbeats stopped with the suspension): the host id of a
+    /// heartbeat or uberblock another host wrote on a usable leaf at or after this pool's
+    /// last committed txg, if any. Resuming over it would corrupt the pool.
+    fn foreign_writer(&self, inner: &Imported) -> Option<u64> {
+        let pool = &inner.pool;
+        if pool.multihost_interval_ms() == 0 {
+            return None;
+        }
+        let committed = pool.txg();
+        let ours = self.identity.hostid;
+        let leaves = pool.tops().iter().flat_map(|t| t.leaves());
+        let devices: Vec<Arc<dyn Device>> = leaves.filter_map(|l| l.usable_device()).collect();
+        devices.iter().find_map(|device| {
+            let beats = tarn_pool::multihost::read_heartbeats(device.as_ref(), pool.guid());
+            let beat = beats
+                .into_iter()
+                .flatten()
+                .find(|b| b.hostid != ours && b.txg >= committed)
+                .map(|b| b.hostid);
+            let uberblocks = tarn_pool::read_labels(device.as_ref()).uberblocks;
+            let foreign = |u: &&tarn_format::uberblock::Uberblock| {
+                u.pool_guid == pool.guid() && u.hostid != ours && u.txg > committed
+            };
+            beat.or_else(|| uberblocks.iter().find(foreign).map(|u| u.hostid))
+        })
+    }
+
+    /// Starts a resilver of what the returning leaves missed: every block born after the
+    /// newest txg their labels hold, when that is older than the last committed txg.
+    fn resilver_returning(&self, inner: &mut Imported, returning: &[Returning], now: u64) {
+        let committed = inner.pool.last_uberblock().map_or(Txg(0), |ub| ub.txg);
+        let mut from: Option<Txg> = None;
+        for back in returning {
+            back.leaf.set_synced_txg(back.label_txg.min(committed));
+            if back.label_txg < committed {
+                back.leaf.set_resilvering(true);
+                let missed = back.label_txg.next();
+                from = Some(from.map_or(missed, |f| f.min(missed)));
+            }
+        }
+        if let Some(from) = from {
+            scrub::restart_resilver_from(inner, now, from);
+            let name = inner.pool.name().to_string();
+            self.post(events::pool_event(&name, now, "resilver_start"));
+        }
+    }
+
+    /// Posts `io_failure` when the fault check finds `name` newly suspended (once per
+    /// suspension; the daemon's background thread looks every second).
+    pub(crate) fn post_suspension(&self, name: &str, inner: &mut Imported) {
+        let why = inner.pool.suspended().map(str::to_string);
+        let failmode = match why {
+            Some(_) => crate::slow::pool_prop(inner, "failmode"),
+            None => String::new(),
+        };
+        let now = self.clock.now_unix_secs();
+        let mut log = self.events.lock().expect("event lock poisoned");
+        log.suspension(name, why.as_deref(), &failmode, now);
+    }
+
+    /// Posts the leaves' state changes and the pool's `resume` event.
+    fn post_resume(
+        &self,
+        name: &str,
+        inner: &Imported,
+        returning: &[Returning],
+        now: u64,
+        txg: Option<Txg>,
+    ) {
+        {
+            let mut log = self.events.lock().expect("event lock poisoned");
+            for back in returning {
+                log.state(name, &back.leaf, now, Vec::new());
+            }
+        }
+        let mut event = events::pool_event(name, now, "resume");
+        if let Some(txg) = txg {
+            event.payload.push(("txg".to_string(), txg.0.to_string()));
+        }
+        let committed = inner.pool.txg();
+        event
+            .payload
+            .push(("committed_txg".to_string(), committed.0.to_string()));
+        self.post(event);
+    }
+
+    /// Takes the pool out of the table once every other handle is dropped (waiting writers
+    /// woken by a forced export need a moment to fail and let go, and so does a request of
+    /// a mount `export -f` detached). Gives up, as `take` does, after about two seconds.
+    pub(crate) fn take_when_released(&self, name: &str) -> Result<Imported, EngineError> {
+        for _ in 0..RELEASE_TRIES {
+            match self.take(name) {
+                Err(EngineError::InvalidArgument(_)) => {
+                    let handle = self.pool(name)?;
+                    handle.resumed.notify_all();
+                    let inner = handle.lock();
+                    let wait = std::time::Duration::from_millis(RELEASE_WAIT_MS);
+                    let _ = handle.resumed.wait_timeout(inner, wait);
+                }
+                taken => return taken,
+            }
+        }
+        self.take(name)
+    }
+}

@@ -1,0 +1,248 @@
+//! Per-opcode request statistics of a mount: how many requests of each kind arrived, how long
+//! the server spent on them (from the handler's first line until its reply was written to
+//! /dev/fuse), how much of that was spent in `Engine::fs_op` (waiting for the pool lock,
+//! admission, settings, the intent-log records, the dirty check) and how much of that was
+//! POSIX work inside the engine's lock (the closure `fs_op` runs). What is left of the
+//! server time is the front end's own work and writing the reply. `docs/PERFORMANCE.md`
+//! breaks a create and an unlink down with these; [`crate::Mount::op_stats`] reads them,
+//! and with the environment variable [`OPSTATS_ENV`] naming a file, a mount appends its
+//! table there when it is unmounted.
+//!
+//! Cost: six clock reads and four relaxed atomic adds per request; the clock is only read
+//! to measure, nothing waits on it.
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+/// Names the file a mount appends its per-opcode table to when it is unmounted (unset: no
+/// table is written).
+pub const OPSTATS_ENV: &str = "TARN_FUSE_OPSTATS";
+
+macro_rules! opcodes {
+    ($($variant:ident => $name:literal,)*) => {
+        /// The FUSE requests the server answers, one counter each.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        pub enum Opcode {
+            $(
+                #[doc = concat!("`FUSE_", $name, "`")]
+                $variant,
+            )*
+        }
+
+        impl Opcode {
+            /// Every opcode, in the order [`OpCounters`] keeps them.
+            pub const ALL: &'static [Opcode] = &[$(Opcode::$variant,)*];
+
+            /// The opcode's FUSE name without the `FUSE_` prefix.
+            #[must_use]
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(Opcode::$variant => $name,)*
+                }
+            }
+        }
+    };
+}
+
+opcodes! {
+    Lookup => "LOOKUP",
+    Forget => "FORGET",
+    Getattr => "GETATTR",
+    Setattr => "SETATTR",
+    Readlink => "READLINK",
+    Mknod => "MKNOD",
+    Mkdir => "MKDIR",
+    Unlink => "UNLINK",
+    Rmdir => "RMDIR",
+    Symlink => "SYMLINK",
+    Rename => "RENAME",
+    Link => "LINK",
+    Open => "OPEN",
+    Read => "READ",
+    Write => "WRITE",
+    Flush => "FLUSH",
+    Release => "RELEASE",
+    Fsync => "FSYNC",
+    Opendir => "OPENDIR",
+    Readdir => "READDIR",
+    Readdirplus => "READDIRPLUS",
+    Releasedir => "RELEASEDIR",
+    Fsyncdir => "FSYNCDIR",
+    Statfs => "STATFS",
+    Setxattr => "SETXATTR",
+    Getxattr => "GETXATTR",
+    Listxattr => "LISTXATTR",
+    Removexattr => "REMOVEXATTR",
+    Access => "ACCESS",
+    Create => "CREATE",
+    Fallocate => "FALLOCATE",
+    Lseek => "LSEEK",
+}
+
+/// One opcode's statistics since the mount was made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OpStat {
+    /// Which requests.
+    pub opcode: Opcode,
+    /// How many arrived.
+    pub count: u64,
+    /// Nanoseconds from the handler's start to its reply, summed.
+    pub server_nanos: u64,
+    /// Nanoseconds in `Engine::fs_op`, summed (part of `server_nanos`).
+    pub engine_nanos: u64,
+    /// Nanoseconds of POSIX work inside the engine's lock, summed (part of `engine_nanos`).
+    pub posix_nanos: u64,
+}
+
+#[derive(Debug, Default)]
+struct Slot {
+    count: AtomicU64,
+    server_nanos: AtomicU64,
+    engine_nanos: AtomicU64,
+    posix_nanos: AtomicU64,
+}
+
+/// The counters of one mount, one slot per [`Opcode`] (lock-free).
+#[derive(Debug)]
+pub(crate) struct OpCounters {
+    slots: Vec<Slot>,
+}
+
+impl Default for OpCounters {
+    fn default() -> OpCounters {
+        OpCounters {
+            slots: Opcode::ALL.iter().map(|_| Slot::default()).collect(),
+        }
+    }
+}
+
+thread_local! {
+    /// POSIX time of the request this session thread is serving (a thread serves one
+    /// request at a time), handed from `posix_timed` to the request's [`Timed`].
+    static POSIX_NANOS: Cell<u64> = const { Cell::new(0) };
+    /// The same for the time in `Engine::fs_op` (`engine_timed`).
+    static ENGINE_NANOS: Cell<u64> = const { Cell::new(0) };
+}
+
+fn nanos_since(start: Instant) -> u64 {
+    u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX)
+}
+
+// The clock here only measures; nothing waits on it or decides by it.
+#[allow(clippy::disallowed_methods)]
+fn now() -> Instant {
+    Instant::now()
+}
+
+/// Runs `work` (a request's POSIX work) and adds its time to the current request's.
+pub(crate) fn posix_timed<R>(work: impl FnOnce() -> R) -> R {
+    let start = now();
+    let result = work();
+    let spent = nanos_since(start);
+    POSIX_NANOS.with(|nanos| nanos.set(nanos.get().saturating_add(spent)));
+    result
+}
+
+/// Runs `work` (a call of `Engine::fs_op`) and adds its time to the current request's.
+pub(crate) fn engine_timed<R>(work: impl FnOnce() -> R) -> R {
+    let start = now();
+    let result = work();
+    let spent = nanos_since(start);
+    ENGINE_NANOS.with(|nanos| nanos.set(nanos.get().saturating_add(spent)));
+    result
+}
+
+/// A request being served; dropping it (after the reply) records it.
+pub(crate) struct Timed<'a> {
+    slot: &'a Slot,
+    start: Instant,
+}
+
+impl Drop for Timed<'_> {
+    fn drop(&mut self) {
+        let server = nanos_since(self.start);
+        let posix = POSIX_NANOS.with(|nanos| nanos.replace(0));
+        let engine = ENGINE_NANOS.with(|nanos| nanos.replace(0));
+        self.slot.count.fetch_add(1, Ordering::Relaxed);
+        self.slot.server_nanos.fetch_add(server, Ordering::Relaxed);
+        self.slot.engine_nanos.fetch_add(engine, Ordering::Relaxed);
+        self.slot.posix_nanos.fetch_add(posix, Ordering::Relaxed);
+    }
+}
+
+impl OpCounters {
+    /// A request of `opcode` starts being served.
+    pub(crate) fn timed(&self, opcode: Opcode) -> Timed<'_> {
+        POSIX_NANOS.with(|nanos| nanos.set(0));
+        ENGINE_NANOS.with(|nanos| nanos.set(0));
+        Timed {
+            slot: &self.slots[opcode as usize],
+            start: now(),
+        }
+    }
+
+    /// Every opcode's statistics, in [`Opcode::ALL`] order.
+    pub(crate) fn snapshot(&self) -> Vec<OpStat> {
+        Opcode::ALL
+            .iter()
+            .zip(&self.slots)
+            .map(|(&opcode, slot)| OpStat {
+                opcode,
+                count: slot.count.load(Ordering::Relaxed),
+                server_nanos: slot.server_nanos.load(Ordering::Relaxed),
+                engine_nanos: slot.engine_nanos.load(Ordering::Relaxed),
+                posix_nanos: slot.posix_nanos.load(Ordering::Relaxed),
+            })
+            .collect()
+    }
+}
+
+/// The table of the opcodes that arrived: count, mean server, engine and POSIX
+/// microseconds.
+#[must_use]
+pub fn render(stats: &[OpStat]) -> String {
+    let mut out = String::from("opcode count server_us_mean engine_us_mean posix_us_mean\n");
+    for stat in stats.iter().filter(|stat| stat.count > 0) {
+        let mean = |nanos: u64| nanos as f64 / stat.count as f64 / 1000.0;
+        out.push_str(&format!(
+            "{} {} {:.1} {:.1} {:.1}\n",
+            stat.opcode.name(),
+            stat.count,
+            mean(stat.server_nanos),
+            mean(stat.engine_nanos),
+            mean(stat.posix_nanos)
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_are_counted_per_opcode_with_their_posix_share() {
+        let counters = OpCounters::default();
+        for _ in 0..3 {
+            let _request = counters.timed(Opcode::Create);
+            engine_timed(|| {
+                posix_timed(|| std::thread::sleep(std::time::Duration::from_millis(1)));
+            });
+        }
+        drop(counters.timed(Opcode::Getattr));
+        let stats = counters.snapshot();
+        let create = stats[Opcode::Create as usize];
+        assert_eq!(create.opcode, Opcode::Create);
+        assert_eq!(create.count, 3);
+        assert!(create.posix_nanos >= 3_000_000, "{create:?}");
+        assert!(create.engine_nanos >= create.posix_nanos, "{create:?}");
+        assert!(create.server_nanos >= create.engine_nanos, "{create:?}");
+        let getattr = stats[Opcode::Getattr as usize];
+        assert_eq!((getattr.count, getattr.posix_nanos), (1, 0));
+        let table = render(&stats);
+        assert!(table.contains("\nCREATE 3 "), "{table}");
+        assert!(table.contains("\nGETATTR 1 "), "{table}");
+        assert!(!table.contains("UNLINK"), "{table}");
+    }
+}
