@@ -25,7 +25,10 @@
 //! it. A thread that holds the pool lock may wait for the slot (it then blocks the pool for
 //! the rest of the commit, as every sync did before the pipeline); a writer throttled at
 //! [`DIRTY_MAX`] releases the pool lock first, waits for the slot, then takes the pool lock
-//! again to finish.
+//! again to finish. A writer that finds the pool suspended (module `suspend`) waits on the
+//! handle's `resumed` condvar, which releases the pool lock and holds no slot; `clear` and
+//! `export -f` notify it while holding the pool lock, after the state changed, so no wake-up
+//! is lost.
 //!
 //! # The throttle
 //! After a write, dirty data at [`DIRTY_SYNC`] wake the syncer (when no commit is pending: it
@@ -35,18 +38,39 @@
 //! while the open txg collects up to [`DIRTY_MAX`] more, so about twice that is in memory.
 //! Without a syncer the writer syncs the whole txg on its own thread at [`DIRTY_MAX`], the
 //! commit phase without the pool lock (other threads go on; this one waits for the flush).
+//! A throttled writer (or an `fsync` waiting for the syncing txg) whose wait ends in a
+//! failed commit gets the suspension as its error and then waits as any writer of a
+//! suspended pool does: under `failmode=wait` until `clear` or `export -f`.
 //!
-//! # When a phase fails
-//! Both end in one place each: a failed write phase in [`tarn_pool::Pool::sync_write`] and a
-//! failed commit phase in `Pool::commit_failed` (reached through `Imported::finish_done`).
-//! Either suspends the pool; the failed txg T never counts, and an import opens T-1. The
-//! state left in memory: the pool's txg and uberblock are T-1's and no txg is syncing; the
-//! space manager still records T (allocations of T allocated, frees of T not reusable). A
-//! failed write phase keeps the history records and the destroyed datasets' blocks for the
-//! next try, but upper layers may have written part of T. A failed commit phase leaves the
-//! upper layers as T's write phase made them (dirty data written into T's blocks, history
-//! and destroyed blocks consumed), and the intent-log records of T pending: they are still
-//! in the chain T-1's header names, so an import replays them.
+//! # States of a txg, and when a phase fails
+//! ```text
+//!  open T ──write phase──► syncing T ──commit ok──► committed T (T+1 open meanwhile)
+//!     │                        │
+//!     │ block not written      │ commit failed (flush, uberblock): finish_done
+//!     ▼                        ▼
+//!  commit-failed-suspended: T kept whole (tarn_pool `resume`), T+1 open in memory
+//!     │            │
+//!     │ clear      │ export -f
+//!     ▼            ▼
+//!  resumed: T committed by `clear` at     ended: waiters fail (EIO); an import opens
+//!  the same places, then T+1's write      T-1 and replays T's and T+1's intent-log
+//!  phase is the next sync                 records
+//! ```
+//! A failed write phase ends in [`tarn_pool::Pool::sync_write`] and a failed commit phase
+//! in `Pool::commit_failed` (reached through `Imported::finish_done`). Either suspends the
+//! pool; if T's blocks were all written (the commit failed, or a write missed devices), T
+//! is kept for `clear` with its roots, space state and every block: `txg()` and the
+//! uberblock stay T-1's, no txg is syncing, the space manager still records T (its
+//! allocations allocated, its frees neither deferred nor released), the upper layers keep
+//! the state T's write phase left (history records and destroyed datasets' blocks are in
+//! T), and T's intent-log records stay pending (an import replays them from the chain T-1's
+//! header names). Changes made meanwhile belong to T+1 (`Pool::open_txg` counts after the
+//! kept T): they stay in memory, and T+1's write phase cannot start while the pool is
+//! suspended (`check_can_commit`). `clear` (module `suspend`) rewrites and commits T, trims
+//! T's intent-log records, and wakes every waiter; `sync=always` writers and `fsync` then
+//! commit their records into the intent log again (their change is T+1's, not T's). A write
+//! phase that failed in the upper layers or the space log cannot be retried (`clear`
+//! refuses; export -f and import).
 
 use std::sync::{Arc, Mutex, MutexGuard};
 

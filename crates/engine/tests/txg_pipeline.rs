@@ -499,3 +499,54 @@ fn a_failed_commit_phase_with_the_next_txg_dirty_resumes_both_at_clear() {
     assert_eq!(read(&engine, object, 8192), vec![4u8; 4096]);
     check::verify_pool(&engine, "tank").unwrap();
 }
+
+#[test]
+fn an_fsync_that_waited_for_a_failed_commit_logs_its_records_after_clear() {
+    // Goal: an fsync whose wait for txg N ends in a failed commit phase waits for `clear`
+    // (failmode=wait), and once `clear` committed N it commits its own records (of N+1)
+    // into the intent log, so a crash before N+1 commits loses nothing. Method: write N's
+    // phase, change a file in N+1, cut the power, fsync on a thread (it runs N's commit,
+    // which fails), restore the power, clear, crash and import.
+    let (provider, engine, _) = setup(13, 64 << 20);
+    let engine = Arc::new(engine);
+    let (_, dataset) = engine.find_dataset("tank").unwrap();
+    let make = |name: &'static [u8]| {
+        engine
+            .fs_op("tank", dataset, FsOp::Modify, |fs| {
+                let root = fs.root()?;
+                fs.mknod(root, name, FileKind::Regular, 0o644, 0, ME)
+            })
+            .unwrap();
+    };
+    make(b"first");
+    engine.fs_sync("tank", dataset).unwrap();
+    let base = committed(&engine);
+    make(b"second");
+    let n = engine.sync_write_phase("tank").unwrap();
+    make(b"third");
+    provider.gate.cut_after(Some(0));
+    let syncer = Arc::clone(&engine);
+    let fsync = std::thread::spawn(move || syncer.fs_sync("tank", dataset));
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(!fsync.is_finished(), "the fsync waits for clear");
+    assert_eq!(committed(&engine), base, "txg N did not commit");
+    provider.gate.cut_after(None);
+    engine.clear("tank", None, "pool clear tank").unwrap();
+    fsync.join().unwrap().unwrap();
+    assert_eq!(committed(&engine), n, "clear committed txg N, not N+1");
+    drop(engine);
+    for (_, device) in provider.sims.all() {
+        device.crash();
+    }
+    let engine = import(&provider);
+    assert_eq!(check::imported_txg(&engine, "tank").unwrap(), Some(n));
+    let (_, dataset) = engine.find_dataset("tank").unwrap();
+    for name in [&b"first"[..], b"second", b"third"] {
+        let found = engine.fs_op("tank", dataset, FsOp::Read, |fs| {
+            let root = fs.root()?;
+            fs.lookup(root, name)
+        });
+        assert!(found.is_ok(), "{} lost", String::from_utf8_lossy(name));
+    }
+    check::verify_pool(&engine, "tank").unwrap();
+}

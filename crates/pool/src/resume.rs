@@ -25,9 +25,34 @@
 //! (invariant I1 holds for the retried txg exactly as for a first attempt). A retry that
 //! fails again stays suspended with the txg still kept.
 //!
-//! What the journal keeps costs memory only while a txg syncs (at most its dirty data,
-//! compressed); the upper layers' state is not copied. The first case needs nothing: the
-//! txg never started, so the next sync after `clear` writes the dirty state as usual.
+//! # With the commit phase split off (the txg pipeline)
+//! ```text
+//!             sync_write (&mut Pool)          PendingCommit::commit   sync_finish (&mut Pool)
+//!  open T ──► journal armed, blocks of T ──► (no Pool: flush,     ──► Ok: T committed, kept
+//!             written and kept; end_write     uberblock, flush)        blocks dropped
+//!             disarms it: syncing = T + kept                        Err: commit_failed:
+//!             (journal failure: suspended,                          suspended, Retry::Txg(T)
+//!              Retry::Txg(T), no commit)                                     │
+//!                                                                            ▼
+//!  resumed ◄── Pool::resume (&mut Pool): rewrite kept blocks, syncing = T again, the same
+//!              commit and sync_finish (Err: suspended again, T kept)
+//! ```
+//! States of a pool, by `(syncing, suspended, retry)`: *open* `(None, None, Nothing)`;
+//! *syncing* `(Some(T), None, Nothing)`: T+1 is open; *commit failed, suspended*
+//! `(None, Some, Txg(T))`: `txg()` is T-1, T+1 is open in memory ([`Pool::open_txg`] is
+//! T+1: open-context records never count as T's), and no write phase starts
+//! ([`Pool::check_can_commit`] refuses while suspended), so T+1 waits for T; *resumed*:
+//! back to open with `txg()` = T, and T+1's write phase is the next sync. The journal is
+//! armed only inside the write phase, which holds `&mut Pool`; open-context writes while T
+//! commits (intent-log blocks, allocated in T+1's space delta) are therefore never among
+//! T's kept blocks, and a retry rewrites exactly what T's write phase wrote. A suspension
+//! that cannot be resumed ([`Retry::Never`], the multihost heartbeat) set while a commit
+//! phase runs is not replaced by the failed txg (`keep_for_retry`).
+//!
+//! What the journal keeps costs memory only while a txg syncs or waits for `clear` (at most
+//! its dirty data, compressed); the upper layers' state is not copied. The first case needs
+//! nothing: the txg never started, so the next sync after `clear` writes the dirty state as
+//! usual.
 //! The last case cannot be retried here: the upper layers' in-memory state was consumed by
 //! the failed attempt (or, for multihost, another host may own the pool now), so `clear`
 //! refuses and the admin exports with `-f` and imports (the intent log brings back what
