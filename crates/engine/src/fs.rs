@@ -171,16 +171,7 @@ impl Engine {
         inner.logs.add(dataset, open_txg, records);
         let result = result?;
         let always = op != FsOp::Read && settings.sync == SyncMode::Always;
-        if let Err(error) = self.commit_change(&handle, inner, dataset, always) {
-            // The change is in memory (the open txg); a commit that suspended the pool keeps
-            // the txg before it for `clear`, which this waits for under failmode=wait.
-            handle.wait_resumed(error)?;
-            if always {
-                // The txg `clear` committed is the one before this change's: log it now.
-                let inner = handle.lock_for_write()?;
-                self.commit_change(&handle, inner, dataset, true)?;
-            }
-        }
+        self.after_change(&handle, inner, dataset, always)?;
         Ok(result)
     }
 
@@ -314,6 +305,27 @@ impl Engine {
             inner
         };
         self.throttle(handle, inner)
+    }
+
+    /// [`Engine::commit_change`], and when that ends in a suspension, the wait for `clear`
+    /// (failmode=wait): the change is in memory (the open txg), and the txg `clear` commits
+    /// is the one before it, so under `sync=always` (`always`) it is logged again after.
+    fn after_change(
+        &self,
+        handle: &PoolHandle,
+        inner: MutexGuard<'_, Imported>,
+        dataset: DatasetId,
+        always: bool,
+    ) -> Result<(), EngineError> {
+        let Err(error) = self.commit_change(handle, inner, dataset, always) else {
+            return Ok(());
+        };
+        handle.wait_resumed(error)?;
+        if always {
+            let inner = handle.lock_for_write()?;
+            self.commit_change(handle, inner, dataset, true)?;
+        }
+        Ok(())
     }
 
     /// Commits `dataset`'s intent log once no txg is syncing (the log's chain is the one the

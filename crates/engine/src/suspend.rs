@@ -9,7 +9,9 @@
 //!                            handle's `resumed` condvar WITH THE POOL LOCK RELEASED, until
 //!                            `clear` resumes the pool (it then goes ahead) or `export -f`
 //!                            ends it (it then fails: EIO); so does a write or fsync whose own
-//!                            commit suspended the pool (its change is kept for the retry)
+//!                            commit, or whose wait for the syncing txg (throttle, fsync,
+//!                            module `txg`), ended in a suspension (its change stays in
+//!                            memory: in the kept txg or in the open one after it)
 //!  failmode=continue         the write fails at once (EIO); reads of healthy data work
 //!  failmode=panic            as continue here; the daemon stops the process for a
 //!                            multihost suspension (module `multihost`)

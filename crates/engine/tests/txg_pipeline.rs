@@ -436,19 +436,14 @@ fn a_failed_commit_phase_with_the_next_txg_dirty_resumes_both_at_clear() {
     // power at the commit phase's first flush, then restores it; `clear` retries.
     let (provider, engine, object) = setup(11, 64 << 20);
     let engine = Arc::new(engine);
-    engine
-        .object_write("tank", object, 0, &[1u8; 4096])
-        .unwrap();
+    let write = |offset: u64, byte: u8| engine.object_write("tank", object, offset, &[byte; 4096]);
+    write(0, 1).unwrap();
     let base = engine.sync_pool("tank").unwrap();
-    engine
-        .object_write("tank", object, 0, &[2u8; 4096])
-        .unwrap();
+    write(0, 2).unwrap();
     let txg = engine.sync_write_phase("tank").unwrap();
     assert_eq!(txg, base.next());
     // T+1, dirty in memory while T commits.
-    engine
-        .object_write("tank", object, 4096, &[3u8; 4096])
-        .unwrap();
+    write(4096, 3).unwrap();
     provider.gate.cut_after(Some(0));
     let failed = engine.sync_commit_phase("tank").unwrap_err();
     assert!(
