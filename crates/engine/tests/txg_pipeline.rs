@@ -545,3 +545,42 @@ fn an_fsync_that_waited_for_a_failed_commit_logs_its_records_after_clear() {
     }
     check::verify_pool(&engine, "tank").unwrap();
 }
+
+#[test]
+fn export_f_after_a_failed_commit_phase_ends_the_waiting_writer() {
+    // Goal: a writer that waits (failmode=wait) after a commit phase failed wakes and fails
+    // when the pool is exported with -f, the export succeeds, and an import opens the last
+    // committed txg. Method: fail txg T's commit phase at the gate with T+1 dirty, start a
+    // writer on a thread, refuse a plain export, then export -f and import.
+    let (provider, engine, object) = setup(17, 64 << 20);
+    let engine = Arc::new(engine);
+    engine
+        .object_write("tank", object, 0, &[1u8; 4096])
+        .unwrap();
+    let base = engine.sync_pool("tank").unwrap();
+    engine
+        .object_write("tank", object, 0, &[2u8; 4096])
+        .unwrap();
+    engine.sync_write_phase("tank").unwrap();
+    provider.gate.cut_after(Some(0));
+    engine.sync_commit_phase("tank").unwrap_err();
+    provider.gate.cut_after(None);
+    let waiter = Arc::clone(&engine);
+    let writer =
+        std::thread::spawn(move || waiter.object_write("tank", object, 4096, &[3u8; 4096]));
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert!(!writer.is_finished(), "the writer waits");
+    engine.export_pool("tank", false).unwrap_err();
+    engine.export_pool("tank", true).unwrap();
+    let failed = writer.join().unwrap();
+    assert!(
+        matches!(failed, Err(EngineError::Pool(PoolError::Suspended(_)))),
+        "{failed:?}"
+    );
+    assert!(engine.pool_names().is_empty());
+    drop(engine);
+    let engine = import(&provider);
+    assert_eq!(check::imported_txg(&engine, "tank").unwrap(), Some(base));
+    assert_eq!(read(&engine, object, 0), vec![1u8; 4096]);
+    check::verify_pool(&engine, "tank").unwrap();
+}

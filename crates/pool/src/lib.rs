@@ -78,9 +78,9 @@
 //! # Cache devices
 //! The pool owns the `L2Cache` (tarn-vdev) of its cache devices. [`Pool::import`] keeps it
 //! from feeding until the verify at the chosen uberblock is done, then rebuilds each cache
-//! device's persistent index ([`Pool::l2_rebuilds`] says what came back); [`Pool::sync`]
-//! writes the entries fed meanwhile as a log block after the txg committed (so no txg waits
-//! for a cache device), and [`Pool::export`] does the same before the labels. A read-only
+//! device's persistent index ([`Pool::l2_rebuilds`] says what came back);
+//! [`Pool::sync_finish`] writes the entries fed meanwhile as a log block after the txg
+//! committed (so no txg waits for a cache device), and [`Pool::export`] does the same before the labels. A read-only
 //! import writes nothing to cache devices.
 //!
 //! # Allocation classes and changes of the tree
