@@ -80,8 +80,8 @@
 //! from feeding until the verify at the chosen uberblock is done, then rebuilds each cache
 //! device's persistent index ([`Pool::l2_rebuilds`] says what came back);
 //! [`Pool::sync_finish`] writes the entries fed meanwhile as a log block after the txg
-//! committed (so no txg waits for a cache device), and [`Pool::export`] does the same before the labels. A read-only
-//! import writes nothing to cache devices.
+//! committed (so no txg waits for a cache device), and [`Pool::export`] does the same
+//! before the labels. A read-only import writes nothing to cache devices.
 //!
 //! # Allocation classes and changes of the tree
 //! Top-level vdevs created from `special` specs carry the `special` flag
