@@ -3,7 +3,11 @@
 //! vocabularies; it holds no state of its own beyond the engine and its two threads:
 //!
 //! ```text
-//!  txg-timer: every TXG_TIMEOUT, Engine::sync_all
+//!  txg-sync:  the engine's TxgSyncer. Woken by a writer whose pool passed DIRTY_SYNC (or
+//!             left a written txg for it), it runs Engine::sync_wanted_pools: each txg's
+//!             write phase under the pool lock, its commit phase (flushes, uberblock)
+//!             without it, so FUSE requests go on in the next txg meanwhile; and every
+//!             TXG_TIMEOUT Engine::sync_all (ZFS's txg timer). One thread for all pools.
 //!  scrub:     Engine::fault_check (probes for vanished devices, faults erroring leaves,
 //!             activates hot spares, autoreplace),
 //!             then while Engine::scanning_pools() is not empty, Engine::scrub_step(pool,
@@ -19,14 +23,15 @@
 //! ```
 //! The engine's clean-block cache (shared by every pool) is limited to `TARN_ARC_MAX` or a
 //! quarter of the machine's memory (`cache_limit`).
-//! Lock order: `EngineBackend::batch` (held for one scrub batch, and by export and destroy so
-//! that they never race a batch for the pool's handle), then the engine's own locks.
+//! Lock order: `EngineBackend::batch` (held for one scrub batch, one pass of the txg sync
+//! thread, and by export and destroy so that they never race either for the pool's handle),
+//! then the engine's own locks.
 
 use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use tarn_base::{SeededRng, SystemClock};
+use tarn_base::{Clock, SeededRng, SystemClock};
 use tarn_engine::{
     CreateOptions, CreateSpec, Engine, EngineError, FileProvider, HostIdentity, ImportOptions,
     ScanFunction, ScanState, ScrubAction, TopLayout, TopSpec, VdevNode,
@@ -78,6 +83,12 @@ fn wait_for_report(running: &dyn Fn() -> bool) -> bool {
 struct Wake {
     pending: Mutex<bool>,
     signal: Condvar,
+}
+
+impl tarn_engine::TxgSyncer for Wake {
+    fn sync_wanted(&self) {
+        self.notify();
+    }
 }
 
 impl Wake {
@@ -185,6 +196,44 @@ fn multihost_panic(reasons: &[String]) {
     std::process::abort();
 }
 
+/// One pass of the txg sync thread under `batch`: whether some txg committed.
+fn sync_pass(engine: &Engine, batch: &Mutex<()>) -> bool {
+    let _batch = lock_batch(batch);
+    engine.sync_wanted_pools()
+}
+
+/// Starts the txg sync thread (module doc) until the engine goes: it commits txgs when a
+/// writer asks and every [`TXG_TIMEOUT`].
+///
+/// Each pass holds `batch` (the lock export and destroy take), so an export never finds the
+/// pool's handle held by a sync in progress; passes repeat while a pool stays past
+/// `DIRTY_SYNC`, taking `batch` again each time so that scrub batches interleave.
+fn start_txg_sync(engine: &Arc<Engine>, batch: &Arc<Mutex<()>>) -> Result<(), String> {
+    let wake = Arc::new(Wake::default());
+    engine.set_txg_syncer(wake.clone());
+    let weak = Arc::downgrade(engine);
+    let batch = Arc::clone(batch);
+    let clock = SystemClock::new();
+    std::thread::Builder::new()
+        .name("txg-sync".into())
+        .spawn(move || {
+            let timeout_ns = u64::try_from(TXG_TIMEOUT.as_nanos()).unwrap_or(u64::MAX);
+            let mut last_all = clock.monotonic_ns();
+            while let Some(engine) = weak.upgrade() {
+                while sync_pass(&engine, &batch) {}
+                if clock.monotonic_ns().saturating_sub(last_all) >= timeout_ns {
+                    let _batch = lock_batch(&batch);
+                    engine.sync_all();
+                    last_all = clock.monotonic_ns();
+                }
+                drop(engine);
+                wake.wait(TXG_TIMEOUT);
+            }
+        })
+        .map(|_| ())
+        .map_err(|e| format!("cannot start the txg sync thread: {e}"))
+}
+
 /// Starts the thread that writes multihost heartbeats (module doc) until the engine goes.
 fn start_heartbeat(engine: &Arc<Engine>) -> Result<(), String> {
     if let Some(ms) = std::env::var("TARN_MULTIHOST_INTERVAL_MS")
@@ -262,23 +311,13 @@ fn mem_total(meminfo: &str) -> Option<u64> {
 }
 
 impl EngineBackend {
-    /// Opens the backend for the daemon of `rundir` and starts the txg timer.
+    /// Opens the backend for the daemon of `rundir` and starts the txg sync thread.
     pub fn new(rundir: &Path) -> Result<EngineBackend, String> {
         let _ = rundir;
         let engine = Arc::new(file_engine(false));
-        let timer = Arc::downgrade(&engine);
-        std::thread::Builder::new()
-            .name("txg-timer".into())
-            .spawn(move || {
-                while let Some(engine) = timer.upgrade() {
-                    engine.sync_all();
-                    drop(engine);
-                    std::thread::sleep(TXG_TIMEOUT);
-                }
-            })
-            .map_err(|e| format!("cannot start the txg timer: {e}"))?;
-        start_heartbeat(&engine)?;
         let batch = Arc::new(Mutex::new(()));
+        start_txg_sync(&engine, &batch)?;
+        start_heartbeat(&engine)?;
         let wake = Arc::new(Wake::default());
         let (weak, thread_batch, thread_wake) = (
             Arc::downgrade(&engine),

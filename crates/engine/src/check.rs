@@ -60,14 +60,14 @@ pub struct CheckReport {
 /// The txg of the last committed uberblock of pool `name` (`None` before the first commit).
 pub fn committed_txg(engine: &Engine, name: &str) -> Result<Option<Txg>, EngineError> {
     let handle = engine.pool(name)?;
-    let inner = handle.lock();
+    let inner = handle.lock_open();
     Ok(inner.pool.last_uberblock().map(|ub| ub.txg))
 }
 
 /// The txg whose uberblock the import of `name` opened (`None` if it was created here).
 pub fn imported_txg(engine: &Engine, name: &str) -> Result<Option<Txg>, EngineError> {
     let handle = engine.pool(name)?;
-    let inner = handle.lock();
+    let inner = handle.lock_open();
     Ok(inner.pool.imported_txg())
 }
 

@@ -1,6 +1,10 @@
 //! Filesystem operations for front ends: one POSIX operation on one dataset, under the pool
 //! lock, with write admission before and the write throttle after.
 //!
+//! The pool lock is taken without waiting for a txg's commit phase (`PoolHandle::lock_open`):
+//! operations run in the open txg while the previous one commits; the throttle after each
+//! one is [`crate::txg`]'s.
+//!
 //! A front end (the FUSE server) never sees an object set: it calls [`Engine::fs_op`] with a
 //! closure over [`tarn_posix::Fs`], says what kind of operation it is ([`FsOp`]) so the engine
 //! can refuse it up front (read-only pool or dataset, suspended pool, no space, quota), and
@@ -8,10 +12,12 @@
 //! Modifying operations are recorded for the dataset's intent log ([`crate::zil`]);
 //! [`Engine::fs_sync`] and `sync=always` make them durable there without a txg.
 
+use std::sync::MutexGuard;
+
 use tarn_posix::{Fs, PosixError, Timespec};
 
 use crate::datasets::SyncMode;
-use crate::{Engine, EngineError, Imported, PoolError};
+use crate::{Engine, EngineError, Imported, PoolError, PoolHandle};
 
 /// A dataset of an imported pool, stable across renames: the MOS object number of its node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -117,7 +123,7 @@ impl Engine {
         // A change to a suspended pool waits here for `clear` under failmode=wait, with the
         // pool lock released (module `suspend`).
         let mut inner = if op == FsOp::Read {
-            handle.lock()
+            handle.lock_open()
         } else {
             handle.lock_for_write()?
         };
@@ -161,15 +167,11 @@ impl Engine {
             }
             f(&mut fs)
         };
-        let open_txg = inner.pool.txg().next();
+        let open_txg = inner.pool.open_txg();
         inner.logs.add(dataset, open_txg, records);
         let result = result?;
         let always = op != FsOp::Read && settings.sync == SyncMode::Always;
-        if let Err(error) = inner.commit_change(dataset, always) {
-            // The change is in memory; a sync that suspended the pool keeps it for `clear`.
-            drop(inner);
-            handle.wait_resumed(error)?;
-        }
+        self.after_change(&handle, inner, dataset, always)?;
         Ok(result)
     }
 
@@ -178,7 +180,7 @@ impl Engine {
     pub fn fs_statfs(&self, pool: &str, dataset: DatasetId) -> Result<FsStat, EngineError> {
         let files = self.fs_op(pool, dataset, FsOp::Read, |fs| fs.inode_count())?;
         let handle = self.pool(pool)?;
-        let inner = handle.lock();
+        let inner = handle.lock_open();
         // Dirty data counts as used at once (its real, compressed size is known at sync), so
         // `df` moves as files are written rather than every few seconds.
         let dirty = inner.datasets.node(dataset).objset.dirty_bytes();
@@ -206,7 +208,7 @@ impl Engine {
     /// are not forced out.
     pub fn fs_sync(&self, pool: &str, dataset: DatasetId) -> Result<(), EngineError> {
         let handle = self.pool(pool)?;
-        let inner = handle.lock();
+        let inner = handle.lock_open();
         if !inner.datasets.contains(dataset) {
             return Err(EngineError::NoSuchDataset);
         }
@@ -215,20 +217,19 @@ impl Engine {
         }
         drop(inner);
         // Waits for `clear` under failmode=wait (module `suspend`).
-        let mut inner = handle.lock_for_write()?;
+        let inner = handle.lock_for_write()?;
         if !inner.datasets.contains(dataset) {
             return Err(EngineError::NoSuchDataset);
         }
         inner.check_writable()?;
-        let committed = inner.log_commit(dataset);
-        drop(inner);
+        let committed = Self::log_commit_after_sync(&handle, inner, dataset);
         match committed {
-            // The commit suspended the pool: once `clear` wrote the kept txg, the records
-            // are in it (the intent log's pending list was emptied by the resume).
+            // A commit suspended the pool: once `clear` committed the kept txg, the records
+            // of that txg are trimmed and those of the open txg are still pending.
             Err(error) => {
                 handle.wait_resumed(error)?;
-                let mut inner = handle.lock_for_write()?;
-                inner.log_commit(dataset)
+                let inner = handle.lock_for_write()?;
+                Self::log_commit_after_sync(&handle, inner, dataset)
             }
             Ok(()) => Ok(()),
         }
@@ -285,19 +286,61 @@ fn mount_spec(inner: &Imported, pool: &str, id: DatasetId) -> Option<MountSpec> 
     })
 }
 
-impl Imported {
+impl Engine {
     /// What a change of `dataset` costs once it is made: its intent-log commit under
-    /// `sync=always` (`always`), or a sync once the dirty data passes the throttle.
-    fn commit_change(&mut self, dataset: DatasetId, always: bool) -> Result<(), EngineError> {
-        if always {
-            self.log_commit(dataset)
-        } else if self.dirty_bytes() >= crate::DIRTY_MAX {
-            self.sync().map(drop)
+    /// `sync=always` (`always`), then the throttle (module [`crate::txg`]). `inner` is the
+    /// pool lock of `handle`; it is released on return.
+    fn commit_change(
+        &self,
+        handle: &PoolHandle,
+        inner: MutexGuard<'_, Imported>,
+        dataset: DatasetId,
+        always: bool,
+    ) -> Result<(), EngineError> {
+        let inner = if always {
+            let mut inner = handle.wait_commit(inner)?;
+            inner.log_commit(dataset)?;
+            inner
         } else {
-            Ok(())
-        }
+            inner
+        };
+        self.throttle(handle, inner)
     }
 
+    /// [`Engine::commit_change`], and when that ends in a suspension, the wait for `clear`
+    /// (failmode=wait): the change is in memory (the open txg), and the txg `clear` commits
+    /// is the one before it, so under `sync=always` (`always`) it is logged again after.
+    fn after_change(
+        &self,
+        handle: &PoolHandle,
+        inner: MutexGuard<'_, Imported>,
+        dataset: DatasetId,
+        always: bool,
+    ) -> Result<(), EngineError> {
+        let Err(error) = self.commit_change(handle, inner, dataset, always) else {
+            return Ok(());
+        };
+        handle.wait_resumed(error)?;
+        if always {
+            let inner = handle.lock_for_write()?;
+            self.commit_change(handle, inner, dataset, true)?;
+        }
+        Ok(())
+    }
+
+    /// Commits `dataset`'s intent log once no txg is syncing (the log's chain is the one the
+    /// syncing txg's header names, module `zil`); waits for the commit without the lock.
+    fn log_commit_after_sync(
+        handle: &PoolHandle,
+        inner: MutexGuard<'_, Imported>,
+        dataset: DatasetId,
+    ) -> Result<(), EngineError> {
+        let mut inner = handle.wait_commit(inner)?;
+        inner.log_commit(dataset)
+    }
+}
+
+impl Imported {
     /// Refuses changes to a read-only or suspended pool.
     pub(crate) fn check_writable(&self) -> Result<(), EngineError> {
         if let Some(why) = self.pool.suspended() {

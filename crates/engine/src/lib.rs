@@ -24,23 +24,45 @@
 //! # Invariants
 //! - I1: a pool name maps to at most one imported pool; a pool GUID is imported at most once.
 //! - I2: a refused operation leaves every device byte-identical (tests compare images).
-//! - I3: txgs are committed only through `Imported::sync` (sync_pool, the admin verbs, a
-//!   finished scrub, export); writers are throttled to [`DIRTY_MAX`] bytes of dirty data
-//!   per pool.
+//! - I3: txgs are committed only through the phases of [`txg`]: a write phase under the
+//!   pool lock, a commit phase (with or without it) and a finish under it; at most one txg
+//!   is between its write phase and its finish. `Imported::sync` (sync_pool, the admin
+//!   verbs, a finished scrub, export) runs all three holding the lock; the daemon's sync
+//!   thread ([`TxgSyncer`], [`Engine::sync_wanted_pools`], [`Engine::sync_all`]) releases it
+//!   for the commit phase. Writers are throttled: a sync starts at [`DIRTY_SYNC`], a writer
+//!   at [`DIRTY_MAX`] waits for the syncing txg, so at most about twice [`DIRTY_MAX`] of
+//!   dirty data are in memory per pool.
 //!
 //! # Concurrency and context
-//! Lock order: `Engine::pools` (briefly, to find a handle) then one `PoolHandle::inner`,
-//! then the cache store's mutex (held for one lookup, insert or purge, never across I/O).
-//! Never two pool locks at once. A writer waiting for a suspended pool to resume sleeps on
-//! the handle's condvar with the pool lock released (`suspend`). A txg syncs while its
-//! pool's lock is held, so writers wait for it (open and syncing txgs are not yet
-//! overlapped).
+//! Lock order: `Engine::admin` (admin verbs), `Engine::pools` (briefly, to find a handle),
+//! then one `PoolHandle::inner` (the pool lock), then that pool's commit lane
+//! (`PoolHandle::lane`, module [`txg`]), then the clean-block cache store's mutex (held for
+//! one lookup, insert or purge, never across I/O). Never two pool locks at once. A txg's commit phase
+//! holds only its lane, never the pool lock, and takes the pool lock for the finish only
+//! after releasing the lane; so a thread holding the pool lock may wait for the lane, and
+//! no thread waits for the pool lock while holding the lane. A writer waiting for a
+//! suspended pool to resume sleeps on the handle's `resumed` condvar with the pool lock
+//! released and holding no lane (`suspend`); so does a writer the throttle or an `fsync`
+//! made wait for a commit that failed.
+//!
+//! Open and syncing txgs overlap: while txg T's commit phase (flushes, uberblock) runs on
+//! the daemon's sync thread, the pool lock is free and txg T+1 is open. Front-end requests
+//! (`fs_op`, reads, `object_*`) take the pool lock with `lock_open` (writers through
+//! `lock_for_write`, which adds the failmode wait) and run meanwhile; an `fsync` (or
+//! `sync=always`) waits for T's commit without the lock, because its records go into the
+//! chain T's header names ([`zil`]). Everything else (admin verbs, scrub steps, status,
+//! checkers, `clear`) takes the pool lock with `PoolHandle::lock`, which first finishes a
+//! syncing txg, so the vdev tree never changes under a commit phase. Without a sync thread
+//! (the simulator, tests, `tarn demo`) every commit runs on the thread that needs it.
 //!
 //! # Failure model
 //! Errors are [`EngineError`], each naming what was wrong; front ends print them as
 //! `cannot <verb> '<object>': <error>`. A suspended pool (a txg that could not commit) makes
 //! writers wait (`failmode=wait`) or fail (`continue`) until [`Engine::clear`] resumes it,
-//! writing the failed txg again, or `export -f` ends it (`suspend`).
+//! writing the failed txg again, or `export -f` ends it (`suspend`). A txg whose write or
+//! commit phase fails suspends the pool in one place per phase; the states a txg goes
+//! through (open, syncing, commit failed and suspended, resumed) and what each leaves in
+//! memory are in [`txg`].
 //!
 //! Background work: [`scrub`] verifies every live block in device-address order in batches
 //! ([`Engine::scrub_step`]) that a front end's thread drives; offline, online and clear
@@ -88,6 +110,7 @@ pub mod slow;
 pub mod status;
 mod suspend;
 mod topology;
+pub mod txg;
 mod userspace;
 pub mod zil;
 
@@ -119,6 +142,7 @@ pub use tarn_pool::{
 };
 pub use tarn_posix as posix;
 pub use tarn_vdev::stats::SIZE_BUCKETS;
+pub use txg::{DIRTY_SYNC, TxgSyncer};
 pub use userspace::UserspaceRow;
 
 /// The pool keeps `1 / 2^SLOP_SHIFT` of its space in reserve (3%, as ZFS's slop space), so
@@ -128,7 +152,8 @@ pub const SLOP_SHIFT: u32 = 5;
 /// The root dataset of every pool (the MOS object that holds it).
 pub const ROOT_DATASET_ID: DatasetId = DatasetId(4);
 
-/// Dirty bytes per pool after which a writer syncs the txg itself (the write throttle).
+/// Dirty bytes per pool at which a writer waits for the syncing txg and writes the open one
+/// (the write throttle, module [`txg`]; without a sync thread it syncs the txg inline).
 pub const DIRTY_MAX: u64 = 256 << 20;
 /// Byte limit of the engine's clean-block cache until [`Engine::set_cache_limit`]: what one
 /// object set's own cache holds (tests and the simulator size their data against it); the
@@ -255,6 +280,8 @@ struct Imported {
     logs: zil::Logs,
     /// What the import's intent-log replay found, per dataset with a log.
     replayed: Vec<zil::ReplayReport>,
+    /// Where a written txg waits for its commit phase (shared with the handle).
+    lane: Arc<txg::Lane>,
 }
 
 use mos::Mos;
@@ -266,6 +293,8 @@ pub struct PoolHandle {
     /// The engine clock's monotonic time at create or import (`iostat`'s first report).
     imported_ns: u64,
     inner: Mutex<Imported>,
+    /// The commit lane of `inner`'s pool (module [`txg`]; locked after `inner`, or alone).
+    lane: Arc<txg::Lane>,
     /// Multihost heartbeat state (its own lock: see [`multihost`]).
     beat: Mutex<multihost::Beat>,
     /// Signalled when a suspended pool resumes or is exported: writers waiting under
@@ -281,16 +310,6 @@ impl std::fmt::Debug for PoolHandle {
             .field("name", &self.name)
             .field("guid", &self.guid)
             .finish()
-    }
-}
-
-impl PoolHandle {
-    fn lock(&self) -> MutexGuard<'_, Imported> {
-        // A poisoned lock means a thread panicked on an invariant while holding the pool: the
-        // in-memory state cannot be trusted, and the process must restart (STYLE.md §5).
-        self.inner
-            .lock()
-            .expect("pool lock poisoned by a failed invariant")
     }
 }
 
@@ -317,6 +336,8 @@ pub struct Engine {
     multihost_interval_ms: std::sync::atomic::AtomicU64,
     /// The clean-block cache of every imported pool (one domain each), ZFS's ARC.
     cache: tarn_objects::CacheStore,
+    /// The front end's sync thread, if it has one (module [`txg`]).
+    syncer: Mutex<Option<Arc<dyn TxgSyncer>>>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -328,60 +349,6 @@ impl std::fmt::Debug for Engine {
 }
 
 impl Imported {
-    fn sync(&mut self) -> Result<Txg, EngineError> {
-        // Checked before the intent logs hand their blocks to this txg: a pool that cannot
-        // commit is suspended with its dirty state untouched (tarn_pool `resume`).
-        let committable = self.pool.check_can_commit().is_ok();
-        let log_frees = if self.pool.readonly() || !committable {
-            Vec::new()
-        } else {
-            self.logs_before_sync()
-        };
-        let Imported {
-            pool,
-            mos,
-            datasets,
-            destroyed,
-            history,
-            ..
-        } = self;
-        let pending = std::mem::take(history);
-        let deflate = datasets::deflate_table(pool);
-        let result = pool.sync(|ctx| {
-            let txg = tarn_zio::BlockStore::txg(ctx);
-            for dva in &log_frees {
-                ctx.free_log_block(dva);
-            }
-            datasets.sync(mos.objset(), ctx, &deflate)?;
-            for bp in destroyed.iter() {
-                tarn_zio::BlockStore::free_block(ctx, bp);
-            }
-            for mut record in pending.iter().cloned() {
-                record.txg = txg;
-                mos.append_history(ctx, &record)?;
-            }
-            mos.sync(ctx)
-        });
-        match result {
-            Ok(txg) => {
-                destroyed.clear();
-                self.logs_after_sync(txg);
-                Ok(txg)
-            }
-            Err(e) if self.pool.txg_in_flight().is_some() => {
-                // The txg is complete in memory and waits for `clear` to write it again:
-                // its history records and frees are in it (module `suspend`).
-                destroyed.clear();
-                Err(e.into())
-            }
-            Err(e) => {
-                // Keep the records: they describe changes that are still in memory.
-                history.extend(pending);
-                Err(e.into())
-            }
-        }
-    }
-
     /// The in-memory state of a pool just imported: its MOS, dataset tree and scan.
     fn open(pool: Pool, name: &str) -> Result<Imported, EngineError> {
         let reader = pool.reader();
@@ -400,6 +367,7 @@ impl Imported {
             scan: scrub::Scan::default(),
             logs: zil::Logs::default(),
             replayed: Vec::new(),
+            lane: Arc::default(),
         };
         imported.scan = scrub::Scan::load(&mut imported)?;
         Ok(imported)
@@ -482,6 +450,7 @@ impl Engine {
                 tarn_base::limits::MULTIHOST_INTERVAL_MS_DEFAULT,
             ),
             cache: tarn_objects::CacheStore::new(CACHE_BYTES_DEFAULT),
+            syncer: Mutex::new(None),
         }
     }
 
@@ -516,6 +485,11 @@ impl Engine {
             .get(name)
             .cloned()
             .ok_or(EngineError::NoSuchPool)
+    }
+
+    /// Every imported pool's handle, by name.
+    fn handles(&self) -> Vec<Arc<PoolHandle>> {
+        self.pools().values().cloned().collect()
     }
 
     /// Names of imported pools, sorted.
@@ -625,6 +599,7 @@ impl Engine {
             scan: scrub::Scan::default(),
             logs: zil::Logs::default(),
             replayed: Vec::new(),
+            lane: Arc::default(),
         })
     }
 
@@ -639,19 +614,16 @@ impl Engine {
     /// and the MOS), what the next sync writes.
     pub fn pool_dirty_bytes(&self, name: &str) -> Result<u64, EngineError> {
         let handle = self.pool(name)?;
-        let inner = handle.lock();
+        let inner = handle.lock_open();
         Ok(inner.dirty_bytes())
     }
 
-    /// Syncs every pool that has dirty data (called by the daemon's txg timer).
+    /// Syncs every pool that has changes (the daemon's txg timer), each commit phase off
+    /// the pool lock ([`Engine::sync_pool_pipelined`]).
     pub fn sync_all(&self) {
-        let handles: Vec<Arc<PoolHandle>> = self.pools().values().cloned().collect();
-        for handle in handles {
-            let mut inner = handle.lock();
-            if inner.dirty_bytes() > 0 || !inner.history.is_empty() {
-                // A failure suspends the pool; status reports it.
-                let _ = inner.sync();
-            }
+        for handle in self.handles() {
+            // A failure suspends the pool; status reports it.
+            let _ = handle.sync_pipelined(true);
         }
     }
 
@@ -851,6 +823,7 @@ impl Engine {
             name,
             guid,
             imported_ns: self.clock.monotonic_ns(),
+            lane: Arc::clone(&imported.lane),
             inner: Mutex::new(imported),
             beat: Mutex::default(),
             resumed: std::sync::Condvar::new(),
@@ -1073,7 +1046,7 @@ impl Engine {
     /// layer builds on).
     pub fn object_create(&self, name: &str, block_size: u32) -> Result<ObjectId, EngineError> {
         let handle = self.pool(name)?;
-        let mut inner = handle.lock();
+        let mut inner = handle.lock_open();
         let Imported { pool, datasets, .. } = &mut *inner;
         let data = &mut datasets.node_mut(ROOT_DATASET_ID).objset;
         Ok(data.allocate_object(
@@ -1105,8 +1078,10 @@ impl Engine {
         let Imported { pool, datasets, .. } = &mut *inner;
         let data = &mut datasets.node_mut(ROOT_DATASET_ID).objset;
         data.write(&pool.reader(), object, offset, bytes)?;
-        if inner.dirty_bytes() >= DIRTY_MAX {
-            inner.sync()?;
+        if let Err(error) = self.throttle(&handle, inner) {
+            // The write is in memory; a commit that suspended the pool is waited out as a
+            // write to a suspended pool is (module `suspend`).
+            handle.wait_resumed(error)?;
         }
         Ok(())
     }
@@ -1137,7 +1112,7 @@ impl Engine {
         buf: &mut [u8],
     ) -> Result<(), EngineError> {
         let handle = self.pool(name)?;
-        let mut inner = handle.lock();
+        let mut inner = handle.lock_open();
         let Imported { pool, datasets, .. } = &mut *inner;
         let data = &mut datasets.node_mut(ROOT_DATASET_ID).objset;
         data.read(&pool.reader(), object, offset, buf)?;

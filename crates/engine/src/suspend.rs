@@ -9,7 +9,9 @@
 //!                            handle's `resumed` condvar WITH THE POOL LOCK RELEASED, until
 //!                            `clear` resumes the pool (it then goes ahead) or `export -f`
 //!                            ends it (it then fails: EIO); so does a write or fsync whose own
-//!                            commit suspended the pool (its change is kept for the retry)
+//!                            commit, or whose wait for the syncing txg (throttle, fsync,
+//!                            module `txg`), ended in a suspension (its change stays in
+//!                            memory: in the kept txg or in the open one after it)
 //!  failmode=continue         the write fails at once (EIO); reads of healthy data work
 //!  failmode=panic            as continue here; the daemon stops the process for a
 //!                            multihost suspension (module `multihost`)
@@ -55,7 +57,8 @@ impl PoolHandle {
     /// suspended; then fails (failmode `continue`, `panic`, or the pool was exported) or
     /// waits with the lock released until the pool resumes (failmode `wait`).
     pub(crate) fn lock_for_write(&self) -> Result<MutexGuard<'_, Imported>, EngineError> {
-        let mut inner = self.lock();
+        // Not `lock`: a writer does not wait for the syncing txg's commit (module `txg`).
+        let mut inner = self.lock_open();
         loop {
             let Some(why) = inner.pool.suspended().map(str::to_string) else {
                 return Ok(inner);

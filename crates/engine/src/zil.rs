@@ -24,9 +24,14 @@
 //!   to have held no records and no `log_replay` event is posted. After a crash that
 //!   cannot be known (the first block is written after its header commits), so a missing
 //!   log device that a committed header names is reported as a possible loss.
-//! - The open and syncing txgs do not overlap (the pool lock), so when txg T commits every
-//!   pending record is in T or older: all of them are dropped and the whole chain goes.
-//!   Each sync gives an active dataset a new chain (new first block, new chain id).
+//! - Records carry the open txg ([`tarn_pool::Pool::open_txg`]): while txg T commits
+//!   (module [`crate::txg`]) new records are T+1's, and T's commit drops only records of T
+//!   and older. The write phase of T gives an active dataset a new chain (new first block,
+//!   new chain id) named by T's header and frees the old chain in T; a commit waits until T
+//!   has committed before it writes into the new chain. Were it to write there earlier and
+//!   T not commit, the import would open T-1, whose header names the old chain, and the
+//!   fsync'd records would be lost. Records of T stay pending (and in the old chain) until
+//!   T commits, so a failed commit of T leaves them replayable from T-1.
 //! - Log blocks are allocated in open context ([`tarn_space::SpaceManager::allocate_log`],
 //!   on a log device when the pool has one) and recorded in the next txg's space-log
 //!   delta. They are freed with [`tarn_space::SpaceManager::free_log_block`], which never
@@ -229,6 +234,9 @@ impl Imported {
     /// Makes every pending record of `id` durable: in its intent log when it has a chain,
     /// else (or when the log cannot take them) by syncing a txg.
     pub(crate) fn log_commit(&mut self, id: DatasetId) -> Result<(), EngineError> {
+        // The chain is the syncing txg's until it commits: finish it first (callers that can
+        // release the pool lock have waited already, `PoolHandle::wait_commit`).
+        self.settle()?;
         let log = self.logs.map.entry(id).or_default();
         if log.pending.is_empty() {
             return Ok(());

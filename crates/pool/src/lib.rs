@@ -8,16 +8,21 @@
 //! # Model
 //! ```text
 //!  txg T:  open ──► quiescing ──► syncing ─────────────────────────────► committed
-//!                                  │ upper layers write their dirty blocks (SyncCtx)
-//!                                  │ space log delta for T (tarn-space)
-//!                                  │ flush every leaf
-//!                                  │ [config changed: labels L0+L2, flush]
-//!                                  │ uberblock T into ring slot T % slots, all labels
-//!                                  │ flush every leaf
-//!                                  │ [config changed: labels L1+L3, flush]
+//!            write phase (&mut Pool): │ upper layers write their dirty blocks (SyncCtx)
+//!              Pool::sync_write       │ space log delta for T (tarn-space)
+//!                                     │   ── returns PendingCommit; T is `syncing` ──
+//!            commit phase (no Pool):  │ flush every leaf
+//!              PendingCommit::commit  │ [config changed: labels L0+L2, flush]
+//!                                     │ uberblock T into ring slot T % slots, all labels
+//!                                     │ flush every leaf
+//!                                     │ [config changed: labels L1+L3, flush]
+//!            finish (&mut Pool):      │ frees of T deferred, txg and uberblock advance,
+//!              Pool::sync_finish      │ or the pool suspends when the commit failed
 //! ```
-//! The open and quiescing states are the engine's (it holds writers out while a txg syncs);
-//! this crate owns the syncing step and what "committed" means.
+//! The open and quiescing states are the engine's; this crate owns the syncing step and
+//! what "committed" means. [`Pool::sync`] runs the three phases in one call. Split, the
+//! commit phase needs only the `Arc`'d vdevs and leaves it was handed, so the engine runs it
+//! without its pool lock while txg T+1 is open ([`Pool::open_txg`]).
 //!
 //! # State
 //! On disk: labels and uberblock rings on every leaf (docs/FORMAT.md "Labels",
@@ -33,11 +38,18 @@
 //! - I4: a refused create or import writes nothing to any device.
 //! - I5: a suspended pool writes nothing until it is cleared ([`Pool::resume`]); a txg that
 //!   failed is retried as the same txg, never skipped or committed half written.
+//! - I6: at most one txg is syncing: the write phase of T+1 starts only after
+//!   [`Pool::sync_finish`] of T committed it (a failed T is kept, the pool suspended, and
+//!   T+1 waits for `clear` to commit T). Open-context changes made meanwhile belong to T+1.
 //!
 //! # Concurrency and context
 //! `Pool` is owned by one thread at a time (the engine wraps it in a mutex); syncing
 //! context is the [`SyncCtx`] passed to the upper layer's closure, and is the only way to
-//! allocate or free.
+//! allocate or free. A [`PendingCommit`] is `Send` and may run on another thread while the
+//! pool's owner goes on in open context; the devices take concurrent I/O (`Device` is
+//! `Sync`), and open-context writes meanwhile (intent-log blocks, heals) only add to what
+//! the commit's flushes make durable. The space manager tells the txgs apart: open-context
+//! allocations after the write phase of T are recorded in T+1's delta.
 //!
 //! # Failure model
 //! Device errors below the redundancy budget are the vdev layer's business. A data vdev that
@@ -46,6 +58,13 @@
 //! the txg is not committed and nothing more is written until `clear` ([`Pool::resume`],
 //! module `resume`: the failed txg is kept whole in memory, blocks included, and written
 //! again at the same places once the devices are back) or an export and import.
+//! With the commit phase split off ([`PendingCommit`]), a commit that fails suspends the
+//! pool at [`Pool::sync_finish`], which keeps the txg exactly as a failed [`Pool::sync`]
+//! does (module `resume` has the state machine: open, syncing, commit failed and
+//! suspended, resumed). A pool suspended by someone else while a commit phase runs (the
+//! multihost heartbeat) lets that commit finish its writes (a known exception to I5: the
+//! commit holds no `&mut Pool` to see the suspension); if it succeeded, its uberblock is
+//! durable and the txg counts; if it failed, the suspension stays one `clear` refuses.
 //! Corrupt labels are skipped (other copies are used); corrupt uberblocks are skipped
 //! (older ones are used); import with rewind (`-F`, `-T`) walks back through the ring.
 //!
@@ -59,10 +78,10 @@
 //! # Cache devices
 //! The pool owns the `L2Cache` (tarn-vdev) of its cache devices. [`Pool::import`] keeps it
 //! from feeding until the verify at the chosen uberblock is done, then rebuilds each cache
-//! device's persistent index ([`Pool::l2_rebuilds`] says what came back); [`Pool::sync`]
-//! writes the entries fed meanwhile as a log block after the txg committed (so no txg waits
-//! for a cache device), and [`Pool::export`] does the same before the labels. A read-only
-//! import writes nothing to cache devices.
+//! device's persistent index ([`Pool::l2_rebuilds`] says what came back);
+//! [`Pool::sync_finish`] writes the entries fed meanwhile as a log block after the txg
+//! committed (so no txg waits for a cache device), and [`Pool::export`] does the same
+//! before the labels. A read-only import writes nothing to cache devices.
 //!
 //! # Allocation classes and changes of the tree
 //! Top-level vdevs created from `special` specs carry the `special` flag
@@ -583,6 +602,11 @@ pub struct Pool {
     log_tops: std::collections::BTreeSet<u32>,
     /// Ids of the top-level vdevs that are special allocation-class devices.
     special_tops: std::collections::BTreeSet<u32>,
+    /// The txg between its write phase and the end of its commit (I6), with every block its
+    /// write phase wrote (kept for a retry until the uberblock commits, module `resume`).
+    syncing: Option<Box<resume::Unfinished>>,
+    /// The config changed while a txg was syncing (its labels, taken before, miss it).
+    config_changed_since_write: bool,
     /// What the import's rebuild of each cache device's persistent index found.
     l2_rebuilds: Vec<tarn_vdev::L2Rebuild>,
 }
@@ -708,22 +732,7 @@ impl Pool {
         clock: Arc<dyn Clock>,
         readonly: bool,
     ) -> Result<Pool, PoolError> {
-        let mut tops = Vec::new();
-        let mut spares = Vec::new();
-        let mut spares_guid = Guid(0);
-        let mut caches = Vec::new();
-        let mut l2cache_guid = Guid(0);
-        for child in &tree.children {
-            if child.kind == VdevKind::Spares {
-                spares_guid = child.guid;
-                spares.extend(child.children.iter().map(|s| aux_leaf(s, devices)));
-            } else if child.kind == VdevKind::L2cache {
-                l2cache_guid = child.guid;
-                caches.extend(child.children.iter().map(|c| aux_leaf(c, devices)));
-            } else {
-                tops.push(Arc::new(TopVdev::from_tree(child, devices)?));
-            }
-        }
+        let (tops, (spares_guid, spares), (l2cache_guid, caches)) = split_tree(tree, devices)?;
         let ashift = widest_ashift(&tops);
         for leaf in tops
             .iter()
@@ -761,6 +770,8 @@ impl Pool {
             multihost_interval_ms: 0,
             log_tops,
             special_tops,
+            syncing: None,
+            config_changed_since_write: false,
             l2_rebuilds: Vec::new(),
         };
         pool.apply_classes();
@@ -1034,12 +1045,14 @@ impl Pool {
         self.space.set_hold_deferred(hold);
     }
 
-    /// A reader for blocks of the last committed txg and of the open txg's clean data.
+    /// A reader for blocks of the last committed txg, of a syncing one and of the open txg's
+    /// clean data. Its txg is the open one ([`Pool::open_txg`]), which open-context work
+    /// (an inode's generation) stamps.
     #[must_use]
     pub fn reader(&self) -> PoolReader<'_> {
         PoolReader {
             pipeline: &self.pipeline,
-            txg: Txg(self.txg.0 + 1),
+            txg: self.open_txg(),
             parallel: std::sync::OnceLock::new(),
         }
     }
@@ -1100,6 +1113,7 @@ impl Pool {
     /// Marks the config changed: the next sync rewrites every label.
     pub fn set_config_dirty(&mut self) {
         self.config_dirty = true;
+        self.config_changed_since_write |= self.syncing.is_some();
     }
 
     fn config_for(
@@ -1147,31 +1161,35 @@ impl Pool {
         out
     }
 
-    fn write_labels_half(&self, state: PoolState, txg: Txg, half: labels::LabelHalf) -> usize {
+    /// The config every usable leaf gets in its labels for `state` at `txg` (a spare's says
+    /// it is a spare, a cache device's that it is one).
+    fn label_configs(&self, state: PoolState, txg: Txg) -> Vec<(Arc<Leaf>, PoolConfig)> {
         let tree = self.vdev_tree();
-        let mut written = 0;
+        let mut out = Vec::new();
         for (leaf, top) in self.leaf_devices() {
-            let Some(device) = leaf.usable_device() else {
+            if leaf.usable_device().is_none() {
                 continue;
-            };
+            }
             let in_top = self.tops.iter().any(|t| t.leaf(leaf.guid()).is_some());
             let is_spare = !in_top && self.spares.iter().any(|s| Arc::ptr_eq(s, &leaf));
             let leaf_state = if is_spare { PoolState::Spare } else { state };
             let config = self.config_for(leaf_state, txg, leaf.guid(), top, &tree);
-            if labels::write_config(device.as_ref(), &config, half).is_ok() {
-                written += 1;
-            }
+            out.push((leaf, config));
         }
         // Cache devices carry a label naming the pool so that import finds them by GUID;
         // they do not count as devices that took the update (the pool needs none of them).
         for cache in self.caches() {
-            if let Some(device) = cache.usable_device() {
+            if cache.usable_device().is_some() {
                 let guid = cache.guid();
                 let config = self.config_for(PoolState::L2cache, txg, guid, guid, &tree);
-                let _ = labels::write_config(device.as_ref(), &config, half);
+                out.push((cache, config));
             }
         }
-        written
+        out
+    }
+
+    fn write_labels_half(&self, state: PoolState, txg: Txg, half: labels::LabelHalf) -> usize {
+        write_label_configs(&self.label_configs(state, txg), half)
     }
 
     /// Flushes every leaf. Fails when a top-level vdev lost more leaves than its redundancy
@@ -1234,8 +1252,23 @@ impl Pool {
 
     /// Syncs one txg: `upper` writes the dirty state of the upper layers through the
     /// [`SyncCtx`] and returns their new root; then the space log, flushes and the uberblock
-    /// make it durable (I1). Returns the committed txg.
+    /// make it durable (I1). Returns the committed txg. The three phases in one call:
+    /// [`Pool::sync_write`], [`PendingCommit::commit`], [`Pool::sync_finish`].
     pub fn sync<F, E>(&mut self, upper: F) -> Result<Txg, PoolError>
+    where
+        F: FnOnce(&mut SyncCtx<'_>) -> Result<BlockPtr, E>,
+        E: std::fmt::Display,
+    {
+        let pending = self.sync_write(upper)?;
+        let outcome = pending.commit();
+        self.sync_finish(outcome)
+    }
+
+    /// The write phase of a txg: `upper` writes the dirty state of the upper layers, then
+    /// the space log of the txg. Returns what the commit phase needs; until
+    /// [`Pool::sync_finish`] the txg is *syncing* ([`Pool::syncing_txg`]) and no other txg
+    /// may start its write phase. A failure suspends the pool (nothing of the txg counts).
+    pub fn sync_write<F, E>(&mut self, upper: F) -> Result<PendingCommit, PoolError>
     where
         F: FnOnce(&mut SyncCtx<'_>) -> Result<BlockPtr, E>,
         E: std::fmt::Display,
@@ -1244,6 +1277,10 @@ impl Pool {
             return Err(PoolError::ReadOnly);
         }
         self.check_can_commit()?;
+        assert!(
+            self.syncing.is_none(),
+            "I6: the write phase of a txg starts only after the previous commit finished"
+        );
         let txg = self.txg.next();
         self.space.begin_txg(txg);
         self.pipeline.journal_begin();
@@ -1263,48 +1300,14 @@ impl Pool {
                 return Err(self.abandon(format!("txg {txg} space log could not be written: {e}")));
             }
         };
-        self.finish_txg(txg, root, space_log)
+        let unfinished = self.end_write(txg, root, space_log)?;
+        let pending = self.pending_commit(txg, root, space_log);
+        self.syncing = Some(unfinished);
+        Ok(pending)
     }
 
-    /// The durable half of a sync: every block of `txg` has been handed to the devices;
-    /// flush them, write the labels if the config changed and the uberblock, and count the
-    /// txg committed. A failure suspends the pool and leaves the txg uncommitted (the caller
-    /// keeps what is needed to retry it, module `resume`).
-    fn commit_synced(
-        &mut self,
-        txg: Txg,
-        root: BlockPtr,
-        space_log: BlockPtr,
-    ) -> Result<Txg, PoolError> {
-        if let Err(why) = self.flush_all() {
-            return Err(self.suspend(format!("txg {txg}: {why}")));
-        }
-        let config_dirty = self.config_dirty;
-        if config_dirty {
-            self.write_labels_half(PoolState::Active, txg, labels::LabelHalf::Even);
-            let _ = self.flush_all();
-        }
-        let uberblock = self.commit_uberblock(txg, root, space_log)?;
-        if config_dirty {
-            self.write_labels_half(PoolState::Active, txg, labels::LabelHalf::Odd);
-            let _ = self.flush_all();
-            self.config_dirty = false;
-        }
-        self.space.txg_committed();
-        self.txg = txg;
-        self.last = Some(uberblock);
-        // After the commit, so that no txg waits for a cache device (l2cache I2).
-        self.pipeline.l2().persist();
-        Ok(txg)
-    }
-
-    /// Writes the uberblock of `txg` into every label ring and flushes: the commit point.
-    fn commit_uberblock(
-        &mut self,
-        txg: Txg,
-        root: BlockPtr,
-        space_log: BlockPtr,
-    ) -> Result<Uberblock, PoolError> {
+    /// Everything the commit phase of `txg` touches, taken while the pool is still owned.
+    fn pending_commit(&self, txg: Txg, root: BlockPtr, space_log: BlockPtr) -> PendingCommit {
         let uberblock = Uberblock {
             version: FORMAT_VERSION,
             txg,
@@ -1324,22 +1327,78 @@ impl Pool {
                 last.txg
             );
         }
-        let mut written = 0;
-        for (leaf, _) in self.leaf_devices() {
-            let Some(device) = leaf.usable_device() else {
-                continue;
-            };
-            if labels::write_uberblock(device.as_ref(), &uberblock, self.ashift).is_ok() {
-                leaf.set_synced_txg(txg);
-                written += 1;
-            }
+        let tops = self
+            .tops
+            .iter()
+            .enumerate()
+            .map(|(index, top)| {
+                // A log device holds nothing a txg needs: when it is gone, log blocks go to
+                // the normal class (it is not writable) and its failure fails nothing.
+                let spare = self.is_log_vdev(index) && !self.space.writable(index);
+                (Arc::clone(top), spare)
+            })
+            .collect();
+        let labels = self
+            .config_dirty
+            .then(|| self.label_configs(PoolState::Active, txg));
+        PendingCommit {
+            uberblock,
+            tops,
+            spares: self.spares.clone(),
+            leaves: self
+                .leaf_devices()
+                .into_iter()
+                .map(|(leaf, _)| leaf)
+                .collect(),
+            labels,
+            ashift: self.ashift,
         }
-        if written == 0 || self.flush_all().is_err() {
-            return Err(self.suspend(format!(
-                "txg {txg}: the uberblock could not be written to any device"
-            )));
-        }
-        Ok(uberblock)
+    }
+
+    /// The end of a txg's commit phase, back with the pool: on success the txg counts as
+    /// committed (frees of the txg start their deferral, the txg and uberblock advance, the
+    /// blocks kept for a retry are let go); a failed commit suspends the pool (I5) keeping
+    /// the txg whole for `clear` ([`Pool::resume`]), and nothing of the txg is committed.
+    pub fn sync_finish(&mut self, outcome: Result<Uberblock, String>) -> Result<Txg, PoolError> {
+        let unfinished = self
+            .syncing
+            .take()
+            .expect("I6: a commit finishes only a txg whose write phase ran");
+        let txg = unfinished.txg();
+        let uberblock = match outcome {
+            Ok(uberblock) => uberblock,
+            Err(why) => return Err(self.commit_failed(why, unfinished)),
+        };
+        assert_eq!(
+            uberblock.txg, txg,
+            "I6: the commit finished is the txg written"
+        );
+        // The labels the write phase took are on disk now; a change made since is written
+        // by the next txg.
+        self.config_dirty = std::mem::take(&mut self.config_changed_since_write);
+        self.space.txg_committed();
+        self.txg = txg;
+        self.last = Some(uberblock);
+        // After the commit, so that no txg waits for a cache device (l2cache I2).
+        self.pipeline.l2().persist();
+        Ok(txg)
+    }
+
+    /// The txg between its write phase and the end of its commit (at most one).
+    #[must_use]
+    pub fn syncing_txg(&self) -> Option<Txg> {
+        self.syncing.as_ref().map(|unfinished| unfinished.txg())
+    }
+
+    /// The txg that changes made now belong to: after the syncing txg, or after the txg kept
+    /// for `clear` ([`Pool::txg_in_flight`]), if there is one; else after the last committed
+    /// txg. So records of the open txg are never taken for the kept txg's.
+    #[must_use]
+    pub fn open_txg(&self) -> Txg {
+        self.syncing_txg()
+            .or_else(|| self.txg_kept())
+            .unwrap_or(self.txg)
+            .next()
     }
 
     /// Marks the pool exported in every label. The caller syncs dirty data first.
@@ -1359,6 +1418,96 @@ impl Pool {
     }
 }
 
+/// Writes `configs` into the `half` of every leaf's labels; returns how many leaves took it.
+fn write_label_configs(configs: &[(Arc<Leaf>, PoolConfig)], half: labels::LabelHalf) -> usize {
+    let mut written = 0;
+    for (leaf, config) in configs {
+        let Some(device) = leaf.usable_device() else {
+            continue;
+        };
+        let written_here = labels::write_config(device.as_ref(), config, half).is_ok();
+        if written_here && config.state != PoolState::L2cache {
+            written += 1;
+        }
+    }
+    written
+}
+
+/// What the commit phase of one txg needs, taken by [`Pool::sync_write`]: the uberblock,
+/// the vdevs to flush, the leaves whose rings get it and, when the config changed, every
+/// leaf's new label. It needs no `&mut Pool`, so the engine runs it without the pool lock
+/// while the next txg is open; its outcome goes back through [`Pool::sync_finish`].
+#[derive(Debug)]
+pub struct PendingCommit {
+    uberblock: Uberblock,
+    /// Top-level vdevs, each with whether its flush failure is tolerated (a log device no
+    /// longer writable).
+    tops: Vec<(Arc<TopVdev>, bool)>,
+    spares: Vec<Arc<Leaf>>,
+    leaves: Vec<Arc<Leaf>>,
+    labels: Option<Vec<(Arc<Leaf>, PoolConfig)>>,
+    ashift: u8,
+}
+
+impl PendingCommit {
+    /// The txg this commit makes durable.
+    #[must_use]
+    pub fn txg(&self) -> Txg {
+        self.uberblock.txg
+    }
+
+    /// The commit phase (I1): flush every leaf (the blocks and space log of the txg become
+    /// durable), [label halves L0+L2, flush,] the uberblock into every ring, flush, [label
+    /// halves L1+L3, flush]. Returns the uberblock once it is durable, or why the txg could
+    /// not commit (the caller suspends the pool through [`Pool::sync_finish`]).
+    pub fn commit(&self) -> Result<Uberblock, String> {
+        let txg = self.uberblock.txg;
+        self.flush_all()
+            .map_err(|why| format!("txg {txg}: {why}"))?;
+        if let Some(configs) = &self.labels {
+            write_label_configs(configs, labels::LabelHalf::Even);
+            let _ = self.flush_all();
+        }
+        let mut written = 0;
+        for leaf in &self.leaves {
+            let Some(device) = leaf.usable_device() else {
+                continue;
+            };
+            if labels::write_uberblock(device.as_ref(), &self.uberblock, self.ashift).is_ok() {
+                leaf.set_synced_txg(txg);
+                written += 1;
+            }
+        }
+        if written == 0 || self.flush_all().is_err() {
+            return Err(format!(
+                "txg {txg}: the uberblock could not be written to any device"
+            ));
+        }
+        if let Some(configs) = &self.labels {
+            write_label_configs(configs, labels::LabelHalf::Odd);
+            let _ = self.flush_all();
+        }
+        Ok(self.uberblock)
+    }
+
+    /// [`Pool`]'s flush of every leaf, over the vdevs taken at the write phase.
+    fn flush_all(&self) -> Result<(), String> {
+        for spare in &self.spares {
+            if let Some(device) = spare.usable_device() {
+                let _ = device.flush();
+            }
+        }
+        for (top, tolerated) in &self.tops {
+            match top.flush() {
+                Ok(()) => {}
+                Err(_) if *tolerated => {}
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+        Ok(())
+    }
+}
+
 fn space_geometry(tops: &[Arc<TopVdev>], tree: &VdevTree) -> Vec<(Arc<dyn VdevGeometry>, u8)> {
     tops.iter()
         .map(|top| {
@@ -1372,6 +1521,33 @@ fn space_geometry(tops: &[Arc<TopVdev>], tree: &VdevTree) -> Vec<(Arc<dyn VdevGe
             (Arc::clone(top) as Arc<dyn VdevGeometry>, shift)
         })
         .collect()
+}
+
+/// A spare or cache group's GUID and its leaves.
+type AuxGroup = (Guid, Vec<Arc<Leaf>>);
+
+/// The top-level vdevs of a label tree over `devices`, its spares and its cache devices.
+fn split_tree(
+    tree: &VdevTree,
+    devices: &std::collections::HashMap<Guid, Arc<dyn Device>>,
+) -> Result<(Vec<Arc<TopVdev>>, AuxGroup, AuxGroup), PoolError> {
+    let aux = |group: &VdevTree| -> Vec<Arc<Leaf>> {
+        group
+            .children
+            .iter()
+            .map(|l| aux_leaf(l, devices))
+            .collect()
+    };
+    let mut tops = Vec::new();
+    let (mut spares, mut caches) = ((Guid(0), Vec::new()), (Guid(0), Vec::new()));
+    for child in &tree.children {
+        match child.kind {
+            VdevKind::Spares => spares = (child.guid, aux(child)),
+            VdevKind::L2cache => caches = (child.guid, aux(child)),
+            _ => tops.push(Arc::new(TopVdev::from_tree(child, devices)?)),
+        }
+    }
+    Ok((tops, spares, caches))
 }
 
 /// A spare or cache device of the tree: its leaf, online when its device was found.

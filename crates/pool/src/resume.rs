@@ -25,9 +25,34 @@
 //! (invariant I1 holds for the retried txg exactly as for a first attempt). A retry that
 //! fails again stays suspended with the txg still kept.
 //!
-//! What the journal keeps costs memory only while a txg syncs (at most its dirty data,
-//! compressed); the upper layers' state is not copied. The first case needs nothing: the
-//! txg never started, so the next sync after `clear` writes the dirty state as usual.
+//! # With the commit phase split off (the txg pipeline)
+//! ```text
+//!             sync_write (&mut Pool)          PendingCommit::commit   sync_finish (&mut Pool)
+//!  open T ──► journal armed, blocks of T ──► (no Pool: flush,     ──► Ok: T committed, kept
+//!             written and kept; end_write     uberblock, flush)        blocks dropped
+//!             disarms it: syncing = T + kept                        Err: commit_failed:
+//!             (journal failure: suspended,                          suspended, Retry::Txg(T)
+//!              Retry::Txg(T), no commit)                                     │
+//!                                                                            ▼
+//!  resumed ◄── Pool::resume (&mut Pool): rewrite kept blocks, syncing = T again, the same
+//!              commit and sync_finish (Err: suspended again, T kept)
+//! ```
+//! States of a pool, by `(syncing, suspended, retry)`: *open* `(None, None, Nothing)`;
+//! *syncing* `(Some(T), None, Nothing)`: T+1 is open; *commit failed, suspended*
+//! `(None, Some, Txg(T))`: `txg()` is T-1, T+1 is open in memory ([`Pool::open_txg`] is
+//! T+1: open-context records never count as T's), and no write phase starts
+//! ([`Pool::check_can_commit`] refuses while suspended), so T+1 waits for T; *resumed*:
+//! back to open with `txg()` = T, and T+1's write phase is the next sync. The journal is
+//! armed only inside the write phase, which holds `&mut Pool`; open-context writes while T
+//! commits (intent-log blocks, allocated in T+1's space delta) are therefore never among
+//! T's kept blocks, and a retry rewrites exactly what T's write phase wrote. A suspension
+//! that cannot be resumed ([`Retry::Never`], the multihost heartbeat) set while a commit
+//! phase runs is not replaced by the failed txg (`keep_for_retry`).
+//!
+//! What the journal keeps costs memory only while a txg syncs or waits for `clear` (at most
+//! its dirty data, compressed); the upper layers' state is not copied. The first case needs
+//! nothing: the txg never started, so the next sync after `clear` writes the dirty state as
+//! usual.
 //! The last case cannot be retried here: the upper layers' in-memory state was consumed by
 //! the failed attempt (or, for multihost, another host may own the pool now), so `clear`
 //! refuses and the admin exports with `-f` and imports (the intent log brings back what
@@ -58,6 +83,13 @@ pub(crate) enum Retry {
     Txg(Box<Unfinished>),
     /// Cannot be resumed; why, with what to do instead.
     Never(String),
+}
+
+impl Unfinished {
+    /// The txg.
+    pub(crate) fn txg(&self) -> Txg {
+        self.txg
+    }
 }
 
 impl Pool {
@@ -128,14 +160,17 @@ impl Pool {
         self.suspend(why)
     }
 
-    /// Ends a sync whose upper layers and space log are written: commits it, or suspends
-    /// keeping everything needed to retry it ([`Retry::Txg`]).
-    pub(crate) fn finish_txg(
+    /// The end of a write phase whose upper layers and space log are written: disarms the
+    /// journal (what the pipeline writes from now on, intent-log blocks of the open txg
+    /// above all, is not this txg's) and returns the txg with every block it wrote, kept
+    /// until its uberblock commits. A block that could not be written suspends the pool
+    /// keeping the txg for `clear` ([`Retry::Txg`]), with no commit phase tried.
+    pub(crate) fn end_write(
         &mut self,
         txg: Txg,
         root: BlockPtr,
         space_log: BlockPtr,
-    ) -> Result<Txg, PoolError> {
+    ) -> Result<Box<Unfinished>, PoolError> {
         let journal = self.pipeline.journal_end();
         self.space.set_place_on_unwritable(false);
         let unfinished = Box::new(Unfinished {
@@ -145,18 +180,41 @@ impl Pool {
             writes: journal.writes,
         });
         if let Some(why) = journal.failed {
-            self.retry = Retry::Txg(unfinished);
+            self.keep_for_retry(unfinished);
             return Err(self.suspend(format!("txg {txg}: a block could not be written: {why}")));
         }
-        let committed = self.commit_synced(txg, root, space_log);
-        if committed.is_err() {
-            assert!(
-                self.suspended.is_some(),
-                "I5: a failed commit suspends the pool"
-            );
+        Ok(unfinished)
+    }
+
+    /// The one place a txg whose commit phase failed ends (`why` names the txg): the pool
+    /// suspends (I5), the txg does not count and is kept whole for `clear` (module doc).
+    /// What stays behind: `txg()` and the last uberblock are still the previous txg's, no
+    /// txg is syncing ([`Pool::txg_in_flight`] names the kept one), the labels still count
+    /// as dirty if they were or the config changed since the write phase; the space manager
+    /// still records the failed txg (its delta blocks in the in-memory chain, its frees
+    /// neither deferred nor released, its allocations allocated), so nothing it wrote is
+    /// handed out again before it commits or a reimport reloads the last committed state.
+    pub(crate) fn commit_failed(&mut self, why: String, unfinished: Box<Unfinished>) -> PoolError {
+        self.config_dirty |= std::mem::take(&mut self.config_changed_since_write);
+        let error = self.suspend(why);
+        self.keep_for_retry(unfinished);
+        error
+    }
+
+    /// Keeps a txg for `clear`, unless the suspension is one that cannot be resumed (the
+    /// multihost heartbeat stopped while the commit phase ran): that refusal stays.
+    fn keep_for_retry(&mut self, unfinished: Box<Unfinished>) {
+        if !matches!(self.retry, Retry::Never(_)) {
             self.retry = Retry::Txg(unfinished);
         }
-        committed
+    }
+
+    /// The txg kept for `clear`, whatever the suspension (open context counts after it).
+    pub(crate) fn txg_kept(&self) -> Option<Txg> {
+        match &self.retry {
+            Retry::Txg(unfinished) => Some(unfinished.txg),
+            _ => None,
+        }
     }
 
     /// `clear` of a suspended pool (ZFS's `zio_resume`): refuses, changing nothing, while
@@ -197,12 +255,12 @@ impl Pool {
             }
         }
         self.suspended = None;
-        match self.commit_synced(txg, unfinished.root, unfinished.space_log) {
-            Ok(committed) => Ok(Some(committed)),
-            Err(e) => {
-                self.retry = Retry::Txg(unfinished);
-                Err(e)
-            }
-        }
+        // The same commit phase and finish as a first attempt (one path for both): a
+        // failure suspends again with the txg kept.
+        let pending = self.pending_commit(txg, unfinished.root, unfinished.space_log);
+        assert!(self.syncing.is_none(), "I6: no txg syncs beside a kept one");
+        self.syncing = Some(unfinished);
+        let outcome = pending.commit();
+        self.sync_finish(outcome).map(Some)
     }
 }

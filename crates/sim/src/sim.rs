@@ -447,13 +447,19 @@ impl Sim {
 
     /// Txg `txg` committed the open model.
     fn committed_after(&mut self, txg: Txg) -> Result<(), String> {
+        let model = self.open.clone();
+        self.committed_model(txg, model)
+    }
+
+    /// Txg `txg` committed `model` (the open model when its write phase ran).
+    fn committed_model(&mut self, txg: Txg, model: Model) -> Result<(), String> {
         if txg <= self.committed_txg {
             return Err(format!(
                 "committed txg went from {} to {txg}",
                 self.committed_txg
             ));
         }
-        self.committed = self.open.clone();
+        self.committed = model;
         self.committed_txg = txg;
         self.inflight = None;
         self.fsynced.clear();
@@ -489,6 +495,9 @@ impl Sim {
     }
 
     fn op_sync(&mut self) -> Step {
+        if self.rng.chance(1, 2) {
+            return self.op_split_sync();
+        }
         match self.engine.sync_pool(POOL) {
             Ok(txg) => {
                 self.committed_after(txg)?;
@@ -504,6 +513,110 @@ impl Sim {
             Err(e) => {
                 self.inflight = Some(self.open.clone());
                 self.engine_error("sync", &e)
+            }
+        }
+    }
+
+    /// A txg synced in its two phases as the daemon's sync thread runs them, with writes of
+    /// the next txg between them (the run drives the phases itself, so it stays
+    /// deterministic). The txg is in flight from its write phase to its commit.
+    fn op_split_sync(&mut self) -> Step {
+        let txg = match self.split_write_phase()? {
+            Ok(txg) => txg,
+            Err(e) => return self.engine_error("sync write phase", &e),
+        };
+        let count = 1 + self.rng.below(4);
+        let failed = self.split_open_writes(txg, count)?;
+        // The commit runs even after a failed write, so that no later step finds the txg
+        // still syncing (a failed commit is the error then).
+        let committed = self.split_commit_phase(txg)?;
+        if let Some(e) = failed {
+            return self.engine_error("write while a txg commits", &e);
+        }
+        match committed {
+            Ok(_) => {
+                if let Flow::End(why) = self.check_all("split sync")? {
+                    return Ok(Flow::End(why));
+                }
+                self.scan_batch()
+            }
+            Err(e) => self.engine_error("sync commit phase", &e),
+        }
+    }
+
+    /// The write phase of the open txg; the open model as written is in flight from now on
+    /// (also when the phase failed: it may have written part of the txg).
+    fn split_write_phase(&mut self) -> Result<Result<Txg, EngineError>, String> {
+        self.inflight = Some(self.open.clone());
+        let result = self.engine.sync_write_phase(POOL);
+        match &result {
+            Ok(txg) => self.trace.line(format!("sync write phase: txg {txg}")),
+            Err(e) => self.trace.line(format!("sync write phase: error: {e}")),
+        }
+        Ok(result)
+    }
+
+    /// `count` writes into the txg after `txg` while `txg` waits for its commit phase.
+    /// The error of the one that failed, if one did. A write whose admission committed
+    /// first is followed: `txg` committed with the in-flight model, the next one with the
+    /// open model.
+    fn split_open_writes(&mut self, txg: Txg, count: u64) -> Result<Option<EngineError>, String> {
+        for _ in 0..count {
+            let Some((id, offset, data)) = self.random_write(Op::Write) else {
+                return Ok(None);
+            };
+            let result = self.engine.object_write(POOL, id, offset, &data);
+            let now = check::committed_txg(&self.engine, POOL)
+                .map_err(|e| e.to_string())?
+                .ok_or("an imported pool has no committed txg")?;
+            if now >= txg
+                && self.committed_txg < txg
+                && let Some(model) = self.inflight.take()
+            {
+                self.committed_model(txg, model)?;
+            }
+            if now > self.committed_txg {
+                self.committed_after(now)?;
+            }
+            match result {
+                Ok(()) => {
+                    self.open.write(id, offset, &data);
+                    let len = data.len();
+                    self.trace
+                        .line(format!("open write object {} at {offset} len {len}", id.0));
+                }
+                Err(EngineError::NoSpace) => {}
+                Err(e) => {
+                    self.trace.line(format!("open write: error: {e}"));
+                    self.hold_in_flight();
+                    self.open.forget(id, offset, data.len() as u64);
+                    return Ok(Some(e));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// The commit phase of `txg` (if it is still syncing).
+    fn split_commit_phase(&mut self, txg: Txg) -> Result<Result<Txg, EngineError>, String> {
+        match self.engine.sync_commit_phase(POOL) {
+            Ok(Some(done)) => {
+                if done != txg {
+                    return Err(format!("commit phase finished txg {done}, not {txg}"));
+                }
+                let model = self.inflight.take().ok_or("no model in flight")?;
+                self.committed_model(done, model)?;
+                self.trace.line(format!(
+                    "sync commit phase: txg {done} model {:016x}",
+                    self.committed.digest()
+                ));
+                Ok(Ok(done))
+            }
+            // An admission sync between the phases committed it already.
+            Ok(None) => Ok(Ok(self.committed_txg)),
+            Err(e) => {
+                self.trace.line(format!("sync commit phase: error: {e}"));
+                Ok(Err(e))
             }
         }
     }
@@ -712,7 +825,20 @@ impl Sim {
         self.trace
             .line(format!("power cut after {ops} device operations"));
         for _ in 0..1 + self.rng.below(BURST_OPS_MAX) {
-            if self.rng.chance(1, 3) {
+            if self.rng.chance(1, 6) {
+                // A txg written, writes of the next one, and perhaps its commit: the cut
+                // lands between the phases or inside either.
+                let Ok(txg) = self.split_write_phase()? else {
+                    break;
+                };
+                let count = self.rng.below(3);
+                if self.split_open_writes(txg, count)?.is_some()
+                    || self.rng.chance(1, 3)
+                    || self.split_commit_phase(txg)?.is_err()
+                {
+                    break;
+                }
+            } else if self.rng.chance(1, 3) {
                 match self.engine.sync_pool(POOL) {
                     Ok(txg) => self.committed_after(txg)?,
                     Err(_) => {

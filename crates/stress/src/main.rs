@@ -9,9 +9,9 @@
 //! Model: the pool is created with `OBJECTS` raw objects whose ids (consecutive, after the
 //! root filesystem's own objects) are recorded in `--dir/objects`; round `r` rewrites object
 //! `first + r % OBJECTS` entirely with bytes derived from `(seed, r)`. After each commit the
-//! round number is recorded in `--dir/state` (written to a temporary file, fsynced,
-//! renamed). Because the kill can fall between a commit and the
-//! state update, the pool may be one round ahead of the state file: verification accepts
+//! round number is recorded in `--dir/state` (written to a temporary file, fsynced, renamed).
+//! Because the kill can fall between a commit and the state update, the pool may be one
+//! round ahead of the state file: verification accepts
 //! round `R` or `R + 1` for the object that round `R + 1` wrote, and exactly the recorded
 //! rounds for every other object.
 

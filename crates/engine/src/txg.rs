@@ -1,0 +1,396 @@
+//! The txg pipeline: a txg's write phase under the pool lock, its commit phase without it
+//! while the next txg is open, and the write throttle that starts syncs and makes writers
+//! wait instead of syncing on their own thread.
+//!
+//! ```text
+//!  open txg T+1 ─ writes, reads, fsync (after T's commit) ─────────────────────────────►
+//!  txg T:  write phase ───► commit phase ─────────────────► finish
+//!          (pool lock:      (no pool lock; the lane lock:    (pool lock: frees deferred,
+//!           upper layers,    flush, uberblock, flush)         txg advances, logs trimmed,
+//!           space log)                                        or the pool suspends)
+//! ```
+//!
+//! # The lane
+//! Each pool has one [`Lane`]: a slot holding the [`PendingCommit`] between the write phase
+//! and the commit phase, then the commit's outcome until someone holding the pool lock
+//! finishes it. Whoever finds a written txg in the slot runs its commit phase, holding the
+//! slot's lock throughout; anyone who needs the commit finished locks the slot (which waits
+//! for a commit in progress) and then finishes it. So the commit phase runs on the daemon's
+//! sync thread in production, and on the calling thread in the simulator, the tests and the
+//! demo, which have no sync thread (no [`TxgSyncer`] is set).
+//!
+//! # Lock order
+//! `PoolHandle::inner` (the pool lock), then `Lane::slot`. The commit phase holds only the
+//! slot; it takes the pool lock for the finish after releasing the slot, never while holding
+//! it. A thread that holds the pool lock may wait for the slot (it then blocks the pool for
+//! the rest of the commit, as every sync did before the pipeline); a writer throttled at
+//! [`DIRTY_MAX`] releases the pool lock first, waits for the slot, then takes the pool lock
+//! again to finish. A writer that finds the pool suspended (module `suspend`) waits on the
+//! handle's `resumed` condvar, which releases the pool lock and holds no slot; `clear` and
+//! `export -f` notify it while holding the pool lock, after the state changed, so no wake-up
+//! is lost.
+//!
+//! # The throttle
+//! After a write, dirty data at [`DIRTY_SYNC`] wake the syncer (when no commit is pending: it
+//! starts the next txg itself once the pending one finished). At [`DIRTY_MAX`] the writer
+//! waits for a pending commit without the pool lock, then writes the txg's phase itself and
+//! hands the commit to the syncer: at most one txg of up to [`DIRTY_MAX`] is being committed
+//! while the open txg collects up to [`DIRTY_MAX`] more, so about twice that is in memory.
+//! Without a syncer the writer syncs the whole txg on its own thread at [`DIRTY_MAX`], the
+//! commit phase without the pool lock (other threads go on; this one waits for the flush).
+//! A throttled writer (or an `fsync` waiting for the syncing txg) whose wait ends in a
+//! failed commit gets the suspension as its error and then waits as any writer of a
+//! suspended pool does: under `failmode=wait` until `clear` or `export -f`.
+//!
+//! # States of a txg, and when a phase fails
+//! ```text
+//!  open T ──write phase──► syncing T ──commit ok──► committed T (T+1 open meanwhile)
+//!     │                        │
+//!     │ block not written      │ commit failed (flush, uberblock): finish_done
+//!     ▼                        ▼
+//!  commit-failed-suspended: T kept whole (tarn_pool `resume`), T+1 open in memory
+//!     │            │
+//!     │ clear      │ export -f
+//!     ▼            ▼
+//!  resumed: T committed by `clear` at     ended: waiters fail (EIO); an import opens
+//!  the same places, then T+1's write      T-1 and replays T's and T+1's intent-log
+//!  phase is the next sync                 records
+//! ```
+//! A failed write phase ends in [`tarn_pool::Pool::sync_write`] and a failed commit phase
+//! in `Pool::commit_failed` (reached through `Imported::finish_done`). Either suspends the
+//! pool; if T's blocks were all written (the commit failed, or a write missed devices), T
+//! is kept for `clear` with its roots, space state and every block: `txg()` and the
+//! uberblock stay T-1's, no txg is syncing, the space manager still records T (its
+//! allocations allocated, its frees neither deferred nor released), the upper layers keep
+//! the state T's write phase left (history records and destroyed datasets' blocks are in
+//! T), and T's intent-log records stay pending (an import replays them from the chain T-1's
+//! header names). Changes made meanwhile belong to T+1 (`Pool::open_txg` counts after the
+//! kept T): they stay in memory, and T+1's write phase cannot start while the pool is
+//! suspended (`check_can_commit`). `clear` (module `suspend`) rewrites and commits T, trims
+//! T's intent-log records, and wakes every waiter; `sync=always` writers and `fsync` then
+//! commit their records into the intent log again (their change is T+1's, not T's). A write
+//! phase that failed in the upper layers or the space log cannot be retried (`clear`
+//! refuses; export -f and import).
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tarn_base::Txg;
+use tarn_format::uberblock::Uberblock;
+use tarn_pool::PendingCommit;
+
+use crate::{DIRTY_MAX, Engine, EngineError, Imported, PoolHandle};
+
+/// Dirty bytes at which the syncer is asked to start a txg: half of [`DIRTY_MAX`], so that a
+/// steady writer finds the previous txg committed (or nearly) when it reaches the limit, as
+/// ZFS starts a sync at `zfs_dirty_data_sync_percent` of its maximum.
+pub const DIRTY_SYNC: u64 = DIRTY_MAX / 2;
+
+const _: () = assert!(DIRTY_SYNC > 0 && DIRTY_SYNC < DIRTY_MAX);
+
+/// The front end's sync thread, told when a pool wants a txg synced. The engine spawns no
+/// threads: the daemon implements this and calls [`Engine::sync_wanted_pools`]; without it
+/// the engine syncs inline on the writer's thread.
+pub trait TxgSyncer: Send + Sync {
+    /// A pool's dirty data passed [`DIRTY_SYNC`], or a written txg waits for its commit.
+    fn sync_wanted(&self);
+}
+
+/// Where a txg waits between its phases (module docs).
+#[derive(Debug, Default)]
+enum Slot {
+    #[default]
+    Idle,
+    /// The write phase ran; the commit phase has not started.
+    Written(PendingCommit),
+    /// The commit phase ran; the finish has not.
+    Done(Result<Uberblock, String>),
+}
+
+/// One pool's commit lane (module docs).
+#[derive(Debug, Default)]
+pub(crate) struct Lane {
+    slot: Mutex<Slot>,
+}
+
+impl Lane {
+    fn slot(&self) -> MutexGuard<'_, Slot> {
+        self.slot
+            .lock()
+            .expect("commit lane poisoned by a failed invariant")
+    }
+
+    fn put(&self, pending: PendingCommit) {
+        let mut slot = self.slot();
+        assert!(
+            matches!(*slot, Slot::Idle),
+            "I3: a txg is written only when no other txg is syncing"
+        );
+        *slot = Slot::Written(pending);
+    }
+
+    /// Runs the commit phase of a written txg, if there is one, holding the slot (a commit
+    /// in progress elsewhere is waited for). Takes no pool lock.
+    pub(crate) fn commit(&self) {
+        let mut slot = self.slot();
+        if let Slot::Written(pending) = &*slot {
+            let outcome = pending.commit();
+            *slot = Slot::Done(outcome);
+        }
+    }
+
+    fn take_done(&self) -> Option<Result<Uberblock, String>> {
+        let mut slot = self.slot();
+        match std::mem::take(&mut *slot) {
+            Slot::Done(outcome) => Some(outcome),
+            other => {
+                *slot = other;
+                None
+            }
+        }
+    }
+}
+
+impl Imported {
+    /// Commits everything in memory now: a pending commit first, then a whole txg on this
+    /// thread, holding the pool lock throughout (admin verbs, inline syncs). Returns the
+    /// committed txg.
+    pub(crate) fn sync(&mut self) -> Result<Txg, EngineError> {
+        self.settle()?;
+        let txg = self.write_phase()?;
+        let finished = self.settle()?;
+        assert_eq!(
+            finished,
+            Some(txg),
+            "I3: the txg just written is the one committed"
+        );
+        Ok(txg)
+    }
+
+    /// Finishes the syncing txg, if there is one: runs its commit phase here unless another
+    /// thread runs it (then waits for it), and finishes it. Returns its txg when it
+    /// committed; a failed commit suspends the pool and is the error.
+    pub(crate) fn settle(&mut self) -> Result<Option<Txg>, EngineError> {
+        if self.pool.syncing_txg().is_none() {
+            return Ok(None);
+        }
+        self.lane.commit();
+        self.finish_done()
+    }
+
+    /// Finishes a commit whose phase ran (`None` when there is none).
+    pub(crate) fn finish_done(&mut self) -> Result<Option<Txg>, EngineError> {
+        let Some(outcome) = self.lane.take_done() else {
+            return Ok(None);
+        };
+        let txg = self.pool.sync_finish(outcome)?;
+        self.logs_after_sync(txg);
+        Ok(Some(txg))
+    }
+
+    /// The write phase of the next txg: the dirty state of every layer and the space log are
+    /// written; the commit waits in the lane. Returns the txg.
+    pub(crate) fn write_phase(&mut self) -> Result<Txg, EngineError> {
+        assert!(
+            self.pool.syncing_txg().is_none(),
+            "I3: one txg syncs at a time"
+        );
+        // Checked before the intent logs hand their blocks to this txg: a pool that cannot
+        // commit is suspended with its dirty state untouched (tarn_pool `resume`).
+        let committable = self.pool.check_can_commit().is_ok();
+        let log_frees = if self.pool.readonly() || !committable {
+            Vec::new()
+        } else {
+            self.logs_before_sync()
+        };
+        let Imported {
+            pool,
+            mos,
+            datasets,
+            destroyed,
+            history,
+            ..
+        } = self;
+        let pending = std::mem::take(history);
+        let deflate = crate::datasets::deflate_table(pool);
+        let result = pool.sync_write(|ctx| {
+            let txg = tarn_zio::BlockStore::txg(ctx);
+            for dva in &log_frees {
+                ctx.free_log_block(dva);
+            }
+            datasets.sync(mos.objset(), ctx, &deflate)?;
+            for bp in destroyed.iter() {
+                tarn_zio::BlockStore::free_block(ctx, bp);
+            }
+            for mut record in pending.iter().cloned() {
+                record.txg = txg;
+                mos.append_history(ctx, &record)?;
+            }
+            mos.sync(ctx)
+        });
+        match result {
+            Ok(commit) => {
+                // Their frees are in the txg; the pool suspends if it does not commit.
+                destroyed.clear();
+                let txg = commit.txg();
+                self.lane.put(commit);
+                Ok(txg)
+            }
+            Err(e) if self.pool.txg_in_flight().is_some() => {
+                // The txg is complete in memory and waits for `clear` to write it again:
+                // its history records and frees are in it (tarn_pool `resume`).
+                destroyed.clear();
+                Err(e.into())
+            }
+            Err(e) => {
+                // Keep the records: they describe changes that are still in memory.
+                history.extend(pending);
+                Err(e.into())
+            }
+        }
+    }
+
+    /// Whether the open txg has anything to commit.
+    pub(crate) fn has_changes(&self) -> bool {
+        self.dirty_bytes() > 0 || !self.history.is_empty()
+    }
+}
+
+impl PoolHandle {
+    /// The pool lock, for open-context work that may overlap a txg's commit phase.
+    pub(crate) fn lock_open(&self) -> MutexGuard<'_, Imported> {
+        // A poisoned lock means a thread panicked on an invariant while holding the pool: the
+        // in-memory state cannot be trusted, and the process must restart (STYLE.md §5).
+        self.inner
+            .lock()
+            .expect("pool lock poisoned by a failed invariant")
+    }
+
+    /// The pool lock with no txg syncing: a pending commit is finished first (its failure
+    /// suspends the pool, which the caller then sees). Admin verbs and everything that
+    /// changes the vdev tree use this, so no commit phase runs beside them.
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Imported> {
+        let mut inner = self.lock_open();
+        let _ = inner.settle();
+        inner
+    }
+
+    /// Waits, without the pool lock, until no txg is syncing (running a written txg's commit
+    /// phase on this thread if nobody else does), and returns the lock again.
+    pub(crate) fn wait_commit<'a>(
+        &'a self,
+        mut inner: MutexGuard<'a, Imported>,
+    ) -> Result<MutexGuard<'a, Imported>, EngineError> {
+        while inner.pool.syncing_txg().is_some() {
+            drop(inner);
+            self.lane.commit();
+            inner = self.lock_open();
+            inner.finish_done()?;
+        }
+        Ok(inner)
+    }
+
+    /// One pipelined txg: waits for a pending commit, writes the open txg (when `force` or
+    /// its dirty data reached [`DIRTY_SYNC`]) under the pool lock, runs its commit phase
+    /// without it, and finishes. Returns the txg committed, if any.
+    pub(crate) fn sync_pipelined(&self, force: bool) -> Result<Option<Txg>, EngineError> {
+        let inner = self.lock_open();
+        let mut inner = self.wait_commit(inner)?;
+        let wanted = if force {
+            inner.has_changes()
+        } else {
+            inner.dirty_bytes() >= DIRTY_SYNC
+        };
+        if !wanted || inner.pool.readonly() || inner.pool.suspended().is_some() {
+            return Ok(None);
+        }
+        inner.write_phase()?;
+        drop(inner);
+        self.lane.commit();
+        self.lock_open().finish_done()
+    }
+}
+
+impl Engine {
+    /// Sets the sync thread that commits txgs off the writers' threads (the daemon's).
+    pub fn set_txg_syncer(&self, syncer: Arc<dyn TxgSyncer>) {
+        *self.syncer.lock().expect("syncer lock poisoned") = Some(syncer);
+    }
+
+    fn syncer(&self) -> Option<Arc<dyn TxgSyncer>> {
+        self.syncer.lock().expect("syncer lock poisoned").clone()
+    }
+
+    /// The syncer's work when woken: one txg of every pool whose dirty data reached
+    /// [`DIRTY_SYNC`] (a written txg waiting for its commit is committed first). Returns
+    /// whether any txg committed: the caller calls again while writers keep a pool there.
+    /// Failures suspend the pool; status reports them.
+    pub fn sync_wanted_pools(&self) -> bool {
+        let mut synced = false;
+        for handle in self.handles() {
+            synced |= matches!(handle.sync_pipelined(false), Ok(Some(_)));
+        }
+        synced
+    }
+
+    /// Commits the open txg of `name` with the commit phase off the pool lock: writers,
+    /// readers and `fsync` go on meanwhile (those that need the txg committed wait). Returns
+    /// the txg committed (`None` with nothing to commit).
+    pub fn sync_pool_pipelined(&self, name: &str) -> Result<Option<Txg>, EngineError> {
+        self.pool(name)?.sync_pipelined(true)
+    }
+
+    /// The write phase of the open txg of `name` alone (the simulator and tests drive the
+    /// phases themselves): a txg already syncing is finished first. The commit waits for
+    /// [`Engine::sync_commit_phase`] or whoever next needs it. Returns the txg written.
+    pub fn sync_write_phase(&self, name: &str) -> Result<Txg, EngineError> {
+        let handle = self.pool(name)?;
+        let inner = handle.lock_open();
+        let mut inner = handle.wait_commit(inner)?;
+        inner.write_phase()
+    }
+
+    /// The commit phase of the txg of `name` that is syncing, without the pool lock, then its
+    /// finish. Returns the txg committed (`None` when no txg was syncing).
+    pub fn sync_commit_phase(&self, name: &str) -> Result<Option<Txg>, EngineError> {
+        let handle = self.pool(name)?;
+        handle.lane.commit();
+        handle.lock_open().finish_done()
+    }
+
+    /// The throttle after a write (module docs). `inner` is the pool lock of `handle`.
+    pub(crate) fn throttle(
+        &self,
+        handle: &PoolHandle,
+        inner: MutexGuard<'_, Imported>,
+    ) -> Result<(), EngineError> {
+        let dirty = inner.dirty_bytes();
+        let Some(syncer) = self.syncer() else {
+            if dirty >= DIRTY_MAX {
+                // No sync thread: this thread syncs, but other threads of the pool go on
+                // while it waits for the flushes.
+                let mut inner = handle.wait_commit(inner)?;
+                inner.write_phase()?;
+                drop(inner);
+                handle.lane.commit();
+                handle.lock_open().finish_done()?;
+            }
+            return Ok(());
+        };
+        if dirty < DIRTY_SYNC {
+            return Ok(());
+        }
+        if dirty < DIRTY_MAX {
+            if inner.pool.syncing_txg().is_none() {
+                syncer.sync_wanted();
+            }
+            return Ok(());
+        }
+        let mut inner = handle.wait_commit(inner)?;
+        if inner.dirty_bytes() >= DIRTY_SYNC {
+            inner.write_phase()?;
+        }
+        drop(inner);
+        syncer.sync_wanted();
+        Ok(())
+    }
+}
