@@ -37,10 +37,10 @@
 //! Lock order: `Engine::admin` (admin verbs), `Engine::pools` (briefly, to find a handle),
 //! then one `PoolHandle::inner` (the pool lock), then that pool's commit lane
 //! (`PoolHandle::lane`, module [`txg`]), then the clean-block cache store's mutex (held for
-//! one lookup, insert or purge, never across I/O). Never two pool locks at once. A txg's commit phase
-//! holds only its lane, never the pool lock, and takes the pool lock for the finish only
-//! after releasing the lane; so a thread holding the pool lock may wait for the lane, and
-//! no thread waits for the pool lock while holding the lane. A writer waiting for a
+//! one lookup, insert or purge, never across I/O). Never two pool locks at once. A txg's
+//! commit phase holds only its lane, never the pool lock, and takes the pool lock for the
+//! finish only after releasing the lane; so a thread holding the pool lock may wait for the
+//! lane, and no thread waits for the pool lock while holding the lane. A writer waiting for a
 //! suspended pool to resume sleeps on the handle's `resumed` condvar with the pool lock
 //! released and holding no lane (`suspend`); so does a writer the throttle or an `fsync`
 //! made wait for a commit that failed.
