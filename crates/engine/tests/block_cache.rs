@@ -12,22 +12,16 @@
 
 use std::sync::Arc;
 
-use tarn_base::{ManualClock, SeededRng};
+use tarn_base::SeededRng;
 use tarn_device::{FaultPlan, SimDevice};
 use tarn_engine::posix::{Creds, Fallocate, FileKind, Ino, SetAttr};
 use tarn_engine::{CreateOptions, Engine, FsOp, TopLayout};
-use tarn_pool::{CreateSpec, HostIdentity, ImportOptions, SimProvider};
+use tarn_pool::{CreateSpec, ImportOptions, SimProvider};
+
+mod common;
+use common::engine_on;
 
 const RECORD: usize = 128 << 10;
-
-fn engine_on(provider: &Arc<SimProvider>) -> Engine {
-    let identity = HostIdentity {
-        hostid: 7,
-        hostname: "host".into(),
-    };
-    let clock = Arc::new(ManualClock::new(1_700_000_000));
-    Engine::new(provider.clone(), identity, clock, 42)
-}
 
 fn setup() -> (Arc<SimProvider>, Engine) {
     let provider = Arc::new(SimProvider::new());

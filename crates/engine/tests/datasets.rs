@@ -7,12 +7,14 @@
 
 use std::sync::Arc;
 
-use tarn_base::ManualClock;
 use tarn_device::{FaultPlan, SimDevice};
 use tarn_engine::{
     CreateOptions, DatasetQuery, DatasetRow, Engine, EngineError, FsOp, TopLayout, check,
 };
-use tarn_pool::{CreateSpec, HostIdentity, ImportOptions, SimProvider};
+use tarn_pool::{CreateSpec, ImportOptions, SimProvider};
+
+mod common;
+use common::engine_on;
 
 fn setup() -> (Arc<SimProvider>, Engine) {
     let provider = Arc::new(SimProvider::new());
@@ -29,19 +31,6 @@ fn setup() -> (Arc<SimProvider>, Engine) {
     };
     engine.create_pool(&spec, &options).unwrap();
     (provider, engine)
-}
-
-fn engine_on(provider: &Arc<SimProvider>) -> Engine {
-    let identity = HostIdentity {
-        hostid: 7,
-        hostname: "host".into(),
-    };
-    Engine::new(
-        provider.clone(),
-        identity,
-        Arc::new(ManualClock::new(1_700_000_000)),
-        42,
-    )
 }
 
 fn props(pairs: &[(&str, &str)]) -> Vec<(String, String)> {

@@ -6,10 +6,13 @@
 
 use std::sync::Arc;
 
-use tarn_base::{ManualClock, ObjectId, SeededRng};
+use tarn_base::{ObjectId, SeededRng};
 use tarn_device::{FaultPlan, SimDevice};
 use tarn_engine::{CreateOptions, Engine, EngineError, TopLayout, TopSpec};
-use tarn_pool::{CreateSpec, HostIdentity, ImportOptions, SimProvider};
+use tarn_pool::{CreateSpec, ImportOptions, SimProvider};
+
+mod common;
+use common::engine_on;
 
 fn setup(count: usize) -> (Arc<SimProvider>, Engine, Vec<String>) {
     let provider = Arc::new(SimProvider::new());
@@ -19,19 +22,6 @@ fn setup(count: usize) -> (Arc<SimProvider>, Engine, Vec<String>) {
     }
     let engine = engine_on(&provider);
     (provider, engine, names)
-}
-
-fn engine_on(provider: &Arc<SimProvider>) -> Engine {
-    let identity = HostIdentity {
-        hostid: 7,
-        hostname: "host".into(),
-    };
-    Engine::new(
-        provider.clone(),
-        identity,
-        Arc::new(ManualClock::new(1_700_000_000)),
-        42,
-    )
 }
 
 fn raidz2(names: &[String]) -> CreateSpec {

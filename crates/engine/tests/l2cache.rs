@@ -6,23 +6,13 @@
 
 use std::sync::Arc;
 
-use tarn_base::{ManualClock, SeededRng};
+use tarn_base::SeededRng;
 use tarn_device::{FaultPlan, SimDevice};
 use tarn_engine::{CreateOptions, DatasetQuery, Engine, TopLayout};
-use tarn_pool::{CreateSpec, HostIdentity, ImportOptions, SimProvider};
+use tarn_pool::{CreateSpec, ImportOptions, SimProvider};
 
-fn engine_on(provider: &Arc<SimProvider>) -> Engine {
-    let identity = HostIdentity {
-        hostid: 7,
-        hostname: "host".into(),
-    };
-    Engine::new(
-        provider.clone(),
-        identity,
-        Arc::new(ManualClock::new(1_700_000_000)),
-        42,
-    )
-}
+mod common;
+use common::engine_on;
 
 /// A mirror of two devices with one cache device, and a file-like object of 512 KiB.
 fn setup() -> (Arc<SimProvider>, Engine, tarn_base::ObjectId, Vec<u8>) {

@@ -8,27 +8,16 @@
 
 use std::sync::Arc;
 
-use tarn_base::ManualClock;
 use tarn_device::{FaultPlan, SimDevice};
 use tarn_engine::posix::{Creds, FileKind, Ino, SetAttr};
 use tarn_engine::{
     CreateOptions, DatasetQuery, Engine, EngineError, FsOp, OwnerSpace, ProjectChange, TopLayout,
     check,
 };
-use tarn_pool::{CreateSpec, HostIdentity, ImportOptions, SimProvider};
+use tarn_pool::{CreateSpec, ImportOptions, SimProvider};
 
-fn engine_on(provider: &Arc<SimProvider>) -> Engine {
-    let identity = HostIdentity {
-        hostid: 7,
-        hostname: "host".into(),
-    };
-    Engine::new(
-        provider.clone(),
-        identity,
-        Arc::new(ManualClock::new(1_700_000_000)),
-        42,
-    )
-}
+mod common;
+use common::engine_on;
 
 fn setup(layout: TopLayout) -> (Arc<SimProvider>, Engine) {
     let provider = Arc::new(SimProvider::new());
