@@ -116,13 +116,8 @@ impl Engine {
         if config.pool_guid != inner.pool.guid() || config.this_guid != leaf.guid() {
             return None;
         }
-        let label_txg = scan
-            .uberblocks
-            .iter()
-            .filter(|u| u.pool_guid == config.pool_guid)
-            .map(|u| u.txg)
-            .max()
-            .unwrap_or(Txg(0));
+        let label_txg = tarn_pool::labels::best_uberblock(&scan.uberblocks, config.pool_guid, None)
+            .map_or(Txg(0), |u| u.txg);
         Some(Returning {
             leaf: Arc::clone(leaf),
             device: if own.is_some() { None } else { Some(device) },
