@@ -13,9 +13,11 @@
 //!
 //! # Choices
 //! - An `fsync` of any file commits every pending record of its dataset (simpler than
-//!   ZFS's per-file dependency tracking, and never less durable). Writes log their data
-//!   inline (ZFS's WR_COPIED), however large; a commit of more than [`COMMIT_BYTES_MAX`]
-//!   syncs a txg instead.
+//!   ZFS's per-file dependency tracking, and never less durable). A write is queued
+//!   without its bytes and they are read from the file's dirty records at commit (ZFS's
+//!   WR_NEED_COPY, `tarn_posix::intent`), so writes nobody fsyncs cost no copy; in the log
+//!   the bytes are inline, however large. A commit of more than [`COMMIT_BYTES_MAX`], or of
+//!   a queue that cannot be read back, syncs a txg instead.
 //! - A dataset gets a chain only once it asks for one: the first `fsync` (or `sync=always`
 //!   operation) on a dataset without a chain syncs a txg, as ZFS's first commit waits for
 //!   the header. The chain is kept across txgs while the dataset keeps using it and
@@ -47,8 +49,10 @@
 //! # Crash safety
 //! A block is accepted only when its self-checksum, chain id and sequence number match
 //! (`tarn_format::intent_log`), so a torn or missing block, stale bytes at a
-//! pre-allocated address or garbage end the chain there; a record cut by that end is
-//! dropped, and nothing after it is replayed. Replay happens on the last committed state and
+//! pre-allocated address or garbage end the chain there, and nothing after it is replayed.
+//! A commit is replayed whole or not at all: its blocks but the last carry the `continues`
+//! flag, and the stream is cut after the last block without it, so a commit the crash cut
+//! (its fsync never returned) leaves no part of itself. Replay happens on the last committed state and
 //! its result, the freeing of the chain and the header without a log commit in one txg:
 //! a crash during replay leaves the log as it was, and the next import replays it again.
 //!
@@ -66,7 +70,7 @@ use tarn_format::intent_log::{
     LOG_BLOCK_MAX, LOG_BLOCK_MIN, LOG_HEADER_LEN, LogBlockHeader, LogPtr, decode_block,
     encode_block,
 };
-use tarn_posix::{Fs, LogRecord};
+use tarn_posix::{Fs, LogRecord, Logged};
 
 use crate::{DatasetId, EngineError, Imported};
 
@@ -85,8 +89,12 @@ const RECORD_PREFIX: usize = 12;
 /// The intent log of one dataset, in memory.
 #[derive(Debug, Default)]
 pub(crate) struct DatasetLog {
-    /// Records not yet written to the log, with the txg each went into.
-    pending: Vec<(Txg, LogRecord)>,
+    /// Records not yet written to the log, with the txg each went into; writes without
+    /// their bytes (`tarn_posix::intent`: read from the file at commit).
+    pending: Vec<(Txg, Logged)>,
+    /// The pending records cannot be written out (`tarn_posix::intent::queue`): the next
+    /// commit syncs a txg instead.
+    unusable: bool,
     /// Every block of the current chain: the committed first block, the blocks written
     /// since and the pre-allocated next one (all freed by the next sync).
     blocks: Vec<Dva>,
@@ -121,12 +129,16 @@ pub struct ReplayReport {
 
 impl Logs {
     /// Adds records made in `txg` to the dataset's pending list.
-    pub(crate) fn add(&mut self, id: DatasetId, txg: Txg, records: Vec<LogRecord>) {
+    pub(crate) fn add(&mut self, id: DatasetId, txg: Txg, records: Vec<Logged>) {
         if records.is_empty() {
             return;
         }
         let log = self.map.entry(id).or_default();
-        log.pending.extend(records.into_iter().map(|r| (txg, r)));
+        for record in records {
+            if !tarn_posix::intent::queue(&mut log.pending, txg, record) {
+                log.unusable = true;
+            }
+        }
     }
 
     /// Bytes of log blocks allocated in memory (every chain's blocks), for the checker.
@@ -228,6 +240,8 @@ impl Imported {
     pub(crate) fn logs_after_sync(&mut self, txg: Txg) {
         for log in self.logs.map.values_mut() {
             log.pending.retain(|(t, _)| *t > txg);
+            // What made the queue unusable is committed with everything before it.
+            log.unusable &= !log.pending.is_empty();
         }
     }
 
@@ -241,18 +255,15 @@ impl Imported {
         if log.pending.is_empty() {
             return Ok(());
         }
-        if log.next.is_none() {
+        let bytes: u64 = log.pending.iter().map(|(_, e)| e.log_bytes()).sum();
+        if log.next.is_none() || log.unusable || bytes > COMMIT_BYTES_MAX as u64 {
             log.wanted = true;
             return self.sync().map(drop);
         }
-        let mut stream = Vec::new();
-        for (txg, record) in &log.pending {
-            let bytes = record.encode();
-            stream.extend_from_slice(&txg.0.to_le_bytes());
-            stream.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
-            stream.extend_from_slice(&bytes);
-        }
-        let written = stream.len() <= COMMIT_BYTES_MAX && self.write_chain(id, &stream).is_ok();
+        let stream = self.log_stream(id);
+        let written = stream.as_ref().is_some_and(|stream| {
+            stream.len() <= COMMIT_BYTES_MAX && self.write_chain(id, stream).is_ok()
+        });
         if !written {
             if let Some(log) = self.logs.map.get_mut(&id) {
                 log.wanted = true;
@@ -263,6 +274,34 @@ impl Imported {
         log.pending.clear();
         log.idle = 0;
         Ok(())
+    }
+
+    /// The pending records of `id` as the log's stream (each: txg, length, record), writes'
+    /// bytes read from their files now (from the open txg's dirty records); `None` when one
+    /// cannot be read back, and the caller syncs a txg instead.
+    fn log_stream(&mut self, id: DatasetId) -> Option<Vec<u8>> {
+        let Imported {
+            pool,
+            datasets,
+            logs,
+            ..
+        } = self;
+        let log = logs.map.get(&id)?;
+        let settings = datasets.fs_settings(id);
+        let reader = pool.reader();
+        let node = datasets.node_mut(id);
+        // Reads only: the time and the access-time mode do not matter.
+        let now = tarn_posix::Timespec { secs: 0, nsecs: 0 };
+        let mut fs = Fs::new(&mut node.objset, &reader, now, settings.config);
+        let mut stream = Vec::new();
+        for (txg, entry) in &log.pending {
+            let record = fs.log_record(entry).ok()??;
+            let bytes = record.encode();
+            stream.extend_from_slice(&txg.0.to_le_bytes());
+            stream.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+            stream.extend_from_slice(&bytes);
+        }
+        Some(stream)
     }
 
     /// Writes `stream` as the next blocks of `id`'s chain and flushes the vdevs written.
@@ -290,6 +329,7 @@ impl Imported {
                 chain: log.chain,
                 seq: log.seq,
                 payload_len: take as u32,
+                continues: after > 0,
                 next,
             };
             let bytes = encode_block(&header, &rest[..take], current.psize);
@@ -386,6 +426,8 @@ impl Imported {
         let mut stream = Vec::new();
         let mut current = head.first;
         let mut end = None;
+        // Stream bytes through the last block that ends a commit.
+        let mut complete = 0;
         for seq in 1..=CHAIN_BLOCKS_MAX {
             let psize = current.psize;
             let sane = (LOG_HEADER_LEN as u32..=LOG_BLOCK_MAX).contains(&psize)
@@ -418,8 +460,15 @@ impl Imported {
                 blocks.push(current.dva);
             }
             stream.extend_from_slice(payload);
+            if !header.continues {
+                complete = stream.len();
+            }
             current = header.next;
         }
+        // A commit cut by the crash is dropped whole, silently as a record cut by the end of
+        // the chain always was: its fsync had not returned, so nothing it acknowledged is
+        // lost, and a part of it could show writes' bytes from later in the commit.
+        stream.truncate(complete);
         (blocks, stream, end)
     }
 

@@ -75,6 +75,11 @@ pub struct LogBlockHeader {
     pub seq: u64,
     /// Payload bytes after the header.
     pub payload_len: u32,
+    /// The commit this block carries part of goes on in the next block (flags bit 0).
+    /// Replay stops after the last block that ends a commit, so a commit cut by a crash is
+    /// replayed not at all rather than in part. Blocks of writers before this flag have it
+    /// clear: each of them ends a commit, as they were replayed then.
+    pub continues: bool,
     /// The next block, allocated before this one was written (never written yet when this
     /// block is the newest).
     pub next: LogPtr,
@@ -101,7 +106,7 @@ pub fn encode_block(header: &LogBlockHeader, payload: &[u8], psize: u32) -> Vec<
     w.u64(header.chain);
     w.u64(header.seq);
     w.u32(header.payload_len);
-    w.u32(0);
+    w.u32(u32::from(header.continues));
     header.next.encode_into(&mut w);
     let mut bytes = w.finish();
     bytes.resize(psize as usize, 0);
@@ -124,7 +129,8 @@ pub fn decode_block(bytes: &[u8], chain: u64, seq: u64) -> Option<(LogBlockHeade
     let found_chain = r.u64().ok()?;
     let found_seq = r.u64().ok()?;
     let payload_len = r.u32().ok()?;
-    let _reserved = r.u32().ok()?;
+    // Bit 0: the commit continues; the other bits are reserved (written zero, ignored).
+    let flags = r.u32().ok()?;
     let next = LogPtr::decode(&mut r).ok()?;
     if found_chain != chain || found_seq != seq {
         return None;
@@ -144,6 +150,7 @@ pub fn decode_block(bytes: &[u8], chain: u64, seq: u64) -> Option<(LogBlockHeade
         chain,
         seq,
         payload_len,
+        continues: flags & 1 != 0,
         next,
     };
     Some((header, &bytes[LOG_HEADER_LEN..LOG_HEADER_LEN + len]))
@@ -158,6 +165,7 @@ mod tests {
             chain: 0xfeed,
             seq: 3,
             payload_len: payload.len() as u32,
+            continues: false,
             next: LogPtr {
                 dva: Dva {
                     vdev: VdevId(1),
@@ -178,6 +186,13 @@ mod tests {
         assert_eq!(body, payload.as_slice());
         assert!(decode_block(&bytes, 0xfeed, 4).is_none(), "wrong sequence");
         assert!(decode_block(&bytes, 0xbeef, 3).is_none(), "wrong chain");
+        let going_on = LogBlockHeader {
+            continues: true,
+            ..header(&payload)
+        };
+        let bytes = encode_block(&going_on, &payload, 4096);
+        assert_eq!(bytes[28], 1, "flags bit 0");
+        assert_eq!(decode_block(&bytes, 0xfeed, 3).expect("valid").0, going_on);
     }
 
     #[test]

@@ -11,7 +11,7 @@ pub const FILE_SIZE_MAX: u64 = 1 << 56;
 
 impl Fs<'_> {
     /// Inode `ino`, which must be a regular file.
-    fn regular(&mut self, ino: Ino) -> Result<Inode> {
+    pub(crate) fn regular(&mut self, ino: Ino) -> Result<Inode> {
         let inode = self.inode(ino)?;
         match inode.kind {
             FileKind::Regular => Ok(inode),
@@ -64,11 +64,7 @@ impl Fs<'_> {
         inode.mtime = self.now;
         inode.ctime = self.now;
         self.put(ino, &inode)?;
-        self.record(|| LogOp::Write {
-            ino,
-            offset,
-            data: data.to_vec(),
-        });
+        self.record_write(ino, offset, len);
         Ok(len)
     }
 

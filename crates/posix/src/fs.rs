@@ -7,7 +7,7 @@ use tarn_objects::{ObjectError, ObjectSet};
 use tarn_zio::BlockStore;
 
 use crate::inode::{self, INODE_LEN, Inode, TYPE_MASTER, TYPE_UNLINKED};
-use crate::intent::{LogOp, LogRecord};
+use crate::intent::{LogOp, Logged};
 use crate::{Attr, Creds, FileKind, FsConfig, Ino, PosixError, Timespec};
 
 pub(crate) type Result<T> = std::result::Result<T, PosixError>;
@@ -32,7 +32,7 @@ pub struct Fs<'a> {
     /// Per-owner quotas and what they admitted since the last sync (`usedby.rs`).
     pub(crate) quotas: Option<(&'a crate::Quotas, &'a mut crate::Pending)>,
     /// Where modifying calls append their intent-log records ([`Fs::with_log`]).
-    pub(crate) log: Option<&'a mut Vec<LogRecord>>,
+    pub(crate) log: Option<&'a mut Vec<Logged>>,
 }
 
 pub(crate) fn oid(ino: Ino) -> ObjectId {

@@ -5,12 +5,23 @@
 //! call (write, setattr/truncate, fallocate/punch, mknod, mkdir, symlink, link, unlink,
 //! rmdir, rename with its flags, setxattr, removexattr, reclaim, drain of the unlinked set,
 //! set_project)
-//! with the time the call ran at. Writes carry their data inline. The engine writes the
-//! records to the dataset's intent log on `fsync`; after a crash, replaying them in order on
+//! with the time the call ran at. The engine writes the records to the dataset's intent
+//! log on `fsync`; after a crash, replaying them in order on
 //! the last committed state redoes exactly those operations, because every operation here
 //! is a pure function of the object set, its arguments and `now`: inode numbers come out
 //! the same (the lowest free object), and a create's record names the inode it made so a
 //! replay that would make another one stops instead of going wrong.
+//!
+//! Until its commit a record is kept in memory as a [`Logged`]: a write keeps only where it
+//! went, and its bytes are read from the file when the record is written out
+//! ([`Fs::log_record`]; ZFS's `WR_NEED_COPY`), so a write nobody fsyncs costs no copy and
+//! no memory. The bytes read then are the file's bytes at commit time, which may include
+//! later writes to the same range; those writes' own records come after, so replaying every
+//! record still ends in the committed state. [`queue`] keeps the one case where the file's
+//! bytes are not the write's any more out of a commit: once an inode is freed its number
+//! can be reused, so a reclaim drops the queued writes of that inode (a later unlink or
+//! reclaim record makes them moot), and a drain of the unlinked set (which frees inodes
+//! without a record each) makes the queue unusable until the next txg commits everything.
 //!
 //! The encoding (docs/FORMAT.md "Intent log") is little-endian: a type byte, the time
 //! (i64 seconds, u32 nanoseconds), then the fields; byte strings are a u32 length and the
@@ -18,7 +29,7 @@
 
 use tarn_format::wire::{Reader, Writer};
 
-use crate::fs::{Fs, Result};
+use crate::fs::{Fs, Result, oid};
 use crate::inode::{kind_byte, kind_from};
 use crate::{
     Creds, Fallocate, FileKind, Ino, PosixError, RenameFlags, SetAttr, TimeOrNow, Timespec,
@@ -515,10 +526,64 @@ impl LogOp {
     }
 }
 
-impl<'a> Fs<'a> {
-    /// This view appends a [`LogRecord`] to `log` for every modifying call that succeeds.
+/// A modifying operation as kept in memory until its log commit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Logged {
+    /// Any operation but a write, with everything it needs.
+    Op(LogRecord),
+    /// A write of `len` bytes at `offset` of `ino`; the bytes are read from the file at
+    /// commit ([`Fs::log_record`]).
+    Write {
+        now: Timespec,
+        ino: Ino,
+        offset: u64,
+        len: u32,
+    },
+}
+
+impl Logged {
+    /// Bytes the record will take in the log, about (a write's data plus a small record).
     #[must_use]
-    pub fn with_log(mut self, log: &'a mut Vec<LogRecord>) -> Self {
+    pub fn log_bytes(&self) -> u64 {
+        const SMALL: u64 = 64;
+        match self {
+            Logged::Write { len, .. } => SMALL + u64::from(*len),
+            Logged::Op(_) => SMALL,
+        }
+    }
+}
+
+/// Appends `entry` (tagged with `tag`, e.g. the txg it went into) to the queue `pending`.
+/// A reclaim drops the queued writes of the inode it frees: its number may be reused, and
+/// the file those writes went to is gone in every state a full replay reaches. Returns
+/// `false` when the queue can no longer be turned into records (a drain of the unlinked
+/// set freed inodes without naming them): the caller must commit a txg instead.
+pub fn queue<T>(pending: &mut Vec<(T, Logged)>, tag: T, entry: Logged) -> bool {
+    let usable = match &entry {
+        Logged::Op(LogRecord {
+            op: LogOp::Reclaim { ino },
+            ..
+        }) => {
+            let freed = *ino;
+            pending.retain(|(_, e)| !matches!(e, Logged::Write { ino, .. } if *ino == freed));
+            true
+        }
+        Logged::Op(LogRecord {
+            op: LogOp::DrainUnlinked,
+            ..
+        }) => !pending
+            .iter()
+            .any(|(_, e)| matches!(e, Logged::Write { .. })),
+        _ => true,
+    };
+    pending.push((tag, entry));
+    usable
+}
+
+impl<'a> Fs<'a> {
+    /// This view appends a [`Logged`] to `log` for every modifying call that succeeds.
+    #[must_use]
+    pub fn with_log(mut self, log: &'a mut Vec<Logged>) -> Self {
         self.log = Some(log);
         self
     }
@@ -527,8 +592,52 @@ impl<'a> Fs<'a> {
     pub(crate) fn record(&mut self, op: impl FnOnce() -> LogOp) {
         let now = self.now;
         if let Some(log) = self.log.as_deref_mut() {
-            log.push(LogRecord { now, op: op() });
+            log.push(Logged::Op(LogRecord { now, op: op() }));
         }
+    }
+
+    /// Appends the write of `len` bytes at `offset` of `ino` when this view logs.
+    pub(crate) fn record_write(&mut self, ino: Ino, offset: u64, len: u32) {
+        let now = self.now;
+        if let Some(log) = self.log.as_deref_mut() {
+            log.push(Logged::Write {
+                now,
+                ino,
+                offset,
+                len,
+            });
+        }
+    }
+
+    /// The record `entry` stands for, a write's bytes read from the file now. Bytes past
+    /// the file's end now are left out: a later truncate cut them, and its record, which
+    /// comes after, sets the size and zeroes the tail as it did the first time. `None`
+    /// when `ino` is not a regular file (cannot happen while [`queue`] keeps the queue; the
+    /// caller then commits a txg instead of writing the log).
+    pub fn log_record(&mut self, entry: &Logged) -> Result<Option<LogRecord>> {
+        let (now, ino, offset, len) = match entry {
+            Logged::Op(record) => return Ok(Some(record.clone())),
+            Logged::Write {
+                now,
+                ino,
+                offset,
+                len,
+            } => (*now, *ino, *offset, *len),
+        };
+        let inode = match self.regular(ino) {
+            Ok(inode) => inode,
+            Err(PosixError::NotFound | PosixError::IsDir | PosixError::Invalid(_)) => {
+                return Ok(None);
+            }
+            Err(e) => return Err(e),
+        };
+        let readable = inode.size.saturating_sub(offset).min(u64::from(len));
+        let mut data = vec![0u8; readable as usize];
+        if !data.is_empty() {
+            self.os.read(self.store, oid(ino), offset, &mut data)?;
+        }
+        let op = LogOp::Write { ino, offset, data };
+        Ok(Some(LogRecord { now, op }))
     }
 
     /// Applies a logged operation again, at the time it first ran (intent-log replay). A
