@@ -12,36 +12,27 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::sync::Arc;
 
-use tarn_base::{ManualClock, ObjectId, SeededRng};
+use common::{Host, PLAIN, crash_all, exported_tank, images, import_tank, sim_devices};
+use tarn_base::{ObjectId, SeededRng};
 use tarn_device::{FaultPlan, SimDevice};
 use tarn_engine::{
-    CreateOptions, Engine, EngineError, ScanFunction, ScanProgress, ScanState, ScrubAction,
-    TopLayout, TopSpec, VdevNode,
+    CreateSpec, Engine, EngineError, ImportOptions, ScanFunction, ScanProgress, ScanState,
+    ScrubAction, SimProvider, TopLayout, VdevNode,
 };
 use tarn_objects::visit_object_set;
-use tarn_pool::{CreateSpec, HostIdentity, ImportOptions, Pool, SimProvider};
 use tarn_vdev::RaidzMap;
 
 const DEVICE_SIZE: u64 = 128 << 20;
 const ASHIFT: u8 = 12;
-
-fn identity() -> HostIdentity {
-    HostIdentity {
-        hostid: 7,
-        hostname: "host".into(),
-    }
-}
-
-fn engine_on(provider: &Arc<SimProvider>) -> Engine {
-    Engine::new(
-        provider.clone(),
-        identity(),
-        Arc::new(ManualClock::new(1_795_357_800)),
-        42,
-    )
-}
+/// The clock at Sun Nov 22 14:30:00 2026, the time the scan lines print.
+const HOST: Host = Host {
+    secs: 1_795_357_800,
+    ..PLAIN
+};
 
 struct Rig {
     provider: Arc<SimProvider>,
@@ -53,44 +44,19 @@ struct Rig {
 /// `/sim/s*`, and spare devices `/sim/n*` (not in the pool) for replacing.
 fn rig(layout: TopLayout, count: usize, spares: usize) -> Rig {
     let provider = Arc::new(SimProvider::new());
-    let names: Vec<String> = (0..count).map(|i| format!("/sim/d{i}")).collect();
-    let spare_names: Vec<String> = (0..spares).map(|i| format!("/sim/s{i}")).collect();
-    for name in names.iter().chain(&spare_names) {
-        provider.insert(
-            name,
-            SimDevice::new(name, DEVICE_SIZE, FaultPlan::default()),
-        );
-    }
-    for i in 0..2 {
-        let name = format!("/sim/n{i}");
-        provider.insert(
-            &name,
-            SimDevice::new(&name, DEVICE_SIZE, FaultPlan::default()),
-        );
-    }
+    let names = sim_devices(&provider, "d", 0..count, DEVICE_SIZE);
+    let spare_names = sim_devices(&provider, "s", 0..spares, DEVICE_SIZE);
+    sim_devices(&provider, "n", 0..2, DEVICE_SIZE);
     provider.insert(
         "/sim/small",
         SimDevice::new("/sim/small", DEVICE_SIZE / 2, FaultPlan::default()),
     );
-    let engine = engine_on(&provider);
     let spec = CreateSpec {
-        name: "tank".into(),
-        tops: vec![TopSpec {
-            layout,
-            devices: names.clone(),
-        }],
         spares: spare_names,
-        caches: Vec::new(),
-        logs: Vec::new(),
-        specials: Vec::new(),
         ashift: ASHIFT,
-        force: false,
+        ..CreateSpec::one_top("tank", layout, names)
     };
-    let options = CreateOptions {
-        command: "pool create tank".into(),
-        ..CreateOptions::default()
-    };
-    engine.create_pool(&spec, &options).expect("create");
+    let engine = HOST.create_tank(&provider, &spec, &[]);
     Rig {
         provider,
         engine,
@@ -148,34 +114,15 @@ impl Rig {
     }
 
     fn import(&mut self) {
-        self.engine = engine_on(&self.provider);
-        let dirs = ["/sim".to_string()];
-        self.engine
-            .import_pool(&dirs, "tank", &ImportOptions::default(), "pool import tank")
-            .unwrap();
+        self.engine = HOST.engine(&self.provider);
+        import_tank(&self.engine, &ImportOptions::default()).unwrap();
     }
 
     /// Bytes of the data blocks of the root dataset that live on child position `child` of
     /// a raidz1 of `width` (read from a read-only import of the exported pool).
     fn data_bytes_on(&self, child: usize, width: usize) -> u64 {
-        let found = tarn_pool::discover(self.provider.as_ref(), &["/sim".to_string()]);
-        let options = ImportOptions {
-            readonly: true,
-            ..ImportOptions::default()
-        };
-        let pool = Pool::import(
-            &found[0],
-            self.provider.as_ref(),
-            &options,
-            identity(),
-            Arc::new(ManualClock::new(1)),
-            &|_| Ok(()),
-        )
-        .unwrap();
+        let (pool, data_root) = exported_tank(&self.provider, &HOST);
         let reader = pool.reader();
-        let mut mos = tarn_objects::ObjectSet::open(&reader, &pool.root().unwrap()).unwrap();
-        let bonus = mos.bonus(&reader, ObjectId(4)).unwrap();
-        let data_root = tarn_format::BlockPtr::decode_bytes(&bonus).unwrap();
         let mut bytes = 0u64;
         visit_object_set(&reader, &data_root, &mut |bp, _| {
             let padded = u64::from(bp.psize).next_multiple_of(1 << ASHIFT);
@@ -190,18 +137,6 @@ impl Rig {
         })
         .unwrap();
         bytes
-    }
-
-    /// Every device image (durable bytes), for "nothing changed" checks.
-    fn images(&self) -> Vec<(String, Vec<u8>)> {
-        let mut all: Vec<(String, Vec<u8>)> = self
-            .provider
-            .all()
-            .into_iter()
-            .map(|(name, device)| (name, device.image()))
-            .collect();
-        all.sort();
-        all
     }
 }
 
@@ -319,9 +254,7 @@ fn crash_during_resilver_resumes() {
     rig.step(512 << 10);
     let before = rig.step(512 << 10);
     rig.engine.sync_pool("tank").unwrap();
-    for (_, device) in rig.provider.all() {
-        device.crash();
-    }
+    crash_all(&rig.provider);
     rig.import();
     let resumed = rig.engine.scan_progress("tank").unwrap().unwrap();
     assert_eq!(resumed.function, ScanFunction::Resilver);
@@ -741,7 +674,7 @@ fn intermittent_eio_faults_and_spares() {
 #[test]
 fn refused_commands_change_nothing() {
     let rig = rig(TopLayout::Raidz(1), 4, 1);
-    let before = rig.images();
+    let before = images(&rig.provider);
     let e = &rig.engine;
     let cases: Vec<(&str, Result<(), EngineError>)> = vec![
         (
@@ -762,5 +695,8 @@ fn refused_commands_change_nothing() {
         assert!(!error.to_string().is_empty(), "{what}");
         assert!(!error.to_string().contains('\n'), "{what}: {error}");
     }
-    assert!(before == rig.images(), "a refused command changed a device");
+    assert!(
+        before == images(&rig.provider),
+        "a refused command changed a device"
+    );
 }
