@@ -15,8 +15,8 @@ use std::sync::Arc;
 use tarn_base::{ManualClock, ObjectId, Txg};
 use tarn_device::{FaultPlan, SimDevice};
 use tarn_engine::{
-    CreateOptions, CreateSpec, DeviceProvider, Engine, EngineError, HostIdentity, ImportOptions,
-    SimProvider, check,
+    CreateOptions, CreateSpec, DatasetId, DeviceProvider, Engine, EngineError, FsOp, HostIdentity,
+    ImportOptions, SimProvider, check,
 };
 use tarn_format::BlockPtr;
 use tarn_objects::ObjectSet;
@@ -182,4 +182,14 @@ pub(crate) fn exported_tank(provider: &SimProvider, host: &Host) -> (Pool, Block
     let bonus = mos.bonus(&reader, ObjectId(4)).expect("root dataset bonus");
     let data_root = BlockPtr::decode_bytes(&bonus).expect("root dataset block pointer");
     (pool, data_root)
+}
+
+/// Whether the root directory of `dataset` in pool `tank` has an entry `name`.
+pub(crate) fn in_root_dir(engine: &Engine, dataset: DatasetId, name: &[u8]) -> bool {
+    engine
+        .fs_op("tank", dataset, FsOp::Read, |fs| {
+            let root = fs.root()?;
+            fs.lookup(root, name)
+        })
+        .is_ok()
 }
