@@ -8,16 +8,18 @@
 
 #![allow(clippy::unwrap_used)] // Test code: a failed unwrap is a failed test.
 
+mod common;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
-use tarn_base::{ManualClock, ObjectId, Txg};
+use common::{Host, PLAIN, committed, crash_all, images, in_root_dir, sim_devices_with};
+use tarn_base::ObjectId;
 use tarn_device::{Device, DeviceError, FaultPlan, SimDevice};
 use tarn_engine::{
-    CreateOptions, DeviceProvider, Engine, EngineError, FsOp, PoolError, TopLayout, TxgSyncer,
-    check,
+    CreateSpec, DatasetId, DeviceProvider, Engine, EngineError, FsOp, ImportOptions, PoolError,
+    SimProvider, TopLayout, TxgSyncer, check,
 };
-use tarn_pool::{CreateSpec, HostIdentity, ImportOptions, SimProvider};
 use tarn_posix::{Creds, FileKind};
 
 const ME: Creds = Creds { uid: 0, gid: 0 };
@@ -134,18 +136,11 @@ impl DeviceProvider for GatedProvider {
     }
 }
 
-fn engine_on(provider: &Arc<GatedProvider>) -> Engine {
-    let identity = HostIdentity {
-        hostid: 9,
-        hostname: "host".into(),
-    };
-    Engine::new(
-        provider.clone(),
-        identity,
-        Arc::new(ManualClock::new(1_700_000_000)),
-        5,
-    )
-}
+const HOST: Host = Host {
+    hostid: 9,
+    seed: 5,
+    ..PLAIN
+};
 
 /// A raidz1 of four devices whose unflushed writes are dropped or torn at a crash.
 fn setup(seed: u64, size: u64) -> (Arc<GatedProvider>, Engine, ObjectId) {
@@ -155,30 +150,16 @@ fn setup(seed: u64, size: u64) -> (Arc<GatedProvider>, Engine, ObjectId) {
 /// [`setup`] with the pool's `failmode`.
 fn setup_with(seed: u64, size: u64, failmode: &str) -> (Arc<GatedProvider>, Engine, ObjectId) {
     let provider = Arc::new(GatedProvider::default());
-    let names: Vec<String> = (0..4).map(|i| format!("/sim/d{i}")).collect();
-    for (i, name) in names.iter().enumerate() {
-        let plan = FaultPlan {
-            seed: seed + i as u64,
-            drop_on_crash: 500_000,
-            torn_on_crash: 300_000,
-            ..FaultPlan::default()
-        };
-        provider.sims.insert(name, SimDevice::new(name, size, plan));
-    }
-    let engine = engine_on(&provider);
+    let names = sim_devices_with(&provider.sims, "d", 0..4, size, |i| FaultPlan {
+        seed: seed + i as u64,
+        drop_on_crash: 500_000,
+        torn_on_crash: 300_000,
+        ..FaultPlan::default()
+    });
     let spec = CreateSpec::one_top("tank", TopLayout::Raidz(1), names);
-    let options = CreateOptions {
-        command: "pool create tank".into(),
-        properties: vec![("failmode".into(), failmode.into())],
-        ..CreateOptions::default()
-    };
-    engine.create_pool(&spec, &options).unwrap();
+    let engine = HOST.create_tank(&provider, &spec, &[("failmode", failmode)]);
     let object = engine.object_create("tank", 4096).unwrap();
     (provider, engine, object)
-}
-
-fn committed(engine: &Engine) -> Txg {
-    check::committed_txg(engine, "tank").unwrap().unwrap()
 }
 
 fn read(engine: &Engine, object: ObjectId, offset: u64) -> Vec<u8> {
@@ -190,16 +171,17 @@ fn read(engine: &Engine, object: ObjectId, offset: u64) -> Vec<u8> {
 }
 
 fn import(provider: &Arc<GatedProvider>) -> Engine {
-    let engine = engine_on(provider);
+    HOST.import(provider, &ImportOptions::default()).unwrap()
+}
+
+/// Makes the empty file `name` in the root directory of `dataset`.
+fn make(engine: &Engine, dataset: DatasetId, name: &[u8]) {
     engine
-        .import_pool(
-            &["/sim".into()],
-            "tank",
-            &ImportOptions::default(),
-            "import",
-        )
+        .fs_op("tank", dataset, FsOp::Modify, |fs| {
+            let root = fs.root()?;
+            fs.mknod(root, name, FileKind::Regular, 0o644, 0, ME)
+        })
         .unwrap();
-    engine
 }
 
 #[test]
@@ -271,9 +253,7 @@ fn a_crash_at_any_instant_of_the_commit_phase_keeps_txg_n_minus_1_or_n() {
         provider.gate.cut_after(Some(k));
         let outcome = engine.sync_commit_phase("tank");
         drop(engine);
-        for (_, device) in provider.sims.all() {
-            device.crash();
-        }
+        crash_all(&provider.sims);
         provider.gate.cut_after(None);
         let engine = import(&provider);
         let opened = check::imported_txg(&engine, "tank").unwrap().unwrap();
@@ -322,15 +302,17 @@ fn a_failed_flush_in_the_commit_phase_suspends_and_commits_nothing() {
         .object_write("tank", object, 0, &[2u8; 4096])
         .unwrap();
     engine.sync_write_phase("tank").unwrap();
-    let images: Vec<Vec<u8>> = provider.sims.all().iter().map(|(_, d)| d.image()).collect();
+    let before = images(&provider.sims);
     provider.gate.cut_after(Some(0));
     let failed = engine.sync_commit_phase("tank").unwrap_err();
     assert!(
         matches!(failed, EngineError::Pool(PoolError::Suspended(_))),
         "{failed}"
     );
-    let after: Vec<Vec<u8>> = provider.sims.all().iter().map(|(_, d)| d.image()).collect();
-    assert!(images == after, "a failed commit phase wrote nothing more");
+    assert!(
+        images(&provider.sims) == before,
+        "a failed commit phase wrote nothing more"
+    );
     let refused = engine.object_write("tank", object, 0, &[4u8; 4096]);
     assert!(matches!(
         refused,
@@ -351,33 +333,20 @@ fn an_fsync_while_a_txg_syncs_waits_for_it_and_survives_a_crash() {
     // phase, change a file in N+1, fsync, crash with N+1 uncommitted and import.
     let (provider, engine, _) = setup(11, 64 << 20);
     let (_, dataset) = engine.find_dataset("tank").unwrap();
-    let make = |name: &'static [u8]| {
-        engine
-            .fs_op("tank", dataset, FsOp::Modify, |fs| {
-                let root = fs.root()?;
-                fs.mknod(root, name, FileKind::Regular, 0o644, 0, ME)
-            })
-            .unwrap();
-    };
-    make(b"first");
+    make(&engine, dataset, b"first");
     engine.fs_sync("tank", dataset).unwrap();
-    make(b"second");
+    make(&engine, dataset, b"second");
     let n = engine.sync_write_phase("tank").unwrap();
-    make(b"third");
+    make(&engine, dataset, b"third");
     engine.fs_sync("tank", dataset).unwrap();
     assert_eq!(committed(&engine), n, "the fsync finished txg N first");
     drop(engine);
-    for (_, device) in provider.sims.all() {
-        device.crash();
-    }
+    crash_all(&provider.sims);
     let engine = import(&provider);
     let (_, dataset) = engine.find_dataset("tank").unwrap();
     for name in [&b"first"[..], b"second", b"third"] {
-        let found = engine.fs_op("tank", dataset, FsOp::Read, |fs| {
-            let root = fs.root()?;
-            fs.lookup(root, name)
-        });
-        assert!(found.is_ok(), "{} lost", String::from_utf8_lossy(name));
+        let found = in_root_dir(&engine, dataset, name);
+        assert!(found, "{} lost", String::from_utf8_lossy(name));
     }
 }
 
@@ -422,10 +391,6 @@ fn with_a_syncer_the_writer_never_syncs_below_dirty_max() {
     check::verify_pool(&engine, "tank").unwrap();
 }
 
-fn images(provider: &GatedProvider) -> Vec<Vec<u8>> {
-    provider.sims.all().iter().map(|(_, d)| d.image()).collect()
-}
-
 #[test]
 fn a_failed_commit_phase_with_the_next_txg_dirty_resumes_both_at_clear() {
     // Goal: a commit phase of txg T that fails (outside the pool lock) while T+1 has changes
@@ -452,7 +417,7 @@ fn a_failed_commit_phase_with_the_next_txg_dirty_resumes_both_at_clear() {
     );
     assert_eq!(committed(&engine), base);
     provider.gate.cut_after(None);
-    let before = images(&provider);
+    let before = images(&provider.sims);
     let waiter = Arc::clone(&engine);
     let writer =
         std::thread::spawn(move || waiter.object_write("tank", object, 8192, &[4u8; 4096]));
@@ -469,7 +434,7 @@ fn a_failed_commit_phase_with_the_next_txg_dirty_resumes_both_at_clear() {
         "{refused}"
     );
     assert!(
-        images(&provider) == before,
+        images(&provider.sims) == before,
         "a suspended pool writes nothing: T+1 waits for T"
     );
     assert!(!writer.is_finished(), "a refused sync wakes nobody");
@@ -484,9 +449,7 @@ fn a_failed_commit_phase_with_the_next_txg_dirty_resumes_both_at_clear() {
     assert_eq!(next, txg.next(), "T+1 commits after T");
     check::verify_pool(&engine, "tank").unwrap();
     drop(engine);
-    for (_, device) in provider.sims.all() {
-        device.crash();
-    }
+    crash_all(&provider.sims);
     let engine = import(&provider);
     assert_eq!(check::imported_txg(&engine, "tank").unwrap(), Some(next));
     assert_eq!(read(&engine, object, 0), vec![2u8; 4096]);
@@ -505,20 +468,12 @@ fn an_fsync_that_waited_for_a_failed_commit_logs_its_records_after_clear() {
     let (provider, engine, _) = setup(13, 64 << 20);
     let engine = Arc::new(engine);
     let (_, dataset) = engine.find_dataset("tank").unwrap();
-    let make = |name: &'static [u8]| {
-        engine
-            .fs_op("tank", dataset, FsOp::Modify, |fs| {
-                let root = fs.root()?;
-                fs.mknod(root, name, FileKind::Regular, 0o644, 0, ME)
-            })
-            .unwrap();
-    };
-    make(b"first");
+    make(&engine, dataset, b"first");
     engine.fs_sync("tank", dataset).unwrap();
     let base = committed(&engine);
-    make(b"second");
+    make(&engine, dataset, b"second");
     let n = engine.sync_write_phase("tank").unwrap();
-    make(b"third");
+    make(&engine, dataset, b"third");
     provider.gate.cut_after(Some(0));
     let syncer = Arc::clone(&engine);
     let fsync = std::thread::spawn(move || syncer.fs_sync("tank", dataset));
@@ -530,18 +485,13 @@ fn an_fsync_that_waited_for_a_failed_commit_logs_its_records_after_clear() {
     fsync.join().unwrap().unwrap();
     assert_eq!(committed(&engine), n, "clear committed txg N, not N+1");
     drop(engine);
-    for (_, device) in provider.sims.all() {
-        device.crash();
-    }
+    crash_all(&provider.sims);
     let engine = import(&provider);
     assert_eq!(check::imported_txg(&engine, "tank").unwrap(), Some(n));
     let (_, dataset) = engine.find_dataset("tank").unwrap();
     for name in [&b"first"[..], b"second", b"third"] {
-        let found = engine.fs_op("tank", dataset, FsOp::Read, |fs| {
-            let root = fs.root()?;
-            fs.lookup(root, name)
-        });
-        assert!(found.is_ok(), "{} lost", String::from_utf8_lossy(name));
+        let found = in_root_dir(&engine, dataset, name);
+        assert!(found, "{} lost", String::from_utf8_lossy(name));
     }
     check::verify_pool(&engine, "tank").unwrap();
 }
