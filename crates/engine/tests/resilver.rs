@@ -16,12 +16,15 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{Host, PLAIN, crash_all, exported_tank, images, import_tank, sim_devices};
-use tarn_base::{ObjectId, SeededRng};
+use common::{
+    Host, PLAIN, crash_all, exported_tank, finish_scan, images, import_tank, scrub_tank,
+    sim_devices,
+};
+use tarn_base::ObjectId;
 use tarn_device::{FaultPlan, SimDevice};
 use tarn_engine::{
     CreateSpec, Engine, EngineError, ImportOptions, ScanFunction, ScanProgress, ScanState,
-    ScrubAction, SimProvider, TopLayout, VdevNode,
+    SimProvider, TopLayout, VdevNode,
 };
 use tarn_objects::visit_object_set;
 use tarn_vdev::RaidzMap;
@@ -66,12 +69,8 @@ fn rig(layout: TopLayout, count: usize, spares: usize) -> Rig {
 
 impl Rig {
     fn write_object(&mut self, seed: u64, len: usize) {
-        let object = self.engine.object_create("tank", 128 << 10).unwrap();
-        let mut data = vec![0u8; len];
-        SeededRng::new(seed).fill(&mut data);
-        self.engine.object_write("tank", object, 0, &data).unwrap();
-        self.engine.sync_pool("tank").unwrap();
-        self.objects.push((object, data));
+        let written = common::write_object(&self.engine, 128 << 10, seed, len);
+        self.objects.push(written);
     }
 
     fn check_data(&self) {
@@ -93,20 +92,11 @@ impl Rig {
     }
 
     fn finish(&self) -> ScanProgress {
-        for _ in 0..100_000 {
-            let progress = self.step(1 << 20);
-            if progress.state != ScanState::Scanning {
-                return progress;
-            }
-        }
-        panic!("scan did not finish");
+        finish_scan(&self.engine, 1 << 20)
     }
 
     fn scrub(&self) -> ScanProgress {
-        self.engine
-            .scrub(&["tank".to_string()], ScrubAction::Start, "pool scrub tank")
-            .unwrap();
-        self.finish()
+        scrub_tank(&self.engine, 1 << 20)
     }
 
     fn config(&self) -> VdevNode {

@@ -17,7 +17,9 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{Host, PLAIN, exported_tank, images, import_tank, sim_devices};
+use common::{
+    Host, PLAIN, exported_tank, finish_scan, images, import_tank, scrub_tank, sim_devices,
+};
 use tarn_base::{ObjectId, SeededRng};
 use tarn_device::SimDevice;
 use tarn_engine::{
@@ -62,12 +64,7 @@ fn rig(layout: TopLayout, count: usize) -> Rig {
 impl Rig {
     /// Writes `len` random bytes into a new object and commits them.
     fn write_object(&self, seed: u64, len: usize) -> (ObjectId, Vec<u8>) {
-        let object = self.engine.object_create("tank", 64 << 10).unwrap();
-        let mut data = vec![0u8; len];
-        SeededRng::new(seed).fill(&mut data);
-        self.engine.object_write("tank", object, 0, &data).unwrap();
-        self.engine.sync_pool("tank").unwrap();
-        (object, data)
+        common::write_object(&self.engine, 64 << 10, seed, len)
     }
 
     fn read_object(&self, object: ObjectId, len: usize) -> Result<Vec<u8>, EngineError> {
@@ -88,20 +85,11 @@ impl Rig {
 
     /// Runs the scrub to its end in small batches; returns the final record.
     fn finish_scrub(&self) -> ScanProgress {
-        for _ in 0..100_000 {
-            let progress = self.engine.scrub_step("tank", 256 << 10).unwrap().unwrap();
-            if progress.state != ScanState::Scanning {
-                return progress;
-            }
-        }
-        panic!("scrub did not finish");
+        finish_scan(&self.engine, 256 << 10)
     }
 
     fn scrub(&self) -> ScanProgress {
-        self.engine
-            .scrub(&["tank".to_string()], ScrubAction::Start, "pool scrub tank")
-            .unwrap();
-        self.finish_scrub()
+        scrub_tank(&self.engine, 256 << 10)
     }
 
     /// CKSUM counter of every leaf, by device index.

@@ -12,11 +12,11 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use tarn_base::{ManualClock, ObjectId, Txg};
+use tarn_base::{ManualClock, ObjectId, SeededRng, Txg};
 use tarn_device::{FaultPlan, SimDevice};
 use tarn_engine::{
     CreateOptions, CreateSpec, DatasetId, DeviceProvider, Engine, EngineError, FsOp, HostIdentity,
-    ImportOptions, SimProvider, check,
+    ImportOptions, ScanProgress, ScanState, ScrubAction, SimProvider, check,
 };
 use tarn_format::BlockPtr;
 use tarn_objects::ObjectSet;
@@ -192,4 +192,46 @@ pub(crate) fn in_root_dir(engine: &Engine, dataset: DatasetId, name: &[u8]) -> b
             fs.lookup(root, name)
         })
         .is_ok()
+}
+
+/// A new object of pool `tank` with blocks of `block` bytes, holding `len` bytes drawn from
+/// `SeededRng::new(seed)`, committed; returns it with its bytes.
+pub(crate) fn write_object(
+    engine: &Engine,
+    block: u32,
+    seed: u64,
+    len: usize,
+) -> (ObjectId, Vec<u8>) {
+    let object = engine.object_create("tank", block).expect("create object");
+    let mut data = vec![0u8; len];
+    SeededRng::new(seed).fill(&mut data);
+    engine
+        .object_write("tank", object, 0, &data)
+        .expect("write object");
+    engine.sync_pool("tank").expect("sync tank");
+    (object, data)
+}
+
+/// Steps the running scan (scrub or resilver) of pool `tank` in batches of `batch` bytes
+/// until it stops; returns its last record.
+pub(crate) fn finish_scan(engine: &Engine, batch: u64) -> ScanProgress {
+    for _ in 0..100_000 {
+        let progress = engine
+            .scrub_step("tank", batch)
+            .expect("scan step")
+            .expect("a scan record");
+        if progress.state != ScanState::Scanning {
+            return progress;
+        }
+    }
+    panic!("the scan of tank did not stop");
+}
+
+/// Starts a scrub of pool `tank` (history: `pool scrub tank`) and runs it to its end in
+/// batches of `batch` bytes; returns its last record.
+pub(crate) fn scrub_tank(engine: &Engine, batch: u64) -> ScanProgress {
+    engine
+        .scrub(&["tank".to_string()], ScrubAction::Start, "pool scrub tank")
+        .expect("start a scrub");
+    finish_scan(engine, batch)
 }
