@@ -17,8 +17,8 @@ mod common;
 use std::sync::Arc;
 
 use common::{
-    Host, PLAIN, crash_all, exported_tank, finish_scan, images, import_tank, scrub_tank,
-    sim_devices,
+    Host, PLAIN_NOV_22_2026, check_objects, child_names, crash_all, exported_tank, finish_scan,
+    images, import_tank, scrub_tank, sim_devices,
 };
 use tarn_base::ObjectId;
 use tarn_device::{FaultPlan, SimDevice};
@@ -31,11 +31,7 @@ use tarn_vdev::RaidzMap;
 
 const DEVICE_SIZE: u64 = 128 << 20;
 const ASHIFT: u8 = 12;
-/// The clock at Sun Nov 22 14:30:00 2026, the time the scan lines print.
-const HOST: Host = Host {
-    secs: 1_795_357_800,
-    ..PLAIN
-};
+const HOST: Host = PLAIN_NOV_22_2026;
 
 struct Rig {
     provider: Arc<SimProvider>,
@@ -74,13 +70,7 @@ impl Rig {
     }
 
     fn check_data(&self) {
-        for (object, data) in &self.objects {
-            let mut buf = vec![0u8; data.len()];
-            self.engine
-                .object_read("tank", *object, 0, &mut buf)
-                .unwrap();
-            assert!(buf == *data, "object {object:?} differs");
-        }
+        check_objects(&self.engine, &self.objects);
     }
 
     fn device(&self, path: &str) -> Arc<SimDevice> {
@@ -130,10 +120,6 @@ impl Rig {
     }
 }
 
-fn names(node: &VdevNode) -> Vec<String> {
-    node.children.iter().map(|c| c.name.clone()).collect()
-}
-
 /// Replace a raidz1 member holding data: the resilver writes the live columns of that
 /// position (plus metadata), the replacing vdev collapses, and the new device alone can
 /// stand in for the old one (another device vanishes and every byte still reads back).
@@ -156,7 +142,7 @@ fn replace_resilvers_live_data_only_and_collapses() {
     let config = rig.config();
     assert_eq!(config.children[1].name, "replacing-1");
     assert_eq!(
-        names(&config.children[1]),
+        child_names(&config.children[1]),
         vec!["/sim/d1".to_string(), "/sim/n0".to_string()]
     );
     assert_eq!(
@@ -179,7 +165,7 @@ fn replace_resilvers_live_data_only_and_collapses() {
         "{scan}"
     );
     assert_eq!(
-        names(&rig.config()),
+        child_names(&rig.config()),
         vec!["/sim/d0", "/sim/n0", "/sim/d2", "/sim/d3"]
     );
     assert_eq!(status.state, "ONLINE");
@@ -254,7 +240,7 @@ fn crash_during_resilver_resumes() {
     let done = rig.finish();
     assert_eq!((done.state, done.errors), (ScanState::Finished, 0));
     assert_eq!(
-        names(&rig.config()),
+        child_names(&rig.config()),
         vec!["/sim/d0", "/sim/d1", "/sim/n0", "/sim/d3"]
     );
     rig.device("/sim/d1").set_gone(true);
@@ -289,7 +275,7 @@ fn export_rename_import_resumes_resilver() {
     let done = rig.finish();
     assert_eq!(done.errors, 0);
     assert_eq!(
-        names(&rig.config()),
+        child_names(&rig.config()),
         vec!["/sim/moved-d0", "/sim/moved-d1", "/sim/moved-n0"]
     );
     rig.device("/sim/moved-d0").set_gone(true);
@@ -355,7 +341,7 @@ fn idle_pool_notices_a_vanished_device_by_probing() {
     );
     let config = rig.config();
     assert_eq!(config.children[1].name, "spare-1");
-    assert_eq!(names(&config.children[1]), vec!["/sim/d1", "/sim/s1"]);
+    assert_eq!(child_names(&config.children[1]), vec!["/sim/d1", "/sim/s1"]);
     let done = rig.finish();
     assert_eq!((done.function, done.errors), (ScanFunction::Resilver, 0));
     let events = rig.engine.events(Some("tank"), 0, false);
@@ -576,7 +562,7 @@ fn vanished_device_is_replaced_by_a_spare() {
     assert_eq!(rig.engine.fault_check(), Vec::<String>::new());
     let config = rig.config();
     assert_eq!(config.children[2].name, "spare-2");
-    assert_eq!(names(&config.children[2]), vec!["/sim/d2", "/sim/s0"]);
+    assert_eq!(child_names(&config.children[2]), vec!["/sim/d2", "/sim/s0"]);
     let status = rig.engine.status("tank").unwrap();
     assert_eq!(status.spares[0].state, "INUSE");
     let done = rig.finish();
@@ -605,10 +591,13 @@ fn vanished_device_is_replaced_by_a_spare() {
             "pool replace tank d2 /sim/n1",
         )
         .unwrap();
-    assert_eq!(names(&rig.config().children[2]), vec!["/sim/s0", "/sim/n1"]);
+    assert_eq!(
+        child_names(&rig.config().children[2]),
+        vec!["/sim/s0", "/sim/n1"]
+    );
     rig.finish();
     let status = rig.engine.status("tank").unwrap();
-    assert_eq!(names(&status.config.children[0])[2], "/sim/n1");
+    assert_eq!(child_names(&status.config.children[0])[2], "/sim/n1");
     assert_eq!(status.spares[0].state, "AVAIL");
     assert_eq!(status.state, "ONLINE");
     // Its return to AVAIL was posted (by the scan step that ended the replace's resilver).
@@ -654,7 +643,7 @@ fn intermittent_eio_faults_and_spares() {
     assert_eq!(rig.engine.fault_check(), vec!["tank".to_string()]);
     let config = rig.config();
     assert_eq!(config.children[1].children[0].state, "FAULTED");
-    assert_eq!(names(&config.children[1]), vec!["/sim/d1", "/sim/s0"]);
+    assert_eq!(child_names(&config.children[1]), vec!["/sim/d1", "/sim/s0"]);
     let done = rig.finish();
     assert_eq!(done.errors, 0);
     rig.check_data();

@@ -18,7 +18,8 @@ mod common;
 use std::sync::Arc;
 
 use common::{
-    Host, PLAIN, exported_tank, finish_scan, images, import_tank, scrub_tank, sim_devices,
+    Host, PLAIN_NOV_22_2026, exported_tank, finish_scan, images, import_tank, scrub_tank,
+    sim_devices,
 };
 use tarn_base::{ObjectId, SeededRng};
 use tarn_device::SimDevice;
@@ -34,11 +35,7 @@ use tarn_vdev::RaidzMap;
 
 const DEVICE_SIZE: u64 = 128 << 20;
 const ASHIFT: u8 = 12;
-/// The clock at Sun Nov 22 14:30:00 2026, the time the scan lines print.
-const HOST: Host = Host {
-    secs: 1_795_357_800,
-    ..PLAIN
-};
+const HOST: Host = PLAIN_NOV_22_2026;
 
 struct Rig {
     provider: Arc<SimProvider>,

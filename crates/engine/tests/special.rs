@@ -14,7 +14,8 @@ mod common;
 use std::sync::Arc;
 
 use common::{
-    Host, PLAIN, crash_all, images, import_tank, in_root_dir, sim_devices, sim_devices_with,
+    Host, PLAIN, child_names, crash_all, images, import_tank, in_root_dir, sim_devices,
+    sim_devices_with,
 };
 use tarn_device::{FaultPlan, SimDevice};
 use tarn_engine::{
@@ -119,13 +120,7 @@ fn metadata_lands_on_the_special_vdev() {
     }
     check::verify_pool(&engine, "tank").unwrap();
     let status = engine.status("tank").unwrap();
-    let sections: Vec<&str> = status
-        .config
-        .children
-        .iter()
-        .map(|c| c.name.as_str())
-        .collect();
-    assert_eq!(sections, ["raidz1-0", "special"]);
+    assert_eq!(child_names(&status.config), ["raidz1-0", "special"]);
     assert_eq!(status.config.children[1].children[0].name, "mirror-1");
 }
 
@@ -256,19 +251,18 @@ fn add_of_each_kind_survives_export_and_import() {
         .unwrap()
         .unwrap();
     assert_eq!(images(&provider), before, "add -n changes nothing");
-    let names: Vec<&str> = layout.children.iter().map(|c| c.name.as_str()).collect();
-    assert_eq!(names, ["raidz1-0", "mirror", "special", "logs", "spares"]);
+    assert_eq!(
+        child_names(&layout),
+        ["raidz1-0", "mirror", "special", "logs", "spares"]
+    );
     engine
         .add_vdevs("tank", &add, false, "pool add tank ...")
         .unwrap();
     let status = engine.status("tank").unwrap();
-    let names: Vec<&str> = status
-        .config
-        .children
-        .iter()
-        .map(|c| c.name.as_str())
-        .collect();
-    assert_eq!(names, ["raidz1-0", "mirror-1", "special", "logs"]);
+    assert_eq!(
+        child_names(&status.config),
+        ["raidz1-0", "mirror-1", "special", "logs"]
+    );
     assert_eq!(status.spares.len(), 1);
     for i in 0..8 {
         write_file(&engine, fs, &format!("after{i}"), 1 << 20);
@@ -420,13 +414,7 @@ fn remove_spare_and_log_refuse_data_and_special() {
         .remove_vdev("tank", &log[0], "pool remove tank log")
         .unwrap();
     let status = engine.status("tank").unwrap();
-    let names: Vec<&str> = status
-        .config
-        .children
-        .iter()
-        .map(|c| c.name.as_str())
-        .collect();
-    assert_eq!(names, ["raidz1-0", "special"]);
+    assert_eq!(child_names(&status.config), ["raidz1-0", "special"]);
     check::verify_pool(&engine, "tank").unwrap();
     engine.export_pool("tank", false).unwrap();
     after_removal(&provider, &spare[0], &log[0]);

@@ -16,7 +16,7 @@ use tarn_base::{ManualClock, ObjectId, SeededRng, Txg};
 use tarn_device::{FaultPlan, SimDevice};
 use tarn_engine::{
     CreateOptions, CreateSpec, DatasetId, DeviceProvider, Engine, EngineError, FsOp, HostIdentity,
-    ImportOptions, ScanProgress, ScanState, ScrubAction, SimProvider, check,
+    ImportOptions, ScanProgress, ScanState, ScrubAction, SimProvider, VdevNode, check,
 };
 use tarn_format::BlockPtr;
 use tarn_objects::ObjectSet;
@@ -42,6 +42,13 @@ pub(crate) const PLAIN: Host = Host {
     hostname: "host",
     secs: 1_700_000_000,
     seed: 42,
+};
+
+/// `PLAIN` with the clock at Sun Nov 22 14:30:00 2026 (UTC), the time the scan lines of the
+/// scrub and resilver tests expect.
+pub(crate) const PLAIN_NOV_22_2026: Host = Host {
+    secs: 1_795_357_800,
+    ..PLAIN
 };
 
 impl Host {
@@ -234,4 +241,20 @@ pub(crate) fn scrub_tank(engine: &Engine, batch: u64) -> ScanProgress {
         .scrub(&["tank".to_string()], ScrubAction::Start, "pool scrub tank")
         .expect("start a scrub");
     finish_scan(engine, batch)
+}
+
+/// Asserts that every object of pool `tank` in `objects` reads back as its bytes.
+pub(crate) fn check_objects(engine: &Engine, objects: &[(ObjectId, Vec<u8>)]) {
+    for (object, data) in objects {
+        let mut buf = vec![0u8; data.len()];
+        engine
+            .object_read("tank", *object, 0, &mut buf)
+            .expect("read object");
+        assert!(buf == *data, "object {object:?} differs");
+    }
+}
+
+/// The names of `node`'s children, in order.
+pub(crate) fn child_names(node: &VdevNode) -> Vec<String> {
+    node.children.iter().map(|c| c.name.clone()).collect()
 }
