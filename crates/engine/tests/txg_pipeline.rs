@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
 use common::{Host, PLAIN, committed, crash_all, images, in_root_dir, sim_devices_with};
-use tarn_base::ObjectId;
+use tarn_base::{ObjectId, Txg};
 use tarn_device::{Device, DeviceError, FaultPlan, SimDevice};
 use tarn_engine::{
     CreateSpec, DatasetId, DeviceProvider, Engine, EngineError, FsOp, ImportOptions, PoolError,
@@ -174,6 +174,20 @@ fn import(provider: &Arc<GatedProvider>) -> Engine {
     HOST.import(provider, &ImportOptions::default()).unwrap()
 }
 
+/// Txg `base` commits 1s at offset 0 of `object`, then the next txg's write phase writes 2s
+/// there; returns `base` and the txg written (its commit phase not run).
+fn commit_then_write_phase(engine: &Engine, object: ObjectId) -> (Txg, Txg) {
+    engine
+        .object_write("tank", object, 0, &[1u8; 4096])
+        .unwrap();
+    let base = engine.sync_pool("tank").unwrap();
+    engine
+        .object_write("tank", object, 0, &[2u8; 4096])
+        .unwrap();
+    let written = engine.sync_write_phase("tank").unwrap();
+    (base, written)
+}
+
 /// Makes the empty file `name` in the root directory of `dataset`.
 fn make(engine: &Engine, dataset: DatasetId, name: &[u8]) {
     engine
@@ -235,14 +249,7 @@ fn a_crash_at_any_instant_of_the_commit_phase_keeps_txg_n_minus_1_or_n() {
     let mut seen = [false; 2];
     for k in 0..64u64 {
         let (provider, engine, object) = setup(100 + k, 64 << 20);
-        engine
-            .object_write("tank", object, 0, &[1u8; 4096])
-            .unwrap();
-        let base = engine.sync_pool("tank").unwrap();
-        engine
-            .object_write("tank", object, 0, &[2u8; 4096])
-            .unwrap();
-        let n = engine.sync_write_phase("tank").unwrap();
+        let (base, n) = commit_then_write_phase(&engine, object);
         assert_eq!(n, base.next());
         engine
             .object_write("tank", object, 0, &[3u8; 4096])
@@ -294,14 +301,7 @@ fn a_failed_flush_in_the_commit_phase_suspends_and_commits_nothing() {
     // and the next import opens the previous txg. Method: cut the power at the commit
     // phase's first operation and compare the device images before and after it.
     let (provider, engine, object) = setup_with(7, 64 << 20, "continue");
-    engine
-        .object_write("tank", object, 0, &[1u8; 4096])
-        .unwrap();
-    let base = engine.sync_pool("tank").unwrap();
-    engine
-        .object_write("tank", object, 0, &[2u8; 4096])
-        .unwrap();
-    engine.sync_write_phase("tank").unwrap();
+    let (base, _) = commit_then_write_phase(&engine, object);
     let before = images(&provider.sims);
     provider.gate.cut_after(Some(0));
     let failed = engine.sync_commit_phase("tank").unwrap_err();
@@ -402,10 +402,7 @@ fn a_failed_commit_phase_with_the_next_txg_dirty_resumes_both_at_clear() {
     let (provider, engine, object) = setup(11, 64 << 20);
     let engine = Arc::new(engine);
     let write = |offset: u64, byte: u8| engine.object_write("tank", object, offset, &[byte; 4096]);
-    write(0, 1).unwrap();
-    let base = engine.sync_pool("tank").unwrap();
-    write(0, 2).unwrap();
-    let txg = engine.sync_write_phase("tank").unwrap();
+    let (base, txg) = commit_then_write_phase(&engine, object);
     assert_eq!(txg, base.next());
     // T+1, dirty in memory while T commits.
     write(4096, 3).unwrap();
@@ -504,14 +501,7 @@ fn export_f_after_a_failed_commit_phase_ends_the_waiting_writer() {
     // writer on a thread, refuse a plain export, then export -f and import.
     let (provider, engine, object) = setup(17, 64 << 20);
     let engine = Arc::new(engine);
-    engine
-        .object_write("tank", object, 0, &[1u8; 4096])
-        .unwrap();
-    let base = engine.sync_pool("tank").unwrap();
-    engine
-        .object_write("tank", object, 0, &[2u8; 4096])
-        .unwrap();
-    engine.sync_write_phase("tank").unwrap();
+    let (base, _) = commit_then_write_phase(&engine, object);
     provider.gate.cut_after(Some(0));
     engine.sync_commit_phase("tank").unwrap_err();
     provider.gate.cut_after(None);
