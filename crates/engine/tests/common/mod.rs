@@ -107,10 +107,10 @@ pub(crate) fn engine_on(provider: &Arc<SimProvider>) -> Engine {
     PLAIN.engine(provider)
 }
 
-/// Imports pool `tank` from `/sim` into `engine` with `options` (history: `pool import tank`).
-pub(crate) fn import_tank(engine: &Engine, options: &ImportOptions) -> Result<(), EngineError> {
-    engine.import_pool(&["/sim".into()], "tank", options, "pool import tank")?;
-    Ok(())
+/// Imports pool `tank` from `/sim` into `engine` with `options` (history: `pool import tank`);
+/// returns the name it was imported under.
+pub(crate) fn import_tank(engine: &Engine, options: &ImportOptions) -> Result<String, EngineError> {
+    engine.import_pool(&["/sim".into()], "tank", options, "pool import tank")
 }
 
 /// Simulated devices `/sim/{prefix}N` of `size` bytes for every N in `numbers`, without
