@@ -31,7 +31,7 @@ pub(crate) struct Host {
     pub(crate) hostname: &'static str,
     /// The engine's `ManualClock`, in seconds since the epoch (status lines print it).
     pub(crate) secs: u64,
-    /// The seed of the engine's `SeededRng` (pool and vdev GUIDs).
+    /// The seed of the engine's `SeededRng` (the GUIDs it hands out).
     pub(crate) seed: u64,
 }
 
