@@ -471,12 +471,8 @@ fn access_time_properties_change_live_mounts() {
 /// The ALLOC of the pool's one cache device in `pool iostat -v -H -p`.
 fn cache_alloc(rig: &Rig) -> u64 {
     let iostat = rig.ok("pool iostat -v -H -p tank");
-    let rows: Vec<Vec<&str>> = iostat.lines().map(|l| l.split('\t').collect()).collect();
-    let at = rows
-        .iter()
-        .position(|r| r[0] == "cache")
-        .expect("cache row");
-    rows[at + 1][1].parse().unwrap()
+    let rows = tsv_rows(&iostat);
+    rows[cache_heading(&rows) + 1][1].parse().unwrap()
 }
 
 // DESCRIPTION: a cache device (L2ARC) keeps its content across export and import (persistent

@@ -10,15 +10,9 @@ use common::*;
 /// A raidz1 pool `tank` on three devices plus a spare, scrubbed once so every device has
 /// served reads.
 fn scrubbed_pool(rig: &Rig) -> Vec<String> {
-    let devices = rig.devices("d", "disk", 4);
-    let (data, spares) = devices.split_at(3);
-    rig.ok(&format!(
-        "pool create tank raidz1 {} spare {}",
-        join(data),
-        join(spares)
-    ));
+    let (data, _) = rig.tank_with_spares("raidz1", 4, 1);
     rig.ok("pool scrub -w tank");
-    data.to_vec()
+    data
 }
 
 fn cells(line: &str) -> Vec<&str> {

@@ -27,29 +27,15 @@ impl Host {
     }
 
     fn run(&self, line: &str) -> Run {
-        let output = Command::new(env!("CARGO_BIN_EXE_tarn"))
-            .arg("--rundir")
-            .arg(&self.rundir)
-            .args(line.split(' ').filter(|word| !word.is_empty()))
-            .current_dir(&self.root)
-            .env_remove("TARN_RUNDIR")
-            .env("TARN_ALTROOT", self.root.join("altroot"))
-            .env("TARN_HOSTID", self.hostid)
-            .env("TARN_MULTIHOST_INTERVAL_MS", "100")
-            .output()
-            .expect("tarn runs");
-        Run {
-            code: output.status.code(),
-            stdout: String::from_utf8(output.stdout).expect("utf-8 stdout"),
-            stderr: String::from_utf8(output.stderr).expect("utf-8 stderr"),
-        }
+        let env = [
+            ("TARN_HOSTID", self.hostid),
+            ("TARN_MULTIHOST_INTERVAL_MS", "100"),
+        ];
+        run_tarn(&self.rundir, &self.root, line, &env)
     }
 
     fn ok(&self, line: &str) -> String {
-        let run = self.run(line);
-        assert_eq!(run.code, Some(0), "`tarn {line}` failed: {run:?}");
-        assert_eq!(run.stderr, "", "`tarn {line}` wrote to stderr: {run:?}");
-        run.stdout
+        self.run(line).ok(line)
     }
 
     /// The host dies: SIGKILL to its daemon, no export, nothing flushed.

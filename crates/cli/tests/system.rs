@@ -1041,11 +1041,8 @@ fn log_vdevs_are_created_and_shown_in_a_logs_section() {
 /// ring holds), outside the pool's sums.
 fn assert_cache_iostat(rig: &Rig, cache: &str) {
     let iostat = rig.ok("pool iostat -v -H -p tank");
-    let rows: Vec<Vec<&str>> = iostat.lines().map(|l| l.split('\t').collect()).collect();
-    let at = rows
-        .iter()
-        .position(|r| r[0] == "cache")
-        .expect("cache row");
+    let rows = tsv_rows(&iostat);
+    let at = cache_heading(&rows);
     assert!(rows[at][1..].iter().all(|c| *c == "-"), "{iostat}");
     assert_eq!(rows[at + 1][0], cache, "{iostat}");
     let held: u64 = rows[at + 1][1].parse().unwrap();

@@ -16,13 +16,7 @@ use common::*;
 #[test]
 fn deleted_device_file_is_spared_by_the_daemon() {
     let rig = Rig::new();
-    let devices = rig.devices("d", "disk", 5);
-    let (data, spares) = devices.split_at(4);
-    rig.ok(&format!(
-        "pool create tank raidz1 {} spare {}",
-        join(data),
-        join(spares)
-    ));
+    let (data, spares) = rig.tank_with_spares("raidz1", 5, 1);
     std::fs::remove_file(&data[2]).unwrap();
     rig.ok("pool set comment=after tank");
     let mut status = String::new();

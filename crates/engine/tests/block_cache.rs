@@ -13,29 +13,20 @@
 use std::sync::Arc;
 
 use tarn_base::SeededRng;
-use tarn_device::{FaultPlan, SimDevice};
 use tarn_engine::posix::{Creds, Fallocate, FileKind, Ino, SetAttr};
-use tarn_engine::{CreateOptions, Engine, FsOp, TopLayout};
+use tarn_engine::{Engine, FsOp, TopLayout};
 use tarn_pool::{CreateSpec, ImportOptions, SimProvider};
 
 mod common;
-use common::engine_on;
+use common::{PLAIN, import_tank, sim_devices};
 
 const RECORD: usize = 128 << 10;
 
 fn setup() -> (Arc<SimProvider>, Engine) {
     let provider = Arc::new(SimProvider::new());
-    let names: Vec<String> = (0..4).map(|i| format!("/sim/d{i}")).collect();
-    for name in &names {
-        provider.insert(name, SimDevice::new(name, 256 << 20, FaultPlan::default()));
-    }
-    let engine = engine_on(&provider);
+    let names = sim_devices(&provider, "d", 0..4, 256 << 20);
     let spec = CreateSpec::one_top("tank", TopLayout::Raidz(1), names);
-    let options = CreateOptions {
-        command: "pool create tank".into(),
-        ..CreateOptions::default()
-    };
-    engine.create_pool(&spec, &options).unwrap();
+    let engine = PLAIN.create_tank(&provider, &spec, &[]);
     engine.create_dataset("tank/a", &[], false, "c").unwrap();
     (provider, engine)
 }
@@ -265,14 +256,7 @@ fn destroy_recreate_export_and_import_read_the_current_bytes() {
         0,
         "export drops the pool's entries"
     );
-    engine
-        .import_pool(
-            &["/sim".into()],
-            "tank",
-            &ImportOptions::default(),
-            "import",
-        )
-        .unwrap();
+    import_tank(&engine, &ImportOptions::default()).unwrap();
     check_and_sync(&engine, ino, &second);
     drop(provider);
 }

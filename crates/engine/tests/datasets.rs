@@ -7,21 +7,17 @@
 
 use std::sync::Arc;
 
-use tarn_device::{FaultPlan, SimDevice};
 use tarn_engine::{
     CreateOptions, DatasetQuery, DatasetRow, Engine, EngineError, FsOp, TopLayout, check,
 };
 use tarn_pool::{CreateSpec, ImportOptions, SimProvider};
 
 mod common;
-use common::engine_on;
+use common::{PLAIN, engine_on, sim_devices};
 
 fn setup() -> (Arc<SimProvider>, Engine) {
     let provider = Arc::new(SimProvider::new());
-    let names: Vec<String> = (0..4).map(|i| format!("/sim/d{i}")).collect();
-    for name in &names {
-        provider.insert(name, SimDevice::new(name, 256 << 20, FaultPlan::default()));
-    }
+    let names = sim_devices(&provider, "d", 0..4, 256 << 20);
     let engine = engine_on(&provider);
     let spec = CreateSpec::one_top("tank", TopLayout::Raidz(1), names);
     let options = CreateOptions {
@@ -149,15 +145,7 @@ fn everything_survives_export_and_import() {
     engine.rename_dataset("tank/a/b", "tank/c", "r").unwrap();
     let guid = value(&engine, "tank/c", "guid").0;
     engine.export_pool("tank", false).unwrap();
-    let engine = engine_on(&provider);
-    engine
-        .import_pool(
-            &["/sim".into()],
-            "tank",
-            &ImportOptions::default(),
-            "import",
-        )
-        .unwrap();
+    let engine = PLAIN.import(&provider, &ImportOptions::default()).unwrap();
     assert_eq!(names(&engine), ["tank", "tank/a", "tank/c"]);
     assert_eq!(
         value(&engine, "tank/a", "recordsize"),

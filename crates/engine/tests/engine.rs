@@ -7,29 +7,21 @@
 use std::sync::Arc;
 
 use tarn_base::{ObjectId, SeededRng};
-use tarn_device::{FaultPlan, SimDevice};
 use tarn_engine::{CreateOptions, Engine, EngineError, TopLayout, TopSpec};
 use tarn_pool::{CreateSpec, ImportOptions, SimProvider};
 
 mod common;
-use common::engine_on;
+use common::{engine_on, images, import_tank, sim_devices};
 
 fn setup(count: usize) -> (Arc<SimProvider>, Engine, Vec<String>) {
     let provider = Arc::new(SimProvider::new());
-    let names: Vec<String> = (0..count).map(|i| format!("/sim/d{i}")).collect();
-    for name in &names {
-        provider.insert(name, SimDevice::new(name, 256 << 20, FaultPlan::default()));
-    }
+    let names = sim_devices(&provider, "d", 0..count, 256 << 20);
     let engine = engine_on(&provider);
     (provider, engine, names)
 }
 
 fn raidz2(names: &[String]) -> CreateSpec {
     CreateSpec::one_top("tank", TopLayout::Raidz(2), names.to_vec())
-}
-
-fn images(provider: &SimProvider) -> Vec<Vec<u8>> {
-    provider.all().iter().map(|(_, d)| d.image()).collect()
 }
 
 fn create(engine: &Engine, spec: &CreateSpec) {
@@ -57,14 +49,7 @@ fn data_survives_export_and_import() {
     assert!(engine.pool_names().is_empty());
 
     let engine = engine_on(&provider);
-    let name = engine
-        .import_pool(
-            &["/sim".into()],
-            "tank",
-            &ImportOptions::default(),
-            "pool import tank",
-        )
-        .unwrap();
+    let name = import_tank(&engine, &ImportOptions::default()).unwrap();
     assert_eq!(name, "tank");
     let mut back = vec![0u8; data.len()];
     engine.object_read("tank", object, 4096, &mut back).unwrap();
@@ -163,9 +148,7 @@ fn refused_commands_change_nothing() {
         }),
         (
             "already imported",
-            engine
-                .import_pool(&["/sim".into()], "tank", &ImportOptions::default(), "x")
-                .map(|_| ()),
+            import_tank(&engine, &ImportOptions::default()).map(|_| ()),
         ),
     ];
     for (what, result) in cases {
@@ -221,10 +204,7 @@ fn raw_objects_follow_the_root_filesystem() {
 #[test]
 fn full_pool_refuses_writes_and_stays_available() {
     let provider = Arc::new(SimProvider::new());
-    let names: Vec<String> = (0..3).map(|i| format!("/sim/s{i}")).collect();
-    for name in &names {
-        provider.insert(name, SimDevice::new(name, 80 << 20, FaultPlan::default()));
-    }
+    let names = sim_devices(&provider, "s", 0..3, 80 << 20);
     let engine = engine_on(&provider);
     let spec = CreateSpec {
         tops: vec![TopSpec {

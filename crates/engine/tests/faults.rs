@@ -8,14 +8,15 @@
 // Helpers outside `#[test]` functions fail the test on any error, exactly like the tests.
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use tarn_base::{ManualClock, ObjectId, SeededRng};
-use tarn_device::{FaultPlan, SimDevice};
-use tarn_engine::{
-    CreateOptions, CreateSpec, Engine, HostIdentity, ImportOptions, SimProvider, TopLayout, TopSpec,
-};
+use common::{Host, PLAIN, crash_all, import_tank, sim_devices_with};
+use tarn_base::{ObjectId, SeededRng};
+use tarn_device::FaultPlan;
+use tarn_engine::{CreateSpec, Engine, ImportOptions, SimProvider, TopLayout};
 
 const DEVICES: usize = 6;
 const OBJECT_SIZE: u64 = 4 << 20;
@@ -41,18 +42,12 @@ fn crash_plan(seed: u64) -> FaultPlan {
     }
 }
 
-fn engine_on(provider: &Arc<SimProvider>, seed: u64) -> Engine {
-    let identity = HostIdentity {
-        hostid: 1,
-        hostname: "sim".into(),
-    };
-    Engine::new(
-        provider.clone(),
-        identity,
-        Arc::new(ManualClock::new(1_700_000_000)),
-        seed,
-    )
-}
+/// Host 1 ("sim"); every engine of a run takes its seed from the run's generator.
+const HOST: Host = Host {
+    hostid: 1,
+    hostname: "sim",
+    ..PLAIN
+};
 
 struct Run {
     rng: SeededRng,
@@ -67,35 +62,21 @@ impl Run {
     fn new(seed: u64) -> Run {
         let mut rng = SeededRng::new(seed);
         let provider = Arc::new(SimProvider::new());
-        let names: Vec<String> = (0..DEVICES).map(|i| format!("/sim/d{i}")).collect();
         let first = rng.below(DEVICES as u64) as usize;
         let second = (first + 1 + rng.below(DEVICES as u64 - 1) as usize) % DEVICES;
-        let faulty = vec![names[first].clone(), names[second].clone()];
-        for (i, name) in names.iter().enumerate() {
-            let plan = if faulty.contains(name) {
+        let names = sim_devices_with(&provider, "d", 0..DEVICES, 256 << 20, |i| {
+            if i == first || i == second {
                 faulty_plan(seed ^ i as u64)
             } else {
                 crash_plan(seed ^ i as u64)
-            };
-            provider.insert(name, SimDevice::new(name, 256 << 20, plan));
-        }
-        let engine = engine_on(&provider, seed);
+            }
+        });
+        let faulty = vec![names[first].clone(), names[second].clone()];
         let spec = CreateSpec {
-            name: "tank".into(),
-            tops: vec![TopSpec {
-                layout: TopLayout::Raidz(2),
-                devices: names,
-            }],
-            spares: vec![],
-            caches: Vec::new(),
-            logs: Vec::new(),
-            specials: Vec::new(),
             ashift: 9 + rng.below(4) as u8,
-            force: false,
+            ..CreateSpec::one_top("tank", TopLayout::Raidz(2), names)
         };
-        engine
-            .create_pool(&spec, &CreateOptions::default())
-            .expect("create within budget");
+        let engine = Host { seed, ..HOST }.create_tank(&provider, &spec, &[]);
         Run {
             rng,
             provider,
@@ -164,10 +145,8 @@ impl Run {
             }
             9 => {
                 // Power cut: whatever was not committed is gone, from the model too.
-                self.engine = engine_on(&self.provider, self.rng.next_u64());
-                for (_, device) in self.provider.all() {
-                    device.crash();
-                }
+                self.engine = self.next_engine();
+                crash_all(&self.provider);
                 self.model = self.committed.clone();
                 self.reimport();
             }
@@ -175,16 +154,18 @@ impl Run {
         }
     }
 
+    /// A new engine (nothing imported) whose seed is the run generator's next number.
+    fn next_engine(&mut self) -> Engine {
+        Host {
+            seed: self.rng.next_u64(),
+            ..HOST
+        }
+        .engine(&self.provider)
+    }
+
     fn reimport(&mut self) {
-        self.engine = engine_on(&self.provider, self.rng.next_u64());
-        self.engine
-            .import_pool(
-                &["/sim".into()],
-                "tank",
-                &ImportOptions::default(),
-                "import",
-            )
-            .expect("import within budget");
+        self.engine = self.next_engine();
+        import_tank(&self.engine, &ImportOptions::default()).expect("import within budget");
         for id in self.model.keys().copied().collect::<Vec<_>>() {
             self.check_object(id);
         }
@@ -250,19 +231,11 @@ fn beyond_parity_never_returns_wrong_bytes() {
         for name in &victims {
             run.provider.get(name).unwrap().rot_random(4000);
         }
-        let engine = engine_on(&run.provider, seed);
-        if engine
-            .import_pool(
-                &["/sim".into()],
-                "tank",
-                &ImportOptions::default(),
-                "import",
-            )
-            .is_err()
-        {
+        let Ok(engine) = Host { seed, ..HOST }.import(&run.provider, &ImportOptions::default())
+        else {
             errors_seen += 1;
             continue;
-        }
+        };
         for (id, expected) in &run.model {
             for chunk in 0..(OBJECT_SIZE / (256 << 10)) {
                 let offset = chunk * (256 << 10);

@@ -7,33 +7,22 @@
 use std::sync::Arc;
 
 use tarn_base::SeededRng;
-use tarn_device::{FaultPlan, SimDevice};
-use tarn_engine::{CreateOptions, DatasetQuery, Engine, TopLayout};
+use tarn_engine::{DatasetQuery, Engine, TopLayout};
 use tarn_pool::{CreateSpec, ImportOptions, SimProvider};
 
 mod common;
-use common::engine_on;
+use common::{PLAIN, sim_devices};
 
 /// A mirror of two devices with one cache device, and a file-like object of 512 KiB.
 fn setup() -> (Arc<SimProvider>, Engine, tarn_base::ObjectId, Vec<u8>) {
     let provider = Arc::new(SimProvider::new());
-    for name in ["/sim/d0", "/sim/d1", "/sim/c0"] {
-        provider.insert(name, SimDevice::new(name, 256 << 20, FaultPlan::default()));
-    }
-    let engine = engine_on(&provider);
+    let mirror = sim_devices(&provider, "d", 0..2, 256 << 20);
+    let caches = sim_devices(&provider, "c", 0..1, 256 << 20);
     let spec = CreateSpec {
-        caches: vec!["/sim/c0".into()],
-        ..CreateSpec::one_top(
-            "tank",
-            TopLayout::Mirror,
-            vec!["/sim/d0".into(), "/sim/d1".into()],
-        )
+        caches,
+        ..CreateSpec::one_top("tank", TopLayout::Mirror, mirror)
     };
-    let options = CreateOptions {
-        command: "pool create tank".into(),
-        ..CreateOptions::default()
-    };
-    engine.create_pool(&spec, &options).unwrap();
+    let engine = PLAIN.create_tank(&provider, &spec, &[]);
     let object = engine.object_create("tank", 128 << 10).unwrap();
     // Incompressible, so that the cache holds at least the data's size.
     let mut data = vec![0u8; 512 << 10];
@@ -134,11 +123,7 @@ fn the_cache_comes_back_warm_after_export_and_import() {
     let alloc = cache_alloc(&engine);
     assert!(alloc >= data.len() as u64, "{alloc}");
     engine.export_pool("tank", false).unwrap();
-    let engine = engine_on(&provider);
-    let options = ImportOptions::default();
-    engine
-        .import_pool(&["/sim".into()], "tank", &options, "pool import tank")
-        .unwrap();
+    let engine = PLAIN.import(&provider, &ImportOptions::default()).unwrap();
     // The import's own reads (after the rebuild) may feed a few more metadata blocks.
     let alloc_after = cache_alloc(&engine);
     assert!(

@@ -8,14 +8,15 @@
 
 #![allow(clippy::unwrap_used)] // Test code: a failed unwrap is a failed test.
 
+mod common;
+
 use std::sync::Arc;
 
-use tarn_base::{ManualClock, ObjectId, SeededRng};
-use tarn_device::{FaultPlan, SimDevice};
+use common::{PLAIN_NOV_22_2026, check_objects, finish_scan, images, sim_devices, write_object};
+use tarn_base::ObjectId;
 use tarn_engine::{
-    CreateOptions, Engine, EngineError, ScanFunction, ScanProgress, ScanState, TopLayout,
+    CreateSpec, Engine, EngineError, ScanFunction, ScanProgress, ScanState, SimProvider, TopLayout,
 };
-use tarn_pool::{CreateSpec, HostIdentity, SimProvider};
 
 const DEVICE_SIZE: u64 = 128 << 20;
 
@@ -29,61 +30,28 @@ struct Rig {
 /// device `/sim/n0`.
 fn rig(layout: TopLayout, count: usize) -> Rig {
     let provider = Arc::new(SimProvider::new());
-    let names: Vec<String> = (0..count).map(|i| format!("/sim/d{i}")).collect();
-    for name in names.iter().chain([&"/sim/n0".to_string()]) {
-        provider.insert(
-            name,
-            SimDevice::new(name, DEVICE_SIZE, FaultPlan::default()),
-        );
-    }
-    let identity = HostIdentity {
-        hostid: 7,
-        hostname: "host".into(),
-    };
-    let clock = Arc::new(ManualClock::new(1_795_357_800));
-    let engine = Engine::new(provider.clone(), identity, clock, 42);
+    let names = sim_devices(&provider, "d", 0..count, DEVICE_SIZE);
+    sim_devices(&provider, "n", 0..1, DEVICE_SIZE);
     let spec = CreateSpec::one_top("tank", layout, names);
-    let options = CreateOptions {
-        command: "pool create tank".into(),
-        ..CreateOptions::default()
-    };
-    engine.create_pool(&spec, &options).unwrap();
-    let mut rig = Rig {
+    let engine = PLAIN_NOV_22_2026.create_tank(&provider, &spec, &[]);
+    let objects = (0..4)
+        .map(|seed| write_object(&engine, 128 << 10, seed, 2 << 20))
+        .collect();
+    Rig {
         provider,
         engine,
-        objects: Vec::new(),
-    };
-    for seed in 0..4 {
-        let object = rig.engine.object_create("tank", 128 << 10).unwrap();
-        let mut data = vec![0u8; 2 << 20];
-        SeededRng::new(seed).fill(&mut data);
-        rig.engine.object_write("tank", object, 0, &data).unwrap();
-        rig.engine.sync_pool("tank").unwrap();
-        rig.objects.push((object, data));
+        objects,
     }
-    rig
 }
 
 impl Rig {
     /// Steps until the running scan stops; returns its last record.
     fn finish(&self) -> ScanProgress {
-        for _ in 0..100_000 {
-            let progress = self.engine.scrub_step("tank", 4 << 20).unwrap().unwrap();
-            if progress.state != ScanState::Scanning {
-                return progress;
-            }
-        }
-        panic!("scan did not finish");
+        finish_scan(&self.engine, 4 << 20)
     }
 
     fn check_data(&self) {
-        for (object, data) in &self.objects {
-            let mut buf = vec![0u8; data.len()];
-            self.engine
-                .object_read("tank", *object, 0, &mut buf)
-                .unwrap();
-            assert!(buf == *data, "object {object:?} differs");
-        }
+        check_objects(&self.engine, &self.objects);
     }
 
     fn scan_line(&self) -> String {
@@ -180,7 +148,7 @@ fn the_verifying_scrub_repairs_what_the_copy_carried_over() {
 #[test]
 fn sequential_replace_is_refused_for_raidz() {
     let rig = rig(TopLayout::Raidz(1), 3);
-    let before: Vec<Vec<u8>> = rig.provider.all().iter().map(|(_, d)| d.image()).collect();
+    let before = images(&rig.provider);
     let error = rig
         .engine
         .replace_sequential("tank", "/sim/d1", Some("/sim/n0"), "pool replace -s")
@@ -191,6 +159,8 @@ fn sequential_replace_is_refused_for_raidz() {
         "sequential resilver (-s) is only supported for mirror and single-disk vdevs; \
          replace a raidz device without -s"
     );
-    let after: Vec<Vec<u8>> = rig.provider.all().iter().map(|(_, d)| d.image()).collect();
-    assert!(before == after, "a refused replace changed a device");
+    assert!(
+        images(&rig.provider) == before,
+        "a refused replace changed a device"
+    );
 }

@@ -12,36 +12,26 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::sync::Arc;
 
-use tarn_base::{ManualClock, ObjectId, SeededRng};
+use common::{
+    Host, PLAIN_NOV_22_2026, check_objects, child_names, crash_all, exported_tank, finish_scan,
+    images, import_tank, scrub_tank, sim_devices,
+};
+use tarn_base::ObjectId;
 use tarn_device::{FaultPlan, SimDevice};
 use tarn_engine::{
-    CreateOptions, Engine, EngineError, ScanFunction, ScanProgress, ScanState, ScrubAction,
-    TopLayout, TopSpec, VdevNode,
+    CreateSpec, Engine, EngineError, ImportOptions, ScanFunction, ScanProgress, ScanState,
+    SimProvider, TopLayout, VdevNode,
 };
 use tarn_objects::visit_object_set;
-use tarn_pool::{CreateSpec, HostIdentity, ImportOptions, Pool, SimProvider};
 use tarn_vdev::RaidzMap;
 
 const DEVICE_SIZE: u64 = 128 << 20;
 const ASHIFT: u8 = 12;
-
-fn identity() -> HostIdentity {
-    HostIdentity {
-        hostid: 7,
-        hostname: "host".into(),
-    }
-}
-
-fn engine_on(provider: &Arc<SimProvider>) -> Engine {
-    Engine::new(
-        provider.clone(),
-        identity(),
-        Arc::new(ManualClock::new(1_795_357_800)),
-        42,
-    )
-}
+const HOST: Host = PLAIN_NOV_22_2026;
 
 struct Rig {
     provider: Arc<SimProvider>,
@@ -53,44 +43,19 @@ struct Rig {
 /// `/sim/s*`, and spare devices `/sim/n*` (not in the pool) for replacing.
 fn rig(layout: TopLayout, count: usize, spares: usize) -> Rig {
     let provider = Arc::new(SimProvider::new());
-    let names: Vec<String> = (0..count).map(|i| format!("/sim/d{i}")).collect();
-    let spare_names: Vec<String> = (0..spares).map(|i| format!("/sim/s{i}")).collect();
-    for name in names.iter().chain(&spare_names) {
-        provider.insert(
-            name,
-            SimDevice::new(name, DEVICE_SIZE, FaultPlan::default()),
-        );
-    }
-    for i in 0..2 {
-        let name = format!("/sim/n{i}");
-        provider.insert(
-            &name,
-            SimDevice::new(&name, DEVICE_SIZE, FaultPlan::default()),
-        );
-    }
+    let names = sim_devices(&provider, "d", 0..count, DEVICE_SIZE);
+    let spare_names = sim_devices(&provider, "s", 0..spares, DEVICE_SIZE);
+    sim_devices(&provider, "n", 0..2, DEVICE_SIZE);
     provider.insert(
         "/sim/small",
         SimDevice::new("/sim/small", DEVICE_SIZE / 2, FaultPlan::default()),
     );
-    let engine = engine_on(&provider);
     let spec = CreateSpec {
-        name: "tank".into(),
-        tops: vec![TopSpec {
-            layout,
-            devices: names.clone(),
-        }],
         spares: spare_names,
-        caches: Vec::new(),
-        logs: Vec::new(),
-        specials: Vec::new(),
         ashift: ASHIFT,
-        force: false,
+        ..CreateSpec::one_top("tank", layout, names)
     };
-    let options = CreateOptions {
-        command: "pool create tank".into(),
-        ..CreateOptions::default()
-    };
-    engine.create_pool(&spec, &options).expect("create");
+    let engine = HOST.create_tank(&provider, &spec, &[]);
     Rig {
         provider,
         engine,
@@ -100,22 +65,12 @@ fn rig(layout: TopLayout, count: usize, spares: usize) -> Rig {
 
 impl Rig {
     fn write_object(&mut self, seed: u64, len: usize) {
-        let object = self.engine.object_create("tank", 128 << 10).unwrap();
-        let mut data = vec![0u8; len];
-        SeededRng::new(seed).fill(&mut data);
-        self.engine.object_write("tank", object, 0, &data).unwrap();
-        self.engine.sync_pool("tank").unwrap();
-        self.objects.push((object, data));
+        let written = common::write_object(&self.engine, 128 << 10, seed, len);
+        self.objects.push(written);
     }
 
     fn check_data(&self) {
-        for (object, data) in &self.objects {
-            let mut buf = vec![0u8; data.len()];
-            self.engine
-                .object_read("tank", *object, 0, &mut buf)
-                .unwrap();
-            assert!(buf == *data, "object {object:?} differs");
-        }
+        check_objects(&self.engine, &self.objects);
     }
 
     fn device(&self, path: &str) -> Arc<SimDevice> {
@@ -127,20 +82,11 @@ impl Rig {
     }
 
     fn finish(&self) -> ScanProgress {
-        for _ in 0..100_000 {
-            let progress = self.step(1 << 20);
-            if progress.state != ScanState::Scanning {
-                return progress;
-            }
-        }
-        panic!("scan did not finish");
+        finish_scan(&self.engine, 1 << 20)
     }
 
     fn scrub(&self) -> ScanProgress {
-        self.engine
-            .scrub(&["tank".to_string()], ScrubAction::Start, "pool scrub tank")
-            .unwrap();
-        self.finish()
+        scrub_tank(&self.engine, 1 << 20)
     }
 
     fn config(&self) -> VdevNode {
@@ -148,34 +94,15 @@ impl Rig {
     }
 
     fn import(&mut self) {
-        self.engine = engine_on(&self.provider);
-        let dirs = ["/sim".to_string()];
-        self.engine
-            .import_pool(&dirs, "tank", &ImportOptions::default(), "pool import tank")
-            .unwrap();
+        self.engine = HOST.engine(&self.provider);
+        import_tank(&self.engine, &ImportOptions::default()).unwrap();
     }
 
     /// Bytes of the data blocks of the root dataset that live on child position `child` of
     /// a raidz1 of `width` (read from a read-only import of the exported pool).
     fn data_bytes_on(&self, child: usize, width: usize) -> u64 {
-        let found = tarn_pool::discover(self.provider.as_ref(), &["/sim".to_string()]);
-        let options = ImportOptions {
-            readonly: true,
-            ..ImportOptions::default()
-        };
-        let pool = Pool::import(
-            &found[0],
-            self.provider.as_ref(),
-            &options,
-            identity(),
-            Arc::new(ManualClock::new(1)),
-            &|_| Ok(()),
-        )
-        .unwrap();
+        let (pool, data_root) = exported_tank(&self.provider, &HOST);
         let reader = pool.reader();
-        let mut mos = tarn_objects::ObjectSet::open(&reader, &pool.root().unwrap()).unwrap();
-        let bonus = mos.bonus(&reader, ObjectId(4)).unwrap();
-        let data_root = tarn_format::BlockPtr::decode_bytes(&bonus).unwrap();
         let mut bytes = 0u64;
         visit_object_set(&reader, &data_root, &mut |bp, _| {
             let padded = u64::from(bp.psize).next_multiple_of(1 << ASHIFT);
@@ -191,22 +118,6 @@ impl Rig {
         .unwrap();
         bytes
     }
-
-    /// Every device image (durable bytes), for "nothing changed" checks.
-    fn images(&self) -> Vec<(String, Vec<u8>)> {
-        let mut all: Vec<(String, Vec<u8>)> = self
-            .provider
-            .all()
-            .into_iter()
-            .map(|(name, device)| (name, device.image()))
-            .collect();
-        all.sort();
-        all
-    }
-}
-
-fn names(node: &VdevNode) -> Vec<String> {
-    node.children.iter().map(|c| c.name.clone()).collect()
 }
 
 /// Replace a raidz1 member holding data: the resilver writes the live columns of that
@@ -231,7 +142,7 @@ fn replace_resilvers_live_data_only_and_collapses() {
     let config = rig.config();
     assert_eq!(config.children[1].name, "replacing-1");
     assert_eq!(
-        names(&config.children[1]),
+        child_names(&config.children[1]),
         vec!["/sim/d1".to_string(), "/sim/n0".to_string()]
     );
     assert_eq!(
@@ -254,7 +165,7 @@ fn replace_resilvers_live_data_only_and_collapses() {
         "{scan}"
     );
     assert_eq!(
-        names(&rig.config()),
+        child_names(&rig.config()),
         vec!["/sim/d0", "/sim/n0", "/sim/d2", "/sim/d3"]
     );
     assert_eq!(status.state, "ONLINE");
@@ -319,9 +230,7 @@ fn crash_during_resilver_resumes() {
     rig.step(512 << 10);
     let before = rig.step(512 << 10);
     rig.engine.sync_pool("tank").unwrap();
-    for (_, device) in rig.provider.all() {
-        device.crash();
-    }
+    crash_all(&rig.provider);
     rig.import();
     let resumed = rig.engine.scan_progress("tank").unwrap().unwrap();
     assert_eq!(resumed.function, ScanFunction::Resilver);
@@ -331,7 +240,7 @@ fn crash_during_resilver_resumes() {
     let done = rig.finish();
     assert_eq!((done.state, done.errors), (ScanState::Finished, 0));
     assert_eq!(
-        names(&rig.config()),
+        child_names(&rig.config()),
         vec!["/sim/d0", "/sim/d1", "/sim/n0", "/sim/d3"]
     );
     rig.device("/sim/d1").set_gone(true);
@@ -366,7 +275,7 @@ fn export_rename_import_resumes_resilver() {
     let done = rig.finish();
     assert_eq!(done.errors, 0);
     assert_eq!(
-        names(&rig.config()),
+        child_names(&rig.config()),
         vec!["/sim/moved-d0", "/sim/moved-d1", "/sim/moved-n0"]
     );
     rig.device("/sim/moved-d0").set_gone(true);
@@ -432,7 +341,7 @@ fn idle_pool_notices_a_vanished_device_by_probing() {
     );
     let config = rig.config();
     assert_eq!(config.children[1].name, "spare-1");
-    assert_eq!(names(&config.children[1]), vec!["/sim/d1", "/sim/s1"]);
+    assert_eq!(child_names(&config.children[1]), vec!["/sim/d1", "/sim/s1"]);
     let done = rig.finish();
     assert_eq!((done.function, done.errors), (ScanFunction::Resilver, 0));
     let events = rig.engine.events(Some("tank"), 0, false);
@@ -653,7 +562,7 @@ fn vanished_device_is_replaced_by_a_spare() {
     assert_eq!(rig.engine.fault_check(), Vec::<String>::new());
     let config = rig.config();
     assert_eq!(config.children[2].name, "spare-2");
-    assert_eq!(names(&config.children[2]), vec!["/sim/d2", "/sim/s0"]);
+    assert_eq!(child_names(&config.children[2]), vec!["/sim/d2", "/sim/s0"]);
     let status = rig.engine.status("tank").unwrap();
     assert_eq!(status.spares[0].state, "INUSE");
     let done = rig.finish();
@@ -682,10 +591,13 @@ fn vanished_device_is_replaced_by_a_spare() {
             "pool replace tank d2 /sim/n1",
         )
         .unwrap();
-    assert_eq!(names(&rig.config().children[2]), vec!["/sim/s0", "/sim/n1"]);
+    assert_eq!(
+        child_names(&rig.config().children[2]),
+        vec!["/sim/s0", "/sim/n1"]
+    );
     rig.finish();
     let status = rig.engine.status("tank").unwrap();
-    assert_eq!(names(&status.config.children[0])[2], "/sim/n1");
+    assert_eq!(child_names(&status.config.children[0])[2], "/sim/n1");
     assert_eq!(status.spares[0].state, "AVAIL");
     assert_eq!(status.state, "ONLINE");
     // Its return to AVAIL was posted (by the scan step that ended the replace's resilver).
@@ -731,7 +643,7 @@ fn intermittent_eio_faults_and_spares() {
     assert_eq!(rig.engine.fault_check(), vec!["tank".to_string()]);
     let config = rig.config();
     assert_eq!(config.children[1].children[0].state, "FAULTED");
-    assert_eq!(names(&config.children[1]), vec!["/sim/d1", "/sim/s0"]);
+    assert_eq!(child_names(&config.children[1]), vec!["/sim/d1", "/sim/s0"]);
     let done = rig.finish();
     assert_eq!(done.errors, 0);
     rig.check_data();
@@ -741,7 +653,7 @@ fn intermittent_eio_faults_and_spares() {
 #[test]
 fn refused_commands_change_nothing() {
     let rig = rig(TopLayout::Raidz(1), 4, 1);
-    let before = rig.images();
+    let before = images(&rig.provider);
     let e = &rig.engine;
     let cases: Vec<(&str, Result<(), EngineError>)> = vec![
         (
@@ -762,5 +674,8 @@ fn refused_commands_change_nothing() {
         assert!(!error.to_string().is_empty(), "{what}");
         assert!(!error.to_string().contains('\n'), "{what}: {error}");
     }
-    assert!(before == rig.images(), "a refused command changed a device");
+    assert!(
+        before == images(&rig.provider),
+        "a refused command changed a device"
+    );
 }

@@ -13,39 +13,29 @@
 // Helpers outside `#[test]` functions fail the test on any error, exactly like the tests.
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::sync::Arc;
 
-use tarn_base::{ManualClock, ObjectId, SeededRng};
-use tarn_device::{FaultPlan, SimDevice};
+use common::{
+    Host, PLAIN_NOV_22_2026, exported_tank, finish_scan, images, import_tank, scrub_tank,
+    sim_devices,
+};
+use tarn_base::{ObjectId, SeededRng};
+use tarn_device::SimDevice;
 use tarn_engine::{
-    CreateOptions, Engine, EngineError, ScanFunction, ScanProgress, ScanState, ScrubAction,
-    TopLayout, TopSpec,
+    CreateSpec, Engine, EngineError, ImportOptions, ScanFunction, ScanProgress, ScanState,
+    ScrubAction, SimProvider, TopLayout,
 };
 use tarn_format::BlockPtr;
 use tarn_format::label::data_area;
-use tarn_objects::{BlockContext, ObjectSet, visit_object_set};
-use tarn_pool::{CreateSpec, HostIdentity, ImportOptions, Pool, SimProvider};
+use tarn_objects::{BlockContext, visit_object_set};
 use tarn_space::TXG_DEFER;
 use tarn_vdev::RaidzMap;
 
 const DEVICE_SIZE: u64 = 128 << 20;
 const ASHIFT: u8 = 12;
-
-fn identity() -> HostIdentity {
-    HostIdentity {
-        hostid: 7,
-        hostname: "host".into(),
-    }
-}
-
-fn engine_on(provider: &Arc<SimProvider>) -> Engine {
-    Engine::new(
-        provider.clone(),
-        identity(),
-        Arc::new(ManualClock::new(1_795_357_800)),
-        42,
-    )
-}
+const HOST: Host = PLAIN_NOV_22_2026;
 
 struct Rig {
     provider: Arc<SimProvider>,
@@ -55,32 +45,12 @@ struct Rig {
 
 fn rig(layout: TopLayout, count: usize) -> Rig {
     let provider = Arc::new(SimProvider::new());
-    let names: Vec<String> = (0..count).map(|i| format!("/sim/d{i}")).collect();
-    for name in &names {
-        provider.insert(
-            name,
-            SimDevice::new(name, DEVICE_SIZE, FaultPlan::default()),
-        );
-    }
-    let engine = engine_on(&provider);
+    let names = sim_devices(&provider, "d", 0..count, DEVICE_SIZE);
     let spec = CreateSpec {
-        name: "tank".into(),
-        tops: vec![TopSpec {
-            layout,
-            devices: names.clone(),
-        }],
-        spares: vec![],
-        caches: Vec::new(),
-        logs: Vec::new(),
-        specials: Vec::new(),
         ashift: ASHIFT,
-        force: false,
+        ..CreateSpec::one_top("tank", layout, names.clone())
     };
-    let options = CreateOptions {
-        command: "pool create tank".into(),
-        ..CreateOptions::default()
-    };
-    engine.create_pool(&spec, &options).expect("create");
+    let engine = HOST.create_tank(&provider, &spec, &[]);
     Rig {
         provider,
         engine,
@@ -91,12 +61,7 @@ fn rig(layout: TopLayout, count: usize) -> Rig {
 impl Rig {
     /// Writes `len` random bytes into a new object and commits them.
     fn write_object(&self, seed: u64, len: usize) -> (ObjectId, Vec<u8>) {
-        let object = self.engine.object_create("tank", 64 << 10).unwrap();
-        let mut data = vec![0u8; len];
-        SeededRng::new(seed).fill(&mut data);
-        self.engine.object_write("tank", object, 0, &data).unwrap();
-        self.engine.sync_pool("tank").unwrap();
-        (object, data)
+        common::write_object(&self.engine, 64 << 10, seed, len)
     }
 
     fn read_object(&self, object: ObjectId, len: usize) -> Result<Vec<u8>, EngineError> {
@@ -117,20 +82,11 @@ impl Rig {
 
     /// Runs the scrub to its end in small batches; returns the final record.
     fn finish_scrub(&self) -> ScanProgress {
-        for _ in 0..100_000 {
-            let progress = self.engine.scrub_step("tank", 256 << 10).unwrap().unwrap();
-            if progress.state != ScanState::Scanning {
-                return progress;
-            }
-        }
-        panic!("scrub did not finish");
+        finish_scan(&self.engine, 256 << 10)
     }
 
     fn scrub(&self) -> ScanProgress {
-        self.engine
-            .scrub(&["tank".to_string()], ScrubAction::Start, "pool scrub tank")
-            .unwrap();
-        self.finish_scrub()
+        scrub_tank(&self.engine, 256 << 10)
     }
 
     /// CKSUM counter of every leaf, by device index.
@@ -159,30 +115,13 @@ impl Rig {
     }
 
     fn import(&mut self) {
-        self.engine = engine_on(&self.provider);
-        let dirs = ["/sim".to_string()];
-        self.engine
-            .import_pool(&dirs, "tank", &ImportOptions::default(), "pool import tank")
-            .unwrap();
+        self.engine = HOST.engine(&self.provider);
+        import_tank(&self.engine, &ImportOptions::default()).unwrap();
     }
 
     /// Every block of the exported pool: (in the root dataset?, block pointer, context).
     fn live_blocks(&self) -> Vec<(bool, BlockPtr, BlockContext)> {
-        let found = tarn_pool::discover(self.provider.as_ref(), &["/sim".to_string()]);
-        let options = ImportOptions {
-            readonly: true,
-            ..ImportOptions::default()
-        };
-        let clock = Arc::new(ManualClock::new(1));
-        let pool = Pool::import(
-            &found[0],
-            self.provider.as_ref(),
-            &options,
-            identity(),
-            clock,
-            &|_| Ok(()),
-        )
-        .unwrap();
+        let (pool, data_root) = exported_tank(&self.provider, &HOST);
         let reader = pool.reader();
         let mos_root = pool.root().unwrap();
         let mut blocks = Vec::new();
@@ -190,9 +129,6 @@ impl Rig {
             blocks.push((false, *bp, c))
         })
         .unwrap();
-        let mut mos = ObjectSet::open(&reader, &mos_root).unwrap();
-        let bonus = mos.bonus(&reader, ObjectId(4)).unwrap();
-        let data_root = BlockPtr::decode_bytes(&bonus).unwrap();
         visit_object_set(&reader, &data_root, &mut |bp, c| {
             blocks.push((true, *bp, c))
         })
@@ -467,15 +403,17 @@ fn scrub_refusals_change_nothing() {
     rig.engine
         .scrub(&tank, ScrubAction::Start, "pool scrub tank")
         .unwrap();
-    let images: Vec<Vec<u8>> = rig.provider.all().iter().map(|(_, d)| d.image()).collect();
+    let before = images(&rig.provider);
     let again = rig
         .engine
         .scrub(&tank, ScrubAction::Start, "pool scrub tank")
         .unwrap_err();
     assert!(matches!(again.1, EngineError::ScanInProgress));
     assert!(again.1.to_string().starts_with("currently scrubbing"));
-    let after: Vec<Vec<u8>> = rig.provider.all().iter().map(|(_, d)| d.image()).collect();
-    assert!(images == after, "a refused scrub must not write");
+    assert!(
+        images(&rig.provider) == before,
+        "a refused scrub must not write"
+    );
     rig.engine
         .scrub(&tank, ScrubAction::Cancel, "pool scrub -s tank")
         .unwrap();
@@ -493,7 +431,7 @@ fn offline_beyond_redundancy_is_refused_and_persists_otherwise() {
     let status = rig.engine.status("tank").unwrap();
     assert_eq!(status.state, "DEGRADED");
     assert_eq!(status.see.as_deref(), Some("TARN-0006"));
-    let images: Vec<Vec<u8>> = rig.provider.all().iter().map(|(_, d)| d.image()).collect();
+    let before = images(&rig.provider);
     let refused = rig
         .engine
         .offline("tank", "d1", false, "pool offline tank d1")
@@ -503,8 +441,10 @@ fn offline_beyond_redundancy_is_refused_and_persists_otherwise() {
         "{refused:?}"
     );
     assert_eq!(refused.to_string(), "no valid replicas");
-    let after: Vec<Vec<u8>> = rig.provider.all().iter().map(|(_, d)| d.image()).collect();
-    assert!(images == after, "a refused offline must not write");
+    assert!(
+        images(&rig.provider) == before,
+        "a refused offline must not write"
+    );
     assert_eq!(rig.leaf_state(1), "ONLINE");
     let unknown = rig
         .engine

@@ -9,42 +9,28 @@
 
 #![allow(clippy::unwrap_used)] // Test code: a failed unwrap is a failed test.
 
+mod common;
+
 use std::sync::Arc;
 
-use tarn_base::ManualClock;
+use common::{
+    Host, PLAIN, child_names, crash_all, images, import_tank, in_root_dir, sim_devices,
+    sim_devices_with,
+};
 use tarn_device::{FaultPlan, SimDevice};
 use tarn_engine::{
-    CreateOptions, CreateSpec, DatasetId, Engine, FsOp, HostIdentity, ImportOptions, SimProvider,
-    TopLayout, TopSpec, check,
+    CreateOptions, CreateSpec, DatasetId, Engine, FsOp, ImportOptions, SimProvider, TopLayout,
+    TopSpec, check,
 };
 use tarn_format::{BlockPtr, BlockType};
 use tarn_posix::{Creds, FileKind};
 
 const ME: Creds = Creds { uid: 0, gid: 0 };
-
-fn engine_on(provider: &Arc<SimProvider>) -> Engine {
-    let identity = HostIdentity {
-        hostid: 5,
-        hostname: "host".into(),
-    };
-    Engine::new(
-        provider.clone(),
-        identity,
-        Arc::new(ManualClock::new(1_700_000_000)),
-        17,
-    )
-}
-
-/// `count` devices `/sim/dN` of `size` bytes each.
-fn devices(provider: &SimProvider, first: usize, count: usize, size: u64) -> Vec<String> {
-    (first..first + count)
-        .map(|i| {
-            let name = format!("/sim/d{i}");
-            provider.insert(&name, SimDevice::new(&name, size, FaultPlan::default()));
-            name
-        })
-        .collect()
-}
+const HOST: Host = Host {
+    hostid: 5,
+    seed: 17,
+    ..PLAIN
+};
 
 fn top(layout: TopLayout, devices: &[String]) -> TopSpec {
     TopSpec {
@@ -56,19 +42,14 @@ fn top(layout: TopLayout, devices: &[String]) -> TopSpec {
 /// A raidz1 of three 128 MiB devices, optionally with a special mirror of two.
 fn pool(special: bool) -> (Arc<SimProvider>, Engine) {
     let provider = Arc::new(SimProvider::new());
-    let data = devices(&provider, 0, 3, 128 << 20);
+    let data = sim_devices(&provider, "d", 0..3, 128 << 20);
     let mut spec = CreateSpec::one_top("tank", TopLayout::Raidz(1), data);
     if special {
-        let special = devices(&provider, 3, 2, 64 << 20);
+        let special = sim_devices(&provider, "d", 3..5, 64 << 20);
         // A 2-way mirror survives as many failures as raidz1: no -f needed.
         spec.specials = vec![top(TopLayout::Mirror, &special)];
     }
-    let engine = engine_on(&provider);
-    let options = CreateOptions {
-        command: "pool create tank".into(),
-        ..CreateOptions::default()
-    };
-    engine.create_pool(&spec, &options).unwrap();
+    let engine = HOST.create_tank(&provider, &spec, &[]);
     (provider, engine)
 }
 
@@ -106,14 +87,6 @@ fn vdevs_of(bp: &BlockPtr) -> Vec<u32> {
     bp.copies().map(|d| d.vdev.0).collect()
 }
 
-fn images(provider: &SimProvider) -> Vec<(String, Vec<u8>)> {
-    provider
-        .all()
-        .iter()
-        .map(|(name, d)| (name.clone(), d.image()))
-        .collect()
-}
-
 /// Goal: with a special vdev every metadata block (MOS, dnodes, indirect blocks, ZAPs,
 /// object-set roots, the space log) is on it and no file data is (special_small_blocks 0).
 #[test]
@@ -147,13 +120,7 @@ fn metadata_lands_on_the_special_vdev() {
     }
     check::verify_pool(&engine, "tank").unwrap();
     let status = engine.status("tank").unwrap();
-    let sections: Vec<&str> = status
-        .config
-        .children
-        .iter()
-        .map(|c| c.name.as_str())
-        .collect();
-    assert_eq!(sections, ["raidz1-0", "special"]);
+    assert_eq!(child_names(&status.config), ["raidz1-0", "special"]);
     assert_eq!(status.config.children[1].children[0].name, "mirror-1");
 }
 
@@ -210,12 +177,12 @@ fn small_blocks_follow_the_property() {
 #[test]
 fn a_full_special_vdev_falls_back_to_the_normal_class() {
     let provider = Arc::new(SimProvider::new());
-    let data = devices(&provider, 0, 3, 256 << 20);
-    let special = devices(&provider, 3, 1, 64 << 20);
+    let data = sim_devices(&provider, "d", 0..3, 256 << 20);
+    let special = sim_devices(&provider, "d", 3..4, 64 << 20);
     let mut spec = CreateSpec::one_top("tank", TopLayout::Raidz(1), data);
     spec.specials = vec![top(TopLayout::Disk, &special)];
     spec.force = true;
-    let engine = engine_on(&provider);
+    let engine = HOST.engine(&provider);
     let options = CreateOptions::default();
     let refused = engine.create_pool(
         &CreateSpec {
@@ -267,10 +234,10 @@ fn add_of_each_kind_survives_export_and_import() {
     let fs = dataset(&engine, "tank/fs", &[]);
     write_file(&engine, fs, "before", 2 << 20);
     engine.sync_pool("tank").unwrap();
-    let mirror = devices(&provider, 10, 2, 128 << 20);
-    let special = devices(&provider, 12, 2, 64 << 20);
-    let log = devices(&provider, 14, 1, 64 << 20);
-    let spare = devices(&provider, 15, 1, 128 << 20);
+    let mirror = sim_devices(&provider, "d", 10..12, 128 << 20);
+    let special = sim_devices(&provider, "d", 12..14, 64 << 20);
+    let log = sim_devices(&provider, "d", 14..15, 64 << 20);
+    let spare = sim_devices(&provider, "d", 15..16, 128 << 20);
     let add = CreateSpec {
         tops: vec![top(TopLayout::Mirror, &mirror)],
         specials: vec![top(TopLayout::Mirror, &special)],
@@ -284,19 +251,18 @@ fn add_of_each_kind_survives_export_and_import() {
         .unwrap()
         .unwrap();
     assert_eq!(images(&provider), before, "add -n changes nothing");
-    let names: Vec<&str> = layout.children.iter().map(|c| c.name.as_str()).collect();
-    assert_eq!(names, ["raidz1-0", "mirror", "special", "logs", "spares"]);
+    assert_eq!(
+        child_names(&layout),
+        ["raidz1-0", "mirror", "special", "logs", "spares"]
+    );
     engine
         .add_vdevs("tank", &add, false, "pool add tank ...")
         .unwrap();
     let status = engine.status("tank").unwrap();
-    let names: Vec<&str> = status
-        .config
-        .children
-        .iter()
-        .map(|c| c.name.as_str())
-        .collect();
-    assert_eq!(names, ["raidz1-0", "mirror-1", "special", "logs"]);
+    assert_eq!(
+        child_names(&status.config),
+        ["raidz1-0", "mirror-1", "special", "logs"]
+    );
     assert_eq!(status.spares.len(), 1);
     for i in 0..8 {
         write_file(&engine, fs, &format!("after{i}"), 1 << 20);
@@ -312,15 +278,7 @@ fn add_of_each_kind_survives_export_and_import() {
     assert!(history.iter().any(|h| h.command == "pool add tank ..."));
     check::verify_pool(&engine, "tank").unwrap();
     engine.export_pool("tank", false).unwrap();
-    let engine = engine_on(&provider);
-    engine
-        .import_pool(
-            &["/sim".into()],
-            "tank",
-            &ImportOptions::default(),
-            "import",
-        )
-        .unwrap();
+    let engine = HOST.import(&provider, &ImportOptions::default()).unwrap();
     let again = engine.status("tank").unwrap();
     assert_eq!(again.config, status.config);
     assert_eq!(again.state, "ONLINE");
@@ -390,7 +348,7 @@ fn refused_add_cases(spare: &[String], small: &str) -> Vec<(CreateSpec, &'static
 #[test]
 fn refused_adds_leave_every_device_untouched() {
     let (provider, engine) = pool(false);
-    let spare = devices(&provider, 10, 2, 128 << 20);
+    let spare = sim_devices(&provider, "d", 10..12, 128 << 20);
     let small = "/sim/small".to_string();
     provider.insert(
         &small,
@@ -414,8 +372,8 @@ fn refused_adds_leave_every_device_untouched() {
 #[test]
 fn remove_spare_and_log_refuse_data_and_special() {
     let (provider, engine) = pool(true);
-    let spare = devices(&provider, 10, 1, 128 << 20);
-    let log = devices(&provider, 11, 1, 64 << 20);
+    let spare = sim_devices(&provider, "d", 10..11, 128 << 20);
+    let log = sim_devices(&provider, "d", 11..12, 64 << 20);
     let add = CreateSpec {
         spares: spare.clone(),
         logs: vec![top(TopLayout::Disk, &log)],
@@ -456,13 +414,7 @@ fn remove_spare_and_log_refuse_data_and_special() {
         .remove_vdev("tank", &log[0], "pool remove tank log")
         .unwrap();
     let status = engine.status("tank").unwrap();
-    let names: Vec<&str> = status
-        .config
-        .children
-        .iter()
-        .map(|c| c.name.as_str())
-        .collect();
-    assert_eq!(names, ["raidz1-0", "special"]);
+    assert_eq!(child_names(&status.config), ["raidz1-0", "special"]);
     check::verify_pool(&engine, "tank").unwrap();
     engine.export_pool("tank", false).unwrap();
     after_removal(&provider, &spare[0], &log[0]);
@@ -471,23 +423,12 @@ fn remove_spare_and_log_refuse_data_and_special() {
 /// The end of [`remove_spare_and_log_refuse_data_and_special`]: after import the fsync'd file
 /// is there, and the removed devices make a new pool without -f.
 fn after_removal(provider: &Arc<SimProvider>, spare: &str, log: &str) {
-    let engine = engine_on(provider);
-    engine
-        .import_pool(
-            &["/sim".into()],
-            "tank",
-            &ImportOptions::default(),
-            "import",
-        )
-        .unwrap();
+    let engine = HOST.import(provider, &ImportOptions::default()).unwrap();
     let fs = engine.find_dataset("tank/fs").unwrap().1;
-    let found = engine
-        .fs_op("tank", fs, FsOp::Read, |fs| {
-            let root = fs.root()?;
-            fs.lookup(root, b"logged")
-        })
-        .is_ok();
-    assert!(found, "the fsync'd file survives the log device's removal");
+    assert!(
+        in_root_dir(&engine, fs, b"logged"),
+        "the fsync'd file survives the log device's removal"
+    );
     check::verify_pool(&engine, "tank").unwrap();
     // The removed devices carry no label: a new pool may take them without -f.
     let reuse = CreateSpec::one_top("again", TopLayout::Mirror, vec![spare.into(), log.into()]);
@@ -505,19 +446,11 @@ fn a_lost_special_vdev_stops_the_import() {
     write_file(&engine, fs, "f", 64 << 10);
     engine.export_pool("tank", false).unwrap();
     let gone = provider.remove("/sim/d3").unwrap();
-    let engine = engine_on(&provider);
-    engine
-        .import_pool(
-            &["/sim".into()],
-            "tank",
-            &ImportOptions::default(),
-            "import",
-        )
-        .unwrap();
+    let engine = HOST.import(&provider, &ImportOptions::default()).unwrap();
     assert_eq!(engine.status("tank").unwrap().state, "DEGRADED");
     engine.export_pool("tank", false).unwrap();
     provider.remove("/sim/d4").unwrap();
-    let engine = engine_on(&provider);
+    let engine = HOST.engine(&provider);
     let listed = engine.importable(&["/sim".into()]);
     assert_eq!(listed[0].state, "UNAVAIL");
     assert!(
@@ -529,14 +462,7 @@ fn a_lost_special_vdev_stops_the_import() {
         "{:?}",
         listed[0].status
     );
-    let err = engine
-        .import_pool(
-            &["/sim".into()],
-            "tank",
-            &ImportOptions::default(),
-            "import",
-        )
-        .unwrap_err();
+    let err = import_tank(&engine, &ImportOptions::default()).unwrap_err();
     assert!(
         err.to_string()
             .contains("the special vdev holding the pool's metadata is missing"),
@@ -551,15 +477,12 @@ fn a_lost_special_vdev_stops_the_import() {
 fn a_read_only_pool_refuses_add_and_remove() {
     let (provider, engine) = pool(false);
     engine.export_pool("tank", false).unwrap();
-    let engine = engine_on(&provider);
     let options = ImportOptions {
         readonly: true,
         ..ImportOptions::default()
     };
-    engine
-        .import_pool(&["/sim".into()], "tank", &options, "import")
-        .unwrap();
-    let spare = devices(&provider, 10, 1, 128 << 20);
+    let engine = HOST.import(&provider, &options).unwrap();
+    let spare = sim_devices(&provider, "d", 10..11, 128 << 20);
     let before = images(&provider);
     let add = CreateSpec {
         tops: Vec::new(),
@@ -649,38 +572,23 @@ impl tarn_pool::DeviceProvider for PowerCutProvider {
 /// operations the removal spent.
 fn remove_log_with_cut(k: i64) -> (usize, i64) {
     let sims = Arc::new(SimProvider::new());
-    for i in 0..4 {
-        let name = format!("/sim/d{i}");
-        let plan = FaultPlan {
-            seed: i as u64,
-            drop_on_crash: tarn_device::PER_MILLION / 2,
-            torn_on_crash: tarn_device::PER_MILLION / 4,
-            ..FaultPlan::default()
-        };
-        sims.insert(&name, SimDevice::new(&name, 64 << 20, plan));
-    }
+    let mut data = sim_devices_with(&sims, "d", 0..4, 64 << 20, |i| FaultPlan {
+        seed: i as u64,
+        drop_on_crash: tarn_device::PER_MILLION / 2,
+        torn_on_crash: tarn_device::PER_MILLION / 4,
+        ..FaultPlan::default()
+    });
+    let log = data.split_off(3);
     let budget = Arc::new(std::sync::atomic::AtomicI64::new(i64::MAX));
     let provider = Arc::new(PowerCutProvider {
         inner: Arc::clone(&sims),
         budget: Arc::clone(&budget),
     });
-    let engine = Engine::new(
-        provider,
-        HostIdentity {
-            hostid: 5,
-            hostname: "host".into(),
-        },
-        Arc::new(ManualClock::new(1_700_000_000)),
-        17,
-    );
-    let data: Vec<String> = (0..3).map(|i| format!("/sim/d{i}")).collect();
     let spec = CreateSpec {
-        logs: vec![top(TopLayout::Disk, &["/sim/d3".to_string()])],
+        logs: vec![top(TopLayout::Disk, &log)],
         ..CreateSpec::one_top("tank", TopLayout::Raidz(1), data)
     };
-    engine
-        .create_pool(&spec, &CreateOptions::default())
-        .unwrap();
+    let engine = HOST.create_tank(&provider, &spec, &[]);
     let fs = dataset(&engine, "tank/fs", &[]);
     write_file(&engine, fs, "first", 4096);
     engine.fs_sync("tank", fs).unwrap();
@@ -690,27 +598,16 @@ fn remove_log_with_cut(k: i64) -> (usize, i64) {
     let _ = engine.remove_vdev("tank", "/sim/d3", "remove");
     let spent = k - budget.load(std::sync::atomic::Ordering::SeqCst);
     drop(engine);
-    for (_, device) in sims.all() {
-        device.crash();
-    }
-    let engine = engine_on(&sims);
-    engine
-        .import_pool(
-            &["/sim".into()],
-            "tank",
-            &ImportOptions::default(),
-            "import",
-        )
+    crash_all(&sims);
+    let engine = HOST
+        .import(&sims, &ImportOptions::default())
         .unwrap_or_else(|e| panic!("cut after {k}: import: {e}"));
     check::verify_pool(&engine, "tank").unwrap_or_else(|e| panic!("cut after {k}: {e}"));
     let fs = engine.find_dataset("tank/fs").unwrap().1;
-    let found = engine
-        .fs_op("tank", fs, FsOp::Read, |fs| {
-            let root = fs.root()?;
-            fs.lookup(root, b"logged")
-        })
-        .is_ok();
-    assert!(found, "cut after {k}: the fsync'd file is gone");
+    assert!(
+        in_root_dir(&engine, fs, b"logged"),
+        "cut after {k}: the fsync'd file is gone"
+    );
     let tops = engine.status("tank").unwrap().config.children.len();
     (tops, spent)
 }

@@ -8,16 +8,18 @@
 
 #![allow(clippy::unwrap_used)] // Test code: a failed unwrap is a failed test.
 
+mod common;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
-use tarn_base::{ManualClock, ObjectId, Txg};
+use common::{Host, PLAIN, committed, crash_all, images, in_root_dir, sim_devices_with};
+use tarn_base::{ObjectId, Txg};
 use tarn_device::{Device, DeviceError, FaultPlan, SimDevice};
 use tarn_engine::{
-    CreateOptions, DeviceProvider, Engine, EngineError, FsOp, PoolError, TopLayout, TxgSyncer,
-    check,
+    CreateSpec, DatasetId, DeviceProvider, Engine, EngineError, FsOp, ImportOptions, PoolError,
+    SimProvider, TopLayout, TxgSyncer, check,
 };
-use tarn_pool::{CreateSpec, HostIdentity, ImportOptions, SimProvider};
 use tarn_posix::{Creds, FileKind};
 
 const ME: Creds = Creds { uid: 0, gid: 0 };
@@ -134,18 +136,11 @@ impl DeviceProvider for GatedProvider {
     }
 }
 
-fn engine_on(provider: &Arc<GatedProvider>) -> Engine {
-    let identity = HostIdentity {
-        hostid: 9,
-        hostname: "host".into(),
-    };
-    Engine::new(
-        provider.clone(),
-        identity,
-        Arc::new(ManualClock::new(1_700_000_000)),
-        5,
-    )
-}
+const HOST: Host = Host {
+    hostid: 9,
+    seed: 5,
+    ..PLAIN
+};
 
 /// A raidz1 of four devices whose unflushed writes are dropped or torn at a crash.
 fn setup(seed: u64, size: u64) -> (Arc<GatedProvider>, Engine, ObjectId) {
@@ -155,30 +150,16 @@ fn setup(seed: u64, size: u64) -> (Arc<GatedProvider>, Engine, ObjectId) {
 /// [`setup`] with the pool's `failmode`.
 fn setup_with(seed: u64, size: u64, failmode: &str) -> (Arc<GatedProvider>, Engine, ObjectId) {
     let provider = Arc::new(GatedProvider::default());
-    let names: Vec<String> = (0..4).map(|i| format!("/sim/d{i}")).collect();
-    for (i, name) in names.iter().enumerate() {
-        let plan = FaultPlan {
-            seed: seed + i as u64,
-            drop_on_crash: 500_000,
-            torn_on_crash: 300_000,
-            ..FaultPlan::default()
-        };
-        provider.sims.insert(name, SimDevice::new(name, size, plan));
-    }
-    let engine = engine_on(&provider);
+    let names = sim_devices_with(&provider.sims, "d", 0..4, size, |i| FaultPlan {
+        seed: seed + i as u64,
+        drop_on_crash: 500_000,
+        torn_on_crash: 300_000,
+        ..FaultPlan::default()
+    });
     let spec = CreateSpec::one_top("tank", TopLayout::Raidz(1), names);
-    let options = CreateOptions {
-        command: "pool create tank".into(),
-        properties: vec![("failmode".into(), failmode.into())],
-        ..CreateOptions::default()
-    };
-    engine.create_pool(&spec, &options).unwrap();
+    let engine = HOST.create_tank(&provider, &spec, &[("failmode", failmode)]);
     let object = engine.object_create("tank", 4096).unwrap();
     (provider, engine, object)
-}
-
-fn committed(engine: &Engine) -> Txg {
-    check::committed_txg(engine, "tank").unwrap().unwrap()
 }
 
 fn read(engine: &Engine, object: ObjectId, offset: u64) -> Vec<u8> {
@@ -190,16 +171,31 @@ fn read(engine: &Engine, object: ObjectId, offset: u64) -> Vec<u8> {
 }
 
 fn import(provider: &Arc<GatedProvider>) -> Engine {
-    let engine = engine_on(provider);
+    HOST.import(provider, &ImportOptions::default()).unwrap()
+}
+
+/// Txg `base` commits 1s at offset 0 of `object`, then the next txg's write phase writes 2s
+/// there; returns `base` and the txg written (its commit phase not run).
+fn commit_then_write_phase(engine: &Engine, object: ObjectId) -> (Txg, Txg) {
     engine
-        .import_pool(
-            &["/sim".into()],
-            "tank",
-            &ImportOptions::default(),
-            "import",
-        )
+        .object_write("tank", object, 0, &[1u8; 4096])
         .unwrap();
+    let base = engine.sync_pool("tank").unwrap();
     engine
+        .object_write("tank", object, 0, &[2u8; 4096])
+        .unwrap();
+    let written = engine.sync_write_phase("tank").unwrap();
+    (base, written)
+}
+
+/// Makes the empty file `name` in the root directory of `dataset`.
+fn make(engine: &Engine, dataset: DatasetId, name: &[u8]) {
+    engine
+        .fs_op("tank", dataset, FsOp::Modify, |fs| {
+            let root = fs.root()?;
+            fs.mknod(root, name, FileKind::Regular, 0o644, 0, ME)
+        })
+        .unwrap();
 }
 
 #[test]
@@ -253,14 +249,7 @@ fn a_crash_at_any_instant_of_the_commit_phase_keeps_txg_n_minus_1_or_n() {
     let mut seen = [false; 2];
     for k in 0..64u64 {
         let (provider, engine, object) = setup(100 + k, 64 << 20);
-        engine
-            .object_write("tank", object, 0, &[1u8; 4096])
-            .unwrap();
-        let base = engine.sync_pool("tank").unwrap();
-        engine
-            .object_write("tank", object, 0, &[2u8; 4096])
-            .unwrap();
-        let n = engine.sync_write_phase("tank").unwrap();
+        let (base, n) = commit_then_write_phase(&engine, object);
         assert_eq!(n, base.next());
         engine
             .object_write("tank", object, 0, &[3u8; 4096])
@@ -271,9 +260,7 @@ fn a_crash_at_any_instant_of_the_commit_phase_keeps_txg_n_minus_1_or_n() {
         provider.gate.cut_after(Some(k));
         let outcome = engine.sync_commit_phase("tank");
         drop(engine);
-        for (_, device) in provider.sims.all() {
-            device.crash();
-        }
+        crash_all(&provider.sims);
         provider.gate.cut_after(None);
         let engine = import(&provider);
         let opened = check::imported_txg(&engine, "tank").unwrap().unwrap();
@@ -314,23 +301,18 @@ fn a_failed_flush_in_the_commit_phase_suspends_and_commits_nothing() {
     // and the next import opens the previous txg. Method: cut the power at the commit
     // phase's first operation and compare the device images before and after it.
     let (provider, engine, object) = setup_with(7, 64 << 20, "continue");
-    engine
-        .object_write("tank", object, 0, &[1u8; 4096])
-        .unwrap();
-    let base = engine.sync_pool("tank").unwrap();
-    engine
-        .object_write("tank", object, 0, &[2u8; 4096])
-        .unwrap();
-    engine.sync_write_phase("tank").unwrap();
-    let images: Vec<Vec<u8>> = provider.sims.all().iter().map(|(_, d)| d.image()).collect();
+    let (base, _) = commit_then_write_phase(&engine, object);
+    let before = images(&provider.sims);
     provider.gate.cut_after(Some(0));
     let failed = engine.sync_commit_phase("tank").unwrap_err();
     assert!(
         matches!(failed, EngineError::Pool(PoolError::Suspended(_))),
         "{failed}"
     );
-    let after: Vec<Vec<u8>> = provider.sims.all().iter().map(|(_, d)| d.image()).collect();
-    assert!(images == after, "a failed commit phase wrote nothing more");
+    assert!(
+        images(&provider.sims) == before,
+        "a failed commit phase wrote nothing more"
+    );
     let refused = engine.object_write("tank", object, 0, &[4u8; 4096]);
     assert!(matches!(
         refused,
@@ -351,33 +333,20 @@ fn an_fsync_while_a_txg_syncs_waits_for_it_and_survives_a_crash() {
     // phase, change a file in N+1, fsync, crash with N+1 uncommitted and import.
     let (provider, engine, _) = setup(11, 64 << 20);
     let (_, dataset) = engine.find_dataset("tank").unwrap();
-    let make = |name: &'static [u8]| {
-        engine
-            .fs_op("tank", dataset, FsOp::Modify, |fs| {
-                let root = fs.root()?;
-                fs.mknod(root, name, FileKind::Regular, 0o644, 0, ME)
-            })
-            .unwrap();
-    };
-    make(b"first");
+    make(&engine, dataset, b"first");
     engine.fs_sync("tank", dataset).unwrap();
-    make(b"second");
+    make(&engine, dataset, b"second");
     let n = engine.sync_write_phase("tank").unwrap();
-    make(b"third");
+    make(&engine, dataset, b"third");
     engine.fs_sync("tank", dataset).unwrap();
     assert_eq!(committed(&engine), n, "the fsync finished txg N first");
     drop(engine);
-    for (_, device) in provider.sims.all() {
-        device.crash();
-    }
+    crash_all(&provider.sims);
     let engine = import(&provider);
     let (_, dataset) = engine.find_dataset("tank").unwrap();
     for name in [&b"first"[..], b"second", b"third"] {
-        let found = engine.fs_op("tank", dataset, FsOp::Read, |fs| {
-            let root = fs.root()?;
-            fs.lookup(root, name)
-        });
-        assert!(found.is_ok(), "{} lost", String::from_utf8_lossy(name));
+        let found = in_root_dir(&engine, dataset, name);
+        assert!(found, "{} lost", String::from_utf8_lossy(name));
     }
 }
 
@@ -422,10 +391,6 @@ fn with_a_syncer_the_writer_never_syncs_below_dirty_max() {
     check::verify_pool(&engine, "tank").unwrap();
 }
 
-fn images(provider: &GatedProvider) -> Vec<Vec<u8>> {
-    provider.sims.all().iter().map(|(_, d)| d.image()).collect()
-}
-
 #[test]
 fn a_failed_commit_phase_with_the_next_txg_dirty_resumes_both_at_clear() {
     // Goal: a commit phase of txg T that fails (outside the pool lock) while T+1 has changes
@@ -437,10 +402,7 @@ fn a_failed_commit_phase_with_the_next_txg_dirty_resumes_both_at_clear() {
     let (provider, engine, object) = setup(11, 64 << 20);
     let engine = Arc::new(engine);
     let write = |offset: u64, byte: u8| engine.object_write("tank", object, offset, &[byte; 4096]);
-    write(0, 1).unwrap();
-    let base = engine.sync_pool("tank").unwrap();
-    write(0, 2).unwrap();
-    let txg = engine.sync_write_phase("tank").unwrap();
+    let (base, txg) = commit_then_write_phase(&engine, object);
     assert_eq!(txg, base.next());
     // T+1, dirty in memory while T commits.
     write(4096, 3).unwrap();
@@ -452,7 +414,7 @@ fn a_failed_commit_phase_with_the_next_txg_dirty_resumes_both_at_clear() {
     );
     assert_eq!(committed(&engine), base);
     provider.gate.cut_after(None);
-    let before = images(&provider);
+    let before = images(&provider.sims);
     let waiter = Arc::clone(&engine);
     let writer =
         std::thread::spawn(move || waiter.object_write("tank", object, 8192, &[4u8; 4096]));
@@ -469,7 +431,7 @@ fn a_failed_commit_phase_with_the_next_txg_dirty_resumes_both_at_clear() {
         "{refused}"
     );
     assert!(
-        images(&provider) == before,
+        images(&provider.sims) == before,
         "a suspended pool writes nothing: T+1 waits for T"
     );
     assert!(!writer.is_finished(), "a refused sync wakes nobody");
@@ -484,9 +446,7 @@ fn a_failed_commit_phase_with_the_next_txg_dirty_resumes_both_at_clear() {
     assert_eq!(next, txg.next(), "T+1 commits after T");
     check::verify_pool(&engine, "tank").unwrap();
     drop(engine);
-    for (_, device) in provider.sims.all() {
-        device.crash();
-    }
+    crash_all(&provider.sims);
     let engine = import(&provider);
     assert_eq!(check::imported_txg(&engine, "tank").unwrap(), Some(next));
     assert_eq!(read(&engine, object, 0), vec![2u8; 4096]);
@@ -505,20 +465,12 @@ fn an_fsync_that_waited_for_a_failed_commit_logs_its_records_after_clear() {
     let (provider, engine, _) = setup(13, 64 << 20);
     let engine = Arc::new(engine);
     let (_, dataset) = engine.find_dataset("tank").unwrap();
-    let make = |name: &'static [u8]| {
-        engine
-            .fs_op("tank", dataset, FsOp::Modify, |fs| {
-                let root = fs.root()?;
-                fs.mknod(root, name, FileKind::Regular, 0o644, 0, ME)
-            })
-            .unwrap();
-    };
-    make(b"first");
+    make(&engine, dataset, b"first");
     engine.fs_sync("tank", dataset).unwrap();
     let base = committed(&engine);
-    make(b"second");
+    make(&engine, dataset, b"second");
     let n = engine.sync_write_phase("tank").unwrap();
-    make(b"third");
+    make(&engine, dataset, b"third");
     provider.gate.cut_after(Some(0));
     let syncer = Arc::clone(&engine);
     let fsync = std::thread::spawn(move || syncer.fs_sync("tank", dataset));
@@ -530,18 +482,13 @@ fn an_fsync_that_waited_for_a_failed_commit_logs_its_records_after_clear() {
     fsync.join().unwrap().unwrap();
     assert_eq!(committed(&engine), n, "clear committed txg N, not N+1");
     drop(engine);
-    for (_, device) in provider.sims.all() {
-        device.crash();
-    }
+    crash_all(&provider.sims);
     let engine = import(&provider);
     assert_eq!(check::imported_txg(&engine, "tank").unwrap(), Some(n));
     let (_, dataset) = engine.find_dataset("tank").unwrap();
     for name in [&b"first"[..], b"second", b"third"] {
-        let found = engine.fs_op("tank", dataset, FsOp::Read, |fs| {
-            let root = fs.root()?;
-            fs.lookup(root, name)
-        });
-        assert!(found.is_ok(), "{} lost", String::from_utf8_lossy(name));
+        let found = in_root_dir(&engine, dataset, name);
+        assert!(found, "{} lost", String::from_utf8_lossy(name));
     }
     check::verify_pool(&engine, "tank").unwrap();
 }
@@ -554,14 +501,7 @@ fn export_f_after_a_failed_commit_phase_ends_the_waiting_writer() {
     // writer on a thread, refuse a plain export, then export -f and import.
     let (provider, engine, object) = setup(17, 64 << 20);
     let engine = Arc::new(engine);
-    engine
-        .object_write("tank", object, 0, &[1u8; 4096])
-        .unwrap();
-    let base = engine.sync_pool("tank").unwrap();
-    engine
-        .object_write("tank", object, 0, &[2u8; 4096])
-        .unwrap();
-    engine.sync_write_phase("tank").unwrap();
+    let (base, _) = commit_then_write_phase(&engine, object);
     provider.gate.cut_after(Some(0));
     engine.sync_commit_phase("tank").unwrap_err();
     provider.gate.cut_after(None);

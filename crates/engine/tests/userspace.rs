@@ -8,7 +8,6 @@
 
 use std::sync::Arc;
 
-use tarn_device::{FaultPlan, SimDevice};
 use tarn_engine::posix::{Creds, FileKind, Ino, SetAttr};
 use tarn_engine::{
     CreateOptions, DatasetQuery, Engine, EngineError, FsOp, OwnerSpace, ProjectChange, TopLayout,
@@ -17,14 +16,11 @@ use tarn_engine::{
 use tarn_pool::{CreateSpec, ImportOptions, SimProvider};
 
 mod common;
-use common::engine_on;
+use common::{PLAIN, engine_on, sim_devices};
 
 fn setup(layout: TopLayout) -> (Arc<SimProvider>, Engine) {
     let provider = Arc::new(SimProvider::new());
-    let names: Vec<String> = (0..4).map(|i| format!("/sim/d{i}")).collect();
-    for name in &names {
-        provider.insert(name, SimDevice::new(name, 128 << 20, FaultPlan::default()));
-    }
+    let names = sim_devices(&provider, "d", 0..4, 128 << 20);
     let engine = engine_on(&provider);
     let spec = CreateSpec::one_top("tank", layout, names);
     let options = CreateOptions {
@@ -264,10 +260,7 @@ fn userspace_lists_owners_and_counts_survive_import() {
     );
     let before = engine.userspace("tank/home", OwnerSpace::User).unwrap();
     engine.export_pool("tank", false).unwrap();
-    let engine = engine_on(&provider);
-    engine
-        .import_pool(&["/sim".into()], "tank", &ImportOptions::default(), "i")
-        .unwrap();
+    let engine = PLAIN.import(&provider, &ImportOptions::default()).unwrap();
     assert_eq!(
         engine.userspace("tank/home", OwnerSpace::User).unwrap(),
         before

@@ -8,14 +8,16 @@
 
 #![allow(clippy::unwrap_used)] // Test code: a failed unwrap is a failed test.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use tarn_base::{ManualClock, SeededRng};
-use tarn_device::{FaultPlan, SimDevice};
+use common::{Host, PLAIN, crash_all, import_tank, sim_devices_with};
+use tarn_base::SeededRng;
+use tarn_device::FaultPlan;
 use tarn_engine::{
-    CreateOptions, CreateSpec, DatasetId, Engine, FsOp, HostIdentity, ImportOptions, SimProvider,
-    TopLayout, TopSpec, check,
+    CreateSpec, DatasetId, Engine, FsOp, ImportOptions, SimProvider, TopLayout, TopSpec, check,
 };
 use tarn_posix::{Creds, Fallocate, FileKind, Fs, Ino, RenameFlags, SetAttr, TimeOrNow, XattrSet};
 
@@ -34,18 +36,21 @@ fn crash_plan(seed: u64) -> FaultPlan {
     }
 }
 
-fn engine_on(provider: &Arc<SimProvider>, secs: u64) -> Engine {
-    let identity = HostIdentity {
-        hostid: 3,
-        hostname: "host".into(),
-    };
-    Engine::new(
-        provider.clone(),
-        identity,
-        Arc::new(ManualClock::new(secs)),
-        11,
-    )
-}
+/// Host 3 with its clock at the pool's creation; the engines that import it later (after a
+/// power cut or an export) see their clock later.
+const HOST: Host = Host {
+    hostid: 3,
+    seed: 11,
+    ..PLAIN
+};
+const HOST_LATER: Host = Host {
+    secs: 1_800_000_000,
+    ..HOST
+};
+const HOST_LATEST: Host = Host {
+    secs: 1_900_000_000,
+    ..HOST
+};
 
 struct World {
     provider: Arc<SimProvider>,
@@ -59,25 +64,11 @@ impl World {
     /// `tank/fs`, whose log chain is started (one fsync).
     fn new(layout: TopLayout, count: usize, logs: usize, seed: u64) -> World {
         let provider = Arc::new(SimProvider::new());
-        let mut names = Vec::new();
-        for i in 0..count + logs {
-            let name = format!("/sim/d{i}");
-            provider.insert(
-                &name,
-                SimDevice::new(&name, 128 << 20, crash_plan(seed + i as u64)),
-            );
-            names.push(name);
-        }
-        let engine = engine_on(&provider, 1_700_000_000);
+        let mut names = sim_devices_with(&provider, "d", 0..count + logs, 128 << 20, |i| {
+            crash_plan(seed + i as u64)
+        });
         let log_devices = names.split_off(count);
         let spec = CreateSpec {
-            name: "tank".into(),
-            tops: vec![TopSpec {
-                layout,
-                devices: names,
-            }],
-            spares: vec![],
-            caches: Vec::new(),
             logs: log_devices
                 .into_iter()
                 .map(|device| TopSpec {
@@ -85,18 +76,12 @@ impl World {
                     devices: vec![device],
                 })
                 .collect(),
-            specials: Vec::new(),
             ashift: 12,
-            force: false,
+            ..CreateSpec::one_top("tank", layout, names)
         };
-        let options = CreateOptions {
-            command: "pool create tank".into(),
-            // An fsync whose flush fails suspends the pool; the test cuts the power then, so
-            // the fsync must return (failmode=wait would make it wait for `clear`).
-            properties: vec![("failmode".into(), "continue".into())],
-            ..CreateOptions::default()
-        };
-        engine.create_pool(&spec, &options).unwrap();
+        // An fsync whose flush fails suspends the pool; the test cuts the power then, so the
+        // fsync must return (failmode=wait would make it wait for `clear`).
+        let engine = HOST.create_tank(&provider, &spec, &[("failmode", "continue")]);
         engine
             .create_dataset("tank/fs", &[], false, "create")
             .unwrap();
@@ -126,10 +111,7 @@ impl World {
     }
 
     fn committed(&self) -> u64 {
-        check::committed_txg(&self.engine, "tank")
-            .unwrap()
-            .unwrap()
-            .0
+        common::committed(&self.engine).0
     }
 
     fn root(&mut self) -> Ino {
@@ -152,22 +134,23 @@ impl World {
     /// new engine imports the pool (replaying the log).
     fn crash_and_import(&mut self) {
         self.seed += 1;
-        self.engine = engine_on(&self.provider, 1_800_000_000);
-        for (_, device) in self.provider.all() {
-            device.crash();
-        }
+        self.power_cut(&HOST_LATER);
         self.import();
     }
 
+    /// Power cut: the engine is gone (a new one of `host` stands in, nothing imported) and
+    /// every device drops or tears its unflushed writes.
+    fn power_cut(&mut self, host: &Host) {
+        self.engine = host.engine(&self.provider);
+        crash_all(&self.provider);
+    }
+
     fn import(&mut self) {
-        self.engine
-            .import_pool(
-                &["/sim".into()],
-                "tank",
-                &ImportOptions::default(),
-                "import",
-            )
-            .unwrap();
+        self.import_with(&ImportOptions::default());
+    }
+
+    fn import_with(&mut self, options: &ImportOptions) {
+        import_tank(&self.engine, options).unwrap();
         let (_, dataset) = self.engine.find_dataset("tank/fs").unwrap();
         self.dataset = dataset;
     }
@@ -378,7 +361,7 @@ fn space_closes_with_log_blocks_in_flight() {
         }
     }
     world.engine.export_pool("tank", false).unwrap();
-    world.engine = engine_on(&world.provider, 1_800_000_000);
+    world.engine = HOST_LATER.engine(&world.provider);
     world.import();
     check::verify_pool(&world.engine, "tank").unwrap();
 }
@@ -509,27 +492,20 @@ fn a_crash_during_replay_replays_again() {
     every_operation(&mut world);
     world.fsync();
     let synced = world.snapshot();
-    world.engine = engine_on(&world.provider, 1_800_000_000);
+    world.power_cut(&HOST_LATER);
     for (_, device) in world.provider.all() {
-        device.crash();
         device.set_plan(FaultPlan {
             flush_eio: 1_000_000,
             ..crash_plan(77)
         });
     }
-    let failed = world.engine.import_pool(
-        &["/sim".into()],
-        "tank",
-        &ImportOptions::default(),
-        "import",
-    );
+    let failed = import_tank(&world.engine, &ImportOptions::default());
     assert!(
         failed.is_err(),
         "the import's txg cannot commit without flushes"
     );
-    world.engine = engine_on(&world.provider, 1_900_000_000);
+    world.power_cut(&HOST_LATEST);
     for (_, device) in world.provider.all() {
-        device.crash();
         device.set_plan(crash_plan(78));
     }
     world.import();
@@ -683,10 +659,7 @@ fn a_missing_log_device_loses_only_its_records() {
         blocks.iter().all(|dva| dva.vdev.0 == 1),
         "log blocks live on the log vdev: {blocks:?}"
     );
-    world.engine = engine_on(&world.provider, 1_800_000_000);
-    for (_, device) in world.provider.all() {
-        device.crash();
-    }
+    world.power_cut(&HOST_LATER);
     world.provider.remove("/sim/d3").unwrap();
     world.import();
     assert_eq!(
@@ -745,7 +718,7 @@ fn a_missing_log_device_after_export_reports_nothing_lost() {
     let expected = world.snapshot();
     world.engine.export_pool("tank", false).unwrap();
     world.provider.remove("/sim/d3").unwrap();
-    world.engine = engine_on(&world.provider, 1_800_000_000);
+    world.engine = HOST_LATER.engine(&world.provider);
     world.import();
     assert_eq!(world.snapshot(), expected);
     let reports = world.engine.log_replay_reports("tank").unwrap();
@@ -778,24 +751,16 @@ fn a_read_only_import_keeps_the_log_for_later() {
     world.op(|fs| fs.write(ino, 0, b"replayed later"));
     world.fsync();
     let synced = world.snapshot();
-    world.engine = engine_on(&world.provider, 1_800_000_000);
-    for (_, device) in world.provider.all() {
-        device.crash();
-    }
+    world.power_cut(&HOST_LATER);
     let readonly = ImportOptions {
         readonly: true,
         ..ImportOptions::default()
     };
-    world
-        .engine
-        .import_pool(&["/sim".into()], "tank", &readonly, "import -o readonly=on")
-        .unwrap();
-    let (_, dataset) = world.engine.find_dataset("tank/fs").unwrap();
-    world.dataset = dataset;
+    world.import_with(&readonly);
     assert_eq!(world.snapshot(), committed);
     check::verify_pool(&world.engine, "tank").unwrap();
     world.engine.export_pool("tank", false).unwrap();
-    world.engine = engine_on(&world.provider, 1_900_000_000);
+    world.engine = HOST_LATEST.engine(&world.provider);
     world.import();
     assert_eq!(world.snapshot(), synced);
     check::verify_pool(&world.engine, "tank").unwrap();

@@ -138,6 +138,48 @@ pub(crate) fn assert_same_image(before: &Image, after: &Image, what: &str) {
     panic!("{what} changed files: {differences:?}");
 }
 
+/// Runs `tarn --rundir <rundir> <line>` (`line` split on spaces) in `root`, with datasets
+/// mounted under `root/altroot` and the extra environment `env`.
+pub(crate) fn run_tarn(rundir: &Path, root: &Path, line: &str, env: &[(&str, &str)]) -> Run {
+    let output = Command::new(env!("CARGO_BIN_EXE_tarn"))
+        .arg("--rundir")
+        .arg(rundir)
+        .args(line.split(' ').filter(|word| !word.is_empty()))
+        .current_dir(root)
+        .env_remove("TARN_RUNDIR")
+        // Datasets mount under the rig's own directory, never at the host's /tank.
+        .env("TARN_ALTROOT", root.join("altroot"))
+        .envs(env.iter().copied())
+        .output()
+        .expect("tarn runs");
+    Run {
+        code: output.status.code(),
+        stdout: String::from_utf8(output.stdout).expect("utf-8 stdout"),
+        stderr: String::from_utf8(output.stderr).expect("utf-8 stderr"),
+    }
+}
+
+impl Run {
+    /// The stdout of `tarn <line>`, which must have succeeded silently on stderr.
+    pub(crate) fn ok(self, line: &str) -> String {
+        assert_eq!(self.code, Some(0), "`tarn {line}` failed: {self:?}");
+        assert_eq!(self.stderr, "", "`tarn {line}` wrote to stderr: {self:?}");
+        self.stdout
+    }
+}
+
+/// The rows of scripted (`-H`) output, split into their tab-separated cells.
+pub(crate) fn tsv_rows(text: &str) -> Vec<Vec<&str>> {
+    text.lines().map(|l| l.split('\t').collect()).collect()
+}
+
+/// The index of the `cache` heading among the rows of `pool iostat -v -H`.
+pub(crate) fn cache_heading(rows: &[Vec<&str>]) -> usize {
+    rows.iter()
+        .position(|r| r[0] == "cache")
+        .expect("cache row")
+}
+
 /// One test's world: a temporary directory with device files, and a daemon rundir in it.
 pub(crate) struct Rig {
     pub(crate) dir: tempfile::TempDir,
@@ -190,29 +232,31 @@ impl Rig {
 
     /// Runs `tarn --rundir <rundir> <line>`; `line` is split on spaces.
     pub(crate) fn run(&self, line: &str) -> Run {
-        let output = Command::new(env!("CARGO_BIN_EXE_tarn"))
-            .arg("--rundir")
-            .arg(&self.rundir)
-            .args(line.split(' ').filter(|word| !word.is_empty()))
-            .current_dir(self.root())
-            .env_remove("TARN_RUNDIR")
-            // Datasets mount under the rig's own directory, never at the host's /tank.
-            .env("TARN_ALTROOT", self.root().join("altroot"))
-            .output()
-            .expect("tarn runs");
-        Run {
-            code: output.status.code(),
-            stdout: String::from_utf8(output.stdout).expect("utf-8 stdout"),
-            stderr: String::from_utf8(output.stderr).expect("utf-8 stderr"),
-        }
+        run_tarn(&self.rundir, self.root(), line, &[])
     }
 
     /// Runs a command that must succeed silently on stderr; returns its stdout.
     pub(crate) fn ok(&self, line: &str) -> String {
-        let run = self.run(line);
-        assert_eq!(run.code, Some(0), "`tarn {line}` failed: {run:?}");
-        assert_eq!(run.stderr, "", "`tarn {line}` wrote to stderr: {run:?}");
-        run.stdout
+        self.run(line).ok(line)
+    }
+
+    /// `count` device files `d/disk*`, the last `spares` of them hot spares of a new pool
+    /// `tank` of `layout` (`raidz1`, `mirror`, ...) on the others; returns the pool's data
+    /// devices and its spares.
+    pub(crate) fn tank_with_spares(
+        &self,
+        layout: &str,
+        count: usize,
+        spares: usize,
+    ) -> (Vec<String>, Vec<String>) {
+        let mut data = self.devices("d", "disk", count);
+        let spares = data.split_off(count - spares);
+        self.ok(&format!(
+            "pool create tank {layout} {} spare {}",
+            join(&data),
+            join(&spares)
+        ));
+        (data, spares)
     }
 
     pub(crate) fn image(&self) -> Image {

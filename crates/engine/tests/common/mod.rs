@@ -1,23 +1,260 @@
 //! Helpers shared by the engine's integration tests (each test file that needs them says
-//! `mod common;`): the engine every plain test runs on.
+//! `mod common;`): the engine a test runs on (`Host`), the simulated devices under it
+//! (`sim_devices`), the pool `tank` made or imported on them, and what a test looks at
+//! afterwards (device images, the committed txg, a read-only walk of an exported pool).
+//!
+//! A test names what is particular to it (a host id, a clock it reads, a seed, fault plans,
+//! import options) and takes the rest from here; nothing here picks a value a test's outcome
+//! depends on without the test saying so.
 
+#![allow(dead_code)] // Each test binary uses a different part of the helpers.
+
+use std::ops::Range;
 use std::sync::Arc;
 
-use tarn_base::ManualClock;
-use tarn_engine::Engine;
-use tarn_pool::{HostIdentity, SimProvider};
+use tarn_base::{ManualClock, ObjectId, SeededRng, Txg};
+use tarn_device::{FaultPlan, SimDevice};
+use tarn_engine::{
+    CreateOptions, CreateSpec, DatasetId, DeviceProvider, Engine, EngineError, FsOp, HostIdentity,
+    ImportOptions, ScanProgress, ScanState, ScrubAction, SimProvider, VdevNode, check,
+};
+use tarn_format::BlockPtr;
+use tarn_objects::ObjectSet;
+use tarn_pool::Pool;
 
-/// An engine over `provider` as host 7 ("host"), with a manual clock at 2023-11-14 and
-/// seed 42: the same start for every test that does not care about identity or time.
+/// Where an engine's identity, clock and randomness start. A test file that needs other
+/// values says which, as `Host { hostid: 5, ..PLAIN }`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Host {
+    /// The host id the engine writes into labels and heartbeats.
+    pub(crate) hostid: u64,
+    pub(crate) hostname: &'static str,
+    /// The engine's `ManualClock`, in seconds since the epoch (status lines print it).
+    pub(crate) secs: u64,
+    /// The seed of the engine's `SeededRng` (the GUIDs it hands out).
+    pub(crate) seed: u64,
+}
+
+/// Host 7 ("host"), the clock at 2023-11-14, seed 42: the start of every test that does not
+/// care about identity or time.
+pub(crate) const PLAIN: Host = Host {
+    hostid: 7,
+    hostname: "host",
+    secs: 1_700_000_000,
+    seed: 42,
+};
+
+/// `PLAIN` with the clock at Sun Nov 22 14:30:00 2026 (UTC), the time the scan lines of the
+/// scrub and resilver tests expect.
+pub(crate) const PLAIN_NOV_22_2026: Host = Host {
+    secs: 1_795_357_800,
+    ..PLAIN
+};
+
+impl Host {
+    pub(crate) fn identity(&self) -> HostIdentity {
+        HostIdentity {
+            hostid: self.hostid,
+            hostname: self.hostname.into(),
+        }
+    }
+
+    /// A new engine over `provider`.
+    pub(crate) fn engine<P: DeviceProvider + 'static>(&self, provider: &Arc<P>) -> Engine {
+        Engine::new(
+            provider.clone(),
+            self.identity(),
+            Arc::new(ManualClock::new(self.secs)),
+            self.seed,
+        )
+    }
+
+    /// A new engine over `provider` that made pool `tank` of `spec` with the pool
+    /// `properties` (history: `pool create tank`).
+    pub(crate) fn create_tank<P: DeviceProvider + 'static>(
+        &self,
+        provider: &Arc<P>,
+        spec: &CreateSpec,
+        properties: &[(&str, &str)],
+    ) -> Engine {
+        let engine = self.engine(provider);
+        let options = CreateOptions {
+            command: "pool create tank".into(),
+            properties: properties
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            ..CreateOptions::default()
+        };
+        engine.create_pool(spec, &options).expect("create tank");
+        engine
+    }
+
+    /// A new engine over `provider` that imported pool `tank` from `/sim` with `options`.
+    pub(crate) fn import<P: DeviceProvider + 'static>(
+        &self,
+        provider: &Arc<P>,
+        options: &ImportOptions,
+    ) -> Result<Engine, EngineError> {
+        let engine = self.engine(provider);
+        import_tank(&engine, options)?;
+        Ok(engine)
+    }
+}
+
+/// An engine over `provider` as the `PLAIN` host.
 pub(crate) fn engine_on(provider: &Arc<SimProvider>) -> Engine {
-    let identity = HostIdentity {
-        hostid: 7,
-        hostname: "host".into(),
+    PLAIN.engine(provider)
+}
+
+/// Imports pool `tank` from `/sim` into `engine` with `options` (history: `pool import tank`);
+/// returns the name it was imported under.
+pub(crate) fn import_tank(engine: &Engine, options: &ImportOptions) -> Result<String, EngineError> {
+    engine.import_pool(&["/sim".into()], "tank", options, "pool import tank")
+}
+
+/// Simulated devices `/sim/{prefix}N` of `size` bytes for every N in `numbers`, without
+/// faults; returns their paths.
+pub(crate) fn sim_devices(
+    provider: &SimProvider,
+    prefix: &str,
+    numbers: Range<usize>,
+    size: u64,
+) -> Vec<String> {
+    sim_devices_with(provider, prefix, numbers, size, |_| FaultPlan::default())
+}
+
+/// [`sim_devices`] where device N follows fault plan `plan(N)`.
+pub(crate) fn sim_devices_with(
+    provider: &SimProvider,
+    prefix: &str,
+    numbers: Range<usize>,
+    size: u64,
+    plan: impl Fn(usize) -> FaultPlan,
+) -> Vec<String> {
+    numbers
+        .map(|i| {
+            let name = format!("/sim/{prefix}{i}");
+            provider.insert(&name, SimDevice::new(&name, size, plan(i)));
+            name
+        })
+        .collect()
+}
+
+/// The power goes: every device drops or tears its unflushed writes as its plan says.
+pub(crate) fn crash_all(provider: &SimProvider) {
+    for (_, device) in provider.all() {
+        device.crash();
+    }
+}
+
+/// Every device's path and durable bytes, in path order: equal images mean nothing was
+/// written.
+pub(crate) fn images(provider: &SimProvider) -> Vec<(String, Vec<u8>)> {
+    provider
+        .all()
+        .into_iter()
+        .map(|(name, device)| (name, device.image()))
+        .collect()
+}
+
+/// The last committed txg of pool `tank`.
+pub(crate) fn committed(engine: &Engine) -> Txg {
+    check::committed_txg(engine, "tank")
+        .expect("committed txg of tank")
+        .expect("tank has committed a txg")
+}
+
+/// The exported pool `tank` on `provider`, imported read-only at the pool layer as `host`
+/// (to walk its blocks), and the root block pointer of its root dataset's object set.
+pub(crate) fn exported_tank(provider: &SimProvider, host: &Host) -> (Pool, BlockPtr) {
+    let found = tarn_pool::discover(provider, &["/sim".to_string()]);
+    let options = ImportOptions {
+        readonly: true,
+        ..ImportOptions::default()
     };
-    Engine::new(
-        provider.clone(),
-        identity,
-        Arc::new(ManualClock::new(1_700_000_000)),
-        42,
+    let pool = Pool::import(
+        &found[0],
+        provider,
+        &options,
+        host.identity(),
+        Arc::new(ManualClock::new(host.secs)),
+        &|_| Ok(()),
     )
+    .expect("read-only import of tank");
+    let reader = pool.reader();
+    let mos_root = pool.root().expect("MOS root");
+    let mut mos = ObjectSet::open(&reader, &mos_root).expect("open the MOS");
+    // MOS object 4 is the root dataset; its bonus is its object set's root block pointer.
+    let bonus = mos.bonus(&reader, ObjectId(4)).expect("root dataset bonus");
+    let data_root = BlockPtr::decode_bytes(&bonus).expect("root dataset block pointer");
+    (pool, data_root)
+}
+
+/// Whether the root directory of `dataset` in pool `tank` has an entry `name`.
+pub(crate) fn in_root_dir(engine: &Engine, dataset: DatasetId, name: &[u8]) -> bool {
+    engine
+        .fs_op("tank", dataset, FsOp::Read, |fs| {
+            let root = fs.root()?;
+            fs.lookup(root, name)
+        })
+        .is_ok()
+}
+
+/// A new object of pool `tank` with blocks of `block` bytes, holding `len` bytes drawn from
+/// `SeededRng::new(seed)`, committed; returns it with its bytes.
+pub(crate) fn write_object(
+    engine: &Engine,
+    block: u32,
+    seed: u64,
+    len: usize,
+) -> (ObjectId, Vec<u8>) {
+    let object = engine.object_create("tank", block).expect("create object");
+    let mut data = vec![0u8; len];
+    SeededRng::new(seed).fill(&mut data);
+    engine
+        .object_write("tank", object, 0, &data)
+        .expect("write object");
+    engine.sync_pool("tank").expect("sync tank");
+    (object, data)
+}
+
+/// Steps the running scan (scrub or resilver) of pool `tank` in batches of `batch` bytes
+/// until it stops; returns its last record.
+pub(crate) fn finish_scan(engine: &Engine, batch: u64) -> ScanProgress {
+    for _ in 0..100_000 {
+        let progress = engine
+            .scrub_step("tank", batch)
+            .expect("scan step")
+            .expect("a scan record");
+        if progress.state != ScanState::Scanning {
+            return progress;
+        }
+    }
+    panic!("the scan of tank did not stop");
+}
+
+/// Starts a scrub of pool `tank` (history: `pool scrub tank`) and runs it to its end in
+/// batches of `batch` bytes; returns its last record.
+pub(crate) fn scrub_tank(engine: &Engine, batch: u64) -> ScanProgress {
+    engine
+        .scrub(&["tank".to_string()], ScrubAction::Start, "pool scrub tank")
+        .expect("start a scrub");
+    finish_scan(engine, batch)
+}
+
+/// Asserts that every object of pool `tank` in `objects` reads back as its bytes.
+pub(crate) fn check_objects(engine: &Engine, objects: &[(ObjectId, Vec<u8>)]) {
+    for (object, data) in objects {
+        let mut buf = vec![0u8; data.len()];
+        engine
+            .object_read("tank", *object, 0, &mut buf)
+            .expect("read object");
+        assert!(buf == *data, "object {object:?} differs");
+    }
+}
+
+/// The names of `node`'s children, in order.
+pub(crate) fn child_names(node: &VdevNode) -> Vec<String> {
+    node.children.iter().map(|c| c.name.clone()).collect()
 }
