@@ -48,13 +48,13 @@
 //!
 //! # Crash safety
 //! A block is accepted only when its self-checksum, chain id and sequence number match
-//! (`tarn_format::intent_log`), so a torn or missing block, stale bytes at a
-//! pre-allocated address or garbage end the chain there, and nothing after it is replayed.
-//! A commit is replayed whole or not at all: its blocks but the last carry the `continues`
-//! flag, and the stream is cut after the last block without it, so a commit the crash cut
-//! (its fsync never returned) leaves no part of itself. Replay happens on the last committed state and
-//! its result, the freeing of the chain and the header without a log commit in one txg:
-//! a crash during replay leaves the log as it was, and the next import replays it again.
+//! (`tarn_format::intent_log`), so a torn or missing block, stale bytes at a pre-allocated
+//! address or garbage end the chain there, and nothing after it is replayed. A commit is
+//! replayed whole or not at all: its blocks but the last carry the `continues` flag, and
+//! the stream is cut after the last block without it, so a commit the crash cut (its fsync
+//! never returned) leaves no part of itself. Replay happens on the last committed state and
+//! its result, the freeing of the chain and the header without a log commit in one txg: a
+//! crash during replay leaves the log as it was, and the next import replays it again.
 //!
 //! # Space
 //! The first block of each committed chain is allocated in the committed space log and
