@@ -15,6 +15,7 @@ use tarn_engine::{
 
 mod fsops;
 mod heal;
+mod outage;
 
 use fsops::FsKind;
 
@@ -63,6 +64,7 @@ enum Op {
     Vanish,
     Dataset,
     Heal,
+    Outage,
     Fs(FsKind),
 }
 
@@ -189,8 +191,9 @@ impl Sim {
         };
         let options = CreateOptions {
             command: "pool create".into(),
-            // One thread drives everything: a write waiting for `clear` (failmode=wait) would
-            // wait forever; beyond budget a suspended pool must fail its writes at once.
+            // One thread drives everything: a read or write waiting for `clear`
+            // (failmode=wait) would wait forever; beyond budget a suspended pool must fail
+            // its writes at once. Outages set failmode=wait for their span (sim/outage.rs).
             properties: vec![("failmode".into(), "continue".into())],
             ..CreateOptions::default()
         };
@@ -274,6 +277,7 @@ impl Sim {
             (w.fs_read, Op::Fs(FsKind::Read)),
             (w.fs_fsync, Op::Fs(FsKind::Fsync)),
             (w.heal, Op::Heal),
+            (w.outage, Op::Outage),
         ];
         let total: u64 = table.iter().map(|(weight, _)| weight).sum();
         let mut pick = self.rng.below(total);
@@ -297,6 +301,7 @@ impl Sim {
             Op::Vanish => self.op_vanish(),
             Op::Dataset => self.op_dataset(),
             Op::Heal => self.op_heal(),
+            Op::Outage => self.op_outage(),
             Op::Fs(kind) => self.op_fs(kind),
         }
     }
