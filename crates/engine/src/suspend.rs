@@ -46,7 +46,8 @@
 //! also refuses (the pool's heartbeats stopped with the suspension, so another host may have
 //! waited them out and imported it). If the data vdevs could then commit, the leaves are
 //! brought online (each one whose label
-//! is older than the last committed txg is resilvered from there, as `online` does), the
+//! is older than the last committed txg is resilvered from there, and one that left during
+//! its own resilver is resilvered whole: `devices::resilver_missed`, shared with `online`), the
 //! kept txg is written again and committed (`Pool::resume`), a `resume` event is posted and
 //! the waiters wake. Otherwise nothing changes and `clear` names the devices still missing.
 
@@ -60,7 +61,7 @@ use tarn_posix::PosixError;
 use tarn_vdev::{Leaf, LeafState};
 use tarn_zio::ZioError;
 
-use crate::{Engine, EngineError, Imported, PoolError, PoolHandle, events, scrub};
+use crate::{Engine, EngineError, Imported, PoolError, PoolHandle, events};
 
 /// Forced export: how many times to look for the pool's other handles to be dropped, and
 /// how long each wait for a waking writer lasts.
@@ -286,21 +287,15 @@ impl Engine {
         })
     }
 
-    /// Starts a resilver of what the returning leaves missed: every block born after the
-    /// newest txg their labels hold, when that is older than the last committed txg.
+    /// Starts a resilver of what the returning leaves missed (`devices::resilver_missed`,
+    /// as `online` does), their synced txg being the newest their labels hold.
     fn resilver_returning(&self, inner: &mut Imported, returning: &[Returning], now: u64) {
         let committed = inner.pool.last_uberblock().map_or(Txg(0), |ub| ub.txg);
-        let mut from: Option<Txg> = None;
         for back in returning {
             back.leaf.set_synced_txg(back.label_txg.min(committed));
-            if back.label_txg < committed {
-                back.leaf.set_resilvering(true);
-                let missed = back.label_txg.next();
-                from = Some(from.map_or(missed, |f| f.min(missed)));
-            }
         }
-        if let Some(from) = from {
-            scrub::restart_resilver_from(inner, now, from);
+        let leaves: Vec<Arc<Leaf>> = returning.iter().map(|r| Arc::clone(&r.leaf)).collect();
+        if crate::devices::resilver_missed(inner, &leaves, now).is_some() {
             let name = inner.pool.name().to_string();
             self.post(events::pool_event(&name, now, "resilver_start"));
         }

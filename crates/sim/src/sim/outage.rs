@@ -151,10 +151,7 @@ impl Sim {
     /// After a successful `clear`: the kept txg (if the suspension kept one) committed the
     /// model held in flight; the blocked write, which went ahead after it, is in the open
     /// model.
-    fn clear_outage(
-        &mut self,
-        blocked: Option<BlockedWrite>,
-    ) -> Step {
+    fn clear_outage(&mut self, blocked: Option<BlockedWrite>) -> Step {
         self.counts.clears += 1;
         let now = check::committed_txg(&self.engine, POOL)
             .map_err(|e| e.to_string())?
