@@ -202,8 +202,8 @@ fn export_force_ends_a_suspended_pool_with_a_waiting_writer() {
 // the file's bytes; a scrub is clean.
 // STRATEGY: primarycache=metadata, write a file of incompressible bytes (every block spans
 // all four devices), export and import (none of its data cached in the daemon or the
-// kernel), copy two device files aside and delete them, poll `status` until the fault check
-// has taken them out of service (a deleted file's open descriptor still reads), read the
+// kernel), copy two device files aside, then delete both, poll `status` until the fault
+// check has taken both out of service (a deleted file's open descriptor still reads), read the
 // file from a thread, poll for SUSPENDED, move the copies back, clear, join the reader.
 // Before the change the read failed at once with EIO. Skips only when /dev/fuse is absent.
 #[test]
@@ -221,18 +221,28 @@ fn a_read_of_deleted_devices_waits_for_clear() {
     rig.ok(&format!("pool import -d {} tank", rig.dir_of("d")));
     let saved = rig.root().join("saved");
     std::fs::create_dir(&saved).unwrap();
+    // Both copies first: a copy can take seconds on a busy disk, and the read must not
+    // start while one deleted file is still in service (its descriptor still reads).
     for device in &devices[1..3] {
         let name = Path::new(device).file_name().unwrap();
         sparse_copy(Path::new(device), &saved.join(name));
+    }
+    for device in &devices[1..3] {
         std::fs::remove_file(device).unwrap();
     }
+    let out_of_service = |status: &str| {
+        devices[1..3].iter().all(|device| {
+            row_state(status, device).is_some_and(|row| row.first() != Some(&"ONLINE"))
+        })
+    };
     for _ in 0..120 {
-        if state(&rig) != "ONLINE" {
+        if out_of_service(&rig.ok("pool status tank")) {
             break;
         }
         std::thread::sleep(Duration::from_millis(250));
     }
-    assert_ne!(state(&rig), "ONLINE", "{}", rig.ok("pool status tank"));
+    let status = rig.ok("pool status tank");
+    assert!(out_of_service(&status), "{status}");
     let path = tank.join("file");
     let reader = std::thread::spawn(move || std::fs::read(&path));
     wait_suspended(&rig);
