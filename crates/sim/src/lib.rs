@@ -28,7 +28,7 @@
 //!            scrub or resilver a batch at a time (writes, crashes, renames land mid-scan)
 //!
 //!          outages (sim/outage.rs, a quarter of the seeds or --outages): failmode=wait,
-//!            one leaf more than a vdev tolerates goes away, a sync suspends the pool, a
+//!            every leaf of one top-level vdev goes away, a sync suspends the pool, a
 //!            write blocks on a second thread, the devices come back, `clear` resumes, the
 //!            write completes, failmode=continue again, the checkers run
 //!

@@ -98,6 +98,8 @@ pub(crate) struct Sim {
     renames: Vec<usize>,
     rename_serial: u64,
     dataset_serial: u64,
+    /// The pool's `failmode` is `wait` (an outage set it; sim/outage.rs).
+    failmode_wait: bool,
     pub(crate) trace: Trace,
     pub(crate) counts: Counts,
     pub(crate) step: u64,
@@ -157,6 +159,7 @@ impl Sim {
             renames,
             rename_serial: 0,
             dataset_serial: 0,
+            failmode_wait: false,
             trace: Trace::new(echo),
             counts: Counts::default(),
             l2_hits_seen: 0,
@@ -992,6 +995,22 @@ impl Sim {
         self.apply_write_config()?;
         self.trace
             .line(format!("{why}: imported txg {txg}, now {now}"));
+        // An outage that ended in an import left failmode=wait on disk: back to continue
+        // before a checker's read could wait for a `clear` this thread never calls.
+        if self.failmode_wait {
+            if let Err(e) = self
+                .engine
+                .set_prop(POOL, "failmode", "continue", "pool set")
+            {
+                let why = format!("{why}: failmode=continue refused after an import: {e}");
+                if self.within() {
+                    return Err(why);
+                }
+                return Ok(Flow::End(why));
+            }
+            self.failmode_wait = false;
+            self.follow_commit()?;
+        }
         self.check_all(why)
     }
 

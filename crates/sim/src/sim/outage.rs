@@ -1,12 +1,14 @@
-//! Outages ended by `clear`: devices of one vdev, more than it tolerates, go away under
+//! Outages ended by `clear`: every leaf of one vdev (more than it tolerates) goes away under
 //! `failmode=wait`; a sync suspends the pool; a writer blocks; the devices come back and
 //! `clear` resumes the pool; the blocked write completes; nothing acknowledged is lost.
 //!
 //! The run creates its pools with `failmode=continue` (one thread drives everything, and a
 //! read or write that waits for `clear` would wait forever), so an outage sets
 //! `failmode=wait` for its own span and back to `continue` at its end, with no read in
-//! between. Inside it, the only engine calls are the write and sync that meet the missing
-//! devices, the blocked write on a second (scoped) thread, `clear`, and, if `clear` fails,
+//! between; an outage that ends another way (an error, an import) gets `continue` back
+//! before the run reads again (`op_outage`, and `Sim::imported` before its checkers).
+//! Inside it, the only engine calls are the write and sync that meet the missing devices,
+//! the blocked write on a second (scoped) thread, `clear`, and, if `clear` fails,
 //! `export -f` (which ends the blocked write) followed by the crash-and-import path every
 //! other suspension takes. The blocked write cannot return before `clear` (the pool is
 //! suspended and the failmode is `wait`), and the run joins it before its next step, so
@@ -15,32 +17,54 @@
 //! The devices return with their contents (`SimDevice::set_gone`), so within budget the
 //! outage must end with every acknowledged byte there: `clear` must succeed, commit the
 //! kept txg (or nothing, when the pool suspended before the txg started), the blocked write
-//! must succeed, and the checkers run after the final commit. Beyond budget a failed
-//! `clear` is counted and recovered with `export -f` and an import.
+//! must succeed, and the checkers run after the final commit. Only a suspension that
+//! `clear` refuses by design may end in `export -f` and an import; beyond budget any failed
+//! `clear` is counted and recovered so.
 
+use tarn_device::Device;
 use tarn_engine::{EngineError, PoolError, check};
 
 use super::{Flow, POOL, Sim, Step};
+
+/// How often an outage tries to set `failmode=continue` again before the run ends.
+const FAILMODE_TRIES: u32 = 3;
 
 /// The write that waited for `clear`: object, offset, bytes, and what it returned.
 type BlockedWrite = (tarn_base::ObjectId, u64, Vec<u8>, Result<(), EngineError>);
 
 impl Sim {
-    /// One outage (module doc). Skipped while devices are gone (the vanish workload) or
-    /// when no vdev has a leaf more than it tolerates.
+    /// One outage, and `failmode=continue` again whatever way it ended: the property is on
+    /// disk, so a pool imported after an outage that ended early would still wait, and a
+    /// later suspension would block the run's one thread for good.
     pub(super) fn op_outage(&mut self) -> Step {
-        let tops: Vec<usize> = (0..self.cfg.tops.len())
-            .filter(|&t| self.cfg.tops[t].leaves.len() > self.cfg.tops[t].tolerated())
-            .collect();
-        if !self.gone.is_empty() || tops.is_empty() || self.engine.pool_names().is_empty() {
+        let mut flow = self.outage()?;
+        for _ in 0..FAILMODE_TRIES {
+            if !self.failmode_wait || !matches!(flow, Flow::Continue) {
+                return Ok(flow);
+            }
+            flow = match self.set_failmode("continue")? {
+                Some(flow) => flow,
+                None => Flow::Continue,
+            };
+        }
+        if self.failmode_wait && matches!(flow, Flow::Continue) {
+            return Ok(Flow::End(
+                "failmode=continue could not be set again after an outage".into(),
+            ));
+        }
+        Ok(flow)
+    }
+
+    /// The outage itself (module doc): every leaf of one top-level vdev goes away. Skipped
+    /// while devices are gone (the vanish workload).
+    fn outage(&mut self) -> Step {
+        let tops = self.outage_tops();
+        if !self.gone.is_empty() || tops.is_empty() {
             return Ok(Flow::Continue);
         }
-        let top = &self.cfg.tops[tops[self.rng.below(tops.len() as u64) as usize]];
-        let mut leaves = top.leaves.clone();
-        let count = top.tolerated() + 1;
-        let start = self.rng.below(leaves.len() as u64) as usize;
-        leaves.rotate_left(start);
-        leaves.truncate(count);
+        // Every leaf the top-level vdev has now (spares and replacements in it too): more
+        // than it tolerates whatever healing did to it, so the sync must suspend.
+        let leaves = tops[self.rng.below(tops.len() as u64) as usize].clone();
         if let Some(flow) = self.set_failmode("wait")? {
             return Ok(flow);
         }
@@ -70,11 +94,42 @@ impl Sim {
             }
         };
         if !suspended {
+            // Not expected (every leaf of the vdev was gone); the leaves the sync found
+            // gone stay out of service, so recover as after any surprise: restart, import.
             self.return_devices(&leaves);
-            return self.end_outage();
+            return self.crash_and_import("outage without suspension");
         }
         self.counts.suspensions += 1;
         self.blocked_write_then_clear(&leaves)
+    }
+
+    /// Device indices of the leaves of each data, special and log-less top-level vdev, as
+    /// the pool's status lists them (in order, so the choice is the seed's).
+    fn outage_tops(&self) -> Vec<Vec<usize>> {
+        let Ok(status) = self.engine.status(POOL) else {
+            return Vec::new();
+        };
+        let mut tops = Vec::new();
+        for node in &status.config.children {
+            match node.kind.as_str() {
+                "cache" | "logs" => {}
+                "special" => tops.extend(node.children.iter().map(|t| self.leaf_indices(t))),
+                _ => tops.push(self.leaf_indices(node)),
+            }
+        }
+        tops.retain(|leaves| !leaves.is_empty());
+        tops
+    }
+
+    fn leaf_indices(&self, node: &tarn_engine::VdevNode) -> Vec<usize> {
+        if node.children.is_empty() {
+            let index = self.devices.iter().position(|d| d.path() == node.name);
+            return index.into_iter().collect();
+        }
+        node.children
+            .iter()
+            .flat_map(|child| self.leaf_indices(child))
+            .collect()
     }
 
     fn return_devices(&mut self, leaves: &[usize]) {
@@ -199,6 +254,7 @@ impl Sim {
                 .engine_error(&format!("pool set failmode={value}"), &e)
                 .map(Some);
         }
+        self.failmode_wait = value == "wait";
         let now = check::committed_txg(&self.engine, POOL)
             .map_err(|e| e.to_string())?
             .ok_or("an imported pool has no committed txg")?;
