@@ -37,6 +37,19 @@ fn pattern(seed: u8, len: usize) -> Vec<u8> {
         .collect()
 }
 
+/// Incompressible bytes (xorshift), so that every block spans all columns of a raidz.
+fn noise(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x.to_le_bytes()[0]
+        })
+        .collect()
+}
+
 /// A rig with a raidz1 of four files mounted at `<rig>/altroot/tank`, and the files.
 fn mounted_raidz1() -> (Rig, Vec<String>) {
     let rig = Rig::new();
@@ -180,4 +193,79 @@ fn export_force_ends_a_suspended_pool_with_a_waiting_writer() {
         "the waiting fsync fails once the pool is gone"
     );
     assert!(rig.ok("pool list").contains("no pools available"));
+}
+
+// DESCRIPTION: under failmode=wait a read through the FUSE mount that needs two deleted
+// device files of a raidz1 (more than its parity) blocks in the daemon instead of failing
+// with EIO, while the daemon keeps answering `status` and `list`; the pool is SUSPENDED.
+// Once the files are back, `tarn pool clear` resumes the pool and the blocked read returns
+// the file's bytes; a scrub is clean.
+// STRATEGY: primarycache=metadata, write a file of incompressible bytes (every block spans
+// all four devices), export and import (none of its data cached in the daemon or the
+// kernel), copy two device files aside, then delete both, poll `status` until the fault
+// check has taken both out of service (a deleted file's open descriptor still reads), read the
+// file from a thread, poll for SUSPENDED, move the copies back, clear, join the reader.
+// Before the change the read failed at once with EIO. Skips only when /dev/fuse is absent.
+#[test]
+fn a_read_of_deleted_devices_waits_for_clear() {
+    if !Path::new("/dev/fuse").exists() {
+        eprintln!("SKIP a_read_of_deleted_devices_waits_for_clear: /dev/fuse is absent");
+        return;
+    }
+    let (rig, devices) = mounted_raidz1();
+    let tank = rig.root().join("altroot/tank");
+    rig.ok("set primarycache=metadata tank");
+    let data = noise(5, 3 << 20);
+    std::fs::write(tank.join("file"), &data).unwrap();
+    rig.ok("pool export tank");
+    rig.ok(&format!("pool import -d {} tank", rig.dir_of("d")));
+    let saved = rig.root().join("saved");
+    std::fs::create_dir(&saved).unwrap();
+    // Both copies first: a copy can take seconds on a busy disk, and the read must not
+    // start while one deleted file is still in service (its descriptor still reads).
+    for device in &devices[1..3] {
+        let name = Path::new(device).file_name().unwrap();
+        sparse_copy(Path::new(device), &saved.join(name));
+    }
+    for device in &devices[1..3] {
+        std::fs::remove_file(device).unwrap();
+    }
+    let out_of_service = |status: &str| {
+        devices[1..3].iter().all(|device| {
+            row_state(status, device).is_some_and(|row| row.first() != Some(&"ONLINE"))
+        })
+    };
+    for _ in 0..120 {
+        if out_of_service(&rig.ok("pool status tank")) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let status = rig.ok("pool status tank");
+    assert!(out_of_service(&status), "{status}");
+    let path = tank.join("file");
+    let reader = std::thread::spawn(move || std::fs::read(&path));
+    wait_suspended(&rig);
+    std::thread::sleep(Duration::from_millis(500));
+    if reader.is_finished() {
+        let read = reader.join().unwrap().map(|bytes| bytes == data);
+        panic!("the read waits for clear (failmode=wait); it returned {read:?}");
+    }
+    rig.ok("pool list");
+    assert!(rig.refused("pool clear tank").contains(&devices[1]));
+    assert!(
+        !reader.is_finished(),
+        "a refused clear does not end the wait"
+    );
+    for device in &devices[1..3] {
+        let name = Path::new(device).file_name().unwrap();
+        std::fs::rename(saved.join(name), device).unwrap();
+    }
+    assert_eq!(rig.ok("pool clear tank"), "");
+    let read = reader.join().unwrap().unwrap();
+    assert!(read == data, "the waiting read returns the file's bytes");
+    assert_eq!(state(&rig), "ONLINE");
+    rig.ok("pool scrub -w tank");
+    let status = rig.ok("pool status tank");
+    assert!(status.contains("with 0 errors"), "{status}");
 }

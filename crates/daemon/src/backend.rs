@@ -314,7 +314,13 @@ impl EngineBackend {
     /// Opens the backend for the daemon of `rundir` and starts the txg sync thread.
     pub fn new(rundir: &Path) -> Result<EngineBackend, String> {
         let _ = rundir;
-        let engine = Arc::new(file_engine(false));
+        EngineBackend::with_engine(Arc::new(file_engine(false)))
+    }
+
+    /// The backend over `engine` with the daemon's threads (module doc) started on it: what
+    /// [`EngineBackend::new`] does with the engine over files. Tests pass an engine over
+    /// simulated devices to run the daemon's own txg-sync and scrub threads on faults.
+    pub fn with_engine(engine: Arc<Engine>) -> Result<EngineBackend, String> {
         let batch = Arc::new(Mutex::new(()));
         start_txg_sync(&engine, &batch)?;
         start_heartbeat(&engine)?;

@@ -55,6 +55,38 @@ pub(crate) fn writable(inner: &Imported) -> Result<(), EngineError> {
     Ok(())
 }
 
+/// Starts the resilver of what `leaves`, back in service, missed while they were away
+/// (module doc), for `online` and for `clear` (module `suspend`): a leaf that left during
+/// its own resilver is resilvered whole; any other, every block born after the newest txg
+/// its labels hold (`Leaf::synced_txg`) when that is older than the last committed txg.
+/// Each leaf resilvered is marked resilvering (not read until the resilver ends). Returns
+/// the txg the resilver starts from (txg 0: every block), if one started.
+pub(crate) fn resilver_missed(inner: &mut Imported, leaves: &[Arc<Leaf>], now: u64) -> Option<Txg> {
+    let committed = inner.pool.last_uberblock().map_or(Txg(0), |ub| ub.txg);
+    let mut from: Option<Txg> = None;
+    for leaf in leaves {
+        // Copy-on-write: every block born while it was away, and nothing older.
+        let missed = if leaf.is_resilvering() {
+            Txg(0)
+        } else {
+            leaf.synced_txg().next()
+        };
+        if missed == Txg(0) || missed <= committed {
+            leaf.set_resilvering(true);
+            from = Some(from.map_or(missed, |f| f.min(missed)));
+        }
+    }
+    match from? {
+        Txg(0) => scrub::restart(inner, scrub::ScanFunction::Resilver, now),
+        missed => scrub::restart_resilver_from(inner, now, missed),
+    }
+    assert!(
+        leaves.iter().any(|l| l.is_resilvering()),
+        "a resilver starts only for a leaf marked resilvering"
+    );
+    from
+}
+
 impl Engine {
     /// `tarn pool offline [-t] POOL DEVICE`: takes a leaf out of service. Refused (nothing
     /// changes) when its top-level vdev would lose more leaves than it tolerates.
@@ -115,29 +147,11 @@ impl Engine {
         if leaf.device().is_none() {
             return Err(EngineError::DeviceNotPresent);
         }
-        let committed = inner.pool.last_uberblock().map_or(Txg(0), |ub| ub.txg);
-        let missed_from = Txg(leaf.synced_txg().0 + 1);
         leaf.set_state(LeafState::Online);
         inner.pool.set_config_dirty();
         let now = self.clock.now_unix_secs();
-        let outcome = if leaf.is_resilvering() {
-            // It was being resilvered when it left: all of it again.
-            scrub::restart(&mut inner, scrub::ScanFunction::Resilver, now);
-            OnlineOutcome {
-                resilver_from: Some(Txg(0)),
-            }
-        } else if missed_from <= committed {
-            // Everything born while it was away, and nothing older (copy-on-write never
-            // rewrites an older block in place).
-            leaf.set_resilvering(true);
-            scrub::restart_resilver_from(&mut inner, now, missed_from);
-            OnlineOutcome {
-                resilver_from: Some(missed_from),
-            }
-        } else {
-            OnlineOutcome {
-                resilver_from: None,
-            }
+        let outcome = OnlineOutcome {
+            resilver_from: resilver_missed(&mut inner, &[leaf], now),
         };
         inner.history.push(self.history_record(command, false));
         inner.sync()?;

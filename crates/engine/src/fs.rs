@@ -112,6 +112,9 @@ impl Engine {
     /// passes the throttle. The `Fs` sees the dataset's `atime`/`relatime` as
     /// [`tarn_posix::FsConfig::atime`], `Off` when the pool or dataset is read-only (or the
     /// pool suspended), so that an access recorded by a `Read` operation never writes there.
+    ///
+    /// `f` runs once: a `Read` whose block cannot be read fails. Front ends read through
+    /// [`Engine::fs_read`], which waits for `clear` under `failmode=wait` and reads again.
     pub fn fs_op<R>(
         &self,
         pool: &str,
@@ -119,6 +122,43 @@ impl Engine {
         op: FsOp,
         f: impl FnOnce(&mut Fs<'_>) -> Result<R, PosixError>,
     ) -> Result<R, EngineError> {
+        let mut once = Some(f);
+        self.fs_call(pool, dataset, op, false, |fs| {
+            let f = once
+                .take()
+                .expect("fs_call runs f again only when told it may");
+            f(fs)
+        })
+    }
+
+    /// [`Engine::fs_op`] of a [`FsOp::Read`] that may run `f` again: when a block cannot be
+    /// read because devices are missing, under `failmode=wait`, the pool is suspended and
+    /// the call waits (pool lock released) for `clear`, then runs `f` again; `export -f`
+    /// ends it with EIO. Damage with every device present, or `failmode=continue`, fails at
+    /// once (module `suspend`).
+    pub fn fs_read<R>(
+        &self,
+        pool: &str,
+        dataset: DatasetId,
+        f: impl FnMut(&mut Fs<'_>) -> Result<R, PosixError>,
+    ) -> Result<R, EngineError> {
+        self.fs_call(pool, dataset, FsOp::Read, true, f)
+    }
+
+    /// [`Engine::fs_op`] and [`Engine::fs_read`]: `wait` says whether a failed read may wait
+    /// for `clear` and run `f` again.
+    fn fs_call<R>(
+        &self,
+        pool: &str,
+        dataset: DatasetId,
+        op: FsOp,
+        wait: bool,
+        mut f: impl FnMut(&mut Fs<'_>) -> Result<R, PosixError>,
+    ) -> Result<R, EngineError> {
+        assert!(
+            !wait || op == FsOp::Read,
+            "only a read runs again after clear"
+        );
         let handle = self.pool(pool)?;
         // A change to a suspended pool waits here for `clear` under failmode=wait, with the
         // pool lock released (module `suspend`).
@@ -127,50 +167,12 @@ impl Engine {
         } else {
             handle.lock_for_write()?
         };
-        if !inner.datasets.contains(dataset) {
-            return Err(EngineError::NoSuchDataset);
-        }
-        // Resolved once per dataset and kept until a property or the tree changes
-        // (`Tree::fs_settings`): no walk of the inheritance chain per request.
-        let settings = inner.datasets.fs_settings(dataset);
-        if op != FsOp::Read {
-            inner.check_writable()?;
-            if settings.readonly {
-                return Err(EngineError::ReadOnlyDataset);
+        let (result, always) = loop {
+            match fs_run(self, &mut inner, dataset, op, &mut f) {
+                Err(error) if wait => inner = handle.read_failed(inner, error)?,
+                done => break done?,
             }
-        }
-        if let FsOp::Write(len) = op {
-            inner.admit_to(dataset, len)?;
-            inner.admit_owner(dataset, len)?;
-        }
-        let now = now_of(self.clock.as_ref());
-        let mut config = settings.config;
-        if settings.readonly || inner.check_writable().is_err() {
-            // Nothing may be written here, not even an access time.
-            config.atime = tarn_posix::AtimeMode::Off;
-        }
-        let quotas = (op != FsOp::Read && !settings.quotas.is_empty()).then_some(&*settings.quotas);
-        let logged = op != FsOp::Read && settings.sync != SyncMode::Disabled;
-        // Every modifying call is recorded for the intent log (none with sync=disabled, as
-        // ZFS), even when the closure fails after it: the change is in memory either way.
-        let mut records = Vec::new();
-        let result = {
-            let Imported { pool, datasets, .. } = &mut *inner;
-            let reader = pool.reader();
-            let node = datasets.node_mut(dataset);
-            let mut fs = Fs::new(&mut node.objset, &reader, now, config);
-            if let Some(quotas) = quotas {
-                fs = fs.with_quotas(quotas, &mut node.pending);
-            }
-            if logged {
-                fs = fs.with_log(&mut records);
-            }
-            f(&mut fs)
         };
-        let open_txg = inner.pool.open_txg();
-        inner.logs.add(dataset, open_txg, records);
-        let result = result?;
-        let always = op != FsOp::Read && settings.sync == SyncMode::Always;
         self.after_change(&handle, inner, dataset, always)?;
         Ok(result)
     }
@@ -375,4 +377,60 @@ impl Imported {
         }
         Ok(())
     }
+}
+
+/// One run of [`Engine::fs_op`]'s operation under the pool lock: the refusals, the closure,
+/// the intent-log records. Returns its result and whether the dataset has `sync=always`
+/// for a change.
+fn fs_run<R>(
+    engine: &Engine,
+    inner: &mut Imported,
+    dataset: DatasetId,
+    op: FsOp,
+    f: &mut impl FnMut(&mut Fs<'_>) -> Result<R, PosixError>,
+) -> Result<(R, bool), EngineError> {
+    if !inner.datasets.contains(dataset) {
+        return Err(EngineError::NoSuchDataset);
+    }
+    // Resolved once per dataset and kept until a property or the tree changes
+    // (`Tree::fs_settings`): no walk of the inheritance chain per request.
+    let settings = inner.datasets.fs_settings(dataset);
+    if op != FsOp::Read {
+        inner.check_writable()?;
+        if settings.readonly {
+            return Err(EngineError::ReadOnlyDataset);
+        }
+    }
+    if let FsOp::Write(len) = op {
+        inner.admit_to(dataset, len)?;
+        inner.admit_owner(dataset, len)?;
+    }
+    let now = now_of(engine.clock.as_ref());
+    let mut config = settings.config;
+    if settings.readonly || inner.check_writable().is_err() {
+        // Nothing may be written here, not even an access time.
+        config.atime = tarn_posix::AtimeMode::Off;
+    }
+    let quotas = (op != FsOp::Read && !settings.quotas.is_empty()).then_some(&*settings.quotas);
+    let logged = op != FsOp::Read && settings.sync != SyncMode::Disabled;
+    // Every modifying call is recorded for the intent log (none with sync=disabled, as
+    // ZFS), even when the closure fails after it: the change is in memory either way.
+    let mut records = Vec::new();
+    let result = {
+        let Imported { pool, datasets, .. } = &mut *inner;
+        let reader = pool.reader();
+        let node = datasets.node_mut(dataset);
+        let mut fs = Fs::new(&mut node.objset, &reader, now, config);
+        if let Some(quotas) = quotas {
+            fs = fs.with_quotas(quotas, &mut node.pending);
+        }
+        if logged {
+            fs = fs.with_log(&mut records);
+        }
+        f(&mut fs)
+    };
+    let open_txg = inner.pool.open_txg();
+    inner.logs.add(dataset, open_txg, records);
+    let always = op != FsOp::Read && settings.sync == SyncMode::Always;
+    Ok((result?, always))
 }

@@ -1103,7 +1103,8 @@ impl Engine {
         Ok(())
     }
 
-    /// Reads from an object of the root dataset (never unverified bytes).
+    /// Reads from an object of the root dataset (never unverified bytes). Under
+    /// `failmode=wait` a read that needs missing devices waits for `clear` (module `suspend`).
     pub fn object_read(
         &self,
         name: &str,
@@ -1113,10 +1114,15 @@ impl Engine {
     ) -> Result<(), EngineError> {
         let handle = self.pool(name)?;
         let mut inner = handle.lock_open();
-        let Imported { pool, datasets, .. } = &mut *inner;
-        let data = &mut datasets.node_mut(ROOT_DATASET_ID).objset;
-        data.read(&pool.reader(), object, offset, buf)?;
-        Ok(())
+        loop {
+            let Imported { pool, datasets, .. } = &mut *inner;
+            let data = &mut datasets.node_mut(ROOT_DATASET_ID).objset;
+            match data.read(&pool.reader(), object, offset, buf) {
+                Ok(()) => return Ok(()),
+                // Devices missing under failmode=wait: wait for `clear`, read again.
+                Err(error) => inner = handle.read_failed(inner, error.into())?,
+            }
+        }
     }
 
     /// Imported pools with their GUIDs and current device paths (the daemon's cache file).

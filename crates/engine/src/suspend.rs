@@ -17,15 +17,27 @@
 //!                            multihost suspension (module `multihost`)
 //! ```
 //!
-//! A waiting writer holds only its `Arc<PoolHandle>`: no pool lock, no admin lock, no lock
-//! of a front end (the FUSE server calls `fs_op` with none held), so status, other pools,
+//! A waiting writer (or reader) holds only its `Arc<PoolHandle>`: no pool lock, no admin
+//! lock, no lock of a front end (the FUSE server calls the engine with none held), so
+//! status, other pools,
 //! `clear` and `export -f` all go ahead. `export -f` sets `ended`, wakes every waiter, and
 //! waits (bounded) for their handles to drop before it takes the pool.
 //!
-//! Reads run whatever the failmode: a read that needs a device that is gone fails with EIO
-//! at once in both modes (ZFS would make it wait under `failmode=wait`; a read closure here
-//! runs once and cannot be reissued after a resume).
-//!
+//! Reads are served whatever the failmode when they can be: from healthy columns, by
+//! reconstruction within parity, or from the block caches. A read whose block cannot be read
+//! while data leaves are missing (removed, unavailable, faulted, or a device that reports
+//! itself gone: `missing_leaves`) is ZFS's "blocks all I/O access" under `failmode=wait`:
+//! the pool is suspended (unless it already is; the reason says a read could not reach
+//! enough devices, and nothing is kept for a retry: tarn-pool `suspend_for_read`), and the
+//! reader waits as a writer does ([`PoolHandle::read_failed`]), then reads again after
+//! `clear`, or fails (EIO) after `export -f`. Only [`Engine::object_read`] and
+//! [`Engine::fs_read`] read again (their closures may run twice); `fs_op` with a `Read`
+//! runs its closure once and fails. A block that cannot be read with every data leaf
+//! present is damage `clear` cannot repair: EIO at once, never a wait. Under
+//! `failmode=continue` every unreadable block is EIO at once and the pool is not suspended.
+//! A device that answers reads with errors but is not gone is not "missing" either: its
+//! reads fail at once (a weakness: ZFS would wait for it too).
+
 //! `clear` of a suspended pool ([`Engine::clear`]) first finds, without changing anything,
 //! which unusable leaves answer again: a leaf with no device, or whose device reports itself
 //! gone, is reopened at its path and accepted only if its label names this pool and this
@@ -34,7 +46,8 @@
 //! also refuses (the pool's heartbeats stopped with the suspension, so another host may have
 //! waited them out and imported it). If the data vdevs could then commit, the leaves are
 //! brought online (each one whose label
-//! is older than the last committed txg is resilvered from there, as `online` does), the
+//! is older than the last committed txg is resilvered from there, and one that left during
+//! its own resilver is resilvered whole: `devices::resilver_missed`, shared with `online`), the
 //! kept txg is written again and committed (`Pool::resume`), a `resume` event is posted and
 //! the waiters wake. Otherwise nothing changes and `clear` names the devices still missing.
 
@@ -43,9 +56,12 @@ use std::sync::{Arc, MutexGuard};
 
 use tarn_base::Txg;
 use tarn_device::Device;
+use tarn_objects::ObjectError;
+use tarn_posix::PosixError;
 use tarn_vdev::{Leaf, LeafState};
+use tarn_zio::ZioError;
 
-use crate::{Engine, EngineError, Imported, PoolError, PoolHandle, events, scrub};
+use crate::{Engine, EngineError, Imported, PoolError, PoolHandle, events};
 
 /// Forced export: how many times to look for the pool's other handles to be dropped, and
 /// how long each wait for a waking writer lasts.
@@ -90,6 +106,66 @@ impl PoolHandle {
         drop(inner);
         Ok(())
     }
+}
+
+impl PoolHandle {
+    /// After a read failed with `error`, under the pool lock `inner`: when the block could
+    /// not be read while leaves of the pool are missing and `failmode=wait`, suspends the
+    /// pool (if it is not already), waits as [`PoolHandle::lock_for_write`] does, and
+    /// returns the lock for the caller to read again; otherwise (damage with every device
+    /// present, another failmode, another error) returns `error` at once (module doc).
+    pub(crate) fn read_failed<'a>(
+        &'a self,
+        mut inner: MutexGuard<'a, Imported>,
+        error: EngineError,
+    ) -> Result<MutexGuard<'a, Imported>, EngineError> {
+        if !unreadable_block(&error) || crate::slow::pool_prop(&mut inner, "failmode") != "wait" {
+            return Err(error);
+        }
+        let missing = missing_leaves(&inner.pool);
+        if missing.is_empty() {
+            return Err(error);
+        }
+        inner.pool.suspend_for_read(format!(
+            "a read could not reach enough devices ({} missing)",
+            missing.join(", ")
+        ));
+        assert!(
+            inner.pool.suspended().is_some(),
+            "a reader waits only on a suspended pool"
+        );
+        drop(inner);
+        self.lock_for_write()
+    }
+}
+
+/// Whether `error` is a block the I/O pipeline could not read (no copy or reconstruction
+/// verified), as opposed to a refusal, a missing file or metadata that decodes badly.
+fn unreadable_block(error: &EngineError) -> bool {
+    let object = match error {
+        EngineError::Objects(e) | EngineError::Posix(PosixError::Object(e)) => e,
+        _ => return false,
+    };
+    matches!(
+        object,
+        ObjectError::Io {
+            source: ZioError::Unrecoverable { .. },
+            ..
+        }
+    )
+}
+
+/// Paths of the data leaves that are missing: not taking I/O (removed, unavailable,
+/// faulted) or whose device reports itself gone. Offline leaves are the admin's choice and
+/// do not count; nor do log devices, which no read of a block needs.
+fn missing_leaves(pool: &tarn_pool::Pool) -> Vec<String> {
+    let tops = pool.tops().iter().enumerate();
+    let data = tops.filter(|(index, _)| !pool.is_log_vdev(*index));
+    data.flat_map(|(_, top)| top.leaves())
+        .filter(|l| l.state() != LeafState::Offline)
+        .filter(|l| !l.is_usable() || l.device().is_some_and(|d| d.probe_gone()))
+        .map(|l| l.path())
+        .collect()
 }
 
 /// A leaf `clear` can bring back: the leaf, the device to give it (`None`: keep its own),
@@ -211,21 +287,15 @@ impl Engine {
         })
     }
 
-    /// Starts a resilver of what the returning leaves missed: every block born after the
-    /// newest txg their labels hold, when that is older than the last committed txg.
+    /// Starts a resilver of what the returning leaves missed (`devices::resilver_missed`,
+    /// as `online` does), their synced txg being the newest their labels hold.
     fn resilver_returning(&self, inner: &mut Imported, returning: &[Returning], now: u64) {
         let committed = inner.pool.last_uberblock().map_or(Txg(0), |ub| ub.txg);
-        let mut from: Option<Txg> = None;
         for back in returning {
             back.leaf.set_synced_txg(back.label_txg.min(committed));
-            if back.label_txg < committed {
-                back.leaf.set_resilvering(true);
-                let missed = back.label_txg.next();
-                from = Some(from.map_or(missed, |f| f.min(missed)));
-            }
         }
-        if let Some(from) = from {
-            scrub::restart_resilver_from(inner, now, from);
+        let leaves: Vec<Arc<Leaf>> = returning.iter().map(|r| Arc::clone(&r.leaf)).collect();
+        if crate::devices::resilver_missed(inner, &leaves, now).is_some() {
             let name = inner.pool.name().to_string();
             self.post(events::pool_event(&name, now, "resilver_start"));
         }

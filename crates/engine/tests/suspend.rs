@@ -12,6 +12,7 @@
 #![allow(clippy::unwrap_used)]
 
 use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::Duration;
 
 use tarn_base::{ManualClock, ObjectId, SeededRng};
@@ -88,6 +89,32 @@ impl Rig {
             "{failed:?}"
         );
         assert_eq!(self.engine.status("tank").unwrap().state, "SUSPENDED");
+    }
+
+    /// Turns the block cache off, so that reads of data go to the devices.
+    fn uncached(&self) {
+        let policy = tarn_objects::CachePolicy::None;
+        tarn_engine::check::set_data_cache_policy(&self.engine, "tank", policy).unwrap();
+    }
+
+    /// A thread writing 4 KiB of nines at the start of the first object.
+    fn spawn_writer(&self) -> JoinHandle<Result<(), EngineError>> {
+        let engine = Arc::clone(&self.engine);
+        let object = self.objects[0].0;
+        std::thread::spawn(move || engine.object_write("tank", object, 0, &[9u8; 4096]))
+    }
+
+    /// A thread reading the first object whole.
+    fn spawn_reader(&self) -> JoinHandle<Result<Vec<u8>, EngineError>> {
+        let engine = Arc::clone(&self.engine);
+        let (object, data) = &self.objects[0];
+        let (object, len) = (*object, data.len());
+        std::thread::spawn(move || {
+            let mut buf = vec![0u8; len];
+            engine
+                .object_read("tank", object, 0, &mut buf)
+                .map(|()| buf)
+        })
     }
 
     fn images(&self) -> Vec<Vec<u8>> {
@@ -197,9 +224,7 @@ fn clear_resumes_once_the_devices_are_back() {
 fn failmode_wait_blocks_a_writer_until_clear() {
     let mut rig = Rig::new("wait");
     rig.suspend();
-    let engine = Arc::clone(&rig.engine);
-    let object = rig.objects[0].0;
-    let writer = std::thread::spawn(move || engine.object_write("tank", object, 0, &[9u8; 4096]));
+    let writer = rig.spawn_writer();
     std::thread::sleep(Duration::from_millis(200));
     assert!(!writer.is_finished(), "the writer waits for clear");
     // The pool lock is free meanwhile: status and a refused clear answer.
@@ -223,9 +248,7 @@ fn failmode_wait_blocks_a_writer_until_clear() {
 fn failmode_wait_writer_fails_when_the_pool_is_exported() {
     let mut rig = Rig::new("wait");
     rig.suspend();
-    let engine = Arc::clone(&rig.engine);
-    let object = rig.objects[0].0;
-    let writer = std::thread::spawn(move || engine.object_write("tank", object, 0, &[9u8; 4096]));
+    let writer = rig.spawn_writer();
     std::thread::sleep(Duration::from_millis(200));
     assert!(!writer.is_finished(), "the writer waits");
     rig.engine.export_pool("tank", false).unwrap_err();
@@ -323,4 +346,118 @@ fn failmode_continue_still_reads_healthy_data() {
         matches!(refused, Err(EngineError::Pool(PoolError::Suspended(_)))),
         "{refused:?}"
     );
+}
+
+/// Waits up to two seconds for `thread` to finish; whether it did.
+fn finishes<T>(thread: &JoinHandle<T>) -> bool {
+    for _ in 0..200 {
+        if thread.is_finished() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    false
+}
+
+/// Under `failmode=wait` a read that needs missing devices waits for `clear` and then
+/// returns the right bytes (ZFS: failmode=wait blocks all I/O until the devices are back and
+/// the errors cleared). Method: a raidz1 of four, the block cache off, the first object
+/// synced; two devices vanish with no txg in flight, so only the read finds them gone. The
+/// reader blocks and the pool is SUSPENDED, saying a read could not reach enough devices;
+/// status and a refused `clear` answer meanwhile (the reader holds no pool lock); the
+/// devices come back, `clear` resumes, the reader returns the object's bytes. Before the
+/// change the read failed at once with EIO.
+#[test]
+fn failmode_wait_blocks_a_reader_until_clear() {
+    let rig = Rig::new("wait");
+    rig.uncached();
+    rig.set_gone(true);
+    let reader = rig.spawn_reader();
+    assert!(!finishes(&reader), "the reader waits for clear");
+    let status = rig.engine.status("tank").unwrap();
+    assert_eq!(status.state, "SUSPENDED", "{status:?}");
+    let why = format!("{status:?}");
+    assert!(
+        why.contains("a read could not reach enough devices"),
+        "{why}"
+    );
+    assert!(rig.engine.clear("tank", None, "pool clear tank").is_err());
+    assert!(
+        !reader.is_finished(),
+        "a refused clear does not end the wait"
+    );
+    // A writer waits too: the whole pool's I/O is suspended.
+    let writer = rig.spawn_writer();
+    assert!(!finishes(&writer), "a writer waits beside the reader");
+    rig.set_gone(false);
+    rig.engine.clear("tank", None, "pool clear tank").unwrap();
+    let read = reader.join().unwrap().unwrap();
+    // Both wake at `clear`, in either order: the read sees the write whole or not at all.
+    let mut written = rig.objects[0].1.clone();
+    written[..4096].fill(9);
+    assert!(
+        read == rig.objects[0].1 || read == written,
+        "the reader gets the object's bytes"
+    );
+    writer.join().unwrap().unwrap();
+    assert_eq!(rig.engine.status("tank").unwrap().state, "ONLINE");
+    rig.engine.sync_pool("tank").unwrap();
+    assert_eq!(rig.scrub_errors(), 0);
+}
+
+/// Under `failmode=wait`, `export -f` ends a reader waiting on missing devices with an
+/// error (EIO to a front end), and the export succeeds.
+#[test]
+fn failmode_wait_reader_fails_when_the_pool_is_exported() {
+    let rig = Rig::new("wait");
+    rig.uncached();
+    rig.set_gone(true);
+    let reader = rig.spawn_reader();
+    assert!(!finishes(&reader), "the reader waits");
+    rig.engine.export_pool("tank", true).unwrap();
+    let failed = reader.join().unwrap();
+    match failed {
+        Err(error) => assert_eq!(error.errno(), libc::EIO, "{error:?}"),
+        Ok(_) => panic!("a reader of an exported pool gets no bytes"),
+    }
+    assert!(rig.engine.pool_names().is_empty());
+}
+
+/// Damage with every device present is EIO at once, even under `failmode=wait`: `clear`
+/// cannot repair it, so nothing waits and the pool is not suspended. Method: bit rot in
+/// every data sector of two of the raidz1's four devices, more than its parity.
+#[test]
+fn failmode_wait_damage_with_all_devices_present_is_eio_at_once() {
+    let rig = Rig::new("wait");
+    rig.uncached();
+    for name in GONE {
+        let device = rig.provider.get(name).unwrap();
+        let (start, end) = tarn_format::label::data_area(128 << 20).unwrap();
+        device.rot(start, end - start).unwrap();
+    }
+    let reader = rig.spawn_reader();
+    assert!(finishes(&reader), "a read of damaged data does not wait");
+    let failed = reader.join().unwrap();
+    match failed {
+        Err(error) => assert_eq!(error.errno(), libc::EIO, "{error:?}"),
+        Ok(_) => panic!("damaged data beyond parity does not read"),
+    }
+    assert_ne!(rig.engine.status("tank").unwrap().state, "SUSPENDED");
+}
+
+/// Under `failmode=continue` a read that needs missing devices fails at once, as before,
+/// and does not suspend the pool.
+#[test]
+fn failmode_continue_read_of_missing_devices_fails_at_once() {
+    let rig = Rig::new("continue");
+    rig.uncached();
+    rig.set_gone(true);
+    let reader = rig.spawn_reader();
+    assert!(finishes(&reader), "failmode=continue never waits");
+    let failed = reader.join().unwrap();
+    match failed {
+        Err(error) => assert_eq!(error.errno(), libc::EIO, "{error:?}"),
+        Ok(_) => panic!("data beyond parity on missing devices does not read"),
+    }
+    assert_ne!(rig.engine.status("tank").unwrap().state, "SUSPENDED");
 }

@@ -3,7 +3,9 @@
 //!
 //! # Purpose
 //! Translate FUSE requests (lookup, read, write, rename, xattrs, ...) into
-//! [`tarn_engine::Engine::fs_op`] calls over the POSIX layer, and the answers or errors back.
+//! [`tarn_engine::Engine::fs_op`] calls over the POSIX layer (reads through
+//! [`tarn_engine::Engine::fs_read`], which may run the request again after a `clear`), and
+//! the answers or errors back.
 //! The daemon calls [`mount`] for every `MountSpec` of a pool and [`Mount::unmount`] before
 //! the pool goes away; tests call the same functions on an in-process engine.
 //!

@@ -235,19 +235,24 @@ impl TarnFs {
         }
     }
 
-    /// Runs one POSIX operation through the engine; errors become errnos.
+    /// Runs one POSIX operation through the engine; errors become errnos. `f` may run again
+    /// (a read that waited for `clear` under `failmode=wait`: [`Engine::fs_op`]).
     fn run<R>(
         &self,
         op: FsOp,
-        f: impl FnOnce(&mut Fs<'_>) -> std::result::Result<R, PosixError>,
+        mut f: impl FnMut(&mut Fs<'_>) -> std::result::Result<R, PosixError>,
     ) -> Result<R> {
         if self.readonly && op != FsOp::Read {
             return Err(Errno::EROFS);
         }
         let _in_flight = self.shared.counters.enter();
         engine_timed(|| {
-            self.engine
-                .fs_op(&self.pool, self.dataset, op, |fs| posix_timed(|| f(fs)))
+            let timed = |fs: &mut Fs<'_>| posix_timed(|| f(fs));
+            if op == FsOp::Read {
+                self.engine.fs_read(&self.pool, self.dataset, timed)
+            } else {
+                self.engine.fs_op(&self.pool, self.dataset, op, timed)
+            }
         })
         .map_err(|e| Errno::from_i32(e.errno()))
     }
@@ -454,7 +459,7 @@ impl TarnFs {
     /// drains; the change itself stands.
     fn unlink_with(
         &self,
-        change: impl FnOnce(&mut Fs<'_>) -> std::result::Result<Option<Ino>, PosixError>,
+        mut change: impl FnMut(&mut Fs<'_>) -> std::result::Result<Option<Ino>, PosixError>,
     ) -> Result<()> {
         self.run(FsOp::Modify, |fs| {
             let gone = change(fs)?;
@@ -560,7 +565,7 @@ impl TarnFs {
         mode: u32,
         umask: u32,
         who: Option<&Caller<'_>>,
-        make: impl FnOnce(&mut Fs<'_>, u32) -> std::result::Result<Attr, PosixError>,
+        mut make: impl FnMut(&mut Fs<'_>, u32) -> std::result::Result<Attr, PosixError>,
     ) -> Result<(Attr, bool)> {
         let acl = self.acl;
         self.run(FsOp::Modify, |fs| {

@@ -1462,8 +1462,10 @@ impl PendingCommit {
     /// not commit (the caller suspends the pool through [`Pool::sync_finish`]).
     pub fn commit(&self) -> Result<Uberblock, String> {
         let txg = self.uberblock.txg;
+        // "commit phase" in the reason: status and the `io_failure` event tell a failure
+        // here (every block of the txg was written) from one in the write phase.
         self.flush_all()
-            .map_err(|why| format!("txg {txg}: {why}"))?;
+            .map_err(|why| format!("txg {txg}: commit phase: {why}"))?;
         if let Some(configs) = &self.labels {
             write_label_configs(configs, labels::LabelHalf::Even);
             let _ = self.flush_all();
@@ -1480,7 +1482,7 @@ impl PendingCommit {
         }
         if written == 0 || self.flush_all().is_err() {
             return Err(format!(
-                "txg {txg}: the uberblock could not be written to any device"
+                "txg {txg}: commit phase: the uberblock could not be written to any device"
             ));
         }
         if let Some(configs) = &self.labels {

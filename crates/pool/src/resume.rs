@@ -1,11 +1,13 @@
 //! Suspension and resumption: what a pool that cannot commit keeps, and how `clear` retries.
 //!
-//! A txg that cannot commit leaves the pool suspended (I5) in one of three shapes, recorded
-//! in [`Retry`]:
+//! A pool that cannot commit a txg (or, under `failmode=wait`, serve a read) is suspended
+//! (I5) in one of these shapes, recorded in [`Retry`]:
 //!
 //! ```text
 //!  before the txg starts    a data vdev cannot take writes        Retry::Nothing
 //!  (check_can_commit)       (leaves gone beyond its redundancy)   nothing in flight
+//!  a read, failmode=wait    the read could not reach enough       Retry::Nothing
+//!  (suspend_for_read)       devices (tarn-engine waits for clear) nothing in flight
 //!  blocks written, not      a write missed too many devices, a    Retry::Txg(Unfinished)
 //!  committed (finish_txg)   flush or the uberblock failed         the txg, its roots and
 //!                                                                 every block it wrote
@@ -136,6 +138,16 @@ impl Pool {
             "{} cannot be written, more than the redundancy of their vdev",
             blocked.join(", ")
         )))
+    }
+
+    /// Suspends the pool because a read could not reach enough devices (`failmode=wait`:
+    /// the reader waits for `clear`). Nothing is kept for a retry: no txg failed, so `clear`
+    /// resumes as soon as [`Pool::commit_blockers`] is empty, and the next sync writes the
+    /// dirty state as usual. A pool already suspended keeps its reason and what it kept.
+    pub fn suspend_for_read(&mut self, why: String) {
+        if self.suspended.is_none() {
+            self.suspended = Some(why);
+        }
     }
 
     /// The txg that waits in memory for `clear` (its blocks written, not committed).

@@ -102,6 +102,9 @@ pub struct Weights {
     pub fs_read: u64,
     /// `fsync` a file of the dataset (the intent log; within budget only).
     pub fs_fsync: u64,
+    /// An outage beyond a vdev's redundancy under `failmode=wait`, ended by `clear`
+    /// (sim/outage.rs). Drawn from its own generator: seeds without it run as before.
+    pub outage: u64,
 }
 
 /// Everything a seed decides before the first operation.
@@ -186,6 +189,9 @@ fn faulty_plan(rng: &mut SeededRng, seed: u64, beyond: bool) -> FaultPlan {
     }
 }
 
+/// Mixed into the seed for the outage choice's generator.
+const OUTAGE_SALT: u64 = 0x6f75_7461_6765;
+
 impl Config {
     /// The configuration of `seed`; `budget` overrides the seed's own choice.
     #[must_use]
@@ -244,7 +250,20 @@ impl Config {
         };
         // Drawn last, so the POSIX workload left every earlier choice of a seed as it was.
         late_choices(&mut rng, &mut config);
+        // Outages: a quarter of the seeds, from a generator of their own (every other choice
+        // of a seed stays what it was).
+        let mut outages = SeededRng::new(seed ^ OUTAGE_SALT);
+        if outages.chance(1, 4) {
+            config.weights.outage = 1 + outages.below(3);
+        }
         config
+    }
+
+    /// Turns outages on (`--outages`: every seed of a soak runs them).
+    pub fn force_outages(&mut self) {
+        if self.weights.outage == 0 {
+            self.weights.outage = 2;
+        }
     }
 
     /// Device indices of every faulty leaf.

@@ -27,6 +27,11 @@
 //!            leaf (online resilvers what it missed), start a scrub, advance a running
 //!            scrub or resilver a batch at a time (writes, crashes, renames land mid-scan)
 //!
+//!          outages (sim/outage.rs, a quarter of the seeds or --outages): failmode=wait,
+//!            every leaf of one top-level vdev goes away, a sync suspends the pool, a
+//!            write blocks on a second thread, the devices come back, `clear` resumes, the
+//!            write completes, failmode=continue again, the checkers run
+//!
 //!          POSIX layer in a random dataset (sim/fsops.rs, through Engine::fs_op):
 //!            create / mkdir / symlink / write / truncate / punch / rename / link / unlink
 //!            rmdir / set or remove xattr / read / fsync (intent log: a crash before the
@@ -73,8 +78,10 @@
 //!   hard links, bytes, symlink targets, xattrs; and `inode_count` equals the live nodes.
 //!
 //! # Concurrency and context
-//! One thread. The engine's locks are taken by its own calls; the simulator holds nothing
-//! across them.
+//! One thread, but for the blocked write of an outage: a scoped thread that the run joins
+//! before its next step, and that cannot return before `clear` (or `export -f`) on the run's
+//! thread, so the order of every change stays the seed's. The engine's locks are taken by
+//! its own calls; the simulator holds nothing across them.
 //!
 //! # Failure model
 //! A broken invariant ends the run with [`Failure`]: the seed, the step, the invariant, the
@@ -128,6 +135,8 @@ pub struct Options {
     pub images: Option<PathBuf>,
     /// Print every operation as it runs.
     pub verbose: bool,
+    /// Run outages ended by `clear` whatever the seed chose (`--outages`).
+    pub outages: bool,
 }
 
 /// Default number of workload operations per run.
@@ -161,6 +170,10 @@ pub struct Counts {
     pub l2_restored: u64,
     /// Reads served by restored entries (seen at checks; a lower bound).
     pub l2_restored_hits: u64,
+    /// Outages that suspended the pool (sim/outage.rs).
+    pub suspensions: u64,
+    /// Outages `clear` ended (the pool resumed, the blocked write went ahead).
+    pub clears: u64,
 }
 
 /// A run that broke no invariant.
@@ -250,7 +263,10 @@ fn drive(sim: &mut Sim, steps: u64) -> Result<Option<String>, String> {
 
 /// Runs one seed. `Err` is a broken invariant (device images already written).
 pub fn run(options: &Options) -> Result<Summary, Failure> {
-    let config = Config::from_seed(options.seed, options.budget);
+    let mut config = Config::from_seed(options.seed, options.budget);
+    if options.outages {
+        config.force_outages();
+    }
     let described = config.describe();
     let budget = config.budget;
     let mut sim = Sim::new(config, options.verbose);

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! tarn-sim [--seed N] [--steps N] [--budget within|beyond] [--images DIR] [--quiet]
-//!          [--verbose]
+//!          [--verbose] [--outages]
 //! ```
 //! Exit status: 0 when every invariant held, 1 on a broken invariant (seed, step and
 //! invariant printed, device images written), 2 on a usage error.
@@ -13,7 +13,7 @@ use std::process::ExitCode;
 use tarn_sim::{Budget, Options, STEPS_DEFAULT};
 
 const USAGE: &str = "usage: tarn-sim [--seed N] [--steps N] [--budget within|beyond] \
-                     [--images DIR] [--quiet] [--verbose]";
+                     [--images DIR] [--quiet] [--verbose] [--outages]";
 
 struct Args {
     options: Options,
@@ -35,6 +35,7 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
         budget: None,
         images: None,
         verbose: false,
+        outages: false,
     };
     let mut quiet = false;
     while let Some(arg) = args.next() {
@@ -54,6 +55,7 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
             }
             "--quiet" => quiet = true,
             "--verbose" => options.verbose = true,
+            "--outages" => options.outages = true,
             "-h" | "--help" => return Err(USAGE.into()),
             other => return Err(format!("unknown argument '{other}'")),
         }
@@ -85,7 +87,7 @@ fn main() -> ExitCode {
             println!(
                 "ok seed {} budget {:?} steps {} txgs {} imports {} crashes {} checks {} \
                  errors-reported {} faults {} replaces {} spares {} scans {} l2-hits {} \
-                 l2-restored {} l2-restored-hits {} trace {:016x}",
+                 l2-restored {} l2-restored-hits {} suspensions {} clears {} trace {:016x}",
                 summary.seed,
                 summary.budget,
                 summary.steps,
@@ -101,6 +103,8 @@ fn main() -> ExitCode {
                 c.l2_hits,
                 c.l2_restored,
                 c.l2_restored_hits,
+                c.suspensions,
+                c.clears,
                 summary.trace_hash
             );
             ExitCode::SUCCESS

@@ -15,6 +15,7 @@ use tarn_engine::{
 
 mod fsops;
 mod heal;
+mod outage;
 
 use fsops::FsKind;
 
@@ -63,6 +64,7 @@ enum Op {
     Vanish,
     Dataset,
     Heal,
+    Outage,
     Fs(FsKind),
 }
 
@@ -96,6 +98,8 @@ pub(crate) struct Sim {
     renames: Vec<usize>,
     rename_serial: u64,
     dataset_serial: u64,
+    /// The pool's `failmode` is `wait` (an outage set it; sim/outage.rs).
+    failmode_wait: bool,
     pub(crate) trace: Trace,
     pub(crate) counts: Counts,
     pub(crate) step: u64,
@@ -155,6 +159,7 @@ impl Sim {
             renames,
             rename_serial: 0,
             dataset_serial: 0,
+            failmode_wait: false,
             trace: Trace::new(echo),
             counts: Counts::default(),
             l2_hits_seen: 0,
@@ -189,8 +194,9 @@ impl Sim {
         };
         let options = CreateOptions {
             command: "pool create".into(),
-            // One thread drives everything: a write waiting for `clear` (failmode=wait) would
-            // wait forever; beyond budget a suspended pool must fail its writes at once.
+            // One thread drives everything: a read or write waiting for `clear`
+            // (failmode=wait) would wait forever; beyond budget a suspended pool must fail
+            // its writes at once. Outages set failmode=wait for their span (sim/outage.rs).
             properties: vec![("failmode".into(), "continue".into())],
             ..CreateOptions::default()
         };
@@ -274,6 +280,7 @@ impl Sim {
             (w.fs_read, Op::Fs(FsKind::Read)),
             (w.fs_fsync, Op::Fs(FsKind::Fsync)),
             (w.heal, Op::Heal),
+            (w.outage, Op::Outage),
         ];
         let total: u64 = table.iter().map(|(weight, _)| weight).sum();
         let mut pick = self.rng.below(total);
@@ -297,6 +304,7 @@ impl Sim {
             Op::Vanish => self.op_vanish(),
             Op::Dataset => self.op_dataset(),
             Op::Heal => self.op_heal(),
+            Op::Outage => self.op_outage(),
             Op::Fs(kind) => self.op_fs(kind),
         }
     }
@@ -987,6 +995,22 @@ impl Sim {
         self.apply_write_config()?;
         self.trace
             .line(format!("{why}: imported txg {txg}, now {now}"));
+        // An outage that ended in an import left failmode=wait on disk: back to continue
+        // before a checker's read could wait for a `clear` this thread never calls.
+        if self.failmode_wait {
+            if let Err(e) = self
+                .engine
+                .set_prop(POOL, "failmode", "continue", "pool set")
+            {
+                let why = format!("{why}: failmode=continue refused after an import: {e}");
+                if self.within() {
+                    return Err(why);
+                }
+                return Ok(Flow::End(why));
+            }
+            self.failmode_wait = false;
+            self.follow_commit()?;
+        }
         self.check_all(why)
     }
 
