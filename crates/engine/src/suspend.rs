@@ -25,15 +25,18 @@
 //!
 //! Reads are served whatever the failmode when they can be: from healthy columns, by
 //! reconstruction within parity, or from the block caches. A read whose block cannot be read
-//! while data leaves are missing (removed, unavailable, faulted, or a device that reports
-//! itself gone: `missing_leaves`) is ZFS's "blocks all I/O access" under `failmode=wait`:
+//! because every vdev holding a copy of it has more children missing (removed,
+//! unavailable, faulted, or a device that reports itself gone: `missing_beyond`) than its
+//! redundancy allows is ZFS's "blocks all I/O access" under `failmode=wait`:
 //! the pool is suspended (unless it already is; the reason says a read could not reach
 //! enough devices, and nothing is kept for a retry: tarn-pool `suspend_for_read`), and the
 //! reader waits as a writer does ([`PoolHandle::read_failed`]), then reads again after
 //! `clear`, or fails (EIO) after `export -f`. Only [`Engine::object_read`] and
 //! [`Engine::fs_read`] read again (their closures may run twice); `fs_op` with a `Read`
-//! runs its closure once and fails. A block that cannot be read with every data leaf
-//! present is damage `clear` cannot repair: EIO at once, never a wait. Under
+//! runs its closure once and fails. A block that cannot be read while one of its copies'
+//! vdevs still has enough children (every leaf present, or a degraded vdev within its
+//! redundancy) is damage `clear` cannot repair: EIO at once, never a wait, and the pool
+//! goes on (a raidz2 with one disk gone and a damaged block elsewhere is not suspended). Under
 //! `failmode=continue` every unreadable block is EIO at once and the pool is not suspended.
 //! A device that answers reads with errors but is not gone is not "missing" either: its
 //! reads fail at once (a weakness: ZFS would wait for it too).
@@ -119,11 +122,11 @@ impl PoolHandle {
         mut inner: MutexGuard<'a, Imported>,
         error: EngineError,
     ) -> Result<MutexGuard<'a, Imported>, EngineError> {
-        if !unreadable_block(&error) || crate::slow::pool_prop(&mut inner, "failmode") != "wait" {
+        let Some(vdevs) = unreadable_block(&error) else {
             return Err(error);
-        }
-        let missing = missing_leaves(&inner.pool);
-        if missing.is_empty() {
+        };
+        let missing = missing_beyond(&inner.pool, vdevs);
+        if missing.is_empty() || crate::slow::pool_prop(&mut inner, "failmode") != "wait" {
             return Err(error);
         }
         inner.pool.suspend_for_read(format!(
@@ -139,33 +142,52 @@ impl PoolHandle {
     }
 }
 
-/// Whether `error` is a block the I/O pipeline could not read (no copy or reconstruction
-/// verified), as opposed to a refusal, a missing file or metadata that decodes badly.
-fn unreadable_block(error: &EngineError) -> bool {
+/// The top-level vdevs of the block's copies when `error` is a block the I/O pipeline could
+/// not read (no copy or reconstruction verified), as opposed to a refusal, a missing file or
+/// metadata that decodes badly.
+fn unreadable_block(error: &EngineError) -> Option<&[u32]> {
     let object = match error {
         EngineError::Objects(e) | EngineError::Posix(PosixError::Object(e)) => e,
-        _ => return false,
+        _ => return None,
     };
-    matches!(
-        object,
+    match object {
         ObjectError::Io {
-            source: ZioError::Unrecoverable { .. },
+            source: ZioError::Unrecoverable { vdevs, .. },
             ..
-        }
-    )
+        } => Some(vdevs),
+        _ => None,
+    }
 }
 
-/// Paths of the data leaves that are missing: not taking I/O (removed, unavailable,
-/// faulted) or whose device reports itself gone. Offline leaves are the admin's choice and
-/// do not count; nor do log devices, which no read of a block needs.
-fn missing_leaves(pool: &tarn_pool::Pool) -> Vec<String> {
-    let tops = pool.tops().iter().enumerate();
-    let data = tops.filter(|(index, _)| !pool.is_log_vdev(*index));
-    data.flat_map(|(_, top)| top.leaves())
-        .filter(|l| l.state() != LeafState::Offline)
-        .filter(|l| !l.is_usable() || l.device().is_some_and(|d| d.probe_gone()))
-        .map(|l| l.path())
-        .collect()
+/// Paths of the missing data leaves (not taking I/O: removed, unavailable, faulted, or a
+/// device that reports itself gone) when they put every vdev in `vdevs` (the block's
+/// copies) beyond its redundancy; empty when some copy's vdev still has enough children,
+/// since then the block is damaged rather than cut off, and no `clear` would bring it back.
+/// Offline leaves are the admin's choice: they count as out of service, not as missing.
+fn missing_beyond(pool: &tarn_pool::Pool, vdevs: &[u32]) -> Vec<String> {
+    let gone = |l: &Arc<Leaf>| {
+        l.state() != LeafState::Offline
+            && (!l.is_usable() || l.device().is_some_and(|d| d.probe_gone()))
+    };
+    let down = |l: &Arc<Leaf>| l.state() == LeafState::Offline || gone(l);
+    let mut missing = Vec::new();
+    for &index in vdevs {
+        let Some(top) = pool.tops().get(index as usize) else {
+            return Vec::new();
+        };
+        let children = top.children();
+        let lost = children
+            .iter()
+            .filter(|c| c.members().iter().all(down))
+            .count();
+        if lost <= top.layout().tolerated(children.len()) {
+            return Vec::new();
+        }
+        missing.extend(top.leaves().iter().filter(|l| gone(l)).map(|l| l.path()));
+    }
+    missing.sort();
+    missing.dedup();
+    missing
 }
 
 /// A leaf `clear` can bring back: the leaf, the device to give it (`None`: keep its own),

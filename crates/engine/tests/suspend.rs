@@ -445,6 +445,29 @@ fn failmode_wait_damage_with_all_devices_present_is_eio_at_once() {
     assert_ne!(rig.engine.status("tank").unwrap().state, "SUSPENDED");
 }
 
+/// A degraded vdev with damage on top is damage, not an outage: one device of the raidz1
+/// gone (within its parity) and bit rot on another make the block unreadable, but the vdev
+/// still has every child its parity needs, so `clear` could not bring the block back. The
+/// read is EIO at once under `failmode=wait` and the pool is not suspended (before, any
+/// missing leaf anywhere made every unreadable block suspend the whole pool).
+#[test]
+fn failmode_wait_damage_in_a_degraded_vdev_is_eio_at_once() {
+    let rig = Rig::new("wait");
+    rig.uncached();
+    rig.provider.get(GONE[0]).unwrap().set_gone(true);
+    let device = rig.provider.get(GONE[1]).unwrap();
+    let (start, end) = tarn_format::label::data_area(128 << 20).unwrap();
+    device.rot(start, end - start).unwrap();
+    let reader = rig.spawn_reader();
+    assert!(finishes(&reader), "a read of damaged data does not wait");
+    let failed = reader.join().unwrap();
+    match failed {
+        Err(error) => assert_eq!(error.errno(), libc::EIO, "{error:?}"),
+        Ok(_) => panic!("a missing and a damaged column are beyond raidz1's parity"),
+    }
+    assert_ne!(rig.engine.status("tank").unwrap().state, "SUSPENDED");
+}
+
 /// Under `failmode=continue` a read that needs missing devices fails at once, as before,
 /// and does not suspend the pool.
 #[test]

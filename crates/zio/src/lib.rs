@@ -199,6 +199,7 @@ impl Pipeline {
                 dva: dva_name(dva),
                 birth: Txg(0),
                 why: "block pointer names a vdev that does not exist".into(),
+                vdevs: Box::default(),
             })
     }
 
@@ -351,6 +352,7 @@ impl Pipeline {
                 dva: dva_name(dva),
                 birth: Txg(0),
                 why: e.to_string(),
+                vdevs: Box::new([dva.vdev.0]),
             })?;
         let mut data = report.data;
         data.truncate(len as usize);
@@ -510,6 +512,7 @@ impl Pipeline {
             dva: bp.copies().next().map_or_else(|| "-".into(), dva_name),
             birth: bp.birth,
             why: last_error,
+            vdevs: copy_vdevs(bp),
         })
     }
 
@@ -553,6 +556,7 @@ impl Pipeline {
                     dva: dva_name(dva),
                     birth: bp.birth,
                     why: e.to_string(),
+                    vdevs: Box::new([dva.vdev.0]),
                 })
             });
             match scrubbed {
@@ -574,6 +578,7 @@ impl Pipeline {
                 dva: bp.copies().next().map_or_else(|| "-".into(), dva_name),
                 birth: bp.birth,
                 why,
+                vdevs: copy_vdevs(bp),
             });
         };
         if !outcome.copy_errors.is_empty() {
@@ -628,6 +633,11 @@ pub struct ScrubOutcome {
     pub skipped: Vec<Guid>,
     /// Bytes written to leaves being resilvered.
     pub resilvered_bytes: u64,
+}
+
+/// The top-level vdev of each copy of `bp`.
+fn copy_vdevs(bp: &BlockPtr) -> Box<[u32]> {
+    bp.copies().map(|dva| dva.vdev.0).collect()
 }
 
 /// `vdev:offset:asize` in hex, as zdb prints DVAs.

@@ -72,6 +72,10 @@ pub enum ZioError {
         birth: Txg,
         /// What failed last.
         why: String,
+        /// Top-level vdevs the read tried (one per copy); empty when the block is bad in
+        /// itself whatever the devices (e.g. born after the txg read), so that callers can
+        /// tell a block lost to missing devices from damage.
+        vdevs: Box<[u32]>,
     },
     /// No top-level vdev has room for the block.
     #[error("out of space allocating {size} bytes")]
