@@ -92,6 +92,25 @@ impl Rig {
     }
 
     /// Turns the block cache off, so that reads of data go to the devices.
+    /// Bit rot over every data sector of device `name`.
+    fn rot_data(&self, name: &str) {
+        let device = self.provider.get(name).unwrap();
+        let (start, end) = tarn_format::label::data_area(128 << 20).unwrap();
+        device.rot(start, end - start).unwrap();
+    }
+
+    /// A reader of the first object fails with EIO without waiting (`why` says why it
+    /// cannot read), and the pool is not suspended.
+    fn assert_read_fails_at_once(&self, why: &str) {
+        let reader = self.spawn_reader();
+        assert!(finishes(&reader), "{why}: the read does not wait");
+        match reader.join().unwrap() {
+            Err(error) => assert_eq!(error.errno(), libc::EIO, "{error:?}"),
+            Ok(_) => panic!("{why}: the read returns bytes"),
+        }
+        assert_ne!(self.engine.status("tank").unwrap().state, "SUSPENDED");
+    }
+
     fn uncached(&self) {
         let policy = tarn_objects::CachePolicy::None;
         tarn_engine::check::set_data_cache_policy(&self.engine, "tank", policy).unwrap();
@@ -431,18 +450,9 @@ fn failmode_wait_damage_with_all_devices_present_is_eio_at_once() {
     let rig = Rig::new("wait");
     rig.uncached();
     for name in GONE {
-        let device = rig.provider.get(name).unwrap();
-        let (start, end) = tarn_format::label::data_area(128 << 20).unwrap();
-        device.rot(start, end - start).unwrap();
+        rig.rot_data(name);
     }
-    let reader = rig.spawn_reader();
-    assert!(finishes(&reader), "a read of damaged data does not wait");
-    let failed = reader.join().unwrap();
-    match failed {
-        Err(error) => assert_eq!(error.errno(), libc::EIO, "{error:?}"),
-        Ok(_) => panic!("damaged data beyond parity does not read"),
-    }
-    assert_ne!(rig.engine.status("tank").unwrap().state, "SUSPENDED");
+    rig.assert_read_fails_at_once("damaged data beyond parity");
 }
 
 /// A degraded vdev with damage on top is damage, not an outage: one device of the raidz1
@@ -455,17 +465,8 @@ fn failmode_wait_damage_in_a_degraded_vdev_is_eio_at_once() {
     let rig = Rig::new("wait");
     rig.uncached();
     rig.provider.get(GONE[0]).unwrap().set_gone(true);
-    let device = rig.provider.get(GONE[1]).unwrap();
-    let (start, end) = tarn_format::label::data_area(128 << 20).unwrap();
-    device.rot(start, end - start).unwrap();
-    let reader = rig.spawn_reader();
-    assert!(finishes(&reader), "a read of damaged data does not wait");
-    let failed = reader.join().unwrap();
-    match failed {
-        Err(error) => assert_eq!(error.errno(), libc::EIO, "{error:?}"),
-        Ok(_) => panic!("a missing and a damaged column are beyond raidz1's parity"),
-    }
-    assert_ne!(rig.engine.status("tank").unwrap().state, "SUSPENDED");
+    rig.rot_data(GONE[1]);
+    rig.assert_read_fails_at_once("a missing and a damaged column, beyond raidz1's parity");
 }
 
 /// Under `failmode=continue` a read that needs missing devices fails at once, as before,
@@ -475,12 +476,5 @@ fn failmode_continue_read_of_missing_devices_fails_at_once() {
     let rig = Rig::new("continue");
     rig.uncached();
     rig.set_gone(true);
-    let reader = rig.spawn_reader();
-    assert!(finishes(&reader), "failmode=continue never waits");
-    let failed = reader.join().unwrap();
-    match failed {
-        Err(error) => assert_eq!(error.errno(), libc::EIO, "{error:?}"),
-        Ok(_) => panic!("data beyond parity on missing devices does not read"),
-    }
-    assert_ne!(rig.engine.status("tank").unwrap().state, "SUSPENDED");
+    rig.assert_read_fails_at_once("failmode=continue, data beyond parity on missing devices");
 }
