@@ -19,28 +19,28 @@
 //!
 //! A waiting writer (or reader) holds only its `Arc<PoolHandle>`: no pool lock, no admin
 //! lock, no lock of a front end (the FUSE server calls the engine with none held), so
-//! status, other pools,
-//! `clear` and `export -f` all go ahead. `export -f` sets `ended`, wakes every waiter, and
-//! waits (bounded) for their handles to drop before it takes the pool.
+//! status, other pools, `clear` and `export -f` all go ahead. `export -f` sets `ended`,
+//! wakes every waiter, and waits (bounded) for their handles to drop before it takes the
+//! pool.
 //!
 //! Reads are served whatever the failmode when they can be: from healthy columns, by
-//! reconstruction within parity, or from the block caches. A read whose block cannot be read
-//! because every vdev holding a copy of it has more children missing (removed,
+//! reconstruction within parity, or from the block caches. A read whose block cannot be
+//! read because every vdev holding a copy of it has more children missing (removed,
 //! unavailable, faulted, or a device that reports itself gone: `missing_beyond`) than its
-//! redundancy allows is ZFS's "blocks all I/O access" under `failmode=wait`:
-//! the pool is suspended (unless it already is; the reason says a read could not reach
-//! enough devices, and nothing is kept for a retry: tarn-pool `suspend_for_read`), and the
-//! reader waits as a writer does ([`PoolHandle::read_failed`]), then reads again after
-//! `clear`, or fails (EIO) after `export -f`. Only [`Engine::object_read`] and
-//! [`Engine::fs_read`] read again (their closures may run twice); `fs_op` with a `Read`
-//! runs its closure once and fails. A block that cannot be read while one of its copies'
-//! vdevs still has enough children (every leaf present, or a degraded vdev within its
-//! redundancy) is damage `clear` cannot repair: EIO at once, never a wait, and the pool
-//! goes on (a raidz2 with one disk gone and a damaged block elsewhere is not suspended). Under
-//! `failmode=continue` every unreadable block is EIO at once and the pool is not suspended.
-//! A device that answers reads with errors but is not gone is not "missing" either: its
-//! reads fail at once (a weakness: ZFS would wait for it too).
-
+//! redundancy allows is ZFS's "blocks all I/O access" under `failmode=wait`: the pool is
+//! suspended (unless it already is; the reason says a read could not reach enough devices,
+//! and nothing is kept for a retry: tarn-pool `suspend_for_read`), and the reader waits as
+//! a writer does ([`PoolHandle::read_failed`]), then reads again after `clear`, or fails
+//! (EIO) after `export -f`. Only [`Engine::object_read`] and [`Engine::fs_read`] read again
+//! (their closures may run twice); `fs_op` with a `Read` runs its closure once and fails. A
+//! block that cannot be read while one of its copies' vdevs still has enough children
+//! (every leaf present, or a degraded vdev within its redundancy) is damage `clear` cannot
+//! repair: EIO at once, never a wait, and the pool goes on (a raidz2 with one disk gone and
+//! a damaged block elsewhere is not suspended). Under `failmode=continue` every unreadable
+//! block is EIO at once and the pool is not suspended. A device that answers reads with
+//! errors but is not gone is not "missing" either: its reads fail at once (a weakness: ZFS
+//! would wait for it too).
+//!
 //! `clear` of a suspended pool ([`Engine::clear`]) first finds, without changing anything,
 //! which unusable leaves answer again: a leaf with no device, or whose device reports itself
 //! gone, is reopened at its path and accepted only if its label names this pool and this
@@ -113,10 +113,11 @@ impl PoolHandle {
 
 impl PoolHandle {
     /// After a read failed with `error`, under the pool lock `inner`: when the block could
-    /// not be read while leaves of the pool are missing and `failmode=wait`, suspends the
-    /// pool (if it is not already), waits as [`PoolHandle::lock_for_write`] does, and
-    /// returns the lock for the caller to read again; otherwise (damage with every device
-    /// present, another failmode, another error) returns `error` at once (module doc).
+    /// not be read because every vdev of its copies is beyond its redundancy with missing
+    /// leaves, and `failmode=wait`, suspends the pool (if it is not already), waits as
+    /// [`PoolHandle::lock_for_write`] does, and returns the lock for the caller to read
+    /// again; otherwise (damage, another failmode, another error) returns `error` at once
+    /// (module doc).
     pub(crate) fn read_failed<'a>(
         &'a self,
         mut inner: MutexGuard<'a, Imported>,
@@ -125,8 +126,11 @@ impl PoolHandle {
         let Some(vdevs) = unreadable_block(&error) else {
             return Err(error);
         };
+        if crate::slow::pool_prop(&mut inner, "failmode") != "wait" {
+            return Err(error);
+        }
         let missing = missing_beyond(&inner.pool, vdevs);
-        if missing.is_empty() || crate::slow::pool_prop(&mut inner, "failmode") != "wait" {
+        if missing.is_empty() {
             return Err(error);
         }
         inner.pool.suspend_for_read(format!(

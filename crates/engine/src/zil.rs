@@ -92,9 +92,6 @@ pub(crate) struct DatasetLog {
     /// Records not yet written to the log, with the txg each went into; writes without
     /// their bytes (`tarn_posix::intent`: read from the file at commit).
     pending: Vec<(Txg, Logged)>,
-    /// The pending records cannot be written out (`tarn_posix::intent::queue`): the next
-    /// commit syncs a txg instead.
-    unusable: bool,
     /// Every block of the current chain: the committed first block, the blocks written
     /// since and the pre-allocated next one (all freed by the next sync).
     blocks: Vec<Dva>,
@@ -135,9 +132,7 @@ impl Logs {
         }
         let log = self.map.entry(id).or_default();
         for record in records {
-            if !tarn_posix::intent::queue(&mut log.pending, txg, record) {
-                log.unusable = true;
-            }
+            tarn_posix::intent::queue(&mut log.pending, txg, record);
         }
     }
 
@@ -240,8 +235,6 @@ impl Imported {
     pub(crate) fn logs_after_sync(&mut self, txg: Txg) {
         for log in self.logs.map.values_mut() {
             log.pending.retain(|(t, _)| *t > txg);
-            // What made the queue unusable is committed with everything before it.
-            log.unusable &= !log.pending.is_empty();
         }
     }
 
@@ -256,7 +249,8 @@ impl Imported {
             return Ok(());
         }
         let bytes: u64 = log.pending.iter().map(|(_, e)| e.log_bytes()).sum();
-        if log.next.is_none() || log.unusable || bytes > COMMIT_BYTES_MAX as u64 {
+        let readable = tarn_posix::intent::readable(&log.pending);
+        if log.next.is_none() || !readable || bytes > COMMIT_BYTES_MAX as u64 {
             log.wanted = true;
             return self.sync().map(drop);
         }

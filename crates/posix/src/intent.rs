@@ -17,11 +17,12 @@
 //! ([`Fs::log_record`]; ZFS's `WR_NEED_COPY`), so a write nobody fsyncs costs no copy and
 //! no memory. The bytes read then are the file's bytes at commit time, which may include
 //! later writes to the same range; those writes' own records come after, so replaying every
-//! record still ends in the committed state. [`queue`] keeps the one case where the file's
-//! bytes are not the write's any more out of a commit: once an inode is freed its number
-//! can be reused, so a reclaim drops the queued writes of that inode (a later unlink or
-//! reclaim record makes them moot), and a drain of the unlinked set (which frees inodes
-//! without a record each) makes the queue unusable until the next txg commits everything.
+//! record still ends in the committed state. [`queue`] and [`readable`] keep the one case
+//! where the file's bytes are not the write's any more out of a commit: once an inode is
+//! freed its number can be reused, so a reclaim drops the queued writes of that inode (a
+//! later unlink or reclaim record makes them moot), and a drain of the unlinked set (which
+//! frees inodes without a record each) after a queued write makes the queue unreadable:
+//! the next commit syncs a txg instead.
 //!
 //! The encoding (docs/FORMAT.md "Intent log") is little-endian: a type byte, the time
 //! (i64 seconds, u32 nanoseconds), then the fields; byte strings are a u32 length and the
@@ -555,29 +556,36 @@ impl Logged {
 
 /// Appends `entry` (tagged with `tag`, e.g. the txg it went into) to the queue `pending`.
 /// A reclaim drops the queued writes of the inode it frees: its number may be reused, and
-/// the file those writes went to is gone in every state a full replay reaches. Returns
-/// `false` when the queue can no longer be turned into records (a drain of the unlinked
-/// set freed inodes without naming them): the caller must commit a txg instead.
-pub fn queue<T>(pending: &mut Vec<(T, Logged)>, tag: T, entry: Logged) -> bool {
-    let usable = match &entry {
-        Logged::Op(LogRecord {
-            op: LogOp::Reclaim { ino },
-            ..
-        }) => {
-            let freed = *ino;
-            pending.retain(|(_, e)| !matches!(e, Logged::Write { ino, .. } if *ino == freed));
-            true
-        }
-        Logged::Op(LogRecord {
-            op: LogOp::DrainUnlinked,
-            ..
-        }) => !pending
-            .iter()
-            .any(|(_, e)| matches!(e, Logged::Write { .. })),
-        _ => true,
-    };
+/// the file those writes went to is gone in every state a full replay reaches.
+pub fn queue<T>(pending: &mut Vec<(T, Logged)>, tag: T, entry: Logged) {
+    if let Logged::Op(LogRecord {
+        op: LogOp::Reclaim { ino: freed },
+        ..
+    }) = entry
+    {
+        pending.retain(|(_, e)| !matches!(e, Logged::Write { ino, .. } if *ino == freed));
+    }
     pending.push((tag, entry));
-    usable
+}
+
+/// Whether the queue `pending` can be turned into records ([`Fs::log_record`]): not when
+/// a drain of the unlinked set follows a queued write, since the drain freed inodes
+/// without naming them and the write's inode may have been one of them (its number
+/// reused since). The caller then commits a txg instead.
+#[must_use]
+pub fn readable<T>(pending: &[(T, Logged)]) -> bool {
+    let mut wrote = false;
+    for (_, entry) in pending {
+        match entry {
+            Logged::Write { .. } => wrote = true,
+            Logged::Op(LogRecord {
+                op: LogOp::DrainUnlinked,
+                ..
+            }) if wrote => return false,
+            Logged::Op(_) => {}
+        }
+    }
+    true
 }
 
 impl<'a> Fs<'a> {
@@ -612,7 +620,7 @@ impl<'a> Fs<'a> {
     /// The record `entry` stands for, a write's bytes read from the file now. Bytes past
     /// the file's end now are left out: a later truncate cut them, and its record, which
     /// comes after, sets the size and zeroes the tail as it did the first time. `None`
-    /// when `ino` is not a regular file (cannot happen while [`queue`] keeps the queue; the
+    /// when `ino` is not a regular file (cannot happen in a [`readable`] queue; the
     /// caller then commits a txg instead of writing the log).
     pub fn log_record(&mut self, entry: &Logged) -> Result<Option<LogRecord>> {
         let (now, ino, offset, len) = match entry {
