@@ -7,8 +7,10 @@
 //! printing (`7T`, `1.5G`, `290K`).
 //!
 //! # Model
-//! Nothing here does I/O or keeps state beyond a generator's seed. Everything is `Copy` and
-//! cheap; converting between kinds of number is an explicit function, never an `as`.
+//! Nothing here does I/O or keeps state beyond a generator's seed and one thread-local hint
+//! (`wait`: a serving thread's "I am about to block", which lower layers call without
+//! knowing who listens). Everything is `Copy` and cheap; converting between kinds of number
+//! is an explicit function, never an `as`.
 //!
 //! # Invariants
 //! - I1: `limits` relate to each other as the const assertions in that module state.
@@ -24,6 +26,7 @@
 pub mod limits;
 pub mod rng;
 pub mod units;
+pub mod wait;
 
 pub use rng::SeededRng;
 pub use units::{ParseSizeError, format_size, parse_size};

@@ -32,6 +32,9 @@ impl ReadSlot {
 
     fn wait(&self) -> ReadResult {
         let mut outcome = self.outcome.lock().unwrap_or_else(PoisonError::into_inner);
+        if outcome.is_none() {
+            tarn_base::wait::before_wait();
+        }
         loop {
             if let Some(result) = outcome.take() {
                 return result;

@@ -88,6 +88,7 @@ impl PoolHandle {
             if crate::slow::pool_prop(&mut inner, "failmode") != "wait" {
                 return Err(PoolError::Suspended(why).into());
             }
+            tarn_base::wait::before_wait();
             inner = self
                 .resumed
                 .wait(inner)

@@ -173,6 +173,7 @@ impl Imported {
         if self.pool.syncing_txg().is_none() {
             return Ok(None);
         }
+        tarn_base::wait::before_wait();
         self.lane.commit();
         self.finish_done()
     }
@@ -260,9 +261,17 @@ impl PoolHandle {
     pub(crate) fn lock_open(&self) -> MutexGuard<'_, Imported> {
         // A poisoned lock means a thread panicked on an invariant while holding the pool: the
         // in-memory state cannot be trusted, and the process must restart (STYLE.md §5).
-        self.inner
-            .lock()
-            .expect("pool lock poisoned by a failed invariant")
+        // A holder may keep the lock for a whole txg's write phase: a thread serving
+        // requests hands its duty on before it queues (tarn_base::wait).
+        let inner = match self.inner.try_lock() {
+            Ok(inner) => Ok(inner),
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => Err(poisoned),
+            Err(std::sync::TryLockError::WouldBlock) => {
+                tarn_base::wait::before_wait();
+                self.inner.lock()
+            }
+        };
+        inner.expect("pool lock poisoned by a failed invariant")
     }
 
     /// The pool lock with no txg syncing: a pending commit is finished first (its failure
@@ -282,6 +291,7 @@ impl PoolHandle {
     ) -> Result<MutexGuard<'a, Imported>, EngineError> {
         while inner.pool.syncing_txg().is_some() {
             drop(inner);
+            tarn_base::wait::before_wait();
             self.lane.commit();
             inner = self.lock_open();
             inner.finish_done()?;

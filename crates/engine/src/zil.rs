@@ -91,7 +91,7 @@ const RECORD_PREFIX: usize = 12;
 pub(crate) struct DatasetLog {
     /// Records not yet written to the log, with the txg each went into; writes without
     /// their bytes (`tarn_posix::intent`: read from the file at commit).
-    pending: Vec<(Txg, Logged)>,
+    pending: tarn_posix::LogQueue<Txg>,
     /// Every block of the current chain: the committed first block, the blocks written
     /// since and the pre-allocated next one (all freed by the next sync).
     blocks: Vec<Dva>,
@@ -132,7 +132,7 @@ impl Logs {
         }
         let log = self.map.entry(id).or_default();
         for record in records {
-            tarn_posix::intent::queue(&mut log.pending, txg, record);
+            log.pending.push(txg, record);
         }
     }
 
@@ -234,7 +234,7 @@ impl Imported {
     /// After txg `txg` committed: every pending record is in it or older.
     pub(crate) fn logs_after_sync(&mut self, txg: Txg) {
         for log in self.logs.map.values_mut() {
-            log.pending.retain(|(t, _)| *t > txg);
+            log.pending.retain(|t| *t > txg);
         }
     }
 
@@ -248,8 +248,13 @@ impl Imported {
         if log.pending.is_empty() {
             return Ok(());
         }
-        let bytes: u64 = log.pending.iter().map(|(_, e)| e.log_bytes()).sum();
-        let readable = tarn_posix::intent::readable(&log.pending);
+        let bytes: u64 = log
+            .pending
+            .entries()
+            .iter()
+            .map(|(_, e)| e.log_bytes())
+            .sum();
+        let readable = log.pending.readable();
         if log.next.is_none() || !readable || bytes > COMMIT_BYTES_MAX as u64 {
             log.wanted = true;
             return self.sync().map(drop);
@@ -288,7 +293,7 @@ impl Imported {
         let now = tarn_posix::Timespec { secs: 0, nsecs: 0 };
         let mut fs = Fs::new(&mut node.objset, &reader, now, settings.config);
         let mut stream = Vec::new();
-        for (txg, entry) in &log.pending {
+        for (txg, entry) in log.pending.entries() {
             let record = fs.log_record(entry).ok()??;
             let bytes = record.encode();
             stream.extend_from_slice(&txg.0.to_le_bytes());

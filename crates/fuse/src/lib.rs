@@ -15,7 +15,8 @@
 //!        (default: default_permissions, the kernel checks mode bits and ACLs;
 //!         Permissions::Server: the server checks mode bits, see "Permission checks")
 //!                 |  /dev/fuse, cloned once per session thread (FUSE_DEV_IOC_CLONE)
-//!       fuser-0   fuser-1   fuser-2   fuser-3      SESSION_THREADS, each: read, serve, reply
+//!       fuser-0   fuser-1   fuser-2   fuser-3      SESSION_THREADS, each: read, serve, reply;
+//!                 |                                one reads at a time (pacer.rs)
 //!                 |
 //!       TarnFs (ops.rs): one request, one Engine::fs_op   <- Mount::invalidate_* (notify)
 //!                 |  (pool lock, admission, throttle)
@@ -178,7 +179,10 @@
 //!
 //! # Concurrency and context
 //! [`SESSION_THREADS`] fuser threads per mount, each on its own clone of the /dev/fuse
-//! descriptor, serve requests as they come; `FUSE_PARALLEL_DIROPS` lets the kernel send
+//! descriptor, serve requests as they come, paced (module `pacer`): one thread reads at a
+//! time and looks for the next request for a moment after its reply, the others wait
+//! after theirs until a serving thread is about to block (`tarn_base::wait`) and one of
+//! them has to read in its place; `FUSE_PARALLEL_DIROPS` lets the kernel send
 //! lookups and listings of one directory at once. Each request takes the pool's lock inside
 //! `Engine::fs_op`, so requests that need the engine still run one at a time: what runs in
 //! parallel is everything around it (reading and parsing requests, copying replies), and
@@ -227,6 +231,7 @@ mod ino;
 mod mounts;
 mod ops;
 mod opstats;
+mod pacer;
 
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -271,13 +276,50 @@ pub struct Mount {
 }
 
 /// What the session threads and the [`Mount`] handle share.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Shared {
     kernel: cache::KernelCache,
     counters: cache::Counters,
     ops: opstats::OpCounters,
+    pacer: Arc<pacer::Pacer>,
     /// Set once the session runs: for the invalidations a request sends after its reply.
     notifier: std::sync::OnceLock<fuser::Notifier>,
+}
+
+impl Shared {
+    fn new() -> Shared {
+        Shared {
+            kernel: cache::KernelCache::default(),
+            counters: cache::Counters::default(),
+            ops: opstats::OpCounters::default(),
+            pacer: Arc::new(pacer::Pacer::new(SESSION_THREADS)),
+            notifier: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// A request of `opcode` starts being served: timed, and paced (module `pacer`) when
+    /// the returned guard drops, after the reply.
+    pub(crate) fn request(&self, opcode: Opcode) -> Serving<'_> {
+        self.pacer.enter();
+        Serving {
+            timed: Some(self.ops.timed(opcode)),
+            pacer: &self.pacer,
+        }
+    }
+}
+
+/// A request being served ([`Shared::request`]).
+pub(crate) struct Serving<'a> {
+    timed: Option<opstats::Timed<'a>>,
+    pacer: &'a pacer::Pacer,
+}
+
+impl Drop for Serving<'_> {
+    fn drop(&mut self) {
+        // The statistics end with the reply; parking and spinning are not the request's.
+        drop(self.timed.take());
+        self.pacer.leave();
+    }
 }
 
 /// Request statistics of a mount since it was mounted.
@@ -360,14 +402,17 @@ pub fn mount_with(
             })
             .map_err(engine_error)?;
     }
-    let shared = Arc::new(Shared::default());
+    let shared = Arc::new(Shared::new());
     let server_checks = permissions == Permissions::Server && !spec.acl;
     let fs = ops::TarnFs::new(engine, spec, root, Arc::clone(&shared), server_checks);
     let config = session_config(spec, server_checks);
-    let session = fuser::spawn_mount(fs, &path, &config).map_err(|source| FuseError::Mount {
+    let mount_error = |source| FuseError::Mount {
         path: path.clone(),
         source,
-    })?;
+    };
+    let session = fuser::Session::new(fs, &path, &config).map_err(mount_error)?;
+    shared.pacer.watch(&session);
+    let session = session.spawn().map_err(mount_error)?;
     let _ = shared.notifier.set(session.notifier());
     let mount = Mount {
         notifier: Some(session.notifier()),
@@ -647,6 +692,7 @@ impl Mount {
                 });
             }
         }
+        self.shared.pacer.close();
         join_session(session);
         self.write_op_stats();
         Ok(())

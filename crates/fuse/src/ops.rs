@@ -688,7 +688,7 @@ impl fuser::Filesystem for TarnFs {
     }
 
     fn lookup(&self, req: &Request, kernel_parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        let _request = self.shared.ops.timed(Opcode::Lookup);
+        let _request = self.shared.request(Opcode::Lookup);
         let parent = self.ino(kernel_parent);
         let groups = ProcGroups::of(req);
         let who = self.restricted(req, &groups);
@@ -717,12 +717,12 @@ impl fuser::Filesystem for TarnFs {
     }
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
-        let _request = self.shared.ops.timed(Opcode::Forget);
+        let _request = self.shared.request(Opcode::Forget);
         self.shared.kernel.forgot(ino.0, nlookup);
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        let _request = self.shared.ops.timed(Opcode::Getattr);
+        let _request = self.shared.request(Opcode::Getattr);
         let ino = self.ino(ino);
         let result = self.run(FsOp::Read, |fs| fs.getattr(ino));
         self.reply_attr(reply, result);
@@ -746,7 +746,7 @@ impl fuser::Filesystem for TarnFs {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        let _request = self.shared.ops.timed(Opcode::Setattr);
+        let _request = self.shared.request(Opcode::Setattr);
         let args = SetAttrArgs {
             mode,
             uid,
@@ -767,7 +767,7 @@ impl fuser::Filesystem for TarnFs {
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
-        let _request = self.shared.ops.timed(Opcode::Readlink);
+        let _request = self.shared.request(Opcode::Readlink);
         let ino = self.ino(ino);
         match self.run(FsOp::Read, |fs| fs.readlink(ino)) {
             Ok(target) => reply.data(&target),
@@ -785,7 +785,7 @@ impl fuser::Filesystem for TarnFs {
         rdev: u32,
         reply: ReplyEntry,
     ) {
-        let _request = self.shared.ops.timed(Opcode::Mknod);
+        let _request = self.shared.request(Opcode::Mknod);
         let parent = self.ino(kernel_parent);
         let groups = ProcGroups::of(req);
         let who = self.restricted(req, &groups);
@@ -813,7 +813,7 @@ impl fuser::Filesystem for TarnFs {
         umask: u32,
         reply: ReplyEntry,
     ) {
-        let _request = self.shared.ops.timed(Opcode::Mkdir);
+        let _request = self.shared.request(Opcode::Mkdir);
         let parent = self.ino(kernel_parent);
         let groups = ProcGroups::of(req);
         let who = self.restricted(req, &groups);
@@ -824,7 +824,7 @@ impl fuser::Filesystem for TarnFs {
     }
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let _request = self.shared.ops.timed(Opcode::Unlink);
+        let _request = self.shared.request(Opcode::Unlink);
         let parent = self.ino(parent);
         let groups = ProcGroups::of(req);
         let who = self.restricted(req, &groups);
@@ -842,7 +842,7 @@ impl fuser::Filesystem for TarnFs {
     }
 
     fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let _request = self.shared.ops.timed(Opcode::Rmdir);
+        let _request = self.shared.request(Opcode::Rmdir);
         let parent = self.ino(parent);
         let groups = ProcGroups::of(req);
         let who = self.restricted(req, &groups);
@@ -867,7 +867,7 @@ impl fuser::Filesystem for TarnFs {
         target: &Path,
         reply: ReplyEntry,
     ) {
-        let _request = self.shared.ops.timed(Opcode::Symlink);
+        let _request = self.shared.request(Opcode::Symlink);
         let parent = self.ino(kernel_parent);
         let target = target.as_os_str().as_bytes();
         let groups = ProcGroups::of(req);
@@ -890,7 +890,7 @@ impl fuser::Filesystem for TarnFs {
         flags: fuser::RenameFlags,
         reply: ReplyEmpty,
     ) {
-        let _request = self.shared.ops.timed(Opcode::Rename);
+        let _request = self.shared.request(Opcode::Rename);
         let (parent, newparent) = (self.ino(parent), self.ino(newparent));
         let groups = ProcGroups::of(req);
         let who = self.restricted(req, &groups);
@@ -933,7 +933,7 @@ impl fuser::Filesystem for TarnFs {
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
-        let _request = self.shared.ops.timed(Opcode::Link);
+        let _request = self.shared.request(Opcode::Link);
         let (ino, parent) = (self.ino(ino), self.ino(newparent));
         let groups = ProcGroups::of(req);
         let who = self.restricted(req, &groups);
@@ -948,7 +948,7 @@ impl fuser::Filesystem for TarnFs {
     }
 
     fn open(&self, req: &Request, ino: INodeNo, flags: fuser::OpenFlags, reply: ReplyOpen) {
-        let _request = self.shared.ops.timed(Opcode::Open);
+        let _request = self.shared.request(Opcode::Open);
         let ino = self.ino(ino);
         let groups = ProcGroups::of(req);
         let who = Some(caller(req, &groups)).filter(|_| self.checks());
@@ -978,7 +978,7 @@ impl fuser::Filesystem for TarnFs {
         _lock_owner: Option<fuser::LockOwner>,
         reply: ReplyData,
     ) {
-        let _request = self.shared.ops.timed(Opcode::Read);
+        let _request = self.shared.request(Opcode::Read);
         let ino = self.ino(ino);
         self.shared.counters.read(size);
         let result = self.run(FsOp::Read, |fs| {
@@ -1005,7 +1005,7 @@ impl fuser::Filesystem for TarnFs {
         _lock_owner: Option<fuser::LockOwner>,
         reply: ReplyWrite,
     ) {
-        let _request = self.shared.ops.timed(Opcode::Write);
+        let _request = self.shared.request(Opcode::Write);
         let ino = self.ino(ino);
         self.shared.counters.write(data.len());
         let len = data.len() as u64;
@@ -1023,7 +1023,7 @@ impl fuser::Filesystem for TarnFs {
         _lock_owner: fuser::LockOwner,
         reply: ReplyEmpty,
     ) {
-        let _request = self.shared.ops.timed(Opcode::Flush);
+        let _request = self.shared.request(Opcode::Flush);
         // close is not fsync: nothing to do, and ENOSYS tells the kernel to stop sending
         // flushes at all (one request less per close).
         reply.error(Errno::ENOSYS);
@@ -1039,7 +1039,7 @@ impl fuser::Filesystem for TarnFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        let _request = self.shared.ops.timed(Opcode::Release);
+        let _request = self.shared.request(Opcode::Release);
         self.release_handle(self.ino(ino));
         reply.ok();
     }
@@ -1052,7 +1052,7 @@ impl fuser::Filesystem for TarnFs {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        let _request = self.shared.ops.timed(Opcode::Fsync);
+        let _request = self.shared.request(Opcode::Fsync);
         match self.engine.fs_sync(&self.pool, self.dataset) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(Errno::from_i32(e.errno())),
@@ -1060,7 +1060,7 @@ impl fuser::Filesystem for TarnFs {
     }
 
     fn opendir(&self, req: &Request, ino: INodeNo, _flags: fuser::OpenFlags, reply: ReplyOpen) {
-        let _request = self.shared.ops.timed(Opcode::Opendir);
+        let _request = self.shared.request(Opcode::Opendir);
         let ino = self.ino(ino);
         let groups = ProcGroups::of(req);
         let who = self.restricted(req, &groups);
@@ -1090,7 +1090,7 @@ impl fuser::Filesystem for TarnFs {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
-        let _request = self.shared.ops.timed(Opcode::Readdir);
+        let _request = self.shared.request(Opcode::Readdir);
         match self.readdir_batch(self.ino(ino), offset) {
             Ok(entries) => {
                 for entry in entries {
@@ -1114,7 +1114,7 @@ impl fuser::Filesystem for TarnFs {
         offset: u64,
         mut reply: ReplyDirectoryPlus,
     ) {
-        let _request = self.shared.ops.timed(Opcode::Readdirplus);
+        let _request = self.shared.request(Opcode::Readdirplus);
         let dir = self.ino(ino);
         let listed = self.run(FsOp::Read, |fs| {
             let cacheable = !self.checks() || self.cacheable(&fs.getattr(dir)?);
@@ -1156,7 +1156,7 @@ impl fuser::Filesystem for TarnFs {
         _flags: fuser::OpenFlags,
         reply: ReplyEmpty,
     ) {
-        let _request = self.shared.ops.timed(Opcode::Releasedir);
+        let _request = self.shared.request(Opcode::Releasedir);
         reply.ok();
     }
 
@@ -1168,7 +1168,7 @@ impl fuser::Filesystem for TarnFs {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        let _request = self.shared.ops.timed(Opcode::Fsyncdir);
+        let _request = self.shared.request(Opcode::Fsyncdir);
         match self.engine.fs_sync(&self.pool, self.dataset) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(Errno::from_i32(e.errno())),
@@ -1176,7 +1176,7 @@ impl fuser::Filesystem for TarnFs {
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
-        let _request = self.shared.ops.timed(Opcode::Statfs);
+        let _request = self.shared.request(Opcode::Statfs);
         match self.engine.fs_statfs(&self.pool, self.dataset) {
             Ok(st) => reply.statfs(
                 st.blocks, st.bfree, st.bavail, st.files, st.ffree, st.bsize, st.namelen, st.bsize,
@@ -1195,7 +1195,7 @@ impl fuser::Filesystem for TarnFs {
         _position: u32,
         reply: ReplyEmpty,
     ) {
-        let _request = self.shared.ops.timed(Opcode::Setxattr);
+        let _request = self.shared.request(Opcode::Setxattr);
         let ino = self.ino(ino);
         if !self.acl && name.as_bytes().starts_with(acl::PREFIX) {
             // acltype=off: ACLs are refused, as ZFS refuses them.
@@ -1221,7 +1221,7 @@ impl fuser::Filesystem for TarnFs {
     }
 
     fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
-        let _request = self.shared.ops.timed(Opcode::Getxattr);
+        let _request = self.shared.request(Opcode::Getxattr);
         let ino = self.ino(ino);
         let groups = ProcGroups::of(req);
         let who = self.restricted(req, &groups);
@@ -1236,7 +1236,7 @@ impl fuser::Filesystem for TarnFs {
     }
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
-        let _request = self.shared.ops.timed(Opcode::Listxattr);
+        let _request = self.shared.request(Opcode::Listxattr);
         let ino = self.ino(ino);
         match self.run(FsOp::Read, |fs| fs.listxattr(ino)) {
             Ok(names) => {
@@ -1252,7 +1252,7 @@ impl fuser::Filesystem for TarnFs {
     }
 
     fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let _request = self.shared.ops.timed(Opcode::Removexattr);
+        let _request = self.shared.request(Opcode::Removexattr);
         let ino = self.ino(ino);
         let groups = ProcGroups::of(req);
         let who = self.restricted(req, &groups);
@@ -1267,7 +1267,7 @@ impl fuser::Filesystem for TarnFs {
     }
 
     fn access(&self, req: &Request, ino: INodeNo, mask: fuser::AccessFlags, reply: ReplyEmpty) {
-        let _request = self.shared.ops.timed(Opcode::Access);
+        let _request = self.shared.request(Opcode::Access);
         if !self.checks() {
             // default_permissions: the kernel checked already and does not normally ask.
             return reply.ok();
@@ -1295,7 +1295,7 @@ impl fuser::Filesystem for TarnFs {
         _flags: i32,
         reply: ReplyCreate,
     ) {
-        let _request = self.shared.ops.timed(Opcode::Create);
+        let _request = self.shared.request(Opcode::Create);
         let parent = self.ino(kernel_parent);
         let groups = ProcGroups::of(req);
         let who = self.restricted(req, &groups);
@@ -1339,7 +1339,7 @@ impl fuser::Filesystem for TarnFs {
         mode: i32,
         reply: ReplyEmpty,
     ) {
-        let _request = self.shared.ops.timed(Opcode::Fallocate);
+        let _request = self.shared.request(Opcode::Fallocate);
         let ino = self.ino(ino);
         let result = fallocate_mode(mode).and_then(|how| {
             let op = if how.punch_hole {
@@ -1364,7 +1364,7 @@ impl fuser::Filesystem for TarnFs {
         whence: i32,
         reply: ReplyLseek,
     ) {
-        let _request = self.shared.ops.timed(Opcode::Lseek);
+        let _request = self.shared.request(Opcode::Lseek);
         let ino = self.ino(ino);
         let whence = match whence {
             libc::SEEK_DATA => Seek::Data,

@@ -17,7 +17,7 @@
 //! ([`Fs::log_record`]; ZFS's `WR_NEED_COPY`), so a write nobody fsyncs costs no copy and
 //! no memory. The bytes read then are the file's bytes at commit time, which may include
 //! later writes to the same range; those writes' own records come after, so replaying every
-//! record still ends in the committed state. [`queue`] and [`readable`] keep the one case
+//! record still ends in the committed state. [`LogQueue`] keeps the one case
 //! where the file's bytes are not the write's any more out of a commit: once an inode is
 //! freed its number can be reused, so a reclaim drops the queued writes of that inode (a
 //! later unlink or reclaim record makes them moot), and a drain of the unlinked set (which
@@ -27,6 +27,8 @@
 //! The encoding (docs/FORMAT.md "Intent log") is little-endian: a type byte, the time
 //! (i64 seconds, u32 nanoseconds), then the fields; byte strings are a u32 length and the
 //! bytes. Decoding is of bytes from disk: garbage is an error, never a panic.
+
+use std::collections::HashMap;
 
 use tarn_format::wire::{Reader, Writer};
 
@@ -554,38 +556,104 @@ impl Logged {
     }
 }
 
-/// Appends `entry` (tagged with `tag`, e.g. the txg it went into) to the queue `pending`.
+/// Records waiting for their log commit, each tagged (the engine tags them with the txg
+/// they went into), in the order they were made.
+///
 /// A reclaim drops the queued writes of the inode it frees: its number may be reused, and
-/// the file those writes went to is gone in every state a full replay reaches.
-pub fn queue<T>(pending: &mut Vec<(T, Logged)>, tag: T, entry: Logged) {
-    if let Logged::Op(LogRecord {
-        op: LogOp::Reclaim { ino: freed },
-        ..
-    }) = entry
-    {
-        pending.retain(|(_, e)| !matches!(e, Logged::Write { ino, .. } if *ino == freed));
-    }
-    pending.push((tag, entry));
+/// the file those writes went to is gone in every state a full replay reaches. The queue
+/// counts its writes per inode so that a reclaim (one per unlink of a file's last name)
+/// walks the queue only when it holds a write of that inode: a queue of tens of thousands
+/// of creates and unlinks waiting for their txg costs no walk per unlink.
+#[derive(Clone, Debug)]
+pub struct LogQueue<T> {
+    entries: Vec<(T, Logged)>,
+    /// Queued writes per inode (inodes with none are absent).
+    writes: HashMap<Ino, usize>,
 }
 
-/// Whether the queue `pending` can be turned into records ([`Fs::log_record`]): not when
-/// a drain of the unlinked set follows a queued write, since the drain freed inodes
-/// without naming them and the write's inode may have been one of them (its number
-/// reused since). The caller then commits a txg instead.
-#[must_use]
-pub fn readable<T>(pending: &[(T, Logged)]) -> bool {
-    let mut wrote = false;
-    for (_, entry) in pending {
-        match entry {
-            Logged::Write { .. } => wrote = true,
-            Logged::Op(LogRecord {
-                op: LogOp::DrainUnlinked,
-                ..
-            }) if wrote => return false,
-            Logged::Op(_) => {}
+impl<T> Default for LogQueue<T> {
+    fn default() -> LogQueue<T> {
+        LogQueue {
+            entries: Vec::new(),
+            writes: HashMap::new(),
         }
     }
-    true
+}
+
+impl<T> LogQueue<T> {
+    /// Appends `entry`, tagged with `tag`.
+    pub fn push(&mut self, tag: T, entry: Logged) {
+        match &entry {
+            Logged::Write { ino, .. } => *self.writes.entry(*ino).or_default() += 1,
+            Logged::Op(LogRecord {
+                op: LogOp::Reclaim { ino: freed },
+                ..
+            }) => {
+                if self.writes.remove(freed).is_some() {
+                    self.entries
+                        .retain(|(_, e)| !matches!(e, Logged::Write { ino, .. } if ino == freed));
+                }
+            }
+            Logged::Op(_) => {}
+        }
+        self.entries.push((tag, entry));
+    }
+
+    /// Keeps only the entries whose tag `keep` accepts (the engine drops those of a txg
+    /// that committed).
+    pub fn retain(&mut self, mut keep: impl FnMut(&T) -> bool) {
+        let writes = &mut self.writes;
+        self.entries.retain(|(tag, entry)| {
+            let kept = keep(tag);
+            if let (false, Logged::Write { ino, .. }) = (kept, entry)
+                && let Some(count) = writes.get_mut(ino)
+            {
+                *count -= 1;
+                if *count == 0 {
+                    writes.remove(ino);
+                }
+            }
+            kept
+        });
+    }
+
+    /// Drops every entry (after a commit wrote them all).
+    pub fn clear(&mut self) {
+        self.entries.clear();
+        self.writes.clear();
+    }
+
+    /// Whether nothing is queued.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The entries, oldest first.
+    #[must_use]
+    pub fn entries(&self) -> &[(T, Logged)] {
+        &self.entries
+    }
+
+    /// Whether the queue can be turned into records ([`Fs::log_record`]): not when a drain
+    /// of the unlinked set follows a queued write, since the drain freed inodes without
+    /// naming them and the write's inode may have been one of them (its number reused
+    /// since). The caller then commits a txg instead.
+    #[must_use]
+    pub fn readable(&self) -> bool {
+        let mut wrote = false;
+        for (_, entry) in &self.entries {
+            match entry {
+                Logged::Write { .. } => wrote = true,
+                Logged::Op(LogRecord {
+                    op: LogOp::DrainUnlinked,
+                    ..
+                }) if wrote => return false,
+                Logged::Op(_) => {}
+            }
+        }
+        true
+    }
 }
 
 impl<'a> Fs<'a> {

@@ -91,7 +91,7 @@ mod usedby_tests;
 
 pub use data::FILE_SIZE_MAX;
 pub use fs::Fs;
-pub use intent::{LogOp, LogRecord, Logged};
+pub use intent::{LogOp, LogQueue, LogRecord, Logged};
 pub use namespace::NAME_MAX;
 pub use usedby::{Owner, OwnerKind, Pending, Quotas, Usage, UsedByHook, UsedScale};
 pub use xattr::{XATTR_NAME_MAX, XATTR_SIZE_MAX};

@@ -10,8 +10,8 @@ use tarn_objects::testing::{MemStore, check_space};
 use tarn_objects::{ObjectSet, ObjsetKind};
 
 use crate::{
-    AtimeMode, Creds, Fallocate, FileKind, Fs, FsConfig, Ino, LogOp, LogRecord, Logged, PosixError,
-    RenameFlags, Seek, SetAttr, TimeOrNow, Timespec, UsedByHook, XattrSet,
+    AtimeMode, Creds, Fallocate, FileKind, Fs, FsConfig, Ino, LogOp, LogQueue, LogRecord, Logged,
+    PosixError, RenameFlags, Seek, SetAttr, TimeOrNow, Timespec, UsedByHook, XattrSet,
 };
 
 pub(crate) const NOW: Timespec = Timespec {
@@ -763,22 +763,59 @@ fn a_grown_file_deleted_in_the_same_txg_syncs() {
     w.sync_and_reopen();
 }
 
-/// `logged` queued as the engine queues it (`intent::queue`); the queue must be readable.
-fn queue_all(logged: Vec<Logged>) -> Vec<((), Logged)> {
-    let mut queued = Vec::new();
+/// `logged` queued as the engine queues it; the queue must be readable.
+fn queue_all(logged: Vec<Logged>) -> LogQueue<()> {
+    let mut queued = LogQueue::default();
     for entry in logged {
-        crate::intent::queue(&mut queued, (), entry);
+        queued.push((), entry);
     }
-    assert!(crate::intent::readable(&queued));
+    assert!(queued.readable());
     queued
 }
 
 /// The records `queued` stands for, writes' bytes read from `w`'s files now (as a commit).
-fn records_now(w: &mut World, queued: &[((), Logged)]) -> Vec<LogRecord> {
+fn records_now(w: &mut World, queued: &LogQueue<()>) -> Vec<LogRecord> {
     let mut fs = w.fs();
-    let made = queued.iter().map(|(_, e)| fs.log_record(e).unwrap());
+    let made = queued
+        .entries()
+        .iter()
+        .map(|(_, e)| fs.log_record(e).unwrap());
     made.collect::<Option<_>>()
         .expect("every queued write reads back")
+}
+
+/// Goal: a reclaim drops exactly the queued writes of its inode, also after a txg trim took
+/// some of them (the queue counts writes per inode to spare unlinks a walk of the queue;
+/// a count that went wrong would leave a write of a freed number behind).
+#[test]
+fn a_reclaim_drops_the_queued_writes_of_its_inode_after_a_trim() {
+    let write = |ino, offset| Logged::Write {
+        now: NOW,
+        ino,
+        offset,
+        len: 1,
+    };
+    let reclaim = |ino| {
+        Logged::Op(LogRecord {
+            now: NOW,
+            op: LogOp::Reclaim { ino },
+        })
+    };
+    let left = |queue: &LogQueue<u64>| queue.entries().to_vec();
+    let mut queue = LogQueue::default();
+    queue.push(1, write(7, 0));
+    queue.push(2, write(7, 1));
+    queue.push(2, write(8, 0));
+    queue.retain(|tag| *tag > 1);
+    queue.push(3, reclaim(7));
+    assert_eq!(left(&queue), [(2, write(8, 0)), (3, reclaim(7))]);
+    queue.push(4, write(7, 2));
+    queue.retain(|tag| *tag > 3);
+    queue.push(5, reclaim(8));
+    queue.push(5, reclaim(7));
+    assert_eq!(left(&queue), [(5, reclaim(8)), (5, reclaim(7))]);
+    queue.clear();
+    assert!(queue.is_empty() && queue.readable());
 }
 
 /// Goal: a write queued for the intent log never comes back with another file's bytes.
@@ -814,6 +851,7 @@ fn a_queued_write_never_reads_a_reused_inode() {
     assert_eq!(a, b, "the test needs the number reused");
     let mut queued = queue_all(logged);
     let writes = queued
+        .entries()
         .iter()
         .filter(|(_, e)| matches!(e, Logged::Write { .. }));
     assert_eq!(writes.count(), 1, "only B's write is left");
@@ -835,8 +873,8 @@ fn a_queued_write_never_reads_a_reused_inode() {
         now: NOW,
         op: LogOp::DrainUnlinked,
     });
-    crate::intent::queue(&mut queued, (), drain);
-    assert!(!crate::intent::readable(&queued));
+    queued.push((), drain);
+    assert!(!queued.readable());
 }
 
 /// Goal: the intent-log records of a workload, encoded, decoded and replayed on the state
