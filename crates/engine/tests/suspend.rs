@@ -478,3 +478,35 @@ fn failmode_continue_read_of_missing_devices_fails_at_once() {
     rig.set_gone(true);
     rig.assert_read_fails_at_once("failmode=continue, data beyond parity on missing devices");
 }
+
+/// Goal: a thread that waits for a suspended pool tells its `tarn_base::wait` hint first (a
+/// FUSE session thread hands its reading on then, so the mount's other requests are still
+/// read while it waits). Method: a writer with a counting hint blocks on the suspended pool;
+/// the hint has been told before `clear` lets it go.
+#[test]
+fn a_writer_waiting_for_clear_tells_its_wait_hint() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    struct Count(AtomicUsize);
+    impl tarn_base::wait::WaitHint for Count {
+        fn before_wait(&self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    let mut rig = Rig::new("wait");
+    rig.suspend();
+    let count = Arc::new(Count(AtomicUsize::new(0)));
+    let writer = {
+        let engine = Arc::clone(&rig.engine);
+        let object = rig.objects[0].0;
+        let hint = Arc::clone(&count);
+        std::thread::spawn(move || {
+            tarn_base::wait::set_hint(Some(hint));
+            engine.object_write("tank", object, 0, &[9u8; 4096])
+        })
+    };
+    assert!(!finishes(&writer), "the writer waits for clear");
+    assert!(count.0.load(Ordering::SeqCst) >= 1, "told before it waited");
+    rig.set_gone(false);
+    rig.engine.clear("tank", None, "pool clear tank").unwrap();
+    writer.join().unwrap().unwrap();
+}
