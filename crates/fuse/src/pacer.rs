@@ -49,7 +49,7 @@ use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 /// requests spends next to nothing. Counted, not timed: no clock is read.
 pub(crate) const SPIN_POLLS: u32 = 64;
 /// Longest a thread stays parked.
-pub(crate) const PARK_MAX: Duration = Duration::from_millis(200);
+pub(crate) const PARK_MAX: Duration = Duration::from_secs(1);
 
 #[derive(Debug)]
 struct State {

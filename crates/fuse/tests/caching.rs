@@ -72,6 +72,52 @@ fn remount(fx: &mut Fixture) {
     fx.mount();
 }
 
+/// Goal: session threads that wait after their replies (module `pacer`: one thread reads
+/// at a time) are called back as soon as the reading thread's request blocks, not when
+/// their wait runs out. Method: a cold mount; eight lookups one after another leave three
+/// of the four session threads waiting; the engine's lock is held and eight threads read
+/// their files; two requests must be inside the engine within half a second, well inside
+/// the one second a waiting thread waits by itself (`PARK_MAX`). Without the hint of a
+/// contended pool lock (`tarn_base::wait`) the second request gets in only after that.
+#[test]
+fn a_blocked_request_calls_a_waiting_session_thread_back() {
+    let mut fx = fixture_or_skip!("a_blocked_request_calls_a_waiting_session_thread_back");
+    let files: Vec<Vec<u8>> = (0..8).map(|i| pattern(4096 + i * 100, i as u8)).collect();
+    for (i, data) in files.iter().enumerate() {
+        fs::write(fx.path(&format!("f{i}")), data).unwrap();
+    }
+    remount(&mut fx);
+    for i in 0..files.len() {
+        fs::metadata(fx.path(&format!("f{i}"))).unwrap();
+    }
+    let release = Arc::new(AtomicBool::new(false));
+    let holder = hold_engine(&fx, &release, Duration::from_secs(60));
+    let readers: Vec<_> = files
+        .iter()
+        .enumerate()
+        .map(|(i, data)| {
+            let (path, data) = (fx.path(&format!("f{i}")), data.clone());
+            thread::spawn(move || assert_eq!(fs::read(&path).unwrap(), data))
+        })
+        .collect();
+    let mount = fx.mount.as_ref().unwrap();
+    let mut ticks = 0;
+    while mount.stats().in_flight_max < 2 && ticks < 50 {
+        thread::sleep(Duration::from_millis(10));
+        ticks += 1;
+    }
+    let inside = mount.stats().in_flight_max;
+    release.store(true, Ordering::SeqCst);
+    assert!(holder.join().unwrap());
+    for reader in readers {
+        reader.join().unwrap();
+    }
+    assert!(
+        inside >= 2,
+        "one request inside after {ticks} ticks of 10 ms"
+    );
+}
+
 /// Goal: one mount serves several requests at once, and N threads reading and stat'ing
 /// concurrently all get the right answers. Method: 8 files written, then remounted (cold
 /// kernel caches); the engine's lock is held while 8 threads each stat and read their
