@@ -14,7 +14,7 @@
 //! (inside a handler, between [`Pacer::enter`] and [`Pacer::leave`]) or parked (at the end
 //! of a handler, after its reply, waiting for a turn). Rules:
 //! - A thread that replied parks when another thread is reading; otherwise it goes back to
-//!   reading, and when it is the only reader it first polls the device ([`SPIN_POLLS`])
+//!   reading, and when it is the only reader it first polls the device for up to [`SPIN`]
 //!   (without reading: the request stays queued for `read(2)` to take at once).
 //! - A serving thread that is about to block (the `tarn_base::wait` hint: a contended pool
 //!   lock, a txg commit, a device read, a suspended pool) wakes one parked thread when no
@@ -42,12 +42,14 @@ use std::time::Duration;
 
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
-/// How many times the only reading thread polls for the next request after a reply before
-/// it sleeps in `read(2)`: a poll of /dev/fuse takes about half a microsecond, so about
-/// 30 us, longer than a program's turnaround between two requests on the benchmark host
-/// (spins of 20 to 300 us measured the same) and short enough that a mount with rare
-/// requests spends next to nothing. Counted, not timed: no clock is read.
-pub(crate) const SPIN_POLLS: u32 = 64;
+/// How long the only reading thread polls for the next request after a reply before it
+/// sleeps in `read(2)`: longer than a program's turnaround between two requests on the
+/// benchmark host (spins of 20 to 300 us measured the same; 64 polls, about 13 us there,
+/// lost most of the gain), short enough that a mount with rare requests spends next to
+/// nothing.
+pub(crate) const SPIN: Duration = Duration::from_micros(50);
+/// Polls between two looks at the clock during the spin.
+const POLLS_PER_CLOCK: u32 = 8;
 /// Longest a thread stays parked.
 pub(crate) const PARK_MAX: Duration = Duration::from_secs(1);
 
@@ -129,15 +131,22 @@ impl Pacer {
         }
     }
 
-    /// Polls the device until a request is queued, the connection ends or [`SPIN_POLLS`]
-    /// polls found nothing.
+    /// Polls the device until a request is queued, the connection ends or [`SPIN`] passed.
+    // The clock only bounds the spin: nothing is decided by the time beyond stopping.
+    #[allow(clippy::disallowed_methods)]
     fn spin(&self) {
         let Some(device) = self.device.get() else {
             return;
         };
-        for _ in 0..SPIN_POLLS {
-            let mut fds = [PollFd::new(device.as_fd(), PollFlags::POLLIN)];
-            if poll(&mut fds, PollTimeout::ZERO) != Ok(0) {
+        let start = std::time::Instant::now();
+        loop {
+            for _ in 0..POLLS_PER_CLOCK {
+                let mut fds = [PollFd::new(device.as_fd(), PollFlags::POLLIN)];
+                if poll(&mut fds, PollTimeout::ZERO) != Ok(0) {
+                    return;
+                }
+            }
+            if start.elapsed() >= SPIN {
                 return;
             }
         }
