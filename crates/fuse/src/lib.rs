@@ -304,21 +304,24 @@ impl Shared {
         Serving {
             timed: Some(self.ops.timed(opcode)),
             pacer: &self.pacer,
+            park: opcode != Opcode::Forget,
         }
     }
 }
 
-/// A request being served ([`Shared::request`]).
+/// A request being served ([`Shared::request`]); a FORGET never parks after it (fuser
+/// calls its handler once per inode of a batch: module `pacer`).
 pub(crate) struct Serving<'a> {
     timed: Option<opstats::Timed<'a>>,
     pacer: &'a pacer::Pacer,
+    park: bool,
 }
 
 impl Drop for Serving<'_> {
     fn drop(&mut self) {
         // The statistics end with the reply; parking and spinning are not the request's.
         drop(self.timed.take());
-        self.pacer.leave();
+        self.pacer.leave(self.park);
     }
 }
 

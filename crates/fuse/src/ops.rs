@@ -717,6 +717,8 @@ impl fuser::Filesystem for TarnFs {
     }
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        // fuser's `batch_forget` calls this once per inode of a batch: the guard of a
+        // FORGET never parks (module `pacer`).
         let _request = self.shared.request(Opcode::Forget);
         self.shared.kernel.forgot(ino.0, nlookup);
     }

@@ -33,8 +33,12 @@
 //! pacing: threads then read as fuser runs them. A failed poll ends the spin.
 //!
 //! # Not here
-//! Waits nobody hints at (a short mutex of the front end) keep the other requests waiting
-//! for their length; they are held for microseconds.
+//! Parking after a FORGET: it has no reply, and fuser delivers a batch of them as one
+//! handler call per inode, between which a thread must not park (it still spins when it
+//! reads alone, as after any request; between the items of a batch that is at most
+//! [`SPIN`] each, and none while requests are queued). Waits nobody hints at (a short
+//! mutex of the front end) keep the other requests waiting for their length; they are
+//! held for microseconds.
 
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
@@ -106,12 +110,13 @@ impl Pacer {
         }
     }
 
-    /// A thread replied: parks while another reads, then reads (spinning first when alone).
-    pub(crate) fn leave(&self) {
+    /// A thread replied: parks while another reads (unless `park` is false), then reads
+    /// (spinning first when alone).
+    pub(crate) fn leave(&self, park: bool) {
         let Ok(mut state) = self.state.lock() else {
             return;
         };
-        if state.reading > 0 && !state.closed {
+        if park && state.reading > 0 && !state.closed {
             state.parked += 1;
             let waited = self
                 .turn
@@ -190,14 +195,14 @@ mod tests {
         pacer.enter();
         let first = {
             let pacer = Arc::clone(&pacer);
-            std::thread::spawn(move || pacer.leave())
+            std::thread::spawn(move || pacer.leave(true))
         };
         first.join().unwrap();
         let parked = {
             let pacer = Arc::clone(&pacer);
             std::thread::spawn(move || {
                 let start = Instant::now();
-                pacer.leave();
+                pacer.leave(true);
                 start.elapsed()
             })
         };
@@ -216,18 +221,31 @@ mod tests {
         assert_eq!((state.reading, state.parked, state.called), (1, 0, 0));
     }
 
+    /// Goal: the guard of a FORGET (one call per inode of a batch) never parks, even while
+    /// another thread reads.
+    #[test]
+    fn leaving_without_parking_goes_straight_back_to_reading() {
+        let pacer = Arc::new(Pacer::new(2));
+        pacer.enter();
+        let start = Instant::now();
+        pacer.leave(false);
+        assert!(start.elapsed() < PARK_MAX);
+        let state = pacer.state.lock().unwrap();
+        assert_eq!((state.reading, state.parked), (2, 0));
+    }
+
     #[test]
     fn no_thread_parks_after_close_or_longer_than_the_limit() {
         let pacer = Arc::new(Pacer::new(2));
         pacer.enter();
         let start = Instant::now();
-        pacer.leave();
+        pacer.leave(true);
         let waited = start.elapsed();
         assert!(waited >= PARK_MAX, "parked while another read: {waited:?}");
         pacer.enter();
         pacer.close();
         let start = Instant::now();
-        pacer.leave();
+        pacer.leave(true);
         assert!(start.elapsed() < PARK_MAX);
         assert_eq!(pacer.state.lock().unwrap().reading, 2);
     }
