@@ -129,8 +129,11 @@ impl Lane {
     }
 
     /// Runs the commit phase of a written txg, if there is one, holding the slot (a commit
-    /// in progress elsewhere is waited for). Takes no pool lock.
+    /// in progress elsewhere is waited for). Takes no pool lock. Either is a wait of device
+    /// writes and flushes: a thread serving requests hands its duty on first
+    /// (tarn_base::wait).
     pub(crate) fn commit(&self) {
+        tarn_base::wait::before_wait();
         let mut slot = self.slot();
         if let Slot::Written(pending) = &*slot {
             let outcome = pending.commit();
@@ -173,7 +176,6 @@ impl Imported {
         if self.pool.syncing_txg().is_none() {
             return Ok(None);
         }
-        tarn_base::wait::before_wait();
         self.lane.commit();
         self.finish_done()
     }
@@ -291,7 +293,6 @@ impl PoolHandle {
     ) -> Result<MutexGuard<'a, Imported>, EngineError> {
         while inner.pool.syncing_txg().is_some() {
             drop(inner);
-            tarn_base::wait::before_wait();
             self.lane.commit();
             inner = self.lock_open();
             inner.finish_done()?;
