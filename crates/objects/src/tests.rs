@@ -3,6 +3,7 @@
 
 use crate::testing::{MemStore, check_space};
 use crate::{BlockContext, ObjectError, ObjectSet, ObjsetKind};
+use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, HashSet};
 use tarn_base::{ObjectId, SeededRng, Txg};
 use tarn_format::BlockPtr;
@@ -717,4 +718,114 @@ fn failed_sync_poisons_the_object_set() {
         set.write(&store, id, 0, &[1]),
         Err(ObjectError::Poisoned)
     ));
+}
+
+/// Goal: inserts, same- and other-length updates and removals edit fat-ZAP leaves in place
+/// and every leaf stays well-formed: a full listing (which decodes every leaf strictly: byte
+/// totals, zeroed tails, order, prefixes) and lookups agree with a model after every batch,
+/// through splits, merges and the return to the micro form. Method: 30,000 seeded random
+/// operations on 3,000 keys with values of 0 to 300 bytes, a sync every 5,000.
+#[test]
+fn zap_edits_in_place_keep_every_leaf_well_formed() {
+    let mut store = MemStore::new();
+    let mut set = ObjectSet::create(ObjsetKind::Filesystem);
+    let id = set.zap_create(&store, 20).expect("create");
+    let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+    let mut rng = SeededRng::new(41);
+    for step in 0..30_000u32 {
+        let key = format!("key-{}", rng.below(3000)).into_bytes();
+        let value = {
+            let len = if rng.chance(1, 2) { 8 } else { rng.below(301) };
+            let mut value = vec![0u8; len as usize];
+            rng.fill(&mut value);
+            value
+        };
+        match rng.below(10) {
+            0..=3 => {
+                let result = set.zap_insert(&store, id, &key, &value);
+                match model.entry(key) {
+                    Entry::Occupied(_) => {
+                        assert!(matches!(result, Err(ObjectError::KeyExists { .. })));
+                    }
+                    Entry::Vacant(slot) => {
+                        result.expect("insert");
+                        slot.insert(value);
+                    }
+                }
+            }
+            4..=6 => {
+                set.zap_update(&store, id, &key, &value).expect("update");
+                model.insert(key, value);
+            }
+            _ => {
+                let result = set.zap_remove(&store, id, &key);
+                match model.remove(&key) {
+                    Some(_) => result.expect("remove"),
+                    None => assert!(matches!(result, Err(ObjectError::NoSuchKey { .. }))),
+                }
+            }
+        }
+        if step % 500 == 499 {
+            let (listed, next) = set
+                .zap_list_bytes(&store, id, None, usize::MAX)
+                .expect("every leaf decodes");
+            assert!(next.is_none());
+            let listed: BTreeMap<Vec<u8>, Vec<u8>> = listed.into_iter().collect();
+            assert_eq!(listed, model, "listing after step {step}");
+            assert_eq!(
+                set.zap_count(&store, id).expect("count"),
+                model.len() as u64
+            );
+        }
+        if step % 5000 == 4999 {
+            set.sync(&mut store).expect("sync");
+            store.next_txg();
+        }
+    }
+    for (key, value) in &model {
+        assert_eq!(
+            set.zap_lookup(&store, id, key).expect("lookup").as_ref(),
+            Some(value)
+        );
+    }
+    for key in model.keys() {
+        set.zap_remove(&store, id, key).expect("remove");
+    }
+    assert_eq!(set.zap_count(&store, id).expect("count"), 0);
+}
+
+/// Goal: `zap_add_u64` adds in place, saturates at both ends, and refuses a missing key or a
+/// value that is not a u64 without changing anything.
+#[test]
+fn zap_add_u64_counts_in_place() {
+    let store = MemStore::new();
+    let mut set = ObjectSet::create(ObjsetKind::Filesystem);
+    let id = set.zap_create(&store, 20).expect("create");
+    set.zap_insert_u64(&store, id, "count", 7).expect("insert");
+    set.zap_insert(&store, id, "text", b"abc").expect("insert");
+    assert_eq!(set.zap_add_u64(&store, id, "count", 5).expect("add"), 12);
+    assert_eq!(set.zap_add_u64(&store, id, "count", -20).expect("add"), 0);
+    set.zap_update_u64(&store, id, "count", u64::MAX - 1)
+        .expect("update");
+    assert_eq!(
+        set.zap_add_u64(&store, id, "count", 9).expect("add"),
+        u64::MAX
+    );
+    assert!(matches!(
+        set.zap_add_u64(&store, id, "missing", 1),
+        Err(ObjectError::NoSuchKey { .. })
+    ));
+    assert!(matches!(
+        set.zap_add_u64(&store, id, "text", 1),
+        Err(ObjectError::Corrupt { .. })
+    ));
+    assert_eq!(
+        set.zap_lookup(&store, id, "text").expect("lookup"),
+        Some(b"abc".to_vec())
+    );
+    assert_eq!(
+        set.zap_lookup_u64(&store, id, "count").expect("lookup"),
+        Some(u64::MAX)
+    );
+    assert_eq!(set.zap_count(&store, id).expect("count"), 2);
 }

@@ -18,6 +18,11 @@
 //! goes back to it. Listing follows (hash, key) order in both forms, so a [`ZapCursor`] stays
 //! valid across form changes and across inserts and removals of other keys.
 //!
+//! A lookup walks the encoded entries of one block without decoding it; an insert into a
+//! leaf, a removal from one and an update that keeps the value's length edit the block in
+//! place (the entries after the change move, nothing else is re-encoded). Only splits,
+//! merges, form changes and the micro form's inserts and removals decode and re-encode.
+//!
 //! # Invariants
 //! - Z1: every key is in exactly one leaf, the one the table names for its hash prefix.
 //! - Z2: the header's entry and leaf counts match the leaves.
@@ -26,7 +31,9 @@
 
 use crate::{ObjectError, ObjectSet};
 use std::cmp::Ordering;
+use std::ops::Range;
 use tarn_base::ObjectId;
+use tarn_format::compress::is_all_zero;
 use tarn_format::dnode::OBJECT_TYPE_NONE;
 use tarn_zio::BlockStore;
 
@@ -202,34 +209,44 @@ fn decode_entries(
         }
         entries.push(entry);
     }
-    if block
-        .get(at..)
-        .is_some_and(|rest| rest.iter().any(|&byte| byte != 0))
-    {
+    if block.get(at..).is_some_and(|rest| !is_all_zero(rest)) {
         return Err(corrupt(object, "ZAP block has bytes after its entries"));
     }
     Ok(entries)
 }
 
-/// Finds the value of `key` (whose hash is `hash`; ignored without `with_hash`) among the
+/// Where a key sits among `count` encoded entries: [`seek_entry`]'s answer.
+struct Seek {
+    /// Offset of the first entry that does not sort before the key (the end of the walked
+    /// entries when every one does): where the key is, or where it would go.
+    start: usize,
+    /// The byte range of the key's value, when the entry at `start` is the key (its entry
+    /// ends where its value does).
+    value: Option<Range<usize>>,
+}
+
+/// Finds where `key` (whose hash is `hash`; ignored without `with_hash`) sits among the
 /// `count` encoded entries at `at`, without decoding the block: entries are walked in their
 /// stored order ((hash, key) in leaves, key in micro blocks) and the walk stops at the
 /// first one that does not sort before the key, so a lookup reads half a block on average
 /// and allocates nothing. Every entry walked is checked as [`decode_entries`] checks it
 /// (sizes, bounds, strict order); the entries after the stop and the block's tail are not
-/// looked at: an insert or a listing, which decode the whole block, still finds damage there.
-fn find_entry<'a>(
+/// looked at. Changes that go through here (a leaf's insert or removal in place, a
+/// same-length update) rely on the block's checksum for those; a split, a merge or a
+/// listing decodes the whole block and still finds damage there.
+fn seek_entry(
     object: ObjectId,
-    block: &'a [u8],
+    block: &[u8],
     mut at: usize,
     count: u32,
     with_hash: bool,
     (hash, key): (u64, &[u8]),
-) -> Result<Option<&'a [u8]>, ObjectError> {
+) -> Result<Seek, ObjectError> {
     let bad = || corrupt(object, "bad ZAP entry");
     let target = (if with_hash { hash } else { 0 }, key);
     let mut last: Option<(u64, &[u8])> = None;
     for _ in 0..count {
+        let start = at;
         let stored_hash = if with_hash {
             let stored = le_u64(block, at).ok_or_else(bad)?;
             at += 8;
@@ -244,10 +261,11 @@ fn find_entry<'a>(
             return Err(bad());
         }
         let entry_key = block.get(at..at + key_len).ok_or_else(bad)?;
-        let value = block
-            .get(at + key_len..at + key_len + value_len)
-            .ok_or_else(bad)?;
-        at += key_len + value_len;
+        let value = at + key_len..at + key_len + value_len;
+        if value.end > block.len() {
+            return Err(bad());
+        }
+        at = value.end;
         let here = (stored_hash, entry_key);
         if last.is_some_and(|last| last >= here) {
             return Err(corrupt(object, "ZAP entries out of order"));
@@ -255,11 +273,19 @@ fn find_entry<'a>(
         last = Some(here);
         match here.cmp(&target) {
             Ordering::Less => {}
-            Ordering::Equal => return Ok(Some(value)),
-            Ordering::Greater => return Ok(None),
+            Ordering::Equal => {
+                return Ok(Seek {
+                    start,
+                    value: Some(value),
+                });
+            }
+            Ordering::Greater => return Ok(Seek { start, value: None }),
         }
     }
-    Ok(None)
+    Ok(Seek {
+        start: at,
+        value: None,
+    })
 }
 
 fn micro_size(entries: &[Entry<'_>]) -> usize {
@@ -422,6 +448,14 @@ enum Form {
     Fat(Header),
 }
 
+/// Where [`ObjectSet::zap_find`] looked for a key: the block (micro block 0 or a leaf) and,
+/// when the key is there, the byte range of its value in the block.
+struct Found {
+    blkid: u64,
+    block: Vec<u8>,
+    value: Option<Range<usize>>,
+}
+
 fn hash_index(hash: u64, shift: u8) -> u64 {
     if shift == 0 {
         0
@@ -547,21 +581,61 @@ impl ObjectSet {
         Ok((blkid, self.zap_block(store, id, blkid)?))
     }
 
-    /// Checks that `leaf` may sit at table slot `index` (Z1); returns its first and last slot.
+    /// Checks that a leaf of depth `prefix_len` and prefix `prefix` may sit at table slot
+    /// `index` (Z1); returns its first slot and its number of slots.
     fn zap_leaf_slots(
         id: ObjectId,
         header: &Header,
-        leaf: &Leaf<'_>,
+        (prefix_len, prefix): (u8, u64),
         index: u64,
     ) -> Result<(u64, u64), ObjectError> {
-        if leaf.prefix_len > header.table_shift {
+        if prefix_len > header.table_shift {
             return Err(corrupt(id, "ZAP leaf deeper than the table"));
         }
-        let spare = u32::from(header.table_shift - leaf.prefix_len);
-        if index >> spare != leaf.prefix {
+        let spare = u32::from(header.table_shift - prefix_len);
+        if index >> spare != prefix {
             return Err(corrupt(id, "ZAP leaf prefix does not match its table slot"));
         }
-        Ok((leaf.prefix << spare, 1u64 << spare))
+        Ok((prefix << spare, 1u64 << spare))
+    }
+
+    /// Replaces the entries in `range` of the leaf `block` (block `blkid`) with `new` (none:
+    /// a removal) in place, leaving `count` entries: the entries after the range move, the
+    /// bytes they leave are zeroed, and the header's count and byte total follow. Only the
+    /// bytes from the change on are rewritten: no decode and no re-encode of the leaf, whose
+    /// insert and removal are the cost of every create and unlink in a large directory.
+    #[allow(clippy::too_many_arguments)]
+    fn zap_leaf_splice(
+        &mut self,
+        store: &dyn BlockStore,
+        id: ObjectId,
+        (blkid, block): (u64, &[u8]),
+        head: &LeafHead,
+        range: Range<usize>,
+        new: Option<&Entry<'_>>,
+        count: u32,
+    ) -> Result<(), ObjectError> {
+        let used = LEAF_HEADER + head.entry_bytes;
+        if range.start < LEAF_HEADER || range.end > used {
+            return Err(corrupt(
+                id,
+                "ZAP leaf byte count does not match its entries",
+            ));
+        }
+        let mut bytes = Vec::with_capacity(BS - range.start);
+        if let Some(new) = new {
+            put_entry(&mut bytes, new, true);
+        }
+        bytes.extend_from_slice(&block[range.end..used]);
+        let new_used = range.start + bytes.len();
+        assert!(new_used <= BS, "ZAP leaf overflow");
+        bytes.resize(bytes.len().max(used - range.start), 0);
+        let base = blkid * BS as u64;
+        self.write(store, id, base + range.start as u64, &bytes)?;
+        let mut counts = [0u8; 8];
+        counts[..4].copy_from_slice(&count.to_le_bytes());
+        counts[4..].copy_from_slice(&((new_used - LEAF_HEADER) as u32).to_le_bytes());
+        self.write(store, id, base + 24, &counts)
     }
 
     /// A fresh ZAP object (micro form, empty) of `object_type`.
@@ -634,22 +708,68 @@ impl ObjectSet {
         let key = key.as_ref();
         self.zap_check(id, key, None)?;
         let hash = zap_hash(key);
-        // Found by walking the encoded block (`find_entry`), not by decoding all of it: a
-        // lookup is the most frequent ZAP operation (every path component, every create).
-        match self.zap_form(store, id)? {
+        let found = self.zap_find(store, id, hash, key)?;
+        Ok(found.value.map(|value| found.block[value].to_vec()))
+    }
+
+    /// The block that holds or would hold `key` (hash `hash`) and where its value sits in
+    /// it. Found by walking the encoded block (`seek_entry`), not by decoding all of it: a
+    /// lookup is the most frequent ZAP operation (every path component, every create).
+    fn zap_find(
+        &mut self,
+        store: &dyn BlockStore,
+        id: ObjectId,
+        hash: u64,
+        key: &[u8],
+    ) -> Result<Found, ObjectError> {
+        let (blkid, block, at, count, with_hash) = match self.zap_form(store, id)? {
             Form::Micro => {
                 let block = self.zap_block(store, id, 0)?;
                 let count = micro_count(id, &block)?;
-                let found = find_entry(id, &block, MICRO_HEADER, count, false, (hash, key))?;
-                Ok(found.map(<[u8]>::to_vec))
+                (0, block, MICRO_HEADER, count, false)
             }
             Form::Fat(header) => {
-                let (_, block) = self.zap_leaf_for(store, id, &header, hash)?;
+                let (blkid, block) = self.zap_leaf_for(store, id, &header, hash)?;
                 let count = leaf_head(id, &block)?.count;
-                let found = find_entry(id, &block, LEAF_HEADER, count, true, (hash, key))?;
-                Ok(found.map(<[u8]>::to_vec))
+                (blkid, block, LEAF_HEADER, count, true)
             }
+        };
+        let value = seek_entry(id, &block, at, count, with_hash, (hash, key))?.value;
+        Ok(Found {
+            blkid,
+            block,
+            value,
+        })
+    }
+
+    /// Adds `delta` to the little-endian u64 value of `key` (saturating at 0 and at
+    /// `u64::MAX`) and returns the new value: one walk of one block and a write of its
+    /// 8 bytes in place, for counters updated on every create and unlink.
+    pub fn zap_add_u64(
+        &mut self,
+        store: &dyn BlockStore,
+        id: ObjectId,
+        key: impl AsRef<[u8]>,
+        delta: i64,
+    ) -> Result<u64, ObjectError> {
+        let key = key.as_ref();
+        self.zap_check(id, key, None)?;
+        let found = self.zap_find(store, id, zap_hash(key), key)?;
+        let Some(at) = found.value else {
+            return Err(ObjectError::NoSuchKey {
+                object: id,
+                key: String::from_utf8_lossy(key).into_owned(),
+            });
+        };
+        let old = le_u64(&found.block, at.start)
+            .filter(|_| at.len() == 8)
+            .ok_or_else(|| corrupt(id, "ZAP value is not a u64"))?;
+        let new = old.saturating_add_signed(delta);
+        if new != old {
+            let offset = found.blkid * BS as u64 + at.start as u64;
+            self.write(store, id, offset, &new.to_le_bytes())?;
         }
+        Ok(new)
     }
 
     /// The value of `key` as a little-endian u64 (a value of another length is corrupt).
@@ -690,6 +810,19 @@ impl ObjectSet {
     ) -> Result<(), ObjectError> {
         self.zap_check(id, key, Some(value))?;
         let hash = zap_hash(key);
+        if replace {
+            // A value replaced by one of the same length keeps the block's layout: only its
+            // bytes change, in place, with no decode and no re-encode of the block (a
+            // counter such as the POSIX layer's inode count is updated on every create).
+            let found = self.zap_find(store, id, hash, key)?;
+            if let Some(old) = found.value.filter(|old| old.len() == value.len()) {
+                if found.block[old.clone()] == *value {
+                    return Ok(());
+                }
+                let offset = found.blkid * BS as u64 + old.start as u64;
+                return self.write(store, id, offset, value);
+            }
+        }
         let new = Entry { hash, key, value };
         let header = match self.zap_form(store, id)? {
             Form::Fat(header) => header,
@@ -770,36 +903,35 @@ impl ObjectSet {
         loop {
             let index = hash_index(new.hash, header.table_shift);
             let (blkid, block) = self.zap_leaf_for(store, id, &header, new.hash)?;
-            let leaf = decode_leaf(id, &block)?;
-            Self::zap_leaf_slots(id, &header, &leaf, index)?;
-            let mut entries = leaf.entries.clone();
-            let added = match entries.binary_search_by(|e| e.order(new.hash, new.key)) {
-                Ok(_) if !replace => {
-                    let key = String::from_utf8_lossy(new.key).into_owned();
-                    return Err(ObjectError::KeyExists { object: id, key });
-                }
-                Ok(at) => {
-                    entries[at] = new;
-                    false
-                }
-                Err(at) => {
-                    entries.insert(at, new);
-                    true
-                }
-            };
-            if leaf_size(&entries) <= BS {
-                self.write(
-                    store,
-                    id,
-                    blkid * BS as u64,
-                    &encode_leaf(leaf.prefix_len, leaf.prefix, &entries),
-                )?;
+            let head = leaf_head(id, &block)?;
+            Self::zap_leaf_slots(id, &header, (head.prefix_len, head.prefix), index)?;
+            let seek = seek_entry(
+                id,
+                &block,
+                LEAF_HEADER,
+                head.count,
+                true,
+                (new.hash, new.key),
+            )?;
+            if seek.value.is_some() && !replace {
+                let key = String::from_utf8_lossy(new.key).into_owned();
+                return Err(ObjectError::KeyExists { object: id, key });
+            }
+            let added = seek.value.is_none();
+            let old_end = seek.value.map_or(seek.start, |value| value.end);
+            let size = LEAF_ENTRY_OVERHEAD + new.key.len() + new.value.len();
+            let used = LEAF_HEADER + head.entry_bytes;
+            if (used + size).saturating_sub(old_end - seek.start) <= BS {
+                let count = head.count + u32::from(added);
+                let range = seek.start..old_end;
+                self.zap_leaf_splice(store, id, (blkid, &block), &head, range, Some(&new), count)?;
                 if added {
                     header.entries += 1;
                     self.zap_put_header(store, id, &header)?;
                 }
                 return Ok(header);
             }
+            let leaf = decode_leaf(id, &block)?;
             if leaf.prefix_len == header.table_shift {
                 header = self.zap_grow_table(store, id, header)?;
                 continue;
@@ -937,19 +1069,14 @@ impl ObjectSet {
             Form::Fat(header) => header,
         };
         let (blkid, block) = self.zap_leaf_for(store, id, &header, hash)?;
-        let leaf = decode_leaf(id, &block)?;
-        Self::zap_leaf_slots(id, &header, &leaf, hash_index(hash, header.table_shift))?;
-        let mut entries = leaf.entries.clone();
-        let at = entries
-            .binary_search_by(|e| e.order(hash, key))
-            .map_err(|_| missing())?;
-        entries.remove(at);
-        self.write(
-            store,
-            id,
-            blkid * BS as u64,
-            &encode_leaf(leaf.prefix_len, leaf.prefix, &entries),
-        )?;
+        let head = leaf_head(id, &block)?;
+        let index = hash_index(hash, header.table_shift);
+        Self::zap_leaf_slots(id, &header, (head.prefix_len, head.prefix), index)?;
+        let seek = seek_entry(id, &block, LEAF_HEADER, head.count, true, (hash, key))?;
+        let value = seek.value.ok_or_else(missing)?;
+        let range = seek.start..value.end;
+        let count = head.count - 1;
+        self.zap_leaf_splice(store, id, (blkid, &block), &head, range, None, count)?;
         header.entries -= 1;
         self.zap_put_header(store, id, &header)?;
         if self.zap_merge(store, id, &mut header, blkid)? {
@@ -1132,7 +1259,8 @@ impl ObjectSet {
                     let blkid = self.zap_table_get(store, id, &header, index)?;
                     let block = self.zap_block(store, id, blkid)?;
                     let leaf = decode_leaf(id, &block)?;
-                    let (first, count) = Self::zap_leaf_slots(id, &header, &leaf, index)?;
+                    let (first, count) =
+                        Self::zap_leaf_slots(id, &header, (leaf.prefix_len, leaf.prefix), index)?;
                     for entry in leaf.entries.iter().filter(|e| after(e)) {
                         if out.len() == max {
                             let next = last(&out);
@@ -1219,12 +1347,12 @@ mod tests {
         }
     }
 
-    /// Goal: the walking lookup (`find_entry`) answers as the decoded block does, for every
+    /// Goal: the walking lookup (`seek_entry`) answers as the decoded block does, for every
     /// key present and for absent ones, in leaves and in micro blocks; on damaged blocks it
     /// errs or answers, never panics. Method: 60 entries encoded both ways, every key looked
     /// up; then 2,000 single-byte mutations of the leaf, each looked up.
     #[test]
-    fn find_entry_agrees_with_decoding() {
+    fn seek_entry_agrees_with_decoding() {
         let object = ObjectId(7);
         let keys: Vec<Vec<u8>> = (0..60)
             .map(|i| format!("file-{i:04}").into_bytes())
@@ -1247,10 +1375,10 @@ mod tests {
         for key in keys.iter().map(Vec::as_slice).chain(absent) {
             let want = entries.iter().find(|e| e.key == key).map(|e| e.value);
             let target = (zap_hash(key), key);
-            let in_leaf = find_entry(object, &leaf, LEAF_HEADER, count, true, target);
-            let in_micro = find_entry(object, &micro, MICRO_HEADER, count, false, target);
-            assert_eq!(in_leaf.unwrap(), want);
-            assert_eq!(in_micro.unwrap(), want);
+            let in_leaf = seek_entry(object, &leaf, LEAF_HEADER, count, true, target);
+            let in_micro = seek_entry(object, &micro, MICRO_HEADER, count, false, target);
+            assert_eq!(in_leaf.unwrap().value.map(|at| &leaf[at]), want);
+            assert_eq!(in_micro.unwrap().value.map(|at| &micro[at]), want);
         }
         let mut rng = tarn_base::SeededRng::new(5);
         for _ in 0..2000 {
@@ -1259,8 +1387,8 @@ mod tests {
             mutated[at] ^= 1 + rng.below(255) as u8;
             let key = keys[rng.below(keys.len() as u64) as usize].as_slice();
             let target = (zap_hash(key), key);
-            let _ = find_entry(object, &mutated, LEAF_HEADER, count, true, target);
-            let _ = find_entry(object, &mutated, LEAF_HEADER, u32::MAX, true, target);
+            let _ = seek_entry(object, &mutated, LEAF_HEADER, count, true, target);
+            let _ = seek_entry(object, &mutated, LEAF_HEADER, u32::MAX, true, target);
         }
     }
 

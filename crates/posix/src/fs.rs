@@ -71,11 +71,9 @@ impl<'a> Fs<'a> {
         self.os
             .zap_insert_u64(self.store, MASTER, KEY_UNLINKED, unlinked.0)?;
         self.os.zap_insert_u64(self.store, MASTER, KEY_INODES, 0)?;
-        let root = self.new_inode(FileKind::Directory, 0o755, owner, 0)?;
-        let mut inode = self.inode(root)?;
-        inode.parent = root;
-        inode.nlink = 2;
-        self.put(root, &inode)?;
+        let (root, _) = self.new_inode(FileKind::Directory, 0o755, owner, 0, |root, inode| {
+            inode.parent = root;
+        })?;
         self.os.zap_insert_u64(self.store, MASTER, KEY_ROOT, root)?;
         self.usedby_format()?;
         Ok(())
@@ -106,10 +104,13 @@ impl<'a> Fs<'a> {
     }
 
     fn count_inodes(&mut self, delta: i64) -> Result<()> {
-        let count = self.master(KEY_INODES)?.saturating_add_signed(delta);
-        self.os
-            .zap_update_u64(self.store, MASTER, KEY_INODES, count)?;
-        Ok(())
+        match self.os.zap_add_u64(self.store, MASTER, KEY_INODES, delta) {
+            Ok(_) => Ok(()),
+            Err(ObjectError::NoSuchKey { .. } | ObjectError::NoSuchObject { .. }) => {
+                Err(PosixError::NotFilesystem)
+            }
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Reads inode `ino` (ENOENT if the object is not a live inode).
@@ -141,14 +142,16 @@ impl<'a> Fs<'a> {
     }
 
     /// A new inode of `kind` (its object, its bonus), not yet linked anywhere (nlink 1, or
-    /// 2 for a directory).
+    /// 2 for a directory); `shape` sets what the caller knows (its parent, its project)
+    /// before the inode is written, once.
     pub(crate) fn new_inode(
         &mut self,
         kind: FileKind,
         perm: u32,
         creds: Creds,
         rdev: u64,
-    ) -> Result<Ino> {
+        shape: impl FnOnce(Ino, &mut Inode),
+    ) -> Result<(Ino, Inode)> {
         let object = match kind {
             FileKind::Directory => self.os.zap_create(self.store, inode::TYPE_DIRECTORY)?,
             _ => self.os.allocate_object(
@@ -160,7 +163,7 @@ impl<'a> Fs<'a> {
             )?,
         };
         let ino = object.0;
-        let inode = Inode {
+        let mut inode = Inode {
             kind,
             perm: (perm & 0o7777) as u16,
             nlink: if kind == FileKind::Directory { 2 } else { 1 },
@@ -179,9 +182,10 @@ impl<'a> Fs<'a> {
             flags: 0,
             inline: Vec::new(),
         };
+        shape(ino, &mut inode);
         self.put(ino, &inode)?;
         self.count_inodes(1)?;
-        Ok(ino)
+        Ok((ino, inode))
     }
 
     /// What `stat` shows for `ino`.

@@ -135,14 +135,13 @@ impl Fs<'_> {
         ]
         .map(|(kind, id)| Owner { kind, id });
         self.admit(owners, 1, true)?;
-        let ino = self.new_inode(kind, perm, creds, rdev)?;
-        let mut inode = self.inode(ino)?;
-        inode.parent = parent;
-        inode.project = project;
-        if inherit && kind == FileKind::Directory {
-            inode.flags |= FLAG_PROJECT_INHERIT;
-        }
-        self.put(ino, &inode)?;
+        let (ino, inode) = self.new_inode(kind, perm, creds, rdev, |_, inode| {
+            inode.parent = parent;
+            inode.project = project;
+            if inherit && kind == FileKind::Directory {
+                inode.flags |= FLAG_PROJECT_INHERIT;
+            }
+        })?;
         self.os
             .zap_insert(self.store, oid(parent), name, &entry_value(ino, kind))?;
         let links = i64::from(kind == FileKind::Directory);
