@@ -665,6 +665,21 @@ impl ObjectSet {
         })
     }
 
+    /// Runs `f` on block `blkid` of `id` as a read would see it now, in place (`None`: a
+    /// hole): no copy of the block, no readahead. For structures that walk a few bytes of a
+    /// block per operation (ZAP lookups).
+    pub(crate) fn with_block<R>(
+        &mut self,
+        store: &dyn BlockStore,
+        id: ObjectId,
+        blkid: u64,
+        f: impl FnOnce(Option<&[u8]>) -> Result<R, ObjectError>,
+    ) -> Result<R, ObjectError> {
+        self.inspect(store, id, |ctx, state| {
+            f(tree::block_data(ctx, state, blkid)?.bytes())
+        })
+    }
+
     /// Writes `data` at `offset`; partial blocks are read, modified and rewritten.
     pub fn write(
         &mut self,

@@ -45,7 +45,7 @@ pub(crate) enum BlockRef<'a> {
 }
 
 impl BlockRef<'_> {
-    fn bytes(&self) -> Option<&[u8]> {
+    pub(crate) fn bytes(&self) -> Option<&[u8]> {
         match self {
             BlockRef::Zero => None,
             BlockRef::Dirty(bytes) => Some(bytes),

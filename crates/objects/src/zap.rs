@@ -449,11 +449,56 @@ enum Form {
 }
 
 /// Where [`ObjectSet::zap_find`] looked for a key: the block (micro block 0 or a leaf) and,
-/// when the key is there, the byte range of its value in the block.
+/// when the key is there, where its value starts in the block and a copy of it.
 struct Found {
     blkid: u64,
-    block: Vec<u8>,
-    value: Option<Range<usize>>,
+    value: Option<(usize, Vec<u8>)>,
+}
+
+/// An edit of a leaf in place ([`leaf_splice`]): `bytes` go at `offset` of the block and
+/// `counts` over the header's entry count and byte total.
+struct Splice {
+    offset: usize,
+    bytes: Vec<u8>,
+    counts: [u8; 8],
+}
+
+/// The edit that replaces the entries in `range` of leaf `block` with `new` (none: a
+/// removal), leaving `count` entries: the entries after the range move, the bytes they
+/// leave are zeroed, the header's count and byte total follow. Only the bytes from the
+/// change on are rewritten: no decode and no re-encode of the leaf, whose insert and removal
+/// are the cost of every create and unlink in a large directory.
+fn leaf_splice(
+    id: ObjectId,
+    block: &[u8],
+    head: &LeafHead,
+    range: Range<usize>,
+    new: Option<&Entry<'_>>,
+    count: u32,
+) -> Result<Splice, ObjectError> {
+    let used = LEAF_HEADER + head.entry_bytes;
+    if range.start < LEAF_HEADER || range.end > used {
+        return Err(corrupt(
+            id,
+            "ZAP leaf byte count does not match its entries",
+        ));
+    }
+    let mut bytes = Vec::with_capacity(BS - range.start);
+    if let Some(new) = new {
+        put_entry(&mut bytes, new, true);
+    }
+    bytes.extend_from_slice(&block[range.end..used]);
+    let new_used = range.start + bytes.len();
+    assert!(new_used <= BS, "ZAP leaf overflow");
+    bytes.resize(bytes.len().max(used - range.start), 0);
+    let mut counts = [0u8; 8];
+    counts[..4].copy_from_slice(&count.to_le_bytes());
+    counts[4..].copy_from_slice(&((new_used - LEAF_HEADER) as u32).to_le_bytes());
+    Ok(Splice {
+        offset: range.start,
+        bytes,
+        counts,
+    })
 }
 
 fn hash_index(hash: u64, shift: u8) -> u64 {
@@ -490,34 +535,46 @@ impl ObjectSet {
         Ok(())
     }
 
+    /// Runs `f` on ZAP block `blkid` in place (a hole reads as zeros, which no ZAP block
+    /// is). Block ids come from ZAP blocks on disk: an absurd one is corruption, not overflow.
+    fn zap_with_block<R>(
+        &mut self,
+        store: &dyn BlockStore,
+        id: ObjectId,
+        blkid: u64,
+        f: impl FnOnce(&[u8]) -> Result<R, ObjectError>,
+    ) -> Result<R, ObjectError> {
+        static HOLE: [u8; BS] = [0; BS];
+        if blkid
+            .checked_mul(BS as u64)
+            .and_then(|offset| offset.checked_add(BS as u64))
+            .is_none()
+        {
+            return Err(corrupt(id, "ZAP block id out of range"));
+        }
+        self.with_block(store, id, blkid, |block| match block {
+            None => f(&HOLE),
+            Some(block) if block.len() == BS => f(block),
+            Some(_) => Err(corrupt(id, "ZAP object has the wrong block size")),
+        })
+    }
+
+    /// A copy of ZAP block `blkid`, for the changes that decode a whole block.
     fn zap_block(
         &mut self,
         store: &dyn BlockStore,
         id: ObjectId,
         blkid: u64,
     ) -> Result<Vec<u8>, ObjectError> {
-        // Block ids come from ZAP blocks on disk: an absurd one is corruption, not overflow.
-        let offset = blkid
-            .checked_mul(BS as u64)
-            .filter(|offset| offset.checked_add(BS as u64).is_some())
-            .ok_or_else(|| corrupt(id, "ZAP block id out of range"))?;
-        let mut block = vec![0u8; BS];
-        self.read(store, id, offset, &mut block)?;
-        Ok(block)
+        self.zap_with_block(store, id, blkid, |block| Ok(block.to_vec()))
     }
 
     fn zap_form(&mut self, store: &dyn BlockStore, id: ObjectId) -> Result<Form, ObjectError> {
-        let info = self.object_info(store, id)?;
-        if info.data_block_size != ZAP_BLOCK_SIZE {
-            return Err(corrupt(id, "ZAP object has the wrong block size"));
-        }
-        let mut head = [0u8; 64];
-        self.read(store, id, 0, &mut head)?;
-        match le_u64(&head, 0) {
+        self.zap_with_block(store, id, 0, |block| match le_u64(block, 0) {
             Some(MICRO_MAGIC) => Ok(Form::Micro),
-            Some(FAT_MAGIC) => Ok(Form::Fat(decode_header(id, &head)?)),
+            Some(FAT_MAGIC) => Ok(Form::Fat(decode_header(id, block)?)),
             _ => Err(corrupt(id, "ZAP block 0 has a bad magic number")),
-        }
+        })
     }
 
     fn zap_put_header(
@@ -536,14 +593,15 @@ impl ObjectSet {
         header: &Header,
         index: u64,
     ) -> Result<u64, ObjectError> {
-        let mut word = [0u8; 8];
-        self.read(
-            store,
-            id,
-            header.table_blkid * BS as u64 + index * 8,
-            &mut word,
-        )?;
-        let blkid = u64::from_le_bytes(word);
+        let at = header
+            .table_blkid
+            .checked_mul(BS as u64)
+            .and_then(|start| start.checked_add(index.checked_mul(8)?))
+            .ok_or_else(|| corrupt(id, "ZAP table out of range"))?;
+        let within = (at % BS as u64) as usize;
+        let blkid = self.zap_with_block(store, id, at / BS as u64, |table| {
+            le_u64(table, within).ok_or_else(|| corrupt(id, "ZAP table out of range"))
+        })?;
         let table_end = header.table_blkid + header.table_blocks;
         if blkid == 0 || (header.table_blkid..table_end).contains(&blkid) {
             return Err(corrupt(id, "ZAP table names a bad leaf"));
@@ -569,18 +627,6 @@ impl ObjectSet {
         )
     }
 
-    /// The leaf for `hash`: its block id and bytes.
-    fn zap_leaf_for(
-        &mut self,
-        store: &dyn BlockStore,
-        id: ObjectId,
-        header: &Header,
-        hash: u64,
-    ) -> Result<(u64, Vec<u8>), ObjectError> {
-        let blkid = self.zap_table_get(store, id, header, hash_index(hash, header.table_shift))?;
-        Ok((blkid, self.zap_block(store, id, blkid)?))
-    }
-
     /// Checks that a leaf of depth `prefix_len` and prefix `prefix` may sit at table slot
     /// `index` (Z1); returns its first slot and its number of slots.
     fn zap_leaf_slots(
@@ -599,43 +645,17 @@ impl ObjectSet {
         Ok((prefix << spare, 1u64 << spare))
     }
 
-    /// Replaces the entries in `range` of the leaf `block` (block `blkid`) with `new` (none:
-    /// a removal) in place, leaving `count` entries: the entries after the range move, the
-    /// bytes they leave are zeroed, and the header's count and byte total follow. Only the
-    /// bytes from the change on are rewritten: no decode and no re-encode of the leaf, whose
-    /// insert and removal are the cost of every create and unlink in a large directory.
-    #[allow(clippy::too_many_arguments)]
-    fn zap_leaf_splice(
+    /// Writes `splice` into leaf block `blkid`.
+    fn zap_apply_splice(
         &mut self,
         store: &dyn BlockStore,
         id: ObjectId,
-        (blkid, block): (u64, &[u8]),
-        head: &LeafHead,
-        range: Range<usize>,
-        new: Option<&Entry<'_>>,
-        count: u32,
+        blkid: u64,
+        splice: &Splice,
     ) -> Result<(), ObjectError> {
-        let used = LEAF_HEADER + head.entry_bytes;
-        if range.start < LEAF_HEADER || range.end > used {
-            return Err(corrupt(
-                id,
-                "ZAP leaf byte count does not match its entries",
-            ));
-        }
-        let mut bytes = Vec::with_capacity(BS - range.start);
-        if let Some(new) = new {
-            put_entry(&mut bytes, new, true);
-        }
-        bytes.extend_from_slice(&block[range.end..used]);
-        let new_used = range.start + bytes.len();
-        assert!(new_used <= BS, "ZAP leaf overflow");
-        bytes.resize(bytes.len().max(used - range.start), 0);
         let base = blkid * BS as u64;
-        self.write(store, id, base + range.start as u64, &bytes)?;
-        let mut counts = [0u8; 8];
-        counts[..4].copy_from_slice(&count.to_le_bytes());
-        counts[4..].copy_from_slice(&((new_used - LEAF_HEADER) as u32).to_le_bytes());
-        self.write(store, id, base + 24, &counts)
+        self.write(store, id, base + splice.offset as u64, &splice.bytes)?;
+        self.write(store, id, base + 24, &splice.counts)
     }
 
     /// A fresh ZAP object (micro form, empty) of `object_type`.
@@ -708,8 +728,10 @@ impl ObjectSet {
         let key = key.as_ref();
         self.zap_check(id, key, None)?;
         let hash = zap_hash(key);
-        let found = self.zap_find(store, id, hash, key)?;
-        Ok(found.value.map(|value| found.block[value].to_vec()))
+        Ok(self
+            .zap_find(store, id, hash, key)?
+            .value
+            .map(|(_, value)| value))
     }
 
     /// The block that holds or would hold `key` (hash `hash`) and where its value sits in
@@ -722,23 +744,25 @@ impl ObjectSet {
         hash: u64,
         key: &[u8],
     ) -> Result<Found, ObjectError> {
-        let (blkid, block, at, count, with_hash) = match self.zap_form(store, id)? {
-            Form::Micro => {
-                let block = self.zap_block(store, id, 0)?;
-                let count = micro_count(id, &block)?;
-                (0, block, MICRO_HEADER, count, false)
-            }
+        let (blkid, at, with_hash) = match self.zap_form(store, id)? {
+            Form::Micro => (0, MICRO_HEADER, false),
             Form::Fat(header) => {
-                let (blkid, block) = self.zap_leaf_for(store, id, &header, hash)?;
-                let count = leaf_head(id, &block)?.count;
-                (blkid, block, LEAF_HEADER, count, true)
+                let index = hash_index(hash, header.table_shift);
+                let blkid = self.zap_table_get(store, id, &header, index)?;
+                (blkid, LEAF_HEADER, true)
             }
         };
-        let value = seek_entry(id, &block, at, count, with_hash, (hash, key))?.value;
-        Ok(Found {
-            blkid,
-            block,
-            value,
+        self.zap_with_block(store, id, blkid, |block| {
+            let count = if with_hash {
+                leaf_head(id, block)?.count
+            } else {
+                micro_count(id, block)?
+            };
+            let seek = seek_entry(id, block, at, count, with_hash, (hash, key))?;
+            Ok(Found {
+                blkid,
+                value: seek.value.map(|value| (value.start, block[value].to_vec())),
+            })
         })
     }
 
@@ -755,18 +779,18 @@ impl ObjectSet {
         let key = key.as_ref();
         self.zap_check(id, key, None)?;
         let found = self.zap_find(store, id, zap_hash(key), key)?;
-        let Some(at) = found.value else {
+        let Some((at, old)) = found.value else {
             return Err(ObjectError::NoSuchKey {
                 object: id,
                 key: String::from_utf8_lossy(key).into_owned(),
             });
         };
-        let old = le_u64(&found.block, at.start)
-            .filter(|_| at.len() == 8)
+        let old = le_u64(&old, 0)
+            .filter(|_| old.len() == 8)
             .ok_or_else(|| corrupt(id, "ZAP value is not a u64"))?;
         let new = old.saturating_add_signed(delta);
         if new != old {
-            let offset = found.blkid * BS as u64 + at.start as u64;
+            let offset = found.blkid * BS as u64 + at as u64;
             self.write(store, id, offset, &new.to_le_bytes())?;
         }
         Ok(new)
@@ -815,12 +839,11 @@ impl ObjectSet {
             // bytes change, in place, with no decode and no re-encode of the block (a
             // counter such as the POSIX layer's inode count is updated on every create).
             let found = self.zap_find(store, id, hash, key)?;
-            if let Some(old) = found.value.filter(|old| old.len() == value.len()) {
-                if found.block[old.clone()] == *value {
+            if let Some((at, old)) = found.value.filter(|(_, old)| old.len() == value.len()) {
+                if old == value {
                     return Ok(());
                 }
-                let offset = found.blkid * BS as u64 + old.start as u64;
-                return self.write(store, id, offset, value);
+                return self.write(store, id, found.blkid * BS as u64 + at as u64, value);
             }
         }
         let new = Entry { hash, key, value };
@@ -902,35 +925,39 @@ impl ObjectSet {
     ) -> Result<Header, ObjectError> {
         loop {
             let index = hash_index(new.hash, header.table_shift);
-            let (blkid, block) = self.zap_leaf_for(store, id, &header, new.hash)?;
-            let head = leaf_head(id, &block)?;
-            Self::zap_leaf_slots(id, &header, (head.prefix_len, head.prefix), index)?;
-            let seek = seek_entry(
-                id,
-                &block,
-                LEAF_HEADER,
-                head.count,
-                true,
-                (new.hash, new.key),
-            )?;
-            if seek.value.is_some() && !replace {
-                let key = String::from_utf8_lossy(new.key).into_owned();
-                return Err(ObjectError::KeyExists { object: id, key });
-            }
-            let added = seek.value.is_none();
-            let old_end = seek.value.map_or(seek.start, |value| value.end);
-            let size = LEAF_ENTRY_OVERHEAD + new.key.len() + new.value.len();
-            let used = LEAF_HEADER + head.entry_bytes;
-            if (used + size).saturating_sub(old_end - seek.start) <= BS {
+            let blkid = self.zap_table_get(store, id, &header, index)?;
+            let edit = self.zap_with_block(store, id, blkid, |block| {
+                let head = leaf_head(id, block)?;
+                Self::zap_leaf_slots(id, &header, (head.prefix_len, head.prefix), index)?;
+                let target = (new.hash, new.key);
+                let seek = seek_entry(id, block, LEAF_HEADER, head.count, true, target)?;
+                if seek.value.is_some() && !replace {
+                    let key = String::from_utf8_lossy(new.key).into_owned();
+                    return Err(ObjectError::KeyExists { object: id, key });
+                }
+                let added = seek.value.is_none();
+                let old_end = seek.value.map_or(seek.start, |value| value.end);
+                let size = LEAF_ENTRY_OVERHEAD + new.key.len() + new.value.len();
+                let used = LEAF_HEADER + head.entry_bytes;
+                if (used + size).saturating_sub(old_end - seek.start) > BS {
+                    return Ok(None);
+                }
                 let count = head.count + u32::from(added);
                 let range = seek.start..old_end;
-                self.zap_leaf_splice(store, id, (blkid, &block), &head, range, Some(&new), count)?;
+                Ok(Some((
+                    leaf_splice(id, block, &head, range, Some(&new), count)?,
+                    added,
+                )))
+            })?;
+            if let Some((splice, added)) = edit {
+                self.zap_apply_splice(store, id, blkid, &splice)?;
                 if added {
                     header.entries += 1;
                     self.zap_put_header(store, id, &header)?;
                 }
                 return Ok(header);
             }
+            let block = self.zap_block(store, id, blkid)?;
             let leaf = decode_leaf(id, &block)?;
             if leaf.prefix_len == header.table_shift {
                 header = self.zap_grow_table(store, id, header)?;
@@ -1068,15 +1095,23 @@ impl ObjectSet {
             }
             Form::Fat(header) => header,
         };
-        let (blkid, block) = self.zap_leaf_for(store, id, &header, hash)?;
-        let head = leaf_head(id, &block)?;
         let index = hash_index(hash, header.table_shift);
-        Self::zap_leaf_slots(id, &header, (head.prefix_len, head.prefix), index)?;
-        let seek = seek_entry(id, &block, LEAF_HEADER, head.count, true, (hash, key))?;
-        let value = seek.value.ok_or_else(missing)?;
-        let range = seek.start..value.end;
-        let count = head.count - 1;
-        self.zap_leaf_splice(store, id, (blkid, &block), &head, range, None, count)?;
+        let blkid = self.zap_table_get(store, id, &header, index)?;
+        let splice = self.zap_with_block(store, id, blkid, |block| {
+            let head = leaf_head(id, block)?;
+            Self::zap_leaf_slots(id, &header, (head.prefix_len, head.prefix), index)?;
+            let seek = seek_entry(id, block, LEAF_HEADER, head.count, true, (hash, key))?;
+            let value = seek.value.ok_or_else(missing)?;
+            leaf_splice(
+                id,
+                block,
+                &head,
+                seek.start..value.end,
+                None,
+                head.count - 1,
+            )
+        })?;
+        self.zap_apply_splice(store, id, blkid, &splice)?;
         header.entries -= 1;
         self.zap_put_header(store, id, &header)?;
         if self.zap_merge(store, id, &mut header, blkid)? {
@@ -1095,15 +1130,14 @@ impl ObjectSet {
     ) -> Result<bool, ObjectError> {
         let mut merged_any = false;
         loop {
-            let block = self.zap_block(store, id, blkid)?;
-            let head = leaf_head(id, &block)?;
+            let head = self.zap_with_block(store, id, blkid, |block| leaf_head(id, block))?;
             if head.prefix_len == 0 || head.prefix_len > header.table_shift {
                 return Ok(merged_any);
             }
             let spare = u32::from(header.table_shift - head.prefix_len);
             let buddy_blkid = self.zap_table_get(store, id, header, (head.prefix ^ 1) << spare)?;
-            let buddy_block = self.zap_block(store, id, buddy_blkid)?;
-            let buddy_head = leaf_head(id, &buddy_block)?;
+            let buddy_head =
+                self.zap_with_block(store, id, buddy_blkid, |block| leaf_head(id, block))?;
             // Decide from the headers alone: most removals merge nothing, and decoding two
             // leaves for nothing would double their cost.
             let merged_size = LEAF_HEADER + head.entry_bytes + buddy_head.entry_bytes;
@@ -1113,6 +1147,8 @@ impl ObjectSet {
             {
                 return Ok(merged_any);
             }
+            let block = self.zap_block(store, id, blkid)?;
+            let buddy_block = self.zap_block(store, id, buddy_blkid)?;
             let leaf = decode_leaf(id, &block)?;
             let buddy = decode_leaf(id, &buddy_block)?;
             let (low, high, low_blkid, high_blkid) = if leaf.prefix & 1 == 0 {
