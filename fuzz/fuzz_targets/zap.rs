@@ -1,6 +1,7 @@
 //! ZAP objects (directories, property lists) whose blocks hold arbitrary bytes that still pass
-//! their checksums (the worst case: a bug or a collision wrote them): lookups, listing, counting
-//! and inserting must return errors, never panic, never loop without bound.
+//! their checksums (the worst case: a bug or a collision wrote them): lookups, listing, counting,
+//! inserting, updating in place and removing must return errors, never panic, never loop
+//! without bound.
 #![no_main]
 
 use std::collections::HashMap;
@@ -92,6 +93,8 @@ fuzz_target!(|input: &[u8]| {
     let _ = set.zap_list(&store, zap, None, 64);
     let _ = set.zap_list_sorted(&store, zap);
     let _ = set.zap_insert(&store, zap, "new-entry", b"value");
+    let _ = set.zap_update_u64(&store, zap, "entry-5", 55);
+    let _ = set.zap_add_u64(&store, zap, "entry-9", -3);
     let _ = set.zap_remove(&store, zap, "entry-3");
     let _ = set.sync(&mut store);
 });
