@@ -18,10 +18,9 @@
 //! goes back to it. Listing follows (hash, key) order in both forms, so a [`ZapCursor`] stays
 //! valid across form changes and across inserts and removals of other keys.
 //!
-//! A lookup walks the encoded entries of one block without decoding it; an insert into a
-//! leaf, a removal from one and an update that keeps the value's length edit the block in
-//! place (the entries after the change move, nothing else is re-encoded). Only splits,
-//! merges, form changes and the micro form's inserts and removals decode and re-encode.
+//! A lookup walks the encoded entries of one block without decoding it; an insert, a
+//! removal and an update edit the block in place (the entries after the change move,
+//! nothing else is re-encoded). Only splits, merges and form changes decode and re-encode.
 //!
 //! # Invariants
 //! - Z1: every key is in exactly one leaf, the one the table names for its hash prefix.
@@ -223,6 +222,8 @@ struct Seek {
     /// The byte range of the key's value, when the entry at `start` is the key (its entry
     /// ends where its value does).
     value: Option<Range<usize>>,
+    /// How many entries come before `start`.
+    index: u32,
 }
 
 /// Finds where `key` (whose hash is `hash`; ignored without `with_hash`) sits among the
@@ -231,9 +232,9 @@ struct Seek {
 /// first one that does not sort before the key, so a lookup reads half a block on average
 /// and allocates nothing. Every entry walked is checked as [`decode_entries`] checks it
 /// (sizes, bounds, strict order); the entries after the stop and the block's tail are not
-/// looked at. Changes that go through here (a leaf's insert or removal in place, a
-/// same-length update) rely on the block's checksum for those; a split, a merge or a
-/// listing decodes the whole block and still finds damage there.
+/// looked at. Changes that go through here (inserts, removals and updates in place) rely on
+/// the block's checksum for those; a split, a merge or a listing decodes the whole block
+/// and still finds damage there.
 fn seek_entry(
     object: ObjectId,
     block: &[u8],
@@ -245,7 +246,7 @@ fn seek_entry(
     let bad = || corrupt(object, "bad ZAP entry");
     let target = (if with_hash { hash } else { 0 }, key);
     let mut last: Option<(u64, &[u8])> = None;
-    for _ in 0..count {
+    for index in 0..count {
         let start = at;
         let stored_hash = if with_hash {
             let stored = le_u64(block, at).ok_or_else(bad)?;
@@ -277,15 +278,46 @@ fn seek_entry(
                 return Ok(Seek {
                     start,
                     value: Some(value),
+                    index,
                 });
             }
-            Ordering::Greater => return Ok(Seek { start, value: None }),
+            Ordering::Greater => {
+                return Ok(Seek {
+                    start,
+                    value: None,
+                    index,
+                });
+            }
         }
     }
     Ok(Seek {
         start: at,
         value: None,
+        index: count,
     })
+}
+
+/// Where the `count` micro entries from `at` on end, their sizes and bounds checked as
+/// [`seek_entry`] checks them (a micro block keeps no byte total).
+fn micro_entries_end(
+    object: ObjectId,
+    block: &[u8],
+    mut at: usize,
+    count: u32,
+) -> Result<usize, ObjectError> {
+    let bad = || corrupt(object, "bad ZAP entry");
+    for _ in 0..count {
+        let key_len = usize::from(*block.get(at).ok_or_else(bad)?);
+        let value_len = usize::from(le_u16(block, at + 1).ok_or_else(bad)?);
+        if key_len == 0 || value_len > ZAP_VALUE_MAX {
+            return Err(bad());
+        }
+        at += MICRO_ENTRY_OVERHEAD + key_len + value_len;
+        if at > block.len() {
+            return Err(bad());
+        }
+    }
+    Ok(at)
 }
 
 fn micro_size(entries: &[Entry<'_>]) -> usize {
@@ -455,19 +487,44 @@ struct Found {
     value: Option<(usize, Vec<u8>)>,
 }
 
-/// An edit of a leaf in place ([`leaf_splice`]): `bytes` go at `offset` of the block and
-/// `counts` over the header's entry count and byte total.
+/// An edit of a ZAP block in place ([`leaf_splice`], [`micro_splice`]): `bytes` go at
+/// `offset` of the block and `head` (the header's entry count, and a leaf's byte total) at
+/// `head_at`.
 struct Splice {
     offset: usize,
     bytes: Vec<u8>,
-    counts: [u8; 8],
+    head_at: usize,
+    head: Vec<u8>,
 }
 
-/// The edit that replaces the entries in `range` of leaf `block` with `new` (none: a
-/// removal), leaving `count` entries: the entries after the range move, the bytes they
-/// leave are zeroed, the header's count and byte total follow. Only the bytes from the
-/// change on are rewritten: no decode and no re-encode of the leaf, whose insert and removal
-/// are the cost of every create and unlink in a large directory.
+/// The bytes from `range.start` on of a block whose entries run from `first` to `used`, once
+/// the entries in `range` are replaced by `new` (none: a removal): the entries after the
+/// range move, the bytes they leave are zeroed. Also where the entries then end. Only the
+/// bytes from the change on are rewritten: no decode and no re-encode of the block, whose
+/// insert and removal are the cost of every create and unlink.
+fn splice_entries(
+    id: ObjectId,
+    block: &[u8],
+    (first, used): (usize, usize),
+    range: Range<usize>,
+    new: Option<&Entry<'_>>,
+    with_hash: bool,
+) -> Result<(Vec<u8>, usize), ObjectError> {
+    if range.start < first || range.end < range.start || range.end > used || used > block.len() {
+        return Err(corrupt(id, "ZAP block's entries end before the edit"));
+    }
+    let mut bytes = Vec::with_capacity(BS - range.start);
+    if let Some(new) = new {
+        put_entry(&mut bytes, new, with_hash);
+    }
+    bytes.extend_from_slice(&block[range.end..used]);
+    let new_used = range.start + bytes.len();
+    assert!(new_used <= BS, "ZAP block overflow");
+    bytes.resize(bytes.len().max(used - range.start), 0);
+    Ok((bytes, new_used))
+}
+
+/// [`splice_entries`] in a leaf, which then holds `count` entries.
 fn leaf_splice(
     id: ObjectId,
     block: &[u8],
@@ -477,27 +534,35 @@ fn leaf_splice(
     count: u32,
 ) -> Result<Splice, ObjectError> {
     let used = LEAF_HEADER + head.entry_bytes;
-    if range.start < LEAF_HEADER || range.end > used {
-        return Err(corrupt(
-            id,
-            "ZAP leaf byte count does not match its entries",
-        ));
-    }
-    let mut bytes = Vec::with_capacity(BS - range.start);
-    if let Some(new) = new {
-        put_entry(&mut bytes, new, true);
-    }
-    bytes.extend_from_slice(&block[range.end..used]);
-    let new_used = range.start + bytes.len();
-    assert!(new_used <= BS, "ZAP leaf overflow");
-    bytes.resize(bytes.len().max(used - range.start), 0);
-    let mut counts = [0u8; 8];
-    counts[..4].copy_from_slice(&count.to_le_bytes());
-    counts[4..].copy_from_slice(&((new_used - LEAF_HEADER) as u32).to_le_bytes());
+    let offset = range.start;
+    let (bytes, new_used) = splice_entries(id, block, (LEAF_HEADER, used), range, new, true)?;
+    let mut fields = count.to_le_bytes().to_vec();
+    fields.extend_from_slice(&((new_used - LEAF_HEADER) as u32).to_le_bytes());
     Ok(Splice {
-        offset: range.start,
+        offset,
         bytes,
-        counts,
+        head_at: 24,
+        head: fields,
+    })
+}
+
+/// [`splice_entries`] in a micro block whose entries end at `used`, which then holds
+/// `count` entries.
+fn micro_splice(
+    id: ObjectId,
+    block: &[u8],
+    used: usize,
+    range: Range<usize>,
+    new: Option<&Entry<'_>>,
+    count: u32,
+) -> Result<Splice, ObjectError> {
+    let offset = range.start;
+    let (bytes, _) = splice_entries(id, block, (MICRO_HEADER, used), range, new, false)?;
+    Ok(Splice {
+        offset,
+        bytes,
+        head_at: 8,
+        head: count.to_le_bytes().to_vec(),
     })
 }
 
@@ -645,7 +710,7 @@ impl ObjectSet {
         Ok((prefix << spare, 1u64 << spare))
     }
 
-    /// Writes `splice` into leaf block `blkid`.
+    /// Writes `splice` into block `blkid`.
     fn zap_apply_splice(
         &mut self,
         store: &dyn BlockStore,
@@ -655,7 +720,7 @@ impl ObjectSet {
     ) -> Result<(), ObjectError> {
         let base = blkid * BS as u64;
         self.write(store, id, base + splice.offset as u64, &splice.bytes)?;
-        self.write(store, id, base + 24, &splice.counts)
+        self.write(store, id, base + splice.head_at as u64, &splice.head)
     }
 
     /// A fresh ZAP object (micro form, empty) of `object_type`.
@@ -850,6 +915,29 @@ impl ObjectSet {
         let header = match self.zap_form(store, id)? {
             Form::Fat(header) => header,
             Form::Micro => {
+                let edit = self.zap_with_block(store, id, 0, |block| {
+                    let count = micro_count(id, block)?;
+                    let seek = seek_entry(id, block, MICRO_HEADER, count, false, (hash, key))?;
+                    if seek.value.is_some() && !replace {
+                        let key = String::from_utf8_lossy(key).into_owned();
+                        return Err(ObjectError::KeyExists { object: id, key });
+                    }
+                    let found = u32::from(seek.value.is_some());
+                    let old_end = seek.value.map_or(seek.start, |value| value.end);
+                    let rest = count.saturating_sub(seek.index + found);
+                    let used = micro_entries_end(id, block, old_end, rest)?;
+                    let size = MICRO_ENTRY_OVERHEAD + key.len() + value.len();
+                    if (used + size).saturating_sub(old_end - seek.start) > BS {
+                        return Ok(None);
+                    }
+                    let count = count - found + 1;
+                    let range = seek.start..old_end;
+                    micro_splice(id, block, used, range, Some(&new), count).map(Some)
+                })?;
+                if let Some(splice) = edit {
+                    return self.zap_apply_splice(store, id, 0, &splice);
+                }
+                // Does not fit: the micro form ends here.
                 let block = self.zap_block(store, id, 0)?;
                 let mut entries = decode_micro(id, &block)?;
                 match entries.binary_search_by(|e| e.key.cmp(key)) {
@@ -1085,13 +1173,15 @@ impl ObjectSet {
         };
         let mut header = match self.zap_form(store, id)? {
             Form::Micro => {
-                let block = self.zap_block(store, id, 0)?;
-                let mut entries = decode_micro(id, &block)?;
-                let at = entries
-                    .binary_search_by(|e| e.key.cmp(key))
-                    .map_err(|_| missing())?;
-                entries.remove(at);
-                return self.write(store, id, 0, &encode_micro(&entries));
+                let splice = self.zap_with_block(store, id, 0, |block| {
+                    let count = micro_count(id, block)?;
+                    let seek = seek_entry(id, block, MICRO_HEADER, count, false, (hash, key))?;
+                    let value = seek.value.ok_or_else(missing)?;
+                    let rest = count.saturating_sub(seek.index + 1);
+                    let used = micro_entries_end(id, block, value.end, rest)?;
+                    micro_splice(id, block, used, seek.start..value.end, None, count - 1)
+                })?;
+                return self.zap_apply_splice(store, id, 0, &splice);
             }
             Form::Fat(header) => header,
         };
