@@ -1473,16 +1473,15 @@ mod tests {
         }
     }
 
-    /// Goal: the walking lookup (`seek_entry`) answers as the decoded block does, for every
-    /// key present and for absent ones, in leaves and in micro blocks; on damaged blocks it
-    /// errs or answers, never panics. Method: 60 entries encoded both ways, every key looked
-    /// up; then 2,000 single-byte mutations of the leaf, each looked up.
-    #[test]
-    fn seek_entry_agrees_with_decoding() {
-        let object = ObjectId(7);
-        let keys: Vec<Vec<u8>> = (0..60)
+    /// Keys `file-0000` to `file-0059`.
+    fn sixty_keys() -> Vec<Vec<u8>> {
+        (0..60)
             .map(|i| format!("file-{i:04}").into_bytes())
-            .collect();
+            .collect()
+    }
+
+    /// An entry per key, each key its own value, in leaf order.
+    fn leaf_entries(keys: &[Vec<u8>]) -> Vec<Entry<'_>> {
         let mut entries: Vec<Entry<'_>> = keys
             .iter()
             .map(|k| Entry {
@@ -1492,6 +1491,18 @@ mod tests {
             })
             .collect();
         entries.sort_by(|a, b| a.order(b.hash, b.key));
+        entries
+    }
+
+    /// Goal: the walking lookup (`seek_entry`) answers as the decoded block does, for every
+    /// key present and for absent ones, in leaves and in micro blocks; on damaged blocks it
+    /// errs or answers, never panics. Method: 60 entries encoded both ways, every key looked
+    /// up; then 2,000 single-byte mutations of the leaf, each looked up.
+    #[test]
+    fn seek_entry_agrees_with_decoding() {
+        let object = ObjectId(7);
+        let keys = sixty_keys();
+        let entries = leaf_entries(&keys);
         let leaf = encode_leaf(0, 0, &entries);
         let mut by_key = entries.clone();
         by_key.sort_by(|a, b| a.key.cmp(b.key));
@@ -1518,25 +1529,15 @@ mod tests {
         }
     }
 
-    /// Goal: an in-place edit of a damaged leaf (one that still passes its checksum) is an
-    /// error or a well-formed edit, never a panic. Method: a leaf of 60 entries; 3,000
-    /// single-byte mutations of its header and first entries, each put through the insert,
-    /// update and removal edits as `zap_fat_put` and `zap_remove` make them.
+    /// Goal: an in-place edit of a damaged block (one that still passes its checksum) is an
+    /// error or a well-formed edit, never a panic. Method: a leaf and a micro block of 60
+    /// entries; 3,000 single-byte mutations of each one's header and first entries, each put
+    /// through the insert, update and removal edits as `zap_put` and `zap_remove` make them.
     #[test]
-    fn edits_of_damaged_leaves_are_errors_not_panics() {
+    fn edits_of_damaged_blocks_are_errors_not_panics() {
         let object = ObjectId(7);
-        let keys: Vec<Vec<u8>> = (0..60)
-            .map(|i| format!("file-{i:04}").into_bytes())
-            .collect();
-        let mut entries: Vec<Entry<'_>> = keys
-            .iter()
-            .map(|k| Entry {
-                hash: zap_hash(k),
-                key: k,
-                value: k,
-            })
-            .collect();
-        entries.sort_by(|a, b| a.order(b.hash, b.key));
+        let keys = sixty_keys();
+        let entries = leaf_entries(&keys);
         let leaf = encode_leaf(0, 0, &entries);
         let mut rng = tarn_base::SeededRng::new(9);
         for _ in 0..3000 {
@@ -1568,6 +1569,38 @@ mod tests {
                 let count = head.count.saturating_sub(1);
                 let _ = leaf_splice(object, &mutated, &head, seek.start..end, None, count);
             }
+        }
+        let mut by_key = entries.clone();
+        by_key.sort_by(|a, b| a.key.cmp(b.key));
+        let micro = encode_micro(&by_key);
+        for _ in 0..3000 {
+            let mut mutated = micro.clone();
+            let at = rng.below(256) as usize;
+            mutated[at] ^= 1 + rng.below(255) as u8;
+            let key = keys[rng.below(keys.len() as u64) as usize].as_slice();
+            let new = Entry {
+                hash: 0,
+                key,
+                value: b"a new value",
+            };
+            let Ok(count) = micro_count(object, &mutated) else {
+                continue;
+            };
+            let target = (0, key);
+            let Ok(seek) = seek_entry(object, &mutated, MICRO_HEADER, count, false, target) else {
+                continue;
+            };
+            let found = u32::from(seek.value.is_some());
+            let end = seek.value.as_ref().map_or(seek.start, |value| value.end);
+            let rest = count.saturating_sub(seek.index + found);
+            let Ok(used) = micro_entries_end(object, &mutated, end, rest) else {
+                continue;
+            };
+            let size = MICRO_ENTRY_OVERHEAD + new.key.len() + new.value.len();
+            if (used + size).saturating_sub(end - seek.start) <= BS {
+                let _ = micro_splice(object, &mutated, used, seek.start..end, Some(&new), count);
+            }
+            let _ = micro_splice(object, &mutated, used, seek.start..end, None, count);
         }
     }
 
