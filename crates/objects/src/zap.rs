@@ -914,54 +914,54 @@ impl ObjectSet {
         let new = Entry { hash, key, value };
         let header = match self.zap_form(store, id)? {
             Form::Fat(header) => header,
-            Form::Micro => {
-                let edit = self.zap_with_block(store, id, 0, |block| {
-                    let count = micro_count(id, block)?;
-                    let seek = seek_entry(id, block, MICRO_HEADER, count, false, (hash, key))?;
-                    if seek.value.is_some() && !replace {
-                        let key = String::from_utf8_lossy(key).into_owned();
-                        return Err(ObjectError::KeyExists { object: id, key });
-                    }
-                    let found = u32::from(seek.value.is_some());
-                    let old_end = seek.value.map_or(seek.start, |value| value.end);
-                    let rest = count.saturating_sub(seek.index + found);
-                    let used = micro_entries_end(id, block, old_end, rest)?;
-                    let size = MICRO_ENTRY_OVERHEAD + key.len() + value.len();
-                    if (used + size).saturating_sub(old_end - seek.start) > BS {
-                        return Ok(None);
-                    }
-                    let count = count - found + 1;
-                    let range = seek.start..old_end;
-                    micro_splice(id, block, used, range, Some(&new), count).map(Some)
-                })?;
-                if let Some(splice) = edit {
-                    return self.zap_apply_splice(store, id, 0, &splice);
-                }
-                // Does not fit: the micro form ends here.
-                let block = self.zap_block(store, id, 0)?;
-                let mut entries = decode_micro(id, &block)?;
-                match entries.binary_search_by(|e| e.key.cmp(key)) {
-                    Ok(_) if !replace => {
-                        return Err(ObjectError::KeyExists {
-                            object: id,
-                            key: String::from_utf8_lossy(key).into_owned(),
-                        });
-                    }
-                    Ok(at) => entries[at] = new,
-                    Err(at) => entries.insert(at, new),
-                }
-                if micro_size(&entries) <= BS {
-                    return self.write(store, id, 0, &encode_micro(&entries));
-                }
-                let owned: Vec<(Vec<u8>, Vec<u8>)> = entries
-                    .iter()
-                    .map(|e| (e.key.to_vec(), e.value.to_vec()))
-                    .collect();
-                return self.zap_upgrade(store, id, &owned);
-            }
+            Form::Micro => return self.zap_micro_put(store, id, new, replace),
         };
         self.zap_fat_put(store, id, header, new, replace)
             .map(|_| ())
+    }
+
+    /// Puts `new` into the micro ZAP `id` in place; one that no longer fits becomes fat.
+    fn zap_micro_put(
+        &mut self,
+        store: &dyn BlockStore,
+        id: ObjectId,
+        new: Entry<'_>,
+        replace: bool,
+    ) -> Result<(), ObjectError> {
+        let edit = self.zap_with_block(store, id, 0, |block| {
+            let count = micro_count(id, block)?;
+            let seek = seek_entry(id, block, MICRO_HEADER, count, false, (0, new.key))?;
+            if seek.value.is_some() && !replace {
+                let key = String::from_utf8_lossy(new.key).into_owned();
+                return Err(ObjectError::KeyExists { object: id, key });
+            }
+            let found = u32::from(seek.value.is_some());
+            let old_end = seek.value.map_or(seek.start, |value| value.end);
+            let rest = count.saturating_sub(seek.index + found);
+            let used = micro_entries_end(id, block, old_end, rest)?;
+            let size = MICRO_ENTRY_OVERHEAD + new.key.len() + new.value.len();
+            if (used + size).saturating_sub(old_end - seek.start) > BS {
+                return Ok(None);
+            }
+            let count = count - found + 1;
+            let range = seek.start..old_end;
+            micro_splice(id, block, used, range, Some(&new), count).map(Some)
+        })?;
+        if let Some(splice) = edit {
+            return self.zap_apply_splice(store, id, 0, &splice);
+        }
+        // It does not fit: the micro form ends here.
+        let block = self.zap_block(store, id, 0)?;
+        let mut entries = decode_micro(id, &block)?;
+        match entries.binary_search_by(|e| e.key.cmp(new.key)) {
+            Ok(at) => entries[at] = new,
+            Err(at) => entries.insert(at, new),
+        }
+        let owned: Vec<(Vec<u8>, Vec<u8>)> = entries
+            .iter()
+            .map(|e| (e.key.to_vec(), e.value.to_vec()))
+            .collect();
+        self.zap_upgrade(store, id, &owned)
     }
 
     /// Rewrites a micro ZAP as a fat one holding `entries`: header in block 0, a one-slot
