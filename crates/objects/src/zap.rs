@@ -1480,8 +1480,8 @@ mod tests {
             .collect()
     }
 
-    /// An entry per key, each key its own value, in leaf order.
-    fn leaf_entries(keys: &[Vec<u8>]) -> Vec<Entry<'_>> {
+    /// A leaf and a micro block holding every key of `keys`, each key its own value.
+    fn blocks_of(keys: &[Vec<u8>]) -> (Vec<u8>, Vec<u8>) {
         let mut entries: Vec<Entry<'_>> = keys
             .iter()
             .map(|k| Entry {
@@ -1491,7 +1491,21 @@ mod tests {
             })
             .collect();
         entries.sort_by(|a, b| a.order(b.hash, b.key));
-        entries
+        let leaf = encode_leaf(0, 0, &entries);
+        entries.sort_by(|a, b| a.key.cmp(b.key));
+        (leaf, encode_micro(&entries))
+    }
+
+    /// `block` with one byte among its first `within` changed, and a key of `keys`.
+    fn damaged<'k>(
+        rng: &mut tarn_base::SeededRng,
+        block: &[u8],
+        within: u64,
+        keys: &'k [Vec<u8>],
+    ) -> (Vec<u8>, &'k [u8]) {
+        let mut mutated = block.to_vec();
+        mutated[rng.below(within) as usize] ^= 1 + rng.below(255) as u8;
+        (mutated, &keys[rng.below(keys.len() as u64) as usize])
     }
 
     /// Goal: the walking lookup (`seek_entry`) answers as the decoded block does, for every
@@ -1502,15 +1516,11 @@ mod tests {
     fn seek_entry_agrees_with_decoding() {
         let object = ObjectId(7);
         let keys = sixty_keys();
-        let entries = leaf_entries(&keys);
-        let leaf = encode_leaf(0, 0, &entries);
-        let mut by_key = entries.clone();
-        by_key.sort_by(|a, b| a.key.cmp(b.key));
-        let micro = encode_micro(&by_key);
-        let count = entries.len() as u32;
+        let (leaf, micro) = blocks_of(&keys);
+        let count = keys.len() as u32;
         let absent: [&[u8]; 3] = [b"absent", b"zzz", b"\0"];
         for key in keys.iter().map(Vec::as_slice).chain(absent) {
-            let want = entries.iter().find(|e| e.key == key).map(|e| e.value);
+            let want = keys.iter().any(|k| k == key).then_some(key);
             let target = (zap_hash(key), key);
             let in_leaf = seek_entry(object, &leaf, LEAF_HEADER, count, true, target);
             let in_micro = seek_entry(object, &micro, MICRO_HEADER, count, false, target);
@@ -1519,10 +1529,7 @@ mod tests {
         }
         let mut rng = tarn_base::SeededRng::new(5);
         for _ in 0..2000 {
-            let mut mutated = leaf.clone();
-            let at = rng.below(BS as u64) as usize;
-            mutated[at] ^= 1 + rng.below(255) as u8;
-            let key = keys[rng.below(keys.len() as u64) as usize].as_slice();
+            let (mutated, key) = damaged(&mut rng, &leaf, BS as u64, &keys);
             let target = (zap_hash(key), key);
             let _ = seek_entry(object, &mutated, LEAF_HEADER, count, true, target);
             let _ = seek_entry(object, &mutated, LEAF_HEADER, u32::MAX, true, target);
@@ -1537,14 +1544,10 @@ mod tests {
     fn edits_of_damaged_blocks_are_errors_not_panics() {
         let object = ObjectId(7);
         let keys = sixty_keys();
-        let entries = leaf_entries(&keys);
-        let leaf = encode_leaf(0, 0, &entries);
+        let (leaf, micro) = blocks_of(&keys);
         let mut rng = tarn_base::SeededRng::new(9);
         for _ in 0..3000 {
-            let mut mutated = leaf.clone();
-            let at = rng.below(256) as usize;
-            mutated[at] ^= 1 + rng.below(255) as u8;
-            let key = keys[rng.below(keys.len() as u64) as usize].as_slice();
+            let (mutated, key) = damaged(&mut rng, &leaf, 256, &keys);
             let new = Entry {
                 hash: zap_hash(key),
                 key,
@@ -1570,14 +1573,8 @@ mod tests {
                 let _ = leaf_splice(object, &mutated, &head, seek.start..end, None, count);
             }
         }
-        let mut by_key = entries.clone();
-        by_key.sort_by(|a, b| a.key.cmp(b.key));
-        let micro = encode_micro(&by_key);
         for _ in 0..3000 {
-            let mut mutated = micro.clone();
-            let at = rng.below(256) as usize;
-            mutated[at] ^= 1 + rng.below(255) as u8;
-            let key = keys[rng.below(keys.len() as u64) as usize].as_slice();
+            let (mutated, key) = damaged(&mut rng, &micro, 256, &keys);
             let new = Entry {
                 hash: 0,
                 key,
