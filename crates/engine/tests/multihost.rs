@@ -53,12 +53,8 @@ impl Clock for HookClock {
 }
 
 fn devices(count: usize) -> (Arc<SimProvider>, Vec<String>) {
-    let provider = Arc::new(SimProvider::new());
     let names: Vec<String> = (0..count).map(|i| format!("/sim/d{i}")).collect();
-    for name in &names {
-        provider.insert(name, SimDevice::new(name, 128 << 20, FaultPlan::default()));
-    }
-    (provider, names)
+    (SimProvider::with_devices(&names, 128 << 20), names)
 }
 
 fn host(provider: &Arc<SimProvider>, hostid: u64, clock: Arc<dyn Clock>) -> Arc<Engine> {

@@ -16,7 +16,6 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use tarn_base::{ManualClock, ObjectId, SeededRng};
-use tarn_device::{FaultPlan, SimDevice};
 use tarn_engine::{
     CreateOptions, CreateSpec, Engine, EngineError, HostIdentity, ImportOptions, PoolError,
     ScanState, ScrubAction, SimProvider, TopLayout, TopSpec,
@@ -42,10 +41,7 @@ struct Rig {
 
 impl Rig {
     fn new(failmode: &str) -> Rig {
-        let provider = Arc::new(SimProvider::new());
-        for name in NAMES {
-            provider.insert(name, SimDevice::new(name, 128 << 20, FaultPlan::default()));
-        }
+        let provider = SimProvider::with_devices(&NAMES, 128 << 20);
         let engine = engine_on(&provider);
         let names = NAMES.iter().map(|n| (*n).to_string()).collect();
         let spec = CreateSpec::one_top("tank", TopLayout::Raidz(1), names);
@@ -282,10 +278,7 @@ fn failmode_wait_writer_fails_when_the_pool_is_exported() {
 
 /// Two mirrors of two simulated devices each, `failmode=continue`, the block cache off.
 fn two_mirrors() -> (Arc<SimProvider>, Engine) {
-    let provider = Arc::new(SimProvider::new());
-    for name in NAMES {
-        provider.insert(name, SimDevice::new(name, 128 << 20, FaultPlan::default()));
-    }
+    let provider = SimProvider::with_devices(&NAMES, 128 << 20);
     let engine = engine_on(&provider);
     let mut spec = CreateSpec::one_top(
         "tank",

@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use tarn_device::{Device, DeviceError, FileDevice, FileOpenOptions, QueuedDevice, SimDevice};
+use tarn_device::{
+    Device, DeviceError, FaultPlan, FileDevice, FileOpenOptions, QueuedDevice, SimDevice,
+};
 
 use crate::DeviceProvider;
 
@@ -51,6 +53,18 @@ impl SimProvider {
 
     fn devices(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Arc<SimDevice>>> {
         self.devices.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A provider of fresh simulated devices without faults, `size` bytes each, one at
+    /// each of `paths` (the start of most engine tests).
+    #[must_use]
+    pub fn with_devices<S: AsRef<str>>(paths: &[S], size: u64) -> Arc<Self> {
+        let provider = Arc::new(SimProvider::new());
+        for path in paths {
+            let path = path.as_ref();
+            provider.insert(path, SimDevice::new(path, size, FaultPlan::default()));
+        }
+        provider
     }
 
     /// Makes `device` available at `path`.

@@ -24,7 +24,7 @@ use std::time::Duration;
 use tarn_base::{ObjectId, SeededRng, SystemClock};
 use tarn_daemon::Handler;
 use tarn_daemon::backend::EngineBackend;
-use tarn_device::{FaultPlan, PER_MILLION, SimDevice};
+use tarn_device::{FaultPlan, PER_MILLION};
 use tarn_engine::{
     CreateOptions, CreateSpec, Engine, EngineError, HostIdentity, ImportOptions, ScanState,
     ScrubAction, SimProvider, TopLayout,
@@ -112,10 +112,7 @@ fn spawn_writer(engine: &Arc<Engine>, object: ObjectId) -> JoinHandle<Result<(),
 
 /// A raidz1 of four simulated devices (`failmode=wait`, the default).
 fn raidz1() -> (Arc<SimProvider>, Arc<Engine>) {
-    let provider = Arc::new(SimProvider::new());
-    for name in NAMES {
-        provider.insert(name, SimDevice::new(name, 128 << 20, FaultPlan::default()));
-    }
+    let provider = SimProvider::with_devices(&NAMES, 128 << 20);
     let engine = engine_on(&provider);
     let names = NAMES.iter().map(|n| (*n).to_string()).collect();
     let spec = CreateSpec::one_top("tank", TopLayout::Raidz(1), names);
