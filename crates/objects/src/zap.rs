@@ -1202,7 +1202,12 @@ impl ObjectSet {
             )
         })?;
         self.zap_apply_splice(store, id, blkid, &splice)?;
-        header.entries -= 1;
+        // Counts from disk are input: a header that counts fewer entries than its leaves
+        // hold is damage, not an underflow.
+        header.entries = header
+            .entries
+            .checked_sub(1)
+            .ok_or_else(|| corrupt(id, "ZAP header counts fewer entries than its leaves"))?;
         self.zap_put_header(store, id, &header)?;
         if self.zap_merge(store, id, &mut header, blkid)? {
             self.zap_shrink(store, id, header)?;
