@@ -39,6 +39,17 @@ pub(crate) fn oid(ino: Ino) -> ObjectId {
     ObjectId(ino)
 }
 
+/// An object set without a master node, or a master node without a key the layer keeps
+/// there, is not a filesystem.
+fn not_filesystem(e: ObjectError) -> PosixError {
+    match e {
+        ObjectError::NoSuchObject { .. } | ObjectError::NoSuchKey { .. } => {
+            PosixError::NotFilesystem
+        }
+        other => other.into(),
+    }
+}
+
 impl<'a> Fs<'a> {
     /// A view of `os` with `now` as the time of every change it makes.
     pub fn new(
@@ -82,10 +93,7 @@ impl<'a> Fs<'a> {
     fn master(&mut self, key: &str) -> Result<u64> {
         self.os
             .zap_lookup_u64(self.store, MASTER, key)
-            .map_err(|e| match e {
-                ObjectError::NoSuchObject { .. } => PosixError::NotFilesystem,
-                other => other.into(),
-            })?
+            .map_err(not_filesystem)?
             .ok_or(PosixError::NotFilesystem)
     }
 
@@ -104,13 +112,10 @@ impl<'a> Fs<'a> {
     }
 
     fn count_inodes(&mut self, delta: i64) -> Result<()> {
-        match self.os.zap_add_u64(self.store, MASTER, KEY_INODES, delta) {
-            Ok(_) => Ok(()),
-            Err(ObjectError::NoSuchKey { .. } | ObjectError::NoSuchObject { .. }) => {
-                Err(PosixError::NotFilesystem)
-            }
-            Err(e) => Err(e.into()),
-        }
+        self.os
+            .zap_add_u64(self.store, MASTER, KEY_INODES, delta)
+            .map_err(not_filesystem)?;
+        Ok(())
     }
 
     /// Reads inode `ino` (ENOENT if the object is not a live inode).
