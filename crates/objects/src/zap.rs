@@ -161,6 +161,49 @@ fn corrupt(object: ObjectId, why: &'static str) -> ObjectError {
     }
 }
 
+/// One encoded entry: where it ends, its stored hash (0 without one), its key and value.
+struct RawEntry<'a> {
+    end: usize,
+    hash: u64,
+    key: &'a [u8],
+    value: Range<usize>,
+}
+
+/// The encoded entry at `at` (`with_hash` for leaves), its sizes and bounds checked: every
+/// walk of a block's entries reads them through here.
+fn entry_at(
+    object: ObjectId,
+    block: &[u8],
+    mut at: usize,
+    with_hash: bool,
+) -> Result<RawEntry<'_>, ObjectError> {
+    let bad = || corrupt(object, "bad ZAP entry");
+    let hash = if with_hash {
+        let hash = le_u64(block, at).ok_or_else(bad)?;
+        at += 8;
+        hash
+    } else {
+        0
+    };
+    let key_len = usize::from(*block.get(at).ok_or_else(bad)?);
+    let value_len = usize::from(le_u16(block, at + 1).ok_or_else(bad)?);
+    at += 3;
+    if key_len == 0 || value_len > ZAP_VALUE_MAX {
+        return Err(bad());
+    }
+    let key = block.get(at..at + key_len).ok_or_else(bad)?;
+    let value = at + key_len..at + key_len + value_len;
+    if value.end > block.len() {
+        return Err(bad());
+    }
+    Ok(RawEntry {
+        end: value.end,
+        hash,
+        key,
+        value,
+    })
+}
+
 /// Decodes `count` entries starting at `at`; `with_hash` for leaves. Checks sizes, UTF-8 and
 /// strict ordering, so a decoded list is always well-formed.
 fn decode_entries(
@@ -170,32 +213,19 @@ fn decode_entries(
     count: u32,
     with_hash: bool,
 ) -> Result<Vec<Entry<'_>>, ObjectError> {
-    let bad = || corrupt(object, "bad ZAP entry");
     let mut entries: Vec<Entry<'_>> = Vec::with_capacity((count as usize).min(BS / 4));
     for _ in 0..count {
-        let stored_hash = if with_hash {
-            let hash = le_u64(block, at).ok_or_else(bad)?;
-            at += 8;
-            Some(hash)
-        } else {
-            None
-        };
-        let key_len = usize::from(*block.get(at).ok_or_else(bad)?);
-        let value_len = usize::from(le_u16(block, at + 1).ok_or_else(bad)?);
-        at += 3;
-        if key_len == 0 || value_len > ZAP_VALUE_MAX {
-            return Err(bad());
-        }
-        let key = block.get(at..at + key_len).ok_or_else(bad)?;
-        let value = block
-            .get(at + key_len..at + key_len + value_len)
-            .ok_or_else(bad)?;
-        at += key_len + value_len;
         // Leaves carry the hash; recomputing it on every decode would dominate the cost of
         // an operation, and the block's checksum already vouches for it. Micro entries get
         // their hash only where an order by hash is needed (listing).
-        let hash = stored_hash.unwrap_or(0);
-        let entry = Entry { hash, key, value };
+        let raw = entry_at(object, block, at, with_hash)?;
+        at = raw.end;
+        let (hash, key) = (raw.hash, raw.key);
+        let entry = Entry {
+            hash,
+            key,
+            value: &block[raw.value],
+        };
         if let Some(last) = entries.last() {
             let ordered = if with_hash {
                 last.order(hash, key)
@@ -243,30 +273,17 @@ fn seek_entry(
     with_hash: bool,
     (hash, key): (u64, &[u8]),
 ) -> Result<Seek, ObjectError> {
-    let bad = || corrupt(object, "bad ZAP entry");
     let target = (if with_hash { hash } else { 0 }, key);
     let mut last: Option<(u64, &[u8])> = None;
     for index in 0..count {
         let start = at;
-        let stored_hash = if with_hash {
-            let stored = le_u64(block, at).ok_or_else(bad)?;
-            at += 8;
-            stored
-        } else {
-            0
-        };
-        let key_len = usize::from(*block.get(at).ok_or_else(bad)?);
-        let value_len = usize::from(le_u16(block, at + 1).ok_or_else(bad)?);
-        at += 3;
-        if key_len == 0 || value_len > ZAP_VALUE_MAX {
-            return Err(bad());
-        }
-        let entry_key = block.get(at..at + key_len).ok_or_else(bad)?;
-        let value = at + key_len..at + key_len + value_len;
-        if value.end > block.len() {
-            return Err(bad());
-        }
-        at = value.end;
+        let RawEntry {
+            end,
+            hash: stored_hash,
+            key: entry_key,
+            value,
+        } = entry_at(object, block, at, with_hash)?;
+        at = end;
         let here = (stored_hash, entry_key);
         if last.is_some_and(|last| last >= here) {
             return Err(corrupt(object, "ZAP entries out of order"));
@@ -305,17 +322,8 @@ fn micro_entries_end(
     mut at: usize,
     count: u32,
 ) -> Result<usize, ObjectError> {
-    let bad = || corrupt(object, "bad ZAP entry");
     for _ in 0..count {
-        let key_len = usize::from(*block.get(at).ok_or_else(bad)?);
-        let value_len = usize::from(le_u16(block, at + 1).ok_or_else(bad)?);
-        if key_len == 0 || value_len > ZAP_VALUE_MAX {
-            return Err(bad());
-        }
-        at += MICRO_ENTRY_OVERHEAD + key_len + value_len;
-        if at > block.len() {
-            return Err(bad());
-        }
+        at = entry_at(object, block, at, false)?.end;
     }
     Ok(at)
 }
