@@ -28,6 +28,8 @@ pub(crate) enum Command {
     /// Create a raidz2 pool on sparse files, write and verify data, export and re-import it
     /// (runs the engine in this process; needs no daemon).
     Demo(DemoArgs),
+    /// The daemon's memory by category and the ARC (`set arc_max=SIZE` changes its limit).
+    Memory(crate::memory::MemoryArgs),
     /// Create a dataset (a filesystem, mounted at its mountpoint).
     Create {
         /// Create missing parent datasets.

@@ -45,6 +45,7 @@ mod datasets;
 mod demo;
 mod demo_fs;
 mod iostat;
+mod memory;
 mod progress;
 mod render;
 mod run;
@@ -52,6 +53,13 @@ mod userspace;
 mod vdevspec;
 
 use clap::Parser;
+
+/// jemalloc, for the daemon above all: it hands freed pages back to the system after a few
+/// seconds and keeps a bounded number of arenas, so the daemon's RSS follows what it holds
+/// (glibc's malloc kept freed ARC blocks resident in every thread's arena: issue 15 and
+/// docs/PERFORMANCE.md "Memory"). Its statistics feed `tarn memory` (tarn-daemon `memory`).
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 fn main() {
     let cli = args::Cli::parse();

@@ -108,6 +108,7 @@ pub(crate) fn run(cli: Cli) -> Outcome {
         Command::Daemon(args) if args.stop => stop_daemon(&rundir),
         Command::Daemon(_) => run_daemon(&rundir),
         Command::Demo(args) => run_demo(&args),
+        Command::Memory(args) => crate::memory::run(&args, &rundir, cli.json),
         command => {
             let cwd = match std::env::current_dir() {
                 Ok(cwd) => cwd,

@@ -114,6 +114,8 @@ pub struct EngineBackend {
     batch: Arc<Mutex<()>>,
     wake: Arc<Wake>,
     mounts: MountTable,
+    /// The ARC's limits and target (module `memory`).
+    arc: Arc<crate::memory::ArcControl>,
 }
 
 fn lock_batch(batch: &Mutex<()>) -> MutexGuard<'_, ()> {
@@ -287,20 +289,26 @@ pub fn file_engine(direct: bool) -> Engine {
 
 /// The byte limit of the engine's clean-block cache (ZFS's `zfs_arc_max`): `TARN_ARC_MAX`
 /// (a size: `4G`, `512M`, bytes) when set, else a quarter of the machine's memory
-/// (`MemTotal` of /proc/meminfo; the cache has no memory-pressure shrinker, so it takes
-/// less than ZFS's half), else the engine's default.
+/// (`MemTotal` of /proc/meminfo; a quarter rather than ZFS's half, the process also holds
+/// dirty data and its own state), else the engine's default. Module `memory` shrinks the
+/// cache below it while the machine is short of memory.
 #[must_use]
 pub fn cache_limit() -> u64 {
-    if let Some(bytes) = std::env::var("TARN_ARC_MAX")
-        .ok()
-        .and_then(|v| tarn_base::units::parse_size(&v).ok())
-    {
+    if let Some(bytes) = env_arc_max() {
         return bytes;
     }
     std::fs::read_to_string("/proc/meminfo")
         .ok()
         .and_then(|text| mem_total(&text))
         .map_or(tarn_engine::CACHE_BYTES_DEFAULT, |total| total / 4)
+}
+
+/// `TARN_ARC_MAX` as a byte count, when set to a size.
+#[must_use]
+pub fn env_arc_max() -> Option<u64> {
+    std::env::var("TARN_ARC_MAX")
+        .ok()
+        .and_then(|v| tarn_base::units::parse_size(&v).ok())
 }
 
 /// `MemTotal` of /proc/meminfo, in bytes.
@@ -313,8 +321,13 @@ fn mem_total(meminfo: &str) -> Option<u64> {
 impl EngineBackend {
     /// Opens the backend for the daemon of `rundir` and starts the txg sync thread.
     pub fn new(rundir: &Path) -> Result<EngineBackend, String> {
-        let _ = rundir;
-        EngineBackend::with_engine(Arc::new(file_engine(false)))
+        let mut backend = EngineBackend::with_engine(Arc::new(file_engine(false)))?;
+        backend.arc = Arc::new(crate::memory::ArcControl::new(
+            Arc::clone(&backend.engine),
+            Some(rundir),
+        ));
+        crate::memory::ArcControl::start(&backend.arc)?;
+        Ok(backend)
     }
 
     /// The backend over `engine` with the daemon's threads (module doc) started on it: what
@@ -336,6 +349,7 @@ impl EngineBackend {
             .map_err(|e| format!("cannot start the scrub thread: {e}"))?;
         Ok(EngineBackend {
             mounts: MountTable::new(Arc::clone(&engine)),
+            arc: Arc::new(crate::memory::ArcControl::adopt(Arc::clone(&engine))),
             engine,
             batch,
             wake,
@@ -1288,6 +1302,9 @@ impl Handler for EngineBackend {
     }
 
     fn handle(&self, request: Request) -> Response {
+        if let Some(response) = self.memory(&request) {
+            return response;
+        }
         if let Some(response) = self.mounts.before(&request) {
             return response;
         }
@@ -1324,6 +1341,21 @@ impl Handler for EngineBackend {
 }
 
 impl EngineBackend {
+    /// `tarn memory` and `tarn memory set` (module `memory`).
+    fn memory(&self, request: &Request) -> Option<Response> {
+        Some(match request {
+            Request::Memory => {
+                let info = crate::memory::report(&self.arc, self.mounts.fuse_buffers());
+                Response::Ok(ReplyPayload::Memory(info))
+            }
+            Request::MemorySet { arc_max, arc_min } => match self.arc.set(*arc_max, *arc_min) {
+                Ok(()) => Response::Ok(ReplyPayload::Unit),
+                Err(message) => Response::error(message),
+            },
+            _ => return None,
+        })
+    }
+
     fn handle_engine(&self, request: &Request) -> Response {
         let answered = self.devices(request).or_else(|| self.datasets(request));
         if let Some(response) = answered.or_else(|| iostat(&self.engine, request)) {

@@ -66,6 +66,7 @@ pub mod backend;
 mod client;
 mod lineio;
 mod log;
+pub mod memory;
 pub mod mounts;
 mod server;
 

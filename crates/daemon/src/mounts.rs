@@ -189,6 +189,15 @@ impl MountTable {
         let _ = self.unmount_where(true, |_| true);
     }
 
+    /// Memory the mounts' session threads hold for requests: each thread's buffer as far as
+    /// requests of up to [`tarn_fuse::MAX_WRITE`] bytes fill it.
+    #[must_use]
+    pub fn fuse_buffers(&self) -> u64 {
+        let per_mount =
+            tarn_fuse::SESSION_THREADS as u64 * (u64::from(tarn_fuse::MAX_WRITE) + 4096);
+        self.lock().len() as u64 * per_mount
+    }
+
     /// What is mounted where, sorted by dataset name.
     #[must_use]
     pub fn rows(&self) -> Vec<MountRow> {

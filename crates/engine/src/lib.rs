@@ -99,6 +99,7 @@ mod devices;
 pub mod events;
 pub mod fs;
 pub mod iostat;
+pub mod memory;
 pub mod mos;
 mod multihost;
 pub mod project;
@@ -302,6 +303,8 @@ pub struct PoolHandle {
     resumed: std::sync::Condvar,
     /// Set by a forced export of a suspended pool: waiting writers fail instead of waiting.
     ended: std::sync::atomic::AtomicBool,
+    /// The pool's memory figures as the last `memory_use` that got the lock counted them.
+    memory: Mutex<memory::PoolMemory>,
 }
 
 impl std::fmt::Debug for PoolHandle {
@@ -828,6 +831,7 @@ impl Engine {
             beat: Mutex::default(),
             resumed: std::sync::Condvar::new(),
             ended: std::sync::atomic::AtomicBool::new(false),
+            memory: Mutex::default(),
         })
     }
 

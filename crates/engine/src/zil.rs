@@ -125,6 +125,14 @@ pub struct ReplayReport {
 }
 
 impl Logs {
+    /// Memory the pending records of every dataset hold.
+    pub(crate) fn memory_bytes(&self) -> u64 {
+        self.map
+            .values()
+            .map(|log| log.pending.memory_bytes())
+            .sum()
+    }
+
     /// Adds records made in `txg` to the dataset's pending list.
     pub(crate) fn add(&mut self, id: DatasetId, txg: Txg, records: Vec<Logged>) {
         if records.is_empty() {

@@ -22,6 +22,11 @@
 //! are dropped. An object set made without a domain has a private store of its own
 //! ([`CACHE_BYTES_DEFAULT`](crate::CACHE_BYTES_DEFAULT) unless told otherwise).
 //!
+//! The byte limit bounds memory, not payload: each entry is charged its buffer's capacity
+//! plus [`ENTRY_OVERHEAD`] (its key in the index and the ring, the entry, the buffer's
+//! headers), so a store of small blocks stays within its limit too; `bytes` in
+//! [`CacheStats`] is the payload alone, `headers` the rest.
+//!
 //! The `primarycache` property is per object set ([`CachePolicy`]): it decides what that set
 //! puts in the store and what it takes from it; narrowing it drops the domain's entries it no
 //! longer admits (a rare admin change, so the store is scanned).
@@ -89,13 +94,26 @@ impl CachePolicy {
     }
 }
 
+/// Memory an entry costs beyond its buffer's capacity: its key twice (the index and the
+/// CLOCK ring), the entry, the index's control byte and load-factor slack (an eighth), the
+/// ring's growth slack (up to double), and the `Arc<Vec<u8>>` headers.
+pub const ENTRY_OVERHEAD: u64 = {
+    let key = std::mem::size_of::<CacheKey>() as u64;
+    let slot = key + std::mem::size_of::<Entry>() as u64 + 1;
+    slot + slot / 7 + 2 * key + std::mem::size_of::<Vec<u8>>() as u64 + 16
+};
+
 /// Counters of a [`CacheStore`] since it was made.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CacheStats {
-    /// Byte limit.
+    /// Byte limit (payload and headers together).
     pub limit: u64,
-    /// Bytes held.
+    /// Bytes held: the blocks' logical sizes.
     pub bytes: u64,
+    /// Of `bytes`, those of level-0 file and volume data (the rest is metadata).
+    pub data_bytes: u64,
+    /// Memory the entries cost beyond `bytes`: buffer slack and [`ENTRY_OVERHEAD`] each.
+    pub headers: u64,
     /// Blocks held.
     pub entries: u64,
     /// Lookups answered from the cache.
@@ -115,12 +133,20 @@ struct Entry {
     data: bool,
 }
 
-/// The entries of a store. `bytes <= limit` holds after every call (I1 of the crate), and
+/// What `entry` is charged against the limit: the memory it holds.
+fn charge(entry: &Entry) -> u64 {
+    entry.bytes.capacity() as u64 + ENTRY_OVERHEAD
+}
+
+/// The entries of a store. `charged <= limit` holds after every call (I1 of the crate),
+/// `charged` is the sum of [`charge`] over the entries and `bytes` of their lengths, and
 /// `ring` holds every key of `map` exactly once.
 #[derive(Debug)]
 struct Entries {
     limit: u64,
     bytes: u64,
+    data_bytes: u64,
+    charged: u64,
     next_domain: u64,
     map: HashMap<CacheKey, Entry>,
     ring: VecDeque<CacheKey>,
@@ -131,7 +157,7 @@ impl Entries {
     /// Evicts in CLOCK order until at most `limit` bytes are held. Each pass of the hand
     /// clears the flags it passes, so this ends within two turns of the ring.
     fn evict_to(&mut self, limit: u64) {
-        while self.bytes > limit {
+        while self.charged > limit {
             let Some(key) = self.ring.pop_front() else {
                 break;
             };
@@ -142,10 +168,19 @@ impl Entries {
                 continue;
             }
             let old = self.map.remove(&key).expect("cache: entry just seen");
-            self.bytes -= old.bytes.len() as u64;
+            self.forget(&old);
             self.stats.evictions += 1;
         }
         assert_eq!(self.map.len(), self.ring.len(), "cache: index sizes");
+    }
+
+    /// Takes a removed entry out of the byte counts.
+    fn forget(&mut self, entry: &Entry) {
+        self.bytes -= entry.bytes.len() as u64;
+        self.charged -= charge(entry);
+        if entry.data {
+            self.data_bytes -= entry.bytes.len() as u64;
+        }
     }
 
     fn remove_where(&mut self, mut doomed: impl FnMut(&CacheKey, &Entry) -> bool) {
@@ -160,7 +195,7 @@ impl Entries {
         }
         for key in keys {
             let entry = self.map.remove(&key).expect("cache: key just listed");
-            self.bytes -= entry.bytes.len() as u64;
+            self.forget(&entry);
         }
         let map = &self.map;
         self.ring.retain(|key| map.contains_key(key));
@@ -183,6 +218,8 @@ impl CacheStore {
             entries: Arc::new(Mutex::new(Entries {
                 limit,
                 bytes: 0,
+                data_bytes: 0,
+                charged: 0,
                 next_domain: 0,
                 map: HashMap::new(),
                 ring: VecDeque::new(),
@@ -224,6 +261,8 @@ impl CacheStore {
         CacheStats {
             limit: entries.limit,
             bytes: entries.bytes,
+            data_bytes: entries.data_bytes,
+            headers: entries.charged - entries.bytes,
             entries: entries.map.len() as u64,
             ..entries.stats
         }
@@ -351,7 +390,12 @@ impl BlockCache {
     }
 
     pub(crate) fn insert(&mut self, bp: &BlockPtr, data: Arc<Vec<u8>>) {
-        let size = data.len() as u64;
+        let entry = Entry {
+            bytes: data,
+            referenced: false,
+            data: is_data(bp),
+        };
+        let size = charge(&entry);
         if !self.policy.admits(bp) {
             return;
         }
@@ -367,18 +411,17 @@ impl BlockCache {
         }
         let limit = entries.limit;
         entries.evict_to(limit - size);
-        let entry = Entry {
-            bytes: data,
-            referenced: false,
-            data: is_data(bp),
-        };
+        entries.bytes += entry.bytes.len() as u64;
+        entries.charged += size;
+        if entry.data {
+            entries.data_bytes += entry.bytes.len() as u64;
+        }
         entries.map.insert(key, entry);
         entries.ring.push_back(key);
-        entries.bytes += size;
         assert!(
-            entries.bytes <= entries.limit,
+            entries.charged <= entries.limit,
             "cache: {} bytes over limit {} (I1)",
-            entries.bytes,
+            entries.charged,
             entries.limit
         );
         assert_eq!(entries.map.len(), entries.ring.len(), "cache: index sizes");
@@ -405,11 +448,16 @@ mod tests {
         bp
     }
 
+    /// The limit that holds exactly `blocks` entries of `size` bytes.
+    fn room(blocks: u64, size: u64) -> u64 {
+        blocks * (size + ENTRY_OVERHEAD)
+    }
+
     /// Goal: eviction keeps what was hit since it was cached (second chance) and takes the
     /// oldest of the rest, within the byte limit.
     #[test]
     fn evicts_the_oldest_unreferenced_within_the_byte_limit() {
-        let mut cache = BlockCache::new(4096);
+        let mut cache = BlockCache::new(room(4, 1024));
         for i in 0..4 {
             cache.insert(&bp(i), Arc::new(vec![0; 1024]));
         }
@@ -424,6 +472,13 @@ mod tests {
             "recently used entry should stay"
         );
         assert_eq!(cache.bytes(), 4096);
+        let stats = cache.domain.store().stats();
+        assert_eq!(
+            stats.headers,
+            4 * ENTRY_OVERHEAD,
+            "every entry charged its overhead"
+        );
+        assert_eq!(stats.data_bytes, 0, "untyped test blocks are metadata");
         cache.insert(&bp(10), Arc::new(vec![0; 2048]));
         assert!(cache.bytes() <= 4096);
         assert!(
@@ -432,6 +487,25 @@ mod tests {
         );
         let stats = cache.domain.store().stats();
         assert_eq!((stats.hits, stats.misses, stats.evictions), (2, 2, 1));
+    }
+
+    /// Goal: the limit bounds memory: a buffer with slack is charged its capacity, and small
+    /// blocks their per-entry overhead, so many of them cannot exceed the limit.
+    #[test]
+    fn the_limit_counts_capacity_and_entry_overhead() {
+        let mut cache = BlockCache::new(room(8, 4096));
+        let mut slack = Vec::with_capacity(4096);
+        slack.extend_from_slice(&[7; 512]);
+        cache.insert(&bp(1), Arc::new(slack));
+        let stats = cache.domain.store().stats();
+        assert_eq!(stats.bytes, 512);
+        assert_eq!(stats.headers, 4096 - 512 + ENTRY_OVERHEAD);
+        for i in 0..1000 {
+            cache.insert(&bp(100 + i), Arc::new(vec![0; 16]));
+        }
+        let stats = cache.domain.store().stats();
+        assert!(stats.bytes + stats.headers <= room(8, 4096), "{stats:?}");
+        assert_eq!(stats.entries, room(8, 4096) / (16 + ENTRY_OVERHEAD));
     }
 
     #[test]
@@ -447,6 +521,12 @@ mod tests {
         let mut cache = BlockCache::new(1 << 20);
         cache.insert(&data, Arc::new(vec![0; 512]));
         cache.insert(&zap, Arc::new(vec![0; 512]));
+        let stats = cache.domain.store().stats();
+        assert_eq!(
+            (stats.bytes, stats.data_bytes),
+            (1024, 512),
+            "data counted apart"
+        );
         cache.set_policy(CachePolicy::Metadata);
         assert!(
             cache.get(&data).is_none(),
@@ -476,7 +556,7 @@ mod tests {
     /// pointer with different bytes; one domain is dropped.
     #[test]
     fn domains_share_the_limit_not_the_entries() {
-        let store = CacheStore::new(4096);
+        let store = CacheStore::new(room(4, 1024));
         let (one, two) = (store.domain(), store.domain());
         let mut first = BlockCache::new(0);
         first.use_domain(&one);
@@ -500,7 +580,7 @@ mod tests {
             3,
             "the dropped domain's entries went with it"
         );
-        store.set_limit(1024);
+        store.set_limit(room(1, 1024));
         assert_eq!(store.stats().bytes, 1024, "a lower limit evicts at once");
     }
 }

@@ -96,7 +96,9 @@ mod tests;
 pub mod testing;
 
 pub use accounting::{SyncHook, UsedChange, UsedState};
-pub use cache::{CacheDomain, CachePolicy, CacheStats, CacheStore};
+pub use cache::{
+    CacheDomain, CachePolicy, CacheStats, CacheStore, ENTRY_OVERHEAD as CACHE_ENTRY_OVERHEAD,
+};
 pub use objset::{
     CACHE_BYTES_DEFAULT, META_DNODE_OBJECT, OBJECT_ID_LIMIT, ObjectSet, visit_object_set,
 };

@@ -92,6 +92,16 @@ impl Unfinished {
     pub(crate) fn txg(&self) -> Txg {
         self.txg
     }
+
+    /// Memory its kept blocks hold.
+    fn bytes(&self) -> u64 {
+        self.writes
+            .iter()
+            .map(|w| {
+                (w.buffer.capacity() + w.dvas.capacity() * size_of::<tarn_format::Dva>()) as u64
+            })
+            .sum()
+    }
 }
 
 impl Pool {
@@ -219,6 +229,19 @@ impl Pool {
         if !matches!(self.retry, Retry::Never(_)) {
             self.retry = Retry::Txg(unfinished);
         }
+    }
+
+    /// Memory held by the blocks of txgs written but not committed: the one in its commit
+    /// phase and the one a suspension keeps for `clear` (at most one txg's dirty data,
+    /// compressed, each; module doc).
+    #[must_use]
+    pub fn kept_bytes(&self) -> u64 {
+        let syncing = self.syncing.as_ref().map_or(0, |u| u.bytes());
+        let retry = match &self.retry {
+            Retry::Txg(unfinished) => unfinished.bytes(),
+            _ => 0,
+        };
+        syncing + retry
     }
 
     /// The txg kept for `clear`, whatever the suspension (open context counts after it).

@@ -599,6 +599,14 @@ impl<T> LogQueue<T> {
         self.entries.push((tag, entry));
     }
 
+    /// Memory the queue holds, as its entries' sizes (a record's names and xattr values
+    /// live on the heap beside it and are not counted; writes carry no bytes).
+    #[must_use]
+    pub fn memory_bytes(&self) -> u64 {
+        (self.entries.capacity() * size_of::<(T, Logged)>()
+            + self.writes.capacity() * size_of::<(Ino, usize)>() * 9 / 8) as u64
+    }
+
     /// Keeps only the entries whose tag `keep` accepts (the engine drops those of a txg
     /// that committed).
     pub fn retain(&mut self, mut keep: impl FnMut(&T) -> bool) {

@@ -58,7 +58,7 @@ pub use request::{
 pub use response::{
     CacheEntry, CacheFile, DatasetProp, DatasetRow, ErrorReply, EventRow, HistoryEntry,
     HistoryPool, IOSTAT_LATENCY_BUCKETS, IOSTAT_SIZE_BUCKETS, ImportablePool, IostatPool,
-    IostatRow, IostatWait, IostatWaits, MountRow, PongInfo, PoolLayout, PoolListRow,
+    IostatRow, IostatWait, IostatWaits, MemoryInfo, MountRow, PongInfo, PoolLayout, PoolListRow,
     PoolStatusInfo, Progress, ProjectRow, PropertyRow, ReplyPayload, Response, ServerLine, TxgRow,
     UserspaceRow, VdevNodeKind, VdevStatus,
 };

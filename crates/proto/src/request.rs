@@ -187,6 +187,16 @@ pub enum ScrubAction {
 pub enum Request {
     /// Liveness check; answered by the daemon itself with `ReplyPayload::Pong`.
     Ping,
+    /// `tarn memory`: the daemon's memory by category, the ARC's counters and the bound.
+    Memory,
+    /// `tarn memory set arc_max=SIZE arc_min=SIZE`: the ARC's limits from now on (kept in
+    /// the rundir for the next start); `None` leaves a limit as it is.
+    MemorySet {
+        /// New upper limit of the ARC, in bytes.
+        arc_max: Option<u64>,
+        /// New floor the ARC never shrinks below under memory pressure, in bytes.
+        arc_min: Option<u64>,
+    },
     /// Stop the daemon cleanly (pools synced and closed, kept in the cache file); answered by
     /// the daemon itself with `ReplyPayload::Unit` before it exits.
     Shutdown,
@@ -460,6 +470,8 @@ impl Request {
         match self {
             Request::Ping => "ping",
             Request::Shutdown => "shutdown",
+            Request::Memory => "memory",
+            Request::MemorySet { .. } => "memory_set",
             Request::PoolCreate(_) => "pool_create",
             Request::PoolAdd(_) => "pool_add",
             Request::PoolRemove { .. } => "pool_remove",

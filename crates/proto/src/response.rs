@@ -101,6 +101,72 @@ pub enum ReplyPayload {
     Events(Vec<EventRow>),
     /// `pool iostat`: one report per pool.
     Iostat(Vec<IostatPool>),
+    /// `tarn memory`.
+    Memory(MemoryInfo),
+}
+
+/// The daemon's memory (`tarn memory`): the process's RSS and, counted where it is held,
+/// every category of it, in bytes. `other` is what the categories leave unexplained.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemoryInfo {
+    /// Resident set of the daemon (`VmRSS`).
+    pub rss: u64,
+    /// The ARC: cached file and volume data (level-0 data blocks).
+    pub arc_data: u64,
+    /// The ARC: cached metadata (indirect blocks, dnodes, directories, the MOS).
+    pub arc_metadata: u64,
+    /// The ARC: what its entries cost beyond their bytes (index, buffer slack).
+    pub arc_headers: u64,
+    /// Dirty data of the pools' open txgs.
+    pub dirty: u64,
+    /// Blocks of txgs written and not yet committed.
+    pub syncing: u64,
+    /// Intent-log records waiting for a commit.
+    pub intent_log: u64,
+    /// Indexes of the cache devices (L2ARC headers).
+    pub l2arc_headers: u64,
+    /// Request buffers of the FUSE session threads.
+    pub fuse_buffers: u64,
+    /// Memory the allocator holds that nothing uses (freed pages not yet returned, its own
+    /// metadata): its resident bytes less the bytes allocated.
+    pub allocator_free: u64,
+    /// The program's file-backed pages (the binary and libraries mapped).
+    pub program: u64,
+    /// Stacks of the daemon's threads (resident part, from /proc/self/smaps).
+    pub stacks: u64,
+    /// RSS less every category above (the rest of the heap: object sets, dataset trees,
+    /// connections; negative when a category overcounts).
+    pub other: i64,
+    /// The bound the daemon keeps RSS under: `arc_max + dirty_max + overhead`.
+    pub bound: u64,
+    /// The fixed part of the bound (the program, stacks, FUSE buffers, in-memory pool state).
+    pub overhead: u64,
+    /// The most dirty and kept data the imported pools hold together.
+    pub dirty_max: u64,
+    /// ARC: bytes it holds now (data + metadata + headers).
+    pub arc_size: u64,
+    /// ARC: the size it may grow to now (below `arc_max` while memory is short).
+    pub arc_target: u64,
+    /// ARC: floor under memory pressure.
+    pub arc_min: u64,
+    /// ARC: upper limit.
+    pub arc_max: u64,
+    /// ARC: blocks held.
+    pub arc_entries: u64,
+    /// ARC: lookups answered from memory since the daemon started.
+    pub arc_hits: u64,
+    /// ARC: lookups that went to the pool.
+    pub arc_misses: u64,
+    /// ARC: entries evicted to make room.
+    pub arc_evictions: u64,
+    /// Bytes the program has allocated from the allocator (its heap in use).
+    pub heap_allocated: u64,
+    /// `MemAvailable` of the machine (what the ARC's target follows).
+    pub mem_available: u64,
+    /// `MemTotal` of the machine.
+    pub mem_total: u64,
+    /// Threads of the daemon.
+    pub threads: u64,
 }
 
 /// One pool's running I/O totals (`pool iostat`).

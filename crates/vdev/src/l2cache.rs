@@ -167,6 +167,8 @@ pub struct L2Stats {
     pub feeds: u64,
     /// Bytes the index addresses now (the cache's content).
     pub size: u64,
+    /// Memory the index takes (ZFS's L2ARC headers): its table's capacity, slack included.
+    pub headers: u64,
     /// Entries the import's rebuild restored.
     pub restored: u64,
     /// Hits served by entries the rebuild restored.
@@ -287,8 +289,13 @@ impl L2Cache {
     /// The counters now.
     #[must_use]
     pub fn stats(&self) -> L2Stats {
-        let size = self.lock().index.values().map(|s| s.len).sum();
+        let state = self.lock();
+        let size = state.index.values().map(|s| s.len).sum();
+        let slot = size_of::<(L2Key, Slot)>() + 1;
+        let headers = (state.index.capacity() * slot * 8 / 7) as u64;
+        drop(state);
         L2Stats {
+            headers,
             hits: self.hits.load(Ordering::Relaxed),
             misses: self.misses.load(Ordering::Relaxed),
             feeds: self.feeds.load(Ordering::Relaxed),
