@@ -139,6 +139,11 @@ impl KernelCache {
         }
     }
 
+    /// Whether the kernel holds inode `ino` (a lookup not yet forgotten).
+    pub(crate) fn holds(&self, ino: u64) -> bool {
+        self.lock().contains_key(&ino)
+    }
+
     /// The kernel dropped `count` lookups of `ino`.
     pub(crate) fn forgot(&self, ino: u64, count: u64) {
         let mut table = self.lock();

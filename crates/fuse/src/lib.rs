@@ -151,6 +151,11 @@
 //! # Invariants
 //! - I1: the kernel's inode 1 is the dataset's root and the root's number is never shown to
 //!   the kernel (`InoMap` is an involution).
+//! - I1b: a new inode (create, mknod, mkdir, symlink) never takes a number the kernel still
+//!   holds (a lookup not yet forgotten, `KernelCache::holds`): the kernel keeps a removed
+//!   inode until its FORGET, and a new one under its number made it find the old inode's
+//!   dentries and fail the `mkdir` with EEXIST or ESTALE. The POSIX layer passes over such
+//!   numbers (`Fs::avoid_inos`); replay takes the number the intent log recorded.
 //! - I2: an inode whose last link goes (unlink, rmdir, rename over it) is reclaimed at once
 //!   if no handle holds it open, else when its last handle is released; its space is freed
 //!   then and not before. A handle count never goes below zero, and no open gets a handle to

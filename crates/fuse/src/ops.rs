@@ -48,6 +48,9 @@ pub(crate) struct TarnFs {
     inos: InoMap,
     handles: Handles,
     shared: Arc<Shared>,
+    /// The dataset inodes whose kernel numbers the kernel still holds: a new inode never
+    /// takes one (`Fs::avoid_inos`).
+    held: tarn_engine::posix::InoFilter,
 }
 
 type Result<T> = std::result::Result<T, Errno>;
@@ -231,6 +234,10 @@ impl TarnFs {
             server_checks,
             inos: InoMap::new(root),
             handles: Handles::default(),
+            held: {
+                let (inos, shared) = (InoMap::new(root), Arc::clone(&shared));
+                Arc::new(move |ino| shared.kernel.holds(inos.to_kernel(ino)))
+            },
             shared,
         }
     }
@@ -569,6 +576,7 @@ impl TarnFs {
     ) -> Result<(Attr, bool)> {
         let acl = self.acl;
         self.run(FsOp::Modify, |fs| {
+            fs.avoid_inos(Arc::clone(&self.held));
             let cacheable = self.creating(fs, parent, who)?;
             let default = if acl {
                 acl::parent_default(fs, parent)?
@@ -875,6 +883,7 @@ impl fuser::Filesystem for TarnFs {
         let groups = ProcGroups::of(req);
         let who = self.restricted(req, &groups);
         let result = self.run(FsOp::Modify, |fs| {
+            fs.avoid_inos(Arc::clone(&self.held));
             let cacheable = self.creating(fs, parent, who.as_ref())?;
             let attr = fs.symlink(parent, link_name.as_bytes(), target, creds(req))?;
             Ok((attr, cacheable))

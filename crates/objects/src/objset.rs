@@ -352,6 +352,22 @@ impl ObjectSet {
         bonus_type: u8,
         bonus_len: u16,
     ) -> Result<ObjectId, ObjectError> {
+        let shape = (object_type, data_block_size, bonus_type, bonus_len);
+        self.allocate_object_where(store, shape, &|_| true)
+    }
+
+    /// [`ObjectSet::allocate_object`] of the lowest free id that `usable` accepts; `shape` is
+    /// (object type, data block size, bonus type, bonus length). Free ids it passes over
+    /// stay where the next allocation finds them. A front end passes the ids a client still
+    /// holds for objects freed meanwhile (the FUSE kernel's inode numbers until FORGET),
+    /// replay the id its log recorded.
+    pub fn allocate_object_where(
+        &mut self,
+        store: &dyn BlockStore,
+        shape: (u8, u32, u8, u16),
+        usable: &dyn Fn(u64) -> bool,
+    ) -> Result<ObjectId, ObjectError> {
+        let (object_type, data_block_size, bonus_type, bonus_len) = shape;
         self.check_usable()?;
         let dnode = Self::new_dnode(
             ObjectId(0),
@@ -361,7 +377,15 @@ impl ObjectSet {
             bonus_len,
         )?;
         let mut id = self.alloc_cursor.max(1);
-        while !self.is_free(store, ObjectId(id))? {
+        let mut passed = None;
+        loop {
+            let free = self.is_free(store, ObjectId(id))?;
+            if free && usable(id) {
+                break;
+            }
+            if free && passed.is_none() {
+                passed = Some(id);
+            }
             id += 1;
             if id >= OBJECT_ID_LIMIT {
                 return Err(ObjectError::LimitReached {
@@ -370,7 +394,7 @@ impl ObjectSet {
                 });
             }
         }
-        self.alloc_cursor = id + 1;
+        self.alloc_cursor = passed.unwrap_or(id + 1);
         self.install(ObjectId(id), dnode);
         Ok(ObjectId(id))
     }

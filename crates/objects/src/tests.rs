@@ -518,6 +518,42 @@ fn object_ids_allocate_claim_and_free() {
     check_space(&store, &root);
 }
 
+/// Goal: an allocation that may not take some free ids takes the lowest it may, and the ids
+/// it passed over are the next plain allocation's (nothing is lost from the free set).
+#[test]
+fn allocation_passes_over_unusable_ids_without_losing_them() {
+    let store = MemStore::new();
+    let mut set = ObjectSet::create(ObjsetKind::Mos);
+    let shape = (OBJECT_TYPE_PLAIN, 512, 0, 0);
+    for expected in 1..=5 {
+        let id = set
+            .allocate_object_where(&store, shape, &|_| true)
+            .expect("allocate");
+        assert_eq!(id.0, expected);
+    }
+    for id in [2, 3] {
+        set.free_object(&store, ObjectId(id)).expect("free");
+    }
+    let skipped = set
+        .allocate_object_where(&store, shape, &|id| id != 2)
+        .expect("skip 2");
+    assert_eq!(skipped.0, 3);
+    let zap = set
+        .zap_create_where(&store, OBJECT_TYPE_PLAIN, &|id| id > 5)
+        .expect("zap");
+    assert_eq!(zap.0, 6, "past every id at or below 5");
+    let plain = set
+        .allocate_object(&store, OBJECT_TYPE_PLAIN, 512, 0, 0)
+        .expect("plain");
+    assert_eq!(plain.0, 2, "the passed-over id is found again");
+    assert_eq!(
+        set.allocate_object(&store, OBJECT_TYPE_PLAIN, 512, 0, 0)
+            .expect("next")
+            .0,
+        7
+    );
+}
+
 /// Goal: metadata gets an extra copy and data does not, by default.
 #[test]
 fn metadata_gets_extra_copies() {

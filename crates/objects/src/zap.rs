@@ -737,7 +737,19 @@ impl ObjectSet {
         store: &dyn BlockStore,
         object_type: u8,
     ) -> Result<ObjectId, ObjectError> {
-        let id = self.allocate_object(store, object_type, ZAP_BLOCK_SIZE, OBJECT_TYPE_NONE, 0)?;
+        self.zap_create_where(store, object_type, &|_| true)
+    }
+
+    /// [`ObjectSet::zap_create`] at the lowest free id `usable` accepts
+    /// ([`ObjectSet::allocate_object_where`]).
+    pub fn zap_create_where(
+        &mut self,
+        store: &dyn BlockStore,
+        object_type: u8,
+        usable: &dyn Fn(u64) -> bool,
+    ) -> Result<ObjectId, ObjectError> {
+        let shape = (object_type, ZAP_BLOCK_SIZE, OBJECT_TYPE_NONE, 0);
+        let id = self.allocate_object_where(store, shape, usable)?;
         self.set_metadata(store, id, true)?;
         self.write(store, id, 0, &encode_micro(&[]))?;
         Ok(id)

@@ -33,6 +33,33 @@ pub struct Fs<'a> {
     pub(crate) quotas: Option<(&'a crate::Quotas, &'a mut crate::Pending)>,
     /// Where modifying calls append their intent-log records ([`Fs::with_log`]).
     pub(crate) log: Option<&'a mut Vec<Logged>>,
+    /// Which numbers a new inode may take ([`Fs::avoid_inos`], replay).
+    pub(crate) new_ino: NewIno,
+}
+
+/// A predicate over inode numbers, shared with the front end that owns it.
+pub type InoFilter = std::sync::Arc<dyn Fn(Ino) -> bool + Send + Sync>;
+
+/// Which number a new inode takes: the lowest free one, with the exceptions of a front end,
+/// or (replaying the intent log) the lowest free one from the number the log recorded.
+#[derive(Clone, Default)]
+pub(crate) enum NewIno {
+    #[default]
+    Lowest,
+    /// Not the numbers the filter names (a client still holds them, for freed inodes).
+    Avoiding(InoFilter),
+    /// At least this number.
+    AtLeast(Ino),
+}
+
+impl std::fmt::Debug for NewIno {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NewIno::Lowest => f.write_str("Lowest"),
+            NewIno::Avoiding(_) => f.write_str("Avoiding(..)"),
+            NewIno::AtLeast(ino) => write!(f, "AtLeast({ino})"),
+        }
+    }
 }
 
 pub(crate) fn oid(ino: Ino) -> ObjectId {
@@ -65,7 +92,17 @@ impl<'a> Fs<'a> {
             config,
             quotas: None,
             log: None,
+            new_ino: NewIno::Lowest,
         }
+    }
+
+    /// New inodes made through this view never take a number `held` names: numbers of
+    /// freed inodes a client has not let go of yet (the kernel's FUSE inode cache keeps an
+    /// inode until its FORGET; a new inode under a number it holds makes the kernel find the
+    /// old inode's dentries). Replay does not need the same numbers avoided: the log records
+    /// each new inode's number.
+    pub fn avoid_inos(&mut self, held: InoFilter) {
+        self.new_ino = NewIno::Avoiding(held);
     }
 
     /// Makes an empty object set a filesystem: the master node and a root directory owned
@@ -157,15 +194,20 @@ impl<'a> Fs<'a> {
         rdev: u64,
         shape: impl FnOnce(Ino, &mut Inode),
     ) -> Result<(Ino, Inode)> {
+        let usable: &dyn Fn(u64) -> bool = match &self.new_ino {
+            NewIno::Lowest => &|_| true,
+            NewIno::Avoiding(held) => &|id| !held(id),
+            NewIno::AtLeast(first) => &|id| id >= *first,
+        };
         let object = match kind {
-            FileKind::Directory => self.os.zap_create(self.store, inode::TYPE_DIRECTORY)?,
-            _ => self.os.allocate_object(
-                self.store,
-                inode::object_type(kind),
-                512,
-                0,
-                INODE_LEN as u16,
-            )?,
+            FileKind::Directory => {
+                self.os
+                    .zap_create_where(self.store, inode::TYPE_DIRECTORY, usable)?
+            }
+            _ => {
+                let shape = (inode::object_type(kind), 512, 0, INODE_LEN as u16);
+                self.os.allocate_object_where(self.store, shape, usable)?
+            }
         };
         let ino = object.0;
         let mut inode = Inode {

@@ -738,6 +738,20 @@ impl<'a> Fs<'a> {
     }
 
     fn replay_op(&mut self, op: &LogOp) -> Result<()> {
+        // A new inode takes the number the log recorded: the live call may have passed over
+        // lower free numbers a client still held (`Fs::avoid_inos`).
+        let live = match op {
+            LogOp::Mknod { ino, .. } | LogOp::Mkdir { ino, .. } | LogOp::Symlink { ino, .. } => {
+                std::mem::replace(&mut self.new_ino, crate::fs::NewIno::AtLeast(*ino))
+            }
+            _ => self.new_ino.clone(),
+        };
+        let replayed = self.replay_made(op);
+        self.new_ino = live;
+        replayed
+    }
+
+    fn replay_made(&mut self, op: &LogOp) -> Result<()> {
         let made = match op {
             LogOp::Write { ino, offset, data } => {
                 self.write(*ino, *offset, data)?;

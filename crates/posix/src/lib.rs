@@ -90,7 +90,7 @@ mod tests;
 mod usedby_tests;
 
 pub use data::FILE_SIZE_MAX;
-pub use fs::Fs;
+pub use fs::{Fs, InoFilter};
 pub use intent::{LogOp, LogQueue, LogRecord, Logged};
 pub use namespace::NAME_MAX;
 pub use usedby::{Owner, OwnerKind, Pending, Quotas, Usage, UsedByHook, UsedScale};

@@ -884,9 +884,12 @@ fn a_queued_write_never_reads_a_reused_inode() {
 /// commit does (`Fs::log_record`), after later writes, truncates and reclaims changed them.
 /// Method: a random workload through a logging view, queue, turn into records on the final
 /// state, replay on the reopened start, compare with the model and attribute by attribute.
+/// Seeds 2 and 3 avoid every third inode number in the live calls (as the FUSE front end
+/// avoids numbers the kernel holds): replay still makes every inode under its number.
 #[test]
 fn replayed_records_rebuild_the_same_tree() {
     for seed in 0..4 {
+        let avoid = seed >= 2;
         let mut rng = SeededRng::new(seed);
         let mut w = World::new();
         w.sync_and_reopen();
@@ -906,6 +909,9 @@ fn replayed_records_rebuild_the_same_tree() {
                 .map(|(p, _)| p.clone())
                 .collect();
             let mut fs = Fs::new(&mut w.os, &w.store, NOW, w.config).with_log(&mut logged);
+            if avoid {
+                fs.avoid_inos(std::sync::Arc::new(|ino| ino % 3 == 0));
+            }
             random_step(&mut rng, &mut fs, &mut model, &dirs, &files);
         }
         assert!(logged.len() > 100, "seed {seed}: the workload logged");
@@ -929,6 +935,11 @@ fn replayed_records_rebuild_the_same_tree() {
             let mut fs = Fs::new(&mut copy, &w.store, NOW, w.config);
             let ino = resolve(&mut fs, path);
             let replayed = fs.getattr(ino).unwrap();
+            assert!(
+                !avoid || path.is_empty() || original.ino % 3 != 0,
+                "seed {seed}: {path:?} took an avoided number {}",
+                original.ino
+            );
             assert_eq!(
                 (replayed.ino, replayed.size, replayed.nlink, replayed.mtime),
                 (original.ino, original.size, original.nlink, original.mtime),
