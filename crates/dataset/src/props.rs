@@ -99,6 +99,7 @@ const PRIMARYCACHE: &[&str] = &["all", "none", "metadata"];
 const CANMOUNT: &[&str] = &["on", "off", "noauto"];
 const ACLTYPE: &[&str] = &["off", "posix"];
 const SYNC: &[&str] = &["standard", "always", "disabled"];
+const REDUNDANT_METADATA: &[&str] = &["all", "most", "some", "none"];
 
 /// Every dataset property, in `zfs get all` order.
 pub const DATASET_PROPS: &[PropDef] = &[
@@ -126,6 +127,12 @@ pub const DATASET_PROPS: &[PropDef] = &[
     stat("guid"),
     prop("primarycache", PropKind::Enum(PRIMARYCACHE), true, "all"),
     prop("secondarycache", PropKind::Enum(PRIMARYCACHE), true, "all"),
+    prop(
+        "redundant_metadata",
+        PropKind::Enum(REDUNDANT_METADATA),
+        true,
+        "all",
+    ),
     stat("usedbydataset"),
     stat("usedbychildren"),
     stat("usedbyrefreservation"),
@@ -450,15 +457,17 @@ pub fn checksum_kind(value: &str) -> Option<ChecksumKind> {
 }
 
 /// How an object set with these (effective, normalized) values of `compression`,
-/// `checksum`, `copies` and `special_small_blocks` writes its blocks.
+/// `checksum`, `copies`, `special_small_blocks` and `redundant_metadata` writes its blocks.
 #[must_use]
 pub fn write_config(
     compression: &str,
     checksum: &str,
     copies: &str,
     special_small_blocks: &str,
+    redundant_metadata: &str,
 ) -> ObjsetWriteConfig {
     ObjsetWriteConfig {
+        redundant_metadata: tarn_objects::RedundantMetadata::parse(redundant_metadata),
         checksum: checksum_kind(checksum).unwrap_or(ChecksumKind::Fletcher4),
         compression: compression_setting(compression).unwrap_or(CompressSetting::Lz4),
         copies: copies.parse().unwrap_or(1).clamp(1, 3),
@@ -568,14 +577,17 @@ mod tests {
 
     #[test]
     fn write_configs() {
-        let c = write_config("zstd-fast-5", "blake3", "2", "32768");
+        let c = write_config("zstd-fast-5", "blake3", "2", "32768", "most");
         assert_eq!(c.compression, CompressSetting::Zstd(-5));
         assert_eq!(c.checksum, ChecksumKind::Blake3);
         assert_eq!(c.copies, 2);
         assert_eq!(c.special_small_blocks, 32768);
+        assert_eq!(c.redundant_metadata, tarn_objects::RedundantMetadata::Most);
+        assert!(validate("redundant_metadata", "some").is_ok());
+        assert!(validate("redundant_metadata", "half").is_err());
         // A damaged stored value falls back to the default.
         assert_eq!(
-            write_config("on", "on", "1", "junk").special_small_blocks,
+            write_config("on", "on", "1", "junk", "all").special_small_blocks,
             0
         );
     }

@@ -439,6 +439,7 @@ impl Tree {
             &self.effective(id, "checksum").0,
             &self.effective(id, "copies").0,
             &self.effective(id, "special_small_blocks").0,
+            &self.effective(id, "redundant_metadata").0,
         )
     }
 

@@ -138,6 +138,18 @@ impl HistoryHeader {
     }
 }
 
+/// How the MOS writes: every block in three copies (ZFS's pool-wide metadata: the dataset
+/// tree, properties, history and scan state are what an import needs), placed on different
+/// top-level vdevs or far apart on one (tarn-space).
+const MOS_WRITE_CONFIG: tarn_objects::ObjsetWriteConfig = tarn_objects::ObjsetWriteConfig {
+    checksum: tarn_format::ChecksumKind::Fletcher4,
+    compression: tarn_format::CompressSetting::Lz4,
+    copies: 3,
+    metadata_extra_copies: 0,
+    redundant_metadata: tarn_objects::RedundantMetadata::All,
+    special_small_blocks: 0,
+};
+
 /// The MOS in memory.
 #[derive(Debug)]
 pub(crate) struct Mos {
@@ -149,6 +161,7 @@ impl Mos {
     /// dataset's node (object 4) is named here and made by `datasets::Tree::create`.
     pub(crate) fn create(store: &dyn BlockStore) -> Result<Mos, EngineError> {
         let mut objset = ObjectSet::create(ObjsetKind::Mos);
+        objset.set_write_config(MOS_WRITE_CONFIG)?;
         // A fresh object set hands out the lowest free ids, so these land on the fixed ids.
         let directory = objset.zap_create(store, TYPE_ZAP)?;
         let props = objset.zap_create(store, TYPE_ZAP)?;
@@ -184,6 +197,7 @@ impl Mos {
     /// Opens the MOS of an imported pool.
     pub(crate) fn open(store: &dyn BlockStore, root: &BlockPtr) -> Result<Mos, EngineError> {
         let mut objset = ObjectSet::open(store, root)?;
+        objset.set_write_config(MOS_WRITE_CONFIG)?;
         for (name, id) in [
             ("props", PROPS),
             ("history", HISTORY),

@@ -41,6 +41,14 @@ fn plan(latency_ns: u64) -> FaultPlan {
     }
 }
 
+/// The `index`th 128 KiB record of set 0's objects, in order: the object, its bytes and the
+/// record's offset in it.
+fn record(rig: &Rig, index: u64) -> (&ObjectId, &Vec<u8>, u64) {
+    let per_object = 4 << 20 >> 17;
+    let (object, data) = &rig.sets[0][usize::try_from(index / per_object).unwrap()];
+    (object, data, (index % per_object) << 17)
+}
+
 fn rig() -> Rig {
     rig_with(&["/sim/s0"])
 }
@@ -443,16 +451,17 @@ fn io_errors_age_out_after_io_t() {
     rig.write_set(2);
     rig.write_set(3);
     let leaf_errors = |rig: &Rig| rig.config().children[4].read;
-    let mut offsets = (0u64..).map(|i| i * (128 << 10));
+    let mut offsets = 0u64..;
     let read_until = |rig: &Rig, offsets: &mut dyn Iterator<Item = u64>, errors: u64| {
         rig.device(4).set_plan(FaultPlan {
             read_eio: tarn_device::PER_MILLION,
             ..plan(FAST_NS)
         });
-        let (object, data) = &rig.sets[0][0];
         let mut buf = vec![0u8; 128 << 10];
         while leaf_errors(rig) < errors {
-            let offset = offsets.next().unwrap();
+            // Record after record of set 0's objects: reads whose columns on leaf 4 are
+            // parity (a third of them) fail nothing, so one object may not be enough.
+            let (object, data, offset) = record(rig, offsets.next().unwrap());
             rig.engine
                 .object_read("tank", *object, offset, &mut buf)
                 .unwrap();
@@ -538,12 +547,13 @@ fn io_n_sets_the_fault_threshold() {
         ..plan(FAST_NS)
     });
     let leaf_errors = |rig: &Rig| rig.config().children[4].read;
-    let mut offsets = (0u64..).map(|i| i * (128 << 10));
+    let mut offsets = 0u64..;
     let read_until = |rig: &Rig, offsets: &mut dyn Iterator<Item = u64>, errors: u64| {
-        let (object, data) = &rig.sets[0][0];
         let mut buf = vec![0u8; 128 << 10];
         while leaf_errors(rig) < errors {
-            let offset = offsets.next().unwrap();
+            // Record after record of set 0's objects: reads whose columns on leaf 4 are
+            // parity (a third of them) fail nothing, so one object may not be enough.
+            let (object, data, offset) = record(rig, offsets.next().unwrap());
             rig.engine
                 .object_read("tank", *object, offset, &mut buf)
                 .unwrap();

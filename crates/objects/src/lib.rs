@@ -120,8 +120,10 @@ pub struct ObjsetWriteConfig {
     pub compression: CompressSetting,
     /// Copies of data blocks (1..=3).
     pub copies: u8,
-    /// Extra copies of metadata blocks.
+    /// Extra copies of metadata blocks (those `redundant_metadata` picks).
     pub metadata_extra_copies: u8,
+    /// Which metadata blocks get the extra copies (the dataset's `redundant_metadata`).
+    pub redundant_metadata: RedundantMetadata,
     /// The dataset's `special_small_blocks`: file data blocks of at most this many physical
     /// bytes go to the special allocation class (0: none do; metadata always does).
     pub special_small_blocks: u64,
@@ -134,21 +136,71 @@ impl Default for ObjsetWriteConfig {
             compression: CompressSetting::Lz4,
             copies: 1,
             metadata_extra_copies: 1,
+            redundant_metadata: RedundantMetadata::All,
             special_small_blocks: 0,
         }
     }
 }
 
-impl ObjsetWriteConfig {
-    /// Copies for a data (`false`) or metadata (`true`) block.
+/// Which metadata blocks get extra copies (ZFS's `redundant_metadata`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RedundantMetadata {
+    /// Every metadata block.
+    #[default]
+    All,
+    /// All but the level-1 indirect blocks over file data (losing one loses only the data
+    /// it points at).
+    Most,
+    /// Only the blocks whose loss takes every object with them: the object-set root and
+    /// the dnode blocks.
+    Some,
+    /// None.
+    None,
+}
+
+impl RedundantMetadata {
+    /// The setting a `redundant_metadata` value names (`all`, `most`, `some`, `none`);
+    /// anything else is `All`, the default.
     #[must_use]
-    pub fn copies_for(&self, metadata: bool) -> u8 {
+    pub fn parse(value: &str) -> RedundantMetadata {
+        match value {
+            "most" => RedundantMetadata::Most,
+            "some" => RedundantMetadata::Some,
+            "none" => RedundantMetadata::None,
+            _ => RedundantMetadata::All,
+        }
+    }
+}
+
+/// What a block is to its object set, for the copies it gets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BlockRole {
+    /// File or volume data (level 0).
+    Data,
+    /// A level-1 indirect block over file or volume data.
+    DataIndirect,
+    /// Other metadata: ZAP blocks, higher indirect blocks, bonus-heavy objects.
+    Metadata,
+    /// The object-set root and the meta-dnode's tree (every dnode).
+    Critical,
+}
+
+impl ObjsetWriteConfig {
+    /// Copies for a block of `role`: `copies`, plus `metadata_extra_copies` for the metadata
+    /// `redundant_metadata` picks, at most `COPIES_MAX`.
+    #[must_use]
+    pub fn copies_for(&self, role: BlockRole) -> u8 {
         assert!(self.copies >= 1, "write config with zero copies");
         let max = tarn_base::limits::COPIES_MAX as u8;
-        let copies = if metadata {
-            self.copies.saturating_add(self.metadata_extra_copies)
-        } else {
-            self.copies
+        let extra = match (self.redundant_metadata, role) {
+            (_, BlockRole::Data) | (RedundantMetadata::None, _) => false,
+            (RedundantMetadata::All, _) | (_, BlockRole::Critical) => true,
+            (RedundantMetadata::Most, role) => role == BlockRole::Metadata,
+            (RedundantMetadata::Some, _) => false,
+        };
+        let copies = match extra {
+            true => self.copies.saturating_add(self.metadata_extra_copies),
+            false => self.copies,
         };
         copies.min(max)
     }

@@ -910,7 +910,7 @@ impl ObjectSet {
             level: 0,
             checksum: config.checksum,
             compression: config.compression,
-            copies: config.copies_for(true),
+            copies: config.copies_for(crate::BlockRole::Critical),
             fill: 1,
             special_small_blocks: config.special_small_blocks,
         };

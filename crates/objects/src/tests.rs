@@ -576,6 +576,56 @@ fn metadata_gets_extra_copies() {
     .expect("visit");
 }
 
+/// Goal: `redundant_metadata` picks which metadata gets the extra copy: all of it, all but
+/// the level-1 indirect blocks over file data (`most`), only the object-set root and the
+/// dnode blocks (`some`), none; data never.
+#[test]
+fn redundant_metadata_picks_the_blocks_with_extra_copies() {
+    use crate::RedundantMetadata as R;
+    for (setting, indirect, zap, critical) in [
+        (R::All, 2, 2, 2),
+        (R::Most, 1, 2, 2),
+        (R::Some, 1, 1, 2),
+        (R::None, 1, 1, 1),
+    ] {
+        let mut store = MemStore::new();
+        let mut set = ObjectSet::create(ObjsetKind::Filesystem);
+        let config = crate::ObjsetWriteConfig {
+            redundant_metadata: setting,
+            ..crate::ObjsetWriteConfig::default()
+        };
+        set.set_write_config(config).expect("config");
+        let file = set
+            .allocate_object(&store, OBJECT_TYPE_PLAIN, 512, 0, 0)
+            .expect("allocate");
+        set.write(&store, file, 0, &[1; 8192]).expect("write");
+        let dir = set.zap_create(&store, OBJECT_TYPE_PLAIN).expect("zap");
+        set.zap_update_u64(&store, dir, "name", 7).expect("entry");
+        let root = set.sync(&mut store).expect("sync");
+        assert_eq!(root.copies().count(), critical, "{setting:?}: root");
+        let mut seen = [false; 3];
+        set.visit_blocks(&store, &mut |bp: &BlockPtr, at: BlockContext| {
+            let expected = match (at.object, at.level) {
+                (ObjectId(0), _) | (_, BlockContext::ROOT_LEVEL) => critical,
+                (object, 0) if object == file => 1,
+                (object, 1) if object == file => {
+                    seen[0] = true;
+                    indirect
+                }
+                (object, _) if object == dir => {
+                    seen[1] = true;
+                    zap
+                }
+                _ => return,
+            };
+            seen[2] |= at.object == ObjectId(0);
+            assert_eq!(bp.copies().count(), expected, "{setting:?}: {at:?}");
+        })
+        .expect("visit");
+        assert_eq!(seen, [true; 3], "{setting:?}: every kind of block visited");
+    }
+}
+
 /// Goal: a ZAP holds 100k entries (fat form, many leaves), lists them incrementally, survives
 /// a reopen, and shrinks back to a micro ZAP when emptied.
 #[test]

@@ -7,7 +7,7 @@
 //! when it syncs a dirty indirect buffer, without holding a second copy in memory.
 
 use crate::cache::BlockCache;
-use crate::{BlockContext, ObjectError, ObjsetWriteConfig};
+use crate::{BlockContext, BlockRole, ObjectError, ObjsetWriteConfig};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use tarn_base::limits::INDIRECTION_LEVELS_MAX;
@@ -552,13 +552,22 @@ pub(crate) fn write_props(
     } else {
         level0_type
     };
-    let is_metadata = block_type != BlockType::Data;
+    let role = if block_type == BlockType::Data {
+        BlockRole::Data
+    } else if level0_type == BlockType::Dnode {
+        BlockRole::Critical
+    } else if level == 1 && dnode.flags & DNODE_FLAG_METADATA == 0 && level0_type == BlockType::Data
+    {
+        BlockRole::DataIndirect
+    } else {
+        BlockRole::Metadata
+    };
     WriteProps {
         block_type,
         level,
         checksum: dnode.checksum_override().unwrap_or(config.checksum),
         compression: dnode.compression_override().unwrap_or(config.compression),
-        copies: config.copies_for(is_metadata),
+        copies: config.copies_for(role),
         fill,
         special_small_blocks: config.special_small_blocks,
     }

@@ -340,6 +340,9 @@ fn write_config(rng: &mut SeededRng) -> ObjsetWriteConfig {
         ),
         copies: pick(rng, &[1, 1, 1, 2, 3]),
         metadata_extra_copies: pick(rng, &[0, 1, 1]),
+        // Not drawn (the seeds keep the configs they had); `metadata_extra_copies` 0 covers
+        // metadata without extra copies.
+        redundant_metadata: tarn_objects::RedundantMetadata::All,
         // Drawn in `late_choices`, and only for a pool with a special vdev.
         special_small_blocks: 0,
     }

@@ -122,6 +122,11 @@ pub const METASLAB_SHIFT_MAX: u8 = 34;
 pub const CONDENSE_RECORDS_MIN: u64 = 1 << 16;
 /// Bytes allocated on one vdev before the rotor moves on (scaled by free space).
 pub const ROTOR_QUANTUM: u64 = 4 << 20;
+/// Copies of every space-log block (pool-wide metadata, as ZFS keeps three of the MOS).
+pub const SPACE_LOG_COPIES: u8 = 3;
+/// Copies of one block on the same top-level vdev are at least 1/this of its metaslabs
+/// apart (ZFS keeps ditto blocks 1/8 of a vdev apart).
+pub const DITTO_SPREAD_DIVISOR: usize = 8;
 /// Longest space-log chain accepted at import (a corrupt chain cannot loop: it is checksummed
 /// block to block, but it could be absurdly long).
 pub const CHAIN_BLOCKS_MAX: usize = 1 << 20;
@@ -383,7 +388,9 @@ impl SpaceManager {
             .into_iter()
             .map(|(geometry, shift)| VdevSpace::new(geometry, shift))
             .collect();
-        let log_copies = vdevs.len().clamp(1, 3) as u8;
+        // The space log is pool-wide metadata an import reads first: three copies, on
+        // different top-level vdevs or far apart on one (`allocate_in`).
+        let log_copies = SPACE_LOG_COPIES;
         SpaceManager {
             vdevs,
             rotor: [0; 3],
@@ -667,15 +674,18 @@ impl SpaceManager {
         let used_vdevs: Vec<VdevId> = used.iter().map(|d| d.vdev).collect();
         let (index, avoid) = match self.pick_vdev(psize, &used_vdevs, class) {
             Some(index) => (index, Vec::new()),
-            // Fewer writable vdevs than copies: put the extra copy on a vdev already used, in a
-            // different metaslab (ZFS's ditto blocks on a single-vdev pool).
+            // Fewer writable vdevs than copies: put the extra copy on a vdev already used, at
+            // least 1/8 of the vdev away from its other copies there (ZFS's ditto blocks on a
+            // single-vdev pool), so that one damaged region never holds two copies.
             None => {
                 let index = self.pick_vdev(psize, &[], class)?;
                 let vdev = &self.vdevs[index];
+                let spread = (vdev.metaslabs.len() / DITTO_SPREAD_DIVISOR).max(1);
                 let avoid = used
                     .iter()
                     .filter(|d| d.vdev.0 as usize == index)
                     .filter_map(|d| vdev.metaslab_of(d.offset))
+                    .flat_map(|m| m.saturating_sub(spread - 1)..=m + (spread - 1))
                     .collect();
                 (index, avoid)
             }

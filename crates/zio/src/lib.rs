@@ -109,6 +109,18 @@ pub struct Journal {
     pub failed: Option<String>,
 }
 
+/// Whether `data` (a copy of `bp` as read, padded to whole sectors) is the block: its first
+/// `psize` bytes match the checksum and the padding after them is zero, as every write pads.
+/// Padding counts because the vdevs regenerate parity and compare mirror sides over whole
+/// sectors: garbage in the padding of one column that passed the checksum would make the
+/// vdev blame the parity or the other sides for it, and leave the garbage in place.
+fn verifies(bp: &BlockPtr, data: &[u8]) -> bool {
+    let psize = bp.psize as usize;
+    data.get(..psize)
+        .is_some_and(|d| checksum(bp.checksum_kind, d) == bp.checksum)
+        && data[psize..].iter().all(|&b| b == 0)
+}
+
 impl Pipeline {
     /// A pipeline over `vdevs`; `vdevs[i]` must have id `i`.
     #[must_use]
@@ -459,10 +471,7 @@ impl Pipeline {
     pub fn read_physical_l2(&self, bp: &BlockPtr, feed_l2: bool) -> Result<Vec<u8>, ZioError> {
         let psize = u64::from(bp.psize);
         let padded = psize.next_multiple_of(self.sector_size);
-        let verify = |data: &[u8]| {
-            data.get(..psize as usize)
-                .is_some_and(|d| checksum(bp.checksum_kind, d) == bp.checksum)
-        };
+        let verify = |data: &[u8]| verifies(bp, data);
         let key = bp.copies().next().map(|dva| L2Key {
             vdev: dva.vdev.0,
             offset: dva.offset,
@@ -540,10 +549,7 @@ impl Pipeline {
         }
         let psize = u64::from(bp.psize);
         let padded = psize.next_multiple_of(self.sector_size);
-        let verify = |data: &[u8]| {
-            data.get(..psize as usize)
-                .is_some_and(|d| checksum(bp.checksum_kind, d) == bp.checksum)
-        };
+        let verify = |data: &[u8]| verifies(bp, data);
         let mut good: Option<&Dva> = None;
         for dva in bp.copies() {
             let scrubbed = self.vdev(dva).and_then(|vdev| {

@@ -205,3 +205,59 @@ fn alloc_class_follows_block_type_level_and_small_blocks() {
     check(BlockType::Metadata, 0, 0, 131072, special(false));
     check(BlockType::SpaceLog, 0, 0, 4096, special(false));
 }
+
+/// Goal: garbage in the padding after a block's last byte (inside its last sector, where the
+/// checksum does not reach) is the fault of the device that holds it, found and rewritten
+/// by a scrub; before, the data verified, parity regenerated over the whole sector differed
+/// from the parity on disk, and the parity's device was blamed (CKSUM on a healthy disk).
+/// Method: a compressed block of less than one 4 KiB sector on a raidz1 of three (one data
+/// column and its parity), the bytes after it rotted on the data column's device.
+#[test]
+fn rotten_padding_is_blamed_on_its_own_device() {
+    let sims: Vec<_> = (0..3)
+        .map(|c| SimDevice::new(&format!("/sim/z{c}"), DEVICE_SIZE, FaultPlan::default()))
+        .collect();
+    let leaves = (0..3)
+        .map(|c| Arc::new(Leaf::new(Guid(200 + c as u64), sims[c].clone()).unwrap()))
+        .collect();
+    let layout = Layout::Raidz { parity: 1 };
+    let top = TopVdev::new(VdevId(0), Guid(300), 12, layout, leaves).unwrap();
+    let pipeline = Pipeline::new(vec![Arc::new(top)]);
+    let data: Vec<u8> = (0..16384u32).map(|i| (i % 7) as u8).collect();
+    let mut allocator = Bump { next: vec![0] };
+    let props = WriteProps {
+        compression: CompressSetting::Lz4,
+        ..props(1)
+    };
+    let bp = pipeline
+        .write_block(&mut allocator, Txg(1), &data, &props)
+        .unwrap();
+    let psize = u64::from(bp.psize);
+    assert!(
+        psize < 4096,
+        "the block fits one sector with room after it: {psize}"
+    );
+    let map = tarn_vdev::raidz_map::RaidzMap::new(3, 1, 12, bp.dvas[0].offset, 4096);
+    let column = &map.columns[1];
+    let at = DATA_START + (column.child_sector << 12);
+    sims[column.child].rot(at + psize, 4096 - psize).unwrap();
+    let outcome = pipeline.scrub_block(&bp).unwrap();
+    assert!(outcome.copy_errors.is_empty(), "{outcome:?}");
+    assert_eq!(
+        outcome.repaired_bytes, 4096,
+        "the data column's sector rewritten"
+    );
+    let cksum: Vec<u64> = pipeline.vdevs()[0]
+        .leaves()
+        .iter()
+        .map(|l| l.stats().snapshot().checksum_errors)
+        .collect();
+    let mut expected = vec![0; 3];
+    expected[column.child] = 1;
+    assert_eq!(
+        cksum, expected,
+        "only the device with the garbage is blamed"
+    );
+    assert_eq!(pipeline.scrub_block(&bp).unwrap(), ScrubOutcome::default());
+    assert_eq!(pipeline.read_block(&bp).unwrap(), data);
+}
