@@ -367,6 +367,12 @@ pub(crate) enum PoolCommand {
         /// New device (default: a new device at OLD's path).
         new: Option<String>,
     },
+    /// Commit every change in memory to the pools' devices now (a txg), as `zpool sync`:
+    /// the barrier for data written without fsync (every pool when none is named).
+    Sync {
+        /// Pool names.
+        names: Vec<String>,
+    },
     /// Wait until a pool's background activity ends, showing progress.
     Wait {
         /// Only this activity: scrub, resilver or replace (default: every one).

@@ -275,6 +275,12 @@ pub(crate) fn plan(command: PoolCommand, cwd: &Path) -> Result<Plan, Outcome> {
             view: View::Silent,
             request: Request::PoolRemove { name, device },
         },
+        PoolCommand::Sync { names } => Plan {
+            verb: "sync",
+            object: single(&names),
+            view: View::Silent,
+            request: Request::PoolSync { names },
+        },
         PoolCommand::Destroy { force, name } => Plan {
             verb: "destroy",
             object: Some(name.clone()),

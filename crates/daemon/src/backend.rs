@@ -981,6 +981,7 @@ impl EngineBackend {
                 }
             }
             Request::PoolOnline { name, device } => self.online(name, device),
+            Request::PoolSync { names } => self.sync_pools(names),
             Request::PoolEvents { name, after, clear } => {
                 if let Some(name) = name
                     && let Err(e) = self.engine.pool(name)
@@ -1341,6 +1342,21 @@ impl Handler for EngineBackend {
 }
 
 impl EngineBackend {
+    /// `tarn pool sync`: a txg of each named pool (every pool when `names` is empty), in
+    /// order; the first that fails ends the request with its error.
+    fn sync_pools(&self, names: &[String]) -> Response {
+        let names = match names.is_empty() {
+            true => self.engine.pool_names(),
+            false => names.to_vec(),
+        };
+        for name in &names {
+            if let Err(e) = self.engine.sync_pool(name) {
+                return device_verb_error(&e, name);
+            }
+        }
+        ok(ReplyPayload::Unit)
+    }
+
     /// `tarn memory` and `tarn memory set` (module `memory`).
     fn memory(&self, request: &Request) -> Option<Response> {
         Some(match request {

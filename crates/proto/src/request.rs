@@ -331,6 +331,11 @@ pub enum Request {
     },
     /// `tarn pool wait [-t ACTIVITY] NAME`: report progress until the activity (every one
     /// when `None`) is no longer running.
+    /// `tarn pool sync [NAME...]`: commit a txg of each named pool (every pool when empty).
+    PoolSync {
+        /// Pool names.
+        names: Vec<String>,
+    },
     PoolWait {
         /// Pool name.
         name: String,
@@ -490,6 +495,7 @@ impl Request {
             Request::PoolOffline { .. } => "pool_offline",
             Request::PoolOnline { .. } => "pool_online",
             Request::PoolReplace { .. } => "pool_replace",
+            Request::PoolSync { .. } => "pool_sync",
             Request::PoolWait { .. } => "pool_wait",
             Request::PoolAttach { .. } => "pool_attach",
             Request::PoolDetach { .. } => "pool_detach",
