@@ -260,6 +260,47 @@ type Reach = (Vec<Reached>, Chain, Vec<tarn_format::Dva>);
 /// chain, oldest first, and the first block of every committed intent-log chain. The
 /// in-memory chain and dataset root must match what is on disk.
 fn reach(inner: &Imported, ub: &Uberblock) -> Result<Reach, String> {
+    let (mut reached, log_heads) = reach_tree(inner, ub)?;
+    let pool = &inner.pool;
+    let chain = read_chain(pool, &ub.space_log)?;
+    let on_disk: Vec<BlockPtr> = chain.iter().map(|(bp, _)| *bp).collect();
+    if pool.space().chain() != on_disk.as_slice() {
+        return Err(format!(
+            "space log chain in memory ({} blocks) differs from the one on disk ({} blocks)",
+            pool.space().chain().len(),
+            on_disk.len()
+        ));
+    }
+    reached.extend(on_disk.iter().map(|bp| Reached {
+        bp: *bp,
+        origin: "space log",
+    }));
+    Ok((reached, chain, log_heads))
+}
+
+/// Every space an import of `inner`'s committed txg finds in use without its space log: each
+/// copy of every block the MOS and the datasets reach, and the first block of each committed
+/// intent-log chain (ZFS's leak-check walk; `tarn_pool::Pool::rebuild_space`).
+pub(crate) fn live_space(inner: &Imported) -> Result<Vec<tarn_format::Dva>, String> {
+    let ub = *inner
+        .pool
+        .last_uberblock()
+        .ok_or("pool has no committed txg")?;
+    let (reached, log_heads) = reach_tree(inner, &ub)?;
+    let mut live: Vec<tarn_format::Dva> = reached
+        .iter()
+        .flat_map(|r| r.bp.copies().copied())
+        .collect();
+    live.extend(log_heads);
+    Ok(live)
+}
+
+/// [`reach`] without the space log: the blocks of the MOS and of every dataset, and the
+/// committed intent-log first blocks.
+fn reach_tree(
+    inner: &Imported,
+    ub: &Uberblock,
+) -> Result<(Vec<Reached>, Vec<tarn_format::Dva>), String> {
     let pool = &inner.pool;
     let reader = pool.reader();
     let mut reached = Vec::new();
@@ -300,20 +341,7 @@ fn reach(inner: &Imported, ub: &Uberblock) -> Result<Reach, String> {
         visit_object_set(&reader, &data_root, &mut visit_data)
             .map_err(|e| format!("dataset walk: {e}"))?;
     }
-    let chain = read_chain(pool, &ub.space_log)?;
-    let on_disk: Vec<BlockPtr> = chain.iter().map(|(bp, _)| *bp).collect();
-    if pool.space().chain() != on_disk.as_slice() {
-        return Err(format!(
-            "space log chain in memory ({} blocks) differs from the one on disk ({} blocks)",
-            pool.space().chain().len(),
-            on_disk.len()
-        ));
-    }
-    reached.extend(on_disk.iter().map(|bp| Reached {
-        bp: *bp,
-        origin: "space log",
-    }));
-    Ok((reached, chain, log_heads))
+    Ok((reached, log_heads))
 }
 
 /// A decoded space-log chain, oldest block first.

@@ -13,7 +13,9 @@
 //! the fault check, once per suspension, with the reason and the failmode),
 //! `ereport.fs.zfs.probe_failure` (the fault check found a device gone
 //! without an access: `Leaf::probe`), `ereport.fs.zfs.delay` (the slow-device detector),
-//! `ereport.fs.zfs.log_replay`, `ereport.fs.zfs.io` and `ereport.fs.zfs.checksum`. The last
+//! `ereport.fs.zfs.log_replay`, `sysevent.fs.zfs.space_rebuild` (an import found the space
+//! log unreadable and rebuilt it from the block tree: why, copies and bytes found in use),
+//! `ereport.fs.zfs.io` and `ereport.fs.zfs.checksum`. The last
 //! two are derived from the per-leaf counters each time the background thread looks
 //! (`Engine::fault_check`): one event per leaf and kind whose counter grew, with the count
 //! in the payload, rather than one per failed I/O as ZFS posts them. The ring keeps the
@@ -242,6 +244,30 @@ pub(crate) fn l2_rebuild_event(pool: &str, time: u64, report: &tarn_vdev::L2Rebu
             ("l2_rebuild_stopped".into(), report.stopped.clone()),
         ],
         ..pool_event(pool, time, "l2arc_rebuild")
+    }
+}
+
+/// What an import's rebuild of an unreadable space log found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct SpaceRebuild {
+    /// Why the space log could not be read.
+    pub(crate) why: String,
+    /// Copies (DVAs) of blocks found in use.
+    pub(crate) blocks: u64,
+    /// Their allocated bytes.
+    pub(crate) bytes: u64,
+}
+
+/// `sysevent.fs.zfs.space_rebuild`: the import rebuilt the allocation state from the block
+/// tree.
+pub(crate) fn space_rebuild_event(pool: &str, time: u64, rebuilt: &SpaceRebuild) -> Event {
+    Event {
+        payload: vec![
+            ("space_log_error".into(), rebuilt.why.clone()),
+            ("space_rebuild_blocks".into(), rebuilt.blocks.to_string()),
+            ("space_rebuild_bytes".into(), rebuilt.bytes.to_string()),
+        ],
+        ..pool_event(pool, time, "space_rebuild")
     }
 }
 

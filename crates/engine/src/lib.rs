@@ -380,6 +380,27 @@ impl Imported {
         self.mos.dirty_bytes() + self.datasets.dirty_bytes() + self.destroyed.len() as u64
     }
 
+    /// When the imported txg's space log could not be read, rebuilds the allocation state
+    /// from the block tree (`check::live_space`) before anything allocates, and says what it
+    /// did; a tree that cannot be walked fails the import.
+    fn rebuild_space_if_lost(&mut self) -> Result<Option<events::SpaceRebuild>, EngineError> {
+        let Some(why) = self.pool.space_lost().map(str::to_string) else {
+            return Ok(None);
+        };
+        let live = check::live_space(self).map_err(|walk| {
+            EngineError::Corrupt(format!(
+                "the space log is damaged ({why}) and the block tree cannot be walked to \
+                 rebuild it: {walk}"
+            ))
+        })?;
+        self.pool.rebuild_space(&live)?;
+        Ok(Some(events::SpaceRebuild {
+            why,
+            blocks: live.len() as u64,
+            bytes: live.iter().map(|d| d.asize).sum(),
+        }))
+    }
+
     /// The root dataset's object set (the raw object interface the simulator drives).
     fn root_objset(&mut self) -> &mut ObjectSet {
         &mut self.datasets.node_mut(ROOT_DATASET_ID).objset
@@ -778,6 +799,7 @@ impl Engine {
         )?;
         let (guid, readonly) = (pool.guid(), pool.readonly());
         let mut imported = Imported::open(pool, &name)?;
+        let rebuilt = imported.rebuild_space_if_lost()?;
         imported.datasets.use_cache(self.cache.domain());
         let now = self.clock.now_unix_secs();
         let mut resilvering = false;
@@ -792,6 +814,9 @@ impl Engine {
             imported.sync()?;
         }
         self.post_import_events(&name, &imported, resilvering, now);
+        if let Some(rebuilt) = rebuilt {
+            self.post(events::space_rebuild_event(&name, now, &rebuilt));
+        }
         let handle = self.handle(name.clone(), guid, imported);
         self.pools().insert(name.clone(), handle);
         Ok(name)

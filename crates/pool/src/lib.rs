@@ -610,6 +610,9 @@ pub struct Pool {
     config_changed_since_write: bool,
     /// What the import's rebuild of each cache device's persistent index found.
     l2_rebuilds: Vec<tarn_vdev::L2Rebuild>,
+    /// Why the space log of the imported txg could not be read; until
+    /// [`Pool::rebuild_space`] the allocation state is empty and no txg may start.
+    space_lost: Option<String>,
 }
 
 /// Checks what the labels alone can tell: feature flags and whether another host owns it.
@@ -774,6 +777,7 @@ impl Pool {
             syncing: None,
             config_changed_since_write: false,
             l2_rebuilds: Vec::new(),
+            space_lost: None,
         };
         pool.apply_classes();
         Ok(pool)
@@ -920,12 +924,23 @@ impl Pool {
     }
 
     fn open_at(&mut self, ub: &Uberblock, tree: &VdevTree) -> Result<(), PoolError> {
-        self.space = SpaceManager::load(
+        // A space log that cannot be read does not stop the import: the allocation state
+        // is rebuilt from the block tree (`Pool::rebuild_space`) before anything allocates.
+        self.space = match SpaceManager::load(
             space_geometry(&self.tops, tree),
             &self.pipeline,
             &ub.space_log,
             ub.txg,
-        )?;
+        ) {
+            Ok(space) => {
+                self.space_lost = None;
+                space
+            }
+            Err(e) => {
+                self.space_lost = Some(e.to_string());
+                SpaceManager::new(space_geometry(&self.tops, tree))
+            }
+        };
         self.apply_classes();
         self.last = Some(*ub);
         self.txg = ub.txg;
@@ -1034,6 +1049,25 @@ impl Pool {
     #[must_use]
     pub fn space(&self) -> &SpaceManager {
         &self.space
+    }
+
+    /// Why the imported txg's space log could not be read, while its allocation state has
+    /// not been rebuilt (`rebuild_space`).
+    #[must_use]
+    pub fn space_lost(&self) -> Option<&str> {
+        self.space_lost.as_deref()
+    }
+
+    /// Rebuilds the allocation state from `live`, every block the upper layers reach from the
+    /// imported txg plus the intent-log blocks its headers name (module doc of tarn-space's
+    /// `rebuild`); the next txg writes it as a new base of the space log. Until then no txg
+    /// can start.
+    pub fn rebuild_space(&mut self, live: &[tarn_format::Dva]) -> Result<(), PoolError> {
+        let txg = self.last.map_or(Txg(0), |ub| ub.txg);
+        self.space.rebuild(live, txg)?;
+        self.apply_classes();
+        self.space_lost = None;
+        Ok(())
     }
 
     /// The space manager, to tune it (tests force frequent condensing with it).

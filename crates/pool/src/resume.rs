@@ -136,6 +136,12 @@ impl Pool {
         if let Some(why) = &self.suspended {
             return Err(PoolError::Suspended(why.clone()));
         }
+        if let Some(why) = &self.space_lost {
+            // Allocating now would hand out space live blocks hold.
+            return Err(PoolError::Suspended(format!(
+                "the space log could not be read ({why}) and is not rebuilt"
+            )));
+        }
         if self.readonly {
             return Ok(());
         }

@@ -483,6 +483,38 @@ impl SpaceManager {
         Ok(manager)
     }
 
+    /// Rebuilds the allocation state of a pool whose space log could not be read from every
+    /// block its upper layers reach (ZFS's leak-check walk), in a manager made by
+    /// [`SpaceManager::new`] that nothing has allocated from: each of `live` is allocated,
+    /// everything else free, nothing deferred, the chain empty, and the next sync writes a
+    /// base. A DVA outside its vdev or overlapping another is an error.
+    pub fn rebuild(&mut self, live: &[Dva], head_txg: Txg) -> Result<(), SpaceError> {
+        assert!(
+            self.allocated() == 0 && self.chain.is_empty(),
+            "rebuild of a space manager in use"
+        );
+        for dva in live {
+            let vdev = self
+                .vdevs
+                .get_mut(dva.vdev.0 as usize)
+                .ok_or(SpaceError::CorruptLog {
+                    why: "a block names an unknown vdev",
+                })?;
+            if dva.asize == 0 || dva.offset.checked_add(dva.asize).is_none() {
+                return Err(SpaceError::CorruptLog {
+                    why: "a block with a bad size",
+                });
+            }
+            vdev.claim(dva.offset, dva.asize)
+                .map_err(|_| SpaceError::CorruptLog {
+                    why: "two blocks share space, or one lies beyond its vdev",
+                })?;
+        }
+        self.txg = head_txg;
+        self.condense_next = true;
+        Ok(())
+    }
+
     /// Starts recording txg `txg` (called when a txg starts syncing).
     pub fn begin_txg(&mut self, txg: Txg) {
         assert!(
