@@ -1125,6 +1125,7 @@ impl EngineBackend {
                     recursive: get.recursive,
                     depth: get.depth.map(|d| d as usize),
                     properties: get.properties.clone(),
+                    types: Vec::new(),
                 };
                 engine
                     .dataset_props(&query)
