@@ -557,7 +557,12 @@ fn traverse(inner: &Imported, progress: &ScanProgress) -> (Vec<Entry>, Vec<Origi
     };
     let mut sets: Vec<(BlockPtr, Option<crate::DatasetId>)> = vec![(ub.root, None)];
     for id in inner.datasets.all() {
-        sets.push((inner.datasets.node(id).objset.root(), Some(id)));
+        let node = inner.datasets.node(id);
+        sets.push((node.objset.root(), Some(id)));
+        // Snapshots share most blocks with the head and each other: each shared block is
+        // listed once below. Walking every snapshot's whole tree costs time per snapshot
+        // (pruning by birth txg is a later refinement), never a missed block.
+        sets.extend(node.snapshots.iter().map(|s| (s.header.objset, Some(id))));
     }
     for (root, dataset) in sets {
         let origin = |context| match dataset {
@@ -575,6 +580,7 @@ fn traverse(inner: &Imported, progress: &ScanProgress) -> (Vec<Entry>, Vec<Origi
         entries.extend(Entry::new(bp, Origin::SpaceLog));
     }
     entries.sort_unstable_by_key(|e| e.key);
+    entries.dedup_by(|a, b| a.key == b.key && a.bp == b.bp);
     assert!(
         entries.windows(2).all(|w| w[0].key < w[1].key),
         "S1: two listed blocks share a DVA"
