@@ -352,7 +352,8 @@ fn plan_get(args: DatasetGetArgs) -> Result<Plan, Outcome> {
             recursive: args.recursive,
             depth: args.depth,
             properties,
-            types: Vec::new(),
+            // `listsnapshots` is for `list` only.
+            types: vec!["filesystem".into()],
         }),
     })
 }

@@ -69,6 +69,13 @@ fn snapshot_list_get_set_destroy_through_the_binary() {
         rig.ok("list -H -o name -t snapshot"),
         "tank@one\ntank/a@one\ntank/a@two\n"
     );
+    rig.ok("pool set listsnapshots=on tank");
+    assert_eq!(
+        rig.ok("list -H -o name"),
+        "tank\ntank@one\ntank/a\ntank/a@one\ntank/a@two\n",
+        "listsnapshots=on lists snapshots without -t"
+    );
+    assert_eq!(rig.ok("get -H -o name -r type tank"), "tank\ntank/a\n");
     rig.ok("destroy tank/a@one,two");
     rig.ok("destroy -r tank@one");
     assert_eq!(rig.ok("list -H -o name -t snapshot"), "");

@@ -48,14 +48,16 @@ pub struct DatasetQuery {
     pub depth: Option<usize>,
     /// Properties (`all` for every one).
     pub properties: Vec<String>,
-    /// Types listed (`filesystem`, `snapshot`, `all`; empty: filesystems).
+    /// Types listed (`filesystem`, `snapshot`, `all`; empty: filesystems, and snapshots too
+    /// when the pool's `listsnapshots` is on, as `zfs list` without `-t`).
     pub types: Vec<String>,
 }
 
 impl DatasetQuery {
-    fn wants(&self, kind: &str) -> bool {
+    /// Whether rows of `kind` are listed; `list_snapshots` is the pool's `listsnapshots`.
+    fn wants(&self, kind: &str, list_snapshots: bool) -> bool {
         if self.types.is_empty() {
-            return kind == "filesystem";
+            return kind == "filesystem" || (kind == "snapshot" && list_snapshots);
         }
         self.types.iter().any(|t| t == kind || t == "all")
     }
@@ -429,8 +431,10 @@ impl Engine {
             let (handle, id) = self.dataset(root)?;
             let mut inner = handle.lock();
             let pool_free = pool_free_deflated(&inner);
+            let listed = crate::slow::pool_prop(&mut inner, "listsnapshots") == "on";
+            let wants = |kind| query.wants(kind, listed);
             // Snapshots of a named dataset are listed without -r (`list -t snapshot DS`).
-            let snapshots_of_root = query.wants("snapshot") && !query.names.is_empty();
+            let snapshots_of_root = wants("snapshot") && !query.names.is_empty();
             for (at, depth) in inner.datasets.subtree(id) {
                 if depth > 0 && !recursive {
                     break;
@@ -438,7 +442,7 @@ impl Engine {
                 if query.depth.is_some_and(|max| depth > max) {
                     continue;
                 }
-                if query.wants("filesystem") {
+                if wants("filesystem") {
                     let props = dataset_row_props(&mut inner, at, query, pool_free)?;
                     rows.push(DatasetRow {
                         name: inner.datasets.node(at).name.clone(),
@@ -446,7 +450,7 @@ impl Engine {
                     });
                 }
                 let snapshots_here =
-                    query.wants("snapshot") && (recursive || (snapshots_of_root && depth == 0));
+                    wants("snapshot") && (recursive || (snapshots_of_root && depth == 0));
                 if snapshots_here {
                     rows.extend(crate::snapshot_ops::snapshot_rows(
                         &mut inner,
