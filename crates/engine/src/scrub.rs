@@ -68,7 +68,7 @@ use std::collections::BTreeSet;
 
 use tarn_base::{Txg, format_size};
 use tarn_format::BlockPtr;
-use tarn_objects::{BlockContext, visit_object_set};
+use tarn_objects::{BlockContext, visit_object_set_born_after};
 
 use crate::{EngineError, Imported, PoolError};
 
@@ -555,16 +555,22 @@ fn traverse(inner: &Imported, progress: &ScanProgress) -> (Vec<Entry>, Vec<Origi
         level: BlockContext::ROOT_LEVEL,
         blkid: 0,
     };
-    let mut sets: Vec<(BlockPtr, Option<crate::DatasetId>)> = vec![(ub.root, None)];
+    let mut sets: Vec<(BlockPtr, Option<crate::DatasetId>, Option<Txg>)> =
+        vec![(ub.root, None, None)];
     for id in inner.datasets.all() {
+        // Snapshots share blocks with the head and each other: each is walked only for the
+        // blocks born after the previous snapshot (the older ones that it still holds are
+        // the previous snapshot's), the head for those born after the latest snapshot, so
+        // every block is listed once and the walk costs what is unique.
         let node = inner.datasets.node(id);
-        sets.push((node.objset.root(), Some(id)));
-        // Snapshots share most blocks with the head and each other: each shared block is
-        // listed once below. Walking every snapshot's whole tree costs time per snapshot
-        // (pruning by birth txg is a later refinement), never a missed block.
-        sets.extend(node.snapshots.iter().map(|s| (s.header.objset, Some(id))));
+        let mut after = None;
+        for snapshot in &node.snapshots {
+            sets.push((snapshot.header.objset, Some(id), after));
+            after = Some(snapshot.header.txg);
+        }
+        sets.push((node.objset.root(), Some(id), after));
     }
-    for (root, dataset) in sets {
+    for (root, dataset, after) in sets {
         let origin = |context| match dataset {
             None => Origin::Mos(context),
             Some(id) => Origin::Data(id, context),
@@ -572,7 +578,7 @@ fn traverse(inner: &Imported, progress: &ScanProgress) -> (Vec<Entry>, Vec<Origi
         let mut visit = |bp: &BlockPtr, context: BlockContext| {
             entries.extend(Entry::new(bp, origin(context)));
         };
-        if visit_object_set(&reader, &root, &mut visit).is_err() {
+        if visit_object_set_born_after(&reader, &root, after, &mut visit).is_err() {
             failed.push(origin(root_context));
         }
     }

@@ -435,11 +435,14 @@ fn rollback_head(inner: &mut Imported, id: DatasetId) -> Result<(), EngineError>
         .expect("checked: a snapshot exists")
         .clone();
     let mut born_after = Vec::new();
-    node.objset.visit_blocks(&reader, &mut |bp: &BlockPtr, _| {
-        if bp.birth > latest.header.txg {
-            born_after.push(*bp);
-        }
-    })?;
+    // Only what the head wrote since the snapshot: subtrees born before it are skipped.
+    let after = Some(latest.header.txg);
+    tarn_objects::visit_object_set_born_after(
+        &reader,
+        &node.objset.root(),
+        after,
+        &mut |bp: &BlockPtr, _| born_after.push(*bp),
+    )?;
     let node = datasets.node_mut(id);
     snapshot::rollback(mos.objset(), &reader, &mut node.header, &latest)?;
     node.objset = ObjectSet::open(&reader, &latest.header.objset)?;
