@@ -176,6 +176,11 @@ impl DatasetHeader {
                     "dataset header names only one of its snapshot ZAP and dead list".into(),
                 ));
             }
+            // Without a snapshot ZAP the fields mean nothing (the encoder writes none then):
+            // decoding them as absent keeps decode(encode(h)) == h.
+            if !header.snap.is_present() {
+                header.snap = SnapHead::default();
+            }
         }
         Ok(header)
     }
@@ -332,6 +337,18 @@ mod tests {
         let long = with_snapshots.encode();
         assert_eq!(long.len(), usize::from(HEADER_LEN_WITH_SNAPSHOTS));
         assert_eq!(DatasetHeader::decode(&long).unwrap(), with_snapshots);
+        // A 280-byte header naming no snapshot ZAP decodes as one without snapshots.
+        let mut stray = long.clone();
+        stray[248..264].fill(0);
+        assert_eq!(
+            DatasetHeader::decode(&stray).unwrap().snap,
+            SnapHead::default()
+        );
+        stray[248] = 1;
+        assert!(
+            DatasetHeader::decode(&stray).is_err(),
+            "a ZAP without a dead list"
+        );
         assert!(DatasetHeader::decode(&bytes[..100]).is_err());
         let mut bad = bytes.clone();
         bad[200] = 9;
