@@ -41,15 +41,44 @@ pub(crate) enum Command {
         /// Dataset name (POOL/NAME...).
         name: String,
     },
-    /// Destroy a dataset (and with -r its descendants).
+    /// Destroy a dataset (and with -r its descendants), or snapshots (DS@SNAP[,SNAP|%RANGE]).
     Destroy {
-        /// Destroy descendants too.
+        /// Destroy descendants too (snapshots: the same snapshot of every descendant).
         #[arg(short = 'r')]
         recursive: bool,
         /// Unmount busy datasets.
         #[arg(short = 'f')]
         force: bool,
-        /// Dataset name.
+        /// Dry run: destroy nothing (snapshots; with -v, say what would go).
+        #[arg(short = 'n')]
+        dry_run: bool,
+        /// Print the snapshots destroyed and the space reclaimed.
+        #[arg(short = 'v')]
+        verbose: bool,
+        /// Print exact numbers (with -v).
+        #[arg(short = 'p')]
+        parsable: bool,
+        /// Dataset or snapshot name.
+        name: String,
+    },
+    /// Take snapshots (every named one, with -r every descendant's too, in one txg).
+    Snapshot {
+        /// Snapshot every descendant too.
+        #[arg(short = 'r')]
+        recursive: bool,
+        /// User property (repeatable).
+        #[arg(short = 'o', value_parser = property_pair, value_name = "PROPERTY=VALUE")]
+        properties: Vec<(String, String)>,
+        /// Snapshot names (DATASET@SNAPSHOT).
+        #[arg(required = true)]
+        names: Vec<String>,
+    },
+    /// Roll a dataset back to a snapshot (with -r destroying later snapshots).
+    Rollback {
+        /// Destroy snapshots more recent than the one named.
+        #[arg(short = 'r')]
+        recursive: bool,
+        /// Snapshot name (DATASET@SNAPSHOT).
         name: String,
     },
     /// Rename a dataset (within its pool).
@@ -118,7 +147,7 @@ pub(crate) struct DatasetListArgs {
     /// At most this many levels below each dataset.
     #[arg(short = 'd', value_name = "DEPTH")]
     pub(crate) depth: Option<u32>,
-    /// Types to list (only `filesystem` and `all` exist so far).
+    /// Types to list: filesystem, snapshot (or snap), all (comma-separated).
     #[arg(short = 't', value_name = "TYPE")]
     pub(crate) types: Option<String>,
     /// Scripted mode: no header, tab-separated.

@@ -89,15 +89,28 @@ pub(crate) fn plan(command: Command, cwd: &Path) -> Result<Plan, Outcome> {
         Command::Destroy {
             recursive,
             force,
+            dry_run,
+            verbose,
+            parsable,
             name,
+        } => plan_destroy(name, recursive, force, dry_run, verbose, parsable)?,
+        Command::Snapshot {
+            recursive,
+            properties,
+            names,
         } => silent(
-            "destroy",
-            &name.clone(),
-            Request::DatasetDestroy {
-                name,
+            "create snapshot",
+            &names[0].clone(),
+            Request::Snapshot {
+                names,
                 recursive,
-                force,
+                properties,
             },
+        ),
+        Command::Rollback { recursive, name } => silent(
+            "rollback to",
+            &name.clone(),
+            Request::Rollback { name, recursive },
         ),
         Command::Rename { old, new } => {
             silent("rename", &old.clone(), Request::DatasetRename { old, new })
@@ -125,6 +138,44 @@ pub(crate) fn plan(command: Command, cwd: &Path) -> Result<Plan, Outcome> {
         other => plan_mount(other, cwd),
     };
     Ok(plan)
+}
+
+fn plan_destroy(
+    name: String,
+    recursive: bool,
+    force: bool,
+    dry_run: bool,
+    verbose: bool,
+    parsable: bool,
+) -> Result<Plan, Outcome> {
+    let snapshot = name.contains('@');
+    if dry_run && !snapshot {
+        return Err(refuse(
+            "destroy",
+            Some(&name),
+            "-n is supported for snapshots only",
+        ));
+    }
+    let view = if snapshot {
+        View::SnapshotDestroy {
+            dry_run,
+            verbose,
+            parsable,
+        }
+    } else {
+        View::Silent
+    };
+    Ok(Plan {
+        verb: "destroy",
+        object: Some(name.clone()),
+        view,
+        request: Request::DatasetDestroy {
+            name,
+            recursive,
+            force,
+            dry_run,
+        },
+    })
 }
 
 fn plan_set(mut words: Vec<String>) -> Result<Plan, Outcome> {
@@ -188,20 +239,27 @@ fn split_list(spec: &str) -> Vec<String> {
     spec.split(',').map(|w| w.trim().to_string()).collect()
 }
 
-fn check_type(types: Option<&str>) -> Result<(), Outcome> {
+/// The types `-t` names, normalized (`snap` is `snapshot`).
+fn check_type(types: Option<&str>) -> Result<Vec<String>, Outcome> {
+    let mut out = Vec::new();
     for word in types.map(split_list).unwrap_or_default() {
-        if !matches!(word.as_str(), "filesystem" | "all") {
-            return Err(Outcome::usage(format!(
-                "invalid type '{word}': valid types are filesystem, all (snapshots and \
-                 volumes do not exist yet)"
-            )));
-        }
+        let word = match word.as_str() {
+            "filesystem" | "all" | "snapshot" => word,
+            "snap" => "snapshot".to_string(),
+            _ => {
+                return Err(Outcome::usage(format!(
+                    "invalid type '{word}': valid types are filesystem, snapshot, all \
+                     (volumes and bookmarks do not exist yet)"
+                )));
+            }
+        };
+        out.push(word);
     }
-    Ok(())
+    Ok(out)
 }
 
 fn plan_list(args: DatasetListArgs) -> Result<Plan, Outcome> {
-    check_type(args.types.as_deref())?;
+    let types = check_type(args.types.as_deref())?;
     let columns = match &args.columns {
         Some(spec) => split_list(spec),
         None => LIST_DEFAULT.iter().map(|c| (*c).to_string()).collect(),
@@ -235,6 +293,7 @@ fn plan_list(args: DatasetListArgs) -> Result<Plan, Outcome> {
             recursive: args.recursive,
             depth: args.depth,
             properties,
+            types,
         }),
     })
 }
@@ -293,6 +352,8 @@ fn plan_get(args: DatasetGetArgs) -> Result<Plan, Outcome> {
             recursive: args.recursive,
             depth: args.depth,
             properties,
+            // `listsnapshots` is for `list` only.
+            types: vec!["filesystem".into()],
         }),
     })
 }
@@ -320,9 +381,42 @@ pub(crate) fn show(view: &View, payload: &ReplyPayload) -> Option<String> {
         (View::Userspace(view), ReplyPayload::Userspace(rows)) => userspace::show(rows, view),
         (View::Projects, ReplyPayload::Projects(rows)) => userspace::show_projects(rows),
         (View::Mounts, ReplyPayload::Mounts(rows)) => mounts(rows),
+        (
+            View::SnapshotDestroy {
+                dry_run,
+                verbose,
+                parsable,
+            },
+            ReplyPayload::SnapshotsDestroyed { names, reclaimed },
+        ) => snapshots_destroyed(names, *reclaimed, *dry_run, *verbose, *parsable),
         (View::Silent, ReplyPayload::Mounts(_)) => String::new(),
         _ => return None,
     })
+}
+
+/// `destroy -v DS@SNAP` (ZFS's `will destroy` / `would destroy` lines and the reclaim).
+fn snapshots_destroyed(
+    names: &[String],
+    reclaimed: u64,
+    dry_run: bool,
+    verbose: bool,
+    parsable: bool,
+) -> String {
+    if !verbose {
+        return String::new();
+    }
+    let will = if dry_run { "would" } else { "will" };
+    let mut out = String::new();
+    for name in names {
+        out.push_str(&format!("{will} destroy {name}\n"));
+    }
+    let size = if parsable {
+        reclaimed.to_string()
+    } else {
+        tarn_base::units::format_size(reclaimed)
+    };
+    out.push_str(&format!("{will} reclaim {size}\n"));
+    out
 }
 
 /// `tarn list`.

@@ -79,6 +79,12 @@ pub(crate) enum View {
         long: bool,
     },
     DatasetList(crate::datasets::ListView),
+    /// `destroy DS@SNAP` with `-v` (or `-n`): what went or would go.
+    SnapshotDestroy {
+        dry_run: bool,
+        verbose: bool,
+        parsable: bool,
+    },
     DatasetGet(crate::datasets::GetView),
     Userspace(crate::userspace::SpaceView),
     Projects,

@@ -1102,8 +1102,61 @@ fn assignments_text(assignments: &[(String, String)]) -> String {
 }
 
 impl EngineBackend {
+    /// The snapshot verbs (`snapshot`, `rollback`, `destroy DS@SNAP`); `None` for other
+    /// requests.
+    fn snapshots(&self, request: &Request) -> Option<Response> {
+        let engine = &self.engine;
+        let unit = |()| ok(ReplyPayload::Unit);
+        let result = match request {
+            Request::DatasetDestroy {
+                name,
+                recursive,
+                dry_run,
+                ..
+            } if name.contains('@') => {
+                let flag = if *recursive { "-r " } else { "" };
+                let command = format!("destroy {flag}{name}");
+                engine
+                    .destroy_snapshots(name, *recursive, *dry_run, &command)
+                    .map(|report| {
+                        ok(ReplyPayload::SnapshotsDestroyed {
+                            names: report.destroyed,
+                            reclaimed: report.reclaimed,
+                        })
+                    })
+            }
+            Request::Snapshot {
+                names,
+                recursive,
+                properties,
+            } => {
+                let mut command = String::from("snapshot");
+                if *recursive {
+                    command.push_str(" -r");
+                }
+                for (p, v) in properties {
+                    command.push_str(&format!(" -o {p}={v}"));
+                }
+                command.push_str(&format!(" {}", names.join(" ")));
+                engine
+                    .snapshot(names, *recursive, properties, &command)
+                    .map(unit)
+            }
+            Request::Rollback { name, recursive } => {
+                let flag = if *recursive { "-r " } else { "" };
+                let command = format!("rollback {flag}{name}");
+                engine.rollback(name, *recursive, &command).map(unit)
+            }
+            _ => return None,
+        };
+        Some(result.unwrap_or_else(|e| error_reply(&e)))
+    }
+
     /// The dataset verbs; `None` for other requests.
     fn datasets(&self, request: &Request) -> Option<Response> {
+        if let Some(response) = self.snapshots(request) {
+            return Some(response);
+        }
         let engine = &self.engine;
         let unit = |()| ok(ReplyPayload::Unit);
         let result = match request {
@@ -1140,6 +1193,7 @@ impl EngineBackend {
                     recursive: get.recursive,
                     depth: get.depth.map(|d| d as usize),
                     properties: get.properties.clone(),
+                    types: get.types.clone(),
                 };
                 engine
                     .dataset_props(&query)

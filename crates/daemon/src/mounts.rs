@@ -222,6 +222,7 @@ impl MountTable {
                 name,
                 recursive,
                 force,
+                ..
             } => {
                 // A destroy the engine would refuse must not unmount anything first.
                 if let Err(error) = self.engine.destroy_dataset_check(name, *recursive) {
@@ -231,6 +232,15 @@ impl MountTable {
                 let result =
                     self.unmount_where(*force, |n| n == root || (*recursive && within(n, root)));
                 result.err().map(|e| refusal("destroy", name, &e))
+            }
+            Request::Rollback { name, recursive } => {
+                // The mount must show the snapshot's content: unmount now, mount after.
+                if let Err(error) = self.engine.rollback_check_name(name, *recursive) {
+                    return Some(engine_refusal("rollback to", name, &error));
+                }
+                let dataset = name.split('@').next().unwrap_or(name);
+                let result = self.unmount_where(false, |n| n == dataset);
+                result.err().map(|e| refusal("rollback to", name, &e))
             }
             Request::Mount { name, all } => Some(self.mount_request(name.as_deref(), *all)),
             Request::Unmount { target, all, force } => {
@@ -245,6 +255,9 @@ impl MountTable {
     pub fn after(&self, request: &Request, succeeded: bool) -> Vec<String> {
         if let Some((_, root)) = remounted(request) {
             return self.mount_pool(pool_of(root));
+        }
+        if let Request::Rollback { name, .. } = request {
+            return self.mount_pool(pool_of(name.split('@').next().unwrap_or(name)));
         }
         if let Some(root) = access_time_changed(request) {
             return if succeeded {

@@ -24,12 +24,21 @@
 //! source `-`. Values are stored normalized (sizes in bytes, `on`/`off` lowercase) so that
 //! comparing and inheriting never re-parses admin input.
 //!
+//! Snapshots ([`snapshot`]) are MOS nodes naming a committed object-set root; the blocks a
+//! snapshot holds that the head let go of are on dead lists ([`deadlist`], keyed by birth
+//! txg) and the sync of a dataset with snapshots writes through [`deadlist::KillStore`], the
+//! block-kill rule (docs/FORMAT.md section 20).
+//!
 //! # Invariants
 //! - I1: a node's parent lists it in its children ZAP under its last name component, and
 //!   only there; the root's parent is 0.
 //! - I2: every stored property value passed [`props::validate`] (values from disk are still
 //!   checked when read, because bytes from disk are input).
 //! - I3: names are validated before anything is written: a refused create changes nothing.
+//! - I4: the dead lists of a dataset hold exactly the blocks some snapshot references and the
+//!   head does not, each once, in the bucket of the first snapshot holding it; their space is
+//!   the header's `usedbysnapshots`. A destroyed snapshot's exclusive blocks are exactly the
+//!   next dead list's buckets born after the previous snapshot.
 //!
 //! # Failure model
 //! Bad names and values are [`DatasetError`]s naming what was wrong and what is valid.
@@ -37,18 +46,22 @@
 //! panic.
 //!
 //! # Not here
-//! Snapshots, clones, dead lists and send/receive (next layers of this crate); space
+//! Clones, holds, bookmarks and send/receive (next layers of this crate); space
 //! accounting arithmetic and quota enforcement (the engine, which sees dirty data); the
 //! per-owner counts behind `userused@` (the POSIX layer) and their enforcement (engine and
 //! POSIX layer). This crate only names and validates the `userquota@ID` family
 //! ([`props::owner_prop`]): ids are numeric here, names are the front end's business.
 
+pub mod deadlist;
 pub mod name;
 pub mod node;
 pub mod props;
+pub mod snapshot;
 
 pub use name::{parent_name, validate_name};
-pub use node::{DatasetHeader, HEADER_LEN, HEADER_LEN_WITH_LOG, LogHead};
+pub use node::{
+    DatasetHeader, HEADER_LEN, HEADER_LEN_WITH_LOG, HEADER_LEN_WITH_SNAPSHOTS, LogHead, SnapHead,
+};
 pub use props::{PropDef, PropKind, Source};
 
 use tarn_objects::ObjectError;

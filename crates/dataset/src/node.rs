@@ -22,6 +22,10 @@ const TYPE_ZAP: u8 = tarn_format::dnode::OBJECT_TYPE_ZAP;
 pub const HEADER_LEN: u16 = 208;
 /// Encoded length of a header naming an intent log (feature `org.tarn:intent_log`).
 pub const HEADER_LEN_WITH_LOG: u16 = 248;
+/// Encoded length of a header of a dataset that has had snapshots (feature
+/// `org.tarn:snapshots`): the log fields (zero when there is no log), then the snapshot
+/// fields.
+pub const HEADER_LEN_WITH_SNAPSHOTS: u16 = 280;
 const HEADER_VERSION: u64 = 1;
 
 /// What a dataset node records (docs/FORMAT.md, "Datasets").
@@ -50,6 +54,29 @@ pub struct DatasetHeader {
     pub physical: u64,
     /// The intent log: its first block and chain id (empty when the dataset has none).
     pub log: LogHead,
+    /// Snapshot fields (all zero until the dataset's first snapshot).
+    pub snap: SnapHead,
+}
+
+/// What a dataset header records about its snapshots (docs/FORMAT.md "Snapshots").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SnapHead {
+    /// ZAP: snapshot name -> snapshot node (0: the dataset never had a snapshot).
+    pub snapshots: ObjectId,
+    /// The head's dead list (ZAP of buckets): blocks of the latest snapshot that the head no
+    /// longer references (0 until the first snapshot).
+    pub deadlist: ObjectId,
+    /// Deflated bytes of every dead list of the dataset (head and snapshots):
+    /// `usedbysnapshots`.
+    pub used: u64,
+}
+
+impl SnapHead {
+    /// Whether the dataset ever had a snapshot (the header then carries these fields).
+    #[must_use]
+    pub fn is_present(&self) -> bool {
+        self.snapshots.0 != 0
+    }
 }
 
 /// The head of a dataset's intent-log chain (docs/FORMAT.md "Intent log").
@@ -83,10 +110,17 @@ impl DatasetHeader {
             w.u64(value);
         }
         let mut len = HEADER_LEN;
-        if !self.log.first.is_empty() {
+        if !self.log.first.is_empty() || self.snap.is_present() {
             self.log.first.encode_into(&mut w);
             w.u64(self.log.chain);
             len = HEADER_LEN_WITH_LOG;
+        }
+        if self.snap.is_present() {
+            w.u64(self.snap.snapshots.0);
+            w.u64(self.snap.deadlist.0);
+            w.u64(self.snap.used);
+            w.u64(0);
+            len = HEADER_LEN_WITH_SNAPSHOTS;
         }
         let bytes = w.finish();
         assert_eq!(bytes.len(), usize::from(len), "dataset header length");
@@ -111,6 +145,7 @@ impl DatasetHeader {
             logical: next()?,
             physical: next()?,
             log: LogHead::default(),
+            snap: SnapHead::default(),
         };
         let version = next()?;
         if version != HEADER_VERSION {
@@ -126,6 +161,25 @@ impl DatasetHeader {
             // writes none then): decoding it as no log keeps decode(encode(h)) == h.
             if !first.is_empty() {
                 header.log = LogHead { first, chain };
+            }
+        }
+        if r.remaining() >= usize::from(HEADER_LEN_WITH_SNAPSHOTS - HEADER_LEN_WITH_LOG) {
+            let mut next = || r.u64().map_err(corrupt);
+            header.snap = SnapHead {
+                snapshots: ObjectId(next()?),
+                deadlist: ObjectId(next()?),
+                used: next()?,
+            };
+            let _reserved = next()?;
+            if (header.snap.snapshots.0 == 0) != (header.snap.deadlist.0 == 0) {
+                return Err(DatasetError::Corrupt(
+                    "dataset header names only one of its snapshot ZAP and dead list".into(),
+                ));
+            }
+            // Without a snapshot ZAP the fields mean nothing (the encoder writes none then):
+            // decoding them as absent keeps decode(encode(h)) == h.
+            if !header.snap.is_present() {
+                header.snap = SnapHead::default();
             }
         }
         Ok(header)
@@ -272,6 +326,29 @@ mod tests {
         };
         let bytes = header.encode();
         assert_eq!(DatasetHeader::decode(&bytes).unwrap(), header);
+        let with_snapshots = DatasetHeader {
+            snap: SnapHead {
+                snapshots: ObjectId(30),
+                deadlist: ObjectId(31),
+                used: 4096,
+            },
+            ..header
+        };
+        let long = with_snapshots.encode();
+        assert_eq!(long.len(), usize::from(HEADER_LEN_WITH_SNAPSHOTS));
+        assert_eq!(DatasetHeader::decode(&long).unwrap(), with_snapshots);
+        // A 280-byte header naming no snapshot ZAP decodes as one without snapshots.
+        let mut stray = long.clone();
+        stray[248..264].fill(0);
+        assert_eq!(
+            DatasetHeader::decode(&stray).unwrap().snap,
+            SnapHead::default()
+        );
+        stray[248] = 1;
+        assert!(
+            DatasetHeader::decode(&stray).is_err(),
+            "a ZAP without a dead list"
+        );
         assert!(DatasetHeader::decode(&bytes[..100]).is_err());
         let mut bad = bytes.clone();
         bad[200] = 9;

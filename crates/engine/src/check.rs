@@ -7,9 +7,11 @@
 //!
 //! ```text
 //!  uberblock ─► MOS object set ─► root dataset bp ─► data object set      (visit_object_set)
+//!                               └─► snapshot roots and dead lists of each dataset
 //!           └─► space log: delta(T) ─► ... ─► base(B) | hole               (walked via prev)
 //!
-//!  reachable R = every DVA of every block above        (must not overlap: no double use)
+//!  reachable R = every DVA of every block above        (must not overlap: no double use;
+//!                a block a snapshot shares with the head or another snapshot counts once)
 //!              + the first intent-log block each committed dataset header names
 //!  live      L = replay of the space log's records      (alloc adds, free removes)
 //!  deferred  D = frees the log recorded in the last TXG_DEFER txgs
@@ -19,6 +21,8 @@
 //!            the engine's log chains in memory hold exactly the committed first blocks
 //!            plus O
 //!            every filesystem's used-by counts == a scan of its committed inodes
+//!            dead lists == blocks of snapshots the head does not reference, each once,
+//!            and their space == usedbysnapshots
 //! ```
 //! The deferred set is not exposed by tarn-space, so it is derived from the log the way
 //! `SpaceManager::load` derives it (a free of an extent allocated in the same txg is released
@@ -179,6 +183,34 @@ pub fn reachable_blocks(engine: &Engine, name: &str) -> Result<Vec<BlockPtr>, St
     Ok(reached.into_iter().map(|r| r.bp).collect())
 }
 
+/// Reads `buf.len()` bytes at `offset` of `object` in snapshot `full` (`tank@monday`) of
+/// the pool's root-level naming, from the snapshot's committed object set: what tests
+/// compare with the bytes the dataset held when the snapshot was taken.
+pub fn snapshot_read(
+    engine: &Engine,
+    full: &str,
+    object: tarn_base::ObjectId,
+    offset: u64,
+    buf: &mut [u8],
+) -> Result<(), String> {
+    let (dataset, snap) = full.split_once('@').ok_or("not a snapshot name")?;
+    let pool_name = dataset.split('/').next().unwrap_or(dataset);
+    let handle = engine.pool(pool_name).map_err(|e| e.to_string())?;
+    let inner = handle.lock();
+    let id = inner.datasets.by_name(dataset).ok_or("no such dataset")?;
+    let (_, snapshot) = inner
+        .datasets
+        .node(id)
+        .snapshot(snap)
+        .ok_or("no such snapshot")?;
+    let reader = inner.pool.reader();
+    let mut objset =
+        ObjectSet::open(&reader, &snapshot.header.objset).map_err(|e| e.to_string())?;
+    objset
+        .read(&reader, object, offset, buf)
+        .map_err(|e| e.to_string())
+}
+
 /// Every filesystem's per-owner counts, as committed, equal a scan of its committed inodes
 /// (datasets without counts, or whose filesystem cannot be read, are skipped: the block
 /// checks above judge the bytes).
@@ -332,16 +364,125 @@ fn reach_tree(
                 id.0
             ));
         }
-        let mut visit_data = |bp: &BlockPtr, _| {
-            reached.push(Reached {
-                bp: *bp,
-                origin: "dataset",
-            })
+        let node = tree.node(id);
+        let deflate = crate::datasets::deflate_table(pool);
+        let snapshots = SnapshotWalk {
+            root: data_root,
+            header: &node.header,
+            snapshots: &node.snapshots,
+            deflate: &deflate,
         };
-        visit_object_set(&reader, &data_root, &mut visit_data)
-            .map_err(|e| format!("dataset walk: {e}"))?;
+        reached.extend(snapshots.reach(mos.objset(), &reader, &node.name)?);
     }
     Ok((reached, log_heads))
+}
+
+/// One dataset's head and snapshots as committed, for [`reach`].
+struct SnapshotWalk<'a> {
+    root: BlockPtr,
+    header: &'a tarn_dataset::DatasetHeader,
+    snapshots: &'a [tarn_dataset::snapshot::Snapshot],
+    deflate: &'a crate::datasets::Deflate,
+}
+
+/// Dead blocks by their first DVA.
+type DeadBlocks = std::collections::BTreeMap<(u32, u64), BlockPtr>;
+
+impl SnapshotWalk<'_> {
+    /// Every block of every dead list of the dataset (each at most once, in a bucket no
+    /// older than its birth) and their deflated space.
+    fn dead_blocks(
+        &self,
+        mos: &mut ObjectSet,
+        reader: &dyn tarn_zio::BlockStore,
+        name: &str,
+    ) -> Result<(DeadBlocks, u64), String> {
+        let key = |bp: &BlockPtr| (bp.dvas[0].vdev.0, bp.dvas[0].offset);
+        let mut lists: Vec<tarn_base::ObjectId> =
+            self.snapshots.iter().map(|s| s.header.deadlist).collect();
+        if self.header.snap.is_present() {
+            lists.push(self.header.snap.deadlist);
+        }
+        let mut dead = std::collections::BTreeMap::new();
+        let mut dead_used = 0;
+        for list in lists {
+            let entries = tarn_dataset::deadlist::entries(mos, reader, list)
+                .map_err(|e| format!("{name}: dead list {}: {e}", list.0))?;
+            for (bucket, bp) in entries {
+                if bp.birth.0 > bucket {
+                    return Err(format!(
+                        "{name}: dead block born in txg {} sits in bucket {bucket}",
+                        bp.birth.0
+                    ));
+                }
+                if dead.insert(key(&bp), bp).is_some() {
+                    return Err(format!(
+                        "{name}: a block is on two dead lists (double free)"
+                    ));
+                }
+                dead_used += crate::datasets::dsize(self.deflate, &bp);
+            }
+        }
+        Ok((dead, dead_used))
+    }
+
+    /// Every block the head or a snapshot references, each once, after checking the dead
+    /// lists: they hold exactly the snapshots' blocks the head no longer references, each
+    /// once, and `usedbysnapshots` is their space.
+    fn reach(
+        &self,
+        mos: &mut ObjectSet,
+        reader: &dyn tarn_zio::BlockStore,
+        name: &str,
+    ) -> Result<Vec<Reached>, String> {
+        let key = |bp: &BlockPtr| (bp.dvas[0].vdev.0, bp.dvas[0].offset);
+        let mut head = std::collections::BTreeMap::new();
+        visit_object_set(reader, &self.root, &mut |bp: &BlockPtr, _| {
+            head.insert(key(bp), *bp);
+        })
+        .map_err(|e| format!("dataset walk: {e}"))?;
+        let mut only_snapshots = std::collections::BTreeMap::new();
+        for snapshot in self.snapshots {
+            visit_object_set(reader, &snapshot.header.objset, &mut |bp: &BlockPtr, _| {
+                if !head.contains_key(&key(bp)) {
+                    only_snapshots.insert(key(bp), *bp);
+                }
+            })
+            .map_err(|e| format!("{name}@{}: snapshot walk: {e}", snapshot.name))?;
+        }
+        let (dead, dead_used) = self.dead_blocks(mos, reader, name)?;
+        if dead != only_snapshots {
+            let leaked = only_snapshots
+                .keys()
+                .filter(|k| !dead.contains_key(k))
+                .count();
+            let stray = dead
+                .keys()
+                .filter(|k| !only_snapshots.contains_key(k))
+                .count();
+            return Err(format!(
+                "{name}: dead lists do not match the snapshots: {leaked} snapshot blocks on \
+                 no dead list, {stray} dead blocks no snapshot holds or the head still holds"
+            ));
+        }
+        if dead_used != self.header.snap.used {
+            return Err(format!(
+                "{name}: usedbysnapshots {} but the dead lists hold {dead_used}",
+                self.header.snap.used
+            ));
+        }
+        Ok(head
+            .into_values()
+            .map(|bp| Reached {
+                bp,
+                origin: "dataset",
+            })
+            .chain(dead.into_values().map(|bp| Reached {
+                bp,
+                origin: "snapshot",
+            }))
+            .collect())
+    }
 }
 
 /// A decoded space-log chain, oldest block first.

@@ -48,6 +48,19 @@ pub struct DatasetQuery {
     pub depth: Option<usize>,
     /// Properties (`all` for every one).
     pub properties: Vec<String>,
+    /// Types listed (`filesystem`, `snapshot`, `all`; empty: filesystems, and snapshots too
+    /// when the pool's `listsnapshots` is on, as `zfs list` without `-t`).
+    pub types: Vec<String>,
+}
+
+impl DatasetQuery {
+    /// Whether rows of `kind` are listed; `list_snapshots` is the pool's `listsnapshots`.
+    fn wants(&self, kind: &str, list_snapshots: bool) -> bool {
+        if self.types.is_empty() {
+            return kind == "filesystem" || (kind == "snapshot" && list_snapshots);
+        }
+        self.types.iter().any(|t| t == kind || t == "all")
+    }
 }
 
 /// Validates a property assignment; `None` means "store as absent" (a non-inherited
@@ -193,13 +206,13 @@ impl Engine {
         datasets.insert(
             id,
             Node {
-                name: name.to_string(),
-                parent: Some(parent),
-                header,
-                local: std::collections::BTreeMap::new(),
-                objset: ObjectSet::create(ObjsetKind::Filesystem),
                 header_dirty: true,
-                pending: tarn_posix::Pending::default(),
+                ..Node::new(
+                    name.to_string(),
+                    Some(parent),
+                    header,
+                    ObjectSet::create(ObjsetKind::Filesystem),
+                )
             },
         );
         for (property, value) in values {
@@ -217,11 +230,17 @@ impl Engine {
         recursive: bool,
         command: &str,
     ) -> Result<(), EngineError> {
+        if name.contains('@') {
+            self.destroy_snapshots(name, recursive, false, command)?;
+            return Ok(());
+        }
         let _admin = self.admin();
         let (handle, id) = self.dataset(name)?;
         let mut inner = handle.lock();
         let subtree = destroy_check(&inner, id, recursive)?;
         for doomed in subtree.into_iter().rev() {
+            let kept = crate::snapshot_ops::destroy_all_snapshots(&mut inner, doomed)?;
+            inner.destroyed.extend(kept);
             destroy_one(&mut inner, doomed)?;
         }
         self.commit(&mut inner, command)?;
@@ -231,6 +250,11 @@ impl Engine {
     /// Whether `tarn destroy [-r] NAME` would be refused, without changing anything: front
     /// ends ask before they unmount, so a refused destroy leaves its mounts alone.
     pub fn destroy_dataset_check(&self, name: &str, recursive: bool) -> Result<(), EngineError> {
+        if name.contains('@') {
+            return self
+                .destroy_snapshots(name, recursive, true, "")
+                .map(|_| ());
+        }
         let (handle, id) = self.dataset(name)?;
         destroy_check(&handle.lock(), id, recursive).map(|_| ())
     }
@@ -301,6 +325,9 @@ impl Engine {
         assignments: &[(String, String)],
         command: &str,
     ) -> Result<(), EngineError> {
+        if name.contains('@') {
+            return self.set_snapshot_props(name, assignments, command);
+        }
         let _admin = self.admin();
         let (handle, id) = self.dataset(name)?;
         let mut inner = handle.lock();
@@ -385,9 +412,29 @@ impl Engine {
         let recursive = query.recursive || query.names.is_empty() || query.depth.is_some();
         let mut rows = Vec::new();
         for root in &roots {
+            if let Some((dataset, snap)) = root.split_once('@') {
+                tarn_dataset::snapshot::split_name(root)?;
+                let (handle, id) = self.dataset(dataset)?;
+                let mut inner = handle.lock();
+                let found = crate::snapshot_ops::snapshot_rows(
+                    &mut inner,
+                    id,
+                    &query.properties,
+                    Some(snap),
+                )?;
+                if found.is_empty() {
+                    return Err(EngineError::NoSuchDataset);
+                }
+                rows.extend(found);
+                continue;
+            }
             let (handle, id) = self.dataset(root)?;
             let mut inner = handle.lock();
             let pool_free = pool_free_deflated(&inner);
+            let listed = crate::slow::pool_prop(&mut inner, "listsnapshots") == "on";
+            let wants = |kind| query.wants(kind, listed);
+            // Snapshots of a named dataset are listed without -r (`list -t snapshot DS`).
+            let snapshots_of_root = wants("snapshot") && !query.names.is_empty();
             for (at, depth) in inner.datasets.subtree(id) {
                 if depth > 0 && !recursive {
                     break;
@@ -395,22 +442,23 @@ impl Engine {
                 if query.depth.is_some_and(|max| depth > max) {
                     continue;
                 }
-                let props = if query.properties.iter().any(|p| p == "all") {
-                    all_props(&inner, at, pool_free)
-                } else {
-                    let mut props = Vec::with_capacity(query.properties.len());
-                    for p in &query.properties {
-                        props.push(match props::owner_prop(p)? {
-                            Some(owner) => inner.owner_prop_value(at, owner, p)?,
-                            None => prop_value(&inner, at, p, pool_free)?,
-                        });
-                    }
-                    props
-                };
-                rows.push(DatasetRow {
-                    name: inner.datasets.node(at).name.clone(),
-                    props,
-                });
+                if wants("filesystem") {
+                    let props = dataset_row_props(&mut inner, at, query, pool_free)?;
+                    rows.push(DatasetRow {
+                        name: inner.datasets.node(at).name.clone(),
+                        props,
+                    });
+                }
+                let snapshots_here =
+                    wants("snapshot") && (recursive || (snapshots_of_root && depth == 0));
+                if snapshots_here {
+                    rows.extend(crate::snapshot_ops::snapshot_rows(
+                        &mut inner,
+                        at,
+                        &query.properties,
+                        None,
+                    )?);
+                }
             }
         }
         Ok(rows)
@@ -471,11 +519,14 @@ fn destroy_check(
         ));
     }
     let subtree = inner.datasets.subtree(id);
-    if subtree.len() > 1 && !recursive {
-        let children: Vec<String> = subtree[1..]
+    let ids: Vec<DatasetId> = subtree.iter().map(|(d, _)| *d).collect();
+    let snapshots = crate::snapshot_ops::snapshot_names(inner, &ids);
+    if (subtree.len() > 1 || !snapshots.is_empty()) && !recursive {
+        let mut children: Vec<String> = subtree[1..]
             .iter()
             .map(|(d, _)| inner.datasets.node(*d).name.clone())
             .collect();
+        children.extend(snapshots);
         return Err(invalid(format!(
             "filesystem has children (use -r to destroy {})",
             children.join(", ")
@@ -561,6 +612,34 @@ pub(crate) fn pool_free_deflated(inner: &Imported) -> u64 {
                 .unwrap_or(u64::MAX)
         })
         .sum()
+}
+
+/// The requested properties of dataset `id` (`written` reads the MOS, hence `&mut`).
+fn dataset_row_props(
+    inner: &mut Imported,
+    at: DatasetId,
+    query: &DatasetQuery,
+    pool_free: u64,
+) -> Result<Vec<DatasetProp>, EngineError> {
+    let mut props = if query.properties.iter().any(|p| p == "all") {
+        all_props(inner, at, pool_free)
+    } else {
+        let mut props = Vec::with_capacity(query.properties.len());
+        for p in &query.properties {
+            props.push(match props::owner_prop(p)? {
+                Some(owner) => inner.owner_prop_value(at, owner, p)?,
+                None => prop_value(inner, at, p, pool_free)?,
+            });
+        }
+        props
+    };
+    for prop in &mut props {
+        if prop.property == "written" {
+            let bytes = crate::snapshot_ops::written_of_head(inner, at)?;
+            *prop = size_stat("written", bytes);
+        }
+    }
+    Ok(props)
 }
 
 fn all_props(inner: &Imported, id: DatasetId, pool_free: u64) -> Vec<DatasetProp> {
@@ -672,6 +751,7 @@ fn stat_value(
             Some(size_stat(property, node.header.referenced))
         }
         "usedbychildren" => Some(size_stat(property, tree.usedbychildren(id))),
+
         "usedbyrefreservation" => Some(size_stat(
             property,
             tree.size_prop(id, "refreservation")
@@ -704,6 +784,24 @@ fn stat_value(
                 "no"
             };
             Some(stat_prop(property, yes.into(), yes.into()))
+        }
+        _ => snapshot_stat(node, property),
+    }
+}
+
+/// The statistics a dataset has because of its snapshots (`None` if `property` is none).
+/// `written` is completed by `dataset_row_props`, which may read the MOS.
+fn snapshot_stat(node: &crate::datasets::Node, property: &str) -> Option<DatasetProp> {
+    match property {
+        "usedbysnapshots" => Some(size_stat(property, node.header.snap.used)),
+        "written" => Some(size_stat(property, node.header.referenced)),
+        "createtxg" => {
+            let txg = node.header.creation_txg.0.to_string();
+            Some(stat_prop(property, txg.clone(), txg))
+        }
+        "snapshot_count" => {
+            let count = node.snapshots.len().to_string();
+            Some(stat_prop(property, count.clone(), count))
         }
         _ => None,
     }

@@ -29,6 +29,7 @@ use std::collections::BTreeMap;
 use tarn_base::{Guid, ObjectId, Txg};
 use tarn_dataset::node::{self, DatasetHeader};
 use tarn_dataset::props::{self, PropKind, Source};
+use tarn_dataset::snapshot::{self, NewSnapshot, Snapshot};
 use tarn_format::BlockPtr;
 use tarn_objects::{ObjectSet, ObjsetKind, ObjsetWriteConfig};
 use tarn_posix::{AtimeMode, FsConfig};
@@ -49,6 +50,45 @@ pub(crate) struct Node {
     pub(crate) header_dirty: bool,
     /// Bytes and inodes admitted against per-owner quotas since the last sync.
     pub(crate) pending: tarn_posix::Pending,
+    /// Its snapshots, oldest first (`tarn_dataset::snapshot`).
+    pub(crate) snapshots: Vec<Snapshot>,
+    /// A snapshot to take when the next sync has written the object set.
+    pub(crate) snapshot_pending: Option<NewSnapshot>,
+}
+
+impl Node {
+    /// A node of a dataset read from (or just written to) the MOS, without snapshots.
+    pub(crate) fn new(
+        name: String,
+        parent: Option<DatasetId>,
+        header: DatasetHeader,
+        objset: ObjectSet,
+    ) -> Node {
+        Node {
+            name,
+            parent,
+            header,
+            local: BTreeMap::new(),
+            objset,
+            header_dirty: false,
+            pending: tarn_posix::Pending::default(),
+            snapshots: Vec::new(),
+            snapshot_pending: None,
+        }
+    }
+
+    /// The txgs of its snapshots, ascending (the kill rule's input).
+    pub(crate) fn snapshot_txgs(&self) -> Vec<Txg> {
+        self.snapshots.iter().map(|s| s.header.txg).collect()
+    }
+
+    /// The snapshot called `name` (the part after `@`) and its index.
+    pub(crate) fn snapshot(&self, name: &str) -> Option<(usize, &Snapshot)> {
+        self.snapshots
+            .iter()
+            .enumerate()
+            .find(|(_, s)| s.name == name)
+    }
 }
 
 /// The dataset tree of one pool.
@@ -109,7 +149,7 @@ pub(crate) fn used_scale(deflate: &Deflate) -> tarn_posix::UsedScale {
 }
 
 /// A block's deflated allocated size: what it counts toward `used`.
-fn dsize(deflate: &Deflate, bp: &BlockPtr) -> u64 {
+pub(crate) fn dsize(deflate: &Deflate, bp: &BlockPtr) -> u64 {
     bp.dvas
         .iter()
         .filter(|d| d.asize > 0)
@@ -169,6 +209,56 @@ impl BlockStore for Accounting<'_> {
     }
 }
 
+/// Writes the object set of `node` and applies what its sync allocated, freed and killed
+/// to the header (and the dead list).
+fn sync_objset(
+    node: &mut Node,
+    mos: &mut ObjectSet,
+    ctx: &mut dyn BlockStore,
+    deflate: &Deflate,
+) -> Result<(), EngineError> {
+    let txgs = node.snapshot_txgs();
+    let mut kill = tarn_dataset::deadlist::KillStore::new(&mut *ctx, &txgs);
+    let mut counted = Accounting {
+        inner: &mut kill,
+        deflate,
+        referenced: 0,
+        logical: 0,
+        physical: 0,
+    };
+    // A filesystem keeps per-owner counts at sync (tarn_posix::UsedByHook). One whose
+    // master node cannot be read keeps its counts as they were: a damaged filesystem must
+    // not stop the pool's txgs.
+    let scale = used_scale(deflate);
+    let mut hook = tarn_posix::UsedByHook::load(&mut node.objset, &*counted.inner, scale)
+        .ok()
+        .flatten();
+    let hook = hook.as_mut().map(|h| h as &mut dyn tarn_objects::SyncHook);
+    let root = node.objset.sync_with(&mut counted, hook)?;
+    node.pending.clear();
+    let (referenced, logical, physical) = (counted.referenced, counted.logical, counted.physical);
+    let dead = kill.into_dead();
+    let header = &mut node.header;
+    header.objset = root;
+    header.referenced = apply_delta(header.referenced, referenced);
+    header.logical = apply_delta(header.logical, logical);
+    header.physical = apply_delta(header.physical, physical);
+    if !dead.is_empty() {
+        assert!(
+            header.snap.is_present(),
+            "S4: only a dataset with snapshots keeps killed blocks"
+        );
+        let sizer = |bp: &BlockPtr| dsize(deflate, bp);
+        for (key, bps) in dead {
+            let list = header.snap.deadlist;
+            let added = tarn_dataset::deadlist::insert(mos, &*ctx, list, key, &bps, &sizer)
+                .map_err(corrupt)?;
+            header.snap.used += added.used;
+        }
+    }
+    Ok(())
+}
+
 fn apply_delta(value: u64, delta: i128) -> u64 {
     u64::try_from((i128::from(value) + delta).max(0)).unwrap_or(u64::MAX)
 }
@@ -200,18 +290,14 @@ impl Tree {
             settings: BTreeMap::new(),
             cache: None,
         };
-        tree.nodes.insert(
-            ROOT_DATASET_ID,
-            Node {
-                name: pool_name.to_string(),
-                parent: None,
-                header,
-                local: BTreeMap::new(),
-                objset: ObjectSet::create(ObjsetKind::Filesystem),
-                header_dirty: true,
-                pending: tarn_posix::Pending::default(),
-            },
+        let mut node = Node::new(
+            pool_name.to_string(),
+            None,
+            header,
+            ObjectSet::create(ObjsetKind::Filesystem),
         );
+        node.header_dirty = true;
+        tree.nodes.insert(ROOT_DATASET_ID, node);
         Ok(tree)
     }
 
@@ -243,18 +329,10 @@ impl Tree {
             } else {
                 ObjectSet::open(store, &header.objset)?
             };
-            tree.nodes.insert(
-                id,
-                Node {
-                    name,
-                    parent,
-                    header,
-                    local,
-                    objset,
-                    header_dirty: false,
-                    pending: tarn_posix::Pending::default(),
-                },
-            );
+            let mut node = Node::new(name, parent, header, objset);
+            node.local = local;
+            node.snapshots = snapshot::load(mos, store, &header).map_err(corrupt)?;
+            tree.nodes.insert(id, node);
         }
         let ids: Vec<DatasetId> = tree.nodes.keys().copied().collect();
         for id in ids {
@@ -508,7 +586,10 @@ impl Tree {
             .sum()
     }
 
-    /// Writes every changed object set and rewrites the headers of changed nodes.
+    /// Writes every changed object set and rewrites the headers of changed nodes. A dataset
+    /// with snapshots writes through the kill rule (`tarn_dataset::deadlist::KillStore`):
+    /// what a snapshot still holds goes to its dead list instead of being freed. A snapshot
+    /// asked for is taken once its object set is written, in the same txg.
     pub(crate) fn sync(
         &mut self,
         mos: &mut ObjectSet,
@@ -518,31 +599,14 @@ impl Tree {
         for (id, node) in &mut self.nodes {
             let changed = node.objset.dirty_bytes() > 0 || node.objset.root().is_hole();
             if changed {
-                let mut counted = Accounting {
-                    inner: &mut *ctx,
-                    deflate,
-                    referenced: 0,
-                    logical: 0,
-                    physical: 0,
-                };
-                // A filesystem keeps per-owner counts at sync (tarn_posix::UsedByHook). One
-                // whose master node cannot be read keeps its counts as they were: a damaged
-                // filesystem must not stop the pool's txgs.
-                let scale = used_scale(deflate);
-                let mut hook =
-                    tarn_posix::UsedByHook::load(&mut node.objset, &*counted.inner, scale)
-                        .ok()
-                        .flatten();
-                let hook = hook.as_mut().map(|h| h as &mut dyn tarn_objects::SyncHook);
-                let root = node.objset.sync_with(&mut counted, hook)?;
-                node.pending.clear();
-                let (referenced, logical, physical) =
-                    (counted.referenced, counted.logical, counted.physical);
-                let header = &mut node.header;
-                header.objset = root;
-                header.referenced = apply_delta(header.referenced, referenced);
-                header.logical = apply_delta(header.logical, logical);
-                header.physical = apply_delta(header.physical, physical);
+                sync_objset(node, mos, ctx, deflate)?;
+            }
+            if let Some(new) = node.snapshot_pending.take() {
+                let object = ObjectId(id.0);
+                let taken =
+                    snapshot::take(mos, &*ctx, object, &mut node.header, &new).map_err(corrupt)?;
+                node.snapshots.push(taken);
+                node.header_dirty = true;
             }
             if changed || node.header_dirty {
                 node::write_header(mos, &*ctx, ObjectId(id.0), &node.header).map_err(corrupt)?;
@@ -591,7 +655,11 @@ impl Tree {
 
     /// `used`.
     pub(crate) fn used(&self, id: DatasetId) -> u64 {
-        self.node(id).header.referenced + self.usedbyrefreservation(id) + self.usedbychildren(id)
+        let header = &self.node(id).header;
+        header.referenced
+            + header.snap.used
+            + self.usedbyrefreservation(id)
+            + self.usedbychildren(id)
     }
 
     /// What `id` takes from its parent: its use, or its reservation if larger.

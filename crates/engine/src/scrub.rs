@@ -68,7 +68,7 @@ use std::collections::BTreeSet;
 
 use tarn_base::{Txg, format_size};
 use tarn_format::BlockPtr;
-use tarn_objects::{BlockContext, visit_object_set};
+use tarn_objects::{BlockContext, visit_object_set_born_after};
 
 use crate::{EngineError, Imported, PoolError};
 
@@ -555,11 +555,22 @@ fn traverse(inner: &Imported, progress: &ScanProgress) -> (Vec<Entry>, Vec<Origi
         level: BlockContext::ROOT_LEVEL,
         blkid: 0,
     };
-    let mut sets: Vec<(BlockPtr, Option<crate::DatasetId>)> = vec![(ub.root, None)];
+    let mut sets: Vec<(BlockPtr, Option<crate::DatasetId>, Option<Txg>)> =
+        vec![(ub.root, None, None)];
     for id in inner.datasets.all() {
-        sets.push((inner.datasets.node(id).objset.root(), Some(id)));
+        // Snapshots share blocks with the head and each other: each is walked only for the
+        // blocks born after the previous snapshot (the older ones that it still holds are
+        // the previous snapshot's), the head for those born after the latest snapshot, so
+        // every block is listed once and the walk costs what is unique.
+        let node = inner.datasets.node(id);
+        let mut after = None;
+        for snapshot in &node.snapshots {
+            sets.push((snapshot.header.objset, Some(id), after));
+            after = Some(snapshot.header.txg);
+        }
+        sets.push((node.objset.root(), Some(id), after));
     }
-    for (root, dataset) in sets {
+    for (root, dataset, after) in sets {
         let origin = |context| match dataset {
             None => Origin::Mos(context),
             Some(id) => Origin::Data(id, context),
@@ -567,7 +578,7 @@ fn traverse(inner: &Imported, progress: &ScanProgress) -> (Vec<Entry>, Vec<Origi
         let mut visit = |bp: &BlockPtr, context: BlockContext| {
             entries.extend(Entry::new(bp, origin(context)));
         };
-        if visit_object_set(&reader, &root, &mut visit).is_err() {
+        if visit_object_set_born_after(&reader, &root, after, &mut visit).is_err() {
             failed.push(origin(root_context));
         }
     }
@@ -575,6 +586,7 @@ fn traverse(inner: &Imported, progress: &ScanProgress) -> (Vec<Entry>, Vec<Origi
         entries.extend(Entry::new(bp, Origin::SpaceLog));
     }
     entries.sort_unstable_by_key(|e| e.key);
+    entries.dedup_by(|a, b| a.key == b.key && a.bp == b.bp);
     assert!(
         entries.windows(2).all(|w| w[0].key < w[1].key),
         "S1: two listed blocks share a DVA"

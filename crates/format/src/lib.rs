@@ -62,7 +62,14 @@ pub const FEATURES_SUPPORTED: &[&str] = &[
     "org.tarn:intent_log",
     "org.tarn:l2cache",
     FEATURE_ALLOCATION_CLASSES,
+    FEATURE_SNAPSHOTS,
 ];
+
+/// Feature of pools whose datasets may have snapshots: dataset headers of 280 bytes naming a
+/// snapshot ZAP and a dead list, snapshot nodes and block lists in the MOS (docs/FORMAT.md
+/// "Snapshots"). A build without it would free blocks that snapshots still hold, so it must
+/// not import the pool.
+pub const FEATURE_SNAPSHOTS: &str = "org.tarn:snapshots";
 
 /// Feature of pools with special allocation-class vdevs (ZFS's `allocation_classes`). Unlike
 /// the others it is listed in a pool's labels only while the pool has a special vdev (an

@@ -952,7 +952,20 @@ pub fn visit_object_set(
     root: &BlockPtr,
     visit: &mut dyn FnMut(&BlockPtr, BlockContext),
 ) -> Result<(), ObjectError> {
-    if root.is_hole() {
+    visit_object_set_born_after(store, root, None, visit)
+}
+
+/// [`visit_object_set`] of only the blocks born after txg `after` (every block with
+/// `None`): a subtree whose block pointer was born in `after` or earlier is skipped whole,
+/// since copy-on-write rewrites every ancestor of a block it writes. What a snapshot taken
+/// in `after` does not hold, in time proportional to that, not to the object set's size.
+pub fn visit_object_set_born_after(
+    store: &dyn BlockStore,
+    root: &BlockPtr,
+    after: Option<Txg>,
+    visit: &mut dyn FnMut(&BlockPtr, BlockContext),
+) -> Result<(), ObjectError> {
+    if root.is_hole() || after.is_some_and(|txg| root.birth <= txg) {
         return Ok(());
     }
     let object = META_DNODE_OBJECT;
@@ -970,7 +983,7 @@ pub fn visit_object_set(
         why: "bad object-set root",
         source: Some(source),
     })?;
-    let mut meta_walk = TreeWalk::new(object, &phys.meta_dnode);
+    let mut meta_walk = TreeWalk::new(object, &phys.meta_dnode).born_after(after);
     while let Some((bp, context)) = meta_walk.next(store)? {
         visit(&bp, context);
         if context.level != 0 {
@@ -988,7 +1001,7 @@ pub fn visit_object_set(
             if dnode.is_free() {
                 continue;
             }
-            let mut walk = TreeWalk::new(id, &dnode);
+            let mut walk = TreeWalk::new(id, &dnode).born_after(after);
             while let Some((child, child_context)) = walk.next(store)? {
                 visit(&child, child_context);
             }

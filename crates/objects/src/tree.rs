@@ -747,6 +747,8 @@ pub(crate) struct TreeWalk {
     root: Option<BlockPtr>,
     top: u8,
     stack: Vec<Frame>,
+    /// Subtrees whose block pointer was born in this txg or earlier are skipped.
+    born_after: Option<Txg>,
 }
 
 struct Frame {
@@ -765,7 +767,16 @@ impl TreeWalk {
             root: Some(dnode.root),
             top: dnode.nlevels - 1,
             stack: Vec::with_capacity(usize::from(TREE_LEVELS_MAX)),
+            born_after: None,
         }
+    }
+
+    /// A walk that skips every block born in `txg` or earlier, with everything beneath it:
+    /// copy-on-write rewrites every ancestor of a block it writes, so a parent born in
+    /// `txg` or earlier has no child born later.
+    pub(crate) fn born_after(mut self, txg: Option<Txg>) -> Self {
+        self.born_after = txg;
+        self
     }
 
     /// The next non-hole block pointer and where it sits, or `None` at the end. Indirect
@@ -792,7 +803,7 @@ impl TreeWalk {
                 let blkid = (frame.blkid << bits) | index as u64;
                 (frame.children[index], frame.level - 1, blkid)
             };
-            if bp.is_hole() {
+            if bp.is_hole() || self.born_after.is_some_and(|txg| bp.birth <= txg) {
                 continue;
             }
             if level > 0 {

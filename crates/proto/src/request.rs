@@ -389,6 +389,25 @@ pub enum Request {
         recursive: bool,
         /// Unmount busy datasets (`-f`).
         force: bool,
+        /// Only say what would be destroyed (`-n`; snapshots).
+        #[serde(default)]
+        dry_run: bool,
+    },
+    /// `tarn snapshot [-r] [-o prop=val]... DS@SNAP...`.
+    Snapshot {
+        /// Full snapshot names.
+        names: Vec<String>,
+        /// Every descendant's snapshot of the same name too (`-r`).
+        recursive: bool,
+        /// User properties, in command-line order.
+        properties: Vec<(String, String)>,
+    },
+    /// `tarn rollback [-r] DS@SNAP`.
+    Rollback {
+        /// Full snapshot name.
+        name: String,
+        /// Destroy later snapshots (`-r`).
+        recursive: bool,
     },
     /// `tarn rename OLD NEW`.
     DatasetRename {
@@ -466,6 +485,9 @@ pub struct DatasetGet {
     pub depth: Option<u32>,
     /// Property names, or the single word `all`.
     pub properties: Vec<String>,
+    /// Types listed (`filesystem`, `snapshot`, `all`; empty: filesystems).
+    #[serde(default)]
+    pub types: Vec<String>,
 }
 
 impl Request {
@@ -503,6 +525,8 @@ impl Request {
             Request::PoolIostat { .. } => "pool_iostat",
             Request::DatasetCreate { .. } => "dataset_create",
             Request::DatasetDestroy { .. } => "dataset_destroy",
+            Request::Snapshot { .. } => "snapshot",
+            Request::Rollback { .. } => "rollback",
             Request::DatasetRename { .. } => "dataset_rename",
             Request::DatasetGet(_) => "dataset_get",
             Request::DatasetSet { .. } => "dataset_set",

@@ -71,6 +71,14 @@ pub struct ErrorReply {
 pub enum ReplyPayload {
     /// Success without data.
     Unit,
+    /// `destroy [-n] DS@SNAP...`: the snapshots destroyed (or that would be) and the bytes
+    /// reclaimed.
+    SnapshotsDestroyed {
+        /// Full names.
+        names: Vec<String>,
+        /// Bytes freed (or that would be).
+        reclaimed: u64,
+    },
     /// Answer to `Ping`.
     Pong(PongInfo),
     /// `pool create -n`: the layout that would be created.

@@ -105,6 +105,9 @@ pub struct Weights {
     /// An outage beyond a vdev's redundancy under `failmode=wait`, ended by `clear`
     /// (sim/outage.rs). Drawn from its own generator: seeds without it run as before.
     pub outage: u64,
+    /// Take, destroy or roll back to a snapshot (sim/snapshots.rs). Off unless asked for
+    /// (`--snapshots`): seeds without it run as before.
+    pub snapshot: u64,
 }
 
 /// Everything a seed decides before the first operation.
@@ -263,6 +266,13 @@ impl Config {
     pub fn force_outages(&mut self) {
         if self.weights.outage == 0 {
             self.weights.outage = 2;
+        }
+    }
+
+    /// Turns snapshots on (`--snapshots`).
+    pub fn force_snapshots(&mut self) {
+        if self.weights.snapshot == 0 {
+            self.weights.snapshot = 3;
         }
     }
 

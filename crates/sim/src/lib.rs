@@ -32,6 +32,10 @@
 //!            write blocks on a second thread, the devices come back, `clear` resumes, the
 //!            write completes, failmode=continue again, the checkers run
 //!
+//!          snapshots (sim/snapshots.rs, --snapshots): take (-r), destroy, roll back (-r);
+//!            the snapshot list and every root snapshot's objects checked against the
+//!            model, dead lists and space by check::verify_pool
+//!
 //!          POSIX layer in a random dataset (sim/fsops.rs, through Engine::fs_op):
 //!            create / mkdir / symlink / write / truncate / punch / rename / link / unlink
 //!            rmdir / set or remove xattr / read / fsync (intent log: a crash before the
@@ -137,6 +141,8 @@ pub struct Options {
     pub verbose: bool,
     /// Run outages ended by `clear` whatever the seed chose (`--outages`).
     pub outages: bool,
+    /// Take, destroy and roll back to snapshots among the writes (`--snapshots`).
+    pub snapshots: bool,
 }
 
 /// Default number of workload operations per run.
@@ -174,6 +180,8 @@ pub struct Counts {
     pub suspensions: u64,
     /// Outages `clear` ended (the pool resumed, the blocked write went ahead).
     pub clears: u64,
+    /// Snapshot verbs that committed (sim/snapshots.rs).
+    pub snapshot_ops: u64,
 }
 
 /// A run that broke no invariant.
@@ -266,6 +274,9 @@ pub fn run(options: &Options) -> Result<Summary, Failure> {
     let mut config = Config::from_seed(options.seed, options.budget);
     if options.outages {
         config.force_outages();
+    }
+    if options.snapshots {
+        config.force_snapshots();
     }
     let described = config.describe();
     let budget = config.budget;

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! tarn-sim [--seed N] [--steps N] [--budget within|beyond] [--images DIR] [--quiet]
-//!          [--verbose] [--outages]
+//!          [--verbose] [--outages] [--snapshots]
 //! ```
 //! Exit status: 0 when every invariant held, 1 on a broken invariant (seed, step and
 //! invariant printed, device images written), 2 on a usage error.
@@ -13,7 +13,8 @@ use std::process::ExitCode;
 use tarn_sim::{Budget, Options, STEPS_DEFAULT};
 
 const USAGE: &str = "usage: tarn-sim [--seed N] [--steps N] [--budget within|beyond] \
-                     [--images DIR] [--quiet] [--verbose] [--outages]";
+                     [--images DIR] [--quiet] [--verbose] [--outages] \
+                     [--snapshots]";
 
 struct Args {
     options: Options,
@@ -36,6 +37,7 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
         images: None,
         verbose: false,
         outages: false,
+        snapshots: false,
     };
     let mut quiet = false;
     while let Some(arg) = args.next() {
@@ -56,6 +58,7 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
             "--quiet" => quiet = true,
             "--verbose" => options.verbose = true,
             "--outages" => options.outages = true,
+            "--snapshots" => options.snapshots = true,
             "-h" | "--help" => return Err(USAGE.into()),
             other => return Err(format!("unknown argument '{other}'")),
         }
@@ -87,7 +90,8 @@ fn main() -> ExitCode {
             println!(
                 "ok seed {} budget {:?} steps {} txgs {} imports {} crashes {} checks {} \
                  errors-reported {} faults {} replaces {} spares {} scans {} l2-hits {} \
-                 l2-restored {} l2-restored-hits {} suspensions {} clears {} trace {:016x}",
+                 l2-restored {} l2-restored-hits {} suspensions {} clears {} snapshot-verbs {} \
+                 trace {:016x}",
                 summary.seed,
                 summary.budget,
                 summary.steps,
@@ -105,6 +109,7 @@ fn main() -> ExitCode {
                 c.l2_restored_hits,
                 c.suspensions,
                 c.clears,
+                c.snapshot_ops,
                 summary.trace_hash
             );
             ExitCode::SUCCESS

@@ -28,6 +28,20 @@ pub(crate) struct Model {
     pub(crate) datasets: BTreeSet<String>,
     /// The filesystem of every dataset by relative name (`""`: the root dataset `tank`).
     pub(crate) fs: BTreeMap<String, FsModel>,
+    /// Snapshots by dataset (relative name), oldest first.
+    pub(crate) snapshots: BTreeMap<String, Vec<SnapshotModel>>,
+}
+
+/// A snapshot as the model took it: the dataset's filesystem and, of the root dataset, its
+/// objects (the raw objects live in the root dataset's object set).
+#[derive(Clone, Debug)]
+pub(crate) struct SnapshotModel {
+    /// The part after `@`.
+    pub(crate) name: String,
+    /// The root dataset's objects when it was taken (empty for other datasets).
+    pub(crate) objects: BTreeMap<ObjectId, ModelObject>,
+    /// The dataset's filesystem when it was taken.
+    pub(crate) fs: FsModel,
 }
 
 /// Where a read disagreed with the model.
@@ -122,15 +136,77 @@ impl Model {
             hash.add(name.as_bytes());
             fs.digest(&mut hash);
         }
+        for name in self.snapshot_names() {
+            hash.add(name.as_bytes());
+        }
         hash.finish()
     }
 
-    /// Removes `name` and its descendants.
+    /// Removes `name` and its descendants (with their snapshots).
     pub(crate) fn destroy_dataset(&mut self, name: &str) {
         let prefix = format!("{name}/");
         self.datasets
             .retain(|d| d != name && !d.starts_with(&prefix));
         self.fs.retain(|d, _| d != name && !d.starts_with(&prefix));
+        self.snapshots
+            .retain(|d, _| d != name && !d.starts_with(&prefix));
+    }
+
+    /// Snapshot `snap` of `dataset` (and with `recursive` of its descendants) as they are.
+    pub(crate) fn snapshot(&mut self, dataset: &str, snap: &str, recursive: bool) {
+        let prefix = format!("{dataset}/");
+        let targets: Vec<String> = self
+            .fs
+            .keys()
+            .filter(|d| {
+                *d == dataset || (recursive && (dataset.is_empty() || d.starts_with(&prefix)))
+            })
+            .cloned()
+            .collect();
+        for target in targets {
+            let objects = if target.is_empty() {
+                self.objects.clone()
+            } else {
+                BTreeMap::new()
+            };
+            let taken = SnapshotModel {
+                name: snap.to_string(),
+                objects,
+                fs: self.fs[&target].clone(),
+            };
+            self.snapshots.entry(target).or_default().push(taken);
+        }
+    }
+
+    /// Drops snapshot `snap` of `dataset`.
+    pub(crate) fn destroy_snapshot(&mut self, dataset: &str, snap: &str) {
+        if let Some(list) = self.snapshots.get_mut(dataset) {
+            list.retain(|s| s.name != snap);
+        }
+    }
+
+    /// Rolls `dataset` back to its snapshot `index` (later ones go): its filesystem and, for
+    /// the root dataset, the objects become the snapshot's.
+    pub(crate) fn rollback(&mut self, dataset: &str, index: usize) {
+        let list = self
+            .snapshots
+            .get_mut(dataset)
+            .expect("rollback of a snapshot");
+        list.truncate(index + 1);
+        let snapshot = list[index].clone();
+        if dataset.is_empty() {
+            self.objects = snapshot.objects;
+        }
+        self.fs.insert(dataset.to_string(), snapshot.fs);
+    }
+
+    /// Every snapshot's full name relative to the pool (`d1@s3`, `@s2` for the root),
+    /// datasets in name order, snapshots oldest first.
+    pub(crate) fn snapshot_names(&self) -> Vec<String> {
+        self.snapshots
+            .iter()
+            .flat_map(|(d, list)| list.iter().map(move |s| format!("{d}@{}", s.name)))
+            .collect()
     }
 
     /// Renames `old` (and its descendants) to `new`.
@@ -147,6 +223,9 @@ impl Model {
             let renamed = format!("{new}{}", &name[old.len()..]);
             if let Some(fs) = self.fs.remove(&name) {
                 self.fs.insert(renamed.clone(), fs);
+            }
+            if let Some(list) = self.snapshots.remove(&name) {
+                self.snapshots.insert(renamed.clone(), list);
             }
             self.datasets.insert(renamed);
         }

@@ -16,6 +16,7 @@ use tarn_engine::{
 mod fsops;
 mod heal;
 mod outage;
+mod snapshots;
 
 use fsops::FsKind;
 
@@ -65,6 +66,7 @@ enum Op {
     Dataset,
     Heal,
     Outage,
+    Snapshot,
     Fs(FsKind),
 }
 
@@ -98,6 +100,7 @@ pub(crate) struct Sim {
     renames: Vec<usize>,
     rename_serial: u64,
     dataset_serial: u64,
+    snapshot_serial: u64,
     /// The pool's `failmode` is `wait` (an outage set it; sim/outage.rs).
     failmode_wait: bool,
     pub(crate) trace: Trace,
@@ -159,6 +162,7 @@ impl Sim {
             renames,
             rename_serial: 0,
             dataset_serial: 0,
+            snapshot_serial: 0,
             failmode_wait: false,
             trace: Trace::new(echo),
             counts: Counts::default(),
@@ -281,6 +285,7 @@ impl Sim {
             (w.fs_fsync, Op::Fs(FsKind::Fsync)),
             (w.heal, Op::Heal),
             (w.outage, Op::Outage),
+            (w.snapshot, Op::Snapshot),
         ];
         let total: u64 = table.iter().map(|(weight, _)| weight).sum();
         let mut pick = self.rng.below(total);
@@ -305,6 +310,7 @@ impl Sim {
             Op::Dataset => self.op_dataset(),
             Op::Heal => self.op_heal(),
             Op::Outage => self.op_outage(),
+            Op::Snapshot => self.op_snapshot(),
             Op::Fs(kind) => self.op_fs(kind),
         }
     }
@@ -665,6 +671,9 @@ impl Sim {
             return Ok(Flow::End(why));
         }
         if let Flow::End(why) = self.check_fs(when)? {
+            return Ok(Flow::End(why));
+        }
+        if let Flow::End(why) = self.check_snapshots(when)? {
             return Ok(Flow::End(why));
         }
         let ids: Vec<ObjectId> = self.open.objects.keys().copied().collect();

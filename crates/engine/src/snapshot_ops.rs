@@ -1,0 +1,714 @@
+//! Snapshot verbs (`tarn snapshot`, `destroy DS@SNAP`, `rollback`, and snapshots in `list`,
+//! `get` and `set`): thin checks and calls into `tarn_dataset::snapshot`, which owns the
+//! snapshot nodes and dead lists. Each verb checks everything first, changes nothing when it
+//! refuses, and commits in one txg: a snapshot is taken by the sync that writes its
+//! dataset's object set (`Tree::sync`), so every snapshot one command names, with `-r`
+//! every descendant's, records the same txg.
+
+use tarn_base::{Guid, ObjectId};
+use tarn_dataset::props::{self, Source};
+use tarn_dataset::snapshot::{self, NewSnapshot};
+use tarn_dataset::{DatasetError, name as dsname};
+use tarn_format::BlockPtr;
+use tarn_objects::ObjectSet;
+
+use crate::dataset_ops::{DatasetProp, DatasetRow};
+use crate::{DatasetId, Engine, EngineError, Imported};
+
+/// What `tarn destroy DS@SNAP...` destroyed (or with `-n` would destroy).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SnapshotDestroyReport {
+    /// Full names of the snapshots, in the order they were (or would be) destroyed.
+    pub destroyed: Vec<String>,
+    /// Deflated bytes freed (or that would be freed).
+    pub reclaimed: u64,
+}
+
+fn invalid(text: impl Into<String>) -> EngineError {
+    EngineError::InvalidArgument(text.into())
+}
+
+fn pool_of(name: &str) -> &str {
+    name.split('/').next().unwrap_or(name)
+}
+
+/// The snapshot names a destroy argument selects in one dataset's list (oldest first):
+/// `a`, `a,b`, `a%c` (a range, either end may be empty), combined with commas.
+fn select(names: &[String], spec: &str) -> Result<Vec<usize>, EngineError> {
+    let mut picked = Vec::new();
+    for part in spec.split(',') {
+        if let Some((from, to)) = part.split_once('%') {
+            let find = |name: &str, default: usize| -> Result<usize, EngineError> {
+                if name.is_empty() {
+                    return Ok(default);
+                }
+                names
+                    .iter()
+                    .position(|n| n == name)
+                    .ok_or_else(|| invalid(format!("snapshot '{name}' does not exist")))
+            };
+            let start = find(from, 0)?;
+            let end = find(to, names.len().saturating_sub(1))?;
+            if names.is_empty() || start > end {
+                return Err(invalid("range of snapshots is empty or reversed"));
+            }
+            picked.extend(start..=end);
+        } else {
+            snapshot::validate_snapshot_name(part)?;
+            if let Some(index) = names.iter().position(|n| n == part) {
+                picked.push(index);
+            }
+        }
+    }
+    picked.sort_unstable();
+    picked.dedup();
+    Ok(picked)
+}
+
+impl Engine {
+    /// `tarn snapshot [-r] [-o prop=val]... DS@SNAP...`: every snapshot (and with `-r`
+    /// every descendant's of the same name) is taken in one txg.
+    pub fn snapshot(
+        &self,
+        names: &[String],
+        recursive: bool,
+        properties: &[(String, String)],
+        command: &str,
+    ) -> Result<(), EngineError> {
+        let _admin = self.admin();
+        let first = names
+            .first()
+            .ok_or_else(|| invalid("missing snapshot name"))?;
+        let (dataset, _) = snapshot::split_name(first)?;
+        let handle = self.pool(pool_of(dataset))?;
+        let mut inner = handle.lock();
+        inner.check_writable()?;
+        let mut props = Vec::new();
+        for (property, value) in properties {
+            if !props::is_user_prop(property) {
+                return Err(EngineError::InvalidProperty(format!(
+                    "property '{property}' cannot be set on snapshots (only user properties)"
+                )));
+            }
+            if let Some(value) = crate::dataset_ops::validate_prop(property, value)? {
+                props.push((property.clone(), value));
+            }
+        }
+        let targets = snapshot_targets(&inner, &handle.name, names, recursive)?;
+        let now = self.clock.now_unix_secs();
+        for (id, name) in targets {
+            let guid = Guid(self.rng.lock().expect("rng lock poisoned").next_u64());
+            inner.datasets.node_mut(id).snapshot_pending = Some(NewSnapshot {
+                name,
+                creation_time: now,
+                guid,
+                props: props.clone(),
+            });
+        }
+        self.commit_admin(&mut inner, command)?;
+        Ok(())
+    }
+
+    /// `tarn destroy [-n] [-r] DS@SNAP[,SNAP|%RANGE]...`. With `dry_run` nothing changes and
+    /// the report says what would be destroyed and reclaimed.
+    pub fn destroy_snapshots(
+        &self,
+        spec: &str,
+        recursive: bool,
+        dry_run: bool,
+        command: &str,
+    ) -> Result<SnapshotDestroyReport, EngineError> {
+        let _admin = self.admin();
+        let (dataset, list) = spec
+            .split_once('@')
+            .ok_or_else(|| invalid("missing '@' delimiter in snapshot name"))?;
+        dsname::validate_name(dataset)?;
+        let handle = self.pool(pool_of(dataset))?;
+        let mut inner = handle.lock();
+        inner.check_writable()?;
+        let id = inner
+            .datasets
+            .by_name(dataset)
+            .ok_or(EngineError::NoSuchDataset)?;
+        let ids: Vec<DatasetId> = if recursive {
+            inner
+                .datasets
+                .subtree(id)
+                .into_iter()
+                .map(|(d, _)| d)
+                .collect()
+        } else {
+            vec![id]
+        };
+        let mut plan = Vec::new();
+        for at in ids {
+            let node = inner.datasets.node(at);
+            let names: Vec<String> = node.snapshots.iter().map(|s| s.name.clone()).collect();
+            let picked = select(&names, list)?;
+            if !picked.is_empty() {
+                plan.push((at, picked));
+            }
+        }
+        if plan.is_empty() {
+            return Err(invalid(
+                "could not find any snapshots to destroy; check snapshot names",
+            ));
+        }
+        let mut report = SnapshotDestroyReport::default();
+        for (at, picked) in &plan {
+            let name = inner.datasets.node(*at).name.clone();
+            for index in picked {
+                let snap = &inner.datasets.node(*at).snapshots[*index].name;
+                report.destroyed.push(format!("{name}@{snap}"));
+            }
+        }
+        if dry_run {
+            for (at, picked) in &plan {
+                report.reclaimed += reclaim_estimate(&mut inner, *at, picked)?;
+            }
+            return Ok(report);
+        }
+        for (at, picked) in plan {
+            for index in picked.into_iter().rev() {
+                report.reclaimed += destroy_one_snapshot(&mut inner, at, index)?;
+            }
+        }
+        self.commit_admin(&mut inner, command)?;
+        Ok(report)
+    }
+
+    /// `tarn rollback [-r] DS@SNAP`: the dataset becomes exactly what the snapshot holds
+    /// (uncommitted changes are dropped); later snapshots are destroyed with `-r` and refuse
+    /// the rollback otherwise. The caller remounts the dataset.
+    pub fn rollback(&self, full: &str, recursive: bool, command: &str) -> Result<(), EngineError> {
+        let _admin = self.admin();
+        let (dataset, snap) = snapshot::split_name(full)?;
+        let handle = self.pool(pool_of(dataset))?;
+        let mut inner = handle.lock();
+        self.rollback_check(&inner, full, recursive)?;
+        let id = inner
+            .datasets
+            .by_name(dataset)
+            .ok_or(EngineError::NoSuchDataset)?;
+        let (index, _) = inner.datasets.node(id).snapshot(snap).expect("checked");
+        let later = inner.datasets.node(id).snapshots.len() - 1 - index;
+        for _ in 0..later {
+            let last = inner.datasets.node(id).snapshots.len() - 1;
+            destroy_one_snapshot(&mut inner, id, last)?;
+        }
+        rollback_head(&mut inner, id)?;
+        self.commit_admin(&mut inner, command)?;
+        Ok(())
+    }
+
+    /// Whether `tarn rollback [-r] DS@SNAP` would be refused (front ends ask before they
+    /// unmount).
+    pub fn rollback_check_name(&self, full: &str, recursive: bool) -> Result<(), EngineError> {
+        let (dataset, _) = snapshot::split_name(full)?;
+        let handle = self.pool(pool_of(dataset))?;
+        let inner = handle.lock();
+        self.rollback_check(&inner, full, recursive)
+    }
+
+    fn rollback_check(
+        &self,
+        inner: &Imported,
+        full: &str,
+        recursive: bool,
+    ) -> Result<(), EngineError> {
+        let (dataset, snap) = snapshot::split_name(full)?;
+        inner.check_writable()?;
+        let id = inner
+            .datasets
+            .by_name(dataset)
+            .ok_or(EngineError::NoSuchDataset)?;
+        let node = inner.datasets.node(id);
+        let (index, _) = node
+            .snapshot(snap)
+            .ok_or_else(|| invalid("snapshot does not exist"))?;
+        let later: Vec<String> = node.snapshots[index + 1..]
+            .iter()
+            .map(|s| format!("{}@{}", node.name, s.name))
+            .collect();
+        if !later.is_empty() && !recursive {
+            return Err(invalid(format!(
+                "more recent snapshots or bookmarks exist (use '-r' to force deletion of the \
+                 following snapshots and bookmarks: {})",
+                later.join(", ")
+            )));
+        }
+        Ok(())
+    }
+
+    /// `tarn set PROP=VAL... DS@SNAP`: only user properties exist on snapshots.
+    pub(crate) fn set_snapshot_props(
+        &self,
+        full: &str,
+        assignments: &[(String, String)],
+        command: &str,
+    ) -> Result<(), EngineError> {
+        let _admin = self.admin();
+        let (dataset, snap) = snapshot::split_name(full)?;
+        let handle = self.pool(pool_of(dataset))?;
+        let mut inner = handle.lock();
+        inner.check_writable()?;
+        let id = inner
+            .datasets
+            .by_name(dataset)
+            .ok_or(EngineError::NoSuchDataset)?;
+        let (index, _) = inner
+            .datasets
+            .node(id)
+            .snapshot(snap)
+            .ok_or(EngineError::NoSuchDataset)?;
+        let mut values = Vec::new();
+        for (property, value) in assignments {
+            if !props::is_user_prop(property) {
+                crate::dataset_ops::validate_prop(property, value)?;
+                return Err(EngineError::InvalidProperty(
+                    "this property can not be modified for snapshots".into(),
+                ));
+            }
+            values.push((
+                property,
+                crate::dataset_ops::validate_prop(property, value)?,
+            ));
+        }
+        let Imported {
+            pool,
+            mos,
+            datasets,
+            ..
+        } = &mut *inner;
+        let reader = pool.reader();
+        let snapshot = &mut datasets.node_mut(id).snapshots[index];
+        for (property, value) in values {
+            snapshot::set_prop(mos.objset(), &reader, snapshot, property, value.as_deref())?;
+        }
+        self.commit_admin(&mut inner, command)?;
+        Ok(())
+    }
+
+    fn commit_admin(&self, inner: &mut Imported, command: &str) -> Result<(), EngineError> {
+        inner.history.push(self.history_record(command, false));
+        inner.sync()?;
+        Ok(())
+    }
+}
+
+/// The datasets `tarn snapshot` names (with `recursive`, their descendants too) and the
+/// snapshot name each gets, checked: one pool, existing datasets, new names, one snapshot
+/// per dataset.
+fn snapshot_targets(
+    inner: &Imported,
+    pool: &str,
+    names: &[String],
+    recursive: bool,
+) -> Result<Vec<(DatasetId, String)>, EngineError> {
+    let mut targets: Vec<(DatasetId, String)> = Vec::new();
+    for full in names {
+        let (dataset, snap) = snapshot::split_name(full)?;
+        if pool_of(dataset) != pool {
+            return Err(invalid("snapshots must be in the same pool"));
+        }
+        let id = inner
+            .datasets
+            .by_name(dataset)
+            .ok_or(EngineError::NoSuchDataset)?;
+        let ids: Vec<DatasetId> = if recursive {
+            inner
+                .datasets
+                .subtree(id)
+                .into_iter()
+                .map(|(d, _)| d)
+                .collect()
+        } else {
+            vec![id]
+        };
+        for at in ids {
+            let node = inner.datasets.node(at);
+            if node.snapshot(snap).is_some() {
+                return Err(invalid(format!(
+                    "dataset already exists: '{}@{snap}'",
+                    node.name
+                )));
+            }
+            if targets.iter().any(|(d, _)| *d == at) {
+                return Err(invalid("multiple snapshots of same fs not allowed"));
+            }
+            targets.push((at, snap.to_string()));
+        }
+    }
+    Ok(targets)
+}
+
+/// Destroys snapshot `index` of dataset `id` in open context: its exclusive blocks are
+/// freed by the next sync. Returns the bytes reclaimed.
+pub(crate) fn destroy_one_snapshot(
+    inner: &mut Imported,
+    id: DatasetId,
+    index: usize,
+) -> Result<u64, EngineError> {
+    let Imported {
+        pool,
+        mos,
+        datasets,
+        destroyed,
+        ..
+    } = inner;
+    let reader = pool.reader();
+    let node = datasets.node_mut(id);
+    let (blocks, space) = snapshot::destroy(
+        mos.objset(),
+        &reader,
+        &mut node.header,
+        &mut node.snapshots,
+        index,
+    )?;
+    node.header_dirty = true;
+    destroyed.extend(blocks);
+    Ok(space.used)
+}
+
+/// What destroying the snapshots `picked` (indexes, ascending) of `id` would free: for each
+/// run of adjacent snapshots, the buckets born after the run's predecessor in the dead lists
+/// of the run's later members and of the snapshot (or head) after it.
+fn reclaim_estimate(
+    inner: &mut Imported,
+    id: DatasetId,
+    picked: &[usize],
+) -> Result<u64, EngineError> {
+    let Imported {
+        pool,
+        mos,
+        datasets,
+        ..
+    } = inner;
+    let reader = pool.reader();
+    let node = datasets.node(id);
+    let snaps = &node.snapshots;
+    let mut total = 0;
+    let mut at = 0;
+    while at < picked.len() {
+        let start = picked[at];
+        let mut end = start;
+        while at + 1 < picked.len() && picked[at + 1] == end + 1 {
+            at += 1;
+            end += 1;
+        }
+        at += 1;
+        let after = start.checked_sub(1).map_or(0, |p| snaps[p].header.txg.0);
+        let upto = snaps[end].header.txg.0;
+        let mut lists: Vec<ObjectId> = snaps[start + 1..=end]
+            .iter()
+            .map(|s| s.header.deadlist)
+            .collect();
+        lists.push(
+            snaps
+                .get(end + 1)
+                .map_or(node.header.snap.deadlist, |s| s.header.deadlist),
+        );
+        for list in lists {
+            total +=
+                tarn_dataset::deadlist::space_in(mos.objset(), &reader, list, after, upto)?.used;
+        }
+    }
+    Ok(total)
+}
+
+/// Rolls dataset `id` back to its latest snapshot: the head's blocks born after it are freed
+/// by the next sync, the head's dead list is emptied (the head holds those blocks again) and
+/// the object set is reopened at the snapshot's root, dropping uncommitted changes.
+fn rollback_head(inner: &mut Imported, id: DatasetId) -> Result<(), EngineError> {
+    let Imported {
+        pool,
+        mos,
+        datasets,
+        destroyed,
+        ..
+    } = inner;
+    let reader = pool.reader();
+    let node = datasets.node(id);
+    let latest = node
+        .snapshots
+        .last()
+        .expect("checked: a snapshot exists")
+        .clone();
+    let mut born_after = Vec::new();
+    // Only what the head wrote since the snapshot: subtrees born before it are skipped.
+    let after = Some(latest.header.txg);
+    tarn_objects::visit_object_set_born_after(
+        &reader,
+        &node.objset.root(),
+        after,
+        &mut |bp: &BlockPtr, _| born_after.push(*bp),
+    )?;
+    let node = datasets.node_mut(id);
+    snapshot::rollback(mos.objset(), &reader, &mut node.header, &latest)?;
+    node.objset = ObjectSet::open(&reader, &latest.header.objset)?;
+    node.pending = tarn_posix::Pending::default();
+    node.header_dirty = true;
+    destroyed.extend(born_after);
+    datasets.apply_objset_config(id)?;
+    Ok(())
+}
+
+/// A snapshot statistic or property row.
+fn row(property: &str, value: String, parsable: String, source: &Source) -> DatasetProp {
+    DatasetProp {
+        property: property.to_string(),
+        value,
+        parsable,
+        source: source.text(),
+        source_kind: source.kind_word().to_string(),
+    }
+}
+
+fn size_row(property: &str, bytes: u64) -> DatasetProp {
+    row(
+        property,
+        tarn_base::units::format_size(bytes),
+        bytes.to_string(),
+        &Source::None,
+    )
+}
+
+/// Properties `tarn get all` shows for a snapshot, in ZFS's order.
+const SNAPSHOT_PROPS: &[&str] = &[
+    "type",
+    "creation",
+    "used",
+    "referenced",
+    "compressratio",
+    "createtxg",
+    "guid",
+    "written",
+    "logicalreferenced",
+];
+
+/// The rows of the snapshots of `id` (oldest first) with `properties`.
+pub(crate) fn snapshot_rows(
+    inner: &mut Imported,
+    id: DatasetId,
+    properties: &[String],
+    only: Option<&str>,
+) -> Result<Vec<DatasetRow>, EngineError> {
+    let count = inner.datasets.node(id).snapshots.len();
+    let mut rows = Vec::new();
+    for index in 0..count {
+        let node = inner.datasets.node(id);
+        let snap = &node.snapshots[index];
+        if only.is_some_and(|name| name != snap.name) {
+            continue;
+        }
+        let full = format!("{}@{}", node.name, snap.name);
+        let wanted: Vec<String> = if properties.iter().any(|p| p == "all") {
+            let mut all: Vec<String> = SNAPSHOT_PROPS.iter().map(|p| (*p).to_string()).collect();
+            all.extend(user_props(inner, id, index).into_iter().map(|(k, _, _)| k));
+            all
+        } else {
+            properties.to_vec()
+        };
+        let mut props = Vec::with_capacity(wanted.len());
+        for property in &wanted {
+            props.push(snapshot_prop(inner, id, index, property)?);
+        }
+        rows.push(DatasetRow { name: full, props });
+    }
+    Ok(rows)
+}
+
+/// User properties of snapshot `index` of `id` in effect (its own, then those its dataset
+/// has or inherits), sorted by name: (name, value, source).
+fn user_props(inner: &Imported, id: DatasetId, index: usize) -> Vec<(String, String, Source)> {
+    let tree = &inner.datasets;
+    let mut out: std::collections::BTreeMap<String, (String, Source)> = Default::default();
+    for at in tree.lineage(id).into_iter().rev() {
+        for (name, value) in &tree.node(at).local {
+            if props::is_user_prop(name) {
+                let from = Source::Inherited(tree.node(at).name.clone());
+                out.insert(name.clone(), (value.clone(), from));
+            }
+        }
+    }
+    for (name, value) in &tree.node(id).snapshots[index].props {
+        out.insert(name.clone(), (value.clone(), Source::Local));
+    }
+    out.into_iter().map(|(k, (v, s))| (k, v, s)).collect()
+}
+
+fn snapshot_prop(
+    inner: &mut Imported,
+    id: DatasetId,
+    index: usize,
+    property: &str,
+) -> Result<DatasetProp, EngineError> {
+    let node = inner.datasets.node(id);
+    let snap = node.snapshots[index].clone();
+    let header = snap.header;
+    let text = |value: String| row(property, value.clone(), value, &Source::None);
+    Ok(match property {
+        "name" => text(format!("{}@{}", node.name, snap.name)),
+        "type" => text("snapshot".into()),
+        "creation" => row(
+            property,
+            crate::scrub::ctime(header.creation_time),
+            header.creation_time.to_string(),
+            &Source::None,
+        ),
+        "used" => size_row(property, unique(inner, id, index)?),
+        "referenced" | "refer" => size_row(property, header.referenced),
+        "logicalreferenced" => size_row(property, header.logical),
+        "compressratio" => {
+            let ratio = if header.physical == 0 {
+                1.0
+            } else {
+                header.logical as f64 / header.physical as f64
+            };
+            row(
+                property,
+                format!("{ratio:.2}x"),
+                format!("{ratio:.2}"),
+                &Source::None,
+            )
+        }
+        "createtxg" => text(header.txg.0.to_string()),
+        "guid" => text(header.guid.0.to_string()),
+        "written" => size_row(property, written_of_snapshot(inner, id, index)?),
+        "userrefs" => text("0".into()),
+        _ if props::is_user_prop(property) => {
+            let found = user_props(inner, id, index)
+                .into_iter()
+                .find(|(name, _, _)| name == property);
+            match found {
+                Some((_, value, source)) => row(property, value.clone(), value, &source),
+                None => row(property, "-".into(), "-".into(), &Source::None),
+            }
+        }
+        _ if props::find(property).is_some() || SNAPSHOT_ONLY.contains(&property) => {
+            text("-".into())
+        }
+        _ => {
+            return Err(EngineError::Dataset(DatasetError::InvalidProperty(
+                format!(
+                    "invalid property '{property}' (valid properties: {})",
+                    props::names()
+                ),
+            )));
+        }
+    })
+}
+
+/// Names that are valid for `list -o` of snapshots even though datasets lack them.
+const SNAPSHOT_ONLY: &[&str] = &["avail", "userrefs"];
+
+fn unique(inner: &mut Imported, id: DatasetId, index: usize) -> Result<u64, EngineError> {
+    let Imported {
+        pool,
+        mos,
+        datasets,
+        ..
+    } = inner;
+    let node = datasets.node(id);
+    let space = snapshot::unique_space(
+        mos.objset(),
+        &pool.reader(),
+        &node.header,
+        &node.snapshots,
+        index,
+    )?;
+    Ok(space.used)
+}
+
+/// `written` of snapshot `index`: what it references that its previous snapshot did not
+/// (referenced minus the previous one's, plus what the previous one had and this one let go).
+fn written_of_snapshot(
+    inner: &mut Imported,
+    id: DatasetId,
+    index: usize,
+) -> Result<u64, EngineError> {
+    let Imported {
+        pool,
+        mos,
+        datasets,
+        ..
+    } = inner;
+    let node = datasets.node(id);
+    let snap = &node.snapshots[index];
+    let previous = index
+        .checked_sub(1)
+        .map_or(0, |p| node.snapshots[p].header.referenced);
+    let dead = snapshot::deadlist_space(mos.objset(), &pool.reader(), snap.header.deadlist)?;
+    Ok((snap.header.referenced + dead.used).saturating_sub(previous))
+}
+
+/// `written` of a dataset: what its head references that its latest snapshot did not (all
+/// of `referenced` without snapshots).
+pub(crate) fn written_of_head(inner: &mut Imported, id: DatasetId) -> Result<u64, EngineError> {
+    let Imported {
+        pool,
+        mos,
+        datasets,
+        ..
+    } = inner;
+    let node = datasets.node(id);
+    let Some(latest) = node.snapshots.last() else {
+        return Ok(node.header.referenced);
+    };
+    let dead = snapshot::deadlist_space(mos.objset(), &pool.reader(), node.header.snap.deadlist)?;
+    Ok((node.header.referenced + dead.used).saturating_sub(latest.header.referenced))
+}
+
+/// Frees every snapshot structure of dataset `id` being destroyed and returns the blocks of
+/// its dead lists (freed with the head's blocks).
+pub(crate) fn destroy_all_snapshots(
+    inner: &mut Imported,
+    id: DatasetId,
+) -> Result<Vec<BlockPtr>, EngineError> {
+    let Imported {
+        pool,
+        mos,
+        datasets,
+        ..
+    } = inner;
+    let reader = pool.reader();
+    let node = datasets.node_mut(id);
+    let snapshots = std::mem::take(&mut node.snapshots);
+    Ok(snapshot::destroy_all(
+        mos.objset(),
+        &reader,
+        &mut node.header,
+        &snapshots,
+    )?)
+}
+
+/// The datasets' snapshot names under `ids`, as `DS@SNAP` (for refusals).
+pub(crate) fn snapshot_names(inner: &Imported, ids: &[DatasetId]) -> Vec<String> {
+    ids.iter()
+        .flat_map(|id| {
+            let node = inner.datasets.node(*id);
+            node.snapshots
+                .iter()
+                .map(|s| format!("{}@{}", node.name, s.name))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::select;
+
+    #[test]
+    fn destroy_arguments_select_names_and_ranges() {
+        let names: Vec<String> = ["a", "b", "c", "d"].iter().map(|s| (*s).into()).collect();
+        assert_eq!(select(&names, "b").unwrap(), vec![1]);
+        assert_eq!(select(&names, "b%d").unwrap(), vec![1, 2, 3]);
+        assert_eq!(select(&names, "%b").unwrap(), vec![0, 1]);
+        assert_eq!(select(&names, "c%").unwrap(), vec![2, 3]);
+        assert_eq!(select(&names, "a,c,a").unwrap(), vec![0, 2]);
+        assert_eq!(select(&names, "x").unwrap(), Vec::<usize>::new());
+        assert!(select(&names, "d%a").is_err());
+        assert!(select(&names, "x%b").is_err());
+    }
+}
