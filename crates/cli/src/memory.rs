@@ -104,6 +104,7 @@ fn rows(info: &MemoryInfo) -> Vec<(&'static str, i128)> {
         ("syncing", u(info.syncing)),
         ("intent_log", u(info.intent_log)),
         ("l2arc_headers", u(info.l2arc_headers)),
+        ("scan_queue", u(info.scan_queue)),
         ("fuse_buffers", u(info.fuse_buffers)),
         ("allocator_free", u(info.allocator_free)),
         ("program", u(info.program)),

@@ -319,6 +319,7 @@ pub fn report(control: &ArcControl, fuse_buffers: u64) -> MemoryInfo {
         syncing: engine.syncing,
         intent_log: engine.intent_log,
         l2arc_headers: engine.l2arc_headers,
+        scan_queue: engine.scan_queue,
         fuse_buffers,
         allocator_free: process.resident.saturating_sub(process.allocated),
         program: process.file,
@@ -345,6 +346,7 @@ pub fn report(control: &ArcControl, fuse_buffers: u64) -> MemoryInfo {
         + info.syncing
         + info.intent_log
         + info.l2arc_headers
+        + info.scan_queue
         + info.fuse_buffers
         + info.allocator_free
         + info.program

@@ -211,6 +211,14 @@ pub fn snapshot_read(
         .map_err(|e| e.to_string())
 }
 
+/// Makes the scans of pool `name` list at most `limit` blocks at a time, in rounds (tests of
+/// a scan whose queue is smaller than the pool; the default is `scrub::SCAN_QUEUE_MAX`).
+pub fn set_scan_queue_limit(engine: &Engine, name: &str, limit: usize) -> Result<(), String> {
+    let handle = engine.pool(name).map_err(|e| e.to_string())?;
+    handle.lock().scan.set_queue_limit(limit);
+    Ok(())
+}
+
 /// Every filesystem's per-owner counts, as committed, equal a scan of its committed inodes
 /// (datasets without counts, or whose filesystem cannot be read, are skipped: the block
 /// checks above judge the bytes).

@@ -33,6 +33,10 @@ pub struct MemoryUse {
     pub intent_log: u64,
     /// The indexes of the pools' cache devices (L2ARC headers).
     pub l2arc_headers: u64,
+    /// The queues of running scrubs and resilvers: every block pointer still to visit
+    /// (proportional to the pool's block count, not bounded by a limit: docs/PERFORMANCE.md
+    /// "Memory").
+    pub scan_queue: u64,
     /// Imported pools.
     pub pools: u64,
 }
@@ -60,6 +64,7 @@ impl Engine {
             total.syncing += pool.syncing;
             total.intent_log += pool.intent_log;
             total.l2arc_headers += pool.l2arc_headers;
+            total.scan_queue += pool.scan_queue;
         }
         total
     }
@@ -75,6 +80,7 @@ pub(crate) struct PoolMemory {
     syncing: u64,
     intent_log: u64,
     l2arc_headers: u64,
+    scan_queue: u64,
 }
 
 impl PoolMemory {
@@ -84,6 +90,7 @@ impl PoolMemory {
             syncing: inner.pool.kept_bytes(),
             intent_log: inner.logs.memory_bytes(),
             l2arc_headers: inner.pool.pipeline().l2().stats().headers,
+            scan_queue: inner.scan.memory_bytes(),
         }
     }
 }

@@ -48,6 +48,11 @@ pub(crate) struct RebuildQueue {
 }
 
 impl RebuildQueue {
+    /// Memory the ranges take.
+    pub(crate) fn memory_bytes(&self) -> usize {
+        self.ranges.capacity() * size_of::<(u32, u64, u64)>()
+    }
+
     /// When this pass started and the bytes issued before it (for the rate in status).
     pub(crate) fn pass(&self) -> (u64, u64) {
         (self.pass_start, self.pass_issued)

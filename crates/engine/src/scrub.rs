@@ -13,7 +13,9 @@
 //!     one entry per block, keyed by its lowest DVA     bytes and errors, log unrecoverable
 //!     (vdev, offset); sorted by that key, so the       blocks in the MOS "errlog"
 //!     scrub reads in device-address order, not tree
-//!     order; entries <= bookmark are dropped            last entry done ─► Finished
+//!     order; entries <= bookmark are dropped;           last entry done ─► Finished, or,
+//!     at most SCAN_QUEUE_MAX kept (the lowest keys)     with blocks left after it, the
+//!                                                       next round lists them
 //!     hold deferred frees (tarn-space)
 //!
 //!  pause ─► Paused (queue dropped, hold released)   cancel ─► Canceled (same)
@@ -32,6 +34,13 @@
 //! scrubbed in this pass: they were just written and verified by nobody but their writer,
 //! as in ZFS, whose scrub also covers only blocks born before it started.
 //!
+//! The queue holds at most [`SCAN_QUEUE_MAX`] blocks (about 150 MiB), so a scrub's memory
+//! does not grow with the pool: a traversal keeps the lowest keys after the bookmark (sorting
+//! and cutting whenever it holds twice that), and when a round's queue is done with blocks
+//! left after it, the next step traverses again from the bookmark (a pool of N blocks costs
+//! N / SCAN_QUEUE_MAX traversals of its metadata, which the ARC mostly holds). Blocks born
+//! after the first traversal with keys after the bookmark are scrubbed by a later round.
+//!
 //! # State
 //! In memory: [`ScanProgress`] (mirrored in the MOS after every step, so each txg commits
 //! the latest bookmark) and the sorted queue with this pass's start time. On disk: the MOS
@@ -41,7 +50,8 @@
 //!
 //! # Invariants
 //! - S1: the queue is sorted by key with no duplicates; the bookmark only grows in a pass.
-//! - S2: deferred frees are held exactly while a queue exists.
+//! - S2: deferred frees are held exactly while a queue exists (a round's queue: between
+//!   rounds nothing is listed, so nothing needs holding).
 //! - S3: issued <= to_examine; examined == to_examine once the traversal is done.
 //!
 //! # Failure model
@@ -402,6 +412,9 @@ impl Entry {
 #[derive(Debug)]
 pub(crate) struct ScanQueue {
     entries: Vec<Entry>,
+    /// Blocks after the last entry remain: when the queue is done, the next step lists the
+    /// next round from the bookmark.
+    more: bool,
     next: usize,
     pass_start: u64,
     pass_issued: u64,
@@ -414,9 +427,32 @@ pub(crate) struct Scan {
     queue: Option<ScanQueue>,
     /// The ranges of a sequential resilver (`rebuild`), instead of `queue`.
     pub(crate) rebuild: Option<crate::rebuild::RebuildQueue>,
+    /// Most entries a queue holds ([`SCAN_QUEUE_MAX`] unless a test sets less).
+    queue_limit: Option<usize>,
 }
 
 impl Scan {
+    /// Most entries a queue of this scan holds.
+    fn queue_limit(&self) -> usize {
+        self.queue_limit.unwrap_or(SCAN_QUEUE_MAX)
+    }
+
+    /// Makes later queues hold at most `limit` entries (tests of scans in rounds).
+    pub(crate) fn set_queue_limit(&mut self, limit: usize) {
+        self.queue_limit = Some(limit);
+    }
+
+    /// Memory the running scan's queue holds: every block pointer it has yet to visit, or
+    /// the ranges of a sequential resilver (the whole pool's, until it ends).
+    pub(crate) fn memory_bytes(&self) -> u64 {
+        let blocks = self
+            .queue
+            .as_ref()
+            .map_or(0, |q| q.entries.capacity() * size_of::<Entry>());
+        let ranges = self.rebuild.as_ref().map_or(0, |r| r.memory_bytes());
+        (blocks + ranges) as u64
+    }
+
     /// Loads the record of an imported pool.
     pub(crate) fn load(inner: &mut Imported) -> Result<Scan, EngineError> {
         let Imported { pool, mos, .. } = inner;
@@ -425,6 +461,7 @@ impl Scan {
             progress: ScanProgress::from_fields(&fields)?,
             queue: None,
             rebuild: None,
+            queue_limit: None,
         })
     }
 
@@ -539,15 +576,83 @@ pub(crate) fn restart_resilver_from(inner: &mut Imported, now: u64, min_birth: T
     }
 }
 
-/// Lists every block of the committed state (module doc), sorted by key, dropping those at or
-/// below `bookmark`. Returns the entries and the object sets whose traversal failed.
-fn traverse(inner: &Imported, progress: &ScanProgress) -> (Vec<Entry>, Vec<Origin>) {
-    let (function, bookmark) = (progress.function, progress.bookmark);
+/// Most entries a scan's queue holds at once: about 150 MiB of block pointers. A pool with
+/// more blocks is scanned in rounds (module doc), so a scrub's memory does not grow with the
+/// pool.
+pub const SCAN_QUEUE_MAX: usize = 1 << 20;
+
+/// The blocks a traversal lists: those after the bookmark that the scan's function wants,
+/// the `limit` lowest keys of them kept (S1), with the bytes of all of them.
+struct Selection {
+    entries: Vec<Entry>,
+    limit: usize,
+    bookmark: Option<(u32, u64)>,
+    /// For a resilver: the top-level vdevs with a leaf being resilvered, and the oldest
+    /// birth it needs.
+    resilver: Option<(Vec<u32>, Txg)>,
+    /// Bytes of every block offered and wanted, kept or not (`to_examine`).
+    bytes: u64,
+    /// Whether wanted blocks were left out (after the last kept key).
+    more: bool,
+}
+
+impl Selection {
+    fn offer(&mut self, entry: Entry) {
+        if self.bookmark.is_some_and(|b| entry.key <= b) {
+            return;
+        }
+        if let Some((tops, min_birth)) = &self.resilver {
+            // Only blocks with a copy on a vdev that has a leaf being resilvered, born since
+            // the leaves left service (copy-on-write: an older block was on them before).
+            if !entry.bp.copies().any(|dva| tops.contains(&dva.vdev.0))
+                || entry.bp.birth < *min_birth
+            {
+                return;
+            }
+        }
+        self.bytes += entry.bytes();
+        self.entries.push(entry);
+        if self.entries.len() >= 2 * self.limit {
+            self.compact();
+        }
+    }
+
+    /// Sorts by key, drops duplicates (a block listed twice) and keeps the lowest `limit`.
+    fn compact(&mut self) {
+        self.entries.sort_unstable_by_key(|e| e.key);
+        self.entries.dedup_by(|a, b| a.key == b.key && a.bp == b.bp);
+        if self.entries.len() > self.limit {
+            self.entries.truncate(self.limit);
+            self.more = true;
+        }
+    }
+}
+
+/// Lists the blocks of the committed state (module doc) after the bookmark, sorted by key:
+/// at most `limit` of them, the lowest keys. Returns the selection and the object sets whose
+/// traversal failed.
+fn traverse(inner: &Imported, progress: &ScanProgress, limit: usize) -> (Selection, Vec<Origin>) {
     let pool = &inner.pool;
-    let mut entries = Vec::new();
+    let resilver = (progress.function == ScanFunction::Resilver).then(|| {
+        let tops = pool
+            .tops()
+            .iter()
+            .filter(|t| t.needs_resilver())
+            .map(|t| t.id().0)
+            .collect();
+        (tops, progress.min_birth)
+    });
+    let mut selection = Selection {
+        entries: Vec::new(),
+        limit: limit.max(1),
+        bookmark: progress.bookmark,
+        resilver,
+        bytes: 0,
+        more: false,
+    };
     let mut failed = Vec::new();
     let Some(ub) = pool.last_uberblock().copied() else {
-        return (entries, failed);
+        return (selection, failed);
     };
     let reader = pool.reader();
     let root_context = BlockContext {
@@ -576,37 +681,25 @@ fn traverse(inner: &Imported, progress: &ScanProgress) -> (Vec<Entry>, Vec<Origi
             Some(id) => Origin::Data(id, context),
         };
         let mut visit = |bp: &BlockPtr, context: BlockContext| {
-            entries.extend(Entry::new(bp, origin(context)));
+            if let Some(entry) = Entry::new(bp, origin(context)) {
+                selection.offer(entry);
+            }
         };
         if visit_object_set_born_after(&reader, &root, after, &mut visit).is_err() {
             failed.push(origin(root_context));
         }
     }
     for bp in pool.space().chain() {
-        entries.extend(Entry::new(bp, Origin::SpaceLog));
+        if let Some(entry) = Entry::new(bp, Origin::SpaceLog) {
+            selection.offer(entry);
+        }
     }
-    entries.sort_unstable_by_key(|e| e.key);
-    entries.dedup_by(|a, b| a.key == b.key && a.bp == b.bp);
+    selection.compact();
     assert!(
-        entries.windows(2).all(|w| w[0].key < w[1].key),
+        selection.entries.windows(2).all(|w| w[0].key < w[1].key),
         "S1: two listed blocks share a DVA"
     );
-    if let Some(bookmark) = bookmark {
-        entries.retain(|e| e.key > bookmark);
-    }
-    if function == ScanFunction::Resilver {
-        // Only blocks with a copy on a vdev that has a leaf being resilvered.
-        let tops: Vec<u32> = pool
-            .tops()
-            .iter()
-            .filter(|t| t.needs_resilver())
-            .map(|t| t.id().0)
-            .collect();
-        entries.retain(|e| e.bp.copies().any(|dva| tops.contains(&dva.vdev.0)));
-        // Copy-on-write: an older block was on the leaves before they left service.
-        entries.retain(|e| e.bp.birth >= progress.min_birth);
-    }
-    (entries, failed)
+    (selection, failed)
 }
 
 /// Builds the queue of this pass (first step after start, resume or import).
@@ -614,8 +707,13 @@ fn build_queue(inner: &mut Imported, now: u64) -> Result<(), EngineError> {
     let Some(mut progress) = inner.scan.progress else {
         return Ok(());
     };
-    let (entries, failed) = traverse(inner, &progress);
-    let remaining: u64 = entries.iter().map(Entry::bytes).sum();
+    let (selection, failed) = traverse(inner, &progress, inner.scan.queue_limit());
+    let Selection {
+        entries,
+        bytes: remaining,
+        more,
+        ..
+    } = selection;
     progress.to_examine = progress.issued + remaining;
     progress.examined = progress.to_examine;
     for origin in failed {
@@ -626,6 +724,7 @@ fn build_queue(inner: &mut Imported, now: u64) -> Result<(), EngineError> {
     inner.scan.progress = Some(progress);
     inner.scan.queue = Some(ScanQueue {
         entries,
+        more,
         next: 0,
         pass_start: now,
         pass_issued: progress.issued,
@@ -663,8 +762,16 @@ pub(crate) fn step(
             .as_mut()
             .expect("S2: a scanning pool has a queue after build_queue");
         let found = scan_batch(pool, queue, &mut progress, max_bytes.max(1));
-        (found, queue.next == queue.entries.len())
+        let done = queue.next == queue.entries.len();
+        (found, done.then_some(queue.more))
     };
+    // A round done with blocks after it: the next step lists them (the hold of frees ends
+    // with this round's queue; the next traversal sees only live blocks).
+    let round_done = finished == Some(true);
+    let finished = finished == Some(false);
+    if round_done {
+        drop_queue(inner);
+    }
     assert!(
         progress.issued <= progress.to_examine,
         "S3: issued {} > listed {}",
@@ -1020,6 +1127,7 @@ mod tests {
             progress: Some(progress),
             queue: None,
             rebuild: None,
+            queue_limit: None,
         }
     }
 

@@ -197,6 +197,57 @@ fn raidz2_rotted_device_is_repaired() {
     assert_eq!(rig.read_object(object, data.len()).unwrap(), data);
 }
 
+/// Goal: a scan whose queue holds fewer blocks than the pool (rounds, each listing the next
+/// blocks after the bookmark) issues, repairs and counts exactly what one queue does, and
+/// its queue's memory stays at its limit. Method: the same pool and damage twice, one scrub
+/// with the default queue, one with a queue of 5 blocks, stepped in small batches.
+#[test]
+fn a_scrub_in_rounds_repairs_what_one_queue_does() {
+    let run = |limit: Option<usize>| {
+        let mut rig = rig(TopLayout::Raidz(2), 6);
+        let objects: Vec<_> = (0..4).map(|i| rig.write_object(10 + i, 1 << 20)).collect();
+        rig.export();
+        rig.rot_device(2);
+        rig.import();
+        if let Some(limit) = limit {
+            tarn_engine::check::set_scan_queue_limit(&rig.engine, "tank", limit).unwrap();
+        }
+        rig.engine
+            .scrub(&["tank".to_string()], ScrubAction::Start, "pool scrub tank")
+            .unwrap();
+        let mut queue_max = 0;
+        let last = loop {
+            let progress = rig.engine.scrub_step("tank", 64 << 10).unwrap().unwrap();
+            queue_max = queue_max.max(rig.engine.memory_use().scan_queue);
+            if progress.state != ScanState::Scanning {
+                break progress;
+            }
+        };
+        for (object, data) in &objects {
+            assert_eq!(&rig.read_object(*object, data.len()).unwrap(), data);
+        }
+        (last, rig.cksums(), queue_max)
+    };
+    let (whole, whole_cksums, whole_queue) = run(None);
+    let (rounds, rounds_cksums, rounds_queue) = run(Some(5));
+    assert_eq!(whole.state, ScanState::Finished);
+    assert!(whole.repaired > 0 && whole.errors == 0, "{whole:?}");
+    assert_eq!(
+        (rounds.state, rounds.issued, rounds.repaired, rounds.errors),
+        (whole.state, whole.issued, whole.repaired, whole.errors)
+    );
+    assert_eq!(rounds_cksums, whole_cksums);
+    assert_cksums_only_on(&rounds_cksums, &[2]);
+    assert!(
+        rounds_queue <= 4096,
+        "a queue of 5 blocks took {rounds_queue} bytes"
+    );
+    assert!(
+        whole_queue > 4 * rounds_queue,
+        "{whole_queue} vs {rounds_queue}"
+    );
+}
+
 #[test]
 fn raidz2_rotted_parity_columns_are_repaired() {
     let mut rig = rig(TopLayout::Raidz(2), 6);

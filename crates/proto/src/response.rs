@@ -133,6 +133,9 @@ pub struct MemoryInfo {
     pub intent_log: u64,
     /// Indexes of the cache devices (L2ARC headers).
     pub l2arc_headers: u64,
+    /// Queues of running scrubs and resilvers (block pointers still to visit).
+    #[serde(default)]
+    pub scan_queue: u64,
     /// Request buffers of the FUSE session threads.
     pub fuse_buffers: u64,
     /// Memory the allocator holds that nothing uses (freed pages not yet returned, its own
