@@ -198,10 +198,20 @@ fn stop_daemon(rundir: &Path) -> Outcome {
     }
 }
 
+/// The `-d` directories as absolute UTF-8 paths; one that is missing or not a directory is an
+/// error (ZFS says so too, where a silent "no pools available" would mislead).
 fn absolute_dirs(dirs: &[PathBuf], cwd: &Path) -> Result<Vec<String>, String> {
     dirs.iter()
         .map(|dir| {
             let dir = cwd.join(dir);
+            match std::fs::metadata(&dir) {
+                Ok(meta) if meta.is_dir() => {}
+                Ok(_) => return Err(format!("'{}' is not a directory", dir.display())),
+                Err(e) => {
+                    let why = tarn_daemon::describe_io(&e);
+                    return Err(format!("directory '{}': {why}", dir.display()));
+                }
+            }
             dir.to_str()
                 .map(str::to_string)
                 .ok_or_else(|| format!("directory '{}' is not valid UTF-8", dir.display()))

@@ -232,6 +232,36 @@ fn daemon_killed_mid_write_remounts_with_fsynced_data() {
     std::io::stdout().flush().unwrap();
 }
 
+// DESCRIPTION: the `mounted` property follows the mounts: yes after create, no after
+// `tarn unmount`, yes after `tarn mount` and after export and import, in `get` and `list`.
+// STRATEGY: `get -H -o value mounted` and `list -H -o name,mounted` after each step.
+#[test]
+fn the_mounted_property_follows_the_mounts() {
+    if !fuse_or_skip("the_mounted_property_follows_the_mounts") {
+        return;
+    }
+    let rig = Rig::new();
+    pool_with_mount(&rig);
+    rig.ok("create tank/home");
+    let mounted = |name: &str| rig.ok(&format!("get -H -o value mounted {name}"));
+    assert_eq!(mounted("tank"), "yes\n");
+    assert_eq!(mounted("tank/home"), "yes\n");
+    rig.ok("unmount tank/home");
+    assert_eq!(mounted("tank/home"), "no\n");
+    assert_eq!(
+        rig.ok("list -H -o name,mounted"),
+        "tank\tyes\ntank/home\tno\n"
+    );
+    rig.ok("mount tank/home");
+    assert_eq!(mounted("tank/home"), "yes\n");
+    rig.ok("pool export tank");
+    rig.ok(&format!("pool import -d {} tank", rig.dir_of("d")));
+    assert_eq!(
+        rig.ok("list -H -o name,mounted"),
+        "tank\tyes\ntank/home\tyes\n"
+    );
+}
+
 // DESCRIPTION: `tarn pool sync` is the barrier for data written without fsync (a plain
 // `sync` never reaches a FUSE server): a file written and closed, then `pool sync`, survives
 // a SIGKILL of the daemon right after, byte for byte. A pool that does not exist is refused

@@ -277,6 +277,35 @@ fn export_then_import_from_moved_and_renamed_files() {
     );
 }
 
+// DESCRIPTION: `pool import -d` of a directory that is not there, or of a plain file, is an
+// error in one line (before, a missing directory was an empty search: "no pools available").
+// STRATEGY: both refusals through the binary, exact stderr and exit status 1.
+#[test]
+fn import_from_a_missing_or_plain_directory_is_refused() {
+    let rig = Rig::new();
+    let missing = rig.root().join("nonexistent");
+    let run = rig.run(&format!("pool import -d {}", missing.display()));
+    assert_eq!(run.code, Some(1));
+    assert_eq!(
+        run.stderr,
+        format!(
+            "cannot import: directory '{}': no such file or directory\n",
+            missing.display()
+        )
+    );
+    let file = rig.root().join("plain");
+    std::fs::write(&file, b"not a directory").unwrap();
+    let run = rig.run(&format!("pool import -d {} tank", file.display()));
+    assert_eq!(run.code, Some(1));
+    assert_eq!(
+        run.stderr,
+        format!(
+            "cannot import 'tank': '{}' is not a directory\n",
+            file.display()
+        )
+    );
+}
+
 // DESCRIPTION: every refused command exits 1 with exactly one `cannot ...` line on stderr
 // and changes no byte of any device file (of the imported pool, of an exported pool, or of
 // the unused files); usage errors exit 2.

@@ -110,7 +110,15 @@ impl MountTable {
         tarn_fuse::clean_stale(&spec.mountpoint)?;
         let mount = tarn_fuse::mount(Arc::clone(&self.engine), spec)?;
         mounts.insert(spec.name.clone(), mount);
+        self.engine.set_mounted(&spec.pool, spec.dataset, true);
         Ok(())
+    }
+
+    /// Tells the engine that dataset `name` is no longer mounted (its `mounted` property).
+    fn record_unmounted(&self, name: &str) {
+        if let Ok((pool, dataset)) = self.engine.find_dataset(name) {
+            self.engine.set_mounted(&pool, dataset, false);
+        }
     }
 
     /// `spec` with its mountpoint under the altroot, if there is one.
@@ -168,8 +176,11 @@ impl MountTable {
                 continue;
             };
             match mount.unmount() {
-                Ok(()) => {}
-                Err(_) if force => mount.detach(),
+                Ok(()) => self.record_unmounted(&name),
+                Err(_) if force => {
+                    mount.detach();
+                    self.record_unmounted(&name);
+                }
                 Err(error) => {
                     mounts.insert(name, mount);
                     refused.get_or_insert(error);
