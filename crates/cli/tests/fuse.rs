@@ -160,6 +160,19 @@ fn wait_gone(pid: &str) {
     panic!("process {pid} still runs 10 s after SIGKILL");
 }
 
+/// SIGKILL to the rig's daemon, returning once it is gone: kill(2) returns before the
+/// process is, and until then its listening socket can still take a connection that then
+/// resets (the next command would fail on it).
+fn kill_daemon(rig: &Rig) {
+    let pid = std::fs::read_to_string(rig.rundir.join("tarn.pid")).unwrap();
+    let killed = std::process::Command::new("kill")
+        .args(["-9", pid.trim()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    wait_gone(pid.trim());
+}
+
 // DESCRIPTION: SIGKILL of the daemon while a program writes through the mount. The writer
 // sees its mount die; the dead mount ("Transport endpoint is not connected") stays until
 // the next daemon, started by the next command, re-imports the pool from its cache file,
@@ -187,15 +200,7 @@ fn daemon_killed_mid_write_remounts_with_fsynced_data() {
         std::thread::sleep(Duration::from_millis(50));
     }
     assert!(synced.load(Ordering::SeqCst) >= 8, "the writer got going");
-    let pid = std::fs::read_to_string(rig.rundir.join("tarn.pid")).unwrap();
-    let killed = std::process::Command::new("kill")
-        .args(["-9", pid.trim()])
-        .status()
-        .unwrap();
-    assert!(killed.success());
-    // kill(2) returns before the process is gone: until it is, its listening socket can
-    // still take a connection that then resets (the next command would fail on it).
-    wait_gone(pid.trim());
+    kill_daemon(&rig);
     writer.join().unwrap();
     let synced = synced.load(Ordering::SeqCst);
     let dead = std::fs::metadata(tank.join("log")).unwrap_err();
@@ -282,13 +287,7 @@ fn pool_sync_makes_unsynced_writes_survive_a_crash() {
     let refused = rig.run("pool sync nosuch");
     assert_eq!(refused.code, Some(1));
     assert_eq!(refused.stderr, "cannot open 'nosuch': no such pool\n");
-    let pid = std::fs::read_to_string(rig.rundir.join("tarn.pid")).unwrap();
-    let killed = std::process::Command::new("kill")
-        .args(["-9", pid.trim()])
-        .status()
-        .unwrap();
-    assert!(killed.success());
-    wait_gone(pid.trim());
+    kill_daemon(&rig);
     assert_eq!(rig.ok("pool list -H -o name"), "tank\n");
     assert!(
         std::fs::read(tank.join("unsynced")).unwrap() == data,

@@ -494,21 +494,9 @@ impl SpaceManager {
             "rebuild of a space manager in use"
         );
         for dva in live {
-            let vdev = self
-                .vdevs
-                .get_mut(dva.vdev.0 as usize)
-                .ok_or(SpaceError::CorruptLog {
-                    why: "a block names an unknown vdev",
-                })?;
-            if dva.asize == 0 || dva.offset.checked_add(dva.asize).is_none() {
-                return Err(SpaceError::CorruptLog {
-                    why: "a block with a bad size",
-                });
-            }
-            vdev.claim(dva.offset, dva.asize)
-                .map_err(|_| SpaceError::CorruptLog {
-                    why: "two blocks share space, or one lies beyond its vdev",
-                })?;
+            self.claim_dva(dva).map_err(|_| SpaceError::CorruptLog {
+                why: "a block names space that is not free or not there",
+            })?;
         }
         self.txg = head_txg;
         self.condense_next = true;
@@ -1127,18 +1115,7 @@ impl SpaceManager {
     /// allocated so nothing else is put there before the log is replayed and freed. Space
     /// that is not free (or not on a vdev) is an error: that block is not part of the log.
     pub fn claim_log(&mut self, dva: &Dva) -> Result<(), SpaceError> {
-        let vdev = self
-            .vdevs
-            .get_mut(dva.vdev.0 as usize)
-            .ok_or(SpaceError::CorruptLog {
-                why: "log block on an unknown vdev",
-            })?;
-        if dva.asize == 0 || dva.offset.checked_add(dva.asize).is_none() {
-            return Err(SpaceError::CorruptLog {
-                why: "log block with a bad size",
-            });
-        }
-        vdev.claim(dva.offset, dva.asize)?;
+        self.claim_dva(dva)?;
         self.open_records.push(Record {
             alloc: true,
             vdev: dva.vdev,
@@ -1146,6 +1123,22 @@ impl SpaceManager {
             asize: dva.asize,
         });
         Ok(())
+    }
+
+    /// Marks `dva` allocated: it must name free space of a known vdev, with a size.
+    fn claim_dva(&mut self, dva: &Dva) -> Result<(), SpaceError> {
+        let vdev = self
+            .vdevs
+            .get_mut(dva.vdev.0 as usize)
+            .ok_or(SpaceError::CorruptLog {
+                why: "block on an unknown vdev",
+            })?;
+        if dva.asize == 0 || dva.offset.checked_add(dva.asize).is_none() {
+            return Err(SpaceError::CorruptLog {
+                why: "block with a bad size",
+            });
+        }
+        vdev.claim(dva.offset, dva.asize)
     }
 
     /// Bytes allocated in open context since the last sync (intent-log blocks not yet in any
