@@ -218,6 +218,10 @@ impl MountTable {
             return result.err().map(|e| refusal(verb, root, &e));
         }
         match request {
+            // Snapshots are never mounted; `-d` of a held one is not a refusal.
+            Request::DatasetDestroy {
+                name, defer: true, ..
+            } if name.contains('@') => None,
             Request::DatasetDestroy {
                 name,
                 recursive,

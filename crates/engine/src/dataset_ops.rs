@@ -532,6 +532,17 @@ fn destroy_check(
             children.join(", ")
         )));
     }
+    let held = ids.iter().any(|d| {
+        inner
+            .datasets
+            .node(*d)
+            .snapshots
+            .iter()
+            .any(|s| !s.holds.is_empty())
+    });
+    if held {
+        return Err(invalid("dataset is busy"));
+    }
     Ok(subtree.into_iter().map(|(d, _)| d).collect())
 }
 
@@ -803,6 +814,8 @@ fn snapshot_stat(node: &crate::datasets::Node, property: &str) -> Option<Dataset
             let count = node.snapshots.len().to_string();
             Some(stat_prop(property, count.clone(), count))
         }
+        // Snapshot-only properties (holds): a dash on a dataset, as in ZFS.
+        "userrefs" | "defer_destroy" => Some(stat_prop(property, "-".into(), "-".into())),
         _ => None,
     }
 }
