@@ -269,3 +269,55 @@ fn destroy_d_waits_for_the_last_release_through_the_binary() {
     rig.ok("destroy tank/a@one");
     assert_eq!(rig.ok("list -H -o name -t snapshot"), "");
 }
+
+// DESCRIPTION: `rename DS@A DS@B` renames a snapshot in place: its GUID and holds follow,
+// the old name is gone, across export and import; renaming to another dataset or to a
+// taken name is refused with one line and changes no device byte.
+// STRATEGY: the binary against a daemon.
+#[test]
+fn snapshot_rename_through_the_binary() {
+    let rig = Rig::new();
+    pool(&rig);
+    rig.ok("snapshot tank/a@one");
+    rig.ok("snapshot tank/a@two");
+    rig.ok("hold keep tank/a@one");
+    let guid = rig.ok("get -H -o value guid tank/a@one");
+    rig.ok("rename tank/a@one tank/a@first");
+    assert_eq!(
+        rig.ok("list -H -o name -t snapshot"),
+        "tank/a@first\ntank/a@two\n"
+    );
+    assert_eq!(rig.ok("get -H -o value guid tank/a@first"), guid);
+    assert_eq!(rig.ok("get -H -o value userrefs tank/a@first"), "1\n");
+    let cases = [
+        (
+            "rename tank/a@first tank@first",
+            "cannot rename 'tank/a@first': snapshots must be part of same dataset",
+        ),
+        (
+            "rename tank/a@first tank/a@two",
+            "cannot rename 'tank/a@first': dataset already exists",
+        ),
+        (
+            "rename tank/a@one tank/a@three",
+            "cannot rename 'tank/a@one': dataset does not exist",
+        ),
+        (
+            "rename tank/a@first tank/a@bad*",
+            "cannot rename 'tank/a@first': invalid dataset name: invalid character '*'",
+        ),
+    ];
+    for (line, want) in cases {
+        let got = rig.refused(line);
+        assert!(got.starts_with(want), "`tarn {line}`: {got}");
+    }
+    rig.ok("pool export tank");
+    rig.ok(&format!("pool import -d {} tank", rig.dir_of("d")));
+    assert_eq!(
+        rig.ok("list -H -o name -t snapshot"),
+        "tank/a@first\ntank/a@two\n"
+    );
+    rig.ok("release keep tank/a@first");
+    rig.ok("destroy tank/a@first");
+    assert_eq!(rig.ok("list -H -o name -t snapshot"), "tank/a@two\n");
+}

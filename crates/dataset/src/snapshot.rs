@@ -503,6 +503,22 @@ pub fn destroy_all(
     Ok(blocks)
 }
 
+/// Renames `snapshot` of the dataset `head` to `new` (validated, not taken: the caller
+/// checked); its node, txg and GUID stay.
+pub fn rename(
+    mos: &mut ObjectSet,
+    store: &dyn BlockStore,
+    head: &DatasetHeader,
+    snapshot: &mut Snapshot,
+    new: &str,
+) -> Result<(), DatasetError> {
+    assert!(head.snap.is_present(), "S3: a snapshot has a snapshots ZAP");
+    mos.zap_remove(store, head.snap.snapshots, &snapshot.name)?;
+    mos.zap_insert_u64(store, head.snap.snapshots, new, snapshot.id.0)?;
+    snapshot.name = new.to_string();
+    Ok(())
+}
+
 /// Sets (`Some`) or removes (`None`) a user property of a snapshot.
 pub fn set_prop(
     mos: &mut ObjectSet,

@@ -261,6 +261,9 @@ impl Engine {
 
     /// `tarn rename OLD NEW`. The caller remounts what moved.
     pub fn rename_dataset(&self, old: &str, new: &str, command: &str) -> Result<(), EngineError> {
+        if old.contains('@') || new.contains('@') {
+            return self.rename_snapshot(old, new, command);
+        }
         let _admin = self.admin();
         let (handle, id) = self.dataset(old)?;
         dsname::validate_name(new)?;

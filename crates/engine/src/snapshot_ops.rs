@@ -312,6 +312,45 @@ impl Engine {
         Ok(())
     }
 
+    /// `tarn rename DS@A DS@B`: the snapshot keeps its node, txg, GUID, holds and
+    /// properties under the new name.
+    pub(crate) fn rename_snapshot(
+        &self,
+        old: &str,
+        new: &str,
+        command: &str,
+    ) -> Result<(), EngineError> {
+        let _admin = self.admin();
+        let (dataset, from) = snapshot::split_name(old)?;
+        let (new_dataset, to) = snapshot::split_name(new)?;
+        if new_dataset != dataset {
+            return Err(invalid("snapshots must be part of same dataset"));
+        }
+        let handle = self.pool(pool_of(dataset))?;
+        let mut inner = handle.lock();
+        inner.check_writable()?;
+        let id = inner
+            .datasets
+            .by_name(dataset)
+            .ok_or(EngineError::NoSuchDataset)?;
+        let node = inner.datasets.node(id);
+        let (index, _) = node.snapshot(from).ok_or(EngineError::NoSuchDataset)?;
+        if node.snapshot(to).is_some() {
+            return Err(invalid("dataset already exists"));
+        }
+        let Imported {
+            pool,
+            mos,
+            datasets,
+            ..
+        } = &mut *inner;
+        let reader = pool.reader();
+        let node = datasets.node_mut(id);
+        let head = node.header;
+        snapshot::rename(mos.objset(), &reader, &head, &mut node.snapshots[index], to)?;
+        self.commit_admin(&mut inner, command)
+    }
+
     fn commit_admin(&self, inner: &mut Imported, command: &str) -> Result<(), EngineError> {
         inner.history.push(self.history_record(command, false));
         inner.sync()?;

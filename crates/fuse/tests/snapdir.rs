@@ -1,7 +1,7 @@
 //! The snapshot directory through the real kernel driver: `<mnt>/.tarn/snapshot/<snap>`
 //! shows each snapshot's files, directories, symlinks and xattrs as they were when it was
 //! taken, refuses every change with EROFS, follows `snapdir=hidden|visible` in the root's
-//! listing, and loses a snapshot's directory when the snapshot is destroyed.
+//! listing, loses a snapshot's directory when the snapshot is destroyed, and follows a rename.
 
 mod common;
 
@@ -169,4 +169,13 @@ fn snapdir_hidden_or_visible_and_destroyed_snapshots_vanish() {
     );
     assert_eq!(names(&fx.path(".tarn/snapshot")), set(&["b"]));
     assert_eq!(fs::read(fx.path(".tarn/snapshot/b/f")).unwrap(), b"x");
+    // A renamed snapshot shows under its new name only.
+    let (b, c) = (format!("{POOL}@b"), format!("{POOL}@c"));
+    fx.engine.rename_dataset(&b, &c, "rename").unwrap();
+    assert_eq!(names(&fx.path(".tarn/snapshot")), set(&["c"]));
+    assert_eq!(
+        errno(fs::metadata(fx.path(".tarn/snapshot/b"))),
+        libc::ENOENT
+    );
+    assert_eq!(fs::read(fx.path(".tarn/snapshot/c/f")).unwrap(), b"x");
 }
