@@ -1540,9 +1540,7 @@ impl fuser::Filesystem for TarnFs {
         reply: ReplyLseek,
     ) {
         let _request = self.shared.request(Opcode::Lseek);
-        if snapdir::is_snapshot_dir(ino.0) {
-            return reply.error(Errno::EINVAL);
-        }
+        let kernel = ino;
         let ino = self.ino(ino);
         let whence = match whence {
             libc::SEEK_DATA => Seek::Data,
@@ -1552,7 +1550,13 @@ impl fuser::Filesystem for TarnFs {
         let Ok(offset) = u64::try_from(offset) else {
             return reply.error(Errno::ENXIO);
         };
-        let result = self.run(FsOp::Read, |fs| fs.seek(ino, offset, whence));
+        let result = if snapdir::is_snapshot_dir(kernel.0) {
+            self.in_snapshot(kernel, Errno::EINVAL, |fs, ino| {
+                fs.seek(ino, offset, whence)
+            })
+        } else {
+            self.run(FsOp::Read, |fs| fs.seek(ino, offset, whence))
+        };
         match result.and_then(|found| i64::try_from(found).map_err(|_| Errno::EOVERFLOW)) {
             Ok(found) => reply.offset(found),
             Err(errno) => reply.error(errno),

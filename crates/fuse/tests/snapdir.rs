@@ -7,8 +7,10 @@ mod common;
 
 use std::collections::BTreeSet;
 use std::fs::{self, File, OpenOptions};
-use std::os::unix::fs::{MetadataExt, PermissionsExt, symlink};
+use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt, symlink};
 use std::path::Path;
+
+use nix::unistd::{Whence, lseek};
 
 use common::{Fixture, POOL, fuse_or_skip, pattern, run};
 
@@ -126,6 +128,37 @@ fn snapshots_read_as_taken_and_refuse_changes() {
     assert!(!set_xattr.status.success());
     assert_eq!(getfattr(&snap.join("f")), "one");
     assert_eq!(fs::read(snap.join("f")).unwrap(), b"before");
+}
+
+/// Goal: SEEK_DATA and SEEK_HOLE in a snapshot's sparse file find its data as it was.
+/// Method: a file with data at 0 and at 1 MiB, a snapshot, the hole filled in the head.
+#[test]
+fn holes_of_a_snapshot_file_are_found() {
+    if !fuse_or_skip("holes_of_a_snapshot_file_are_found") {
+        return;
+    }
+    let fx = Fixture::new();
+    let file = File::create(fx.path("sparse")).unwrap();
+    file.write_all_at(&pattern(4096, 1), 0).unwrap();
+    file.write_all_at(&pattern(4096, 2), 1 << 20).unwrap();
+    drop(file);
+    fx.engine
+        .snapshot(&[format!("{POOL}@a")], false, &[], "snapshot")
+        .unwrap();
+    let head = OpenOptions::new()
+        .write(true)
+        .open(fx.path("sparse"))
+        .unwrap();
+    head.write_all_at(&pattern(1 << 20, 3), 0).unwrap();
+    drop(head);
+    let snap = File::open(fx.path(".tarn/snapshot/a/sparse")).unwrap();
+    let hole = lseek(&snap, 0, Whence::SeekHole).unwrap();
+    let data = lseek(&snap, hole, Whence::SeekData).unwrap();
+    assert!(hole > 0 && hole < 1 << 20, "hole at {hole}");
+    assert_eq!(data, 1 << 20);
+    let mut buf = vec![0u8; 4096];
+    snap.read_exact_at(&mut buf, 1 << 20).unwrap();
+    assert_eq!(buf, pattern(4096, 2));
 }
 
 /// Goal: `snapdir` decides whether the root lists `.tarn`; it is reachable either way, and a
