@@ -150,8 +150,8 @@ pub struct Snapshot {
 const HOLD_PREFIX: &str = "Hold/";
 /// Key of the deferred-destroy mark in a snapshot's property ZAP (value `on`).
 const DEFER_KEY: &str = "DeferDestroy";
-/// Longest hold tag, in bytes.
-pub const HOLD_TAG_MAX: usize = 255;
+/// Longest hold tag, in bytes: its key (`Hold/TAG`) must fit a ZAP key.
+pub const HOLD_TAG_MAX: usize = tarn_objects::ZAP_KEY_MAX - HOLD_PREFIX.len();
 
 /// Checks a hold tag: 1 to [`HOLD_TAG_MAX`] bytes, no control characters.
 pub fn validate_hold_tag(tag: &str) -> Result<(), DatasetError> {
@@ -607,7 +607,8 @@ mod tests {
         }
         assert!(validate_hold_tag("").is_err());
         assert!(validate_hold_tag("a\nb").is_err());
-        assert!(validate_hold_tag(&"x".repeat(256)).is_err());
+        assert!(validate_hold_tag(&"x".repeat(HOLD_TAG_MAX + 1)).is_err());
+        assert!(validate_hold_tag(&"x".repeat(HOLD_TAG_MAX)).is_ok());
         assert!(validate_hold_tag("keep it").is_ok());
     }
 

@@ -211,3 +211,27 @@ fn destroy_d_defers_until_the_last_release() {
     assert_eq!(snapshots(&engine), owned(&["tank/a@s"]));
     check::verify_pool(&engine, "tank").unwrap();
 }
+
+#[test]
+fn the_longest_tag_fits_and_a_longer_one_is_refused() {
+    // Goal: a tag of HOLD_TAG_MAX bytes is stored and read back after import; one byte more
+    // is refused by name, before anything is written.
+    let (provider, engine) = setup();
+    let longest = "t".repeat(tarn_dataset::snapshot::HOLD_TAG_MAX);
+    engine
+        .hold(&longest, &owned(&["tank@s"]), false, "")
+        .unwrap();
+    let before = images(&provider);
+    let longer = format!("{longest}t");
+    let got = engine.hold(&longer, &owned(&["tank@s"]), false, "");
+    assert!(
+        got.unwrap_err()
+            .to_string()
+            .contains("hold tag is too long")
+    );
+    assert!(images(&provider) == before, "a refusal wrote");
+    engine.export_pool("tank", false).unwrap();
+    let engine = HOST.import(&provider, &ImportOptions::default()).unwrap();
+    let rows = engine.holds(&owned(&["tank@s"]), false).unwrap();
+    assert_eq!(tags(&rows), vec![("tank@s".to_string(), longest)]);
+}
