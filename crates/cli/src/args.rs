@@ -58,8 +58,48 @@ pub(crate) enum Command {
         /// Print exact numbers (with -v).
         #[arg(short = 'p')]
         parsable: bool,
+        /// Defer: a held snapshot is destroyed when its last hold is released.
+        #[arg(short = 'd')]
+        defer: bool,
         /// Dataset or snapshot name.
         name: String,
+    },
+    /// Place a user hold on snapshots (a held snapshot cannot be destroyed).
+    Hold {
+        /// The same snapshot of every descendant too.
+        #[arg(short = 'r')]
+        recursive: bool,
+        /// The hold's tag.
+        tag: String,
+        /// Snapshot names (DATASET@SNAPSHOT).
+        #[arg(required = true)]
+        names: Vec<String>,
+    },
+    /// Release a user hold from snapshots.
+    Release {
+        /// The same snapshot of every descendant too.
+        #[arg(short = 'r')]
+        recursive: bool,
+        /// The hold's tag.
+        tag: String,
+        /// Snapshot names (DATASET@SNAPSHOT).
+        #[arg(required = true)]
+        names: Vec<String>,
+    },
+    /// List the user holds of snapshots.
+    Holds {
+        /// The same snapshot of every descendant too.
+        #[arg(short = 'r')]
+        recursive: bool,
+        /// Scripted: no header, tab-separated.
+        #[arg(short = 'H')]
+        scripted: bool,
+        /// Exact timestamps (Unix seconds).
+        #[arg(short = 'p')]
+        parsable: bool,
+        /// Snapshot names (DATASET@SNAPSHOT).
+        #[arg(required = true)]
+        names: Vec<String>,
     },
     /// Take snapshots (every named one, with -r every descendant's too, in one txg).
     Snapshot {

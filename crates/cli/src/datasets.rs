@@ -92,8 +92,12 @@ pub(crate) fn plan(command: Command, cwd: &Path) -> Result<Plan, Outcome> {
             dry_run,
             verbose,
             parsable,
+            defer,
             name,
-        } => plan_destroy(name, recursive, force, dry_run, verbose, parsable)?,
+        } => plan_destroy(name, recursive, force, dry_run, defer, verbose, parsable)?,
+        command @ (Command::Hold { .. } | Command::Release { .. } | Command::Holds { .. }) => {
+            plan_holds(command)
+        }
         Command::Snapshot {
             recursive,
             properties,
@@ -140,15 +144,67 @@ pub(crate) fn plan(command: Command, cwd: &Path) -> Result<Plan, Outcome> {
     Ok(plan)
 }
 
+/// `hold`, `release` and `holds`.
+fn plan_holds(command: Command) -> Plan {
+    match command {
+        Command::Hold {
+            recursive,
+            tag,
+            names,
+        } => silent(
+            "hold snapshot",
+            &names[0].clone(),
+            Request::Hold {
+                tag,
+                names,
+                recursive,
+            },
+        ),
+        Command::Release {
+            recursive,
+            tag,
+            names,
+        } => silent(
+            "release hold from snapshot",
+            &names[0].clone(),
+            Request::Release {
+                tag,
+                names,
+                recursive,
+            },
+        ),
+        Command::Holds {
+            recursive,
+            scripted,
+            parsable,
+            names,
+        } => Plan {
+            verb: "get holds for",
+            object: names.first().cloned(),
+            view: View::Holds { scripted, parsable },
+            request: Request::Holds { names, recursive },
+        },
+        _ => unreachable!("plan_holds is called only for hold verbs"),
+    }
+}
+
 fn plan_destroy(
     name: String,
     recursive: bool,
     force: bool,
     dry_run: bool,
+    defer: bool,
     verbose: bool,
     parsable: bool,
 ) -> Result<Plan, Outcome> {
     let snapshot = name.contains('@');
+    if defer && !snapshot {
+        return Err(refuse(
+            "destroy",
+            Some(&name),
+            "-d is supported for snapshots only",
+        ));
+    }
     if dry_run && !snapshot {
         return Err(refuse(
             "destroy",
@@ -174,6 +230,7 @@ fn plan_destroy(
             recursive,
             force,
             dry_run,
+            defer,
         },
     })
 }
@@ -389,9 +446,34 @@ pub(crate) fn show(view: &View, payload: &ReplyPayload) -> Option<String> {
             },
             ReplyPayload::SnapshotsDestroyed { names, reclaimed },
         ) => snapshots_destroyed(names, *reclaimed, *dry_run, *verbose, *parsable),
+        (View::Holds { scripted, parsable }, ReplyPayload::Holds(rows)) => {
+            holds(rows, *scripted, *parsable)
+        }
         (View::Silent, ReplyPayload::Mounts(_)) => String::new(),
         _ => return None,
     })
+}
+
+/// `tarn holds`: ZFS's `NAME TAG TIMESTAMP` table (`-p`: Unix seconds).
+fn holds(rows: &[tarn_proto::HoldRow], scripted: bool, parsable: bool) -> String {
+    let column = |header: &'static str| crate::render::Column {
+        header: header.into(),
+        right: false,
+        width_min: 0,
+    };
+    let columns = [column("NAME"), column("TAG"), column("TIMESTAMP")];
+    let cells: Vec<Vec<String>> = rows
+        .iter()
+        .map(|row| {
+            let time = if parsable {
+                row.time.to_string()
+            } else {
+                row.when.clone()
+            };
+            vec![row.name.clone(), row.tag.clone(), time]
+        })
+        .collect();
+    crate::render::table(&columns, &cells, scripted)
 }
 
 /// `destroy -v DS@SNAP` (ZFS's `will destroy` / `would destroy` lines and the reclaim).

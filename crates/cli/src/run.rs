@@ -86,6 +86,11 @@ pub(crate) enum View {
         parsable: bool,
     },
     DatasetGet(crate::datasets::GetView),
+    /// `tarn holds`.
+    Holds {
+        scripted: bool,
+        parsable: bool,
+    },
     Userspace(crate::userspace::SpaceView),
     Projects,
     Mounts,

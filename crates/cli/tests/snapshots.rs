@@ -166,3 +166,158 @@ fn rollback_shows_the_snapshot_in_the_mount() {
     assert_eq!(std::fs::read(tank.join("after")).unwrap(), b"wednesday");
     assert_eq!(rig.ok("list -H -o name -t snapshot"), "tank@monday\n");
 }
+
+// DESCRIPTION: user holds through the binary. `hold -r` holds every descendant's snapshot,
+// `holds` prints ZFS's NAME TAG TIMESTAMP table (`-H` tab-separated, `-p` Unix seconds),
+// `userrefs` counts holds; destroying a held snapshot is refused with one line and changes
+// no device byte, as are bad holds and releases; `destroy -d` marks a held snapshot
+// (`defer_destroy=on`) and its last `release` destroys it; holds survive export and import.
+// STRATEGY: the binary against a daemon; device images compared around each refusal.
+#[test]
+fn holds_list_and_refuse_destroy_through_the_binary() {
+    let rig = Rig::new();
+    pool(&rig);
+    rig.ok("snapshot -r tank@one");
+    rig.ok("hold -r keep tank@one");
+    rig.ok("hold other tank@one");
+    let table = rig.ok("holds -r tank@one");
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(lines.len(), 4, "{table}");
+    let header: Vec<&str> = lines[0].split_whitespace().collect();
+    assert_eq!(header, ["NAME", "TAG", "TIMESTAMP"]);
+    assert!(lines[1].starts_with("tank@one    keep   "), "{table}");
+    let scripted = rig.ok("holds -r -H -p tank@one");
+    let rows = tsv_rows(&scripted);
+    let got: Vec<(&str, &str)> = rows.iter().map(|r| (r[0], r[1])).collect();
+    assert_eq!(
+        got,
+        [
+            ("tank@one", "keep"),
+            ("tank@one", "other"),
+            ("tank/a@one", "keep")
+        ]
+    );
+    assert!(rows[0][2].parse::<u64>().unwrap() > 1_600_000_000);
+    assert_eq!(rig.ok("holds -H tank/a@one").lines().count(), 1);
+    assert_eq!(rig.ok("get -H -o value userrefs tank@one"), "2\n");
+    assert_eq!(rig.ok("get -H -o value userrefs tank/a@one"), "1\n");
+
+    let cases = [
+        (
+            "destroy tank@one",
+            "cannot destroy 'tank@one': dataset is busy",
+        ),
+        (
+            "destroy -r tank@one",
+            "cannot destroy 'tank@one': dataset is busy",
+        ),
+        (
+            "destroy -r tank/a",
+            "cannot destroy 'tank/a': dataset is busy",
+        ),
+        (
+            "hold keep tank@one",
+            "cannot hold snapshot 'tank@one': tag already exists on this dataset",
+        ),
+        (
+            "release nope tank@one",
+            "cannot release hold from snapshot 'tank@one': no such tag on this dataset",
+        ),
+        (
+            "hold x tank@nope",
+            "cannot hold snapshot 'tank@nope': dataset does not exist",
+        ),
+        (
+            "release -r other tank@one",
+            "cannot release hold from snapshot 'tank@one': no such tag on this dataset",
+        ),
+        (
+            "destroy -d tank/a",
+            "cannot destroy 'tank/a': -d is supported for snapshots only",
+        ),
+    ];
+    for (line, want) in cases {
+        let got = rig.refused(line);
+        assert_eq!(got, want, "`tarn {line}`");
+    }
+}
+
+// DESCRIPTION: `destroy -d` of a held snapshot marks it (`defer_destroy=on`), the mark and
+// the holds survive export and import, and the last `release` destroys it.
+// STRATEGY: the binary against a daemon.
+#[test]
+fn destroy_d_waits_for_the_last_release_through_the_binary() {
+    let rig = Rig::new();
+    pool(&rig);
+    rig.ok("snapshot -r tank@one");
+    rig.ok("hold -r keep tank@one");
+    rig.ok("hold other tank@one");
+    rig.ok("pool export tank");
+    rig.ok(&format!("pool import -d {} tank", rig.dir_of("d")));
+    assert_eq!(rig.ok("get -H -o value userrefs tank@one"), "2\n");
+    rig.ok("destroy -d tank@one");
+    assert_eq!(rig.ok("get -H -o value defer_destroy tank@one"), "on\n");
+    rig.ok("release keep tank@one");
+    assert_eq!(
+        rig.ok("list -H -o name -t snapshot"),
+        "tank@one\ntank/a@one\n"
+    );
+    rig.ok("release other tank@one");
+    assert_eq!(rig.ok("list -H -o name -t snapshot"), "tank/a@one\n");
+    rig.ok("release keep tank/a@one");
+    assert_eq!(rig.ok("holds -H tank/a@one"), "");
+    rig.ok("destroy tank/a@one");
+    assert_eq!(rig.ok("list -H -o name -t snapshot"), "");
+}
+
+// DESCRIPTION: `rename DS@A DS@B` renames a snapshot in place: its GUID and holds follow,
+// the old name is gone, across export and import; renaming to another dataset or to a
+// taken name is refused with one line and changes no device byte.
+// STRATEGY: the binary against a daemon.
+#[test]
+fn snapshot_rename_through_the_binary() {
+    let rig = Rig::new();
+    pool(&rig);
+    rig.ok("snapshot tank/a@one");
+    rig.ok("snapshot tank/a@two");
+    rig.ok("hold keep tank/a@one");
+    let guid = rig.ok("get -H -o value guid tank/a@one");
+    rig.ok("rename tank/a@one tank/a@first");
+    assert_eq!(
+        rig.ok("list -H -o name -t snapshot"),
+        "tank/a@first\ntank/a@two\n"
+    );
+    assert_eq!(rig.ok("get -H -o value guid tank/a@first"), guid);
+    assert_eq!(rig.ok("get -H -o value userrefs tank/a@first"), "1\n");
+    let cases = [
+        (
+            "rename tank/a@first tank@first",
+            "cannot rename 'tank/a@first': snapshots must be part of same dataset",
+        ),
+        (
+            "rename tank/a@first tank/a@two",
+            "cannot rename 'tank/a@first': dataset already exists",
+        ),
+        (
+            "rename tank/a@one tank/a@three",
+            "cannot rename 'tank/a@one': dataset does not exist",
+        ),
+        (
+            "rename tank/a@first tank/a@bad*",
+            "cannot rename 'tank/a@first': invalid dataset name: invalid character '*'",
+        ),
+    ];
+    for (line, want) in cases {
+        let got = rig.refused(line);
+        assert!(got.starts_with(want), "`tarn {line}`: {got}");
+    }
+    rig.ok("pool export tank");
+    rig.ok(&format!("pool import -d {} tank", rig.dir_of("d")));
+    assert_eq!(
+        rig.ok("list -H -o name -t snapshot"),
+        "tank/a@first\ntank/a@two\n"
+    );
+    rig.ok("release keep tank/a@first");
+    rig.ok("destroy tank/a@first");
+    assert_eq!(rig.ok("list -H -o name -t snapshot"), "tank/a@two\n");
+}

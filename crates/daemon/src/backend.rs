@@ -1101,10 +1101,57 @@ fn assignments_text(assignments: &[(String, String)]) -> String {
         .join(" ")
 }
 
+/// The history line of `hold` or `release`.
+fn hold_command(verb: &str, tag: &str, names: &[String], recursive: bool) -> String {
+    let flag = if recursive { " -r" } else { "" };
+    format!("{verb}{flag} {tag} {}", names.join(" "))
+}
+
 impl EngineBackend {
-    /// The snapshot verbs (`snapshot`, `rollback`, `destroy DS@SNAP`); `None` for other
+    /// `hold`, `release` and `holds`; `None` for other requests.
+    fn holds(&self, request: &Request) -> Option<Response> {
+        let engine = &self.engine;
+        let unit = |()| ok(ReplyPayload::Unit);
+        let result = match request {
+            Request::Hold {
+                tag,
+                names,
+                recursive,
+            } => {
+                let command = hold_command("hold", tag, names, *recursive);
+                engine.hold(tag, names, *recursive, &command).map(unit)
+            }
+            Request::Release {
+                tag,
+                names,
+                recursive,
+            } => {
+                let command = hold_command("release", tag, names, *recursive);
+                engine.release(tag, names, *recursive, &command).map(unit)
+            }
+            Request::Holds { names, recursive } => engine.holds(names, *recursive).map(|rows| {
+                let rows = rows
+                    .into_iter()
+                    .map(|r| tarn_proto::HoldRow {
+                        name: r.name,
+                        tag: r.tag,
+                        time: r.time,
+                        when: r.when,
+                    })
+                    .collect();
+                ok(ReplyPayload::Holds(rows))
+            }),
+            _ => return None,
+        };
+        Some(result.unwrap_or_else(|e| error_reply(&e)))
+    }
+
+    /// The snapshot verbs (`snapshot`, `rollback`, `destroy DS@SNAP`, holds); `None` for other
     /// requests.
     fn snapshots(&self, request: &Request) -> Option<Response> {
+        if let Some(response) = self.holds(request) {
+            return Some(response);
+        }
         let engine = &self.engine;
         let unit = |()| ok(ReplyPayload::Unit);
         let result = match request {
@@ -1112,12 +1159,14 @@ impl EngineBackend {
                 name,
                 recursive,
                 dry_run,
+                defer,
                 ..
             } if name.contains('@') => {
                 let flag = if *recursive { "-r " } else { "" };
-                let command = format!("destroy {flag}{name}");
+                let defer_flag = if *defer { "-d " } else { "" };
+                let command = format!("destroy {defer_flag}{flag}{name}");
                 engine
-                    .destroy_snapshots(name, *recursive, *dry_run, &command)
+                    .destroy_snapshots_or_defer(name, *recursive, *dry_run, *defer, &command)
                     .map(|report| {
                         ok(ReplyPayload::SnapshotsDestroyed {
                             names: report.destroyed,

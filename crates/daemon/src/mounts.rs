@@ -38,7 +38,7 @@ pub const ALTROOT_ENV: &str = "TARN_ALTROOT";
 
 /// The pool a dataset name belongs to.
 fn pool_of(name: &str) -> &str {
-    name.split('/').next().unwrap_or(name)
+    name.split(['/', '@']).next().unwrap_or(name)
 }
 
 /// Whether `name` is `root` or below it.
@@ -229,6 +229,10 @@ impl MountTable {
             return result.err().map(|e| refusal(verb, root, &e));
         }
         match request {
+            // Snapshots are never mounted; `-d` of a held one is not a refusal.
+            Request::DatasetDestroy {
+                name, defer: true, ..
+            } if name.contains('@') => None,
             Request::DatasetDestroy {
                 name,
                 recursive,
@@ -396,7 +400,8 @@ const REMOUNT_PROPERTIES: &[&str] = &[
 fn remounted(request: &Request) -> Option<(&'static str, &str)> {
     let remounts = |property: &str| REMOUNT_PROPERTIES.contains(&property);
     match request {
-        Request::DatasetRename { old, .. } => Some(("rename", old)),
+        // A snapshot is never mounted: its rename leaves the mounts alone.
+        Request::DatasetRename { old, .. } if !old.contains('@') => Some(("rename", old)),
         Request::DatasetSet { name, assignments }
             if assignments.iter().any(|(p, _)| remounts(p)) =>
         {

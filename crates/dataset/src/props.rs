@@ -97,6 +97,7 @@ impl Source {
 
 const PRIMARYCACHE: &[&str] = &["all", "none", "metadata"];
 const CANMOUNT: &[&str] = &["on", "off", "noauto"];
+const SNAPDIR: &[&str] = &["hidden", "visible"];
 const ACLTYPE: &[&str] = &["off", "posix"];
 const SYNC: &[&str] = &["standard", "always", "disabled"];
 const REDUNDANT_METADATA: &[&str] = &["all", "most", "some", "none"];
@@ -123,6 +124,7 @@ pub const DATASET_PROPS: &[PropDef] = &[
     prop("readonly", PropKind::OnOff, true, "off"),
     prop("canmount", PropKind::Enum(CANMOUNT), false, "on"),
     prop("xattr", PropKind::OnOff, true, "on"),
+    prop("snapdir", PropKind::Enum(SNAPDIR), true, "hidden"),
     prop("copies", PropKind::Copies, true, "1"),
     stat("guid"),
     prop("primarycache", PropKind::Enum(PRIMARYCACHE), true, "all"),

@@ -139,6 +139,109 @@ pub struct Snapshot {
     pub header: SnapshotHeader,
     /// Its user properties.
     pub props: BTreeMap<String, String>,
+    /// Its user holds (`tarn hold`): tag -> Unix seconds the hold was placed.
+    pub holds: BTreeMap<String, u64>,
+    /// `destroy -d` asked for it: it goes when its last hold is released.
+    pub defer_destroy: bool,
+}
+
+/// Key prefix of a hold in a snapshot's property ZAP (`Hold/TAG` -> Unix seconds in
+/// decimal): uppercase and `/`, so no user property can take it (docs/FORMAT.md 20.1).
+const HOLD_PREFIX: &str = "Hold/";
+/// Key of the deferred-destroy mark in a snapshot's property ZAP (value `on`).
+const DEFER_KEY: &str = "DeferDestroy";
+/// Longest hold tag, in bytes: its key (`Hold/TAG`) must fit a ZAP key.
+pub const HOLD_TAG_MAX: usize = tarn_objects::ZAP_KEY_MAX - HOLD_PREFIX.len();
+
+/// Checks a hold tag: 1 to [`HOLD_TAG_MAX`] bytes, no control characters.
+pub fn validate_hold_tag(tag: &str) -> Result<(), DatasetError> {
+    if tag.is_empty() {
+        return Err(DatasetError::InvalidName("empty hold tag".into()));
+    }
+    if tag.len() > HOLD_TAG_MAX {
+        return Err(DatasetError::InvalidName("hold tag is too long".into()));
+    }
+    if tag.chars().any(char::is_control) {
+        return Err(DatasetError::InvalidName(
+            "control character in hold tag".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Splits what a snapshot's property ZAP holds into user properties, holds and the
+/// deferred-destroy mark.
+type Split = (BTreeMap<String, String>, BTreeMap<String, u64>, bool);
+
+fn split_props(entries: Vec<(String, String)>) -> Result<Split, DatasetError> {
+    let (mut props, mut holds, mut defer) = (BTreeMap::new(), BTreeMap::new(), false);
+    for (key, value) in entries {
+        if let Some(tag) = key.strip_prefix(HOLD_PREFIX) {
+            let time = value
+                .parse::<u64>()
+                .map_err(|_| DatasetError::Corrupt(format!("hold '{tag}' has no time")))?;
+            holds.insert(tag.to_string(), time);
+        } else if key == DEFER_KEY {
+            if value != "on" {
+                return Err(DatasetError::Corrupt(format!("{DEFER_KEY} is '{value}'")));
+            }
+            defer = true;
+        } else {
+            props.insert(key, value);
+        }
+    }
+    Ok((props, holds, defer))
+}
+
+/// Places hold `tag` on `snapshot` at `time` (Unix seconds); the caller checked it has none
+/// of that tag.
+pub fn hold(
+    mos: &mut ObjectSet,
+    store: &dyn BlockStore,
+    snapshot: &mut Snapshot,
+    tag: &str,
+    time: u64,
+) -> Result<(), DatasetError> {
+    assert!(
+        !snapshot.holds.contains_key(tag),
+        "S5: one hold per tag and snapshot"
+    );
+    let key = format!("{HOLD_PREFIX}{tag}");
+    mos.zap_update(
+        store,
+        snapshot.header.props,
+        &key,
+        time.to_string().as_bytes(),
+    )?;
+    snapshot.holds.insert(tag.to_string(), time);
+    Ok(())
+}
+
+/// Releases hold `tag` of `snapshot`; the caller checked it is there.
+pub fn release(
+    mos: &mut ObjectSet,
+    store: &dyn BlockStore,
+    snapshot: &mut Snapshot,
+    tag: &str,
+) -> Result<(), DatasetError> {
+    assert!(
+        snapshot.holds.contains_key(tag),
+        "S5: only a hold that is there is released"
+    );
+    mos.zap_remove(store, snapshot.header.props, format!("{HOLD_PREFIX}{tag}"))?;
+    snapshot.holds.remove(tag);
+    Ok(())
+}
+
+/// Marks `snapshot` to be destroyed when its last hold is released (`destroy -d`).
+pub fn defer_destroy(
+    mos: &mut ObjectSet,
+    store: &dyn BlockStore,
+    snapshot: &mut Snapshot,
+) -> Result<(), DatasetError> {
+    mos.zap_update(store, snapshot.header.props, DEFER_KEY, b"on")?;
+    snapshot.defer_destroy = true;
+    Ok(())
 }
 
 /// Checks the part of a snapshot name after `@`.
@@ -194,7 +297,7 @@ pub fn load(
             .map_err(|_| DatasetError::Corrupt(format!("snapshot '{name}' is not a u64")))?;
         let id = ObjectId(u64::from_le_bytes(bytes));
         let header = SnapshotHeader::decode(&mos.bonus(store, id)?)?;
-        let props = mos
+        let entries = mos
             .zap_list_sorted(store, header.props)?
             .into_iter()
             .map(|(key, value)| {
@@ -202,12 +305,15 @@ pub fn load(
                     .map(|value| (key.clone(), value))
                     .map_err(|_| DatasetError::Corrupt(format!("property '{key}' is not UTF-8")))
             })
-            .collect::<Result<_, _>>()?;
+            .collect::<Result<Vec<_>, _>>()?;
+        let (props, holds, defer_destroy) = split_props(entries)?;
         out.push(Snapshot {
             id,
             name,
             header,
             props,
+            holds,
+            defer_destroy,
         });
     }
     out.sort_by_key(|s| s.header.txg);
@@ -279,6 +385,8 @@ pub fn take(
         name: new.name.clone(),
         header,
         props: new.props.iter().cloned().collect(),
+        holds: BTreeMap::new(),
+        defer_destroy: false,
     })
 }
 
@@ -395,6 +503,22 @@ pub fn destroy_all(
     Ok(blocks)
 }
 
+/// Renames `snapshot` of the dataset `head` to `new` (validated, not taken: the caller
+/// checked); its node, txg and GUID stay.
+pub fn rename(
+    mos: &mut ObjectSet,
+    store: &dyn BlockStore,
+    head: &DatasetHeader,
+    snapshot: &mut Snapshot,
+    new: &str,
+) -> Result<(), DatasetError> {
+    assert!(head.snap.is_present(), "S3: a snapshot has a snapshots ZAP");
+    mos.zap_remove(store, head.snap.snapshots, &snapshot.name)?;
+    mos.zap_insert_u64(store, head.snap.snapshots, new, snapshot.id.0)?;
+    snapshot.name = new.to_string();
+    Ok(())
+}
+
 /// Sets (`Some`) or removes (`None`) a user property of a snapshot.
 pub fn set_prop(
     mos: &mut ObjectSet,
@@ -462,6 +586,30 @@ mod tests {
             flipped[i] ^= 0xff;
             let _ = SnapshotHeader::decode(&flipped);
         }
+    }
+
+    #[test]
+    fn holds_and_the_defer_mark_are_not_user_properties() {
+        let entries = vec![
+            ("Hold/keep".to_string(), "1700000000".to_string()),
+            ("DeferDestroy".to_string(), "on".to_string()),
+            ("com.x:y".to_string(), "v".to_string()),
+        ];
+        let (props, holds, defer) = split_props(entries).unwrap();
+        assert_eq!(props.len(), 1);
+        assert_eq!(holds.get("keep"), Some(&1_700_000_000));
+        assert!(defer);
+        assert!(!crate::props::is_user_prop("Hold/keep"));
+        assert!(!crate::props::is_user_prop(DEFER_KEY));
+        for bad in [("Hold/a", "soon"), ("DeferDestroy", "off")] {
+            let entries = vec![(bad.0.to_string(), bad.1.to_string())];
+            assert!(split_props(entries).is_err(), "{bad:?}");
+        }
+        assert!(validate_hold_tag("").is_err());
+        assert!(validate_hold_tag("a\nb").is_err());
+        assert!(validate_hold_tag(&"x".repeat(HOLD_TAG_MAX + 1)).is_err());
+        assert!(validate_hold_tag(&"x".repeat(HOLD_TAG_MAX)).is_ok());
+        assert!(validate_hold_tag("keep it").is_ok());
     }
 
     #[test]

@@ -261,6 +261,9 @@ impl Engine {
 
     /// `tarn rename OLD NEW`. The caller remounts what moved.
     pub fn rename_dataset(&self, old: &str, new: &str, command: &str) -> Result<(), EngineError> {
+        if old.contains('@') || new.contains('@') {
+            return self.rename_snapshot(old, new, command);
+        }
         let _admin = self.admin();
         let (handle, id) = self.dataset(old)?;
         dsname::validate_name(new)?;
@@ -531,6 +534,17 @@ fn destroy_check(
             "filesystem has children (use -r to destroy {})",
             children.join(", ")
         )));
+    }
+    let held = ids.iter().any(|d| {
+        inner
+            .datasets
+            .node(*d)
+            .snapshots
+            .iter()
+            .any(|s| !s.holds.is_empty())
+    });
+    if held {
+        return Err(invalid("dataset is busy"));
     }
     Ok(subtree.into_iter().map(|(d, _)| d).collect())
 }
@@ -803,6 +817,8 @@ fn snapshot_stat(node: &crate::datasets::Node, property: &str) -> Option<Dataset
             let count = node.snapshots.len().to_string();
             Some(stat_prop(property, count.clone(), count))
         }
+        // Snapshot-only properties (holds): a dash on a dataset, as in ZFS.
+        "userrefs" | "defer_destroy" => Some(stat_prop(property, "-".into(), "-".into())),
         _ => None,
     }
 }

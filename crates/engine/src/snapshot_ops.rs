@@ -110,12 +110,27 @@ impl Engine {
     }
 
     /// `tarn destroy [-n] [-r] DS@SNAP[,SNAP|%RANGE]...`. With `dry_run` nothing changes and
-    /// the report says what would be destroyed and reclaimed.
+    /// the report says what would be destroyed and reclaimed. A held snapshot refuses it
+    /// (`dataset is busy`).
     pub fn destroy_snapshots(
         &self,
         spec: &str,
         recursive: bool,
         dry_run: bool,
+        command: &str,
+    ) -> Result<SnapshotDestroyReport, EngineError> {
+        self.destroy_snapshots_or_defer(spec, recursive, dry_run, false, command)
+    }
+
+    /// [`Engine::destroy_snapshots`]; with `defer` (`destroy -d`) a held snapshot is
+    /// marked `defer_destroy=on` instead (destroyed when its last hold is released) and the
+    /// others are destroyed.
+    pub fn destroy_snapshots_or_defer(
+        &self,
+        spec: &str,
+        recursive: bool,
+        dry_run: bool,
+        defer: bool,
         command: &str,
     ) -> Result<SnapshotDestroyReport, EngineError> {
         let _admin = self.admin();
@@ -140,14 +155,16 @@ impl Engine {
         } else {
             vec![id]
         };
-        let mut plan = Vec::new();
-        for at in ids {
-            let node = inner.datasets.node(at);
-            let names: Vec<String> = node.snapshots.iter().map(|s| s.name.clone()).collect();
-            let picked = select(&names, list)?;
-            if !picked.is_empty() {
-                plan.push((at, picked));
+        let (plan, held) = destroy_plan(&inner, &ids, list, defer)?;
+        if !held.is_empty() && !dry_run {
+            // Marked before the destroys below shift the indices.
+            mark_deferred(&mut inner, &held)?;
+        }
+        if plan.is_empty() && !held.is_empty() {
+            if !dry_run {
+                self.commit_admin(&mut inner, command)?;
             }
+            return Ok(SnapshotDestroyReport::default());
         }
         if plan.is_empty() {
             return Err(invalid(
@@ -230,6 +247,12 @@ impl Engine {
             .iter()
             .map(|s| format!("{}@{}", node.name, s.name))
             .collect();
+        if node.snapshots[index + 1..]
+            .iter()
+            .any(|s| !s.holds.is_empty())
+        {
+            return Err(invalid("dataset is busy"));
+        }
         if !later.is_empty() && !recursive {
             return Err(invalid(format!(
                 "more recent snapshots or bookmarks exist (use '-r' to force deletion of the \
@@ -289,11 +312,94 @@ impl Engine {
         Ok(())
     }
 
+    /// `tarn rename DS@A DS@B`: the snapshot keeps its node, txg, GUID, holds and
+    /// properties under the new name.
+    pub(crate) fn rename_snapshot(
+        &self,
+        old: &str,
+        new: &str,
+        command: &str,
+    ) -> Result<(), EngineError> {
+        let _admin = self.admin();
+        let (dataset, from) = snapshot::split_name(old)?;
+        let (new_dataset, to) = snapshot::split_name(new)?;
+        if new_dataset != dataset {
+            return Err(invalid("snapshots must be part of same dataset"));
+        }
+        let handle = self.pool(pool_of(dataset))?;
+        let mut inner = handle.lock();
+        inner.check_writable()?;
+        let id = inner
+            .datasets
+            .by_name(dataset)
+            .ok_or(EngineError::NoSuchDataset)?;
+        let node = inner.datasets.node(id);
+        let (index, _) = node.snapshot(from).ok_or(EngineError::NoSuchDataset)?;
+        if node.snapshot(to).is_some() {
+            return Err(invalid("dataset already exists"));
+        }
+        let Imported {
+            pool,
+            mos,
+            datasets,
+            ..
+        } = &mut *inner;
+        let reader = pool.reader();
+        let node = datasets.node_mut(id);
+        let head = node.header;
+        snapshot::rename(mos.objset(), &reader, &head, &mut node.snapshots[index], to)?;
+        self.commit_admin(&mut inner, command)
+    }
+
     fn commit_admin(&self, inner: &mut Imported, command: &str) -> Result<(), EngineError> {
         inner.history.push(self.history_record(command, false));
         inner.sync()?;
         Ok(())
     }
+}
+
+/// Per dataset of `ids`, the indices of the snapshots `list` selects that are to be
+/// destroyed, and the held ones among them (dataset, index) when `defer` (refused without).
+type DestroyPlan = (Vec<(DatasetId, Vec<usize>)>, Vec<(DatasetId, usize)>);
+
+fn destroy_plan(
+    inner: &Imported,
+    ids: &[DatasetId],
+    list: &str,
+    defer: bool,
+) -> Result<DestroyPlan, EngineError> {
+    let (mut plan, mut held) = (Vec::new(), Vec::new());
+    for &at in ids {
+        let node = inner.datasets.node(at);
+        let names: Vec<String> = node.snapshots.iter().map(|s| s.name.clone()).collect();
+        let (kept, picked): (Vec<usize>, Vec<usize>) = select(&names, list)?
+            .into_iter()
+            .partition(|i| !node.snapshots[*i].holds.is_empty());
+        if !kept.is_empty() && !defer {
+            return Err(invalid("dataset is busy"));
+        }
+        held.extend(kept.into_iter().map(|i| (at, i)));
+        if !picked.is_empty() {
+            plan.push((at, picked));
+        }
+    }
+    Ok((plan, held))
+}
+
+/// Marks the held snapshots `held` (dataset, index) `defer_destroy=on` (`destroy -d`).
+fn mark_deferred(inner: &mut Imported, held: &[(DatasetId, usize)]) -> Result<(), EngineError> {
+    let Imported {
+        pool,
+        mos,
+        datasets,
+        ..
+    } = inner;
+    let reader = pool.reader();
+    for &(at, index) in held {
+        let snap = &mut datasets.node_mut(at).snapshots[index];
+        snapshot::defer_destroy(mos.objset(), &reader, snap)?;
+    }
+    Ok(())
 }
 
 /// The datasets `tarn snapshot` names (with `recursive`, their descendants too) and the
@@ -484,6 +590,8 @@ const SNAPSHOT_PROPS: &[&str] = &[
     "guid",
     "written",
     "logicalreferenced",
+    "userrefs",
+    "defer_destroy",
 ];
 
 /// The rows of the snapshots of `id` (oldest first) with `properties`.
@@ -575,7 +683,8 @@ fn snapshot_prop(
         "createtxg" => text(header.txg.0.to_string()),
         "guid" => text(header.guid.0.to_string()),
         "written" => size_row(property, written_of_snapshot(inner, id, index)?),
-        "userrefs" => text("0".into()),
+        "userrefs" => text(snap.holds.len().to_string()),
+        "defer_destroy" => text(if snap.defer_destroy { "on" } else { "off" }.into()),
         _ if props::is_user_prop(property) => {
             let found = user_props(inner, id, index)
                 .into_iter()
@@ -600,7 +709,7 @@ fn snapshot_prop(
 }
 
 /// Names that are valid for `list -o` of snapshots even though datasets lack them.
-const SNAPSHOT_ONLY: &[&str] = &["avail", "userrefs"];
+const SNAPSHOT_ONLY: &[&str] = &["avail", "userrefs", "defer_destroy"];
 
 fn unique(inner: &mut Imported, id: DatasetId, index: usize) -> Result<u64, EngineError> {
     let Imported {

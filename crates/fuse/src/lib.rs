@@ -24,7 +24,11 @@
 //! ```
 //! Inode numbers: the kernel's root is always 1, the dataset's root is whatever
 //! `Fs::root()` says. `ino::InoMap` swaps the two and passes every other number through,
-//! so the map is its own inverse and holds no table.
+//! so the map is its own inverse and holds no table. Snapshots are read at
+//! `.tarn/snapshot/<snap>` (module `snapdir` for their numbers, `ops/snap.rs` for their
+//! requests, through `Engine::fs_snapshot_read`); `snapdir=visible` lists `.tarn` in the
+//! root after `..` (with `..`'s cookie, so a listing resumed there goes on with the real
+//! entries), `hidden` (the default) does not, and it is reachable by path either way.
 //!
 //! A mount is named `POOL/DATASET` (the fsname, shown as the source by `mount` and `df`) and
 //! has filesystem type `fuse.tarn` (subtype `tarn`); that type is how a stale mount of ours
@@ -151,6 +155,11 @@
 //! # Invariants
 //! - I1: the kernel's inode 1 is the dataset's root and the root's number is never shown to
 //!   the kernel (`InoMap` is an involution).
+//! - I1c: kernel numbers with bit 63 set are the snapshot directory's (`snapdir.rs`):
+//!   `.tarn`, `.tarn/snapshot`, and each snapshot's inodes under a slot given to its GUID
+//!   for the life of the mount; the head's numbers (dataset inodes below 2^40) never have it.
+//!   Nothing there can be changed: every modifying request on such a number, or on the
+//!   name `.tarn` in the root, is EROFS before it reaches the engine.
 //! - I1b: a new inode (create, mknod, mkdir, symlink) never takes a number the kernel still
 //!   holds (a lookup not yet forgotten, `KernelCache::holds`): the kernel keeps a removed
 //!   inode until its FORGET, and a new one under its number made it find the old inode's
@@ -237,6 +246,7 @@ mod mounts;
 mod ops;
 mod opstats;
 mod pacer;
+mod snapdir;
 
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};

@@ -25,12 +25,16 @@ use crate::acl;
 use crate::cache::Stamp;
 use crate::handles::Handles;
 use crate::ino::InoMap;
+use crate::ino::KERNEL_ROOT;
 use crate::opstats::{Opcode, engine_timed, posix_timed};
+use crate::snapdir::{self, Place};
 use crate::{ENTRY_TTL, MAX_WRITE, Shared, TTL};
+
+mod snap;
 
 /// Directory entries fetched from the POSIX layer per readdir request (the kernel's buffer
 /// usually holds fewer; the rest are fetched again from the last cookie).
-const READDIR_BATCH: usize = 128;
+pub(crate) const READDIR_BATCH: usize = 128;
 
 /// Asynchronous requests (readahead, writes of mmap'd pages) the kernel may queue at once:
 /// enough to keep every session thread busy with readahead of a few files.
@@ -51,6 +55,8 @@ pub(crate) struct TarnFs {
     /// The dataset inodes whose kernel numbers the kernel still holds: a new inode never
     /// takes one (`Fs::avoid_inos`).
     held: tarn_engine::posix::InoFilter,
+    /// The snapshots the kernel was shown under `.tarn/snapshot`, by slot (`snapdir.rs`).
+    snaps: snapdir::Slots,
 }
 
 type Result<T> = std::result::Result<T, Errno>;
@@ -239,6 +245,29 @@ impl TarnFs {
                 Arc::new(move |ino| shared.kernel.holds(inos.to_kernel(ino)))
             },
             shared,
+            snaps: snapdir::Slots::default(),
+        }
+    }
+
+    /// EROFS for a change in the snapshot directory (`kernel` is in it, or `name` in the
+    /// root is `.tarn`).
+    fn refused(&self, kernel: INodeNo, name: Option<&OsStr>) -> Option<Errno> {
+        let control = kernel.0 == KERNEL_ROOT && name.is_some_and(|n| n.as_bytes() == b".tarn");
+        (snapdir::is_snapshot_dir(kernel.0) || control).then_some(Errno::EROFS)
+    }
+
+    /// Runs `f` on inode `kernel` of a snapshot (read-only); `control` is the answer for
+    /// `.tarn` and `.tarn/snapshot`, which hold no data.
+    fn in_snapshot<R>(
+        &self,
+        kernel: INodeNo,
+        control: Errno,
+        f: impl FnOnce(&mut Fs<'_>, Ino) -> std::result::Result<R, PosixError>,
+    ) -> Result<R> {
+        match snapdir::place(kernel.0) {
+            Place::Snapshot { slot, ino } => self.run_snapshot(slot, |fs| f(fs, ino)),
+            Place::Control(_) => Err(control),
+            Place::Head => Err(Errno::EINVAL),
         }
     }
 
@@ -697,6 +726,11 @@ impl fuser::Filesystem for TarnFs {
 
     fn lookup(&self, req: &Request, kernel_parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let _request = self.shared.request(Opcode::Lookup);
+        if snapdir::is_snapshot_dir(kernel_parent.0)
+            || (kernel_parent.0 == KERNEL_ROOT && name.as_bytes() == snapdir::CONTROL_NAME)
+        {
+            return self.lookup_snapshot_dir(req, kernel_parent, name, reply);
+        }
         let parent = self.ino(kernel_parent);
         let groups = ProcGroups::of(req);
         let who = self.restricted(req, &groups);
@@ -733,6 +767,9 @@ impl fuser::Filesystem for TarnFs {
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
         let _request = self.shared.request(Opcode::Getattr);
+        if snapdir::is_snapshot_dir(ino.0) {
+            return self.getattr_snapshot_dir(ino, reply);
+        }
         let ino = self.ino(ino);
         let result = self.run(FsOp::Read, |fs| fs.getattr(ino));
         self.reply_attr(reply, result);
@@ -757,6 +794,9 @@ impl fuser::Filesystem for TarnFs {
         reply: ReplyAttr,
     ) {
         let _request = self.shared.request(Opcode::Setattr);
+        if let Some(errno) = self.refused(ino, None) {
+            return reply.error(errno);
+        }
         let args = SetAttrArgs {
             mode,
             uid,
@@ -778,6 +818,12 @@ impl fuser::Filesystem for TarnFs {
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
         let _request = self.shared.request(Opcode::Readlink);
+        if snapdir::is_snapshot_dir(ino.0) {
+            return match self.in_snapshot(ino, Errno::EINVAL, |fs, ino| fs.readlink(ino)) {
+                Ok(target) => reply.data(&target),
+                Err(errno) => reply.error(errno),
+            };
+        }
         let ino = self.ino(ino);
         match self.run(FsOp::Read, |fs| fs.readlink(ino)) {
             Ok(target) => reply.data(&target),
@@ -796,6 +842,9 @@ impl fuser::Filesystem for TarnFs {
         reply: ReplyEntry,
     ) {
         let _request = self.shared.request(Opcode::Mknod);
+        if let Some(errno) = self.refused(kernel_parent, Some(name)) {
+            return reply.error(errno);
+        }
         let parent = self.ino(kernel_parent);
         let groups = ProcGroups::of(req);
         let who = self.restricted(req, &groups);
@@ -824,6 +873,9 @@ impl fuser::Filesystem for TarnFs {
         reply: ReplyEntry,
     ) {
         let _request = self.shared.request(Opcode::Mkdir);
+        if let Some(errno) = self.refused(kernel_parent, Some(name)) {
+            return reply.error(errno);
+        }
         let parent = self.ino(kernel_parent);
         let groups = ProcGroups::of(req);
         let who = self.restricted(req, &groups);
@@ -835,6 +887,9 @@ impl fuser::Filesystem for TarnFs {
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let _request = self.shared.request(Opcode::Unlink);
+        if let Some(errno) = self.refused(parent, Some(name)) {
+            return reply.error(errno);
+        }
         let parent = self.ino(parent);
         let groups = ProcGroups::of(req);
         let who = self.restricted(req, &groups);
@@ -853,6 +908,9 @@ impl fuser::Filesystem for TarnFs {
 
     fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let _request = self.shared.request(Opcode::Rmdir);
+        if let Some(errno) = self.refused(parent, Some(name)) {
+            return reply.error(errno);
+        }
         let parent = self.ino(parent);
         let groups = ProcGroups::of(req);
         let who = self.restricted(req, &groups);
@@ -878,6 +936,9 @@ impl fuser::Filesystem for TarnFs {
         reply: ReplyEntry,
     ) {
         let _request = self.shared.request(Opcode::Symlink);
+        if let Some(errno) = self.refused(kernel_parent, Some(link_name)) {
+            return reply.error(errno);
+        }
         let parent = self.ino(kernel_parent);
         let target = target.as_os_str().as_bytes();
         let groups = ProcGroups::of(req);
@@ -902,6 +963,12 @@ impl fuser::Filesystem for TarnFs {
         reply: ReplyEmpty,
     ) {
         let _request = self.shared.request(Opcode::Rename);
+        if let Some(errno) = self
+            .refused(parent, Some(name))
+            .or(self.refused(newparent, Some(newname)))
+        {
+            return reply.error(errno);
+        }
         let (parent, newparent) = (self.ino(parent), self.ino(newparent));
         let groups = ProcGroups::of(req);
         let who = self.restricted(req, &groups);
@@ -945,6 +1012,12 @@ impl fuser::Filesystem for TarnFs {
         reply: ReplyEntry,
     ) {
         let _request = self.shared.request(Opcode::Link);
+        if let Some(errno) = self
+            .refused(ino, None)
+            .or(self.refused(newparent, Some(newname)))
+        {
+            return reply.error(errno);
+        }
         let (ino, parent) = (self.ino(ino), self.ino(newparent));
         let groups = ProcGroups::of(req);
         let who = self.restricted(req, &groups);
@@ -960,6 +1033,9 @@ impl fuser::Filesystem for TarnFs {
 
     fn open(&self, req: &Request, ino: INodeNo, flags: fuser::OpenFlags, reply: ReplyOpen) {
         let _request = self.shared.request(Opcode::Open);
+        if snapdir::is_snapshot_dir(ino.0) {
+            return self.open_snapshot_dir(req, ino, flags.0, false, reply);
+        }
         let ino = self.ino(ino);
         let groups = ProcGroups::of(req);
         let who = Some(caller(req, &groups)).filter(|_| self.checks());
@@ -990,6 +1066,13 @@ impl fuser::Filesystem for TarnFs {
         reply: ReplyData,
     ) {
         let _request = self.shared.request(Opcode::Read);
+        if snapdir::is_snapshot_dir(ino.0) {
+            let read = |fs: &mut Fs<'_>, ino| fs.read(ino, offset, size);
+            return match self.in_snapshot(ino, Errno::EISDIR, read) {
+                Ok(data) => reply.data(&data),
+                Err(errno) => reply.error(errno),
+            };
+        }
         let ino = self.ino(ino);
         self.shared.counters.read(size);
         let result = self.run(FsOp::Read, |fs| {
@@ -1017,6 +1100,9 @@ impl fuser::Filesystem for TarnFs {
         reply: ReplyWrite,
     ) {
         let _request = self.shared.request(Opcode::Write);
+        if let Some(errno) = self.refused(ino, None) {
+            return reply.error(errno);
+        }
         let ino = self.ino(ino);
         self.shared.counters.write(data.len());
         let len = data.len() as u64;
@@ -1051,6 +1137,9 @@ impl fuser::Filesystem for TarnFs {
         reply: ReplyEmpty,
     ) {
         let _request = self.shared.request(Opcode::Release);
+        if snapdir::is_snapshot_dir(ino.0) {
+            return reply.ok();
+        }
         self.release_handle(self.ino(ino));
         reply.ok();
     }
@@ -1070,8 +1159,11 @@ impl fuser::Filesystem for TarnFs {
         }
     }
 
-    fn opendir(&self, req: &Request, ino: INodeNo, _flags: fuser::OpenFlags, reply: ReplyOpen) {
+    fn opendir(&self, req: &Request, ino: INodeNo, flags: fuser::OpenFlags, reply: ReplyOpen) {
         let _request = self.shared.request(Opcode::Opendir);
+        if snapdir::is_snapshot_dir(ino.0) {
+            return self.open_snapshot_dir(req, ino, flags.0, true, reply);
+        }
         let ino = self.ino(ino);
         let groups = ProcGroups::of(req);
         let who = self.restricted(req, &groups);
@@ -1102,12 +1194,27 @@ impl fuser::Filesystem for TarnFs {
         mut reply: ReplyDirectory,
     ) {
         let _request = self.shared.request(Opcode::Readdir);
+        if snapdir::is_snapshot_dir(ino.0) {
+            return self.readdir_snapshot_dir(ino, offset, reply);
+        }
+        let control = self.control_entry(self.ino(ino), offset);
         match self.readdir_batch(self.ino(ino), offset) {
             Ok(entries) => {
                 for entry in entries {
                     let kernel = INodeNo(self.inos.to_kernel(entry.ino));
                     let name = OsStr::from_bytes(&entry.name);
                     if reply.add(kernel, entry.cookie, file_type(entry.kind), name) {
+                        break;
+                    }
+                    if entry.name == b".."
+                        && control.is_some()
+                        && reply.add(
+                            INodeNo(snapdir::CONTROL),
+                            entry.cookie,
+                            Self::control_kind(),
+                            Self::control_name(),
+                        )
+                    {
                         break;
                     }
                 }
@@ -1126,7 +1233,11 @@ impl fuser::Filesystem for TarnFs {
         mut reply: ReplyDirectoryPlus,
     ) {
         let _request = self.shared.request(Opcode::Readdirplus);
+        if snapdir::is_snapshot_dir(ino.0) {
+            return self.readdirplus_snapshot_dir(ino, offset, reply);
+        }
         let dir = self.ino(ino);
+        let control = self.control_entry(dir, offset);
         let listed = self.run(FsOp::Read, |fs| {
             let cacheable = !self.checks() || self.cacheable(&fs.getattr(dir)?);
             let entries = fs.readdir(dir, offset, READDIR_BATCH)?;
@@ -1151,6 +1262,15 @@ impl fuser::Filesystem for TarnFs {
                     // The kernel takes a lookup of every entry it was given but `.` and `..`.
                     if entry.name != b"." && entry.name != b".." {
                         self.shared.kernel.looked_up(ino.0, &entry.name, kernel.0);
+                    }
+                    if let Some(file) = control.filter(|_| entry.name == b"..") {
+                        let name = Self::control_name();
+                        let zero = Duration::ZERO;
+                        if reply.add(file.ino, entry.cookie, name, &zero, &file, Generation(0)) {
+                            break;
+                        }
+                        let name = name.as_bytes();
+                        self.shared.kernel.looked_up(ino.0, name, file.ino.0);
                     }
                 }
                 reply.ok();
@@ -1207,6 +1327,9 @@ impl fuser::Filesystem for TarnFs {
         reply: ReplyEmpty,
     ) {
         let _request = self.shared.request(Opcode::Setxattr);
+        if let Some(errno) = self.refused(ino, None) {
+            return reply.error(errno);
+        }
         let ino = self.ino(ino);
         if !self.acl && name.as_bytes().starts_with(acl::PREFIX) {
             // acltype=off: ACLs are refused, as ZFS refuses them.
@@ -1233,6 +1356,18 @@ impl fuser::Filesystem for TarnFs {
 
     fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
         let _request = self.shared.request(Opcode::Getxattr);
+        if snapdir::is_snapshot_dir(ino.0) {
+            let groups = ProcGroups::of(req);
+            let who = self.restricted(req, &groups);
+            let result = self.in_snapshot(ino, Errno::ENODATA, |fs, ino| {
+                Self::user_xattr(fs, ino, name, who.as_ref(), MAY_READ)?;
+                fs.getxattr(ino, name.as_bytes())
+            });
+            return match result {
+                Ok(value) => reply_xattr(reply, size, &value),
+                Err(errno) => reply.error(errno),
+            };
+        }
         let ino = self.ino(ino);
         let groups = ProcGroups::of(req);
         let who = self.restricted(req, &groups);
@@ -1248,8 +1383,16 @@ impl fuser::Filesystem for TarnFs {
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
         let _request = self.shared.request(Opcode::Listxattr);
-        let ino = self.ino(ino);
-        match self.run(FsOp::Read, |fs| fs.listxattr(ino)) {
+        let names = if snapdir::is_snapshot_dir(ino.0) {
+            match self.in_snapshot(ino, Errno::ENODATA, |fs, ino| fs.listxattr(ino)) {
+                Err(Errno::ENODATA) => Ok(Vec::new()),
+                listed => listed,
+            }
+        } else {
+            let ino = self.ino(ino);
+            self.run(FsOp::Read, |fs| fs.listxattr(ino))
+        };
+        match names {
             Ok(names) => {
                 let mut list = Vec::new();
                 for name in names {
@@ -1264,6 +1407,9 @@ impl fuser::Filesystem for TarnFs {
 
     fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let _request = self.shared.request(Opcode::Removexattr);
+        if let Some(errno) = self.refused(ino, None) {
+            return reply.error(errno);
+        }
         let ino = self.ino(ino);
         let groups = ProcGroups::of(req);
         let who = self.restricted(req, &groups);
@@ -1279,17 +1425,29 @@ impl fuser::Filesystem for TarnFs {
 
     fn access(&self, req: &Request, ino: INodeNo, mask: fuser::AccessFlags, reply: ReplyEmpty) {
         let _request = self.shared.request(Opcode::Access);
+        if snapdir::is_snapshot_dir(ino.0) && mask.bits() & libc::W_OK != 0 {
+            return reply.error(Errno::EROFS);
+        }
         if !self.checks() {
             // default_permissions: the kernel checked already and does not normally ask.
             return reply.ok();
         }
-        let ino = self.ino(ino);
         let groups = ProcGroups::of(req);
         let who = caller(req, &groups);
         let want = u32::try_from(mask.bits() & 7).unwrap_or(0);
-        let result = self.run(FsOp::Read, |fs| {
-            access::check(&fs.getattr(ino)?, &who, want)
-        });
+        let result = match snapdir::place(ino.0) {
+            // `.tarn` and `.tarn/snapshot` are r-x for everyone.
+            Place::Control(_) => Ok(()),
+            Place::Snapshot { .. } => self.in_snapshot(ino, Errno::ENOENT, |fs, ino| {
+                access::check(&fs.getattr(ino)?, &who, want)
+            }),
+            Place::Head => {
+                let ino = self.ino(ino);
+                self.run(FsOp::Read, |fs| {
+                    access::check(&fs.getattr(ino)?, &who, want)
+                })
+            }
+        };
         match result {
             Ok(()) => reply.ok(),
             Err(errno) => reply.error(errno),
@@ -1307,6 +1465,9 @@ impl fuser::Filesystem for TarnFs {
         reply: ReplyCreate,
     ) {
         let _request = self.shared.request(Opcode::Create);
+        if let Some(errno) = self.refused(kernel_parent, Some(name)) {
+            return reply.error(errno);
+        }
         let parent = self.ino(kernel_parent);
         let groups = ProcGroups::of(req);
         let who = self.restricted(req, &groups);
@@ -1351,6 +1512,9 @@ impl fuser::Filesystem for TarnFs {
         reply: ReplyEmpty,
     ) {
         let _request = self.shared.request(Opcode::Fallocate);
+        if let Some(errno) = self.refused(ino, None) {
+            return reply.error(errno);
+        }
         let ino = self.ino(ino);
         let result = fallocate_mode(mode).and_then(|how| {
             let op = if how.punch_hole {
@@ -1376,6 +1540,7 @@ impl fuser::Filesystem for TarnFs {
         reply: ReplyLseek,
     ) {
         let _request = self.shared.request(Opcode::Lseek);
+        let kernel = ino;
         let ino = self.ino(ino);
         let whence = match whence {
             libc::SEEK_DATA => Seek::Data,
@@ -1385,7 +1550,13 @@ impl fuser::Filesystem for TarnFs {
         let Ok(offset) = u64::try_from(offset) else {
             return reply.error(Errno::ENXIO);
         };
-        let result = self.run(FsOp::Read, |fs| fs.seek(ino, offset, whence));
+        let result = if snapdir::is_snapshot_dir(kernel.0) {
+            self.in_snapshot(kernel, Errno::EINVAL, |fs, ino| {
+                fs.seek(ino, offset, whence)
+            })
+        } else {
+            self.run(FsOp::Read, |fs| fs.seek(ino, offset, whence))
+        };
         match result.and_then(|found| i64::try_from(found).map_err(|_| Errno::EOVERFLOW)) {
             Ok(found) => reply.offset(found),
             Err(errno) => reply.error(errno),

@@ -57,7 +57,7 @@ pub use request::{
 };
 pub use response::{
     CacheEntry, CacheFile, DatasetProp, DatasetRow, ErrorReply, EventRow, HistoryEntry,
-    HistoryPool, IOSTAT_LATENCY_BUCKETS, IOSTAT_SIZE_BUCKETS, ImportablePool, IostatPool,
+    HistoryPool, HoldRow, IOSTAT_LATENCY_BUCKETS, IOSTAT_SIZE_BUCKETS, ImportablePool, IostatPool,
     IostatRow, IostatWait, IostatWaits, MemoryInfo, MountRow, PongInfo, PoolLayout, PoolListRow,
     PoolStatusInfo, Progress, ProjectRow, PropertyRow, ReplyPayload, Response, ServerLine, TxgRow,
     UserspaceRow, VdevNodeKind, VdevStatus,

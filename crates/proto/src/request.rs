@@ -392,6 +392,34 @@ pub enum Request {
         /// Only say what would be destroyed (`-n`; snapshots).
         #[serde(default)]
         dry_run: bool,
+        /// Held snapshots are marked to go at their last release (`-d`; snapshots).
+        #[serde(default)]
+        defer: bool,
+    },
+    /// `tarn hold [-r] TAG SNAP...`.
+    Hold {
+        /// The hold's tag.
+        tag: String,
+        /// Full snapshot names.
+        names: Vec<String>,
+        /// Every descendant's snapshot of the same name too (`-r`).
+        recursive: bool,
+    },
+    /// `tarn release [-r] TAG SNAP...`.
+    Release {
+        /// The hold's tag.
+        tag: String,
+        /// Full snapshot names.
+        names: Vec<String>,
+        /// Every descendant's snapshot of the same name too (`-r`).
+        recursive: bool,
+    },
+    /// `tarn holds [-r] SNAP...`.
+    Holds {
+        /// Full snapshot names.
+        names: Vec<String>,
+        /// Every descendant's snapshot of the same name too (`-r`).
+        recursive: bool,
     },
     /// `tarn snapshot [-r] [-o prop=val]... DS@SNAP...`.
     Snapshot {
@@ -527,6 +555,9 @@ impl Request {
             Request::DatasetDestroy { .. } => "dataset_destroy",
             Request::Snapshot { .. } => "snapshot",
             Request::Rollback { .. } => "rollback",
+            Request::Hold { .. } => "hold",
+            Request::Release { .. } => "release",
+            Request::Holds { .. } => "holds",
             Request::DatasetRename { .. } => "dataset_rename",
             Request::DatasetGet(_) => "dataset_get",
             Request::DatasetSet { .. } => "dataset_set",

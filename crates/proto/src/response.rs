@@ -99,6 +99,8 @@ pub enum ReplyPayload {
     Notice(Vec<String>),
     /// `tarn list` and `tarn get`.
     Datasets(Vec<DatasetRow>),
+    /// `tarn holds`.
+    Holds(Vec<HoldRow>),
     /// `tarn mount` without arguments: what is mounted where.
     Mounts(Vec<MountRow>),
     /// `tarn userspace` and its kin.
@@ -316,6 +318,19 @@ pub struct ProjectRow {
     pub id: u32,
     /// A directory whose new entries inherit the id.
     pub inherit: bool,
+}
+
+/// One hold of a snapshot (`tarn holds`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HoldRow {
+    /// Full snapshot name.
+    pub name: String,
+    /// The hold's tag.
+    pub tag: String,
+    /// Unix seconds the hold was placed.
+    pub time: u64,
+    /// The same for humans (`Tue Nov 14 22:13 2023`).
+    pub when: String,
 }
 
 /// One dataset's properties (`tarn list`, `tarn get`).
