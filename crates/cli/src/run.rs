@@ -139,7 +139,10 @@ pub(crate) fn run(cli: Cli) -> Outcome {
                 Ok(plan) if matches!(plan.view, View::Iostat(_)) => {
                     crate::iostat::run(&plan, &rundir, cli.json)
                 }
-                Ok(plan) => execute(plan, &rundir, cli.json),
+                Ok(plan) => match missing_dir(&plan) {
+                    Some(outcome) => outcome,
+                    None => execute(plan, &rundir, cli.json),
+                },
                 Err(outcome) => outcome,
             }
         }
@@ -203,20 +206,34 @@ fn stop_daemon(rundir: &Path) -> Outcome {
     }
 }
 
-/// The `-d` directories as absolute UTF-8 paths; one that is missing or not a directory is an
-/// error (ZFS says so too, where a silent "no pools available" would mislead).
+/// An import whose `-d` directory is missing or not a directory, refused before the daemon
+/// is asked (ZFS says so too, where a silent "no pools available" would mislead). Kept out of
+/// `plan`, which does no I/O.
+fn missing_dir(plan: &Plan) -> Option<Outcome> {
+    let dirs = match &plan.request {
+        Request::PoolImport(import) => &import.dirs,
+        Request::PoolImportList { dirs } | Request::PoolImportTxgs { dirs, .. } => dirs,
+        _ => return None,
+    };
+    let why = dirs.iter().find_map(|dir| match std::fs::metadata(dir) {
+        Ok(meta) if meta.is_dir() => None,
+        Ok(_) => Some(format!("'{dir}' is not a directory")),
+        Err(e) => Some(format!(
+            "directory '{dir}': {}",
+            tarn_daemon::describe_io(&e)
+        )),
+    })?;
+    Some(Outcome::refused(render::error_line(
+        plan.verb,
+        plan.object.as_deref(),
+        &why,
+    )))
+}
+
 fn absolute_dirs(dirs: &[PathBuf], cwd: &Path) -> Result<Vec<String>, String> {
     dirs.iter()
         .map(|dir| {
             let dir = cwd.join(dir);
-            match std::fs::metadata(&dir) {
-                Ok(meta) if meta.is_dir() => {}
-                Ok(_) => return Err(format!("'{}' is not a directory", dir.display())),
-                Err(e) => {
-                    let why = tarn_daemon::describe_io(&e);
-                    return Err(format!("directory '{}': {why}", dir.display()));
-                }
-            }
             dir.to_str()
                 .map(str::to_string)
                 .ok_or_else(|| format!("directory '{}' is not valid UTF-8", dir.display()))
