@@ -102,8 +102,9 @@ fn datasets_mount_at_create_and_import_and_unmount_at_export() {
     assert_eq!(fstype_at(&elsewhere).as_deref(), Some("fuse.tarn"));
 }
 
-// DESCRIPTION: exporting a pool whose mount is busy is refused and leaves it mounted;
-// `-f` detaches it lazily and exports.
+// DESCRIPTION: exporting a pool whose mount is busy is refused and leaves it mounted, and
+// its child datasets too (they are unmounted first, before the busy parent stops the
+// export); `-f` detaches it lazily and exports.
 // STRATEGY: hold a file open inside the mount across the export attempts.
 #[test]
 fn busy_export_is_refused_unless_forced() {
@@ -112,12 +113,15 @@ fn busy_export_is_refused_unless_forced() {
     }
     let rig = Rig::new();
     let tank = pool_with_mount(&rig);
+    rig.ok("create tank/child");
     std::fs::write(tank.join("held"), b"x").unwrap();
     let held = std::fs::File::open(tank.join("held")).unwrap();
     let run = rig.run("pool export tank");
     assert_eq!(run.code, Some(1), "{run:?}");
     assert!(run.stderr.contains("busy"), "{run:?}");
     assert_eq!(fstype_at(&tank).as_deref(), Some("fuse.tarn"));
+    assert_eq!(fstype_at(&tank.join("child")).as_deref(), Some("fuse.tarn"));
+    assert_eq!(rig.ok("get -H -o value mounted tank/child"), "yes\n");
     rig.ok("pool export -f tank");
     assert_eq!(fstype_at(&tank), None);
     drop(held);
