@@ -104,7 +104,7 @@ fn datasets_mount_at_create_and_import_and_unmount_at_export() {
 
 // DESCRIPTION: exporting a pool whose mount is busy is refused and leaves it mounted, and
 // its child datasets too (they are unmounted first, before the busy parent stops the
-// export); `-f` detaches it lazily and exports.
+// export), as does a refused `destroy -r`; `-f` detaches it lazily and exports.
 // STRATEGY: hold a file open inside the mount across the export attempts.
 #[test]
 fn busy_export_is_refused_unless_forced() {
@@ -122,6 +122,16 @@ fn busy_export_is_refused_unless_forced() {
     assert_eq!(fstype_at(&tank).as_deref(), Some("fuse.tarn"));
     assert_eq!(fstype_at(&tank.join("child")).as_deref(), Some("fuse.tarn"));
     assert_eq!(rig.ok("get -H -o value mounted tank/child"), "yes\n");
+    // The same for a refused `destroy -r`: the busy dataset's child goes first, comes back.
+    rig.ok("create tank/child/sub");
+    let busy = std::fs::File::create(tank.join("child/open")).unwrap();
+    let run = rig.run("destroy -r tank/child");
+    assert_eq!(run.code, Some(1), "{run:?}");
+    assert_eq!(
+        fstype_at(&tank.join("child/sub")).as_deref(),
+        Some("fuse.tarn")
+    );
+    drop(busy);
     rig.ok("pool export -f tank");
     assert_eq!(fstype_at(&tank), None);
     drop(held);

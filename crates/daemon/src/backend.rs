@@ -1415,11 +1415,6 @@ impl Handler for EngineBackend {
         if let Request::PoolExport { name, force } | Request::PoolDestroy { name, force } = &request
             && let Err(error) = self.mounts.unmount_pool(name, *force)
         {
-            // Refused: the pool stays, so do the mounts the refusal had already taken down
-            // (children go first, and a busy parent stops the rest).
-            for notice in self.mounts.mount_pool(name) {
-                eprintln!("{notice}");
-            }
             return Response::error(error.to_string());
         }
         let response = self.handle_engine(&request);

@@ -160,7 +160,8 @@ impl MountTable {
 
     /// Unmounts every dataset for which `select` says yes, children first. A busy mount is
     /// refused unless `force`, which detaches it lazily; the first refusal is returned after
-    /// the others were tried.
+    /// the others were tried, and what they unmounted is mounted again (a refused export,
+    /// destroy or remount leaves every mount as it was).
     fn unmount_where(&self, force: bool, select: impl Fn(&str) -> bool) -> Result<(), FuseError> {
         let mut mounts = self.lock();
         let mut names: Vec<String> = mounts.keys().filter(|n| select(n)).cloned().collect();
@@ -171,12 +172,16 @@ impl MountTable {
             std::cmp::Reverse(depth)
         });
         let mut refused = None;
+        let mut taken = Vec::new();
         for name in names {
             let Some(mut mount) = mounts.remove(&name) else {
                 continue;
             };
             match mount.unmount() {
-                Ok(()) => self.record_unmounted(&name),
+                Ok(()) => {
+                    self.record_unmounted(&name);
+                    taken.push(name);
+                }
                 Err(_) if force => {
                     mount.detach();
                     self.record_unmounted(&name);
@@ -187,7 +192,34 @@ impl MountTable {
                 }
             }
         }
-        refused.map_or(Ok(()), Err)
+        drop(mounts);
+        match refused {
+            None => Ok(()),
+            Some(error) => {
+                self.remount(&taken);
+                Err(error)
+            }
+        }
+    }
+
+    /// Mounts datasets `names` again (parents first), as their specs now say; a dataset
+    /// that cannot be is logged.
+    fn remount(&self, names: &[String]) {
+        let mut pools: Vec<&str> = names.iter().map(|n| pool_of(n)).collect();
+        pools.sort_unstable();
+        pools.dedup();
+        for pool in pools {
+            let Ok(mut specs) = self.engine.mount_specs(pool) else {
+                continue;
+            };
+            specs.retain(|spec| names.contains(&spec.name));
+            specs.sort_by_key(|spec| spec.mountpoint.components().count());
+            for spec in &specs {
+                if let Err(e) = self.mount_spec(spec) {
+                    eprintln!("{}", mount_notice(&self.rooted(spec), &e));
+                }
+            }
+        }
     }
 
     /// Unmounts every dataset of `pool` (before export or destroy).
