@@ -387,16 +387,7 @@ impl Engine {
         }
         let mut inner = handle.lock();
         inner.check_writable()?;
-        let targets: Vec<DatasetId> = if recursive {
-            inner
-                .datasets
-                .subtree(id)
-                .into_iter()
-                .map(|(d, _)| d)
-                .collect()
-        } else {
-            vec![id]
-        };
+        let targets = inner.datasets.selected(id, recursive);
         for target in targets {
             inner.set_local(target, property, None)?;
         }

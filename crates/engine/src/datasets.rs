@@ -386,6 +386,15 @@ impl Tree {
         out
     }
 
+    /// `id` alone, or with `recursive` `id` and every descendant, parents first (what a
+    /// verb's `-r` selects).
+    pub(crate) fn selected(&self, id: DatasetId, recursive: bool) -> Vec<DatasetId> {
+        match recursive {
+            true => self.subtree(id).into_iter().map(|(d, _)| d).collect(),
+            false => vec![id],
+        }
+    }
+
     /// Every dataset, parents first, siblings by name.
     pub(crate) fn all(&self) -> Vec<DatasetId> {
         self.subtree(ROOT_DATASET_ID)

@@ -56,16 +56,7 @@ fn targets(
         if inner.datasets.node(id).snapshot(snap).is_none() {
             return Err(EngineError::NoSuchDataset);
         }
-        let ids: Vec<DatasetId> = if recursive {
-            inner
-                .datasets
-                .subtree(id)
-                .into_iter()
-                .map(|(d, _)| d)
-                .collect()
-        } else {
-            vec![id]
-        };
+        let ids = inner.datasets.selected(id, recursive);
         for at in ids {
             let node = inner.datasets.node(at);
             let full = format!("{}@{snap}", node.name);
@@ -75,6 +66,25 @@ fn targets(
         }
     }
     Ok(out)
+}
+
+/// Refuses, naming the first snapshot's problem, unless every target has hold `tag`
+/// (`held`, for a release) or none has it (for a hold).
+fn check_tag(
+    inner: &Imported,
+    targets: &[(DatasetId, String, String)],
+    tag: &str,
+    held: bool,
+) -> Result<(), EngineError> {
+    for (id, snap, _) in targets {
+        let (_, found) = inner.datasets.node(*id).snapshot(snap).expect("checked");
+        match (found.holds.contains_key(tag), held) {
+            (true, false) => return Err(invalid("tag already exists on this dataset")),
+            (false, true) => return Err(invalid("no such tag on this dataset")),
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 fn pool_of(names: &[String]) -> Result<&str, EngineError> {
@@ -100,12 +110,7 @@ impl Engine {
         let mut inner = handle.lock();
         inner.check_writable()?;
         let targets = targets(&inner, &handle.name, names, recursive)?;
-        for (id, snap, _) in &targets {
-            let (_, found) = inner.datasets.node(*id).snapshot(snap).expect("checked");
-            if found.holds.contains_key(tag) {
-                return Err(invalid("tag already exists on this dataset"));
-            }
-        }
+        check_tag(&inner, &targets, tag, false)?;
         let now = self.clock.now_unix_secs();
         let Imported {
             pool,
@@ -138,12 +143,7 @@ impl Engine {
         let mut inner = handle.lock();
         inner.check_writable()?;
         let targets = targets(&inner, &handle.name, names, recursive)?;
-        for (id, snap, _) in &targets {
-            let (_, found) = inner.datasets.node(*id).snapshot(snap).expect("checked");
-            if !found.holds.contains_key(tag) {
-                return Err(invalid("no such tag on this dataset"));
-            }
-        }
+        check_tag(&inner, &targets, tag, true)?;
         let mut doomed = Vec::new();
         {
             let Imported {

@@ -145,16 +145,7 @@ impl Engine {
             .datasets
             .by_name(dataset)
             .ok_or(EngineError::NoSuchDataset)?;
-        let ids: Vec<DatasetId> = if recursive {
-            inner
-                .datasets
-                .subtree(id)
-                .into_iter()
-                .map(|(d, _)| d)
-                .collect()
-        } else {
-            vec![id]
-        };
+        let ids = inner.datasets.selected(id, recursive);
         let (plan, held) = destroy_plan(&inner, &ids, list, defer)?;
         if !held.is_empty() && !dry_run {
             // Marked before the destroys below shift the indices.
@@ -421,16 +412,7 @@ fn snapshot_targets(
             .datasets
             .by_name(dataset)
             .ok_or(EngineError::NoSuchDataset)?;
-        let ids: Vec<DatasetId> = if recursive {
-            inner
-                .datasets
-                .subtree(id)
-                .into_iter()
-                .map(|(d, _)| d)
-                .collect()
-        } else {
-            vec![id]
-        };
+        let ids = inner.datasets.selected(id, recursive);
         for at in ids {
             let node = inner.datasets.node(at);
             if node.snapshot(snap).is_some() {
