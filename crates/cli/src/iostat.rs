@@ -723,7 +723,6 @@ fn json_of(rates: &Rates, view: &IostatView) -> serde_json::Value {
 
 /// Runs `pool iostat`: one report, or one every interval until `count` were printed.
 pub(crate) fn run(plan: &Plan, rundir: &Path, json: bool) -> Outcome {
-    use std::io::Write;
     let View::Iostat(view) = &plan.view else {
         unreachable!("iostat::run is called for the iostat view only")
     };
@@ -751,15 +750,9 @@ pub(crate) fn run(plan: &Plan, rundir: &Path, json: bool) -> Outcome {
         let Some(interval) = view.interval else {
             return Outcome::ok(text);
         };
-        let mut stdout = std::io::stdout().lock();
-        if stdout
-            .write_all(text.as_bytes())
-            .and_then(|()| stdout.flush())
-            .is_err()
-        {
+        if !crate::run::print_now(&text) {
             return Outcome::ok(String::new());
         }
-        drop(stdout);
         if view.count.is_some_and(|count| printed >= count) {
             return Outcome::ok(String::new());
         }

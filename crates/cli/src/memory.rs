@@ -245,7 +245,6 @@ fn text_of(
 
 /// Runs `tarn memory` against the daemon of `rundir`.
 pub(crate) fn run(args: &MemoryArgs, rundir: &Path, json: bool) -> Outcome {
-    use std::io::Write;
     let refuse = |message: &str| Outcome::usage(error_line("run", Some("memory"), message));
     let action = match parse(&args.words) {
         Ok(action) => action,
@@ -272,16 +271,9 @@ pub(crate) fn run(args: &MemoryArgs, rundir: &Path, json: bool) -> Outcome {
         let Some(seconds) = interval else {
             return Outcome::ok(text);
         };
-        let mut stdout = std::io::stdout().lock();
-        if stdout
-            .write_all(text.as_bytes())
-            .and_then(|()| stdout.flush())
-            .is_err()
-            || count.is_some_and(|count| printed >= count)
-        {
+        if !crate::run::print_now(&text) || count.is_some_and(|count| printed >= count) {
             return Outcome::ok(String::new());
         }
-        drop(stdout);
         previous = Some(info);
         std::thread::sleep(std::time::Duration::from_secs(seconds));
     }

@@ -649,7 +649,6 @@ fn plan_import(args: crate::args::ImportArgs, cwd: &Path) -> Result<Plan, Outcom
 /// `pool events -f`: prints the events there are, then asks again every second for those
 /// numbered above the last one printed, until the daemon goes away or the command is killed.
 fn follow_events(mut plan: Plan, rundir: &Path, json: bool) -> Outcome {
-    use std::io::Write;
     let mut client = match tarn_daemon::Client::connect_or_start(rundir) {
         Ok(client) => client,
         Err(error) => return Outcome::refused(error.to_string()),
@@ -672,12 +671,7 @@ fn follow_events(mut plan: Plan, rundir: &Path, json: bool) -> Outcome {
         } else {
             render::events(&rows, verbose, std::mem::take(&mut header))
         };
-        let mut stdout = std::io::stdout().lock();
-        if stdout
-            .write_all(text.as_bytes())
-            .and_then(|()| stdout.flush())
-            .is_err()
-        {
+        if !print_now(&text) {
             return Outcome::ok(String::new());
         }
         if let (Request::PoolEvents { after, clear, .. }, Some(last)) =
@@ -708,6 +702,17 @@ fn execute(plan: Plan, rundir: &Path, json: bool) -> Outcome {
             &error.to_string(),
         )),
     }
+}
+
+/// Writes one report of a repeating command (`events -f`, `iostat`, `memory` with an
+/// interval) to stdout at once; false when stdout is gone (the reader quit: stop quietly).
+pub(crate) fn print_now(text: &str) -> bool {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+        .is_ok()
 }
 
 /// Turns the daemon's response into the command's outcome (pure).
