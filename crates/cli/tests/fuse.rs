@@ -252,7 +252,8 @@ fn daemon_killed_mid_write_remounts_with_fsynced_data() {
 }
 
 // DESCRIPTION: the `mounted` property follows the mounts: yes after create, no after
-// `tarn unmount`, yes after `tarn mount` and after export and import, in `get` and `list`.
+// `tarn unmount`, yes after `tarn mount` and after export and import, in `get` and `list`;
+// `canmount=noauto` leaves a mounted dataset mounted, `canmount=off` unmounts it.
 // STRATEGY: `get -H -o value mounted` and `list -H -o name,mounted` after each step.
 #[test]
 fn the_mounted_property_follows_the_mounts() {
@@ -273,6 +274,13 @@ fn the_mounted_property_follows_the_mounts() {
     );
     rig.ok("mount tank/home");
     assert_eq!(mounted("tank/home"), "yes\n");
+    // canmount=noauto only stops automatic mounts (ZFS): the mount stays; off unmounts.
+    rig.ok("set canmount=noauto tank/home");
+    assert_eq!(mounted("tank/home"), "yes\n");
+    rig.ok("set canmount=off tank/home");
+    assert_eq!(mounted("tank/home"), "no\n");
+    rig.ok("set canmount=on tank/home");
+    rig.ok("mount tank/home");
     rig.ok("pool export tank");
     rig.ok(&format!("pool import -d {} tank", rig.dir_of("d")));
     assert_eq!(

@@ -431,12 +431,15 @@ const REMOUNT_PROPERTIES: &[&str] = &[
 /// or a change of a property in [`REMOUNT_PROPERTIES`] (inherited by the whole subtree).
 fn remounted(request: &Request) -> Option<(&'static str, &str)> {
     let remounts = |property: &str| REMOUNT_PROPERTIES.contains(&property);
+    // `canmount=noauto` (or `on`) only decides what mounts automatically; as in ZFS, a
+    // mounted dataset stays mounted. `off` unmounts it.
+    let set_remounts = |(property, value): &(String, String)| {
+        remounts(property) && (property != "canmount" || value == "off")
+    };
     match request {
         // A snapshot is never mounted: its rename leaves the mounts alone.
         Request::DatasetRename { old, .. } if !old.contains('@') => Some(("rename", old)),
-        Request::DatasetSet { name, assignments }
-            if assignments.iter().any(|(p, _)| remounts(p)) =>
-        {
+        Request::DatasetSet { name, assignments } if assignments.iter().any(set_remounts) => {
             Some(("set", name))
         }
         Request::DatasetInherit { name, property, .. } if remounts(property) => {

@@ -603,6 +603,8 @@ fn check_space_prop(
 /// ZFS leaves it out of a dataset's `available`.
 pub(crate) fn pool_free_deflated(inner: &Imported) -> u64 {
     let deflate = crate::datasets::deflate_table(&inner.pool);
+    let (size, _) = inner.pool.normal_space();
+    let slop = crate::admission::slop(size);
     inner
         .pool
         .usage()
@@ -611,7 +613,11 @@ pub(crate) fn pool_free_deflated(inner: &Imported) -> u64 {
         .enumerate()
         .filter(|(i, _)| !inner.pool.is_special_vdev(*i))
         .map(|(_, (u, alloc))| {
-            let usable = u.size - (u.size >> crate::SLOP_SHIFT);
+            // Each data vdev keeps its share of the pool's slop.
+            let share = u128::from(slop) * u128::from(u.size) / u128::from(size.max(1));
+            let usable = u
+                .size
+                .saturating_sub(u64::try_from(share).unwrap_or(u.size));
             let free = usable.saturating_sub(u.allocated);
             u64::try_from(u128::from(free) * u128::from(128u64 << 10) / u128::from(*alloc))
                 .unwrap_or(u64::MAX)

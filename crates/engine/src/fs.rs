@@ -28,8 +28,12 @@ pub struct DatasetId(pub u64);
 pub enum FsOp {
     /// Reads only (lookup, getattr, read, readdir, getxattr).
     Read,
-    /// Changes metadata (create, unlink, rename, setattr, setxattr, punch).
+    /// Changes metadata that may grow it (create, mkdir, link, rename, setattr): admitted
+    /// while the pool keeps its whole slop free.
     Modify,
+    /// Gives space back (unlink, rmdir, the reclaim of an unlinked inode, removexattr,
+    /// punching a hole): admitted into half the slop, so that a full pool can be emptied.
+    Free,
     /// Adds up to this many bytes of data (write, fallocate).
     Write(u64),
 }
@@ -169,8 +173,14 @@ impl Engine {
         };
         let (result, always) = loop {
             match fs_run(self, &mut inner, dataset, op, &mut f) {
-                Err(error) if wait => inner = handle.read_failed(inner, error)?,
-                done => break done?,
+                Ok(done) => break done,
+                Err(error) => {
+                    self.note_damage(pool, &mut inner, dataset, &error);
+                    if !wait {
+                        return Err(error);
+                    }
+                    inner = handle.read_failed(inner, error)?;
+                }
             }
         };
         self.after_change(&handle, inner, dataset, always)?;
@@ -353,30 +363,6 @@ impl Imported {
         }
         Ok(())
     }
-
-    /// Write admission for `len` more bytes into `dataset`: quotas first (EDQUOT), then the
-    /// dataset's available space and the pool's (ENOSPC). Syncs once to get space back (and
-    /// replace dirty estimates by real, compressed sizes) before refusing.
-    pub(crate) fn admit_to(&mut self, dataset: DatasetId, len: u64) -> Result<(), EngineError> {
-        match self.admission(dataset, len) {
-            Ok(()) => Ok(()),
-            Err(_) if self.dirty_bytes() > 0 => {
-                self.sync()?;
-                self.admission(dataset, len)
-            }
-            Err(e) => Err(e),
-        }
-    }
-
-    fn admission(&self, dataset: DatasetId, len: u64) -> Result<(), EngineError> {
-        self.datasets.check_quota(dataset, len)?;
-        let free = crate::dataset_ops::pool_free_deflated(self);
-        let pending = self.datasets.node(dataset).objset.dirty_bytes() + len;
-        if self.datasets.available(dataset, free) < pending || !self.has_room_for_bytes(len) {
-            return Err(EngineError::NoSpace);
-        }
-        Ok(())
-    }
 }
 
 /// One run of [`Engine::fs_op`]'s operation under the pool lock: the refusals, the closure,
@@ -401,8 +387,10 @@ fn fs_run<R>(
             return Err(EngineError::ReadOnlyDataset);
         }
     }
+    if op != FsOp::Read {
+        inner.admit(dataset, op)?;
+    }
     if let FsOp::Write(len) = op {
-        inner.admit_to(dataset, len)?;
         inner.admit_owner(dataset, len)?;
     }
     let now = now_of(engine.clock.as_ref());

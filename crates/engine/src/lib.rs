@@ -93,6 +93,8 @@
 //! threads started under it are the scoped ones of a batch read in tarn-zio, joined before
 //! the batch returns).
 
+mod admission;
+mod damage;
 mod dataset_ops;
 mod datasets;
 mod devices;
@@ -410,51 +412,6 @@ impl Imported {
     /// The root dataset's object set (the raw object interface the simulator drives).
     fn root_objset(&mut self) -> &mut ObjectSet {
         &mut self.datasets.node_mut(ROOT_DATASET_ID).objset
-    }
-
-    /// Admission control for writes (ZFS's slop space): refuses a write up front with ENOSPC
-    /// when the dirty data plus `len` more bytes, inflated to their worst-case allocated size
-    /// (parity, padding to sectors, copies, an eighth for metadata), would eat into the
-    /// reserve of [`SLOP_SHIFT`] of the pool. Running out of space inside a txg would
-    /// suspend the whole pool; refusing one write keeps it available.
-    fn has_room_for(&mut self, object: ObjectId, len: u64) -> Result<bool, EngineError> {
-        let Imported { pool, datasets, .. } = self;
-        let data = &mut datasets.node_mut(ROOT_DATASET_ID).objset;
-        let block = u64::from(data.object_info(&pool.reader(), object)?.data_block_size).max(512);
-        Ok(self.has_room(block, len))
-    }
-
-    /// [`Imported::has_room_for`] for file data written in records of the default size.
-    fn has_room_for_bytes(&self, len: u64) -> bool {
-        self.has_room(128 << 10, len)
-    }
-
-    fn has_room(&self, block: u64, len: u64) -> bool {
-        let Imported { pool, datasets, .. } = self;
-        let copies = datasets
-            .all()
-            .iter()
-            .map(|id| u64::from(datasets.node(*id).objset.write_config().copies.max(1)))
-            .max()
-            .unwrap_or(1);
-        let worst = pool
-            .tops()
-            .iter()
-            .map(|t| t.allocation_size(block))
-            .max()
-            .unwrap_or(block);
-        // File data lands in the normal class (special vdevs take it only up to
-        // `special_small_blocks`, and metadata fits the reserve above), so only that counts.
-        let usage = pool.usage();
-        let data = || (0..usage.len()).filter(|&i| !pool.is_special_vdev(i));
-        let size: u64 = data().map(|i| usage[i].size).sum();
-        let allocated: u64 = data().map(|i| usage[i].allocated).sum();
-        let pending = self.dirty_bytes() + len;
-        let blocks = pending.div_ceil(block);
-        let inflated = blocks.saturating_mul(worst).saturating_mul(copies);
-        let needed = inflated.saturating_add(inflated / 8);
-        let usable = size - (size >> SLOP_SHIFT);
-        allocated.saturating_add(needed) <= usable
     }
 }
 
@@ -1103,10 +1060,10 @@ impl Engine {
     ) -> Result<(), EngineError> {
         let handle = self.pool(name)?;
         let mut inner = handle.lock_for_write()?;
-        if !inner.has_room_for(object, bytes.len() as u64)? {
+        if !inner.has_room_for_object(object, bytes.len() as u64)? {
             // Committing what is dirty may return space (frees, compression): try once.
             inner.sync()?;
-            if !inner.has_room_for(object, bytes.len() as u64)? {
+            if !inner.has_room_for_object(object, bytes.len() as u64)? {
                 return Err(EngineError::NoSpace);
             }
         }
@@ -1155,7 +1112,11 @@ impl Engine {
             match data.read(&pool.reader(), object, offset, buf) {
                 Ok(()) => return Ok(()),
                 // Devices missing under failmode=wait: wait for `clear`, read again.
-                Err(error) => inner = handle.read_failed(inner, error.into())?,
+                Err(error) => {
+                    let error = error.into();
+                    self.note_damage(name, &mut inner, ROOT_DATASET_ID, &error);
+                    inner = handle.read_failed(inner, error)?;
+                }
             }
         }
     }

@@ -141,14 +141,15 @@ impl HistoryHeader {
 /// How the MOS writes: every block in three copies (ZFS's pool-wide metadata: the dataset
 /// tree, properties, history and scan state are what an import needs), placed on different
 /// top-level vdevs or far apart on one (tarn-space).
-const MOS_WRITE_CONFIG: tarn_objects::ObjsetWriteConfig = tarn_objects::ObjsetWriteConfig {
-    checksum: tarn_format::ChecksumKind::Fletcher4,
-    compression: tarn_format::CompressSetting::Lz4,
-    copies: 3,
-    metadata_extra_copies: 0,
-    redundant_metadata: tarn_objects::RedundantMetadata::All,
-    special_small_blocks: 0,
-};
+pub(crate) const MOS_WRITE_CONFIG: tarn_objects::ObjsetWriteConfig =
+    tarn_objects::ObjsetWriteConfig {
+        checksum: tarn_format::ChecksumKind::Fletcher4,
+        compression: tarn_format::CompressSetting::Lz4,
+        copies: 3,
+        metadata_extra_copies: 0,
+        redundant_metadata: tarn_objects::RedundantMetadata::All,
+        special_small_blocks: 0,
+    };
 
 /// The MOS in memory.
 #[derive(Debug)]
@@ -221,6 +222,11 @@ impl Mos {
     /// Bytes waiting for the next sync.
     pub(crate) fn dirty_bytes(&self) -> u64 {
         self.objset.dirty_bytes()
+    }
+
+    /// What the next sync writes at most (`admission`).
+    pub(crate) fn sync_estimate(&self) -> tarn_objects::SyncEstimate {
+        self.objset.sync_estimate()
     }
 
     /// Every locally set pool property.

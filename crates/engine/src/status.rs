@@ -463,7 +463,9 @@ pub fn properties(name: &str, pool: &Pool, local: &[(String, String)]) -> Vec<Pr
                     Some((value.into(), value.into()))
                 }
                 "expandsize" => Some(("-".into(), "-".into())),
-                "freeing" | "leaked" => Some(("0".into(), "0".into())),
+                // Space deletes gave back that the next txgs make allocatable again.
+                "freeing" => Some(size_prop(pool.freeing_bytes())),
+                "leaked" => Some(("0".into(), "0".into())),
                 _ => None,
             };
             let (value, display, source) = if let Some((value, display)) = computed {

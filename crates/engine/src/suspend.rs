@@ -150,7 +150,7 @@ impl PoolHandle {
 /// The top-level vdevs of the block's copies when `error` is a block the I/O pipeline could
 /// not read (no copy or reconstruction verified), as opposed to a refusal, a missing file or
 /// metadata that decodes badly.
-fn unreadable_block(error: &EngineError) -> Option<&[u32]> {
+pub(crate) fn unreadable_block(error: &EngineError) -> Option<&[u32]> {
     let object = match error {
         EngineError::Objects(e) | EngineError::Posix(PosixError::Object(e)) => e,
         _ => return None,
@@ -169,7 +169,7 @@ fn unreadable_block(error: &EngineError) -> Option<&[u32]> {
 /// copies) beyond its redundancy; empty when some copy's vdev still has enough children,
 /// since then the block is damaged rather than cut off, and no `clear` would bring it back.
 /// Offline leaves are the admin's choice: they count as out of service, not as missing.
-fn missing_beyond(pool: &tarn_pool::Pool, vdevs: &[u32]) -> Vec<String> {
+pub(crate) fn missing_beyond(pool: &tarn_pool::Pool, vdevs: &[u32]) -> Vec<String> {
     let gone = |l: &Arc<Leaf>| {
         l.state() != LeafState::Offline
             && (!l.is_usable() || l.device().is_some_and(|d| d.probe_gone()))

@@ -497,7 +497,7 @@ impl TarnFs {
         &self,
         mut change: impl FnMut(&mut Fs<'_>) -> std::result::Result<Option<Ino>, PosixError>,
     ) -> Result<()> {
-        self.run(FsOp::Modify, |fs| {
+        self.run(FsOp::Free, |fs| {
             let gone = change(fs)?;
             if let Some(ino) = gone
                 && self.handles.unlinked(ino)
@@ -511,7 +511,7 @@ impl TarnFs {
 
     fn release_handle(&self, ino: Ino) {
         if self.handles.release(ino) {
-            let _ = self.run(FsOp::Modify, |fs| fs.reclaim(ino));
+            let _ = self.run(FsOp::Free, |fs| fs.reclaim(ino));
             self.handles.reclaimed(ino);
         }
     }
@@ -1413,7 +1413,7 @@ impl fuser::Filesystem for TarnFs {
         let ino = self.ino(ino);
         let groups = ProcGroups::of(req);
         let who = self.restricted(req, &groups);
-        let result = self.run(FsOp::Modify, |fs| {
+        let result = self.run(FsOp::Free, |fs| {
             Self::user_xattr(fs, ino, name, who.as_ref(), MAY_WRITE)?;
             fs.removexattr(ino, name.as_bytes())
         });
@@ -1518,7 +1518,7 @@ impl fuser::Filesystem for TarnFs {
         let ino = self.ino(ino);
         let result = fallocate_mode(mode).and_then(|how| {
             let op = if how.punch_hole {
-                FsOp::Modify
+                FsOp::Free
             } else {
                 FsOp::Write(length)
             };

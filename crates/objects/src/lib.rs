@@ -108,6 +108,60 @@ pub use zap::{ZAP_KEY_MAX, ZAP_VALUE_MAX, ZapByteEntries, ZapCursor, ZapEntries}
 
 use tarn_base::ObjectId;
 use tarn_format::{ChecksumKind, CompressSetting, FormatError};
+
+/// An upper bound of what the next sync of an object set writes, in logical bytes before
+/// compression, parity and padding: the blocks that get a dataset's data copies and those
+/// that get its metadata copies ([`ObjsetWriteConfig::copies_for`]). Write admission turns
+/// it into allocated bytes on the pool's vdevs, so that a txg it admitted always finds the
+/// space it needs to commit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SyncEstimate {
+    /// Level-0 blocks of plain objects (file and volume data).
+    pub data_blocks: u64,
+    /// Their bytes.
+    pub data_bytes: u64,
+    /// Every other block: indirect blocks, dnode blocks, metadata objects, the root.
+    pub meta_blocks: u64,
+    /// Their bytes.
+    pub meta_bytes: u64,
+}
+
+impl SyncEstimate {
+    /// Both estimates together.
+    #[must_use]
+    pub fn plus(self, other: SyncEstimate) -> SyncEstimate {
+        SyncEstimate {
+            data_blocks: self.data_blocks.saturating_add(other.data_blocks),
+            data_bytes: self.data_bytes.saturating_add(other.data_bytes),
+            meta_blocks: self.meta_blocks.saturating_add(other.meta_blocks),
+            meta_bytes: self.meta_bytes.saturating_add(other.meta_bytes),
+        }
+    }
+
+    /// `self` without `part`, which it must contain (a running total losing one term).
+    fn minus(self, part: SyncEstimate) -> SyncEstimate {
+        let sub = |a: u64, b: u64| {
+            assert!(b <= a, "sync estimate term {b} larger than the total {a}");
+            a - b
+        };
+        SyncEstimate {
+            data_blocks: sub(self.data_blocks, part.data_blocks),
+            data_bytes: sub(self.data_bytes, part.data_bytes),
+            meta_blocks: sub(self.meta_blocks, part.meta_blocks),
+            meta_bytes: sub(self.meta_bytes, part.meta_bytes),
+        }
+    }
+
+    /// `count` metadata blocks of `size` bytes more.
+    #[must_use]
+    pub fn with_meta(self, count: u64, size: u64) -> SyncEstimate {
+        self.plus(SyncEstimate {
+            meta_blocks: count,
+            meta_bytes: count.saturating_mul(size),
+            ..SyncEstimate::default()
+        })
+    }
+}
 use tarn_zio::ZioError;
 
 /// How an object set writes its blocks. Metadata (indirect blocks, dnode blocks, the root,
@@ -319,4 +373,24 @@ pub enum ObjectError {
     /// A previous sync failed half-way; reopen the object set from its last committed root.
     #[error("object set is unusable after a failed sync")]
     Poisoned,
+}
+
+impl ObjectError {
+    /// An I/O error of a block whose place in the object was not known where it happened
+    /// (offset 0) placed at byte `offset`; any other error unchanged.
+    #[must_use]
+    pub(crate) fn at_offset(self, offset: u64) -> ObjectError {
+        match self {
+            ObjectError::Io {
+                object,
+                offset: 0,
+                source,
+            } => ObjectError::Io {
+                object,
+                offset,
+                source,
+            },
+            other => other,
+        }
+    }
 }

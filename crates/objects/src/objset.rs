@@ -5,12 +5,12 @@ use crate::accounting::{SyncHook, UsedChange};
 use crate::cache::BlockCache;
 use crate::readahead::{self, Streams};
 use crate::tree::{self, Dirty, ObjState, ReadCtx, TreeWalk};
-use crate::{BlockContext, DnodeInfo, ObjectError, ObjsetWriteConfig};
+use crate::{BlockContext, DnodeInfo, ObjectError, ObjsetWriteConfig, SyncEstimate};
 use std::collections::BTreeMap;
 use tarn_base::limits::BLOCK_SIZE_MAX;
 use tarn_base::{ObjectId, Txg};
 use tarn_format::dnode::{
-    DNODE_BONUS_MAX, DNODE_FLAG_METADATA, DNODE_SIZE, Dnode, INDIRECT_SHIFT_DEFAULT,
+    BLKPTR_SHIFT, DNODE_BONUS_MAX, DNODE_FLAG_METADATA, DNODE_SIZE, Dnode, INDIRECT_SHIFT_DEFAULT,
     INDIRECT_SHIFT_MAX, INDIRECT_SHIFT_MIN, OBJECT_TYPE_META_DNODE, OBJECT_TYPE_NONE,
 };
 use tarn_format::objset::{
@@ -51,6 +51,8 @@ pub struct ObjectSet {
     streams: Streams,
     config: ObjsetWriteConfig,
     dirty_bytes: u64,
+    /// Sum of the changed objects' [`ObjState::estimate`] (kept in step by `mutate`).
+    estimate: SyncEstimate,
     alloc_cursor: u64,
     poisoned: bool,
 }
@@ -114,6 +116,7 @@ impl ObjectSet {
             streams: Streams::default(),
             config: ObjsetWriteConfig::default(),
             dirty_bytes: 0,
+            estimate: SyncEstimate::default(),
             alloc_cursor: 1,
             poisoned: false,
         }
@@ -211,6 +214,36 @@ impl ObjectSet {
             + (self.hot.len() as u64 + self.pending_frees.len() as u64) * DNODE_SIZE as u64
     }
 
+    /// An upper bound of what [`ObjectSet::sync`] would write now: the changed objects'
+    /// blocks, the dnode blocks holding their dnodes (at most one per changed object, never
+    /// more than their ids span), the meta-dnode's indirect blocks above those and the root.
+    #[must_use]
+    pub fn sync_estimate(&self) -> SyncEstimate {
+        let root = self.estimate.with_meta(1, OBJSET_PHYS_SIZE as u64);
+        let (Some(&first), Some(&last)) = (self.hot.keys().next(), self.hot.keys().next_back())
+        else {
+            return root;
+        };
+        let first = first / DNODES_PER_BLOCK;
+        let last = last / DNODES_PER_BLOCK;
+        let blocks = (self.hot.len() as u64).min(last - first + 1);
+        let mut estimate = root.with_meta(blocks, u64::from(DNODE_BLOCK_SIZE));
+        let meta = &self.meta.dnode;
+        let bits = u32::from(meta.indirect_shift - BLKPTR_SHIFT);
+        let mut level = 1u32;
+        // Level `level` exists while the level below has more than one block (or the tree
+        // already has it); a one-block meta-dnode may grow its first indirect level.
+        while u32::from(meta.nlevels).max(2) > level
+            || last.checked_shr(bits * (level - 1)).unwrap_or(0) > 0
+        {
+            let span = last.checked_shr(bits * level).unwrap_or(0)
+                - first.checked_shr(bits * level).unwrap_or(0);
+            estimate = estimate.with_meta(blocks.min(span + 1), 1u64 << meta.indirect_shift);
+            level += 1;
+        }
+        estimate
+    }
+
     /// Bytes held by the clean-block cache (with a shared store: by every domain of it).
     #[must_use]
     pub fn cached_bytes(&self) -> u64 {
@@ -271,14 +304,15 @@ impl ObjectSet {
         let Some(Slot::Live(state)) = self.hot.get_mut(&id.0) else {
             return Err(ObjectError::NoSuchObject { object: id });
         };
-        let before = state.dirty_bytes;
+        let before = (state.dirty_bytes, state.estimate());
         let mut ctx = ReadCtx {
             store,
             cache: &mut self.cache,
             object: id,
         };
         let result = op(&mut ctx, state);
-        self.dirty_bytes = self.dirty_bytes - before + state.dirty_bytes;
+        self.dirty_bytes = self.dirty_bytes - before.0 + state.dirty_bytes;
+        self.estimate = self.estimate.minus(before.1).plus(state.estimate());
         result
     }
 
@@ -434,6 +468,7 @@ impl ObjectSet {
             },
         };
         self.dirty_bytes -= state.dirty_bytes;
+        self.estimate = self.estimate.minus(state.estimate());
         if !state.dnode.root.is_hole() {
             // The sync walks the tree as the last sync wrote it, so it needs that sync's
             // block size: `set_block_size` in this txg changed only the dnode in memory
@@ -928,6 +963,7 @@ impl ObjectSet {
         self.root = root;
         self.meta.dnode_dirty = false;
         self.dirty_bytes = 0;
+        self.estimate = SyncEstimate::default();
         self.poisoned = false;
         Ok(root)
     }

@@ -7,7 +7,7 @@
 //! when it syncs a dirty indirect buffer, without holding a second copy in memory.
 
 use crate::cache::BlockCache;
-use crate::{BlockContext, BlockRole, ObjectError, ObjsetWriteConfig};
+use crate::{BlockContext, BlockRole, ObjectError, ObjsetWriteConfig, SyncEstimate};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use tarn_base::limits::INDIRECTION_LEVELS_MAX;
@@ -208,19 +208,16 @@ pub(crate) fn block_data<'s>(
         Some(Dirty::Hole) => return Ok(BlockRef::Zero),
         None => {}
     }
-    let bp = synced_bp(ctx, &state.dnode, 0, blkid)?;
+    let size = u64::from(state.dnode.data_block_size);
+    // Say where in the object a block failed (`read_tree_block` knows only the pointer), so
+    // that the error log can name the damaged range (or, for a dnode block, the objects).
+    let at = |error: ObjectError| error.at_offset(blkid.saturating_mul(size));
+    let bp = synced_bp(ctx, &state.dnode, 0, blkid).map_err(at)?;
     if bp.is_hole() {
         return Ok(BlockRef::Zero);
     }
-    let size = u64::from(state.dnode.data_block_size);
-    Ok(BlockRef::Clean(read_tree_block(
-        ctx.store,
-        Some(ctx.cache),
-        ctx.object,
-        &bp,
-        0,
-        size,
-    )?))
+    let block = read_tree_block(ctx.store, Some(ctx.cache), ctx.object, &bp, 0, size);
+    Ok(BlockRef::Clean(block.map_err(at)?))
 }
 
 /// Writes one block of a tree at sync and puts its logical bytes in the cache, so that the
@@ -300,6 +297,42 @@ impl ObjState {
         if let Some(Dirty::Data(old)) = self.dirty.insert(blkid, entry) {
             self.dirty_bytes -= old.len() as u64;
         }
+    }
+
+    /// An upper bound of what syncing this object writes besides its dnode: its dirty
+    /// level-0 blocks and, for each level above them, at most one indirect block per dirty
+    /// block and never more than the dirty range spans at that level (sequential writes share
+    /// their parents). Holes write no block of their own, only their parents.
+    pub(crate) fn estimate(&self) -> SyncEstimate {
+        let mut estimate = SyncEstimate::default();
+        let size = u64::from(self.dnode.data_block_size).max(1);
+        let blocks = self.dirty_bytes / size;
+        if self.dnode.flags & DNODE_FLAG_METADATA != 0 {
+            estimate = estimate.with_meta(blocks, size);
+        } else {
+            estimate.data_blocks = blocks;
+            estimate.data_bytes = self.dirty_bytes;
+        }
+        let (Some(&first), Some(&last)) = (self.dirty.keys().next(), self.dirty.keys().next_back())
+        else {
+            return estimate;
+        };
+        let mut levels = self.dnode.nlevels.max(1);
+        let highest = self.dnode.maxblkid.max(last);
+        while levels < TREE_LEVELS_MAX
+            && tree_capacity(levels, self.dnode.indirect_shift).is_some_and(|cap| highest >= cap)
+        {
+            levels += 1;
+        }
+        let bits = bits_per_level(&self.dnode);
+        let count = self.dirty.len() as u64;
+        let indirect = 1u64 << self.dnode.indirect_shift;
+        for level in 1..u32::from(levels) {
+            let shift = bits * level;
+            let span = last.checked_shr(shift).unwrap_or(0) - first.checked_shr(shift).unwrap_or(0);
+            estimate = estimate.with_meta(count.min(span + 1), indirect);
+        }
+        estimate
     }
 
     /// Marks `blkid` as written up to the tree's depth limit.

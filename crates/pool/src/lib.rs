@@ -1021,6 +1021,19 @@ impl Pool {
         self.tops.iter().any(|top| top.leaf(guid).is_some())
     }
 
+    /// `(size, allocated)` of the data vdevs (`SpaceManager::normal_space`): cheap enough
+    /// for every write's admission.
+    #[must_use]
+    pub fn normal_space(&self) -> (u64, u64) {
+        self.space.normal_space()
+    }
+
+    /// Bytes freed and not yet reusable (`SpaceManager::freeing_bytes`).
+    #[must_use]
+    pub fn freeing_bytes(&self) -> u64 {
+        self.space.freeing_bytes()
+    }
+
     /// Space usage per top-level vdev.
     #[must_use]
     pub fn usage(&self) -> Vec<VdevUsage> {

@@ -143,6 +143,9 @@ pub struct Config {
     pub object_span: u64,
     /// Most objects alive at once.
     pub objects_max: usize,
+    /// The workload writes more than the pool holds (`--fill`): running out of space is
+    /// part of the run (writers must get ENOSPC and the pool must never suspend).
+    pub fill: bool,
     /// Longest single write.
     pub write_len_max: u64,
     /// Most device operations before a power cut (the cut instant is drawn below this).
@@ -243,6 +246,7 @@ impl Config {
             block_shift_max: 12 + rng.below(6) as u8,
             object_span: (256 << 10) << rng.below(3),
             objects_max: 2 + rng.below(5) as usize,
+            fill: false,
             write_len_max: (16 << 10) << rng.below(4),
             power_ops_max: 50 + rng.below(2000),
             fs_file_max: 0,
@@ -269,6 +273,20 @@ impl Config {
         }
     }
 
+    /// Makes the workload write several times what the pool holds (`--fill`): devices of
+    /// the smallest size a pool takes, many objects of a few MiB (the model copies an
+    /// object's bytes when a write follows a commit, so objects stay small) written in
+    /// pieces of up to 4 MiB, records up to 128 KiB (a pool filled with tiny blocks is all
+    /// metadata, and slow to check). Running out of space is then part of the run.
+    pub fn force_fill(&mut self) {
+        self.fill = true;
+        self.device_size = 64 << 20;
+        self.objects_max = 48;
+        self.object_span = 8 << 20;
+        self.write_len_max = 4 << 20;
+        self.block_shift_max = self.block_shift_max.max(17);
+    }
+
     /// Turns snapshots on (`--snapshots`).
     pub fn force_snapshots(&mut self) {
         if self.weights.snapshot == 0 {
@@ -289,10 +307,11 @@ impl Config {
     #[must_use]
     pub fn describe(&self) -> String {
         let mut out = format!(
-            "budget {:?} ashift {} device {} MiB",
+            "budget {:?} ashift {} device {} MiB{}",
             self.budget,
             self.ashift,
-            self.device_size >> 20
+            self.device_size >> 20,
+            if self.fill { " fill" } else { "" }
         );
         for top in &self.tops {
             let _ = write!(

@@ -32,6 +32,9 @@
 //!            write blocks on a second thread, the devices come back, `clear` resumes, the
 //!            write completes, failmode=continue again, the checkers run
 //!
+//!          full pools (--fill): writes of several times what the pool holds; writers get
+//!            ENOSPC, the pool never suspends, deletes and punches give the space back
+//!
 //!          snapshots (sim/snapshots.rs, --snapshots): take (-r), destroy, roll back (-r);
 //!            the snapshot list and every root snapshot's objects checked against the
 //!            model, dead lists and space by check::verify_pool
@@ -143,6 +146,8 @@ pub struct Options {
     pub outages: bool,
     /// Take, destroy and roll back to snapshots among the writes (`--snapshots`).
     pub snapshots: bool,
+    /// Write several times what the pool holds (`--fill`, `Config::force_fill`).
+    pub fill: bool,
 }
 
 /// Default number of workload operations per run.
@@ -182,6 +187,8 @@ pub struct Counts {
     pub clears: u64,
     /// Snapshot verbs that committed (sim/snapshots.rs).
     pub snapshot_ops: u64,
+    /// Writes and changes refused for lack of space (ENOSPC; the pool stayed available).
+    pub no_space: u64,
 }
 
 /// A run that broke no invariant.
@@ -277,6 +284,9 @@ pub fn run(options: &Options) -> Result<Summary, Failure> {
     }
     if options.snapshots {
         config.force_snapshots();
+    }
+    if options.fill {
+        config.force_fill();
     }
     let described = config.describe();
     let budget = config.budget;

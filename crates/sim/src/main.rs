@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! tarn-sim [--seed N] [--steps N] [--budget within|beyond] [--images DIR] [--quiet]
-//!          [--verbose] [--outages] [--snapshots]
+//!          [--verbose] [--outages] [--snapshots] [--fill]
 //! ```
 //! Exit status: 0 when every invariant held, 1 on a broken invariant (seed, step and
 //! invariant printed, device images written), 2 on a usage error.
@@ -14,7 +14,7 @@ use tarn_sim::{Budget, Options, STEPS_DEFAULT};
 
 const USAGE: &str = "usage: tarn-sim [--seed N] [--steps N] [--budget within|beyond] \
                      [--images DIR] [--quiet] [--verbose] [--outages] \
-                     [--snapshots]";
+                     [--snapshots] [--fill]";
 
 struct Args {
     options: Options,
@@ -38,6 +38,7 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
         verbose: false,
         outages: false,
         snapshots: false,
+        fill: false,
     };
     let mut quiet = false;
     while let Some(arg) = args.next() {
@@ -58,6 +59,7 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
             "--quiet" => quiet = true,
             "--verbose" => options.verbose = true,
             "--outages" => options.outages = true,
+            "--fill" => options.fill = true,
             "--snapshots" => options.snapshots = true,
             "-h" | "--help" => return Err(USAGE.into()),
             other => return Err(format!("unknown argument '{other}'")),
@@ -91,7 +93,7 @@ fn main() -> ExitCode {
                 "ok seed {} budget {:?} steps {} txgs {} imports {} crashes {} checks {} \
                  errors-reported {} faults {} replaces {} spares {} scans {} l2-hits {} \
                  l2-restored {} l2-restored-hits {} suspensions {} clears {} snapshot-verbs {} \
-                 trace {:016x}",
+                 enospc {} trace {:016x}",
                 summary.seed,
                 summary.budget,
                 summary.steps,
@@ -110,6 +112,7 @@ fn main() -> ExitCode {
                 c.suspensions,
                 c.clears,
                 c.snapshot_ops,
+                c.no_space,
                 summary.trace_hash
             );
             ExitCode::SUCCESS

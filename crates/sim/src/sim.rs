@@ -407,6 +407,7 @@ impl Sim {
             Err(EngineError::NoSpace) => {
                 // Refused before anything changed: a full pool is not a fault, and the
                 // model stays as it was.
+                self.counts.no_space += 1;
                 self.trace
                     .line(format!("{op:?} object {} at {offset}: out of space", id.0));
                 Ok(Flow::Continue)

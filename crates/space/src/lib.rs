@@ -120,6 +120,11 @@ pub const METASLAB_SHIFT_MIN: u8 = 24;
 pub const METASLAB_SHIFT_MAX: u8 = 34;
 /// Records since the last base after which the next sync condenses.
 pub const CONDENSE_RECORDS_MIN: u64 = 1 << 16;
+/// Delta blocks the chain may hold beyond twice what a new base would take before the next
+/// sync condenses. Every txg writes at least one delta block (in `SPACE_LOG_COPIES`), so a
+/// pool committing txgs of few changes would otherwise grow its log by a block per txg
+/// until the record count above is reached: on a full pool, that ate the slop space.
+pub const CONDENSE_BLOCKS_MIN: u64 = 64;
 /// Bytes allocated on one vdev before the rotor moves on (scaled by free space).
 pub const ROTOR_QUANTUM: u64 = 4 << 20;
 /// Copies of every space-log block (pool-wide metadata, as ZFS keeps three of the MOS).
@@ -534,6 +539,38 @@ impl SpaceManager {
         self.txg
     }
 
+    /// Space of the data vdevs (class [`VdevClass::Normal`]) for write admission, without
+    /// walking any free tree: `(size, allocated)`, allocated including deferred frees. A
+    /// vdev being removed takes no new blocks, so its free space does not count.
+    #[must_use]
+    pub fn normal_space(&self) -> (u64, u64) {
+        self.vdevs
+            .iter()
+            .filter(|v| v.class == VdevClass::Normal)
+            .fold((0, 0), |(size, allocated), v| {
+                let usable = if v.removing {
+                    v.allocated
+                } else {
+                    v.geometry.asize()
+                };
+                (size + usable, allocated + v.allocated)
+            })
+    }
+
+    /// Bytes freed in the last txgs and not yet reusable (ZFS's `freeing` as a user sees it:
+    /// space a delete gave back that a writer gets after the next syncs).
+    #[must_use]
+    pub fn freeing_bytes(&self) -> u64 {
+        let held: u64 = self.frees_this_txg.iter().map(|d| d.asize).sum();
+        let deferred: u64 = self
+            .deferred
+            .iter()
+            .flat_map(|(_, d)| d)
+            .map(|d| d.asize)
+            .sum();
+        held + deferred
+    }
+
     /// Usage of every top-level vdev. A log device is not pool capacity (as `zpool list`
     /// leaves log devices out of SIZE): it reports size and allocated 0.
     #[must_use]
@@ -732,7 +769,12 @@ impl SpaceManager {
     /// log blocks' own, is in what it writes.
     pub fn sync(&mut self, pipeline: &Pipeline) -> Result<BlockPtr, SpaceError> {
         let condense = self.chain_records > self.condense_min.max(4 * self.extent_count());
-        if condense || self.condense_next {
+        let base_blocks = self
+            .extent_count()
+            .div_ceil(RECORDS_PER_BLOCK as u64)
+            .max(1);
+        let long = self.chain.len() as u64 > 2 * base_blocks + CONDENSE_BLOCKS_MIN;
+        if condense || long || self.condense_next {
             self.condense_next = false;
             return self.write_base(pipeline);
         }

@@ -371,7 +371,15 @@ impl<'v> Stripe<'v> {
             .all(|&s| s == ColumnState::Read)
     }
 
+    /// The block cannot be read. Every column that was read is suspect (one of them, at
+    /// least, returned wrong bytes without an error), so each leaf that served one counts a
+    /// checksum error, as `status` must show damage when it is met, not only after a scrub.
     fn unrecoverable(&self) -> VdevError {
+        for (c, state) in self.state.iter().enumerate() {
+            if let (ColumnState::Read, Some(leaf)) = (state, &self.read_from[c]) {
+                leaf.stats().add_checksum_error();
+            }
+        }
         let lost = self
             .state
             .iter()

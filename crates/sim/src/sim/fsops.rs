@@ -197,6 +197,7 @@ impl Sim {
                 Ok(Flow::Continue)
             }
             (_, Err(EngineError::NoSpace)) => {
+                self.counts.no_space += 1;
                 self.trace.line(format!("{what}: out of space"));
                 Ok(Flow::Continue)
             }
@@ -435,7 +436,7 @@ impl Sim {
         if kind == FsKind::Rmdir {
             let change = |m: &mut FsModel| m.rmdir(&path);
             let what = format!("rmdir {path}");
-            return self.fs_change(dataset, &what, FsOp::Modify, change, |fs| {
+            return self.fs_change(dataset, &what, FsOp::Free, change, |fs| {
                 let parent = resolve(fs, dir)?;
                 let ino = fs.rmdir(parent, name.as_bytes())?;
                 fs.reclaim(ino)
@@ -443,7 +444,7 @@ impl Sim {
         }
         let change = |m: &mut FsModel| m.unlink(&path);
         let what = format!("unlink {path}");
-        self.fs_change(dataset, &what, FsOp::Modify, change, |fs| {
+        self.fs_change(dataset, &what, FsOp::Free, change, |fs| {
             let parent = resolve(fs, dir)?;
             // Nothing holds the file open: reclaim at once, as the FUSE front end does.
             if let Some(ino) = fs.unlink(parent, name.as_bytes())? {
@@ -462,7 +463,7 @@ impl Sim {
         if self.rng.chance(1, 4) {
             let change = |m: &mut FsModel| m.setxattr(&path, &name, None);
             let what = format!("removexattr {shown} {}", String::from_utf8_lossy(&name));
-            return self.fs_change(dataset, &what, FsOp::Modify, change, |fs| {
+            return self.fs_change(dataset, &what, FsOp::Free, change, |fs| {
                 let ino = resolve(fs, &path)?;
                 fs.removexattr(ino, &name)
             });

@@ -227,6 +227,13 @@ impl Sim {
                         id.0
                     ));
                 }
+                // Admission ran again after `clear` and found the pool full: refused
+                // before anything changed.
+                Err(EngineError::NoSpace) => {
+                    self.counts.no_space += 1;
+                    self.trace
+                        .line("outage: blocked write after clear: out of space".to_string());
+                }
                 Err(e) => {
                     self.hold_in_flight();
                     self.open.forget(id, offset, data.len() as u64);

@@ -1,0 +1,98 @@
+//! Damage met by a read, reported at once rather than by the next scrub.
+//!
+//! A block that no copy or reconstruction verifies, on vdevs that still have their devices
+//! (damage, not a pool cut off from missing disks, which `suspend` handles), enters the
+//! persistent error log as soon as a reader meets it and posts an `ereport.fs.zfs.data`
+//! event, so `status -v` names the file and `events` shows it before any scrub runs. The
+//! leaves that served the block's columns have counted checksum errors already (tarn-vdev),
+//! which `events` reports as `ereport.fs.zfs.checksum`. A later scrub that no longer finds
+//! the block (the file was deleted or rewritten) drops the entry, as for what a scrub found.
+
+use tarn_format::objset::DNODE_BLOCK_SIZE;
+use tarn_objects::{META_DNODE_OBJECT, ObjectError};
+use tarn_posix::PosixError;
+
+use crate::events::Event;
+use crate::fs::DatasetId;
+use crate::suspend::{missing_beyond, unreadable_block};
+use crate::{Engine, EngineError, Imported};
+
+impl Engine {
+    /// Records `error` met reading `dataset` of pool `pool` when it is damage (see the
+    /// module doc); does nothing for any other error.
+    pub(crate) fn note_damage(
+        &self,
+        pool: &str,
+        inner: &mut Imported,
+        dataset: DatasetId,
+        error: &EngineError,
+    ) {
+        let Some(vdevs) = unreadable_block(error) else {
+            return;
+        };
+        if !missing_beyond(&inner.pool, vdevs).is_empty() {
+            return;
+        }
+        let Some((object, offset)) = failed_at(error) else {
+            return;
+        };
+        let blkid = offset / block_size(inner, dataset, object);
+        let key = format!("data/{}/{}/0/{blkid}", dataset.0, object.0);
+        if !inner.pool.readonly() && inner.datasets.contains(dataset) {
+            let Imported { pool, mos, .. } = inner;
+            // A failure to log is not the reader's error: it still gets its EIO, and the
+            // next scrub finds the block.
+            let _ = mos.errlog_add(&pool.reader(), &key, pool.open_txg());
+        }
+        let payload = vec![
+            ("zio_objset".to_string(), dataset.0.to_string()),
+            ("zio_object".to_string(), object.0.to_string()),
+            ("zio_level".to_string(), "0".to_string()),
+            ("zio_blkid".to_string(), blkid.to_string()),
+            ("zio_offset".to_string(), offset.to_string()),
+        ];
+        let now = self.clock.now_unix_secs();
+        let mut log = self.events.lock().expect("event lock poisoned");
+        // The checksum ereports of the leaves that served the block come first, as in ZFS.
+        for leaf in inner.pool.tops().iter().flat_map(|t| t.leaves()) {
+            log.counters(pool, &leaf, now);
+        }
+        log.post(Event {
+            eid: 0,
+            time: now,
+            class: "ereport.fs.zfs.data".to_string(),
+            pool: pool.to_string(),
+            vdev_guid: 0,
+            vdev_path: String::new(),
+            payload,
+        });
+    }
+}
+
+/// The object and byte offset an unreadable block belongs to.
+fn failed_at(error: &EngineError) -> Option<(tarn_base::ObjectId, u64)> {
+    let object = match error {
+        EngineError::Objects(e) | EngineError::Posix(PosixError::Object(e)) => e,
+        _ => return None,
+    };
+    match object {
+        ObjectError::Io { object, offset, .. } => Some((*object, *offset)),
+        _ => None,
+    }
+}
+
+/// The data block size of `object` (dnode blocks for the meta-dnode); 128 KiB when the
+/// dnode itself cannot be read.
+fn block_size(inner: &mut Imported, dataset: DatasetId, object: tarn_base::ObjectId) -> u64 {
+    if object == META_DNODE_OBJECT {
+        return u64::from(DNODE_BLOCK_SIZE);
+    }
+    if !inner.datasets.contains(dataset) {
+        return 128 << 10;
+    }
+    let Imported { pool, datasets, .. } = inner;
+    let objset = &mut datasets.node_mut(dataset).objset;
+    objset
+        .object_info(&pool.reader(), object)
+        .map_or(128 << 10, |info| u64::from(info.data_block_size).max(512))
+}
