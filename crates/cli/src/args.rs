@@ -113,6 +113,35 @@ pub(crate) enum Command {
         #[arg(required = true)]
         names: Vec<String>,
     },
+    /// Write a snapshot as a stream to stdout (full, or incremental from -i/-I).
+    Send {
+        /// Incremental from this earlier snapshot (`@a`, `a` or `pool/ds@a`).
+        #[arg(short = 'i', value_name = "SNAPSHOT", conflicts_with = "intermediates")]
+        from: Option<String>,
+        /// Incremental from this snapshot, with every snapshot in between.
+        #[arg(short = 'I', value_name = "SNAPSHOT")]
+        intermediates: Option<String>,
+        /// Print what was sent on stderr.
+        #[arg(short = 'v')]
+        verbose: bool,
+        /// Snapshot name (DATASET@SNAPSHOT).
+        snapshot: String,
+    },
+    /// Create a dataset and snapshots from a stream on stdin.
+    #[command(alias = "recv")]
+    Receive {
+        /// Roll the destination back to the stream's source snapshot first.
+        #[arg(short = 'F')]
+        force: bool,
+        /// Do not mount what was received.
+        #[arg(short = 'u')]
+        unmounted: bool,
+        /// Print what was received.
+        #[arg(short = 'v')]
+        verbose: bool,
+        /// Destination dataset (or DATASET@SNAPSHOT).
+        target: String,
+    },
     /// Roll a dataset back to a snapshot (with -r destroying later snapshots).
     Rollback {
         /// Destroy snapshots more recent than the one named.

@@ -116,6 +116,36 @@ pub(crate) fn plan(command: Command, cwd: &Path) -> Result<Plan, Outcome> {
             &name.clone(),
             Request::Rollback { name, recursive },
         ),
+        Command::Send {
+            from,
+            intermediates,
+            verbose,
+            snapshot,
+        } => Plan {
+            verb: "send",
+            object: Some(snapshot.clone()),
+            view: View::Stream { verbose },
+            request: Request::Send {
+                snapshot,
+                from: from.or(intermediates.clone()),
+                intermediates: intermediates.is_some(),
+            },
+        },
+        Command::Receive {
+            force,
+            unmounted,
+            verbose,
+            target,
+        } => Plan {
+            verb: "receive",
+            object: Some(target.clone()),
+            view: View::Stream { verbose },
+            request: Request::Receive {
+                target,
+                force,
+                unmounted,
+            },
+        },
         Command::Rename { old, new } => {
             silent("rename", &old.clone(), Request::DatasetRename { old, new })
         }

@@ -100,6 +100,10 @@ pub(crate) enum View {
         clear: bool,
     },
     Iostat(crate::iostat::IostatView),
+    /// `send` and `receive`: the stream is the CLI's stdout or stdin; `-v` says what went.
+    Stream {
+        verbose: bool,
+    },
 }
 
 /// A request ready to send, with what the error line names and how to show the reply.
@@ -139,6 +143,7 @@ pub(crate) fn run(cli: Cli) -> Outcome {
                 Ok(plan) if matches!(plan.view, View::Iostat(_)) => {
                     crate::iostat::run(&plan, &rundir, cli.json)
                 }
+                Ok(plan) if plan.request.wants_stream() => execute_stream(plan, &rundir, cli.json),
                 Ok(plan) => match missing_dir(&plan) {
                     Some(outcome) => outcome,
                     None => execute(plan, &rundir, cli.json),
@@ -704,6 +709,70 @@ fn execute(plan: Plan, rundir: &Path, json: bool) -> Outcome {
     }
 }
 
+/// `send` and `receive`: the daemon gets this process's stdout (send) or stdin (receive)
+/// and moves the stream itself; what `-v` or `-j` print goes to stderr for a send (its
+/// stdout is the stream).
+fn execute_stream(plan: Plan, rundir: &Path, json: bool) -> Outcome {
+    use std::io::IsTerminal;
+    use std::os::fd::AsFd;
+    let sending = matches!(plan.request, Request::Send { .. });
+    let refuse =
+        |why: &str| Outcome::refused(render::error_line(plan.verb, plan.object.as_deref(), why));
+    if sending && std::io::stdout().is_terminal() {
+        return refuse("stream can not be written to a terminal (redirect stdout)");
+    }
+    if !sending && std::io::stdin().is_terminal() {
+        return refuse("stream can not be read from a terminal (redirect stdin)");
+    }
+    let mut client = match tarn_daemon::Client::connect_or_start(rundir) {
+        Ok(client) => client,
+        Err(error) => return Outcome::refused(error.to_string()),
+    };
+    let stdout = std::io::stdout();
+    let stdin = std::io::stdin();
+    let fd = match sending {
+        true => stdout.as_fd(),
+        false => stdin.as_fd(),
+    };
+    match client.call_with_stream(&plan.request, Some(fd), |_| {}) {
+        Ok(response) => {
+            let mut outcome = finish(&plan, response, json);
+            if sending && outcome.code == 0 {
+                outcome.stderr = std::mem::take(&mut outcome.stdout);
+            }
+            outcome
+        }
+        Err(error) => refuse(&error.to_string()),
+    }
+}
+
+/// What `send -v` and `receive -v` print.
+fn stream_text(payload: &ReplyPayload) -> String {
+    let size = tarn_base::units::format_size;
+    match payload {
+        ReplyPayload::Sent { streams, bytes } => {
+            let mut out = String::new();
+            for (from, to) in streams {
+                match from.is_empty() {
+                    true => out.push_str(&format!("full send of {to}\n")),
+                    false => out.push_str(&format!("send from {from} to {to}\n")),
+                }
+            }
+            out.push_str(&format!("total size is {}\n", size(*bytes)));
+            out
+        }
+        ReplyPayload::Received { snapshots, bytes } => {
+            let mut out = String::new();
+            for snapshot in snapshots {
+                out.push_str(&format!("received {snapshot}\n"));
+            }
+            out.push_str(&format!("received {} stream\n", size(*bytes)));
+            out
+        }
+        _ => String::new(),
+    }
+}
+
 /// Writes one report of a repeating command (`events -f`, `iostat`, `memory` with an
 /// interval) to stdout at once; false when stdout is gone (the reader quit: stop quietly).
 pub(crate) fn print_now(text: &str) -> bool {
@@ -772,6 +841,12 @@ fn mount_notices(plan: &Plan, lines: &[String]) -> Outcome {
 fn show(view: &View, payload: &ReplyPayload) -> Option<Outcome> {
     let text = match (view, payload) {
         (View::Silent, ReplyPayload::Unit) => String::new(),
+        (View::Stream { verbose }, ReplyPayload::Sent { .. } | ReplyPayload::Received { .. }) => {
+            match verbose {
+                true => stream_text(payload),
+                false => String::new(),
+            }
+        }
         (View::Layout { name, update }, ReplyPayload::Layout(l)) => {
             render::layout(name, *update, l)
         }

@@ -1380,6 +1380,83 @@ impl EngineBackend {
     }
 }
 
+impl EngineBackend {
+    /// `tarn send`: the stream goes to `file` (the CLI's stdout).
+    fn send(
+        &self,
+        snapshot: &str,
+        from: Option<&str>,
+        intermediates: bool,
+        file: std::fs::File,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Response {
+        let spec = tarn_engine::SendSpec {
+            snapshot: snapshot.to_string(),
+            from: from.map(str::to_string),
+            intermediates,
+        };
+        let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+        let mut report = |done| {
+            progress(Progress {
+                operation: "send".into(),
+                done,
+                total: 0,
+            });
+        };
+        match self.engine.send(&spec, &mut out, &mut report) {
+            Ok(sent) => ok(ReplyPayload::Sent {
+                streams: sent.streams,
+                bytes: sent.bytes,
+            }),
+            Err(error) => error_reply(&error),
+        }
+    }
+
+    /// `tarn receive`: the stream comes from `file` (the CLI's stdin). The destination is
+    /// unmounted while it is received and mounted again after (unless `unmounted`).
+    fn receive(
+        &self,
+        target: &str,
+        force: bool,
+        unmounted: bool,
+        file: std::fs::File,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Response {
+        let dataset = target.split('@').next().unwrap_or(target).to_string();
+        if let Err(error) = self.mounts.unmount_dataset(&dataset) {
+            return Response::error(error.to_string());
+        }
+        let spec = tarn_engine::ReceiveSpec {
+            target: target.to_string(),
+            force,
+        };
+        let mut input = std::io::BufReader::with_capacity(1 << 20, file);
+        let mut report = |done| {
+            progress(Progress {
+                operation: "receive".into(),
+                done,
+                total: 0,
+            });
+        };
+        let result = self.engine.receive(&spec, &mut input, &mut report);
+        let pool = dataset.split('/').next().unwrap_or(&dataset);
+        let notices = match (&result, unmounted) {
+            (Ok(_), true) => Vec::new(),
+            _ => self.mounts.mount_pool(pool),
+        };
+        match result {
+            Ok(received) => {
+                let _ = notices;
+                ok(ReplyPayload::Received {
+                    snapshots: received.snapshots,
+                    bytes: received.bytes,
+                })
+            }
+            Err(error) => error_reply(&error),
+        }
+    }
+}
+
 impl Handler for EngineBackend {
     fn handle_with_progress(
         &self,
@@ -1402,6 +1479,28 @@ impl Handler for EngineBackend {
                 self.wait_activity(name, activity.as_deref(), progress)
             }
             _ => self.handle(request),
+        }
+    }
+
+    fn handle_stream(
+        &self,
+        request: Request,
+        stream: std::os::fd::OwnedFd,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Response {
+        let file = std::fs::File::from(stream);
+        match &request {
+            Request::Send {
+                snapshot,
+                from,
+                intermediates,
+            } => self.send(snapshot, from.as_deref(), *intermediates, file, progress),
+            Request::Receive {
+                target,
+                force,
+                unmounted,
+            } => self.receive(target, *force, *unmounted, file, progress),
+            other => Response::error(format!("'{}' carries no stream", other.verb())),
         }
     }
 

@@ -540,6 +540,16 @@ fn destroy_check(
     Ok(subtree.into_iter().map(|(d, _)| d).collect())
 }
 
+/// Destroys the hidden dataset of a receive that did not finish (it has no snapshots, so
+/// every block it references is its own).
+pub(crate) fn destroy_hidden(inner: &mut Imported, id: DatasetId) -> Result<(), EngineError> {
+    assert!(
+        crate::datasets::is_hidden(&inner.datasets.node(id).name),
+        "only a receive's hidden dataset is destroyed this way"
+    );
+    destroy_one(inner, id)
+}
+
 fn destroy_one(inner: &mut Imported, id: DatasetId) -> Result<(), EngineError> {
     let Imported {
         pool,

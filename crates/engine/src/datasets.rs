@@ -54,6 +54,15 @@ pub(crate) struct Node {
     pub(crate) snapshots: Vec<Snapshot>,
     /// A snapshot to take when the next sync has written the object set.
     pub(crate) snapshot_pending: Option<NewSnapshot>,
+    /// A full receive is writing the object set: its syncs keep no per-owner counts (the
+    /// stream's objects arrive in any state), which are recounted at its END (`send_ops`).
+    pub(crate) receiving: bool,
+}
+
+/// Whether a dataset name is a receive's hidden one (a component starting with `%`, which
+/// no valid name has): never listed, mounted or selected by `-r`.
+pub(crate) fn is_hidden(name: &str) -> bool {
+    name.split('/').any(|part| part.starts_with('%'))
 }
 
 impl Node {
@@ -74,6 +83,7 @@ impl Node {
             pending: tarn_posix::Pending::default(),
             snapshots: Vec::new(),
             snapshot_pending: None,
+            receiving: false,
         }
     }
 
@@ -230,9 +240,12 @@ fn sync_objset(
     // master node cannot be read keeps its counts as they were: a damaged filesystem must
     // not stop the pool's txgs.
     let scale = used_scale(deflate);
-    let mut hook = tarn_posix::UsedByHook::load(&mut node.objset, &*counted.inner, scale)
-        .ok()
-        .flatten();
+    let mut hook = match node.receiving {
+        true => None,
+        false => tarn_posix::UsedByHook::load(&mut node.objset, &*counted.inner, scale)
+            .ok()
+            .flatten(),
+    };
     let hook = hook.as_mut().map(|h| h as &mut dyn tarn_objects::SyncHook);
     let root = node.objset.sync_with(&mut counted, hook)?;
     node.pending.clear();
@@ -366,7 +379,7 @@ impl Tree {
         let mut children: Vec<(&str, DatasetId)> = self
             .nodes
             .iter()
-            .filter(|(_, n)| n.parent == Some(id))
+            .filter(|(_, n)| n.parent == Some(id) && !is_hidden(&n.name))
             .map(|(child, n)| (n.name.as_str(), *child))
             .collect();
         children.sort_unstable();

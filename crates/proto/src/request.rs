@@ -437,6 +437,26 @@ pub enum Request {
         /// Destroy later snapshots (`-r`).
         recursive: bool,
     },
+    /// `tarn send [-i SNAP | -I SNAP] SNAP`: the stream goes to the descriptor the client
+    /// passes after `ServerLine::StreamWanted`.
+    Send {
+        /// The snapshot (`pool/ds@snap`).
+        snapshot: String,
+        /// `-i` or `-I`: the source snapshot.
+        from: Option<String>,
+        /// `-I`: every snapshot in between too.
+        intermediates: bool,
+    },
+    /// `tarn receive [-F] [-u] DS`: the stream comes from the descriptor the client passes
+    /// after `ServerLine::StreamWanted`.
+    Receive {
+        /// The destination dataset (or `ds@snap`).
+        target: String,
+        /// `-F`: roll the destination back to the stream's source first.
+        force: bool,
+        /// `-u`: do not mount what was received.
+        unmounted: bool,
+    },
     /// `tarn rename OLD NEW`.
     DatasetRename {
         /// Current name.
@@ -559,6 +579,8 @@ impl Request {
             Request::Release { .. } => "release",
             Request::Holds { .. } => "holds",
             Request::DatasetRename { .. } => "dataset_rename",
+            Request::Send { .. } => "send",
+            Request::Receive { .. } => "receive",
             Request::DatasetGet(_) => "dataset_get",
             Request::DatasetSet { .. } => "dataset_set",
             Request::DatasetInherit { .. } => "dataset_inherit",
@@ -567,6 +589,13 @@ impl Request {
             Request::Mount { .. } => "mount",
             Request::Unmount { .. } => "unmount",
         }
+    }
+
+    /// Whether the request carries a stream, so the daemon asks for the client's descriptor
+    /// (`ServerLine::StreamWanted`) before serving it.
+    #[must_use]
+    pub fn wants_stream(&self) -> bool {
+        matches!(self, Request::Send { .. } | Request::Receive { .. })
     }
 
     /// Whether serving this request may change the set of imported pools, so that the daemon

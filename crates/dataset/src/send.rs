@@ -1,0 +1,432 @@
+//! Send and receive at the object-set level (ZFS's `dmu_send`/`dmu_recv`): turning a
+//! snapshot's object set, or what changed in it since an earlier snapshot, into tarn-send
+//! records, and applying records to an object set.
+//!
+//! ```text
+//!  full:         every allocated object: OBJECT, then a WRITE per data block
+//!  incremental:  dnode blocks born after the source snapshot's txg only; per slot there:
+//!                free now, live then     -> FREEOBJECTS
+//!                live, dnode unchanged   -> nothing
+//!                live, dnode changed     -> OBJECT, WRITE per block born after the txg,
+//!                                           FREE per hole under a changed parent and
+//!                                           past the last block
+//! ```
+//! A subtree whose block pointer was born in or before the source txg is skipped whole
+//! (copy-on-write rewrote every ancestor of every changed block), so the walk reads about
+//! what changed. A hole under a changed parent is sent as FREE whatever its birth: an object
+//! freed and allocated again at the same id has never-written holes where the old one had
+//! data, and a FREE of a range that is already a hole costs the receiver nothing.
+//!
+//! Objects of a *recomputed* type (the POSIX layer's per-owner counts, whose bytes depend on
+//! the pool's allocation sizes) are never sent in an incremental stream, and a receiver
+//! recounts them after a full one: each side keeps its own.
+//!
+//! The walk is a [`Cursor`] (object, offset, whether the object's OBJECT record went out),
+//! so a sender works in bounded batches and `send -t` starts at a resume token's point.
+
+use tarn_base::{ObjectId, Txg};
+use tarn_format::dnode::Dnode;
+use tarn_objects::{BlockChange, ObjectSet};
+use tarn_send::{Encoding, ObjectRecord, Record, WriteRecord, encoded_len};
+use tarn_zio::BlockStore;
+
+use crate::DatasetError;
+
+/// Block changes gathered per walk of one object before they are read and sent.
+const CHANGES_PER_PASS: usize = 256;
+
+/// Where a send is: the next object and byte offset to send.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cursor {
+    /// The next object (or the object being sent).
+    pub object: u64,
+    /// The next byte offset in it.
+    pub offset: u64,
+    /// Whether the object's OBJECT record is already in this substream.
+    pub object_sent: bool,
+    /// The walk is over.
+    pub done: bool,
+}
+
+impl Cursor {
+    /// The start of a send, or a resume point (`send -t`).
+    #[must_use]
+    pub fn at(object: u64, offset: u64) -> Cursor {
+        Cursor {
+            object: object.max(1),
+            offset,
+            object_sent: false,
+            done: false,
+        }
+    }
+}
+
+/// What a send walks.
+pub struct Source<'a> {
+    /// The snapshot's object set.
+    pub to: &'a mut ObjectSet,
+    /// For an incremental send, the source snapshot's object set and txg.
+    pub from: Option<(&'a mut ObjectSet, Txg)>,
+    /// Object types each side recounts itself (module doc).
+    pub recomputed: &'a [u8],
+}
+
+/// The OBJECT record of `dnode` (object `id`).
+#[must_use]
+pub fn object_record(id: u64, dnode: &Dnode) -> Record {
+    Record::Object(ObjectRecord {
+        object: id,
+        object_type: dnode.object_type,
+        bonus_type: dnode.bonus_type,
+        indirect_shift: dnode.indirect_shift,
+        flags: dnode.flags,
+        checksum: dnode.checksum,
+        compression: dnode.compression,
+        data_block_size: dnode.data_block_size,
+        maxblkid: dnode.maxblkid,
+        bonus: dnode.bonus_bytes().to_vec(),
+    })
+}
+
+/// Emits records from `cursor` on until about `budget` bytes went out or the walk ended
+/// (`cursor.done`). `emit` gets every record in stream order.
+pub fn send_some(
+    source: &mut Source<'_>,
+    store: &dyn BlockStore,
+    cursor: &mut Cursor,
+    budget: u64,
+    emit: &mut dyn FnMut(Record) -> Result<(), DatasetError>,
+) -> Result<(), DatasetError> {
+    let sent = std::cell::Cell::new(0u64);
+    let mut out = |record: Record| {
+        sent.set(sent.get() + encoded_len(&record));
+        emit(record)
+    };
+    while !cursor.done && sent.get() < budget {
+        if cursor.object_sent {
+            let id = ObjectId(cursor.object);
+            if send_data(source, store, id, cursor, budget, &mut out)? {
+                cursor.object = cursor.object.saturating_add(1);
+                cursor.offset = 0;
+                cursor.object_sent = false;
+            }
+            continue;
+        }
+        let next = match source.from.is_some() {
+            false => next_full(source, store, cursor)?,
+            true => next_incremental(source, store, cursor, &mut out)?,
+        };
+        let Some((id, dnode)) = next else {
+            cursor.done = true;
+            break;
+        };
+        if id != cursor.object {
+            cursor.object = id;
+            cursor.offset = 0;
+        }
+        out(object_record(id, &dnode))?;
+        cursor.object_sent = true;
+    }
+    Ok(())
+}
+
+/// The next allocated object at or after the cursor (a full send).
+fn next_full(
+    source: &mut Source<'_>,
+    store: &dyn BlockStore,
+    cursor: &Cursor,
+) -> Result<Option<(u64, Dnode)>, DatasetError> {
+    let after = ObjectId(cursor.object.saturating_sub(1));
+    let Some(id) = source.to.next_object(store, after)? else {
+        return Ok(None);
+    };
+    let dnode = source
+        .to
+        .dnode(store, id)?
+        .ok_or_else(|| DatasetError::Corrupt(format!("object {} vanished", id.0)))?;
+    Ok(Some((id.0, dnode)))
+}
+
+/// The next object at or after the cursor whose dnode changed since the source snapshot
+/// (an incremental send); emits FREEOBJECTS for the slots freed on the way.
+fn next_incremental(
+    source: &mut Source<'_>,
+    store: &dyn BlockStore,
+    cursor: &mut Cursor,
+    out: &mut dyn FnMut(Record) -> Result<(), DatasetError>,
+) -> Result<Option<(u64, Dnode)>, DatasetError> {
+    let per_block = tarn_format::objset::DNODES_PER_BLOCK;
+    let Some((_, from_txg)) = source.from else {
+        return Ok(None);
+    };
+    loop {
+        let mut found = Vec::new();
+        let start = cursor.object / per_block;
+        source
+            .to
+            .visit_changes(store, ObjectId(0), Some(from_txg), start, &mut |change| {
+                found.push(change);
+                Ok(found.len() < CHANGES_PER_PASS)
+            })?;
+        if found.is_empty() {
+            return Ok(None);
+        }
+        for change in found {
+            let (first, count) = match change {
+                BlockChange::Data { blkid, .. } => (blkid, 1),
+                BlockChange::Hole { blkid, count } => (blkid, count),
+            };
+            let lo = first.saturating_mul(per_block).max(cursor.object);
+            let hi = first
+                .saturating_add(count)
+                .saturating_mul(per_block)
+                .min(tarn_objects::OBJECT_ID_LIMIT);
+            let mut id = lo;
+            let mut freed: Option<(u64, u64)> = None;
+            while id < hi {
+                let changed = slot_change(source, store, id)?;
+                match changed {
+                    SlotChange::Freed => {
+                        freed = Some(freed.map_or((id, 1), |(s, n)| (s, n + 1)));
+                    }
+                    SlotChange::Same => {}
+                    SlotChange::Changed(dnode) => {
+                        flush_freed(&mut freed, out)?;
+                        cursor.object = id;
+                        return Ok(Some((id, dnode)));
+                    }
+                }
+                // A hole of dnode blocks frees whole blocks of slots at once.
+                if matches!(change, BlockChange::Hole { .. }) && freed.is_none() {
+                    id = hi;
+                } else {
+                    id += 1;
+                }
+            }
+            flush_freed(&mut freed, out)?;
+            cursor.object = hi.max(cursor.object);
+        }
+    }
+}
+
+fn flush_freed(
+    freed: &mut Option<(u64, u64)>,
+    out: &mut dyn FnMut(Record) -> Result<(), DatasetError>,
+) -> Result<(), DatasetError> {
+    if let Some((first, count)) = freed.take() {
+        out(Record::FreeObjects { first, count })?;
+    }
+    Ok(())
+}
+
+enum SlotChange {
+    Freed,
+    Same,
+    Changed(Dnode),
+}
+
+/// How slot `id` differs between the source snapshot and the snapshot sent.
+fn slot_change(
+    source: &mut Source<'_>,
+    store: &dyn BlockStore,
+    id: u64,
+) -> Result<SlotChange, DatasetError> {
+    if id == 0 {
+        return Ok(SlotChange::Same);
+    }
+    let now = source.to.dnode(store, ObjectId(id))?;
+    let then = match source.from.as_mut() {
+        Some((from, _)) => from.dnode(store, ObjectId(id))?,
+        None => None,
+    };
+    Ok(match (now, then) {
+        (None, None) => SlotChange::Same,
+        (None, Some(_)) => SlotChange::Freed,
+        (Some(now), _) if source.recomputed.contains(&now.object_type) => SlotChange::Same,
+        (Some(now), Some(then)) if now == then => SlotChange::Same,
+        (Some(now), _) => SlotChange::Changed(now),
+    })
+}
+
+/// Sends the blocks of `id` from the cursor's offset; true when the object is done.
+fn send_data(
+    source: &mut Source<'_>,
+    store: &dyn BlockStore,
+    id: ObjectId,
+    cursor: &mut Cursor,
+    budget: u64,
+    out: &mut dyn FnMut(Record) -> Result<(), DatasetError>,
+) -> Result<bool, DatasetError> {
+    let Some(dnode) = source.to.dnode(store, id)? else {
+        return Err(DatasetError::Corrupt(format!("object {} vanished", id.0)));
+    };
+    let incremental = source.from.as_ref().map(|(_, txg)| *txg);
+    let block = u64::from(dnode.data_block_size);
+    let last = dnode.maxblkid;
+    let mut spent = 0u64;
+    loop {
+        let start = cursor.offset / block;
+        if start > last || (start == last && cursor.offset % block != 0) {
+            break;
+        }
+        let mut found = Vec::new();
+        source
+            .to
+            .visit_changes(store, id, incremental, start, &mut |change| {
+                found.push(change);
+                Ok(found.len() < CHANGES_PER_PASS)
+            })?;
+        if found.is_empty() {
+            break;
+        }
+        for change in found {
+            match change {
+                BlockChange::Data { blkid, bp } => {
+                    if blkid > last {
+                        continue;
+                    }
+                    let data = source.to.read_data_block(store, id, &bp)?;
+                    let record = Record::Write(WriteRecord {
+                        object: id.0,
+                        offset: blkid * block,
+                        logical_size: dnode.data_block_size,
+                        encoding: Encoding::Raw,
+                        data,
+                    });
+                    spent += encoded_len(&record);
+                    out(record)?;
+                    cursor.offset = (blkid + 1) * block;
+                }
+                BlockChange::Hole { blkid, count } => {
+                    if blkid > last {
+                        continue;
+                    }
+                    let end = blkid.saturating_add(count).min(last + 1);
+                    out(Record::Free {
+                        object: id.0,
+                        offset: blkid * block,
+                        length: (end - blkid) * block,
+                    })?;
+                    cursor.offset = end * block;
+                }
+            }
+            if spent >= budget {
+                return Ok(false);
+            }
+        }
+    }
+    if incremental.is_some() {
+        let tail = (last + 1).saturating_mul(block);
+        out(Record::Free {
+            object: id.0,
+            offset: tail.max(cursor.offset),
+            length: u64::MAX - tail.max(cursor.offset),
+        })?;
+    }
+    Ok(true)
+}
+
+/// Applies one object record of a stream to `os` (BEGIN, PROPERTY and END are the
+/// caller's). An OBJECT for an existing object of another shape frees it first; an OBJECT
+/// of a recomputed type makes an empty ZAP when the object does not exist and is otherwise
+/// left alone. Every value comes from outside: a bad one is an error, never a panic.
+pub fn apply(
+    os: &mut ObjectSet,
+    store: &dyn BlockStore,
+    record: &Record,
+    recomputed: &[u8],
+) -> Result<(), DatasetError> {
+    match record {
+        Record::Object(o) => apply_object(os, store, o, recomputed),
+        Record::FreeObjects { first, count } => {
+            let end = first.saturating_add(*count);
+            let mut at = ObjectId(first.saturating_sub(1));
+            while let Some(id) = os.next_object(store, at)? {
+                if id.0 >= end {
+                    break;
+                }
+                os.free_object(store, id)?;
+                at = id;
+            }
+            Ok(())
+        }
+        Record::Write(w) => {
+            if w.encoding != Encoding::Raw {
+                return Err(DatasetError::Corrupt(
+                    "compressed writes are not supported by this receiver".into(),
+                ));
+            }
+            let info = os.object_info(store, ObjectId(w.object))?;
+            if info.data_block_size != w.logical_size {
+                return Err(DatasetError::Corrupt(format!(
+                    "write of {} bytes to object {} of {}-byte blocks",
+                    w.logical_size, w.object, info.data_block_size
+                )));
+            }
+            Ok(os.write(store, ObjectId(w.object), w.offset, &w.data)?)
+        }
+        Record::Free {
+            object,
+            offset,
+            length,
+        } => Ok(os.free_range(store, ObjectId(*object), *offset, *length)?),
+        Record::Begin(_) | Record::Property { .. } | Record::End { .. } => Ok(()),
+    }
+}
+
+fn apply_object(
+    os: &mut ObjectSet,
+    store: &dyn BlockStore,
+    o: &ObjectRecord,
+    recomputed: &[u8],
+) -> Result<(), DatasetError> {
+    let id = ObjectId(o.object);
+    let existing = os.dnode(store, id)?;
+    if recomputed.contains(&o.object_type) {
+        if existing.is_none() {
+            os.zap_create_at(store, id, o.object_type)?;
+        }
+        return Ok(());
+    }
+    let same_shape = existing.as_ref().is_some_and(|d| {
+        d.object_type == o.object_type
+            && d.data_block_size == o.data_block_size
+            && d.indirect_shift == o.indirect_shift
+            && d.bonus_type == o.bonus_type
+    });
+    if existing.is_some() && !same_shape {
+        os.free_object(store, id)?;
+    }
+    if !same_shape {
+        let len = o.bonus.len() as u16;
+        os.claim_object(
+            store,
+            id,
+            o.object_type,
+            o.data_block_size,
+            o.bonus_type,
+            len,
+        )?;
+        if o.indirect_shift != tarn_format::dnode::INDIRECT_SHIFT_DEFAULT {
+            os.set_indirect_shift(store, id, o.indirect_shift)?;
+        }
+    }
+    os.set_bonus(store, id, &o.bonus)?;
+    os.set_metadata(
+        store,
+        id,
+        o.flags & tarn_format::dnode::DNODE_FLAG_METADATA != 0,
+    )?;
+    let probe = Dnode {
+        checksum: o.checksum,
+        compression: o.compression,
+        ..Dnode::default()
+    };
+    os.set_overrides(
+        store,
+        id,
+        probe.checksum_override(),
+        probe.compression_override(),
+    )?;
+    Ok(())
+}

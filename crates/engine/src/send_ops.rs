@@ -1,0 +1,688 @@
+//! `tarn send` and `tarn receive`: thin verbs over `tarn_dataset::send` (the object-set
+//! walk and apply) and tarn-send (the stream). The engine's part is choosing snapshots,
+//! the checks of the destination, batching, and making a receive all-or-nothing:
+//!
+//! - A send walks in batches of [`BATCH_BYTES`]: each batch runs under the pool lock (the
+//!   snapshot is checked to still exist, so its blocks are still allocated), the stream is
+//!   written to the caller's writer with the lock released.
+//! - A full receive writes into a hidden dataset `PARENT/%LEAF` (not listed, mounted or
+//!   selected; no per-owner counts while it fills); at END it is synced, its counts are
+//!   recounted, it is renamed to its name and snapshotted, in one txg.
+//! - An incremental receive writes into the destination's head, which the caller keeps
+//!   unmounted, after checking its latest snapshot is the stream's source (and rolling back
+//!   changes that are only access times, or any with `-F`); at END the snapshot is taken.
+//! - Any refusal or bad record before END undoes the receive: the hidden dataset is
+//!   destroyed, or the head rolled back to the snapshot it started from, so the destination
+//!   is as it was.
+//!
+//! Records are read from the stream without the pool lock, in batches of about
+//! [`BATCH_BYTES`], and applied under it.
+
+use std::io::{Read, Write};
+
+use tarn_base::{Guid, ObjectId};
+use tarn_dataset::name as dsname;
+use tarn_dataset::node::{self, DatasetHeader};
+use tarn_dataset::send::{self as dsend, Cursor, Source};
+use tarn_dataset::snapshot::{self, NewSnapshot, Snapshot};
+use tarn_objects::{ObjectSet, ObjsetKind};
+use tarn_send::{Begin, Record, StreamReader, StreamWriter};
+
+use crate::datasets::Node;
+use crate::{DatasetId, Engine, EngineError, Imported, PoolHandle};
+
+/// Stream bytes produced or applied per hold of the pool lock.
+pub const BATCH_BYTES: u64 = 8 << 20;
+
+/// What `tarn send` sends.
+#[derive(Clone, Debug, Default)]
+pub struct SendSpec {
+    /// The snapshot (`pool/ds@snap`).
+    pub snapshot: String,
+    /// `-i`/`-I`: the source snapshot (`@a`, `a` or `pool/ds@a`).
+    pub from: Option<String>,
+    /// `-I`: every snapshot between the source and the snapshot, one substream each.
+    pub intermediates: bool,
+}
+
+/// What a send sent.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SendReport {
+    /// (source, snapshot) of each substream, full names (source empty for a full one).
+    pub streams: Vec<(String, String)>,
+    /// Stream bytes written.
+    pub bytes: u64,
+}
+
+/// What `tarn receive` does with a stream.
+#[derive(Clone, Debug, Default)]
+pub struct ReceiveSpec {
+    /// The destination dataset (or `ds@snap`: the received snapshot's name).
+    pub target: String,
+    /// `-F`: roll the destination back to the stream's source snapshot first.
+    pub force: bool,
+}
+
+/// What a receive received.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReceiveReport {
+    /// Full names of the snapshots received, in order.
+    pub snapshots: Vec<String>,
+    /// Stream bytes read.
+    pub bytes: u64,
+}
+
+fn invalid(text: impl Into<String>) -> EngineError {
+    EngineError::InvalidArgument(text.into())
+}
+
+fn pool_of(name: &str) -> &str {
+    name.split('/').next().unwrap_or(name)
+}
+
+/// A stream's failure as the refusal line says it.
+fn stream_error(error: tarn_send::StreamError) -> EngineError {
+    invalid(format!("invalid stream: {error}"))
+}
+
+impl Engine {
+    /// `tarn send [-i|-I SNAP] SNAP`: writes the stream to `out`; `progress` gets the bytes
+    /// written so far after each batch.
+    pub fn send(
+        &self,
+        spec: &SendSpec,
+        out: &mut dyn Write,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<SendReport, EngineError> {
+        let (dataset, _) = snapshot::split_name(&spec.snapshot)?;
+        let handle = self.pool(pool_of(dataset))?;
+        let pairs = send_pairs(&handle.lock(), spec)?;
+        let mut report = SendReport::default();
+        let mut writer = StreamWriter::new(out);
+        for (from, to) in pairs {
+            let names = (
+                from.as_ref()
+                    .map_or(String::new(), |s| format!("{dataset}@{}", s.name)),
+                format!("{dataset}@{}", to.name),
+            );
+            send_one(
+                &handle,
+                dataset,
+                from.as_ref(),
+                &to,
+                &names,
+                &mut writer,
+                progress,
+            )?;
+            report.streams.push(names);
+        }
+        writer.flush().map_err(stream_error)?;
+        report.bytes = writer.bytes();
+        Ok(report)
+    }
+}
+
+/// The (source, snapshot) pairs a send sends, oldest first.
+fn send_pairs(
+    inner: &Imported,
+    spec: &SendSpec,
+) -> Result<Vec<(Option<Snapshot>, Snapshot)>, EngineError> {
+    let (dataset, snap) = snapshot::split_name(&spec.snapshot)?;
+    let id = inner
+        .datasets
+        .by_name(dataset)
+        .ok_or(EngineError::NoSuchDataset)?;
+    let node = inner.datasets.node(id);
+    let (to_index, to) = node
+        .snapshot(snap)
+        .ok_or_else(|| invalid(format!("snapshot '{}' does not exist", spec.snapshot)))?;
+    let Some(from) = &spec.from else {
+        return Ok(vec![(None, to.clone())]);
+    };
+    let from_name = match from.split_once('@') {
+        Some((ds, name)) if ds.is_empty() || ds == dataset => name,
+        Some(_) => return Err(invalid("incremental source must be in same filesystem")),
+        None => from.as_str(),
+    };
+    let (from_index, _) = node
+        .snapshot(from_name)
+        .ok_or_else(|| invalid(format!("snapshot '{dataset}@{from_name}' does not exist")))?;
+    if from_index >= to_index {
+        return Err(invalid(
+            "incremental source must be earlier than the snapshot sent",
+        ));
+    }
+    let snaps = &node.snapshots;
+    Ok(match spec.intermediates {
+        true => (from_index..to_index)
+            .map(|i| (Some(snaps[i].clone()), snaps[i + 1].clone()))
+            .collect(),
+        false => vec![(Some(snaps[from_index].clone()), to.clone())],
+    })
+}
+
+/// Sends one substream: `to`, relative to `from` when given.
+fn send_one(
+    handle: &PoolHandle,
+    dataset: &str,
+    from: Option<&Snapshot>,
+    to: &Snapshot,
+    names: &(String, String),
+    writer: &mut StreamWriter<&mut dyn Write>,
+    progress: &mut dyn FnMut(u64),
+) -> Result<(), EngineError> {
+    let (mut to_os, mut from_os) = {
+        let inner = handle.lock();
+        let reader = inner.pool.reader();
+        let to_os = ObjectSet::open(&reader, &to.header.objset)?;
+        let from_os = match from {
+            Some(f) => Some(ObjectSet::open(&reader, &f.header.objset)?),
+            None => None,
+        };
+        (to_os, from_os)
+    };
+    let begin = Begin {
+        features: 0,
+        from_guid: from.map_or(0, |f| f.header.guid.0),
+        to_guid: to.header.guid.0,
+        to_txg: to.header.txg.0,
+        creation_time: to.header.creation_time,
+        objset_kind: 1,
+        resume_object: 0,
+        resume_offset: 0,
+        from_name: names.0.clone(),
+        to_name: names.1.clone(),
+    };
+    writer
+        .write(&Record::Begin(Box::new(begin)))
+        .map_err(stream_error)?;
+    let mut cursor = Cursor::at(1, 0);
+    let mut batch: Vec<Record> = Vec::new();
+    while !cursor.done {
+        {
+            let inner = handle.lock();
+            check_still_there(&inner, dataset, to, from)?;
+            let reader = inner.pool.reader();
+            let mut source = Source {
+                to: &mut to_os,
+                from: from_os.as_mut().zip(from.map(|f| f.header.txg)),
+                recomputed: tarn_posix::RECOMPUTED_TYPES,
+            };
+            dsend::send_some(&mut source, &reader, &mut cursor, BATCH_BYTES, &mut |r| {
+                batch.push(r);
+                Ok(())
+            })?;
+        }
+        for record in batch.drain(..) {
+            writer.write(&record).map_err(stream_error)?;
+        }
+        progress(writer.bytes());
+    }
+    writer.end().map_err(stream_error)?;
+    Ok(())
+}
+
+/// Refuses a send whose snapshots went away meanwhile (their blocks may be reused).
+fn check_still_there(
+    inner: &Imported,
+    dataset: &str,
+    to: &Snapshot,
+    from: Option<&Snapshot>,
+) -> Result<(), EngineError> {
+    let id = inner
+        .datasets
+        .by_name(dataset)
+        .ok_or(EngineError::NoSuchDataset)?;
+    let node = inner.datasets.node(id);
+    let there = |s: &Snapshot| {
+        node.snapshots
+            .iter()
+            .any(|n| n.header.guid == s.header.guid)
+    };
+    if !there(to) || from.is_some_and(|f| !there(f)) {
+        return Err(invalid(
+            "a snapshot of the stream was destroyed during the send",
+        ));
+    }
+    Ok(())
+}
+
+/// Where a receive writes.
+enum Destination {
+    /// A full stream: the hidden dataset, its parent, and the name it will take.
+    New {
+        id: DatasetId,
+        parent: DatasetId,
+        name: String,
+    },
+    /// An incremental stream: the destination's head (rolled back on failure).
+    Head { id: DatasetId },
+}
+
+impl Engine {
+    /// `tarn receive [-F] DS`: reads substreams from `input` until it ends; `progress`
+    /// gets the bytes read after each batch. The caller keeps the destination unmounted.
+    pub fn receive(
+        &self,
+        spec: &ReceiveSpec,
+        input: &mut dyn Read,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<ReceiveReport, EngineError> {
+        let mut reader = StreamReader::new(input);
+        let mut report = ReceiveReport::default();
+        loop {
+            let begin = match reader.next_record().map_err(stream_error)? {
+                None if report.snapshots.is_empty() => {
+                    return Err(invalid("invalid stream: it is empty"));
+                }
+                None => break,
+                Some(Record::Begin(begin)) => begin,
+                Some(_) => return Err(invalid("invalid stream: no BEGIN record")),
+            };
+            let name = self.receive_one(spec, &begin, &mut reader, progress)?;
+            report.snapshots.push(name);
+        }
+        report.bytes = reader.bytes();
+        Ok(report)
+    }
+
+    /// Receives one substream whose BEGIN was read; returns the snapshot's full name.
+    fn receive_one(
+        &self,
+        spec: &ReceiveSpec,
+        begin: &Begin,
+        reader: &mut StreamReader<&mut dyn Read>,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<String, EngineError> {
+        let (target, snap) = target_names(spec, begin)?;
+        let handle = self.pool(pool_of(&target))?;
+        let into = {
+            let _admin = self.admin();
+            let mut inner = handle.lock();
+            inner.check_writable()?;
+            self.receive_prepare(&mut inner, spec, begin, &target)?
+        };
+        let outcome = receive_records(&handle, &into, reader, progress);
+        let _admin = self.admin();
+        let mut inner = handle.lock();
+        let ended = outcome.and_then(|()| self.receive_end(&mut inner, &into, begin, &snap));
+        if let Err(error) = ended {
+            receive_undo(&mut inner, &into)?;
+            return Err(error);
+        }
+        Ok(format!("{target}@{snap}"))
+    }
+
+    /// The checks and setup before any record is applied (module doc).
+    fn receive_prepare(
+        &self,
+        inner: &mut Imported,
+        spec: &ReceiveSpec,
+        begin: &Begin,
+        target: &str,
+    ) -> Result<Destination, EngineError> {
+        let existing = inner.datasets.by_name(target);
+        if begin.from_guid == 0 {
+            if existing.is_some() {
+                return Err(invalid(format!(
+                    "destination '{target}' exists (must specify -F to overwrite it: not \
+                     supported for full streams; destroy it first)"
+                )));
+            }
+            let parent_name = dsname::parent_name(target).unwrap_or(target);
+            let parent = inner
+                .datasets
+                .by_name(parent_name)
+                .ok_or_else(|| invalid(format!("parent of '{target}' does not exist")))?;
+            let id = self.create_hidden(inner, parent, target)?;
+            return Ok(Destination::New {
+                id,
+                parent,
+                name: target.to_string(),
+            });
+        }
+        let id =
+            existing.ok_or_else(|| invalid(format!("destination '{target}' does not exist")))?;
+        check_incremental(inner, id, spec.force, begin, target)?;
+        Ok(Destination::Head { id })
+    }
+
+    /// Creates the hidden dataset a full receive writes into (module doc).
+    fn create_hidden(
+        &self,
+        inner: &mut Imported,
+        parent: DatasetId,
+        target: &str,
+    ) -> Result<DatasetId, EngineError> {
+        let leaf = format!("%{}", dsname::leaf_name(target));
+        let name = format!("{}/{leaf}", inner.datasets.node(parent).name);
+        if inner.datasets.by_name(&name).is_some() {
+            return Err(invalid(format!("a receive into '{target}' is in progress")));
+        }
+        let guid = Guid(self.rng.lock().expect("rng lock poisoned").next_u64());
+        let Imported {
+            pool,
+            mos,
+            datasets,
+            ..
+        } = inner;
+        let reader = pool.reader();
+        let header = DatasetHeader {
+            parent: ObjectId(parent.0),
+            creation_time: self.clock.now_unix_secs(),
+            creation_txg: pool.txg(),
+            guid,
+            ..DatasetHeader::default()
+        };
+        let object = node::create_node(mos.objset(), &reader, None, header)?;
+        let parent_header = datasets.node(parent).header;
+        node::set_child(mos.objset(), &reader, &parent_header, &leaf, Some(object))?;
+        let header = node::read_header(mos.objset(), &reader, object)?;
+        let id = DatasetId(object.0);
+        let objset = ObjectSet::create(ObjsetKind::Filesystem);
+        let mut new = Node::new(name, Some(parent), header, objset);
+        new.header_dirty = true;
+        new.receiving = true;
+        datasets.insert(id, new);
+        datasets.apply_objset_config(id)?;
+        Ok(id)
+    }
+
+    /// END: the received object set becomes the destination and gets its snapshot, in one
+    /// txg.
+    fn receive_end(
+        &self,
+        inner: &mut Imported,
+        into: &Destination,
+        begin: &Begin,
+        snap: &str,
+    ) -> Result<(), EngineError> {
+        let id = match into {
+            Destination::New { id, parent, name } => {
+                inner.sync()?;
+                recount(inner, *id)?;
+                publish(inner, *id, *parent, name)?;
+                *id
+            }
+            Destination::Head { id } => *id,
+        };
+        let node = inner.datasets.node_mut(id);
+        if node.snapshot(snap).is_some() {
+            return Err(invalid(format!(
+                "destination already has a snapshot '{snap}'"
+            )));
+        }
+        node.snapshot_pending = Some(NewSnapshot {
+            name: snap.to_string(),
+            creation_time: begin.creation_time,
+            guid: Guid(begin.to_guid),
+            props: Vec::new(),
+        });
+        let command = format!("receive {}@{snap}", inner.datasets.node(id).name);
+        inner.history.push(self.history_record(&command, false));
+        inner.sync()?;
+        Ok(())
+    }
+}
+
+/// The destination dataset and snapshot names for a stream.
+fn target_names(spec: &ReceiveSpec, begin: &Begin) -> Result<(String, String), EngineError> {
+    let sent = begin
+        .to_name
+        .split_once('@')
+        .map(|(_, snap)| snap.to_string())
+        .ok_or_else(|| invalid("invalid stream: snapshot name without '@'"))?;
+    let (target, snap) = match spec.target.split_once('@') {
+        Some((ds, snap)) => (ds.to_string(), snap.to_string()),
+        None => (spec.target.clone(), sent),
+    };
+    dsname::validate_name(&target)?;
+    snapshot::validate_snapshot_name(&snap)?;
+    Ok((target, snap))
+}
+
+/// An incremental stream's checks on the destination `id`: its latest snapshot is the
+/// stream's source, and its head has no changes since (changes that are only access times
+/// are rolled back; any with `force`).
+fn check_incremental(
+    inner: &mut Imported,
+    id: DatasetId,
+    force: bool,
+    begin: &Begin,
+    target: &str,
+) -> Result<(), EngineError> {
+    let node = inner.datasets.node(id);
+    let Some(index) = node
+        .snapshots
+        .iter()
+        .position(|s| s.header.guid.0 == begin.from_guid)
+    else {
+        return Err(invalid(format!(
+            "local fs '{target}' does not have fromsnap ({})",
+            begin.from_name
+        )));
+    };
+    if index + 1 != node.snapshots.len() {
+        let later = &node.snapshots[index + 1].name;
+        return Err(invalid(format!(
+            "destination has snapshots (eg. '{target}@{later}') more recent than the \
+             stream's source; must destroy them to receive"
+        )));
+    }
+    inner.sync()?;
+    let changes = head_changes(inner, id)?;
+    if !changes.real.is_empty() && !force {
+        let node = inner.datasets.node(id);
+        let latest = &node.snapshots[index].name;
+        let shown: Vec<String> = changes.real.iter().take(5).map(|i| i.to_string()).collect();
+        return Err(invalid(format!(
+            "destination '{target}' has been modified since most recent snapshot \
+             '{latest}' ({} object(s) changed: {}{}); use -F to discard the changes",
+            changes.real.len(),
+            shown.join(", "),
+            if changes.real.len() > 5 { ", ..." } else { "" }
+        )));
+    }
+    if changes.any {
+        crate::snapshot_ops::rollback_head(inner, id)?;
+        inner.sync()?;
+    }
+    Ok(())
+}
+
+/// What changed in a head since its latest snapshot.
+pub(crate) struct HeadChanges {
+    /// Anything at all (access times included).
+    pub(crate) any: bool,
+    /// Objects changed beyond their access time.
+    pub(crate) real: Vec<u64>,
+}
+
+/// Compares the head of `id` with its latest snapshot, dnode by dnode over the dnode blocks
+/// born since it (tarn can tell an access-time update from a change: only the inode's
+/// atime differs).
+pub(crate) fn head_changes(
+    inner: &mut Imported,
+    id: DatasetId,
+) -> Result<HeadChanges, EngineError> {
+    let Imported { pool, datasets, .. } = inner;
+    let reader = pool.reader();
+    let node = datasets.node_mut(id);
+    let latest = node
+        .snapshots
+        .last()
+        .expect("checked: a snapshot exists")
+        .clone();
+    let mut changes = HeadChanges {
+        any: node.objset.root() != latest.header.objset,
+        real: Vec::new(),
+    };
+    if !changes.any {
+        return Ok(changes);
+    }
+    let mut then = ObjectSet::open(&reader, &latest.header.objset)?;
+    let mut blocks = Vec::new();
+    node.objset.visit_changes(
+        &reader,
+        ObjectId(0),
+        Some(latest.header.txg),
+        0,
+        &mut |change| {
+            blocks.push(change);
+            Ok(blocks.len() < 4096)
+        },
+    )?;
+    let per_block = tarn_format::objset::DNODES_PER_BLOCK;
+    for change in blocks {
+        let (first, count) = match change {
+            tarn_objects::BlockChange::Data { blkid, .. } => (blkid, 1),
+            tarn_objects::BlockChange::Hole { blkid, count } => (blkid, count.min(1 << 20)),
+        };
+        for object in first * per_block..(first + count) * per_block {
+            if object == 0 || changes.real.len() >= 64 {
+                continue;
+            }
+            let now = node.objset.dnode(&reader, ObjectId(object))?;
+            let before = then.dnode(&reader, ObjectId(object))?;
+            if !only_access_time(now.as_ref(), before.as_ref()) {
+                changes.real.push(object);
+            }
+        }
+    }
+    Ok(changes)
+}
+
+/// Whether two versions of a dnode differ at most in the inode's access time.
+fn only_access_time(
+    now: Option<&tarn_format::dnode::Dnode>,
+    before: Option<&tarn_format::dnode::Dnode>,
+) -> bool {
+    match (now, before) {
+        (None, None) => true,
+        (Some(now), Some(before)) => {
+            let mut same = now.clone();
+            same.bonus = before.bonus;
+            same.bonus_len = before.bonus_len;
+            same == *before
+                && tarn_posix::same_but_access_time(now.bonus_bytes(), before.bonus_bytes())
+        }
+        _ => false,
+    }
+}
+
+/// Reads records in batches without the pool lock and applies them under it, until the
+/// substream's END (not applied: the caller finishes).
+fn receive_records(
+    handle: &PoolHandle,
+    into: &Destination,
+    reader: &mut StreamReader<&mut dyn Read>,
+    progress: &mut dyn FnMut(u64),
+) -> Result<(), EngineError> {
+    let id = match into {
+        Destination::New { id, .. } | Destination::Head { id } => *id,
+    };
+    let mut batch = Vec::new();
+    loop {
+        let mut bytes = 0u64;
+        let mut ended = false;
+        while bytes < BATCH_BYTES {
+            let record = reader
+                .next_record()
+                .map_err(stream_error)?
+                .ok_or_else(|| stream_error(tarn_send::StreamError::Truncated { record: 0 }))?;
+            if matches!(record, Record::End { .. }) {
+                ended = true;
+                break;
+            }
+            bytes += tarn_send::encoded_len(&record);
+            batch.push(record);
+        }
+        {
+            let mut inner = handle.lock();
+            inner.check_writable()?;
+            apply_batch(&mut inner, id, &mut batch)?;
+            if inner.dirty_bytes() >= crate::DIRTY_SYNC {
+                inner.sync()?;
+            }
+        }
+        progress(reader.bytes());
+        if ended {
+            return Ok(());
+        }
+    }
+}
+
+fn apply_batch(
+    inner: &mut Imported,
+    id: DatasetId,
+    batch: &mut Vec<Record>,
+) -> Result<(), EngineError> {
+    let Imported { pool, datasets, .. } = inner;
+    let reader = pool.reader();
+    let objset = &mut datasets.node_mut(id).objset;
+    for record in batch.drain(..) {
+        if matches!(record, Record::Property { .. }) {
+            continue;
+        }
+        dsend::apply(objset, &reader, &record, tarn_posix::RECOMPUTED_TYPES)
+            .map_err(|e| invalid(format!("invalid stream: cannot apply a record: {e}")))?;
+    }
+    Ok(())
+}
+
+/// Undoes a receive that did not reach its END (module doc) and commits that.
+fn receive_undo(inner: &mut Imported, into: &Destination) -> Result<(), EngineError> {
+    match into {
+        Destination::New { id, .. } => crate::dataset_ops::destroy_hidden(inner, *id)?,
+        Destination::Head { id } => crate::snapshot_ops::rollback_head(inner, *id)?,
+    }
+    inner.sync()?;
+    Ok(())
+}
+
+/// Sets the per-owner counts of a received filesystem to a scan of its inodes.
+fn recount(inner: &mut Imported, id: DatasetId) -> Result<(), EngineError> {
+    let config = inner.datasets.fs_config(id);
+    let scale = crate::datasets::used_scale(&crate::datasets::deflate_table(&inner.pool));
+    let Imported { pool, datasets, .. } = inner;
+    let reader = pool.reader();
+    let node = datasets.node_mut(id);
+    let now = tarn_posix::Timespec::default();
+    tarn_posix::Fs::new(&mut node.objset, &reader, now, config).recount_usedby(scale)?;
+    node.receiving = false;
+    Ok(())
+}
+
+/// Gives the hidden dataset `id` its name `name` under `parent`.
+fn publish(
+    inner: &mut Imported,
+    id: DatasetId,
+    parent: DatasetId,
+    name: &str,
+) -> Result<(), EngineError> {
+    if inner.datasets.by_name(name).is_some() {
+        return Err(invalid(format!("destination '{name}' exists")));
+    }
+    let Imported {
+        pool,
+        mos,
+        datasets,
+        ..
+    } = inner;
+    let reader = pool.reader();
+    let old = datasets.node(id).name.clone();
+    let parent_header = datasets.node(parent).header;
+    let hidden_leaf = dsname::leaf_name(&old).to_string();
+    node::set_child(mos.objset(), &reader, &parent_header, &hidden_leaf, None)?;
+    let leaf = dsname::leaf_name(name);
+    node::set_child(
+        mos.objset(),
+        &reader,
+        &parent_header,
+        leaf,
+        Some(ObjectId(id.0)),
+    )?;
+    datasets.rename_subtree(id, parent, &old, name);
+    datasets.apply_objset_config(id)?;
+    Ok(())
+}
