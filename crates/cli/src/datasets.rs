@@ -116,6 +116,38 @@ pub(crate) fn plan(command: Command, cwd: &Path) -> Result<Plan, Outcome> {
             &name.clone(),
             Request::Rollback { name, recursive },
         ),
+        command @ (Command::Send { .. } | Command::Receive { .. }) => plan_stream(command),
+        Command::Rename { old, new } => {
+            silent("rename", &old.clone(), Request::DatasetRename { old, new })
+        }
+        Command::List(args) => plan_list(args)?,
+        Command::Get(args) => plan_get(args)?,
+        Command::Set { words } => plan_set(words)?,
+        Command::Userspace(args) => userspace::plan(Space::User, args)?,
+        Command::Groupspace(args) => userspace::plan(Space::Group, args)?,
+        Command::Projectspace(args) => userspace::plan(Space::Project, args)?,
+        Command::Project(args) => userspace::plan_project(args, cwd),
+        Command::Inherit {
+            recursive,
+            property,
+            name,
+        } => silent(
+            "inherit",
+            &name.clone(),
+            Request::DatasetInherit {
+                name,
+                property: userspace::resolve_prop(&property),
+                recursive,
+            },
+        ),
+        other => plan_mount(other, cwd),
+    };
+    Ok(plan)
+}
+
+/// `send` and `receive`.
+fn plan_stream(command: Command) -> Plan {
+    match command {
         Command::Send {
             from,
             intermediates,
@@ -146,32 +178,8 @@ pub(crate) fn plan(command: Command, cwd: &Path) -> Result<Plan, Outcome> {
                 unmounted,
             },
         },
-        Command::Rename { old, new } => {
-            silent("rename", &old.clone(), Request::DatasetRename { old, new })
-        }
-        Command::List(args) => plan_list(args)?,
-        Command::Get(args) => plan_get(args)?,
-        Command::Set { words } => plan_set(words)?,
-        Command::Userspace(args) => userspace::plan(Space::User, args)?,
-        Command::Groupspace(args) => userspace::plan(Space::Group, args)?,
-        Command::Projectspace(args) => userspace::plan(Space::Project, args)?,
-        Command::Project(args) => userspace::plan_project(args, cwd),
-        Command::Inherit {
-            recursive,
-            property,
-            name,
-        } => silent(
-            "inherit",
-            &name.clone(),
-            Request::DatasetInherit {
-                name,
-                property: userspace::resolve_prop(&property),
-                recursive,
-            },
-        ),
-        other => plan_mount(other, cwd),
-    };
-    Ok(plan)
+        _ => unreachable!("plan_stream is called only for send and receive"),
+    }
 }
 
 /// `hold`, `release` and `holds`.

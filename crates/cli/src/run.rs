@@ -841,12 +841,6 @@ fn mount_notices(plan: &Plan, lines: &[String]) -> Outcome {
 fn show(view: &View, payload: &ReplyPayload) -> Option<Outcome> {
     let text = match (view, payload) {
         (View::Silent, ReplyPayload::Unit) => String::new(),
-        (View::Stream { verbose }, ReplyPayload::Sent { .. } | ReplyPayload::Received { .. }) => {
-            match verbose {
-                true => stream_text(payload),
-                false => String::new(),
-            }
-        }
         (View::Layout { name, update }, ReplyPayload::Layout(l)) => {
             render::layout(name, *update, l)
         }
@@ -920,6 +914,12 @@ fn show(view: &View, payload: &ReplyPayload) -> Option<Outcome> {
 fn show_more(view: &View, payload: &ReplyPayload) -> Option<String> {
     let text = match (view, payload) {
         (View::Events { clear: true, .. }, ReplyPayload::Events(_)) => String::new(),
+        (View::Stream { verbose }, ReplyPayload::Sent { .. } | ReplyPayload::Received { .. }) => {
+            match verbose {
+                true => stream_text(payload),
+                false => String::new(),
+            }
+        }
         (View::Events { verbose, .. }, ReplyPayload::Events(rows)) => {
             render::events(rows, *verbose, true)
         }

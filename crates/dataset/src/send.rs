@@ -160,6 +160,9 @@ fn next_incremental(
         return Ok(None);
     };
     loop {
+        if cursor.object >= tarn_objects::OBJECT_ID_LIMIT {
+            return Ok(None);
+        }
         let mut found = Vec::new();
         let start = cursor.object / per_block;
         source
@@ -193,7 +196,7 @@ fn next_incremental(
                     SlotChange::Changed(dnode) => {
                         flush_freed(&mut freed, out)?;
                         cursor.object = id;
-                        return Ok(Some((id, dnode)));
+                        return Ok(Some((id, *dnode)));
                     }
                 }
                 // A hole of dnode blocks frees whole blocks of slots at once.
@@ -222,7 +225,7 @@ fn flush_freed(
 enum SlotChange {
     Freed,
     Same,
-    Changed(Dnode),
+    Changed(Box<Dnode>),
 }
 
 /// How slot `id` differs between the source snapshot and the snapshot sent.
@@ -244,7 +247,7 @@ fn slot_change(
         (None, Some(_)) => SlotChange::Freed,
         (Some(now), _) if source.recomputed.contains(&now.object_type) => SlotChange::Same,
         (Some(now), Some(then)) if now == then => SlotChange::Same,
-        (Some(now), _) => SlotChange::Changed(now),
+        (Some(now), _) => SlotChange::Changed(Box::new(now)),
     })
 }
 
@@ -266,7 +269,7 @@ fn send_data(
     let mut spent = 0u64;
     loop {
         let start = cursor.offset / block;
-        if start > last || (start == last && cursor.offset % block != 0) {
+        if start > last || (start == last && !cursor.offset.is_multiple_of(block)) {
             break;
         }
         let mut found = Vec::new();
@@ -276,40 +279,17 @@ fn send_data(
                 found.push(change);
                 Ok(found.len() < CHANGES_PER_PASS)
             })?;
-        if found.is_empty() {
+        if found
+            .first()
+            .is_none_or(|change| first_blkid(change) > last)
+        {
             break;
         }
         for change in found {
-            match change {
-                BlockChange::Data { blkid, bp } => {
-                    if blkid > last {
-                        continue;
-                    }
-                    let data = source.to.read_data_block(store, id, &bp)?;
-                    let record = Record::Write(WriteRecord {
-                        object: id.0,
-                        offset: blkid * block,
-                        logical_size: dnode.data_block_size,
-                        encoding: Encoding::Raw,
-                        data,
-                    });
-                    spent += encoded_len(&record);
-                    out(record)?;
-                    cursor.offset = (blkid + 1) * block;
-                }
-                BlockChange::Hole { blkid, count } => {
-                    if blkid > last {
-                        continue;
-                    }
-                    let end = blkid.saturating_add(count).min(last + 1);
-                    out(Record::Free {
-                        object: id.0,
-                        offset: blkid * block,
-                        length: (end - blkid) * block,
-                    })?;
-                    cursor.offset = end * block;
-                }
+            if first_blkid(&change) > last {
+                break;
             }
+            spent += send_change(source, store, id, &dnode, change, cursor, out)?;
             if spent >= budget {
                 return Ok(false);
             }
@@ -324,6 +304,51 @@ fn send_data(
         })?;
     }
     Ok(true)
+}
+
+/// Sends one block change of object `id` (a WRITE, or a FREE clipped to the last block);
+/// returns the bytes it took.
+fn send_change(
+    source: &mut Source<'_>,
+    store: &dyn BlockStore,
+    id: ObjectId,
+    dnode: &Dnode,
+    change: BlockChange,
+    cursor: &mut Cursor,
+    out: &mut dyn FnMut(Record) -> Result<(), DatasetError>,
+) -> Result<u64, DatasetError> {
+    let block = u64::from(dnode.data_block_size);
+    let record = match change {
+        BlockChange::Data { blkid, bp } => {
+            let data = source.to.read_data_block(store, id, &bp)?;
+            cursor.offset = (blkid + 1) * block;
+            Record::Write(WriteRecord {
+                object: id.0,
+                offset: blkid * block,
+                logical_size: dnode.data_block_size,
+                encoding: Encoding::Raw,
+                data,
+            })
+        }
+        BlockChange::Hole { blkid, count } => {
+            let end = blkid.saturating_add(count).min(dnode.maxblkid + 1);
+            cursor.offset = end * block;
+            Record::Free {
+                object: id.0,
+                offset: blkid * block,
+                length: (end - blkid) * block,
+            }
+        }
+    };
+    let len = encoded_len(&record);
+    out(record)?;
+    Ok(len)
+}
+
+fn first_blkid(change: &BlockChange) -> u64 {
+    match change {
+        BlockChange::Data { blkid, .. } | BlockChange::Hole { blkid, .. } => *blkid,
+    }
 }
 
 /// Applies one object record of a stream to `os` (BEGIN, PROPERTY and END are the

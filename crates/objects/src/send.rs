@@ -97,45 +97,52 @@ impl ObjectSet {
             if end <= u128::from(start) {
                 continue;
             }
-            let from = first.max(u128::from(start));
-            let first_blkid = u64::try_from(from).unwrap_or(u64::MAX);
-            if bp.is_hole() {
-                if after.is_some() {
-                    let count = u64::try_from(end - from).unwrap_or(u64::MAX);
-                    if !visit(BlockChange::Hole {
-                        blkid: first_blkid,
-                        count,
-                    })? {
-                        return Ok(false);
-                    }
+            let from = u64::try_from(first.max(u128::from(start))).unwrap_or(u64::MAX);
+            let step = match () {
+                () if bp.is_hole() && after.is_none() => None,
+                () if bp.is_hole() => Some(BlockChange::Hole {
+                    blkid: from,
+                    count: u64::try_from(end - u128::from(from)).unwrap_or(u64::MAX),
+                }),
+                () if !changed(&bp) => None,
+                () if level == 0 => Some(BlockChange::Data { blkid, bp }),
+                () => {
+                    stack.push(Self::indirect_frame(store, id, &dnode, bp, level, blkid)?);
+                    assert!(
+                        stack.len() <= usize::from(tree::TREE_LEVELS_MAX),
+                        "send walk stack overflow"
+                    );
+                    None
                 }
-                continue;
+            };
+            if let Some(step) = step
+                && !visit(step)?
+            {
+                return Ok(false);
             }
-            if !changed(&bp) {
-                continue;
-            }
-            if level == 0 {
-                if !visit(BlockChange::Data { blkid, bp })? {
-                    return Ok(false);
-                }
-                continue;
-            }
-            let size = 1u64 << dnode.indirect_shift;
-            let block = tree::read_tree_block(store, None, id, &bp, level, size)?;
-            let children = (0..1u64 << bits)
-                .map(|index| tree::child_bp(id, &block, index))
-                .collect::<Result<Vec<_>, _>>()?;
-            stack.push(Frame {
-                level,
-                blkid,
-                children,
-                next: 0,
-            });
-            assert!(
-                stack.len() <= usize::from(tree::TREE_LEVELS_MAX),
-                "send walk stack overflow"
-            );
         }
+    }
+
+    fn indirect_frame(
+        store: &dyn BlockStore,
+        id: ObjectId,
+        dnode: &Dnode,
+        bp: BlockPtr,
+        level: u8,
+        blkid: u64,
+    ) -> Result<Frame, ObjectError> {
+        let bits = u32::from(dnode.indirect_shift - BLKPTR_SHIFT);
+        let size = 1u64 << dnode.indirect_shift;
+        let block = tree::read_tree_block(store, None, id, &bp, level, size)?;
+        let children = (0..1u64 << bits)
+            .map(|index| tree::child_bp(id, &block, index))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Frame {
+            level,
+            blkid,
+            children,
+            next: 0,
+        })
     }
 
     /// The logical contents of level-0 block `bp` of object `id` (verified by the store;
