@@ -124,8 +124,12 @@ pub(crate) enum Command {
         /// Print what was sent on stderr.
         #[arg(short = 'v')]
         verbose: bool,
+        /// Resume a partial receive from its token (`receive_resume_token`).
+        #[arg(short = 't', value_name = "TOKEN", conflicts_with_all = ["from", "intermediates"])]
+        token: Option<String>,
         /// Snapshot name (DATASET@SNAPSHOT).
-        snapshot: String,
+        #[arg(required_unless_present = "token")]
+        snapshot: Option<String>,
     },
     /// Create a dataset and snapshots from a stream on stdin.
     #[command(alias = "recv")]
@@ -139,6 +143,12 @@ pub(crate) enum Command {
         /// Print what was received.
         #[arg(short = 'v')]
         verbose: bool,
+        /// Keep a partial receive when the stream stops early (resume with `send -t`).
+        #[arg(short = 's')]
+        resumable: bool,
+        /// Discard the partial receive of the dataset instead (no stream).
+        #[arg(short = 'A', conflicts_with_all = ["force", "resumable"])]
+        abort: bool,
         /// Destination dataset (or DATASET@SNAPSHOT).
         target: String,
     },

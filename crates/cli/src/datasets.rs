@@ -152,22 +152,36 @@ fn plan_stream(command: Command) -> Plan {
             from,
             intermediates,
             verbose,
+            token,
             snapshot,
         } => Plan {
             verb: "send",
-            object: Some(snapshot.clone()),
+            object: snapshot.clone().or(Some("resume token".into())),
             view: View::Stream { verbose },
             request: Request::Send {
-                snapshot,
+                snapshot: snapshot.unwrap_or_default(),
                 from: from.or(intermediates.clone()),
                 intermediates: intermediates.is_some(),
+                token,
             },
+        },
+        Command::Receive {
+            abort: true,
+            target,
+            ..
+        } => Plan {
+            verb: "abort the receive of",
+            object: Some(target.clone()),
+            view: View::Silent,
+            request: Request::ReceiveAbort { target },
         },
         Command::Receive {
             force,
             unmounted,
             verbose,
+            resumable,
             target,
+            ..
         } => Plan {
             verb: "receive",
             object: Some(target.clone()),
@@ -176,6 +190,7 @@ fn plan_stream(command: Command) -> Plan {
                 target,
                 force,
                 unmounted,
+                resumable,
             },
         },
         _ => unreachable!("plan_stream is called only for send and receive"),

@@ -256,3 +256,96 @@ fn cut_and_damaged_streams_are_refused_and_change_nothing() {
     assert_eq!(code, Some(0));
     assert_eq!(rig.ok("list -H -o name -t snapshot pb/dst"), "pb/dst@one\n");
 }
+
+/// The token a `receive -s` refusal names.
+fn token_of(err: &str) -> String {
+    let at = err
+        .find("send -t ")
+        .unwrap_or_else(|| panic!("no token in {err}"))
+        + 8;
+    err[at..].split('\'').next().unwrap().to_string()
+}
+
+#[test]
+fn streams_cut_at_random_points_resume_to_identical_trees() {
+    if !fuse_ok("streams_cut_at_random_points_resume_to_identical_trees") {
+        return;
+    }
+    let rig = Rig::new();
+    two_pools(&rig);
+    let src = mount(&rig, "pa/src");
+    sh(
+        &src,
+        "for i in 1 2 3 4 5 6; do head -c 300000 /dev/urandom > f$i; done && \
+         setfattr -n user.a -v b f3 && mkdir d && echo x > d/y",
+    );
+    rig.ok("snapshot pa/src@one");
+    let full = stream(&rig, "send pa/src@one");
+    let dst = mount(&rig, "pb/dst");
+    // A fixed sequence of cut points (a tiny LCG): the same run every time.
+    let mut seed = 0x2545_f491_u64;
+    let mut next_cut = |len: usize| {
+        seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+        100 + (seed >> 33) as usize % (len - 200)
+    };
+    for round in 0..5 {
+        let cut = next_cut(full.len());
+        let (code, err) = receive(&rig, "receive -s pb/dst", &full[..cut]);
+        assert_eq!(code, Some(1), "round {round} cut {cut}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        let mut token = token_of(&err);
+        // Resume once cut again, then to the end.
+        let rest = stream(&rig, &format!("send -t {token}"));
+        if rest.len() > 300 {
+            let (code, err) = receive(&rig, "receive -s pb/dst", &rest[..rest.len() / 2]);
+            assert_eq!(code, Some(1), "{err}");
+            token = token_of(&err);
+        }
+        let rest = stream(&rig, &format!("send -t {token}"));
+        let (code, err) = receive(&rig, "receive -s pb/dst", &rest);
+        assert_eq!(code, Some(0), "round {round} cut {cut}: {err}");
+        assert_eq!(tree(&src), tree(&dst), "round {round}, cut at {cut}");
+        rig.ok("destroy -r pb/dst");
+    }
+    incremental_resumed_and_aborted(&rig, &full);
+}
+
+/// An incremental stream cut and resumed; then a partial full one aborted with -A.
+fn incremental_resumed_and_aborted(rig: &Rig, full: &[u8]) {
+    let rig = rig;
+    let (src, dst) = (mount(rig, "pa/src"), mount(rig, "pb/dst"));
+    pipe(rig, "send pa/src@one", "receive pb/dst");
+    sh(
+        &src,
+        "head -c 200000 /dev/urandom > f2 && rm f5 && echo z > d/z",
+    );
+    rig.ok("snapshot pa/src@two");
+    let incremental = stream(&rig, "send -i @one pa/src@two");
+    let (code, err) = receive(
+        &rig,
+        "receive -s pb/dst",
+        &incremental[..incremental.len() / 2],
+    );
+    assert_eq!(code, Some(1), "{err}");
+    let token = token_of(&err);
+    assert_eq!(
+        rig.ok("get -H -o value receive_resume_token pb/dst")
+            .trim_end(),
+        token
+    );
+    let rest = stream(&rig, &format!("send -t {token}"));
+    let (code, err) = receive(&rig, "receive -s pb/dst", &rest);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(tree(&src), tree(&dst), "incremental resumed");
+    assert_eq!(rig.ok("get -H -o value receive_resume_token pb/dst"), "-\n");
+    let (code, err) = receive(&rig, "receive -s pb/new", &full[..full.len() / 2]);
+    assert_eq!(code, Some(1), "{err}");
+    let (code, err) = receive(&rig, "receive pb/new", &full);
+    assert_eq!(code, Some(1), "a partial receive blocks a new one: {err}");
+    assert!(err.contains("receive -A"), "{err}");
+    rig.ok("receive -A pb/new");
+    let (code, err) = receive(&rig, "receive pb/new", &full);
+    assert_eq!(code, Some(0), "{err}");
+    let refused = rig.run("receive -A pb/new");
+    assert_eq!(refused.code, Some(1), "{refused:?}");
+}

@@ -1191,6 +1191,7 @@ impl EngineBackend {
                     .snapshot(names, *recursive, properties, &command)
                     .map(unit)
             }
+            Request::ReceiveAbort { target } => engine.receive_abort(target).map(unit),
             Request::Rollback { name, recursive } => {
                 let flag = if *recursive { "-r " } else { "" };
                 let command = format!("rollback {flag}{name}");
@@ -1384,17 +1385,10 @@ impl EngineBackend {
     /// `tarn send`: the stream goes to `file` (the CLI's stdout).
     fn send(
         &self,
-        snapshot: &str,
-        from: Option<&str>,
-        intermediates: bool,
+        spec: &tarn_engine::SendSpec,
         file: std::fs::File,
         progress: &mut dyn FnMut(Progress),
     ) -> Response {
-        let spec = tarn_engine::SendSpec {
-            snapshot: snapshot.to_string(),
-            from: from.map(str::to_string),
-            intermediates,
-        };
         let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
         let mut report = |done| {
             progress(Progress {
@@ -1403,7 +1397,7 @@ impl EngineBackend {
                 total: 0,
             });
         };
-        match self.engine.send(&spec, &mut out, &mut report) {
+        match self.engine.send(spec, &mut out, &mut report) {
             Ok(sent) => ok(ReplyPayload::Sent {
                 streams: sent.streams,
                 bytes: sent.bytes,
@@ -1416,20 +1410,16 @@ impl EngineBackend {
     /// unmounted while it is received and mounted again after (unless `unmounted`).
     fn receive(
         &self,
-        target: &str,
-        force: bool,
+        spec: &tarn_engine::ReceiveSpec,
         unmounted: bool,
         file: std::fs::File,
         progress: &mut dyn FnMut(Progress),
     ) -> Response {
+        let target = spec.target.as_str();
         let dataset = target.split('@').next().unwrap_or(target).to_string();
         if let Err(error) = self.mounts.unmount_dataset(&dataset) {
             return Response::error(error.to_string());
         }
-        let spec = tarn_engine::ReceiveSpec {
-            target: target.to_string(),
-            force,
-        };
         let mut input = std::io::BufReader::with_capacity(1 << 20, file);
         let mut report = |done| {
             progress(Progress {
@@ -1438,7 +1428,7 @@ impl EngineBackend {
                 total: 0,
             });
         };
-        let result = self.engine.receive(&spec, &mut input, &mut report);
+        let result = self.engine.receive(spec, &mut input, &mut report);
         let pool = dataset.split('/').next().unwrap_or(&dataset);
         let notices = match (&result, unmounted) {
             (Ok(_), true) => Vec::new(),
@@ -1494,12 +1484,29 @@ impl Handler for EngineBackend {
                 snapshot,
                 from,
                 intermediates,
-            } => self.send(snapshot, from.as_deref(), *intermediates, file, progress),
+                token,
+            } => {
+                let spec = tarn_engine::SendSpec {
+                    snapshot: snapshot.clone(),
+                    from: from.clone(),
+                    intermediates: *intermediates,
+                    token: token.clone(),
+                };
+                self.send(&spec, file, progress)
+            }
             Request::Receive {
                 target,
                 force,
                 unmounted,
-            } => self.receive(target, *force, *unmounted, file, progress),
+                resumable,
+            } => {
+                let spec = tarn_engine::ReceiveSpec {
+                    target: target.clone(),
+                    force: *force,
+                    resumable: *resumable,
+                };
+                self.receive(&spec, *unmounted, file, progress)
+            }
             other => Response::error(format!("'{}' carries no stream", other.verb())),
         }
     }

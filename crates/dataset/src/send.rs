@@ -295,12 +295,12 @@ fn send_data(
             }
         }
     }
-    if incremental.is_some() {
-        let tail = (last + 1).saturating_mul(block);
+    let tail = (last + 1).saturating_mul(block).max(cursor.offset);
+    if incremental.is_some() && tail < u64::MAX {
         out(Record::Free {
             object: id.0,
-            offset: tail.max(cursor.offset),
-            length: u64::MAX - tail.max(cursor.offset),
+            offset: tail,
+            length: u64::MAX - tail,
         })?;
     }
     Ok(true)

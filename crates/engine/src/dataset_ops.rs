@@ -808,6 +808,11 @@ fn stat_value(
 /// `written` is completed by `dataset_row_props`, which may read the MOS.
 fn snapshot_stat(node: &crate::datasets::Node, property: &str) -> Option<DatasetProp> {
     match property {
+        "receive_resume_token" => {
+            let token = node.local.get(crate::send_ops::TOKEN_KEY);
+            let token = token.map_or("-".to_string(), Clone::clone);
+            Some(stat_prop(property, token.clone(), token))
+        }
         "usedbysnapshots" => Some(size_stat(property, node.header.snap.used)),
         "written" => Some(size_stat(property, node.header.referenced)),
         "createtxg" => {

@@ -344,6 +344,8 @@ impl Tree {
             };
             let mut node = Node::new(name, parent, header, objset);
             node.local = local;
+            // A receive's hidden dataset left by `receive -s` (or a crash) is still partial.
+            node.receiving = is_hidden(&node.name);
             node.snapshots = snapshot::load(mos, store, &header).map_err(corrupt)?;
             tree.nodes.insert(id, node);
         }

@@ -43,6 +43,8 @@ pub struct SendSpec {
     pub from: Option<String>,
     /// `-I`: every snapshot between the source and the snapshot, one substream each.
     pub intermediates: bool,
+    /// `-t TOKEN`: resume a partial receive (`snapshot` and `from` are then ignored).
+    pub token: Option<String>,
 }
 
 /// What a send sent.
@@ -61,7 +63,13 @@ pub struct ReceiveSpec {
     pub target: String,
     /// `-F`: roll the destination back to the stream's source snapshot first.
     pub force: bool,
+    /// `-s`: a stream that stops early leaves the partial receive for `send -t`.
+    pub resumable: bool,
 }
+
+/// Key of a partial receive's resume token among the local properties of the dataset it
+/// writes (the hidden one or the head): no property can have a `%` in its name.
+pub(crate) const TOKEN_KEY: &str = "%receive_resume_token";
 
 /// What a receive received.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -94,6 +102,9 @@ impl Engine {
         out: &mut dyn Write,
         progress: &mut dyn FnMut(u64),
     ) -> Result<SendReport, EngineError> {
+        if let Some(token) = &spec.token {
+            return self.send_resume(token, out, progress);
+        }
         let (dataset, _) = snapshot::split_name(&spec.snapshot)?;
         let handle = self.pool(pool_of(dataset))?;
         let pairs = send_pairs(&handle.lock(), spec)?;
@@ -105,21 +116,86 @@ impl Engine {
                     .map_or(String::new(), |s| format!("{dataset}@{}", s.name)),
                 format!("{dataset}@{}", to.name),
             );
-            send_one(
-                &handle,
-                dataset,
-                from.as_ref(),
-                &to,
-                &names,
-                &mut writer,
-                progress,
-            )?;
+            let start = Start {
+                from: from.as_ref(),
+                to: &to,
+                names: &names,
+                resume: None,
+            };
+            send_one(&handle, dataset, &start, &mut writer, progress)?;
             report.streams.push(names);
         }
         writer.flush().map_err(stream_error)?;
         report.bytes = writer.bytes();
         Ok(report)
     }
+}
+
+impl Engine {
+    /// `tarn send -t TOKEN`: the rest of the stream a partial receive stopped in.
+    fn send_resume(
+        &self,
+        text: &str,
+        out: &mut dyn Write,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<SendReport, EngineError> {
+        let token = tarn_send::ResumeToken::decode(text).map_err(stream_error)?;
+        let (dataset, snap) = snapshot::split_name(&token.to_name)?;
+        let handle = self.pool(pool_of(dataset))?;
+        let (from, to) = {
+            let inner = handle.lock();
+            let id = inner
+                .datasets
+                .by_name(dataset)
+                .ok_or(EngineError::NoSuchDataset)?;
+            let node = inner.datasets.node(id);
+            let by_guid = |guid: u64| {
+                node.snapshots
+                    .iter()
+                    .find(|s| s.header.guid.0 == guid)
+                    .cloned()
+            };
+            let to = by_guid(token.to_guid).filter(|s| s.name == snap);
+            let to = to.ok_or_else(|| {
+                invalid(format!(
+                    "snapshot '{}' of the token no longer exists",
+                    token.to_name
+                ))
+            })?;
+            let from = match token.from_guid {
+                0 => None,
+                guid => Some(by_guid(guid).ok_or_else(|| {
+                    invalid(format!(
+                        "snapshot '{}' of the token no longer exists",
+                        token.from_name
+                    ))
+                })?),
+            };
+            (from, to)
+        };
+        let names = (token.from_name.clone(), token.to_name.clone());
+        let start = Start {
+            from: from.as_ref(),
+            to: &to,
+            names: &names,
+            resume: Some((token.object, token.offset)),
+        };
+        let mut writer = StreamWriter::new(out);
+        send_one(&handle, dataset, &start, &mut writer, progress)?;
+        writer.flush().map_err(stream_error)?;
+        Ok(SendReport {
+            streams: vec![names],
+            bytes: writer.bytes(),
+        })
+    }
+}
+
+/// Where one substream starts: its snapshots, their full names, and a resume point.
+struct Start<'a> {
+    from: Option<&'a Snapshot>,
+    to: &'a Snapshot,
+    names: &'a (String, String),
+    resume: Option<(u64, u64)>,
 }
 
 /// The (source, snapshot) pairs a send sends, oldest first.
@@ -165,12 +241,12 @@ fn send_pairs(
 fn send_one(
     handle: &PoolHandle,
     dataset: &str,
-    from: Option<&Snapshot>,
-    to: &Snapshot,
-    names: &(String, String),
+    start: &Start<'_>,
     writer: &mut StreamWriter<&mut dyn Write>,
     progress: &mut dyn FnMut(u64),
 ) -> Result<(), EngineError> {
+    let (from, to, names) = (start.from, start.to, start.names);
+    let (resume_object, resume_offset) = start.resume.unwrap_or((0, 0));
     let (mut to_os, mut from_os) = {
         let inner = handle.lock();
         let reader = inner.pool.reader();
@@ -182,21 +258,24 @@ fn send_one(
         (to_os, from_os)
     };
     let begin = Begin {
-        features: 0,
+        features: match start.resume {
+            Some(_) => tarn_send::FEATURE_RESUMING,
+            None => 0,
+        },
         from_guid: from.map_or(0, |f| f.header.guid.0),
         to_guid: to.header.guid.0,
         to_txg: to.header.txg.0,
         creation_time: to.header.creation_time,
         objset_kind: 1,
-        resume_object: 0,
-        resume_offset: 0,
+        resume_object,
+        resume_offset,
         from_name: names.0.clone(),
         to_name: names.1.clone(),
     };
     writer
         .write(&Record::Begin(Box::new(begin)))
         .map_err(stream_error)?;
-    let mut cursor = Cursor::at(1, 0);
+    let mut cursor = Cursor::at(resume_object, resume_offset);
     let mut batch: Vec<Record> = Vec::new();
     while !cursor.done {
         {
@@ -302,15 +381,36 @@ impl Engine {
             inner.check_writable()?;
             self.receive_prepare(&mut inner, spec, begin, &target)?
         };
-        let outcome = receive_records(&handle, &into, reader, progress);
+        let mut position = (begin.resume_object, begin.resume_offset);
+        let outcome = receive_records(&handle, &into, reader, progress, &mut position);
         let _admin = self.admin();
         let mut inner = handle.lock();
+        let saving = spec.resumable && outcome.is_err();
         let ended = outcome.and_then(|()| self.receive_end(&mut inner, &into, begin, &snap));
-        if let Err(error) = ended {
-            receive_undo(&mut inner, &into)?;
-            return Err(error);
+        let Err(error) = ended else {
+            return Ok(format!("{target}@{snap}"));
+        };
+        if saving {
+            let token = tarn_send::ResumeToken {
+                features: begin.features & !tarn_send::FEATURE_RESUMING,
+                from_guid: begin.from_guid,
+                to_guid: begin.to_guid,
+                object: position.0,
+                offset: position.1,
+                bytes: reader.bytes(),
+                from_name: begin.from_name.clone(),
+                to_name: begin.to_name.clone(),
+            };
+            set_token(&mut inner, destination_id(&into), Some(&token.encode()))?;
+            inner.sync()?;
+            return Err(invalid(format!(
+                "{error}; the partially received stream is saved: resume it with \
+                 'tarn send -t {}' (or abort it with 'tarn receive -A {target}')",
+                token.encode()
+            )));
         }
-        Ok(format!("{target}@{snap}"))
+        receive_undo(&mut inner, &into)?;
+        Err(error)
     }
 
     /// The checks and setup before any record is applied (module doc).
@@ -321,7 +421,19 @@ impl Engine {
         begin: &Begin,
         target: &str,
     ) -> Result<Destination, EngineError> {
+        if begin.features & tarn_send::FEATURE_RESUMING != 0 {
+            return resumed_destination(inner, begin, target);
+        }
         let existing = inner.datasets.by_name(target);
+        let partial = existing
+            .is_some_and(|id| inner.datasets.node(id).local.contains_key(TOKEN_KEY))
+            || inner.datasets.by_name(&hidden_name(target)).is_some();
+        if partial {
+            return Err(invalid(format!(
+                "destination '{target}' contains partially-complete state from 'tarn receive \
+                 -s' (resume it with 'tarn send -t', or abort it with 'tarn receive -A')"
+            )));
+        }
         if begin.from_guid == 0 {
             if existing.is_some() {
                 return Err(invalid(format!(
@@ -354,8 +466,8 @@ impl Engine {
         parent: DatasetId,
         target: &str,
     ) -> Result<DatasetId, EngineError> {
-        let leaf = format!("%{}", dsname::leaf_name(target));
-        let name = format!("{}/{leaf}", inner.datasets.node(parent).name);
+        let name = hidden_name(target);
+        let leaf = dsname::leaf_name(&name).to_string();
         if inner.datasets.by_name(&name).is_some() {
             return Err(invalid(format!("a receive into '{target}' is in progress")));
         }
@@ -390,6 +502,33 @@ impl Engine {
 
     /// END: the received object set becomes the destination and gets its snapshot, in one
     /// txg.
+    /// `tarn receive -A DS`: discards the partial receive saved for `DS` (`receive -s`).
+    pub fn receive_abort(&self, target: &str) -> Result<(), EngineError> {
+        let _admin = self.admin();
+        dsname::validate_name(target)?;
+        let handle = self.pool(pool_of(target))?;
+        let mut inner = handle.lock();
+        inner.check_writable()?;
+        if let Some(id) = inner.datasets.by_name(&hidden_name(target)) {
+            crate::dataset_ops::destroy_hidden(&mut inner, id)?;
+        } else {
+            let id = inner.datasets.by_name(target);
+            let id = id.filter(|id| inner.datasets.node(*id).local.contains_key(TOKEN_KEY));
+            let Some(id) = id else {
+                return Err(invalid(format!(
+                    "'{target}' does not have any resumable receive state to abort"
+                )));
+            };
+            crate::snapshot_ops::rollback_head(&mut inner, id)?;
+            set_token(&mut inner, id, None)?;
+        }
+        inner
+            .history
+            .push(self.history_record(&format!("receive -A {target}"), false));
+        inner.sync()?;
+        Ok(())
+    }
+
     fn receive_end(
         &self,
         inner: &mut Imported,
@@ -406,6 +545,7 @@ impl Engine {
             }
             Destination::Head { id } => *id,
         };
+        set_token(inner, id, None)?;
         let node = inner.datasets.node_mut(id);
         if node.snapshot(snap).is_some() {
             return Err(invalid(format!(
@@ -423,6 +563,79 @@ impl Engine {
         inner.sync()?;
         Ok(())
     }
+}
+
+/// The hidden dataset a full receive into `target` writes (`PARENT/%LEAF`).
+fn hidden_name(target: &str) -> String {
+    match target.rsplit_once('/') {
+        Some((parent, leaf)) => format!("{parent}/%{leaf}"),
+        None => format!("{target}/%"),
+    }
+}
+
+fn destination_id(into: &Destination) -> DatasetId {
+    match into {
+        Destination::New { id, .. } | Destination::Head { id } => *id,
+    }
+}
+
+/// Records (`Some`) or clears the resume token of a partial receive into `id`.
+fn set_token(inner: &mut Imported, id: DatasetId, token: Option<&str>) -> Result<(), EngineError> {
+    if token.is_none() && !inner.datasets.node(id).local.contains_key(TOKEN_KEY) {
+        return Ok(());
+    }
+    let Imported {
+        pool,
+        mos,
+        datasets,
+        ..
+    } = inner;
+    datasets.set_local(mos.objset(), &pool.reader(), id, TOKEN_KEY, token)
+}
+
+/// Where a resuming stream goes: the partial receive its token describes, which must be
+/// exactly where this stream starts.
+fn resumed_destination(
+    inner: &Imported,
+    begin: &Begin,
+    target: &str,
+) -> Result<Destination, EngineError> {
+    let (id, new) = match begin.from_guid {
+        0 => (inner.datasets.by_name(&hidden_name(target)), true),
+        _ => (inner.datasets.by_name(target), false),
+    };
+    let node = id.map(|id| (id, inner.datasets.node(id)));
+    let saved = node.and_then(|(id, n)| Some((id, n.local.get(TOKEN_KEY)?.clone())));
+    let Some((id, text)) = saved else {
+        return Err(invalid(format!(
+            "'{target}' has no partially received stream to resume"
+        )));
+    };
+    let token = tarn_send::ResumeToken::decode(&text).map_err(stream_error)?;
+    let matches = token.to_guid == begin.to_guid
+        && token.from_guid == begin.from_guid
+        && (token.object, token.offset) == (begin.resume_object, begin.resume_offset);
+    if !matches {
+        return Err(invalid(
+            "the stream does not resume the partial receive saved here (use the token of \
+             'tarn get receive_resume_token')",
+        ));
+    }
+    Ok(match new {
+        true => {
+            let parent = inner
+                .datasets
+                .node(id)
+                .parent
+                .expect("a hidden dataset has a parent");
+            Destination::New {
+                id,
+                parent,
+                name: target.to_string(),
+            }
+        }
+        false => Destination::Head { id },
+    })
 }
 
 /// The destination dataset and snapshot names for a stream.
@@ -577,45 +790,70 @@ fn receive_records(
     into: &Destination,
     reader: &mut StreamReader<&mut dyn Read>,
     progress: &mut dyn FnMut(u64),
+    position: &mut (u64, u64),
 ) -> Result<(), EngineError> {
-    let id = match into {
-        Destination::New { id, .. } | Destination::Head { id } => *id,
-    };
+    let id = destination_id(into);
     let mut batch = Vec::new();
     loop {
         let mut bytes = 0u64;
-        let mut ended = false;
+        let mut ended = Ok(false);
         while bytes < BATCH_BYTES {
-            let record = reader
-                .next_record()
-                .map_err(stream_error)?
-                .ok_or_else(|| stream_error(tarn_send::StreamError::Truncated { record: 0 }))?;
-            if matches!(record, Record::End { .. }) {
-                ended = true;
-                break;
-            }
+            let record = match reader.next_record() {
+                Ok(Some(Record::End { .. })) => {
+                    ended = Ok(true);
+                    break;
+                }
+                Ok(Some(record)) => record,
+                Ok(None) => {
+                    let record = reader.sequence();
+                    ended = Err(stream_error(tarn_send::StreamError::Truncated { record }));
+                    break;
+                }
+                Err(error) => {
+                    ended = Err(stream_error(error));
+                    break;
+                }
+            };
             bytes += tarn_send::encoded_len(&record);
             batch.push(record);
         }
         {
+            // Records read before a bad one passed their checks: applied, so that a
+            // `receive -s` saves them too.
             let mut inner = handle.lock();
             inner.check_writable()?;
-            apply_batch(&mut inner, id, &mut batch)?;
+            apply_batch(&mut inner, id, &mut batch, position)?;
             if inner.dirty_bytes() >= crate::DIRTY_SYNC {
                 inner.sync()?;
             }
         }
         progress(reader.bytes());
-        if ended {
+        if ended? {
             return Ok(());
         }
     }
+}
+
+/// Where a receive stands after `record`: the first object and offset not yet received.
+fn advance(position: &mut (u64, u64), record: &Record) {
+    *position = match record {
+        Record::Object(o) => (o.object, 0),
+        Record::Write(w) => (w.object, w.offset.saturating_add(u64::from(w.logical_size))),
+        Record::Free {
+            object,
+            offset,
+            length,
+        } => (*object, offset.saturating_add(*length)),
+        Record::FreeObjects { first, count } => (first.saturating_add(*count), 0),
+        _ => *position,
+    };
 }
 
 fn apply_batch(
     inner: &mut Imported,
     id: DatasetId,
     batch: &mut Vec<Record>,
+    position: &mut (u64, u64),
 ) -> Result<(), EngineError> {
     let Imported { pool, datasets, .. } = inner;
     let reader = pool.reader();
@@ -626,6 +864,7 @@ fn apply_batch(
         }
         dsend::apply(objset, &reader, &record, tarn_posix::RECOMPUTED_TYPES)
             .map_err(|e| invalid(format!("invalid stream: cannot apply a record: {e}")))?;
+        advance(position, &record);
     }
     Ok(())
 }
@@ -634,7 +873,10 @@ fn apply_batch(
 fn receive_undo(inner: &mut Imported, into: &Destination) -> Result<(), EngineError> {
     match into {
         Destination::New { id, .. } => crate::dataset_ops::destroy_hidden(inner, *id)?,
-        Destination::Head { id } => crate::snapshot_ops::rollback_head(inner, *id)?,
+        Destination::Head { id } => {
+            crate::snapshot_ops::rollback_head(inner, *id)?;
+            set_token(inner, *id, None)?;
+        }
     }
     inner.sync()?;
     Ok(())

@@ -446,6 +446,9 @@ pub enum Request {
         from: Option<String>,
         /// `-I`: every snapshot in between too.
         intermediates: bool,
+        /// `-t TOKEN`: the rest of a partial receive.
+        #[serde(default)]
+        token: Option<String>,
     },
     /// `tarn receive [-F] [-u] DS`: the stream comes from the descriptor the client passes
     /// after `ServerLine::StreamWanted`.
@@ -456,6 +459,14 @@ pub enum Request {
         force: bool,
         /// `-u`: do not mount what was received.
         unmounted: bool,
+        /// `-s`: a stream that stops early leaves a resumable partial receive.
+        #[serde(default)]
+        resumable: bool,
+    },
+    /// `tarn receive -A DS`: discard a partial receive saved by `receive -s`.
+    ReceiveAbort {
+        /// The destination dataset.
+        target: String,
     },
     /// `tarn rename OLD NEW`.
     DatasetRename {
@@ -581,6 +592,7 @@ impl Request {
             Request::DatasetRename { .. } => "dataset_rename",
             Request::Send { .. } => "send",
             Request::Receive { .. } => "receive",
+            Request::ReceiveAbort { .. } => "receive_abort",
             Request::DatasetGet(_) => "dataset_get",
             Request::DatasetSet { .. } => "dataset_set",
             Request::DatasetInherit { .. } => "dataset_inherit",
