@@ -312,7 +312,6 @@ fn streams_cut_at_random_points_resume_to_identical_trees() {
 
 /// An incremental stream cut and resumed; then a partial full one aborted with -A.
 fn incremental_resumed_and_aborted(rig: &Rig, full: &[u8]) {
-    let rig = rig;
     let (src, dst) = (mount(rig, "pa/src"), mount(rig, "pb/dst"));
     pipe(rig, "send pa/src@one", "receive pb/dst");
     sh(
@@ -320,9 +319,9 @@ fn incremental_resumed_and_aborted(rig: &Rig, full: &[u8]) {
         "head -c 200000 /dev/urandom > f2 && rm f5 && echo z > d/z",
     );
     rig.ok("snapshot pa/src@two");
-    let incremental = stream(&rig, "send -i @one pa/src@two");
+    let incremental = stream(rig, "send -i @one pa/src@two");
     let (code, err) = receive(
-        &rig,
+        rig,
         "receive -s pb/dst",
         &incremental[..incremental.len() / 2],
     );
@@ -333,18 +332,18 @@ fn incremental_resumed_and_aborted(rig: &Rig, full: &[u8]) {
             .trim_end(),
         token
     );
-    let rest = stream(&rig, &format!("send -t {token}"));
-    let (code, err) = receive(&rig, "receive -s pb/dst", &rest);
+    let rest = stream(rig, &format!("send -t {token}"));
+    let (code, err) = receive(rig, "receive -s pb/dst", &rest);
     assert_eq!(code, Some(0), "{err}");
     assert_eq!(tree(&src), tree(&dst), "incremental resumed");
     assert_eq!(rig.ok("get -H -o value receive_resume_token pb/dst"), "-\n");
-    let (code, err) = receive(&rig, "receive -s pb/new", &full[..full.len() / 2]);
+    let (code, err) = receive(rig, "receive -s pb/new", &full[..full.len() / 2]);
     assert_eq!(code, Some(1), "{err}");
-    let (code, err) = receive(&rig, "receive pb/new", &full);
+    let (code, err) = receive(rig, "receive pb/new", full);
     assert_eq!(code, Some(1), "a partial receive blocks a new one: {err}");
     assert!(err.contains("receive -A"), "{err}");
     rig.ok("receive -A pb/new");
-    let (code, err) = receive(&rig, "receive pb/new", &full);
+    let (code, err) = receive(rig, "receive pb/new", full);
     assert_eq!(code, Some(0), "{err}");
     let refused = rig.run("receive -A pb/new");
     assert_eq!(refused.code, Some(1), "{refused:?}");
