@@ -121,9 +121,24 @@ pub(crate) enum Command {
         /// Incremental from this snapshot, with every snapshot in between.
         #[arg(short = 'I', value_name = "SNAPSHOT")]
         intermediates: Option<String>,
-        /// Print what was sent on stderr.
+        /// Print what was sent (or with -n would be) on stderr.
         #[arg(short = 'v')]
         verbose: bool,
+        /// Dry run: send nothing, size the stream exactly (no data block is read).
+        #[arg(short = 'n')]
+        dry_run: bool,
+        /// Parsable sizes (with -v): `full`/`incremental` lines with bytes.
+        #[arg(short = 'P')]
+        parsable: bool,
+        /// Carry the dataset's local properties.
+        #[arg(short = 'p')]
+        properties: bool,
+        /// Keep records larger than 128K whole (tarn always does).
+        #[arg(short = 'L')]
+        large_blocks: bool,
+        /// Embedded blocks as they are (tarn keeps no data in block pointers).
+        #[arg(short = 'e')]
+        embedded: bool,
         /// Resume a partial receive from its token (`receive_resume_token`).
         #[arg(short = 't', value_name = "TOKEN", conflicts_with_all = ["from", "intermediates"])]
         token: Option<String>,
@@ -149,6 +164,21 @@ pub(crate) enum Command {
         /// Discard the partial receive of the dataset instead (no stream).
         #[arg(short = 'A', conflicts_with_all = ["force", "resumable"])]
         abort: bool,
+        /// Dry run: read and check the stream, receive nothing.
+        #[arg(short = 'n')]
+        dry_run: bool,
+        /// Name the destination DATASET plus the sent name without its pool.
+        #[arg(short = 'd', conflicts_with = "last")]
+        discard_first: bool,
+        /// Name the destination DATASET plus the sent name's last component.
+        #[arg(short = 'e')]
+        last: bool,
+        /// Set a property on the received dataset (repeatable).
+        #[arg(short = 'o', value_parser = property_pair, value_name = "PROPERTY=VALUE")]
+        set: Vec<(String, String)>,
+        /// Do not take this property from the stream (repeatable).
+        #[arg(short = 'x', value_name = "PROPERTY")]
+        exclude: Vec<String>,
         /// Destination dataset (or DATASET@SNAPSHOT).
         target: String,
     },

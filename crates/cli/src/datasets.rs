@@ -152,17 +152,30 @@ fn plan_stream(command: Command) -> Plan {
             from,
             intermediates,
             verbose,
+            dry_run,
+            parsable,
+            properties,
+            large_blocks,
+            embedded,
             token,
             snapshot,
         } => Plan {
             verb: "send",
             object: snapshot.clone().or(Some("resume token".into())),
-            view: View::Stream { verbose },
+            view: View::Stream {
+                verbose: verbose || parsable,
+                parsable,
+                dry_run,
+            },
             request: Request::Send {
                 snapshot: snapshot.unwrap_or_default(),
                 from: from.or(intermediates.clone()),
                 intermediates: intermediates.is_some(),
                 token,
+                dry_run,
+                properties,
+                large_blocks,
+                embedded,
             },
         },
         Command::Receive {
@@ -175,25 +188,46 @@ fn plan_stream(command: Command) -> Plan {
             view: View::Silent,
             request: Request::ReceiveAbort { target },
         },
+        receive @ Command::Receive { .. } => plan_receive(receive),
+        _ => unreachable!("plan_stream is called only for send and receive"),
+    }
+}
+
+/// `receive` with a stream.
+fn plan_receive(command: Command) -> Plan {
+    match command {
         Command::Receive {
             force,
             unmounted,
             verbose,
             resumable,
+            dry_run,
+            discard_first,
+            last,
+            set,
+            exclude,
             target,
             ..
         } => Plan {
             verb: "receive",
             object: Some(target.clone()),
-            view: View::Stream { verbose },
+            view: View::Stream {
+                verbose,
+                parsable: false,
+                dry_run,
+            },
             request: Request::Receive {
                 target,
                 force,
                 unmounted,
                 resumable,
+                dry_run,
+                append: (discard_first || last).then_some(discard_first),
+                set,
+                exclude,
             },
         },
-        _ => unreachable!("plan_stream is called only for send and receive"),
+        _ => unreachable!("plan_receive is called only for receive"),
     }
 }
 

@@ -103,6 +103,8 @@ pub(crate) enum View {
     /// `send` and `receive`: the stream is the CLI's stdout or stdin; `-v` says what went.
     Stream {
         verbose: bool,
+        parsable: bool,
+        dry_run: bool,
     },
 }
 
@@ -716,9 +718,12 @@ fn execute_stream(plan: Plan, rundir: &Path, json: bool) -> Outcome {
     use std::io::IsTerminal;
     use std::os::fd::AsFd;
     let sending = matches!(plan.request, Request::Send { .. });
+    let View::Stream { dry_run, .. } = plan.view else {
+        return Outcome::refused("a stream command without its view".into());
+    };
     let refuse =
         |why: &str| Outcome::refused(render::error_line(plan.verb, plan.object.as_deref(), why));
-    if sending && std::io::stdout().is_terminal() {
+    if sending && !dry_run && std::io::stdout().is_terminal() {
         return refuse("stream can not be written to a terminal (redirect stdout)");
     }
     if !sending && std::io::stdin().is_terminal() {
@@ -746,31 +751,46 @@ fn execute_stream(plan: Plan, rundir: &Path, json: bool) -> Outcome {
     }
 }
 
-/// What `send -v` and `receive -v` print.
-fn stream_text(payload: &ReplyPayload) -> String {
-    let size = tarn_base::units::format_size;
+/// What `send -v` (`-nvP`) and `receive -v` print.
+fn stream_text(payload: &ReplyPayload, parsable: bool, dry_run: bool) -> String {
+    let size = |bytes: u64| match parsable {
+        true => bytes.to_string(),
+        false => tarn_base::units::format_size(bytes),
+    };
+    let estimated = if dry_run { "estimated " } else { "" };
+    let mut out = String::new();
     match payload {
-        ReplyPayload::Sent { streams, bytes } => {
-            let mut out = String::new();
-            for (from, to) in streams {
-                match from.is_empty() {
-                    true => out.push_str(&format!("full send of {to}\n")),
-                    false => out.push_str(&format!("send from {from} to {to}\n")),
-                }
+        ReplyPayload::Sent {
+            streams,
+            sizes,
+            bytes,
+        } => {
+            for (index, (from, to)) in streams.iter().enumerate() {
+                let bytes = size(sizes.get(index).copied().unwrap_or(0));
+                out.push_str(&match (parsable, from.is_empty()) {
+                    (true, true) => format!("full\t{to}\t{bytes}\n"),
+                    (true, false) => format!("incremental\t{from}\t{to}\t{bytes}\n"),
+                    (false, true) => format!("full send of {to} {estimated}size is {bytes}\n"),
+                    (false, false) => {
+                        format!("send from {from} to {to} {estimated}size is {bytes}\n")
+                    }
+                });
             }
-            out.push_str(&format!("total size is {}\n", size(*bytes)));
-            out
+            out.push_str(&match parsable {
+                true => format!("size\t{}\n", size(*bytes)),
+                false => format!("total {estimated}size is {}\n", size(*bytes)),
+            });
         }
         ReplyPayload::Received { snapshots, bytes } => {
-            let mut out = String::new();
+            let verb = if dry_run { "would receive" } else { "received" };
             for snapshot in snapshots {
-                out.push_str(&format!("received {snapshot}\n"));
+                out.push_str(&format!("{verb} {snapshot}\n"));
             }
-            out.push_str(&format!("received {} stream\n", size(*bytes)));
-            out
+            out.push_str(&format!("{verb} {} stream\n", size(*bytes)));
         }
-        _ => String::new(),
+        _ => {}
     }
+    out
 }
 
 /// Writes one report of a repeating command (`events -f`, `iostat`, `memory` with an
@@ -914,12 +934,17 @@ fn show(view: &View, payload: &ReplyPayload) -> Option<Outcome> {
 fn show_more(view: &View, payload: &ReplyPayload) -> Option<String> {
     let text = match (view, payload) {
         (View::Events { clear: true, .. }, ReplyPayload::Events(_)) => String::new(),
-        (View::Stream { verbose }, ReplyPayload::Sent { .. } | ReplyPayload::Received { .. }) => {
-            match verbose {
-                true => stream_text(payload),
-                false => String::new(),
-            }
-        }
+        (
+            View::Stream {
+                verbose,
+                parsable,
+                dry_run,
+            },
+            ReplyPayload::Sent { .. } | ReplyPayload::Received { .. },
+        ) => match verbose {
+            true => stream_text(payload, *parsable, *dry_run),
+            false => String::new(),
+        },
         (View::Events { verbose, .. }, ReplyPayload::Events(rows)) => {
             render::events(rows, *verbose, true)
         }

@@ -348,3 +348,51 @@ fn incremental_resumed_and_aborted(rig: &Rig, full: &[u8]) {
     let refused = rig.run("receive -A pb/new");
     assert_eq!(refused.code, Some(1), "{refused:?}");
 }
+
+#[test]
+fn dry_runs_sizes_properties_and_names() {
+    let rig = Rig::new();
+    let a = rig.devices("a", "disk", 1);
+    let b = rig.devices("b", "disk", 1);
+    rig.ok(&format!("pool create -m none pa {}", join(&a)));
+    rig.ok(&format!("pool create -m none pb {}", join(&b)));
+    rig.ok("create -o compression=zle -o com.example:tag=blue -o atime=off pa/src");
+    rig.ok("snapshot pa/src@one");
+    rig.ok("snapshot pa/src@two");
+    // -nvP: the exact size, without a stream (stdout may be anything).
+    let sized = rig.ok("send -nvP -p pa/src@one");
+    let full = stream(&rig, "send -p pa/src@one");
+    assert_eq!(
+        sized,
+        format!("full\tpa/src@one\t{0}\nsize\t{0}\n", full.len())
+    );
+    let sized = rig.ok("send -nv -I @one pa/src@two");
+    assert!(
+        sized.contains("send from pa/src@one to pa/src@two estimated size is"),
+        "{sized}"
+    );
+    // -n of a receive reads the stream and changes nothing.
+    let before = rig.ok("list -H -t all -r -o name pb");
+    let (code, err) = receive(&rig, "receive -n pb/x", &full);
+    assert_eq!((code, err.as_str()), (Some(0), ""));
+    assert_eq!(rig.ok("list -H -t all -r -o name pb"), before);
+    // -p carries properties; -x keeps one out, -o sets another; -d appends the name.
+    rig.ok("create pb/into");
+    let (code, err) = receive(
+        &rig,
+        "receive -d -x compression -o com.example:more=yes pb/into",
+        &full,
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let get = |what: &str| rig.ok(&format!("get -H -o value,source {what} pb/into/src"));
+    assert_eq!(get("com.example:tag"), "blue\tlocal\n");
+    assert_eq!(get("com.example:more"), "yes\tlocal\n");
+    assert_eq!(get("atime"), "off\tlocal\n");
+    assert_eq!(get("compression"), "on\tdefault\n", "-x compression");
+    let (code, err) = receive(&rig, "receive -e -o compression=bogus pb/into", &full);
+    assert_eq!(code, Some(1), "an invalid -o is refused first: {err}");
+    assert_eq!(
+        rig.ok("list -H -o name -r pb/into"),
+        "pb/into\npb/into/src\n"
+    );
+}

@@ -1192,6 +1192,10 @@ impl EngineBackend {
                     .map(unit)
             }
             Request::ReceiveAbort { target } => engine.receive_abort(target).map(unit),
+            Request::Send { dry_run: true, .. } => {
+                let spec = send_spec(request)?;
+                return Some(self.send(&spec, Box::new(std::io::sink()), &mut |_| {}));
+            }
             Request::Rollback { name, recursive } => {
                 let flag = if *recursive { "-r " } else { "" };
                 let command = format!("rollback {flag}{name}");
@@ -1381,12 +1385,39 @@ impl EngineBackend {
     }
 }
 
+/// The engine's view of a `Request::Send`.
+fn send_spec(request: &Request) -> Option<tarn_engine::SendSpec> {
+    let Request::Send {
+        snapshot,
+        from,
+        intermediates,
+        token,
+        dry_run,
+        properties,
+        large_blocks,
+        embedded,
+    } = request
+    else {
+        return None;
+    };
+    Some(tarn_engine::SendSpec {
+        snapshot: snapshot.clone(),
+        from: from.clone(),
+        intermediates: *intermediates,
+        token: token.clone(),
+        dry_run: *dry_run,
+        properties: *properties,
+        large_blocks: *large_blocks,
+        embedded: *embedded,
+    })
+}
+
 impl EngineBackend {
     /// `tarn send`: the stream goes to `file` (the CLI's stdout).
     fn send(
         &self,
         spec: &tarn_engine::SendSpec,
-        file: std::fs::File,
+        file: Box<dyn std::io::Write>,
         progress: &mut dyn FnMut(Progress),
     ) -> Response {
         let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
@@ -1400,6 +1431,7 @@ impl EngineBackend {
         match self.engine.send(spec, &mut out, &mut report) {
             Ok(sent) => ok(ReplyPayload::Sent {
                 streams: sent.streams,
+                sizes: sent.sizes,
                 bytes: sent.bytes,
             }),
             Err(error) => error_reply(&error),
@@ -1480,32 +1512,30 @@ impl Handler for EngineBackend {
     ) -> Response {
         let file = std::fs::File::from(stream);
         match &request {
-            Request::Send {
-                snapshot,
-                from,
-                intermediates,
-                token,
-            } => {
-                let spec = tarn_engine::SendSpec {
-                    snapshot: snapshot.clone(),
-                    from: from.clone(),
-                    intermediates: *intermediates,
-                    token: token.clone(),
-                };
-                self.send(&spec, file, progress)
-            }
+            Request::Send { .. } => match send_spec(&request) {
+                Some(spec) => self.send(&spec, Box::new(file), progress),
+                None => Response::error("not a send"),
+            },
             Request::Receive {
                 target,
                 force,
                 unmounted,
                 resumable,
+                dry_run,
+                append,
+                set,
+                exclude,
             } => {
                 let spec = tarn_engine::ReceiveSpec {
                     target: target.clone(),
                     force: *force,
                     resumable: *resumable,
+                    dry_run: *dry_run,
+                    append: *append,
+                    set: set.clone(),
+                    exclude: exclude.clone(),
                 };
-                self.receive(&spec, *unmounted, file, progress)
+                self.receive(&spec, *unmounted || *dry_run, file, progress)
             }
             other => Response::error(format!("'{}' carries no stream", other.verb())),
         }

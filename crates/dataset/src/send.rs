@@ -69,6 +69,9 @@ pub struct Source<'a> {
     pub from: Option<(&'a mut ObjectSet, Txg)>,
     /// Object types each side recounts itself (module doc).
     pub recomputed: &'a [u8],
+    /// Size the stream only (`send -n`): WRITE records carry zeros of the block's size
+    /// instead of its data, so nothing but metadata is read and every length is exact.
+    pub dry_run: bool,
 }
 
 /// The OBJECT record of `dnode` (object `id`).
@@ -320,7 +323,10 @@ fn send_change(
     let block = u64::from(dnode.data_block_size);
     let record = match change {
         BlockChange::Data { blkid, bp } => {
-            let data = source.to.read_data_block(store, id, &bp)?;
+            let data = match source.dry_run {
+                true => vec![0; dnode.data_block_size as usize],
+                false => source.to.read_data_block(store, id, &bp)?,
+            };
             cursor.offset = (blkid + 1) * block;
             Record::Write(WriteRecord {
                 object: id.0,

@@ -45,6 +45,15 @@ pub struct SendSpec {
     pub intermediates: bool,
     /// `-t TOKEN`: resume a partial receive (`snapshot` and `from` are then ignored).
     pub token: Option<String>,
+    /// `-n`: only size the stream (no data block is read; `out` gets nothing).
+    pub dry_run: bool,
+    /// `-p`: PROPERTY records with the dataset's local properties.
+    pub properties: bool,
+    /// `-L`, `-e`: recorded in the stream's features (tarn never splits a block, and keeps
+    /// no data in block pointers).
+    pub large_blocks: bool,
+    /// `-e`.
+    pub embedded: bool,
 }
 
 /// What a send sent.
@@ -52,6 +61,8 @@ pub struct SendSpec {
 pub struct SendReport {
     /// (source, snapshot) of each substream, full names (source empty for a full one).
     pub streams: Vec<(String, String)>,
+    /// The bytes of each substream.
+    pub sizes: Vec<u64>,
     /// Stream bytes written.
     pub bytes: u64,
 }
@@ -65,6 +76,15 @@ pub struct ReceiveSpec {
     pub force: bool,
     /// `-s`: a stream that stops early leaves the partial receive for `send -t`.
     pub resumable: bool,
+    /// `-n`: read and check the whole stream, change nothing.
+    pub dry_run: bool,
+    /// `-d` (`Some(true)`): the destination is `target` plus the sent name without its
+    /// pool; `-e` (`Some(false)`): plus the sent name's last component.
+    pub append: Option<bool>,
+    /// `-o prop=val`: set on the received dataset (over what the stream carries).
+    pub set: Vec<(String, String)>,
+    /// `-x prop`: not taken from the stream.
+    pub exclude: Vec<String>,
 }
 
 /// Key of a partial receive's resume token among the local properties of the dataset it
@@ -109,6 +129,8 @@ impl Engine {
         let handle = self.pool(pool_of(dataset))?;
         let pairs = send_pairs(&handle.lock(), spec)?;
         let mut report = SendReport::default();
+        let mut sink = std::io::sink();
+        let out: &mut dyn Write = if spec.dry_run { &mut sink } else { out };
         let mut writer = StreamWriter::new(out);
         for (from, to) in pairs {
             let names = (
@@ -121,9 +143,12 @@ impl Engine {
                 to: &to,
                 names: &names,
                 resume: None,
+                spec,
             };
+            let before = writer.bytes();
             send_one(&handle, dataset, &start, &mut writer, progress)?;
             report.streams.push(names);
+            report.sizes.push(writer.bytes() - before);
         }
         writer.flush().map_err(stream_error)?;
         report.bytes = writer.bytes();
@@ -179,12 +204,18 @@ impl Engine {
             to: &to,
             names: &names,
             resume: Some((token.object, token.offset)),
+            spec: &SendSpec {
+                large_blocks: token.features & tarn_send::FEATURE_LARGE_BLOCKS != 0,
+                embedded: token.features & tarn_send::FEATURE_EMBEDDED != 0,
+                ..SendSpec::default()
+            },
         };
         let mut writer = StreamWriter::new(out);
         send_one(&handle, dataset, &start, &mut writer, progress)?;
         writer.flush().map_err(stream_error)?;
         Ok(SendReport {
             streams: vec![names],
+            sizes: vec![writer.bytes()],
             bytes: writer.bytes(),
         })
     }
@@ -196,6 +227,17 @@ struct Start<'a> {
     to: &'a Snapshot,
     names: &'a (String, String),
     resume: Option<(u64, u64)>,
+    spec: &'a SendSpec,
+}
+
+impl Start<'_> {
+    fn features(&self) -> u64 {
+        let flag = |on: bool, bit: u64| if on { bit } else { 0 };
+        flag(self.resume.is_some(), tarn_send::FEATURE_RESUMING)
+            | flag(self.spec.properties, tarn_send::FEATURE_PROPERTIES)
+            | flag(self.spec.large_blocks, tarn_send::FEATURE_LARGE_BLOCKS)
+            | flag(self.spec.embedded, tarn_send::FEATURE_EMBEDDED)
+    }
 }
 
 /// The (source, snapshot) pairs a send sends, oldest first.
@@ -258,10 +300,7 @@ fn send_one(
         (to_os, from_os)
     };
     let begin = Begin {
-        features: match start.resume {
-            Some(_) => tarn_send::FEATURE_RESUMING,
-            None => 0,
-        },
+        features: start.features(),
         from_guid: from.map_or(0, |f| f.header.guid.0),
         to_guid: to.header.guid.0,
         to_txg: to.header.txg.0,
@@ -275,6 +314,13 @@ fn send_one(
     writer
         .write(&Record::Begin(Box::new(begin)))
         .map_err(stream_error)?;
+    if start.spec.properties && start.resume.is_none() {
+        for (name, value) in local_props(handle, dataset)? {
+            writer
+                .write(&Record::Property { name, value })
+                .map_err(stream_error)?;
+        }
+    }
     let mut cursor = Cursor::at(resume_object, resume_offset);
     let mut batch: Vec<Record> = Vec::new();
     while !cursor.done {
@@ -286,6 +332,7 @@ fn send_one(
                 to: &mut to_os,
                 from: from_os.as_mut().zip(from.map(|f| f.header.txg)),
                 recomputed: tarn_posix::RECOMPUTED_TYPES,
+                dry_run: start.spec.dry_run,
             };
             dsend::send_some(&mut source, &reader, &mut cursor, BATCH_BYTES, &mut |r| {
                 batch.push(r);
@@ -299,6 +346,22 @@ fn send_one(
     }
     writer.end().map_err(stream_error)?;
     Ok(())
+}
+
+/// The local properties `send -p` carries (not statistics, not a partial receive's).
+fn local_props(handle: &PoolHandle, dataset: &str) -> Result<Vec<(String, String)>, EngineError> {
+    let inner = handle.lock();
+    let id = inner
+        .datasets
+        .by_name(dataset)
+        .ok_or(EngineError::NoSuchDataset)?;
+    let local = &inner.datasets.node(id).local;
+    Ok(local
+        .iter()
+        .filter(|(name, _)| !name.starts_with('%') && name.len() <= tarn_send::NAME_MAX)
+        .filter(|(_, value)| value.len() <= tarn_send::VALUE_MAX)
+        .map(|(name, value)| (name.clone(), value.clone()))
+        .collect())
 }
 
 /// Refuses a send whose snapshots went away meanwhile (their blocks may be reused).
@@ -347,6 +410,9 @@ impl Engine {
         input: &mut dyn Read,
         progress: &mut dyn FnMut(u64),
     ) -> Result<ReceiveReport, EngineError> {
+        for (property, value) in &spec.set {
+            crate::dataset_ops::validate_prop(property, value)?;
+        }
         let mut reader = StreamReader::new(input);
         let mut report = ReceiveReport::default();
         loop {
@@ -358,7 +424,10 @@ impl Engine {
                 Some(Record::Begin(begin)) => begin,
                 Some(_) => return Err(invalid("invalid stream: no BEGIN record")),
             };
-            let name = self.receive_one(spec, &begin, &mut reader, progress)?;
+            let name = match spec.dry_run {
+                true => receive_dry(spec, &begin, &mut reader)?,
+                false => self.receive_one(spec, &begin, &mut reader, progress)?,
+            };
             report.snapshots.push(name);
         }
         report.bytes = reader.bytes();
@@ -382,11 +451,20 @@ impl Engine {
             self.receive_prepare(&mut inner, spec, begin, &target)?
         };
         let mut position = (begin.resume_object, begin.resume_offset);
-        let outcome = receive_records(&handle, &into, reader, progress, &mut position);
+        let mut props = Vec::new();
+        let mut at = Progressed {
+            progress,
+            position: &mut position,
+            props: &mut props,
+        };
+        let outcome = receive_records(&handle, &into, reader, &mut at);
         let _admin = self.admin();
         let mut inner = handle.lock();
         let saving = spec.resumable && outcome.is_err();
-        let ended = outcome.and_then(|()| self.receive_end(&mut inner, &into, begin, &snap));
+        let ended = outcome.and_then(|()| {
+            apply_props(&mut inner, destination_id(&into), &props, spec)?;
+            self.receive_end(&mut inner, &into, begin, &snap)
+        });
         let Err(error) = ended else {
             return Ok(format!("{target}@{snap}"));
         };
@@ -638,6 +716,61 @@ fn resumed_destination(
     })
 }
 
+/// `receive -n`: reads and checks the substream to its END; returns the snapshot's name.
+fn receive_dry(
+    spec: &ReceiveSpec,
+    begin: &Begin,
+    reader: &mut StreamReader<&mut dyn Read>,
+) -> Result<String, EngineError> {
+    let (target, snap) = target_names(spec, begin)?;
+    loop {
+        match reader.next_record().map_err(stream_error)? {
+            Some(Record::End { .. }) => return Ok(format!("{target}@{snap}")),
+            Some(_) => {}
+            None => {
+                let record = reader.sequence();
+                return Err(stream_error(tarn_send::StreamError::Truncated { record }));
+            }
+        }
+    }
+}
+
+/// Sets the properties a stream carried (`send -p`) on the received dataset, except those
+/// `-x` excludes or `-o` sets, then the `-o` ones (checked before the receive began). A
+/// carried value this build refuses is skipped: the data is worth more than the setting.
+fn apply_props(
+    inner: &mut Imported,
+    id: DatasetId,
+    carried: &[(String, String)],
+    spec: &ReceiveSpec,
+) -> Result<(), EngineError> {
+    let overridden =
+        |name: &String| spec.exclude.contains(name) || spec.set.iter().any(|(set, _)| set == name);
+    let mut values = Vec::new();
+    for (name, value) in carried.iter().filter(|(name, _)| !overridden(name)) {
+        if let Ok(value) = crate::dataset_ops::validate_prop(name, value) {
+            values.push((name.clone(), value));
+        }
+    }
+    for (name, value) in &spec.set {
+        values.push((
+            name.clone(),
+            crate::dataset_ops::validate_prop(name, value)?,
+        ));
+    }
+    let Imported {
+        pool,
+        mos,
+        datasets,
+        ..
+    } = inner;
+    let reader = pool.reader();
+    for (name, value) in values {
+        datasets.set_local(mos.objset(), &reader, id, &name, value.as_deref())?;
+    }
+    Ok(())
+}
+
 /// The destination dataset and snapshot names for a stream.
 fn target_names(spec: &ReceiveSpec, begin: &Begin) -> Result<(String, String), EngineError> {
     let sent = begin
@@ -648,6 +781,15 @@ fn target_names(spec: &ReceiveSpec, begin: &Begin) -> Result<(String, String), E
     let (target, snap) = match spec.target.split_once('@') {
         Some((ds, snap)) => (ds.to_string(), snap.to_string()),
         None => (spec.target.clone(), sent),
+    };
+    let sent_dataset = begin.to_name.split('@').next().unwrap_or_default();
+    let target = match spec.append {
+        None => target,
+        Some(true) => match sent_dataset.split_once('/') {
+            Some((_, rest)) => format!("{target}/{rest}"),
+            None => target,
+        },
+        Some(false) => format!("{target}/{}", dsname::leaf_name(sent_dataset)),
     };
     dsname::validate_name(&target)?;
     snapshot::validate_snapshot_name(&snap)?;
@@ -785,12 +927,20 @@ fn only_access_time(
 
 /// Reads records in batches without the pool lock and applies them under it, until the
 /// substream's END (not applied: the caller finishes).
+/// What a receive keeps track of while records arrive.
+struct Progressed<'a> {
+    progress: &'a mut dyn FnMut(u64),
+    /// The first object and offset not yet received (the resume point).
+    position: &'a mut (u64, u64),
+    /// PROPERTY records, applied at END.
+    props: &'a mut Vec<(String, String)>,
+}
+
 fn receive_records(
     handle: &PoolHandle,
     into: &Destination,
     reader: &mut StreamReader<&mut dyn Read>,
-    progress: &mut dyn FnMut(u64),
-    position: &mut (u64, u64),
+    at: &mut Progressed<'_>,
 ) -> Result<(), EngineError> {
     let id = destination_id(into);
     let mut batch = Vec::new();
@@ -802,6 +952,10 @@ fn receive_records(
                 Ok(Some(Record::End { .. })) => {
                     ended = Ok(true);
                     break;
+                }
+                Ok(Some(Record::Property { name, value })) => {
+                    at.props.push((name, value));
+                    continue;
                 }
                 Ok(Some(record)) => record,
                 Ok(None) => {
@@ -822,12 +976,12 @@ fn receive_records(
             // `receive -s` saves them too.
             let mut inner = handle.lock();
             inner.check_writable()?;
-            apply_batch(&mut inner, id, &mut batch, position)?;
+            apply_batch(&mut inner, id, &mut batch, at.position)?;
             if inner.dirty_bytes() >= crate::DIRTY_SYNC {
                 inner.sync()?;
             }
         }
-        progress(reader.bytes());
+        (at.progress)(reader.bytes());
         if ended? {
             return Ok(());
         }

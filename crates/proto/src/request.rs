@@ -449,6 +449,18 @@ pub enum Request {
         /// `-t TOKEN`: the rest of a partial receive.
         #[serde(default)]
         token: Option<String>,
+        /// `-n`: only size the stream (no descriptor is passed).
+        #[serde(default)]
+        dry_run: bool,
+        /// `-p`: carry the dataset's local properties.
+        #[serde(default)]
+        properties: bool,
+        /// `-L`.
+        #[serde(default)]
+        large_blocks: bool,
+        /// `-e`.
+        #[serde(default)]
+        embedded: bool,
     },
     /// `tarn receive [-F] [-u] DS`: the stream comes from the descriptor the client passes
     /// after `ServerLine::StreamWanted`.
@@ -462,6 +474,18 @@ pub enum Request {
         /// `-s`: a stream that stops early leaves a resumable partial receive.
         #[serde(default)]
         resumable: bool,
+        /// `-n`: read and check the stream, change nothing.
+        #[serde(default)]
+        dry_run: bool,
+        /// `-d` (`Some(true)`) or `-e` (`Some(false)`): append the sent name.
+        #[serde(default)]
+        append: Option<bool>,
+        /// `-o prop=val`.
+        #[serde(default)]
+        set: Vec<(String, String)>,
+        /// `-x prop`.
+        #[serde(default)]
+        exclude: Vec<String>,
     },
     /// `tarn receive -A DS`: discard a partial receive saved by `receive -s`.
     ReceiveAbort {
@@ -607,7 +631,10 @@ impl Request {
     /// (`ServerLine::StreamWanted`) before serving it.
     #[must_use]
     pub fn wants_stream(&self) -> bool {
-        matches!(self, Request::Send { .. } | Request::Receive { .. })
+        matches!(
+            self,
+            Request::Send { dry_run: false, .. } | Request::Receive { .. }
+        )
     }
 
     /// Whether serving this request may change the set of imported pools, so that the daemon

@@ -87,7 +87,10 @@ pub enum ReplyPayload {
     Sent {
         /// (source, snapshot) per substream.
         streams: Vec<(String, String)>,
-        /// Stream bytes written.
+        /// The bytes of each substream.
+        #[serde(default)]
+        sizes: Vec<u64>,
+        /// Stream bytes written (or, with `-n`, that would be).
         bytes: u64,
     },
     /// `receive`: the snapshots received, in order, and the stream's bytes.
