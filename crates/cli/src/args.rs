@@ -133,6 +133,9 @@ pub(crate) enum Command {
         /// Carry the dataset's local properties.
         #[arg(short = 'p')]
         properties: bool,
+        /// The dataset with its descendants, their snapshots and properties.
+        #[arg(short = 'R')]
+        replicate: bool,
         /// Keep records larger than 128K whole (tarn always does).
         #[arg(short = 'L')]
         large_blocks: bool,

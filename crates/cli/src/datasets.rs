@@ -155,6 +155,7 @@ fn plan_stream(command: Command) -> Plan {
             dry_run,
             parsable,
             properties,
+            replicate,
             large_blocks,
             embedded,
             token,
@@ -176,6 +177,7 @@ fn plan_stream(command: Command) -> Plan {
                 properties,
                 large_blocks,
                 embedded,
+                replicate,
             },
         },
         Command::Receive {

@@ -718,7 +718,10 @@ fn execute_stream(plan: Plan, rundir: &Path, json: bool) -> Outcome {
     use std::io::IsTerminal;
     use std::os::fd::AsFd;
     let sending = matches!(plan.request, Request::Send { .. });
-    let View::Stream { dry_run, .. } = plan.view else {
+    let View::Stream {
+        dry_run, verbose, ..
+    } = plan.view
+    else {
         return Outcome::refused("a stream command without its view".into());
     };
     let refuse =
@@ -739,7 +742,11 @@ fn execute_stream(plan: Plan, rundir: &Path, json: bool) -> Outcome {
         true => stdout.as_fd(),
         false => stdin.as_fd(),
     };
-    match client.call_with_stream(&plan.request, Some(fd), |_| {}) {
+    let terminal = std::io::stderr().is_terminal();
+    let mut shown = crate::progress::StreamProgress::new(verbose, json, terminal);
+    let called = client.call_with_stream(&plan.request, Some(fd), |p| shown.report(&p));
+    shown.finish();
+    match called {
         Ok(response) => {
             let mut outcome = finish(&plan, response, json);
             if sending && outcome.code == 0 {

@@ -396,3 +396,50 @@ fn dry_runs_sizes_properties_and_names() {
         "pb/into\npb/into/src\n"
     );
 }
+
+#[test]
+fn a_replication_stream_brings_children_snapshots_and_properties() {
+    if !fuse_ok("a_replication_stream_brings_children_snapshots_and_properties") {
+        return;
+    }
+    let rig = Rig::new();
+    two_pools(&rig);
+    rig.ok("create -o com.example:tag=kid -o atime=off pa/src/kid");
+    let (src, kid) = (mount(&rig, "pa/src"), mount(&rig, "pa/src/kid"));
+    sh(&src, "echo top > top && mkdir d && echo deep > d/f");
+    sh(
+        &kid,
+        "head -c 100000 /dev/urandom > k && setfattr -n user.x -v y k",
+    );
+    rig.ok("snapshot -r pa/src@one");
+    sh(&kid, "echo more > more");
+    rig.ok("snapshot -r pa/src@two");
+    let out = pipe(&rig, "send -R pa/src@two", "receive -v pb/copy");
+    for name in [
+        "pb/copy@one",
+        "pb/copy@two",
+        "pb/copy/kid@one",
+        "pb/copy/kid@two",
+    ] {
+        assert!(out.contains(name), "{name} in {out}");
+    }
+    assert_eq!(
+        rig.ok("list -H -o name -t all -r pb/copy"),
+        "pb/copy\npb/copy@one\npb/copy@two\npb/copy/kid\npb/copy/kid@one\npb/copy/kid@two\n"
+    );
+    assert_eq!(
+        rig.ok("get -H -o value,source com.example:tag,atime pb/copy/kid"),
+        "kid\tlocal\noff\tlocal\n"
+    );
+    let tree_of = |d: &str| tree(&mount(&rig, d));
+    assert_eq!(tree_of("pa/src/kid"), tree_of("pb/copy/kid"));
+    assert_eq!(
+        tree(&src).replace("./kid", ""),
+        tree_of("pb/copy").replace("./kid", "")
+    );
+    // And on from there: -R -I sends every dataset's later snapshots.
+    sh(&kid, "rm more");
+    rig.ok("snapshot -r pa/src@three");
+    pipe(&rig, "send -R -I @two pa/src@three", "receive pb/copy");
+    assert_eq!(tree_of("pa/src/kid"), tree_of("pb/copy/kid"));
+}

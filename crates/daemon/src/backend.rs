@@ -1396,6 +1396,7 @@ fn send_spec(request: &Request) -> Option<tarn_engine::SendSpec> {
         properties,
         large_blocks,
         embedded,
+        replicate,
     } = request
     else {
         return None;
@@ -1409,6 +1410,7 @@ fn send_spec(request: &Request) -> Option<tarn_engine::SendSpec> {
         properties: *properties,
         large_blocks: *large_blocks,
         embedded: *embedded,
+        replicate: *replicate,
     })
 }
 

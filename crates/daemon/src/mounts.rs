@@ -253,9 +253,9 @@ impl MountTable {
             .collect()
     }
 
-    /// Unmounts `name` if it is mounted (a receive writes its head meanwhile).
+    /// Unmounts `name` and its descendants where mounted (a receive writes their heads).
     pub fn unmount_dataset(&self, name: &str) -> Result<(), FuseError> {
-        self.unmount_where(false, |n| n == name)
+        self.unmount_where(false, |n| n == name || within(n, name))
     }
 
     /// The dataset verbs that involve mounts, run before (`destroy`, `unmount`) or after

@@ -572,7 +572,6 @@ mod tests {
         os.write(&store, added, 2048, b"new object").unwrap();
         let second = os.sync(&mut store).unwrap();
         store.inner.next_txg();
-
         let (full, full_reads) = records(&store, &first, None);
         let (changes, changed_reads) = records(&store, &second, Some((&first, first_txg)));
         assert!(
@@ -598,16 +597,14 @@ mod tests {
             inner: &mut target_memory,
             reads: Cell::new(0),
         };
+        // Full then incremental into an empty object set: the second snapshot's objects.
         let mut received = ObjectSet::create(ObjsetKind::Filesystem);
         for record in full.iter().chain(changes.iter()) {
             apply(&mut received, &target, record, &[]).unwrap();
         }
         received.sync(&mut target).unwrap();
         let mut expected = ObjectSet::open(&store, &second).unwrap();
-        assert_eq!(
-            contents(&mut received, &target),
-            contents(&mut expected, &store),
-            "full then incremental rebuilds the second snapshot's objects"
-        );
+        let want = contents(&mut expected, &store);
+        assert_eq!(contents(&mut received, &target), want, "rebuilt exactly");
     }
 }

@@ -54,6 +54,9 @@ pub struct SendSpec {
     pub large_blocks: bool,
     /// `-e`.
     pub embedded: bool,
+    /// `-R`: the dataset and its descendants, each with its snapshots up to the one named
+    /// (from the source with `-i`/`-I`) and its properties.
+    pub replicate: bool,
 }
 
 /// What a send sent.
@@ -125,14 +128,15 @@ impl Engine {
         if let Some(token) = &spec.token {
             return self.send_resume(token, out, progress);
         }
-        let (dataset, _) = snapshot::split_name(&spec.snapshot)?;
-        let handle = self.pool(pool_of(dataset))?;
-        let pairs = send_pairs(&handle.lock(), spec)?;
+        let (root, snap) = snapshot::split_name(&spec.snapshot)?;
+        let handle = self.pool(pool_of(root))?;
+        let plan = send_plan(&handle.lock(), spec, root, snap)?;
         let mut report = SendReport::default();
         let mut sink = std::io::sink();
         let out: &mut dyn Write = if spec.dry_run { &mut sink } else { out };
         let mut writer = StreamWriter::new(out);
-        for (from, to) in pairs {
+        for (dataset, from, to) in plan {
+            let dataset = dataset.as_str();
             let names = (
                 from.as_ref()
                     .map_or(String::new(), |s| format!("{dataset}@{}", s.name)),
@@ -235,9 +239,57 @@ impl Start<'_> {
         let flag = |on: bool, bit: u64| if on { bit } else { 0 };
         flag(self.resume.is_some(), tarn_send::FEATURE_RESUMING)
             | flag(self.spec.properties, tarn_send::FEATURE_PROPERTIES)
+            | flag(self.spec.replicate, tarn_send::FEATURE_REPLICATED)
             | flag(self.spec.large_blocks, tarn_send::FEATURE_LARGE_BLOCKS)
             | flag(self.spec.embedded, tarn_send::FEATURE_EMBEDDED)
     }
+}
+
+/// Every substream a send sends, in order: (dataset, source, snapshot). With `-R` each
+/// dataset of the subtree that has the snapshot, parents first, with all its snapshots up to
+/// it (a full stream of the oldest, then one per snapshot), or from the source with `-i`/`-I`.
+fn send_plan(
+    inner: &Imported,
+    spec: &SendSpec,
+    root: &str,
+    snap: &str,
+) -> Result<Vec<(String, Option<Snapshot>, Snapshot)>, EngineError> {
+    if !spec.replicate {
+        let pairs = send_pairs(inner, spec)?;
+        return Ok(pairs
+            .into_iter()
+            .map(|(from, to)| (root.to_string(), from, to))
+            .collect());
+    }
+    let id = inner
+        .datasets
+        .by_name(root)
+        .ok_or(EngineError::NoSuchDataset)?;
+    let mut plan = Vec::new();
+    for (at, _) in inner.datasets.subtree(id) {
+        let node = inner.datasets.node(at);
+        let Some((to_index, _)) = node.snapshot(snap) else {
+            continue;
+        };
+        let name = node.name.clone();
+        let mut each = SendSpec {
+            snapshot: format!("{name}@{snap}"),
+            intermediates: true,
+            ..spec.clone()
+        };
+        if spec.from.is_none() {
+            let oldest = &node.snapshots[0];
+            plan.push((name.clone(), None, oldest.clone()));
+            if to_index == 0 {
+                continue;
+            }
+            each.from = Some(oldest.name.clone());
+        }
+        for (from, to) in send_pairs(inner, &each)? {
+            plan.push((name.clone(), from, to));
+        }
+    }
+    Ok(plan)
 }
 
 /// The (source, snapshot) pairs a send sends, oldest first.
@@ -314,7 +366,7 @@ fn send_one(
     writer
         .write(&Record::Begin(Box::new(begin)))
         .map_err(stream_error)?;
-    if start.spec.properties && start.resume.is_none() {
+    if (start.spec.properties || start.spec.replicate) && start.resume.is_none() {
         for (name, value) in local_props(handle, dataset)? {
             writer
                 .write(&Record::Property { name, value })
@@ -415,6 +467,7 @@ impl Engine {
         }
         let mut reader = StreamReader::new(input);
         let mut report = ReceiveReport::default();
+        let mut replicated_root: Option<String> = None;
         loop {
             let begin = match reader.next_record().map_err(stream_error)? {
                 None if report.snapshots.is_empty() => {
@@ -424,6 +477,8 @@ impl Engine {
                 Some(Record::Begin(begin)) => begin,
                 Some(_) => return Err(invalid("invalid stream: no BEGIN record")),
             };
+            let each = replicated_spec(spec, &begin, &mut replicated_root)?;
+            let spec = each.as_ref().unwrap_or(spec);
             let name = match spec.dry_run {
                 true => receive_dry(spec, &begin, &mut reader)?,
                 false => self.receive_one(spec, &begin, &mut reader, progress)?,
@@ -714,6 +769,40 @@ fn resumed_destination(
         }
         false => Destination::Head { id },
     })
+}
+
+/// For a substream of a `send -R` stream, the receive of its dataset: the destination plus
+/// the dataset's path below the stream's first (root) dataset. `None` for other streams.
+fn replicated_spec(
+    spec: &ReceiveSpec,
+    begin: &Begin,
+    root: &mut Option<String>,
+) -> Result<Option<ReceiveSpec>, EngineError> {
+    if begin.features & tarn_send::FEATURE_REPLICATED == 0 {
+        return Ok(None);
+    }
+    let sent = begin
+        .to_name
+        .split('@')
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    let root = root.get_or_insert_with(|| sent.clone());
+    let Some(rest) = sent.strip_prefix(root.as_str()) else {
+        return Err(invalid(format!(
+            "invalid stream: '{sent}' is not below the stream's first dataset '{root}'"
+        )));
+    };
+    if !(rest.is_empty() || rest.starts_with('/')) || spec.target.contains('@') {
+        return Err(invalid(
+            "invalid stream: a replication stream names datasets outside its root",
+        ));
+    }
+    Ok(Some(ReceiveSpec {
+        target: format!("{}{rest}", spec.target),
+        append: None,
+        ..spec.clone()
+    }))
 }
 
 /// `receive -n`: reads and checks the substream to its END; returns the snapshot's name.

@@ -461,6 +461,9 @@ pub enum Request {
         /// `-e`.
         #[serde(default)]
         embedded: bool,
+        /// `-R`: the dataset, its descendants, their snapshots and properties.
+        #[serde(default)]
+        replicate: bool,
     },
     /// `tarn receive [-F] [-u] DS`: the stream comes from the descriptor the client passes
     /// after `ServerLine::StreamWanted`.
