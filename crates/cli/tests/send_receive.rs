@@ -443,3 +443,54 @@ fn a_replication_stream_brings_children_snapshots_and_properties() {
     pipe(&rig, "send -R -I @two pa/src@three", "receive pb/copy");
     assert_eq!(tree_of("pa/src/kid"), tree_of("pb/copy/kid"));
 }
+
+/// `tarn LINE` with `bytes` on stdin must be refused in one line and leave every device
+/// file byte-identical.
+fn refused_with_stream(rig: &Rig, line: &str, bytes: &[u8]) -> String {
+    let path = rig.root().join("stream.bin");
+    std::fs::write(&path, bytes).unwrap();
+    let baseline = rig.image();
+    let out = tarn(rig, line)
+        .stdin(std::fs::File::open(&path).unwrap())
+        .output()
+        .unwrap();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(1), "`tarn {line}`: {err}");
+    assert_eq!(err.lines().count(), 1, "`tarn {line}`: {err}");
+    assert_same_image(&baseline, &rig.image(), &format!("refused `tarn {line}`"));
+    err
+}
+
+#[test]
+fn refusals_before_any_record_leave_every_device_byte_identical() {
+    let rig = Rig::new();
+    let a = rig.devices("a", "disk", 1);
+    let b = rig.devices("b", "disk", 1);
+    rig.ok(&format!("pool create -m none pa {}", join(&a)));
+    rig.ok(&format!("pool create -m none pb {}", join(&b)));
+    rig.ok("create pa/src");
+    rig.ok("snapshot pa/src@one");
+    rig.ok("snapshot pa/src@two");
+    rig.ok("snapshot pa/src@three");
+    let full = stream(&rig, "send pa/src@one");
+    let (code, err) = receive(&rig, "receive pb/dst", &full);
+    assert_eq!(code, Some(0), "{err}");
+    let skipping = stream(&rig, "send -i @two pa/src@three");
+    let err = refused_with_stream(&rig, "receive pb/dst", &skipping);
+    assert!(err.contains("does not have fromsnap (pa/src@two)"), "{err}");
+    let err = refused_with_stream(
+        &rig,
+        "receive pb/nosuch",
+        &stream(&rig, "send -i @one pa/src@two"),
+    );
+    assert!(err.contains("does not exist"), "{err}");
+    let err = refused_with_stream(&rig, "receive pb/dst", &full);
+    assert!(
+        err.contains("exists"),
+        "a full stream onto an existing dataset: {err}"
+    );
+    let err = refused_with_stream(&rig, "receive nopool/x", &full);
+    assert!(err.contains("no such pool"), "{err}");
+    let err = refused_with_stream(&rig, "receive pb/dst", b"not a stream at all, just text");
+    assert!(err.contains("invalid stream"), "{err}");
+}

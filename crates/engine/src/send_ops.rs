@@ -554,6 +554,11 @@ impl Engine {
         begin: &Begin,
         target: &str,
     ) -> Result<Destination, EngineError> {
+        if begin.objset_kind != 1 {
+            return Err(invalid(
+                "the stream holds a volume; this build receives filesystems only",
+            ));
+        }
         if begin.features & tarn_send::FEATURE_RESUMING != 0 {
             return resumed_destination(inner, begin, target);
         }
@@ -913,7 +918,11 @@ fn check_incremental(
              stream's source; must destroy them to receive"
         )));
     }
-    inner.sync()?;
+    // Committed first, so the comparison sees every change; a clean pool writes nothing
+    // (a refusal below must leave the devices as they were).
+    if inner.dirty_bytes() > 0 {
+        inner.sync()?;
+    }
     let changes = head_changes(inner, id)?;
     if !changes.real.is_empty() && !force {
         let node = inner.datasets.node(id);
