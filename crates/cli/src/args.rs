@@ -136,6 +136,9 @@ pub(crate) enum Command {
         /// The dataset with its descendants, their snapshots and properties.
         #[arg(short = 'R')]
         replicate: bool,
+        /// Compressed blocks as stored (not decompressed to send).
+        #[arg(short = 'c')]
+        compressed: bool,
         /// Keep records larger than 128K whole (tarn always does).
         #[arg(short = 'L')]
         large_blocks: bool,

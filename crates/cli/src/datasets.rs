@@ -156,6 +156,7 @@ fn plan_stream(command: Command) -> Plan {
             parsable,
             properties,
             replicate,
+            compressed,
             large_blocks,
             embedded,
             token,
@@ -178,6 +179,7 @@ fn plan_stream(command: Command) -> Plan {
                 large_blocks,
                 embedded,
                 replicate,
+                compressed,
             },
         },
         Command::Receive {

@@ -103,6 +103,21 @@ fn two_pools(rig: &Rig) {
     rig.ok("create pa/src");
 }
 
+/// `send -c` of `pa/src@one` (which has 2 MB of compressible text) sends its blocks as
+/// stored: much less than the plain stream.
+fn compressed_is_smaller(rig: &Rig) {
+    let (plain, stored) = (
+        stream(rig, "send pa/src@one"),
+        stream(rig, "send -c pa/src@one"),
+    );
+    assert!(
+        stored.len() + 1_500_000 < plain.len(),
+        "-c sends compressed blocks as stored: {} against {}",
+        stored.len(),
+        plain.len()
+    );
+}
+
 #[test]
 fn full_and_incremental_round_trips_give_identical_trees() {
     if !fuse_ok("full_and_incremental_round_trips_give_identical_trees") {
@@ -117,10 +132,12 @@ fn full_and_incremental_round_trips_give_identical_trees() {
          ln -s small link && setfattr -n user.k -v val small && \
          setfacl -m u:1234:rw small && chmod 640 dir/big && chown 7:8 dir/sub && \
          truncate -s 10M sparse && echo x | dd of=sparse bs=1 seek=5000000 conv=notrunc && \
-         mkfifo fifo && touch -h -d 2020-01-02 small link dir/big dir",
+         mkfifo fifo && yes compressible | head -c 2000000 > text && \
+         touch -h -d 2020-01-02 small link dir/big dir",
     );
     rig.ok("snapshot pa/src@one");
-    let out = pipe(&rig, "send pa/src@one", "receive -v pb/dst");
+    compressed_is_smaller(&rig);
+    let out = pipe(&rig, "send -c pa/src@one", "receive -v pb/dst");
     assert!(out.contains("received pb/dst@one"), "{out}");
     let dst = mount(&rig, "pb/dst");
     let listed = tree(&src);

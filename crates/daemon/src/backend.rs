@@ -1397,6 +1397,7 @@ fn send_spec(request: &Request) -> Option<tarn_engine::SendSpec> {
         large_blocks,
         embedded,
         replicate,
+        compressed,
     } = request
     else {
         return None;
@@ -1411,6 +1412,7 @@ fn send_spec(request: &Request) -> Option<tarn_engine::SendSpec> {
         large_blocks: *large_blocks,
         embedded: *embedded,
         replicate: *replicate,
+        compressed: *compressed,
     })
 }
 

@@ -69,6 +69,8 @@ pub struct Source<'a> {
     pub from: Option<(&'a mut ObjectSet, Txg)>,
     /// Object types each side recounts itself (module doc).
     pub recomputed: &'a [u8],
+    /// `send -c`: compressed blocks go as stored (no decompression here).
+    pub compressed: bool,
     /// Size the stream only (`send -n`): WRITE records carry zeros of the block's size
     /// instead of its data, so nothing but metadata is read and every length is exact.
     pub dry_run: bool,
@@ -323,16 +325,21 @@ fn send_change(
     let block = u64::from(dnode.data_block_size);
     let record = match change {
         BlockChange::Data { blkid, bp } => {
-            let data = match source.dry_run {
-                true => vec![0; dnode.data_block_size as usize],
-                false => source.to.read_data_block(store, id, &bp)?,
+            let stored = match source.compressed {
+                true => source.to.read_stored_block(store, id, &bp)?,
+                false => None,
+            };
+            let (encoding, data) = match (stored, source.dry_run) {
+                (Some(bytes), _) => (encoding_of(bp.compression), bytes),
+                (None, true) => (Encoding::Raw, vec![0; dnode.data_block_size as usize]),
+                (None, false) => (Encoding::Raw, source.to.read_data_block(store, id, &bp)?),
             };
             cursor.offset = (blkid + 1) * block;
             Record::Write(WriteRecord {
                 object: id.0,
                 offset: blkid * block,
                 logical_size: dnode.data_block_size,
-                encoding: Encoding::Raw,
+                encoding,
                 data,
             })
         }
@@ -349,6 +356,15 @@ fn send_change(
     let len = encoded_len(&record);
     out(record)?;
     Ok(len)
+}
+
+fn encoding_of(kind: tarn_format::CompressKind) -> Encoding {
+    match kind {
+        tarn_format::CompressKind::Off => Encoding::Raw,
+        tarn_format::CompressKind::Lz4 => Encoding::Lz4,
+        tarn_format::CompressKind::Zstd => Encoding::Zstd,
+        tarn_format::CompressKind::Zle => Encoding::Zle,
+    }
 }
 
 fn first_blkid(change: &BlockChange) -> u64 {
@@ -382,11 +398,6 @@ pub fn apply(
             Ok(())
         }
         Record::Write(w) => {
-            if w.encoding != Encoding::Raw {
-                return Err(DatasetError::Corrupt(
-                    "compressed writes are not supported by this receiver".into(),
-                ));
-            }
             let info = os.object_info(store, ObjectId(w.object))?;
             if info.data_block_size != w.logical_size {
                 return Err(DatasetError::Corrupt(format!(
@@ -394,7 +405,27 @@ pub fn apply(
                     w.logical_size, w.object, info.data_block_size
                 )));
             }
-            Ok(os.write(store, ObjectId(w.object), w.offset, &w.data)?)
+            // A block sent as stored is decompressed here and stored under this side's
+            // own compression setting (its allocation differs from the sender's anyway).
+            let kind = match w.encoding {
+                Encoding::Raw => None,
+                Encoding::Lz4 => Some(tarn_format::CompressKind::Lz4),
+                Encoding::Zstd => Some(tarn_format::CompressKind::Zstd),
+                Encoding::Zle => Some(tarn_format::CompressKind::Zle),
+            };
+            let size = w.logical_size as usize;
+            let data = match kind {
+                None => std::borrow::Cow::Borrowed(w.data.as_slice()),
+                Some(kind) => tarn_format::compress::decompress(kind, &w.data, size)
+                    .map(std::borrow::Cow::Owned)
+                    .map_err(|e| DatasetError::Corrupt(format!("compressed write: {e}")))?,
+            };
+            if data.len() != size {
+                return Err(DatasetError::Corrupt(
+                    "compressed write of the wrong size".into(),
+                ));
+            }
+            Ok(os.write(store, ObjectId(w.object), w.offset, &data)?)
         }
         Record::Free {
             object,
@@ -510,6 +541,7 @@ mod tests {
             to: &mut to,
             from: from_os.as_mut().zip(from.map(|(_, txg)| txg)),
             recomputed: &[],
+            compressed: false,
             dry_run: false,
         };
         let mut cursor = Cursor::at(1, 0);

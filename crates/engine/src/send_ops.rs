@@ -49,6 +49,8 @@ pub struct SendSpec {
     pub dry_run: bool,
     /// `-p`: PROPERTY records with the dataset's local properties.
     pub properties: bool,
+    /// `-c`: compressed blocks as stored.
+    pub compressed: bool,
     /// `-L`, `-e`: recorded in the stream's features (tarn never splits a block, and keeps
     /// no data in block pointers).
     pub large_blocks: bool,
@@ -210,6 +212,7 @@ impl Engine {
             resume: Some((token.object, token.offset)),
             spec: &SendSpec {
                 large_blocks: token.features & tarn_send::FEATURE_LARGE_BLOCKS != 0,
+                compressed: token.features & tarn_send::FEATURE_COMPRESSED != 0,
                 embedded: token.features & tarn_send::FEATURE_EMBEDDED != 0,
                 ..SendSpec::default()
             },
@@ -240,6 +243,7 @@ impl Start<'_> {
         flag(self.resume.is_some(), tarn_send::FEATURE_RESUMING)
             | flag(self.spec.properties, tarn_send::FEATURE_PROPERTIES)
             | flag(self.spec.replicate, tarn_send::FEATURE_REPLICATED)
+            | flag(self.spec.compressed, tarn_send::FEATURE_COMPRESSED)
             | flag(self.spec.large_blocks, tarn_send::FEATURE_LARGE_BLOCKS)
             | flag(self.spec.embedded, tarn_send::FEATURE_EMBEDDED)
     }
@@ -384,6 +388,7 @@ fn send_one(
                 to: &mut to_os,
                 from: from_os.as_mut().zip(from.map(|f| f.header.txg)),
                 recomputed: tarn_posix::RECOMPUTED_TYPES,
+                compressed: start.spec.compressed,
                 dry_run: start.spec.dry_run,
             };
             dsend::send_some(&mut source, &reader, &mut cursor, BATCH_BYTES, &mut |r| {

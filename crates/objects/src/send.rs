@@ -161,6 +161,28 @@ impl ObjectSet {
         Ok(Arc::unwrap_or_clone(bytes))
     }
 
+    /// The bytes of level-0 block `bp` as the pool stored them, when they are compressed
+    /// and the store can read them so (`send -c`); `None` otherwise.
+    pub fn read_stored_block(
+        &mut self,
+        store: &dyn BlockStore,
+        id: ObjectId,
+        bp: &BlockPtr,
+    ) -> Result<Option<Vec<u8>>, ObjectError> {
+        if bp.compression == tarn_format::CompressKind::Off || bp.psize >= bp.lsize {
+            return Ok(None);
+        }
+        match store.read_block_physical(bp) {
+            None => Ok(None),
+            Some(Ok(bytes)) => Ok(Some(bytes)),
+            Some(Err(source)) => Err(ObjectError::Io {
+                object: id,
+                offset: 0,
+                source,
+            }),
+        }
+    }
+
     /// Makes object `id` (free now) an empty ZAP of `object_type`: what a receive does for
     /// the objects whose contents the receiving side keeps itself.
     pub fn zap_create_at(

@@ -464,6 +464,9 @@ pub enum Request {
         /// `-R`: the dataset, its descendants, their snapshots and properties.
         #[serde(default)]
         replicate: bool,
+        /// `-c`: compressed blocks as stored.
+        #[serde(default)]
+        compressed: bool,
     },
     /// `tarn receive [-F] [-u] DS`: the stream comes from the descriptor the client passes
     /// after `ServerLine::StreamWanted`.
