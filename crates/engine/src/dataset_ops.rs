@@ -239,6 +239,10 @@ impl Engine {
         let mut inner = handle.lock();
         let subtree = destroy_check(&inner, id, recursive)?;
         for doomed in subtree.into_iter().rev() {
+            // A partial receive below it (`receive -s`) goes with it.
+            for hidden in inner.datasets.hidden_children(doomed) {
+                destroy_hidden(&mut inner, hidden)?;
+            }
             let kept = crate::snapshot_ops::destroy_all_snapshots(&mut inner, doomed)?;
             inner.destroyed.extend(kept);
             destroy_one(&mut inner, doomed)?;

@@ -368,6 +368,15 @@ impl Tree {
         self.nodes.contains_key(&id)
     }
 
+    /// The hidden children of `id`: partial receives (`send_ops`), destroyed with it.
+    pub(crate) fn hidden_children(&self, id: DatasetId) -> Vec<DatasetId> {
+        self.nodes
+            .iter()
+            .filter(|(_, n)| n.parent == Some(id) && is_hidden(&n.name))
+            .map(|(child, _)| *child)
+            .collect()
+    }
+
     /// The dataset called `name`.
     pub(crate) fn by_name(&self, name: &str) -> Option<DatasetId> {
         self.nodes
