@@ -522,13 +522,14 @@ impl Engine {
         let mut inner = handle.lock();
         let saving = spec.resumable && outcome.is_err();
         let ended = outcome.and_then(|()| {
+            still_there(&inner, destination_id(&into))?;
             apply_props(&mut inner, destination_id(&into), &props, spec)?;
             self.receive_end(&mut inner, &into, begin, &snap)
         });
         let Err(error) = ended else {
             return Ok(format!("{target}@{snap}"));
         };
-        if saving {
+        if saving && inner.datasets.contains(destination_id(&into)) {
             let token = tarn_send::ResumeToken {
                 features: begin.features & !tarn_send::FEATURE_RESUMING,
                 from_guid: begin.from_guid,
@@ -1079,6 +1080,7 @@ fn receive_records(
             // `receive -s` saves them too.
             let mut inner = handle.lock();
             inner.check_writable()?;
+            still_there(&inner, id)?;
             apply_batch(&mut inner, id, &mut batch, at.position)?;
             if inner.dirty_bytes() >= crate::DIRTY_SYNC {
                 inner.sync()?;
@@ -1126,8 +1128,19 @@ fn apply_batch(
     Ok(())
 }
 
+/// Refuses to go on when the dataset a receive writes was destroyed meanwhile.
+fn still_there(inner: &Imported, id: DatasetId) -> Result<(), EngineError> {
+    match inner.datasets.contains(id) {
+        true => Ok(()),
+        false => Err(invalid("the destination was destroyed during the receive")),
+    }
+}
+
 /// Undoes a receive that did not reach its END (module doc) and commits that.
 fn receive_undo(inner: &mut Imported, into: &Destination) -> Result<(), EngineError> {
+    if !inner.datasets.contains(destination_id(into)) {
+        return Ok(());
+    }
     match into {
         Destination::New { id, .. } => crate::dataset_ops::destroy_hidden(inner, *id)?,
         Destination::Head { id } => {
