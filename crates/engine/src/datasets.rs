@@ -419,12 +419,22 @@ impl Tree {
         }
     }
 
-    /// Every dataset, parents first, siblings by name.
+    /// Every dataset, parents first, siblings by name; a receive's hidden datasets last
+    /// (their blocks count for scrub, the leak check and a space rebuild; callers that list
+    /// or mount skip them by name, `is_hidden`).
     pub(crate) fn all(&self) -> Vec<DatasetId> {
-        self.subtree(ROOT_DATASET_ID)
+        let mut out: Vec<DatasetId> = self
+            .subtree(ROOT_DATASET_ID)
             .into_iter()
             .map(|(id, _)| id)
-            .collect()
+            .collect();
+        out.extend(
+            self.nodes
+                .iter()
+                .filter(|(_, n)| is_hidden(&n.name))
+                .map(|(id, _)| *id),
+        );
+        out
     }
 
     /// `id` and its ancestors up to the root.
