@@ -17,6 +17,17 @@
 //!
 //! Records are read from the stream without the pool lock, in batches of about
 //! [`BATCH_BYTES`], and applied under it.
+//!
+//! Resuming (`receive -s`, `send -t`): after each applied record the receive knows the first
+//! object and offset not yet received (the order rule makes that exact). A stream that stops
+//! early under `-s` keeps what was applied (committed) and records a resume token among the
+//! local properties of the dataset written ([`TOKEN_KEY`]: the hidden one, or the head); a
+//! `send -t` stream starts there with the RESUMING feature, and a receive takes it only
+//! when its point is exactly the token's. `receive -A` discards the partial state.
+//!
+//! Replication (`send -R`): one substream per dataset and snapshot, parents first, with the
+//! dataset's local properties; the receiver names each dataset by its path below the
+//! stream's first one.
 
 use std::io::{Read, Write};
 
