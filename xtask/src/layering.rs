@@ -25,9 +25,10 @@ use crate::{Rule, TidyError, Violation};
 
 /// The layer order, lowest first. A crate may depend only on crates before it, subject to the
 /// front-end and tarn-proto rules below.
-pub const LAYERS: [&str; 18] = [
+pub const LAYERS: [&str; 19] = [
     "tarn-base",
     "tarn-format",
+    "tarn-send",
     "tarn-device",
     "tarn-vdev",
     "tarn-zio",

@@ -113,6 +113,81 @@ pub(crate) enum Command {
         #[arg(required = true)]
         names: Vec<String>,
     },
+    /// Write a snapshot as a stream to stdout (full, or incremental from -i/-I).
+    Send {
+        /// Incremental from this earlier snapshot (`@a`, `a` or `pool/ds@a`).
+        #[arg(short = 'i', value_name = "SNAPSHOT", conflicts_with = "intermediates")]
+        from: Option<String>,
+        /// Incremental from this snapshot, with every snapshot in between.
+        #[arg(short = 'I', value_name = "SNAPSHOT")]
+        intermediates: Option<String>,
+        /// Print what was sent (or with -n would be) on stderr.
+        #[arg(short = 'v')]
+        verbose: bool,
+        /// Dry run: send nothing, size the stream exactly (no data block is read).
+        #[arg(short = 'n')]
+        dry_run: bool,
+        /// Parsable sizes (with -v): `full`/`incremental` lines with bytes.
+        #[arg(short = 'P')]
+        parsable: bool,
+        /// Carry the dataset's local properties.
+        #[arg(short = 'p')]
+        properties: bool,
+        /// The dataset with its descendants, their snapshots and properties.
+        #[arg(short = 'R')]
+        replicate: bool,
+        /// Compressed blocks as stored (not decompressed to send).
+        #[arg(short = 'c')]
+        compressed: bool,
+        /// Keep records larger than 128K whole (tarn always does).
+        #[arg(short = 'L')]
+        large_blocks: bool,
+        /// Embedded blocks as they are (tarn keeps no data in block pointers).
+        #[arg(short = 'e')]
+        embedded: bool,
+        /// Resume a partial receive from its token (`receive_resume_token`).
+        #[arg(short = 't', value_name = "TOKEN", conflicts_with_all = ["from", "intermediates"])]
+        token: Option<String>,
+        /// Snapshot name (DATASET@SNAPSHOT).
+        #[arg(required_unless_present = "token")]
+        snapshot: Option<String>,
+    },
+    /// Create a dataset and snapshots from a stream on stdin.
+    #[command(alias = "recv")]
+    Receive {
+        /// Roll the destination back to the stream's source snapshot first.
+        #[arg(short = 'F')]
+        force: bool,
+        /// Do not mount what was received.
+        #[arg(short = 'u')]
+        unmounted: bool,
+        /// Print what was received.
+        #[arg(short = 'v')]
+        verbose: bool,
+        /// Keep a partial receive when the stream stops early (resume with `send -t`).
+        #[arg(short = 's')]
+        resumable: bool,
+        /// Discard the partial receive of the dataset instead (no stream).
+        #[arg(short = 'A', conflicts_with_all = ["force", "resumable"])]
+        abort: bool,
+        /// Dry run: read and check the stream, receive nothing.
+        #[arg(short = 'n')]
+        dry_run: bool,
+        /// Name the destination DATASET plus the sent name without its pool.
+        #[arg(short = 'd', conflicts_with = "last")]
+        discard_first: bool,
+        /// Name the destination DATASET plus the sent name's last component.
+        #[arg(short = 'e')]
+        last: bool,
+        /// Set a property on the received dataset (repeatable).
+        #[arg(short = 'o', value_parser = property_pair, value_name = "PROPERTY=VALUE")]
+        set: Vec<(String, String)>,
+        /// Do not take this property from the stream (repeatable).
+        #[arg(short = 'x', value_name = "PROPERTY")]
+        exclude: Vec<String>,
+        /// Destination dataset (or DATASET@SNAPSHOT).
+        target: String,
+    },
     /// Roll a dataset back to a snapshot (with -r destroying later snapshots).
     Rollback {
         /// Destroy snapshots more recent than the one named.

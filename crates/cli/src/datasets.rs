@@ -116,6 +116,7 @@ pub(crate) fn plan(command: Command, cwd: &Path) -> Result<Plan, Outcome> {
             &name.clone(),
             Request::Rollback { name, recursive },
         ),
+        command @ (Command::Send { .. } | Command::Receive { .. }) => plan_stream(command),
         Command::Rename { old, new } => {
             silent("rename", &old.clone(), Request::DatasetRename { old, new })
         }
@@ -142,6 +143,96 @@ pub(crate) fn plan(command: Command, cwd: &Path) -> Result<Plan, Outcome> {
         other => plan_mount(other, cwd),
     };
     Ok(plan)
+}
+
+/// `send` and `receive`.
+fn plan_stream(command: Command) -> Plan {
+    match command {
+        Command::Send {
+            from,
+            intermediates,
+            verbose,
+            dry_run,
+            parsable,
+            properties,
+            replicate,
+            compressed,
+            large_blocks,
+            embedded,
+            token,
+            snapshot,
+        } => Plan {
+            verb: "send",
+            object: snapshot.clone().or(Some("resume token".into())),
+            view: View::Stream {
+                verbose: verbose || parsable,
+                parsable,
+                dry_run,
+            },
+            request: Request::Send {
+                snapshot: snapshot.unwrap_or_default(),
+                from: from.or(intermediates.clone()),
+                intermediates: intermediates.is_some(),
+                token,
+                dry_run,
+                properties,
+                large_blocks,
+                embedded,
+                replicate,
+                compressed,
+            },
+        },
+        Command::Receive {
+            abort: true,
+            target,
+            ..
+        } => Plan {
+            verb: "abort the receive of",
+            object: Some(target.clone()),
+            view: View::Silent,
+            request: Request::ReceiveAbort { target },
+        },
+        receive @ Command::Receive { .. } => plan_receive(receive),
+        _ => unreachable!("plan_stream is called only for send and receive"),
+    }
+}
+
+/// `receive` with a stream.
+fn plan_receive(command: Command) -> Plan {
+    match command {
+        Command::Receive {
+            force,
+            unmounted,
+            verbose,
+            resumable,
+            dry_run,
+            discard_first,
+            last,
+            set,
+            exclude,
+            target,
+            ..
+        } => Plan {
+            verb: "receive",
+            object: Some(target.clone()),
+            view: View::Stream {
+                verbose,
+                parsable: false,
+                dry_run,
+            },
+            request: Request::Receive {
+                target,
+                force,
+                unmounted,
+                resumable,
+                dry_run,
+                append: (discard_first || last).then_some(discard_first),
+                set,
+                exclude,
+            },
+        },
+        _ => unreachable!("plan_receive is called only for receive"),
+    }
 }
 
 /// `hold`, `release` and `holds`.

@@ -36,7 +36,9 @@
 //! the CLI never panics on a reply.
 //!
 //! # Not here
-//! Snapshots, send/receive and the other verbs come with their engine support.
+//! The stream of `send`/`receive`: the CLI passes its stdout or stdin to the daemon
+//! (tarn-daemon, "Streams") and never touches the bytes. Verbs without engine support yet
+//! (clones, bookmarks, `send -R`) are not offered.
 //! The meaning of properties and their validation belong to the engine; the CLI only knows
 //! which ones print as sizes or percentages.
 

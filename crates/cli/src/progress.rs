@@ -66,6 +66,55 @@ impl ProgressView {
     }
 }
 
+/// The progress of `send -v` and `receive -v`, on stderr (a send's stdout is the stream):
+/// bytes and rate on a terminal, one line of bytes per report otherwise; nothing without
+/// `-v` or with `-j`.
+pub(crate) enum StreamProgress {
+    Quiet,
+    Lines,
+    Bar(ProgressBar),
+}
+
+impl StreamProgress {
+    pub(crate) fn new(verbose: bool, json: bool, terminal: bool) -> StreamProgress {
+        match (verbose && !json, terminal) {
+            (false, _) => StreamProgress::Quiet,
+            (true, false) => StreamProgress::Lines,
+            (true, true) => {
+                let bar = ProgressBar::hidden();
+                if let Ok(style) = ProgressStyle::with_template(STREAM_TEMPLATE) {
+                    bar.set_style(style);
+                }
+                bar.set_draw_target(ProgressDrawTarget::stderr());
+                StreamProgress::Bar(bar)
+            }
+        }
+    }
+
+    pub(crate) fn report(&mut self, progress: &Progress) {
+        match self {
+            StreamProgress::Quiet => {}
+            StreamProgress::Lines => {
+                let size = tarn_base::units::format_size(progress.done);
+                eprintln!("{}: {size}", progress.operation);
+            }
+            StreamProgress::Bar(bar) => {
+                bar.set_message(progress.operation.clone());
+                bar.set_position(progress.done);
+            }
+        }
+    }
+
+    pub(crate) fn finish(self) {
+        if let StreamProgress::Bar(bar) = self {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+/// A stream's size is not known ahead: bytes so far, the rate and the time taken.
+const STREAM_TEMPLATE: &str = "{msg} {bytes} {bytes_per_sec} {elapsed}";
+
 fn new_bar(operation: &str) -> ProgressBar {
     // Styled and named while hidden, then shown on stdout (the stream whose being a terminal
     // chose the bar), so the first frame is already complete.

@@ -100,6 +100,12 @@ pub(crate) enum View {
         clear: bool,
     },
     Iostat(crate::iostat::IostatView),
+    /// `send` and `receive`: the stream is the CLI's stdout or stdin; `-v` says what went.
+    Stream {
+        verbose: bool,
+        parsable: bool,
+        dry_run: bool,
+    },
 }
 
 /// A request ready to send, with what the error line names and how to show the reply.
@@ -139,6 +145,7 @@ pub(crate) fn run(cli: Cli) -> Outcome {
                 Ok(plan) if matches!(plan.view, View::Iostat(_)) => {
                     crate::iostat::run(&plan, &rundir, cli.json)
                 }
+                Ok(plan) if plan.request.wants_stream() => execute_stream(plan, &rundir, cli.json),
                 Ok(plan) => match missing_dir(&plan) {
                     Some(outcome) => outcome,
                     None => execute(plan, &rundir, cli.json),
@@ -704,6 +711,95 @@ fn execute(plan: Plan, rundir: &Path, json: bool) -> Outcome {
     }
 }
 
+/// `send` and `receive`: the daemon gets this process's stdout (send) or stdin (receive)
+/// and moves the stream itself; what `-v` or `-j` print goes to stderr for a send (its
+/// stdout is the stream).
+fn execute_stream(plan: Plan, rundir: &Path, json: bool) -> Outcome {
+    use std::io::IsTerminal;
+    use std::os::fd::AsFd;
+    let sending = matches!(plan.request, Request::Send { .. });
+    let View::Stream {
+        dry_run, verbose, ..
+    } = plan.view
+    else {
+        return Outcome::refused("a stream command without its view".into());
+    };
+    let refuse =
+        |why: &str| Outcome::refused(render::error_line(plan.verb, plan.object.as_deref(), why));
+    if sending && !dry_run && std::io::stdout().is_terminal() {
+        return refuse("stream can not be written to a terminal (redirect stdout)");
+    }
+    if !sending && std::io::stdin().is_terminal() {
+        return refuse("stream can not be read from a terminal (redirect stdin)");
+    }
+    let mut client = match tarn_daemon::Client::connect_or_start(rundir) {
+        Ok(client) => client,
+        Err(error) => return Outcome::refused(error.to_string()),
+    };
+    let stdout = std::io::stdout();
+    let stdin = std::io::stdin();
+    let fd = match sending {
+        true => stdout.as_fd(),
+        false => stdin.as_fd(),
+    };
+    let terminal = std::io::stderr().is_terminal();
+    let mut shown = crate::progress::StreamProgress::new(verbose, json, terminal);
+    let called = client.call_with_stream(&plan.request, Some(fd), |p| shown.report(&p));
+    shown.finish();
+    match called {
+        Ok(response) => {
+            let mut outcome = finish(&plan, response, json);
+            if sending && outcome.code == 0 {
+                outcome.stderr = std::mem::take(&mut outcome.stdout);
+            }
+            outcome
+        }
+        Err(error) => refuse(&error.to_string()),
+    }
+}
+
+/// What `send -v` (`-nvP`) and `receive -v` print.
+fn stream_text(payload: &ReplyPayload, parsable: bool, dry_run: bool) -> String {
+    let size = |bytes: u64| match parsable {
+        true => bytes.to_string(),
+        false => tarn_base::units::format_size(bytes),
+    };
+    let estimated = if dry_run { "estimated " } else { "" };
+    let mut out = String::new();
+    match payload {
+        ReplyPayload::Sent {
+            streams,
+            sizes,
+            bytes,
+        } => {
+            for (index, (from, to)) in streams.iter().enumerate() {
+                let bytes = size(sizes.get(index).copied().unwrap_or(0));
+                out.push_str(&match (parsable, from.is_empty()) {
+                    (true, true) => format!("full\t{to}\t{bytes}\n"),
+                    (true, false) => format!("incremental\t{from}\t{to}\t{bytes}\n"),
+                    (false, true) => format!("full send of {to} {estimated}size is {bytes}\n"),
+                    (false, false) => {
+                        format!("send from {from} to {to} {estimated}size is {bytes}\n")
+                    }
+                });
+            }
+            out.push_str(&match parsable {
+                true => format!("size\t{}\n", size(*bytes)),
+                false => format!("total {estimated}size is {}\n", size(*bytes)),
+            });
+        }
+        ReplyPayload::Received { snapshots, bytes } => {
+            let verb = if dry_run { "would receive" } else { "received" };
+            for snapshot in snapshots {
+                out.push_str(&format!("{verb} {snapshot}\n"));
+            }
+            out.push_str(&format!("{verb} {} stream\n", size(*bytes)));
+        }
+        _ => {}
+    }
+    out
+}
+
 /// Writes one report of a repeating command (`events -f`, `iostat`, `memory` with an
 /// interval) to stdout at once; false when stdout is gone (the reader quit: stop quietly).
 pub(crate) fn print_now(text: &str) -> bool {
@@ -845,6 +941,17 @@ fn show(view: &View, payload: &ReplyPayload) -> Option<Outcome> {
 fn show_more(view: &View, payload: &ReplyPayload) -> Option<String> {
     let text = match (view, payload) {
         (View::Events { clear: true, .. }, ReplyPayload::Events(_)) => String::new(),
+        (
+            View::Stream {
+                verbose,
+                parsable,
+                dry_run,
+            },
+            ReplyPayload::Sent { .. } | ReplyPayload::Received { .. },
+        ) => match verbose {
+            true => stream_text(payload, *parsable, *dry_run),
+            false => String::new(),
+        },
         (View::Events { verbose, .. }, ReplyPayload::Events(rows)) => {
             render::events(rows, *verbose, true)
         }

@@ -1191,6 +1191,11 @@ impl EngineBackend {
                     .snapshot(names, *recursive, properties, &command)
                     .map(unit)
             }
+            Request::ReceiveAbort { target } => engine.receive_abort(target).map(unit),
+            Request::Send { dry_run: true, .. } => {
+                let spec = send_spec(request)?;
+                return Some(self.send(&spec, Box::new(std::io::sink()), &mut |_| {}));
+            }
             Request::Rollback { name, recursive } => {
                 let flag = if *recursive { "-r " } else { "" };
                 let command = format!("rollback {flag}{name}");
@@ -1380,6 +1385,104 @@ impl EngineBackend {
     }
 }
 
+/// The engine's view of a `Request::Send`.
+fn send_spec(request: &Request) -> Option<tarn_engine::SendSpec> {
+    let Request::Send {
+        snapshot,
+        from,
+        intermediates,
+        token,
+        dry_run,
+        properties,
+        large_blocks,
+        embedded,
+        replicate,
+        compressed,
+    } = request
+    else {
+        return None;
+    };
+    Some(tarn_engine::SendSpec {
+        snapshot: snapshot.clone(),
+        from: from.clone(),
+        intermediates: *intermediates,
+        token: token.clone(),
+        dry_run: *dry_run,
+        properties: *properties,
+        large_blocks: *large_blocks,
+        embedded: *embedded,
+        replicate: *replicate,
+        compressed: *compressed,
+    })
+}
+
+impl EngineBackend {
+    /// `tarn send`: the stream goes to `file` (the CLI's stdout).
+    fn send(
+        &self,
+        spec: &tarn_engine::SendSpec,
+        file: Box<dyn std::io::Write>,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Response {
+        let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+        let mut report = |done| {
+            progress(Progress {
+                operation: "send".into(),
+                done,
+                total: 0,
+            });
+        };
+        match self.engine.send(spec, &mut out, &mut report) {
+            Ok(sent) => ok(ReplyPayload::Sent {
+                streams: sent.streams,
+                sizes: sent.sizes,
+                bytes: sent.bytes,
+            }),
+            Err(error) => error_reply(&error),
+        }
+    }
+
+    /// `tarn receive`: the stream comes from `file` (the CLI's stdin). The destination is
+    /// unmounted while it is received and mounted again after (unless `unmounted`).
+    fn receive(
+        &self,
+        spec: &tarn_engine::ReceiveSpec,
+        unmounted: bool,
+        file: std::fs::File,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Response {
+        let target = spec.target.as_str();
+        let dataset = target.split('@').next().unwrap_or(target).to_string();
+        if let Err(error) = self.mounts.unmount_dataset(&dataset) {
+            return Response::error(error.to_string());
+        }
+        let mut input = std::io::BufReader::with_capacity(1 << 20, file);
+        let mut report = |done| {
+            progress(Progress {
+                operation: "receive".into(),
+                done,
+                total: 0,
+            });
+        };
+        let result = self.engine.receive(spec, &mut input, &mut report);
+        let pool = dataset.split('/').next().unwrap_or(&dataset);
+        let notices = match (&result, unmounted) {
+            (Ok(_), true) => Vec::new(),
+            _ => self.mounts.mount_pool(pool),
+        };
+        match result {
+            Ok(received) => {
+                let _ = notices;
+                ok(ReplyPayload::Received {
+                    snapshots: received.snapshots,
+                    bytes: received.bytes,
+                })
+            }
+            Err(error) => error_reply(&error),
+        }
+    }
+}
+
 impl Handler for EngineBackend {
     fn handle_with_progress(
         &self,
@@ -1402,6 +1505,43 @@ impl Handler for EngineBackend {
                 self.wait_activity(name, activity.as_deref(), progress)
             }
             _ => self.handle(request),
+        }
+    }
+
+    fn handle_stream(
+        &self,
+        request: Request,
+        stream: std::os::fd::OwnedFd,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Response {
+        let file = std::fs::File::from(stream);
+        match &request {
+            Request::Send { .. } => match send_spec(&request) {
+                Some(spec) => self.send(&spec, Box::new(file), progress),
+                None => Response::error("not a send"),
+            },
+            Request::Receive {
+                target,
+                force,
+                unmounted,
+                resumable,
+                dry_run,
+                append,
+                set,
+                exclude,
+            } => {
+                let spec = tarn_engine::ReceiveSpec {
+                    target: target.clone(),
+                    force: *force,
+                    resumable: *resumable,
+                    dry_run: *dry_run,
+                    append: *append,
+                    set: set.clone(),
+                    exclude: exclude.clone(),
+                };
+                self.receive(&spec, *unmounted || *dry_run, file, progress)
+            }
+            other => Response::error(format!("'{}' carries no stream", other.verb())),
         }
     }
 

@@ -128,6 +128,17 @@ impl Client {
     pub fn call(
         &mut self,
         request: &Request,
+        on_progress: impl FnMut(Progress),
+    ) -> Result<Response, DaemonError> {
+        self.call_with_stream(request, None, on_progress)
+    }
+
+    /// [`Client::call`] of a request that carries a stream: `stream` (stdout for `send`,
+    /// stdin for `receive`) is passed to the daemon when it asks (crate block, "Streams").
+    pub fn call_with_stream(
+        &mut self,
+        request: &Request,
+        stream: Option<std::os::fd::BorrowedFd<'_>>,
         mut on_progress: impl FnMut(Progress),
     ) -> Result<Response, DaemonError> {
         let line = tarn_proto::encode_request(request)?;
@@ -153,6 +164,15 @@ impl Client {
             match tarn_proto::decode_server_line(&line)? {
                 ServerLine::Progress(progress) => on_progress(progress),
                 ServerLine::Response(response) => return Ok(response),
+                ServerLine::StreamWanted => match stream {
+                    Some(fd) => crate::passfd::send_fd(&self.writer, fd)
+                        .map_err(|source| self.connection_error(source))?,
+                    None => {
+                        return Err(self.connection_error(std::io::Error::other(
+                            "the daemon asked for a stream this request does not carry",
+                        )));
+                    }
+                },
             }
         }
     }

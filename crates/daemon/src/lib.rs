@@ -20,6 +20,16 @@
 //! `serve` runs the accept loop on the calling thread and one thread per connection; a
 //! connection carries any number of requests, one at a time.
 //!
+//! Streams (`send`, `receive`): the bytes of a send stream never travel in the JSON lines.
+//! For a request with `Request::wants_stream` the daemon answers `ServerLine::StreamWanted`;
+//! the client then sends one byte with its stdout (send) or stdin (receive) attached as
+//! SCM_RIGHTS ancillary data (`passfd`, with rustix, whose received descriptors are
+//! `OwnedFd`s, so no `unsafe`), and the daemon reads or writes that pipe or file itself:
+//! no copy through the CLI, and `tarn send | ssh host tarn receive` streams at pipe speed.
+//! The client sends nothing else until its response, so no buffered read of the socket can
+//! swallow the byte the descriptor rides on. Progress lines and the final response follow
+//! as for any request.
+//!
 //! # State
 //! In memory: the phase (`running`/`stopping`) and the number of requests in the handler.
 //! On disk: the four files above. The cache file is the only durable state of the daemon
@@ -68,6 +78,7 @@ mod lineio;
 mod log;
 pub mod memory;
 pub mod mounts;
+mod passfd;
 mod server;
 
 use std::path::PathBuf;
@@ -112,6 +123,18 @@ pub trait Handler: Send + Sync {
     ) -> tarn_proto::Response {
         let _ = progress;
         self.handle(request)
+    }
+    /// Serves a request that carries a stream (`Request::wants_stream`): `stream` is the
+    /// client's stdout (`send`) or stdin (`receive`), passed over the socket. The default
+    /// refuses.
+    fn handle_stream(
+        &self,
+        request: tarn_proto::Request,
+        stream: std::os::fd::OwnedFd,
+        progress: &mut dyn FnMut(tarn_proto::Progress),
+    ) -> tarn_proto::Response {
+        let _ = (stream, progress);
+        tarn_proto::Response::error(format!("'{}' is not served here", request.verb()))
     }
 }
 

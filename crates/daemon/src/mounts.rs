@@ -253,6 +253,11 @@ impl MountTable {
             .collect()
     }
 
+    /// Unmounts `name` and its descendants where mounted (a receive writes their heads).
+    pub fn unmount_dataset(&self, name: &str) -> Result<(), FuseError> {
+        self.unmount_where(false, |n| n == name || within(n, name))
+    }
+
     /// The dataset verbs that involve mounts, run before (`destroy`, `unmount`) or after
     /// (`create`, `mount`) the engine's part. `None` for requests that are not about mounts.
     pub fn before(&self, request: &Request) -> Option<Response> {

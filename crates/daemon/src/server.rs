@@ -326,6 +326,10 @@ impl Server {
                     (Response::error(error.to_string()), false)
                 }
                 Ok(Request::Shutdown) => (self.begin_shutdown(), true),
+                Ok(request) if request.wants_stream() => (
+                    self.dispatch_stream(request, reader.get_ref(), &mut writer),
+                    false,
+                ),
                 Ok(request) => (self.dispatch(request, &mut writer), false),
             };
             if send(&mut writer, &ServerLine::Response(response)).is_err() {
@@ -378,6 +382,42 @@ impl Server {
         }
         if changes_pool_set {
             self.rewrite_cache();
+        }
+        response
+    }
+
+    /// A request with a stream: asks for the client's descriptor, then serves it.
+    fn dispatch_stream(
+        &self,
+        request: Request,
+        socket: &UnixStream,
+        writer: &mut UnixStream,
+    ) -> Response {
+        if let Err(error) = send(writer, &ServerLine::StreamWanted) {
+            return Response::error(format!("cannot ask for the stream: {error}"));
+        }
+        let stream = match crate::passfd::receive_fd(socket) {
+            Ok(fd) => fd,
+            Err(error) => return Response::error(format!("no stream from the client: {error}")),
+        };
+        let _slot = {
+            let mut phase = self.lock_phase();
+            if phase.stopping {
+                return Response::error("the daemon is shutting down");
+            }
+            phase.busy += 1;
+            Slot {
+                server: self,
+                request: true,
+            }
+        };
+        let verb = request.verb();
+        let mut progress = |progress| {
+            let _ = send(writer, &ServerLine::Progress(progress));
+        };
+        let response = self.handler.handle_stream(request, stream, &mut progress);
+        if let Response::Error(error) = &response {
+            self.log.log(&format!("{verb}: {}", error.message));
         }
         response
     }

@@ -46,7 +46,8 @@
 //! panic.
 //!
 //! # Not here
-//! Clones, holds, bookmarks and send/receive (next layers of this crate); space
+//! Clones and bookmarks (next layers of this crate); the stream format (tarn-send) and the
+//! verbs of send and receive (the engine); space
 //! accounting arithmetic and quota enforcement (the engine, which sees dirty data); the
 //! per-owner counts behind `userused@` (the POSIX layer) and their enforcement (engine and
 //! POSIX layer). This crate only names and validates the `userquota@ID` family
@@ -56,6 +57,7 @@ pub mod deadlist;
 pub mod name;
 pub mod node;
 pub mod props;
+pub mod send;
 pub mod snapshot;
 
 pub use name::{parent_name, validate_name};
@@ -82,4 +84,7 @@ pub enum DatasetError {
     /// The object layer failed.
     #[error(transparent)]
     Objects(#[from] ObjectError),
+    /// A send stream could not be read or written.
+    #[error(transparent)]
+    Stream(#[from] tarn_send::StreamError),
 }

@@ -239,6 +239,10 @@ impl Engine {
         let mut inner = handle.lock();
         let subtree = destroy_check(&inner, id, recursive)?;
         for doomed in subtree.into_iter().rev() {
+            // A partial receive below it (`receive -s`) goes with it.
+            for hidden in inner.datasets.hidden_children(doomed) {
+                destroy_hidden(&mut inner, hidden)?;
+            }
             let kept = crate::snapshot_ops::destroy_all_snapshots(&mut inner, doomed)?;
             inner.destroyed.extend(kept);
             destroy_one(&mut inner, doomed)?;
@@ -540,6 +544,16 @@ fn destroy_check(
     Ok(subtree.into_iter().map(|(d, _)| d).collect())
 }
 
+/// Destroys the hidden dataset of a receive that did not finish (it has no snapshots, so
+/// every block it references is its own).
+pub(crate) fn destroy_hidden(inner: &mut Imported, id: DatasetId) -> Result<(), EngineError> {
+    assert!(
+        crate::datasets::is_hidden(&inner.datasets.node(id).name),
+        "only a receive's hidden dataset is destroyed this way"
+    );
+    destroy_one(inner, id)
+}
+
 fn destroy_one(inner: &mut Imported, id: DatasetId) -> Result<(), EngineError> {
     let Imported {
         pool,
@@ -804,6 +818,11 @@ fn stat_value(
 /// `written` is completed by `dataset_row_props`, which may read the MOS.
 fn snapshot_stat(node: &crate::datasets::Node, property: &str) -> Option<DatasetProp> {
     match property {
+        "receive_resume_token" => {
+            let token = node.local.get(crate::send_ops::TOKEN_KEY);
+            let token = token.map_or("-".to_string(), Clone::clone);
+            Some(stat_prop(property, token.clone(), token))
+        }
         "usedbysnapshots" => Some(size_stat(property, node.header.snap.used)),
         "written" => Some(size_stat(property, node.header.referenced)),
         "createtxg" => {

@@ -54,6 +54,15 @@ pub(crate) struct Node {
     pub(crate) snapshots: Vec<Snapshot>,
     /// A snapshot to take when the next sync has written the object set.
     pub(crate) snapshot_pending: Option<NewSnapshot>,
+    /// A full receive is writing the object set: its syncs keep no per-owner counts (the
+    /// stream's objects arrive in any state), which are recounted at its END (`send_ops`).
+    pub(crate) receiving: bool,
+}
+
+/// Whether a dataset name is a receive's hidden one (a component starting with `%`, which
+/// no valid name has): never listed, mounted or selected by `-r`.
+pub(crate) fn is_hidden(name: &str) -> bool {
+    name.split('/').any(|part| part.starts_with('%'))
 }
 
 impl Node {
@@ -74,6 +83,7 @@ impl Node {
             pending: tarn_posix::Pending::default(),
             snapshots: Vec::new(),
             snapshot_pending: None,
+            receiving: false,
         }
     }
 
@@ -230,9 +240,12 @@ fn sync_objset(
     // master node cannot be read keeps its counts as they were: a damaged filesystem must
     // not stop the pool's txgs.
     let scale = used_scale(deflate);
-    let mut hook = tarn_posix::UsedByHook::load(&mut node.objset, &*counted.inner, scale)
-        .ok()
-        .flatten();
+    let mut hook = match node.receiving {
+        true => None,
+        false => tarn_posix::UsedByHook::load(&mut node.objset, &*counted.inner, scale)
+            .ok()
+            .flatten(),
+    };
     let hook = hook.as_mut().map(|h| h as &mut dyn tarn_objects::SyncHook);
     let root = node.objset.sync_with(&mut counted, hook)?;
     node.pending.clear();
@@ -331,6 +344,8 @@ impl Tree {
             };
             let mut node = Node::new(name, parent, header, objset);
             node.local = local;
+            // A receive's hidden dataset left by `receive -s` (or a crash) is still partial.
+            node.receiving = is_hidden(&node.name);
             node.snapshots = snapshot::load(mos, store, &header).map_err(corrupt)?;
             tree.nodes.insert(id, node);
         }
@@ -353,6 +368,15 @@ impl Tree {
         self.nodes.contains_key(&id)
     }
 
+    /// The hidden children of `id`: partial receives (`send_ops`), destroyed with it.
+    pub(crate) fn hidden_children(&self, id: DatasetId) -> Vec<DatasetId> {
+        self.nodes
+            .iter()
+            .filter(|(_, n)| n.parent == Some(id) && is_hidden(&n.name))
+            .map(|(child, _)| *child)
+            .collect()
+    }
+
     /// The dataset called `name`.
     pub(crate) fn by_name(&self, name: &str) -> Option<DatasetId> {
         self.nodes
@@ -366,7 +390,7 @@ impl Tree {
         let mut children: Vec<(&str, DatasetId)> = self
             .nodes
             .iter()
-            .filter(|(_, n)| n.parent == Some(id))
+            .filter(|(_, n)| n.parent == Some(id) && !is_hidden(&n.name))
             .map(|(child, n)| (n.name.as_str(), *child))
             .collect();
         children.sort_unstable();
@@ -395,12 +419,22 @@ impl Tree {
         }
     }
 
-    /// Every dataset, parents first, siblings by name.
+    /// Every dataset, parents first, siblings by name; a receive's hidden datasets last
+    /// (their blocks count for scrub, the leak check and a space rebuild; callers that list
+    /// or mount skip them by name, `is_hidden`).
     pub(crate) fn all(&self) -> Vec<DatasetId> {
-        self.subtree(ROOT_DATASET_ID)
+        let mut out: Vec<DatasetId> = self
+            .subtree(ROOT_DATASET_ID)
             .into_iter()
             .map(|(id, _)| id)
-            .collect()
+            .collect();
+        out.extend(
+            self.nodes
+                .iter()
+                .filter(|(_, n)| is_hidden(&n.name))
+                .map(|(id, _)| *id),
+        );
+        out
     }
 
     /// `id` and its ancestors up to the root.

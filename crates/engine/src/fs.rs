@@ -255,6 +255,7 @@ impl Engine {
         Ok(tree
             .all()
             .into_iter()
+            .filter(|id| !crate::datasets::is_hidden(&tree.node(*id).name))
             .filter(|id| tree.effective(*id, "canmount").0 == "on")
             .filter_map(|id| mount_spec(&inner, pool, id))
             .collect())

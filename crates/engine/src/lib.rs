@@ -87,7 +87,8 @@
 //! passes each dataset's `special_small_blocks` into its object set's write config.
 //!
 //! # Not here
-//! Snapshots (a later layer), rates over intervals (the front end divides two
+//! The snapshot and send logic itself (tarn-dataset; `snapshot_ops` and `send_ops` are the
+//! verbs), rates over intervals (the front end divides two
 //! [`Engine::iostat`] reports), the threads that drive scrubs, resilvers, fault checks and
 //! heartbeats (the daemon owns them; the engine spawns no long-lived thread: the only
 //! threads started under it are the scoped ones of a batch read in tarn-zio, joined before
@@ -110,6 +111,7 @@ pub mod props;
 mod rebuild;
 pub mod replace;
 pub mod scrub;
+pub mod send_ops;
 pub mod slow;
 mod snapdir;
 mod snapshot_ops;
@@ -137,6 +139,7 @@ pub use iostat::{IostatNode, PoolIostat, Waits};
 pub use mos::HistoryRecord;
 pub use project::{ProjectChange, ProjectRow};
 pub use scrub::{ScanFunction, ScanProgress, ScanState, ScrubAction};
+pub use send_ops::{ReceiveReport, ReceiveSpec, SendReport, SendSpec};
 pub use snapdir::SnapshotDir;
 pub use snapshot_ops::SnapshotDestroyReport;
 pub use status::{Importable, PoolStatus, PoolSummary, PropValue, VdevNode};

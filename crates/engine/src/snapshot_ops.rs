@@ -507,7 +507,7 @@ fn reclaim_estimate(
 /// Rolls dataset `id` back to its latest snapshot: the head's blocks born after it are freed
 /// by the next sync, the head's dead list is emptied (the head holds those blocks again) and
 /// the object set is reopened at the snapshot's root, dropping uncommitted changes.
-fn rollback_head(inner: &mut Imported, id: DatasetId) -> Result<(), EngineError> {
+pub(crate) fn rollback_head(inner: &mut Imported, id: DatasetId) -> Result<(), EngineError> {
     let Imported {
         pool,
         mos,

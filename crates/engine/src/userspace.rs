@@ -105,6 +105,9 @@ impl Imported {
     pub(crate) fn upgrade_usedby(&mut self) {
         let scale = crate::datasets::used_scale(&crate::datasets::deflate_table(&self.pool));
         for id in self.datasets.all() {
+            if self.datasets.node(id).receiving {
+                continue;
+            }
             let _ = self.with_fs(id, |fs| fs.upgrade_usedby(scale));
         }
     }

@@ -207,6 +207,11 @@ impl ObjectSet {
         self.root
     }
 
+    /// The meta-dnode as the last sync wrote it (object 0).
+    pub(crate) fn meta_dnode(&self) -> Dnode {
+        self.meta.dnode.clone()
+    }
+
     /// Bytes of dirty buffers (data blocks plus changed dnodes) waiting for the next sync.
     #[must_use]
     pub fn dirty_bytes(&self) -> u64 {
@@ -250,7 +255,7 @@ impl ObjectSet {
         self.cache.bytes()
     }
 
-    fn check_usable(&self) -> Result<(), ObjectError> {
+    pub(crate) fn check_usable(&self) -> Result<(), ObjectError> {
         if self.poisoned {
             return Err(ObjectError::Poisoned);
         }
@@ -265,7 +270,7 @@ impl ObjectSet {
     }
 
     /// The current dnode of `id`, or `None` for a free slot.
-    fn current_dnode(
+    pub(crate) fn current_dnode(
         &mut self,
         store: &dyn BlockStore,
         id: ObjectId,

@@ -355,6 +355,11 @@ fn put_entry(out: &mut Vec<u8>, entry: &Entry<'_>, with_hash: bool) {
 }
 
 /// Encodes a micro block from entries sorted by key.
+/// The block of an empty micro ZAP (what [`ObjectSet::zap_create`] writes).
+pub(crate) fn empty_micro() -> Vec<u8> {
+    encode_micro(&[])
+}
+
 fn encode_micro(entries: &[Entry<'_>]) -> Vec<u8> {
     assert!(micro_size(entries) <= BS, "micro ZAP overflow");
     let mut out = Vec::with_capacity(BS);

@@ -476,6 +476,14 @@ impl BlockStore for PoolReader<'_> {
         read_checked(self.pipeline, bp, self.txg, true)
     }
 
+    fn read_block_physical(&self, bp: &BlockPtr) -> Option<Result<Vec<u8>, ZioError>> {
+        if bp.birth > self.txg {
+            // The same temporal-incursion error as a logical read.
+            return Some(read_checked(self.pipeline, bp, self.txg, false));
+        }
+        Some(self.pipeline.read_physical_l2(bp, false))
+    }
+
     fn read_block_l2(&self, bp: &BlockPtr, feed_l2: bool) -> Result<Vec<u8>, ZioError> {
         read_checked(self.pipeline, bp, self.txg, feed_l2)
     }

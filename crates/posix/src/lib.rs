@@ -91,6 +91,27 @@ mod usedby_tests;
 
 pub use data::FILE_SIZE_MAX;
 pub use fs::{Fs, InoFilter};
+
+/// Object types whose contents each side of a send keeps itself (the per-owner counts,
+/// which depend on the pool's allocation sizes): an incremental stream leaves them out and a
+/// receiver recounts them after a full one ([`Fs::recount_usedby`]).
+pub const RECOMPUTED_TYPES: &[u8] = &[inode::TYPE_USEDBY];
+
+/// Whether two bonus buffers are the same inode but for its access time (what a read or a
+/// listing changes): `tarn receive` does not count such a change as a modification.
+#[must_use]
+pub fn same_but_access_time(now: &[u8], before: &[u8]) -> bool {
+    match (
+        inode::Inode::decode(0, now),
+        inode::Inode::decode(0, before),
+    ) {
+        (Ok(mut now), Ok(before)) => {
+            now.atime = before.atime;
+            now == before
+        }
+        _ => now == before,
+    }
+}
 pub use intent::{LogOp, LogQueue, LogRecord, Logged};
 pub use namespace::NAME_MAX;
 pub use usedby::{Owner, OwnerKind, Pending, Quotas, Usage, UsedByHook, UsedScale};

@@ -352,6 +352,33 @@ impl Fs<'_> {
         Ok(true)
     }
 
+    /// Sets the used-by counts to a scan of every inode's committed dnode, whatever they
+    /// held: a received filesystem's counts are the sender's, in the sender's allocation
+    /// sizes (`tarn receive` calls this once the received object set is synced).
+    pub fn recount_usedby(&mut self, scale: UsedScale) -> Result<()> {
+        let Some(hook) = UsedByHook::load(self.os, self.store, scale)? else {
+            self.upgrade_usedby(scale)?;
+            return Ok(());
+        };
+        let deltas = self.scan_usedby(scale)?;
+        for zap in hook.zaps {
+            loop {
+                let (entries, _) = self.os.zap_list(self.store, zap, None, 256)?;
+                if entries.is_empty() {
+                    break;
+                }
+                for (key, _) in entries {
+                    self.os.zap_remove(self.store, zap, key)?;
+                }
+            }
+        }
+        for (owner, delta) in deltas {
+            let zap = hook.zaps[owner.kind.index()];
+            apply_usage(self.os, self.store, zap, owner.id, delta)?;
+        }
+        Ok(())
+    }
+
     /// Every owner's charge from a scan of every inode's committed dnode.
     fn scan_usedby(&mut self, scale: UsedScale) -> Result<BTreeMap<Owner, (i128, i128)>> {
         if self.os.dirty_bytes() != 0 {

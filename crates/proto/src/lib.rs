@@ -17,7 +17,15 @@
 //!    | <-- ServerLine::Progress  (0..n) ------- |   long work: scrub -w, resilver, send
 //!    | <-- ServerLine::Response  (exactly 1) -- |
 //!    | --- next Request (same connection) ----> |
+//!
+//!   send / receive (Request::wants_stream):
+//!    | --- Request::Send / Receive -----------> |
+//!    | <-- ServerLine::StreamWanted ----------- |
+//!    | --- 1 byte + stdout/stdin (SCM_RIGHTS) > |   the daemon writes/reads the pipe itself
+//!    | <-- Progress (0..n), Response ---------- |
 //! ```
+//! The stream's bytes never travel in these lines: passing the descriptor spares a copy
+//! through the CLI and a JSON encoding of binary data (tarn-daemon's crate block, "Streams").
 //!
 //! A `Response` is `Ok(ReplyPayload)` with typed data (rows, trees) or `Error(ErrorReply)`
 //! with the one-line reason. The CLI renders both; the daemon never formats tables.

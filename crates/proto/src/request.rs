@@ -437,6 +437,67 @@ pub enum Request {
         /// Destroy later snapshots (`-r`).
         recursive: bool,
     },
+    /// `tarn send [-i SNAP | -I SNAP] SNAP`: the stream goes to the descriptor the client
+    /// passes after `ServerLine::StreamWanted`.
+    Send {
+        /// The snapshot (`pool/ds@snap`).
+        snapshot: String,
+        /// `-i` or `-I`: the source snapshot.
+        from: Option<String>,
+        /// `-I`: every snapshot in between too.
+        intermediates: bool,
+        /// `-t TOKEN`: the rest of a partial receive.
+        #[serde(default)]
+        token: Option<String>,
+        /// `-n`: only size the stream (no descriptor is passed).
+        #[serde(default)]
+        dry_run: bool,
+        /// `-p`: carry the dataset's local properties.
+        #[serde(default)]
+        properties: bool,
+        /// `-L`.
+        #[serde(default)]
+        large_blocks: bool,
+        /// `-e`.
+        #[serde(default)]
+        embedded: bool,
+        /// `-R`: the dataset, its descendants, their snapshots and properties.
+        #[serde(default)]
+        replicate: bool,
+        /// `-c`: compressed blocks as stored.
+        #[serde(default)]
+        compressed: bool,
+    },
+    /// `tarn receive [-F] [-u] DS`: the stream comes from the descriptor the client passes
+    /// after `ServerLine::StreamWanted`.
+    Receive {
+        /// The destination dataset (or `ds@snap`).
+        target: String,
+        /// `-F`: roll the destination back to the stream's source first.
+        force: bool,
+        /// `-u`: do not mount what was received.
+        unmounted: bool,
+        /// `-s`: a stream that stops early leaves a resumable partial receive.
+        #[serde(default)]
+        resumable: bool,
+        /// `-n`: read and check the stream, change nothing.
+        #[serde(default)]
+        dry_run: bool,
+        /// `-d` (`Some(true)`) or `-e` (`Some(false)`): append the sent name.
+        #[serde(default)]
+        append: Option<bool>,
+        /// `-o prop=val`.
+        #[serde(default)]
+        set: Vec<(String, String)>,
+        /// `-x prop`.
+        #[serde(default)]
+        exclude: Vec<String>,
+    },
+    /// `tarn receive -A DS`: discard a partial receive saved by `receive -s`.
+    ReceiveAbort {
+        /// The destination dataset.
+        target: String,
+    },
     /// `tarn rename OLD NEW`.
     DatasetRename {
         /// Current name.
@@ -559,6 +620,9 @@ impl Request {
             Request::Release { .. } => "release",
             Request::Holds { .. } => "holds",
             Request::DatasetRename { .. } => "dataset_rename",
+            Request::Send { .. } => "send",
+            Request::Receive { .. } => "receive",
+            Request::ReceiveAbort { .. } => "receive_abort",
             Request::DatasetGet(_) => "dataset_get",
             Request::DatasetSet { .. } => "dataset_set",
             Request::DatasetInherit { .. } => "dataset_inherit",
@@ -567,6 +631,16 @@ impl Request {
             Request::Mount { .. } => "mount",
             Request::Unmount { .. } => "unmount",
         }
+    }
+
+    /// Whether the request carries a stream, so the daemon asks for the client's descriptor
+    /// (`ServerLine::StreamWanted`) before serving it.
+    #[must_use]
+    pub fn wants_stream(&self) -> bool {
+        matches!(
+            self,
+            Request::Send { dry_run: false, .. } | Request::Receive { .. }
+        )
     }
 
     /// Whether serving this request may change the set of imported pools, so that the daemon

@@ -12,6 +12,9 @@ pub enum ServerLine {
     Progress(Progress),
     /// The final answer to the request.
     Response(Response),
+    /// The request carries a stream (`send`, `receive`): the client is to pass its stdout
+    /// or stdin now, as one byte with the descriptor attached (SCM_RIGHTS).
+    StreamWanted,
 }
 
 /// Progress of long work (scrub with wait, resilver, send).
@@ -78,6 +81,24 @@ pub enum ReplyPayload {
         names: Vec<String>,
         /// Bytes freed (or that would be).
         reclaimed: u64,
+    },
+    /// `send`: each substream sent as (source, snapshot) full names (source empty for a
+    /// full stream), and the stream's bytes.
+    Sent {
+        /// (source, snapshot) per substream.
+        streams: Vec<(String, String)>,
+        /// The bytes of each substream.
+        #[serde(default)]
+        sizes: Vec<u64>,
+        /// Stream bytes written (or, with `-n`, that would be).
+        bytes: u64,
+    },
+    /// `receive`: the snapshots received, in order, and the stream's bytes.
+    Received {
+        /// Full names.
+        snapshots: Vec<String>,
+        /// Stream bytes read.
+        bytes: u64,
     },
     /// Answer to `Ping`.
     Pong(PongInfo),

@@ -127,6 +127,13 @@ pub trait BlockStore {
         }
         bps.iter().map(|bp| self.read_block_l2(bp, false)).collect()
     }
+    /// Reads and verifies a block's physical bytes as stored (compressed when its block
+    /// pointer says so), for `send -c`; `None` from a store that cannot (the default):
+    /// the caller reads the logical bytes instead.
+    fn read_block_physical(&self, bp: &BlockPtr) -> Option<Result<Vec<u8>, ZioError>> {
+        let _ = bp;
+        None
+    }
     /// Whether [`BlockStore::read_blocks`] reads blocks in parallel, so that reading several
     /// together (and ahead) is worth it. The default, and every synchronous store, says no.
     fn reads_in_parallel(&self) -> bool {

@@ -1,0 +1,513 @@
+//! System tests of `tarn send | tarn receive` between two pools through the real binary and
+//! daemon: full, incremental (`-i`, `-I`) round trips compared through FUSE mounts (contents,
+//! modes, owners, times, symlinks, xattrs, POSIX ACLs), the modified-destination check
+//! (access times pass, real changes are refused by object, `-F` rolls back), and streams
+//! cut or damaged at many points refused with one line, the destination as it was.
+
+#![allow(clippy::unwrap_used)] // Test code: a failed unwrap is a failed test.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use common::*;
+
+fn fuse_ok(test: &str) -> bool {
+    if Path::new("/dev/fuse").exists() {
+        return true;
+    }
+    eprintln!("SKIP {test}: /dev/fuse is absent, no FUSE tests on this host");
+    false
+}
+
+fn tarn(rig: &Rig, line: &str) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_tarn"));
+    command
+        .arg("--rundir")
+        .arg(&rig.rundir)
+        .args(line.split(' ').filter(|w| !w.is_empty()))
+        .current_dir(rig.root())
+        .env_remove("TARN_RUNDIR")
+        .env("TARN_ALTROOT", rig.root().join("altroot"));
+    command
+}
+
+/// `tarn SEND | tarn RECEIVE`; both must succeed.
+fn pipe(rig: &Rig, send: &str, receive: &str) -> String {
+    let mut sender = tarn(rig, send).stdout(Stdio::piped()).spawn().unwrap();
+    let out = sender.stdout.take().unwrap();
+    let received = tarn(rig, receive).stdin(Stdio::from(out)).output().unwrap();
+    let sent = sender.wait_with_output().unwrap();
+    assert!(sent.status.success(), "`tarn {send}`: {sent:?}");
+    assert!(received.status.success(), "`tarn {receive}`: {received:?}");
+    String::from_utf8(received.stdout).unwrap()
+}
+
+/// The stream of `tarn SEND` as bytes.
+fn stream(rig: &Rig, send: &str) -> Vec<u8> {
+    let out = tarn(rig, send).output().unwrap();
+    assert!(out.status.success(), "`tarn {send}`: {out:?}");
+    out.stdout
+}
+
+/// `tarn RECEIVE` of `bytes`: (exit code, stderr).
+fn receive(rig: &Rig, line: &str, bytes: &[u8]) -> (Option<i32>, String) {
+    let path = rig.root().join("stream.bin");
+    std::fs::write(&path, bytes).unwrap();
+    let out = tarn(rig, line)
+        .stdin(std::fs::File::open(&path).unwrap())
+        .output()
+        .unwrap();
+    (out.status.code(), String::from_utf8(out.stderr).unwrap())
+}
+
+fn sh(dir: &Path, script: &str) -> String {
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{script}: {out:?}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Everything a tree shows: per path (sorted) type, mode, owner, size, mtime, link target,
+/// contents hash; then every xattr and ACL.
+fn tree(dir: &Path) -> String {
+    let listing = sh(
+        dir,
+        "find . -path ./.tarn -prune -o -print | sort | while read -r p; do \
+         stat -c '%n %F %a %u %g %s %Y' \"$p\"; \
+         if [ -L \"$p\" ]; then readlink \"$p\"; elif [ -f \"$p\" ]; then cksum < \"$p\"; fi; \
+         done",
+    );
+    let xattrs = sh(
+        dir,
+        "getfattr -R -h -d -m - . 2>/dev/null | grep -v '^$' || true",
+    );
+    let acls = sh(dir, "getfacl -R -P . 2>/dev/null || true");
+    format!("{listing}\n{xattrs}\n{acls}")
+}
+
+fn mount(rig: &Rig, dataset: &str) -> PathBuf {
+    rig.root().join("altroot").join(dataset)
+}
+
+fn two_pools(rig: &Rig) {
+    let a = rig.devices("a", "disk", 1);
+    let b = rig.devices("b", "disk", 1);
+    rig.ok(&format!("pool create -O acltype=posix pa {}", join(&a)));
+    rig.ok(&format!("pool create -O acltype=posix pb {}", join(&b)));
+    rig.ok("create pa/src");
+}
+
+/// `send -c` of `pa/src@one` (which has 2 MB of compressible text) sends its blocks as
+/// stored: much less than the plain stream.
+fn compressed_is_smaller(rig: &Rig) {
+    let (plain, stored) = (
+        stream(rig, "send pa/src@one"),
+        stream(rig, "send -c pa/src@one"),
+    );
+    assert!(
+        stored.len() + 1_500_000 < plain.len(),
+        "-c sends compressed blocks as stored: {} against {}",
+        stored.len(),
+        plain.len()
+    );
+}
+
+#[test]
+fn full_and_incremental_round_trips_give_identical_trees() {
+    if !fuse_ok("full_and_incremental_round_trips_give_identical_trees") {
+        return;
+    }
+    let rig = Rig::new();
+    two_pools(&rig);
+    let src = mount(&rig, "pa/src");
+    sh(
+        &src,
+        "mkdir -p dir/sub && head -c 3000000 /dev/urandom > dir/big && echo hello > small && \
+         ln -s small link && setfattr -n user.k -v val small && \
+         setfacl -m u:1234:rw small && chmod 640 dir/big && chown 7:8 dir/sub && \
+         truncate -s 10M sparse && echo x | dd of=sparse bs=1 seek=5000000 conv=notrunc && \
+         mkfifo fifo && yes compressible | head -c 2000000 > text && \
+         touch -h -d 2020-01-02 small link dir/big dir",
+    );
+    rig.ok("snapshot pa/src@one");
+    compressed_is_smaller(&rig);
+    let out = pipe(&rig, "send -c pa/src@one", "receive -v pb/dst");
+    assert!(out.contains("received pb/dst@one"), "{out}");
+    let dst = mount(&rig, "pb/dst");
+    let listed = tree(&src);
+    assert!(listed.contains("./dir/big regular file 640"), "{listed}");
+    assert!(
+        listed.contains("user.k=\"val\"") && listed.contains("user:1234:rw-"),
+        "{listed}"
+    );
+    assert_eq!(listed, tree(&dst), "full round trip");
+    assert_eq!(rig.ok("list -H -o name -t snapshot pb/dst"), "pb/dst@one\n");
+    let guid = |name: &str| rig.ok(&format!("get -H -o value guid {name}"));
+    assert_eq!(
+        guid("pa/src@one"),
+        guid("pb/dst@one"),
+        "the snapshot keeps its GUID"
+    );
+
+    // Changes of every kind, sent incrementally.
+    sh(
+        &src,
+        "dd if=/dev/urandom of=dir/big bs=4096 count=3 seek=100 conv=notrunc && \
+         rm small && echo new > new && setfattr -n user.k -v changed link -h 2>/dev/null; \
+         truncate -s 100 sparse && truncate -s 6M sparse && rmdir dir/sub && \
+         mkdir other && chmod 700 other && setfacl -m g:99:r new",
+    );
+    rig.ok("snapshot pa/src@two");
+    pipe(&rig, "send -i @one pa/src@two", "receive pb/dst");
+    assert_eq!(tree(&src), tree(&dst), "incremental round trip");
+
+    // -I: two more snapshots in one stream.
+    sh(&src, "echo three > three");
+    rig.ok("snapshot pa/src@three");
+    sh(&src, "rm three && echo four > dir/four");
+    rig.ok("snapshot pa/src@four");
+    // Reading the destination only records access times: not a modification.
+    sh(&dst, "cat new dir/big > /dev/null && ls -R > /dev/null");
+    let out = pipe(&rig, "send -I pa/src@two pa/src@four", "receive -v pb/dst");
+    assert!(
+        out.contains("pb/dst@three") && out.contains("pb/dst@four"),
+        "{out}"
+    );
+    assert_eq!(tree(&src), tree(&dst), "-I round trip");
+    assert_eq!(
+        rig.ok("list -H -o name -t snapshot pb/dst"),
+        "pb/dst@one\npb/dst@two\npb/dst@three\npb/dst@four\n"
+    );
+}
+
+#[test]
+fn a_modified_destination_is_refused_by_name_and_rolled_back_with_force() {
+    if !fuse_ok("a_modified_destination_is_refused_by_name_and_rolled_back_with_force") {
+        return;
+    }
+    let rig = Rig::new();
+    two_pools(&rig);
+    let src = mount(&rig, "pa/src");
+    sh(&src, "echo one > f");
+    rig.ok("snapshot pa/src@one");
+    pipe(&rig, "send pa/src@one", "receive pb/dst");
+    sh(&src, "echo two > f");
+    rig.ok("snapshot pa/src@two");
+    let dst = mount(&rig, "pb/dst");
+    sh(&dst, "echo local > g");
+    rig.ok("pool sync pb");
+    let incremental = stream(&rig, "send -i @one pa/src@two");
+    let (code, err) = receive(&rig, "receive pb/dst", &incremental);
+    assert_eq!(code, Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("has been modified since most recent snapshot") && err.contains("-F"),
+        "{err}"
+    );
+    assert_eq!(sh(&dst, "cat g"), "local\n", "a refusal changes nothing");
+    let (code, err) = receive(&rig, "receive -F pb/dst", &incremental);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(tree(&src), tree(&dst));
+    // Wrong source: the stream's source snapshot is not the destination's latest.
+    let again = stream(&rig, "send -i @one pa/src@two");
+    let (code, err) = receive(&rig, "receive pb/dst", &again);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.starts_with("cannot receive 'pb/dst': "), "{err}");
+}
+
+#[test]
+fn cut_and_damaged_streams_are_refused_and_change_nothing() {
+    let rig = Rig::new();
+    let a = rig.devices("a", "disk", 1);
+    let b = rig.devices("b", "disk", 1);
+    rig.ok(&format!("pool create -m none pa {}", join(&a)));
+    rig.ok(&format!("pool create -m none pb {}", join(&b)));
+    rig.ok("create pa/src");
+    rig.ok("snapshot pa/src@one");
+    let full = stream(&rig, "send pa/src@one");
+    let listing = || rig.ok("list -H -p -o name,used -t all -r pb");
+    let before = listing();
+    let cuts = [
+        1,
+        23,
+        24,
+        100,
+        full.len() / 3,
+        full.len() / 2,
+        full.len() - 49,
+        full.len() - 1,
+    ];
+    for cut in cuts {
+        let (code, err) = receive(&rig, "receive pb/dst", &full[..cut]);
+        assert_eq!(code, Some(1), "cut at {cut}: {err}");
+        assert_eq!(err.lines().count(), 1, "cut at {cut}: {err}");
+        assert!(err.contains("truncated"), "cut at {cut}: {err}");
+        assert_eq!(listing(), before, "cut at {cut} left pb changed");
+    }
+    for at in (0..full.len()).step_by(full.len() / 40 + 1) {
+        let mut bad = full.clone();
+        bad[at] ^= 0x20;
+        let (code, err) = receive(&rig, "receive pb/dst", &bad);
+        assert_eq!(code, Some(1), "flip at {at}: {err}");
+        assert!(
+            err.starts_with("cannot receive 'pb/dst': invalid stream"),
+            "{err}"
+        );
+        assert_eq!(listing(), before, "flip at {at} left pb changed");
+    }
+    let (code, err) = receive(&rig, "receive pb/dst", b"");
+    assert_eq!(
+        (code, err.trim_end()),
+        (
+            Some(1),
+            "cannot receive 'pb/dst': invalid stream: it is empty"
+        )
+    );
+    let (code, _) = receive(&rig, "receive pb/dst", &full);
+    assert_eq!(code, Some(0));
+    assert_eq!(rig.ok("list -H -o name -t snapshot pb/dst"), "pb/dst@one\n");
+}
+
+/// The token a `receive -s` refusal names.
+fn token_of(err: &str) -> String {
+    let at = err
+        .find("send -t ")
+        .unwrap_or_else(|| panic!("no token in {err}"))
+        + 8;
+    err[at..].split('\'').next().unwrap().to_string()
+}
+
+#[test]
+fn streams_cut_at_random_points_resume_to_identical_trees() {
+    if !fuse_ok("streams_cut_at_random_points_resume_to_identical_trees") {
+        return;
+    }
+    let rig = Rig::new();
+    two_pools(&rig);
+    let src = mount(&rig, "pa/src");
+    sh(
+        &src,
+        "for i in 1 2 3 4 5 6; do head -c 300000 /dev/urandom > f$i; done && \
+         setfattr -n user.a -v b f3 && mkdir d && echo x > d/y",
+    );
+    rig.ok("snapshot pa/src@one");
+    let full = stream(&rig, "send pa/src@one");
+    let dst = mount(&rig, "pb/dst");
+    // A fixed sequence of cut points (a tiny LCG): the same run every time.
+    let mut seed = 0x2545_f491_u64;
+    let mut next_cut = |len: usize| {
+        seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+        100 + (seed >> 33) as usize % (len - 200)
+    };
+    for round in 0..5 {
+        let cut = next_cut(full.len());
+        let (code, err) = receive(&rig, "receive -s pb/dst", &full[..cut]);
+        assert_eq!(code, Some(1), "round {round} cut {cut}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        let mut token = token_of(&err);
+        // Resume once cut again, then to the end.
+        let rest = stream(&rig, &format!("send -t {token}"));
+        if rest.len() > 300 {
+            let (code, err) = receive(&rig, "receive -s pb/dst", &rest[..rest.len() / 2]);
+            assert_eq!(code, Some(1), "{err}");
+            token = token_of(&err);
+        }
+        let rest = stream(&rig, &format!("send -t {token}"));
+        let (code, err) = receive(&rig, "receive -s pb/dst", &rest);
+        assert_eq!(code, Some(0), "round {round} cut {cut}: {err}");
+        assert_eq!(tree(&src), tree(&dst), "round {round}, cut at {cut}");
+        rig.ok("destroy -r pb/dst");
+    }
+    incremental_resumed_and_aborted(&rig, &full);
+}
+
+/// An incremental stream cut and resumed; then a partial full one aborted with -A.
+fn incremental_resumed_and_aborted(rig: &Rig, full: &[u8]) {
+    let (src, dst) = (mount(rig, "pa/src"), mount(rig, "pb/dst"));
+    pipe(rig, "send pa/src@one", "receive pb/dst");
+    sh(
+        &src,
+        "head -c 200000 /dev/urandom > f2 && rm f5 && echo z > d/z",
+    );
+    rig.ok("snapshot pa/src@two");
+    let incremental = stream(rig, "send -i @one pa/src@two");
+    let (code, err) = receive(
+        rig,
+        "receive -s pb/dst",
+        &incremental[..incremental.len() / 2],
+    );
+    assert_eq!(code, Some(1), "{err}");
+    let token = token_of(&err);
+    assert_eq!(
+        rig.ok("get -H -o value receive_resume_token pb/dst")
+            .trim_end(),
+        token
+    );
+    let rest = stream(rig, &format!("send -t {token}"));
+    let (code, err) = receive(rig, "receive -s pb/dst", &rest);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(tree(&src), tree(&dst), "incremental resumed");
+    assert_eq!(rig.ok("get -H -o value receive_resume_token pb/dst"), "-\n");
+    let (code, err) = receive(rig, "receive -s pb/new", &full[..full.len() / 2]);
+    assert_eq!(code, Some(1), "{err}");
+    let (code, err) = receive(rig, "receive pb/new", full);
+    assert_eq!(code, Some(1), "a partial receive blocks a new one: {err}");
+    assert!(err.contains("receive -A"), "{err}");
+    rig.ok("receive -A pb/new");
+    let (code, err) = receive(rig, "receive pb/new", full);
+    assert_eq!(code, Some(0), "{err}");
+    let refused = rig.run("receive -A pb/new");
+    assert_eq!(refused.code, Some(1), "{refused:?}");
+}
+
+#[test]
+fn dry_runs_sizes_properties_and_names() {
+    let rig = Rig::new();
+    let a = rig.devices("a", "disk", 1);
+    let b = rig.devices("b", "disk", 1);
+    rig.ok(&format!("pool create -m none pa {}", join(&a)));
+    rig.ok(&format!("pool create -m none pb {}", join(&b)));
+    rig.ok("create -o compression=zle -o com.example:tag=blue -o atime=off pa/src");
+    rig.ok("snapshot pa/src@one");
+    rig.ok("snapshot pa/src@two");
+    // -nvP: the exact size, without a stream (stdout may be anything).
+    let sized = rig.ok("send -nvP -p pa/src@one");
+    let full = stream(&rig, "send -p pa/src@one");
+    assert_eq!(
+        sized,
+        format!("full\tpa/src@one\t{0}\nsize\t{0}\n", full.len())
+    );
+    let sized = rig.ok("send -nv -I @one pa/src@two");
+    assert!(
+        sized.contains("send from pa/src@one to pa/src@two estimated size is"),
+        "{sized}"
+    );
+    // -n of a receive reads the stream and changes nothing.
+    let before = rig.ok("list -H -t all -r -o name pb");
+    let (code, err) = receive(&rig, "receive -n pb/x", &full);
+    assert_eq!((code, err.as_str()), (Some(0), ""));
+    assert_eq!(rig.ok("list -H -t all -r -o name pb"), before);
+    // -p carries properties; -x keeps one out, -o sets another; -d appends the name.
+    rig.ok("create pb/into");
+    let (code, err) = receive(
+        &rig,
+        "receive -d -x compression -o com.example:more=yes pb/into",
+        &full,
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let get = |what: &str| rig.ok(&format!("get -H -o value,source {what} pb/into/src"));
+    assert_eq!(get("com.example:tag"), "blue\tlocal\n");
+    assert_eq!(get("com.example:more"), "yes\tlocal\n");
+    assert_eq!(get("atime"), "off\tlocal\n");
+    assert_eq!(get("compression"), "on\tdefault\n", "-x compression");
+    let (code, err) = receive(&rig, "receive -e -o compression=bogus pb/into", &full);
+    assert_eq!(code, Some(1), "an invalid -o is refused first: {err}");
+    assert_eq!(
+        rig.ok("list -H -o name -r pb/into"),
+        "pb/into\npb/into/src\n"
+    );
+}
+
+#[test]
+fn a_replication_stream_brings_children_snapshots_and_properties() {
+    if !fuse_ok("a_replication_stream_brings_children_snapshots_and_properties") {
+        return;
+    }
+    let rig = Rig::new();
+    two_pools(&rig);
+    rig.ok("create -o com.example:tag=kid -o atime=off pa/src/kid");
+    let (src, kid) = (mount(&rig, "pa/src"), mount(&rig, "pa/src/kid"));
+    sh(&src, "echo top > top && mkdir d && echo deep > d/f");
+    sh(
+        &kid,
+        "head -c 100000 /dev/urandom > k && setfattr -n user.x -v y k",
+    );
+    rig.ok("snapshot -r pa/src@one");
+    sh(&kid, "echo more > more");
+    rig.ok("snapshot -r pa/src@two");
+    let out = pipe(&rig, "send -R pa/src@two", "receive -v pb/copy");
+    for name in [
+        "pb/copy@one",
+        "pb/copy@two",
+        "pb/copy/kid@one",
+        "pb/copy/kid@two",
+    ] {
+        assert!(out.contains(name), "{name} in {out}");
+    }
+    assert_eq!(
+        rig.ok("list -H -o name -t all -r pb/copy"),
+        "pb/copy\npb/copy@one\npb/copy@two\npb/copy/kid\npb/copy/kid@one\npb/copy/kid@two\n"
+    );
+    assert_eq!(
+        rig.ok("get -H -o value,source com.example:tag,atime pb/copy/kid"),
+        "kid\tlocal\noff\tlocal\n"
+    );
+    let tree_of = |d: &str| tree(&mount(&rig, d));
+    assert_eq!(tree_of("pa/src/kid"), tree_of("pb/copy/kid"));
+    assert_eq!(
+        tree(&src).replace("./kid", ""),
+        tree_of("pb/copy").replace("./kid", "")
+    );
+    // And on from there: -R -I sends every dataset's later snapshots.
+    sh(&kid, "rm more");
+    rig.ok("snapshot -r pa/src@three");
+    pipe(&rig, "send -R -I @two pa/src@three", "receive pb/copy");
+    assert_eq!(tree_of("pa/src/kid"), tree_of("pb/copy/kid"));
+}
+
+/// `tarn LINE` with `bytes` on stdin must be refused in one line and leave every device
+/// file byte-identical.
+fn refused_with_stream(rig: &Rig, line: &str, bytes: &[u8]) -> String {
+    let path = rig.root().join("stream.bin");
+    std::fs::write(&path, bytes).unwrap();
+    let baseline = rig.image();
+    let out = tarn(rig, line)
+        .stdin(std::fs::File::open(&path).unwrap())
+        .output()
+        .unwrap();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(1), "`tarn {line}`: {err}");
+    assert_eq!(err.lines().count(), 1, "`tarn {line}`: {err}");
+    assert_same_image(&baseline, &rig.image(), &format!("refused `tarn {line}`"));
+    err
+}
+
+#[test]
+fn refusals_before_any_record_leave_every_device_byte_identical() {
+    let rig = Rig::new();
+    let a = rig.devices("a", "disk", 1);
+    let b = rig.devices("b", "disk", 1);
+    rig.ok(&format!("pool create -m none pa {}", join(&a)));
+    rig.ok(&format!("pool create -m none pb {}", join(&b)));
+    rig.ok("create pa/src");
+    rig.ok("snapshot pa/src@one");
+    rig.ok("snapshot pa/src@two");
+    rig.ok("snapshot pa/src@three");
+    let full = stream(&rig, "send pa/src@one");
+    let (code, err) = receive(&rig, "receive pb/dst", &full);
+    assert_eq!(code, Some(0), "{err}");
+    let skipping = stream(&rig, "send -i @two pa/src@three");
+    let err = refused_with_stream(&rig, "receive pb/dst", &skipping);
+    assert!(err.contains("does not have fromsnap (pa/src@two)"), "{err}");
+    let err = refused_with_stream(
+        &rig,
+        "receive pb/nosuch",
+        &stream(&rig, "send -i @one pa/src@two"),
+    );
+    assert!(err.contains("does not exist"), "{err}");
+    let err = refused_with_stream(&rig, "receive pb/dst", &full);
+    assert!(
+        err.contains("exists"),
+        "a full stream onto an existing dataset: {err}"
+    );
+    let err = refused_with_stream(&rig, "receive nopool/x", &full);
+    assert!(err.contains("no such pool"), "{err}");
+    let err = refused_with_stream(&rig, "receive pb/dst", b"not a stream at all, just text");
+    assert!(err.contains("invalid stream"), "{err}");
+}

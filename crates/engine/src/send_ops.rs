@@ -1,0 +1,1211 @@
+//! `tarn send` and `tarn receive`: thin verbs over `tarn_dataset::send` (the object-set
+//! walk and apply) and tarn-send (the stream). The engine's part is choosing snapshots,
+//! the checks of the destination, batching, and making a receive all-or-nothing:
+//!
+//! - A send walks in batches of [`BATCH_BYTES`]: each batch runs under the pool lock (the
+//!   snapshot is checked to still exist, so its blocks are still allocated), the stream is
+//!   written to the caller's writer with the lock released.
+//! - A full receive writes into a hidden dataset `PARENT/%LEAF` (not listed, mounted or
+//!   selected; no per-owner counts while it fills); at END it is synced, its counts are
+//!   recounted, it is renamed to its name and snapshotted, in one txg.
+//! - An incremental receive writes into the destination's head, which the caller keeps
+//!   unmounted, after checking its latest snapshot is the stream's source (and rolling back
+//!   changes that are only access times, or any with `-F`); at END the snapshot is taken.
+//! - Any refusal or bad record before END undoes the receive: the hidden dataset is
+//!   destroyed, or the head rolled back to the snapshot it started from, so the destination
+//!   is as it was.
+//!
+//! Records are read from the stream without the pool lock, in batches of about
+//! [`BATCH_BYTES`], and applied under it.
+//!
+//! Resuming (`receive -s`, `send -t`): after each applied record the receive knows the first
+//! object and offset not yet received (the order rule makes that exact). A stream that stops
+//! early under `-s` keeps what was applied (committed) and records a resume token among the
+//! local properties of the dataset written ([`TOKEN_KEY`]: the hidden one, or the head); a
+//! `send -t` stream starts there with the RESUMING feature, and a receive takes it only
+//! when its point is exactly the token's. `receive -A` discards the partial state.
+//!
+//! Replication (`send -R`): one substream per dataset and snapshot, parents first, with the
+//! dataset's local properties; the receiver names each dataset by its path below the
+//! stream's first one.
+
+use std::io::{Read, Write};
+
+use tarn_base::{Guid, ObjectId};
+use tarn_dataset::name as dsname;
+use tarn_dataset::node::{self, DatasetHeader};
+use tarn_dataset::send::{self as dsend, Cursor, Source};
+use tarn_dataset::snapshot::{self, NewSnapshot, Snapshot};
+use tarn_objects::{ObjectSet, ObjsetKind};
+use tarn_send::{Begin, Record, StreamReader, StreamWriter};
+
+use crate::datasets::Node;
+use crate::{DatasetId, Engine, EngineError, Imported, PoolHandle};
+
+/// Stream bytes produced or applied per hold of the pool lock.
+pub const BATCH_BYTES: u64 = 8 << 20;
+
+/// What `tarn send` sends.
+#[derive(Clone, Debug, Default)]
+pub struct SendSpec {
+    /// The snapshot (`pool/ds@snap`).
+    pub snapshot: String,
+    /// `-i`/`-I`: the source snapshot (`@a`, `a` or `pool/ds@a`).
+    pub from: Option<String>,
+    /// `-I`: every snapshot between the source and the snapshot, one substream each.
+    pub intermediates: bool,
+    /// `-t TOKEN`: resume a partial receive (`snapshot` and `from` are then ignored).
+    pub token: Option<String>,
+    /// `-n`: only size the stream (no data block is read; `out` gets nothing).
+    pub dry_run: bool,
+    /// `-p`: PROPERTY records with the dataset's local properties.
+    pub properties: bool,
+    /// `-c`: compressed blocks as stored.
+    pub compressed: bool,
+    /// `-L`, `-e`: recorded in the stream's features (tarn never splits a block, and keeps
+    /// no data in block pointers).
+    pub large_blocks: bool,
+    /// `-e`.
+    pub embedded: bool,
+    /// `-R`: the dataset and its descendants, each with its snapshots up to the one named
+    /// (from the source with `-i`/`-I`) and its properties.
+    pub replicate: bool,
+}
+
+/// What a send sent.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SendReport {
+    /// (source, snapshot) of each substream, full names (source empty for a full one).
+    pub streams: Vec<(String, String)>,
+    /// The bytes of each substream.
+    pub sizes: Vec<u64>,
+    /// Stream bytes written.
+    pub bytes: u64,
+}
+
+/// What `tarn receive` does with a stream.
+#[derive(Clone, Debug, Default)]
+pub struct ReceiveSpec {
+    /// The destination dataset (or `ds@snap`: the received snapshot's name).
+    pub target: String,
+    /// `-F`: roll the destination back to the stream's source snapshot first.
+    pub force: bool,
+    /// `-s`: a stream that stops early leaves the partial receive for `send -t`.
+    pub resumable: bool,
+    /// `-n`: read and check the whole stream, change nothing.
+    pub dry_run: bool,
+    /// `-d` (`Some(true)`): the destination is `target` plus the sent name without its
+    /// pool; `-e` (`Some(false)`): plus the sent name's last component.
+    pub append: Option<bool>,
+    /// `-o prop=val`: set on the received dataset (over what the stream carries).
+    pub set: Vec<(String, String)>,
+    /// `-x prop`: not taken from the stream.
+    pub exclude: Vec<String>,
+}
+
+/// Key of a partial receive's resume token among the local properties of the dataset it
+/// writes (the hidden one or the head): no property can have a `%` in its name.
+pub(crate) const TOKEN_KEY: &str = "%receive_resume_token";
+
+/// What a receive received.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReceiveReport {
+    /// Full names of the snapshots received, in order.
+    pub snapshots: Vec<String>,
+    /// Stream bytes read.
+    pub bytes: u64,
+}
+
+fn invalid(text: impl Into<String>) -> EngineError {
+    EngineError::InvalidArgument(text.into())
+}
+
+fn pool_of(name: &str) -> &str {
+    name.split('/').next().unwrap_or(name)
+}
+
+/// A stream's failure as the refusal line says it.
+fn stream_error(error: tarn_send::StreamError) -> EngineError {
+    invalid(format!("invalid stream: {error}"))
+}
+
+impl Engine {
+    /// `tarn send [-i|-I SNAP] SNAP`: writes the stream to `out`; `progress` gets the bytes
+    /// written so far after each batch.
+    pub fn send(
+        &self,
+        spec: &SendSpec,
+        out: &mut dyn Write,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<SendReport, EngineError> {
+        if let Some(token) = &spec.token {
+            return self.send_resume(token, out, progress);
+        }
+        let (root, snap) = snapshot::split_name(&spec.snapshot)?;
+        let handle = self.pool(pool_of(root))?;
+        let plan = send_plan(&handle.lock(), spec, root, snap)?;
+        let mut report = SendReport::default();
+        let mut sink = std::io::sink();
+        let out: &mut dyn Write = if spec.dry_run { &mut sink } else { out };
+        let mut writer = StreamWriter::new(out);
+        for (dataset, from, to) in plan {
+            let dataset = dataset.as_str();
+            let names = (
+                from.as_ref()
+                    .map_or(String::new(), |s| format!("{dataset}@{}", s.name)),
+                format!("{dataset}@{}", to.name),
+            );
+            let start = Start {
+                from: from.as_ref(),
+                to: &to,
+                names: &names,
+                resume: None,
+                spec,
+            };
+            let before = writer.bytes();
+            send_one(&handle, dataset, &start, &mut writer, progress)?;
+            report.streams.push(names);
+            report.sizes.push(writer.bytes() - before);
+        }
+        writer.flush().map_err(stream_error)?;
+        report.bytes = writer.bytes();
+        Ok(report)
+    }
+}
+
+impl Engine {
+    /// `tarn send -t TOKEN`: the rest of the stream a partial receive stopped in.
+    fn send_resume(
+        &self,
+        text: &str,
+        out: &mut dyn Write,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<SendReport, EngineError> {
+        let token = tarn_send::ResumeToken::decode(text).map_err(stream_error)?;
+        let (dataset, snap) = snapshot::split_name(&token.to_name)?;
+        let handle = self.pool(pool_of(dataset))?;
+        let (from, to) = {
+            let inner = handle.lock();
+            let id = inner
+                .datasets
+                .by_name(dataset)
+                .ok_or(EngineError::NoSuchDataset)?;
+            let node = inner.datasets.node(id);
+            let by_guid = |guid: u64| {
+                node.snapshots
+                    .iter()
+                    .find(|s| s.header.guid.0 == guid)
+                    .cloned()
+            };
+            let to = by_guid(token.to_guid).filter(|s| s.name == snap);
+            let to = to.ok_or_else(|| {
+                invalid(format!(
+                    "snapshot '{}' of the token no longer exists",
+                    token.to_name
+                ))
+            })?;
+            let from = match token.from_guid {
+                0 => None,
+                guid => Some(by_guid(guid).ok_or_else(|| {
+                    invalid(format!(
+                        "snapshot '{}' of the token no longer exists",
+                        token.from_name
+                    ))
+                })?),
+            };
+            (from, to)
+        };
+        let names = (token.from_name.clone(), token.to_name.clone());
+        let start = Start {
+            from: from.as_ref(),
+            to: &to,
+            names: &names,
+            resume: Some((token.object, token.offset)),
+            spec: &SendSpec {
+                large_blocks: token.features & tarn_send::FEATURE_LARGE_BLOCKS != 0,
+                compressed: token.features & tarn_send::FEATURE_COMPRESSED != 0,
+                embedded: token.features & tarn_send::FEATURE_EMBEDDED != 0,
+                ..SendSpec::default()
+            },
+        };
+        let mut writer = StreamWriter::new(out);
+        send_one(&handle, dataset, &start, &mut writer, progress)?;
+        writer.flush().map_err(stream_error)?;
+        Ok(SendReport {
+            streams: vec![names],
+            sizes: vec![writer.bytes()],
+            bytes: writer.bytes(),
+        })
+    }
+}
+
+/// Where one substream starts: its snapshots, their full names, and a resume point.
+struct Start<'a> {
+    from: Option<&'a Snapshot>,
+    to: &'a Snapshot,
+    names: &'a (String, String),
+    resume: Option<(u64, u64)>,
+    spec: &'a SendSpec,
+}
+
+impl Start<'_> {
+    fn features(&self) -> u64 {
+        let flag = |on: bool, bit: u64| if on { bit } else { 0 };
+        flag(self.resume.is_some(), tarn_send::FEATURE_RESUMING)
+            | flag(self.spec.properties, tarn_send::FEATURE_PROPERTIES)
+            | flag(self.spec.replicate, tarn_send::FEATURE_REPLICATED)
+            | flag(self.spec.compressed, tarn_send::FEATURE_COMPRESSED)
+            | flag(self.spec.large_blocks, tarn_send::FEATURE_LARGE_BLOCKS)
+            | flag(self.spec.embedded, tarn_send::FEATURE_EMBEDDED)
+    }
+}
+
+/// Every substream a send sends, in order: (dataset, source, snapshot). With `-R` each
+/// dataset of the subtree that has the snapshot, parents first, with all its snapshots up to
+/// it (a full stream of the oldest, then one per snapshot), or from the source with `-i`/`-I`.
+fn send_plan(
+    inner: &Imported,
+    spec: &SendSpec,
+    root: &str,
+    snap: &str,
+) -> Result<Vec<(String, Option<Snapshot>, Snapshot)>, EngineError> {
+    if !spec.replicate {
+        let pairs = send_pairs(inner, spec)?;
+        return Ok(pairs
+            .into_iter()
+            .map(|(from, to)| (root.to_string(), from, to))
+            .collect());
+    }
+    let id = inner
+        .datasets
+        .by_name(root)
+        .ok_or(EngineError::NoSuchDataset)?;
+    let mut plan = Vec::new();
+    for (at, _) in inner.datasets.subtree(id) {
+        let node = inner.datasets.node(at);
+        let Some((to_index, _)) = node.snapshot(snap) else {
+            continue;
+        };
+        let name = node.name.clone();
+        let mut each = SendSpec {
+            snapshot: format!("{name}@{snap}"),
+            intermediates: true,
+            ..spec.clone()
+        };
+        if spec.from.is_none() {
+            let oldest = &node.snapshots[0];
+            plan.push((name.clone(), None, oldest.clone()));
+            if to_index == 0 {
+                continue;
+            }
+            each.from = Some(oldest.name.clone());
+        }
+        for (from, to) in send_pairs(inner, &each)? {
+            plan.push((name.clone(), from, to));
+        }
+    }
+    Ok(plan)
+}
+
+/// The (source, snapshot) pairs a send sends, oldest first.
+fn send_pairs(
+    inner: &Imported,
+    spec: &SendSpec,
+) -> Result<Vec<(Option<Snapshot>, Snapshot)>, EngineError> {
+    let (dataset, snap) = snapshot::split_name(&spec.snapshot)?;
+    let id = inner
+        .datasets
+        .by_name(dataset)
+        .ok_or(EngineError::NoSuchDataset)?;
+    let node = inner.datasets.node(id);
+    let (to_index, to) = node
+        .snapshot(snap)
+        .ok_or_else(|| invalid(format!("snapshot '{}' does not exist", spec.snapshot)))?;
+    let Some(from) = &spec.from else {
+        return Ok(vec![(None, to.clone())]);
+    };
+    let from_name = match from.split_once('@') {
+        Some((ds, name)) if ds.is_empty() || ds == dataset => name,
+        Some(_) => return Err(invalid("incremental source must be in same filesystem")),
+        None => from.as_str(),
+    };
+    let (from_index, _) = node
+        .snapshot(from_name)
+        .ok_or_else(|| invalid(format!("snapshot '{dataset}@{from_name}' does not exist")))?;
+    if from_index >= to_index {
+        return Err(invalid(
+            "incremental source must be earlier than the snapshot sent",
+        ));
+    }
+    let snaps = &node.snapshots;
+    Ok(match spec.intermediates {
+        true => (from_index..to_index)
+            .map(|i| (Some(snaps[i].clone()), snaps[i + 1].clone()))
+            .collect(),
+        false => vec![(Some(snaps[from_index].clone()), to.clone())],
+    })
+}
+
+/// Sends one substream: `to`, relative to `from` when given.
+fn send_one(
+    handle: &PoolHandle,
+    dataset: &str,
+    start: &Start<'_>,
+    writer: &mut StreamWriter<&mut dyn Write>,
+    progress: &mut dyn FnMut(u64),
+) -> Result<(), EngineError> {
+    let (from, to, names) = (start.from, start.to, start.names);
+    let (resume_object, resume_offset) = start.resume.unwrap_or((0, 0));
+    let (mut to_os, mut from_os) = {
+        let inner = handle.lock();
+        let reader = inner.pool.reader();
+        let to_os = ObjectSet::open(&reader, &to.header.objset)?;
+        let from_os = match from {
+            Some(f) => Some(ObjectSet::open(&reader, &f.header.objset)?),
+            None => None,
+        };
+        (to_os, from_os)
+    };
+    let begin = Begin {
+        features: start.features(),
+        from_guid: from.map_or(0, |f| f.header.guid.0),
+        to_guid: to.header.guid.0,
+        to_txg: to.header.txg.0,
+        creation_time: to.header.creation_time,
+        objset_kind: 1,
+        resume_object,
+        resume_offset,
+        from_name: names.0.clone(),
+        to_name: names.1.clone(),
+    };
+    writer
+        .write(&Record::Begin(Box::new(begin)))
+        .map_err(stream_error)?;
+    if (start.spec.properties || start.spec.replicate) && start.resume.is_none() {
+        for (name, value) in local_props(handle, dataset)? {
+            writer
+                .write(&Record::Property { name, value })
+                .map_err(stream_error)?;
+        }
+    }
+    let mut cursor = Cursor::at(resume_object, resume_offset);
+    let mut batch: Vec<Record> = Vec::new();
+    while !cursor.done {
+        {
+            let inner = handle.lock();
+            check_still_there(&inner, dataset, to, from)?;
+            let reader = inner.pool.reader();
+            let mut source = Source {
+                to: &mut to_os,
+                from: from_os.as_mut().zip(from.map(|f| f.header.txg)),
+                recomputed: tarn_posix::RECOMPUTED_TYPES,
+                compressed: start.spec.compressed,
+                dry_run: start.spec.dry_run,
+            };
+            dsend::send_some(&mut source, &reader, &mut cursor, BATCH_BYTES, &mut |r| {
+                batch.push(r);
+                Ok(())
+            })?;
+        }
+        for record in batch.drain(..) {
+            writer.write(&record).map_err(stream_error)?;
+        }
+        progress(writer.bytes());
+    }
+    writer.end().map_err(stream_error)?;
+    Ok(())
+}
+
+/// The local properties `send -p` carries (not statistics, not a partial receive's).
+fn local_props(handle: &PoolHandle, dataset: &str) -> Result<Vec<(String, String)>, EngineError> {
+    let inner = handle.lock();
+    let id = inner
+        .datasets
+        .by_name(dataset)
+        .ok_or(EngineError::NoSuchDataset)?;
+    let local = &inner.datasets.node(id).local;
+    Ok(local
+        .iter()
+        .filter(|(name, _)| !name.starts_with('%') && name.len() <= tarn_send::NAME_MAX)
+        .filter(|(_, value)| value.len() <= tarn_send::VALUE_MAX)
+        .map(|(name, value)| (name.clone(), value.clone()))
+        .collect())
+}
+
+/// Refuses a send whose snapshots went away meanwhile (their blocks may be reused).
+fn check_still_there(
+    inner: &Imported,
+    dataset: &str,
+    to: &Snapshot,
+    from: Option<&Snapshot>,
+) -> Result<(), EngineError> {
+    let id = inner
+        .datasets
+        .by_name(dataset)
+        .ok_or(EngineError::NoSuchDataset)?;
+    let node = inner.datasets.node(id);
+    let there = |s: &Snapshot| {
+        node.snapshots
+            .iter()
+            .any(|n| n.header.guid == s.header.guid)
+    };
+    if !there(to) || from.is_some_and(|f| !there(f)) {
+        return Err(invalid(
+            "a snapshot of the stream was destroyed during the send",
+        ));
+    }
+    Ok(())
+}
+
+/// Where a receive writes.
+enum Destination {
+    /// A full stream: the hidden dataset, its parent, and the name it will take.
+    New {
+        id: DatasetId,
+        parent: DatasetId,
+        name: String,
+    },
+    /// An incremental stream: the destination's head (rolled back on failure).
+    Head { id: DatasetId },
+}
+
+impl Engine {
+    /// `tarn receive [-F] DS`: reads substreams from `input` until it ends; `progress`
+    /// gets the bytes read after each batch. The caller keeps the destination unmounted.
+    pub fn receive(
+        &self,
+        spec: &ReceiveSpec,
+        input: &mut dyn Read,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<ReceiveReport, EngineError> {
+        for (property, value) in &spec.set {
+            crate::dataset_ops::validate_prop(property, value)?;
+        }
+        let mut reader = StreamReader::new(input);
+        let mut report = ReceiveReport::default();
+        let mut replicated_root: Option<String> = None;
+        loop {
+            let begin = match reader.next_record().map_err(stream_error)? {
+                None if report.snapshots.is_empty() => {
+                    return Err(invalid("invalid stream: it is empty"));
+                }
+                None => break,
+                Some(Record::Begin(begin)) => begin,
+                Some(_) => return Err(invalid("invalid stream: no BEGIN record")),
+            };
+            let each = replicated_spec(spec, &begin, &mut replicated_root)?;
+            let spec = each.as_ref().unwrap_or(spec);
+            let name = match spec.dry_run {
+                true => receive_dry(spec, &begin, &mut reader)?,
+                false => self.receive_one(spec, &begin, &mut reader, progress)?,
+            };
+            report.snapshots.push(name);
+        }
+        report.bytes = reader.bytes();
+        Ok(report)
+    }
+
+    /// Receives one substream whose BEGIN was read; returns the snapshot's full name.
+    fn receive_one(
+        &self,
+        spec: &ReceiveSpec,
+        begin: &Begin,
+        reader: &mut StreamReader<&mut dyn Read>,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<String, EngineError> {
+        let (target, snap) = target_names(spec, begin)?;
+        let handle = self.pool(pool_of(&target))?;
+        let into = {
+            let _admin = self.admin();
+            let mut inner = handle.lock();
+            inner.check_writable()?;
+            self.receive_prepare(&mut inner, spec, begin, &target)?
+        };
+        let mut position = (begin.resume_object, begin.resume_offset);
+        let mut props = Vec::new();
+        let mut at = Progressed {
+            progress,
+            position: &mut position,
+            props: &mut props,
+        };
+        let outcome = receive_records(&handle, &into, reader, &mut at);
+        let _admin = self.admin();
+        let mut inner = handle.lock();
+        let saving = spec.resumable && outcome.is_err();
+        let ended = outcome.and_then(|()| {
+            still_there(&inner, destination_id(&into))?;
+            apply_props(&mut inner, destination_id(&into), &props, spec)?;
+            self.receive_end(&mut inner, &into, begin, &snap)
+        });
+        let Err(error) = ended else {
+            return Ok(format!("{target}@{snap}"));
+        };
+        if saving && inner.datasets.contains(destination_id(&into)) {
+            let token = tarn_send::ResumeToken {
+                features: begin.features & !tarn_send::FEATURE_RESUMING,
+                from_guid: begin.from_guid,
+                to_guid: begin.to_guid,
+                object: position.0,
+                offset: position.1,
+                bytes: reader.bytes(),
+                from_name: begin.from_name.clone(),
+                to_name: begin.to_name.clone(),
+            };
+            set_token(&mut inner, destination_id(&into), Some(&token.encode()))?;
+            inner.sync()?;
+            return Err(invalid(format!(
+                "{error}; the partially received stream is saved: resume it with \
+                 'tarn send -t {}' (or abort it with 'tarn receive -A {target}')",
+                token.encode()
+            )));
+        }
+        receive_undo(&mut inner, &into)?;
+        Err(error)
+    }
+
+    /// The checks and setup before any record is applied (module doc).
+    fn receive_prepare(
+        &self,
+        inner: &mut Imported,
+        spec: &ReceiveSpec,
+        begin: &Begin,
+        target: &str,
+    ) -> Result<Destination, EngineError> {
+        if begin.objset_kind != 1 {
+            return Err(invalid(
+                "the stream holds a volume; this build receives filesystems only",
+            ));
+        }
+        if begin.features & tarn_send::FEATURE_RESUMING != 0 {
+            return resumed_destination(inner, begin, target);
+        }
+        let existing = inner.datasets.by_name(target);
+        let partial = existing
+            .is_some_and(|id| inner.datasets.node(id).local.contains_key(TOKEN_KEY))
+            || inner.datasets.by_name(&hidden_name(target)).is_some();
+        if partial {
+            return Err(invalid(format!(
+                "destination '{target}' contains partially-complete state from 'tarn receive \
+                 -s' (resume it with 'tarn send -t', or abort it with 'tarn receive -A')"
+            )));
+        }
+        if begin.from_guid == 0 {
+            if existing.is_some() {
+                return Err(invalid(format!(
+                    "destination '{target}' exists (must specify -F to overwrite it: not \
+                     supported for full streams; destroy it first)"
+                )));
+            }
+            let parent_name = dsname::parent_name(target).unwrap_or(target);
+            let parent = inner
+                .datasets
+                .by_name(parent_name)
+                .ok_or_else(|| invalid(format!("parent of '{target}' does not exist")))?;
+            let id = self.create_hidden(inner, parent, target)?;
+            return Ok(Destination::New {
+                id,
+                parent,
+                name: target.to_string(),
+            });
+        }
+        let id =
+            existing.ok_or_else(|| invalid(format!("destination '{target}' does not exist")))?;
+        check_incremental(inner, id, spec.force, begin, target)?;
+        Ok(Destination::Head { id })
+    }
+
+    /// Creates the hidden dataset a full receive writes into (module doc).
+    fn create_hidden(
+        &self,
+        inner: &mut Imported,
+        parent: DatasetId,
+        target: &str,
+    ) -> Result<DatasetId, EngineError> {
+        let name = hidden_name(target);
+        let leaf = dsname::leaf_name(&name).to_string();
+        if inner.datasets.by_name(&name).is_some() {
+            return Err(invalid(format!("a receive into '{target}' is in progress")));
+        }
+        let guid = Guid(self.rng.lock().expect("rng lock poisoned").next_u64());
+        let Imported {
+            pool,
+            mos,
+            datasets,
+            ..
+        } = inner;
+        let reader = pool.reader();
+        let header = DatasetHeader {
+            parent: ObjectId(parent.0),
+            creation_time: self.clock.now_unix_secs(),
+            creation_txg: pool.txg(),
+            guid,
+            ..DatasetHeader::default()
+        };
+        let object = node::create_node(mos.objset(), &reader, None, header)?;
+        let parent_header = datasets.node(parent).header;
+        node::set_child(mos.objset(), &reader, &parent_header, &leaf, Some(object))?;
+        let header = node::read_header(mos.objset(), &reader, object)?;
+        let id = DatasetId(object.0);
+        let objset = ObjectSet::create(ObjsetKind::Filesystem);
+        let mut new = Node::new(name, Some(parent), header, objset);
+        new.header_dirty = true;
+        new.receiving = true;
+        datasets.insert(id, new);
+        datasets.apply_objset_config(id)?;
+        Ok(id)
+    }
+
+    /// END: the received object set becomes the destination and gets its snapshot, in one
+    /// txg.
+    /// `tarn receive -A DS`: discards the partial receive saved for `DS` (`receive -s`).
+    pub fn receive_abort(&self, target: &str) -> Result<(), EngineError> {
+        let _admin = self.admin();
+        dsname::validate_name(target)?;
+        let handle = self.pool(pool_of(target))?;
+        let mut inner = handle.lock();
+        inner.check_writable()?;
+        if let Some(id) = inner.datasets.by_name(&hidden_name(target)) {
+            crate::dataset_ops::destroy_hidden(&mut inner, id)?;
+        } else {
+            let id = inner.datasets.by_name(target);
+            let id = id.filter(|id| inner.datasets.node(*id).local.contains_key(TOKEN_KEY));
+            let Some(id) = id else {
+                return Err(invalid(format!(
+                    "'{target}' does not have any resumable receive state to abort"
+                )));
+            };
+            crate::snapshot_ops::rollback_head(&mut inner, id)?;
+            set_token(&mut inner, id, None)?;
+        }
+        inner
+            .history
+            .push(self.history_record(&format!("receive -A {target}"), false));
+        inner.sync()?;
+        Ok(())
+    }
+
+    fn receive_end(
+        &self,
+        inner: &mut Imported,
+        into: &Destination,
+        begin: &Begin,
+        snap: &str,
+    ) -> Result<(), EngineError> {
+        let id = match into {
+            Destination::New { id, parent, name } => {
+                inner.sync()?;
+                recount(inner, *id)?;
+                publish(inner, *id, *parent, name)?;
+                *id
+            }
+            Destination::Head { id } => *id,
+        };
+        set_token(inner, id, None)?;
+        let node = inner.datasets.node_mut(id);
+        if node.snapshot(snap).is_some() {
+            return Err(invalid(format!(
+                "destination already has a snapshot '{snap}'"
+            )));
+        }
+        node.snapshot_pending = Some(NewSnapshot {
+            name: snap.to_string(),
+            creation_time: begin.creation_time,
+            guid: Guid(begin.to_guid),
+            props: Vec::new(),
+        });
+        let command = format!("receive {}@{snap}", inner.datasets.node(id).name);
+        inner.history.push(self.history_record(&command, false));
+        inner.sync()?;
+        Ok(())
+    }
+}
+
+/// The hidden dataset a full receive into `target` writes (`PARENT/%LEAF`).
+fn hidden_name(target: &str) -> String {
+    match target.rsplit_once('/') {
+        Some((parent, leaf)) => format!("{parent}/%{leaf}"),
+        None => format!("{target}/%"),
+    }
+}
+
+fn destination_id(into: &Destination) -> DatasetId {
+    match into {
+        Destination::New { id, .. } | Destination::Head { id } => *id,
+    }
+}
+
+/// Records (`Some`) or clears the resume token of a partial receive into `id`.
+fn set_token(inner: &mut Imported, id: DatasetId, token: Option<&str>) -> Result<(), EngineError> {
+    if token.is_none() && !inner.datasets.node(id).local.contains_key(TOKEN_KEY) {
+        return Ok(());
+    }
+    let Imported {
+        pool,
+        mos,
+        datasets,
+        ..
+    } = inner;
+    datasets.set_local(mos.objset(), &pool.reader(), id, TOKEN_KEY, token)
+}
+
+/// Where a resuming stream goes: the partial receive its token describes, which must be
+/// exactly where this stream starts.
+fn resumed_destination(
+    inner: &Imported,
+    begin: &Begin,
+    target: &str,
+) -> Result<Destination, EngineError> {
+    let (id, new) = match begin.from_guid {
+        0 => (inner.datasets.by_name(&hidden_name(target)), true),
+        _ => (inner.datasets.by_name(target), false),
+    };
+    let node = id.map(|id| (id, inner.datasets.node(id)));
+    let saved = node.and_then(|(id, n)| Some((id, n.local.get(TOKEN_KEY)?.clone())));
+    let Some((id, text)) = saved else {
+        return Err(invalid(format!(
+            "'{target}' has no partially received stream to resume"
+        )));
+    };
+    let token = tarn_send::ResumeToken::decode(&text).map_err(stream_error)?;
+    let matches = token.to_guid == begin.to_guid
+        && token.from_guid == begin.from_guid
+        && (token.object, token.offset) == (begin.resume_object, begin.resume_offset);
+    if !matches {
+        return Err(invalid(
+            "the stream does not resume the partial receive saved here (use the token of \
+             'tarn get receive_resume_token')",
+        ));
+    }
+    Ok(match new {
+        true => {
+            let parent = inner
+                .datasets
+                .node(id)
+                .parent
+                .expect("a hidden dataset has a parent");
+            Destination::New {
+                id,
+                parent,
+                name: target.to_string(),
+            }
+        }
+        false => Destination::Head { id },
+    })
+}
+
+/// For a substream of a `send -R` stream, the receive of its dataset: the destination plus
+/// the dataset's path below the stream's first (root) dataset. `None` for other streams.
+fn replicated_spec(
+    spec: &ReceiveSpec,
+    begin: &Begin,
+    root: &mut Option<String>,
+) -> Result<Option<ReceiveSpec>, EngineError> {
+    if begin.features & tarn_send::FEATURE_REPLICATED == 0 {
+        return Ok(None);
+    }
+    let sent = begin
+        .to_name
+        .split('@')
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    let root = root.get_or_insert_with(|| sent.clone());
+    let Some(rest) = sent.strip_prefix(root.as_str()) else {
+        return Err(invalid(format!(
+            "invalid stream: '{sent}' is not below the stream's first dataset '{root}'"
+        )));
+    };
+    if !(rest.is_empty() || rest.starts_with('/')) || spec.target.contains('@') {
+        return Err(invalid(
+            "invalid stream: a replication stream names datasets outside its root",
+        ));
+    }
+    Ok(Some(ReceiveSpec {
+        target: format!("{}{rest}", spec.target),
+        append: None,
+        ..spec.clone()
+    }))
+}
+
+/// `receive -n`: reads and checks the substream to its END; returns the snapshot's name.
+fn receive_dry(
+    spec: &ReceiveSpec,
+    begin: &Begin,
+    reader: &mut StreamReader<&mut dyn Read>,
+) -> Result<String, EngineError> {
+    let (target, snap) = target_names(spec, begin)?;
+    loop {
+        match reader.next_record().map_err(stream_error)? {
+            Some(Record::End { .. }) => return Ok(format!("{target}@{snap}")),
+            Some(_) => {}
+            None => {
+                let record = reader.sequence();
+                return Err(stream_error(tarn_send::StreamError::Truncated { record }));
+            }
+        }
+    }
+}
+
+/// Sets the properties a stream carried (`send -p`) on the received dataset, except those
+/// `-x` excludes or `-o` sets, then the `-o` ones (checked before the receive began). A
+/// carried value this build refuses is skipped: the data is worth more than the setting.
+fn apply_props(
+    inner: &mut Imported,
+    id: DatasetId,
+    carried: &[(String, String)],
+    spec: &ReceiveSpec,
+) -> Result<(), EngineError> {
+    let overridden =
+        |name: &String| spec.exclude.contains(name) || spec.set.iter().any(|(set, _)| set == name);
+    let mut values = Vec::new();
+    for (name, value) in carried.iter().filter(|(name, _)| !overridden(name)) {
+        if let Ok(value) = crate::dataset_ops::validate_prop(name, value) {
+            values.push((name.clone(), value));
+        }
+    }
+    for (name, value) in &spec.set {
+        values.push((
+            name.clone(),
+            crate::dataset_ops::validate_prop(name, value)?,
+        ));
+    }
+    let Imported {
+        pool,
+        mos,
+        datasets,
+        ..
+    } = inner;
+    let reader = pool.reader();
+    for (name, value) in values {
+        datasets.set_local(mos.objset(), &reader, id, &name, value.as_deref())?;
+    }
+    Ok(())
+}
+
+/// The destination dataset and snapshot names for a stream.
+fn target_names(spec: &ReceiveSpec, begin: &Begin) -> Result<(String, String), EngineError> {
+    let sent = begin
+        .to_name
+        .split_once('@')
+        .map(|(_, snap)| snap.to_string())
+        .ok_or_else(|| invalid("invalid stream: snapshot name without '@'"))?;
+    let (target, snap) = match spec.target.split_once('@') {
+        Some((ds, snap)) => (ds.to_string(), snap.to_string()),
+        None => (spec.target.clone(), sent),
+    };
+    let sent_dataset = begin.to_name.split('@').next().unwrap_or_default();
+    let target = match spec.append {
+        None => target,
+        Some(true) => match sent_dataset.split_once('/') {
+            Some((_, rest)) => format!("{target}/{rest}"),
+            None => target,
+        },
+        Some(false) => format!("{target}/{}", dsname::leaf_name(sent_dataset)),
+    };
+    dsname::validate_name(&target)?;
+    snapshot::validate_snapshot_name(&snap)?;
+    Ok((target, snap))
+}
+
+/// An incremental stream's checks on the destination `id`: its latest snapshot is the
+/// stream's source, and its head has no changes since (changes that are only access times
+/// are rolled back; any with `force`).
+fn check_incremental(
+    inner: &mut Imported,
+    id: DatasetId,
+    force: bool,
+    begin: &Begin,
+    target: &str,
+) -> Result<(), EngineError> {
+    let node = inner.datasets.node(id);
+    let Some(index) = node
+        .snapshots
+        .iter()
+        .position(|s| s.header.guid.0 == begin.from_guid)
+    else {
+        return Err(invalid(format!(
+            "local fs '{target}' does not have fromsnap ({})",
+            begin.from_name
+        )));
+    };
+    if index + 1 != node.snapshots.len() {
+        let later = &node.snapshots[index + 1].name;
+        return Err(invalid(format!(
+            "destination has snapshots (eg. '{target}@{later}') more recent than the \
+             stream's source; must destroy them to receive"
+        )));
+    }
+    // Committed first, so the comparison sees every change; a clean pool writes nothing
+    // (a refusal below must leave the devices as they were).
+    if inner.dirty_bytes() > 0 {
+        inner.sync()?;
+    }
+    let changes = head_changes(inner, id)?;
+    if !changes.real.is_empty() && !force {
+        let node = inner.datasets.node(id);
+        let latest = &node.snapshots[index].name;
+        let shown: Vec<String> = changes.real.iter().take(5).map(|i| i.to_string()).collect();
+        return Err(invalid(format!(
+            "destination '{target}' has been modified since most recent snapshot \
+             '{latest}' ({} object(s) changed: {}{}); use -F to discard the changes",
+            changes.real.len(),
+            shown.join(", "),
+            if changes.real.len() > 5 { ", ..." } else { "" }
+        )));
+    }
+    if changes.any {
+        crate::snapshot_ops::rollback_head(inner, id)?;
+        inner.sync()?;
+    }
+    Ok(())
+}
+
+/// What changed in a head since its latest snapshot.
+pub(crate) struct HeadChanges {
+    /// Anything at all (access times included).
+    pub(crate) any: bool,
+    /// Objects changed beyond their access time.
+    pub(crate) real: Vec<u64>,
+}
+
+/// Compares the head of `id` with its latest snapshot, dnode by dnode over the dnode blocks
+/// born since it (tarn can tell an access-time update from a change: only the inode's
+/// atime differs).
+pub(crate) fn head_changes(
+    inner: &mut Imported,
+    id: DatasetId,
+) -> Result<HeadChanges, EngineError> {
+    let Imported { pool, datasets, .. } = inner;
+    let reader = pool.reader();
+    let node = datasets.node_mut(id);
+    let latest = node
+        .snapshots
+        .last()
+        .expect("checked: a snapshot exists")
+        .clone();
+    let mut changes = HeadChanges {
+        any: node.objset.root() != latest.header.objset,
+        real: Vec::new(),
+    };
+    if !changes.any {
+        return Ok(changes);
+    }
+    let mut then = ObjectSet::open(&reader, &latest.header.objset)?;
+    let mut blocks = Vec::new();
+    node.objset.visit_changes(
+        &reader,
+        ObjectId(0),
+        Some(latest.header.txg),
+        0,
+        &mut |change| {
+            blocks.push(change);
+            Ok(blocks.len() < 4096)
+        },
+    )?;
+    let per_block = tarn_format::objset::DNODES_PER_BLOCK;
+    for change in blocks {
+        let (first, count) = match change {
+            tarn_objects::BlockChange::Data { blkid, .. } => (blkid, 1),
+            tarn_objects::BlockChange::Hole { blkid, count } => (blkid, count.min(1 << 20)),
+        };
+        for object in first * per_block..(first + count) * per_block {
+            if object == 0 || changes.real.len() >= 64 {
+                continue;
+            }
+            let now = node.objset.dnode(&reader, ObjectId(object))?;
+            let before = then.dnode(&reader, ObjectId(object))?;
+            if !only_access_time(now.as_ref(), before.as_ref()) {
+                changes.real.push(object);
+            }
+        }
+    }
+    Ok(changes)
+}
+
+/// Whether two versions of a dnode differ at most in the inode's access time.
+fn only_access_time(
+    now: Option<&tarn_format::dnode::Dnode>,
+    before: Option<&tarn_format::dnode::Dnode>,
+) -> bool {
+    match (now, before) {
+        (None, None) => true,
+        (Some(now), Some(before)) => {
+            let mut same = now.clone();
+            same.bonus = before.bonus;
+            same.bonus_len = before.bonus_len;
+            same == *before
+                && tarn_posix::same_but_access_time(now.bonus_bytes(), before.bonus_bytes())
+        }
+        _ => false,
+    }
+}
+
+/// Reads records in batches without the pool lock and applies them under it, until the
+/// substream's END (not applied: the caller finishes).
+/// What a receive keeps track of while records arrive.
+struct Progressed<'a> {
+    progress: &'a mut dyn FnMut(u64),
+    /// The first object and offset not yet received (the resume point).
+    position: &'a mut (u64, u64),
+    /// PROPERTY records, applied at END.
+    props: &'a mut Vec<(String, String)>,
+}
+
+fn receive_records(
+    handle: &PoolHandle,
+    into: &Destination,
+    reader: &mut StreamReader<&mut dyn Read>,
+    at: &mut Progressed<'_>,
+) -> Result<(), EngineError> {
+    let id = destination_id(into);
+    let mut batch = Vec::new();
+    loop {
+        let mut bytes = 0u64;
+        let mut ended = Ok(false);
+        while bytes < BATCH_BYTES {
+            let record = match reader.next_record() {
+                Ok(Some(Record::End { .. })) => {
+                    ended = Ok(true);
+                    break;
+                }
+                Ok(Some(Record::Property { name, value })) => {
+                    at.props.push((name, value));
+                    continue;
+                }
+                Ok(Some(record)) => record,
+                Ok(None) => {
+                    let record = reader.sequence();
+                    ended = Err(stream_error(tarn_send::StreamError::Truncated { record }));
+                    break;
+                }
+                Err(error) => {
+                    ended = Err(stream_error(error));
+                    break;
+                }
+            };
+            bytes += tarn_send::encoded_len(&record);
+            batch.push(record);
+        }
+        {
+            // Records read before a bad one passed their checks: applied, so that a
+            // `receive -s` saves them too.
+            let mut inner = handle.lock();
+            inner.check_writable()?;
+            still_there(&inner, id)?;
+            apply_batch(&mut inner, id, &mut batch, at.position)?;
+            if inner.dirty_bytes() >= crate::DIRTY_SYNC {
+                inner.sync()?;
+            }
+        }
+        (at.progress)(reader.bytes());
+        if ended? {
+            return Ok(());
+        }
+    }
+}
+
+/// Where a receive stands after `record`: the first object and offset not yet received.
+fn advance(position: &mut (u64, u64), record: &Record) {
+    *position = match record {
+        Record::Object(o) => (o.object, 0),
+        Record::Write(w) => (w.object, w.offset.saturating_add(u64::from(w.logical_size))),
+        Record::Free {
+            object,
+            offset,
+            length,
+        } => (*object, offset.saturating_add(*length)),
+        Record::FreeObjects { first, count } => (first.saturating_add(*count), 0),
+        _ => *position,
+    };
+}
+
+fn apply_batch(
+    inner: &mut Imported,
+    id: DatasetId,
+    batch: &mut Vec<Record>,
+    position: &mut (u64, u64),
+) -> Result<(), EngineError> {
+    let Imported { pool, datasets, .. } = inner;
+    let reader = pool.reader();
+    let objset = &mut datasets.node_mut(id).objset;
+    for record in batch.drain(..) {
+        if matches!(record, Record::Property { .. }) {
+            continue;
+        }
+        dsend::apply(objset, &reader, &record, tarn_posix::RECOMPUTED_TYPES)
+            .map_err(|e| invalid(format!("invalid stream: cannot apply a record: {e}")))?;
+        advance(position, &record);
+    }
+    Ok(())
+}
+
+/// Refuses to go on when the dataset a receive writes was destroyed meanwhile.
+fn still_there(inner: &Imported, id: DatasetId) -> Result<(), EngineError> {
+    match inner.datasets.contains(id) {
+        true => Ok(()),
+        false => Err(invalid("the destination was destroyed during the receive")),
+    }
+}
+
+/// Undoes a receive that did not reach its END (module doc) and commits that.
+fn receive_undo(inner: &mut Imported, into: &Destination) -> Result<(), EngineError> {
+    if !inner.datasets.contains(destination_id(into)) {
+        return Ok(());
+    }
+    match into {
+        Destination::New { id, .. } => crate::dataset_ops::destroy_hidden(inner, *id)?,
+        Destination::Head { id } => {
+            crate::snapshot_ops::rollback_head(inner, *id)?;
+            set_token(inner, *id, None)?;
+        }
+    }
+    inner.sync()?;
+    Ok(())
+}
+
+/// Sets the per-owner counts of a received filesystem to a scan of its inodes.
+fn recount(inner: &mut Imported, id: DatasetId) -> Result<(), EngineError> {
+    let config = inner.datasets.fs_config(id);
+    let scale = crate::datasets::used_scale(&crate::datasets::deflate_table(&inner.pool));
+    let Imported { pool, datasets, .. } = inner;
+    let reader = pool.reader();
+    let node = datasets.node_mut(id);
+    let now = tarn_posix::Timespec::default();
+    tarn_posix::Fs::new(&mut node.objset, &reader, now, config).recount_usedby(scale)?;
+    node.receiving = false;
+    Ok(())
+}
+
+/// Gives the hidden dataset `id` its name `name` under `parent`.
+fn publish(
+    inner: &mut Imported,
+    id: DatasetId,
+    parent: DatasetId,
+    name: &str,
+) -> Result<(), EngineError> {
+    if inner.datasets.by_name(name).is_some() {
+        return Err(invalid(format!("destination '{name}' exists")));
+    }
+    let Imported {
+        pool,
+        mos,
+        datasets,
+        ..
+    } = inner;
+    let reader = pool.reader();
+    let old = datasets.node(id).name.clone();
+    let parent_header = datasets.node(parent).header;
+    let hidden_leaf = dsname::leaf_name(&old).to_string();
+    node::set_child(mos.objset(), &reader, &parent_header, &hidden_leaf, None)?;
+    let leaf = dsname::leaf_name(name);
+    node::set_child(
+        mos.objset(),
+        &reader,
+        &parent_header,
+        leaf,
+        Some(ObjectId(id.0)),
+    )?;
+    datasets.rename_subtree(id, parent, &old, name);
+    datasets.apply_objset_config(id)?;
+    Ok(())
+}

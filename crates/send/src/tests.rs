@@ -1,0 +1,317 @@
+//! Round trips (proptest), and every cut and flipped byte of a small stream refused at the
+//! record where it happens.
+
+use proptest::prelude::*;
+
+use crate::*;
+
+fn begin(from: u64) -> Record {
+    Record::Begin(Box::new(Begin {
+        features: FEATURE_PROPERTIES,
+        from_guid: from,
+        to_guid: 77,
+        to_txg: 12,
+        creation_time: 1_700_000_000,
+        objset_kind: 1,
+        resume_object: 0,
+        resume_offset: 0,
+        from_name: if from == 0 {
+            String::new()
+        } else {
+            "p/a@x".into()
+        },
+        to_name: "p/a@y".into(),
+    }))
+}
+
+fn object(id: u64, bonus: Vec<u8>) -> Record {
+    Record::Object(ObjectRecord {
+        object: id,
+        object_type: 3,
+        bonus_type: 0,
+        indirect_shift: 17,
+        flags: 0,
+        checksum: 0,
+        compression: 0,
+        data_block_size: 4096,
+        maxblkid: 3,
+        bonus,
+    })
+}
+
+fn write(id: u64, offset: u64, fill: u8) -> Record {
+    Record::Write(WriteRecord {
+        object: id,
+        offset,
+        logical_size: 4096,
+        encoding: Encoding::Raw,
+        data: vec![fill; 4096],
+    })
+}
+
+/// A small substream of every record kind.
+fn sample() -> Vec<Record> {
+    vec![
+        begin(5),
+        Record::Property {
+            name: "compression".into(),
+            value: "lz4".into(),
+        },
+        object(1, vec![1, 2, 3]),
+        write(1, 0, 7),
+        Record::Free {
+            object: 1,
+            offset: 4096,
+            length: u64::MAX - 4096,
+        },
+        Record::FreeObjects { first: 2, count: 5 },
+        object(9, vec![]),
+        write(9, 8192, 1),
+    ]
+}
+
+fn encode(records: &[Record]) -> Vec<u8> {
+    let mut writer = StreamWriter::new(Vec::new());
+    for record in records {
+        writer.write(record).unwrap();
+    }
+    writer.end().unwrap();
+    writer.into_inner()
+}
+
+fn decode_all(bytes: &[u8]) -> Result<Vec<Record>, StreamError> {
+    let mut reader = StreamReader::new(bytes);
+    let mut out = Vec::new();
+    while let Some(record) = reader.next_record()? {
+        out.push(record);
+    }
+    Ok(out)
+}
+
+#[test]
+fn a_stream_round_trips_and_sizes_are_exact() {
+    let records = sample();
+    let bytes = encode(&records);
+    let decoded = decode_all(&bytes).unwrap();
+    assert_eq!(&decoded[..records.len()], &records[..]);
+    assert!(matches!(
+        decoded.last(),
+        Some(Record::End { records: 8, .. })
+    ));
+    let sized: u64 =
+        records.iter().map(encoded_len).sum::<u64>() + (HEADER_LEN + TRAILER_LEN + END_LEN) as u64;
+    assert_eq!(sized, bytes.len() as u64, "I3: encoded_len is exact");
+    // Two substreams back to back read as one stream.
+    let mut twice = bytes.clone();
+    twice.extend_from_slice(&bytes);
+    assert_eq!(decode_all(&twice).unwrap().len(), 2 * decoded.len());
+}
+
+#[test]
+fn every_cut_is_refused_as_truncation() {
+    let bytes = encode(&sample());
+    for cut in 1..bytes.len() {
+        let error = decode_all(&bytes[..cut]).unwrap_err();
+        assert!(error.is_truncation(), "cut at {cut}: {error}");
+    }
+    assert!(
+        decode_all(&[]).unwrap().is_empty(),
+        "an empty stream has no substream"
+    );
+}
+
+#[test]
+fn every_flipped_byte_is_refused() {
+    let bytes = encode(&sample());
+    for at in 0..bytes.len() {
+        for bit in [0x01u8, 0x80] {
+            let mut bad = bytes.clone();
+            bad[at] ^= bit;
+            let error = decode_all(&bad).expect_err("a flipped bit must be found");
+            assert!(!error.to_string().is_empty());
+        }
+    }
+}
+
+#[test]
+fn swapped_records_are_refused_at_the_second() {
+    let records = sample();
+    let bytes = encode(&records);
+    let lens: Vec<usize> = records.iter().map(|r| encoded_len(r) as usize).collect();
+    let start = lens[0] + lens[1] + lens[2];
+    // Records 3 (write) and 4 (free) swapped, each keeping its own sequence number.
+    let mut swapped = bytes[..start].to_vec();
+    let (a, b) = (start, start + lens[3]);
+    swapped.extend_from_slice(&bytes[b..b + lens[4]]);
+    swapped.extend_from_slice(&bytes[a..b]);
+    swapped.extend_from_slice(&bytes[b + lens[4]..]);
+    let error = decode_all(&swapped).unwrap_err();
+    assert!(
+        matches!(
+            error,
+            StreamError::Sequence {
+                expected: 3,
+                found: 4
+            }
+        ),
+        "{error}"
+    );
+}
+
+#[test]
+fn records_renumbered_out_of_order_are_refused_by_the_order_rule() {
+    // A hostile sender numbers correctly but sends a later object before an earlier one.
+    let mut records = sample();
+    records.swap(2, 6);
+    records.swap(3, 7);
+    let error = decode_all(&encode(&records)).unwrap_err();
+    assert!(matches!(error, StreamError::Order { .. }), "{error}");
+    let unordered = vec![
+        begin(0),
+        object(4, vec![]),
+        write(4, 8192, 1),
+        write(4, 0, 2),
+    ];
+    let error = decode_all(&encode(&unordered)).unwrap_err();
+    assert!(
+        matches!(error, StreamError::Order { record: 3, .. }),
+        "{error}"
+    );
+    let stray = vec![begin(0), write(4, 0, 2)];
+    assert!(matches!(
+        decode_all(&encode(&stray)),
+        Err(StreamError::Order { .. })
+    ));
+}
+
+#[test]
+fn absurd_values_are_refused() {
+    let mut big = encode(&[begin(0)]);
+    // Claim a 4 GiB payload in the first header (fixing its check): refused before reading.
+    big[16..20].copy_from_slice(&u32::MAX.to_le_bytes());
+    let check = super::frame::tests_header_check(&big[..20]);
+    big[20..24].copy_from_slice(&check.to_le_bytes());
+    assert!(matches!(
+        decode_all(&big),
+        Err(StreamError::TooLarge { .. })
+    ));
+    let unknown = Record::Begin(Box::new(Begin {
+        features: 1 << 40,
+        ..match begin(0) {
+            Record::Begin(b) => *b,
+            _ => unreachable!(),
+        }
+    }));
+    let error = decode_all(&encode(&[unknown])).unwrap_err();
+    assert!(matches!(error, StreamError::Unsupported { .. }), "{error}");
+}
+
+#[test]
+fn resume_tokens_round_trip_and_garbage_is_refused() {
+    let token = ResumeToken {
+        features: FEATURE_COMPRESSED,
+        from_guid: 3,
+        to_guid: 4,
+        object: 99,
+        offset: 1 << 20,
+        bytes: 12345,
+        from_name: "p/a@x".into(),
+        to_name: "p/a@y".into(),
+    };
+    let text = token.encode();
+    assert_eq!(ResumeToken::decode(&text).unwrap(), token);
+    for at in 2..text.len() {
+        let mut bad = text.clone().into_bytes();
+        bad[at] = if bad[at] == b'0' { b'1' } else { b'0' };
+        let bad = String::from_utf8(bad).unwrap();
+        assert!(ResumeToken::decode(&bad).is_err(), "changed at {at}");
+    }
+    for garbage in ["", "1-", "2-00", "1-zz", "x"] {
+        assert!(ResumeToken::decode(garbage).is_err(), "{garbage:?}");
+    }
+}
+
+fn arb_name() -> impl Strategy<Value = String> {
+    "[a-z/@]{0,40}"
+}
+
+fn arb_record() -> impl Strategy<Value = Record> {
+    prop_oneof![
+        (
+            1u64..1000,
+            any::<u8>().prop_filter("type", |t| *t != 0),
+            0usize..320,
+            1u32..64
+        )
+            .prop_map(|(id, t, bonus, blocks)| {
+                Record::Object(ObjectRecord {
+                    object: id,
+                    object_type: t,
+                    bonus_type: 2,
+                    indirect_shift: 14,
+                    flags: 1,
+                    checksum: 0,
+                    compression: 2,
+                    data_block_size: blocks * 512,
+                    maxblkid: u64::from(blocks),
+                    bonus: vec![9; bonus],
+                })
+            }),
+        (1u64..1000, 0u64..100, 1u32..16, any::<u8>()).prop_map(|(id, n, blocks, fill)| {
+            let size = blocks * 512;
+            Record::Write(WriteRecord {
+                object: id,
+                offset: n * u64::from(size),
+                logical_size: size,
+                encoding: Encoding::Raw,
+                data: vec![fill; size as usize],
+            })
+        }),
+        (1u64..1000, any::<u64>(), 1u64..u64::MAX).prop_map(|(object, offset, length)| {
+            Record::Free {
+                object,
+                offset,
+                length,
+            }
+        }),
+        (1u64..1000, 1u64..1000).prop_map(|(first, count)| Record::FreeObjects { first, count }),
+        ("[a-z:.]{1,30}", "[ -~]{0,100}")
+            .prop_map(|(name, value)| Record::Property { name, value }),
+        (arb_name(), arb_name(), 1u64..u64::MAX).prop_map(|(from, to, guid)| {
+            Record::Begin(Box::new(Begin {
+                features: FEATURES_KNOWN & !FEATURE_RESUMING,
+                from_guid: if from.is_empty() { 0 } else { guid },
+                to_guid: guid,
+                to_txg: 1,
+                creation_time: 2,
+                objset_kind: 1,
+                resume_object: 0,
+                resume_offset: 0,
+                from_name: from,
+                to_name: format!("{to}x"),
+            }))
+        }),
+    ]
+}
+
+proptest! {
+    #[test]
+    fn any_record_round_trips_through_its_frame(record in arb_record(), sequence in 0u64..1000) {
+        let mut writer = StreamWriter::new(Vec::new());
+        // Frame it at `sequence` by writing through a writer numbered there.
+        writer.set_sequence_for_tests(sequence);
+        writer.emit_for_tests(&record).unwrap();
+        let bytes = writer.into_inner();
+        prop_assert_eq!(bytes.len() as u64, encoded_len(&record));
+        let (decoded, len) = decode_frame(&bytes, sequence).unwrap();
+        prop_assert_eq!(len, bytes.len());
+        prop_assert_eq!(decoded, record);
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..2048)) {
+        let _ = decode_all(&bytes);
+        let _ = decode_frame(&bytes, 0);
+        let _ = ResumeToken::decode(&String::from_utf8_lossy(&bytes));
+    }
+}
