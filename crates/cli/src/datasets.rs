@@ -75,6 +75,9 @@ pub(crate) fn plan(command: Command, cwd: &Path) -> Result<Plan, Outcome> {
     let plan = match command {
         Command::Create {
             parents,
+            volsize,
+            sparse,
+            blocksize,
             properties,
             name,
         } => silent(
@@ -84,6 +87,11 @@ pub(crate) fn plan(command: Command, cwd: &Path) -> Result<Plan, Outcome> {
                 name,
                 properties,
                 parents,
+                volume: volsize.map(|size| tarn_proto::VolumeCreate {
+                    size,
+                    block_size: blocksize,
+                    sparse,
+                }),
             },
         ),
         Command::Destroy {
@@ -121,7 +129,7 @@ pub(crate) fn plan(command: Command, cwd: &Path) -> Result<Plan, Outcome> {
         }
         Command::List(args) => plan_list(args)?,
         Command::Get(args) => plan_get(args)?,
-        Command::Set { words } => plan_set(words)?,
+        Command::Set { force, words } => plan_set(words, force)?,
         Command::Userspace(args) => userspace::plan(Space::User, args)?,
         Command::Groupspace(args) => userspace::plan(Space::Group, args)?,
         Command::Projectspace(args) => userspace::plan(Space::Project, args)?,
@@ -235,7 +243,7 @@ fn plan_destroy(
     })
 }
 
-fn plan_set(mut words: Vec<String>) -> Result<Plan, Outcome> {
+fn plan_set(mut words: Vec<String>, force: bool) -> Result<Plan, Outcome> {
     let name = words.pop().unwrap_or_default();
     let mut assignments = Vec::new();
     for word in words {
@@ -255,7 +263,11 @@ fn plan_set(mut words: Vec<String>) -> Result<Plan, Outcome> {
     Ok(silent(
         "set property for",
         &name.clone(),
-        Request::DatasetSet { name, assignments },
+        Request::DatasetSet {
+            name,
+            assignments,
+            force,
+        },
     ))
 }
 
@@ -301,12 +313,13 @@ fn check_type(types: Option<&str>) -> Result<Vec<String>, Outcome> {
     let mut out = Vec::new();
     for word in types.map(split_list).unwrap_or_default() {
         let word = match word.as_str() {
-            "filesystem" | "all" | "snapshot" => word,
+            "filesystem" | "all" | "snapshot" | "volume" => word,
+            "vol" => "volume".to_string(),
             "snap" => "snapshot".to_string(),
             _ => {
                 return Err(Outcome::usage(format!(
-                    "invalid type '{word}': valid types are filesystem, snapshot, all \
-                     (volumes and bookmarks do not exist yet)"
+                    "invalid type '{word}': valid types are filesystem, volume, snapshot, \
+                     all (bookmarks do not exist yet)"
                 )));
             }
         };

@@ -1213,18 +1213,37 @@ impl EngineBackend {
                 name,
                 properties,
                 parents,
+                volume,
             } => {
                 let mut command = String::from("create");
                 if *parents {
                     command.push_str(" -p");
                 }
+                if let Some(volume) = volume {
+                    if volume.sparse {
+                        command.push_str(" -s");
+                    }
+                    if let Some(block) = &volume.block_size {
+                        command.push_str(&format!(" -b {block}"));
+                    }
+                    command.push_str(&format!(" -V {}", volume.size));
+                }
                 for (p, v) in properties {
                     command.push_str(&format!(" -o {p}={v}"));
                 }
                 command.push_str(&format!(" {name}"));
-                engine
-                    .create_dataset(name, properties, *parents, &command)
-                    .map(unit)
+                match volume {
+                    Some(volume) => {
+                        let spec = tarn_engine::VolumeSpec {
+                            size: volume.size.clone(),
+                            block_size: volume.block_size.clone(),
+                            sparse: volume.sparse,
+                        };
+                        engine.create_volume(name, &spec, properties, *parents, &command)
+                    }
+                    None => engine.create_dataset(name, properties, *parents, &command),
+                }
+                .map(unit)
             }
             Request::DatasetDestroy {
                 name, recursive, ..
@@ -1248,11 +1267,20 @@ impl EngineBackend {
                     .dataset_props(&query)
                     .map(|rows| ok(ReplyPayload::Datasets(dataset_rows(rows))))
             }
-            Request::DatasetSet { name, assignments } => {
-                let command = format!("set {} {name}", assignments_text(assignments));
-                engine
-                    .set_dataset_props(name, assignments, &command)
-                    .map(unit)
+            Request::DatasetSet {
+                name,
+                assignments,
+                force,
+            } => {
+                let flag = if *force { "-f " } else { "" };
+                let command = format!("set {flag}{} {name}", assignments_text(assignments));
+                match assignments.as_slice() {
+                    [(property, value)] if *force && property == "volsize" => {
+                        engine.set_volsize(name, value, true, &command)
+                    }
+                    _ => engine.set_dataset_props(name, assignments, &command),
+                }
+                .map(unit)
             }
             Request::DatasetInherit {
                 name,

@@ -230,9 +230,14 @@ fn sync_objset(
     // master node cannot be read keeps its counts as they were: a damaged filesystem must
     // not stop the pool's txgs.
     let scale = used_scale(deflate);
-    let mut hook = tarn_posix::UsedByHook::load(&mut node.objset, &*counted.inner, scale)
-        .ok()
-        .flatten();
+    // A volume's object 1 is its data, not a master node: it has no counts.
+    let mut hook = if node.objset.kind() == ObjsetKind::Volume {
+        None
+    } else {
+        tarn_posix::UsedByHook::load(&mut node.objset, &*counted.inner, scale)
+            .ok()
+            .flatten()
+    };
     let hook = hook.as_mut().map(|h| h as &mut dyn tarn_objects::SyncHook);
     let root = node.objset.sync_with(&mut counted, hook)?;
     node.pending.clear();

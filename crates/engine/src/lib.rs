@@ -116,6 +116,7 @@ mod suspend;
 mod topology;
 pub mod txg;
 mod userspace;
+pub mod volume;
 pub mod zil;
 
 use std::collections::BTreeMap;
@@ -151,6 +152,7 @@ pub use tarn_posix as posix;
 pub use tarn_vdev::stats::SIZE_BUCKETS;
 pub use txg::{DIRTY_SYNC, TxgSyncer};
 pub use userspace::UserspaceRow;
+pub use volume::{VolumeSpec, VolumeStat};
 
 /// The pool keeps `1 / 2^SLOP_SHIFT` of its space in reserve (3%, as ZFS's slop space), so
 /// that metadata of a txg can always be written and frees can always be committed.

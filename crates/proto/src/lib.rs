@@ -53,7 +53,7 @@ mod response;
 
 pub use request::{
     DatasetGet, PoolAdd, PoolCreate, PoolImport, Request, ScrubAction, VdevGroupSpec, VdevKind,
-    VdevRole,
+    VdevRole, VolumeCreate,
 };
 pub use response::{
     CacheEntry, CacheFile, DatasetProp, DatasetRow, ErrorReply, EventRow, HistoryEntry,
