@@ -96,6 +96,12 @@ pub(crate) enum Command {
         #[arg(required = true)]
         names: Vec<String>,
     },
+    /// The volumes served over NBD: each one's URI and open connections.
+    Nbd {
+        /// Scripted: no header, tab-separated.
+        #[arg(short = 'H')]
+        scripted: bool,
+    },
     /// List the user holds of snapshots.
     Holds {
         /// The same snapshot of every descendant too.

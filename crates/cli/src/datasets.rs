@@ -128,6 +128,12 @@ pub(crate) fn plan(command: Command, cwd: &Path) -> Result<Plan, Outcome> {
             silent("rename", &old.clone(), Request::DatasetRename { old, new })
         }
         Command::List(args) => plan_list(args)?,
+        Command::Nbd { scripted } => Plan {
+            verb: "list",
+            object: Some("nbd exports".into()),
+            view: View::Nbd { scripted },
+            request: Request::NbdList,
+        },
         Command::Get(args) => plan_get(args)?,
         Command::Set { force, words } => plan_set(words, force)?,
         Command::Userspace(args) => userspace::plan(Space::User, args)?,
@@ -423,7 +429,7 @@ fn plan_get(args: DatasetGetArgs) -> Result<Plan, Outcome> {
             depth: args.depth,
             properties,
             // `listsnapshots` is for `list` only.
-            types: vec!["filesystem".into()],
+            types: vec!["filesystem".into(), "volume".into()],
         }),
     })
 }
@@ -459,12 +465,35 @@ pub(crate) fn show(view: &View, payload: &ReplyPayload) -> Option<String> {
             },
             ReplyPayload::SnapshotsDestroyed { names, reclaimed },
         ) => snapshots_destroyed(names, *reclaimed, *dry_run, *verbose, *parsable),
+        (View::Nbd { scripted }, ReplyPayload::NbdExports(rows)) => nbd_exports(rows, *scripted),
         (View::Holds { scripted, parsable }, ReplyPayload::Holds(rows)) => {
             holds(rows, *scripted, *parsable)
         }
         (View::Silent, ReplyPayload::Mounts(_)) => String::new(),
         _ => return None,
     })
+}
+
+/// `tarn nbd`: `VOLUME CONNECTIONS URI`, the URI a client connects with.
+fn nbd_exports(rows: &[tarn_proto::NbdExportRow], scripted: bool) -> String {
+    let column = |header: &'static str, right: bool| crate::render::Column {
+        header: header.into(),
+        right,
+        width_min: 0,
+    };
+    let columns = [
+        column("VOLUME", false),
+        column("CONNECTIONS", true),
+        column("URI", false),
+    ];
+    let cells: Vec<Vec<String>> = rows
+        .iter()
+        .map(|row| {
+            let uri = format!("nbd+unix:///{}?socket={}", row.volume, row.socket);
+            vec![row.volume.clone(), row.connections.to_string(), uri]
+        })
+        .collect();
+    crate::render::table(&columns, &cells, scripted)
 }
 
 /// `tarn holds`: ZFS's `NAME TAG TIMESTAMP` table (`-p`: Unix seconds).

@@ -68,6 +68,7 @@ mod lineio;
 mod log;
 pub mod memory;
 pub mod mounts;
+pub mod nbd;
 mod server;
 
 use std::path::PathBuf;

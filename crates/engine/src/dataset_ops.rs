@@ -872,6 +872,15 @@ fn prop_value(
     })
 }
 
+/// `filesystem` or `volume`: the `type` of a dataset.
+fn kind_of(node: &crate::datasets::Node) -> &'static str {
+    if node.objset.kind() == ObjsetKind::Volume {
+        "volume"
+    } else {
+        "filesystem"
+    }
+}
+
 /// A statistic (`None` if `property` is not one).
 fn stat_value(
     inner: &Imported,
@@ -884,14 +893,11 @@ fn stat_value(
     let subtree = || tree.subtree(id).into_iter().map(|(d, _)| tree.node(d));
     match property {
         "name" => Some(stat_prop(property, node.name.clone(), node.name.clone())),
-        "type" => {
-            let kind = if node.objset.kind() == ObjsetKind::Volume {
-                "volume"
-            } else {
-                "filesystem"
-            };
-            Some(stat_prop(property, kind.into(), kind.into()))
-        }
+        "type" => Some(stat_prop(
+            property,
+            kind_of(node).into(),
+            kind_of(node).into(),
+        )),
         // Filled in by `dataset_row_props` for volumes (it may read the object set).
         "volsize" | "volblocksize" => Some(stat_prop(property, "-".into(), "-".into())),
         "creation" => {

@@ -139,6 +139,7 @@ pub use scrub::{ScanFunction, ScanProgress, ScanState, ScrubAction};
 pub use snapdir::SnapshotDir;
 pub use snapshot_ops::SnapshotDestroyReport;
 pub use status::{Importable, PoolStatus, PoolSummary, PropValue, VdevNode};
+pub use tarn_dataset::DatasetError;
 pub use tarn_dataset::props::OwnerSpace;
 pub use tarn_device::DeviceError;
 pub use tarn_device::timing::{LATENCY_BUCKETS, Latencies};

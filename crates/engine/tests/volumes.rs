@@ -175,32 +175,11 @@ fn zero_leaves_holes_and_extents_show_them() {
     check::verify_pool(&engine, "tank").unwrap();
 }
 
-/// Goal: `volsize` grows (and the refreservation with it); a shrink is refused unless
-/// forced, a bad size or block size is refused, and every refusal leaves every device byte
-/// as it was.
-#[test]
-fn volsize_grows_and_refusals_change_nothing() {
-    let (provider, engine) = setup();
+/// Every volume command below must be refused (on tank/v, a thick 16M volume, and tank/fs).
+fn refusals(engine: &Engine) -> Vec<(&'static str, Result<(), EngineError>)> {
     let none: &[(String, String)] = &[];
-    engine
-        .create_volume("tank/v", &spec("8M", None, false), none, false, "c")
-        .unwrap();
-    engine.create_dataset("tank/fs", none, false, "c").unwrap();
     let set = |v: &str| vec![("volsize".to_string(), v.to_string())];
-    engine
-        .set_dataset_props("tank/v", &set("16M"), "s")
-        .unwrap();
-    assert_eq!(
-        value(&engine, "tank/v", "volsize"),
-        (16u64 << 20).to_string()
-    );
-    assert_eq!(
-        value(&engine, "tank/v", "refreservation"),
-        (16u64 << 20).to_string()
-    );
-    engine.sync_pool("tank").unwrap();
-    let before = images(&provider);
-    let refusals: Vec<(&str, Result<(), EngineError>)> = vec![
+    vec![
         (
             "shrink",
             engine.set_dataset_props("tank/v", &set("8M"), "s"),
@@ -256,7 +235,35 @@ fn volsize_grows_and_refusals_change_nothing() {
                 "c",
             ),
         ),
-    ];
+    ]
+}
+
+/// Goal: `volsize` grows (and the refreservation with it); a shrink is refused unless
+/// forced, a bad size or block size is refused, and every refusal leaves every device byte
+/// as it was.
+#[test]
+fn volsize_grows_and_refusals_change_nothing() {
+    let (provider, engine) = setup();
+    let none: &[(String, String)] = &[];
+    engine
+        .create_volume("tank/v", &spec("8M", None, false), none, false, "c")
+        .unwrap();
+    engine.create_dataset("tank/fs", none, false, "c").unwrap();
+    let set = |v: &str| vec![("volsize".to_string(), v.to_string())];
+    engine
+        .set_dataset_props("tank/v", &set("16M"), "s")
+        .unwrap();
+    assert_eq!(
+        value(&engine, "tank/v", "volsize"),
+        (16u64 << 20).to_string()
+    );
+    assert_eq!(
+        value(&engine, "tank/v", "refreservation"),
+        (16u64 << 20).to_string()
+    );
+    engine.sync_pool("tank").unwrap();
+    let before = images(&provider);
+    let refusals = refusals(&engine);
     for (what, result) in refusals {
         assert!(result.is_err(), "{what} was not refused");
     }

@@ -428,6 +428,8 @@ pub enum Request {
         /// Every descendant's snapshot of the same name too (`-r`).
         recursive: bool,
     },
+    /// `tarn nbd`: the volumes the daemon serves over NBD and their connections.
+    NbdList,
     /// `tarn holds [-r] SNAP...`.
     Holds {
         /// Full snapshot names.
@@ -575,6 +577,7 @@ impl Request {
             Request::Hold { .. } => "hold",
             Request::Release { .. } => "release",
             Request::Holds { .. } => "holds",
+            Request::NbdList => "nbd_list",
             Request::DatasetRename { .. } => "dataset_rename",
             Request::DatasetGet(_) => "dataset_get",
             Request::DatasetSet { .. } => "dataset_set",
