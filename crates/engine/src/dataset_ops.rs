@@ -775,7 +775,12 @@ fn dataset_row_props(
             *prop = size_stat("written", bytes);
         }
         if is_volume && prop.property == "volsize" {
-            *prop = size_stat("volsize", inner.volume_info(at)?.size);
+            // Set at create or by `set volsize`: ZFS shows it as a local value.
+            *prop = DatasetProp {
+                source: "local".into(),
+                source_kind: "local".into(),
+                ..size_stat("volsize", inner.volume_info(at)?.size)
+            };
         }
         if is_volume && prop.property == "volblocksize" {
             let bytes = u64::from(inner.volume_info(at)?.block_size);

@@ -48,6 +48,15 @@
 //! destroyed, a pool exported) is that request's EIO or ESHUTDOWN. Nothing here panics on
 //! input.
 //!
+//! # Choices
+//! WRITE_ZEROES with NO_HOLE is served like one without: tarn is copy-on-write, so space
+//! set aside by writing zeros would not be the space a later write uses, and an all-zero
+//! block is stored as a hole either way; the range reads as zeros, which is what the flag
+//! needs from the client's side. FAST_ZERO always succeeds because zeroing never writes
+//! data. The block sizes offered: minimum 1 (any alignment is served, partial blocks are
+//! read, modified and written by the object layer), preferred the volume's block size (at
+//! least 4K), maximum [`server::PAYLOAD_MAX`].
+//!
 //! # Not here
 //! TLS (STARTTLS is answered `ERR_UNSUP`); listening sockets and export tables (the
 //! daemon); `NBD_CMD_RESIZE`; meta contexts other than `base:allocation`.
