@@ -185,49 +185,48 @@ fn chunk_of(stream: &mut UnixStream) -> (u16, u16, u64, Vec<u8>) {
     (flags, kind, be64(&head[8..]), payload)
 }
 
-/// Goal: the handshake answers every option as the spec says, and extended headers carry
-/// reads, writes, 64-bit block status and errors; requests in flight are answered by cookie.
-#[test]
-fn extended_headers_end_to_end() {
-    let (mut c, server) = start();
-    greet(&mut c);
-    let list = option(&mut c, opt::LIST, &[]);
+/// The handshake of [`extended_headers_end_to_end`]: every option answered as the spec says,
+/// ending in GO with extended headers and `base:allocation`.
+fn negotiate_extended(c: &mut UnixStream) {
+    greet(c);
+    let list = option(c, opt::LIST, &[]);
     assert_eq!(list.len(), 2);
     assert_eq!(list[0].0, rep::SERVER);
-    assert_eq!(option(&mut c, 99, &[])[0].0, rep::ERR_UNSUP);
+    assert_eq!(option(c, 99, &[])[0].0, rep::ERR_UNSUP);
     assert_eq!(
-        option(&mut c, opt::GO, &[1, 2])[0].0,
+        option(c, opt::GO, &[1, 2])[0].0,
         rep::ERR_INVALID,
         "short payload"
     );
-    let info = option(&mut c, opt::INFO, &named("nope", &[0, 0]));
+    let info = option(c, opt::INFO, &named("nope", &[0, 0]));
     assert_eq!(info[0].0, rep::ERR_UNKNOWN);
-    let meta = option(
-        &mut c,
-        opt::SET_META_CONTEXT,
-        &meta_query("mem", codec::BASE_ALLOCATION),
-    );
+    let query = meta_query("mem", codec::BASE_ALLOCATION);
+    let meta = option(c, opt::SET_META_CONTEXT, &query);
     assert_eq!(
         meta[0].0,
         rep::ERR_INVALID,
         "meta contexts need structured replies first"
     );
-    assert_eq!(option(&mut c, opt::EXTENDED_HEADERS, &[])[0].0, rep::ACK);
+    assert_eq!(option(c, opt::EXTENDED_HEADERS, &[])[0].0, rep::ACK);
     assert_eq!(
-        option(&mut c, opt::STRUCTURED_REPLY, &[])[0].0,
+        option(c, opt::STRUCTURED_REPLY, &[])[0].0,
         rep::ERR_EXT_HEADER_REQD
     );
-    let meta = option(
-        &mut c,
-        opt::SET_META_CONTEXT,
-        &meta_query("mem", codec::BASE_ALLOCATION),
-    );
+    let meta = option(c, opt::SET_META_CONTEXT, &query);
     assert_eq!(meta[0].0, rep::META_CONTEXT);
     assert_eq!(meta.last().unwrap().0, rep::ACK);
-    let go = option(&mut c, opt::GO, &named("mem", &[0, 1, 0, 3]));
+    let go = option(c, opt::GO, &named("mem", &[0, 1, 0, 3]));
     let kinds: Vec<u32> = go.iter().map(|r| r.0).collect();
     assert_eq!(kinds, [rep::INFO, rep::INFO, rep::ACK]);
     assert_eq!(be64(&go[0].1[2..]), SIZE);
+}
+
+/// Goal: the handshake answers every option as the spec says, and extended headers carry
+/// reads, writes, 64-bit block status and errors; requests in flight are answered by cookie.
+#[test]
+fn extended_headers_end_to_end() {
+    let (mut c, server) = start();
+    negotiate_extended(&mut c);
     // Two writes in flight, then their replies in any order.
     for (cookie, offset) in [(10u64, 8192u64), (11, 65536)] {
         send(&mut c, cmd::WRITE, codec::cflags::FUA, cookie, offset, 4096);
