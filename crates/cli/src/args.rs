@@ -30,11 +30,21 @@ pub(crate) enum Command {
     Demo(DemoArgs),
     /// The daemon's memory by category and the ARC (`set arc_max=SIZE` changes its limit).
     Memory(crate::memory::MemoryArgs),
-    /// Create a dataset (a filesystem, mounted at its mountpoint).
+    /// Create a dataset (a filesystem, mounted at its mountpoint), or with -V a volume (a
+    /// block device served over NBD).
     Create {
         /// Create missing parent datasets.
         #[arg(short = 'p')]
         parents: bool,
+        /// Create a volume of this size (`10G`).
+        #[arg(short = 'V', value_name = "SIZE")]
+        volsize: Option<String>,
+        /// Sparse volume: no refreservation (with -V).
+        #[arg(short = 's', requires = "volsize")]
+        sparse: bool,
+        /// Volume block size (with -V; `volblocksize`).
+        #[arg(short = 'b', requires = "volsize", value_name = "BLOCKSIZE")]
+        blocksize: Option<String>,
         /// Property (repeatable).
         #[arg(short = 'o', value_parser = property_pair, value_name = "PROPERTY=VALUE")]
         properties: Vec<(String, String)>,
@@ -85,6 +95,12 @@ pub(crate) enum Command {
         /// Snapshot names (DATASET@SNAPSHOT).
         #[arg(required = true)]
         names: Vec<String>,
+    },
+    /// The volumes served over NBD: each one's URI and open connections.
+    Nbd {
+        /// Scripted: no header, tab-separated.
+        #[arg(short = 'H')]
+        scripted: bool,
     },
     /// List the user holds of snapshots.
     Holds {
@@ -209,6 +225,9 @@ pub(crate) enum Command {
     Get(DatasetGetArgs),
     /// Set dataset properties.
     Set {
+        /// Allow `volsize` to shrink a volume (destroys the data past the new end).
+        #[arg(short = 'f')]
+        force: bool,
         /// property=value (one or more), then the dataset.
         #[arg(required = true, num_args = 2.., value_name = "PROPERTY=VALUE... DATASET")]
         words: Vec<String>,

@@ -75,6 +75,9 @@ pub(crate) fn plan(command: Command, cwd: &Path) -> Result<Plan, Outcome> {
     let plan = match command {
         Command::Create {
             parents,
+            volsize,
+            sparse,
+            blocksize,
             properties,
             name,
         } => silent(
@@ -84,6 +87,11 @@ pub(crate) fn plan(command: Command, cwd: &Path) -> Result<Plan, Outcome> {
                 name,
                 properties,
                 parents,
+                volume: volsize.map(|size| tarn_proto::VolumeCreate {
+                    size,
+                    block_size: blocksize,
+                    sparse,
+                }),
             },
         ),
         Command::Destroy {
@@ -121,8 +129,14 @@ pub(crate) fn plan(command: Command, cwd: &Path) -> Result<Plan, Outcome> {
             silent("rename", &old.clone(), Request::DatasetRename { old, new })
         }
         Command::List(args) => plan_list(args)?,
+        Command::Nbd { scripted } => Plan {
+            verb: "list",
+            object: Some("nbd exports".into()),
+            view: View::Nbd { scripted },
+            request: Request::NbdList,
+        },
         Command::Get(args) => plan_get(args)?,
-        Command::Set { words } => plan_set(words)?,
+        Command::Set { force, words } => plan_set(words, force)?,
         Command::Userspace(args) => userspace::plan(Space::User, args)?,
         Command::Groupspace(args) => userspace::plan(Space::Group, args)?,
         Command::Projectspace(args) => userspace::plan(Space::Project, args)?,
@@ -326,7 +340,7 @@ fn plan_destroy(
     })
 }
 
-fn plan_set(mut words: Vec<String>) -> Result<Plan, Outcome> {
+fn plan_set(mut words: Vec<String>, force: bool) -> Result<Plan, Outcome> {
     let name = words.pop().unwrap_or_default();
     let mut assignments = Vec::new();
     for word in words {
@@ -346,7 +360,11 @@ fn plan_set(mut words: Vec<String>) -> Result<Plan, Outcome> {
     Ok(silent(
         "set property for",
         &name.clone(),
-        Request::DatasetSet { name, assignments },
+        Request::DatasetSet {
+            name,
+            assignments,
+            force,
+        },
     ))
 }
 
@@ -392,12 +410,13 @@ fn check_type(types: Option<&str>) -> Result<Vec<String>, Outcome> {
     let mut out = Vec::new();
     for word in types.map(split_list).unwrap_or_default() {
         let word = match word.as_str() {
-            "filesystem" | "all" | "snapshot" => word,
+            "filesystem" | "all" | "snapshot" | "volume" => word,
+            "vol" => "volume".to_string(),
             "snap" => "snapshot".to_string(),
             _ => {
                 return Err(Outcome::usage(format!(
-                    "invalid type '{word}': valid types are filesystem, snapshot, all \
-                     (volumes and bookmarks do not exist yet)"
+                    "invalid type '{word}': valid types are filesystem, volume, snapshot, \
+                     all (bookmarks do not exist yet)"
                 )));
             }
         };
@@ -501,7 +520,7 @@ fn plan_get(args: DatasetGetArgs) -> Result<Plan, Outcome> {
             depth: args.depth,
             properties,
             // `listsnapshots` is for `list` only.
-            types: vec!["filesystem".into()],
+            types: vec!["filesystem".into(), "volume".into()],
         }),
     })
 }
@@ -537,12 +556,35 @@ pub(crate) fn show(view: &View, payload: &ReplyPayload) -> Option<String> {
             },
             ReplyPayload::SnapshotsDestroyed { names, reclaimed },
         ) => snapshots_destroyed(names, *reclaimed, *dry_run, *verbose, *parsable),
+        (View::Nbd { scripted }, ReplyPayload::NbdExports(rows)) => nbd_exports(rows, *scripted),
         (View::Holds { scripted, parsable }, ReplyPayload::Holds(rows)) => {
             holds(rows, *scripted, *parsable)
         }
         (View::Silent, ReplyPayload::Mounts(_)) => String::new(),
         _ => return None,
     })
+}
+
+/// `tarn nbd`: `VOLUME CONNECTIONS URI`, the URI a client connects with.
+fn nbd_exports(rows: &[tarn_proto::NbdExportRow], scripted: bool) -> String {
+    let column = |header: &'static str, right: bool| crate::render::Column {
+        header: header.into(),
+        right,
+        width_min: 0,
+    };
+    let columns = [
+        column("VOLUME", false),
+        column("CONNECTIONS", true),
+        column("URI", false),
+    ];
+    let cells: Vec<Vec<String>> = rows
+        .iter()
+        .map(|row| {
+            let uri = format!("nbd+unix:///{}?socket={}", row.volume, row.socket);
+            vec![row.volume.clone(), row.connections.to_string(), uri]
+        })
+        .collect();
+    crate::render::table(&columns, &cells, scripted)
 }
 
 /// `tarn holds`: ZFS's `NAME TAG TIMESTAMP` table (`-p`: Unix seconds).

@@ -91,6 +91,10 @@ pub(crate) enum View {
         scripted: bool,
         parsable: bool,
     },
+    /// `tarn nbd`.
+    Nbd {
+        scripted: bool,
+    },
     Userspace(crate::userspace::SpaceView),
     Projects,
     Mounts,

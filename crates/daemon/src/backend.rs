@@ -114,6 +114,8 @@ pub struct EngineBackend {
     batch: Arc<Mutex<()>>,
     wake: Arc<Wake>,
     mounts: MountTable,
+    /// The NBD listeners (module `nbd`).
+    nbd: crate::nbd::NbdTable,
     /// The ARC's limits and target (module `memory`).
     arc: Arc<crate::memory::ArcControl>,
 }
@@ -145,6 +147,62 @@ fn drive_scrubs(engine: &std::sync::Weak<Engine>, batch: &Mutex<()>, wake: &Wake
         if failed {
             wake.wait(SCRUB_BACKOFF);
         }
+    }
+}
+
+/// `tarn create [-p] [-s] [-b SIZE] [-V SIZE] [-o prop=val]... NAME`, recorded in history
+/// as typed.
+fn create_dataset(
+    engine: &Engine,
+    name: &str,
+    properties: &[(String, String)],
+    parents: bool,
+    volume: Option<&tarn_proto::VolumeCreate>,
+) -> Result<(), EngineError> {
+    let mut command = String::from("create");
+    if parents {
+        command.push_str(" -p");
+    }
+    if let Some(volume) = volume {
+        if volume.sparse {
+            command.push_str(" -s");
+        }
+        if let Some(block) = &volume.block_size {
+            command.push_str(&format!(" -b {block}"));
+        }
+        command.push_str(&format!(" -V {}", volume.size));
+    }
+    for (p, v) in properties {
+        command.push_str(&format!(" -o {p}={v}"));
+    }
+    command.push_str(&format!(" {name}"));
+    match volume {
+        Some(volume) => {
+            let spec = tarn_engine::VolumeSpec {
+                size: volume.size.clone(),
+                block_size: volume.block_size.clone(),
+                sparse: volume.sparse,
+            };
+            engine.create_volume(name, &spec, properties, parents, &command)
+        }
+        None => engine.create_dataset(name, properties, parents, &command),
+    }
+}
+
+/// `tarn set [-f] PROP=VAL... NAME` (`-f` with `volsize` alone: a volume may shrink).
+fn set_dataset(
+    engine: &Engine,
+    name: &str,
+    assignments: &[(String, String)],
+    force: bool,
+) -> Result<(), EngineError> {
+    let flag = if force { "-f " } else { "" };
+    let command = format!("set {flag}{} {name}", assignments_text(assignments));
+    match assignments {
+        [(property, value)] if force && property == "volsize" => {
+            engine.set_volsize(name, value, true, &command)
+        }
+        _ => engine.set_dataset_props(name, assignments, &command),
     }
 }
 
@@ -327,6 +385,7 @@ impl EngineBackend {
             Some(rundir),
         ));
         crate::memory::ArcControl::start(&backend.arc)?;
+        backend.nbd = crate::nbd::NbdTable::new(Arc::clone(&backend.engine), Some(rundir));
         Ok(backend)
     }
 
@@ -349,6 +408,7 @@ impl EngineBackend {
             .map_err(|e| format!("cannot start the scrub thread: {e}"))?;
         Ok(EngineBackend {
             mounts: MountTable::new(Arc::clone(&engine)),
+            nbd: crate::nbd::NbdTable::new(Arc::clone(&engine), None),
             arc: Arc::new(crate::memory::ArcControl::adopt(Arc::clone(&engine))),
             engine,
             batch,
@@ -1218,19 +1278,8 @@ impl EngineBackend {
                 name,
                 properties,
                 parents,
-            } => {
-                let mut command = String::from("create");
-                if *parents {
-                    command.push_str(" -p");
-                }
-                for (p, v) in properties {
-                    command.push_str(&format!(" -o {p}={v}"));
-                }
-                command.push_str(&format!(" {name}"));
-                engine
-                    .create_dataset(name, properties, *parents, &command)
-                    .map(unit)
-            }
+                volume,
+            } => create_dataset(engine, name, properties, *parents, volume.as_ref()).map(unit),
             Request::DatasetDestroy {
                 name, recursive, ..
             } => {
@@ -1253,12 +1302,11 @@ impl EngineBackend {
                     .dataset_props(&query)
                     .map(|rows| ok(ReplyPayload::Datasets(dataset_rows(rows))))
             }
-            Request::DatasetSet { name, assignments } => {
-                let command = format!("set {} {name}", assignments_text(assignments));
-                engine
-                    .set_dataset_props(name, assignments, &command)
-                    .map(unit)
-            }
+            Request::DatasetSet {
+                name,
+                assignments,
+                force,
+            } => set_dataset(engine, name, assignments, *force).map(unit),
             Request::DatasetInherit {
                 name,
                 property,
@@ -1549,6 +1597,19 @@ impl Handler for EngineBackend {
         if let Some(response) = self.memory(&request) {
             return response;
         }
+        if matches!(request, Request::NbdList) {
+            let rows = self
+                .nbd
+                .served()
+                .into_iter()
+                .map(|v| tarn_proto::NbdExportRow {
+                    pool: v.pool,
+                    volume: v.volume,
+                    socket: v.socket.display().to_string(),
+                    connections: v.connections as u64,
+                });
+            return Response::Ok(ReplyPayload::NbdExports(rows.collect()));
+        }
         if let Some(response) = self.mounts.before(&request) {
             return response;
         }
@@ -1559,6 +1620,7 @@ impl Handler for EngineBackend {
         }
         let response = self.handle_engine(&request);
         let succeeded = matches!(response, Response::Ok(_));
+        self.nbd.follow();
         let notices = self.mounts.after(&request, succeeded);
         match response {
             Response::Ok(ReplyPayload::Unit) => notices_reply(notices),
@@ -1572,6 +1634,7 @@ impl Handler for EngineBackend {
 
     fn import_cached(&self, entry: &CacheEntry) -> Result<(), String> {
         let name = self.import_cached_pool(entry)?;
+        self.nbd.follow();
         for notice in self.mounts.mount_pool(&name) {
             eprintln!("{notice}");
         }
@@ -1579,6 +1642,7 @@ impl Handler for EngineBackend {
     }
 
     fn shutdown(&self) {
+        self.nbd.stop_all();
         self.mounts.unmount_all();
         self.engine.shutdown();
     }

@@ -78,6 +78,7 @@ mod lineio;
 mod log;
 pub mod memory;
 pub mod mounts;
+pub mod nbd;
 mod passfd;
 mod server;
 

@@ -444,9 +444,9 @@ fn remounted(request: &Request) -> Option<(&'static str, &str)> {
     match request {
         // A snapshot is never mounted: its rename leaves the mounts alone.
         Request::DatasetRename { old, .. } if !old.contains('@') => Some(("rename", old)),
-        Request::DatasetSet { name, assignments } if assignments.iter().any(set_remounts) => {
-            Some(("set", name))
-        }
+        Request::DatasetSet {
+            name, assignments, ..
+        } if assignments.iter().any(set_remounts) => Some(("set", name)),
         Request::DatasetInherit { name, property, .. } if remounts(property) => {
             Some(("inherit", name))
         }
@@ -459,11 +459,9 @@ fn remounted(request: &Request) -> Option<(&'static str, &str)> {
 fn access_time_changed(request: &Request) -> Option<&str> {
     let changes = |property: &str| property == "atime" || property == "relatime";
     match request {
-        Request::DatasetSet { name, assignments }
-            if assignments.iter().any(|(p, _)| changes(p)) =>
-        {
-            Some(name)
-        }
+        Request::DatasetSet {
+            name, assignments, ..
+        } if assignments.iter().any(|(p, _)| changes(p)) => Some(name),
         Request::DatasetInherit { name, property, .. } if changes(property) => Some(name),
         _ => None,
     }

@@ -29,6 +29,9 @@
 //! txg) and the sync of a dataset with snapshots writes through [`deadlist::KillStore`], the
 //! block-kill rule (docs/FORMAT.md section 20).
 //!
+//! Volumes ([`volume`]) are datasets whose object set holds one data object of
+//! `volblocksize` blocks and its size (ZFS's zvols): block devices served by a front end.
+//!
 //! # Invariants
 //! - I1: a node's parent lists it in its children ZAP under its last name component, and
 //!   only there; the root's parent is 0.
@@ -59,6 +62,7 @@ pub mod node;
 pub mod props;
 pub mod send;
 pub mod snapshot;
+pub mod volume;
 
 pub use name::{parent_name, validate_name};
 pub use node::{
@@ -78,6 +82,16 @@ pub enum DatasetError {
     /// A property name or value is invalid.
     #[error("{0}")]
     InvalidProperty(String),
+    /// A volume range that does not lie inside the volume.
+    #[error("range {offset}+{len} is past the end of the volume ({size} bytes)")]
+    OutOfRange {
+        /// Start of the range.
+        offset: u64,
+        /// Its length.
+        len: u64,
+        /// The volume's size.
+        size: u64,
+    },
     /// Metadata read from disk does not decode.
     #[error("dataset metadata is corrupt: {0}")]
     Corrupt(String),

@@ -101,6 +101,7 @@ const SNAPDIR: &[&str] = &["hidden", "visible"];
 const ACLTYPE: &[&str] = &["off", "posix"];
 const SYNC: &[&str] = &["standard", "always", "disabled"];
 const REDUNDANT_METADATA: &[&str] = &["all", "most", "some", "none"];
+const VOLMODE: &[&str] = &["default", "full", "geom", "dev", "none"];
 
 /// Every dataset property, in `zfs get all` order.
 pub const DATASET_PROPS: &[PropDef] = &[
@@ -150,6 +151,28 @@ pub const DATASET_PROPS: &[PropDef] = &[
     prop("relatime", PropKind::OnOff, true, "on"),
     prop("sync", PropKind::Enum(SYNC), true, "standard"),
     prop("special_small_blocks", PropKind::SmallBlocks, true, "0"),
+    // Volumes: `volsize` is set through the engine (it changes the object set), and
+    // `volblocksize` only at create (module `volume`).
+    stat("volsize"),
+    stat("volblocksize"),
+    prop("volmode", PropKind::Enum(VOLMODE), true, "default"),
+];
+
+/// Properties that do not apply to volumes (ZFS refuses them there too).
+pub const FILESYSTEM_ONLY: &[&str] = &[
+    "mountpoint",
+    "recordsize",
+    "atime",
+    "relatime",
+    "canmount",
+    "xattr",
+    "snapdir",
+    "acltype",
+    "devices",
+    "exec",
+    "setuid",
+    "quota",
+    "refquota",
 ];
 
 /// Largest `special_small_blocks` (ZFS's limit, the largest default record size).

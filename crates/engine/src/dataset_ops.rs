@@ -5,12 +5,13 @@
 use tarn_base::{Clock, Guid, ObjectId};
 use tarn_dataset::node::{self, DatasetHeader};
 use tarn_dataset::props::{self, PropKind, Source};
-use tarn_dataset::{DatasetError, name as dsname};
+use tarn_dataset::{DatasetError, name as dsname, volume};
 use tarn_format::BlockPtr;
 use tarn_objects::{ObjectSet, ObjsetKind};
 use tarn_posix::{Creds, Fs};
 
 use crate::datasets::{Node, Tree};
+use crate::volume::VolumeSpec;
 use crate::{DatasetId, Engine, EngineError, Imported, PoolHandle, ROOT_DATASET_ID};
 
 /// One property of one dataset, as `tarn get` shows it.
@@ -48,8 +49,9 @@ pub struct DatasetQuery {
     pub depth: Option<usize>,
     /// Properties (`all` for every one).
     pub properties: Vec<String>,
-    /// Types listed (`filesystem`, `snapshot`, `all`; empty: filesystems, and snapshots too
-    /// when the pool's `listsnapshots` is on, as `zfs list` without `-t`).
+    /// Types listed (`filesystem`, `volume`, `snapshot`, `all`; empty: filesystems and
+    /// volumes, and snapshots too when the pool's `listsnapshots` is on, as `zfs list`
+    /// without `-t`).
     pub types: Vec<String>,
 }
 
@@ -57,10 +59,32 @@ impl DatasetQuery {
     /// Whether rows of `kind` are listed; `list_snapshots` is the pool's `listsnapshots`.
     fn wants(&self, kind: &str, list_snapshots: bool) -> bool {
         if self.types.is_empty() {
-            return kind == "filesystem" || (kind == "snapshot" && list_snapshots);
+            return kind == "filesystem"
+                || kind == "volume"
+                || (kind == "snapshot" && list_snapshots);
         }
         self.types.iter().any(|t| t == kind || t == "all")
     }
+}
+
+/// Refuses a property that does not apply to a dataset of this type (volume or not).
+fn check_applies(is_volume: bool, property: &str) -> Result<(), EngineError> {
+    let refused = if is_volume {
+        props::FILESYSTEM_ONLY.contains(&property)
+    } else {
+        matches!(property, "volsize" | "volblocksize")
+    };
+    if refused {
+        return Err(EngineError::InvalidProperty(format!(
+            "'{property}' does not apply to datasets of this type"
+        )));
+    }
+    if property == "volblocksize" {
+        return Err(EngineError::InvalidProperty(
+            "'volblocksize' is set only when the volume is created".into(),
+        ));
+    }
+    Ok(())
 }
 
 /// Validates a property assignment; `None` means "store as absent" (a non-inherited
@@ -130,6 +154,58 @@ impl Engine {
         parents: bool,
         command: &str,
     ) -> Result<(), EngineError> {
+        self.create_any(name, properties, parents, None, command)
+    }
+
+    /// `tarn create -V SIZE [-s] [-b BLOCKSIZE] [-p] [-o prop=value]... NAME`: a volume
+    /// (`-o volblocksize=` and `-o volsize=` are taken too, as ZFS does).
+    pub fn create_volume(
+        &self,
+        name: &str,
+        spec: &VolumeSpec,
+        properties: &[(String, String)],
+        parents: bool,
+        command: &str,
+    ) -> Result<(), EngineError> {
+        let mut rest = Vec::new();
+        let mut block_text = spec.block_size.clone();
+        let mut size_text = spec.size.clone();
+        for (property, value) in properties {
+            match property.as_str() {
+                "volblocksize" => block_text = Some(value.clone()),
+                "volsize" => size_text.clone_from(value),
+                _ => rest.push((property.clone(), value.clone())),
+            }
+        }
+        let block_size = match &block_text {
+            Some(text) => volume::parse_block_size(text)?,
+            None => volume::VOLBLOCKSIZE_DEFAULT,
+        };
+        let size = volume::parse_size_for(&size_text, block_size)?;
+        for (property, _) in &rest {
+            if props::FILESYSTEM_ONLY.contains(&property.as_str()) {
+                return Err(EngineError::InvalidProperty(format!(
+                    "'{property}' does not apply to datasets of this type"
+                )));
+            }
+        }
+        let explicit = rest.iter().any(|(p, _)| p == "refreservation");
+        if !spec.sparse && !explicit {
+            rest.push(("refreservation".into(), size.to_string()));
+        }
+        self.create_any(name, &rest, parents, Some((size, block_size)), command)
+    }
+
+    /// [`Engine::create_dataset`] and [`Engine::create_volume`] (`volume`: size and block
+    /// size).
+    fn create_any(
+        &self,
+        name: &str,
+        properties: &[(String, String)],
+        parents: bool,
+        volume: Option<(u64, u32)>,
+        command: &str,
+    ) -> Result<(), EngineError> {
         let _admin = self.admin();
         dsname::validate_name(name)?;
         let handle = self.pool(pool_of(name))?;
@@ -153,9 +229,24 @@ impl Engine {
             missing.push(candidate.to_string());
             at = dsname::parent_name(candidate);
         };
+        if inner.datasets.node(parent).objset.kind() == ObjsetKind::Volume {
+            return Err(invalid("parent is not a filesystem"));
+        }
         let mut values = Vec::new();
         for (property, value) in properties {
             values.push((property.clone(), validate_prop(property, value)?));
+        }
+        if volume.is_some() {
+            let pool_free = pool_free_deflated(&inner);
+            let avail = inner.datasets.available(parent, pool_free);
+            let reserved = values
+                .iter()
+                .find(|(p, _)| p == "refreservation")
+                .and_then(|(_, v)| v.as_deref()?.parse::<u64>().ok())
+                .unwrap_or(0);
+            if reserved > avail {
+                return Err(EngineError::NoSpace);
+            }
         }
         let mut chain: Vec<String> = missing.into_iter().rev().collect();
         chain.push(name.to_string());
@@ -163,7 +254,8 @@ impl Engine {
         let last = chain.len() - 1;
         for (index, full) in chain.iter().enumerate() {
             let own: &[(String, Option<String>)] = if index == last { &values } else { &[] };
-            parent = self.create_one(&mut inner, parent, full, own)?;
+            let kind = if index == last { volume } else { None };
+            parent = self.create_one(&mut inner, parent, full, own, kind)?;
         }
         self.commit(&mut inner, command)?;
         Ok(())
@@ -176,6 +268,7 @@ impl Engine {
         parent: DatasetId,
         name: &str,
         values: &[(String, Option<String>)],
+        volume: Option<(u64, u32)>,
     ) -> Result<DatasetId, EngineError> {
         let guid = Guid(self.rng.lock().expect("rng lock poisoned").next_u64());
         let Imported {
@@ -211,7 +304,11 @@ impl Engine {
                     name.to_string(),
                     Some(parent),
                     header,
-                    ObjectSet::create(ObjsetKind::Filesystem),
+                    ObjectSet::create(if volume.is_some() {
+                        ObjsetKind::Volume
+                    } else {
+                        ObjsetKind::Filesystem
+                    }),
                 )
             },
         );
@@ -219,7 +316,13 @@ impl Engine {
             datasets.set_local(mos.objset(), &reader, id, property, value.as_deref())?;
         }
         datasets.apply_objset_config(id)?;
-        format_filesystem(inner, id, self.clock.as_ref())?;
+        match volume {
+            Some((size, block_size)) => {
+                let objset = &mut datasets.node_mut(id).objset;
+                volume::create(objset, &reader, size, block_size)?;
+            }
+            None => format_filesystem(inner, id, self.clock.as_ref())?,
+        }
         Ok(id)
     }
 
@@ -339,8 +442,23 @@ impl Engine {
         let (handle, id) = self.dataset(name)?;
         let mut inner = handle.lock();
         inner.check_writable()?;
+        let is_volume = inner.datasets.node(id).objset.kind() == ObjsetKind::Volume;
+        let mut volsize = None;
         let mut values = Vec::new();
         for (property, value) in assignments {
+            check_applies(is_volume, property)?;
+            if property == "volsize" {
+                let info = inner.volume_info(id)?;
+                let size = volume::parse_size_for(value, info.block_size)?;
+                if size < info.size {
+                    return Err(invalid(
+                        "shrinking a volume destroys the data past its new end (use \
+                         'tarn set -f volsize=...' to shrink)",
+                    ));
+                }
+                volsize = Some(value.clone());
+                continue;
+            }
             let property = &match props::owner_prop(property)? {
                 Some(owner) => owner.name(),
                 None => property.clone(),
@@ -348,6 +466,13 @@ impl Engine {
             let normalized = validate_prop(property, value)?;
             check_space_prop(&inner, id, property, normalized.as_deref())?;
             values.push((property.clone(), normalized));
+        }
+        if let Some(size) = volsize {
+            if !values.is_empty() {
+                return Err(invalid("set 'volsize' on its own"));
+            }
+            drop(inner);
+            return self.set_volsize_locked(name, &size, false, command);
         }
         for (property, value) in &values {
             inner.set_local(id, property, value.as_deref())?;
@@ -440,7 +565,12 @@ impl Engine {
                 if query.depth.is_some_and(|max| depth > max) {
                     continue;
                 }
-                if wants("filesystem") {
+                let kind = if inner.datasets.node(at).objset.kind() == ObjsetKind::Volume {
+                    "volume"
+                } else {
+                    "filesystem"
+                };
+                if wants(kind) {
                     let props = dataset_row_props(&mut inner, at, query, pool_free)?;
                     rows.push(DatasetRow {
                         name: inner.datasets.node(at).name.clone(),
@@ -477,7 +607,7 @@ impl Engine {
 
 impl Engine {
     /// Records `command` in the pool's history and commits the change in a txg of its own.
-    fn commit(&self, inner: &mut Imported, command: &str) -> Result<(), EngineError> {
+    pub(crate) fn commit(&self, inner: &mut Imported, command: &str) -> Result<(), EngineError> {
         inner.history.push(self.history_record(command, false));
         inner.sync()?;
         Ok(())
@@ -486,7 +616,7 @@ impl Engine {
 
 impl Imported {
     /// Sets (`Some`) or removes (`None`) a local property of dataset `id`.
-    fn set_local(
+    pub(crate) fn set_local(
         &mut self,
         id: DatasetId,
         property: &str,
@@ -658,18 +788,40 @@ fn dataset_row_props(
         }
         props
     };
+    let is_volume = inner.datasets.node(at).objset.kind() == ObjsetKind::Volume;
     for prop in &mut props {
         if prop.property == "written" {
             let bytes = crate::snapshot_ops::written_of_head(inner, at)?;
             *prop = size_stat("written", bytes);
+        }
+        if is_volume && prop.property == "volsize" {
+            // Set at create or by `set volsize`: ZFS shows it as a local value.
+            *prop = DatasetProp {
+                source: "local".into(),
+                source_kind: "local".into(),
+                ..size_stat("volsize", inner.volume_info(at)?.size)
+            };
+        }
+        if is_volume && prop.property == "volblocksize" {
+            let bytes = u64::from(inner.volume_info(at)?.block_size);
+            *prop = size_stat("volblocksize", bytes);
         }
     }
     Ok(props)
 }
 
 fn all_props(inner: &Imported, id: DatasetId, pool_free: u64) -> Vec<DatasetProp> {
+    let is_volume = inner.datasets.node(id).objset.kind() == ObjsetKind::Volume;
+    let applies = |name: &str| {
+        if is_volume {
+            !props::FILESYSTEM_ONLY.contains(&name) && name != "mounted"
+        } else {
+            !matches!(name, "volsize" | "volblocksize" | "volmode")
+        }
+    };
     let mut out: Vec<DatasetProp> = props::DATASET_PROPS
         .iter()
+        .filter(|def| applies(def.name))
         .filter_map(|def| prop_value(inner, id, def.name, pool_free).ok())
         .collect();
     for (name, _) in user_props_in_effect(&inner.datasets, id) {
@@ -745,6 +897,15 @@ fn prop_value(
     })
 }
 
+/// `filesystem` or `volume`: the `type` of a dataset.
+fn kind_of(node: &crate::datasets::Node) -> &'static str {
+    if node.objset.kind() == ObjsetKind::Volume {
+        "volume"
+    } else {
+        "filesystem"
+    }
+}
+
 /// A statistic (`None` if `property` is not one).
 fn stat_value(
     inner: &Imported,
@@ -759,9 +920,11 @@ fn stat_value(
         "name" => Some(stat_prop(property, node.name.clone(), node.name.clone())),
         "type" => Some(stat_prop(
             property,
-            "filesystem".into(),
-            "filesystem".into(),
+            kind_of(node).into(),
+            kind_of(node).into(),
         )),
+        // Filled in by `dataset_row_props` for volumes (it may read the object set).
+        "volsize" | "volblocksize" => Some(stat_prop(property, "-".into(), "-".into())),
         "creation" => {
             let secs = node.header.creation_time;
             Some(stat_prop(

@@ -240,11 +240,14 @@ fn sync_objset(
     // master node cannot be read keeps its counts as they were: a damaged filesystem must
     // not stop the pool's txgs.
     let scale = used_scale(deflate);
-    let mut hook = match node.receiving {
-        true => None,
-        false => tarn_posix::UsedByHook::load(&mut node.objset, &*counted.inner, scale)
+    // A receiving dataset is recounted at its end; a volume's object 1 is its data, not a
+    // master node: neither has counts to keep.
+    let mut hook = if node.receiving || node.objset.kind() == ObjsetKind::Volume {
+        None
+    } else {
+        tarn_posix::UsedByHook::load(&mut node.objset, &*counted.inner, scale)
             .ok()
-            .flatten(),
+            .flatten()
     };
     let hook = hook.as_mut().map(|h| h as &mut dyn tarn_objects::SyncHook);
     let root = node.objset.sync_with(&mut counted, hook)?;

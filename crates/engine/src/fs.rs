@@ -267,6 +267,11 @@ impl Engine {
         let (pool, id) = self.find_dataset(name)?;
         let handle = self.pool(&pool)?;
         let inner = handle.lock();
+        if inner.datasets.node(id).objset.kind() == tarn_objects::ObjsetKind::Volume {
+            return Err(EngineError::InvalidArgument(
+                "operation does not apply to volumes".into(),
+            ));
+        }
         if inner.datasets.effective(id, "canmount").0 == "off" {
             return Err(EngineError::InvalidArgument(
                 "'canmount' property is set to 'off'".into(),
@@ -278,6 +283,10 @@ impl Engine {
 
 fn mount_spec(inner: &Imported, pool: &str, id: DatasetId) -> Option<MountSpec> {
     let tree = &inner.datasets;
+    // A volume is a block device for the NBD server, never a FUSE mount.
+    if tree.node(id).objset.kind() == tarn_objects::ObjsetKind::Volume {
+        return None;
+    }
     let mountpoint = tree.effective(id, "mountpoint").0;
     if !mountpoint.starts_with('/') {
         return None;
@@ -378,6 +387,9 @@ fn fs_run<R>(
 ) -> Result<(R, bool), EngineError> {
     if !inner.datasets.contains(dataset) {
         return Err(EngineError::NoSuchDataset);
+    }
+    if inner.datasets.node(dataset).objset.kind() == tarn_objects::ObjsetKind::Volume {
+        return Err(EngineError::InvalidArgument("not a filesystem".into()));
     }
     // Resolved once per dataset and kept until a property or the tree changes
     // (`Tree::fs_settings`): no walk of the inheritance chain per request.

@@ -120,6 +120,7 @@ mod suspend;
 mod topology;
 pub mod txg;
 mod userspace;
+pub mod volume;
 pub mod zil;
 
 use std::collections::BTreeMap;
@@ -143,6 +144,7 @@ pub use send_ops::{ReceiveReport, ReceiveSpec, SendReport, SendSpec};
 pub use snapdir::SnapshotDir;
 pub use snapshot_ops::SnapshotDestroyReport;
 pub use status::{Importable, PoolStatus, PoolSummary, PropValue, VdevNode};
+pub use tarn_dataset::DatasetError;
 pub use tarn_dataset::props::OwnerSpace;
 pub use tarn_device::DeviceError;
 pub use tarn_device::timing::{LATENCY_BUCKETS, Latencies};
@@ -156,6 +158,7 @@ pub use tarn_posix as posix;
 pub use tarn_vdev::stats::SIZE_BUCKETS;
 pub use txg::{DIRTY_SYNC, TxgSyncer};
 pub use userspace::UserspaceRow;
+pub use volume::{VolumeSpec, VolumeStat};
 
 /// The pool keeps `1 / 2^SLOP_SHIFT` of its space in reserve (3%, as ZFS's slop space), so
 /// that metadata of a txg can always be written and frees can always be committed.

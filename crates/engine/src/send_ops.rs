@@ -366,6 +366,9 @@ fn send_one(
         };
         (to_os, from_os)
     };
+    if to_os.kind() == tarn_objects::ObjsetKind::Volume {
+        return Err(invalid("volumes cannot be sent yet (only filesystems)"));
+    }
     let begin = Begin {
         features: start.features(),
         from_guid: from.map_or(0, |f| f.header.guid.0),

@@ -63,7 +63,13 @@ pub const FEATURES_SUPPORTED: &[&str] = &[
     "org.tarn:l2cache",
     FEATURE_ALLOCATION_CLASSES,
     FEATURE_SNAPSHOTS,
+    FEATURE_VOLUMES,
 ];
+
+/// Feature of pools that may hold volumes: datasets whose object set is of kind `Volume`
+/// with the volume data object (docs/FORMAT.md "Volumes"). A build without it would take a
+/// volume's data object for a filesystem's master node.
+pub const FEATURE_VOLUMES: &str = "org.tarn:volumes";
 
 /// Feature of pools whose datasets may have snapshots: dataset headers of 280 bytes naming a
 /// snapshot ZAP and a dead list, snapshot nodes and block lists in the MOS (docs/FORMAT.md

@@ -61,14 +61,14 @@ mod response;
 
 pub use request::{
     DatasetGet, PoolAdd, PoolCreate, PoolImport, Request, ScrubAction, VdevGroupSpec, VdevKind,
-    VdevRole,
+    VdevRole, VolumeCreate,
 };
 pub use response::{
     CacheEntry, CacheFile, DatasetProp, DatasetRow, ErrorReply, EventRow, HistoryEntry,
     HistoryPool, HoldRow, IOSTAT_LATENCY_BUCKETS, IOSTAT_SIZE_BUCKETS, ImportablePool, IostatPool,
-    IostatRow, IostatWait, IostatWaits, MemoryInfo, MountRow, PongInfo, PoolLayout, PoolListRow,
-    PoolStatusInfo, Progress, ProjectRow, PropertyRow, ReplyPayload, Response, ServerLine, TxgRow,
-    UserspaceRow, VdevNodeKind, VdevStatus,
+    IostatRow, IostatWait, IostatWaits, MemoryInfo, MountRow, NbdExportRow, PongInfo, PoolLayout,
+    PoolListRow, PoolStatusInfo, Progress, ProjectRow, PropertyRow, ReplyPayload, Response,
+    ServerLine, TxgRow, UserspaceRow, VdevNodeKind, VdevStatus,
 };
 
 /// Longest line (message plus its `\n`) either side sends or accepts: 16 MiB. Large enough

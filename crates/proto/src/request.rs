@@ -115,6 +115,17 @@ impl VdevGroupSpec {
     }
 }
 
+/// `tarn create -V SIZE [-s] [-b VOLBLOCKSIZE]`: what makes the new dataset a volume.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VolumeCreate {
+    /// `volsize` as typed.
+    pub size: String,
+    /// `-b` as typed.
+    pub block_size: Option<String>,
+    /// `-s`: sparse (no refreservation).
+    pub sparse: bool,
+}
+
 /// `tarn pool create` (also `-n`, the dry run that only returns the layout).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PoolCreate {
@@ -372,7 +383,7 @@ pub enum Request {
         /// Device (path, last path component or GUID).
         device: String,
     },
-    /// `tarn create [-p] [-o prop=val]... NAME`.
+    /// `tarn create [-p] [-V SIZE [-s] [-b SIZE]] [-o prop=val]... NAME`.
     DatasetCreate {
         /// Full dataset name.
         name: String,
@@ -380,6 +391,9 @@ pub enum Request {
         properties: Vec<(String, String)>,
         /// Create missing parents (`-p`).
         parents: bool,
+        /// A volume (`-V`) rather than a filesystem.
+        #[serde(default)]
+        volume: Option<VolumeCreate>,
     },
     /// `tarn destroy [-r] [-f] NAME`.
     DatasetDestroy {
@@ -414,6 +428,8 @@ pub enum Request {
         /// Every descendant's snapshot of the same name too (`-r`).
         recursive: bool,
     },
+    /// `tarn nbd`: the volumes the daemon serves over NBD and their connections.
+    NbdList,
     /// `tarn holds [-r] SNAP...`.
     Holds {
         /// Full snapshot names.
@@ -507,12 +523,15 @@ pub enum Request {
     },
     /// `tarn list` and `tarn get`: properties of datasets.
     DatasetGet(DatasetGet),
-    /// `tarn set PROP=VAL... NAME`.
+    /// `tarn set [-f] PROP=VAL... NAME`.
     DatasetSet {
         /// Full dataset name.
         name: String,
         /// Assignments, in command-line order.
         assignments: Vec<(String, String)>,
+        /// Allow a volume to shrink (`-f`, with `volsize`).
+        #[serde(default)]
+        force: bool,
     },
     /// `tarn inherit [-r] PROP NAME`.
     DatasetInherit {
@@ -619,6 +638,7 @@ impl Request {
             Request::Hold { .. } => "hold",
             Request::Release { .. } => "release",
             Request::Holds { .. } => "holds",
+            Request::NbdList => "nbd_list",
             Request::DatasetRename { .. } => "dataset_rename",
             Request::Send { .. } => "send",
             Request::Receive { .. } => "receive",

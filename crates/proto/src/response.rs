@@ -122,6 +122,8 @@ pub enum ReplyPayload {
     Datasets(Vec<DatasetRow>),
     /// `tarn holds`.
     Holds(Vec<HoldRow>),
+    /// `tarn nbd`: the volumes served over NBD.
+    NbdExports(Vec<NbdExportRow>),
     /// `tarn mount` without arguments: what is mounted where.
     Mounts(Vec<MountRow>),
     /// `tarn userspace` and its kin.
@@ -339,6 +341,19 @@ pub struct ProjectRow {
     pub id: u32,
     /// A directory whose new entries inherit the id.
     pub inherit: bool,
+}
+
+/// One volume served over NBD (`tarn nbd`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NbdExportRow {
+    /// Pool name.
+    pub pool: String,
+    /// Volume (export) name.
+    pub volume: String,
+    /// The listener's Unix socket.
+    pub socket: String,
+    /// Open connections.
+    pub connections: u64,
 }
 
 /// One hold of a snapshot (`tarn holds`).

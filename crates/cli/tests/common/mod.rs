@@ -209,6 +209,17 @@ impl Rig {
         Rig { dir, rundir }
     }
 
+    /// A rig whose directory is `/tmp/<prefix>` plus random letters (suites that must keep
+    /// their files under a known prefix).
+    pub(crate) fn with_prefix(prefix: &str) -> Rig {
+        let dir = tempfile::Builder::new()
+            .prefix(prefix)
+            .tempdir_in("/tmp")
+            .expect("tempdir");
+        let rundir = dir.path().join("run");
+        Rig { dir, rundir }
+    }
+
     pub(crate) fn root(&self) -> &Path {
         self.dir.path()
     }

@@ -1,0 +1,492 @@
+//! System tests of volumes through the real `tarn` binary and daemon, driven by real NBD
+//! clients: `create -V` and its refusals (each leaving every device byte as it was),
+//! `nbdinfo` (capabilities, `--map` holes), `qemu-img convert`/`compare` round trips,
+//! `nbdcopy` both ways with several connections, ext4 on `nbdfuse` + a loop device across
+//! export/import, a SIGKILL of the daemon during writes, and protocol errors from a raw
+//! socket client. A test whose tool is missing prints why and passes.
+
+#![allow(clippy::unwrap_used)] // Test code: a failed unwrap is a failed test.
+#![allow(clippy::big_endian_bytes)] // The raw client speaks NBD, which is big-endian.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use common::*;
+
+/// Whether `tool` runs here; prints why a test is skipped when it does not.
+fn have(tool: &str, test: &str) -> bool {
+    let found = Command::new(tool)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        println!("skipped {test}: '{tool}' is not installed");
+    }
+    found
+}
+
+/// A rig under /tmp/vol-* with pool `tank` (raidz1 of 4 files, nothing mounted).
+fn tank() -> Rig {
+    let rig = Rig::with_prefix("vol-");
+    let devices = rig.devices("d", "disk", 4);
+    rig.ok(&format!(
+        "pool create -m none tank raidz1 {}",
+        join(&devices)
+    ));
+    rig
+}
+
+fn socket(rig: &Rig) -> PathBuf {
+    rig.rundir.join("nbd").join("tank.sock")
+}
+
+fn uri(rig: &Rig, volume: &str) -> String {
+    format!("nbd+unix:///{volume}?socket={}", socket(rig).display())
+}
+
+/// Runs a client tool that must succeed; returns its stdout.
+fn tool(program: &str, args: &[&str]) -> String {
+    let output = Command::new(program).args(args).output().unwrap();
+    assert!(
+        output.status.success(),
+        "{program} {args:?} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap()
+}
+
+/// A file of `size` bytes: pseudo-random data in `[0, 4M)` and `[20M, 21M)`, holes elsewhere.
+fn image(path: &Path, size: u64) {
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut noise = |len: usize| -> Vec<u8> {
+        (0..len)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect()
+    };
+    let mut file = std::fs::File::create(path).unwrap();
+    file.set_len(size).unwrap();
+    file.write_all(&noise(4 << 20)).unwrap();
+    std::os::unix::fs::FileExt::write_all_at(&file, &noise(1 << 20), 20 << 20).unwrap();
+}
+
+// DESCRIPTION: `create -V` makes a volume with ZFS's properties (type, volsize,
+// volblocksize, refreservation unless -s), `list -t volume` lists only volumes, `set
+// volsize` grows, and every refusal (bad size, bad block size, missing pool, shrink without
+// -f, a filesystem property) is one `cannot` line that leaves every device byte as it was.
+// STRATEGY: scripted output (-H -p) compared exactly; refusals through `Rig::refused`.
+#[test]
+fn create_list_set_and_refusals() {
+    let rig = tank();
+    rig.ok("create -V 64M tank/thick");
+    rig.ok("create -s -b 16K -V 1G tank/thin");
+    rig.ok("create tank/fs");
+    assert_eq!(
+        rig.ok("list -H -o name -t volume"),
+        "tank/thick\ntank/thin\n"
+    );
+    let row = rig.ok("get -H -p -o value type,volsize,volblocksize,refreservation tank/thick");
+    assert_eq!(row, "volume\n67108864\n65536\n67108864\n");
+    let row = rig.ok("get -H -p -o value volsize,volblocksize,refreservation tank/thin");
+    assert_eq!(row, "1073741824\n16384\n0\n");
+    rig.ok("set volsize=128M tank/thick");
+    assert_eq!(
+        rig.ok("get -H -p -o value volsize tank/thick"),
+        "134217728\n"
+    );
+    rig.ok("pool sync");
+    let baseline = rig.image();
+    for line in [
+        "create -V 1000 tank/bad",
+        "create -V lots tank/bad",
+        "create -b 3K -V 8M tank/bad",
+        "create -V 8M nope/bad",
+        "create -V 8M tank/thin/bad",
+        "create -V 8M -o mountpoint=/x tank/bad",
+        "create -V 100T tank/bad",
+        "set volsize=64M tank/thick",
+        "set volsize=0 tank/thick",
+        "set volblocksize=8K tank/thick",
+        "set volsize=8M tank/fs",
+    ] {
+        let line_out = rig.refused_against(&baseline, line);
+        assert!(line_out.starts_with("cannot "), "{line_out}");
+    }
+    rig.ok("set -f volsize=64M tank/thick");
+    assert_eq!(
+        rig.ok("get -H -p -o value volsize tank/thick"),
+        "67108864\n"
+    );
+    rig.ok("rename tank/thin tank/thin2");
+    rig.ok("destroy tank/thin2");
+    assert_eq!(rig.ok("list -H -o name -t volume"), "tank/thick\n");
+}
+
+// DESCRIPTION: nbdinfo sees the export with the capabilities tarn offers (flush, FUA,
+// trim, zero, fast zero, multi-conn, cache, block sizes, base:allocation) and `--map`
+// shows holes where nothing was written, data where nbdcopy wrote.
+// STRATEGY: nbdcopy a half-sparse image in, then parse nbdinfo's text.
+#[test]
+fn nbdinfo_shows_capabilities_and_holes() {
+    if !have("nbdinfo", "nbdinfo_shows_capabilities_and_holes")
+        || !have("nbdcopy", "nbdinfo_shows_capabilities_and_holes")
+    {
+        return;
+    }
+    let rig = tank();
+    rig.ok("create -s -V 32M tank/vol");
+    let info = tool("nbdinfo", &[&uri(&rig, "tank/vol")]);
+    for want in [
+        "export-size: 33554432",
+        "base:allocation",
+        "can_flush: true",
+        "can_fua: true",
+        "can_trim: true",
+        "can_zero: true",
+        "can_fast_zero: true",
+        "can_multi_conn: true",
+        "can_cache: true",
+        "block_size_preferred: 65536",
+    ] {
+        assert!(info.contains(want), "{want} in {info}");
+    }
+    let map = tool("nbdinfo", &["--map", &uri(&rig, "tank/vol")]);
+    assert_eq!(map.lines().count(), 1, "all one hole: {map}");
+    assert!(map.contains("hole,zero"), "{map}");
+    let source = rig.root().join("src.raw");
+    image(&source, 32 << 20);
+    tool(
+        "nbdcopy",
+        &[source.to_str().unwrap(), &uri(&rig, "tank/vol")],
+    );
+    let map = tool("nbdinfo", &["--map", &uri(&rig, "tank/vol")]);
+    let kinds: Vec<&str> = map
+        .lines()
+        .map(|l| l.split_whitespace().last().unwrap())
+        .collect();
+    assert_eq!(kinds, ["data", "hole,zero", "data", "hole,zero"], "{map}");
+}
+
+// DESCRIPTION: an image goes in with `qemu-img convert`, compares equal, comes back out
+// with nbdcopy over four connections byte for byte, and goes in again with nbdcopy over
+// four connections; the copy survives export and import of the pool.
+// STRATEGY: qemu-img compare and byte comparison of files.
+#[test]
+fn qemu_img_and_nbdcopy_round_trips() {
+    let test = "qemu_img_and_nbdcopy_round_trips";
+    if !have("qemu-img", test) || !have("nbdcopy", test) {
+        return;
+    }
+    let rig = tank();
+    rig.ok("create -V 64M tank/vol");
+    let source = rig.root().join("src.raw");
+    image(&source, 64 << 20);
+    let src = source.to_str().unwrap();
+    let target = uri(&rig, "tank/vol");
+    tool(
+        "qemu-img",
+        &["convert", "-n", "-f", "raw", "-O", "raw", src, &target],
+    );
+    tool(
+        "qemu-img",
+        &["compare", "-f", "raw", "-F", "raw", src, &target],
+    );
+    let back = rig.root().join("back.raw");
+    tool("nbdcopy", &["-C", "4", &target, back.to_str().unwrap()]);
+    assert!(std::fs::read(&back).unwrap() == std::fs::read(&source).unwrap());
+    rig.ok("create -V 64M tank/vol2");
+    tool("nbdcopy", &["-C", "4", src, &uri(&rig, "tank/vol2")]);
+    rig.ok("pool export tank");
+    rig.ok(&format!("pool import -d {} tank", rig.dir_of("d")));
+    tool(
+        "qemu-img",
+        &[
+            "compare",
+            "-f",
+            "raw",
+            "-F",
+            "raw",
+            src,
+            &uri(&rig, "tank/vol2"),
+        ],
+    );
+    let status = rig.ok("nbd");
+    assert!(status.contains("tank/vol2"), "{status}");
+}
+
+// DESCRIPTION: ext4 on a volume: nbdfuse exposes the export as a file, a loop device over it
+// takes mkfs.ext4, a mount, a tree of files, an unmount and a clean `e2fsck -f`; after the
+// pool is exported and imported the filesystem mounts again with the same files.
+// STRATEGY: needs root, /dev/fuse and loop devices; skips with a reason otherwise.
+#[test]
+fn ext4_on_nbdfuse_and_loop_survives_export_import() {
+    let test = "ext4_on_nbdfuse_and_loop_survives_export_import";
+    if !have("nbdfuse", test) || !have("mkfs.ext4", test) || !Path::new("/dev/fuse").exists() {
+        return;
+    }
+    let rig = tank();
+    rig.ok("create -V 128M tank/fsvol");
+    let fuse = rig.root().join("fuse");
+    let mnt = rig.root().join("mnt");
+    std::fs::create_dir_all(&fuse).unwrap();
+    std::fs::create_dir_all(&mnt).unwrap();
+    let Some(looped) = attach(&rig, &fuse) else {
+        println!("skipped {test}: no loop device");
+        return;
+    };
+    tool("mkfs.ext4", &["-q", &looped.device]);
+    tool("mount", &[&looped.device, mnt.to_str().unwrap()]);
+    for i in 0..50 {
+        let dir = mnt.join(format!("d{}", i % 5));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(format!("f{i}")), vec![i as u8; 1000 * i]).unwrap();
+    }
+    tool("umount", &[mnt.to_str().unwrap()]);
+    tool("e2fsck", &["-f", "-n", &looped.device]);
+    drop(looped);
+    rig.ok("pool export tank");
+    rig.ok(&format!("pool import -d {} tank", rig.dir_of("d")));
+    let looped = attach(&rig, &fuse).unwrap();
+    tool("e2fsck", &["-f", "-n", &looped.device]);
+    tool("mount", &[&looped.device, mnt.to_str().unwrap()]);
+    let file = std::fs::read(mnt.join("d3").join("f48")).unwrap();
+    assert_eq!(file, vec![48u8; 48_000]);
+    tool("umount", &[mnt.to_str().unwrap()]);
+}
+
+/// nbdfuse serving `tank/fsvol` at `fuse/vol` with a loop device over it; undone on drop.
+struct Looped {
+    device: String,
+    fuse: PathBuf,
+    nbdfuse: std::process::Child,
+}
+
+impl Drop for Looped {
+    fn drop(&mut self) {
+        if !self.device.is_empty() {
+            let _ = Command::new("losetup").args(["-d", &self.device]).status();
+        }
+        let _ = Command::new("umount").arg(&self.fuse).status();
+        let _ = self.nbdfuse.wait();
+    }
+}
+
+fn attach(rig: &Rig, fuse: &Path) -> Option<Looped> {
+    let nbdfuse = Command::new("nbdfuse")
+        .arg(fuse.join("vol"))
+        .arg(uri(rig, "tank/fsvol"))
+        .spawn()
+        .unwrap();
+    // From here on the drop unmounts and waits for nbdfuse, whatever happens.
+    let mut looped = Looped {
+        device: String::new(),
+        fuse: fuse.to_path_buf(),
+        nbdfuse,
+    };
+    for _ in 0..100 {
+        if fuse.join("vol").exists() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = Command::new("losetup")
+        .args(["-f", "--show"])
+        .arg(fuse.join("vol"))
+        .output()
+        .ok()?;
+    looped.device = String::from_utf8(out.stdout).ok()?.trim().to_string();
+    (out.status.success() && !looped.device.is_empty()).then_some(looped)
+}
+
+fn kill_daemon(rig: &Rig) {
+    let pid = std::fs::read_to_string(rig.rundir.join("tarn.pid")).unwrap();
+    let pid = pid.trim();
+    assert!(
+        Command::new("kill")
+            .args(["-9", pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    for _ in 0..1000 {
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("daemon {pid} still runs after SIGKILL");
+}
+
+// DESCRIPTION: SIGKILL of the daemon while a client writes: after the restart (the next
+// command starts a daemon that imports the pool from its cache file) everything written
+// before a FLUSH, and the FUA write, is there, and a scrub finds nothing to repair.
+// STRATEGY: qemu-io writes patterns, flushes, writes FUA, then a background qemu-io keeps
+// writing elsewhere while the daemon is killed; qemu-io verifies the patterns after.
+#[test]
+fn sigkill_during_writes_keeps_flushed_and_fua_writes() {
+    let test = "sigkill_during_writes_keeps_flushed_and_fua_writes";
+    if !have("qemu-io", test) {
+        return;
+    }
+    let rig = tank();
+    rig.ok("create -V 64M tank/vol");
+    let target = uri(&rig, "tank/vol");
+    let wrote = tool(
+        "qemu-io",
+        &[
+            "-f",
+            "raw",
+            "-c",
+            "write -P 0xab 0 4M",
+            "-c",
+            "flush",
+            "-c",
+            "write -f -P 0xcd 4M 1M",
+            &target,
+        ],
+    );
+    assert!(!wrote.contains("failed"), "{wrote}");
+    let mut busy = Command::new("qemu-io")
+        .args([
+            "-f",
+            "raw",
+            "-c",
+            "write -P 0x11 8M 32M",
+            "-c",
+            "write -P 0x22 8M 32M",
+        ])
+        .arg(&target)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    kill_daemon(&rig);
+    let _ = busy.wait();
+    rig.ok("pool status tank");
+    let read = tool(
+        "qemu-io",
+        &[
+            "-f",
+            "raw",
+            "-c",
+            "read -P 0xab 0 4M",
+            "-c",
+            "read -P 0xcd 4M 1M",
+            &target,
+        ],
+    );
+    assert!(!read.contains("failed"), "flushed data lost: {read}");
+    rig.ok("pool scrub -w tank");
+    let status = rig.ok("pool status tank");
+    assert!(status.contains("with 0 errors"), "{status}");
+}
+
+/// Sends raw bytes and reads `n` bytes back.
+fn exchange(stream: &mut UnixStream, send: &[u8], n: usize) -> Vec<u8> {
+    stream.write_all(send).unwrap();
+    let mut buf = vec![0u8; n];
+    stream.read_exact(&mut buf).unwrap();
+    buf
+}
+
+/// The fixed-newstyle handshake up to the option phase, then `EXPORT_NAME tank/vol`.
+fn connect(rig: &Rig) -> UnixStream {
+    let mut stream = UnixStream::connect(socket(rig)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let greeting = exchange(&mut stream, &[], 18);
+    assert_eq!(&greeting[..8], b"NBDMAGIC");
+    stream.write_all(&3u32.to_be_bytes()).unwrap();
+    let mut unknown = b"IHAVEOPT".to_vec();
+    unknown.extend_from_slice(&77u32.to_be_bytes());
+    unknown.extend_from_slice(&0u32.to_be_bytes());
+    let reply = exchange(&mut stream, &unknown, 20);
+    assert_eq!(
+        u32::from_be_bytes(reply[12..16].try_into().unwrap()),
+        (1 << 31) + 1
+    );
+    let message = u32::from_be_bytes(reply[16..20].try_into().unwrap()) as usize;
+    exchange(&mut stream, &[], message);
+    let mut go = b"IHAVEOPT".to_vec();
+    go.extend_from_slice(&1u32.to_be_bytes());
+    go.extend_from_slice(&8u32.to_be_bytes());
+    go.extend_from_slice(b"tank/vol");
+    let export = exchange(&mut stream, &go, 10);
+    assert_eq!(u64::from_be_bytes(export[..8].try_into().unwrap()), 8 << 20);
+    stream
+}
+
+fn request(kind: u16, cookie: u64, offset: u64, len: u32) -> Vec<u8> {
+    let mut out = 0x2560_9513u32.to_be_bytes().to_vec();
+    out.extend_from_slice(&0u16.to_be_bytes());
+    out.extend_from_slice(&kind.to_be_bytes());
+    out.extend_from_slice(&cookie.to_be_bytes());
+    out.extend_from_slice(&offset.to_be_bytes());
+    out.extend_from_slice(&len.to_be_bytes());
+    out
+}
+
+fn errno_of(reply: &[u8], cookie: u64) -> u32 {
+    assert_eq!(&reply[..4], &0x6744_6698u32.to_be_bytes());
+    assert_eq!(u64::from_be_bytes(reply[8..16].try_into().unwrap()), cookie);
+    u32::from_be_bytes(reply[4..8].try_into().unwrap())
+}
+
+// DESCRIPTION: protocol errors from a raw client: an unknown option is ERR_UNSUP, a read
+// past the end EINVAL, a write past the end ENOSPC, an unknown command EINVAL; a client
+// that vanishes mid-request leaves the daemon serving others; destroying a volume ends the
+// connections to it; a new volume of the same name is served again.
+// STRATEGY: hand-made simple-reply requests over the Unix socket.
+#[test]
+fn protocol_errors_and_vanishing_clients() {
+    let rig = tank();
+    rig.ok("create -V 8M tank/vol");
+    let mut a = connect(&rig);
+    assert_eq!(
+        errno_of(&exchange(&mut a, &request(0, 1, 8 << 20, 512), 16), 1),
+        22
+    );
+    let mut write = request(1, 2, (8 << 20) - 512, 1024);
+    write.extend_from_slice(&[7u8; 1024]);
+    assert_eq!(errno_of(&exchange(&mut a, &write, 16), 2), 28);
+    assert_eq!(
+        errno_of(&exchange(&mut a, &request(42, 3, 0, 0), 16), 3),
+        22
+    );
+    let mut ok = request(1, 4, 0, 4096);
+    ok.extend_from_slice(&[9u8; 4096]);
+    assert_eq!(errno_of(&exchange(&mut a, &ok, 16), 4), 0);
+    let reply = exchange(&mut a, &request(0, 5, 0, 4096), 16 + 4096);
+    assert_eq!(errno_of(&reply, 5), 0);
+    assert!(reply[16..].iter().all(|b| *b == 9));
+    // A client that sends half a write and vanishes.
+    let mut b = connect(&rig);
+    b.write_all(&request(1, 6, 0, 65536)).unwrap();
+    b.write_all(&[1u8; 100]).unwrap();
+    drop(b);
+    rig.ok("destroy tank/vol");
+    // The connection to the destroyed volume is ended (its dataset id may be reused).
+    let _ = a.write_all(&request(0, 7, 0, 512));
+    let mut rest = Vec::new();
+    let ended = a.read_to_end(&mut rest);
+    assert!(ended.is_err() || rest.is_empty(), "{rest:?}");
+    rig.ok("create -V 8M tank/vol");
+    let mut c = connect(&rig);
+    assert_eq!(
+        errno_of(&exchange(&mut c, &request(3, 8, 0, 0), 16), 8),
+        0,
+        "flush"
+    );
+    c.write_all(&request(2, 9, 0, 0)).unwrap();
+}

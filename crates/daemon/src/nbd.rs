@@ -1,0 +1,364 @@
+//! The NBD export table: one listener per imported pool, each of its volumes an export
+//! named by its dataset name (`tank/vol`), served by tarn-nbd over the engine's volume
+//! verbs.
+//!
+//! ```text
+//!  <rundir>/nbd/<pool>.sock (0600)  ── accept thread "nbd-<pool>" ── one thread per
+//!                                      connection: tarn_nbd::serve(PoolVolumes)
+//! ```
+//! The table follows the engine: after every request (and every import from the cache
+//! file) `NbdTable::follow` starts a listener for each pool that has none and stops the
+//! listeners of pools that are gone. Stopping a listener shuts down every connection it
+//! accepted (clients see the connection end; requests in flight finish or fail with
+//! ESHUTDOWN) and removes its socket. Clients connect with
+//! `nbd+unix:///tank/vol?socket=<rundir>/nbd/tank.sock`. Only a Unix socket is served: TCP
+//! and TLS are not offered yet.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use tarn_engine::{DatasetId, Engine, EngineError, PoolError};
+use tarn_nbd::codec::errno;
+use tarn_nbd::{Backend, BackendError, Export};
+
+/// Connections one pool's listener serves at once; more are closed at accept.
+const CONNECTIONS_MAX: usize = 64;
+
+/// One pool's listener and its connections.
+struct Listener {
+    path: PathBuf,
+    stop: Arc<AtomicBool>,
+    shared: Arc<Shared>,
+}
+
+/// An accepted socket and the export it chose (name, dataset id), once it chose one.
+type Accepted = (UnixStream, Option<(String, u64)>);
+
+/// What a listener shares with its connections.
+#[derive(Default)]
+struct Shared {
+    /// Open connections per export name.
+    counts: Mutex<BTreeMap<String, usize>>,
+    /// Every accepted socket (to shut down when the pool goes), by a running number, with
+    /// the export it chose (name and dataset id) once it chose one.
+    sockets: Mutex<BTreeMap<u64, Accepted>>,
+}
+
+/// One served volume, as `tarn nbd` reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServedVolume {
+    /// Pool name.
+    pub pool: String,
+    /// Volume (export) name.
+    pub volume: String,
+    /// Socket path.
+    pub socket: PathBuf,
+    /// Open connections.
+    pub connections: usize,
+}
+
+/// The daemon's NBD listeners.
+pub struct NbdTable {
+    // (Debug by hand below: the engine and listeners print as counts.)
+    engine: Arc<Engine>,
+    /// Where sockets go; `None`: NBD is off (daemons in tests built without a rundir).
+    dir: Option<PathBuf>,
+    listeners: Mutex<BTreeMap<String, Listener>>,
+}
+
+impl std::fmt::Debug for NbdTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NbdTable")
+            .field("dir", &self.dir)
+            .field("listeners", &lock(&self.listeners).len())
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl NbdTable {
+    /// A table serving under `<rundir>/nbd` (none without a rundir).
+    #[must_use]
+    pub fn new(engine: Arc<Engine>, rundir: Option<&Path>) -> NbdTable {
+        NbdTable {
+            engine,
+            dir: rundir.map(|r| r.join("nbd")),
+            listeners: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// Starts listeners for new pools and stops those of pools that are gone.
+    pub fn follow(&self) {
+        let Some(dir) = &self.dir else { return };
+        let pools = self.engine.pool_names();
+        let mut listeners = lock(&self.listeners);
+        let gone: Vec<String> = listeners
+            .keys()
+            .filter(|p| !pools.contains(p))
+            .cloned()
+            .collect();
+        for pool in gone {
+            if let Some(listener) = listeners.remove(&pool) {
+                stop(&listener);
+            }
+        }
+        for pool in pools {
+            if let Some(listener) = listeners.get(&pool) {
+                drop_stale(&self.engine, &pool, listener);
+                continue;
+            }
+            match start(&self.engine, dir, &pool) {
+                Ok(listener) => {
+                    listeners.insert(pool, listener);
+                }
+                Err(e) => eprintln!("tarn daemon: cannot serve NBD for pool '{pool}': {e}"),
+            }
+        }
+    }
+
+    /// Stops every listener (daemon shutdown).
+    pub fn stop_all(&self) {
+        let mut listeners = lock(&self.listeners);
+        for (_, listener) in std::mem::take(&mut *listeners) {
+            stop(&listener);
+        }
+    }
+
+    /// Every volume served, with its connection count.
+    #[must_use]
+    pub fn served(&self) -> Vec<ServedVolume> {
+        let listeners = lock(&self.listeners);
+        let mut out = Vec::new();
+        for (pool, listener) in listeners.iter() {
+            let counts = lock(&listener.shared.counts).clone();
+            for volume in self.engine.volumes(pool).unwrap_or_default() {
+                out.push(ServedVolume {
+                    pool: pool.clone(),
+                    connections: counts.get(&volume.name).copied().unwrap_or(0),
+                    volume: volume.name,
+                    socket: listener.path.clone(),
+                });
+            }
+        }
+        out
+    }
+}
+
+fn start(engine: &Arc<Engine>, dir: &Path, pool: &str) -> Result<Listener, std::io::Error> {
+    std::fs::create_dir_all(dir)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    let path = dir.join(format!("{pool}.sock"));
+    // A socket left by a killed daemon: this daemon holds the rundir lock, so it is stale.
+    let _ = std::fs::remove_file(&path);
+    let listener = UnixListener::bind(&path)?;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let shared = Arc::new(Shared::default());
+    let volumes = Arc::new(PoolVolumes {
+        engine: Arc::clone(engine),
+        pool: pool.to_string(),
+        shared: Arc::clone(&shared),
+    });
+    let thread_stop = Arc::clone(&stop);
+    std::thread::Builder::new()
+        .name(format!("nbd-{pool}"))
+        .spawn(move || accept_loop(&listener, &thread_stop, &volumes))?;
+    Ok(Listener { path, stop, shared })
+}
+
+fn stop(listener: &Listener) {
+    listener.stop.store(true, Ordering::Release);
+    // Wake the accept thread, which sees the flag and ends.
+    let _ = UnixStream::connect(&listener.path);
+    let _ = std::fs::remove_file(&listener.path);
+    for (_, (socket, _)) in std::mem::take(&mut *lock(&listener.shared.sockets)) {
+        let _ = socket.shutdown(std::net::Shutdown::Both);
+    }
+}
+
+/// Ends the connections whose volume is gone or renamed: a dataset id can be taken by a
+/// new dataset, and a connection must never reach a volume it did not open.
+fn drop_stale(engine: &Engine, pool: &str, listener: &Listener) {
+    let live: Vec<(String, u64)> = engine
+        .volumes(pool)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|v| (v.name, v.dataset.0))
+        .collect();
+    let sockets = lock(&listener.shared.sockets);
+    for (socket, export) in sockets.values() {
+        if export.as_ref().is_some_and(|e| !live.contains(e)) {
+            let _ = socket.shutdown(std::net::Shutdown::Both);
+        }
+    }
+}
+
+fn accept_loop(listener: &UnixListener, stop: &AtomicBool, volumes: &Arc<PoolVolumes>) {
+    let mut next = 0u64;
+    for stream in listener.incoming() {
+        if stop.load(Ordering::Acquire) {
+            return;
+        }
+        let Ok(stream) = stream else { continue };
+        let shared = &volumes.shared;
+        if lock(&shared.sockets).len() >= CONNECTIONS_MAX {
+            continue;
+        }
+        let (Ok(writer), Ok(keep)) = (stream.try_clone(), stream.try_clone()) else {
+            continue;
+        };
+        next += 1;
+        let id = next;
+        lock(&shared.sockets).insert(id, (keep, None));
+        let connection = Connection {
+            volumes: Arc::clone(volumes),
+            id,
+        };
+        let spawned = std::thread::Builder::new()
+            .name("nbd-conn".into())
+            .spawn(move || {
+                let served = tarn_nbd::serve(stream, writer, &connection);
+                if let Err(e) = served
+                    && !matches!(e, tarn_nbd::ServeError::Io(_))
+                {
+                    let pool = &connection.volumes.pool;
+                    eprintln!("tarn daemon: nbd client of '{pool}': {e}");
+                }
+                lock(&connection.volumes.shared.sockets).remove(&id);
+            });
+        if spawned.is_err() {
+            lock(&shared.sockets).remove(&id);
+        }
+    }
+}
+
+/// The volumes of one pool as NBD exports.
+struct PoolVolumes {
+    engine: Arc<Engine>,
+    pool: String,
+    shared: Arc<Shared>,
+}
+
+fn backend_error(error: &EngineError) -> BackendError {
+    let errno = match error {
+        EngineError::NoSpace | EngineError::QuotaExceeded => errno::ENOSPC,
+        EngineError::ReadOnlyDataset | EngineError::Pool(PoolError::ReadOnly) => errno::EPERM,
+        EngineError::NoSuchPool => errno::ESHUTDOWN,
+        EngineError::Dataset(tarn_engine::DatasetError::OutOfRange { .. }) => errno::EINVAL,
+        _ => errno::EIO,
+    };
+    BackendError {
+        errno,
+        message: error.to_string(),
+    }
+}
+
+/// One accepted connection: the pool's volumes and the connection's number.
+struct Connection {
+    volumes: Arc<PoolVolumes>,
+    id: u64,
+}
+
+impl std::ops::Deref for Connection {
+    type Target = PoolVolumes;
+
+    fn deref(&self) -> &PoolVolumes {
+        &self.volumes
+    }
+}
+
+impl Connection {
+    fn id(export: &Export) -> DatasetId {
+        DatasetId(export.token)
+    }
+}
+
+impl Backend for Connection {
+    fn list(&self) -> Vec<String> {
+        self.engine
+            .volumes(&self.pool)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|v| v.name)
+            .collect()
+    }
+
+    fn open(&self, name: &str) -> Result<Export, BackendError> {
+        let unknown = || BackendError {
+            errno: errno::EINVAL,
+            message: format!("no volume '{name}' in pool '{}'", self.pool),
+        };
+        if name.split('/').next() != Some(self.pool.as_str()) {
+            return Err(unknown());
+        }
+        let stat = self.engine.volume_stat(name).map_err(|_| unknown())?;
+        Ok(Export {
+            name: stat.name,
+            token: stat.dataset.0,
+            size: stat.size,
+            block_size: stat.block_size,
+            readonly: stat.readonly,
+        })
+    }
+
+    fn read(&self, export: &Export, offset: u64, buf: &mut [u8]) -> Result<(), BackendError> {
+        let id = Self::id(export);
+        let result = self.engine.volume_read(&self.pool, id, offset, buf);
+        result.map_err(|e| backend_error(&e))
+    }
+
+    fn write(
+        &self,
+        export: &Export,
+        offset: u64,
+        data: &[u8],
+        fua: bool,
+    ) -> Result<(), BackendError> {
+        let id = Self::id(export);
+        let result = self.engine.volume_write(&self.pool, id, offset, data, fua);
+        result.map_err(|e| backend_error(&e))
+    }
+
+    fn zero(&self, export: &Export, offset: u64, len: u64, fua: bool) -> Result<(), BackendError> {
+        let id = Self::id(export);
+        let result = self.engine.volume_zero(&self.pool, id, offset, len, fua);
+        result.map_err(|e| backend_error(&e))
+    }
+
+    fn flush(&self, export: &Export) -> Result<(), BackendError> {
+        let result = self.engine.volume_flush(&self.pool, Self::id(export));
+        result.map_err(|e| backend_error(&e))
+    }
+
+    fn extents(
+        &self,
+        export: &Export,
+        offset: u64,
+        len: u64,
+    ) -> Result<Vec<(u64, bool)>, BackendError> {
+        let id = Self::id(export);
+        let runs = self.engine.volume_extents(&self.pool, id, offset, len);
+        let runs = runs.map_err(|e| backend_error(&e))?;
+        Ok(runs.into_iter().map(|e| (e.len, e.hole)).collect())
+    }
+
+    fn connected(&self, export: &Export, up: bool) {
+        let mut counts = lock(&self.shared.counts);
+        if let Some(entry) = lock(&self.shared.sockets).get_mut(&self.id) {
+            entry.1 = up.then(|| (export.name.clone(), export.token));
+        }
+        let count = counts.entry(export.name.clone()).or_insert(0);
+        if up {
+            *count += 1;
+        } else {
+            *count = count.saturating_sub(1);
+        }
+    }
+}

@@ -1,0 +1,127 @@
+//! tarn-nbd: the NBD server that serves volumes as block devices (no kernel module: any NBD
+//! client, qemu, nbdcopy, nbdfuse or the kernel's nbd-client, talks to it).
+//!
+//! # Purpose
+//! Speak the NBD protocol (fixed newstyle handshake, simple, structured and extended
+//! replies, `base:allocation`) over one connection, and turn each request into a call of a
+//! [`Backend`]: the daemon implements it over the engine's volume verbs, tests over memory.
+//! This crate knows nothing of pools, datasets or the engine: it sits among the front ends
+//! above tarn-fuse and below tarn-daemon (ARCHITECTURE.md "Layers") and depends on no
+//! tarn crate at all.
+//!
+//! # Model
+//! ```text
+//!  socket ── handshake (server::handshake) ── options: GO/INFO (block sizes), LIST,
+//!     │                                        EXPORT_NAME, ABORT, STRUCTURED_REPLY,
+//!     │                                        EXTENDED_HEADERS, LIST/SET_META_CONTEXT
+//!     ▼
+//!  transmission: reader thread ── bounded queue ── WORKERS threads ── Backend
+//!                 (decode, payload)                 (check, execute)    │
+//!                 replies: one lock, each written whole ◄───────────────┘
+//! ```
+//! [`codec`] is the wire format, pure and fuzzed (request and option decoders:
+//! `fuzz/fuzz_targets/nbd_request.rs`, `nbd_option.rs`); [`server`] the connection.
+//!
+//! # Invariants
+//! - N1: every request read gets exactly one reply (simple, or chunks ending in one with
+//!   the DONE flag), except DISC, which gets none.
+//! - N2: a reply is written whole under the writer lock: replies of concurrent requests
+//!   never interleave their bytes.
+//! - N3: the backend never sees a range past the export's end, a write to a read-only
+//!   export, or a payload over [`server::PAYLOAD_MAX`]: `server::check` answers those with
+//!   the spec's errors first.
+//! - N4: memory per connection is bounded: at most `WORKERS + QUEUE + 1` requests with
+//!   payload exist at once.
+//!
+//! # Concurrency
+//! One thread per connection reads; [`server::WORKERS`] serve requests in parallel and
+//! end with the connection (`std::thread::scope`). Ordering between requests is the
+//! client's business (the spec lets the server reorder); a FLUSH covers every write
+//! already replied to because the backend's flush makes all acknowledged writes durable.
+//!
+//! # Failure model
+//! Bytes from the socket are input: a malformed option gets `ERR_INVALID`, an unknown one
+//! `ERR_UNSUP`, an oversize option payload `ERR_TOO_BIG`; a malformed request header or an
+//! unskippable payload ends the connection (the stream cannot be resynchronised); a bad
+//! request gets its errno (EINVAL, ENOSPC, EPERM, EOVERFLOW). A client vanishing
+//! mid-request ends the connection after the requests in flight; a backend error (a volume
+//! destroyed, a pool exported) is that request's EIO or ESHUTDOWN. Nothing here panics on
+//! input.
+//!
+//! # Choices
+//! WRITE_ZEROES with NO_HOLE is served like one without: tarn is copy-on-write, so space
+//! set aside by writing zeros would not be the space a later write uses, and an all-zero
+//! block is stored as a hole either way; the range reads as zeros, which is what the flag
+//! needs from the client's side. FAST_ZERO always succeeds because zeroing never writes
+//! data. The block sizes offered: minimum 1 (any alignment is served, partial blocks are
+//! read, modified and written by the object layer), preferred the volume's block size (at
+//! least 4K), maximum [`server::PAYLOAD_MAX`].
+//!
+//! # Not here
+//! TLS (STARTTLS is answered `ERR_UNSUP`); listening sockets and export tables (the
+//! daemon); `NBD_CMD_RESIZE`; meta contexts other than `base:allocation`.
+
+// The NBD protocol is big-endian (network order) by definition; the lint guards on-disk
+// integers, which stay little-endian everywhere else.
+#![allow(clippy::big_endian_bytes)]
+
+pub mod codec;
+pub mod server;
+
+pub use server::{ServeError, serve};
+
+/// One export as a connection sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Export {
+    /// The name clients ask for (a volume's dataset name).
+    pub name: String,
+    /// The backend's own key for it (the daemon: the dataset id).
+    pub token: u64,
+    /// Size in bytes.
+    pub size: u64,
+    /// The preferred I/O size (`volblocksize`).
+    pub block_size: u32,
+    /// Writes are refused with EPERM.
+    pub readonly: bool,
+}
+
+/// Why the backend refused or failed a request: the NBD error value and a message.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct BackendError {
+    /// The error value sent to the client (`codec::errno`).
+    pub errno: u32,
+    /// For structured error replies and logs.
+    pub message: String,
+}
+
+/// What the server needs from whoever holds the data.
+pub trait Backend: Send + Sync {
+    /// The names of every export (`NBD_OPT_LIST`).
+    fn list(&self) -> Vec<String>;
+    /// The export called `name`.
+    fn open(&self, name: &str) -> Result<Export, BackendError>;
+    /// Reads `buf.len()` bytes at `offset`.
+    fn read(&self, export: &Export, offset: u64, buf: &mut [u8]) -> Result<(), BackendError>;
+    /// Writes `data` at `offset`; with `fua` durable before it returns.
+    fn write(
+        &self,
+        export: &Export,
+        offset: u64,
+        data: &[u8],
+        fua: bool,
+    ) -> Result<(), BackendError>;
+    /// TRIM and WRITE_ZEROES: `[offset, offset + len)` reads as zeros afterwards.
+    fn zero(&self, export: &Export, offset: u64, len: u64, fua: bool) -> Result<(), BackendError>;
+    /// Every write acknowledged so far is durable when this returns.
+    fn flush(&self, export: &Export) -> Result<(), BackendError>;
+    /// `(length, hole)` runs covering a prefix of `[offset, offset + len)`, in order.
+    fn extents(
+        &self,
+        export: &Export,
+        offset: u64,
+        len: u64,
+    ) -> Result<Vec<(u64, bool)>, BackendError>;
+    /// A connection to `export` began (`true`) or ended.
+    fn connected(&self, _export: &Export, _up: bool) {}
+}

@@ -1,0 +1,317 @@
+//! The NBD server over a socket pair against an in-memory backend: the handshake options
+//! (LIST, INFO with block sizes, unknown options, STRUCTURED_REPLY, EXTENDED_HEADERS,
+//! SET_META_CONTEXT, GO, ABORT), then requests in each reply style: simple replies,
+//! structured chunks and extended chunks (64-bit block status), the spec's errors, and
+//! several requests in flight answered by cookie.
+
+#![allow(clippy::unwrap_used)] // Test code: a failed unwrap is a failed test.
+#![allow(clippy::big_endian_bytes)] // NBD is big-endian.
+
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::sync::Mutex;
+
+use tarn_nbd::codec::{self, chunk, cmd, errno, opt, rep};
+use tarn_nbd::{Backend, BackendError, Export};
+
+const SIZE: u64 = 1 << 20;
+
+/// One export `mem` of [`SIZE`] bytes; blocks of 4K never written are holes.
+struct Memory {
+    bytes: Mutex<Vec<u8>>,
+    written: Mutex<Vec<bool>>,
+}
+
+impl Memory {
+    fn new() -> Memory {
+        Memory {
+            bytes: Mutex::new(vec![0; SIZE as usize]),
+            written: Mutex::new(vec![false; (SIZE / 4096) as usize]),
+        }
+    }
+}
+
+impl Backend for Memory {
+    fn list(&self) -> Vec<String> {
+        vec!["mem".into()]
+    }
+
+    fn open(&self, name: &str) -> Result<Export, BackendError> {
+        if name != "mem" {
+            return Err(BackendError {
+                errno: errno::EINVAL,
+                message: "no such export".into(),
+            });
+        }
+        Ok(Export {
+            name: name.into(),
+            token: 1,
+            size: SIZE,
+            block_size: 4096,
+            readonly: false,
+        })
+    }
+
+    fn read(&self, _: &Export, offset: u64, buf: &mut [u8]) -> Result<(), BackendError> {
+        let bytes = self.bytes.lock().unwrap();
+        buf.copy_from_slice(&bytes[offset as usize..offset as usize + buf.len()]);
+        Ok(())
+    }
+
+    fn write(&self, _: &Export, offset: u64, data: &[u8], _: bool) -> Result<(), BackendError> {
+        let mut bytes = self.bytes.lock().unwrap();
+        bytes[offset as usize..offset as usize + data.len()].copy_from_slice(data);
+        let mut written = self.written.lock().unwrap();
+        for block in offset / 4096..(offset + data.len() as u64).div_ceil(4096) {
+            written[block as usize] = true;
+        }
+        Ok(())
+    }
+
+    fn zero(&self, _: &Export, offset: u64, len: u64, _: bool) -> Result<(), BackendError> {
+        let mut bytes = self.bytes.lock().unwrap();
+        bytes[offset as usize..(offset + len) as usize].fill(0);
+        Ok(())
+    }
+
+    fn flush(&self, _: &Export) -> Result<(), BackendError> {
+        Ok(())
+    }
+
+    fn extents(&self, _: &Export, offset: u64, len: u64) -> Result<Vec<(u64, bool)>, BackendError> {
+        let written = self.written.lock().unwrap();
+        let mut runs: Vec<(u64, bool)> = Vec::new();
+        let mut at = offset;
+        while at < offset + len {
+            let hole = !written[(at / 4096) as usize];
+            let next = ((at / 4096) + 1) * 4096;
+            let step = next.min(offset + len) - at;
+            match runs.last_mut() {
+                Some(last) if last.1 == hole => last.0 += step,
+                _ => runs.push((step, hole)),
+            }
+            at += step;
+        }
+        Ok(runs)
+    }
+}
+
+/// A client end with a server thread on the other.
+fn start() -> (UnixStream, std::thread::JoinHandle<()>) {
+    let (client, server) = UnixStream::pair().unwrap();
+    let handle = std::thread::spawn(move || {
+        let writer = server.try_clone().unwrap();
+        let _ = tarn_nbd::serve(server, writer, &Memory::new());
+    });
+    (client, handle)
+}
+
+fn read_n(stream: &mut UnixStream, n: usize) -> Vec<u8> {
+    let mut buf = vec![0u8; n];
+    stream.read_exact(&mut buf).unwrap();
+    buf
+}
+
+fn be32(bytes: &[u8]) -> u32 {
+    u32::from_be_bytes(bytes[..4].try_into().unwrap())
+}
+
+fn be64(bytes: &[u8]) -> u64 {
+    u64::from_be_bytes(bytes[..8].try_into().unwrap())
+}
+
+/// Greets: reads the server's greeting and sends client flags.
+fn greet(stream: &mut UnixStream) {
+    let greeting = read_n(stream, 18);
+    assert_eq!(be64(&greeting), codec::INIT_MAGIC);
+    stream.write_all(&3u32.to_be_bytes()).unwrap();
+}
+
+/// Sends an option and returns every reply (type, data) up to the final one.
+fn option(stream: &mut UnixStream, option: u32, payload: &[u8]) -> Vec<(u32, Vec<u8>)> {
+    let mut out = codec::OPTION_MAGIC.to_be_bytes().to_vec();
+    out.extend_from_slice(&option.to_be_bytes());
+    out.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+    out.extend_from_slice(payload);
+    stream.write_all(&out).unwrap();
+    let mut replies = Vec::new();
+    loop {
+        let head = read_n(stream, 20);
+        assert_eq!(be64(&head), codec::OPTION_REPLY_MAGIC);
+        assert_eq!(be32(&head[8..]), option);
+        let kind = be32(&head[12..]);
+        let data = read_n(stream, be32(&head[16..]) as usize);
+        replies.push((kind, data));
+        if kind != rep::INFO && kind != rep::SERVER && kind != rep::META_CONTEXT {
+            return replies;
+        }
+    }
+}
+
+fn named(name: &str, tail: &[u8]) -> Vec<u8> {
+    let mut out = (name.len() as u32).to_be_bytes().to_vec();
+    out.extend_from_slice(name.as_bytes());
+    out.extend_from_slice(tail);
+    out
+}
+
+fn meta_query(name: &str, query: &str) -> Vec<u8> {
+    let mut tail = 1u32.to_be_bytes().to_vec();
+    tail.extend_from_slice(&(query.len() as u32).to_be_bytes());
+    tail.extend_from_slice(query.as_bytes());
+    named(name, &tail)
+}
+
+fn send(stream: &mut UnixStream, kind: u16, flags: u16, cookie: u64, offset: u64, len: u64) {
+    let request = codec::Request {
+        flags,
+        kind,
+        cookie,
+        offset,
+        len,
+    };
+    stream
+        .write_all(&codec::encode_request(&request, true))
+        .unwrap();
+}
+
+/// One extended reply chunk: (flags, type, cookie, payload).
+fn chunk_of(stream: &mut UnixStream) -> (u16, u16, u64, Vec<u8>) {
+    let head = read_n(stream, 32);
+    assert_eq!(be32(&head), codec::EXTENDED_REPLY_MAGIC);
+    let flags = u16::from_be_bytes([head[4], head[5]]);
+    let kind = u16::from_be_bytes([head[6], head[7]]);
+    let payload = read_n(stream, be64(&head[24..]) as usize);
+    (flags, kind, be64(&head[8..]), payload)
+}
+
+/// The handshake of [`extended_headers_end_to_end`]: every option answered as the spec says,
+/// ending in GO with extended headers and `base:allocation`.
+fn negotiate_extended(c: &mut UnixStream) {
+    greet(c);
+    let list = option(c, opt::LIST, &[]);
+    assert_eq!(list.len(), 2);
+    assert_eq!(list[0].0, rep::SERVER);
+    assert_eq!(option(c, 99, &[])[0].0, rep::ERR_UNSUP);
+    assert_eq!(
+        option(c, opt::GO, &[1, 2])[0].0,
+        rep::ERR_INVALID,
+        "short payload"
+    );
+    let info = option(c, opt::INFO, &named("nope", &[0, 0]));
+    assert_eq!(info[0].0, rep::ERR_UNKNOWN);
+    let query = meta_query("mem", codec::BASE_ALLOCATION);
+    let meta = option(c, opt::SET_META_CONTEXT, &query);
+    assert_eq!(
+        meta[0].0,
+        rep::ERR_INVALID,
+        "meta contexts need structured replies first"
+    );
+    assert_eq!(option(c, opt::EXTENDED_HEADERS, &[])[0].0, rep::ACK);
+    assert_eq!(
+        option(c, opt::STRUCTURED_REPLY, &[])[0].0,
+        rep::ERR_EXT_HEADER_REQD
+    );
+    let meta = option(c, opt::SET_META_CONTEXT, &query);
+    assert_eq!(meta[0].0, rep::META_CONTEXT);
+    assert_eq!(meta.last().unwrap().0, rep::ACK);
+    let go = option(c, opt::GO, &named("mem", &[0, 1, 0, 3]));
+    let kinds: Vec<u32> = go.iter().map(|r| r.0).collect();
+    assert_eq!(kinds, [rep::INFO, rep::INFO, rep::ACK]);
+    assert_eq!(be64(&go[0].1[2..]), SIZE);
+}
+
+/// Goal: the handshake answers every option as the spec says, and extended headers carry
+/// reads, writes, 64-bit block status and errors; requests in flight are answered by cookie.
+#[test]
+fn extended_headers_end_to_end() {
+    let (mut c, server) = start();
+    negotiate_extended(&mut c);
+    // Two writes in flight, then their replies in any order.
+    for (cookie, offset) in [(10u64, 8192u64), (11, 65536)] {
+        send(&mut c, cmd::WRITE, codec::cflags::FUA, cookie, offset, 4096);
+        c.write_all(&[cookie as u8; 4096]).unwrap();
+    }
+    let mut cookies = vec![chunk_of(&mut c).2, chunk_of(&mut c).2];
+    cookies.sort_unstable();
+    assert_eq!(cookies, [10, 11]);
+    send(&mut c, cmd::READ, 0, 12, 8192, 4096);
+    let (flags, kind, cookie, payload) = chunk_of(&mut c);
+    assert_eq!(
+        (flags, kind, cookie),
+        (chunk::FLAG_DONE, chunk::OFFSET_DATA, 12)
+    );
+    assert_eq!(be64(&payload), 8192);
+    assert!(payload[8..].iter().all(|b| *b == 10));
+    send(&mut c, cmd::BLOCK_STATUS, 0, 13, 0, SIZE);
+    let (_, kind, _, payload) = chunk_of(&mut c);
+    assert_eq!(kind, chunk::BLOCK_STATUS_EXT);
+    assert_eq!(be32(&payload), codec::BASE_ALLOCATION_ID);
+    assert_eq!(be32(&payload[4..]), 5, "hole, data, hole, data, hole");
+    assert_eq!((be64(&payload[8..]), be64(&payload[16..])), (8192, 3));
+    assert_eq!((be64(&payload[24..]), be64(&payload[32..])), (4096, 0));
+    send(&mut c, cmd::READ, 0, 14, SIZE - 10, 20);
+    let (_, kind, cookie, payload) = chunk_of(&mut c);
+    assert_eq!(
+        (kind, cookie, be32(&payload)),
+        (chunk::ERROR, 14, errno::EINVAL)
+    );
+    send(&mut c, 77, 0, 15, 0, 0);
+    assert_eq!(be32(&chunk_of(&mut c).3), errno::EINVAL, "unknown command");
+    send(&mut c, cmd::FLUSH, 0, 16, 0, 0);
+    assert_eq!(chunk_of(&mut c).1, chunk::NONE);
+    send(&mut c, cmd::DISC, 0, 17, 0, 0);
+    server.join().unwrap();
+}
+
+/// Goal: without negotiation replies are simple; EXPORT_NAME enters transmission with the
+/// 10-byte answer (no zeroes asked for); a bad magic ends the connection.
+#[test]
+fn simple_replies_and_export_name() {
+    let (mut c, server) = start();
+    greet(&mut c);
+    let mut out = codec::OPTION_MAGIC.to_be_bytes().to_vec();
+    out.extend_from_slice(&opt::EXPORT_NAME.to_be_bytes());
+    out.extend_from_slice(&3u32.to_be_bytes());
+    out.extend_from_slice(b"mem");
+    c.write_all(&out).unwrap();
+    let answer = read_n(&mut c, 10);
+    assert_eq!(be64(&answer), SIZE);
+    let request = codec::Request {
+        flags: 0,
+        kind: cmd::READ,
+        cookie: 5,
+        offset: 0,
+        len: 512,
+    };
+    c.write_all(&codec::encode_request(&request, false))
+        .unwrap();
+    let reply = read_n(&mut c, 16 + 512);
+    assert_eq!(be32(&reply), codec::SIMPLE_REPLY_MAGIC);
+    assert_eq!((be32(&reply[4..]), be64(&reply[8..])), (0, 5));
+    let write = codec::Request {
+        flags: 0,
+        kind: cmd::WRITE,
+        cookie: 6,
+        offset: SIZE,
+        len: 1,
+    };
+    c.write_all(&codec::encode_request(&write, false)).unwrap();
+    c.write_all(&[1]).unwrap();
+    let reply = read_n(&mut c, 16);
+    assert_eq!(be32(&reply[4..]), errno::ENOSPC, "a write past the end");
+    c.write_all(&[0xffu8; 28]).unwrap();
+    let mut rest = Vec::new();
+    c.read_to_end(&mut rest).unwrap();
+    assert!(rest.is_empty(), "a bad magic ends the connection");
+    server.join().unwrap();
+}
+
+/// Goal: ABORT is acknowledged and ends the session.
+#[test]
+fn abort_ends_the_handshake() {
+    let (mut c, server) = start();
+    greet(&mut c);
+    assert_eq!(option(&mut c, opt::ABORT, &[])[0].0, rep::ACK);
+    server.join().unwrap();
+}
