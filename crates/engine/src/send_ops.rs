@@ -346,6 +346,17 @@ fn send_pairs(
     })
 }
 
+/// Streams describe filesystems only (kind 1 in BEGIN): a volume's snapshot is refused
+/// before its substream begins.
+fn refuse_volume(objset: &ObjectSet) -> Result<(), EngineError> {
+    match objset.kind() {
+        tarn_objects::ObjsetKind::Volume => {
+            Err(invalid("volumes cannot be sent yet (only filesystems)"))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Sends one substream: `to`, relative to `from` when given.
 fn send_one(
     handle: &PoolHandle,
@@ -366,9 +377,7 @@ fn send_one(
         };
         (to_os, from_os)
     };
-    if to_os.kind() == tarn_objects::ObjsetKind::Volume {
-        return Err(invalid("volumes cannot be sent yet (only filesystems)"));
-    }
+    refuse_volume(&to_os)?;
     let begin = Begin {
         features: start.features(),
         from_guid: from.map_or(0, |f| f.header.guid.0),
