@@ -357,16 +357,8 @@ impl Server {
                 version,
             }));
         }
-        let _slot = {
-            let mut phase = self.lock_phase();
-            if phase.stopping {
-                return Response::error("the daemon is shutting down");
-            }
-            phase.busy += 1;
-            Slot {
-                server: self,
-                request: true,
-            }
+        let Some(_slot) = self.request_slot() else {
+            return Response::error("the daemon is shutting down");
         };
         let verb = request.verb();
         let changes_pool_set = request.changes_pool_set();
@@ -386,6 +378,19 @@ impl Server {
         response
     }
 
+    /// A slot for one request (counted busy until dropped); `None` once the daemon stops.
+    fn request_slot(&self) -> Option<Slot<'_>> {
+        let mut phase = self.lock_phase();
+        if phase.stopping {
+            return None;
+        }
+        phase.busy += 1;
+        Some(Slot {
+            server: self,
+            request: true,
+        })
+    }
+
     /// A request with a stream: asks for the client's descriptor, then serves it.
     fn dispatch_stream(
         &self,
@@ -400,16 +405,8 @@ impl Server {
             Ok(fd) => fd,
             Err(error) => return Response::error(format!("no stream from the client: {error}")),
         };
-        let _slot = {
-            let mut phase = self.lock_phase();
-            if phase.stopping {
-                return Response::error("the daemon is shutting down");
-            }
-            phase.busy += 1;
-            Slot {
-                server: self,
-                request: true,
-            }
+        let Some(_slot) = self.request_slot() else {
+            return Response::error("the daemon is shutting down");
         };
         let verb = request.verb();
         let mut progress = |progress| {

@@ -107,11 +107,13 @@ pub(crate) fn format_filesystem(
     Ok(())
 }
 
-fn invalid(text: impl Into<String>) -> EngineError {
+/// A refusal of the arguments (`cannot <verb> '<obj>': <text>`).
+pub(crate) fn invalid(text: impl Into<String>) -> EngineError {
     EngineError::InvalidArgument(text.into())
 }
 
-fn pool_of(name: &str) -> &str {
+/// The pool part of a dataset or snapshot name.
+pub(crate) fn pool_of(name: &str) -> &str {
     name.split('/').next().unwrap_or(name)
 }
 

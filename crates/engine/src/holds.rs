@@ -6,6 +6,7 @@
 
 use tarn_dataset::snapshot;
 
+use crate::dataset_ops::invalid;
 use crate::snapshot_ops::destroy_one_snapshot;
 use crate::{DatasetId, Engine, EngineError, Imported};
 
@@ -29,10 +30,6 @@ fn hold_time(unix: u64) -> String {
         (Some(head), Some(tail)) => format!("{head}{tail}"),
         _ => full,
     }
-}
-
-fn invalid(text: impl Into<String>) -> EngineError {
-    EngineError::InvalidArgument(text.into())
 }
 
 /// The snapshots `names` select (with `recursive`, the same snapshot of every descendant

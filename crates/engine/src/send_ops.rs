@@ -39,6 +39,7 @@ use tarn_dataset::snapshot::{self, NewSnapshot, Snapshot};
 use tarn_objects::{ObjectSet, ObjsetKind};
 use tarn_send::{Begin, Record, StreamReader, StreamWriter};
 
+use crate::dataset_ops::{invalid, pool_of};
 use crate::datasets::Node;
 use crate::{DatasetId, Engine, EngineError, Imported, PoolHandle};
 
@@ -114,14 +115,6 @@ pub struct ReceiveReport {
     pub snapshots: Vec<String>,
     /// Stream bytes read.
     pub bytes: u64,
-}
-
-fn invalid(text: impl Into<String>) -> EngineError {
-    EngineError::InvalidArgument(text.into())
-}
-
-fn pool_of(name: &str) -> &str {
-    name.split('/').next().unwrap_or(name)
 }
 
 /// A stream's failure as the refusal line says it.

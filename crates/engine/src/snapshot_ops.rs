@@ -13,6 +13,7 @@ use tarn_format::BlockPtr;
 use tarn_objects::ObjectSet;
 
 use crate::dataset_ops::{DatasetProp, DatasetRow};
+use crate::dataset_ops::{invalid, pool_of};
 use crate::{DatasetId, Engine, EngineError, Imported};
 
 /// What `tarn destroy DS@SNAP...` destroyed (or with `-n` would destroy).
@@ -22,14 +23,6 @@ pub struct SnapshotDestroyReport {
     pub destroyed: Vec<String>,
     /// Deflated bytes freed (or that would be freed).
     pub reclaimed: u64,
-}
-
-fn invalid(text: impl Into<String>) -> EngineError {
-    EngineError::InvalidArgument(text.into())
-}
-
-fn pool_of(name: &str) -> &str {
-    name.split('/').next().unwrap_or(name)
 }
 
 /// The snapshot names a destroy argument selects in one dataset's list (oldest first):

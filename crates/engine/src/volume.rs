@@ -12,6 +12,7 @@ use std::sync::MutexGuard;
 use tarn_dataset::volume::{self, Extent};
 use tarn_objects::ObjsetKind;
 
+use crate::dataset_ops::invalid;
 use crate::datasets::SyncMode;
 use crate::{DatasetId, Engine, EngineError, FsOp, Imported, PoolHandle};
 
@@ -45,10 +46,6 @@ pub struct VolumeSpec {
 
 /// Most extents one [`Engine::volume_extents`] call returns.
 pub const EXTENTS_MAX: usize = 4096;
-
-fn invalid(text: impl Into<String>) -> EngineError {
-    EngineError::InvalidArgument(text.into())
-}
 
 impl Imported {
     /// Refuses `dataset` unless it is a volume of this pool.
