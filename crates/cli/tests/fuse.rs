@@ -610,3 +610,74 @@ fn a_cache_device_keeps_its_content_across_export_and_import() {
     assert_eq!(std::fs::read(tank.join("file")).unwrap(), data);
     rig.ok("pool export tank");
 }
+
+/// Mounts an overlay of `lower` and the tarn directories `upper` and `work` at `merged`.
+fn mount_overlay(lower: &Path, upper: &Path, work: &Path, merged: &Path) -> bool {
+    let options = format!(
+        "lowerdir={},upperdir={},workdir={}",
+        lower.display(),
+        upper.display(),
+        work.display()
+    );
+    let status = std::process::Command::new("mount")
+        .args(["-t", "overlay", "overlay", "-o", &options])
+        .arg(merged)
+        .status();
+    status.is_ok_and(|s| s.success())
+}
+
+// DESCRIPTION: a tarn dataset serves as overlayfs's upper directory (container image
+// layers): rename(RENAME_WHITEOUT) leaves a whiteout (character device 0/0) under the old
+// name, so deleting and renaming files of the lower layer through the overlay works.
+// STRATEGY: renameat2 with RENAME_WHITEOUT on the mount itself; then an overlay of a lower
+// directory outside tarn and upper/work directories inside it, a lower file removed and
+// one renamed through the overlay, the whiteouts checked in the upper directory.
+#[test]
+fn rename_whiteout_makes_a_tarn_dataset_an_overlay_upper() {
+    use std::os::unix::fs::FileTypeExt;
+    if !fuse_or_skip("rename_whiteout_makes_a_tarn_dataset_an_overlay_upper") {
+        return;
+    }
+    let rig = Rig::new();
+    let mount = pool_with_mount(&rig);
+    std::fs::write(mount.join("a"), b"data").unwrap();
+    let dir = std::fs::File::open(&mount).unwrap();
+    let whiteout = rustix::fs::RenameFlags::WHITEOUT;
+    rustix::fs::renameat_with(&dir, "a", &dir, "b", whiteout).expect("renameat2 RENAME_WHITEOUT");
+    assert_eq!(std::fs::read(mount.join("b")).unwrap(), b"data");
+    let whiteout = std::fs::symlink_metadata(mount.join("a")).unwrap();
+    assert!(whiteout.file_type().is_char_device() && whiteout.rdev() == 0);
+
+    let lower = rig.root().join("lower");
+    std::fs::create_dir_all(&lower).unwrap();
+    for name in ["gone", "moved", "kept"] {
+        std::fs::write(lower.join(name), name).unwrap();
+    }
+    let (upper, work, merged) = (
+        mount.join("upper"),
+        mount.join("work"),
+        rig.root().join("m"),
+    );
+    for d in [&upper, &work, &merged] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    if !mount_overlay(&lower, &upper, &work, &merged) {
+        println!("skipped the overlay part: overlayfs is not available here");
+        return;
+    }
+    std::fs::remove_file(merged.join("gone")).unwrap();
+    std::fs::rename(merged.join("moved"), merged.join("there")).unwrap();
+    let mut names: Vec<String> = std::fs::read_dir(&merged)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["kept", "there"]);
+    assert_eq!(std::fs::read(merged.join("there")).unwrap(), b"moved");
+    let _ = std::process::Command::new("umount").arg(&merged).status();
+    let gone = std::fs::symlink_metadata(upper.join("gone")).unwrap();
+    assert!(
+        gone.file_type().is_char_device() && gone.rdev() == 0,
+        "no whiteout"
+    );
+}

@@ -670,15 +670,20 @@ fn xattr_set(flags: i32) -> Result<XattrSet> {
     }
 }
 
-fn rename_flags(flags: fuser::RenameFlags) -> Result<RenameFlags> {
-    let known = fuser::RenameFlags::RENAME_NOREPLACE | fuser::RenameFlags::RENAME_EXCHANGE;
-    if !known.contains(flags) {
+/// The POSIX layer's rename flags, and whether a whiteout takes the source's place
+/// (RENAME_WHITEOUT, which overlayfs uses on its upper directory; not with EXCHANGE).
+fn rename_flags(flags: fuser::RenameFlags) -> Result<(RenameFlags, bool)> {
+    use fuser::RenameFlags as F;
+    let known = F::RENAME_NOREPLACE | F::RENAME_EXCHANGE | F::RENAME_WHITEOUT;
+    let whiteout = flags.contains(F::RENAME_WHITEOUT);
+    if !known.contains(flags) || (whiteout && flags.contains(F::RENAME_EXCHANGE)) {
         return Err(Errno::EINVAL);
     }
-    Ok(RenameFlags {
-        noreplace: flags.contains(fuser::RenameFlags::RENAME_NOREPLACE),
-        exchange: flags.contains(fuser::RenameFlags::RENAME_EXCHANGE),
-    })
+    let flags = RenameFlags {
+        noreplace: flags.contains(F::RENAME_NOREPLACE),
+        exchange: flags.contains(F::RENAME_EXCHANGE),
+    };
+    Ok((flags, whiteout))
 }
 
 fn init_kernel(config: &mut KernelConfig, acl: bool) {
@@ -972,7 +977,7 @@ impl fuser::Filesystem for TarnFs {
         let (parent, newparent) = (self.ino(parent), self.ino(newparent));
         let groups = ProcGroups::of(req);
         let who = self.restricted(req, &groups);
-        let result = rename_flags(flags).and_then(|flags| {
+        let result = rename_flags(flags).and_then(|(flags, whiteout)| {
             self.unlink_with(|fs| {
                 if let Some(who) = &who {
                     let source_dir = fs.getattr(parent)?;
@@ -988,13 +993,20 @@ impl fuser::Filesystem for TarnFs {
                         who,
                     )?;
                 }
-                fs.rename(
+                let replaced = fs.rename(
                     parent,
                     name.as_bytes(),
                     newparent,
                     newname.as_bytes(),
                     flags,
-                )
+                )?;
+                if whiteout {
+                    // Linux's whiteout: a character device 0/0 under the old name, made in
+                    // the same operation (the same txg) as the rename.
+                    let kind = FileKind::CharDevice;
+                    fs.mknod(parent, name.as_bytes(), kind, 0, 0, creds(req))?;
+                }
+                Ok(replaced)
             })
         });
         match result {
