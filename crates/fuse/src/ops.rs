@@ -1601,9 +1601,10 @@ mod tests {
         );
         assert_eq!(xattr_set(7), Err(Errno::EINVAL));
         assert_eq!(node_kind(libc::S_IFDIR), Err(Errno::EINVAL));
-        assert_eq!(
-            rename_flags(fuser::RenameFlags::RENAME_WHITEOUT),
-            Err(Errno::EINVAL)
-        );
+        // A whiteout replaces the source; an exchange keeps it: both at once make no sense.
+        let both = fuser::RenameFlags::RENAME_WHITEOUT | fuser::RenameFlags::RENAME_EXCHANGE;
+        assert_eq!(rename_flags(both), Err(Errno::EINVAL));
+        let whiteout = rename_flags(fuser::RenameFlags::RENAME_WHITEOUT);
+        assert_eq!(whiteout.map(|(_, whiteout)| whiteout), Ok(true));
     }
 }
