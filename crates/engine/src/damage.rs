@@ -10,11 +10,10 @@
 
 use tarn_format::objset::DNODE_BLOCK_SIZE;
 use tarn_objects::{META_DNODE_OBJECT, ObjectError};
-use tarn_posix::PosixError;
 
 use crate::events::Event;
 use crate::fs::DatasetId;
-use crate::suspend::{missing_beyond, unreadable_block};
+use crate::suspend::{missing_beyond, object_error, unreadable_block};
 use crate::{Engine, EngineError, Imported};
 
 impl Engine {
@@ -71,11 +70,7 @@ impl Engine {
 
 /// The object and byte offset an unreadable block belongs to.
 fn failed_at(error: &EngineError) -> Option<(tarn_base::ObjectId, u64)> {
-    let object = match error {
-        EngineError::Objects(e) | EngineError::Posix(PosixError::Object(e)) => e,
-        _ => return None,
-    };
-    match object {
+    match object_error(error)? {
         ObjectError::Io { object, offset, .. } => Some((*object, *offset)),
         _ => None,
     }

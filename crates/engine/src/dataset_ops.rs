@@ -122,11 +122,7 @@ impl Engine {
     fn dataset(&self, name: &str) -> Result<(std::sync::Arc<PoolHandle>, DatasetId), EngineError> {
         dsname::validate_name(name)?;
         let handle = self.pool(pool_of(name))?;
-        let id = handle
-            .lock()
-            .datasets
-            .by_name(name)
-            .ok_or(EngineError::NoSuchDataset)?;
+        let id = handle.lock().datasets.lookup(name)?;
         Ok((handle, id))
     }
 

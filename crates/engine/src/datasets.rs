@@ -380,6 +380,11 @@ impl Tree {
             .collect()
     }
 
+    /// [`Tree::by_name`] for a verb: a name that is not a dataset is `NoSuchDataset`.
+    pub(crate) fn lookup(&self, name: &str) -> Result<DatasetId, EngineError> {
+        self.by_name(name).ok_or(EngineError::NoSuchDataset)
+    }
+
     /// The dataset called `name`.
     pub(crate) fn by_name(&self, name: &str) -> Option<DatasetId> {
         self.nodes

@@ -46,10 +46,7 @@ fn targets(
         if dataset.split('/').next() != Some(pool) {
             return Err(invalid("snapshots must be in the same pool"));
         }
-        let id = inner
-            .datasets
-            .by_name(dataset)
-            .ok_or(EngineError::NoSuchDataset)?;
+        let id = inner.datasets.lookup(dataset)?;
         if inner.datasets.node(id).snapshot(snap).is_none() {
             return Err(EngineError::NoSuchDataset);
         }

@@ -179,10 +179,7 @@ impl Engine {
         let handle = self.pool(pool_of(dataset))?;
         let (from, to) = {
             let inner = handle.lock();
-            let id = inner
-                .datasets
-                .by_name(dataset)
-                .ok_or(EngineError::NoSuchDataset)?;
+            let id = inner.datasets.lookup(dataset)?;
             let node = inner.datasets.node(id);
             let by_guid = |guid: u64| {
                 node.snapshots
@@ -269,10 +266,7 @@ fn send_plan(
             .map(|(from, to)| (root.to_string(), from, to))
             .collect());
     }
-    let id = inner
-        .datasets
-        .by_name(root)
-        .ok_or(EngineError::NoSuchDataset)?;
+    let id = inner.datasets.lookup(root)?;
     let mut plan = Vec::new();
     for (at, _) in inner.datasets.subtree(id) {
         let node = inner.datasets.node(at);
@@ -306,10 +300,7 @@ fn send_pairs(
     spec: &SendSpec,
 ) -> Result<Vec<(Option<Snapshot>, Snapshot)>, EngineError> {
     let (dataset, snap) = snapshot::split_name(&spec.snapshot)?;
-    let id = inner
-        .datasets
-        .by_name(dataset)
-        .ok_or(EngineError::NoSuchDataset)?;
+    let id = inner.datasets.lookup(dataset)?;
     let node = inner.datasets.node(id);
     let (to_index, to) = node
         .snapshot(snap)
@@ -424,10 +415,7 @@ fn send_one(
 /// The local properties `send -p` carries (not statistics, not a partial receive's).
 fn local_props(handle: &PoolHandle, dataset: &str) -> Result<Vec<(String, String)>, EngineError> {
     let inner = handle.lock();
-    let id = inner
-        .datasets
-        .by_name(dataset)
-        .ok_or(EngineError::NoSuchDataset)?;
+    let id = inner.datasets.lookup(dataset)?;
     let local = &inner.datasets.node(id).local;
     Ok(local
         .iter()
@@ -444,10 +432,7 @@ fn check_still_there(
     to: &Snapshot,
     from: Option<&Snapshot>,
 ) -> Result<(), EngineError> {
-    let id = inner
-        .datasets
-        .by_name(dataset)
-        .ok_or(EngineError::NoSuchDataset)?;
+    let id = inner.datasets.lookup(dataset)?;
     let node = inner.datasets.node(id);
     let there = |s: &Snapshot| {
         node.snapshots
@@ -744,13 +729,7 @@ fn set_token(inner: &mut Imported, id: DatasetId, token: Option<&str>) -> Result
     if token.is_none() && !inner.datasets.node(id).local.contains_key(TOKEN_KEY) {
         return Ok(());
     }
-    let Imported {
-        pool,
-        mos,
-        datasets,
-        ..
-    } = inner;
-    datasets.set_local(mos.objset(), &pool.reader(), id, TOKEN_KEY, token)
+    inner.set_local(id, TOKEN_KEY, token)
 }
 
 /// Where a resuming stream goes: the partial receive its token describes, which must be

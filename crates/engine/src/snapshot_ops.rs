@@ -134,10 +134,7 @@ impl Engine {
         let handle = self.pool(pool_of(dataset))?;
         let mut inner = handle.lock();
         inner.check_writable()?;
-        let id = inner
-            .datasets
-            .by_name(dataset)
-            .ok_or(EngineError::NoSuchDataset)?;
+        let id = inner.datasets.lookup(dataset)?;
         let ids = inner.datasets.selected(id, recursive);
         let (plan, held) = destroy_plan(&inner, &ids, list, defer)?;
         if !held.is_empty() && !dry_run {
@@ -187,10 +184,7 @@ impl Engine {
         let handle = self.pool(pool_of(dataset))?;
         let mut inner = handle.lock();
         self.rollback_check(&inner, full, recursive)?;
-        let id = inner
-            .datasets
-            .by_name(dataset)
-            .ok_or(EngineError::NoSuchDataset)?;
+        let id = inner.datasets.lookup(dataset)?;
         let (index, _) = inner.datasets.node(id).snapshot(snap).expect("checked");
         let later = inner.datasets.node(id).snapshots.len() - 1 - index;
         for _ in 0..later {
@@ -219,10 +213,7 @@ impl Engine {
     ) -> Result<(), EngineError> {
         let (dataset, snap) = snapshot::split_name(full)?;
         inner.check_writable()?;
-        let id = inner
-            .datasets
-            .by_name(dataset)
-            .ok_or(EngineError::NoSuchDataset)?;
+        let id = inner.datasets.lookup(dataset)?;
         let node = inner.datasets.node(id);
         let (index, _) = node
             .snapshot(snap)
@@ -259,10 +250,7 @@ impl Engine {
         let handle = self.pool(pool_of(dataset))?;
         let mut inner = handle.lock();
         inner.check_writable()?;
-        let id = inner
-            .datasets
-            .by_name(dataset)
-            .ok_or(EngineError::NoSuchDataset)?;
+        let id = inner.datasets.lookup(dataset)?;
         let (index, _) = inner
             .datasets
             .node(id)
@@ -313,10 +301,7 @@ impl Engine {
         let handle = self.pool(pool_of(dataset))?;
         let mut inner = handle.lock();
         inner.check_writable()?;
-        let id = inner
-            .datasets
-            .by_name(dataset)
-            .ok_or(EngineError::NoSuchDataset)?;
+        let id = inner.datasets.lookup(dataset)?;
         let node = inner.datasets.node(id);
         let (index, _) = node.snapshot(from).ok_or(EngineError::NoSuchDataset)?;
         if node.snapshot(to).is_some() {
@@ -401,10 +386,7 @@ fn snapshot_targets(
         if pool_of(dataset) != pool {
             return Err(invalid("snapshots must be in the same pool"));
         }
-        let id = inner
-            .datasets
-            .by_name(dataset)
-            .ok_or(EngineError::NoSuchDataset)?;
+        let id = inner.datasets.lookup(dataset)?;
         let ids = inner.datasets.selected(id, recursive);
         for at in ids {
             let node = inner.datasets.node(at);

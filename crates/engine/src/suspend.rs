@@ -147,15 +147,19 @@ impl PoolHandle {
     }
 }
 
+/// The object layer's error inside `error`, directly or through the POSIX layer.
+pub(crate) fn object_error(error: &EngineError) -> Option<&ObjectError> {
+    match error {
+        EngineError::Objects(e) | EngineError::Posix(PosixError::Object(e)) => Some(e),
+        _ => None,
+    }
+}
+
 /// The top-level vdevs of the block's copies when `error` is a block the I/O pipeline could
 /// not read (no copy or reconstruction verified), as opposed to a refusal, a missing file or
 /// metadata that decodes badly.
 pub(crate) fn unreadable_block(error: &EngineError) -> Option<&[u32]> {
-    let object = match error {
-        EngineError::Objects(e) | EngineError::Posix(PosixError::Object(e)) => e,
-        _ => return None,
-    };
-    match object {
+    match object_error(error)? {
         ObjectError::Io {
             source: ZioError::Unrecoverable { vdevs, .. },
             ..

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use tarn_base::limits::BLOCK_SIZE_MAX;
 use tarn_base::{ObjectId, Txg};
 use tarn_format::dnode::{
-    BLKPTR_SHIFT, DNODE_BONUS_MAX, DNODE_FLAG_METADATA, DNODE_SIZE, Dnode, INDIRECT_SHIFT_DEFAULT,
+    DNODE_BONUS_MAX, DNODE_FLAG_METADATA, DNODE_SIZE, Dnode, INDIRECT_SHIFT_DEFAULT,
     INDIRECT_SHIFT_MAX, INDIRECT_SHIFT_MIN, OBJECT_TYPE_META_DNODE, OBJECT_TYPE_NONE,
 };
 use tarn_format::objset::{
@@ -234,7 +234,7 @@ impl ObjectSet {
         let blocks = (self.hot.len() as u64).min(last - first + 1);
         let mut estimate = root.with_meta(blocks, u64::from(DNODE_BLOCK_SIZE));
         let meta = &self.meta.dnode;
-        let bits = u32::from(meta.indirect_shift - BLKPTR_SHIFT);
+        let bits = tree::bits_per_level(meta);
         let mut level = 1u32;
         // Level `level` exists while the level below has more than one block (or the tree
         // already has it); a one-block meta-dnode may grow its first indirect level.

@@ -69,7 +69,7 @@ fn corrupt(object: ObjectId, why: &'static str) -> ObjectError {
     }
 }
 
-fn bits_per_level(dnode: &Dnode) -> u32 {
+pub(crate) fn bits_per_level(dnode: &Dnode) -> u32 {
     u32::from(dnode.indirect_shift - BLKPTR_SHIFT)
 }
 
