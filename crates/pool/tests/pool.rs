@@ -1100,3 +1100,52 @@ fn no_special_no_feature_and_refused_add_writes_nothing() {
     assert!(images == after, "a refused add wrote to a device");
     assert_eq!(pool.tops().len(), 1);
 }
+
+/// Goal: frees become allocatable soon after they are made even when the space log condenses
+/// often (a regression: a base carrying many frees was itself over the condense threshold, so
+/// every txg wrote a new base, which re-dated the frees to its own txg; they were never
+/// released, and the log's own freed blocks piled up with them until a volume benchmark's
+/// pool suspended "out of space" with 6 GiB "freeing"). Method: a low condense threshold, 300
+/// blocks written in one txg and freed in the next, then txgs that write only a root.
+#[test]
+fn deferred_frees_are_released_while_the_log_condenses() {
+    let devices = names(4);
+    let provider = provider_with(&devices, &FaultPlan::default());
+    let mut pool = create(&provider, &spec(TopLayout::Raidz(1), devices));
+    pool.space_mut().set_condense_threshold(64);
+    let model = Model::default();
+    let root = |ctx: &mut tarn_pool::SyncCtx<'_>| {
+        ctx.write_block(&encode_root(&model), &props(BlockType::Metadata))
+    };
+    let mut blocks = Vec::new();
+    pool.sync(|ctx| -> Result<BlockPtr, tarn_zio::ZioError> {
+        for seed in 0..300 {
+            blocks.push(ctx.write_block(&data_for(seed, 4096), &props(BlockType::Data))?);
+        }
+        root(ctx)
+    })
+    .unwrap();
+    let with_blocks = pool.space().allocated();
+    pool.sync(|ctx| -> Result<BlockPtr, tarn_zio::ZioError> {
+        blocks.iter().for_each(|bp| ctx.free_block(bp));
+        root(ctx)
+    })
+    .unwrap();
+    let freed = pool.space().deferred_bytes();
+    assert!(freed > 300 * 4096, "the frees are deferred: {freed} bytes");
+    for _ in 0..3 * tarn_space::TXG_DEFER + 3 {
+        pool.sync(|ctx| -> Result<BlockPtr, tarn_zio::ZioError> { root(ctx) })
+            .unwrap();
+    }
+    let space = pool.space();
+    assert!(
+        space.deferred_bytes() < freed / 10,
+        "{} of {freed} freed bytes still deferred",
+        space.deferred_bytes()
+    );
+    assert!(
+        space.allocated() < with_blocks - freed / 2,
+        "allocated {} bytes, {with_blocks} with the blocks",
+        space.allocated()
+    );
+}

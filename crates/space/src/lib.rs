@@ -376,6 +376,8 @@ pub struct SpaceManager {
     condense_min: u64,
     /// The next sync writes a base whatever the chain's length.
     condense_next: bool,
+    /// Txg of the newest base in the chain (0 when none is known).
+    base_txg: Txg,
     log_copies: u8,
     hold_deferred: bool,
     /// Place blocks on unwritable vdevs when no writable one can take them
@@ -411,6 +413,7 @@ impl SpaceManager {
             chain_records: 0,
             condense_min: CONDENSE_RECORDS_MIN,
             condense_next: false,
+            base_txg: Txg(0),
             log_copies,
             hold_deferred: false,
             place_on_unwritable: false,
@@ -451,6 +454,9 @@ impl SpaceManager {
             if born_now.0 != block.txg {
                 born_now = (block.txg, vec![RangeTree::new(); manager.vdevs.len()]);
                 in_base = block.kind == LogKind::Base;
+                if in_base {
+                    manager.base_txg = block.txg;
+                }
             }
             for record in &block.records {
                 manager.chain_records += 1;
@@ -768,13 +774,18 @@ impl SpaceManager {
     /// chain head for the uberblock. Every allocation made so far in this txg, including the
     /// log blocks' own, is in what it writes.
     pub fn sync(&mut self, pipeline: &Pipeline) -> Result<BlockPtr, SpaceError> {
-        let condense = self.chain_records > self.condense_min.max(4 * self.extent_count());
-        let base_blocks = self
-            .extent_count()
-            .div_ceil(RECORDS_PER_BLOCK as u64)
-            .max(1);
+        // A new base holds every extent and every free not yet allocatable.
+        let base_records = self.extent_count() + self.pending_free_count();
+        let condense = self.chain_records > self.condense_min.max(4 * base_records);
+        let base_blocks = base_records.div_ceil(RECORDS_PER_BLOCK as u64).max(1);
         let long = self.chain.len() as u64 > 2 * base_blocks + CONDENSE_BLOCKS_MIN;
-        if condense || long || self.condense_next {
+        // A base re-dates the frees it carries to its own txg (`write_base`). Another base
+        // before they are released would defer them again: a pool condensing every txg
+        // (a base of many frees is itself over the thresholds above) never got its
+        // space back, and the log's own freed blocks piled up with it until the pool
+        // suspended.
+        let settled = self.txg.0 > self.base_txg.0 + TXG_DEFER;
+        if self.condense_next || (settled && (condense || long)) {
             self.condense_next = false;
             return self.write_base(pipeline);
         }
@@ -876,14 +887,8 @@ impl SpaceManager {
         let per_block = RECORDS_PER_BLOCK as u64;
         let copies = u64::from(self.log_copies);
         let mut blocks = 1u64;
-        let deferred = self
-            .deferred
-            .iter()
-            .map(|(_, list)| list.len())
-            .sum::<usize>()
-            + self.frees_this_txg.len()
-            + self.release_at_commit.len();
-        while blocks * per_block < self.extent_count() + deferred as u64 + 2 * blocks * copies {
+        let deferred = self.pending_free_count();
+        while blocks * per_block < self.extent_count() + deferred + 2 * blocks * copies {
             blocks += 1;
         }
         let full = encoded_size(RECORDS_PER_BLOCK);
@@ -918,7 +923,14 @@ impl SpaceManager {
             self.chain.push(prev);
         }
         self.chain_records = extents.len() as u64;
+        self.base_txg = self.txg;
         Ok(prev)
+    }
+
+    /// Frees not yet allocatable: the records a new base carries besides the extents.
+    fn pending_free_count(&self) -> u64 {
+        let deferred: usize = self.deferred.iter().map(|(_, list)| list.len()).sum();
+        (deferred + self.frees_this_txg.len() + self.release_at_commit.len()) as u64
     }
 
     /// Makes every free not yet allocatable a free of the txg writing a base, as the base
