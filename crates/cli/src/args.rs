@@ -706,6 +706,12 @@ pub(crate) struct ImportArgs {
     /// Import at exactly this txg.
     #[arg(short = 'T', value_name = "TXG")]
     pub(crate) txg: Option<u64>,
+    /// Rewind further: a txg must have every metadata block readable (implies -F).
+    #[arg(short = 'X')]
+    pub(crate) extreme: bool,
+    /// With -F, -X or -T: say which txg would be opened and what discarded; import nothing.
+    #[arg(short = 'n')]
+    pub(crate) dry_run: bool,
     /// Import property; only readonly=on|off.
     #[arg(short = 'o', value_parser = property_pair, value_name = "PROPERTY=VALUE")]
     pub(crate) properties: Vec<(String, String)>,

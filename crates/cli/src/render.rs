@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 
 use tarn_base::format_size;
+use tarn_proto::ImportInfo;
 use tarn_proto::{
     HistoryPool, ImportablePool, PoolLayout, PoolListRow, PoolStatusInfo, Progress, PropertyRow,
     TxgRow, VdevNodeKind, VdevRole, VdevStatus,
@@ -669,6 +670,49 @@ pub(crate) fn layout(name: &str, update: bool, layout: &PoolLayout) -> String {
         }
     }
     out
+}
+
+/// `tarn pool import` that rewound or previewed: the txg opened and, when older than the
+/// newest, exactly which txgs and how much time the rewind discards.
+pub(crate) fn imported(info: &ImportInfo) -> String {
+    let at = |txg: u64, time: u64| format!("{} (txg {txg})", tarn_daemon::utc_timestamp(time));
+    let opened = at(info.txg, info.timestamp);
+    let pool = &info.pool;
+    if info.txg >= info.newest_txg {
+        return match info.dry_run {
+            true => format!(
+                "pool '{pool}' would import at its newest txg, {opened}, discarding nothing; \
+                 nothing was imported\n"
+            ),
+            false => String::new(),
+        };
+    }
+    let newest = at(info.newest_txg, info.newest_timestamp);
+    let span = info.newest_timestamp.saturating_sub(info.timestamp);
+    let discarded = format!(
+        "txgs {} to {} (the last {} of changes, up to {newest})",
+        info.txg + 1,
+        info.newest_txg,
+        span_text(span),
+    );
+    match info.dry_run {
+        true => format!(
+            "would return pool '{pool}' to its state as of {opened}, discarding {discarded}; \
+             nothing was imported\n"
+        ),
+        false => {
+            format!("pool '{pool}' returned to its state as of {opened}; discarded {discarded}\n")
+        }
+    }
+}
+
+/// A span of seconds as an admin reads it: `12 seconds`, `4 min 05 s`, `3 h 02 min`.
+fn span_text(secs: u64) -> String {
+    match secs {
+        0..120 => format!("{secs} seconds"),
+        120..7200 => format!("{} min {:02} s", secs / 60, secs % 60),
+        _ => format!("{} h {:02} min", secs / 3600, secs % 3600 / 60),
+    }
 }
 
 /// `tarn pool import --list-txgs`.

@@ -641,6 +641,9 @@ fn plan_import(args: crate::args::ImportArgs, cwd: &Path) -> Result<Plan, Outcom
             request: Request::PoolImportTxgs { dirs, pool },
         });
     }
+    if args.dry_run && !(args.rewind || args.extreme || args.txg.is_some()) {
+        return Err(refuse("-n is used with -F, -X or -T"));
+    }
     Ok(Plan {
         verb: "import",
         object: Some(pool.clone()),
@@ -653,6 +656,8 @@ fn plan_import(args: crate::args::ImportArgs, cwd: &Path) -> Result<Plan, Outcom
             rewind_txg: args.txg,
             rewind: args.rewind,
             readonly,
+            extreme: args.extreme,
+            dry_run: args.dry_run,
         }),
     })
 }
@@ -830,9 +835,25 @@ pub(crate) fn finish(plan: &Plan, response: Response, json: bool) -> Outcome {
     {
         return mount_notices(plan, lines);
     }
+    // An import that rewound or previewed says what it opened (and any dataset it could
+    // not mount), whatever the plan's view.
+    if let ReplyPayload::Imported(info) = &payload
+        && !json
+    {
+        let mut outcome = Outcome::ok(render::imported(info));
+        if !info.notices.is_empty() {
+            outcome.stderr = render::notice(&info.notices);
+            outcome.code = 1;
+        }
+        return outcome;
+    }
     if json {
         // Notices (a dataset not mounted) are part of the JSON and still exit 1.
-        let code = i32::from(matches!(payload, ReplyPayload::Notice(_)));
+        let code = i32::from(match &payload {
+            ReplyPayload::Notice(_) => true,
+            ReplyPayload::Imported(info) => !info.notices.is_empty(),
+            _ => false,
+        });
         return match serde_json::to_string_pretty(&payload) {
             Ok(text) => Outcome {
                 code,

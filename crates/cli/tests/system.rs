@@ -601,7 +601,30 @@ fn rewind_import_to_older_txg() {
     assert!(second[0] > remembered, "{second:?}");
     assert!(second.contains(&remembered), "{second:?}");
 
-    rig.ok(&format!("pool import -d {dir} -T {remembered} tank"));
+    // -n alone has nothing to preview; with -T it says what the import would discard and
+    // writes nothing.
+    let image = rig.image();
+    assert_eq!(
+        rig.refused(&format!("pool import -n -d {dir} tank")),
+        "cannot import 'tank': -n is used with -F, -X or -T"
+    );
+    let discarded = format!("txgs {} to {} (the last ", remembered + 1, second[0]);
+    let preview = rig.ok(&format!("pool import -n -d {dir} -T {remembered} tank"));
+    assert!(
+        preview.starts_with("would return pool 'tank' to its state as of ")
+            && preview.contains(&format!("(txg {remembered}), discarding {discarded}"))
+            && preview.ends_with("nothing was imported\n"),
+        "{preview}"
+    );
+    assert_same_image(&image, &rig.image(), "import -n");
+    assert_eq!(rig.ok("pool list"), "no pools available\n");
+
+    let imported = rig.ok(&format!("pool import -d {dir} -T {remembered} tank"));
+    assert!(
+        imported.starts_with("pool 'tank' returned to its state as of ")
+            && imported.contains(&format!("(txg {remembered}); discarded {discarded}")),
+        "{imported}"
+    );
     assert_eq!(rig.ok("pool get -H -o value comment tank"), "first\n");
     assert_eq!(status_state(&rig.ok("pool status tank")), "ONLINE");
     let history = history_commands(&rig.ok("pool history tank"), "tank");

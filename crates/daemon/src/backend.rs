@@ -722,7 +722,7 @@ impl EngineBackend {
     fn import(&self, request: &PoolImport) -> Response {
         let options = ImportOptions {
             max_txg: request.rewind_txg.map(tarn_base::Txg),
-            rewind: request.rewind || request.rewind_txg.is_some(),
+            rewind: request.rewind || request.extreme || request.rewind_txg.is_some(),
             force: request.force,
             readonly: request.readonly,
             new_name: request.new_name.clone(),
@@ -734,16 +734,43 @@ impl EngineBackend {
         if let Some(txg) = request.rewind_txg {
             command.push_str(&format!(" -T {txg}"));
         }
-        command.push_str(&format!(" {}", request.pool));
-        match self.engine.import_pool(
-            &search_dirs(&request.dirs),
-            &request.pool,
-            &options,
-            &command,
-        ) {
-            Ok(name) => notices_reply(self.mounts.mount_pool(&name)),
-            Err(e) => error_reply(&e),
+        if request.extreme {
+            command.push_str(" -X");
+        } else if request.rewind {
+            command.push_str(" -F");
         }
+        command.push_str(&format!(" {}", request.pool));
+        let recovery = tarn_engine::Recovery {
+            extreme: request.extreme,
+        };
+        let dirs = search_dirs(&request.dirs);
+        let imported = if request.dry_run {
+            self.engine
+                .import_preview(&dirs, &request.pool, &options, recovery)
+        } else {
+            self.engine
+                .import_pool_with(&dirs, &request.pool, &options, recovery, &command)
+        };
+        let report = match imported {
+            Ok(report) => report,
+            Err(e) => return error_reply(&e),
+        };
+        let notices = match request.dry_run {
+            true => Vec::new(),
+            false => self.mounts.mount_pool(&report.name),
+        };
+        if !request.dry_run && !report.rewound() {
+            return notices_reply(notices);
+        }
+        ok(ReplyPayload::Imported(tarn_proto::ImportInfo {
+            pool: report.name,
+            txg: report.opened.txg.0,
+            timestamp: report.opened.time,
+            newest_txg: report.newest.txg.0,
+            newest_timestamp: report.newest.time,
+            dry_run: request.dry_run,
+            notices,
+        }))
     }
 
     fn status(&self, names: &[String]) -> Result<Vec<PoolStatusInfo>, EngineError> {

@@ -110,6 +110,7 @@ pub mod project;
 pub mod props;
 mod rebuild;
 pub mod replace;
+pub mod rewind;
 pub mod scrub;
 pub mod send_ops;
 pub mod slow;
@@ -139,6 +140,7 @@ pub use holds::HoldRow;
 pub use iostat::{IostatNode, PoolIostat, Waits};
 pub use mos::HistoryRecord;
 pub use project::{ProjectChange, ProjectRow};
+pub use rewind::{ImportReport, Recovery, TxgTime};
 pub use scrub::{ScanFunction, ScanProgress, ScanState, ScrubAction};
 pub use send_ops::{ReceiveReport, ReceiveSpec, SendReport, SendSpec};
 pub use snapdir::SnapshotDir;
@@ -328,16 +330,6 @@ impl std::fmt::Debug for PoolHandle {
             .field("guid", &self.guid)
             .finish()
     }
-}
-
-/// Whether the MOS and the dataset tree of `pool` open at its current root (import's check
-/// of a candidate uberblock).
-fn opens_at_root(pool: &Pool, name: &str) -> Result<(), String> {
-    let reader = pool.reader();
-    let root = pool.root().ok_or("no root block")?;
-    let mut mos = Mos::open(&reader, &root).map_err(|e| e.to_string())?;
-    datasets::Tree::load(mos.objset(), &reader, name).map_err(|e| e.to_string())?;
-    Ok(())
 }
 
 /// The storage engine: every imported pool of this host.
@@ -740,15 +732,35 @@ impl Engine {
         options: &ImportOptions,
         command: &str,
     ) -> Result<String, EngineError> {
-        let _admin = self.admin();
-        let found = self.find_importable(dirs, which)?;
-        if let Some(handle) = self
+        let report = self.import_pool_with(dirs, which, options, Recovery::default(), command)?;
+        Ok(report.name)
+    }
+
+    /// Refuses a pool already imported here (under any name).
+    fn check_not_imported(&self, found: &Discovered) -> Result<(), EngineError> {
+        match self
             .pools()
             .values()
             .find(|h| h.guid == found.config.pool_guid)
         {
-            return Err(EngineError::AlreadyImported(handle.name.clone()));
+            Some(handle) => Err(EngineError::AlreadyImported(handle.name.clone())),
+            None => Ok(()),
         }
+    }
+
+    /// [`Engine::import_pool`] with `-X` (`recovery`), reporting the txg it opened against
+    /// the newest one on the devices (module [`rewind`]).
+    pub fn import_pool_with(
+        &self,
+        dirs: &[String],
+        which: &str,
+        options: &ImportOptions,
+        recovery: Recovery,
+        command: &str,
+    ) -> Result<ImportReport, EngineError> {
+        let _admin = self.admin();
+        let found = self.find_importable(dirs, which)?;
+        self.check_not_imported(&found)?;
         let name = options
             .new_name
             .clone()
@@ -757,7 +769,7 @@ impl Engine {
         if self.pools().contains_key(&name) {
             return Err(EngineError::PoolExists);
         }
-        let verify = |pool: &Pool| opens_at_root(pool, &found.config.name);
+        let verify = |pool: &Pool| rewind::verify(pool, &found.config.name, recovery);
         let pool = Pool::import(
             &found,
             self.provider.as_ref(),
@@ -767,6 +779,7 @@ impl Engine {
             &verify,
         )?;
         let (guid, readonly) = (pool.guid(), pool.readonly());
+        let report = ImportReport::of(&found, &pool, name.clone());
         let mut imported = Imported::open(pool, &name)?;
         let rebuilt = imported.rebuild_space_if_lost()?;
         imported.datasets.use_cache(self.cache.domain());
@@ -787,8 +800,8 @@ impl Engine {
             self.post(events::space_rebuild_event(&name, now, &rebuilt));
         }
         let handle = self.handle(name.clone(), guid, imported);
-        self.pools().insert(name.clone(), handle);
-        Ok(name)
+        self.pools().insert(name, handle);
+        Ok(report)
     }
 
     /// The events of an import: one `l2arc_rebuild` per cache device (what its persistent

@@ -176,6 +176,13 @@ pub struct PoolImport {
     pub rewind: bool,
     /// Import read-only (`-o readonly=on`).
     pub readonly: bool,
+    /// With rewind, a txg must have every metadata block readable (`-X`).
+    #[serde(default)]
+    pub extreme: bool,
+    /// Say which txg the import would open and what it would discard; import nothing
+    /// (`-n`).
+    #[serde(default)]
+    pub dry_run: bool,
 }
 
 /// What `tarn pool scrub` asks for.

@@ -114,6 +114,8 @@ pub enum ReplyPayload {
     Importable(Vec<ImportablePool>),
     /// `pool import --list-txgs`.
     Txgs(Vec<TxgRow>),
+    /// `pool import` that rewound (`-F`, `-X`, `-T`) or previewed (`-n`): what it opened.
+    Imported(ImportInfo),
     /// `pool history`.
     History(Vec<HistoryPool>),
     /// Success with lines to show the admin (`pool online` starting a scrub).
@@ -578,6 +580,26 @@ pub struct TxgRow {
     pub txg: u64,
     /// Uberblock timestamp, seconds since the epoch.
     pub timestamp: u64,
+}
+
+/// The txg an import opened (or with `-n` would open) against the newest one on the devices.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImportInfo {
+    /// The pool's name as imported.
+    pub pool: String,
+    /// The txg opened.
+    pub txg: u64,
+    /// Its uberblock's time, seconds since the epoch.
+    pub timestamp: u64,
+    /// The newest txg on the devices.
+    pub newest_txg: u64,
+    /// Its uberblock's time.
+    pub newest_timestamp: u64,
+    /// Nothing was imported (`-n`).
+    pub dry_run: bool,
+    /// Datasets that could not be mounted.
+    #[serde(default)]
+    pub notices: Vec<String>,
 }
 
 /// History of one pool.

@@ -95,6 +95,8 @@ fn sample_requests() -> Vec<Request> {
             rewind_txg: Some(7),
             rewind: true,
             readonly: true,
+            extreme: true,
+            dry_run: false,
         }),
     ]
     .into_iter()

@@ -119,7 +119,17 @@ fn import_forms() {
             rewind_txg: Some(42),
             rewind: true,
             readonly: true,
+            extreme: false,
+            dry_run: false,
         })
+    );
+    let plan = plan_of("tarn pool import -n -X tank").expect("plans");
+    let Request::PoolImport(import) = plan.request else {
+        panic!("{:?}", plan.request);
+    };
+    assert!(
+        import.extreme && import.dry_run && !import.rewind,
+        "{import:?}"
     );
 }
 
