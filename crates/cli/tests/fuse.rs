@@ -360,6 +360,55 @@ fn a_mount_over_a_non_empty_directory_fails_the_command_but_creates_the_dataset(
     assert_eq!(fstype_at(&busy.join("child")).as_deref(), Some("fuse.tarn"));
 }
 
+// DESCRIPTION: `set mountpoint=PATH` where PATH cannot take the mount (a non-empty directory,
+// a file) is refused with one line before anything changes: the property, the mounts and the
+// devices stay as they were; a new directory is accepted and mounted there.
+// STRATEGY: a mounted child; each refusal checked against an image of the devices, the
+// property and /proc/self/mountinfo.
+#[test]
+fn set_mountpoint_to_an_unusable_path_is_refused_and_changes_nothing() {
+    if !fuse_or_skip("set_mountpoint_to_an_unusable_path_is_refused_and_changes_nothing") {
+        return;
+    }
+    let rig = Rig::new();
+    let tank = pool_with_mount(&rig);
+    rig.ok("create tank/a");
+    // Mountpoints are under the daemon's altroot (TARN_ALTROOT).
+    let altroot = rig.root().join("altroot");
+    std::fs::create_dir_all(altroot.join("full")).unwrap();
+    std::fs::write(altroot.join("full/keep"), b"mine").unwrap();
+    std::fs::write(altroot.join("file"), b"plain").unwrap();
+    let before = rig.image();
+    let line = rig.refused_against(&before, "set mountpoint=/full tank/a");
+    let full = altroot.join("full");
+    assert_eq!(
+        line,
+        format!(
+            "cannot set property for 'tank/a': mountpoint {} is not empty; use an empty or \
+             new directory, 'legacy' or 'none'",
+            full.display()
+        )
+    );
+    let line = rig.refused_against(&before, "set mountpoint=/file tank/a");
+    let expected = format!(
+        "cannot set property for 'tank/a': cannot use mountpoint {}",
+        altroot.join("file").display()
+    );
+    assert!(line.starts_with(&expected), "{line}");
+    assert_eq!(
+        rig.ok("get -H -o value,source mountpoint tank/a"),
+        "/tank/a\tinherited from tank\n"
+    );
+    assert_eq!(fstype_at(&tank.join("a")).as_deref(), Some("fuse.tarn"));
+    assert_eq!(std::fs::read(full.join("keep")).unwrap(), b"mine");
+    rig.ok("set mountpoint=/fresh/a tank/a");
+    assert_eq!(
+        fstype_at(&altroot.join("fresh/a")).as_deref(),
+        Some("fuse.tarn")
+    );
+    assert_eq!(fstype_at(&tank.join("a")), None);
+}
+
 // DESCRIPTION: a user quota enforced through the kernel: writes into a file owned by a
 // user with `userquota@` fail with EDQUOT once the user's usage would pass the quota, while
 // files of other owners still take writes; chown into the full user is allowed; `tarn get

@@ -261,6 +261,9 @@ impl MountTable {
     /// The dataset verbs that involve mounts, run before (`destroy`, `unmount`) or after
     /// (`create`, `mount`) the engine's part. `None` for requests that are not about mounts.
     pub fn before(&self, request: &Request) -> Option<Response> {
+        if let Some(refused) = self.check_new_mountpoint(request) {
+            return Some(refused);
+        }
         if let Some((verb, root)) = remounted(request) {
             let result = self.unmount_where(false, |n| within(n, root));
             return result.err().map(|e| refusal(verb, root, &e));
@@ -300,6 +303,38 @@ impl MountTable {
             }
             _ => None,
         }
+    }
+
+    /// `set mountpoint=PATH` of a dataset that mounts automatically is refused before
+    /// anything changes when PATH cannot take the mount (not empty, a file, mounted on),
+    /// rather than setting it and leaving the dataset unmounted.
+    fn check_new_mountpoint(&self, request: &Request) -> Option<Response> {
+        let Request::DatasetSet {
+            name, assignments, ..
+        } = request
+        else {
+            return None;
+        };
+        let (_, value) = assignments.iter().find(|(p, _)| p == "mountpoint")?;
+        if !value.starts_with('/') || !tarn_fuse::fuse_available() {
+            return None;
+        }
+        let specs = self.engine.mount_specs(pool_of(name)).ok()?;
+        let spec = specs.into_iter().find(|spec| spec.name == *name)?;
+        let target = self.rooted(&MountSpec {
+            mountpoint: PathBuf::from(value),
+            ..spec
+        });
+        let here = self.lock().get(name).map(|m| m.mountpoint().to_path_buf());
+        if here.as_deref() == Some(target.mountpoint.as_path()) {
+            return None;
+        }
+        let error = tarn_fuse::check_mountpoint(&target.mountpoint).err()?;
+        Some(error_reply(
+            "set property for",
+            name,
+            &format!("{error}; use an empty or new directory, 'legacy' or 'none'"),
+        ))
     }
 
     /// After the engine's part (`succeeded` or not): mount a created dataset, or mount again

@@ -544,24 +544,36 @@ fn session_config(spec: &MountSpec, server_checks: bool) -> fuser::Config {
 /// Creates `path` if missing and refuses one that is mounted on or not empty (ZFS refuses
 /// to mount over a non-empty directory, so files are never hidden under a mount).
 fn prepare_mountpoint(path: &Path) -> Result<(), FuseError> {
+    check_mountpoint(path)?;
+    std::fs::create_dir_all(path).map_err(|source| FuseError::Mountpoint {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// Whether a mount at `path` would succeed without hiding anything: `path` is missing (a
+/// mount creates it) or an empty directory that nothing is mounted on. Creates nothing, so a
+/// property change can be refused before anything changed.
+pub fn check_mountpoint(path: &Path) -> Result<(), FuseError> {
     if let Some(entry) = mounts_at(path)?.into_iter().next() {
         return Err(FuseError::AlreadyMounted {
             path: path.to_path_buf(),
             fstype: entry.fstype,
         });
     }
-    let io_error = |source| FuseError::Mountpoint {
-        path: path.to_path_buf(),
-        source,
-    };
-    std::fs::create_dir_all(path).map_err(io_error)?;
-    let mut entries = std::fs::read_dir(path).map_err(io_error)?;
-    if entries.next().is_some() {
-        return Err(FuseError::NotEmpty {
+    match std::fs::read_dir(path) {
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(source) => Err(FuseError::Mountpoint {
             path: path.to_path_buf(),
-        });
+            source,
+        }),
+        Ok(mut entries) => match entries.next() {
+            Some(_) => Err(FuseError::NotEmpty {
+                path: path.to_path_buf(),
+            }),
+            None => Ok(()),
+        },
     }
-    Ok(())
 }
 
 impl Mount {
