@@ -520,6 +520,9 @@ pub(crate) enum PoolCommand {
         /// scrub to verify (not for raidz).
         #[arg(short = 's')]
         sequential: bool,
+        /// Use NEW even if it carries the label of a pool that is not imported here.
+        #[arg(short = 'f')]
+        force: bool,
         /// Wait until the resilver (and a sequential one's scrub) ends, showing progress.
         #[arg(short = 'w')]
         wait: bool,

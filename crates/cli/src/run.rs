@@ -528,6 +528,7 @@ fn plan_replace(command: PoolCommand, cwd: &Path) -> Plan {
     match command {
         PoolCommand::Replace {
             sequential,
+            force,
             wait,
             name,
             old,
@@ -541,6 +542,7 @@ fn plan_replace(command: PoolCommand, cwd: &Path) -> Plan {
                 old: device_arg(&old, cwd),
                 new: new.map(|n| device_arg(&n, cwd)),
                 sequential,
+                force,
                 // On a terminal the admin watches the resilver; scripts get control back.
                 wait: wait || std::io::IsTerminal::is_terminal(&std::io::stdout()),
             },

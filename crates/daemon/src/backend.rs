@@ -1009,19 +1009,21 @@ impl EngineBackend {
                 old,
                 new,
                 sequential,
+                force,
                 ..
             } => {
-                let flag = if *sequential { "-s " } else { "" };
+                let s = if *sequential { "-s " } else { "" };
+                let f = if *force { "-f " } else { "" };
                 let command = match new {
-                    Some(new) => format!("pool replace {flag}{name} {old} {new}"),
-                    None => format!("pool replace {flag}{name} {old}"),
+                    Some(new) => format!("pool replace {s}{f}{name} {old} {new}"),
+                    None => format!("pool replace {s}{f}{name} {old}"),
+                };
+                let options = tarn_engine::replace::ReplaceOptions {
+                    sequential: *sequential,
+                    force: *force,
                 };
                 let new = new.as_deref();
-                let result = if *sequential {
-                    self.engine.replace_sequential(name, old, new, &command)
-                } else {
-                    self.engine.replace(name, old, new, &command)
-                };
+                let result = self.engine.replace_with(name, old, new, options, &command);
                 (name, result)
             }
             Request::PoolAttach { name, device, new } => {

@@ -145,7 +145,21 @@ impl Engine {
             });
         }
         if leaf.device().is_none() {
-            return Err(EngineError::DeviceNotPresent);
+            // Back at its path (a disk reconnected, a file grown again): its label must name
+            // this pool and this leaf. It resilvers what it missed since its label's txg.
+            let back = self
+                .reopen(&inner, &leaf)
+                .ok_or(EngineError::DeviceNotPresent)?;
+            if let Some(device) = back.device {
+                leaf.set_device(Some(device)).map_err(|_| {
+                    EngineError::InvalidArgument(format!(
+                        "device '{}' is smaller than the pool records it",
+                        leaf.path()
+                    ))
+                })?;
+            }
+            let committed = inner.pool.last_uberblock().map_or(Txg(0), |ub| ub.txg);
+            leaf.set_synced_txg(back.label_txg.min(committed));
         }
         leaf.set_state(LeafState::Online);
         inner.pool.set_config_dirty();

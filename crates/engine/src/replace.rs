@@ -49,7 +49,41 @@ struct NewDevice {
     leaf: Arc<Leaf>,
 }
 
+/// How `replace` may take a device: `-s` (sequential rebuild) and `-f`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReplaceOptions {
+    /// Sequential resilver (mirrors only), then a verifying scrub.
+    pub sequential: bool,
+    /// Take a device carrying the label of a pool that is not imported here.
+    pub force: bool,
+}
+
+/// Which labelled devices a new leaf may be made of (beside blank or destroyed ones).
+#[derive(Clone, Copy, Debug, Default)]
+struct Claim {
+    /// The leaf being replaced: its own device, come back, may take its place.
+    replacing: Option<Guid>,
+    /// `-f`: the label of any pool not imported here.
+    force: bool,
+}
+
 impl Engine {
+    /// Whether a device labelled with `config` may become a new leaf of `inner` under
+    /// `claim`: the replaced leaf itself, or with `-f` a device of a pool not imported here.
+    fn may_claim(
+        &self,
+        inner: &Imported,
+        config: &tarn_format::label::PoolConfig,
+        claim: Claim,
+    ) -> bool {
+        let own = config.pool_guid == inner.pool.guid();
+        if own && claim.replacing == Some(config.this_guid) {
+            return true;
+        }
+        let imported = own || self.pools().values().any(|h| h.guid == config.pool_guid);
+        claim.force && !imported
+    }
+
     /// A GUID no node of the pool's tree has. Engines of one host may share a seed (tests
     /// do), so a draw can repeat one the pool got from another engine: draw again then.
     fn next_guid(&self, inner: &Imported) -> Guid {
@@ -71,6 +105,7 @@ impl Engine {
         inner: &Imported,
         path: &str,
         needed: u64,
+        claim: Claim,
     ) -> Result<NewDevice, EngineError> {
         let in_pool = inner
             .pool
@@ -91,6 +126,7 @@ impl Engine {
             })?;
         if let Some(config) = read_labels(device.as_ref()).config
             && config.state != PoolState::Destroyed
+            && !self.may_claim(inner, &config, claim)
         {
             return Err(PoolError::DeviceInUse {
                 path: path.to_string(),
@@ -124,7 +160,7 @@ impl Engine {
         new: Option<&str>,
         command: &str,
     ) -> Result<(), EngineError> {
-        self.replace_with(name, old, new, false, command)
+        self.replace_with(name, old, new, ReplaceOptions::default(), command)
     }
 
     /// `tarn pool replace -s POOL OLD [NEW]`: as [`Engine::replace`], but NEW is filled by a
@@ -137,17 +173,26 @@ impl Engine {
         new: Option<&str>,
         command: &str,
     ) -> Result<(), EngineError> {
-        self.replace_with(name, old, new, true, command)
+        let options = ReplaceOptions {
+            sequential: true,
+            force: false,
+        };
+        self.replace_with(name, old, new, options, command)
     }
 
-    fn replace_with(
+    /// `tarn pool replace [-s] [-f] POOL OLD [NEW]`. Without NEW the device at OLD's path
+    /// takes its place: a new disk, or OLD itself back (its label names this pool and this
+    /// very leaf, as after a device was truncated and grown again), rebuilt in full. `-f`
+    /// takes a device that carries the label of a pool not imported here.
+    pub fn replace_with(
         &self,
         name: &str,
         old: &str,
         new: Option<&str>,
-        sequential: bool,
+        options: ReplaceOptions,
         command: &str,
     ) -> Result<(), EngineError> {
+        let sequential = options.sequential;
         let _admin = self.admin();
         let handle = self.pool(name)?;
         let mut inner = handle.lock();
@@ -166,7 +211,11 @@ impl Engine {
             return Err(EngineError::SameDevice);
         }
         check_replaceable(&top, leaf.guid())?;
-        let fresh = self.open_new_device(&inner, &path, leaf.asize())?;
+        let claim = Claim {
+            replacing: Some(leaf.guid()),
+            force: options.force,
+        };
+        let fresh = self.open_new_device(&inner, &path, leaf.asize(), claim)?;
         let node = self.next_guid(&inner);
         let name = name.to_string();
         let dropped = top
@@ -201,7 +250,8 @@ impl Engine {
         if new == device || new == leaf.path() {
             return Err(EngineError::SameDevice);
         }
-        let fresh = self.open_new_device(&inner, new, leaf.asize().min(top.asize()))?;
+        let fresh =
+            self.open_new_device(&inner, new, leaf.asize().min(top.asize()), Claim::default())?;
         let mirror = self.next_guid(&inner);
         top.attach(leaf.guid(), fresh.leaf, mirror)
             .map_err(vdev_error)?;
@@ -395,7 +445,9 @@ impl Engine {
                 if child.kind() != ChildKind::Leaf || old.is_usable() {
                     continue;
                 }
-                let Ok(fresh) = self.open_new_device(inner, &old.path(), old.asize()) else {
+                let Ok(fresh) =
+                    self.open_new_device(inner, &old.path(), old.asize(), Claim::default())
+                else {
                     continue;
                 };
                 let node = self.next_guid(inner);

@@ -501,10 +501,12 @@ pub fn properties(name: &str, pool: &Pool, local: &[(String, String)]) -> Vec<Pr
         .collect()
 }
 
-fn tree_node(tree: &VdevTree, found: &dyn Fn(&VdevTree) -> Option<String>) -> VdevNode {
+/// A node of an importable pool's tree. `found` gives a leaf's device path now and whether
+/// the device is big enough for it (a truncated device is found but cannot be used).
+fn tree_node(tree: &VdevTree, found: &dyn Fn(&VdevTree) -> Option<(String, bool)>) -> VdevNode {
     let (state, children) = match tree.kind {
         VdevKind::Disk => {
-            let ok = found(tree).is_some();
+            let ok = found(tree).is_some_and(|(_, fits)| fits);
             (
                 if ok { "ONLINE" } else { "UNAVAIL" }.to_string(),
                 Vec::new(),
@@ -531,13 +533,19 @@ fn tree_node(tree: &VdevTree, found: &dyn Fn(&VdevTree) -> Option<String>) -> Vd
     };
     let name = match tree.kind {
         // Where the device is now; the label's path is only where it was last time.
-        VdevKind::Disk => found(tree).unwrap_or_else(|| tree.path.clone()),
+        VdevKind::Disk => found(tree).map_or_else(|| tree.path.clone(), |(path, _)| path),
         VdevKind::Raidz { parity } => format!("raidz{parity}-{}", tree.id),
         VdevKind::Mirror => format!("mirror-{}", tree.id),
         kind => kind.name(),
     };
-    let note =
-        (state == "UNAVAIL" && tree.kind == VdevKind::Disk).then(|| "cannot open".to_string());
+    let small = found(tree).is_some_and(|(_, fits)| !fits);
+    let note = (state == "UNAVAIL" && tree.kind == VdevKind::Disk).then(|| {
+        match small {
+            true => "device too small",
+            false => "cannot open",
+        }
+        .to_string()
+    });
     VdevNode {
         name,
         kind: tree.kind.name(),
@@ -576,7 +584,14 @@ fn import_advice(state: &str) -> (Option<String>, String) {
 /// What `tarn pool import` (no name) shows for a discovered pool.
 #[must_use]
 pub fn importable(found: &Discovered) -> Importable {
-    let is_found = |leaf: &VdevTree| found.found.get(&leaf.guid).cloned();
+    let is_found = |leaf: &VdevTree| {
+        let path = found.found.get(&leaf.guid)?;
+        let fits = found
+            .areas
+            .get(&leaf.guid)
+            .is_none_or(|&area| area >= leaf.asize);
+        Some((path.clone(), fits))
+    };
     let (mut tops, mut logs, mut specials) = (Vec::new(), Vec::new(), Vec::new());
     let mut caches = Vec::new();
     for child in &found.config.vdev_tree.children {

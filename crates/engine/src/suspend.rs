@@ -201,15 +201,15 @@ pub(crate) fn missing_beyond(pool: &tarn_pool::Pool, vdevs: &[u32]) -> Vec<Strin
 
 /// A leaf `clear` can bring back: the leaf, the device to give it (`None`: keep its own),
 /// and the newest txg its labels hold.
-struct Returning {
-    leaf: Arc<Leaf>,
-    device: Option<Arc<dyn Device>>,
-    label_txg: Txg,
+pub(crate) struct Returning {
+    pub(crate) leaf: Arc<Leaf>,
+    pub(crate) device: Option<Arc<dyn Device>>,
+    pub(crate) label_txg: Txg,
 }
 
 impl Engine {
     /// Opens `leaf`'s device again at its path if it is this pool's leaf (by its label).
-    fn reopen(&self, inner: &Imported, leaf: &Arc<Leaf>) -> Option<Returning> {
+    pub(crate) fn reopen(&self, inner: &Imported, leaf: &Arc<Leaf>) -> Option<Returning> {
         let own = leaf.device().filter(|d| !d.probe_gone());
         let device = match &own {
             Some(device) => Arc::clone(device),

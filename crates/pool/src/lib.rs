@@ -299,6 +299,9 @@ pub struct Discovered {
     pub config: PoolConfig,
     /// Leaf GUID -> path where it was found now.
     pub found: BTreeMap<Guid, String>,
+    /// Leaf GUID -> the data area of the device found for it, in bytes: smaller than the
+    /// leaf's `asize` (a truncated device) means it is found but cannot be used.
+    pub areas: BTreeMap<Guid, u64>,
     /// Every valid uberblock found on its devices.
     pub uberblocks: Vec<Uberblock>,
     /// Leaf GUID -> the newest txg among the uberblocks in that device's own labels.
@@ -380,6 +383,7 @@ pub fn discover(provider: &dyn DeviceProvider, dirs: &[String]) -> Vec<Discovere
             let entry = pools.entry(config.pool_guid).or_insert_with(|| Discovered {
                 config: config.clone(),
                 found: BTreeMap::new(),
+                areas: BTreeMap::new(),
                 uberblocks: Vec::new(),
                 leaf_txgs: BTreeMap::new(),
                 config_txg_max: Txg(0),
@@ -390,6 +394,9 @@ pub fn discover(provider: &dyn DeviceProvider, dirs: &[String]) -> Vec<Discovere
                 .or_default()
                 .push(config.clone());
             entry.found.insert(config.this_guid, path.clone());
+            let area = tarn_format::label::data_area(device.size_bytes())
+                .map_or(0, |(start, end)| end - start);
+            entry.areas.insert(config.this_guid, area);
             let own = scan
                 .uberblocks
                 .iter()

@@ -342,6 +342,9 @@ pub enum Request {
         /// Sequential resilver (`-s`): copy allocated ranges, then scrub (mirrors only).
         #[serde(default)]
         sequential: bool,
+        /// Take a device labelled by a pool not imported here (`-f`).
+        #[serde(default)]
+        force: bool,
         /// Wait (`-w`) until the resilver (and a sequential one's scrub) ends, reporting
         /// progress.
         #[serde(default)]

@@ -140,6 +140,7 @@ fn sample_maintenance_requests() -> Vec<Request> {
             old: "sdb".into(),
             new: Some("/dev/sdc".into()),
             sequential: true,
+            force: true,
             wait: false,
         },
         Request::PoolWait {
