@@ -363,6 +363,57 @@ fn describe_object(
     id: u64,
     object: u64,
 ) -> Option<String> {
+    let named = with_fs(datasets, reader, id, |fs| fs.path_of(object).ok().flatten())?;
+    Some(match &named.found {
+        Some(path) => named.display(path),
+        None => format!("{}:<object {object}>", named.dataset),
+    })
+}
+
+/// The files whose dnodes were in dnode block `blkid` of dataset `id` (the block is lost, so
+/// they cannot be named from their own parent links): every path the directory tree gives
+/// them, one per name. Empty when none is reachable (or the dataset is not a filesystem).
+fn files_of_dnode_block(
+    datasets: &mut crate::datasets::Tree,
+    reader: &dyn tarn_zio::BlockStore,
+    id: u64,
+    blkid: u64,
+) -> Vec<String> {
+    let per_block = tarn_format::objset::DNODES_PER_BLOCK;
+    let in_block = move |ino: u64| ino / per_block == blkid;
+    let named = with_fs(datasets, reader, id, |fs| fs.paths_naming(&in_block).ok());
+    let Some(named) = named else {
+        return Vec::new();
+    };
+    let paths = named.found.iter().flatten();
+    paths.map(|(_, path)| named.display(path)).collect()
+}
+
+/// What [`with_fs`] found in a dataset, and how to show its paths.
+struct Named<T> {
+    found: T,
+    dataset: String,
+    mountpoint: String,
+}
+
+impl<T> Named<T> {
+    /// `path` (relative to the dataset's root) under its mountpoint, or as `DS:/path`.
+    fn display(&self, path: &[u8]) -> String {
+        let path = String::from_utf8_lossy(path);
+        match self.mountpoint.starts_with('/') {
+            true => format!("{}/{path}", self.mountpoint.trim_end_matches('/')),
+            false => format!("{}:/{path}", self.dataset),
+        }
+    }
+}
+
+/// Runs `f` on the POSIX view of dataset `id` (`None` when there is no such dataset).
+fn with_fs<T>(
+    datasets: &mut crate::datasets::Tree,
+    reader: &dyn tarn_zio::BlockStore,
+    id: u64,
+    f: impl FnOnce(&mut tarn_posix::Fs<'_>) -> T,
+) -> Option<Named<T>> {
     let id = crate::DatasetId(id);
     if !datasets.contains(id) {
         return None;
@@ -371,18 +422,37 @@ fn describe_object(
     let config = datasets.fs_config(id);
     let node = datasets.node_mut(id);
     let fs_time = tarn_posix::Timespec::default();
-    let path = tarn_posix::Fs::new(&mut node.objset, reader, fs_time, config)
-        .path_of(object)
-        .ok()
-        .flatten();
-    Some(match path {
-        Some(path) if mountpoint.starts_with('/') => {
-            let base = mountpoint.trim_end_matches('/');
-            format!("{base}/{}", String::from_utf8_lossy(&path))
-        }
-        Some(path) => format!("{}:/{}", node.name, String::from_utf8_lossy(&path)),
-        None => format!("{}:<object {object}>", node.name),
+    let found = f(&mut tarn_posix::Fs::new(
+        &mut node.objset,
+        reader,
+        fs_time,
+        config,
+    ));
+    Some(Named {
+        found,
+        dataset: node.name.clone(),
+        mountpoint,
     })
+}
+
+/// The end of the error-log key a scrub records for an object set it could not walk whole
+/// (its root context: object 0, `BlockContext::ROOT_LEVEL`, block 0).
+const WALK_FAILED: &str = "/0/255/0";
+
+/// The dataset and block of an error-log key naming a dnode block (object 0, level 0).
+fn lost_dnode_block(key: &str) -> Option<(u64, u64)> {
+    let mut parts = key.split('/');
+    let (kind, id, object, level, blkid) = (
+        parts.next()?,
+        parts.next()?,
+        parts.next()?,
+        parts.next()?,
+        parts.next()?,
+    );
+    if kind != "data" || object != "0" || level != "0" {
+        return None;
+    }
+    Some((id.parse().ok()?, blkid.parse().ok()?))
 }
 
 /// One listed block.
@@ -1015,12 +1085,36 @@ pub(crate) fn error_names(
         ..
     } = inner;
     let reader = pool.reader();
-    let mut describe = |id, object| describe_object(datasets, &reader, id, object);
-    let names: BTreeSet<String> = mos
-        .errlog(&reader)?
-        .iter()
-        .map(|(key, _)| errlog_display(pool_name, key, &mut describe))
-        .collect();
+    let mut names = BTreeSet::new();
+    let mut walk_failed = Vec::new();
+    let mut explained = BTreeSet::new();
+    for (key, _) in mos.errlog(&reader)? {
+        // A lost dnode block: the files it held, found through the directories (ZFS
+        // can only print `<0x0>` here).
+        if let Some((id, blkid)) = lost_dnode_block(&key) {
+            let files = files_of_dnode_block(datasets, &reader, id, blkid);
+            if !files.is_empty() {
+                names.extend(files);
+                explained.insert(id);
+                continue;
+            }
+        }
+        if key.starts_with("data/") && key.ends_with(WALK_FAILED) {
+            walk_failed.push(key);
+            continue;
+        }
+        let mut describe = |id, object| describe_object(datasets, &reader, id, object);
+        names.insert(errlog_display(pool_name, &key, &mut describe));
+    }
+    // A scrub whose walk of a dataset stopped at a lost metadata block logs the dataset as
+    // well; the files named above already say what was lost there.
+    for key in walk_failed {
+        let id = key.split('/').nth(1).and_then(|id| id.parse().ok());
+        if !id.is_some_and(|id| explained.contains(&id)) {
+            let mut describe = |id, object| describe_object(datasets, &reader, id, object);
+            names.insert(errlog_display(pool_name, &key, &mut describe));
+        }
+    }
     Ok(names.into_iter().collect())
 }
 

@@ -614,6 +614,62 @@ fn damaged_files_are_named_by_path() {
     assert_eq!(status.errors, vec!["/tank/dir/file".to_string()]);
 }
 
+/// Goal: a lost dnode block (every copy beyond parity) names every file it held, by path,
+/// found through the directories since the files' own dnodes are gone (ZFS prints `<0x0>`).
+/// Method: 40 files in a directory, the dnode block of the last one rotted in every copy
+/// (the root's and the directory's dnodes are in another block), a scrub, `status -v`.
+#[test]
+fn a_lost_dnode_block_names_every_file_it_held() {
+    let mut rig = rig(TopLayout::Raidz(1), 4);
+    let creds = tarn_engine::posix::Creds::default();
+    let (dir, files) = rig
+        .engine
+        .fs_op(
+            "tank",
+            tarn_engine::ROOT_DATASET_ID,
+            tarn_engine::FsOp::Write(0),
+            |fs| {
+                let root = fs.root()?;
+                let dir = fs.mkdir(root, b"dir", 0o755, creds)?.ino;
+                let kind = tarn_engine::posix::FileKind::Regular;
+                let mut files = Vec::new();
+                for i in 0..40 {
+                    let name = format!("f{i}");
+                    files.push((
+                        fs.mknod(dir, name.as_bytes(), kind, 0o644, 0, creds)?.ino,
+                        name,
+                    ));
+                }
+                Ok(((root, dir), files))
+            },
+        )
+        .unwrap();
+    rig.engine.sync_pool("tank").unwrap();
+    rig.export();
+    let per_block = tarn_format::objset::DNODES_PER_BLOCK;
+    let lost = files.last().unwrap().0 / per_block;
+    assert!(
+        dir.0 / per_block != lost && dir.1 / per_block != lost,
+        "{dir:?}"
+    );
+    for (in_data, bp, context) in rig.live_blocks() {
+        if in_data && context.object.0 == 0 && context.level == 0 && context.blkid == lost {
+            rig.rot_columns(&bp, 1, &[0, 1]);
+        }
+    }
+    rig.import();
+    let progress = rig.scrub();
+    assert!(progress.errors > 0, "{progress:?}");
+    let mut expected: Vec<String> = files
+        .iter()
+        .filter(|(ino, _)| ino / per_block == lost)
+        .map(|(_, name)| format!("/tank/dir/{name}"))
+        .collect();
+    expected.sort();
+    assert!(expected.len() > 1, "{expected:?}");
+    assert_eq!(rig.engine.status("tank").unwrap().errors, expected);
+}
+
 // DESCRIPTION: the window of `online` survives export and import: a leaf offlined for good,
 // then the pool written, exported and imported, is resilvered from the newest txg in its own
 // labels, not from the start.

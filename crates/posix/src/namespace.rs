@@ -599,6 +599,56 @@ impl Fs<'_> {
         Ok(Some(parts.join(&b'/')))
     }
 
+    /// Every path (relative to the root) whose last entry names an inode `wanted` accepts,
+    /// found by walking the directory tree from the root: how the files of a lost dnode
+    /// block are named, since their own dnodes (and parent links) cannot be read. Reads only
+    /// directories: an entry carries its file's kind. A directory that cannot be listed is
+    /// skipped (the walk names what it can reach).
+    pub fn paths_naming(&mut self, wanted: &dyn Fn(Ino) -> bool) -> Result<Vec<(Ino, Vec<u8>)>> {
+        let root = self.root()?;
+        let mut found = Vec::new();
+        let mut queue = std::collections::VecDeque::from([(root, Vec::new())]);
+        let mut seen = std::collections::HashSet::from([root]);
+        while let Some((dir, path)) = queue.pop_front() {
+            let Ok(entries) = self.entries_of(dir) else {
+                continue;
+            };
+            for (name, ino, kind) in entries {
+                let mut child: Vec<u8> = path.clone();
+                if !child.is_empty() {
+                    child.push(b'/');
+                }
+                child.extend_from_slice(&name);
+                if wanted(ino) {
+                    found.push((ino, child.clone()));
+                }
+                if kind == FileKind::Directory && seen.insert(ino) {
+                    queue.push_back((ino, child));
+                }
+            }
+        }
+        Ok(found)
+    }
+
+    /// Every entry of directory `dir`: name, inode, kind.
+    fn entries_of(&mut self, dir: Ino) -> Result<Vec<(Vec<u8>, Ino, FileKind)>> {
+        let mut out = Vec::new();
+        let mut cursor = None;
+        loop {
+            let (entries, next) =
+                self.os
+                    .zap_list_bytes(self.store, oid(dir), cursor.as_ref(), 1024)?;
+            for (name, value) in entries {
+                let (ino, kind) = decode_entry(dir, &value)?;
+                out.push((name, ino, kind));
+            }
+            match next {
+                Some(next) => cursor = Some(next),
+                None => return Ok(out),
+            }
+        }
+    }
+
     /// The name under which directory `dir` lists `ino` (a scan of the directory).
     fn name_in(&mut self, dir: Ino, ino: Ino) -> Result<Option<Vec<u8>>> {
         let mut cursor = None;
