@@ -1075,6 +1075,9 @@ impl Sim {
                 .find(|t| t.faulty.len() > t.tolerated());
             let mut victims = over.map(|t| t.faulty.clone()).unwrap_or_default();
             victims.retain(|i| !self.retired.contains(i));
+            if self.rng.chance(1, 2) {
+                return Ok(self.rot_region(&victims));
+            }
             let sectors = 200 + self.rng.below(2000) as usize;
             for index in victims {
                 let rotted = self.devices[index].rot_random(sectors);
@@ -1090,6 +1093,27 @@ impl Sim {
         self.trace
             .line(format!("rot {} sectors of device {index}", rotted.len()));
         Ok(Flow::Continue)
+    }
+
+    /// Beyond budget: garbage over the same region (64 KiB to 4 MiB at one offset) of every
+    /// victim, as a bad zone or a burst of stray writes leaves it (issue 17). Metadata keeps
+    /// a copy elsewhere, so the pool must stay importable and only data in the region is
+    /// lost; the model's reads still never accept wrong bytes.
+    fn rot_region(&mut self, victims: &[usize]) -> Flow {
+        let Some(size) = victims.iter().map(|&i| self.devices[i].size_bytes()).min() else {
+            return Flow::Continue;
+        };
+        let len = (64 << 10) << self.rng.below(7);
+        let len = len.min(size);
+        let start = self.rng.below(size - len + 1) & !4095;
+        for &index in victims {
+            // A region past a device's end (a smaller replacement) rots nothing there.
+            let _ = self.devices[index].rot(start, len);
+        }
+        self.trace.line(format!(
+            "rot region {start:#x}+{len:#x} of devices {victims:?}"
+        ));
+        Flow::Continue
     }
 
     /// A faulty device vanishes, or a vanished one returns under a new path (export, move,
