@@ -749,18 +749,16 @@ pub(crate) fn pool_free_deflated(inner: &Imported) -> u64 {
     let slop = crate::admission::slop(size);
     inner
         .pool
-        .usage()
+        .allocation()
         .iter()
         .zip(&deflate)
         .enumerate()
         .filter(|(i, _)| !inner.pool.is_special_vdev(*i))
-        .map(|(_, (u, alloc))| {
+        .map(|(_, (&(vdev_size, allocated), alloc))| {
             // Each data vdev keeps its share of the pool's slop.
-            let share = u128::from(slop) * u128::from(u.size) / u128::from(size.max(1));
-            let usable = u
-                .size
-                .saturating_sub(u64::try_from(share).unwrap_or(u.size));
-            let free = usable.saturating_sub(u.allocated);
+            let share = u128::from(slop) * u128::from(vdev_size) / u128::from(size.max(1));
+            let usable = vdev_size.saturating_sub(u64::try_from(share).unwrap_or(vdev_size));
+            let free = usable.saturating_sub(allocated);
             u64::try_from(u128::from(free) * u128::from(128u64 << 10) / u128::from(*alloc))
                 .unwrap_or(u64::MAX)
         })

@@ -1055,6 +1055,13 @@ impl Pool {
         self.space.usage()
     }
 
+    /// `(size, allocated)` of every top-level vdev without the fragmentation of
+    /// [`Pool::usage`] (no free-tree walk): for the write path.
+    #[must_use]
+    pub fn allocation(&self) -> Vec<(u64, u64)> {
+        self.space.allocation()
+    }
+
     /// Why the pool is suspended, if it is.
     #[must_use]
     pub fn suspended(&self) -> Option<&str> {

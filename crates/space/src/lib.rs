@@ -577,6 +577,20 @@ impl SpaceManager {
         held + deferred
     }
 
+    /// `(size, allocated)` of every top-level vdev, as [`SpaceManager::usage`] counts them,
+    /// without walking a free tree: what write admission asks on every write (the
+    /// fragmentation `usage` adds visits every free segment of the pool).
+    #[must_use]
+    pub fn allocation(&self) -> Vec<(u64, u64)> {
+        self.vdevs
+            .iter()
+            .map(|v| match v.class {
+                VdevClass::Log => (0, 0),
+                _ => (v.geometry.asize(), v.allocated),
+            })
+            .collect()
+    }
+
     /// Usage of every top-level vdev. A log device is not pool capacity (as `zpool list`
     /// leaves log devices out of SIZE): it reports size and allocated 0.
     #[must_use]
