@@ -18,6 +18,58 @@ pub(crate) struct Cli {
     pub(crate) command: Command,
 }
 
+/// The command line as `tarn` parses it, and which name the program was called by.
+#[derive(Debug)]
+pub(crate) struct EntryArgs {
+    /// `zpool`, `zfs` or `tarn`.
+    pub(crate) called: &'static str,
+    /// `argv` as `tarn` takes it: `zpool VERB ...` becomes `tarn pool VERB ...`.
+    pub(crate) args: Vec<std::ffi::OsString>,
+}
+
+/// ZFS's entry points: called as `zpool` (a link to this binary), the arguments are those of
+/// `tarn pool`; called as `zfs`, those of `tarn` itself (the dataset verbs). Any other name
+/// is `tarn`.
+pub(crate) fn entry_point(mut argv: Vec<std::ffi::OsString>) -> EntryArgs {
+    let name = argv
+        .first()
+        .map(std::path::Path::new)
+        .and_then(std::path::Path::file_name)
+        .and_then(std::ffi::OsStr::to_str)
+        .unwrap_or("tarn");
+    let called = match name {
+        "zpool" => "zpool",
+        "zfs" => "zfs",
+        _ => "tarn",
+    };
+    if called == "zpool" {
+        // Global flags (`-j`) may come first, as in `zpool -j status`: clap takes them after
+        // `pool` as well.
+        argv.insert(1.min(argv.len()), "pool".into());
+    }
+    EntryArgs { called, args: argv }
+}
+
+/// Prints a parse error and exits. Under `zpool` and `zfs` a verb tarn does not have is one
+/// line naming it (a script must never get a different meaning or a page of usage); help,
+/// version and other errors print as clap words them.
+pub(crate) fn parse_error(argv: &EntryArgs, error: &clap::Error) -> ! {
+    use clap::error::ErrorKind;
+    let unknown = error.kind() == ErrorKind::InvalidSubcommand;
+    if argv.called != "tarn" && unknown {
+        let verb = match error.get(clap::error::ContextKind::InvalidSubcommand) {
+            Some(clap::error::ContextValue::String(verb)) => verb.clone(),
+            _ => String::new(),
+        };
+        eprintln!(
+            "{}: unsupported command '{verb}': tarn has no such verb (see 'tarn --help')",
+            argv.called
+        );
+        std::process::exit(2);
+    }
+    error.exit()
+}
+
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
     /// Run the daemon in the foreground (the CLI starts it on demand).

@@ -54,8 +54,6 @@ mod run;
 mod userspace;
 mod vdevspec;
 
-use clap::Parser;
-
 /// jemalloc, for the daemon above all: it hands freed pages back to the system after a few
 /// seconds and keeps a bounded number of arenas, so the daemon's RSS follows what it holds
 /// (glibc's malloc kept freed ARC blocks resident in every thread's arena: issue 15 and
@@ -64,7 +62,11 @@ use clap::Parser;
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 fn main() {
-    let cli = args::Cli::parse();
+    let argv = args::entry_point(std::env::args_os().collect());
+    let cli = match clap::Parser::try_parse_from(&argv.args) {
+        Ok(cli) => cli,
+        Err(error) => args::parse_error(&argv, &error),
+    };
     let outcome = run::run(cli);
     print!("{}", outcome.stdout);
     eprint!("{}", outcome.stderr);

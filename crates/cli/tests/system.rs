@@ -1260,3 +1260,72 @@ fn a_truncated_device_comes_back_with_online_or_replace_in_place() {
     ));
     assert_eq!(status_state(&rig.ok("pool status tank")), "ONLINE");
 }
+
+/// Runs the tarn binary through a link named `name` (`zpool`, `zfs`) in the rig's root.
+fn run_as(rig: &Rig, name: &str, line: &str) -> std::process::Output {
+    let link = rig.root().join(name);
+    if !link.exists() {
+        std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_tarn"), &link).unwrap();
+    }
+    std::process::Command::new(&link)
+        .arg("--rundir")
+        .arg(&rig.rundir)
+        .args(line.split(' '))
+        .current_dir(rig.root())
+        .env_remove("TARN_RUNDIR")
+        .env("TARN_ALTROOT", rig.root().join("altroot"))
+        .output()
+        .unwrap()
+}
+
+// DESCRIPTION: the binary called as `zpool` takes `tarn pool`'s arguments and as `zfs` the
+// dataset verbs, printing what `tarn` prints for the same request; a verb tarn lacks is one
+// line on stderr and exit status 2, with nothing changed.
+// STRATEGY: links named zpool and zfs to the test binary, their output compared with
+// `tarn`'s; a refused verb against an image of the devices.
+#[test]
+fn zpool_and_zfs_entry_points() {
+    let rig = Rig::new();
+    let devices = rig.devices("d", "disk", 3);
+    let created = run_as(
+        &rig,
+        "zpool",
+        &format!("create -m none tank raidz1 {}", join(&devices)),
+    );
+    assert!(created.status.success(), "{created:?}");
+    let zfs = run_as(&rig, "zfs", "create tank/a");
+    assert!(zfs.status.success(), "{zfs:?}");
+    let stdout = |out: std::process::Output| String::from_utf8(out.stdout).unwrap();
+    assert_eq!(
+        stdout(run_as(&rig, "zpool", "status tank")),
+        rig.ok("pool status tank")
+    );
+    assert_eq!(
+        stdout(run_as(&rig, "zpool", "-j list tank")),
+        rig.ok("-j pool list tank")
+    );
+    assert_eq!(
+        stdout(run_as(&rig, "zfs", "list -H -p -o name,used")),
+        rig.ok("list -H -p -o name,used")
+    );
+    assert_eq!(
+        stdout(run_as(&rig, "zfs", "get -Hp -o value used tank/a")),
+        { rig.ok("get -Hp -o value used tank/a") }
+    );
+    let before = rig.image();
+    for (name, line, verb) in [
+        ("zfs", "allow tank/a", "allow"),
+        ("zpool", "checkpoint tank", "checkpoint"),
+    ] {
+        let out = run_as(&rig, name, line);
+        assert_eq!(out.status.code(), Some(2), "{out:?}");
+        assert_eq!(
+            String::from_utf8(out.stderr).unwrap(),
+            format!(
+                "{name}: unsupported command '{verb}': tarn has no such verb (see 'tarn --help')\n"
+            )
+        );
+        assert!(out.stdout.is_empty());
+    }
+    assert_same_image(&before, &rig.image(), "unsupported verbs");
+}
