@@ -187,6 +187,40 @@ fn kill_daemon(rig: &Rig) {
     wait_gone(pid.trim());
 }
 
+// DESCRIPTION: SIGTERM (systemd's stop) stops the daemon cleanly, as `daemon --stop` does:
+// the mount is unmounted (not left dead), the pool synced, the socket and pid file removed,
+// the log says why; the next command's daemon imports the pool from its cache and mounts
+// it, and data written without fsync before the signal is there.
+// STRATEGY: a file written through the mount, no fsync; kill -TERM the pid in tarn.pid.
+#[test]
+fn sigterm_stops_the_daemon_cleanly() {
+    if !fuse_or_skip("sigterm_stops_the_daemon_cleanly") {
+        return;
+    }
+    let rig = Rig::new();
+    let tank = pool_with_mount(&rig);
+    let data: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+    std::fs::write(tank.join("unsynced"), &data).unwrap();
+    let pid = std::fs::read_to_string(rig.rundir.join("tarn.pid")).unwrap();
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", pid.trim()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    wait_gone(pid.trim());
+    assert_eq!(fstype_at(&tank), None, "unmounted, not left dead");
+    assert!(!rig.rundir.join("tarn.pid").exists());
+    assert!(!rig.rundir.join("tarn.sock").exists());
+    let log = std::fs::read_to_string(rig.rundir.join("daemon.log")).unwrap();
+    assert!(
+        log.contains("signal 15: stopping") && log.ends_with("daemon stopped\n"),
+        "{log}"
+    );
+    assert!(rig.ok("pool list -H -o name").starts_with("tank"));
+    assert_eq!(fstype_at(&tank).as_deref(), Some("fuse.tarn"));
+    assert!(std::fs::read(tank.join("unsynced")).unwrap() == data);
+}
+
 // DESCRIPTION: SIGKILL of the daemon while a program writes through the mount. The writer
 // sees its mount die; the dead mount ("Transport endpoint is not connected") stays until
 // the next daemon, started by the next command, re-imports the pool from its cache file,

@@ -9,7 +9,8 @@
 //! # Model
 //! ```text
 //!   rundir/ (0700, owned by the daemon's uid)
-//!     tarn.pid    pid of the daemon; exclusively locked while it runs (one daemon per rundir)
+//!     tarn.pid    pid of the daemon; exclusively locked while it runs (one daemon per rundir);
+//!                 removed on clean exit (`daemon --stop`, SIGTERM, SIGINT)
 //!     tarn.sock   the socket (0600); removed on clean exit, replaced if stale at start
 //!     tarn.cache  pools to re-import at start (JSON, tarn-proto CacheFile), atomic rewrite
 //!     daemon.log  timestamped log lines; the autostarted daemon's stdout/stderr go here too

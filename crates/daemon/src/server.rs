@@ -47,11 +47,42 @@ pub fn serve(rundir: &Path, handler: Arc<dyn Handler>) -> Result<(), DaemonError
         idle: Condvar::new(),
         cache_lock: Mutex::new(()),
     });
+    let signals = watch_signals(&server)?;
     server.import_cache();
     server.accept_loop(&listener);
+    signals.close();
     drop(listener);
     server.stop();
+    // Still under the pid lock: a daemon starting now creates and locks a new file.
+    let _ = std::fs::remove_file(rundir.join(PID_FILE));
     Ok(())
+}
+
+/// SIGTERM (systemd's stop, `kill`) and SIGINT (^C) stop the daemon as `daemon --stop`
+/// does: requests finish, pools are synced and unmounted, the socket and pid file go.
+fn watch_signals(server: &Arc<Server>) -> Result<signal_hook::iterator::Handle, DaemonError> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let signal_error = |source| DaemonError::File {
+        what: "watch signals of",
+        path: server.socket.clone(),
+        source,
+    };
+    let mut signals =
+        signal_hook::iterator::Signals::new([SIGTERM, SIGINT]).map_err(signal_error)?;
+    let handle = signals.handle();
+    let waker = Arc::clone(server);
+    std::thread::Builder::new()
+        .name("tarn-signals".to_string())
+        .spawn(move || {
+            if let Some(signal) = signals.forever().next() {
+                waker.log.log(&format!("signal {signal}: stopping"));
+                waker.begin_shutdown();
+                // Wakes the accept loop, which sees `stopping` and returns.
+                let _ = UnixStream::connect(&waker.socket);
+            }
+        })
+        .map_err(signal_error)?;
+    Ok(handle)
 }
 
 /// Creates the rundir 0700 and checks that this uid owns it (the socket's privacy rests on
