@@ -49,13 +49,45 @@ pub fn serve(rundir: &Path, handler: Arc<dyn Handler>) -> Result<(), DaemonError
     });
     let signals = watch_signals(&server)?;
     server.import_cache();
+    notify_service_manager(&server.log, "READY=1");
     server.accept_loop(&listener);
+    notify_service_manager(&server.log, "STOPPING=1");
     signals.close();
     drop(listener);
     server.stop();
     // Still under the pid lock: a daemon starting now creates and locks a new file.
     let _ = std::fs::remove_file(rundir.join(PID_FILE));
     Ok(())
+}
+
+/// Tells systemd (a `Type=notify` unit: `$NOTIFY_SOCKET`, a datagram socket, `@` for the
+/// abstract namespace) the daemon's state: `READY=1` once it serves, with the cached pools
+/// imported and mounted, so units ordered after it find them; `STOPPING=1` when it stops.
+/// Without the variable (not a service) nothing is sent; a failure is logged, never fatal.
+fn notify_service_manager(log: &Logger, state: &str) {
+    let Some(path) = std::env::var_os("NOTIFY_SOCKET") else {
+        return;
+    };
+    let sent = (|| -> std::io::Result<()> {
+        let socket = std::os::unix::net::UnixDatagram::unbound()?;
+        let bytes = path.as_encoded_bytes();
+        match bytes.strip_prefix(b"@") {
+            Some(name) => {
+                use std::os::linux::net::SocketAddrExt;
+                let address = std::os::unix::net::SocketAddr::from_abstract_name(name)?;
+                socket.send_to_addr(state.as_bytes(), &address)?;
+            }
+            None => {
+                socket.send_to(state.as_bytes(), &path)?;
+            }
+        }
+        Ok(())
+    })();
+    if let Err(error) = sent {
+        log.log(&format!(
+            "cannot notify the service manager ({state}): {error}"
+        ));
+    }
 }
 
 /// SIGTERM (systemd's stop, `kill`) and SIGINT (^C) stop the daemon as `daemon --stop`
