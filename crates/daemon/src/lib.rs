@@ -78,6 +78,7 @@ mod client;
 mod lineio;
 mod log;
 pub mod memory;
+pub mod metrics;
 pub mod mounts;
 pub mod nbd;
 mod passfd;

@@ -1,0 +1,152 @@
+//! Prometheus metrics (issue 21): the daemon's `/metrics` passes `promtool check metrics`, a
+//! real Prometheus server scrapes it, and a query sees the pool's health change when a device
+//! goes offline. Skips with a printed reason when `promtool` or `prometheus` is missing
+//! (`.ci/run` installs Debian's `prometheus`).
+
+#![allow(clippy::unwrap_used)] // Test code: a failed unwrap is a failed test.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::{Rig, join, run_tarn};
+
+/// A TCP port nothing listens on now.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `GET path` over HTTP/1.0: the status line and the body.
+fn http_get(address: &str, path: &str) -> std::io::Result<(String, String)> {
+    let mut stream = std::net::TcpStream::connect(address)?;
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {address}\r\n\r\n")?;
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply)?;
+    let (head, body) = reply.split_once("\r\n\r\n").unwrap_or((&reply, ""));
+    let status = head.lines().next().unwrap_or("").to_string();
+    Ok((status, body.to_string()))
+}
+
+/// The value Prometheus has for `query` (an instant vector of one sample), if any.
+fn query(prometheus: &str, query: &str) -> Option<String> {
+    let path = format!("/api/v1/query?query={}", query.replace('"', "%22"));
+    let (_, body) = http_get(prometheus, &path.replace('{', "%7B").replace('}', "%7D")).ok()?;
+    let json: serde_json::Value = serde_json::from_str(&body).ok()?;
+    let value = &json["data"]["result"][0]["value"][1];
+    value.as_str().map(str::to_string)
+}
+
+/// Waits (up to 60 s) until Prometheus answers `query` with `want`.
+fn wait_for(prometheus: &str, text: &str, want: &str) {
+    for _ in 0..600 {
+        if query(prometheus, text).as_deref() == Some(want) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("{text} never became {want}: {:?}", query(prometheus, text));
+}
+
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+// DESCRIPTION: the metrics of a pool and its datasets under the ZFS exporter's names pass
+// promtool's lint; a Prometheus server scraping the daemon every second sees the pool
+// healthy (0), then degraded (1) once a device is taken offline; other paths get 404.
+// STRATEGY: the daemon started with TARN_METRICS_ADDR on a free loopback port; Prometheus
+// in a temp dir on another; its HTTP query API polled.
+#[test]
+fn prometheus_scrapes_pool_and_dataset_metrics() {
+    let tools = ["promtool", "prometheus"];
+    if let Some(missing) = tools
+        .iter()
+        .find(|t| Command::new(t).arg("--version").output().is_err())
+    {
+        println!("prometheus_scrapes_pool_and_dataset_metrics: skipped: no {missing}");
+        return;
+    }
+    let rig = Rig::new();
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let devices = rig.devices("d", "disk", 3);
+    let create = format!("pool create -m none tank raidz1 {}", join(&devices));
+    let env = [("TARN_METRICS_ADDR", metrics.as_str())];
+    run_tarn(&rig.rundir, rig.root(), &create, &env).ok(&create);
+    rig.ok("create tank/a");
+
+    let (status, body) = http_get(&metrics, "/metrics").unwrap();
+    assert_eq!(status, "HTTP/1.0 200 OK");
+    assert!(
+        body.contains("\nzfs_pool_health{pool=\"tank\"} 0\n"),
+        "{body}"
+    );
+    let used = "zfs_dataset_used_bytes{name=\"tank/a\",pool=\"tank\",type=\"filesystem\"} ";
+    assert!(body.contains(used), "{body}");
+    let lint = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .output_with(&body);
+    assert!(lint.status.success(), "{lint:?}");
+    assert_eq!(http_get(&metrics, "/").unwrap().0, "HTTP/1.0 404 Not Found");
+
+    let web = format!("127.0.0.1:{}", free_port());
+    let config = rig.root().join("prometheus.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: tarn\n    \
+             static_configs:\n      - targets: ['{metrics}']\n"
+        ),
+    )
+    .unwrap();
+    let server = Command::new("prometheus")
+        .arg(format!("--config.file={}", config.display()))
+        .arg(format!(
+            "--storage.tsdb.path={}",
+            rig.root().join("tsdb").display()
+        ))
+        .arg(format!("--web.listen-address={web}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let _server = Killed(server);
+    wait_for(&web, "zfs_pool_health{pool=\"tank\"}", "0");
+    rig.ok(&format!("pool offline tank {}", devices[1]));
+    wait_for(&web, "zfs_pool_health{pool=\"tank\"}", "1");
+    rig.ok("daemon --stop");
+}
+
+/// `Command::output` with `input` written to the child's stdin.
+trait OutputWith {
+    fn output_with(&mut self, input: &str) -> std::process::Output;
+}
+
+impl OutputWith for Command {
+    fn output_with(&mut self, input: &str) -> std::process::Output {
+        let mut child = self
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    }
+}
