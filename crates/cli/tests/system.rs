@@ -1329,3 +1329,87 @@ fn zpool_and_zfs_entry_points() {
     }
     assert_same_image(&before, &rig.image(), "unsupported verbs");
 }
+
+/// An executable shell script `name` in `dir` running `body`.
+fn hook(dir: &Path, name: &str, body: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join(name);
+    std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+// DESCRIPTION: event hooks run as ZED runs zedlets: for each event every executable named
+// `all-*` or `<subclass>-*` in the hook directory, with the event's fields in ZEVENT_*
+// variables; files that are not executable, and hooks of other subclasses, do not run.
+// STRATEGY: a daemon started with TARN_ZEDLETS; hooks that write their environment to files;
+// a scrub (scrub_start, scrub_finish); the files polled for up to 20 s.
+#[test]
+fn event_hooks_run_like_zedlets() {
+    use std::os::unix::fs::PermissionsExt;
+    let rig = Rig::new();
+    let hooks = rig.root().join("zed.d");
+    let out = rig.root().join("out");
+    std::fs::create_dir_all(&hooks).unwrap();
+    std::fs::create_dir_all(&out).unwrap();
+    let out_dir = out.display();
+    hook(
+        &hooks,
+        "all-log.sh",
+        &format!("env | grep ^ZEVENT_ | sort > {out_dir}/all-$ZEVENT_EID"),
+    );
+    hook(
+        &hooks,
+        "scrub_finish-mark",
+        &format!("echo \"$ZEVENT_POOL\" > {out_dir}/finished"),
+    );
+    hook(
+        &hooks,
+        "resilver_finish-other",
+        &format!("touch {out_dir}/other"),
+    );
+    hook(
+        &hooks,
+        "scrub_start-not-executable",
+        &format!("touch {out_dir}/wrong"),
+    );
+    let plain = hooks.join("scrub_start-not-executable");
+    std::fs::set_permissions(&plain, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let devices = rig.devices("d", "disk", 3);
+    let create = format!("pool create -m none tank raidz1 {}", join(&devices));
+    let hook_dir = hooks.display().to_string();
+    run_tarn(
+        &rig.rundir,
+        rig.root(),
+        &create,
+        &[("TARN_ZEDLETS", hook_dir.as_str())],
+    )
+    .ok(&create);
+    rig.ok("pool scrub -w tank");
+    let finished = out.join("finished");
+    // The hooks run on the daemon's hook thread, within a second or so of the event.
+    for _ in 0..200 {
+        if !finished.exists() {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
+    assert_eq!(std::fs::read_to_string(&finished).unwrap(), "tank\n");
+    let logged = std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().path());
+    let finish = logged
+        .filter(|path| path.to_string_lossy().contains("/all-"))
+        .map(|path| std::fs::read_to_string(path).unwrap())
+        .find(|env| env.contains("ZEVENT_SUBCLASS=scrub_finish\n"))
+        .expect("the all- hook ran for scrub_finish");
+    assert!(
+        finish.contains("ZEVENT_CLASS=sysevent.fs.zfs.scrub_finish\n"),
+        "{finish}"
+    );
+    assert!(finish.contains("ZEVENT_POOL=tank\n") && finish.contains("ZEVENT_SCAN_ERRORS=0\n"));
+    assert!(
+        !out.join("wrong").exists(),
+        "a file that is not executable ran"
+    );
+    assert!(
+        !out.join("other").exists(),
+        "a hook of another subclass ran"
+    );
+}

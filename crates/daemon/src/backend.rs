@@ -386,6 +386,7 @@ impl EngineBackend {
         ));
         crate::memory::ArcControl::start(&backend.arc)?;
         backend.nbd = crate::nbd::NbdTable::new(Arc::clone(&backend.engine), Some(rundir));
+        crate::zedlets::start(&backend.engine, rundir)?;
         for problem in crate::metrics::start(&backend.engine, rundir) {
             // The daemon serves without metrics; its log (stderr) says why.
             eprintln!("metrics not served: {problem}");

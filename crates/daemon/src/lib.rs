@@ -83,6 +83,7 @@ pub mod mounts;
 pub mod nbd;
 mod passfd;
 mod server;
+pub mod zedlets;
 
 use std::path::PathBuf;
 
