@@ -71,7 +71,24 @@ pub(crate) enum Command {
         /// Defer: a held snapshot is destroyed when its last hold is released.
         #[arg(short = 'd')]
         defer: bool,
+        /// Destroy dependents too: the clones of the snapshots destroyed (implies -r).
+        #[arg(short = 'R')]
+        dependents: bool,
         /// Dataset or snapshot name.
+        name: String,
+    },
+    /// Create a clone: a writable dataset that starts as a snapshot's content and shares
+    /// its blocks.
+    Clone {
+        /// Create missing parent datasets.
+        #[arg(short = 'p')]
+        parents: bool,
+        /// Property (repeatable).
+        #[arg(short = 'o', value_parser = property_pair, value_name = "PROPERTY=VALUE")]
+        properties: Vec<(String, String)>,
+        /// The origin snapshot (DATASET@SNAPSHOT).
+        snapshot: String,
+        /// The new dataset's name.
         name: String,
     },
     /// Place a user hold on snapshots (a held snapshot cannot be destroyed).
@@ -209,6 +226,12 @@ pub(crate) enum Command {
         /// Destroy snapshots more recent than the one named.
         #[arg(short = 'r')]
         recursive: bool,
+        /// Destroy those snapshots' clones too (implies -r).
+        #[arg(short = 'R')]
+        dependents: bool,
+        /// Unmount those clones even when busy (with -R).
+        #[arg(short = 'f')]
+        force: bool,
         /// Snapshot name (DATASET@SNAPSHOT).
         name: String,
     },

@@ -94,15 +94,8 @@ pub(crate) fn plan(command: Command, cwd: &Path) -> Result<Plan, Outcome> {
                 }),
             },
         ),
-        Command::Destroy {
-            recursive,
-            force,
-            dry_run,
-            verbose,
-            parsable,
-            defer,
-            name,
-        } => plan_destroy(name, recursive, force, dry_run, defer, verbose, parsable)?,
+        command @ Command::Destroy { .. } => plan_destroy(command)?,
+        command @ (Command::Clone { .. } | Command::Rollback { .. }) => plan_clone_verbs(command),
         command @ (Command::Hold { .. } | Command::Release { .. } | Command::Holds { .. }) => {
             plan_holds(command)
         }
@@ -118,11 +111,6 @@ pub(crate) fn plan(command: Command, cwd: &Path) -> Result<Plan, Outcome> {
                 recursive,
                 properties,
             },
-        ),
-        Command::Rollback { recursive, name } => silent(
-            "rollback to",
-            &name.clone(),
-            Request::Rollback { name, recursive },
         ),
         command @ (Command::Send { .. } | Command::Receive { .. }) => plan_stream(command),
         Command::Rename { old, new } => {
@@ -293,15 +281,57 @@ fn plan_holds(command: Command) -> Plan {
     }
 }
 
-fn plan_destroy(
-    name: String,
-    recursive: bool,
-    force: bool,
-    dry_run: bool,
-    defer: bool,
-    verbose: bool,
-    parsable: bool,
-) -> Result<Plan, Outcome> {
+/// `clone` and `rollback`.
+fn plan_clone_verbs(command: Command) -> Plan {
+    match command {
+        Command::Clone {
+            parents,
+            properties,
+            snapshot,
+            name,
+        } => silent(
+            "create",
+            &name.clone(),
+            Request::Clone {
+                origin: snapshot,
+                name,
+                properties,
+                parents,
+            },
+        ),
+        Command::Rollback {
+            recursive,
+            dependents,
+            force,
+            name,
+        } => silent(
+            "rollback to",
+            &name.clone(),
+            Request::Rollback {
+                name,
+                recursive,
+                dependents,
+                force,
+            },
+        ),
+        _ => unreachable!("plan_clone_verbs is called only for clone and rollback"),
+    }
+}
+
+fn plan_destroy(command: Command) -> Result<Plan, Outcome> {
+    let Command::Destroy {
+        recursive,
+        force,
+        dry_run,
+        verbose,
+        parsable,
+        defer,
+        dependents,
+        name,
+    } = command
+    else {
+        unreachable!("plan_destroy is called only for destroy");
+    };
     let snapshot = name.contains('@');
     if defer && !snapshot {
         return Err(refuse(
@@ -336,6 +366,7 @@ fn plan_destroy(
             force,
             dry_run,
             defer,
+            dependents,
         },
     })
 }

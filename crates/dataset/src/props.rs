@@ -147,6 +147,7 @@ pub const DATASET_PROPS: &[PropDef] = &[
     stat("written"),
     stat("createtxg"),
     stat("snapshot_count"),
+    stat("origin"),
     prop("acltype", PropKind::Enum(ACLTYPE), true, "off"),
     prop("relatime", PropKind::OnOff, true, "on"),
     prop("sync", PropKind::Enum(SYNC), true, "standard"),

@@ -23,6 +23,8 @@ pub struct SnapshotDestroyReport {
     pub destroyed: Vec<String>,
     /// Deflated bytes freed (or that would be freed).
     pub reclaimed: u64,
+    /// Full names of the clones (and their descendants) `-R` destroyed with them.
+    pub datasets: Vec<String>,
 }
 
 /// The snapshot names a destroy argument selects in one dataset's list (oldest first):
@@ -126,6 +128,21 @@ impl Engine {
         defer: bool,
         command: &str,
     ) -> Result<SnapshotDestroyReport, EngineError> {
+        self.destroy_snapshots_with(spec, recursive, dry_run, defer, false, command)
+    }
+
+    /// [`Engine::destroy_snapshots_or_defer`]; a snapshot with clones refuses it unless
+    /// `dependents` (`-R`): then the clones and what depends on them go first, in the same
+    /// txg.
+    pub fn destroy_snapshots_with(
+        &self,
+        spec: &str,
+        recursive: bool,
+        dry_run: bool,
+        defer: bool,
+        dependents: bool,
+        command: &str,
+    ) -> Result<SnapshotDestroyReport, EngineError> {
         let _admin = self.admin();
         let (dataset, list) = spec
             .split_once('@')
@@ -137,6 +154,7 @@ impl Engine {
         let id = inner.datasets.lookup(dataset)?;
         let ids = inner.datasets.selected(id, recursive);
         let (plan, held) = destroy_plan(&inner, &ids, list, defer)?;
+        let clones = plan_dependents(&inner, &plan, dependents)?;
         if !held.is_empty() && !dry_run {
             // Marked before the destroys below shift the indices.
             mark_deferred(&mut inner, &held)?;
@@ -152,7 +170,13 @@ impl Engine {
                 "could not find any snapshots to destroy; check snapshot names",
             ));
         }
-        let mut report = SnapshotDestroyReport::default();
+        let mut report = SnapshotDestroyReport {
+            datasets: clones
+                .iter()
+                .map(|d| inner.datasets.node(*d).name.clone())
+                .collect(),
+            ..SnapshotDestroyReport::default()
+        };
         for (at, picked) in &plan {
             let name = inner.datasets.node(*at).name.clone();
             for index in picked {
@@ -166,6 +190,7 @@ impl Engine {
             }
             return Ok(report);
         }
+        crate::clone_ops::destroy_set(&mut inner, &clones)?;
         for (at, picked) in plan {
             for index in picked.into_iter().rev() {
                 report.reclaimed += destroy_one_snapshot(&mut inner, at, index)?;
@@ -179,11 +204,25 @@ impl Engine {
     /// (uncommitted changes are dropped); later snapshots are destroyed with `-r` and refuse
     /// the rollback otherwise. The caller remounts the dataset.
     pub fn rollback(&self, full: &str, recursive: bool, command: &str) -> Result<(), EngineError> {
+        self.rollback_with(full, recursive, false, command)
+    }
+
+    /// `tarn rollback [-r] [-R] DS@SNAP`: with `dependents` (`-R`, implying `-r`) the clones
+    /// of the later snapshots (and what depends on them) are destroyed too, in the same txg;
+    /// without it such clones refuse the rollback.
+    pub fn rollback_with(
+        &self,
+        full: &str,
+        recursive: bool,
+        dependents: bool,
+        command: &str,
+    ) -> Result<(), EngineError> {
         let _admin = self.admin();
         let (dataset, snap) = snapshot::split_name(full)?;
         let handle = self.pool(pool_of(dataset))?;
         let mut inner = handle.lock();
-        self.rollback_check(&inner, full, recursive)?;
+        let clones = self.rollback_check(&inner, full, recursive || dependents, dependents)?;
+        crate::clone_ops::destroy_set(&mut inner, &clones)?;
         let id = inner.datasets.lookup(dataset)?;
         let (index, _) = inner.datasets.node(id).snapshot(snap).expect("checked");
         let later = inner.datasets.node(id).snapshots.len() - 1 - index;
@@ -199,18 +238,35 @@ impl Engine {
     /// Whether `tarn rollback [-r] DS@SNAP` would be refused (front ends ask before they
     /// unmount).
     pub fn rollback_check_name(&self, full: &str, recursive: bool) -> Result<(), EngineError> {
+        self.rollback_targets(full, recursive, false).map(|_| ())
+    }
+
+    /// The clones `tarn rollback [-r] [-R] DS@SNAP` would destroy (full names), or why it
+    /// would be refused (front ends ask before they unmount).
+    pub fn rollback_targets(
+        &self,
+        full: &str,
+        recursive: bool,
+        dependents: bool,
+    ) -> Result<Vec<String>, EngineError> {
         let (dataset, _) = snapshot::split_name(full)?;
         let handle = self.pool(pool_of(dataset))?;
         let inner = handle.lock();
-        self.rollback_check(&inner, full, recursive)
+        let clones = self.rollback_check(&inner, full, recursive || dependents, dependents)?;
+        Ok(clones
+            .into_iter()
+            .map(|d| inner.datasets.node(d).name.clone())
+            .collect())
     }
 
+    /// The checks of a rollback; returns the clones `-R` destroys with the later snapshots.
     fn rollback_check(
         &self,
         inner: &Imported,
         full: &str,
         recursive: bool,
-    ) -> Result<(), EngineError> {
+        dependents: bool,
+    ) -> Result<std::collections::BTreeSet<DatasetId>, EngineError> {
         let (dataset, snap) = snapshot::split_name(full)?;
         inner.check_writable()?;
         let id = inner.datasets.lookup(dataset)?;
@@ -235,7 +291,10 @@ impl Engine {
                 later.join(", ")
             )));
         }
-        Ok(())
+        let picked = vec![(id, (index + 1..node.snapshots.len()).collect())];
+        let clones = plan_dependents(inner, &picked, dependents)?;
+        assert!(dependents || clones.is_empty(), "clones refuse without -R");
+        Ok(clones)
     }
 
     /// `tarn set PROP=VAL... DS@SNAP`: only user properties exist on snapshots.
@@ -355,6 +414,37 @@ fn destroy_plan(
     Ok((plan, held))
 }
 
+/// The datasets that depend on the snapshots of `plan` through clones: refused unless
+/// `dependents` (`-R`), then every one of them, none held.
+fn plan_dependents(
+    inner: &Imported,
+    plan: &[(DatasetId, Vec<usize>)],
+    dependents: bool,
+) -> Result<std::collections::BTreeSet<DatasetId>, EngineError> {
+    let tree = &inner.datasets;
+    let roots: Vec<(DatasetId, ObjectId)> = plan
+        .iter()
+        .flat_map(|(at, picked)| {
+            picked
+                .iter()
+                .map(move |i| (*at, tree.node(*at).snapshots[*i].id))
+        })
+        .collect();
+    let none = std::collections::BTreeSet::new();
+    if !dependents {
+        crate::clone_ops::refuse_dependents(tree, &roots, &none, "snapshot")?;
+        return Ok(none);
+    }
+    let set = crate::clone_ops::dependents(tree, &roots);
+    let held = set
+        .iter()
+        .any(|d| tree.node(*d).snapshots.iter().any(|s| !s.holds.is_empty()));
+    if held {
+        return Err(invalid("dataset is busy"));
+    }
+    Ok(set)
+}
+
 /// Marks the held snapshots `held` (dataset, index) `defer_destroy=on` (`destroy -d`).
 fn mark_deferred(inner: &mut Imported, held: &[(DatasetId, usize)]) -> Result<(), EngineError> {
     let Imported {
@@ -421,12 +511,14 @@ pub(crate) fn destroy_one_snapshot(
     } = inner;
     let reader = pool.reader();
     let node = datasets.node_mut(id);
+    let floor = node.floor();
     let (blocks, space) = snapshot::destroy(
         mos.objset(),
         &reader,
         &mut node.header,
         &mut node.snapshots,
         index,
+        floor,
     )?;
     node.header_dirty = true;
     destroyed.extend(blocks);
@@ -460,7 +552,9 @@ fn reclaim_estimate(
             end += 1;
         }
         at += 1;
-        let after = start.checked_sub(1).map_or(0, |p| snaps[p].header.txg.0);
+        let after = start
+            .checked_sub(1)
+            .map_or(node.floor(), |p| snaps[p].header.txg.0);
         let upto = snaps[end].header.txg.0;
         let mut lists: Vec<ObjectId> = snaps[start + 1..=end]
             .iter()
@@ -507,7 +601,10 @@ pub(crate) fn rollback_head(inner: &mut Imported, id: DatasetId) -> Result<(), E
         &mut |bp: &BlockPtr, _| born_after.push(*bp),
     )?;
     let node = datasets.node_mut(id);
-    snapshot::rollback(mos.objset(), &reader, &mut node.header, &latest)?;
+    let floor = node.floor();
+    snapshot::rollback(mos.objset(), &reader, &mut node.header, &latest, floor)?;
+    // The head's dead list went: what a clone let go of of its origin is counted again.
+    node.load_origin(mos.objset(), &reader)?;
     node.objset = ObjectSet::open(&reader, &latest.header.objset)?;
     node.pending = tarn_posix::Pending::default();
     node.header_dirty = true;
@@ -546,6 +643,7 @@ const SNAPSHOT_PROPS: &[&str] = &[
     "createtxg",
     "guid",
     "written",
+    "clones",
     "logicalreferenced",
     "userrefs",
     "defer_destroy",
@@ -641,6 +739,14 @@ fn snapshot_prop(
         "guid" => text(header.guid.0.to_string()),
         "written" => size_row(property, written_of_snapshot(inner, id, index)?),
         "userrefs" => text(snap.holds.len().to_string()),
+        "clones" => {
+            let tree = &inner.datasets;
+            let names: Vec<String> = crate::clone_ops::clones_of(tree, snap.id)
+                .into_iter()
+                .map(|d| tree.node(d).name.clone())
+                .collect();
+            text(names.join(","))
+        }
         "defer_destroy" => text(if snap.defer_destroy { "on" } else { "off" }.into()),
         _ if props::is_user_prop(property) => {
             let found = user_props(inner, id, index)
@@ -666,7 +772,7 @@ fn snapshot_prop(
 }
 
 /// Names that are valid for `list -o` of snapshots even though datasets lack them.
-const SNAPSHOT_ONLY: &[&str] = &["avail", "userrefs", "defer_destroy"];
+const SNAPSHOT_ONLY: &[&str] = &["avail", "userrefs", "defer_destroy", "clones"];
 
 fn unique(inner: &mut Imported, id: DatasetId, index: usize) -> Result<u64, EngineError> {
     let Imported {
@@ -682,6 +788,7 @@ fn unique(inner: &mut Imported, id: DatasetId, index: usize) -> Result<u64, Engi
         &node.header,
         &node.snapshots,
         index,
+        node.floor(),
     )?;
     Ok(space.used)
 }
@@ -701,9 +808,11 @@ fn written_of_snapshot(
     } = inner;
     let node = datasets.node(id);
     let snap = &node.snapshots[index];
-    let previous = index
-        .checked_sub(1)
-        .map_or(0, |p| node.snapshots[p].header.referenced);
+    // A clone's first snapshot is measured against its origin, as ZFS does.
+    let previous = index.checked_sub(1).map_or_else(
+        || node.origin.map_or(0, |o| o.referenced),
+        |p| node.snapshots[p].header.referenced,
+    );
     let dead = snapshot::deadlist_space(mos.objset(), &pool.reader(), snap.header.deadlist)?;
     Ok((snap.header.referenced + dead.used).saturating_sub(previous))
 }
@@ -718,11 +827,14 @@ pub(crate) fn written_of_head(inner: &mut Imported, id: DatasetId) -> Result<u64
         ..
     } = inner;
     let node = datasets.node(id);
-    let Some(latest) = node.snapshots.last() else {
-        return Ok(node.header.referenced);
+    // Measured against the latest snapshot, or a clone's origin without one.
+    let previous = match (node.snapshots.last(), node.origin) {
+        (Some(latest), _) => latest.header.referenced,
+        (None, Some(origin)) => origin.referenced,
+        (None, None) => return Ok(node.header.referenced),
     };
     let dead = snapshot::deadlist_space(mos.objset(), &pool.reader(), node.header.snap.deadlist)?;
-    Ok((node.header.referenced + dead.used).saturating_sub(latest.header.referenced))
+    Ok((node.header.referenced + dead.used).saturating_sub(previous))
 }
 
 /// Frees every snapshot structure of dataset `id` being destroyed and returns the blocks of
@@ -740,11 +852,13 @@ pub(crate) fn destroy_all_snapshots(
     let reader = pool.reader();
     let node = datasets.node_mut(id);
     let snapshots = std::mem::take(&mut node.snapshots);
+    let floor = node.floor();
     Ok(snapshot::destroy_all(
         mos.objset(),
         &reader,
         &mut node.header,
         &snapshots,
+        floor,
     )?)
 }
 

@@ -409,6 +409,20 @@ pub enum Request {
         /// Held snapshots are marked to go at their last release (`-d`; snapshots).
         #[serde(default)]
         defer: bool,
+        /// Clones depending on the snapshots destroyed go too (`-R`).
+        #[serde(default)]
+        dependents: bool,
+    },
+    /// `tarn clone [-p] [-o prop=val]... DS@SNAP NEWDS`.
+    Clone {
+        /// The origin snapshot (`pool/ds@snap`).
+        origin: String,
+        /// The new dataset's full name.
+        name: String,
+        /// Properties, in command-line order.
+        properties: Vec<(String, String)>,
+        /// Create missing parents (`-p`).
+        parents: bool,
     },
     /// `tarn hold [-r] TAG SNAP...`.
     Hold {
@@ -452,6 +466,12 @@ pub enum Request {
         name: String,
         /// Destroy later snapshots (`-r`).
         recursive: bool,
+        /// Destroy their clones too (`-R`).
+        #[serde(default)]
+        dependents: bool,
+        /// Unmount those clones even when busy (`-f`).
+        #[serde(default)]
+        force: bool,
     },
     /// `tarn send [-i SNAP | -I SNAP] SNAP`: the stream goes to the descriptor the client
     /// passes after `ServerLine::StreamWanted`.
@@ -633,6 +653,7 @@ impl Request {
             Request::PoolIostat { .. } => "pool_iostat",
             Request::DatasetCreate { .. } => "dataset_create",
             Request::DatasetDestroy { .. } => "dataset_destroy",
+            Request::Clone { .. } => "clone",
             Request::Snapshot { .. } => "snapshot",
             Request::Rollback { .. } => "rollback",
             Request::Hold { .. } => "hold",
