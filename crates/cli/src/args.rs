@@ -77,6 +77,12 @@ pub(crate) enum Command {
         /// Dataset or snapshot name.
         name: String,
     },
+    /// Promote a clone: the origin's snapshots up to the clone's origin move to it and the
+    /// origin becomes its clone (so the origin can be destroyed).
+    Promote {
+        /// The clone.
+        name: String,
+    },
     /// Create a clone: a writable dataset that starts as a snapshot's content and shares
     /// its blocks.
     Clone {

@@ -95,7 +95,9 @@ pub(crate) fn plan(command: Command, cwd: &Path) -> Result<Plan, Outcome> {
             },
         ),
         command @ Command::Destroy { .. } => plan_destroy(command)?,
-        command @ (Command::Clone { .. } | Command::Rollback { .. }) => plan_clone_verbs(command),
+        command @ (Command::Clone { .. } | Command::Rollback { .. } | Command::Promote { .. }) => {
+            plan_clone_verbs(command)
+        }
         command @ (Command::Hold { .. } | Command::Release { .. } | Command::Holds { .. }) => {
             plan_holds(command)
         }
@@ -314,7 +316,8 @@ fn plan_clone_verbs(command: Command) -> Plan {
                 force,
             },
         ),
-        _ => unreachable!("plan_clone_verbs is called only for clone and rollback"),
+        Command::Promote { name } => silent("promote", &name.clone(), Request::Promote { name }),
+        _ => unreachable!("plan_clone_verbs is called only for clone, promote and rollback"),
     }
 }
 

@@ -1265,7 +1265,7 @@ impl EngineBackend {
                 let spec = send_spec(request)?;
                 return Some(self.send(&spec, Box::new(std::io::sink()), &mut |_| {}));
             }
-            Request::Rollback { .. } | Request::Clone { .. } => {
+            Request::Rollback { .. } | Request::Clone { .. } | Request::Promote { .. } => {
                 clone_verbs(engine, request).map(unit)
             }
             _ => return None,
@@ -1794,7 +1794,7 @@ impl EngineBackend {
     }
 }
 
-/// `rollback` and `clone`, with the command line the pool history records.
+/// `rollback`, `clone` and `promote`, with the command line the pool history records.
 fn clone_verbs(engine: &Engine, request: &Request) -> Result<(), EngineError> {
     match request {
         Request::Rollback {
@@ -1824,7 +1824,8 @@ fn clone_verbs(engine: &Engine, request: &Request) -> Result<(), EngineError> {
             command.push_str(&format!(" {origin} {name}"));
             engine.clone_dataset(origin, name, properties, *parents, &command)
         }
-        _ => unreachable!("clone_verbs is called only for rollback and clone"),
+        Request::Promote { name } => engine.promote(name, &format!("promote {name}")),
+        _ => unreachable!("clone_verbs is called only for rollback, clone and promote"),
     }
 }
 

@@ -142,6 +142,101 @@ pub fn shared(origin: &Origin, origin_dead: u64) -> u64 {
     origin.referenced.saturating_sub(origin_dead)
 }
 
+/// One side of a promote: a dataset's node, header and snapshots (oldest first).
+pub struct Side<'a> {
+    /// Its node in the MOS.
+    pub id: ObjectId,
+    /// Its header.
+    pub head: &'a mut DatasetHeader,
+    /// Its snapshots.
+    pub snapshots: &'a mut Vec<Snapshot>,
+}
+
+/// Space of a dataset's dead lists above `floor`: its `usedbysnapshots`.
+pub fn counted_space(
+    mos: &mut ObjectSet,
+    store: &dyn BlockStore,
+    head: &DatasetHeader,
+    snapshots: &[Snapshot],
+    floor: u64,
+) -> Result<u64, DatasetError> {
+    let mut total = 0;
+    for list in dead_lists(head, snapshots) {
+        total += deadlist::space_in(mos, store, list, floor, u64::MAX)?.used;
+    }
+    Ok(total)
+}
+
+/// `tarn promote` (ZFS's `dsl_dataset_promote`): the origin's snapshots up to and including
+/// the clone's origin snapshot move to the clone, which takes the origin's own origin (if
+/// any); the origin becomes a clone of that snapshot. `origin_floor` is the origin dataset's
+/// own origin txg (0 when it is no clone). The clone's dead-list buckets up to the origin
+/// snapshot's txg held the origin's blocks; they are filed again by the moved snapshots'
+/// txgs, since those snapshots are now the clone's (time proportional to the blocks the
+/// clone let go of, not to the data). `usedbysnapshots` of both is counted again. The caller
+/// checked the snapshot names do not collide and reloads every dataset's origin; `sizer`
+/// gives a block's deflated size.
+pub fn promote(
+    mos: &mut ObjectSet,
+    store: &dyn BlockStore,
+    clone: Side<'_>,
+    origin: Side<'_>,
+    origin_floor: u64,
+    sizer: &dyn Fn(&tarn_format::BlockPtr) -> u64,
+) -> Result<(), DatasetError> {
+    let at = origin
+        .snapshots
+        .iter()
+        .position(|s| s.id == clone.head.snap.origin)
+        .ok_or_else(|| DatasetError::Corrupt("a clone's origin is not its dataset's".into()))?;
+    let cut = origin.snapshots[at].header.txg;
+    let moved: Vec<Snapshot> = origin.snapshots.drain(..=at).collect();
+    for mut snap in moved.into_iter().rev() {
+        mos.zap_remove(store, origin.head.snap.snapshots, &snap.name)?;
+        mos.zap_insert_u64(store, clone.head.snap.snapshots, &snap.name, snap.id.0)?;
+        snap.header.dataset = clone.id;
+        mos.set_bonus(store, snap.id, &snap.header.encode())?;
+        clone.snapshots.insert(0, snap);
+    }
+    clone.head.snap.origin = origin.head.snap.origin;
+    origin.head.snap.origin = clone.snapshots[at].id;
+    let txgs: Vec<Txg> = std::iter::once(Txg(origin_floor))
+        .filter(|t| t.0 > 0)
+        .chain(clone.snapshots.iter().map(|s| s.header.txg))
+        .collect();
+    for list in dead_lists(clone.head, &clone.snapshots[at + 1..]) {
+        refile(mos, store, list, cut, &txgs, sizer)?;
+    }
+    clone.head.snap.used = counted_space(mos, store, clone.head, clone.snapshots, origin_floor)?;
+    origin.head.snap.used = counted_space(mos, store, origin.head, origin.snapshots, cut.0)?;
+    Ok(())
+}
+
+/// Files the blocks of `list`'s buckets keyed up to `cut` again under `txgs` (the kill
+/// rule's buckets: the first txg at or after each block's birth).
+fn refile(
+    mos: &mut ObjectSet,
+    store: &dyn BlockStore,
+    list: ObjectId,
+    cut: Txg,
+    txgs: &[Txg],
+    sizer: &dyn Fn(&tarn_format::BlockPtr) -> u64,
+) -> Result<(), DatasetError> {
+    let (blocks, _) = deadlist::take_range(mos, store, list, 0, cut.0)?;
+    let mut by_key: std::collections::BTreeMap<u64, Vec<tarn_format::BlockPtr>> =
+        std::collections::BTreeMap::new();
+    for bp in blocks {
+        let key = deadlist::bucket_of(txgs, bp.birth).ok_or_else(|| {
+            DatasetError::Corrupt(format!("dead block born in {} past its bucket", bp.birth.0))
+        })?;
+        by_key.entry(key).or_default().push(bp);
+    }
+    for (key, bps) in by_key {
+        deadlist::insert(mos, store, list, key, &bps, sizer)?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

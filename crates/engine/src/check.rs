@@ -431,6 +431,13 @@ impl SnapshotWalk<'_> {
         }
         let mut dead = std::collections::BTreeMap::new();
         let mut dead_used = 0;
+        // A bucket and its blocks' births lie between the same two snapshots (or origin):
+        // destroys only widen those intervals, and a promote files blocks again by them.
+        let txgs: Vec<tarn_base::Txg> = std::iter::once(tarn_base::Txg(self.floor))
+            .filter(|t| t.0 > 0)
+            .chain(self.snapshots.iter().map(|s| s.header.txg))
+            .collect();
+        let interval = |txg: u64| tarn_dataset::deadlist::bucket_of(&txgs, tarn_base::Txg(txg));
         for list in lists {
             let entries = tarn_dataset::deadlist::entries(mos, reader, list)
                 .map_err(|e| format!("{name}: dead list {}: {e}", list.0))?;
@@ -438,6 +445,13 @@ impl SnapshotWalk<'_> {
                 if bp.birth.0 > bucket {
                     return Err(format!(
                         "{name}: dead block born in txg {} sits in bucket {bucket}",
+                        bp.birth.0
+                    ));
+                }
+                if interval(bucket) != interval(bp.birth.0) {
+                    return Err(format!(
+                        "{name}: dead block born in txg {} sits in bucket {bucket} of another \
+                         snapshot",
                         bp.birth.0
                     ));
                 }

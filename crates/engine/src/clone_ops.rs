@@ -71,6 +71,58 @@ impl Engine {
         Ok(())
     }
 
+    /// `tarn promote CLONE`: the origin's snapshots up to the clone's origin move to the
+    /// clone, the origin becomes a clone of that snapshot (`tarn_dataset::clone::promote`),
+    /// and the other clones of the moved snapshots follow them.
+    pub fn promote(&self, name: &str, command: &str) -> Result<(), EngineError> {
+        let _admin = self.admin();
+        dsname::validate_name(name)?;
+        let handle = self.pool(pool_of(name))?;
+        let mut inner = handle.lock();
+        inner.check_writable()?;
+        let id = inner.datasets.lookup(name)?;
+        let source = promote_check(&inner.datasets, id)?;
+        let Imported {
+            pool,
+            mos,
+            datasets,
+            ..
+        } = &mut *inner;
+        let reader = pool.reader();
+        let deflate = crate::datasets::deflate_table(pool);
+        let origin_floor = datasets.node(source).floor();
+        let (mut clone_head, mut origin_head) =
+            (datasets.node(id).header, datasets.node(source).header);
+        let mut clone_snaps = std::mem::take(&mut datasets.node_mut(id).snapshots);
+        let mut origin_snaps = std::mem::take(&mut datasets.node_mut(source).snapshots);
+        let result = clone::promote(
+            mos.objset(),
+            &reader,
+            clone::Side {
+                id: ObjectId(id.0),
+                head: &mut clone_head,
+                snapshots: &mut clone_snaps,
+            },
+            clone::Side {
+                id: ObjectId(source.0),
+                head: &mut origin_head,
+                snapshots: &mut origin_snaps,
+            },
+            origin_floor,
+            &|bp| crate::datasets::dsize(&deflate, bp),
+        );
+        for (at, header, snapshots) in [
+            (id, clone_head, clone_snaps),
+            (source, origin_head, origin_snaps),
+        ] {
+            let node = datasets.node_mut(at);
+            (node.header, node.snapshots, node.header_dirty) = (header, snapshots, true);
+        }
+        result?;
+        datasets.reload_origins(mos.objset(), &reader)?;
+        self.commit(&mut inner, command)
+    }
+
     /// Adds the clone `name` of `origin` under `parent` (its properties validated).
     fn clone_one(
         &self,
@@ -117,6 +169,31 @@ impl Engine {
         datasets.apply_objset_config(id)?;
         Ok(id)
     }
+}
+
+/// The checks of `promote`: `id` is a clone none of whose snapshot names the origin's
+/// snapshots up to its origin take. Returns the origin's dataset.
+fn promote_check(tree: &Tree, id: DatasetId) -> Result<DatasetId, EngineError> {
+    let node = tree.node(id);
+    let origin = node
+        .origin
+        .ok_or_else(|| invalid("not a cloned filesystem"))?;
+    let source = DatasetId(origin.dataset.0);
+    let from = tree.node(source);
+    let at = from
+        .snapshots
+        .iter()
+        .position(|s| s.id == origin.snapshot)
+        .expect("C1: a clone's origin snapshot is its dataset's");
+    for snap in &from.snapshots[..=at] {
+        if node.snapshot(&snap.name).is_some() {
+            return Err(invalid(format!(
+                "snapshot name '{}' from origin conflicts with '{}@{}' from target",
+                snap.name, node.name, snap.name
+            )));
+        }
+    }
+    Ok(source)
 }
 
 /// The clones of snapshot node `snapshot`, sorted by name.

@@ -492,6 +492,19 @@ impl Tree {
         out
     }
 
+    /// Reads every dataset's origin again (after `promote` moved snapshots between
+    /// datasets).
+    pub(crate) fn reload_origins(
+        &mut self,
+        mos: &mut ObjectSet,
+        store: &dyn BlockStore,
+    ) -> Result<(), EngineError> {
+        for node in self.nodes.values_mut() {
+            node.load_origin(mos, store)?;
+        }
+        Ok(())
+    }
+
     /// `id` and its ancestors up to the root.
     pub(crate) fn lineage(&self, id: DatasetId) -> Vec<DatasetId> {
         let mut out = vec![id];

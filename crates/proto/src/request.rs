@@ -413,6 +413,11 @@ pub enum Request {
         #[serde(default)]
         dependents: bool,
     },
+    /// `tarn promote CLONE`.
+    Promote {
+        /// The clone's full name.
+        name: String,
+    },
     /// `tarn clone [-p] [-o prop=val]... DS@SNAP NEWDS`.
     Clone {
         /// The origin snapshot (`pool/ds@snap`).
@@ -654,6 +659,7 @@ impl Request {
             Request::DatasetCreate { .. } => "dataset_create",
             Request::DatasetDestroy { .. } => "dataset_destroy",
             Request::Clone { .. } => "clone",
+            Request::Promote { .. } => "promote",
             Request::Snapshot { .. } => "snapshot",
             Request::Rollback { .. } => "rollback",
             Request::Hold { .. } => "hold",
