@@ -243,6 +243,9 @@ pub(crate) enum Command {
     },
     /// Rename a dataset (within its pool).
     Rename {
+        /// Rename the snapshot of every descendant too (snapshots only).
+        #[arg(short = 'r')]
+        recursive: bool,
         /// Current name.
         old: String,
         /// New name.

@@ -115,8 +115,24 @@ pub(crate) fn plan(command: Command, cwd: &Path) -> Result<Plan, Outcome> {
             },
         ),
         command @ (Command::Send { .. } | Command::Receive { .. }) => plan_stream(command),
-        Command::Rename { old, new } => {
-            silent("rename", &old.clone(), Request::DatasetRename { old, new })
+        Command::Rename {
+            old,
+            new,
+            recursive,
+        } => {
+            if recursive && !old.contains('@') {
+                return Err(refuse(
+                    "rename",
+                    Some(&old),
+                    "-r is supported for snapshots only",
+                ));
+            }
+            let request = Request::DatasetRename {
+                old: old.clone(),
+                new,
+                recursive,
+            };
+            silent("rename", &old, request)
         }
         Command::List(args) => plan_list(args)?,
         Command::Nbd { scripted } => Plan {

@@ -190,3 +190,33 @@ fn promote_lets_the_origin_go() {
         assert_eq!(std::fs::read(work.join("f")).unwrap(), vec![5u8; 200_000]);
     }
 }
+
+// DESCRIPTION: `rollback -r` past a snapshot with a clone is refused with one line naming
+// the clone; `rollback -R` destroys the later snapshot and its (mounted) clone and rolls
+// back.
+// STRATEGY: the binary against a daemon; `list -t all` before and after.
+#[test]
+fn rollback_r_past_an_origin_needs_capital_r() {
+    let rig = Rig::new();
+    let devices = rig.devices("d", "disk", 3);
+    rig.ok(&format!(
+        "pool create -m /tank tank raidz1 {}",
+        join(&devices)
+    ));
+    rig.ok("create tank/src");
+    rig.ok("snapshot tank/src@one");
+    rig.ok("snapshot tank/src@two");
+    rig.ok("clone tank/src@two tank/work");
+    let refused = rig.run("rollback -r tank/src@one");
+    assert_eq!(refused.code, Some(1), "{refused:?}");
+    assert_eq!(
+        refused.stderr,
+        "cannot rollback to 'tank/src@one': snapshot has dependent clones (use -R to destroy \
+         tank/work)\n"
+    );
+    rig.ok("rollback -R tank/src@one");
+    assert_eq!(
+        rig.ok("list -H -o name -t all"),
+        "tank\ntank/src\ntank/src@one\n"
+    );
+}

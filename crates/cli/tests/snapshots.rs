@@ -321,3 +321,47 @@ fn snapshot_rename_through_the_binary() {
     rig.ok("destroy tank/a@first");
     assert_eq!(rig.ok("list -H -o name -t snapshot"), "tank/a@two\n");
 }
+
+// DESCRIPTION: `rename -r` of a snapshot renames it in every descendant that has it, in one
+// command (`@NEW` is short for the same dataset); a descendant already holding the new name
+// refuses the whole rename with one line and nothing is renamed or written; `-r` of a
+// dataset (not a snapshot) is refused.
+// STRATEGY: the binary against a daemon; device bytes compared around the refusals.
+#[test]
+fn rename_r_renames_the_snapshot_of_every_descendant() {
+    let rig = Rig::new();
+    pool(&rig);
+    rig.ok("create tank/a/b");
+    rig.ok("snapshot -r tank@one");
+    rig.ok("rename -r tank@one @two");
+    assert_eq!(
+        rig.ok("list -H -o name -t snapshot"),
+        "tank@two\ntank/a@two\ntank/a/b@two\n"
+    );
+    rig.ok("snapshot tank/a/b@three");
+    rig.ok("pool sync tank");
+    let before = devices_bytes(&rig);
+    let refused = rig.run("rename -r tank@two tank@three");
+    assert_eq!(refused.code, Some(1), "{refused:?}");
+    assert_eq!(
+        refused.stderr,
+        "cannot rename 'tank@two': dataset already exists: 'tank/a/b@three'\n"
+    );
+    let refused = rig.run("rename -r tank/a tank/c");
+    assert_eq!(refused.code, Some(1), "{refused:?}");
+    assert!(devices_bytes(&rig) == before, "a refused rename wrote");
+    rig.ok("rename -r tank/a@two tank/a@four");
+    assert_eq!(
+        rig.ok("list -H -o name -t snapshot"),
+        "tank@two\ntank/a@four\ntank/a/b@four\ntank/a/b@three\n"
+    );
+}
+
+fn devices_bytes(rig: &Rig) -> Vec<Vec<u8>> {
+    let mut paths: Vec<_> = std::fs::read_dir(rig.root().join("d"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    paths.sort();
+    paths.iter().map(|p| std::fs::read(p).unwrap()).collect()
+}

@@ -1300,8 +1300,15 @@ impl EngineBackend {
                     .destroy_dataset_with(name, *recursive, *dependents, &command)
                     .map(unit)
             }
-            Request::DatasetRename { old, new } => engine
+            Request::DatasetRename {
+                old,
+                new,
+                recursive: false,
+            } => engine
                 .rename_dataset(old, new, &format!("rename {old} {new}"))
+                .map(unit),
+            Request::DatasetRename { old, new, .. } => engine
+                .rename_snapshots(old, new, &format!("rename -r {old} {new}"))
                 .map(unit),
             Request::DatasetGet(get) => {
                 let query = tarn_engine::DatasetQuery {

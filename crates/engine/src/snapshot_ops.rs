@@ -351,9 +351,30 @@ impl Engine {
         new: &str,
         command: &str,
     ) -> Result<(), EngineError> {
+        self.rename_snapshot_with(old, new, false, command)
+    }
+
+    /// `tarn rename -r DS@A DS@B` (or `@B`): the snapshot `A` of `DS` and of every
+    /// descendant that has one becomes `B`, in one txg; any descendant already having `B`
+    /// refuses the whole rename.
+    pub fn rename_snapshots(&self, old: &str, new: &str, command: &str) -> Result<(), EngineError> {
+        self.rename_snapshot_with(old, new, true, command)
+    }
+
+    fn rename_snapshot_with(
+        &self,
+        old: &str,
+        new: &str,
+        recursive: bool,
+        command: &str,
+    ) -> Result<(), EngineError> {
         let _admin = self.admin();
         let (dataset, from) = snapshot::split_name(old)?;
-        let (new_dataset, to) = snapshot::split_name(new)?;
+        let new = match new.strip_prefix('@') {
+            Some(short) => format!("{dataset}@{short}"),
+            None => new.to_string(),
+        };
+        let (new_dataset, to) = snapshot::split_name(&new)?;
         if new_dataset != dataset {
             return Err(invalid("snapshots must be part of same dataset"));
         }
@@ -361,10 +382,22 @@ impl Engine {
         let mut inner = handle.lock();
         inner.check_writable()?;
         let id = inner.datasets.lookup(dataset)?;
-        let node = inner.datasets.node(id);
-        let (index, _) = node.snapshot(from).ok_or(EngineError::NoSuchDataset)?;
-        if node.snapshot(to).is_some() {
-            return Err(invalid("dataset already exists"));
+        let mut renamed = Vec::new();
+        for at in inner.datasets.selected(id, recursive) {
+            let node = inner.datasets.node(at);
+            let Some((index, _)) = node.snapshot(from) else {
+                continue;
+            };
+            if node.snapshot(to).is_some() {
+                return Err(invalid(format!(
+                    "dataset already exists: '{}@{to}'",
+                    node.name
+                )));
+            }
+            renamed.push((at, index));
+        }
+        if inner.datasets.node(id).snapshot(from).is_none() {
+            return Err(EngineError::NoSuchDataset);
         }
         let Imported {
             pool,
@@ -373,9 +406,11 @@ impl Engine {
             ..
         } = &mut *inner;
         let reader = pool.reader();
-        let node = datasets.node_mut(id);
-        let head = node.header;
-        snapshot::rename(mos.objset(), &reader, &head, &mut node.snapshots[index], to)?;
+        for (at, index) in renamed {
+            let node = datasets.node_mut(at);
+            let head = node.header;
+            snapshot::rename(mos.objset(), &reader, &head, &mut node.snapshots[index], to)?;
+        }
         self.commit_admin(&mut inner, command)
     }
 

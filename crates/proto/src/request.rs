@@ -545,6 +545,9 @@ pub enum Request {
         old: String,
         /// New name.
         new: String,
+        /// A snapshot of every descendant too (`-r`; snapshots only).
+        #[serde(default)]
+        recursive: bool,
     },
     /// `tarn list` and `tarn get`: properties of datasets.
     DatasetGet(DatasetGet),
