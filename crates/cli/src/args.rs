@@ -77,6 +77,14 @@ pub(crate) enum Command {
         /// Dataset or snapshot name.
         name: String,
     },
+    /// Create a bookmark of a snapshot (or copy a bookmark): a source for `send -i` that
+    /// outlives the snapshot.
+    Bookmark {
+        /// The snapshot (DATASET@SNAPSHOT) or bookmark (DATASET#BOOKMARK).
+        source: String,
+        /// The new bookmark (DATASET#BOOKMARK).
+        target: String,
+    },
     /// Promote a clone: the origin's snapshots up to the clone's origin move to it and the
     /// origin becomes its clone (so the origin can be destroyed).
     Promote {

@@ -95,9 +95,10 @@ pub(crate) fn plan(command: Command, cwd: &Path) -> Result<Plan, Outcome> {
             },
         ),
         command @ Command::Destroy { .. } => plan_destroy(command)?,
-        command @ (Command::Clone { .. } | Command::Rollback { .. } | Command::Promote { .. }) => {
-            plan_clone_verbs(command)
-        }
+        command @ (Command::Clone { .. }
+        | Command::Rollback { .. }
+        | Command::Promote { .. }
+        | Command::Bookmark { .. }) => plan_clone_verbs(command),
         command @ (Command::Hold { .. } | Command::Release { .. } | Command::Holds { .. }) => {
             plan_holds(command)
         }
@@ -333,7 +334,12 @@ fn plan_clone_verbs(command: Command) -> Plan {
             },
         ),
         Command::Promote { name } => silent("promote", &name.clone(), Request::Promote { name }),
-        _ => unreachable!("plan_clone_verbs is called only for clone, promote and rollback"),
+        Command::Bookmark { source, target } => silent(
+            "create bookmark",
+            &target.clone(),
+            Request::Bookmark { source, target },
+        ),
+        _ => unreachable!("plan_clone_verbs is called only for clone, promote, rollback, bookmark"),
     }
 }
 
@@ -460,13 +466,13 @@ fn check_type(types: Option<&str>) -> Result<Vec<String>, Outcome> {
     let mut out = Vec::new();
     for word in types.map(split_list).unwrap_or_default() {
         let word = match word.as_str() {
-            "filesystem" | "all" | "snapshot" | "volume" => word,
+            "filesystem" | "all" | "snapshot" | "volume" | "bookmark" => word,
             "vol" => "volume".to_string(),
             "snap" => "snapshot".to_string(),
             _ => {
                 return Err(Outcome::usage(format!(
                     "invalid type '{word}': valid types are filesystem, volume, snapshot, \
-                     all (bookmarks do not exist yet)"
+                     bookmark, all"
                 )));
             }
         };

@@ -1265,9 +1265,10 @@ impl EngineBackend {
                 let spec = send_spec(request)?;
                 return Some(self.send(&spec, Box::new(std::io::sink()), &mut |_| {}));
             }
-            Request::Rollback { .. } | Request::Clone { .. } | Request::Promote { .. } => {
-                clone_verbs(engine, request).map(unit)
-            }
+            Request::Rollback { .. }
+            | Request::Clone { .. }
+            | Request::Promote { .. }
+            | Request::Bookmark { .. } => clone_verbs(engine, request).map(unit),
             _ => return None,
         };
         Some(result.unwrap_or_else(|e| error_reply(&e)))
@@ -1801,7 +1802,7 @@ impl EngineBackend {
     }
 }
 
-/// `rollback`, `clone` and `promote`, with the command line the pool history records.
+/// `rollback`, `clone`, `promote` and `bookmark`, with the command line the pool history records.
 fn clone_verbs(engine: &Engine, request: &Request) -> Result<(), EngineError> {
     match request {
         Request::Rollback {
@@ -1832,7 +1833,10 @@ fn clone_verbs(engine: &Engine, request: &Request) -> Result<(), EngineError> {
             engine.clone_dataset(origin, name, properties, *parents, &command)
         }
         Request::Promote { name } => engine.promote(name, &format!("promote {name}")),
-        _ => unreachable!("clone_verbs is called only for rollback, clone and promote"),
+        Request::Bookmark { source, target } => {
+            engine.bookmark(source, target, &format!("bookmark {source} {target}"))
+        }
+        _ => unreachable!("clone_verbs is called only for rollback, clone, promote, bookmark"),
     }
 }
 

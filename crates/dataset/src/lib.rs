@@ -53,13 +53,14 @@
 //! panic.
 //!
 //! # Not here
-//! Bookmarks (a next layer of this crate); the stream format (tarn-send) and the
+//! Redaction bookmarks; the stream format (tarn-send) and the
 //! verbs of send and receive (the engine); space
 //! accounting arithmetic and quota enforcement (the engine, which sees dirty data); the
 //! per-owner counts behind `userused@` (the POSIX layer) and their enforcement (engine and
 //! POSIX layer). This crate only names and validates the `userquota@ID` family
 //! ([`props::owner_prop`]): ids are numeric here, names are the front end's business.
 
+pub mod bookmark;
 pub mod clone;
 pub mod deadlist;
 pub mod name;

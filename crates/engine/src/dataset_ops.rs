@@ -176,6 +176,29 @@ impl Engine {
             .collect())
     }
 
+    /// The row of one snapshot (`DS@SNAP`) or bookmark (`DS#BM`) named on the command line.
+    fn named_rows(
+        &self,
+        root: &str,
+        properties: &[String],
+    ) -> Result<Vec<DatasetRow>, EngineError> {
+        let found = if let Some((dataset, mark)) = root.split_once('#') {
+            tarn_dataset::bookmark::split_name(root)?;
+            let (handle, id) = self.dataset(dataset)?;
+            let inner = handle.lock();
+            crate::bookmark_ops::bookmark_rows(&inner, id, properties, Some(mark))?
+        } else {
+            let (dataset, snap) = tarn_dataset::snapshot::split_name(root)?;
+            let (handle, id) = self.dataset(dataset)?;
+            let mut inner = handle.lock();
+            crate::snapshot_ops::snapshot_rows(&mut inner, id, properties, Some(snap))?
+        };
+        match found.is_empty() {
+            true => Err(EngineError::NoSuchDataset),
+            false => Ok(found),
+        }
+    }
+
     /// `tarn create [-p] [-o prop=value]... NAME`.
     pub fn create_dataset(
         &self,
@@ -359,6 +382,9 @@ impl Engine {
             self.destroy_snapshots_with(name, recursive, false, false, dependents, command)?;
             return Ok(());
         }
+        if name.contains('#') {
+            return self.destroy_bookmark(name, false, command);
+        }
         let _admin = self.admin();
         let (handle, id) = self.dataset(name)?;
         let mut inner = handle.lock();
@@ -387,6 +413,9 @@ impl Engine {
             let report =
                 self.destroy_snapshots_with(name, recursive, true, false, dependents, "")?;
             return Ok(report.datasets);
+        }
+        if name.contains('#') {
+            return self.destroy_bookmark(name, true, "").map(|()| Vec::new());
         }
         let (handle, id) = self.dataset(name)?;
         let inner = handle.lock();
@@ -566,20 +595,8 @@ impl Engine {
         let recursive = query.recursive || query.names.is_empty() || query.depth.is_some();
         let mut rows = Vec::new();
         for root in &roots {
-            if let Some((dataset, snap)) = root.split_once('@') {
-                tarn_dataset::snapshot::split_name(root)?;
-                let (handle, id) = self.dataset(dataset)?;
-                let mut inner = handle.lock();
-                let found = crate::snapshot_ops::snapshot_rows(
-                    &mut inner,
-                    id,
-                    &query.properties,
-                    Some(snap),
-                )?;
-                if found.is_empty() {
-                    return Err(EngineError::NoSuchDataset);
-                }
-                rows.extend(found);
+            if root.contains(['@', '#']) {
+                rows.extend(self.named_rows(root, &query.properties)?);
                 continue;
             }
             let (handle, id) = self.dataset(root)?;
@@ -617,6 +634,10 @@ impl Engine {
                         &query.properties,
                         None,
                     )?);
+                }
+                if wants("bookmark") && (recursive || (!query.names.is_empty() && depth == 0)) {
+                    let marks = &query.properties;
+                    rows.extend(crate::bookmark_ops::bookmark_rows(&inner, at, marks, None)?);
                 }
             }
         }

@@ -95,6 +95,7 @@
 //! the batch returns).
 
 mod admission;
+mod bookmark_ops;
 mod clone_ops;
 mod damage;
 mod dataset_ops;

@@ -413,6 +413,13 @@ pub enum Request {
         #[serde(default)]
         dependents: bool,
     },
+    /// `tarn bookmark SNAP|BOOKMARK DS#BM`.
+    Bookmark {
+        /// The snapshot or bookmark marked.
+        source: String,
+        /// The new bookmark's full name.
+        target: String,
+    },
     /// `tarn promote CLONE`.
     Promote {
         /// The clone's full name.
@@ -663,6 +670,7 @@ impl Request {
             Request::DatasetDestroy { .. } => "dataset_destroy",
             Request::Clone { .. } => "clone",
             Request::Promote { .. } => "promote",
+            Request::Bookmark { .. } => "bookmark",
             Request::Snapshot { .. } => "snapshot",
             Request::Rollback { .. } => "rollback",
             Request::Hold { .. } => "hold",
