@@ -77,6 +77,25 @@ pub(crate) enum Command {
         /// Dataset or snapshot name.
         name: String,
     },
+    /// What changed between a snapshot and a later snapshot or the dataset now: `M`
+    /// modified, `+` added, `-` removed, `R` renamed, by path.
+    Diff {
+        /// Show each file's type (`F` file, `/` directory, `@` symlink, `|` FIFO, `=` socket,
+        /// `C`/`B` devices).
+        #[arg(short = 'F')]
+        types: bool,
+        /// Scripted output (fields are tab-separated either way, and paths escaped as ZFS
+        /// escapes them: non-printable bytes, space and `\` as `\0ooo`).
+        #[arg(short = 'H')]
+        scripted: bool,
+        /// Show each change's time (`SECONDS.NANOSECONDS`) first.
+        #[arg(short = 't')]
+        times: bool,
+        /// The older snapshot (DATASET@SNAPSHOT).
+        snapshot: String,
+        /// A later snapshot or the dataset (default: the dataset).
+        other: Option<String>,
+    },
     /// Create a bookmark of a snapshot (or copy a bookmark): a source for `send -i` that
     /// outlives the snapshot.
     Bookmark {

@@ -98,7 +98,8 @@ pub(crate) fn plan(command: Command, cwd: &Path) -> Result<Plan, Outcome> {
         command @ (Command::Clone { .. }
         | Command::Rollback { .. }
         | Command::Promote { .. }
-        | Command::Bookmark { .. }) => plan_clone_verbs(command),
+        | Command::Bookmark { .. }
+        | Command::Diff { .. }) => plan_clone_verbs(command),
         command @ (Command::Hold { .. } | Command::Release { .. } | Command::Holds { .. }) => {
             plan_holds(command)
         }
@@ -339,6 +340,21 @@ fn plan_clone_verbs(command: Command) -> Plan {
             &target.clone(),
             Request::Bookmark { source, target },
         ),
+        Command::Diff {
+            types,
+            scripted: _,
+            times,
+            snapshot,
+            other,
+        } => Plan {
+            verb: "diff",
+            object: Some(snapshot.clone()),
+            view: View::Diff { types, times },
+            request: Request::Diff {
+                from: snapshot,
+                to: other,
+            },
+        },
         _ => unreachable!("plan_clone_verbs is called only for clone, promote, rollback, bookmark"),
     }
 }
@@ -616,9 +632,34 @@ pub(crate) fn show(view: &View, payload: &ReplyPayload) -> Option<String> {
         (View::Holds { scripted, parsable }, ReplyPayload::Holds(rows)) => {
             holds(rows, *scripted, *parsable)
         }
+        (View::Diff { types, times }, ReplyPayload::Diff(rows)) => diff(rows, *types, *times),
         (View::Silent, ReplyPayload::Mounts(_)) => String::new(),
         _ => return None,
     })
+}
+
+/// `tarn diff`: `[TIME\t]CHANGE\t[TYPE\t]PATH[ -> NEW PATH]`, a line per change.
+fn diff(rows: &[tarn_proto::DiffRow], types: bool, times: bool) -> String {
+    let mut out = String::new();
+    for row in rows {
+        if times {
+            out.push_str(&row.ctime);
+            out.push('\t');
+        }
+        out.push_str(&row.change);
+        out.push('\t');
+        if types {
+            out.push_str(&row.file);
+            out.push('\t');
+        }
+        out.push_str(&row.path);
+        if let Some(new) = &row.new_path {
+            out.push_str(" -> ");
+            out.push_str(new);
+        }
+        out.push('\n');
+    }
+    out
 }
 
 /// `tarn nbd`: `VOLUME CONNECTIONS URI`, the URI a client connects with.

@@ -1201,6 +1201,19 @@ impl EngineBackend {
                     .collect();
                 ok(ReplyPayload::Holds(rows))
             }),
+            Request::Diff { from, to } => engine.diff(from, to.as_deref()).map(|lines| {
+                let rows = lines
+                    .into_iter()
+                    .map(|l| tarn_proto::DiffRow {
+                        change: l.change.to_string(),
+                        file: l.file.to_string(),
+                        path: l.path,
+                        new_path: l.new_path,
+                        ctime: format!("{}.{:09}", l.ctime.0, l.ctime.1),
+                    })
+                    .collect();
+                ok(ReplyPayload::Diff(rows))
+            }),
             _ => return None,
         };
         Some(result.unwrap_or_else(|e| error_reply(&e)))

@@ -101,6 +101,7 @@ mod damage;
 mod dataset_ops;
 mod datasets;
 mod devices;
+mod diff_ops;
 pub mod events;
 pub mod fs;
 mod holds;
@@ -135,6 +136,7 @@ use tarn_pool::{Discovered, Pool};
 
 pub use dataset_ops::{DatasetProp, DatasetQuery, DatasetRow};
 pub use devices::OnlineOutcome;
+pub use diff_ops::DiffLine;
 pub use events::Event;
 pub use fs::{DatasetId, FsOp, FsStat, MountSpec};
 pub use holds::HoldRow;

@@ -413,6 +413,13 @@ pub enum Request {
         #[serde(default)]
         dependents: bool,
     },
+    /// `tarn diff SNAP [SNAP|DS]`.
+    Diff {
+        /// The older snapshot.
+        from: String,
+        /// A later snapshot or the dataset (the dataset when absent).
+        to: Option<String>,
+    },
     /// `tarn bookmark SNAP|BOOKMARK DS#BM`.
     Bookmark {
         /// The snapshot or bookmark marked.
@@ -671,6 +678,7 @@ impl Request {
             Request::Clone { .. } => "clone",
             Request::Promote { .. } => "promote",
             Request::Bookmark { .. } => "bookmark",
+            Request::Diff { .. } => "diff",
             Request::Snapshot { .. } => "snapshot",
             Request::Rollback { .. } => "rollback",
             Request::Hold { .. } => "hold",
