@@ -425,3 +425,48 @@ fn diff_names_every_change_by_path() {
         assert!(refused.stderr.contains(says), "{line}: {refused:?}");
     }
 }
+
+// DESCRIPTION: the count limits and `written@SNAP` through the binary. `set
+// snapshot_limit=1` lets one snapshot in the subtree and refuses the next with one line
+// naming the limit (no device byte changed); `filesystem_limit` refuses a create past it;
+// `get` shows counts and limits (`none`, or the largest count with -p); `written@one` is a
+// valid `get`/`list -o` column.
+// STRATEGY: the binary against a daemon; device bytes compared around the refusals.
+#[test]
+fn count_limits_refuse_and_written_at_a_snapshot_shows() {
+    let rig = Rig::new();
+    pool(&rig);
+    rig.ok("set snapshot_limit=1 filesystem_limit=1 tank");
+    rig.ok("snapshot tank/a@one");
+    rig.ok("pool sync tank");
+    let before = devices_bytes(&rig);
+    for (line, says) in [
+        (
+            "snapshot tank@two",
+            "snapshot limit exceeded (snapshot_limit=1 on 'tank')",
+        ),
+        (
+            "create tank/b",
+            "filesystem limit exceeded (filesystem_limit=1 on 'tank')",
+        ),
+    ] {
+        let refused = rig.run(line);
+        assert_eq!(refused.code, Some(1), "{refused:?}");
+        assert_eq!(refused.stderr.lines().count(), 1, "{refused:?}");
+        assert!(refused.stderr.contains(says), "{line}: {refused:?}");
+    }
+    assert!(devices_bytes(&rig) == before, "a refusal wrote");
+    assert_eq!(
+        rig.ok("get -H -o value snapshot_count,filesystem_count,snapshot_limit tank"),
+        "1\n1\n1\n"
+    );
+    assert_eq!(rig.ok("get -H -o value filesystem_limit tank/a"), "none\n");
+    assert_eq!(
+        rig.ok("get -H -p -o value filesystem_limit tank/a"),
+        format!("{}\n", u64::MAX)
+    );
+    let written = rig.ok("list -H -p -o name,written@one tank/a");
+    assert!(written.starts_with("tank/a\t"), "{written}");
+    rig.ok("set snapshot_limit=none tank");
+    rig.ok("snapshot tank@two");
+}

@@ -50,6 +50,7 @@ impl Engine {
             .ok_or_else(|| invalid(format!("snapshot '{origin}' does not exist")))?;
         let snapshot = snapshot.clone();
         let (parent, missing) = new_dataset_parent(&inner, name, parents)?;
+        crate::limits::check_filesystems(&inner.datasets, parent, missing.len() as u64 + 1)?;
         let is_volume =
             inner.datasets.node(source).objset.kind() == tarn_objects::ObjsetKind::Volume;
         let mut values = Vec::new();
@@ -210,6 +211,15 @@ pub(crate) fn clones_of(tree: &Tree, snapshot: ObjectId) -> Vec<DatasetId> {
         .collect();
     out.sort();
     out.into_iter().map(|(_, id)| id).collect()
+}
+
+/// `clones` of snapshot node `snapshot`: its clones' names, comma-separated.
+pub(crate) fn clone_names(tree: &Tree, snapshot: ObjectId) -> String {
+    let names: Vec<String> = clones_of(tree, snapshot)
+        .into_iter()
+        .map(|d| tree.node(d).name.clone())
+        .collect();
+    names.join(",")
 }
 
 /// `origin` of dataset `id`: `DS@SNAP` of its origin snapshot, `None` when it is no clone.

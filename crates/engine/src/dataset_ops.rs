@@ -265,6 +265,7 @@ impl Engine {
         let mut inner = handle.lock();
         inner.check_writable()?;
         let (parent, missing) = new_dataset_parent(&inner, name, parents)?;
+        crate::limits::check_filesystems(&inner.datasets, parent, missing.len() as u64 + 1)?;
         let mut values = Vec::new();
         for (property, value) in properties {
             values.push((property.clone(), validate_prop(property, value)?));
@@ -455,6 +456,7 @@ impl Engine {
             .datasets
             .by_name(parent_name)
             .ok_or_else(|| invalid("parent does not exist"))?;
+        crate::limits::check_move(&inner.datasets, id, new_parent)?;
         let Imported {
             pool,
             mos,
@@ -872,6 +874,10 @@ fn dataset_row_props(
             let bytes = crate::snapshot_ops::written_of_head(inner, at)?;
             *prop = size_stat("written", bytes);
         }
+        if let Some(since) = prop.property.strip_prefix("written@") {
+            let bytes = crate::snapshot_ops::written_since(inner, at, since, None)?;
+            *prop = size_stat(&prop.property.clone(), bytes);
+        }
         if is_volume && prop.property == "volsize" {
             // Set at create or by `set volsize`: ZFS shows it as a local value.
             *prop = DatasetProp {
@@ -947,6 +953,10 @@ fn prop_value(
 ) -> Result<DatasetProp, EngineError> {
     if let Some(stat) = stat_value(inner, id, property, pool_free) {
         return Ok(stat);
+    }
+    if property.starts_with("written@") {
+        // Computed by `dataset_row_props`, which may read the MOS.
+        return Ok(size_stat(property, 0));
     }
     let tree = &inner.datasets;
     let def = props::find(property);
@@ -1050,13 +1060,14 @@ fn stat_value(
             };
             Some(stat_prop(property, yes.into(), yes.into()))
         }
-        _ => snapshot_stat(node, property),
+        _ => snapshot_stat(tree, id, property),
     }
 }
 
 /// The statistics a dataset has because of its snapshots (`None` if `property` is none).
 /// `written` is completed by `dataset_row_props`, which may read the MOS.
-fn snapshot_stat(node: &crate::datasets::Node, property: &str) -> Option<DatasetProp> {
+fn snapshot_stat(tree: &Tree, id: DatasetId, property: &str) -> Option<DatasetProp> {
+    let node = tree.node(id);
     match property {
         "receive_resume_token" => {
             let token = node.local.get(crate::send_ops::TOKEN_KEY);
@@ -1073,8 +1084,8 @@ fn snapshot_stat(node: &crate::datasets::Node, property: &str) -> Option<Dataset
             let txg = node.header.creation_txg.0.to_string();
             Some(stat_prop(property, txg.clone(), txg))
         }
-        "snapshot_count" => {
-            let count = node.snapshots.len().to_string();
+        "snapshot_count" | "filesystem_count" => {
+            let count = crate::limits::count(tree, id, property).to_string();
             Some(stat_prop(property, count.clone(), count))
         }
         // Snapshot-only properties (holds): a dash on a dataset, as in ZFS.

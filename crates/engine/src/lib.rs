@@ -106,6 +106,7 @@ pub mod events;
 pub mod fs;
 mod holds;
 pub mod iostat;
+mod limits;
 pub mod memory;
 pub mod mos;
 mod multihost;

@@ -90,6 +90,8 @@ impl Engine {
             }
         }
         let targets = snapshot_targets(&inner, &handle.name, names, recursive)?;
+        let ids: Vec<DatasetId> = targets.iter().map(|(d, _)| *d).collect();
+        crate::limits::check_snapshots(&inner.datasets, &ids)?;
         let now = self.clock.now_unix_secs();
         for (id, name) in targets {
             let guid = Guid(self.rng.lock().expect("rng lock poisoned").next_u64());
@@ -774,14 +776,11 @@ fn snapshot_prop(
         "guid" => text(header.guid.0.to_string()),
         "written" => size_row(property, written_of_snapshot(inner, id, index)?),
         "userrefs" => text(snap.holds.len().to_string()),
-        "clones" => {
-            let tree = &inner.datasets;
-            let names: Vec<String> = crate::clone_ops::clones_of(tree, snap.id)
-                .into_iter()
-                .map(|d| tree.node(d).name.clone())
-                .collect();
-            text(names.join(","))
+        _ if property.starts_with("written@") => {
+            let since = &property["written@".len()..];
+            size_row(property, written_since(inner, id, since, Some(index))?)
         }
+        "clones" => text(crate::clone_ops::clone_names(&inner.datasets, snap.id)),
         "defer_destroy" => text(if snap.defer_destroy { "on" } else { "off" }.into()),
         _ if props::is_user_prop(property) => {
             let found = user_props(inner, id, index)
@@ -870,6 +869,63 @@ pub(crate) fn written_of_head(inner: &mut Imported, id: DatasetId) -> Result<u64
     };
     let dead = snapshot::deadlist_space(mos.objset(), &pool.reader(), node.header.snap.deadlist)?;
     Ok((node.header.referenced + dead.used).saturating_sub(previous))
+}
+
+/// `written@SNAP` of dataset `id` (`at`: `None`) or of its snapshot `at`: what it references
+/// that the earlier snapshot `since` did not. The space `since` held that died after it lies
+/// in the dead lists of the later snapshots (and the head) under buckets up to its txg.
+pub(crate) fn written_since(
+    inner: &mut Imported,
+    id: DatasetId,
+    since: &str,
+    at: Option<usize>,
+) -> Result<u64, EngineError> {
+    let Imported {
+        pool,
+        mos,
+        datasets,
+        ..
+    } = inner;
+    let node = datasets.node(id);
+    let Some((from, earlier)) = node.snapshot(since) else {
+        return Err(invalid(format!(
+            "snapshot '{}@{since}' does not exist",
+            node.name
+        )));
+    };
+    let (referenced, mut lists) = match at {
+        Some(index) if index <= from => {
+            return Err(invalid(format!(
+                "'{since}' is not an earlier snapshot of '{}'",
+                node.name
+            )));
+        }
+        Some(index) => (
+            node.snapshots[index].header.referenced,
+            node.snapshots[from + 1..=index]
+                .iter()
+                .map(|s| s.header.deadlist)
+                .collect::<Vec<_>>(),
+        ),
+        None => (
+            node.header.referenced,
+            node.snapshots[from + 1..]
+                .iter()
+                .map(|s| s.header.deadlist)
+                .collect(),
+        ),
+    };
+    if at.is_none() {
+        lists.push(node.header.snap.deadlist);
+    }
+    let reader = pool.reader();
+    let mut died = 0;
+    for list in lists {
+        died +=
+            tarn_dataset::deadlist::space_in(mos.objset(), &reader, list, 0, earlier.header.txg.0)?
+                .used;
+    }
+    Ok((referenced + died).saturating_sub(earlier.header.referenced))
 }
 
 /// Frees every snapshot structure of dataset `id` being destroyed and returns the blocks of

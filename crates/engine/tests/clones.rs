@@ -571,3 +571,74 @@ fn a_promote_refused_by_a_name_conflict_changes_nothing() {
     );
     assert!(images(&provider.sims) == before, "a refused promote wrote");
 }
+
+fn set(engine: &Engine, name: &str, property: &str, value: &str) {
+    let assignment = [(property.to_string(), value.to_string())];
+    engine.set_dataset_props(name, &assignment, "set").unwrap();
+}
+
+#[test]
+fn written_at_a_snapshot_and_the_count_limits() {
+    // Goal: `written@SNAP` of the head and of a later snapshot agree with `written` where
+    // they must be the same and bound what was written; `snapshot_limit` and
+    // `filesystem_limit` refuse what would pass them (one line naming the limit, devices
+    // unchanged), counting the whole subtree, and lifting the limit lets it through.
+    let (provider, engine) = setup(8);
+    write(&engine, "tank/v", 0, &noise(LEN, 30));
+    snap(&engine, "tank/v@a");
+    write(&engine, "tank/v", 0, &noise(LEN / 4, 31));
+    snap(&engine, "tank/v@b");
+    write(&engine, "tank/v", LEN / 2, &noise(LEN / 8, 32));
+    settle(&engine);
+    let at_b = bytes_of(&engine, "tank/v", "written@b");
+    assert_eq!(at_b, bytes_of(&engine, "tank/v", "written"));
+    assert_eq!(
+        bytes_of(&engine, "tank/v@b", "written@a"),
+        bytes_of(&engine, "tank/v@b", "written")
+    );
+    let at_a = bytes_of(&engine, "tank/v", "written@a");
+    assert!(at_a >= (LEN / 4 + LEN / 8) as u64, "{at_a}");
+    assert!(
+        at_a <= at_b + bytes_of(&engine, "tank/v@b", "written"),
+        "{at_a}"
+    );
+    assert!(
+        at_a < LEN as u64,
+        "the untouched half is not written: {at_a}"
+    );
+
+    set(&engine, "tank/v", "snapshot_limit", "3");
+    snap(&engine, "tank/v@c");
+    engine.create_dataset("tank/f", &[], false, "").unwrap();
+    set(&engine, "tank", "filesystem_limit", "2");
+    settle(&engine);
+    assert_eq!(prop(&engine, "tank/v", "snapshot_count"), "3");
+    assert_eq!(prop(&engine, "tank", "snapshot_count"), "3");
+    assert_eq!(prop(&engine, "tank", "filesystem_count"), "2");
+    let before = images(&provider.sims);
+    let refusals = [
+        engine
+            .snapshot(&["tank/v@d".into()], false, &[], "")
+            .unwrap_err(),
+        engine
+            .snapshot(&["tank@d".into()], true, &[], "")
+            .unwrap_err(),
+        engine.create_dataset("tank/x", &[], false, "").unwrap_err(),
+        engine
+            .clone_dataset("tank/v@a", "tank/f/c", &[], false, "")
+            .unwrap_err(),
+    ];
+    for refused in refusals {
+        let text = refused.to_string();
+        assert!(text.contains("limit exceeded"), "{text}");
+        assert!(text.contains("_limit="), "{text}");
+    }
+    assert!(images(&provider.sims) == before, "a refusal wrote");
+    set(&engine, "tank", "filesystem_limit", "none");
+    assert_eq!(
+        prop(&engine, "tank", "filesystem_limit"),
+        u64::MAX.to_string()
+    );
+    engine.create_dataset("tank/x", &[], false, "").unwrap();
+    settle(&engine);
+}
