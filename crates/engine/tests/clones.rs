@@ -169,6 +169,8 @@ fn a_clone_shares_its_origin_and_counts_only_what_it_writes() {
     assert_eq!(prop(&engine, "tank/v@s", "clones"), "tank/c");
     assert_eq!(prop(&engine, "tank/v", "origin"), "-");
     assert_eq!(prop(&engine, "tank/c", "type"), "volume");
+    // A scrub with a clone sharing the origin's blocks verifies everything without error.
+    assert_eq!(common::scrub_tank(&engine, 1 << 20).errors, 0);
 
     let fresh = noise(LEN / 4, 2);
     write(&engine, "tank/c", 0, &fresh);
@@ -342,11 +344,11 @@ fn refused_clones_change_nothing() {
 
 #[test]
 fn a_crash_at_any_instant_of_a_clone_verb_keeps_before_or_after() {
-    // Goal: a power cut after k device operations of clone, a write to the clone, or the
-    // clone's destroy leaves after import the state before or after it, with the origin and
-    // its snapshot intact and the checker's space and sharing checks passing. Method: cut
-    // after k = 0, 3, 6, ... operations until a run completes.
-    for verb in 0..3 {
+    // Goal: a power cut after k device operations of clone, a write to the clone, the
+    // clone's destroy or its promote leaves after import the state before or after it, with
+    // the origin and its snapshot intact and the checker's space and sharing checks
+    // passing. Method: cut after k = 0, 3, 6, ... operations until a run completes.
+    for verb in 0..4 {
         let mut seen = [false, false];
         for k in (0..600u64).step_by(3) {
             let (provider, engine) = setup(100 + k);
@@ -365,7 +367,8 @@ fn a_crash_at_any_instant_of_a_clone_verb_keeps_before_or_after() {
                     write(&engine, "tank/c", 0, &fresh);
                     engine.sync_pool("tank").map(|_| ())
                 }
-                _ => engine.destroy_dataset("tank/c", false, ""),
+                2 => engine.destroy_dataset("tank/c", false, ""),
+                _ => engine.promote("tank/c", ""),
             };
             drop(engine);
             crash_all(&provider.sims);
@@ -377,8 +380,13 @@ fn a_crash_at_any_instant_of_a_clone_verb_keeps_before_or_after() {
             let after = match verb {
                 0 => exists,
                 1 => read(&engine, "tank/c")[..LEN / 2] == fresh[..],
-                _ => !exists,
+                2 => !exists,
+                _ => prop(&engine, "tank/c", "origin") == "-",
             };
+            if verb == 3 {
+                let moved = if after { "tank/c@s" } else { "tank/v@s" };
+                assert_eq!(frozen(&engine, moved), data, "k={k}");
+            }
             if !after {
                 assert!(
                     outcome.is_err(),
