@@ -298,13 +298,42 @@ pub(crate) fn destroy_order(tree: &Tree, set: &BTreeSet<DatasetId>) -> Vec<Datas
 }
 
 /// Destroys the datasets `set` (a dependents closure), each with its snapshots, in
-/// [`destroy_order`].
+/// [`destroy_order`]. With `deferred`, an origin snapshot marked by `destroy -d` goes with
+/// its last clone; callers that go on to destroy snapshots by index pass false (they
+/// destroy those origins themselves).
 pub(crate) fn destroy_set(
     inner: &mut Imported,
     set: &BTreeSet<DatasetId>,
+    deferred: bool,
 ) -> Result<(), EngineError> {
     for doomed in destroy_order(&inner.datasets, set) {
+        let origin = inner.datasets.node(doomed).origin.filter(|_| deferred);
         crate::dataset_ops::destroy_with_snapshots(inner, doomed)?;
+        if let Some(origin) = origin {
+            destroy_deferred_origin(inner, origin)?;
+        }
+    }
+    Ok(())
+}
+
+/// After a clone of `origin` went: the origin snapshot, if `destroy -d` marked it, no hold
+/// keeps it and this was its last clone, goes too (as in ZFS).
+fn destroy_deferred_origin(
+    inner: &mut Imported,
+    origin: tarn_dataset::clone::Origin,
+) -> Result<(), EngineError> {
+    let dataset = DatasetId(origin.dataset.0);
+    if !inner.datasets.contains(dataset) || !clones_of(&inner.datasets, origin.snapshot).is_empty()
+    {
+        return Ok(());
+    }
+    let node = inner.datasets.node(dataset);
+    let Some(index) = node.snapshots.iter().position(|s| s.id == origin.snapshot) else {
+        return Ok(());
+    };
+    let snap = &node.snapshots[index];
+    if snap.defer_destroy && snap.holds.is_empty() {
+        crate::snapshot_ops::destroy_one_snapshot(inner, dataset, index)?;
     }
     Ok(())
 }

@@ -390,7 +390,7 @@ impl Engine {
         let (handle, id) = self.dataset(name)?;
         let mut inner = handle.lock();
         let doomed = destroy_check(&inner, id, recursive || dependents, dependents)?;
-        crate::clone_ops::destroy_set(&mut inner, &doomed)?;
+        crate::clone_ops::destroy_set(&mut inner, &doomed, true)?;
         self.commit(&mut inner, command)?;
         Ok(())
     }

@@ -192,7 +192,7 @@ impl Engine {
             }
             return Ok(report);
         }
-        crate::clone_ops::destroy_set(&mut inner, &clones)?;
+        crate::clone_ops::destroy_set(&mut inner, &clones, false)?;
         for (at, picked) in plan {
             for index in picked.into_iter().rev() {
                 report.reclaimed += destroy_one_snapshot(&mut inner, at, index)?;
@@ -224,7 +224,7 @@ impl Engine {
         let handle = self.pool(pool_of(dataset))?;
         let mut inner = handle.lock();
         let clones = self.rollback_check(&inner, full, recursive || dependents, dependents)?;
-        crate::clone_ops::destroy_set(&mut inner, &clones)?;
+        crate::clone_ops::destroy_set(&mut inner, &clones, false)?;
         let id = inner.datasets.lookup(dataset)?;
         let (index, _) = inner.datasets.node(id).snapshot(snap).expect("checked");
         let later = inner.datasets.node(id).snapshots.len() - 1 - index;
@@ -437,12 +437,18 @@ fn destroy_plan(
     for &at in ids {
         let node = inner.datasets.node(at);
         let names: Vec<String> = node.snapshots.iter().map(|s| s.name.clone()).collect();
-        let (kept, picked): (Vec<usize>, Vec<usize>) = select(&names, list)?
-            .into_iter()
-            .partition(|i| !node.snapshots[*i].holds.is_empty());
-        if !kept.is_empty() && !defer {
+        let held_now = |i: &usize| !node.snapshots[*i].holds.is_empty();
+        if !defer && select(&names, list)?.iter().any(held_now) {
             return Err(invalid("dataset is busy"));
         }
+        // With -d a held snapshot, or one with clones, is marked to go at its last release
+        // or with its last clone, as in ZFS.
+        let cloned = |i: &usize| {
+            !crate::clone_ops::clones_of(&inner.datasets, node.snapshots[*i].id).is_empty()
+        };
+        let (kept, picked): (Vec<usize>, Vec<usize>) = select(&names, list)?
+            .into_iter()
+            .partition(|i| held_now(i) || (defer && cloned(i)));
         held.extend(kept.into_iter().map(|i| (at, i)));
         if !picked.is_empty() {
             plan.push((at, picked));

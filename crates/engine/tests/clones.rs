@@ -650,3 +650,24 @@ fn written_at_a_snapshot_and_the_count_limits() {
     engine.create_dataset("tank/x", &[], false, "").unwrap();
     settle(&engine);
 }
+
+#[test]
+fn a_deferred_destroy_of_an_origin_waits_for_its_last_clone() {
+    // Goal: `destroy -d` of a snapshot with clones marks it (`defer_destroy=on`) instead of
+    // refusing; it stays while a clone does, and goes with the last clone's destroy.
+    let (_provider, engine) = setup(9);
+    write(&engine, "tank/v", 0, &noise(LEN, 40));
+    snap(&engine, "tank/v@s");
+    clone(&engine, "tank/v@s", "tank/c");
+    clone(&engine, "tank/v@s", "tank/d");
+    engine
+        .destroy_snapshots_or_defer("tank/v@s", false, false, true, "destroy -d")
+        .unwrap();
+    assert_eq!(prop(&engine, "tank/v@s", "defer_destroy"), "on");
+    engine.destroy_dataset("tank/c", false, "").unwrap();
+    settle(&engine);
+    assert_eq!(prop(&engine, "tank/v@s", "clones"), "tank/d");
+    engine.destroy_dataset("tank/d", false, "").unwrap();
+    settle(&engine);
+    assert_eq!(names(&engine), vec!["tank", "tank/v"]);
+}
