@@ -123,7 +123,57 @@ pub(crate) enum Command {
         /// Defer: a held snapshot is destroyed when its last hold is released.
         #[arg(short = 'd')]
         defer: bool,
+        /// Destroy dependents too: the clones of the snapshots destroyed (implies -r).
+        #[arg(short = 'R')]
+        dependents: bool,
         /// Dataset or snapshot name.
+        name: String,
+    },
+    /// What changed between a snapshot and a later snapshot or the dataset now: `M`
+    /// modified, `+` added, `-` removed, `R` renamed, by path.
+    Diff {
+        /// Show each file's type (`F` file, `/` directory, `@` symlink, `|` FIFO, `=` socket,
+        /// `C`/`B` devices).
+        #[arg(short = 'F')]
+        types: bool,
+        /// Scripted output (fields are tab-separated either way, and paths escaped as ZFS
+        /// escapes them: non-printable bytes, space and `\` as `\0ooo`).
+        #[arg(short = 'H')]
+        scripted: bool,
+        /// Show each change's time (`SECONDS.NANOSECONDS`) first.
+        #[arg(short = 't')]
+        times: bool,
+        /// The older snapshot (DATASET@SNAPSHOT).
+        snapshot: String,
+        /// A later snapshot or the dataset (default: the dataset).
+        other: Option<String>,
+    },
+    /// Create a bookmark of a snapshot (or copy a bookmark): a source for `send -i` that
+    /// outlives the snapshot.
+    Bookmark {
+        /// The snapshot (DATASET@SNAPSHOT) or bookmark (DATASET#BOOKMARK).
+        source: String,
+        /// The new bookmark (DATASET#BOOKMARK).
+        target: String,
+    },
+    /// Promote a clone: the origin's snapshots up to the clone's origin move to it and the
+    /// origin becomes its clone (so the origin can be destroyed).
+    Promote {
+        /// The clone.
+        name: String,
+    },
+    /// Create a clone: a writable dataset that starts as a snapshot's content and shares
+    /// its blocks.
+    Clone {
+        /// Create missing parent datasets.
+        #[arg(short = 'p')]
+        parents: bool,
+        /// Property (repeatable).
+        #[arg(short = 'o', value_parser = property_pair, value_name = "PROPERTY=VALUE")]
+        properties: Vec<(String, String)>,
+        /// The origin snapshot (DATASET@SNAPSHOT).
+        snapshot: String,
+        /// The new dataset's name.
         name: String,
     },
     /// Place a user hold on snapshots (a held snapshot cannot be destroyed).
@@ -261,11 +311,20 @@ pub(crate) enum Command {
         /// Destroy snapshots more recent than the one named.
         #[arg(short = 'r')]
         recursive: bool,
+        /// Destroy those snapshots' clones too (implies -r).
+        #[arg(short = 'R')]
+        dependents: bool,
+        /// Unmount those clones even when busy (with -R).
+        #[arg(short = 'f')]
+        force: bool,
         /// Snapshot name (DATASET@SNAPSHOT).
         name: String,
     },
     /// Rename a dataset (within its pool).
     Rename {
+        /// Rename the snapshot of every descendant too (snapshots only).
+        #[arg(short = 'r')]
+        recursive: bool,
         /// Current name.
         old: String,
         /// New name.

@@ -94,15 +94,12 @@ pub(crate) fn plan(command: Command, cwd: &Path) -> Result<Plan, Outcome> {
                 }),
             },
         ),
-        Command::Destroy {
-            recursive,
-            force,
-            dry_run,
-            verbose,
-            parsable,
-            defer,
-            name,
-        } => plan_destroy(name, recursive, force, dry_run, defer, verbose, parsable)?,
+        command @ Command::Destroy { .. } => plan_destroy(command)?,
+        command @ (Command::Clone { .. }
+        | Command::Rollback { .. }
+        | Command::Promote { .. }
+        | Command::Bookmark { .. }
+        | Command::Diff { .. }) => plan_clone_verbs(command),
         command @ (Command::Hold { .. } | Command::Release { .. } | Command::Holds { .. }) => {
             plan_holds(command)
         }
@@ -119,14 +116,25 @@ pub(crate) fn plan(command: Command, cwd: &Path) -> Result<Plan, Outcome> {
                 properties,
             },
         ),
-        Command::Rollback { recursive, name } => silent(
-            "rollback to",
-            &name.clone(),
-            Request::Rollback { name, recursive },
-        ),
         command @ (Command::Send { .. } | Command::Receive { .. }) => plan_stream(command),
-        Command::Rename { old, new } => {
-            silent("rename", &old.clone(), Request::DatasetRename { old, new })
+        Command::Rename {
+            old,
+            new,
+            recursive,
+        } => {
+            if recursive && !old.contains('@') {
+                return Err(refuse(
+                    "rename",
+                    Some(&old),
+                    "-r is supported for snapshots only",
+                ));
+            }
+            let request = Request::DatasetRename {
+                old: old.clone(),
+                new,
+                recursive,
+            };
+            silent("rename", &old, request)
         }
         Command::List(args) => plan_list(args)?,
         Command::Nbd { scripted } => Plan {
@@ -293,15 +301,78 @@ fn plan_holds(command: Command) -> Plan {
     }
 }
 
-fn plan_destroy(
-    name: String,
-    recursive: bool,
-    force: bool,
-    dry_run: bool,
-    defer: bool,
-    verbose: bool,
-    parsable: bool,
-) -> Result<Plan, Outcome> {
+/// `clone` and `rollback`.
+fn plan_clone_verbs(command: Command) -> Plan {
+    match command {
+        Command::Clone {
+            parents,
+            properties,
+            snapshot,
+            name,
+        } => silent(
+            "create",
+            &name.clone(),
+            Request::Clone {
+                origin: snapshot,
+                name,
+                properties,
+                parents,
+            },
+        ),
+        Command::Rollback {
+            recursive,
+            dependents,
+            force,
+            name,
+        } => silent(
+            "rollback to",
+            &name.clone(),
+            Request::Rollback {
+                name,
+                recursive,
+                dependents,
+                force,
+            },
+        ),
+        Command::Promote { name } => silent("promote", &name.clone(), Request::Promote { name }),
+        Command::Bookmark { source, target } => silent(
+            "create bookmark",
+            &target.clone(),
+            Request::Bookmark { source, target },
+        ),
+        Command::Diff {
+            types,
+            scripted: _,
+            times,
+            snapshot,
+            other,
+        } => Plan {
+            verb: "diff",
+            object: Some(snapshot.clone()),
+            view: View::Diff { types, times },
+            request: Request::Diff {
+                from: snapshot,
+                to: other,
+            },
+        },
+        _ => unreachable!("plan_clone_verbs is called only for clone, promote, rollback, bookmark"),
+    }
+}
+
+fn plan_destroy(command: Command) -> Result<Plan, Outcome> {
+    let Command::Destroy {
+        recursive,
+        force,
+        dry_run,
+        verbose,
+        parsable,
+        defer,
+        dependents,
+        name,
+    } = command
+    else {
+        unreachable!("plan_destroy is called only for destroy");
+    };
     let snapshot = name.contains('@');
     if defer && !snapshot {
         return Err(refuse(
@@ -336,6 +407,7 @@ fn plan_destroy(
             force,
             dry_run,
             defer,
+            dependents,
         },
     })
 }
@@ -410,13 +482,13 @@ fn check_type(types: Option<&str>) -> Result<Vec<String>, Outcome> {
     let mut out = Vec::new();
     for word in types.map(split_list).unwrap_or_default() {
         let word = match word.as_str() {
-            "filesystem" | "all" | "snapshot" | "volume" => word,
+            "filesystem" | "all" | "snapshot" | "volume" | "bookmark" => word,
             "vol" => "volume".to_string(),
             "snap" => "snapshot".to_string(),
             _ => {
                 return Err(Outcome::usage(format!(
                     "invalid type '{word}': valid types are filesystem, volume, snapshot, \
-                     all (bookmarks do not exist yet)"
+                     bookmark, all"
                 )));
             }
         };
@@ -560,9 +632,34 @@ pub(crate) fn show(view: &View, payload: &ReplyPayload) -> Option<String> {
         (View::Holds { scripted, parsable }, ReplyPayload::Holds(rows)) => {
             holds(rows, *scripted, *parsable)
         }
+        (View::Diff { types, times }, ReplyPayload::Diff(rows)) => diff(rows, *types, *times),
         (View::Silent, ReplyPayload::Mounts(_)) => String::new(),
         _ => return None,
     })
+}
+
+/// `tarn diff`: `[TIME\t]CHANGE\t[TYPE\t]PATH[ -> NEW PATH]`, a line per change.
+fn diff(rows: &[tarn_proto::DiffRow], types: bool, times: bool) -> String {
+    let mut out = String::new();
+    for row in rows {
+        if times {
+            out.push_str(&row.ctime);
+            out.push('\t');
+        }
+        out.push_str(&row.change);
+        out.push('\t');
+        if types {
+            out.push_str(&row.file);
+            out.push('\t');
+        }
+        out.push_str(&row.path);
+        if let Some(new) = &row.new_path {
+            out.push_str(" -> ");
+            out.push_str(new);
+        }
+        out.push('\n');
+    }
+    out
 }
 
 /// `tarn nbd`: `VOLUME CONNECTIONS URI`, the URI a client connects with.

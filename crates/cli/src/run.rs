@@ -91,6 +91,11 @@ pub(crate) enum View {
         scripted: bool,
         parsable: bool,
     },
+    /// `tarn diff`.
+    Diff {
+        types: bool,
+        times: bool,
+    },
     /// `tarn nbd`.
     Nbd {
         scripted: bool,

@@ -172,7 +172,7 @@ fn refused_dataset_commands_change_nothing() {
         assert!(line_out.contains(expect), "`tarn {line}`: {line_out}");
     }
     // A usage error (exit 2) for an unknown -t type, before anything is sent.
-    let run = rig.run("list -t bookmark");
+    let run = rig.run("list -t bookmarks");
     assert_eq!(run.code, Some(2), "{run:?}");
     assert_eq!(
         value(&rig, "atime", "tank/a"),

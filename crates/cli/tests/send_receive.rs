@@ -511,3 +511,67 @@ fn refusals_before_any_record_leave_every_device_byte_identical() {
     let err = refused_with_stream(&rig, "receive pb/dst", b"not a stream at all, just text");
     assert!(err.contains("invalid stream"), "{err}");
 }
+
+// DESCRIPTION: bookmarks. `bookmark pa/src@one pa/src#one` keeps what an incremental send
+// needs of `@one`; after `@one` is destroyed on the source, `send -i #one pa/src@two` (and
+// `-i pa/src#one`) brings the destination, which still has `@one`, to a tree identical to
+// the source's. `list -t bookmark|all` shows the bookmark with the snapshot's GUID and txg,
+// a bookmark copies another, bad bookmarks are refused with one line, `destroy DS#BM`
+// removes it, and it survives export and import.
+// STRATEGY: two pools, trees compared through FUSE mounts (skipped without /dev/fuse).
+#[test]
+fn an_incremental_from_a_bookmark_after_the_snapshot_is_gone() {
+    if !fuse_ok("an_incremental_from_a_bookmark_after_the_snapshot_is_gone") {
+        return;
+    }
+    let rig = Rig::new();
+    two_pools(&rig);
+    let (src, dst) = (mount(&rig, "pa/src"), mount(&rig, "pb/dst"));
+    sh(
+        &src,
+        "head -c 300000 /dev/urandom > f1 && mkdir d && echo a > d/a && echo b > f2",
+    );
+    rig.ok("snapshot pa/src@one");
+    pipe(&rig, "send pa/src@one", "receive pb/dst");
+    rig.ok("bookmark pa/src@one pa/src#one");
+    rig.ok("bookmark pa/src#one pa/src#copy");
+    for (line, says) in [
+        ("bookmark pa/src@one pa/src#one", "bookmark exists"),
+        ("bookmark pa/src@nope pa/src#x", "does not exist"),
+        ("bookmark pa/src@one pa#x", "same dataset"),
+        ("bookmark pa/src@one pa/src#a@b", "invalid"),
+    ] {
+        let refused = rig.run(line);
+        assert_eq!(refused.code, Some(1), "{line}: {refused:?}");
+        assert_eq!(refused.stderr.lines().count(), 1, "{refused:?}");
+        assert!(refused.stderr.contains(says), "{line}: {refused:?}");
+    }
+    let guid = rig.ok("get -H -o value guid pa/src@one");
+    assert_eq!(
+        rig.ok("get -H -o value guid,type pa/src#one"),
+        format!("{guid}bookmark\n")
+    );
+    assert_eq!(
+        rig.ok("list -H -o name -t bookmark"),
+        "pa/src#copy\npa/src#one\n"
+    );
+    rig.ok("destroy pa/src#copy");
+    sh(
+        &src,
+        "head -c 100000 /dev/urandom > f1 && rm d/a && echo c > f3",
+    );
+    rig.ok("snapshot pa/src@two");
+    rig.ok("destroy pa/src@one");
+    rig.ok("pool export pa");
+    rig.ok(&format!("pool import -d {} pa", rig.dir_of("a")));
+    assert_eq!(
+        rig.ok("list -H -o name -t all -r pa/src"),
+        "pa/src\npa/src@two\npa/src#one\n"
+    );
+    let refused = rig.run("send -I #one pa/src@two");
+    assert_eq!(refused.code, Some(1), "{refused:?}");
+    pipe(&rig, "send -i #one pa/src@two", "receive pb/dst");
+    assert_eq!(tree(&src), tree(&dst), "incremental from a bookmark");
+    rig.ok("destroy pa/src#one");
+    assert_eq!(rig.ok("list -H -o name -t bookmark"), "");
+}

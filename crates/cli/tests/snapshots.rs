@@ -321,3 +321,152 @@ fn snapshot_rename_through_the_binary() {
     rig.ok("destroy tank/a@first");
     assert_eq!(rig.ok("list -H -o name -t snapshot"), "tank/a@two\n");
 }
+
+// DESCRIPTION: `rename -r` of a snapshot renames it in every descendant that has it, in one
+// command (`@NEW` is short for the same dataset); a descendant already holding the new name
+// refuses the whole rename with one line and nothing is renamed or written; `-r` of a
+// dataset (not a snapshot) is refused.
+// STRATEGY: the binary against a daemon; device bytes compared around the refusals.
+#[test]
+fn rename_r_renames_the_snapshot_of_every_descendant() {
+    let rig = Rig::new();
+    pool(&rig);
+    rig.ok("create tank/a/b");
+    rig.ok("snapshot -r tank@one");
+    rig.ok("rename -r tank@one @two");
+    assert_eq!(
+        rig.ok("list -H -o name -t snapshot"),
+        "tank@two\ntank/a@two\ntank/a/b@two\n"
+    );
+    rig.ok("snapshot tank/a/b@three");
+    rig.ok("pool sync tank");
+    let before = devices_bytes(&rig);
+    let refused = rig.run("rename -r tank@two tank@three");
+    assert_eq!(refused.code, Some(1), "{refused:?}");
+    assert_eq!(
+        refused.stderr,
+        "cannot rename 'tank@two': dataset already exists: 'tank/a/b@three'\n"
+    );
+    let refused = rig.run("rename -r tank/a tank/c");
+    assert_eq!(refused.code, Some(1), "{refused:?}");
+    assert!(devices_bytes(&rig) == before, "a refused rename wrote");
+    rig.ok("rename -r tank/a@two tank/a@four");
+    assert_eq!(
+        rig.ok("list -H -o name -t snapshot"),
+        "tank@two\ntank/a@four\ntank/a/b@four\ntank/a/b@three\n"
+    );
+}
+
+fn devices_bytes(rig: &Rig) -> Vec<Vec<u8>> {
+    let mut paths: Vec<_> = std::fs::read_dir(rig.root().join("d"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    paths.sort();
+    paths.iter().map(|p| std::fs::read(p).unwrap()).collect()
+}
+
+// DESCRIPTION: `tarn diff` through a mounted filesystem. Files added, removed, renamed,
+// written and chmod-ed after a snapshot come out as `+`, `-`, `R`, `M` lines with full paths
+// under the mountpoint (`-F`: a type column; `-t`: the change time first); a file only read
+// is not reported; between two snapshots the later one's changes are left out; bad
+// arguments are refused with one line.
+// STRATEGY: std::fs against the mountpoint under the rig's altroot; skipped without
+// /dev/fuse.
+#[test]
+fn diff_names_every_change_by_path() {
+    if !std::path::Path::new("/dev/fuse").exists() {
+        eprintln!("SKIP diff_names_every_change_by_path: /dev/fuse is absent");
+        return;
+    }
+    let rig = Rig::new();
+    let devices = rig.devices("d", "disk", 3);
+    rig.ok(&format!(
+        "pool create -m /tank tank raidz1 {}",
+        join(&devices)
+    ));
+    let tank = rig.root().join("altroot/tank");
+    std::fs::create_dir(tank.join("dir")).unwrap();
+    for name in ["dir/edit", "gone", "old", "read", "mode"] {
+        std::fs::write(tank.join(name), name).unwrap();
+    }
+    rig.ok("snapshot tank@one");
+    std::fs::write(tank.join("dir/edit"), b"changed").unwrap();
+    std::fs::remove_file(tank.join("gone")).unwrap();
+    std::fs::rename(tank.join("old"), tank.join("new")).unwrap();
+    std::fs::write(tank.join("added"), b"+").unwrap();
+    let _ = std::fs::read(tank.join("read")).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::Permissions::from_mode(0o600);
+    std::fs::set_permissions(tank.join("mode"), mode).unwrap();
+    rig.ok("snapshot tank@two");
+    std::fs::write(tank.join("later"), b"after two").unwrap();
+    let lines = rig.ok("diff -F tank@one tank@two");
+    assert_eq!(
+        lines,
+        "M\t/\t/tank/\n+\tF\t/tank/added\nM\tF\t/tank/dir/edit\n-\tF\t/tank/gone\n\
+         M\tF\t/tank/mode\nR\tF\t/tank/old -> /tank/new\n"
+    );
+    let now = rig.ok("diff tank@two");
+    assert_eq!(now, "M\t/tank/\n+\t/tank/later\n");
+    let timed = rig.ok("diff -t -H tank@two tank");
+    let first = timed.lines().next().unwrap();
+    let (time, rest) = first.split_once('\t').unwrap();
+    assert!(time.split_once('.').unwrap().0.parse::<i64>().unwrap() > 1_600_000_000);
+    assert_eq!(rest, "M\t/tank/");
+    for (line, says) in [
+        ("diff tank@two tank@one", "not an earlier snapshot"),
+        ("diff tank@nope", "does not exist"),
+        ("diff tank", "missing '@'"),
+    ] {
+        let refused = rig.run(line);
+        assert_eq!(refused.code, Some(1), "{line}: {refused:?}");
+        assert_eq!(refused.stderr.lines().count(), 1, "{refused:?}");
+        assert!(refused.stderr.contains(says), "{line}: {refused:?}");
+    }
+}
+
+// DESCRIPTION: the count limits and `written@SNAP` through the binary. `set
+// snapshot_limit=1` lets one snapshot in the subtree and refuses the next with one line
+// naming the limit (no device byte changed); `filesystem_limit` refuses a create past it;
+// `get` shows counts and limits (`none`, or the largest count with -p); `written@one` is a
+// valid `get`/`list -o` column.
+// STRATEGY: the binary against a daemon; device bytes compared around the refusals.
+#[test]
+fn count_limits_refuse_and_written_at_a_snapshot_shows() {
+    let rig = Rig::new();
+    pool(&rig);
+    rig.ok("set snapshot_limit=1 filesystem_limit=1 tank");
+    rig.ok("snapshot tank/a@one");
+    rig.ok("pool sync tank");
+    let before = devices_bytes(&rig);
+    for (line, says) in [
+        (
+            "snapshot tank@two",
+            "snapshot limit exceeded (snapshot_limit=1 on 'tank')",
+        ),
+        (
+            "create tank/b",
+            "filesystem limit exceeded (filesystem_limit=1 on 'tank')",
+        ),
+    ] {
+        let refused = rig.run(line);
+        assert_eq!(refused.code, Some(1), "{refused:?}");
+        assert_eq!(refused.stderr.lines().count(), 1, "{refused:?}");
+        assert!(refused.stderr.contains(says), "{line}: {refused:?}");
+    }
+    assert!(devices_bytes(&rig) == before, "a refusal wrote");
+    assert_eq!(
+        rig.ok("get -H -o value snapshot_count,filesystem_count,snapshot_limit tank"),
+        "1\n1\n1\n"
+    );
+    assert_eq!(rig.ok("get -H -o value filesystem_limit tank/a"), "none\n");
+    assert_eq!(
+        rig.ok("get -H -p -o value filesystem_limit tank/a"),
+        format!("{}\n", u64::MAX)
+    );
+    let written = rig.ok("list -H -p -o name,written@one tank/a");
+    assert!(written.starts_with("tank/a\t"), "{written}");
+    rig.ok("set snapshot_limit=none tank");
+    rig.ok("snapshot tank@two");
+}

@@ -1235,6 +1235,19 @@ impl EngineBackend {
                     .collect();
                 ok(ReplyPayload::Holds(rows))
             }),
+            Request::Diff { from, to } => engine.diff(from, to.as_deref()).map(|lines| {
+                let rows = lines
+                    .into_iter()
+                    .map(|l| tarn_proto::DiffRow {
+                        change: l.change.to_string(),
+                        file: l.file.to_string(),
+                        path: l.path,
+                        new_path: l.new_path,
+                        ctime: format!("{}.{:09}", l.ctime.0, l.ctime.1),
+                    })
+                    .collect();
+                ok(ReplyPayload::Diff(rows))
+            }),
             _ => return None,
         };
         Some(result.unwrap_or_else(|e| error_reply(&e)))
@@ -1254,13 +1267,22 @@ impl EngineBackend {
                 recursive,
                 dry_run,
                 defer,
+                dependents,
                 ..
             } if name.contains('@') => {
                 let flag = if *recursive { "-r " } else { "" };
                 let defer_flag = if *defer { "-d " } else { "" };
-                let command = format!("destroy {defer_flag}{flag}{name}");
+                let deps = if *dependents { "-R " } else { "" };
+                let command = format!("destroy {defer_flag}{deps}{flag}{name}");
                 engine
-                    .destroy_snapshots_or_defer(name, *recursive, *dry_run, *defer, &command)
+                    .destroy_snapshots_with(
+                        name,
+                        *recursive,
+                        *dry_run,
+                        *defer,
+                        *dependents,
+                        &command,
+                    )
                     .map(|report| {
                         ok(ReplyPayload::SnapshotsDestroyed {
                             names: report.destroyed,
@@ -1290,11 +1312,10 @@ impl EngineBackend {
                 let spec = send_spec(request)?;
                 return Some(self.send(&spec, Box::new(std::io::sink()), &mut |_| {}));
             }
-            Request::Rollback { name, recursive } => {
-                let flag = if *recursive { "-r " } else { "" };
-                let command = format!("rollback {flag}{name}");
-                engine.rollback(name, *recursive, &command).map(unit)
-            }
+            Request::Rollback { .. }
+            | Request::Clone { .. }
+            | Request::Promote { .. }
+            | Request::Bookmark { .. } => clone_verbs(engine, request).map(unit),
             _ => return None,
         };
         Some(result.unwrap_or_else(|e| error_reply(&e)))
@@ -1315,14 +1336,27 @@ impl EngineBackend {
                 volume,
             } => create_dataset(engine, name, properties, *parents, volume.as_ref()).map(unit),
             Request::DatasetDestroy {
-                name, recursive, ..
+                name,
+                recursive,
+                dependents,
+                ..
             } => {
                 let flag = if *recursive { "-r " } else { "" };
-                let command = format!("destroy {flag}{name}");
-                engine.destroy_dataset(name, *recursive, &command).map(unit)
+                let deps = if *dependents { "-R " } else { "" };
+                let command = format!("destroy {deps}{flag}{name}");
+                engine
+                    .destroy_dataset_with(name, *recursive, *dependents, &command)
+                    .map(unit)
             }
-            Request::DatasetRename { old, new } => engine
+            Request::DatasetRename {
+                old,
+                new,
+                recursive: false,
+            } => engine
                 .rename_dataset(old, new, &format!("rename {old} {new}"))
+                .map(unit),
+            Request::DatasetRename { old, new, .. } => engine
+                .rename_snapshots(old, new, &format!("rename -r {old} {new}"))
                 .map(unit),
             Request::DatasetGet(get) => {
                 let query = tarn_engine::DatasetQuery {
@@ -1812,6 +1846,44 @@ impl EngineBackend {
         self.engine
             .import_pool(&dirs, &entry.guid.to_string(), &options, &command)
             .map_err(|e| e.to_string())
+    }
+}
+
+/// `rollback`, `clone`, `promote` and `bookmark`, with the command line the pool history records.
+fn clone_verbs(engine: &Engine, request: &Request) -> Result<(), EngineError> {
+    match request {
+        Request::Rollback {
+            name,
+            recursive,
+            dependents,
+            ..
+        } => {
+            let flag = if *recursive { "-r " } else { "" };
+            let deps = if *dependents { "-R " } else { "" };
+            let command = format!("rollback {deps}{flag}{name}");
+            engine.rollback_with(name, *recursive, *dependents, &command)
+        }
+        Request::Clone {
+            origin,
+            name,
+            properties,
+            parents,
+        } => {
+            let mut command = String::from("clone");
+            if *parents {
+                command.push_str(" -p");
+            }
+            for (p, v) in properties {
+                command.push_str(&format!(" -o {p}={v}"));
+            }
+            command.push_str(&format!(" {origin} {name}"));
+            engine.clone_dataset(origin, name, properties, *parents, &command)
+        }
+        Request::Promote { name } => engine.promote(name, &format!("promote {name}")),
+        Request::Bookmark { source, target } => {
+            engine.bookmark(source, target, &format!("bookmark {source} {target}"))
+        }
+        _ => unreachable!("clone_verbs is called only for rollback, clone, promote, bookmark"),
     }
 }
 

@@ -277,24 +277,36 @@ impl MountTable {
                 name,
                 recursive,
                 force,
+                dependents,
                 ..
             } => {
-                // A destroy the engine would refuse must not unmount anything first.
-                if let Err(error) = self.engine.destroy_dataset_check(name, *recursive) {
-                    return Some(engine_refusal("destroy", name, &error));
-                }
-                let root = name.as_str();
-                let result =
-                    self.unmount_where(*force, |n| n == root || (*recursive && within(n, root)));
+                // A destroy the engine would refuse must not unmount anything first; what it
+                // would destroy (with -R clones elsewhere too) is unmounted.
+                let doomed = match self.engine.destroy_targets(name, *recursive, *dependents) {
+                    Ok(doomed) => doomed,
+                    Err(error) => return Some(engine_refusal("destroy", name, &error)),
+                };
+                let result = self.unmount_where(*force, |n| doomed.iter().any(|d| d == n));
                 result.err().map(|e| refusal("destroy", name, &e))
             }
-            Request::Rollback { name, recursive } => {
-                // The mount must show the snapshot's content: unmount now, mount after.
-                if let Err(error) = self.engine.rollback_check_name(name, *recursive) {
-                    return Some(engine_refusal("rollback to", name, &error));
-                }
+            Request::Rollback {
+                name,
+                recursive,
+                dependents,
+                force,
+            } => {
+                // The mount must show the snapshot's content: unmount now, mount after; the
+                // clones -R destroys are unmounted too.
+                let clones = match self.engine.rollback_targets(name, *recursive, *dependents) {
+                    Ok(clones) => clones,
+                    Err(error) => return Some(engine_refusal("rollback to", name, &error)),
+                };
                 let dataset = name.split('@').next().unwrap_or(name);
                 let result = self.unmount_where(false, |n| n == dataset);
+                if let Err(e) = result {
+                    return Some(refusal("rollback to", name, &e));
+                }
+                let result = self.unmount_where(*force, |n| clones.iter().any(|c| c == n));
                 result.err().map(|e| refusal("rollback to", name, &e))
             }
             Request::Mount { name, all } => Some(self.mount_request(name.as_deref(), *all)),
@@ -345,6 +357,13 @@ impl MountTable {
         }
         if let Request::Rollback { name, .. } = request {
             return self.mount_pool(pool_of(name.split('@').next().unwrap_or(name)));
+        }
+        if let Request::Clone { name, .. } = request {
+            return if succeeded {
+                self.mount_pool(pool_of(name))
+            } else {
+                Vec::new()
+            };
         }
         if let Some(root) = access_time_changed(request) {
             return if succeeded {

@@ -29,6 +29,10 @@
 //! txg) and the sync of a dataset with snapshots writes through [`deadlist::KillStore`], the
 //! block-kill rule (docs/FORMAT.md section 20).
 //!
+//! Clones ([`clone`]) are datasets whose object set starts as a snapshot's: blocks born up to
+//! the origin snapshot's txg stay the origin's (filed, never freed, under that txg in the
+//! clone's dead lists), so the clone's `used` counts only what it wrote.
+//!
 //! Volumes ([`volume`]) are datasets whose object set holds one data object of
 //! `volblocksize` blocks and its size (ZFS's zvols): block devices served by a front end.
 //!
@@ -49,13 +53,15 @@
 //! panic.
 //!
 //! # Not here
-//! Clones and bookmarks (next layers of this crate); the stream format (tarn-send) and the
+//! Redaction bookmarks; the stream format (tarn-send) and the
 //! verbs of send and receive (the engine); space
 //! accounting arithmetic and quota enforcement (the engine, which sees dirty data); the
 //! per-owner counts behind `userused@` (the POSIX layer) and their enforcement (engine and
 //! POSIX layer). This crate only names and validates the `userquota@ID` family
 //! ([`props::owner_prop`]): ids are numeric here, names are the front end's business.
 
+pub mod bookmark;
+pub mod clone;
 pub mod deadlist;
 pub mod name;
 pub mod node;

@@ -69,6 +69,9 @@ pub struct SnapHead {
     /// Deflated bytes of every dead list of the dataset (head and snapshots):
     /// `usedbysnapshots`.
     pub used: u64,
+    /// The origin snapshot's node when the dataset is a clone (0 otherwise; feature
+    /// `org.tarn:clones`, [`crate::clone`]).
+    pub origin: ObjectId,
 }
 
 impl SnapHead {
@@ -119,7 +122,7 @@ impl DatasetHeader {
             w.u64(self.snap.snapshots.0);
             w.u64(self.snap.deadlist.0);
             w.u64(self.snap.used);
-            w.u64(0);
+            w.u64(self.snap.origin.0);
             len = HEADER_LEN_WITH_SNAPSHOTS;
         }
         let bytes = w.finish();
@@ -169,8 +172,8 @@ impl DatasetHeader {
                 snapshots: ObjectId(next()?),
                 deadlist: ObjectId(next()?),
                 used: next()?,
+                origin: ObjectId(next()?),
             };
-            let _reserved = next()?;
             if (header.snap.snapshots.0 == 0) != (header.snap.deadlist.0 == 0) {
                 return Err(DatasetError::Corrupt(
                     "dataset header names only one of its snapshot ZAP and dead list".into(),
@@ -331,6 +334,7 @@ mod tests {
                 snapshots: ObjectId(30),
                 deadlist: ObjectId(31),
                 used: 4096,
+                origin: ObjectId(44),
             },
             ..header
         };

@@ -28,6 +28,9 @@ pub enum PropKind {
     Checksum,
     /// An absolute path, `none` or `legacy`.
     Mountpoint,
+    /// A count, or `none` (stored as absent: no limit): `snapshot_limit`,
+    /// `filesystem_limit`.
+    Limit,
     /// Computed by the engine; never set.
     Stat,
 }
@@ -147,6 +150,10 @@ pub const DATASET_PROPS: &[PropDef] = &[
     stat("written"),
     stat("createtxg"),
     stat("snapshot_count"),
+    prop("snapshot_limit", PropKind::Limit, false, ""),
+    stat("filesystem_count"),
+    prop("filesystem_limit", PropKind::Limit, false, ""),
+    stat("origin"),
     prop("acltype", PropKind::Enum(ACLTYPE), true, "off"),
     prop("relatime", PropKind::OnOff, true, "on"),
     prop("sync", PropKind::Enum(SYNC), true, "standard"),
@@ -279,6 +286,7 @@ fn normalize(def: &PropDef, value: &str) -> Result<String, DatasetError> {
                 bytes.to_string()
             })
         }
+        PropKind::Limit => limit_value(value).ok_or_else(|| bad("a count or 'none'")),
         PropKind::Recordsize => {
             let bytes = parse_size(value).map_err(|_| bad("a power of two from 512 to 16M"))?;
             if bytes.is_power_of_two() && (512..=16 << 20).contains(&bytes) {
@@ -317,6 +325,14 @@ fn normalize(def: &PropDef, value: &str) -> Result<String, DatasetError> {
             }
             _ => Err(bad("an absolute path, 'none' or 'legacy'")),
         },
+    }
+}
+
+/// A limit's normalized value: empty for `none`, else the count in decimal.
+fn limit_value(value: &str) -> Option<String> {
+    match value {
+        "none" => Some(String::new()),
+        _ => value.parse::<u64>().ok().map(|n| n.to_string()),
     }
 }
 
@@ -520,6 +536,11 @@ pub fn display(def: &PropDef, normalized: &str, parsable: bool) -> String {
             }
         }
         PropKind::SmallBlocks if normalized == "0" => "0".into(),
+        // ZFS shows an unset limit as `none`, and as the largest count when parsable.
+        PropKind::Limit if normalized.is_empty() => match parsable {
+            true => u64::MAX.to_string(),
+            false => "none".into(),
+        },
         PropKind::Quota | PropKind::Recordsize | PropKind::SmallBlocks if !parsable => normalized
             .parse::<u64>()
             .map_or_else(|_| normalized.to_string(), format_size),
@@ -533,6 +554,10 @@ mod tests {
 
     #[test]
     fn values_normalize_and_refuse() {
+        assert_eq!(validate("snapshot_limit", "10").unwrap(), Some("10".into()));
+        assert_eq!(validate("filesystem_limit", "none").unwrap(), None);
+        assert!(validate("snapshot_limit", "-1").is_err());
+        assert!(validate("filesystem_limit", "1G").is_err());
         assert_eq!(
             validate("quota", "10G").unwrap(),
             Some("10737418240".into())

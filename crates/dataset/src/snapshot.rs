@@ -357,7 +357,7 @@ pub fn take(
         head.snap = SnapHead {
             snapshots: mos.zap_create(store, tarn_format::dnode::OBJECT_TYPE_ZAP)?,
             deadlist: deadlist::create(mos, store)?,
-            used: head.snap.used,
+            ..head.snap
         };
     }
     let props = mos.zap_create(store, tarn_format::dnode::OBJECT_TYPE_ZAP)?;
@@ -398,24 +398,27 @@ fn next_deadlist(head: &DatasetHeader, snapshots: &[Snapshot], index: usize) -> 
         .map_or(head.snap.deadlist, |next| next.header.deadlist)
 }
 
-fn previous_txg(snapshots: &[Snapshot], index: usize) -> u64 {
+/// The txg of the snapshot before `index`: for the first one, `floor` (the origin's txg of
+/// a clone, whose blocks born up to it are the origin's; 0 otherwise).
+fn previous_txg(snapshots: &[Snapshot], index: usize, floor: u64) -> u64 {
     index
         .checked_sub(1)
         .and_then(|i| snapshots.get(i))
-        .map_or(0, |prev| prev.header.txg.0)
+        .map_or(floor, |prev| prev.header.txg.0)
 }
 
-/// Space only snapshot `index` holds (its `used`).
+/// Space only snapshot `index` holds (its `used`); `floor` as for [`destroy`].
 pub fn unique_space(
     mos: &mut ObjectSet,
     store: &dyn BlockStore,
     head: &DatasetHeader,
     snapshots: &[Snapshot],
     index: usize,
+    floor: u64,
 ) -> Result<DeadSpace, DatasetError> {
     let list = next_deadlist(head, snapshots, index);
     let s = snapshots[index].header.txg.0;
-    deadlist::space_in(mos, store, list, previous_txg(snapshots, index), s)
+    deadlist::space_in(mos, store, list, previous_txg(snapshots, index, floor), s)
 }
 
 /// Space of every bucket of a dead list.
@@ -430,17 +433,20 @@ pub fn deadlist_space(
 /// Destroys snapshot `index` of the dataset with header `head` (whose snapshot list is
 /// `snapshots`, oldest first): removes its node and returns the blocks only it held (the
 /// caller frees them in the next txg) and their space; `head.snap.used` drops by it.
+/// `floor` is the origin's txg for a clone (0 otherwise): dead-list buckets up to it hold
+/// the origin's blocks, never freed here ([`crate::clone`]).
 pub fn destroy(
     mos: &mut ObjectSet,
     store: &dyn BlockStore,
     head: &mut DatasetHeader,
     snapshots: &mut Vec<Snapshot>,
     index: usize,
+    floor: u64,
 ) -> Result<(Vec<BlockPtr>, DeadSpace), DatasetError> {
     assert!(index < snapshots.len(), "S2: destroy of a listed snapshot");
     let target = next_deadlist(head, snapshots, index);
     let doomed = snapshots[index].clone();
-    let after = previous_txg(snapshots, index);
+    let after = previous_txg(snapshots, index, floor);
     let (blocks, space) = deadlist::take_range(mos, store, target, after, doomed.header.txg.0)?;
     deadlist::merge(mos, store, doomed.header.deadlist, target)?;
     mos.free_object(store, doomed.header.props)?;
@@ -456,20 +462,23 @@ pub fn destroy(
 /// Rolls the head back to its latest snapshot: the head's dead list (blocks of that snapshot
 /// the head had let go of) is emptied without freeing them, since the head references them
 /// again, and the header takes the snapshot's root and counters. The caller frees the head's
-/// blocks born after the snapshot and reopens the object set.
+/// blocks born after the snapshot and reopens the object set. A clone's buckets up to
+/// `floor` (its origin's txg) were never counted in `usedbysnapshots`.
 pub fn rollback(
     mos: &mut ObjectSet,
     store: &dyn BlockStore,
     head: &mut DatasetHeader,
     latest: &Snapshot,
+    floor: u64,
 ) -> Result<(), DatasetError> {
     assert!(
         head.snap.is_present(),
         "S3: rollback of a dataset with snapshots"
     );
-    let (_kept, space) = deadlist::destroy(mos, store, head.snap.deadlist)?;
+    let counted = deadlist::space_in(mos, store, head.snap.deadlist, floor, u64::MAX)?;
+    deadlist::destroy(mos, store, head.snap.deadlist)?;
     head.snap.deadlist = deadlist::create(mos, store)?;
-    head.snap.used = head.snap.used.checked_sub(space.used).ok_or_else(|| {
+    head.snap.used = head.snap.used.checked_sub(counted.used).ok_or_else(|| {
         DatasetError::Corrupt("usedbysnapshots is smaller than the head's dead list".into())
     })?;
     head.objset = latest.header.objset;
@@ -481,12 +490,14 @@ pub fn rollback(
 
 /// Frees every snapshot of a dataset being destroyed and its snapshot structures, returning
 /// the blocks of every dead list (the caller frees them with the head's own blocks: together
-/// they are every block any snapshot or the head referenced, each once).
+/// they are every block any snapshot or the head referenced, each once). Blocks born up to
+/// `floor` (a clone's origin txg) are the origin's and are left out.
 pub fn destroy_all(
     mos: &mut ObjectSet,
     store: &dyn BlockStore,
     head: &mut DatasetHeader,
     snapshots: &[Snapshot],
+    floor: u64,
 ) -> Result<Vec<BlockPtr>, DatasetError> {
     if !head.snap.is_present() {
         return Ok(Vec::new());
@@ -500,6 +511,7 @@ pub fn destroy_all(
     blocks.extend(deadlist::destroy(mos, store, head.snap.deadlist)?.0);
     mos.free_object(store, head.snap.snapshots)?;
     head.snap = SnapHead::default();
+    blocks.retain(|bp| bp.birth.0 > floor);
     Ok(blocks)
 }
 

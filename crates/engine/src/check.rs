@@ -374,12 +374,25 @@ fn reach_tree(
             ));
         }
         let node = tree.node(id);
+        if (node.origin, node.origin_dead)
+            != (
+                inner.datasets.node(id).origin,
+                inner.datasets.node(id).origin_dead,
+            )
+        {
+            return Err(format!(
+                "{}: the open origin differs from the committed one",
+                node.name
+            ));
+        }
         let deflate = crate::datasets::deflate_table(pool);
         let snapshots = SnapshotWalk {
             root: data_root,
             header: &node.header,
             snapshots: &node.snapshots,
             deflate: &deflate,
+            floor: node.floor(),
+            shared: node.shared(),
         };
         reached.extend(snapshots.reach(mos.objset(), &reader, &node.name)?);
     }
@@ -392,6 +405,10 @@ struct SnapshotWalk<'a> {
     header: &'a tarn_dataset::DatasetHeader,
     snapshots: &'a [tarn_dataset::snapshot::Snapshot],
     deflate: &'a crate::datasets::Deflate,
+    /// A clone's origin txg (0 otherwise): blocks born up to it are the origin's.
+    floor: u64,
+    /// What the dataset says a clone shares with its origin.
+    shared: u64,
 }
 
 /// Dead blocks by their first DVA.
@@ -414,6 +431,13 @@ impl SnapshotWalk<'_> {
         }
         let mut dead = std::collections::BTreeMap::new();
         let mut dead_used = 0;
+        // A bucket and its blocks' births lie between the same two snapshots (or origin):
+        // destroys only widen those intervals, and a promote files blocks again by them.
+        let txgs: Vec<tarn_base::Txg> = std::iter::once(tarn_base::Txg(self.floor))
+            .filter(|t| t.0 > 0)
+            .chain(self.snapshots.iter().map(|s| s.header.txg))
+            .collect();
+        let interval = |txg: u64| tarn_dataset::deadlist::bucket_of(&txgs, tarn_base::Txg(txg));
         for list in lists {
             let entries = tarn_dataset::deadlist::entries(mos, reader, list)
                 .map_err(|e| format!("{name}: dead list {}: {e}", list.0))?;
@@ -423,6 +447,17 @@ impl SnapshotWalk<'_> {
                         "{name}: dead block born in txg {} sits in bucket {bucket}",
                         bp.birth.0
                     ));
+                }
+                if interval(bucket) != interval(bp.birth.0) {
+                    return Err(format!(
+                        "{name}: dead block born in txg {} sits in bucket {bucket} of another \
+                         snapshot",
+                        bp.birth.0
+                    ));
+                }
+                if bucket <= self.floor {
+                    // The origin's block a clone let go of: the origin reaches it.
+                    continue;
                 }
                 if dead.insert(key(&bp), bp).is_some() {
                     return Err(format!(
@@ -446,14 +481,25 @@ impl SnapshotWalk<'_> {
     ) -> Result<Vec<Reached>, String> {
         let key = |bp: &BlockPtr| (bp.dvas[0].vdev.0, bp.dvas[0].offset);
         let mut head = std::collections::BTreeMap::new();
+        let mut shared = 0;
         visit_object_set(reader, &self.root, &mut |bp: &BlockPtr, _| {
-            head.insert(key(bp), *bp);
+            if bp.birth.0 <= self.floor {
+                shared += crate::datasets::dsize(self.deflate, bp);
+            } else {
+                head.insert(key(bp), *bp);
+            }
         })
         .map_err(|e| format!("dataset walk: {e}"))?;
+        if shared != self.shared {
+            return Err(format!(
+                "{name}: shares {shared} bytes with its origin but counts {}",
+                self.shared
+            ));
+        }
         let mut only_snapshots = std::collections::BTreeMap::new();
         for snapshot in self.snapshots {
             visit_object_set(reader, &snapshot.header.objset, &mut |bp: &BlockPtr, _| {
-                if !head.contains_key(&key(bp)) {
+                if bp.birth.0 > self.floor && !head.contains_key(&key(bp)) {
                     only_snapshots.insert(key(bp), *bp);
                 }
             })

@@ -68,7 +68,7 @@ impl DatasetQuery {
 }
 
 /// Refuses a property that does not apply to a dataset of this type (volume or not).
-fn check_applies(is_volume: bool, property: &str) -> Result<(), EngineError> {
+pub(crate) fn check_applies(is_volume: bool, property: &str) -> Result<(), EngineError> {
     let refused = if is_volume {
         props::FILESYSTEM_ONLY.contains(&property)
     } else {
@@ -107,6 +107,38 @@ pub(crate) fn format_filesystem(
     Ok(())
 }
 
+/// Where a new dataset `name` goes: the nearest existing ancestor (a filesystem) and, with
+/// `parents` (`-p`), the missing ones between, outermost first; checks `name` is free.
+pub(crate) fn new_dataset_parent(
+    inner: &Imported,
+    name: &str,
+    parents: bool,
+) -> Result<(DatasetId, Vec<String>), EngineError> {
+    if inner.datasets.by_name(name).is_some() {
+        return Err(invalid("dataset already exists"));
+    }
+    let mut missing = Vec::new();
+    let mut at = dsname::parent_name(name);
+    let parent = loop {
+        let Some(candidate) = at else {
+            return Err(invalid("missing pool name"));
+        };
+        if let Some(id) = inner.datasets.by_name(candidate) {
+            break id;
+        }
+        if !parents {
+            return Err(invalid("parent does not exist (use -p to create it)"));
+        }
+        missing.push(candidate.to_string());
+        at = dsname::parent_name(candidate);
+    };
+    if inner.datasets.node(parent).objset.kind() == ObjsetKind::Volume {
+        return Err(invalid("parent is not a filesystem"));
+    }
+    missing.reverse();
+    Ok((parent, missing))
+}
+
 /// A refusal of the arguments (`cannot <verb> '<obj>': <text>`).
 pub(crate) fn invalid(text: impl Into<String>) -> EngineError {
     EngineError::InvalidArgument(text.into())
@@ -142,6 +174,29 @@ impl Engine {
             .into_iter()
             .map(|(d, _)| (d, inner.datasets.node(d).name.clone()))
             .collect())
+    }
+
+    /// The row of one snapshot (`DS@SNAP`) or bookmark (`DS#BM`) named on the command line.
+    fn named_rows(
+        &self,
+        root: &str,
+        properties: &[String],
+    ) -> Result<Vec<DatasetRow>, EngineError> {
+        let found = if let Some((dataset, mark)) = root.split_once('#') {
+            tarn_dataset::bookmark::split_name(root)?;
+            let (handle, id) = self.dataset(dataset)?;
+            let inner = handle.lock();
+            crate::bookmark_ops::bookmark_rows(&inner, id, properties, Some(mark))?
+        } else {
+            let (dataset, snap) = tarn_dataset::snapshot::split_name(root)?;
+            let (handle, id) = self.dataset(dataset)?;
+            let mut inner = handle.lock();
+            crate::snapshot_ops::snapshot_rows(&mut inner, id, properties, Some(snap))?
+        };
+        match found.is_empty() {
+            true => Err(EngineError::NoSuchDataset),
+            false => Ok(found),
+        }
     }
 
     /// `tarn create [-p] [-o prop=value]... NAME`.
@@ -209,27 +264,8 @@ impl Engine {
         let handle = self.pool(pool_of(name))?;
         let mut inner = handle.lock();
         inner.check_writable()?;
-        if inner.datasets.by_name(name).is_some() {
-            return Err(invalid("dataset already exists"));
-        }
-        let mut missing = Vec::new();
-        let mut at = dsname::parent_name(name);
-        let parent = loop {
-            let Some(candidate) = at else {
-                return Err(invalid("missing pool name"));
-            };
-            if let Some(id) = inner.datasets.by_name(candidate) {
-                break id;
-            }
-            if !parents {
-                return Err(invalid("parent does not exist (use -p to create it)"));
-            }
-            missing.push(candidate.to_string());
-            at = dsname::parent_name(candidate);
-        };
-        if inner.datasets.node(parent).objset.kind() == ObjsetKind::Volume {
-            return Err(invalid("parent is not a filesystem"));
-        }
+        let (parent, missing) = new_dataset_parent(&inner, name, parents)?;
+        crate::limits::check_filesystems(&inner.datasets, parent, missing.len() as u64 + 1)?;
         let mut values = Vec::new();
         for (property, value) in properties {
             values.push((property.clone(), validate_prop(property, value)?));
@@ -246,7 +282,7 @@ impl Engine {
                 return Err(EngineError::NoSpace);
             }
         }
-        let mut chain: Vec<String> = missing.into_iter().rev().collect();
+        let mut chain = missing;
         chain.push(name.to_string());
         let mut parent = parent;
         let last = chain.len() - 1;
@@ -260,7 +296,7 @@ impl Engine {
     }
 
     /// Adds one dataset under `parent` (its properties already validated).
-    fn create_one(
+    pub(crate) fn create_one(
         &self,
         inner: &mut Imported,
         parent: DatasetId,
@@ -331,23 +367,30 @@ impl Engine {
         recursive: bool,
         command: &str,
     ) -> Result<(), EngineError> {
+        self.destroy_dataset_with(name, recursive, false, command)
+    }
+
+    /// `tarn destroy [-r] [-R] NAME`: with `dependents` (`-R`, which implies `-r`) the clones
+    /// of its snapshots (and theirs, and their descendants) go too, in the same txg.
+    pub fn destroy_dataset_with(
+        &self,
+        name: &str,
+        recursive: bool,
+        dependents: bool,
+        command: &str,
+    ) -> Result<(), EngineError> {
         if name.contains('@') {
-            self.destroy_snapshots(name, recursive, false, command)?;
+            self.destroy_snapshots_with(name, recursive, false, false, dependents, command)?;
             return Ok(());
+        }
+        if name.contains('#') {
+            return self.destroy_bookmark(name, false, command);
         }
         let _admin = self.admin();
         let (handle, id) = self.dataset(name)?;
         let mut inner = handle.lock();
-        let subtree = destroy_check(&inner, id, recursive)?;
-        for doomed in subtree.into_iter().rev() {
-            // A partial receive below it (`receive -s`) goes with it.
-            for hidden in inner.datasets.hidden_children(doomed) {
-                destroy_hidden(&mut inner, hidden)?;
-            }
-            let kept = crate::snapshot_ops::destroy_all_snapshots(&mut inner, doomed)?;
-            inner.destroyed.extend(kept);
-            destroy_one(&mut inner, doomed)?;
-        }
+        let doomed = destroy_check(&inner, id, recursive || dependents, dependents)?;
+        crate::clone_ops::destroy_set(&mut inner, &doomed, true)?;
         self.commit(&mut inner, command)?;
         Ok(())
     }
@@ -355,13 +398,33 @@ impl Engine {
     /// Whether `tarn destroy [-r] NAME` would be refused, without changing anything: front
     /// ends ask before they unmount, so a refused destroy leaves its mounts alone.
     pub fn destroy_dataset_check(&self, name: &str, recursive: bool) -> Result<(), EngineError> {
+        self.destroy_targets(name, recursive, false).map(|_| ())
+    }
+
+    /// The full names of the datasets `tarn destroy [-r] [-R] NAME` would destroy (a
+    /// snapshot destroy: the clones `-R` takes with it), or why it is refused; front ends
+    /// unmount them first.
+    pub fn destroy_targets(
+        &self,
+        name: &str,
+        recursive: bool,
+        dependents: bool,
+    ) -> Result<Vec<String>, EngineError> {
         if name.contains('@') {
-            return self
-                .destroy_snapshots(name, recursive, true, "")
-                .map(|_| ());
+            let report =
+                self.destroy_snapshots_with(name, recursive, true, false, dependents, "")?;
+            return Ok(report.datasets);
+        }
+        if name.contains('#') {
+            return self.destroy_bookmark(name, true, "").map(|()| Vec::new());
         }
         let (handle, id) = self.dataset(name)?;
-        destroy_check(&handle.lock(), id, recursive).map(|_| ())
+        let inner = handle.lock();
+        let doomed = destroy_check(&inner, id, recursive || dependents, dependents)?;
+        Ok(doomed
+            .into_iter()
+            .map(|d| inner.datasets.node(d).name.clone())
+            .collect())
     }
 
     /// `tarn rename OLD NEW`. The caller remounts what moved.
@@ -393,6 +456,7 @@ impl Engine {
             .datasets
             .by_name(parent_name)
             .ok_or_else(|| invalid("parent does not exist"))?;
+        crate::limits::check_move(&inner.datasets, id, new_parent)?;
         let Imported {
             pool,
             mos,
@@ -533,20 +597,8 @@ impl Engine {
         let recursive = query.recursive || query.names.is_empty() || query.depth.is_some();
         let mut rows = Vec::new();
         for root in &roots {
-            if let Some((dataset, snap)) = root.split_once('@') {
-                tarn_dataset::snapshot::split_name(root)?;
-                let (handle, id) = self.dataset(dataset)?;
-                let mut inner = handle.lock();
-                let found = crate::snapshot_ops::snapshot_rows(
-                    &mut inner,
-                    id,
-                    &query.properties,
-                    Some(snap),
-                )?;
-                if found.is_empty() {
-                    return Err(EngineError::NoSuchDataset);
-                }
-                rows.extend(found);
+            if root.contains(['@', '#']) {
+                rows.extend(self.named_rows(root, &query.properties)?);
                 continue;
             }
             let (handle, id) = self.dataset(root)?;
@@ -584,6 +636,10 @@ impl Engine {
                         &query.properties,
                         None,
                     )?);
+                }
+                if wants("bookmark") && (recursive || (!query.names.is_empty() && depth == 0)) {
+                    let marks = &query.properties;
+                    rows.extend(crate::bookmark_ops::bookmark_rows(&inner, at, marks, None)?);
                 }
             }
         }
@@ -630,14 +686,14 @@ impl Imported {
     }
 }
 
-/// Frees one dataset (no children left): its committed blocks go to the next sync's frees,
-/// its node leaves the MOS and the tree.
-/// The checks of `destroy`: the datasets it would destroy, parents first.
+/// The checks of `destroy`: the datasets it would destroy (with `dependents`, the clones
+/// depending on their snapshots too).
 fn destroy_check(
     inner: &Imported,
     id: DatasetId,
     recursive: bool,
-) -> Result<Vec<DatasetId>, EngineError> {
+    dependents: bool,
+) -> Result<std::collections::BTreeSet<DatasetId>, EngineError> {
     inner.check_writable()?;
     if id == ROOT_DATASET_ID {
         return Err(invalid(
@@ -658,18 +714,36 @@ fn destroy_check(
             children.join(", ")
         )));
     }
-    let held = ids.iter().any(|d| {
-        inner
-            .datasets
-            .node(*d)
-            .snapshots
-            .iter()
-            .any(|s| !s.holds.is_empty())
-    });
+    let tree = &inner.datasets;
+    let mut doomed: std::collections::BTreeSet<DatasetId> = ids.iter().copied().collect();
+    let roots = crate::clone_ops::snapshots_of(tree, &ids);
+    if dependents {
+        doomed.extend(crate::clone_ops::dependents(tree, &roots));
+    } else {
+        crate::clone_ops::refuse_dependents(tree, &roots, &doomed, "filesystem")?;
+    }
+    let held = doomed
+        .iter()
+        .any(|d| tree.node(*d).snapshots.iter().any(|s| !s.holds.is_empty()));
     if held {
         return Err(invalid("dataset is busy"));
     }
-    Ok(subtree.into_iter().map(|(d, _)| d).collect())
+    Ok(doomed)
+}
+
+/// Destroys dataset `id` (its children already gone) with its snapshots and a partial
+/// receive below it.
+pub(crate) fn destroy_with_snapshots(
+    inner: &mut Imported,
+    id: DatasetId,
+) -> Result<(), EngineError> {
+    // A partial receive below it (`receive -s`) goes with it.
+    for hidden in inner.datasets.hidden_children(id) {
+        destroy_hidden(inner, hidden)?;
+    }
+    let kept = crate::snapshot_ops::destroy_all_snapshots(inner, id)?;
+    inner.destroyed.extend(kept);
+    destroy_one(inner, id)
 }
 
 /// Destroys the hidden dataset of a receive that did not finish (it has no snapshots, so
@@ -682,6 +756,8 @@ pub(crate) fn destroy_hidden(inner: &mut Imported, id: DatasetId) -> Result<(), 
     destroy_one(inner, id)
 }
 
+/// Frees one dataset (no children left): its committed blocks go to the next sync's frees,
+/// its node leaves the MOS and the tree.
 fn destroy_one(inner: &mut Imported, id: DatasetId) -> Result<(), EngineError> {
     let Imported {
         pool,
@@ -694,8 +770,14 @@ fn destroy_one(inner: &mut Imported, id: DatasetId) -> Result<(), EngineError> {
     let reader = pool.reader();
     let node = datasets.node(id);
     let mut blocks: Vec<BlockPtr> = Vec::new();
-    node.objset
-        .visit_blocks(&reader, &mut |bp: &BlockPtr, _| blocks.push(*bp))?;
+    // A clone's blocks born up to its origin's txg are the origin's: not walked, not freed.
+    let after = node.origin.map(|o| o.txg);
+    tarn_objects::visit_object_set_born_after(
+        &reader,
+        &node.objset.root(),
+        after,
+        &mut |bp: &BlockPtr, _| blocks.push(*bp),
+    )?;
     let parent = node.parent.expect("not the root");
     let header = node.header;
     let leaf = dsname::leaf_name(&node.name).to_string();
@@ -790,6 +872,10 @@ fn dataset_row_props(
             let bytes = crate::snapshot_ops::written_of_head(inner, at)?;
             *prop = size_stat("written", bytes);
         }
+        if let Some(since) = prop.property.strip_prefix("written@") {
+            let bytes = crate::snapshot_ops::written_since(inner, at, since, None)?;
+            *prop = size_stat(&prop.property.clone(), bytes);
+        }
         if is_volume && prop.property == "volsize" {
             // Set at create or by `set volsize`: ZFS shows it as a local value.
             *prop = DatasetProp {
@@ -866,6 +952,10 @@ fn prop_value(
     if let Some(stat) = stat_value(inner, id, property, pool_free) {
         return Ok(stat);
     }
+    if property.starts_with("written@") {
+        // Computed by `dataset_row_props`, which may read the MOS.
+        return Ok(size_stat(property, 0));
+    }
     let tree = &inner.datasets;
     let def = props::find(property);
     if def.is_none() && !props::is_user_prop(property) {
@@ -931,15 +1021,14 @@ fn stat_value(
         }
         "used" => Some(size_stat(property, tree.used(id))),
         "available" | "avail" => Some(size_stat("available", tree.available(id, pool_free))),
-        "referenced" | "refer" | "usedbydataset" => {
-            Some(size_stat(property, node.header.referenced))
-        }
+        "referenced" | "refer" => Some(size_stat(property, node.header.referenced)),
+        "usedbydataset" => Some(size_stat(property, node.usedbydataset())),
         "usedbychildren" => Some(size_stat(property, tree.usedbychildren(id))),
 
         "usedbyrefreservation" => Some(size_stat(
             property,
             tree.size_prop(id, "refreservation")
-                .saturating_sub(node.header.referenced),
+                .saturating_sub(node.usedbydataset()),
         )),
         "logicalused" => Some(size_stat(
             property,
@@ -957,9 +1046,9 @@ fn stat_value(
             let text = format!("{ratio:.2}x");
             Some(stat_prop(property, text.clone(), format!("{ratio:.2}")))
         }
-        "guid" => {
-            let guid = node.header.guid.0.to_string();
-            Some(stat_prop(property, guid.clone(), guid))
+        "origin" => {
+            let origin = crate::clone_ops::origin_name(tree, id).unwrap_or_else(|| "-".into());
+            Some(stat_prop(property, origin.clone(), origin))
         }
         "mounted" => {
             let yes = if inner.mounted.contains(&id) {
@@ -969,13 +1058,14 @@ fn stat_value(
             };
             Some(stat_prop(property, yes.into(), yes.into()))
         }
-        _ => snapshot_stat(node, property),
+        _ => snapshot_stat(tree, id, property),
     }
 }
 
 /// The statistics a dataset has because of its snapshots (`None` if `property` is none).
 /// `written` is completed by `dataset_row_props`, which may read the MOS.
-fn snapshot_stat(node: &crate::datasets::Node, property: &str) -> Option<DatasetProp> {
+fn snapshot_stat(tree: &Tree, id: DatasetId, property: &str) -> Option<DatasetProp> {
+    let node = tree.node(id);
     match property {
         "receive_resume_token" => {
             let token = node.local.get(crate::send_ops::TOKEN_KEY);
@@ -983,17 +1073,23 @@ fn snapshot_stat(node: &crate::datasets::Node, property: &str) -> Option<Dataset
             Some(stat_prop(property, token.clone(), token))
         }
         "usedbysnapshots" => Some(size_stat(property, node.header.snap.used)),
+        "guid" => {
+            let guid = node.header.guid.0.to_string();
+            Some(stat_prop(property, guid.clone(), guid))
+        }
         "written" => Some(size_stat(property, node.header.referenced)),
         "createtxg" => {
             let txg = node.header.creation_txg.0.to_string();
             Some(stat_prop(property, txg.clone(), txg))
         }
-        "snapshot_count" => {
-            let count = node.snapshots.len().to_string();
+        "snapshot_count" | "filesystem_count" => {
+            let count = crate::limits::count(tree, id, property).to_string();
             Some(stat_prop(property, count.clone(), count))
         }
         // Snapshot-only properties (holds): a dash on a dataset, as in ZFS.
-        "userrefs" | "defer_destroy" => Some(stat_prop(property, "-".into(), "-".into())),
+        "userrefs" | "defer_destroy" | "clones" => {
+            Some(stat_prop(property, "-".into(), "-".into()))
+        }
         _ => None,
     }
 }

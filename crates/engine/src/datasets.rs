@@ -27,6 +27,7 @@
 use std::collections::BTreeMap;
 
 use tarn_base::{Guid, ObjectId, Txg};
+use tarn_dataset::clone::{self, Origin};
 use tarn_dataset::node::{self, DatasetHeader};
 use tarn_dataset::props::{self, PropKind, Source};
 use tarn_dataset::snapshot::{self, NewSnapshot, Snapshot};
@@ -57,6 +58,11 @@ pub(crate) struct Node {
     /// A full receive is writing the object set: its syncs keep no per-owner counts (the
     /// stream's objects arrive in any state), which are recounted at its END (`send_ops`).
     pub(crate) receiving: bool,
+    /// Its origin when it is a clone (`tarn_dataset::clone`).
+    pub(crate) origin: Option<Origin>,
+    /// Deflated bytes of the origin's blocks the clone let go of (`clone::origin_dead`,
+    /// kept current by each sync; 0 for a dataset that is not a clone).
+    pub(crate) origin_dead: u64,
 }
 
 /// Whether a dataset name is a receive's hidden one (a component starting with `%`, which
@@ -84,12 +90,45 @@ impl Node {
             snapshots: Vec::new(),
             snapshot_pending: None,
             receiving: false,
+            origin: None,
+            origin_dead: 0,
         }
     }
 
-    /// The txgs of its snapshots, ascending (the kill rule's input).
+    /// The txgs of its snapshots, ascending, after a clone's origin txg (the kill rule's
+    /// input).
     pub(crate) fn snapshot_txgs(&self) -> Vec<Txg> {
-        self.snapshots.iter().map(|s| s.header.txg).collect()
+        clone::kill_txgs(self.origin.as_ref(), &self.snapshots)
+    }
+
+    /// The origin's txg of a clone (blocks born up to it are the origin's), 0 otherwise.
+    pub(crate) fn floor(&self) -> u64 {
+        self.origin.map_or(0, |o| o.txg.0)
+    }
+
+    /// What a clone still shares with its origin (0 for other datasets).
+    pub(crate) fn shared(&self) -> u64 {
+        self.origin
+            .map_or(0, |o| clone::shared(&o, self.origin_dead))
+    }
+
+    /// `usedbydataset`: `referenced` less what a clone shares with its origin.
+    pub(crate) fn usedbydataset(&self) -> u64 {
+        self.header.referenced.saturating_sub(self.shared())
+    }
+
+    /// Reads its origin and what it let go of from the MOS (after load, rollback, promote).
+    pub(crate) fn load_origin(
+        &mut self,
+        mos: &mut ObjectSet,
+        store: &dyn BlockStore,
+    ) -> Result<(), EngineError> {
+        self.origin = clone::load_origin(mos, store, &self.header)?;
+        self.origin_dead = match self.origin {
+            Some(o) => clone::origin_dead(mos, store, &self.header, &self.snapshots, o.txg)?,
+            None => 0,
+        };
+        Ok(())
     }
 
     /// The snapshot called `name` (the part after `@`) and its index.
@@ -265,11 +304,18 @@ fn sync_objset(
             "S4: only a dataset with snapshots keeps killed blocks"
         );
         let sizer = |bp: &BlockPtr| dsize(deflate, bp);
+        let floor = node.origin.map_or(0, |o| o.txg.0);
         for (key, bps) in dead {
             let list = header.snap.deadlist;
             let added = tarn_dataset::deadlist::insert(mos, &*ctx, list, key, &bps, &sizer)
                 .map_err(corrupt)?;
-            header.snap.used += added.used;
+            // A clone's buckets up to its origin's txg hold the origin's blocks: not its
+            // snapshots' space, but no longer shared (tarn_dataset::clone).
+            if key <= floor {
+                node.origin_dead += added.used;
+            } else {
+                header.snap.used += added.used;
+            }
         }
     }
     Ok(())
@@ -350,6 +396,7 @@ impl Tree {
             // A receive's hidden dataset left by `receive -s` (or a crash) is still partial.
             node.receiving = is_hidden(&node.name);
             node.snapshots = snapshot::load(mos, store, &header).map_err(corrupt)?;
+            node.load_origin(mos, store)?;
             tree.nodes.insert(id, node);
         }
         let ids: Vec<DatasetId> = tree.nodes.keys().copied().collect();
@@ -443,6 +490,19 @@ impl Tree {
                 .map(|(id, _)| *id),
         );
         out
+    }
+
+    /// Reads every dataset's origin again (after `promote` moved snapshots between
+    /// datasets).
+    pub(crate) fn reload_origins(
+        &mut self,
+        mos: &mut ObjectSet,
+        store: &dyn BlockStore,
+    ) -> Result<(), EngineError> {
+        for node in self.nodes.values_mut() {
+            node.load_origin(mos, store)?;
+        }
+        Ok(())
     }
 
     /// `id` and its ancestors up to the root.
@@ -696,7 +756,7 @@ impl Tree {
 
     fn usedbyrefreservation(&self, id: DatasetId) -> u64 {
         self.size_prop(id, "refreservation")
-            .saturating_sub(self.node(id).header.referenced)
+            .saturating_sub(self.node(id).usedbydataset())
     }
 
     /// `usedbychildren`: what the children are charged.
@@ -706,9 +766,9 @@ impl Tree {
 
     /// `used`.
     pub(crate) fn used(&self, id: DatasetId) -> u64 {
-        let header = &self.node(id).header;
-        header.referenced
-            + header.snap.used
+        let node = self.node(id);
+        node.usedbydataset()
+            + node.header.snap.used
             + self.usedbyrefreservation(id)
             + self.usedbychildren(id)
     }

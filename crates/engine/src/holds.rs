@@ -158,8 +158,11 @@ impl Engine {
             }
         }
         for (id, snap) in doomed {
-            let (index, _) = inner.datasets.node(id).snapshot(&snap).expect("checked");
-            destroy_one_snapshot(&mut inner, id, index)?;
+            let (index, found) = inner.datasets.node(id).snapshot(&snap).expect("checked");
+            // A deferred destroy also waits for the snapshot's last clone (as in ZFS).
+            if crate::clone_ops::clones_of(&inner.datasets, found.id).is_empty() {
+                destroy_one_snapshot(&mut inner, id, index)?;
+            }
         }
         self.commit_holds(&mut inner, command)
     }

@@ -95,14 +95,18 @@
 //! the batch returns).
 
 mod admission;
+mod bookmark_ops;
+mod clone_ops;
 mod damage;
 mod dataset_ops;
 mod datasets;
 mod devices;
+mod diff_ops;
 pub mod events;
 pub mod fs;
 mod holds;
 pub mod iostat;
+mod limits;
 pub mod memory;
 pub mod mos;
 mod multihost;
@@ -134,6 +138,7 @@ use tarn_pool::{Discovered, Pool};
 
 pub use dataset_ops::{DatasetProp, DatasetQuery, DatasetRow};
 pub use devices::OnlineOutcome;
+pub use diff_ops::DiffLine;
 pub use events::Event;
 pub use fs::{DatasetId, FsOp, FsStat, MountSpec};
 pub use holds::HoldRow;

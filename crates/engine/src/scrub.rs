@@ -734,11 +734,11 @@ fn traverse(inner: &Imported, progress: &ScanProgress, limit: usize) -> (Selecti
         vec![(ub.root, None, None)];
     for id in inner.datasets.all() {
         // Snapshots share blocks with the head and each other: each is walked only for the
-        // blocks born after the previous snapshot (the older ones that it still holds are
-        // the previous snapshot's), the head for those born after the latest snapshot, so
-        // every block is listed once and the walk costs what is unique.
+        // blocks born after the previous snapshot (or a clone's origin), the head for those
+        // born after the latest snapshot: every block is listed once, the walk costs what
+        // is unique.
         let node = inner.datasets.node(id);
-        let mut after = None;
+        let mut after = node.origin.map(|o| o.txg);
         for snapshot in &node.snapshots {
             sets.push((snapshot.header.objset, Some(id), after));
             after = Some(snapshot.header.txg);

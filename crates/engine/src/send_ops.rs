@@ -186,6 +186,7 @@ impl Engine {
                     .iter()
                     .find(|s| s.header.guid.0 == guid)
                     .cloned()
+                    .or_else(|| crate::bookmark_ops::source_by_guid(node, guid))
             };
             let to = by_guid(token.to_guid).filter(|s| s.name == snap);
             let to = to.ok_or_else(|| {
@@ -308,6 +309,18 @@ fn send_pairs(
     let Some(from) = &spec.from else {
         return Ok(vec![(None, to.clone())]);
     };
+    if from.contains('#') {
+        if spec.intermediates {
+            return Err(invalid("-I takes a snapshot, not a bookmark"));
+        }
+        let source = crate::bookmark_ops::source(node, dataset, from)?;
+        if source.header.txg >= to.header.txg {
+            return Err(invalid(
+                "incremental source must be earlier than the snapshot sent",
+            ));
+        }
+        return Ok(vec![(Some(source), to.clone())]);
+    }
     let from_name = match from.split_once('@') {
         Some((ds, name)) if ds.is_empty() || ds == dataset => name,
         Some(_) => return Err(invalid("incremental source must be in same filesystem")),
@@ -341,6 +354,23 @@ fn refuse_volume(objset: &ObjectSet) -> Result<(), EngineError> {
     }
 }
 
+/// The object sets of a substream's snapshot and source. A bookmark source
+/// (`crate::bookmark_ops`) names no object set: only its txg is used.
+fn open_sides(
+    handle: &PoolHandle,
+    from: Option<&Snapshot>,
+    to: &Snapshot,
+) -> Result<(ObjectSet, Option<ObjectSet>), EngineError> {
+    let inner = handle.lock();
+    let reader = inner.pool.reader();
+    let to_os = ObjectSet::open(&reader, &to.header.objset)?;
+    let from_os = match from {
+        Some(f) if !f.header.objset.is_hole() => Some(ObjectSet::open(&reader, &f.header.objset)?),
+        _ => None,
+    };
+    Ok((to_os, from_os))
+}
+
 /// Sends one substream: `to`, relative to `from` when given.
 fn send_one(
     handle: &PoolHandle,
@@ -351,16 +381,7 @@ fn send_one(
 ) -> Result<(), EngineError> {
     let (from, to, names) = (start.from, start.to, start.names);
     let (resume_object, resume_offset) = start.resume.unwrap_or((0, 0));
-    let (mut to_os, mut from_os) = {
-        let inner = handle.lock();
-        let reader = inner.pool.reader();
-        let to_os = ObjectSet::open(&reader, &to.header.objset)?;
-        let from_os = match from {
-            Some(f) => Some(ObjectSet::open(&reader, &f.header.objset)?),
-            None => None,
-        };
-        (to_os, from_os)
-    };
+    let (mut to_os, mut from_os) = open_sides(handle, from, to)?;
     refuse_volume(&to_os)?;
     let begin = Begin {
         features: start.features(),
@@ -393,7 +414,7 @@ fn send_one(
             let reader = inner.pool.reader();
             let mut source = Source {
                 to: &mut to_os,
-                from: from_os.as_mut().zip(from.map(|f| f.header.txg)),
+                from: from.map(|f| (from_os.as_mut(), f.header.txg)),
                 recomputed: tarn_posix::RECOMPUTED_TYPES,
                 compressed: start.spec.compressed,
                 dry_run: start.spec.dry_run,
@@ -439,6 +460,8 @@ fn check_still_there(
             .iter()
             .any(|n| n.header.guid == s.header.guid)
     };
+    // A bookmark source holds no blocks: its going away changes nothing read here.
+    let from = from.filter(|f| !f.header.objset.is_hole());
     if !there(to) || from.is_some_and(|f| !there(f)) {
         return Err(invalid(
             "a snapshot of the stream was destroyed during the send",

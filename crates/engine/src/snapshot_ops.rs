@@ -23,6 +23,8 @@ pub struct SnapshotDestroyReport {
     pub destroyed: Vec<String>,
     /// Deflated bytes freed (or that would be freed).
     pub reclaimed: u64,
+    /// Full names of the clones (and their descendants) `-R` destroyed with them.
+    pub datasets: Vec<String>,
 }
 
 /// The snapshot names a destroy argument selects in one dataset's list (oldest first):
@@ -88,6 +90,8 @@ impl Engine {
             }
         }
         let targets = snapshot_targets(&inner, &handle.name, names, recursive)?;
+        let ids: Vec<DatasetId> = targets.iter().map(|(d, _)| *d).collect();
+        crate::limits::check_snapshots(&inner.datasets, &ids)?;
         let now = self.clock.now_unix_secs();
         for (id, name) in targets {
             let guid = Guid(self.rng.lock().expect("rng lock poisoned").next_u64());
@@ -126,6 +130,21 @@ impl Engine {
         defer: bool,
         command: &str,
     ) -> Result<SnapshotDestroyReport, EngineError> {
+        self.destroy_snapshots_with(spec, recursive, dry_run, defer, false, command)
+    }
+
+    /// [`Engine::destroy_snapshots_or_defer`]; a snapshot with clones refuses it unless
+    /// `dependents` (`-R`): then the clones and what depends on them go first, in the same
+    /// txg.
+    pub fn destroy_snapshots_with(
+        &self,
+        spec: &str,
+        recursive: bool,
+        dry_run: bool,
+        defer: bool,
+        dependents: bool,
+        command: &str,
+    ) -> Result<SnapshotDestroyReport, EngineError> {
         let _admin = self.admin();
         let (dataset, list) = spec
             .split_once('@')
@@ -137,6 +156,7 @@ impl Engine {
         let id = inner.datasets.lookup(dataset)?;
         let ids = inner.datasets.selected(id, recursive);
         let (plan, held) = destroy_plan(&inner, &ids, list, defer)?;
+        let clones = plan_dependents(&inner, &plan, dependents)?;
         if !held.is_empty() && !dry_run {
             // Marked before the destroys below shift the indices.
             mark_deferred(&mut inner, &held)?;
@@ -152,7 +172,13 @@ impl Engine {
                 "could not find any snapshots to destroy; check snapshot names",
             ));
         }
-        let mut report = SnapshotDestroyReport::default();
+        let mut report = SnapshotDestroyReport {
+            datasets: clones
+                .iter()
+                .map(|d| inner.datasets.node(*d).name.clone())
+                .collect(),
+            ..SnapshotDestroyReport::default()
+        };
         for (at, picked) in &plan {
             let name = inner.datasets.node(*at).name.clone();
             for index in picked {
@@ -166,6 +192,7 @@ impl Engine {
             }
             return Ok(report);
         }
+        crate::clone_ops::destroy_set(&mut inner, &clones, false)?;
         for (at, picked) in plan {
             for index in picked.into_iter().rev() {
                 report.reclaimed += destroy_one_snapshot(&mut inner, at, index)?;
@@ -179,11 +206,25 @@ impl Engine {
     /// (uncommitted changes are dropped); later snapshots are destroyed with `-r` and refuse
     /// the rollback otherwise. The caller remounts the dataset.
     pub fn rollback(&self, full: &str, recursive: bool, command: &str) -> Result<(), EngineError> {
+        self.rollback_with(full, recursive, false, command)
+    }
+
+    /// `tarn rollback [-r] [-R] DS@SNAP`: with `dependents` (`-R`, implying `-r`) the clones
+    /// of the later snapshots (and what depends on them) are destroyed too, in the same txg;
+    /// without it such clones refuse the rollback.
+    pub fn rollback_with(
+        &self,
+        full: &str,
+        recursive: bool,
+        dependents: bool,
+        command: &str,
+    ) -> Result<(), EngineError> {
         let _admin = self.admin();
         let (dataset, snap) = snapshot::split_name(full)?;
         let handle = self.pool(pool_of(dataset))?;
         let mut inner = handle.lock();
-        self.rollback_check(&inner, full, recursive)?;
+        let clones = self.rollback_check(&inner, full, recursive || dependents, dependents)?;
+        crate::clone_ops::destroy_set(&mut inner, &clones, false)?;
         let id = inner.datasets.lookup(dataset)?;
         let (index, _) = inner.datasets.node(id).snapshot(snap).expect("checked");
         let later = inner.datasets.node(id).snapshots.len() - 1 - index;
@@ -199,18 +240,35 @@ impl Engine {
     /// Whether `tarn rollback [-r] DS@SNAP` would be refused (front ends ask before they
     /// unmount).
     pub fn rollback_check_name(&self, full: &str, recursive: bool) -> Result<(), EngineError> {
+        self.rollback_targets(full, recursive, false).map(|_| ())
+    }
+
+    /// The clones `tarn rollback [-r] [-R] DS@SNAP` would destroy (full names), or why it
+    /// would be refused (front ends ask before they unmount).
+    pub fn rollback_targets(
+        &self,
+        full: &str,
+        recursive: bool,
+        dependents: bool,
+    ) -> Result<Vec<String>, EngineError> {
         let (dataset, _) = snapshot::split_name(full)?;
         let handle = self.pool(pool_of(dataset))?;
         let inner = handle.lock();
-        self.rollback_check(&inner, full, recursive)
+        let clones = self.rollback_check(&inner, full, recursive || dependents, dependents)?;
+        Ok(clones
+            .into_iter()
+            .map(|d| inner.datasets.node(d).name.clone())
+            .collect())
     }
 
+    /// The checks of a rollback; returns the clones `-R` destroys with the later snapshots.
     fn rollback_check(
         &self,
         inner: &Imported,
         full: &str,
         recursive: bool,
-    ) -> Result<(), EngineError> {
+        dependents: bool,
+    ) -> Result<std::collections::BTreeSet<DatasetId>, EngineError> {
         let (dataset, snap) = snapshot::split_name(full)?;
         inner.check_writable()?;
         let id = inner.datasets.lookup(dataset)?;
@@ -235,7 +293,10 @@ impl Engine {
                 later.join(", ")
             )));
         }
-        Ok(())
+        let picked = vec![(id, (index + 1..node.snapshots.len()).collect())];
+        let clones = plan_dependents(inner, &picked, dependents)?;
+        assert!(dependents || clones.is_empty(), "clones refuse without -R");
+        Ok(clones)
     }
 
     /// `tarn set PROP=VAL... DS@SNAP`: only user properties exist on snapshots.
@@ -292,9 +353,30 @@ impl Engine {
         new: &str,
         command: &str,
     ) -> Result<(), EngineError> {
+        self.rename_snapshot_with(old, new, false, command)
+    }
+
+    /// `tarn rename -r DS@A DS@B` (or `@B`): the snapshot `A` of `DS` and of every
+    /// descendant that has one becomes `B`, in one txg; any descendant already having `B`
+    /// refuses the whole rename.
+    pub fn rename_snapshots(&self, old: &str, new: &str, command: &str) -> Result<(), EngineError> {
+        self.rename_snapshot_with(old, new, true, command)
+    }
+
+    fn rename_snapshot_with(
+        &self,
+        old: &str,
+        new: &str,
+        recursive: bool,
+        command: &str,
+    ) -> Result<(), EngineError> {
         let _admin = self.admin();
         let (dataset, from) = snapshot::split_name(old)?;
-        let (new_dataset, to) = snapshot::split_name(new)?;
+        let new = match new.strip_prefix('@') {
+            Some(short) => format!("{dataset}@{short}"),
+            None => new.to_string(),
+        };
+        let (new_dataset, to) = snapshot::split_name(&new)?;
         if new_dataset != dataset {
             return Err(invalid("snapshots must be part of same dataset"));
         }
@@ -302,10 +384,22 @@ impl Engine {
         let mut inner = handle.lock();
         inner.check_writable()?;
         let id = inner.datasets.lookup(dataset)?;
-        let node = inner.datasets.node(id);
-        let (index, _) = node.snapshot(from).ok_or(EngineError::NoSuchDataset)?;
-        if node.snapshot(to).is_some() {
-            return Err(invalid("dataset already exists"));
+        let mut renamed = Vec::new();
+        for at in inner.datasets.selected(id, recursive) {
+            let node = inner.datasets.node(at);
+            let Some((index, _)) = node.snapshot(from) else {
+                continue;
+            };
+            if node.snapshot(to).is_some() {
+                return Err(invalid(format!(
+                    "dataset already exists: '{}@{to}'",
+                    node.name
+                )));
+            }
+            renamed.push((at, index));
+        }
+        if inner.datasets.node(id).snapshot(from).is_none() {
+            return Err(EngineError::NoSuchDataset);
         }
         let Imported {
             pool,
@@ -314,9 +408,11 @@ impl Engine {
             ..
         } = &mut *inner;
         let reader = pool.reader();
-        let node = datasets.node_mut(id);
-        let head = node.header;
-        snapshot::rename(mos.objset(), &reader, &head, &mut node.snapshots[index], to)?;
+        for (at, index) in renamed {
+            let node = datasets.node_mut(at);
+            let head = node.header;
+            snapshot::rename(mos.objset(), &reader, &head, &mut node.snapshots[index], to)?;
+        }
         self.commit_admin(&mut inner, command)
     }
 
@@ -341,18 +437,55 @@ fn destroy_plan(
     for &at in ids {
         let node = inner.datasets.node(at);
         let names: Vec<String> = node.snapshots.iter().map(|s| s.name.clone()).collect();
-        let (kept, picked): (Vec<usize>, Vec<usize>) = select(&names, list)?
-            .into_iter()
-            .partition(|i| !node.snapshots[*i].holds.is_empty());
-        if !kept.is_empty() && !defer {
+        let held_now = |i: &usize| !node.snapshots[*i].holds.is_empty();
+        if !defer && select(&names, list)?.iter().any(held_now) {
             return Err(invalid("dataset is busy"));
         }
+        // With -d a held snapshot, or one with clones, is marked to go at its last release
+        // or with its last clone, as in ZFS.
+        let cloned = |i: &usize| {
+            !crate::clone_ops::clones_of(&inner.datasets, node.snapshots[*i].id).is_empty()
+        };
+        let (kept, picked): (Vec<usize>, Vec<usize>) = select(&names, list)?
+            .into_iter()
+            .partition(|i| held_now(i) || (defer && cloned(i)));
         held.extend(kept.into_iter().map(|i| (at, i)));
         if !picked.is_empty() {
             plan.push((at, picked));
         }
     }
     Ok((plan, held))
+}
+
+/// The datasets that depend on the snapshots of `plan` through clones: refused unless
+/// `dependents` (`-R`), then every one of them, none held.
+fn plan_dependents(
+    inner: &Imported,
+    plan: &[(DatasetId, Vec<usize>)],
+    dependents: bool,
+) -> Result<std::collections::BTreeSet<DatasetId>, EngineError> {
+    let tree = &inner.datasets;
+    let roots: Vec<(DatasetId, ObjectId)> = plan
+        .iter()
+        .flat_map(|(at, picked)| {
+            picked
+                .iter()
+                .map(move |i| (*at, tree.node(*at).snapshots[*i].id))
+        })
+        .collect();
+    let none = std::collections::BTreeSet::new();
+    if !dependents {
+        crate::clone_ops::refuse_dependents(tree, &roots, &none, "snapshot")?;
+        return Ok(none);
+    }
+    let set = crate::clone_ops::dependents(tree, &roots);
+    let held = set
+        .iter()
+        .any(|d| tree.node(*d).snapshots.iter().any(|s| !s.holds.is_empty()));
+    if held {
+        return Err(invalid("dataset is busy"));
+    }
+    Ok(set)
 }
 
 /// Marks the held snapshots `held` (dataset, index) `defer_destroy=on` (`destroy -d`).
@@ -421,12 +554,14 @@ pub(crate) fn destroy_one_snapshot(
     } = inner;
     let reader = pool.reader();
     let node = datasets.node_mut(id);
+    let floor = node.floor();
     let (blocks, space) = snapshot::destroy(
         mos.objset(),
         &reader,
         &mut node.header,
         &mut node.snapshots,
         index,
+        floor,
     )?;
     node.header_dirty = true;
     destroyed.extend(blocks);
@@ -460,7 +595,9 @@ fn reclaim_estimate(
             end += 1;
         }
         at += 1;
-        let after = start.checked_sub(1).map_or(0, |p| snaps[p].header.txg.0);
+        let after = start
+            .checked_sub(1)
+            .map_or(node.floor(), |p| snaps[p].header.txg.0);
         let upto = snaps[end].header.txg.0;
         let mut lists: Vec<ObjectId> = snaps[start + 1..=end]
             .iter()
@@ -507,7 +644,10 @@ pub(crate) fn rollback_head(inner: &mut Imported, id: DatasetId) -> Result<(), E
         &mut |bp: &BlockPtr, _| born_after.push(*bp),
     )?;
     let node = datasets.node_mut(id);
-    snapshot::rollback(mos.objset(), &reader, &mut node.header, &latest)?;
+    let floor = node.floor();
+    snapshot::rollback(mos.objset(), &reader, &mut node.header, &latest, floor)?;
+    // The head's dead list went: what a clone let go of of its origin is counted again.
+    node.load_origin(mos.objset(), &reader)?;
     node.objset = ObjectSet::open(&reader, &latest.header.objset)?;
     node.pending = tarn_posix::Pending::default();
     node.header_dirty = true;
@@ -546,6 +686,7 @@ const SNAPSHOT_PROPS: &[&str] = &[
     "createtxg",
     "guid",
     "written",
+    "clones",
     "logicalreferenced",
     "userrefs",
     "defer_destroy",
@@ -641,6 +782,11 @@ fn snapshot_prop(
         "guid" => text(header.guid.0.to_string()),
         "written" => size_row(property, written_of_snapshot(inner, id, index)?),
         "userrefs" => text(snap.holds.len().to_string()),
+        _ if property.starts_with("written@") => {
+            let since = &property["written@".len()..];
+            size_row(property, written_since(inner, id, since, Some(index))?)
+        }
+        "clones" => text(crate::clone_ops::clone_names(&inner.datasets, snap.id)),
         "defer_destroy" => text(if snap.defer_destroy { "on" } else { "off" }.into()),
         _ if props::is_user_prop(property) => {
             let found = user_props(inner, id, index)
@@ -666,7 +812,7 @@ fn snapshot_prop(
 }
 
 /// Names that are valid for `list -o` of snapshots even though datasets lack them.
-const SNAPSHOT_ONLY: &[&str] = &["avail", "userrefs", "defer_destroy"];
+const SNAPSHOT_ONLY: &[&str] = &["avail", "userrefs", "defer_destroy", "clones"];
 
 fn unique(inner: &mut Imported, id: DatasetId, index: usize) -> Result<u64, EngineError> {
     let Imported {
@@ -682,6 +828,7 @@ fn unique(inner: &mut Imported, id: DatasetId, index: usize) -> Result<u64, Engi
         &node.header,
         &node.snapshots,
         index,
+        node.floor(),
     )?;
     Ok(space.used)
 }
@@ -701,9 +848,11 @@ fn written_of_snapshot(
     } = inner;
     let node = datasets.node(id);
     let snap = &node.snapshots[index];
-    let previous = index
-        .checked_sub(1)
-        .map_or(0, |p| node.snapshots[p].header.referenced);
+    // A clone's first snapshot is measured against its origin, as ZFS does.
+    let previous = index.checked_sub(1).map_or_else(
+        || node.origin.map_or(0, |o| o.referenced),
+        |p| node.snapshots[p].header.referenced,
+    );
     let dead = snapshot::deadlist_space(mos.objset(), &pool.reader(), snap.header.deadlist)?;
     Ok((snap.header.referenced + dead.used).saturating_sub(previous))
 }
@@ -718,11 +867,71 @@ pub(crate) fn written_of_head(inner: &mut Imported, id: DatasetId) -> Result<u64
         ..
     } = inner;
     let node = datasets.node(id);
-    let Some(latest) = node.snapshots.last() else {
-        return Ok(node.header.referenced);
+    // Measured against the latest snapshot, or a clone's origin without one.
+    let previous = match (node.snapshots.last(), node.origin) {
+        (Some(latest), _) => latest.header.referenced,
+        (None, Some(origin)) => origin.referenced,
+        (None, None) => return Ok(node.header.referenced),
     };
     let dead = snapshot::deadlist_space(mos.objset(), &pool.reader(), node.header.snap.deadlist)?;
-    Ok((node.header.referenced + dead.used).saturating_sub(latest.header.referenced))
+    Ok((node.header.referenced + dead.used).saturating_sub(previous))
+}
+
+/// `written@SNAP` of dataset `id` (`at`: `None`) or of its snapshot `at`: what it references
+/// that the earlier snapshot `since` did not. The space `since` held that died after it lies
+/// in the dead lists of the later snapshots (and the head) under buckets up to its txg.
+pub(crate) fn written_since(
+    inner: &mut Imported,
+    id: DatasetId,
+    since: &str,
+    at: Option<usize>,
+) -> Result<u64, EngineError> {
+    let Imported {
+        pool,
+        mos,
+        datasets,
+        ..
+    } = inner;
+    let node = datasets.node(id);
+    let Some((from, earlier)) = node.snapshot(since) else {
+        return Err(invalid(format!(
+            "snapshot '{}@{since}' does not exist",
+            node.name
+        )));
+    };
+    let (referenced, mut lists) = match at {
+        Some(index) if index <= from => {
+            return Err(invalid(format!(
+                "'{since}' is not an earlier snapshot of '{}'",
+                node.name
+            )));
+        }
+        Some(index) => (
+            node.snapshots[index].header.referenced,
+            node.snapshots[from + 1..=index]
+                .iter()
+                .map(|s| s.header.deadlist)
+                .collect::<Vec<_>>(),
+        ),
+        None => (
+            node.header.referenced,
+            node.snapshots[from + 1..]
+                .iter()
+                .map(|s| s.header.deadlist)
+                .collect(),
+        ),
+    };
+    if at.is_none() {
+        lists.push(node.header.snap.deadlist);
+    }
+    let reader = pool.reader();
+    let mut died = 0;
+    for list in lists {
+        died +=
+            tarn_dataset::deadlist::space_in(mos.objset(), &reader, list, 0, earlier.header.txg.0)?
+                .used;
+    }
+    Ok((referenced + died).saturating_sub(earlier.header.referenced))
 }
 
 /// Frees every snapshot structure of dataset `id` being destroyed and returns the blocks of
@@ -740,11 +949,13 @@ pub(crate) fn destroy_all_snapshots(
     let reader = pool.reader();
     let node = datasets.node_mut(id);
     let snapshots = std::mem::take(&mut node.snapshots);
+    let floor = node.floor();
     Ok(snapshot::destroy_all(
         mos.objset(),
         &reader,
         &mut node.header,
         &snapshots,
+        floor,
     )?)
 }
 

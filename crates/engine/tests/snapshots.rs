@@ -16,90 +16,18 @@
 
 mod common;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use common::{Host, PLAIN, crash_all, images, scrub_tank, sim_devices_with};
+use common::{CutProvider, Host, PLAIN, crash_all, images, scrub_tank, sim_devices_with};
 use tarn_base::{ObjectId, SeededRng};
-use tarn_device::{Device, DeviceError, FaultPlan, SimDevice};
-use tarn_engine::{
-    CreateSpec, DatasetQuery, DeviceProvider, Engine, ImportOptions, SimProvider, TopLayout, check,
-};
+use tarn_device::FaultPlan;
+use tarn_engine::{CreateSpec, DatasetQuery, Engine, ImportOptions, TopLayout, check};
 
 const HOST: Host = Host {
     hostid: 9,
     seed: 5,
     ..PLAIN
 };
-
-/// Device operations left before the power goes (`None`: no cut), shared by every device.
-#[derive(Debug, Default)]
-struct Cut(Mutex<Option<u64>>);
-
-impl Cut {
-    fn spend(&self) -> Result<(), DeviceError> {
-        let mut left = self.0.lock().unwrap();
-        match &mut *left {
-            Some(0) => Err(DeviceError::Io {
-                offset: 0,
-                source: std::io::Error::other("power cut"),
-            }),
-            Some(n) => {
-                *n -= 1;
-                Ok(())
-            }
-            None => Ok(()),
-        }
-    }
-}
-
-#[derive(Debug)]
-struct CutDevice {
-    inner: Arc<SimDevice>,
-    cut: Arc<Cut>,
-}
-
-impl Device for CutDevice {
-    fn size_bytes(&self) -> u64 {
-        self.inner.size_bytes()
-    }
-    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), DeviceError> {
-        self.inner.read_at(offset, buf)
-    }
-    fn write_at(&self, offset: u64, data: &[u8]) -> Result<(), DeviceError> {
-        self.cut.spend()?;
-        self.inner.write_at(offset, data)
-    }
-    fn flush(&self) -> Result<(), DeviceError> {
-        self.cut.spend()?;
-        self.inner.flush()
-    }
-    fn discard(&self, offset: u64, len: u64) -> Result<(), DeviceError> {
-        self.inner.discard(offset, len)
-    }
-    fn path(&self) -> &str {
-        self.inner.path()
-    }
-}
-
-#[derive(Debug, Default)]
-struct CutProvider {
-    sims: SimProvider,
-    cut: Arc<Cut>,
-}
-
-impl DeviceProvider for CutProvider {
-    fn open(&self, path: &str, read_only: bool) -> Result<Arc<dyn Device>, DeviceError> {
-        self.sims.open(path, read_only)?;
-        let inner = self.sims.get(path).unwrap();
-        Ok(Arc::new(CutDevice {
-            inner,
-            cut: Arc::clone(&self.cut),
-        }))
-    }
-    fn list(&self, dir: &str) -> Result<Vec<String>, DeviceError> {
-        self.sims.list(dir)
-    }
-}
 
 /// Bytes of the test object: 16 blocks of 4 KiB.
 const LEN: usize = 64 << 10;

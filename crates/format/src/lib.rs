@@ -64,7 +64,14 @@ pub const FEATURES_SUPPORTED: &[&str] = &[
     FEATURE_ALLOCATION_CLASSES,
     FEATURE_SNAPSHOTS,
     FEATURE_VOLUMES,
+    FEATURE_CLONES,
 ];
+
+/// Feature of pools that may hold clones: dataset headers whose snapshot fields name an
+/// origin snapshot (the word at offset 272, zero before), and dead-list buckets up to the
+/// origin's txg holding blocks the clone must never free (docs/FORMAT.md "Clones"). A build
+/// without it would free the origin's blocks when the clone overwrites them.
+pub const FEATURE_CLONES: &str = "org.tarn:clones";
 
 /// Feature of pools that may hold volumes: datasets whose object set is of kind `Volume`
 /// with the volume data object (docs/FORMAT.md "Volumes"). A build without it would take a

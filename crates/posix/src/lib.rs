@@ -77,6 +77,7 @@
 
 pub mod access;
 mod data;
+pub mod diff;
 mod fs;
 mod inode;
 pub mod intent;

@@ -64,7 +64,7 @@ pub use request::{
     VdevRole, VolumeCreate,
 };
 pub use response::{
-    CacheEntry, CacheFile, DatasetProp, DatasetRow, ErrorReply, EventRow, HistoryEntry,
+    CacheEntry, CacheFile, DatasetProp, DatasetRow, DiffRow, ErrorReply, EventRow, HistoryEntry,
     HistoryPool, HoldRow, IOSTAT_LATENCY_BUCKETS, IOSTAT_SIZE_BUCKETS, ImportInfo, ImportablePool,
     IostatPool, IostatRow, IostatWait, IostatWaits, MemoryInfo, MountRow, NbdExportRow, PongInfo,
     PoolLayout, PoolListRow, PoolStatusInfo, Progress, ProjectRow, PropertyRow, ReplyPayload,

@@ -419,6 +419,39 @@ pub enum Request {
         /// Held snapshots are marked to go at their last release (`-d`; snapshots).
         #[serde(default)]
         defer: bool,
+        /// Clones depending on the snapshots destroyed go too (`-R`).
+        #[serde(default)]
+        dependents: bool,
+    },
+    /// `tarn diff SNAP [SNAP|DS]`.
+    Diff {
+        /// The older snapshot.
+        from: String,
+        /// A later snapshot or the dataset (the dataset when absent).
+        to: Option<String>,
+    },
+    /// `tarn bookmark SNAP|BOOKMARK DS#BM`.
+    Bookmark {
+        /// The snapshot or bookmark marked.
+        source: String,
+        /// The new bookmark's full name.
+        target: String,
+    },
+    /// `tarn promote CLONE`.
+    Promote {
+        /// The clone's full name.
+        name: String,
+    },
+    /// `tarn clone [-p] [-o prop=val]... DS@SNAP NEWDS`.
+    Clone {
+        /// The origin snapshot (`pool/ds@snap`).
+        origin: String,
+        /// The new dataset's full name.
+        name: String,
+        /// Properties, in command-line order.
+        properties: Vec<(String, String)>,
+        /// Create missing parents (`-p`).
+        parents: bool,
     },
     /// `tarn hold [-r] TAG SNAP...`.
     Hold {
@@ -462,6 +495,12 @@ pub enum Request {
         name: String,
         /// Destroy later snapshots (`-r`).
         recursive: bool,
+        /// Destroy their clones too (`-R`).
+        #[serde(default)]
+        dependents: bool,
+        /// Unmount those clones even when busy (`-f`).
+        #[serde(default)]
+        force: bool,
     },
     /// `tarn send [-i SNAP | -I SNAP] SNAP`: the stream goes to the descriptor the client
     /// passes after `ServerLine::StreamWanted`.
@@ -530,6 +569,9 @@ pub enum Request {
         old: String,
         /// New name.
         new: String,
+        /// A snapshot of every descendant too (`-r`; snapshots only).
+        #[serde(default)]
+        recursive: bool,
     },
     /// `tarn list` and `tarn get`: properties of datasets.
     DatasetGet(DatasetGet),
@@ -643,6 +685,10 @@ impl Request {
             Request::PoolIostat { .. } => "pool_iostat",
             Request::DatasetCreate { .. } => "dataset_create",
             Request::DatasetDestroy { .. } => "dataset_destroy",
+            Request::Clone { .. } => "clone",
+            Request::Promote { .. } => "promote",
+            Request::Bookmark { .. } => "bookmark",
+            Request::Diff { .. } => "diff",
             Request::Snapshot { .. } => "snapshot",
             Request::Rollback { .. } => "rollback",
             Request::Hold { .. } => "hold",

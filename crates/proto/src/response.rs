@@ -124,6 +124,8 @@ pub enum ReplyPayload {
     Datasets(Vec<DatasetRow>),
     /// `tarn holds`.
     Holds(Vec<HoldRow>),
+    /// `tarn diff`: one row per change.
+    Diff(Vec<DiffRow>),
     /// `tarn nbd`: the volumes served over NBD.
     NbdExports(Vec<NbdExportRow>),
     /// `tarn mount` without arguments: what is mounted where.
@@ -356,6 +358,21 @@ pub struct NbdExportRow {
     pub socket: String,
     /// Open connections.
     pub connections: u64,
+}
+
+/// One change of `tarn diff`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DiffRow {
+    /// `M`, `+`, `-` or `R`.
+    pub change: String,
+    /// The file type character (`F`, `/`, `@`, `|`, `=`, `C`, `B`).
+    pub file: String,
+    /// The path (a rename's old one), escaped as ZFS does.
+    pub path: String,
+    /// A rename's new path.
+    pub new_path: Option<String>,
+    /// The change time as `SECONDS.NANOSECONDS`.
+    pub ctime: String,
 }
 
 /// One hold of a snapshot (`tarn holds`).

@@ -35,9 +35,10 @@
 //!          full pools (--fill): writes of several times what the pool holds; writers get
 //!            ENOSPC, the pool never suspends, deletes and punches give the space back
 //!
-//!          snapshots (sim/snapshots.rs, --snapshots): take (-r), destroy, roll back (-r);
-//!            the snapshot list and every root snapshot's objects checked against the
-//!            model, dead lists and space by check::verify_pool
+//!          snapshots (sim/snapshots.rs, --snapshots): take (-r), destroy, roll back (-r),
+//!            clone, promote; the snapshot list, every clone's files and every root
+//!            snapshot's objects checked against the model, dead lists, sharing and space
+//!            by check::verify_pool
 //!
 //!          POSIX layer in a random dataset (sim/fsops.rs, through Engine::fs_op):
 //!            create / mkdir / symlink / write / truncate / punch / rename / link / unlink

@@ -30,6 +30,8 @@ pub(crate) struct Model {
     pub(crate) fs: BTreeMap<String, FsModel>,
     /// Snapshots by dataset (relative name), oldest first.
     pub(crate) snapshots: BTreeMap<String, Vec<SnapshotModel>>,
+    /// Clones (relative name) and their origin snapshot: (dataset, snapshot name).
+    pub(crate) origins: BTreeMap<String, (String, String)>,
 }
 
 /// A snapshot as the model took it: the dataset's filesystem and, of the root dataset, its
@@ -142,9 +144,63 @@ impl Model {
         hash.finish()
     }
 
+    /// Whether destroying `name` with its descendants would take an origin snapshot from
+    /// under a clone outside them (the engine refuses that without -R).
+    pub(crate) fn destroy_blocked(&self, name: &str) -> bool {
+        let prefix = format!("{name}/");
+        let inside = |d: &str| d == name || d.starts_with(&prefix);
+        self.origins
+            .iter()
+            .any(|(clone, (origin, _))| inside(origin) && !inside(clone))
+    }
+
+    /// Whether snapshot `snap` of `dataset` is some clone's origin.
+    pub(crate) fn has_clones(&self, dataset: &str, snap: &str) -> bool {
+        self.origins
+            .values()
+            .any(|(d, s)| d == dataset && s == snap)
+    }
+
+    /// Clone `name` (a new top-level dataset) of snapshot `snap` of `dataset`.
+    pub(crate) fn clone_snapshot(&mut self, dataset: &str, snap: &str, name: &str) {
+        let list = &self.snapshots[dataset];
+        let taken = list.iter().find(|s| s.name == snap).expect("a snapshot");
+        self.fs.insert(name.to_string(), taken.fs.clone());
+        self.datasets.insert(name.to_string());
+        self.origins
+            .insert(name.to_string(), (dataset.to_string(), snap.to_string()));
+    }
+
+    /// Promotes clone `name` (ZFS's promote): its origin dataset's snapshots up to the
+    /// origin move to it, the origin dataset becomes its clone, other clones of the moved
+    /// snapshots follow them.
+    pub(crate) fn promote(&mut self, name: &str) {
+        let (dataset, snap) = self.origins.remove(name).expect("a clone");
+        let list = self.snapshots.entry(dataset.clone()).or_default();
+        let at = list
+            .iter()
+            .position(|s| s.name == snap)
+            .expect("its origin");
+        let moved: Vec<SnapshotModel> = list.drain(..=at).collect();
+        let names: Vec<String> = moved.iter().map(|s| s.name.clone()).collect();
+        let own = self.snapshots.entry(name.to_string()).or_default();
+        own.splice(0..0, moved);
+        if let Some(up) = self.origins.remove(&dataset) {
+            self.origins.insert(name.to_string(), up);
+        }
+        for origin in self.origins.values_mut() {
+            if origin.0 == dataset && names.contains(&origin.1) {
+                origin.0 = name.to_string();
+            }
+        }
+        self.origins.insert(dataset, (name.to_string(), snap));
+    }
+
     /// Removes `name` and its descendants (with their snapshots).
     pub(crate) fn destroy_dataset(&mut self, name: &str) {
         let prefix = format!("{name}/");
+        self.origins
+            .retain(|d, _| d != name && !d.starts_with(&prefix));
         self.datasets
             .retain(|d| d != name && !d.starts_with(&prefix));
         self.fs.retain(|d, _| d != name && !d.starts_with(&prefix));
@@ -226,6 +282,14 @@ impl Model {
             }
             if let Some(list) = self.snapshots.remove(&name) {
                 self.snapshots.insert(renamed.clone(), list);
+            }
+            if let Some(origin) = self.origins.remove(&name) {
+                self.origins.insert(renamed.clone(), origin);
+            }
+            for origin in self.origins.values_mut() {
+                if origin.0 == name {
+                    origin.0.clone_from(&renamed);
+                }
             }
             self.datasets.insert(renamed);
         }

@@ -714,6 +714,9 @@ impl Sim {
             }
             2 => {
                 let name = pick(&mut self.rng);
+                if model.destroy_blocked(&name) {
+                    return Ok(Flow::Continue);
+                }
                 model.destroy_dataset(&name);
                 let result = self.engine.destroy_dataset(&full(&name), true, "destroy");
                 (format!("destroy dataset {name}"), result)

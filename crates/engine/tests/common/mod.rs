@@ -10,10 +10,10 @@
 #![allow(dead_code)] // Each test binary uses a different part of the helpers.
 
 use std::ops::Range;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use tarn_base::{ManualClock, ObjectId, SeededRng, Txg};
-use tarn_device::{FaultPlan, SimDevice};
+use tarn_device::{Device, DeviceError, FaultPlan, SimDevice};
 use tarn_engine::{
     CreateOptions, CreateSpec, DatasetId, DeviceProvider, Engine, EngineError, FsOp, HostIdentity,
     ImportOptions, ScanProgress, ScanState, ScrubAction, SimProvider, VdevNode, check,
@@ -257,4 +257,75 @@ pub(crate) fn check_objects(engine: &Engine, objects: &[(ObjectId, Vec<u8>)]) {
 /// The names of `node`'s children, in order.
 pub(crate) fn child_names(node: &VdevNode) -> Vec<String> {
     node.children.iter().map(|c| c.name.clone()).collect()
+}
+
+/// Device operations left before the power goes (`None`: no cut), shared by every device
+/// (the crash tests of snapshots and clones).
+#[derive(Debug, Default)]
+pub(crate) struct Cut(pub(crate) Mutex<Option<u64>>);
+
+impl Cut {
+    fn spend(&self) -> Result<(), DeviceError> {
+        let mut left = self.0.lock().expect("cut lock");
+        match &mut *left {
+            Some(0) => Err(DeviceError::Io {
+                offset: 0,
+                source: std::io::Error::other("power cut"),
+            }),
+            Some(n) => {
+                *n -= 1;
+                Ok(())
+            }
+            None => Ok(()),
+        }
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct CutDevice {
+    inner: Arc<SimDevice>,
+    cut: Arc<Cut>,
+}
+
+impl Device for CutDevice {
+    fn size_bytes(&self) -> u64 {
+        self.inner.size_bytes()
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), DeviceError> {
+        self.inner.read_at(offset, buf)
+    }
+    fn write_at(&self, offset: u64, data: &[u8]) -> Result<(), DeviceError> {
+        self.cut.spend()?;
+        self.inner.write_at(offset, data)
+    }
+    fn flush(&self) -> Result<(), DeviceError> {
+        self.cut.spend()?;
+        self.inner.flush()
+    }
+    fn discard(&self, offset: u64, len: u64) -> Result<(), DeviceError> {
+        self.inner.discard(offset, len)
+    }
+    fn path(&self) -> &str {
+        self.inner.path()
+    }
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct CutProvider {
+    pub(crate) sims: SimProvider,
+    pub(crate) cut: Arc<Cut>,
+}
+
+impl DeviceProvider for CutProvider {
+    fn open(&self, path: &str, read_only: bool) -> Result<Arc<dyn Device>, DeviceError> {
+        self.sims.open(path, read_only)?;
+        let inner = self.sims.get(path).expect("a device just opened");
+        Ok(Arc::new(CutDevice {
+            inner,
+            cut: Arc::clone(&self.cut),
+        }))
+    }
+    fn list(&self, dir: &str) -> Result<Vec<String>, DeviceError> {
+        self.sims.list(dir)
+    }
 }

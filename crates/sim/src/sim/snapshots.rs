@@ -1,10 +1,13 @@
 //! Snapshots in the workload (`--snapshots`, or a seed's own draw): take one (a quarter of
-//! them with `-r`), destroy one, or roll a dataset back to one of its snapshots (`-r`), each
-//! committing a txg. The model keeps every snapshot's filesystem and, for the root dataset,
-//! its objects; the checkers compare the snapshot list with the engine's and, within
-//! budget, every object of every root snapshot with what it held when it was taken, and
-//! the pool checker (`check::verify_pool`, after every commit) checks the dead lists and
-//! that space closes.
+//! them with `-r`), destroy one, or roll a dataset back to one of its snapshots (`-r`), or
+//! (one operation in four) clone a snapshot into a new top-level dataset or promote a
+//! clone, each committing a txg. Verbs the engine refuses because of clones (destroying an
+//! origin, rolling back past one) are not drawn; the model keeps every clone's origin. The
+//! model keeps every snapshot's filesystem and, for the root dataset, its objects; the
+//! checkers compare the snapshot list with the engine's and, within budget, every object
+//! of every root snapshot with what it held when it was taken, and the pool checker
+//! (`check::verify_pool`, after every commit) checks the dead lists, sharing and that
+//! space closes.
 
 use tarn_base::ObjectId;
 use tarn_engine::{DatasetQuery, check};
@@ -25,6 +28,9 @@ fn full_name(dataset: &str) -> String {
 impl Sim {
     /// One snapshot operation (module doc).
     pub(super) fn op_snapshot(&mut self) -> Step {
+        if self.rng.chance(1, 4) {
+            return self.op_clone();
+        }
         let datasets: Vec<String> = self.open.fs.keys().cloned().collect();
         let dataset = datasets[self.rng.below(datasets.len() as u64) as usize].clone();
         let taken: Vec<String> = self
@@ -49,12 +55,21 @@ impl Sim {
                 (format!("snapshot {name} (-r {recursive})"), result)
             } else if choice == 2 || taken.len() >= SNAPSHOTS_PER_DATASET_MAX {
                 let snap = taken[self.rng.below(taken.len() as u64) as usize].clone();
+                if model.has_clones(&dataset, &snap) {
+                    return Ok(Flow::Continue);
+                }
                 model.destroy_snapshot(&dataset, &snap);
                 let name = format!("{full}@{snap}");
                 let result = self.engine.destroy_dataset(&name, false, "destroy");
                 (format!("destroy {name}"), result)
             } else {
                 let index = self.rng.below(taken.len() as u64) as usize;
+                if taken[index + 1..]
+                    .iter()
+                    .any(|s| model.has_clones(&dataset, s))
+                {
+                    return Ok(Flow::Continue);
+                }
                 model.rollback(&dataset, index);
                 let name = format!("{full}@{}", taken[index]);
                 let result = self.engine.rollback(&name, true, "rollback");
@@ -68,6 +83,59 @@ impl Sim {
         let txg = check::committed_txg(&self.engine, POOL)
             .map_err(|e| e.to_string())?
             .ok_or("a snapshot verb left no committed txg")?;
+        self.committed_after(txg)?;
+        self.counts.snapshot_ops += 1;
+        self.trace.line(format!("{what}: txg {txg}"));
+        self.check_all(&what)
+    }
+
+    /// Clones a random snapshot (a new top-level dataset `c<N>`), or promotes a random
+    /// clone whose snapshot names do not collide; one txg each.
+    fn op_clone(&mut self) -> Step {
+        let clones: Vec<String> = self.open.origins.keys().cloned().collect();
+        let mut model = self.open.clone();
+        let (what, result) = if !clones.is_empty() && self.rng.chance(1, 3) {
+            let name = clones[self.rng.below(clones.len() as u64) as usize].clone();
+            let (origin, snap) = &model.origins[&name];
+            let list = &model.snapshots[origin];
+            let upto = list.iter().position(|s| s.name == *snap).unwrap_or(0);
+            let own = model.snapshots.get(&name);
+            let collide = list[..=upto]
+                .iter()
+                .any(|s| own.is_some_and(|o| o.iter().any(|m| m.name == s.name)));
+            if collide {
+                return Ok(Flow::Continue);
+            }
+            model.promote(&name);
+            let result = self.engine.promote(&full_name(&name), "promote");
+            (format!("promote {name}"), result)
+        } else {
+            let all: Vec<(String, String)> = model
+                .snapshots
+                .iter()
+                .flat_map(|(d, l)| l.iter().map(move |s| (d.clone(), s.name.clone())))
+                .collect();
+            if all.is_empty() {
+                return Ok(Flow::Continue);
+            }
+            let (dataset, snap) = all[self.rng.below(all.len() as u64) as usize].clone();
+            self.dataset_serial += 1;
+            let name = format!("c{}", self.dataset_serial);
+            model.clone_snapshot(&dataset, &snap, &name);
+            let origin = format!("{}@{snap}", full_name(&dataset));
+            let result = self
+                .engine
+                .clone_dataset(&origin, &full_name(&name), &[], false, "clone");
+            (format!("clone {origin} {name}"), result)
+        };
+        if let Err(e) = result {
+            self.inflight = Some(model);
+            return self.engine_error(&what, &e);
+        }
+        self.open = model;
+        let txg = check::committed_txg(&self.engine, POOL)
+            .map_err(|e| e.to_string())?
+            .ok_or("a clone verb left no committed txg")?;
         self.committed_after(txg)?;
         self.counts.snapshot_ops += 1;
         self.trace.line(format!("{what}: txg {txg}"));

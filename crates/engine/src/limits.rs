@@ -1,0 +1,111 @@
+//! `snapshot_limit` and `filesystem_limit` (ZFS's `dsl_dir` limits): a dataset with a limit
+//! refuses a snapshot, or a new filesystem or volume, anywhere in its subtree that would
+//! take the subtree's count past it. The counts (`snapshot_count`, `filesystem_count`) are
+//! computed from the tree in memory, never stored, so they cannot drift; a limit set below
+//! the current count refuses only what would add more, as in ZFS. Unlike ZFS, the limit
+//! binds every caller (tarn has no delegated administration whose holders would be exempt).
+//! A receive's hidden dataset is not counted; `receive` itself is not limited here.
+
+use crate::dataset_ops::invalid;
+use crate::datasets::{Tree, is_hidden};
+use crate::{DatasetId, EngineError};
+
+/// `snapshot_count` (snapshots in the subtree) or `filesystem_count` (datasets below it).
+pub(crate) fn count(tree: &Tree, id: DatasetId, property: &str) -> u64 {
+    let subtree = tree.subtree(id);
+    let count = match property {
+        "snapshot_count" => subtree
+            .iter()
+            .map(|(d, _)| tree.node(*d).snapshots.len())
+            .sum(),
+        _ => subtree.len() - 1,
+    };
+    count as u64
+}
+
+/// The limit `property` set on `id`, if any.
+fn limit(tree: &Tree, id: DatasetId, property: &str) -> Option<u64> {
+    tree.node(id).local.get(property)?.parse().ok()
+}
+
+/// Refuses adding `added` snapshots (per dataset of `targets`, each one snapshot) or, for
+/// `filesystem_limit`, `added` datasets under `parent`, when an ancestor's limit would be
+/// passed. `kind` is `snapshot` or `filesystem`.
+fn check(tree: &Tree, added: &[(DatasetId, u64)], kind: &str) -> Result<(), EngineError> {
+    let (property, counted) = match kind {
+        "snapshot" => ("snapshot_limit", "snapshot_count"),
+        _ => ("filesystem_limit", "filesystem_count"),
+    };
+    let mut seen: Vec<DatasetId> = Vec::new();
+    for (at, _) in added {
+        for ancestor in tree.lineage(*at) {
+            if seen.contains(&ancestor) || is_hidden(&tree.node(ancestor).name) {
+                continue;
+            }
+            seen.push(ancestor);
+            let Some(max) = limit(tree, ancestor, property) else {
+                continue;
+            };
+            let new: u64 = added
+                .iter()
+                .filter(|(d, _)| tree.lineage(*d).contains(&ancestor))
+                .map(|(_, n)| n)
+                .sum();
+            if count(tree, ancestor, counted) + new > max {
+                return Err(invalid(format!(
+                    "{kind} limit exceeded ({property}={max} on '{}')",
+                    tree.node(ancestor).name
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Refuses a snapshot of each of `targets` past a `snapshot_limit`.
+pub(crate) fn check_snapshots(tree: &Tree, targets: &[DatasetId]) -> Result<(), EngineError> {
+    let added: Vec<(DatasetId, u64)> = targets.iter().map(|d| (*d, 1)).collect();
+    check(tree, &added, "snapshot")
+}
+
+/// Refuses `count` new datasets below `parent` (a filesystem counts itself only for its
+/// ancestors) past a `filesystem_limit`.
+pub(crate) fn check_filesystems(
+    tree: &Tree,
+    parent: DatasetId,
+    count: u64,
+) -> Result<(), EngineError> {
+    check(tree, &[(parent, count)], "filesystem")
+}
+
+/// Refuses moving `id` and its subtree under `new_parent` (`rename`) when a new ancestor's
+/// `filesystem_limit` or `snapshot_limit` would be passed (ancestors it already had keep
+/// their counts).
+pub(crate) fn check_move(
+    tree: &Tree,
+    id: DatasetId,
+    new_parent: DatasetId,
+) -> Result<(), EngineError> {
+    let moved = count(tree, id, "filesystem_count") + 1;
+    let snapshots = count(tree, id, "snapshot_count");
+    let old = tree.lineage(id);
+    for ancestor in tree.lineage(new_parent) {
+        if old.contains(&ancestor) {
+            continue;
+        }
+        for (property, counted, adds, kind) in [
+            ("filesystem_limit", "filesystem_count", moved, "filesystem"),
+            ("snapshot_limit", "snapshot_count", snapshots, "snapshot"),
+        ] {
+            if let Some(max) = limit(tree, ancestor, property)
+                && count(tree, ancestor, counted) + adds > max
+            {
+                return Err(invalid(format!(
+                    "{kind} limit exceeded ({property}={max} on '{}')",
+                    tree.node(ancestor).name
+                )));
+            }
+        }
+    }
+    Ok(())
+}
