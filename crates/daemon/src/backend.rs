@@ -538,6 +538,15 @@ fn groups_spec(name: &str, vdevs: &[VdevGroupSpec], force: bool) -> Result<Creat
             VdevKind::Disk => TopLayout::Disk,
             VdevKind::Mirror => TopLayout::Mirror,
             VdevKind::Raidz(parity) => TopLayout::Raidz(parity),
+            VdevKind::Draid {
+                parity,
+                data,
+                spares,
+            } => TopLayout::Draid {
+                parity,
+                data,
+                spares,
+            },
         };
         let top = TopSpec {
             layout,
@@ -583,6 +592,14 @@ fn group_text(group: &VdevGroupSpec) -> String {
         VdevKind::Disk => {}
         VdevKind::Mirror => words.push("mirror".into()),
         VdevKind::Raidz(parity) => words.push(format!("raidz{parity}")),
+        VdevKind::Draid {
+            parity,
+            data,
+            spares,
+        } => {
+            let children = group.devices.len();
+            words.push(format!("draid{parity}:{data}d:{children}c:{spares}s"));
+        }
     }
     words.extend(group.devices.iter().cloned());
     words.join(" ")

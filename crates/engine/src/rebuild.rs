@@ -68,7 +68,7 @@ impl RebuildQueue {
 pub(crate) fn check_layout(top: &TopVdev) -> Result<(), EngineError> {
     match top.layout() {
         Layout::Mirror | Layout::Disk => Ok(()),
-        Layout::Raidz { .. } => Err(EngineError::InvalidArgument(
+        Layout::Raidz { .. } | Layout::Draid(_) => Err(EngineError::InvalidArgument(
             "sequential resilver (-s) is only supported for mirror and single-disk vdevs; \
              replace a raidz device without -s"
                 .into(),

@@ -123,8 +123,15 @@ fn health_name(health: Health) -> &'static str {
 fn top_name(top: &TopVdev) -> String {
     match top.layout() {
         Layout::Disk => top.leaves().first().map(|l| l.path()).unwrap_or_default(),
-        Layout::Mirror => format!("mirror-{}", top.id().0),
-        Layout::Raidz { parity } => format!("raidz{parity}-{}", top.id().0),
+        layout => layout.display_name(top.width(), top.id().0),
+    }
+}
+
+/// The kind `status -j` names: `draid` without its geometry (the name carries that).
+fn kind_name(kind: VdevKind) -> String {
+    match kind {
+        VdevKind::Draid(_) => "draid".into(),
+        kind => kind.name(),
     }
 }
 
@@ -197,7 +204,7 @@ fn top_node(top: &TopVdev) -> VdevNode {
         .collect();
     VdevNode {
         name: top_name(top),
-        kind: top.layout().kind().name(),
+        kind: kind_name(top.layout().kind()),
         state: health_name(top.health()).into(),
         read: 0,
         write: 0,
@@ -517,6 +524,7 @@ fn tree_node(tree: &VdevTree, found: &dyn Fn(&VdevTree) -> Option<String>) -> Vd
             let tolerated = match tree.kind {
                 VdevKind::Mirror => children.len().saturating_sub(1),
                 VdevKind::Raidz { parity } => usize::from(parity),
+                VdevKind::Draid(c) => usize::from(c.parity),
                 _ => 0,
             };
             let state = if missing == 0 {
@@ -534,13 +542,16 @@ fn tree_node(tree: &VdevTree, found: &dyn Fn(&VdevTree) -> Option<String>) -> Vd
         VdevKind::Disk => found(tree).unwrap_or_else(|| tree.path.clone()),
         VdevKind::Raidz { parity } => format!("raidz{parity}-{}", tree.id),
         VdevKind::Mirror => format!("mirror-{}", tree.id),
+        VdevKind::Draid(c) => {
+            tarn_vdev::Layout::Draid(c).display_name(tree.children.len(), tree.id)
+        }
         kind => kind.name(),
     };
     let note =
         (state == "UNAVAIL" && tree.kind == VdevKind::Disk).then(|| "cannot open".to_string());
     VdevNode {
         name,
-        kind: tree.kind.name(),
+        kind: kind_name(tree.kind),
         state,
         read: 0,
         write: 0,

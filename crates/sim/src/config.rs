@@ -40,7 +40,7 @@ impl TopPlan {
         match self.layout {
             TopLayout::Disk => 0,
             TopLayout::Mirror => self.leaves.len() - 1,
-            TopLayout::Raidz(parity) => usize::from(parity),
+            TopLayout::Raidz(parity) | TopLayout::Draid { parity, .. } => usize::from(parity),
         }
     }
 }
