@@ -127,10 +127,11 @@ fn top_name(top: &TopVdev) -> String {
     }
 }
 
-/// The kind `status -j` names: `draid` without its geometry (the name carries that).
+/// The kind `status -j` names: `draid<parity>` without the rest of its geometry (the name
+/// carries that).
 fn kind_name(kind: VdevKind) -> String {
     match kind {
-        VdevKind::Draid(_) => "draid".into(),
+        VdevKind::Draid(c) => format!("draid{}", c.parity),
         kind => kind.name(),
     }
 }
@@ -388,20 +389,7 @@ pub fn pool_status(name: &str, pool: &Pool, errlog_count: usize) -> PoolStatus {
         children,
     }
     .with_slow_summed();
-    let spares = pool
-        .spares()
-        .iter()
-        .map(|s| {
-            let mut node = leaf_node(s);
-            if pool.tops().iter().any(|t| t.leaf(s.guid()).is_some()) {
-                node.state = "INUSE".into();
-                node.note = Some("currently in use".to_string());
-            } else if s.is_usable() {
-                node.state = "AVAIL".into();
-            }
-            node
-        })
-        .collect();
+    let spares = spare_nodes(pool);
     PoolStatus {
         name: name.to_string(),
         guid: pool.guid().0,
@@ -414,6 +402,33 @@ pub fn pool_status(name: &str, pool: &Pool, errlog_count: usize) -> PoolStatus {
         spares,
         errors: Vec::new(),
     }
+}
+
+/// The spares section: dRAID's distributed spares first (ZFS lists them before the
+/// traditional ones), each AVAIL or INUSE.
+fn spare_nodes(pool: &Pool) -> Vec<VdevNode> {
+    let distributed = pool
+        .tops()
+        .iter()
+        .flat_map(|t| t.distributed_spares().to_vec());
+    distributed
+        .chain(pool.spares().iter().cloned())
+        .map(|s| {
+            let mut node = leaf_node(&s);
+            if pool
+                .tops()
+                .iter()
+                .any(|t| t.distributed_spare_in_use(s.guid()))
+                || (!s.is_distributed_spare() && pool.spare_in_use(s.guid()))
+            {
+                node.state = "INUSE".into();
+                node.note = Some("currently in use".to_string());
+            } else if s.is_usable() {
+                node.state = "AVAIL".into();
+            }
+            node
+        })
+        .collect()
 }
 
 /// `zpool list` row for `pool`.

@@ -163,6 +163,9 @@ pub enum VdevKind {
     Replacing,
     /// A spare in use: first child the original, second the spare.
     SpareInUse,
+    /// A distributed spare of a dRAID vdev standing in for a child (a leaf without a device
+    /// of its own: its bytes are spare space on the other children; docs/FORMAT.md 11a).
+    DraidSpare,
 }
 
 impl VdevKind {
@@ -185,6 +188,7 @@ impl VdevKind {
             VdevKind::L2cache => "l2cache".into(),
             VdevKind::Replacing => "replacing".into(),
             VdevKind::SpareInUse => "spare".into(),
+            VdevKind::DraidSpare => "dspare".into(),
         }
     }
 
@@ -201,6 +205,7 @@ impl VdevKind {
             "l2cache" => VdevKind::L2cache,
             "replacing" => VdevKind::Replacing,
             "spare" => VdevKind::SpareInUse,
+            "dspare" => VdevKind::DraidSpare,
             draid if draid.starts_with("draid") => VdevKind::Draid(DraidConfig::parse(draid)?),
             _ => {
                 return Err(FormatError::Invalid {

@@ -135,6 +135,7 @@ fn vdev_kind() -> impl Strategy<Value = VdevKind> {
         Just(VdevKind::Spares),
         Just(VdevKind::Replacing),
         Just(VdevKind::SpareInUse),
+        Just(VdevKind::DraidSpare),
     ]
 }
 

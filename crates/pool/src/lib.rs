@@ -1214,7 +1214,12 @@ impl Pool {
     fn leaf_devices(&self) -> Vec<(Arc<Leaf>, Guid)> {
         let mut out = Vec::new();
         for top in &self.tops {
-            for leaf in top.leaves() {
+            // A distributed spare has no label area of its own (its device is spare space).
+            for leaf in top
+                .leaves()
+                .into_iter()
+                .filter(|l| !l.is_distributed_spare())
+            {
                 out.push((leaf, top.guid()));
             }
         }

@@ -102,6 +102,7 @@
 
 pub mod child;
 pub mod draid_map;
+pub mod draid_spare;
 pub mod error;
 pub mod l2cache;
 mod l2persist;

@@ -3,6 +3,7 @@
 
 use crate::child::{Child, ChildKind};
 use crate::draid_map::{self, DraidGeometry};
+use crate::draid_spare::{self, ChildList, DraidSpareDevice};
 use crate::error::VdevError;
 use crate::leaf::{Leaf, LeafState};
 use crate::raidz_math::Impl;
@@ -148,13 +149,15 @@ pub struct TopVdev {
     /// Changes between disk and mirror by attach and detach.
     layout: RwLock<Layout>,
     /// Swapped whole under the write lock (never held across I/O); see `child`.
-    children: RwLock<Vec<Arc<Child>>>,
+    children: Arc<ChildList>,
     asize: u64,
     metaslab_shift: AtomicU8,
     next_child: AtomicUsize,
     parity_impl: Impl,
     /// The dRAID layout (computed once: it holds the base permutations).
     draid: Option<Arc<DraidGeometry>>,
+    /// dRAID: the distributed spares, in index order (`draid_spare`).
+    spares: Vec<Arc<Leaf>>,
 }
 
 impl TopVdev {
@@ -217,18 +220,43 @@ impl TopVdev {
         if asize == 0 {
             return Err(invalid("the leaves are too small for one dRAID slice"));
         }
+        let list: Arc<ChildList> = Arc::new(RwLock::new(Vec::new()));
+        let spares = match &draid {
+            Some(geometry) => distributed_spares(id, guid, geometry, &list, smallest),
+            None => Vec::new(),
+        };
+        let children = children
+            .into_iter()
+            .map(|child| Arc::new(with_spares(child, &spares)))
+            .collect();
+        *list.write().unwrap_or_else(PoisonError::into_inner) = children;
         Ok(TopVdev {
             id,
             guid: AtomicU64::new(guid.0),
             ashift,
             layout: RwLock::new(layout),
-            children: RwLock::new(children.into_iter().map(Arc::new).collect()),
+            children: list,
             asize,
             metaslab_shift: AtomicU8::new(0),
             next_child: AtomicUsize::new(0),
             parity_impl: Impl::best(),
             draid,
+            spares,
         })
+    }
+
+    /// dRAID: the distributed spares, in index order (empty for other layouts).
+    #[must_use]
+    pub fn distributed_spares(&self) -> &[Arc<Leaf>] {
+        &self.spares
+    }
+
+    /// Whether distributed spare `guid` stands in for a child now.
+    #[must_use]
+    pub fn distributed_spare_in_use(&self, guid: Guid) -> bool {
+        self.children()
+            .iter()
+            .any(|c| c.kind() != ChildKind::Leaf && c.members().iter().any(|l| l.guid() == guid))
     }
 
     /// Rebuilds a top-level vdev from its label form, attaching the devices found for its
@@ -309,7 +337,11 @@ impl TopVdev {
 
     fn leaf_tree(&self, index: usize, leaf: &Leaf) -> VdevTree {
         VdevTree {
-            kind: VdevKind::Disk,
+            kind: if leaf.is_distributed_spare() {
+                VdevKind::DraidSpare
+            } else {
+                VdevKind::Disk
+            },
             guid: leaf.guid(),
             id: u32::try_from(index).expect("children <= VDEV_CHILDREN_MAX"),
             ashift: self.ashift,
@@ -782,6 +814,46 @@ fn check_width(layout: Layout, children: &[Child], guid: Guid) -> Result<(), &'s
     Ok(())
 }
 
+/// The distributed spares of a dRAID vdev (`draid_spare`), each online on its spare device.
+fn distributed_spares(
+    id: VdevId,
+    guid: Guid,
+    geometry: &Arc<DraidGeometry>,
+    list: &Arc<ChildList>,
+    data_bytes: u64,
+) -> Vec<Arc<Leaf>> {
+    (0..geometry.spares)
+        .map(|k| {
+            let name = draid_spare::spare_name(geometry.parity, id.0, k);
+            let spare_guid = draid_spare::spare_guid(guid, k);
+            let leaf = Leaf::missing(spare_guid, name.clone(), data_bytes);
+            let geometry = Arc::clone(geometry);
+            let device = DraidSpareDevice::new(name, k, geometry, Arc::downgrade(list), data_bytes);
+            leaf.set_device(Some(Arc::new(device)))
+                .expect("a spare device covers the data area it was made for");
+            leaf.set_distributed_spare();
+            leaf.set_state(LeafState::Online);
+            Arc::new(leaf)
+        })
+        .collect()
+}
+
+/// `child` with any placeholder of a distributed spare (read from the tree, without a
+/// device) swapped for the spare itself, keeping the placeholder's resilvering mark.
+fn with_spares(child: Child, spares: &[Arc<Leaf>]) -> Child {
+    let [first, second] = child.members() else {
+        return child;
+    };
+    let swap = |member: &Arc<Leaf>| match spares.iter().find(|s| s.guid() == member.guid()) {
+        Some(spare) => {
+            spare.set_resilvering(member.is_resilvering());
+            Arc::clone(spare)
+        }
+        None => Arc::clone(member),
+    };
+    Child::interior(child.kind(), child.guid(), swap(first), swap(second))
+}
+
 fn child_from_tree(
     node: &VdevTree,
     devices: &HashMap<Guid, Arc<dyn Device>>,
@@ -812,7 +884,7 @@ fn leaf_from_tree(
     node: &VdevTree,
     devices: &HashMap<Guid, Arc<dyn Device>>,
 ) -> Result<Arc<Leaf>, VdevError> {
-    if node.kind != VdevKind::Disk {
+    if !matches!(node.kind, VdevKind::Disk | VdevKind::DraidSpare) {
         return Err(VdevError::UnsupportedKind {
             guid: node.guid,
             kind: node.kind,
