@@ -157,12 +157,11 @@ pub(crate) fn step(
         let align = top.allocation_align();
         let chunk = (len - queue.within).min(REBUILD_CHUNK / align * align);
         let at = offset + queue.within;
+        // `errors` counts ranges that could not be read (data lost). A write the member
+        // being resilvered missed is no loss: the verifying scrub rewrites it (a dRAID
+        // distributed spare's space lies on children that may fail writes).
         match top.rebuild_range(at, usize::try_from(chunk).expect("a chunk fits usize")) {
-            Ok(report) if report.failed.is_empty() => progress.repaired += report.written,
-            Ok(report) => {
-                progress.repaired += report.written;
-                progress.errors += 1;
-            }
+            Ok(report) => progress.repaired += report.written,
             Err(_) => progress.errors += 1,
         }
         queue.within += chunk;

@@ -55,6 +55,8 @@ pub struct DraidSpareDevice {
     children: Weak<ChildList>,
     /// Bytes of the child data area the spare covers (the vdev's smallest leaf).
     data_bytes: u64,
+    /// The GUIDs of every distributed spare of the vdev, by index (to follow a chain).
+    spare_guids: Vec<tarn_base::Guid>,
 }
 
 impl DraidSpareDevice {
@@ -64,23 +66,29 @@ impl DraidSpareDevice {
         geometry: Arc<DraidGeometry>,
         children: Weak<ChildList>,
         data_bytes: u64,
+        top: tarn_base::Guid,
     ) -> DraidSpareDevice {
         assert!(
             spare < geometry.spares,
             "spare {spare} of {}",
             geometry.spares
         );
+        let spare_guids = (0..geometry.spares).map(|k| spare_guid(top, k)).collect();
         DraidSpareDevice {
             name,
             spare,
             geometry,
             children,
             data_bytes,
+            spare_guids,
         }
     }
 
     /// The real leaf holding this spare's bytes at data offset `at`, and the bytes left in
-    /// its slice from there.
+    /// its slice from there. When the child at this spare's position is out of service and
+    /// another distributed spare stands in for it, the bytes are in that spare's space of
+    /// the same slice (free: a child at a spare position has no columns there), and so on;
+    /// the chain only visits spare positions, so it ends within `s` steps.
     fn target(&self, at: u64) -> Result<(Arc<Leaf>, u64), DeviceError> {
         let gone = || DeviceError::Io {
             offset: DATA_START + at,
@@ -88,20 +96,28 @@ impl DraidSpareDevice {
         };
         let children = self.children.upgrade().ok_or(DeviceError::Gone)?;
         let sector = at >> self.geometry.ashift;
-        let child = self.geometry.spare_child(self.spare, sector);
         let slice_bytes = self.geometry.slice_child_sectors() << self.geometry.ashift;
         let left = slice_bytes - at % slice_bytes;
         let list = children
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let position = list.get(child).ok_or_else(gone)?;
-        let leaf = position
-            .members()
-            .iter()
-            .find(|leaf| !leaf.is_distributed_spare() && leaf.is_usable())
-            .cloned()
-            .ok_or_else(gone)?;
-        Ok((leaf, left))
+        let mut spare = self.spare;
+        for _ in 0..self.geometry.spares {
+            let child = self.geometry.spare_child(spare, sector);
+            let members = list.get(child).ok_or_else(gone)?.members();
+            if let Some(leaf) = members
+                .iter()
+                .find(|leaf| !leaf.is_distributed_spare() && leaf.is_usable())
+            {
+                return Ok((Arc::clone(leaf), left));
+            }
+            let next = members.iter().find_map(|leaf| {
+                let index = self.spare_guids.iter().position(|g| *g == leaf.guid())?;
+                (leaf.is_usable() && index != spare).then_some(index)
+            });
+            spare = next.ok_or_else(gone)?;
+        }
+        Err(gone())
     }
 
     /// Runs `io` on each slice-sized piece of `[offset, offset + len)` (I3); label-area

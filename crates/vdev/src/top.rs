@@ -828,7 +828,8 @@ fn distributed_spares(
             let spare_guid = draid_spare::spare_guid(guid, k);
             let leaf = Leaf::missing(spare_guid, name.clone(), data_bytes);
             let geometry = Arc::clone(geometry);
-            let device = DraidSpareDevice::new(name, k, geometry, Arc::downgrade(list), data_bytes);
+            let list = Arc::downgrade(list);
+            let device = DraidSpareDevice::new(name, k, geometry, list, data_bytes, guid);
             leaf.set_device(Some(Arc::new(device)))
                 .expect("a spare device covers the data area it was made for");
             leaf.set_distributed_spare();
