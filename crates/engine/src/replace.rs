@@ -299,6 +299,12 @@ impl Engine {
             let in_use = inner.pool.spare_in_use(spare.guid());
             log.spare_state(name, spare, in_use, now);
         }
+        for top in inner.pool.tops() {
+            for spare in top.distributed_spares() {
+                let in_use = top.distributed_spare_in_use(spare.guid());
+                log.spare_state(name, spare, in_use, now);
+            }
+        }
     }
 
     fn fault_check_pool(&self, name: &str, inner: &mut Imported) -> bool {

@@ -123,19 +123,36 @@ impl TopVdev {
         }
         let len = usize::try_from(rows * sector).expect("a piece fits in memory");
         let mut columns: Vec<Vec<u8>> = vec![vec![0u8; len]; map.columns.len()];
+        // Every child's column is in flight at once on devices with their own I/O thread, so
+        // all children read in parallel; synchronous (simulated) devices read in order.
         let mut missing = Vec::new();
+        let mut in_flight = Vec::new();
         for (c, column) in map.columns.iter().enumerate() {
             let at = column.child_sector << self.ashift();
-            let read = !targets.contains(&c)
-                && children[column.child].read_leaf().is_some_and(|leaf| {
-                    leaf.usable_device().is_some_and(|device| {
-                        leaf.read(device.as_ref(), at, &mut columns[c]).is_ok()
-                    })
-                });
+            let source = (!targets.contains(&c))
+                .then(|| children[column.child].read_leaf().cloned())
+                .flatten()
+                .and_then(|leaf| leaf.usable_device().map(|device| (leaf, device)));
+            let read = match source {
+                Some((leaf, device)) if device.reads_in_parallel() => {
+                    let read = leaf.submit_read(device.as_ref(), at, len);
+                    in_flight.push((c, leaf, read));
+                    true
+                }
+                Some((leaf, device)) => leaf.read(device.as_ref(), at, &mut columns[c]).is_ok(),
+                None => false,
+            };
             if !read {
                 missing.push(c);
             }
         }
+        for (c, leaf, read) in in_flight {
+            match leaf.finish_read(read) {
+                Ok(bytes) => columns[c].copy_from_slice(&bytes),
+                Err(_) => missing.push(c),
+            }
+        }
+        missing.sort_unstable();
         if missing.len() > map.parity {
             return Err(VdevError::Unrecoverable {
                 guid: self.guid(),

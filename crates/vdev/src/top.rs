@@ -973,7 +973,8 @@ impl TopVdev {
             }
             _ => return Err(invalid("the leaf is already being replaced")),
         };
-        if new.asize() < source.asize() {
+        // A distributed spare covers every slice of the vdev, whatever the failed leaf's size.
+        if new.asize() < source.asize() && !new.is_distributed_spare() {
             return Err(VdevError::DeviceTooSmall {
                 guid: new.guid(),
                 size: new.asize(),
