@@ -194,6 +194,17 @@ fn draid_distributed_spare_steps_in_and_rebuilds_sequentially() {
     rig.provider.get("/sim/d3").unwrap().set_gone(true);
     assert_eq!(rig.engine.fault_check(), vec!["tank".to_string()]);
     assert_eq!(spare_state(&rig), "INUSE");
+    // The spare's state change is an event, as for a traditional spare.
+    let events = rig.engine.events(Some("tank"), 0, false);
+    assert!(
+        events.iter().any(|e| {
+            e.class == "sysevent.fs.zfs.statechange"
+                && e.vdev_path == "draid2-0-0"
+                && e.payload
+                    .contains(&("vdev_state".to_string(), "INUSE".to_string()))
+        }),
+        "{events:?}"
+    );
     assert!(
         rig.scan_line()
             .starts_with("resilver (sequential) in progress since "),
