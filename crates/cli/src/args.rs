@@ -505,6 +505,10 @@ pub(crate) struct DemoArgs {
     /// Open the device files with O_DIRECT.
     #[arg(long)]
     pub(crate) direct: bool,
+    /// Layout of the vdev over the device files: `raidz2` (default), or another raidz or
+    /// dRAID word of `pool create` (`draid2:8d:2s`).
+    #[arg(long, default_value = "raidz2")]
+    pub(crate) layout: String,
 }
 
 fn size_arg(text: &str) -> Result<u64, String> {

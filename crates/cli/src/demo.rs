@@ -28,6 +28,8 @@ pub(crate) struct DemoOptions {
     pub(crate) keep: bool,
     /// Open devices with O_DIRECT.
     pub(crate) direct: bool,
+    /// Layout of the one vdev.
+    pub(crate) layout: TopLayout,
 }
 
 pub(crate) const CHUNK: usize = 1 << 20;
@@ -129,15 +131,12 @@ fn create_devices(dir: &Path, options: &DemoOptions) -> Result<Vec<String>, Stri
     Ok(devices)
 }
 
-fn create_pool(engine: &Engine, devices: Vec<String>) -> Result<(), String> {
-    let command = format!("pool create {POOL} raidz2 {}", devices.join(" "));
+fn create_pool(engine: &Engine, devices: Vec<String>, layout: TopLayout) -> Result<(), String> {
+    let command = format!("pool create {POOL} {} {}", layout.name(), devices.join(" "));
     println!("$ tarn {command}");
     let spec = CreateSpec {
         name: POOL.into(),
-        tops: vec![TopSpec {
-            layout: TopLayout::Raidz(2),
-            devices,
-        }],
+        tops: vec![TopSpec { layout, devices }],
         spares: Vec::new(),
         caches: Vec::new(),
         logs: Vec::new(),
@@ -203,7 +202,7 @@ fn run_in(
         dir.display()
     );
     let engine = new_engine(options.direct);
-    create_pool(&engine, devices)?;
+    create_pool(&engine, devices, options.layout)?;
     let object = engine
         .object_create(POOL, 128 << 10)
         .map_err(|e| e.to_string())?;

@@ -165,8 +165,38 @@ pub(crate) fn run(cli: Cli) -> Outcome {
     }
 }
 
+/// The demo's layout word (`raidz2`, `draid2:8d:2s`, ...) over `devices` files, checked by
+/// the `pool create` grammar.
+fn demo_layout(word: &str, devices: usize) -> Result<tarn_engine::TopLayout, String> {
+    let mut words = vec![word.to_string()];
+    words.extend((0..devices).map(|i| format!("/disk{i}")));
+    let groups = crate::vdevspec::parse(&words, std::path::Path::new("/"))
+        .map_err(|why| format!("invalid --layout: {why}"))?;
+    match groups.first().map(|g| g.kind) {
+        Some(tarn_proto::VdevKind::Raidz(parity)) if groups.len() == 1 => {
+            Ok(tarn_engine::TopLayout::Raidz(parity))
+        }
+        Some(tarn_proto::VdevKind::Draid {
+            parity,
+            data,
+            spares,
+        }) if groups.len() == 1 => Ok(tarn_engine::TopLayout::Draid {
+            parity,
+            data,
+            spares,
+        }),
+        _ => Err(format!(
+            "invalid --layout '{word}' (valid: raidz1-3 or a draid word)"
+        )),
+    }
+}
+
 fn run_demo(args: &crate::args::DemoArgs) -> Outcome {
     let devices = usize::from(args.devices);
+    let layout = match demo_layout(&args.layout, devices) {
+        Ok(layout) => layout,
+        Err(why) => return Outcome::refused(render::error_line("run", Some("demo"), &why)),
+    };
     // raidz2 keeps (devices - 2) / devices of the space for data; leave room for metadata.
     let data_share = args.size / (devices as u64 - 2).max(1);
     let options = crate::demo::DemoOptions {
@@ -176,6 +206,7 @@ fn run_demo(args: &crate::args::DemoArgs) -> Outcome {
         device_size: args.device_size.unwrap_or((data_share * 2).max(1 << 30)),
         keep: args.keep,
         direct: args.direct,
+        layout,
     };
     let status =
         |engine: &tarn_engine::Engine| match tarn_daemon::backend::status_infos(engine, &[]) {

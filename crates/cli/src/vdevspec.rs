@@ -3,7 +3,10 @@
 //!
 //! ```text
 //! spec    := data-group+ section*
-//! data-group := (mirror|raidz|raidz1|raidz2|raidz3) DEV+ | DEV      (a bare DEV: one disk)
+//! data-group := (mirror|raidz|raidz1|raidz2|raidz3|DRAID) DEV+ | DEV  (a bare DEV: one disk)
+//! DRAID   := draid[PARITY][:DATAd][:CHILDRENc][:SPARESs]   (parity 1-3, default 1; data
+//!            default min(8, devices - parity - spares); children, if given, = devices;
+//!            spares default 0)
 //! section := spare DEV+ | cache DEV+ | log group+ | special sgroup+   (each at most once)
 //! group   := mirror DEV+ | DEV
 //! sgroup  := (mirror|raidz|raidz1|raidz2|raidz3) DEV+ | DEV
@@ -42,10 +45,11 @@ fn parse_groups(words: &[String], cwd: &Path) -> Result<Vec<VdevGroupSpec>, Stri
     let mut role = VdevRole::Data;
     let mut sections_seen: Vec<VdevRole> = Vec::new();
     let mut open: Option<VdevGroupSpec> = None;
+    let mut draid: Option<DraidWord> = None;
     let mut section_devices = 0usize;
     for word in words {
         if let Some(new_role) = role_keyword(word) {
-            close(&mut open, &mut groups)?;
+            close(&mut open, &mut draid, &mut groups)?;
             check_section_end(role, section_devices)?;
             if sections_seen.contains(&new_role) {
                 return Err(format!("'{word}' can be specified only once"));
@@ -53,8 +57,13 @@ fn parse_groups(words: &[String], cwd: &Path) -> Result<Vec<VdevGroupSpec>, Stri
             sections_seen.push(new_role);
             role = new_role;
             section_devices = 0;
+        } else if word.starts_with("draid") && !word.contains('/') {
+            close(&mut open, &mut draid, &mut groups)?;
+            let (group, parsed) = DraidWord::open(word, role)?;
+            open = Some(group);
+            draid = Some(parsed);
         } else if let Some(kind) = kind_keyword(word) {
-            close(&mut open, &mut groups)?;
+            close(&mut open, &mut draid, &mut groups)?;
             let allowed = match role {
                 VdevRole::Data => true,
                 VdevRole::Log => kind == VdevKind::Mirror,
@@ -80,7 +89,7 @@ fn parse_groups(words: &[String], cwd: &Path) -> Result<Vec<VdevGroupSpec>, Stri
         } else if looks_like_vdev_type(word) {
             return Err(format!(
                 "unknown vdev type '{word}' (valid: mirror, raidz, raidz1, raidz2, raidz3, \
-                 spare, log, cache, special)"
+                 draid, spare, log, cache, special)"
             ));
         } else {
             let device = absolute(word, cwd)?;
@@ -95,9 +104,123 @@ fn parse_groups(words: &[String], cwd: &Path) -> Result<Vec<VdevGroupSpec>, Stri
             }
         }
     }
-    close(&mut open, &mut groups)?;
+    close(&mut open, &mut draid, &mut groups)?;
     check_section_end(role, section_devices)?;
     Ok(groups)
+}
+
+/// A `draid[PARITY][:DATAd][:CHILDRENc][:SPARESs]` word, before its devices are known.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct DraidWord {
+    parity: u8,
+    data: Option<u8>,
+    children: Option<usize>,
+    spares: u8,
+}
+
+impl DraidWord {
+    /// The group a dRAID word opens (data sections only; its data width is set when it
+    /// closes, [`close_draid`]).
+    fn open(word: &str, role: VdevRole) -> Result<(VdevGroupSpec, DraidWord), String> {
+        if role != VdevRole::Data {
+            return Err(format!(
+                "'{word}' is not allowed in a {} section",
+                role.keyword()
+            ));
+        }
+        let parsed = DraidWord::parse(word)?;
+        let group = VdevGroupSpec {
+            role,
+            kind: VdevKind::Draid {
+                parity: parsed.parity,
+                data: 1,
+                spares: parsed.spares,
+            },
+            devices: Vec::new(),
+        };
+        Ok((group, parsed))
+    }
+
+    /// Parses the word; the fields after the parity come in any order, each at most once.
+    fn parse(word: &str) -> Result<DraidWord, String> {
+        let usage = || {
+            format!(
+                "invalid draid '{word}' (valid: draid[PARITY][:DATAd][:CHILDRENc][:SPARESs], \
+                 parity 1-3, e.g. draid2:8d:90c:2s)"
+            )
+        };
+        let rest = word.strip_prefix("draid").ok_or_else(usage)?;
+        let mut fields = rest.split(':');
+        let parity = match fields.next() {
+            Some("") | None => 1,
+            Some(p) => p.parse::<u8>().map_err(|_| usage())?,
+        };
+        if !(1..=3).contains(&parity) {
+            return Err(format!("invalid draid '{word}': parity must be 1, 2 or 3"));
+        }
+        let mut parsed = DraidWord {
+            parity,
+            data: None,
+            children: None,
+            spares: 0,
+        };
+        let mut seen = String::new();
+        for field in fields {
+            let suffix = field.chars().last().ok_or_else(usage)?;
+            let number: usize = field[..field.len() - 1].parse().map_err(|_| usage())?;
+            if seen.contains(suffix) {
+                return Err(usage());
+            }
+            seen.push(suffix);
+            let small = |n: usize| u8::try_from(n).map_err(|_| usage());
+            match suffix {
+                'd' if number > 0 => parsed.data = Some(small(number)?),
+                'c' => parsed.children = Some(number),
+                's' => parsed.spares = small(number)?,
+                _ => return Err(usage()),
+            }
+        }
+        Ok(parsed)
+    }
+}
+
+/// Ends an open dRAID group: its children count must match its devices, and its data
+/// width defaults to min(8, devices - parity - spares), as in OpenZFS.
+fn close_draid(
+    open: &mut Option<VdevGroupSpec>,
+    draid: &mut Option<DraidWord>,
+) -> Result<(), String> {
+    let (Some(group), Some(word)) = (open.as_mut(), draid.take()) else {
+        return Ok(());
+    };
+    let devices = group.devices.len();
+    let (parity, spares) = (usize::from(word.parity), usize::from(word.spares));
+    let name = |data: usize| format!("draid{parity}:{data}d:{spares}s");
+    if let Some(children) = word.children
+        && children != devices
+    {
+        return Err(format!(
+            "{} names {children} children but {devices} devices are listed",
+            name(word.data.map_or(8, usize::from))
+        ));
+    }
+    let data = match word.data {
+        Some(data) => usize::from(data),
+        None => devices.saturating_sub(parity + spares).clamp(1, 8),
+    };
+    if devices < data + parity + spares {
+        return Err(format!(
+            "{} requires at least {} devices (data + parity + spares), {devices} given",
+            name(data),
+            data + parity + spares
+        ));
+    }
+    group.kind = VdevKind::Draid {
+        parity: word.parity,
+        data: u8::try_from(data).map_err(|_| "draid data width over 255".to_string())?,
+        spares: word.spares,
+    };
+    Ok(())
 }
 
 fn finish(groups: Vec<VdevGroupSpec>) -> Result<Vec<VdevGroupSpec>, String> {
@@ -128,7 +251,12 @@ fn check_section_end(role: VdevRole, devices: usize) -> Result<(), String> {
     Ok(())
 }
 
-fn close(open: &mut Option<VdevGroupSpec>, groups: &mut Vec<VdevGroupSpec>) -> Result<(), String> {
+fn close(
+    open: &mut Option<VdevGroupSpec>,
+    draid: &mut Option<DraidWord>,
+    groups: &mut Vec<VdevGroupSpec>,
+) -> Result<(), String> {
+    close_draid(open, draid)?;
     if let Some(group) = open.take() {
         group.check()?;
         groups.push(group);
@@ -248,7 +376,7 @@ mod tests {
             "raidz5 /a /b /c",
             Err(
                 "unknown vdev type 'raidz5' (valid: mirror, raidz, raidz1, raidz2, raidz3, \
-                 spare, log, cache, special)",
+                 draid, spare, log, cache, special)",
             ),
         );
         check("mirror", Err("mirror requires at least 2 devices"));
@@ -293,6 +421,92 @@ mod tests {
         assert_eq!(
             add("log"),
             Err("log requires at least 1 device".to_string())
+        );
+    }
+
+    /// Goal: the dRAID grammar takes OpenZFS's forms and defaults, and every malformed or
+    /// impossible form is one clear line. Method: parse each.
+    #[test]
+    fn draid_grammar() {
+        use VdevKind::Draid;
+        use VdevRole::Data;
+        let devs = |n: usize| (0..n).map(|i| format!("/d{i}")).collect::<Vec<_>>();
+        let text = |word: &str, n: usize| format!("{word} {}", devs(n).join(" "));
+        let draid = |parity, data, spares, n: usize| {
+            let names = devs(n);
+            let names: Vec<&str> = names.iter().map(String::as_str).collect();
+            Ok(vec![group(
+                Data,
+                Draid {
+                    parity,
+                    data,
+                    spares,
+                },
+                &names,
+            )])
+        };
+        check(&text("draid", 10), draid(1, 8, 0, 10));
+        check(&text("draid2:8d:12c:2s", 12), draid(2, 8, 2, 12));
+        check(&text("draid2:2s:8d", 12), draid(2, 8, 2, 12));
+        check(&text("draid3", 6), draid(3, 3, 0, 6));
+        check(&text("draid2:4d:1s:11c", 11), draid(2, 4, 1, 11));
+    }
+
+    /// Goal: malformed, impossible and misplaced dRAID words are refused in one line.
+    #[test]
+    fn draid_grammar_refusals() {
+        use VdevKind::Draid;
+        use VdevRole::Data;
+        let devs = |n: usize| (0..n).map(|i| format!("/d{i}")).collect::<Vec<_>>();
+        let text = |word: &str, n: usize| format!("{word} {}", devs(n).join(" "));
+        let usage = "(valid: draid[PARITY][:DATAd][:CHILDRENc][:SPARESs], parity 1-3, e.g. \
+                     draid2:8d:90c:2s)";
+        check(
+            &text("draid4", 10),
+            Err("invalid draid 'draid4': parity must be 1, 2 or 3"),
+        );
+        check(
+            &text("draid2:8x", 12),
+            Err(&format!("invalid draid 'draid2:8x' {usage}")),
+        );
+        check(
+            &text("draid2:0d", 12),
+            Err(&format!("invalid draid 'draid2:0d' {usage}")),
+        );
+        check(
+            &text("draid2:8d:8d", 12),
+            Err(&format!("invalid draid 'draid2:8d:8d' {usage}")),
+        );
+        check(
+            &text("draid2:8d:90c:2s", 89),
+            Err("draid2:8d:2s names 90 children but 89 devices are listed"),
+        );
+        check(
+            &text("draid2:8d:2s", 11),
+            Err("draid2:8d:2s requires at least 12 devices (data + parity + spares), 11 given"),
+        );
+        check(
+            &text("draid2:8d", 256),
+            Err("draid2:8d:0s of 256 devices exceeds the limit of 255"),
+        );
+        check(
+            "/a special draid1 /b /c /d",
+            Err("'draid1' is not allowed in a special section"),
+        );
+        check(
+            "draid1:1d /a /b mirror /c /d",
+            Ok(vec![
+                group(
+                    Data,
+                    Draid {
+                        parity: 1,
+                        data: 1,
+                        spares: 0,
+                    },
+                    &["/a", "/b"],
+                ),
+                group(Data, VdevKind::Mirror, &["/c", "/d"]),
+            ]),
         );
     }
 

@@ -467,6 +467,9 @@ fn node_kind(kind: &str) -> VdevNodeKind {
         "raidz1" => VdevNodeKind::Raidz(1),
         "raidz2" => VdevNodeKind::Raidz(2),
         "raidz3" => VdevNodeKind::Raidz(3),
+        "draid1" => VdevNodeKind::Draid(1),
+        "draid2" => VdevNodeKind::Draid(2),
+        "draid3" => VdevNodeKind::Draid(3),
         "spare" | "spares" => VdevNodeKind::Spare,
         "replacing" => VdevNodeKind::Replacing,
         _ => VdevNodeKind::Leaf,
@@ -543,6 +546,15 @@ fn groups_spec(name: &str, vdevs: &[VdevGroupSpec], force: bool) -> Result<Creat
             VdevKind::Disk => TopLayout::Disk,
             VdevKind::Mirror => TopLayout::Mirror,
             VdevKind::Raidz(parity) => TopLayout::Raidz(parity),
+            VdevKind::Draid {
+                parity,
+                data,
+                spares,
+            } => TopLayout::Draid {
+                parity,
+                data,
+                spares,
+            },
         };
         let top = TopSpec {
             layout,
@@ -588,6 +600,14 @@ fn group_text(group: &VdevGroupSpec) -> String {
         VdevKind::Disk => {}
         VdevKind::Mirror => words.push("mirror".into()),
         VdevKind::Raidz(parity) => words.push(format!("raidz{parity}")),
+        VdevKind::Draid {
+            parity,
+            data,
+            spares,
+        } => {
+            let children = group.devices.len();
+            words.push(format!("draid{parity}:{data}d:{children}c:{spares}s"));
+        }
     }
     words.extend(group.devices.iter().cloned());
     words.join(" ")

@@ -212,10 +212,7 @@ fn top_row(top: &TopVdev, alloc: u64, free: u64) -> IostatNode {
         .collect();
     let mut node = match top.layout() {
         Layout::Disk => rows.into_iter().next().unwrap_or_default(),
-        Layout::Mirror => IostatNode::summed(format!("mirror-{}", top.id().0), rows),
-        Layout::Raidz { parity } => {
-            IostatNode::summed(format!("raidz{parity}-{}", top.id().0), rows)
-        }
+        layout => IostatNode::summed(layout.display_name(positions.len(), top.id().0), rows),
     };
     node.alloc = Some(alloc);
     node.free = Some(free);

@@ -21,7 +21,10 @@
 //! copies: that is the trade (speed for a window of single-copy checksum trust) ZFS makes too.
 //!
 //! Raidz is refused: a column's bytes depend on where each block's stripe starts, which only
-//! block pointers tell.
+//! block pointers tell. dRAID is rebuilt row by row (`TopVdev::rebuild_range`): every block
+//! fills whole rows of its group, so each row is a stripe of its own; a distributed spare
+//! stepping in is rebuilt this way, every child reading its share at once. Chunks are whole
+//! dRAID rows (`TopVdev::allocation_align`).
 //!
 //! A build without sequential resilver reading the record sees a plain resilver without a
 //! bookmark (`rebuilt` is a field of its own) and resilvers every block again: slower, never
@@ -67,7 +70,7 @@ impl RebuildQueue {
 /// turns into a two-way `replacing` node).
 pub(crate) fn check_layout(top: &TopVdev) -> Result<(), EngineError> {
     match top.layout() {
-        Layout::Mirror | Layout::Disk => Ok(()),
+        Layout::Mirror | Layout::Disk | Layout::Draid(_) => Ok(()),
         Layout::Raidz { .. } => Err(EngineError::InvalidArgument(
             "sequential resilver (-s) is only supported for mirror and single-disk vdevs; \
              replace a raidz device without -s"
@@ -149,15 +152,16 @@ pub(crate) fn step(
     let mut done = 0u64;
     while done < max_bytes.max(1) && !queue.finished() {
         let (vdev, offset, len) = queue.ranges[queue.next];
-        let chunk = (len - queue.within).min(REBUILD_CHUNK);
-        let at = offset + queue.within;
         let top = &pool.tops()[vdev as usize];
+        // dRAID rows are not powers of two: chunks stay whole rows.
+        let align = top.allocation_align();
+        let chunk = (len - queue.within).min(REBUILD_CHUNK / align * align);
+        let at = offset + queue.within;
+        // `errors` counts ranges that could not be read (data lost). A write the member
+        // being resilvered missed is no loss: the verifying scrub rewrites it (a dRAID
+        // distributed spare's space lies on children that may fail writes).
         match top.rebuild_range(at, usize::try_from(chunk).expect("a chunk fits usize")) {
-            Ok(report) if report.failed.is_empty() => progress.repaired += report.written,
-            Ok(report) => {
-                progress.repaired += report.written;
-                progress.errors += 1;
-            }
+            Ok(report) => progress.repaired += report.written,
             Err(_) => progress.errors += 1,
         }
         queue.within += chunk;

@@ -6,7 +6,12 @@
 //!  detach POOL DEV          drop a mirror side or a member of a replacing / spare node
 //!  fault + AVAIL spare      OLD ──► spare-N { OLD, SPARE (resilvering) } ─ resilver ─► stays
 //!  replace of OLD in spare  spare-N ──► replacing-N { SPARE, NEW } ─► NEW; SPARE AVAIL again
+//!  dRAID child fails        OLD ──► spare-N { OLD, draid2-0-0 } ─ sequential rebuild, scrub
+//!  replace POOL OLD draid2-0-0   the same by hand
 //! ```
+//! A dRAID vdev's own distributed spares (`TopVdev::distributed_spares`) are taken before the
+//! pool's traditional ones, and its spare activations rebuild sequentially when every vdev
+//! being resilvered can.
 //! Every verb checks everything first (the device opens, carries no pool's label, is large
 //! enough, is not the device it replaces), and only then changes the tree, marks the config
 //! dirty (the labels of the next txg carry the new tree, with the `resilvering` flag on the
@@ -201,10 +206,15 @@ impl Engine {
         if sequential {
             crate::rebuild::check_layout(&top)?;
         }
-        if inner.pool.spares().iter().any(|s| s.guid() == leaf.guid()) {
+        if leaf.is_distributed_spare()
+            || inner.pool.spares().iter().any(|s| s.guid() == leaf.guid())
+        {
             return Err(EngineError::InvalidArgument(
                 "a hot spare in use is replaced by replacing the device it stands in for".into(),
             ));
+        }
+        if let Some(spare) = new.and_then(|n| distributed_spare(&top, n)) {
+            return self.replace_with_distributed(name, &mut inner, &top, &leaf, spare, command);
         }
         let path = new.map_or_else(|| leaf.path(), str::to_string);
         if new.is_some_and(|n| n == old || n == leaf.path()) {
@@ -339,6 +349,12 @@ impl Engine {
             let in_use = inner.pool.spare_in_use(spare.guid());
             log.spare_state(name, spare, in_use, now);
         }
+        for top in inner.pool.tops() {
+            for spare in top.distributed_spares() {
+                let in_use = top.distributed_spare_in_use(spare.guid());
+                log.spare_state(name, spare, in_use, now);
+            }
+        }
     }
 
     fn fault_check_pool(&self, name: &str, inner: &mut Imported) -> bool {
@@ -371,7 +387,9 @@ impl Engine {
                 if child.kind() != ChildKind::Leaf || !out {
                     continue;
                 }
-                let Some(spare) = available_spare(inner, failed.asize()) else {
+                let spare = available_distributed_spare(&top)
+                    .or_else(|| available_spare(inner, failed.asize()));
+                let Some(spare) = spare else {
                     continue;
                 };
                 let node = self.next_guid(inner);
@@ -398,6 +416,10 @@ impl Engine {
             inner.history.push(record);
             inner.pool.set_config_dirty();
             scrub::restart(inner, ScanFunction::Resilver, now);
+            let sequential = sequential_possible(inner);
+            if let Some(progress) = &mut inner.scan.progress {
+                progress.sequential = sequential;
+            }
             self.post(pool_event(name, now, "resilver_start"));
             // A failed sync suspends the pool; status says why.
             let _ = inner.sync();
@@ -460,6 +482,65 @@ impl Engine {
     }
 }
 
+/// The distributed spare of `top` named `name` (`draid2-0-0`), if `name` is one.
+fn distributed_spare(top: &TopVdev, name: &str) -> Option<Arc<Leaf>> {
+    top.distributed_spares()
+        .iter()
+        .find(|s| s.path() == name)
+        .cloned()
+}
+
+impl Engine {
+    /// `replace POOL OLD draid2-0-0`: the distributed spare stands in for OLD under a spare
+    /// node (OLD stays until a real device replaces it) and is filled by a sequential
+    /// rebuild, then a verifying scrub.
+    fn replace_with_distributed(
+        &self,
+        name: &str,
+        inner: &mut Imported,
+        top: &Arc<TopVdev>,
+        leaf: &Arc<Leaf>,
+        spare: Arc<Leaf>,
+        command: &str,
+    ) -> Result<(), EngineError> {
+        if top.distributed_spare_in_use(spare.guid()) {
+            return Err(EngineError::InvalidArgument(format!(
+                "{} is already in use",
+                spare.path()
+            )));
+        }
+        if top.children().iter().any(|c| {
+            c.kind() != ChildKind::Leaf && c.members().iter().any(|l| l.guid() == leaf.guid())
+        }) {
+            return Err(EngineError::AlreadyReplacing);
+        }
+        let node = self.next_guid(inner);
+        top.begin_replace(leaf.guid(), spare, ChildKind::Spare, node)
+            .map_err(vdev_error)?;
+        let sequential = sequential_possible(inner);
+        self.start_resilver(name, inner, sequential, command)
+    }
+}
+
+/// Whether every top-level vdev with a leaf being resilvered can be rebuilt sequentially
+/// (then a spare activation rebuilds instead of walking block pointers).
+fn sequential_possible(inner: &Imported) -> bool {
+    inner
+        .pool
+        .tops()
+        .iter()
+        .filter(|t| t.needs_resilver())
+        .all(|t| crate::rebuild::check_layout(t).is_ok())
+}
+
+/// An AVAIL distributed spare of `top`.
+fn available_distributed_spare(top: &TopVdev) -> Option<Arc<Leaf>> {
+    top.distributed_spares()
+        .iter()
+        .find(|s| !top.distributed_spare_in_use(s.guid()))
+        .cloned()
+}
+
 /// Refuses a replace of a leaf that is already being replaced (the spare node case, where
 /// the original is replaced, is allowed).
 fn check_replaceable(top: &TopVdev, guid: Guid) -> Result<(), EngineError> {
@@ -516,7 +597,9 @@ impl Engine {
 /// spare labels with the next txg), so no import mistakes them for members.
 fn release(inner: &Imported, leaves: &[Arc<Leaf>]) {
     for leaf in leaves {
-        if inner.pool.spares().iter().any(|s| s.guid() == leaf.guid()) {
+        if leaf.is_distributed_spare()
+            || inner.pool.spares().iter().any(|s| s.guid() == leaf.guid())
+        {
             continue;
         }
         if let Some(device) = leaf.usable_device() {

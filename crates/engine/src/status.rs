@@ -123,8 +123,16 @@ fn health_name(health: Health) -> &'static str {
 fn top_name(top: &TopVdev) -> String {
     match top.layout() {
         Layout::Disk => top.leaves().first().map(|l| l.path()).unwrap_or_default(),
-        Layout::Mirror => format!("mirror-{}", top.id().0),
-        Layout::Raidz { parity } => format!("raidz{parity}-{}", top.id().0),
+        layout => layout.display_name(top.width(), top.id().0),
+    }
+}
+
+/// The kind `status -j` names: `draid<parity>` without the rest of its geometry (the name
+/// carries that).
+fn kind_name(kind: VdevKind) -> String {
+    match kind {
+        VdevKind::Draid(c) => format!("draid{}", c.parity),
+        kind => kind.name(),
     }
 }
 
@@ -197,7 +205,7 @@ fn top_node(top: &TopVdev) -> VdevNode {
         .collect();
     VdevNode {
         name: top_name(top),
-        kind: top.layout().kind().name(),
+        kind: kind_name(top.layout().kind()),
         state: health_name(top.health()).into(),
         read: 0,
         write: 0,
@@ -381,20 +389,7 @@ pub fn pool_status(name: &str, pool: &Pool, errlog_count: usize) -> PoolStatus {
         children,
     }
     .with_slow_summed();
-    let spares = pool
-        .spares()
-        .iter()
-        .map(|s| {
-            let mut node = leaf_node(s);
-            if pool.tops().iter().any(|t| t.leaf(s.guid()).is_some()) {
-                node.state = "INUSE".into();
-                node.note = Some("currently in use".to_string());
-            } else if s.is_usable() {
-                node.state = "AVAIL".into();
-            }
-            node
-        })
-        .collect();
+    let spares = spare_nodes(pool);
     PoolStatus {
         name: name.to_string(),
         guid: pool.guid().0,
@@ -407,6 +402,33 @@ pub fn pool_status(name: &str, pool: &Pool, errlog_count: usize) -> PoolStatus {
         spares,
         errors: Vec::new(),
     }
+}
+
+/// The spares section: dRAID's distributed spares first (ZFS lists them before the
+/// traditional ones), each AVAIL or INUSE.
+fn spare_nodes(pool: &Pool) -> Vec<VdevNode> {
+    let distributed = pool
+        .tops()
+        .iter()
+        .flat_map(|t| t.distributed_spares().to_vec());
+    distributed
+        .chain(pool.spares().iter().cloned())
+        .map(|s| {
+            let mut node = leaf_node(&s);
+            if pool
+                .tops()
+                .iter()
+                .any(|t| t.distributed_spare_in_use(s.guid()))
+                || (!s.is_distributed_spare() && pool.spare_in_use(s.guid()))
+            {
+                node.state = "INUSE".into();
+                node.note = Some("currently in use".to_string());
+            } else if s.is_usable() {
+                node.state = "AVAIL".into();
+            }
+            node
+        })
+        .collect()
 }
 
 /// `zpool list` row for `pool`.
@@ -519,6 +541,7 @@ fn tree_node(tree: &VdevTree, found: &dyn Fn(&VdevTree) -> Option<(String, bool)
             let tolerated = match tree.kind {
                 VdevKind::Mirror => children.len().saturating_sub(1),
                 VdevKind::Raidz { parity } => usize::from(parity),
+                VdevKind::Draid(c) => usize::from(c.parity),
                 _ => 0,
             };
             let state = if missing == 0 {
@@ -536,6 +559,9 @@ fn tree_node(tree: &VdevTree, found: &dyn Fn(&VdevTree) -> Option<(String, bool)
         VdevKind::Disk => found(tree).map_or_else(|| tree.path.clone(), |(path, _)| path),
         VdevKind::Raidz { parity } => format!("raidz{parity}-{}", tree.id),
         VdevKind::Mirror => format!("mirror-{}", tree.id),
+        VdevKind::Draid(c) => {
+            tarn_vdev::Layout::Draid(c).display_name(tree.children.len(), tree.id)
+        }
         kind => kind.name(),
     };
     let small = found(tree).is_some_and(|(_, fits)| !fits);
@@ -548,7 +574,7 @@ fn tree_node(tree: &VdevTree, found: &dyn Fn(&VdevTree) -> Option<(String, bool)
     });
     VdevNode {
         name,
-        kind: tree.kind.name(),
+        kind: kind_name(tree.kind),
         state,
         read: 0,
         write: 0,

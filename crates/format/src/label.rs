@@ -152,6 +152,9 @@ pub enum VdevKind {
         /// Parity columns.
         parity: u8,
     },
+    /// dRAID: fixed-width redundancy groups over permuted rows of the children, with
+    /// distributed spare space (feature `org.tarn:draid`; docs/FORMAT.md "dRAID layout").
+    Draid(DraidConfig),
     /// The group of hot spares (child of the root, not a top-level data vdev).
     Spares,
     /// The group of cache devices (L2ARC; child of the root, not a top-level data vdev).
@@ -160,6 +163,9 @@ pub enum VdevKind {
     Replacing,
     /// A spare in use: first child the original, second the spare.
     SpareInUse,
+    /// A distributed spare of a dRAID vdev standing in for a child (a leaf without a device
+    /// of its own: its bytes are spare space on the other children; docs/FORMAT.md 11a).
+    DraidSpare,
 }
 
 impl VdevKind {
@@ -177,10 +183,12 @@ impl VdevKind {
                 );
                 format!("raidz{parity}")
             }
+            VdevKind::Draid(config) => config.stored_name(),
             VdevKind::Spares => "spares".into(),
             VdevKind::L2cache => "l2cache".into(),
             VdevKind::Replacing => "replacing".into(),
             VdevKind::SpareInUse => "spare".into(),
+            VdevKind::DraidSpare => "dspare".into(),
         }
     }
 
@@ -197,12 +205,74 @@ impl VdevKind {
             "l2cache" => VdevKind::L2cache,
             "replacing" => VdevKind::Replacing,
             "spare" => VdevKind::SpareInUse,
+            "dspare" => VdevKind::DraidSpare,
+            draid if draid.starts_with("draid") => VdevKind::Draid(DraidConfig::parse(draid)?),
             _ => {
                 return Err(FormatError::Invalid {
                     what: "vdev tree",
                     why: "unknown vdev kind",
                 });
             }
+        })
+    }
+}
+
+/// The geometry of a dRAID top-level vdev apart from its child count (which is the number
+/// of children in the tree): parity and data columns per redundancy group, distributed
+/// spares, and the seed of the permutations that lay the groups over the children
+/// (docs/FORMAT.md "dRAID layout"). Stored as the kind name
+/// `draid<parity>:<data>d:<spares>s:<seed as 16 hex digits>`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct DraidConfig {
+    /// Parity columns per group (1..=3).
+    pub parity: u8,
+    /// Data columns per group (at least 1).
+    pub data: u8,
+    /// Distributed spares (columns of spare space per row).
+    pub spares: u8,
+    /// Seed of the permutations.
+    pub seed: u64,
+}
+
+impl DraidConfig {
+    /// The kind name stored in labels.
+    #[must_use]
+    pub fn stored_name(self) -> String {
+        format!(
+            "draid{}:{}d:{}s:{:016x}",
+            self.parity, self.data, self.spares, self.seed
+        )
+    }
+
+    /// Parses [`DraidConfig::stored_name`] output; the numbers are range-checked here
+    /// (parity 1..=3, data at least 1), the fit to the child count by the vdev layer.
+    pub fn parse(name: &str) -> Result<DraidConfig, FormatError> {
+        let bad = FormatError::Invalid {
+            what: "vdev tree",
+            why: "malformed draid kind",
+        };
+        let rest = name.strip_prefix("draid").ok_or(bad.clone())?;
+        let mut parts = rest.split(':');
+        let mut field = |suffix: &str| -> Result<&str, FormatError> {
+            let part = parts.next().ok_or(bad.clone())?;
+            part.strip_suffix(suffix).ok_or(bad.clone())
+        };
+        let parity: u8 = field("")?.parse().map_err(|_| bad.clone())?;
+        let data: u8 = field("d")?.parse().map_err(|_| bad.clone())?;
+        let spares: u8 = field("s")?.parse().map_err(|_| bad.clone())?;
+        let seed_hex = field("")?;
+        if seed_hex.len() != 16 {
+            return Err(bad);
+        }
+        let seed = u64::from_str_radix(seed_hex, 16).map_err(|_| bad.clone())?;
+        if parts.next().is_some() || !(1..=3).contains(&parity) || data == 0 {
+            return Err(bad);
+        }
+        Ok(DraidConfig {
+            parity,
+            data,
+            spares,
+            seed,
         })
     }
 }

@@ -65,6 +65,7 @@ pub const FEATURES_SUPPORTED: &[&str] = &[
     FEATURE_SNAPSHOTS,
     FEATURE_VOLUMES,
     FEATURE_CLONES,
+    FEATURE_DRAID,
 ];
 
 /// Feature of pools that may hold clones: dataset headers whose snapshot fields name an
@@ -72,6 +73,13 @@ pub const FEATURES_SUPPORTED: &[&str] = &[
 /// origin's txg holding blocks the clone must never free (docs/FORMAT.md "Clones"). A build
 /// without it would free the origin's blocks when the clone overwrites them.
 pub const FEATURE_CLONES: &str = "org.tarn:clones";
+
+
+/// Feature of pools with a dRAID top-level vdev (docs/FORMAT.md "dRAID layout"). Listed in
+/// a pool's labels only while the pool has one: a build without it cannot map a dRAID
+/// block to its columns, so it must refuse the pool rather than call the vdev unknown
+/// halfway through an import.
+pub const FEATURE_DRAID: &str = "org.tarn:draid";
 
 /// Feature of pools that may hold volumes: datasets whose object set is of kind `Volume`
 /// with the volume data object (docs/FORMAT.md "Volumes"). A build without it would take a

@@ -124,9 +124,18 @@ fn vdev_kind() -> impl Strategy<Value = VdevKind> {
         Just(VdevKind::Disk),
         Just(VdevKind::Mirror),
         (1u8..=3).prop_map(|parity| VdevKind::Raidz { parity }),
+        (1u8..=3, 1u8..=255, 0u8..=255, any::<u64>()).prop_map(|(parity, data, spares, seed)| {
+            VdevKind::Draid(tarn_format::label::DraidConfig {
+                parity,
+                data,
+                spares,
+                seed,
+            })
+        }),
         Just(VdevKind::Spares),
         Just(VdevKind::Replacing),
         Just(VdevKind::SpareInUse),
+        Just(VdevKind::DraidSpare),
     ]
 }
 

@@ -49,6 +49,15 @@ impl Pool {
                 let (layout, width) = match tree.kind {
                     VdevKind::Mirror => (TopLayout::Mirror, tree.children.len()),
                     VdevKind::Raidz { parity } => (TopLayout::Raidz(parity), tree.children.len()),
+                    VdevKind::Draid(c) => {
+                        let (parity, data, spares) = (c.parity, c.data, c.spares);
+                        let layout = TopLayout::Draid {
+                            parity,
+                            data,
+                            spares,
+                        };
+                        (layout, tree.children.len())
+                    }
                     _ => (TopLayout::Disk, 1),
                 };
                 TopSpec {
@@ -316,8 +325,7 @@ impl Pool {
             let id = top.id().0;
             let shown = match top.layout() {
                 Layout::Disk => top.leaves().first().map(|l| l.path()).unwrap_or_default(),
-                Layout::Mirror => format!("mirror-{id}"),
-                Layout::Raidz { parity } => format!("raidz{parity}-{id}"),
+                layout => layout.display_name(top.width(), id),
             };
             shown == name || top.guid().0.to_string() == name
         })

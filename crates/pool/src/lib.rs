@@ -113,7 +113,9 @@ use tarn_base::{Clock, Guid, SeededRng, Txg};
 use tarn_device::{Device, DeviceError};
 use tarn_format::label::{PoolConfig, PoolState, VdevKind, VdevTree};
 use tarn_format::uberblock::Uberblock;
-use tarn_format::{BlockPtr, FEATURE_ALLOCATION_CLASSES, FEATURES_SUPPORTED, FORMAT_VERSION};
+use tarn_format::{
+    BlockPtr, FEATURE_ALLOCATION_CLASSES, FEATURE_DRAID, FEATURES_SUPPORTED, FORMAT_VERSION,
+};
 use tarn_space::{SpaceError, SpaceManager, VdevGeometry, VdevUsage};
 use tarn_vdev::{Leaf, TopVdev, VdevError};
 use tarn_zio::{BlockStore, Pipeline, WriteProps, ZioError};
@@ -1180,6 +1182,13 @@ impl Pool {
         interior_node(VdevKind::Root, self.root_guid, 0, self.ashift, 0, children)
     }
 
+    /// Whether a top-level vdev is dRAID (the pool then lists `org.tarn:draid`).
+    fn has_draid(&self) -> bool {
+        self.tops
+            .iter()
+            .any(|top| matches!(top.layout(), tarn_vdev::Layout::Draid(_)))
+    }
+
     /// Marks the config changed: the next sync rewrites every label.
     pub fn set_config_dirty(&mut self) {
         self.config_dirty = true;
@@ -1208,6 +1217,7 @@ impl Pool {
             features_for_read: FEATURES_SUPPORTED
                 .iter()
                 .filter(|f| **f != FEATURE_ALLOCATION_CLASSES || !self.special_tops.is_empty())
+                .filter(|f| **f != FEATURE_DRAID || self.has_draid())
                 .map(|f| (*f).to_string())
                 .collect(),
             features_for_write: Vec::new(),
@@ -1218,7 +1228,12 @@ impl Pool {
     fn leaf_devices(&self) -> Vec<(Arc<Leaf>, Guid)> {
         let mut out = Vec::new();
         for top in &self.tops {
-            for leaf in top.leaves() {
+            // A distributed spare has no label area of its own (its device is spare space).
+            for leaf in top
+                .leaves()
+                .into_iter()
+                .filter(|l| !l.is_distributed_spare())
+            {
                 out.push((leaf, top.guid()));
             }
         }
@@ -1715,6 +1730,31 @@ fn top_node(
             let asize = smallest * leaves.len() as u64;
             let kind = VdevKind::Raidz { parity };
             interior_node(kind, rng.guid(), id, ashift, asize, leaves)
+        }
+        TopLayout::Draid {
+            parity,
+            data,
+            spares,
+        } => {
+            let guid = rng.guid();
+            // The permutation seed: random per vdev, then fixed in the labels forever.
+            let seed = rng.next_u64();
+            let geometry = tarn_vdev::DraidGeometry::new(
+                leaves.len(),
+                parity.into(),
+                data.into(),
+                spares.into(),
+                ashift,
+                seed,
+            );
+            let asize = geometry.asize(smallest);
+            let config = tarn_format::label::DraidConfig {
+                parity,
+                data,
+                spares,
+                seed,
+            };
+            interior_node(VdevKind::Draid(config), guid, id, ashift, asize, leaves)
         }
     };
     node.metaslab_shift = tarn_space::metaslab_shift_for(node.asize);

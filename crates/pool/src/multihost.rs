@@ -118,7 +118,15 @@ impl Pool {
             ashift: self.ashift,
             interval_ms: self.multihost_interval_ms,
             txg: self.txg,
-            tops: self.tops.iter().map(|t| t.leaves()).collect(),
+            // A distributed spare has no label area to carry a heartbeat.
+            tops: self
+                .tops
+                .iter()
+                .map(|t| {
+                    let leaves = t.leaves().into_iter();
+                    leaves.filter(|l| !l.is_distributed_spare()).collect()
+                })
+                .collect(),
         })
     }
 

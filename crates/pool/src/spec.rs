@@ -13,6 +13,16 @@ pub enum TopLayout {
     Mirror,
     /// raidz with this many parity columns (1..=3).
     Raidz(u8),
+    /// dRAID: groups of `data + parity` columns and `spares` distributed spares over all
+    /// the devices (the permutation seed is drawn when the vdev is created).
+    Draid {
+        /// Parity columns per group (1..=3).
+        parity: u8,
+        /// Data columns per group.
+        data: u8,
+        /// Distributed spares.
+        spares: u8,
+    },
 }
 
 impl TopLayout {
@@ -23,6 +33,11 @@ impl TopLayout {
             TopLayout::Disk => 1,
             TopLayout::Mirror => 2,
             TopLayout::Raidz(parity) => usize::from(parity) + 1,
+            TopLayout::Draid {
+                parity,
+                data,
+                spares,
+            } => usize::from(parity) + usize::from(data) + usize::from(spares),
         }
     }
 
@@ -33,6 +48,11 @@ impl TopLayout {
             TopLayout::Disk => "disk".into(),
             TopLayout::Mirror => "mirror".into(),
             TopLayout::Raidz(parity) => format!("raidz{parity}"),
+            TopLayout::Draid {
+                parity,
+                data,
+                spares,
+            } => format!("draid{parity}:{data}d:{spares}s"),
         }
     }
 }
@@ -126,7 +146,7 @@ impl CreateSpec {
         match self
             .logs
             .iter()
-            .find(|l| matches!(l.layout, TopLayout::Raidz(_)))
+            .find(|l| matches!(l.layout, TopLayout::Raidz(_) | TopLayout::Draid { .. }))
         {
             Some(log) => Err(PoolError::InvalidSpec(format!(
                 "'{}' is not allowed in a log section; use mirror or plain devices",
@@ -195,6 +215,7 @@ impl CreateSpec {
                     "raidz{parity} is not a vdev type"
                 )));
             }
+            top.check_draid()?;
             let need = top.layout.min_children();
             if top.devices.len() < need {
                 return Err(PoolError::InvalidSpec(format!(
@@ -232,6 +253,26 @@ impl CreateSpec {
 }
 
 impl TopSpec {
+    /// A dRAID layout fits its devices (parity, data width, spares, child limit).
+    fn check_draid(&self) -> Result<(), PoolError> {
+        let TopLayout::Draid {
+            parity,
+            data,
+            spares,
+        } = self.layout
+        else {
+            return Ok(());
+        };
+        let (p, d, s) = (parity.into(), data.into(), spares.into());
+        tarn_vdev::draid_map::check_config(self.devices.len(), p, d, s).map_err(|why| {
+            PoolError::InvalidSpec(format!(
+                "{} of {} devices: {why}",
+                self.layout.name(),
+                self.devices.len()
+            ))
+        })
+    }
+
     /// Device failures this vdev survives: ZFS's replication level (disk 0, N-way mirror
     /// N-1, raidzP P).
     #[must_use]
@@ -239,7 +280,7 @@ impl TopSpec {
         match self.layout {
             TopLayout::Disk => 0,
             TopLayout::Mirror => self.devices.len().saturating_sub(1),
-            TopLayout::Raidz(parity) => usize::from(parity),
+            TopLayout::Raidz(parity) | TopLayout::Draid { parity, .. } => usize::from(parity),
         }
     }
 
@@ -250,6 +291,7 @@ impl TopSpec {
             TopLayout::Disk => "disk".into(),
             TopLayout::Mirror => format!("{}-way mirror", self.devices.len()),
             TopLayout::Raidz(parity) => format!("raidz{parity}"),
+            TopLayout::Draid { parity, .. } => format!("draid{parity}"),
         }
     }
 }
@@ -331,6 +373,34 @@ mod tests {
             dup.validate(),
             Err(PoolError::DuplicateDevice { .. })
         ));
+    }
+
+    /// Goal: dRAID specs are checked before anything is written: parity, width against
+    /// data + parity + spares, the child limit, and no dRAID log.
+    #[test]
+    fn draid_specs_are_validated() {
+        let draid = |parity, data, spares| TopLayout::Draid {
+            parity,
+            data,
+            spares,
+        };
+        assert!(spec(vec![top(draid(2, 4, 1), 11)]).validate().is_ok());
+        assert!(spec(vec![top(draid(2, 8, 2), 90)]).validate().is_ok());
+        let err = spec(vec![top(draid(2, 8, 2), 11)]).validate().unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "draid2:8d:2s of 11 devices: draid needs at least data + parity + spares children"
+        );
+        assert!(spec(vec![top(draid(4, 4, 0), 11)]).validate().is_err());
+        assert!(spec(vec![top(draid(1, 0, 0), 11)]).validate().is_err());
+        assert!(spec(vec![top(draid(1, 8, 0), 256)]).validate().is_err());
+        let mut log = spec(vec![top(TopLayout::Mirror, 2)]);
+        log.logs = vec![TopSpec {
+            layout: draid(1, 1, 0),
+            devices: vec!["/l0".into(), "/l1".into()],
+        }];
+        assert!(log.validate().is_err());
+        assert_eq!(top(draid(2, 8, 2), 90).redundancy(), 2);
     }
 
     #[test]

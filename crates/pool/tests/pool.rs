@@ -1149,3 +1149,65 @@ fn deferred_frees_are_released_while_the_log_condenses() {
         space.allocated()
     );
 }
+
+/// Goal: a dRAID pool (draid2:4d:1s:11c) commits, exports and imports with its layout and
+/// space intact, lists the `org.tarn:draid` feature (so builds without dRAID refuse it) while
+/// a pool without dRAID does not, survives bit rot on two devices, imports degraded with two
+/// devices missing and returns every byte, and refuses to import with three missing.
+#[test]
+fn draid_pool_round_trip_bit_rot_and_device_loss() {
+    let devices = names(11);
+    let provider = provider_with(&devices, &FaultPlan::default());
+    let layout = TopLayout::Draid {
+        parity: 2,
+        data: 4,
+        spares: 1,
+    };
+    let mut pool = create(&provider, &spec(layout, devices.clone()));
+    let mut model = Model::default();
+    let mut rng = SeededRng::new(20);
+    for _ in 0..25 {
+        sync_step(&mut pool, &mut model, &mut rng).expect("sync");
+    }
+    let allocated = pool.space().allocated();
+    let top_layout = pool.tops()[0].layout();
+    assert!(matches!(top_layout, tarn_vdev::Layout::Draid(_)));
+    let found = discover(provider.as_ref(), &["/dev/sim".into()]);
+    let features = &found[0].config.features_for_read;
+    assert!(features.iter().any(|f| f == tarn_format::FEATURE_DRAID));
+    pool.export().unwrap();
+    let pool = import(&provider, &["/dev/sim"], &ImportOptions::default()).expect("import");
+    assert_eq!(pool.tops()[0].layout(), top_layout, "the seed is kept");
+    assert_eq!(pool.space().allocated(), allocated);
+    verify(&pool).expect("data after import");
+    pool.export().unwrap();
+    for name in [&devices[2], &devices[7]] {
+        let rotted = provider.get(name).unwrap().rot_random(200);
+        assert!(!rotted.is_empty());
+    }
+    let pool = import(&provider, &["/dev/sim"], &ImportOptions::default()).expect("import");
+    verify(&pool).expect("bit rot on two devices is within parity");
+    pool.export().unwrap();
+    // The rotted devices go: what the reads above did not heal would otherwise count
+    // against the parity left with two devices missing.
+    let first = provider.remove(&devices[2]).unwrap();
+    let second = provider.remove(&devices[7]).unwrap();
+    let pool = import(&provider, &["/dev/sim"], &ImportOptions::default()).expect("degraded");
+    assert_eq!(pool.tops()[0].health(), tarn_vdev::Health::Degraded);
+    verify(&pool).expect("every byte with two devices missing");
+    pool.export().unwrap();
+    let third = provider.remove(&devices[0]).unwrap();
+    assert!(import(&provider, &["/dev/sim"], &ImportOptions::default()).is_err());
+    provider.insert(&devices[0], third);
+    let pool = import(&provider, &["/dev/sim"], &ImportOptions::default()).expect("two back");
+    verify(&pool).expect("two missing again");
+    drop((first, second));
+
+    let mirrors = names(2);
+    let provider = provider_with(&mirrors, &FaultPlan::default());
+    let mut pool = create(&provider, &spec(TopLayout::Mirror, mirrors));
+    sync_step(&mut pool, &mut Model::default(), &mut rng).unwrap();
+    let found = discover(provider.as_ref(), &["/dev/sim".into()]);
+    let features = &found[0].config.features_for_read;
+    assert!(!features.iter().any(|f| f == tarn_format::FEATURE_DRAID));
+}

@@ -42,6 +42,16 @@ pub enum VdevKind {
     Mirror,
     /// raidz with this many parity columns (1..=3).
     Raidz(u8),
+    /// dRAID: groups of `data + parity` columns and `spares` distributed spares spread over
+    /// all the group's devices.
+    Draid {
+        /// Parity columns per group (1..=3).
+        parity: u8,
+        /// Data columns per group (at least 1).
+        data: u8,
+        /// Distributed spares.
+        spares: u8,
+    },
 }
 
 impl VdevKind {
@@ -52,6 +62,11 @@ impl VdevKind {
             VdevKind::Disk => 1,
             VdevKind::Mirror => 2,
             VdevKind::Raidz(parity) => usize::from(parity) + 1,
+            VdevKind::Draid {
+                parity,
+                data,
+                spares,
+            } => usize::from(parity) + usize::from(data) + usize::from(spares),
         }
     }
 
@@ -62,6 +77,11 @@ impl VdevKind {
             VdevKind::Disk => "disk".to_string(),
             VdevKind::Mirror => "mirror".to_string(),
             VdevKind::Raidz(parity) => format!("raidz{parity}"),
+            VdevKind::Draid {
+                parity,
+                data,
+                spares,
+            } => format!("draid{parity}:{data}d:{spares}s"),
         }
     }
 }
@@ -91,6 +111,12 @@ impl VdevGroupSpec {
             }
             VdevKind::Raidz(parity) if !(1..=3).contains(&parity) => {
                 return Err(format!("raidz parity must be 1, 2 or 3, not {parity}"));
+            }
+            VdevKind::Draid { parity, .. } if !(1..=3).contains(&parity) => {
+                return Err(format!("draid parity must be 1, 2 or 3, not {parity}"));
+            }
+            VdevKind::Draid { data: 0, .. } => {
+                return Err("draid needs at least 1 data column".to_string());
             }
             _ => {}
         }

@@ -443,6 +443,8 @@ pub enum VdevNodeKind {
     Mirror,
     /// raidz with this parity.
     Raidz(u8),
+    /// dRAID with this parity (the name carries data, children and spares).
+    Draid(u8),
     /// A device being replaced (old and new leaf as children).
     Replacing,
     /// A leaf and the hot spare standing in for it.

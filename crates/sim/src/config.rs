@@ -40,7 +40,7 @@ impl TopPlan {
         match self.layout {
             TopLayout::Disk => 0,
             TopLayout::Mirror => self.leaves.len() - 1,
-            TopLayout::Raidz(parity) => usize::from(parity),
+            TopLayout::Raidz(parity) | TopLayout::Draid { parity, .. } => usize::from(parity),
         }
     }
 }
@@ -180,6 +180,34 @@ fn layout(rng: &mut SeededRng) -> (TopLayout, usize) {
     }
 }
 
+/// The top-level vdevs of a seed (the first one a dRAID with `draid`), their device paths
+/// appended to `paths`.
+fn top_plans(rng: &mut SeededRng, seed: u64, draid: bool, paths: &mut Vec<String>) -> Vec<TopPlan> {
+    let mut tops = Vec::new();
+    let mut draids = SeededRng::new(seed ^ DRAID_SALT);
+    for index in 0..1 + rng.below(TOPS_MAX) {
+        let (mut layout, mut width) = layout(rng);
+        if draid && index == 0 {
+            let (parity, data, spares, children) = pick(&mut draids, &DRAID_CHOICES);
+            layout = TopLayout::Draid {
+                parity,
+                data,
+                spares,
+            };
+            width = children;
+        }
+        let leaves: Vec<usize> = (paths.len()..paths.len() + width).collect();
+        paths.extend(leaves.iter().map(|i| format!("{DEVICE_DIR}/d{i}")));
+        tops.push(TopPlan {
+            layout,
+            leaves,
+            faulty: Vec::new(),
+            special: false,
+        });
+    }
+    tops
+}
+
 /// Faults of a leaf that misbehaves: every kind the device model has, at seed-chosen rates.
 fn faulty_plan(rng: &mut SeededRng, seed: u64, beyond: bool) -> FaultPlan {
     let scale = if beyond { 4 } else { 1 };
@@ -195,6 +223,19 @@ fn faulty_plan(rng: &mut SeededRng, seed: u64, beyond: bool) -> FaultPlan {
     }
 }
 
+/// Mixed into the seed for the dRAID geometry's generator (`--draid`).
+const DRAID_SALT: u64 = 0x64_7261_6964;
+
+/// dRAID geometries `--draid` picks from: (parity, data, spares, children), small enough for
+/// the simulator's devices (each holds at least one slice at every ashift it draws).
+pub const DRAID_CHOICES: [(u8, u8, u8, usize); 5] = [
+    (2, 4, 1, 11),
+    (1, 2, 1, 5),
+    (3, 3, 2, 9),
+    (2, 4, 0, 6),
+    (1, 4, 1, 8),
+];
+
 /// Mixed into the seed for the outage choice's generator.
 const OUTAGE_SALT: u64 = 0x6f75_7461_6765;
 
@@ -202,6 +243,18 @@ impl Config {
     /// The configuration of `seed`; `budget` overrides the seed's own choice.
     #[must_use]
     pub fn from_seed(seed: u64, budget: Option<Budget>) -> Config {
+        Config::from_seed_with(seed, budget, false)
+    }
+
+    /// [`Config::from_seed`] with a small dRAID as the first top-level vdev (`--draid`):
+    /// its geometry comes from a generator of its own ([`DRAID_CHOICES`]); the seed's other
+    /// choices are drawn as before (the device plans follow the larger device count).
+    #[must_use]
+    pub fn from_seed_draid(seed: u64, budget: Option<Budget>) -> Config {
+        Config::from_seed_with(seed, budget, true)
+    }
+
+    fn from_seed_with(seed: u64, budget: Option<Budget>, draid: bool) -> Config {
         let mut rng = SeededRng::new(seed);
         let seeded = if rng.chance(1, 6) {
             Budget::Beyond
@@ -212,18 +265,7 @@ impl Config {
         let ashift = 9 + rng.below(5) as u8;
         let device_size = (64 + 16 * rng.below(5)) << 20;
         let mut paths = Vec::new();
-        let mut tops = Vec::new();
-        for _ in 0..1 + rng.below(TOPS_MAX) {
-            let (layout, width) = layout(&mut rng);
-            let leaves: Vec<usize> = (paths.len()..paths.len() + width).collect();
-            paths.extend(leaves.iter().map(|i| format!("{DEVICE_DIR}/d{i}")));
-            tops.push(TopPlan {
-                layout,
-                leaves,
-                faulty: Vec::new(),
-                special: false,
-            });
-        }
+        let mut tops = top_plans(&mut rng, seed, draid, &mut paths);
         let spares: Vec<usize> =
             (paths.len()..paths.len() + rng.below(SPARES_MAX + 1) as usize).collect();
         paths.extend(spares.iter().map(|i| format!("{DEVICE_DIR}/s{i}")));

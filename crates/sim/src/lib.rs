@@ -147,6 +147,8 @@ pub struct Options {
     pub outages: bool,
     /// Take, destroy and roll back to snapshots among the writes (`--snapshots`).
     pub snapshots: bool,
+    /// The first top-level vdev is a small dRAID (`--draid`, `Config::from_seed_draid`).
+    pub draid: bool,
     /// Write several times what the pool holds (`--fill`, `Config::force_fill`).
     pub fill: bool,
 }
@@ -279,7 +281,11 @@ fn drive(sim: &mut Sim, steps: u64) -> Result<Option<String>, String> {
 
 /// Runs one seed. `Err` is a broken invariant (device images already written).
 pub fn run(options: &Options) -> Result<Summary, Failure> {
-    let mut config = Config::from_seed(options.seed, options.budget);
+    let mut config = if options.draid {
+        Config::from_seed_draid(options.seed, options.budget)
+    } else {
+        Config::from_seed(options.seed, options.budget)
+    };
     if options.outages {
         config.force_outages();
     }

@@ -39,6 +39,7 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
         outages: false,
         snapshots: false,
         fill: false,
+        draid: false,
     };
     let mut quiet = false;
     while let Some(arg) = args.next() {
@@ -61,6 +62,7 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
             "--outages" => options.outages = true,
             "--fill" => options.fill = true,
             "--snapshots" => options.snapshots = true,
+            "--draid" => options.draid = true,
             "-h" | "--help" => return Err(USAGE.into()),
             other => return Err(format!("unknown argument '{other}'")),
         }

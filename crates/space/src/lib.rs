@@ -154,6 +154,14 @@ pub trait VdevGeometry: Send + Sync + std::fmt::Debug {
     fn allocation_size(&self, psize: u64) -> u64;
     /// False when the vdev cannot take new writes (faulted, removing).
     fn writable(&self) -> bool;
+    /// Alignment of every allocation (a dRAID row; the sector size otherwise).
+    fn allocation_align(&self) -> u64 {
+        self.sector_size()
+    }
+    /// An allocation never crosses a multiple of this (a dRAID group; 0: no bound).
+    fn allocation_boundary(&self) -> u64 {
+        0
+    }
 }
 
 impl VdevGeometry for tarn_vdev::TopVdev {
@@ -167,6 +175,14 @@ impl VdevGeometry for tarn_vdev::TopVdev {
 
     fn allocation_size(&self, psize: u64) -> u64 {
         tarn_vdev::TopVdev::allocation_size(self, psize)
+    }
+
+    fn allocation_align(&self) -> u64 {
+        tarn_vdev::TopVdev::allocation_align(self)
+    }
+
+    fn allocation_boundary(&self) -> u64 {
+        tarn_vdev::TopVdev::allocation_boundary(self)
     }
 
     fn writable(&self) -> bool {
@@ -259,13 +275,16 @@ impl VdevSpace {
 
     /// Allocates `asize` bytes, avoiding the metaslabs in `avoid` when possible.
     fn allocate(&mut self, asize: u64, avoid: &[usize]) -> Option<u64> {
-        let align = self.geometry.sector_size();
+        let align = self.geometry.allocation_align();
+        let boundary = self.geometry.allocation_boundary();
         let cursor_ms = self.cursor_metaslab;
         if !avoid.contains(&cursor_ms)
-            && let Some(offset) =
-                self.metaslabs[cursor_ms]
-                    .free
-                    .find_first_fit(self.cursor, asize, align)
+            && let Some(offset) = self.metaslabs[cursor_ms].free.find_first_fit_within(
+                self.cursor,
+                asize,
+                align,
+                boundary,
+            )
         {
             return Some(self.take(cursor_ms, offset, asize));
         }
@@ -285,10 +304,20 @@ impl VdevSpace {
                     .map(|(i, _)| i)
             })?;
         let start = self.metaslabs[best].start;
-        let offset = self.metaslabs[best]
+        let found = self.metaslabs[best]
             .free
-            .find_first_fit(start, asize, align)?;
-        Some(self.take(best, offset, asize))
+            .find_first_fit_within(start, asize, align, boundary);
+        if let Some(offset) = found {
+            return Some(self.take(best, offset, asize));
+        }
+        // A dRAID row alignment or group bound can make the largest free range of the
+        // chosen metaslab unusable; any metaslab with a fitting place will do then.
+        let (index, offset) = self.metaslabs.iter().enumerate().find_map(|(i, m)| {
+            m.free
+                .find_first_fit_within(m.start, asize, align, boundary)
+                .map(|offset| (i, offset))
+        })?;
+        Some(self.take(index, offset, asize))
     }
 
     fn take(&mut self, index: usize, offset: u64, asize: u64) -> u64 {

@@ -96,13 +96,38 @@ impl RangeTree {
     /// bytes aligned to `align`, and returns the aligned offset. Does not modify the tree.
     #[must_use]
     pub fn find_first_fit(&self, cursor: u64, len: u64, align: u64) -> Option<u64> {
+        self.find_first_fit_within(cursor, len, align, 0)
+    }
+
+    /// [`RangeTree::find_first_fit`] for an extent that must not cross a multiple of
+    /// `boundary` (0: no bound; otherwise a multiple of `align`, at least `len`): a place that
+    /// would cross one moves up to it (a dRAID block stays inside its group).
+    #[must_use]
+    pub fn find_first_fit_within(
+        &self,
+        cursor: u64,
+        len: u64,
+        align: u64,
+        boundary: u64,
+    ) -> Option<u64> {
+        assert!(
+            boundary == 0 || (boundary.is_multiple_of(align) && boundary >= len),
+            "boundary {boundary} for {len} bytes aligned to {align}"
+        );
+        let place = |from: u64| {
+            let aligned = from.next_multiple_of(align);
+            if boundary != 0 && aligned / boundary != (aligned + len - 1) / boundary {
+                return aligned.next_multiple_of(boundary);
+            }
+            aligned
+        };
         let fits = |(&s, &l): (&u64, &u64)| {
-            let aligned = s.next_multiple_of(align);
+            let aligned = place(s);
             (aligned + len <= s + l).then_some(aligned)
         };
         // A range that contains the cursor counts from the cursor itself.
         if let Some((&s, &l)) = self.ranges.range(..cursor).next_back() {
-            let aligned = cursor.max(s).next_multiple_of(align);
+            let aligned = place(cursor.max(s));
             if aligned + len <= s + l {
                 return Some(aligned);
             }
@@ -154,6 +179,12 @@ mod tests {
         assert_eq!(tree.find_first_fit(1, 4096, 4096), Some(12288));
         assert_eq!(tree.find_first_fit(29_000, 4096, 4096), Some(0));
         assert_eq!(tree.find_first_fit(0, 1 << 20, 4096), None);
+        // dRAID: rows of 3 sectors, groups of 12; a 6-sector block at 9 would cross 12.
+        let mut draid = RangeTree::new();
+        draid.add(9, 100);
+        assert_eq!(draid.find_first_fit_within(0, 6, 3, 12), Some(12));
+        assert_eq!(draid.find_first_fit_within(0, 3, 3, 12), Some(9));
+        assert_eq!(draid.find_first_fit_within(0, 6, 1, 0), Some(9));
     }
 
     #[test]

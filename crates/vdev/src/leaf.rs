@@ -136,6 +136,8 @@ pub struct Leaf {
     /// The engine found it slow against its siblings: reads avoid it where redundancy allows
     /// (raidz reconstructs its column, a mirror reads another side first).
     slow: AtomicBool,
+    /// A dRAID distributed spare (`draid_spare`): no labels, no device of its own.
+    distributed_spare: AtomicBool,
     stats: LeafStats,
     io_stats: IoStats,
     /// Time source for latencies, set once by the pool (tests may leave it unset).
@@ -168,6 +170,7 @@ impl Leaf {
             resilvering: AtomicBool::new(false),
             synced_txg: AtomicU64::new(0),
             slow: AtomicBool::new(false),
+            distributed_spare: AtomicBool::new(false),
             stats: LeafStats::default(),
             io_stats: IoStats::default(),
             clock: OnceLock::new(),
@@ -229,6 +232,17 @@ impl Leaf {
         }
         *self.device.write().unwrap_or_else(PoisonError::into_inner) = device;
         Ok(())
+    }
+
+    /// Whether this leaf is a dRAID distributed spare (its device is spare space on the other
+    /// children: it carries no labels and is never looked for at import).
+    #[must_use]
+    pub fn is_distributed_spare(&self) -> bool {
+        self.distributed_spare.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_distributed_spare(&self) {
+        self.distributed_spare.store(true, Ordering::Relaxed);
     }
 
     /// Current state.

@@ -1,5 +1,6 @@
-//! tarn-vdev: the vdev tree. Top-level vdevs (disk, mirror, raidz1/2/3) over leaf devices,
-//! the raidz column map and parity math, reconstruction, self-healing and per-leaf counters.
+//! tarn-vdev: the vdev tree. Top-level vdevs (disk, mirror, raidz1/2/3, dRAID) over leaf
+//! devices, the raidz and dRAID column maps and parity math, reconstruction, self-healing and
+//! per-leaf counters.
 //!
 //! # Purpose
 //! The pool addresses blocks as (top-level vdev, offset, size). This crate turns such an
@@ -10,7 +11,7 @@
 //!
 //! # Model
 //! ```text
-//!  TopVdev { id, guid, ashift, layout, asize }        Layout: Disk | Mirror | Raidz{parity}
+//!  TopVdev { id, guid, ashift, layout, asize }  Layout: Disk | Mirror | Raidz | Draid
 //!     |-- Arc<Leaf> { guid, path, Option<Arc<dyn Device>>, LeafState, LeafStats }
 //!     |-- Arc<Leaf> ...
 //!
@@ -28,6 +29,13 @@
 //!   columns: P = c0, Q = c1, data c2 = D0 D1 (first bytes), c3 = D2 D3, c4 = D4 D5, c5 = D6
 //!   allocated = 7 + 2 * 2 = 11 sectors, rounded up to a multiple of p + 1 = 3 -> 12
 //! ```
+//! dRAID (`draid_map`, docs/FORMAT.md "dRAID layout") cuts the children into slices of rows,
+//! permutes the children per slice from a seed in the config, and lays fixed-width groups of
+//! `d + p` columns over the first `n - s` positions (the last `s` are distributed spare
+//! space). A block is padded to whole rows of `d` data sectors and is then a raidz block of
+//! width `d + p` inside one group, so `raidz_io` reads, writes, scrubs and heals it through
+//! the same code with a column map whose children come from the permutation.
+//!
 //! [`raidz_map`] computes these maps (with a larger diagram); [`raidz_math`] generates
 //! P/Q/R over GF(2^8) and rebuilds up to `p` missing columns, with AVX2 kernels picked at
 //! run time; `raidz_io` and `mirror` run the read, write and scrub state machines.
@@ -85,13 +93,16 @@
 //! `prefetch` turns a top-level range into leaf ranges to read ahead.
 //!
 //! # Not here
-//! dRAID, log/cache/special classes, raidz expansion, resilver and scrub scheduling (the
-//! engine decides what to scrub or resilver; this crate does one block when asked), when a
-//! leaf is faulted or a spare activated (the engine), allocation (tarn-space), checksums
-//! (the caller's `verify`). Replacing and spare nodes are here (`child`): a child position
-//! holds a leaf or two leaves, one of them being resilvered.
+//! Distributed spares in use and dRAID's sequential rebuild, log/cache/special classes,
+//! raidz expansion, resilver and scrub scheduling (the engine decides what to scrub or
+//! resilver; this crate does one block when asked), when a leaf is faulted or a spare
+//! activated (the engine), allocation (tarn-space), checksums (the caller's `verify`).
+//! Replacing and spare nodes are here (`child`): a child position holds a leaf or two
+//! leaves, one of them being resilvered.
 
 pub mod child;
+pub mod draid_map;
+pub mod draid_spare;
 pub mod error;
 pub mod l2cache;
 mod l2persist;
@@ -110,9 +121,12 @@ mod testing;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_draid;
+#[cfg(test)]
 mod tests_parallel;
 
 pub use child::{Child, ChildKind};
+pub use draid_map::DraidGeometry;
 pub use error::VdevError;
 pub use l2cache::{L2Cache, L2Key, L2Rebuild, L2Stats};
 pub use leaf::{Leaf, LeafState, LeafStats, LeafStatsSnapshot};

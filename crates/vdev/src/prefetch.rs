@@ -21,6 +21,10 @@ impl TopVdev {
                 offset / sector / width * sector,
                 (offset.saturating_add(len) / sector).div_ceil(width) * sector + sector,
             ),
+            Layout::Draid(_) => {
+                self.prefetch_draid(offset, len);
+                return;
+            }
         };
         for leaf in children.iter().flat_map(|child| child.members()) {
             let end = end.min(leaf.asize());
@@ -29,6 +33,36 @@ impl TopVdev {
             {
                 device.prefetch(DATA_START + start, end - start);
             }
+        }
+    }
+
+    /// dRAID: each group the range touches has its rows on `w` children at one child range.
+    fn prefetch_draid(&self, offset: u64, len: u64) {
+        let Some(geometry) = self.draid_geometry() else {
+            return;
+        };
+        let sector = 1u64 << self.ashift();
+        let width = geometry.width() as u64;
+        let group_bytes = geometry.group_sectors() * sector;
+        let end = offset.saturating_add(len).min(self.asize());
+        let children = self.children();
+        let mut group_start = offset / group_bytes * group_bytes;
+        while group_start < end {
+            let first = offset.max(group_start) - group_start;
+            let last = end.min(group_start + group_bytes) - group_start;
+            let row_first = first / sector / width;
+            let rows = (last / sector).div_ceil(width) - row_first;
+            let row_bytes = geometry.data as u64 * sector;
+            let map = geometry.map(group_start + row_first * width * sector, row_bytes);
+            for column in &map.columns {
+                for leaf in children[column.child].members() {
+                    if let Some(device) = leaf.usable_device() {
+                        let at = DATA_START + (column.child_sector << self.ashift());
+                        device.prefetch(at, rows * sector);
+                    }
+                }
+            }
+            group_start += group_bytes;
         }
     }
 }

@@ -42,13 +42,7 @@ pub(crate) fn write(
     data: &[u8],
 ) -> Result<WriteReport, VdevError> {
     let children = vdev.children();
-    let map = RaidzMap::new(
-        children.len(),
-        parity,
-        vdev.ashift(),
-        offset,
-        data.len() as u64,
-    );
+    let map = vdev.column_map(parity, offset, data.len() as u64);
     let child_of = |c: usize| &children[map.columns[c].child];
     let failed = |missed: Vec<_>| VdevError::WriteFailed {
         guid: vdev.guid(),
@@ -274,7 +268,7 @@ struct Stripe<'v> {
 impl<'v> Stripe<'v> {
     fn new(vdev: &'v TopVdev, parity: usize, offset: u64, len: usize) -> Stripe<'v> {
         let children = vdev.children();
-        let map = RaidzMap::new(children.len(), parity, vdev.ashift(), offset, len as u64);
+        let map = vdev.column_map(parity, offset, len as u64);
         let columns = Columns::from_data(&map, vec![0u8; len]);
         let state = vec![ColumnState::Unread; map.columns.len()];
         let read_from = vec![None; map.columns.len()];

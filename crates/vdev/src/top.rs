@@ -2,6 +2,8 @@
 //! size, and the dispatch of writes, reads, scrubs and flushes to the layouts.
 
 use crate::child::{Child, ChildKind};
+use crate::draid_map::{self, DraidGeometry};
+use crate::draid_spare::{self, ChildList, DraidSpareDevice};
 use crate::error::VdevError;
 use crate::leaf::{Leaf, LeafState};
 use crate::raidz_math::Impl;
@@ -14,7 +16,7 @@ use tarn_base::limits::{
 };
 use tarn_base::{Guid, VdevId};
 use tarn_device::Device;
-use tarn_format::label::{VdevKind, VdevTree};
+use tarn_format::label::{DraidConfig, VdevKind, VdevTree};
 
 /// How a top-level vdev spreads a block over its leaves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -28,6 +30,9 @@ pub enum Layout {
         /// Parity columns (1..=3).
         parity: u8,
     },
+    /// Fixed-width groups of `data + parity` columns over permuted rows of the children,
+    /// with `spares` columns of distributed spare space per row (`draid_map`).
+    Draid(DraidConfig),
 }
 
 impl Layout {
@@ -38,6 +43,17 @@ impl Layout {
             Layout::Disk => 0,
             Layout::Mirror => children.saturating_sub(1),
             Layout::Raidz { parity } => usize::from(parity),
+            Layout::Draid(config) => usize::from(config.parity),
+        }
+    }
+
+    /// Parity columns of a raidz or dRAID layout (0 for disks and mirrors).
+    #[must_use]
+    pub fn parity(self) -> usize {
+        match self {
+            Layout::Disk | Layout::Mirror => 0,
+            Layout::Raidz { parity } => usize::from(parity),
+            Layout::Draid(config) => usize::from(config.parity),
         }
     }
 
@@ -48,6 +64,24 @@ impl Layout {
             Layout::Disk => VdevKind::Disk,
             Layout::Mirror => VdevKind::Mirror,
             Layout::Raidz { parity } => VdevKind::Raidz { parity },
+            Layout::Draid(config) => VdevKind::Draid(config),
+        }
+    }
+
+    /// The name `status` shows for top-level vdev `id`: `mirror-0`, `raidz2-1`,
+    /// `draid2:8d:90c:2s-0` (dRAID names its child count, as ZFS does).
+    #[must_use]
+    pub fn display_name(self, children: usize, id: u32) -> String {
+        match self {
+            Layout::Disk => format!("disk-{id}"),
+            Layout::Mirror => format!("mirror-{id}"),
+            Layout::Raidz { parity } => format!("raidz{parity}-{id}"),
+            Layout::Draid(c) => {
+                format!(
+                    "draid{}:{}d:{children}c:{}s-{id}",
+                    c.parity, c.data, c.spares
+                )
+            }
         }
     }
 }
@@ -115,11 +149,15 @@ pub struct TopVdev {
     /// Changes between disk and mirror by attach and detach.
     layout: RwLock<Layout>,
     /// Swapped whole under the write lock (never held across I/O); see `child`.
-    children: RwLock<Vec<Arc<Child>>>,
+    children: Arc<ChildList>,
     asize: u64,
     metaslab_shift: AtomicU8,
     next_child: AtomicUsize,
     parity_impl: Impl,
+    /// The dRAID layout (computed once: it holds the base permutations).
+    draid: Option<Arc<DraidGeometry>>,
+    /// dRAID: the distributed spares, in index order (`draid_spare`).
+    spares: Vec<Arc<Leaf>>,
 }
 
 impl TopVdev {
@@ -163,21 +201,62 @@ impl TopVdev {
         if smallest == 0 {
             return Err(invalid("a leaf has no room for a single sector"));
         }
-        let asize = match layout {
-            Layout::Disk | Layout::Mirror => smallest,
-            Layout::Raidz { .. } => smallest * children.len() as u64,
+        let draid = match layout {
+            Layout::Draid(c) => Some(Arc::new(DraidGeometry::new(
+                children.len(),
+                usize::from(c.parity),
+                usize::from(c.data),
+                usize::from(c.spares),
+                ashift,
+                c.seed,
+            ))),
+            _ => None,
         };
+        let asize = match (&draid, layout) {
+            (Some(geometry), _) => geometry.asize(smallest),
+            (None, Layout::Raidz { .. }) => smallest * children.len() as u64,
+            (None, _) => smallest,
+        };
+        if asize == 0 {
+            return Err(invalid("the leaves are too small for one dRAID slice"));
+        }
+        let list: Arc<ChildList> = Arc::new(RwLock::new(Vec::new()));
+        let spares = match &draid {
+            Some(geometry) => distributed_spares(id, guid, geometry, &list, smallest),
+            None => Vec::new(),
+        };
+        let children = children
+            .into_iter()
+            .map(|child| Arc::new(with_spares(child, &spares)))
+            .collect();
+        *list.write().unwrap_or_else(PoisonError::into_inner) = children;
         Ok(TopVdev {
             id,
             guid: AtomicU64::new(guid.0),
             ashift,
             layout: RwLock::new(layout),
-            children: RwLock::new(children.into_iter().map(Arc::new).collect()),
+            children: list,
             asize,
             metaslab_shift: AtomicU8::new(0),
             next_child: AtomicUsize::new(0),
             parity_impl: Impl::best(),
+            draid,
+            spares,
         })
+    }
+
+    /// dRAID: the distributed spares, in index order (empty for other layouts).
+    #[must_use]
+    pub fn distributed_spares(&self) -> &[Arc<Leaf>] {
+        &self.spares
+    }
+
+    /// Whether distributed spare `guid` stands in for a child now.
+    #[must_use]
+    pub fn distributed_spare_in_use(&self, guid: Guid) -> bool {
+        self.children()
+            .iter()
+            .any(|c| c.kind() != ChildKind::Leaf && c.members().iter().any(|l| l.guid() == guid))
     }
 
     /// Rebuilds a top-level vdev from its label form, attaching the devices found for its
@@ -194,6 +273,7 @@ impl TopVdev {
             VdevKind::Disk | VdevKind::Replacing | VdevKind::SpareInUse => Layout::Disk,
             VdevKind::Mirror => Layout::Mirror,
             VdevKind::Raidz { parity } => Layout::Raidz { parity },
+            VdevKind::Draid(config) => Layout::Draid(config),
             kind => {
                 return Err(VdevError::UnsupportedKind {
                     guid: tree.guid,
@@ -230,7 +310,7 @@ impl TopVdev {
         let children = self.children();
         let mut node = match self.layout() {
             Layout::Disk => self.child_tree(0, &children[0]),
-            Layout::Mirror | Layout::Raidz { .. } => VdevTree {
+            Layout::Mirror | Layout::Raidz { .. } | Layout::Draid(_) => VdevTree {
                 kind: self.layout().kind(),
                 guid: self.guid(),
                 id: 0,
@@ -257,7 +337,11 @@ impl TopVdev {
 
     fn leaf_tree(&self, index: usize, leaf: &Leaf) -> VdevTree {
         VdevTree {
-            kind: VdevKind::Disk,
+            kind: if leaf.is_distributed_spare() {
+                VdevKind::DraidSpare
+            } else {
+                VdevKind::Disk
+            },
             guid: leaf.guid(),
             id: u32::try_from(index).expect("children <= VDEV_CHILDREN_MAX"),
             ashift: self.ashift,
@@ -410,6 +494,47 @@ impl TopVdev {
             Layout::Raidz { parity } => {
                 raidz_map::allocation_size(self.width(), usize::from(parity), self.ashift, psize)
             }
+            Layout::Draid(_) => self.draid().allocation_size(psize),
+        }
+    }
+
+    /// The dRAID geometry of a dRAID vdev.
+    pub(crate) fn draid(&self) -> &DraidGeometry {
+        self.draid
+            .as_deref()
+            .expect("a dRAID layout has its geometry")
+    }
+
+    /// The dRAID geometry, if this is a dRAID vdev.
+    #[must_use]
+    pub fn draid_geometry(&self) -> Option<&DraidGeometry> {
+        self.draid.as_deref()
+    }
+
+    /// Alignment of every allocation: a sector, or a dRAID row (`w` sectors).
+    #[must_use]
+    pub fn allocation_align(&self) -> u64 {
+        match &self.draid {
+            Some(geometry) => geometry.width() as u64 * self.sector(),
+            None => self.sector(),
+        }
+    }
+
+    /// Allocations must not cross a multiple of this (a dRAID group; 0: no such bound).
+    #[must_use]
+    pub fn allocation_boundary(&self) -> u64 {
+        match &self.draid {
+            Some(geometry) => geometry.group_sectors() * self.sector(),
+            None => 0,
+        }
+    }
+
+    /// The column map of a raidz block, or of a dRAID block whose `len` is already padded
+    /// to whole rows.
+    pub(crate) fn column_map(&self, parity: usize, offset: u64, len: u64) -> raidz_map::RaidzMap {
+        match &self.draid {
+            Some(geometry) => geometry.map(offset, len),
+            None => raidz_map::RaidzMap::new(self.width(), parity, self.ashift, offset, len),
         }
     }
 
@@ -447,9 +572,20 @@ impl TopVdev {
             return Err(out_of_range);
         }
         match offset.checked_add(self.allocation_size(len)) {
-            Some(end) if end <= self.asize => Ok(()),
-            _ => Err(out_of_range),
+            Some(end) if end <= self.asize => {}
+            _ => return Err(out_of_range),
         }
+        if let Some(geometry) = &self.draid
+            && geometry.check_block(offset, len).is_err()
+        {
+            return Err(VdevError::Misaligned {
+                guid: self.guid(),
+                offset,
+                len,
+                sector: self.allocation_align(),
+            });
+        }
+        Ok(())
     }
 
     /// Writes one block (`data.len()` a multiple of the sector size) at top-level `offset`.
@@ -460,6 +596,11 @@ impl TopVdev {
         match self.layout() {
             Layout::Disk | Layout::Mirror => mirror::write(self, offset, data),
             Layout::Raidz { parity } => raidz_io::write(self, usize::from(parity), offset, data),
+            Layout::Draid(config) => {
+                let mut padded = data.to_vec();
+                padded.resize(self.padded_len(data.len()), 0);
+                raidz_io::write(self, usize::from(config.parity), offset, &padded)
+            }
         }
     }
 
@@ -479,6 +620,14 @@ impl TopVdev {
             Layout::Raidz { parity } => {
                 raidz_io::read(self, usize::from(parity), offset, size, verify)
             }
+            Layout::Draid(config) => {
+                let padded = self.padded_len(size);
+                let verify = padded_verify(size, verify);
+                let parity = usize::from(config.parity);
+                let mut report = raidz_io::read(self, parity, offset, padded, &verify)?;
+                report.data.truncate(size);
+                Ok(report)
+            }
         }
     }
 
@@ -496,6 +645,12 @@ impl TopVdev {
             Layout::Disk | Layout::Mirror => mirror::scrub(self, offset, size, verify, false),
             Layout::Raidz { parity } => {
                 raidz_io::scrub(self, usize::from(parity), offset, size, verify, false)
+            }
+            Layout::Draid(config) => {
+                let padded = self.padded_len(size);
+                let verify = padded_verify(size, verify);
+                let parity = usize::from(config.parity);
+                raidz_io::scrub(self, parity, offset, padded, &verify, false)
             }
         }
     }
@@ -520,14 +675,10 @@ impl TopVdev {
                 }
                 mirror::scrub(self, offset, size, verify, true)
             }
-            Layout::Raidz { parity } => {
-                let map = raidz_map::RaidzMap::new(
-                    children.len(),
-                    usize::from(parity),
-                    self.ashift,
-                    offset,
-                    len,
-                );
+            Layout::Raidz { .. } | Layout::Draid(_) => {
+                let parity = self.layout().parity();
+                let padded = self.padded_len(size);
+                let map = self.column_map(parity, offset, padded as u64);
                 if !map
                     .columns
                     .iter()
@@ -535,7 +686,8 @@ impl TopVdev {
                 {
                     return Ok(ScrubReport::default());
                 }
-                raidz_io::scrub(self, usize::from(parity), offset, size, verify, true)
+                let verify = padded_verify(size, verify);
+                raidz_io::scrub(self, parity, offset, padded, &verify, true)
             }
         }
     }
@@ -608,6 +760,27 @@ impl TopVdev {
     }
 }
 
+/// A dRAID block is read as its padded rows: they verify when the padding is zero and the
+/// block itself verifies (so a corrupt padding sector is found and healed like data).
+fn padded_verify<'a>(
+    size: usize,
+    verify: &'a dyn Fn(&[u8]) -> bool,
+) -> impl Fn(&[u8]) -> bool + 'a {
+    move |data: &[u8]| data[size..].iter().all(|&b| b == 0) && verify(&data[..size])
+}
+
+impl TopVdev {
+    /// The length a block of `size` bytes is written as: itself, or for dRAID padded with
+    /// zeros to whole rows.
+    fn padded_len(&self, size: usize) -> usize {
+        match &self.draid {
+            Some(geometry) => usize::try_from(geometry.padded_size(size as u64))
+                .expect("a padded block fits in memory"),
+            None => size,
+        }
+    }
+}
+
 fn check_width(layout: Layout, children: &[Child], guid: Guid) -> Result<(), &'static str> {
     if children.len() > VDEV_CHILDREN_MAX {
         return Err("a vdev has at most 255 children");
@@ -624,6 +797,10 @@ fn check_width(layout: Layout, children: &[Child], guid: Guid) -> Result<(), &'s
         Layout::Raidz { parity } if children.len() <= usize::from(parity) => {
             return Err("raidz1/2/3 needs at least 2/3/4 leaves");
         }
+        Layout::Draid(c) => {
+            let (p, d, s) = (c.parity, c.data, c.spares);
+            draid_map::check_config(children.len(), p.into(), d.into(), s.into())?;
+        }
         _ => {}
     }
     let mut guids: Vec<Guid> = children
@@ -635,6 +812,47 @@ fn check_width(layout: Layout, children: &[Child], guid: Guid) -> Result<(), &'s
         return Err("a leaf appears twice");
     }
     Ok(())
+}
+
+/// The distributed spares of a dRAID vdev (`draid_spare`), each online on its spare device.
+fn distributed_spares(
+    id: VdevId,
+    guid: Guid,
+    geometry: &Arc<DraidGeometry>,
+    list: &Arc<ChildList>,
+    data_bytes: u64,
+) -> Vec<Arc<Leaf>> {
+    (0..geometry.spares)
+        .map(|k| {
+            let name = draid_spare::spare_name(geometry.parity, id.0, k);
+            let spare_guid = draid_spare::spare_guid(guid, k);
+            let leaf = Leaf::missing(spare_guid, name.clone(), data_bytes);
+            let geometry = Arc::clone(geometry);
+            let list = Arc::downgrade(list);
+            let device = DraidSpareDevice::new(name, k, geometry, list, data_bytes, guid);
+            leaf.set_device(Some(Arc::new(device)))
+                .expect("a spare device covers the data area it was made for");
+            leaf.set_distributed_spare();
+            leaf.set_state(LeafState::Online);
+            Arc::new(leaf)
+        })
+        .collect()
+}
+
+/// `child` with any placeholder of a distributed spare (read from the tree, without a
+/// device) swapped for the spare itself, keeping the placeholder's resilvering mark.
+fn with_spares(child: Child, spares: &[Arc<Leaf>]) -> Child {
+    let [first, second] = child.members() else {
+        return child;
+    };
+    let swap = |member: &Arc<Leaf>| match spares.iter().find(|s| s.guid() == member.guid()) {
+        Some(spare) => {
+            spare.set_resilvering(member.is_resilvering());
+            Arc::clone(spare)
+        }
+        None => Arc::clone(member),
+    };
+    Child::interior(child.kind(), child.guid(), swap(first), swap(second))
 }
 
 fn child_from_tree(
@@ -667,7 +885,7 @@ fn leaf_from_tree(
     node: &VdevTree,
     devices: &HashMap<Guid, Arc<dyn Device>>,
 ) -> Result<Arc<Leaf>, VdevError> {
-    if node.kind != VdevKind::Disk {
+    if !matches!(node.kind, VdevKind::Disk | VdevKind::DraidSpare) {
         return Err(VdevError::UnsupportedKind {
             guid: node.guid,
             kind: node.kind,
@@ -755,7 +973,8 @@ impl TopVdev {
             }
             _ => return Err(invalid("the leaf is already being replaced")),
         };
-        if new.asize() < source.asize() {
+        // A distributed spare covers every slice of the vdev, whatever the failed leaf's size.
+        if new.asize() < source.asize() && !new.is_distributed_spare() {
             return Err(VdevError::DeviceTooSmall {
                 guid: new.guid(),
                 size: new.asize(),
@@ -784,7 +1003,7 @@ impl TopVdev {
             return Err(invalid("no such leaf"));
         }
         let layout = self.layout();
-        if matches!(layout, Layout::Raidz { .. }) {
+        if matches!(layout, Layout::Raidz { .. } | Layout::Draid(_)) {
             return Err(invalid("can only attach to mirrors and top-level disks"));
         }
         if self.width() >= VDEV_CHILDREN_MAX {
