@@ -12,8 +12,8 @@
 
 use std::collections::BTreeSet;
 
-use tarn_base::{Guid, ObjectId};
-use tarn_dataset::node::{self, DatasetHeader};
+use tarn_base::ObjectId;
+use tarn_dataset::node;
 use tarn_dataset::snapshot::{self, Snapshot};
 use tarn_dataset::{clone, name as dsname};
 use tarn_objects::ObjectSet;
@@ -133,7 +133,7 @@ impl Engine {
         origin: &Snapshot,
         values: &[(String, Option<String>)],
     ) -> Result<DatasetId, EngineError> {
-        let guid = Guid(self.rng.lock().expect("rng lock poisoned").next_u64());
+        let base = self.new_header(&inner.pool, parent);
         let Imported {
             pool,
             mos,
@@ -141,13 +141,6 @@ impl Engine {
             ..
         } = inner;
         let reader = pool.reader();
-        let base = DatasetHeader {
-            parent: ObjectId(parent.0),
-            creation_time: self.clock.now_unix_secs(),
-            creation_txg: pool.txg(),
-            guid,
-            ..DatasetHeader::default()
-        };
         let header = clone::header(mos.objset(), &reader, origin, base)?;
         let object = node::create_node(mos.objset(), &reader, None, header)?;
         let parent_header = datasets.node(parent).header;

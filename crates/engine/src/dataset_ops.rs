@@ -295,6 +295,18 @@ impl Engine {
         Ok(())
     }
 
+    /// The header of a new dataset under `parent`: created now, in the open txg, with a
+    /// fresh GUID (create, clone and receive).
+    pub(crate) fn new_header(&self, pool: &tarn_pool::Pool, parent: DatasetId) -> DatasetHeader {
+        DatasetHeader {
+            parent: ObjectId(parent.0),
+            creation_time: self.clock.now_unix_secs(),
+            creation_txg: pool.txg(),
+            guid: Guid(self.rng.lock().expect("rng lock poisoned").next_u64()),
+            ..DatasetHeader::default()
+        }
+    }
+
     /// Adds one dataset under `parent` (its properties already validated).
     pub(crate) fn create_one(
         &self,
@@ -304,7 +316,7 @@ impl Engine {
         values: &[(String, Option<String>)],
         volume: Option<(u64, u32)>,
     ) -> Result<DatasetId, EngineError> {
-        let guid = Guid(self.rng.lock().expect("rng lock poisoned").next_u64());
+        let header = self.new_header(&inner.pool, parent);
         let Imported {
             pool,
             mos,
@@ -312,13 +324,6 @@ impl Engine {
             ..
         } = &mut *inner;
         let reader = pool.reader();
-        let header = DatasetHeader {
-            parent: ObjectId(parent.0),
-            creation_time: self.clock.now_unix_secs(),
-            creation_txg: pool.txg(),
-            guid,
-            ..DatasetHeader::default()
-        };
         let object = node::create_node(mos.objset(), &reader, None, header)?;
         let parent_header = datasets.node(parent).header;
         node::set_child(

@@ -33,7 +33,7 @@ use std::io::{Read, Write};
 
 use tarn_base::{Guid, ObjectId};
 use tarn_dataset::name as dsname;
-use tarn_dataset::node::{self, DatasetHeader};
+use tarn_dataset::node;
 use tarn_dataset::send::{self as dsend, Cursor, Source};
 use tarn_dataset::snapshot::{self, NewSnapshot, Snapshot};
 use tarn_objects::{ObjectSet, ObjsetKind};
@@ -639,7 +639,7 @@ impl Engine {
         if inner.datasets.by_name(&name).is_some() {
             return Err(invalid(format!("a receive into '{target}' is in progress")));
         }
-        let guid = Guid(self.rng.lock().expect("rng lock poisoned").next_u64());
+        let header = self.new_header(&inner.pool, parent);
         let Imported {
             pool,
             mos,
@@ -647,13 +647,6 @@ impl Engine {
             ..
         } = inner;
         let reader = pool.reader();
-        let header = DatasetHeader {
-            parent: ObjectId(parent.0),
-            creation_time: self.clock.now_unix_secs(),
-            creation_txg: pool.txg(),
-            guid,
-            ..DatasetHeader::default()
-        };
         let object = node::create_node(mos.objset(), &reader, None, header)?;
         let parent_header = datasets.node(parent).header;
         node::set_child(mos.objset(), &reader, &parent_header, &leaf, Some(object))?;

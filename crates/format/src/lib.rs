@@ -74,7 +74,6 @@ pub const FEATURES_SUPPORTED: &[&str] = &[
 /// without it would free the origin's blocks when the clone overwrites them.
 pub const FEATURE_CLONES: &str = "org.tarn:clones";
 
-
 /// Feature of pools with a dRAID top-level vdev (docs/FORMAT.md "dRAID layout"). Listed in
 /// a pool's labels only while the pool has one: a build without it cannot map a dRAID
 /// block to its columns, so it must refuse the pool rather than call the vdev unknown
