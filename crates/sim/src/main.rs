@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! tarn-sim [--seed N] [--steps N] [--budget within|beyond] [--images DIR] [--quiet]
-//!          [--verbose] [--outages] [--snapshots] [--fill]
+//!          [--verbose] [--outages] [--snapshots] [--fill] [--draid]
 //! ```
 //! Exit status: 0 when every invariant held, 1 on a broken invariant (seed, step and
 //! invariant printed, device images written), 2 on a usage error.
@@ -14,7 +14,7 @@ use tarn_sim::{Budget, Options, STEPS_DEFAULT};
 
 const USAGE: &str = "usage: tarn-sim [--seed N] [--steps N] [--budget within|beyond] \
                      [--images DIR] [--quiet] [--verbose] [--outages] \
-                     [--snapshots] [--fill]";
+                     [--snapshots] [--fill] [--draid]";
 
 struct Args {
     options: Options,
