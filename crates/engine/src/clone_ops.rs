@@ -273,21 +273,44 @@ pub(crate) fn refuse_dependents(
 }
 
 /// `set`, in an order that destroys each dataset after its children and after the clones of
-/// its snapshots.
-pub(crate) fn destroy_order(tree: &Tree, set: &BTreeSet<DatasetId>) -> Vec<DatasetId> {
+/// its snapshots. A promoted clone that lives inside its old origin makes a cycle (the
+/// origin, now a clone of the inner dataset's snapshot, must go first; as its parent, it
+/// must go last): such a set is refused, naming the two, before anything changes.
+pub(crate) fn destroy_order(
+    tree: &Tree,
+    set: &BTreeSet<DatasetId>,
+) -> Result<Vec<DatasetId>, EngineError> {
     let mut left: Vec<DatasetId> = set.iter().copied().collect();
     let mut out = Vec::with_capacity(left.len());
+    let blocks = |o: &DatasetId, d: &DatasetId| {
+        let node = tree.node(*o);
+        node.parent == Some(*d) || node.origin.is_some_and(|x| x.dataset.0 == d.0)
+    };
     while !left.is_empty() {
-        let free = left.iter().position(|d| {
-            !left.iter().any(|o| {
-                let node = tree.node(*o);
-                node.parent == Some(*d) || node.origin.is_some_and(|x| x.dataset.0 == d.0)
-            })
-        });
-        let at = free.expect("C3: parents and clone origins form no cycle");
+        let free = left.iter().position(|d| !left.iter().any(|o| blocks(o, d)));
+        let Some(at) = free else {
+            let stuck = &left[0];
+            let other = left.iter().find(|o| blocks(o, stuck)).unwrap_or(stuck);
+            return Err(invalid(format!(
+                "'{}' and '{}' depend on each other (a clone promoted over the dataset that \
+                 contains it); 'promote {}' first, then destroy",
+                tree.node(*stuck).name,
+                tree.node(*other).name,
+                outermost(tree, &left)
+            )));
+        };
         out.push(left.remove(at));
     }
-    out
+    Ok(out)
+}
+
+/// The name of the outermost dataset of `ids`: in a cycle, the old origin that became a
+/// clone of its descendant; promoting it back breaks the cycle.
+fn outermost(tree: &Tree, ids: &[DatasetId]) -> String {
+    ids.iter()
+        .map(|d| tree.node(*d).name.clone())
+        .min_by_key(|name| name.matches('/').count())
+        .unwrap_or_default()
 }
 
 /// Destroys the datasets `set` (a dependents closure), each with its snapshots, in
@@ -299,7 +322,7 @@ pub(crate) fn destroy_set(
     set: &BTreeSet<DatasetId>,
     deferred: bool,
 ) -> Result<(), EngineError> {
-    for doomed in destroy_order(&inner.datasets, set) {
+    for doomed in destroy_order(&inner.datasets, set)? {
         let origin = inner.datasets.node(doomed).origin.filter(|_| deferred);
         crate::dataset_ops::destroy_with_snapshots(inner, doomed)?;
         if let Some(origin) = origin {

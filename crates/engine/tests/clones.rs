@@ -671,3 +671,34 @@ fn a_deferred_destroy_of_an_origin_waits_for_its_last_clone() {
     settle(&engine);
     assert_eq!(names(&engine), vec!["tank", "tank/v"]);
 }
+
+#[test]
+fn a_clone_promoted_over_its_container_refuses_destroy_r_with_one_line() {
+    // Goal: a clone made inside its origin's dataset and promoted (found by the simulator,
+    // seed 1017 --snapshots) makes the two depend on each other; `destroy -R` of the outer
+    // one is refused with one line saying how to proceed (it panicked: "C3: parents and
+    // clone origins form no cycle"), no device byte changes, and after promoting back the
+    // destroy goes through.
+    let (provider, engine) = setup(8);
+    engine.create_dataset("tank/a", &[], false, "create").unwrap();
+    snap(&engine, "tank/a@s");
+    clone(&engine, "tank/a@s", "tank/a/b");
+    engine.promote("tank/a/b", "promote").unwrap();
+    settle(&engine);
+    let before = images(&provider.sims);
+    let refused = engine
+        .destroy_dataset_with("tank/a", true, true, "destroy -R")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        refused.contains("depend on each other") && refused.contains("'promote tank/a'"),
+        "{refused}"
+    );
+    assert!(images(&provider.sims) == before, "a refused destroy wrote");
+    engine.promote("tank/a", "promote").unwrap();
+    engine
+        .destroy_dataset_with("tank/a", true, true, "destroy -R")
+        .unwrap();
+    assert!(!names(&engine).iter().any(|n| n.starts_with("tank/a")));
+    check::verify_pool(&engine, "tank").unwrap();
+}
