@@ -435,6 +435,49 @@ fn with_fs<T>(
     })
 }
 
+/// A damaged data block of a volume as the byte range it held (`tank/vol:<bytes A-B>`), so
+/// an admin knows which part of the block device to restore; `None` for any other key.
+fn volume_range(
+    datasets: &mut crate::datasets::Tree,
+    reader: &dyn tarn_zio::BlockStore,
+    key: &str,
+) -> Option<String> {
+    let mut parts = key.split('/');
+    let (kind, id, object, level, blkid) = (
+        parts.next()?,
+        parts.next()?,
+        parts.next()?,
+        parts.next()?,
+        parts.next()?,
+    );
+    let volume = tarn_dataset::volume::VOLUME_OBJECT.0.to_string();
+    if kind != "data" || object != volume || level != "0" {
+        return None;
+    }
+    let (id, blkid) = (
+        crate::DatasetId(id.parse().ok()?),
+        blkid.parse::<u64>().ok()?,
+    );
+    if !datasets.contains(id) {
+        return None;
+    }
+    let node = datasets.node_mut(id);
+    if node.objset.kind() != tarn_objects::ObjsetKind::Volume {
+        return None;
+    }
+    let info = node
+        .objset
+        .object_info(reader, tarn_dataset::volume::VOLUME_OBJECT)
+        .ok()?;
+    let size = u64::from(info.data_block_size);
+    let start = blkid.checked_mul(size)?;
+    Some(format!(
+        "{}:<bytes {start}-{}>",
+        node.name,
+        start + size - 1
+    ))
+}
+
 /// The end of the error-log key a scrub records for an object set it could not walk whole
 /// (its root context: object 0, `BlockContext::ROOT_LEVEL`, block 0).
 const WALK_FAILED: &str = "/0/255/0";
@@ -1098,6 +1141,10 @@ pub(crate) fn error_names(
                 explained.insert(id);
                 continue;
             }
+        }
+        if let Some(range) = volume_range(datasets, &reader, &key) {
+            names.insert(range);
+            continue;
         }
         if key.starts_with("data/") && key.ends_with(WALK_FAILED) {
             walk_failed.push(key);

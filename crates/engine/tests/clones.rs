@@ -680,7 +680,9 @@ fn a_clone_promoted_over_its_container_refuses_destroy_r_with_one_line() {
     // clone origins form no cycle"), no device byte changes, and after promoting back the
     // destroy goes through.
     let (provider, engine) = setup(8);
-    engine.create_dataset("tank/a", &[], false, "create").unwrap();
+    engine
+        .create_dataset("tank/a", &[], false, "create")
+        .unwrap();
     snap(&engine, "tank/a@s");
     clone(&engine, "tank/a@s", "tank/a/b");
     engine.promote("tank/a/b", "promote").unwrap();
