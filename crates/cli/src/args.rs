@@ -82,6 +82,17 @@ pub(crate) enum Command {
     Demo(DemoArgs),
     /// The daemon's memory by category and the ARC (`set arc_max=SIZE` changes its limit).
     Memory(crate::memory::MemoryArgs),
+    /// Print a shell completion script for tarn (bash, zsh, fish, elvish, powershell).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Write man pages for tarn and every subcommand (tarn.8, tarn-pool-create.8, ...) into
+    /// DIR.
+    Man {
+        /// Directory to write them into (created if missing).
+        dir: PathBuf,
+    },
     /// Create a dataset (a filesystem, mounted at its mountpoint), or with -V a volume (a
     /// block device served over NBD).
     Create {

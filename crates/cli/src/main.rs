@@ -47,6 +47,7 @@ mod datasets;
 mod demo;
 mod demo_fs;
 mod iostat;
+mod manual;
 mod memory;
 mod progress;
 mod render;
@@ -68,7 +69,10 @@ fn main() {
         Err(error) => args::parse_error(&argv, &error),
     };
     let outcome = run::run(cli);
-    print!("{}", outcome.stdout);
-    eprint!("{}", outcome.stderr);
+    // A reader that went away (`tarn list | head`) is not an error worth a panic: the
+    // command's work is done and its status stands.
+    use std::io::Write;
+    let _ = std::io::stdout().write_all(outcome.stdout.as_bytes());
+    let _ = std::io::stderr().write_all(outcome.stderr.as_bytes());
     std::process::exit(outcome.code);
 }

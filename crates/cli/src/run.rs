@@ -135,6 +135,8 @@ pub(crate) fn run(cli: Cli) -> Outcome {
         Command::Daemon(_) => run_daemon(&rundir),
         Command::Demo(args) => run_demo(&args),
         Command::Memory(args) => crate::memory::run(&args, &rundir, cli.json),
+        Command::Completions { shell } => crate::manual::completions(shell),
+        Command::Man { dir } => crate::manual::man_pages(&dir),
         command => {
             let cwd = match std::env::current_dir() {
                 Ok(cwd) => cwd,

@@ -145,3 +145,45 @@ fn systemd_units_verify() {
     assert!(verify.status.success(), "{verify:?}");
     assert_eq!(String::from_utf8_lossy(&verify.stderr), "", "{verify:?}");
 }
+
+// DESCRIPTION: man pages and completions come from the command definition: `tarn man DIR`
+// writes a section-8 page for tarn and for every subcommand (pool verbs included), each one
+// that `man` renders; `tarn completions bash` is a script bash accepts and knows the verbs.
+// STRATEGY: a temp dir; `man -l` and `bash -n` where installed.
+#[test]
+fn man_pages_and_completions_come_from_the_cli() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let pages = dir.path().join("man8");
+    let out = tarn(dir.path(), &["man", pages.to_str().unwrap()]);
+    assert!(out.status.success(), "{out:?}");
+    for page in [
+        "tarn.8",
+        "tarn-pool-create.8",
+        "tarn-pool-status.8",
+        "tarn-send.8",
+    ] {
+        let text = std::fs::read_to_string(pages.join(page)).unwrap();
+        assert!(
+            text.contains(".TH") && text.contains(" 8 "),
+            "{page}: {text}"
+        );
+    }
+    assert!(std::fs::read_dir(&pages).unwrap().count() > 40);
+    if let Ok(man) = Command::new("man")
+        .args(["-l"])
+        .arg(pages.join("tarn-pool-create.8"))
+        .env("MANPAGER", "cat")
+        .output()
+    {
+        let text = String::from_utf8_lossy(&man.stdout);
+        assert!(text.contains("tarn-pool-create"), "{man:?}");
+    }
+    let bash = tarn(dir.path(), &["completions", "bash"]);
+    assert!(bash.status.success());
+    let script = String::from_utf8(bash.stdout).unwrap();
+    assert!(script.contains("scrub") && script.contains("import"));
+    let check = dir.path().join("tarn.bash");
+    std::fs::write(&check, &script).unwrap();
+    let syntax = Command::new("bash").arg("-n").arg(&check).output().unwrap();
+    assert!(syntax.status.success(), "{syntax:?}");
+}
