@@ -41,38 +41,36 @@ pub fn start(engine: &Arc<Engine>, rundir: &std::path::Path) -> Vec<String> {
         Ok(listener) => {
             use std::os::unix::fs::PermissionsExt;
             let _ = std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600));
-            let weak = Arc::downgrade(engine);
-            spawn(move || {
-                for stream in listener.incoming().flatten() {
-                    let Some(engine) = weak.upgrade() else { return };
-                    let _ = answer(&engine, stream);
-                }
-            });
+            serve(engine, move || listener.accept().map(|(stream, _)| stream));
         }
         Err(e) => problems.push(format!("metrics socket {}: {e}", socket.display())),
     }
     if let Ok(address) = std::env::var("TARN_METRICS_ADDR") {
         match std::net::TcpListener::bind(&address) {
-            Ok(listener) => {
-                let weak = Arc::downgrade(engine);
-                spawn(move || {
-                    for stream in listener.incoming().flatten() {
-                        let Some(engine) = weak.upgrade() else { return };
-                        let _ = answer(&engine, stream);
-                    }
-                });
-            }
+            Ok(listener) => serve(engine, move || listener.accept().map(|(stream, _)| stream)),
             Err(e) => problems.push(format!("metrics address {address}: {e}")),
         }
     }
     problems
 }
 
-fn spawn(serve: impl FnOnce() + Send + 'static) {
-    // Without the thread the daemon runs on; `start`'s caller logs nothing for it.
+/// A thread answering every connection `accept` takes, until the engine goes.
+fn serve<S: Read + Write>(
+    engine: &Arc<Engine>,
+    mut accept: impl FnMut() -> std::io::Result<S> + Send + 'static,
+) {
+    let weak = Arc::downgrade(engine);
+    // Without the thread the daemon runs on, unwatched.
     let _ = std::thread::Builder::new()
         .name("metrics".into())
-        .spawn(serve);
+        .spawn(move || {
+            loop {
+                // A failed accept (a client gone before it was taken) only loses that one.
+                let Ok(stream) = accept() else { continue };
+                let Some(engine) = weak.upgrade() else { return };
+                let _ = answer(&engine, stream);
+            }
+        });
 }
 
 /// Reads one request from `stream` and answers it.

@@ -774,15 +774,7 @@ impl Engine {
         if self.pools().contains_key(&name) {
             return Err(EngineError::PoolExists);
         }
-        let verify = |pool: &Pool| rewind::verify(pool, &found.config.name, recovery);
-        let pool = Pool::import(
-            &found,
-            self.provider.as_ref(),
-            options,
-            self.identity.clone(),
-            Arc::clone(&self.clock),
-            &verify,
-        )?;
+        let pool = self.open_found(&found, options, recovery)?;
         let (guid, readonly) = (pool.guid(), pool.readonly());
         let report = ImportReport::of(&found, &pool, name.clone());
         let mut imported = Imported::open(pool, &name)?;

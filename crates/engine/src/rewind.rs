@@ -90,7 +90,7 @@ impl ImportReport {
 
 /// The check a candidate txg must pass: its root opens (the MOS and the dataset tree), and
 /// with `-X` every metadata block it reaches reads back verified.
-pub(crate) fn verify(pool: &Pool, name: &str, recovery: Recovery) -> Result<(), String> {
+fn verify(pool: &Pool, name: &str, recovery: Recovery) -> Result<(), String> {
     let reader = pool.reader();
     let root = pool.root().ok_or("no root block")?;
     let mut mos = Mos::open(&reader, &root).map_err(|e| e.to_string())?;
@@ -114,6 +114,26 @@ pub(crate) fn verify(pool: &Pool, name: &str, recovery: Recovery) -> Result<(), 
 }
 
 impl Engine {
+    /// Opens the pool `found` describes at the newest txg that passes [`verify`] under
+    /// `recovery` (walking back with `-F`/`-X`, at most `-T`): the pool layer's import, for
+    /// both the real import and the preview.
+    pub(crate) fn open_found(
+        &self,
+        found: &Discovered,
+        options: &ImportOptions,
+        recovery: Recovery,
+    ) -> Result<Pool, EngineError> {
+        let check = |pool: &Pool| verify(pool, &found.config.name, recovery);
+        Ok(Pool::import(
+            found,
+            self.provider.as_ref(),
+            options,
+            self.identity.clone(),
+            std::sync::Arc::clone(&self.clock),
+            &check,
+        )?)
+    }
+
     /// `import -n` with `-F`, `-X` or `-T`: which txg an import with `options` would open
     /// and what it would discard. Opens the pool read-only and drops it; nothing is written.
     pub fn import_preview(
@@ -134,15 +154,7 @@ impl Engine {
             .new_name
             .clone()
             .unwrap_or_else(|| found.config.name.clone());
-        let check = |pool: &Pool| verify(pool, &found.config.name, recovery);
-        let pool = Pool::import(
-            &found,
-            self.provider.as_ref(),
-            &options,
-            self.identity.clone(),
-            std::sync::Arc::clone(&self.clock),
-            &check,
-        )?;
+        let pool = self.open_found(&found, &options, recovery)?;
         Ok(ImportReport::of(&found, &pool, name))
     }
 }

@@ -435,67 +435,68 @@ fn with_fs<T>(
     })
 }
 
+/// An error-log key of a dataset's block, `data/<dataset>/<object>/<level>/<blkid>`, parsed.
+#[derive(Clone, Copy, Debug)]
+struct DataKey {
+    dataset: u64,
+    object: u64,
+    level: u64,
+    blkid: u64,
+}
+
+impl DataKey {
+    fn parse(key: &str) -> Option<DataKey> {
+        let mut parts = key.strip_prefix("data/")?.split('/');
+        let mut next = || parts.next()?.parse().ok();
+        Some(DataKey {
+            dataset: next()?,
+            object: next()?,
+            level: next()?,
+            blkid: next()?,
+        })
+    }
+
+    /// A dnode block (object 0, level 0): the block id of the lost dnodes.
+    fn dnode_block(self) -> Option<u64> {
+        (self.object == 0 && self.level == 0).then_some(self.blkid)
+    }
+
+    /// What a scrub records for an object set it could not walk whole: its root context
+    /// (object 0, `BlockContext::ROOT_LEVEL`, block 0).
+    fn walk_failed(self) -> bool {
+        let root = u64::from(BlockContext::ROOT_LEVEL);
+        (self.object, self.level, self.blkid) == (0, root, 0)
+    }
+}
+
 /// A damaged data block of a volume as the byte range it held (`tank/vol:<bytes A-B>`), so
-/// an admin knows which part of the block device to restore; `None` for any other key.
+/// an admin knows which part of the block device to restore; `None` for any other block.
 fn volume_range(
     datasets: &mut crate::datasets::Tree,
     reader: &dyn tarn_zio::BlockStore,
-    key: &str,
+    key: DataKey,
 ) -> Option<String> {
-    let mut parts = key.split('/');
-    let (kind, id, object, level, blkid) = (
-        parts.next()?,
-        parts.next()?,
-        parts.next()?,
-        parts.next()?,
-        parts.next()?,
-    );
-    let volume = tarn_dataset::volume::VOLUME_OBJECT.0.to_string();
-    if kind != "data" || object != volume || level != "0" {
-        return None;
-    }
-    let (id, blkid) = (
-        crate::DatasetId(id.parse().ok()?),
-        blkid.parse::<u64>().ok()?,
-    );
-    if !datasets.contains(id) {
+    let volume = tarn_dataset::volume::VOLUME_OBJECT;
+    let id = crate::DatasetId(key.dataset);
+    if key.object != volume.0 || key.level != 0 || !datasets.contains(id) {
         return None;
     }
     let node = datasets.node_mut(id);
     if node.objset.kind() != tarn_objects::ObjsetKind::Volume {
         return None;
     }
-    let info = node
-        .objset
-        .object_info(reader, tarn_dataset::volume::VOLUME_OBJECT)
-        .ok()?;
-    let size = u64::from(info.data_block_size);
-    let start = blkid.checked_mul(size)?;
+    let size = u64::from(
+        node.objset
+            .object_info(reader, volume)
+            .ok()?
+            .data_block_size,
+    );
+    let start = key.blkid.checked_mul(size)?;
     Some(format!(
         "{}:<bytes {start}-{}>",
         node.name,
         start + size - 1
     ))
-}
-
-/// The end of the error-log key a scrub records for an object set it could not walk whole
-/// (its root context: object 0, `BlockContext::ROOT_LEVEL`, block 0).
-const WALK_FAILED: &str = "/0/255/0";
-
-/// The dataset and block of an error-log key naming a dnode block (object 0, level 0).
-fn lost_dnode_block(key: &str) -> Option<(u64, u64)> {
-    let mut parts = key.split('/');
-    let (kind, id, object, level, blkid) = (
-        parts.next()?,
-        parts.next()?,
-        parts.next()?,
-        parts.next()?,
-        parts.next()?,
-    );
-    if kind != "data" || object != "0" || level != "0" {
-        return None;
-    }
-    Some((id.parse().ok()?, blkid.parse().ok()?))
 }
 
 /// One listed block.
@@ -1132,32 +1133,33 @@ pub(crate) fn error_names(
     let mut walk_failed = Vec::new();
     let mut explained = BTreeSet::new();
     for (key, _) in mos.errlog(&reader)? {
-        // A lost dnode block: the files it held, found through the directories (ZFS
-        // can only print `<0x0>` here).
-        if let Some((id, blkid)) = lost_dnode_block(&key) {
-            let files = files_of_dnode_block(datasets, &reader, id, blkid);
-            if !files.is_empty() {
-                names.extend(files);
-                explained.insert(id);
+        if let Some(data) = DataKey::parse(&key) {
+            // A lost dnode block: the files it held, found through the directories (ZFS
+            // can only print `<0x0>` here).
+            if let Some(blkid) = data.dnode_block() {
+                let files = files_of_dnode_block(datasets, &reader, data.dataset, blkid);
+                if !files.is_empty() {
+                    names.extend(files);
+                    explained.insert(data.dataset);
+                    continue;
+                }
+            }
+            if let Some(range) = volume_range(datasets, &reader, data) {
+                names.insert(range);
                 continue;
             }
-        }
-        if let Some(range) = volume_range(datasets, &reader, &key) {
-            names.insert(range);
-            continue;
-        }
-        if key.starts_with("data/") && key.ends_with(WALK_FAILED) {
-            walk_failed.push(key);
-            continue;
+            if data.walk_failed() {
+                walk_failed.push((data.dataset, key));
+                continue;
+            }
         }
         let mut describe = |id, object| describe_object(datasets, &reader, id, object);
         names.insert(errlog_display(pool_name, &key, &mut describe));
     }
     // A scrub whose walk of a dataset stopped at a lost metadata block logs the dataset as
     // well; the files named above already say what was lost there.
-    for key in walk_failed {
-        let id = key.split('/').nth(1).and_then(|id| id.parse().ok());
-        if !id.is_some_and(|id| explained.contains(&id)) {
+    for (dataset, key) in walk_failed {
+        if !explained.contains(&dataset) {
             let mut describe = |id, object| describe_object(datasets, &reader, id, object);
             names.insert(errlog_display(pool_name, &key, &mut describe));
         }
