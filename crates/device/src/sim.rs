@@ -232,6 +232,8 @@ struct SimState {
     pending: Vec<PendingOp>,
     stats: SimStats,
     gone: bool,
+    /// Every range a fault touched, for [`SimDevice::scarred`].
+    scars: Vec<(u64, u64)>,
 }
 
 impl SimState {
@@ -251,9 +253,19 @@ impl SimState {
         total
     }
 
-    fn refuse_if_gone(&mut self) -> Result<(), DeviceError> {
+    /// Remembers that a fault touched `[offset, offset + len)`.
+    fn scar(&mut self, offset: u64, len: u64) {
+        if len > 0 {
+            self.scars.push((offset, len));
+        }
+    }
+
+    /// Refuses an access of `[offset, offset + len)` while the device is gone; the range
+    /// then misses what the access would have read or written.
+    fn refuse_if_gone(&mut self, offset: u64, len: u64) -> Result<(), DeviceError> {
         if self.gone {
             self.stats.gone_refusals += 1;
+            self.scar(offset, len);
             return Err(DeviceError::Gone);
         }
         Ok(())
@@ -279,6 +291,7 @@ impl SimState {
         self.durable.flip_bit(bit);
         self.current.flip_bit(bit);
         self.stats.rotted_sectors += 1;
+        self.scar(offset, len);
     }
 }
 
@@ -328,6 +341,7 @@ impl SimDevice {
             pending: Vec::new(),
             stats: SimStats::default(),
             gone: false,
+            scars: Vec::new(),
         };
         Arc::new(SimDevice {
             size,
@@ -409,9 +423,15 @@ impl SimDevice {
                     let len = usize::try_from(cut - offset).expect("prefix fits usize");
                     image.write(offset, &data[..len]);
                     state.stats.torn_on_crash += 1;
+                    state.scar(offset, data.len() as u64);
                 }
-                PendingOp::Write { .. } | PendingOp::Discard { .. } if dropped => {
+                PendingOp::Write { offset, ref data } if dropped => {
                     state.stats.dropped_on_crash += 1;
+                    state.scar(offset, data.len() as u64);
+                }
+                PendingOp::Discard { offset, len } if dropped => {
+                    state.stats.dropped_on_crash += 1;
+                    state.scar(offset, len);
                 }
                 PendingOp::Write { offset, data } => image.write(offset, &data),
                 PendingOp::Discard { offset, len } => image.zero(offset, len),
@@ -507,6 +527,19 @@ impl SimDevice {
         Ok(())
     }
 
+    /// Whether a fault ever touched any byte of `[offset, offset + len)`: an injected
+    /// EIO, a lost, misdirected (either end) or rotten write, a write torn or dropped by a
+    /// crash, an access refused while gone, or rot at rest. A block no fault touched on
+    /// enough of its devices must never be reported lost (tarn-sim checks this).
+    #[must_use]
+    pub fn scarred(&self, offset: u64, len: u64) -> bool {
+        let end = offset.saturating_add(len);
+        self.state()
+            .scars
+            .iter()
+            .any(|&(at, n)| at < end && offset < at.saturating_add(n))
+    }
+
     /// Counters so far.
     #[must_use]
     pub fn stats(&self) -> SimStats {
@@ -557,13 +590,14 @@ impl Device for SimDevice {
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), DeviceError> {
         check_range(offset, buf.len() as u64, self.size)?;
         let mut state = self.state();
-        state.refuse_if_gone()?;
+        state.refuse_if_gone(offset, buf.len() as u64)?;
         state.stats.reads += 1;
         let rate = state.plan.read_eio;
         let eio = state.roll(rate);
         let latency = state.latency();
         let result = if eio {
             state.stats.injected_read_eio += 1;
+            state.scar(offset, buf.len() as u64);
             Err(injected_eio(offset))
         } else {
             state.current.read(offset, buf);
@@ -579,7 +613,7 @@ impl Device for SimDevice {
         check_range(offset, data.len() as u64, self.size)?;
         let mut state = self.state();
         let state_ref = &mut *state;
-        state_ref.refuse_if_gone()?;
+        state_ref.refuse_if_gone(offset, data.len() as u64)?;
         state_ref.stats.writes += 1;
         let plan = state_ref.plan.clone();
         let eio = state_ref.roll(plan.write_eio);
@@ -587,6 +621,9 @@ impl Device for SimDevice {
         let misdirected = state_ref.roll(plan.misdirected_write);
         let rotten = state_ref.roll(plan.bitrot_on_write);
         let latency = state_ref.latency();
+        if eio || lost || misdirected || rotten {
+            state_ref.scar(offset, data.len() as u64);
+        }
         let result = if eio {
             state_ref.stats.injected_write_eio += 1;
             Err(injected_eio(offset))
@@ -600,6 +637,7 @@ impl Device for SimDevice {
             if misdirected && let Some(elsewhere) = state_ref.misdirect(offset, len, self.size) {
                 target = elsewhere;
                 state_ref.stats.misdirected_writes += 1;
+                state_ref.scar(target, len);
             }
             let mut stored = data.to_vec();
             if rotten {
@@ -623,7 +661,8 @@ impl Device for SimDevice {
 
     fn flush(&self) -> Result<(), DeviceError> {
         let mut state = self.state();
-        state.refuse_if_gone()?;
+        // Pending writes stay pending: a crash decides what they become.
+        state.refuse_if_gone(0, 0)?;
         state.stats.flushes += 1;
         let rate = state.plan.flush_eio;
         let eio = state.roll(rate);
@@ -644,7 +683,7 @@ impl Device for SimDevice {
     fn discard(&self, offset: u64, len: u64) -> Result<(), DeviceError> {
         check_range(offset, len, self.size)?;
         let mut state = self.state();
-        state.refuse_if_gone()?;
+        state.refuse_if_gone(offset, len)?;
         state.stats.discards += 1;
         let latency = state.latency();
         if len > 0 {
@@ -989,6 +1028,41 @@ mod tests {
         let stats = device.stats();
         assert_eq!((stats.injected_read_eio, stats.injected_write_eio), (1, 1));
         assert_eq!(stats.injected_flush_eio, 1);
+    }
+
+    #[test]
+    fn every_fault_scars_exactly_the_range_it_touched() {
+        // Goal: the ranges tarn-sim blames a loss on are the ones faults touched, no more.
+        let device = SimDevice::new("d", MIB, FaultPlan::seeded(3));
+        device.write_at(0, &pattern(65536, 1)).unwrap();
+        device.flush().unwrap();
+        assert!(!device.scarred(0, MIB), "clean I/O scars nothing");
+        device.set_plan(FaultPlan {
+            read_eio: PER_MILLION,
+            ..FaultPlan::seeded(3)
+        });
+        let mut buf = vec![0u8; 1024];
+        assert!(device.read_at(4096, &mut buf).is_err());
+        assert!(device.scarred(5119, 1) && !device.scarred(5120, 4096));
+        device.set_plan(FaultPlan {
+            lost_write: PER_MILLION,
+            ..FaultPlan::seeded(3)
+        });
+        device.write_at(16384, &pattern(512, 2)).unwrap();
+        assert!(device.scarred(16384, 1) && !device.scarred(16896, 512));
+        device.set_plan(FaultPlan {
+            drop_on_crash: PER_MILLION,
+            ..FaultPlan::seeded(3)
+        });
+        device.write_at(32768, &pattern(512, 3)).unwrap();
+        assert!(!device.scarred(32768, 512), "pending is not yet damage");
+        device.crash();
+        assert!(device.scarred(32768, 512));
+        device.rot(40960, 1).unwrap();
+        assert!(device.scarred(40960, 1) && !device.scarred(41472, 512));
+        device.set_gone(true);
+        assert!(device.write_at(49152, &pattern(512, 4)).is_err());
+        assert!(device.scarred(49152, 512) && !device.scarred(49664, 1024));
     }
 
     #[test]

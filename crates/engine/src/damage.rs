@@ -7,7 +7,14 @@
 //! leaves that served the block's columns have counted checksum errors already (tarn-vdev),
 //! which `events` reports as `ereport.fs.zfs.checksum`. A later scrub that no longer finds
 //! the block (the file was deleted or rewritten) drops the entry, as for what a scrub found.
+//!
+//! [`Engine::block_placement`] says where a lost block's copies lay on the devices, and
+//! [`EngineError::lost_copies`] which block an error lost: together they let the simulator
+//! check that a loss sits where the devices were damaged, beyond what its vdev tolerates.
 
+use std::ops::Range;
+
+use tarn_format::Dva;
 use tarn_format::objset::DNODE_BLOCK_SIZE;
 use tarn_objects::{META_DNODE_OBJECT, ObjectError};
 
@@ -16,7 +23,64 @@ use crate::fs::DatasetId;
 use crate::suspend::{missing_beyond, object_error, unreadable_block};
 use crate::{Engine, EngineError, Imported};
 
+/// One child's share of a block copy: the paths of the leaves that hold it (two while a
+/// replace or a spare is attached) and the byte range on each.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChildShare {
+    /// Leaf paths (a distributed spare by its name, `draid2-0-0`).
+    pub leaves: Vec<String>,
+    /// Device bytes, labels counted.
+    pub range: Range<u64>,
+}
+
+/// Where one copy (DVA) of a block lies, and how many of its children the vdev survives.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BlockPlacement {
+    /// Children the copy's vdev can lose (mirror n-1, raidz p, disk 0).
+    pub tolerated: usize,
+    /// The children holding part of the copy.
+    pub children: Vec<ChildShare>,
+}
+
+impl EngineError {
+    /// The copies of the block this error lost: a block the I/O pipeline could read from
+    /// no copy and no reconstruction, on the devices; `None` for any other error, and for
+    /// a block bad in itself (born after the txg read).
+    #[must_use]
+    pub fn lost_copies(&self) -> Option<&[Dva]> {
+        unreadable_block(self).filter(|copies| !copies.is_empty())
+    }
+}
+
 impl Engine {
+    /// Where copy `dva` of a block of pool `pool` lies on its leaves (what `zdb -R` works
+    /// out by hand).
+    pub fn block_placement(&self, pool: &str, dva: &Dva) -> Result<BlockPlacement, EngineError> {
+        let handle = self.pool(pool)?;
+        let inner = handle.lock();
+        let invalid = |why: String| EngineError::InvalidArgument(format!("DVA {dva:?}: {why}"));
+        let top = inner
+            .pool
+            .tops()
+            .get(dva.vdev.0 as usize)
+            .cloned()
+            .ok_or_else(|| invalid("no such vdev".into()))?;
+        let placement = top
+            .placement(dva.offset, dva.asize)
+            .map_err(|e| invalid(e.to_string()))?;
+        let children = top.children();
+        Ok(BlockPlacement {
+            tolerated: top.layout().tolerated(children.len()),
+            children: placement
+                .into_iter()
+                .map(|(child, range)| ChildShare {
+                    leaves: children[child].members().iter().map(|l| l.path()).collect(),
+                    range,
+                })
+                .collect(),
+        })
+    }
+
     /// Records `error` met reading `dataset` of pool `pool` when it is damage (see the
     /// module doc); does nothing for any other error.
     pub(crate) fn note_damage(

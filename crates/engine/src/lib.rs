@@ -136,6 +136,7 @@ use tarn_format::BlockPtr;
 use tarn_objects::{ObjectError, ObjectSet};
 use tarn_pool::{Discovered, Pool};
 
+pub use damage::{BlockPlacement, ChildShare};
 pub use dataset_ops::{DatasetProp, DatasetQuery, DatasetRow};
 pub use devices::OnlineOutcome;
 pub use diff_ops::DiffLine;

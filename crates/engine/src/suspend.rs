@@ -59,6 +59,7 @@ use std::sync::{Arc, MutexGuard};
 
 use tarn_base::Txg;
 use tarn_device::Device;
+use tarn_format::Dva;
 use tarn_objects::ObjectError;
 use tarn_posix::PosixError;
 use tarn_vdev::{Leaf, LeafState};
@@ -155,33 +156,33 @@ pub(crate) fn object_error(error: &EngineError) -> Option<&ObjectError> {
     }
 }
 
-/// The top-level vdevs of the block's copies when `error` is a block the I/O pipeline could
+/// The copies (DVAs) of the block when `error` is a block the I/O pipeline could
 /// not read (no copy or reconstruction verified), as opposed to a refusal, a missing file or
 /// metadata that decodes badly.
-pub(crate) fn unreadable_block(error: &EngineError) -> Option<&[u32]> {
+pub(crate) fn unreadable_block(error: &EngineError) -> Option<&[Dva]> {
     match object_error(error)? {
         ObjectError::Io {
-            source: ZioError::Unrecoverable { vdevs, .. },
+            source: ZioError::Unrecoverable { copies, .. },
             ..
-        } => Some(vdevs),
+        } => Some(copies),
         _ => None,
     }
 }
 
 /// Paths of the missing data leaves (not taking I/O: removed, unavailable, faulted, or a
-/// device that reports itself gone) when they put every vdev in `vdevs` (the block's
-/// copies) beyond its redundancy; empty when some copy's vdev still has enough children,
+/// device that reports itself gone) when they put the vdev of every one of the block's
+/// `copies` beyond its redundancy; empty when some copy's vdev still has enough children,
 /// since then the block is damaged rather than cut off, and no `clear` would bring it back.
 /// Offline leaves are the admin's choice: they count as out of service, not as missing.
-pub(crate) fn missing_beyond(pool: &tarn_pool::Pool, vdevs: &[u32]) -> Vec<String> {
+pub(crate) fn missing_beyond(pool: &tarn_pool::Pool, copies: &[Dva]) -> Vec<String> {
     let gone = |l: &Arc<Leaf>| {
         l.state() != LeafState::Offline
             && (!l.is_usable() || l.device().is_some_and(|d| d.probe_gone()))
     };
     let down = |l: &Arc<Leaf>| l.state() == LeafState::Offline || gone(l);
     let mut missing = Vec::new();
-    for &index in vdevs {
-        let Some(top) = pool.tops().get(index as usize) else {
+    for copy in copies {
+        let Some(top) = pool.tops().get(copy.vdev.0 as usize) else {
             return Vec::new();
         };
         let children = top.children();

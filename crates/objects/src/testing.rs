@@ -111,7 +111,7 @@ impl BlockStore for MemStore {
             dva: format!("0:{}", bp.dvas[0].offset),
             birth: bp.birth,
             why: why.to_owned(),
-            vdevs: Box::default(),
+            copies: Box::default(),
         };
         let (stored, original) = self
             .blocks

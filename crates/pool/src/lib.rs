@@ -539,7 +539,7 @@ fn read_checked(
                 .map_or_else(|| "-".into(), tarn_zio::dva_name),
             birth: bp.birth,
             why: format!("block born in txg {} is newer than txg {txg}", bp.birth),
-            vdevs: Box::default(),
+            copies: Box::default(),
         });
     }
     pipeline.read_block_l2(bp, feed_l2)

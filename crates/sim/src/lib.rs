@@ -84,6 +84,9 @@
 //!   (`readdir` pages, `lookup`, `getattr`, `read`, `readlink`, `listxattr`, `getxattr`)
 //!   finds exactly the model: names (each once), types, sizes, link counts, shared inodes of
 //!   hard links, bytes, symlink targets, xattrs; and `inode_count` equals the live nodes.
+//! - I6: beyond budget every loss the engine reports (a block no copy of which verifies)
+//!   lies where faults touched more of each copy's children than its vdev tolerates
+//!   (sim/losses.rs): only what a damaged region holds is ever reported lost.
 //!
 //! # Concurrency and context
 //! One thread, but for the blocked write of an outage: a scoped thread that the run joins
@@ -169,6 +172,8 @@ pub struct Counts {
     pub checks: u64,
     /// Errors the engine reported (beyond budget: losses reported instead of wrong bytes).
     pub errors_reported: u64,
+    /// Lost blocks whose placement I6 checked against the damage the devices took.
+    pub losses_placed: u64,
     /// Faults the devices injected: EIO, lost, misdirected and rotten writes, sectors rotted
     /// at rest, writes torn or dropped at a crash, accesses refused while gone.
     pub faults_injected: u64,

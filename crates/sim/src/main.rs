@@ -93,9 +93,9 @@ fn main() -> ExitCode {
             let c = summary.counts;
             println!(
                 "ok seed {} budget {:?} steps {} txgs {} imports {} crashes {} checks {} \
-                 errors-reported {} faults {} replaces {} spares {} scans {} l2-hits {} \
-                 l2-restored {} l2-restored-hits {} suspensions {} clears {} snapshot-verbs {} \
-                 enospc {} trace {:016x}",
+                 errors-reported {} losses-placed {} faults {} replaces {} spares {} scans {} \
+                 l2-hits {} l2-restored {} l2-restored-hits {} suspensions {} clears {} \
+                 snapshot-verbs {} enospc {} trace {:016x}",
                 summary.seed,
                 summary.budget,
                 summary.steps,
@@ -104,6 +104,7 @@ fn main() -> ExitCode {
                 c.crashes,
                 c.checks,
                 c.errors_reported,
+                c.losses_placed,
                 c.faults_injected,
                 c.replaces,
                 c.spares,

@@ -3,7 +3,7 @@
 //! a broken invariant, `Ok(Flow::End)` when a beyond-budget run cannot go on (the engine
 //! refused an import with an error, which is a correct answer), and `Ok(Flow::Continue)`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use tarn_base::{ManualClock, ObjectId, SeededRng, Txg};
@@ -15,6 +15,7 @@ use tarn_engine::{
 
 mod fsops;
 mod heal;
+mod losses;
 mod outage;
 mod snapshots;
 
@@ -97,6 +98,8 @@ pub(crate) struct Sim {
     fsynced: BTreeMap<String, crate::fsmodel::FsModel>,
     /// Faulty leaves the workload took offline (heal.rs).
     offlined: Vec<usize>,
+    /// Devices that were ever gone or offline: they may miss any write (losses.rs).
+    ever_missing: BTreeSet<usize>,
     renames: Vec<usize>,
     rename_serial: u64,
     dataset_serial: u64,
@@ -158,6 +161,7 @@ impl Sim {
             vanished_at: BTreeMap::new(),
             retired: Vec::new(),
             offlined: Vec::new(),
+            ever_missing: BTreeSet::new(),
             fsynced: BTreeMap::new(),
             renames,
             rename_serial: 0,
@@ -322,6 +326,7 @@ impl Sim {
         if self.within() {
             return Err(format!("{what} failed within budget: {error}"));
         }
+        self.check_loss(what, error)?;
         self.counts.errors_reported += 1;
         if matches!(error, EngineError::Pool(PoolError::Suspended(_))) {
             return self.crash_and_import("suspension");
@@ -437,6 +442,7 @@ impl Sim {
                 id.0
             )),
             Err(e) => {
+                self.check_loss(when, &e)?;
                 self.counts.errors_reported += 1;
                 self.trace.line(format!(
                     "{when}: object {} at {offset}: loss reported: {e}",
@@ -1145,6 +1151,7 @@ impl Sim {
             return Ok(Flow::Continue);
         };
         self.devices[index].set_gone(true);
+        self.ever_missing.insert(index);
         self.gone.push(index);
         let path = self.devices[index].path().to_string();
         self.vanished_at.insert(index, path);
@@ -1239,10 +1246,10 @@ impl Sim {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn started(seed: u64) -> Sim {
+    pub(in crate::sim) fn started(seed: u64) -> Sim {
         let mut sim = Sim::new(Config::from_seed(seed, Some(Budget::Within)), false);
         assert!(matches!(sim.create().unwrap(), Flow::Continue));
         for _ in 0..3 {

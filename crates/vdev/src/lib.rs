@@ -124,6 +124,8 @@ mod tests;
 mod tests_draid;
 #[cfg(test)]
 mod tests_parallel;
+#[cfg(test)]
+mod tests_placement;
 
 pub use child::{Child, ChildKind};
 pub use draid_map::DraidGeometry;

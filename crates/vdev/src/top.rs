@@ -529,6 +529,67 @@ impl TopVdev {
         }
     }
 
+    /// Where the block allocated at `offset` with `asize` bytes (its DVA) lies: for each
+    /// child holding part of it, the child's index and the byte range on that child's
+    /// leaves, labels counted. Raidz ranges cover the whole allocation, padding included; a
+    /// block shorter than its allocation wrote a subset of them. What `zdb -R` works out by
+    /// hand: the simulator checks every loss the engine reports against it.
+    pub fn placement(
+        &self,
+        offset: u64,
+        asize: u64,
+    ) -> Result<Vec<(usize, std::ops::Range<u64>)>, VdevError> {
+        let sector = self.sector();
+        let out_of_range = VdevError::OutOfRange {
+            guid: self.guid(),
+            offset,
+            len: asize,
+            asize: self.asize,
+        };
+        if asize == 0 || !offset.is_multiple_of(sector) || !asize.is_multiple_of(sector) {
+            return Err(out_of_range);
+        }
+        match offset.checked_add(asize) {
+            Some(end) if end <= self.asize => {}
+            _ => return Err(out_of_range),
+        }
+        let start = tarn_format::label::DATA_START;
+        match self.layout() {
+            Layout::Disk | Layout::Mirror => Ok((0..self.width())
+                .map(|c| (c, start + offset..start + offset + asize))
+                .collect()),
+            Layout::Raidz { .. } => {
+                // Sector i of the allocation is row i / n of child i % n.
+                let n = self.width() as u64;
+                let (first, last) = (offset / sector, (offset + asize) / sector - 1);
+                Ok((0..n)
+                    .filter_map(|c| {
+                        let low = first.saturating_sub(c).div_ceil(n);
+                        let high = last.checked_sub(c)? / n;
+                        let row = |r: u64| start + r * sector;
+                        (low <= high).then(|| (c as usize, row(low)..row(high + 1)))
+                    })
+                    .collect())
+            }
+            Layout::Draid(config) => {
+                let geometry = self.draid();
+                let width = geometry.width() as u64;
+                let len = asize / width * config.data as u64;
+                let rows = asize.is_multiple_of(width * sector);
+                if !rows || geometry.check_block(offset, len).is_err() {
+                    return Err(out_of_range);
+                }
+                let map = geometry.map(offset, len);
+                Ok((0..map.columns.len())
+                    .map(|c| {
+                        let at = map.leaf_offset(c);
+                        (map.columns[c].child, at..at + map.column_bytes(c) as u64)
+                    })
+                    .collect())
+            }
+        }
+    }
+
     /// The column map of a raidz block, or of a dRAID block whose `len` is already padded
     /// to whole rows.
     pub(crate) fn column_map(&self, parity: usize, offset: u64, len: u64) -> raidz_map::RaidzMap {

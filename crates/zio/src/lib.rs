@@ -211,7 +211,7 @@ impl Pipeline {
                 dva: dva_name(dva),
                 birth: Txg(0),
                 why: "block pointer names a vdev that does not exist".into(),
-                vdevs: Box::default(),
+                copies: Box::default(),
             })
     }
 
@@ -364,7 +364,7 @@ impl Pipeline {
                 dva: dva_name(dva),
                 birth: Txg(0),
                 why: e.to_string(),
-                vdevs: Box::new([dva.vdev.0]),
+                copies: Box::new([*dva]),
             })?;
         let mut data = report.data;
         data.truncate(len as usize);
@@ -521,7 +521,7 @@ impl Pipeline {
             dva: bp.copies().next().map_or_else(|| "-".into(), dva_name),
             birth: bp.birth,
             why: last_error,
-            vdevs: copy_vdevs(bp),
+            copies: bp.copies().copied().collect(),
         })
     }
 
@@ -562,7 +562,7 @@ impl Pipeline {
                     dva: dva_name(dva),
                     birth: bp.birth,
                     why: e.to_string(),
-                    vdevs: Box::new([dva.vdev.0]),
+                    copies: Box::new([*dva]),
                 })
             });
             match scrubbed {
@@ -584,7 +584,7 @@ impl Pipeline {
                 dva: bp.copies().next().map_or_else(|| "-".into(), dva_name),
                 birth: bp.birth,
                 why,
-                vdevs: copy_vdevs(bp),
+                copies: bp.copies().copied().collect(),
             });
         };
         if !outcome.copy_errors.is_empty() {
@@ -642,10 +642,6 @@ pub struct ScrubOutcome {
 }
 
 /// The top-level vdev of each copy of `bp`.
-fn copy_vdevs(bp: &BlockPtr) -> Box<[u32]> {
-    bp.copies().map(|dva| dva.vdev.0).collect()
-}
-
 /// `vdev:offset:asize` in hex, as zdb prints DVAs.
 #[must_use]
 pub fn dva_name(dva: &Dva) -> String {

@@ -2,7 +2,7 @@
 //! implements it for a real pool; tests of higher layers may implement it in memory.
 
 use tarn_base::Txg;
-use tarn_format::{BlockPtr, BlockType, ChecksumKind, CompressSetting, FormatError};
+use tarn_format::{BlockPtr, BlockType, ChecksumKind, CompressSetting, Dva, FormatError};
 
 /// How to write one block.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,10 +72,10 @@ pub enum ZioError {
         birth: Txg,
         /// What failed last.
         why: String,
-        /// Top-level vdevs the read tried (one per copy); empty when the block is bad in
-        /// itself whatever the devices (e.g. born after the txg read), so that callers can
-        /// tell a block lost to missing devices from damage.
-        vdevs: Box<[u32]>,
+        /// The copies the read tried (every DVA of the block); empty when the block is bad
+        /// in itself whatever the devices (e.g. born after the txg read), so that callers
+        /// can tell a block lost to missing devices or damage from one that never was.
+        copies: Box<[Dva]>,
     },
     /// No top-level vdev has room for the block.
     #[error("out of space allocating {size} bytes")]
@@ -150,12 +150,8 @@ pub trait Allocator {
     /// Allocates `copies` DVAs for a block whose padded physical size is `psize`, each on a
     /// different top-level vdev when the pool has enough of them, preferring `class` and
     /// falling back to the normal class. Returns at least one DVA.
-    fn allocate(
-        &mut self,
-        psize: u64,
-        copies: u8,
-        class: AllocClass,
-    ) -> Result<Vec<tarn_format::Dva>, ZioError>;
+    fn allocate(&mut self, psize: u64, copies: u8, class: AllocClass)
+    -> Result<Vec<Dva>, ZioError>;
     /// Gives back one DVA of a block born in `birth` (freed in the current txg).
-    fn free(&mut self, dva: &tarn_format::Dva, birth: Txg);
+    fn free(&mut self, dva: &Dva, birth: Txg);
 }

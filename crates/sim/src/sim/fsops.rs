@@ -203,6 +203,7 @@ impl Sim {
             }
             (_, Err(e)) if !self.within() && lost(e) => {
                 self.trace.line(format!("{what}: error: {e}"));
+                self.check_loss(&what, e)?;
                 self.counts.errors_reported += 1;
                 self.hold_in_flight();
                 self.crash_and_import("fs error")
@@ -527,6 +528,7 @@ impl Sim {
             },
             Err(e) if self.within() => Err(format!("{what}: failed within budget: {e}")),
             Err(e) => {
+                self.check_loss(&what, &e)?;
                 self.counts.errors_reported += 1;
                 self.trace.line(format!("{what}: loss reported: {e}"));
                 Ok(Flow::Continue)
@@ -557,13 +559,14 @@ impl Sim {
                     if let Some(wrong) = walked.mismatch {
                         return Err(format!("after {when}: {}: {wrong}", full_name(&name)));
                     }
-                    if walked.errors > 0 {
-                        self.counts.errors_reported += walked.errors;
-                        self.trace.line(format!(
-                            "check {}: {} losses reported",
-                            full_name(&name),
-                            walked.errors
-                        ));
+                    let (what, count) =
+                        (format!("check {}", full_name(&name)), walked.errors.len());
+                    for error in walked.errors {
+                        self.check_loss(&what, &EngineError::Posix(error))?;
+                    }
+                    if count > 0 {
+                        self.counts.errors_reported += count as u64;
+                        self.trace.line(format!("{what}: {count} losses reported"));
                     }
                 }
                 Err(e) if self.within() => {
@@ -573,6 +576,7 @@ impl Sim {
                     ));
                 }
                 Err(e) => {
+                    self.check_loss(&format!("check {}", full_name(&name)), &e)?;
                     self.counts.errors_reported += 1;
                     self.trace
                         .line(format!("check {}: loss reported: {e}", full_name(&name)));
@@ -601,7 +605,7 @@ fn first_difference(expected: &[u8], actual: &[u8]) -> Option<usize> {
 #[derive(Debug, Default)]
 struct Walked {
     mismatch: Option<String>,
-    errors: u64,
+    errors: Vec<PosixError>,
 }
 
 /// A walk of one filesystem: which inode each model node turned out to be (hard links share
@@ -611,7 +615,7 @@ struct Walker<'m> {
     inos: BTreeMap<NodeId, Ino>,
     nodes: BTreeMap<Ino, NodeId>,
     tolerant: bool,
-    errors: u64,
+    errors: Vec<PosixError>,
 }
 
 type Found = Result<Option<String>, PosixError>;
@@ -622,7 +626,7 @@ fn walk(fs: &mut Fs<'_>, model: &FsModel, tolerant: bool) -> Result<Walked, Posi
         inos: BTreeMap::new(),
         nodes: BTreeMap::new(),
         tolerant,
-        errors: 0,
+        errors: Vec::new(),
     };
     let root = fs.root()?;
     let mut stack = vec![(String::new(), root, root)];
@@ -654,8 +658,8 @@ impl Walker<'_> {
     /// Beyond budget an error is counted and the walk goes on.
     fn soft(&mut self, found: Found) -> Found {
         match found {
-            Err(_) if self.tolerant => {
-                self.errors += 1;
+            Err(e) if self.tolerant => {
+                self.errors.push(e);
                 Ok(None)
             }
             other => other,

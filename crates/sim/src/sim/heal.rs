@@ -96,6 +96,7 @@ impl Sim {
         match self.engine.offline(POOL, &path, temporary, "pool offline") {
             Ok(()) => {
                 self.offlined.push(index);
+                self.ever_missing.insert(index);
                 self.follow_verb(&what)
             }
             // Its vdev cannot spare it now (another leaf is out), or it stands in a

@@ -70,6 +70,7 @@ impl Sim {
         }
         for &index in &leaves {
             self.devices[index].set_gone(true);
+            self.ever_missing.insert(index);
         }
         self.trace.line(format!(
             "outage: devices {leaves:?} go away (failmode=wait)"
