@@ -31,6 +31,9 @@ pub struct ChildShare {
     pub leaves: Vec<String>,
     /// Device bytes, labels counted.
     pub range: Range<u64>,
+    /// No member serves reads now (faulted, offline, removed), or one is being resilvered:
+    /// the range may lack writes of its time away.
+    pub impaired: bool,
 }
 
 /// Where one copy (DVA) of a block lies, and how many of its children the vdev survives.
@@ -73,9 +76,13 @@ impl Engine {
             tolerated: top.layout().tolerated(children.len()),
             children: placement
                 .into_iter()
-                .map(|(child, range)| ChildShare {
-                    leaves: children[child].members().iter().map(|l| l.path()).collect(),
-                    range,
+                .map(|(child, range)| {
+                    let child = &children[child];
+                    ChildShare {
+                        leaves: child.members().iter().map(|l| l.path()).collect(),
+                        range,
+                        impaired: !child.is_readable() || child.needs_resilver(),
+                    }
                 })
                 .collect(),
         })

@@ -224,15 +224,17 @@ impl Engine {
         let handle = self.pool(pool_of(dataset))?;
         let mut inner = handle.lock();
         let clones = self.rollback_check(&inner, full, recursive || dependents, dependents)?;
-        crate::clone_ops::destroy_set(&mut inner, &clones, false)?;
         let id = inner.datasets.lookup(dataset)?;
         let (index, _) = inner.datasets.node(id).snapshot(snap).expect("checked");
+        // The reads first: beyond parity one may fail, and then nothing has changed yet.
+        let reads = rollback_reads(&inner, id, index)?;
+        crate::clone_ops::destroy_set(&mut inner, &clones, false)?;
         let later = inner.datasets.node(id).snapshots.len() - 1 - index;
         for _ in 0..later {
             let last = inner.datasets.node(id).snapshots.len() - 1;
             destroy_one_snapshot(&mut inner, id, last)?;
         }
-        rollback_head(&mut inner, id)?;
+        rollback_apply(&mut inner, id, reads)?;
         self.commit_admin(&mut inner, command)?;
         Ok(())
     }
@@ -620,6 +622,46 @@ fn reclaim_estimate(
 /// by the next sync, the head's dead list is emptied (the head holds those blocks again) and
 /// the object set is reopened at the snapshot's root, dropping uncommitted changes.
 pub(crate) fn rollback_head(inner: &mut Imported, id: DatasetId) -> Result<(), EngineError> {
+    let latest = inner.datasets.node(id).snapshots.len() - 1;
+    let reads = rollback_reads(inner, id, latest)?;
+    rollback_apply(inner, id, reads)
+}
+
+/// What rolling `id` back to its snapshot `index` reads from the devices, read before the
+/// rollback (or the destroy of the later snapshots) changes anything: the head's blocks born
+/// after the snapshot (they are the head's alone once the later snapshots are gone) and the
+/// snapshot's object set.
+pub(crate) struct RollbackReads {
+    born_after: Vec<BlockPtr>,
+    objset: ObjectSet,
+}
+
+pub(crate) fn rollback_reads(
+    inner: &Imported,
+    id: DatasetId,
+    index: usize,
+) -> Result<RollbackReads, EngineError> {
+    let reader = inner.pool.reader();
+    let node = inner.datasets.node(id);
+    let target = &node.snapshots[index];
+    let mut born_after = Vec::new();
+    // Only what the head wrote since the snapshot: subtrees born before it are skipped.
+    tarn_objects::visit_object_set_born_after(
+        &reader,
+        &node.objset.root(),
+        Some(target.header.txg),
+        &mut |bp: &BlockPtr, _| born_after.push(*bp),
+    )?;
+    let objset = ObjectSet::open(&reader, &target.header.objset)?;
+    Ok(RollbackReads { born_after, objset })
+}
+
+/// The rollback itself, once the snapshot read is the latest (see [`rollback_reads`]).
+fn rollback_apply(
+    inner: &mut Imported,
+    id: DatasetId,
+    reads: RollbackReads,
+) -> Result<(), EngineError> {
     let Imported {
         pool,
         mos,
@@ -628,30 +670,20 @@ pub(crate) fn rollback_head(inner: &mut Imported, id: DatasetId) -> Result<(), E
         ..
     } = inner;
     let reader = pool.reader();
-    let node = datasets.node(id);
+    let node = datasets.node_mut(id);
     let latest = node
         .snapshots
         .last()
         .expect("checked: a snapshot exists")
         .clone();
-    let mut born_after = Vec::new();
-    // Only what the head wrote since the snapshot: subtrees born before it are skipped.
-    let after = Some(latest.header.txg);
-    tarn_objects::visit_object_set_born_after(
-        &reader,
-        &node.objset.root(),
-        after,
-        &mut |bp: &BlockPtr, _| born_after.push(*bp),
-    )?;
-    let node = datasets.node_mut(id);
     let floor = node.floor();
     snapshot::rollback(mos.objset(), &reader, &mut node.header, &latest, floor)?;
     // The head's dead list went: what a clone let go of of its origin is counted again.
     node.load_origin(mos.objset(), &reader)?;
-    node.objset = ObjectSet::open(&reader, &latest.header.objset)?;
+    node.objset = reads.objset;
     node.pending = tarn_posix::Pending::default();
     node.header_dirty = true;
-    destroyed.extend(born_after);
+    destroyed.extend(reads.born_after);
     datasets.apply_objset_config(id)?;
     Ok(())
 }

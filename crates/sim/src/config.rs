@@ -225,6 +225,8 @@ fn faulty_plan(rng: &mut SeededRng, seed: u64, beyond: bool) -> FaultPlan {
 
 /// Mixed into the seed for the dRAID geometry's generator (`--draid`).
 const DRAID_SALT: u64 = 0x64_7261_6964;
+/// Mixed in (with [`DRAID_SALT`]) for whether a seed without `--draid` takes one anyway.
+const DRAID_DEFAULT_SALT: u64 = 0x6465_6661_756c_74;
 
 /// dRAID geometries `--draid` picks from: (parity, data, spares, children), small enough for
 /// the simulator's devices (each holds at least one slice at every ashift it draws).
@@ -243,15 +245,20 @@ impl Config {
     /// The configuration of `seed`; `budget` overrides the seed's own choice.
     #[must_use]
     pub fn from_seed(seed: u64, budget: Option<Budget>) -> Config {
-        Config::from_seed_with(seed, budget, false)
+        Config::from_seed_choosing(seed, budget, None)
     }
 
-    /// [`Config::from_seed`] with a small dRAID as the first top-level vdev (`--draid`):
-    /// its geometry comes from a generator of its own ([`DRAID_CHOICES`]); the seed's other
-    /// choices are drawn as before (the device plans follow the larger device count).
+    /// [`Config::from_seed`] with the dRAID choice overridden: `Some(true)` as `--draid`,
+    /// `Some(false)` never (`--no-draid`, to replay seeds from before the seeds chose it).
+    /// Left to the seed, one seed in eight makes its first top-level vdev a dRAID, decided
+    /// by a generator of its own so that every other choice of a seed stays what it was; its
+    /// geometry comes from another ([`DRAID_CHOICES`]), and the device plans follow the
+    /// larger device count.
     #[must_use]
-    pub fn from_seed_draid(seed: u64, budget: Option<Budget>) -> Config {
-        Config::from_seed_with(seed, budget, true)
+    pub fn from_seed_choosing(seed: u64, budget: Option<Budget>, draid: Option<bool>) -> Config {
+        let draid = draid
+            .unwrap_or_else(|| SeededRng::new(seed ^ DRAID_SALT ^ DRAID_DEFAULT_SALT).chance(1, 8));
+        Config::from_seed_with(seed, budget, draid)
     }
 
     fn from_seed_with(seed: u64, budget: Option<Budget>, draid: bool) -> Config {

@@ -13,6 +13,7 @@
 //!  seed ─► Config (config.rs)                         ─► SeededRng for the workload (sim.rs)
 //!          topology: 1-3 top-level vdevs, each disk,      create / write / overwrite / punch
 //!            mirror 2-3 or raidz1-3 of p+1..p+5 leaves    read / sync / export+import
+//!            (the first a small dRAID: 1 in 8, --draid)
 //!            ashift 9-13, 0-2 spares, 64-128 MiB leaves   crash at any device operation
 //!          budget: within (default 5 in 6) or beyond      rename devices + import
 //!          faulty leaves per vdev, each FaultPlan         rot at rest / vanish and return
@@ -150,8 +151,9 @@ pub struct Options {
     pub outages: bool,
     /// Take, destroy and roll back to snapshots among the writes (`--snapshots`).
     pub snapshots: bool,
-    /// The first top-level vdev is a small dRAID (`--draid`, `Config::from_seed_draid`).
-    pub draid: bool,
+    /// Whether the first top-level vdev is a small dRAID: `Some(true)` always (`--draid`),
+    /// `Some(false)` never (`--no-draid`), `None` as the seed decides (one in eight).
+    pub draid: Option<bool>,
     /// Write several times what the pool holds (`--fill`, `Config::force_fill`).
     pub fill: bool,
 }
@@ -286,11 +288,7 @@ fn drive(sim: &mut Sim, steps: u64) -> Result<Option<String>, String> {
 
 /// Runs one seed. `Err` is a broken invariant (device images already written).
 pub fn run(options: &Options) -> Result<Summary, Failure> {
-    let mut config = if options.draid {
-        Config::from_seed_draid(options.seed, options.budget)
-    } else {
-        Config::from_seed(options.seed, options.budget)
-    };
+    let mut config = Config::from_seed_choosing(options.seed, options.budget, options.draid);
     if options.outages {
         config.force_outages();
     }

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! tarn-sim [--seed N] [--steps N] [--budget within|beyond] [--images DIR] [--quiet]
-//!          [--verbose] [--outages] [--snapshots] [--fill] [--draid]
+//!          [--verbose] [--outages] [--snapshots] [--fill] [--draid | --no-draid]
 //! ```
 //! Exit status: 0 when every invariant held, 1 on a broken invariant (seed, step and
 //! invariant printed, device images written), 2 on a usage error.
@@ -14,7 +14,7 @@ use tarn_sim::{Budget, Options, STEPS_DEFAULT};
 
 const USAGE: &str = "usage: tarn-sim [--seed N] [--steps N] [--budget within|beyond] \
                      [--images DIR] [--quiet] [--verbose] [--outages] \
-                     [--snapshots] [--fill] [--draid]";
+                     [--snapshots] [--fill] [--draid | --no-draid]";
 
 struct Args {
     options: Options,
@@ -39,7 +39,7 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
         outages: false,
         snapshots: false,
         fill: false,
-        draid: false,
+        draid: None,
     };
     let mut quiet = false;
     while let Some(arg) = args.next() {
@@ -62,7 +62,8 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
             "--outages" => options.outages = true,
             "--fill" => options.fill = true,
             "--snapshots" => options.snapshots = true,
-            "--draid" => options.draid = true,
+            "--draid" => options.draid = Some(true),
+            "--no-draid" => options.draid = Some(false),
             "-h" | "--help" => return Err(USAGE.into()),
             other => return Err(format!("unknown argument '{other}'")),
         }

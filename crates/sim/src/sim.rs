@@ -959,6 +959,7 @@ impl Sim {
         let Some(listed) = imported else {
             return self.import_refused(why, "no uberblock could be imported");
         };
+        self.note_out_of_service();
         // A faulty device may fail the label read at import that worked for the listing, so
         // the import can open an older uberblock than the one asked for: use what it opened.
         let txg = check::imported_txg(&self.engine, POOL)

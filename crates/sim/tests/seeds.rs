@@ -74,7 +74,7 @@ fn options(seed: u64, steps: u64, budget: Option<Budget>) -> Options {
         outages: false,
         snapshots: false,
         fill: false,
-        draid: false,
+        draid: None,
     }
 }
 
@@ -256,6 +256,14 @@ fn snapshots_stay_frozen_and_space_closes_on_fixed_seeds() {
         again.trace_hash, hashes[3],
         "a snapshot seed replays exactly"
     );
+    // Regression: a `rollback -r` whose read of the head failed beyond parity had destroyed
+    // the later snapshots already, and the next txg committed that.
+    let regression = Options {
+        budget: Some(Budget::Beyond),
+        draid: Some(false),
+        ..snapshots(5008)
+    };
+    tarn_sim::run(&regression).unwrap_or_else(|f| panic!("{f}"));
 }
 
 /// Seeds run with a small dRAID as their first vdev (`--draid`), both budgets (2 and 38 run
@@ -270,7 +278,7 @@ fn draid_pools_lose_nothing_on_fixed_seeds() {
     // sequentially, then scrubbed) keep every acknowledged byte. Method: fixed seeds with
     // `--draid`; spares must have stepped in on some of them.
     let draid = |seed| Options {
-        draid: true,
+        draid: Some(true),
         ..options(seed, STEPS_CI, None)
     };
     let mut spares = 0;

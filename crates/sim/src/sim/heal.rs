@@ -242,6 +242,7 @@ impl Sim {
     /// What the daemon's fault thread does: fault erroring leaves, spare the missing ones.
     fn activate_spares(&mut self) -> Step {
         let started = self.engine.fault_check();
+        self.note_out_of_service();
         self.counts.spares += started.len() as u64;
         self.trace
             .line(format!("fault check: resilver started in {started:?}"));

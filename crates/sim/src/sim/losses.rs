@@ -8,8 +8,9 @@
 //! on its leaves ([`Engine::block_placement`]); the devices remember every range a fault
 //! touched ([`SimDevice::scarred`]). A device that was ever gone, offline, a hot spare or a
 //! fresh replacement may miss any write of its time away or before its resilver, so all of
-//! it counts as damaged: the check is weaker there, never wrong. A leaf path the run does
-//! not know (a dRAID distributed spare) counts as damaged too.
+//! it counts as damaged: the check is weaker there, never wrong. So does a child the engine
+//! itself has out of service (a leaf the fault check faulted) or is resilvering, and a leaf
+//! path the run does not know (a dRAID distributed spare).
 //!
 //! [`Engine::block_placement`]: tarn_engine::Engine::block_placement
 //! [`SimDevice::scarred`]: tarn_device::SimDevice::scarred
@@ -17,7 +18,7 @@
 use std::ops::Range;
 
 use tarn_device::Device;
-use tarn_engine::EngineError;
+use tarn_engine::{EngineError, VdevNode};
 
 use super::{POOL, Sim};
 
@@ -36,7 +37,9 @@ impl Sim {
             let damaged = placement
                 .children
                 .iter()
-                .filter(|share| share.leaves.iter().any(|p| self.damaged(p, &share.range)))
+                .filter(|share| {
+                    share.impaired || share.leaves.iter().any(|p| self.damaged(p, &share.range))
+                })
                 .count();
             if damaged <= placement.tolerated {
                 return Err(format!(
@@ -54,6 +57,24 @@ impl Sim {
         Ok(())
     }
 
+    /// Adds the leaves the engine has out of service (the fault check faulted them) to
+    /// the devices that may miss writes: they stay so after a later `clear` or import.
+    pub(super) fn note_out_of_service(&mut self) {
+        let Ok(status) = self.engine.status(POOL) else {
+            return;
+        };
+        let mut stack: Vec<&VdevNode> = vec![&status.config];
+        while let Some(node) = stack.pop() {
+            stack.extend(&node.children);
+            let out = ["FAULTED", "OFFLINE", "REMOVED", "UNAVAIL"].contains(&node.state.as_str());
+            if let Some(index) = self.devices.iter().position(|d| d.path() == node.name)
+                && out
+            {
+                self.ever_missing.insert(index);
+            }
+        }
+    }
+
     /// Whether a fault may have destroyed `range` of the leaf at `path`.
     fn damaged(&self, path: &str, range: &Range<u64>) -> bool {
         let Some(index) = self.devices.iter().position(|d| d.path() == path) else {
@@ -69,7 +90,7 @@ impl Sim {
 #[cfg(test)]
 mod tests {
     use tarn_base::{ObjectId, Txg, VdevId};
-    use tarn_engine::EngineError;
+    use tarn_engine::{EngineError, VdevNode};
     use tarn_format::Dva;
     use tarn_objects::ObjectError;
     use tarn_zio::ZioError;
