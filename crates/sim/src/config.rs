@@ -226,7 +226,7 @@ fn faulty_plan(rng: &mut SeededRng, seed: u64, beyond: bool) -> FaultPlan {
 /// Mixed into the seed for the dRAID geometry's generator (`--draid`).
 const DRAID_SALT: u64 = 0x64_7261_6964;
 /// Mixed in (with [`DRAID_SALT`]) for whether a seed without `--draid` takes one anyway.
-const DRAID_DEFAULT_SALT: u64 = 0x6465_6661_756c_74;
+const DRAID_DEFAULT_SALT: u64 = 0x0064_6566_6175_6c74;
 
 /// dRAID geometries `--draid` picks from: (parity, data, spares, children), small enough for
 /// the simulator's devices (each holds at least one slice at every ashift it draws).
