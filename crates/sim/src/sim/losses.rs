@@ -90,7 +90,7 @@ impl Sim {
 #[cfg(test)]
 mod tests {
     use tarn_base::{ObjectId, Txg, VdevId};
-    use tarn_engine::{EngineError, VdevNode};
+    use tarn_engine::EngineError;
     use tarn_format::Dva;
     use tarn_objects::ObjectError;
     use tarn_zio::ZioError;
