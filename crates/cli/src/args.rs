@@ -147,8 +147,9 @@ pub(crate) enum Command {
         /// `C`/`B` devices).
         #[arg(short = 'F')]
         types: bool,
-        /// Scripted output (fields are tab-separated either way, and paths escaped as ZFS
-        /// escapes them: non-printable bytes, space and `\` as `\0ooo`).
+        /// Scripted output: a rename's two paths separated by a tab instead of ` -> `
+        /// (fields are tab-separated either way, and paths escaped as ZFS escapes them:
+        /// non-printable bytes, space and `\` as `\0ooo`).
         #[arg(short = 'H')]
         scripted: bool,
         /// Show each change's time (`SECONDS.NANOSECONDS`) first.

@@ -342,14 +342,18 @@ fn plan_clone_verbs(command: Command) -> Plan {
         ),
         Command::Diff {
             types,
-            scripted: _,
+            scripted,
             times,
             snapshot,
             other,
         } => Plan {
             verb: "diff",
             object: Some(snapshot.clone()),
-            view: View::Diff { types, times },
+            view: View::Diff {
+                types,
+                scripted,
+                times,
+            },
             request: Request::Diff {
                 from: snapshot,
                 to: other,
@@ -632,14 +636,23 @@ pub(crate) fn show(view: &View, payload: &ReplyPayload) -> Option<String> {
         (View::Holds { scripted, parsable }, ReplyPayload::Holds(rows)) => {
             holds(rows, *scripted, *parsable)
         }
-        (View::Diff { types, times }, ReplyPayload::Diff(rows)) => diff(rows, *types, *times),
+        (
+            View::Diff {
+                types,
+                scripted,
+                times,
+            },
+            ReplyPayload::Diff(rows),
+        ) => diff(rows, *types, *scripted, *times),
         (View::Silent, ReplyPayload::Mounts(_)) => String::new(),
         _ => return None,
     })
 }
 
-/// `tarn diff`: `[TIME\t]CHANGE\t[TYPE\t]PATH[ -> NEW PATH]`, a line per change.
-fn diff(rows: &[tarn_proto::DiffRow], types: bool, times: bool) -> String {
+/// `tarn diff`: `[TIME\t]CHANGE\t[TYPE\t]PATH[ -> NEW PATH][\t(+N)]`, a line per change, as
+/// ZFS prints it: `-H` separates a rename's paths by a tab, and a file whose link count
+/// moved ends with the change (`(+1)`, `(-2)`).
+fn diff(rows: &[tarn_proto::DiffRow], types: bool, scripted: bool, times: bool) -> String {
     let mut out = String::new();
     for row in rows {
         if times {
@@ -654,8 +667,11 @@ fn diff(rows: &[tarn_proto::DiffRow], types: bool, times: bool) -> String {
         }
         out.push_str(&row.path);
         if let Some(new) = &row.new_path {
-            out.push_str(" -> ");
+            out.push_str(if scripted { "\t" } else { " -> " });
             out.push_str(new);
+        }
+        if row.links != 0 {
+            out.push_str(&format!("\t({:+})", row.links));
         }
         out.push('\n');
     }

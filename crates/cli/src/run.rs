@@ -94,6 +94,7 @@ pub(crate) enum View {
     /// `tarn diff`.
     Diff {
         types: bool,
+        scripted: bool,
         times: bool,
     },
     /// `tarn nbd`.

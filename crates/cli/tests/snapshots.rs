@@ -368,7 +368,8 @@ fn devices_bytes(rig: &Rig) -> Vec<Vec<u8>> {
 
 // DESCRIPTION: `tarn diff` through a mounted filesystem. Files added, removed, renamed,
 // written and chmod-ed after a snapshot come out as `+`, `-`, `R`, `M` lines with full paths
-// under the mountpoint (`-F`: a type column; `-t`: the change time first); a file only read
+// under the mountpoint (`-F`: a type column; `-t`: the change time first; a new hard link
+// `(+1)` after the file; `-H`: a rename's paths parted by a tab); a file only read
 // is not reported; between two snapshots the later one's changes are left out; bad
 // arguments are refused with one line.
 // STRATEGY: std::fs against the mountpoint under the rig's altroot; skipped without
@@ -401,14 +402,27 @@ fn diff_names_every_change_by_path() {
     std::fs::set_permissions(tank.join("mode"), mode).unwrap();
     rig.ok("snapshot tank@two");
     std::fs::write(tank.join("later"), b"after two").unwrap();
+    std::fs::hard_link(tank.join("added"), tank.join("dir/twin")).unwrap();
+    std::fs::rename(tank.join("new"), tank.join("renamed")).unwrap();
     let lines = rig.ok("diff -F tank@one tank@two");
     assert_eq!(
         lines,
         "M\t/\t/tank/\n+\tF\t/tank/added\nM\tF\t/tank/dir/edit\n-\tF\t/tank/gone\n\
          M\tF\t/tank/mode\nR\tF\t/tank/old -> /tank/new\n"
     );
+    // ZFS's forms: a file that gained a link ends with `(+1)`; `-H` parts a rename's paths
+    // with a tab instead of an arrow.
     let now = rig.ok("diff tank@two");
-    assert_eq!(now, "M\t/tank/\n+\t/tank/later\n");
+    assert_eq!(
+        now,
+        "M\t/tank/\nM\t/tank/added\t(+1)\nM\t/tank/dir\n+\t/tank/later\n\
+         R\t/tank/new -> /tank/renamed\n"
+    );
+    let scripted = rig.ok("diff -H tank@two");
+    assert!(
+        scripted.contains("R\t/tank/new\t/tank/renamed\n") && !scripted.contains(" -> "),
+        "{scripted}"
+    );
     let timed = rig.ok("diff -t -H tank@two tank");
     let first = timed.lines().next().unwrap();
     let (time, rest) = first.split_once('\t').unwrap();

@@ -1264,6 +1264,7 @@ impl EngineBackend {
                         path: l.path,
                         new_path: l.new_path,
                         ctime: format!("{}.{:09}", l.ctime.0, l.ctime.1),
+                        links: l.links,
                     })
                     .collect();
                 ok(ReplyPayload::Diff(rows))

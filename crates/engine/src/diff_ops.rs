@@ -26,6 +26,8 @@ pub struct DiffLine {
     pub new_path: Option<String>,
     /// Change time: seconds and nanoseconds.
     pub ctime: (i64, u32),
+    /// How a file's link count moved (`(+1)` in ZFS's output); 0 otherwise.
+    pub links: i64,
 }
 
 impl Engine {
@@ -92,6 +94,7 @@ impl Engine {
                 path: full(&c.path),
                 new_path: c.new_path.as_deref().map(full),
                 ctime: (c.ctime.secs, c.ctime.nsecs),
+                links: c.links,
             })
             .collect())
     }

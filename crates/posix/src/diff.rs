@@ -53,6 +53,9 @@ pub struct Change {
     pub new_path: Option<Vec<u8>>,
     /// Its change time (the older one for a removal).
     pub ctime: Timespec,
+    /// How its link count moved (a file, not a directory, modified or renamed): ZFS's
+    /// `(+1)` after the path.
+    pub links: i64,
 }
 
 /// Most dnode-block changes gathered per walk.
@@ -150,6 +153,7 @@ fn compare(
         path,
         new_path,
         ctime: inode.ctime,
+        links: 0,
     };
     let same = matches!((&old, &new), (Some(o), Some(n)) if o.generation == n.generation);
     if let Some(o) = old.as_ref().filter(|_| !same)
@@ -188,12 +192,27 @@ fn compare(
         atime: o.atime,
         ..n.clone()
     } != o;
-    if before != after {
-        out.push(line(ChangeKind::Renamed, &n, before, Some(after)));
+    let change = if before != after {
+        line(ChangeKind::Renamed, &n, before, Some(after))
     } else if touched {
-        out.push(line(ChangeKind::Modified, &n, after, None));
-    }
+        line(ChangeKind::Modified, &n, after, None)
+    } else {
+        return Ok(());
+    };
+    out.push(Change {
+        links: links_moved(&o, &n),
+        ..change
+    });
     Ok(())
+}
+
+/// How a file's link count moved (ZFS reports it for files, not directories, whose count
+/// follows their subdirectories).
+fn links_moved(old: &Inode, new: &Inode) -> i64 {
+    match new.kind {
+        FileKind::Directory => 0,
+        _ => i64::from(new.nlink) - i64::from(old.nlink),
+    }
 }
 
 #[cfg(test)]
@@ -268,6 +287,9 @@ mod tests {
                 .unwrap();
             fs.unlink(root, b"gone").unwrap();
             fs.mknod(root, b"new", file, 0o600, 0, ME).unwrap();
+            let same = fs.lookup(root, b"same").unwrap().ino;
+            let dir = fs.lookup(root, b"d").unwrap().ino;
+            fs.link(same, dir, b"hard").unwrap();
         }
         let now_root = os.sync(&mut store).unwrap();
         let mut then = ObjectSet::open(&store, &then_root).unwrap();
@@ -285,12 +307,17 @@ mod tests {
             vec![
                 (ChangeKind::Modified, String::new(), None),
                 (ChangeKind::Renamed, "b".into(), Some("c".into())),
+                (ChangeKind::Modified, "d".into(), None),
                 (ChangeKind::Modified, "d/a".into(), None),
                 (ChangeKind::Removed, "gone".into(), None),
                 (ChangeKind::Added, "new".into(), None),
+                (ChangeKind::Modified, "same".into(), None),
             ]
         );
-        assert_eq!(changes[2].file, FileKind::Regular);
+        // ZFS's `(+1)`: only the file that gained a link says so.
+        let links: Vec<i64> = changes.iter().map(|c| c.links).collect();
+        assert_eq!(links, vec![0, 0, 0, 0, 0, 0, 1]);
+        assert_eq!(changes[3].file, FileKind::Regular);
         assert_eq!(changes[0].file, FileKind::Directory);
     }
 }

@@ -373,6 +373,9 @@ pub struct DiffRow {
     pub new_path: Option<String>,
     /// The change time as `SECONDS.NANOSECONDS`.
     pub ctime: String,
+    /// How a file's link count moved (`(+1)`); 0 otherwise.
+    #[serde(default)]
+    pub links: i64,
 }
 
 /// One hold of a snapshot (`tarn holds`).
