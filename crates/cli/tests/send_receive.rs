@@ -510,6 +510,17 @@ fn refusals_before_any_record_leave_every_device_byte_identical() {
     assert!(err.contains("no such pool"), "{err}");
     let err = refused_with_stream(&rig, "receive pb/dst", b"not a stream at all, just text");
     assert!(err.contains("invalid stream"), "{err}");
+    // The count limits bind a receive as they bind `create` and `snapshot`.
+    rig.ok("set filesystem_limit=1 pb");
+    let err = refused_with_stream(&rig, "receive pb/other", &full);
+    assert!(err.contains("filesystem limit exceeded"), "{err}");
+    rig.ok("set filesystem_limit=none snapshot_limit=1 pb");
+    let err = refused_with_stream(
+        &rig,
+        "receive pb/dst",
+        &stream(&rig, "send -i @one pa/src@two"),
+    );
+    assert!(err.contains("snapshot limit exceeded"), "{err}");
 }
 
 // DESCRIPTION: bookmarks. `bookmark pa/src@one pa/src#one` keeps what an incremental send

@@ -3,8 +3,10 @@
 //! take the subtree's count past it. The counts (`snapshot_count`, `filesystem_count`) are
 //! computed from the tree in memory, never stored, so they cannot drift; a limit set below
 //! the current count refuses only what would add more, as in ZFS. Unlike ZFS, the limit
-//! binds every caller (tarn has no delegated administration whose holders would be exempt).
-//! A receive's hidden dataset is not counted; `receive` itself is not limited here.
+//! binds every caller (tarn has no delegated administration whose holders would be exempt;
+//! ZFS exempts whoever may change the limit, root in the global zone included). A receive
+//! counts as the dataset and the snapshot it brings (checked when its stream begins); its
+//! hidden dataset meanwhile is not counted.
 
 use crate::dataset_ops::invalid;
 use crate::datasets::{Tree, is_hidden};

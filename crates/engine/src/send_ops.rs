@@ -614,6 +614,9 @@ impl Engine {
                 .datasets
                 .by_name(parent_name)
                 .ok_or_else(|| invalid(format!("parent of '{target}' does not exist")))?;
+            // A new dataset with its snapshot, under the limits as `create` and `snapshot`.
+            crate::limits::check_filesystems(&inner.datasets, parent, 1)?;
+            crate::limits::check_snapshots(&inner.datasets, &[parent])?;
             let id = self.create_hidden(inner, parent, target)?;
             return Ok(Destination::New {
                 id,
@@ -624,6 +627,7 @@ impl Engine {
         let id =
             existing.ok_or_else(|| invalid(format!("destination '{target}' does not exist")))?;
         check_incremental(inner, id, spec.force, begin, target)?;
+        crate::limits::check_snapshots(&inner.datasets, &[id])?;
         Ok(Destination::Head { id })
     }
 
