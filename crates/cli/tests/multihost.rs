@@ -72,16 +72,22 @@ fn wait_for_unlock(pid_file: &Path) {
 // (even with -f) while 0xa's daemon runs; when that daemon dies, 0xb imports it without -f
 // after watching the heartbeat stand still.
 // STRATEGY: two daemons on the same files; the refusal is one `cannot import` line naming
-// the owner; after SIGKILL of the owner, the import succeeds and status shows the pool.
+// the owner; after SIGKILL of the owner, the import succeeds and status shows the pool. On a
+// mirror and on a dRAID (whose heartbeat labels are on every child as on any vdev).
 #[test]
 fn a_second_host_is_refused_while_the_owner_lives_and_imports_after_it_died() {
+    second_host_refused_then_imports("mirror", 2);
+    second_host_refused_then_imports("draid1:2d:1s:5c", 5);
+}
+
+fn second_host_refused_then_imports(layout: &str, count: usize) {
     let rig = Rig::new();
-    let devices = rig.devices("d", "disk", 2);
+    let devices = rig.devices("d", "disk", count);
     let dir = rig.dir_of("d");
     let owner = Host::new(&rig, "run-a", "0xa");
     let other = Host::new(&rig, "run-b", "0xb");
     owner.ok(&format!(
-        "pool create -o multihost=on -m none tank mirror {}",
+        "pool create -o multihost=on -m none tank {layout} {}",
         join(&devices)
     ));
     assert!(
