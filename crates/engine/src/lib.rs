@@ -882,7 +882,12 @@ impl Engine {
         let mut inner = handle.lock();
         let errors = scrub::error_names(&mut inner, &handle.name)?;
         let mut status = status::pool_status(&handle.name, &inner.pool, errors.len());
-        status.scan = scrub::scan_text(&inner.scan, self.clock.now_unix_secs());
+        let rebuilding = scrub::rebuilding_vdev(&inner);
+        status.scan = scrub::scan_text(
+            &inner.scan,
+            self.clock.now_unix_secs(),
+            rebuilding.as_deref(),
+        );
         status.errors = errors;
         self.slow_problem(&inner.pool, &mut status);
         Ok(status)

@@ -1029,8 +1029,11 @@ fn record_found(
 }
 
 /// `zpool status`'s scan line (lines separated by `\n`; the CLI indents the continuation).
-pub(crate) fn scan_text(scan: &Scan, now: u64) -> Option<String> {
+/// A sequential resilver names its top-level vdev, `rebuilding`, as ZFS does (`resilver
+/// (draid2:8d:90c:2s-0) in progress since ...`).
+pub(crate) fn scan_text(scan: &Scan, now: u64, rebuilding: Option<&str>) -> Option<String> {
     let p = scan.progress?;
+    let label = label(&p, rebuilding);
     let percent = if p.to_examine == 0 {
         0.0
     } else {
@@ -1057,7 +1060,7 @@ pub(crate) fn scan_text(scan: &Scan, now: u64) -> Option<String> {
             format!(
                 "{} in progress since {}\n{} scanned at {}/s, {} issued at {}/s, {} total\n\
                  {} {}, {percent:.2}% done, {to_go}",
-                label(&p),
+                label,
                 ctime(p.start_time),
                 format_size(p.examined),
                 format_size(scanned_rate),
@@ -1079,8 +1082,8 @@ pub(crate) fn scan_text(scan: &Scan, now: u64) -> Option<String> {
             format_size(p.repaired),
         ),
         ScanState::Finished if p.function == ScanFunction::Resilver => format!(
-            "resilvered{} {} in {} with {} errors on {}",
-            if p.sequential { " (sequential)" } else { "" },
+            "{} {} in {} with {} errors on {}",
+            label.replacen("resilver", "resilvered", 1),
             format_size(p.repaired),
             duration(p.end_time.saturating_sub(p.start_time)),
             p.errors,
@@ -1088,7 +1091,7 @@ pub(crate) fn scan_text(scan: &Scan, now: u64) -> Option<String> {
         ),
         ScanState::Finished => format!(
             "{} repaired {} in {} with {} errors on {}",
-            label(&p),
+            label,
             format_size(p.repaired),
             duration(p.end_time.saturating_sub(p.start_time)),
             p.errors,
@@ -1099,14 +1102,29 @@ pub(crate) fn scan_text(scan: &Scan, now: u64) -> Option<String> {
     Some(text)
 }
 
-/// The scan's name in status: `scrub`, `resilver`, and the sequential forms
-/// `resilver (sequential)` and `scrub (after a sequential resilver)`.
-fn label(p: &ScanProgress) -> &'static str {
+/// The name of the top-level vdev a sequential resilver copies (or last copied): where its
+/// cursor is, or else the first vdev with a member being resilvered.
+pub(crate) fn rebuilding_vdev(inner: &Imported) -> Option<String> {
+    let progress = inner.scan.progress.filter(|p| p.sequential)?;
+    let tops = inner.pool.tops();
+    let top = match progress.rebuilt {
+        Some((vdev, _)) => tops.get(vdev as usize)?,
+        None => tops.iter().find(|t| t.needs_resilver())?,
+    };
+    Some(top.layout().display_name(top.width(), top.id().0))
+}
+
+/// The scan's name in status: `scrub`, `resilver`, and the sequential forms `resilver
+/// (VDEV)` (`resilver (sequential)` while the vdev is unknown) and `scrub (after a sequential
+/// resilver)`.
+fn label(p: &ScanProgress, rebuilding: Option<&str>) -> String {
     match (p.function, p.sequential) {
-        (ScanFunction::Scrub, false) => "scrub",
-        (ScanFunction::Scrub, true) => "scrub (after a sequential resilver)",
-        (ScanFunction::Resilver, false) => "resilver",
-        (ScanFunction::Resilver, true) => "resilver (sequential)",
+        (ScanFunction::Scrub, false) => "scrub".into(),
+        (ScanFunction::Scrub, true) => "scrub (after a sequential resilver)".into(),
+        (ScanFunction::Resilver, false) => "resilver".into(),
+        (ScanFunction::Resilver, true) => {
+            format!("resilver ({})", rebuilding.unwrap_or("sequential"))
+        }
     }
 }
 
@@ -1277,24 +1295,24 @@ mod tests {
     #[test]
     fn scan_lines_in_zfs_layout() {
         assert_eq!(
-            scan_text(&scan(ScanState::Finished), 0).unwrap(),
+            scan_text(&scan(ScanState::Finished), 0, None).unwrap(),
             "scrub repaired 0B in 00:00:03 with 0 errors on Sun Nov 22 14:30:03 2026"
         );
         assert_eq!(
-            scan_text(&scan(ScanState::Canceled), 0).unwrap(),
+            scan_text(&scan(ScanState::Canceled), 0, None).unwrap(),
             "scrub canceled on Sun Nov 22 14:30:03 2026"
         );
         assert_eq!(
-            scan_text(&scan(ScanState::Paused), 0).unwrap(),
+            scan_text(&scan(ScanState::Paused), 0, None).unwrap(),
             "scrub paused since Sun Nov 22 14:30:01 2026\nscrub started on Sun Nov 22 14:30:00 \
              2026\n5G scanned, 1.10G issued, 5G total\n0B repaired, 22.00% done"
         );
         assert_eq!(
-            scan_text(&scan(ScanState::Scanning), 1_795_357_810).unwrap(),
+            scan_text(&scan(ScanState::Scanning), 1_795_357_810, None).unwrap(),
             "scrub in progress since Sun Nov 22 14:30:00 2026\n5G scanned at 512M/s, 1.10G \
              issued at 113M/s, 5G total\n0B repaired, 22.00% done, 00:00:35 to go"
         );
-        assert_eq!(scan_text(&Scan::default(), 0), None);
+        assert_eq!(scan_text(&Scan::default(), 0, None), None);
     }
 
     #[test]

@@ -68,7 +68,7 @@ fn sequential_replace_copies_the_allocated_ranges_then_verifies() {
         .unwrap();
     assert!(
         rig.scan_line()
-            .starts_with("resilver (sequential) in progress since "),
+            .starts_with("resilver (mirror-0) in progress since "),
         "{}",
         rig.scan_line()
     );
@@ -207,7 +207,7 @@ fn draid_distributed_spare_steps_in_and_rebuilds_sequentially() {
     );
     assert!(
         rig.scan_line()
-            .starts_with("resilver (sequential) in progress since "),
+            .starts_with("resilver (draid2:4d:11c:1s-0) in progress since "),
         "{}",
         rig.scan_line()
     );
