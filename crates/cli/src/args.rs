@@ -11,9 +11,21 @@ pub(crate) struct Cli {
     /// Run directory of the daemon (socket, pid file, cache file, log).
     #[arg(long, global = true, value_name = "DIR")]
     pub(crate) rundir: Option<PathBuf>,
-    /// Print the daemon's reply as JSON instead of a table.
+    /// Print the reply as JSON instead of a table (OpenZFS's schema; docs/JSON.md).
     #[arg(short = 'j', long = "json", global = true)]
     pub(crate) json: bool,
+    /// With -j: numbers as JSON integers instead of strings.
+    #[arg(long = "json-int", global = true)]
+    pub(crate) json_int: bool,
+    /// With -j (`pool status`): every vdev in one flat map, each naming its parent.
+    #[arg(long = "json-flat-vdevs", global = true)]
+    pub(crate) json_flat_vdevs: bool,
+    /// With -j (`pool status`, `list`, `get`): pools keyed by GUID instead of name.
+    #[arg(long = "json-pool-key-guid", global = true)]
+    pub(crate) json_pool_key_guid: bool,
+    /// The command as ZFS names it (`zpool status`, `zfs list`), filled by `command_name`.
+    #[arg(skip)]
+    pub(crate) command_name: String,
     #[command(subcommand)]
     pub(crate) command: Command,
 }
@@ -48,6 +60,34 @@ pub(crate) fn entry_point(mut argv: Vec<std::ffi::OsString>) -> EntryArgs {
         argv.insert(1.min(argv.len()), "pool".into());
     }
     EntryArgs { called, args: argv }
+}
+
+/// The command as ZFS names it, whichever entry point ran it (`zpool status` for `tarn pool
+/// status`, `zfs list` for `tarn list`); `tarn VERB` for verbs ZFS does not have.
+pub(crate) fn command_name(matches: &clap::ArgMatches) -> String {
+    match matches.subcommand() {
+        Some(("pool", pool)) => format!("zpool {}", pool.subcommand_name().unwrap_or("")),
+        Some((verb @ ("daemon" | "demo" | "memory" | "completions" | "man" | "nbd"), _)) => {
+            format!("tarn {verb}")
+        }
+        Some((verb, _)) => format!("zfs {verb}"),
+        None => "tarn".to_string(),
+    }
+}
+
+/// Parses the command line (exiting on a parse error, `parse_error`) and names the command.
+pub(crate) fn parse(argv: &EntryArgs) -> Cli {
+    use clap::{CommandFactory, FromArgMatches};
+    let parsed = Cli::command()
+        .try_get_matches_from(&argv.args)
+        .and_then(|matches| Ok((Cli::from_arg_matches(&matches)?, command_name(&matches))));
+    match parsed {
+        Ok((mut cli, name)) => {
+            cli.command_name = name;
+            cli
+        }
+        Err(error) => parse_error(argv, &error),
+    }
 }
 
 /// Prints a parse error and exits. Under `zpool` and `zfs` a verb tarn does not have is one
@@ -442,6 +482,10 @@ pub(crate) struct DatasetGetArgs {
     /// Fields, comma-separated: name, property, value, source.
     #[arg(short = 'o', value_name = "FIELDS")]
     pub(crate) fields: Option<String>,
+    /// Types to show: filesystem, volume, snapshot (or snap), bookmark, all (comma-separated;
+    /// default all).
+    #[arg(short = 't', value_name = "TYPE")]
+    pub(crate) types: Option<String>,
     /// Only these sources, comma-separated: local, default, inherited, temporary, none.
     #[arg(short = 's', value_name = "SOURCES")]
     pub(crate) sources: Option<String>,
