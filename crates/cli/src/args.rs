@@ -92,22 +92,82 @@ pub(crate) fn parse(argv: &EntryArgs) -> Cli {
 
 /// Prints a parse error and exits. Under `zpool` and `zfs` a verb tarn does not have is one
 /// line naming it (a script must never get a different meaning or a page of usage); help,
-/// version and other errors print as clap words them.
+/// version and other errors print as clap words them. Under `-j` an error is the JSON
+/// `error` document on stdout instead (help and version stay text).
 pub(crate) fn parse_error(argv: &EntryArgs, error: &clap::Error) -> ! {
     use clap::error::ErrorKind;
     let unknown = error.kind() == ErrorKind::InvalidSubcommand;
-    if argv.called != "tarn" && unknown {
+    let line = (argv.called != "tarn" && unknown).then(|| {
         let verb = match error.get(clap::error::ContextKind::InvalidSubcommand) {
             Some(clap::error::ContextValue::String(verb)) => verb.clone(),
             _ => String::new(),
         };
-        eprintln!(
+        format!(
             "{}: unsupported command '{verb}': tarn has no such verb (see 'tarn --help')",
             argv.called
-        );
+        )
+    });
+    let text = matches!(
+        error.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    );
+    if !text && wants_json(&argv.args) {
+        let rendered = error.render().to_string();
+        let first = rendered
+            .lines()
+            .next()
+            .unwrap_or("")
+            .trim_start_matches("error: ");
+        let message = line.unwrap_or_else(|| first.to_string());
+        let options = crate::json::JsonOptions {
+            command: command_words(&argv.args),
+            ..Default::default()
+        };
+        println!("{:#}", crate::json::error(&options, &message, 2));
+        std::process::exit(2);
+    }
+    if let Some(line) = line {
+        eprintln!("{line}");
         std::process::exit(2);
     }
     error.exit()
+}
+
+/// Whether the raw arguments ask for JSON (`-j`, `--json`, or `-j` among short flags).
+fn wants_json(args: &[std::ffi::OsString]) -> bool {
+    args.iter().skip(1).filter_map(|a| a.to_str()).any(|arg| {
+        arg == "--json"
+            || (arg.starts_with('-')
+                && !arg.starts_with("--")
+                && arg.len() > 1
+                && arg[1..].bytes().all(|b| b.is_ascii_alphabetic())
+                && arg.contains('j'))
+    })
+}
+
+/// The command's ZFS name from raw arguments (for an error found before parsing succeeded):
+/// the first words that are not flags, `--rundir`'s value skipped.
+fn command_words(args: &[std::ffi::OsString]) -> String {
+    let mut words = Vec::new();
+    let mut skip = false;
+    for arg in args.iter().skip(1).filter_map(|a| a.to_str()) {
+        if std::mem::take(&mut skip) {
+            continue;
+        }
+        if arg == "--rundir" {
+            skip = true;
+        } else if !arg.starts_with('-') {
+            words.push(arg);
+        }
+    }
+    match words.as_slice() {
+        ["pool", verb, ..] => format!("zpool {verb}"),
+        ["pool"] => "zpool".to_string(),
+        [verb, ..] => format!("zfs {verb}"),
+        [] => "tarn".to_string(),
+    }
 }
 
 #[derive(Debug, Subcommand)]

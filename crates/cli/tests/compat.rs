@@ -39,6 +39,8 @@ const LINES: &[&str] = &[
     "get -j -p compression,mountpoint,guid tank/a",
     "get -j --json-int -s local compression,atime -r tank",
     "-j list nope",
+    "-j list --bogus",
+    "--json-int pool list",
 ];
 
 /// The rig's pool: raidz1 over three files, two datasets and snapshots, local properties.
