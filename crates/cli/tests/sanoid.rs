@@ -11,7 +11,6 @@
 
 mod common;
 
-use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
@@ -317,43 +316,84 @@ fn noise(n: usize, mut seed: u64) -> Vec<u8> {
     out
 }
 
-/// Sends `from`..`to` of `src/ds` into `dst/ds` with `receive -s -F` (what syncoid runs)
-/// through a pipe that dies after `keep` bytes; returns what the receive printed.
-fn interrupted_send(tools: &Tools, from: &str, to: &str, keep: usize) -> String {
-    let bin = tools.rig.root().join("bin/zfs");
-    let mut send = tools
-        .command(&bin)
-        .args(["send", "-I", from, to])
+/// The descendants of process `root` as (pid, command name), from /proc.
+fn descendants(root: u32) -> Vec<(u32, String)> {
+    let mut table = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        // `pid (comm) state ppid ...`; comm may hold spaces, so split at the last ')'.
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        let comm = stat[open + 1..close].to_string();
+        let ppid = stat[close + 1..].split_whitespace().nth(1);
+        if let Some(ppid) = ppid.and_then(|p| p.parse::<u32>().ok()) {
+            table.push((pid, ppid, comm));
+        }
+    }
+    let mut found = vec![root];
+    let mut out = Vec::new();
+    while let Some(parent) = found.pop() {
+        for (pid, ppid, comm) in &table {
+            if *ppid == parent {
+                found.push(*pid);
+                out.push((*pid, comm.clone()));
+            }
+        }
+    }
+    out
+}
+
+/// Bytes `pid` has read so far (`rchar` of /proc/PID/io).
+fn bytes_read(pid: u32) -> u64 {
+    let io = std::fs::read_to_string(format!("/proc/{pid}/io")).unwrap_or_default();
+    io.lines()
+        .find_map(|line| line.strip_prefix("rchar: "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Runs syncoid at 1 MB/s and kills the middle of its pipe (its mbuffer, by pid) once
+/// `after` bytes went through; returns syncoid's exit status and output.
+fn syncoid_with_pipe_killed(tools: &Tools, syncoid: &Path, after: u64) -> (Option<i32>, String) {
+    let child = tools
+        .command(syncoid)
+        .args(["--source-bwlimit=1m", "src/ds", "dst/ds"])
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut receive = tools
-        .command(&bin)
-        .args(["receive", "-s", "-F", "dst/ds"])
-        .stdin(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut stream = send.stdout.take().unwrap();
-    let mut sink = receive.stdin.take().unwrap();
-    let mut moved = 0;
-    let mut buffer = vec![0u8; 64 << 10];
-    while moved < keep {
-        let n = stream
-            .read(&mut buffer[..(keep - moved).min(64 << 10)])
-            .unwrap();
-        assert!(n > 0, "the stream ended before {keep} bytes");
-        sink.write_all(&buffer[..n]).unwrap();
-        moved += n;
+    let mut killed = false;
+    for _ in 0..1200 {
+        let buffer = descendants(child.id())
+            .into_iter()
+            .find(|(_, comm)| comm == "mbuffer");
+        if let Some((pid, _)) = buffer.filter(|(pid, _)| bytes_read(*pid) >= after) {
+            let status = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status()
+                .unwrap();
+            killed = status.success();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
     }
-    // The pipe dies: both ends close mid-stream.
-    drop(stream);
-    drop(sink);
-    let received = receive.wait_with_output().unwrap();
-    let _ = send.wait();
-    assert!(!received.status.success(), "{received:?}");
-    String::from_utf8_lossy(&received.stderr).into_owned()
+    let out = child.wait_with_output().unwrap();
+    let (code, text) = text(&out);
+    assert!(
+        killed,
+        "syncoid's mbuffer never moved {after} bytes: {code:?} {text}"
+    );
+    (code, text)
 }
 
 /// Pools `src` and `dst`, one device each, and the dataset `src/ds`.
@@ -367,12 +407,12 @@ fn two_pools(rig: &Rig, tools: &Tools) {
 
 // DESCRIPTION: syncoid replicates a dataset between two tarn pools: the initial run creates
 // the target from the oldest snapshot and brings it to a new sync snapshot, an incremental
-// run carries new data, and after an incremental stream dies mid-pipe (the target keeps a
-// partial receive and its `receive_resume_token`) syncoid resumes it with `send -t` and
-// finishes; every file on the target matches the source.
+// run carries new data, and when the pipe of a later run is killed mid-stream (the target
+// keeps a partial receive and its `receive_resume_token`) the next run resumes it with
+// `send -t` and finishes; every file on the target matches the source.
 // STRATEGY: unpatched syncoid, local (`syncoid src/ds dst/ds`), through the entry points;
-// data written through the FUSE mounts; the broken pipe is played by the test between
-// `zfs send -I` and `zfs receive -s -F`, the pipeline syncoid itself runs.
+// data written through the FUSE mounts; the pipe broken by SIGKILL of syncoid's own mbuffer
+// (at 1 MB/s, `--source-bwlimit`) once 2 MiB went through it.
 #[test]
 fn syncoid_replicates_and_resumes() {
     if !host_or_skip("syncoid_replicates_and_resumes") {
@@ -423,10 +463,10 @@ fn syncoid_replicates_and_resumes() {
 
     std::fs::write(mounted.join("three"), noise(8 << 20, 3)).unwrap();
     tools.zfs_ok("zfs", "snapshot src/ds@third");
-    let last = tools.zfs_ok("zfs", "list -H -o name -t snapshot -s creation -d 1 dst/ds");
-    let base = last.lines().last().unwrap().replace("dst/ds@", "src/ds@");
-    let why = interrupted_send(&tools, &base, "src/ds@third", 3 << 20);
-    assert!(why.contains("partially received stream is saved"), "{why}");
+    std::thread::sleep(Duration::from_millis(1100));
+    let (code, out) = syncoid_with_pipe_killed(&tools, &syncoid, 2 << 20);
+    assert_ne!(code, Some(0), "the broken pipe is an error: {out}");
+    assert!(out.contains("partially received stream is saved"), "{out}");
     let token = tools.zfs_ok("zfs", "get -H -o value receive_resume_token dst/ds");
     assert!(token.starts_with("1-"), "{token}");
 
