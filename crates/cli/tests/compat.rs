@@ -30,6 +30,7 @@ const LINES: &[&str] = &[
     "pool list -j --json-int -p -o name,size,health",
     "pool get -H -p -o name,property,value,source size,health,failmode tank",
     "pool get -j size,health,failmode tank",
+    "pool get -H -o property,value,source feature@extensible_dataset,feature@bookmarks tank",
     "list -H -o name,type,mountpoint -t all -s name",
     "list -p -o name,type,compression,mountpoint -r tank",
     "list -H -p -o name,creation -t snapshot -s creation -d 1 tank/a",
