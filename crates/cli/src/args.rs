@@ -11,9 +11,21 @@ pub(crate) struct Cli {
     /// Run directory of the daemon (socket, pid file, cache file, log).
     #[arg(long, global = true, value_name = "DIR")]
     pub(crate) rundir: Option<PathBuf>,
-    /// Print the daemon's reply as JSON instead of a table.
+    /// Print the reply as JSON instead of a table (OpenZFS's schema; docs/JSON.md).
     #[arg(short = 'j', long = "json", global = true)]
     pub(crate) json: bool,
+    /// With -j: numbers as JSON integers instead of strings.
+    #[arg(long = "json-int", global = true)]
+    pub(crate) json_int: bool,
+    /// With -j (`pool status`): every vdev in one flat map, each naming its parent.
+    #[arg(long = "json-flat-vdevs", global = true)]
+    pub(crate) json_flat_vdevs: bool,
+    /// With -j (`pool status`, `list`, `get`): pools keyed by GUID instead of name.
+    #[arg(long = "json-pool-key-guid", global = true)]
+    pub(crate) json_pool_key_guid: bool,
+    /// The command as ZFS names it (`zpool status`, `zfs list`), filled by `command_name`.
+    #[arg(skip)]
+    pub(crate) command_name: String,
     #[command(subcommand)]
     pub(crate) command: Command,
 }
@@ -50,24 +62,112 @@ pub(crate) fn entry_point(mut argv: Vec<std::ffi::OsString>) -> EntryArgs {
     EntryArgs { called, args: argv }
 }
 
+/// The command as ZFS names it, whichever entry point ran it (`zpool status` for `tarn pool
+/// status`, `zfs list` for `tarn list`); `tarn VERB` for verbs ZFS does not have.
+pub(crate) fn command_name(matches: &clap::ArgMatches) -> String {
+    match matches.subcommand() {
+        Some(("pool", pool)) => format!("zpool {}", pool.subcommand_name().unwrap_or("")),
+        Some((verb @ ("daemon" | "demo" | "memory" | "completions" | "man" | "nbd"), _)) => {
+            format!("tarn {verb}")
+        }
+        Some((verb, _)) => format!("zfs {verb}"),
+        None => "tarn".to_string(),
+    }
+}
+
+/// Parses the command line (exiting on a parse error, `parse_error`) and names the command.
+pub(crate) fn parse(argv: &EntryArgs) -> Cli {
+    use clap::{CommandFactory, FromArgMatches};
+    let parsed = Cli::command()
+        .try_get_matches_from(&argv.args)
+        .and_then(|matches| Ok((Cli::from_arg_matches(&matches)?, command_name(&matches))));
+    match parsed {
+        Ok((mut cli, name)) => {
+            cli.command_name = name;
+            cli
+        }
+        Err(error) => parse_error(argv, &error),
+    }
+}
+
 /// Prints a parse error and exits. Under `zpool` and `zfs` a verb tarn does not have is one
 /// line naming it (a script must never get a different meaning or a page of usage); help,
-/// version and other errors print as clap words them.
+/// version and other errors print as clap words them. Under `-j` an error is the JSON
+/// `error` document on stdout instead (help and version stay text).
 pub(crate) fn parse_error(argv: &EntryArgs, error: &clap::Error) -> ! {
     use clap::error::ErrorKind;
     let unknown = error.kind() == ErrorKind::InvalidSubcommand;
-    if argv.called != "tarn" && unknown {
+    let line = (argv.called != "tarn" && unknown).then(|| {
         let verb = match error.get(clap::error::ContextKind::InvalidSubcommand) {
             Some(clap::error::ContextValue::String(verb)) => verb.clone(),
             _ => String::new(),
         };
-        eprintln!(
+        format!(
             "{}: unsupported command '{verb}': tarn has no such verb (see 'tarn --help')",
             argv.called
-        );
+        )
+    });
+    let text = matches!(
+        error.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    );
+    if !text && wants_json(&argv.args) {
+        let rendered = error.render().to_string();
+        let first = rendered
+            .lines()
+            .next()
+            .unwrap_or("")
+            .trim_start_matches("error: ");
+        let message = line.unwrap_or_else(|| first.to_string());
+        let options = crate::json::JsonOptions {
+            command: command_words(&argv.args),
+            ..Default::default()
+        };
+        println!("{:#}", crate::json::error(&options, &message, 2));
+        std::process::exit(2);
+    }
+    if let Some(line) = line {
+        eprintln!("{line}");
         std::process::exit(2);
     }
     error.exit()
+}
+
+/// Whether the raw arguments ask for JSON (`-j`, `--json`, or `-j` among short flags).
+fn wants_json(args: &[std::ffi::OsString]) -> bool {
+    args.iter().skip(1).filter_map(|a| a.to_str()).any(|arg| {
+        arg == "--json"
+            || (arg.starts_with('-')
+                && !arg.starts_with("--")
+                && arg.len() > 1
+                && arg[1..].bytes().all(|b| b.is_ascii_alphabetic())
+                && arg.contains('j'))
+    })
+}
+
+/// The command's ZFS name from raw arguments (for an error found before parsing succeeded):
+/// the first words that are not flags, `--rundir`'s value skipped.
+fn command_words(args: &[std::ffi::OsString]) -> String {
+    let mut words = Vec::new();
+    let mut skip = false;
+    for arg in args.iter().skip(1).filter_map(|a| a.to_str()) {
+        if std::mem::take(&mut skip) {
+            continue;
+        }
+        if arg == "--rundir" {
+            skip = true;
+        } else if !arg.starts_with('-') {
+            words.push(arg);
+        }
+    }
+    match words.as_slice() {
+        ["pool", verb, ..] => format!("zpool {verb}"),
+        ["pool"] => "zpool".to_string(),
+        [verb, ..] => format!("zfs {verb}"),
+        [] => "tarn".to_string(),
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -443,6 +543,10 @@ pub(crate) struct DatasetGetArgs {
     /// Fields, comma-separated: name, property, value, source.
     #[arg(short = 'o', value_name = "FIELDS")]
     pub(crate) fields: Option<String>,
+    /// Types to show: filesystem, volume, snapshot (or snap), bookmark, all (comma-separated;
+    /// default all).
+    #[arg(short = 't', value_name = "TYPE")]
+    pub(crate) types: Option<String>,
     /// Only these sources, comma-separated: local, default, inherited, temporary, none.
     #[arg(short = 's', value_name = "SOURCES")]
     pub(crate) sources: Option<String>,

@@ -4,12 +4,15 @@
 
 use std::path::Path;
 
-use tarn_proto::{DatasetGet, DatasetRow, MountRow, ReplyPayload, Request};
+use tarn_proto::{DatasetGet, DatasetProp, DatasetRow, MountRow, ReplyPayload, Request};
 
 use crate::args::{Command, DatasetGetArgs, DatasetListArgs};
 use crate::render::{self, Column, GetField};
 use crate::run::{Outcome, Plan, View};
 use crate::userspace::{self, Space};
+
+/// What `-j` heads each dataset with besides its name (OpenZFS's `type`, `createtxg`).
+const JSON_HEAD: &[&str] = &["type", "createtxg"];
 
 /// Columns of `tarn list` without `-o`.
 const LIST_DEFAULT: &[&str] = &["name", "used", "avail", "refer", "mountpoint"];
@@ -55,6 +58,8 @@ pub(crate) struct GetView {
     /// Per-owner properties asked by name: (as sent, as typed), `userquota@1000` ->
     /// `userquota@alice`; printed as typed.
     pub(crate) aliases: Vec<(String, String)>,
+    /// Properties asked only for `-j`'s dataset head (`type`, `createtxg`), not shown.
+    pub(crate) hidden: Vec<String>,
 }
 
 fn refuse(verb: &str, object: Option<&str>, message: &str) -> Outcome {
@@ -512,6 +517,8 @@ fn plan_list(args: DatasetListArgs) -> Result<Plan, Outcome> {
     sort.extend(args.sort_descending.iter().map(|p| (p.clone(), true)));
     let mut properties = columns.clone();
     properties.extend(sort.iter().map(|(p, _)| p.clone()));
+    // `-j` heads each dataset with its type and createtxg (list shows only its columns).
+    properties.extend(JSON_HEAD.iter().map(|p| (*p).to_string()));
     properties.sort();
     properties.dedup();
     let object = match args.names.as_slice() {
@@ -541,41 +548,56 @@ fn plan_list(args: DatasetListArgs) -> Result<Plan, Outcome> {
     })
 }
 
+/// The words of `get -s`, checked.
+fn check_sources(spec: &str) -> Result<Vec<String>, Outcome> {
+    let words = split_list(spec);
+    for word in &words {
+        if !matches!(
+            word.as_str(),
+            "local" | "default" | "inherited" | "temporary" | "received" | "none"
+        ) {
+            return Err(Outcome::usage(format!(
+                "invalid source '{word}': valid sources are local, default, inherited, \
+                 temporary, received, none"
+            )));
+        }
+    }
+    Ok(words)
+}
+
 fn plan_get(args: DatasetGetArgs) -> Result<Plan, Outcome> {
+    let types = match check_type(args.types.as_deref())? {
+        // Without -t, every type, as ZFS's `get` (`-r` shows snapshots and bookmarks too;
+        // `listsnapshots` is for `list`).
+        types if types.is_empty() => vec!["all".into()],
+        types => types,
+    };
     let fields = match &args.fields {
         Some(spec) => render::get_fields(spec).map_err(Outcome::usage)?,
         None => render::GET_DEFAULT.to_vec(),
     };
-    let sources = match &args.sources {
-        Some(spec) => {
-            let words = split_list(spec);
-            for word in &words {
-                if !matches!(
-                    word.as_str(),
-                    "local" | "default" | "inherited" | "temporary" | "received" | "none"
-                ) {
-                    return Err(Outcome::usage(format!(
-                        "invalid source '{word}': valid sources are local, default, \
-                         inherited, temporary, received, none"
-                    )));
-                }
-            }
-            Some(words)
-        }
-        None => None,
-    };
+    let sources = args.sources.as_deref().map(check_sources).transpose()?;
     let object = match args.names.as_slice() {
         [name] => Some(name.clone()),
         _ => None,
     };
     let typed = split_list(&args.properties);
-    let properties: Vec<String> = typed.iter().map(|p| userspace::resolve_prop(p)).collect();
+    let mut properties: Vec<String> = typed.iter().map(|p| userspace::resolve_prop(p)).collect();
+    let hidden: Vec<String> = match properties.iter().any(|p| p == "all") {
+        true => Vec::new(),
+        false => JSON_HEAD
+            .iter()
+            .filter(|head| !properties.iter().any(|p| p == *head))
+            .map(|head| (*head).to_string())
+            .collect(),
+    };
     let aliases = properties
         .iter()
         .zip(&typed)
         .filter(|(sent, typed)| sent != typed)
         .map(|(sent, typed)| (sent.clone(), typed.clone()))
         .collect();
+    properties.extend(hidden.iter().cloned());
     Ok(Plan {
         verb: if object.is_some() {
             "get property for"
@@ -589,16 +611,45 @@ fn plan_get(args: DatasetGetArgs) -> Result<Plan, Outcome> {
             parsable: args.parsable,
             sources,
             aliases,
+            hidden,
         }),
         request: Request::DatasetGet(DatasetGet {
             names: args.names,
             recursive: args.recursive,
             depth: args.depth,
             properties,
-            // `listsnapshots` is for `list` only.
-            types: vec!["filesystem".into(), "volume".into()],
+            types,
         }),
     })
+}
+
+/// ZFS's full name of a property typed by its short column name (`refer` is `referenced`).
+pub(crate) fn canonical(property: &str) -> &str {
+    match property {
+        "avail" => "available",
+        "refer" => "referenced",
+        "ratio" => "compressratio",
+        "compress" => "compression",
+        "lused" => "logicalused",
+        "lrefer" => "logicalreferenced",
+        "reserv" => "reservation",
+        "refreserv" => "refreservation",
+        "recsize" => "recordsize",
+        "volblock" => "volblocksize",
+        "usedsnap" => "usedbysnapshots",
+        "usedds" => "usedbydataset",
+        "usedchild" => "usedbychildren",
+        "usedrefreserv" => "usedbyrefreservation",
+        other => other,
+    }
+}
+
+/// The property of `row` a column names, by the name asked or its full name.
+pub(crate) fn prop_of<'a>(row: &'a DatasetRow, property: &str) -> Option<&'a DatasetProp> {
+    let canonical = canonical(property);
+    row.props
+        .iter()
+        .find(|p| p.property == property || p.property == canonical)
 }
 
 /// The value of `property` in `row` (`-` when it was not returned).
@@ -606,14 +657,7 @@ fn cell<'a>(row: &'a DatasetRow, property: &str, parsable: bool) -> &'a str {
     if property == "name" {
         return &row.name;
     }
-    let canonical = match property {
-        "avail" => "available",
-        other => other,
-    };
-    row.props
-        .iter()
-        .find(|p| p.property == property || p.property == canonical)
-        .map_or("-", |p| if parsable { &p.parsable } else { &p.value })
+    prop_of(row, property).map_or("-", |p| if parsable { &p.parsable } else { &p.value })
 }
 
 /// The text of a dataset verb's reply (`None`: the reply does not fit the view).
@@ -748,7 +792,8 @@ fn snapshots_destroyed(
 }
 
 /// `tarn list`.
-fn list(rows: &[DatasetRow], view: &ListView) -> String {
+/// The rows of `tarn list` in `-s`/`-S` order.
+pub(crate) fn sorted<'a>(rows: &'a [DatasetRow], view: &ListView) -> Vec<&'a DatasetRow> {
     let mut rows: Vec<&DatasetRow> = rows.iter().collect();
     for (property, descending) in view.sort.iter().rev() {
         rows.sort_by(|a, b| {
@@ -760,6 +805,11 @@ fn list(rows: &[DatasetRow], view: &ListView) -> String {
             if *descending { order.reverse() } else { order }
         });
     }
+    rows
+}
+
+fn list(rows: &[DatasetRow], view: &ListView) -> String {
+    let rows = sorted(rows, view);
     let cells: Vec<Vec<String>> = rows
         .iter()
         .map(|row| {
@@ -781,16 +831,26 @@ fn list(rows: &[DatasetRow], view: &ListView) -> String {
     render::table(&columns, &cells, view.scripted)
 }
 
+/// The properties of a row `tarn get` shows: those `-s` lets through, less those the plan
+/// added for `-j` alone.
+pub(crate) fn shown_props<'a>(
+    row: &'a DatasetRow,
+    view: &'a GetView,
+) -> impl Iterator<Item = &'a DatasetProp> {
+    row.props.iter().filter(|prop| {
+        let source_ok = match &view.sources {
+            Some(sources) => sources.contains(&prop.source_kind),
+            None => true,
+        };
+        source_ok && !view.hidden.contains(&prop.property)
+    })
+}
+
 /// `tarn get`.
 fn get(rows: &[DatasetRow], view: &GetView) -> String {
     let mut cells = Vec::new();
     for row in rows {
-        for prop in &row.props {
-            if let Some(sources) = &view.sources
-                && !sources.contains(&prop.source_kind)
-            {
-                continue;
-            }
+        for prop in shown_props(row, view) {
             cells.push(
                 view.fields
                     .iter()

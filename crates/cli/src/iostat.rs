@@ -738,7 +738,7 @@ pub(crate) fn run(plan: &Plan, rundir: &Path, json: bool) -> Outcome {
             Err(error) => return Outcome::refused(error.to_string()),
         };
         let Response::Ok(ReplyPayload::Iostat(pools)) = response else {
-            return crate::run::finish(plan, response, json);
+            return crate::run::finish(plan, response, None);
         };
         let text = text_of(
             report(&pools, previous.as_deref()),

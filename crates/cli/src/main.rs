@@ -47,6 +47,7 @@ mod datasets;
 mod demo;
 mod demo_fs;
 mod iostat;
+mod json;
 mod manual;
 mod memory;
 mod progress;
@@ -64,10 +65,7 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 fn main() {
     let argv = args::entry_point(std::env::args_os().collect());
-    let cli = match clap::Parser::try_parse_from(&argv.args) {
-        Ok(cli) => cli,
-        Err(error) => args::parse_error(&argv, &error),
-    };
+    let cli = args::parse(&argv);
     let outcome = run::run(cli);
     // A reader that went away (`tarn list | head`) is not an error worth a panic: the
     // command's work is done and its status stands.

@@ -181,7 +181,7 @@ impl ListColumn {
         }
     }
 
-    fn value(self, row: &PoolListRow, parsable: bool) -> String {
+    pub(crate) fn value(self, row: &PoolListRow, parsable: bool) -> String {
         let size = |bytes: u64| {
             if parsable {
                 bytes.to_string()
@@ -273,7 +273,7 @@ pub(crate) fn get_fields(spec: &str) -> Result<Vec<GetField>, String> {
 }
 
 /// The human form of an exact property value (what `zpool get` shows without `-p`).
-fn human_value(property: &str, value: &str) -> String {
+pub(crate) fn human_value(property: &str, value: &str) -> String {
     let Ok(number) = value.parse::<u64>() else {
         if matches!(property, "dedupratio" | "bcloneratio") && value.parse::<f64>().is_ok() {
             return format!("{value}x");
@@ -340,7 +340,7 @@ fn push_labelled(out: &mut String, label: &str, text: &str) {
 }
 
 /// ZFS's `nicenum` for error counters: plain below 1024, else `1.50K`.
-fn counter(value: u64) -> String {
+pub(crate) fn counter(value: u64) -> String {
     if value < 1024 {
         value.to_string()
     } else {

@@ -127,8 +127,37 @@ pub(crate) struct Plan {
     pub(crate) view: View,
 }
 
-/// Runs a parsed command line.
+/// Runs a parsed command line; under `-j` a refusal is a JSON document on stdout (with the
+/// same exit status) instead of its line on stderr.
 pub(crate) fn run(cli: Cli) -> Outcome {
+    let flags = cli.json_int || cli.json_flat_vdevs || cli.json_pool_key_guid;
+    if flags && !cli.json {
+        return Outcome::usage(
+            "'--json-int', '--json-flat-vdevs' and '--json-pool-key-guid' only work with '-j'"
+                .to_string(),
+        );
+    }
+    let json = cli.json.then(|| crate::json::JsonOptions {
+        command: cli.command_name.clone(),
+        int: cli.json_int,
+        flat_vdevs: cli.json_flat_vdevs,
+        pool_key_guid: cli.json_pool_key_guid,
+    });
+    let outcome = run_command(cli, json.as_ref());
+    match json {
+        Some(options) if outcome.code != 0 && outcome.stdout.is_empty() => {
+            let document = crate::json::error(&options, &outcome.stderr, outcome.code);
+            Outcome {
+                stdout: format!("{document:#}\n"),
+                stderr: String::new(),
+                code: outcome.code,
+            }
+        }
+        _ => outcome,
+    }
+}
+
+fn run_command(cli: Cli, json_options: Option<&crate::json::JsonOptions>) -> Outcome {
     let rundir = cli.rundir.unwrap_or_else(tarn_daemon::default_rundir);
     let rundir = std::path::absolute(&rundir).unwrap_or(rundir);
     match cli.command {
@@ -157,10 +186,12 @@ pub(crate) fn run(cli: Cli) -> Outcome {
                 Ok(plan) if matches!(plan.view, View::Iostat(_)) => {
                     crate::iostat::run(&plan, &rundir, cli.json)
                 }
-                Ok(plan) if plan.request.wants_stream() => execute_stream(plan, &rundir, cli.json),
+                Ok(plan) if plan.request.wants_stream() => {
+                    execute_stream(plan, &rundir, json_options)
+                }
                 Ok(plan) => match missing_dir(&plan) {
                     Some(outcome) => outcome,
-                    None => execute(plan, &rundir, cli.json),
+                    None => execute(plan, &rundir, json_options),
                 },
                 Err(outcome) => outcome,
             }
@@ -718,7 +749,7 @@ fn follow_events(mut plan: Plan, rundir: &Path, json: bool) -> Outcome {
             Err(error) => return Outcome::refused(error.to_string()),
         };
         let Response::Ok(ReplyPayload::Events(rows)) = response else {
-            return finish(&plan, response, json);
+            return finish(&plan, response, None);
         };
         let text = if json {
             rows.iter()
@@ -742,13 +773,14 @@ fn follow_events(mut plan: Plan, rundir: &Path, json: bool) -> Outcome {
 }
 
 /// Sends the plan's request and renders the answer.
-fn execute(plan: Plan, rundir: &Path, json: bool) -> Outcome {
+fn execute(plan: Plan, rundir: &Path, json: Option<&crate::json::JsonOptions>) -> Outcome {
     let mut client = match tarn_daemon::Client::connect_or_start(rundir) {
         Ok(client) => client,
         Err(error) => return Outcome::refused(error.to_string()),
     };
     use std::io::IsTerminal;
-    let mut view = crate::progress::ProgressView::new(json, std::io::stdout().is_terminal());
+    let terminal = std::io::stdout().is_terminal();
+    let mut view = crate::progress::ProgressView::new(json.is_some(), terminal);
     let called = client.call(&plan.request, |progress| view.report(&progress));
     view.finish();
     match called {
@@ -764,7 +796,7 @@ fn execute(plan: Plan, rundir: &Path, json: bool) -> Outcome {
 /// `send` and `receive`: the daemon gets this process's stdout (send) or stdin (receive)
 /// and moves the stream itself; what `-v` or `-j` print goes to stderr for a send (its
 /// stdout is the stream).
-fn execute_stream(plan: Plan, rundir: &Path, json: bool) -> Outcome {
+fn execute_stream(plan: Plan, rundir: &Path, json: Option<&crate::json::JsonOptions>) -> Outcome {
     use std::io::IsTerminal;
     use std::os::fd::AsFd;
     let sending = matches!(plan.request, Request::Send { .. });
@@ -793,7 +825,7 @@ fn execute_stream(plan: Plan, rundir: &Path, json: bool) -> Outcome {
         false => stdin.as_fd(),
     };
     let terminal = std::io::stderr().is_terminal();
-    let mut shown = crate::progress::StreamProgress::new(verbose, json, terminal);
+    let mut shown = crate::progress::StreamProgress::new(verbose, json.is_some(), terminal);
     let called = client.call_with_stream(&plan.request, Some(fd), |p| shown.report(&p));
     shown.finish();
     match called {
@@ -862,7 +894,12 @@ pub(crate) fn print_now(text: &str) -> bool {
 }
 
 /// Turns the daemon's response into the command's outcome (pure).
-pub(crate) fn finish(plan: &Plan, response: Response, json: bool) -> Outcome {
+pub(crate) fn finish(
+    plan: &Plan,
+    response: Response,
+    json_options: Option<&crate::json::JsonOptions>,
+) -> Outcome {
+    let json = json_options.is_some();
     let payload = match response {
         Response::Ok(payload) => payload,
         Response::Error(error) => {
@@ -888,23 +925,17 @@ pub(crate) fn finish(plan: &Plan, response: Response, json: bool) -> Outcome {
         }
         return outcome;
     }
-    if json {
+    if let Some(options) = json_options {
         // Notices (a dataset not mounted) are part of the JSON and still exit 1.
         let code = i32::from(match &payload {
             ReplyPayload::Notice(_) => true,
             ReplyPayload::Imported(info) => !info.notices.is_empty(),
             _ => false,
         });
-        return match serde_json::to_string_pretty(&payload) {
-            Ok(text) => Outcome {
-                code,
-                ..Outcome::ok(format!("{text}\n"))
-            },
-            Err(error) => Outcome::refused(render::error_line(
-                plan.verb,
-                plan.object.as_deref(),
-                &format!("cannot print the reply as JSON: {error}"),
-            )),
+        let document = crate::json::reply(options, &plan.view, &payload);
+        return Outcome {
+            code,
+            ..Outcome::ok(format!("{document:#}\n"))
         };
     }
     match show(&plan.view, &payload) {

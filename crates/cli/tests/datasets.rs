@@ -82,7 +82,11 @@ fn create_list_get_set_inherit() {
     let sorted = rig.ok("list -H -p -o name,recordsize -S recordsize");
     assert!(sorted.starts_with("tank/home/ann\t1048576\n"), "{sorted}");
     let json: serde_json::Value = serde_json::from_str(&rig.ok("-j list")).unwrap();
-    assert_eq!(json["datasets"].as_array().unwrap().len(), 4, "{json}");
+    assert_eq!(json["datasets"].as_object().unwrap().len(), 4, "{json}");
+    assert_eq!(
+        json["datasets"]["tank/home/ann"]["type"], "FILESYSTEM",
+        "{json}"
+    );
 }
 
 #[test]

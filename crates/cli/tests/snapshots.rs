@@ -75,10 +75,28 @@ fn snapshot_list_get_set_destroy_through_the_binary() {
         "tank\ntank@one\ntank/a\ntank/a@one\ntank/a@two\n",
         "listsnapshots=on lists snapshots without -t"
     );
-    assert_eq!(rig.ok("get -H -o name -r type tank"), "tank\ntank/a\n");
+    get_types_as_zfs(&rig);
     rig.ok("destroy tank/a@one,two");
     rig.ok("destroy -r tank@one");
     assert_eq!(rig.ok("list -H -o name -t snapshot"), "");
+}
+
+/// `get -r` shows every type, as ZFS's does, whatever listsnapshots; `-t` narrows it, and
+/// `-t snapshot` alone on a named dataset shows its snapshots.
+fn get_types_as_zfs(rig: &Rig) {
+    assert_eq!(
+        rig.ok("get -H -o name -r type tank"),
+        "tank\ntank@one\ntank/a\ntank/a@one\ntank/a@two\n"
+    );
+    assert_eq!(
+        rig.ok("get -H -o name -r -t filesystem type tank"),
+        "tank\ntank/a\n"
+    );
+    assert_eq!(
+        rig.ok("get -H -o name -t snapshot type tank/a"),
+        "tank/a@one\ntank/a@two\n"
+    );
+    assert_eq!(rig.ok("get -H -o name type tank/a"), "tank/a\n");
 }
 
 #[test]

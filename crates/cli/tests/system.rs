@@ -514,9 +514,10 @@ fn damaged_labels() {
     assert_eq!(rig.ok("pool list"), "no pools available\n");
 }
 
-// DESCRIPTION: `-j` prints the daemon's reply as JSON for list, status and get, carrying
-// the same facts as the tables.
-// STRATEGY: parse with serde_json and check a few fields against the pool just created.
+// DESCRIPTION: `-j` prints OpenZFS 2.3's JSON for list, status and get, carrying the same
+// facts as the tables; `--json-int` gives integers; a refusal under `-j` is a JSON `error`
+// on stdout with exit 1.
+// STRATEGY: parse with serde_json and check fields against the pool just created.
 #[test]
 fn json_output_parses() {
     let rig = Rig::new();
@@ -527,13 +528,14 @@ fn json_output_parses() {
         let out = rig.ok(line);
         serde_json::from_str(&out).unwrap_or_else(|e| panic!("`tarn {line}`: {e}: {out}"))
     };
-    let list = parse("-j pool list");
-    let rows = list["pool_list"].as_array().expect("pool_list array");
-    assert_eq!(rows.len(), 1, "{list}");
-    assert_eq!(rows[0]["name"], "tank");
-    assert_eq!(rows[0]["health"], "ONLINE");
-    let size = rows[0]["size"].as_u64().expect("size");
-    let alloc = rows[0]["alloc"].as_u64().expect("alloc");
+    let list = parse("-j --json-int pool list -p");
+    assert_eq!(list["output_version"]["command"], "zpool list");
+    let tank = &list["pools"]["tank"];
+    assert_eq!(tank["state"], "ONLINE");
+    let size = tank["properties"]["size"]["value"].as_u64().expect("size");
+    let alloc = tank["properties"]["allocated"]["value"]
+        .as_u64()
+        .expect("alloc");
     assert!(size > alloc && alloc > 0, "{list}");
     assert_eq!(
         format!("{size}\n"),
@@ -542,17 +544,14 @@ fn json_output_parses() {
     );
 
     let status = parse("pool status -j tank");
-    let pools = status["pool_status"].as_array().expect("pool_status array");
-    assert_eq!(pools.len(), 1, "{status}");
-    assert_eq!(pools[0]["name"], "tank");
-    assert_eq!(pools[0]["state"], "ONLINE");
-    let top = &pools[0]["config"]["children"][0];
-    assert_eq!(top["name"], "raidz2-0");
-    let leaves: Vec<&str> = top["children"]
-        .as_array()
+    assert_eq!(status["pools"]["tank"]["state"], "ONLINE");
+    let top = &status["pools"]["tank"]["vdevs"]["tank"]["vdevs"]["raidz2-0"];
+    assert_eq!(top["vdev_type"], "raidz");
+    let leaves: Vec<&str> = top["vdevs"]
+        .as_object()
         .expect("leaves")
-        .iter()
-        .map(|leaf| leaf["name"].as_str().expect("leaf name"))
+        .values()
+        .map(|leaf| leaf["path"].as_str().expect("leaf path"))
         .collect();
     assert_eq!(
         leaves,
@@ -560,13 +559,26 @@ fn json_output_parses() {
     );
 
     let get = parse("-j pool get failmode,health tank");
-    let rows = get["properties"].as_array().expect("properties array");
-    assert_eq!(rows.len(), 2, "{get}");
-    assert_eq!(rows[0]["property"], "failmode");
-    assert_eq!(rows[0]["value"], "wait");
-    assert_eq!(rows[0]["source"], "default");
-    assert_eq!(rows[1]["value"], "ONLINE");
-    assert_eq!(rows[1]["source"], "-");
+    let props = &get["pools"]["tank"]["properties"];
+    assert_eq!(props["failmode"]["value"], "wait");
+    assert_eq!(props["failmode"]["source"]["type"], "DEFAULT");
+    assert_eq!(props["health"]["value"], "ONLINE");
+    assert_eq!(props["health"]["source"]["type"], "NONE");
+
+    let refused = rig.run("-j pool status nope");
+    assert_eq!(refused.code, Some(1), "{refused:?}");
+    assert_eq!(refused.stderr, "", "{refused:?}");
+    let error: serde_json::Value = serde_json::from_str(&refused.stdout).expect("JSON error");
+    assert_eq!(error["output_version"]["command"], "zpool status");
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("cannot open 'nope': "),
+        "{error}"
+    );
+    let usage = rig.run("--json-int pool list");
+    assert_eq!(usage.code, Some(2), "--json-int without -j: {usage:?}");
 }
 
 // DESCRIPTION: `pool import --list-txgs` lists the txgs an exported pool can be imported

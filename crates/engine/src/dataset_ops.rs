@@ -611,8 +611,11 @@ impl Engine {
             let pool_free = pool_free_deflated(&inner);
             let listed = crate::slow::pool_prop(&mut inner, "listsnapshots") == "on";
             let wants = |kind| query.wants(kind, listed);
-            // Snapshots of a named dataset are listed without -r (`list -t snapshot DS`).
-            let snapshots_of_root = wants("snapshot") && !query.names.is_empty();
+            // ZFS's special case: `-t snapshot` (or `-t bookmark`) alone on a named dataset
+            // without -r or -d lists that dataset's snapshots (bookmarks).
+            let only = |kind: &str| query.types.len() == 1 && query.types[0] == kind;
+            let plain = !query.names.is_empty() && !query.recursive && query.depth.is_none();
+            let snapshots_of_root = plain && only("snapshot");
             for (at, depth) in inner.datasets.subtree(id) {
                 if depth > 0 && !recursive {
                     break;
@@ -632,8 +635,11 @@ impl Engine {
                         props,
                     });
                 }
-                let snapshots_here =
-                    wants("snapshot") && (recursive || (snapshots_of_root && depth == 0));
+                // A snapshot or bookmark is one level below its dataset (`-d 1` lists the
+                // named dataset's snapshots, not its children's), as ZFS counts depth.
+                let within = query.depth.is_none_or(|max| depth < max);
+                let snapshots_here = wants("snapshot")
+                    && ((recursive && within) || (snapshots_of_root && depth == 0));
                 if snapshots_here {
                     rows.extend(crate::snapshot_ops::snapshot_rows(
                         &mut inner,
@@ -642,7 +648,8 @@ impl Engine {
                         None,
                     )?);
                 }
-                if wants("bookmark") && (recursive || (!query.names.is_empty() && depth == 0)) {
+                let named_root = plain && only("bookmark") && depth == 0;
+                if wants("bookmark") && ((recursive && within) || named_root) {
                     let marks = &query.properties;
                     rows.extend(crate::bookmark_ops::bookmark_rows(&inner, at, marks, None)?);
                 }

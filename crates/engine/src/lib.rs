@@ -1013,9 +1013,17 @@ impl Engine {
         which
             .iter()
             .map(|w| {
+                let feature = props::feature(w).map(|state| PropValue {
+                    name: handle.name.clone(),
+                    property: w.clone(),
+                    value: state.to_string(),
+                    display: state.to_string(),
+                    source: "local".to_string(),
+                });
                 all.iter()
                     .find(|p| &p.property == w)
                     .cloned()
+                    .or(feature)
                     .ok_or_else(|| {
                         EngineError::InvalidProperty(format!(
                             "invalid property '{w}' (valid properties: {})",

@@ -281,6 +281,24 @@ pub fn find(name: &str) -> Option<&'static PropDef> {
     POOL_PROPS.iter().find(|p| p.name == name)
 }
 
+/// The `feature@NAME` pool properties tarn answers, with their state: ZFS feature flags whose
+/// capability tarn has, so that tools that test for a capability by its feature (syncoid
+/// reads `feature@extensible_dataset` before using resumable receive) find it. tarn has no
+/// feature flags on disk; these are capabilities of every tarn pool.
+pub const FEATURES: &[(&str, &str)] = &[
+    // Resumable receive (`receive -s`, `receive_resume_token`, `send -t`).
+    ("extensible_dataset", "active"),
+    // `tarn bookmark` and `send -i DS#BOOKMARK`.
+    ("bookmarks", "enabled"),
+];
+
+/// The state of `feature@NAME` (`None`: not a feature tarn answers).
+#[must_use]
+pub fn feature(property: &str) -> Option<&'static str> {
+    let name = property.strip_prefix("feature@")?;
+    FEATURES.iter().find(|(f, _)| *f == name).map(|(_, s)| *s)
+}
+
 /// Comma-separated list of the property names, for "valid properties are" messages.
 #[must_use]
 pub fn names() -> String {

@@ -217,7 +217,7 @@ fn other_verbs_plan_their_requests() {
 #[test]
 fn daemon_errors_become_one_line_with_overrides() {
     let plan = plan_of("tarn pool destroy tank").expect("plans");
-    let outcome = finish(&plan, Response::error("pool is busy"), false);
+    let outcome = finish(&plan, Response::error("pool is busy"), None);
     assert_eq!(outcome.stderr, "cannot destroy 'tank': pool is busy\n");
     assert_eq!((outcome.code, outcome.stdout.as_str()), (1, ""));
     let plan = plan_of("tarn pool get size,bogus tank").expect("plans");
@@ -227,12 +227,12 @@ fn daemon_errors_become_one_line_with_overrides() {
         object: Some("bogus".into()),
     });
     assert_eq!(
-        finish(&plan, reply, false).stderr,
+        finish(&plan, reply, None).stderr,
         "cannot get 'bogus': invalid property; valid properties are size, free\n"
     );
     let plan = plan_of("tarn pool list").expect("plans");
     assert_eq!(
-        finish(&plan, Response::error("engine not available"), false).stderr,
+        finish(&plan, Response::error("engine not available"), None).stderr,
         "cannot list pools: engine not available\n"
     );
 }
@@ -241,10 +241,10 @@ fn daemon_errors_become_one_line_with_overrides() {
 fn replies_render_or_are_refused() {
     let plan = plan_of("tarn pool destroy tank").expect("plans");
     assert_eq!(
-        finish(&plan, Response::Ok(ReplyPayload::Unit), false),
+        finish(&plan, Response::Ok(ReplyPayload::Unit), None),
         Outcome::ok(String::new())
     );
-    let wrong = finish(&plan, Response::Ok(ReplyPayload::PoolList(vec![])), false);
+    let wrong = finish(&plan, Response::Ok(ReplyPayload::PoolList(vec![])), None);
     assert_eq!(
         wrong.stderr,
         "cannot destroy 'tank': unexpected reply from the daemon (is it another version?)\n"
@@ -252,24 +252,27 @@ fn replies_render_or_are_refused() {
     let plan = plan_of("tarn pool list").expect("plans");
     let empty = Response::Ok(ReplyPayload::PoolList(vec![]));
     assert_eq!(
-        finish(&plan, empty.clone(), false).stdout,
+        finish(&plan, empty.clone(), None).stdout,
         "no pools available\n"
     );
-    assert_eq!(
-        finish(&plan, empty, true).stdout,
-        "{\n  \"pool_list\": []\n}\n"
-    );
+    let json = crate::json::JsonOptions {
+        command: "zpool list".into(),
+        ..Default::default()
+    };
+    let document: serde_json::Value =
+        serde_json::from_str(&finish(&plan, empty, Some(&json)).stdout).expect("JSON");
+    assert_eq!(document["pools"], serde_json::json!({}));
     let plan = plan_of("tarn pool status").expect("plans");
-    let none = finish(&plan, Response::Ok(ReplyPayload::PoolStatus(vec![])), false);
+    let none = finish(&plan, Response::Ok(ReplyPayload::PoolStatus(vec![])), None);
     assert_eq!(
         (none.stderr.as_str(), none.code),
         ("no pools available\n", 0)
     );
     let plan = plan_of("tarn pool status -x").expect("plans");
-    let none = finish(&plan, Response::Ok(ReplyPayload::PoolStatus(vec![])), false);
+    let none = finish(&plan, Response::Ok(ReplyPayload::PoolStatus(vec![])), None);
     assert_eq!(none.stdout, "all pools are healthy\n");
     let plan = plan_of("tarn pool import").expect("plans");
-    let none = finish(&plan, Response::Ok(ReplyPayload::Importable(vec![])), false);
+    let none = finish(&plan, Response::Ok(ReplyPayload::Importable(vec![])), None);
     assert_eq!(
         (none.stderr.as_str(), none.code),
         ("no pools available to import\n", 0)
@@ -354,7 +357,7 @@ fn scrub_usage_and_refusals() {
         verb: None,
         object: Some("tank".into()),
     });
-    let outcome = finish(&plan, reply, false);
+    let outcome = finish(&plan, reply, None);
     assert_eq!(
         outcome.stderr,
         "cannot scrub 'tank': currently scrubbing; use 'tarn pool scrub -s' to cancel the \
@@ -368,17 +371,18 @@ fn scrub_usage_and_refusals() {
         object: None,
     });
     assert_eq!(
-        finish(&plan, reply, false).stderr,
+        finish(&plan, reply, None).stderr,
         "cannot offline '/d/b': no valid replicas\n"
     );
     // A dataset that could not be mounted: the verb did its work, the reason goes to stderr
     // and the exit status is 1, with -j too (after `create`, crates/cli/tests/fuse.rs).
     let plan = plan_of("tarn pool import tank").expect("plans");
     let notice = ReplyPayload::Notice(vec!["cannot mount 'tank' at /tank: busy".into()]);
-    let outcome = finish(&plan, Response::Ok(notice.clone()), false);
+    let outcome = finish(&plan, Response::Ok(notice.clone()), None);
     assert_eq!((outcome.stdout.as_str(), outcome.code), ("", 1));
     assert_eq!(outcome.stderr, "cannot mount 'tank' at /tank: busy\n");
-    assert_eq!(finish(&plan, Response::Ok(notice), true).code, 1);
+    let json = crate::json::JsonOptions::default();
+    assert_eq!(finish(&plan, Response::Ok(notice), Some(&json)).code, 1);
 }
 
 #[test]
