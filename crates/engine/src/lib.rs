@@ -664,7 +664,13 @@ impl Engine {
             return Err(PoolError::ReadOnly.into());
         }
         let imported = self.take(name)?;
-        imported.pool.destroy()?;
+        if let Err(e) = imported.pool.destroy() {
+            // No device took the label: nothing changed, so the pool stays imported.
+            let guid = imported.pool.guid();
+            let handle = self.handle(name.to_string(), guid, imported);
+            self.pools().insert(name.to_string(), handle);
+            return Err(e.into());
+        }
         Ok(())
     }
 

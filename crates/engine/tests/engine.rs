@@ -188,6 +188,32 @@ fn destroyed_pools_are_not_importable() {
 }
 
 #[test]
+fn a_pool_beyond_its_redundancy_is_destroyed_as_far_as_its_devices_take_it() {
+    // Goal: `destroy -f` of a dead pool works: with three of a raidz2's four devices gone
+    // the one left is marked destroyed and the pool leaves the table; with every device
+    // gone nothing can be written, the destroy is refused and the pool stays imported.
+    let (provider, engine, names) = setup(4);
+    create(&engine, &raidz2(&names));
+    for name in &names[..3] {
+        provider.get(name).unwrap().set_gone(true);
+    }
+    engine.destroy_pool("tank", true).unwrap();
+    assert!(engine.pool_names().is_empty());
+
+    let (provider, engine, names) = setup(4);
+    create(&engine, &raidz2(&names));
+    for name in &names {
+        provider.get(name).unwrap().set_gone(true);
+    }
+    let refused = engine.destroy_pool("tank", true).unwrap_err();
+    assert!(
+        refused.to_string().contains("no device accepted"),
+        "{refused}"
+    );
+    assert_eq!(engine.pool_names(), vec!["tank".to_string()]);
+}
+
+#[test]
 fn raw_objects_follow_the_root_filesystem() {
     // The root dataset is a filesystem: master node (1), unlinked set (2), root directory
     // (3), used-by ZAPs (4-6); the raw object interface hands out the ids after them.

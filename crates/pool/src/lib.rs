@@ -1496,10 +1496,30 @@ impl Pool {
         self.write_labels(PoolState::Exported, txg)
     }
 
-    /// Marks the pool destroyed in every label (import can still find it with `-D`).
-    pub fn destroy(mut self) -> Result<(), PoolError> {
-        let txg = self.txg;
-        self.write_labels(PoolState::Destroyed, txg)
+    /// Marks the pool destroyed in the labels of every leaf it can write (import no longer
+    /// lists it, and its devices are free for a new pool), each leaf flushed on its own: a
+    /// pool beyond its redundancy, or suspended, is destroyed all the same as far as its
+    /// devices take it (`destroy -f` of a dead pool). Fails, having written nothing, when
+    /// no leaf took the label.
+    pub fn destroy(&self) -> Result<(), PoolError> {
+        let configs = self.label_configs(PoolState::Destroyed, self.txg);
+        let flush = || {
+            for (leaf, _) in &configs {
+                if let Some(device) = leaf.usable_device() {
+                    let _ = device.flush();
+                }
+            }
+        };
+        let even = write_label_configs(&configs, labels::LabelHalf::Even);
+        flush();
+        let odd = write_label_configs(&configs, labels::LabelHalf::Odd);
+        flush();
+        if even + odd == 0 {
+            return Err(PoolError::Suspended(
+                "no device accepted the label update".into(),
+            ));
+        }
+        Ok(())
     }
 }
 
