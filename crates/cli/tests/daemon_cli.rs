@@ -187,3 +187,54 @@ fn man_pages_and_completions_come_from_the_cli() {
     let syntax = Command::new("bash").arg("-n").arg(&check).output().unwrap();
     assert!(syntax.status.success(), "{syntax:?}");
 }
+
+// DESCRIPTION: `scripts/install` puts everything in place with one command: the binary, the
+// `zpool`/`zfs` entry points (which answer by ZFS's names), man pages, bash/zsh/fish
+// completions, the systemd units naming the installed binary, and the example hooks.
+// STRATEGY: a staged install (`--destdir`, `--prefix /opt/tarn`, `--bin` the binary under
+// test) into a temp dir; every file checked, the `zfs` link run.
+#[test]
+fn the_install_script_stages_everything_in_one_command() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/install");
+    let out = Command::new(&script)
+        .args(["--prefix", "/opt/tarn", "--destdir"])
+        .arg(dir.path())
+        .args(["--bin", env!("CARGO_BIN_EXE_tarn")])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let root = dir.path().join("opt/tarn");
+    for file in [
+        "bin/tarn",
+        "share/man/man8/tarn.8",
+        "share/man/man8/tarn-pool-status.8",
+        "share/bash-completion/completions/tarn",
+        "share/zsh/site-functions/_tarn",
+        "share/fish/vendor_completions.d/tarn.fish",
+        "share/tarn/zed.d/statechange-notify.sh",
+    ] {
+        let len = std::fs::metadata(root.join(file)).unwrap().len();
+        assert!(len > 0, "{file} is empty");
+    }
+    for link in ["zpool", "zfs"] {
+        let target = std::fs::read_link(root.join("sbin").join(link)).unwrap();
+        assert_eq!(target, Path::new("../bin/tarn"));
+    }
+    let unsupported = Command::new(root.join("sbin/zfs"))
+        .args(["allow", "tank"])
+        .output()
+        .unwrap();
+    assert_eq!(unsupported.status.code(), Some(2), "{unsupported:?}");
+    assert!(String::from_utf8_lossy(&unsupported.stderr).starts_with("zfs: "));
+    let unit = std::fs::read_to_string(dir.path().join("etc/systemd/system/tarn.service"));
+    assert!(
+        unit.unwrap()
+            .contains("ExecStart=/opt/tarn/bin/tarn --rundir /run/tarn daemon")
+    );
+    assert!(
+        dir.path()
+            .join("etc/systemd/system/tarn-scrub-monthly@.timer")
+            .exists()
+    );
+}
