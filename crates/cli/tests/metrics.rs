@@ -8,6 +8,7 @@
 mod common;
 
 use std::io::{Read, Write};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -43,6 +44,22 @@ fn query(prometheus: &str, query: &str) -> Option<String> {
     value.as_str().map(str::to_string)
 }
 
+/// Prometheus's `status` for the instant query `expr` (`success`, or `error` with why).
+fn query_status(prometheus: &str, expr: &str) -> String {
+    let encoded: String = expr
+        .bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect();
+    let (_, body) = http_get(prometheus, &format!("/api/v1/query?query={encoded}")).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&body).unwrap();
+    format!("{} {}", json["status"], json["error"])
+}
+
 /// Waits (up to 60 s) until Prometheus answers `query` with `want`.
 fn wait_for(prometheus: &str, text: &str, want: &str) {
     for _ in 0..600 {
@@ -66,6 +83,8 @@ impl Drop for Killed {
 // DESCRIPTION: the metrics of a pool and its datasets under the ZFS exporter's names pass
 // promtool's lint; a Prometheus server scraping the daemon every second sees the pool
 // healthy (0), then degraded (1) once a device is taken offline; other paths get 404.
+// tarn's own metrics (I/O totals, per-device latency histograms, ARC) are there too, and
+// every query of the Grafana dashboard (contrib/grafana) is one Prometheus accepts.
 // STRATEGY: the daemon started with TARN_METRICS_ADDR on a free loopback port; Prometheus
 // in a temp dir on another; its HTTP query API polled.
 #[test]
@@ -99,6 +118,12 @@ fn prometheus_scrapes_pool_and_dataset_metrics() {
         .stdin(Stdio::piped())
         .output_with(&body);
     assert!(lint.status.success(), "{lint:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&lint.stdout),
+        "",
+        "promtool's lint found something"
+    );
+    tarn_metrics_are_there(&body, &devices[0]);
     assert_eq!(http_get(&metrics, "/").unwrap().0, "HTTP/1.0 404 Not Found");
 
     let web = format!("127.0.0.1:{}", free_port());
@@ -124,9 +149,49 @@ fn prometheus_scrapes_pool_and_dataset_metrics() {
         .unwrap();
     let _server = Killed(server);
     wait_for(&web, "zfs_pool_health{pool=\"tank\"}", "0");
+    dashboard_queries_are_valid(&web);
     rig.ok(&format!("pool offline tank {}", devices[1]));
     wait_for(&web, "zfs_pool_health{pool=\"tank\"}", "1");
     rig.ok("daemon --stop");
+}
+
+/// tarn's own metrics: I/O totals, each device's latency histogram by operation, the ARC.
+fn tarn_metrics_are_there(body: &str, device: &str) {
+    let written = body
+        .lines()
+        .find_map(|l| l.strip_prefix("tarn_pool_write_bytes_total{pool=\"tank\"} "))
+        .unwrap_or_else(|| panic!("{body}"));
+    assert!(written.parse::<f64>().unwrap() > 0.0, "{written}");
+    let histogram = format!(
+        "tarn_vdev_latency_seconds_bucket{{pool=\"tank\",vdev=\"{device}\",op=\"write\",\
+         le=\"+Inf\"}} "
+    );
+    assert!(body.contains(&histogram), "{body}");
+    assert!(body.contains("\ntarn_arc_hits_total "), "{body}");
+}
+
+/// Every query of the Grafana dashboard in contrib/ is one Prometheus accepts.
+fn dashboard_queries_are_valid(prometheus: &str) {
+    let dashboard = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../contrib/grafana");
+    let text = std::fs::read_to_string(dashboard.join("tarn-pools.json")).unwrap();
+    let dashboard: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let panels = dashboard["panels"].as_array().unwrap();
+    let exprs: Vec<&str> = panels
+        .iter()
+        .flat_map(|p| p["targets"].as_array().unwrap())
+        .map(|t| t["expr"].as_str().unwrap())
+        .collect();
+    assert!(exprs.len() >= 10, "{exprs:?}");
+    for expr in exprs {
+        let expr = expr
+            .replace("$pool", "tank")
+            .replace("$__rate_interval", "1m");
+        assert_eq!(
+            query_status(prometheus, &expr),
+            "\"success\" null",
+            "{expr}"
+        );
+    }
 }
 
 /// `Command::output` with `input` written to the child's stdin.

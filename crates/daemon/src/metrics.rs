@@ -214,7 +214,46 @@ const HELP: &[(&str, &str)] = &[
         "tarn_scan_errors_total",
         "Errors the running or last scrub or resilver found.",
     ),
+    (
+        "tarn_pool_read_ops_total",
+        "Reads the pool's devices served since import.",
+    ),
+    (
+        "tarn_pool_write_ops_total",
+        "Writes the pool's devices took since import.",
+    ),
+    (
+        "tarn_pool_read_bytes_total",
+        "Bytes the pool's devices read since import.",
+    ),
+    (
+        "tarn_pool_write_bytes_total",
+        "Bytes the pool's devices wrote since import.",
+    ),
+    (
+        "tarn_vdev_latency_seconds",
+        "Latency of each device access, start to end as the leaf saw it.",
+    ),
+    ("tarn_arc_hits_total", "Block lookups the ARC answered."),
+    (
+        "tarn_arc_misses_total",
+        "Block lookups the ARC did not (read from the pool).",
+    ),
+    ("tarn_arc_size_bytes", "Bytes of blocks the ARC holds."),
+    ("tarn_arc_limit_bytes", "The ARC's byte limit."),
+    (
+        "tarn_l2arc_hits_total",
+        "Reads the pool's cache devices served.",
+    ),
+    (
+        "tarn_l2arc_misses_total",
+        "Reads that looked in the cache devices and went on.",
+    ),
 ];
+
+/// Latency histogram bounds: bucket b of the device layer's histograms holds [2^b, 2^(b+1))
+/// ns; the exposition starts at 1 us (everything faster is in the first bound).
+const LATENCY_FIRST_BUCKET: usize = 9;
 
 /// The exposition text of every imported pool and dataset.
 #[must_use]
@@ -248,9 +287,62 @@ pub fn render(engine: &Engine) -> String {
         let readonly = f64::from(u8::from(value("readonly") == "on"));
         out.gauge("zfs_pool_readonly", &labels, readonly);
         devices(engine, &pool.name, &mut out);
+        io(engine, &pool.name, &mut out);
         datasets(engine, &pool.name, &mut out);
     }
+    let arc = engine.cache_stats();
+    out.counter("tarn_arc_hits_total", "", arc.hits as f64);
+    out.counter("tarn_arc_misses_total", "", arc.misses as f64);
+    out.gauge("tarn_arc_size_bytes", "", arc.bytes as f64);
+    out.gauge("tarn_arc_limit_bytes", "", arc.limit as f64);
     out.finish()
+}
+
+/// The pool's I/O totals (rates in PromQL give throughput), each leaf's latency histogram
+/// by operation, and the cache devices' hits.
+fn io(engine: &Engine, pool: &str, out: &mut Metrics) {
+    let Ok(Some(report)) = engine
+        .iostat(&[pool.to_string()])
+        .map(|r| r.into_iter().next())
+    else {
+        return;
+    };
+    let labels = format!("pool=\"{}\"", escape(pool));
+    let root = &report.root;
+    out.counter("tarn_pool_read_ops_total", &labels, root.read_ops as f64);
+    out.counter("tarn_pool_write_ops_total", &labels, root.write_ops as f64);
+    out.counter(
+        "tarn_pool_read_bytes_total",
+        &labels,
+        root.read_bytes as f64,
+    );
+    out.counter(
+        "tarn_pool_write_bytes_total",
+        &labels,
+        root.write_bytes as f64,
+    );
+    let mut stack = vec![root];
+    while let Some(node) = stack.pop() {
+        stack.extend(&node.children);
+        if !node.children.is_empty() {
+            continue;
+        }
+        for (op, latencies) in [
+            ("read", &node.waits.total_read),
+            ("write", &node.waits.total_write),
+        ] {
+            let labels = format!(
+                "pool=\"{}\",vdev=\"{}\",op=\"{op}\"",
+                escape(pool),
+                escape(&node.name)
+            );
+            out.histogram("tarn_vdev_latency_seconds", &labels, latencies);
+        }
+    }
+    if let Ok(l2) = engine.l2_stats(pool) {
+        out.counter("tarn_l2arc_hits_total", &labels, l2.hits as f64);
+        out.counter("tarn_l2arc_misses_total", &labels, l2.misses as f64);
+    }
 }
 
 /// Per-leaf error counters and scan progress (tarn's own).
@@ -373,10 +465,41 @@ impl Metrics {
     }
 
     fn sample(&mut self, name: &str, kind: &'static str, labels: &str, value: f64) {
-        let line = format!("{name}{{{labels}}} {value}");
-        match self.families.iter_mut().find(|f| f.0 == name) {
+        let line = match labels {
+            "" => format!("{name} {value}"),
+            _ => format!("{name}{{{labels}}} {value}"),
+        };
+        self.line(name, kind, line);
+    }
+
+    fn line(&mut self, family: &str, kind: &'static str, line: String) {
+        match self.families.iter_mut().find(|f| f.0 == family) {
             Some(family) => family.2.push(line),
-            None => self.families.push((name.to_string(), kind, vec![line])),
+            None => self.families.push((family.to_string(), kind, vec![line])),
+        }
+    }
+
+    /// A Prometheus histogram in seconds from a log2 latency histogram in nanoseconds.
+    fn histogram(&mut self, name: &str, labels: &str, latencies: &tarn_engine::Latencies) {
+        let buckets = &latencies.buckets;
+        let mut cumulative: u64 = buckets[..LATENCY_FIRST_BUCKET].iter().sum();
+        for (b, count) in buckets.iter().enumerate().skip(LATENCY_FIRST_BUCKET) {
+            if b + 1 == buckets.len() {
+                break;
+            }
+            cumulative += count;
+            let le = (1u64 << (b + 1)) as f64 / 1e9;
+            let line = format!("{name}_bucket{{{labels},le=\"{le}\"}} {cumulative}");
+            self.line(name, "histogram", line);
+        }
+        let count: u64 = buckets.iter().sum();
+        let lines = [
+            format!("{name}_bucket{{{labels},le=\"+Inf\"}} {count}"),
+            format!("{name}_sum{{{labels}}} {}", latencies.total_ns as f64 / 1e9),
+            format!("{name}_count{{{labels}}} {count}"),
+        ];
+        for line in lines {
+            self.line(name, "histogram", line);
         }
     }
 
