@@ -835,7 +835,11 @@ fn metadata_loops_and_their_fsyncs_commit_no_txg() {
             world.op(|fs| fs.removexattr(file, &name));
             world.op(|fs| fs.unlink(root, &moved));
         }
-        assert_eq!(world.committed(), txg, "round {i}: an operation committed a txg");
+        assert_eq!(
+            world.committed(),
+            txg,
+            "round {i}: an operation committed a txg"
+        );
         if i % 3 == 0 {
             world.fsync();
             assert_eq!(world.committed(), txg, "round {i}: fsync committed a txg");

@@ -3,9 +3,13 @@
 //!
 //! A read that lies wholly in a hole ([`Fs::read_data`]) is answered without a buffer: one
 //! SEEK_DATA walk of the block tree finds no data before its end, and the front end replies
-//! from [`ZEROS`], a static zeroed array that the process never writes (its pages are the
-//! kernel's shared zero page). A file that is almost all hole then reads at the speed of
-//! the reply path, without a 1 MiB allocation, its page faults and a fill per request.
+//! from [`ZEROS`], zeros allocated once on first use and never written. A file that is
+//! almost all hole then reads at the speed of the reply path, without a 1 MiB allocation,
+//! its page faults and a fill per request. (Not a `static` array: an immutable zeroed array
+//! lands in the binary's read-only data, and its pages were read from the executable's file
+//! whenever the page cache had dropped them.)
+
+use std::sync::LazyLock;
 
 use crate::fs::{Fs, Result, oid};
 use crate::inode::Inode;
@@ -18,8 +22,9 @@ pub const FILE_SIZE_MAX: u64 = 1 << 56;
 /// Longest read answered as [`ReadData::Hole`] (the FUSE front end's largest request).
 pub const HOLE_READ_MAX: usize = 1 << 20;
 
-/// Zeros for replies to reads of holes (module docs); never written.
-pub static ZEROS: [u8; HOLE_READ_MAX] = [0; HOLE_READ_MAX];
+/// [`HOLE_READ_MAX`] zeros for replies to reads of holes (module docs); never written.
+pub static ZEROS: LazyLock<Box<[u8]>> =
+    LazyLock::new(|| vec![0u8; HOLE_READ_MAX].into_boxed_slice());
 
 /// What [`Fs::read_data`] found.
 #[derive(Debug, PartialEq, Eq)]
