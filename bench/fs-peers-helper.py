@@ -6,6 +6,11 @@
   fs-peers-helper.py missing DIR COUNT   COUNT stats of names absent from DIR (COUNT / 10
                                          names, each asked 10 times); prints
                                          "missing SECONDS" (bench/fs-meta)
+  fs-peers-helper.py xattr FILE ROUNDS  ROUNDS of: set 50 attributes user.var_N (16-byte
+                                         values), get each, list, remove each, on FILE
+                                         (created); prints "xattr CALLS SECONDS" (the
+                                         per-call rate, bench/fs-stress; 50 stays under
+                                         ext4's one-block limit)
   fs-peers-helper.py fio JSON            prints "ios RUNTIME_S IOPS" of the one fio job in JSON
   fs-peers-helper.py table RESULTS       renders the comparison table from RESULTS lines:
                                          "val SYSTEM FIGURE NUMBER" | "why SYSTEM TEXT..." |
@@ -144,6 +149,28 @@ def table(path):
         print(text)
 
 
+def xattr(path, rounds):
+    open(path, "w").close()
+    names = ["user.var_%d" % i for i in range(50)]
+    value = b"0123456789abcdef"
+    calls = 0
+    start = time.monotonic()
+    for _ in range(rounds):
+        for name in names:
+            os.setxattr(path, name, value)
+        for name in names:
+            if os.getxattr(path, name) != value:
+                sys.exit("xattr: %s read back wrong" % name)
+        if len(os.listxattr(path)) < len(names):
+            sys.exit("xattr: listxattr lost names")
+        for name in names:
+            os.removexattr(path, name)
+        calls += 3 * len(names) + 1
+    elapsed = time.monotonic() - start
+    os.unlink(path)
+    print("xattr %d %.6f" % (calls, elapsed))
+
+
 def main():
     if len(sys.argv) < 3:
         print(__doc__, file=sys.stderr)
@@ -153,6 +180,8 @@ def main():
         meta(sys.argv[2], int(sys.argv[3]))
     elif cmd == "missing":
         missing(sys.argv[2], int(sys.argv[3]))
+    elif cmd == "xattr":
+        xattr(sys.argv[2], int(sys.argv[3]))
     elif cmd == "fio":
         fio(sys.argv[2])
     elif cmd == "table":

@@ -1079,22 +1079,23 @@ impl fuser::Filesystem for TarnFs {
     ) {
         let _request = self.shared.request(Opcode::Read);
         if snapdir::is_snapshot_dir(ino.0) {
-            let read = |fs: &mut Fs<'_>, ino| fs.read(ino, offset, size);
+            let read = |fs: &mut Fs<'_>, ino| fs.read_data(ino, offset, size);
             return match self.in_snapshot(ino, Errno::EISDIR, read) {
-                Ok(data) => reply.data(&data),
+                Ok(data) => reply.data(data.as_slice()),
                 Err(errno) => reply.error(errno),
             };
         }
         let ino = self.ino(ino);
         self.shared.counters.read(size);
         let result = self.run(FsOp::Read, |fs| {
-            let data = fs.read(ino, offset, size)?;
+            // A hole is answered from static zeros, without a buffer (tarn-posix `data`).
+            let data = fs.read_data(ino, offset, size)?;
             // Best effort, as for listings: the read has its data either way.
             let _ = fs.accessed(ino);
             Ok(data)
         });
         match result {
-            Ok(data) => reply.data(&data),
+            Ok(data) => reply.data(data.as_slice()),
             Err(errno) => reply.error(errno),
         }
     }

@@ -1,5 +1,15 @@
 //! File contents: reads, writes that grow a small file's block up to `recordsize`,
 //! truncation, fallocate (holes and zeroed ranges) and SEEK_DATA/SEEK_HOLE.
+//!
+//! A read that lies wholly in a hole ([`Fs::read_data`]) is answered without a buffer: one
+//! SEEK_DATA walk of the block tree finds no data before its end, and the front end replies
+//! from [`ZEROS`], zeros allocated once on first use and never written. A file that is
+//! almost all hole then reads at the speed of the reply path, without a 1 MiB allocation,
+//! its page faults and a fill per request. (Not a `static` array: an immutable zeroed array
+//! lands in the binary's read-only data, and its pages were read from the executable's file
+//! whenever the page cache had dropped them.)
+
+use std::sync::LazyLock;
 
 use crate::fs::{Fs, Result, oid};
 use crate::inode::Inode;
@@ -8,6 +18,33 @@ use crate::{Fallocate, FileKind, Ino, PosixError, Seek};
 
 /// Largest file size (2^56 bytes: far below what a tree of records can address).
 pub const FILE_SIZE_MAX: u64 = 1 << 56;
+
+/// Longest read answered as [`ReadData::Hole`] (the FUSE front end's largest request).
+pub const HOLE_READ_MAX: usize = 1 << 20;
+
+/// [`HOLE_READ_MAX`] zeros for replies to reads of holes (module docs); never written.
+pub static ZEROS: LazyLock<Box<[u8]>> =
+    LazyLock::new(|| vec![0u8; HOLE_READ_MAX].into_boxed_slice());
+
+/// What [`Fs::read_data`] found.
+#[derive(Debug, PartialEq, Eq)]
+pub enum ReadData {
+    /// The bytes read (short at end of file).
+    Bytes(Vec<u8>),
+    /// This many bytes, all in a hole: they read as zeros, and no buffer was made.
+    Hole(usize),
+}
+
+impl ReadData {
+    /// The bytes, zeros from [`ZEROS`] for a hole.
+    #[must_use]
+    pub fn as_slice(&self) -> &[u8] {
+        match self {
+            ReadData::Bytes(bytes) => bytes,
+            ReadData::Hole(len) => &ZEROS[..*len],
+        }
+    }
+}
 
 impl Fs<'_> {
     /// Inode `ino`, which must be a regular file.
@@ -30,6 +67,23 @@ impl Fs<'_> {
         let mut buf = vec![0u8; usize::try_from(len).map_err(|_| PosixError::TooBig)?];
         self.os.read(self.store, oid(ino), offset, &mut buf)?;
         Ok(buf)
+    }
+
+    /// [`Fs::read`], except that a read of up to [`HOLE_READ_MAX`] bytes that lies wholly in
+    /// a hole returns [`ReadData::Hole`] without reading or filling a buffer.
+    pub fn read_data(&mut self, ino: Ino, offset: u64, len: u32) -> Result<ReadData> {
+        let inode = self.regular(ino)?;
+        if offset >= inode.size {
+            return Ok(ReadData::Bytes(Vec::new()));
+        }
+        let len = u64::from(len).min(inode.size - offset);
+        if len <= HOLE_READ_MAX as u64 {
+            let data = self.os.next_data(self.store, oid(ino), offset)?;
+            if data.is_none_or(|at| at >= offset + len) {
+                return Ok(ReadData::Hole(len as usize));
+            }
+        }
+        self.read(ino, offset, len as u32).map(ReadData::Bytes)
     }
 
     /// Grows the block of a file that has at most one block so that `end` fits in it, up to

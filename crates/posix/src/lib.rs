@@ -90,7 +90,7 @@ mod tests;
 #[cfg(test)]
 mod usedby_tests;
 
-pub use data::FILE_SIZE_MAX;
+pub use data::{FILE_SIZE_MAX, HOLE_READ_MAX, ReadData, ZEROS};
 pub use fs::{Fs, InoFilter};
 
 /// Object types whose contents each side of a send keeps itself (the per-owner counts,

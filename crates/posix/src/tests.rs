@@ -132,6 +132,67 @@ fn files_directories_and_their_errors() {
     assert_eq!(fs.getattr(root).unwrap().nlink, 2);
 }
 
+/// Goal: a read wholly inside a hole is answered without a buffer (`ReadData::Hole`, the
+/// front end replies from static zeros), and every read returns the bytes `Fs::read` does,
+/// whether the data around the hole is dirty, synced, or punched out again.
+#[test]
+fn reads_of_holes_need_no_buffer_and_return_the_same_bytes() {
+    use crate::ReadData;
+    let mut w = World::new();
+    let f = {
+        let mut fs = w.fs();
+        let root = fs.root().unwrap();
+        let f = fs
+            .mknod(root, b"f", FileKind::Regular, 0o644, 0, ME)
+            .unwrap()
+            .ino;
+        let size = SetAttr {
+            size: Some(20 << 30),
+            ..SetAttr::default()
+        };
+        fs.setattr(f, &size).unwrap();
+        fs.write(f, 0, &[1u8; 4096]).unwrap();
+        fs.write(f, 10 << 30, &[2u8; 4096]).unwrap();
+        f
+    };
+    let check = |fs: &mut Fs<'_>, offset: u64, len: u32, hole: bool| {
+        let data = fs.read_data(f, offset, len).unwrap();
+        assert_eq!(
+            matches!(data, ReadData::Hole(_)),
+            hole,
+            "read of {len} at {offset}"
+        );
+        assert_eq!(data.as_slice(), fs.read(f, offset, len).unwrap().as_slice());
+    };
+    for synced in [false, true] {
+        let mut fs = w.fs();
+        check(&mut fs, 1 << 20, 1 << 20, true);
+        check(&mut fs, (10 << 30) - (1 << 20), 1 << 20, true);
+        check(&mut fs, 0, 1 << 20, false);
+        check(&mut fs, (10 << 30) - 4096, 8192, false);
+        // The rest of the 128 KiB record written at 10 GiB is data (zeros), not a hole.
+        check(&mut fs, (10 << 30) + 4096, 4096, false);
+        check(&mut fs, (10 << 30) + (128 << 10), 1 << 20, true);
+        // The end of the file: short, still a hole; past it: nothing.
+        check(&mut fs, (20 << 30) - 100, 1 << 20, true);
+        assert_eq!(fs.read_data(f, 20 << 30, 4096).unwrap().as_slice(), b"");
+        // Longer than a hole reply may be: bytes, all zeros.
+        check(&mut fs, 1 << 20, (1 << 20) + 1, false);
+        if !synced {
+            drop(fs);
+            w.sync_and_reopen();
+        }
+    }
+    let mut fs = w.fs();
+    let punch = Fallocate {
+        keep_size: true,
+        punch_hole: true,
+        zero_range: false,
+    };
+    fs.fallocate(f, 10 << 30, 1 << 20, punch).unwrap();
+    check(&mut fs, (10 << 30) - 4096, 8192, true);
+}
+
 #[test]
 fn sizes_holes_truncate_fallocate_and_seek() {
     let mut w = World::new();

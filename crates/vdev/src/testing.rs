@@ -1,7 +1,8 @@
 //! An in-memory [`Device`] for this crate's tests, with switches that make reads, writes or
-//! flushes fail, and direct access to the bytes for injecting corruption.
+//! flushes fail, and direct access to the bytes for injecting corruption. A [`FlushMeter`]
+//! shared by several devices records how many of their flushes were in progress at once.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use tarn_device::{Device, DeviceError, check_range};
 
@@ -12,6 +13,20 @@ pub(crate) struct MemDevice {
     pub(crate) fail_reads: AtomicBool,
     pub(crate) fail_writes: AtomicBool,
     pub(crate) fail_flush: AtomicBool,
+    meter: Mutex<Option<Arc<FlushMeter>>>,
+}
+
+/// Flushes in progress at once over the devices that share it; each metered flush lasts
+/// [`FlushMeter::HOLD`], so flushes issued together overlap and flushes issued one after
+/// another do not.
+#[derive(Debug, Default)]
+pub(crate) struct FlushMeter {
+    now: AtomicUsize,
+    pub(crate) most: AtomicUsize,
+}
+
+impl FlushMeter {
+    const HOLD: std::time::Duration = std::time::Duration::from_millis(50);
 }
 
 impl MemDevice {
@@ -22,7 +37,13 @@ impl MemDevice {
             fail_reads: AtomicBool::new(false),
             fail_writes: AtomicBool::new(false),
             fail_flush: AtomicBool::new(false),
+            meter: Mutex::new(None),
         })
+    }
+
+    /// Makes every later flush of this device count in `meter`.
+    pub(crate) fn meter_flushes(&self, meter: Arc<FlushMeter>) {
+        *self.meter.lock().unwrap() = Some(meter);
     }
 
     /// A copy of `len` bytes at device offset `offset`, bypassing the fault switches.
@@ -77,6 +98,13 @@ impl Device for MemDevice {
     }
 
     fn flush(&self) -> Result<(), DeviceError> {
+        let meter = self.meter.lock().unwrap().clone();
+        if let Some(meter) = meter {
+            let now = meter.now.fetch_add(1, Ordering::SeqCst) + 1;
+            meter.most.fetch_max(now, Ordering::SeqCst);
+            std::thread::sleep(FlushMeter::HOLD);
+            meter.now.fetch_sub(1, Ordering::SeqCst);
+        }
         if self.fail_flush.load(Ordering::Relaxed) {
             return Err(MemDevice::io_error(0));
         }

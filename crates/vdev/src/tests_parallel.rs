@@ -85,6 +85,35 @@ impl Rig {
     }
 }
 
+/// Goal: the leaves of a vdev over queued devices are flushed together, not one after
+/// another (ten `fdatasync`s in a row made each intent-log commit ten times one), and the
+/// parallel flush keeps the serial one's verdict: a failed leaf counts a write error, and
+/// more failed leaves than the parity tolerates fail the flush, naming them.
+#[test]
+fn leaves_are_flushed_together_with_the_same_redundancy_verdict() {
+    let rig = rig(Layout::Raidz { parity: 1 }, 5, 3);
+    let meter = Arc::new(crate::testing::FlushMeter::default());
+    for device in &rig.devices {
+        device.meter_flushes(Arc::clone(&meter));
+    }
+    rig.top.flush().unwrap();
+    assert!(
+        meter.most.load(Ordering::SeqCst) > 1,
+        "flushes of different leaves overlapped"
+    );
+    rig.devices[1].fail_flush.store(true, Ordering::Relaxed);
+    rig.top.flush().unwrap();
+    assert_eq!(rig.leaf(1).stats().snapshot().write_errors, 1);
+    assert_eq!(rig.leaf(0).stats().snapshot().write_errors, 0);
+    rig.devices[2].fail_flush.store(true, Ordering::Relaxed);
+    let result = rig.top.flush();
+    assert!(
+        matches!(result, Err(crate::VdevError::FlushFailed { ref failed, .. })
+            if failed == &[Guid(101), Guid(102)]),
+        "{result:?}"
+    );
+}
+
 /// Goal: with up to `parity` devices failing every read, every block still reads back
 /// correctly through reads in flight together, each failed column is counted once as a
 /// read error on its own leaf, and healing rewrote it. Method: every set of failing devices
