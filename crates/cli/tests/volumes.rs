@@ -492,3 +492,94 @@ fn protocol_errors_and_vanishing_clients() {
     );
     c.write_all(&request(2, 9, 0, 0)).unwrap();
 }
+
+/// A TCP port nobody listens on now.
+fn free_port() -> u16 {
+    let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    probe.local_addr().unwrap().port()
+}
+
+fn listening(port: u16) -> bool {
+    std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+}
+
+/// The local addresses (hex, as /proc/net/tcp shows them) of sockets listening on `port`.
+fn listen_addresses(port: u16) -> Vec<String> {
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let (addr, hex_port) = fields.get(1)?.split_once(':')?;
+            let listen = fields.get(3) == Some(&"0A");
+            (listen && u16::from_str_radix(hex_port, 16).ok()? == port).then(|| addr.to_string())
+        })
+        .collect()
+}
+
+// DESCRIPTION: NBD over TCP only when the pool's root asks for it with the user property
+// `org.tarn:nbd_listen`: nothing listens by default; `ADDRESS:PORT` serves the pool's
+// volumes there (nbdinfo, `--list`, qemu-img convert and compare over `nbd://`); a bare
+// port binds loopback only and moves the listener; a value that does not parse serves
+// nothing and the daemon goes on; `inherit` stops it.
+// STRATEGY: real clients against 127.0.0.1; the bound address read from /proc/net/tcp.
+#[test]
+fn tcp_listener_follows_the_pool_property() {
+    let test = "tcp_listener_follows_the_pool_property";
+    if !have("nbdinfo", test) || !have("qemu-img", test) {
+        return;
+    }
+    let rig = tank();
+    rig.ok("create -V 32M tank/vol");
+    let port = free_port();
+    assert!(!listening(port), "no TCP by default");
+    rig.ok(&format!("set org.tarn:nbd_listen=127.0.0.1:{port} tank"));
+    let target = format!("nbd://127.0.0.1:{port}/tank/vol");
+    let info = tool("nbdinfo", &[&target]);
+    assert!(info.contains("export-size: 33554432"), "{info}");
+    let list = tool("nbdinfo", &["--list", &format!("nbd://127.0.0.1:{port}")]);
+    assert!(list.contains("tank/vol"), "{list}");
+    let source = rig.root().join("src.raw");
+    image(&source, 32 << 20);
+    let src = source.to_str().unwrap();
+    tool(
+        "qemu-img",
+        &["convert", "-n", "-f", "raw", "-O", "raw", src, &target],
+    );
+    tool(
+        "qemu-img",
+        &[
+            "compare",
+            "-f",
+            "raw",
+            "-F",
+            "raw",
+            src,
+            &uri(&rig, "tank/vol"),
+        ],
+    );
+    let moved = free_port();
+    rig.ok(&format!("set org.tarn:nbd_listen={moved} tank"));
+    assert!(!listening(port), "the old port is closed");
+    assert_eq!(listen_addresses(moved), ["0100007F"], "loopback only");
+    tool(
+        "qemu-img",
+        &[
+            "compare",
+            "-f",
+            "raw",
+            "-F",
+            "raw",
+            src,
+            &format!("nbd://127.0.0.1:{moved}/tank/vol"),
+        ],
+    );
+    rig.ok("set org.tarn:nbd_listen=nowhere tank");
+    assert!(!listening(moved), "a bad value serves nothing");
+    rig.ok("list tank/vol");
+    rig.ok(&format!("set org.tarn:nbd_listen=127.0.0.1:{port} tank"));
+    assert!(listening(port));
+    rig.ok("inherit org.tarn:nbd_listen tank");
+    assert!(!listening(port), "inherit stops the listener");
+}
