@@ -21,6 +21,8 @@
 //! A value that does not parse is reported on the daemon's stderr and serves nothing (a user
 //! property is not checked at `set`, as in ZFS). Clients connect with
 //! `nbd://127.0.0.1:10809/tank/vol`; the same exports, counts and rules as the Unix socket.
+//! TLS on that listener (`nbds://`) is module [`crate::nbd_tls`]; a change of its properties
+//! restarts the listener as a change of address does.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -34,6 +36,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use tarn_engine::{DatasetId, Engine, EngineError, PoolError};
 use tarn_nbd::codec::errno;
 use tarn_nbd::{Backend, BackendError, Export};
+
+use crate::nbd_tls::{CERTIFICATES_PROPERTY, TLS_PROPERTY, TlsSetup};
 
 /// Connections one pool's listener serves at once; more are closed at accept.
 const CONNECTIONS_MAX: usize = 64;
@@ -56,6 +60,8 @@ struct Tcp {
     value: String,
     addr: SocketAddr,
     stop: Arc<AtomicBool>,
+    /// The accept thread: joined at stop, so the port is closed when `follow` returns.
+    thread: Option<std::thread::JoinHandle<()>>,
 }
 
 /// An accepted socket of either kind, kept to shut it down.
@@ -77,6 +83,13 @@ impl Socket {
 trait Stream: Read + Write + Send + Sized + 'static {
     fn duplicate(&self) -> std::io::Result<Self>;
     fn keep(self) -> Socket;
+    /// Serves the connection (`tls`: the TCP listener's TLS, module `nbd_tls`).
+    fn serve(
+        self,
+        writer: Self,
+        backend: &dyn tarn_nbd::Backend,
+        tls: Option<&TlsSetup>,
+    ) -> Result<(), tarn_nbd::ServeError>;
 }
 
 impl Stream for UnixStream {
@@ -85,6 +98,14 @@ impl Stream for UnixStream {
     }
     fn keep(self) -> Socket {
         Socket::Unix(self)
+    }
+    fn serve(
+        self,
+        writer: Self,
+        backend: &dyn tarn_nbd::Backend,
+        _: Option<&TlsSetup>,
+    ) -> Result<(), tarn_nbd::ServeError> {
+        tarn_nbd::serve(self, writer, backend)
     }
 }
 
@@ -96,6 +117,17 @@ impl Stream for TcpStream {
     }
     fn keep(self) -> Socket {
         Socket::Tcp(self)
+    }
+    fn serve(
+        self,
+        writer: Self,
+        backend: &dyn tarn_nbd::Backend,
+        tls: Option<&TlsSetup>,
+    ) -> Result<(), tarn_nbd::ServeError> {
+        match tls {
+            Some(setup) => crate::nbd_tls::serve_tcp(self, writer, backend, setup),
+            None => tarn_nbd::serve(self, writer, backend),
+        }
     }
 }
 
@@ -170,7 +202,7 @@ impl NbdTable {
             .collect();
         for pool in gone {
             if let Some(listener) = listeners.remove(&pool) {
-                stop(&listener);
+                stop(listener);
             }
         }
         for pool in pools {
@@ -193,7 +225,7 @@ impl NbdTable {
     pub fn stop_all(&self) {
         let mut listeners = lock(&self.listeners);
         for (_, listener) in std::mem::take(&mut *listeners) {
-            stop(&listener);
+            stop(listener);
         }
     }
 
@@ -236,7 +268,7 @@ fn start(engine: &Arc<Engine>, dir: &Path, pool: &str) -> Result<Listener, std::
     let thread_volumes = Arc::clone(&volumes);
     std::thread::Builder::new()
         .name(format!("nbd-{pool}"))
-        .spawn(move || accept_loop(listener.incoming(), &thread_stop, &thread_volumes))?;
+        .spawn(move || accept_loop(listener.incoming(), &thread_stop, &thread_volumes, None))?;
     Ok(Listener {
         path,
         stop,
@@ -246,12 +278,12 @@ fn start(engine: &Arc<Engine>, dir: &Path, pool: &str) -> Result<Listener, std::
     })
 }
 
-fn stop(listener: &Listener) {
+fn stop(mut listener: Listener) {
     listener.stop.store(true, Ordering::Release);
     // Wake the accept thread, which sees the flag and ends.
     let _ = UnixStream::connect(&listener.path);
     let _ = std::fs::remove_file(&listener.path);
-    if let Some(tcp) = &listener.tcp {
+    if let Some(tcp) = listener.tcp.take() {
         stop_tcp(tcp);
     }
     for (_, (socket, _)) in std::mem::take(&mut *lock(&listener.shared.sockets)) {
@@ -282,60 +314,75 @@ pub fn listen_address(value: &str) -> Result<Option<SocketAddr>, String> {
     }
 }
 
-/// Starts, moves or stops `pool`'s TCP listener after its root's [`LISTEN_PROPERTY`].
+/// Starts, moves or stops `pool`'s TCP listener after its root's [`LISTEN_PROPERTY`] and
+/// TLS properties (module `nbd_tls`).
 fn follow_tcp(engine: &Engine, pool: &str, listener: &mut Listener) {
-    let value = user_property(engine, pool, LISTEN_PROPERTY);
+    let listen = user_property(engine, pool, LISTEN_PROPERTY);
+    let tls = user_property(engine, pool, TLS_PROPERTY);
+    let certificates = user_property(engine, pool, CERTIFICATES_PROPERTY);
+    let value = format!("{listen}\n{tls}\n{certificates}");
     if listener.tcp.as_ref().map(|t| t.value.as_str()) == Some(value.as_str())
-        || (listener.tcp.is_none() && listen_address(&value) == Ok(None))
+        || (listener.tcp.is_none() && listen_address(&listen) == Ok(None))
     {
         return;
     }
     if let Some(tcp) = listener.tcp.take() {
-        stop_tcp(&tcp);
+        stop_tcp(tcp);
         for (_, (socket, _)) in lock(&listener.shared.sockets).iter() {
             if matches!(socket, Socket::Tcp(_)) {
                 socket.shutdown();
             }
         }
     }
-    let addr = match listen_address(&value) {
-        Ok(Some(addr)) => addr,
+    let setup = listen_address(&listen).and_then(|addr| {
+        let tls = TlsSetup::from_properties(&tls, &certificates)?;
+        Ok(addr.map(|addr| (addr, tls)))
+    });
+    let (addr, tls) = match setup {
+        Ok(Some(setup)) => setup,
         Ok(None) => return,
         Err(e) => {
             eprintln!("tarn daemon: pool '{pool}': {e}; no NBD over TCP");
             return;
         }
     };
-    match start_tcp(addr, &listener.volumes) {
+    match start_tcp(addr, &listener.volumes, tls) {
         Ok(tcp) => listener.tcp = Some(Tcp { value, ..tcp }),
         Err(e) => eprintln!("tarn daemon: cannot serve NBD for pool '{pool}' on {addr}: {e}"),
     }
 }
 
-fn start_tcp(addr: SocketAddr, volumes: &Arc<PoolVolumes>) -> std::io::Result<Tcp> {
+fn start_tcp(addr: SocketAddr, volumes: &Arc<PoolVolumes>, tls: TlsSetup) -> std::io::Result<Tcp> {
     let listener = TcpListener::bind(addr)?;
     let addr = listener.local_addr()?;
     let stop = Arc::new(AtomicBool::new(false));
     let thread_stop = Arc::clone(&stop);
     let volumes = Arc::clone(volumes);
-    std::thread::Builder::new()
+    let tls = Arc::new(tls);
+    let thread = std::thread::Builder::new()
         .name(format!("nbd-tcp-{}", volumes.pool))
-        .spawn(move || accept_loop(listener.incoming(), &thread_stop, &volumes))?;
+        .spawn(move || accept_loop(listener.incoming(), &thread_stop, &volumes, Some(tls)))?;
     Ok(Tcp {
         value: String::new(),
         addr,
         stop,
+        thread: Some(thread),
     })
 }
 
-fn stop_tcp(tcp: &Tcp) {
+fn stop_tcp(mut tcp: Tcp) {
     tcp.stop.store(true, Ordering::Release);
-    // Wake the accept thread (through loopback when it listens on every address).
+    // Wake the accept thread (through loopback when it listens on every address), then
+    // wait for it to drop the listener; a thread that could not be woken is left to end
+    // at its next accept rather than waited for.
     let mut wake = tcp.addr;
     if wake.ip().is_unspecified() {
         wake.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
     }
-    let _ = TcpStream::connect_timeout(&wake, std::time::Duration::from_secs(1));
+    let woken = TcpStream::connect_timeout(&wake, std::time::Duration::from_secs(1));
+    if let (Ok(_), Some(thread)) = (woken, tcp.thread.take()) {
+        let _ = thread.join();
+    }
 }
 
 /// The value of user property `name` of dataset `dataset` (`-` when it is unset).
@@ -377,6 +424,7 @@ fn accept_loop<S: Stream>(
     incoming: impl Iterator<Item = std::io::Result<S>>,
     stop: &AtomicBool,
     volumes: &Arc<PoolVolumes>,
+    tls: Option<Arc<TlsSetup>>,
 ) {
     for stream in incoming {
         if stop.load(Ordering::Acquire) {
@@ -396,10 +444,11 @@ fn accept_loop<S: Stream>(
             volumes: Arc::clone(volumes),
             id,
         };
+        let tls = tls.clone();
         let spawned = std::thread::Builder::new()
             .name("nbd-conn".into())
             .spawn(move || {
-                let served = tarn_nbd::serve(stream, writer, &connection);
+                let served = stream.serve(writer, &connection, tls.as_deref());
                 if let Err(e) = served
                     && !matches!(e, tarn_nbd::ServeError::Io(_))
                 {
