@@ -107,7 +107,6 @@ fn create_list_set_and_refusals() {
     rig.ok("pool sync");
     let baseline = rig.image();
     for line in [
-        "send tank/thick@s",
         "create -V 1000 tank/bad",
         "create -V lots tank/bad",
         "create -b 3K -V 8M tank/bad",
