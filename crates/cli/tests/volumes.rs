@@ -533,8 +533,11 @@ fn tcp_listener_follows_the_pool_property() {
     rig.ok("create -V 32M tank/vol");
     let port = free_port();
     assert!(!listening(port), "no TCP by default");
+    assert!(rig.ok("nbd -H").trim_end().ends_with("\t-"), "no TCP URI");
     rig.ok(&format!("set org.tarn:nbd_listen=127.0.0.1:{port} tank"));
     let target = format!("nbd://127.0.0.1:{port}/tank/vol");
+    let row = rig.ok("nbd -H");
+    assert!(row.trim_end().ends_with(&format!("\t{target}")), "{row}");
     let info = tool("nbdinfo", &[&target]);
     assert!(info.contains("export-size: 33554432"), "{info}");
     let list = tool("nbdinfo", &["--list", &format!("nbd://127.0.0.1:{port}")]);
@@ -681,6 +684,9 @@ fn tls_over_tcp_required_and_offered() {
     rig.ok(&format!("set org.tarn:nbd_listen={port} tank"));
     let tls = format!("nbds://127.0.0.1:{port}/tank/vol?tls-certificates={dir}");
     let clear = format!("nbd://127.0.0.1:{port}/tank/vol");
+    let row = rig.ok("nbd -H");
+    let want = format!("\tnbds://127.0.0.1:{port}/tank/vol");
+    assert!(row.trim_end().ends_with(&want), "{row}");
     let info = tool("nbdinfo", &[&tls]);
     assert!(info.contains("export-size: 33554432"), "{info}");
     assert!(

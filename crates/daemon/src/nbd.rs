@@ -59,6 +59,8 @@ struct Listener {
 struct Tcp {
     value: String,
     addr: SocketAddr,
+    /// `nbds` when TLS is required, else `nbd`.
+    scheme: &'static str,
     stop: Arc<AtomicBool>,
     /// The accept thread: joined at stop, so the port is closed when `follow` returns.
     thread: Option<std::thread::JoinHandle<()>>,
@@ -155,6 +157,9 @@ pub struct ServedVolume {
     pub socket: PathBuf,
     /// Open connections.
     pub connections: usize,
+    /// The pool's TCP listener as a URI base (`nbd://ADDR`, `nbds://ADDR` when TLS is
+    /// required), when it has one.
+    pub tcp: Option<String>,
 }
 
 /// The daemon's NBD listeners.
@@ -242,6 +247,10 @@ impl NbdTable {
                     connections: counts.get(&volume.name).copied().unwrap_or(0),
                     volume: volume.name,
                     socket: listener.path.clone(),
+                    tcp: listener
+                        .tcp
+                        .as_ref()
+                        .map(|t| format!("{}://{}", t.scheme, t.addr)),
                 });
             }
         }
@@ -358,6 +367,11 @@ fn start_tcp(addr: SocketAddr, volumes: &Arc<PoolVolumes>, tls: TlsSetup) -> std
     let stop = Arc::new(AtomicBool::new(false));
     let thread_stop = Arc::clone(&stop);
     let volumes = Arc::clone(volumes);
+    let scheme = if tls.policy == tarn_nbd::Tls::Required {
+        "nbds"
+    } else {
+        "nbd"
+    };
     let tls = Arc::new(tls);
     let thread = std::thread::Builder::new()
         .name(format!("nbd-tcp-{}", volumes.pool))
@@ -365,6 +379,7 @@ fn start_tcp(addr: SocketAddr, volumes: &Arc<PoolVolumes>, tls: TlsSetup) -> std
     Ok(Tcp {
         value: String::new(),
         addr,
+        scheme,
         stop,
         thread: Some(thread),
     })
