@@ -722,7 +722,8 @@ fn diff(rows: &[tarn_proto::DiffRow], types: bool, scripted: bool, times: bool) 
     out
 }
 
-/// `tarn nbd`: `VOLUME CONNECTIONS URI`, the URI a client connects with.
+/// `tarn nbd`: `VOLUME CONNECTIONS URI TCP`, the URIs a client connects with (TCP `-`
+/// when the pool serves none).
 fn nbd_exports(rows: &[tarn_proto::NbdExportRow], scripted: bool) -> String {
     let column = |header: &'static str, right: bool| crate::render::Column {
         header: header.into(),
@@ -733,12 +734,17 @@ fn nbd_exports(rows: &[tarn_proto::NbdExportRow], scripted: bool) -> String {
         column("VOLUME", false),
         column("CONNECTIONS", true),
         column("URI", false),
+        column("TCP", false),
     ];
     let cells: Vec<Vec<String>> = rows
         .iter()
         .map(|row| {
             let uri = format!("nbd+unix:///{}?socket={}", row.volume, row.socket);
-            vec![row.volume.clone(), row.connections.to_string(), uri]
+            let tcp = row
+                .tcp
+                .as_ref()
+                .map_or_else(|| "-".to_string(), |base| format!("{base}/{}", row.volume));
+            vec![row.volume.clone(), row.connections.to_string(), uri, tcp]
         })
         .collect();
     crate::render::table(&columns, &cells, scripted)

@@ -107,7 +107,6 @@ fn create_list_set_and_refusals() {
     rig.ok("pool sync");
     let baseline = rig.image();
     for line in [
-        "send tank/thick@s",
         "create -V 1000 tank/bad",
         "create -V lots tank/bad",
         "create -b 3K -V 8M tank/bad",
@@ -491,4 +490,395 @@ fn protocol_errors_and_vanishing_clients() {
         "flush"
     );
     c.write_all(&request(2, 9, 0, 0)).unwrap();
+}
+
+/// A TCP port nobody listens on now.
+fn free_port() -> u16 {
+    let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    probe.local_addr().unwrap().port()
+}
+
+fn listening(port: u16) -> bool {
+    std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+}
+
+/// The local addresses (hex, as /proc/net/tcp shows them) of sockets listening on `port`.
+fn listen_addresses(port: u16) -> Vec<String> {
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let (addr, hex_port) = fields.get(1)?.split_once(':')?;
+            let listen = fields.get(3) == Some(&"0A");
+            (listen && u16::from_str_radix(hex_port, 16).ok()? == port).then(|| addr.to_string())
+        })
+        .collect()
+}
+
+// DESCRIPTION: NBD over TCP only when the pool's root asks for it with the user property
+// `org.tarn:nbd_listen`: nothing listens by default; `ADDRESS:PORT` serves the pool's
+// volumes there (nbdinfo, `--list`, qemu-img convert and compare over `nbd://`); a bare
+// port binds loopback only and moves the listener; a value that does not parse serves
+// nothing and the daemon goes on; `inherit` stops it.
+// STRATEGY: real clients against 127.0.0.1; the bound address read from /proc/net/tcp.
+#[test]
+fn tcp_listener_follows_the_pool_property() {
+    let test = "tcp_listener_follows_the_pool_property";
+    if !have("nbdinfo", test) || !have("qemu-img", test) {
+        return;
+    }
+    let rig = tank();
+    rig.ok("create -V 32M tank/vol");
+    let port = free_port();
+    assert!(!listening(port), "no TCP by default");
+    assert!(rig.ok("nbd -H").trim_end().ends_with("\t-"), "no TCP URI");
+    rig.ok(&format!("set org.tarn:nbd_listen=127.0.0.1:{port} tank"));
+    let target = format!("nbd://127.0.0.1:{port}/tank/vol");
+    let row = rig.ok("nbd -H");
+    assert!(row.trim_end().ends_with(&format!("\t{target}")), "{row}");
+    let info = tool("nbdinfo", &[&target]);
+    assert!(info.contains("export-size: 33554432"), "{info}");
+    let list = tool("nbdinfo", &["--list", &format!("nbd://127.0.0.1:{port}")]);
+    assert!(list.contains("tank/vol"), "{list}");
+    let source = rig.root().join("src.raw");
+    image(&source, 32 << 20);
+    let src = source.to_str().unwrap();
+    tool(
+        "qemu-img",
+        &["convert", "-n", "-f", "raw", "-O", "raw", src, &target],
+    );
+    tool(
+        "qemu-img",
+        &[
+            "compare",
+            "-f",
+            "raw",
+            "-F",
+            "raw",
+            src,
+            &uri(&rig, "tank/vol"),
+        ],
+    );
+    let moved = free_port();
+    rig.ok(&format!("set org.tarn:nbd_listen={moved} tank"));
+    assert!(!listening(port), "the old port is closed");
+    assert_eq!(listen_addresses(moved), ["0100007F"], "loopback only");
+    tool(
+        "qemu-img",
+        &[
+            "compare",
+            "-f",
+            "raw",
+            "-F",
+            "raw",
+            src,
+            &format!("nbd://127.0.0.1:{moved}/tank/vol"),
+        ],
+    );
+    rig.ok("set org.tarn:nbd_listen=nowhere tank");
+    assert!(!listening(moved), "a bad value serves nothing");
+    rig.ok("list tank/vol");
+    rig.ok(&format!("set org.tarn:nbd_listen=127.0.0.1:{port} tank"));
+    assert!(listening(port));
+    rig.ok("inherit org.tarn:nbd_listen tank");
+    assert!(!listening(port), "inherit stops the listener");
+}
+
+/// A CA and a server certificate for 127.0.0.1 signed by it, made by openssl in `dir`:
+/// `ca-cert.pem` (what libnbd's `tls-certificates` directory needs), `server-cert.pem` and
+/// `server-key.pem` (what the server's directory needs).
+fn certificates(dir: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    let at = |name: &str| dir.join(name).to_str().unwrap().to_string();
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    let mut ca = vec!["req", "-x509", "-days", "2", "-subj", "/CN=tarn test CA"];
+    ca.extend(ec);
+    let (ca_key, ca_cert) = (at("ca-key.pem"), at("ca-cert.pem"));
+    ca.extend(["-keyout", &ca_key, "-out", &ca_cert]);
+    ca.extend(["-addext", "basicConstraints=critical,CA:TRUE"]);
+    ca.extend(["-addext", "keyUsage=critical,keyCertSign,cRLSign"]);
+    tool("openssl", &ca);
+    let (key, csr) = (at("server-key.pem"), at("server.csr"));
+    let mut request = vec![
+        "req",
+        "-subj",
+        "/CN=127.0.0.1",
+        "-keyout",
+        &key,
+        "-out",
+        &csr,
+    ];
+    request.extend(ec);
+    tool("openssl", &request);
+    let ext = at("server.ext");
+    std::fs::write(
+        &ext,
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n\
+         keyUsage=critical,digitalSignature\n",
+    )
+    .unwrap();
+    let cert = at("server-cert.pem");
+    tool(
+        "openssl",
+        &[
+            "x509",
+            "-req",
+            "-days",
+            "2",
+            "-in",
+            &csr,
+            "-CA",
+            &ca_cert,
+            "-CAkey",
+            &ca_key,
+            "-CAcreateserial",
+            "-extfile",
+            &ext,
+            "-out",
+            &cert,
+        ],
+    );
+}
+
+/// Whether `program args` succeeds.
+fn succeeds(program: &str, args: &[&str]) -> bool {
+    Command::new(program)
+        .args(args)
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+// DESCRIPTION: NBD over TLS on the TCP listener: `org.tarn:nbd_tls=require` with
+// `org.tarn:nbd_tls_certificates=DIR` serves `nbds://` (STARTTLS, the certificate checked
+// by libnbd against a test CA) and refuses clients in the clear (NBD_REP_ERR_TLS_REQD);
+// data written over TLS by nbdcopy compares equal over the Unix socket; `=on` serves both;
+// a certificate directory without certificates serves nothing and the daemon goes on.
+// STRATEGY: certificates made by openssl; real clients (nbdinfo, nbdcopy, qemu-img with
+// tls-creds-x509).
+#[test]
+fn tls_over_tcp_required_and_offered() {
+    let test = "tls_over_tcp_required_and_offered";
+    if !have("nbdinfo", test) || !have("nbdcopy", test) {
+        return;
+    }
+    if !succeeds("openssl", &["version"]) {
+        println!("skipped {test}: 'openssl' is not installed");
+        return;
+    }
+    let rig = tank();
+    rig.ok("create -V 32M tank/vol");
+    let certs = rig.root().join("certs");
+    certificates(&certs);
+    let dir = certs.to_str().unwrap();
+    let port = free_port();
+    rig.ok(&format!("set org.tarn:nbd_tls_certificates={dir} tank"));
+    rig.ok("set org.tarn:nbd_tls=require tank");
+    rig.ok(&format!("set org.tarn:nbd_listen={port} tank"));
+    let tls = format!("nbds://127.0.0.1:{port}/tank/vol?tls-certificates={dir}");
+    let clear = format!("nbd://127.0.0.1:{port}/tank/vol");
+    let row = rig.ok("nbd -H");
+    let want = format!("\tnbds://127.0.0.1:{port}/tank/vol");
+    assert!(row.trim_end().ends_with(&want), "{row}");
+    let info = tool("nbdinfo", &[&tls]);
+    assert!(info.contains("export-size: 33554432"), "{info}");
+    assert!(
+        !succeeds("nbdinfo", &[&clear]),
+        "TLS required: the clear is refused"
+    );
+    let source = rig.root().join("src.raw");
+    image(&source, 32 << 20);
+    let src = source.to_str().unwrap();
+    tool("nbdcopy", &["-C", "2", src, &tls]);
+    tool(
+        "qemu-img",
+        &[
+            "compare",
+            "-f",
+            "raw",
+            "-F",
+            "raw",
+            src,
+            &uri(&rig, "tank/vol"),
+        ],
+    );
+    let creds = format!("tls-creds-x509,id=tls0,endpoint=client,dir={dir}");
+    let opts = format!(
+        "driver=nbd,server.type=inet,server.host=127.0.0.1,server.port={port},\
+         export=tank/vol,tls-creds=tls0"
+    );
+    let info = tool(
+        "qemu-img",
+        &["info", "--object", &creds, "--image-opts", &opts],
+    );
+    assert!(info.contains("virtual size: 32 MiB"), "{info}");
+    let back = rig.root().join("back.raw");
+    tool("nbdcopy", &[&tls, back.to_str().unwrap()]);
+    assert!(std::fs::read(&back).unwrap() == std::fs::read(&source).unwrap());
+    rig.ok("set org.tarn:nbd_tls=on tank");
+    assert!(tool("nbdinfo", &[&clear]).contains("export-size: 33554432"));
+    assert!(tool("nbdinfo", &[&tls]).contains("export-size: 33554432"));
+    let empty = rig.root().join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    rig.ok(&format!(
+        "set org.tarn:nbd_tls_certificates={} tank",
+        empty.display()
+    ));
+    assert!(!listening(port), "no certificate: nothing served");
+    rig.ok("list tank/vol");
+}
+
+fn tarn_command(rig: &Rig, line: &str) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_tarn"));
+    command
+        .arg("--rundir")
+        .arg(&rig.rundir)
+        .args(line.split(' ').filter(|w| !w.is_empty()))
+        .current_dir(rig.root())
+        .env_remove("TARN_RUNDIR");
+    command
+}
+
+/// The stream `tarn SEND` writes.
+fn send_stream(rig: &Rig, send: &str) -> Vec<u8> {
+    let out = tarn_command(rig, send).output().unwrap();
+    assert!(out.status.success(), "`tarn {send}`: {out:?}");
+    out.stdout
+}
+
+/// `tarn RECEIVE` of `bytes`: whether it succeeded, and its stderr.
+fn receive_stream(rig: &Rig, line: &str, bytes: &[u8]) -> (bool, String) {
+    let path = rig.root().join("stream.bin");
+    std::fs::write(&path, bytes).unwrap();
+    let out = tarn_command(rig, line)
+        .stdin(std::fs::File::open(&path).unwrap())
+        .output()
+        .unwrap();
+    (out.status.success(), String::from_utf8(out.stderr).unwrap())
+}
+
+/// The volume's bytes, read over NBD from its pool's socket.
+fn volume_bytes(rig: &Rig, pool: &str, volume: &str) -> Vec<u8> {
+    let path = rig.root().join(format!("{}.raw", volume.replace('/', "_")));
+    let socket = rig.rundir.join("nbd").join(format!("{pool}.sock"));
+    let uri = format!("nbd+unix:///{volume}?socket={}", socket.display());
+    let _ = std::fs::remove_file(&path);
+    tool("nbdcopy", &[&uri, path.to_str().unwrap()]);
+    std::fs::read(&path).unwrap()
+}
+
+/// `nbdinfo --map` of a volume: its runs of data and holes.
+fn volume_map(rig: &Rig, pool: &str, volume: &str) -> String {
+    let socket = rig.rundir.join("nbd").join(format!("{pool}.sock"));
+    let uri = format!("nbd+unix:///{volume}?socket={}", socket.display());
+    tool("nbdinfo", &["--map", &uri])
+}
+
+// DESCRIPTION: volumes take part in send and receive: a full stream of a sparse volume
+// received into another pool reads back byte for byte over NBD with the same holes (block
+// status map); an incremental (-i) after writes and a TRIM brings the same bytes and holes;
+// a full stream cut in the middle and received with -s resumes with `send -t` to the same
+// bytes; an incremental of a volume into a filesystem is refused with one line.
+// STRATEGY: qemu-io writes and discards through NBD; nbdcopy reads both sides whole;
+// nbdinfo --map compares holes.
+#[test]
+fn send_receive_of_volumes_keeps_bytes_and_holes() {
+    let test = "send_receive_of_volumes_keeps_bytes_and_holes";
+    if !have("nbdcopy", test) || !have("qemu-io", test) || !have("nbdinfo", test) {
+        return;
+    }
+    let rig = tank();
+    let b = rig.devices("b", "disk", 1);
+    rig.ok(&format!("pool create -m none pb {}", join(&b)));
+    rig.ok("create -s -V 32M -b 16K tank/vol");
+    let source = rig.root().join("src.raw");
+    image(&source, 32 << 20);
+    tool(
+        "qemu-img",
+        &[
+            "convert",
+            "-n",
+            "-f",
+            "raw",
+            "-O",
+            "raw",
+            source.to_str().unwrap(),
+            &uri(&rig, "tank/vol"),
+        ],
+    );
+    rig.ok("snapshot tank/vol@one");
+    let full = send_stream(&rig, "send tank/vol@one");
+    let (ok, err) = receive_stream(&rig, "receive pb/vol", &full);
+    assert!(ok, "{err}");
+    assert!(volume_bytes(&rig, "pb", "pb/vol") == std::fs::read(&source).unwrap());
+    assert_eq!(
+        volume_map(&rig, "pb", "pb/vol"),
+        volume_map(&rig, "tank", "tank/vol")
+    );
+    let listed = rig.ok("list -H -p -o name,type,volsize,volblocksize pb/vol");
+    assert_eq!(listed.trim(), "pb/vol\tvolume\t33554432\t16384");
+
+    tool(
+        "qemu-io",
+        &[
+            "-f",
+            "raw",
+            "-c",
+            "write -P 0x5a 24M 1M",
+            "-c",
+            "discard 0 1M",
+            &uri(&rig, "tank/vol"),
+        ],
+    );
+    rig.ok("snapshot tank/vol@two");
+    let incremental = send_stream(&rig, "send -i @one tank/vol@two");
+    let (ok, err) = receive_stream(&rig, "receive pb/vol", &incremental);
+    assert!(ok, "{err}");
+    let now = volume_bytes(&rig, "tank", "tank/vol");
+    assert!(now[..1 << 20].iter().all(|b| *b == 0) && now[24 << 20] == 0x5a);
+    assert!(
+        volume_bytes(&rig, "pb", "pb/vol") == now,
+        "incremental bytes"
+    );
+    assert_eq!(
+        volume_map(&rig, "pb", "pb/vol"),
+        volume_map(&rig, "tank", "tank/vol"),
+        "the trimmed range is a hole on both sides"
+    );
+
+    resumed_and_refused(&rig, &now, &incremental);
+}
+
+/// The rest of `send_receive_of_volumes_keeps_bytes_and_holes`: a full stream of
+/// tank/vol@two (which reads `now`) cut and resumed; `incremental` into a filesystem.
+fn resumed_and_refused(rig: &Rig, now: &[u8], incremental: &[u8]) {
+    let whole = send_stream(rig, "send tank/vol@two");
+    let (ok, err) = receive_stream(rig, "receive -s pb/copy", &whole[..whole.len() / 2]);
+    assert!(!ok && err.lines().count() == 1, "{err}");
+    let at = err.find("send -t ").unwrap() + 8;
+    let token = err[at..].split('\'').next().unwrap();
+    let rest = send_stream(rig, &format!("send -t {token}"));
+    let (ok, err) = receive_stream(rig, "receive -s pb/copy", &rest);
+    assert!(ok, "{err}");
+    assert!(volume_bytes(rig, "pb", "pb/copy") == *now, "resumed bytes");
+
+    rig.ok("create pb/fs");
+    rig.ok("snapshot pb/fs@one");
+    let (ok, err) = receive_stream(rig, "receive -F pb/fs", incremental);
+    assert!(!ok, "a volume stream into a filesystem");
+    assert!(
+        err.starts_with("cannot receive") && err.lines().count() == 1,
+        "{err}"
+    );
+    assert!(
+        err.contains("holds a volume but 'pb/fs' is a filesystem"),
+        "{err}"
+    );
 }

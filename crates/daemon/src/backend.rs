@@ -1696,6 +1696,7 @@ impl Handler for EngineBackend {
                     volume: v.volume,
                     socket: v.socket.display().to_string(),
                     connections: v.connections as u64,
+                    tcp: v.tcp,
                 });
             return Response::Ok(ReplyPayload::NbdExports(rows.collect()));
         }

@@ -81,6 +81,7 @@ pub mod memory;
 pub mod metrics;
 pub mod mounts;
 pub mod nbd;
+pub mod nbd_tls;
 mod passfd;
 mod server;
 pub mod zedlets;

@@ -11,10 +11,22 @@
 //! listeners of pools that are gone. Stopping a listener shuts down every connection it
 //! accepted (clients see the connection end; requests in flight finish or fail with
 //! ESHUTDOWN) and removes its socket. Clients connect with
-//! `nbd+unix:///tank/vol?socket=<rundir>/nbd/tank.sock`. Only a Unix socket is served: TCP
-//! and TLS are not offered yet.
+//! `nbd+unix:///tank/vol?socket=<rundir>/nbd/tank.sock`.
+//!
+//! TCP only when asked for, per pool, by the user property [`LISTEN_PROPERTY`]
+//! (`org.tarn:nbd_listen`) of the pool's root dataset: unset, `off` or `none` serve no TCP;
+//! `on` is `127.0.0.1:10809` (NBD's port), a bare port is that port on loopback, and
+//! `ADDRESS:PORT` (`[v6]:PORT`) binds where it says. `follow` compares the value with the
+//! running listener and starts, moves or stops it; stopping shuts down its connections too.
+//! A value that does not parse is reported on the daemon's stderr and serves nothing (a user
+//! property is not checked at `set`, as in ZFS). Clients connect with
+//! `nbd://127.0.0.1:10809/tank/vol`; the same exports, counts and rules as the Unix socket.
+//! TLS on that listener (`nbds://`) is module [`crate::nbd_tls`]; a change of its properties
+//! restarts the listener as a change of address does.
 
 use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -25,18 +37,104 @@ use tarn_engine::{DatasetId, Engine, EngineError, PoolError};
 use tarn_nbd::codec::errno;
 use tarn_nbd::{Backend, BackendError, Export};
 
+use crate::nbd_tls::{CERTIFICATES_PROPERTY, TLS_PROPERTY, TlsSetup};
+
 /// Connections one pool's listener serves at once; more are closed at accept.
 const CONNECTIONS_MAX: usize = 64;
+/// The pool root's user property that asks for a TCP listener (module doc).
+pub const LISTEN_PROPERTY: &str = "org.tarn:nbd_listen";
+/// NBD's registered TCP port (`on`, or an address without one).
+pub const NBD_PORT: u16 = 10809;
 
 /// One pool's listener and its connections.
 struct Listener {
     path: PathBuf,
     stop: Arc<AtomicBool>,
     shared: Arc<Shared>,
+    volumes: Arc<PoolVolumes>,
+    tcp: Option<Tcp>,
+}
+
+/// A pool's TCP listener: the property value it was started for and where it listens.
+struct Tcp {
+    value: String,
+    addr: SocketAddr,
+    /// `nbds` when TLS is required, else `nbd`.
+    scheme: &'static str,
+    stop: Arc<AtomicBool>,
+    /// The accept thread: joined at stop, so the port is closed when `follow` returns.
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// An accepted socket of either kind, kept to shut it down.
+enum Socket {
+    Unix(UnixStream),
+    Tcp(TcpStream),
+}
+
+impl Socket {
+    fn shutdown(&self) {
+        let _ = match self {
+            Socket::Unix(s) => s.shutdown(std::net::Shutdown::Both),
+            Socket::Tcp(s) => s.shutdown(std::net::Shutdown::Both),
+        };
+    }
+}
+
+/// A stream a listener accepts: two handles on it (reader, writer) and one to keep.
+trait Stream: Read + Write + Send + Sized + 'static {
+    fn duplicate(&self) -> std::io::Result<Self>;
+    fn keep(self) -> Socket;
+    /// Serves the connection (`tls`: the TCP listener's TLS, module `nbd_tls`).
+    fn serve(
+        self,
+        writer: Self,
+        backend: &dyn tarn_nbd::Backend,
+        tls: Option<&TlsSetup>,
+    ) -> Result<(), tarn_nbd::ServeError>;
+}
+
+impl Stream for UnixStream {
+    fn duplicate(&self) -> std::io::Result<Self> {
+        self.try_clone()
+    }
+    fn keep(self) -> Socket {
+        Socket::Unix(self)
+    }
+    fn serve(
+        self,
+        writer: Self,
+        backend: &dyn tarn_nbd::Backend,
+        _: Option<&TlsSetup>,
+    ) -> Result<(), tarn_nbd::ServeError> {
+        tarn_nbd::serve(self, writer, backend)
+    }
+}
+
+impl Stream for TcpStream {
+    fn duplicate(&self) -> std::io::Result<Self> {
+        // Replies are written whole and small ones must not wait for Nagle.
+        self.set_nodelay(true)?;
+        self.try_clone()
+    }
+    fn keep(self) -> Socket {
+        Socket::Tcp(self)
+    }
+    fn serve(
+        self,
+        writer: Self,
+        backend: &dyn tarn_nbd::Backend,
+        tls: Option<&TlsSetup>,
+    ) -> Result<(), tarn_nbd::ServeError> {
+        match tls {
+            Some(setup) => crate::nbd_tls::serve_tcp(self, writer, backend, setup),
+            None => tarn_nbd::serve(self, writer, backend),
+        }
+    }
 }
 
 /// An accepted socket and the export it chose (name, dataset id), once it chose one.
-type Accepted = (UnixStream, Option<(String, u64)>);
+type Accepted = (Socket, Option<(String, u64)>);
 
 /// What a listener shares with its connections.
 #[derive(Default)]
@@ -59,6 +157,9 @@ pub struct ServedVolume {
     pub socket: PathBuf,
     /// Open connections.
     pub connections: usize,
+    /// The pool's TCP listener as a URI base (`nbd://ADDR`, `nbds://ADDR` when TLS is
+    /// required), when it has one.
+    pub tcp: Option<String>,
 }
 
 /// The daemon's NBD listeners.
@@ -106,16 +207,18 @@ impl NbdTable {
             .collect();
         for pool in gone {
             if let Some(listener) = listeners.remove(&pool) {
-                stop(&listener);
+                stop(listener);
             }
         }
         for pool in pools {
-            if let Some(listener) = listeners.get(&pool) {
+            if let Some(listener) = listeners.get_mut(&pool) {
                 drop_stale(&self.engine, &pool, listener);
+                follow_tcp(&self.engine, &pool, listener);
                 continue;
             }
             match start(&self.engine, dir, &pool) {
-                Ok(listener) => {
+                Ok(mut listener) => {
+                    follow_tcp(&self.engine, &pool, &mut listener);
                     listeners.insert(pool, listener);
                 }
                 Err(e) => eprintln!("tarn daemon: cannot serve NBD for pool '{pool}': {e}"),
@@ -127,7 +230,7 @@ impl NbdTable {
     pub fn stop_all(&self) {
         let mut listeners = lock(&self.listeners);
         for (_, listener) in std::mem::take(&mut *listeners) {
-            stop(&listener);
+            stop(listener);
         }
     }
 
@@ -144,6 +247,10 @@ impl NbdTable {
                     connections: counts.get(&volume.name).copied().unwrap_or(0),
                     volume: volume.name,
                     socket: listener.path.clone(),
+                    tcp: listener
+                        .tcp
+                        .as_ref()
+                        .map(|t| format!("{}://{}", t.scheme, t.addr)),
                 });
             }
         }
@@ -167,20 +274,145 @@ fn start(engine: &Arc<Engine>, dir: &Path, pool: &str) -> Result<Listener, std::
         shared: Arc::clone(&shared),
     });
     let thread_stop = Arc::clone(&stop);
+    let thread_volumes = Arc::clone(&volumes);
     std::thread::Builder::new()
         .name(format!("nbd-{pool}"))
-        .spawn(move || accept_loop(&listener, &thread_stop, &volumes))?;
-    Ok(Listener { path, stop, shared })
+        .spawn(move || accept_loop(listener.incoming(), &thread_stop, &thread_volumes, None))?;
+    Ok(Listener {
+        path,
+        stop,
+        shared,
+        volumes,
+        tcp: None,
+    })
 }
 
-fn stop(listener: &Listener) {
+fn stop(mut listener: Listener) {
     listener.stop.store(true, Ordering::Release);
     // Wake the accept thread, which sees the flag and ends.
     let _ = UnixStream::connect(&listener.path);
     let _ = std::fs::remove_file(&listener.path);
-    for (_, (socket, _)) in std::mem::take(&mut *lock(&listener.shared.sockets)) {
-        let _ = socket.shutdown(std::net::Shutdown::Both);
+    if let Some(tcp) = listener.tcp.take() {
+        stop_tcp(tcp);
     }
+    for (_, (socket, _)) in std::mem::take(&mut *lock(&listener.shared.sockets)) {
+        socket.shutdown();
+    }
+}
+
+/// Where `value` of [`LISTEN_PROPERTY`] asks to listen: `None` for no TCP (module doc).
+pub fn listen_address(value: &str) -> Result<Option<SocketAddr>, String> {
+    let loopback = std::net::Ipv4Addr::LOCALHOST;
+    match value {
+        "" | "-" | "off" | "none" => Ok(None),
+        "on" => Ok(Some(SocketAddr::from((loopback, NBD_PORT)))),
+        _ => {
+            if let Ok(port) = value.parse::<u16>() {
+                return Ok(Some(SocketAddr::from((loopback, port))));
+            }
+            if let Ok(addr) = value.parse::<SocketAddr>() {
+                return Ok(Some(addr));
+            }
+            match value.parse::<std::net::IpAddr>() {
+                Ok(ip) => Ok(Some(SocketAddr::new(ip, NBD_PORT))),
+                Err(_) => Err(format!(
+                    "{LISTEN_PROPERTY}={value} is not off, on, a port or ADDRESS:PORT"
+                )),
+            }
+        }
+    }
+}
+
+/// Starts, moves or stops `pool`'s TCP listener after its root's [`LISTEN_PROPERTY`] and
+/// TLS properties (module `nbd_tls`).
+fn follow_tcp(engine: &Engine, pool: &str, listener: &mut Listener) {
+    let listen = user_property(engine, pool, LISTEN_PROPERTY);
+    let tls = user_property(engine, pool, TLS_PROPERTY);
+    let certificates = user_property(engine, pool, CERTIFICATES_PROPERTY);
+    let value = format!("{listen}\n{tls}\n{certificates}");
+    if listener.tcp.as_ref().map(|t| t.value.as_str()) == Some(value.as_str())
+        || (listener.tcp.is_none() && listen_address(&listen) == Ok(None))
+    {
+        return;
+    }
+    if let Some(tcp) = listener.tcp.take() {
+        stop_tcp(tcp);
+        for (_, (socket, _)) in lock(&listener.shared.sockets).iter() {
+            if matches!(socket, Socket::Tcp(_)) {
+                socket.shutdown();
+            }
+        }
+    }
+    let setup = listen_address(&listen).and_then(|addr| {
+        let tls = TlsSetup::from_properties(&tls, &certificates)?;
+        Ok(addr.map(|addr| (addr, tls)))
+    });
+    let (addr, tls) = match setup {
+        Ok(Some(setup)) => setup,
+        Ok(None) => return,
+        Err(e) => {
+            eprintln!("tarn daemon: pool '{pool}': {e}; no NBD over TCP");
+            return;
+        }
+    };
+    match start_tcp(addr, &listener.volumes, tls) {
+        Ok(tcp) => listener.tcp = Some(Tcp { value, ..tcp }),
+        Err(e) => eprintln!("tarn daemon: cannot serve NBD for pool '{pool}' on {addr}: {e}"),
+    }
+}
+
+fn start_tcp(addr: SocketAddr, volumes: &Arc<PoolVolumes>, tls: TlsSetup) -> std::io::Result<Tcp> {
+    let listener = TcpListener::bind(addr)?;
+    let addr = listener.local_addr()?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let thread_stop = Arc::clone(&stop);
+    let volumes = Arc::clone(volumes);
+    let scheme = if tls.policy == tarn_nbd::Tls::Required {
+        "nbds"
+    } else {
+        "nbd"
+    };
+    let tls = Arc::new(tls);
+    let thread = std::thread::Builder::new()
+        .name(format!("nbd-tcp-{}", volumes.pool))
+        .spawn(move || accept_loop(listener.incoming(), &thread_stop, &volumes, Some(tls)))?;
+    Ok(Tcp {
+        value: String::new(),
+        addr,
+        scheme,
+        stop,
+        thread: Some(thread),
+    })
+}
+
+fn stop_tcp(mut tcp: Tcp) {
+    tcp.stop.store(true, Ordering::Release);
+    // Wake the accept thread (through loopback when it listens on every address), then
+    // wait for it to drop the listener; a thread that could not be woken is left to end
+    // at its next accept rather than waited for.
+    let mut wake = tcp.addr;
+    if wake.ip().is_unspecified() {
+        wake.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+    }
+    let woken = TcpStream::connect_timeout(&wake, std::time::Duration::from_secs(1));
+    if let (Ok(_), Some(thread)) = (woken, tcp.thread.take()) {
+        let _ = thread.join();
+    }
+}
+
+/// The value of user property `name` of dataset `dataset` (`-` when it is unset).
+fn user_property(engine: &Engine, dataset: &str, name: &str) -> String {
+    let query = tarn_engine::DatasetQuery {
+        names: vec![dataset.to_string()],
+        properties: vec![name.to_string()],
+        ..tarn_engine::DatasetQuery::default()
+    };
+    engine
+        .dataset_props(&query)
+        .ok()
+        .and_then(|rows| rows.into_iter().next())
+        .and_then(|row| row.props.into_iter().next())
+        .map_or_else(|| "-".to_string(), |p| p.value)
 }
 
 /// Ends the connections whose volume is gone or renamed: a dataset id can be taken by a
@@ -195,14 +427,21 @@ fn drop_stale(engine: &Engine, pool: &str, listener: &Listener) {
     let sockets = lock(&listener.shared.sockets);
     for (socket, export) in sockets.values() {
         if export.as_ref().is_some_and(|e| !live.contains(e)) {
-            let _ = socket.shutdown(std::net::Shutdown::Both);
+            socket.shutdown();
         }
     }
 }
 
-fn accept_loop(listener: &UnixListener, stop: &AtomicBool, volumes: &Arc<PoolVolumes>) {
-    let mut next = 0u64;
-    for stream in listener.incoming() {
+/// Connection numbers, shared by a pool's Unix and TCP listeners.
+static NEXT_CONNECTION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+fn accept_loop<S: Stream>(
+    incoming: impl Iterator<Item = std::io::Result<S>>,
+    stop: &AtomicBool,
+    volumes: &Arc<PoolVolumes>,
+    tls: Option<Arc<TlsSetup>>,
+) {
+    for stream in incoming {
         if stop.load(Ordering::Acquire) {
             return;
         }
@@ -211,20 +450,20 @@ fn accept_loop(listener: &UnixListener, stop: &AtomicBool, volumes: &Arc<PoolVol
         if lock(&shared.sockets).len() >= CONNECTIONS_MAX {
             continue;
         }
-        let (Ok(writer), Ok(keep)) = (stream.try_clone(), stream.try_clone()) else {
+        let (Ok(writer), Ok(keep)) = (stream.duplicate(), stream.duplicate()) else {
             continue;
         };
-        next += 1;
-        let id = next;
-        lock(&shared.sockets).insert(id, (keep, None));
+        let id = NEXT_CONNECTION.fetch_add(1, Ordering::Relaxed);
+        lock(&shared.sockets).insert(id, (keep.keep(), None));
         let connection = Connection {
             volumes: Arc::clone(volumes),
             id,
         };
+        let tls = tls.clone();
         let spawned = std::thread::Builder::new()
             .name("nbd-conn".into())
             .spawn(move || {
-                let served = tarn_nbd::serve(stream, writer, &connection);
+                let served = stream.serve(writer, &connection, tls.as_deref());
                 if let Err(e) = served
                     && !matches!(e, tarn_nbd::ServeError::Io(_))
                 {
@@ -359,6 +598,27 @@ impl Backend for Connection {
             *count += 1;
         } else {
             *count = count.saturating_sub(1);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listen_values_parse_the_documented_way() {
+        let at = |s: &str| listen_address(s).map(|a| a.map(|a| a.to_string()));
+        for off in ["", "-", "off", "none"] {
+            assert_eq!(at(off), Ok(None), "{off}");
+        }
+        assert_eq!(at("on"), Ok(Some("127.0.0.1:10809".into())));
+        assert_eq!(at("10810"), Ok(Some("127.0.0.1:10810".into())));
+        assert_eq!(at("0.0.0.0:7"), Ok(Some("0.0.0.0:7".into())));
+        assert_eq!(at("[::1]:7"), Ok(Some("[::1]:7".into())));
+        assert_eq!(at("192.0.2.7"), Ok(Some("192.0.2.7:10809".into())));
+        for bad in ["nowhere", "70000", "1.2.3.4:x", "on "] {
+            assert!(at(bad).is_err(), "{bad}");
         }
     }
 }

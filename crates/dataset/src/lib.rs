@@ -69,6 +69,7 @@ pub mod props;
 pub mod send;
 pub mod snapshot;
 pub mod volume;
+pub mod volume_log;
 
 pub use name::{parent_name, validate_name};
 pub use node::{

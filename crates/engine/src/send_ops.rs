@@ -343,14 +343,27 @@ fn send_pairs(
     })
 }
 
-/// Streams describe filesystems only (kind 1 in BEGIN): a volume's snapshot is refused
-/// before its substream begins.
-fn refuse_volume(objset: &ObjectSet) -> Result<(), EngineError> {
-    match objset.kind() {
-        tarn_objects::ObjsetKind::Volume => {
-            Err(invalid("volumes cannot be sent yet (only filesystems)"))
-        }
-        _ => Ok(()),
+/// BEGIN's object-set kind: 1 a filesystem, 2 a volume (docs/FORMAT.md 21.3).
+fn stream_kind(kind: ObjsetKind) -> u8 {
+    match kind {
+        ObjsetKind::Volume => 2,
+        _ => 1,
+    }
+}
+
+/// The object-set kind a stream's BEGIN kind makes (`None`: not one this build receives).
+fn objset_kind_of(stream: u8) -> Option<ObjsetKind> {
+    match stream {
+        1 => Some(ObjsetKind::Filesystem),
+        2 => Some(ObjsetKind::Volume),
+        _ => None,
+    }
+}
+
+fn kind_name(kind: ObjsetKind) -> &'static str {
+    match kind {
+        ObjsetKind::Volume => "a volume",
+        _ => "a filesystem",
     }
 }
 
@@ -382,14 +395,13 @@ fn send_one(
     let (from, to, names) = (start.from, start.to, start.names);
     let (resume_object, resume_offset) = start.resume.unwrap_or((0, 0));
     let (mut to_os, mut from_os) = open_sides(handle, from, to)?;
-    refuse_volume(&to_os)?;
     let begin = Begin {
         features: start.features(),
         from_guid: from.map_or(0, |f| f.header.guid.0),
         to_guid: to.header.guid.0,
         to_txg: to.header.txg.0,
         creation_time: to.header.creation_time,
-        objset_kind: 1,
+        objset_kind: stream_kind(to_os.kind()),
         resume_object,
         resume_offset,
         from_name: names.0.clone(),
@@ -584,11 +596,13 @@ impl Engine {
         begin: &Begin,
         target: &str,
     ) -> Result<Destination, EngineError> {
-        if begin.objset_kind != 1 {
-            return Err(invalid(
-                "the stream holds a volume; this build receives filesystems only",
-            ));
-        }
+        let Some(kind) = objset_kind_of(begin.objset_kind) else {
+            return Err(invalid(format!(
+                "the stream holds an object set of kind {}; this build receives \
+                 filesystems and volumes",
+                begin.objset_kind
+            )));
+        };
         if begin.features & tarn_send::FEATURE_RESUMING != 0 {
             return resumed_destination(inner, begin, target);
         }
@@ -617,7 +631,7 @@ impl Engine {
             // A new dataset with its snapshot, under the limits as `create` and `snapshot`.
             crate::limits::check_filesystems(&inner.datasets, parent, 1)?;
             crate::limits::check_snapshots(&inner.datasets, &[parent])?;
-            let id = self.create_hidden(inner, parent, target)?;
+            let id = self.create_hidden(inner, parent, target, kind)?;
             return Ok(Destination::New {
                 id,
                 parent,
@@ -626,6 +640,14 @@ impl Engine {
         }
         let id =
             existing.ok_or_else(|| invalid(format!("destination '{target}' does not exist")))?;
+        let have = inner.datasets.node(id).objset.kind();
+        if have != kind {
+            return Err(invalid(format!(
+                "the stream holds {} but '{target}' is {}",
+                kind_name(kind),
+                kind_name(have)
+            )));
+        }
         check_incremental(inner, id, spec.force, begin, target)?;
         crate::limits::check_snapshots(&inner.datasets, &[id])?;
         Ok(Destination::Head { id })
@@ -637,6 +659,7 @@ impl Engine {
         inner: &mut Imported,
         parent: DatasetId,
         target: &str,
+        kind: ObjsetKind,
     ) -> Result<DatasetId, EngineError> {
         let name = hidden_name(target);
         let leaf = dsname::leaf_name(&name).to_string();
@@ -656,7 +679,7 @@ impl Engine {
         node::set_child(mos.objset(), &reader, &parent_header, &leaf, Some(object))?;
         let header = node::read_header(mos.objset(), &reader, object)?;
         let id = DatasetId(object.0);
-        let objset = ObjectSet::create(ObjsetKind::Filesystem);
+        let objset = ObjectSet::create(kind);
         let mut new = Node::new(name, Some(parent), header, objset);
         new.header_dirty = true;
         new.receiving = true;
@@ -1167,8 +1190,13 @@ fn receive_undo(inner: &mut Imported, into: &Destination) -> Result<(), EngineEr
     Ok(())
 }
 
-/// Sets the per-owner counts of a received filesystem to a scan of its inodes.
+/// Sets the per-owner counts of a received filesystem to a scan of its inodes (a volume
+/// has none).
 fn recount(inner: &mut Imported, id: DatasetId) -> Result<(), EngineError> {
+    if inner.datasets.node(id).objset.kind() == ObjsetKind::Volume {
+        inner.datasets.node_mut(id).receiving = false;
+        return Ok(());
+    }
     let config = inner.datasets.fs_config(id);
     let scale = crate::datasets::used_scale(&crate::datasets::deflate_table(&inner.pool));
     let Imported { pool, datasets, .. } = inner;

@@ -2,14 +2,21 @@
 //! (`create -V`, `set volsize`): thin doors to `tarn_dataset::volume` under the pool lock,
 //! with the same admission, throttle and refusals as file writes.
 //!
-//! Durability: a flush (and a FUA write, and every write under `sync=always`) commits a txg
-//! before it returns; volume writes are not yet recorded in the intent log, so a flush costs
-//! a txg commit rather than a log write (docs/PERFORMANCE.md "Volumes" says what that
-//! costs). `sync=disabled` makes a flush a no-op, as on ZFS.
+//! Durability (ZFS's zvol and ZIL): every write and zero is recorded for the volume's intent
+//! log (module [`crate::zil`], records `tarn_dataset::volume_log`) without its bytes; a
+//! flush (and a FUA write, and every change under `sync=always`) commits the volume's
+//! pending records to its log, on log devices when the pool has them, before it returns,
+//! and an import after a crash replays them. A flush therefore costs a log write and a
+//! device flush rather than a txg (docs/PERFORMANCE.md "Volumes"); the first flush of a
+//! volume without a chain, and a commit larger than `zil::COMMIT_BYTES_MAX`, commit a txg
+//! instead. A flush covers every write acknowledged before it on any connection: the log
+//! is per volume, not per client. `sync=disabled` records nothing and makes a flush a
+//! no-op, as on ZFS.
 
 use std::sync::MutexGuard;
 
 use tarn_dataset::volume::{self, Extent};
+use tarn_dataset::volume_log::Change;
 use tarn_objects::ObjsetKind;
 
 use crate::dataset_ops::invalid;
@@ -124,7 +131,12 @@ impl Engine {
         data: &[u8],
         fua: bool,
     ) -> Result<(), EngineError> {
-        self.volume_change(pool, dataset, data.len() as u64, fua, |objset, reader| {
+        let change = Change {
+            zero: false,
+            offset,
+            len: data.len() as u64,
+        };
+        self.volume_change(pool, dataset, change, fua, |objset, reader| {
             volume::write(objset, reader, offset, data)
         })
     }
@@ -138,7 +150,12 @@ impl Engine {
         len: u64,
         fua: bool,
     ) -> Result<(), EngineError> {
-        self.volume_change(pool, dataset, 0, fua, |objset, reader| {
+        let change = Change {
+            zero: true,
+            offset,
+            len,
+        };
+        self.volume_change(pool, dataset, change, fua, |objset, reader| {
             volume::zero(objset, reader, offset, len)
         })
     }
@@ -151,7 +168,7 @@ impl Engine {
         if inner.pool.readonly() || inner.datasets.effective(dataset, "sync").0 == "disabled" {
             return Ok(());
         }
-        flush_locked(&handle, inner)
+        log_commit(&handle, inner, dataset)
     }
 
     /// Holes and data of `[offset, offset + len)` from the block pointers, at most
@@ -172,13 +189,13 @@ impl Engine {
         Ok(volume::extents(objset, &reader, offset, len, EXTENTS_MAX)?)
     }
 
-    /// One change of a volume: refusals, admission of `len` bytes, the change, then a txg
-    /// commit (FUA, `sync=always`) or the throttle.
+    /// One change of a volume: refusals, admission of its bytes, the change and its
+    /// intent-log record, then a log commit (FUA, `sync=always`) or the throttle.
     fn volume_change(
         &self,
         pool: &str,
         dataset: DatasetId,
-        len: u64,
+        change: Change,
         fua: bool,
         f: impl FnOnce(
             &mut tarn_objects::ObjectSet,
@@ -193,11 +210,11 @@ impl Engine {
         if settings.readonly {
             return Err(EngineError::ReadOnlyDataset);
         }
-        // Trim and zeroes give space back (len 0): admitted into half the slop, as deletes.
-        let op = if len > 0 {
-            FsOp::Write(len)
-        } else {
+        // Trim and zeroes give space back: admitted into half the slop, as deletes.
+        let op = if change.zero {
             FsOp::Free
+        } else {
+            FsOp::Write(change.len)
         };
         inner.admit(dataset, op)?;
         {
@@ -205,10 +222,14 @@ impl Engine {
             let reader = pool.reader();
             f(&mut datasets.node_mut(dataset).objset, &reader)?;
         }
+        if settings.sync != SyncMode::Disabled {
+            let open_txg = inner.pool.open_txg();
+            inner.logs.add_volume(dataset, open_txg, change);
+        }
         let durable =
             settings.sync == SyncMode::Always || (fua && settings.sync != SyncMode::Disabled);
         if durable {
-            return flush_locked(&handle, inner);
+            return log_commit(&handle, inner, dataset);
         }
         self.throttle(&handle, inner)
     }
@@ -267,13 +288,26 @@ impl Engine {
     }
 }
 
-/// Commits the open txg (durable when it returns); the lock is released on return.
-fn flush_locked(handle: &PoolHandle, inner: MutexGuard<'_, Imported>) -> Result<(), EngineError> {
-    let mut inner = handle.wait_commit(inner)?;
-    // Always a txg, even one without dirty bytes: a trim's holes are changes that count
-    // no dirty bytes.
-    inner.sync()?;
-    Ok(())
+/// Commits the volume's pending records to its intent log (or a txg, module
+/// [`crate::zil`]): every change of `dataset` made so far is durable when it returns. When
+/// the commit suspends the pool and `failmode=wait`, waits for `clear` and commits again
+/// (the records of the txg `clear` committed are gone, those of the open txg pending), as
+/// `fsync` does. The lock is released on return.
+fn log_commit(
+    handle: &PoolHandle,
+    inner: MutexGuard<'_, Imported>,
+    dataset: DatasetId,
+) -> Result<(), EngineError> {
+    let committed = handle
+        .wait_commit(inner)
+        .and_then(|mut inner| inner.log_commit(dataset));
+    let Err(error) = committed else {
+        return Ok(());
+    };
+    handle.wait_resumed(error)?;
+    let inner = handle.lock_for_write()?;
+    inner.check_volume(dataset)?;
+    handle.wait_commit(inner)?.log_commit(dataset)
 }
 
 fn stat_of(

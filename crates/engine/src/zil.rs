@@ -11,6 +11,11 @@
 //!             tarn-posix, then the import's txg commits the result and frees the chain
 //! ```
 //!
+//! Volumes use the same chains: a volume's writes and zeroes are queued as
+//! `tarn_dataset::volume_log::Change`s (no bytes) and a flush or FUA commits them as volume
+//! records, read from the volume at commit, as file writes are; a dataset's queue holds one
+//! kind or the other, and replay decodes a chain by the kind of its dataset's object set.
+//!
 //! # Choices
 //! - An `fsync` of any file commits every pending record of its dataset (simpler than
 //!   ZFS's per-file dependency tracking, and never less durable). A write is queued
@@ -65,11 +70,13 @@ use std::collections::BTreeMap;
 
 use tarn_base::{Guid, Txg};
 use tarn_dataset::LogHead;
+use tarn_dataset::volume_log::{self, Change};
 use tarn_format::Dva;
 use tarn_format::intent_log::{
     LOG_BLOCK_MAX, LOG_BLOCK_MIN, LOG_HEADER_LEN, LogBlockHeader, LogPtr, decode_block,
     encode_block,
 };
+use tarn_objects::ObjsetKind;
 use tarn_posix::{Fs, LogRecord, Logged};
 
 use crate::{DatasetId, EngineError, Imported};
@@ -92,6 +99,9 @@ pub(crate) struct DatasetLog {
     /// Records not yet written to the log, with the txg each went into; writes without
     /// their bytes (`tarn_posix::intent`: read from the file at commit).
     pending: tarn_posix::LogQueue<Txg>,
+    /// A volume's changes not yet written to the log, with their txg (a write without its
+    /// bytes: read from the volume at commit). A dataset uses one queue or the other.
+    volume: Vec<(Txg, Change)>,
     /// Every block of the current chain: the committed first block, the blocks written
     /// since and the pre-allocated next one (all freed by the next sync).
     blocks: Vec<Dva>,
@@ -129,8 +139,16 @@ impl Logs {
     pub(crate) fn memory_bytes(&self) -> u64 {
         self.map
             .values()
-            .map(|log| log.pending.memory_bytes())
+            .map(|log| {
+                log.pending.memory_bytes()
+                    + (log.volume.capacity() * size_of::<(Txg, Change)>()) as u64
+            })
             .sum()
+    }
+
+    /// Adds a volume change made in `txg` to the dataset's pending list.
+    pub(crate) fn add_volume(&mut self, id: DatasetId, txg: Txg, change: Change) {
+        self.map.entry(id).or_default().volume.push((txg, change));
     }
 
     /// Adds records made in `txg` to the dataset's pending list.
@@ -159,6 +177,31 @@ impl Logs {
             .get(&id)
             .map_or_else(Vec::new, |l| l.blocks.clone())
     }
+}
+
+impl DatasetLog {
+    fn is_empty(&self) -> bool {
+        self.pending.is_empty() && self.volume.is_empty()
+    }
+
+    /// Bytes the pending records will take in the log, about.
+    fn bytes(&self) -> u64 {
+        let files: u64 = self
+            .pending
+            .entries()
+            .iter()
+            .map(|(_, e)| e.log_bytes())
+            .sum();
+        let volume: u64 = self.volume.iter().map(|(_, c)| c.log_bytes()).sum();
+        files + volume
+    }
+}
+
+/// Appends one record of txg `txg` to a log stream: txg, length, the record.
+fn push_record(stream: &mut Vec<u8>, txg: Txg, record: &[u8]) {
+    stream.extend_from_slice(&txg.0.to_le_bytes());
+    stream.extend_from_slice(&(record.len() as u32).to_le_bytes());
+    stream.extend_from_slice(record);
 }
 
 fn chain_id(pool: Guid, dataset: Guid, txg: Txg, dva: &Dva) -> u64 {
@@ -220,7 +263,7 @@ impl Imported {
                 node.header.log = head;
                 node.header_dirty = true;
             }
-            if log.next.is_none() && log.pending.is_empty() && log.blocks.is_empty() {
+            if log.next.is_none() && log.is_empty() && log.blocks.is_empty() {
                 self.logs.map.remove(&id);
             }
         }
@@ -243,6 +286,7 @@ impl Imported {
     pub(crate) fn logs_after_sync(&mut self, txg: Txg) {
         for log in self.logs.map.values_mut() {
             log.pending.retain(|t| *t > txg);
+            log.volume.retain(|(t, _)| *t > txg);
         }
     }
 
@@ -253,15 +297,10 @@ impl Imported {
         // release the pool lock have waited already, `PoolHandle::wait_commit`).
         self.settle()?;
         let log = self.logs.map.entry(id).or_default();
-        if log.pending.is_empty() {
+        if log.is_empty() {
             return Ok(());
         }
-        let bytes: u64 = log
-            .pending
-            .entries()
-            .iter()
-            .map(|(_, e)| e.log_bytes())
-            .sum();
+        let bytes = log.bytes();
         let readable = log.pending.readable();
         if log.next.is_none() || !readable || bytes > COMMIT_BYTES_MAX as u64 {
             log.wanted = true;
@@ -279,6 +318,7 @@ impl Imported {
         }
         let log = self.logs.map.entry(id).or_default();
         log.pending.clear();
+        log.volume.clear();
         log.idle = 0;
         Ok(())
     }
@@ -287,6 +327,9 @@ impl Imported {
     /// bytes read from their files now (from the open txg's dirty records); `None` when one
     /// cannot be read back, and the caller syncs a txg instead.
     fn log_stream(&mut self, id: DatasetId) -> Option<Vec<u8>> {
+        if !self.logs.map.get(&id)?.volume.is_empty() {
+            return self.volume_stream(id);
+        }
         let Imported {
             pool,
             datasets,
@@ -303,10 +346,27 @@ impl Imported {
         let mut stream = Vec::new();
         for (txg, entry) in log.pending.entries() {
             let record = fs.log_record(entry).ok()??;
-            let bytes = record.encode();
-            stream.extend_from_slice(&txg.0.to_le_bytes());
-            stream.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
-            stream.extend_from_slice(&bytes);
+            push_record(&mut stream, *txg, &record.encode());
+        }
+        Some(stream)
+    }
+
+    /// [`Imported::log_stream`] of a volume: its changes as volume records, writes' bytes
+    /// read from the volume now.
+    fn volume_stream(&mut self, id: DatasetId) -> Option<Vec<u8>> {
+        let Imported {
+            pool,
+            datasets,
+            logs,
+            ..
+        } = self;
+        let log = logs.map.get(&id)?;
+        let reader = pool.reader();
+        let objset = &mut datasets.node_mut(id).objset;
+        let mut stream = Vec::new();
+        for (txg, change) in &log.volume {
+            let bytes = change.record(objset, &reader).ok()?.encode();
+            push_record(&mut stream, *txg, &bytes);
         }
         Some(stream)
     }
@@ -376,7 +436,8 @@ impl Imported {
             let log = self.logs.map.entry(id).or_default();
             log.blocks = blocks;
             report.stopped = end;
-            let (records, cut) = decode_stream(&stream);
+            let volume = self.datasets.node(id).objset.kind() == ObjsetKind::Volume;
+            let (records, cut) = decode_stream(&stream, volume);
             if report.stopped.is_none() {
                 report.stopped = cut;
             }
@@ -405,12 +466,15 @@ impl Imported {
         }
     }
 
-    fn replay_one(&mut self, id: DatasetId, record: &LogRecord) -> Result<(), EngineError> {
+    fn replay_one(&mut self, id: DatasetId, record: &Record) -> Result<(), EngineError> {
         let config = self.datasets.fs_config(id);
         let Imported { pool, datasets, .. } = self;
         let reader = pool.reader();
         let objset = &mut datasets.node_mut(id).objset;
-        Fs::new(objset, &reader, record.now, config).replay(record)?;
+        match record {
+            Record::File(record) => Fs::new(objset, &reader, record.now, config).replay(record)?,
+            Record::Volume(record) => record.apply(objset, &reader)?,
+        }
         Ok(())
     }
 
@@ -502,9 +566,15 @@ impl Imported {
     }
 }
 
-/// Splits a replayed stream into records; a cut or undecodable record ends it (the reason
-/// is returned when it was not a clean end).
-fn decode_stream(stream: &[u8]) -> (Vec<(Txg, LogRecord)>, Option<String>) {
+/// A record of a filesystem's log or of a volume's.
+enum Record {
+    File(LogRecord),
+    Volume(volume_log::LogRecord),
+}
+
+/// Splits a replayed stream into records (of a volume's log when `volume`); a cut or
+/// undecodable record ends it (the reason is returned when it was not a clean end).
+fn decode_stream(stream: &[u8], volume: bool) -> (Vec<(Txg, Record)>, Option<String>) {
     let mut records = Vec::new();
     let mut rest = stream;
     while rest.len() >= RECORD_PREFIX {
@@ -513,7 +583,16 @@ fn decode_stream(stream: &[u8]) -> (Vec<(Txg, LogRecord)>, Option<String>) {
         let Some(body) = rest.get(RECORD_PREFIX..RECORD_PREFIX + len) else {
             break;
         };
-        match LogRecord::decode(body) {
+        let record = if volume {
+            volume_log::LogRecord::decode(body)
+                .map(Record::Volume)
+                .map_err(|e| e.to_string())
+        } else {
+            LogRecord::decode(body)
+                .map(Record::File)
+                .map_err(|e| e.to_string())
+        };
+        match record {
             Ok(record) => records.push((txg, record)),
             Err(e) => return (records, Some(format!("undecodable record: {e}"))),
         }

@@ -66,7 +66,13 @@ pub const FEATURES_SUPPORTED: &[&str] = &[
     FEATURE_VOLUMES,
     FEATURE_CLONES,
     FEATURE_DRAID,
+    FEATURE_VOLUME_LOG,
 ];
+
+/// Feature of pools whose volumes may have intent-log chains holding volume records (types
+/// 32 and 33, docs/FORMAT.md "Intent log"). A build without it would find records it cannot
+/// decode in a volume's chain and drop them, losing writes that a flush acknowledged.
+pub const FEATURE_VOLUME_LOG: &str = "org.tarn:volume_log";
 
 /// Feature of pools that may hold clones: dataset headers whose snapshot fields name an
 /// origin snapshot (the word at offset 272, zero before), and dead-list buckets up to the

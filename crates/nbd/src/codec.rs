@@ -59,7 +59,7 @@ pub mod opt {
     pub const ABORT: u32 = 2;
     /// List exports.
     pub const LIST: u32 = 3;
-    /// TLS (not offered).
+    /// Upgrade the connection to TLS (offered by TCP listeners configured for it).
     pub const STARTTLS: u32 = 5;
     /// Describe an export.
     pub const INFO: u32 = 6;
@@ -92,6 +92,8 @@ pub mod rep {
     pub const ERR_POLICY: u32 = ERR + 2;
     /// Syntactically or semantically invalid.
     pub const ERR_INVALID: u32 = ERR + 3;
+    /// TLS must be negotiated first.
+    pub const ERR_TLS_REQD: u32 = ERR + 5;
     /// No such export.
     pub const ERR_UNKNOWN: u32 = ERR + 6;
     /// Option payload too big.
@@ -372,7 +374,7 @@ pub fn decode_option(option: u32, payload: &[u8]) -> Result<OptionRequest, Codec
                 queries,
             }
         }
-        opt::ABORT | opt::LIST | opt::STRUCTURED_REPLY | opt::EXTENDED_HEADERS => {
+        opt::ABORT | opt::LIST | opt::STARTTLS | opt::STRUCTURED_REPLY | opt::EXTENDED_HEADERS => {
             OptionRequest::Bare(option)
         }
         other => OptionRequest::Unknown(other),

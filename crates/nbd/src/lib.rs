@@ -57,9 +57,19 @@
 //! read, modified and written by the object layer), preferred the volume's block size (at
 //! least 4K), maximum [`server::PAYLOAD_MAX`].
 //!
+//! # TLS
+//! [`server::serve_tls`] takes the connection's [`server::Tls`] policy: `Off` (Unix sockets)
+//! answers STARTTLS `ERR_UNSUP`; `Offered` and `Required` answer it `ACK` and return
+//! [`server::Served::StartTls`], and the caller runs the TLS handshake on its socket and
+//! calls again with `Established` over the decrypted stream, where the option haggling
+//! goes on without a new greeting and from a clean state (nothing negotiated in the clear
+//! carries over); `Required` answers every option but STARTTLS and ABORT with
+//! `ERR_TLS_REQD` and ends the connection at EXPORT_NAME, which cannot be refused (the
+//! spec's TLS-required mode). The TLS library itself is the caller's (the daemon's).
+//!
 //! # Not here
-//! TLS (STARTTLS is answered `ERR_UNSUP`); listening sockets and export tables (the
-//! daemon); `NBD_CMD_RESIZE`; meta contexts other than `base:allocation`.
+//! Listening sockets, TLS sessions and export tables (the daemon); `NBD_CMD_RESIZE`; meta
+//! contexts other than `base:allocation`.
 
 // The NBD protocol is big-endian (network order) by definition; the lint guards on-disk
 // integers, which stay little-endian everywhere else.
@@ -68,7 +78,7 @@
 pub mod codec;
 pub mod server;
 
-pub use server::{ServeError, serve};
+pub use server::{ServeError, Served, Tls, serve, serve_tls};
 
 /// One export as a connection sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]

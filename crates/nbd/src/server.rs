@@ -43,21 +43,70 @@ struct Session {
     allocation: bool,
 }
 
+/// What a connection offers for TLS (crate doc, "TLS").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tls {
+    /// Not offered: STARTTLS is answered `ERR_UNSUP`.
+    Off,
+    /// Offered: STARTTLS upgrades the connection; a client may also go on in the clear.
+    Offered,
+    /// Required: nothing but STARTTLS and ABORT is served before the upgrade.
+    Required,
+    /// The upgrade is done: the handshake goes on over the decrypted stream, with the
+    /// client's NO_ZEROES flag from the greeting.
+    Established {
+        /// The client asked for no zero padding after EXPORT_NAME.
+        no_zeroes: bool,
+    },
+}
+
+/// How [`serve_tls`] ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Served {
+    /// The client is done (disconnected, aborted, or its session ended).
+    Closed,
+    /// STARTTLS was acknowledged: run the TLS handshake on the socket, then call
+    /// [`serve_tls`] again with [`Tls::Established`].
+    StartTls {
+        /// The client's NO_ZEROES flag, for [`Tls::Established`].
+        no_zeroes: bool,
+    },
+}
+
 /// Serves one connection until the client disconnects: `reader` and `writer` are the two
-/// directions of one socket.
+/// directions of one socket (no TLS).
 pub fn serve<R: Read, W: Write + Send>(
-    mut reader: R,
+    reader: R,
     writer: W,
     backend: &dyn Backend,
 ) -> Result<(), ServeError> {
+    serve_tls(reader, writer, backend, Tls::Off).map(drop)
+}
+
+/// [`serve`] under the TLS policy `tls`.
+pub fn serve_tls<R: Read, W: Write + Send>(
+    mut reader: R,
+    writer: W,
+    backend: &dyn Backend,
+    tls: Tls,
+) -> Result<Served, ServeError> {
     let mut writer = writer;
-    let Some(session) = handshake(&mut reader, &mut writer, backend)? else {
-        return Ok(());
+    let session = match handshake(&mut reader, &mut writer, backend, tls)? {
+        End::Session(session) => session,
+        End::Disconnect => return Ok(Served::Closed),
+        End::StartTls { no_zeroes } => return Ok(Served::StartTls { no_zeroes }),
     };
     backend.connected(&session.export, true);
     let result = transmission(reader, writer, backend, &session);
     backend.connected(&session.export, false);
-    result
+    result.map(|()| Served::Closed)
+}
+
+/// How the handshake ended.
+enum End {
+    Session(Session),
+    Disconnect,
+    StartTls { no_zeroes: bool },
 }
 
 fn protocol(text: impl Into<String>) -> ServeError {
@@ -69,23 +118,31 @@ struct Haggle {
     no_zeroes: bool,
     style: ReplyStyle,
     allocation: bool,
+    tls: Tls,
 }
 
-/// The handshake: `Some` once an export was chosen, `None` after a soft disconnect.
+/// The handshake, until an export was chosen, a soft disconnect or STARTTLS.
 fn handshake<R: Read, W: Write>(
     reader: &mut R,
     writer: &mut W,
     backend: &dyn Backend,
-) -> Result<Option<Session>, ServeError> {
-    writer.write_all(&codec::encode_greeting())?;
-    writer.flush()?;
-    let mut flags = [0u8; 4];
-    reader.read_exact(&mut flags)?;
-    let flags = codec::decode_client_flags(flags).map_err(|e| protocol(e.to_string()))?;
+    tls: Tls,
+) -> Result<End, ServeError> {
+    let no_zeroes = if let Tls::Established { no_zeroes } = tls {
+        no_zeroes
+    } else {
+        writer.write_all(&codec::encode_greeting())?;
+        writer.flush()?;
+        let mut flags = [0u8; 4];
+        reader.read_exact(&mut flags)?;
+        let flags = codec::decode_client_flags(flags).map_err(|e| protocol(e.to_string()))?;
+        flags & codec::CLIENT_NO_ZEROES != 0
+    };
     let mut state = Haggle {
-        no_zeroes: flags & codec::CLIENT_NO_ZEROES != 0,
+        no_zeroes,
         style: ReplyStyle::Simple,
         allocation: false,
+        tls,
     };
     for _ in 0..OPTIONS_MAX {
         let mut header = [0u8; 16];
@@ -107,6 +164,13 @@ fn handshake<R: Read, W: Write>(
         }
         let mut payload = vec![0u8; len as usize];
         reader.read_exact(&mut payload)?;
+        if state.tls == Tls::Required && option != opt::STARTTLS && option != opt::ABORT {
+            if option == opt::EXPORT_NAME {
+                return Err(protocol("EXPORT_NAME before the TLS this server requires"));
+            }
+            reply(writer, option, rep::ERR_TLS_REQD, b"TLS required")?;
+            continue;
+        }
         let request = match codec::decode_option(option, &payload) {
             Ok(request) => request,
             Err(e) => {
@@ -119,6 +183,24 @@ fn handshake<R: Read, W: Write>(
         }
     }
     Err(protocol("too many options"))
+}
+
+/// STARTTLS under the connection's policy (crate doc, "TLS").
+fn start_tls<W: Write>(writer: &mut W, state: &Haggle) -> io::Result<Option<End>> {
+    let option = opt::STARTTLS;
+    match state.tls {
+        Tls::Off => reply(writer, option, rep::ERR_UNSUP, b"TLS is not offered here")?,
+        Tls::Established { .. } => {
+            reply(writer, option, rep::ERR_INVALID, b"TLS already negotiated")?;
+        }
+        Tls::Offered | Tls::Required => {
+            reply(writer, option, rep::ACK, &[])?;
+            return Ok(Some(End::StartTls {
+                no_zeroes: state.no_zeroes,
+            }));
+        }
+    }
+    Ok(None)
 }
 
 fn reply<W: Write>(writer: &mut W, option: u32, kind: u32, data: &[u8]) -> io::Result<()> {
@@ -142,15 +224,14 @@ fn transmission_flags(export: &Export) -> u16 {
     flags
 }
 
-/// One option: `Some(Some(session))` ends the handshake in transmission, `Some(None)` in
-/// a soft disconnect, `None` goes on haggling.
+/// One option: `Some` ends the handshake, `None` goes on haggling.
 fn option_step<W: Write>(
     writer: &mut W,
     backend: &dyn Backend,
     state: &mut Haggle,
     option: u32,
     request: codec::OptionRequest,
-) -> Result<Option<Option<Session>>, ServeError> {
+) -> Result<Option<End>, ServeError> {
     use codec::OptionRequest as O;
     match request {
         O::ExportName(name) => {
@@ -168,13 +249,13 @@ fn option_step<W: Write>(
                 state.no_zeroes,
             ))?;
             writer.flush()?;
-            Ok(Some(Some(session(export, state))))
+            Ok(Some(End::Session(session(export, state))))
         }
         O::Info { go, name, .. } => {
             let Some(export) = info(writer, backend, option, &name)? else {
                 return Ok(None);
             };
-            Ok(go.then(|| Some(session(export, state))))
+            Ok(go.then(|| End::Session(session(export, state))))
         }
         O::MetaContext { set, name, queries } => {
             meta_context(writer, backend, state, option, set, &name, &queries)?;
@@ -182,8 +263,9 @@ fn option_step<W: Write>(
         }
         O::Bare(opt::ABORT) => {
             reply(writer, option, rep::ACK, &[])?;
-            Ok(Some(None))
+            Ok(Some(End::Disconnect))
         }
+        O::Bare(opt::STARTTLS) => Ok(start_tls(writer, state)?),
         O::Bare(opt::LIST) => {
             for name in backend.list() {
                 reply(writer, option, rep::SERVER, &codec::rep_server(&name))?;

@@ -315,3 +315,77 @@ fn abort_ends_the_handshake() {
     assert_eq!(option(&mut c, opt::ABORT, &[])[0].0, rep::ACK);
     server.join().unwrap();
 }
+
+/// A client end with a server thread on the other under TLS policy `tls`; the thread
+/// returns how `serve_tls` ended.
+fn start_tls(
+    tls: tarn_nbd::Tls,
+) -> (
+    UnixStream,
+    std::thread::JoinHandle<Result<tarn_nbd::Served, String>>,
+) {
+    let (client, server) = UnixStream::pair().unwrap();
+    let handle = std::thread::spawn(move || {
+        let writer = server.try_clone().unwrap();
+        tarn_nbd::serve_tls(server, writer, &Memory::new(), tls).map_err(|e| e.to_string())
+    });
+    (client, handle)
+}
+
+/// Goal: STARTTLS per the spec under each policy. Off (a Unix socket): `ERR_UNSUP` and the
+/// handshake goes on. Required: every option but STARTTLS gets `ERR_TLS_REQD` (and nothing
+/// else happens: LIST lists nothing), STARTTLS gets ACK and the server hands the socket
+/// back for the TLS handshake. Established: no second greeting, STARTTLS is `ERR_INVALID`,
+/// GO chooses the export as usual. Required, EXPORT_NAME in the clear: the connection ends.
+#[test]
+fn starttls_follows_the_policy() {
+    use tarn_nbd::{Served, Tls};
+    let (mut c, server) = start_tls(Tls::Off);
+    greet(&mut c);
+    assert_eq!(option(&mut c, opt::STARTTLS, &[])[0].0, rep::ERR_UNSUP);
+    assert_eq!(option(&mut c, opt::ABORT, &[])[0].0, rep::ACK);
+    assert_eq!(server.join().unwrap(), Ok(Served::Closed));
+
+    let (mut c, server) = start_tls(Tls::Required);
+    greet(&mut c);
+    assert_eq!(
+        option(&mut c, opt::LIST, &[]),
+        [(rep::ERR_TLS_REQD, b"TLS required".to_vec())]
+    );
+    let go = option(&mut c, opt::GO, &named("mem", &[0, 0]));
+    assert_eq!(go[0].0, rep::ERR_TLS_REQD);
+    assert_eq!(option(&mut c, opt::STARTTLS, &[1])[0].0, rep::ERR_INVALID);
+    assert_eq!(option(&mut c, opt::STARTTLS, &[]), [(rep::ACK, Vec::new())]);
+    // Client flags 3 include NO_ZEROES.
+    assert_eq!(
+        server.join().unwrap(),
+        Ok(Served::StartTls { no_zeroes: true })
+    );
+
+    let (mut c, server) = start_tls(Tls::Established { no_zeroes: true });
+    assert_eq!(option(&mut c, opt::STARTTLS, &[])[0].0, rep::ERR_INVALID);
+    let go = option(&mut c, opt::GO, &named("mem", &[0, 0]));
+    assert_eq!(go.last().unwrap().0, rep::ACK);
+    let disconnect = codec::Request {
+        flags: 0,
+        kind: cmd::DISC,
+        cookie: 1,
+        offset: 0,
+        len: 0,
+    };
+    c.write_all(&codec::encode_request(&disconnect, false))
+        .unwrap();
+    assert_eq!(server.join().unwrap(), Ok(Served::Closed));
+
+    let (mut c, server) = start_tls(Tls::Required);
+    greet(&mut c);
+    let mut out = codec::OPTION_MAGIC.to_be_bytes().to_vec();
+    out.extend_from_slice(&opt::EXPORT_NAME.to_be_bytes());
+    out.extend_from_slice(&3u32.to_be_bytes());
+    out.extend_from_slice(b"mem");
+    c.write_all(&out).unwrap();
+    assert!(
+        server.join().unwrap().is_err(),
+        "EXPORT_NAME in the clear ends it"
+    );
+}

@@ -358,6 +358,10 @@ pub struct NbdExportRow {
     pub socket: String,
     /// Open connections.
     pub connections: u64,
+    /// The pool's TCP listener as a URI base (`nbd://127.0.0.1:10809`, `nbds://` when TLS
+    /// is required), when it has one (absent from older daemons).
+    #[serde(default)]
+    pub tcp: Option<String>,
 }
 
 /// One change of `tarn diff`.

@@ -129,7 +129,7 @@ pub struct Begin {
     pub to_txg: u64,
     /// Its creation time (Unix seconds); the received snapshot keeps it.
     pub creation_time: u64,
-    /// What the object set holds: 1 a filesystem (2 is reserved for volumes).
+    /// What the object set holds: 1 a filesystem, 2 a volume.
     pub objset_kind: u8,
     /// With [`FEATURE_RESUMING`], the first object of the substream.
     pub resume_object: u64,

@@ -264,3 +264,45 @@ fn slow_devices_among_parallel_reads() {
         );
     }
 }
+
+/// Goal: leaves flushed all at once (devices with I/O threads) keep the serial path's
+/// verdict: failures within parity are tolerated and counted on their own leaves, beyond
+/// it the flush fails naming every failed leaf. Method: raidz2 of 6 over queued devices;
+/// every set of 0 to 3 leaves whose flush fails.
+#[test]
+fn parallel_flushes_count_failures_per_leaf() {
+    let rig = rig(Layout::Raidz { parity: 2 }, 6, 9);
+    for set in 0u32..64 {
+        let failing: Vec<usize> = (0..6).filter(|i| set & (1 << i) != 0).collect();
+        if failing.len() > 3 {
+            continue;
+        }
+        let before: Vec<u64> = (0..6)
+            .map(|i| rig.leaf(i).stats().snapshot().write_errors)
+            .collect();
+        for &i in &failing {
+            rig.devices[i].fail_flush.store(true, Ordering::Relaxed);
+        }
+        let result = rig.top.flush();
+        for &i in &failing {
+            rig.devices[i].fail_flush.store(false, Ordering::Relaxed);
+        }
+        for (i, before) in before.iter().enumerate() {
+            let errors = rig.leaf(i).stats().snapshot().write_errors - before;
+            assert_eq!(
+                errors,
+                u64::from(failing.contains(&i)),
+                "set {set:06b} leaf {i}"
+            );
+        }
+        match result {
+            Ok(()) => assert!(failing.len() <= 2, "set {set:06b}: beyond parity accepted"),
+            Err(crate::VdevError::FlushFailed { failed, .. }) => {
+                assert_eq!(failing.len(), 3, "set {set:06b}: within parity refused");
+                let expected: Vec<Guid> = failing.iter().map(|i| Guid(100 + *i as u64)).collect();
+                assert_eq!(failed, expected);
+            }
+            Err(e) => panic!("set {set:06b}: {e}"),
+        }
+    }
+}

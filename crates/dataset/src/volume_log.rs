@@ -1,0 +1,203 @@
+//! Intent-log records of volumes (ZFS's `TX_WRITE` and `TX_TRUNCATE` of a zvol): what a
+//! volume write or a trim/write-zeroes did, in a form [`LogRecord::apply`] can do again
+//! after a crash (docs/FORMAT.md "Intent log", volume records).
+//!
+//! Model: until its commit a change is kept in memory as a [`Change`] (where it went, no
+//! bytes); the commit turns it into a [`LogRecord`] with [`Change::record`], reading a
+//! write's bytes from the volume then (ZFS's `WR_NEED_COPY`), so writes nobody flushes cost
+//! no copy. Those bytes may include later writes or zeroes of the same range; the records of
+//! those come after, so replaying every record in order still ends in the flushed state.
+//! Replay applies the records on the last committed state, in order: a volume write is a
+//! pure function of (state, offset, bytes), a zero of (state, offset, length).
+//!
+//! Invariants: L1: a record names a range inside the volume when it was made (sizes change
+//! only in a txg, and a txg drops every record made before it), so replay refuses one
+//! outside the volume as corrupt rather than growing anything; L2: the type bytes (32, 33)
+//! are not those of filesystem records (1-15), so a record of one kind never decodes as
+//! the other. Bytes from disk are input: garbage is [`DatasetError::Corrupt`], never a panic.
+//!
+//! Not here: the chain of log blocks, commits and replay order (the engine's `zil` module),
+//! time stamps (a block device has none), indirect writes for large blocks (ZFS's
+//! `WR_INDIRECT`: a commit larger than the engine's limit commits a txg instead).
+
+use tarn_format::wire::{Reader, Writer};
+use tarn_objects::ObjectSet;
+use tarn_zio::BlockStore;
+
+use crate::DatasetError;
+use crate::volume;
+
+/// Type byte of a volume write record.
+pub const RECORD_WRITE: u8 = 32;
+/// Type byte of a volume zero (trim, write-zeroes) record.
+pub const RECORD_ZERO: u8 = 33;
+
+/// A volume change as kept in memory until its log commit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Change {
+    /// A zero (trim or write-zeroes) rather than a write.
+    pub zero: bool,
+    /// Byte offset in the volume.
+    pub offset: u64,
+    /// Bytes changed.
+    pub len: u64,
+}
+
+/// One volume change as the log holds it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LogRecord {
+    /// `data` written at `offset`.
+    Write {
+        /// Byte offset in the volume.
+        offset: u64,
+        /// The bytes.
+        data: Vec<u8>,
+    },
+    /// `[offset, offset + len)` zeroed: whole blocks become holes.
+    Zero {
+        /// Byte offset in the volume.
+        offset: u64,
+        /// Length in bytes.
+        len: u64,
+    },
+}
+
+impl Change {
+    /// Bytes the record will take in the log, about (a write's data plus a small record).
+    #[must_use]
+    pub fn log_bytes(&self) -> u64 {
+        const SMALL: u64 = 32;
+        if self.zero { SMALL } else { SMALL + self.len }
+    }
+
+    /// The record this change stands for, a write's bytes read from the volume now.
+    pub fn record(
+        &self,
+        objset: &mut ObjectSet,
+        store: &dyn BlockStore,
+    ) -> Result<LogRecord, DatasetError> {
+        if self.zero {
+            return Ok(LogRecord::Zero {
+                offset: self.offset,
+                len: self.len,
+            });
+        }
+        let len = usize::try_from(self.len)
+            .map_err(|_| DatasetError::Corrupt("volume write longer than memory".into()))?;
+        let mut data = vec![0u8; len];
+        volume::read(objset, store, self.offset, &mut data)?;
+        Ok(LogRecord::Write {
+            offset: self.offset,
+            data,
+        })
+    }
+}
+
+impl LogRecord {
+    /// Encodes the record (its length is not included): type u8, offset u64, then a
+    /// write's data (u32 length and the bytes) or a zero's length (u64).
+    #[must_use]
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = Writer::new();
+        match self {
+            LogRecord::Write { offset, data } => {
+                w.u8(RECORD_WRITE);
+                w.u64(*offset);
+                w.u32(u32::try_from(data.len()).unwrap_or(u32::MAX));
+                w.bytes(data);
+            }
+            LogRecord::Zero { offset, len } => {
+                w.u8(RECORD_ZERO);
+                w.u64(*offset);
+                w.u64(*len);
+            }
+        }
+        w.finish()
+    }
+
+    /// Decodes one record (all of `bytes`).
+    pub fn decode(bytes: &[u8]) -> Result<LogRecord, DatasetError> {
+        let bad = |why: &str| DatasetError::Corrupt(format!("volume log record: {why}"));
+        let mut r = Reader::new(bytes, "volume log record");
+        let truncated = |_| bad("truncated");
+        let code = r.u8().map_err(truncated)?;
+        let offset = r.u64().map_err(truncated)?;
+        let record = match code {
+            RECORD_WRITE => {
+                let len = r.u32().map_err(truncated)? as usize;
+                if len > r.remaining() {
+                    return Err(bad("data longer than the record"));
+                }
+                let data = r.take(len).map_err(truncated)?.to_vec();
+                LogRecord::Write { offset, data }
+            }
+            RECORD_ZERO => LogRecord::Zero {
+                offset,
+                len: r.u64().map_err(truncated)?,
+            },
+            _ => return Err(bad("unknown record type")),
+        };
+        if r.remaining() != 0 {
+            return Err(bad("trailing bytes"));
+        }
+        Ok(record)
+    }
+
+    /// Does the change again on `objset` (replay). A range outside the volume is refused
+    /// (L1).
+    pub fn apply(
+        &self,
+        objset: &mut ObjectSet,
+        store: &dyn BlockStore,
+    ) -> Result<(), DatasetError> {
+        match self {
+            LogRecord::Write { offset, data } => volume::write(objset, store, *offset, data),
+            LogRecord::Zero { offset, len } => volume::zero(objset, store, *offset, *len),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(record: &LogRecord) {
+        let bytes = record.encode();
+        assert_eq!(LogRecord::decode(&bytes).ok().as_ref(), Some(record));
+        // Every cut and every extra byte is an error, never a panic.
+        for cut in 0..bytes.len() {
+            assert!(LogRecord::decode(&bytes[..cut]).is_err(), "cut at {cut}");
+        }
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert!(LogRecord::decode(&longer).is_err());
+    }
+
+    #[test]
+    fn records_round_trip_and_garbage_is_an_error() {
+        check(&LogRecord::Write {
+            offset: 4096,
+            data: vec![7; 100],
+        });
+        check(&LogRecord::Write {
+            offset: 0,
+            data: Vec::new(),
+        });
+        check(&LogRecord::Zero {
+            offset: 1 << 40,
+            len: 65536,
+        });
+        // A filesystem record's type byte (a write, 1) is not a volume record (L2).
+        let mut bytes = LogRecord::Zero { offset: 0, len: 1 }.encode();
+        bytes[0] = 1;
+        assert!(LogRecord::decode(&bytes).is_err());
+        // A length past the record.
+        let mut bytes = LogRecord::Write {
+            offset: 0,
+            data: vec![1; 4],
+        }
+        .encode();
+        bytes[9] = 200;
+        assert!(LogRecord::decode(&bytes).is_err());
+    }
+}
