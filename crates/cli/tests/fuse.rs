@@ -155,38 +155,6 @@ fn write_until_dead(path: PathBuf, synced: Arc<AtomicU64>) {
     }
 }
 
-/// Waits (up to 10 s) until process `pid` no longer runs (gone, or a zombie).
-fn wait_gone(pid: &str) {
-    for _ in 0..1000 {
-        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-            Err(_) => return,
-            Ok(stat)
-                if stat
-                    .rsplit(')')
-                    .next()
-                    .is_some_and(|s| s.trim_start().starts_with('Z')) =>
-            {
-                return;
-            }
-            Ok(_) => std::thread::sleep(Duration::from_millis(10)),
-        }
-    }
-    panic!("process {pid} still runs 10 s after SIGKILL");
-}
-
-/// SIGKILL to the rig's daemon, returning once it is gone: kill(2) returns before the
-/// process is, and until then its listening socket can still take a connection that then
-/// resets (the next command would fail on it).
-fn kill_daemon(rig: &Rig) {
-    let pid = std::fs::read_to_string(rig.rundir.join("tarn.pid")).unwrap();
-    let killed = std::process::Command::new("kill")
-        .args(["-9", pid.trim()])
-        .status()
-        .unwrap();
-    assert!(killed.success());
-    wait_gone(pid.trim());
-}
-
 // DESCRIPTION: SIGTERM (systemd's stop) stops the daemon cleanly, as `daemon --stop` does:
 // the mount is unmounted (not left dead), the pool synced, the socket and pid file removed,
 // the log says why; the next command's daemon imports the pool from its cache and mounts

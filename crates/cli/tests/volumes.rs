@@ -308,25 +308,6 @@ fn attach(rig: &Rig, fuse: &Path) -> Option<Looped> {
     (out.status.success() && !looped.device.is_empty()).then_some(looped)
 }
 
-fn kill_daemon(rig: &Rig) {
-    let pid = std::fs::read_to_string(rig.rundir.join("tarn.pid")).unwrap();
-    let pid = pid.trim();
-    assert!(
-        Command::new("kill")
-            .args(["-9", pid])
-            .status()
-            .unwrap()
-            .success()
-    );
-    for _ in 0..1000 {
-        if !Path::new(&format!("/proc/{pid}")).exists() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    panic!("daemon {pid} still runs after SIGKILL");
-}
-
 // DESCRIPTION: SIGKILL of the daemon while a client writes: after the restart (the next
 // command starts a daemon that imports the pool from its cache file) everything written
 // before a FLUSH, and the FUA write, is there, and a scrub finds nothing to repair.

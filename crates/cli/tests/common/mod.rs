@@ -246,9 +246,17 @@ impl Rig {
         run_tarn(&self.rundir, self.root(), line, &[])
     }
 
-    /// Runs a command that must succeed silently on stderr; returns its stdout.
+    /// Runs a command that must succeed silently on stderr; returns its stdout. A failure
+    /// shows the end of the daemon's log beside the command's output.
     pub(crate) fn ok(&self, line: &str) -> String {
-        self.run(line).ok(line)
+        let run = self.run(line);
+        if run.code != Some(0) || !run.stderr.is_empty() {
+            let log = std::fs::read_to_string(self.rundir.join("daemon.log")).unwrap_or_default();
+            let lines: Vec<&str> = log.lines().collect();
+            let tail = lines[lines.len().saturating_sub(30)..].join("\n");
+            panic!("`tarn {line}` failed: {run:?}\ndaemon.log, last lines:\n{tail}");
+        }
+        run.stdout
     }
 
     /// `count` device files `d/disk*`, the last `spares` of them hot spares of a new pool
@@ -462,3 +470,40 @@ pub(crate) fn listed_txgs(text: &str) -> Vec<u64> {
 // whose numbers are consistent with the devices.
 // STRATEGY: build the expected status text from ZFS's format rules and compare it exactly;
 // parse `list -H -p` and check every column against arithmetic on the device sizes.
+
+/// Waits (up to 10 s) until every thread of process `pid` has exited: its /proc entry is
+/// gone, or only the zombie leader is left. The leader turns zombie as soon as it exits,
+/// while the other threads, which hold the process's files (the daemon's listening
+/// socket), may still be dying; a connection the socket takes meanwhile is then reset.
+pub(crate) fn wait_gone(pid: &str) {
+    let zombie = |stat: &str| {
+        stat.rsplit(')')
+            .next()
+            .is_some_and(|s| s.trim_start().starts_with('Z'))
+    };
+    for _ in 0..1000 {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+            return;
+        };
+        let exited = tasks.flatten().all(|task| {
+            std::fs::read_to_string(task.path().join("stat")).map_or(true, |s| zombie(&s))
+        });
+        if exited {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    panic!("process {pid} still runs 10 s after SIGKILL");
+}
+
+/// SIGKILL to the rig's daemon, returning once it is gone (see [`wait_gone`]): kill(2)
+/// returns before the process is.
+pub(crate) fn kill_daemon(rig: &Rig) {
+    let pid = std::fs::read_to_string(rig.rundir.join("tarn.pid")).expect("pid file");
+    let killed = Command::new("kill")
+        .args(["-9", pid.trim()])
+        .status()
+        .expect("kill runs");
+    assert!(killed.success());
+    wait_gone(pid.trim());
+}
