@@ -63,11 +63,14 @@ impl Engine {
             }
             values.push((property.clone(), validate_prop(property, value)?));
         }
+        // The snapshot's object set is read before anything changes: beyond parity the read
+        // may fail, and a failed clone must leave nothing behind (not even `-p`'s parents).
+        let objset = ObjectSet::open(&inner.pool.reader(), &snapshot.header.objset)?;
         let mut parent = parent;
         for full in &missing {
             parent = self.create_one(&mut inner, parent, full, &[], None)?;
         }
-        self.clone_one(&mut inner, parent, name, &snapshot, &values)?;
+        self.clone_one(&mut inner, parent, name, &snapshot, objset, &values)?;
         self.commit(&mut inner, command)?;
         Ok(())
     }
@@ -131,6 +134,7 @@ impl Engine {
         parent: DatasetId,
         name: &str,
         origin: &Snapshot,
+        objset: ObjectSet,
         values: &[(String, Option<String>)],
     ) -> Result<DatasetId, EngineError> {
         let base = self.new_header(&inner.pool, parent);
@@ -148,7 +152,6 @@ impl Engine {
         node::set_child(mos.objset(), &reader, &parent_header, leaf, Some(object))?;
         let id = DatasetId(object.0);
         let header = node::read_header(mos.objset(), &reader, object)?;
-        let objset = ObjectSet::open(&reader, &origin.header.objset)?;
         let mut node = Node::new(name.to_string(), Some(parent), header, objset);
         node.header_dirty = true;
         node.load_origin(mos.objset(), &reader)?;

@@ -256,14 +256,17 @@ fn snapshots_stay_frozen_and_space_closes_on_fixed_seeds() {
         again.trace_hash, hashes[3],
         "a snapshot seed replays exactly"
     );
-    // Regression: a `rollback -r` whose read of the head failed beyond parity had destroyed
-    // the later snapshots already, and the next txg committed that.
-    let regression = Options {
-        budget: Some(Budget::Beyond),
-        draid: Some(false),
-        ..snapshots(5008)
-    };
-    tarn_sim::run(&regression).unwrap_or_else(|f| panic!("{f}"));
+    // Regressions: a verb whose read failed beyond parity had changed the pool already, and
+    // the next txg committed that although the verb failed: `rollback -r` had destroyed
+    // the later snapshots (5008), `clone` had made the clone (7002).
+    for seed in [5008, 7002] {
+        let regression = Options {
+            budget: Some(Budget::Beyond),
+            draid: Some(false),
+            ..snapshots(seed)
+        };
+        tarn_sim::run(&regression).unwrap_or_else(|f| panic!("{f}"));
+    }
 }
 
 /// Seeds run with a small dRAID as their first vdev (`--draid`), both budgets (2 and 38 run
