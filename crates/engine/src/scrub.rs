@@ -1033,7 +1033,8 @@ fn record_found(
 /// (draid2:8d:90c:2s-0) in progress since ...`).
 pub(crate) fn scan_text(scan: &Scan, now: u64, rebuilding: Option<&str>) -> Option<String> {
     let p = scan.progress?;
-    let label = label(&p, rebuilding);
+    let note = rebuild_note(&p, rebuilding);
+    let label = label(&p, &note);
     let percent = if p.to_examine == 0 {
         0.0
     } else {
@@ -1082,8 +1083,7 @@ pub(crate) fn scan_text(scan: &Scan, now: u64, rebuilding: Option<&str>) -> Opti
             format_size(p.repaired),
         ),
         ScanState::Finished if p.function == ScanFunction::Resilver => format!(
-            "{} {} in {} with {} errors on {}",
-            label.replacen("resilver", "resilvered", 1),
+            "resilvered{note} {} in {} with {} errors on {}",
             format_size(p.repaired),
             duration(p.end_time.saturating_sub(p.start_time)),
             p.errors,
@@ -1114,17 +1114,23 @@ pub(crate) fn rebuilding_vdev(inner: &Imported) -> Option<String> {
     Some(top.layout().display_name(top.width(), top.id().0))
 }
 
-/// The scan's name in status: `scrub`, `resilver`, and the sequential forms `resilver
-/// (VDEV)` (`resilver (sequential)` while the vdev is unknown) and `scrub (after a sequential
-/// resilver)`.
-fn label(p: &ScanProgress, rebuilding: Option<&str>) -> String {
+/// What follows `resilver` (or `resilvered`) in a sequential resilver's scan line: the
+/// top-level vdev it copies, ` (VDEV)` (` (sequential)` while that is unknown); nothing for
+/// any other scan.
+fn rebuild_note(p: &ScanProgress, rebuilding: Option<&str>) -> String {
+    match (p.function, p.sequential) {
+        (ScanFunction::Resilver, true) => format!(" ({})", rebuilding.unwrap_or("sequential")),
+        _ => String::new(),
+    }
+}
+
+/// The scan's name in status: `scrub`, `resilver` plus its `note` (see [`rebuild_note`]),
+/// and `scrub (after a sequential resilver)`.
+fn label(p: &ScanProgress, note: &str) -> String {
     match (p.function, p.sequential) {
         (ScanFunction::Scrub, false) => "scrub".into(),
         (ScanFunction::Scrub, true) => "scrub (after a sequential resilver)".into(),
-        (ScanFunction::Resilver, false) => "resilver".into(),
-        (ScanFunction::Resilver, true) => {
-            format!("resilver ({})", rebuilding.unwrap_or("sequential"))
-        }
+        (ScanFunction::Resilver, _) => format!("resilver{note}"),
     }
 }
 

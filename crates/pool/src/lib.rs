@@ -739,7 +739,7 @@ impl Pool {
             false,
         )?;
         pool.config_dirty = true;
-        pool.write_labels(PoolState::Active, Txg(1))?;
+        pool.write_labels(PoolState::Active, Txg(1), LabelFlush::Strict)?;
         pool.config_dirty = false;
         Ok(pool)
     }
@@ -1273,10 +1273,6 @@ impl Pool {
         out
     }
 
-    fn write_labels_half(&self, state: PoolState, txg: Txg, half: labels::LabelHalf) -> usize {
-        write_label_configs(&self.label_configs(state, txg), half)
-    }
-
     /// Flushes every leaf. Fails when a top-level vdev lost more leaves than its redundancy
     /// tolerates: then some acknowledged block may not be durable, and the txg must not
     /// commit. Spares hold only labels; their flush failures do not fail the txg.
@@ -1317,12 +1313,32 @@ impl Pool {
         Ok(())
     }
 
-    /// Writes the whole config (all four label copies) with `state`, and flushes.
-    fn write_labels(&mut self, state: PoolState, txg: Txg) -> Result<(), PoolError> {
-        let even = self.write_labels_half(state, txg, labels::LabelHalf::Even);
-        let _ = self.flush_all();
-        let odd = self.write_labels_half(state, txg, labels::LabelHalf::Odd);
-        if self.flush_all().is_err() || even + odd == 0 {
+    /// Writes the whole config (all four label copies) with `state`: the even halves, a
+    /// flush, the odd halves, a flush. `Strict`: every top-level vdev's flush must hold
+    /// (create, export). `Reachable`: each leaf is flushed on its own and the leaves that
+    /// took the label are enough (`destroy -f` of a pool beyond its redundancy). Fails when
+    /// no leaf took it, or a strict flush failed.
+    fn write_labels(&self, state: PoolState, txg: Txg, flush: LabelFlush) -> Result<(), PoolError> {
+        // Each half from the leaves' state after the flush before it, as a commit does.
+        let write_half = |half| {
+            let configs = self.label_configs(state, txg);
+            let written = write_label_configs(&configs, half);
+            let flushed = match flush {
+                LabelFlush::Strict => self.flush_all().is_ok(),
+                LabelFlush::Reachable => {
+                    for (leaf, _) in &configs {
+                        if let Some(device) = leaf.usable_device() {
+                            let _ = device.flush();
+                        }
+                    }
+                    true
+                }
+            };
+            (written, flushed)
+        };
+        let (even, _) = write_half(labels::LabelHalf::Even);
+        let (odd, flushed) = write_half(labels::LabelHalf::Odd);
+        if !flushed || even + odd == 0 {
             return Err(PoolError::Suspended(
                 "no device accepted the label update".into(),
             ));
@@ -1487,40 +1503,29 @@ impl Pool {
     }
 
     /// Marks the pool exported in every label. The caller syncs dirty data first.
-    pub fn export(mut self) -> Result<(), PoolError> {
+    pub fn export(self) -> Result<(), PoolError> {
         if self.readonly {
             return Ok(());
         }
         self.pipeline.l2().persist();
         let txg = self.txg;
-        self.write_labels(PoolState::Exported, txg)
+        self.write_labels(PoolState::Exported, txg, LabelFlush::Strict)
     }
 
     /// Marks the pool destroyed in the labels of every leaf it can write (import no longer
-    /// lists it, and its devices are free for a new pool), each leaf flushed on its own: a
-    /// pool beyond its redundancy, or suspended, is destroyed all the same as far as its
-    /// devices take it (`destroy -f` of a dead pool). Fails, having written nothing, when
-    /// no leaf took the label.
+    /// lists it, and its devices are free for a new pool): a pool beyond its redundancy, or
+    /// suspended, is destroyed all the same as far as its devices take it (`destroy -f` of a
+    /// dead pool). Fails, having written nothing, when no leaf took the label.
     pub fn destroy(&self) -> Result<(), PoolError> {
-        let configs = self.label_configs(PoolState::Destroyed, self.txg);
-        let flush = || {
-            for (leaf, _) in &configs {
-                if let Some(device) = leaf.usable_device() {
-                    let _ = device.flush();
-                }
-            }
-        };
-        let even = write_label_configs(&configs, labels::LabelHalf::Even);
-        flush();
-        let odd = write_label_configs(&configs, labels::LabelHalf::Odd);
-        flush();
-        if even + odd == 0 {
-            return Err(PoolError::Suspended(
-                "no device accepted the label update".into(),
-            ));
-        }
-        Ok(())
+        self.write_labels(PoolState::Destroyed, self.txg, LabelFlush::Reachable)
     }
+}
+
+/// How [`Pool::write_labels`] flushes.
+#[derive(Clone, Copy)]
+enum LabelFlush {
+    Strict,
+    Reachable,
 }
 
 /// Writes `configs` into the `half` of every leaf's labels; returns how many leaves took it.

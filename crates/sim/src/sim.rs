@@ -744,17 +744,32 @@ impl Sim {
                 (format!("rename dataset {old} to {new}"), result)
             }
         };
+        self.follow_admin(&what, model, result, false)
+    }
+
+    /// Follows an admin verb that commits a txg (dataset, snapshot and clone verbs): when it
+    /// failed, its txg may have reached a disk (in flight) and the error is handled as any
+    /// engine error; when it succeeded, `model` is the open state, committed by the pool's
+    /// new txg, and the checkers run. `snapshot_verb` counts it among the snapshot verbs.
+    pub(super) fn follow_admin(
+        &mut self,
+        what: &str,
+        model: Model,
+        result: Result<(), EngineError>,
+        snapshot_verb: bool,
+    ) -> Step {
         if let Err(e) = result {
             self.inflight = Some(model);
-            return self.engine_error(&what, &e);
+            return self.engine_error(what, &e);
         }
         self.open = model;
         let txg = check::committed_txg(&self.engine, POOL)
             .map_err(|e| e.to_string())?
-            .ok_or("a dataset change left no committed txg")?;
+            .ok_or_else(|| format!("{what} left no committed txg"))?;
         self.committed_after(txg)?;
+        self.counts.snapshot_ops += u64::from(snapshot_verb);
         self.trace.line(format!("{what}: txg {txg}"));
-        self.check_all(&what)
+        self.check_all(what)
     }
 
     /// Properties of a new dataset (each set in one dataset of two, else inherited): its

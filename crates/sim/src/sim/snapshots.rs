@@ -75,18 +75,7 @@ impl Sim {
                 let result = self.engine.rollback(&name, true, "rollback");
                 (format!("rollback -r {name}"), result)
             };
-        if let Err(e) = result {
-            self.inflight = Some(model);
-            return self.engine_error(&what, &e);
-        }
-        self.open = model;
-        let txg = check::committed_txg(&self.engine, POOL)
-            .map_err(|e| e.to_string())?
-            .ok_or("a snapshot verb left no committed txg")?;
-        self.committed_after(txg)?;
-        self.counts.snapshot_ops += 1;
-        self.trace.line(format!("{what}: txg {txg}"));
-        self.check_all(&what)
+        self.follow_admin(&what, model, result, true)
     }
 
     /// Clones a random snapshot (a new top-level dataset `c<N>`), or promotes a random
@@ -128,18 +117,7 @@ impl Sim {
                 .clone_dataset(&origin, &full_name(&name), &[], false, "clone");
             (format!("clone {origin} {name}"), result)
         };
-        if let Err(e) = result {
-            self.inflight = Some(model);
-            return self.engine_error(&what, &e);
-        }
-        self.open = model;
-        let txg = check::committed_txg(&self.engine, POOL)
-            .map_err(|e| e.to_string())?
-            .ok_or("a clone verb left no committed txg")?;
-        self.committed_after(txg)?;
-        self.counts.snapshot_ops += 1;
-        self.trace.line(format!("{what}: txg {txg}"));
-        self.check_all(&what)
+        self.follow_admin(&what, model, result, true)
     }
 
     /// The engine lists exactly the model's snapshots and, within budget, every root
