@@ -23,6 +23,7 @@
 //! # Not here
 //! Threads, I/O, serialization: see tarn-device, tarn-format and tarn-proto.
 
+pub mod buf;
 pub mod limits;
 pub mod rng;
 pub mod units;

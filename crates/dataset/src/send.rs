@@ -341,7 +341,10 @@ fn send_change(
             };
             let (encoding, data) = match (stored, source.dry_run) {
                 (Some(bytes), _) => (encoding_of(bp.compression), bytes),
-                (None, true) => (Encoding::Raw, vec![0; dnode.data_block_size as usize]),
+                (None, true) => (
+                    Encoding::Raw,
+                    tarn_base::buf::zeroed(dnode.data_block_size as usize),
+                ),
                 (None, false) => (Encoding::Raw, source.to.read_data_block(store, id, &bp)?),
             };
             cursor.offset = (blkid + 1) * block;
@@ -584,7 +587,7 @@ mod tests {
         while let Some(id) = os.next_object(store, at).unwrap() {
             let info = os.object_info(store, id).unwrap();
             let len = (info.maxblkid + 1) * u64::from(info.data_block_size);
-            let mut data = vec![0; len as usize];
+            let mut data = tarn_base::buf::zeroed(len as usize);
             os.read(store, id, 0, &mut data).unwrap();
             out.push((id.0, os.bonus(store, id).unwrap(), data));
             at = id;

@@ -13,7 +13,7 @@
 use tarn_base::ObjectId;
 use tarn_base::units::parse_size;
 use tarn_format::wire::{Reader, Writer};
-use tarn_objects::{ObjectSet, ObjsetKind};
+use tarn_objects::{Fetch, ObjectSet, ObjsetKind};
 use tarn_zio::BlockStore;
 
 use crate::DatasetError;
@@ -211,6 +211,32 @@ pub fn read(
     let volume = info(objset, store)?;
     check_range(volume, offset, buf.len() as u64)?;
     objset.read(store, VOLUME_OBJECT, offset, buf)?;
+    Ok(())
+}
+
+/// The device reads a [`read`] of `len` bytes at `offset` needs, to be done without the
+/// pool lock (`ObjectSet::plan_read`); then [`read_planned`] reads.
+pub fn plan_read(
+    objset: &mut ObjectSet,
+    store: &dyn BlockStore,
+    offset: u64,
+    len: u64,
+) -> Result<Option<Fetch>, DatasetError> {
+    let volume = info(objset, store)?;
+    check_range(volume, offset, len)?;
+    Ok(objset.plan_read(store, VOLUME_OBJECT, offset, len)?)
+}
+
+/// [`read`] after [`plan_read`] (the size is checked again: it may have changed between).
+pub fn read_planned(
+    objset: &mut ObjectSet,
+    store: &dyn BlockStore,
+    offset: u64,
+    buf: &mut [u8],
+) -> Result<(), DatasetError> {
+    let volume = info(objset, store)?;
+    check_range(volume, offset, buf.len() as u64)?;
+    objset.read_planned(store, VOLUME_OBJECT, offset, buf)?;
     Ok(())
 }
 

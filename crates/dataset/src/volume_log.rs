@@ -84,7 +84,7 @@ impl Change {
         }
         let len = usize::try_from(self.len)
             .map_err(|_| DatasetError::Corrupt("volume write longer than memory".into()))?;
-        let mut data = vec![0u8; len];
+        let mut data = tarn_base::buf::zeroed(len);
         volume::read(objset, store, self.offset, &mut data)?;
         Ok(LogRecord::Write {
             offset: self.offset,

@@ -464,10 +464,10 @@ mod tests {
         ];
         for (i, &(offset, len, misalign)) in cases.iter().enumerate() {
             let data = pattern(len, i as u8);
-            let mut staging = vec![0u8; len + misalign];
+            let mut staging = tarn_base::buf::zeroed(len + misalign);
             staging[misalign..].copy_from_slice(&data);
             device.write_at(offset, &staging[misalign..]).unwrap();
-            let mut back = vec![0u8; len + misalign];
+            let mut back = tarn_base::buf::zeroed(len + misalign);
             device.read_at(offset, &mut back[misalign..]).unwrap();
             assert_eq!(
                 back[misalign..],

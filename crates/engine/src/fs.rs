@@ -14,7 +14,7 @@
 
 use std::sync::MutexGuard;
 
-use tarn_posix::{Fs, PosixError, Timespec};
+use tarn_posix::{Fs, Ino, PosixError, Timespec};
 
 use crate::datasets::SyncMode;
 use crate::{Engine, EngineError, Imported, PoolError, PoolHandle};
@@ -147,6 +147,40 @@ impl Engine {
         f: impl FnMut(&mut Fs<'_>) -> Result<R, PosixError>,
     ) -> Result<R, EngineError> {
         self.fs_call(pool, dataset, FsOp::Read, true, f)
+    }
+
+    /// The device reads of a coming read of `len` bytes at `offset` of file `ino`, done
+    /// without the pool lock (crate docs, "Reads off the lock"): the blocks the read and its
+    /// read-ahead need that are not cached are found under the lock, then read, verified
+    /// and cached after it is released; the read itself ([`Engine::fs_read`]) follows and
+    /// copies them from the cache. Best effort: whatever fails here is left for that read
+    /// to report with its usual context.
+    pub fn fs_prefetch(&self, pool: &str, dataset: DatasetId, ino: Ino, offset: u64, len: u32) {
+        let Ok(handle) = self.pool(pool) else {
+            return;
+        };
+        let fetch = {
+            let mut inner = handle.lock_open();
+            let Imported { pool, datasets, .. } = &mut *inner;
+            if !datasets.contains(dataset) {
+                return;
+            }
+            let reader = pool.reader();
+            let config = datasets.fs_settings(dataset).config;
+            let node = datasets.node_mut(dataset);
+            let mut fs = Fs::new(
+                &mut node.objset,
+                &reader,
+                now_of(self.clock.as_ref()),
+                config,
+            );
+            match fs.plan_read(ino, offset, len) {
+                Ok(Some(fetch)) => (fetch, pool.detached_reader()),
+                _ => return,
+            }
+        };
+        let (fetch, reader) = fetch;
+        fetch.fill(reader.read_blocks(fetch.blocks(), fetch.feeds_l2()));
     }
 
     /// [`Engine::fs_op`] and [`Engine::fs_read`]: `wait` says whether a failed read may wait

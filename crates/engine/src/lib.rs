@@ -45,6 +45,17 @@
 //! released and holding no lane (`suspend`); so does a writer the throttle or an `fsync`
 //! made wait for a commit that failed.
 //!
+//! Reads off the lock: a volume read ([`Engine::volume_read`]) and a file read after
+//! [`Engine::fs_prefetch`] find, under the pool lock, the blocks they (and their read-ahead)
+//! need that are not cached (`ObjectSet::plan_read`), read and verify them with the lock
+//! released (`Pool::detached_reader`, several in flight on tarn-zio's reader threads) into
+//! the clean-block cache, and take the lock again only to copy from the cache. While such a
+//! reader runs it pins the txg whose state it read, so no space its block pointers name is
+//! reused (tarn-space `pins`): a copy that fails its checksum is damage and is healed and
+//! counted as on any read, never a newer block. A block evicted or changed in between is
+//! read under the lock as before. Simulated devices read synchronously and take none of
+//! this (their runs stay deterministic).
+//!
 //! Open and syncing txgs overlap: while txg T's commit phase (flushes, uberblock) runs on
 //! the daemon's sync thread, the pool lock is free and txg T+1 is open. Front-end requests
 //! (`fs_op`, reads, `object_*`) take the pool lock with `lock_open` (writers through
@@ -91,8 +102,8 @@
 //! verbs), rates over intervals (the front end divides two
 //! [`Engine::iostat`] reports), the threads that drive scrubs, resilvers, fault checks and
 //! heartbeats (the daemon owns them; the engine spawns no long-lived thread: the only
-//! threads started under it are the scoped ones of a batch read in tarn-zio, joined before
-//! the batch returns).
+//! threads working under it are tarn-zio's reader threads, which serve batch reads and
+//! finish each batch before it returns).
 
 mod admission;
 mod bookmark_ops;

@@ -105,7 +105,10 @@ impl Engine {
             .collect()
     }
 
-    /// Reads `buf.len()` bytes of volume `dataset` at `offset` (holes cost no I/O).
+    /// Reads `buf.len()` bytes of volume `dataset` at `offset` (holes cost no I/O). The
+    /// device reads happen without the pool lock (crate docs, "Reads off the lock"): the
+    /// blocks missing from the cache are found under it, read and verified after it is
+    /// released, and the read itself then copies from the cache under it again.
     pub fn volume_read(
         &self,
         pool: &str,
@@ -117,8 +120,22 @@ impl Engine {
         let mut inner = handle.lock_open();
         inner.check_volume(dataset)?;
         let Imported { pool, datasets, .. } = &mut *inner;
+        let objset = &mut datasets.node_mut(dataset).objset;
+        let Some(fetch) = volume::plan_read(objset, &pool.reader(), offset, buf.len() as u64)?
+        else {
+            // Nothing to read from the devices: no reason to let go of the lock.
+            volume::read_planned(objset, &pool.reader(), offset, buf)?;
+            return Ok(());
+        };
+        let reader = pool.detached_reader();
+        drop(inner);
+        fetch.fill(reader.read_blocks(fetch.blocks(), fetch.feeds_l2()));
+        drop(reader);
+        let mut inner = handle.lock_open();
+        inner.check_volume(dataset)?;
+        let Imported { pool, datasets, .. } = &mut *inner;
         let reader = pool.reader();
-        volume::read(&mut datasets.node_mut(dataset).objset, &reader, offset, buf)?;
+        volume::read_planned(&mut datasets.node_mut(dataset).objset, &reader, offset, buf)?;
         Ok(())
     }
 

@@ -129,7 +129,8 @@ pub fn compress(setting: CompressSetting, data: &[u8]) -> Option<Vec<u8>> {
 }
 
 fn lz4_compress(data: &[u8], limit: usize) -> Option<Vec<u8>> {
-    let mut out = vec![0u8; LZ4_HEADER + lz4_flex::block::get_maximum_output_size(data.len())];
+    let mut out =
+        tarn_base::buf::zeroed(LZ4_HEADER + lz4_flex::block::get_maximum_output_size(data.len()));
     let body = out.get_mut(LZ4_HEADER..)?;
     let written = lz4_flex::block::compress_into(data, body).ok()?;
     let total = written.checked_add(LZ4_HEADER)?;
@@ -239,6 +240,27 @@ fn sample_entropy_verdict(data: &[u8]) -> Verdict {
     }
 }
 
+/// [`decompress`] of a buffer the caller gives up: an uncompressed block is that buffer cut
+/// or zero-extended to `logical_size`, without a second buffer or a copy (the read path's
+/// common case: incompressible data is stored as it is).
+pub fn decompress_owned(
+    kind: CompressKind,
+    mut data: Vec<u8>,
+    logical_size: usize,
+) -> Result<Vec<u8>, FormatError> {
+    if kind != CompressKind::Off {
+        return decompress(kind, &data, logical_size);
+    }
+    if logical_size as u64 > tarn_base::limits::BLOCK_SIZE_MAX {
+        return Err(FormatError::Invalid {
+            what: "compressed block",
+            why: "logical size above the largest block",
+        });
+    }
+    data.resize(logical_size, 0);
+    Ok(data)
+}
+
 /// Decompresses `data` (a block's physical bytes) into exactly `logical_size` bytes. Garbage
 /// yields an error, never a panic. The only allocation sized by the input is the output itself
 /// (`logical_size` bytes, refused above `BLOCK_SIZE_MAX`); zstd also creates its fixed-size
@@ -257,7 +279,7 @@ pub fn decompress(
     }
     match kind {
         CompressKind::Off => {
-            let mut out = vec![0u8; logical_size];
+            let mut out = tarn_base::buf::zeroed(logical_size);
             let present = logical_size.min(data.len());
             if let (Some(to), Some(from)) = (out.get_mut(..present), data.get(..present)) {
                 to.copy_from_slice(from);
@@ -276,7 +298,7 @@ pub fn decompress(
             let body = data
                 .get(LZ4_HEADER..end)
                 .ok_or(bad("lz4 length beyond block"))?;
-            let mut out = vec![0u8; logical_size];
+            let mut out = tarn_base::buf::zeroed(logical_size);
             let written =
                 lz4_flex::block::decompress_into(body, &mut out).map_err(|_| bad("lz4 data"))?;
             if written != logical_size {
@@ -292,7 +314,7 @@ pub fn decompress(
             let frame = data
                 .get(..frame_size)
                 .ok_or(bad("zstd frame beyond block"))?;
-            let mut out = vec![0u8; logical_size];
+            let mut out = tarn_base::buf::zeroed(logical_size);
             // Decoding into a fixed buffer means a frame that claims a huge window or content
             // size cannot make zstd allocate for it.
             let written = zstd::bulk::decompress_to_buffer(frame, out.as_mut_slice())
@@ -342,7 +364,7 @@ fn zle_decompress(data: &[u8], logical_size: usize) -> Result<Vec<u8>, FormatErr
         what: "compressed block",
         why: "zle data",
     };
-    let mut out = vec![0u8; logical_size];
+    let mut out = tarn_base::buf::zeroed(logical_size);
     let mut filled = 0;
     let mut input = data.iter();
     while filled < logical_size {

@@ -1087,6 +1087,10 @@ impl fuser::Filesystem for TarnFs {
         }
         let ino = self.ino(ino);
         self.shared.counters.read(size);
+        // The device reads without the pool lock, so that other requests proceed meanwhile;
+        // the read below then copies from the cache.
+        self.engine
+            .fs_prefetch(&self.pool, self.dataset, ino, offset, size);
         let result = self.run(FsOp::Read, |fs| {
             // A hole is answered from static zeros, without a buffer (tarn-posix `data`).
             let data = fs.read_data(ino, offset, size)?;

@@ -469,7 +469,7 @@ fn read_requests<R: Read>(
                 // The payload cannot be skipped safely at this size: hard disconnect.
                 return Err(protocol("write payload too large"));
             }
-            payload = vec![0u8; request.len as usize];
+            payload = zeroed(request.len as usize);
             reader.read_exact(&mut payload)?;
         }
         if request.kind == cmd::DISC {
@@ -633,7 +633,7 @@ fn execute<W: Write>(
     let fua = request.flags & cflags::FUA != 0;
     let result = match request.kind {
         cmd::READ => {
-            let mut buf = vec![0u8; request.len as usize];
+            let mut buf = zeroed(request.len as usize);
             match backend.read(export, request.offset, &mut buf) {
                 Ok(()) => return out.data(&request, &buf),
                 Err(e) => Err(e),
@@ -644,7 +644,7 @@ fn execute<W: Write>(
         cmd::TRIM | cmd::WRITE_ZEROES => backend.zero(export, request.offset, request.len, fua),
         cmd::CACHE => {
             let len = request.len.min(CACHE_LEN_MAX);
-            let mut buf = vec![0u8; len as usize];
+            let mut buf = zeroed(len as usize);
             backend.read(export, request.offset, &mut buf)
         }
         _ => match status(backend, export, &request) {
@@ -685,4 +685,13 @@ fn status(
         extents.truncate(1);
     }
     Ok(extents)
+}
+
+/// `len` zero bytes filled here rather than asked of the allocator as zeroed memory, which
+/// jemalloc serves for large sizes by returning recycled pages to the kernel and faulting
+/// them in again (tarn-base `buf` explains; this crate depends on no tarn crate).
+fn zeroed(len: usize) -> Vec<u8> {
+    let mut buffer = std::hint::black_box(Vec::with_capacity(len));
+    buffer.resize(len, 0);
+    buffer
 }

@@ -295,6 +295,44 @@ impl CacheDomain {
         &self.inner.store
     }
 
+    /// Keeps `data` as the contents of `bp` (a block that verified), unless it is already
+    /// kept or too big; evicts the least recently used to make room. The object set's
+    /// `primarycache` policy is its caller's to apply.
+    pub(crate) fn insert(&self, bp: &BlockPtr, data: Arc<Vec<u8>>) {
+        let entry = Entry {
+            bytes: data,
+            referenced: false,
+            data: is_data(bp),
+        };
+        let size = charge(&entry);
+        let key = CacheKey::of(self.inner.id, bp);
+        let mut guard = self.store().lock();
+        let entries = &mut *guard;
+        if size > entries.limit / 4 {
+            // A block bigger than a quarter of the cache would evict too much to be worth it.
+            return;
+        }
+        if entries.map.contains_key(&key) {
+            return;
+        }
+        let limit = entries.limit;
+        entries.evict_to(limit - size);
+        entries.bytes += entry.bytes.len() as u64;
+        entries.charged += size;
+        if entry.data {
+            entries.data_bytes += entry.bytes.len() as u64;
+        }
+        entries.map.insert(key, entry);
+        entries.ring.push_back(key);
+        assert!(
+            entries.charged <= entries.limit,
+            "cache: {} bytes over limit {} (I1)",
+            entries.charged,
+            entries.limit
+        );
+        assert_eq!(entries.map.len(), entries.ring.len(), "cache: index sizes");
+    }
+
     fn same(&self, other: &CacheDomain) -> bool {
         Arc::ptr_eq(&self.inner, &other.inner)
     }
@@ -390,41 +428,14 @@ impl BlockCache {
     }
 
     pub(crate) fn insert(&mut self, bp: &BlockPtr, data: Arc<Vec<u8>>) {
-        let entry = Entry {
-            bytes: data,
-            referenced: false,
-            data: is_data(bp),
-        };
-        let size = charge(&entry);
-        if !self.policy.admits(bp) {
-            return;
+        if self.policy.admits(bp) {
+            self.domain.insert(bp, data);
         }
-        let key = CacheKey::of(self.domain.inner.id, bp);
-        let mut guard = self.domain.store().lock();
-        let entries = &mut *guard;
-        if size > entries.limit / 4 {
-            // A block bigger than a quarter of the cache would evict too much to be worth it.
-            return;
-        }
-        if entries.map.contains_key(&key) {
-            return;
-        }
-        let limit = entries.limit;
-        entries.evict_to(limit - size);
-        entries.bytes += entry.bytes.len() as u64;
-        entries.charged += size;
-        if entry.data {
-            entries.data_bytes += entry.bytes.len() as u64;
-        }
-        entries.map.insert(key, entry);
-        entries.ring.push_back(key);
-        assert!(
-            entries.charged <= entries.limit,
-            "cache: {} bytes over limit {} (I1)",
-            entries.charged,
-            entries.limit
-        );
-        assert_eq!(entries.map.len(), entries.ring.len(), "cache: index sizes");
+    }
+
+    /// The domain this cache reads through.
+    pub(crate) fn domain(&self) -> &CacheDomain {
+        &self.domain
     }
 
     /// Bytes the store holds (every domain's).

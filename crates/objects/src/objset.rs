@@ -3,7 +3,7 @@
 
 use crate::accounting::{SyncHook, UsedChange};
 use crate::cache::BlockCache;
-use crate::readahead::{self, Streams};
+use crate::readahead::{self, Fetch, Streams};
 use crate::tree::{self, Dirty, ObjState, ReadCtx, TreeWalk};
 use crate::{BlockContext, DnodeInfo, ObjectError, ObjsetWriteConfig, SyncEstimate};
 use std::collections::BTreeMap;
@@ -727,6 +727,43 @@ impl ObjectSet {
             readahead::prefetch(ctx, state, offset, len, ahead);
             tree::read(ctx, state, offset, buf)
         })
+    }
+
+    /// The first half of a read of `len` bytes at `offset` of `id` that does its device
+    /// I/O without the caller's lock: the blocks the read (and its read-ahead) needs from
+    /// the devices, or `None` when it needs none (or its store reads synchronously, as the
+    /// simulator's does). The caller reads them with its store's batch read while no one
+    /// can reuse their space, [`Fetch::fill`]s the cache with the results, and then reads
+    /// with [`ObjectSet::read_planned`], which finds them there.
+    pub fn plan_read(
+        &mut self,
+        store: &dyn BlockStore,
+        id: ObjectId,
+        offset: u64,
+        len: u64,
+    ) -> Result<Option<Fetch>, ObjectError> {
+        if offset.checked_add(len).is_none() {
+            return Err(invalid(id, "read offset", offset));
+        }
+        let ahead = self.streams.note(id, offset, len) && store.reads_in_parallel();
+        self.inspect(store, id, |ctx, state| {
+            Ok(readahead::plan(ctx, state, offset, len, ahead))
+        })
+    }
+
+    /// The second half of a read begun with [`ObjectSet::plan_read`]: [`ObjectSet::read`]
+    /// without noting the access again and without read-ahead (the plan did both).
+    pub fn read_planned(
+        &mut self,
+        store: &dyn BlockStore,
+        id: ObjectId,
+        offset: u64,
+        buf: &mut [u8],
+    ) -> Result<(), ObjectError> {
+        if offset.checked_add(buf.len() as u64).is_none() {
+            return Err(invalid(id, "read offset", offset));
+        }
+        self.inspect(store, id, |ctx, state| tree::read(ctx, state, offset, buf))
     }
 
     /// Runs `f` on block `blkid` of `id` as a read would see it now, in place (`None`: a

@@ -24,7 +24,9 @@ use std::sync::Arc;
 use tarn_base::ObjectId;
 use tarn_base::limits::{BLOCKS_IN_FLIGHT_MAX, READAHEAD_BYTES_MAX, READAHEAD_STREAMS_MAX};
 use tarn_format::BlockPtr;
+use tarn_zio::ZioError;
 
+use crate::cache::CacheDomain;
 use crate::tree::{ObjState, ReadCtx, synced_bp};
 
 /// Where the last read of each recently read object ended, to recognise sequential access.
@@ -76,20 +78,43 @@ pub(crate) fn prefetch(
     len: u64,
     ahead: bool,
 ) {
-    if len == 0 {
+    let Some((batch, feed_l2)) = choose(ctx, state, offset, len, ahead, 2) else {
         return;
+    };
+    let results = ctx.store.read_blocks_l2(&batch, feed_l2);
+    fill(
+        ctx.cache.domain(),
+        &batch,
+        results,
+        u64::from(state.dnode.data_block_size),
+    );
+}
+
+/// The blocks a read of `[offset, offset + len)` (with `ahead`, and its read-ahead) needs
+/// from the devices, and whether they may feed the cache devices; `None` when they are
+/// fewer than `at_least` or the batch would not be kept or not be read in parallel.
+fn choose(
+    ctx: &mut ReadCtx<'_>,
+    state: &ObjState,
+    offset: u64,
+    len: u64,
+    ahead: bool,
+    at_least: usize,
+) -> Option<(Vec<BlockPtr>, bool)> {
+    if len == 0 {
+        return None;
     }
     let block_size = u64::from(state.dnode.data_block_size);
     assert!(block_size > 0, "a data object has a block size");
     let first = offset / block_size;
     let last = (offset.saturating_add(len) - 1) / block_size;
-    if !ahead && first == last {
+    if !ahead && first == last && at_least > 1 {
         // One record and nothing ahead: never a batch (below), so not even the walk to find
         // out, which the caller's read does anyway. This is every small random read.
-        return;
+        return None;
     }
     if !ctx.cache.keeps_data() || !ctx.store.reads_in_parallel() {
-        return;
+        return None;
     }
     let window = if ahead {
         (READAHEAD_BYTES_MAX / block_size).clamp(1, BLOCKS_IN_FLIGHT_MAX as u64)
@@ -102,20 +127,80 @@ pub(crate) fn prefetch(
     if !batch.is_empty() || ahead_missing.len() as u64 * 2 >= window.max(1) {
         batch.extend(ahead_missing);
     }
-    if batch.len() < 2 {
+    if batch.len() < at_least {
         // One record gains nothing from a batch: the caller's own read fetches it.
-        return;
+        return None;
     }
     let feed_l2 = batch.iter().all(|bp| ctx.cache.feeds_l2(bp));
-    let results = ctx.store.read_blocks_l2(&batch, feed_l2);
+    Some((batch, feed_l2))
+}
+
+/// Puts the blocks of `batch` that read whole into the cache of `domain`.
+fn fill(
+    domain: &CacheDomain,
+    batch: &[BlockPtr],
+    results: Vec<Result<Vec<u8>, ZioError>>,
+    block_size: u64,
+) {
     assert_eq!(results.len(), batch.len(), "one result per block");
     for (bp, result) in batch.iter().zip(results) {
         if let Ok(bytes) = result
             && bytes.len() as u64 == block_size
         {
-            ctx.cache.insert(bp, Arc::new(bytes));
+            domain.insert(bp, Arc::new(bytes));
         }
     }
+}
+
+/// The blocks one read needs from the devices, chosen while the caller holds the object set
+/// (the pool lock) and read without it: [`crate::ObjectSet::plan_read`] makes it, the caller
+/// reads [`Fetch::blocks`] with its store's batch read, and [`Fetch::fill`] puts what
+/// verified into the cache, where the read that follows finds it. The block pointers stay
+/// valid only while the caller keeps their space from being reused (the pool pins the txg
+/// they were found in); a block that no longer verifies is simply not cached.
+#[derive(Debug)]
+pub struct Fetch {
+    blocks: Vec<BlockPtr>,
+    feed_l2: bool,
+    block_size: u64,
+    domain: CacheDomain,
+}
+
+impl Fetch {
+    /// The blocks to read, in the order [`Fetch::fill`] takes their results.
+    #[must_use]
+    pub fn blocks(&self) -> &[BlockPtr] {
+        &self.blocks
+    }
+
+    /// Whether the reads may copy these blocks to the cache devices (`secondarycache`).
+    #[must_use]
+    pub fn feeds_l2(&self) -> bool {
+        self.feed_l2
+    }
+
+    /// Caches what read whole; a failed block is left for the read itself to report.
+    pub fn fill(&self, results: Vec<Result<Vec<u8>, ZioError>>) {
+        fill(&self.domain, &self.blocks, results, self.block_size);
+    }
+}
+
+/// [`Fetch`] of a read of `[offset, offset + len)` (module docs), including a single
+/// missing record, so that no device read of it is left for the caller's lock.
+pub(crate) fn plan(
+    ctx: &mut ReadCtx<'_>,
+    state: &ObjState,
+    offset: u64,
+    len: u64,
+    ahead: bool,
+) -> Option<Fetch> {
+    let (blocks, feed_l2) = choose(ctx, state, offset, len, ahead, 1)?;
+    Some(Fetch {
+        blocks,
+        feed_l2,
+        block_size: u64::from(state.dnode.data_block_size),
+        domain: ctx.cache.domain().clone(),
+    })
 }
 
 /// The synced block pointers of the records `blkids` that are not dirty, not holes and not

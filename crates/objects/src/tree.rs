@@ -362,9 +362,9 @@ pub(crate) fn modify_block(
             state.dirty_bytes -= bytes.len() as u64;
             bytes
         }
-        Some(Dirty::Hole) => vec![0; block_size],
+        Some(Dirty::Hole) => tarn_base::buf::zeroed(block_size),
         None => match block_data(ctx, state, blkid)?.bytes() {
-            None => vec![0; block_size],
+            None => tarn_base::buf::zeroed(block_size),
             Some(old) => old.to_vec(),
         },
     };

@@ -116,7 +116,7 @@ use tarn_format::uberblock::Uberblock;
 use tarn_format::{
     BlockPtr, FEATURE_ALLOCATION_CLASSES, FEATURE_DRAID, FEATURES_SUPPORTED, FORMAT_VERSION,
 };
-use tarn_space::{SpaceError, SpaceManager, VdevGeometry, VdevUsage};
+use tarn_space::{SpaceError, SpaceManager, TxgPin, TxgPins, VdevGeometry, VdevUsage};
 use tarn_vdev::{Leaf, TopVdev, VdevError};
 use tarn_zio::{BlockStore, Pipeline, WriteProps, ZioError};
 
@@ -545,6 +545,22 @@ fn read_checked(
     pipeline.read_block_l2(bp, feed_l2)
 }
 
+/// Reads without the pool lock ([`Pool::detached_reader`]).
+#[derive(Debug)]
+pub struct DetachedReader {
+    pipeline: Pipeline,
+    _pin: TxgPin,
+}
+
+impl DetachedReader {
+    /// [`Pipeline::read_blocks_l2`] of `bps`: verified, decompressed blocks in order, several
+    /// in flight on the reader threads.
+    #[must_use]
+    pub fn read_blocks(&self, bps: &[BlockPtr], feed_l2: bool) -> Vec<Result<Vec<u8>, ZioError>> {
+        self.pipeline.read_blocks_l2(bps, feed_l2)
+    }
+}
+
 /// Syncing context: the only way to allocate, write and free blocks.
 #[derive(Debug)]
 pub struct SyncCtx<'a> {
@@ -603,6 +619,8 @@ pub struct Pool {
     spares: Vec<Arc<Leaf>>,
     pipeline: Pipeline,
     space: SpaceManager,
+    /// Txgs pinned by readers off the pool lock ([`Pool::detached_reader`]).
+    pins: Arc<TxgPins>,
     last: Option<Uberblock>,
     /// The txg an import opened (None for a pool created here).
     imported_txg: Option<Txg>,
@@ -779,6 +797,7 @@ impl Pool {
             spares,
             pipeline,
             space,
+            pins: Arc::default(),
             last: None,
             imported_txg: None,
             txg: Txg(0),
@@ -1126,6 +1145,19 @@ impl Pool {
             pipeline: &self.pipeline,
             txg: self.open_txg(),
             parallel: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// A reader that works without the pool lock, for block pointers found in the open txg's
+    /// state while the lock was held: it shares the vdevs and cache devices, and pins the
+    /// open txg so that none of those blocks' space is reused while it lives (tarn-space
+    /// `pins`). Its reads heal and count errors as any read does: with the pin, a copy that
+    /// fails its checksum is damage, not a newer block.
+    #[must_use]
+    pub fn detached_reader(&self) -> DetachedReader {
+        DetachedReader {
+            pipeline: self.pipeline.clone(),
+            _pin: self.pins.pin(self.open_txg()),
         }
     }
 
@@ -1477,7 +1509,7 @@ impl Pool {
         // The labels the write phase took are on disk now; a change made since is written
         // by the next txg.
         self.config_dirty = std::mem::take(&mut self.config_changed_since_write);
-        self.space.txg_committed();
+        self.space.txg_committed(self.pins.oldest());
         self.txg = txg;
         self.last = Some(uberblock);
         // After the commit, so that no txg waits for a cache device (l2cache I2).

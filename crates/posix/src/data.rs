@@ -11,6 +11,8 @@
 
 use std::sync::LazyLock;
 
+use tarn_objects::Fetch;
+
 use crate::fs::{Fs, Result, oid};
 use crate::inode::Inode;
 use crate::intent::LogOp;
@@ -64,9 +66,21 @@ impl Fs<'_> {
             return Ok(Vec::new());
         }
         let len = u64::from(len).min(inode.size - offset);
-        let mut buf = vec![0u8; usize::try_from(len).map_err(|_| PosixError::TooBig)?];
+        let mut buf = tarn_base::buf::zeroed(usize::try_from(len).map_err(|_| PosixError::TooBig)?);
         self.os.read(self.store, oid(ino), offset, &mut buf)?;
         Ok(buf)
+    }
+
+    /// The device reads a coming [`Fs::read`] of `len` bytes at `offset` of `ino` needs, for
+    /// a caller that does them without the pool lock (`ObjectSet::plan_read`); `None` when
+    /// there are none.
+    pub fn plan_read(&mut self, ino: Ino, offset: u64, len: u32) -> Result<Option<Fetch>> {
+        let inode = self.regular(ino)?;
+        if offset >= inode.size {
+            return Ok(None);
+        }
+        let len = u64::from(len).min(inode.size - offset);
+        Ok(self.os.plan_read(self.store, oid(ino), offset, len)?)
     }
 
     /// [`Fs::read`], except that a read of up to [`HOLE_READ_MAX`] bytes that lies wholly in

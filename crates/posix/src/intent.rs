@@ -716,7 +716,7 @@ impl<'a> Fs<'a> {
             Err(e) => return Err(e),
         };
         let readable = inode.size.saturating_sub(offset).min(u64::from(len));
-        let mut data = vec![0u8; readable as usize];
+        let mut data = tarn_base::buf::zeroed(readable as usize);
         if !data.is_empty() {
             self.os.read(self.store, oid(ino), offset, &mut data)?;
         }

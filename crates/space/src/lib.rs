@@ -37,7 +37,8 @@
 //!   delta still holds deferred).
 //!   While frees are held ([`SpaceManager::set_hold_deferred`], during a scrub) no deferred
 //!   free becomes allocatable at all: a block the scrub listed and that was freed since must
-//!   keep its contents, or the scrub would report it corrupt.
+//!   keep its contents, or the scrub would report it corrupt. Likewise no free of a txg
+//!   that a reader off the pool lock has pinned, or of a later one, is released ([`pins`]).
 //! - I3: replaying the chain from the newest base reproduces exactly the allocated set the
 //!   syncing txg had when it wrote its delta (checked by tests and by the simulator's
 //!   space-closes checker).
@@ -76,12 +77,14 @@
 //! Removing a top-level vdev that holds blocks (device evacuation).
 
 pub mod log;
+pub mod pins;
 pub mod range_tree;
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 
 use log::{LogBlock, LogKind, RECORDS_PER_BLOCK, Record, encoded_size};
+pub use pins::{TxgPin, TxgPins};
 use range_tree::RangeTree;
 use tarn_base::{Txg, VdevId};
 use tarn_format::{BlockPtr, BlockType, ChecksumKind, CompressSetting, Dva};
@@ -1023,8 +1026,9 @@ impl SpaceManager {
     }
 
     /// Called once the txg's uberblock is durable: frees of this txg start their deferral,
-    /// and frees old enough become allocatable.
-    pub fn txg_committed(&mut self) {
+    /// and frees old enough become allocatable, except those of `pinned` (the oldest txg a
+    /// reader off the pool lock holds, [`pins`]) or later.
+    pub fn txg_committed(&mut self, pinned: Option<Txg>) {
         for dva in std::mem::take(&mut self.release_at_commit) {
             self.vdevs[dva.vdev.0 as usize]
                 .release(dva.offset, dva.asize, false)
@@ -1036,7 +1040,10 @@ impl SpaceManager {
             self.deferred.push_back((self.txg, frees));
         }
         while let Some((txg, _)) = self.deferred.front() {
-            if self.hold_deferred || txg.0 + TXG_DEFER > self.txg.0 {
+            if self.hold_deferred
+                || txg.0 + TXG_DEFER > self.txg.0
+                || pinned.is_some_and(|oldest| *txg >= oldest)
+            {
                 break;
             }
             let Some((_, list)) = self.deferred.pop_front() else {
@@ -1385,10 +1392,10 @@ mod tests {
         manager.begin_txg(Txg(2));
         manager.free(dva, Txg(1));
         manager.records.clear();
-        manager.txg_committed();
+        manager.txg_committed(None);
         for t in 0..txgs {
             manager.begin_txg(Txg(3 + t));
-            manager.txg_committed();
+            manager.txg_committed(None);
         }
     }
 
@@ -1397,7 +1404,7 @@ mod tests {
         manager.begin_txg(Txg(1));
         let dva = manager.allocate(4096, 1, AllocClass::Normal).unwrap()[0];
         manager.records.clear();
-        manager.txg_committed();
+        manager.txg_committed(None);
         (manager, dva)
     }
 
@@ -1422,9 +1429,35 @@ mod tests {
         assert_eq!(manager.deferred_bytes(), 4096);
         manager.set_hold_deferred(false);
         manager.begin_txg(Txg(10));
-        manager.txg_committed();
+        manager.txg_committed(None);
         assert_eq!(manager.allocated(), 0);
         assert_eq!(manager.deferred_bytes(), 0);
+    }
+
+    #[test]
+    fn a_free_of_a_pinned_txg_stays_deferred_until_the_pin_goes() {
+        for (pinned, kept) in [(Txg(2), true), (Txg(3), false), (Txg(1), true)] {
+            let (mut manager, dva) = allocated_one();
+            // Freed in txg 2 (free_and_age), then aged well past TXG_DEFER.
+            manager.begin_txg(Txg(2));
+            manager.free(&dva, Txg(1));
+            manager.records.clear();
+            manager.txg_committed(Some(pinned));
+            for t in 3..3 + TXG_DEFER + 3 {
+                manager.begin_txg(Txg(t));
+                manager.txg_committed(Some(pinned));
+            }
+            // A reader that found its pointers in txg 3 or later cannot name the block.
+            assert_eq!(
+                manager.deferred_bytes(),
+                if kept { 4096 } else { 0 },
+                "pin {pinned:?}"
+            );
+            manager.begin_txg(Txg(20));
+            manager.txg_committed(None);
+            assert_eq!(manager.deferred_bytes(), 0, "released once unpinned");
+            assert_eq!(manager.allocated(), 0);
+        }
     }
 
     /// A flat vdev of `size` bytes.

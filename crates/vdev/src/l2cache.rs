@@ -332,7 +332,7 @@ impl L2Cache {
             self.misses.fetch_add(1, Ordering::Relaxed);
             return None;
         };
-        let mut buf = vec![0u8; slot.len as usize];
+        let mut buf = tarn_base::buf::zeroed(slot.len as usize);
         let read = leaf
             .usable_device()
             .map(|device| leaf.read(device.as_ref(), slot.offset, &mut buf));

@@ -402,7 +402,7 @@ impl Leaf {
             .fetch_add(len as u64, Ordering::Relaxed);
         let start = self.clock.get().map(|c| c.monotonic_ns());
         self.io_stats.begin(IoKind::Read, len as u64);
-        let pending = device.submit_read(DATA_START + data_offset, vec![0u8; len]);
+        let pending = device.submit_read(DATA_START + data_offset, tarn_base::buf::zeroed(len));
         let mut read = LeafRead {
             pending: Some(pending),
             outcome: None,

@@ -46,7 +46,7 @@ pub(crate) fn read(
     let children = vdev.children();
     let start = vdev.next_child(children.len());
     let mut bad = Vec::new();
-    let mut buf = vec![0u8; len];
+    let mut buf = tarn_base::buf::zeroed(len);
     // Rotating order, with sides on slow leaves last: they are read only when no other side
     // gives a copy that verifies.
     let mut order: Vec<usize> = (0..children.len())
@@ -165,7 +165,7 @@ fn side_reads(
             let read = leaf.submit_read(device.as_ref(), offset, len);
             issued.push((index, leaf, Err(read)));
         } else {
-            let mut buf = vec![0u8; len];
+            let mut buf = tarn_base::buf::zeroed(len);
             let result = leaf.read(device.as_ref(), offset, &mut buf).map(|()| buf);
             issued.push((index, leaf, Ok(result)));
         }

@@ -62,7 +62,10 @@ pub(crate) fn write(
     let lens: Vec<usize> = (0..map.columns.len())
         .map(|c| map.column_bytes(c))
         .collect();
-    let mut parity_bufs: Vec<Vec<u8>> = lens[..parity].iter().map(|&len| vec![0u8; len]).collect();
+    let mut parity_bufs: Vec<Vec<u8>> = lens[..parity]
+        .iter()
+        .map(|&len| tarn_base::buf::zeroed(len))
+        .collect();
     generate_parity(vdev.parity_impl(), &lens, data, &mut parity_bufs);
     let mut missed = Vec::new();
     let mut lost = Vec::new();
@@ -171,7 +174,7 @@ impl Columns {
         );
         let parity = lens[..map.parity]
             .iter()
-            .map(|&len| vec![0u8; len])
+            .map(|&len| tarn_base::buf::zeroed(len))
             .collect();
         Columns { parity, data, lens }
     }
@@ -269,7 +272,7 @@ impl<'v> Stripe<'v> {
     fn new(vdev: &'v TopVdev, parity: usize, offset: u64, len: usize) -> Stripe<'v> {
         let children = vdev.children();
         let map = vdev.column_map(parity, offset, len as u64);
-        let columns = Columns::from_data(&map, vec![0u8; len]);
+        let columns = Columns::from_data(&map, tarn_base::buf::zeroed(len));
         let state = vec![ColumnState::Unread; map.columns.len()];
         let read_from = vec![None; map.columns.len()];
         Stripe {

@@ -55,7 +55,7 @@ impl TopVdev {
         if targets.is_empty() {
             return Ok(RebuildReport::default());
         }
-        let mut buf = vec![0u8; len];
+        let mut buf = tarn_base::buf::zeroed(len);
         let read = children.iter().filter_map(|c| c.read_leaf()).any(|leaf| {
             leaf.usable_device()
                 .is_some_and(|device| leaf.read(device.as_ref(), offset, &mut buf).is_ok())
@@ -122,7 +122,7 @@ impl TopVdev {
             return Ok(());
         }
         let len = usize::try_from(rows * sector).expect("a piece fits in memory");
-        let mut columns: Vec<Vec<u8>> = vec![vec![0u8; len]; map.columns.len()];
+        let mut columns: Vec<Vec<u8>> = vec![tarn_base::buf::zeroed(len); map.columns.len()];
         // Every child's column is in flight at once on devices with their own I/O thread, so
         // all children read in parallel; synchronous (simulated) devices read in order.
         let mut missing = Vec::new();

@@ -40,10 +40,14 @@
 //! `Pipeline` is shared (`&self`); the allocator is passed in by the syncing context, which
 //! is the only place blocks are written. The batch reads ([`Pipeline::read_blocks`],
 //! [`Pipeline::scan_blocks`]: file reads with their read-ahead, scrub and resilver steps)
-//! run their blocks on up to `BLOCKS_IN_FLIGHT_MAX` scoped threads that end before the call
-//! returns, so reading, checksumming, reconstructing and decompressing use several cores
-//! while every device has several reads queued; with simulated (synchronous) devices they
-//! run in order on the caller's thread, so simulated runs stay deterministic.
+//! run their blocks as up to `BLOCKS_IN_FLIGHT_MAX` jobs on the process's reader threads
+//! ([`READER_THREADS`] of them, started at the first parallel batch and kept), all finished
+//! before the call returns, so reading, checksumming, reconstructing and decompressing use
+//! several cores while every device has several reads queued. (Threads started per batch
+//! cost a stack mapping, a TLB shootdown and an allocator cache each; a streaming reader
+//! makes a batch per request: docs/PERFORMANCE.md, "Allocation on the I/O path".) With
+//! simulated (synchronous) devices the blocks run in order on the caller's thread, so
+//! simulated runs stay deterministic.
 //!
 //! # Failure model
 //! A copy that fails to read or verify is skipped and healed from a good copy. A block none
@@ -71,7 +75,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use tarn_base::limits::{ASHIFT_DEFAULT, BLOCKS_IN_FLIGHT_MAX};
 use tarn_base::{Guid, Txg};
 use tarn_format::checksum::checksum;
-use tarn_format::compress::{compress, decompress, is_all_zero};
+use tarn_format::compress::{compress, decompress_owned, is_all_zero};
 use tarn_format::{BlockPtr, CompressKind, Dva};
 use tarn_vdev::{L2Cache, L2Key, TopVdev};
 
@@ -107,6 +111,25 @@ pub struct Journal {
     /// The first write that did not reach enough devices, if any: the txg must not commit
     /// until its blocks are written again.
     pub failed: Option<String>,
+}
+
+/// Threads serving the batch reads of every pool in the process: enough for several
+/// callers (front-end threads, a scrub) each with [`BLOCKS_IN_FLIGHT_MAX`] blocks in flight.
+pub const READER_THREADS: usize = 2 * BLOCKS_IN_FLIGHT_MAX;
+
+/// The reader threads, started on first use; `None` if they could not be started (then
+/// batches run on the caller's thread, as with synchronous devices).
+fn readers() -> Option<&'static rayon::ThreadPool> {
+    static READERS: std::sync::OnceLock<Option<rayon::ThreadPool>> = std::sync::OnceLock::new();
+    READERS
+        .get_or_init(|| {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(READER_THREADS)
+                .thread_name(|i| format!("tarn-read-{i}"))
+                .build()
+                .ok()
+        })
+        .as_ref()
 }
 
 /// Whether `data` (a copy of `bp` as read, padded to whole sectors) is the block: its first
@@ -242,7 +265,7 @@ impl Pipeline {
             None => (data, CompressKind::Off),
         };
         let psize = (physical.len() as u64).next_multiple_of(PSIZE_UNIT);
-        let mut buffer = vec![0u8; psize.next_multiple_of(self.sector_size) as usize];
+        let mut buffer = tarn_base::buf::zeroed(psize.next_multiple_of(self.sector_size) as usize);
         buffer[..physical.len()].copy_from_slice(physical);
         let class = props.alloc_class(psize);
         let dvas = allocator.allocate(buffer.len() as u64, props.copies.max(1), class)?;
@@ -270,7 +293,7 @@ impl Pipeline {
             data.len()
         );
         let psize = data.len() as u64;
-        let mut buffer = vec![0u8; psize.next_multiple_of(self.sector_size) as usize];
+        let mut buffer = tarn_base::buf::zeroed(psize.next_multiple_of(self.sector_size) as usize);
         buffer[..data.len()].copy_from_slice(data);
         self.write_physical(dvas, txg, buffer, psize, psize, CompressKind::Off, props)
     }
@@ -338,7 +361,7 @@ impl Pipeline {
             data.len()
         );
         let padded = (data.len() as u64).next_multiple_of(self.sector_size);
-        let mut buffer = vec![0u8; padded as usize];
+        let mut buffer = tarn_base::buf::zeroed(padded as usize);
         buffer[..data.len()].copy_from_slice(data);
         self.vdev(dva)?
             .write(dva.offset, &buffer)
@@ -380,10 +403,14 @@ impl Pipeline {
     /// ([`Pipeline::read_physical_l2`]).
     pub fn read_block_l2(&self, bp: &BlockPtr, feed_l2: bool) -> Result<Vec<u8>, ZioError> {
         if bp.is_hole() {
-            return Ok(vec![0u8; bp.lsize as usize]);
+            return Ok(tarn_base::buf::zeroed(bp.lsize as usize));
         }
         let physical = self.read_physical_l2(bp, feed_l2)?;
-        Ok(decompress(bp.compression, &physical, bp.lsize as usize)?)
+        Ok(decompress_owned(
+            bp.compression,
+            physical,
+            bp.lsize as usize,
+        )?)
     }
 
     /// Whether every top-level vdev serves reads in parallel
@@ -424,37 +451,35 @@ impl Pipeline {
     }
 
     /// Runs `work(0..count)` and returns the results in index order: on the caller's thread
-    /// in index order for synchronous devices, else on up to [`BLOCKS_IN_FLIGHT_MAX`]
-    /// short-lived scoped threads (index `i` on thread `i % threads`), joined before return.
+    /// in index order for synchronous devices, else as up to [`BLOCKS_IN_FLIGHT_MAX`] jobs on
+    /// the reader threads (index `i` in job `i % jobs`), all done before return.
     fn batch<T: Send>(&self, count: usize, work: impl Fn(usize) -> T + Sync) -> Vec<T> {
-        let threads = count.min(BLOCKS_IN_FLIGHT_MAX);
-        if threads <= 1 || !self.reads_in_parallel() {
+        let jobs = count.min(BLOCKS_IN_FLIGHT_MAX);
+        let readers = if jobs > 1 && self.reads_in_parallel() {
+            readers()
+        } else {
+            None
+        };
+        let Some(readers) = readers else {
             return (0..count).map(work).collect();
-        }
-        let mut results: Vec<Option<T>> = (0..count).map(|_| None).collect();
-        std::thread::scope(|scope| {
-            let work = &work;
-            let handles: Vec<_> = (0..threads)
-                .map(|first| {
-                    scope.spawn(move || {
-                        (first..count)
-                            .step_by(threads)
-                            .map(|i| (i, work(i)))
-                            .collect::<Vec<_>>()
-                    })
-                })
-                .collect();
-            for handle in handles {
-                // A panic in a worker is a broken invariant there: pass it on.
-                let done = handle
-                    .join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-                for (i, result) in done {
-                    results[i] = Some(result);
-                }
+        };
+        let slots: Vec<Mutex<Option<T>>> = (0..count).map(|_| Mutex::new(None)).collect();
+        // A panic in a job is a broken invariant there: the scope passes it on.
+        readers.scope(|scope| {
+            for first in 0..jobs {
+                let (work, slots) = (&work, &slots);
+                scope.spawn(move |_| {
+                    for i in (first..count).step_by(jobs) {
+                        let result = work(i);
+                        *slots[i].lock().unwrap_or_else(PoisonError::into_inner) = Some(result);
+                    }
+                });
             }
         });
-        let results: Vec<T> = results.into_iter().flatten().collect();
+        let results: Vec<T> = slots
+            .into_iter()
+            .filter_map(|slot| slot.into_inner().unwrap_or_else(PoisonError::into_inner))
+            .collect();
         assert_eq!(results.len(), count, "every block of a batch has a result");
         results
     }
