@@ -96,6 +96,7 @@
 
 mod admission;
 mod bookmark_ops;
+pub mod checksum_ops;
 mod clone_ops;
 mod damage;
 mod dataset_ops;
@@ -136,6 +137,7 @@ use tarn_format::BlockPtr;
 use tarn_objects::{ObjectError, ObjectSet};
 use tarn_pool::{Discovered, Pool};
 
+pub use checksum_ops::FileChecksum;
 pub use damage::{BlockPlacement, ChildShare};
 pub use dataset_ops::{DatasetProp, DatasetQuery, DatasetRow};
 pub use devices::OnlineOutcome;
@@ -267,6 +269,9 @@ pub enum EngineError {
     /// A filesystem operation failed.
     #[error(transparent)]
     Posix(#[from] tarn_posix::PosixError),
+    /// `tarn checksum`: the file was written to during every attempt to read it whole.
+    #[error("the file changed while it was read ({0} attempts); try again when it is quiet")]
+    FileChanging(u32),
 }
 
 /// Validated properties of a pool being created.

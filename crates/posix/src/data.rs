@@ -12,7 +12,7 @@
 use std::sync::LazyLock;
 
 use crate::fs::{Fs, Result, oid};
-use crate::inode::Inode;
+use crate::inode::{FLAG_CHECKSUM_CURRENT, Inode};
 use crate::intent::LogOp;
 use crate::{Fallocate, FileKind, Ino, PosixError, Seek};
 
@@ -117,6 +117,7 @@ impl Fs<'_> {
         inode.size = inode.size.max(end);
         inode.mtime = self.now;
         inode.ctime = self.now;
+        inode.flags &= !FLAG_CHECKSUM_CURRENT;
         self.put(ino, &inode)?;
         self.record_write(ino, offset, len);
         Ok(len)
@@ -136,6 +137,7 @@ impl Fs<'_> {
         if size != inode.size {
             inode.size = size;
             inode.mtime = self.now;
+            inode.flags &= !FLAG_CHECKSUM_CURRENT;
         }
         Ok(())
     }
@@ -167,6 +169,7 @@ impl Fs<'_> {
             inode.mtime = self.now;
         }
         inode.ctime = self.now;
+        inode.flags &= !FLAG_CHECKSUM_CURRENT;
         self.put(ino, &inode)?;
         self.record(|| LogOp::Fallocate {
             ino,
