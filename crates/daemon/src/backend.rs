@@ -1423,7 +1423,7 @@ impl EngineBackend {
             recursive,
         } = request
         else {
-            return None;
+            return crate::checksum::serve(&self.engine, &self.mounts, request);
         };
         let Some((name, within)) = self.mounts.locate(Path::new(path)) else {
             return Some(Response::error(
