@@ -157,7 +157,7 @@ pub use status::{Importable, PoolStatus, PoolSummary, PropValue, VdevNode};
 pub use tarn_dataset::DatasetError;
 pub use tarn_dataset::props::OwnerSpace;
 pub use tarn_device::DeviceError;
-pub use tarn_device::timing::{LATENCY_BUCKETS, Latencies};
+pub use tarn_device::timing::{Histogram, LATENCY_BUCKETS, Latencies};
 pub use tarn_objects::CacheStats;
 pub use tarn_pool::PoolError;
 pub use tarn_pool::{
@@ -166,7 +166,7 @@ pub use tarn_pool::{
 };
 pub use tarn_posix as posix;
 pub use tarn_vdev::stats::SIZE_BUCKETS;
-pub use txg::{DIRTY_SYNC, TxgSyncer};
+pub use txg::{DIRTY_SYNC, SyncTimes, TxgSyncer};
 pub use userspace::UserspaceRow;
 pub use volume::{VolumeSpec, VolumeStat};
 
@@ -370,7 +370,7 @@ impl std::fmt::Debug for Engine {
 
 impl Imported {
     /// The in-memory state of a pool just imported: its MOS, dataset tree and scan.
-    fn open(pool: Pool, name: &str) -> Result<Imported, EngineError> {
+    fn open(pool: Pool, name: &str, clock: Arc<dyn Clock>) -> Result<Imported, EngineError> {
         let reader = pool.reader();
         let root = pool
             .root()
@@ -387,7 +387,7 @@ impl Imported {
             scan: scrub::Scan::default(),
             logs: zil::Logs::default(),
             replayed: Vec::new(),
-            lane: Arc::default(),
+            lane: Arc::new(txg::Lane::new(clock)),
         };
         imported.scan = scrub::Scan::load(&mut imported)?;
         Ok(imported)
@@ -595,7 +595,7 @@ impl Engine {
             scan: scrub::Scan::default(),
             logs: zil::Logs::default(),
             replayed: Vec::new(),
-            lane: Arc::default(),
+            lane: Arc::new(txg::Lane::new(Arc::clone(&self.clock))),
         })
     }
 
@@ -789,7 +789,7 @@ impl Engine {
         let pool = self.open_found(&found, options, recovery)?;
         let (guid, readonly) = (pool.guid(), pool.readonly());
         let report = ImportReport::of(&found, &pool, name.clone());
-        let mut imported = Imported::open(pool, &name)?;
+        let mut imported = Imported::open(pool, &name, Arc::clone(&self.clock))?;
         let rebuilt = imported.rebuild_space_if_lost()?;
         imported.datasets.use_cache(self.cache.domain());
         let now = self.clock.now_unix_secs();
