@@ -17,7 +17,10 @@
 //! slot's lock throughout; anyone who needs the commit finished locks the slot (which waits
 //! for a commit in progress) and then finishes it. So the commit phase runs on the daemon's
 //! sync thread in production, and on the calling thread in the simulator, the tests and the
-//! demo, which have no sync thread (no [`TxgSyncer`] is set).
+//! demo, which have no sync thread (no [`TxgSyncer`] is set). The lane also times what
+//! passes through it (`SyncStats`: each write phase, each commit phase, each intent-log
+//! commit, by the engine's clock) for the daemon's metrics ([`Engine::sync_times`]); the
+//! counters are atomics, read without the pool lock.
 //!
 //! # Lock order
 //! `PoolHandle::inner` (the pool lock), then `Lane::slot`. The commit phase holds only the
