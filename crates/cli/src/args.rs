@@ -67,7 +67,10 @@ pub(crate) fn entry_point(mut argv: Vec<std::ffi::OsString>) -> EntryArgs {
 pub(crate) fn command_name(matches: &clap::ArgMatches) -> String {
     match matches.subcommand() {
         Some(("pool", pool)) => format!("zpool {}", pool.subcommand_name().unwrap_or("")),
-        Some((verb @ ("daemon" | "demo" | "memory" | "completions" | "man" | "nbd"), _)) => {
+        Some((
+            verb @ ("daemon" | "demo" | "memory" | "completions" | "man" | "nbd" | "checksum"),
+            _,
+        )) => {
             format!("tarn {verb}")
         }
         Some((verb, _)) => format!("zfs {verb}"),
@@ -182,6 +185,9 @@ pub(crate) enum Command {
     Demo(DemoArgs),
     /// The daemon's memory by category and the ARC (`set arc_max=SIZE` changes its limit).
     Memory(crate::memory::MemoryArgs),
+    /// Checksum files on tarn mounts (adler32, md5, sha256, crc32c), computed by the daemon
+    /// and cached with each file until it changes.
+    Checksum(crate::checksum::ChecksumArgs),
     /// Print a shell completion script for tarn (bash, zsh, fish, elvish, powershell).
     Completions {
         /// The shell.

@@ -107,6 +107,11 @@ impl JsonOptions {
     }
 }
 
+/// [`document`] for commands that build their own document (`tarn checksum`).
+pub(crate) fn head(options: &JsonOptions) -> Map<String, Value> {
+    document(options)
+}
+
 /// `{ "output_version": ... }`, the head of every document (J1).
 fn document(options: &JsonOptions) -> Map<String, Value> {
     let mut document = Map::new();

@@ -43,6 +43,7 @@
 //! which ones print as sizes or percentages.
 
 mod args;
+mod checksum;
 mod datasets;
 mod demo;
 mod demo_fs;

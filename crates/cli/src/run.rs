@@ -165,6 +165,7 @@ fn run_command(cli: Cli, json_options: Option<&crate::json::JsonOptions>) -> Out
         Command::Daemon(_) => run_daemon(&rundir),
         Command::Demo(args) => run_demo(&args),
         Command::Memory(args) => crate::memory::run(&args, &rundir, cli.json),
+        Command::Checksum(args) => crate::checksum::run(&args, &rundir, json_options),
         Command::Completions { shell } => crate::manual::completions(shell),
         Command::Man { dir } => crate::manual::man_pages(&dir),
         command => {

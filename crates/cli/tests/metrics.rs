@@ -35,10 +35,22 @@ fn http_get(address: &str, path: &str) -> std::io::Result<(String, String)> {
     Ok((status, body.to_string()))
 }
 
+/// `expr` percent-encoded for a query string.
+fn encode(expr: &str) -> String {
+    expr.bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
 /// The value Prometheus has for `query` (an instant vector of one sample), if any.
 fn query(prometheus: &str, query: &str) -> Option<String> {
-    let path = format!("/api/v1/query?query={}", query.replace('"', "%22"));
-    let (_, body) = http_get(prometheus, &path.replace('{', "%7B").replace('}', "%7D")).ok()?;
+    let path = format!("/api/v1/query?query={}", encode(query));
+    let (_, body) = http_get(prometheus, &path).ok()?;
     let json: serde_json::Value = serde_json::from_str(&body).ok()?;
     let value = &json["data"]["result"][0]["value"][1];
     value.as_str().map(str::to_string)
@@ -46,16 +58,7 @@ fn query(prometheus: &str, query: &str) -> Option<String> {
 
 /// Prometheus's `status` for the instant query `expr` (`success`, or `error` with why).
 fn query_status(prometheus: &str, expr: &str) -> String {
-    let encoded: String = expr
-        .bytes()
-        .map(|b| match b {
-            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect();
-    let (_, body) = http_get(prometheus, &format!("/api/v1/query?query={encoded}")).unwrap();
+    let (_, body) = http_get(prometheus, &format!("/api/v1/query?query={}", encode(expr))).unwrap();
     let json: serde_json::Value = serde_json::from_str(&body).unwrap();
     format!("{} {}", json["status"], json["error"])
 }
@@ -83,8 +86,9 @@ impl Drop for Killed {
 // DESCRIPTION: the metrics of a pool and its datasets under the ZFS exporter's names pass
 // promtool's lint; a Prometheus server scraping the daemon every second sees the pool
 // healthy (0), then degraded (1) once a device is taken offline; other paths get 404.
-// tarn's own metrics (I/O totals, per-device latency histograms, ARC) are there too, and
-// every query of the Grafana dashboard (contrib/grafana) is one Prometheus accepts.
+// tarn's own metrics (I/O totals, per-device latency histograms, ARC, txg phase times,
+// intent-log commits, FUSE and NBD requests) are there too, Prometheus's queries see the
+// new ones, and every query of the Grafana dashboard (contrib/grafana) is one it accepts.
 // STRATEGY: the daemon started with TARN_METRICS_ADDR on a free loopback port; Prometheus
 // in a temp dir on another; its HTTP query API polled.
 #[test]
@@ -104,6 +108,10 @@ fn prometheus_scrapes_pool_and_dataset_metrics() {
     let env = [("TARN_METRICS_ADDR", metrics.as_str())];
     run_tarn(&rig.rundir, rig.root(), &create, &env).ok(&create);
     rig.ok("create tank/a");
+    let fuse = Path::new("/dev/fuse").exists();
+    if fuse {
+        front_end_requests(&rig);
+    }
 
     let (status, body) = http_get(&metrics, "/metrics").unwrap();
     assert_eq!(status, "HTTP/1.0 200 OK");
@@ -124,8 +132,33 @@ fn prometheus_scrapes_pool_and_dataset_metrics() {
         "promtool's lint found something"
     );
     tarn_metrics_are_there(&body, &devices[0]);
+    if fuse {
+        front_end_metrics_are_there(&body);
+    }
     assert_eq!(http_get(&metrics, "/").unwrap().0, "HTTP/1.0 404 Not Found");
 
+    let (web, _server) = start_prometheus(&rig, &metrics);
+    wait_for(&web, "zfs_pool_health{pool=\"tank\"}", "0");
+    wait_for(
+        &web,
+        "count(tarn_txg_commit_seconds_count{pool=\"tank\"} > 0)",
+        "1",
+    );
+    if fuse {
+        let writes = "count(tarn_fuse_requests_total{dataset=\"tank/m\",op=\"write\"} > 0)";
+        wait_for(&web, writes, "1");
+        let log = "count(tarn_intent_log_commit_seconds_count{pool=\"tank\"} > 0)";
+        wait_for(&web, log, "1");
+    }
+    dashboard_queries_are_valid(&web);
+    rig.ok(&format!("pool offline tank {}", devices[1]));
+    wait_for(&web, "zfs_pool_health{pool=\"tank\"}", "1");
+    rig.ok("daemon --stop");
+}
+
+/// A Prometheus server scraping `metrics` every second, its data in the rig's directory;
+/// returns its web address and the server (killed when dropped).
+fn start_prometheus(rig: &Rig, metrics: &str) -> (String, Killed) {
     let web = format!("127.0.0.1:{}", free_port());
     let config = rig.root().join("prometheus.yml");
     std::fs::write(
@@ -147,12 +180,7 @@ fn prometheus_scrapes_pool_and_dataset_metrics() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let _server = Killed(server);
-    wait_for(&web, "zfs_pool_health{pool=\"tank\"}", "0");
-    dashboard_queries_are_valid(&web);
-    rig.ok(&format!("pool offline tank {}", devices[1]));
-    wait_for(&web, "zfs_pool_health{pool=\"tank\"}", "1");
-    rig.ok("daemon --stop");
+    (web, Killed(server))
 }
 
 /// tarn's own metrics: I/O totals, each device's latency histogram by operation, the ARC.
@@ -168,6 +196,44 @@ fn tarn_metrics_are_there(body: &str, device: &str) {
     );
     assert!(body.contains(&histogram), "{body}");
     assert!(body.contains("\ntarn_arc_hits_total "), "{body}");
+}
+
+/// Requests through both front ends: a file written and fsync'd through a FUSE mount (an
+/// intent-log commit), and a volume's block map read over NBD when `nbdinfo` is there.
+fn front_end_requests(rig: &Rig) {
+    rig.ok("create -o mountpoint=/m tank/m");
+    let file = rig.root().join("altroot/m/f");
+    let mut f = std::fs::File::create(&file).unwrap();
+    f.write_all(&[7u8; 64 << 10]).unwrap();
+    f.sync_all().unwrap();
+    drop(f);
+    rig.ok("create -V 16M tank/v");
+    let socket = rig.rundir.join("nbd/tank.sock");
+    let uri = format!("nbd+unix:///tank/v?socket={}", socket.display());
+    if let Ok(out) = Command::new("nbdinfo").args(["--map", &uri]).output() {
+        assert!(out.status.success(), "{out:?}");
+    }
+}
+
+/// What [`front_end_requests`] did, in the exposition: FUSE writes by dataset and opcode,
+/// the intent-log commit, txg phase histograms, and NBD block-status requests.
+fn front_end_metrics_are_there(body: &str) {
+    let counter = |prefix: &str| -> f64 {
+        body.lines()
+            .find_map(|l| l.strip_prefix(prefix))
+            .unwrap_or_else(|| panic!("no {prefix}: {body}"))
+            .parse()
+            .unwrap()
+    };
+    let labels = "{pool=\"tank\",dataset=\"tank/m\",op=\"write\"} ";
+    assert!(counter(&format!("tarn_fuse_requests_total{labels}")) >= 1.0);
+    assert!(counter(&format!("tarn_fuse_request_seconds_total{labels}")) > 0.0);
+    assert!(counter("tarn_intent_log_commit_seconds_count{pool=\"tank\"} ") >= 1.0);
+    assert!(counter("tarn_txg_write_seconds_count{pool=\"tank\"} ") >= 1.0);
+    if Command::new("nbdinfo").arg("--version").output().is_ok() {
+        let status = "tarn_nbd_request_seconds_count{pool=\"tank\",op=\"block_status\"} ";
+        assert!(counter(status) >= 1.0);
+    }
 }
 
 /// Every query of the Grafana dashboard in contrib/ is one Prometheus accepts.

@@ -113,9 +113,9 @@ pub struct EngineBackend {
     engine: Arc<Engine>,
     batch: Arc<Mutex<()>>,
     wake: Arc<Wake>,
-    mounts: MountTable,
+    mounts: Arc<MountTable>,
     /// The NBD listeners (module `nbd`).
-    nbd: crate::nbd::NbdTable,
+    nbd: Arc<crate::nbd::NbdTable>,
     /// The ARC's limits and target (module `memory`).
     arc: Arc<crate::memory::ArcControl>,
 }
@@ -385,9 +385,16 @@ impl EngineBackend {
             Some(rundir),
         ));
         crate::memory::ArcControl::start(&backend.arc)?;
-        backend.nbd = crate::nbd::NbdTable::new(Arc::clone(&backend.engine), Some(rundir));
+        backend.nbd = Arc::new(crate::nbd::NbdTable::new(
+            Arc::clone(&backend.engine),
+            Some(rundir),
+        ));
         crate::zedlets::start(&backend.engine, rundir)?;
-        for problem in crate::metrics::start(&backend.engine, rundir) {
+        let fronts = crate::metrics::FrontEnds {
+            mounts: Arc::downgrade(&backend.mounts),
+            nbd: Arc::downgrade(&backend.nbd),
+        };
+        for problem in crate::metrics::start(&backend.engine, rundir, &fronts) {
             // The daemon serves without metrics; its log (stderr) says why.
             eprintln!("metrics not served: {problem}");
         }
@@ -412,8 +419,8 @@ impl EngineBackend {
             .spawn(move || drive_scrubs(&weak, &thread_batch, &thread_wake))
             .map_err(|e| format!("cannot start the scrub thread: {e}"))?;
         Ok(EngineBackend {
-            mounts: MountTable::new(Arc::clone(&engine)),
-            nbd: crate::nbd::NbdTable::new(Arc::clone(&engine), None),
+            mounts: Arc::new(MountTable::new(Arc::clone(&engine))),
+            nbd: Arc::new(crate::nbd::NbdTable::new(Arc::clone(&engine), None)),
             arc: Arc::new(crate::memory::ArcControl::adopt(Arc::clone(&engine))),
             engine,
             batch,
@@ -1423,7 +1430,7 @@ impl EngineBackend {
             recursive,
         } = request
         else {
-            return None;
+            return crate::checksum::serve(&self.engine, &self.mounts, request);
         };
         let Some((name, within)) = self.mounts.locate(Path::new(path)) else {
             return Some(Response::error(

@@ -74,6 +74,7 @@
 //! - The meaning of requests: the engine, behind `Handler`.
 
 pub mod backend;
+pub mod checksum;
 mod client;
 mod lineio;
 mod log;

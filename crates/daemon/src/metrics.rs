@@ -16,15 +16,24 @@
 //! way `list` and `get` do and never changes anything. A listener that cannot be opened is
 //! logged and the daemon runs without it.
 //!
+//! Also tarn's own: txg write and commit phase times and intent-log commits (histograms
+//! per pool, from the engine's commit lane), FUSE requests by opcode per mounted dataset
+//! (counts and summed server time, from the mounts' own counters) and NBD requests by
+//! command per pool (histograms, timed by the daemon's NBD backend). The front ends are
+//! reached through weak references ([`FrontEnds`]): a scrape never keeps them alive.
+//!
 //! # Not here
-//! TLS and authentication (bind to loopback or a Unix socket; put a proxy in front), latency
-//! histograms of devices and requests (`tarn pool iostat -l` has them).
+//! TLS and authentication (bind to loopback or a Unix socket; put a proxy in front); FUSE
+//! latency histograms (the mounts count time per opcode, not its distribution).
 
 use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use tarn_engine::{DatasetQuery, Engine};
+
+use crate::mounts::MountTable;
+use crate::nbd::{NBD_OPS, NbdTable};
 
 /// Name of the metrics socket in the run directory.
 pub const METRICS_SOCKET: &str = "metrics.sock";
@@ -32,8 +41,18 @@ pub const METRICS_SOCKET: &str = "metrics.sock";
 /// Longest request head read (request line and headers).
 const HEAD_MAX: usize = 8 << 10;
 
+/// The daemon's front ends whose requests the metrics count (none in tests that serve
+/// only the engine).
+#[derive(Clone, Debug, Default)]
+pub struct FrontEnds {
+    /// The mount table (FUSE requests by opcode).
+    pub mounts: Weak<MountTable>,
+    /// The NBD listeners (NBD requests by command).
+    pub nbd: Weak<NbdTable>,
+}
+
 /// Starts the listeners (module doc); a failure is returned as a line for the log.
-pub fn start(engine: &Arc<Engine>, rundir: &std::path::Path) -> Vec<String> {
+pub fn start(engine: &Arc<Engine>, rundir: &std::path::Path, fronts: &FrontEnds) -> Vec<String> {
     let mut problems = Vec::new();
     let socket = rundir.join(METRICS_SOCKET);
     let _ = std::fs::remove_file(&socket);
@@ -41,13 +60,18 @@ pub fn start(engine: &Arc<Engine>, rundir: &std::path::Path) -> Vec<String> {
         Ok(listener) => {
             use std::os::unix::fs::PermissionsExt;
             let _ = std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600));
-            serve(engine, move || listener.accept().map(|(stream, _)| stream));
+            let fronts = fronts.clone();
+            serve(engine, fronts, move || {
+                listener.accept().map(|(stream, _)| stream)
+            });
         }
         Err(e) => problems.push(format!("metrics socket {}: {e}", socket.display())),
     }
     if let Ok(address) = std::env::var("TARN_METRICS_ADDR") {
         match std::net::TcpListener::bind(&address) {
-            Ok(listener) => serve(engine, move || listener.accept().map(|(stream, _)| stream)),
+            Ok(listener) => serve(engine, fronts.clone(), move || {
+                listener.accept().map(|(stream, _)| stream)
+            }),
             Err(e) => problems.push(format!("metrics address {address}: {e}")),
         }
     }
@@ -57,6 +81,7 @@ pub fn start(engine: &Arc<Engine>, rundir: &std::path::Path) -> Vec<String> {
 /// A thread answering every connection `accept` takes, until the engine goes.
 fn serve<S: Read + Write>(
     engine: &Arc<Engine>,
+    fronts: FrontEnds,
     mut accept: impl FnMut() -> std::io::Result<S> + Send + 'static,
 ) {
     let weak = Arc::downgrade(engine);
@@ -68,13 +93,17 @@ fn serve<S: Read + Write>(
                 // A failed accept (a client gone before it was taken) only loses that one.
                 let Ok(stream) = accept() else { continue };
                 let Some(engine) = weak.upgrade() else { return };
-                let _ = answer(&engine, stream);
+                let _ = answer(&engine, &fronts, stream);
             }
         });
 }
 
 /// Reads one request from `stream` and answers it.
-fn answer<S: std::io::Read + Write>(engine: &Engine, stream: S) -> std::io::Result<()> {
+fn answer<S: std::io::Read + Write>(
+    engine: &Engine,
+    fronts: &FrontEnds,
+    stream: S,
+) -> std::io::Result<()> {
     let mut reader = BufReader::new(stream);
     let mut line = String::new();
     let mut head = 0;
@@ -93,7 +122,7 @@ fn answer<S: std::io::Read + Write>(engine: &Engine, stream: S) -> std::io::Resu
     let request = first.unwrap_or_default();
     let mut words = request.split_whitespace();
     let (status, body) = match (words.next(), words.next()) {
-        (Some("GET"), Some("/metrics")) => ("200 OK", render(engine)),
+        (Some("GET"), Some("/metrics")) => ("200 OK", render(engine, fronts)),
         (Some("GET"), Some(_)) => ("404 Not Found", "only /metrics is served\n".to_string()),
         _ => ("400 Bad Request", "GET /metrics\n".to_string()),
     };
@@ -249,15 +278,43 @@ const HELP: &[(&str, &str)] = &[
         "tarn_l2arc_misses_total",
         "Reads that looked in the cache devices and went on.",
     ),
+    (
+        "tarn_txg_write_seconds",
+        "Txg write phases (every layer's dirty state and the space log, under the pool lock).",
+    ),
+    (
+        "tarn_txg_commit_seconds",
+        "Txg commit phases (flushes and uberblocks, off the pool lock).",
+    ),
+    (
+        "tarn_intent_log_commit_seconds",
+        "Intent-log commits (fsync, sync=always, NBD flush and FUA) until durable.",
+    ),
+    (
+        "tarn_intent_log_commits_by_txg_total",
+        "Intent-log commits made durable by syncing a txg instead of writing the log.",
+    ),
+    (
+        "tarn_fuse_requests_total",
+        "FUSE requests of a mounted dataset by opcode since it was mounted.",
+    ),
+    (
+        "tarn_fuse_request_seconds_total",
+        "Server time of those requests, from the handler's start to its reply.",
+    ),
+    (
+        "tarn_nbd_request_seconds",
+        "NBD requests of the pool's volumes by command, until the reply's data was ready.",
+    ),
 ];
 
 /// Latency histogram bounds: bucket b of the device layer's histograms holds [2^b, 2^(b+1))
 /// ns; the exposition starts at 1 us (everything faster is in the first bound).
 const LATENCY_FIRST_BUCKET: usize = 9;
 
-/// The exposition text of every imported pool and dataset.
+/// The exposition text of every imported pool and dataset, and of the front ends' requests.
 #[must_use]
-pub fn render(engine: &Engine) -> String {
+pub fn render(engine: &Engine, fronts: &FrontEnds) -> String {
     let mut out = Metrics::default();
     for pool in engine.list(&[]).unwrap_or_default() {
         let labels = format!("pool=\"{}\"", escape(&pool.name));
@@ -288,8 +345,10 @@ pub fn render(engine: &Engine) -> String {
         out.gauge("zfs_pool_readonly", &labels, readonly);
         devices(engine, &pool.name, &mut out);
         io(engine, &pool.name, &mut out);
+        syncs(engine, &pool.name, &mut out);
         datasets(engine, &pool.name, &mut out);
     }
+    front_ends(fronts, &mut out);
     let arc = engine.cache_stats();
     out.counter("tarn_arc_hits_total", "", arc.hits as f64);
     out.counter("tarn_arc_misses_total", "", arc.misses as f64);
@@ -342,6 +401,54 @@ fn io(engine: &Engine, pool: &str, out: &mut Metrics) {
     if let Ok(l2) = engine.l2_stats(pool) {
         out.counter("tarn_l2arc_hits_total", &labels, l2.hits as f64);
         out.counter("tarn_l2arc_misses_total", &labels, l2.misses as f64);
+    }
+}
+
+/// Txg phase times and intent-log commits of `pool`.
+fn syncs(engine: &Engine, pool: &str, out: &mut Metrics) {
+    let Ok(times) = engine.sync_times(pool) else {
+        return;
+    };
+    let labels = format!("pool=\"{}\"", escape(pool));
+    out.histogram("tarn_txg_write_seconds", &labels, &times.write);
+    out.histogram("tarn_txg_commit_seconds", &labels, &times.commit);
+    out.histogram(
+        "tarn_intent_log_commit_seconds",
+        &labels,
+        &times.log_commits,
+    );
+    out.counter(
+        "tarn_intent_log_commits_by_txg_total",
+        &labels,
+        times.log_commits_by_txg as f64,
+    );
+}
+
+/// FUSE requests per mounted dataset and opcode; NBD requests per pool and command.
+fn front_ends(fronts: &FrontEnds, out: &mut Metrics) {
+    if let Some(mounts) = fronts.mounts.upgrade() {
+        for (dataset, stats) in mounts.op_stats() {
+            let pool = dataset.split('/').next().unwrap_or(&dataset).to_string();
+            for stat in stats.iter().filter(|s| s.count > 0) {
+                let labels = format!(
+                    "pool=\"{}\",dataset=\"{}\",op=\"{}\"",
+                    escape(&pool),
+                    escape(&dataset),
+                    stat.opcode.name().to_lowercase()
+                );
+                out.counter("tarn_fuse_requests_total", &labels, stat.count as f64);
+                let seconds = stat.server_nanos as f64 / 1e9;
+                out.counter("tarn_fuse_request_seconds_total", &labels, seconds);
+            }
+        }
+    }
+    if let Some(nbd) = fronts.nbd.upgrade() {
+        for (pool, ops) in nbd.op_stats() {
+            for (op, latencies) in NBD_OPS.iter().zip(&ops) {
+                let labels = format!("pool=\"{}\",op=\"{op}\"", escape(&pool));
+                out.histogram("tarn_nbd_request_seconds", &labels, latencies);
+            }
+        }
     }
 }
 

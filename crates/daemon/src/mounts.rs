@@ -83,6 +83,17 @@ impl MountTable {
         Some((name.clone(), within.to_str()?.to_string()))
     }
 
+    /// Each mounted dataset's FUSE requests by opcode since it was mounted (the metrics).
+    #[must_use]
+    pub fn op_stats(&self) -> Vec<(String, Vec<tarn_fuse::OpStat>)> {
+        let mounts = self.lock();
+        mounts
+            .iter()
+            .filter(|(_, mount)| mount.is_mounted())
+            .map(|(name, mount)| (name.clone(), mount.op_stats()))
+            .collect()
+    }
+
     fn lock(&self) -> MutexGuard<'_, BTreeMap<String, Mount>> {
         self.mounts.lock().unwrap_or_else(PoisonError::into_inner)
     }

@@ -33,7 +33,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use tarn_engine::{DatasetId, Engine, EngineError, PoolError};
+use tarn_engine::{DatasetId, Engine, EngineError, Histogram, Latencies, PoolError};
 use tarn_nbd::codec::errno;
 use tarn_nbd::{Backend, BackendError, Export};
 
@@ -139,11 +139,34 @@ type Accepted = (Socket, Option<(String, u64)>);
 /// What a listener shares with its connections.
 #[derive(Default)]
 struct Shared {
+    /// Requests served and their latencies, per [`NBD_OPS`] entry (the metrics).
+    ops: [Histogram; NBD_OPS.len()],
     /// Open connections per export name.
     counts: Mutex<BTreeMap<String, usize>>,
     /// Every accepted socket (to shut down when the pool goes), by a running number, with
     /// the export it chose (name and dataset id) once it chose one.
     sockets: Mutex<BTreeMap<u64, Accepted>>,
+}
+
+/// The NBD requests the metrics count, by the protocol's names (lowercase).
+pub const NBD_OPS: [&str; 5] = ["read", "write", "write_zeroes", "flush", "block_status"];
+
+/// Index of each request in [`NBD_OPS`].
+#[derive(Clone, Copy)]
+enum NbdOp {
+    Read = 0,
+    Write = 1,
+    WriteZeroes = 2,
+    Flush = 3,
+    BlockStatus = 4,
+}
+
+/// The monotonic clock the request latencies are read from.
+fn monotonic_ns() -> u64 {
+    use tarn_base::Clock;
+    static CLOCK: std::sync::LazyLock<tarn_base::SystemClock> =
+        std::sync::LazyLock::new(tarn_base::SystemClock::new);
+    CLOCK.monotonic_ns()
 }
 
 /// One served volume, as `tarn nbd` reports it.
@@ -232,6 +255,25 @@ impl NbdTable {
         for (_, listener) in std::mem::take(&mut *listeners) {
             stop(listener);
         }
+    }
+
+    /// Each pool's NBD requests (count and latency) by [`NBD_OPS`] entry, since its
+    /// listener started (the pool's import).
+    #[must_use]
+    pub fn op_stats(&self) -> Vec<(String, Vec<Latencies>)> {
+        let listeners = lock(&self.listeners);
+        listeners
+            .iter()
+            .map(|(pool, listener)| {
+                let ops = listener
+                    .shared
+                    .ops
+                    .iter()
+                    .map(Histogram::snapshot)
+                    .collect();
+                (pool.clone(), ops)
+            })
+            .collect()
     }
 
     /// Every volume served, with its connection count.
@@ -517,6 +559,15 @@ impl Connection {
     fn id(export: &Export) -> DatasetId {
         DatasetId(export.token)
     }
+
+    /// Runs one request, counting it and its latency under `op`.
+    fn timed<T>(&self, op: NbdOp, f: impl FnOnce() -> T) -> T {
+        let start = monotonic_ns();
+        let out = f();
+        let elapsed = monotonic_ns().saturating_sub(start);
+        self.shared.ops[op as usize].add(elapsed);
+        out
+    }
 }
 
 impl Backend for Connection {
@@ -549,7 +600,9 @@ impl Backend for Connection {
 
     fn read(&self, export: &Export, offset: u64, buf: &mut [u8]) -> Result<(), BackendError> {
         let id = Self::id(export);
-        let result = self.engine.volume_read(&self.pool, id, offset, buf);
+        let result = self.timed(NbdOp::Read, || {
+            self.engine.volume_read(&self.pool, id, offset, buf)
+        });
         result.map_err(|e| backend_error(&e))
     }
 
@@ -561,18 +614,24 @@ impl Backend for Connection {
         fua: bool,
     ) -> Result<(), BackendError> {
         let id = Self::id(export);
-        let result = self.engine.volume_write(&self.pool, id, offset, data, fua);
+        let result = self.timed(NbdOp::Write, || {
+            self.engine.volume_write(&self.pool, id, offset, data, fua)
+        });
         result.map_err(|e| backend_error(&e))
     }
 
     fn zero(&self, export: &Export, offset: u64, len: u64, fua: bool) -> Result<(), BackendError> {
         let id = Self::id(export);
-        let result = self.engine.volume_zero(&self.pool, id, offset, len, fua);
+        let result = self.timed(NbdOp::WriteZeroes, || {
+            self.engine.volume_zero(&self.pool, id, offset, len, fua)
+        });
         result.map_err(|e| backend_error(&e))
     }
 
     fn flush(&self, export: &Export) -> Result<(), BackendError> {
-        let result = self.engine.volume_flush(&self.pool, Self::id(export));
+        let result = self.timed(NbdOp::Flush, || {
+            self.engine.volume_flush(&self.pool, Self::id(export))
+        });
         result.map_err(|e| backend_error(&e))
     }
 
@@ -583,7 +642,9 @@ impl Backend for Connection {
         len: u64,
     ) -> Result<Vec<(u64, bool)>, BackendError> {
         let id = Self::id(export);
-        let runs = self.engine.volume_extents(&self.pool, id, offset, len);
+        let runs = self.timed(NbdOp::BlockStatus, || {
+            self.engine.volume_extents(&self.pool, id, offset, len)
+        });
         let runs = runs.map_err(|e| backend_error(&e))?;
         Ok(runs.into_iter().map(|e| (e.len, e.hole)).collect())
     }

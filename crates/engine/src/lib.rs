@@ -107,6 +107,7 @@
 
 mod admission;
 mod bookmark_ops;
+pub mod checksum_ops;
 mod clone_ops;
 mod damage;
 mod dataset_ops;
@@ -147,6 +148,7 @@ use tarn_format::BlockPtr;
 use tarn_objects::{ObjectError, ObjectSet};
 use tarn_pool::{Discovered, Pool};
 
+pub use checksum_ops::FileChecksum;
 pub use damage::{BlockPlacement, ChildShare};
 pub use dataset_ops::{DatasetProp, DatasetQuery, DatasetRow};
 pub use devices::OnlineOutcome;
@@ -166,7 +168,7 @@ pub use status::{Importable, PoolStatus, PoolSummary, PropValue, VdevNode};
 pub use tarn_dataset::DatasetError;
 pub use tarn_dataset::props::OwnerSpace;
 pub use tarn_device::DeviceError;
-pub use tarn_device::timing::{LATENCY_BUCKETS, Latencies};
+pub use tarn_device::timing::{Histogram, LATENCY_BUCKETS, Latencies};
 pub use tarn_objects::CacheStats;
 pub use tarn_pool::PoolError;
 pub use tarn_pool::{
@@ -175,7 +177,7 @@ pub use tarn_pool::{
 };
 pub use tarn_posix as posix;
 pub use tarn_vdev::stats::SIZE_BUCKETS;
-pub use txg::{DIRTY_SYNC, TxgSyncer};
+pub use txg::{DIRTY_SYNC, SyncTimes, TxgSyncer};
 pub use userspace::UserspaceRow;
 pub use volume::{VolumeSpec, VolumeStat};
 
@@ -278,6 +280,9 @@ pub enum EngineError {
     /// A filesystem operation failed.
     #[error(transparent)]
     Posix(#[from] tarn_posix::PosixError),
+    /// `tarn checksum`: the file was written to during every attempt to read it whole.
+    #[error("the file changed while it was read ({0} attempts); try again when it is quiet")]
+    FileChanging(u32),
 }
 
 /// Validated properties of a pool being created.
@@ -376,7 +381,7 @@ impl std::fmt::Debug for Engine {
 
 impl Imported {
     /// The in-memory state of a pool just imported: its MOS, dataset tree and scan.
-    fn open(pool: Pool, name: &str) -> Result<Imported, EngineError> {
+    fn open(pool: Pool, name: &str, clock: Arc<dyn Clock>) -> Result<Imported, EngineError> {
         let reader = pool.reader();
         let root = pool
             .root()
@@ -393,7 +398,7 @@ impl Imported {
             scan: scrub::Scan::default(),
             logs: zil::Logs::default(),
             replayed: Vec::new(),
-            lane: Arc::default(),
+            lane: Arc::new(txg::Lane::new(clock)),
         };
         imported.scan = scrub::Scan::load(&mut imported)?;
         Ok(imported)
@@ -601,7 +606,7 @@ impl Engine {
             scan: scrub::Scan::default(),
             logs: zil::Logs::default(),
             replayed: Vec::new(),
-            lane: Arc::default(),
+            lane: Arc::new(txg::Lane::new(Arc::clone(&self.clock))),
         })
     }
 
@@ -795,7 +800,7 @@ impl Engine {
         let pool = self.open_found(&found, options, recovery)?;
         let (guid, readonly) = (pool.guid(), pool.readonly());
         let report = ImportReport::of(&found, &pool, name.clone());
-        let mut imported = Imported::open(pool, &name)?;
+        let mut imported = Imported::open(pool, &name, Arc::clone(&self.clock))?;
         let rebuilt = imported.rebuild_space_if_lost()?;
         imported.datasets.use_cache(self.cache.domain());
         let now = self.clock.now_unix_secs();

@@ -36,11 +36,11 @@ pub struct ProjectRow {
 const PROJECT_FILES_MAX: usize = 1 << 20;
 
 /// The inode at `path` (components separated by `/`, relative to the root).
-fn resolve(fs: &mut Fs<'_>, path: &str) -> Result<Ino, PosixError> {
+pub(crate) fn resolve(fs: &mut Fs<'_>, path: &str) -> Result<Ino, PosixError> {
     let mut ino = fs.root()?;
     for part in path.split('/').filter(|p| !p.is_empty() && *p != ".") {
         if part == ".." {
-            return Err(PosixError::Invalid("'..' in a project path"));
+            return Err(PosixError::Invalid("'..' in a path"));
         }
         ino = fs.lookup(ino, part.as_bytes())?.ino;
     }

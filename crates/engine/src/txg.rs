@@ -17,7 +17,10 @@
 //! slot's lock throughout; anyone who needs the commit finished locks the slot (which waits
 //! for a commit in progress) and then finishes it. So the commit phase runs on the daemon's
 //! sync thread in production, and on the calling thread in the simulator, the tests and the
-//! demo, which have no sync thread (no [`TxgSyncer`] is set).
+//! demo, which have no sync thread (no [`TxgSyncer`] is set). The lane also times what
+//! passes through it (`SyncStats`: each write phase, each commit phase, each intent-log
+//! commit, by the engine's clock) for the daemon's metrics ([`Engine::sync_times`]); the
+//! counters are atomics, read without the pool lock.
 //!
 //! # Lock order
 //! `PoolHandle::inner` (the pool lock), then `Lane::slot`. The commit phase holds only the
@@ -72,9 +75,11 @@
 //! phase that failed in the upper layers or the space log cannot be retried (`clear`
 //! refuses; export -f and import).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use tarn_base::Txg;
+use tarn_base::{Clock, Txg};
+use tarn_device::timing::{Histogram, Latencies};
 use tarn_format::uberblock::Uberblock;
 use tarn_pool::PendingCommit;
 
@@ -106,13 +111,83 @@ enum Slot {
     Done(Result<Uberblock, String>),
 }
 
-/// One pool's commit lane (module docs).
-#[derive(Debug, Default)]
+/// One pool's commit lane (module docs), and the times of what passes through it.
+#[derive(Debug)]
 pub(crate) struct Lane {
     slot: Mutex<Slot>,
+    pub(crate) stats: SyncStats,
+}
+
+/// How long txg phases and intent-log commits took, timed by the engine's clock (the
+/// daemon's metrics; read without the pool lock).
+#[derive(Debug)]
+pub(crate) struct SyncStats {
+    clock: Arc<dyn Clock>,
+    write: Histogram,
+    commit: Histogram,
+    log: Histogram,
+    log_by_txg: AtomicU64,
+}
+
+impl SyncStats {
+    /// The clock's now, to time something with [`SyncStats::since`].
+    pub(crate) fn start(&self) -> u64 {
+        self.clock.monotonic_ns()
+    }
+
+    fn since(&self, start: u64) -> u64 {
+        self.clock.monotonic_ns().saturating_sub(start)
+    }
+
+    /// An intent-log commit that began at `start` ended; `by_txg` when it synced a txg
+    /// instead of writing the log.
+    pub(crate) fn log_committed(&self, start: u64, by_txg: bool) {
+        self.log.add(self.since(start));
+        if by_txg {
+            self.log_by_txg.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// The times of a pool's txgs and intent-log commits since import (`Engine::sync_times`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SyncTimes {
+    /// Write phases (under the pool lock: every layer's dirty state and the space log).
+    pub write: Latencies,
+    /// Commit phases (flushes, uberblocks, flushes; off the pool lock).
+    pub commit: Latencies,
+    /// Intent-log commits (`fsync`, `sync=always`, NBD flush and FUA), each from its start
+    /// until its records were durable.
+    pub log_commits: Latencies,
+    /// Of those, the ones that synced a txg instead of writing the log (no chain yet, or
+    /// too much pending).
+    pub log_commits_by_txg: u64,
 }
 
 impl Lane {
+    pub(crate) fn new(clock: Arc<dyn Clock>) -> Lane {
+        Lane {
+            slot: Mutex::default(),
+            stats: SyncStats {
+                clock,
+                write: Histogram::default(),
+                commit: Histogram::default(),
+                log: Histogram::default(),
+                log_by_txg: AtomicU64::new(0),
+            },
+        }
+    }
+
+    /// What [`SyncTimes`] reports.
+    pub(crate) fn times(&self) -> SyncTimes {
+        SyncTimes {
+            write: self.stats.write.snapshot(),
+            commit: self.stats.commit.snapshot(),
+            log_commits: self.stats.log.snapshot(),
+            log_commits_by_txg: self.stats.log_by_txg.load(Ordering::Relaxed),
+        }
+    }
+
     fn slot(&self) -> MutexGuard<'_, Slot> {
         self.slot
             .lock()
@@ -136,7 +211,9 @@ impl Lane {
         tarn_base::wait::before_wait();
         let mut slot = self.slot();
         if let Slot::Written(pending) = &*slot {
+            let start = self.stats.start();
             let outcome = pending.commit();
+            self.stats.commit.add(self.stats.since(start));
             *slot = Slot::Done(outcome);
         }
     }
@@ -197,6 +274,7 @@ impl Imported {
             self.pool.syncing_txg().is_none(),
             "I3: one txg syncs at a time"
         );
+        let start = self.lane.stats.start();
         // Checked before the intent logs hand their blocks to this txg: a pool that cannot
         // commit is suspended with its dirty state untouched (tarn_pool `resume`).
         let committable = self.pool.check_can_commit().is_ok();
@@ -236,6 +314,8 @@ impl Imported {
                 destroyed.clear();
                 let txg = commit.txg();
                 self.lane.put(commit);
+                let stats = &self.lane.stats;
+                stats.write.add(stats.since(start));
                 Ok(txg)
             }
             Err(e) if self.pool.txg_in_flight().is_some() => {
@@ -322,6 +402,11 @@ impl PoolHandle {
 }
 
 impl Engine {
+    /// How long `pool`'s txg phases and intent-log commits took since import.
+    pub fn sync_times(&self, pool: &str) -> Result<SyncTimes, EngineError> {
+        Ok(self.pool(pool)?.lane.times())
+    }
+
     /// Sets the sync thread that commits txgs off the writers' threads (the daemon's).
     pub fn set_txg_syncer(&self, syncer: Arc<dyn TxgSyncer>) {
         *self.syncer.lock().expect("syncer lock poisoned") = Some(syncer);

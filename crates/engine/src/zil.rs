@@ -300,11 +300,22 @@ impl Imported {
         if log.is_empty() {
             return Ok(());
         }
+        let start = self.lane.stats.start();
+        let result = self.log_commit_records(id);
+        let by_txg = matches!(result, Ok(true));
+        self.lane.stats.log_committed(start, by_txg);
+        result.map(drop)
+    }
+
+    /// [`Imported::log_commit`] of records that are pending: `true` when a txg made them
+    /// durable instead of the log.
+    fn log_commit_records(&mut self, id: DatasetId) -> Result<bool, EngineError> {
+        let log = self.logs.map.entry(id).or_default();
         let bytes = log.bytes();
         let readable = log.pending.readable();
         if log.next.is_none() || !readable || bytes > COMMIT_BYTES_MAX as u64 {
             log.wanted = true;
-            return self.sync().map(drop);
+            return self.sync().map(|_| true);
         }
         let stream = self.log_stream(id);
         let written = stream.as_ref().is_some_and(|stream| {
@@ -314,13 +325,13 @@ impl Imported {
             if let Some(log) = self.logs.map.get_mut(&id) {
                 log.wanted = true;
             }
-            return self.sync().map(drop);
+            return self.sync().map(|_| true);
         }
         let log = self.logs.map.entry(id).or_default();
         log.pending.clear();
         log.volume.clear();
         log.idle = 0;
-        Ok(())
+        Ok(false)
     }
 
     /// The pending records of `id` as the log's stream (each: txg, length, record), writes'

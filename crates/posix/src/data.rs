@@ -14,7 +14,7 @@ use std::sync::LazyLock;
 use tarn_objects::Fetch;
 
 use crate::fs::{Fs, Result, oid};
-use crate::inode::Inode;
+use crate::inode::{FLAG_CHECKSUM_CURRENT, Inode};
 use crate::intent::LogOp;
 use crate::{Fallocate, FileKind, Ino, PosixError, Seek};
 
@@ -131,6 +131,7 @@ impl Fs<'_> {
         inode.size = inode.size.max(end);
         inode.mtime = self.now;
         inode.ctime = self.now;
+        inode.flags &= !FLAG_CHECKSUM_CURRENT;
         self.put(ino, &inode)?;
         self.record_write(ino, offset, len);
         Ok(len)
@@ -150,6 +151,7 @@ impl Fs<'_> {
         if size != inode.size {
             inode.size = size;
             inode.mtime = self.now;
+            inode.flags &= !FLAG_CHECKSUM_CURRENT;
         }
         Ok(())
     }
@@ -181,6 +183,7 @@ impl Fs<'_> {
             inode.mtime = self.now;
         }
         inode.ctime = self.now;
+        inode.flags &= !FLAG_CHECKSUM_CURRENT;
         self.put(ino, &inode)?;
         self.record(|| LogOp::Fallocate {
             ino,

@@ -187,11 +187,9 @@ fn compare(
         (None, None) => return Ok(()),
     };
     // Every write through the POSIX layer moves mtime and ctime: an inode the same but for
-    // its access time is unchanged.
-    let touched = Inode {
-        atime: o.atime,
-        ..n.clone()
-    } != o;
+    // its access time (and the checksum cache's flag, which `tarn checksum` sets) is
+    // unchanged.
+    let touched = !n.same_but_access(&o);
     let change = if before != after {
         line(ChangeKind::Renamed, &n, before, Some(after))
     } else if touched {

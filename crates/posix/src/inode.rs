@@ -19,6 +19,12 @@ pub(crate) const TYPE_USEDBY: u8 = 40;
 /// Inode flag: new files and directories in this directory take its project id (and new
 /// directories this flag), ZFS's `PROJINHERIT`.
 pub(crate) const FLAG_PROJECT_INHERIT: u32 = 1;
+/// Inode flag: the checksums the file's cache attribute holds (module `filesum`) were
+/// computed from the data as it is: every change of the data (write, truncate, fallocate)
+/// clears it. An older tarn ignores and drops it, which only costs a recomputation.
+pub(crate) const FLAG_CHECKSUM_CURRENT: u32 = 2;
+/// The flag bits an inode keeps (others read as zero).
+const FLAGS_KNOWN: u32 = FLAG_PROJECT_INHERIT | FLAG_CHECKSUM_CURRENT;
 
 /// Encoded length of the fixed part of an inode.
 pub(crate) const INODE_LEN: usize = 128;
@@ -49,7 +55,7 @@ pub(crate) struct Inode {
     pub(crate) crtime: Timespec,
     /// Project id (`projectquota@`); 0 is the default project.
     pub(crate) project: u32,
-    /// [`FLAG_PROJECT_INHERIT`]; other bits zero.
+    /// [`FLAG_PROJECT_INHERIT`], [`FLAG_CHECKSUM_CURRENT`]; other bits zero.
     pub(crate) flags: u32,
     /// A symlink's target when it fits in the bonus buffer.
     pub(crate) inline: Vec<u8>,
@@ -132,6 +138,19 @@ fn time_at(bytes: &[u8], at: usize) -> Option<Timespec> {
 }
 
 impl Inode {
+    /// Whether `self` and `other` are the same but for what reading changes: the access
+    /// time, and the checksum cache (module `filesum`: its flag, and the attribute ZAP its
+    /// first value creates; a user's attribute change also moves the ctime).
+    pub(crate) fn same_but_access(&self, other: &Inode) -> bool {
+        let plain = |inode: &Inode| Inode {
+            atime: Timespec::default(),
+            flags: inode.flags & !FLAG_CHECKSUM_CURRENT,
+            xattr: 0,
+            ..inode.clone()
+        };
+        plain(self) == plain(other)
+    }
+
     /// Encodes into the bonus buffer bytes (the fixed part plus an inline symlink target).
     pub(crate) fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(INODE_LEN + self.inline.len());
@@ -198,7 +217,7 @@ impl Inode {
             ctime: times[2],
             crtime: times[3],
             project: u32_at(bytes, 120),
-            flags: u32_at(bytes, 124) & FLAG_PROJECT_INHERIT,
+            flags: u32_at(bytes, 124) & FLAGS_KNOWN,
             inline,
         })
     }

@@ -78,6 +78,7 @@
 pub mod access;
 mod data;
 pub mod diff;
+pub mod filesum;
 mod fs;
 mod inode;
 pub mod intent;
@@ -99,17 +100,15 @@ pub use fs::{Fs, InoFilter};
 pub const RECOMPUTED_TYPES: &[u8] = &[inode::TYPE_USEDBY];
 
 /// Whether two bonus buffers are the same inode but for its access time (what a read or a
-/// listing changes): `tarn receive` does not count such a change as a modification.
+/// listing changes) and the checksum cache's flag (what `tarn checksum` changes): `tarn
+/// receive` does not count such a change as a modification.
 #[must_use]
 pub fn same_but_access_time(now: &[u8], before: &[u8]) -> bool {
     match (
         inode::Inode::decode(0, now),
         inode::Inode::decode(0, before),
     ) {
-        (Ok(mut now), Ok(before)) => {
-            now.atime = before.atime;
-            now == before
-        }
+        (Ok(now), Ok(before)) => now.same_but_access(&before),
         _ => now == before,
     }
 }

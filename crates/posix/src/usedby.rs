@@ -580,7 +580,11 @@ impl Fs<'_> {
             ));
         }
         inode.project = project;
-        inode.flags = if inherit { FLAG_PROJECT_INHERIT } else { 0 };
+        // Only the inherit bit is this verb's; the others (the checksum cache's) stay.
+        inode.flags &= !FLAG_PROJECT_INHERIT;
+        if inherit {
+            inode.flags |= FLAG_PROJECT_INHERIT;
+        }
         inode.ctime = self.now;
         self.put(ino, &inode)?;
         self.record(|| crate::intent::LogOp::SetProject {

@@ -6,7 +6,7 @@ use tarn_base::ObjectId;
 use tarn_objects::ZAP_VALUE_MAX;
 
 use crate::fs::{Fs, Result, oid};
-use crate::inode::{self, TYPE_XATTR, TYPE_XATTR_VALUE};
+use crate::inode::{self, Inode, TYPE_XATTR, TYPE_XATTR_VALUE};
 use crate::intent::LogOp;
 use crate::{Ino, PosixError, XattrSet};
 
@@ -14,6 +14,10 @@ use crate::{Ino, PosixError, XattrSet};
 pub const XATTR_NAME_MAX: usize = 255;
 /// Largest attribute value (Linux's XATTR_SIZE_MAX).
 pub const XATTR_SIZE_MAX: usize = 64 << 10;
+/// Names of the layer's own attributes start so: no Linux namespace (`user.`, `trusted.`,
+/// `security.`, `system.`) does, so the kernel never passes one to the filesystem, and the
+/// user verbs here refuse and hide them as well.
+pub(crate) const SYSTEM_PREFIX: &[u8] = b"tarn.";
 const INLINE: u8 = 0;
 const EXTERNAL: u8 = 1;
 
@@ -65,6 +69,11 @@ impl Fs<'_> {
     fn check_named(&self, name: &[u8]) -> Result<()> {
         self.check_xattr()?;
         check_name(name)?;
+        // The layer's own attributes (the checksum cache) are not the user's to read or
+        // forge; Linux answers a name outside its namespaces the same way.
+        if name.starts_with(SYSTEM_PREFIX) {
+            return Err(PosixError::NotSupported);
+        }
         if name.starts_with(b"system.posix_acl_") && !self.config.acl {
             return Err(PosixError::NotSupported);
         }
@@ -143,6 +152,46 @@ impl Fs<'_> {
         Ok(())
     }
 
+    /// A small attribute of the layer's own (name under [`SYSTEM_PREFIX`]) of `inode`.
+    pub(crate) fn system_attr(&mut self, inode: &Inode, name: &[u8]) -> Result<Option<Vec<u8>>> {
+        assert!(name.starts_with(SYSTEM_PREFIX), "a system attribute name");
+        if inode.xattr == 0 {
+            return Ok(None);
+        }
+        match self.stored(inode.xattr, name)? {
+            Some(Stored::Inline(value)) => Ok(Some(value)),
+            Some(Stored::External(..)) => Err(inode::corrupt(
+                inode.xattr,
+                "system attribute stored outside its ZAP",
+            )),
+            None => Ok(None),
+        }
+    }
+
+    /// Sets a small attribute of the layer's own on `inode` (creating its attribute ZAP;
+    /// the caller writes the inode). Not a user's change: no ctime, no intent-log record.
+    pub(crate) fn set_system_attr(
+        &mut self,
+        inode: &mut Inode,
+        name: &[u8],
+        value: &[u8],
+    ) -> Result<()> {
+        assert!(name.starts_with(SYSTEM_PREFIX), "a system attribute name");
+        assert!(
+            value.len() < ZAP_VALUE_MAX,
+            "a system attribute fits inline"
+        );
+        if inode.xattr == 0 {
+            inode.xattr = self.os.zap_create(self.store, TYPE_XATTR)?.0;
+        }
+        let mut encoded = Vec::with_capacity(value.len() + 1);
+        encoded.push(INLINE);
+        encoded.extend_from_slice(value);
+        self.os
+            .zap_update(self.store, ObjectId(inode.xattr), name, &encoded)?;
+        Ok(())
+    }
+
     /// Removes the stored value of `name` (and its value object).
     fn remove_value(&mut self, zap: u64, name: &[u8]) -> Result<()> {
         if let Some(Stored::External(object, _)) = self.stored(zap, name)? {
@@ -162,7 +211,11 @@ impl Fs<'_> {
         let (entries, _) =
             self.os
                 .zap_list_bytes(self.store, ObjectId(inode.xattr), None, usize::MAX)?;
-        let mut names: Vec<Vec<u8>> = entries.into_iter().map(|(name, _)| name).collect();
+        let mut names: Vec<Vec<u8>> = entries
+            .into_iter()
+            .map(|(name, _)| name)
+            .filter(|name| !name.starts_with(SYSTEM_PREFIX))
+            .collect();
         names.sort();
         Ok(names)
     }

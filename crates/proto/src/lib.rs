@@ -64,11 +64,12 @@ pub use request::{
     VdevRole, VolumeCreate,
 };
 pub use response::{
-    CacheEntry, CacheFile, DatasetProp, DatasetRow, DiffRow, ErrorReply, EventRow, HistoryEntry,
-    HistoryPool, HoldRow, IOSTAT_LATENCY_BUCKETS, IOSTAT_SIZE_BUCKETS, ImportInfo, ImportablePool,
-    IostatPool, IostatRow, IostatWait, IostatWaits, MemoryInfo, MountRow, NbdExportRow, PongInfo,
-    PoolLayout, PoolListRow, PoolStatusInfo, Progress, ProjectRow, PropertyRow, ReplyPayload,
-    Response, ServerLine, TxgRow, UserspaceRow, VdevNodeKind, VdevStatus,
+    CacheEntry, CacheFile, ChecksumRow, DatasetProp, DatasetRow, DiffRow, ErrorReply, EventRow,
+    HistoryEntry, HistoryPool, HoldRow, IOSTAT_LATENCY_BUCKETS, IOSTAT_SIZE_BUCKETS, ImportInfo,
+    ImportablePool, IostatPool, IostatRow, IostatWait, IostatWaits, MemoryInfo, MountRow,
+    NbdExportRow, PongInfo, PoolLayout, PoolListRow, PoolStatusInfo, Progress, ProjectRow,
+    PropertyRow, ReplyPayload, Response, ServerLine, TxgRow, UserspaceRow, VdevNodeKind,
+    VdevStatus,
 };
 
 /// Longest line (message plus its `\n`) either side sends or accepts: 16 MiB. Large enough

@@ -642,6 +642,17 @@ pub enum Request {
         /// Everything below too (`-r`).
         recursive: bool,
     },
+    /// `tarn checksum -a ALGORITHM [--xattr NAME] FILE`: one file's checksum, computed in
+    /// the daemon through the engine and cached with the file.
+    Checksum {
+        /// Absolute path of a regular file inside a mounted dataset.
+        path: String,
+        /// `adler32`, `md5`, `sha256` or `crc32c`.
+        algorithm: String,
+        /// Also store the value (lowercase hex) as this user attribute of the file.
+        #[serde(default)]
+        xattr: Option<String>,
+    },
     /// `tarn mount [-a] [NAME]`; neither: list what is mounted.
     Mount {
         /// Dataset to mount.
@@ -730,6 +741,7 @@ impl Request {
             Request::DatasetInherit { .. } => "dataset_inherit",
             Request::Userspace { .. } => "userspace",
             Request::Project { .. } => "project",
+            Request::Checksum { .. } => "checksum",
             Request::Mount { .. } => "mount",
             Request::Unmount { .. } => "unmount",
         }

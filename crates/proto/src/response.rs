@@ -134,6 +134,8 @@ pub enum ReplyPayload {
     Userspace(Vec<UserspaceRow>),
     /// `tarn project`.
     Projects(Vec<ProjectRow>),
+    /// `tarn checksum`: one file.
+    Checksum(ChecksumRow),
     /// `pool events`.
     Events(Vec<EventRow>),
     /// `pool iostat`: one report per pool.
@@ -345,6 +347,28 @@ pub struct ProjectRow {
     pub id: u32,
     /// A directory whose new entries inherit the id.
     pub inherit: bool,
+}
+
+/// One file's checksum (`tarn checksum`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChecksumRow {
+    /// The path asked.
+    pub path: String,
+    /// `adler32`, `md5`, `sha256` or `crc32c`.
+    pub algorithm: String,
+    /// The checksum in lowercase hex (8 digits for adler32 and crc32c).
+    pub value: String,
+    /// The file's size in bytes.
+    pub size: u64,
+    /// Answered from the cache kept with the file (no data read).
+    pub cached: bool,
+    /// The value is now cached (not on a read-only dataset or a full pool).
+    pub stored: bool,
+    /// File bytes read for this answer (0 when cached).
+    pub bytes_read: u64,
+    /// The user attribute the value was also written to (`--xattr`).
+    #[serde(default)]
+    pub xattr: Option<String>,
 }
 
 /// One volume served over NBD (`tarn nbd`).
