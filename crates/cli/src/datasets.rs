@@ -723,7 +723,8 @@ fn diff(rows: &[tarn_proto::DiffRow], types: bool, scripted: bool, times: bool) 
 }
 
 /// `tarn nbd`: `VOLUME CONNECTIONS URI TCP`, the URIs a client connects with (TCP `-`
-/// when the pool serves none).
+/// when no TCP listener serves the volume: its `org.tarn:nbd_listen`, inherited, asks for
+/// none).
 fn nbd_exports(rows: &[tarn_proto::NbdExportRow], scripted: bool) -> String {
     let column = |header: &'static str, right: bool| crate::render::Column {
         header: header.into(),

@@ -567,6 +567,76 @@ fn tcp_listener_follows_the_pool_property() {
     assert!(!listening(port), "inherit stops the listener");
 }
 
+/// The TCP column of `tarn nbd -H` for `volume`.
+fn tcp_uri(rig: &Rig, volume: &str) -> String {
+    let rows = rig.ok("nbd -H");
+    let row = rows
+        .lines()
+        .find(|line| line.split('\t').next() == Some(volume))
+        .unwrap_or_else(|| panic!("no row for {volume}: {rows}"));
+    row.rsplit('\t').next().unwrap().to_string()
+}
+
+// DESCRIPTION: the TCP listener settings are read per volume, inherited as user properties
+// are: `org.tarn:nbd_listen` on one volume serves it over TCP while the pool's other
+// volumes stay Unix-only (not listed there, refused by name, `-` in `tarn nbd`); set on a
+// filesystem it serves the volumes below it on a listener of their own; `off` on one of
+// them keeps that one off; `inherit` on the volume closes its port.
+// STRATEGY: nbdinfo (`--list`, and by export name) against 127.0.0.1; `tarn nbd -H`.
+#[test]
+fn tcp_listener_per_volume_and_inherited() {
+    let test = "tcp_listener_per_volume_and_inherited";
+    if !have("nbdinfo", test) {
+        return;
+    }
+    let rig = tank();
+    rig.ok("create -V 32M tank/a");
+    rig.ok("create -V 32M tank/b");
+    rig.ok("create tank/fs");
+    rig.ok("create -V 16M tank/fs/c");
+    rig.ok("create -V 16M tank/fs/d");
+    let (one, two) = (free_port(), free_port());
+    rig.ok(&format!("set org.tarn:nbd_listen={one} tank/a"));
+    let at = |port: u16, volume: &str| format!("nbd://127.0.0.1:{port}/{volume}");
+    assert_eq!(tcp_uri(&rig, "tank/a"), at(one, "tank/a"));
+    assert_eq!(tcp_uri(&rig, "tank/b"), "-");
+    assert!(tool("nbdinfo", &[&at(one, "tank/a")]).contains("export-size: 33554432"));
+    assert!(
+        !succeeds("nbdinfo", &[&at(one, "tank/b")]),
+        "b is Unix-only"
+    );
+    let list = tool("nbdinfo", &["--list", &format!("nbd://127.0.0.1:{one}")]);
+    assert!(
+        list.contains("tank/a") && !list.contains("tank/b"),
+        "{list}"
+    );
+    assert!(
+        succeeds("nbdinfo", &[&uri(&rig, "tank/b")]),
+        "b on the Unix socket"
+    );
+    rig.ok(&format!("set org.tarn:nbd_listen={two} tank/fs"));
+    for volume in ["tank/fs/c", "tank/fs/d"] {
+        assert_eq!(tcp_uri(&rig, volume), at(two, volume));
+        assert!(tool("nbdinfo", &[&at(two, volume)]).contains("export-size: 16777216"));
+    }
+    assert!(
+        !succeeds("nbdinfo", &[&at(two, "tank/a")]),
+        "a is on its own port"
+    );
+    assert!(!succeeds("nbdinfo", &[&at(one, "tank/fs/c")]));
+    rig.ok("set org.tarn:nbd_listen=off tank/fs/d");
+    assert_eq!(tcp_uri(&rig, "tank/fs/d"), "-");
+    assert!(
+        !succeeds("nbdinfo", &[&at(two, "tank/fs/d")]),
+        "off below an inherited on"
+    );
+    assert!(succeeds("nbdinfo", &[&at(two, "tank/fs/c")]));
+    rig.ok("inherit org.tarn:nbd_listen tank/a");
+    assert!(!listening(one), "no volume wants the first port any more");
+    assert!(listening(two));
+    assert_eq!(tcp_uri(&rig, "tank/a"), "-");
+}
+
 /// A CA and a server certificate for 127.0.0.1 signed by it, made by openssl in `dir`:
 /// `ca-cert.pem` (what libnbd's `tls-certificates` directory needs), `server-cert.pem` and
 /// `server-key.pem` (what the server's directory needs).
@@ -625,6 +695,61 @@ fn certificates(dir: &Path) {
             &ext,
             "-out",
             &cert,
+        ],
+    );
+}
+
+/// A client certificate directory `out` as libnbd's `tls-certificates` wants it:
+/// `ca-cert.pem` (the CA of `server`, to check the server) and, unless `signer` is `None`,
+/// `client-cert.pem` and `client-key.pem` signed by the CA in `signer` (made by openssl).
+fn client_certificates(server: &Path, signer: Option<&Path>, out: &Path) {
+    std::fs::create_dir_all(out).unwrap();
+    std::fs::copy(server.join("ca-cert.pem"), out.join("ca-cert.pem")).unwrap();
+    let Some(signer) = signer else { return };
+    let at = |dir: &Path, name: &str| dir.join(name).to_str().unwrap().to_string();
+    let (key, csr) = (at(out, "client-key.pem"), at(out, "client.csr"));
+    tool(
+        "openssl",
+        &[
+            "req",
+            "-subj",
+            "/CN=tarn test client",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            &key,
+            "-out",
+            &csr,
+        ],
+    );
+    let ext = at(out, "client.ext");
+    std::fs::write(
+        &ext,
+        "extendedKeyUsage=clientAuth\nkeyUsage=critical,digitalSignature\n",
+    )
+    .unwrap();
+    let (ca_cert, ca_key) = (at(signer, "ca-cert.pem"), at(signer, "ca-key.pem"));
+    tool(
+        "openssl",
+        &[
+            "x509",
+            "-req",
+            "-days",
+            "2",
+            "-in",
+            &csr,
+            "-CA",
+            &ca_cert,
+            "-CAkey",
+            &ca_key,
+            "-CAcreateserial",
+            "-extfile",
+            &ext,
+            "-out",
+            &at(out, "client-cert.pem"),
         ],
     );
 }
@@ -713,6 +838,87 @@ fn tls_over_tcp_required_and_offered() {
         empty.display()
     ));
     assert!(!listening(port), "no certificate: nothing served");
+    rig.ok("list tank/vol");
+}
+
+// DESCRIPTION: TLS client certificates: `org.tarn:nbd_tls_verify=require` (with
+// `nbd_tls=require`) admits only clients presenting a certificate signed by `ca-cert.pem` in
+// the server's certificate directory: nbdinfo and nbdcopy (both directions, two
+// connections) with such a certificate work; a client with no certificate and one whose
+// certificate another CA signed are refused in the handshake; `=none` admits the client
+// without one again (so the refusal was the certificate's); `require` with TLS only offered
+// serves nothing (a client in the clear would need no certificate) and the daemon goes on.
+// STRATEGY: a CA, server and client certificates made by openssl; libnbd's
+// `tls-certificates` directories holding ca-cert.pem and, for the clients that have one,
+// client-cert.pem and client-key.pem.
+#[test]
+fn tls_client_certificates_required() {
+    let test = "tls_client_certificates_required";
+    if !have("nbdinfo", test) || !have("nbdcopy", test) {
+        return;
+    }
+    if !succeeds("openssl", &["version"]) {
+        println!("skipped {test}: 'openssl' is not installed");
+        return;
+    }
+    let rig = tank();
+    rig.ok("create -V 32M tank/vol");
+    let root = rig.root();
+    let (server, other) = (root.join("server"), root.join("other-ca"));
+    certificates(&server);
+    certificates(&other);
+    let (good, bare, stranger) = (root.join("good"), root.join("bare"), root.join("stranger"));
+    client_certificates(&server, Some(&server), &good);
+    client_certificates(&server, None, &bare);
+    client_certificates(&server, Some(&other), &stranger);
+    let port = free_port();
+    rig.ok(&format!(
+        "set org.tarn:nbd_tls_certificates={} tank",
+        server.display()
+    ));
+    rig.ok("set org.tarn:nbd_tls=require tank");
+    rig.ok("set org.tarn:nbd_tls_verify=require tank");
+    rig.ok(&format!("set org.tarn:nbd_listen={port} tank"));
+    let with = |dir: &Path| {
+        format!(
+            "nbds://127.0.0.1:{port}/tank/vol?tls-certificates={}",
+            dir.display()
+        )
+    };
+    assert!(tool("nbdinfo", &[&with(&good)]).contains("export-size: 33554432"));
+    let source = root.join("src.raw");
+    image(&source, 32 << 20);
+    tool(
+        "nbdcopy",
+        &["-C", "2", source.to_str().unwrap(), &with(&good)],
+    );
+    let back = root.join("back.raw");
+    tool(
+        "nbdcopy",
+        &["-C", "2", &with(&good), back.to_str().unwrap()],
+    );
+    assert!(std::fs::read(&back).unwrap() == std::fs::read(&source).unwrap());
+    assert!(
+        !succeeds("nbdinfo", &[&with(&bare)]),
+        "no client certificate"
+    );
+    assert!(
+        !succeeds("nbdinfo", &[&with(&stranger)]),
+        "another CA's certificate"
+    );
+    assert!(!succeeds(
+        "nbdcopy",
+        &[&with(&bare), back.to_str().unwrap()]
+    ));
+    rig.ok("set org.tarn:nbd_tls_verify=none tank");
+    assert!(tool("nbdinfo", &[&with(&bare)]).contains("export-size: 33554432"));
+    rig.ok("set org.tarn:nbd_tls_verify=require tank");
+    assert!(!succeeds("nbdinfo", &[&with(&bare)]));
+    rig.ok("set org.tarn:nbd_tls=on tank");
+    assert!(
+        !listening(port),
+        "verify without required TLS: nothing served"
+    );
     rig.ok("list tank/vol");
 }
 

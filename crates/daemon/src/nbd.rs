@@ -13,16 +13,23 @@
 //! ESHUTDOWN) and removes its socket. Clients connect with
 //! `nbd+unix:///tank/vol?socket=<rundir>/nbd/tank.sock`.
 //!
-//! TCP only when asked for, per pool, by the user property [`LISTEN_PROPERTY`]
-//! (`org.tarn:nbd_listen`) of the pool's root dataset: unset, `off` or `none` serve no TCP;
-//! `on` is `127.0.0.1:10809` (NBD's port), a bare port is that port on loopback, and
-//! `ADDRESS:PORT` (`[v6]:PORT`) binds where it says. `follow` compares the value with the
-//! running listener and starts, moves or stops it; stopping shuts down its connections too.
-//! A value that does not parse is reported on the daemon's stderr and serves nothing (a user
-//! property is not checked at `set`, as in ZFS). Clients connect with
-//! `nbd://127.0.0.1:10809/tank/vol`; the same exports, counts and rules as the Unix socket.
-//! TLS on that listener (`nbds://`) is module [`crate::nbd_tls`]; a change of its properties
-//! restarts the listener as a change of address does.
+//! TCP only when asked for by the user property [`LISTEN_PROPERTY`] (`org.tarn:nbd_listen`),
+//! read per volume with inheritance as every user property: set on the pool's root it
+//! serves every volume, on a filesystem its volumes below, on one volume that volume only
+//! (and `off` there keeps one volume off a listener its parent asked for). Unset, `off` or
+//! `none` serve no TCP; `on` is `127.0.0.1:10809` (NBD's port), a bare port is that port on
+//! loopback, and `ADDRESS:PORT` (`[v6]:PORT`) binds where it says. The listener settings of
+//! a volume are that value and the TLS properties of module [`crate::nbd_tls`]
+//! ([`SETTINGS_PROPERTIES`]): volumes with the same settings share one TCP listener, which
+//! lists and opens only them (another volume of the pool is an unknown export there).
+//! `follow` reads every volume's settings (and the root's, so a root's listener exists
+//! before its first volume), starts a listener for each new set, stops those no volume
+//! wants any more, and ends a TCP connection whose volume moved to other settings;
+//! stopping a listener shuts down its connections too. A value that does not parse is
+//! reported once on the daemon's stderr and serves nothing (a user property is not checked
+//! at `set`, as in ZFS). Clients connect with `nbd://127.0.0.1:10809/tank/vol` (`nbds://`
+//! when TLS is required); the same exports, counts and rules as the Unix socket. Two
+//! settings naming one address cannot both bind: the second is reported and not served.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -37,12 +44,19 @@ use tarn_engine::{DatasetId, Engine, EngineError, Histogram, Latencies, PoolErro
 use tarn_nbd::codec::errno;
 use tarn_nbd::{Backend, BackendError, Export};
 
-use crate::nbd_tls::{CERTIFICATES_PROPERTY, TLS_PROPERTY, TlsSetup};
+use crate::nbd_tls::{CERTIFICATES_PROPERTY, TLS_PROPERTY, TlsSetup, VERIFY_PROPERTY};
 
 /// Connections one pool's listener serves at once; more are closed at accept.
 const CONNECTIONS_MAX: usize = 64;
-/// The pool root's user property that asks for a TCP listener (module doc).
+/// The user property that asks for a TCP listener (module doc).
 pub const LISTEN_PROPERTY: &str = "org.tarn:nbd_listen";
+/// The user properties whose effective values are a volume's TCP listener settings.
+pub const SETTINGS_PROPERTIES: [&str; 4] = [
+    LISTEN_PROPERTY,
+    TLS_PROPERTY,
+    CERTIFICATES_PROPERTY,
+    VERIFY_PROPERTY,
+];
 /// NBD's registered TCP port (`on`, or an address without one).
 pub const NBD_PORT: u16 = 10809;
 
@@ -52,12 +66,15 @@ struct Listener {
     stop: Arc<AtomicBool>,
     shared: Arc<Shared>,
     volumes: Arc<PoolVolumes>,
-    tcp: Option<Tcp>,
+    /// TCP listeners by their settings (the property values, one per line).
+    tcp: BTreeMap<String, Tcp>,
+    /// Settings that could not be served, already reported on stderr (tried again at each
+    /// follow, reported once).
+    refused: std::collections::BTreeSet<String>,
 }
 
-/// A pool's TCP listener: the property value it was started for and where it listens.
+/// A TCP listener of a pool, for one set of settings: where it listens.
 struct Tcp {
-    value: String,
     addr: SocketAddr,
     /// `nbds` when TLS is required, else `nbd`.
     scheme: &'static str,
@@ -66,25 +83,34 @@ struct Tcp {
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
-/// An accepted socket of either kind, kept to shut it down.
+/// An accepted socket of either kind, kept to shut it down; a TCP one with the settings of
+/// its listener.
 enum Socket {
     Unix(UnixStream),
-    Tcp(TcpStream),
+    Tcp(TcpStream, Arc<str>),
 }
 
 impl Socket {
     fn shutdown(&self) {
         let _ = match self {
             Socket::Unix(s) => s.shutdown(std::net::Shutdown::Both),
-            Socket::Tcp(s) => s.shutdown(std::net::Shutdown::Both),
+            Socket::Tcp(s, _) => s.shutdown(std::net::Shutdown::Both),
         };
+    }
+
+    /// The settings of the TCP listener that accepted it.
+    fn route(&self) -> Option<&str> {
+        match self {
+            Socket::Unix(_) => None,
+            Socket::Tcp(_, route) => Some(route),
+        }
     }
 }
 
 /// A stream a listener accepts: two handles on it (reader, writer) and one to keep.
 trait Stream: Read + Write + Send + Sized + 'static {
     fn duplicate(&self) -> std::io::Result<Self>;
-    fn keep(self) -> Socket;
+    fn keep(self, route: Option<&Arc<str>>) -> Socket;
     /// Serves the connection (`tls`: the TCP listener's TLS, module `nbd_tls`).
     fn serve(
         self,
@@ -98,7 +124,7 @@ impl Stream for UnixStream {
     fn duplicate(&self) -> std::io::Result<Self> {
         self.try_clone()
     }
-    fn keep(self) -> Socket {
+    fn keep(self, _: Option<&Arc<str>>) -> Socket {
         Socket::Unix(self)
     }
     fn serve(
@@ -117,8 +143,8 @@ impl Stream for TcpStream {
         self.set_nodelay(true)?;
         self.try_clone()
     }
-    fn keep(self) -> Socket {
-        Socket::Tcp(self)
+    fn keep(self, route: Option<&Arc<str>>) -> Socket {
+        Socket::Tcp(self, route.map_or_else(|| Arc::from(""), Arc::clone))
     }
     fn serve(
         self,
@@ -146,6 +172,9 @@ struct Shared {
     /// Every accepted socket (to shut down when the pool goes), by a running number, with
     /// the export it chose (name and dataset id) once it chose one.
     sockets: Mutex<BTreeMap<u64, Accepted>>,
+    /// Each volume served over TCP: the settings of its listener and the listener's URI
+    /// base (`nbd://ADDR`), as of the last `follow`.
+    routes: Mutex<BTreeMap<String, (Arc<str>, String)>>,
 }
 
 /// The NBD requests the metrics count, by the protocol's names (lowercase).
@@ -180,7 +209,7 @@ pub struct ServedVolume {
     pub socket: PathBuf,
     /// Open connections.
     pub connections: usize,
-    /// The pool's TCP listener as a URI base (`nbd://ADDR`, `nbds://ADDR` when TLS is
+    /// The volume's TCP listener as a URI base (`nbd://ADDR`, `nbds://ADDR` when TLS is
     /// required), when it has one.
     pub tcp: Option<String>,
 }
@@ -283,16 +312,14 @@ impl NbdTable {
         let mut out = Vec::new();
         for (pool, listener) in listeners.iter() {
             let counts = lock(&listener.shared.counts).clone();
+            let routes = lock(&listener.shared.routes).clone();
             for volume in self.engine.volumes(pool).unwrap_or_default() {
                 out.push(ServedVolume {
                     pool: pool.clone(),
                     connections: counts.get(&volume.name).copied().unwrap_or(0),
+                    tcp: routes.get(&volume.name).map(|(_, uri)| uri.clone()),
                     volume: volume.name,
                     socket: listener.path.clone(),
-                    tcp: listener
-                        .tcp
-                        .as_ref()
-                        .map(|t| format!("{}://{}", t.scheme, t.addr)),
                 });
             }
         }
@@ -325,7 +352,8 @@ fn start(engine: &Arc<Engine>, dir: &Path, pool: &str) -> Result<Listener, std::
         stop,
         shared,
         volumes,
-        tcp: None,
+        tcp: BTreeMap::new(),
+        refused: std::collections::BTreeSet::new(),
     })
 }
 
@@ -334,7 +362,7 @@ fn stop(mut listener: Listener) {
     // Wake the accept thread, which sees the flag and ends.
     let _ = UnixStream::connect(&listener.path);
     let _ = std::fs::remove_file(&listener.path);
-    if let Some(tcp) = listener.tcp.take() {
+    for (_, tcp) in std::mem::take(&mut listener.tcp) {
         stop_tcp(tcp);
     }
     for (_, (socket, _)) in std::mem::take(&mut *lock(&listener.shared.sockets)) {
@@ -365,45 +393,114 @@ pub fn listen_address(value: &str) -> Result<Option<SocketAddr>, String> {
     }
 }
 
-/// Starts, moves or stops `pool`'s TCP listener after its root's [`LISTEN_PROPERTY`] and
-/// TLS properties (module `nbd_tls`).
+/// Starts and stops `pool`'s TCP listeners after the listener settings of its root and
+/// volumes ([`SETTINGS_PROPERTIES`], module doc), and ends the TCP connections of volumes
+/// whose settings moved to another listener.
 fn follow_tcp(engine: &Engine, pool: &str, listener: &mut Listener) {
-    let listen = user_property(engine, pool, LISTEN_PROPERTY);
-    let tls = user_property(engine, pool, TLS_PROPERTY);
-    let certificates = user_property(engine, pool, CERTIFICATES_PROPERTY);
-    let value = format!("{listen}\n{tls}\n{certificates}");
-    if listener.tcp.as_ref().map(|t| t.value.as_str()) == Some(value.as_str())
-        || (listener.tcp.is_none() && listen_address(&listen) == Ok(None))
-    {
-        return;
+    let settings = tcp_settings(engine, pool);
+    let wanted: std::collections::BTreeSet<&String> = settings.values().collect();
+    let gone: Vec<String> = listener
+        .tcp
+        .keys()
+        .filter(|key| !wanted.contains(key))
+        .cloned()
+        .collect();
+    for key in gone {
+        if let Some(tcp) = listener.tcp.remove(&key) {
+            stop_tcp(tcp);
+        }
     }
-    if let Some(tcp) = listener.tcp.take() {
-        stop_tcp(tcp);
-        for (_, (socket, _)) in lock(&listener.shared.sockets).iter() {
-            if matches!(socket, Socket::Tcp(_)) {
-                socket.shutdown();
+    listener.refused.retain(|key| wanted.contains(key));
+    for key in wanted {
+        if listener.tcp.contains_key(key) {
+            continue;
+        }
+        // Tried again at every follow (a port may have become free), reported once.
+        match serve_settings(key, &listener.volumes) {
+            Ok(Some(tcp)) => {
+                listener.refused.remove(key);
+                listener.tcp.insert(key.clone(), tcp);
+            }
+            Ok(None) => {}
+            Err(e) => {
+                if listener.refused.insert(key.clone()) {
+                    eprintln!("tarn daemon: pool '{pool}': {e}; no NBD over TCP there");
+                }
             }
         }
     }
-    let setup = listen_address(&listen).and_then(|addr| {
-        let tls = TlsSetup::from_properties(&tls, &certificates)?;
-        Ok(addr.map(|addr| (addr, tls)))
-    });
-    let (addr, tls) = match setup {
-        Ok(Some(setup)) => setup,
-        Ok(None) => return,
-        Err(e) => {
-            eprintln!("tarn daemon: pool '{pool}': {e}; no NBD over TCP");
-            return;
+    let mut routes = BTreeMap::new();
+    for (volume, key) in settings.into_iter().filter(|(name, _)| name != pool) {
+        if let Some(tcp) = listener.tcp.get(&key) {
+            let uri = format!("{}://{}", tcp.scheme, tcp.addr);
+            routes.insert(volume, (Arc::from(key.as_str()), uri));
         }
-    };
-    match start_tcp(addr, &listener.volumes, tls) {
-        Ok(tcp) => listener.tcp = Some(Tcp { value, ..tcp }),
-        Err(e) => eprintln!("tarn daemon: cannot serve NBD for pool '{pool}' on {addr}: {e}"),
     }
+    // A TCP connection whose listener is gone, or whose volume is served elsewhere now.
+    for (socket, export) in lock(&listener.shared.sockets).values() {
+        let Some(route) = socket.route() else {
+            continue;
+        };
+        let moved = export
+            .as_ref()
+            .is_some_and(|(name, _)| routes.get(name).is_none_or(|(key, _)| &**key != route));
+        if moved || !listener.tcp.contains_key(route) {
+            socket.shutdown();
+        }
+    }
+    *lock(&listener.shared.routes) = routes;
 }
 
-fn start_tcp(addr: SocketAddr, volumes: &Arc<PoolVolumes>, tls: TlsSetup) -> std::io::Result<Tcp> {
+/// The listener settings (module doc) of `pool`'s root and of each of its volumes, by
+/// name: the effective values of [`SETTINGS_PROPERTIES`], one per line.
+fn tcp_settings(engine: &Engine, pool: &str) -> BTreeMap<String, String> {
+    let query = tarn_engine::DatasetQuery {
+        names: vec![pool.to_string()],
+        recursive: true,
+        properties: SETTINGS_PROPERTIES
+            .iter()
+            .map(ToString::to_string)
+            .collect(),
+        types: vec!["filesystem".into(), "volume".into()],
+        ..tarn_engine::DatasetQuery::default()
+    };
+    let volumes: Vec<String> = engine
+        .volumes(pool)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|v| v.name)
+        .collect();
+    let rows = engine.dataset_props(&query).unwrap_or_default();
+    rows.into_iter()
+        .filter(|row| row.name == pool || volumes.contains(&row.name))
+        .map(|row| {
+            let values: Vec<String> = row.props.into_iter().map(|p| p.value).collect();
+            (row.name, values.join("\n"))
+        })
+        .collect()
+}
+
+/// Starts a TCP listener for `key` (the settings, module doc); `None` when they ask for
+/// no TCP.
+fn serve_settings(key: &str, volumes: &Arc<PoolVolumes>) -> Result<Option<Tcp>, String> {
+    let mut values = key.split('\n');
+    let mut next = || values.next().unwrap_or("-");
+    let (listen, tls, certificates, verify) = (next(), next(), next(), next());
+    let Some(addr) = listen_address(listen)? else {
+        return Ok(None);
+    };
+    let tls = TlsSetup::from_properties(tls, certificates, verify)?;
+    start_tcp(addr, volumes, tls, key)
+        .map(Some)
+        .map_err(|e| format!("cannot listen on {addr}: {e}"))
+}
+
+fn start_tcp(
+    addr: SocketAddr,
+    volumes: &Arc<PoolVolumes>,
+    tls: TlsSetup,
+    key: &str,
+) -> std::io::Result<Tcp> {
     let listener = TcpListener::bind(addr)?;
     let addr = listener.local_addr()?;
     let stop = Arc::new(AtomicBool::new(false));
@@ -414,12 +511,15 @@ fn start_tcp(addr: SocketAddr, volumes: &Arc<PoolVolumes>, tls: TlsSetup) -> std
     } else {
         "nbd"
     };
+    let route = Arc::from(key);
     let tls = Arc::new(tls);
     let thread = std::thread::Builder::new()
         .name(format!("nbd-tcp-{}", volumes.pool))
-        .spawn(move || accept_loop(listener.incoming(), &thread_stop, &volumes, Some(tls)))?;
+        .spawn(move || {
+            let tcp = Some((tls, route));
+            accept_loop(listener.incoming(), &thread_stop, &volumes, tcp);
+        })?;
     Ok(Tcp {
-        value: String::new(),
         addr,
         scheme,
         stop,
@@ -442,21 +542,6 @@ fn stop_tcp(mut tcp: Tcp) {
     }
 }
 
-/// The value of user property `name` of dataset `dataset` (`-` when it is unset).
-fn user_property(engine: &Engine, dataset: &str, name: &str) -> String {
-    let query = tarn_engine::DatasetQuery {
-        names: vec![dataset.to_string()],
-        properties: vec![name.to_string()],
-        ..tarn_engine::DatasetQuery::default()
-    };
-    engine
-        .dataset_props(&query)
-        .ok()
-        .and_then(|rows| rows.into_iter().next())
-        .and_then(|row| row.props.into_iter().next())
-        .map_or_else(|| "-".to_string(), |p| p.value)
-}
-
 /// Ends the connections whose volume is gone or renamed: a dataset id can be taken by a
 /// new dataset, and a connection must never reach a volume it did not open.
 fn drop_stale(engine: &Engine, pool: &str, listener: &Listener) {
@@ -477,11 +562,14 @@ fn drop_stale(engine: &Engine, pool: &str, listener: &Listener) {
 /// Connection numbers, shared by a pool's Unix and TCP listeners.
 static NEXT_CONNECTION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
+/// A TCP listener's TLS and settings.
+type TcpRoute = (Arc<TlsSetup>, Arc<str>);
+
 fn accept_loop<S: Stream>(
     incoming: impl Iterator<Item = std::io::Result<S>>,
     stop: &AtomicBool,
     volumes: &Arc<PoolVolumes>,
-    tls: Option<Arc<TlsSetup>>,
+    tcp: Option<TcpRoute>,
 ) {
     for stream in incoming {
         if stop.load(Ordering::Acquire) {
@@ -496,12 +584,14 @@ fn accept_loop<S: Stream>(
             continue;
         };
         let id = NEXT_CONNECTION.fetch_add(1, Ordering::Relaxed);
-        lock(&shared.sockets).insert(id, (keep.keep(), None));
+        let route = tcp.as_ref().map(|(_, route)| Arc::clone(route));
+        lock(&shared.sockets).insert(id, (keep.keep(route.as_ref()), None));
         let connection = Connection {
             volumes: Arc::clone(volumes),
             id,
+            route,
         };
-        let tls = tls.clone();
+        let tls = tcp.as_ref().map(|(tls, _)| Arc::clone(tls));
         let spawned = std::thread::Builder::new()
             .name("nbd-conn".into())
             .spawn(move || {
@@ -541,10 +631,12 @@ fn backend_error(error: &EngineError) -> BackendError {
     }
 }
 
-/// One accepted connection: the pool's volumes and the connection's number.
+/// One accepted connection: the pool's volumes, the connection's number and, over TCP,
+/// the settings of its listener (it serves only the volumes routed there).
 struct Connection {
     volumes: Arc<PoolVolumes>,
     id: u64,
+    route: Option<Arc<str>>,
 }
 
 impl std::ops::Deref for Connection {
@@ -568,6 +660,16 @@ impl Connection {
         self.shared.ops[op as usize].add(elapsed);
         out
     }
+
+    /// Whether volume `name` is an export of this connection's listener.
+    fn serves(&self, name: &str) -> bool {
+        let Some(route) = &self.route else {
+            return true;
+        };
+        lock(&self.shared.routes)
+            .get(name)
+            .is_some_and(|(key, _)| key == route)
+    }
 }
 
 impl Backend for Connection {
@@ -577,6 +679,7 @@ impl Backend for Connection {
             .unwrap_or_default()
             .into_iter()
             .map(|v| v.name)
+            .filter(|name| self.serves(name))
             .collect()
     }
 
@@ -585,7 +688,7 @@ impl Backend for Connection {
             errno: errno::EINVAL,
             message: format!("no volume '{name}' in pool '{}'", self.pool),
         };
-        if name.split('/').next() != Some(self.pool.as_str()) {
+        if name.split('/').next() != Some(self.pool.as_str()) || !self.serves(name) {
             return Err(unknown());
         }
         let stat = self.engine.volume_stat(name).map_err(|_| unknown())?;

@@ -1,9 +1,14 @@
-//! NBD over TLS on a pool's TCP listener (module `nbd`): the pool root's user properties
-//! [`TLS_PROPERTY`] (`org.tarn:nbd_tls`: `off`, the default; `on`, offered; `require`) and
-//! [`CERTIFICATES_PROPERTY`] (`org.tarn:nbd_tls_certificates`: a directory holding
-//! `server-cert.pem`, the chain, and `server-key.pem`, its key, as nbdkit's and qemu's
-//! `--tls-certificates`/`tls-creds-x509` directories) decide. rustls (ring provider)
-//! does the TLS.
+//! NBD over TLS on a TCP listener (module `nbd`): the volumes' user properties (inherited,
+//! part of a listener's settings) [`TLS_PROPERTY`] (`org.tarn:nbd_tls`: `off`, the default;
+//! `on`, offered; `require`), [`CERTIFICATES_PROPERTY`] (`org.tarn:nbd_tls_certificates`: a
+//! directory holding `server-cert.pem`, the chain, and `server-key.pem`, its key, as
+//! nbdkit's and qemu's `--tls-certificates`/`tls-creds-x509` directories) and
+//! [`VERIFY_PROPERTY`] (`org.tarn:nbd_tls_verify`: `none`, the default, or `require`: a
+//! client must present a certificate that chains to `ca-cert.pem` in that directory, as
+//! nbdkit's `--tls-verify-peer` and qemu's `verify-peer=on`; one without is refused in the
+//! TLS handshake, before it sees any export) decide. `require` is refused unless
+//! `nbd_tls=require` too: a client that could stay in the clear would need no certificate.
+//! rustls (ring provider, webpki client verifier) does the TLS.
 //!
 //! ```text
 //!  TCP ── serve_tls(Offered|Required) in the clear ── STARTTLS ACK ── TLS handshake
@@ -20,8 +25,8 @@
 //! Failure model: bad certificate files make the listener refuse to start (the daemon says
 //! why on stderr; `require` never falls back to the clear); a failed or slow handshake
 //! (over [`HANDSHAKE_TIMEOUT`]) ends that connection only; any end of either side ends
-//! both. Not here: client certificates and PSK (nbdkit's `--tls-verify-peer`,
-//! `--tls-psk`).
+//! both. Not here: PSK (nbdkit's `--tls-psk`), certificate revocation lists, and
+//! authorization by a certificate's name (any certificate the CA signed is accepted).
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};
@@ -32,13 +37,17 @@ use std::time::Duration;
 
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use rustls::{ServerConfig, ServerConnection};
+use rustls::server::WebPkiClientVerifier;
+use rustls::server::danger::ClientCertVerifier;
+use rustls::{RootCertStore, ServerConfig, ServerConnection};
 use tarn_nbd::{Backend, ServeError, Served, Tls};
 
-/// The pool root's user property that offers or requires TLS on its TCP listener.
+/// The user property that offers or requires TLS on a TCP listener.
 pub const TLS_PROPERTY: &str = "org.tarn:nbd_tls";
-/// The pool root's user property naming the certificate directory.
+/// The user property naming the certificate directory.
 pub const CERTIFICATES_PROPERTY: &str = "org.tarn:nbd_tls_certificates";
+/// The user property that requires clients to present a certificate the CA signed.
+pub const VERIFY_PROPERTY: &str = "org.tarn:nbd_tls_verify";
 /// Longest a client may take over its TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Bytes moved per pump step.
@@ -53,7 +62,22 @@ pub(crate) struct TlsSetup {
 
 impl TlsSetup {
     /// The setup the property values ask for (`-` for unset), or why it cannot be had.
-    pub(crate) fn from_properties(tls: &str, certificates: &str) -> Result<TlsSetup, String> {
+    pub(crate) fn from_properties(
+        tls: &str,
+        certificates: &str,
+        verify: &str,
+    ) -> Result<TlsSetup, String> {
+        let verify_peer = match verify {
+            "-" | "" | "none" => false,
+            "require" => true,
+            other => return Err(format!("{VERIFY_PROPERTY}={other} is not none or require")),
+        };
+        if verify_peer && tls != "require" {
+            return Err(format!(
+                "{VERIFY_PROPERTY}=require needs {TLS_PROPERTY}=require (a client in the \
+                 clear would need no certificate)"
+            ));
+        }
         let policy = match tls {
             "-" | "" | "off" => {
                 return Ok(TlsSetup {
@@ -70,7 +94,7 @@ impl TlsSetup {
                 "{TLS_PROPERTY}={tls} needs {CERTIFICATES_PROPERTY}=DIR"
             ));
         }
-        let config = server_config(Path::new(certificates))?;
+        let config = server_config(Path::new(certificates), verify_peer)?;
         Ok(TlsSetup {
             policy,
             config: Some(config),
@@ -78,8 +102,9 @@ impl TlsSetup {
     }
 }
 
-/// The server's TLS configuration from `dir`/server-cert.pem and `dir`/server-key.pem.
-fn server_config(dir: &Path) -> Result<Arc<ServerConfig>, String> {
+/// The server's TLS configuration from `dir`/server-cert.pem and `dir`/server-key.pem;
+/// with `verify_peer`, clients must present a certificate chaining to `dir`/ca-cert.pem.
+fn server_config(dir: &Path, verify_peer: bool) -> Result<Arc<ServerConfig>, String> {
     let cert_path = dir.join("server-cert.pem");
     let key_path = dir.join("server-key.pem");
     let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&cert_path)
@@ -91,13 +116,37 @@ fn server_config(dir: &Path) -> Result<Arc<ServerConfig>, String> {
     let key = PrivateKeyDer::from_pem_file(&key_path)
         .map_err(|e| format!("{}: {e}", key_path.display()))?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let clients = if verify_peer {
+        client_verifier(dir, &provider)?
+    } else {
+        WebPkiClientVerifier::no_client_auth()
+    };
     let config = ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| e.to_string())?
-        .with_no_client_auth()
+        .with_client_cert_verifier(clients)
         .with_single_cert(chain, key)
         .map_err(|e| format!("{}: {e}", dir.display()))?;
     Ok(Arc::new(config))
+}
+
+/// The verifier that accepts only client certificates chaining to `dir`/ca-cert.pem.
+fn client_verifier(
+    dir: &Path,
+    provider: &Arc<rustls::crypto::CryptoProvider>,
+) -> Result<Arc<dyn ClientCertVerifier>, String> {
+    let ca_path = dir.join("ca-cert.pem");
+    let cas: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&ca_path)
+        .and_then(Iterator::collect)
+        .map_err(|e| format!("{}: {e}", ca_path.display()))?;
+    let mut roots = RootCertStore::empty();
+    let (added, _) = roots.add_parsable_certificates(cas);
+    if added == 0 {
+        return Err(format!("{}: no usable CA certificate", ca_path.display()));
+    }
+    WebPkiClientVerifier::builder_with_provider(Arc::new(roots), Arc::clone(provider))
+        .build()
+        .map_err(|e| format!("{}: {e}", ca_path.display()))
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

@@ -103,6 +103,7 @@ const CANMOUNT: &[&str] = &["on", "off", "noauto"];
 const SNAPDIR: &[&str] = &["hidden", "visible"];
 const ACLTYPE: &[&str] = &["off", "posix"];
 const SYNC: &[&str] = &["standard", "always", "disabled"];
+const LOGBIAS: &[&str] = &["latency", "throughput"];
 const REDUNDANT_METADATA: &[&str] = &["all", "most", "some", "none"];
 const VOLMODE: &[&str] = &["default", "full", "geom", "dev", "none"];
 
@@ -156,6 +157,7 @@ pub const DATASET_PROPS: &[PropDef] = &[
     stat("origin"),
     prop("acltype", PropKind::Enum(ACLTYPE), true, "off"),
     prop("relatime", PropKind::OnOff, true, "on"),
+    prop("logbias", PropKind::Enum(LOGBIAS), true, "latency"),
     prop("sync", PropKind::Enum(SYNC), true, "standard"),
     prop("special_small_blocks", PropKind::SmallBlocks, true, "0"),
     // Volumes: `volsize` is set through the engine (it changes the object set), and

@@ -12,14 +12,22 @@
 //!
 //! Invariants: L1: a record names a range inside the volume when it was made (sizes change
 //! only in a txg, and a txg drops every record made before it), so replay refuses one
-//! outside the volume as corrupt rather than growing anything; L2: the type bytes (32, 33)
+//! outside the volume as corrupt rather than growing anything; L2: the type bytes (32-34)
 //! are not those of filesystem records (1-15), so a record of one kind never decodes as
 //! the other. Bytes from disk are input: garbage is [`DatasetError::Corrupt`], never a panic.
 //!
-//! Not here: the chain of log blocks, commits and replay order (the engine's `zil` module),
-//! time stamps (a block device has none), indirect writes for large blocks (ZFS's
-//! `WR_INDIRECT`: a commit larger than the engine's limit commits a txg instead).
+//! Indirect writes (ZFS's `WR_INDIRECT`, `logbias=throughput`): [`Change::records_indirect`]
+//! writes each dirty block a write touched ahead of its txg, in place in the pool
+//! (`ObjectSet::write_ahead`), and records only where it went ([`LogRecord::Indirect`]: the
+//! range and the block pointer); the txg then adopts the block instead of writing it again.
+//! Replay reads the block through its pointer (checksum verified) and writes the range
+//! again ([`LogRecord::apply_indirect`]). A block whose write-ahead yields nothing (a hole,
+//! zeros) is logged as a plain write.
+//!
+//! Not here: the chain of log blocks, commits, replay order and the claim of indirect
+//! blocks (the engine's `zil` module), time stamps (a block device has none).
 
+use tarn_format::BlockPtr;
 use tarn_format::wire::{Reader, Writer};
 use tarn_objects::ObjectSet;
 use tarn_zio::BlockStore;
@@ -31,6 +39,8 @@ use crate::volume;
 pub const RECORD_WRITE: u8 = 32;
 /// Type byte of a volume zero (trim, write-zeroes) record.
 pub const RECORD_ZERO: u8 = 33;
+/// Type byte of a volume indirect write record (feature `org.tarn:volume_log_indirect`).
+pub const RECORD_INDIRECT: u8 = 34;
 
 /// A volume change as kept in memory until its log commit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,6 +69,16 @@ pub enum LogRecord {
         offset: u64,
         /// Length in bytes.
         len: u64,
+    },
+    /// `len` bytes written at `offset`, found in `block` (the volume block holding them,
+    /// written in place) from byte `offset % block.lsize` on.
+    Indirect {
+        /// Byte offset in the volume.
+        offset: u64,
+        /// Length in bytes, inside one block.
+        len: u32,
+        /// The block written ahead of its txg.
+        block: BlockPtr,
     },
 }
 
@@ -91,11 +111,67 @@ impl Change {
             data,
         })
     }
+
+    /// The records this write stands for under `logbias=throughput`: per volume block it
+    /// touches, an indirect record naming the block as written ahead now through `writer`
+    /// (`written` holds the blocks of this commit, so several changes of one block share
+    /// one), or a plain write when the block has no data to write ahead. New blocks are
+    /// appended to `new_blocks` (block id, pointer): the caller flushes them and frees those
+    /// the next txg does not adopt. A zero is its plain record.
+    pub fn records_indirect(
+        &self,
+        objset: &mut ObjectSet,
+        writer: &mut dyn BlockStore,
+        written: &mut std::collections::BTreeMap<u64, BlockPtr>,
+        new_blocks: &mut Vec<(u64, BlockPtr)>,
+    ) -> Result<Vec<LogRecord>, DatasetError> {
+        if self.zero || self.len == 0 {
+            return Ok(vec![self.record(objset, writer)?]);
+        }
+        let block_size = u64::from(volume::info(objset, writer)?.block_size);
+        let end = self.offset.saturating_add(self.len);
+        let mut records = Vec::new();
+        let mut position = self.offset;
+        while position < end {
+            let blkid = position / block_size;
+            let next = (blkid + 1).saturating_mul(block_size).min(end);
+            let len = u32::try_from(next - position)
+                .map_err(|_| DatasetError::Corrupt("volume block larger than 4 GiB".into()))?;
+            let block = match written.get(&blkid) {
+                Some(bp) => Some(*bp),
+                None => {
+                    let bp = objset.write_ahead(writer, volume::VOLUME_OBJECT, blkid)?;
+                    if let Some(bp) = bp {
+                        written.insert(blkid, bp);
+                        new_blocks.push((blkid, bp));
+                    }
+                    bp
+                }
+            };
+            let record = match block {
+                Some(block) => LogRecord::Indirect {
+                    offset: position,
+                    len,
+                    block,
+                },
+                None => Change {
+                    zero: false,
+                    offset: position,
+                    len: u64::from(len),
+                }
+                .record(objset, writer)?,
+            };
+            records.push(record);
+            position = next;
+        }
+        Ok(records)
+    }
 }
 
 impl LogRecord {
     /// Encodes the record (its length is not included): type u8, offset u64, then a
-    /// write's data (u32 length and the bytes) or a zero's length (u64).
+    /// write's data (u32 length and the bytes), a zero's length (u64), or an indirect
+    /// write's length (u32) and block pointer (128 bytes).
     #[must_use]
     pub fn encode(&self) -> Vec<u8> {
         let mut w = Writer::new();
@@ -110,6 +186,12 @@ impl LogRecord {
                 w.u8(RECORD_ZERO);
                 w.u64(*offset);
                 w.u64(*len);
+            }
+            LogRecord::Indirect { offset, len, block } => {
+                w.u8(RECORD_INDIRECT);
+                w.u64(*offset);
+                w.u32(*len);
+                block.encode_into(&mut w);
             }
         }
         w.finish()
@@ -135,6 +217,16 @@ impl LogRecord {
                 offset,
                 len: r.u64().map_err(truncated)?,
             },
+            RECORD_INDIRECT => {
+                let len = r.u32().map_err(truncated)?;
+                let block = BlockPtr::decode(&mut r).map_err(|_| bad("bad block pointer"))?;
+                let lsize = u64::from(block.lsize);
+                let inside = lsize > 0 && offset % lsize + u64::from(len) <= lsize;
+                if block.is_hole() || !inside {
+                    return Err(bad("indirect range outside its block"));
+                }
+                LogRecord::Indirect { offset, len, block }
+            }
             _ => return Err(bad("unknown record type")),
         };
         if r.remaining() != 0 {
@@ -144,7 +236,7 @@ impl LogRecord {
     }
 
     /// Does the change again on `objset` (replay). A range outside the volume is refused
-    /// (L1).
+    /// (L1). An indirect write needs its block's bytes: [`LogRecord::apply_indirect`].
     pub fn apply(
         &self,
         objset: &mut ObjectSet,
@@ -153,7 +245,29 @@ impl LogRecord {
         match self {
             LogRecord::Write { offset, data } => volume::write(objset, store, *offset, data),
             LogRecord::Zero { offset, len } => volume::zero(objset, store, *offset, *len),
+            LogRecord::Indirect { .. } => Err(DatasetError::Corrupt(
+                "an indirect volume write replayed without its block".into(),
+            )),
         }
+    }
+
+    /// Replays an indirect write with `block`, the verified logical bytes of the block its
+    /// record names; any other record is [`LogRecord::apply`].
+    pub fn apply_indirect(
+        &self,
+        objset: &mut ObjectSet,
+        store: &dyn BlockStore,
+        block: &[u8],
+    ) -> Result<(), DatasetError> {
+        let LogRecord::Indirect { offset, len, .. } = self else {
+            return self.apply(objset, store);
+        };
+        let within = usize::try_from(offset % block.len().max(1) as u64).unwrap_or(usize::MAX);
+        let data = within
+            .checked_add(*len as usize)
+            .and_then(|end| block.get(within..end))
+            .ok_or_else(|| DatasetError::Corrupt("indirect range outside its block".into()))?;
+        volume::write(objset, store, *offset, data)
     }
 }
 
@@ -187,6 +301,35 @@ mod tests {
             offset: 1 << 40,
             len: 65536,
         });
+        let block = BlockPtr {
+            lsize: 4096,
+            psize: 4096,
+            birth: tarn_base::Txg(9),
+            fill: 1,
+            dvas: [
+                tarn_format::Dva {
+                    vdev: tarn_base::VdevId(0),
+                    offset: 1 << 20,
+                    asize: 4096,
+                },
+                tarn_format::Dva::default(),
+                tarn_format::Dva::default(),
+            ],
+            ..BlockPtr::default()
+        };
+        check(&LogRecord::Indirect {
+            offset: 3 * 4096 + 100,
+            len: 3996,
+            block,
+        });
+        // A range that leaves its block, or a hole, is corrupt.
+        for (offset, len, block) in [
+            (3 * 4096 + 100, 3997, block),
+            (0, 1, BlockPtr::hole(tarn_base::Txg(9))),
+        ] {
+            let bytes = LogRecord::Indirect { offset, len, block }.encode();
+            assert!(LogRecord::decode(&bytes).is_err(), "{offset} {len}");
+        }
         // A filesystem record's type byte (a write, 1) is not a volume record (L2).
         let mut bytes = LogRecord::Zero { offset: 0, len: 1 }.encode();
         bytes[0] = 1;

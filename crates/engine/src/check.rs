@@ -253,6 +253,16 @@ pub fn log_blocks(
     Ok(engine.pool(pool)?.lock().logs.blocks(dataset))
 }
 
+/// The volume blocks of `dataset` written ahead of the open txg by `logbias=throughput`
+/// commits and not yet adopted or freed, for tests.
+pub fn written_ahead(
+    engine: &Engine,
+    pool: &str,
+    dataset: crate::DatasetId,
+) -> Result<Vec<BlockPtr>, EngineError> {
+    Ok(engine.pool(pool)?.lock().logs.written_ahead(dataset))
+}
+
 /// Adds the committed intent-log first blocks to the reachable set and checks that the
 /// engine's chains in memory hold exactly those plus the blocks allocated since the commit;
 /// returns the bytes of the latter (allocated, in no committed delta).

@@ -168,6 +168,9 @@ pub(crate) struct FsSettings {
     pub(crate) readonly: bool,
     /// Effective `sync`.
     pub(crate) sync: SyncMode,
+    /// Effective `logbias=throughput`: a volume's log commits write its blocks in place and
+    /// log pointers to them (module `zil`).
+    pub(crate) throughput: bool,
     /// The POSIX layer's settings before the read-only adjustment of `atime`.
     pub(crate) config: FsConfig,
     /// The dataset's per-owner quotas (`userquota@...`, local only).
@@ -581,6 +584,7 @@ impl Tree {
         FsSettings {
             readonly: self.effective(id, "readonly").0 == "on",
             sync,
+            throughput: self.effective(id, "logbias").0 == "throughput",
             config: self.fs_config(id),
             quotas: std::sync::Arc::new(crate::userspace::quotas_of(self.node(id))),
         }

@@ -16,6 +16,24 @@
 //! records, read from the volume at commit, as file writes are; a dataset's queue holds one
 //! kind or the other, and replay decodes a chain by the kind of its dataset's object set.
 //!
+//! # `logbias=throughput` (volumes)
+//! ZFS's `WR_INDIRECT`: a commit writes each volume block its pending writes touched in
+//! place, as the block the open txg will hold (`tarn_objects::ObjectSet::write_ahead`,
+//! allocated in open context through `tarn_pool::OpenWriter`), and logs indirect records
+//! (range and block pointer) instead of the bytes; one flush covers the chain's blocks and
+//! the written blocks. At the txg's sync a block still holding the block's dirty data is
+//! adopted by the object set as it is (`logs_before_sync` asks the same question and keeps
+//! its hands off it); a block changed again since is freed with the chain
+//! (`free_log_block`: never reusable before that txg commits, while the chain may name it).
+//! So the data goes to the pool once, on the data vdevs, and log devices carry only
+//! pointers. Replay reads each block through its pointer (checksum verified) and writes the
+//! range again; the block is free space in the committed state, read before the import's
+//! txg allocates anything, so it is not claimed. The last commit of a chain is dropped
+//! whole when one of its blocks does not verify: its flush had not returned. Files keep
+//! `latency`'s behaviour (their records are built by tarn-posix from the file's dirty
+//! records, which have no write-ahead path yet); the property is accepted on filesystems as
+//! on ZFS and inherited by volumes below them.
+//!
 //! # Choices
 //! - An `fsync` of any file commits every pending record of its dataset (simpler than
 //!   ZFS's per-file dependency tracking, and never less durable). A write is queued
@@ -71,11 +89,11 @@ use std::collections::BTreeMap;
 use tarn_base::{Guid, Txg};
 use tarn_dataset::LogHead;
 use tarn_dataset::volume_log::{self, Change};
-use tarn_format::Dva;
 use tarn_format::intent_log::{
     LOG_BLOCK_MAX, LOG_BLOCK_MIN, LOG_HEADER_LEN, LogBlockHeader, LogPtr, decode_block,
     encode_block,
 };
+use tarn_format::{BlockPtr, Dva};
 use tarn_objects::ObjsetKind;
 use tarn_posix::{Fs, LogRecord, Logged};
 
@@ -102,6 +120,10 @@ pub(crate) struct DatasetLog {
     /// A volume's changes not yet written to the log, with their txg (a write without its
     /// bytes: read from the volume at commit). A dataset uses one queue or the other.
     volume: Vec<(Txg, Change)>,
+    /// Volume blocks written ahead of the open txg by `logbias=throughput` commits (block
+    /// id, pointer), named by records of the chain: the txg's sync adopts each one that is
+    /// still the block's current data, and the others are freed with the chain.
+    indirect: Vec<(u64, BlockPtr)>,
     /// Every block of the current chain: the committed first block, the blocks written
     /// since and the pre-allocated next one (all freed by the next sync).
     blocks: Vec<Dva>,
@@ -142,6 +164,7 @@ impl Logs {
             .map(|log| {
                 log.pending.memory_bytes()
                     + (log.volume.capacity() * size_of::<(Txg, Change)>()) as u64
+                    + (log.indirect.capacity() * size_of::<(u64, BlockPtr)>()) as u64
             })
             .sum()
     }
@@ -162,13 +185,29 @@ impl Logs {
         }
     }
 
-    /// Bytes of log blocks allocated in memory (every chain's blocks), for the checker.
+    /// Bytes of log blocks allocated in memory (every chain's blocks and the volume blocks
+    /// written ahead of the open txg), for the checker.
     pub(crate) fn allocated_bytes(&self) -> u64 {
-        self.map
+        let chains: u64 = self
+            .map
             .values()
             .flat_map(|l| &l.blocks)
             .map(|d| d.asize)
-            .sum()
+            .sum();
+        let ahead: u64 = self
+            .map
+            .values()
+            .flat_map(|l| &l.indirect)
+            .map(|(_, bp)| bp.asize_total())
+            .sum();
+        chains + ahead
+    }
+
+    /// The volume blocks of `id` written ahead of the open txg and not yet adopted.
+    pub(crate) fn written_ahead(&self, id: DatasetId) -> Vec<BlockPtr> {
+        self.map
+            .get(&id)
+            .map_or_else(Vec::new, |l| l.indirect.iter().map(|(_, bp)| *bp).collect())
     }
 
     /// The blocks of `id`'s chain, oldest first.
@@ -233,11 +272,23 @@ impl Imported {
             if !self.datasets.contains(id) {
                 if let Some(log) = self.logs.map.remove(&id) {
                     frees.extend(log.blocks);
+                    frees.extend(log.indirect.iter().flat_map(|(_, bp)| bp.copies().copied()));
                 }
                 continue;
             }
             let log = self.logs.map.entry(id).or_default();
             frees.append(&mut log.blocks);
+            // Blocks written ahead: adopted by this sync while still the block's data (the
+            // object layer's rule, `tarn_objects::ObjectSet::written_ahead`), else freed
+            // with the chain that names them.
+            let objset = &self.datasets.node(id).objset;
+            for (blkid, bp) in std::mem::take(&mut log.indirect) {
+                let adopted = bp.birth == txg
+                    && objset.written_ahead(tarn_dataset::volume::VOLUME_OBJECT, blkid) == Some(bp);
+                if !adopted {
+                    frees.extend(bp.copies().copied());
+                }
+            }
             let active = log.wanted || (log.next.is_some() && log.idle < IDLE_TXGS_MAX);
             log.wanted = false;
             log.idle = log.idle.saturating_add(1);
@@ -363,7 +414,8 @@ impl Imported {
     }
 
     /// [`Imported::log_stream`] of a volume: its changes as volume records, writes' bytes
-    /// read from the volume now.
+    /// read from the volume now, or under `logbias=throughput` written ahead in place and
+    /// named by indirect records (`volume_log::Change::records_indirect`).
     fn volume_stream(&mut self, id: DatasetId) -> Option<Vec<u8>> {
         let Imported {
             pool,
@@ -371,24 +423,53 @@ impl Imported {
             logs,
             ..
         } = self;
-        let log = logs.map.get(&id)?;
-        let reader = pool.reader();
+        let throughput = datasets.fs_settings(id).throughput;
+        let log = logs.map.get_mut(&id)?;
         let objset = &mut datasets.node_mut(id).objset;
         let mut stream = Vec::new();
-        for (txg, change) in &log.volume {
-            let bytes = change.record(objset, &reader).ok()?.encode();
-            push_record(&mut stream, *txg, &bytes);
+        if !throughput {
+            let reader = pool.reader();
+            for (txg, change) in &log.volume {
+                let bytes = change.record(objset, &reader).ok()?.encode();
+                push_record(&mut stream, *txg, &bytes);
+            }
+            return Some(stream);
         }
-        Some(stream)
+        let mut writer = pool.open_writer();
+        let mut written = BTreeMap::new();
+        let mut new_blocks = Vec::new();
+        let mut failed = false;
+        for (txg, change) in &log.volume {
+            let records =
+                change.records_indirect(objset, &mut writer, &mut written, &mut new_blocks);
+            let Ok(records) = records else {
+                failed = true;
+                break;
+            };
+            for record in records {
+                push_record(&mut stream, *txg, &record.encode());
+            }
+        }
+        // Written or not, every new block is the log's until the next sync decides.
+        log.indirect.extend(new_blocks);
+        (!failed).then_some(stream)
     }
 
-    /// Writes `stream` as the next blocks of `id`'s chain and flushes the vdevs written.
+    /// Writes `stream` as the next blocks of `id`'s chain and flushes the vdevs written,
+    /// those of the volume blocks written ahead for it included (one flush makes the commit
+    /// durable: replay drops a last commit whose blocks do not all verify, module doc).
     fn write_chain(&mut self, id: DatasetId, stream: &[u8]) -> Result<(), String> {
         let Imported { pool, logs, .. } = self;
         let log = logs.map.get_mut(&id).ok_or("no log")?;
         let mut current = log.next.ok_or("no chain")?;
         let mut rest = stream;
-        let mut written = Vec::new();
+        let mut written: Vec<tarn_base::VdevId> = log
+            .indirect
+            .iter()
+            .flat_map(|(_, bp)| bp.copies().map(|dva| dva.vdev))
+            .collect();
+        written.sort_unstable();
+        written.dedup();
         loop {
             let room = (current.psize as usize).saturating_sub(LOG_HEADER_LEN);
             let take = rest.len().min(room);
@@ -442,18 +523,20 @@ impl Imported {
                 dataset: self.datasets.node(id).name.clone(),
                 ..ReplayReport::default()
             };
-            let (blocks, stream, end) = self.read_chain(&head);
+            let (blocks, stream, end, last) = self.read_chain(&head);
             report.blocks = blocks.len() as u64;
             let log = self.logs.map.entry(id).or_default();
             log.blocks = blocks;
             report.stopped = end;
             let volume = self.datasets.node(id).objset.kind() == ObjsetKind::Volume;
-            let (records, cut) = decode_stream(&stream, volume);
+            let (mut records, cut) = decode_stream(&stream, volume);
             if report.stopped.is_none() {
                 report.stopped = cut;
             }
             let committed = self.pool.imported_txg().unwrap_or(Txg(0));
-            for (txg, record) in records.iter().filter(|(t, _)| *t > committed) {
+            records.retain(|(_, txg, _)| *txg > committed);
+            self.drop_incomplete_commit(&mut records, last);
+            for (_, txg, record) in &records {
                 if let Err(e) = self.replay_one(id, record) {
                     report.stopped = Some(format!("a record of txg {} failed: {e}", txg.0));
                     break;
@@ -477,14 +560,52 @@ impl Imported {
         }
     }
 
+    /// Drops the last commit of a chain (its records from stream offset `last` on) when a
+    /// volume block one of its indirect records names does not verify: that commit's
+    /// single flush (`write_chain`) had not returned, since every block it wrote would be
+    /// durable if it had, so it was never acknowledged and goes whole, as a commit the
+    /// crash cut inside the chain does. Blocks of earlier commits are not excused here: a
+    /// bad one stops the replay with its reason.
+    fn drop_incomplete_commit(&self, records: &mut Vec<(usize, Txg, Record)>, last: usize) {
+        let bad = records
+            .iter()
+            .filter(|(at, _, _)| *at >= last)
+            .any(|(_, _, r)| {
+                let Record::Volume(volume_log::LogRecord::Indirect { block, .. }) = r else {
+                    return false;
+                };
+                self.pool.pipeline().read_block(block).is_err()
+            });
+        if bad {
+            records.retain(|(at, _, _)| *at < last);
+        }
+    }
+
+    /// Replays one record; an indirect volume write reads the block it names through its
+    /// block pointer. That block is free space in the committed state and is not claimed
+    /// (ZFS claims it, as its replay runs later): every replay read happens here, before
+    /// the import's first txg allocates anything, and that txg writes the data anew.
     fn replay_one(&mut self, id: DatasetId, record: &Record) -> Result<(), EngineError> {
         let config = self.datasets.fs_config(id);
         let Imported { pool, datasets, .. } = self;
+        let block = match record {
+            Record::Volume(volume_log::LogRecord::Indirect { block, .. }) => {
+                let bytes = pool.pipeline().read_block(block);
+                Some(
+                    bytes
+                        .map_err(|e| crate::dataset_ops::invalid(format!("indirect block: {e}")))?,
+                )
+            }
+            _ => None,
+        };
         let reader = pool.reader();
         let objset = &mut datasets.node_mut(id).objset;
         match record {
             Record::File(record) => Fs::new(objset, &reader, record.now, config).replay(record)?,
-            Record::Volume(record) => record.apply(objset, &reader)?,
+            Record::Volume(record) => match &block {
+                Some(bytes) => record.apply_indirect(objset, &reader, bytes)?,
+                None => record.apply(objset, &reader)?,
+            },
         }
         Ok(())
     }
@@ -494,7 +615,7 @@ impl Imported {
     /// ended when that was not a clean end (an unreadable block rather than one never
     /// written cannot be told apart here, so both are a clean end unless its vdev is
     /// missing).
-    fn read_chain(&mut self, head: &LogHead) -> (Vec<Dva>, Vec<u8>, Option<String>) {
+    fn read_chain(&mut self, head: &LogHead) -> (Vec<Dva>, Vec<u8>, Option<String>, usize) {
         if !self.inside_a_vdev(&head.first.dva) {
             // Not a block this pool could have allocated: leave it alone (freeing it could
             // release space that is not allocated), read nothing.
@@ -502,14 +623,17 @@ impl Imported {
                 Vec::new(),
                 Vec::new(),
                 Some("the log's first block is outside the pool".into()),
+                0,
             );
         }
         let mut blocks = vec![head.first.dva];
         let mut stream = Vec::new();
         let mut current = head.first;
         let mut end = None;
-        // Stream bytes through the last block that ends a commit.
+        // Stream bytes through the last block that ends a commit, and where that commit
+        // starts.
         let mut complete = 0;
+        let mut last = 0;
         for seq in 1..=CHAIN_BLOCKS_MAX {
             let psize = current.psize;
             let sane = (LOG_HEADER_LEN as u32..=LOG_BLOCK_MAX).contains(&psize)
@@ -543,6 +667,7 @@ impl Imported {
             }
             stream.extend_from_slice(payload);
             if !header.continues {
+                last = complete;
                 complete = stream.len();
             }
             current = header.next;
@@ -551,7 +676,7 @@ impl Imported {
         // the chain always was: its fsync had not returned, so nothing it acknowledged is
         // lost, and a part of it could show writes' bytes from later in the commit.
         stream.truncate(complete);
-        (blocks, stream, end)
+        (blocks, stream, end, last)
     }
 
     fn inside_a_vdev(&self, dva: &Dva) -> bool {
@@ -583,9 +708,10 @@ enum Record {
     Volume(volume_log::LogRecord),
 }
 
-/// Splits a replayed stream into records (of a volume's log when `volume`); a cut or
-/// undecodable record ends it (the reason is returned when it was not a clean end).
-fn decode_stream(stream: &[u8], volume: bool) -> (Vec<(Txg, Record)>, Option<String>) {
+/// Splits a replayed stream into records (of a volume's log when `volume`), each with its
+/// offset in the stream; a cut or undecodable record ends it (the reason is returned when it
+/// was not a clean end).
+fn decode_stream(stream: &[u8], volume: bool) -> (Vec<(usize, Txg, Record)>, Option<String>) {
     let mut records = Vec::new();
     let mut rest = stream;
     while rest.len() >= RECORD_PREFIX {
@@ -604,7 +730,7 @@ fn decode_stream(stream: &[u8], volume: bool) -> (Vec<(Txg, Record)>, Option<Str
                 .map_err(|e| e.to_string())
         };
         match record {
-            Ok(record) => records.push((txg, record)),
+            Ok(record) => records.push((stream.len() - rest.len(), txg, record)),
             Err(e) => return (records, Some(format!("undecodable record: {e}"))),
         }
         rest = &rest[RECORD_PREFIX + len..];

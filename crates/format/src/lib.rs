@@ -67,7 +67,15 @@ pub const FEATURES_SUPPORTED: &[&str] = &[
     FEATURE_CLONES,
     FEATURE_DRAID,
     FEATURE_VOLUME_LOG,
+    FEATURE_VOLUME_LOG_INDIRECT,
 ];
+
+/// Feature of pools whose volumes' intent-log chains may hold indirect write records (type
+/// 34, docs/FORMAT.md "Intent log"): a block pointer to data written in place between txgs
+/// (`logbias=throughput`) instead of the bytes. A build without it would stop its replay at
+/// the first one, and the block it names would be free space at import: writes a flush
+/// acknowledged would be lost.
+pub const FEATURE_VOLUME_LOG_INDIRECT: &str = "org.tarn:volume_log_indirect";
 
 /// Feature of pools whose volumes may have intent-log chains holding volume records (types
 /// 32 and 33, docs/FORMAT.md "Intent log"). A build without it would find records it cannot

@@ -39,6 +39,10 @@
 //! where the last read of each of the recently read objects ended (`readahead`: reads of
 //! several records are batched, and a sequential reader's next records, up to 1 MiB, are read
 //! with them into the cache when the store reads in parallel).
+//! A dirty level-0 block may be written ahead of its sync ([`ObjectSet::write_ahead`], ZFS's
+//! `dmu_sync` for `logbias=throughput`): its block pointer, born in the txg the next sync
+//! runs in, is kept beside the dirty bytes and adopted by that sync instead of a new write;
+//! any change of the block drops it (the owner frees a block not adopted).
 //! Indirect blocks are never dirty between syncs: [`ObjectSet::sync`] rebuilds the ones above
 //! dirty blocks from the old indirect block and the new children. On disk: docs/FORMAT.md,
 //! section "Objects" (dnode, object-set root, indirect blocks, ZAP).

@@ -634,6 +634,7 @@ impl ObjectSet {
                 tree::BlockRef::Clean(bytes) => Some(bytes.to_vec()),
             };
             let had_block = state.dirty.contains_key(&0) || !state.dnode.root.is_hole();
+            state.written_ahead.clear();
             state.dirty.remove(&0).into_iter().for_each(|entry| {
                 if let Dirty::Data(bytes) = entry {
                     state.dirty_bytes -= bytes.len() as u64;
@@ -806,6 +807,59 @@ impl ObjectSet {
             }
             tree::write(ctx, state, offset, data)
         })
+    }
+
+    /// Writes dirty level-0 block `blkid` of `id` now, through `store` (an open-context
+    /// writer whose txg is the one the next sync runs in), and returns its block pointer;
+    /// that sync adopts it instead of writing the block, unless the block changes before
+    /// (ZFS's `dmu_sync` and its override). `None` when the block has no dirty data (clean,
+    /// a hole, or zeros). The caller owns a block the sync does not adopt
+    /// ([`ObjectSet::written_ahead`] tells which) and frees it.
+    pub fn write_ahead(
+        &mut self,
+        store: &mut dyn BlockStore,
+        id: ObjectId,
+        blkid: u64,
+    ) -> Result<Option<BlockPtr>, ObjectError> {
+        self.check_usable()?;
+        let config = self.config;
+        let Some(Slot::Live(state)) = self.hot.get_mut(&id.0) else {
+            return Ok(None);
+        };
+        let Some(tree::Dirty::Data(bytes)) = state.dirty.get(&blkid) else {
+            return Ok(None);
+        };
+        if let Some(bp) = state.written_ahead.get(&blkid) {
+            return Ok(Some(*bp));
+        }
+        let props = tree::write_props(&config, &state.dnode, 0, BlockType::Data, 1);
+        let bp = store
+            .write_block(bytes, &props)
+            .map_err(|source| ObjectError::Io {
+                object: id,
+                offset: blkid.saturating_mul(u64::from(state.dnode.data_block_size)),
+                source,
+            })?;
+        if bp.is_hole() {
+            return Ok(None);
+        }
+        assert_eq!(
+            bp.birth,
+            store.txg(),
+            "a block written ahead is born in its txg"
+        );
+        state.written_ahead.insert(blkid, bp);
+        Ok(Some(bp))
+    }
+
+    /// The block pointer the next sync adopts for level-0 block `blkid` of `id`, if one was
+    /// written ahead and the block has not changed since ([`ObjectSet::write_ahead`]).
+    #[must_use]
+    pub fn written_ahead(&self, id: ObjectId, blkid: u64) -> Option<BlockPtr> {
+        match self.hot.get(&id.0) {
+            Some(Slot::Live(state)) => state.written_ahead.get(&blkid).copied(),
+            _ => None,
+        }
     }
 
     /// Punches `[offset, offset + len)`: whole blocks become holes, partial blocks are

@@ -33,6 +33,10 @@ pub(crate) enum Dirty {
 pub(crate) struct ObjState {
     pub(crate) dnode: Dnode,
     pub(crate) dirty: BTreeMap<u64, Dirty>,
+    /// Dirty data blocks already written ahead of the sync (`ObjectSet::write_ahead`): the
+    /// sync adopts the block pointer instead of writing the block again. Any change of the
+    /// block drops its entry (`set_dirty`), so an entry always holds the dirty bytes.
+    pub(crate) written_ahead: BTreeMap<u64, BlockPtr>,
     pub(crate) dirty_bytes: u64,
     pub(crate) dnode_dirty: bool,
 }
@@ -279,6 +283,7 @@ impl ObjState {
         ObjState {
             dnode,
             dirty: BTreeMap::new(),
+            written_ahead: BTreeMap::new(),
             dirty_bytes: 0,
             dnode_dirty: false,
         }
@@ -286,6 +291,7 @@ impl ObjState {
 
     /// Replaces the dirty entry of `blkid`, keeping `dirty_bytes` exact.
     pub(crate) fn set_dirty(&mut self, blkid: u64, entry: Dirty) {
+        self.written_ahead.remove(&blkid);
         if let Dirty::Data(bytes) = &entry {
             assert_eq!(
                 bytes.len() as u64,
@@ -357,6 +363,7 @@ pub(crate) fn modify_block(
     edit: impl FnOnce(&mut [u8]),
 ) -> Result<(), ObjectError> {
     let block_size = state.dnode.data_block_size as usize;
+    state.written_ahead.remove(&blkid);
     let mut bytes = match state.dirty.remove(&blkid) {
         Some(Dirty::Data(bytes)) => {
             state.dirty_bytes -= bytes.len() as u64;
@@ -631,6 +638,7 @@ pub(crate) fn sync_tree(
         return Ok(());
     }
     let dirty = std::mem::take(&mut state.dirty);
+    let mut written_ahead = std::mem::take(&mut state.written_ahead);
     state.dirty_bytes = 0;
     let old_top = old.nlevels - 1;
     let new_top = nlevels - 1;
@@ -653,11 +661,23 @@ pub(crate) fn sync_tree(
         )?;
         let new = match entry {
             Dirty::Hole => BlockPtr::hole(txg),
-            Dirty::Data(bytes) => {
-                let props = write_props(config, &old, 0, level0_type, 1);
-                let offset = blkid.saturating_mul(block_size);
-                write_cached(store, cache, object, offset, bytes, &props)?
-            }
+            Dirty::Data(bytes) => match written_ahead.remove(&blkid) {
+                // Written ahead for this txg (ZFS's override): adopted as it is.
+                Some(bp) if bp.birth == txg => {
+                    assert_eq!(
+                        u64::from(bp.lsize),
+                        block_size,
+                        "written-ahead block's size"
+                    );
+                    cache.insert(&bp, Arc::new(bytes));
+                    bp
+                }
+                _ => {
+                    let props = write_props(config, &old, 0, level0_type, 1);
+                    let offset = blkid.saturating_mul(block_size);
+                    write_cached(store, cache, object, offset, bytes, &props)?
+                }
+            },
         };
         assert!(
             new.is_hole() || new.birth == txg,

@@ -561,6 +561,38 @@ impl DetachedReader {
     }
 }
 
+/// Writes blocks ahead of their txg, in open context (ZFS's `dmu_sync` for
+/// `logbias=throughput`): each block is born in the open txg, allocated through
+/// `SpaceManager::open_allocator` and written (not flushed: the caller flushes the vdevs of
+/// the block pointers it got) before the txg that will adopt it syncs. Made per commit
+/// (`Pool::open_writer`); it frees nothing.
+#[derive(Debug)]
+pub struct OpenWriter<'a> {
+    pipeline: &'a Pipeline,
+    space: &'a mut SpaceManager,
+    txg: Txg,
+}
+
+impl BlockStore for OpenWriter<'_> {
+    fn txg(&self) -> Txg {
+        self.txg
+    }
+
+    fn write_block(&mut self, data: &[u8], props: &WriteProps) -> Result<BlockPtr, ZioError> {
+        let mut allocator = self.space.open_allocator();
+        self.pipeline
+            .write_block(&mut allocator, self.txg, data, props)
+    }
+
+    fn read_block(&self, bp: &BlockPtr) -> Result<Vec<u8>, ZioError> {
+        read_checked(self.pipeline, bp, self.txg, true)
+    }
+
+    fn free_block(&mut self, bp: &BlockPtr) {
+        panic!("free of {bp:?} in open context");
+    }
+}
+
 /// Syncing context: the only way to allocate, write and free blocks.
 #[derive(Debug)]
 pub struct SyncCtx<'a> {
@@ -1124,6 +1156,21 @@ impl Pool {
         self.apply_classes();
         self.space_lost = None;
         Ok(())
+    }
+
+    /// A writer of blocks born in the open txg ([`OpenWriter`]). No txg may be syncing: a
+    /// block written ahead belongs to the open txg, whose sync adopts it.
+    pub fn open_writer(&mut self) -> OpenWriter<'_> {
+        assert!(
+            self.syncing_txg().is_none(),
+            "I3: blocks are written ahead only between txgs"
+        );
+        let txg = self.open_txg();
+        OpenWriter {
+            pipeline: &self.pipeline,
+            space: &mut self.space,
+            txg,
+        }
     }
 
     /// The space manager, to tune it (tests force frequent condensing with it).

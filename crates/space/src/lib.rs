@@ -12,7 +12,8 @@
 //!   │    └─ Metaslab x N (2^metaslab_shift bytes each; free space as a RangeTree)
 //!   ├─ rotor: which vdev gets the next allocation (biased towards free space)
 //!   ├─ records: allocations and frees of the syncing txg, in order (written as a delta)
-//!   ├─ open records: intent-log blocks allocated or claimed between syncs (open context);
+//!   ├─ open records: intent-log blocks allocated or claimed between syncs (open context),
+//!   │    and data blocks written ahead of their txg (`OpenAllocator`, `logbias=throughput`);
 //!   │    the next txg's delta starts with them
 //!   └─ deferred: frees of the last TXG_DEFER txgs, not yet reusable (so a rewind to a
 //!      recent txg finds its blocks intact)
@@ -1269,6 +1270,57 @@ impl SpaceManager {
         } else {
             self.frees_this_txg.push(*dva);
         }
+    }
+}
+
+/// Allocation in open context, between txgs, for blocks written ahead of the txg that will
+/// own them (ZFS's `dmu_sync`, `logbias=throughput`: a volume's data block written in place
+/// and named by an intent-log record). Its allocations go to the open records, so the next
+/// txg's delta starts with them, as with intent-log blocks; such a block is then either
+/// adopted by that txg's tree or freed with the chain that names it
+/// ([`SpaceManager::free_log_block`], never reusable before that txg commits).
+#[derive(Debug)]
+pub struct OpenAllocator<'a> {
+    space: &'a mut SpaceManager,
+}
+
+impl SpaceManager {
+    /// The allocator for blocks written ahead of their txg ([`OpenAllocator`]).
+    pub fn open_allocator(&mut self) -> OpenAllocator<'_> {
+        OpenAllocator { space: self }
+    }
+}
+
+impl Allocator for OpenAllocator<'_> {
+    fn allocate(
+        &mut self,
+        psize: u64,
+        copies: u8,
+        class: AllocClass,
+    ) -> Result<Vec<Dva>, ZioError> {
+        // The syncing txg's records are set aside: these allocations belong to the next one.
+        let syncing = std::mem::take(&mut self.space.records);
+        let result = Allocator::allocate(self.space, psize, copies, class);
+        let open = std::mem::replace(&mut self.space.records, syncing);
+        assert!(
+            open.iter().all(|r| r.alloc),
+            "an open-context allocation recorded a free"
+        );
+        self.space.open_records.extend(open);
+        result
+    }
+
+    /// A write that failed gives its blocks back at once: nothing ever named them.
+    fn free(&mut self, dva: &Dva, _birth: Txg) {
+        let records = &mut self.space.open_records;
+        let index = records
+            .iter()
+            .rposition(|r| r.alloc && r.vdev == dva.vdev && r.offset == dva.offset)
+            .expect("I1: an open-context free of a block not allocated in open context");
+        records.remove(index);
+        self.space.vdevs[dva.vdev.0 as usize]
+            .release(dva.offset, dva.asize, false)
+            .expect("I1: free of a block allocated in open context");
     }
 }
 

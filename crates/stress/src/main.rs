@@ -14,6 +14,16 @@
 //! round ahead of the state file: verification accepts
 //! round `R` or `R + 1` for the object that round `R + 1` wrote, and exactly the recorded
 //! rounds for every other object.
+//!
+//! Volumes: the pool also holds two sparse volumes, `stress/lat` (`logbias=latency`) and
+//! `stress/thr` (`logbias=throughput`). Before its objects, each round makes
+//! [`VOLUME_STEPS`] volume steps, each a write (every fifth a zero) of a range derived from
+//! `(seed, step)` on one volume followed by a volume flush, and records the step number in
+//! `--dir/vstate` after the flush returned. No txg commits between the steps of a round, so a
+//! kill there leaves flushed writes only in the intent logs. Verification rebuilds both
+//! volumes' expected bytes from steps `1..=V` and accepts `V` or `V + 1` (the kill may fall
+//! between a flush and the state update; a step's change is one engine call, whole or
+//! absent).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -21,13 +31,22 @@ use std::sync::Arc;
 
 use tarn_base::{ObjectId, SeededRng, SystemClock};
 use tarn_engine::{
-    CreateOptions, CreateSpec, Engine, FileProvider, HostIdentity, ImportOptions, TopLayout,
+    CreateOptions, CreateSpec, DatasetId, Engine, FileProvider, HostIdentity, ImportOptions,
+    TopLayout, VolumeSpec,
 };
 
 const POOL: &str = "stress";
 const OBJECTS: u64 = 8;
 const DEVICES: usize = 6;
 const DEVICE_SIZE: u64 = 512 << 20;
+/// The volumes: name and `logbias`.
+const VOLUMES: [(&str, &str); 2] = [("stress/lat", "latency"), ("stress/thr", "throughput")];
+/// Size of each volume.
+const VOLUME_SIZE: usize = 8 << 20;
+/// Volume steps (a write or zero, then a flush) per round.
+const VOLUME_STEPS: u64 = 4;
+/// Longest write or zero of a volume step.
+const VOLUME_CHANGE_MAX: u64 = 256 << 10;
 
 struct Args {
     dir: PathBuf,
@@ -113,7 +132,11 @@ impl Objects {
 }
 
 fn read_state(dir: &Path) -> Option<u64> {
-    std::fs::read_to_string(dir.join("state"))
+    read_number(dir, "state")
+}
+
+fn read_number(dir: &Path, name: &str) -> Option<u64> {
+    std::fs::read_to_string(dir.join(name))
         .ok()?
         .trim()
         .parse()
@@ -132,6 +155,89 @@ fn write_number(dir: &Path, name: &str, value: u64) -> Result<(), String> {
 
 fn write_state(dir: &Path, round: u64) -> Result<(), String> {
     write_number(dir, "state", round)
+}
+
+/// What volume step `step` does: the volume (index into [`VOLUMES`]), the offset, the length
+/// and whether it zeroes (else it writes [`step_byte`]s).
+fn volume_step(seed: u64, step: u64) -> (usize, usize, usize, bool) {
+    let mut rng = SeededRng::new(seed ^ step.wrapping_mul(0xD1B5_4A32_D192_ED03));
+    let len = 1 + rng.below(VOLUME_CHANGE_MAX) as usize;
+    let offset = rng.below((VOLUME_SIZE - len) as u64) as usize;
+    ((step % 2) as usize, offset, len, step.is_multiple_of(5))
+}
+
+/// Byte `i` of volume step `step`'s write (cheap to make, different per step and position).
+fn step_byte(step: u64, i: usize) -> u8 {
+    (step as u8).wrapping_mul(31) ^ ((i / 511) as u8) | 1
+}
+
+/// Applies volume step `step` to the model of both volumes.
+fn apply_step(model: &mut [Vec<u8>], seed: u64, step: u64) {
+    let (volume, offset, len, zero) = volume_step(seed, step);
+    let range = &mut model[volume][offset..offset + len];
+    for (i, byte) in range.iter_mut().enumerate() {
+        *byte = if zero { 0 } else { step_byte(step, i) };
+    }
+}
+
+/// The datasets of the volumes, in [`VOLUMES`] order.
+fn volume_ids(engine: &Engine) -> Result<Vec<DatasetId>, String> {
+    VOLUMES
+        .iter()
+        .map(|(name, _)| {
+            engine
+                .volume_stat(name)
+                .map(|stat| stat.dataset)
+                .map_err(|e| format!("cannot find volume {name}: {e}"))
+        })
+        .collect()
+}
+
+/// Makes volume step `step` and flushes it.
+fn do_step(engine: &Engine, ids: &[DatasetId], seed: u64, step: u64) -> Result<(), String> {
+    let (volume, offset, len, zero) = volume_step(seed, step);
+    let id = ids[volume];
+    let done = if zero {
+        engine.volume_zero(POOL, id, offset as u64, len as u64, false)
+    } else {
+        let data: Vec<u8> = (0..len).map(|i| step_byte(step, i)).collect();
+        engine.volume_write(POOL, id, offset as u64, &data, false)
+    };
+    done.and_then(|()| engine.volume_flush(POOL, id))
+        .map_err(|e| format!("volume step {step}: {e}"))
+}
+
+/// Checks both volumes against the model after `flushed` steps (or one more); returns the
+/// steps they hold.
+fn verify_volumes(engine: &Engine, seed: u64, flushed: u64) -> Result<u64, String> {
+    let ids = volume_ids(engine)?;
+    let mut actual = Vec::new();
+    for id in &ids {
+        let mut buf = vec![0u8; VOLUME_SIZE];
+        engine
+            .volume_read(POOL, *id, 0, &mut buf)
+            .map_err(|e| format!("cannot read a volume: {e}"))?;
+        actual.push(buf);
+    }
+    let mut model = vec![vec![0u8; VOLUME_SIZE]; VOLUMES.len()];
+    for step in 1..=flushed {
+        apply_step(&mut model, seed, step);
+    }
+    if model == actual {
+        return Ok(flushed);
+    }
+    apply_step(&mut model, seed, flushed + 1);
+    if model == actual {
+        return Ok(flushed + 1);
+    }
+    let bad: Vec<&str> = (0..VOLUMES.len())
+        .filter(|&v| model[v] != actual[v])
+        .map(|v| VOLUMES[v].0)
+        .collect();
+    Err(format!(
+        "LOST DATA: volume {bad:?} holds neither {flushed} nor {} flushed steps",
+        flushed + 1
+    ))
 }
 
 fn engine() -> Engine {
@@ -175,11 +281,23 @@ fn create(engine: &Engine, dir: &Path) -> Result<Objects, String> {
             "the engine handed out non-consecutive object ids {ids:?}"
         ));
     }
+    for (name, logbias) in VOLUMES {
+        let spec = VolumeSpec {
+            size: VOLUME_SIZE.to_string(),
+            block_size: None,
+            sparse: true,
+        };
+        let props = [("logbias".to_string(), logbias.to_string())];
+        engine
+            .create_volume(name, &spec, &props, false, "create -V (stress)")
+            .map_err(|e| format!("cannot create volume {name}: {e}"))?;
+    }
     engine
         .sync_pool(POOL)
         .map_err(|e| format!("cannot sync: {e}"))?;
-    // The ids first, then the state: a state file always has its objects file.
+    // The ids first, then the states: a state file always has its objects file.
     write_number(dir, "objects", objects.first)?;
+    write_number(dir, "vstate", 0)?;
     write_state(dir, 0)?;
     Ok(objects)
 }
@@ -252,10 +370,17 @@ fn run(args: &Args) -> Result<(), String> {
             if found != committed {
                 write_state(&args.dir, found)?;
             }
-            println!("verified {found} committed rounds");
+            let flushed = read_number(&args.dir, "vstate").unwrap_or(0);
+            let steps = verify_volumes(&engine, args.seed, flushed)?;
+            if steps != flushed {
+                write_number(&args.dir, "vstate", steps)?;
+            }
+            println!("verified {found} committed rounds, {steps} flushed volume steps");
             (objects, found)
         }
     };
+    let ids = volume_ids(&engine)?;
+    let mut step = read_number(&args.dir, "vstate").unwrap_or(0);
     let mut round = committed;
     loop {
         if args.rounds.is_some_and(|limit| round >= committed + limit) {
@@ -265,6 +390,11 @@ fn run(args: &Args) -> Result<(), String> {
             return Ok(());
         }
         round += 1;
+        for _ in 0..VOLUME_STEPS {
+            step += 1;
+            do_step(&engine, &ids, args.seed, step)?;
+            write_number(&args.dir, "vstate", step)?;
+        }
         let object = objects.of(round);
         let data = round_data(args.seed, round);
         engine
