@@ -177,6 +177,48 @@ fn small_blocks_follow_the_property() {
     check::verify_pool(&engine, "tank").unwrap();
 }
 
+/// Goal: on a dRAID pool with a special vdev, file blocks that leave a dRAID row's data
+/// part at least a sector short go to the special vdev with `special_small_blocks` unset
+/// (a 4K block would take a whole row of 6 columns, 24K, there), and blocks that fill their
+/// rows (1M) stay on the dRAID.
+#[test]
+fn blocks_that_would_pad_a_draid_row_go_to_the_special_vdev() {
+    let provider = Arc::new(SimProvider::new());
+    let data = sim_devices(&provider, "d", 0..8, 128 << 20);
+    let layout = TopLayout::Draid {
+        parity: 2,
+        data: 4,
+        spares: 1,
+    };
+    let mut spec = CreateSpec::one_top("tank", layout, data);
+    // A 3-way mirror survives as many failures as draid2: no -f needed.
+    spec.specials = vec![top(
+        TopLayout::Mirror,
+        &sim_devices(&provider, "s", 0..3, 64 << 20),
+    )];
+    let engine = HOST.create_tank(&provider, &spec, &[]);
+    let fs = dataset(&engine, "tank/fs", &[("recordsize", "1M")]);
+    let before = check::committed_txg(&engine, "tank").unwrap().unwrap();
+    for (i, len) in [4 << 10, 8 << 10, 12 << 10, 1 << 20]
+        .into_iter()
+        .enumerate()
+    {
+        write_file(&engine, fs, &format!("f{i}"), len);
+    }
+    engine.sync_pool("tank").unwrap();
+    let blocks = check::reachable_blocks(&engine, "tank").unwrap();
+    let data: Vec<&BlockPtr> = blocks
+        .iter()
+        .filter(|b| is_file_data(b) && b.birth > before)
+        .collect();
+    let small: Vec<_> = data.iter().filter(|b| b.psize <= 8 << 10).collect();
+    let large: Vec<_> = data.iter().filter(|b| b.psize == 1 << 20).collect();
+    assert_eq!((small.len(), large.len()), (2, 1), "{data:?}");
+    assert!(small.iter().all(|b| vdevs_of(b) == [1]), "{small:?}");
+    assert!(large.iter().all(|b| vdevs_of(b) == [0]), "{large:?}");
+    check::verify_pool(&engine, "tank").unwrap();
+}
+
 /// Goal: when the special vdev fills, small blocks stop at its metadata reserve and go to
 /// the normal class, and the pool keeps working and verifying.
 #[test]

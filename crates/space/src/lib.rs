@@ -62,10 +62,12 @@
 //!   allocation never picks them. Log blocks go to a log vdev when one has room, else to the
 //!   normal class.
 //! - special vdevs take metadata (including this crate's own space-log blocks) and the small
-//!   file blocks the dataset's `special_small_blocks` sends there; small file blocks stop
-//!   once less than [`SPECIAL_METADATA_RESERVE_PCT`] of the class is free, so metadata keeps
-//!   room. A block the special class cannot take (full, unwritable, none) falls back to the
-//!   normal class, as in ZFS.
+//!   file blocks the dataset's `special_small_blocks` sends there, and on a pool whose
+//!   normal vdevs are dRAID every data block that would leave a row's data part a sector or
+//!   more short (`pads_a_row`: a 4K block takes a whole row of a `draid2:8d`, 40K); small
+//!   file blocks stop once less than [`SPECIAL_METADATA_RESERVE_PCT`] of the class is free,
+//!   so metadata keeps room. A block the special class cannot take (full, unwritable,
+//!   none) falls back to the normal class, as in ZFS.
 //! - [`SpaceManager::add_vdev`] appends an empty vdev of any class (`tarn pool add`).
 //!
 //! While a txg syncs with the pipeline's journal armed, a block that no writable vdev can
@@ -735,22 +737,49 @@ impl SpaceManager {
     /// The classes to try, in order, for a block asking for `class`: its own first (a small
     /// data block only while the special class is above its metadata reserve), then normal.
     fn classes_for(&self, class: AllocClass, psize: u64) -> Vec<VdevClass> {
+        let small_data = || {
+            let (size, free) = self.class_space(VdevClass::Special);
+            // ZFS's zfs_special_class_metadata_reserve_pct: small blocks stop before the
+            // class is 75% full, so metadata keeps room.
+            let reserve = size / 100 * SPECIAL_METADATA_RESERVE_PCT;
+            (free >= reserve + psize).then_some(VdevClass::Special)
+        };
         let preferred = match class {
+            // A data block that would waste most of a dRAID row goes to the special class
+            // as if `special_small_blocks` asked for it (`pads_a_row`).
+            AllocClass::Normal if self.pads_a_row(psize) => small_data(),
             AllocClass::Normal => None,
             AllocClass::Log => Some(VdevClass::Log),
             AllocClass::Special { small_data: false } => Some(VdevClass::Special),
-            AllocClass::Special { small_data: true } => {
-                let (size, free) = self.class_space(VdevClass::Special);
-                // ZFS's zfs_special_class_metadata_reserve_pct: small blocks stop before the
-                // class is 75% full, so metadata keeps room.
-                let reserve = size / 100 * SPECIAL_METADATA_RESERVE_PCT;
-                (free >= reserve + psize).then_some(VdevClass::Special)
-            }
+            AllocClass::Special { small_data: true } => small_data(),
         };
         preferred
             .into_iter()
             .chain(std::iter::once(VdevClass::Normal))
             .collect()
+    }
+
+    /// Whether a data block of `psize` bytes would leave part of a row empty on every
+    /// normal vdev that can take it: each is dRAID (allocations aligned to whole rows), the
+    /// block fits in one row, and one more sector would still fit. Such a block pays a whole
+    /// row of data and parity columns for less (a 4K block on `draid2:8d` takes 40K), so a
+    /// pool with a special vdev keeps it there, as OpenZFS does only once an admin sets
+    /// `special_small_blocks`.
+    fn pads_a_row(&self, psize: u64) -> bool {
+        let mut normal = self
+            .vdevs
+            .iter()
+            .filter(|v| v.class == VdevClass::Normal && self.takes_blocks(v))
+            .peekable();
+        normal.peek().is_some()
+            && normal.all(|v| {
+                let g = &v.geometry;
+                let (sector, row) = (g.sector_size(), g.allocation_align());
+                let one_row = g.allocation_size(sector);
+                row > sector
+                    && g.allocation_size(psize) == one_row
+                    && g.allocation_size(psize + sector) == one_row
+            })
     }
 
     /// Address-space size and free bytes of the writable vdevs of `class`.
@@ -1590,6 +1619,63 @@ mod tests {
         assert!(usage[1].size - usage[1].allocated < 1 << 20, "{usage:?}");
         // Full: metadata falls back to the normal class.
         assert_eq!(vdevs_of(&manager.allocate(4096, 1, meta).unwrap()), [0]);
+    }
+
+    /// A dRAID-like vdev: 4K sectors, rows of 10 sectors holding 8 of data.
+    #[derive(Debug)]
+    struct Rows;
+
+    impl VdevGeometry for Rows {
+        fn asize(&self) -> u64 {
+            640 << 20
+        }
+        fn sector_size(&self) -> u64 {
+            4096
+        }
+        fn allocation_size(&self, psize: u64) -> u64 {
+            psize.div_ceil(8 * 4096).max(1) * 10 * 4096
+        }
+        fn writable(&self) -> bool {
+            true
+        }
+        fn allocation_align(&self) -> u64 {
+            10 * 4096
+        }
+    }
+
+    /// Goal: on a dRAID pool with a special vdev, a data block smaller than a row's data
+    /// goes to the special vdev (until its metadata reserve), a block that fills its rows
+    /// stays on the dRAID; without dRAID nothing changes (`classes_choose_their_vdevs`).
+    #[test]
+    fn blocks_that_would_pad_a_draid_row_go_to_the_special_vdev() {
+        let mut manager = SpaceManager::new(vec![
+            (Arc::new(Rows) as Arc<dyn VdevGeometry>, 24),
+            (Arc::new(Sized(16 << 20)) as Arc<dyn VdevGeometry>, 24),
+        ]);
+        manager.set_class(1, VdevClass::Special);
+        manager.begin_txg(Txg(1));
+        let data = AllocClass::Normal;
+        for small in [512, 4096, 16384, 28672] {
+            assert_eq!(
+                vdevs_of(&manager.allocate(small, 1, data).unwrap()),
+                [1],
+                "{small}"
+            );
+        }
+        for whole in [32768, 65536, 131_072, 30000] {
+            assert_eq!(
+                vdevs_of(&manager.allocate(whole, 1, data).unwrap()),
+                [0],
+                "{whole}"
+            );
+        }
+        // The metadata reserve holds for steered blocks as for special_small_blocks.
+        while vdevs_of(&manager.allocate(4096, 1, data).unwrap()) == [1] {}
+        let usage = manager.usage();
+        assert!(
+            usage[1].size - usage[1].allocated >= (16 << 20) / 4,
+            "{usage:?}"
+        );
     }
 
     /// Goal: a vdev added later takes allocations, more than the half-full old one (the
