@@ -940,7 +940,9 @@ impl Engine {
                 self.post(events::pool_event(&handle.name, now, "scrub_start"));
             }
             inner.history.push(self.history_record(command, false));
-            inner.sync().map_err(fail)?;
+            inner
+                .sync()
+                .map_err(|e| fail(kept_for_resume(e, action, &handle.name)))?;
         }
         Ok(())
     }
@@ -1207,3 +1209,19 @@ impl Engine {
     }
 }
 pub mod check;
+
+/// A scrub verb whose txg suspended the pool (devices gone that nothing had noticed yet):
+/// the change stays in memory and is written by the txg `clear` commits (module `suspend`),
+/// so the error says so instead of reading as a refusal.
+fn kept_for_resume(error: EngineError, action: ScrubAction, pool: &str) -> EngineError {
+    let EngineError::Pool(tarn_pool::PoolError::Suspended(why)) = error else {
+        return error;
+    };
+    let what = match action {
+        ScrubAction::Start => "the scrub starts",
+        ScrubAction::Pause => "the scrub pauses",
+        ScrubAction::Cancel => "the scrub is cancelled",
+    };
+    let why = format!("{why}; {what} when 'tarn pool clear {pool}' resumes the pool");
+    EngineError::Pool(tarn_pool::PoolError::Suspended(why))
+}

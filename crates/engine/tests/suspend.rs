@@ -234,6 +234,38 @@ fn clear_resumes_once_the_devices_are_back() {
     assert_eq!(rig.scrub_errors(), 0);
 }
 
+/// A scrub started while devices have vanished unnoticed: its txg suspends the pool, and the
+/// error says the scrub is recorded and starts once `clear` resumes the pool, which it then
+/// does (a refusal would have changed nothing; this one is a change waiting to be written).
+#[test]
+fn a_scrub_whose_txg_suspends_says_it_starts_after_clear() {
+    let rig = Rig::new("continue");
+    rig.set_gone(true);
+    let names = ["tank".to_string()];
+    let (pool, error) = rig
+        .engine
+        .scrub(&names, ScrubAction::Start, "pool scrub tank")
+        .unwrap_err();
+    assert_eq!(pool, "tank");
+    let text = error.to_string();
+    assert!(
+        text.starts_with("pool I/O is suspended: ")
+            && text.ends_with("; the scrub starts when 'tarn pool clear tank' resumes the pool"),
+        "{text}"
+    );
+    assert_eq!(rig.engine.status("tank").unwrap().state, "SUSPENDED");
+    rig.set_gone(false);
+    rig.engine.clear("tank", None, "pool clear tank").unwrap();
+    let progress = loop {
+        let progress = rig.engine.scrub_step("tank", 1 << 20).unwrap().unwrap();
+        if progress.state != ScanState::Scanning {
+            break progress;
+        }
+    };
+    assert_eq!((progress.state, progress.errors), (ScanState::Finished, 0));
+    rig.check_data();
+}
+
 /// Under `failmode=wait` a writer blocks, without holding the pool, until `clear`.
 #[test]
 fn failmode_wait_blocks_a_writer_until_clear() {
