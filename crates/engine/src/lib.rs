@@ -97,6 +97,7 @@
 mod admission;
 mod bookmark_ops;
 mod clone_ops;
+pub mod corrective;
 mod damage;
 mod dataset_ops;
 mod datasets;
@@ -136,6 +137,7 @@ use tarn_format::BlockPtr;
 use tarn_objects::{ObjectError, ObjectSet};
 use tarn_pool::{Discovered, Pool};
 
+pub use corrective::{BlockFix, CorrectiveReport};
 pub use damage::{BlockPlacement, ChildShare};
 pub use dataset_ops::{DatasetProp, DatasetQuery, DatasetRow};
 pub use devices::OnlineOutcome;

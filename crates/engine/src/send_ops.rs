@@ -118,7 +118,7 @@ pub struct ReceiveReport {
 }
 
 /// A stream's failure as the refusal line says it.
-fn stream_error(error: tarn_send::StreamError) -> EngineError {
+pub(crate) fn stream_error(error: tarn_send::StreamError) -> EngineError {
     invalid(format!("invalid stream: {error}"))
 }
 
