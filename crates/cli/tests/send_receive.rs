@@ -677,3 +677,96 @@ fn corrective_receive_heals_a_lost_file_from_the_replica() {
     assert!(status.contains("errors: No known data errors"), "{status}");
     assert!(status.contains("with 0 errors"), "{status}");
 }
+
+fn get(rig: &Rig, property: &str, name: &str) -> String {
+    rig.ok(&format!("get -H -o value {property} {name}"))
+        .trim_end()
+        .to_string()
+}
+
+// DESCRIPTION: clones in streams. `send -i pa/src@one pa/clone@c1` (the clone's origin, a
+// snapshot of another dataset) received where `pb/src@one` exists makes `pb/clone` a clone
+// of it (found by GUID): `origin` and `clones` say so, it shares the origin's blocks (its
+// `used` is what the clone wrote), its tree is the sender's byte for byte; `-I` from the
+// origin brings the clone's later snapshots too. A pool without the origin refuses the
+// stream in one line, every device file byte-identical. `send -R` of a tree whose clone
+// sorts before its origin sends the origin first and keeps the clone a clone.
+// STRATEGY: two pools (and a third, empty, for the refusal); trees compared through FUSE
+// mounts (skipped without /dev/fuse).
+#[test]
+fn clones_are_received_as_clones_of_their_origin() {
+    if !fuse_ok("clones_are_received_as_clones_of_their_origin") {
+        return;
+    }
+    let rig = Rig::new();
+    two_pools(&rig);
+    let src = mount(&rig, "pa/src");
+    sh(
+        &src,
+        "head -c 2000000 /dev/urandom > big && echo a > small && mkdir d && echo b > d/f",
+    );
+    rig.ok("snapshot pa/src@one");
+    rig.ok("clone pa/src@one pa/clone");
+    let clone = mount(&rig, "pa/clone");
+    sh(&clone, "echo more >> small && rm d/f && echo new > d/g");
+    rig.ok("snapshot pa/clone@c1");
+    sh(&clone, "head -c 5000 /dev/urandom > later");
+    rig.ok("snapshot pa/clone@c2");
+    pipe(&rig, "send pa/src@one", "receive pb/src");
+    let stream = stream(&rig, "send -i pa/src@one pa/clone@c1");
+    let c = rig.devices("c", "disk", 1);
+    rig.ok(&format!("pool create -m none pc {}", join(&c)));
+    let err = refused_with_stream(&rig, "receive pc/clone", &stream);
+    assert!(
+        err.contains("local origin for clone 'pc/clone' does not exist"),
+        "{err}"
+    );
+    let (code, err) = receive(&rig, "receive pb/clone", &stream);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(get(&rig, "origin", "pb/clone"), "pb/src@one");
+    assert_eq!(get(&rig, "clones", "pb/src@one"), "pb/clone");
+    assert_eq!(
+        get(&rig, "guid", "pb/clone@c1"),
+        get(&rig, "guid", "pa/clone@c1")
+    );
+    let used: u64 = get(&rig, "-p used", "pb/clone").parse().unwrap();
+    assert!(
+        used < 500_000,
+        "the clone shares its origin's blocks: used {used}"
+    );
+    let copy = mount(&rig, "pb/clone");
+    let at_c1 = clone.join(".tarn/snapshot/c1");
+    assert_eq!(tree(&copy), tree(&at_c1), "byte for byte as at c1");
+    pipe(&rig, "send -I pa/src@one pa/clone@c2", "receive pb/clone2");
+    assert_eq!(get(&rig, "origin", "pb/clone2"), "pb/src@one");
+    assert_eq!(
+        rig.ok("list -H -o name -t snapshot pb/clone2"),
+        "pb/clone2@c1\npb/clone2@c2\n"
+    );
+    assert_eq!(tree(&mount(&rig, "pb/clone2")), tree(&clone));
+    replicated_tree_keeps_its_clone(&rig);
+}
+
+/// `send -R` of `pa/tree`, whose `a-clone` (listed first) is a clone of `z-base@o`.
+fn replicated_tree_keeps_its_clone(rig: &Rig) {
+    rig.ok("create pa/tree");
+    rig.ok("create pa/tree/z-base");
+    let base = mount(rig, "pa/tree/z-base");
+    sh(&base, "head -c 1000000 /dev/urandom > data && echo x > x");
+    rig.ok("snapshot pa/tree/z-base@o");
+    rig.ok("clone pa/tree/z-base@o pa/tree/a-clone");
+    sh(&mount(rig, "pa/tree/a-clone"), "echo y > x && echo z > z");
+    sh(&base, "echo w > x");
+    rig.ok("snapshot -r pa/tree@r");
+    pipe(rig, "send -R pa/tree@r", "receive pb/tree");
+    assert_eq!(get(rig, "origin", "pb/tree/a-clone"), "pb/tree/z-base@o");
+    assert_eq!(get(rig, "clones", "pb/tree/z-base@o"), "pb/tree/a-clone");
+    assert_eq!(get(rig, "origin", "pb/tree/z-base"), "-");
+    for dataset in ["tree/a-clone", "tree/z-base"] {
+        let (sent, received) = (
+            mount(rig, &format!("pa/{dataset}")),
+            mount(rig, &format!("pb/{dataset}")),
+        );
+        assert_eq!(tree(&sent), tree(&received), "{dataset}");
+    }
+}

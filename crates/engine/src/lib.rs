@@ -97,6 +97,7 @@
 mod admission;
 mod bookmark_ops;
 mod clone_ops;
+mod clone_stream;
 pub mod corrective;
 mod damage;
 mod dataset_ops;
