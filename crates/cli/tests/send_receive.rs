@@ -690,7 +690,8 @@ fn get(rig: &Rig, property: &str, name: &str) -> String {
 // `used` is what the clone wrote), its tree is the sender's byte for byte; `-I` from the
 // origin brings the clone's later snapshots too. A pool without the origin refuses the
 // stream in one line, every device file byte-identical. `send -R` of a tree whose clone
-// sorts before its origin sends the origin first and keeps the clone a clone.
+// sorts before its origin sends the origin first and keeps the clone a clone, and a clone
+// made since then goes from its origin in `send -R -I`.
 // STRATEGY: two pools (and a third, empty, for the refusal); trees compared through FUSE
 // mounts (skipped without /dev/fuse).
 #[test]
@@ -778,4 +779,12 @@ fn replicated_tree_keeps_its_clone(rig: &Rig) {
         );
         assert_eq!(tree(&sent), tree(&received), "{dataset}");
     }
+    // A clone made since @r goes from its origin in `-R -I @r`.
+    rig.ok("clone pa/tree/z-base@r pa/tree/b-clone");
+    sh(&mount(rig, "pa/tree/b-clone"), "echo v > v");
+    rig.ok("snapshot -r pa/tree@s");
+    pipe(rig, "send -R -I @r pa/tree@s", "receive pb/tree");
+    assert_eq!(get(rig, "origin", "pb/tree/b-clone"), "pb/tree/z-base@r");
+    let (sent, received) = (mount(rig, "pa/tree/b-clone"), mount(rig, "pb/tree/b-clone"));
+    assert_eq!(tree(&sent), tree(&received), "tree/b-clone");
 }

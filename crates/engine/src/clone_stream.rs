@@ -12,8 +12,11 @@
 //! `PARENT/%LEAF` that END publishes, as a full receive does with its hidden dataset, so a
 //! refusal or a cut stream leaves nothing (or, under `-s`, the partial clone to resume).
 //!
-//! Not here: a clone whose origin is not sent in the same `-R` stream (it goes as a full
-//! stream, as before); promote across the wire.
+//! In `send -R -i|-I FROM`, a clone made since FROM (it lacks that snapshot) goes from its
+//! origin, which the receiver has from an earlier stream or this one.
+//!
+//! Not here: in a full `send -R`, a clone whose origin is not sent in the same stream (it
+//! goes as a full stream, as before); promote across the wire.
 
 use std::collections::BTreeSet;
 
@@ -23,8 +26,11 @@ use tarn_send::Begin;
 
 use crate::dataset_ops::invalid;
 use crate::datasets::Node;
-use crate::send_ops::{Destination, hidden_name};
+use crate::send_ops::{Destination, SendSpec, hidden_name};
 use crate::{DatasetId, Engine, EngineError, Imported};
+
+/// (source, snapshot) pairs of substreams, oldest first.
+pub(crate) type Pairs = Vec<(Option<Snapshot>, Snapshot)>;
 
 /// The origin snapshot of the clone `node` (`None`: not a clone).
 pub(crate) fn origin_of(inner: &Imported, node: &Node) -> Option<(String, Snapshot)> {
@@ -51,7 +57,7 @@ pub(crate) fn origin_pairs(
     from: &str,
     to_index: usize,
     intermediates: bool,
-) -> Result<Vec<(Option<Snapshot>, Snapshot)>, EngineError> {
+) -> Result<Pairs, EngineError> {
     let origin =
         origin_of(inner, node).filter(|(dataset, snap)| from == format!("{dataset}@{}", snap.name));
     let Some((_, origin)) = origin else {
@@ -66,6 +72,29 @@ pub(crate) fn origin_pairs(
     let mut pairs = vec![(Some(origin), snaps[0].clone())];
     pairs.extend((0..to_index).map(|i| (Some(snaps[i].clone()), snaps[i + 1].clone())));
     Ok(pairs)
+}
+
+/// In a `send -R -i|-I FROM`: for the clone `node` made since FROM (it lacks that
+/// snapshot), every pair from its origin up to its snapshot `to_index` (a clone stream,
+/// then its own snapshots); `None` for any other dataset, which goes from FROM as usual.
+pub(crate) fn new_clone_pairs(
+    inner: &Imported,
+    node: &Node,
+    spec: &SendSpec,
+    to_index: usize,
+) -> Result<Option<Pairs>, EngineError> {
+    let Some(from) = spec.from.as_deref().filter(|from| !from.contains('#')) else {
+        return Ok(None);
+    };
+    let from_snap = from.rsplit('@').next().unwrap_or(from);
+    if node.snapshot(from_snap).is_some() {
+        return Ok(None);
+    }
+    let Some((dataset, origin)) = origin_of(inner, node) else {
+        return Ok(None);
+    };
+    let origin = format!("{dataset}@{}", origin.name);
+    origin_pairs(inner, node, &origin, to_index, true).map(Some)
 }
 
 /// The datasets of a `send -R` of `root`'s subtree that have snapshot `snap`, in the order

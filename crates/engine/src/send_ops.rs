@@ -314,6 +314,11 @@ fn send_plan(
                 continue;
             }
             each.from = Some(oldest.name.clone());
+        } else if let Some(pairs) =
+            crate::clone_stream::new_clone_pairs(inner, node, spec, to_index)?
+        {
+            plan.extend(pairs.into_iter().map(|(from, to)| (name.clone(), from, to)));
+            continue;
         }
         for (from, to) in send_pairs(inner, &each)? {
             plan.push((name.clone(), from, to));
