@@ -27,7 +27,8 @@
 //!
 //! Replication (`send -R`): one substream per dataset and snapshot, parents first, with the
 //! dataset's local properties; the receiver names each dataset by its path below the
-//! stream's first one.
+//! stream's first one. Clones go after their origins as clone streams, and a clone stream
+//! received makes a clone (`clone_stream`); `receive -c` is `corrective`.
 
 use std::io::{Read, Write};
 
