@@ -421,7 +421,14 @@ pub(crate) enum Command {
         /// Do not take this property from the stream (repeatable).
         #[arg(short = 'x', value_name = "PROPERTY")]
         exclude: Vec<String>,
-        /// Destination dataset (or DATASET@SNAPSHOT).
+        /// Corrective receive: heal damaged blocks of the existing snapshot named from a
+        /// stream of that same snapshot.
+        #[arg(short = 'c', conflicts_with_all = [
+            "force", "unmounted", "resumable", "abort", "dry_run", "discard_first", "last",
+            "set", "exclude",
+        ])]
+        corrective: bool,
+        /// Destination dataset (or DATASET@SNAPSHOT; with -c the snapshot to heal).
         target: String,
     },
     /// Roll a dataset back to a snapshot (with -r destroying later snapshots).

@@ -237,6 +237,7 @@ fn plan_receive(command: Command) -> Plan {
             last,
             set,
             exclude,
+            corrective,
             target,
             ..
         } => Plan {
@@ -256,6 +257,7 @@ fn plan_receive(command: Command) -> Plan {
                 append: (discard_first || last).then_some(discard_first),
                 set,
                 exclude,
+                corrective,
             },
         },
         _ => unreachable!("plan_receive is called only for receive"),

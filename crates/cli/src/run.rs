@@ -878,6 +878,23 @@ fn stream_text(payload: &ReplyPayload, parsable: bool, dry_run: bool) -> String 
             }
             out.push_str(&format!("{verb} {} stream\n", size(*bytes)));
         }
+        ReplyPayload::Corrected {
+            snapshot,
+            checked,
+            healed,
+            bytes,
+            ..
+        } => {
+            for place in healed {
+                out.push_str(&format!("healed {snapshot} {place}\n"));
+            }
+            out.push_str(&format!(
+                "corrective receive of {snapshot}: {checked} blocks checked, {} healed, {} \
+                 stream\n",
+                healed.len(),
+                size(*bytes)
+            ));
+        }
         _ => {}
     }
     out
@@ -926,6 +943,12 @@ pub(crate) fn finish(
         }
         return outcome;
     }
+    if let ReplyPayload::Corrected { unhealed, .. } = &payload
+        && !json
+        && !unhealed.is_empty()
+    {
+        return not_healed(plan, &payload, unhealed);
+    }
     if let Some(options) = json_options {
         // Notices (a dataset not mounted) are part of the JSON and still exit 1.
         let code = i32::from(match &payload {
@@ -947,6 +970,22 @@ pub(crate) fn finish(
             "unexpected reply from the daemon (is it another version?)",
         )),
     }
+}
+
+/// `receive -c` healed what it could, but the stream did not heal every damaged block: what
+/// was healed (`-v`) on stdout, one refusal line naming the rest, exit 1.
+fn not_healed(plan: &Plan, payload: &ReplyPayload, unhealed: &[String]) -> Outcome {
+    let mut outcome = show(&plan.view, payload).unwrap_or_else(|| Outcome::ok(String::new()));
+    let plural = if unhealed.len() == 1 { "" } else { "s" };
+    let why = format!(
+        "{} damaged block{plural} not healed: {}",
+        unhealed.len(),
+        unhealed.join("; ")
+    );
+    let line = render::error_line(plan.verb, plan.object.as_deref(), &why);
+    outcome.stderr = format!("{line}\n");
+    outcome.code = 1;
+    outcome
 }
 
 /// The command did its work but a dataset could not be mounted: ZFS prints why on stderr,
@@ -1045,7 +1084,9 @@ fn show_more(view: &View, payload: &ReplyPayload) -> Option<String> {
                 parsable,
                 dry_run,
             },
-            ReplyPayload::Sent { .. } | ReplyPayload::Received { .. },
+            ReplyPayload::Sent { .. }
+            | ReplyPayload::Received { .. }
+            | ReplyPayload::Corrected { .. },
         ) => match verbose {
             true => stream_text(payload, *parsable, *dry_run),
             false => String::new(),

@@ -1627,6 +1627,45 @@ impl EngineBackend {
     }
 }
 
+impl EngineBackend {
+    /// `tarn receive -c SNAP`: heals the snapshot's damaged blocks from the stream in
+    /// `file`. Nothing is unmounted: no dataset changes.
+    fn receive_corrective(
+        &self,
+        snapshot: &str,
+        file: std::fs::File,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Response {
+        let mut input = std::io::BufReader::with_capacity(1 << 20, file);
+        let mut report = |done| {
+            progress(Progress {
+                operation: "receive".into(),
+                done,
+                total: 0,
+            });
+        };
+        let place =
+            |fix: &tarn_engine::BlockFix| format!("object {} offset {}", fix.object, fix.offset);
+        match self
+            .engine
+            .receive_corrective(snapshot, &mut input, &mut report)
+        {
+            Ok(done) => ok(ReplyPayload::Corrected {
+                snapshot: done.snapshot,
+                checked: done.checked,
+                healed: done.healed.iter().map(place).collect(),
+                unhealed: done
+                    .unhealed
+                    .iter()
+                    .map(|fix| format!("{}: {}", place(fix), fix.why))
+                    .collect(),
+                bytes: done.bytes,
+            }),
+            Err(error) => error_reply(&error),
+        }
+    }
+}
+
 impl Handler for EngineBackend {
     fn handle_with_progress(
         &self,
@@ -1673,6 +1712,7 @@ impl Handler for EngineBackend {
                 append,
                 set,
                 exclude,
+                corrective: false,
             } => {
                 let spec = tarn_engine::ReceiveSpec {
                     target: target.clone(),
@@ -1685,6 +1725,11 @@ impl Handler for EngineBackend {
                 };
                 self.receive(&spec, *unmounted || *dry_run, file, progress)
             }
+            Request::Receive {
+                target,
+                corrective: true,
+                ..
+            } => self.receive_corrective(target, file, progress),
             other => Response::error(format!("'{}' carries no stream", other.verb())),
         }
     }

@@ -62,6 +62,7 @@
 
 pub mod bookmark;
 pub mod clone;
+pub mod corrective;
 pub mod deadlist;
 pub mod name;
 pub mod node;

@@ -128,7 +128,7 @@ impl Engine {
     }
 
     /// Adds the clone `name` of `origin` under `parent` (its properties validated).
-    fn clone_one(
+    pub(crate) fn clone_one(
         &self,
         inner: &mut Imported,
         parent: DatasetId,

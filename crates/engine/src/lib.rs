@@ -109,6 +109,8 @@ mod admission;
 mod bookmark_ops;
 pub mod checksum_ops;
 mod clone_ops;
+mod clone_stream;
+pub mod corrective;
 mod damage;
 mod dataset_ops;
 mod datasets;
@@ -149,6 +151,7 @@ use tarn_objects::{ObjectError, ObjectSet};
 use tarn_pool::{Discovered, Pool};
 
 pub use checksum_ops::FileChecksum;
+pub use corrective::{BlockFix, CorrectiveReport};
 pub use damage::{BlockPlacement, ChildShare};
 pub use dataset_ops::{DatasetProp, DatasetQuery, DatasetRow};
 pub use devices::OnlineOutcome;

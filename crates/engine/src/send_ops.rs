@@ -27,7 +27,8 @@
 //!
 //! Replication (`send -R`): one substream per dataset and snapshot, parents first, with the
 //! dataset's local properties; the receiver names each dataset by its path below the
-//! stream's first one.
+//! stream's first one. Clones go after their origins as clone streams, and a clone stream
+//! received makes a clone (`clone_stream`); `receive -c` is `corrective`.
 
 use std::io::{Read, Write};
 
@@ -118,7 +119,7 @@ pub struct ReceiveReport {
 }
 
 /// A stream's failure as the refusal line says it.
-fn stream_error(error: tarn_send::StreamError) -> EngineError {
+pub(crate) fn stream_error(error: tarn_send::StreamError) -> EngineError {
     invalid(format!("invalid stream: {error}"))
 }
 
@@ -136,12 +137,26 @@ impl Engine {
         }
         let (root, snap) = snapshot::split_name(&spec.snapshot)?;
         let handle = self.pool(pool_of(root))?;
-        let plan = send_plan(&handle.lock(), spec, root, snap)?;
+        let (plan, clones) = {
+            let inner = handle.lock();
+            let plan = send_plan(&inner, spec, root, snap)?;
+            let clones: Vec<bool> = plan
+                .iter()
+                .map(|(dataset, from, _)| {
+                    let node = inner
+                        .datasets
+                        .by_name(dataset)
+                        .map(|id| inner.datasets.node(id));
+                    node.is_some_and(|n| crate::clone_stream::is_origin(n, from.as_ref()))
+                })
+                .collect();
+            (plan, clones)
+        };
         let mut report = SendReport::default();
         let mut sink = std::io::sink();
         let out: &mut dyn Write = if spec.dry_run { &mut sink } else { out };
         let mut writer = StreamWriter::new(out);
-        for (dataset, from, to) in plan {
+        for ((dataset, from, to), clone) in plan.into_iter().zip(clones) {
             let dataset = dataset.as_str();
             let names = (
                 from.as_ref()
@@ -153,6 +168,7 @@ impl Engine {
                 to: &to,
                 names: &names,
                 resume: None,
+                clone,
                 spec,
             };
             let before = writer.bytes();
@@ -187,6 +203,10 @@ impl Engine {
                     .find(|s| s.header.guid.0 == guid)
                     .cloned()
                     .or_else(|| crate::bookmark_ops::source_by_guid(node, guid))
+                    .or_else(|| {
+                        let origin = crate::clone_stream::origin_of(&inner, node);
+                        origin.map(|(_, s)| s).filter(|s| s.header.guid.0 == guid)
+                    })
             };
             let to = by_guid(token.to_guid).filter(|s| s.name == snap);
             let to = to.ok_or_else(|| {
@@ -212,6 +232,7 @@ impl Engine {
             to: &to,
             names: &names,
             resume: Some((token.object, token.offset)),
+            clone: token.features & tarn_send::FEATURE_CLONE != 0,
             spec: &SendSpec {
                 large_blocks: token.features & tarn_send::FEATURE_LARGE_BLOCKS != 0,
                 compressed: token.features & tarn_send::FEATURE_COMPRESSED != 0,
@@ -236,6 +257,8 @@ struct Start<'a> {
     to: &'a Snapshot,
     names: &'a (String, String),
     resume: Option<(u64, u64)>,
+    /// The source is the dataset's origin (a clone stream, FEATURE_CLONE).
+    clone: bool,
     spec: &'a SendSpec,
 }
 
@@ -248,6 +271,7 @@ impl Start<'_> {
             | flag(self.spec.compressed, tarn_send::FEATURE_COMPRESSED)
             | flag(self.spec.large_blocks, tarn_send::FEATURE_LARGE_BLOCKS)
             | flag(self.spec.embedded, tarn_send::FEATURE_EMBEDDED)
+            | flag(self.clone, tarn_send::FEATURE_CLONE)
     }
 }
 
@@ -269,7 +293,8 @@ fn send_plan(
     }
     let id = inner.datasets.lookup(root)?;
     let mut plan = Vec::new();
-    for (at, _) in inner.datasets.subtree(id) {
+    let members = crate::clone_stream::replication_order(inner, id, snap);
+    for &at in &members {
         let node = inner.datasets.node(at);
         let Some((to_index, _)) = node.snapshot(snap) else {
             continue;
@@ -282,11 +307,19 @@ fn send_plan(
         };
         if spec.from.is_none() {
             let oldest = &node.snapshots[0];
-            plan.push((name.clone(), None, oldest.clone()));
+            // A clone whose origin is sent too goes as a clone of it (module doc of
+            // `clone_stream`), after it: `replication_order`.
+            let origin = crate::clone_stream::sent_origin(inner, node, &members, snap);
+            plan.push((name.clone(), origin, oldest.clone()));
             if to_index == 0 {
                 continue;
             }
             each.from = Some(oldest.name.clone());
+        } else if let Some(pairs) =
+            crate::clone_stream::new_clone_pairs(inner, node, spec, to_index)?
+        {
+            plan.extend(pairs.into_iter().map(|(from, to)| (name.clone(), from, to)));
+            continue;
         }
         for (from, to) in send_pairs(inner, &each)? {
             plan.push((name.clone(), from, to));
@@ -323,7 +356,15 @@ fn send_pairs(
     }
     let from_name = match from.split_once('@') {
         Some((ds, name)) if ds.is_empty() || ds == dataset => name,
-        Some(_) => return Err(invalid("incremental source must be in same filesystem")),
+        Some(_) => {
+            return crate::clone_stream::origin_pairs(
+                inner,
+                node,
+                from,
+                to_index,
+                spec.intermediates,
+            );
+        }
         None => from.as_str(),
     };
     let (from_index, _) = node
@@ -472,8 +513,10 @@ fn check_still_there(
             .iter()
             .any(|n| n.header.guid == s.header.guid)
     };
-    // A bookmark source holds no blocks: its going away changes nothing read here.
+    // A bookmark source holds no blocks: its going away changes nothing read here. A
+    // clone's origin cannot go while the clone exists.
     let from = from.filter(|f| !f.header.objset.is_hole());
+    let from = from.filter(|f| !crate::clone_stream::is_origin(node, Some(f)));
     if !there(to) || from.is_some_and(|f| !there(f)) {
         return Err(invalid(
             "a snapshot of the stream was destroyed during the send",
@@ -483,7 +526,7 @@ fn check_still_there(
 }
 
 /// Where a receive writes.
-enum Destination {
+pub(crate) enum Destination {
     /// A full stream: the hidden dataset, its parent, and the name it will take.
     New {
         id: DatasetId,
@@ -638,6 +681,9 @@ impl Engine {
                 name: target.to_string(),
             });
         }
+        if existing.is_none() && begin.features & tarn_send::FEATURE_CLONE != 0 {
+            return self.receive_clone_prepare(inner, begin, target, kind);
+        }
         let id =
             existing.ok_or_else(|| invalid(format!("destination '{target}' does not exist")))?;
         let have = inner.datasets.node(id).objset.kind();
@@ -754,7 +800,7 @@ impl Engine {
 }
 
 /// The hidden dataset a full receive into `target` writes (`PARENT/%LEAF`).
-fn hidden_name(target: &str) -> String {
+pub(crate) fn hidden_name(target: &str) -> String {
     match target.rsplit_once('/') {
         Some((parent, leaf)) => format!("{parent}/%{leaf}"),
         None => format!("{target}/%"),
@@ -782,8 +828,12 @@ fn resumed_destination(
     begin: &Begin,
     target: &str,
 ) -> Result<Destination, EngineError> {
+    // A clone stream's partial receive is a hidden clone, as a full one's is a hidden dataset.
+    let hidden = inner.datasets.by_name(&hidden_name(target));
+    let clone = begin.features & tarn_send::FEATURE_CLONE != 0 && hidden.is_some();
     let (id, new) = match begin.from_guid {
-        0 => (inner.datasets.by_name(&hidden_name(target)), true),
+        0 => (hidden, true),
+        _ if clone => (hidden, true),
         _ => (inner.datasets.by_name(target), false),
     };
     let node = id.map(|id| (id, inner.datasets.node(id)));

@@ -583,6 +583,10 @@ pub enum Request {
         /// `-x prop`.
         #[serde(default)]
         exclude: Vec<String>,
+        /// `-c`: heal the damaged blocks of the existing snapshot `target` from the stream
+        /// (corrective receive); nothing else is received.
+        #[serde(default)]
+        corrective: bool,
     },
     /// `tarn receive -A DS`: discard a partial receive saved by `receive -s`.
     ReceiveAbort {

@@ -100,6 +100,19 @@ pub enum ReplyPayload {
         /// Stream bytes read.
         bytes: u64,
     },
+    /// `receive -c`: what a corrective receive checked and healed.
+    Corrected {
+        /// The snapshot (full name).
+        snapshot: String,
+        /// Blocks of the snapshot the stream's records were checked against.
+        checked: u64,
+        /// Blocks healed from the stream (`object O offset X`).
+        healed: Vec<String>,
+        /// Damaged blocks the stream did not heal, each with why.
+        unhealed: Vec<String>,
+        /// Stream bytes read.
+        bytes: u64,
+    },
     /// Answer to `Ping`.
     Pong(PongInfo),
     /// `pool create -n`: the layout that would be created.

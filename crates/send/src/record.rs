@@ -20,13 +20,18 @@ pub const FEATURE_PROPERTIES: u64 = 1 << 3;
 pub const FEATURE_RESUMING: u64 = 1 << 4;
 /// Feature bit: the substream is one dataset of a replication stream (`send -R`).
 pub const FEATURE_REPLICATED: u64 = 1 << 5;
+/// Feature bit: the substream's source snapshot is the origin of the dataset sent (`send -i
+/// ORIGIN CLONE@SNAP`, and a clone in `send -R`): a receiver without the destination makes
+/// it a clone of its snapshot of that GUID.
+pub const FEATURE_CLONE: u64 = 1 << 6;
 /// Every feature bit this build knows.
 pub const FEATURES_KNOWN: u64 = FEATURE_COMPRESSED
     | FEATURE_LARGE_BLOCKS
     | FEATURE_EMBEDDED
     | FEATURE_PROPERTIES
     | FEATURE_RESUMING
-    | FEATURE_REPLICATED;
+    | FEATURE_REPLICATED
+    | FEATURE_CLONE;
 
 /// Longest dataset or snapshot name in a record.
 pub const NAME_MAX: usize = 1024;

@@ -36,8 +36,9 @@
 //!          full pools (--fill): writes of several times what the pool holds; writers get
 //!            ENOSPC, the pool never suspends, deletes and punches give the space back
 //!
-//!          snapshots (sim/snapshots.rs, --snapshots): take (-r), destroy, roll back (-r),
-//!            clone, promote; the snapshot list, every clone's files and every root
+//!          snapshots (sim/snapshots.rs, --snapshots): take (-r), destroy (-R with clones),
+//!            roll back (-r), clone (nested: of a clone's snapshot), promote, destroy -R
+//!            of datasets; the snapshot list, every clone's files and every root
 //!            snapshot's objects checked against the model, dead lists, sharing and space
 //!            by check::verify_pool
 //!

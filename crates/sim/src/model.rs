@@ -196,6 +196,82 @@ impl Model {
         self.origins.insert(dataset, (name.to_string(), snap));
     }
 
+    /// What `destroy -R name` would destroy ([`Model::destroy_dependents`]), or `None` when
+    /// the engine refuses it: the set takes the root dataset, or holds a cycle (a promoted
+    /// clone inside its old origin: the origin must go before it, as its parent after it).
+    pub(crate) fn dependents(&self, name: &str) -> Option<Vec<String>> {
+        let gone = self.clone().destroy_dependents(name);
+        if gone.iter().any(String::is_empty) {
+            return None;
+        }
+        let inside = |d: &str| {
+            gone.iter()
+                .any(|g| d == g || d.starts_with(&format!("{g}/")))
+        };
+        let mut left: Vec<&String> = self.datasets.iter().filter(|d| inside(d)).collect();
+        let parent = |d: &str| d.rsplit_once('/').map_or("", |(p, _)| p).to_string();
+        let blocks = |o: &str, d: &str| {
+            parent(o) == d || self.origins.get(o).is_some_and(|(origin, _)| origin == d)
+        };
+        while !left.is_empty() {
+            let free = left
+                .iter()
+                .position(|d| !left.iter().any(|o| blocks(o, d)))?;
+            left.remove(free);
+        }
+        Some(gone)
+    }
+
+    /// `destroy -R name`: `name`, its descendants and, over and over, every clone of a
+    /// snapshot among them with its own descendants (their snapshots go with them).
+    /// Returns the datasets destroyed.
+    pub(crate) fn destroy_dependents(&mut self, name: &str) -> Vec<String> {
+        let mut gone: Vec<String> = vec![name.to_string()];
+        let inside = |gone: &[String], d: &str| {
+            gone.iter()
+                .any(|g| d == g || d.starts_with(&format!("{g}/")))
+        };
+        loop {
+            let more: Vec<String> = self
+                .origins
+                .iter()
+                .filter(|(clone, (origin, _))| inside(&gone, origin) && !inside(&gone, clone))
+                .map(|(clone, _)| clone.clone())
+                .collect();
+            if more.is_empty() {
+                break;
+            }
+            gone.extend(more);
+        }
+        for dataset in &gone {
+            self.destroy_dataset(dataset);
+        }
+        gone
+    }
+
+    /// Whether the engine refuses `destroy -R dataset@snap` ([`Model::dependents`] of one of
+    /// its clones is refused).
+    pub(crate) fn snapshot_dependents_refused(&self, dataset: &str, snap: &str) -> bool {
+        self.origins
+            .iter()
+            .filter(|(_, (d, s))| d == dataset && s == snap)
+            .any(|(clone, _)| self.dependents(clone).is_none())
+    }
+
+    /// `destroy -R dataset@snap`: the snapshot and every clone of it, with their dependents.
+    pub(crate) fn destroy_snapshot_dependents(&mut self, dataset: &str, snap: &str) {
+        let clones: Vec<String> = self
+            .origins
+            .iter()
+            .filter(|(_, (d, s))| d == dataset && s == snap)
+            .map(|(clone, _)| clone.clone())
+            .collect();
+        for clone in clones {
+            self.destroy_dependents(&clone);
+        }
+        self.destroy_snapshot(dataset, snap);
+    }
+
     /// Removes `name` and its descendants (with their snapshots).
     pub(crate) fn destroy_dataset(&mut self, name: &str) {
         let prefix = format!("{name}/");
@@ -320,5 +396,32 @@ mod tests {
         model.forget(ObjectId(1), 11, 1);
         assert_eq!(model.compare(ObjectId(1), 8, &[0, 0, 7, 8]), None);
         assert_ne!(model.digest(), snapshot.digest());
+    }
+
+    /// `destroy -R` takes a dataset's descendants, the clones of its snapshots, the clones
+    /// of theirs, and their descendants; nothing else. Of a snapshot, only its clones'.
+    #[test]
+    fn destroy_dependents_takes_clones_of_clones_and_nothing_else() {
+        let mut model = Model::default();
+        for name in ["d1", "d1/x", "d2"] {
+            model.create_dataset(name);
+        }
+        model.snapshot("d1", "s1", true);
+        model.snapshot("d2", "s1", false);
+        model.clone_snapshot("d1/x", "s1", "c1");
+        model.snapshot("c1", "s2", false);
+        model.clone_snapshot("c1", "s2", "c2");
+        model.create_dataset("c2/kid");
+        model.clone_snapshot("d2", "s1", "c3");
+        let mut snap = model.clone();
+        snap.destroy_snapshot_dependents("c1", "s2");
+        let left: Vec<&String> = snap.datasets.iter().collect();
+        assert_eq!(left, ["c1", "c3", "d1", "d1/x", "d2"]);
+        assert!(snap.snapshots["c1"].is_empty());
+        let gone = model.destroy_dependents("d1");
+        assert_eq!(gone, ["d1", "c1", "c2"]);
+        let left: Vec<&String> = model.datasets.iter().collect();
+        assert_eq!(left, ["c3", "d2"]);
+        assert_eq!(model.origins.keys().collect::<Vec<_>>(), ["c3"]);
     }
 }

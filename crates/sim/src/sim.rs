@@ -720,12 +720,24 @@ impl Sim {
             }
             2 => {
                 let name = pick(&mut self.rng);
-                if model.destroy_blocked(&name) {
-                    return Ok(Flow::Continue);
+                // A clone of one of its snapshots outside it needs -R (which takes the
+                // clones, theirs, and their descendants); -R is drawn sometimes anyway.
+                // (Runs without snapshots have no clones and draw nothing more here.)
+                let snapshots = self.cfg.weights.snapshot > 0;
+                if model.destroy_blocked(&name) || (snapshots && self.rng.chance(1, 4)) {
+                    if model.dependents(&name).is_none() {
+                        return Ok(Flow::Continue);
+                    }
+                    model.destroy_dependents(&name);
+                    let result =
+                        self.engine
+                            .destroy_dataset_with(&full(&name), true, true, "destroy -R");
+                    (format!("destroy -R dataset {name}"), result)
+                } else {
+                    model.destroy_dataset(&name);
+                    let result = self.engine.destroy_dataset(&full(&name), true, "destroy");
+                    (format!("destroy dataset {name}"), result)
                 }
-                model.destroy_dataset(&name);
-                let result = self.engine.destroy_dataset(&full(&name), true, "destroy");
-                (format!("destroy dataset {name}"), result)
             }
             _ => {
                 let old = pick(&mut self.rng);

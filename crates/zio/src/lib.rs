@@ -19,6 +19,8 @@
 //!  scrub:  bp ─► for EVERY DVA: TopVdev::scrub (every mirror side, every raidz column
 //!             including parity, repaired in place) ─► copies that failed entirely are
 //!             rewritten from one that verified ─► ScrubOutcome
+//!  heal:   bp + bytes from a replica (`receive -c`) ─► scrub; a copy verified? done
+//!             ─► else the bytes verify against bp? ─► write them at every DVA ─► read back
 //! ```
 //! The vdev layer does the per-copy work (mirror sides, raidz reconstruction by checksum);
 //! this layer only chooses between copies (DVAs).
@@ -33,6 +35,8 @@
 //! - I6: a block served by a cache device ([`tarn_vdev::L2Cache`]) passed the same verify
 //!   as one read from the pool; a cache device holds only copies of verified bytes, fed
 //!   only when the reader says its `secondarycache` admits the block (`read_block_l2`).
+//! - I7: bytes from outside the pool ([`Pipeline::heal_block`]) are written only when they
+//!   hash to the block pointer's checksum, and only over a block no copy of which verifies.
 //! - I4: a block read was born no later than the txg the caller is in (temporal incursion
 //!   check, as ztest does): checked by callers that know the txg via [`BlockStore::txg`].
 //!
@@ -648,6 +652,68 @@ impl Pipeline {
             }
         }
     }
+}
+
+impl Pipeline {
+    /// Corrective write of one block (`tarn receive -c`): `stored` is what a replica says
+    /// the block's physical bytes are (at most `psize` of them; the rest reads as zeros).
+    /// Every copy is scrubbed first ([`Pipeline::scrub_block`]: damage within a copy's
+    /// parity or covered by another copy is repaired from the pool itself, I5); only when no
+    /// copy verifies are `stored`'s bytes checked against the block pointer's checksum and,
+    /// if they match, written over every copy at its own DVA (as self-heal does), then read
+    /// back through the verifying read. Bytes that do not match are never written.
+    pub fn heal_block(&self, bp: &BlockPtr, stored: &[u8]) -> HealOutcome {
+        if bp.is_hole() || self.scan_block(bp, false).is_ok() {
+            return HealOutcome::Intact;
+        }
+        let psize = bp.psize as usize;
+        if stored.len() > psize {
+            return HealOutcome::Mismatch;
+        }
+        let mut buffer = vec![0u8; (psize as u64).next_multiple_of(self.sector_size) as usize];
+        buffer[..stored.len()].copy_from_slice(stored);
+        if !verifies(bp, &buffer) {
+            return HealOutcome::Mismatch;
+        }
+        let mut written = 0u64;
+        for dva in bp.copies() {
+            let result = self.vdev(dva).map_err(|e| e.to_string()).and_then(|vdev| {
+                vdev.write(dva.offset, &buffer)
+                    .map_err(|e| format!("{}: {e}", dva_name(dva)))
+            });
+            match result {
+                Ok(_) => written += buffer.len() as u64,
+                Err(why) => return HealOutcome::Unwritten(why),
+            }
+        }
+        // What was written must now read back as the block, through the same verify as
+        // any read (I1); a device that dropped the write shows here, not at the next scrub.
+        match self.read_physical_l2(bp, false) {
+            Ok(data) => {
+                assert!(
+                    data.len() == psize,
+                    "I1: a verified read returns psize bytes"
+                );
+                HealOutcome::Healed(written)
+            }
+            Err(e) => HealOutcome::Unwritten(e.to_string()),
+        }
+    }
+}
+
+/// What a corrective write of one block found and did ([`Pipeline::heal_block`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HealOutcome {
+    /// A copy verified (the scrub repaired the others from it): nothing from outside was
+    /// written.
+    Intact,
+    /// No copy verified; the given bytes did and now hold every copy (bytes written).
+    Healed(u64),
+    /// No copy verified and the given bytes do not hash to the block pointer's checksum:
+    /// nothing was written.
+    Mismatch,
+    /// The given bytes verified, but a copy could not be written or did not read back.
+    Unwritten(String),
 }
 
 /// What a scrub of one block found and did ([`Pipeline::scrub_block`]).

@@ -261,3 +261,38 @@ fn rotten_padding_is_blamed_on_its_own_device() {
     assert_eq!(pipeline.scrub_block(&bp).unwrap(), ScrubOutcome::default());
     assert_eq!(pipeline.read_block(&bp).unwrap(), data);
 }
+
+/// Goal: a corrective write (`receive -c`) heals a block lost beyond its copies from outside
+/// bytes that verify, writes nothing for bytes that do not, and leaves a readable block
+/// alone. Method: two copies both rotted; wrong bytes first (nothing written), then the
+/// right ones (healed at the same DVAs, a scrub clean), then again (intact).
+#[test]
+fn heal_block_writes_only_bytes_that_verify() {
+    let rig = rig(&[(Layout::Disk, 1), (Layout::Disk, 1)]);
+    let (bp, data) = write(&rig, 2);
+    rot_copy(&rig, &bp.dvas[0], 0);
+    rot_copy(&rig, &bp.dvas[1], 0);
+    assert!(rig.pipeline.read_block(&bp).is_err());
+    let before: Vec<Vec<u8>> = rig.devices.iter().map(|d| d[0].image()).collect();
+    let mut wrong = data.clone();
+    wrong[100] ^= 1;
+    assert_eq!(rig.pipeline.heal_block(&bp, &wrong), HealOutcome::Mismatch);
+    let too_long = [data.as_slice(), &[0u8; 512]].concat();
+    assert_eq!(
+        rig.pipeline.heal_block(&bp, &too_long),
+        HealOutcome::Mismatch
+    );
+    let after: Vec<Vec<u8>> = rig.devices.iter().map(|d| d[0].image()).collect();
+    assert!(
+        before == after,
+        "bytes that do not verify are never written"
+    );
+    let outcome = rig.pipeline.heal_block(&bp, &data);
+    assert_eq!(outcome, HealOutcome::Healed(2 * 8192));
+    assert_eq!(rig.pipeline.read_block(&bp).unwrap(), data);
+    assert_eq!(
+        rig.pipeline.scrub_block(&bp).unwrap(),
+        ScrubOutcome::default()
+    );
+    assert_eq!(rig.pipeline.heal_block(&bp, &wrong), HealOutcome::Intact);
+}

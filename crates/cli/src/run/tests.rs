@@ -415,3 +415,43 @@ fn add_and_remove_plan_their_requests() {
     );
     assert!(matches!(plan.request, Request::PoolRemove { .. }));
 }
+
+/// `receive -c`: `-v` lists what was healed; a block the stream did not heal fails the
+/// command in one line naming it, after what was healed; `-c` takes no receive options.
+#[test]
+fn corrective_receive_renders_healed_and_refuses_unhealed() {
+    let cli = Cli::try_parse_from(["tarn", "receive", "-v", "-c", "tank/a@one"]).expect("parses");
+    let plan = crate::datasets::plan(cli.command, Path::new("/work")).expect("plans");
+    let reply = |unhealed: Vec<String>| {
+        Response::Ok(ReplyPayload::Corrected {
+            snapshot: "tank/a@one".into(),
+            checked: 8,
+            healed: vec!["object 7 offset 131072".into()],
+            unhealed,
+            bytes: 2048,
+        })
+    };
+    let healed = finish(&plan, reply(vec![]), None);
+    assert_eq!(healed.code, 0);
+    assert_eq!(
+        healed.stdout,
+        "healed tank/a@one object 7 offset 131072\n\
+         corrective receive of tank/a@one: 8 blocks checked, 1 healed, 2K stream\n"
+    );
+    let why = "object 7 offset 0: the stream's data does not match the block's checksum";
+    let partial = finish(&plan, reply(vec![why.into()]), None);
+    assert_eq!(partial.code, 1);
+    assert!(partial.stdout.contains("1 healed"), "{partial:?}");
+    assert_eq!(
+        partial.stderr,
+        format!("cannot receive 'tank/a@one': 1 damaged block not healed: {why}\n")
+    );
+    for refused in ["-F", "-s", "-n", "-u", "-d", "-o", "-x"] {
+        let mut argv = vec!["tarn", "receive", "-c", refused];
+        if matches!(refused, "-o" | "-x") {
+            argv.push("compression=off");
+        }
+        argv.push("tank/a@one");
+        assert!(Cli::try_parse_from(argv).is_err(), "receive -c {refused}");
+    }
+}

@@ -1,8 +1,11 @@
 //! Snapshots in the workload (`--snapshots`, or a seed's own draw): take one (a quarter of
-//! them with `-r`), destroy one, or roll a dataset back to one of its snapshots (`-r`), or
-//! (one operation in four) clone a snapshot into a new top-level dataset or promote a
-//! clone, each committing a txg. Verbs the engine refuses because of clones (destroying an
-//! origin, rolling back past one) are not drawn; the model keeps every clone's origin. The
+//! them with `-r`), destroy one (`-R` when it has clones: they go too, and theirs), or roll
+//! a dataset back to one of its snapshots (`-r`), or (one operation in four) clone a
+//! snapshot into a new top-level dataset (half the time a clone's own snapshot when there
+//! is one: nested clones) or promote a clone, each committing a txg. The dataset operations
+//! destroy with `-R` when a clone depends on the dataset (and sometimes anyway). Rolling
+//! back past an origin, which the engine refuses, is not drawn; the model keeps every
+//! clone's origin (`Model::destroy_dependents` is what `-R` takes). The
 //! model keeps every snapshot's filesystem and, for the root dataset, its objects; the
 //! checkers compare the snapshot list with the engine's and, within budget, every object
 //! of every root snapshot with what it held when it was taken, and the pool checker
@@ -55,13 +58,24 @@ impl Sim {
                 (format!("snapshot {name} (-r {recursive})"), result)
             } else if choice == 2 || taken.len() >= SNAPSHOTS_PER_DATASET_MAX {
                 let snap = taken[self.rng.below(taken.len() as u64) as usize].clone();
-                if model.has_clones(&dataset, &snap) {
-                    return Ok(Flow::Continue);
-                }
-                model.destroy_snapshot(&dataset, &snap);
                 let name = format!("{full}@{snap}");
-                let result = self.engine.destroy_dataset(&name, false, "destroy");
-                (format!("destroy {name}"), result)
+                // A snapshot with clones goes only with -R, which takes its clones (and
+                // theirs) along.
+                if model.has_clones(&dataset, &snap) {
+                    // Refused by the engine (a promoted clone's cycle): not drawn.
+                    if model.snapshot_dependents_refused(&dataset, &snap) {
+                        return Ok(Flow::Continue);
+                    }
+                    model.destroy_snapshot_dependents(&dataset, &snap);
+                    let result = self
+                        .engine
+                        .destroy_dataset_with(&name, false, true, "destroy -R");
+                    (format!("destroy -R {name}"), result)
+                } else {
+                    model.destroy_snapshot(&dataset, &snap);
+                    let result = self.engine.destroy_dataset(&name, false, "destroy");
+                    (format!("destroy {name}"), result)
+                }
             } else {
                 let index = self.rng.below(taken.len() as u64) as usize;
                 if taken[index + 1..]
@@ -107,6 +121,16 @@ impl Sim {
             if all.is_empty() {
                 return Ok(Flow::Continue);
             }
+            // Half the time a clone's own snapshot when there is one: nested clones.
+            let nested: Vec<(String, String)> = all
+                .iter()
+                .filter(|(d, _)| model.origins.contains_key(d))
+                .cloned()
+                .collect();
+            let all = match nested.is_empty() || self.rng.chance(1, 2) {
+                true => all,
+                false => nested,
+            };
             let (dataset, snap) = all[self.rng.below(all.len() as u64) as usize].clone();
             self.dataset_serial += 1;
             let name = format!("c{}", self.dataset_serial);
