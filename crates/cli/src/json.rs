@@ -82,6 +82,14 @@ impl JsonOptions {
         }
     }
 
+    /// A size in bytes: `--json-int` an integer, else ZFS's `1.50G`.
+    fn bytes(&self, value: u64) -> Value {
+        match self.int {
+            true => Value::from(value),
+            false => Value::from(tarn_base::format_size(value)),
+        }
+    }
+
     /// A property value: all-digit text becomes an integer under `--json-int`.
     fn value(&self, text: &str) -> Value {
         let digits = !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit());
@@ -198,6 +206,7 @@ fn pool_status(options: &JsonOptions, pools: &[&PoolStatusInfo], verbose: bool) 
         item.insert("name".into(), Value::from(pool.name.as_str()));
         item.insert("state".into(), Value::from(pool.state.as_str()));
         item.insert("pool_guid".into(), options.number(pool.guid));
+        item.insert("txg".into(), options.number(pool.txg));
         for (key, text) in [
             ("status", &pool.status),
             ("action", &pool.action),
@@ -309,6 +318,9 @@ fn vdev_fields(options: &JsonOptions, node: &VdevStatus, class: &str, spare: boo
         _ => "unknown",
     };
     fields.insert("vdev_type".into(), Value::from(vdev_type));
+    if node.guid != 0 {
+        fields.insert("guid".into(), options.number(node.guid));
+    }
     if node.kind == VdevNodeKind::Leaf {
         fields.insert("path".into(), Value::from(node.name.as_str()));
     }
@@ -320,6 +332,10 @@ fn vdev_fields(options: &JsonOptions, node: &VdevStatus, class: &str, spare: boo
         other => other,
     };
     fields.insert("state".into(), Value::from(state));
+    if let Some((allocated, total)) = node.space {
+        fields.insert("alloc_space".into(), options.bytes(allocated));
+        fields.insert("total_space".into(), options.bytes(total));
+    }
     if !spare {
         fields.insert("read_errors".into(), options.counter(node.read, false));
         fields.insert("write_errors".into(), options.counter(node.write, false));

@@ -104,9 +104,21 @@ fn mask(text: &str, dir: &str) -> String {
 }
 
 fn mask_line(line: &str) -> String {
-    // JSON: `"pool_guid": "123"`, `"createtxg": 5`, a guid or creation property's value.
-    for key in ["\"pool_guid\": ", "\"createtxg\": "] {
-        if let Some(at) = line.find(key) {
+    // JSON: `"pool_guid": "123"`, `"createtxg": 5`, a vdev's `"guid": "123"`, the pool's
+    // `txg` and a vdev's `alloc_space` (both move with the txgs a run happens to commit), a
+    // guid or creation property's value.
+    let keys = [
+        "\"pool_guid\": ",
+        "\"createtxg\": ",
+        "\"guid\": ",
+        "\"txg\": ",
+        "\"alloc_space\": ",
+    ];
+    for key in keys {
+        // Not a property's `"guid": {` (its value is on the next line: mask_guid_values).
+        if let Some(at) = line.find(key)
+            && !line[at + key.len()..].starts_with('{')
+        {
             let end = line.ends_with(',');
             return format!("{}{key}N{}", &line[..at], if end { "," } else { "" });
         }

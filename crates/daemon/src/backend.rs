@@ -494,6 +494,8 @@ fn vdev_status(node: &VdevNode) -> VdevStatus {
         cksum: node.cksum,
         slow: node.slow,
         note: node.note.clone(),
+        guid: node.guid,
+        space: node.space,
         children: node.children.iter().map(vdev_status).collect(),
     }
 }
@@ -678,6 +680,7 @@ pub fn status_infos(engine: &Engine, names: &[String]) -> Result<Vec<PoolStatusI
                 spares: status.spares.iter().map(vdev_status).collect(),
                 error_count: status.errors.len() as u64,
                 errors: status.errors,
+                txg: status.txg,
             })
         })
         .collect()

@@ -27,6 +27,10 @@ pub struct VdevNode {
     pub slow: u64,
     /// Note after the counters (`was /dev/sdb`, `(resilvering)`, why unavailable).
     pub note: Option<String>,
+    /// GUID (0 for grouping rows and layouts not yet created).
+    pub guid: u64,
+    /// Allocated and total bytes of a top-level vdev, and of the pool at the root.
+    pub space: Option<(u64, u64)>,
     /// Children.
     pub children: Vec<VdevNode>,
 }
@@ -38,6 +42,8 @@ pub struct PoolStatus {
     pub name: String,
     /// Pool GUID.
     pub guid: u64,
+    /// The last committed txg.
+    pub txg: u64,
     /// Overall state.
     pub state: String,
     /// What is wrong, if anything.
@@ -154,6 +160,8 @@ fn leaf_node(leaf: &Leaf) -> VdevNode {
         cksum: stats.checksum_errors,
         slow: leaf.io_stats().snapshot().slow_ios,
         note,
+        guid: leaf.guid().0,
+        space: None,
         children: Vec::new(),
     }
 }
@@ -182,12 +190,15 @@ fn child_node(index: usize, child: &Child) -> VdevNode {
         cksum: 0,
         slow: 0,
         note: None,
+        guid: child.guid().0,
+        space: None,
         children: members.iter().map(|l| leaf_node(l)).collect(),
     }
     .with_slow_summed()
 }
 
-fn top_node(top: &TopVdev) -> VdevNode {
+/// The row of top-level vdev `top`, which has `space` (allocated, total bytes).
+fn top_node(top: &TopVdev, space: Option<(u64, u64)>) -> VdevNode {
     let positions = top.children();
     if top.layout() == Layout::Disk
         && let Some(child) = positions.first()
@@ -196,6 +207,7 @@ fn top_node(top: &TopVdev) -> VdevNode {
         if child.kind() != ChildKind::Leaf {
             node.state = health_name(top.health()).into();
         }
+        node.space = space;
         return node;
     }
     let children: Vec<VdevNode> = positions
@@ -212,6 +224,8 @@ fn top_node(top: &TopVdev) -> VdevNode {
         cksum: 0,
         slow: 0,
         note: None,
+        guid: top.guid().0,
+        space,
         children,
     }
     .with_slow_summed()
@@ -352,6 +366,7 @@ fn device_problem(
 #[must_use]
 pub fn pool_status(name: &str, pool: &Pool, errlog_count: usize) -> PoolStatus {
     let state = pool_health(pool);
+    let usage = pool.usage();
     let mut children: Vec<VdevNode> = Vec::new();
     let mut logs: Vec<VdevNode> = Vec::new();
     let mut specials: Vec<VdevNode> = Vec::new();
@@ -363,7 +378,8 @@ pub fn pool_status(name: &str, pool: &Pool, errlog_count: usize) -> PoolStatus {
         } else {
             &mut children
         };
-        list.push(top_node(top));
+        let space = usage.get(index).map(|u| (u.allocated, u.size));
+        list.push(top_node(top, space));
     }
     let (status, action, see) = problem(pool, &state, &children, errlog_count);
     push_classes(&mut children, specials, logs);
@@ -386,6 +402,13 @@ pub fn pool_status(name: &str, pool: &Pool, errlog_count: usize) -> PoolStatus {
         cksum: 0,
         slow: 0,
         note: None,
+        // The root vdev's GUID is the pool's, as in ZFS.
+        guid: pool.guid().0,
+        space: Some(
+            usage
+                .iter()
+                .fold((0, 0), |(a, t), u| (a + u.allocated, t + u.size)),
+        ),
         children,
     }
     .with_slow_summed();
@@ -393,6 +416,7 @@ pub fn pool_status(name: &str, pool: &Pool, errlog_count: usize) -> PoolStatus {
     PoolStatus {
         name: name.to_string(),
         guid: pool.guid().0,
+        txg: pool.last_uberblock().map_or(0, |ub| ub.txg.0),
         state,
         status,
         action,
@@ -581,6 +605,8 @@ fn tree_node(tree: &VdevTree, found: &dyn Fn(&VdevTree) -> Option<(String, bool)
         cksum: 0,
         slow: 0,
         note,
+        guid: 0,
+        space: None,
         children,
     }
 }
@@ -661,6 +687,8 @@ pub fn importable(found: &Discovered) -> Importable {
         cksum: 0,
         slow: 0,
         note: None,
+        guid: 0,
+        space: None,
         children: tops,
     };
     let see = (state == "UNAVAIL").then(|| "TARN-0001".to_string());
@@ -721,6 +749,8 @@ fn class_node(name: &str, children: Vec<VdevNode>) -> VdevNode {
         cksum: 0,
         slow: 0,
         note: None,
+        guid: 0,
+        space: None,
         children,
     }
 }
@@ -737,6 +767,8 @@ pub fn layout_of(spec: &CreateSpec) -> VdevNode {
         cksum: 0,
         slow: 0,
         note: None,
+        guid: 0,
+        space: None,
         children: Vec::new(),
     };
     let mut children: Vec<VdevNode> = spec
@@ -754,6 +786,8 @@ pub fn layout_of(spec: &CreateSpec) -> VdevNode {
                 cksum: 0,
                 slow: 0,
                 note: None,
+                guid: 0,
+                space: None,
                 children: top.devices.iter().map(leaf).collect(),
             },
         })
@@ -774,6 +808,8 @@ pub fn layout_of(spec: &CreateSpec) -> VdevNode {
             cksum: 0,
             slow: 0,
             note: None,
+            guid: 0,
+            space: None,
             children: spec.spares.iter().map(leaf).collect(),
         });
     }
@@ -786,6 +822,8 @@ pub fn layout_of(spec: &CreateSpec) -> VdevNode {
         cksum: 0,
         slow: 0,
         note: None,
+        guid: 0,
+        space: None,
         children,
     }
 }

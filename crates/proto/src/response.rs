@@ -524,6 +524,13 @@ pub struct VdevStatus {
     pub slow: u64,
     /// Note after the counters (`cannot open`, `too many errors`, `(resilvering)`).
     pub note: Option<String>,
+    /// GUID (0 for grouping rows and `create -n` layouts).
+    #[serde(default)]
+    pub guid: u64,
+    /// Allocated and total bytes: of a top-level vdev, and of the pool at the root; `None`
+    /// elsewhere (tarn accounts space per top-level vdev).
+    #[serde(default)]
+    pub space: Option<(u64, u64)>,
     /// Children in order.
     pub children: Vec<VdevStatus>,
 }
@@ -598,6 +605,9 @@ pub struct PoolStatusInfo {
     pub errors: Vec<String>,
     /// Number of damaged files (0 prints `No known data errors`).
     pub error_count: u64,
+    /// The last committed txg.
+    #[serde(default)]
+    pub txg: u64,
 }
 
 /// One row of `pool get`. `value` is the exact (`-p`) form: bytes as integers, `capacity`

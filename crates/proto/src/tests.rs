@@ -13,6 +13,8 @@ fn leaf(name: &str) -> VdevStatus {
         cksum: 2,
         slow: 3,
         note: Some("was /dev/x".to_string()),
+        guid: 0,
+        space: None,
         children: vec![],
     }
 }
@@ -225,6 +227,7 @@ fn server_lines_round_trip() {
         spares: vec![leaf("/d/s")],
         errors: vec!["/tank/file".into()],
         error_count: 1,
+        txg: 0,
     };
     let lines = vec![
         ServerLine::Progress(Progress {

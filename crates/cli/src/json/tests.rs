@@ -25,6 +25,8 @@ fn node(name: &str, kind: VdevNodeKind, role: VdevRole, children: Vec<VdevStatus
         cksum: 0,
         slow: 0,
         note: None,
+        guid: 0,
+        space: None,
         children,
     }
 }
@@ -46,6 +48,8 @@ fn pool() -> PoolStatusInfo {
         vec![leaf("/d/a", VdevRole::Data), bad],
     );
     raidz.state = "DEGRADED".into();
+    raidz.guid = 4242;
+    raidz.space = Some((3 << 30, 12 << 30));
     let special = node(
         "mirror-1",
         VdevNodeKind::Mirror,
@@ -72,6 +76,7 @@ fn pool() -> PoolStatusInfo {
         spares: vec![spare],
         errors: vec!["/tank/f".into()],
         error_count: 1,
+        txg: 19,
     }
 }
 
@@ -106,7 +111,15 @@ fn status_nests_vdevs_and_classes() {
     let raidz = &root["vdevs"]["raidz1-0"];
     assert_eq!(raidz["vdev_type"], "raidz");
     assert_eq!(raidz["state"], "DEGRADED");
+    assert_eq!(raidz["guid"], "4242");
+    assert_eq!(raidz["alloc_space"], "3G");
+    assert_eq!(raidz["total_space"], "12G");
+    assert_eq!(tank["txg"], "19");
     let bad = &raidz["vdevs"]["/d/b"];
+    assert!(
+        bad.get("guid").is_none() && bad.get("alloc_space").is_none(),
+        "{doc:#}"
+    );
     assert_eq!(bad["state"], "CANT_OPEN");
     assert_eq!(bad["read_errors"], "1.46K");
     assert_eq!(bad["vdev_type"], "file");
@@ -142,6 +155,8 @@ fn status_flags() {
     assert_eq!(tank["name"], "tank");
     assert_eq!(tank["pool_guid"], 77);
     assert_eq!(tank["error_count"], 1);
+    assert_eq!(tank["txg"], 19);
+    assert_eq!(tank["vdevs"]["raidz1-0"]["total_space"], 12u64 << 30);
     let vdevs = tank["vdevs"].as_object().expect("flat map");
     let names: Vec<&str> = vdevs.keys().map(String::as_str).collect();
     assert_eq!(

@@ -16,6 +16,8 @@ fn node(name: &str, kind: VdevNodeKind, role: VdevRole, children: Vec<VdevStatus
         cksum: 0,
         slow: 0,
         note: None,
+        guid: 0,
+        space: None,
         children,
     }
 }
@@ -74,6 +76,7 @@ fn degraded() -> PoolStatusInfo {
         spares: vec![spare("AVAIL")],
         errors: vec!["/tank/a".into(), "/tank/b".into()],
         error_count: 2,
+        txg: 0,
     }
 }
 
@@ -92,6 +95,7 @@ fn healthy(name: &str) -> PoolStatusInfo {
         spares: vec![],
         errors: vec![],
         error_count: 0,
+        txg: 0,
     }
 }
 
