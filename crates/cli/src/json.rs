@@ -38,8 +38,8 @@
 
 use serde_json::{Map, Value, json};
 use tarn_proto::{
-    DatasetProp, DatasetRow, PoolListRow, PoolStatusInfo, PropertyRow, ReplyPayload, VdevNodeKind,
-    VdevRole, VdevStatus,
+    DatasetProp, DatasetRow, PoolListRow, PoolStatusInfo, PropertyRow, ReplyPayload, ScanStats,
+    VdevNodeKind, VdevRole, VdevStatus,
 };
 
 use crate::datasets::{GetView, ListView};
@@ -216,9 +216,12 @@ fn pool_status(options: &JsonOptions, pools: &[&PoolStatusInfo], verbose: bool) 
                 item.insert(key.into(), Value::from(text.as_str()));
             }
         }
-        // tarn's extra: the scan line as `status` prints it (OpenZFS has `scan_stats`).
+        // tarn's extra: the scan line as `status` prints it; `scan_stats` its figures.
         let scan = pool.scan.as_deref().unwrap_or("none requested");
         item.insert("scan".into(), Value::from(scan));
+        if let Some(stats) = &pool.scan_stats {
+            item.insert("scan_stats".into(), scan_stats(options, stats));
+        }
         vdev_sections(options, pool, &mut item);
         if verbose && !pool.errors.is_empty() {
             item.insert("errlist".into(), json!(pool.errors));
@@ -230,6 +233,22 @@ fn pool_status(options: &JsonOptions, pools: &[&PoolStatusInfo], verbose: bool) 
         out.insert(options.key(&pool.name, pool.guid), Value::Object(item));
     }
     Value::Object(out)
+}
+
+/// `scan_stats` as OpenZFS names its keys: times in Unix seconds, sizes as sizes.
+fn scan_stats(options: &JsonOptions, stats: &ScanStats) -> Value {
+    json!({
+        "function": stats.function,
+        "state": stats.state,
+        "start_time": options.number(stats.start_time),
+        "end_time": options.number(stats.end_time),
+        "scrub_pause": options.number(stats.pause_time),
+        "to_examine": options.bytes(stats.to_examine),
+        "examined": options.bytes(stats.examined),
+        "issued": options.bytes(stats.issued),
+        "processed": options.bytes(stats.processed),
+        "errors": options.counter(stats.errors, false),
+    })
 }
 
 /// The class of a top-level vdev and the key its section has in OpenZFS.

@@ -517,6 +517,47 @@ fn damaged_labels() {
 // DESCRIPTION: `-j` prints OpenZFS 2.3's JSON for list, status and get, carrying the same
 // facts as the tables; `--json-int` gives integers; a refusal under `-j` is a JSON `error`
 // on stdout with exit 1.
+// STRATEGY: a scrub, then `status -j --json-int`: the figures OpenZFS 2.3 prints for the
+// pool (txg, scan_stats) and its vdevs (guid, space), against the pool's own numbers.
+#[test]
+fn json_status_has_scan_stats_and_vdev_space() {
+    let rig = Rig::new();
+    let devices = rig.devices("d", "disk", 4);
+    rig.ok(&format!("pool create tank raidz2 {}", join(&devices)));
+    let parse = |line: &str| -> serde_json::Value {
+        let out = rig.ok(line);
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("`tarn {line}`: {e}: {out}"))
+    };
+    let before = parse("pool status -j tank");
+    assert!(
+        before["pools"]["tank"].get("scan_stats").is_none(),
+        "{before}"
+    );
+    rig.ok("pool scrub -w tank");
+    let status = parse("-j --json-int pool status tank");
+    let tank = &status["pools"]["tank"];
+    let stats = &tank["scan_stats"];
+    assert_eq!(
+        (&stats["function"], &stats["state"]),
+        (&"SCRUB".into(), &"FINISHED".into())
+    );
+    let issued = stats["issued"].as_u64().expect("issued");
+    assert!(issued > 0 && issued == stats["to_examine"], "{stats}");
+    assert!(
+        stats["end_time"].as_u64() >= stats["start_time"].as_u64(),
+        "{stats}"
+    );
+    assert!(tank["txg"].as_u64().expect("txg") > 1, "{tank}");
+    let top = &tank["vdevs"]["tank"]["vdevs"]["raidz2-0"];
+    assert!(top["guid"].as_u64().expect("guid") > 0, "{top}");
+    let size: u64 = rig
+        .ok("pool list -H -p -o size tank")
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(top["total_space"].as_u64(), Some(size), "{top}");
+}
+
 // STRATEGY: parse with serde_json and check fields against the pool just created.
 #[test]
 fn json_output_parses() {
@@ -557,7 +598,6 @@ fn json_output_parses() {
         leaves,
         devices.iter().map(String::as_str).collect::<Vec<_>>()
     );
-
     let get = parse("-j pool get failmode,health tank");
     let props = &get["pools"]["tank"]["properties"];
     assert_eq!(props["failmode"]["value"], "wait");

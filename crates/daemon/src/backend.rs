@@ -39,7 +39,8 @@ use tarn_engine::{
 use tarn_proto::{
     CacheEntry, ErrorReply, HistoryEntry, HistoryPool, ImportablePool, PoolAdd, PoolCreate,
     PoolImport, PoolLayout, PoolListRow, PoolStatusInfo, Progress, PropertyRow, ReplyPayload,
-    Request, Response, TxgRow, VdevGroupSpec, VdevKind, VdevNodeKind, VdevRole, VdevStatus,
+    Request, Response, ScanStats, TxgRow, VdevGroupSpec, VdevKind, VdevNodeKind, VdevRole,
+    VdevStatus,
 };
 
 use crate::Handler;
@@ -483,6 +484,28 @@ fn node_kind(kind: &str) -> VdevNodeKind {
     }
 }
 
+/// `status -j`'s `scan_stats` of a scan record.
+fn scan_stats(p: &tarn_engine::ScanProgress) -> ScanStats {
+    let state = match p.state {
+        tarn_engine::ScanState::Scanning => "SCANNING",
+        tarn_engine::ScanState::Paused => "PAUSED",
+        tarn_engine::ScanState::Finished => "FINISHED",
+        tarn_engine::ScanState::Canceled => "CANCELED",
+    };
+    ScanStats {
+        function: p.function.name().to_ascii_uppercase(),
+        state: state.into(),
+        start_time: p.start_time,
+        end_time: p.end_time,
+        pause_time: p.pause_time,
+        to_examine: p.to_examine,
+        examined: p.examined,
+        issued: p.issued,
+        processed: p.repaired,
+        errors: p.errors,
+    }
+}
+
 fn vdev_status(node: &VdevNode) -> VdevStatus {
     VdevStatus {
         name: node.name.clone(),
@@ -681,6 +704,7 @@ pub fn status_infos(engine: &Engine, names: &[String]) -> Result<Vec<PoolStatusI
                 error_count: status.errors.len() as u64,
                 errors: status.errors,
                 txg: status.txg,
+                scan_stats: status.scan_progress.map(|p| scan_stats(&p)),
             })
         })
         .collect()

@@ -913,6 +913,7 @@ impl Engine {
             self.clock.now_unix_secs(),
             rebuilding.as_deref(),
         );
+        status.scan_progress = inner.scan.progress;
         status.errors = errors;
         self.slow_problem(&inner.pool, &mut status);
         Ok(status)

@@ -44,6 +44,8 @@ pub struct PoolStatus {
     pub guid: u64,
     /// The last committed txg.
     pub txg: u64,
+    /// The scan record behind `scan` (`None` if the pool never scanned).
+    pub scan_progress: Option<crate::ScanProgress>,
     /// Overall state.
     pub state: String,
     /// What is wrong, if anything.
@@ -417,6 +419,7 @@ pub fn pool_status(name: &str, pool: &Pool, errlog_count: usize) -> PoolStatus {
         name: name.to_string(),
         guid: pool.guid().0,
         txg: pool.last_uberblock().map_or(0, |ub| ub.txg.0),
+        scan_progress: None,
         state,
         status,
         action,

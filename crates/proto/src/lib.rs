@@ -68,7 +68,7 @@ pub use response::{
     HistoryEntry, HistoryPool, HoldRow, IOSTAT_LATENCY_BUCKETS, IOSTAT_SIZE_BUCKETS, ImportInfo,
     ImportablePool, IostatPool, IostatRow, IostatWait, IostatWaits, MemoryInfo, MountRow,
     NbdExportRow, PongInfo, PoolLayout, PoolListRow, PoolStatusInfo, Progress, ProjectRow,
-    PropertyRow, ReplyPayload, Response, ServerLine, TxgRow, UserspaceRow, VdevNodeKind,
+    PropertyRow, ReplyPayload, Response, ScanStats, ServerLine, TxgRow, UserspaceRow, VdevNodeKind,
     VdevStatus,
 };
 

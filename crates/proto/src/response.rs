@@ -608,6 +608,34 @@ pub struct PoolStatusInfo {
     /// The last committed txg.
     #[serde(default)]
     pub txg: u64,
+    /// The scan record behind `scan` (`None` if the pool never scanned).
+    #[serde(default)]
+    pub scan_stats: Option<ScanStats>,
+}
+
+/// The figures of a pool's scan record, for `status -j`'s `scan_stats`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScanStats {
+    /// `SCRUB` or `RESILVER`.
+    pub function: String,
+    /// `SCANNING`, `PAUSED`, `FINISHED` or `CANCELED`.
+    pub state: String,
+    /// Unix seconds it started.
+    pub start_time: u64,
+    /// Unix seconds it finished or was canceled (0 before).
+    pub end_time: u64,
+    /// Unix seconds it was paused (0 unless paused).
+    pub pause_time: u64,
+    /// Bytes of every block it lists.
+    pub to_examine: u64,
+    /// Bytes listed so far.
+    pub examined: u64,
+    /// Bytes read and verified.
+    pub issued: u64,
+    /// Bytes repaired (a resilver: written to the new devices).
+    pub processed: u64,
+    /// Blocks found unrecoverable.
+    pub errors: u64,
 }
 
 /// One row of `pool get`. `value` is the exact (`-p`) form: bytes as integers, `capacity`

@@ -228,6 +228,7 @@ fn server_lines_round_trip() {
         errors: vec!["/tank/file".into()],
         error_count: 1,
         txg: 0,
+        scan_stats: None,
     };
     let lines = vec![
         ServerLine::Progress(Progress {

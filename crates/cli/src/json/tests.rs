@@ -77,6 +77,18 @@ fn pool() -> PoolStatusInfo {
         errors: vec!["/tank/f".into()],
         error_count: 1,
         txg: 19,
+        scan_stats: Some(ScanStats {
+            function: "SCRUB".into(),
+            state: "FINISHED".into(),
+            start_time: 1_800_000_000,
+            end_time: 1_800_000_060,
+            pause_time: 0,
+            to_examine: 2 << 30,
+            examined: 2 << 30,
+            issued: 2 << 30,
+            processed: 4096,
+            errors: 0,
+        }),
     }
 }
 
@@ -115,6 +127,16 @@ fn status_nests_vdevs_and_classes() {
     assert_eq!(raidz["alloc_space"], "3G");
     assert_eq!(raidz["total_space"], "12G");
     assert_eq!(tank["txg"], "19");
+    let stats = &tank["scan_stats"];
+    assert_eq!(
+        (&stats["function"], &stats["state"]),
+        (&json!("SCRUB"), &json!("FINISHED"))
+    );
+    assert_eq!(stats["end_time"], "1800000060");
+    assert_eq!(
+        (&stats["issued"], &stats["processed"]),
+        (&json!("2G"), &json!("4K"))
+    );
     let bad = &raidz["vdevs"]["/d/b"];
     assert!(
         bad.get("guid").is_none() && bad.get("alloc_space").is_none(),
@@ -156,6 +178,7 @@ fn status_flags() {
     assert_eq!(tank["pool_guid"], 77);
     assert_eq!(tank["error_count"], 1);
     assert_eq!(tank["txg"], 19);
+    assert_eq!(tank["scan_stats"]["to_examine"], 2u64 << 30);
     assert_eq!(tank["vdevs"]["raidz1-0"]["total_space"], 12u64 << 30);
     let vdevs = tank["vdevs"].as_object().expect("flat map");
     let names: Vec<&str> = vdevs.keys().map(String::as_str).collect();

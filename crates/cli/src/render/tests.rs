@@ -77,6 +77,7 @@ fn degraded() -> PoolStatusInfo {
         errors: vec!["/tank/a".into(), "/tank/b".into()],
         error_count: 2,
         txg: 0,
+        scan_stats: None,
     }
 }
 
@@ -96,6 +97,7 @@ fn healthy(name: &str) -> PoolStatusInfo {
         errors: vec![],
         error_count: 0,
         txg: 0,
+        scan_stats: None,
     }
 }
 
