@@ -119,20 +119,21 @@ impl Engine {
         let handle = self.pool(pool)?;
         let mut inner = handle.lock_open();
         inner.check_volume(dataset)?;
-        let Imported { pool, datasets, .. } = &mut *inner;
-        let objset = &mut datasets.node_mut(dataset).objset;
-        let Some(fetch) = volume::plan_read(objset, &pool.reader(), offset, buf.len() as u64)?
-        else {
-            // Nothing to read from the devices: no reason to let go of the lock.
-            volume::read_planned(objset, &pool.reader(), offset, buf)?;
-            return Ok(());
+        let fetch = {
+            let Imported { pool, datasets, .. } = &mut *inner;
+            let objset = &mut datasets.node_mut(dataset).objset;
+            volume::plan_read(objset, &pool.reader(), offset, buf.len() as u64)?
+                .map(|fetch| (fetch, pool.detached_reader()))
         };
-        let reader = pool.detached_reader();
-        drop(inner);
-        fetch.fill(reader.read_blocks(fetch.blocks(), fetch.feeds_l2()));
-        drop(reader);
-        let mut inner = handle.lock_open();
-        inner.check_volume(dataset)?;
+        // Nothing to read from the devices: no reason to let go of the lock.
+        if let Some((fetch, reader)) = fetch {
+            drop(inner);
+            fetch.fill(reader.read_blocks(fetch.blocks(), fetch.feeds_l2()));
+            drop(reader);
+            inner = handle.lock_open();
+            // The volume may have gone meanwhile.
+            inner.check_volume(dataset)?;
+        }
         let Imported { pool, datasets, .. } = &mut *inner;
         let reader = pool.reader();
         volume::read_planned(&mut datasets.node_mut(dataset).objset, &reader, offset, buf)?;
