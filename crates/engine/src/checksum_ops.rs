@@ -8,8 +8,8 @@
 //! Where the cache cannot be written (a read-only pool or dataset, a full pool) the value
 //! is computed and returned uncached.
 
-use tarn_posix::Ino;
 use tarn_posix::filesum::{FileHasher, FileSumKind};
+use tarn_posix::{Fs, Ino};
 
 use crate::{DatasetId, Engine, EngineError, FsOp, PoolError};
 
@@ -138,7 +138,10 @@ impl Engine {
         let mut hasher = FileHasher::new(kind);
         let mut offset = 0u64;
         loop {
-            let piece = self.fs_read(pool, dataset, |fs| fs.read_data(ino, offset, CHUNK))?;
+            // The device reads of each piece happen without the pool lock, as a mount's do.
+            let plan = |fs: &mut Fs<'_>| fs.plan_read(ino, offset, CHUNK);
+            let read = |fs: &mut Fs<'_>| fs.read_data(ino, offset, CHUNK);
+            let piece = self.fs_read_planned(pool, dataset, plan, read)?;
             let bytes = piece.as_slice();
             if bytes.is_empty() {
                 return Ok((hasher.finish(), offset));

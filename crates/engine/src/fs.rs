@@ -14,10 +14,15 @@
 
 use std::sync::MutexGuard;
 
-use tarn_posix::{Fs, Ino, PosixError, Timespec};
+use tarn_objects::Fetch;
+use tarn_pool::DetachedReader;
+use tarn_posix::{Fs, PosixError, Timespec};
 
 use crate::datasets::SyncMode;
 use crate::{Engine, EngineError, Imported, PoolError, PoolHandle};
+
+/// What a planned read runs under the pool lock to name the blocks to fetch without it.
+type Plan<'p> = &'p mut dyn FnMut(&mut Fs<'_>) -> Result<Option<Fetch>, PosixError>;
 
 /// A dataset of an imported pool, stable across renames: the MOS object number of its node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -127,7 +132,7 @@ impl Engine {
         f: impl FnOnce(&mut Fs<'_>) -> Result<R, PosixError>,
     ) -> Result<R, EngineError> {
         let mut once = Some(f);
-        self.fs_call(pool, dataset, op, false, |fs| {
+        self.fs_call(pool, dataset, op, false, None, |fs| {
             let f = once
                 .take()
                 .expect("fs_call runs f again only when told it may");
@@ -146,51 +151,55 @@ impl Engine {
         dataset: DatasetId,
         f: impl FnMut(&mut Fs<'_>) -> Result<R, PosixError>,
     ) -> Result<R, EngineError> {
-        self.fs_call(pool, dataset, FsOp::Read, true, f)
+        self.fs_call(pool, dataset, FsOp::Read, true, None, f)
     }
 
-    /// The device reads of a coming read of `len` bytes at `offset` of file `ino`, done
-    /// without the pool lock (crate docs, "Reads off the lock"): the blocks the read and its
-    /// read-ahead need that are not cached are found under the lock, then read, verified
-    /// and cached after it is released; the read itself ([`Engine::fs_read`]) follows and
-    /// copies them from the cache. Best effort: whatever fails here is left for that read
-    /// to report with its usual context.
-    pub fn fs_prefetch(&self, pool: &str, dataset: DatasetId, ino: Ino, offset: u64, len: u32) {
-        let Ok(handle) = self.pool(pool) else {
-            return;
-        };
-        let fetch = {
-            let mut inner = handle.lock_open();
-            let Imported { pool, datasets, .. } = &mut *inner;
-            if !datasets.contains(dataset) {
-                return;
-            }
-            let reader = pool.reader();
-            let config = datasets.fs_settings(dataset).config;
-            let node = datasets.node_mut(dataset);
-            let mut fs = Fs::new(
-                &mut node.objset,
-                &reader,
-                now_of(self.clock.as_ref()),
-                config,
-            );
-            match fs.plan_read(ino, offset, len) {
-                Ok(Some(fetch)) => (fetch, pool.detached_reader()),
-                _ => return,
-            }
-        };
-        let (fetch, reader) = fetch;
-        fetch.fill(reader.read_blocks(fetch.blocks(), fetch.feeds_l2()));
+    /// [`Engine::fs_read`] whose device reads happen without the pool lock (crate docs,
+    /// "Reads off the lock"): `plan` names, under the lock, the blocks `f` (and its
+    /// read-ahead) will need that are not cached (`Fs::plan_read`); they are read, verified
+    /// and cached with the lock released, and `f` then runs under it again and copies them
+    /// from the cache. When nothing is missing `f` runs without letting go of the lock.
+    /// Best effort: a plan that fails is left for `f` to report with its usual context.
+    pub fn fs_read_planned<R>(
+        &self,
+        pool: &str,
+        dataset: DatasetId,
+        mut plan: impl FnMut(&mut Fs<'_>) -> Result<Option<Fetch>, PosixError>,
+        f: impl FnMut(&mut Fs<'_>) -> Result<R, PosixError>,
+    ) -> Result<R, EngineError> {
+        self.fs_call(pool, dataset, FsOp::Read, true, Some(&mut plan), f)
     }
 
-    /// [`Engine::fs_op`] and [`Engine::fs_read`]: `wait` says whether a failed read may wait
-    /// for `clear` and run `f` again.
+    /// The blocks `plan` finds missing, with a reader to fetch them off the lock (`None`:
+    /// nothing to fetch, or the plan failed).
+    fn fetch_for(
+        &self,
+        inner: &mut Imported,
+        dataset: DatasetId,
+        plan: Plan<'_>,
+    ) -> Option<(Fetch, DetachedReader)> {
+        let Imported { pool, datasets, .. } = inner;
+        if !datasets.contains(dataset) {
+            return None;
+        }
+        let reader = pool.reader();
+        let config = datasets.fs_settings(dataset).config;
+        let node = datasets.node_mut(dataset);
+        let now = now_of(self.clock.as_ref());
+        let fetch = plan(&mut Fs::new(&mut node.objset, &reader, now, config)).ok()??;
+        Some((fetch, pool.detached_reader()))
+    }
+
+    /// [`Engine::fs_op`], [`Engine::fs_read`] and [`Engine::fs_read_planned`]: `wait` says
+    /// whether a failed read may wait for `clear` and run `f` again; `plan` (reads only)
+    /// names the blocks to fetch without the lock first.
     fn fs_call<R>(
         &self,
         pool: &str,
         dataset: DatasetId,
         op: FsOp,
         wait: bool,
+        plan: Option<Plan<'_>>,
         mut f: impl FnMut(&mut Fs<'_>) -> Result<R, PosixError>,
     ) -> Result<R, EngineError> {
         assert!(
@@ -205,6 +214,14 @@ impl Engine {
         } else {
             handle.lock_for_write()?
         };
+        if let Some(plan) = plan
+            && let Some((fetch, reader)) = self.fetch_for(&mut inner, dataset, plan)
+        {
+            drop(inner);
+            fetch.fill(reader.read_blocks(fetch.blocks(), fetch.feeds_l2()));
+            drop(reader);
+            inner = handle.lock_open();
+        }
         let (result, always) = loop {
             match fs_run(self, &mut inner, dataset, op, &mut f) {
                 Ok(done) => break done,

@@ -45,11 +45,12 @@
 //! released and holding no lane (`suspend`); so does a writer the throttle or an `fsync`
 //! made wait for a commit that failed.
 //!
-//! Reads off the lock: a volume read ([`Engine::volume_read`]) and a file read after
-//! [`Engine::fs_prefetch`] find, under the pool lock, the blocks they (and their read-ahead)
-//! need that are not cached (`ObjectSet::plan_read`), read and verify them with the lock
-//! released (`Pool::detached_reader`, several in flight on tarn-zio's reader threads) into
-//! the clean-block cache, and take the lock again only to copy from the cache. While such a
+//! Reads off the lock: a volume read ([`Engine::volume_read`]) and a file read through
+//! [`Engine::fs_read_planned`] find, under the pool lock, the blocks they (and their
+//! read-ahead) need that are not cached (`ObjectSet::plan_read`), read and verify them with
+//! the lock released (`Pool::detached_reader`, several in flight on tarn-zio's reader
+//! threads) into the clean-block cache, and take the lock again only to copy from the
+//! cache; with nothing to fetch they never let go of it. While such a
 //! reader runs it pins the txg whose state it read, so no space its block pointers name is
 //! reused (tarn-space `pins`): a copy that fails its checksum is damage and is healed and
 //! counted as on any read, never a newer block. A block evicted or changed in between is
@@ -172,7 +173,7 @@ pub use tarn_dataset::DatasetError;
 pub use tarn_dataset::props::OwnerSpace;
 pub use tarn_device::DeviceError;
 pub use tarn_device::timing::{Histogram, LATENCY_BUCKETS, Latencies};
-pub use tarn_objects::CacheStats;
+pub use tarn_objects::{CacheStats, Fetch};
 pub use tarn_pool::PoolError;
 pub use tarn_pool::{
     CreateSpec, DeviceProvider, FileProvider, HostIdentity, ImportOptions, SimProvider, TopLayout,

@@ -19,7 +19,7 @@ use tarn_engine::posix::{
     Attr, Creds, Fallocate, FileKind, Fs, Ino, PosixError, RenameFlags, Seek, SetAttr, TimeOrNow,
     Timespec, XattrSet,
 };
-use tarn_engine::{DatasetId, Engine, FsOp, MountSpec};
+use tarn_engine::{DatasetId, Engine, Fetch, FsOp, MountSpec};
 
 use crate::acl;
 use crate::cache::Stamp;
@@ -276,6 +276,17 @@ impl TarnFs {
     fn run<R>(
         &self,
         op: FsOp,
+        f: impl FnMut(&mut Fs<'_>) -> std::result::Result<R, PosixError>,
+    ) -> Result<R> {
+        self.run_planned(op, None::<fn(&mut Fs<'_>) -> _>, f)
+    }
+
+    /// [`Self::run`] of a read whose device reads `plan` names, done without the pool lock
+    /// ([`Engine::fs_read_planned`]).
+    fn run_planned<R>(
+        &self,
+        op: FsOp,
+        plan: Option<impl FnMut(&mut Fs<'_>) -> std::result::Result<Option<Fetch>, PosixError>>,
         mut f: impl FnMut(&mut Fs<'_>) -> std::result::Result<R, PosixError>,
     ) -> Result<R> {
         if self.readonly && op != FsOp::Read {
@@ -284,10 +295,13 @@ impl TarnFs {
         let _in_flight = self.shared.counters.enter();
         engine_timed(|| {
             let timed = |fs: &mut Fs<'_>| posix_timed(|| f(fs));
-            if op == FsOp::Read {
-                self.engine.fs_read(&self.pool, self.dataset, timed)
-            } else {
-                self.engine.fs_op(&self.pool, self.dataset, op, timed)
+            match (op, plan) {
+                (FsOp::Read, Some(plan)) => {
+                    self.engine
+                        .fs_read_planned(&self.pool, self.dataset, plan, timed)
+                }
+                (FsOp::Read, None) => self.engine.fs_read(&self.pool, self.dataset, timed),
+                _ => self.engine.fs_op(&self.pool, self.dataset, op, timed),
             }
         })
         .map_err(|e| Errno::from_i32(e.errno()))
@@ -1088,10 +1102,9 @@ impl fuser::Filesystem for TarnFs {
         let ino = self.ino(ino);
         self.shared.counters.read(size);
         // The device reads without the pool lock, so that other requests proceed meanwhile;
-        // the read below then copies from the cache.
-        self.engine
-            .fs_prefetch(&self.pool, self.dataset, ino, offset, size);
-        let result = self.run(FsOp::Read, |fs| {
+        // the read then copies from the cache.
+        let plan = |fs: &mut Fs<'_>| fs.plan_read(ino, offset, size);
+        let result = self.run_planned(FsOp::Read, Some(plan), |fs| {
             // A hole is answered from static zeros, without a buffer (tarn-posix `data`).
             let data = fs.read_data(ino, offset, size)?;
             // Best effort, as for listings: the read has its data either way.
