@@ -32,8 +32,8 @@
 //! falls back to the reply under its own key, never a panic.
 //!
 //! # Not here
-//! OpenZFS keys tarn has no fact for (`txg`, `spa_version`, vdev `guid`, space per vdev,
-//! `scan_stats`) are left out rather than invented; `pool iostat -j` and `memory -j` keep
+//! OpenZFS keys tarn has no fact for (`spa_version`, `def_space`, `ex_dev_size`) are left
+//! out rather than invented; `pool iostat -j` and `memory -j` keep
 //! their own shapes (no OpenZFS schema) and `pool events -f -j` prints one event per line.
 
 use serde_json::{Map, Value, json};
@@ -248,6 +248,11 @@ fn scan_stats(options: &JsonOptions, stats: &ScanStats) -> Value {
         "issued": options.bytes(stats.issued),
         "processed": options.bytes(stats.processed),
         "errors": options.counter(stats.errors, false),
+        "bytes_per_scan": options.bytes(stats.pass_examined),
+        "pass_start": options.number(stats.pass_start),
+        // A pass ends at a pause (the resume starts the next), so no pass spends time paused.
+        "scrub_spent_paused": options.number(0),
+        "issued_bytes_per_scan": options.bytes(stats.pass_issued),
     })
 }
 
@@ -354,6 +359,13 @@ fn vdev_fields(options: &JsonOptions, node: &VdevStatus, class: &str, spare: boo
     if let Some((allocated, total)) = node.space {
         fields.insert("alloc_space".into(), options.bytes(allocated));
         fields.insert("total_space".into(), options.bytes(total));
+    }
+    if let Some((physical, replaceable)) = node.device_sizes.filter(|_| !spare) {
+        fields.insert("rep_dev_size".into(), options.bytes(replaceable));
+        // OpenZFS leaves out a zero size (no device open), as it does every zero space key.
+        if physical != 0 {
+            fields.insert("phys_space".into(), options.bytes(physical));
+        }
     }
     if !spare {
         fields.insert("read_errors".into(), options.counter(node.read, false));

@@ -556,6 +556,12 @@ fn json_status_has_scan_stats_and_vdev_space() {
         .parse()
         .unwrap();
     assert_eq!(top["total_space"].as_u64(), Some(size), "{top}");
+    // Leaves: the device file's size, and the smallest file that could replace it.
+    let leaf = &top["vdevs"][devices[0].as_str()];
+    let file = std::fs::metadata(&devices[0]).unwrap().len();
+    assert_eq!(leaf["phys_space"].as_u64(), Some(file), "{leaf}");
+    let needed = leaf["rep_dev_size"].as_u64().expect("rep_dev_size");
+    assert!(needed <= file && needed > file - (1 << 20), "{leaf}");
 }
 
 // STRATEGY: parse with serde_json and check fields against the pool just created.

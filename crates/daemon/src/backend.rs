@@ -485,7 +485,7 @@ fn node_kind(kind: &str) -> VdevNodeKind {
 }
 
 /// `status -j`'s `scan_stats` of a scan record.
-fn scan_stats(p: &tarn_engine::ScanProgress) -> ScanStats {
+fn scan_stats(p: &tarn_engine::ScanProgress, pass: Option<(u64, u64)>) -> ScanStats {
     let state = match p.state {
         tarn_engine::ScanState::Scanning => "SCANNING",
         tarn_engine::ScanState::Paused => "PAUSED",
@@ -503,6 +503,9 @@ fn scan_stats(p: &tarn_engine::ScanProgress) -> ScanStats {
         issued: p.issued,
         processed: p.repaired,
         errors: p.errors,
+        pass_start: pass.map_or(0, |(start, _)| start),
+        pass_examined: pass.map_or(0, |(_, before)| p.examined.saturating_sub(before)),
+        pass_issued: pass.map_or(0, |(_, before)| p.issued.saturating_sub(before)),
     }
 }
 
@@ -519,6 +522,7 @@ fn vdev_status(node: &VdevNode) -> VdevStatus {
         note: node.note.clone(),
         guid: node.guid,
         space: node.space,
+        device_sizes: node.device_sizes,
         children: node.children.iter().map(vdev_status).collect(),
     }
 }
@@ -704,7 +708,9 @@ pub fn status_infos(engine: &Engine, names: &[String]) -> Result<Vec<PoolStatusI
                 error_count: status.errors.len() as u64,
                 errors: status.errors,
                 txg: status.txg,
-                scan_stats: status.scan_progress.map(|p| scan_stats(&p)),
+                scan_stats: status
+                    .scan_progress
+                    .map(|p| scan_stats(&p, status.scan_pass)),
             })
         })
         .collect()

@@ -915,6 +915,7 @@ impl Engine {
             rebuilding.as_deref(),
         );
         status.scan_progress = inner.scan.progress;
+        status.scan_pass = inner.scan.pass();
         status.errors = errors;
         self.slow_problem(&inner.pool, &mut status);
         Ok(status)

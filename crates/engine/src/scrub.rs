@@ -556,6 +556,16 @@ impl Scan {
         self.queue_limit = Some(limit);
     }
 
+    /// The running pass: when it started (Unix seconds; a pass starts at a scan's start, its
+    /// resume and the pool's import) and the scan's issued bytes then. `None` between passes.
+    pub(crate) fn pass(&self) -> Option<(u64, u64)> {
+        match (&self.queue, &self.rebuild) {
+            (Some(q), _) => Some((q.pass_start, q.pass_issued)),
+            (None, Some(r)) => Some(r.pass()),
+            (None, None) => None,
+        }
+    }
+
     /// Memory the running scan's queue holds: every block pointer it has yet to visit, or
     /// the ranges of a sequential resilver (the whole pool's, until it ends).
     pub(crate) fn memory_bytes(&self) -> u64 {
@@ -1042,14 +1052,7 @@ pub(crate) fn scan_text(scan: &Scan, now: u64, rebuilding: Option<&str>) -> Opti
     };
     let text = match p.state {
         ScanState::Scanning => {
-            let (pass_start, pass_issued) = scan.queue.as_ref().map_or_else(
-                || {
-                    scan.rebuild
-                        .as_ref()
-                        .map_or((p.start_time, 0), |r| r.pass())
-                },
-                |q| (q.pass_start, q.pass_issued),
-            );
+            let (pass_start, pass_issued) = scan.pass().unwrap_or((p.start_time, 0));
             let elapsed = now.saturating_sub(pass_start).max(1);
             let issued_rate = (p.issued - pass_issued.min(p.issued)) / elapsed;
             let scanned_rate = p.examined.saturating_sub(pass_issued) / elapsed;

@@ -31,6 +31,9 @@ pub struct VdevNode {
     pub guid: u64,
     /// Allocated and total bytes of a top-level vdev, and of the pool at the root.
     pub space: Option<(u64, u64)>,
+    /// A leaf's device: its physical size (0 while no device is attached) and the smallest
+    /// device that can replace it (`status -j`'s `phys_space` and `rep_dev_size`).
+    pub device_sizes: Option<(u64, u64)>,
     /// Children.
     pub children: Vec<VdevNode>,
 }
@@ -46,6 +49,9 @@ pub struct PoolStatus {
     pub txg: u64,
     /// The scan record behind `scan` (`None` if the pool never scanned).
     pub scan_progress: Option<crate::ScanProgress>,
+    /// The running pass of that scan: its start (Unix seconds) and the bytes issued before
+    /// it (a pass starts at the scan's start, resume and each import).
+    pub scan_pass: Option<(u64, u64)>,
     /// Overall state.
     pub state: String,
     /// What is wrong, if anything.
@@ -164,6 +170,13 @@ fn leaf_node(leaf: &Leaf) -> VdevNode {
         note,
         guid: leaf.guid().0,
         space: None,
+        // A distributed spare is space on its siblings, not a device.
+        device_sizes: (!leaf.is_distributed_spare()).then(|| {
+            (
+                leaf.device().map_or(0, |d| d.size_bytes()),
+                tarn_format::label::min_device_size(leaf.asize()),
+            )
+        }),
         children: Vec::new(),
     }
 }
@@ -194,6 +207,7 @@ fn child_node(index: usize, child: &Child) -> VdevNode {
         note: None,
         guid: child.guid().0,
         space: None,
+        device_sizes: None,
         children: members.iter().map(|l| leaf_node(l)).collect(),
     }
     .with_slow_summed()
@@ -228,6 +242,7 @@ fn top_node(top: &TopVdev, space: Option<(u64, u64)>) -> VdevNode {
         note: None,
         guid: top.guid().0,
         space,
+        device_sizes: None,
         children,
     }
     .with_slow_summed()
@@ -411,6 +426,7 @@ pub fn pool_status(name: &str, pool: &Pool, errlog_count: usize) -> PoolStatus {
                 .iter()
                 .fold((0, 0), |(a, t), u| (a + u.allocated, t + u.size)),
         ),
+        device_sizes: None,
         children,
     }
     .with_slow_summed();
@@ -420,6 +436,7 @@ pub fn pool_status(name: &str, pool: &Pool, errlog_count: usize) -> PoolStatus {
         guid: pool.guid().0,
         txg: pool.last_uberblock().map_or(0, |ub| ub.txg.0),
         scan_progress: None,
+        scan_pass: None,
         state,
         status,
         action,
@@ -610,6 +627,7 @@ fn tree_node(tree: &VdevTree, found: &dyn Fn(&VdevTree) -> Option<(String, bool)
         note,
         guid: 0,
         space: None,
+        device_sizes: None,
         children,
     }
 }
@@ -692,6 +710,7 @@ pub fn importable(found: &Discovered) -> Importable {
         note: None,
         guid: 0,
         space: None,
+        device_sizes: None,
         children: tops,
     };
     let see = (state == "UNAVAIL").then(|| "TARN-0001".to_string());
@@ -754,6 +773,7 @@ fn class_node(name: &str, children: Vec<VdevNode>) -> VdevNode {
         note: None,
         guid: 0,
         space: None,
+        device_sizes: None,
         children,
     }
 }
@@ -762,39 +782,11 @@ fn class_node(name: &str, children: Vec<VdevNode>) -> VdevNode {
 #[must_use]
 pub fn layout_of(spec: &CreateSpec) -> VdevNode {
     let leaf = |path: &String| VdevNode {
-        name: path.clone(),
         kind: "disk".into(),
-        state: String::new(),
-        read: 0,
-        write: 0,
-        cksum: 0,
-        slow: 0,
-        note: None,
-        guid: 0,
-        space: None,
-        children: Vec::new(),
+        ..class_node(path, Vec::new())
     };
-    let mut children: Vec<VdevNode> = spec
-        .tops
-        .iter()
-        .map(|top| match top.layout {
-            TopLayout::Disk => leaf(&top.devices[0]),
-            // `zpool create -n` prints the bare kind: the vdev has no id yet.
-            layout => VdevNode {
-                name: layout.name(),
-                kind: layout.name(),
-                state: String::new(),
-                read: 0,
-                write: 0,
-                cksum: 0,
-                slow: 0,
-                note: None,
-                guid: 0,
-                space: None,
-                children: top.devices.iter().map(leaf).collect(),
-            },
-        })
-        .collect();
+    // `zpool create -n` prints the bare kind: the vdevs have no ids yet.
+    let mut children: Vec<VdevNode> = spec.tops.iter().map(|t| top_layout(t, &leaf)).collect();
     let specials = spec.specials.iter().map(|t| top_layout(t, &leaf)).collect();
     let logs = spec.logs.iter().map(|top| top_layout(top, &leaf)).collect();
     push_classes(&mut children, specials, logs);
@@ -802,32 +794,11 @@ pub fn layout_of(spec: &CreateSpec) -> VdevNode {
         children.push(class_node("cache", spec.caches.iter().map(leaf).collect()));
     }
     if !spec.spares.is_empty() {
-        children.push(VdevNode {
-            name: "spares".into(),
-            kind: "spares".into(),
-            state: String::new(),
-            read: 0,
-            write: 0,
-            cksum: 0,
-            slow: 0,
-            note: None,
-            guid: 0,
-            space: None,
-            children: spec.spares.iter().map(leaf).collect(),
-        });
+        children.push(class_node("spares", spec.spares.iter().map(leaf).collect()));
     }
     VdevNode {
-        name: spec.name.clone(),
         kind: "root".into(),
-        state: String::new(),
-        read: 0,
-        write: 0,
-        cksum: 0,
-        slow: 0,
-        note: None,
-        guid: 0,
-        space: None,
-        children,
+        ..class_node(&spec.name, children)
     }
 }
 

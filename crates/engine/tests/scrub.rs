@@ -248,6 +248,49 @@ fn a_scrub_in_rounds_repairs_what_one_queue_does() {
     );
 }
 
+/// Goal: `status` reports the running pass (`status -j`'s `pass_start`, `bytes_per_scan`,
+/// `issued_bytes_per_scan`). Method: a scrub stepped part way (its pass counts from 0), paused
+/// (no pass), resumed and stepped (the new pass counts from the bytes issued before the
+/// pause), then run to the end (no pass).
+#[test]
+fn status_reports_the_running_pass() {
+    let rig = rig(TopLayout::Raidz(2), 6);
+    for i in 0..4 {
+        rig.write_object(10 + i, 1 << 20);
+    }
+    let scrub = |action| {
+        rig.engine
+            .scrub(&["tank".to_string()], action, "pool scrub tank")
+            .unwrap()
+    };
+    let pass = || rig.engine.status("tank").unwrap().scan_pass;
+    scrub(ScrubAction::Start);
+    let first = rig.engine.scrub_step("tank", 64 << 10).unwrap().unwrap();
+    assert_eq!(first.state, ScanState::Scanning);
+    assert!(first.issued > 0);
+    assert_eq!(pass().map(|(_, before)| before), Some(0));
+    scrub(ScrubAction::Pause);
+    assert_eq!(pass(), None, "a paused scrub has no running pass");
+    scrub(ScrubAction::Start);
+    let resumed = rig.engine.scrub_step("tank", 64 << 10).unwrap().unwrap();
+    assert!(resumed.issued > first.issued, "{resumed:?}");
+    let (start, before) = pass().expect("a resumed scrub runs a pass");
+    assert_eq!(
+        before, first.issued,
+        "the pass counts from the bytes issued before it"
+    );
+    assert!(start >= resumed.start_time);
+    while rig
+        .engine
+        .scrub_step("tank", 1 << 30)
+        .unwrap()
+        .unwrap()
+        .state
+        == ScanState::Scanning
+    {}
+    assert_eq!(pass(), None);
+}
+
 #[test]
 fn raidz2_rotted_parity_columns_are_repaired() {
     let mut rig = rig(TopLayout::Raidz(2), 6);

@@ -68,6 +68,13 @@ pub fn data_area(size: u64) -> Option<(u64, u64)> {
     (end > DATA_START).then_some((DATA_START, end))
 }
 
+/// The smallest device whose data area holds `asize` bytes: what a replacement of a leaf
+/// of that size needs (`status -j`'s `rep_dev_size`). The inverse of [`data_area`].
+#[must_use]
+pub fn min_device_size(asize: u64) -> u64 {
+    (DATA_START + asize + 2 * LABEL_SIZE).div_ceil(LABEL_SIZE) * LABEL_SIZE
+}
+
 const _: () = assert!(
     RING_SIZE >> tarn_base::limits::ASHIFT_MAX >= 2,
     "ring holds >= 2 slots"

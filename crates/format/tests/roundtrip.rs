@@ -10,7 +10,9 @@ use tarn_format::FORMAT_VERSION;
 use tarn_format::blkptr::{BLKPTR_SIZE, BlockPtr, BlockType, DVA_ASIZE_UNIT, Dva};
 use tarn_format::checksum::{Checksum, ChecksumKind};
 use tarn_format::compress::{CompressKind, CompressSetting, compress, decompress};
-use tarn_format::label::{PoolConfig, PoolState, VdevKind, VdevTree};
+use tarn_format::label::{
+    LABEL_SIZE, PoolConfig, PoolState, VdevKind, VdevTree, data_area, min_device_size,
+};
 use tarn_format::uberblock::{UBERBLOCK_SIZE, Uberblock};
 
 fn config() -> ProptestConfig {
@@ -238,6 +240,16 @@ fn flip(mut bytes: Vec<u8>, bit: usize) -> Vec<u8> {
 
 proptest! {
     #![proptest_config(config())]
+
+    /// `min_device_size` is the exact inverse of `data_area`: a device that size holds the
+    /// leaf, and one label's worth smaller does not.
+    #[test]
+    fn min_device_size_inverts_data_area(asize in 1u64..(1 << 44)) {
+        let size = min_device_size(asize);
+        let area = |size| data_area(size).map_or(0, |(start, end)| end - start);
+        prop_assert!(area(size) >= asize);
+        prop_assert!(area(size - LABEL_SIZE) < asize);
+    }
 
     #[test]
     fn block_ptr_round_trips(bp in block_ptr()) {

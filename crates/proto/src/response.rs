@@ -531,6 +531,10 @@ pub struct VdevStatus {
     /// elsewhere (tarn accounts space per top-level vdev).
     #[serde(default)]
     pub space: Option<(u64, u64)>,
+    /// A leaf's physical device size (0 without a device) and the smallest device that can
+    /// replace it; `None` elsewhere.
+    #[serde(default)]
+    pub device_sizes: Option<(u64, u64)>,
     /// Children in order.
     pub children: Vec<VdevStatus>,
 }
@@ -636,6 +640,16 @@ pub struct ScanStats {
     pub processed: u64,
     /// Blocks found unrecoverable.
     pub errors: u64,
+    /// The running pass (a pass starts at the scan's start, its resume and each import):
+    /// Unix seconds it started (0 between passes: paused, finished, canceled).
+    #[serde(default)]
+    pub pass_start: u64,
+    /// Bytes listed in this pass.
+    #[serde(default)]
+    pub pass_examined: u64,
+    /// Bytes read and verified in this pass.
+    #[serde(default)]
+    pub pass_issued: u64,
 }
 
 /// One row of `pool get`. `value` is the exact (`-p`) form: bytes as integers, `capacity`

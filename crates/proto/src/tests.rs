@@ -15,6 +15,7 @@ fn leaf(name: &str) -> VdevStatus {
         note: Some("was /dev/x".to_string()),
         guid: 0,
         space: None,
+        device_sizes: None,
         children: vec![],
     }
 }

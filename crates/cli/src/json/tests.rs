@@ -27,6 +27,7 @@ fn node(name: &str, kind: VdevNodeKind, role: VdevRole, children: Vec<VdevStatus
         note: None,
         guid: 0,
         space: None,
+        device_sizes: None,
         children,
     }
 }
@@ -41,11 +42,14 @@ fn pool() -> PoolStatusInfo {
     bad.state = "UNAVAIL".into();
     bad.read = 1500;
     bad.note = Some("cannot open".into());
+    bad.device_sizes = Some((0, 1 << 30));
+    let mut good = leaf("/d/a", VdevRole::Data);
+    good.device_sizes = Some((2 << 30, 1 << 30));
     let mut raidz = node(
         "raidz1-0",
         VdevNodeKind::Raidz(1),
         VdevRole::Data,
-        vec![leaf("/d/a", VdevRole::Data), bad],
+        vec![good, bad],
     );
     raidz.state = "DEGRADED".into();
     raidz.guid = 4242;
@@ -88,6 +92,9 @@ fn pool() -> PoolStatusInfo {
             issued: 2 << 30,
             processed: 4096,
             errors: 0,
+            pass_start: 1_800_000_030,
+            pass_examined: 1 << 30,
+            pass_issued: 512 << 20,
         }),
     }
 }
@@ -134,6 +141,12 @@ fn status_nests_vdevs_and_classes() {
     );
     assert_eq!(stats["end_time"], "1800000060");
     assert_eq!(
+        (&stats["pass_start"], &stats["bytes_per_scan"]),
+        (&json!("1800000030"), &json!("1G"))
+    );
+    assert_eq!(stats["issued_bytes_per_scan"], "512M");
+    assert_eq!(stats["scrub_spent_paused"], "0");
+    assert_eq!(
         (&stats["issued"], &stats["processed"]),
         (&json!("2G"), &json!("4K"))
     );
@@ -148,6 +161,14 @@ fn status_nests_vdevs_and_classes() {
     assert_eq!(bad["path"], "/d/b");
     assert_eq!(bad["note"], "cannot open");
     assert_eq!(raidz["vdevs"]["/d/a"]["state"], "HEALTHY");
+    assert_eq!(raidz["vdevs"]["/d/a"]["phys_space"], "2G");
+    assert_eq!(raidz["vdevs"]["/d/a"]["rep_dev_size"], "1G");
+    assert_eq!(bad["rep_dev_size"], "1G");
+    assert!(
+        bad.get("phys_space").is_none(),
+        "no device, no size: {doc:#}"
+    );
+    assert!(raidz.get("rep_dev_size").is_none(), "{doc:#}");
     assert!(root["vdevs"].get("mirror-1").is_none(), "{doc:#}");
     assert_eq!(tank["special"]["mirror-1"]["class"], "special");
     assert_eq!(

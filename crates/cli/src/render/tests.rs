@@ -18,6 +18,7 @@ fn node(name: &str, kind: VdevNodeKind, role: VdevRole, children: Vec<VdevStatus
         note: None,
         guid: 0,
         space: None,
+        device_sizes: None,
         children,
     }
 }
