@@ -145,7 +145,7 @@ fn prometheus_scrapes_pool_and_dataset_metrics() {
         "1",
     );
     if fuse {
-        let writes = "count(tarn_fuse_requests_total{dataset=\"tank/m\",op=\"write\"} > 0)";
+        let writes = "count(tarn_fuse_request_seconds_count{dataset=\"tank/m\",op=\"write\"} > 0)";
         wait_for(&web, writes, "1");
         let log = "count(tarn_intent_log_commit_seconds_count{pool=\"tank\"} > 0)";
         wait_for(&web, log, "1");
@@ -225,9 +225,15 @@ fn front_end_metrics_are_there(body: &str) {
             .parse()
             .unwrap()
     };
-    let labels = "{pool=\"tank\",dataset=\"tank/m\",op=\"write\"} ";
-    assert!(counter(&format!("tarn_fuse_requests_total{labels}")) >= 1.0);
-    assert!(counter(&format!("tarn_fuse_request_seconds_total{labels}")) > 0.0);
+    let labels = "pool=\"tank\",dataset=\"tank/m\",op=\"write\"";
+    let writes = counter(&format!("tarn_fuse_request_seconds_count{{{labels}}} "));
+    assert!(writes >= 1.0);
+    assert!(counter(&format!("tarn_fuse_request_seconds_sum{{{labels}}} ")) > 0.0);
+    // A histogram: every request is in the last bucket, and some in a finite one.
+    let inf = format!("tarn_fuse_request_seconds_bucket{{{labels},le=\"+Inf\"}} ");
+    assert_eq!(counter(&inf), writes);
+    let second = format!("tarn_fuse_request_seconds_bucket{{{labels},le=\"1.073741824\"}} ");
+    assert!(counter(&second) >= 1.0, "{body}");
     assert!(counter("tarn_intent_log_commit_seconds_count{pool=\"tank\"} ") >= 1.0);
     assert!(counter("tarn_txg_write_seconds_count{pool=\"tank\"} ") >= 1.0);
     if Command::new("nbdinfo").arg("--version").output().is_ok() {

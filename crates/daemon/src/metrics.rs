@@ -295,12 +295,9 @@ const HELP: &[(&str, &str)] = &[
         "Intent-log commits made durable by syncing a txg instead of writing the log.",
     ),
     (
-        "tarn_fuse_requests_total",
-        "FUSE requests of a mounted dataset by opcode since it was mounted.",
-    ),
-    (
-        "tarn_fuse_request_seconds_total",
-        "Server time of those requests, from the handler's start to its reply.",
+        "tarn_fuse_request_seconds",
+        "FUSE requests of a mounted dataset by opcode since it was mounted, from the \
+         handler's start to its reply.",
     ),
     (
         "tarn_nbd_request_seconds",
@@ -436,9 +433,7 @@ fn front_ends(fronts: &FrontEnds, out: &mut Metrics) {
                     escape(&dataset),
                     stat.opcode.name().to_lowercase()
                 );
-                out.counter("tarn_fuse_requests_total", &labels, stat.count as f64);
-                let seconds = stat.server_nanos as f64 / 1e9;
-                out.counter("tarn_fuse_request_seconds_total", &labels, seconds);
+                out.histogram("tarn_fuse_request_seconds", &labels, &stat.server);
             }
         }
     }
