@@ -184,6 +184,129 @@ fn xattr_copy_for_middlewares_and_a_hidden_cache() {
     assert_eq!(getfattr(&path, "tarn.checksums"), None);
 }
 
+/// `name` of `file` as hex (`getfattr -e hex`), or `None` when it has none.
+fn xattr_hex(file: &Path, name: &str) -> Option<String> {
+    let output = Command::new("getfattr")
+        .args(["-e", "hex", "-n", name])
+        .arg(file)
+        .output()
+        .expect("getfattr (package attr) runs");
+    let text = String::from_utf8(output.stdout).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name}=0x")))
+        .map(str::to_string)
+}
+
+/// `xrdadler32 FILE` (XRootD's client tools): its printed value.
+fn xrdadler32(file: &Path) -> String {
+    let output = Command::new("xrdadler32").arg(file).output().unwrap();
+    assert!(output.status.success(), "xrdadler32: {output:?}");
+    let text = String::from_utf8(output.stdout).unwrap();
+    assert_eq!(text, format!("{} {}\n", &text[..8], file.display()));
+    text[..8].to_string()
+}
+
+// DESCRIPTION: XRootD's own tool trusts tarn's binary record in `user.XrdCks.adler32`.
+// STRATEGY: `tarn checksum --xattr user.XrdCks.adler32`, then `xrdadler32` (Debian's
+// xrootd-client) on the mount: it prints the value and leaves the record as tarn wrote it
+// (a record it rejects, it replaces with its own). The control: after the file's mtime
+// moves, the same tool finds tarn's record stale and replaces it. Skips without
+// xrdadler32 (CI installs it).
+#[test]
+fn xrootd_trusts_the_record() {
+    if !fuse_or_skip("xrootd_trusts_the_record") {
+        return;
+    }
+    if Command::new("xrdadler32").arg("-h").output().is_err() {
+        eprintln!("SKIP xrootd_trusts_the_record: no xrdadler32 (package xrootd-client)");
+        return;
+    }
+    let rig = Rig::new();
+    let tank = pool_with_mount(&rig);
+    let path = tank.join("x");
+    let model = data(300_000, 5);
+    std::fs::write(&path, &model).unwrap();
+    let name = "user.XrdCks.adler32";
+    rig.ok(&format!("checksum --xattr {name} {}", path.display()));
+    let written = xattr_hex(&path, name).expect("the record");
+    assert_eq!(written.len(), 2 * 96, "{written}");
+    assert_eq!(xrdadler32(&path), adler32(&model));
+    assert_eq!(
+        xattr_hex(&path, name),
+        Some(written.clone()),
+        "XRootD kept it"
+    );
+
+    let touched = Command::new("touch")
+        .args(["-m", "-d", "@1000000000"])
+        .arg(&path)
+        .status()
+        .unwrap();
+    assert!(touched.success());
+    assert_eq!(xrdadler32(&path), adler32(&model));
+    let replaced = xattr_hex(&path, name).expect("XRootD's own record");
+    assert_ne!(replaced, written, "a stale record is replaced");
+
+    let line = rig.refused(&format!(
+        "checksum -a md5 --xattr {name} {}",
+        path.display()
+    ));
+    assert!(
+        line.contains("XRootD keeps a md5 value in user.XrdCks.md5"),
+        "{line}"
+    );
+}
+
+// DESCRIPTION: files under `.tarn/snapshot/SNAP/`: a value the file carried into the snapshot
+// is answered from it; otherwise the snapshot's (old) data is read and hashed, nothing kept.
+// STRATEGY: one file checksummed before its snapshot, one overwritten after it; values
+// against adler32 of the model and `sha256sum` reading the snapshot through the mount;
+// refusals for --xattr in a snapshot, a missing snapshot and the snapshot's root.
+#[test]
+fn files_in_snapshots() {
+    if !fuse_or_skip("files_in_snapshots") {
+        return;
+    }
+    let rig = Rig::new();
+    let tank = pool_with_mount(&rig);
+    let (f, g) = (data(2 << 20, 3), data(1 << 20, 4));
+    std::fs::write(tank.join("f"), &f).unwrap();
+    std::fs::write(tank.join("g"), &g).unwrap();
+    assert_eq!(sum(&rig, "adler32", &tank.join("f")).1, "computed");
+    rig.ok("snapshot tank@a");
+    std::fs::write(tank.join("g"), b"new").unwrap();
+    let snap = tank.join(".tarn/snapshot/a");
+    assert_eq!(
+        sum(&rig, "adler32", &snap.join("f")),
+        (adler32(&f), "cached".into())
+    );
+    for _ in 0..2 {
+        assert_eq!(
+            sum(&rig, "adler32", &snap.join("g")),
+            (adler32(&g), "computed".into()),
+            "the snapshot's data, and nothing kept"
+        );
+    }
+    let through_mount = peer("sha256sum", &snap.join("g"));
+    assert_eq!(sum(&rig, "sha256", &snap.join("g")).0, through_mount);
+    assert_eq!(sum(&rig, "adler32", &tank.join("g")).0, adler32(b"new"));
+
+    let line = rig.refused(&format!(
+        "checksum --xattr user.x {}",
+        snap.join("f").display()
+    ));
+    assert!(line.contains("snapshots are read-only"), "{line}");
+    assert!(getfattr(&snap.join("f"), "user.x").is_none());
+    let missing = tank.join(".tarn/snapshot/zzz/f");
+    let line = rig.refused(&format!("checksum {}", missing.display()));
+    assert!(line.ends_with("': no such file or directory"), "{line}");
+    let line = rig.refused(&format!("checksum {}", snap.display()));
+    assert!(
+        line.ends_with("not a regular file (checksums are of regular files)"),
+        "{line}"
+    );
+}
+
 // DESCRIPTION: refusals: a directory, a path outside any tarn mount, a missing file, an
 // unknown algorithm, a bad --xattr name. Each is one line naming what is valid, and
 // changes nothing; a good file beside a bad one is still answered, with exit status 1.

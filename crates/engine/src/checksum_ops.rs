@@ -9,7 +9,7 @@
 //! is computed and returned uncached.
 
 use tarn_posix::filesum::{FileHasher, FileSumKind};
-use tarn_posix::{Fs, Ino};
+use tarn_posix::{Fs, Ino, ReadData};
 
 use crate::{DatasetId, Engine, EngineError, FsOp, PoolError};
 
@@ -32,6 +32,9 @@ pub struct FileChecksum {
     pub stored: bool,
     /// File bytes read and hashed for this answer (0 when cached).
     pub bytes_read: u64,
+    /// The file's modification time (Unix seconds) when it was asked: XRootD's record
+    /// keeps it to tell a stale value (`tarn checksum --xattr user.XrdCks.ALG`).
+    pub mtime: i64,
 }
 
 /// Who the file is: its inode, and what tells a reused inode number apart.
@@ -52,7 +55,7 @@ impl Engine {
         path: &str,
         kind: FileSumKind,
     ) -> Result<FileChecksum, EngineError> {
-        let (file, size, cached) = self.fs_read(pool, dataset, |fs| {
+        let (file, size, mtime, cached) = self.fs_read(pool, dataset, |fs| {
             let ino = crate::project::resolve(fs, path)?;
             let attr = fs.getattr(ino)?;
             let cached = fs.checksum_cached(ino, kind)?;
@@ -61,7 +64,7 @@ impl Engine {
                 generation: attr.generation,
                 crtime: attr.crtime,
             };
-            Ok((file, attr.size, cached))
+            Ok((file, attr.size, attr.mtime.secs, cached))
         })?;
         if let Some(value) = cached {
             return Ok(FileChecksum {
@@ -70,6 +73,7 @@ impl Engine {
                 cached: true,
                 stored: true,
                 bytes_read: 0,
+                mtime,
             });
         }
         for _ in 0..ATTEMPTS {
@@ -95,6 +99,7 @@ impl Engine {
                 cached: false,
                 stored: false,
                 bytes_read,
+                mtime,
             };
             let Some(epoch) = epoch else {
                 return Ok(answer);
@@ -126,6 +131,51 @@ impl Engine {
         })
     }
 
+    /// The `kind` checksum of the file at `path` (from the snapshot's root) in the snapshot
+    /// of `dataset` whose GUID is `snapshot` (`tarn checksum` of a file under
+    /// `.tarn/snapshot/SNAP/`): the value the file carried into the snapshot if it had one
+    /// (a snapshot's data never changes, so it stays current), else read whole. Nothing is
+    /// stored: a snapshot is read-only. A snapshot destroyed meanwhile is `NotFound`.
+    pub fn snapshot_file_checksum(
+        &self,
+        pool: &str,
+        dataset: DatasetId,
+        snapshot: tarn_base::Guid,
+        path: &str,
+        kind: FileSumKind,
+    ) -> Result<FileChecksum, EngineError> {
+        let (ino, attr, cached) = self.fs_snapshot_read(pool, dataset, snapshot, |fs| {
+            let ino = crate::project::resolve(fs, path)?;
+            Ok((ino, fs.getattr(ino)?, fs.checksum_cached(ino, kind)?))
+        })?;
+        let (size, mtime) = (attr.size, attr.mtime.secs);
+        if let Some(value) = cached {
+            return Ok(FileChecksum {
+                value,
+                size,
+                cached: true,
+                stored: true,
+                bytes_read: 0,
+                mtime,
+            });
+        }
+        // Each piece is read under the pool lock (a snapshot's reads have no off-lock plan
+        // yet) and hashed outside it.
+        let (value, bytes_read) = hash_pieces(kind, |offset| {
+            self.fs_snapshot_read(pool, dataset, snapshot, |fs| {
+                fs.read_data(ino, offset, CHUNK)
+            })
+        })?;
+        Ok(FileChecksum {
+            value,
+            size,
+            cached: false,
+            stored: false,
+            bytes_read,
+            mtime,
+        })
+    }
+
     /// Reads file `ino` from its start to its end, [`CHUNK`] bytes per operation, hashing
     /// each piece outside the pool lock: the value and the bytes read.
     fn hash_file(
@@ -135,20 +185,31 @@ impl Engine {
         ino: Ino,
         kind: FileSumKind,
     ) -> Result<(Vec<u8>, u64), EngineError> {
-        let mut hasher = FileHasher::new(kind);
-        let mut offset = 0u64;
-        loop {
+        hash_pieces(kind, |offset| {
             // The device reads of each piece happen without the pool lock, as a mount's do.
             let plan = |fs: &mut Fs<'_>| fs.plan_read(ino, offset, CHUNK);
             let read = |fs: &mut Fs<'_>| fs.read_data(ino, offset, CHUNK);
-            let piece = self.fs_read_planned(pool, dataset, plan, read)?;
-            let bytes = piece.as_slice();
-            if bytes.is_empty() {
-                return Ok((hasher.finish(), offset));
-            }
-            hasher.update(bytes);
-            offset += bytes.len() as u64;
+            self.fs_read_planned(pool, dataset, plan, read)
+        })
+    }
+}
+
+/// Hashes the pieces `read(offset)` returns from offset 0 until an empty one: the value and
+/// the bytes hashed.
+fn hash_pieces(
+    kind: FileSumKind,
+    mut read: impl FnMut(u64) -> Result<ReadData, EngineError>,
+) -> Result<(Vec<u8>, u64), EngineError> {
+    let mut hasher = FileHasher::new(kind);
+    let mut offset = 0u64;
+    loop {
+        let piece = read(offset)?;
+        let bytes = piece.as_slice();
+        if bytes.is_empty() {
+            return Ok((hasher.finish(), offset));
         }
+        hasher.update(bytes);
+        offset += bytes.len() as u64;
     }
 }
 

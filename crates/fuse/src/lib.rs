@@ -259,6 +259,7 @@ use tarn_engine::{Engine, FsOp, MountSpec};
 pub use error::FuseError;
 pub use mounts::{MountEntry, clean_stale, fuse_available, mounts_at};
 pub use opstats::{OPSTATS_ENV, OpStat, Opcode, render as render_op_stats};
+pub use snapdir::SNAPSHOT_DIR;
 
 /// How long the kernel may cache attributes. Short: `st_blocks` changes when a txg syncs
 /// (the compressed size replaces the estimate) without any request the kernel could see.

@@ -35,6 +35,14 @@ pub(crate) const CONTROL_NAME: &[u8] = b".tarn";
 /// The name of the snapshot list in the control directory.
 pub(crate) const SNAPSHOTS_NAME: &[u8] = b"snapshot";
 
+/// The snapshot list's path from a mount's root, as other parts of tarn name files in it
+/// (`tarn checksum /tank/fs/.tarn/snapshot/SNAP/file`).
+pub const SNAPSHOT_DIR: &str = ".tarn/snapshot";
+const _: () = {
+    let dir = SNAPSHOT_DIR.as_bytes();
+    assert!(dir.len() == CONTROL_NAME.len() + 1 + SNAPSHOTS_NAME.len());
+};
+
 /// What a kernel inode number names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Place {
