@@ -79,11 +79,21 @@ FIGURES = [
     ("randwrite_iops", "fio 4K randwrite (psync, 1 job, +fsync)", "IOPS", "%.0f"),
 ]
 
+# The concurrency step's rows (bench/fs-peers step 6), for each job count in param "jobs".
+CONC_FIGURES = [
+    ("conc_seqwrite_%s", "seq write, %s jobs (1M, +fsync)", "MB/s", "%.0f"),
+    ("conc_seqread_%s", "cold seq read, %s jobs (1M)", "MB/s", "%.0f"),
+    ("conc_randread_%s", "4K randread, %s jobs", "IOPS", "%.0f"),
+    ("conc_randwrite_%s", "4K randwrite, %s jobs (+fsync)", "IOPS", "%.0f"),
+]
+
 # figure -> list of (peer, factor): tarn >= factor x peer.  Lower-is-better rows have none.
 TARGETS = {
     "write_mbs": [("zfs-fuse", 2.0), ("btrfs", 1.0)],
     "create_ps": [("zfs-fuse", 2.0)],
     "randread_iops": [("zfs-fuse", 2.0)],
+    "conc_randread_16": [("btrfs", 1.0)],
+    "conc_randwrite_16": [("btrfs", 1.0)],
 }
 
 SYSTEMS = ["tarn", "zfs-fuse", "btrfs"]
@@ -131,8 +141,23 @@ def table(path):
 
     header = ["figure", "unit"] + SYSTEMS + ["tarn/zfs-fuse", "tarn/btrfs", "target (tarn)",
                                              "target status"]
+    jobs = [j for j in params.get("jobs", "none").split(",") if j.isdigit()]
+    figures = list(FIGURES)
+    for key, label, unit, fmt in CONC_FIGURES:
+        figures += [(key % j, label % j, unit, fmt) for j in jobs]
+    for key, label, unit, _ in CONC_FIGURES:
+        if len(jobs) > 1:
+            # Scaling: the most jobs over one job, per system (issue 18: >= 1.5 where btrfs
+            # scales so).
+            first, last = key % jobs[0], key % jobs[-1]
+            for s in SYSTEMS:
+                if (s, first) in vals and (s, last) in vals and vals[(s, first)] > 0:
+                    vals[(s, key % "scaling")] = vals[(s, last)] / vals[(s, first)]
+            name = label.split(",")[0]
+            figures.append((key % "scaling", "%s: %s / %s jobs" % (name, jobs[-1], jobs[0]),
+                            "x", "%.2f"))
     rows = []
-    for key, label, unit, fmt in FIGURES:
+    for key, label, unit, fmt in figures:
         label = label.format(**params)
         want, status = target(key)
         rows.append([label, unit] + [cell(s, key, fmt) for s in SYSTEMS]
