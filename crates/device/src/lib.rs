@@ -165,6 +165,28 @@ pub trait Device: Send + Sync + std::fmt::Debug {
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), DeviceError>;
     /// Writes all of `data` at `offset`. Not durable until [`Device::flush`] returns.
     fn write_at(&self, offset: u64, data: &[u8]) -> Result<(), DeviceError>;
+    /// Reads adjacent ranges as one access where the device can: the first buffer at
+    /// `offset`, each next one where the previous ends (an I/O thread's aggregation of
+    /// queued reads). On an error some buffers may be filled; the caller reads them one by
+    /// one to learn which range failed. The default reads them one by one.
+    fn read_vectored_at(&self, offset: u64, bufs: &mut [&mut [u8]]) -> Result<(), DeviceError> {
+        let mut at = offset;
+        for buf in bufs {
+            self.read_at(at, buf)?;
+            at += buf.len() as u64;
+        }
+        Ok(())
+    }
+    /// Writes adjacent ranges as one access where the device can (as
+    /// [`Device::read_vectored_at`] reads them). The default writes them one by one.
+    fn write_vectored_at(&self, offset: u64, data: &[&[u8]]) -> Result<(), DeviceError> {
+        let mut at = offset;
+        for piece in data {
+            self.write_at(at, piece)?;
+            at += piece.len() as u64;
+        }
+        Ok(())
+    }
     /// Makes every write acknowledged before this call durable.
     fn flush(&self) -> Result<(), DeviceError>;
     /// Tells the device that a range no longer holds data (TRIM / hole punch). Advisory:

@@ -17,31 +17,42 @@ pub type ReadResult = Result<Vec<u8>, DeviceError>;
 /// Where an I/O thread puts a read's outcome and the submitter waits for it.
 #[derive(Debug, Default)]
 pub(crate) struct ReadSlot {
-    outcome: Mutex<Option<ReadResult>>,
+    state: Mutex<SlotState>,
     done: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct SlotState {
+    outcome: Option<ReadResult>,
+    /// The submitter sleeps on `done`: only then does completing need a wake-up (a system
+    /// call even when nobody waits, and most reads complete before their waiter asks).
+    waiting: bool,
 }
 
 impl ReadSlot {
     /// Stores the outcome and wakes the waiter. Called once per slot.
     pub(crate) fn complete(&self, result: ReadResult) {
-        let mut outcome = self.outcome.lock().unwrap_or_else(PoisonError::into_inner);
-        assert!(outcome.is_none(), "a read slot completes once");
-        *outcome = Some(result);
-        self.done.notify_all();
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        assert!(state.outcome.is_none(), "a read slot completes once");
+        state.outcome = Some(result);
+        if state.waiting {
+            self.done.notify_all();
+        }
     }
 
     fn wait(&self) -> ReadResult {
-        let mut outcome = self.outcome.lock().unwrap_or_else(PoisonError::into_inner);
-        if outcome.is_none() {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if state.outcome.is_none() {
             tarn_base::wait::before_wait();
         }
         loop {
-            if let Some(result) = outcome.take() {
+            if let Some(result) = state.outcome.take() {
                 return result;
             }
-            outcome = self
+            state.waiting = true;
+            state = self
                 .done
-                .wait(outcome)
+                .wait(state)
                 .unwrap_or_else(PoisonError::into_inner);
         }
     }

@@ -13,6 +13,13 @@
 //!                  any queued write hit since the last flush
 //! ```
 //!
+//! The I/O thread aggregates: reads next to each other in the queue at adjacent offsets go
+//! to the device as one access ([`Device::read_vectored_at`], `preadv` for files, into the
+//! callers' own buffers: no copy), and so do adjacent writes, up to [`AGGREGATE_MAX`]
+//! bytes, as OpenZFS's vdev queue aggregates. The columns a raidz stream puts on one
+//! device for consecutive blocks are adjacent, so a sequential read or a txg's writes take
+//! one system call and one hand-off per run instead of one per column.
+//!
 //! With a clock ([`Device::set_clock`]) it times both halves of every access
 //! ([`QueueTiming`]): a write's wait in the queue (acknowledged to started) and its backend
 //! time, a read's wait for the queue to drain and its backend time. That is what separates
@@ -28,7 +35,10 @@
 //! - I3: at most `QUEUE_BYTES` of write data wait in memory per device; writers block beyond
 //!   that. Reads are bounded by their submitters (each waits for what it submitted).
 //! - I4: every submitted read completes exactly once, with the inner device's outcome
-//!   (errors, `Gone`, out-of-range) unchanged.
+//!   (errors, `Gone`, out-of-range) unchanged: when an aggregated access fails, each read
+//!   in it is read again alone, so one bad sector fails only the reads that cover it.
+//! - I5: aggregation never reorders: it takes only the ops at the queue's front, of the same
+//!   kind, so a read never passes a write queued before it nor the other way round (I1).
 //!
 //! The simulator uses `SimDevice` directly (no thread), so runs stay deterministic.
 
@@ -67,11 +77,20 @@ struct State {
     busy: bool,
     error: Option<(u64, String)>,
     closing: bool,
+    /// The I/O thread sleeps on `work` (an empty queue): a push must wake it.
+    worker_idle: bool,
+    /// Callers sleeping on `changed` (draining, or a full queue): a finished op must wake
+    /// them. Both flags exist because a condvar's notify is a system call even when nobody
+    /// waits, and a busy device would otherwise pay two per op.
+    waiters: u32,
 }
 
 #[derive(Debug, Default)]
 struct Shared {
     state: Mutex<State>,
+    /// The I/O thread waits here for work.
+    work: Condvar,
+    /// Callers wait here for the queue to drain or make room.
     changed: Condvar,
     clock: OnceLock<Arc<dyn Clock>>,
     timing: Timing,
@@ -98,10 +117,22 @@ impl Shared {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn wait<'a>(&self, guard: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
-        self.changed
+    /// A caller's wait for the queue to change (see `State::waiters`).
+    fn wait<'a>(&self, mut guard: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+        guard.waiters += 1;
+        let mut guard = self
+            .changed
             .wait(guard)
-            .unwrap_or_else(PoisonError::into_inner)
+            .unwrap_or_else(PoisonError::into_inner);
+        guard.waiters -= 1;
+        guard
+    }
+
+    /// Wakes the I/O thread after a push, if it sleeps.
+    fn pushed(&self, state: &State) {
+        if state.worker_idle {
+            self.work.notify_one();
+        }
     }
 
     /// Waits until every queued write has been applied.
@@ -160,49 +191,155 @@ fn run_queue(shared: &Shared, device: &dyn Device) {
             if state.closing {
                 return;
             }
-            state = shared.wait(state);
+            state.worker_idle = true;
+            state = shared
+                .work
+                .wait(state)
+                .unwrap_or_else(PoisonError::into_inner);
+            state.worker_idle = false;
             continue;
         };
         state.busy = true;
         match op {
-            Op::Read(offset, mut buf, slot, asked) => {
-                drop(state);
-                let timing = &shared.timing;
-                timing.reads_waiting.fetch_sub(1, Ordering::Relaxed);
-                timing.reads_active.fetch_add(1, Ordering::Relaxed);
-                let started = shared.now();
-                let result = device.read_at(offset, &mut buf).map(|()| buf);
-                timing.reads_active.fetch_sub(1, Ordering::Relaxed);
-                if let (Some(asked), Some(started), Some(ended)) = (asked, started, shared.now()) {
-                    timing.read_queue.add(started.saturating_sub(asked));
-                    timing.read_disk.add(ended.saturating_sub(started));
+            Op::Read(offset, buf, slot, asked) => {
+                let mut reads = vec![(buf, slot, asked)];
+                let mut len = reads[0].0.len();
+                while let Some(Op::Read(_, buf, slot, asked)) =
+                    take_adjacent(&mut state, true, offset, len)
+                {
+                    len += buf.len();
+                    reads.push((buf, slot, asked));
                 }
-                slot.complete(result);
+                drop(state);
+                serve_reads(shared, device, offset, reads);
                 state = shared.lock();
             }
             Op::Write(offset, data, queued_at) => {
-                state.queued_write_ops -= 1;
+                let mut writes = vec![(data, queued_at)];
+                let mut len = writes[0].0.len();
+                while let Some(Op::Write(_, data, queued_at)) =
+                    take_adjacent(&mut state, false, offset, len)
+                {
+                    len += data.len();
+                    writes.push((data, queued_at));
+                }
+                state.queued_write_ops -= writes.len() as u64;
                 state.busy_writing = true;
                 drop(state);
-                let started = shared.now();
-                let result = device.write_at(offset, &data);
-                if let (Some(queued_at), Some(started), Some(ended)) =
-                    (queued_at, started, shared.now())
-                {
-                    let timing = &shared.timing;
-                    timing.write_queue.add(started.saturating_sub(queued_at));
-                    timing.write_disk.add(ended.saturating_sub(started));
-                    timing.write_total.add(ended.saturating_sub(queued_at));
-                }
+                let (at, result) = apply_writes(shared, device, offset, &writes);
                 state = shared.lock();
                 state.busy_writing = false;
-                state.queued_bytes -= data.len() as u64;
-                latch(&mut state, offset, result);
+                state.queued_bytes -= len as u64;
+                latch(&mut state, at, result);
             }
         }
         state.busy = false;
-        shared.changed.notify_all();
+        if state.waiters > 0 {
+            shared.changed.notify_all();
+        }
     }
+}
+
+/// Most bytes one aggregated access covers (OpenZFS's `zfs_vdev_aggregation_limit`).
+pub const AGGREGATE_MAX: usize = 1 << 20;
+
+/// The op at the queue's front if it continues the access at `offset` of `len` bytes: the
+/// same kind (a read after reads, a write after writes, so no write passes a read or the
+/// other way round: I1), starting where it ends, and the whole within [`AGGREGATE_MAX`].
+fn take_adjacent(state: &mut State, reads: bool, offset: u64, len: usize) -> Option<Op> {
+    let (is_read, at, more) = match state.queue.front()? {
+        Op::Read(at, buf, ..) => (true, *at, buf.len()),
+        Op::Write(at, data, _) => (false, *at, data.len()),
+    };
+    (is_read == reads && at == offset + len as u64 && len + more <= AGGREGATE_MAX)
+        .then(|| state.queue.pop_front())
+        .flatten()
+}
+/// A read waiting in the queue: its buffer, where its outcome goes, when it was submitted.
+type QueuedRead = (Vec<u8>, Arc<ReadSlot>, Option<u64>);
+
+/// Serves adjacent reads starting at `offset` as one access, and completes each. If the
+/// access fails, each is read again alone, so that every read gets its own outcome (I4): a
+/// bad sector fails only the reads that cover it.
+fn serve_reads(shared: &Shared, device: &dyn Device, offset: u64, mut reads: Vec<QueuedRead>) {
+    let timing = &shared.timing;
+    let count = reads.len() as u64;
+    timing.reads_waiting.fetch_sub(count, Ordering::Relaxed);
+    timing.reads_active.fetch_add(count, Ordering::Relaxed);
+    let started = shared.now();
+    let together = match reads.len() {
+        1 => device.read_at(offset, &mut reads[0].0),
+        _ => {
+            let mut bufs: Vec<&mut [u8]> = reads.iter_mut().map(|r| r.0.as_mut_slice()).collect();
+            device.read_vectored_at(offset, &mut bufs)
+        }
+    };
+    let ended = shared.now();
+    timing.reads_active.fetch_sub(count, Ordering::Relaxed);
+    // A lone read's error is its outcome; an aggregate's sends each read back alone.
+    let (failed, mut own_error) = match together {
+        Ok(()) => (false, None),
+        Err(error) if count == 1 => (true, Some(error)),
+        Err(_) => (true, None),
+    };
+    let mut at = offset;
+    for (mut buf, slot, asked) in reads {
+        if let (Some(asked), Some(started), Some(ended)) = (asked, started, ended) {
+            timing.read_queue.add(started.saturating_sub(asked));
+            timing.read_disk.add(ended.saturating_sub(started));
+        }
+        let len = buf.len() as u64;
+        let result = match (failed, own_error.take()) {
+            (false, _) => Ok(buf),
+            (true, Some(error)) => Err(error),
+            (true, None) => device.read_at(at, &mut buf).map(|()| buf),
+        };
+        slot.complete(result);
+        at += len;
+    }
+}
+
+/// Applies adjacent writes starting at `offset` as one access: where the first error (if
+/// any) was, and the outcome. If the access fails, each is written again alone, so the
+/// latched error names the write that failed and every write that can land does.
+fn apply_writes(
+    shared: &Shared,
+    device: &dyn Device,
+    offset: u64,
+    writes: &[(Vec<u8>, Option<u64>)],
+) -> (u64, Result<(), DeviceError>) {
+    let started = shared.now();
+    let mut outcome = (offset, Ok(()));
+    let pieces: Vec<&[u8]> = writes.iter().map(|w| w.0.as_slice()).collect();
+    let together = match pieces.len() {
+        1 => device.write_at(offset, pieces[0]),
+        _ => device.write_vectored_at(offset, &pieces),
+    };
+    if let Err(error) = together {
+        outcome = (offset, Err(error));
+        if pieces.len() > 1 {
+            outcome = (offset, Ok(()));
+            let mut at = offset;
+            for piece in &pieces {
+                let result = device.write_at(at, piece);
+                if outcome.1.is_ok() && result.is_err() {
+                    outcome = (at, result);
+                }
+                at += piece.len() as u64;
+            }
+        }
+    }
+    if let (Some(started), Some(ended)) = (started, shared.now()) {
+        let timing = &shared.timing;
+        for (_, queued_at) in writes {
+            if let Some(queued_at) = queued_at {
+                timing.write_queue.add(started.saturating_sub(*queued_at));
+                timing.write_total.add(ended.saturating_sub(*queued_at));
+            }
+            timing.write_disk.add(ended.saturating_sub(started));
+        }
+    }
+    outcome
 }
 
 /// Keeps the first error of a queued write (I2).
@@ -221,7 +358,7 @@ impl Drop for QueuedDevice {
     fn drop(&mut self) {
         let mut state = self.shared.drain();
         state.closing = true;
-        self.shared.changed.notify_all();
+        self.shared.work.notify_all();
         drop(state);
         // Joining makes the close synchronous: once the device is dropped, the file is closed
         // and its lock released, so another process can import the pool at once.
@@ -276,7 +413,7 @@ impl Device for QueuedDevice {
         state
             .queue
             .push_back(Op::Read(offset, buf, Arc::clone(&slot), asked));
-        self.shared.changed.notify_all();
+        self.shared.pushed(&state);
         drop(state);
         PendingRead::queued(slot)
     }
@@ -299,7 +436,7 @@ impl Device for QueuedDevice {
         state
             .queue
             .push_back(Op::Write(offset, data.to_vec(), self.shared.now()));
-        self.shared.changed.notify_all();
+        self.shared.pushed(&state);
         Ok(())
     }
 
@@ -401,7 +538,7 @@ mod tests {
     /// for the queue and backend time are counted, and add up to what the clock saw. Method:
     /// a SimDevice with 1 ms of latency per access on the same manual clock; the clock only
     /// moves inside the device, so each backend time is exactly 1 ms and the waits are the
-    /// backend times of the writes queued before.
+    /// backend times of the writes queued before. The writes leave gaps, so none aggregate.
     #[test]
     fn queue_and_disk_times_are_measured() {
         let clock = Arc::new(tarn_base::ManualClock::new(1));
@@ -414,7 +551,7 @@ mod tests {
         assert_eq!(device.queue_timing().unwrap().write_disk.count(), 0);
         device.set_clock(clock.clone());
         for i in 0..4u64 {
-            device.write_at(i * 512, &[1u8; 512]).unwrap();
+            device.write_at(i * 1024, &[1u8; 512]).unwrap();
         }
         let mut buf = [0u8; 512];
         device.read_at(0, &mut buf).unwrap();
@@ -569,5 +706,151 @@ mod tests {
             device.write_at(4096, &[0u8; 512]),
             Err(DeviceError::OutOfRange { .. })
         ));
+    }
+
+    /// A device whose writes wait at a gate until the test opens it (so that the queue
+    /// behind a write fills up deterministically), which fails reads covering `bad`, and
+    /// counts the vectored accesses it is given with their pieces.
+    #[derive(Debug)]
+    struct Gated {
+        inner: Arc<SimDevice>,
+        open: Mutex<bool>,
+        opened: Condvar,
+        bad: Option<u64>,
+        vectored: Mutex<Vec<(bool, usize)>>,
+    }
+
+    impl Gated {
+        fn new(inner: Arc<SimDevice>, bad: Option<u64>) -> Arc<Gated> {
+            Arc::new(Gated {
+                inner,
+                open: Mutex::new(false),
+                opened: Condvar::new(),
+                bad,
+                vectored: Mutex::new(Vec::new()),
+            })
+        }
+
+        fn open(&self) {
+            *self.open.lock().unwrap() = true;
+            self.opened.notify_all();
+        }
+
+        fn pass(&self) {
+            let mut open = self.open.lock().unwrap();
+            while !*open {
+                open = self.opened.wait(open).unwrap();
+            }
+        }
+    }
+
+    impl Device for Gated {
+        fn size_bytes(&self) -> u64 {
+            self.inner.size_bytes()
+        }
+        fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), DeviceError> {
+            if self
+                .bad
+                .is_some_and(|b| (offset..offset + buf.len() as u64).contains(&b))
+            {
+                let source = std::io::Error::other("bad sector");
+                return Err(DeviceError::Io { offset, source });
+            }
+            self.inner.read_at(offset, buf)
+        }
+        fn write_at(&self, offset: u64, data: &[u8]) -> Result<(), DeviceError> {
+            self.pass();
+            self.inner.write_at(offset, data)
+        }
+        fn read_vectored_at(&self, offset: u64, bufs: &mut [&mut [u8]]) -> Result<(), DeviceError> {
+            self.vectored.lock().unwrap().push((true, bufs.len()));
+            let mut at = offset;
+            for buf in bufs {
+                self.read_at(at, buf)?;
+                at += buf.len() as u64;
+            }
+            Ok(())
+        }
+        fn write_vectored_at(&self, offset: u64, data: &[&[u8]]) -> Result<(), DeviceError> {
+            self.vectored.lock().unwrap().push((false, data.len()));
+            let mut at = offset;
+            for piece in data {
+                self.write_at(at, piece)?;
+                at += piece.len() as u64;
+            }
+            Ok(())
+        }
+        fn flush(&self) -> Result<(), DeviceError> {
+            self.inner.flush()
+        }
+        fn discard(&self, offset: u64, len: u64) -> Result<(), DeviceError> {
+            self.inner.discard(offset, len)
+        }
+        fn path(&self) -> &str {
+            self.inner.path()
+        }
+    }
+
+    /// Goal: reads queued one after another at adjacent offsets go to the device as one
+    /// access, and so do adjacent writes; a read that is not adjacent, or not next in the
+    /// queue, is its own access; every read gets its own bytes. Method: the queue is held
+    /// behind a gated write while the accesses are queued, then opened.
+    #[test]
+    fn adjacent_queued_accesses_aggregate() {
+        let sim = SimDevice::new("q", 1 << 20, FaultPlan::default());
+        for i in 0..16u64 {
+            sim.write_at(i * 4096, &[i as u8; 4096]).unwrap();
+        }
+        let gated = Gated::new(sim.clone(), None);
+        let device = QueuedDevice::new(gated.clone()).unwrap();
+        device.write_at(512 << 10, &[9; 512]).unwrap();
+        let reads: Vec<_> = (0..8u64)
+            .chain([12, 8])
+            .map(|i| (i, device.submit_read(i * 4096, vec![0; 4096])))
+            .collect();
+        for i in 0..4u64 {
+            device
+                .write_at((600 << 10) + i * 4096, &[i as u8 + 100; 4096])
+                .unwrap();
+        }
+        gated.open();
+        for (i, read) in reads {
+            assert_eq!(read.wait().unwrap(), vec![i as u8; 4096], "read {i}");
+        }
+        device.flush().unwrap();
+        assert_eq!(*gated.vectored.lock().unwrap(), vec![(true, 8), (false, 4)]);
+        let mut back = vec![0; 4 * 4096];
+        sim.read_at(600 << 10, &mut back).unwrap();
+        for (i, piece) in back.chunks(4096).enumerate() {
+            assert_eq!(piece, vec![i as u8 + 100; 4096].as_slice());
+        }
+    }
+
+    /// Goal: a failed aggregated read fails only the reads whose range is bad; the others
+    /// get their bytes (I4). Method: four adjacent reads queued behind a gated write, the
+    /// second covering a bad sector.
+    #[test]
+    fn a_bad_sector_fails_only_its_own_read_in_an_aggregate() {
+        let sim = SimDevice::new("q", 1 << 20, FaultPlan::default());
+        for i in 0..4u64 {
+            sim.write_at(i * 4096, &[i as u8 + 1; 4096]).unwrap();
+        }
+        let gated = Gated::new(sim, Some(4096 + 100));
+        let device = QueuedDevice::new(gated.clone()).unwrap();
+        device.write_at(512 << 10, &[9; 512]).unwrap();
+        let reads: Vec<_> = (0..4u64)
+            .map(|i| device.submit_read(i * 4096, vec![0; 4096]))
+            .collect();
+        gated.open();
+        let outcomes: Vec<_> = reads.into_iter().map(PendingRead::wait).collect();
+        assert_eq!(*gated.vectored.lock().unwrap(), vec![(true, 4)]);
+        for (i, outcome) in outcomes.into_iter().enumerate() {
+            match (i, outcome) {
+                (1, Err(DeviceError::Io { offset, .. })) => assert_eq!(offset, 4096),
+                (1, other) => panic!("the bad read: {other:?}"),
+                (i, outcome) => assert_eq!(outcome.unwrap(), vec![i as u8 + 1; 4096]),
+            }
+        }
+        device.flush().unwrap();
     }
 }

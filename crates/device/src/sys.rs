@@ -1,11 +1,12 @@
 //! The few operating-system calls `std` does not wrap: block-device ioctls, `flock`, hole
-//! punching, and page-aligned buffers for `O_DIRECT`. This is the only module of tarn-device
+//! punching, positioned vectored I/O (`preadv`, `pwritev`), and page-aligned buffers for
+//! `O_DIRECT`. This is the only module of tarn-device
 //! that may use `unsafe`; every block carries a `SAFETY:` comment (STYLE.md §5).
 #![allow(unsafe_code)]
 
 use std::alloc::Layout;
 use std::fs::File;
-use std::io;
+use std::io::{self, IoSlice, IoSliceMut};
 use std::os::fd::AsRawFd;
 use std::ptr::NonNull;
 
@@ -77,6 +78,83 @@ pub(crate) fn will_need(file: &File, offset: u64, len: u64) -> io::Result<()> {
     } else {
         Err(io::Error::from_raw_os_error(rc))
     }
+}
+
+/// Most buffers one `preadv`/`pwritev` takes (Linux's `UIO_MAXIOV`); longer lists go in
+/// several calls.
+const IOV_MAX: usize = 1024;
+
+/// `preadv`: fills every buffer of `bufs` from `offset` on, the next buffer where the
+/// previous ends, in as few system calls as the kernel allows (short reads go on where
+/// they stopped). End of file before the last byte is `UnexpectedEof`.
+pub(crate) fn read_vectored_at(
+    file: &File,
+    mut offset: u64,
+    bufs: &mut [IoSliceMut<'_>],
+) -> io::Result<()> {
+    let mut bufs = bufs;
+    IoSliceMut::advance_slices(&mut bufs, 0);
+    while !bufs.is_empty() {
+        let count = bufs.len().min(IOV_MAX);
+        // SAFETY: std guarantees `IoSliceMut` has the ABI of `struct iovec` on Unix; the first
+        // `count` entries each describe a live buffer borrowed mutably for this call, and
+        // `count` is within the slice. preadv writes only inside those buffers.
+        let n = unsafe {
+            libc::preadv(
+                file.as_raw_fd(),
+                bufs.as_ptr().cast::<libc::iovec>(),
+                libc::c_int::try_from(count).unwrap_or(libc::c_int::MAX),
+                to_off_t(offset)?,
+            )
+        };
+        let n = match usize::try_from(n) {
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => n,
+            Err(_) => match io::Error::last_os_error() {
+                e if e.kind() == io::ErrorKind::Interrupted => continue,
+                e => return Err(e),
+            },
+        };
+        offset += n as u64;
+        IoSliceMut::advance_slices(&mut bufs, n);
+    }
+    Ok(())
+}
+
+/// `pwritev`: writes every buffer of `data` from `offset` on, as [`read_vectored_at`] reads.
+/// A write that makes no progress is `WriteZero`.
+pub(crate) fn write_vectored_at(
+    file: &File,
+    mut offset: u64,
+    data: &mut [IoSlice<'_>],
+) -> io::Result<()> {
+    let mut data = data;
+    IoSlice::advance_slices(&mut data, 0);
+    while !data.is_empty() {
+        let count = data.len().min(IOV_MAX);
+        // SAFETY: std guarantees `IoSlice` has the ABI of `struct iovec` on Unix; the first
+        // `count` entries each describe a live buffer borrowed for this call, and `count` is
+        // within the slice. pwritev only reads those buffers.
+        let n = unsafe {
+            libc::pwritev(
+                file.as_raw_fd(),
+                data.as_ptr().cast::<libc::iovec>(),
+                libc::c_int::try_from(count).unwrap_or(libc::c_int::MAX),
+                to_off_t(offset)?,
+            )
+        };
+        let n = match usize::try_from(n) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => n,
+            Err(_) => match io::Error::last_os_error() {
+                e if e.kind() == io::ErrorKind::Interrupted => continue,
+                e => return Err(e),
+            },
+        };
+        offset += n as u64;
+        IoSlice::advance_slices(&mut data, n);
+    }
+    Ok(())
 }
 
 /// Deallocates `[offset, offset + len)` of a regular file without changing its size.
