@@ -61,11 +61,21 @@ fn send(engine: &Engine, snapshot: &str) -> Vec<u8> {
 }
 
 fn setup() -> Hosts {
-    setup_with(&|level, blkid| level == 0 && LOST.contains(&blkid))
+    setup_with(&|at| at.object == at.written && at.level == 0 && LOST.contains(&at.blkid))
 }
 
-/// [`setup`], rotting the blocks of the object `rot(level, blkid)` picks.
-fn setup_with(rot: &dyn Fn(u8, u64) -> bool) -> Hosts {
+/// Where a block of host A's object set is, for [`setup_with`].
+struct At {
+    /// The block's object (0: the object set's dnodes).
+    object: u64,
+    /// The object the test wrote.
+    written: u64,
+    level: u8,
+    blkid: u64,
+}
+
+/// [`setup`], rotting every block of host A's object set that `rot` picks.
+fn setup_with(rot: &dyn Fn(&At) -> bool) -> Hosts {
     let provider = Arc::new(SimProvider::new());
     let names = sim_devices(&provider, "d", 0..4, DEVICE_SIZE);
     let spec = CreateSpec {
@@ -95,7 +105,13 @@ fn setup_with(rot: &dyn Fn(u8, u64) -> bool) -> Hosts {
     let reader = pool.reader();
     let mut blocks = Vec::new();
     tarn_objects::visit_object_set(&reader, &root, &mut |bp, context| {
-        if context.object == object && rot(context.level, context.blkid) {
+        let at = At {
+            object: context.object.0,
+            written: object.0,
+            level: context.level,
+            blkid: context.blkid,
+        };
+        if rot(&at) {
             blocks.push(*bp);
         }
     })
@@ -287,7 +303,7 @@ fn a_dry_run_says_what_it_would_heal_and_changes_nothing() {
 // lost, counts the object's records under it as unchecked, and writes nothing.
 #[test]
 fn a_lost_indirect_block_is_named_and_stays_lost() {
-    let hosts = setup_with(&|level, _| level == 1);
+    let hosts = setup_with(&|at| at.object == at.written && at.level == 1);
     assert!(hosts.read().is_err(), "lost data must not be returned");
     let good = send(&hosts.b, "tank/replica@one");
     let before = images(&hosts.provider);
@@ -313,4 +329,21 @@ fn a_lost_indirect_block_is_named_and_stays_lost() {
         "the object's eight records: {report:?}"
     );
     assert!(hosts.read().is_err(), "still lost");
+}
+
+// DESCRIPTION: a lost dnode block (the one holding the written object, every copy) is named
+// once as metadata that stays lost; nothing is healed.
+#[test]
+fn a_lost_dnode_block_is_named_and_stays_lost() {
+    let per_block = tarn_format::objset::DNODES_PER_BLOCK;
+    let hosts =
+        setup_with(&|at| at.object == 0 && at.level == 0 && at.blkid == at.written / per_block);
+    assert!(hosts.read().is_err(), "lost data must not be returned");
+    let good = send(&hosts.b, "tank/replica@one");
+    let report = hosts.correct(&good).unwrap();
+    assert!(report.healed.is_empty(), "{report:?}");
+    let lost: Vec<_> = report.unhealed.iter().filter(|f| f.metadata).collect();
+    assert_eq!(lost.len(), 1, "{report:?}");
+    assert!(lost[0].why.contains("a dnode block"), "{report:?}");
+    assert!(report.unchecked >= 8, "{report:?}");
 }
