@@ -422,10 +422,10 @@ pub(crate) enum Command {
         #[arg(short = 'x', value_name = "PROPERTY")]
         exclude: Vec<String>,
         /// Corrective receive: heal damaged blocks of the existing snapshot named from a
-        /// stream of that same snapshot.
+        /// stream of that same snapshot (with -n: only say which it would heal).
         #[arg(short = 'c', conflicts_with_all = [
-            "force", "unmounted", "resumable", "abort", "dry_run", "discard_first", "last",
-            "set", "exclude",
+            "force", "unmounted", "resumable", "abort", "discard_first", "last", "set",
+            "exclude",
         ])]
         corrective: bool,
         /// Destination dataset (or DATASET@SNAPSHOT; with -c the snapshot to heal).

@@ -885,12 +885,17 @@ fn stream_text(payload: &ReplyPayload, parsable: bool, dry_run: bool) -> String 
             bytes,
             ..
         } => {
+            let (verb, healed_word) = match dry_run {
+                true => ("would heal", "would be healed"),
+                false => ("healed", "healed"),
+            };
             for place in healed {
-                out.push_str(&format!("healed {snapshot} {place}\n"));
+                out.push_str(&format!("{verb} {snapshot} {place}\n"));
             }
+            let run = if dry_run { "dry run of a " } else { "" };
             out.push_str(&format!(
-                "corrective receive of {snapshot}: {checked} blocks checked, {} healed, {} \
-                 stream\n",
+                "{run}corrective receive of {snapshot}: {checked} blocks checked, {} \
+                 {healed_word}, {} stream\n",
                 healed.len(),
                 size(*bytes)
             ));
@@ -977,9 +982,15 @@ pub(crate) fn finish(
 fn not_healed(plan: &Plan, payload: &ReplyPayload, unhealed: &[String]) -> Outcome {
     let mut outcome = show(&plan.view, payload).unwrap_or_else(|| Outcome::ok(String::new()));
     let plural = if unhealed.len() == 1 { "" } else { "s" };
+    let dry_run = matches!(plan.view, View::Stream { dry_run: true, .. });
     let why = format!(
-        "{} damaged block{plural} not healed: {}",
+        "{} damaged block{plural} {}: {}",
         unhealed.len(),
+        if dry_run {
+            "would not be healed"
+        } else {
+            "not healed"
+        },
         unhealed.join("; ")
     );
     let line = render::error_line(plan.verb, plan.object.as_deref(), &why);

@@ -788,3 +788,70 @@ fn replicated_tree_keeps_its_clone(rig: &Rig) {
     let (sent, received) = (mount(rig, "pa/tree/b-clone"), mount(rig, "pb/tree/b-clone"));
     assert_eq!(tree(&sent), tree(&received), "tree/b-clone");
 }
+
+// DESCRIPTION: through the binary, `receive -o origin=pb/dst@one pb/copy` of a plain
+// incremental stream makes `pb/copy` a clone of that snapshot; a missing origin, a
+// dataset named as origin and a snapshot of another GUID are refused in one line with
+// every device file of both pools byte-identical; `receive -F` of a full stream replaces
+// a dataset without snapshots (refused in one line without `-F`); `receive -n -v -c`
+// reports what it would heal (nothing here) and changes no byte.
+// STRATEGY: two pools on one file each, `-m none` (no mounts needed).
+#[test]
+fn receive_as_a_clone_of_a_named_origin_and_over_an_empty_destination() {
+    let rig = Rig::new();
+    let a = rig.devices("a", "disk", 1);
+    let b = rig.devices("b", "disk", 1);
+    rig.ok(&format!("pool create -m none pa {}", join(&a)));
+    rig.ok(&format!("pool create -m none pb {}", join(&b)));
+    rig.ok("create pa/src");
+    rig.ok("snapshot pa/src@one");
+    rig.ok("set org.test:step=two pa/src");
+    rig.ok("snapshot pa/src@two");
+    rig.ok("create pb/other");
+    rig.ok("snapshot pb/other@x");
+    pipe(&rig, "send pa/src@one", "receive pb/dst");
+    let incremental = stream(&rig, "send -i @one pa/src@two");
+    for (origin, expected) in [
+        ("pb/dst@nope", "origin 'pb/dst@nope' does not exist"),
+        ("pb/dst", "origin 'pb/dst' is not a snapshot"),
+        ("pb/other@x", "is not the stream's source 'pa/src@one'"),
+    ] {
+        let line = format!("receive -o origin={origin} pb/copy");
+        let err = refused_with_stream(&rig, &line, &incremental);
+        assert!(err.contains(expected), "{line}: {err}");
+    }
+    let (code, err) = receive(&rig, "receive -o origin=pb/dst@one pb/copy", &incremental);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(get(&rig, "origin", "pb/copy"), "pb/dst@one");
+    assert_eq!(
+        get(&rig, "guid", "pb/copy@two"),
+        get(&rig, "guid", "pa/src@two")
+    );
+
+    rig.ok("create pb/empty");
+    let full = stream(&rig, "send pa/src@one");
+    let err = refused_with_stream(&rig, "receive pb/empty", &full);
+    assert!(err.contains("must specify -F to overwrite it"), "{err}");
+    let (code, err) = receive(&rig, "receive -F pb/empty", &full);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(
+        get(&rig, "guid", "pb/empty@one"),
+        get(&rig, "guid", "pa/src@one")
+    );
+
+    let path = rig.root().join("stream.bin");
+    std::fs::write(&path, stream(&rig, "send pb/dst@one")).unwrap();
+    let baseline = rig.image();
+    let out = tarn(&rig, "receive -n -v -c pa/src@one")
+        .stdin(std::fs::File::open(&path).unwrap())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("dry run of a corrective receive of pa/src@one:")
+            && text.contains("0 would be healed"),
+        "{text}"
+    );
+    assert_same_image(&baseline, &rig.image(), "receive -n -c");
+}

@@ -1661,11 +1661,13 @@ impl EngineBackend {
 }
 
 impl EngineBackend {
-    /// `tarn receive -c SNAP`: heals the snapshot's damaged blocks from the stream in
-    /// `file`. Nothing is unmounted: no dataset changes.
+    /// `tarn receive [-n] -c SNAP`: heals the snapshot's damaged blocks from the stream in
+    /// `file` (with `dry_run` only says which it would). Nothing is unmounted: no dataset
+    /// changes.
     fn receive_corrective(
         &self,
         snapshot: &str,
+        dry_run: bool,
         file: std::fs::File,
         progress: &mut dyn FnMut(Progress),
     ) -> Response {
@@ -1679,19 +1681,20 @@ impl EngineBackend {
         };
         let place =
             |fix: &tarn_engine::BlockFix| format!("object {} offset {}", fix.object, fix.offset);
+        // A metadata block's `why` names it; a data block's follows its place.
+        let unhealed = |fix: &tarn_engine::BlockFix| match fix.metadata {
+            true => fix.why.clone(),
+            false => format!("{}: {}", place(fix), fix.why),
+        };
         match self
             .engine
-            .receive_corrective(snapshot, &mut input, &mut report)
+            .receive_corrective_with(snapshot, dry_run, &mut input, &mut report)
         {
             Ok(done) => ok(ReplyPayload::Corrected {
                 snapshot: done.snapshot,
                 checked: done.checked,
                 healed: done.healed.iter().map(place).collect(),
-                unhealed: done
-                    .unhealed
-                    .iter()
-                    .map(|fix| format!("{}: {}", place(fix), fix.why))
-                    .collect(),
+                unhealed: done.unhealed.iter().map(unhealed).collect(),
                 bytes: done.bytes,
             }),
             Err(error) => error_reply(&error),
@@ -1755,14 +1758,16 @@ impl Handler for EngineBackend {
                     append: *append,
                     set: set.clone(),
                     exclude: exclude.clone(),
+                    origin: None,
                 };
                 self.receive(&spec, *unmounted || *dry_run, file, progress)
             }
             Request::Receive {
                 target,
                 corrective: true,
+                dry_run,
                 ..
-            } => self.receive_corrective(target, file, progress),
+            } => self.receive_corrective(target, *dry_run, file, progress),
             other => Response::error(format!("'{}' carries no stream", other.verb())),
         }
     }

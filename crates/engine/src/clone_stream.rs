@@ -15,8 +15,14 @@
 //! In `send -R -i|-I FROM`, a clone made since FROM (it lacks that snapshot) goes from its
 //! origin, which the receiver has from an earlier stream or this one.
 //!
-//! Not here: in a full `send -R`, a clone whose origin is not sent in the same stream (it
-//! goes as a full stream, as before); promote across the wire.
+//! In a full `send -R`, every clone goes from its origin, also when the origin is not in
+//! the stream (outside the tree sent, or later than the snapshot sent), as OpenZFS's
+//! `zfs send -R` does: the receiving pool must have the origin (by GUID) from an earlier
+//! receive, else that substream is refused ("local origin ... does not exist") and the
+//! datasets before it stay received. A stream that must stand alone is sent without the
+//! clone, or the clone is promoted or sent by itself in full (`send CLONE@SNAP`).
+//!
+//! Not here: promote across the wire.
 
 use std::collections::BTreeSet;
 
@@ -135,27 +141,11 @@ pub(crate) fn replication_order(inner: &Imported, root: DatasetId, snap: &str) -
     order
 }
 
-/// In a `send -R` of snapshot `snap` over `members`: the origin snapshot of the clone
-/// `node` when that snapshot is sent too (its dataset is a member with `snap`, and the
-/// origin is not later than `snap` there), so the clone goes as a clone stream.
-pub(crate) fn sent_origin(
-    inner: &Imported,
-    node: &Node,
-    members: &[DatasetId],
-    snap: &str,
-) -> Option<Snapshot> {
-    let origin = node.origin?;
-    let dataset = DatasetId(origin.dataset.0);
-    if !members.contains(&dataset) {
-        return None;
-    }
-    let origin_node = inner.datasets.node(dataset);
-    let (last, _) = origin_node.snapshot(snap)?;
-    let at = origin_node
-        .snapshots
-        .iter()
-        .position(|s| s.id == origin.snapshot)?;
-    (at <= last).then(|| origin_node.snapshots[at].clone())
+/// In a full `send -R`: the origin snapshot of the clone `node`, from which its oldest
+/// snapshot goes as a clone stream whether or not the origin is in the stream (as OpenZFS
+/// does: the receiver finds it by GUID, sent earlier in the stream or received before).
+pub(crate) fn replicated_origin(inner: &Imported, node: &Node) -> Option<Snapshot> {
+    origin_of(inner, node).map(|(_, snapshot)| snapshot)
 }
 
 /// The snapshot of this pool whose GUID is `guid`, and its dataset.
@@ -168,22 +158,27 @@ fn snapshot_by_guid(inner: &Imported, guid: u64) -> Option<(DatasetId, Snapshot)
 }
 
 impl Engine {
-    /// A clone stream (`begin` has the CLONE feature) into `target`, which does not exist:
-    /// the hidden clone `PARENT/%LEAF` of this pool's snapshot with the stream's source GUID,
-    /// under the same checks as a full receive.
+    /// A clone stream (`begin` has the CLONE feature, or `-o origin=` names the origin)
+    /// into `target` (with the existing dataset it replaces at END, `receive -F`): the
+    /// hidden clone `PARENT/%LEAF` of the named origin, or else of this pool's snapshot
+    /// with the stream's source GUID, under the same checks as a full receive.
     pub(crate) fn receive_clone_prepare(
         &self,
         inner: &mut Imported,
         begin: &Begin,
-        target: &str,
+        (target, replaces): (&str, Option<DatasetId>),
         kind: ObjsetKind,
+        named: Option<&str>,
     ) -> Result<Destination, EngineError> {
-        let Some((origin_dataset, origin)) = snapshot_by_guid(inner, begin.from_guid) else {
-            return Err(invalid(format!(
-                "local origin for clone '{target}' does not exist: no snapshot has the guid \
-                 {} of '{}' (receive the origin first)",
-                begin.from_guid, begin.from_name
-            )));
+        let (origin_dataset, origin) = match named {
+            Some(name) => crate::receive_new::named_origin(inner, name, begin, target)?,
+            None => snapshot_by_guid(inner, begin.from_guid).ok_or_else(|| {
+                invalid(format!(
+                    "local origin for clone '{target}' does not exist: no snapshot has the \
+                     guid {} of '{}' (receive the origin first)",
+                    begin.from_guid, begin.from_name
+                ))
+            })?,
         };
         let have = inner.datasets.node(origin_dataset).objset.kind();
         if have != kind {
@@ -198,7 +193,10 @@ impl Engine {
             .datasets
             .by_name(parent_name)
             .ok_or_else(|| invalid(format!("parent of '{target}' does not exist")))?;
-        crate::limits::check_filesystems(&inner.datasets, parent, 1)?;
+        // A replacement leaves the count as it was.
+        if replaces.is_none() {
+            crate::limits::check_filesystems(&inner.datasets, parent, 1)?;
+        }
         crate::limits::check_snapshots(&inner.datasets, &[parent])?;
         let name = hidden_name(target);
         if inner.datasets.by_name(&name).is_some() {
@@ -212,6 +210,7 @@ impl Engine {
             id,
             parent,
             name: target.to_string(),
+            replaces,
         })
     }
 }

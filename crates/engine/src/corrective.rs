@@ -20,8 +20,23 @@
 //!   keeps entries dated at or after its start, which it may have passed). Blocks healed
 //!   before a later batch's bad frame stay healed: they hold exactly the bytes their block
 //!   pointers always named.
-//! - A damaged block the stream cannot heal (its data does not match, or its indirect
-//!   block is lost too) is listed with why; the front end then fails the command.
+//! - A damaged block the stream cannot heal (its data does not match) is listed with why;
+//!   the front end then fails the command.
+//! - Metadata (indirect blocks, dnode blocks) is not healed, and cannot be from any stream:
+//!   an indirect block is the array of its children's block pointers, and a dnode block
+//!   holds each object's top block pointers, so their bytes (which the checksum in their
+//!   parent's block pointer covers) are where this pool put each block (DVAs), when
+//!   (birth txgs), and the checksums and sizes as stored here. A stream carries objects'
+//!   logical contents only (OBJECT and WRITE records, FORMAT.md 21): the sender's
+//!   placement is of another pool, and nothing in the stream says where this pool's
+//!   children lie, so no byte-exact rebuild can be checked against the parent's checksum.
+//!   Each such block that stays lost is listed once ([`BlockFix::metadata`], naming its
+//!   DVA), and the WRITE records under it are counted as `unchecked`: their data blocks
+//!   cannot even be found. The pool's own redundancy (metadata keeps an extra copy) or a
+//!   restore of the dataset (`receive -F` of a full stream) is what brings them back.
+//! - `receive -n -c` (dry run) reads and checks the same, with tarn-zio's `heal_check`
+//!   instead of `heal_block`: nothing is written, not even a repair from the pool's own
+//!   redundancy, no txg, no history; the report says what a real run would heal.
 
 use std::io::Read;
 
@@ -49,6 +64,9 @@ pub struct BlockFix {
     pub bytes: u64,
     /// Why it was not healed (empty when it was).
     pub why: String,
+    /// A metadata block (indirect or dnode block) that stays lost: `why` names it, `object`
+    /// is the object whose record led to it, `offset` and `block_size` are 0.
+    pub metadata: bool,
 }
 
 /// What a corrective receive did.
@@ -62,6 +80,10 @@ pub struct CorrectiveReport {
     pub healed: Vec<BlockFix>,
     /// Damaged blocks the stream could not heal.
     pub unhealed: Vec<BlockFix>,
+    /// WRITE records whose block could not be found: a metadata block above it is lost.
+    pub unchecked: u64,
+    /// A dry run (`receive -n -c`): `healed` is what would be healed; nothing changed.
+    pub dry_run: bool,
     /// Stream bytes read.
     pub bytes: u64,
 }
@@ -72,6 +94,18 @@ impl Engine {
     pub fn receive_corrective(
         &self,
         snapshot: &str,
+        input: &mut dyn Read,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<CorrectiveReport, EngineError> {
+        self.receive_corrective_with(snapshot, false, input, progress)
+    }
+
+    /// [`Engine::receive_corrective`], or with `dry_run` (`receive -n -c`) only what it
+    /// would heal, changing nothing (module doc).
+    pub fn receive_corrective_with(
+        &self,
+        snapshot: &str,
+        dry_run: bool,
         input: &mut dyn Read,
         progress: &mut dyn FnMut(u64),
     ) -> Result<CorrectiveReport, EngineError> {
@@ -96,6 +130,7 @@ impl Engine {
         check_begin(&begin, &target, snapshot)?;
         let mut report = CorrectiveReport {
             snapshot: snapshot.to_string(),
+            dry_run,
             ..CorrectiveReport::default()
         };
         loop {
@@ -118,6 +153,9 @@ impl Engine {
             ));
         }
         report.bytes = reader.bytes();
+        if dry_run {
+            return Ok(report);
+        }
         let mut inner = handle.lock();
         restamp_healed(&mut inner, &report.healed)?;
         let command = format!("receive -c {snapshot}");
@@ -229,6 +267,7 @@ fn heal_batch(
             block_size: u64::from(write.logical_size),
             bytes,
             why: why.to_string(),
+            metadata: false,
         };
         let bp = match corrective::locate(os, &reader, write) {
             Ok(Some(bp)) => bp,
@@ -239,15 +278,23 @@ fn heal_batch(
                 )));
             }
             Err(error) => {
-                let why = format!("its indirect block cannot be read: {error}");
-                report.unhealed.push(fix(0, &why));
+                report.unchecked += 1;
+                let lost = metadata_loss(write, &error);
+                if !report
+                    .unhealed
+                    .iter()
+                    .any(|f| f.metadata && f.why == lost.why)
+                {
+                    report.unhealed.push(lost);
+                }
                 continue;
             }
         };
         report.checked += 1;
-        let outcome = match corrective::stored_form(&bp, write, setting) {
-            Some(stored) => pipeline.heal_block(&bp, &stored),
-            None => pipeline.heal_block(&bp, &[]),
+        let stored = corrective::stored_form(&bp, write, setting).unwrap_or_default();
+        let outcome = match report.dry_run {
+            true => pipeline.heal_check(&bp, &stored),
+            false => pipeline.heal_block(&bp, &stored),
         };
         match outcome {
             HealOutcome::Intact => {}
@@ -262,6 +309,9 @@ fn heal_batch(
             HealOutcome::Unwritten(why) => report.unhealed.push(fix(0, &why)),
         }
     }
+    if report.dry_run {
+        return Ok(());
+    }
     written.sort_unstable_by_key(|vdev| vdev.0);
     written.dedup();
     inner
@@ -269,4 +319,29 @@ fn heal_batch(
         .flush_vdevs(&written)
         .map_err(|why| invalid(format!("healed blocks could not be flushed: {why}")))?;
     Ok(())
+}
+
+/// The metadata block whose loss kept `write`'s block from being found (module doc).
+fn metadata_loss(write: &WriteRecord, error: &tarn_dataset::DatasetError) -> BlockFix {
+    use tarn_objects::ObjectError;
+    let what = match error {
+        tarn_dataset::DatasetError::Objects(ObjectError::Io { object, .. }) if object.0 == 0 => {
+            "a dnode block (the object set's object 0)".to_string()
+        }
+        tarn_dataset::DatasetError::Objects(ObjectError::Io { object, .. }) => {
+            format!("an indirect block of object {}", object.0)
+        }
+        _ => format!("metadata of object {}", write.object),
+    };
+    BlockFix {
+        object: write.object,
+        offset: 0,
+        block_size: 0,
+        bytes: 0,
+        why: format!(
+            "{what} stays lost ({error}): it holds this pool's block pointers, which no \
+             stream carries"
+        ),
+        metadata: true,
+    }
 }

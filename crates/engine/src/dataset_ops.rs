@@ -768,6 +768,18 @@ pub(crate) fn destroy_hidden(inner: &mut Imported, id: DatasetId) -> Result<(), 
     destroy_one(inner, id)
 }
 
+/// Destroys the destination a `receive -F` replaces at its END (`receive_new`): it has
+/// no snapshots and no children (checked there), so every block it holds beyond a clone's
+/// origin is its own.
+pub(crate) fn destroy_replaced(inner: &mut Imported, id: DatasetId) -> Result<(), EngineError> {
+    let node = inner.datasets.node(id);
+    assert!(
+        node.snapshots.is_empty() && inner.datasets.children(id).is_empty(),
+        "a replaced destination has no snapshots and no children"
+    );
+    destroy_one(inner, id)
+}
+
 /// Frees one dataset (no children left): its committed blocks go to the next sync's frees,
 /// its node leaves the MOS and the tree.
 fn destroy_one(inner: &mut Imported, id: DatasetId) -> Result<(), EngineError> {

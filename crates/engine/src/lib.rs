@@ -128,6 +128,7 @@ mod multihost;
 pub mod project;
 pub mod props;
 mod rebuild;
+mod receive_new;
 pub mod replace;
 pub mod rewind;
 pub mod scrub;

@@ -7,7 +7,8 @@
 //!   written to the caller's writer with the lock released.
 //! - A full receive writes into a hidden dataset `PARENT/%LEAF` (not listed, mounted or
 //!   selected; no per-owner counts while it fills); at END it is synced, its counts are
-//!   recounted, it is renamed to its name and snapshotted, in one txg.
+//!   recounted, it is renamed to its name and snapshotted, in one txg. With `-F` over an
+//!   existing destination, and for `-o origin=`, see `receive_new`.
 //! - An incremental receive writes into the destination's head, which the caller keeps
 //!   unmounted, after checking its latest snapshot is the stream's source (and rolling back
 //!   changes that are only access times, or any with `-F`); at END the snapshot is taken.
@@ -103,6 +104,9 @@ pub struct ReceiveSpec {
     pub set: Vec<(String, String)>,
     /// `-x prop`: not taken from the stream.
     pub exclude: Vec<String>,
+    /// `-o origin=POOL/FS@SNAP`: the stream is received as a clone of this snapshot, which
+    /// must be its source (`receive_new`). An `origin` among `set` is taken here.
+    pub origin: Option<String>,
 }
 
 /// Key of a partial receive's resume token among the local properties of the dataset it
@@ -307,9 +311,9 @@ fn send_plan(
         };
         if spec.from.is_none() {
             let oldest = &node.snapshots[0];
-            // A clone whose origin is sent too goes as a clone of it (module doc of
-            // `clone_stream`), after it: `replication_order`.
-            let origin = crate::clone_stream::sent_origin(inner, node, &members, snap);
+            // A clone goes as a clone of its origin (module doc of `clone_stream`), after
+            // it when the origin is sent too: `replication_order`.
+            let origin = crate::clone_stream::replicated_origin(inner, node);
             plan.push((name.clone(), origin, oldest.clone()));
             if to_index == 0 {
                 continue;
@@ -527,11 +531,13 @@ fn check_still_there(
 
 /// Where a receive writes.
 pub(crate) enum Destination {
-    /// A full stream: the hidden dataset, its parent, and the name it will take.
+    /// A full or clone stream: the hidden dataset, its parent, the name it will take, and
+    /// the existing dataset of that name it replaces at END (`receive -F`, `receive_new`).
     New {
         id: DatasetId,
         parent: DatasetId,
         name: String,
+        replaces: Option<DatasetId>,
     },
     /// An incremental stream: the destination's head (rolled back on failure).
     Head { id: DatasetId },
@@ -546,6 +552,7 @@ impl Engine {
         input: &mut dyn Read,
         progress: &mut dyn FnMut(u64),
     ) -> Result<ReceiveReport, EngineError> {
+        let spec = &crate::receive_new::with_origin(spec);
         for (property, value) in &spec.set {
             crate::dataset_ops::validate_prop(property, value)?;
         }
@@ -561,6 +568,7 @@ impl Engine {
                 Some(Record::Begin(begin)) => begin,
                 Some(_) => return Err(invalid("invalid stream: no BEGIN record")),
             };
+            crate::receive_new::check_origin_for(spec, &begin)?;
             let each = replicated_spec(spec, &begin, &mut replicated_root)?;
             let spec = each.as_ref().unwrap_or(spec);
             let name = match spec.dry_run {
@@ -647,7 +655,7 @@ impl Engine {
             )));
         };
         if begin.features & tarn_send::FEATURE_RESUMING != 0 {
-            return resumed_destination(inner, begin, target);
+            return resumed_destination(inner, spec, begin, target);
         }
         let existing = inner.datasets.by_name(target);
         let partial = existing
@@ -659,44 +667,55 @@ impl Engine {
                  -s' (resume it with 'tarn send -t', or abort it with 'tarn receive -A')"
             )));
         }
-        if begin.from_guid == 0 {
-            if existing.is_some() {
-                return Err(invalid(format!(
-                    "destination '{target}' exists (must specify -F to overwrite it: not \
-                     supported for full streams; destroy it first)"
-                )));
-            }
-            let parent_name = dsname::parent_name(target).unwrap_or(target);
-            let parent = inner
-                .datasets
-                .by_name(parent_name)
-                .ok_or_else(|| invalid(format!("parent of '{target}' does not exist")))?;
-            // A new dataset with its snapshot, under the limits as `create` and `snapshot`.
+        // A stream makes a new dataset when it is full, a clone stream, or `-o origin=`
+        // makes it one (`receive_new`); any other goes into the existing head.
+        let new_dataset = begin.from_guid == 0
+            || begin.features & tarn_send::FEATURE_CLONE != 0
+            || spec.origin.is_some();
+        if !new_dataset {
+            let id = existing
+                .ok_or_else(|| invalid(format!("destination '{target}' does not exist")))?;
+            return incremental_destination(inner, id, spec, begin, target, kind);
+        }
+        let replaces = match existing {
+            Some(id) => Some(crate::receive_new::check_overwrite(
+                inner, id, target, spec.force,
+            )?),
+            None => None,
+        };
+        if begin.from_guid != 0 || spec.origin.is_some() {
+            let origin = spec.origin.as_deref();
+            return self.receive_clone_prepare(inner, begin, (target, replaces), kind, origin);
+        }
+        self.full_destination(inner, target, kind, replaces)
+    }
+
+    /// A full stream's hidden dataset under the target's parent (replacing `replaces` at
+    /// END), under the limits as `create` and `snapshot`.
+    fn full_destination(
+        &self,
+        inner: &mut Imported,
+        target: &str,
+        kind: ObjsetKind,
+        replaces: Option<DatasetId>,
+    ) -> Result<Destination, EngineError> {
+        let parent_name = dsname::parent_name(target).unwrap_or(target);
+        let parent = inner
+            .datasets
+            .by_name(parent_name)
+            .ok_or_else(|| invalid(format!("parent of '{target}' does not exist")))?;
+        // A replacement leaves the count as it was.
+        if replaces.is_none() {
             crate::limits::check_filesystems(&inner.datasets, parent, 1)?;
-            crate::limits::check_snapshots(&inner.datasets, &[parent])?;
-            let id = self.create_hidden(inner, parent, target, kind)?;
-            return Ok(Destination::New {
-                id,
-                parent,
-                name: target.to_string(),
-            });
         }
-        if existing.is_none() && begin.features & tarn_send::FEATURE_CLONE != 0 {
-            return self.receive_clone_prepare(inner, begin, target, kind);
-        }
-        let id =
-            existing.ok_or_else(|| invalid(format!("destination '{target}' does not exist")))?;
-        let have = inner.datasets.node(id).objset.kind();
-        if have != kind {
-            return Err(invalid(format!(
-                "the stream holds {} but '{target}' is {}",
-                kind_name(kind),
-                kind_name(have)
-            )));
-        }
-        check_incremental(inner, id, spec.force, begin, target)?;
-        crate::limits::check_snapshots(&inner.datasets, &[id])?;
-        Ok(Destination::Head { id })
+        crate::limits::check_snapshots(&inner.datasets, &[parent])?;
+        let id = self.create_hidden(inner, parent, target, kind)?;
+        Ok(Destination::New {
+            id,
+            parent,
+            name: target.to_string(),
+            replaces,
+        })
     }
 
     /// Creates the hidden dataset a full receive writes into (module doc).
@@ -771,9 +790,17 @@ impl Engine {
         snap: &str,
     ) -> Result<(), EngineError> {
         let id = match into {
-            Destination::New { id, parent, name } => {
+            Destination::New {
+                id,
+                parent,
+                name,
+                replaces,
+            } => {
                 inner.sync()?;
                 recount(inner, *id)?;
+                if let Some(old) = replaces {
+                    crate::receive_new::replace_at_end(inner, *old, *id, name)?;
+                }
                 publish(inner, *id, *parent, name)?;
                 *id
             }
@@ -825,12 +852,14 @@ fn set_token(inner: &mut Imported, id: DatasetId, token: Option<&str>) -> Result
 /// exactly where this stream starts.
 fn resumed_destination(
     inner: &Imported,
+    spec: &ReceiveSpec,
     begin: &Begin,
     target: &str,
 ) -> Result<Destination, EngineError> {
-    // A clone stream's partial receive is a hidden clone, as a full one's is a hidden dataset.
+    // A clone stream's partial receive (CLONE or `-o origin=`) is a hidden clone, as a full
+    // one's is a hidden dataset; an incremental into a head never has one.
     let hidden = inner.datasets.by_name(&hidden_name(target));
-    let clone = begin.features & tarn_send::FEATURE_CLONE != 0 && hidden.is_some();
+    let clone = hidden.is_some();
     let (id, new) = match begin.from_guid {
         0 => (hidden, true),
         _ if clone => (hidden, true),
@@ -860,10 +889,18 @@ fn resumed_destination(
                 .node(id)
                 .parent
                 .expect("a hidden dataset has a parent");
+            // The destination made since the partial receive began, or replaced by it.
+            let replaces = match inner.datasets.by_name(target) {
+                Some(old) => Some(crate::receive_new::check_overwrite(
+                    inner, old, target, spec.force,
+                )?),
+                None => None,
+            };
             Destination::New {
                 id,
                 parent,
                 name: target.to_string(),
+                replaces,
             }
         }
         false => Destination::Head { id },
@@ -982,6 +1019,28 @@ fn target_names(spec: &ReceiveSpec, begin: &Begin) -> Result<(String, String), E
     dsname::validate_name(&target)?;
     snapshot::validate_snapshot_name(&snap)?;
     Ok((target, snap))
+}
+
+/// An incremental stream into the existing head of `id` (module doc).
+fn incremental_destination(
+    inner: &mut Imported,
+    id: DatasetId,
+    spec: &ReceiveSpec,
+    begin: &Begin,
+    target: &str,
+    kind: ObjsetKind,
+) -> Result<Destination, EngineError> {
+    let have = inner.datasets.node(id).objset.kind();
+    if have != kind {
+        return Err(invalid(format!(
+            "the stream holds {} but '{target}' is {}",
+            kind_name(kind),
+            kind_name(have)
+        )));
+    }
+    check_incremental(inner, id, spec.force, begin, target)?;
+    crate::limits::check_snapshots(&inner.datasets, &[id])?;
+    Ok(Destination::Head { id })
 }
 
 /// An incremental stream's checks on the destination `id`: its latest snapshot is the

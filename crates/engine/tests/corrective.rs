@@ -61,6 +61,21 @@ fn send(engine: &Engine, snapshot: &str) -> Vec<u8> {
 }
 
 fn setup() -> Hosts {
+    setup_with(&|at| at.object == at.written && at.level == 0 && LOST.contains(&at.blkid))
+}
+
+/// Where a block of host A's object set is, for [`setup_with`].
+struct At {
+    /// The block's object (0: the object set's dnodes).
+    object: u64,
+    /// The object the test wrote.
+    written: u64,
+    level: u8,
+    blkid: u64,
+}
+
+/// [`setup`], rotting every block of host A's object set that `rot` picks.
+fn setup_with(rot: &dyn Fn(&At) -> bool) -> Hosts {
     let provider = Arc::new(SimProvider::new());
     let names = sim_devices(&provider, "d", 0..4, DEVICE_SIZE);
     let spec = CreateSpec {
@@ -90,14 +105,20 @@ fn setup() -> Hosts {
     let reader = pool.reader();
     let mut blocks = Vec::new();
     tarn_objects::visit_object_set(&reader, &root, &mut |bp, context| {
-        if context.object == object && context.level == 0 && LOST.contains(&context.blkid) {
+        let at = At {
+            object: context.object.0,
+            written: object.0,
+            level: context.level,
+            blkid: context.blkid,
+        };
+        if rot(&at) {
             blocks.push(*bp);
         }
     })
     .unwrap();
     drop(reader);
     drop(pool);
-    assert_eq!(blocks.len(), LOST.len());
+    assert!(!blocks.is_empty(), "the blocks to rot exist");
     for bp in &blocks {
         let padded = u64::from(bp.psize).next_multiple_of(1 << ASHIFT);
         for dva in bp.copies() {
@@ -137,6 +158,14 @@ impl Hosts {
         let mut input = stream;
         self.a
             .receive_corrective("tank@one", &mut input, &mut |_| {})
+    }
+
+    /// `receive -n -c`.
+    fn dry_run(&self, stream: &[u8]) -> tarn_engine::CorrectiveReport {
+        let mut input = stream;
+        self.a
+            .receive_corrective_with("tank@one", true, &mut input, &mut |_| {})
+            .unwrap()
     }
 
     fn errors(&self) -> Vec<String> {
@@ -239,4 +268,82 @@ fn nothing_left_to_heal(hosts: &Hosts, good: &[u8], checked: u64) {
     assert_eq!(report.checked, checked, "{report:?}");
     assert!(report.healed.is_empty(), "{report:?}");
     assert!(report.unhealed.is_empty(), "{report:?}");
+}
+
+// DESCRIPTION: `receive -n -c` reports the blocks a real run would heal (and one whose
+// stream data does not match as not healable) and changes no device byte; the real run
+// then heals exactly those.
+#[test]
+fn a_dry_run_says_what_it_would_heal_and_changes_nothing() {
+    let hosts = setup();
+    let good = send(&hosts.b, "tank/replica@one");
+    let before = images(&hosts.provider);
+    let report = hosts.dry_run(&good);
+    assert!(report.dry_run);
+    let would: Vec<u64> = report.healed.iter().map(|f| f.offset >> 16).collect();
+    assert_eq!(would, LOST.to_vec(), "{report:?}");
+    assert!(report.unhealed.is_empty(), "{report:?}");
+    let report = hosts.dry_run(&altered(&good, 4));
+    let would: Vec<u64> = report.healed.iter().map(|f| f.offset >> 16).collect();
+    assert_eq!(would, vec![1, 6], "{report:?}");
+    assert_eq!(report.unhealed.len(), 1, "{report:?}");
+    assert!(
+        images(&hosts.provider) == before,
+        "a dry run writes nothing"
+    );
+    assert!(hosts.read().is_err(), "nothing was healed");
+    let report = hosts.correct(&good).unwrap();
+    let healed: Vec<u64> = report.healed.iter().map(|f| f.offset >> 16).collect();
+    assert_eq!(healed, LOST.to_vec(), "{report:?}");
+    assert!(hosts.read().unwrap() == hosts.data);
+}
+
+// DESCRIPTION: a lost indirect block (every copy) cannot be rebuilt from a stream (it holds
+// this pool's block pointers): the corrective receive names it once as metadata that stays
+// lost, counts the object's records under it as unchecked, and writes nothing.
+#[test]
+fn a_lost_indirect_block_is_named_and_stays_lost() {
+    let hosts = setup_with(&|at| at.object == at.written && at.level == 1);
+    assert!(hosts.read().is_err(), "lost data must not be returned");
+    let good = send(&hosts.b, "tank/replica@one");
+    let before = images(&hosts.provider);
+    let dry = hosts.dry_run(&good);
+    assert!(
+        images(&hosts.provider) == before,
+        "a dry run writes nothing"
+    );
+    let report = hosts.correct(&good).unwrap();
+    assert_eq!(
+        (&dry.unhealed, dry.unchecked),
+        (&report.unhealed, report.unchecked)
+    );
+    assert!(report.healed.is_empty(), "{report:?}");
+    assert_eq!(report.unhealed.len(), 1, "{report:?}");
+    let lost = &report.unhealed[0];
+    assert!(lost.metadata, "{report:?}");
+    let named = format!("an indirect block of object {} stays lost", hosts.object.0);
+    assert!(lost.why.contains(&named), "{report:?}");
+    assert!(lost.why.contains("no stream carries"), "{report:?}");
+    assert_eq!(
+        report.unchecked, 8,
+        "the object's eight records: {report:?}"
+    );
+    assert!(hosts.read().is_err(), "still lost");
+}
+
+// DESCRIPTION: a lost dnode block (the one holding the written object, every copy) is named
+// once as metadata that stays lost; nothing is healed.
+#[test]
+fn a_lost_dnode_block_is_named_and_stays_lost() {
+    let per_block = tarn_format::objset::DNODES_PER_BLOCK;
+    let hosts =
+        setup_with(&|at| at.object == 0 && at.level == 0 && at.blkid == at.written / per_block);
+    assert!(hosts.read().is_err(), "lost data must not be returned");
+    let good = send(&hosts.b, "tank/replica@one");
+    let report = hosts.correct(&good).unwrap();
+    assert!(report.healed.is_empty(), "{report:?}");
+    let lost: Vec<_> = report.unhealed.iter().filter(|f| f.metadata).collect();
+    assert_eq!(lost.len(), 1, "{report:?}");
+    assert!(lost[0].why.contains("a dnode block"), "{report:?}");
+    assert!(report.unchecked >= 8, "{report:?}");
 }

@@ -21,6 +21,7 @@
 //!             rewritten from one that verified ─► ScrubOutcome
 //!  heal:   bp + bytes from a replica (`receive -c`) ─► scrub; a copy verified? done
 //!             ─► else the bytes verify against bp? ─► write them at every DVA ─► read back
+//!  check:  the same without writing (`receive -n -c`): read each copy, no repair
 //! ```
 //! The vdev layer does the per-copy work (mirror sides, raidz reconstruction by checksum);
 //! this layer only chooses between copies (DVAs).
@@ -697,6 +698,34 @@ impl Pipeline {
                 HealOutcome::Healed(written)
             }
             Err(e) => HealOutcome::Unwritten(e.to_string()),
+        }
+    }
+
+    /// What [`Pipeline::heal_block`] would do with `stored`, with nothing written, not even
+    /// a repair from the pool's own redundancy (`receive -n -c`): `Intact` when a copy
+    /// reads and verifies (within its own parity or mirror sides), `Healed` with the bytes
+    /// that would be written when none does and `stored` hashes to the block pointer,
+    /// `Mismatch` when it does not.
+    pub fn heal_check(&self, bp: &BlockPtr, stored: &[u8]) -> HealOutcome {
+        if bp.is_hole() {
+            return HealOutcome::Intact;
+        }
+        let psize = u64::from(bp.psize);
+        let good = |data: &[u8]| checksum(bp.checksum_kind, data) == bp.checksum;
+        if bp
+            .copies()
+            .any(|dva| self.read_raw(dva, psize, &good).is_ok())
+        {
+            return HealOutcome::Intact;
+        }
+        if stored.len() > psize as usize {
+            return HealOutcome::Mismatch;
+        }
+        let mut buffer = vec![0u8; psize.next_multiple_of(self.sector_size) as usize];
+        buffer[..stored.len()].copy_from_slice(stored);
+        match verifies(bp, &buffer) {
+            true => HealOutcome::Healed(buffer.len() as u64 * bp.copies().count() as u64),
+            false => HealOutcome::Mismatch,
         }
     }
 }

@@ -446,7 +446,7 @@ fn corrective_receive_renders_healed_and_refuses_unhealed() {
         partial.stderr,
         format!("cannot receive 'tank/a@one': 1 damaged block not healed: {why}\n")
     );
-    for refused in ["-F", "-s", "-n", "-u", "-d", "-o", "-x"] {
+    for refused in ["-F", "-s", "-u", "-d", "-o", "-x"] {
         let mut argv = vec!["tarn", "receive", "-c", refused];
         if matches!(refused, "-o" | "-x") {
             argv.push("compression=off");
@@ -454,4 +454,44 @@ fn corrective_receive_renders_healed_and_refuses_unhealed() {
         argv.push("tank/a@one");
         assert!(Cli::try_parse_from(argv).is_err(), "receive -c {refused}");
     }
+}
+
+/// `receive -n -c` says what it would heal, and that an unhealable block would not be.
+#[test]
+fn corrective_dry_run_renders_what_would_be_healed() {
+    let argv = ["tarn", "receive", "-n", "-v", "-c", "tank/a@one"];
+    let cli = Cli::try_parse_from(argv).expect("parses");
+    let plan = crate::datasets::plan(cli.command, Path::new("/work")).expect("plans");
+    assert!(matches!(
+        plan.request,
+        Request::Receive {
+            dry_run: true,
+            corrective: true,
+            ..
+        }
+    ));
+    let reply = |unhealed: Vec<String>| {
+        Response::Ok(ReplyPayload::Corrected {
+            snapshot: "tank/a@one".into(),
+            checked: 8,
+            healed: vec!["object 7 offset 131072".into()],
+            unhealed,
+            bytes: 2048,
+        })
+    };
+    let would = finish(&plan, reply(vec![]), None);
+    assert_eq!(would.code, 0);
+    assert_eq!(
+        would.stdout,
+        "would heal tank/a@one object 7 offset 131072\n\
+         dry run of a corrective receive of tank/a@one: 8 blocks checked, 1 would be healed, \
+         2K stream\n"
+    );
+    let why = "an indirect block of object 7 stays lost";
+    let partial = finish(&plan, reply(vec![why.into()]), None);
+    assert_eq!(partial.code, 1);
+    assert_eq!(
+        partial.stderr,
+        format!("cannot receive 'tank/a@one': 1 damaged block would not be healed: {why}\n")
+    );
 }
