@@ -1,0 +1,115 @@
+//! Block cloning of file ranges (`copy_file_range`, OpenZFS 2.2's `zfs_clone_range`): the
+//! block pointers of a source range are read from its committed tree and installed in the
+//! destination file as clones, so the next sync makes new references to the same blocks
+//! (tarn-objects `ObjectSet::clone_blocks`, counted by tarn-space's block reference table)
+//! instead of copying bytes.
+//!
+//! The range is split in two steps, [`Fs::clone_source`] on the source file's view and
+//! [`Fs::clone_into`] on the destination's, so that the engine can clone between datasets
+//! of one pool without holding two views at once.
+//!
+//! Rules, as OpenZFS has them: both offsets are multiples of the block size, and the length
+//! is too unless the range ends at the source's end (the last block is cloned whole: bytes
+//! past a file's end are always zeros) and the destination holds nothing past the range's
+//! end. Both files have the same block size, except that an empty destination takes the
+//! source's. Anything else is [`PosixError::CannotClone`] (EXDEV), and the caller copies
+//! the bytes instead (the kernel falls back to a copy, as `cp` does). A source range that
+//! is dirty (written since the last sync) has no committed pointers yet: the caller syncs a
+//! txg and asks again.
+//!
+//! Not here: the intent log of a clone. A clone's record would name blocks that later
+//! txgs may free, so a clone is queued as [`crate::Logged::Clone`], which makes the queue
+//! unloggable: the next `fsync` of the dataset commits a txg instead (tarn-engine `zil`).
+
+use tarn_format::BlockPtr;
+
+use crate::fs::{Fs, Result, oid};
+use crate::inode::FLAG_CHECKSUM_CURRENT;
+use crate::{Ino, PosixError};
+
+/// A source range read for cloning ([`Fs::clone_source`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CloneSource {
+    /// Block size of the source file.
+    pub block_size: u32,
+    /// The committed pointers of its blocks over the range (holes as holes).
+    pub bps: Vec<BlockPtr>,
+    /// Bytes of the range (clamped to the source's end).
+    pub len: u64,
+}
+
+impl Fs<'_> {
+    /// Reads the block pointers of `[offset, offset + len)` of regular file `ino` for a
+    /// clone (module docs): `None` when part of the range is dirty.
+    pub fn clone_source(&mut self, ino: Ino, offset: u64, len: u64) -> Result<Option<CloneSource>> {
+        let inode = self.regular(ino)?;
+        let info = self.os.object_info(self.store, oid(ino))?;
+        let block_size = info.data_block_size;
+        let len = len.min(inode.size.saturating_sub(offset));
+        if len == 0 {
+            return Ok(Some(CloneSource {
+                block_size,
+                bps: Vec::new(),
+                len: 0,
+            }));
+        }
+        let size = u64::from(block_size);
+        if !offset.is_multiple_of(size) {
+            return Err(PosixError::CannotClone("source offset inside a block"));
+        }
+        let end = offset + len;
+        if !end.is_multiple_of(size) && end != inode.size {
+            return Err(PosixError::CannotClone("range ends inside a block"));
+        }
+        let count = len.div_ceil(size);
+        let bps = self
+            .os
+            .block_pointers(self.store, oid(ino), offset / size, count)?;
+        Ok(bps.map(|bps| CloneSource {
+            block_size,
+            bps,
+            len,
+        }))
+    }
+
+    /// Makes `[offset, offset + source.len)` of regular file `ino` a clone of `source`
+    /// (module docs); the file grows to the range's end, mtime and ctime become now.
+    /// Returns the bytes cloned.
+    pub fn clone_into(&mut self, ino: Ino, offset: u64, source: &CloneSource) -> Result<u64> {
+        let mut inode = self.regular(ino)?;
+        if source.len == 0 {
+            return Ok(0);
+        }
+        let size = u64::from(source.block_size);
+        let end = offset
+            .checked_add(source.len)
+            .filter(|end| *end <= crate::FILE_SIZE_MAX)
+            .ok_or(PosixError::TooBig)?;
+        if !offset.is_multiple_of(size) {
+            return Err(PosixError::CannotClone("destination offset inside a block"));
+        }
+        if !end.is_multiple_of(size) && end < inode.size {
+            return Err(PosixError::CannotClone(
+                "a partial last block over destination data",
+            ));
+        }
+        let info = self.os.object_info(self.store, oid(ino))?;
+        if info.data_block_size != source.block_size {
+            if inode.size != 0 || info.maxblkid != 0 {
+                return Err(PosixError::CannotClone("files of different block sizes"));
+            }
+            self.os
+                .set_block_size(self.store, oid(ino), source.block_size)?;
+        }
+        self.admit_bytes(&inode, source.len)?;
+        self.os
+            .clone_blocks(self.store, oid(ino), offset / size, &source.bps)?;
+        inode.size = inode.size.max(end);
+        inode.mtime = self.now;
+        inode.ctime = self.now;
+        inode.flags &= !FLAG_CHECKSUM_CURRENT;
+        self.put(ino, &inode)?;
+        self.record_clone(ino);
+        Ok(source.len)
+    }
+}
