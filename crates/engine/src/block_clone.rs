@@ -8,7 +8,9 @@
 //! txg could free a block (the source overwritten) and the clone name a free block. Under
 //! one hold, any free of those blocks happens in the sync that also takes the clone's
 //! reference, which tarn-space orders (`SpaceManager::clone_ref` takes a free of the same
-//! txg back).
+//! txg back). The target's admission may still commit a txg under that hold (a full pool
+//! or a quota waiting for dirty data); `Fs::clone_into` then installs nothing and the
+//! source is read again.
 //!
 //! A source range written since the last sync has no committed pointers yet: the verb
 //! syncs a txg and reads again (OpenZFS waits for a txg the same way). Compatibility:
@@ -68,10 +70,15 @@ impl Engine {
                 self.sync_pool(pool)?;
                 continue;
             };
-            let (cloned, always) =
-                fs_run(self, &mut inner, target.dataset, FsOp::Modify, &mut |fs| {
-                    fs.clone_into(target.ino, target.offset, &found)
-                })?;
+            // Admitted as a write of the range: quotas count a clone in full, as OpenZFS's.
+            let op = FsOp::Write(found.len);
+            let (cloned, always) = fs_run(self, &mut inner, target.dataset, op, &mut |fs| {
+                fs.clone_into(target.ino, target.offset, &found)
+            })?;
+            let Some(cloned) = cloned else {
+                // The admission committed a txg after the source was read: read it again.
+                continue;
+            };
             self.after_change(&handle, inner, target.dataset, always)?;
             return Ok(cloned);
         }

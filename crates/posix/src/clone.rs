@@ -17,10 +17,17 @@
 //! is dirty (written since the last sync) has no committed pointers yet: the caller syncs a
 //! txg and asks again.
 //!
+//! The pointers read are safe to clone only while the txg they were read in is open: only
+//! a sync frees blocks, and the sync of that txg takes the clones' references in order with
+//! its frees (tarn-space `SpaceManager::clone_ref`). A sync between the two halves (a
+//! caller's admission may commit a txg) could free a source block before the clone names
+//! it, so [`Fs::clone_into`] installs nothing when the open txg moved, and says so.
+//!
 //! Not here: the intent log of a clone. A clone's record would name blocks that later
 //! txgs may free, so a clone is queued as [`crate::Logged::Clone`], which makes the queue
 //! unloggable: the next `fsync` of the dataset commits a txg instead (tarn-engine `zil`).
 
+use tarn_base::Txg;
 use tarn_format::BlockPtr;
 
 use crate::fs::{Fs, Result, oid};
@@ -36,6 +43,8 @@ pub struct CloneSource {
     pub bps: Vec<BlockPtr>,
     /// Bytes of the range (clamped to the source's end).
     pub len: u64,
+    /// The open txg they were read in: they may be cloned only in that txg (module docs).
+    pub txg: Txg,
 }
 
 impl Fs<'_> {
@@ -51,6 +60,7 @@ impl Fs<'_> {
                 block_size,
                 bps: Vec::new(),
                 len: 0,
+                txg: self.store.txg(),
             }));
         }
         let size = u64::from(block_size);
@@ -69,16 +79,26 @@ impl Fs<'_> {
             block_size,
             bps,
             len,
+            txg: self.store.txg(),
         }))
     }
 
     /// Makes `[offset, offset + source.len)` of regular file `ino` a clone of `source`
     /// (module docs); the file grows to the range's end, mtime and ctime become now.
-    /// Returns the bytes cloned.
-    pub fn clone_into(&mut self, ino: Ino, offset: u64, source: &CloneSource) -> Result<u64> {
+    /// Returns the bytes cloned, or `None` (nothing changed) when the txg `source` was read
+    /// in is no longer open: the caller reads the source again.
+    pub fn clone_into(
+        &mut self,
+        ino: Ino,
+        offset: u64,
+        source: &CloneSource,
+    ) -> Result<Option<u64>> {
         let mut inode = self.regular(ino)?;
+        if source.txg != self.store.txg() {
+            return Ok(None);
+        }
         if source.len == 0 {
-            return Ok(0);
+            return Ok(Some(0));
         }
         let size = u64::from(source.block_size);
         let end = offset
@@ -110,6 +130,6 @@ impl Fs<'_> {
         inode.flags &= !FLAG_CHECKSUM_CURRENT;
         self.put(ino, &inode)?;
         self.record_clone(ino);
-        Ok(source.len)
+        Ok(Some(source.len))
     }
 }
