@@ -133,3 +133,46 @@ impl Fs<'_> {
         Ok(Some(source.len))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::FileKind;
+    use crate::tests::{ME, World};
+
+    #[test]
+    fn a_clone_needs_committed_pointers_and_the_txg_it_read_them_in() {
+        // Goal: the module's rules for callers: a dirty source has no committed pointers
+        // (`None`: sync and ask again); pointers read in a txg that is no longer open are
+        // not installed (a sync between the halves could have freed them) and nothing
+        // changes; in the same txg the clone reads as its source before any sync. Method:
+        // a memory store whose open txg the test moves.
+        let mut world = World::new();
+        let data: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+        let len = data.len() as u64;
+        let (src, dst) = {
+            let mut fs = world.fs();
+            let root = fs.root().unwrap();
+            let src = fs
+                .mknod(root, b"src", FileKind::Regular, 0o644, 0, ME)
+                .unwrap();
+            let dst = fs
+                .mknod(root, b"dst", FileKind::Regular, 0o644, 0, ME)
+                .unwrap();
+            fs.write(src.ino, 0, &data).unwrap();
+            (src.ino, dst.ino)
+        };
+        assert_eq!(world.fs().clone_source(src, 0, len).unwrap(), None, "dirty");
+        world.sync_and_reopen();
+        let source = world.fs().clone_source(src, 0, len).unwrap().unwrap();
+        assert_eq!(source.bps.len(), 3);
+        world.store.next_txg();
+        assert_eq!(world.fs().clone_into(dst, 0, &source).unwrap(), None);
+        assert!(
+            world.fs().read(dst, 0, 1 << 20).unwrap().is_empty(),
+            "nothing changed"
+        );
+        let source = world.fs().clone_source(src, 0, len).unwrap().unwrap();
+        assert_eq!(world.fs().clone_into(dst, 0, &source).unwrap(), Some(len));
+        assert_eq!(world.fs().read(dst, 0, 1 << 20).unwrap(), data);
+    }
+}
