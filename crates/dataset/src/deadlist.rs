@@ -440,6 +440,12 @@ impl BlockStore for KillStore<'_> {
             None => self.inner.free_block(bp),
         }
     }
+
+    /// A clone is born in this txg (its pointer's birth), so no snapshot holds it yet: the
+    /// dead lists see it only when it is freed, by that birth, as any new block.
+    fn clone_block(&mut self, bp: &BlockPtr) -> Result<BlockPtr, ZioError> {
+        self.inner.clone_block(bp)
+    }
 }
 
 #[cfg(test)]

@@ -103,7 +103,16 @@ pub fn set_data_cache_policy(
     Ok(())
 }
 
+/// Makes the next sync of pool `name` condense its space log into a base (tests: a base
+/// carries every extent, deferred free and clone reference).
+pub fn condense_next_sync(engine: &Engine, name: &str) -> Result<(), EngineError> {
+    let handle = engine.pool(name)?;
+    handle.lock().pool.space_mut().condense_next_sync();
+    Ok(())
+}
+
 /// One reachable block and where it was found (for messages).
+#[derive(Clone)]
 struct Reached {
     bp: BlockPtr,
     origin: &'static str,
@@ -137,8 +146,16 @@ pub fn verify_pool(engine: &Engine, name: &str) -> Result<CheckReport, String> {
             bytes: deferred_bytes,
             all: all_frees,
         },
+        brt,
     ) = replay_chain(&chain, ub.txg, vdevs)?;
     compare_sets(&reachable, &live)?;
+    if !brt
+        .iter()
+        .map(|(d, r)| (*d, *r))
+        .eq(pool.space().brt().entries())
+    {
+        return Err("the block reference table differs from the space log's replay".into());
+    }
     check_usedby(&inner)?;
     let referenced_bytes: u64 = reachable.iter().map(RangeTree::total).sum();
     let allocated_bytes = pool.space().allocated();
@@ -403,6 +420,7 @@ fn reach_tree(
             deflate: &deflate,
             floor: node.floor(),
             shared: node.shared(),
+            brt: pool.space().brt(),
         };
         reached.extend(snapshots.reach(mos.objset(), &reader, &node.name)?);
     }
@@ -419,27 +437,35 @@ struct SnapshotWalk<'a> {
     floor: u64,
     /// What the dataset says a clone shares with its origin.
     shared: u64,
+    /// The pool's block reference table: which blocks may be named more than once.
+    brt: &'a tarn_space::Brt,
 }
 
-/// Dead blocks by their first DVA.
-type DeadBlocks = std::collections::BTreeMap<(u32, u64), BlockPtr>;
+/// Dead blocks by their first DVA and birth, with how many dead-list entries name each (more
+/// than one only for a block cloned more than once in one txg).
+type DeadBlocks = std::collections::BTreeMap<(u32, u64, u64), (BlockPtr, u64)>;
+
+/// A block's identity in the walks: its first DVA and its birth. Clones of one block share
+/// the DVA but not the birth (tarn-space `brt`), and count as separate blocks.
+fn walk_key(bp: &BlockPtr) -> (u32, u64, u64) {
+    (bp.dvas[0].vdev.0, bp.dvas[0].offset, bp.birth.0)
+}
 
 impl SnapshotWalk<'_> {
     /// Every block of every dead list of the dataset (each at most once, in a bucket no
-    /// older than its birth) and their deflated space.
+    /// older than its birth, unless cloned) and their deflated space.
     fn dead_blocks(
         &self,
         mos: &mut ObjectSet,
         reader: &dyn tarn_zio::BlockStore,
         name: &str,
     ) -> Result<(DeadBlocks, u64), String> {
-        let key = |bp: &BlockPtr| (bp.dvas[0].vdev.0, bp.dvas[0].offset);
         let mut lists: Vec<tarn_base::ObjectId> =
             self.snapshots.iter().map(|s| s.header.deadlist).collect();
         if self.header.snap.is_present() {
             lists.push(self.header.snap.deadlist);
         }
-        let mut dead = std::collections::BTreeMap::new();
+        let mut dead = DeadBlocks::new();
         let mut dead_used = 0;
         // A bucket and its blocks' births lie between the same two snapshots (or origin):
         // destroys only widen those intervals, and a promote files blocks again by them.
@@ -469,7 +495,9 @@ impl SnapshotWalk<'_> {
                     // The origin's block a clone let go of: the origin reaches it.
                     continue;
                 }
-                if dead.insert(key(&bp), bp).is_some() {
+                let count = &mut dead.entry(walk_key(&bp)).or_insert((bp, 0)).1;
+                *count += 1;
+                if *count > 1 && self.brt.refs(&bp.dvas[0]) == 0 {
                     return Err(format!(
                         "{name}: a block is on two dead lists (double free)"
                     ));
@@ -480,23 +508,23 @@ impl SnapshotWalk<'_> {
         Ok((dead, dead_used))
     }
 
-    /// Every block the head or a snapshot references, each once, after checking the dead
-    /// lists: they hold exactly the snapshots' blocks the head no longer references, each
-    /// once, and `usedbysnapshots` is their space.
+    /// Every block the head or a snapshot references, once per reference (a block cloned
+    /// twice into the head is listed twice), after checking the dead lists: they hold
+    /// exactly the snapshots' blocks the head no longer references, and `usedbysnapshots`
+    /// is their space.
     fn reach(
         &self,
         mos: &mut ObjectSet,
         reader: &dyn tarn_zio::BlockStore,
         name: &str,
     ) -> Result<Vec<Reached>, String> {
-        let key = |bp: &BlockPtr| (bp.dvas[0].vdev.0, bp.dvas[0].offset);
-        let mut head = std::collections::BTreeMap::new();
+        let mut head: DeadBlocks = std::collections::BTreeMap::new();
         let mut shared = 0;
         visit_object_set(reader, &self.root, &mut |bp: &BlockPtr, _| {
             if bp.birth.0 <= self.floor {
                 shared += crate::datasets::dsize(self.deflate, bp);
             } else {
-                head.insert(key(bp), *bp);
+                head.entry(walk_key(bp)).or_insert((*bp, 0)).1 += 1;
             }
         })
         .map_err(|e| format!("dataset walk: {e}"))?;
@@ -506,25 +534,22 @@ impl SnapshotWalk<'_> {
                 self.shared
             ));
         }
-        let mut only_snapshots = std::collections::BTreeMap::new();
+        let mut only_snapshots = std::collections::BTreeSet::new();
         for snapshot in self.snapshots {
             visit_object_set(reader, &snapshot.header.objset, &mut |bp: &BlockPtr, _| {
-                if bp.birth.0 > self.floor && !head.contains_key(&key(bp)) {
-                    only_snapshots.insert(key(bp), *bp);
+                if bp.birth.0 > self.floor && !head.contains_key(&walk_key(bp)) {
+                    only_snapshots.insert(walk_key(bp));
                 }
             })
             .map_err(|e| format!("{name}@{}: snapshot walk: {e}", snapshot.name))?;
         }
         let (dead, dead_used) = self.dead_blocks(mos, reader, name)?;
-        if dead != only_snapshots {
+        if !dead.keys().eq(only_snapshots.iter()) {
             let leaked = only_snapshots
-                .keys()
+                .iter()
                 .filter(|k| !dead.contains_key(k))
                 .count();
-            let stray = dead
-                .keys()
-                .filter(|k| !only_snapshots.contains_key(k))
-                .count();
+            let stray = dead.keys().filter(|k| !only_snapshots.contains(k)).count();
             return Err(format!(
                 "{name}: dead lists do not match the snapshots: {leaked} snapshot blocks on \
                  no dead list, {stray} dead blocks no snapshot holds or the head still holds"
@@ -536,16 +561,13 @@ impl SnapshotWalk<'_> {
                 self.header.snap.used
             ));
         }
+        let each = |(bp, count): (BlockPtr, u64), origin: &'static str| {
+            std::iter::repeat_n(Reached { bp, origin }, count as usize)
+        };
         Ok(head
             .into_values()
-            .map(|bp| Reached {
-                bp,
-                origin: "dataset",
-            })
-            .chain(dead.into_values().map(|bp| Reached {
-                bp,
-                origin: "snapshot",
-            }))
+            .flat_map(|entry| each(entry, "dataset"))
+            .chain(dead.into_values().flat_map(|entry| each(entry, "snapshot")))
             .collect())
     }
 }
@@ -589,6 +611,9 @@ fn check_blocks(
     vdevs: usize,
 ) -> Result<Vec<RangeTree>, String> {
     let mut reachable = vec![RangeTree::new(); vdevs];
+    let brt = pool.space().brt();
+    // References found of each cloned block (tarn-space `brt`): one more than its count.
+    let mut clones: std::collections::BTreeMap<tarn_format::Dva, u64> = Default::default();
     for Reached { bp, origin } in reached {
         if bp.birth > txg {
             return Err(format!(
@@ -618,6 +643,13 @@ fn check_blocks(
                     dva.vdev.0
                 ));
             };
+            if brt.refs(dva) > 0 {
+                let found = clones.entry(*dva).or_insert(0);
+                *found += 1;
+                if *found > 1 {
+                    continue;
+                }
+            }
             if dva.asize == 0 || tree.intersects(dva.offset, dva.asize) {
                 return Err(format!(
                     "{origin} block {} overlaps another reachable block (double allocation)",
@@ -625,6 +657,16 @@ fn check_blocks(
                 ));
             }
             tree.add(dva.offset, dva.asize);
+        }
+    }
+    for (dva, refs) in brt.entries() {
+        let found = clones.get(&dva).copied().unwrap_or(0);
+        if found != refs + 1 {
+            return Err(format!(
+                "cloned block {} has {refs} clone references in the table but {found} \
+                 block pointers name it",
+                tarn_zio::dva_name(&dva)
+            ));
         }
     }
     Ok(reachable)
@@ -638,14 +680,19 @@ struct Deferred {
     all: u64,
 }
 
-/// Replays the log's records: the live set per vdev and the deferred frees.
+/// Clone references per DVA as the space log's records add and drop them.
+type ClonedRefs = std::collections::BTreeMap<tarn_format::Dva, u64>;
+
+/// Replays the log's records: the live set per vdev, the deferred frees and the block
+/// reference table.
 fn replay_chain(
     chain: &[(BlockPtr, LogBlock)],
     txg: Txg,
     vdevs: usize,
-) -> Result<(Vec<RangeTree>, Deferred), String> {
+) -> Result<(Vec<RangeTree>, Deferred, ClonedRefs), String> {
     let mut live = vec![RangeTree::new(); vdevs];
     let mut deferred = Deferred { bytes: 0, all: 0 };
+    let mut brt: std::collections::BTreeMap<tarn_format::Dva, u64> = Default::default();
     // Extents allocated in the txg being replayed: freeing one in the same txg releases it at
     // once (nothing committed can name it), as `SpaceManager` does, so it is never deferred.
     // A base's frees (in any of its blocks) are the frees still deferred when it was written.
@@ -667,6 +714,10 @@ fn replay_chain(
                 "vdev {} [{:#x}, +{:#x})",
                 record.vdev.0, record.offset, record.asize
             );
+            if record.clone_ref {
+                replay_clone_ref(&mut brt, tree, record, &what, block.txg)?;
+                continue;
+            }
             if record.alloc {
                 if tree.intersects(record.offset, record.asize) {
                     return Err(format!(
@@ -694,7 +745,35 @@ fn replay_chain(
             }
         }
     }
-    Ok((live, deferred))
+    brt.retain(|_, refs| *refs > 0);
+    Ok((live, deferred, brt))
+}
+
+/// Applies a clone-reference record (op 3 or 4) to `brt`: an add names allocated space, a
+/// drop a reference that was added.
+fn replay_clone_ref(
+    brt: &mut ClonedRefs,
+    tree: &RangeTree,
+    record: &tarn_space::log::Record,
+    what: &str,
+    txg: Txg,
+) -> Result<(), String> {
+    let dva = tarn_format::Dva {
+        vdev: record.vdev,
+        offset: record.offset,
+        asize: record.asize,
+    };
+    let refs = brt.entry(dva).or_insert(0);
+    if record.alloc && tree.contains(record.offset, record.asize) {
+        *refs += 1;
+    } else if !record.alloc && *refs > 0 {
+        *refs -= 1;
+    } else {
+        return Err(format!(
+            "space log txg {txg} changes a clone reference of {what} wrongly"
+        ));
+    }
+    Ok(())
 }
 
 /// Checks that the reachable set equals the live set, naming the first difference.

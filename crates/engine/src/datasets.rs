@@ -259,6 +259,14 @@ impl BlockStore for Accounting<'_> {
         self.count(bp, -1);
         self.inner.free_block(bp);
     }
+
+    /// A cloned block counts in full for the dataset that references it, as OpenZFS
+    /// charges it (the pool counts it once: tarn-space `brt`).
+    fn clone_block(&mut self, bp: &BlockPtr) -> Result<BlockPtr, ZioError> {
+        let clone = self.inner.clone_block(bp)?;
+        self.count(&clone, 1);
+        Ok(clone)
+    }
 }
 
 /// Writes the object set of `node` and applies what its sync allocated, freed and killed

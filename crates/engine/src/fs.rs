@@ -383,7 +383,7 @@ impl Engine {
     /// [`Engine::commit_change`], and when that ends in a suspension, the wait for `clear`
     /// (failmode=wait): the change is in memory (the open txg), and the txg `clear` commits
     /// is the one before it, so under `sync=always` (`always`) it is logged again after.
-    fn after_change(
+    pub(crate) fn after_change(
         &self,
         handle: &PoolHandle,
         inner: MutexGuard<'_, Imported>,
@@ -429,7 +429,7 @@ impl Imported {
 /// One run of [`Engine::fs_op`]'s operation under the pool lock: the refusals, the closure,
 /// the intent-log records. Returns its result and whether the dataset has `sync=always`
 /// for a change.
-fn fs_run<R>(
+pub(crate) fn fs_run<R>(
     engine: &Engine,
     inner: &mut Imported,
     dataset: DatasetId,

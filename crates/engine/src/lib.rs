@@ -107,6 +107,7 @@
 //! finish each batch before it returns).
 
 mod admission;
+pub mod block_clone;
 mod bookmark_ops;
 pub mod checksum_ops;
 mod clone_ops;
@@ -152,6 +153,7 @@ use tarn_format::BlockPtr;
 use tarn_objects::{ObjectError, ObjectSet};
 use tarn_pool::{Discovered, Pool};
 
+pub use block_clone::FileRange;
 pub use checksum_ops::FileChecksum;
 pub use corrective::{BlockFix, CorrectiveReport};
 pub use damage::{BlockPlacement, ChildShare};
@@ -1045,10 +1047,10 @@ impl Engine {
             .iter()
             .map(|w| {
                 let feature = props::feature(w).map(|state| PropValue {
+                    value: props::feature_state(w, state, pool).to_string(),
+                    display: props::feature_state(w, state, pool).to_string(),
                     name: handle.name.clone(),
                     property: w.clone(),
-                    value: state.to_string(),
-                    display: state.to_string(),
                     source: "local".to_string(),
                 });
                 all.iter()

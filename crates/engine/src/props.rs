@@ -104,6 +104,24 @@ pub const POOL_PROPS: &[PropDef] = &[
         values: &[],
     },
     PropDef {
+        name: "bcloneused",
+        access: PropAccess::ReadOnly,
+        default: "",
+        values: &[],
+    },
+    PropDef {
+        name: "bclonesaved",
+        access: PropAccess::ReadOnly,
+        default: "",
+        values: &[],
+    },
+    PropDef {
+        name: "bcloneratio",
+        access: PropAccess::ReadOnly,
+        default: "",
+        values: &[],
+    },
+    PropDef {
         name: "free",
         access: PropAccess::ReadOnly,
         default: "",
@@ -290,7 +308,22 @@ pub const FEATURES: &[(&str, &str)] = &[
     ("extensible_dataset", "active"),
     // `tarn bookmark` and `send -i DS#BOOKMARK`.
     ("bookmarks", "enabled"),
+    // `copy_file_range` by cloning (on disk: `org.tarn:block_cloning`, active once a block
+    // was cloned: `feature_state`).
+    ("block_cloning", "enabled"),
 ];
+
+/// The state of `feature@NAME` on `pool`: `state` from [`FEATURES`], except that
+/// `block_cloning` is `active` once the pool has cloned a block (its labels list
+/// `org.tarn:block_cloning`), as OpenZFS reports it.
+#[must_use]
+pub fn feature_state(property: &str, state: &'static str, pool: &tarn_pool::Pool) -> &'static str {
+    if property == "feature@block_cloning" && pool.space().cloned() {
+        "active"
+    } else {
+        state
+    }
+}
 
 /// The state of `feature@NAME` (`None`: not a feature tarn answers).
 #[must_use]

@@ -741,10 +741,13 @@ impl Selection {
         }
     }
 
-    /// Sorts by key, drops duplicates (a block listed twice) and keeps the lowest `limit`.
+    /// Sorts by key, drops duplicates (a block listed twice, or named by clones: same
+    /// DVAs and checksum, another birth, tarn-space `brt`) and keeps the lowest `limit`.
     fn compact(&mut self) {
         self.entries.sort_unstable_by_key(|e| e.key);
-        self.entries.dedup_by(|a, b| a.key == b.key && a.bp == b.bp);
+        self.entries.dedup_by(|a, b| {
+            a.key == b.key && a.bp.dvas == b.bp.dvas && a.bp.checksum == b.bp.checksum
+        });
         if self.entries.len() > self.limit {
             self.entries.truncate(self.limit);
             self.more = true;

@@ -499,6 +499,25 @@ pub fn summary(name: &str, pool: &Pool) -> PoolSummary {
     }
 }
 
+/// Block cloning's pool properties (tarn-space `brt`), exact value and display: the space
+/// of the cloned blocks, counted once (`bcloneused`); what their clones would have taken as
+/// copies (`bclonesaved`); ZFS's `bcloneratio`, (used + saved) / used with two decimals,
+/// 1.00 when nothing is cloned.
+fn clone_prop(name: &str, pool: &Pool) -> (String, String) {
+    let brt = pool.space().brt();
+    match name {
+        "bcloneused" => (brt.used().to_string(), format_size(brt.used())),
+        "bclonesaved" => (brt.saved().to_string(), format_size(brt.saved())),
+        _ => {
+            let hundredths = ((brt.used() + brt.saved()) * 100)
+                .checked_div(brt.used())
+                .unwrap_or(100);
+            let ratio = format!("{}.{:02}", hundredths / 100, hundredths % 100);
+            (ratio.clone(), format!("{ratio}x"))
+        }
+    }
+}
+
 /// Every pool property with value and source; `local` holds the values set by the admin.
 #[must_use]
 pub fn properties(name: &str, pool: &Pool, local: &[(String, String)]) -> Vec<PropValue> {
@@ -524,6 +543,7 @@ pub fn properties(name: &str, pool: &Pool, local: &[(String, String)]) -> Vec<Pr
                 "guid" => Some((summary.guid.to_string(), summary.guid.to_string())),
                 "version" => Some(("-".into(), "-".into())),
                 "dedupratio" => Some(("1.00".into(), "1.00x".into())),
+                "bcloneused" | "bclonesaved" | "bcloneratio" => Some(clone_prop(def.name, pool)),
                 "readonly" => {
                     let value = if pool.readonly() { "on" } else { "off" };
                     Some((value.into(), value.into()))

@@ -13,8 +13,14 @@
 //!  64  birth txg u64
 //!  72  fill count u64 (non-hole data blocks beneath, for sparse walks)
 //!  80  checksum [u64; 4]
-//! 112  reserved [u8; 16] (zero)
+//! 112  physical birth txg u64 (feature `org.tarn:block_cloning`; 0: the same as birth)
+//! 120  reserved [u8; 8] (zero)
 //! ```
+//!
+//! A block pointer made by cloning (`copy_file_range`, docs/FORMAT.md "Block cloning") names
+//! a block written in an earlier txg: its `birth` is the txg of the clone (so snapshots, dead
+//! lists, rollback and incremental sends see a new block), its physical birth the txg that
+//! wrote the bytes (so a free of the last reference is deferred like any committed block).
 //!
 //! A DVA whose `asize_sectors` is zero is empty. A block pointer with no DVAs is a hole; its
 //! birth txg is zero if the range was never written, or the txg in which it was punched.
@@ -113,8 +119,12 @@ pub struct BlockPtr {
     pub block_type: BlockType,
     /// Level in its tree: 0 for data, 1+ for indirect blocks.
     pub level: u8,
-    /// The txg in which this block was written (or this hole punched).
+    /// The txg in which this block was written (or this hole punched), or cloned: the
+    /// logical birth that snapshots, dead lists and incremental sends go by.
     pub birth: Txg,
+    /// The txg that wrote the bytes when it is older than `birth` (a cloned block); zero
+    /// otherwise. Read it through [`BlockPtr::physical_birth`].
+    pub birth_physical: Txg,
     /// Number of non-hole level-0 blocks beneath (1 for a data block).
     pub fill: u64,
     /// Checksum of the stored (physical) bytes.
@@ -134,6 +144,17 @@ impl BlockPtr {
         BlockPtr {
             birth,
             ..BlockPtr::default()
+        }
+    }
+
+    /// The txg whose sync wrote the block's bytes: `birth` unless the pointer was made by
+    /// cloning an older block.
+    #[must_use]
+    pub fn physical_birth(&self) -> Txg {
+        if self.birth_physical.0 == 0 {
+            self.birth
+        } else {
+            self.birth_physical
         }
     }
 
@@ -176,6 +197,7 @@ impl BlockPtr {
         for word in self.checksum.0 {
             writer.u64(word);
         }
+        writer.u64(self.birth_physical.0);
         writer.pad_to(start + BLKPTR_SIZE);
     }
 
@@ -221,7 +243,11 @@ impl BlockPtr {
         for word in &mut words {
             *word = reader.u64()?;
         }
-        reader.take(16)?;
+        let birth_physical = Txg(reader.u64()?);
+        reader.take(8)?;
+        if birth_physical.0 != 0 && birth_physical >= birth {
+            return Err(bad("physical birth not before the birth"));
+        }
         let bp = BlockPtr {
             dvas,
             lsize,
@@ -231,6 +257,7 @@ impl BlockPtr {
             block_type,
             level,
             birth,
+            birth_physical,
             fill,
             checksum: Checksum(words),
         };
@@ -289,12 +316,34 @@ mod tests {
             block_type: BlockType::Data,
             level: 0,
             birth: Txg(77),
+            birth_physical: Txg(0),
             fill: 1,
             checksum: Checksum([1, 2, 3, 4]),
         };
         let bytes = bp.encode();
         assert_eq!(BlockPtr::decode_bytes(&bytes).expect("decode"), bp);
         assert_eq!(bp.asize_total(), 20480);
+    }
+
+    #[test]
+    fn a_cloned_pointer_keeps_its_physical_birth() {
+        let mut bp = BlockPtr::hole(Txg(0));
+        bp.dvas[0] = Dva {
+            vdev: VdevId(0),
+            offset: 8192,
+            asize: 4096,
+        };
+        (bp.lsize, bp.psize, bp.birth) = (4096, 4096, Txg(40));
+        assert_eq!(bp.physical_birth(), Txg(40));
+        bp.birth_physical = Txg(12);
+        let decoded = BlockPtr::decode_bytes(&bp.encode()).expect("decode");
+        assert_eq!(
+            (decoded.birth, decoded.physical_birth()),
+            (Txg(40), Txg(12))
+        );
+        // A physical birth at or after the birth is corruption, reported as such.
+        bp.birth_physical = Txg(40);
+        assert!(BlockPtr::decode_bytes(&bp.encode()).is_err());
     }
 
     #[test]

@@ -370,6 +370,7 @@ mod tests {
             block_type: BlockType::Indirect,
             level: 1,
             birth: Txg(4),
+            birth_physical: Txg(0),
             fill: 4,
             checksum: Checksum([9, 8, 7, 6]),
         };

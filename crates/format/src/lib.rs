@@ -68,7 +68,15 @@ pub const FEATURES_SUPPORTED: &[&str] = &[
     FEATURE_DRAID,
     FEATURE_VOLUME_LOG,
     FEATURE_VOLUME_LOG_INDIRECT,
+    FEATURE_BLOCK_CLONING,
 ];
+
+/// Feature of pools with cloned blocks (OpenZFS's `com.fudosecurity:block_cloning`, named
+/// by tarn's convention): block pointers may carry a physical birth (bytes 112..120) and the
+/// space log may hold clone-reference records (ops 3 and 4, docs/FORMAT.md "Block
+/// cloning"). Listed only once the pool has cloned a block (active on first use, as in
+/// OpenZFS): a build without it would free a cloned block while other files still name it.
+pub const FEATURE_BLOCK_CLONING: &str = "org.tarn:block_cloning";
 
 /// Feature of pools whose volumes' intent-log chains may hold indirect write records (type
 /// 34, docs/FORMAT.md "Intent log"): a block pointer to data written in place between txgs

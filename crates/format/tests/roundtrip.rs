@@ -82,6 +82,7 @@ fn data_block_ptr() -> impl Strategy<Value = BlockPtr> {
                     block_type,
                     level,
                     birth: Txg(birth),
+                    birth_physical: Txg(0),
                     fill,
                     checksum: Checksum(sum),
                 }

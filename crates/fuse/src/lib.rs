@@ -143,6 +143,15 @@
 //! size, which every write through the mount keeps current, and shared writable mmap pages
 //! are written back through ordinary write requests.
 //!
+//! # copy_file_range
+//! `COPY_FILE_RANGE` (what `cp` uses) is served by block cloning, `Engine::fs_clone_range`:
+//! the range's block pointers are cloned and no data moves. A range the engine refuses (a
+//! block only partly covered, a source in the snapshot directory) is answered EXDEV, on
+//! which the kernel copies through read and write requests; a reply counts at most 2 GiB
+//! (32 bits), and the caller asks again for the rest. Both files are in this mount: the
+//! kernel sends no copy between two mounts, so clones between datasets are the engine's
+//! (and its tests') alone. The kernel drops the target's cached pages after the reply.
+//!
 //! # State
 //! In memory, per mount: the open-handle count of each inode, the set of inodes that lost
 //! their last link while open and those being reclaimed (`handles.rs`); the inodes the

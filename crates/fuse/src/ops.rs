@@ -30,6 +30,9 @@ use crate::opstats::{Opcode, engine_timed, posix_timed};
 use crate::snapdir::{self, Place};
 use crate::{ENTRY_TTL, MAX_WRITE, Shared, TTL};
 
+/// Most bytes one `copy_file_range` reply counts (module `copy_file_range` docs).
+const COPY_REPLY_MAX: u64 = 1 << 31;
+
 mod snap;
 
 /// Directory entries fetched from the POSIX layer per readdir request (the kernel's buffer
@@ -1590,6 +1593,50 @@ impl fuser::Filesystem for TarnFs {
         match result.and_then(|found| i64::try_from(found).map_err(|_| Errno::EOVERFLOW)) {
             Ok(found) => reply.offset(found),
             Err(errno) => reply.error(errno),
+        }
+    }
+
+    /// `copy_file_range` by block cloning (`Engine::fs_clone_range`): the range's block
+    /// pointers are cloned, no data is copied. A range the engine cannot clone (inside a
+    /// block, or from a snapshot) is EXDEV, on which the kernel copies the bytes itself.
+    /// One reply carries at most 2 GiB (its count is 32 bits; a multiple of every block
+    /// size), and the caller asks again for the rest, as after any short copy.
+    fn copy_file_range(
+        &self,
+        _req: &Request,
+        ino_in: INodeNo,
+        _fh_in: FileHandle,
+        offset_in: u64,
+        ino_out: INodeNo,
+        _fh_out: FileHandle,
+        offset_out: u64,
+        len: u64,
+        _flags: fuser::CopyFileRangeFlags,
+        reply: ReplyWrite,
+    ) {
+        let _request = self.shared.request(Opcode::CopyFileRange);
+        if snapdir::is_snapshot_dir(ino_in.0) {
+            return reply.error(Errno::EXDEV);
+        }
+        if let Some(errno) = self.refused(ino_out, None) {
+            return reply.error(errno);
+        }
+        if self.readonly {
+            return reply.error(Errno::EROFS);
+        }
+        let range = |kernel, offset| tarn_engine::FileRange {
+            dataset: self.dataset,
+            ino: self.ino(kernel),
+            offset,
+        };
+        let (source, target) = (range(ino_in, offset_in), range(ino_out, offset_out));
+        let len = len.min(COPY_REPLY_MAX);
+        let _in_flight = self.shared.counters.enter();
+        let cloned = engine_timed(|| self.engine.fs_clone_range(&self.pool, source, target, len));
+        match cloned.map(u32::try_from) {
+            Ok(Ok(cloned)) => reply.written(cloned),
+            Ok(Err(_)) => reply.error(Errno::EOVERFLOW),
+            Err(error) => reply.error(Errno::from_i32(error.errno())),
         }
     }
 }

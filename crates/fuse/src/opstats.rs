@@ -83,6 +83,7 @@ opcodes! {
     Create => "CREATE",
     Fallocate => "FALLOCATE",
     Lseek => "LSEEK",
+    CopyFileRange => "COPY_FILE_RANGE",
 }
 
 /// One opcode's statistics since the mount was made.

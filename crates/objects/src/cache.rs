@@ -48,7 +48,7 @@ impl CacheKey {
         CacheKey {
             domain,
             dva: bp.dvas[0],
-            birth: bp.birth.0,
+            birth: bp.physical_birth().0,
             checksum: bp.checksum.0,
         }
     }

@@ -43,6 +43,10 @@
 //! `dmu_sync` for `logbias=throughput`): its block pointer, born in the txg the next sync
 //! runs in, is kept beside the dirty bytes and adopted by that sync instead of a new write;
 //! any change of the block drops it (the owner frees a block not adopted).
+//! A dirty level-0 block may also be a clone ([`ObjectSet::clone_blocks`], block cloning):
+//! the committed pointer of another object's block, which the sync turns into a new
+//! reference (`BlockStore::clone_block`) instead of writing bytes; a read goes through it,
+//! a partial write copies it.
 //! Indirect blocks are never dirty between syncs: [`ObjectSet::sync`] rebuilds the ones above
 //! dirty blocks from the old indirect block and the new children. On disk: docs/FORMAT.md,
 //! section "Objects" (dnode, object-set root, indirect blocks, ZAP).

@@ -862,6 +862,69 @@ impl ObjectSet {
         }
     }
 
+    /// The committed block pointers of level-0 blocks `first..first + count` of `id`, for
+    /// cloning them elsewhere (block cloning): holes as holes. `None` when one of them is
+    /// dirty (its committed pointer is not its current contents; the caller syncs a txg
+    /// and asks again, as OpenZFS's clone waits for a txg).
+    pub fn block_pointers(
+        &mut self,
+        store: &dyn BlockStore,
+        id: ObjectId,
+        first: u64,
+        count: u64,
+    ) -> Result<Option<Vec<BlockPtr>>, ObjectError> {
+        let end = first
+            .checked_add(count)
+            .ok_or_else(|| invalid(id, "block range", first))?;
+        self.inspect(store, id, |ctx, state| {
+            if state.dirty.range(first..end).next().is_some() {
+                return Ok(None);
+            }
+            let mut bps = Vec::with_capacity(usize::try_from(count).unwrap_or(0));
+            for blkid in first..end {
+                bps.push(tree::synced_bp(ctx, &state.dnode, 0, blkid)?);
+            }
+            Ok(Some(bps))
+        })
+    }
+
+    /// Makes level-0 blocks `first..` of `id` clones of `bps` (holes stay holes): the next
+    /// sync gives each block a new reference to the same bytes (`BlockStore::clone_block`)
+    /// instead of writing them. Every pointer must be a level-0 block of the object's block
+    /// size; the caller reads them with [`ObjectSet::block_pointers`] from an object set of
+    /// the same pool.
+    pub fn clone_blocks(
+        &mut self,
+        store: &dyn BlockStore,
+        id: ObjectId,
+        first: u64,
+        bps: &[BlockPtr],
+    ) -> Result<(), ObjectError> {
+        self.mutate(store, id, |_, state| {
+            let block_size = u64::from(state.dnode.data_block_size);
+            if let Some(bp) = bps
+                .iter()
+                .find(|bp| !bp.is_hole() && (u64::from(bp.lsize) != block_size || bp.level != 0))
+            {
+                return Err(invalid(id, "clone of a block of size", u64::from(bp.lsize)));
+            }
+            let last = first.saturating_add(bps.len() as u64).saturating_sub(1);
+            if tree::blkid_limit(&state.dnode).is_some_and(|limit| last >= limit) {
+                return Err(invalid(id, "clone beyond the deepest tree at block", last));
+            }
+            for (blkid, bp) in (first..).zip(bps) {
+                let entry = if bp.is_hole() {
+                    tree::Dirty::Hole
+                } else {
+                    tree::Dirty::Clone(*bp)
+                };
+                state.set_dirty(blkid, entry);
+                state.note_written(blkid);
+            }
+            Ok(())
+        })
+    }
+
     /// Punches `[offset, offset + len)`: whole blocks become holes, partial blocks are
     /// zeroed. `len` may run past the end (`u64::MAX` punches everything from `offset`).
     pub fn free_range(

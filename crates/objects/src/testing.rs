@@ -95,6 +95,7 @@ impl BlockStore for MemStore {
             block_type: props.block_type,
             level: props.level,
             birth: self.txg,
+            birth_physical: Txg(0),
             fill: props.fill,
             checksum: checksum(props.checksum, &stored),
         };

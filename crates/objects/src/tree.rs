@@ -20,11 +20,21 @@ use tarn_zio::{BlockStore, WriteProps};
 pub(crate) const TREE_LEVELS_MAX: u8 = INDIRECTION_LEVELS_MAX as u8;
 const _: () = assert!(INDIRECTION_LEVELS_MAX <= u8::MAX as usize);
 
-/// A dirty level-0 block: new contents, or a hole (punched or written with zeros).
+/// A dirty level-0 block: new contents, a hole (punched or written with zeros), or a clone
+/// of an existing block (`ObjectSet::clone_blocks`: the sync makes a new reference to the
+/// pointed-to block instead of writing bytes).
 #[derive(Debug, Clone)]
 pub(crate) enum Dirty {
     Data(Vec<u8>),
     Hole,
+    Clone(BlockPtr),
+}
+
+impl Dirty {
+    /// Whether the block holds data (a clone does: it names a block that is not a hole).
+    pub(crate) fn is_data(&self) -> bool {
+        !matches!(self, Dirty::Hole)
+    }
 }
 
 /// In-memory state of one allocated object. `dnode.root`, `dnode.nlevels` and
@@ -207,16 +217,17 @@ pub(crate) fn block_data<'s>(
     state: &'s ObjState,
     blkid: u64,
 ) -> Result<BlockRef<'s>, ObjectError> {
-    match state.dirty.get(&blkid) {
-        Some(Dirty::Data(bytes)) => return Ok(BlockRef::Dirty(bytes)),
-        Some(Dirty::Hole) => return Ok(BlockRef::Zero),
-        None => {}
-    }
     let size = u64::from(state.dnode.data_block_size);
     // Say where in the object a block failed (`read_tree_block` knows only the pointer), so
     // that the error log can name the damaged range (or, for a dnode block, the objects).
     let at = |error: ObjectError| error.at_offset(blkid.saturating_mul(size));
-    let bp = synced_bp(ctx, &state.dnode, 0, blkid).map_err(at)?;
+    let bp = match state.dirty.get(&blkid) {
+        Some(Dirty::Data(bytes)) => return Ok(BlockRef::Dirty(bytes)),
+        Some(Dirty::Hole) => return Ok(BlockRef::Zero),
+        // A clone not yet synced reads the block it names.
+        Some(Dirty::Clone(bp)) => *bp,
+        None => synced_bp(ctx, &state.dnode, 0, blkid).map_err(at)?,
+    };
     if bp.is_hole() {
         return Ok(BlockRef::Zero);
     }
@@ -370,6 +381,16 @@ pub(crate) fn modify_block(
             bytes
         }
         Some(Dirty::Hole) => tarn_base::buf::zeroed(block_size),
+        Some(clone @ Dirty::Clone(_)) => {
+            // Put back to read through it: the edit turns the clone into a copy.
+            state.dirty.insert(blkid, clone);
+            let bytes = match block_data(ctx, state, blkid)?.bytes() {
+                None => tarn_base::buf::zeroed(block_size),
+                Some(old) => old.to_vec(),
+            };
+            state.dirty.remove(&blkid);
+            bytes
+        }
         None => match block_data(ctx, state, blkid)?.bytes() {
             None => tarn_base::buf::zeroed(block_size),
             Some(old) => old.to_vec(),
@@ -556,7 +577,7 @@ pub(crate) fn next_block(
         let synced = synced_next(ctx, &state.dnode, from, want_data)?;
         let limit = synced.unwrap_or(u64::MAX);
         for (&blkid, entry) in state.dirty.range(from..=limit) {
-            let is_data = matches!(entry, Dirty::Data(_));
+            let is_data = entry.is_data();
             if is_data == want_data {
                 return Ok(Some(blkid));
             }
@@ -566,7 +587,7 @@ pub(crate) fn next_block(
         };
         match state.dirty.get(&candidate) {
             // A dirty entry of the other kind overrides the synced block; keep looking.
-            Some(entry) if matches!(entry, Dirty::Data(_)) != want_data => {
+            Some(entry) if entry.is_data() != want_data => {
                 if candidate == u64::MAX {
                     return Ok(None);
                 }
@@ -611,6 +632,27 @@ pub(crate) fn write_props(
         fill,
         special_small_blocks: config.special_small_blocks,
     }
+}
+
+/// The new pointer of level-0 block `blkid` that is a clone of `source` (block cloning):
+/// a new reference to the same bytes, born in the syncing txg.
+fn clone_level0(
+    store: &mut dyn BlockStore,
+    object: ObjectId,
+    blkid: u64,
+    block_size: u64,
+    source: &BlockPtr,
+) -> Result<BlockPtr, ObjectError> {
+    assert_eq!(
+        u64::from(source.lsize),
+        block_size,
+        "a cloned block's size is the object's block size"
+    );
+    store.clone_block(source).map_err(|error| ObjectError::Io {
+        object,
+        offset: blkid.saturating_mul(block_size),
+        source: error,
+    })
 }
 
 /// Writes every dirty block of `state` bottom-up, frees each replaced block once, grows the
@@ -661,6 +703,7 @@ pub(crate) fn sync_tree(
         )?;
         let new = match entry {
             Dirty::Hole => BlockPtr::hole(txg),
+            Dirty::Clone(source) => clone_level0(store, object, blkid, block_size, &source)?,
             Dirty::Data(bytes) => match written_ahead.remove(&blkid) {
                 // Written ahead for this txg (ZFS's override): adopted as it is.
                 Some(bp) if bp.birth == txg => {

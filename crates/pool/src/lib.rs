@@ -114,7 +114,8 @@ use tarn_device::{Device, DeviceError};
 use tarn_format::label::{PoolConfig, PoolState, VdevKind, VdevTree};
 use tarn_format::uberblock::Uberblock;
 use tarn_format::{
-    BlockPtr, FEATURE_ALLOCATION_CLASSES, FEATURE_DRAID, FEATURES_SUPPORTED, FORMAT_VERSION,
+    BlockPtr, FEATURE_ALLOCATION_CLASSES, FEATURE_BLOCK_CLONING, FEATURE_DRAID, FEATURES_SUPPORTED,
+    FORMAT_VERSION,
 };
 use tarn_space::{SpaceError, SpaceManager, TxgPin, TxgPins, VdevGeometry, VdevUsage};
 use tarn_vdev::{Leaf, TopVdev, VdevError};
@@ -623,9 +624,34 @@ impl BlockStore for SyncCtx<'_> {
             bp.birth <= self.txg,
             "free of a block born after the syncing txg"
         );
+        // The space layer drops a clone reference instead when the block has one
+        // (tarn-space `brt`); a last reference is freed as of the txg that wrote the bytes.
         for dva in bp.copies() {
-            tarn_zio::Allocator::free(self.space, dva, bp.birth);
+            tarn_zio::Allocator::free(self.space, dva, bp.physical_birth());
         }
+    }
+
+    fn clone_block(&mut self, bp: &BlockPtr) -> Result<BlockPtr, ZioError> {
+        assert!(!bp.is_hole(), "a clone of a hole");
+        assert!(
+            bp.birth < self.txg,
+            "a clone of a block born in the syncing txg {}",
+            self.txg
+        );
+        for (index, dva) in bp.copies().enumerate() {
+            if let Err(error) = self.space.clone_ref(dva) {
+                // Damage, not a bug: give back the references this clone took.
+                for taken in bp.copies().take(index) {
+                    tarn_zio::Allocator::free(self.space, taken, bp.physical_birth());
+                }
+                return Err(ZioError::WriteFailed(format!("clone: {error}")));
+            }
+        }
+        Ok(BlockPtr {
+            birth: self.txg,
+            birth_physical: bp.physical_birth(),
+            ..*bp
+        })
     }
 }
 
@@ -680,6 +706,8 @@ pub struct Pool {
     /// Why the space log of the imported txg could not be read; until
     /// [`Pool::rebuild_space`] the allocation state is empty and no txg may start.
     space_lost: Option<String>,
+    /// The labels list `org.tarn:block_cloning` (the pool has cloned a block).
+    block_cloning: bool,
 }
 
 /// Checks what the labels alone can tell: feature flags and whether another host owns it.
@@ -846,6 +874,7 @@ impl Pool {
             config_changed_since_write: false,
             l2_rebuilds: Vec::new(),
             space_lost: None,
+            block_cloning: false,
         };
         pool.apply_classes();
         Ok(pool)
@@ -1010,6 +1039,7 @@ impl Pool {
             }
         };
         self.apply_classes();
+        self.block_cloning = self.space.cloned();
         self.last = Some(*ub);
         self.txg = ub.txg;
         Ok(())
@@ -1297,6 +1327,7 @@ impl Pool {
                 .iter()
                 .filter(|f| **f != FEATURE_ALLOCATION_CLASSES || !self.special_tops.is_empty())
                 .filter(|f| **f != FEATURE_DRAID || self.has_draid())
+                .filter(|f| **f != FEATURE_BLOCK_CLONING || self.block_cloning)
                 .map(|f| (*f).to_string())
                 .collect(),
             features_for_write: Vec::new(),
@@ -1474,6 +1505,12 @@ impl Pool {
             Ok(root) => root,
             Err(e) => return Err(self.abandon(format!("txg {txg} could not be written: {e}"))),
         };
+        if !self.block_cloning && self.space.cloned() {
+            // The first clone activates the feature: this txg's labels list it (FORMAT.md
+            // section 9), before its uberblock names a space log with clone records.
+            self.block_cloning = true;
+            self.config_dirty = true;
+        }
         let space_log = match self.space.sync(&self.pipeline) {
             Ok(head) => head,
             Err(e) => {

@@ -542,6 +542,12 @@ pub enum Logged {
         offset: u64,
         len: u32,
     },
+    /// A clone into `ino` (`Fs::clone_into`): no record exists for it, so a queue holding
+    /// one is not [`LogQueue::readable`] and its commit syncs a txg instead.
+    Clone {
+        /// The destination file.
+        ino: Ino,
+    },
 }
 
 impl Logged {
@@ -551,7 +557,7 @@ impl Logged {
         const SMALL: u64 = 64;
         match self {
             Logged::Write { len, .. } => SMALL + u64::from(*len),
-            Logged::Op(_) => SMALL,
+            Logged::Op(_) | Logged::Clone { .. } => SMALL,
         }
     }
 }
@@ -594,7 +600,7 @@ impl<T> LogQueue<T> {
                         .retain(|(_, e)| !matches!(e, Logged::Write { ino, .. } if ino == freed));
                 }
             }
-            Logged::Op(_) => {}
+            Logged::Op(_) | Logged::Clone { .. } => {}
         }
         self.entries.push((tag, entry));
     }
@@ -646,13 +652,15 @@ impl<T> LogQueue<T> {
     /// Whether the queue can be turned into records ([`Fs::log_record`]): not when a drain
     /// of the unlinked set follows a queued write, since the drain freed inodes without
     /// naming them and the write's inode may have been one of them (its number reused
-    /// since). The caller then commits a txg instead.
+    /// since), and not when a clone is queued ([`Logged::Clone`]). The caller then commits
+    /// a txg instead.
     #[must_use]
     pub fn readable(&self) -> bool {
         let mut wrote = false;
         for (_, entry) in &self.entries {
             match entry {
                 Logged::Write { .. } => wrote = true,
+                Logged::Clone { .. } => return false,
                 Logged::Op(LogRecord {
                     op: LogOp::DrainUnlinked,
                     ..
@@ -680,6 +688,13 @@ impl<'a> Fs<'a> {
         }
     }
 
+    /// Appends a clone into `ino` when this view logs ([`Logged::Clone`]).
+    pub(crate) fn record_clone(&mut self, ino: Ino) {
+        if let Some(log) = self.log.as_deref_mut() {
+            log.push(Logged::Clone { ino });
+        }
+    }
+
     /// Appends the write of `len` bytes at `offset` of `ino` when this view logs.
     pub(crate) fn record_write(&mut self, ino: Ino, offset: u64, len: u32) {
         let now = self.now;
@@ -701,6 +716,7 @@ impl<'a> Fs<'a> {
     pub fn log_record(&mut self, entry: &Logged) -> Result<Option<LogRecord>> {
         let (now, ino, offset, len) = match entry {
             Logged::Op(record) => return Ok(Some(record.clone())),
+            Logged::Clone { .. } => return Ok(None),
             Logged::Write {
                 now,
                 ino,

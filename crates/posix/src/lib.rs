@@ -76,6 +76,7 @@
 //! block, no admission, and it never fails the read that caused it.
 
 pub mod access;
+mod clone;
 mod data;
 pub mod diff;
 pub mod filesum;
@@ -91,6 +92,7 @@ mod tests;
 #[cfg(test)]
 mod usedby_tests;
 
+pub use clone::CloneSource;
 pub use data::{FILE_SIZE_MAX, HOLE_READ_MAX, ReadData, ZEROS};
 pub use fs::{Fs, InoFilter};
 
@@ -387,6 +389,9 @@ pub enum PosixError {
     /// EXDEV: a rename or link into a project-inherit directory of another project.
     #[error("invalid cross-device link")]
     CrossProject,
+    /// EXDEV: a range that cannot be cloned (block cloning); the caller copies it instead.
+    #[error("cannot clone: {0}")]
+    CannotClone(&'static str),
     /// EDQUOT: a user, group or project quota would be exceeded.
     #[error("disk quota exceeded")]
     QuotaExceeded,
@@ -420,6 +425,7 @@ impl PosixError {
             PosixError::NotPermitted => libc::EPERM,
             PosixError::QuotaExceeded => libc::EDQUOT,
             PosixError::CrossProject => libc::EXDEV,
+            PosixError::CannotClone(_) => libc::EXDEV,
             PosixError::NotFilesystem => libc::EINVAL,
             PosixError::Object(_) => libc::EIO,
         }

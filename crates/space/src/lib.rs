@@ -15,8 +15,10 @@
 //!   ├─ open records: intent-log blocks allocated or claimed between syncs (open context),
 //!   │    and data blocks written ahead of their txg (`OpenAllocator`, `logbias=throughput`);
 //!   │    the next txg's delta starts with them
-//!   └─ deferred: frees of the last TXG_DEFER txgs, not yet reusable (so a rewind to a
-//!      recent txg finds its blocks intact)
+//!   ├─ deferred: frees of the last TXG_DEFER txgs, not yet reusable (so a rewind to a
+//!   │    recent txg finds its blocks intact)
+//!   └─ brt: the block reference table of block cloning (module [`brt`]): a free of a DVA
+//!        with an entry drops a reference instead of freeing (ops 3 and 4 of the log)
 //! ```
 //! Allocation inside a vdev keeps a cursor in one metaslab so that a stream of writes lands
 //! sequentially on disk; when that metaslab cannot satisfy a request, the metaslab with the
@@ -44,6 +46,9 @@
 //!   syncing txg had when it wrote its delta (checked by tests and by the simulator's
 //!   space-closes checker).
 //! - I4: no allocation crosses a metaslab boundary or the end of the vdev.
+//! - I5: every free reaches [`Allocator::free`] of each DVA, which consults the block
+//!   reference table first (module [`brt`], B1-B3): a cloned block's space is freed only
+//!   by its last reference, as of its physical birth.
 //!
 //! # Concurrency and context
 //! Owned by the pool and used only in syncing context (`&mut self`).
@@ -79,6 +84,7 @@
 //! Trim and per-metaslab on-disk maps loaded lazily: the whole free map is kept in memory.
 //! Removing a top-level vdev that holds blocks (device evacuation).
 
+pub mod brt;
 pub mod log;
 pub mod pins;
 pub mod range_tree;
@@ -86,6 +92,7 @@ pub mod range_tree;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
+pub use brt::Brt;
 use log::{LogBlock, LogKind, RECORDS_PER_BLOCK, Record, encoded_size};
 pub use pins::{TxgPin, TxgPins};
 use range_tree::RangeTree;
@@ -360,6 +367,18 @@ impl VdevSpace {
         Ok(())
     }
 
+    /// Whether `[offset, offset + asize)` lies in one metaslab and none of it is free.
+    fn is_allocated(&self, offset: u64, asize: u64) -> bool {
+        let Some(index) = self.metaslab_of(offset) else {
+            return false;
+        };
+        let metaslab = &self.metaslabs[index];
+        offset
+            .checked_add(asize)
+            .is_some_and(|end| end <= metaslab.start + metaslab.size)
+            && !metaslab.free.intersects(offset, asize)
+    }
+
     /// Marks a range allocated while replaying the log.
     fn claim(&mut self, offset: u64, asize: u64) -> Result<(), SpaceError> {
         let bad = SpaceError::CorruptLog {
@@ -420,6 +439,11 @@ pub struct SpaceManager {
     place_on_unwritable: bool,
     /// True only inside the fallback allocation of `allocate_one`.
     ignore_writable: bool,
+    /// Clone references of blocks named by more than one block pointer (module [`brt`]).
+    brt: Brt,
+    /// The chain holds (or this manager wrote) clone-reference records: the labels must
+    /// list `org.tarn:block_cloning`.
+    cloned: bool,
 }
 
 impl SpaceManager {
@@ -453,6 +477,8 @@ impl SpaceManager {
             hold_deferred: false,
             place_on_unwritable: false,
             ignore_writable: false,
+            brt: Brt::default(),
+            cloned: false,
         }
     }
 
@@ -500,6 +526,11 @@ impl SpaceManager {
                         why: "record names an unknown vdev",
                     },
                 )?;
+                if record.clone_ref {
+                    manager.cloned = true;
+                    manager_brt_replay(&mut manager.brt, vdev, record)?;
+                    continue;
+                }
                 let born = &mut born_now.1[record.vdev.0 as usize];
                 let same_txg =
                     !in_base && !record.alloc && born.contains(record.offset, record.asize);
@@ -539,7 +570,15 @@ impl SpaceManager {
             self.allocated() == 0 && self.chain.is_empty(),
             "rebuild of a space manager in use"
         );
-        for dva in live {
+        let mut live = live.to_vec();
+        live.sort_unstable_by_key(|dva| (dva.vdev, dva.offset, dva.asize));
+        for (index, dva) in live.iter().enumerate() {
+            // A block named twice is a clone (the walk lists each reference): a reference
+            // of the table, not a second allocation. The next sync's base writes it.
+            if index > 0 && live[index - 1] == *dva {
+                self.brt.add(dva);
+                continue;
+            }
             self.claim_dva(dva).map_err(|_| SpaceError::CorruptLog {
                 why: "a block names space that is not free or not there",
             })?;
@@ -839,6 +878,7 @@ impl SpaceManager {
         };
         self.records.push(Record {
             alloc: true,
+            clone_ref: false,
             vdev: dva.vdev,
             offset,
             asize,
@@ -851,7 +891,8 @@ impl SpaceManager {
     /// log blocks' own, is in what it writes.
     pub fn sync(&mut self, pipeline: &Pipeline) -> Result<BlockPtr, SpaceError> {
         // A new base holds every extent and every free not yet allocatable.
-        let base_records = self.extent_count() + self.pending_free_count();
+        let base_records =
+            self.extent_count() + self.pending_free_count() + self.brt.record_count();
         let condense = self.chain_records > self.condense_min.max(4 * base_records);
         let base_blocks = base_records.div_ceil(RECORDS_PER_BLOCK as u64).max(1);
         let long = self.chain.len() as u64 > 2 * base_blocks + CONDENSE_BLOCKS_MIN;
@@ -963,7 +1004,7 @@ impl SpaceManager {
         let per_block = RECORDS_PER_BLOCK as u64;
         let copies = u64::from(self.log_copies);
         let mut blocks = 1u64;
-        let deferred = self.pending_free_count();
+        let deferred = self.pending_free_count() + self.brt.record_count();
         while blocks * per_block < self.extent_count() + deferred + 2 * blocks * copies {
             blocks += 1;
         }
@@ -1034,6 +1075,7 @@ impl SpaceManager {
                 if start > position {
                     out.push(Record {
                         alloc: true,
+                        clone_ref: false,
                         vdev: VdevId(index as u32),
                         offset: position,
                         asize: start - position,
@@ -1047,10 +1089,23 @@ impl SpaceManager {
         for dva in deferred.chain(frees) {
             out.push(Record {
                 alloc: false,
+                clone_ref: false,
                 vdev: dva.vdev,
                 offset: dva.offset,
                 asize: dva.asize,
             });
+        }
+        // The block reference table, one add per reference (module `brt`).
+        for (dva, refs) in self.brt.entries() {
+            for _ in 0..refs {
+                out.push(Record {
+                    alloc: true,
+                    clone_ref: true,
+                    vdev: dva.vdev,
+                    offset: dva.offset,
+                    asize: dva.asize,
+                });
+            }
         }
         out
     }
@@ -1238,6 +1293,7 @@ impl SpaceManager {
         };
         self.open_records.push(Record {
             alloc: true,
+            clone_ref: false,
             vdev: dva.vdev,
             offset,
             asize,
@@ -1252,6 +1308,7 @@ impl SpaceManager {
         self.claim_dva(dva)?;
         self.open_records.push(Record {
             alloc: true,
+            clone_ref: false,
             vdev: dva.vdev,
             offset: dva.offset,
             asize: dva.asize,
@@ -1290,6 +1347,7 @@ impl SpaceManager {
     pub fn free_log_block(&mut self, dva: &Dva) {
         self.records.push(Record {
             alloc: false,
+            clone_ref: false,
             vdev: dva.vdev,
             offset: dva.offset,
             asize: dva.asize,
@@ -1300,6 +1358,91 @@ impl SpaceManager {
             self.frees_this_txg.push(*dva);
         }
     }
+}
+
+impl SpaceManager {
+    /// Adds a reference to `dva` for a block pointer cloned in the syncing txg (module
+    /// [`brt`]). When the block's last reference was freed earlier in this same txg (the
+    /// source overwritten or deleted while the clone waited for the sync), that free is
+    /// taken back instead: the block keeps exactly one reference, the clone's. A DVA that
+    /// names no allocated extent is refused (a clone source is read from a committed tree,
+    /// so this is damage, never a bug to assert on).
+    pub fn clone_ref(&mut self, dva: &Dva) -> Result<(), SpaceError> {
+        if let Some(index) = self.frees_this_txg.iter().rposition(|d| d == dva) {
+            self.frees_this_txg.remove(index);
+            let record = self
+                .records
+                .iter()
+                .rposition(|r| {
+                    !r.alloc && !r.clone_ref && r.vdev == dva.vdev && r.offset == dva.offset
+                })
+                .expect("B2: a free of this txg has its record in this txg's delta");
+            self.records.remove(record);
+            return Ok(());
+        }
+        let vdev = self
+            .vdevs
+            .get(dva.vdev.0 as usize)
+            .ok_or(SpaceError::CorruptLog {
+                why: "a cloned block names an unknown vdev",
+            })?;
+        if dva.asize == 0 || !vdev.is_allocated(dva.offset, dva.asize) {
+            return Err(SpaceError::CorruptLog {
+                why: "a cloned block names space that is not allocated",
+            });
+        }
+        self.brt.add(dva);
+        self.cloned = true;
+        self.records.push(Record {
+            alloc: true,
+            clone_ref: true,
+            vdev: dva.vdev,
+            offset: dva.offset,
+            asize: dva.asize,
+        });
+        Ok(())
+    }
+
+    /// The block reference table (module [`brt`]).
+    #[must_use]
+    pub fn brt(&self) -> &Brt {
+        &self.brt
+    }
+
+    /// Whether the space log may hold clone-reference records (feature
+    /// `org.tarn:block_cloning` active): one was replayed at load or written since.
+    #[must_use]
+    pub fn cloned(&self) -> bool {
+        self.cloned || !self.brt.is_empty()
+    }
+}
+
+/// Replays one clone-reference record of the space log into `brt` (module [`brt`]): an add
+/// must name an allocated extent of `vdev`, a drop an entry.
+fn manager_brt_replay(brt: &mut Brt, vdev: &VdevSpace, record: &Record) -> Result<(), SpaceError> {
+    let dva = Dva {
+        vdev: record.vdev,
+        offset: record.offset,
+        asize: record.asize,
+    };
+    if record.alloc {
+        if !vdev.is_allocated(dva.offset, dva.asize) {
+            return Err(SpaceError::CorruptLog {
+                why: "a clone reference names space that is not allocated",
+            });
+        }
+        if brt.conflicts(&dva) {
+            return Err(SpaceError::CorruptLog {
+                why: "clone references of one block with two sizes",
+            });
+        }
+        brt.add(&dva);
+    } else if brt.refs(&dva) == 0 || !brt.drop_ref(&dva) {
+        return Err(SpaceError::CorruptLog {
+            why: "a clone reference dropped that was never added",
+        });
+    }
+    Ok(())
 }
 
 /// Allocation in open context, between txgs, for blocks written ahead of the txg that will
@@ -1423,8 +1566,20 @@ impl Allocator for SpaceManager {
             "free of a block born in the future: {birth} > {}",
             self.txg
         );
+        // A cloned block: drop one reference, the space stays (module `brt`, B2).
+        if !self.brt.is_empty() && self.brt.drop_ref(dva) {
+            self.records.push(Record {
+                alloc: false,
+                clone_ref: true,
+                vdev: dva.vdev,
+                offset: dva.offset,
+                asize: dva.asize,
+            });
+            return;
+        }
         self.records.push(Record {
             alloc: false,
+            clone_ref: false,
             vdev: dva.vdev,
             offset: dva.offset,
             asize: dva.asize,
@@ -1487,6 +1642,77 @@ mod tests {
         manager.records.clear();
         manager.txg_committed(None);
         (manager, dva)
+    }
+
+    #[test]
+    fn a_cloned_block_is_freed_only_by_its_last_reference() {
+        // Goal: module `brt`: a block named by three pointers survives two frees and is
+        // freed (deferred as any committed block) by the third. Method: two clone references
+        // in txg 2, one free each in txgs 3 to 5; the records say what each txg did.
+        let (mut manager, dva) = allocated_one();
+        manager.begin_txg(Txg(2));
+        manager.clone_ref(&dva).unwrap();
+        manager.clone_ref(&dva).unwrap();
+        assert_eq!(manager.records.len(), 2);
+        assert!(manager.records.iter().all(|r| r.clone_ref && r.alloc));
+        manager.records.clear();
+        manager.txg_committed(None);
+        assert_eq!((manager.brt().used(), manager.brt().saved()), (4096, 8192));
+        for txg in 3..5 {
+            manager.begin_txg(Txg(txg));
+            manager.free(&dva, Txg(1));
+            assert!(manager.records.iter().all(|r| r.clone_ref && !r.alloc));
+            assert_eq!(manager.freeing_bytes(), 0, "a reference, not space, went");
+            manager.records.clear();
+            manager.txg_committed(None);
+        }
+        assert!(manager.brt().is_empty());
+        assert_eq!(manager.allocated(), 4096);
+        manager.begin_txg(Txg(5));
+        manager.free(&dva, Txg(1));
+        assert!(manager.records.iter().all(|r| !r.clone_ref && !r.alloc));
+        manager.records.clear();
+        manager.txg_committed(None);
+        assert_eq!(
+            manager.freeing_bytes(),
+            4096,
+            "the last reference frees, deferred"
+        );
+        for txg in 6..6 + TXG_DEFER {
+            manager.begin_txg(Txg(txg));
+            manager.txg_committed(None);
+        }
+        assert_eq!(manager.allocated(), 0);
+        assert!(manager.cloned(), "the feature stays active");
+    }
+
+    #[test]
+    fn a_clone_takes_back_a_free_of_its_own_txg_and_refuses_free_space() {
+        // Goal: the source of a clone freed earlier in the clone's own sync (overwritten in
+        // the same txg) keeps its space, with one reference and no entry; a clone of space
+        // that is not allocated is damage, refused. Method: free then clone in txg 2.
+        let (mut manager, dva) = allocated_one();
+        manager.begin_txg(Txg(2));
+        manager.free(&dva, Txg(1));
+        manager.clone_ref(&dva).unwrap();
+        assert!(
+            manager.records.is_empty(),
+            "the free is taken back: {:?}",
+            manager.records
+        );
+        assert!(manager.brt().is_empty());
+        let elsewhere = Dva {
+            offset: dva.offset + (1 << 20),
+            ..dva
+        };
+        assert!(manager.clone_ref(&elsewhere).is_err());
+        manager.txg_committed(None);
+        for txg in 3..3 + TXG_DEFER {
+            manager.begin_txg(Txg(txg));
+            manager.txg_committed(None);
+        }
+        assert_eq!(manager.allocated(), 4096, "still the clone's");
+        assert_eq!(manager.freeing_bytes(), 0);
     }
 
     #[test]

@@ -16,8 +16,12 @@
 //!    0 magic u64 ("tarnslog")   8 kind u8 (0 delta, 1 base) + pad[7]
 //!   16 txg u64                 24 record count u64
 //!   32 previous block pointer (128 bytes; a hole for a base)
-//!  160 records, 24 bytes each: vdev u32 | op u32 (1 alloc, 2 free) | offset u64 | asize u64
+//!  160 records, 24 bytes each: vdev u32 | op u32 | offset u64 | asize u64
 //! ```
+//!
+//! Ops: 1 alloc, 2 free; with feature `org.tarn:block_cloning`, 3 and 4 add and drop one
+//! reference of the block reference table (module [`crate::brt`]) to the allocated extent
+//! `(vdev, offset, asize)`: they move no space.
 
 use crate::SpaceError;
 use tarn_base::{Txg, VdevId};
@@ -37,11 +41,14 @@ pub(crate) const RECORDS_PER_BLOCK: usize = (LOG_BLOCK_MAX - HEADER_SIZE) / RECO
 
 const _: () = assert!(RECORDS_PER_BLOCK > 1000);
 
-/// One change to the allocation state.
+/// One change to the allocation state, or to the block reference table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Record {
-    /// Allocation (true) or free (false).
+    /// Allocation (true) or free (false); for a `clone_ref` record, a reference added (true)
+    /// or dropped (false).
     pub alloc: bool,
+    /// A change of the block reference table (ops 3 and 4), not of the allocated set.
+    pub clone_ref: bool,
     /// Top-level vdev.
     pub vdev: VdevId,
     /// Offset in its address space.
@@ -98,7 +105,12 @@ impl LogBlock {
         self.prev.encode_into(&mut w);
         for record in &self.records {
             w.u32(record.vdev.0);
-            w.u32(if record.alloc { 1 } else { 2 });
+            w.u32(match (record.clone_ref, record.alloc) {
+                (false, true) => 1,
+                (false, false) => 2,
+                (true, true) => 3,
+                (true, false) => 4,
+            });
             w.u64(record.offset);
             w.u64(record.asize);
         }
@@ -128,9 +140,11 @@ impl LogBlock {
         let mut records = Vec::with_capacity(count as usize);
         for _ in 0..count {
             let vdev = VdevId(r.u32().map_err(|_| corrupt("truncated records"))?);
-            let alloc = match r.u32().map_err(|_| corrupt("truncated records"))? {
-                1 => true,
-                2 => false,
+            let (clone_ref, alloc) = match r.u32().map_err(|_| corrupt("truncated records"))? {
+                1 => (false, true),
+                2 => (false, false),
+                3 => (true, true),
+                4 => (true, false),
                 _ => return Err(corrupt("unknown record op")),
             };
             let offset = r.u64().map_err(|_| corrupt("truncated records"))?;
@@ -140,6 +154,7 @@ impl LogBlock {
             }
             records.push(Record {
                 alloc,
+                clone_ref,
                 vdev,
                 offset,
                 asize,
@@ -167,12 +182,28 @@ mod tests {
             records: vec![
                 Record {
                     alloc: true,
+                    clone_ref: false,
                     vdev: VdevId(0),
                     offset: 4096,
                     asize: 8192,
                 },
                 Record {
                     alloc: false,
+                    clone_ref: false,
+                    vdev: VdevId(3),
+                    offset: 0,
+                    asize: 512,
+                },
+                Record {
+                    alloc: true,
+                    clone_ref: true,
+                    vdev: VdevId(3),
+                    offset: 0,
+                    asize: 512,
+                },
+                Record {
+                    alloc: false,
+                    clone_ref: true,
                     vdev: VdevId(3),
                     offset: 0,
                     asize: 512,
@@ -180,7 +211,7 @@ mod tests {
             ],
         };
         let bytes = block.encode();
-        assert_eq!(bytes.len() as u64, encoded_size(2));
+        assert_eq!(bytes.len() as u64, encoded_size(4));
         assert_eq!(LogBlock::decode(&bytes).expect("decode"), block);
         let mut rng = tarn_base::SeededRng::new(5);
         for _ in 0..500 {

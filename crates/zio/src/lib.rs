@@ -346,6 +346,7 @@ impl Pipeline {
             block_type: props.block_type,
             level: props.level,
             birth: txg,
+            birth_physical: Txg(0),
             fill: props.fill,
             checksum: sum,
             ..BlockPtr::default()

@@ -140,8 +140,19 @@ pub trait BlockStore {
         false
     }
     /// Frees a block that the tree no longer references as of this txg. Whether its space is
-    /// reused or kept (by a snapshot) is the store's decision.
+    /// reused or kept (by a snapshot, or by another clone's reference) is the store's
+    /// decision.
     fn free_block(&mut self, bp: &BlockPtr);
+    /// Makes a new reference to the existing block `bp` for this txg's tree (block cloning,
+    /// OpenZFS 2.2's `copy_file_range`): the returned pointer names the same DVAs and bytes,
+    /// is born in this txg and keeps the txg that wrote the bytes as its physical birth. The
+    /// default, for stores that cannot count references, refuses.
+    fn clone_block(&mut self, bp: &BlockPtr) -> Result<BlockPtr, ZioError> {
+        Err(ZioError::WriteFailed(format!(
+            "block of txg {} cannot be cloned here",
+            bp.birth
+        )))
+    }
 }
 
 /// Where blocks go: implemented by the space layer (tarn-space), which sits above this crate
