@@ -330,7 +330,8 @@ fn a_batch_of_writes_is_what_the_writes_one_by_one_are() {
     // `write_block` gives it, allocations in block order, and the blocks read back. Method:
     // the same 40 blocks (random, compressible, all zeros; one and two copies) through each
     // on two fresh pools over queued devices, compared pointer by pointer, then read.
-    // Negative control: allocating in another order than the blocks' fails the comparison.
+    // Negative control: one more allocation per block in `write_blocks` (so its DVAs are
+    // not `write_block`'s) fails the comparison at block 0.
     let mut rng = tarn_base::SeededRng::new(19);
     let mut blocks: Vec<(Vec<u8>, WriteProps)> = Vec::new();
     for i in 0..40u32 {
