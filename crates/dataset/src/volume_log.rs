@@ -16,9 +16,10 @@
 //! are not those of filesystem records (1-15), so a record of one kind never decodes as
 //! the other. Bytes from disk are input: garbage is [`DatasetError::Corrupt`], never a panic.
 //!
-//! Indirect writes (ZFS's `WR_INDIRECT`, `logbias=throughput`): [`Change::records_indirect`]
-//! writes each dirty block a write touched ahead of its txg, in place in the pool
-//! (`ObjectSet::write_ahead`), and records only where it went ([`LogRecord::Indirect`]: the
+//! Indirect writes (ZFS's `WR_INDIRECT`, `logbias=throughput`): [`Change::write_ahead_all`]
+//! writes every dirty block a commit's writes touched ahead of its txg, in place in the pool,
+//! in batches (`ObjectSet::write_ahead_many`: in parallel on devices that allow it), and
+//! [`Change::records_indirect`] records only where each went ([`LogRecord::Indirect`]: the
 //! range and the block pointer); the txg then adopts the block instead of writing it again.
 //! Replay reads the block through its pointer (checksum verified) and writes the range
 //! again ([`LogRecord::apply_indirect`]). A block whose write-ahead yields nothing (a hole,
@@ -41,6 +42,11 @@ pub const RECORD_WRITE: u8 = 32;
 pub const RECORD_ZERO: u8 = 33;
 /// Type byte of a volume indirect write record (feature `org.tarn:volume_log_indirect`).
 pub const RECORD_INDIRECT: u8 = 34;
+
+/// Most volume blocks [`Change::write_ahead_all`] hands the pool at once: enough to keep
+/// every device busy (several batches of `BLOCKS_IN_FLIGHT_MAX`), few enough that their
+/// compressed copies stay a small bound on memory.
+pub const WRITE_AHEAD_BATCH: usize = 4 * tarn_base::limits::BLOCKS_IN_FLIGHT_MAX;
 
 /// A volume change as kept in memory until its log commit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -110,6 +116,39 @@ impl Change {
             offset: self.offset,
             data,
         })
+    }
+
+    /// Writes ahead, in batches of [`WRITE_AHEAD_BATCH`] blocks (`BlockStore::write_blocks`:
+    /// compressed, checksummed and written in parallel on devices that allow it), every
+    /// dirty volume block the writes among `changes` touch that `written` does not hold,
+    /// before [`Change::records_indirect`] makes their records: it then finds each block in
+    /// `written` instead of writing it alone. New blocks go to `written` and `new_blocks`
+    /// (also those written before an error, which is returned after them).
+    pub fn write_ahead_all<'a>(
+        changes: impl Iterator<Item = &'a Change>,
+        objset: &mut ObjectSet,
+        writer: &mut dyn BlockStore,
+        written: &mut std::collections::BTreeMap<u64, BlockPtr>,
+        new_blocks: &mut Vec<(u64, BlockPtr)>,
+    ) -> Result<(), DatasetError> {
+        let block_size = u64::from(volume::info(objset, writer)?.block_size);
+        let mut blkids = std::collections::BTreeSet::new();
+        for change in changes.filter(|c| !c.zero && c.len > 0) {
+            let last = (change.offset.saturating_add(change.len) - 1) / block_size;
+            blkids.extend((change.offset / block_size..=last).filter(|b| !written.contains_key(b)));
+        }
+        let blkids: Vec<u64> = blkids.into_iter().collect();
+        for batch in blkids.chunks(WRITE_AHEAD_BATCH) {
+            let (done, error) = objset.write_ahead_many(writer, volume::VOLUME_OBJECT, batch);
+            for (blkid, bp) in done {
+                written.insert(blkid, bp);
+                new_blocks.push((blkid, bp));
+            }
+            if let Some(error) = error {
+                return Err(error.into());
+            }
+        }
+        Ok(())
     }
 
     /// The records this write stands for under `logbias=throughput`: per volume block it

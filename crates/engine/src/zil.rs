@@ -18,7 +18,8 @@
 //!
 //! # `logbias=throughput` (volumes)
 //! ZFS's `WR_INDIRECT`: a commit writes each volume block its pending writes touched in
-//! place, as the block the open txg will hold (`tarn_objects::ObjectSet::write_ahead`,
+//! place, as the block the open txg will hold (`tarn_objects::ObjectSet::write_ahead_many`,
+//! all of the commit's blocks in batches written in parallel where the devices allow it,
 //! allocated in open context through `tarn_pool::OpenWriter`), and logs indirect records
 //! (range and block pointer) instead of the bytes; one flush covers the chain's blocks and
 //! the written blocks. At the txg's sync a block still holding the block's dirty data is
@@ -438,8 +439,16 @@ impl Imported {
         let mut writer = pool.open_writer();
         let mut written = BTreeMap::new();
         let mut new_blocks = Vec::new();
-        let mut failed = false;
+        // Every block of the commit in batches first (in parallel where the devices allow
+        // it); the records then name the blocks written here.
+        let changes = log.volume.iter().map(|(_, change)| change);
+        let mut failed =
+            Change::write_ahead_all(changes, objset, &mut writer, &mut written, &mut new_blocks)
+                .is_err();
         for (txg, change) in &log.volume {
+            if failed {
+                break;
+            }
             let records =
                 change.records_indirect(objset, &mut writer, &mut written, &mut new_blocks);
             let Ok(records) = records else {

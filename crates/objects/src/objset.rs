@@ -852,6 +852,65 @@ impl ObjectSet {
         Ok(Some(bp))
     }
 
+    /// [`ObjectSet::write_ahead`] of distinct level-0 blocks `blkids` of `id` at once, through
+    /// [`BlockStore::write_blocks`] (in parallel on devices that allow it): the blocks
+    /// written (holes and blocks without dirty data give none), in the order of `blkids`,
+    /// and the first error. Blocks written before an error are recorded as written ahead
+    /// and returned all the same: the caller owns them either way.
+    pub fn write_ahead_many(
+        &mut self,
+        store: &mut dyn BlockStore,
+        id: ObjectId,
+        blkids: &[u64],
+    ) -> (Vec<(u64, BlockPtr)>, Option<ObjectError>) {
+        if let Err(e) = self.check_usable() {
+            return (Vec::new(), Some(e));
+        }
+        let config = self.config;
+        let Some(Slot::Live(state)) = self.hot.get_mut(&id.0) else {
+            return (Vec::new(), None);
+        };
+        let props = tree::write_props(&config, &state.dnode, 0, BlockType::Data, 1);
+        let mut wanted = Vec::new();
+        let mut blocks = Vec::new();
+        for &blkid in blkids {
+            if state.written_ahead.contains_key(&blkid) {
+                continue;
+            }
+            if let Some(tree::Dirty::Data(bytes)) = state.dirty.get(&blkid) {
+                wanted.push(blkid);
+                blocks.push((bytes.as_slice(), &props));
+            }
+        }
+        let results = store.write_blocks(&blocks);
+        drop(blocks);
+        let block_size = u64::from(state.dnode.data_block_size);
+        let mut written = Vec::new();
+        let mut error = None;
+        for (blkid, result) in wanted.into_iter().zip(results) {
+            match result {
+                Ok(bp) if bp.is_hole() => {}
+                Ok(bp) => {
+                    assert_eq!(
+                        bp.birth,
+                        store.txg(),
+                        "a block written ahead is born in its txg"
+                    );
+                    state.written_ahead.insert(blkid, bp);
+                    written.push((blkid, bp));
+                }
+                Err(source) => {
+                    error.get_or_insert(ObjectError::Io {
+                        object: id,
+                        offset: blkid.saturating_mul(block_size),
+                        source,
+                    });
+                }
+            }
+        }
+        (written, error)
+    }
+
     /// The block pointer the next sync adopts for level-0 block `blkid` of `id`, if one was
     /// written ahead and the block has not changed since ([`ObjectSet::write_ahead`]).
     #[must_use]

@@ -585,6 +585,11 @@ impl BlockStore for OpenWriter<'_> {
             .write_block(&mut allocator, self.txg, data, props)
     }
 
+    fn write_blocks(&mut self, blocks: &[(&[u8], &WriteProps)]) -> Vec<Result<BlockPtr, ZioError>> {
+        let mut allocator = self.space.open_allocator();
+        self.pipeline.write_blocks(&mut allocator, self.txg, blocks)
+    }
+
     fn read_block(&self, bp: &BlockPtr) -> Result<Vec<u8>, ZioError> {
         read_checked(self.pipeline, bp, self.txg, true)
     }

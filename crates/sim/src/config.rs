@@ -108,6 +108,10 @@ pub struct Weights {
     /// Take, destroy or roll back to a snapshot (sim/snapshots.rs). Off unless asked for
     /// (`--snapshots`): seeds without it run as before.
     pub snapshot: u64,
+    /// Volumes (sim/volumes.rs): create, write, zero, read, flush, FUA write, grow. Drawn
+    /// from its own generator (a quarter of the seeds, or `--volumes`): seeds without it
+    /// run as before.
+    pub volume: u64,
 }
 
 /// Everything a seed decides before the first operation.
@@ -240,6 +244,8 @@ pub const DRAID_CHOICES: [(u8, u8, u8, usize); 5] = [
 
 /// Mixed into the seed for the outage choice's generator.
 const OUTAGE_SALT: u64 = 0x6f75_7461_6765;
+/// Mixed into the seed for the volume choice's generator.
+const VOLUME_SALT: u64 = 0x766f_6c75_6d65;
 
 impl Config {
     /// The configuration of `seed`; `budget` overrides the seed's own choice.
@@ -312,6 +318,11 @@ impl Config {
         if outages.chance(1, 4) {
             config.weights.outage = 1 + outages.below(3);
         }
+        // Volumes: a quarter of the seeds, from a generator of their own for the same reason.
+        let mut volumes = SeededRng::new(seed ^ VOLUME_SALT);
+        if volumes.chance(1, 4) {
+            config.weights.volume = 2 + volumes.below(8);
+        }
         config
     }
 
@@ -340,6 +351,13 @@ impl Config {
     pub fn force_snapshots(&mut self) {
         if self.weights.snapshot == 0 {
             self.weights.snapshot = 3;
+        }
+    }
+
+    /// Turns volumes on (`--volumes`).
+    pub fn force_volumes(&mut self) {
+        if self.weights.volume == 0 {
+            self.weights.volume = 25;
         }
     }
 

@@ -42,6 +42,12 @@
 //!            snapshot's objects checked against the model, dead lists, sharing and space
 //!            by check::verify_pool
 //!
+//!          volumes (sim/volumes.rs, a quarter of the seeds or --volumes): create -V
+//!            (logbias latency or throughput), write, FUA write, trim, read, flush (then
+//!            sometimes a crash at once), set volsize growth; snapshots, rollback and
+//!            clones of volumes with --snapshots; a crash before the next commit brings
+//!            back each flushed volume exactly as flushed, a failed flush whole or not
+//!
 //!          POSIX layer in a random dataset (sim/fsops.rs, through Engine::fs_op):
 //!            create / mkdir / symlink / write / truncate / punch / rename / link / unlink
 //!            rmdir / set or remove xattr / read / fsync (intent log: a crash before the
@@ -102,10 +108,10 @@
 //! broken invariant too (caught, reported the same way).
 //!
 //! # Not here
-//! Attach and detach (replace and spares cover the resilver paths);
-//! snapshots, send/receive and volumes; files held open across an unlink (the
-//! workload reclaims at once, so the unlinked set stays empty); POSIX operations other than
-//! file writes inside the burst before a power cut (the cut lands in syncs that carry
+//! Attach and detach (replace and spares cover the resilver paths); send/receive; volume
+//! shrinking and `sync=always|disabled` (sim/volumes.rs); files held open across an unlink
+//! (the workload reclaims at once, so the unlinked set stays empty); POSIX operations other
+//! than file writes inside the burst before a power cut (the cut lands in syncs that carry
 //! them); dataset properties
 //! (`check::set_data_write_config` sets the root dataset's checksum, compression and copies).
 
@@ -152,6 +158,8 @@ pub struct Options {
     pub outages: bool,
     /// Take, destroy and roll back to snapshots among the writes (`--snapshots`).
     pub snapshots: bool,
+    /// Volumes among the writes whatever the seed chose (`--volumes`).
+    pub volumes: bool,
     /// Whether the first top-level vdev is a small dRAID: `Some(true)` always (`--draid`),
     /// `Some(false)` never (`--no-draid`), `None` as the seed decides (one in eight).
     pub draid: Option<bool>,
@@ -200,6 +208,12 @@ pub struct Counts {
     pub snapshot_ops: u64,
     /// Writes and changes refused for lack of space (ENOSPC; the pool stayed available).
     pub no_space: u64,
+    /// Volume operations that succeeded (sim/volumes.rs).
+    pub volume_ops: u64,
+    /// Volume flushes and FUA writes acknowledged (their bytes must survive any crash).
+    pub volume_flushes: u64,
+    /// Imports after which a flushed volume's bytes were checked against its last flush.
+    pub volume_replays: u64,
 }
 
 /// A run that broke no invariant.
@@ -298,6 +312,9 @@ pub fn run(options: &Options) -> Result<Summary, Failure> {
     }
     if options.fill {
         config.force_fill();
+    }
+    if options.volumes {
+        config.force_volumes();
     }
     let described = config.describe();
     let budget = config.budget;

@@ -2,7 +2,8 @@
 //!
 //! ```text
 //! tarn-sim [--seed N] [--steps N] [--budget within|beyond] [--images DIR] [--quiet]
-//!          [--verbose] [--outages] [--snapshots] [--fill] [--draid | --no-draid]
+//!          [--verbose] [--outages] [--snapshots] [--volumes] [--fill]
+//!          [--draid | --no-draid]
 //! ```
 //! Exit status: 0 when every invariant held, 1 on a broken invariant (seed, step and
 //! invariant printed, device images written), 2 on a usage error.
@@ -14,7 +15,7 @@ use tarn_sim::{Budget, Options, STEPS_DEFAULT};
 
 const USAGE: &str = "usage: tarn-sim [--seed N] [--steps N] [--budget within|beyond] \
                      [--images DIR] [--quiet] [--verbose] [--outages] \
-                     [--snapshots] [--fill] [--draid | --no-draid]";
+                     [--snapshots] [--volumes] [--fill] [--draid | --no-draid]";
 
 struct Args {
     options: Options,
@@ -38,6 +39,7 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
         verbose: false,
         outages: false,
         snapshots: false,
+        volumes: false,
         fill: false,
         draid: None,
     };
@@ -62,6 +64,7 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
             "--outages" => options.outages = true,
             "--fill" => options.fill = true,
             "--snapshots" => options.snapshots = true,
+            "--volumes" => options.volumes = true,
             "--draid" => options.draid = Some(true),
             "--no-draid" => options.draid = Some(false),
             "-h" | "--help" => return Err(USAGE.into()),
@@ -96,7 +99,8 @@ fn main() -> ExitCode {
                 "ok seed {} budget {:?} steps {} txgs {} imports {} crashes {} checks {} \
                  errors-reported {} losses-placed {} faults {} replaces {} spares {} scans {} \
                  l2-hits {} l2-restored {} l2-restored-hits {} suspensions {} clears {} \
-                 snapshot-verbs {} enospc {} trace {:016x}",
+                 snapshot-verbs {} enospc {} volume-ops {} volume-flushes {} \
+                 volume-replays {} trace {:016x}",
                 summary.seed,
                 summary.budget,
                 summary.steps,
@@ -117,6 +121,9 @@ fn main() -> ExitCode {
                 c.clears,
                 c.snapshot_ops,
                 c.no_space,
+                c.volume_ops,
+                c.volume_flushes,
+                c.volume_replays,
                 summary.trace_hash
             );
             ExitCode::SUCCESS

@@ -20,6 +20,61 @@ pub(crate) struct ModelObject {
     pub(crate) unknown: Vec<(u64, u64)>,
 }
 
+/// A volume of the model: every byte up to its `volsize` (never-written and zeroed bytes are
+/// zeros; the engine's holes read as zeros too).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct VolumeModel {
+    /// The volume's bytes; the length is its `volsize`.
+    pub(crate) bytes: Arc<Vec<u8>>,
+    /// `volblocksize`.
+    pub(crate) block_size: u32,
+}
+
+impl VolumeModel {
+    /// A volume of `size` zero bytes.
+    pub(crate) fn new(size: u64, block_size: u32) -> VolumeModel {
+        let size = usize::try_from(size).expect("a simulated volume fits in memory");
+        VolumeModel {
+            bytes: Arc::new(vec![0u8; size]),
+            block_size,
+        }
+    }
+
+    /// Writes `data` at `offset` (inside the volume: the run draws ranges inside it).
+    pub(crate) fn write(&mut self, offset: u64, data: &[u8]) {
+        let start = usize::try_from(offset).expect("offset inside the volume");
+        Arc::make_mut(&mut self.bytes)[start..start + data.len()].copy_from_slice(data);
+    }
+
+    /// Zeroes `len` bytes at `offset` (trim, write-zeroes).
+    pub(crate) fn zero(&mut self, offset: u64, len: u64) {
+        let start = usize::try_from(offset).expect("offset inside the volume");
+        let end = start + usize::try_from(len).expect("length inside the volume");
+        Arc::make_mut(&mut self.bytes)[start..end].fill(0);
+    }
+
+    /// Grows the volume to `size` bytes (the new part reads as zeros).
+    pub(crate) fn grow(&mut self, size: u64) {
+        let size = usize::try_from(size).expect("a simulated volume fits in memory");
+        Arc::make_mut(&mut self.bytes).resize(size, 0);
+    }
+
+    /// The first offset at or after `offset` where `actual` (read at `offset`) differs.
+    pub(crate) fn compare(&self, offset: u64, actual: &[u8]) -> Option<Mismatch> {
+        let start = usize::try_from(offset).expect("offset inside the volume");
+        let expected = &self.bytes[start..start + actual.len()];
+        expected
+            .iter()
+            .zip(actual)
+            .position(|(e, a)| e != a)
+            .map(|i| Mismatch {
+                offset: offset + i as u64,
+                expected: expected[i],
+                actual: actual[i],
+            })
+    }
+}
+
 /// Objects by id, and the datasets below the pool's root dataset.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Model {
@@ -28,6 +83,8 @@ pub(crate) struct Model {
     pub(crate) datasets: BTreeSet<String>,
     /// The filesystem of every dataset by relative name (`""`: the root dataset `tank`).
     pub(crate) fs: BTreeMap<String, FsModel>,
+    /// Volumes by relative name (also in `datasets`, never in `fs`).
+    pub(crate) volumes: BTreeMap<String, VolumeModel>,
     /// Snapshots by dataset (relative name), oldest first.
     pub(crate) snapshots: BTreeMap<String, Vec<SnapshotModel>>,
     /// Clones (relative name) and their origin snapshot: (dataset, snapshot name).
@@ -42,8 +99,10 @@ pub(crate) struct SnapshotModel {
     pub(crate) name: String,
     /// The root dataset's objects when it was taken (empty for other datasets).
     pub(crate) objects: BTreeMap<ObjectId, ModelObject>,
-    /// The dataset's filesystem when it was taken.
+    /// The dataset's filesystem when it was taken (empty for a volume).
     pub(crate) fs: FsModel,
+    /// A volume's bytes when it was taken (`None` for a filesystem).
+    pub(crate) volume: Option<VolumeModel>,
 }
 
 /// Where a read disagreed with the model.
@@ -138,6 +197,10 @@ impl Model {
             hash.add(name.as_bytes());
             fs.digest(&mut hash);
         }
+        for (name, volume) in &self.volumes {
+            hash.add(name.as_bytes());
+            hash.add(&volume.bytes);
+        }
         for name in self.snapshot_names() {
             hash.add(name.as_bytes());
         }
@@ -165,7 +228,14 @@ impl Model {
     pub(crate) fn clone_snapshot(&mut self, dataset: &str, snap: &str, name: &str) {
         let list = &self.snapshots[dataset];
         let taken = list.iter().find(|s| s.name == snap).expect("a snapshot");
-        self.fs.insert(name.to_string(), taken.fs.clone());
+        match &taken.volume {
+            Some(volume) => {
+                self.volumes.insert(name.to_string(), volume.clone());
+            }
+            None => {
+                self.fs.insert(name.to_string(), taken.fs.clone());
+            }
+        }
         self.datasets.insert(name.to_string());
         self.origins
             .insert(name.to_string(), (dataset.to_string(), snap.to_string()));
@@ -280,6 +350,8 @@ impl Model {
         self.datasets
             .retain(|d| d != name && !d.starts_with(&prefix));
         self.fs.retain(|d, _| d != name && !d.starts_with(&prefix));
+        self.volumes
+            .retain(|d, _| d != name && !d.starts_with(&prefix));
         self.snapshots
             .retain(|d, _| d != name && !d.starts_with(&prefix));
     }
@@ -290,6 +362,7 @@ impl Model {
         let targets: Vec<String> = self
             .fs
             .keys()
+            .chain(self.volumes.keys())
             .filter(|d| {
                 *d == dataset || (recursive && (dataset.is_empty() || d.starts_with(&prefix)))
             })
@@ -304,7 +377,8 @@ impl Model {
             let taken = SnapshotModel {
                 name: snap.to_string(),
                 objects,
-                fs: self.fs[&target].clone(),
+                fs: self.fs.get(&target).cloned().unwrap_or_else(FsModel::new),
+                volume: self.volumes.get(&target).cloned(),
             };
             self.snapshots.entry(target).or_default().push(taken);
         }
@@ -329,7 +403,14 @@ impl Model {
         if dataset.is_empty() {
             self.objects = snapshot.objects;
         }
-        self.fs.insert(dataset.to_string(), snapshot.fs);
+        match snapshot.volume {
+            Some(volume) => {
+                self.volumes.insert(dataset.to_string(), volume);
+            }
+            None => {
+                self.fs.insert(dataset.to_string(), snapshot.fs);
+            }
+        }
     }
 
     /// Every snapshot's full name relative to the pool (`d1@s3`, `@s2` for the root),
@@ -355,6 +436,9 @@ impl Model {
             let renamed = format!("{new}{}", &name[old.len()..]);
             if let Some(fs) = self.fs.remove(&name) {
                 self.fs.insert(renamed.clone(), fs);
+            }
+            if let Some(volume) = self.volumes.remove(&name) {
+                self.volumes.insert(renamed.clone(), volume);
             }
             if let Some(list) = self.snapshots.remove(&name) {
                 self.snapshots.insert(renamed.clone(), list);

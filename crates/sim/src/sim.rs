@@ -18,6 +18,7 @@ mod heal;
 mod losses;
 mod outage;
 mod snapshots;
+mod volumes;
 
 use fsops::FsKind;
 
@@ -68,6 +69,7 @@ enum Op {
     Heal,
     Outage,
     Snapshot,
+    Volume,
     Fs(FsKind),
 }
 
@@ -96,6 +98,12 @@ pub(crate) struct Sim {
     /// Datasets fsync'd since the last commit, as they were at their last fsync: a crash
     /// before the next commit brings back exactly that (the intent log's replay).
     fsynced: BTreeMap<String, crate::fsmodel::FsModel>,
+    /// Volumes flushed (or FUA-written) since the last commit, as they were at their last
+    /// flush: a crash before the next commit brings back exactly that (sim/volumes.rs).
+    volflushed: BTreeMap<String, crate::model::VolumeModel>,
+    /// Volumes whose flush failed at a power cut, as that flush would have left them: the
+    /// import may find this state or the model's (sim/volumes.rs).
+    volume_maybe: BTreeMap<String, crate::model::VolumeModel>,
     /// Faulty leaves the workload took offline (heal.rs).
     offlined: Vec<usize>,
     /// Devices that were ever gone or offline: they may miss any write (losses.rs).
@@ -104,6 +112,7 @@ pub(crate) struct Sim {
     rename_serial: u64,
     dataset_serial: u64,
     snapshot_serial: u64,
+    volume_serial: u64,
     /// The pool's `failmode` is `wait` (an outage set it; sim/outage.rs).
     failmode_wait: bool,
     pub(crate) trace: Trace,
@@ -163,10 +172,13 @@ impl Sim {
             offlined: Vec::new(),
             ever_missing: BTreeSet::new(),
             fsynced: BTreeMap::new(),
+            volflushed: BTreeMap::new(),
+            volume_maybe: BTreeMap::new(),
             renames,
             rename_serial: 0,
             dataset_serial: 0,
             snapshot_serial: 0,
+            volume_serial: 0,
             failmode_wait: false,
             trace: Trace::new(echo),
             counts: Counts::default(),
@@ -290,6 +302,7 @@ impl Sim {
             (w.heal, Op::Heal),
             (w.outage, Op::Outage),
             (w.snapshot, Op::Snapshot),
+            (w.volume, Op::Volume),
         ];
         let total: u64 = table.iter().map(|(weight, _)| weight).sum();
         let mut pick = self.rng.below(total);
@@ -315,6 +328,7 @@ impl Sim {
             Op::Heal => self.op_heal(),
             Op::Outage => self.op_outage(),
             Op::Snapshot => self.op_snapshot(),
+            Op::Volume => self.op_volume(),
             Op::Fs(kind) => self.op_fs(kind),
         }
     }
@@ -484,6 +498,8 @@ impl Sim {
         self.committed_txg = txg;
         self.inflight = None;
         self.fsynced.clear();
+        self.volflushed.clear();
+        self.volume_maybe.clear();
         self.history.insert(txg, self.committed.clone());
         while self.history.len() > HISTORY_TXGS {
             self.history.pop_first();
@@ -683,6 +699,9 @@ impl Sim {
         if let Flow::End(why) = self.check_snapshots(when)? {
             return Ok(Flow::End(why));
         }
+        if let Flow::End(why) = self.check_volumes(when)? {
+            return Ok(Flow::End(why));
+        }
         let ids: Vec<ObjectId> = self.open.objects.keys().copied().collect();
         for id in ids {
             let mut offset = 0;
@@ -705,10 +724,19 @@ impl Sim {
         self.dataset_serial += 1;
         let fresh = format!("d{}", self.dataset_serial);
         let mut model = self.open.clone();
+        // A volume has no children: it is never a parent.
+        let parents: Vec<String> = names
+            .iter()
+            .filter(|d| !self.open.volumes.contains_key(*d))
+            .cloned()
+            .collect();
         let (what, result) = match self.rng.below(if names.is_empty() { 1 } else { 4 }) {
             0 | 1 => {
-                let name = match self.rng.chance(1, 2) && !names.is_empty() {
-                    true => format!("{}/{fresh}", pick(&mut self.rng)),
+                let name = match self.rng.chance(1, 2) && !parents.is_empty() {
+                    true => {
+                        let at = self.rng.below(parents.len() as u64) as usize;
+                        format!("{}/{fresh}", parents[at])
+                    }
                     false => fresh,
                 };
                 model.create_dataset(&name);
@@ -741,7 +769,7 @@ impl Sim {
             }
             _ => {
                 let old = pick(&mut self.rng);
-                let parent = names
+                let parent = parents
                     .iter()
                     .find(|p| **p != old && !p.starts_with(&format!("{old}/")))
                     .filter(|_| self.rng.chance(1, 2));
@@ -900,6 +928,11 @@ impl Sim {
                         break;
                     }
                 }
+            } else if self.cfg.weights.volume > 0 && self.rng.chance(1, 3) {
+                // Seeds without volumes draw nothing here.
+                if !self.burst_volume_change()? {
+                    break;
+                }
             } else if self.rng.chance(1, 2) {
                 if !self.burst_fs_write()? {
                     break;
@@ -941,6 +974,12 @@ impl Sim {
             for (dataset, fs) in &self.fsynced {
                 if model.fs.contains_key(dataset) {
                     model.fs.insert(dataset.clone(), fs.clone());
+                }
+            }
+            // And every volume as it was at its last flush.
+            for (name, volume) in &self.volflushed {
+                if model.volumes.contains_key(name) {
+                    model.volumes.insert(name.clone(), volume.clone());
                 }
             }
             return Some(model);
@@ -1004,6 +1043,10 @@ impl Sim {
                 return Err(format!("{why}: import opened txg {txg}, not {listed}"));
             }
         }
+        if txg == self.committed_txg {
+            // The replay must bring back every volume flushed since.
+            self.counts.volume_replays += self.volflushed.len() as u64;
+        }
         let Some(model) = self.model_for(txg) else {
             if self.within() {
                 return Err(format!(
@@ -1021,6 +1064,7 @@ impl Sim {
 
     fn imported(&mut self, why: &str, txg: Txg, model: Model) -> Step {
         self.counts.imports += 1;
+        let model = self.resolve_volumes(why, model)?;
         // A new engine pool: its cache counters start at zero, plus what the rebuild of its
         // cache devices' persistent index restored.
         self.l2_hits_seen = 0;
@@ -1278,7 +1322,14 @@ pub(super) mod tests {
     use super::*;
 
     pub(in crate::sim) fn started(seed: u64) -> Sim {
-        let mut sim = Sim::new(Config::from_seed(seed, Some(Budget::Within)), false);
+        started_with(seed, |_| {})
+    }
+
+    /// [`started`] with the configuration changed first.
+    pub(in crate::sim) fn started_with(seed: u64, change: impl FnOnce(&mut Config)) -> Sim {
+        let mut config = Config::from_seed(seed, Some(Budget::Within));
+        change(&mut config);
+        let mut sim = Sim::new(config, false);
         assert!(matches!(sim.create().unwrap(), Flow::Continue));
         for _ in 0..3 {
             sim.op_create().unwrap();

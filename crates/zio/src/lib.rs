@@ -52,7 +52,10 @@
 //! cost a stack mapping, a TLB shootdown and an allocator cache each; a streaming reader
 //! makes a batch per request: docs/PERFORMANCE.md, "Allocation on the I/O path".) With
 //! simulated (synchronous) devices the blocks run in order on the caller's thread, so
-//! simulated runs stay deterministic.
+//! simulated runs stay deterministic. [`Pipeline::write_blocks`] (the blocks a volume's
+//! `logbias=throughput` commit writes ahead) runs the same way: compression and checksums,
+//! then the device writes, each a batch on those threads, with the allocations between them
+//! on the caller's thread in block order (the allocator is not shared).
 //!
 //! # Failure model
 //! A copy that fails to read or verify is skipped and healed from a good copy. A block none
@@ -147,6 +150,29 @@ fn verifies(bp: &BlockPtr, data: &[u8]) -> bool {
     data.get(..psize)
         .is_some_and(|d| checksum(bp.checksum_kind, d) == bp.checksum)
         && data[psize..].iter().all(|&b| b == 0)
+}
+
+/// A block of [`Pipeline::write_blocks`] after compression.
+enum Encoded {
+    Hole(BlockPtr),
+    Data {
+        buffer: Vec<u8>,
+        psize: u64,
+        kind: CompressKind,
+    },
+}
+
+/// A block of [`Pipeline::write_blocks`] after allocation.
+enum Placed {
+    Failed(ZioError),
+    Hole(BlockPtr),
+    Data {
+        dvas: Vec<Dva>,
+        buffer: Vec<u8>,
+        psize: u64,
+        lsize: u64,
+        kind: CompressKind,
+    },
 }
 
 impl Pipeline {
@@ -281,6 +307,108 @@ impl Pipeline {
             }
         }
         result
+    }
+
+    /// [`Pipeline::write_block`] of several blocks born in `txg`, results in their order,
+    /// each what `write_block` returns for it: compression, then allocation (in order, on
+    /// the caller's thread), then the device writes, the first and last with up to
+    /// [`BLOCKS_IN_FLIGHT_MAX`] blocks in flight when the devices allow it
+    /// ([`Pipeline::reads_in_parallel`]; simulated devices run them in order). A block whose
+    /// write failed gives its space back, as `write_block` does.
+    pub fn write_blocks(
+        &self,
+        allocator: &mut dyn Allocator,
+        txg: Txg,
+        blocks: &[(&[u8], &WriteProps)],
+    ) -> Vec<Result<BlockPtr, ZioError>> {
+        let encoded = self.batch(blocks.len(), |i| self.encode(txg, blocks[i].0, blocks[i].1));
+        let mut placed: Vec<Mutex<Option<Placed>>> = Vec::with_capacity(blocks.len());
+        for (block, (data, props)) in encoded.into_iter().zip(blocks) {
+            let block = block.and_then(|encoded| match encoded {
+                Encoded::Hole(bp) => Ok(Placed::Hole(bp)),
+                Encoded::Data {
+                    buffer,
+                    psize,
+                    kind,
+                } => {
+                    let class = props.alloc_class(psize);
+                    let dvas =
+                        allocator.allocate(buffer.len() as u64, props.copies.max(1), class)?;
+                    let lsize = data.len() as u64;
+                    Ok(Placed::Data {
+                        dvas,
+                        buffer,
+                        psize,
+                        lsize,
+                        kind,
+                    })
+                }
+            });
+            placed.push(Mutex::new(Some(block.unwrap_or_else(Placed::Failed))));
+        }
+        let written = self.batch(blocks.len(), |i| {
+            let taken = placed[i]
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take();
+            match taken.expect("each block is written once") {
+                Placed::Failed(e) => (Vec::new(), Err(e)),
+                Placed::Hole(bp) => (Vec::new(), Ok(bp)),
+                Placed::Data {
+                    dvas,
+                    buffer,
+                    psize,
+                    lsize,
+                    kind,
+                } => {
+                    let props = blocks[i].1;
+                    let result = self.write_physical(&dvas, txg, buffer, psize, lsize, kind, props);
+                    (dvas, result)
+                }
+            }
+        });
+        written
+            .into_iter()
+            .map(|(dvas, result)| {
+                if result.is_err() {
+                    for dva in &dvas {
+                        allocator.free(dva, txg);
+                    }
+                }
+                result
+            })
+            .collect()
+    }
+
+    /// The compression stage of [`Pipeline::write_blocks`]: a hole for zeros, else the
+    /// physical bytes padded to the sector size.
+    fn encode(&self, txg: Txg, data: &[u8], props: &WriteProps) -> Result<Encoded, ZioError> {
+        assert!(!data.is_empty(), "write_blocks of an empty block");
+        assert!(
+            (data.len() as u64).is_multiple_of(PSIZE_UNIT),
+            "logical size {} not 512-aligned",
+            data.len()
+        );
+        if is_all_zero(data) {
+            let mut hole = BlockPtr::hole(txg);
+            hole.lsize = data.len() as u32;
+            hole.block_type = props.block_type;
+            hole.level = props.level;
+            return Ok(Encoded::Hole(hole));
+        }
+        let compressed = compress(props.compression, data);
+        let (physical, kind) = match &compressed {
+            Some(bytes) => (bytes.as_slice(), props.compression.kind()),
+            None => (data, CompressKind::Off),
+        };
+        let psize = (physical.len() as u64).next_multiple_of(PSIZE_UNIT);
+        let mut buffer = tarn_base::buf::zeroed(psize.next_multiple_of(self.sector_size) as usize);
+        buffer[..physical.len()].copy_from_slice(physical);
+        Ok(Encoded::Data {
+            buffer,
+            psize,
+            kind,
+        })
     }
 
     /// Writes already-encoded, uncompressed bytes at DVAs the caller allocated (the space log

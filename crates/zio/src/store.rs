@@ -102,6 +102,15 @@ pub trait BlockStore {
     fn txg(&self) -> Txg;
     /// Writes `data` (the logical bytes). All-zero data becomes a hole and takes no space.
     fn write_block(&mut self, data: &[u8], props: &WriteProps) -> Result<BlockPtr, ZioError>;
+    /// [`BlockStore::write_block`] of several blocks, results in the same order. The
+    /// default writes them one after another; a store over devices that take I/O in
+    /// parallel writes them at once (`Pipeline::write_blocks`).
+    fn write_blocks(&mut self, blocks: &[(&[u8], &WriteProps)]) -> Vec<Result<BlockPtr, ZioError>> {
+        blocks
+            .iter()
+            .map(|(data, props)| self.write_block(data, props))
+            .collect()
+    }
     /// Reads and verifies a block, returning its `lsize` logical bytes. A hole reads as zeros.
     fn read_block(&self, bp: &BlockPtr) -> Result<Vec<u8>, ZioError>;
     /// [`BlockStore::read_block`] of several blocks, results in the same order; a store over

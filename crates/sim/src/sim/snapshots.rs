@@ -34,7 +34,13 @@ impl Sim {
         if self.rng.chance(1, 4) {
             return self.op_clone();
         }
-        let datasets: Vec<String> = self.open.fs.keys().cloned().collect();
+        let datasets: Vec<String> = self
+            .open
+            .fs
+            .keys()
+            .chain(self.open.volumes.keys())
+            .cloned()
+            .collect();
         let dataset = datasets[self.rng.below(datasets.len() as u64) as usize].clone();
         let taken: Vec<String> = self
             .open
@@ -177,6 +183,7 @@ impl Sim {
         if !self.within() {
             return Ok(Flow::Continue);
         }
+        self.check_volume_snapshots(when)?;
         let root = self.open.snapshots.get("").cloned().unwrap_or_default();
         for snapshot in root {
             let full = format!("{POOL}@{}", snapshot.name);
