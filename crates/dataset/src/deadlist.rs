@@ -443,6 +443,10 @@ impl BlockStore for KillStore<'_> {
 
     /// A clone is born in this txg (its pointer's birth), so no snapshot holds it yet: the
     /// dead lists see it only when it is freed, by that birth, as any new block.
+    fn adopt_block(&mut self, bp: &BlockPtr) {
+        self.inner.adopt_block(bp);
+    }
+
     fn clone_block(&mut self, bp: &BlockPtr) -> Result<BlockPtr, ZioError> {
         self.inner.clone_block(bp)
     }

@@ -260,6 +260,14 @@ impl BlockStore for Accounting<'_> {
         self.inner.free_block(bp);
     }
 
+    /// A block written ahead and adopted counts as a write of this sync: without it a
+    /// volume's `referenced` lost each such block (its old version was counted out), and
+    /// a snapshot or clone took the short count (simulator seeds 5018 and 5026).
+    fn adopt_block(&mut self, bp: &BlockPtr) {
+        self.count(bp, 1);
+        self.inner.adopt_block(bp);
+    }
+
     /// A cloned block counts in full for the dataset that references it, as OpenZFS
     /// charges it (the pool counts it once: tarn-space `brt`).
     fn clone_block(&mut self, bp: &BlockPtr) -> Result<BlockPtr, ZioError> {

@@ -713,6 +713,7 @@ pub(crate) fn sync_tree(
                         "written-ahead block's size"
                     );
                     cache.insert(&bp, Arc::new(bytes));
+                    store.adopt_block(&bp);
                     bp
                 }
                 _ => {

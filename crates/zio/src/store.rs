@@ -152,6 +152,14 @@ pub trait BlockStore {
     /// reused or kept (by a snapshot, or by another clone's reference) is the store's
     /// decision.
     fn free_block(&mut self, bp: &BlockPtr);
+    /// Takes into this txg's tree a block written ahead of it (in open context, born in this
+    /// txg: a volume's `logbias=throughput` write) as the tree would take a block
+    /// `write_block` returned. Stores that count what a sync adds (a dataset's space) count
+    /// it here; the default does nothing (the block's space was allocated when it was
+    /// written).
+    fn adopt_block(&mut self, bp: &BlockPtr) {
+        let _ = bp;
+    }
     /// Makes a new reference to the existing block `bp` for this txg's tree (block cloning,
     /// OpenZFS 2.2's `copy_file_range`): the returned pointer names the same DVAs and bytes,
     /// is born in this txg and keeps the txg that wrote the bytes as its physical birth. The
