@@ -37,6 +37,32 @@ pub struct FileChecksum {
     pub mtime: i64,
 }
 
+impl FileChecksum {
+    /// A value answered from the file's cache: no data read.
+    fn from_cache(value: Vec<u8>, size: u64, mtime: i64) -> FileChecksum {
+        FileChecksum {
+            value,
+            size,
+            cached: true,
+            stored: true,
+            bytes_read: 0,
+            mtime,
+        }
+    }
+
+    /// A value computed from `bytes_read` bytes of data, not (yet) stored.
+    fn computed(value: Vec<u8>, size: u64, bytes_read: u64, mtime: i64) -> FileChecksum {
+        FileChecksum {
+            value,
+            size,
+            cached: false,
+            stored: false,
+            bytes_read,
+            mtime,
+        }
+    }
+}
+
 /// Who the file is: its inode, and what tells a reused inode number apart.
 #[derive(Clone, Copy, PartialEq, Eq)]
 struct Identity {
@@ -67,14 +93,7 @@ impl Engine {
             Ok((file, attr.size, attr.mtime.secs, cached))
         })?;
         if let Some(value) = cached {
-            return Ok(FileChecksum {
-                value,
-                size,
-                cached: true,
-                stored: true,
-                bytes_read: 0,
-                mtime,
-            });
+            return Ok(FileChecksum::from_cache(value, size, mtime));
         }
         for _ in 0..ATTEMPTS {
             let same = |fs: &mut tarn_posix::Fs<'_>| -> Result<bool, tarn_posix::PosixError> {
@@ -93,14 +112,7 @@ impl Engine {
                 Err(error) => return Err(error),
             };
             let (value, bytes_read) = self.hash_file(pool, dataset, file.ino, kind)?;
-            let mut answer = FileChecksum {
-                value,
-                size,
-                cached: false,
-                stored: false,
-                bytes_read,
-                mtime,
-            };
+            let mut answer = FileChecksum::computed(value, size, bytes_read, mtime);
             let Some(epoch) = epoch else {
                 return Ok(answer);
             };
@@ -150,14 +162,7 @@ impl Engine {
         })?;
         let (size, mtime) = (attr.size, attr.mtime.secs);
         if let Some(value) = cached {
-            return Ok(FileChecksum {
-                value,
-                size,
-                cached: true,
-                stored: true,
-                bytes_read: 0,
-                mtime,
-            });
+            return Ok(FileChecksum::from_cache(value, size, mtime));
         }
         // Each piece is read under the pool lock (a snapshot's reads have no off-lock plan
         // yet) and hashed outside it.
@@ -166,14 +171,7 @@ impl Engine {
                 fs.read_data(ino, offset, CHUNK)
             })
         })?;
-        Ok(FileChecksum {
-            value,
-            size,
-            cached: false,
-            stored: false,
-            bytes_read,
-            mtime,
-        })
+        Ok(FileChecksum::computed(value, size, bytes_read, mtime))
     }
 
     /// Reads file `ino` from its start to its end, [`CHUNK`] bytes per operation, hashing
