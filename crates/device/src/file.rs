@@ -392,12 +392,7 @@ impl Device for FileDevice {
         check_range(offset, total, self.size)?;
         if self.direct {
             // O_DIRECT wants each buffer aligned; the one-by-one reads bounce where needed.
-            let mut at = offset;
-            for buf in bufs {
-                self.read_at(at, buf)?;
-                at += buf.len() as u64;
-            }
-            return Ok(());
+            return crate::read_each(self, offset, bufs);
         }
         let mut slices: Vec<IoSliceMut<'_>> = bufs.iter_mut().map(|b| IoSliceMut::new(b)).collect();
         sys::read_vectored_at(&self.file, offset, &mut slices)
@@ -409,12 +404,7 @@ impl Device for FileDevice {
         let total: u64 = data.iter().map(|d| d.len() as u64).sum();
         check_range(offset, total, self.size)?;
         if self.direct {
-            let mut at = offset;
-            for piece in data {
-                self.write_at(at, piece)?;
-                at += piece.len() as u64;
-            }
-            return Ok(());
+            return crate::write_each(self, offset, data);
         }
         let mut slices: Vec<IoSlice<'_>> = data.iter().map(|d| IoSlice::new(d)).collect();
         let written = sys::write_vectored_at(&self.file, offset, &mut slices)

@@ -170,22 +170,12 @@ pub trait Device: Send + Sync + std::fmt::Debug {
     /// queued reads). On an error some buffers may be filled; the caller reads them one by
     /// one to learn which range failed. The default reads them one by one.
     fn read_vectored_at(&self, offset: u64, bufs: &mut [&mut [u8]]) -> Result<(), DeviceError> {
-        let mut at = offset;
-        for buf in bufs {
-            self.read_at(at, buf)?;
-            at += buf.len() as u64;
-        }
-        Ok(())
+        read_each(self, offset, bufs)
     }
     /// Writes adjacent ranges as one access where the device can (as
     /// [`Device::read_vectored_at`] reads them). The default writes them one by one.
     fn write_vectored_at(&self, offset: u64, data: &[&[u8]]) -> Result<(), DeviceError> {
-        let mut at = offset;
-        for piece in data {
-            self.write_at(at, piece)?;
-            at += piece.len() as u64;
-        }
-        Ok(())
+        write_each(self, offset, data)
     }
     /// Makes every write acknowledged before this call durable.
     fn flush(&self) -> Result<(), DeviceError>;
@@ -240,6 +230,35 @@ pub trait Device: Send + Sync + std::fmt::Debug {
     fn reads_in_parallel(&self) -> bool {
         false
     }
+}
+
+/// [`Device::read_vectored_at`] one buffer at a time (the default, and what devices that
+/// cannot read them together fall back to).
+pub fn read_each<D: Device + ?Sized>(
+    device: &D,
+    offset: u64,
+    bufs: &mut [&mut [u8]],
+) -> Result<(), DeviceError> {
+    let mut at = offset;
+    for buf in bufs {
+        device.read_at(at, buf)?;
+        at += buf.len() as u64;
+    }
+    Ok(())
+}
+
+/// [`Device::write_vectored_at`] one piece at a time.
+pub fn write_each<D: Device + ?Sized>(
+    device: &D,
+    offset: u64,
+    data: &[&[u8]],
+) -> Result<(), DeviceError> {
+    let mut at = offset;
+    for piece in data {
+        device.write_at(at, piece)?;
+        at += piece.len() as u64;
+    }
+    Ok(())
 }
 
 /// Checks that an access of `len` bytes at `offset` fits a device of `size` bytes.

@@ -255,6 +255,7 @@ fn take_adjacent(state: &mut State, reads: bool, offset: u64, len: usize) -> Opt
         .then(|| state.queue.pop_front())
         .flatten()
 }
+
 /// A read waiting in the queue: its buffer, where its outcome goes, when it was submitted.
 type QueuedRead = (Vec<u8>, Arc<ReadSlot>, Option<u64>);
 
@@ -309,26 +310,26 @@ fn apply_writes(
     writes: &[(Vec<u8>, Option<u64>)],
 ) -> (u64, Result<(), DeviceError>) {
     let started = shared.now();
-    let mut outcome = (offset, Ok(()));
     let pieces: Vec<&[u8]> = writes.iter().map(|w| w.0.as_slice()).collect();
-    let together = match pieces.len() {
-        1 => device.write_at(offset, pieces[0]),
-        _ => device.write_vectored_at(offset, &pieces),
-    };
-    if let Err(error) = together {
-        outcome = (offset, Err(error));
-        if pieces.len() > 1 {
-            outcome = (offset, Ok(()));
-            let mut at = offset;
-            for piece in &pieces {
-                let result = device.write_at(at, piece);
-                if outcome.1.is_ok() && result.is_err() {
-                    outcome = (at, result);
+    let outcome = match pieces.len() {
+        1 => (offset, device.write_at(offset, pieces[0])),
+        _ => match device.write_vectored_at(offset, &pieces) {
+            Ok(()) => (offset, Ok(())),
+            // Each alone: every write that can land does, and the first failure is latched.
+            Err(_) => {
+                let mut first = (offset, Ok(()));
+                let mut at = offset;
+                for piece in &pieces {
+                    let result = device.write_at(at, piece);
+                    if first.1.is_ok() && result.is_err() {
+                        first = (at, result);
+                    }
+                    at += piece.len() as u64;
                 }
-                at += piece.len() as u64;
+                first
             }
-        }
-    }
+        },
+    };
     if let (Some(started), Some(ended)) = (started, shared.now()) {
         let timing = &shared.timing;
         for (_, queued_at) in writes {
@@ -764,21 +765,11 @@ mod tests {
         }
         fn read_vectored_at(&self, offset: u64, bufs: &mut [&mut [u8]]) -> Result<(), DeviceError> {
             self.vectored.lock().unwrap().push((true, bufs.len()));
-            let mut at = offset;
-            for buf in bufs {
-                self.read_at(at, buf)?;
-                at += buf.len() as u64;
-            }
-            Ok(())
+            crate::read_each(self, offset, bufs)
         }
         fn write_vectored_at(&self, offset: u64, data: &[&[u8]]) -> Result<(), DeviceError> {
             self.vectored.lock().unwrap().push((false, data.len()));
-            let mut at = offset;
-            for piece in data {
-                self.write_at(at, piece)?;
-                at += piece.len() as u64;
-            }
-            Ok(())
+            crate::write_each(self, offset, data)
         }
         fn flush(&self) -> Result<(), DeviceError> {
             self.inner.flush()

@@ -277,27 +277,14 @@ impl Pipeline {
         data: &[u8],
         props: &WriteProps,
     ) -> Result<BlockPtr, ZioError> {
-        assert!(!data.is_empty(), "write_block of an empty block");
-        assert!(
-            (data.len() as u64).is_multiple_of(PSIZE_UNIT),
-            "logical size {} not 512-aligned",
-            data.len()
-        );
-        if is_all_zero(data) {
-            let mut hole = BlockPtr::hole(txg);
-            hole.lsize = data.len() as u32;
-            hole.block_type = props.block_type;
-            hole.level = props.level;
-            return Ok(hole);
-        }
-        let compressed = compress(props.compression, data);
-        let (physical, kind) = match &compressed {
-            Some(bytes) => (bytes.as_slice(), props.compression.kind()),
-            None => (data, CompressKind::Off),
+        let (buffer, psize, kind) = match self.encode(txg, data, props)? {
+            Encoded::Hole(hole) => return Ok(hole),
+            Encoded::Data {
+                buffer,
+                psize,
+                kind,
+            } => (buffer, psize, kind),
         };
-        let psize = (physical.len() as u64).next_multiple_of(PSIZE_UNIT);
-        let mut buffer = tarn_base::buf::zeroed(psize.next_multiple_of(self.sector_size) as usize);
-        buffer[..physical.len()].copy_from_slice(physical);
         let class = props.alloc_class(psize);
         let dvas = allocator.allocate(buffer.len() as u64, props.copies.max(1), class)?;
         let result = self.write_physical(&dvas, txg, buffer, psize, data.len() as u64, kind, props);
@@ -380,10 +367,10 @@ impl Pipeline {
             .collect()
     }
 
-    /// The compression stage of [`Pipeline::write_blocks`]: a hole for zeros, else the
-    /// physical bytes padded to the sector size.
+    /// The compression stage of [`Pipeline::write_block`] and [`Pipeline::write_blocks`]: a
+    /// hole for zeros, else the physical bytes padded to the sector size.
     fn encode(&self, txg: Txg, data: &[u8], props: &WriteProps) -> Result<Encoded, ZioError> {
-        assert!(!data.is_empty(), "write_blocks of an empty block");
+        assert!(!data.is_empty(), "write_block of an empty block");
         assert!(
             (data.len() as u64).is_multiple_of(PSIZE_UNIT),
             "logical size {} not 512-aligned",
