@@ -35,15 +35,19 @@ const _: () = assert!(ASHIFT_MIN <= ASHIFT_DEFAULT && ASHIFT_DEFAULT <= ASHIFT_M
 const _: () = assert!(1u64 << ASHIFT_MIN == BLOCK_SIZE_MIN);
 const _: () = assert!(RAIDZ_PARITY_MAX < VDEV_CHILDREN_MAX);
 
-/// Blocks read at once by one batch (a scrub or resilver step, a file read and its
-/// read-ahead), each on its own short-lived thread, when the pool's devices serve reads in
-/// parallel. With every block's columns also in flight together, a raidz of n leaves has up
-/// to this many reads queued per leaf.
+/// Blocks read at once by one scan batch (a scrub or resilver step), each as a job on the
+/// reader threads, when the pool's devices serve reads in parallel. With every block's
+/// columns also in flight together, a raidz of n leaves has up to this many reads queued
+/// per leaf.
 pub const BLOCKS_IN_FLIGHT_MAX: usize = 8;
-/// Bytes of records read ahead of a sequential reader of one object (ZFS's prefetch reads
-/// further; one batch of [`BLOCKS_IN_FLIGHT_MAX`] default records is what one request can
-/// keep in flight).
-pub const READAHEAD_BYTES_MAX: u64 = 1 << 20;
+/// Blocks one caller of a batch read (a file read and its read-ahead) has in flight at once:
+/// their device reads are all submitted before the first is waited for, so the device queues
+/// see them together and merge adjacent ones. Costs no threads; bounds the memory in flight.
+pub const READS_IN_FLIGHT_MAX: usize = 32;
+/// Bytes of records read ahead of a sequential reader of one object: a batch of
+/// [`READS_IN_FLIGHT_MAX`] default records, so that every device of a wide raidz has
+/// several adjacent column reads queued at once (ZFS's prefetch reads further still).
+pub const READAHEAD_BYTES_MAX: u64 = 4 << 20;
 /// Smallest byte limit an engine's clean-block cache may be given (ZFS's `zfs_arc_min`
 /// floor): the indirect and dnode blocks of a few busy files.
 pub const CACHE_BYTES_MIN: u64 = 16 << 20;
@@ -51,7 +55,7 @@ pub const CACHE_BYTES_MIN: u64 = 16 << 20;
 pub const READAHEAD_STREAMS_MAX: usize = 64;
 
 const _: () = assert!(READAHEAD_BYTES_MAX >= BLOCK_SIZE_DEFAULT);
-const _: () = assert!(READAHEAD_BYTES_MAX <= BLOCKS_IN_FLIGHT_MAX as u64 * BLOCK_SIZE_DEFAULT);
+const _: () = assert!(READAHEAD_BYTES_MAX <= READS_IN_FLIGHT_MAX as u64 * BLOCK_SIZE_DEFAULT);
 
 /// Events an engine keeps in memory (`tarn pool events`); the oldest are dropped beyond it.
 pub const EVENTS_MAX: usize = 1000;

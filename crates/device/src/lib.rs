@@ -106,6 +106,7 @@
 
 pub mod file;
 pub mod pending;
+mod plug;
 pub mod queued;
 pub mod sim;
 mod sys;
@@ -113,6 +114,7 @@ pub mod timing;
 
 pub use file::{FileDevice, FileKind, FileOpenOptions, create_sparse_file, list_device_paths};
 pub use pending::{PendingRead, ReadResult};
+pub use plug::{Plug, plug};
 pub use queued::QueuedDevice;
 pub use sim::{FaultPlan, PER_MILLION, SIM_NAMES_MAX, SIM_SECTOR_SIZE, SimDevice, SimStats};
 

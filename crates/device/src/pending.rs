@@ -41,6 +41,7 @@ impl ReadSlot {
     }
 
     fn wait(&self) -> ReadResult {
+        crate::plug::flush();
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         if state.outcome.is_none() {
             tarn_base::wait::before_wait();

@@ -137,6 +137,7 @@ impl Shared {
 
     /// Waits until every queued write has been applied.
     fn drain(&self) -> MutexGuard<'_, State> {
+        crate::plug::flush();
         let mut state = self.lock();
         while !state.queue.is_empty() || state.busy {
             state = self.wait(state);
@@ -184,6 +185,15 @@ impl QueuedDevice {
     }
 }
 
+impl crate::plug::Wake for Shared {
+    fn wake(&self) {
+        let state = self.lock();
+        if !state.queue.is_empty() {
+            self.pushed(&state);
+        }
+    }
+}
+
 fn run_queue(shared: &Shared, device: &dyn Device) {
     let mut state = shared.lock();
     loop {
@@ -202,23 +212,23 @@ fn run_queue(shared: &Shared, device: &dyn Device) {
         state.busy = true;
         match op {
             Op::Read(offset, buf, slot, asked) => {
-                let mut reads = vec![(buf, slot, asked)];
-                let mut len = reads[0].0.len();
-                while let Some(Op::Read(_, buf, slot, asked)) =
-                    take_adjacent(&mut state, true, offset, len)
+                let mut end = offset + buf.len() as u64;
+                let mut reads = vec![(offset, buf, slot, asked)];
+                while let Some(Op::Read(at, buf, slot, asked)) =
+                    take_adjacent(&mut state, true, offset, end)
                 {
-                    len += buf.len();
-                    reads.push((buf, slot, asked));
+                    end = at + buf.len() as u64;
+                    reads.push((at, buf, slot, asked));
                 }
                 drop(state);
-                serve_reads(shared, device, offset, reads);
+                serve_reads(shared, device, reads);
                 state = shared.lock();
             }
             Op::Write(offset, data, queued_at) => {
                 let mut writes = vec![(data, queued_at)];
                 let mut len = writes[0].0.len();
                 while let Some(Op::Write(_, data, queued_at)) =
-                    take_adjacent(&mut state, false, offset, len)
+                    take_adjacent(&mut state, false, offset, offset + len as u64)
                 {
                     len += data.len();
                     writes.push((data, queued_at));
@@ -243,37 +253,47 @@ fn run_queue(shared: &Shared, device: &dyn Device) {
 /// Most bytes one aggregated access covers (OpenZFS's `zfs_vdev_aggregation_limit`).
 pub const AGGREGATE_MAX: usize = 1 << 20;
 
-/// The op at the queue's front if it continues the access at `offset` of `len` bytes: the
-/// same kind (a read after reads, a write after writes, so no write passes a read or the
-/// other way round: I1), starting where it ends, and the whole within [`AGGREGATE_MAX`].
-fn take_adjacent(state: &mut State, reads: bool, offset: u64, len: usize) -> Option<Op> {
+/// Largest hole between two reads that one access still covers, reading the hole's bytes
+/// into a scratch buffer (OpenZFS's `zfs_vdev_read_gap_limit`): a raidz stream reads only
+/// the data columns, so on each device the columns of consecutive blocks are separated by
+/// the parity columns it holds, one block in every few.
+pub const READ_GAP_MAX: u64 = 32 << 10;
+
+/// The op at the queue's front if it continues the access `[start, end)`: the same kind (a
+/// read after reads, a write after writes, so no write passes a read or the other way
+/// round: I1), starting where it ends (a read: or at most [`READ_GAP_MAX`] after it), and
+/// the whole within [`AGGREGATE_MAX`].
+fn take_adjacent(state: &mut State, reads: bool, start: u64, end: u64) -> Option<Op> {
     let (is_read, at, more) = match state.queue.front()? {
         Op::Read(at, buf, ..) => (true, *at, buf.len()),
         Op::Write(at, data, _) => (false, *at, data.len()),
     };
-    (is_read == reads && at == offset + len as u64 && len + more <= AGGREGATE_MAX)
+    let gap_max = if reads { READ_GAP_MAX } else { 0 };
+    // `end >= start`, so a continuing op also starts after `start`.
+    let continues = at >= end && at - end <= gap_max;
+    let within = continues && at + more as u64 - start <= AGGREGATE_MAX as u64;
+    (is_read == reads && within)
         .then(|| state.queue.pop_front())
         .flatten()
 }
 
-/// A read waiting in the queue: its buffer, where its outcome goes, when it was submitted.
-type QueuedRead = (Vec<u8>, Arc<ReadSlot>, Option<u64>);
+/// A read waiting in the queue: its offset, its buffer, where its outcome goes, when it
+/// was submitted.
+type QueuedRead = (u64, Vec<u8>, Arc<ReadSlot>, Option<u64>);
 
-/// Serves adjacent reads starting at `offset` as one access, and completes each. If the
-/// access fails, each is read again alone, so that every read gets its own outcome (I4): a
-/// bad sector fails only the reads that cover it.
-fn serve_reads(shared: &Shared, device: &dyn Device, offset: u64, mut reads: Vec<QueuedRead>) {
+/// Serves reads in offset order, each starting at or after the previous one's end, as one
+/// access; the holes between them are read into a scratch buffer and dropped. If the access
+/// fails, each read is read again alone, so a bad sector fails only the reads that cover it
+/// (I4).
+fn serve_reads(shared: &Shared, device: &dyn Device, mut reads: Vec<QueuedRead>) {
     let timing = &shared.timing;
     let count = reads.len() as u64;
     timing.reads_waiting.fetch_sub(count, Ordering::Relaxed);
     timing.reads_active.fetch_add(count, Ordering::Relaxed);
     let started = shared.now();
     let together = match reads.len() {
-        1 => device.read_at(offset, &mut reads[0].0),
-        _ => {
-            let mut bufs: Vec<&mut [u8]> = reads.iter_mut().map(|r| r.0.as_mut_slice()).collect();
-            device.read_vectored_at(offset, &mut bufs)
-        }
+        1 => device.read_at(reads[0].0, &mut reads[0].1),
+        _ => read_together(device, &mut reads),
     };
     let ended = shared.now();
     timing.reads_active.fetch_sub(count, Ordering::Relaxed);
@@ -283,21 +303,44 @@ fn serve_reads(shared: &Shared, device: &dyn Device, offset: u64, mut reads: Vec
         Err(error) if count == 1 => (true, Some(error)),
         Err(_) => (true, None),
     };
-    let mut at = offset;
-    for (mut buf, slot, asked) in reads {
+    for (at, mut buf, slot, asked) in reads {
         if let (Some(asked), Some(started), Some(ended)) = (asked, started, ended) {
             timing.read_queue.add(started.saturating_sub(asked));
             timing.read_disk.add(ended.saturating_sub(started));
         }
-        let len = buf.len() as u64;
         let result = match (failed, own_error.take()) {
             (false, _) => Ok(buf),
             (true, Some(error)) => Err(error),
             (true, None) => device.read_at(at, &mut buf).map(|()| buf),
         };
         slot.complete(result);
-        at += len;
     }
+}
+
+/// One vectored read of `reads` (in offset order, none overlapping) and the holes between.
+fn read_together(device: &dyn Device, reads: &mut [QueuedRead]) -> Result<(), DeviceError> {
+    let start = reads[0].0;
+    let gaps: Vec<usize> = reads
+        .windows(2)
+        .map(|pair| {
+            let end = pair[0].0 + pair[0].1.len() as u64;
+            assert!(pair[1].0 >= end, "I5: aggregated reads in offset order");
+            usize::try_from(pair[1].0 - end).expect("a gap is at most READ_GAP_MAX")
+        })
+        .collect();
+    let mut scratch = vec![0u8; gaps.iter().sum()];
+    let mut rest = scratch.as_mut_slice();
+    let mut bufs: Vec<&mut [u8]> = Vec::with_capacity(reads.len() * 2);
+    for (i, read) in reads.iter_mut().enumerate() {
+        let gap = if i == 0 { 0 } else { gaps[i - 1] };
+        if gap > 0 {
+            let (hole, tail) = std::mem::take(&mut rest).split_at_mut(gap);
+            bufs.push(hole);
+            rest = tail;
+        }
+        bufs.push(read.1.as_mut_slice());
+    }
+    device.read_vectored_at(start, &mut bufs)
 }
 
 /// Applies adjacent writes starting at `offset` as one access: where the first error (if
@@ -414,7 +457,10 @@ impl Device for QueuedDevice {
         state
             .queue
             .push_back(Op::Read(offset, buf, Arc::clone(&slot), asked));
-        self.shared.pushed(&state);
+        let queue: Arc<dyn crate::plug::Wake> = Arc::clone(&self.shared) as _;
+        if !crate::plug::defer(&queue) {
+            self.shared.pushed(&state);
+        }
         drop(state);
         PendingRead::queued(slot)
     }
@@ -783,20 +829,22 @@ mod tests {
     }
 
     /// Goal: reads queued one after another at adjacent offsets go to the device as one
-    /// access, and so do adjacent writes; a read that is not adjacent, or not next in the
-    /// queue, is its own access; every read gets its own bytes. Method: the queue is held
-    /// behind a gated write while the accesses are queued, then opened.
+    /// access, and so do adjacent writes; a read that starts at most READ_GAP_MAX after the
+    /// previous one ends joins it (the hole read into scratch); a read further away, or
+    /// behind, or not next in the queue, is its own access; every read gets its own bytes.
+    /// Method: the queue is held behind a gated write while the accesses are queued, then
+    /// opened. Negative control: a gap limit of 0 makes the first access 8 pieces.
     #[test]
     fn adjacent_queued_accesses_aggregate() {
         let sim = SimDevice::new("q", 1 << 20, FaultPlan::default());
-        for i in 0..16u64 {
+        for i in 0..48u64 {
             sim.write_at(i * 4096, &[i as u8; 4096]).unwrap();
         }
         let gated = Gated::new(sim.clone(), None);
         let device = QueuedDevice::new(gated.clone()).unwrap();
         device.write_at(512 << 10, &[9; 512]).unwrap();
         let reads: Vec<_> = (0..8u64)
-            .chain([12, 8])
+            .chain([12, 40, 8])
             .map(|i| (i, device.submit_read(i * 4096, vec![0; 4096])))
             .collect();
         for i in 0..4u64 {
@@ -809,12 +857,56 @@ mod tests {
             assert_eq!(read.wait().unwrap(), vec![i as u8; 4096], "read {i}");
         }
         device.flush().unwrap();
-        assert_eq!(*gated.vectored.lock().unwrap(), vec![(true, 8), (false, 4)]);
+        // Reads 0-7, the hole of 16 KiB, read 12: ten pieces; 40 and 8 alone.
+        assert_eq!(
+            *gated.vectored.lock().unwrap(),
+            vec![(true, 10), (false, 4)]
+        );
         let mut back = vec![0; 4 * 4096];
         sim.read_at(600 << 10, &mut back).unwrap();
         for (i, piece) in back.chunks(4096).enumerate() {
             assert_eq!(piece, vec![i as u8 + 100; 4096].as_slice());
         }
+    }
+
+    /// Goal: a plugged thread's reads wait in the queue until the plug ends, so the I/O
+    /// thread finds them together and makes one access of them; a plugged thread that waits
+    /// for its own read is not stuck behind its plug (P1). Method: four adjacent reads
+    /// submitted under a plug to an idle queue, the plug dropped, the accesses counted;
+    /// then a read submitted and waited for under a plug, on a thread the test gives 20 s.
+    /// Negative control: without the flush in the read's wait the second part times out.
+    #[test]
+    fn a_plug_holds_reads_back_until_it_ends_or_its_thread_waits() {
+        let sim = SimDevice::new("q", 1 << 20, FaultPlan::default());
+        for i in 0..4u64 {
+            sim.write_at(i * 4096, &[i as u8 + 1; 4096]).unwrap();
+        }
+        let gated = Gated::new(sim, None);
+        gated.open();
+        let device = Arc::new(QueuedDevice::new(gated.clone()).unwrap());
+        let plug = crate::plug();
+        let reads: Vec<_> = (0..4u64)
+            .map(|i| device.submit_read(i * 4096, vec![0; 4096]))
+            .collect();
+        drop(plug);
+        for (i, read) in reads.into_iter().enumerate() {
+            assert_eq!(read.wait().unwrap(), vec![i as u8 + 1; 4096]);
+        }
+        assert_eq!(*gated.vectored.lock().unwrap(), vec![(true, 4)]);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let reader = Arc::clone(&device);
+        std::thread::spawn(move || {
+            let _plug = crate::plug();
+            let _inner = crate::plug();
+            let read = reader.submit_read(4096, vec![0; 4096]);
+            tx.send(read.wait().unwrap()).unwrap();
+        });
+        let got = rx.recv_timeout(std::time::Duration::from_secs(20));
+        assert_eq!(
+            got.unwrap(),
+            vec![2u8; 4096],
+            "a waiting thread flushes its plug"
+        );
     }
 
     /// Goal: a failed aggregated read fails only the reads whose range is bad; the others
@@ -842,6 +934,30 @@ mod tests {
                 (i, outcome) => assert_eq!(outcome.unwrap(), vec![i as u8 + 1; 4096]),
             }
         }
+        device.flush().unwrap();
+    }
+
+    /// Goal: a bad sector in the hole between two aggregated reads fails neither: the
+    /// aggregate fails and each read is read again alone (I4). Method: reads of sectors 0,
+    /// 1 and 3 queued behind a gated write, sector 2 bad.
+    #[test]
+    fn a_bad_sector_in_a_hole_fails_no_read() {
+        let sim = SimDevice::new("q", 1 << 20, FaultPlan::default());
+        for i in 0..4u64 {
+            sim.write_at(i * 4096, &[i as u8 + 1; 4096]).unwrap();
+        }
+        let gated = Gated::new(sim, Some(2 * 4096 + 7));
+        let device = QueuedDevice::new(gated.clone()).unwrap();
+        device.write_at(512 << 10, &[9; 512]).unwrap();
+        let reads: Vec<_> = [0u64, 1, 3]
+            .into_iter()
+            .map(|i| (i, device.submit_read(i * 4096, vec![0; 4096])))
+            .collect();
+        gated.open();
+        for (i, read) in reads {
+            assert_eq!(read.wait().unwrap(), vec![i as u8 + 1; 4096], "read {i}");
+        }
+        assert_eq!(*gated.vectored.lock().unwrap(), vec![(true, 4)]);
         device.flush().unwrap();
     }
 }

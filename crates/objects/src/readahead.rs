@@ -5,7 +5,7 @@
 //! a pool over devices with their own I/O threads serves with several blocks in flight (and
 //! every block's columns in flight together). When the read starts where the previous read
 //! of the same object ended ([`Streams`]), the records after it, up to
-//! `READAHEAD_BYTES_MAX` (and at most `BLOCKS_IN_FLIGHT_MAX` records), join the same batch.
+//! `READAHEAD_BYTES_MAX` (and at most `READS_IN_FLIGHT_MAX` records), join the same batch.
 //! Everything read goes into the clean-block cache only after the store verified it (the
 //! store returns nothing else), so the reader that reaches those records later gets verified
 //! bytes from the cache. A record that fails to read here is left out: the reader's own read
@@ -22,7 +22,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use tarn_base::ObjectId;
-use tarn_base::limits::{BLOCKS_IN_FLIGHT_MAX, READAHEAD_BYTES_MAX, READAHEAD_STREAMS_MAX};
+use tarn_base::limits::{READAHEAD_BYTES_MAX, READAHEAD_STREAMS_MAX, READS_IN_FLIGHT_MAX};
 use tarn_format::BlockPtr;
 use tarn_zio::ZioError;
 
@@ -117,7 +117,7 @@ fn choose(
         return None;
     }
     let window = if ahead {
-        (READAHEAD_BYTES_MAX / block_size).clamp(1, BLOCKS_IN_FLIGHT_MAX as u64)
+        (READAHEAD_BYTES_MAX / block_size).clamp(1, READS_IN_FLIGHT_MAX as u64)
     } else {
         0
     };

@@ -135,4 +135,6 @@ pub use leaf::{Leaf, LeafState, LeafStats, LeafStatsSnapshot};
 pub use raidz_map::{RaidzColumn, RaidzMap};
 pub use raidz_math::Impl;
 pub use stats::{IoKind, IoStats, IoStatsSnapshot, LATENCY_BUCKETS};
-pub use top::{Healing, Health, Layout, ReadReport, ScrubReport, TopVdev, WriteReport};
+pub use top::{
+    Healing, Health, Layout, ReadReport, ScrubReport, StartedRead, TopVdev, WriteReport,
+};

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use crate::child::Child;
 use crate::error::VdevError;
-use crate::leaf::Leaf;
+use crate::leaf::{Leaf, LeafRead};
 use crate::top::{Healing, ReadReport, ScrubReport, TopVdev, WriteReport};
 
 /// Writes the block to every usable child; succeeds if at least one took it.
@@ -35,50 +35,95 @@ pub(crate) fn write(vdev: &TopVdev, offset: u64, data: &[u8]) -> Result<WriteRep
     Ok(WriteReport { missed })
 }
 
-/// Reads children in rotating order until one copy verifies, then rewrites the children that
-/// failed or returned bad data.
-pub(crate) fn read(
-    vdev: &TopVdev,
+/// A block read whose first side is submitted ([`start`]); [`Started::finish`] does the rest.
+pub(crate) struct Started<'v> {
+    vdev: &'v TopVdev,
     offset: u64,
     len: usize,
-    verify: &dyn Fn(&[u8]) -> bool,
-) -> Result<ReadReport, VdevError> {
+    children: Vec<Arc<Child>>,
+    /// The children in the order they are tried.
+    order: Vec<usize>,
+    /// The first side to try, when its device has its own I/O thread: submitted at start.
+    first: Option<(usize, Arc<Leaf>, LeafRead)>,
+}
+
+/// Chooses the order of the sides (rotating, slow leaves last: they are read only when no
+/// other side gives a copy that verifies) and submits the read of the first readable one.
+pub(crate) fn start(vdev: &TopVdev, offset: u64, len: usize) -> Started<'_> {
     let children = vdev.children();
-    let start = vdev.next_child(children.len());
-    let mut bad = Vec::new();
-    let mut buf = tarn_base::buf::zeroed(len);
-    // Rotating order, with sides on slow leaves last: they are read only when no other side
-    // gives a copy that verifies.
+    let rotation = vdev.next_child(children.len());
     let mut order: Vec<usize> = (0..children.len())
-        .map(|step| (start + step) % children.len())
+        .map(|step| (rotation + step) % children.len())
         .collect();
     order.sort_by_key(|&c| children[c].read_leaf().is_some_and(|leaf| leaf.is_slow()));
-    for child in order {
-        let Some(leaf) = children[child].read_leaf() else {
-            continue;
-        };
-        let Some(device) = leaf.usable_device() else {
-            continue;
-        };
-        if leaf.read(device.as_ref(), offset, &mut buf).is_err() {
-            bad.push(child);
-        } else if verify(&buf) {
-            let mut healing = Healing::default();
-            let targets: Vec<(usize, u64, &[u8])> =
-                bad.iter().map(|&c| (c, offset, buf.as_slice())).collect();
-            TopVdev::heal(&children, &targets, &mut healing);
-            return Ok(ReadReport { data: buf, healing });
-        } else {
-            leaf.stats().add_checksum_error();
-            bad.push(child);
-        }
-    }
-    Err(VdevError::Unrecoverable {
-        guid: vdev.guid(),
+    let first = order.iter().find_map(|&c| {
+        let leaf = children[c].read_leaf()?;
+        let device = leaf.usable_device()?;
+        let read = device
+            .reads_in_parallel()
+            .then(|| leaf.submit_read(device.as_ref(), offset, len))?;
+        Some((c, Arc::clone(leaf), read))
+    });
+    Started {
+        vdev,
         offset,
-        len: len as u64,
-        why: "no copy verified",
-    })
+        len,
+        children,
+        order,
+        first,
+    }
+}
+
+impl Started<'_> {
+    /// Tries the sides in order (the first one's read already submitted) until one copy
+    /// verifies, then rewrites the sides that failed or returned bad data.
+    pub(crate) fn finish(self, verify: &dyn Fn(&[u8]) -> bool) -> Result<ReadReport, VdevError> {
+        let Started {
+            vdev,
+            offset,
+            len,
+            children,
+            order,
+            mut first,
+        } = self;
+        let mut bad = Vec::new();
+        for child in order {
+            let side = match first.take_if(|(c, ..)| *c == child) {
+                Some((_, leaf, read)) => leaf.finish_read(read).map(|buf| (leaf, buf)),
+                None => {
+                    let Some(leaf) = children[child].read_leaf() else {
+                        continue;
+                    };
+                    let Some(device) = leaf.usable_device() else {
+                        continue;
+                    };
+                    let mut buf = tarn_base::buf::zeroed(len);
+                    leaf.read(device.as_ref(), offset, &mut buf)
+                        .map(|()| (Arc::clone(leaf), buf))
+                }
+            };
+            match side {
+                Err(_) => bad.push(child),
+                Ok((_, buf)) if verify(&buf) => {
+                    let mut healing = Healing::default();
+                    let targets: Vec<(usize, u64, &[u8])> =
+                        bad.iter().map(|&c| (c, offset, buf.as_slice())).collect();
+                    TopVdev::heal(&children, &targets, &mut healing);
+                    return Ok(ReadReport { data: buf, healing });
+                }
+                Ok((leaf, _)) => {
+                    leaf.stats().add_checksum_error();
+                    bad.push(child);
+                }
+            }
+        }
+        Err(VdevError::Unrecoverable {
+            guid: vdev.guid(),
+            offset,
+            len: len as u64,
+            why: "no copy verified",
+        })
+    }
 }
 
 /// Reads and verifies every readable child, and rewrites every bad one from a good copy.

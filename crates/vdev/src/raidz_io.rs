@@ -29,7 +29,7 @@ use std::sync::Arc;
 
 use crate::child::Child;
 use crate::error::VdevError;
-use crate::leaf::Leaf;
+use crate::leaf::{Leaf, LeafRead};
 use crate::raidz_map::RaidzMap;
 use crate::raidz_math;
 use crate::top::{Healing, ReadReport, ScrubReport, TopVdev, WriteReport};
@@ -88,41 +88,72 @@ pub(crate) fn write(
     Ok(WriteReport { missed })
 }
 
-/// Reads one block, reconstructing and healing as needed (module docs, steps 1-4).
-pub(crate) fn read(
-    vdev: &TopVdev,
-    parity: usize,
-    offset: u64,
-    len: usize,
-    verify: &dyn Fn(&[u8]) -> bool,
-) -> Result<ReadReport, VdevError> {
+/// A block read whose step 1 is submitted ([`start`]): its data columns are in flight on
+/// devices with their own I/O thread (read already on synchronous ones).
+pub(crate) struct Started<'v> {
+    stripe: Stripe<'v>,
+    in_flight: Vec<InFlight>,
+    avoided: bool,
+}
+
+/// One column read in flight: the column, the leaf it was submitted to, and the read.
+type InFlight = (usize, Arc<Leaf>, LeafRead);
+
+/// Submits step 1 of a read of one block (module docs); [`Started::finish`] does steps 2-4,
+/// reconstructing and healing as needed.
+pub(crate) fn start(vdev: &TopVdev, parity: usize, offset: u64, len: usize) -> Started<'_> {
     let mut stripe = Stripe::new(vdev, parity, offset, len);
     let avoided = stripe.avoid_slow();
-    stripe.read_columns(parity..stripe.map.columns.len());
-    if stripe.data_readable() && verify(stripe.columns.data()) {
-        let data = std::mem::take(&mut stripe.columns.data);
-        return Ok(ReadReport {
-            data,
-            healing: Healing::default(),
-        });
+    let in_flight = stripe.submit_columns(parity..stripe.map.columns.len());
+    Started {
+        stripe,
+        in_flight,
+        avoided,
     }
-    stripe.read_columns(0..parity);
-    let truth = match stripe.search(verify) {
-        Some(truth) => truth,
-        None if avoided => {
-            // Reconstruction around the slow leaves did not verify: read them after all.
-            stripe.read_avoided();
-            stripe
-                .search(verify)
-                .ok_or_else(|| stripe.unrecoverable())?
+}
+
+impl Started<'_> {
+    /// Waits for step 1's columns and goes on with steps 2-4 (module docs).
+    pub(crate) fn finish(self, verify: &dyn Fn(&[u8]) -> bool) -> Result<ReadReport, VdevError> {
+        let Started {
+            mut stripe,
+            in_flight,
+            avoided,
+        } = self;
+        stripe.finish_columns(in_flight);
+        stripe.after_data_columns(avoided, verify)
+    }
+}
+
+impl Stripe<'_> {
+    /// Steps 1 (its check) to 4 of a read, once the data columns were read.
+    fn after_data_columns(
+        mut self,
+        avoided: bool,
+        verify: &dyn Fn(&[u8]) -> bool,
+    ) -> Result<ReadReport, VdevError> {
+        if self.data_readable() && verify(self.columns.data()) {
+            return Ok(ReadReport {
+                data: std::mem::take(&mut self.columns.data),
+                healing: Healing::default(),
+            });
         }
-        None => return Err(stripe.unrecoverable()),
-    };
-    let (healing, _) = stripe.heal(&truth);
-    Ok(ReadReport {
-        data: truth.data,
-        healing,
-    })
+        self.read_columns(0..self.map.parity);
+        let truth = match self.search(verify) {
+            Some(truth) => truth,
+            None if avoided => {
+                // Reconstruction around the slow leaves did not verify: read them after all.
+                self.read_avoided();
+                self.search(verify).ok_or_else(|| self.unrecoverable())?
+            }
+            None => return Err(self.unrecoverable()),
+        };
+        let (healing, _) = self.heal(&truth);
+        Ok(ReadReport {
+            data: truth.data,
+            healing,
+        })
+    }
 }
 
 /// Reads every column of one block, checks data and parity, and repairs what is wrong.
@@ -290,6 +321,13 @@ impl<'v> Stripe<'v> {
     /// submitted first and then waited for (so they are read in parallel); columns on
     /// synchronous devices are read inline, in column order, as they always were.
     fn read_columns(&mut self, cs: std::ops::Range<usize>) {
+        let in_flight = self.submit_columns(cs);
+        self.finish_columns(in_flight);
+    }
+
+    /// The first half of [`Stripe::read_columns`]: submits (or, on synchronous devices,
+    /// reads) the unread columns `cs`; returns the reads in flight.
+    fn submit_columns(&mut self, cs: std::ops::Range<usize>) -> Vec<InFlight> {
         let mut in_flight = Vec::new();
         for c in cs {
             if self.state[c] != ColumnState::Unread {
@@ -316,6 +354,11 @@ impl<'v> Stripe<'v> {
                 };
             }
         }
+        in_flight
+    }
+
+    /// The second half of [`Stripe::read_columns`]: waits for the reads in flight.
+    fn finish_columns(&mut self, in_flight: Vec<InFlight>) {
         for (c, leaf, read) in in_flight {
             self.state[c] = match leaf.finish_read(read) {
                 Ok(bytes) => {

@@ -674,22 +674,28 @@ impl TopVdev {
         len: u64,
         verify: &dyn Fn(&[u8]) -> bool,
     ) -> Result<ReadReport, VdevError> {
+        self.start_read(offset, len)?.finish(verify)
+    }
+
+    /// The first half of [`TopVdev::read`]: submits the first device reads of the block (a
+    /// mirror's first side, a raidz block's data columns) and returns at once on devices
+    /// with their own I/O thread, so that a caller can have many blocks in flight from one
+    /// thread and the device queues see them together. [`StartedRead::finish`] does the
+    /// rest. On synchronous devices the reads are done before this returns.
+    pub fn start_read(&self, offset: u64, len: u64) -> Result<StartedRead<'_>, VdevError> {
         self.check_access(offset, len)?;
         let size = usize::try_from(len).expect("len <= BLOCK_SIZE_MAX fits in usize");
-        match self.layout() {
-            Layout::Disk | Layout::Mirror => mirror::read(self, offset, size, verify),
+        Ok(StartedRead(match self.layout() {
+            Layout::Disk | Layout::Mirror => Started::Mirror(mirror::start(self, offset, size)),
             Layout::Raidz { parity } => {
-                raidz_io::read(self, usize::from(parity), offset, size, verify)
+                Started::Raidz(raidz_io::start(self, usize::from(parity), offset, size))
             }
             Layout::Draid(config) => {
                 let padded = self.padded_len(size);
-                let verify = padded_verify(size, verify);
                 let parity = usize::from(config.parity);
-                let mut report = raidz_io::read(self, parity, offset, padded, &verify)?;
-                report.data.truncate(size);
-                Ok(report)
+                Started::Draid(raidz_io::start(self, parity, offset, padded), size)
             }
-        }
+        }))
     }
 
     /// Checks every copy (mirror) or every column including parity (raidz) of one block and
@@ -854,6 +860,33 @@ impl TopVdev {
     ) {
         for &(child, data_offset, data) in targets {
             children[child].heal(data_offset, data, healing);
+        }
+    }
+}
+
+/// A block read in flight ([`TopVdev::start_read`]).
+pub struct StartedRead<'v>(Started<'v>);
+
+enum Started<'v> {
+    Mirror(mirror::Started<'v>),
+    Raidz(raidz_io::Started<'v>),
+    /// A dRAID block read at its padded length; the block's own length.
+    Draid(raidz_io::Started<'v>, usize),
+}
+
+impl StartedRead<'_> {
+    /// Waits for the reads [`TopVdev::start_read`] submitted and completes the read as
+    /// [`TopVdev::read`] does: other copies, reconstruction, healing.
+    pub fn finish(self, verify: &dyn Fn(&[u8]) -> bool) -> Result<ReadReport, VdevError> {
+        match self.0 {
+            Started::Mirror(started) => started.finish(verify),
+            Started::Raidz(started) => started.finish(verify),
+            Started::Draid(started, size) => {
+                let verify = padded_verify(size, verify);
+                let mut report = started.finish(&verify)?;
+                report.data.truncate(size);
+                Ok(report)
+            }
         }
     }
 }

@@ -43,18 +43,21 @@
 //!
 //! # Concurrency and context
 //! `Pipeline` is shared (`&self`); the allocator is passed in by the syncing context, which
-//! is the only place blocks are written. The batch reads ([`Pipeline::read_blocks`],
-//! [`Pipeline::scan_blocks`]: file reads with their read-ahead, scrub and resilver steps)
-//! run their blocks as up to `BLOCKS_IN_FLIGHT_MAX` jobs on the process's reader threads
-//! ([`READER_THREADS`] of them, started at the first parallel batch and kept), all finished
-//! before the call returns, so reading, checksumming, reconstructing and decompressing use
-//! several cores while every device has several reads queued. (Threads started per batch
-//! cost a stack mapping, a TLB shootdown and an allocator cache each; a streaming reader
-//! makes a batch per request: docs/PERFORMANCE.md, "Allocation on the I/O path".) With
-//! simulated (synchronous) devices the blocks run in order on the caller's thread, so
+//! is the only place blocks are written. A batch read ([`Pipeline::read_blocks`]: a file
+//! read with its read-ahead) keeps up to `READS_IN_FLIGHT_MAX` blocks started
+//! ([`TopVdev::start_read`]: every first device read submitted) ahead of the block it is
+//! finishing (verify, reconstruct if needed, decompress), all from the caller's thread, and
+//! starts them under a plug (`tarn_device::plug`) so that each device queue sees a batch's
+//! column reads together and merges adjacent ones into one access. (It used to run its
+//! blocks as jobs on reader threads; their idle spinning and hand-offs cost more than the
+//! reads: docs/PERFORMANCE.md, "Batch reads from one thread".) The scans
+//! ([`Pipeline::scan_blocks`]: scrub and resilver steps) run their blocks as up to
+//! `BLOCKS_IN_FLIGHT_MAX` jobs on the process's reader threads ([`READER_THREADS`] of them,
+//! started at the first parallel batch and kept), all finished before the call returns.
+//! With simulated (synchronous) devices the blocks run in order on the caller's thread, so
 //! simulated runs stay deterministic. [`Pipeline::write_blocks`] (the blocks a volume's
-//! `logbias=throughput` commit writes ahead) runs the same way: compression and checksums,
-//! then the device writes, each a batch on those threads, with the allocations between them
+//! `logbias=throughput` commit writes ahead) runs on the reader threads too: compression
+//! and checksums, then the device writes, each a batch, with the allocations between them
 //! on the caller's thread in block order (the allocator is not shared).
 //!
 //! # Failure model
@@ -80,12 +83,12 @@ pub mod store;
 pub use store::{AllocClass, Allocator, BlockStore, WriteProps, ZioError};
 
 use std::sync::{Arc, Mutex, PoisonError};
-use tarn_base::limits::{ASHIFT_DEFAULT, BLOCKS_IN_FLIGHT_MAX};
+use tarn_base::limits::{ASHIFT_DEFAULT, BLOCKS_IN_FLIGHT_MAX, READS_IN_FLIGHT_MAX};
 use tarn_base::{Guid, Txg};
 use tarn_format::checksum::checksum;
 use tarn_format::compress::{compress, decompress_owned, is_all_zero};
 use tarn_format::{BlockPtr, CompressKind, Dva};
-use tarn_vdev::{L2Cache, L2Key, TopVdev};
+use tarn_vdev::{L2Cache, L2Key, StartedRead, TopVdev, VdevError};
 
 /// Unit every physical size is padded to, whatever the sector size.
 pub const PSIZE_UNIT: u64 = 512;
@@ -121,8 +124,9 @@ pub struct Journal {
     pub failed: Option<String>,
 }
 
-/// Threads serving the batch reads of every pool in the process: enough for several
-/// callers (front-end threads, a scrub) each with [`BLOCKS_IN_FLIGHT_MAX`] blocks in flight.
+/// Threads serving the scans and batch writes of every pool in the process: enough for
+/// several callers (scrubs, throughput commits) each with [`BLOCKS_IN_FLIGHT_MAX`] blocks in
+/// flight.
 pub const READER_THREADS: usize = 2 * BLOCKS_IN_FLIGHT_MAX;
 
 /// The reader threads, started on first use; `None` if they could not be started (then
@@ -150,6 +154,16 @@ fn verifies(bp: &BlockPtr, data: &[u8]) -> bool {
     data.get(..psize)
         .is_some_and(|d| checksum(bp.checksum_kind, d) == bp.checksum)
         && data[psize..].iter().all(|&b| b == 0)
+}
+
+/// A read of a block's physical bytes between [`Pipeline::start_physical`] and
+/// [`Pipeline::finish_physical`].
+enum PhysicalRead<'p> {
+    /// A verified copy from a cache device.
+    Cached(Vec<u8>),
+    /// The first copy's read in flight; `None` when its vdev does not exist. (Boxed: a
+    /// started read is a block's column map and buffers, most of a window's entries.)
+    Started(Option<Result<Box<StartedRead<'p>>, VdevError>>),
 }
 
 /// A block of [`Pipeline::write_blocks`] after compression.
@@ -557,7 +571,44 @@ impl Pipeline {
         bps: &[BlockPtr],
         feed_l2: bool,
     ) -> Vec<Result<Vec<u8>, ZioError>> {
-        self.batch(bps.len(), |i| self.read_block_l2(&bps[i], feed_l2))
+        if bps.len() < 2 || !self.reads_in_parallel() {
+            return bps
+                .iter()
+                .map(|bp| self.read_block_l2(bp, feed_l2))
+                .collect();
+        }
+        // Up to READS_IN_FLIGHT_MAX blocks started ahead of the one being finished, topped
+        // up under a plug when half are done: their columns reach the device queues
+        // together, where adjacent ones become one read.
+        let mut started = std::collections::VecDeque::with_capacity(READS_IN_FLIGHT_MAX);
+        let mut next = 0;
+        let mut results = Vec::with_capacity(bps.len());
+        for bp in bps {
+            if started.len() <= READS_IN_FLIGHT_MAX / 2 {
+                let _plug = tarn_device::plug();
+                while next < bps.len() && started.len() < READS_IN_FLIGHT_MAX {
+                    let ahead = &bps[next];
+                    started.push_back((!ahead.is_hole()).then(|| self.start_physical(ahead)));
+                    next += 1;
+                }
+            }
+            let read = started
+                .pop_front()
+                .expect("the block being finished was started");
+            results.push(match read {
+                None => self.read_block_l2(bp, feed_l2),
+                Some(read) => self
+                    .finish_physical(bp, read, feed_l2)
+                    .and_then(|physical| {
+                        Ok(decompress_owned(
+                            bp.compression,
+                            physical,
+                            bp.lsize as usize,
+                        )?)
+                    }),
+            });
+        }
+        results
     }
 
     /// [`Pipeline::scrub_block`] (or with `resilver`, [`Pipeline::resilver_block`]) of every
@@ -615,21 +666,58 @@ impl Pipeline {
     /// devices only with `feed_l2` (the reader's `secondarycache` admits the block). The
     /// cache devices are asked first either way: a copy they hold is verified like any.
     pub fn read_physical_l2(&self, bp: &BlockPtr, feed_l2: bool) -> Result<Vec<u8>, ZioError> {
-        let psize = u64::from(bp.psize);
-        let padded = psize.next_multiple_of(self.sector_size);
-        let verify = |data: &[u8]| verifies(bp, data);
-        let key = bp.copies().next().map(|dva| L2Key {
+        let started = self.start_physical(bp);
+        self.finish_physical(bp, started, feed_l2)
+    }
+
+    /// Where `bp`'s first copy is kept on the cache devices, when the pool has any.
+    fn l2_key(&self, bp: &BlockPtr) -> Option<L2Key> {
+        if self.l2.is_empty() {
+            return None;
+        }
+        bp.copies().next().map(|dva| L2Key {
             vdev: dva.vdev.0,
             offset: dva.offset,
             birth: bp.birth.0,
             checksum: bp.checksum,
-        });
-        let cached = !self.l2.is_empty();
-        if let Some(key) = key.filter(|_| cached)
+        })
+    }
+
+    /// The first half of [`Pipeline::read_physical_l2`]: the cache devices are asked, and
+    /// without a verified copy there the first copy's device reads are submitted
+    /// ([`TopVdev::start_read`]).
+    fn start_physical(&self, bp: &BlockPtr) -> PhysicalRead<'_> {
+        let psize = u64::from(bp.psize);
+        let verify = |data: &[u8]| verifies(bp, data);
+        if let Some(key) = self.l2_key(bp)
             && let Some(data) = self.l2.lookup(key, psize, &verify)
         {
-            return Ok(data);
+            return PhysicalRead::Cached(data);
         }
+        let padded = psize.next_multiple_of(self.sector_size);
+        let first = bp.copies().next().and_then(|dva| {
+            let vdev = self.vdev(dva).ok()?;
+            Some(vdev.start_read(dva.offset, padded).map(Box::new))
+        });
+        PhysicalRead::Started(first)
+    }
+
+    /// The second half of [`Pipeline::read_physical_l2`]: the first copy's read finished
+    /// (reconstructed and healed by its vdev as needed), then the other copies in order
+    /// until one verifies; the copies that failed before it are rewritten from it.
+    fn finish_physical(
+        &self,
+        bp: &BlockPtr,
+        started: PhysicalRead<'_>,
+        feed_l2: bool,
+    ) -> Result<Vec<u8>, ZioError> {
+        let mut first = match started {
+            PhysicalRead::Cached(data) => return Ok(data),
+            PhysicalRead::Started(first) => first,
+        };
+        let psize = u64::from(bp.psize);
+        let padded = psize.next_multiple_of(self.sector_size);
+        let verify = |data: &[u8]| verifies(bp, data);
         let mut failed: Vec<&Dva> = Vec::new();
         let mut last_error = String::from("no copies");
         for dva in bp.copies() {
@@ -640,7 +728,11 @@ impl Pipeline {
                     continue;
                 }
             };
-            match vdev.read(dva.offset, padded, &verify) {
+            let read = match first.take() {
+                Some(started) => started.and_then(|started| started.finish(&verify)),
+                None => vdev.read(dva.offset, padded, &verify),
+            };
+            match read {
                 Ok(report) => {
                     let mut data = report.data;
                     assert!(verify(&data), "I1: vdev returned data that does not verify");
@@ -652,7 +744,7 @@ impl Pipeline {
                         }
                     }
                     data.truncate(psize as usize);
-                    if let Some(key) = key.filter(|_| cached && feed_l2) {
+                    if let Some(key) = self.l2_key(bp).filter(|_| feed_l2) {
                         self.l2.feed(key, &data);
                     }
                     return Ok(data);
