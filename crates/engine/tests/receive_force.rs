@@ -5,7 +5,8 @@
 //! and clone swap: tarn-engine `receive_rollback`). A later snapshot with a hold or a
 //! clone, a received name that stays taken, and a missing `-F` refuse before any record with
 //! both hosts' devices byte-identical; a cut stream leaves the destination's data,
-//! snapshots and properties as they were; `-s` resumes such a receive with `send -t`.
+//! snapshots and properties as they were; `-s` resumes such a receive with `send -t`; a
+//! replication stream (`send -R -i`) goes back to the source in every dataset of the tree.
 //!
 //! Method: two engines stand for two hosts, each with a pool `tank` on its own simulated
 //! devices; volumes carry the data (whole 16K blocks of noise). After each receive that
@@ -371,5 +372,60 @@ fn receive_f_of_a_changed_head_waits_for_end_and_resumes() {
     receive(b, resumable, &rest).unwrap();
     assert!(read(b, "tank/dst") == sender_b(), "the sender's @b");
     assert_eq!(prop(b, "tank/dst@b", "guid"), prop(a, "tank/v@b", "guid"));
+    check::verify_pool(b, "tank").unwrap();
+}
+
+// DESCRIPTION: a replication stream (`send -R -i`) takes the same path per dataset: with
+// -F every dataset of the tree that has a later snapshot goes back to the source, the
+// parent and its child alike; without -F the first one refuses with both hosts unchanged.
+#[test]
+fn receive_f_of_a_replication_stream_rolls_back_each_dataset() {
+    let (a_sims, a) = host(7);
+    let (b_sims, b) = host(77);
+    let hosts = Hosts {
+        a_sims,
+        b_sims,
+        a,
+        b,
+    };
+    let (a, b) = (&hosts.a, &hosts.b);
+    a.create_dataset("tank/p", &[], false, "create").unwrap();
+    volume(a, "tank/p/k");
+    write(a, "tank/p/k", 0, &noise(256 << 10, 1));
+    a.snapshot(&["tank/p@one".into()], true, &[], "snapshot -r")
+        .unwrap();
+    let replicate = |spec: SendSpec| SendSpec {
+        replicate: true,
+        ..spec
+    };
+    receive(b, into("tank/q"), &send(a, replicate(full("tank/p@one")))).unwrap();
+    write(b, "tank/q/k", 0, &noise(64 << 10, 2));
+    b.snapshot(&["tank/q@mine".into()], true, &[], "snapshot -r")
+        .unwrap();
+    write(a, "tank/p/k", 128 << 10, &noise(64 << 10, 3));
+    a.snapshot(&["tank/p@two".into()], true, &[], "snapshot -r")
+        .unwrap();
+    let stream = send(a, replicate(incremental("@one", "tank/p@two")));
+
+    let images = hosts.images();
+    let refused = receive(b, into("tank/q"), &stream).unwrap_err();
+    assert!(refused.contains("more recent than"), "{refused}");
+    assert!(hosts.images() == images, "a refusal changes nothing");
+
+    receive(b, forced(into("tank/q")), &stream).unwrap();
+    for dataset in ["tank/q", "tank/q/k"] {
+        assert_eq!(
+            snapshots(b, dataset),
+            vec![format!("{dataset}@one"), format!("{dataset}@two")]
+        );
+    }
+    assert_eq!(
+        prop(b, "tank/q/k@two", "guid"),
+        prop(a, "tank/p/k@two", "guid")
+    );
+    assert!(
+        read(b, "tank/q/k") == read(a, "tank/p/k"),
+        "the sender's @two"
+    );
     check::verify_pool(b, "tank").unwrap();
 }
