@@ -11,7 +11,9 @@
 //!   existing destination, and for `-o origin=`, see `receive_new`.
 //! - An incremental receive writes into the destination's head, which the caller keeps
 //!   unmounted, after checking its latest snapshot is the stream's source (and rolling back
-//!   changes that are only access times, or any with `-F`); at END the snapshot is taken.
+//!   changes that are only access times); at END the snapshot is taken. With `-F` a
+//!   destination with later snapshots or real changes is taken back to the source only at
+//!   END, the stream going into a hidden clone meanwhile (`receive_rollback`).
 //! - Any refusal or bad record before END undoes the receive: the hidden dataset is
 //!   destroyed, or the head rolled back to the snapshot it started from, so the destination
 //!   is as it was.
