@@ -391,7 +391,8 @@ pub(crate) enum Command {
     /// Create a dataset and snapshots from a stream on stdin.
     #[command(alias = "recv")]
     Receive {
-        /// Roll the destination back to the stream's source snapshot first.
+        /// Roll the destination back to the stream's source snapshot (destroying later
+        /// snapshots; at the stream's end), or replace one without snapshots.
         #[arg(short = 'F')]
         force: bool,
         /// Do not mount what was received.

@@ -855,3 +855,75 @@ fn receive_as_a_clone_of_a_named_origin_and_over_an_empty_destination() {
     );
     assert_same_image(&baseline, &rig.image(), "receive -n -c");
 }
+
+// DESCRIPTION: `receive -F` of an incremental stream onto a destination that has a snapshot
+// later than the stream's source and local changes (OpenZFS rolls it back and destroys the
+// later snapshots): without `-F`, with the later snapshot held, or cloned, it is refused in
+// one line with every device file byte-identical; a cut stream with `-F` leaves the
+// destination's files and snapshots as they were; with `-F` the later snapshot is gone,
+// the stream's snapshot taken (its GUID) and the tree is the sender's.
+// STRATEGY: two pools on one file each, trees compared through FUSE mounts (skipped
+// without /dev/fuse).
+#[test]
+fn receive_f_destroys_later_snapshots_of_the_destination() {
+    if !fuse_ok("receive_f_destroys_later_snapshots_of_the_destination") {
+        return;
+    }
+    let rig = Rig::new();
+    two_pools(&rig);
+    let src = mount(&rig, "pa/src");
+    sh(&src, "echo one > f && seq 1 20000 > big");
+    rig.ok("snapshot pa/src@one");
+    pipe(&rig, "send pa/src@one", "receive pb/dst");
+    sh(&src, "echo two > f && seq 5 30000 > big && echo new > n");
+    rig.ok("snapshot pa/src@two");
+    let dst = mount(&rig, "pb/dst");
+    sh(&dst, "echo mine > m");
+    rig.ok("snapshot pb/dst@mine");
+    sh(&dst, "echo later > l");
+    rig.ok("pool sync pb");
+    let incremental = stream(&rig, "send -i @one pa/src@two");
+    let listing = || rig.ok("list -H -o name,guid -t snapshot -r pb");
+    let before = (listing(), tree(&dst));
+
+    let err = refused_with_stream(&rig, "receive pb/dst", &incremental);
+    assert!(
+        err.contains("more recent than the stream's source"),
+        "{err}"
+    );
+    rig.ok("hold keep pb/dst@mine");
+    let err = refused_with_stream(&rig, "receive -F pb/dst", &incremental);
+    assert!(
+        err.starts_with("cannot receive 'pb/dst': ") && err.contains("is held"),
+        "{err}"
+    );
+    rig.ok("release keep pb/dst@mine");
+    rig.ok("clone pb/dst@mine pb/kid");
+    let err = refused_with_stream(&rig, "receive -F pb/dst", &incremental);
+    assert!(err.contains("dependent clones (eg. 'pb/kid')"), "{err}");
+    rig.ok("destroy pb/kid");
+
+    let (code, err) = receive(
+        &rig,
+        "receive -F pb/dst",
+        &incremental[..incremental.len() / 2],
+    );
+    assert_eq!(code, Some(1), "{err}");
+    assert_eq!(
+        (listing(), tree(&dst)),
+        before,
+        "a cut stream changes nothing"
+    );
+
+    let (code, err) = receive(&rig, "receive -F pb/dst", &incremental);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(
+        rig.ok("list -H -o name -t snapshot pb/dst"),
+        "pb/dst@one\npb/dst@two\n"
+    );
+    assert_eq!(
+        get(&rig, "guid", "pb/dst@two"),
+        get(&rig, "guid", "pa/src@two")
+    );
+    assert_eq!(tree(&src), tree(&dst), "the sender's @two");
+}

@@ -383,6 +383,11 @@ fn exchange(stream: &mut UnixStream, send: &[u8], n: usize) -> Vec<u8> {
 
 /// The fixed-newstyle handshake up to the option phase, then `EXPORT_NAME tank/vol`.
 fn connect(rig: &Rig) -> UnixStream {
+    connect_to(rig, "tank/vol")
+}
+
+/// [`connect`] to the 8M volume `volume` of pool `tank`.
+fn connect_to(rig: &Rig, volume: &str) -> UnixStream {
     let mut stream = UnixStream::connect(socket(rig)).unwrap();
     stream
         .set_read_timeout(Some(Duration::from_secs(20)))
@@ -402,8 +407,8 @@ fn connect(rig: &Rig) -> UnixStream {
     exchange(&mut stream, &[], message);
     let mut go = b"IHAVEOPT".to_vec();
     go.extend_from_slice(&1u32.to_be_bytes());
-    go.extend_from_slice(&8u32.to_be_bytes());
-    go.extend_from_slice(b"tank/vol");
+    go.extend_from_slice(&u32::try_from(volume.len()).unwrap().to_be_bytes());
+    go.extend_from_slice(volume.as_bytes());
     let export = exchange(&mut stream, &go, 10);
     assert_eq!(u64::from_be_bytes(export[..8].try_into().unwrap()), 8 << 20);
     stream
@@ -1068,4 +1073,86 @@ fn resumed_and_refused(rig: &Rig, now: &[u8], incremental: &[u8]) {
         err.contains("holds a volume but 'pb/fs' is a filesystem"),
         "{err}"
     );
+}
+
+/// Writes 4K of `byte` at `offset` through `client` (then FLUSH): both must succeed.
+fn write_4k(client: &mut UnixStream, offset: u64, byte: u8) {
+    let mut write = request(1, 1, offset, 4096);
+    write.extend_from_slice(&[byte; 4096]);
+    assert_eq!(errno_of(&exchange(client, &write, 16), 1), 0, "write");
+    assert_eq!(
+        errno_of(&exchange(client, &request(3, 2, 0, 0), 16), 2),
+        0,
+        "flush"
+    );
+}
+
+/// The 4K at `offset` read through `client`, which must still be served.
+fn read_4k(client: &mut UnixStream, offset: u64) -> Vec<u8> {
+    let reply = exchange(client, &request(0, 3, offset, 4096), 16 + 4096);
+    assert_eq!(errno_of(&reply, 3), 0, "read at {offset}");
+    reply[16..].to_vec()
+}
+
+// DESCRIPTION: `receive -F` of an incremental stream onto a volume a client has open, with
+// a snapshot later than the stream's source and writes since: the client stays connected,
+// as through `rollback -r` of a served volume (the volume keeps its dataset, so the
+// daemon's NBD table keeps its connections), sees the old bytes while the stream is
+// received and after a cut one, and the received bytes after END (the later snapshot's and
+// the head's writes gone, nothing stale from a cache); its next write lands on them.
+// STRATEGY: hand-made simple-reply requests over the Unix socket; the stream comes from a
+// copy of the volume in the same pool (same snapshot GUID), changed and snapshotted.
+#[test]
+fn receive_f_onto_a_served_volume_keeps_its_clients_on_the_new_bytes() {
+    let rig = tank();
+    rig.ok("create -V 8M tank/vol");
+    let mut client = connect(&rig);
+    write_4k(&mut client, 0, 9);
+    rig.ok("snapshot tank/vol@one");
+    let full = send_stream(&rig, "send tank/vol@one");
+    let (ok, err) = receive_stream(&rig, "receive tank/src", &full);
+    assert!(ok, "{err}");
+    let mut source = connect_to(&rig, "tank/src");
+    write_4k(&mut source, 0, 5);
+    rig.ok("snapshot tank/src@two");
+    let incremental = send_stream(&rig, "send -i @one tank/src@two");
+
+    // Today's rollback of a served volume: the client stays and reads the snapshot.
+    write_4k(&mut client, 8192, 7);
+    rig.ok("snapshot tank/vol@later");
+    write_4k(&mut client, 16384, 3);
+    rig.ok("rollback tank/vol@later");
+    assert!(
+        read_4k(&mut client, 16384) == vec![0u8; 4096],
+        "rolled back"
+    );
+    write_4k(&mut client, 16384, 3);
+
+    let (ok, err) = receive_stream(&rig, "receive -F tank/vol", &incremental[..100]);
+    assert!(!ok, "a cut stream: {err}");
+    assert!(read_4k(&mut client, 0) == vec![9u8; 4096], "as it was");
+    assert!(read_4k(&mut client, 8192) == vec![7u8; 4096], "as it was");
+    assert!(read_4k(&mut client, 16384) == vec![3u8; 4096], "as it was");
+
+    let (ok, err) = receive_stream(&rig, "receive -F tank/vol", &incremental);
+    assert!(ok, "{err}");
+    assert_eq!(
+        rig.ok("list -H -o name -t snapshot tank/vol"),
+        "tank/vol@one\ntank/vol@two\n"
+    );
+    assert!(
+        read_4k(&mut client, 0) == vec![5u8; 4096],
+        "the received bytes"
+    );
+    assert!(
+        read_4k(&mut client, 8192) == vec![0u8; 4096],
+        "the later snapshot's went"
+    );
+    assert!(
+        read_4k(&mut client, 16384) == vec![0u8; 4096],
+        "the head's write went"
+    );
+    write_4k(&mut client, 8192, 1);
+    assert!(read_4k(&mut client, 8192) == vec![1u8; 4096]);
+    assert!(read_4k(&mut client, 0) == vec![5u8; 4096]);
 }

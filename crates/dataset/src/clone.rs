@@ -27,6 +27,9 @@
 //! - C1: a clone's header has its snapshot fields (snapshots ZAP, dead list) from creation.
 //! - C2: every dead-list bucket key of a clone at or below T holds only blocks born at or
 //!   below T, and no other dataset frees them while the origin snapshot exists.
+//! - C3: [`adopt_clone_head`] moves a clone's head into the dataset of its origin only when
+//!   that origin is the dataset's latest snapshot and its head equals it, so the moved dead
+//!   list refiled under the dataset's txgs is exactly what its kill rule would have filed.
 //!
 //! Not here: the engine's verbs check names, holds and dependent clones before anything
 //! changes.
@@ -209,6 +212,53 @@ pub fn promote(
     }
     clone.head.snap.used = counted_space(mos, store, clone.head, clone.snapshots, origin_floor)?;
     origin.head.snap.used = counted_space(mos, store, origin.head, origin.snapshots, cut.0)?;
+    Ok(())
+}
+
+/// The end of a receive over a destination taken back to the stream's source (`receive -F`
+/// of an incremental stream when the destination has later snapshots or changes: OpenZFS's
+/// clone swap). `target`'s head equals its latest snapshot (the caller destroyed the later
+/// ones and rolled it back); `clone` is a clone of that snapshot without snapshots of its
+/// own, holding what was received. The target's head takes the clone's object set and
+/// counters and the clone's head dead list (the origin's blocks the clone let go of, all
+/// keyed at the origin's txg), filed again under the target's kill txgs (`floor` is the
+/// target's own origin txg, 0 when it is no clone); the clone takes the target's former head
+/// (the snapshot's root, an empty dead list), so destroying it frees nothing the target
+/// holds. Time proportional to the blocks the clone let go of, not to the data.
+pub fn adopt_clone_head(
+    mos: &mut ObjectSet,
+    store: &dyn BlockStore,
+    target: Side<'_>,
+    clone: &mut DatasetHeader,
+    floor: u64,
+    sizer: &dyn Fn(&tarn_format::BlockPtr) -> u64,
+) -> Result<(), DatasetError> {
+    let latest = target
+        .snapshots
+        .last()
+        .ok_or_else(|| DatasetError::Corrupt("a rolled-back head without snapshots".into()))?;
+    assert_eq!(
+        clone.snap.origin, latest.id,
+        "C3: the adopted clone is a clone of the target's latest snapshot"
+    );
+    assert_eq!(
+        target.head.objset, latest.header.objset,
+        "C3: the target's head was rolled back to its latest snapshot"
+    );
+    let cut = latest.header.txg;
+    std::mem::swap(&mut target.head.snap.deadlist, &mut clone.snap.deadlist);
+    let txgs: Vec<Txg> = std::iter::once(Txg(floor))
+        .filter(|t| t.0 > 0)
+        .chain(target.snapshots.iter().map(|s| s.header.txg))
+        .collect();
+    refile(mos, store, target.head.snap.deadlist, cut, &txgs, sizer)?;
+    std::mem::swap(&mut target.head.objset, &mut clone.objset);
+    std::mem::swap(&mut target.head.referenced, &mut clone.referenced);
+    std::mem::swap(&mut target.head.logical, &mut clone.logical);
+    std::mem::swap(&mut target.head.physical, &mut clone.physical);
+    target.head.snap.used = counted_space(mos, store, target.head, target.snapshots, floor)?;
+    // The target's former head dead list, emptied by the rollback: nothing counted.
+    clone.snap.used = 0;
     Ok(())
 }
 

@@ -758,13 +758,16 @@ pub(crate) fn destroy_with_snapshots(
     destroy_one(inner, id)
 }
 
-/// Destroys the hidden dataset of a receive that did not finish (it has no snapshots, so
-/// every block it references is its own).
+/// Destroys the hidden dataset of a receive that did not finish or whose head a forced
+/// receive adopted (it has no snapshots, so every block it references past a clone's origin
+/// is its own); a hidden clone's snapshot structures (its head dead list) go with it.
 pub(crate) fn destroy_hidden(inner: &mut Imported, id: DatasetId) -> Result<(), EngineError> {
     assert!(
         crate::datasets::is_hidden(&inner.datasets.node(id).name),
         "only a receive's hidden dataset is destroyed this way"
     );
+    let kept = crate::snapshot_ops::destroy_all_snapshots(inner, id)?;
+    inner.destroyed.extend(kept);
     destroy_one(inner, id)
 }
 

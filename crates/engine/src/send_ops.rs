@@ -11,7 +11,9 @@
 //!   existing destination, and for `-o origin=`, see `receive_new`.
 //! - An incremental receive writes into the destination's head, which the caller keeps
 //!   unmounted, after checking its latest snapshot is the stream's source (and rolling back
-//!   changes that are only access times, or any with `-F`); at END the snapshot is taken.
+//!   changes that are only access times); at END the snapshot is taken. With `-F` a
+//!   destination with later snapshots or real changes is taken back to the source only at
+//!   END, the stream going into a hidden clone meanwhile (`receive_rollback`).
 //! - Any refusal or bad record before END undoes the receive: the hidden dataset is
 //!   destroyed, or the head rolled back to the snapshot it started from, so the destination
 //!   is as it was.
@@ -541,6 +543,14 @@ pub(crate) enum Destination {
     },
     /// An incremental stream: the destination's head (rolled back on failure).
     Head { id: DatasetId },
+    /// An incremental stream with `-F` onto a destination that goes back to the stream's
+    /// source at END (`receive_rollback`): the hidden clone of the source, the destination
+    /// and its name.
+    Rollback {
+        id: DatasetId,
+        target: DatasetId,
+        name: String,
+    },
 }
 
 impl Engine {
@@ -595,7 +605,7 @@ impl Engine {
             let _admin = self.admin();
             let mut inner = handle.lock();
             inner.check_writable()?;
-            self.receive_prepare(&mut inner, spec, begin, &target)?
+            self.receive_prepare(&mut inner, spec, begin, (&target, &snap))?
         };
         let mut position = (begin.resume_object, begin.resume_offset);
         let mut props = Vec::new();
@@ -610,8 +620,7 @@ impl Engine {
         let saving = spec.resumable && outcome.is_err();
         let ended = outcome.and_then(|()| {
             still_there(&inner, destination_id(&into))?;
-            apply_props(&mut inner, destination_id(&into), &props, spec)?;
-            self.receive_end(&mut inner, &into, begin, &snap)
+            self.receive_end(&mut inner, &into, begin, (&snap, &props, spec))
         });
         let Err(error) = ended else {
             return Ok(format!("{target}@{snap}"));
@@ -645,7 +654,7 @@ impl Engine {
         inner: &mut Imported,
         spec: &ReceiveSpec,
         begin: &Begin,
-        target: &str,
+        (target, snap): (&str, &str),
     ) -> Result<Destination, EngineError> {
         let Some(kind) = objset_kind_of(begin.objset_kind) else {
             return Err(invalid(format!(
@@ -675,7 +684,19 @@ impl Engine {
         if !new_dataset {
             let id = existing
                 .ok_or_else(|| invalid(format!("destination '{target}' does not exist")))?;
-            return incremental_destination(inner, id, spec, begin, target, kind);
+            let have = inner.datasets.node(id).objset.kind();
+            if have != kind {
+                return Err(invalid(format!(
+                    "the stream holds {} but '{target}' is {}",
+                    kind_name(kind),
+                    kind_name(have)
+                )));
+            }
+            crate::limits::check_snapshots(&inner.datasets, &[id])?;
+            if check_incremental(inner, id, spec.force, begin, target)? {
+                return self.receive_rollback_prepare(inner, id, begin, snap);
+            }
+            return Ok(Destination::Head { id });
         }
         let replaces = match existing {
             Some(id) => Some(crate::receive_new::check_overwrite(
@@ -787,7 +808,7 @@ impl Engine {
         inner: &mut Imported,
         into: &Destination,
         begin: &Begin,
-        snap: &str,
+        (snap, props, spec): (&str, &[(String, String)], &ReceiveSpec),
     ) -> Result<(), EngineError> {
         let id = match into {
             Destination::New {
@@ -797,6 +818,7 @@ impl Engine {
                 replaces,
             } => {
                 inner.sync()?;
+                apply_props(inner, *id, props, spec)?;
                 recount(inner, *id)?;
                 if let Some(old) = replaces {
                     crate::receive_new::replace_at_end(inner, *old, *id, name)?;
@@ -804,7 +826,26 @@ impl Engine {
                 publish(inner, *id, *parent, name)?;
                 *id
             }
-            Destination::Head { id } => *id,
+            Destination::Head { id } => {
+                // Checked before the properties change: a refusal leaves them as they were.
+                if inner.datasets.node(*id).snapshot(snap).is_some() {
+                    return Err(invalid(format!(
+                        "destination already has a snapshot '{snap}'"
+                    )));
+                }
+                apply_props(inner, *id, props, spec)?;
+                *id
+            }
+            Destination::Rollback { id, target, name } => {
+                // Every check before the first change; the received data committed (still
+                // hidden) before the destination changes, which then happens in one txg.
+                crate::receive_rollback::check_at_end(inner, *id, *target, name, snap)?;
+                inner.sync()?;
+                recount(inner, *id)?;
+                apply_props(inner, *target, props, spec)?;
+                crate::receive_rollback::adopt(inner, *id, *target)?;
+                *target
+            }
         };
         set_token(inner, id, None)?;
         let node = inner.datasets.node_mut(id);
@@ -836,7 +877,9 @@ pub(crate) fn hidden_name(target: &str) -> String {
 
 fn destination_id(into: &Destination) -> DatasetId {
     match into {
-        Destination::New { id, .. } | Destination::Head { id } => *id,
+        Destination::New { id, .. }
+        | Destination::Head { id }
+        | Destination::Rollback { id, .. } => *id,
     }
 }
 
@@ -865,6 +908,8 @@ fn resumed_destination(
         _ if clone => (hidden, true),
         _ => (inner.datasets.by_name(target), false),
     };
+    // A forced receive's hidden clone of the destination's own snapshot (`receive_rollback`).
+    let rollback = hidden.and_then(|h| crate::receive_rollback::resumed_target(inner, h, target));
     let node = id.map(|id| (id, inner.datasets.node(id)));
     let saved = node.and_then(|(id, n)| Some((id, n.local.get(TOKEN_KEY)?.clone())));
     let Some((id, text)) = saved else {
@@ -883,6 +928,11 @@ fn resumed_destination(
         ));
     }
     Ok(match new {
+        true if rollback.is_some() => Destination::Rollback {
+            id,
+            target: rollback.expect("matched"),
+            name: target.to_string(),
+        },
         true => {
             let parent = inner
                 .datasets
@@ -1021,38 +1071,17 @@ fn target_names(spec: &ReceiveSpec, begin: &Begin) -> Result<(String, String), E
     Ok((target, snap))
 }
 
-/// An incremental stream into the existing head of `id` (module doc).
-fn incremental_destination(
-    inner: &mut Imported,
-    id: DatasetId,
-    spec: &ReceiveSpec,
-    begin: &Begin,
-    target: &str,
-    kind: ObjsetKind,
-) -> Result<Destination, EngineError> {
-    let have = inner.datasets.node(id).objset.kind();
-    if have != kind {
-        return Err(invalid(format!(
-            "the stream holds {} but '{target}' is {}",
-            kind_name(kind),
-            kind_name(have)
-        )));
-    }
-    check_incremental(inner, id, spec.force, begin, target)?;
-    crate::limits::check_snapshots(&inner.datasets, &[id])?;
-    Ok(Destination::Head { id })
-}
-
 /// An incremental stream's checks on the destination `id`: its latest snapshot is the
 /// stream's source, and its head has no changes since (changes that are only access times
-/// are rolled back; any with `force`).
+/// are rolled back). With `force` a destination with later snapshots or real changes is
+/// taken back to the source at END instead: `Ok(true)` (`receive_rollback`).
 fn check_incremental(
     inner: &mut Imported,
     id: DatasetId,
     force: bool,
     begin: &Begin,
     target: &str,
-) -> Result<(), EngineError> {
+) -> Result<bool, EngineError> {
     let node = inner.datasets.node(id);
     let Some(index) = node
         .snapshots
@@ -1065,10 +1094,13 @@ fn check_incremental(
         )));
     };
     if index + 1 != node.snapshots.len() {
+        if force {
+            return Ok(true);
+        }
         let later = &node.snapshots[index + 1].name;
         return Err(invalid(format!(
             "destination has snapshots (eg. '{target}@{later}') more recent than the \
-             stream's source; must destroy them to receive"
+             stream's source; must destroy them to receive (-F destroys them)"
         )));
     }
     // Committed first, so the comparison sees every change; a clean pool writes nothing
@@ -1077,7 +1109,10 @@ fn check_incremental(
         inner.sync()?;
     }
     let changes = head_changes(inner, id)?;
-    if !changes.real.is_empty() && !force {
+    if !changes.real.is_empty() && force {
+        return Ok(true);
+    }
+    if !changes.real.is_empty() {
         let node = inner.datasets.node(id);
         let latest = &node.snapshots[index].name;
         let shown: Vec<String> = changes.real.iter().take(5).map(|i| i.to_string()).collect();
@@ -1093,7 +1128,7 @@ fn check_incremental(
         crate::snapshot_ops::rollback_head(inner, id)?;
         inner.sync()?;
     }
-    Ok(())
+    Ok(false)
 }
 
 /// What changed in a head since its latest snapshot.
@@ -1289,7 +1324,9 @@ fn receive_undo(inner: &mut Imported, into: &Destination) -> Result<(), EngineEr
         return Ok(());
     }
     match into {
-        Destination::New { id, .. } => crate::dataset_ops::destroy_hidden(inner, *id)?,
+        Destination::New { id, .. } | Destination::Rollback { id, .. } => {
+            crate::dataset_ops::destroy_hidden(inner, *id)?;
+        }
         Destination::Head { id } => {
             crate::snapshot_ops::rollback_head(inner, *id)?;
             set_token(inner, *id, None)?;

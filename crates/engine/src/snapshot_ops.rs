@@ -657,7 +657,7 @@ pub(crate) fn rollback_reads(
 }
 
 /// The rollback itself, once the snapshot read is the latest (see [`rollback_reads`]).
-fn rollback_apply(
+pub(crate) fn rollback_apply(
     inner: &mut Imported,
     id: DatasetId,
     reads: RollbackReads,
