@@ -731,8 +731,9 @@ mod tests {
     fn a_flush_between_a_txgs_phases_commits_that_txg_first() {
         // Goal: a flush while a txg waits for its commit phase finishes that txg, then
         // commits its log, and a crash right after brings back the flushed state. Method: a
-        // split sync's write phase, a volume write, a flush, a crash; the run must have
-        // followed the syncing txg's commit, and the import's checkers compare every byte.
+        // split sync's write phase, an object write and a volume write, a flush, a crash;
+        // the run must have followed the syncing txg's commit, and the import's checkers
+        // compare every byte.
         // Negative control: follow_commit without its `syncing` branch fails it (the run
         // then takes the open model for the syncing txg, and the check after the flush
         // finds the wrong committed txg or bytes).
@@ -742,6 +743,9 @@ mod tests {
                 .unwrap();
             let txg = sim.split_write_phase().unwrap().unwrap();
             assert_eq!(sim.syncing, Some(txg));
+            // An object write of the next txg, never made durable: the txg the flush
+            // commits first must not carry it, and the crash must take it.
+            assert!(sim.split_open_writes(1).unwrap().is_none());
             sim.volume_change(&name, Change::Write { fua: false })
                 .unwrap();
             sim.volume_change(&name, Change::Flush).unwrap();
