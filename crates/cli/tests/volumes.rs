@@ -706,8 +706,9 @@ fn certificates(dir: &Path) {
 
 /// A client certificate directory `out` as libnbd's `tls-certificates` wants it:
 /// `ca-cert.pem` (the CA of `server`, to check the server) and, unless `signer` is `None`,
-/// `client-cert.pem` and `client-key.pem` signed by the CA in `signer` (made by openssl).
-fn client_certificates(server: &Path, signer: Option<&Path>, out: &Path) {
+/// `client-cert.pem` (naming the client `name` in its subjectAltName) and
+/// `client-key.pem` signed by the CA in `signer` (made by openssl).
+fn client_certificates(server: &Path, signer: Option<&Path>, out: &Path, name: &str) {
     std::fs::create_dir_all(out).unwrap();
     std::fs::copy(server.join("ca-cert.pem"), out.join("ca-cert.pem")).unwrap();
     let Some(signer) = signer else { return };
@@ -733,7 +734,10 @@ fn client_certificates(server: &Path, signer: Option<&Path>, out: &Path) {
     let ext = at(out, "client.ext");
     std::fs::write(
         &ext,
-        "extendedKeyUsage=clientAuth\nkeyUsage=critical,digitalSignature\n",
+        format!(
+            "subjectAltName=DNS:{name}\nextendedKeyUsage=clientAuth\n\
+             keyUsage=critical,digitalSignature\n"
+        ),
     )
     .unwrap();
     let (ca_cert, ca_key) = (at(signer, "ca-cert.pem"), at(signer, "ca-key.pem"));
@@ -873,9 +877,9 @@ fn tls_client_certificates_required() {
     certificates(&server);
     certificates(&other);
     let (good, bare, stranger) = (root.join("good"), root.join("bare"), root.join("stranger"));
-    client_certificates(&server, Some(&server), &good);
-    client_certificates(&server, None, &bare);
-    client_certificates(&server, Some(&other), &stranger);
+    client_certificates(&server, Some(&server), &good, "good.client");
+    client_certificates(&server, None, &bare, "bare.client");
+    client_certificates(&server, Some(&other), &stranger, "stranger.client");
     let port = free_port();
     rig.ok(&format!(
         "set org.tarn:nbd_tls_certificates={} tank",
@@ -925,6 +929,168 @@ fn tls_client_certificates_required() {
         "verify without required TLS: nothing served"
     );
     rig.ok("list tank/vol");
+}
+
+/// Revokes the client certificate `cert` with the CA in `ca` (openssl's `ca` database,
+/// kept in `ca`) and writes the CA's revocation list to `out` (PEM, version 2).
+fn revoke(ca: &Path, cert: &Path, out: &Path) {
+    let at = |name: &str| ca.join(name).to_str().unwrap().to_string();
+    let config = at("ca.cnf");
+    std::fs::write(
+        &config,
+        format!(
+            "[ca]\ndefault_ca = tarn\n[tarn]\ndatabase = {}\ncrlnumber = {}\n\
+             default_md = sha256\ndefault_crl_days = 2\n",
+            at("index.txt"),
+            at("crlnumber")
+        ),
+    )
+    .unwrap();
+    std::fs::write(at("index.txt"), "").unwrap();
+    std::fs::write(at("crlnumber"), "01\n").unwrap();
+    let (key, ca_cert) = (at("ca-key.pem"), at("ca-cert.pem"));
+    let common = [
+        "ca", "-batch", "-config", &config, "-keyfile", &key, "-cert", &ca_cert,
+    ];
+    let mut revoke = common.to_vec();
+    revoke.extend(["-revoke", cert.to_str().unwrap()]);
+    tool("openssl", &revoke);
+    let mut list = common.to_vec();
+    list.extend(["-gencrl", "-out", out.to_str().unwrap()]);
+    tool("openssl", &list);
+}
+
+/// A server certificate directory `out` with the certificates of `from` and `crl` as its
+/// `ca-crl.pem`.
+fn with_crl(from: &Path, out: &Path, crl: &[u8]) {
+    std::fs::create_dir_all(out).unwrap();
+    for name in ["ca-cert.pem", "server-cert.pem", "server-key.pem"] {
+        std::fs::copy(from.join(name), out.join(name)).unwrap();
+    }
+    std::fs::write(out.join("ca-crl.pem"), crl).unwrap();
+}
+
+/// Whether the daemon's log has a line containing each of `words`.
+fn logged(rig: &Rig, words: &[&str]) -> bool {
+    let log = std::fs::read_to_string(rig.rundir.join("daemon.log")).unwrap_or_default();
+    log.lines()
+        .any(|line| words.iter().all(|w| line.contains(w)))
+}
+
+// DESCRIPTION: who may connect with a client certificate, beyond "the CA signed it": a
+// revocation list (`ca-crl.pem` in the server's certificate directory) refuses a revoked
+// certificate in the handshake and admits the others; `org.tarn:nbd_tls_clients` (names
+// in the certificate's subjectAltName) admits only the listed clients; `none` admits any
+// again; a revocation list that does not parse, a name that is not one, and a list without
+// `nbd_tls_verify=require` each keep the listener from starting with a one-line reason in
+// the daemon's log, and the daemon goes on.
+// STRATEGY: a CA, server and two client certificates made by openssl, one of them revoked
+// by `openssl ca`; real clients (nbdinfo, nbdcopy) with libnbd's `tls-certificates`
+// directories. Switching the certificate directory restarts the listener.
+#[test]
+fn tls_revocation_list_and_client_allow_list() {
+    let test = "tls_revocation_list_and_client_allow_list";
+    if !have("nbdinfo", test) || !have("nbdcopy", test) {
+        return;
+    }
+    if !succeeds("openssl", &["version"]) {
+        println!("skipped {test}: 'openssl' is not installed");
+        return;
+    }
+    let rig = tank();
+    rig.ok("create -V 8M tank/vol");
+    let root = rig.root();
+    let server = root.join("server");
+    certificates(&server);
+    let (alice, bob) = (root.join("alice"), root.join("bob"));
+    client_certificates(&server, Some(&server), &alice, "alice.example");
+    client_certificates(&server, Some(&server), &bob, "bob.example");
+    let port = free_port();
+    let set_dir = |dir: &Path| {
+        rig.ok(&format!(
+            "set org.tarn:nbd_tls_certificates={} tank",
+            dir.display()
+        ));
+    };
+    set_dir(&server);
+    rig.ok("set org.tarn:nbd_tls=require tank");
+    rig.ok("set org.tarn:nbd_tls_verify=require tank");
+    rig.ok(&format!("set org.tarn:nbd_listen={port} tank"));
+    let with = |dir: &Path| {
+        format!(
+            "nbds://127.0.0.1:{port}/tank/vol?tls-certificates={}",
+            dir.display()
+        )
+    };
+    let admitted = |dir: &Path| succeeds("nbdinfo", &[&with(dir)]);
+    assert!(admitted(&alice) && admitted(&bob), "no list yet: both");
+    // Bob's certificate revoked: refused at the handshake; Alice's still admitted.
+    let revoked = root.join("revoked");
+    let crl = root.join("crl.pem");
+    revoke(&server, &bob.join("client-cert.pem"), &crl);
+    with_crl(&server, &revoked, &std::fs::read(&crl).unwrap());
+    set_dir(&revoked);
+    assert!(admitted(&alice), "not revoked");
+    assert!(!admitted(&bob), "revoked");
+    let back = root.join("back.raw");
+    assert!(!succeeds("nbdcopy", &[&with(&bob), back.to_str().unwrap()]));
+    tool("nbdcopy", &[&with(&alice), back.to_str().unwrap()]);
+    // The allow-list, without the revocation list.
+    set_dir(&server);
+    rig.ok("set org.tarn:nbd_tls_clients=alice.example,127.0.0.9 tank");
+    assert!(admitted(&alice), "listed");
+    assert!(!admitted(&bob), "not listed");
+    rig.ok("set org.tarn:nbd_tls_clients=bob.example tank");
+    assert!(!admitted(&alice) && admitted(&bob), "the list decides");
+    rig.ok("set org.tarn:nbd_tls_clients=none tank");
+    assert!(
+        admitted(&alice) && admitted(&bob),
+        "none: any the CA signed"
+    );
+    refusals_keep_the_listener_down(&rig, port, &server);
+    let admitted = |dir: &Path| succeeds("nbdinfo", &[&with(dir)]);
+    assert!(admitted(&alice) && !admitted(&bob));
+    rig.ok("list tank/vol");
+}
+
+/// The refusals of `tls_revocation_list_and_client_allow_list` (listener on `port`, the
+/// good certificate directory `server`): each keeps the listener from starting and says
+/// why in one line of the daemon's log; the last setting admits Alice alone.
+fn refusals_keep_the_listener_down(rig: &Rig, port: u16, server: &Path) {
+    let set_dir = |dir: &Path| {
+        rig.ok(&format!(
+            "set org.tarn:nbd_tls_certificates={} tank",
+            dir.display()
+        ));
+    };
+    let broken = rig.root().join("broken");
+    with_crl(
+        server,
+        &broken,
+        b"-----BEGIN X509 CRL-----\nAAAA\n-----END X509 CRL-----\n",
+    );
+    set_dir(&broken);
+    assert!(!listening(port), "a bad revocation list: nothing served");
+    assert!(
+        logged(
+            rig,
+            &[
+                "ca-crl.pem: not a usable revocation list",
+                "no NBD over TCP"
+            ]
+        ),
+        "the reason is logged"
+    );
+    set_dir(server);
+    assert!(listening(port));
+    rig.ok("set org.tarn:nbd_tls_clients=not/a/name tank");
+    assert!(!listening(port), "a bad name: nothing served");
+    assert!(logged(rig, &["'not/a/name' is not a DNS name"]));
+    rig.ok("set org.tarn:nbd_tls_clients=alice.example tank");
+    rig.ok("set org.tarn:nbd_tls_verify=none tank");
+    assert!(!listening(port), "a list without verify: nothing served");
+    assert!(logged(rig, &["nbd_tls_clients=alice.example needs"]));
+    rig.ok("set org.tarn:nbd_tls_verify=require tank");
 }
 
 fn tarn_command(rig: &Rig, line: &str) -> Command {

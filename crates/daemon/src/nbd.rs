@@ -44,18 +44,21 @@ use tarn_engine::{DatasetId, Engine, EngineError, Histogram, Latencies, PoolErro
 use tarn_nbd::codec::errno;
 use tarn_nbd::{Backend, BackendError, Export};
 
-use crate::nbd_tls::{CERTIFICATES_PROPERTY, TLS_PROPERTY, TlsSetup, VERIFY_PROPERTY};
+use crate::nbd_tls::{
+    CERTIFICATES_PROPERTY, CLIENTS_PROPERTY, TLS_PROPERTY, TlsSetup, VERIFY_PROPERTY,
+};
 
 /// Connections one pool's listener serves at once; more are closed at accept.
 const CONNECTIONS_MAX: usize = 64;
 /// The user property that asks for a TCP listener (module doc).
 pub const LISTEN_PROPERTY: &str = "org.tarn:nbd_listen";
 /// The user properties whose effective values are a volume's TCP listener settings.
-pub const SETTINGS_PROPERTIES: [&str; 4] = [
+pub const SETTINGS_PROPERTIES: [&str; 5] = [
     LISTEN_PROPERTY,
     TLS_PROPERTY,
     CERTIFICATES_PROPERTY,
     VERIFY_PROPERTY,
+    CLIENTS_PROPERTY,
 ];
 /// NBD's registered TCP port (`on`, or an address without one).
 pub const NBD_PORT: u16 = 10809;
@@ -485,11 +488,12 @@ fn tcp_settings(engine: &Engine, pool: &str) -> BTreeMap<String, String> {
 fn serve_settings(key: &str, volumes: &Arc<PoolVolumes>) -> Result<Option<Tcp>, String> {
     let mut values = key.split('\n');
     let mut next = || values.next().unwrap_or("-");
-    let (listen, tls, certificates, verify) = (next(), next(), next(), next());
+    let (listen, tls, certificates) = (next(), next(), next());
+    let (verify, clients) = (next(), next());
     let Some(addr) = listen_address(listen)? else {
         return Ok(None);
     };
-    let tls = TlsSetup::from_properties(tls, certificates, verify)?;
+    let tls = TlsSetup::from_properties(tls, certificates, verify, clients)?;
     start_tcp(addr, volumes, tls, key)
         .map(Some)
         .map_err(|e| format!("cannot listen on {addr}: {e}"))

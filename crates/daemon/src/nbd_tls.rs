@@ -8,6 +8,21 @@
 //! nbdkit's `--tls-verify-peer` and qemu's `verify-peer=on`; one without is refused in the
 //! TLS handshake, before it sees any export) decide. `require` is refused unless
 //! `nbd_tls=require` too: a client that could stay in the clear would need no certificate.
+//! With `require`, two more checks narrow who gets in, both in the handshake:
+//! - revocation: `ca-crl.pem` in the certificate directory, when present, holds the CA's
+//!   certificate revocation lists (PEM, as `openssl ca -gencrl` writes them; the file name
+//!   nbdkit's and qemu's certificate directories use). A revoked client certificate is
+//!   refused, and so is one whose status no list can tell (the CA issued no list). A file
+//!   that is not a usable list keeps the listener from starting, with the reason;
+//! - the allow-list [`CLIENTS_PROPERTY`] (`org.tarn:nbd_tls_clients`: `none`, the default,
+//!   admits any certificate the CA signed; else a comma-separated list of client names,
+//!   DNS names or IP addresses): the client's certificate must carry one of them in its
+//!   subjectAltName (webpki's name matching, as a server's name is checked). It needs
+//!   `nbd_tls_verify=require`.
+//!
+//! Both are read when a listener starts: a listener starts again when any of its
+//! properties changes (or the daemon restarts), so a new `ca-crl.pem` takes effect after,
+//! for example, `tarn set org.tarn:nbd_tls_certificates=DIR` again.
 //! rustls (ring provider, webpki client verifier) does the TLS.
 //!
 //! ```text
@@ -25,8 +40,9 @@
 //! Failure model: bad certificate files make the listener refuse to start (the daemon says
 //! why on stderr; `require` never falls back to the clear); a failed or slow handshake
 //! (over [`HANDSHAKE_TIMEOUT`]) ends that connection only; any end of either side ends
-//! both. Not here: PSK (nbdkit's `--tls-psk`), certificate revocation lists, and
-//! authorization by a certificate's name (any certificate the CA signed is accepted).
+//! both. Not here: PSK (nbdkit's `--tls-psk`), OCSP, lists fetched from a CRL
+//! distribution point, and names matched in the subject's common name (subjectAltName
+//! only, as webpki checks a server's).
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};
@@ -35,11 +51,17 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use rustls::client::danger::HandshakeSignatureValid;
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use rustls::server::WebPkiClientVerifier;
-use rustls::server::danger::ClientCertVerifier;
-use rustls::{RootCertStore, ServerConfig, ServerConnection};
+use rustls::pki_types::{
+    CertificateDer, CertificateRevocationListDer, PrivateKeyDer, ServerName, UnixTime,
+};
+use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
+use rustls::server::{ParsedCertificate, VerifierBuilderError, WebPkiClientVerifier};
+use rustls::{
+    CertRevocationListError, CertificateError, DigitallySignedStruct, DistinguishedName,
+    RootCertStore, ServerConfig, ServerConnection, SignatureScheme,
+};
 use tarn_nbd::{Backend, ServeError, Served, Tls};
 
 /// The user property that offers or requires TLS on a TCP listener.
@@ -48,6 +70,10 @@ pub const TLS_PROPERTY: &str = "org.tarn:nbd_tls";
 pub const CERTIFICATES_PROPERTY: &str = "org.tarn:nbd_tls_certificates";
 /// The user property that requires clients to present a certificate the CA signed.
 pub const VERIFY_PROPERTY: &str = "org.tarn:nbd_tls_verify";
+/// The user property listing the client names admitted (module doc).
+pub const CLIENTS_PROPERTY: &str = "org.tarn:nbd_tls_clients";
+/// The certificate revocation lists in the certificate directory (module doc).
+const CRL_FILE: &str = "ca-crl.pem";
 /// Longest a client may take over its TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Bytes moved per pump step.
@@ -66,12 +92,20 @@ impl TlsSetup {
         tls: &str,
         certificates: &str,
         verify: &str,
+        clients: &str,
     ) -> Result<TlsSetup, String> {
         let verify_peer = match verify {
             "-" | "" | "none" => false,
             "require" => true,
             other => return Err(format!("{VERIFY_PROPERTY}={other} is not none or require")),
         };
+        let allowed = allowed_names(clients)?;
+        if allowed.is_some() && !verify_peer {
+            return Err(format!(
+                "{CLIENTS_PROPERTY}={clients} needs {VERIFY_PROPERTY}=require (a client \
+                 without a certificate has no name to check)"
+            ));
+        }
         if verify_peer && tls != "require" {
             return Err(format!(
                 "{VERIFY_PROPERTY}=require needs {TLS_PROPERTY}=require (a client in the \
@@ -94,7 +128,8 @@ impl TlsSetup {
                 "{TLS_PROPERTY}={tls} needs {CERTIFICATES_PROPERTY}=DIR"
             ));
         }
-        let config = server_config(Path::new(certificates), verify_peer)?;
+        let peers = verify_peer.then_some(allowed);
+        let config = server_config(Path::new(certificates), peers)?;
         Ok(TlsSetup {
             policy,
             config: Some(config),
@@ -102,9 +137,32 @@ impl TlsSetup {
     }
 }
 
-/// The server's TLS configuration from `dir`/server-cert.pem and `dir`/server-key.pem;
-/// with `verify_peer`, clients must present a certificate chaining to `dir`/ca-cert.pem.
-fn server_config(dir: &Path, verify_peer: bool) -> Result<Arc<ServerConfig>, String> {
+/// The names of [`CLIENTS_PROPERTY`]'s value: `None` for any client (`none`, unset).
+fn allowed_names(value: &str) -> Result<Option<Vec<ServerName<'static>>>, String> {
+    if matches!(value, "-" | "" | "none") {
+        return Ok(None);
+    }
+    value
+        .split(',')
+        .map(|name| {
+            ServerName::try_from(name.trim().to_string()).map_err(|_| {
+                format!(
+                    "{CLIENTS_PROPERTY}: '{name}' is not a DNS name or an IP address (valid: \
+                     none, or names separated by commas)"
+                )
+            })
+        })
+        .collect::<Result<Vec<_>, String>>()
+        .map(Some)
+}
+
+/// The server's TLS configuration from `dir`/server-cert.pem and `dir`/server-key.pem.
+/// With `peers` (`nbd_tls_verify=require`), clients must present a certificate chaining to
+/// `dir`/ca-cert.pem, not revoked, and naming one of the allowed names if it has them.
+fn server_config(
+    dir: &Path,
+    peers: Option<Option<Vec<ServerName<'static>>>>,
+) -> Result<Arc<ServerConfig>, String> {
     let cert_path = dir.join("server-cert.pem");
     let key_path = dir.join("server-key.pem");
     let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&cert_path)
@@ -116,10 +174,13 @@ fn server_config(dir: &Path, verify_peer: bool) -> Result<Arc<ServerConfig>, Str
     let key = PrivateKeyDer::from_pem_file(&key_path)
         .map_err(|e| format!("{}: {e}", key_path.display()))?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let clients = if verify_peer {
-        client_verifier(dir, &provider)?
-    } else {
-        WebPkiClientVerifier::no_client_auth()
+    let clients = match peers {
+        None => WebPkiClientVerifier::no_client_auth(),
+        Some(None) => client_verifier(dir, &provider)?,
+        Some(Some(names)) => Arc::new(AllowList {
+            inner: client_verifier(dir, &provider)?,
+            names,
+        }),
     };
     let config = ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
@@ -144,9 +205,111 @@ fn client_verifier(
     if added == 0 {
         return Err(format!("{}: no usable CA certificate", ca_path.display()));
     }
+    let crl_path = dir.join(CRL_FILE);
+    let crls = revocation_lists(&crl_path)?;
     WebPkiClientVerifier::builder_with_provider(Arc::new(roots), Arc::clone(provider))
+        .with_crls(crls)
         .build()
-        .map_err(|e| format!("{}: {e}", ca_path.display()))
+        .map_err(|e| match e {
+            VerifierBuilderError::InvalidCrl(e) => {
+                let why = match e {
+                    CertRevocationListError::InvalidCrlNumber
+                    | CertRevocationListError::InvalidRevokedCertSerialNumber => {
+                        "a malformed number in it"
+                    }
+                    CertRevocationListError::ParseError => "it does not parse",
+                    CertRevocationListError::UnsupportedCrlVersion => "an unsupported version",
+                    _ => "malformed or of an unsupported kind",
+                };
+                format!(
+                    "{}: not a usable revocation list: {why}",
+                    crl_path.display()
+                )
+            }
+            e => format!("{}: {e}", ca_path.display()),
+        })
+}
+
+/// The revocation lists in `path` (module doc); none when there is no such file.
+fn revocation_lists(path: &Path) -> Result<Vec<CertificateRevocationListDer<'static>>, String> {
+    let crls: Vec<CertificateRevocationListDer<'static>> =
+        match CertificateRevocationListDer::pem_file_iter(path).and_then(Iterator::collect) {
+            Ok(crls) => crls,
+            Err(rustls::pki_types::pem::Error::Io(e)) if e.kind() == io::ErrorKind::NotFound => {
+                return Ok(Vec::new());
+            }
+            Err(e) => return Err(format!("{}: {e}", path.display())),
+        };
+    if crls.is_empty() {
+        return Err(format!(
+            "{}: no revocation list (an X509 CRL in PEM)",
+            path.display()
+        ));
+    }
+    Ok(crls)
+}
+
+/// A client verifier that, after `inner` accepted a certificate, also requires one of
+/// `names` in its subjectAltName (module doc, [`CLIENTS_PROPERTY`]).
+#[derive(Debug)]
+struct AllowList {
+    inner: Arc<dyn ClientCertVerifier>,
+    names: Vec<ServerName<'static>>,
+}
+
+impl ClientCertVerifier for AllowList {
+    fn offer_client_auth(&self) -> bool {
+        self.inner.offer_client_auth()
+    }
+
+    fn client_auth_mandatory(&self) -> bool {
+        self.inner.client_auth_mandatory()
+    }
+
+    fn root_hint_subjects(&self) -> &[DistinguishedName] {
+        self.inner.root_hint_subjects()
+    }
+
+    fn verify_client_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        now: UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
+        let verified = self
+            .inner
+            .verify_client_cert(end_entity, intermediates, now)?;
+        let cert = ParsedCertificate::try_from(end_entity)?;
+        let named = |name: &ServerName<'_>| rustls::client::verify_server_name(&cert, name);
+        if self.names.iter().any(|name| named(name).is_ok()) {
+            return Ok(verified);
+        }
+        Err(rustls::Error::InvalidCertificate(
+            CertificateError::ApplicationVerificationFailure,
+        ))
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.inner.supported_verify_schemes()
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

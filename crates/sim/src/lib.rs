@@ -108,8 +108,8 @@
 //! broken invariant too (caught, reported the same way).
 //!
 //! # Not here
-//! Attach and detach (replace and spares cover the resilver paths); send/receive; volume
-//! shrinking and `sync=always|disabled` (sim/volumes.rs); files held open across an unlink
+//! Attach and detach (replace and spares cover the resilver paths); send/receive; files
+//! held open across an unlink
 //! (the workload reclaims at once, so the unlinked set stays empty); POSIX operations other
 //! than file writes inside the burst before a power cut (the cut lands in syncs that carry
 //! them); dataset properties
@@ -214,6 +214,10 @@ pub struct Counts {
     pub volume_flushes: u64,
     /// Imports after which a flushed volume's bytes were checked against its last flush.
     pub volume_replays: u64,
+    /// Volumes shrunk (`set volsize -f` to a smaller size).
+    pub volume_shrinks: u64,
+    /// Volume flushes acknowledged between a txg's write and commit phases.
+    pub volume_split_flushes: u64,
 }
 
 /// A run that broke no invariant.

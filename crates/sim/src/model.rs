@@ -53,8 +53,9 @@ impl VolumeModel {
         Arc::make_mut(&mut self.bytes)[start..end].fill(0);
     }
 
-    /// Grows the volume to `size` bytes (the new part reads as zeros).
-    pub(crate) fn grow(&mut self, size: u64) {
+    /// Grows the volume to `size` bytes (the new part reads as zeros) or shrinks it (the
+    /// bytes past `size` are gone).
+    pub(crate) fn resize(&mut self, size: u64) {
         let size = usize::try_from(size).expect("a simulated volume fits in memory");
         Arc::make_mut(&mut self.bytes).resize(size, 0);
     }

@@ -89,6 +89,9 @@ pub(crate) struct Sim {
     committed: Model,
     committed_txg: Txg,
     inflight: Option<Model>,
+    /// The txg whose write phase ran and whose commit phase has not (a split sync): a
+    /// commit the engine makes meanwhile (a flush's, an admission's) finishes it first.
+    syncing: Option<Txg>,
     history: BTreeMap<Txg, Model>,
     gone: Vec<usize>,
     /// The path each vanished device had when it went (the one its pool still names).
@@ -165,6 +168,7 @@ impl Sim {
             committed: Model::new(),
             committed_txg: Txg(0),
             inflight: None,
+            syncing: None,
             history: BTreeMap::new(),
             gone: Vec::new(),
             vanished_at: BTreeMap::new(),
@@ -497,6 +501,7 @@ impl Sim {
         self.committed = model;
         self.committed_txg = txg;
         self.inflight = None;
+        self.syncing = None;
         self.fsynced.clear();
         self.volflushed.clear();
         self.volume_maybe.clear();
@@ -509,17 +514,30 @@ impl Sim {
     }
 
     /// A write that found too little room commits the open txg first (admission, before
-    /// the write changes anything): the run follows that commit. `true` when there was one.
+    /// the write changes anything), and a flush may commit one: the run follows those
+    /// commits. A txg between its phases (`syncing`) commits first with the model its
+    /// write phase wrote, then the open txg with the open model. `true` when there was one.
     fn follow_commit(&mut self) -> Result<bool, String> {
         let now = check::committed_txg(&self.engine, POOL)
             .map_err(|e| e.to_string())?
             .ok_or("an imported pool has no committed txg")?;
+        let mut followed = false;
+        if let Some(txg) = self.syncing
+            && now >= txg
+            && self.committed_txg < txg
+            && let Some(model) = self.inflight.take()
+        {
+            self.committed_model(txg, model)?;
+            self.trace
+                .line(format!("txg {txg} committed between its phases"));
+            followed = true;
+        }
         if now > self.committed_txg {
             self.committed_after(now)?;
             self.trace.line(format!("admission sync: txg {now}"));
-            return Ok(true);
+            followed = true;
         }
-        Ok(false)
+        Ok(followed)
     }
 
     /// An operation failed, perhaps in the admission sync it started before changing
@@ -563,7 +581,17 @@ impl Sim {
             Err(e) => return self.engine_error("sync write phase", &e),
         };
         let count = 1 + self.rng.below(4);
-        let failed = self.split_open_writes(txg, count)?;
+        let failed = self.split_open_writes(count)?;
+        // Seeds without volumes draw nothing here. A flush finishes the syncing txg first
+        // (sim/volumes.rs); a failed change or a crash after it reimported already.
+        if failed.is_none() && self.cfg.weights.volume > 0 && self.rng.chance(1, 2) {
+            if let Flow::End(why) = self.split_volume_flush()? {
+                return Ok(Flow::End(why));
+            }
+            if self.syncing != Some(txg) {
+                return self.check_all("flush between a txg's phases");
+            }
+        }
         // The commit runs even after a failed write, so that no later step finds the txg
         // still syncing (a failed commit is the error then).
         let committed = self.split_commit_phase(txg)?;
@@ -587,34 +615,25 @@ impl Sim {
         self.inflight = Some(self.open.clone());
         let result = self.engine.sync_write_phase(POOL);
         match &result {
-            Ok(txg) => self.trace.line(format!("sync write phase: txg {txg}")),
+            Ok(txg) => {
+                self.syncing = Some(*txg);
+                self.trace.line(format!("sync write phase: txg {txg}"));
+            }
             Err(e) => self.trace.line(format!("sync write phase: error: {e}")),
         }
         Ok(result)
     }
 
-    /// `count` writes into the txg after `txg` while `txg` waits for its commit phase.
-    /// The error of the one that failed, if one did. A write whose admission committed
-    /// first is followed: `txg` committed with the in-flight model, the next one with the
-    /// open model.
-    fn split_open_writes(&mut self, txg: Txg, count: u64) -> Result<Option<EngineError>, String> {
+    /// `count` writes into the txg after the syncing one while that waits for its commit
+    /// phase. The error of the one that failed, if one did. A write whose admission
+    /// committed first is followed (`follow_commit`).
+    fn split_open_writes(&mut self, count: u64) -> Result<Option<EngineError>, String> {
         for _ in 0..count {
             let Some((id, offset, data)) = self.random_write(Op::Write) else {
                 return Ok(None);
             };
             let result = self.engine.object_write(POOL, id, offset, &data);
-            let now = check::committed_txg(&self.engine, POOL)
-                .map_err(|e| e.to_string())?
-                .ok_or("an imported pool has no committed txg")?;
-            if now >= txg
-                && self.committed_txg < txg
-                && let Some(model) = self.inflight.take()
-            {
-                self.committed_model(txg, model)?;
-            }
-            if now > self.committed_txg {
-                self.committed_after(now)?;
-            }
+            self.follow_commit()?;
             match result {
                 Ok(()) => {
                     self.open.write(id, offset, &data);
@@ -914,7 +933,12 @@ impl Sim {
                     break;
                 };
                 let count = self.rng.below(3);
-                if self.split_open_writes(txg, count)?.is_some()
+                // A volume change or flush between the phases: a flush commits the syncing
+                // txg before its log, and the cut may land in either (seeds without volumes
+                // draw nothing here).
+                let volume = self.cfg.weights.volume > 0 && self.rng.chance(1, 2);
+                if self.split_open_writes(count)?.is_some()
+                    || (volume && !self.burst_volume_change()?)
                     || self.rng.chance(1, 3)
                     || self.split_commit_phase(txg)?.is_err()
                 {
@@ -1076,6 +1100,7 @@ impl Sim {
         self.committed = model;
         self.committed_txg = self.committed_txg.min(txg);
         self.inflight = None;
+        self.syncing = None;
         let now = check::committed_txg(&self.engine, POOL)
             .map_err(|e| e.to_string())?
             .ok_or("an imported pool has no committed txg")?;
