@@ -100,7 +100,7 @@ fn main() -> ExitCode {
                  errors-reported {} losses-placed {} faults {} replaces {} spares {} scans {} \
                  l2-hits {} l2-restored {} l2-restored-hits {} suspensions {} clears {} \
                  snapshot-verbs {} enospc {} volume-ops {} volume-flushes {} \
-                 volume-replays {} trace {:016x}",
+                 volume-replays {} clones {} clones-refused {} trace {:016x}",
                 summary.seed,
                 summary.budget,
                 summary.steps,
@@ -124,6 +124,8 @@ fn main() -> ExitCode {
                 c.volume_ops,
                 c.volume_flushes,
                 c.volume_replays,
+                c.clones,
+                c.clones_refused,
                 summary.trace_hash
             );
             ExitCode::SUCCESS
