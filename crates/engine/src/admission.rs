@@ -43,6 +43,9 @@ const OP_METADATA: SyncEstimate = SyncEstimate {
 /// Blocks of file data a write of `len` bytes adds at most (in records of the default size).
 const RECORD: u64 = 128 << 10;
 
+/// Size of an indirect block (a clone's pointers land in these).
+const INDIRECT_BLOCK: u64 = 128 << 10;
+
 /// How much of the pool's reserve an operation may use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Reserve {
@@ -171,6 +174,10 @@ impl Imported {
         if op == FsOp::Read {
             return Ok(());
         }
+        if let FsOp::Clone { len, .. } = op {
+            // The quotas count a clone in full; the pool's space only its metadata (below).
+            self.datasets.check_quota(dataset, len)?;
+        }
         if let FsOp::Write(len) = op {
             self.datasets.check_quota(dataset, len)?;
             let free = crate::dataset_ops::pool_free_deflated(self);
@@ -199,6 +206,17 @@ fn demand(op: FsOp) -> (SyncEstimate, Reserve) {
                 ..SyncEstimate::default()
             };
             (data.plus(OP_METADATA), Reserve::Keep)
+        }
+        FsOp::Clone { blocks, .. } => {
+            // The pointers, once in their indirect blocks and once more a level above
+            // (an upper bound for trees of 1,024 pointers per indirect block).
+            let bytes = 2 * blocks.saturating_mul(tarn_format::blkptr::BLKPTR_SIZE as u64);
+            let pointers = SyncEstimate {
+                meta_blocks: bytes.div_ceil(INDIRECT_BLOCK) + 2,
+                meta_bytes: bytes.div_ceil(INDIRECT_BLOCK).saturating_add(2) * INDIRECT_BLOCK,
+                ..SyncEstimate::default()
+            };
+            (pointers.plus(OP_METADATA), Reserve::Keep)
         }
         FsOp::Modify => (OP_METADATA, Reserve::Keep),
         FsOp::Free => (OP_METADATA, Reserve::Half),

@@ -70,8 +70,12 @@ impl Engine {
                 self.sync_pool(pool)?;
                 continue;
             };
-            // Admitted as a write of the range: quotas count a clone in full, as OpenZFS's.
-            let op = FsOp::Write(found.len);
+            // Quotas count a clone in full, as OpenZFS's; the pool's space only the pointers
+            // (a nearly full pool still clones what it cannot copy).
+            let op = FsOp::Clone {
+                len: found.len,
+                blocks: found.bps.len() as u64,
+            };
             let (cloned, always) = fs_run(self, &mut inner, target.dataset, op, &mut |fs| {
                 fs.clone_into(target.ino, target.offset, &found)
             })?;

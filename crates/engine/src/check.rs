@@ -156,6 +156,7 @@ pub fn verify_pool(engine: &Engine, name: &str) -> Result<CheckReport, String> {
     {
         return Err("the block reference table differs from the space log's replay".into());
     }
+    check_brt_space(pool.space().brt(), &brt)?;
     check_usedby(&inner)?;
     let referenced_bytes: u64 = reachable.iter().map(RangeTree::total).sum();
     let allocated_bytes = pool.space().allocated();
@@ -445,6 +446,9 @@ struct SnapshotWalk<'a> {
 /// than one only for a block cloned more than once in one txg).
 type DeadBlocks = std::collections::BTreeMap<(u32, u64, u64), (BlockPtr, u64)>;
 
+/// Pointers per block (by [`walk_key`]).
+type PointerCounts = std::collections::BTreeMap<(u32, u64, u64), u64>;
+
 /// A block's identity in the walks: its first DVA and its birth. Clones of one block share
 /// the DVA but not the birth (tarn-space `brt`), and count as separate blocks.
 fn walk_key(bp: &BlockPtr) -> (u32, u64, u64) {
@@ -508,6 +512,40 @@ impl SnapshotWalk<'_> {
         Ok((dead, dead_used))
     }
 
+    /// Pointers of each block the snapshots hold and the head no longer does. A block is
+    /// named more than once in one tree only when cloned more than once in its birth txg;
+    /// after that txg its pointers only go, so the most any snapshot holds less what the
+    /// head holds went to the dead lists (each pointer once).
+    fn held_by_snapshots_only(
+        &self,
+        reader: &dyn tarn_zio::BlockStore,
+        name: &str,
+        head: &DeadBlocks,
+    ) -> Result<PointerCounts, String> {
+        let mut in_snapshots: PointerCounts = Default::default();
+        for snapshot in self.snapshots {
+            let mut counts: PointerCounts = Default::default();
+            visit_object_set(reader, &snapshot.header.objset, &mut |bp: &BlockPtr, _| {
+                if bp.birth.0 > self.floor {
+                    *counts.entry(walk_key(bp)).or_insert(0) += 1;
+                }
+            })
+            .map_err(|e| format!("{name}@{}: snapshot walk: {e}", snapshot.name))?;
+            for (key, count) in counts {
+                let most = in_snapshots.entry(key).or_insert(0);
+                *most = (*most).max(count);
+            }
+        }
+        Ok(in_snapshots
+            .into_iter()
+            .map(|(key, count)| {
+                let held = head.get(&key).map_or(0, |(_, held)| *held);
+                (key, count.saturating_sub(held))
+            })
+            .filter(|(_, count)| *count > 0)
+            .collect())
+    }
+
     /// Every block the head or a snapshot references, once per reference (a block cloned
     /// twice into the head is listed twice), after checking the dead lists: they hold
     /// exactly the snapshots' blocks the head no longer references, and `usedbysnapshots`
@@ -519,8 +557,10 @@ impl SnapshotWalk<'_> {
         name: &str,
     ) -> Result<Vec<Reached>, String> {
         let mut head: DeadBlocks = std::collections::BTreeMap::new();
-        let mut shared = 0;
+        let (mut shared, mut referenced) = (0, 0);
         visit_object_set(reader, &self.root, &mut |bp: &BlockPtr, _| {
+            // Every pointer counts in full, a clone's too (tarn-space `brt`, as OpenZFS).
+            referenced += crate::datasets::dsize(self.deflate, bp);
             if bp.birth.0 <= self.floor {
                 shared += crate::datasets::dsize(self.deflate, bp);
             } else {
@@ -528,28 +568,30 @@ impl SnapshotWalk<'_> {
             }
         })
         .map_err(|e| format!("dataset walk: {e}"))?;
+        if referenced != self.header.referenced {
+            return Err(format!(
+                "{name}: its blocks take {referenced} bytes but it counts {} referenced",
+                self.header.referenced
+            ));
+        }
         if shared != self.shared {
             return Err(format!(
                 "{name}: shares {shared} bytes with its origin but counts {}",
                 self.shared
             ));
         }
-        let mut only_snapshots = std::collections::BTreeSet::new();
-        for snapshot in self.snapshots {
-            visit_object_set(reader, &snapshot.header.objset, &mut |bp: &BlockPtr, _| {
-                if bp.birth.0 > self.floor && !head.contains_key(&walk_key(bp)) {
-                    only_snapshots.insert(walk_key(bp));
-                }
-            })
-            .map_err(|e| format!("{name}@{}: snapshot walk: {e}", snapshot.name))?;
-        }
+        let only_snapshots = self.held_by_snapshots_only(reader, name, &head)?;
         let (dead, dead_used) = self.dead_blocks(mos, reader, name)?;
-        if !dead.keys().eq(only_snapshots.iter()) {
+        let dead_counts = dead.iter().map(|(key, (_, count))| (key, count));
+        if !dead_counts.eq(only_snapshots.iter()) {
             let leaked = only_snapshots
                 .iter()
-                .filter(|k| !dead.contains_key(k))
+                .filter(|(k, count)| dead.get(*k).map_or(0, |(_, dead)| *dead) < **count)
                 .count();
-            let stray = dead.keys().filter(|k| !only_snapshots.contains(k)).count();
+            let stray = dead
+                .iter()
+                .filter(|(k, (_, count))| only_snapshots.get(*k).copied().unwrap_or(0) < *count)
+                .count();
             return Err(format!(
                 "{name}: dead lists do not match the snapshots: {leaked} snapshot blocks on \
                  no dead list, {stray} dead blocks no snapshot holds or the head still holds"
@@ -670,6 +712,22 @@ fn check_blocks(
         }
     }
     Ok(reachable)
+}
+
+/// `bcloneused` and `bclonesaved` as the table keeps them equal its entries as replayed from
+/// the space log: each cloned block's size once, and its size times its clone references.
+fn check_brt_space(brt: &tarn_space::Brt, replayed: &ClonedRefs) -> Result<(), String> {
+    let used: u64 = replayed.keys().map(|dva| dva.asize).sum();
+    let saved: u64 = replayed.iter().map(|(dva, refs)| dva.asize * refs).sum();
+    if (brt.used(), brt.saved()) != (used, saved) {
+        return Err(format!(
+            "bcloneused {} and bclonesaved {} but the cloned blocks take {used} and save \
+             {saved}",
+            brt.used(),
+            brt.saved()
+        ));
+    }
+    Ok(())
 }
 
 /// Bytes the space log says are freed but not yet reusable.

@@ -41,6 +41,15 @@ pub enum FsOp {
     Free,
     /// Adds up to this many bytes of data (write, fallocate).
     Write(u64),
+    /// Clones `len` bytes of existing blocks (`Engine::fs_clone_range`): quotas count
+    /// `len`, as the dataset's `referenced` grows by it, but the pool only gains the
+    /// metadata that names `blocks` block pointers, so only that must fit in its free space.
+    Clone {
+        /// Bytes the clone adds to the file.
+        len: u64,
+        /// Block pointers it installs.
+        blocks: u64,
+    },
 }
 
 /// What `statfs` reports for a mounted dataset.
@@ -454,7 +463,7 @@ pub(crate) fn fs_run<R>(
     if op != FsOp::Read {
         inner.admit(dataset, op)?;
     }
-    if let FsOp::Write(len) = op {
+    if let FsOp::Write(len) | FsOp::Clone { len, .. } = op {
         inner.admit_owner(dataset, len)?;
     }
     let now = now_of(engine.clock.as_ref());

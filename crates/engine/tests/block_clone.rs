@@ -466,3 +466,223 @@ fn send_carries_clones_as_ordinary_writes() {
         pool_bytes(&engine, "bcloneused")
     );
 }
+
+#[test]
+fn two_clones_of_one_block_in_one_txg_are_two_references_to_the_checker() {
+    // Goal: the pool checker's edge case: a block cloned twice in one txg into one dataset
+    // gives two pointers with the same address and the same birth. The checker must count
+    // both against the table, and when a snapshot holds both and the head lets go of one,
+    // exactly that one sits on a dead list while the head still names the block (it once
+    // took the dead-list entry for a stray: a block "the head still holds"). Each dataset's
+    // `referenced` counts every pointer in full. Method: clone one source into two files of
+    // tank/b in one txg, snapshot, overwrite one clone, then the other, then destroy the
+    // snapshot, checking the pool and the table's counts after each step.
+    let (_provider, engine) = setup(6);
+    let (a, src, data) = source(&engine, 6);
+    let b = dataset(&engine, "tank/b");
+    let len = LEN as u64;
+    let (one, two) = (
+        create(&engine, b, "one", &[]),
+        create(&engine, b, "two", &[]),
+    );
+    settle(&engine);
+    clone(&engine, (a, src, 0), (b, one, 0), len).unwrap();
+    clone(&engine, (a, src, 0), (b, two, 0), len).unwrap();
+    settle(&engine);
+    // Both clones in one txg: pairs of pointers alike in address and birth.
+    let mut seen = std::collections::BTreeMap::new();
+    for bp in check::reachable_blocks(&engine, "tank").unwrap() {
+        *seen
+            .entry((bp.dvas[0].vdev, bp.dvas[0].offset, bp.birth))
+            .or_insert(0) += 1;
+    }
+    assert_eq!(
+        seen.values().filter(|n| **n == 2).count(),
+        9,
+        "nine blocks, twice each"
+    );
+    let used = pool_bytes(&engine, "bcloneused");
+    assert!(used >= 8 * RECORD as u64, "bcloneused {used}");
+    assert_eq!(pool_bytes(&engine, "bclonesaved"), 2 * used);
+    let referenced = bytes_of(&engine, "tank/b", "referenced");
+    assert!(referenced >= 2 * used, "tank/b referenced {referenced}");
+
+    engine
+        .snapshot(&["tank/b@s".into()], false, &[], "snapshot")
+        .unwrap();
+    write(&engine, b, one, 0, &noise(LEN, 61));
+    settle(&engine);
+    assert_eq!(
+        pool_bytes(&engine, "bclonesaved"),
+        2 * used,
+        "the snapshot holds it"
+    );
+    let held = bytes_of(&engine, "tank/b", "usedbysnapshots");
+    assert!(held >= used, "usedbysnapshots {held}");
+    write(&engine, b, two, 0, &noise(LEN, 62));
+    settle(&engine);
+    assert_eq!(read(&engine, a, src), data);
+    engine
+        .destroy_snapshots("tank/b@s", false, false, "destroy")
+        .unwrap();
+    settle(&engine);
+    assert_eq!(pool_bytes(&engine, "bcloneused"), 0, "one reference left");
+    assert_eq!(read(&engine, a, src), data);
+}
+
+#[test]
+fn a_nearly_full_pool_clones_what_it_cannot_copy() {
+    // Goal: admission counts what a clone allocates (its block pointers), not its length:
+    // on a pool too full for one more copy of a file, a clone of it goes ahead (quotas still
+    // count a clone in full). Method: an 8 MiB source; fill the pool with noise in
+    // shrinking writes until even 128 KiB is refused, give 4 MiB back and let the frees
+    // settle; a write of the source's length is refused with ENOSPC and changes nothing,
+    // the clone succeeds, reads back, and the pool checks. It was admitted as a write of
+    // its whole length and refused here.
+    let (_provider, engine) = setup(7);
+    let a = dataset(&engine, "tank/a");
+    let b = dataset(&engine, "tank/b");
+    let len = 64 * RECORD;
+    let data = noise(len, 7);
+    let src = create(&engine, a, "src", &data);
+    let (filler, copy) = (
+        create(&engine, b, "filler", &[]),
+        create(&engine, a, "copy", &[]),
+    );
+    settle(&engine);
+    let read_all = |ino| {
+        engine
+            .fs_op("tank", a, FsOp::Read, |fs| fs.read(ino, 0, 16 << 20))
+            .unwrap()
+    };
+    let mut offset = 0u64;
+    for chunk in [8 << 20, 1 << 20, RECORD] {
+        let piece = noise(chunk, offset);
+        let op = FsOp::Write(chunk as u64);
+        loop {
+            match engine.fs_op("tank", b, op, |fs| fs.write(filler, offset, &piece)) {
+                Ok(_) => offset += chunk as u64,
+                Err(EngineError::NoSpace) => break,
+                Err(e) => panic!("filling: {e}"),
+            }
+        }
+    }
+    let smaller = tarn_engine::posix::SetAttr {
+        size: Some(offset - (4 << 20)),
+        ..Default::default()
+    };
+    engine
+        .fs_op("tank", b, FsOp::Free, |fs| fs.setattr(filler, &smaller))
+        .unwrap();
+    settle(&engine);
+    let op = FsOp::Write(len as u64);
+    let refused = engine.fs_op("tank", a, op, |fs| fs.write(copy, 0, &data));
+    assert!(
+        matches!(refused, Err(EngineError::NoSpace)),
+        "the pool still takes a copy: {refused:?}"
+    );
+    assert!(
+        read_all(copy).is_empty(),
+        "the refused write changed nothing"
+    );
+    clone(&engine, (a, src, 0), (a, copy, 0), len as u64).unwrap();
+    settle(&engine);
+    assert_eq!(read_all(copy), data);
+    assert!(pool_bytes(&engine, "bcloneused") >= len as u64);
+
+    // Quotas count a clone in full: tank/b with room for half the source refuses it.
+    let referenced = bytes_of(&engine, "tank/b", "referenced");
+    let quota = (referenced + len as u64 / 2).to_string();
+    let set = [("refquota".to_string(), quota)];
+    engine.set_dataset_props("tank/b", &set, "set").unwrap();
+    let far = create(&engine, b, "far", &[]);
+    let over = clone(&engine, (a, src, 0), (b, far, 0), len as u64);
+    assert!(matches!(over, Err(EngineError::QuotaExceeded)), "{over:?}");
+    settle(&engine);
+    assert_eq!(bytes_of(&engine, "tank/b", "referenced"), referenced);
+}
+
+/// Garbage over copies `copies` of every block of `space_log`, on both sides of the mirror.
+fn rot_space_log(provider: &CutProvider, space_log: &[tarn_format::BlockPtr], copies: usize) {
+    for bp in space_log {
+        assert!(bp.copies().count() > 1, "the space log has metadata copies");
+        for dva in bp.copies().take(copies) {
+            for side in ["/sim/d0", "/sim/d1"] {
+                let device = provider.sims.get(side).unwrap();
+                let at = tarn_format::label::DATA_START + dva.offset;
+                device.rot(at, dva.asize).unwrap();
+            }
+        }
+    }
+}
+
+fn space_log(engine: &Engine) -> Vec<tarn_format::BlockPtr> {
+    let all = check::reachable_blocks(engine, "tank").unwrap();
+    let log = all
+        .into_iter()
+        .filter(|bp| bp.block_type == tarn_format::BlockType::SpaceLog);
+    log.collect()
+}
+
+fn rebuilt(engine: &Engine) -> bool {
+    let events = engine.events(Some("tank"), 0, false);
+    events.iter().any(|e| e.class.ends_with("space_rebuild"))
+}
+
+#[test]
+fn a_damaged_space_log_heals_or_rebuilds_the_reference_table() {
+    // Goal: the space log's blocks carry the reference table's records (ops 3 and 4). Damage
+    // to some of their metadata copies heals: the import reads another copy and the table
+    // is exact. Damage to every copy loses the log: the pool still imports, says so (a
+    // space_rebuild event), and the table rebuilt from the block tree is exact (a block
+    // named by n pointers has n - 1 references), so no cloned block is freed while a
+    // pointer names it. Method: clones into two files of tank/b in one txg (same address,
+    // same birth), a snapshot and a block of one clone overwritten (a clone on a dead list);
+    // export, rot the first copy of each space-log block, import; export, rot every copy,
+    // import; then free the source, the snapshot and one clone: the other reads intact.
+    let (provider, engine) = setup(8);
+    let (a, src, data) = source(&engine, 8);
+    let b = dataset(&engine, "tank/b");
+    let (one, two) = (
+        create(&engine, b, "one", &[]),
+        create(&engine, b, "two", &[]),
+    );
+    for target in [one, two] {
+        clone(&engine, (a, src, 0), (b, target, 0), LEN as u64).unwrap();
+    }
+    settle(&engine);
+    engine
+        .snapshot(&["tank/b@s".into()], false, &[], "snapshot")
+        .unwrap();
+    write(&engine, b, one, 0, &noise(RECORD, 81));
+    settle(&engine);
+    let counts = |engine: &Engine| {
+        (
+            pool_bytes(engine, "bcloneused"),
+            pool_bytes(engine, "bclonesaved"),
+        )
+    };
+    let before = counts(&engine);
+    assert!(before.0 >= 8 * RECORD as u64, "{before:?}");
+
+    let mut engine = engine;
+    for (copies, lost) in [(1, false), (3, true)] {
+        let log = space_log(&engine);
+        engine.export_pool("tank", false).unwrap();
+        rot_space_log(&provider, &log, copies);
+        engine = import(&provider);
+        assert_eq!(rebuilt(&engine), lost, "{copies} copies rotted");
+        assert_eq!(counts(&engine), before, "{copies} copies rotted");
+        check::verify_pool(&engine, "tank").unwrap();
+        settle(&engine);
+    }
+    let (a, b) = (dataset(&engine, "tank/a"), dataset(&engine, "tank/b"));
+    remove(&engine, a, "src");
+    engine
+        .destroy_snapshots("tank/b@s", false, false, "destroy")
+        .unwrap();
+    remove(&engine, b, "one");
+    settle(&engine);
+    assert_eq!(counts(&engine), (0, 0));
+    assert_eq!(read(&engine, b, two), data);
+}

@@ -80,3 +80,43 @@ fn copy_file_range_clones_instead_of_copying() {
     assert_eq!(pool_bytes(&fx, "bcloneused"), 0);
     assert_eq!(fs::read(fx.path("by-cp")).unwrap(), data);
 }
+
+/// Goal: what `cp` can and cannot do on a mount, as README says. `cp --reflink=always` asks
+/// for FICLONE, an ioctl the kernel serves through a file system's `remap_file_range`, which
+/// its FUSE driver does not implement (and no FUSE request carries), so it fails with
+/// EOPNOTSUPP before tarn sees anything; `cp --reflink=auto` then falls back to
+/// `copy_file_range`, which tarn serves by cloning. Method: both on a 4 MiB file; the first
+/// must fail saying so (should a kernel ever forward it, this fails and the docs change),
+/// the second must share the source's blocks (`bcloneused`).
+#[test]
+fn reflink_always_is_refused_by_the_kernel_and_auto_clones() {
+    if !fuse_or_skip("reflink_always_is_refused_by_the_kernel_and_auto_clones") {
+        return;
+    }
+    let fx = Fixture::new();
+    let data = pattern(4 << 20, 3);
+    fs::write(fx.path("src"), &data).unwrap();
+    settle(&fx);
+    let (src, always, auto) = (fx.path("src"), fx.path("always"), fx.path("auto"));
+    let output = std::process::Command::new("cp")
+        .arg("--reflink=always")
+        .arg(&src)
+        .arg(&always)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "cp --reflink=always succeeded");
+    assert!(stderr.contains("Operation not supported"), "{stderr}");
+    run(
+        "cp",
+        &[
+            "--reflink=auto",
+            src.to_str().unwrap(),
+            auto.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(fs::read(&auto).unwrap(), data);
+    settle(&fx);
+    let used = pool_bytes(&fx, "bcloneused");
+    assert!(used >= 4 << 20, "bcloneused {used}");
+}

@@ -102,6 +102,9 @@ pub struct Weights {
     pub fs_read: u64,
     /// `fsync` a file of the dataset (the intent log; within budget only).
     pub fs_fsync: u64,
+    /// Clone a range of whole blocks into a file of the same or another dataset
+    /// (`copy_file_range`, sim/clones.rs).
+    pub fs_clone: u64,
     /// An outage beyond a vdev's redundancy under `failmode=wait`, ended by `clear`
     /// (sim/outage.rs). Drawn from its own generator: seeds without it run as before.
     pub outage: u64,
@@ -551,11 +554,17 @@ fn late_choices(rng: &mut SeededRng, config: &mut Config) {
         rng,
         &[CachePolicy::All, CachePolicy::Metadata, CachePolicy::None],
     );
-    // Drawn last of all: one pool in four with two or more tops makes its last one special.
+    // Drawn after the rest: one pool in four with two or more tops makes its last one special.
     if config.tops.len() > 1 && rng.chance(1, 4) {
         config.tops.last_mut().expect("more than one top").special = true;
         config.write_config.special_small_blocks = pick(rng, &[0, 512, 4096, 32768]);
     }
+    // Block cloning came later still: one seed in eight leaves it out (swarm testing).
+    config.weights.fs_clone = if rng.chance(1, 8) {
+        0
+    } else {
+        1 + rng.below(4)
+    };
 }
 
 fn weights(rng: &mut SeededRng, tops: &[TopPlan]) -> Weights {

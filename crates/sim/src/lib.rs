@@ -53,6 +53,10 @@
 //!            rmdir / set or remove xattr / read / fsync (intent log: a crash before the
 //!            next commit brings back each fsync'd dataset as it was); bounded by the seed
 //!
+//!          block cloning (sim/clones.rs): copy_file_range of whole blocks within a file,
+//!            across files and datasets (Engine::fs_clone_range); a clone reads as a copy,
+//!            EXDEV changes nothing; verify_pool counts the clones and their space
+//!
 //!  after every sync and import:   check::verify_pool (tarn-engine)   model == engine bytes
 //!                                 every dataset's tree == its model (fsmodel.rs)
 //! ```
@@ -218,6 +222,10 @@ pub struct Counts {
     pub volume_shrinks: u64,
     /// Volume flushes acknowledged between a txg's write and commit phases.
     pub volume_split_flushes: u64,
+    /// Block clones (`copy_file_range`) that succeeded (sim/clones.rs).
+    pub clones: u64,
+    /// Clones the engine refused with EXDEV (a range it cannot clone; nothing changed).
+    pub clones_refused: u64,
 }
 
 /// A run that broke no invariant.

@@ -100,7 +100,8 @@ fn main() -> ExitCode {
                  errors-reported {} losses-placed {} faults {} replaces {} spares {} scans {} \
                  l2-hits {} l2-restored {} l2-restored-hits {} suspensions {} clears {} \
                  snapshot-verbs {} enospc {} volume-ops {} volume-flushes {} \
-                 volume-replays {} volume-shrinks {} volume-split-flushes {} trace {:016x}",
+                 volume-replays {} volume-shrinks {} volume-split-flushes {} clones {} \
+                 clones-refused {} trace {:016x}",
                 summary.seed,
                 summary.budget,
                 summary.steps,
@@ -126,6 +127,8 @@ fn main() -> ExitCode {
                 c.volume_replays,
                 c.volume_shrinks,
                 c.volume_split_flushes,
+                c.clones,
+                c.clones_refused,
                 summary.trace_hash
             );
             ExitCode::SUCCESS

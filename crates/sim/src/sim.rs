@@ -13,6 +13,7 @@ use tarn_engine::{
     ScanState, ScrubAction, SimProvider, TopSpec, check,
 };
 
+mod clones;
 mod fsops;
 mod heal;
 mod losses;
@@ -303,6 +304,7 @@ impl Sim {
             (w.fs_xattr, Op::Fs(FsKind::Xattr)),
             (w.fs_read, Op::Fs(FsKind::Read)),
             (w.fs_fsync, Op::Fs(FsKind::Fsync)),
+            (w.fs_clone, Op::Fs(FsKind::Clone)),
             (w.heal, Op::Heal),
             (w.outage, Op::Outage),
             (w.snapshot, Op::Snapshot),

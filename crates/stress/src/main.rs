@@ -24,6 +24,13 @@
 //! volumes' expected bytes from steps `1..=V` and accepts `V` or `V + 1` (the kill may fall
 //! between a flush and the state update; a step's change is one engine call, whole or
 //! absent).
+//!
+//! Clones: each round also changes the files of `stress/fs` by block cloning (module
+//! `files`: a whole file cloned into another with `copy_file_range`'s verb, one block of
+//! the copy overwritten), committed by the round's sync; verification replays the rounds
+//! and reads every file.
+
+mod files;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -254,7 +261,7 @@ fn engine() -> Engine {
     )
 }
 
-fn create(engine: &Engine, dir: &Path) -> Result<Objects, String> {
+fn create(engine: &Engine, dir: &Path, seed: u64) -> Result<Objects, String> {
     let mut devices = Vec::new();
     for i in 0..DEVICES {
         let path = dir.join(format!("disk{i}"));
@@ -281,6 +288,7 @@ fn create(engine: &Engine, dir: &Path) -> Result<Objects, String> {
             "the engine handed out non-consecutive object ids {ids:?}"
         ));
     }
+    files::create(engine, seed)?;
     for (name, logbias) in VOLUMES {
         let spec = VolumeSpec {
             size: VOLUME_SIZE.to_string(),
@@ -359,7 +367,7 @@ fn run(args: &Args) -> Result<(), String> {
         .map_err(|e| format!("cannot create {}: {e}", args.dir.display()))?;
     let engine = engine();
     let (objects, committed) = match read_state(&args.dir) {
-        None => (create(&engine, &args.dir)?, 0),
+        None => (create(&engine, &args.dir, args.seed)?, 0),
         Some(committed) => {
             let objects = Objects::load(&args.dir)?;
             let dirs = vec![args.dir.display().to_string()];
@@ -367,6 +375,7 @@ fn run(args: &Args) -> Result<(), String> {
                 .import_pool(&dirs, POOL, &ImportOptions::default(), "import (stress)")
                 .map_err(|e| format!("IMPORT FAILED: {e}"))?;
             let found = verify(&engine, args.seed, objects, committed)?;
+            files::verify(&engine, args.seed, found)?;
             if found != committed {
                 write_state(&args.dir, found)?;
             }
@@ -375,7 +384,9 @@ fn run(args: &Args) -> Result<(), String> {
             if steps != flushed {
                 write_number(&args.dir, "vstate", steps)?;
             }
-            println!("verified {found} committed rounds, {steps} flushed volume steps");
+            println!(
+                "verified {found} committed rounds (files and clones), {steps} flushed volume steps"
+            );
             (objects, found)
         }
     };
@@ -395,6 +406,7 @@ fn run(args: &Args) -> Result<(), String> {
             do_step(&engine, &ids, args.seed, step)?;
             write_number(&args.dir, "vstate", step)?;
         }
+        files::round(&engine, args.seed, round)?;
         let object = objects.of(round);
         let data = round_data(args.seed, round);
         engine

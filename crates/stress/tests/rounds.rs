@@ -1,8 +1,8 @@
 //! The stress program's own promise, checked without a kill: after a few rounds (fewer than it
 //! has objects, so some objects were never written) and a clean export, a restart verifies
-//! every round and every flushed volume step. A restart that found "lost data" here would
-//! make every kill-loop failure meaningless (it once did: the program wrote to hard-coded
-//! object ids that belong to the root filesystem).
+//! every round, every file its clones changed and every flushed volume step. A restart that
+//! found "lost data" here would make every kill-loop failure meaningless (it once did: the
+//! program wrote to hard-coded object ids that belong to the root filesystem).
 
 use std::process::Command;
 
@@ -29,7 +29,7 @@ fn a_restart_verifies_rounds_that_left_objects_unwritten() {
         if let Some(n) = verified {
             // Four flushed volume steps per round.
             let want = format!(
-                "verified {n} committed rounds, {} flushed volume steps",
+                "verified {n} committed rounds (files and clones), {} flushed volume steps",
                 n * 4
             );
             assert!(stdout.contains(&want), "--rounds {rounds}: {stdout}");

@@ -43,6 +43,7 @@ pub(super) enum FsKind {
     Xattr,
     Read,
     Fsync,
+    Clone,
 }
 
 fn depth(path: &str) -> usize {
@@ -54,7 +55,7 @@ fn depth(path: &str) -> usize {
 }
 
 /// The inode `path` names, looked up from the root.
-fn resolve(fs: &mut Fs<'_>, path: &str) -> Result<Ino, PosixError> {
+pub(super) fn resolve(fs: &mut Fs<'_>, path: &str) -> Result<Ino, PosixError> {
     let mut ino = fs.root()?;
     for name in path.split('/').filter(|n| !n.is_empty()) {
         ino = fs.lookup(ino, name.as_bytes())?.ino;
@@ -62,7 +63,7 @@ fn resolve(fs: &mut Fs<'_>, path: &str) -> Result<Ino, PosixError> {
     Ok(ino)
 }
 
-fn full_name(dataset: &str) -> String {
+pub(super) fn full_name(dataset: &str) -> String {
     if dataset.is_empty() {
         POOL.to_string()
     } else {
@@ -72,7 +73,7 @@ fn full_name(dataset: &str) -> String {
 
 /// Beyond budget, an error that may have left the open txg half changed: anything but a
 /// refusal the POSIX layer decided on its own (which changes nothing).
-fn lost(error: &EngineError) -> bool {
+pub(super) fn lost(error: &EngineError) -> bool {
     match error {
         EngineError::Posix(e) => e.errno() == libc::EIO,
         _ => true,
@@ -87,7 +88,7 @@ fn describe(result: &Result<(), EngineError>) -> String {
 }
 
 impl Sim {
-    fn pick_of<T: Clone>(&mut self, items: &[T]) -> Option<T> {
+    pub(super) fn pick_of<T: Clone>(&mut self, items: &[T]) -> Option<T> {
         if items.is_empty() {
             return None;
         }
@@ -95,7 +96,7 @@ impl Sim {
         items.get(index).cloned()
     }
 
-    fn fresh_name(&mut self) -> String {
+    pub(super) fn fresh_name(&mut self) -> String {
         let pad = "_".repeat(self.cfg.fs_name_pad);
         format!("n{}{pad}", self.rng.below(self.cfg.fs_names))
     }
@@ -120,6 +121,7 @@ impl Sim {
             FsKind::Xattr => self.fs_xattr(&dataset, &model),
             FsKind::Read => self.fs_read(&dataset, &model),
             FsKind::Fsync => self.fs_fsync(&dataset),
+            FsKind::Clone => self.fs_clone(),
         }
     }
 
@@ -161,7 +163,7 @@ impl Sim {
     /// Runs `run` on `dataset` and `change` on a copy of the model, and holds the engine to
     /// the model's answer: both succeed, or both refuse with the same errno (and nothing
     /// changes).
-    fn fs_change(
+    pub(super) fn fs_change(
         &mut self,
         dataset: &str,
         what: &str,
