@@ -135,15 +135,16 @@
 //! The mount asks for `FUSE_HANDLE_KILLPRIV_V2`: the server, not the kernel, drops the setuid
 //! bit (and setgid when group-executable, `access::perm_without_set_id`) on a write whose
 //! request carries `FUSE_WRITE_KILL_SUIDGID` (the kernel sets it when the writer lacks
-//! `CAP_FSETID`), on a truncate by a caller without `CAP_FSETID` (read from
-//! `/proc/PID/status`: fuser does not pass the kernel's `FATTR_KILL_SUIDGID`), and on every
-//! chown of a non-directory, each in the same `fs_op` as the change, so the intent log
-//! replays both. Why: with it the kernel sets `SB_NOSEC`, so after one check per inode (and
-//! again after each attribute refresh) it stops asking GETXATTR of `security.capability`
-//! before every write: one round trip of two per small write (docs/PERFORMANCE.md, "Small
-//! random writes"). Removing `security.capability` itself stays the kernel's: it still asks
-//! for it, and removes it, on an inode not yet marked `S_NOSEC`, and a setxattr of a
-//! `security.` name through the mount clears the mark.
+//! `CAP_FSETID`); on a truncate or a fallocate by a caller without `CAP_FSETID` (read from
+//! `/proc/PID/status`: fuser does not pass the kernel's `FATTR_KILL_SUIDGID`, and a
+//! fallocate carries no flag); and on every chown of a non-directory. Each in the same
+//! `fs_op` as the change, so the intent log replays both. Why: with it the kernel sets
+//! `SB_NOSEC`, so after one check per inode (and again after each attribute refresh) it
+//! stops asking GETXATTR of `security.capability` before every write: one round trip of two
+//! per small write (docs/PERFORMANCE.md, "Small random writes"). Removing
+//! `security.capability` itself stays the kernel's: it still asks for it, and removes it, on
+//! an inode not yet marked `S_NOSEC`, and a setxattr of a `security.` name through the mount
+//! clears the mark.
 //!
 //! # Writeback cache
 //! `FUSE_WRITEBACK_CACHE` is left off (measured and decided: docs/PERFORMANCE.md, "Small

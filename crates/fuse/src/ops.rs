@@ -1599,7 +1599,7 @@ impl fuser::Filesystem for TarnFs {
 
     fn fallocate(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         _fh: FileHandle,
         offset: u64,
@@ -1612,13 +1612,22 @@ impl fuser::Filesystem for TarnFs {
             return reply.error(errno);
         }
         let ino = self.ino(ino);
+        let acl = self.acl;
         let result = fallocate_mode(mode).and_then(|how| {
             let op = if how.punch_hole {
                 FsOp::Free
             } else {
                 FsOp::Write(length)
             };
-            self.run(op, |fs| fs.fallocate(ino, offset, length, how))
+            // The kernel's `file_modified` leaves set-id bits to us ("Set-id bits"), and the
+            // request carries no flag: the caller's capabilities decide, as for a truncate.
+            let drops_set_id = !holds_cap_fsetid(req.pid());
+            self.run(op, |fs| {
+                if drops_set_id {
+                    drop_set_id(fs, ino, acl)?;
+                }
+                fs.fallocate(ino, offset, length, how)
+            })
         });
         match result {
             Ok(()) => reply.ok(),

@@ -506,7 +506,8 @@ fn create_and_unlink(fx: &Fixture) -> Vec<u64> {
 /// Goal: with `FUSE_HANDLE_KILLPRIV_V2` the server drops set-id bits as Linux does (crate
 /// docs, "Set-id bits"): a write or truncate by a caller without `CAP_FSETID` drops setuid,
 /// and setgid when group-executable; root's (it holds `CAP_FSETID`) keeps them; every chown
-/// drops them, even to the same owner. Method: each change on a kernel-checked mount, then
+/// drops them, even to the same owner; a fallocate (the request carries no flag) as a
+/// truncate. Method: each change on a kernel-checked mount, then
 /// the mode read after an unmount, export, import and mount (so neither the kernel's
 /// attribute cache nor the open txg answers), beside the control that keeps the bits.
 #[test]
@@ -516,7 +517,10 @@ fn set_id_bits_go_on_writes_truncates_and_chowns() {
     }
     let mut fx = Fixture::checked_by(&[], Permissions::Kernel);
     // (script run as nobody or root, mode before, mode after)
-    let cases: [(bool, &str, u32, u32); 7] = [
+    let cases: [(bool, &str, u32, u32); 10] = [
+        (true, "fallocate -l 8192 f", 0o6777, 0o777),
+        (true, "fallocate -p -o 0 -l 4096 f", 0o4777, 0o777),
+        (false, "fallocate -l 8192 f", 0o6777, 0o6777),
         (true, "echo x >> f", 0o6777, 0o777),
         (false, "echo x >> f", 0o6777, 0o6777),
         (true, "echo x >> f", 0o2767, 0o2767),
