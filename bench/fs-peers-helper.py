@@ -139,8 +139,11 @@ def table(path):
                 verdicts.append("met" if a >= factor * b else "NOT met")
         return "; ".join(words), "; ".join(verdicts)
 
-    header = ["figure", "unit"] + SYSTEMS + ["tarn/zfs-fuse", "tarn/btrfs", "target (tarn)",
-                                             "target status"]
+    # --tarn-base: a second tarn build measured in the same run, and tarn's ratio to it.
+    base = ["tarn-base"] if "tarn_base" in params else []
+    systems = SYSTEMS[:1] + base + SYSTEMS[1:]
+    header = ["figure", "unit"] + systems + ["tarn/" + s for s in base] + [
+        "tarn/zfs-fuse", "tarn/btrfs", "target (tarn)", "target status"]
     jobs = [j for j in params.get("jobs", "none").split(",") if j.isdigit()]
     figures = list(FIGURES)
     for key, label, unit, fmt in CONC_FIGURES:
@@ -150,7 +153,7 @@ def table(path):
             # Scaling: the most jobs over one job, per system (issue 18: >= 1.5 where btrfs
             # scales so).
             first, last = key % jobs[0], key % jobs[-1]
-            for s in SYSTEMS:
+            for s in systems:
                 if (s, first) in vals and (s, last) in vals and vals[(s, first)] > 0:
                     vals[(s, key % "scaling")] = vals[(s, last)] / vals[(s, first)]
             name = label.split(",")[0]
@@ -160,14 +163,15 @@ def table(path):
     for key, label, unit, fmt in figures:
         label = label.format(**params)
         want, status = target(key)
-        rows.append([label, unit] + [cell(s, key, fmt) for s in SYSTEMS]
+        rows.append([label, unit] + [cell(s, key, fmt) for s in systems]
+                    + [ratio(key, s) for s in base]
                     + [ratio(key, "zfs-fuse"), ratio(key, "btrfs"), want, status])
     print("| " + " | ".join(header) + " |")
     print("| " + " | ".join("---" for _ in header) + " |")
     for row in rows:
         print("| " + " | ".join(row) + " |")
     print()
-    for system in SYSTEMS:
+    for system in systems:
         for text in why.get(system, []):
             print("%s: %s" % (system, text))
     for text in notes:

@@ -131,17 +131,35 @@
 //! With `acltype=posix` the kernel checks in either mode (`FUSE_POSIX_ACL` makes the kernel
 //! turn `default_permissions` on anyway): ACL evaluation stays the kernel's.
 //!
+//! # Set-id bits
+//! The mount asks for `FUSE_HANDLE_KILLPRIV_V2`: the server, not the kernel, drops the setuid
+//! bit (and setgid when group-executable, `access::perm_without_set_id`) on a write whose
+//! request carries `FUSE_WRITE_KILL_SUIDGID` (the kernel sets it when the writer lacks
+//! `CAP_FSETID`); on a truncate or a fallocate by a caller without `CAP_FSETID` (read from
+//! `/proc/PID/status`: fuser does not pass the kernel's `FATTR_KILL_SUIDGID`, and a
+//! fallocate carries no flag); and on every chown of a non-directory. Each in the same
+//! `fs_op` as the change, so the intent log replays both. Why: with it the kernel sets
+//! `SB_NOSEC`, so after one check per inode (and again after each attribute refresh) it
+//! stops asking GETXATTR of `security.capability` before every write: one round trip of two
+//! per small write (docs/PERFORMANCE.md, "Small random writes"). Removing
+//! `security.capability` itself stays the kernel's: it still asks for it, and removes it, on
+//! an inode not yet marked `S_NOSEC`, and a setxattr of a `security.` name through the mount
+//! clears the mark.
+//!
 //! # Writeback cache
-//! `FUSE_WRITEBACK_CACHE` is left off. With it `write(2)` returns once the data sit in the
-//! kernel's page cache and the server sees them later: EDQUOT and ENOSPC (decided per write
-//! by the engine's admission) would reach the program only at `fsync` or `close`, after it
-//! was told the bytes were written; the failed pages stay in the page cache, so the program
-//! and everyone else read bytes that were never stored until the pages are evicted, and the
-//! kernel's file size and mtime (which it then owns) disagree with the dataset. That breaks
-//! "never return wrong data" and exact quotas. The cases it would speed up (small writes,
-//! mmap) are served correctly without it: O_APPEND offsets come from the kernel's file
-//! size, which every write through the mount keeps current, and shared writable mmap pages
-//! are written back through ordinary write requests.
+//! `FUSE_WRITEBACK_CACHE` is left off (measured and decided: docs/PERFORMANCE.md, "Small
+//! random writes"). With it `write(2)` returns once the data sit in the kernel's page cache
+//! and the server sees them later: EDQUOT and ENOSPC (decided per write by the engine's
+//! admission) would reach the program only at `fsync` or `close`, after it was told the
+//! bytes were written; the failed pages stay in the page cache, so the program and everyone
+//! else read bytes that were never stored until the pages are evicted, and the kernel's file
+//! size and mtime (which it then owns) disagree with the dataset. That breaks "never return
+//! wrong data" and exact quotas. Restricting it to datasets without quotas does not make it
+//! safe: it is decided once per mount at INIT, while a quota can be set and the pool's free
+//! space (shared by every dataset) can run out at any time after. The cases it would speed
+//! up (small writes, mmap) are served correctly without it: O_APPEND offsets come from the
+//! kernel's file size, which every write through the mount keeps current, and shared
+//! writable mmap pages are written back through ordinary write requests.
 //!
 //! # copy_file_range
 //! `COPY_FILE_RANGE` (what `cp` uses) is served by block cloning, `Engine::fs_clone_range`:

@@ -192,6 +192,37 @@ fn proc_groups(pid: u32) -> Vec<u32> {
         .unwrap_or_default()
 }
 
+/// Whether process `pid` holds `CAP_FSETID` (bit 4 of `CapEff:` in `/proc/PID/status`): with
+/// it a truncate keeps the setuid and setgid bits ("Set-id bits" in the crate docs). A
+/// process that is gone or unreadable holds nothing, so the bits go: the safe side.
+fn holds_cap_fsetid(pid: u32) -> bool {
+    const CAP_FSETID: u32 = 4;
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return false;
+    };
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("CapEff:"))
+        .and_then(|caps| u64::from_str_radix(caps.trim(), 16).ok())
+        .is_some_and(|caps| caps & (1 << CAP_FSETID) != 0)
+}
+
+/// Drops the setuid bit of `ino`, and setgid when group-executable (`access::
+/// perm_without_set_id`), as a chmod in the same `fs_op` as the change that asks for it,
+/// so the intent log records it with that change; with ACLs on the access ACL follows.
+fn drop_set_id(fs: &mut Fs<'_>, ino: Ino, acl: bool) -> std::result::Result<(), PosixError> {
+    let Some(perm) = access::perm_without_set_id(&fs.getattr(ino)?) else {
+        return Ok(());
+    };
+    let changes = SetAttr {
+        mode: Some(perm),
+        ..SetAttr::default()
+    };
+    let attr = fs.setattr(ino, &changes)?;
+    TarnFs::after_setattr(fs, ino, attr, &changes, acl)?;
+    Ok(())
+}
+
 fn caller<'a>(req: &Request, groups: &'a ProcGroups) -> Caller<'a> {
     Caller {
         uid: req.uid(),
@@ -564,6 +595,7 @@ impl TarnFs {
         changes: &SetAttr,
         who: Option<&Caller<'_>>,
         handle: bool,
+        drops_set_id: bool,
     ) -> Result<(Attr, bool)> {
         let op = if changes.size.is_some() {
             FsOp::Write(0)
@@ -578,10 +610,18 @@ impl TarnFs {
             } else {
                 None
             };
-            let changes = match (who, before.as_ref()) {
+            let mut changes = match (who, before.as_ref()) {
                 (Some(who), Some(before)) => access::may_setattr(before, changes, who, handle)?,
                 _ => *changes,
             };
+            if drops_set_id && changes.mode.is_none() {
+                // Implied by the permitted truncate or chown, not a chmod of its own.
+                let current = match before {
+                    Some(before) => before,
+                    None => fs.getattr(ino)?,
+                };
+                changes.mode = access::perm_without_set_id(&current);
+            }
             let attr = fs.setattr(ino, &changes)?;
             let closed = before.is_some_and(|before| {
                 access::searchable_by_all(&before) && !access::searchable_by_all(&attr)
@@ -726,6 +766,9 @@ fn init_kernel(config: &mut KernelConfig, acl: bool) {
         InitFlags::FUSE_PARALLEL_DIROPS,
         // Symlink targets stay in the page cache (dropped by `inval_inode`).
         InitFlags::FUSE_CACHE_SYMLINKS,
+        // Set-id bits are dropped here, and the kernel stops asking GETXATTR of
+        // security.capability before every write (crate docs, "Set-id bits").
+        InitFlags::FUSE_HANDLE_KILLPRIV_V2,
     ];
     // FUSE_WRITEBACK_CACHE is deliberately not asked for: see "Writeback cache" in lib.rs.
     // FUSE_ATOMIC_O_TRUNC is deliberately not asked for: without it the kernel truncates
@@ -830,7 +873,18 @@ impl fuser::Filesystem for TarnFs {
         let groups = ProcGroups::of(req);
         let who = self.restricted(req, &groups);
         let changes = args.changes();
-        let result = self.setattr_changes(self.ino(ino), &changes, who.as_ref(), fh.is_some());
+        // FUSE_HANDLE_KILLPRIV_V2: set-id bits are ours to drop (crate docs, "Set-id bits"):
+        // on every chown, and on a truncate by a caller without CAP_FSETID.
+        let chown = changes.uid.is_some() || changes.gid.is_some();
+        let drops_set_id = changes.mode.is_none()
+            && (chown || (changes.size.is_some() && !holds_cap_fsetid(req.pid())));
+        let result = self.setattr_changes(
+            self.ino(ino),
+            &changes,
+            who.as_ref(),
+            fh.is_some(),
+            drops_set_id,
+        );
         let closed = matches!(result, Ok((_, true)));
         self.reply_attr(reply, result.map(|(attr, _)| attr));
         if closed {
@@ -1127,7 +1181,7 @@ impl fuser::Filesystem for TarnFs {
         _fh: FileHandle,
         offset: u64,
         data: &[u8],
-        _write_flags: fuser::WriteFlags,
+        write_flags: fuser::WriteFlags,
         _flags: fuser::OpenFlags,
         _lock_owner: Option<fuser::LockOwner>,
         reply: ReplyWrite,
@@ -1139,7 +1193,16 @@ impl fuser::Filesystem for TarnFs {
         let ino = self.ino(ino);
         self.shared.counters.write(data.len());
         let len = data.len() as u64;
-        match self.run(FsOp::Write(len), |fs| fs.write(ino, offset, data)) {
+        // The kernel asks for it when the writer lacks CAP_FSETID ("Set-id bits").
+        let drops_set_id = write_flags.contains(fuser::WriteFlags::FUSE_WRITE_KILL_SUIDGID);
+        let acl = self.acl;
+        let result = self.run(FsOp::Write(len), |fs| {
+            if drops_set_id {
+                drop_set_id(fs, ino, acl)?;
+            }
+            fs.write(ino, offset, data)
+        });
+        match result {
             Ok(written) => reply.written(written),
             Err(errno) => reply.error(errno),
         }
@@ -1536,7 +1599,7 @@ impl fuser::Filesystem for TarnFs {
 
     fn fallocate(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         _fh: FileHandle,
         offset: u64,
@@ -1549,13 +1612,22 @@ impl fuser::Filesystem for TarnFs {
             return reply.error(errno);
         }
         let ino = self.ino(ino);
+        let acl = self.acl;
         let result = fallocate_mode(mode).and_then(|how| {
             let op = if how.punch_hole {
                 FsOp::Free
             } else {
                 FsOp::Write(length)
             };
-            self.run(op, |fs| fs.fallocate(ino, offset, length, how))
+            // The kernel's `file_modified` leaves set-id bits to us ("Set-id bits"), and the
+            // request carries no flag: the caller's capabilities decide, as for a truncate.
+            let drops_set_id = !holds_cap_fsetid(req.pid());
+            self.run(op, |fs| {
+                if drops_set_id {
+                    drop_set_id(fs, ino, acl)?;
+                }
+                fs.fallocate(ino, offset, length, how)
+            })
         });
         match result {
             Ok(()) => reply.ok(),

@@ -502,3 +502,83 @@ fn create_and_unlink(fx: &Fixture) -> Vec<u64> {
     );
     delta
 }
+
+/// Goal: with `FUSE_HANDLE_KILLPRIV_V2` the server drops set-id bits as Linux does (crate
+/// docs, "Set-id bits"): a write or truncate by a caller without `CAP_FSETID` drops setuid,
+/// and setgid when group-executable; root's (it holds `CAP_FSETID`) keeps them; every chown
+/// drops them, even to the same owner; a fallocate (the request carries no flag) as a
+/// truncate. Method: each change on a kernel-checked mount, then
+/// the mode read after an unmount, export, import and mount (so neither the kernel's
+/// attribute cache nor the open txg answers), beside the control that keeps the bits.
+#[test]
+fn set_id_bits_go_on_writes_truncates_and_chowns() {
+    if !fuse_or_skip("set_id_bits_go_on_writes_truncates_and_chowns") {
+        return;
+    }
+    let mut fx = Fixture::checked_by(&[], Permissions::Kernel);
+    // (script run as nobody or root, mode before, mode after)
+    let cases: [(bool, &str, u32, u32); 10] = [
+        (true, "fallocate -l 8192 f", 0o6777, 0o777),
+        (true, "fallocate -p -o 0 -l 4096 f", 0o4777, 0o777),
+        (false, "fallocate -l 8192 f", 0o6777, 0o6777),
+        (true, "echo x >> f", 0o6777, 0o777),
+        (false, "echo x >> f", 0o6777, 0o6777),
+        (true, "echo x >> f", 0o2767, 0o2767),
+        (true, "truncate -s 1 f", 0o4777, 0o777),
+        (false, "truncate -s 1 f", 0o4777, 0o4777),
+        (false, "chown 0:0 f", 0o6755, 0o755),
+        (false, "chown 0:0 f", 0o2745, 0o2745),
+    ];
+    for (i, &(nobody, script, before, _)) in cases.iter().enumerate() {
+        let dir = fx.path(&format!("d{i}"));
+        fs::create_dir(&dir).expect("mkdir");
+        set_mode(&dir, 0o777);
+        let file = dir.join("f");
+        fs::write(&file, b"hello").expect("write");
+        set_mode(&file, before);
+        let script = format!("cd {} && {script}", dir.display());
+        let (ok, err) = if nobody {
+            as_nobody(&script)
+        } else {
+            let out = Command::new("sh")
+                .args(["-c", &script])
+                .output()
+                .expect("sh");
+            (
+                out.status.success(),
+                String::from_utf8_lossy(&out.stderr).into(),
+            )
+        };
+        assert!(ok, "case {i}: {script}: {err}");
+    }
+    fx.cycle();
+    for (i, &(nobody, script, before, after)) in cases.iter().enumerate() {
+        let got = mode(&fx.path(&format!("d{i}/f")));
+        assert_eq!(
+            got, after,
+            "case {i}: {script} (as nobody: {nobody}) on {before:o}: {got:o}"
+        );
+    }
+}
+
+/// Goal: with set-id bits ours to drop, the kernel stops asking GETXATTR of
+/// `security.capability` before every write (the round trip it saves). Method: 200 writes
+/// of 4 KiB through one descriptor, counting GETXATTR requests.
+#[test]
+fn writes_ask_no_capability_each() {
+    if !fuse_or_skip("writes_ask_no_capability_each") {
+        return;
+    }
+    use std::os::unix::fs::FileExt;
+    let fx = Fixture::checked_by(&[], Permissions::Kernel);
+    let file = fs::File::create(fx.path("w")).expect("create");
+    let mount = fx.mount.as_ref().expect("mounted");
+    let count = || mount.op_stats()[Opcode::Getxattr as usize].count;
+    let before = count();
+    for i in 0..200u64 {
+        file.write_all_at(&[7u8; 4096], i * 4096).expect("write");
+    }
+    let asked = count() - before;
+    // The kernel checks once per inode (and again after an attribute refresh).
+    assert!(asked <= 2, "GETXATTR per write: {asked} for 200 writes");
+}

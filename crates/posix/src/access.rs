@@ -26,6 +26,9 @@
 //! - Hard links (Linux's `protected_hardlinks=1`, the default): the owner or root, or a
 //!   regular file that is neither setuid nor setgid-executable and that the caller may read
 //!   and write (EPERM).
+//! - Privileges dropped by a change ([`perm_without_set_id`]): a write or truncate by a
+//!   caller without `CAP_FSETID`, and any chown, take the setuid bit from a non-directory,
+//!   and the setgid bit if the group may execute.
 
 use crate::fs::Result;
 use crate::{Attr, FileKind, PosixError, SetAttr, TimeOrNow};
@@ -251,6 +254,23 @@ pub fn may_setattr(
         check(attr, caller, MAY_WRITE)?;
     }
     Ok(changes)
+}
+
+/// The permission bits a non-directory keeps when a write, a truncate or a chown drops its
+/// privileges (Linux's `should_remove_suid`, which a front end applies for callers without
+/// `CAP_FSETID` on writes and truncates, and for every chown): the setuid bit goes, and the
+/// setgid bit when the group may execute (without group execute it marks mandatory locking
+/// and stays). `None` when there is nothing to drop, or for a directory.
+pub fn perm_without_set_id(attr: &Attr) -> Option<u32> {
+    if attr.kind == FileKind::Directory {
+        return None;
+    }
+    let perm = u32::from(attr.perm);
+    let mut drop = perm & S_ISUID;
+    if perm & S_ISGID != 0 && attr.perm & S_IXGRP != 0 {
+        drop |= S_ISGID;
+    }
+    (drop != 0).then_some(perm & !drop)
 }
 
 /// The mode a chmod to `mode` may set (see the module rules); `new_gid`: the group the same
@@ -642,5 +662,20 @@ mod tests {
         assert!(!searchable_by_all(&dir(0o750, ALICE)));
         assert!(!searchable_by_all(&dir(0o754, ALICE)));
         assert!(!searchable_by_all(&file(0o755)));
+    }
+
+    /// Goal: the bits a write, truncate or chown drops are Linux's: setuid always, setgid
+    /// only with group execute, nothing on a directory or a plain file.
+    #[test]
+    fn privileges_dropped_as_linux_drops_them() {
+        assert_eq!(perm_without_set_id(&file(0o4755)), Some(0o755));
+        assert_eq!(perm_without_set_id(&file(0o6755)), Some(0o755));
+        assert_eq!(perm_without_set_id(&file(0o2755)), Some(0o755));
+        // setgid without group execute: mandatory locking, kept.
+        assert_eq!(perm_without_set_id(&file(0o2745)), None);
+        assert_eq!(perm_without_set_id(&file(0o6745)), Some(0o2745));
+        assert_eq!(perm_without_set_id(&file(0o1755)), None);
+        assert_eq!(perm_without_set_id(&file(0o644)), None);
+        assert_eq!(perm_without_set_id(&dir(0o6755, ALICE)), None);
     }
 }
