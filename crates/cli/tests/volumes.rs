@@ -479,9 +479,19 @@ fn protocol_errors_and_vanishing_clients() {
 }
 
 /// A TCP port nobody listens on now.
+/// A port nothing listens on, below Linux's ephemeral range (32768 and up), so that no
+/// client connection of a test running alongside takes it as its own port between this
+/// probe and the daemon's bind (a port from `bind(0)` is an ephemeral one, and the listener
+/// then failed now and then in full runs); each call of this test binary gets its own.
 fn free_port() -> u16 {
-    let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    probe.local_addr().unwrap().port()
+    static NEXT: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(0);
+    let base = 20_000 + (std::process::id() % 1000) as u16 * 10;
+    loop {
+        let port = base + NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 2_000;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
 }
 
 fn listening(port: u16) -> bool {
