@@ -540,7 +540,17 @@ impl Pipeline {
         if bp.is_hole() {
             return Ok(tarn_base::buf::zeroed(bp.lsize as usize));
         }
-        let physical = self.read_physical_l2(bp, feed_l2)?;
+        self.finish_block(bp, self.start_physical(bp), feed_l2)
+    }
+
+    /// [`Pipeline::finish_physical`], then the block's logical bytes.
+    fn finish_block(
+        &self,
+        bp: &BlockPtr,
+        started: PhysicalRead<'_>,
+        feed_l2: bool,
+    ) -> Result<Vec<u8>, ZioError> {
+        let physical = self.finish_physical(bp, started, feed_l2)?;
         Ok(decompress_owned(
             bp.compression,
             physical,
@@ -597,15 +607,7 @@ impl Pipeline {
                 .expect("the block being finished was started");
             results.push(match read {
                 None => self.read_block_l2(bp, feed_l2),
-                Some(read) => self
-                    .finish_physical(bp, read, feed_l2)
-                    .and_then(|physical| {
-                        Ok(decompress_owned(
-                            bp.compression,
-                            physical,
-                            bp.lsize as usize,
-                        )?)
-                    }),
+                Some(read) => self.finish_block(bp, read, feed_l2),
             });
         }
         results
