@@ -30,6 +30,19 @@ fn have(tool: &str, test: &str) -> bool {
     found
 }
 
+/// Whether the TLS tests' clients (nbdinfo, nbdcopy) and openssl (their certificates) are
+/// installed; if not, says which is missing and that `test` is skipped.
+fn have_tls_tools(test: &str) -> bool {
+    if !have("nbdinfo", test) || !have("nbdcopy", test) {
+        return false;
+    }
+    let openssl = succeeds("openssl", &["version"]);
+    if !openssl {
+        println!("skipped {test}: 'openssl' is not installed");
+    }
+    openssl
+}
+
 /// A rig under /tmp/vol-* with pool `tank` (raidz1 of 4 files, nothing mounted).
 fn tank() -> Rig {
     let rig = Rig::with_prefix("vol-");
@@ -791,11 +804,7 @@ fn succeeds(program: &str, args: &[&str]) -> bool {
 #[test]
 fn tls_over_tcp_required_and_offered() {
     let test = "tls_over_tcp_required_and_offered";
-    if !have("nbdinfo", test) || !have("nbdcopy", test) {
-        return;
-    }
-    if !succeeds("openssl", &["version"]) {
-        println!("skipped {test}: 'openssl' is not installed");
+    if !have_tls_tools(test) {
         return;
     }
     let rig = tank();
@@ -873,11 +882,7 @@ fn tls_over_tcp_required_and_offered() {
 #[test]
 fn tls_client_certificates_required() {
     let test = "tls_client_certificates_required";
-    if !have("nbdinfo", test) || !have("nbdcopy", test) {
-        return;
-    }
-    if !succeeds("openssl", &["version"]) {
-        println!("skipped {test}: 'openssl' is not installed");
+    if !have_tls_tools(test) {
         return;
     }
     let rig = tank();
@@ -1000,11 +1005,7 @@ fn logged(rig: &Rig, words: &[&str]) -> bool {
 #[test]
 fn tls_revocation_list_and_client_allow_list() {
     let test = "tls_revocation_list_and_client_allow_list";
-    if !have("nbdinfo", test) || !have("nbdcopy", test) {
-        return;
-    }
-    if !succeeds("openssl", &["version"]) {
-        println!("skipped {test}: 'openssl' is not installed");
+    if !have_tls_tools(test) {
         return;
     }
     let rig = tank();

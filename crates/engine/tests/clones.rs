@@ -18,9 +18,10 @@ mod common;
 
 use std::sync::Arc;
 
+use common::volume::{LEN, noise, prop, read, snap, volume, write};
 use common::{CutProvider, Host, PLAIN, crash_all, images, sim_devices_with};
 use tarn_device::FaultPlan;
-use tarn_engine::{CreateSpec, DatasetQuery, Engine, ImportOptions, TopLayout, VolumeSpec, check};
+use tarn_engine::{CreateSpec, DatasetQuery, Engine, ImportOptions, TopLayout, check};
 
 const HOST: Host = Host {
     hostid: 11,
@@ -30,7 +31,6 @@ const HOST: Host = Host {
 
 /// Volume block size: every write below is whole blocks.
 const BLOCK: usize = 16 << 10;
-const LEN: usize = 1 << 20;
 
 fn setup(seed: u64) -> (Arc<CutProvider>, Engine) {
     let provider = Arc::new(CutProvider::default());
@@ -42,15 +42,7 @@ fn setup(seed: u64) -> (Arc<CutProvider>, Engine) {
     });
     let spec = CreateSpec::one_top("tank", TopLayout::Mirror, names);
     let engine = HOST.create_tank(&provider, &spec, &[]);
-    let spec = VolumeSpec {
-        size: "8M".into(),
-        block_size: Some("16K".into()),
-        sparse: true,
-    };
-    let none: &[(String, String)] = &[];
-    engine
-        .create_volume("tank/v", &spec, none, false, "create")
-        .unwrap();
+    volume(&engine, "tank/v");
     (provider, engine)
 }
 
@@ -58,54 +50,8 @@ fn import(provider: &Arc<CutProvider>) -> Engine {
     HOST.import(provider, &ImportOptions::default()).unwrap()
 }
 
-/// Bytes that do not compress.
-fn noise(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed * 2 + 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
-
-fn write(engine: &Engine, name: &str, offset: usize, data: &[u8]) {
-    let stat = engine.volume_stat(name).unwrap();
-    engine
-        .volume_write(&stat.pool, stat.dataset, offset as u64, data, false)
-        .unwrap();
-}
-
-fn read(engine: &Engine, name: &str) -> Vec<u8> {
-    let stat = engine.volume_stat(name).unwrap();
-    let mut buf = vec![0u8; LEN];
-    engine
-        .volume_read(&stat.pool, stat.dataset, 0, &mut buf)
-        .unwrap();
-    buf
-}
-
-fn prop(engine: &Engine, name: &str, property: &str) -> String {
-    let query = DatasetQuery {
-        names: vec![name.into()],
-        properties: vec![property.into()],
-        ..DatasetQuery::default()
-    };
-    engine.dataset_props(&query).unwrap()[0].props[0]
-        .parsable
-        .clone()
-}
-
 fn bytes_of(engine: &Engine, name: &str, property: &str) -> u64 {
     prop(engine, name, property).parse().unwrap()
-}
-
-fn snap(engine: &Engine, name: &str) {
-    engine
-        .snapshot(&[name.into()], false, &[], "snapshot")
-        .unwrap();
 }
 
 fn clone(engine: &Engine, origin: &str, name: &str) {

@@ -16,88 +16,10 @@
 
 mod common;
 
-use std::sync::Arc;
-
-use common::{Host, PLAIN, images, sim_devices};
-use tarn_engine::{
-    CreateSpec, DatasetQuery, Engine, ReceiveSpec, SendSpec, SimProvider, TopLayout, VolumeSpec,
-    check,
-};
+use common::replica::{Hosts, forced, full, host, incremental, into, receive, send};
+use common::volume::{LEN, noise, prop, read, snap, volume, write};
+use tarn_engine::{DatasetQuery, Engine, ReceiveSpec, SendSpec, check};
 use tarn_send::{Record, StreamReader};
-
-const LEN: usize = 1 << 20;
-
-struct Hosts {
-    a_sims: Arc<SimProvider>,
-    b_sims: Arc<SimProvider>,
-    a: Engine,
-    b: Engine,
-}
-
-fn host(seed: u64) -> (Arc<SimProvider>, Engine) {
-    let sims = Arc::new(SimProvider::new());
-    let names = sim_devices(&sims, "d", 0..2, 128 << 20);
-    let spec = CreateSpec::one_top("tank", TopLayout::Mirror, names);
-    let engine = Host { seed, ..PLAIN }.create_tank(&sims, &spec, &[]);
-    (sims, engine)
-}
-
-fn noise(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed * 2 + 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
-
-fn volume(engine: &Engine, name: &str) {
-    let spec = VolumeSpec {
-        size: "8M".into(),
-        block_size: Some("16K".into()),
-        sparse: true,
-    };
-    let none: &[(String, String)] = &[];
-    engine
-        .create_volume(name, &spec, none, false, "create")
-        .unwrap();
-}
-
-fn write(engine: &Engine, name: &str, offset: usize, data: &[u8]) {
-    let stat = engine.volume_stat(name).unwrap();
-    engine
-        .volume_write(&stat.pool, stat.dataset, offset as u64, data, false)
-        .unwrap();
-}
-
-fn read(engine: &Engine, name: &str) -> Vec<u8> {
-    let stat = engine.volume_stat(name).unwrap();
-    let mut buf = vec![0u8; LEN];
-    engine
-        .volume_read(&stat.pool, stat.dataset, 0, &mut buf)
-        .unwrap();
-    buf
-}
-
-fn snap(engine: &Engine, name: &str) {
-    engine
-        .snapshot(&[name.into()], false, &[], "snapshot")
-        .unwrap();
-}
-
-fn prop(engine: &Engine, name: &str, property: &str) -> String {
-    let query = DatasetQuery {
-        names: vec![name.into()],
-        properties: vec![property.into()],
-        ..DatasetQuery::default()
-    };
-    engine.dataset_props(&query).unwrap()[0].props[0]
-        .parsable
-        .clone()
-}
 
 fn exists(engine: &Engine, name: &str) -> bool {
     let query = DatasetQuery {
@@ -108,53 +30,11 @@ fn exists(engine: &Engine, name: &str) -> bool {
     engine.dataset_props(&query).is_ok()
 }
 
-fn send(engine: &Engine, spec: SendSpec) -> Vec<u8> {
-    let mut out = Vec::new();
-    engine.send(&spec, &mut out, &mut |_| {}).unwrap();
-    out
-}
-
-fn full(snapshot: &str) -> SendSpec {
-    SendSpec {
-        snapshot: snapshot.into(),
-        ..SendSpec::default()
-    }
-}
-
-fn incremental(from: &str, snapshot: &str) -> SendSpec {
-    SendSpec {
-        from: Some(from.into()),
-        ..full(snapshot)
-    }
-}
-
-fn receive(engine: &Engine, spec: ReceiveSpec, bytes: &[u8]) -> Result<(), String> {
-    let mut input = bytes;
-    engine
-        .receive(&spec, &mut input, &mut |_| {})
-        .map(|_| ())
-        .map_err(|e| e.to_string())
-}
-
-fn into(target: &str) -> ReceiveSpec {
-    ReceiveSpec {
-        target: target.into(),
-        ..ReceiveSpec::default()
-    }
-}
-
 /// `into(target)` with `-o origin=ORIGIN`, as the CLI passes it (among the properties).
 fn with_origin(target: &str, origin: &str) -> ReceiveSpec {
     ReceiveSpec {
         set: vec![("origin".into(), origin.into())],
         ..into(target)
-    }
-}
-
-fn forced(spec: ReceiveSpec) -> ReceiveSpec {
-    ReceiveSpec {
-        force: true,
-        ..spec
     }
 }
 
@@ -181,15 +61,6 @@ fn setup() -> Hosts {
         b_sims,
         a,
         b,
-    }
-}
-
-/// Every device image of one host.
-type Images = Vec<(String, Vec<u8>)>;
-
-impl Hosts {
-    fn images(&self) -> (Images, Images) {
-        (images(&self.a_sims), images(&self.b_sims))
     }
 }
 

@@ -9,6 +9,9 @@
 
 #![allow(dead_code)] // Each test binary uses a different part of the helpers.
 
+pub(crate) mod replica;
+pub(crate) mod volume;
+
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
