@@ -661,6 +661,14 @@ impl Tree {
         self.cache = Some(domain);
     }
 
+    /// Ends every read-ahead batch of the pool's cache domain (run here or waited for), so
+    /// that none still holds a reader of its devices: before they close (export, destroy).
+    pub(crate) fn finish_reads_ahead(&self) {
+        if let Some(domain) = &self.cache {
+            domain.finish_reads_ahead();
+        }
+    }
+
     /// Gives the object set of `id` its effective write config and cache policies
     /// (`primarycache`, `secondarycache`), after a property change anywhere above it.
     pub(crate) fn apply_objset_config(&mut self, id: DatasetId) -> Result<(), EngineError> {

@@ -24,6 +24,55 @@ use crate::{Engine, EngineError, Imported, PoolError, PoolHandle};
 /// What a planned read runs under the pool lock to name the blocks to fetch without it.
 type Plan<'p> = &'p mut dyn FnMut(&mut Fs<'_>) -> Result<Option<Fetch>, PosixError>;
 
+/// A read's device work, planned under the pool lock and done without it (crate docs,
+/// "Reads off the lock"): the read's own blocks, read on the caller's thread, and its
+/// read-ahead, a batch handed to a reader thread that nobody waits for (tarn-objects
+/// `readahead`, "Read-ahead that does not wait"). Each has a reader of its own, pinning the
+/// txg its block pointers were found in.
+pub(crate) struct OffLock {
+    fetch: Fetch,
+    reader: DetachedReader,
+    ahead: Option<std::sync::Arc<tarn_objects::Ahead>>,
+}
+
+impl OffLock {
+    /// Under the pool lock (so that no other read plans the read-ahead's blocks too).
+    pub(crate) fn new(mut fetch: Fetch, pool: &tarn_pool::Pool) -> OffLock {
+        let ahead = if fetch.reads_ahead() {
+            let reader = pool.detached_reader();
+            fetch.start_ahead(Box::new(move |bps, feed_l2| {
+                reader.read_blocks(bps, feed_l2)
+            }))
+        } else {
+            None
+        };
+        OffLock {
+            fetch,
+            reader: pool.detached_reader(),
+            ahead,
+        }
+    }
+
+    /// Without the pool lock: the read's own blocks, then the read-ahead handed on, then
+    /// the batches already reading some of the read's own blocks waited for. Best effort:
+    /// a block that fails is left for the read itself to report.
+    pub(crate) fn run(self) {
+        let OffLock {
+            fetch,
+            reader,
+            ahead,
+        } = self;
+        if !fetch.blocks().is_empty() {
+            fetch.fill(reader.read_blocks(fetch.blocks(), fetch.feeds_l2()));
+        }
+        drop(reader);
+        if let Some(ahead) = ahead {
+            tarn_zio::spawn_on_reader(move || ahead.run());
+        }
+        fetch.wait();
+    }
+}
+
 /// A dataset of an imported pool, stable across renames: the MOS object number of its node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct DatasetId(pub u64);
@@ -179,14 +228,14 @@ impl Engine {
         self.fs_call(pool, dataset, FsOp::Read, true, Some(&mut plan), f)
     }
 
-    /// The blocks `plan` finds missing, with a reader to fetch them off the lock (`None`:
+    /// The blocks `plan` finds missing, with readers to fetch them off the lock (`None`:
     /// nothing to fetch, or the plan failed).
     fn fetch_for(
         &self,
         inner: &mut Imported,
         dataset: DatasetId,
         plan: Plan<'_>,
-    ) -> Option<(Fetch, DetachedReader)> {
+    ) -> Option<OffLock> {
         let Imported { pool, datasets, .. } = inner;
         if !datasets.contains(dataset) {
             return None;
@@ -196,7 +245,7 @@ impl Engine {
         let node = datasets.node_mut(dataset);
         let now = now_of(self.clock.as_ref());
         let fetch = plan(&mut Fs::new(&mut node.objset, &reader, now, config)).ok()??;
-        Some((fetch, pool.detached_reader()))
+        Some(OffLock::new(fetch, pool))
     }
 
     /// [`Engine::fs_op`], [`Engine::fs_read`] and [`Engine::fs_read_planned`]: `wait` says
@@ -224,11 +273,10 @@ impl Engine {
             handle.lock_for_write()?
         };
         if let Some(plan) = plan
-            && let Some((fetch, reader)) = self.fetch_for(&mut inner, dataset, plan)
+            && let Some(off_lock) = self.fetch_for(&mut inner, dataset, plan)
         {
             drop(inner);
-            fetch.fill(reader.read_blocks(fetch.blocks(), fetch.feeds_l2()));
-            drop(reader);
+            off_lock.run();
             inner = handle.lock_open();
         }
         let (result, always) = loop {

@@ -50,7 +50,10 @@
 //! read-ahead) need that are not cached (`ObjectSet::plan_read`), read and verify them with
 //! the lock released (`Pool::detached_reader`, several in flight on tarn-zio's reader
 //! threads) into the clean-block cache, and take the lock again only to copy from the
-//! cache; with nothing to fetch they never let go of it. While such a
+//! cache; with nothing to fetch they never let go of it. Their read-ahead is a batch
+//! handed to a reader thread that the read does not wait for (`fs::OffLock`); a later read
+//! that needs one of its blocks waits for that batch, and export and destroy end every
+//! batch before the devices close. While such a
 //! reader runs it pins the txg whose state it read, so no space its block pointers name is
 //! reused (tarn-space `pins`): a copy that fails its checksum is damage and is healed and
 //! counted as on any read, never a newer block. A block evicted or changed in between is
@@ -674,6 +677,7 @@ impl Engine {
         } else {
             self.take(name)?
         };
+        imported.datasets.finish_reads_ahead();
         match imported.pool.export() {
             Ok(()) => Ok(()),
             Err(_) if force => Ok(()),
@@ -688,6 +692,7 @@ impl Engine {
             return Err(PoolError::ReadOnly.into());
         }
         let imported = self.take(name)?;
+        imported.datasets.finish_reads_ahead();
         if let Err(e) = imported.pool.destroy() {
             // No device took the label: nothing changed, so the pool stays imported.
             let guid = imported.pool.guid();

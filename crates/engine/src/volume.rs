@@ -123,13 +123,12 @@ impl Engine {
             let Imported { pool, datasets, .. } = &mut *inner;
             let objset = &mut datasets.node_mut(dataset).objset;
             volume::plan_read(objset, &pool.reader(), offset, buf.len() as u64)?
-                .map(|fetch| (fetch, pool.detached_reader()))
+                .map(|fetch| crate::fs::OffLock::new(fetch, pool))
         };
         // Nothing to read from the devices: no reason to let go of the lock.
-        if let Some((fetch, reader)) = fetch {
+        if let Some(off_lock) = fetch {
             drop(inner);
-            fetch.fill(reader.read_blocks(fetch.blocks(), fetch.feeds_l2()));
-            drop(reader);
+            off_lock.run();
             inner = handle.lock_open();
             // The volume may have gone meanwhile.
             inner.check_volume(dataset)?;

@@ -35,6 +35,8 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use tarn_format::{BlockPtr, BlockType, Dva};
 
+use crate::readahead::Ahead;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct CacheKey {
     domain: u64,
@@ -243,6 +245,7 @@ impl CacheStore {
             inner: Arc::new(DomainInner {
                 store: self.clone(),
                 id: entries.next_domain,
+                ahead: Mutex::default(),
             }),
         }
     }
@@ -273,6 +276,11 @@ impl CacheStore {
 struct DomainInner {
     store: CacheStore,
     id: u64,
+    /// Read-ahead batches being read off every lock, by the keys of their blocks
+    /// (`readahead`, "Read-ahead that does not wait"): a read that needs one of them waits
+    /// for its batch instead of reading the block again. A batch takes its keys out when it
+    /// ends, so no batch outlives its read.
+    ahead: Mutex<HashMap<CacheKey, Arc<Ahead>>>,
 }
 
 impl Drop for DomainInner {
@@ -335,6 +343,53 @@ impl CacheDomain {
 
     fn same(&self, other: &CacheDomain) -> bool {
         Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    fn ahead_map(&self) -> MutexGuard<'_, HashMap<CacheKey, Arc<Ahead>>> {
+        // Every update of the map is one insert or remove: a poisoned lock leaves it usable.
+        self.inner
+            .ahead
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The read-ahead batch reading `bp` now, if any.
+    pub(crate) fn in_flight(&self, bp: &BlockPtr) -> Option<Arc<Ahead>> {
+        let key = CacheKey::of(self.inner.id, bp);
+        self.ahead_map().get(&key).cloned()
+    }
+
+    /// Notes `ahead` as reading its blocks (a block some other batch reads stays that
+    /// batch's).
+    pub(crate) fn start_ahead(&self, ahead: &Arc<Ahead>) {
+        let mut map = self.ahead_map();
+        for bp in ahead.blocks() {
+            map.entry(CacheKey::of(self.inner.id, bp))
+                .or_insert_with(|| Arc::clone(ahead));
+        }
+    }
+
+    /// Takes out the keys `ahead` holds: its read ended.
+    pub(crate) fn end_ahead(&self, ahead: &Arc<Ahead>) {
+        let mut map = self.ahead_map();
+        for bp in ahead.blocks() {
+            let key = CacheKey::of(self.inner.id, bp);
+            if map.get(&key).is_some_and(|held| Arc::ptr_eq(held, ahead)) {
+                map.remove(&key);
+            }
+        }
+    }
+
+    /// Ends every read-ahead of this domain: each batch nobody runs yet is run here, and
+    /// each one running elsewhere is waited for. After this no batch holds a reader of the
+    /// pool, so its devices can be closed (export).
+    pub fn finish_reads_ahead(&self) {
+        loop {
+            let Some(ahead) = self.ahead_map().values().next().cloned() else {
+                return;
+            };
+            ahead.run();
+        }
     }
 }
 

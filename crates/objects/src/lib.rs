@@ -112,7 +112,7 @@ pub use objset::{
     CACHE_BYTES_DEFAULT, META_DNODE_OBJECT, OBJECT_ID_LIMIT, ObjectSet, visit_object_set,
     visit_object_set_born_after,
 };
-pub use readahead::Fetch;
+pub use readahead::{Ahead, Fetch, ReadJob};
 pub use send::BlockChange;
 pub use tarn_format::objset::ObjsetKind;
 pub use zap::{ZAP_KEY_MAX, ZAP_VALUE_MAX, ZapByteEntries, ZapCursor, ZapEntries};

@@ -16,10 +16,26 @@
 //! window in batches of several records instead of one record per request. Stores whose
 //! reads are synchronous (`BlockStore::reads_in_parallel` false: the simulator, in-memory
 //! test stores) get none of this, so their runs issue exactly the reads they always did.
+//!
+//! # Read-ahead that does not wait
+//! A read planned off the caller's lock ([`plan`], [`Fetch`]) splits its batch: the
+//! records it was asked for are read by the caller, and the records ahead become an
+//! [`Ahead`] batch that the caller hands to another thread and does not wait for, so a
+//! sequential reader's next requests find their records read (or on their way) while it
+//! copies the current ones. Until its blocks are cached (or failed), the batch is noted in
+//! the cache domain under each of its blocks' keys; a later read that needs one of them
+//! waits for the batch instead of reading the block a second time, and a batch no thread
+//! has started yet is run by the first reader that needs it (so a busy reader pool delays
+//! nothing: no timeouts, no lost wake-ups). Each batch carries its own reader, which holds
+//! the pool's pin of the txg its block pointers were found in (tarn-space `pins`), so
+//! whichever thread runs it reads blocks whose space cannot have been reused. An export
+//! ends every batch first ([`CacheDomain::finish_reads_ahead`]). The synchronous read path
+//! ([`prefetch`], under the caller's lock) never waits for a batch: a block one is reading
+//! is left to the caller's own read.
 
 use std::collections::BTreeMap;
 use std::ops::Range;
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
 use tarn_base::ObjectId;
 use tarn_base::limits::{READAHEAD_BYTES_MAX, READAHEAD_STREAMS_MAX, READS_IN_FLIGHT_MAX};
@@ -70,7 +86,8 @@ impl Streams {
 
 /// Reads into the cache, in one batch, the records of `[offset, offset + len)` and (with
 /// `ahead`) the records after them (module docs). Never fails: what it cannot read is left
-/// for the caller's read to report.
+/// for the caller's read to report. Blocks a read-ahead batch is reading now are left to it
+/// (the caller's read of such a block reads it again if it is not cached by then).
 pub(crate) fn prefetch(
     ctx: &mut ReadCtx<'_>,
     state: &ObjState,
@@ -78,61 +95,78 @@ pub(crate) fn prefetch(
     len: u64,
     ahead: bool,
 ) {
-    let Some((batch, feed_l2)) = choose(ctx, state, offset, len, ahead, 2) else {
+    let block_size = u64::from(state.dnode.data_block_size);
+    if !ahead && len > 0 && offset / block_size == (offset.saturating_add(len) - 1) / block_size {
+        // One record and nothing ahead: never a batch (below), so not even the walk to find
+        // out, which the caller's read does anyway. This is every small random read.
+        return;
+    }
+    let Some(mut chosen) = choose(ctx, state, offset, len, ahead) else {
         return;
     };
-    let results = ctx.store.read_blocks_l2(&batch, feed_l2);
-    fill(
-        ctx.cache.domain(),
-        &batch,
-        results,
-        u64::from(state.dnode.data_block_size),
-    );
+    chosen.blocks.append(&mut chosen.ahead);
+    if chosen.blocks.len() < 2 {
+        // One record gains nothing from a batch: the caller's own read fetches it.
+        return;
+    }
+    let results = ctx.store.read_blocks_l2(&chosen.blocks, chosen.feed_l2);
+    fill(ctx.cache.domain(), &chosen.blocks, results, block_size);
+}
+
+/// What one read needs from the devices ([`choose`]).
+struct Chosen {
+    /// The read's own records that are neither cached nor being read ahead.
+    blocks: Vec<BlockPtr>,
+    /// Records after them to read ahead (none unless at least half the window is missing
+    /// or the read itself missed).
+    ahead: Vec<BlockPtr>,
+    /// The read-ahead batches that are reading some of the read's own records.
+    waits: Vec<Arc<Ahead>>,
+    feed_l2: bool,
 }
 
 /// The blocks a read of `[offset, offset + len)` (with `ahead`, and its read-ahead) needs
-/// from the devices, and whether they may feed the cache devices; `None` when they are
-/// fewer than `at_least` or the batch would not be kept or not be read in parallel.
+/// from the devices, and whether they may feed the cache devices; `None` when there are
+/// none, or the batch would not be kept or not be read in parallel.
 fn choose(
     ctx: &mut ReadCtx<'_>,
     state: &ObjState,
     offset: u64,
     len: u64,
     ahead: bool,
-    at_least: usize,
-) -> Option<(Vec<BlockPtr>, bool)> {
-    if len == 0 {
+) -> Option<Chosen> {
+    if len == 0 || !ctx.cache.keeps_data() || !ctx.store.reads_in_parallel() {
         return None;
     }
     let block_size = u64::from(state.dnode.data_block_size);
     assert!(block_size > 0, "a data object has a block size");
     let first = offset / block_size;
     let last = (offset.saturating_add(len) - 1) / block_size;
-    if !ahead && first == last && at_least > 1 {
-        // One record and nothing ahead: never a batch (below), so not even the walk to find
-        // out, which the caller's read does anyway. This is every small random read.
-        return None;
-    }
-    if !ctx.cache.keeps_data() || !ctx.store.reads_in_parallel() {
-        return None;
-    }
     let window = if ahead {
         (READAHEAD_BYTES_MAX / block_size).clamp(1, READS_IN_FLIGHT_MAX as u64)
     } else {
         0
     };
-    let wanted = missing(ctx, state, first..last + 1);
-    let ahead_missing = missing(ctx, state, last + 1..last + 1 + window);
-    let mut batch = wanted;
-    if !batch.is_empty() || ahead_missing.len() as u64 * 2 >= window.max(1) {
-        batch.extend(ahead_missing);
+    let (blocks, waits) = missing(ctx, state, first..last + 1);
+    let (mut ahead_missing, _) = missing(ctx, state, last + 1..last + 1 + window);
+    if blocks.is_empty() && (ahead_missing.len() as u64) * 2 < window.max(1) {
+        // The window is mostly cached or on its way: the next batch waits until half of
+        // it is consumed, so batches stay large.
+        ahead_missing.clear();
     }
-    if batch.len() < at_least {
-        // One record gains nothing from a batch: the caller's own read fetches it.
+    if blocks.is_empty() && ahead_missing.is_empty() && waits.is_empty() {
         return None;
     }
-    let feed_l2 = batch.iter().all(|bp| ctx.cache.feeds_l2(bp));
-    Some((batch, feed_l2))
+    let feed_l2 = blocks
+        .iter()
+        .chain(&ahead_missing)
+        .all(|bp| ctx.cache.feeds_l2(bp));
+    Some(Chosen {
+        blocks,
+        ahead: ahead_missing,
+        waits,
+        feed_l2,
+    })
 }
 
 /// Puts the blocks of `batch` that read whole into the cache of `domain`.
@@ -152,22 +186,99 @@ fn fill(
     }
 }
 
+/// Reads a batch of blocks: a pool's reader that keeps the batch's space from being reused
+/// until it is dropped (the caller's pin), moved into the batch it reads.
+pub type ReadJob = Box<dyn FnOnce(&[BlockPtr], bool) -> Vec<Result<Vec<u8>, ZioError>> + Send>;
+
+/// Where a read-ahead batch is (module docs, "Read-ahead that does not wait").
+enum Stage {
+    /// Nobody runs it yet: its reader waits here.
+    Ready(ReadJob),
+    Running,
+    Done,
+}
+
+/// A read-ahead batch read off every lock by whichever thread takes it first: the reader
+/// thread it was handed to, a read that needs one of its blocks, or an export
+/// ([`CacheDomain::finish_reads_ahead`]). Registered in its domain from when it is made until
+/// its blocks are cached (or failed), so no block is read twice meanwhile.
+pub struct Ahead {
+    blocks: Vec<BlockPtr>,
+    feed_l2: bool,
+    block_size: u64,
+    domain: CacheDomain,
+    stage: Mutex<Stage>,
+    ended: Condvar,
+}
+
+impl std::fmt::Debug for Ahead {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ahead")
+            .field("blocks", &self.blocks.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Ahead {
+    pub(crate) fn blocks(&self) -> &[BlockPtr] {
+        &self.blocks
+    }
+
+    fn stage(&self) -> MutexGuard<'_, Stage> {
+        // Every change of the stage is one assignment: a poisoned lock leaves it usable.
+        self.stage.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Reads the batch here and caches what verified, unless another thread has taken it;
+    /// then waits until that thread is done. Either way its blocks are cached or failed
+    /// when this returns.
+    pub fn run(self: &Arc<Self>) {
+        let job = {
+            let mut stage = self.stage();
+            match std::mem::replace(&mut *stage, Stage::Running) {
+                Stage::Ready(job) => job,
+                other => {
+                    *stage = other;
+                    while !matches!(*stage, Stage::Done) {
+                        stage = self
+                            .ended
+                            .wait(stage)
+                            .unwrap_or_else(PoisonError::into_inner);
+                    }
+                    return;
+                }
+            }
+        };
+        let results = job(&self.blocks, self.feed_l2);
+        fill(&self.domain, &self.blocks, results, self.block_size);
+        self.domain.end_ahead(self);
+        *self.stage() = Stage::Done;
+        self.ended.notify_all();
+    }
+}
+
 /// The blocks one read needs from the devices, chosen while the caller holds the object set
 /// (the pool lock) and read without it: [`crate::ObjectSet::plan_read`] makes it, the caller
 /// reads [`Fetch::blocks`] with its store's batch read, and [`Fetch::fill`] puts what
 /// verified into the cache, where the read that follows finds it. The block pointers stay
 /// valid only while the caller keeps their space from being reused (the pool pins the txg
 /// they were found in); a block that no longer verifies is simply not cached.
+///
+/// The records after the read go to a separate batch ([`Fetch::start_ahead`]) that the
+/// caller hands to another thread and does not wait for; the read waits only for the
+/// batches already reading its own records ([`Fetch::wait`]).
 #[derive(Debug)]
 pub struct Fetch {
     blocks: Vec<BlockPtr>,
+    ahead: Vec<BlockPtr>,
+    waits: Vec<Arc<Ahead>>,
     feed_l2: bool,
     block_size: u64,
     domain: CacheDomain,
 }
 
 impl Fetch {
-    /// The blocks to read, in the order [`Fetch::fill`] takes their results.
+    /// The read's own blocks to read, in the order [`Fetch::fill`] takes their results.
     #[must_use]
     pub fn blocks(&self) -> &[BlockPtr] {
         &self.blocks
@@ -183,6 +294,40 @@ impl Fetch {
     pub fn fill(&self, results: Vec<Result<Vec<u8>, ZioError>>) {
         fill(&self.domain, &self.blocks, results, self.block_size);
     }
+
+    /// Whether there are records to read ahead ([`Fetch::start_ahead`]).
+    #[must_use]
+    pub fn reads_ahead(&self) -> bool {
+        !self.ahead.is_empty()
+    }
+
+    /// The read-ahead as a batch that `job` reads, noted in the cache as being read (call
+    /// it before the caller's lock is released, so no other read plans the same blocks),
+    /// for the caller to run on another thread ([`Ahead::run`]). `None`: nothing to read
+    /// ahead (`job` is dropped).
+    pub fn start_ahead(&mut self, job: ReadJob) -> Option<Arc<Ahead>> {
+        if self.ahead.is_empty() {
+            return None;
+        }
+        let ahead = Arc::new(Ahead {
+            blocks: std::mem::take(&mut self.ahead),
+            feed_l2: self.feed_l2,
+            block_size: self.block_size,
+            domain: self.domain.clone(),
+            stage: Mutex::new(Stage::Ready(job)),
+            ended: Condvar::new(),
+        });
+        self.domain.start_ahead(&ahead);
+        Some(ahead)
+    }
+
+    /// Waits for the read-ahead batches that are reading the read's own records (running
+    /// one here if no thread has taken it yet).
+    pub fn wait(&self) {
+        for ahead in &self.waits {
+            ahead.run();
+        }
+    }
 }
 
 /// [`Fetch`] of a read of `[offset, offset + len)` (module docs), including a single
@@ -194,10 +339,12 @@ pub(crate) fn plan(
     len: u64,
     ahead: bool,
 ) -> Option<Fetch> {
-    let (blocks, feed_l2) = choose(ctx, state, offset, len, ahead, 1)?;
+    let chosen = choose(ctx, state, offset, len, ahead)?;
     Some(Fetch {
-        blocks,
-        feed_l2,
+        blocks: chosen.blocks,
+        ahead: chosen.ahead,
+        waits: chosen.waits,
+        feed_l2: chosen.feed_l2,
         block_size: u64::from(state.dnode.data_block_size),
         domain: ctx.cache.domain().clone(),
     })
@@ -205,10 +352,16 @@ pub(crate) fn plan(
 
 /// The synced block pointers of the records `blkids` that are not dirty, not holes and not
 /// cached, and that are what the tree says they are (level 0, the object's block size, born
-/// no later than the store's txg; anything else is left to the caller's checked read).
-fn missing(ctx: &mut ReadCtx<'_>, state: &ObjState, blkids: Range<u64>) -> Vec<BlockPtr> {
+/// no later than the store's txg; anything else is left to the caller's checked read);
+/// those a read-ahead batch is reading are left out, and that batch is named instead (once).
+fn missing(
+    ctx: &mut ReadCtx<'_>,
+    state: &ObjState,
+    blkids: Range<u64>,
+) -> (Vec<BlockPtr>, Vec<Arc<Ahead>>) {
     let block_size = u64::from(state.dnode.data_block_size);
     let mut bps = Vec::new();
+    let mut waits: Vec<Arc<Ahead>> = Vec::new();
     for blkid in blkids {
         if blkid > state.dnode.maxblkid {
             break;
@@ -223,11 +376,16 @@ fn missing(ctx: &mut ReadCtx<'_>, state: &ObjState, blkids: Range<u64>) -> Vec<B
             && bp.level == 0
             && u64::from(bp.lsize) == block_size
             && bp.birth <= ctx.store.txg();
-        if usable && !ctx.cache.contains(&bp) {
-            bps.push(bp);
+        if !usable || ctx.cache.contains(&bp) {
+            continue;
+        }
+        match ctx.cache.domain().in_flight(&bp) {
+            Some(ahead) if waits.iter().any(|w| Arc::ptr_eq(w, &ahead)) => {}
+            Some(ahead) => waits.push(ahead),
+            None => bps.push(bp),
         }
     }
-    bps
+    (bps, waits)
 }
 
 #[cfg(test)]
@@ -424,6 +582,163 @@ mod tests {
             log.last(),
             Some(&-1),
             "the reader's own read comes last: {log:?}"
+        );
+    }
+
+    /// One planned read of the record at `at` as the engine does it off its lock: the
+    /// read's own blocks through `logged`, the read-ahead handed to `hand` (which may run it,
+    /// keep it, or drop the handle unrun), the batches the read needs waited for, then the
+    /// read from the cache. Every batch's block count goes into `log` (read-ahead batches
+    /// as `1000 + n`).
+    fn planned_read(
+        set: &mut ObjectSet,
+        logged: &Logged<'_>,
+        id: tarn_base::ObjectId,
+        at: u64,
+        ahead_log: &std::sync::Arc<std::sync::Mutex<Vec<usize>>>,
+        hand: &mut dyn FnMut(std::sync::Arc<super::Ahead>),
+    ) -> Vec<u8> {
+        if let Some(mut fetch) = set.plan_read(logged, id, at, u64::from(RECORD)).unwrap() {
+            let store = logged.inner.clone();
+            let log = std::sync::Arc::clone(ahead_log);
+            let ahead = fetch.start_ahead(Box::new(move |bps, _| {
+                log.lock().unwrap().push(bps.len());
+                bps.iter().map(|bp| store.read_block(bp)).collect()
+            }));
+            if !fetch.blocks().is_empty() {
+                fetch.fill(logged.read_blocks(fetch.blocks()));
+            }
+            if let Some(ahead) = ahead {
+                hand(ahead);
+            }
+            fetch.wait();
+        }
+        let mut buf = vec![0u8; RECORD as usize];
+        set.read_planned(logged, id, at, &mut buf).unwrap();
+        buf
+    }
+
+    /// Goal: read-ahead that the reader does not wait for still reads every record exactly
+    /// once, whoever runs its batches: a thread of their own (started at once, or never, so
+    /// that the reader that needs a batch runs it itself), and every byte is right; no read
+    /// is ever served by a single-block read under the lock. Method: a sequential planned
+    /// reader over a store that logs every read, in three hand-off modes.
+    #[test]
+    fn read_ahead_not_waited_for_reads_each_record_once() {
+        let (store, root, id, data) = setup();
+        let record = u64::from(RECORD);
+        for mode in ["thread", "never", "late"] {
+            let logged = Logged {
+                inner: &store,
+                parallel: true,
+                log: RefCell::new(Vec::new()),
+                fail: None,
+            };
+            let mut set = ObjectSet::open(&logged, &root).unwrap();
+            logged.log.borrow_mut().clear();
+            let ahead_log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+            let mut threads = Vec::new();
+            let mut kept = Vec::new();
+            {
+                let mut hand = |ahead: std::sync::Arc<super::Ahead>| match mode {
+                    "thread" => threads.push(std::thread::spawn(move || ahead.run())),
+                    "never" => drop(ahead),
+                    _ => kept.push(ahead),
+                };
+                for blkid in 0..RECORDS {
+                    let at = blkid * record;
+                    let got = planned_read(&mut set, &logged, id, at, &ahead_log, &mut hand);
+                    assert!(
+                        got == data[at as usize..(at + record) as usize],
+                        "{mode}: record {blkid}"
+                    );
+                }
+            }
+            for thread in threads {
+                thread.join().unwrap();
+            }
+            for ahead in kept {
+                // Run by the reader that needed it, or now: either way once.
+                ahead.run();
+            }
+            let own: i64 = logged.log.borrow().iter().filter(|&&n| n > 0).sum();
+            let ahead: usize = ahead_log.lock().unwrap().iter().sum();
+            // The first plan's walk reads the dnode block and the indirect block, one at a
+            // time; a data record read alone under the lock would be a third.
+            assert!(
+                logged.log.borrow().iter().filter(|&&n| n < 0).count() <= 2,
+                "{mode}: no data record read alone under the lock: {:?}",
+                logged.log.borrow()
+            );
+            assert_eq!(
+                own + ahead as i64,
+                RECORDS as i64 - 1,
+                "{mode}: every data record once: own {:?}, ahead {:?}",
+                logged.log.borrow(),
+                ahead_log.lock().unwrap()
+            );
+            assert!(ahead > 0, "{mode}: records were read ahead");
+        }
+    }
+
+    /// Goal: a block that failed in a read-ahead batch nobody waited for is not cached, the
+    /// batch no longer counts as reading it, and the reader's own read of it fetches it
+    /// again (and gets the right bytes); `finish_reads_ahead` runs a batch no thread took.
+    #[test]
+    fn a_failed_block_of_a_read_ahead_batch_is_read_again() {
+        let (store, root, id, data) = setup();
+        let record = u64::from(RECORD);
+        let logged = Logged {
+            inner: &store,
+            parallel: true,
+            log: RefCell::new(Vec::new()),
+            fail: None,
+        };
+        let domain = crate::CacheStore::new(64 << 20).domain();
+        let mut set = ObjectSet::open(&logged, &root).unwrap();
+        set.use_cache(&domain);
+        let mut fetch = set.plan_read(&logged, id, 0, record).unwrap().unwrap();
+        // The batch fails its first block (record 1).
+        let ahead = fetch
+            .start_ahead(Box::new(|bps: &[BlockPtr], _| {
+                let mut results: Vec<Result<Vec<u8>, ZioError>> = vec![Err(ZioError::Suspended)];
+                results.extend(bps[1..].iter().map(|_| Err(ZioError::Suspended)));
+                results
+            }))
+            .unwrap();
+        fetch.fill(logged.read_blocks(fetch.blocks()));
+        assert!(
+            ahead
+                .blocks()
+                .iter()
+                .all(|bp| domain.in_flight(bp).is_some()),
+            "the batch's blocks are noted as being read"
+        );
+        domain.finish_reads_ahead();
+        assert!(
+            ahead
+                .blocks()
+                .iter()
+                .all(|bp| domain.in_flight(bp).is_none()),
+            "an ended batch reads nothing any more"
+        );
+        let mut buf = vec![0u8; record as usize];
+        set.read_planned(&logged, id, 0, &mut buf).unwrap();
+        logged.log.borrow_mut().clear();
+        let got = planned_read(
+            &mut set,
+            &logged,
+            id,
+            record,
+            &std::sync::Arc::new(std::sync::Mutex::new(Vec::new())),
+            &mut |ahead| ahead.run(),
+        );
+        assert!(got == data[record as usize..2 * record as usize]);
+        assert_eq!(
+            logged.log.borrow().first(),
+            Some(&1),
+            "record 1 read again by its reader: {:?}",
+            logged.log.borrow()
         );
     }
 }

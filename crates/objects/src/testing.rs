@@ -16,6 +16,7 @@ use crate::{BlockContext, visit_object_set};
 
 /// A block store in memory: one entry per live block keyed by its first DVA's offset.
 /// Freeing an unknown block panics (a double free or a free of a never-written block).
+#[derive(Clone)]
 pub struct MemStore {
     txg: Txg,
     next_offset: u64,

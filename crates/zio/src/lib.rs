@@ -58,7 +58,8 @@
 //! simulated runs stay deterministic. [`Pipeline::write_blocks`] (the blocks a volume's
 //! `logbias=throughput` commit writes ahead) runs on the reader threads too: compression
 //! and checksums, then the device writes, each a batch, with the allocations between them
-//! on the caller's thread in block order (the allocator is not shared).
+//! on the caller's thread in block order (the allocator is not shared). A read-ahead batch
+//! that its reader does not wait for runs as one job there too ([`spawn_on_reader`]).
 //!
 //! # Failure model
 //! A copy that fails to read or verify is skipped and healed from a good copy. A block none
@@ -142,6 +143,16 @@ fn readers() -> Option<&'static rayon::ThreadPool> {
                 .ok()
         })
         .as_ref()
+}
+
+/// Runs `job` on one of the reader threads and returns at once (on this thread, before
+/// returning, when they could not be started): for work a caller hands on without waiting
+/// for it, such as a read-ahead batch (tarn-objects `Ahead`).
+pub fn spawn_on_reader(job: impl FnOnce() + Send + 'static) {
+    match readers() {
+        Some(readers) => readers.spawn(job),
+        None => job(),
+    }
 }
 
 /// Whether `data` (a copy of `bp` as read, padded to whole sectors) is the block: its first
