@@ -51,7 +51,8 @@ pub const READAHEAD_BYTES_MAX: u64 = 4 << 20;
 /// Smallest byte limit an engine's clean-block cache may be given (ZFS's `zfs_arc_min`
 /// floor): the indirect and dnode blocks of a few busy files.
 pub const CACHE_BYTES_MIN: u64 = 16 << 20;
-/// Objects whose sequential read position is remembered per object set for read-ahead.
+/// Sequential read streams (an object and where its reader stands) remembered per object
+/// set for read-ahead.
 pub const READAHEAD_STREAMS_MAX: usize = 64;
 
 const _: () = assert!(READAHEAD_BYTES_MAX >= BLOCK_SIZE_DEFAULT);

@@ -3,8 +3,9 @@
 //! A read of an object's data first gathers the synced level-0 blocks it covers that are
 //! neither dirty nor cached, and reads them with one [`BlockStore::read_blocks`] call, which
 //! a pool over devices with their own I/O threads serves with several blocks in flight (and
-//! every block's columns in flight together). When the read starts where the previous read
-//! of the same object ended ([`Streams`]), the records after it, up to
+//! every block's columns in flight together). When the read starts where an earlier read
+//! of the same object ended (a stream, [`Streams`]: several per object, one per reader of
+//! its own range), the records after it, up to
 //! `READAHEAD_BYTES_MAX` (and at most `READS_IN_FLIGHT_MAX` records), join the same batch.
 //! Everything read goes into the clean-block cache only after the store verified it (the
 //! store returns nothing else), so the reader that reaches those records later gets verified
@@ -45,42 +46,58 @@ use tarn_zio::ZioError;
 use crate::cache::CacheDomain;
 use crate::tree::{ObjState, ReadCtx, synced_bp};
 
-/// Where the last read of each recently read object ended, to recognise sequential access.
-/// At most `READAHEAD_STREAMS_MAX` objects; the least recently read is forgotten first.
+/// Where the recent sequential streams of reads stand: each is an object and the end of the
+/// last read that continued it (ZFS's zfetch streams), so that several readers of one file
+/// (each its own range) are each recognised as sequential. At most
+/// `READAHEAD_STREAMS_MAX` streams, and [`STREAMS_PER_OBJECT`] per object; the least
+/// recently continued one goes first.
 #[derive(Debug, Default)]
 pub(crate) struct Streams {
-    /// Object -> (end of its last read, tick of that read).
-    ends: BTreeMap<u64, (u64, u64)>,
+    /// (object, end of the stream's last read) -> tick of that read.
+    ends: BTreeMap<(u64, u64), u64>,
     tick: u64,
 }
 
+/// Streams remembered per object: one per reader of a file read by several at once.
+const STREAMS_PER_OBJECT: usize = 8;
+
+const _: () = assert!(STREAMS_PER_OBJECT <= READAHEAD_STREAMS_MAX);
+
 impl Streams {
     /// Records a read of `len` bytes at `offset` of `object`; returns whether it continues
-    /// the previous read of that object (or starts the object), i.e. whether to read ahead.
+    /// a stream of that object (or starts the object), i.e. whether to read ahead.
     pub(crate) fn note(&mut self, object: ObjectId, offset: u64, len: u64) -> bool {
         self.tick += 1;
-        let sequential = offset == 0
-            || self
-                .ends
-                .get(&object.0)
-                .is_some_and(|&(end, _)| end == offset);
-        if !self.ends.contains_key(&object.0) && self.ends.len() >= READAHEAD_STREAMS_MAX {
-            let oldest = self
-                .ends
-                .iter()
-                .min_by_key(|(_, (_, tick))| *tick)
-                .map(|(&id, _)| id);
-            if let Some(oldest) = oldest {
-                self.ends.remove(&oldest);
-            }
+        let continued = self.ends.remove(&(object.0, offset)).is_some();
+        let of_object = self
+            .ends
+            .range((object.0, 0)..=(object.0, u64::MAX))
+            .count();
+        if of_object >= STREAMS_PER_OBJECT {
+            self.forget_oldest(|(id, _)| id == object.0);
+        } else if self.ends.len() >= READAHEAD_STREAMS_MAX {
+            self.forget_oldest(|_| true);
         }
         self.ends
-            .insert(object.0, (offset.saturating_add(len), self.tick));
+            .insert((object.0, offset.saturating_add(len)), self.tick);
         assert!(
             self.ends.len() <= READAHEAD_STREAMS_MAX,
             "read-ahead streams bounded"
         );
-        sequential
+        continued || offset == 0
+    }
+
+    /// Forgets the least recently continued stream of those `which` picks.
+    fn forget_oldest(&mut self, which: impl Fn((u64, u64)) -> bool) {
+        let oldest = self
+            .ends
+            .iter()
+            .filter(|(key, _)| which(**key))
+            .min_by_key(|(_, tick)| **tick)
+            .map(|(key, _)| *key);
+        if let Some(oldest) = oldest {
+            self.ends.remove(&oldest);
+        }
     }
 }
 
@@ -740,5 +757,41 @@ mod tests {
             "record 1 read again by its reader: {:?}",
             logged.log.borrow()
         );
+    }
+
+    /// Goal: readers of their own ranges of one object, interleaved, are each recognised as
+    /// sequential (ZFS's zfetch streams), a random reader is not, and the streams stay
+    /// bounded per object and in all. Method: [`super::Streams`] directly.
+    #[test]
+    fn interleaved_readers_of_one_object_are_each_sequential() {
+        let mut streams = super::Streams::default();
+        let file = tarn_base::ObjectId(7);
+        let quarter = 1u64 << 28;
+        let starts: Vec<u64> = (0..4).map(|i| i * quarter).collect();
+        // The first read of each range is not sequential (except at 0); the rest are.
+        for step in 0..6u64 {
+            for (reader, start) in starts.iter().enumerate() {
+                let sequential = streams.note(file, start + step * (1 << 20), 1 << 20);
+                assert_eq!(
+                    sequential,
+                    step > 0 || reader == 0,
+                    "reader {reader} step {step}"
+                );
+            }
+        }
+        let mut rng = SeededRng::new(9);
+        let randoms = (0..100)
+            .filter(|_| streams.note(file, (rng.next_u64() % 1000 + 1) * 8192 + 512, 4096))
+            .count();
+        assert_eq!(randoms, 0, "random reads continue no stream");
+        let of_file = streams.ends.keys().filter(|(id, _)| *id == 7).count();
+        assert!(
+            of_file <= super::STREAMS_PER_OBJECT,
+            "{of_file} streams of one object"
+        );
+        for id in 0..200u64 {
+            streams.note(tarn_base::ObjectId(100 + id), 4096, 4096);
+        }
+        assert!(streams.ends.len() <= tarn_base::limits::READAHEAD_STREAMS_MAX);
     }
 }
