@@ -26,7 +26,7 @@ type Plan<'p> = &'p mut dyn FnMut(&mut Fs<'_>) -> Result<Option<Fetch>, PosixErr
 
 /// A read's device work, planned under the pool lock and done without it (crate docs,
 /// "Reads off the lock"): the read's own blocks, read on the caller's thread, and its
-/// read-ahead, a batch handed to a reader thread that nobody waits for (tarn-objects
+/// read-ahead, a batch handed to a read-ahead thread that nobody waits for (tarn-objects
 /// `readahead`, "Read-ahead that does not wait"). Each has a reader of its own, pinning the
 /// txg its block pointers were found in.
 pub(crate) struct OffLock {
@@ -67,7 +67,7 @@ impl OffLock {
         }
         drop(reader);
         if let Some(ahead) = ahead {
-            tarn_zio::spawn_on_reader(move || ahead.run());
+            tarn_zio::spawn_read_ahead(move || ahead.run());
         }
         fetch.wait();
     }

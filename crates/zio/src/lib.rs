@@ -59,7 +59,8 @@
 //! `logbias=throughput` commit writes ahead) runs on the reader threads too: compression
 //! and checksums, then the device writes, each a batch, with the allocations between them
 //! on the caller's thread in block order (the allocator is not shared). A read-ahead batch
-//! that its reader does not wait for runs as one job there too ([`spawn_on_reader`]).
+//! that its reader does not wait for runs as one job on a read-ahead thread
+//! ([`spawn_read_ahead`]).
 //!
 //! # Failure model
 //! A copy that fails to read or verify is skipped and healed from a good copy. A block none
@@ -145,13 +146,60 @@ fn readers() -> Option<&'static rayon::ThreadPool> {
         .as_ref()
 }
 
-/// Runs `job` on one of the reader threads and returns at once (on this thread, before
-/// returning, when they could not be started): for work a caller hands on without waiting
-/// for it, such as a read-ahead batch (tarn-objects `Ahead`).
-pub fn spawn_on_reader(job: impl FnOnce() + Send + 'static) {
-    match readers() {
-        Some(readers) => readers.spawn(job),
-        None => job(),
+/// Threads that run read-ahead batches nobody waits for ([`spawn_read_ahead`]): few, since
+/// each batch keeps its own blocks in flight, and asleep on their queue when idle (the
+/// reader threads' pool spins before it sleeps, which a job every few requests would pay
+/// for each time).
+pub const READ_AHEAD_THREADS: usize = 4;
+
+type AheadJob = Box<dyn FnOnce() + Send>;
+
+/// The queue of the read-ahead threads, started on first use; `None` if they could not be
+/// started.
+fn read_ahead_queue() -> Option<&'static Mutex<std::sync::mpsc::Sender<AheadJob>>> {
+    static QUEUE: std::sync::OnceLock<Option<Mutex<std::sync::mpsc::Sender<AheadJob>>>> =
+        std::sync::OnceLock::new();
+    QUEUE
+        .get_or_init(|| {
+            let (send, receive) = std::sync::mpsc::channel::<AheadJob>();
+            let receive = Arc::new(Mutex::new(receive));
+            for i in 0..READ_AHEAD_THREADS {
+                let receive = Arc::clone(&receive);
+                std::thread::Builder::new()
+                    .name(format!("tarn-ahead-{i}"))
+                    .spawn(move || {
+                        loop {
+                            // The lock is held only to take one job, never while running it.
+                            let job = receive
+                                .lock()
+                                .unwrap_or_else(PoisonError::into_inner)
+                                .recv();
+                            match job {
+                                Ok(job) => job(),
+                                Err(_) => return,
+                            }
+                        }
+                    })
+                    .ok()?;
+            }
+            Some(Mutex::new(send))
+        })
+        .as_ref()
+}
+
+/// Runs `job` on a read-ahead thread and returns at once (on this thread, before returning,
+/// when they could not be started): a read-ahead batch that its reader hands on without
+/// waiting for it (tarn-objects `Ahead`, which any reader that needs it may also run).
+pub fn spawn_read_ahead(job: impl FnOnce() + Send + 'static) {
+    let Some(queue) = read_ahead_queue() else {
+        return job();
+    };
+    let sent = queue
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .send(Box::new(job));
+    if let Err(std::sync::mpsc::SendError(job)) = sent {
+        job();
     }
 }
 
