@@ -429,6 +429,17 @@ mod tests {
         fail: Option<BlockPtr>,
     }
 
+    impl<'a> Logged<'a> {
+        fn new(inner: &'a MemStore, parallel: bool) -> Self {
+            Logged {
+                inner,
+                parallel,
+                log: RefCell::new(Vec::new()),
+                fail: None,
+            }
+        }
+    }
+
     impl BlockStore for Logged<'_> {
         fn txg(&self) -> Txg {
             self.inner.txg()
@@ -488,12 +499,7 @@ mod tests {
     #[test]
     fn sequential_reads_are_read_ahead_in_batches() {
         let (store, root, id, data) = setup();
-        let logged = Logged {
-            inner: &store,
-            parallel: true,
-            log: RefCell::new(Vec::new()),
-            fail: None,
-        };
+        let logged = Logged::new(&store, true);
         let mut set = ObjectSet::open(&logged, &root).unwrap();
         logged.log.borrow_mut().clear();
         let record = u64::from(RECORD);
@@ -558,12 +564,7 @@ mod tests {
     #[test]
     fn a_failed_read_ahead_record_is_left_to_the_reader() {
         let (store, root, id, data) = setup();
-        let probe = Logged {
-            inner: &store,
-            parallel: false,
-            log: RefCell::new(Vec::new()),
-            fail: None,
-        };
+        let probe = Logged::new(&store, false);
         let mut probe_set = ObjectSet::open(&probe, &root).unwrap();
         read(&mut probe_set, &probe, id, 0);
         let record = u64::from(RECORD);
@@ -645,12 +646,7 @@ mod tests {
         let (store, root, id, data) = setup();
         let record = u64::from(RECORD);
         for mode in ["thread", "never", "late"] {
-            let logged = Logged {
-                inner: &store,
-                parallel: true,
-                log: RefCell::new(Vec::new()),
-                fail: None,
-            };
+            let logged = Logged::new(&store, true);
             let mut set = ObjectSet::open(&logged, &root).unwrap();
             logged.log.borrow_mut().clear();
             let ahead_log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
@@ -705,12 +701,7 @@ mod tests {
     fn a_failed_block_of_a_read_ahead_batch_is_read_again() {
         let (store, root, id, data) = setup();
         let record = u64::from(RECORD);
-        let logged = Logged {
-            inner: &store,
-            parallel: true,
-            log: RefCell::new(Vec::new()),
-            fail: None,
-        };
+        let logged = Logged::new(&store, true);
         let domain = crate::CacheStore::new(64 << 20).domain();
         let mut set = ObjectSet::open(&logged, &root).unwrap();
         set.use_cache(&domain);
