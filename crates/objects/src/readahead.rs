@@ -33,6 +33,11 @@
 //! ends every batch first ([`CacheDomain::finish_reads_ahead`]). The synchronous read path
 //! ([`prefetch`], under the caller's lock) never waits for a batch: a block one is reading
 //! is left to the caller's own read.
+//!
+//! Memory: a batch that waits holds only its block pointers; its buffers exist while a
+//! thread runs it (at most `READS_IN_FLIGHT_MAX` blocks in flight, then in the cache, which
+//! is bounded). So read-ahead holds at most one window per running thread: the read-ahead
+//! threads' and the readers' (a reader runs a batch only when it needs one of its blocks).
 
 use std::collections::BTreeMap;
 use std::ops::Range;
