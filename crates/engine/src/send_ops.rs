@@ -28,9 +28,11 @@
 //! `send -t` stream starts there with the RESUMING feature, and a receive takes it only
 //! when its point is exactly the token's. `receive -A` discards the partial state.
 //!
-//! Replication (`send -R`): one substream per dataset and snapshot, parents first, with the
-//! dataset's local properties; the receiver names each dataset by its path below the
-//! stream's first one. Clones go after their origins as clone streams, and a clone stream
+//! Replication (`send -R`): a manifest substream listing the tree's datasets and snapshots
+//! (`receive_prune`: with `-F` the receiver destroys what the sender no longer has, after
+//! the last substream), then one substream per dataset and snapshot, parents first, with
+//! the dataset's local properties; the receiver names each dataset by its path below the
+//! stream's root. Clones go after their origins as clone streams, and a clone stream
 //! received makes a clone (`clone_stream`); `receive -c` is `corrective`.
 
 use std::io::{Read, Write};
@@ -122,6 +124,11 @@ pub struct ReceiveReport {
     pub snapshots: Vec<String>,
     /// Stream bytes read.
     pub bytes: u64,
+    /// `receive -R -F`: the datasets and snapshots (full names) of the destination's tree
+    /// destroyed because the sender no longer has them (with `-n`: that would be).
+    pub destroyed: Vec<String>,
+    /// `receive -R`: snapshots renamed as the sender renamed them (old, new full names).
+    pub renamed: Vec<(String, String)>,
 }
 
 /// A stream's failure as the refusal line says it.
@@ -143,9 +150,13 @@ impl Engine {
         }
         let (root, snap) = snapshot::split_name(&spec.snapshot)?;
         let handle = self.pool(pool_of(root))?;
-        let (plan, clones) = {
+        let (plan, clones, manifest) = {
             let inner = handle.lock();
             let plan = send_plan(&inner, spec, root, snap)?;
+            let manifest = match spec.replicate {
+                true => Some(manifest_records(&inner, root, snap)?),
+                false => None,
+            };
             let clones: Vec<bool> = plan
                 .iter()
                 .map(|(dataset, from, _)| {
@@ -156,12 +167,18 @@ impl Engine {
                     node.is_some_and(|n| crate::clone_stream::is_origin(n, from.as_ref()))
                 })
                 .collect();
-            (plan, clones)
+            (plan, clones, manifest)
         };
         let mut report = SendReport::default();
         let mut sink = std::io::sink();
         let out: &mut dyn Write = if spec.dry_run { &mut sink } else { out };
         let mut writer = StreamWriter::new(out);
+        if let Some(manifest) = manifest {
+            for record in manifest {
+                writer.write(&record).map_err(stream_error)?;
+            }
+            writer.end().map_err(stream_error)?;
+        }
         for ((dataset, from, to), clone) in plan.into_iter().zip(clones) {
             let dataset = dataset.as_str();
             let names = (
@@ -255,6 +272,32 @@ impl Engine {
             bytes: writer.bytes(),
         })
     }
+}
+
+/// The manifest substream of `send -R` of `root@snap` (docs/FORMAT.md 21): its BEGIN, then
+/// one MANIFEST record per dataset of the tree (`receive_prune`).
+fn manifest_records(inner: &Imported, root: &str, snap: &str) -> Result<Vec<Record>, EngineError> {
+    let id = inner.datasets.lookup(root)?;
+    let node = inner.datasets.node(id);
+    let (_, to) = node
+        .snapshot(snap)
+        .ok_or_else(|| invalid(format!("snapshot '{root}@{snap}' does not exist")))?;
+    let begin = Begin {
+        features: tarn_send::FEATURE_REPLICATED | tarn_send::FEATURE_MANIFEST,
+        from_guid: 0,
+        to_guid: to.header.guid.0,
+        to_txg: to.header.txg.0,
+        creation_time: to.header.creation_time,
+        objset_kind: stream_kind(node.objset.kind()),
+        resume_object: 0,
+        resume_offset: 0,
+        from_name: String::new(),
+        to_name: format!("{root}@{snap}"),
+    };
+    let mut records = vec![Record::Begin(Box::new(begin))];
+    let listed = crate::receive_prune::manifest(inner, id, snap);
+    records.extend(listed.into_iter().map(Record::Manifest));
+    Ok(records)
 }
 
 /// Where one substream starts: its snapshots, their full names, and a resume point.
@@ -569,6 +612,8 @@ impl Engine {
         let mut reader = StreamReader::new(input);
         let mut report = ReceiveReport::default();
         let mut replicated_root: Option<String> = None;
+        // The sender's tree, when the stream is a replication stream with a manifest.
+        let mut sent = None;
         loop {
             let begin = match reader.next_record().map_err(stream_error)? {
                 None if report.snapshots.is_empty() => {
@@ -579,6 +624,13 @@ impl Engine {
                 Some(_) => return Err(invalid("invalid stream: no BEGIN record")),
             };
             crate::receive_new::check_origin_for(spec, &begin)?;
+            if begin.features & tarn_send::FEATURE_MANIFEST != 0 {
+                let first = report.snapshots.is_empty() && sent.is_none();
+                let tree = self.receive_manifest(spec, &begin, &mut reader, first)?;
+                replicated_root = Some(tree.root.clone());
+                sent = Some(tree);
+                continue;
+            }
             let each = replicated_spec(spec, &begin, &mut replicated_root)?;
             let spec = each.as_ref().unwrap_or(spec);
             let name = match spec.dry_run {
@@ -586,6 +638,9 @@ impl Engine {
                 false => self.receive_one(spec, &begin, &mut reader, progress)?,
             };
             report.snapshots.push(name);
+        }
+        if let Some(sent) = &sent {
+            self.receive_prune(spec, sent, &mut report)?;
         }
         report.bytes = reader.bytes();
         Ok(report)
