@@ -18,10 +18,11 @@
 //!
 //! Rules (OpenZFS's `recv_incremental_replication`, by GUID, never by name):
 //! - A local dataset is *matched* when one of its snapshots' GUIDs is anywhere in the sent
-//!   list, or when it has no snapshot and the sender has a dataset at its path (the stream
-//!   makes it again there). The root is always kept. An unmatched dataset is destroyed with
-//!   its descendants, unless a descendant is matched: then it stays (the sender moved that
-//!   descendant; tarn does not rename datasets, see Not here).
+//!   list, or when the sender has a dataset at its path (the stream may write there, or
+//!   below it: only its snapshots the sender lacks go). The root is always kept. An
+//!   unmatched dataset is destroyed with its descendants, unless a descendant is matched:
+//!   then it stays (the sender moved that descendant; tarn does not rename datasets, see
+//!   Not here).
 //! - In a dataset that stays, a snapshot whose GUID the sender does not list is destroyed;
 //!   one whose GUID the sender lists under another name in the dataset the local one
 //!   matched is renamed to it. Renames come in an order in which each new name is free
@@ -103,7 +104,7 @@ pub fn prune(sent: &[Listing], local: &[Listing]) -> Result<Prune, PruneError> {
     let matched = |l: &Listing| {
         l.path.is_empty()
             || l.snapshots.iter().any(|(g, _)| by_guid.contains_key(g))
-            || (l.snapshots.is_empty() && sent_paths.contains(l.path.as_str()))
+            || sent_paths.contains(l.path.as_str())
     };
     let matched_paths: Vec<&str> = local
         .iter()
@@ -215,7 +216,8 @@ mod tests {
     }
 
     // P1: a dataset holding a sent GUID stays, whatever its path (the sender moved it),
-    // and so does its parent; a snapshot-less dataset at a sent path stays; the root stays.
+    // and so does its parent; a dataset at a sent path stays (only the snapshots the sender
+    // lacks go); the root stays.
     #[test]
     fn what_the_sender_has_stays() {
         let sent = [listing("", &[(1, "a")]), listing("/new", &[(5, "a")])];
@@ -223,10 +225,13 @@ mod tests {
             listing("", &[]),
             listing("/moved", &[]),
             listing("/moved/kid", &[(5, "a"), (6, "mine")]),
-            listing("/new", &[]),
+            listing("/new", &[(8, "other")]),
         ];
         let expected = Prune {
-            snapshots: vec![("/moved/kid".into(), "mine".into())],
+            snapshots: vec![
+                ("/moved/kid".into(), "mine".into()),
+                ("/new".into(), "other".into()),
+            ],
             ..Prune::default()
         };
         check(&sent, &local, &expected);

@@ -129,6 +129,7 @@ mod multihost;
 pub mod project;
 pub mod props;
 mod rebuild;
+mod receive_atomic;
 mod receive_new;
 mod receive_prune;
 mod receive_rollback;

@@ -20,14 +20,13 @@
 //! manifest (from a build before it) is received as before: nothing is destroyed or
 //! renamed.
 //!
-//! Failure model: the first check refuses before any change. The substreams each commit at
-//! their END (see `send_ops`): a hold or clone made on a doomed snapshot while they are
-//! received refuses the prune at the end, after the substreams are in; a crash between the
-//! last substream and the prune's txg leaves the tree received and unpruned, which a second
-//! receive of the same stream cannot fix (its snapshots exist) but `destroy` can.
+//! Failure model: the first check refuses before any change. The substreams are held in
+//! hidden datasets (`receive_atomic`) and placed in the prune's txg: a hold or clone made
+//! on a doomed snapshot while they came in refuses at the end, the held ones discarded, so
+//! nothing changed. Where the stream made held substreams take their place early (module
+//! doc of `receive_atomic`), those stay received.
 //!
-//! Not here: renaming or moving datasets (module doc of `tarn_dataset::replicate`), and
-//! making the substreams and the prune one txg (the stream's END per dataset commits).
+//! Not here: renaming or moving datasets (module doc of `tarn_dataset::replicate`).
 
 use std::collections::BTreeSet;
 use std::io::Read;
@@ -38,6 +37,7 @@ use tarn_dataset::snapshot;
 use tarn_send::{Begin, Manifest, ManifestSnapshot, Record, StreamReader};
 
 use crate::dataset_ops::{invalid, pool_of};
+use crate::receive_atomic::Held;
 use crate::send_ops::{ReceiveReport, ReceiveSpec, stream_error};
 use crate::{DatasetId, Engine, EngineError, Imported};
 
@@ -47,11 +47,19 @@ pub(crate) struct Sent {
     pub(crate) root: String,
     /// Each dataset, paths below the root.
     listings: Vec<Listing>,
+    /// The substreams the stream carries after its manifest.
+    pub(crate) substreams: u64,
 }
 
 /// The MANIFEST records of a `send -R` of `root@snap`: every dataset of the subtree, each
-/// with its snapshots up to its own `@snap` (or the root's, when it has none).
-pub(crate) fn manifest(inner: &Imported, root: DatasetId, snap: &str) -> Vec<Manifest> {
+/// with the number of substreams `plan` (the datasets of the substreams, in order) sends of
+/// it and its snapshots up to its own `@snap` (or the root's, when it has none).
+pub(crate) fn manifest(
+    inner: &Imported,
+    root: DatasetId,
+    snap: &str,
+    plan: &[&str],
+) -> Vec<Manifest> {
     let txg_of = |id: DatasetId| {
         let node = inner.datasets.node(id);
         node.snapshot(snap).map(|(_, s)| s.header.txg)
@@ -71,7 +79,9 @@ pub(crate) fn manifest(inner: &Imported, root: DatasetId, snap: &str) -> Vec<Man
                 name: s.name.clone(),
             })
             .collect();
-        out.extend(Manifest::split(&node.name, &snapshots));
+        let substreams = plan.iter().filter(|d| **d == node.name).count();
+        let substreams = u32::try_from(substreams).unwrap_or(u32::MAX);
+        out.extend(Manifest::split(&node.name, substreams, &snapshots));
     }
     out
 }
@@ -88,11 +98,18 @@ fn read_manifest(
         .unwrap_or_default()
         .to_string();
     let mut listings: Vec<Listing> = Vec::new();
+    let mut substreams = 0u64;
     loop {
         let record = reader.next_record().map_err(stream_error)?;
         let manifest = match record {
             Some(Record::Manifest(manifest)) => manifest,
-            Some(Record::End { .. }) => return Ok(Sent { root, listings }),
+            Some(Record::End { .. }) => {
+                return Ok(Sent {
+                    root,
+                    listings,
+                    substreams,
+                });
+            }
             Some(_) => return Err(invalid("invalid stream: a record in the manifest")),
             None => {
                 let record = reader.sequence();
@@ -108,6 +125,7 @@ fn read_manifest(
                 )));
             }
         };
+        substreams += u64::from(manifest.substreams);
         let snapshots = manifest.snapshots.into_iter().map(|s| (s.guid, s.name));
         // A long list comes in several records of the same dataset.
         match listings.last_mut().filter(|l| l.path == path) {
@@ -250,10 +268,13 @@ fn names(inner: &Imported, planned: &Planned) -> (Vec<String>, Vec<(String, Stri
 fn apply(inner: &mut Imported, planned: &Planned) -> Result<(), EngineError> {
     let doomed: BTreeSet<DatasetId> = planned.datasets.iter().copied().collect();
     crate::clone_ops::destroy_set(inner, &doomed, false)?;
+    // A snapshot the plan names may have gone already: a held forced receive destroys the
+    // destination's snapshots after its source when it adopts (`receive_atomic`).
     for (id, name) in &planned.snapshots {
         let index = inner.datasets.node(*id).snapshot(name).map(|(i, _)| i);
-        let index = index.expect("checked: the snapshot of the plan exists");
-        crate::snapshot_ops::destroy_one_snapshot(inner, *id, index)?;
+        if let Some(index) = index {
+            crate::snapshot_ops::destroy_one_snapshot(inner, *id, index)?;
+        }
     }
     let Imported {
         pool,
@@ -264,8 +285,9 @@ fn apply(inner: &mut Imported, planned: &Planned) -> Result<(), EngineError> {
     let reader = pool.reader();
     for (id, old, new) in &planned.renames {
         let node = datasets.node_mut(*id);
-        let index = node.snapshot(old).map(|(i, _)| i);
-        let index = index.expect("checked: the snapshot of the plan exists");
+        let Some(index) = node.snapshot(old).map(|(i, _)| i) else {
+            continue;
+        };
         let head = node.header;
         snapshot::rename(
             mos.objset(),
@@ -305,36 +327,99 @@ impl Engine {
         Ok(sent)
     }
 
-    /// After the last substream: plans again, checks again and (unless `-n`) applies and
-    /// commits; `report` gets what was (or would be) destroyed and renamed.
+    /// After the last substream: plans again, checks again (with the substreams `held`,
+    /// `receive_atomic`) and (unless `-n`) applies it all and commits, in one txg; a refusal
+    /// discards what is held. `report` gets what was (or would be) destroyed and renamed.
     pub(crate) fn receive_prune(
         &self,
         spec: &ReceiveSpec,
         sent: &Sent,
+        held: &[Held],
         report: &mut ReceiveReport,
     ) -> Result<(), EngineError> {
         let _admin = self.admin();
         let handle = self.pool(pool_of(&spec.target))?;
         let mut inner = handle.lock();
-        let planned = plan(&inner, &spec.target, sent, spec.force)?;
+        // A hold or clone made while the substreams came in refuses here, after them.
+        let checked = plan(&inner, &spec.target, sent, spec.force)
+            .and_then(|planned| crate::receive_atomic::check(&inner, held).map(|()| planned));
+        let planned = match checked {
+            Ok(planned) => planned,
+            Err(error) => {
+                crate::receive_atomic::discard(&mut inner, held)?;
+                let what = match held.len() == report.snapshots.len() {
+                    true => "nothing was received, destroyed or renamed",
+                    false => {
+                        "snapshots the stream brought before it was held are received; \
+                              nothing was destroyed or renamed"
+                    }
+                };
+                return Err(invalid(format!("{error} ({what})")));
+            }
+        };
         (report.destroyed, report.renamed) = names(&inner, &planned);
-        let nothing = planned.datasets.is_empty()
-            && planned.snapshots.is_empty()
-            && planned.renames.is_empty();
-        if spec.dry_run || nothing {
+        if spec.dry_run {
             return Ok(());
         }
         inner.check_writable()?;
+        crate::receive_atomic::apply(&mut inner, held)?;
+        for h in held {
+            let command = format!("receive {}@{}", h.spec.target, h.snap);
+            inner.history.push(self.history_record(&command, false));
+        }
         apply(&mut inner, &planned)?;
-        let mut command = format!("receive -R {}:", spec.target);
-        for name in &report.destroyed {
-            command.push_str(&format!(" destroy {name}"));
+        if !report.destroyed.is_empty() || !report.renamed.is_empty() {
+            let mut command = format!("receive -R {}:", spec.target);
+            for name in &report.destroyed {
+                command.push_str(&format!(" destroy {name}"));
+            }
+            for (old, new) in &report.renamed {
+                command.push_str(&format!(" rename {old} {new}"));
+            }
+            inner.history.push(self.history_record(&command, false));
         }
-        for (old, new) in &report.renamed {
-            command.push_str(&format!(" rename {old} {new}"));
-        }
-        inner.history.push(self.history_record(&command, false));
         inner.sync()?;
         Ok(())
+    }
+
+    /// Before a substream that needs what is held: the held substreams take their place
+    /// and are committed (`receive_atomic`).
+    pub(crate) fn receive_flush(
+        &self,
+        spec: &ReceiveSpec,
+        held: &mut Vec<Held>,
+    ) -> Result<(), EngineError> {
+        let _admin = self.admin();
+        let handle = self.pool(pool_of(&spec.target))?;
+        let mut inner = handle.lock();
+        if let Err(error) = crate::receive_atomic::check(&inner, held) {
+            crate::receive_atomic::discard(&mut inner, held)?;
+            held.clear();
+            return Err(error);
+        }
+        inner.check_writable()?;
+        crate::receive_atomic::apply(&mut inner, held)?;
+        for h in held.iter() {
+            let command = format!("receive {}@{}", h.spec.target, h.snap);
+            inner.history.push(self.history_record(&command, false));
+        }
+        inner.sync()?;
+        held.clear();
+        Ok(())
+    }
+
+    /// A cut or refused stream: what is held is discarded.
+    pub(crate) fn receive_discard(
+        &self,
+        spec: &ReceiveSpec,
+        held: &[Held],
+    ) -> Result<(), EngineError> {
+        if held.is_empty() {
+            return Ok(());
+        }
+        let _admin = self.admin();
+        let handle = self.pool(pool_of(&spec.target))?;
+        let mut inner = handle.lock();
+        crate::receive_atomic::discard(&mut inner, held)
     }
 }

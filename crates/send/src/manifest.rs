@@ -28,7 +28,7 @@ pub const MANIFEST_VERSION: u16 = 1;
 /// same dataset (well under [`crate::PAYLOAD_MAX`]).
 pub const MANIFEST_BYTES: usize = 1 << 20;
 /// Bytes of the fixed part of a MANIFEST payload before the dataset name's bytes.
-const FIXED: usize = 2 + 2 + 4 + 2;
+const FIXED: usize = 2 + 2 + 4 + 4 + 2;
 /// Fewest bytes one snapshot entry takes (guid, txg, a one-byte name).
 const ENTRY_MIN: usize = 8 + 8 + 2 + 1;
 
@@ -43,23 +43,28 @@ pub struct ManifestSnapshot {
     pub name: String,
 }
 
-/// A MANIFEST record: one dataset of the sent tree (full name on the sender) and its
-/// snapshots, oldest first.
+/// A MANIFEST record: one dataset of the sent tree (full name on the sender), how many
+/// substreams of the stream carry it, and its snapshots, oldest first.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Manifest {
     /// The dataset's full name on the sender.
     pub dataset: String,
+    /// Substreams of this stream that carry the dataset (0 in the second and later records
+    /// of a split list): a receiver whose input ends before the sum over the manifest of
+    /// these has come refuses the stream as cut, even at a substream's boundary.
+    pub substreams: u32,
     /// Its snapshots, oldest first.
     pub snapshots: Vec<ManifestSnapshot>,
 }
 
 impl Manifest {
-    /// The records that list `dataset` with `snapshots` (at least one record, each payload
-    /// under [`MANIFEST_BYTES`]).
+    /// The records that list `dataset`, carried by `substreams` substreams, with
+    /// `snapshots` (at least one record, each payload under [`MANIFEST_BYTES`]).
     #[must_use]
-    pub fn split(dataset: &str, snapshots: &[ManifestSnapshot]) -> Vec<Manifest> {
+    pub fn split(dataset: &str, substreams: u32, snapshots: &[ManifestSnapshot]) -> Vec<Manifest> {
         let mut out = vec![Manifest {
             dataset: dataset.to_string(),
+            substreams,
             snapshots: Vec::new(),
         }];
         let mut bytes = FIXED + dataset.len();
@@ -68,6 +73,7 @@ impl Manifest {
             if bytes + entry > MANIFEST_BYTES {
                 out.push(Manifest {
                     dataset: dataset.to_string(),
+                    substreams: 0,
                     snapshots: Vec::new(),
                 });
                 bytes = FIXED + dataset.len();
@@ -88,6 +94,7 @@ impl Manifest {
         out.extend_from_slice(&MANIFEST_VERSION.to_le_bytes());
         out.extend_from_slice(&0u16.to_le_bytes());
         out.extend_from_slice(&(self.snapshots.len() as u32).to_le_bytes());
+        out.extend_from_slice(&self.substreams.to_le_bytes());
         put_str16(out, &self.dataset);
         for snapshot in &self.snapshots {
             out.extend_from_slice(&snapshot.guid.to_le_bytes());
@@ -104,6 +111,7 @@ impl Manifest {
         }
         let _reserved = r.u16()?;
         let count = r.u32()? as usize;
+        let substreams = r.u32()?;
         let dataset = r.str16(NAME_MAX)?;
         if dataset.is_empty() || dataset.contains('@') {
             return Err("manifest dataset name is empty or has '@'");
@@ -126,7 +134,11 @@ impl Manifest {
             last_txg = Some(txg);
             snapshots.push(ManifestSnapshot { guid, txg, name });
         }
-        Ok(Manifest { dataset, snapshots })
+        Ok(Manifest {
+            dataset,
+            substreams,
+            snapshots,
+        })
     }
 }
 

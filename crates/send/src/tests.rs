@@ -244,6 +244,7 @@ fn manifest_begin() -> Record {
 fn listed(dataset: &str, snapshots: &[(u64, u64, &str)]) -> Record {
     Record::Manifest(Manifest {
         dataset: dataset.into(),
+        substreams: 2,
         snapshots: snapshots
             .iter()
             .map(|&(guid, txg, name)| ManifestSnapshot {
@@ -319,6 +320,7 @@ fn a_manifest_substream_round_trips_and_its_rules_are_enforced() {
     payload.extend_from_slice(&1u16.to_le_bytes());
     payload.extend_from_slice(&0u16.to_le_bytes());
     payload.extend_from_slice(&u32::MAX.to_le_bytes());
+    payload.extend_from_slice(&1u32.to_le_bytes());
     payload.extend_from_slice(&3u16.to_le_bytes());
     payload.extend_from_slice(b"p/a");
     let error = Record::decode_payload(Kind::Manifest, 1, &payload).unwrap_err();
@@ -338,8 +340,10 @@ fn a_long_manifest_splits_under_the_bound() {
             name: format!("auto-{i:08}"),
         })
         .collect();
-    let parts = Manifest::split("p/a", &snapshots);
+    let parts = Manifest::split("p/a", 3, &snapshots);
     assert!(parts.len() > 1, "{} parts", parts.len());
+    let substreams: u32 = parts.iter().map(|p| p.substreams).sum();
+    assert_eq!(substreams, 3, "the count once, in the first record");
     for part in &parts {
         let record = Record::Manifest(part.clone());
         assert!(encoded_len(&record) as usize <= MANIFEST_BYTES + HEADER_LEN + TRAILER_LEN);
@@ -348,7 +352,7 @@ fn a_long_manifest_splits_under_the_bound() {
     let joined: Vec<ManifestSnapshot> = parts.into_iter().flat_map(|p| p.snapshots).collect();
     assert_eq!(joined, snapshots);
     assert_eq!(
-        Manifest::split("p/a", &[]).len(),
+        Manifest::split("p/a", 1, &[]).len(),
         1,
         "an empty list is one record"
     );
@@ -373,7 +377,11 @@ fn arb_manifest() -> impl Strategy<Value = Record> {
                     name,
                 })
                 .collect();
-            Record::Manifest(Manifest { dataset, snapshots })
+            Record::Manifest(Manifest {
+                dataset,
+                substreams: 1,
+                snapshots,
+            })
         })
 }
 
