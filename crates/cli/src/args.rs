@@ -392,7 +392,9 @@ pub(crate) enum Command {
     #[command(alias = "recv")]
     Receive {
         /// Roll the destination back to the stream's source snapshot (destroying later
-        /// snapshots; at the stream's end), or replace one without snapshots.
+        /// snapshots; at the stream's end), or replace one without snapshots; with a
+        /// replication stream (`send -R`) also destroy the snapshots and datasets the
+        /// sender no longer has.
         #[arg(short = 'F')]
         force: bool,
         /// Do not mount what was received.

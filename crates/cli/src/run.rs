@@ -841,6 +841,29 @@ fn execute_stream(plan: Plan, rundir: &Path, json: Option<&crate::json::JsonOpti
     }
 }
 
+/// What `receive -v` prints per snapshot received, dataset or snapshot destroyed (`-R -F`)
+/// and snapshot renamed (`-R`), before its total.
+fn received_text(
+    out: &mut String,
+    dry_run: bool,
+    snapshots: &[String],
+    (destroyed, renamed): (&[String], &[(String, String)]),
+) {
+    let (receive, destroy, rename) = match dry_run {
+        true => ("would receive", "would destroy", "would rename"),
+        false => ("received", "destroyed", "renamed"),
+    };
+    for snapshot in snapshots {
+        out.push_str(&format!("{receive} {snapshot}\n"));
+    }
+    for name in destroyed {
+        out.push_str(&format!("{destroy} {name}\n"));
+    }
+    for (old, new) in renamed {
+        out.push_str(&format!("{rename} {old} to {new}\n"));
+    }
+}
+
 /// What `send -v` (`-nvP`) and `receive -v` print.
 fn stream_text(payload: &ReplyPayload, parsable: bool, dry_run: bool) -> String {
     let size = |bytes: u64| match parsable {
@@ -871,11 +894,14 @@ fn stream_text(payload: &ReplyPayload, parsable: bool, dry_run: bool) -> String 
                 false => format!("total {estimated}size is {}\n", size(*bytes)),
             });
         }
-        ReplyPayload::Received { snapshots, bytes } => {
+        ReplyPayload::Received {
+            snapshots,
+            bytes,
+            destroyed,
+            renamed,
+        } => {
+            received_text(&mut out, dry_run, snapshots, (destroyed, renamed));
             let verb = if dry_run { "would receive" } else { "received" };
-            for snapshot in snapshots {
-                out.push_str(&format!("{verb} {snapshot}\n"));
-            }
             out.push_str(&format!("{verb} {} stream\n", size(*bytes)));
         }
         ReplyPayload::Corrected {

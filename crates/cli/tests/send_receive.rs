@@ -927,3 +927,74 @@ fn receive_f_destroys_later_snapshots_of_the_destination() {
     );
     assert_eq!(tree(&src), tree(&dst), "the sender's @two");
 }
+
+// DESCRIPTION: `receive -F` of a replication stream destroys what the sender no longer has
+// and renames what it renamed (by GUID), as `zfs receive -F` does: after `pa/src@z` and
+// `pa/src/gone` are destroyed and `pa/src/kid@z` renamed `@zz` on the sender, `send -R -i`
+// piped into `receive -v -F` names each destroyed dataset and snapshot and the rename, and
+// the receiver's tree lists what the sender's does. A held snapshot to destroy refuses in
+// one line with every device file byte-identical; `-n -v` prints what would go and changes
+// nothing.
+// STRATEGY: two pools without mountpoints (no FUSE), the real binary and daemon.
+#[test]
+fn receive_r_f_destroys_what_the_sender_no_longer_has() {
+    let rig = Rig::new();
+    let a = rig.devices("a", "disk", 1);
+    let b = rig.devices("b", "disk", 1);
+    rig.ok(&format!("pool create -m none pa {}", join(&a)));
+    rig.ok(&format!("pool create -m none pb {}", join(&b)));
+    for dataset in ["pa/src", "pa/src/kid", "pa/src/gone"] {
+        rig.ok(&format!("create {dataset}"));
+    }
+    rig.ok("snapshot -r pa/src@z");
+    rig.ok("snapshot -r pa/src@a");
+    pipe(&rig, "send -R pa/src@a", "receive pb/dst");
+    rig.ok("destroy pa/src@z");
+    rig.ok("destroy -r pa/src/gone");
+    rig.ok("rename pa/src/kid@z pa/src/kid@zz");
+    rig.ok("snapshot -r pa/src@b");
+    let incremental = stream(&rig, "send -R -i @a pa/src@b");
+
+    rig.ok("hold keep pb/dst@z");
+    let err = refused_with_stream(&rig, "receive -F pb/dst", &incremental);
+    assert!(
+        err.starts_with("cannot receive 'pb/dst': ")
+            && err.contains("'pb/dst@z' is not on the sender and is held"),
+        "{err}"
+    );
+    rig.ok("release keep pb/dst@z");
+
+    let path = rig.root().join("stream.bin");
+    std::fs::write(&path, &incremental).unwrap();
+    let baseline = rig.image();
+    let out = tarn(&rig, "receive -n -v -F pb/dst")
+        .stdin(std::fs::File::open(&path).unwrap())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let said = String::from_utf8(out.stdout).unwrap();
+    for line in [
+        "would destroy pb/dst/gone\n",
+        "would destroy pb/dst@z\n",
+        "would rename pb/dst/kid@z to pb/dst/kid@zz\n",
+    ] {
+        assert!(said.contains(line), "{line:?} in {said}");
+    }
+    assert_same_image(&baseline, &rig.image(), "receive -n");
+
+    let said = pipe(&rig, "send -R -i @a pa/src@b", "receive -v -F pb/dst");
+    for line in [
+        "destroyed pb/dst/gone\n",
+        "destroyed pb/dst@z\n",
+        "renamed pb/dst/kid@z to pb/dst/kid@zz\n",
+    ] {
+        assert!(said.contains(line), "{line:?} in {said}");
+    }
+    // The same datasets, and the same snapshots by name and GUID.
+    let tree = |root: &str| {
+        let datasets = rig.ok(&format!("list -H -o name -r {root}"));
+        let snapshots = rig.ok(&format!("list -H -o name,guid -t snapshot -r {root}"));
+        (datasets + &snapshots).replace(root, "ROOT")
+    };
+    assert_eq!(tree("pb/dst"), tree("pa/src"));
+}

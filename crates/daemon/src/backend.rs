@@ -1653,6 +1653,8 @@ impl EngineBackend {
                 ok(ReplyPayload::Received {
                     snapshots: received.snapshots,
                     bytes: received.bytes,
+                    destroyed: received.destroyed,
+                    renamed: received.renamed,
                 })
             }
             Err(error) => error_reply(&error),

@@ -67,6 +67,7 @@ pub mod deadlist;
 pub mod name;
 pub mod node;
 pub mod props;
+pub mod replicate;
 pub mod send;
 pub mod snapshot;
 pub mod volume;

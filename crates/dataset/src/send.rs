@@ -445,7 +445,9 @@ pub fn apply(
             offset,
             length,
         } => Ok(os.free_range(store, ObjectId(*object), *offset, *length)?),
-        Record::Begin(_) | Record::Property { .. } | Record::End { .. } => Ok(()),
+        Record::Begin(_) | Record::Property { .. } | Record::End { .. } | Record::Manifest(_) => {
+            Ok(())
+        }
     }
 }
 

@@ -198,6 +198,12 @@ fn check_begin(begin: &Begin, target: &Snapshot, name: &str) -> Result<(), Engin
             "a corrective receive takes a whole stream, not a resumed one (send without -t)",
         ));
     }
+    if begin.features & tarn_send::FEATURE_MANIFEST != 0 {
+        return Err(invalid(
+            "a corrective receive takes the stream of one snapshot, not a replication \
+             stream (send without -R)",
+        ));
+    }
     if begin.to_guid != target.header.guid.0 {
         return Err(invalid(format!(
             "the stream is of snapshot '{}' (guid {}), not of '{name}' (guid {}): a \

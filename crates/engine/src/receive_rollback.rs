@@ -20,7 +20,7 @@
 //! bookmarks stay (they hold no blocks); the received snapshot's name may be one of the
 //! destroyed snapshots' but not one of those that stay. `-R` streams take the same path per
 //! dataset; what OpenZFS's `-R -F` also destroys (snapshots and datasets the sender no
-//! longer has) needs the sender's list of them, which tarn's streams do not carry.
+//! longer has) goes after the last substream, by the stream's manifest (`receive_prune`).
 //!
 //! Failure model: a refusal, a cut or bad stream, or a failed read at END before the first
 //! change leaves the destination exactly as it was (the hidden clone is destroyed); a cut

@@ -28,9 +28,12 @@
 //! `send -t` stream starts there with the RESUMING feature, and a receive takes it only
 //! when its point is exactly the token's. `receive -A` discards the partial state.
 //!
-//! Replication (`send -R`): one substream per dataset and snapshot, parents first, with the
-//! dataset's local properties; the receiver names each dataset by its path below the
-//! stream's first one. Clones go after their origins as clone streams, and a clone stream
+//! Replication (`send -R`): a manifest substream listing the tree's datasets and snapshots
+//! (`receive_prune`: with `-F` the receiver destroys what the sender no longer has, after
+//! the last substream), then one substream per dataset and snapshot, parents first, with
+//! the dataset's local properties; the receiver names each dataset by its path below the
+//! stream's root, and holds every substream in a hidden dataset until the stream ends
+//! (`receive_atomic`). Clones go after their origins as clone streams, and a clone stream
 //! received makes a clone (`clone_stream`); `receive -c` is `corrective`.
 
 use std::io::{Read, Write};
@@ -45,6 +48,7 @@ use tarn_send::{Begin, Record, StreamReader, StreamWriter};
 
 use crate::dataset_ops::{invalid, pool_of};
 use crate::datasets::Node;
+use crate::receive_atomic::Held;
 use crate::{DatasetId, Engine, EngineError, Imported, PoolHandle};
 
 /// Stream bytes produced or applied per hold of the pool lock.
@@ -122,6 +126,11 @@ pub struct ReceiveReport {
     pub snapshots: Vec<String>,
     /// Stream bytes read.
     pub bytes: u64,
+    /// `receive -R -F`: the datasets and snapshots (full names) of the destination's tree
+    /// destroyed because the sender no longer has them (with `-n`: that would be).
+    pub destroyed: Vec<String>,
+    /// `receive -R`: snapshots renamed as the sender renamed them (old, new full names).
+    pub renamed: Vec<(String, String)>,
 }
 
 /// A stream's failure as the refusal line says it.
@@ -143,9 +152,14 @@ impl Engine {
         }
         let (root, snap) = snapshot::split_name(&spec.snapshot)?;
         let handle = self.pool(pool_of(root))?;
-        let (plan, clones) = {
+        let (plan, clones, manifest) = {
             let inner = handle.lock();
             let plan = send_plan(&inner, spec, root, snap)?;
+            let datasets: Vec<&str> = plan.iter().map(|(d, _, _)| d.as_str()).collect();
+            let manifest = match spec.replicate {
+                true => Some(manifest_records(&inner, (root, snap), &datasets)?),
+                false => None,
+            };
             let clones: Vec<bool> = plan
                 .iter()
                 .map(|(dataset, from, _)| {
@@ -156,12 +170,18 @@ impl Engine {
                     node.is_some_and(|n| crate::clone_stream::is_origin(n, from.as_ref()))
                 })
                 .collect();
-            (plan, clones)
+            (plan, clones, manifest)
         };
         let mut report = SendReport::default();
         let mut sink = std::io::sink();
         let out: &mut dyn Write = if spec.dry_run { &mut sink } else { out };
         let mut writer = StreamWriter::new(out);
+        if let Some(manifest) = manifest {
+            for record in manifest {
+                writer.write(&record).map_err(stream_error)?;
+            }
+            writer.end().map_err(stream_error)?;
+        }
         for ((dataset, from, to), clone) in plan.into_iter().zip(clones) {
             let dataset = dataset.as_str();
             let names = (
@@ -255,6 +275,36 @@ impl Engine {
             bytes: writer.bytes(),
         })
     }
+}
+
+/// The manifest substream of `send -R` of `root@snap` (docs/FORMAT.md 21): its BEGIN, then
+/// one MANIFEST record per dataset of the tree (`receive_prune`).
+fn manifest_records(
+    inner: &Imported,
+    (root, snap): (&str, &str),
+    plan: &[&str],
+) -> Result<Vec<Record>, EngineError> {
+    let id = inner.datasets.lookup(root)?;
+    let node = inner.datasets.node(id);
+    let (_, to) = node
+        .snapshot(snap)
+        .ok_or_else(|| invalid(format!("snapshot '{root}@{snap}' does not exist")))?;
+    let begin = Begin {
+        features: tarn_send::FEATURE_REPLICATED | tarn_send::FEATURE_MANIFEST,
+        from_guid: 0,
+        to_guid: to.header.guid.0,
+        to_txg: to.header.txg.0,
+        creation_time: to.header.creation_time,
+        objset_kind: stream_kind(node.objset.kind()),
+        resume_object: 0,
+        resume_offset: 0,
+        from_name: String::new(),
+        to_name: format!("{root}@{snap}"),
+    };
+    let mut records = vec![Record::Begin(Box::new(begin))];
+    let listed = crate::receive_prune::manifest(inner, id, snap, plan);
+    records.extend(listed.into_iter().map(Record::Manifest));
+    Ok(records)
 }
 
 /// Where one substream starts: its snapshots, their full names, and a resume point.
@@ -568,27 +618,69 @@ impl Engine {
         }
         let mut reader = StreamReader::new(input);
         let mut report = ReceiveReport::default();
+        // Substreams received into hidden datasets, waiting for the stream's end
+        // (`receive_atomic`), and the sender's tree (a replication stream's manifest).
+        let mut held = Vec::new();
+        let mut sent = None;
+        let read = self.receive_substreams(
+            spec,
+            (&mut reader, progress),
+            &mut report,
+            (&mut sent, &mut held),
+        );
+        if let Err(error) = read {
+            self.receive_discard(spec, &held)?;
+            return Err(error);
+        }
+        if let Some(sent) = &sent {
+            self.receive_prune(spec, sent, &held, &mut report)?;
+        }
+        report.bytes = reader.bytes();
+        Ok(report)
+    }
+
+    /// Reads substreams until the input ends (see [`Engine::receive`]).
+    fn receive_substreams(
+        &self,
+        spec: &ReceiveSpec,
+        (reader, progress): (&mut StreamReader<&mut dyn Read>, &mut dyn FnMut(u64)),
+        report: &mut ReceiveReport,
+        (sent, held): (&mut Option<crate::receive_prune::Sent>, &mut Vec<Held>),
+    ) -> Result<(), EngineError> {
         let mut replicated_root: Option<String> = None;
         loop {
             let begin = match reader.next_record().map_err(stream_error)? {
                 None if report.snapshots.is_empty() => {
                     return Err(invalid("invalid stream: it is empty"));
                 }
-                None => break,
+                None => return check_count(sent.as_ref(), report.snapshots.len()),
                 Some(Record::Begin(begin)) => begin,
                 Some(_) => return Err(invalid("invalid stream: no BEGIN record")),
             };
             crate::receive_new::check_origin_for(spec, &begin)?;
+            if begin.features & tarn_send::FEATURE_MANIFEST != 0 {
+                let first = report.snapshots.is_empty() && sent.is_none();
+                let tree = self.receive_manifest(spec, &begin, reader, first)?;
+                replicated_root = Some(tree.root.clone());
+                *sent = Some(tree);
+                continue;
+            }
             let each = replicated_spec(spec, &begin, &mut replicated_root)?;
             let spec = each.as_ref().unwrap_or(spec);
-            let name = match spec.dry_run {
-                true => receive_dry(spec, &begin, &mut reader)?,
-                false => self.receive_one(spec, &begin, &mut reader, progress)?,
-            };
+            if spec.dry_run {
+                report.snapshots.push(receive_dry(spec, &begin, reader)?);
+                continue;
+            }
+            // Held only in a replication stream with a manifest, and not under -s.
+            let hold = sent.is_some() && !spec.resumable;
+            let (target, _) = target_names(spec, &begin)?;
+            if hold && crate::receive_atomic::needs_held(held, &begin, &target) {
+                self.receive_flush(spec, held)?;
+            }
+            let holding = hold.then_some(&mut *held);
+            let name = self.receive_one(spec, &begin, reader, progress, holding)?;
             report.snapshots.push(name);
         }
-        report.bytes = reader.bytes();
-        Ok(report)
     }
 
     /// Receives one substream whose BEGIN was read; returns the snapshot's full name.
@@ -598,6 +690,7 @@ impl Engine {
         begin: &Begin,
         reader: &mut StreamReader<&mut dyn Read>,
         progress: &mut dyn FnMut(u64),
+        held: Option<&mut Vec<Held>>,
     ) -> Result<String, EngineError> {
         let (target, snap) = target_names(spec, begin)?;
         let handle = self.pool(pool_of(&target))?;
@@ -605,7 +698,8 @@ impl Engine {
             let _admin = self.admin();
             let mut inner = handle.lock();
             inner.check_writable()?;
-            self.receive_prepare(&mut inner, spec, begin, (&target, &snap))?
+            let hidden = held.is_some();
+            self.receive_prepare(&mut inner, spec, begin, (&target, &snap), hidden)?
         };
         let mut position = (begin.resume_object, begin.resume_offset);
         let mut props = Vec::new();
@@ -620,10 +714,23 @@ impl Engine {
         let saving = spec.resumable && outcome.is_err();
         let ended = outcome.and_then(|()| {
             still_there(&inner, destination_id(&into))?;
-            self.receive_end(&mut inner, &into, begin, (&snap, &props, spec))
+            match held.is_some() {
+                true => crate::receive_atomic::end_held(&mut inner, &into, &snap, &props, spec),
+                false => self.receive_end(&mut inner, &into, begin, (&snap, &props, spec)),
+            }
         });
         let Err(error) = ended else {
-            return Ok(format!("{target}@{snap}"));
+            let name = format!("{target}@{snap}");
+            if let Some(held) = held {
+                held.push(Held {
+                    into,
+                    begin: begin.clone(),
+                    snap,
+                    props,
+                    spec: spec.clone(),
+                });
+            }
+            return Ok(name);
         };
         if saving && inner.datasets.contains(destination_id(&into)) {
             let token = tarn_send::ResumeToken {
@@ -655,6 +762,7 @@ impl Engine {
         spec: &ReceiveSpec,
         begin: &Begin,
         (target, snap): (&str, &str),
+        hidden: bool,
     ) -> Result<Destination, EngineError> {
         let Some(kind) = objset_kind_of(begin.objset_kind) else {
             return Err(invalid(format!(
@@ -693,7 +801,8 @@ impl Engine {
                 )));
             }
             crate::limits::check_snapshots(&inner.datasets, &[id])?;
-            if check_incremental(inner, id, spec.force, begin, target)? {
+            // Held (`receive_atomic`): into a hidden clone of the source even without -F.
+            if check_incremental(inner, id, spec.force, begin, target)? || hidden {
                 return self.receive_rollback_prepare(inner, id, begin, snap);
             }
             return Ok(Destination::Head { id });
@@ -957,6 +1066,18 @@ fn resumed_destination(
     })
 }
 
+/// At the end of the input: a replication stream cut at a substream's boundary is refused
+/// (its manifest counts the substreams).
+fn check_count(sent: Option<&crate::receive_prune::Sent>, got: usize) -> Result<(), EngineError> {
+    match sent {
+        Some(sent) if sent.substreams > got as u64 => Err(invalid(format!(
+            "invalid stream: it is truncated (after {got} of {} substreams)",
+            sent.substreams
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// For a substream of a `send -R` stream, the receive of its dataset: the destination plus
 /// the dataset's path below the stream's first (root) dataset. `None` for other streams.
 fn replicated_spec(
@@ -1013,7 +1134,7 @@ fn receive_dry(
 /// Sets the properties a stream carried (`send -p`) on the received dataset, except those
 /// `-x` excludes or `-o` sets, then the `-o` ones (checked before the receive began). A
 /// carried value this build refuses is skipped: the data is worth more than the setting.
-fn apply_props(
+pub(crate) fn apply_props(
     inner: &mut Imported,
     id: DatasetId,
     carried: &[(String, String)],
@@ -1047,7 +1168,10 @@ fn apply_props(
 }
 
 /// The destination dataset and snapshot names for a stream.
-fn target_names(spec: &ReceiveSpec, begin: &Begin) -> Result<(String, String), EngineError> {
+pub(crate) fn target_names(
+    spec: &ReceiveSpec,
+    begin: &Begin,
+) -> Result<(String, String), EngineError> {
     let sent = begin
         .to_name
         .split_once('@')
@@ -1319,7 +1443,7 @@ fn still_there(inner: &Imported, id: DatasetId) -> Result<(), EngineError> {
 }
 
 /// Undoes a receive that did not reach its END (module doc) and commits that.
-fn receive_undo(inner: &mut Imported, into: &Destination) -> Result<(), EngineError> {
+pub(crate) fn receive_undo(inner: &mut Imported, into: &Destination) -> Result<(), EngineError> {
     if !inner.datasets.contains(destination_id(into)) {
         return Ok(());
     }
@@ -1338,7 +1462,7 @@ fn receive_undo(inner: &mut Imported, into: &Destination) -> Result<(), EngineEr
 
 /// Sets the per-owner counts of a received filesystem to a scan of its inodes (a volume
 /// has none).
-fn recount(inner: &mut Imported, id: DatasetId) -> Result<(), EngineError> {
+pub(crate) fn recount(inner: &mut Imported, id: DatasetId) -> Result<(), EngineError> {
     if inner.datasets.node(id).objset.kind() == ObjsetKind::Volume {
         inner.datasets.node_mut(id).receiving = false;
         return Ok(());
@@ -1355,7 +1479,7 @@ fn recount(inner: &mut Imported, id: DatasetId) -> Result<(), EngineError> {
 }
 
 /// Gives the hidden dataset `id` its name `name` under `parent`.
-fn publish(
+pub(crate) fn publish(
     inner: &mut Imported,
     id: DatasetId,
     parent: DatasetId,

@@ -99,6 +99,13 @@ pub enum ReplyPayload {
         snapshots: Vec<String>,
         /// Stream bytes read.
         bytes: u64,
+        /// `receive -R -F`: what was destroyed because the sender no longer has it (with
+        /// `-n`: would be), full names.
+        #[serde(default)]
+        destroyed: Vec<String>,
+        /// `receive -R`: snapshots renamed as the sender renamed them (old, new).
+        #[serde(default)]
+        renamed: Vec<(String, String)>,
     },
     /// `receive -c`: what a corrective receive checked and healed.
     Corrected {

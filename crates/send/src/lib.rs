@@ -12,6 +12,7 @@
 //! ```text
 //!  stream   = substream+                      (-I and -R concatenate several)
 //!  substream= BEGIN PROPERTY* objrec* END
+//!           | BEGIN MANIFEST* END             (first of a -R stream: the sent tree)
 //!  objrec   = OBJECT (WRITE | FREE)* | FREEOBJECTS
 //!
 //!  record   = header (24 B) | payload (len B) | check (16 B)
@@ -56,6 +57,7 @@
 //! (tarn-daemon passes the CLI's descriptors).
 
 mod frame;
+mod manifest;
 mod order;
 mod record;
 mod token;
@@ -66,12 +68,13 @@ mod tests;
 pub use frame::{
     HEADER_LEN, StreamReader, StreamWriter, TRAILER_LEN, decode_frame, encoded_len, payload_len,
 };
+pub use manifest::{MANIFEST_BYTES, MANIFEST_VERSION, Manifest, ManifestSnapshot};
 pub use order::Order;
 pub use record::{
     BONUS_MAX, Begin, DATA_MAX, END_LEN, Encoding, FEATURE_CLONE, FEATURE_COMPRESSED,
-    FEATURE_EMBEDDED, FEATURE_LARGE_BLOCKS, FEATURE_PROPERTIES, FEATURE_REPLICATED,
-    FEATURE_RESUMING, FEATURES_KNOWN, Kind, NAME_MAX, ObjectRecord, Record, STREAM_MAGIC,
-    STREAM_VERSION, VALUE_MAX, Write as WriteRecord,
+    FEATURE_EMBEDDED, FEATURE_LARGE_BLOCKS, FEATURE_MANIFEST, FEATURE_PROPERTIES,
+    FEATURE_REPLICATED, FEATURE_RESUMING, FEATURES_KNOWN, Kind, NAME_MAX, ObjectRecord, Record,
+    STREAM_MAGIC, STREAM_VERSION, VALUE_MAX, Write as WriteRecord,
 };
 pub use token::{ResumeToken, TOKEN_VERSION};
 

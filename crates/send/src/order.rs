@@ -1,7 +1,8 @@
 //! The order rule of a substream: BEGIN, properties, then objects in ascending id order,
 //! each OBJECT followed by its writes and frees in ascending offset order, then END. A
 //! receiver that applies records as they come therefore never needs to look back, and the
-//! last record it applied names exactly how far it got.
+//! last record it applied names exactly how far it got. A manifest substream (BEGIN with
+//! the MANIFEST feature) holds MANIFEST records only, and no other substream holds one.
 
 use crate::StreamError;
 use crate::record::Record;
@@ -26,6 +27,8 @@ pub struct Order {
     next_object: u64,
     /// The object whose writes and frees may come: (id, block size, next offset).
     current: Option<(u64, u32, u64)>,
+    /// The substream is a manifest (its BEGIN has the MANIFEST feature).
+    manifest: bool,
 }
 
 impl Order {
@@ -38,18 +41,24 @@ impl Order {
             why,
         };
         match (self.phase, record) {
-            (Phase::Between, Record::Begin(_)) => {
+            (Phase::Between, Record::Begin(begin)) => {
                 *self = Order {
                     phase: Phase::Properties,
                     next_object: 1,
                     current: None,
+                    manifest: begin.features & crate::FEATURE_MANIFEST != 0,
                 };
             }
             (Phase::Between, _) => return Err(bad("a substream must start with BEGIN")),
             (_, Record::Begin(_)) => return Err(bad("BEGIN inside a substream")),
+            (_, Record::End { .. }) => *self = Order::default(),
+            (_, Record::Manifest(_)) if !self.manifest => {
+                return Err(bad("MANIFEST outside a manifest substream"));
+            }
+            (_, Record::Manifest(_)) => {}
+            _ if self.manifest => return Err(bad("a manifest substream holds MANIFEST only")),
             (Phase::Properties, Record::Property { .. }) => {}
             (_, Record::Property { .. }) => return Err(bad("property after the first object")),
-            (_, Record::End { .. }) => *self = Order::default(),
             (_, Record::Object(object)) => {
                 if object.object < self.next_object {
                     return Err(bad("object id not above the previous object's"));

@@ -1,6 +1,8 @@
 //! The records of a stream and their payload encodings (little-endian, docs/FORMAT.md
 //! section 21.3). Decoding checks every length and value against its bound.
 
+use crate::manifest::Manifest;
+
 /// `TARNSEND` read as a little-endian u64: the first field of every BEGIN payload.
 pub const STREAM_MAGIC: u64 = u64::from_le_bytes(*b"TARNSEND");
 /// The stream version this build writes and reads.
@@ -24,6 +26,10 @@ pub const FEATURE_REPLICATED: u64 = 1 << 5;
 /// ORIGIN CLONE@SNAP`, and a clone in `send -R`): a receiver without the destination makes
 /// it a clone of its snapshot of that GUID.
 pub const FEATURE_CLONE: u64 = 1 << 6;
+/// Feature bit: the substream is the manifest of a replication stream (`send -R`): MANIFEST
+/// records only, listing the sent tree's datasets and snapshots (`crate::manifest`). A
+/// receiver that does not know the bit refuses the stream at its first BEGIN.
+pub const FEATURE_MANIFEST: u64 = 1 << 7;
 /// Every feature bit this build knows.
 pub const FEATURES_KNOWN: u64 = FEATURE_COMPRESSED
     | FEATURE_LARGE_BLOCKS
@@ -31,7 +37,8 @@ pub const FEATURES_KNOWN: u64 = FEATURE_COMPRESSED
     | FEATURE_PROPERTIES
     | FEATURE_RESUMING
     | FEATURE_REPLICATED
-    | FEATURE_CLONE;
+    | FEATURE_CLONE
+    | FEATURE_MANIFEST;
 
 /// Longest dataset or snapshot name in a record.
 pub const NAME_MAX: usize = 1024;
@@ -63,6 +70,8 @@ pub enum Kind {
     Property = 6,
     /// Ends a substream.
     End = 7,
+    /// The datasets and snapshots of a replication stream's tree.
+    Manifest = 8,
 }
 
 impl Kind {
@@ -77,6 +86,7 @@ impl Kind {
             5 => Kind::Free,
             6 => Kind::Property,
             7 => Kind::End,
+            8 => Kind::Manifest,
             _ => return None,
         })
     }
@@ -92,6 +102,7 @@ impl Kind {
             Kind::Free => "free",
             Kind::Property => "property",
             Kind::End => "end",
+            Kind::Manifest => "manifest",
         }
     }
 }
@@ -227,6 +238,8 @@ pub enum Record {
         /// The running checksum over their checks.
         checksum: [u8; 32],
     },
+    /// One dataset of a replication stream's tree and its snapshots.
+    Manifest(Manifest),
 }
 
 impl Record {
@@ -241,6 +254,7 @@ impl Record {
             Record::Free { .. } => Kind::Free,
             Record::Property { .. } => Kind::Property,
             Record::End { .. } => Kind::End,
+            Record::Manifest(_) => Kind::Manifest,
         }
     }
 
@@ -300,6 +314,7 @@ impl Record {
                 put64(out, *bytes);
                 out.extend_from_slice(checksum);
             }
+            Record::Manifest(manifest) => manifest.encode(out),
         }
     }
 
@@ -322,6 +337,7 @@ impl Record {
             Record::Free { .. } => 24,
             Record::Property { name, value } => 2 + name.len() + 4 + value.len(),
             Record::End { .. } => END_LEN,
+            Record::Manifest(manifest) => manifest.payload_len(),
         }
     }
 
@@ -387,6 +403,7 @@ impl Record {
                     checksum,
                 }
             }
+            Kind::Manifest => Record::Manifest(Manifest::decode(&mut r).map_err(bad)?),
         };
         if !r.bytes.is_empty() {
             return Err(bad("bytes after the payload"));
@@ -463,6 +480,10 @@ fn decode_begin(r: &mut Cursor<'_>, record: u64) -> Result<Record, crate::Stream
     }
     if features & FEATURE_RESUMING == 0 && (resume_object != 0 || resume_offset != 0) {
         return Err(bad("resume point in a stream that does not resume"));
+    }
+    let manifest_with = FEATURE_RESUMING | FEATURE_CLONE;
+    if features & FEATURE_MANIFEST != 0 && features & manifest_with != 0 {
+        return Err(bad("a manifest that resumes or is a clone stream"));
     }
     Ok(Record::Begin(Box::new(Begin {
         features,
@@ -560,7 +581,7 @@ fn put64(out: &mut Vec<u8>, value: u64) {
     out.extend_from_slice(&value.to_le_bytes());
 }
 
-fn put_str16(out: &mut Vec<u8>, text: &str) {
+pub(crate) fn put_str16(out: &mut Vec<u8>, text: &str) {
     assert!(
         text.len() <= NAME_MAX,
         "name of {} bytes in a record",

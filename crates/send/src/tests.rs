@@ -231,8 +231,158 @@ fn resume_tokens_round_trip_and_garbage_is_refused() {
     }
 }
 
+fn manifest_begin() -> Record {
+    Record::Begin(Box::new(Begin {
+        features: FEATURE_REPLICATED | FEATURE_MANIFEST,
+        ..match begin(0) {
+            Record::Begin(b) => *b,
+            _ => unreachable!(),
+        }
+    }))
+}
+
+fn listed(dataset: &str, snapshots: &[(u64, u64, &str)]) -> Record {
+    Record::Manifest(Manifest {
+        dataset: dataset.into(),
+        substreams: 2,
+        snapshots: snapshots
+            .iter()
+            .map(|&(guid, txg, name)| ManifestSnapshot {
+                guid,
+                txg,
+                name: name.into(),
+            })
+            .collect(),
+    })
+}
+
+// A manifest substream round trips; MANIFEST records only in it, and only MANIFEST records
+// in it; a manifest that resumes or is a clone stream, and each broken invariant of the
+// record (module doc of `manifest`), is refused where it stands.
+#[test]
+fn a_manifest_substream_round_trips_and_its_rules_are_enforced() {
+    let records = vec![
+        manifest_begin(),
+        listed("p/a", &[(5, 10, "x"), (77, 12, "y")]),
+        listed("p/a/kid", &[]),
+    ];
+    let bytes = encode(&records);
+    let decoded = decode_all(&bytes).unwrap();
+    assert_eq!(&decoded[..3], &records[..]);
+    // Followed by an ordinary substream: one stream.
+    let mut both = bytes.clone();
+    both.extend_from_slice(&encode(&sample()));
+    assert_eq!(decode_all(&both).unwrap().len(), 4 + sample().len() + 1);
+
+    let order = |records: Vec<Record>| match decode_all(&encode(&records)) {
+        Err(StreamError::Order { record, why, .. }) => (record, why),
+        other => panic!("an order error: {other:?}"),
+    };
+    let stray = vec![begin(0), listed("p/a", &[])];
+    assert_eq!(order(stray), (1, "MANIFEST outside a manifest substream"));
+    let mixed = vec![manifest_begin(), listed("p/a", &[]), object(1, vec![])];
+    assert_eq!(
+        order(mixed),
+        (2, "a manifest substream holds MANIFEST only")
+    );
+    for extra in [FEATURE_CLONE, FEATURE_RESUMING] {
+        let Record::Begin(mut b) = manifest_begin() else {
+            unreachable!()
+        };
+        b.features |= extra;
+        b.from_guid = 3;
+        b.from_name = "p/a@w".into();
+        b.resume_object = u64::from(extra == FEATURE_RESUMING);
+        let error = decode_all(&encode(&[Record::Begin(b)])).unwrap_err();
+        assert!(
+            error.to_string().contains("resumes or is a clone"),
+            "{error}"
+        );
+    }
+    let malformed = [
+        listed("p/a", &[(0, 1, "x")]),
+        listed("p/a", &[(1, 1, "x@y")]),
+        listed("p/a", &[(1, 1, "")]),
+        listed("p/a", &[(1, 5, "x"), (2, 5, "y")]),
+        listed("p/a@b", &[]),
+        listed("", &[]),
+    ];
+    for record in malformed {
+        let error = decode_all(&encode(&[manifest_begin(), record.clone()])).unwrap_err();
+        assert!(
+            matches!(error, StreamError::Malformed { record: 1, .. }),
+            "{record:?}: {error}"
+        );
+    }
+    // A count the payload cannot hold is refused before anything is allocated for it, and
+    // a version this build does not read is refused by name.
+    let mut payload = Vec::new();
+    payload.extend_from_slice(&1u16.to_le_bytes());
+    payload.extend_from_slice(&0u16.to_le_bytes());
+    payload.extend_from_slice(&u32::MAX.to_le_bytes());
+    payload.extend_from_slice(&1u32.to_le_bytes());
+    payload.extend_from_slice(&3u16.to_le_bytes());
+    payload.extend_from_slice(b"p/a");
+    let error = Record::decode_payload(Kind::Manifest, 1, &payload).unwrap_err();
+    assert!(error.to_string().contains("count exceeds"), "{error}");
+    payload[0] = 2;
+    let error = Record::decode_payload(Kind::Manifest, 1, &payload).unwrap_err();
+    assert!(error.to_string().contains("version"), "{error}");
+}
+
+// A long list splits into records under the bound, in order, and joins back.
+#[test]
+fn a_long_manifest_splits_under_the_bound() {
+    let snapshots: Vec<ManifestSnapshot> = (1..=200_000u64)
+        .map(|i| ManifestSnapshot {
+            guid: i,
+            txg: i,
+            name: format!("auto-{i:08}"),
+        })
+        .collect();
+    let parts = Manifest::split("p/a", 3, &snapshots);
+    assert!(parts.len() > 1, "{} parts", parts.len());
+    let substreams: u32 = parts.iter().map(|p| p.substreams).sum();
+    assert_eq!(substreams, 3, "the count once, in the first record");
+    for part in &parts {
+        let record = Record::Manifest(part.clone());
+        assert!(encoded_len(&record) as usize <= MANIFEST_BYTES + HEADER_LEN + TRAILER_LEN);
+        assert_eq!(part.dataset, "p/a");
+    }
+    let joined: Vec<ManifestSnapshot> = parts.into_iter().flat_map(|p| p.snapshots).collect();
+    assert_eq!(joined, snapshots);
+    assert_eq!(
+        Manifest::split("p/a", 1, &[]).len(),
+        1,
+        "an empty list is one record"
+    );
+}
+
 fn arb_name() -> impl Strategy<Value = String> {
     "[a-z/@]{0,40}"
+}
+
+fn arb_manifest() -> impl Strategy<Value = Record> {
+    (
+        "[a-z/]{1,30}",
+        proptest::collection::vec("[a-z0-9]{1,20}", 0..20),
+    )
+        .prop_map(|(dataset, names)| {
+            let snapshots = names
+                .into_iter()
+                .enumerate()
+                .map(|(i, name)| ManifestSnapshot {
+                    guid: i as u64 + 1,
+                    txg: i as u64 * 3 + 1,
+                    name,
+                })
+                .collect();
+            Record::Manifest(Manifest {
+                dataset,
+                substreams: 1,
+                snapshots,
+            })
+        })
 }
 
 fn arb_record() -> impl Strategy<Value = Record> {
@@ -277,9 +427,10 @@ fn arb_record() -> impl Strategy<Value = Record> {
         (1u64..1000, 1u64..1000).prop_map(|(first, count)| Record::FreeObjects { first, count }),
         ("[a-z:.]{1,30}", "[ -~]{0,100}")
             .prop_map(|(name, value)| Record::Property { name, value }),
+        arb_manifest(),
         (arb_name(), arb_name(), 1u64..u64::MAX).prop_map(|(from, to, guid)| {
             Record::Begin(Box::new(Begin {
-                features: FEATURES_KNOWN & !FEATURE_RESUMING,
+                features: FEATURES_KNOWN & !FEATURE_RESUMING & !FEATURE_MANIFEST,
                 from_guid: if from.is_empty() { 0 } else { guid },
                 to_guid: guid,
                 to_txg: 1,

@@ -1,0 +1,159 @@
+//! A replication receive (`receive -R` of a stream with a manifest) that changes the
+//! destination only when the whole stream has arrived: each substream is received into a
+//! hidden dataset (`PARENT/%LEAF`: a new one for a full stream, a hidden clone of the source
+//! for an incremental one, as `receive_new` and `receive_rollback` do), its END only commits
+//! the hidden data; after the stream's last record, every hidden dataset takes its place
+//! (published under its name, or adopted as the destination's head), every received
+//! snapshot is taken and the manifest's prune (`receive_prune`) is applied, all in one txg.
+//!
+//! ```text
+//!  substream END:  hidden data committed, counts recounted (invisible)         [held]
+//!  stream end:     checks of every held one, then, in one txg: publish / adopt each,
+//!                  take each snapshot, destroy and rename what the manifest says
+//!  cut or refused: every held hidden dataset destroyed: the destination as it was
+//! ```
+//!
+//! A substream that needs what a held one brings (its source snapshot is one a held
+//! substream carries, as in `-I` and the first `-R` of a tree, or its dataset's parent is
+//! a held new dataset) first makes the held ones take their place (committed, as before
+//! this module): such streams are atomic only from there on. `receive -s` keeps the old
+//! way (each substream commits at its END), so its saved partial state is one substream.
+//!
+//! Failure model: a refusal at the end is found by checks that run before the first change;
+//! beyond parity, a failed read while a head is adopted (`receive_rollback::adopt` reads
+//! first, but only its own dataset's) can come after another dataset changed in the open
+//! txg, which is then committed with it. A crash before the final txg leaves the hidden
+//! datasets, which make the next receive into those names refuse until `receive -A`
+//! discards them, as for any receive.
+
+use tarn_base::Guid;
+use tarn_dataset::snapshot::NewSnapshot;
+use tarn_send::Begin;
+
+use crate::dataset_ops::invalid;
+use crate::send_ops::{Destination, ReceiveSpec};
+use crate::{EngineError, Imported};
+
+/// A substream received into its hidden dataset, waiting for the stream's end.
+pub(crate) struct Held {
+    pub(crate) into: Destination,
+    pub(crate) begin: Begin,
+    /// The received snapshot's short name.
+    pub(crate) snap: String,
+    /// Its PROPERTY records.
+    pub(crate) props: Vec<(String, String)>,
+    /// Its receive (target, `-o`, `-x`).
+    pub(crate) spec: ReceiveSpec,
+}
+
+/// Whether a substream with `begin` into `target` needs what `held` brings (module doc).
+pub(crate) fn needs_held(held: &[Held], begin: &Begin, target: &str) -> bool {
+    held.iter().any(|h| {
+        let parent = match &h.into {
+            Destination::New { name, .. } => target.starts_with(&format!("{name}/")),
+            _ => false,
+        };
+        parent || (begin.from_guid != 0 && h.begin.to_guid == begin.from_guid)
+    })
+}
+
+/// A substream's END when it is held: its hidden data committed, the counts of a received
+/// filesystem recounted, a new dataset's properties set (it is still hidden).
+pub(crate) fn end_held(
+    inner: &mut Imported,
+    into: &Destination,
+    snap: &str,
+    props: &[(String, String)],
+    spec: &ReceiveSpec,
+) -> Result<(), EngineError> {
+    match into {
+        Destination::New { id, .. } => {
+            inner.sync()?;
+            crate::send_ops::apply_props(inner, *id, props, spec)?;
+            crate::send_ops::recount(inner, *id)
+        }
+        Destination::Rollback { id, target, name } => {
+            crate::receive_rollback::check_at_end(inner, *id, *target, name, snap)?;
+            inner.sync()?;
+            crate::send_ops::recount(inner, *id)
+        }
+        Destination::Head { .. } => unreachable!("a held receive goes into a hidden dataset"),
+    }
+}
+
+/// The checks of every held substream before the first change (a refusal changes nothing).
+pub(crate) fn check(inner: &Imported, held: &[Held]) -> Result<(), EngineError> {
+    for h in held {
+        let changed =
+            |name: &str| invalid(format!("destination '{name}' changed during the receive"));
+        match &h.into {
+            Destination::New {
+                id,
+                parent,
+                name,
+                replaces,
+            } => {
+                if !inner.datasets.contains(*id) || !inner.datasets.contains(*parent) {
+                    return Err(changed(name));
+                }
+                match replaces {
+                    Some(old) if inner.datasets.contains(*old) => {
+                        crate::receive_new::check_overwrite(inner, *old, name, true)?;
+                    }
+                    Some(_) => return Err(changed(name)),
+                    None if inner.datasets.by_name(name).is_some() => {
+                        return Err(invalid(format!("destination '{name}' exists")));
+                    }
+                    None => {}
+                }
+            }
+            Destination::Rollback { id, target, name } => {
+                crate::receive_rollback::check_at_end(inner, *id, *target, name, &h.snap)?;
+            }
+            Destination::Head { .. } => unreachable!("a held receive goes into a hidden dataset"),
+        }
+    }
+    Ok(())
+}
+
+/// Every held substream takes its place and its snapshot, in the open txg (the caller ran
+/// [`check`] and commits).
+pub(crate) fn apply(inner: &mut Imported, held: &[Held]) -> Result<(), EngineError> {
+    for h in held {
+        let id = match &h.into {
+            Destination::New {
+                id,
+                parent,
+                name,
+                replaces,
+            } => {
+                if let Some(old) = replaces {
+                    crate::receive_new::replace_at_end(inner, *old, *id, name)?;
+                }
+                crate::send_ops::publish(inner, *id, *parent, name)?;
+                *id
+            }
+            Destination::Rollback { id, target, .. } => {
+                crate::send_ops::apply_props(inner, *target, &h.props, &h.spec)?;
+                crate::receive_rollback::adopt(inner, *id, *target)?;
+                *target
+            }
+            Destination::Head { .. } => unreachable!("a held receive goes into a hidden dataset"),
+        };
+        inner.datasets.node_mut(id).snapshot_pending = Some(NewSnapshot {
+            name: h.snap.clone(),
+            creation_time: h.begin.creation_time,
+            guid: Guid(h.begin.to_guid),
+            props: Vec::new(),
+        });
+    }
+    Ok(())
+}
+
+/// A cut or refused stream: every held hidden dataset is destroyed, and that committed.
+pub(crate) fn discard(inner: &mut Imported, held: &[Held]) -> Result<(), EngineError> {
+    for h in held.iter().rev() {
+        crate::send_ops::receive_undo(inner, &h.into)?;
+    }
+    Ok(())
+}

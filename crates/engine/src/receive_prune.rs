@@ -1,0 +1,425 @@
+//! The manifest of a replication stream (`send -R`) and what `receive -R` does with it:
+//! with `-F`, destroy the snapshots and datasets of the destination's tree that the sender
+//! no longer has, and (with or without `-F`) rename the snapshots the sender renamed, as
+//! OpenZFS's `zfs receive` of a replication stream does. Thin: the record is tarn-send's
+//! `Manifest`, the plan tarn-dataset's `replicate::prune`; here the tree is read, holds and
+//! clones are checked, and the plan is applied.
+//!
+//! ```text
+//!  sender:   BEGIN(MANIFEST) MANIFEST(tank/p: @a @b) MANIFEST(tank/p/k: @a @b) END
+//!            then the substreams, as before
+//!  receiver: manifest read -> plan against the destination, checked (a refusal here comes
+//!            before the first substream: nothing has changed) -> substreams received ->
+//!            plan again, checked again, applied and committed in one txg
+//! ```
+//!
+//! Rules: a snapshot to destroy, or a snapshot of a dataset to destroy, that has a user
+//! hold or a clone outside what is destroyed refuses the receive (OpenZFS: EBUSY, EEXIST)
+//! in one line; renames the plan cannot order refuse it too. Without `-F` nothing is
+//! destroyed. `-n` plans and reports without changing anything. A stream without a
+//! manifest (from a build before it) is received as before: nothing is destroyed or
+//! renamed.
+//!
+//! Failure model: the first check refuses before any change. The substreams are held in
+//! hidden datasets (`receive_atomic`) and placed in the prune's txg: a hold or clone made
+//! on a doomed snapshot while they came in refuses at the end, the held ones discarded, so
+//! nothing changed. Where the stream made held substreams take their place early (module
+//! doc of `receive_atomic`), those stay received.
+//!
+//! Not here: renaming or moving datasets (module doc of `tarn_dataset::replicate`).
+
+use std::collections::BTreeSet;
+use std::io::Read;
+
+use tarn_base::ObjectId;
+use tarn_dataset::replicate::{self, Listing};
+use tarn_dataset::snapshot;
+use tarn_send::{Begin, Manifest, ManifestSnapshot, Record, StreamReader};
+
+use crate::dataset_ops::{invalid, pool_of};
+use crate::receive_atomic::Held;
+use crate::send_ops::{ReceiveReport, ReceiveSpec, stream_error};
+use crate::{DatasetId, Engine, EngineError, Imported};
+
+/// The sender's tree, as its manifest listed it.
+pub(crate) struct Sent {
+    /// The tree's root on the sender (`pool/ds`).
+    pub(crate) root: String,
+    /// Each dataset, paths below the root.
+    listings: Vec<Listing>,
+    /// The substreams the stream carries after its manifest.
+    pub(crate) substreams: u64,
+}
+
+/// The MANIFEST records of a `send -R` of `root@snap`: every dataset of the subtree, each
+/// with the number of substreams `plan` (the datasets of the substreams, in order) sends of
+/// it and its snapshots up to its own `@snap` (or the root's, when it has none).
+pub(crate) fn manifest(
+    inner: &Imported,
+    root: DatasetId,
+    snap: &str,
+    plan: &[&str],
+) -> Vec<Manifest> {
+    let txg_of = |id: DatasetId| {
+        let node = inner.datasets.node(id);
+        node.snapshot(snap).map(|(_, s)| s.header.txg)
+    };
+    let root_txg = txg_of(root);
+    let mut out = Vec::new();
+    for (id, _) in inner.datasets.subtree(root) {
+        let node = inner.datasets.node(id);
+        let upto = txg_of(id).or(root_txg);
+        let snapshots: Vec<ManifestSnapshot> = node
+            .snapshots
+            .iter()
+            .filter(|s| upto.is_none_or(|t| s.header.txg <= t))
+            .map(|s| ManifestSnapshot {
+                guid: s.header.guid.0,
+                txg: s.header.txg.0,
+                name: s.name.clone(),
+            })
+            .collect();
+        let substreams = plan.iter().filter(|d| **d == node.name).count();
+        let substreams = u32::try_from(substreams).unwrap_or(u32::MAX);
+        out.extend(Manifest::split(&node.name, substreams, &snapshots));
+    }
+    out
+}
+
+/// Reads a manifest substream (its BEGIN read) to its END: the sender's tree.
+fn read_manifest(
+    begin: &Begin,
+    reader: &mut StreamReader<&mut dyn Read>,
+) -> Result<Sent, EngineError> {
+    let root = begin
+        .to_name
+        .split('@')
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    let mut listings: Vec<Listing> = Vec::new();
+    let mut substreams = 0u64;
+    loop {
+        let record = reader.next_record().map_err(stream_error)?;
+        let manifest = match record {
+            Some(Record::Manifest(manifest)) => manifest,
+            Some(Record::End { .. }) => {
+                return Ok(Sent {
+                    root,
+                    listings,
+                    substreams,
+                });
+            }
+            Some(_) => return Err(invalid("invalid stream: a record in the manifest")),
+            None => {
+                let record = reader.sequence();
+                return Err(stream_error(tarn_send::StreamError::Truncated { record }));
+            }
+        };
+        let path = match manifest.dataset.strip_prefix(root.as_str()) {
+            Some(rest) if rest.is_empty() || rest.starts_with('/') => rest.to_string(),
+            _ => {
+                return Err(invalid(format!(
+                    "invalid stream: the manifest lists '{}' outside the stream's root '{root}'",
+                    manifest.dataset
+                )));
+            }
+        };
+        substreams += u64::from(manifest.substreams);
+        let snapshots = manifest.snapshots.into_iter().map(|s| (s.guid, s.name));
+        // A long list comes in several records of the same dataset.
+        match listings.last_mut().filter(|l| l.path == path) {
+            Some(last) => last.snapshots.extend(snapshots),
+            None => listings.push(Listing {
+                path,
+                snapshots: snapshots.collect(),
+            }),
+        }
+    }
+}
+
+/// The destination's tree under `target` (none when it does not exist yet).
+fn local_tree(inner: &Imported, target: &str) -> Vec<(DatasetId, Listing)> {
+    let Some(root) = inner.datasets.by_name(target) else {
+        return Vec::new();
+    };
+    inner
+        .datasets
+        .subtree(root)
+        .into_iter()
+        .map(|(id, _)| {
+            let node = inner.datasets.node(id);
+            let path = node
+                .name
+                .strip_prefix(target)
+                .unwrap_or_default()
+                .to_string();
+            let snapshots = node
+                .snapshots
+                .iter()
+                .map(|s| (s.header.guid.0, s.name.clone()))
+                .collect();
+            (id, Listing { path, snapshots })
+        })
+        .collect()
+}
+
+/// The plan for the destination `target`, checked: without `force` only its renames.
+fn plan(inner: &Imported, target: &str, sent: &Sent, force: bool) -> Result<Planned, EngineError> {
+    let tree = local_tree(inner, target);
+    let listings: Vec<Listing> = tree.iter().map(|(_, l)| l.clone()).collect();
+    let mut prune = replicate::prune(&sent.listings, &listings)
+        .map_err(|e| invalid(format!("cannot follow the sender: {e}")))?;
+    if !force {
+        prune.datasets.clear();
+        prune.snapshots.clear();
+    }
+    let id_of = |path: &str| {
+        tree.iter()
+            .find(|(_, l)| l.path == path)
+            .map(|(id, _)| *id)
+            .expect("a path of the plan is one of the tree's")
+    };
+    let planned = Planned {
+        datasets: prune.datasets.iter().map(|p| id_of(p)).collect(),
+        snapshots: prune
+            .snapshots
+            .iter()
+            .map(|(p, name)| (id_of(p), name.clone()))
+            .collect(),
+        renames: prune
+            .renames
+            .iter()
+            .map(|(p, old, new)| (id_of(p), old.clone(), new.clone()))
+            .collect(),
+    };
+    check(inner, &planned)?;
+    Ok(planned)
+}
+
+/// A plan on this pool's datasets.
+struct Planned {
+    /// Datasets to destroy, children first.
+    datasets: Vec<DatasetId>,
+    /// Snapshots to destroy (dataset, short name).
+    snapshots: Vec<(DatasetId, String)>,
+    /// Snapshot renames in order (dataset, old, new).
+    renames: Vec<(DatasetId, String, String)>,
+}
+
+/// Refuses a plan that would destroy a held snapshot or one with clones outside it.
+fn check(inner: &Imported, planned: &Planned) -> Result<(), EngineError> {
+    let tree = &inner.datasets;
+    let doomed: BTreeSet<DatasetId> = planned.datasets.iter().copied().collect();
+    let mut snapshots: Vec<(DatasetId, ObjectId, String)> = Vec::new();
+    for &id in &planned.datasets {
+        let node = tree.node(id);
+        snapshots.extend(node.snapshots.iter().map(|s| (id, s.id, s.name.clone())));
+    }
+    for (id, name) in &planned.snapshots {
+        let found = tree.node(*id).snapshot(name).map(|(_, s)| s.id);
+        snapshots.extend(found.map(|s| (*id, s, name.clone())));
+    }
+    for (id, snap, name) in snapshots {
+        let node = tree.node(id);
+        let full = format!("{}@{name}", node.name);
+        let held = node
+            .snapshots
+            .iter()
+            .any(|s| s.id == snap && !s.holds.is_empty());
+        if held {
+            return Err(invalid(format!(
+                "destination snapshot '{full}' is not on the sender and is held (dataset is \
+                 busy): release its holds to receive"
+            )));
+        }
+        let dependents = crate::clone_ops::dependents(tree, &[(id, snap)]);
+        if let Some(clone) = dependents.iter().find(|d| !doomed.contains(d)) {
+            return Err(invalid(format!(
+                "destination snapshot '{full}' is not on the sender and has dependent clones \
+                 (eg. '{}'): destroy or promote them to receive",
+                tree.node(*clone).name
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// What a plan does, as full names for the report: destroyed, then renamed (old, new).
+fn names(inner: &Imported, planned: &Planned) -> (Vec<String>, Vec<(String, String)>) {
+    let name = |id: DatasetId| inner.datasets.node(id).name.clone();
+    let mut destroyed: Vec<String> = planned.datasets.iter().map(|d| name(*d)).collect();
+    destroyed.extend(
+        planned
+            .snapshots
+            .iter()
+            .map(|(d, s)| format!("{}@{s}", name(*d))),
+    );
+    let renamed = planned
+        .renames
+        .iter()
+        .map(|(d, old, new)| (format!("{}@{old}", name(*d)), format!("{}@{new}", name(*d))))
+        .collect();
+    (destroyed, renamed)
+}
+
+/// Applies a checked plan in open context (the caller commits): the datasets, then the
+/// snapshots, then the renames.
+fn apply(inner: &mut Imported, planned: &Planned) -> Result<(), EngineError> {
+    let doomed: BTreeSet<DatasetId> = planned.datasets.iter().copied().collect();
+    crate::clone_ops::destroy_set(inner, &doomed, false)?;
+    // A snapshot the plan names may have gone already: a held forced receive destroys the
+    // destination's snapshots after its source when it adopts (`receive_atomic`).
+    for (id, name) in &planned.snapshots {
+        let index = inner.datasets.node(*id).snapshot(name).map(|(i, _)| i);
+        if let Some(index) = index {
+            crate::snapshot_ops::destroy_one_snapshot(inner, *id, index)?;
+        }
+    }
+    let Imported {
+        pool,
+        mos,
+        datasets,
+        ..
+    } = inner;
+    let reader = pool.reader();
+    for (id, old, new) in &planned.renames {
+        let node = datasets.node_mut(*id);
+        let Some(index) = node.snapshot(old).map(|(i, _)| i) else {
+            continue;
+        };
+        let head = node.header;
+        snapshot::rename(
+            mos.objset(),
+            &reader,
+            &head,
+            &mut node.snapshots[index],
+            new,
+        )?;
+    }
+    Ok(())
+}
+
+impl Engine {
+    /// A manifest substream whose BEGIN was read: reads it, and checks the plan against the
+    /// destination before any substream is received (a refusal changes nothing).
+    pub(crate) fn receive_manifest(
+        &self,
+        spec: &ReceiveSpec,
+        begin: &Begin,
+        reader: &mut StreamReader<&mut dyn Read>,
+        first: bool,
+    ) -> Result<Sent, EngineError> {
+        if !first {
+            return Err(invalid(
+                "invalid stream: a manifest after the stream's first substream",
+            ));
+        }
+        if spec.target.contains('@') {
+            return Err(invalid(
+                "invalid stream: a replication stream names datasets outside its root",
+            ));
+        }
+        let sent = read_manifest(begin, reader)?;
+        let handle = self.pool(pool_of(&spec.target))?;
+        let inner = handle.lock();
+        plan(&inner, &spec.target, &sent, spec.force)?;
+        Ok(sent)
+    }
+
+    /// After the last substream: plans again, checks again (with the substreams `held`,
+    /// `receive_atomic`) and (unless `-n`) applies it all and commits, in one txg; a refusal
+    /// discards what is held. `report` gets what was (or would be) destroyed and renamed.
+    pub(crate) fn receive_prune(
+        &self,
+        spec: &ReceiveSpec,
+        sent: &Sent,
+        held: &[Held],
+        report: &mut ReceiveReport,
+    ) -> Result<(), EngineError> {
+        let _admin = self.admin();
+        let handle = self.pool(pool_of(&spec.target))?;
+        let mut inner = handle.lock();
+        // A hold or clone made while the substreams came in refuses here, after them.
+        let checked = plan(&inner, &spec.target, sent, spec.force)
+            .and_then(|planned| crate::receive_atomic::check(&inner, held).map(|()| planned));
+        let planned = match checked {
+            Ok(planned) => planned,
+            Err(error) => {
+                crate::receive_atomic::discard(&mut inner, held)?;
+                let what = match held.len() == report.snapshots.len() {
+                    true => "nothing was received, destroyed or renamed",
+                    false => {
+                        "snapshots the stream brought before it was held are received; \
+                              nothing was destroyed or renamed"
+                    }
+                };
+                return Err(invalid(format!("{error} ({what})")));
+            }
+        };
+        (report.destroyed, report.renamed) = names(&inner, &planned);
+        if spec.dry_run {
+            return Ok(());
+        }
+        inner.check_writable()?;
+        crate::receive_atomic::apply(&mut inner, held)?;
+        for h in held {
+            let command = format!("receive {}@{}", h.spec.target, h.snap);
+            inner.history.push(self.history_record(&command, false));
+        }
+        apply(&mut inner, &planned)?;
+        if !report.destroyed.is_empty() || !report.renamed.is_empty() {
+            let mut command = format!("receive -R {}:", spec.target);
+            for name in &report.destroyed {
+                command.push_str(&format!(" destroy {name}"));
+            }
+            for (old, new) in &report.renamed {
+                command.push_str(&format!(" rename {old} {new}"));
+            }
+            inner.history.push(self.history_record(&command, false));
+        }
+        inner.sync()?;
+        Ok(())
+    }
+
+    /// Before a substream that needs what is held: the held substreams take their place
+    /// and are committed (`receive_atomic`).
+    pub(crate) fn receive_flush(
+        &self,
+        spec: &ReceiveSpec,
+        held: &mut Vec<Held>,
+    ) -> Result<(), EngineError> {
+        let _admin = self.admin();
+        let handle = self.pool(pool_of(&spec.target))?;
+        let mut inner = handle.lock();
+        if let Err(error) = crate::receive_atomic::check(&inner, held) {
+            crate::receive_atomic::discard(&mut inner, held)?;
+            held.clear();
+            return Err(error);
+        }
+        inner.check_writable()?;
+        crate::receive_atomic::apply(&mut inner, held)?;
+        for h in held.iter() {
+            let command = format!("receive {}@{}", h.spec.target, h.snap);
+            inner.history.push(self.history_record(&command, false));
+        }
+        inner.sync()?;
+        held.clear();
+        Ok(())
+    }
+
+    /// A cut or refused stream: what is held is discarded.
+    pub(crate) fn receive_discard(
+        &self,
+        spec: &ReceiveSpec,
+        held: &[Held],
+    ) -> Result<(), EngineError> {
+        if held.is_empty() {
+            return Ok(());
+        }
+        let _admin = self.admin();
+        let handle = self.pool(pool_of(&spec.target))?;
+        let mut inner = handle.lock();
+        crate::receive_atomic::discard(&mut inner, held)
+    }
+}
