@@ -130,6 +130,7 @@ pub mod project;
 pub mod props;
 mod rebuild;
 mod receive_new;
+mod receive_pipe;
 mod receive_rollback;
 pub mod replace;
 pub mod rewind;
