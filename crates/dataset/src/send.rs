@@ -411,33 +411,7 @@ pub fn apply(
             Ok(())
         }
         Record::Write(w) => {
-            let info = os.object_info(store, ObjectId(w.object))?;
-            if info.data_block_size != w.logical_size {
-                return Err(DatasetError::Corrupt(format!(
-                    "write of {} bytes to object {} of {}-byte blocks",
-                    w.logical_size, w.object, info.data_block_size
-                )));
-            }
-            // A block sent as stored is decompressed here and stored under this side's
-            // own compression setting (its allocation differs from the sender's anyway).
-            let kind = match w.encoding {
-                Encoding::Raw => None,
-                Encoding::Lz4 => Some(tarn_format::CompressKind::Lz4),
-                Encoding::Zstd => Some(tarn_format::CompressKind::Zstd),
-                Encoding::Zle => Some(tarn_format::CompressKind::Zle),
-            };
-            let size = w.logical_size as usize;
-            let data = match kind {
-                None => std::borrow::Cow::Borrowed(w.data.as_slice()),
-                Some(kind) => tarn_format::compress::decompress(kind, &w.data, size)
-                    .map(std::borrow::Cow::Owned)
-                    .map_err(|e| DatasetError::Corrupt(format!("compressed write: {e}")))?,
-            };
-            if data.len() != size {
-                return Err(DatasetError::Corrupt(
-                    "compressed write of the wrong size".into(),
-                ));
-            }
+            let data = write_data(os, store, w, std::borrow::Cow::Borrowed(&w.data))?;
             Ok(os.write(store, ObjectId(w.object), w.offset, &data)?)
         }
         Record::Free {
@@ -449,6 +423,67 @@ pub fn apply(
             Ok(())
         }
     }
+}
+
+/// [`apply`] taking the record: a WRITE of a whole block at a block boundary hands its
+/// bytes (raw, or as decompressed) to the object set as the dirty block, without the copy
+/// [`apply`] makes (`ObjectSet::write_block_owned`). Any other record is [`apply`]'s.
+pub fn apply_owned(
+    os: &mut ObjectSet,
+    store: &dyn BlockStore,
+    record: Record,
+    recomputed: &[u8],
+) -> Result<(), DatasetError> {
+    let Record::Write(mut w) = record else {
+        return apply(os, store, &record, recomputed);
+    };
+    let sent = std::mem::take(&mut w.data);
+    let data = write_data(os, store, &w, std::borrow::Cow::Owned(sent))?.into_owned();
+    let id = ObjectId(w.object);
+    let size = u64::from(w.logical_size);
+    match w.offset.is_multiple_of(size) {
+        true => Ok(os.write_block_owned(store, id, w.offset / size, data)?),
+        false => Ok(os.write(store, id, w.offset, &data)?),
+    }
+}
+
+/// The logical bytes of WRITE `w` whose sent bytes are `sent` (`w.data`, borrowed or
+/// taken): checked against the object's block size, decompressed when the block was sent
+/// as stored.
+fn write_data<'a>(
+    os: &mut ObjectSet,
+    store: &dyn BlockStore,
+    w: &WriteRecord,
+    sent: std::borrow::Cow<'a, [u8]>,
+) -> Result<std::borrow::Cow<'a, [u8]>, DatasetError> {
+    let info = os.object_info(store, ObjectId(w.object))?;
+    if info.data_block_size != w.logical_size {
+        return Err(DatasetError::Corrupt(format!(
+            "write of {} bytes to object {} of {}-byte blocks",
+            w.logical_size, w.object, info.data_block_size
+        )));
+    }
+    // A block sent as stored is decompressed here and stored under this side's own
+    // compression setting (its allocation differs from the sender's anyway).
+    let kind = match w.encoding {
+        Encoding::Raw => None,
+        Encoding::Lz4 => Some(tarn_format::CompressKind::Lz4),
+        Encoding::Zstd => Some(tarn_format::CompressKind::Zstd),
+        Encoding::Zle => Some(tarn_format::CompressKind::Zle),
+    };
+    let size = w.logical_size as usize;
+    let data = match kind {
+        None => sent,
+        Some(kind) => tarn_format::compress::decompress(kind, &sent, size)
+            .map(std::borrow::Cow::Owned)
+            .map_err(|e| DatasetError::Corrupt(format!("compressed write: {e}")))?,
+    };
+    if data.len() != size {
+        return Err(DatasetError::Corrupt(
+            "compressed write of the wrong size".into(),
+        ));
+    }
+    Ok(data)
 }
 
 fn apply_object(

@@ -135,6 +135,7 @@ mod rebuild;
 mod receive_atomic;
 mod receive_new;
 mod receive_prune;
+mod receive_pipe;
 mod receive_rollback;
 pub mod replace;
 pub mod rewind;

@@ -19,7 +19,8 @@
 //!   is as it was.
 //!
 //! Records are read from the stream without the pool lock, in batches of about
-//! [`BATCH_BYTES`], and applied under it.
+//! [`BATCH_BYTES`], and applied under it by another thread while the next batch is read,
+//! on the write throttle (`receive_pipe`).
 //!
 //! Resuming (`receive -s`, `send -t`): after each applied record the receive knows the first
 //! object and offset not yet received (the order rule makes that exact). A stream that stops
@@ -49,6 +50,7 @@ use tarn_send::{Begin, Record, StreamReader, StreamWriter};
 use crate::dataset_ops::{invalid, pool_of};
 use crate::datasets::Node;
 use crate::receive_atomic::Held;
+use crate::receive_pipe::{Progressed, receive_records};
 use crate::{DatasetId, Engine, EngineError, Imported, PoolHandle};
 
 /// Stream bytes produced or applied per hold of the pool lock.
@@ -708,7 +710,7 @@ impl Engine {
             position: &mut position,
             props: &mut props,
         };
-        let outcome = receive_records(&handle, &into, reader, &mut at);
+        let outcome = receive_records(self, &handle, destination_id(&into), reader, &mut at);
         let _admin = self.admin();
         let mut inner = handle.lock();
         let saving = spec.resumable && outcome.is_err();
@@ -1335,107 +1337,8 @@ fn only_access_time(
     }
 }
 
-/// Reads records in batches without the pool lock and applies them under it, until the
-/// substream's END (not applied: the caller finishes).
-/// What a receive keeps track of while records arrive.
-struct Progressed<'a> {
-    progress: &'a mut dyn FnMut(u64),
-    /// The first object and offset not yet received (the resume point).
-    position: &'a mut (u64, u64),
-    /// PROPERTY records, applied at END.
-    props: &'a mut Vec<(String, String)>,
-}
-
-fn receive_records(
-    handle: &PoolHandle,
-    into: &Destination,
-    reader: &mut StreamReader<&mut dyn Read>,
-    at: &mut Progressed<'_>,
-) -> Result<(), EngineError> {
-    let id = destination_id(into);
-    let mut batch = Vec::new();
-    loop {
-        let mut bytes = 0u64;
-        let mut ended = Ok(false);
-        while bytes < BATCH_BYTES {
-            let record = match reader.next_record() {
-                Ok(Some(Record::End { .. })) => {
-                    ended = Ok(true);
-                    break;
-                }
-                Ok(Some(Record::Property { name, value })) => {
-                    at.props.push((name, value));
-                    continue;
-                }
-                Ok(Some(record)) => record,
-                Ok(None) => {
-                    let record = reader.sequence();
-                    ended = Err(stream_error(tarn_send::StreamError::Truncated { record }));
-                    break;
-                }
-                Err(error) => {
-                    ended = Err(stream_error(error));
-                    break;
-                }
-            };
-            bytes += tarn_send::encoded_len(&record);
-            batch.push(record);
-        }
-        {
-            // Records read before a bad one passed their checks: applied, so that a
-            // `receive -s` saves them too.
-            let mut inner = handle.lock();
-            inner.check_writable()?;
-            still_there(&inner, id)?;
-            apply_batch(&mut inner, id, &mut batch, at.position)?;
-            if inner.dirty_bytes() >= crate::DIRTY_SYNC {
-                inner.sync()?;
-            }
-        }
-        (at.progress)(reader.bytes());
-        if ended? {
-            return Ok(());
-        }
-    }
-}
-
-/// Where a receive stands after `record`: the first object and offset not yet received.
-fn advance(position: &mut (u64, u64), record: &Record) {
-    *position = match record {
-        Record::Object(o) => (o.object, 0),
-        Record::Write(w) => (w.object, w.offset.saturating_add(u64::from(w.logical_size))),
-        Record::Free {
-            object,
-            offset,
-            length,
-        } => (*object, offset.saturating_add(*length)),
-        Record::FreeObjects { first, count } => (first.saturating_add(*count), 0),
-        _ => *position,
-    };
-}
-
-fn apply_batch(
-    inner: &mut Imported,
-    id: DatasetId,
-    batch: &mut Vec<Record>,
-    position: &mut (u64, u64),
-) -> Result<(), EngineError> {
-    let Imported { pool, datasets, .. } = inner;
-    let reader = pool.reader();
-    let objset = &mut datasets.node_mut(id).objset;
-    for record in batch.drain(..) {
-        if matches!(record, Record::Property { .. }) {
-            continue;
-        }
-        dsend::apply(objset, &reader, &record, tarn_posix::RECOMPUTED_TYPES)
-            .map_err(|e| invalid(format!("invalid stream: cannot apply a record: {e}")))?;
-        advance(position, &record);
-    }
-    Ok(())
-}
-
 /// Refuses to go on when the dataset a receive writes was destroyed meanwhile.
-fn still_there(inner: &Imported, id: DatasetId) -> Result<(), EngineError> {
+pub(crate) fn still_there(inner: &Imported, id: DatasetId) -> Result<(), EngineError> {
     match inner.datasets.contains(id) {
         true => Ok(()),
         false => Err(invalid("the destination was destroyed during the receive")),

@@ -809,6 +809,39 @@ impl ObjectSet {
         })
     }
 
+    /// [`ObjectSet::write`] of the whole level-0 block `blkid` of `id`, taking `data` as the
+    /// dirty block instead of copying it (a received stream's block: tarn-dataset `send`).
+    /// `data` must be exactly the object's block size; all zeros make a hole, as a write
+    /// does.
+    pub fn write_block_owned(
+        &mut self,
+        store: &dyn BlockStore,
+        id: ObjectId,
+        blkid: u64,
+        data: Vec<u8>,
+    ) -> Result<(), ObjectError> {
+        self.mutate(store, id, |_, state| {
+            let block_size = u64::from(state.dnode.data_block_size);
+            let offset = blkid.saturating_mul(block_size);
+            if data.len() as u64 != block_size {
+                return Err(invalid(
+                    id,
+                    "whole-block write of another size at offset",
+                    offset,
+                ));
+            }
+            if tree::blkid_limit(&state.dnode).is_some_and(|limit| blkid >= limit) {
+                return Err(invalid(
+                    id,
+                    "write beyond the deepest tree at offset",
+                    offset,
+                ));
+            }
+            tree::write_whole(state, blkid, data);
+            Ok(())
+        })
+    }
+
     /// Writes dirty level-0 block `blkid` of `id` now, through `store` (an open-context
     /// writer whose txg is the one the next sync runs in), and returns its block pointer;
     /// that sync adopts it instead of writing the block, unless the block changes before

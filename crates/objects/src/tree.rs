@@ -438,6 +438,18 @@ pub(crate) fn write(
     Ok(())
 }
 
+/// Level-0 block `blkid` becomes `data` (exactly one block, checked by the caller), a hole
+/// when it is all zeros: [`write`] of a whole block without the copy.
+pub(crate) fn write_whole(state: &mut ObjState, blkid: u64, data: Vec<u8>) {
+    let entry = if tarn_format::compress::is_all_zero(&data) {
+        Dirty::Hole
+    } else {
+        Dirty::Data(data)
+    };
+    state.set_dirty(blkid, entry);
+    state.note_written(blkid);
+}
+
 /// Punches `[offset, end)`: whole blocks become holes, partial blocks are zeroed.
 pub(crate) fn free_range(
     ctx: &mut ReadCtx<'_>,
