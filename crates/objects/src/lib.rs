@@ -47,7 +47,7 @@
 //! the committed pointer of another object's block, which the sync turns into a new
 //! reference (`BlockStore::clone_block`) instead of writing bytes; a read goes through it,
 //! a partial write copies it.
-//! A record of a plain object (file or volume data, not metadata) dirtied by partial writes
+//! A record of a data object (a file's or volume's; not metadata) dirtied by partial writes
 //! is kept as its written pieces over its committed block or over zeros (`pieces`), not as
 //! a whole copy: it costs the dirty limit ([`ObjectSet::dirty_bytes`]) the bytes written
 //! plus a small overhead per piece, and its sync estimate a whole block. A read lays the

@@ -7,7 +7,7 @@
 //! when it syncs a dirty indirect buffer, without holding a second copy in memory.
 //!
 //! A dirty level-0 block is whole bytes, a hole, a clone, or pieces (`pieces`: partial writes
-//! of a plain object's record laid over its committed block or zeros). Pieces are merged
+//! of a data object's record laid over its committed block or zeros). Pieces are merged
 //! where the whole record is needed: at sync (`Level0::sync`, over the committed block read
 //! through the cache), by a write-ahead, by a read not inside them, and by an edit that must
 //! see the record (a punch or zero write, so that a record of zeros becomes a hole as
@@ -23,7 +23,7 @@ use std::sync::Arc;
 use tarn_base::limits::INDIRECTION_LEVELS_MAX;
 use tarn_base::{ObjectId, Txg};
 use tarn_format::dnode::{
-    BLKPTR_SHIFT, DNODE_FLAG_METADATA, Dnode, OBJECT_TYPE_PLAIN, tree_capacity,
+    BLKPTR_SHIFT, DNODE_FLAG_METADATA, Dnode, OBJECT_TYPE_META_DNODE, tree_capacity,
 };
 use tarn_format::{BlockPtr, BlockType};
 use tarn_zio::{BlockStore, WriteProps};
@@ -517,7 +517,7 @@ pub(crate) fn modify_block(
     Ok(())
 }
 
-/// Writes `source` at `within` of block `blkid` of a plain object as a piece (module docs):
+/// Writes `source` at `within` of block `blkid` of a data object as a piece (module docs):
 /// the block is clean, a hole or already pieced, and `source` is not all zeros (a zero write
 /// goes through [`modify_block`], which keeps a record of zeros a hole as it always did).
 /// A clean record that is not a hole is read first, through the cache, as ZFS reads a
@@ -557,15 +557,16 @@ fn write_piece(
 }
 
 /// Writes `data` at `offset` (callers checked the range). Partial writes into the blocks of
-/// a plain object (file and volume data, not metadata) keep pieces ([`write_piece`]); the
-/// meta-dnode, ZAPs and metadata objects edit a copy of the block.
+/// an object that is not metadata (file and volume data) keep pieces ([`write_piece`]); the
+/// meta-dnode, ZAPs and other metadata objects (whose blocks are walked in place,
+/// `ObjectSet::with_block`) edit a copy of the block.
 pub(crate) fn write(
     ctx: &mut ReadCtx<'_>,
     state: &mut ObjState,
     offset: u64,
     data: &[u8],
 ) -> Result<(), ObjectError> {
-    let pieced = state.dnode.object_type == OBJECT_TYPE_PLAIN
+    let pieced = state.dnode.object_type != OBJECT_TYPE_META_DNODE
         && state.dnode.flags & DNODE_FLAG_METADATA == 0;
     let block_size = u64::from(state.dnode.data_block_size);
     let mut done = 0usize;
