@@ -47,6 +47,14 @@
 //! the committed pointer of another object's block, which the sync turns into a new
 //! reference (`BlockStore::clone_block`) instead of writing bytes; a read goes through it,
 //! a partial write copies it.
+//! A record of a data object (a file's or volume's; not metadata) dirtied by partial writes
+//! is kept as its written pieces over its committed block or over zeros (`pieces`), not as
+//! a whole copy: it costs the dirty limit ([`ObjectSet::dirty_bytes`]) the bytes written
+//! plus a small overhead per piece, and its sync estimate a whole block. A read lays the
+//! pieces over the committed block (read only when the pieces do not cover the range); the
+//! sync, a write-ahead and every other user that needs the record whole merges it; a
+//! whole-record write replaces the pieces, a punch or a zero write merges them into a copy
+//! (so a record of zeros becomes a hole as it always did).
 //! Indirect blocks are never dirty between syncs: [`ObjectSet::sync`] rebuilds the ones above
 //! dirty blocks from the old indirect block and the new children. On disk: docs/FORMAT.md,
 //! section "Objects" (dnode, object-set root, indirect blocks, ZAP).
@@ -78,6 +86,17 @@
 //! - Bytes from disk (dnodes, indirect blocks, ZAP blocks, the root) are input: bad ones are
 //!   [`ObjectError::Corrupt`], never a panic. Unrecoverable reads surface as
 //!   [`ObjectError::Io`] naming the object and offset.
+//! - A partial write into a clean record reads its committed block first (through the
+//!   cache), as ZFS reads a block before dirtying part of it: an unreadable record fails the
+//!   write with [`ObjectError::Io`] and nothing is dirtied, exactly as with whole copies. The
+//!   write keeps no copy: the sync merges over the committed block, from the cache or read
+//!   again. Should it have gone bad within that txg (bit rot beyond parity between the
+//!   write and the sync), the sync fails as it does for any unreadable block it must read
+//!   (old indirect blocks): the set is poisoned, no block of the txg is committed, and no
+//!   wrong byte is written; the pieces are lost with the rest of that txg's changes, which
+//!   the owner replays from its intent log. Keeping the pieces dirty into the next txg
+//!   instead was rejected: the txg would commit without them while the intent log that
+//!   holds them is trimmed at that commit, so a crash would lose an acknowledged `fsync`.
 //! - A failed `sync` leaves the in-memory set half-applied, so it is poisoned: every later
 //!   call returns [`ObjectError::Poisoned`] and the owner reopens from the last committed root
 //!   (which the copy-on-write discipline kept intact).
@@ -93,6 +112,7 @@
 pub mod accounting;
 mod cache;
 pub mod objset;
+mod pieces;
 mod readahead;
 mod send;
 mod tree;
@@ -100,6 +120,8 @@ pub mod zap;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_pieces;
 
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;

@@ -6,6 +6,7 @@ use crate::cache::BlockCache;
 use crate::readahead::{self, Fetch, Streams};
 use crate::tree::{self, Dirty, ObjState, ReadCtx, TreeWalk};
 use crate::{BlockContext, DnodeInfo, ObjectError, ObjsetWriteConfig, SyncEstimate};
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use tarn_base::limits::BLOCK_SIZE_MAX;
 use tarn_base::{ObjectId, Txg};
@@ -71,6 +72,31 @@ fn check_block_size(object: ObjectId, size: u32) -> Result<(), ObjectError> {
         return Err(invalid(object, "data block size", size64));
     }
     Ok(())
+}
+
+/// The dirty bytes of block `blkid` of `state` for a write ahead of the sync: a whole dirty
+/// block as it is, pieces merged over their base (read through `cache`); `None` for a
+/// block without dirty data.
+fn dirty_block_bytes<'s>(
+    cache: &mut BlockCache,
+    store: &dyn BlockStore,
+    object: ObjectId,
+    state: &'s ObjState,
+    blkid: u64,
+) -> Result<Option<Cow<'s, [u8]>>, ObjectError> {
+    match state.dirty.get(&blkid) {
+        Some(Dirty::Data(bytes)) => Ok(Some(Cow::Borrowed(bytes))),
+        Some(Dirty::Pieces(pieces)) => {
+            let mut ctx = ReadCtx {
+                store,
+                cache,
+                object,
+            };
+            let bytes = tree::merge_pieces(&mut ctx, &state.dnode, blkid, pieces)?;
+            Ok(Some(Cow::Owned(bytes)))
+        }
+        _ => Ok(None),
+    }
 }
 
 /// Reads the dnode of `id` from the meta-dnode's data (not counting unsynced changes).
@@ -628,18 +654,10 @@ impl ObjectSet {
                 state.dnode.nlevels, 1,
                 "I3: object with maxblkid 0 has one level"
             );
-            let old = match tree::block_data(ctx, state, 0)? {
-                tree::BlockRef::Zero => None,
-                tree::BlockRef::Dirty(bytes) => Some(bytes.to_vec()),
-                tree::BlockRef::Clean(bytes) => Some(bytes.to_vec()),
-            };
+            let old = tree::block_data(ctx, state, 0)?.bytes().map(<[u8]>::to_vec);
             let had_block = state.dirty.contains_key(&0) || !state.dnode.root.is_hole();
             state.written_ahead.clear();
-            state.dirty.remove(&0).into_iter().for_each(|entry| {
-                if let Dirty::Data(bytes) = entry {
-                    state.dirty_bytes -= bytes.len() as u64;
-                }
-            });
+            state.replace(0, None);
             state.dnode.data_block_size = size;
             state.dnode_dirty = true;
             if had_block {
@@ -859,15 +877,15 @@ impl ObjectSet {
         let Some(Slot::Live(state)) = self.hot.get_mut(&id.0) else {
             return Ok(None);
         };
-        let Some(tree::Dirty::Data(bytes)) = state.dirty.get(&blkid) else {
-            return Ok(None);
-        };
         if let Some(bp) = state.written_ahead.get(&blkid) {
             return Ok(Some(*bp));
         }
+        let Some(bytes) = dirty_block_bytes(&mut self.cache, &*store, id, state, blkid)? else {
+            return Ok(None);
+        };
         let props = tree::write_props(&config, &state.dnode, 0, BlockType::Data, 1);
         let bp = store
-            .write_block(bytes, &props)
+            .write_block(&bytes, &props)
             .map_err(|source| ObjectError::Io {
                 object: id,
                 offset: blkid.saturating_mul(u64::from(state.dnode.data_block_size)),
@@ -905,21 +923,29 @@ impl ObjectSet {
         };
         let props = tree::write_props(&config, &state.dnode, 0, BlockType::Data, 1);
         let mut wanted = Vec::new();
-        let mut blocks = Vec::new();
+        let mut contents = Vec::new();
+        let mut error = None;
         for &blkid in blkids {
             if state.written_ahead.contains_key(&blkid) {
                 continue;
             }
-            if let Some(tree::Dirty::Data(bytes)) = state.dirty.get(&blkid) {
-                wanted.push(blkid);
-                blocks.push((bytes.as_slice(), &props));
+            match dirty_block_bytes(&mut self.cache, &*store, id, state, blkid) {
+                Ok(Some(bytes)) => {
+                    wanted.push(blkid);
+                    contents.push(bytes);
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    error.get_or_insert(e);
+                }
             }
         }
+        let blocks: Vec<_> = contents.iter().map(|bytes| (&bytes[..], &props)).collect();
         let results = store.write_blocks(&blocks);
         drop(blocks);
+        drop(contents);
         let block_size = u64::from(state.dnode.data_block_size);
         let mut written = Vec::new();
-        let mut error = None;
         for (blkid, result) in wanted.into_iter().zip(results) {
             match result {
                 Ok(bp) if bp.is_hole() => {}

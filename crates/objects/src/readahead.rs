@@ -388,7 +388,13 @@ fn missing(
         if blkid > state.dnode.maxblkid {
             break;
         }
-        if state.dirty.contains_key(&blkid) {
+        // A pieced record over its committed block reads that block; other dirty blocks
+        // need none.
+        if state
+            .dirty
+            .get(&blkid)
+            .is_some_and(|entry| !entry.reads_committed())
+        {
             continue;
         }
         let Ok(bp) = synced_bp(ctx, &state.dnode, 0, blkid) else {

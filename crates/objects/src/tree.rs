@@ -5,14 +5,26 @@
 //! Level-0 blocks are the only dirty buffers kept between syncs: indirect blocks are rebuilt
 //! at sync from the old indirect block and the new children, which is the same work ZFS does
 //! when it syncs a dirty indirect buffer, without holding a second copy in memory.
+//!
+//! A dirty level-0 block is whole bytes, a hole, a clone, or pieces (`pieces`: partial writes
+//! of a data object's record laid over its committed block or zeros). Pieces are merged
+//! where the whole record is needed: at sync (`Level0::sync`, over the committed block read
+//! through the cache), by a write-ahead, by a read not inside them, and by an edit that must
+//! see the record (a punch or zero write, so that a record of zeros becomes a hole as
+//! before). The write that makes pieces over a committed block reads that block first
+//! (`write_piece`), so an unreadable record fails the write, not the sync (`crate` docs,
+//! failure model).
 
 use crate::cache::BlockCache;
+use crate::pieces::Pieces;
 use crate::{BlockContext, BlockRole, ObjectError, ObjsetWriteConfig, SyncEstimate};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use tarn_base::limits::INDIRECTION_LEVELS_MAX;
 use tarn_base::{ObjectId, Txg};
-use tarn_format::dnode::{BLKPTR_SHIFT, DNODE_FLAG_METADATA, Dnode, tree_capacity};
+use tarn_format::dnode::{
+    BLKPTR_SHIFT, DNODE_FLAG_METADATA, Dnode, OBJECT_TYPE_META_DNODE, tree_capacity,
+};
 use tarn_format::{BlockPtr, BlockType};
 use tarn_zio::{BlockStore, WriteProps};
 
@@ -20,20 +32,43 @@ use tarn_zio::{BlockStore, WriteProps};
 pub(crate) const TREE_LEVELS_MAX: u8 = INDIRECTION_LEVELS_MAX as u8;
 const _: () = assert!(INDIRECTION_LEVELS_MAX <= u8::MAX as usize);
 
-/// A dirty level-0 block: new contents, a hole (punched or written with zeros), or a clone
+/// A dirty level-0 block: new contents, a hole (punched or written with zeros), a clone
 /// of an existing block (`ObjectSet::clone_blocks`: the sync makes a new reference to the
-/// pointed-to block instead of writing bytes).
+/// pointed-to block instead of writing bytes), or the pieces partial writes left over the
+/// record's committed block or zeros (`pieces`; merged at sync).
 #[derive(Debug, Clone)]
 pub(crate) enum Dirty {
     Data(Vec<u8>),
     Hole,
     Clone(BlockPtr),
+    Pieces(Pieces),
 }
 
 impl Dirty {
-    /// Whether the block holds data (a clone does: it names a block that is not a hole).
+    /// Whether the block holds data (a clone does: it names a block that is not a hole;
+    /// pieces do: all-zero pieces over zeros become a hole, and a zero write over the
+    /// committed block is merged at once, as before pieces existed).
     pub(crate) fn is_data(&self) -> bool {
         !matches!(self, Dirty::Hole)
+    }
+
+    /// Whether a reader of the whole block needs its committed block (pieces over it).
+    pub(crate) fn reads_committed(&self) -> bool {
+        matches!(self, Dirty::Pieces(pieces) if !pieces.over_zero())
+    }
+
+    /// Bytes of memory the entry holds, as the dirty limit counts them.
+    fn cost(&self) -> u64 {
+        match self {
+            Dirty::Data(bytes) => bytes.len() as u64,
+            Dirty::Pieces(pieces) => pieces.cost(),
+            Dirty::Hole | Dirty::Clone(_) => 0,
+        }
+    }
+
+    /// Whether the sync writes a level-0 block of data for the entry.
+    fn writes_block(&self) -> bool {
+        matches!(self, Dirty::Data(_) | Dirty::Pieces(_))
     }
 }
 
@@ -47,7 +82,10 @@ pub(crate) struct ObjState {
     /// sync adopts the block pointer instead of writing the block again. Any change of the
     /// block drops its entry (`set_dirty`), so an entry always holds the dirty bytes.
     pub(crate) written_ahead: BTreeMap<u64, BlockPtr>,
+    /// Sum of the entries' [`Dirty::cost`].
     pub(crate) dirty_bytes: u64,
+    /// Entries that write a data block at sync (whole or pieced), for the sync estimate.
+    pub(crate) dirty_blocks: u64,
     pub(crate) dnode_dirty: bool,
 }
 
@@ -56,6 +94,8 @@ pub(crate) enum BlockRef<'a> {
     Zero,
     Dirty(&'a [u8]),
     Clean(Arc<Vec<u8>>),
+    /// A pieced record's bytes, merged for this reader.
+    Merged(Vec<u8>),
 }
 
 impl BlockRef<'_> {
@@ -64,6 +104,7 @@ impl BlockRef<'_> {
             BlockRef::Zero => None,
             BlockRef::Dirty(bytes) => Some(bytes),
             BlockRef::Clean(bytes) => Some(bytes.as_slice()),
+            BlockRef::Merged(bytes) => Some(bytes.as_slice()),
         }
     }
 }
@@ -224,6 +265,10 @@ pub(crate) fn block_data<'s>(
     let bp = match state.dirty.get(&blkid) {
         Some(Dirty::Data(bytes)) => return Ok(BlockRef::Dirty(bytes)),
         Some(Dirty::Hole) => return Ok(BlockRef::Zero),
+        Some(Dirty::Pieces(pieces)) => {
+            let bytes = merge_pieces(ctx, &state.dnode, blkid, pieces).map_err(at)?;
+            return Ok(BlockRef::Merged(bytes));
+        }
         // A clone not yet synced reads the block it names.
         Some(Dirty::Clone(bp)) => *bp,
         None => synced_bp(ctx, &state.dnode, 0, blkid).map_err(at)?,
@@ -233,6 +278,62 @@ pub(crate) fn block_data<'s>(
     }
     let block = read_tree_block(ctx.store, Some(ctx.cache), ctx.object, &bp, 0, size);
     Ok(BlockRef::Clean(block.map_err(at)?))
+}
+
+/// The committed bytes of level-0 block `blkid` (the synced tree's, through the cache),
+/// `None` for a hole; an error names the block's offset.
+pub(crate) fn committed_block(
+    ctx: &mut ReadCtx<'_>,
+    dnode: &Dnode,
+    blkid: u64,
+) -> Result<Option<Arc<Vec<u8>>>, ObjectError> {
+    let size = u64::from(dnode.data_block_size);
+    let at = |error: ObjectError| error.at_offset(blkid.saturating_mul(size));
+    let bp = synced_bp(ctx, dnode, 0, blkid).map_err(at)?;
+    if bp.is_hole() {
+        return Ok(None);
+    }
+    let block = read_tree_block(ctx.store, Some(ctx.cache), ctx.object, &bp, 0, size);
+    block.map(Some).map_err(at)
+}
+
+/// The current bytes of pieced block `blkid`: its pieces over its base.
+pub(crate) fn merge_pieces(
+    ctx: &mut ReadCtx<'_>,
+    dnode: &Dnode,
+    blkid: u64,
+    pieces: &Pieces,
+) -> Result<Vec<u8>, ObjectError> {
+    if pieces.over_zero() {
+        return Ok(pieces.merge(None));
+    }
+    let base = committed_block(ctx, dnode, blkid)?;
+    Ok(pieces.merge(base.as_deref().map(Vec::as_slice)))
+}
+
+/// Copies bytes `within..` of pieced block `blkid` into `target`: the base is read only
+/// when the pieces do not cover the range.
+fn read_pieced(
+    ctx: &mut ReadCtx<'_>,
+    dnode: &Dnode,
+    blkid: u64,
+    pieces: &Pieces,
+    within: usize,
+    target: &mut [u8],
+) -> Result<(), ObjectError> {
+    if !pieces.covers(within, target.len()) {
+        let base = if pieces.over_zero() {
+            None
+        } else {
+            committed_block(ctx, dnode, blkid)?
+        };
+        match base {
+            None => target.fill(0),
+            Some(base) => target.copy_from_slice(&base[within..within + target.len()]),
+        }
+    }
+    pieces.overlay(within, target);
+    Ok(())
 }
 
 /// Writes one block of a tree at sync and puts its logical bytes in the cache, so that the
@@ -280,9 +381,13 @@ pub(crate) fn read(
         let within = usize::try_from(position % block_size).unwrap_or(0);
         let take = (buf.len() - done).min(block_size as usize - within);
         let target = &mut buf[done..done + take];
-        match block_data(ctx, state, blkid)?.bytes() {
-            None => target.fill(0),
-            Some(bytes) => target.copy_from_slice(&bytes[within..within + take]),
+        if let Some(Dirty::Pieces(pieces)) = state.dirty.get(&blkid) {
+            read_pieced(ctx, &state.dnode, blkid, pieces, within, target)?;
+        } else {
+            match block_data(ctx, state, blkid)?.bytes() {
+                None => target.fill(0),
+                Some(bytes) => target.copy_from_slice(&bytes[within..within + take]),
+            }
         }
         done += take;
     }
@@ -296,24 +401,41 @@ impl ObjState {
             dirty: BTreeMap::new(),
             written_ahead: BTreeMap::new(),
             dirty_bytes: 0,
+            dirty_blocks: 0,
             dnode_dirty: false,
         }
     }
 
     /// Replaces the dirty entry of `blkid`, keeping `dirty_bytes` exact.
     pub(crate) fn set_dirty(&mut self, blkid: u64, entry: Dirty) {
-        self.written_ahead.remove(&blkid);
         if let Dirty::Data(bytes) = &entry {
             assert_eq!(
                 bytes.len() as u64,
                 u64::from(self.dnode.data_block_size),
                 "dirty block {blkid} has the wrong size"
             );
-            self.dirty_bytes += bytes.len() as u64;
         }
-        if let Some(Dirty::Data(old)) = self.dirty.insert(blkid, entry) {
-            self.dirty_bytes -= old.len() as u64;
+        self.replace(blkid, Some(entry));
+    }
+
+    /// Replaces (or with `None` removes) the dirty entry of `blkid` and returns the old one,
+    /// keeping `dirty_bytes` and `dirty_blocks` exact; a block written ahead is dropped (its
+    /// bytes are no longer the block's).
+    pub(crate) fn replace(&mut self, blkid: u64, entry: Option<Dirty>) -> Option<Dirty> {
+        self.written_ahead.remove(&blkid);
+        if let Some(entry) = &entry {
+            self.dirty_bytes += entry.cost();
+            self.dirty_blocks += u64::from(entry.writes_block());
         }
+        let old = match entry {
+            Some(entry) => self.dirty.insert(blkid, entry),
+            None => self.dirty.remove(&blkid),
+        };
+        if let Some(old) = &old {
+            self.dirty_bytes -= old.cost();
+            self.dirty_blocks -= u64::from(old.writes_block());
+        }
+        old
     }
 
     /// An upper bound of what syncing this object writes besides its dnode: its dirty
@@ -323,12 +445,13 @@ impl ObjState {
     pub(crate) fn estimate(&self) -> SyncEstimate {
         let mut estimate = SyncEstimate::default();
         let size = u64::from(self.dnode.data_block_size).max(1);
-        let blocks = self.dirty_bytes / size;
+        // A pieced record writes a whole block at sync, whatever its pieces cost.
+        let blocks = self.dirty_blocks;
         if self.dnode.flags & DNODE_FLAG_METADATA != 0 {
             estimate = estimate.with_meta(blocks, size);
         } else {
             estimate.data_blocks = blocks;
-            estimate.data_bytes = self.dirty_bytes;
+            estimate.data_bytes = blocks * size;
         }
         let (Some(&first), Some(&last)) = (self.dirty.keys().next(), self.dirty.keys().next_back())
         else {
@@ -374,28 +497,17 @@ pub(crate) fn modify_block(
     edit: impl FnOnce(&mut [u8]),
 ) -> Result<(), ObjectError> {
     let block_size = state.dnode.data_block_size as usize;
-    state.written_ahead.remove(&blkid);
-    let mut bytes = match state.dirty.remove(&blkid) {
-        Some(Dirty::Data(bytes)) => {
-            state.dirty_bytes -= bytes.len() as u64;
-            bytes
+    // Whole bytes first (a clone read through, pieces merged), so that a read error leaves
+    // the entry as it was; the edit turns a clone or pieces into a copy.
+    let bytes = if let Some(Dirty::Data(_)) = state.dirty.get(&blkid) {
+        match state.replace(blkid, None) {
+            Some(Dirty::Data(bytes)) => Some(bytes),
+            _ => None,
         }
-        Some(Dirty::Hole) => tarn_base::buf::zeroed(block_size),
-        Some(clone @ Dirty::Clone(_)) => {
-            // Put back to read through it: the edit turns the clone into a copy.
-            state.dirty.insert(blkid, clone);
-            let bytes = match block_data(ctx, state, blkid)?.bytes() {
-                None => tarn_base::buf::zeroed(block_size),
-                Some(old) => old.to_vec(),
-            };
-            state.dirty.remove(&blkid);
-            bytes
-        }
-        None => match block_data(ctx, state, blkid)?.bytes() {
-            None => tarn_base::buf::zeroed(block_size),
-            Some(old) => old.to_vec(),
-        },
+    } else {
+        block_data(ctx, state, blkid)?.bytes().map(<[u8]>::to_vec)
     };
+    let mut bytes = bytes.unwrap_or_else(|| tarn_base::buf::zeroed(block_size));
     edit(&mut bytes);
     if tarn_format::compress::is_all_zero(&bytes) {
         state.set_dirty(blkid, Dirty::Hole);
@@ -405,13 +517,57 @@ pub(crate) fn modify_block(
     Ok(())
 }
 
-/// Writes `data` at `offset` (callers checked the range).
+/// Writes `source` at `within` of block `blkid` of a data object as a piece (module docs):
+/// the block is clean, a hole or already pieced, and `source` is not all zeros (a zero write
+/// goes through [`modify_block`], which keeps a record of zeros a hole as it always did).
+/// A clean record that is not a hole is read first, through the cache, as ZFS reads a
+/// block before dirtying part of it: an unreadable record fails this write and dirties
+/// nothing, and the sync's merge finds a block that was readable in this txg.
+fn write_piece(
+    ctx: &mut ReadCtx<'_>,
+    state: &mut ObjState,
+    blkid: u64,
+    within: usize,
+    source: &[u8],
+) -> Result<(), ObjectError> {
+    let block_size = state.dnode.data_block_size as usize;
+    if let Some(Dirty::Pieces(pieces)) = state.dirty.get_mut(&blkid) {
+        let before = pieces.cost();
+        pieces.insert(within, source);
+        state.dirty_bytes = state.dirty_bytes - before + pieces.cost();
+        state.written_ahead.remove(&blkid);
+    } else {
+        let over_zero = match state.dirty.get(&blkid) {
+            Some(Dirty::Hole) => true,
+            _ => committed_block(ctx, &state.dnode, blkid)?.is_none(),
+        };
+        let mut pieces = Pieces::new(block_size, over_zero);
+        pieces.insert(within, source);
+        state.set_dirty(blkid, Dirty::Pieces(pieces));
+    }
+    // P3: pieces that cover the record are the record (and not all zeros: the last piece
+    // is not).
+    if let Some(Dirty::Pieces(pieces)) = state.dirty.get(&blkid)
+        && pieces.covers_record()
+    {
+        let bytes = pieces.merge(None);
+        state.set_dirty(blkid, Dirty::Data(bytes));
+    }
+    Ok(())
+}
+
+/// Writes `data` at `offset` (callers checked the range). Partial writes into the blocks of
+/// an object that is not metadata (file and volume data) keep pieces ([`write_piece`]); the
+/// meta-dnode, ZAPs and other metadata objects (whose blocks are walked in place,
+/// `ObjectSet::with_block`) edit a copy of the block.
 pub(crate) fn write(
     ctx: &mut ReadCtx<'_>,
     state: &mut ObjState,
     offset: u64,
     data: &[u8],
 ) -> Result<(), ObjectError> {
+    let pieced = state.dnode.object_type != OBJECT_TYPE_META_DNODE
+        && state.dnode.flags & DNODE_FLAG_METADATA == 0;
     let block_size = u64::from(state.dnode.data_block_size);
     let mut done = 0usize;
     while done < data.len() {
@@ -420,6 +576,12 @@ pub(crate) fn write(
         let within = (position % block_size) as usize;
         let take = (data.len() - done).min(block_size as usize - within);
         let source = &data[done..done + take];
+        let pieced = pieced
+            && !tarn_format::compress::is_all_zero(source)
+            && matches!(
+                state.dirty.get(&blkid),
+                None | Some(Dirty::Hole | Dirty::Pieces(_))
+            );
         if take as u64 == block_size {
             let entry = if tarn_format::compress::is_all_zero(source) {
                 Dirty::Hole
@@ -427,6 +589,8 @@ pub(crate) fn write(
                 Dirty::Data(source.to_vec())
             };
             state.set_dirty(blkid, entry);
+        } else if pieced {
+            write_piece(ctx, state, blkid, within, source)?;
         } else {
             modify_block(ctx, state, blkid, |bytes| {
                 bytes[within..within + take].copy_from_slice(source);
@@ -667,6 +831,72 @@ fn clone_level0(
     })
 }
 
+/// One dirty level-0 block at sync.
+struct Level0 {
+    object: ObjectId,
+    blkid: u64,
+    block_size: u64,
+    props: WriteProps,
+    /// The block written ahead for this txg, if any.
+    ahead: Option<BlockPtr>,
+}
+
+impl Level0 {
+    /// The block's new pointer: written, adopted, cloned or a hole. Pieces are merged here
+    /// over their base, `previous` (the committed block, read through the cache; the write
+    /// that made them read it in this txg). A base that cannot be read now (it went bad
+    /// since) fails the sync as any unreadable block read at sync does.
+    fn sync(
+        self,
+        store: &mut dyn BlockStore,
+        cache: &mut BlockCache,
+        entry: Dirty,
+        previous: &BlockPtr,
+    ) -> Result<BlockPtr, ObjectError> {
+        let offset = self.blkid.saturating_mul(self.block_size);
+        let txg = store.txg();
+        let bytes = match entry {
+            Dirty::Hole => return Ok(BlockPtr::hole(txg)),
+            Dirty::Clone(source) => {
+                let size = self.block_size;
+                return clone_level0(store, self.object, self.blkid, size, &source);
+            }
+            Dirty::Data(bytes) => bytes,
+            Dirty::Pieces(pieces) => {
+                if let Some(bp) = self.adopt(store) {
+                    return Ok(bp);
+                }
+                let base = if pieces.over_zero() || previous.is_hole() {
+                    None
+                } else {
+                    let size = self.block_size;
+                    let read =
+                        read_tree_block(&*store, Some(cache), self.object, previous, 0, size);
+                    Some(read.map_err(|error| error.at_offset(offset))?)
+                };
+                pieces.merge(base.as_deref().map(Vec::as_slice))
+            }
+        };
+        if let Some(bp) = self.adopt(store) {
+            cache.insert(&bp, Arc::new(bytes));
+            return Ok(bp);
+        }
+        write_cached(store, cache, self.object, offset, bytes, &self.props)
+    }
+
+    /// The block written ahead, adopted by the store.
+    fn adopt(&self, store: &mut dyn BlockStore) -> Option<BlockPtr> {
+        let bp = self.ahead?;
+        assert_eq!(
+            u64::from(bp.lsize),
+            self.block_size,
+            "written-ahead block's size"
+        );
+        store.adopt_block(&bp);
+        Some(bp)
+    }
+}
+
 /// Writes every dirty block of `state` bottom-up, frees each replaced block once, grows the
 /// tree when `maxblkid` outgrew it, and updates the root, nlevels and used bytes.
 pub(crate) fn sync_tree(
@@ -694,6 +924,7 @@ pub(crate) fn sync_tree(
     let dirty = std::mem::take(&mut state.dirty);
     let mut written_ahead = std::mem::take(&mut state.written_ahead);
     state.dirty_bytes = 0;
+    state.dirty_blocks = 0;
     let old_top = old.nlevels - 1;
     let new_top = nlevels - 1;
     let bits = bits_per_level(&old);
@@ -713,28 +944,15 @@ pub(crate) fn sync_tree(
             0,
             blkid,
         )?;
-        let new = match entry {
-            Dirty::Hole => BlockPtr::hole(txg),
-            Dirty::Clone(source) => clone_level0(store, object, blkid, block_size, &source)?,
-            Dirty::Data(bytes) => match written_ahead.remove(&blkid) {
-                // Written ahead for this txg (ZFS's override): adopted as it is.
-                Some(bp) if bp.birth == txg => {
-                    assert_eq!(
-                        u64::from(bp.lsize),
-                        block_size,
-                        "written-ahead block's size"
-                    );
-                    cache.insert(&bp, Arc::new(bytes));
-                    store.adopt_block(&bp);
-                    bp
-                }
-                _ => {
-                    let props = write_props(config, &old, 0, level0_type, 1);
-                    let offset = blkid.saturating_mul(block_size);
-                    write_cached(store, cache, object, offset, bytes, &props)?
-                }
-            },
+        let level0 = Level0 {
+            object,
+            blkid,
+            block_size,
+            props: write_props(config, &old, 0, level0_type, 1),
+            // Written ahead for this txg (ZFS's override): adopted as it is.
+            ahead: written_ahead.remove(&blkid).filter(|bp| bp.birth == txg),
         };
+        let new = level0.sync(store, cache, entry, &previous)?;
         assert!(
             new.is_hole() || new.birth == txg,
             "new block born in txg {} not {txg}",
