@@ -34,7 +34,7 @@
 //! commit such a block stops the replay with its reason (never installed as wrong bytes).
 //! A filesystem's commit does the same for the whole blocks its pending writes cover
 //! (`tarn_posix::intent_indirect`: partial blocks and blocks under 4 KiB stay logged as
-//! data, as ZFS logs small writes), with indirect file records (type 16) naming
+//! data, as ZFS's `latency` logs small writes), with indirect file records (type 16) naming
 //! (inode, range, block pointer); `DatasetLog::indirect` keeps the object beside each
 //! block, so the sync's adoption is one rule for both. An unlink, truncate or overwrite of
 //! the file before the txg changes or frees the block's dirty data, so the sync frees the

@@ -15,9 +15,10 @@
 //! the engine) and writes the range again ([`Fs::replay_indirect`]).
 //!
 //! Choices: partial blocks (a small write inside a record) and blocks of less than
-//! [`INDIRECT_MIN`] bytes stay logged as data, as ZFS logs small writes: writing a whole
-//! record to the pool for a few changed bytes, and again at every later `fsync` of the same
-//! record, costs more than copying the bytes into the log. Invariants: an indirect record
+//! [`INDIRECT_MIN`] bytes stay logged as data, as ZFS's `latency` logs small writes (ZFS's
+//! `throughput` writes the whole record even then): writing a whole record to the pool for
+//! a few changed bytes, and again at every later `fsync` of the same record, costs more
+//! than copying the bytes into the log. Invariants: an indirect record
 //! names a block that held the file's bytes of its range when the commit was written (the
 //! objects layer drops a written-ahead pointer at any change of its block), and its range
 //! is cut at the file's size then, as a data record's is.
