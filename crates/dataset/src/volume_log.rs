@@ -43,11 +43,6 @@ pub const RECORD_ZERO: u8 = 33;
 /// Type byte of a volume indirect write record (feature `org.tarn:volume_log_indirect`).
 pub const RECORD_INDIRECT: u8 = 34;
 
-/// Most volume blocks [`Change::write_ahead_all`] hands the pool at once: enough to keep
-/// every device busy (several batches of `BLOCKS_IN_FLIGHT_MAX`), few enough that their
-/// compressed copies stay a small bound on memory.
-pub const WRITE_AHEAD_BATCH: usize = 4 * tarn_base::limits::BLOCKS_IN_FLIGHT_MAX;
-
 /// A volume change as kept in memory until its log commit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Change {
@@ -118,8 +113,8 @@ impl Change {
         })
     }
 
-    /// Writes ahead, in batches of [`WRITE_AHEAD_BATCH`] blocks (`BlockStore::write_blocks`:
-    /// compressed, checksummed and written in parallel on devices that allow it), every
+    /// Writes ahead (`ObjectSet::write_ahead_all`: in batches, compressed, checksummed and
+    /// written in parallel on devices that allow it), every
     /// dirty volume block the writes among `changes` touch that `written` does not hold,
     /// before [`Change::records_indirect`] makes their records: it then finds each block in
     /// `written` instead of writing it alone. New blocks go to `written` and `new_blocks`
@@ -138,17 +133,12 @@ impl Change {
             blkids.extend((change.offset / block_size..=last).filter(|b| !written.contains_key(b)));
         }
         let blkids: Vec<u64> = blkids.into_iter().collect();
-        for batch in blkids.chunks(WRITE_AHEAD_BATCH) {
-            let (done, error) = objset.write_ahead_many(writer, volume::VOLUME_OBJECT, batch);
-            for (blkid, bp) in done {
-                written.insert(blkid, bp);
-                new_blocks.push((blkid, bp));
-            }
-            if let Some(error) = error {
-                return Err(error.into());
-            }
+        let (done, error) = objset.write_ahead_all(writer, volume::VOLUME_OBJECT, &blkids);
+        for (blkid, bp) in done {
+            written.insert(blkid, bp);
+            new_blocks.push((blkid, bp));
         }
-        Ok(())
+        error.map_or(Ok(()), |error| Err(error.into()))
     }
 
     /// The records this write stands for under `logbias=throughput`: per volume block it
@@ -259,9 +249,7 @@ impl LogRecord {
             RECORD_INDIRECT => {
                 let len = r.u32().map_err(truncated)?;
                 let block = BlockPtr::decode(&mut r).map_err(|_| bad("bad block pointer"))?;
-                let lsize = u64::from(block.lsize);
-                let inside = lsize > 0 && offset % lsize + u64::from(len) <= lsize;
-                if block.is_hole() || !inside {
+                if !tarn_format::intent_log::indirect_inside(offset, len, &block) {
                     return Err(bad("indirect range outside its block"));
                 }
                 LogRecord::Indirect { offset, len, block }
@@ -301,10 +289,7 @@ impl LogRecord {
         let LogRecord::Indirect { offset, len, .. } = self else {
             return self.apply(objset, store);
         };
-        let within = usize::try_from(offset % block.len().max(1) as u64).unwrap_or(usize::MAX);
-        let data = within
-            .checked_add(*len as usize)
-            .and_then(|end| block.get(within..end))
+        let data = tarn_format::intent_log::indirect_bytes(block, *offset, *len)
             .ok_or_else(|| DatasetError::Corrupt("indirect range outside its block".into()))?;
         volume::write(objset, store, *offset, data)
     }

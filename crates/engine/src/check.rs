@@ -271,8 +271,8 @@ pub fn log_blocks(
     Ok(engine.pool(pool)?.lock().logs.blocks(dataset))
 }
 
-/// The volume blocks of `dataset` written ahead of the open txg by `logbias=throughput`
-/// commits and not yet adopted or freed, for tests.
+/// The blocks (volume or file data) of `dataset` written ahead of the open txg by
+/// `logbias=throughput` commits and not yet adopted or freed, for tests.
 pub fn written_ahead(
     engine: &Engine,
     pool: &str,

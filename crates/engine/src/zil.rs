@@ -16,7 +16,7 @@
 //! records, read from the volume at commit, as file writes are; a dataset's queue holds one
 //! kind or the other, and replay decodes a chain by the kind of its dataset's object set.
 //!
-//! # `logbias=throughput` (volumes)
+//! # `logbias=throughput` (volumes and files)
 //! ZFS's `WR_INDIRECT`: a commit writes each volume block its pending writes touched in
 //! place, as the block the open txg will hold (`tarn_objects::ObjectSet::write_ahead_many`,
 //! all of the commit's blocks in batches written in parallel where the devices allow it,
@@ -30,10 +30,16 @@
 //! pointers. Replay reads each block through its pointer (checksum verified) and writes the
 //! range again; the block is free space in the committed state, read before the import's
 //! txg allocates anything, so it is not claimed. The last commit of a chain is dropped
-//! whole when one of its blocks does not verify: its flush had not returned. Files keep
-//! `latency`'s behaviour (their records are built by tarn-posix from the file's dirty
-//! records, which have no write-ahead path yet); the property is accepted on filesystems as
-//! on ZFS and inherited by volumes below them.
+//! whole when one of its blocks does not verify: its flush had not returned; in an earlier
+//! commit such a block stops the replay with its reason (never installed as wrong bytes).
+//! A filesystem's commit does the same for the whole blocks its pending writes cover
+//! (`tarn_posix::intent_indirect`: partial blocks and blocks under 4 KiB stay logged as
+//! data, as ZFS's `latency` logs small writes), with indirect file records (type 16) naming
+//! (inode, range, block pointer); `DatasetLog::indirect` keeps the object beside each
+//! block, so the sync's adoption is one rule for both. An unlink, truncate or overwrite of
+//! the file before the txg changes or frees the block's dirty data, so the sync frees the
+//! block instead of adopting it; replay applies the indirect record and then the later
+//! records, as it would data records.
 //!
 //! # Choices
 //! - An `fsync` of any file commits every pending record of its dataset (simpler than
@@ -96,6 +102,7 @@ use tarn_format::intent_log::{
 };
 use tarn_format::{BlockPtr, Dva};
 use tarn_objects::ObjsetKind;
+use tarn_posix::intent_indirect::{WrittenAhead, records_throughput};
 use tarn_posix::{Fs, LogRecord, Logged};
 
 use crate::{DatasetId, EngineError, Imported};
@@ -121,10 +128,11 @@ pub(crate) struct DatasetLog {
     /// A volume's changes not yet written to the log, with their txg (a write without its
     /// bytes: read from the volume at commit). A dataset uses one queue or the other.
     volume: Vec<(Txg, Change)>,
-    /// Volume blocks written ahead of the open txg by `logbias=throughput` commits (block
-    /// id, pointer), named by records of the chain: the txg's sync adopts each one that is
-    /// still the block's current data, and the others are freed with the chain.
-    indirect: Vec<(u64, BlockPtr)>,
+    /// Blocks written ahead of the open txg by `logbias=throughput` commits (the volume's
+    /// or file's object, block id, pointer), named by records of the chain: the txg's sync
+    /// adopts each one that is still the block's current data, and the others are freed
+    /// with the chain.
+    indirect: Vec<WrittenAhead>,
     /// Every block of the current chain: the committed first block, the blocks written
     /// since and the pre-allocated next one (all freed by the next sync).
     blocks: Vec<Dva>,
@@ -165,7 +173,7 @@ impl Logs {
             .map(|log| {
                 log.pending.memory_bytes()
                     + (log.volume.capacity() * size_of::<(Txg, Change)>()) as u64
-                    + (log.indirect.capacity() * size_of::<(u64, BlockPtr)>()) as u64
+                    + (log.indirect.capacity() * size_of::<WrittenAhead>()) as u64
             })
             .sum()
     }
@@ -199,16 +207,16 @@ impl Logs {
             .map
             .values()
             .flat_map(|l| &l.indirect)
-            .map(|(_, bp)| bp.asize_total())
+            .map(|(_, _, bp)| bp.asize_total())
             .sum();
         chains + ahead
     }
 
-    /// The volume blocks of `id` written ahead of the open txg and not yet adopted.
+    /// The blocks of `id` written ahead of the open txg and not yet adopted.
     pub(crate) fn written_ahead(&self, id: DatasetId) -> Vec<BlockPtr> {
-        self.map
-            .get(&id)
-            .map_or_else(Vec::new, |l| l.indirect.iter().map(|(_, bp)| *bp).collect())
+        self.map.get(&id).map_or_else(Vec::new, |l| {
+            l.indirect.iter().map(|(_, _, bp)| *bp).collect()
+        })
     }
 
     /// The blocks of `id`'s chain, oldest first.
@@ -273,7 +281,11 @@ impl Imported {
             if !self.datasets.contains(id) {
                 if let Some(log) = self.logs.map.remove(&id) {
                     frees.extend(log.blocks);
-                    frees.extend(log.indirect.iter().flat_map(|(_, bp)| bp.copies().copied()));
+                    let ahead = log
+                        .indirect
+                        .iter()
+                        .flat_map(|(_, _, bp)| bp.copies().copied());
+                    frees.extend(ahead);
                 }
                 continue;
             }
@@ -283,9 +295,8 @@ impl Imported {
             // object layer's rule, `tarn_objects::ObjectSet::written_ahead`), else freed
             // with the chain that names them.
             let objset = &self.datasets.node(id).objset;
-            for (blkid, bp) in std::mem::take(&mut log.indirect) {
-                let adopted = bp.birth == txg
-                    && objset.written_ahead(tarn_dataset::volume::VOLUME_OBJECT, blkid) == Some(bp);
+            for (object, blkid, bp) in std::mem::take(&mut log.indirect) {
+                let adopted = bp.birth == txg && objset.written_ahead(object, blkid) == Some(bp);
                 if !adopted {
                     frees.extend(bp.copies().copied());
                 }
@@ -393,6 +404,9 @@ impl Imported {
         if !self.logs.map.get(&id)?.volume.is_empty() {
             return self.volume_stream(id);
         }
+        if self.datasets.fs_settings(id).throughput {
+            return self.file_stream_throughput(id);
+        }
         let Imported {
             pool,
             datasets,
@@ -460,8 +474,40 @@ impl Imported {
             }
         }
         // Written or not, every new block is the log's until the next sync decides.
+        let object = tarn_dataset::volume::VOLUME_OBJECT;
+        let new_blocks = new_blocks
+            .into_iter()
+            .map(|(blkid, bp)| (object, blkid, bp));
         log.indirect.extend(new_blocks);
         (!failed).then_some(stream)
+    }
+
+    /// [`Imported::log_stream`] of a filesystem under `logbias=throughput`: the whole
+    /// blocks its pending writes cover written ahead in place and named by indirect records
+    /// (`tarn_posix::intent_indirect`), the rest as under `latency`.
+    fn file_stream_throughput(&mut self, id: DatasetId) -> Option<Vec<u8>> {
+        let Imported {
+            pool,
+            datasets,
+            logs,
+            ..
+        } = self;
+        let config = datasets.fs_settings(id).config;
+        let log = logs.map.get_mut(&id)?;
+        let objset = &mut datasets.node_mut(id).objset;
+        let mut writer = pool.open_writer();
+        let mut new_blocks = Vec::new();
+        let entries = log.pending.entries();
+        let records = records_throughput(objset, &mut writer, config, entries, &mut new_blocks);
+        let mut stream = Vec::new();
+        if let Ok(Some(records)) = &records {
+            for (txg, record) in records {
+                push_record(&mut stream, **txg, &record.encode());
+            }
+        }
+        // Written or not, every new block is the log's until the next sync decides.
+        log.indirect.extend(new_blocks);
+        matches!(records, Ok(Some(_))).then_some(stream)
     }
 
     /// Writes `stream` as the next blocks of `id`'s chain and flushes the vdevs written,
@@ -475,7 +521,7 @@ impl Imported {
         let mut written: Vec<tarn_base::VdevId> = log
             .indirect
             .iter()
-            .flat_map(|(_, bp)| bp.copies().map(|dva| dva.vdev))
+            .flat_map(|(_, _, bp)| bp.copies().map(|dva| dva.vdev))
             .collect();
         written.sort_unstable();
         written.dedup();
@@ -570,47 +616,53 @@ impl Imported {
     }
 
     /// Drops the last commit of a chain (its records from stream offset `last` on) when a
-    /// volume block one of its indirect records names does not verify: that commit's
-    /// single flush (`write_chain`) had not returned, since every block it wrote would be
-    /// durable if it had, so it was never acknowledged and goes whole, as a commit the
-    /// crash cut inside the chain does. Blocks of earlier commits are not excused here: a
-    /// bad one stops the replay with its reason.
+    /// block one of its indirect records (a volume's or a file's) names does not verify:
+    /// that commit's single flush (`write_chain`) had not returned, since every block it
+    /// wrote would be durable if it had, so it was never acknowledged and goes whole, as a
+    /// commit the crash cut inside the chain does. Blocks of earlier commits are not
+    /// excused here: a bad one stops the replay with its reason.
     fn drop_incomplete_commit(&self, records: &mut Vec<(usize, Txg, Record)>, last: usize) {
         let bad = records
             .iter()
             .filter(|(at, _, _)| *at >= last)
             .any(|(_, _, r)| {
-                let Record::Volume(volume_log::LogRecord::Indirect { block, .. }) = r else {
-                    return false;
-                };
-                self.pool.pipeline().read_block(block).is_err()
+                r.indirect_block()
+                    .is_some_and(|block| self.pool.pipeline().read_block(block).is_err())
             });
         if bad {
             records.retain(|(at, _, _)| *at < last);
         }
     }
 
-    /// Replays one record; an indirect volume write reads the block it names through its
-    /// block pointer. That block is free space in the committed state and is not claimed
-    /// (ZFS claims it, as its replay runs later): every replay read happens here, before
-    /// the import's first txg allocates anything, and that txg writes the data anew.
+    /// Replays one record; an indirect write (a volume's or a file's) reads the block it
+    /// names through its block pointer, and one that does not verify is an error (the
+    /// replay stops there and says why: its bytes are never installed). That block is free
+    /// space in the committed state and is not claimed (ZFS claims it, as its replay runs
+    /// later): every replay read happens here, before the import's first txg allocates
+    /// anything, and that txg writes the data anew.
     fn replay_one(&mut self, id: DatasetId, record: &Record) -> Result<(), EngineError> {
         let config = self.datasets.fs_config(id);
         let Imported { pool, datasets, .. } = self;
-        let block = match record {
-            Record::Volume(volume_log::LogRecord::Indirect { block, .. }) => {
+        let block = match record.indirect_block() {
+            Some(block) => {
                 let bytes = pool.pipeline().read_block(block);
                 Some(
                     bytes
                         .map_err(|e| crate::dataset_ops::invalid(format!("indirect block: {e}")))?,
                 )
             }
-            _ => None,
+            None => None,
         };
         let reader = pool.reader();
         let objset = &mut datasets.node_mut(id).objset;
         match record {
-            Record::File(record) => Fs::new(objset, &reader, record.now, config).replay(record)?,
+            Record::File(record) => {
+                let mut fs = Fs::new(objset, &reader, record.now, config);
+                match &block {
+                    Some(bytes) => fs.replay_indirect(record, bytes)?,
+                    None => fs.replay(record)?,
+                }
+            }
             Record::Volume(record) => match &block {
                 Some(bytes) => record.apply_indirect(objset, &reader, bytes)?,
                 None => record.apply(objset, &reader)?,
@@ -715,6 +767,17 @@ impl Imported {
 enum Record {
     File(LogRecord),
     Volume(volume_log::LogRecord),
+}
+
+impl Record {
+    /// The block an indirect write names, outside the committed tree.
+    fn indirect_block(&self) -> Option<&BlockPtr> {
+        match self {
+            Record::File(record) => record.indirect_block(),
+            Record::Volume(volume_log::LogRecord::Indirect { block, .. }) => Some(block),
+            Record::Volume(_) => None,
+        }
+    }
 }
 
 /// Splits a replayed stream into records (of a volume's log when `volume`), each with its

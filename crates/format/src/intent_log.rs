@@ -8,7 +8,7 @@
 //! never written (stale bytes of an older chain, zeros) or garbage all end the chain the
 //! same way: [`decode_block`] returns `None`.
 
-use crate::blkptr::Dva;
+use crate::blkptr::{BlockPtr, Dva};
 use crate::checksum::{Checksum, ChecksumKind, checksum};
 use crate::wire::{Reader, Writer};
 use tarn_base::VdevId;
@@ -154,6 +154,25 @@ pub fn decode_block(bytes: &[u8], chain: u64, seq: u64) -> Option<(LogBlockHeade
         next,
     };
     Some((header, &bytes[LOG_HEADER_LEN..LOG_HEADER_LEN + len]))
+}
+
+/// Whether an indirect write record's range (`len` bytes at byte `offset` of its file or
+/// volume) lies inside `block`, the data block it names, read from byte `offset mod lsize`
+/// on (docs/FORMAT.md "Intent log": record types 16 and 34). A hole names no bytes.
+#[must_use]
+pub fn indirect_inside(offset: u64, len: u32, block: &BlockPtr) -> bool {
+    let lsize = u64::from(block.lsize);
+    !block.is_hole() && lsize > 0 && offset % lsize + u64::from(len) <= lsize
+}
+
+/// The bytes an indirect write record names: `len` bytes of `block` (the verified logical
+/// bytes of the block it points to) from byte `offset mod block.len()` on; `None` when the
+/// range leaves the block.
+#[must_use]
+pub fn indirect_bytes(block: &[u8], offset: u64, len: u32) -> Option<&[u8]> {
+    let size = u64::try_from(block.len()).ok().filter(|size| *size > 0)?;
+    let within = usize::try_from(offset % size).ok()?;
+    block.get(within..within.checked_add(len as usize)?)
 }
 
 #[cfg(test)]

@@ -69,6 +69,7 @@ pub const FEATURES_SUPPORTED: &[&str] = &[
     FEATURE_VOLUME_LOG,
     FEATURE_VOLUME_LOG_INDIRECT,
     FEATURE_BLOCK_CLONING,
+    FEATURE_FILE_LOG_INDIRECT,
 ];
 
 /// Feature of pools with cloned blocks (OpenZFS's `com.fudosecurity:block_cloning`, named
@@ -84,6 +85,13 @@ pub const FEATURE_BLOCK_CLONING: &str = "org.tarn:block_cloning";
 /// the first one, and the block it names would be free space at import: writes a flush
 /// acknowledged would be lost.
 pub const FEATURE_VOLUME_LOG_INDIRECT: &str = "org.tarn:volume_log_indirect";
+
+/// Feature of pools whose filesystems' intent-log chains may hold indirect write records
+/// (type 16, docs/FORMAT.md "Intent log"): a block pointer to file data written in place
+/// between txgs (`logbias=throughput`) instead of the bytes. A build without it would stop
+/// its replay at the first one as undecodable, and the block it names would be free space
+/// at import: writes an `fsync` acknowledged would be lost. So it must refuse the pool.
+pub const FEATURE_FILE_LOG_INDIRECT: &str = "org.tarn:file_log_indirect";
 
 /// Feature of pools whose volumes may have intent-log chains holding volume records (types
 /// 32 and 33, docs/FORMAT.md "Intent log"). A build without it would find records it cannot

@@ -131,8 +131,8 @@ pub use cache::{
     CacheDomain, CachePolicy, CacheStats, CacheStore, ENTRY_OVERHEAD as CACHE_ENTRY_OVERHEAD,
 };
 pub use objset::{
-    CACHE_BYTES_DEFAULT, META_DNODE_OBJECT, OBJECT_ID_LIMIT, ObjectSet, visit_object_set,
-    visit_object_set_born_after,
+    CACHE_BYTES_DEFAULT, META_DNODE_OBJECT, OBJECT_ID_LIMIT, ObjectSet, WRITE_AHEAD_BATCH,
+    visit_object_set, visit_object_set_born_after,
 };
 pub use readahead::{Ahead, Fetch, ReadJob};
 pub use send::BlockChange;

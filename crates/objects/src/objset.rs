@@ -27,6 +27,10 @@ pub const OBJECT_ID_LIMIT: u64 = 1 << 48;
 pub const META_DNODE_OBJECT: ObjectId = ObjectId(0);
 /// Default byte limit of the clean-block cache.
 pub const CACHE_BYTES_DEFAULT: u64 = 64 << 20;
+/// Most blocks [`ObjectSet::write_ahead_all`] hands the store at once: enough to keep every
+/// device busy (several batches of `BLOCKS_IN_FLIGHT_MAX`), few enough that their
+/// compressed copies stay a small bound on memory.
+pub const WRITE_AHEAD_BATCH: usize = 4 * tarn_base::limits::BLOCKS_IN_FLIGHT_MAX;
 
 const _: () = assert!(OBJECT_ID_LIMIT / DNODES_PER_BLOCK < 1 << 50);
 
@@ -968,6 +972,27 @@ impl ObjectSet {
             }
         }
         (written, error)
+    }
+
+    /// [`ObjectSet::write_ahead_many`] of any number of distinct level-0 blocks of `id`, in
+    /// batches of [`WRITE_AHEAD_BATCH`] (the intent log's `logbias=throughput` commits, of
+    /// volumes and of files alike): the blocks written, in order, and the first error, after
+    /// which no further batch is written.
+    pub fn write_ahead_all(
+        &mut self,
+        store: &mut dyn BlockStore,
+        id: ObjectId,
+        blkids: &[u64],
+    ) -> (Vec<(u64, BlockPtr)>, Option<ObjectError>) {
+        let mut written = Vec::new();
+        for batch in blkids.chunks(WRITE_AHEAD_BATCH) {
+            let (done, error) = self.write_ahead_many(store, id, batch);
+            written.extend(done);
+            if error.is_some() {
+                return (written, error);
+            }
+        }
+        (written, None)
     }
 
     /// The block pointer the next sync adopts for level-0 block `blkid` of `id`, if one was

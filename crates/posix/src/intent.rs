@@ -130,6 +130,16 @@ pub enum LogOp {
         project: u32,
         inherit: bool,
     },
+    /// [`Fs::write`] of `len` bytes at `offset` whose bytes are in `block`, a data block of
+    /// the file written in place ahead of its txg (`logbias=throughput`, module
+    /// `intent_indirect`), from byte `offset % block.lsize` on. Replayed with the block's
+    /// verified bytes ([`Fs::replay_indirect`]).
+    WriteIndirect {
+        ino: Ino,
+        offset: u64,
+        len: u32,
+        block: tarn_format::BlockPtr,
+    },
 }
 
 /// A record that does not decode (named as object 0: it belongs to no object).
@@ -272,6 +282,7 @@ impl LogOp {
             LogOp::Reclaim { .. } => 13,
             LogOp::DrainUnlinked => 14,
             LogOp::SetProject { .. } => 15,
+            LogOp::WriteIndirect { .. } => 16,
         }
     }
 
@@ -334,6 +345,7 @@ impl LogOp {
                 w.u32(*project);
                 w.u8(u8::from(*inherit));
             }
+            LogOp::WriteIndirect { .. } => self.encode_indirect_fields(w),
             _ => self.encode_name_fields(w),
         }
     }
@@ -467,8 +479,40 @@ impl LogOp {
                     _ => return Err(bad("project inherit flag not 0 or 1")),
                 },
             },
+            16 => LogOp::decode_indirect_fields(f)?,
             4..=10 => LogOp::decode_name_fields(code, f)?,
             _ => return Err(bad("unknown record type")),
+        })
+    }
+
+    fn encode_indirect_fields(&self, w: &mut Writer) {
+        if let LogOp::WriteIndirect {
+            ino,
+            offset,
+            len,
+            block,
+        } = self
+        {
+            w.u64(*ino);
+            w.u64(*offset);
+            w.u32(*len);
+            block.encode_into(w);
+        }
+    }
+
+    /// An indirect write's fields: its range must lie inside the block it names.
+    fn decode_indirect_fields(f: &mut Fields<'_, '_>) -> Result<LogOp> {
+        let (ino, offset, len) = (f.u64()?, f.u64()?, f.u32()?);
+        let block = tarn_format::BlockPtr::decode(f.0)
+            .map_err(|_| bad("bad block pointer in an indirect write"))?;
+        if !tarn_format::intent_log::indirect_inside(offset, len, &block) {
+            return Err(bad("indirect write range outside its block"));
+        }
+        Ok(LogOp::WriteIndirect {
+            ino,
+            offset,
+            len,
+            block,
         })
     }
 
@@ -769,6 +813,11 @@ impl<'a> Fs<'a> {
 
     fn replay_made(&mut self, op: &LogOp) -> Result<()> {
         let made = match op {
+            LogOp::WriteIndirect { .. } => {
+                return Err(PosixError::Invalid(
+                    "an indirect write replayed without its block",
+                ));
+            }
             LogOp::Write { ino, offset, data } => {
                 self.write(*ino, *offset, data)?;
                 None

@@ -83,6 +83,7 @@ pub mod filesum;
 mod fs;
 mod inode;
 pub mod intent;
+pub mod intent_indirect;
 mod namespace;
 mod usedby;
 mod xattr;

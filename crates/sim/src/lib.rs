@@ -51,7 +51,9 @@
 //!          POSIX layer in a random dataset (sim/fsops.rs, through Engine::fs_op):
 //!            create / mkdir / symlink / write / truncate / punch / rename / link / unlink
 //!            rmdir / set or remove xattr / read / fsync (intent log: a crash before the
-//!            next commit brings back each fsync'd dataset as it was); bounded by the seed
+//!            next commit brings back each fsync'd dataset as it was; datasets draw
+//!            logbias latency or throughput, whose fsync writes whole records ahead and
+//!            logs pointers to them); bounded by the seed
 //!
 //!          block cloning (sim/clones.rs): copy_file_range of whole blocks within a file,
 //!            across files and datasets (Engine::fs_clone_range); a clone reads as a copy,

@@ -761,7 +761,8 @@ impl Sim {
                     false => fresh,
                 };
                 model.create_dataset(&name);
-                let props = self.dataset_properties();
+                let mut props = self.dataset_properties();
+                props.extend(self.dataset_logbias(&name));
                 let result = self
                     .engine
                     .create_dataset(&full(&name), &props, false, "create");
@@ -861,6 +862,20 @@ impl Sim {
             }
         }
         props
+    }
+
+    /// `logbias` of a new dataset named `name`: set to `latency` or `throughput` (fsync
+    /// writes whole records ahead and logs pointers to them) in one dataset of two, else
+    /// inherited. Drawn from a generator of its own, seeded by the run's seed and the name,
+    /// so that every other draw of a seed is what it was before logbias was drawn.
+    fn dataset_logbias(&self, name: &str) -> Option<(String, String)> {
+        let salt = name.bytes().fold(0x006c_6f67_6269_6173_u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+        });
+        let mut rng = SeededRng::new(self.cfg.seed ^ salt);
+        let value = ["latency", "throughput"][rng.below(2) as usize];
+        rng.chance(1, 2)
+            .then(|| ("logbias".to_string(), value.to_string()))
     }
 
     /// The datasets the engine lists equal the model's.

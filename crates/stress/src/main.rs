@@ -29,8 +29,13 @@
 //! `files`: a whole file cloned into another with `copy_file_range`'s verb, one block of
 //! the copy overwritten), committed by the round's sync; verification replays the rounds
 //! and reads every file.
+//!
+//! Fsync: each round also makes fsync'd writes to a file of `stress/sync`
+//! (`logbias=throughput`: whole records written in place and logged as pointers), counted
+//! in `--dir/fstate` (module `fsync`), verified as the volume steps are.
 
 mod files;
+mod fsync;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -289,6 +294,7 @@ fn create(engine: &Engine, dir: &Path, seed: u64) -> Result<Objects, String> {
         ));
     }
     files::create(engine, seed)?;
+    fsync::create(engine)?;
     for (name, logbias) in VOLUMES {
         let spec = VolumeSpec {
             size: VOLUME_SIZE.to_string(),
@@ -306,6 +312,7 @@ fn create(engine: &Engine, dir: &Path, seed: u64) -> Result<Objects, String> {
     // The ids first, then the states: a state file always has its objects file.
     write_number(dir, "objects", objects.first)?;
     write_number(dir, "vstate", 0)?;
+    write_number(dir, "fstate", 0)?;
     write_state(dir, 0)?;
     Ok(objects)
 }
@@ -362,6 +369,21 @@ fn verify(engine: &Engine, seed: u64, objects: Objects, committed: u64) -> Resul
     Ok(if ahead { pending } else { committed })
 }
 
+/// Verifies the steps counted in the state file `name` with `verify` (which returns the
+/// steps found: the count or one more) and records what it found.
+fn verify_steps(
+    dir: &Path,
+    name: &str,
+    verify: impl FnOnce(u64) -> Result<u64, String>,
+) -> Result<u64, String> {
+    let counted = read_number(dir, name).unwrap_or(0);
+    let found = verify(counted)?;
+    if found != counted {
+        write_number(dir, name, found)?;
+    }
+    Ok(found)
+}
+
 fn run(args: &Args) -> Result<(), String> {
     std::fs::create_dir_all(&args.dir)
         .map_err(|e| format!("cannot create {}: {e}", args.dir.display()))?;
@@ -379,19 +401,22 @@ fn run(args: &Args) -> Result<(), String> {
             if found != committed {
                 write_state(&args.dir, found)?;
             }
-            let flushed = read_number(&args.dir, "vstate").unwrap_or(0);
-            let steps = verify_volumes(&engine, args.seed, flushed)?;
-            if steps != flushed {
-                write_number(&args.dir, "vstate", steps)?;
-            }
+            let steps = verify_steps(&args.dir, "vstate", |n| {
+                verify_volumes(&engine, args.seed, n)
+            })?;
+            let fsteps = verify_steps(&args.dir, "fstate", |n| {
+                fsync::verify(&engine, args.seed, n)
+            })?;
             println!(
-                "verified {found} committed rounds (files and clones), {steps} flushed volume steps"
+                "verified {found} committed rounds (files and clones), {steps} flushed volume \
+                 steps, {fsteps} fsync'd file steps"
             );
             (objects, found)
         }
     };
     let ids = volume_ids(&engine)?;
     let mut step = read_number(&args.dir, "vstate").unwrap_or(0);
+    let mut fstep = read_number(&args.dir, "fstate").unwrap_or(0);
     let mut round = committed;
     loop {
         if args.rounds.is_some_and(|limit| round >= committed + limit) {
@@ -405,6 +430,11 @@ fn run(args: &Args) -> Result<(), String> {
             step += 1;
             do_step(&engine, &ids, args.seed, step)?;
             write_number(&args.dir, "vstate", step)?;
+        }
+        for _ in 0..fsync::STEPS {
+            fstep += 1;
+            fsync::step(&engine, args.seed, fstep)?;
+            write_number(&args.dir, "fstate", fstep)?;
         }
         files::round(&engine, args.seed, round)?;
         let object = objects.of(round);

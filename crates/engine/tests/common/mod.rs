@@ -10,6 +10,7 @@
 #![allow(dead_code)] // Each test binary uses a different part of the helpers.
 
 pub(crate) mod replica;
+pub(crate) mod tree;
 pub(crate) mod volume;
 
 use std::ops::Range;
