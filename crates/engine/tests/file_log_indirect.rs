@@ -19,9 +19,7 @@ use common::tree::{Snapshot, walk};
 use common::{CutProvider, Host, PLAIN, crash_all, sim_devices_with};
 use tarn_base::SeededRng;
 use tarn_device::FaultPlan;
-use tarn_engine::{
-    CreateSpec, DatasetId, Engine, EngineError, FsOp, ImportOptions, TopLayout, TopSpec, check,
-};
+use tarn_engine::{DatasetId, Engine, EngineError, FsOp, ImportOptions, TopLayout, check};
 use tarn_posix::{Creds, FileKind, Fs, Ino, PosixError, RenameFlags, SetAttr};
 
 const ME: Creds = Creds {
@@ -66,17 +64,7 @@ impl World {
             crash_plan(seed * 10 + i as u64)
         });
         let logs = names.split_off(count);
-        let spec = CreateSpec {
-            logs: logs
-                .into_iter()
-                .map(|device| TopSpec {
-                    layout: TopLayout::Disk,
-                    devices: vec![device],
-                })
-                .collect(),
-            ashift: 12,
-            ..CreateSpec::one_top("tank", layout, names)
-        };
+        let spec = common::spec_with_logs(layout, names, logs);
         let engine = HOST.create_tank(&provider, &spec, &[("failmode", "continue")]);
         let props = [("logbias", logbias), ("recordsize", "64K")]
             .map(|(k, v)| (k.to_string(), v.to_string()));

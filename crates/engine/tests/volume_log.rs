@@ -18,10 +18,7 @@ use std::sync::Arc;
 use common::{CutProvider, Host, PLAIN, crash_all, sim_devices_with};
 use tarn_base::SeededRng;
 use tarn_device::FaultPlan;
-use tarn_engine::{
-    CreateSpec, DatasetId, Engine, EngineError, ImportOptions, TopLayout, TopSpec, VolumeSpec,
-    check,
-};
+use tarn_engine::{DatasetId, Engine, EngineError, ImportOptions, TopLayout, VolumeSpec, check};
 
 /// The volume: 4 MiB of 4 KiB blocks.
 const SIZE: usize = 4 << 20;
@@ -66,17 +63,7 @@ impl World {
             crash_plan(seed * 10 + i as u64)
         });
         let logs = names.split_off(3);
-        let spec = CreateSpec {
-            logs: logs
-                .into_iter()
-                .map(|device| TopSpec {
-                    layout: TopLayout::Disk,
-                    devices: vec![device],
-                })
-                .collect(),
-            ashift: 12,
-            ..CreateSpec::one_top("tank", TopLayout::Raidz(1), names)
-        };
+        let spec = common::spec_with_logs(TopLayout::Raidz(1), names, logs);
         let engine = HOST.create_tank(&provider, &spec, &[("failmode", "continue")]);
         let volume = VolumeSpec {
             size: "4M".into(),

@@ -17,9 +17,7 @@ use common::tree::{Snapshot, walk};
 use common::{Host, PLAIN, crash_all, import_tank, sim_devices_with};
 use tarn_base::SeededRng;
 use tarn_device::FaultPlan;
-use tarn_engine::{
-    CreateSpec, DatasetId, Engine, FsOp, ImportOptions, SimProvider, TopLayout, TopSpec, check,
-};
+use tarn_engine::{DatasetId, Engine, FsOp, ImportOptions, SimProvider, TopLayout, check};
 use tarn_posix::{Creds, Fallocate, FileKind, Fs, Ino, RenameFlags, SetAttr, TimeOrNow, XattrSet};
 
 const ME: Creds = Creds {
@@ -80,17 +78,7 @@ impl World {
             crash_plan(seed + i as u64)
         });
         let log_devices = names.split_off(count);
-        let spec = CreateSpec {
-            logs: log_devices
-                .into_iter()
-                .map(|device| TopSpec {
-                    layout: TopLayout::Disk,
-                    devices: vec![device],
-                })
-                .collect(),
-            ashift: 12,
-            ..CreateSpec::one_top("tank", layout, names)
-        };
+        let spec = common::spec_with_logs(layout, names, log_devices);
         // An fsync whose flush fails suspends the pool; the test cuts the power then, so the
         // fsync must return (failmode=wait would make it wait for `clear`).
         let engine = HOST.create_tank(&provider, &spec, &[("failmode", "continue")]);

@@ -20,7 +20,8 @@ use tarn_base::{ManualClock, ObjectId, SeededRng, Txg};
 use tarn_device::{Device, DeviceError, FaultPlan, SimDevice};
 use tarn_engine::{
     CreateOptions, CreateSpec, DatasetId, DeviceProvider, Engine, EngineError, FsOp, HostIdentity,
-    ImportOptions, ScanProgress, ScanState, ScrubAction, SimProvider, VdevNode, check,
+    ImportOptions, ScanProgress, ScanState, ScrubAction, SimProvider, TopLayout, TopSpec, VdevNode,
+    check,
 };
 use tarn_format::BlockPtr;
 use tarn_objects::ObjectSet;
@@ -143,6 +144,26 @@ pub(crate) fn sim_devices_with(
             name
         })
         .collect()
+}
+
+/// Pool `tank` of one top-level vdev `layout` over `names`, with each of `logs` a log
+/// device of its own, sector size 4K.
+pub(crate) fn spec_with_logs(
+    layout: TopLayout,
+    names: Vec<String>,
+    logs: Vec<String>,
+) -> CreateSpec {
+    CreateSpec {
+        logs: logs
+            .into_iter()
+            .map(|device| TopSpec {
+                layout: TopLayout::Disk,
+                devices: vec![device],
+            })
+            .collect(),
+        ashift: 12,
+        ..CreateSpec::one_top("tank", layout, names)
+    }
 }
 
 /// The power goes: every device drops or tears its unflushed writes as its plan says.
