@@ -15,9 +15,8 @@ mod common;
 
 use std::sync::Arc;
 
-use common::tree::{Snapshot, walk};
+use common::tree::Snapshot;
 use common::{CutProvider, Host, PLAIN, crash_all, sim_devices_with};
-use tarn_base::SeededRng;
 use tarn_device::FaultPlan;
 use tarn_engine::{DatasetId, Engine, EngineError, FsOp, ImportOptions, TopLayout, check};
 use tarn_posix::{Creds, FileKind, Fs, Ino, PosixError, RenameFlags, SetAttr};
@@ -112,14 +111,7 @@ impl World {
     }
 
     fn snapshot(&self) -> Snapshot {
-        self.engine
-            .fs_op("tank", self.dataset, FsOp::Read, |fs| {
-                let root = fs.root()?;
-                let mut out = Snapshot::new();
-                walk(fs, root, b"", &mut out)?;
-                Ok(out)
-            })
-            .unwrap()
+        common::tree::snapshot(&self.engine, self.dataset)
     }
 
     /// Bytes of the log's blocks now.
@@ -158,13 +150,6 @@ impl World {
     }
 }
 
-/// Bytes of `seed` that do not compress.
-fn noise(len: usize, seed: u64) -> Vec<u8> {
-    let mut data = vec![0u8; len];
-    SeededRng::new(seed).fill(&mut data);
-    data
-}
-
 /// Goal: under `logbias=throughput` an fsync writes the file's whole records in place and
 /// the log holds only pointers to them; the next txg adopts those blocks instead of writing
 /// the data again, a record changed again before the txg is freed instead (the pool's
@@ -182,7 +167,9 @@ fn fsync_writes_whole_records_once_and_logs_pointers() {
         let mut world = World::new(3, TopLayout::Raidz(1), 3, false, logbias);
         let txg = world.committed();
         let log_before = world.log_bytes();
-        world.write(b"big", 0, &noise(DATA, 8)).unwrap();
+        world
+            .write(b"big", 0, &common::seeded_bytes(DATA, 8))
+            .unwrap();
         world.fsync().unwrap();
         assert_eq!(
             world.committed(),
@@ -192,7 +179,9 @@ fn fsync_writes_whole_records_once_and_logs_pointers() {
         let log_bytes = world.log_bytes() - log_before;
         let ahead = check::written_ahead(&world.engine, "tank", world.dataset).unwrap();
         // A record changed after its fsync is not the one written ahead any more.
-        world.write(b"big", 70_000, &noise(4096, 9)).unwrap();
+        world
+            .write(b"big", 70_000, &common::seeded_bytes(4096, 9))
+            .unwrap();
         let before = world.device_bytes();
         world.engine.sync_pool("tank").unwrap();
         let sync_bytes = world.device_bytes() - before;
@@ -201,12 +190,16 @@ fn fsync_writes_whole_records_once_and_logs_pointers() {
         assert!(left.is_empty(), "{logbias}: the sync adopted or freed all");
         // A whole record and a partial write, fsync'd; a write never fsync'd.
         world
-            .write(b"big", 128 << 10, &noise(64 << 10, 10))
+            .write(b"big", 128 << 10, &common::seeded_bytes(64 << 10, 10))
             .unwrap();
-        world.write(b"small", 0, &noise(100, 11)).unwrap();
+        world
+            .write(b"small", 0, &common::seeded_bytes(100, 11))
+            .unwrap();
         world.fsync().unwrap();
         let durable = world.snapshot();
-        world.write(b"big", 0, &noise(64 << 10, 12)).unwrap();
+        world
+            .write(b"big", 0, &common::seeded_bytes(64 << 10, 12))
+            .unwrap();
         world.cut_and_import(|_| {});
         assert_eq!(
             world.snapshot(),
@@ -266,7 +259,9 @@ const WORKLOAD: [Step; 12] = [
 
 fn step(world: &mut World, step: Step, seed: u64) -> Result<(), EngineError> {
     match step {
-        Step::Write(name, offset, len) => world.write(name, offset, &noise(len, seed)),
+        Step::Write(name, offset, len) => {
+            world.write(name, offset, &common::seeded_bytes(len, seed))
+        }
         Step::Truncate(name, size) => world.op(|fs, root| {
             let ino = fs.lookup(root, name)?.ino;
             let changes = SetAttr {
@@ -365,7 +360,9 @@ fn unlink_truncate_overwrite_or_rename_after_an_fsync() {
     ] {
         for ending in 0..3 {
             let mut world = World::new(40, TopLayout::Disk, 1, false, "throughput");
-            world.write(b"f", 0, &noise(256 << 10, 1)).unwrap();
+            world
+                .write(b"f", 0, &common::seeded_bytes(256 << 10, 1))
+                .unwrap();
             world.fsync().unwrap();
             let fsynced = world.snapshot();
             let ahead = check::written_ahead(&world.engine, "tank", world.dataset).unwrap();
@@ -409,7 +406,9 @@ fn write_errors_during_the_write_ahead_lose_no_fsync() {
     for (failing, log) in [(1usize, false), (3, true)] {
         let mut world = World::new(50, TopLayout::Raidz(1), 3, log, "throughput");
         let durable = world.snapshot();
-        world.write(b"f", 0, &noise(320 << 10, 3)).unwrap();
+        world
+            .write(b"f", 0, &common::seeded_bytes(320 << 10, 3))
+            .unwrap();
         let wanted = world.snapshot();
         for (name, device) in world.provider.sims.all() {
             let data = (0..failing).any(|i| name == format!("/sim/d{i}"));
@@ -456,11 +455,15 @@ fn write_errors_during_the_write_ahead_lose_no_fsync() {
 fn a_rotten_indirect_block_is_reported_and_never_installed() {
     for rotten in [b"a", b"b"] {
         let mut world = World::new(60, TopLayout::Disk, 1, false, "throughput");
-        world.write(b"a", 0, &noise(128 << 10, 4)).unwrap();
+        world
+            .write(b"a", 0, &common::seeded_bytes(128 << 10, 4))
+            .unwrap();
         world.fsync().unwrap();
         let after_a = world.snapshot();
         let ahead_a = check::written_ahead(&world.engine, "tank", world.dataset).unwrap();
-        world.write(b"b", 0, &noise(128 << 10, 5)).unwrap();
+        world
+            .write(b"b", 0, &common::seeded_bytes(128 << 10, 5))
+            .unwrap();
         world.fsync().unwrap();
         let ahead = check::written_ahead(&world.engine, "tank", world.dataset).unwrap();
         let ahead_b: Vec<_> = ahead.iter().filter(|bp| !ahead_a.contains(bp)).collect();
@@ -492,7 +495,7 @@ fn a_rotten_indirect_block_is_reported_and_never_installed() {
                     fs.read(ino, 0, 1 << 20)
                 })
                 .unwrap();
-            let original = noise(128 << 10, 4);
+            let original = common::seeded_bytes(128 << 10, 4);
             assert_eq!(
                 content,
                 original[..64 << 10],

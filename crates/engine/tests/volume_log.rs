@@ -81,7 +81,9 @@ impl World {
             dataset,
             model: vec![0; SIZE],
         };
-        world.write(0, &noise(8192, seed), false).unwrap();
+        world
+            .write(0, &common::seeded_bytes(8192, seed), false)
+            .unwrap();
         world.flush().unwrap();
         world
     }
@@ -134,13 +136,6 @@ impl World {
     }
 }
 
-/// Bytes of `seed` that do not compress.
-fn noise(len: usize, seed: u64) -> Vec<u8> {
-    let mut data = vec![0u8; len];
-    SeededRng::new(seed).fill(&mut data);
-    data
-}
-
 /// Goal: a flush, a FUA write and a FUA zero are durable through the log without a txg,
 /// the changes after them are not replayed, and a raidz1 that lost a device after the cut
 /// still brings every flushed byte back. Method: writes (aligned, unaligned, across
@@ -152,17 +147,23 @@ fn noise(len: usize, seed: u64) -> Vec<u8> {
 fn flushed_and_fua_writes_survive_a_power_cut_without_a_txg() {
     let mut world = World::new(1, false);
     let txg = world.committed();
-    world.write(0, &noise(65536, 2), false).unwrap();
     world
-        .write((1 << 20) + 100, &noise(10_000, 3), false)
+        .write(0, &common::seeded_bytes(65536, 2), false)
+        .unwrap();
+    world
+        .write((1 << 20) + 100, &common::seeded_bytes(10_000, 3), false)
         .unwrap();
     world.zero(8192, 8192, false).unwrap();
     world.flush().unwrap();
-    world.write(2 << 20, &noise(4096, 4), true).unwrap();
+    world
+        .write(2 << 20, &common::seeded_bytes(4096, 4), true)
+        .unwrap();
     world.zero(0, 4096, true).unwrap();
     assert_eq!(world.committed(), txg, "flushes go to the log, not a txg");
     let durable = world.model.clone();
-    world.write(3 << 20, &noise(4096, 5), false).unwrap();
+    world
+        .write(3 << 20, &common::seeded_bytes(4096, 5), false)
+        .unwrap();
     world.zero(1 << 20, 4096, false).unwrap();
     assert_ne!(world.model, durable);
     world.cut_and_import(|provider| {
@@ -189,7 +190,9 @@ fn flushed_and_fua_writes_survive_a_power_cut_without_a_txg() {
 fn a_log_device_takes_the_log_and_sync_always_logs_every_write() {
     let mut world = World::new(2, true);
     let txg = world.committed();
-    world.write(4096, &noise(20_000, 6), true).unwrap();
+    world
+        .write(4096, &common::seeded_bytes(20_000, 6), true)
+        .unwrap();
     let blocks = check::log_blocks(&world.engine, "tank", world.dataset).unwrap();
     assert!(
         blocks.iter().all(|dva| dva.vdev.0 == 1),
@@ -203,7 +206,9 @@ fn a_log_device_takes_the_log_and_sync_always_logs_every_write() {
             .unwrap();
     };
     set(&world, "always");
-    world.write(1 << 20, &noise(5000, 7), false).unwrap();
+    world
+        .write(1 << 20, &common::seeded_bytes(5000, 7), false)
+        .unwrap();
     world.zero(4096, 4096, false).unwrap();
     let durable = world.model.clone();
     assert_eq!(
@@ -215,7 +220,9 @@ fn a_log_device_takes_the_log_and_sync_always_logs_every_write() {
     assert!(world.model == durable, "sync=always: every write durable");
     set(&world, "disabled");
     let before = world.model.clone();
-    world.write(0, &noise(4096, 8), true).unwrap();
+    world
+        .write(0, &common::seeded_bytes(4096, 8), true)
+        .unwrap();
     world.flush().unwrap();
     world.cut_and_import(|_| {});
     assert!(world.model == before, "sync=disabled: nothing logged");
@@ -279,7 +286,7 @@ fn crash_at_any_instant(logbias: &str) {
         let mut durable = world.model.clone();
         let mut interrupted = None;
         for (i, step) in WORKLOAD.iter().enumerate() {
-            let data = noise(65536 + 8192, k * 100 + i as u64);
+            let data = common::seeded_bytes(65536 + 8192, k * 100 + i as u64);
             let (result, sync_point) = match *step {
                 Step::Write(at, len, fua) => (world.write(at, &data[..len], fua), fua),
                 Step::Zero(at, len, fua) => (world.zero(at, len, fua), fua),
@@ -357,7 +364,7 @@ fn random_workload(logbias: &str) {
                 world.zero(offset, len, fua).unwrap();
             } else {
                 world
-                    .write(offset, &noise(len, seed << 32 | step), fua)
+                    .write(offset, &common::seeded_bytes(len, seed << 32 | step), fua)
                     .unwrap();
             }
             if fua || world.committed() != txg {
@@ -437,7 +444,9 @@ fn logbias_throughput_writes_blocks_once_and_logs_pointers() {
     for logbias in ["latency", "throughput"] {
         let mut world = World::with_logbias(7, false, logbias);
         let txg = world.committed();
-        world.write(65536, &noise(DATA, 8), false).unwrap();
+        world
+            .write(65536, &common::seeded_bytes(DATA, 8), false)
+            .unwrap();
         world.flush().unwrap();
         assert_eq!(
             world.committed(),
@@ -451,7 +460,9 @@ fn logbias_throughput_writes_blocks_once_and_logs_pointers() {
             .sum();
         let ahead = check::written_ahead(&world.engine, "tank", world.dataset).unwrap();
         // A block changed after its flush is not the one written ahead any more.
-        world.write(65536, &noise(4096, 9), false).unwrap();
+        world
+            .write(65536, &common::seeded_bytes(4096, 9), false)
+            .unwrap();
         let before = device_bytes(&world);
         world.engine.sync_pool("tank").unwrap();
         let sync_bytes = device_bytes(&world) - before;
@@ -462,8 +473,12 @@ fn logbias_throughput_writes_blocks_once_and_logs_pointers() {
                 .is_empty(),
             "{logbias}: the sync adopted or freed every block written ahead"
         );
-        world.write(1 << 20, &noise(8192, 10), false).unwrap();
-        world.write(3 << 20, &noise(100, 11), true).unwrap();
+        world
+            .write(1 << 20, &common::seeded_bytes(8192, 10), false)
+            .unwrap();
+        world
+            .write(3 << 20, &common::seeded_bytes(100, 11), true)
+            .unwrap();
         let durable = world.model.clone();
         world.cut_and_import(|_| {});
         assert!(world.model == durable, "{logbias}: flushed writes replayed");

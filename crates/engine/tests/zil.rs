@@ -10,10 +10,9 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use common::tree::{Snapshot, walk};
+use common::tree::Snapshot;
 use common::{Host, PLAIN, crash_all, import_tank, sim_devices_with};
 use tarn_base::SeededRng;
 use tarn_device::FaultPlan;
@@ -160,14 +159,7 @@ impl World {
     }
 
     fn snapshot(&self) -> Snapshot {
-        self.engine
-            .fs_op("tank", self.dataset, FsOp::Read, |fs| {
-                let root = fs.root()?;
-                let mut out = BTreeMap::new();
-                walk(fs, root, b"", &mut out)?;
-                Ok(out)
-            })
-            .unwrap()
+        common::tree::snapshot(&self.engine, self.dataset)
     }
 }
 

@@ -226,6 +226,13 @@ pub(crate) fn in_root_dir(engine: &Engine, dataset: DatasetId, name: &[u8]) -> b
         .is_ok()
 }
 
+/// `len` bytes drawn from `SeededRng::new(seed)`: they do not compress.
+pub(crate) fn seeded_bytes(len: usize, seed: u64) -> Vec<u8> {
+    let mut data = vec![0u8; len];
+    SeededRng::new(seed).fill(&mut data);
+    data
+}
+
 /// A new object of pool `tank` with blocks of `block` bytes, holding `len` bytes drawn from
 /// `SeededRng::new(seed)`, committed; returns it with its bytes.
 pub(crate) fn write_object(
@@ -235,8 +242,7 @@ pub(crate) fn write_object(
     len: usize,
 ) -> (ObjectId, Vec<u8>) {
     let object = engine.object_create("tank", block).expect("create object");
-    let mut data = vec![0u8; len];
-    SeededRng::new(seed).fill(&mut data);
+    let data = seeded_bytes(len, seed);
     engine
         .object_write("tank", object, 0, &data)
         .expect("write object");

@@ -4,11 +4,24 @@
 
 use std::collections::BTreeMap;
 
+use tarn_engine::{DatasetId, Engine, FsOp};
 use tarn_posix::{FileKind, Fs, Ino};
 
 /// Path -> what `stat`, `read`/`readlink` and the xattrs show (generation and block counts
 /// left out: they depend on which txg wrote what).
 pub(crate) type Snapshot = BTreeMap<Vec<u8>, String>;
+
+/// [`Snapshot`] of dataset `dataset` of pool `tank`, walked from its root.
+pub(crate) fn snapshot(engine: &Engine, dataset: DatasetId) -> Snapshot {
+    engine
+        .fs_op("tank", dataset, FsOp::Read, |fs| {
+            let root = fs.root()?;
+            let mut out = Snapshot::new();
+            walk(fs, root, b"", &mut out)?;
+            Ok(out)
+        })
+        .unwrap()
+}
 
 pub(crate) fn walk(
     fs: &mut Fs<'_>,
