@@ -19,7 +19,7 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{CutProvider, Host, PLAIN, crash_all, sim_devices_with};
+use common::{CutProvider, Host, PLAIN, crash_all, seeded_bytes, sim_devices_with};
 use tarn_device::FaultPlan;
 use tarn_engine::posix::{Creds, FileKind, PosixError};
 use tarn_engine::{
@@ -157,7 +157,7 @@ fn is_exdev(result: Result<u64, EngineError>) -> bool {
 /// The source file in tank/a, synced: (dataset, inode, bytes).
 fn source(engine: &Engine, seed: u64) -> (DatasetId, u64, Vec<u8>) {
     let a = dataset(engine, "tank/a");
-    let data = common::seeded_bytes(LEN, seed);
+    let data = seeded_bytes(LEN, seed);
     let ino = create(engine, a, "src", &data);
     settle(engine);
     (a, ino, data)
@@ -217,7 +217,7 @@ fn the_last_reference_frees_whatever_path_it_goes() {
     clone(&engine, (a, src, 0), (b, copy, 0), LEN as u64).unwrap();
     // Overwrite the whole source in the same txg as the clone: its sync frees the old
     // blocks (a free the clone's reference then takes back) or counts them (clone first).
-    write(&engine, a, src, 0, &common::seeded_bytes(LEN, 99));
+    write(&engine, a, src, 0, &seeded_bytes(LEN, 99));
     settle(&engine);
     assert_eq!(pool_bytes(&engine, "bcloneused"), 0, "one reference each");
     assert_eq!(read(&engine, b, copy), data);
@@ -503,7 +503,7 @@ fn two_clones_of_one_block_in_one_txg_are_two_references_to_the_checker() {
     engine
         .snapshot(&["tank/b@s".into()], false, &[], "snapshot")
         .unwrap();
-    write(&engine, b, one, 0, &common::seeded_bytes(LEN, 61));
+    write(&engine, b, one, 0, &seeded_bytes(LEN, 61));
     settle(&engine);
     assert_eq!(
         pool_bytes(&engine, "bclonesaved"),
@@ -512,7 +512,7 @@ fn two_clones_of_one_block_in_one_txg_are_two_references_to_the_checker() {
     );
     let held = bytes_of(&engine, "tank/b", "usedbysnapshots");
     assert!(held >= used, "usedbysnapshots {held}");
-    write(&engine, b, two, 0, &common::seeded_bytes(LEN, 62));
+    write(&engine, b, two, 0, &seeded_bytes(LEN, 62));
     settle(&engine);
     assert_eq!(read(&engine, a, src), data);
     engine
@@ -536,7 +536,7 @@ fn a_nearly_full_pool_clones_what_it_cannot_copy() {
     let a = dataset(&engine, "tank/a");
     let b = dataset(&engine, "tank/b");
     let len = 64 * RECORD;
-    let data = common::seeded_bytes(len, 7);
+    let data = seeded_bytes(len, 7);
     let src = create(&engine, a, "src", &data);
     let (filler, copy) = (
         create(&engine, b, "filler", &[]),
@@ -550,7 +550,7 @@ fn a_nearly_full_pool_clones_what_it_cannot_copy() {
     };
     let mut offset = 0u64;
     for chunk in [8 << 20, 1 << 20, RECORD] {
-        let piece = common::seeded_bytes(chunk, offset);
+        let piece = seeded_bytes(chunk, offset);
         let op = FsOp::Write(chunk as u64);
         loop {
             match engine.fs_op("tank", b, op, |fs| fs.write(filler, offset, &piece)) {
@@ -647,7 +647,7 @@ fn a_damaged_space_log_heals_or_rebuilds_the_reference_table() {
     engine
         .snapshot(&["tank/b@s".into()], false, &[], "snapshot")
         .unwrap();
-    write(&engine, b, one, 0, &common::seeded_bytes(RECORD, 81));
+    write(&engine, b, one, 0, &seeded_bytes(RECORD, 81));
     settle(&engine);
     let counts = |engine: &Engine| {
         (

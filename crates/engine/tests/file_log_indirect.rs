@@ -16,7 +16,7 @@ mod common;
 use std::sync::Arc;
 
 use common::tree::Snapshot;
-use common::{CutProvider, Host, PLAIN, crash_all, sim_devices_with};
+use common::{CutProvider, Host, PLAIN, crash_all, seeded_bytes, sim_devices_with};
 use tarn_device::FaultPlan;
 use tarn_engine::{DatasetId, Engine, EngineError, FsOp, ImportOptions, TopLayout, check};
 use tarn_posix::{Creds, FileKind, Fs, Ino, PosixError, RenameFlags, SetAttr};
@@ -167,9 +167,7 @@ fn fsync_writes_whole_records_once_and_logs_pointers() {
         let mut world = World::new(3, TopLayout::Raidz(1), 3, false, logbias);
         let txg = world.committed();
         let log_before = world.log_bytes();
-        world
-            .write(b"big", 0, &common::seeded_bytes(DATA, 8))
-            .unwrap();
+        world.write(b"big", 0, &seeded_bytes(DATA, 8)).unwrap();
         world.fsync().unwrap();
         assert_eq!(
             world.committed(),
@@ -179,9 +177,7 @@ fn fsync_writes_whole_records_once_and_logs_pointers() {
         let log_bytes = world.log_bytes() - log_before;
         let ahead = check::written_ahead(&world.engine, "tank", world.dataset).unwrap();
         // A record changed after its fsync is not the one written ahead any more.
-        world
-            .write(b"big", 70_000, &common::seeded_bytes(4096, 9))
-            .unwrap();
+        world.write(b"big", 70_000, &seeded_bytes(4096, 9)).unwrap();
         let before = world.device_bytes();
         world.engine.sync_pool("tank").unwrap();
         let sync_bytes = world.device_bytes() - before;
@@ -190,16 +186,12 @@ fn fsync_writes_whole_records_once_and_logs_pointers() {
         assert!(left.is_empty(), "{logbias}: the sync adopted or freed all");
         // A whole record and a partial write, fsync'd; a write never fsync'd.
         world
-            .write(b"big", 128 << 10, &common::seeded_bytes(64 << 10, 10))
+            .write(b"big", 128 << 10, &seeded_bytes(64 << 10, 10))
             .unwrap();
-        world
-            .write(b"small", 0, &common::seeded_bytes(100, 11))
-            .unwrap();
+        world.write(b"small", 0, &seeded_bytes(100, 11)).unwrap();
         world.fsync().unwrap();
         let durable = world.snapshot();
-        world
-            .write(b"big", 0, &common::seeded_bytes(64 << 10, 12))
-            .unwrap();
+        world.write(b"big", 0, &seeded_bytes(64 << 10, 12)).unwrap();
         world.cut_and_import(|_| {});
         assert_eq!(
             world.snapshot(),
@@ -259,9 +251,7 @@ const WORKLOAD: [Step; 12] = [
 
 fn step(world: &mut World, step: Step, seed: u64) -> Result<(), EngineError> {
     match step {
-        Step::Write(name, offset, len) => {
-            world.write(name, offset, &common::seeded_bytes(len, seed))
-        }
+        Step::Write(name, offset, len) => world.write(name, offset, &seeded_bytes(len, seed)),
         Step::Truncate(name, size) => world.op(|fs, root| {
             let ino = fs.lookup(root, name)?.ino;
             let changes = SetAttr {
@@ -360,9 +350,7 @@ fn unlink_truncate_overwrite_or_rename_after_an_fsync() {
     ] {
         for ending in 0..3 {
             let mut world = World::new(40, TopLayout::Disk, 1, false, "throughput");
-            world
-                .write(b"f", 0, &common::seeded_bytes(256 << 10, 1))
-                .unwrap();
+            world.write(b"f", 0, &seeded_bytes(256 << 10, 1)).unwrap();
             world.fsync().unwrap();
             let fsynced = world.snapshot();
             let ahead = check::written_ahead(&world.engine, "tank", world.dataset).unwrap();
@@ -406,9 +394,7 @@ fn write_errors_during_the_write_ahead_lose_no_fsync() {
     for (failing, log) in [(1usize, false), (3, true)] {
         let mut world = World::new(50, TopLayout::Raidz(1), 3, log, "throughput");
         let durable = world.snapshot();
-        world
-            .write(b"f", 0, &common::seeded_bytes(320 << 10, 3))
-            .unwrap();
+        world.write(b"f", 0, &seeded_bytes(320 << 10, 3)).unwrap();
         let wanted = world.snapshot();
         for (name, device) in world.provider.sims.all() {
             let data = (0..failing).any(|i| name == format!("/sim/d{i}"));
@@ -455,15 +441,11 @@ fn write_errors_during_the_write_ahead_lose_no_fsync() {
 fn a_rotten_indirect_block_is_reported_and_never_installed() {
     for rotten in [b"a", b"b"] {
         let mut world = World::new(60, TopLayout::Disk, 1, false, "throughput");
-        world
-            .write(b"a", 0, &common::seeded_bytes(128 << 10, 4))
-            .unwrap();
+        world.write(b"a", 0, &seeded_bytes(128 << 10, 4)).unwrap();
         world.fsync().unwrap();
         let after_a = world.snapshot();
         let ahead_a = check::written_ahead(&world.engine, "tank", world.dataset).unwrap();
-        world
-            .write(b"b", 0, &common::seeded_bytes(128 << 10, 5))
-            .unwrap();
+        world.write(b"b", 0, &seeded_bytes(128 << 10, 5)).unwrap();
         world.fsync().unwrap();
         let ahead = check::written_ahead(&world.engine, "tank", world.dataset).unwrap();
         let ahead_b: Vec<_> = ahead.iter().filter(|bp| !ahead_a.contains(bp)).collect();
@@ -495,7 +477,7 @@ fn a_rotten_indirect_block_is_reported_and_never_installed() {
                     fs.read(ino, 0, 1 << 20)
                 })
                 .unwrap();
-            let original = common::seeded_bytes(128 << 10, 4);
+            let original = seeded_bytes(128 << 10, 4);
             assert_eq!(
                 content,
                 original[..64 << 10],

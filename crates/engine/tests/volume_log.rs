@@ -15,7 +15,7 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{CutProvider, Host, PLAIN, crash_all, sim_devices_with};
+use common::{CutProvider, Host, PLAIN, crash_all, seeded_bytes, sim_devices_with};
 use tarn_base::SeededRng;
 use tarn_device::FaultPlan;
 use tarn_engine::{DatasetId, Engine, EngineError, ImportOptions, TopLayout, VolumeSpec, check};
@@ -81,9 +81,7 @@ impl World {
             dataset,
             model: vec![0; SIZE],
         };
-        world
-            .write(0, &common::seeded_bytes(8192, seed), false)
-            .unwrap();
+        world.write(0, &seeded_bytes(8192, seed), false).unwrap();
         world.flush().unwrap();
         world
     }
@@ -147,23 +145,17 @@ impl World {
 fn flushed_and_fua_writes_survive_a_power_cut_without_a_txg() {
     let mut world = World::new(1, false);
     let txg = world.committed();
+    world.write(0, &seeded_bytes(65536, 2), false).unwrap();
     world
-        .write(0, &common::seeded_bytes(65536, 2), false)
-        .unwrap();
-    world
-        .write((1 << 20) + 100, &common::seeded_bytes(10_000, 3), false)
+        .write((1 << 20) + 100, &seeded_bytes(10_000, 3), false)
         .unwrap();
     world.zero(8192, 8192, false).unwrap();
     world.flush().unwrap();
-    world
-        .write(2 << 20, &common::seeded_bytes(4096, 4), true)
-        .unwrap();
+    world.write(2 << 20, &seeded_bytes(4096, 4), true).unwrap();
     world.zero(0, 4096, true).unwrap();
     assert_eq!(world.committed(), txg, "flushes go to the log, not a txg");
     let durable = world.model.clone();
-    world
-        .write(3 << 20, &common::seeded_bytes(4096, 5), false)
-        .unwrap();
+    world.write(3 << 20, &seeded_bytes(4096, 5), false).unwrap();
     world.zero(1 << 20, 4096, false).unwrap();
     assert_ne!(world.model, durable);
     world.cut_and_import(|provider| {
@@ -190,9 +182,7 @@ fn flushed_and_fua_writes_survive_a_power_cut_without_a_txg() {
 fn a_log_device_takes_the_log_and_sync_always_logs_every_write() {
     let mut world = World::new(2, true);
     let txg = world.committed();
-    world
-        .write(4096, &common::seeded_bytes(20_000, 6), true)
-        .unwrap();
+    world.write(4096, &seeded_bytes(20_000, 6), true).unwrap();
     let blocks = check::log_blocks(&world.engine, "tank", world.dataset).unwrap();
     assert!(
         blocks.iter().all(|dva| dva.vdev.0 == 1),
@@ -206,9 +196,7 @@ fn a_log_device_takes_the_log_and_sync_always_logs_every_write() {
             .unwrap();
     };
     set(&world, "always");
-    world
-        .write(1 << 20, &common::seeded_bytes(5000, 7), false)
-        .unwrap();
+    world.write(1 << 20, &seeded_bytes(5000, 7), false).unwrap();
     world.zero(4096, 4096, false).unwrap();
     let durable = world.model.clone();
     assert_eq!(
@@ -220,9 +208,7 @@ fn a_log_device_takes_the_log_and_sync_always_logs_every_write() {
     assert!(world.model == durable, "sync=always: every write durable");
     set(&world, "disabled");
     let before = world.model.clone();
-    world
-        .write(0, &common::seeded_bytes(4096, 8), true)
-        .unwrap();
+    world.write(0, &seeded_bytes(4096, 8), true).unwrap();
     world.flush().unwrap();
     world.cut_and_import(|_| {});
     assert!(world.model == before, "sync=disabled: nothing logged");
@@ -286,7 +272,7 @@ fn crash_at_any_instant(logbias: &str) {
         let mut durable = world.model.clone();
         let mut interrupted = None;
         for (i, step) in WORKLOAD.iter().enumerate() {
-            let data = common::seeded_bytes(65536 + 8192, k * 100 + i as u64);
+            let data = seeded_bytes(65536 + 8192, k * 100 + i as u64);
             let (result, sync_point) = match *step {
                 Step::Write(at, len, fua) => (world.write(at, &data[..len], fua), fua),
                 Step::Zero(at, len, fua) => (world.zero(at, len, fua), fua),
@@ -364,7 +350,7 @@ fn random_workload(logbias: &str) {
                 world.zero(offset, len, fua).unwrap();
             } else {
                 world
-                    .write(offset, &common::seeded_bytes(len, seed << 32 | step), fua)
+                    .write(offset, &seeded_bytes(len, seed << 32 | step), fua)
                     .unwrap();
             }
             if fua || world.committed() != txg {
@@ -444,9 +430,7 @@ fn logbias_throughput_writes_blocks_once_and_logs_pointers() {
     for logbias in ["latency", "throughput"] {
         let mut world = World::with_logbias(7, false, logbias);
         let txg = world.committed();
-        world
-            .write(65536, &common::seeded_bytes(DATA, 8), false)
-            .unwrap();
+        world.write(65536, &seeded_bytes(DATA, 8), false).unwrap();
         world.flush().unwrap();
         assert_eq!(
             world.committed(),
@@ -460,9 +444,7 @@ fn logbias_throughput_writes_blocks_once_and_logs_pointers() {
             .sum();
         let ahead = check::written_ahead(&world.engine, "tank", world.dataset).unwrap();
         // A block changed after its flush is not the one written ahead any more.
-        world
-            .write(65536, &common::seeded_bytes(4096, 9), false)
-            .unwrap();
+        world.write(65536, &seeded_bytes(4096, 9), false).unwrap();
         let before = device_bytes(&world);
         world.engine.sync_pool("tank").unwrap();
         let sync_bytes = device_bytes(&world) - before;
@@ -474,11 +456,9 @@ fn logbias_throughput_writes_blocks_once_and_logs_pointers() {
             "{logbias}: the sync adopted or freed every block written ahead"
         );
         world
-            .write(1 << 20, &common::seeded_bytes(8192, 10), false)
+            .write(1 << 20, &seeded_bytes(8192, 10), false)
             .unwrap();
-        world
-            .write(3 << 20, &common::seeded_bytes(100, 11), true)
-            .unwrap();
+        world.write(3 << 20, &seeded_bytes(100, 11), true).unwrap();
         let durable = world.model.clone();
         world.cut_and_import(|_| {});
         assert!(world.model == durable, "{logbias}: flushed writes replayed");
