@@ -31,7 +31,9 @@ type Plan<'p> = &'p mut dyn FnMut(&mut Fs<'_>) -> Result<Option<Fetch>, PosixErr
 /// txg its block pointers were found in.
 pub(crate) struct OffLock {
     fetch: Fetch,
-    reader: DetachedReader,
+    /// `None` when the read's own blocks are all cached or on their way (the common case of
+    /// a sequential reader): no pin and no pipeline copy for nothing.
+    reader: Option<DetachedReader>,
     ahead: Option<std::sync::Arc<tarn_objects::Ahead>>,
 }
 
@@ -46,9 +48,10 @@ impl OffLock {
         } else {
             None
         };
+        let reader = (!fetch.blocks().is_empty()).then(|| pool.detached_reader());
         OffLock {
             fetch,
-            reader: pool.detached_reader(),
+            reader,
             ahead,
         }
     }
@@ -62,10 +65,9 @@ impl OffLock {
             reader,
             ahead,
         } = self;
-        if !fetch.blocks().is_empty() {
+        if let Some(reader) = reader {
             fetch.fill(reader.read_blocks(fetch.blocks(), fetch.feeds_l2()));
         }
-        drop(reader);
         if let Some(ahead) = ahead {
             tarn_zio::spawn_read_ahead(move || ahead.run());
         }
