@@ -599,6 +599,18 @@ fn corrupt_inodes_are_errors_not_panics() {
 /// The model: path -> contents (`None` for a directory).
 type Tree = BTreeMap<Vec<u8>, Option<Vec<u8>>>;
 
+/// The model's directories and files, by path.
+fn dirs_and_files(model: &Tree) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+    let (mut dirs, mut files) = (Vec::new(), Vec::new());
+    for (path, contents) in model {
+        match contents {
+            None => dirs.push(path.clone()),
+            Some(_) => files.push(path.clone()),
+        }
+    }
+    (dirs, files)
+}
+
 fn parent_of(path: &[u8]) -> (&[u8], &[u8]) {
     match path.iter().rposition(|&b| b == b'/') {
         Some(at) => (&path[..at], &path[at + 1..]),
@@ -652,16 +664,7 @@ fn random_workload(seed: u64) {
     let mut model: Tree = BTreeMap::new();
     model.insert(Vec::new(), None);
     for step in 0..600 {
-        let dirs: Vec<Vec<u8>> = model
-            .iter()
-            .filter(|(_, c)| c.is_none())
-            .map(|(p, _)| p.clone())
-            .collect();
-        let files: Vec<Vec<u8>> = model
-            .iter()
-            .filter(|(_, c)| c.is_some())
-            .map(|(p, _)| p.clone())
-            .collect();
+        let (dirs, files) = dirs_and_files(&model);
         random_step(&mut rng, &mut w.fs(), &mut model, &dirs, &files);
         if rng.chance(1, 40) {
             w.sync_and_reopen();
@@ -866,16 +869,7 @@ fn replayed_indirect_records_rebuild_the_same_tree() {
         model.insert(Vec::new(), None);
         let mut logged = Vec::new();
         for _ in 0..300 {
-            let dirs: Vec<Vec<u8>> = model
-                .iter()
-                .filter(|(_, c)| c.is_none())
-                .map(|(p, _)| p.clone())
-                .collect();
-            let files: Vec<Vec<u8>> = model
-                .iter()
-                .filter(|(_, c)| c.is_some())
-                .map(|(p, _)| p.clone())
-                .collect();
+            let (dirs, files) = dirs_and_files(&model);
             let mut fs = Fs::new(&mut w.os, &w.store, NOW, w.config).with_log(&mut logged);
             random_step(&mut rng, &mut fs, &mut model, &dirs, &files);
         }
@@ -1038,16 +1032,7 @@ fn replayed_records_rebuild_the_same_tree() {
         model.insert(Vec::new(), None);
         let mut logged = Vec::new();
         for _ in 0..300 {
-            let dirs: Vec<Vec<u8>> = model
-                .iter()
-                .filter(|(_, c)| c.is_none())
-                .map(|(p, _)| p.clone())
-                .collect();
-            let files: Vec<Vec<u8>> = model
-                .iter()
-                .filter(|(_, c)| c.is_some())
-                .map(|(p, _)| p.clone())
-                .collect();
+            let (dirs, files) = dirs_and_files(&model);
             let mut fs = Fs::new(&mut w.os, &w.store, NOW, w.config).with_log(&mut logged);
             if avoid {
                 fs.avoid_inos(std::sync::Arc::new(|ino| ino % 3 == 0));
