@@ -79,6 +79,11 @@ FIGURES = [
     ("randwrite_iops", "fio 4K randwrite (psync, 1 job, +fsync)", "IOPS", "%.0f"),
 ]
 
+# Rows after the concurrency step: the tarn daemon's memory.
+LAST_FIGURES = [
+    ("peak_rss_mib", "daemon peak RSS (whole run)", "MiB", "%.0f"),
+]
+
 # The concurrency step's rows (bench/fs-peers step 6), for each job count in param "jobs".
 CONC_FIGURES = [
     ("conc_seqwrite_%s", "seq write, %s jobs (1M, +fsync)", "MB/s", "%.0f"),
@@ -89,14 +94,21 @@ CONC_FIGURES = [
 
 # figure -> list of (peer, factor): tarn >= factor x peer.  Lower-is-better rows have none.
 TARGETS = {
-    "write_mbs": [("zfs-fuse", 2.0), ("btrfs", 1.0)],
+    "write_mbs": [("zfs-fuse", 2.0), ("btrfs", 1.0), ("raw", 0.56)],
+    "read_mbs": [("btrfs", 1.0), ("raw", 0.64)],
     "create_ps": [("zfs-fuse", 2.0)],
     "randread_iops": [("zfs-fuse", 2.0)],
     "conc_randread_16": [("btrfs", 1.0)],
     "conc_randwrite_16": [("btrfs", 1.0)],
 }
 
-SYSTEMS = ["tarn", "zfs-fuse", "btrfs"]
+# figure -> the figure of the same system it must not exceed (tarn <= bound).
+BOUNDS = {"peak_rss_mib": ("rss_bound_mib", "ARC max + 512 MiB")}
+
+# `raw` is the device files written and read with dd (no filesystem): only the seq write and
+# cold read rows have it.
+SYSTEMS = ["tarn", "zfs-fuse", "btrfs", "raw"]
+PEERS = ["zfs-fuse", "btrfs", "raw"]
 
 
 def table(path):
@@ -127,6 +139,19 @@ def table(path):
         return "%.2f" % (a / b)
 
     def target(key):
+        if key.endswith("_scaling"):
+            # Issue 18: 16 jobs >= 1.5 x 1 job wherever btrfs scales so.
+            a, b = vals.get(("tarn", key)), vals.get(("btrfs", key))
+            if b is None or b < 1.5:
+                return "-", "-"
+            return ">= 1.5 (btrfs scales)", "n/a" if a is None else (
+                "met" if a >= 1.5 else "NOT met")
+        if key in BOUNDS:
+            bound, words = BOUNDS[key]
+            a, b = vals.get(("tarn", key)), vals.get(("tarn", bound))
+            if a is None or b is None:
+                return "<= " + words, "n/a"
+            return "<= %s (%.0f)" % (words, b), "met" if a <= b else "NOT met"
         if key not in TARGETS:
             return "-", "-"
         words, verdicts = [], []
@@ -142,8 +167,8 @@ def table(path):
     # --tarn-base: a second tarn build measured in the same run, and tarn's ratio to it.
     base = ["tarn-base"] if "tarn_base" in params else []
     systems = SYSTEMS[:1] + base + SYSTEMS[1:]
-    header = ["figure", "unit"] + systems + ["tarn/" + s for s in base] + [
-        "tarn/zfs-fuse", "tarn/btrfs", "target (tarn)", "target status"]
+    header = ["figure", "unit"] + systems + ["tarn/" + s for s in base + PEERS] + [
+        "target (tarn)", "target status"]
     jobs = [j for j in params.get("jobs", "none").split(",") if j.isdigit()]
     figures = list(FIGURES)
     for key, label, unit, fmt in CONC_FIGURES:
@@ -159,13 +184,13 @@ def table(path):
             name = label.split(",")[0]
             figures.append((key % "scaling", "%s: %s / %s jobs" % (name, jobs[-1], jobs[0]),
                             "x", "%.2f"))
+    figures += LAST_FIGURES
     rows = []
     for key, label, unit, fmt in figures:
         label = label.format(**params)
         want, status = target(key)
         rows.append([label, unit] + [cell(s, key, fmt) for s in systems]
-                    + [ratio(key, s) for s in base]
-                    + [ratio(key, "zfs-fuse"), ratio(key, "btrfs"), want, status])
+                    + [ratio(key, s) for s in base + PEERS] + [want, status])
     print("| " + " | ".join(header) + " |")
     print("| " + " | ".join("---" for _ in header) + " |")
     for row in rows:
