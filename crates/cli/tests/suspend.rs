@@ -195,6 +195,39 @@ fn export_force_ends_a_suspended_pool_with_a_waiting_writer() {
     assert!(rig.ok("pool list").contains("no pools available"));
 }
 
+// DESCRIPTION: `tarn pool export -f` of a suspended pool whose mount has no open file and no
+// request waiting: it returns, and the daemon serves other commands afterwards. It used to
+// hang: the unmount waited for the mount's session to end, whose last act, a sync, waited
+// for `clear` (failmode=wait); the waits that `export -f` ends were ended only after it.
+// STRATEGY: delete two device files after a committed txg, write a file without fsync and
+// close it, poll `status` until the txg timer's commit suspended the pool, then `export -f`
+// on a thread of its own, given 60 s.
+#[test]
+fn export_force_of_a_suspended_pool_with_nothing_open_returns() {
+    if !Path::new("/dev/fuse").exists() {
+        eprintln!("SKIP export_force_of_a_suspended_pool_with_nothing_open_returns: no /dev/fuse");
+        return;
+    }
+    let (rig, devices) = mounted_raidz1();
+    let tank = rig.root().join("altroot/tank");
+    rig.ok("pool set comment=committed tank");
+    for device in &devices[1..3] {
+        std::fs::remove_file(device).unwrap();
+    }
+    std::fs::write(tank.join("unsynced"), pattern(5, 1 << 20)).unwrap();
+    wait_suspended(&rig);
+    let (rundir, root) = (rig.rundir.clone(), rig.root().to_path_buf());
+    let (done, exported) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(common::run_tarn(&rundir, &root, "pool export -f tank", &[]));
+    });
+    let run = exported
+        .recv_timeout(Duration::from_secs(60))
+        .expect("export -f returns");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert!(rig.ok("pool list").contains("no pools available"));
+}
+
 // DESCRIPTION: under failmode=wait a read through the FUSE mount that needs two deleted
 // device files of a raidz1 (more than its parity) blocks in the daemon instead of failing
 // with EIO, while the daemon keeps answering `status` and `list`; the pool is SUSPENDED.

@@ -1796,9 +1796,15 @@ impl Handler for EngineBackend {
             return response;
         }
         if let Request::PoolExport { name, force } | Request::PoolDestroy { name, force } = &request
-            && let Err(error) = self.mounts.unmount_pool(name, *force)
         {
-            return Response::error(error.to_string());
+            if *force {
+                // A suspended pool's waiting requests end first: the unmount waits for them,
+                // and for the sync a mount makes as it ends.
+                let _ = self.engine.end_suspended_waits(name);
+            }
+            if let Err(error) = self.mounts.unmount_pool(name, *force) {
+                return Response::error(error.to_string());
+            }
         }
         let response = self.handle_engine(&request);
         let succeeded = matches!(response, Response::Ok(_));

@@ -719,9 +719,10 @@ impl Tree {
 
     /// Dirty bytes of `id` and its descendants.
     pub(crate) fn dirty_bytes_under(&self, id: DatasetId) -> u64 {
+        let dirty = |d: DatasetId| self.node(d).objset.dirty_bytes();
         self.subtree(id)
             .iter()
-            .map(|(d, _)| self.node(*d).objset.dirty_bytes())
+            .map(|&(d, _)| dirty(d) + self.hidden_children(d).into_iter().map(dirty).sum::<u64>())
             .sum()
     }
 
@@ -789,7 +790,11 @@ impl Tree {
 
     /// `usedbychildren`: what the children are charged.
     pub(crate) fn usedbychildren(&self, id: DatasetId) -> u64 {
-        self.children(id).into_iter().map(|c| self.charged(c)).sum()
+        // A partial receive (hidden) is charged to its parent, as ZFS's `%recv` is: its
+        // blocks are allocated, and the quotas above it must see them.
+        let hidden = self.hidden_children(id);
+        let children = self.children(id).into_iter().chain(hidden);
+        children.map(|c| self.charged(c)).sum()
     }
 
     /// `used`.

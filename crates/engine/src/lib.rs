@@ -663,13 +663,9 @@ impl Engine {
                 return Err(e);
             }
         }
-        let ending = force && inner.pool.suspended().is_some();
-        if ending {
+        if force {
             // Writers waiting for `clear` (failmode=wait) fail now and let go of the pool.
-            handle
-                .ended
-                .store(true, std::sync::atomic::Ordering::Release);
-            handle.resumed.notify_all();
+            handle.end_waits_if_suspended(&inner);
         }
         drop(inner);
         drop(handle);

@@ -33,6 +33,11 @@
 //!   applied, as before; an apply error stops the reader at its next batch (the channel is
 //!   closed), and is the error reported (it concerns earlier records than any later
 //!   stream error).
+//! - I4: every batch is admitted before it is applied, as a file write of its data is
+//!   (module [`crate::admission`]): a received txg always finds the space it needs to
+//!   commit, and a stream that does not fit the pool (or a quota of the destination or
+//!   its parents) fails with `out of space` (`disk quota exceeded`), which the caller
+//!   undoes like any failed receive; it never suspends the pool.
 //!
 //! # Failure model
 //! A stream error, an apply error, a destination destroyed meanwhile, a suspended pool or a
@@ -55,7 +60,7 @@ use tarn_send::{Record, StreamReader};
 
 use crate::dataset_ops::invalid;
 use crate::send_ops::{BATCH_BYTES, still_there, stream_error};
-use crate::{DatasetId, Engine, EngineError, Imported, PoolHandle};
+use crate::{DatasetId, Engine, EngineError, FsOp, Imported, PoolHandle};
 
 /// Batches read ahead and waiting for the applier (besides the one it applies and the one
 /// being read): one keeps both threads busy; more would only hold more stream in memory.
@@ -113,6 +118,9 @@ fn apply_all(
         let mut inner = handle.lock_open();
         inner.check_writable()?;
         still_there(&inner, id)?;
+        // I4: admitted as a file write of the batch's data is, so that a stream larger
+        // than the pool or a quota fails here with ENOSPC or EDQUOT, not in a txg.
+        inner.admit(id, FsOp::Write(data_bytes(&batch)))?;
         apply_batch(&mut inner, id, &mut batch, position)?;
         engine.throttle(handle, inner)?;
     }
@@ -165,6 +173,15 @@ fn read_batches(
             return Ok(());
         }
     }
+}
+
+/// The bytes of data `batch` writes (its WRITE records' logical sizes).
+fn data_bytes(batch: &[Record]) -> u64 {
+    let write = |record: &Record| match record {
+        Record::Write(w) => u64::from(w.logical_size),
+        _ => 0,
+    };
+    batch.iter().map(write).sum()
 }
 
 /// Where a receive stands after `record`: the first object and offset not yet received.

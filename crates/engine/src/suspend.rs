@@ -72,7 +72,29 @@ use crate::{Engine, EngineError, Imported, PoolError, PoolHandle, events};
 const RELEASE_TRIES: u32 = 400;
 const RELEASE_WAIT_MS: u64 = 5;
 
+impl Engine {
+    /// The first step of `export -f`: if pool `name` is suspended, every request waiting
+    /// for `clear` fails now (EIO) and none waits again. A front end calls it before it
+    /// unmounts the pool's datasets, since an unmount waits for the mount's requests, and
+    /// the sync a mount makes as it ends would wait for `clear` forever. Nothing changes
+    /// for a pool that is not suspended.
+    pub fn end_suspended_waits(&self, name: &str) -> Result<(), EngineError> {
+        let handle = self.pool(name)?;
+        let inner = handle.lock_open();
+        handle.end_waits_if_suspended(&inner);
+        Ok(())
+    }
+}
+
 impl PoolHandle {
+    /// [`Engine::end_suspended_waits`] under the pool lock.
+    pub(crate) fn end_waits_if_suspended(&self, inner: &Imported) {
+        if inner.pool.suspended().is_some() {
+            self.ended.store(true, Ordering::Release);
+            self.resumed.notify_all();
+        }
+    }
+
     /// Locks the pool for a change by a writer: returns at once unless the pool is
     /// suspended; then fails (failmode `continue`, `panic`, or the pool was exported) or
     /// waits with the lock released until the pool resumes (failmode `wait`).

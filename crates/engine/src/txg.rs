@@ -332,11 +332,22 @@ impl Imported {
         }
     }
 
-    /// Whether the open txg has anything to commit.
+    /// Whether the open txg has anything to commit: changes, or more than [`FREEING_SYNC`]
+    /// of frees of earlier txgs still deferred, which only later txgs make allocatable
+    /// again (an idle pool would otherwise keep a destroy's space as `freeing` until
+    /// something else is written; ZFS's sync thread, too, keeps syncing while freed space
+    /// is on its way back).
     pub(crate) fn has_changes(&self) -> bool {
-        self.dirty_bytes() > 0 || !self.history.is_empty()
+        self.dirty_bytes() > 0
+            || !self.history.is_empty()
+            || self.pool.freeing_bytes() > FREEING_SYNC
     }
 }
+
+/// Deferred frees that keep an otherwise idle pool syncing: far above what a txg frees of
+/// its own rewritten metadata (tens of KiB), so that the txgs stop once the space a delete
+/// gave back is allocatable, instead of each freeing what the next must wait out.
+pub(crate) const FREEING_SYNC: u64 = 1 << 20;
 
 impl PoolHandle {
     /// The pool lock, for open-context work that may overlap a txg's commit phase.

@@ -1,0 +1,136 @@
+//! A receive that does not fit: a stream larger than the destination pool, or than a quota
+//! above the destination, fails with `out of space` (`disk quota exceeded`) before a txg
+//! runs out of space (tarn-engine `receive_pipe`, I4), the partial receive is undone, and
+//! the pool stays online and writable with its space as before. It used to be applied
+//! unchecked: the txg that found no room suspended the pool.
+//!
+//! Method: host A sends a 64 MiB volume of noise (1 MiB pieces, 128K blocks); host B
+//! receives it into a pool of two 64 MiB devices (a mirror, less its slop: less than the
+//! stream), and host C into a dataset under a 16 MiB quota. After each refusal: the pool's
+//! state, its `freeing` back to next to nothing through the txg timer's syncs alone (they
+//! used to stop while only deferred frees were left, so a destroy's space stayed
+//! `freeing` on an idle pool), the space of its datasets against before, a write that
+//! still goes through, and a check of every block.
+
+#![allow(clippy::unwrap_used)] // Test code: a failed unwrap is a failed test.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::replica::{full, into, receive, send};
+use common::volume::noise;
+use common::{Host, PLAIN, sim_devices};
+use tarn_engine::{CreateSpec, DatasetQuery, Engine, SimProvider, TopLayout, VolumeSpec, check};
+
+const MIB: usize = 64;
+
+/// An engine with a pool `tank` on a mirror of two simulated devices of `size` bytes.
+fn host(seed: u64, size: u64) -> (Arc<SimProvider>, Engine) {
+    let sims = Arc::new(SimProvider::new());
+    let names = sim_devices(&sims, "d", 0..2, size);
+    let spec = CreateSpec::one_top("tank", TopLayout::Mirror, names);
+    let engine = Host { seed, ..PLAIN }.create_tank(&sims, &spec, &[]);
+    (sims, engine)
+}
+
+/// The stream of `tank/v@s`: a sparse volume of [`MIB`] MiB of noise in 128K blocks.
+fn stream() -> Vec<u8> {
+    let (_, a) = host(3, 128 << 20);
+    let spec = VolumeSpec {
+        size: format!("{MIB}M"),
+        block_size: Some("128K".into()),
+        sparse: true,
+    };
+    let none: &[(String, String)] = &[];
+    a.create_volume("tank/v", &spec, none, false, "create")
+        .unwrap();
+    let stat = a.volume_stat("tank/v").unwrap();
+    for i in 0..MIB {
+        let piece = noise(1 << 20, 500 + i as u64);
+        a.volume_write(&stat.pool, stat.dataset, (i << 20) as u64, &piece, false)
+            .unwrap();
+    }
+    a.snapshot(&["tank/v@s".into()], false, &[], "snapshot")
+        .unwrap();
+    send(&a, full("tank/v@s"))
+}
+
+fn used(engine: &Engine, name: &str) -> u64 {
+    let query = DatasetQuery {
+        names: vec![name.into()],
+        properties: vec!["used".into()],
+        ..DatasetQuery::default()
+    };
+    engine.dataset_props(&query).unwrap()[0].props[0]
+        .parsable
+        .parse()
+        .unwrap()
+}
+
+fn exists(engine: &Engine, name: &str) -> bool {
+    let query = DatasetQuery {
+        names: vec![name.into()],
+        properties: vec!["used".into()],
+        ..DatasetQuery::default()
+    };
+    engine.dataset_props(&query).is_ok()
+}
+
+/// After a refused receive: the pool online, `name` gone, its space allocatable again after
+/// a few txgs of the timer, `used` of `parent` back to `before`, a new volume still
+/// written, and every block checked.
+fn still_fine(engine: &Engine, name: &str, parent: &str, before: u64) {
+    assert_eq!(engine.status("tank").unwrap().state, "ONLINE");
+    assert!(!exists(engine, name), "the partial receive {name} is gone");
+    // The txg timer alone (no other change) brings the undone receive's space back.
+    for _ in 0..4 {
+        engine.sync_all();
+    }
+    let freeing = &engine.get_props("tank", &["freeing".into()]).unwrap()[0].value;
+    // What is left is the last txgs' own rewritten metadata (txg::FREEING_SYNC, 1 MiB).
+    assert!(
+        freeing.parse::<u64>().unwrap() < 1 << 20,
+        "freeing {freeing}"
+    );
+    assert_eq!(used(engine, parent), before, "{parent}: space as before");
+    let spec = VolumeSpec {
+        size: "1M".into(),
+        block_size: None,
+        sparse: true,
+    };
+    let none: &[(String, String)] = &[];
+    engine
+        .create_volume("tank/after", &spec, none, false, "create")
+        .unwrap();
+    let stat = engine.volume_stat("tank/after").unwrap();
+    engine
+        .volume_write(&stat.pool, stat.dataset, 0, &noise(1 << 20, 9), false)
+        .unwrap();
+    engine.sync_pool("tank").unwrap();
+    check::verify_pool(engine, "tank").unwrap();
+}
+
+#[test]
+fn a_receive_larger_than_the_pool_is_refused_and_the_pool_stays_online() {
+    let bytes = stream();
+    let (_sims, b) = host(4, 64 << 20);
+    let before = used(&b, "tank");
+    let refused = receive(&b, into("tank/v"), &bytes).unwrap_err();
+    assert!(refused.contains("out of space"), "{refused}");
+    still_fine(&b, "tank/v", "tank", before);
+}
+
+#[test]
+fn a_receive_past_a_quota_is_refused_and_nothing_stays() {
+    let bytes = stream();
+    let (_sims, c) = host(5, 128 << 20);
+    let none: &[(String, String)] = &[];
+    c.create_dataset("tank/q", none, false, "create").unwrap();
+    let quota = [("quota".to_string(), "16M".to_string())];
+    c.set_dataset_props("tank/q", &quota, "set").unwrap();
+    let before = used(&c, "tank/q");
+    let refused = receive(&c, into("tank/q/v"), &bytes).unwrap_err();
+    assert!(refused.contains("disk quota exceeded"), "{refused}");
+    still_fine(&c, "tank/q/v", "tank/q", before);
+}
