@@ -22,17 +22,21 @@
 //! Failure model: a refusal at the end is found by checks that run before the first change;
 //! beyond parity, a failed read while a head is adopted (`receive_rollback::adopt` reads
 //! first, but only its own dataset's) can come after another dataset changed in the open
-//! txg, which is then committed with it. A crash before the final txg leaves the hidden
-//! datasets, which make the next receive into those names refuse until `receive -A`
-//! discards them, as for any receive.
+//! txg, which is then committed with it. A crash (power cut, SIGKILL) before the final txg
+//! leaves hidden datasets on disk, never listed: the next writable import destroys every
+//! hidden dataset without a resume token ([`discard_at_import`]), as OpenZFS destroys an
+//! inconsistent dataset without resume state when it loads a pool, so space returns to what
+//! it was before the receive. A `receive -s` partial state (its token) stays, for `send -t`
+//! or `receive -A`. A read-only import leaves them (they are not listed, mounted or counted
+//! in a dataset's space) for the next writable one.
 
 use tarn_base::Guid;
 use tarn_dataset::snapshot::NewSnapshot;
 use tarn_send::Begin;
 
 use crate::dataset_ops::invalid;
-use crate::send_ops::{Destination, ReceiveSpec};
-use crate::{EngineError, Imported};
+use crate::send_ops::{Destination, ReceiveSpec, TOKEN_KEY};
+use crate::{DatasetId, EngineError, Imported};
 
 /// A substream received into its hidden dataset, waiting for the stream's end.
 pub(crate) struct Held {
@@ -156,4 +160,28 @@ pub(crate) fn discard(inner: &mut Imported, held: &[Held]) -> Result<(), EngineE
         crate::send_ops::receive_undo(inner, &h.into)?;
     }
     Ok(())
+}
+
+/// At a writable import, before anything else changes: every hidden dataset of a receive a
+/// crash cut (one without a resume token: not a `receive -s` partial state) is destroyed,
+/// deepest first; the caller commits. Returns the names it destroyed (hidden names).
+pub(crate) fn discard_at_import(inner: &mut Imported) -> Result<Vec<String>, EngineError> {
+    let tree = &inner.datasets;
+    let mut cut: Vec<(usize, DatasetId, String)> = tree
+        .all()
+        .into_iter()
+        .map(|id| (id, tree.node(id)))
+        .filter(|(_, n)| crate::datasets::is_hidden(&n.name) && !n.local.contains_key(TOKEN_KEY))
+        .map(|(id, n)| (n.name.matches('/').count(), id, n.name.clone()))
+        .collect();
+    cut.sort_by_key(|(depth, _, _)| std::cmp::Reverse(*depth));
+    let mut names = Vec::new();
+    for (_, id, name) in cut {
+        // A partial state's own hidden descendants go with it (none are made today).
+        if inner.datasets.contains(id) {
+            crate::dataset_ops::destroy_hidden(inner, id)?;
+            names.push(name);
+        }
+    }
+    Ok(names)
 }

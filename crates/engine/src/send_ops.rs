@@ -363,7 +363,16 @@ fn send_plan(
             intermediates: true,
             ..spec.clone()
         };
-        if spec.from.is_none() {
+        let clone_pairs = match spec.from {
+            Some(_) => crate::clone_stream::new_clone_pairs(inner, node, spec, to_index)?,
+            None => None,
+        };
+        if let Some(pairs) = clone_pairs {
+            plan.extend(pairs.into_iter().map(|(from, to)| (name.clone(), from, to)));
+            continue;
+        }
+        // A dataset made since the source (it lacks it) goes whole, as in a full `-R`.
+        if spec.from.is_none() || lacks_source(node, spec) {
             let oldest = &node.snapshots[0];
             // A clone goes as a clone of its origin (module doc of `clone_stream`), after
             // it when the origin is sent too: `replication_order`.
@@ -373,17 +382,21 @@ fn send_plan(
                 continue;
             }
             each.from = Some(oldest.name.clone());
-        } else if let Some(pairs) =
-            crate::clone_stream::new_clone_pairs(inner, node, spec, to_index)?
-        {
-            plan.extend(pairs.into_iter().map(|(from, to)| (name.clone(), from, to)));
-            continue;
         }
         for (from, to) in send_pairs(inner, &each)? {
             plan.push((name.clone(), from, to));
         }
     }
     Ok(plan)
+}
+
+/// Whether `node`, in a `send -R -i|-I FROM`, lacks the snapshot FROM (it was made since).
+fn lacks_source(node: &Node, spec: &SendSpec) -> bool {
+    let Some(from) = spec.from.as_deref().filter(|from| !from.contains('#')) else {
+        return false;
+    };
+    let from_snap = from.rsplit('@').next().unwrap_or(from);
+    node.snapshot(from_snap).is_none()
 }
 
 /// The (source, snapshot) pairs a send sends, oldest first.
