@@ -133,6 +133,7 @@ pub mod project;
 pub mod props;
 mod rebuild;
 mod receive_atomic;
+mod receive_moves;
 mod receive_new;
 mod receive_pipe;
 mod receive_prune;

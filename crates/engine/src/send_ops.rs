@@ -680,7 +680,7 @@ impl Engine {
                 *sent = Some(tree);
                 continue;
             }
-            let each = replicated_spec(spec, &begin, &mut replicated_root)?;
+            let each = replicated_spec(spec, &begin, &mut replicated_root, sent.as_ref())?;
             let spec = each.as_ref().unwrap_or(spec);
             if spec.dry_run {
                 report.snapshots.push(receive_dry(spec, &begin, reader)?);
@@ -1094,11 +1094,13 @@ fn check_count(sent: Option<&crate::receive_prune::Sent>, got: usize) -> Result<
 }
 
 /// For a substream of a `send -R` stream, the receive of its dataset: the destination plus
-/// the dataset's path below the stream's first (root) dataset. `None` for other streams.
+/// the dataset's path below the stream's first (root) dataset (before the moves of `tree`,
+/// the sender's manifest). `None` for other streams.
 fn replicated_spec(
     spec: &ReceiveSpec,
     begin: &Begin,
     root: &mut Option<String>,
+    tree: Option<&crate::receive_prune::Sent>,
 ) -> Result<Option<ReceiveSpec>, EngineError> {
     if begin.features & tarn_send::FEATURE_REPLICATED == 0 {
         return Ok(None);
@@ -1120,6 +1122,9 @@ fn replicated_spec(
             "invalid stream: a replication stream names datasets outside its root",
         ));
     }
+    // A dataset the sender renamed is written under its local name until the stream ends
+    // (`receive_moves`).
+    let rest = tree.map_or_else(|| rest.to_string(), |tree| tree.local_path(rest));
     Ok(Some(ReceiveSpec {
         target: format!("{}{rest}", spec.target),
         append: None,
