@@ -235,3 +235,55 @@ fn a_power_cut_at_any_instant_of_an_atomic_r_receive_leaves_nothing_behind() {
     }
     panic!("the receive never completed");
 }
+
+// DESCRIPTION: a power cut after k device operations of the first, full `receive -R` of A's
+// tree (which places what is held early, at each substream that needs a snapshot the
+// stream brings: `receive_atomic`), for every k: after import no hidden dataset is left to
+// abort, the pool checks clean, and what is listed is part of the stream's result (whole
+// datasets with their snapshots, never a hidden one); the loop ends when it is all there.
+#[test]
+fn a_power_cut_at_any_instant_of_a_full_r_receive_leaves_no_hidden_dataset() {
+    let (_, first, _) = sender();
+    let result = [
+        "tank",
+        "tank/q",
+        "tank/q@z",
+        "tank/q@a",
+        "tank/q/gone",
+        "tank/q/gone@z",
+        "tank/q/gone@a",
+        "tank/q/k",
+        "tank/q/k@z",
+        "tank/q/k@a",
+    ];
+    for k in 0..3_000u64 {
+        let (provider, b) = host_b();
+        *provider.cut.0.lock().unwrap() = Some(k);
+        let received = receive(&b, into("tank/q"), &first);
+        drop(b);
+        let b = crash_and_import(&provider);
+        check::verify_pool(&b, "tank").unwrap_or_else(|e| panic!("k={k}: {e}"));
+        for target in ["tank/q", "tank/q/k", "tank/q/gone"] {
+            let abort = b.receive_abort(target).unwrap_err().to_string();
+            assert!(
+                abort.contains("does not have any resumable"),
+                "k={k}: {abort}"
+            );
+        }
+        let now = state(&b);
+        let listed = names(&now);
+        assert!(
+            listed.iter().all(|n| result.contains(n)),
+            "k={k}: {listed:?}"
+        );
+        if listed == result {
+            assert!(k > 20, "cuts before the end: {k}");
+            return;
+        }
+        assert!(
+            received.is_err(),
+            "k={k}: a receive that returned is durable"
+        );
+    }
+    panic!("the receive never completed");
+}
