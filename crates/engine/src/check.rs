@@ -201,6 +201,24 @@ pub fn reachable_blocks(engine: &Engine, name: &str) -> Result<Vec<BlockPtr>, St
     Ok(reached.into_iter().map(|r| r.bp).collect())
 }
 
+/// The block pointers of every dataset's object sets (heads and snapshots, hidden datasets'
+/// too) reachable from the last committed uberblock of `name`: [`reachable_blocks`] without
+/// the MOS and the space log, for tests that check a step left no dataset blocks behind.
+pub fn dataset_blocks(engine: &Engine, name: &str) -> Result<Vec<BlockPtr>, String> {
+    let handle = engine.pool(name).map_err(|e| e.to_string())?;
+    let inner = handle.lock();
+    let ub = *inner
+        .pool
+        .last_uberblock()
+        .ok_or("pool has no committed txg")?;
+    let (reached, _) = reach_tree(&inner, &ub)?;
+    Ok(reached
+        .into_iter()
+        .filter(|r| r.origin != "MOS")
+        .map(|r| r.bp)
+        .collect())
+}
+
 /// Reads `buf.len()` bytes at `offset` of `object` in snapshot `full` (`tank@monday`) of
 /// the pool's root-level naming, from the snapshot's committed object set: what tests
 /// compare with the bytes the dataset held when the snapshot was taken.

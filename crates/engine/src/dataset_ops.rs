@@ -462,35 +462,7 @@ impl Engine {
             .by_name(parent_name)
             .ok_or_else(|| invalid("parent does not exist"))?;
         crate::limits::check_move(&inner.datasets, id, new_parent)?;
-        let Imported {
-            pool,
-            mos,
-            datasets,
-            ..
-        } = &mut *inner;
-        let reader = pool.reader();
-        let old_parent = datasets.node(id).parent.expect("not the root");
-        let old_header = datasets.node(old_parent).header;
-        let new_header = datasets.node(new_parent).header;
-        node::set_child(
-            mos.objset(),
-            &reader,
-            &old_header,
-            dsname::leaf_name(old),
-            None,
-        )?;
-        let object = Some(ObjectId(id.0));
-        node::set_child(
-            mos.objset(),
-            &reader,
-            &new_header,
-            dsname::leaf_name(new),
-            object,
-        )?;
-        datasets.rename_subtree(id, new_parent, old, new);
-        for (at, _) in datasets.subtree(id) {
-            datasets.apply_objset_config(at)?;
-        }
+        move_dataset(&mut inner, id, new_parent, new)?;
         self.commit(&mut inner, command)?;
         Ok(())
     }
@@ -756,6 +728,47 @@ pub(crate) fn destroy_with_snapshots(
     let kept = crate::snapshot_ops::destroy_all_snapshots(inner, id)?;
     inner.destroyed.extend(kept);
     destroy_one(inner, id)
+}
+
+/// Gives dataset `id` (not the root) the name `new` under `new_parent`, its descendants
+/// going with it, in open context (the caller checked the name is free and commits).
+pub(crate) fn move_dataset(
+    inner: &mut Imported,
+    id: DatasetId,
+    new_parent: DatasetId,
+    new: &str,
+) -> Result<(), EngineError> {
+    let Imported {
+        pool,
+        mos,
+        datasets,
+        ..
+    } = inner;
+    let reader = pool.reader();
+    let old = datasets.node(id).name.clone();
+    let old_parent = datasets.node(id).parent.expect("not the root");
+    let old_header = datasets.node(old_parent).header;
+    let new_header = datasets.node(new_parent).header;
+    node::set_child(
+        mos.objset(),
+        &reader,
+        &old_header,
+        dsname::leaf_name(&old),
+        None,
+    )?;
+    let object = Some(ObjectId(id.0));
+    node::set_child(
+        mos.objset(),
+        &reader,
+        &new_header,
+        dsname::leaf_name(new),
+        object,
+    )?;
+    datasets.rename_subtree(id, new_parent, &old, new);
+    for (at, _) in datasets.subtree(id) {
+        datasets.apply_objset_config(at)?;
+    }
+    Ok(())
 }
 
 /// Destroys the hidden dataset of a receive that did not finish or whose head a forced

@@ -133,6 +133,7 @@ pub mod project;
 pub mod props;
 mod rebuild;
 mod receive_atomic;
+mod receive_moves;
 mod receive_new;
 mod receive_pipe;
 mod receive_prune;
@@ -821,6 +822,10 @@ impl Engine {
             imported.keep_logs();
         } else {
             self.replay_at_import(&mut imported, &name);
+            for hidden in receive_atomic::discard_at_import(&mut imported)? {
+                let command = format!("receive -A {hidden} (cut by a crash)");
+                imported.history.push(self.history_record(&command, true));
+            }
             resilvering = replace::resume_at_import(&mut imported, now);
             imported.upgrade_usedby();
             multihost::apply_prop(&mut imported, self.multihost_interval_ms())?;

@@ -13,26 +13,44 @@
 //!  cut or refused: every held hidden dataset destroyed: the destination as it was
 //! ```
 //!
-//! A substream that needs what a held one brings (its source snapshot is one a held
-//! substream carries, as in `-I` and the first `-R` of a tree, or its dataset's parent is
-//! a held new dataset) first makes the held ones take their place (committed, as before
-//! this module): such streams are atomic only from there on. `receive -s` keeps the old
-//! way (each substream commits at its END), so its saved partial state is one substream.
+//! Where atomicity stops ([`needs_held`]): a substream that needs what a held one brings
+//! first makes every held one take its place, in one txg (after the same checks as at the
+//! end), so the stream is atomic only from the last such point on. Exactly two conditions:
+//! - its source snapshot's GUID is the snapshot a held substream brings: each snapshot of a
+//!   dataset after the first in `-I` (or `-R`, which sends intermediates) of several
+//!   snapshots, each dataset's second and later snapshots in a first full `-R` (its oldest
+//!   goes full, the others from it), a dataset made since the source in `-R -i|-I` with
+//!   more than one snapshot (the same), and a clone whose origin snapshot the stream
+//!   brings (a clone stream from it);
+//! - its dataset is below a new dataset a held substream makes (children of datasets the
+//!   stream creates).
+//!
+//! A stream with neither (an `-R -i` of one step onto a tree that has every dataset, with
+//! datasets added, renamed, moved or destroyed meanwhile) is atomic as a whole. A cut,
+//! refusal or crash after such a point leaves what was placed there (each placed substream
+//! whole, with its snapshot); the prune (destroys, snapshot renames, dataset moves) always
+//! comes only after the last record. `receive -s` keeps the old way (each substream commits
+//! at its END), so its saved partial state is one substream, and a crash before the stream
+//! fails saves none (the token is written when the stream stops).
 //!
 //! Failure model: a refusal at the end is found by checks that run before the first change;
 //! beyond parity, a failed read while a head is adopted (`receive_rollback::adopt` reads
 //! first, but only its own dataset's) can come after another dataset changed in the open
-//! txg, which is then committed with it. A crash before the final txg leaves the hidden
-//! datasets, which make the next receive into those names refuse until `receive -A`
-//! discards them, as for any receive.
+//! txg, which is then committed with it. A crash (power cut, SIGKILL) before the final txg
+//! leaves hidden datasets on disk, never listed: the next writable import destroys every
+//! hidden dataset without a resume token ([`discard_at_import`]), as OpenZFS destroys an
+//! inconsistent dataset without resume state when it loads a pool, so space returns to what
+//! it was before the receive. A `receive -s` partial state (its token) stays, for `send -t`
+//! or `receive -A`. A read-only import leaves them (they are not listed, mounted or counted
+//! in a dataset's space) for the next writable one.
 
 use tarn_base::Guid;
 use tarn_dataset::snapshot::NewSnapshot;
 use tarn_send::Begin;
 
 use crate::dataset_ops::invalid;
-use crate::send_ops::{Destination, ReceiveSpec};
-use crate::{EngineError, Imported};
+use crate::send_ops::{Destination, ReceiveSpec, TOKEN_KEY};
+use crate::{DatasetId, EngineError, Imported};
 
 /// A substream received into its hidden dataset, waiting for the stream's end.
 pub(crate) struct Held {
@@ -151,9 +169,44 @@ pub(crate) fn apply(inner: &mut Imported, held: &[Held]) -> Result<(), EngineErr
 }
 
 /// A cut or refused stream: every held hidden dataset is destroyed, and that committed.
+/// One already placed is left as it is: a failure (a write error, a power cut) after the
+/// place-taking of [`apply`] began, as in `receive_flush`'s commit, leaves the held list
+/// naming datasets that are no longer hidden (or gone: adopted).
 pub(crate) fn discard(inner: &mut Imported, held: &[Held]) -> Result<(), EngineError> {
     for h in held.iter().rev() {
-        crate::send_ops::receive_undo(inner, &h.into)?;
+        let id = match &h.into {
+            Destination::New { id, .. } | Destination::Rollback { id, .. } => *id,
+            Destination::Head { .. } => unreachable!("a held receive goes into a hidden dataset"),
+        };
+        let hidden = inner.datasets.contains(id)
+            && crate::datasets::is_hidden(&inner.datasets.node(id).name);
+        if hidden {
+            crate::send_ops::receive_undo(inner, &h.into)?;
+        }
     }
     Ok(())
+}
+
+/// At a writable import, before anything else changes: every hidden dataset of a receive a
+/// crash cut (one without a resume token: not a `receive -s` partial state) is destroyed,
+/// deepest first; the caller commits. Returns the names it destroyed (hidden names).
+pub(crate) fn discard_at_import(inner: &mut Imported) -> Result<Vec<String>, EngineError> {
+    let tree = &inner.datasets;
+    let mut cut: Vec<(usize, DatasetId, String)> = tree
+        .all()
+        .into_iter()
+        .map(|id| (id, tree.node(id)))
+        .filter(|(_, n)| crate::datasets::is_hidden(&n.name) && !n.local.contains_key(TOKEN_KEY))
+        .map(|(id, n)| (n.name.matches('/').count(), id, n.name.clone()))
+        .collect();
+    cut.sort_by_key(|(depth, _, _)| std::cmp::Reverse(*depth));
+    let mut names = Vec::new();
+    for (_, id, name) in cut {
+        // A partial state's own hidden descendants go with it (none are made today).
+        if inner.datasets.contains(id) {
+            crate::dataset_ops::destroy_hidden(inner, id)?;
+            names.push(name);
+        }
+    }
+    Ok(names)
 }

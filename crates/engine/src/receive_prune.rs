@@ -1,9 +1,9 @@
 //! The manifest of a replication stream (`send -R`) and what `receive -R` does with it:
 //! with `-F`, destroy the snapshots and datasets of the destination's tree that the sender
-//! no longer has, and (with or without `-F`) rename the snapshots the sender renamed, as
-//! OpenZFS's `zfs receive` of a replication stream does. Thin: the record is tarn-send's
-//! `Manifest`, the plan tarn-dataset's `replicate::prune`; here the tree is read, holds and
-//! clones are checked, and the plan is applied.
+//! no longer has, and (with or without `-F`) rename the snapshots and move the datasets the
+//! sender renamed, as OpenZFS's `zfs receive` of a replication stream does. Thin: the
+//! record is tarn-send's `Manifest`, the plan tarn-dataset's `replicate::prune`; here the
+//! tree is read, holds and clones are checked, and the plan is applied.
 //!
 //! ```text
 //!  sender:   BEGIN(MANIFEST) MANIFEST(tank/p: @a @b) MANIFEST(tank/p/k: @a @b) END
@@ -26,7 +26,9 @@
 //! nothing changed. Where the stream made held substreams take their place early (module
 //! doc of `receive_atomic`), those stay received.
 //!
-//! Not here: renaming or moving datasets (module doc of `tarn_dataset::replicate`).
+//! Datasets the sender renamed or moved (found by their snapshots' GUIDs) are moved too,
+//! with or without `-F`, in the same txg: `receive_moves`; until then their substreams go
+//! to their local names.
 
 use std::collections::BTreeSet;
 use std::io::Read;
@@ -49,6 +51,17 @@ pub(crate) struct Sent {
     listings: Vec<Listing>,
     /// The substreams the stream carries after its manifest.
     pub(crate) substreams: u64,
+    /// The datasets the sender renamed or moved (`receive_moves`), as planned when the
+    /// manifest arrived: only its `moves` are set.
+    pub(crate) moves: replicate::Prune,
+}
+
+impl Sent {
+    /// The local name a substream for the sent dataset at `path` (below the root) writes to
+    /// while the stream comes in: before the moves.
+    pub(crate) fn local_path(&self, path: &str) -> String {
+        self.moves.local_path(path)
+    }
 }
 
 /// The MANIFEST records of a `send -R` of `root@snap`: every dataset of the subtree, each
@@ -108,6 +121,7 @@ fn read_manifest(
                     root,
                     listings,
                     substreams,
+                    moves: replicate::Prune::default(),
                 });
             }
             Some(_) => return Err(invalid("invalid stream: a record in the manifest")),
@@ -181,6 +195,12 @@ fn plan(inner: &Imported, target: &str, sent: &Sent, force: bool) -> Result<Plan
             .expect("a path of the plan is one of the tree's")
     };
     let planned = Planned {
+        moves: prune
+            .moves
+            .iter()
+            .map(|(old, _, new)| (id_of(old), format!("{target}{new}")))
+            .collect(),
+        paths: prune.moves.clone(),
         datasets: prune.datasets.iter().map(|p| id_of(p)).collect(),
         snapshots: prune
             .snapshots
@@ -205,6 +225,31 @@ struct Planned {
     snapshots: Vec<(DatasetId, String)>,
     /// Snapshot renames in order (dataset, old, new).
     renames: Vec<(DatasetId, String, String)>,
+    /// Datasets to move (dataset, new full name: `receive_moves`).
+    moves: Vec<(DatasetId, String)>,
+    /// The moves as planned on paths (`replicate::Prune::moves`).
+    paths: Vec<(String, String, String)>,
+}
+
+impl Planned {
+    /// The moves ordered and checked against the tree under `target` and the names the held
+    /// new datasets take (`receive_moves::order`).
+    fn order(
+        &self,
+        inner: &Imported,
+        target: &str,
+        published: &[String],
+    ) -> Result<crate::receive_moves::Ordered, EngineError> {
+        let doomed: BTreeSet<DatasetId> = self.datasets.iter().copied().collect();
+        match inner.datasets.by_name(target) {
+            Some(root) => crate::receive_moves::order(inner, root, &self.moves, &doomed, published),
+            None => Ok(crate::receive_moves::Ordered {
+                early: doomed,
+                moves: Vec::new(),
+                late: BTreeSet::new(),
+            }),
+        }
+    }
 }
 
 /// Refuses a plan that would destroy a held snapshot or one with clones outside it.
@@ -255,19 +300,24 @@ fn names(inner: &Imported, planned: &Planned) -> (Vec<String>, Vec<(String, Stri
             .iter()
             .map(|(d, s)| format!("{}@{s}", name(*d))),
     );
-    let renamed = planned
+    let mut renamed: Vec<(String, String)> = planned
         .renames
         .iter()
         .map(|(d, old, new)| (format!("{}@{old}", name(*d)), format!("{}@{new}", name(*d))))
         .collect();
+    renamed.extend(planned.moves.iter().map(|(d, new)| (name(*d), new.clone())));
     (destroyed, renamed)
 }
 
-/// Applies a checked plan in open context (the caller commits): the datasets, then the
-/// snapshots, then the renames.
-fn apply(inner: &mut Imported, planned: &Planned) -> Result<(), EngineError> {
-    let doomed: BTreeSet<DatasetId> = planned.datasets.iter().copied().collect();
-    crate::clone_ops::destroy_set(inner, &doomed, false)?;
+/// Applies a checked plan in open context (the caller commits): the datasets no move
+/// needs, the snapshots, the snapshot renames, the moves in their order, the datasets the
+/// moves emptied.
+fn apply(
+    inner: &mut Imported,
+    planned: &Planned,
+    ordered: &crate::receive_moves::Ordered,
+) -> Result<(), EngineError> {
+    crate::clone_ops::destroy_set(inner, &ordered.early, false)?;
     // A snapshot the plan names may have gone already: a held forced receive destroys the
     // destination's snapshots after its source when it adopts (`receive_atomic`).
     for (id, name) in &planned.snapshots {
@@ -297,7 +347,18 @@ fn apply(inner: &mut Imported, planned: &Planned) -> Result<(), EngineError> {
             new,
         )?;
     }
-    Ok(())
+    crate::receive_moves::apply(inner, &ordered.moves)?;
+    crate::clone_ops::destroy_set(inner, &ordered.late, false)
+}
+
+/// The names the held new datasets take when they are published (`receive_atomic`).
+fn published(held: &[Held]) -> Vec<String> {
+    held.iter()
+        .filter_map(|h| match &h.into {
+            crate::send_ops::Destination::New { name, .. } => Some(name.clone()),
+            _ => None,
+        })
+        .collect()
 }
 
 impl Engine {
@@ -320,10 +381,19 @@ impl Engine {
                 "invalid stream: a replication stream names datasets outside its root",
             ));
         }
-        let sent = read_manifest(begin, reader)?;
+        let mut sent = read_manifest(begin, reader)?;
         let handle = self.pool(pool_of(&spec.target))?;
         let inner = handle.lock();
-        plan(&inner, &spec.target, &sent, spec.force)?;
+        let planned = plan(&inner, &spec.target, &sent, spec.force)?;
+        sent.moves.moves = planned.paths.clone();
+        // What the stream will publish: each sent dataset not here yet, by its local name.
+        let published: Vec<String> = sent
+            .listings
+            .iter()
+            .map(|l| format!("{}{}", spec.target, sent.local_path(&l.path)))
+            .filter(|name| inner.datasets.by_name(name).is_none())
+            .collect();
+        planned.order(&inner, &spec.target, &published)?;
         Ok(sent)
     }
 
@@ -341,9 +411,17 @@ impl Engine {
         let handle = self.pool(pool_of(&spec.target))?;
         let mut inner = handle.lock();
         // A hold or clone made while the substreams came in refuses here, after them.
-        let checked = plan(&inner, &spec.target, sent, spec.force)
-            .and_then(|planned| crate::receive_atomic::check(&inner, held).map(|()| planned));
-        let planned = match checked {
+        let checked = plan(&inner, &spec.target, sent, spec.force).and_then(|planned| {
+            crate::receive_atomic::check(&inner, held)?;
+            if planned.paths != sent.moves.moves {
+                return Err(invalid(
+                    "the destination's datasets were renamed during the receive",
+                ));
+            }
+            let ordered = planned.order(&inner, &spec.target, &published(held))?;
+            Ok((planned, ordered))
+        });
+        let (planned, ordered) = match checked {
             Ok(planned) => planned,
             Err(error) => {
                 crate::receive_atomic::discard(&mut inner, held)?;
@@ -367,7 +445,7 @@ impl Engine {
             let command = format!("receive {}@{}", h.spec.target, h.snap);
             inner.history.push(self.history_record(&command, false));
         }
-        apply(&mut inner, &planned)?;
+        apply(&mut inner, &planned, &ordered)?;
         if !report.destroyed.is_empty() || !report.renamed.is_empty() {
             let mut command = format!("receive -R {}:", spec.target);
             for name in &report.destroyed {

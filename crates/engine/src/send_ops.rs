@@ -363,7 +363,16 @@ fn send_plan(
             intermediates: true,
             ..spec.clone()
         };
-        if spec.from.is_none() {
+        let clone_pairs = match spec.from {
+            Some(_) => crate::clone_stream::new_clone_pairs(inner, node, spec, to_index)?,
+            None => None,
+        };
+        if let Some(pairs) = clone_pairs {
+            plan.extend(pairs.into_iter().map(|(from, to)| (name.clone(), from, to)));
+            continue;
+        }
+        // A dataset made since the source (it lacks it) goes whole, as in a full `-R`.
+        if spec.from.is_none() || lacks_source(node, spec) {
             let oldest = &node.snapshots[0];
             // A clone goes as a clone of its origin (module doc of `clone_stream`), after
             // it when the origin is sent too: `replication_order`.
@@ -373,17 +382,21 @@ fn send_plan(
                 continue;
             }
             each.from = Some(oldest.name.clone());
-        } else if let Some(pairs) =
-            crate::clone_stream::new_clone_pairs(inner, node, spec, to_index)?
-        {
-            plan.extend(pairs.into_iter().map(|(from, to)| (name.clone(), from, to)));
-            continue;
         }
         for (from, to) in send_pairs(inner, &each)? {
             plan.push((name.clone(), from, to));
         }
     }
     Ok(plan)
+}
+
+/// Whether `node`, in a `send -R -i|-I FROM`, lacks the snapshot FROM (it was made since).
+fn lacks_source(node: &Node, spec: &SendSpec) -> bool {
+    let Some(from) = spec.from.as_deref().filter(|from| !from.contains('#')) else {
+        return false;
+    };
+    let from_snap = from.rsplit('@').next().unwrap_or(from);
+    node.snapshot(from_snap).is_none()
 }
 
 /// The (source, snapshot) pairs a send sends, oldest first.
@@ -667,7 +680,7 @@ impl Engine {
                 *sent = Some(tree);
                 continue;
             }
-            let each = replicated_spec(spec, &begin, &mut replicated_root)?;
+            let each = replicated_spec(spec, &begin, &mut replicated_root, sent.as_ref())?;
             let spec = each.as_ref().unwrap_or(spec);
             if spec.dry_run {
                 report.snapshots.push(receive_dry(spec, &begin, reader)?);
@@ -1081,11 +1094,13 @@ fn check_count(sent: Option<&crate::receive_prune::Sent>, got: usize) -> Result<
 }
 
 /// For a substream of a `send -R` stream, the receive of its dataset: the destination plus
-/// the dataset's path below the stream's first (root) dataset. `None` for other streams.
+/// the dataset's path below the stream's first (root) dataset (before the moves of `tree`,
+/// the sender's manifest). `None` for other streams.
 fn replicated_spec(
     spec: &ReceiveSpec,
     begin: &Begin,
     root: &mut Option<String>,
+    tree: Option<&crate::receive_prune::Sent>,
 ) -> Result<Option<ReceiveSpec>, EngineError> {
     if begin.features & tarn_send::FEATURE_REPLICATED == 0 {
         return Ok(None);
@@ -1107,6 +1122,9 @@ fn replicated_spec(
             "invalid stream: a replication stream names datasets outside its root",
         ));
     }
+    // A dataset the sender renamed is written under its local name until the stream ends
+    // (`receive_moves`).
+    let rest = tree.map_or_else(|| rest.to_string(), |tree| tree.local_path(rest));
     Ok(Some(ReceiveSpec {
         target: format!("{}{rest}", spec.target),
         append: None,

@@ -2,8 +2,9 @@
 //! the open txg while a sync thread writes and commits txgs of it, as the daemon's does for
 //! file writes, and the result is the sent data exactly; a power cut in the middle of such
 //! a receive, after the sync thread committed part of it, leaves a pool that imports and
-//! checks clean, with the partial receive there to abort (`receive -A`), after which the
-//! same stream is received whole.
+//! checks clean, the partial receive destroyed by the import (it has no resume token:
+//! nothing is left to abort with `receive -A`), after which the same stream is received
+//! whole.
 //!
 //! Method: host A holds a volume of more than `DIRTY_SYNC` of noise (1 MiB pieces of
 //! distinct seeds, 128K blocks) and sends its snapshot once; host B (a mirror of two
@@ -202,11 +203,11 @@ fn a_receive_past_dirty_sync_is_committed_by_the_sync_thread_and_lands_whole() {
 }
 
 #[test]
-fn a_power_cut_in_a_pipelined_receive_leaves_it_to_abort_and_receive_again() {
+fn a_power_cut_in_a_pipelined_receive_is_cleaned_up_at_import_and_received_again() {
     // Goal: a crash while the sync thread commits txgs of a receive leaves a pool that
-    // imports and checks clean, the partial receive abortable with `receive -A`, and the same
-    // stream then received whole. Method: the cut comes once most of the stream was read and
-    // the sync thread committed at least one txg (module doc).
+    // imports and checks clean, the partial receive gone (the import destroyed it: nothing to
+    // abort), and the same stream then received whole. Method: the cut comes once most of
+    // the stream was read and the sync thread committed at least one txg (module doc).
     let stream = stream();
     let (b_sims, b) = host(5);
     let b = Arc::new(b);
@@ -250,12 +251,13 @@ fn a_power_cut_in_a_pipelined_receive_leaves_it_to_abort_and_receive_again() {
         .import(&b_sims, &ImportOptions::default())
         .unwrap();
     check::verify_pool(&b, "tank").unwrap();
-    // The partial receive is there (a txg of it committed), and nothing named yet.
+    // Nothing named, and the partial receive (a txg of it committed) gone.
     assert!(
         b.volume_stat("tank/copy").is_err(),
         "a partial receive named"
     );
-    b.receive_abort("tank/copy").unwrap();
+    let abort = b.receive_abort("tank/copy").unwrap_err().to_string();
+    assert!(abort.contains("does not have any resumable"), "{abort}");
     check::verify_pool(&b, "tank").unwrap();
     let mut feed = Feed {
         bytes: &stream,

@@ -337,3 +337,112 @@ fn a_cut_full_replication_stream_keeps_what_was_placed_before_its_dependent_subs
     assert!(!now.contains(&"tank/r/k@b".to_string()), "{now:?}");
     check::verify_pool(b, "tank").unwrap();
 }
+
+/// Hosts for the move tests: A's `tank/p` (a filesystem) with the volumes `k` and `m` and
+/// the filesystem `d`, received by B as `tank/q` (`-R` of `@a`); then A renames `k` to `k2`,
+/// moves `m` into `d`, writes to `k2` and takes `@b` everywhere. Returns the hosts and the
+/// stream `send -R -i @a tank/p@b`.
+fn moved_setup() -> (Hosts, Vec<u8>) {
+    let (a_sims, a) = host(8);
+    let (b_sims, b) = host(88);
+    a.create_dataset("tank/p", &[], false, "create").unwrap();
+    a.create_dataset("tank/p/d", &[], false, "create").unwrap();
+    volume(&a, "tank/p/k");
+    volume(&a, "tank/p/m");
+    write(&a, "tank/p/k", 0, &noise(128 << 10, 11));
+    write(&a, "tank/p/m", 0, &noise(64 << 10, 12));
+    a.snapshot(&["tank/p@a".into()], true, &[], "snapshot -r")
+        .unwrap();
+    receive(&b, into("tank/q"), &send(&a, replicate(full("tank/p@a")))).unwrap();
+    a.rename_dataset("tank/p/k", "tank/p/k2", "rename").unwrap();
+    a.rename_dataset("tank/p/m", "tank/p/d/m", "rename")
+        .unwrap();
+    write(&a, "tank/p/k2", 256 << 10, &noise(64 << 10, 13));
+    a.snapshot(&["tank/p@b".into()], true, &[], "snapshot -r")
+        .unwrap();
+    let stream = send(&a, replicate(incremental("@a", "tank/p@b")));
+    let hosts = Hosts {
+        a_sims,
+        b_sims,
+        a,
+        b,
+    };
+    (hosts, stream)
+}
+
+// DESCRIPTION: datasets the sender renamed (`k` -> `k2`) or moved into another parent (`m`
+// -> `d/m`) between two `send -R` are followed by their snapshots' GUIDs, as OpenZFS's
+// receive of a replication stream does: -n -v says so and changes nothing; the receive
+// (without -F) moves them and brings `@b` into them; GUIDs and bytes are the sender's.
+#[test]
+fn datasets_the_sender_renamed_or_moved_are_followed() {
+    let (hosts, stream) = moved_setup();
+    let (a, b) = (&hosts.a, &hosts.b);
+    let k_guid = prop(b, "tank/q/k@a", "guid");
+    let images = hosts.images();
+    let dry = ReceiveSpec {
+        dry_run: true,
+        ..into("tank/q")
+    };
+    let report = received(b, &dry, &stream).unwrap();
+    let moved = vec![
+        ("tank/q/k".to_string(), "tank/q/k2".to_string()),
+        ("tank/q/m".to_string(), "tank/q/d/m".to_string()),
+    ];
+    assert_eq!(report.renamed, moved);
+    assert!(hosts.images() == images, "-n changes nothing");
+
+    let report = received(b, &into("tank/q"), &stream).unwrap();
+    assert_eq!(report.renamed, moved);
+    assert!(report.destroyed.is_empty(), "{:?}", report.destroyed);
+    assert_eq!(
+        listed(b),
+        strings(&[
+            "tank",
+            "tank/q",
+            "tank/q@a",
+            "tank/q@b",
+            "tank/q/d",
+            "tank/q/d@a",
+            "tank/q/d@b",
+            "tank/q/d/m",
+            "tank/q/d/m@a",
+            "tank/q/d/m@b",
+            "tank/q/k2",
+            "tank/q/k2@a",
+            "tank/q/k2@b",
+        ])
+    );
+    assert_eq!(
+        prop(b, "tank/q/k2@a", "guid"),
+        k_guid,
+        "moved, not received"
+    );
+    assert!(read(b, "tank/q/k2") == read(a, "tank/p/k2"));
+    assert!(read(b, "tank/q/d/m") == read(a, "tank/p/d/m"));
+    check::verify_pool(b, "tank").unwrap();
+}
+
+// DESCRIPTION: a dataset of the receiver at the name a moved one takes (`tank/q/k2`, made
+// here, none of the sender's GUIDs) refuses the receive without -F in one line before any
+// record, both hosts byte-identical; with -F it is destroyed (the sender has no such
+// dataset: its `k2` is the moved `k`) and the move is made.
+#[test]
+fn a_move_onto_a_taken_name_refuses_without_f_and_replaces_it_with_f() {
+    let (hosts, stream) = moved_setup();
+    let b = &hosts.b;
+    volume(b, "tank/q/k2");
+    let images = hosts.images();
+    let refused = received(b, &into("tank/q"), &stream).unwrap_err();
+    assert!(
+        refused.contains("'tank/q/k' was renamed 'tank/q/k2' by the sender")
+            && !refused.contains('\n'),
+        "{refused}"
+    );
+    assert!(hosts.images() == images, "refused: {refused}");
+
+    let report = received(b, &forced(into("tank/q")), &stream).unwrap();
+    assert_eq!(report.destroyed, strings(&["tank/q/k2"]));
+    assert!(read(b, "tank/q/k2") == read(&hosts.a, "tank/p/k2"));
+    check::verify_pool(b, "tank").unwrap();
+}

@@ -1,0 +1,120 @@
+//! Datasets a replication receive (`receive -R`) moves because the sender renamed or moved
+//! them (found by snapshot GUIDs: tarn-dataset `replicate::prune`, its `moves`). Thin: the
+//! plan is tarn-dataset's; here the order is found and checked on names before anything
+//! changes, and the moves are applied in the prune's txg (`receive_prune`).
+//!
+//! ```text
+//!  until the stream ends: substreams of a moved dataset go to its local (old) name
+//!                         (`Prune::local_path`); nothing is moved yet
+//!  at the end, checked first on names, then in one txg:
+//!      destroy the doomed datasets no moving dataset is below
+//!      move, in rounds: each when its new name is free and its new parent is there
+//!      destroy the doomed datasets the moves emptied
+//! ```
+//!
+//! Failure model: every check runs on a copy of the names (the tree's, and the names the
+//! held new datasets take when published) before the first change: a move whose new name
+//! stays taken or whose new parent never appears refuses the receive in one line, with
+//! nothing changed. Moves do not check `filesystem_limit` (a receive does not either).
+
+use std::collections::BTreeSet;
+
+use tarn_dataset::name as dsname;
+
+use crate::dataset_ops::invalid;
+use crate::{DatasetId, EngineError, Imported};
+
+/// The moves of a checked plan, in the order to apply them, and the doomed datasets split
+/// around them.
+pub(crate) struct Ordered {
+    /// Doomed datasets destroyed before the moves (no moving dataset below them).
+    pub(crate) early: BTreeSet<DatasetId>,
+    /// (dataset, new full name), in order.
+    pub(crate) moves: Vec<(DatasetId, String)>,
+    /// Doomed datasets destroyed after the moves.
+    pub(crate) late: BTreeSet<DatasetId>,
+}
+
+/// Whether full name `name` is `parent` or below it.
+fn below(name: &str, parent: &str) -> bool {
+    name.strip_prefix(parent)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+}
+
+/// Orders `moves` (dataset, new full name) of the tree under `root` with `doomed` to destroy
+/// and `published` (names the held new datasets take before the moves), checking each step
+/// on names; a move that cannot be made refuses (module doc).
+pub(crate) fn order(
+    inner: &Imported,
+    root: DatasetId,
+    moves: &[(DatasetId, String)],
+    doomed: &BTreeSet<DatasetId>,
+    published: &[String],
+) -> Result<Ordered, EngineError> {
+    let tree = &inner.datasets;
+    let name = |id: DatasetId| tree.node(id).name.clone();
+    let moving: Vec<String> = moves.iter().map(|(id, _)| name(*id)).collect();
+    let (early, late): (BTreeSet<DatasetId>, BTreeSet<DatasetId>) = doomed
+        .iter()
+        .partition(|id| !moving.iter().any(|m| below(m, &name(**id))));
+    // Every name once the early destroys and the publishing are done; the moving ones by
+    // their index in `moves`.
+    let mut names: Vec<String> = tree
+        .subtree(root)
+        .into_iter()
+        .filter(|(id, _)| !early.contains(id))
+        .map(|(id, _)| name(id))
+        .collect();
+    names.extend(published.iter().cloned());
+    let mut current = moving;
+    let mut pending: Vec<usize> = (0..moves.len()).collect();
+    let mut ordered = Vec::new();
+    while !pending.is_empty() {
+        let ready = pending.iter().position(|&i| {
+            let new = &moves[i].1;
+            let parent = dsname::parent_name(new).unwrap_or(new);
+            !names.contains(new) && names.iter().any(|n| n == parent)
+        });
+        let Some(at) = ready else {
+            let i = pending[0];
+            return Err(invalid(format!(
+                "cannot follow the sender: dataset '{}' was renamed '{}' by the sender, and \
+                 that name is taken here or its parent is missing: rename it first",
+                current[i], moves[i].1
+            )));
+        };
+        let i = pending.remove(at);
+        let (old, new) = (current[i].clone(), moves[i].1.clone());
+        for n in names.iter_mut().chain(current.iter_mut()) {
+            if below(n, &old) {
+                *n = format!("{new}{}", &n[old.len()..]);
+            }
+        }
+        ordered.push(moves[i].clone());
+    }
+    Ok(Ordered {
+        early,
+        moves: ordered,
+        late,
+    })
+}
+
+/// Applies checked moves in order (open context; the caller commits).
+pub(crate) fn apply(
+    inner: &mut Imported,
+    moves: &[(DatasetId, String)],
+) -> Result<(), EngineError> {
+    for (id, new) in moves {
+        let parent_name = dsname::parent_name(new).unwrap_or(new);
+        let parent = inner
+            .datasets
+            .by_name(parent_name)
+            .expect("checked: a move's new parent is there");
+        assert!(
+            inner.datasets.by_name(new).is_none(),
+            "checked: a move's new name is free"
+        );
+        crate::dataset_ops::move_dataset(inner, *id, parent, new)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,289 @@
+//! A replication receive (`receive -R`) cut by a power cut: the hidden datasets it was
+//! filling (`receive_atomic`) are never listed, and the next import destroys them by itself
+//! (none has a resume token), so the receiver is exactly as it was before the stream:
+//! every dataset and snapshot with its GUID and space figures, the bytes of every volume,
+//! and the blocks of every dataset's object sets; and no partial state is left to abort.
+//!
+//! Method: host A's tree `tank/p` (volumes `k` and `gone`) is received by host B as `tank/q`
+//! (`send -R` of `@a`); A then destroys `p@z` and `p/gone`, renames `k@z`, writes to `k`
+//! and a file into `p`, makes the volume `p/n` and takes `@b` everywhere; the stream is
+//! `send -R -i @a p@b`, whose substreams are an incremental of `p` and of `k` (each into a
+//! hidden clone) and a full one of `n` (into a hidden dataset), all held until the
+//! stream's end. B's devices sit behind `common::CutProvider`: for k = 0, 1, 2, ... the
+//! power goes after k device writes or flushes of the receive (every later one fails, then
+//! each device drops or tears what it had not flushed), a new engine imports B, and B must
+//! be as before; from the k at which the final txg reached the disks, B must hold the
+//! stream's result instead, and the loop ends.
+
+#![allow(clippy::unwrap_used)] // Test code: a failed unwrap is a failed test.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::replica::{forced, full, host, incremental, into, receive, send};
+use common::volume::{noise, read, volume, write};
+use common::{CutProvider, Host, PLAIN, crash_all, sim_devices_with};
+use tarn_device::FaultPlan;
+use tarn_engine::{
+    CreateSpec, DatasetQuery, Engine, FsOp, ImportOptions, ReceiveSpec, SendSpec, TopLayout, check,
+};
+use tarn_posix::{Creds, FileKind};
+
+const B: Host = Host {
+    hostid: 8,
+    seed: 77,
+    ..PLAIN
+};
+
+fn replicate(spec: SendSpec) -> SendSpec {
+    SendSpec {
+        replicate: true,
+        ..spec
+    }
+}
+
+/// Host B: pool `tank` (failmode continue) on a mirror of two devices behind a cut, whose
+/// unflushed writes are dropped or torn at a crash.
+fn host_b() -> (Arc<CutProvider>, Engine) {
+    let provider = Arc::new(CutProvider::default());
+    let names = sim_devices_with(&provider.sims, "d", 0..2, 128 << 20, |i| FaultPlan {
+        seed: 500 + i as u64,
+        drop_on_crash: 500_000,
+        torn_on_crash: 300_000,
+        ..FaultPlan::default()
+    });
+    let spec = CreateSpec::one_top("tank", TopLayout::Mirror, names);
+    let engine = B.create_tank(&provider, &spec, &[("failmode", "continue")]);
+    (provider, engine)
+}
+
+/// A's tree after `@a` was sent, moved on to `@b` (module doc); returns A, the first
+/// stream (`-R` of `@a`) and the second (`-R -i @a` of `@b`).
+fn sender() -> (Engine, Vec<u8>, Vec<u8>) {
+    let (_, a) = host(7);
+    a.create_dataset("tank/p", &[], false, "create").unwrap();
+    volume(&a, "tank/p/k");
+    volume(&a, "tank/p/gone");
+    write(&a, "tank/p/k", 0, &noise(256 << 10, 1));
+    write(&a, "tank/p/gone", 0, &noise(64 << 10, 2));
+    let snapshot = |name: &str| {
+        a.snapshot(&[name.into()], true, &[], "snapshot -r")
+            .unwrap()
+    };
+    snapshot("tank/p@z");
+    write(&a, "tank/p/k", 64 << 10, &noise(64 << 10, 3));
+    snapshot("tank/p@a");
+    let first = send(&a, replicate(full("tank/p@a")));
+    a.destroy_snapshots("tank/p@z", false, false, "destroy")
+        .unwrap();
+    a.destroy_dataset("tank/p/gone", true, "destroy -r")
+        .unwrap();
+    a.rename_dataset("tank/p/k@z", "tank/p/k@zz", "rename")
+        .unwrap();
+    write(&a, "tank/p/k", 512 << 10, &noise(128 << 10, 4));
+    write_file(&a, "tank/p", b"f", &noise(96 << 10, 6));
+    volume(&a, "tank/p/n");
+    write(&a, "tank/p/n", 0, &noise(96 << 10, 5));
+    snapshot("tank/p@b");
+    let second = send(&a, replicate(incremental("@a", "tank/p@b")));
+    (a, first, second)
+}
+
+/// Writes `data` to the new file `name` in the root directory of the filesystem `dataset`.
+fn write_file(engine: &Engine, dataset: &str, name: &[u8], data: &[u8]) {
+    let (_, id) = engine.find_dataset(dataset).unwrap();
+    let me = Creds { uid: 0, gid: 0 };
+    engine
+        .fs_op("tank", id, FsOp::Modify, |fs| {
+            let root = fs.root()?;
+            let ino = fs.mknod(root, name, FileKind::Regular, 0o644, 0, me)?.ino;
+            fs.write(ino, 0, data).map(drop)
+        })
+        .unwrap();
+}
+
+/// What B is, as a user and the space maps see it: every dataset and snapshot under `tank`
+/// with its GUID and space figures (not `available`: each import's history record takes
+/// pool space), every volume's bytes, and every block of every dataset's
+/// object sets, hidden ones included (DVAs: a hidden dataset left behind would hold some).
+#[derive(Debug, PartialEq, Eq)]
+struct State {
+    rows: Vec<Vec<String>>,
+    volumes: Vec<(String, u64)>,
+    data_blocks: Vec<(u64, u64, u64)>,
+}
+
+fn state(engine: &Engine) -> State {
+    let query = DatasetQuery {
+        names: vec!["tank".into()],
+        properties: [
+            "name",
+            "type",
+            "guid",
+            "used",
+            "referenced",
+            "usedbysnapshots",
+            "usedbydataset",
+            "usedbychildren",
+            "written",
+        ]
+        .map(String::from)
+        .to_vec(),
+        types: vec!["all".into()],
+        recursive: true,
+        ..DatasetQuery::default()
+    };
+    let rows: Vec<Vec<String>> = engine
+        .dataset_props(&query)
+        .unwrap()
+        .into_iter()
+        .map(|row| row.props.into_iter().map(|p| p.parsable).collect())
+        .collect();
+    let volumes = rows
+        .iter()
+        .filter(|row| row[1] == "volume")
+        .map(|row| (row[0].clone(), common::tree::fnv(&read(engine, &row[0]))))
+        .collect();
+    let mut data_blocks: Vec<(u64, u64, u64)> = check::dataset_blocks(engine, "tank")
+        .unwrap()
+        .into_iter()
+        .flat_map(|bp| bp.dvas)
+        .filter(|dva| dva.asize > 0)
+        .map(|dva| (u64::from(dva.vdev.0), dva.offset, dva.asize))
+        .collect();
+    data_blocks.sort_unstable();
+    State {
+        rows,
+        volumes,
+        data_blocks,
+    }
+}
+
+/// Names of the datasets and snapshots listed under `tank`.
+fn names(state: &State) -> Vec<&str> {
+    state.rows.iter().map(|row| row[0].as_str()).collect()
+}
+
+/// Power cut and a new engine importing B's devices as they were at the cut.
+fn crash_and_import(provider: &Arc<CutProvider>) -> Engine {
+    crash_all(&provider.sims);
+    *provider.cut.0.lock().unwrap() = None;
+    B.import(provider, &ImportOptions::default()).unwrap()
+}
+
+// DESCRIPTION: a power cut after k device operations of a `receive -R -F`, for every k,
+// leaves B after import exactly as before the stream (module doc), with no partial receive
+// to abort and a clean pool; once the final txg is durable, B holds the sender's tree.
+#[test]
+fn a_power_cut_at_any_instant_of_an_atomic_r_receive_leaves_nothing_behind() {
+    let (a, first, second) = sender();
+    let (provider, mut b) = host_b();
+    receive(&b, into("tank/q"), &first).unwrap();
+    let before = state(&b);
+    assert_eq!(names(&before).len(), 10, "{:?}", names(&before));
+    let spec: ReceiveSpec = forced(into("tank/q"));
+    let mut cut_before = 0;
+    for k in 0..3_000u64 {
+        *provider.cut.0.lock().unwrap() = Some(k);
+        let received = receive(&b, spec.clone(), &second);
+        drop(b);
+        b = crash_and_import(&provider);
+        check::verify_pool(&b, "tank").unwrap_or_else(|e| panic!("k={k}: {e}"));
+        for target in ["tank/q", "tank/q/k", "tank/q/n", "tank/q/gone"] {
+            let abort = b.receive_abort(target).unwrap_err().to_string();
+            assert!(
+                abort.contains("does not have any resumable"),
+                "k={k}: {abort}"
+            );
+        }
+        let now = state(&b);
+        if names(&now) == names(&before) {
+            for (row, was) in now.rows.iter().zip(&before.rows) {
+                assert_eq!(row, was, "k={k}");
+            }
+            assert_eq!(now.volumes, before.volumes, "k={k}");
+            assert_eq!(now.data_blocks, before.data_blocks, "k={k}");
+            assert!(
+                received.is_err(),
+                "k={k}: a receive that returned is durable"
+            );
+            cut_before += 1;
+            continue;
+        }
+        // The final txg reached the disks: the sender's tree, whole.
+        assert_eq!(
+            names(&now),
+            [
+                "tank",
+                "tank/q",
+                "tank/q@a",
+                "tank/q@b",
+                "tank/q/k",
+                "tank/q/k@zz",
+                "tank/q/k@a",
+                "tank/q/k@b",
+                "tank/q/n",
+                "tank/q/n@b",
+            ],
+            "k={k}"
+        );
+        assert!(read(&b, "tank/q/k") == read(&a, "tank/p/k"), "k={k}");
+        assert!(read(&b, "tank/q/n") == read(&a, "tank/p/n"), "k={k}");
+        assert!(cut_before > 20, "cuts before the end: {cut_before}");
+        return;
+    }
+    panic!("the receive never completed");
+}
+
+// DESCRIPTION: a power cut after k device operations of the first, full `receive -R` of A's
+// tree (which places what is held early, at each substream that needs a snapshot the
+// stream brings: `receive_atomic`), for every k: after import no hidden dataset is left to
+// abort, the pool checks clean, and what is listed is part of the stream's result (whole
+// datasets with their snapshots, never a hidden one); the loop ends when it is all there.
+#[test]
+fn a_power_cut_at_any_instant_of_a_full_r_receive_leaves_no_hidden_dataset() {
+    let (_, first, _) = sender();
+    let result = [
+        "tank",
+        "tank/q",
+        "tank/q@z",
+        "tank/q@a",
+        "tank/q/gone",
+        "tank/q/gone@z",
+        "tank/q/gone@a",
+        "tank/q/k",
+        "tank/q/k@z",
+        "tank/q/k@a",
+    ];
+    for k in 0..3_000u64 {
+        let (provider, b) = host_b();
+        *provider.cut.0.lock().unwrap() = Some(k);
+        let received = receive(&b, into("tank/q"), &first);
+        drop(b);
+        let b = crash_and_import(&provider);
+        check::verify_pool(&b, "tank").unwrap_or_else(|e| panic!("k={k}: {e}"));
+        for target in ["tank/q", "tank/q/k", "tank/q/gone"] {
+            let abort = b.receive_abort(target).unwrap_err().to_string();
+            assert!(
+                abort.contains("does not have any resumable"),
+                "k={k}: {abort}"
+            );
+        }
+        let now = state(&b);
+        let listed = names(&now);
+        assert!(
+            listed.iter().all(|n| result.contains(n)),
+            "k={k}: {listed:?}"
+        );
+        if listed == result {
+            assert!(k > 20, "cuts before the end: {k}");
+            return;
+        }
+        assert!(
+            received.is_err(),
+            "k={k}: a receive that returned is durable"
+        );
+    }
+    panic!("the receive never completed");
+}
