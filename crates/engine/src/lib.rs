@@ -353,6 +353,9 @@ pub struct PoolHandle {
     /// Signalled when a suspended pool resumes or is exported: writers waiting under
     /// `failmode=wait` sleep on it with the pool lock released (`suspend`).
     resumed: std::sync::Condvar,
+    /// Signalled (under the pool lock) when an intent-log commit that wrote without the pool
+    /// lock is done: commits of its dataset waiting for it go on (module [`zil`]).
+    log_idle: std::sync::Condvar,
     /// Set by a forced export of a suspended pool: waiting writers fail instead of waiting.
     ended: std::sync::atomic::AtomicBool,
     /// The pool's memory figures as the last `memory_use` that got the lock counted them.
@@ -873,6 +876,7 @@ impl Engine {
             inner: Mutex::new(imported),
             beat: Mutex::default(),
             resumed: std::sync::Condvar::new(),
+            log_idle: std::sync::Condvar::new(),
             ended: std::sync::atomic::AtomicBool::new(false),
             memory: Mutex::default(),
         })
