@@ -43,7 +43,11 @@
 //! lane, and no thread waits for the pool lock while holding the lane. A writer waiting for a
 //! suspended pool to resume sleeps on the handle's `resumed` condvar with the pool lock
 //! released and holding no lane (`suspend`); so does a writer the throttle or an `fsync`
-//! made wait for a commit that failed.
+//! made wait for a commit that failed. An intent-log commit writes and flushes its blocks
+//! holding no lock (module [`zil`], "Commits off the pool lock"); the lane's count of such
+//! writes is taken after the pool lock and the slot, and a commit phase (holding the slot)
+//! or `PoolHandle::lock` waits for it to drain. `fsync`s of a dataset with one commit in
+//! flight sleep on the handle's `log_idle` condvar with the pool lock released.
 //!
 //! Reads off the lock: a volume read ([`Engine::volume_read`]) and a file read through
 //! [`Engine::fs_read_planned`] find, under the pool lock, the blocks they (and their

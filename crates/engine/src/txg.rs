@@ -23,15 +23,16 @@
 //! counters are atomics, read without the pool lock.
 //!
 //! # Lock order
-//! `PoolHandle::inner` (the pool lock), then `Lane::slot`. The commit phase holds only the
-//! slot; it takes the pool lock for the finish after releasing the slot, never while holding
-//! it. A thread that holds the pool lock may wait for the slot (it then blocks the pool for
-//! the rest of the commit, as every sync did before the pipeline); a writer throttled at
-//! [`DIRTY_MAX`] releases the pool lock first, waits for the slot, then takes the pool lock
-//! again to finish. A writer that finds the pool suspended (module `suspend`) waits on the
-//! handle's `resumed` condvar, which releases the pool lock and holds no slot; `clear` and
-//! `export -f` notify it while holding the pool lock, after the state changed, so no wake-up
-//! is lost.
+//! `PoolHandle::inner` (the pool lock), then `Lane::slot`, then `Lane::log_writes` (the intent-log
+//! commits writing without the pool lock, module `zil`: a commit phase waits for them while holding
+//! the slot, since its txg may free the blocks they write). The commit phase holds only the slot;
+//! it takes the pool lock for the finish after releasing the slot, never while holding it. A thread
+//! that holds the pool lock may wait for the slot (it then blocks the pool for the rest of the
+//! commit, as every sync did before the pipeline); a writer throttled at [`DIRTY_MAX`] releases the
+//! pool lock first, waits for the slot, then takes the pool lock again to finish. A writer that
+//! finds the pool suspended (module `suspend`) waits on the handle's `resumed` condvar, which
+//! releases the pool lock and holds no slot; `clear` and `export -f` notify it while holding the
+//! pool lock, after the state changed, so no wake-up is lost.
 //!
 //! # The throttle
 //! After a write, dirty data at [`DIRTY_SYNC`] wake the syncer (when no commit is pending: it

@@ -2,9 +2,10 @@
 //!
 //! ```text
 //!  fs_op ── Fs::with_log ──► pending records (txg, LogRecord) per dataset, in memory
-//!  fsync ── commit ──► records → stream → log blocks at the pre-allocated next address,
-//!                      each naming the next (allocated now), then one flush of the
-//!                      top-level vdevs written (ZFS flushes only those too)
+//!  fsync ── commit ──► under the pool lock: records → stream → log blocks planned at the
+//!                      pre-allocated next address, each naming the next (allocated now);
+//!                      without it: the blocks written, then one flush of the top-level
+//!                      vdevs written (ZFS flushes only those too)
 //!  sync of txg T ──► every record is in T: the old chain is freed (deferred), a fresh first
 //!                    block is allocated and named by the dataset header committed in T
 //!  import ──► claim the chain's blocks, replay its records on the committed state through
@@ -75,6 +76,41 @@
 //!   committed state with the committed properties; it is not admitted against quotas (the
 //!   operations were admitted when they ran). A replayed inode's generation is the replay's
 //!   txg, not the original one.
+//!
+//! # Commits off the pool lock
+//! A commit ([`crate::PoolHandle::log_commit`]) holds the pool lock only to gather: it
+//! waits until no txg is syncing, turns every pending record of the dataset into the
+//! stream, allocates and encodes the chain's next blocks and advances the chain
+//! (`Imported::log_gather`, `plan_chain`); then it writes the blocks and flushes their
+//! vdevs without the lock (`LogBatch::write`, through a `tarn_pool::LogWriter`), and takes
+//! the lock again to drop the records it wrote (`log_written`). Meanwhile reads, writes and
+//! other datasets' commits go on. As ZFS's `zil_commit` writer and waiters:
+//! - One commit of a dataset writes at a time (`DatasetLog::writing`). An `fsync` that
+//!   finds one writing waits on the handle's `log_idle` condvar (the pool lock released);
+//!   when it ends, the first waiter gathers everything pending, its own records and those
+//!   of every later caller, and the others find theirs durable: commits that arrive
+//!   together share one log write and one flush. Batch N+1 is written only after batch N's
+//!   flush returned, so the chain on disk never has a later commit without the earlier.
+//! - Each record has a sequence number (`Logs::added`); an `fsync` returns when every record
+//!   of its dataset numbered before its call is durable (`DatasetLog::done`, advanced by a
+//!   batch's flush and by a txg's commit). Records stay in the queue until then, so a
+//!   failed write loses none of them.
+//! - A write or flush that fails breaks the chain at that batch: the chain takes no more
+//!   commits (`next` cleared) and the caller syncs a txg, which makes the records durable or
+//!   fails the `fsync` with the pool's suspension; nothing is acknowledged that is not
+//!   durable.
+//! - A txg whose write phase runs while a batch is in flight frees the chain the batch
+//!   writes into (`logs_before_sync`); its commit phase waits until no log write is in
+//!   flight (`txg::Lane::wait_log_writes`), so those blocks are never released for reuse
+//!   while still being written. The records of the batch are in that txg too, so either the
+//!   old chain (if the txg does not commit) or the txg holds them.
+//!
+//! Lock order: the pool lock, then the lane's slot, then the lane's log-write count; a log
+//! writer holds none of them while it writes and ends its count before it takes the pool
+//! lock again, so a holder of the pool lock or the slot may wait for it (`PoolHandle::lock`
+//! does: admin verbs see no log write in flight). `logbias=throughput` commits still write
+//! their data blocks ahead under the pool lock (only the chain's blocks and the flush are
+//! off it).
 //!
 //! # Crash safety
 //! A block is accepted only when its self-checksum, chain id and sequence number match
@@ -994,8 +1030,8 @@ impl crate::PoolHandle {
         let mut by_txg = false;
         let mut inner = inner;
         loop {
-            // The chain is the syncing txg's until it commits: finish it first.
-            inner = self.wait_commit(inner)?;
+            // Checked first: a batch that just covered these records (or a waiter's records
+            // written by another's batch) needs no txg to finish.
             if inner.logs.covered(id, target) {
                 break;
             }
@@ -1005,6 +1041,11 @@ impl crate::PoolHandle {
                     .log_idle
                     .wait(inner)
                     .expect("pool lock poisoned by a failed invariant");
+                continue;
+            }
+            if inner.pool.syncing_txg().is_some() {
+                // The chain is the syncing txg's until it commits: finish it first.
+                inner = self.wait_commit(inner)?;
                 continue;
             }
             let batch = match inner.log_gather(id) {
