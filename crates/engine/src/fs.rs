@@ -430,9 +430,8 @@ impl Engine {
         always: bool,
     ) -> Result<(), EngineError> {
         let inner = if always {
-            let mut inner = handle.wait_commit(inner)?;
-            inner.log_commit(dataset)?;
-            inner
+            handle.log_commit(inner, dataset)?;
+            handle.lock_open()
         } else {
             inner
         };
@@ -461,14 +460,14 @@ impl Engine {
     }
 
     /// Commits `dataset`'s intent log once no txg is syncing (the log's chain is the one the
-    /// syncing txg's header names, module `zil`); waits for the commit without the lock.
+    /// syncing txg's header names, module `zil`); waits for the commit and writes the log
+    /// without the lock.
     fn log_commit_after_sync(
         handle: &PoolHandle,
         inner: MutexGuard<'_, Imported>,
         dataset: DatasetId,
     ) -> Result<(), EngineError> {
-        let mut inner = handle.wait_commit(inner)?;
-        inner.log_commit(dataset)
+        handle.log_commit(inner, dataset)
     }
 }
 

@@ -43,7 +43,11 @@
 //! lane, and no thread waits for the pool lock while holding the lane. A writer waiting for a
 //! suspended pool to resume sleeps on the handle's `resumed` condvar with the pool lock
 //! released and holding no lane (`suspend`); so does a writer the throttle or an `fsync`
-//! made wait for a commit that failed.
+//! made wait for a commit that failed. An intent-log commit writes and flushes its blocks
+//! holding no lock (module [`zil`], "Commits off the pool lock"); the lane's count of such
+//! writes is taken after the pool lock and the slot, and a commit phase (holding the slot)
+//! or `PoolHandle::lock` waits for it to drain. `fsync`s of a dataset with one commit in
+//! flight sleep on the handle's `log_idle` condvar with the pool lock released.
 //!
 //! Reads off the lock: a volume read ([`Engine::volume_read`]) and a file read through
 //! [`Engine::fs_read_planned`] find, under the pool lock, the blocks they (and their
@@ -354,6 +358,9 @@ pub struct PoolHandle {
     /// Signalled when a suspended pool resumes or is exported: writers waiting under
     /// `failmode=wait` sleep on it with the pool lock released (`suspend`).
     resumed: std::sync::Condvar,
+    /// Signalled (under the pool lock) when an intent-log commit that wrote without the pool
+    /// lock is done: commits of its dataset waiting for it go on (module [`zil`]).
+    log_idle: std::sync::Condvar,
     /// Set by a forced export of a suspended pool: waiting writers fail instead of waiting.
     ended: std::sync::atomic::AtomicBool,
     /// The pool's memory figures as the last `memory_use` that got the lock counted them.
@@ -874,6 +881,7 @@ impl Engine {
             inner: Mutex::new(imported),
             beat: Mutex::default(),
             resumed: std::sync::Condvar::new(),
+            log_idle: std::sync::Condvar::new(),
             ended: std::sync::atomic::AtomicBool::new(false),
             memory: Mutex::default(),
         })

@@ -23,15 +23,16 @@
 //! counters are atomics, read without the pool lock.
 //!
 //! # Lock order
-//! `PoolHandle::inner` (the pool lock), then `Lane::slot`. The commit phase holds only the
-//! slot; it takes the pool lock for the finish after releasing the slot, never while holding
-//! it. A thread that holds the pool lock may wait for the slot (it then blocks the pool for
-//! the rest of the commit, as every sync did before the pipeline); a writer throttled at
-//! [`DIRTY_MAX`] releases the pool lock first, waits for the slot, then takes the pool lock
-//! again to finish. A writer that finds the pool suspended (module `suspend`) waits on the
-//! handle's `resumed` condvar, which releases the pool lock and holds no slot; `clear` and
-//! `export -f` notify it while holding the pool lock, after the state changed, so no wake-up
-//! is lost.
+//! `PoolHandle::inner` (the pool lock), then `Lane::slot`, then `Lane::log_writes` (the intent-log
+//! commits writing without the pool lock, module `zil`: a commit phase waits for them while holding
+//! the slot, since its txg may free the blocks they write). The commit phase holds only the slot;
+//! it takes the pool lock for the finish after releasing the slot, never while holding it. A thread
+//! that holds the pool lock may wait for the slot (it then blocks the pool for the rest of the
+//! commit, as every sync did before the pipeline); a writer throttled at [`DIRTY_MAX`] releases the
+//! pool lock first, waits for the slot, then takes the pool lock again to finish. A writer that
+//! finds the pool suspended (module `suspend`) waits on the handle's `resumed` condvar, which
+//! releases the pool lock and holds no slot; `clear` and `export -f` notify it while holding the
+//! pool lock, after the state changed, so no wake-up is lost.
 //!
 //! # The throttle
 //! After a write, dirty data at [`DIRTY_SYNC`] wake the syncer (when no commit is pending: it
@@ -76,7 +77,7 @@
 //! refuses; export -f and import).
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use tarn_base::{Clock, Txg};
 use tarn_device::timing::{Histogram, Latencies};
@@ -115,6 +116,10 @@ enum Slot {
 #[derive(Debug)]
 pub(crate) struct Lane {
     slot: Mutex<Slot>,
+    /// Intent-log commits writing without the pool lock (module [`crate::zil`]): a txg that
+    /// frees their blocks commits only once none is in flight.
+    log_writes: Mutex<u32>,
+    log_drained: Condvar,
     pub(crate) stats: SyncStats,
 }
 
@@ -168,6 +173,8 @@ impl Lane {
     pub(crate) fn new(clock: Arc<dyn Clock>) -> Lane {
         Lane {
             slot: Mutex::default(),
+            log_writes: Mutex::default(),
+            log_drained: Condvar::new(),
             stats: SyncStats {
                 clock,
                 write: Histogram::default(),
@@ -194,6 +201,43 @@ impl Lane {
             .expect("commit lane poisoned by a failed invariant")
     }
 
+    fn log_writes(&self) -> MutexGuard<'_, u32> {
+        self.log_writes
+            .lock()
+            .expect("log write count poisoned by a failed invariant")
+    }
+
+    /// An intent-log commit starts writing its blocks without the pool lock (called under
+    /// the pool lock, when its blocks were allocated).
+    pub(crate) fn log_write_started(&self) {
+        *self.log_writes() += 1;
+    }
+
+    /// That commit's blocks are written and flushed, or failed: it touches them no more.
+    pub(crate) fn log_write_ended(&self) {
+        let mut writes = self.log_writes();
+        assert!(*writes > 0, "I3: a log write ends only after it started");
+        *writes -= 1;
+        if *writes == 0 {
+            self.log_drained.notify_all();
+        }
+    }
+
+    /// Waits until no intent-log commit is writing. A log writer takes no lock before it
+    /// ends, so this may be called holding the pool lock or the slot.
+    pub(crate) fn wait_log_writes(&self) {
+        let mut writes = self.log_writes();
+        if *writes > 0 {
+            tarn_base::wait::before_wait();
+        }
+        while *writes > 0 {
+            writes = self
+                .log_drained
+                .wait(writes)
+                .expect("log write count poisoned by a failed invariant");
+        }
+    }
+
     fn put(&self, pending: PendingCommit) {
         let mut slot = self.slot();
         assert!(
@@ -211,6 +255,10 @@ impl Lane {
         tarn_base::wait::before_wait();
         let mut slot = self.slot();
         if let Slot::Written(pending) = &*slot {
+            // The txg frees the blocks of chains a log write in flight may still be writing
+            // (`Imported::logs_before_sync`); they are reused once it commits, so it commits
+            // after those writes ended.
+            self.wait_log_writes();
             let start = self.stats.start();
             let outcome = pending.commit();
             self.stats.commit.add(self.stats.since(start));
@@ -373,6 +421,8 @@ impl PoolHandle {
     pub(crate) fn lock(&self) -> MutexGuard<'_, Imported> {
         let mut inner = self.lock_open();
         let _ = inner.settle();
+        // Nor an intent-log write: no new one starts while the lock is held.
+        self.lane.wait_log_writes();
         inner
     }
 

@@ -315,16 +315,14 @@ fn log_commit(
     inner: MutexGuard<'_, Imported>,
     dataset: DatasetId,
 ) -> Result<(), EngineError> {
-    let committed = handle
-        .wait_commit(inner)
-        .and_then(|mut inner| inner.log_commit(dataset));
+    let committed = handle.log_commit(inner, dataset);
     let Err(error) = committed else {
         return Ok(());
     };
     handle.wait_resumed(error)?;
     let inner = handle.lock_for_write()?;
     inner.check_volume(dataset)?;
-    handle.wait_commit(inner)?.log_commit(dataset)
+    handle.log_commit(inner, dataset)
 }
 
 fn stat_of(

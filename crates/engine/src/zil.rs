@@ -2,9 +2,10 @@
 //!
 //! ```text
 //!  fs_op ── Fs::with_log ──► pending records (txg, LogRecord) per dataset, in memory
-//!  fsync ── commit ──► records → stream → log blocks at the pre-allocated next address,
-//!                      each naming the next (allocated now), then one flush of the
-//!                      top-level vdevs written (ZFS flushes only those too)
+//!  fsync ── commit ──► under the pool lock: records → stream → log blocks planned at the
+//!                      pre-allocated next address, each naming the next (allocated now);
+//!                      without it: the blocks written, then one flush of the top-level
+//!                      vdevs written (ZFS flushes only those too)
 //!  sync of txg T ──► every record is in T: the old chain is freed (deferred), a fresh first
 //!                    block is allocated and named by the dataset header committed in T
 //!  import ──► claim the chain's blocks, replay its records on the committed state through
@@ -76,6 +77,41 @@
 //!   operations were admitted when they ran). A replayed inode's generation is the replay's
 //!   txg, not the original one.
 //!
+//! # Commits off the pool lock
+//! A commit ([`crate::PoolHandle::log_commit`]) holds the pool lock only to gather: it
+//! waits until no txg is syncing, turns every pending record of the dataset into the
+//! stream, allocates and encodes the chain's next blocks and advances the chain
+//! (`Imported::log_gather`, `plan_chain`); then it writes the blocks and flushes their
+//! vdevs without the lock (`LogBatch::write`, through a `tarn_pool::LogWriter`), and takes
+//! the lock again to drop the records it wrote (`log_written`). Meanwhile reads, writes and
+//! other datasets' commits go on. As ZFS's `zil_commit` writer and waiters:
+//! - One commit of a dataset writes at a time (`DatasetLog::writing`). An `fsync` that
+//!   finds one writing waits on the handle's `log_idle` condvar (the pool lock released);
+//!   when it ends, the first waiter gathers everything pending, its own records and those
+//!   of every later caller, and the others find theirs durable: commits that arrive
+//!   together share one log write and one flush. Batch N+1 is written only after batch N's
+//!   flush returned, so the chain on disk never has a later commit without the earlier.
+//! - Each record has a sequence number (`Logs::added`); an `fsync` returns when every record
+//!   of its dataset numbered before its call is durable (`DatasetLog::done`, advanced by a
+//!   batch's flush and by a txg's commit). Records stay in the queue until then, so a
+//!   failed write loses none of them.
+//! - A write or flush that fails breaks the chain at that batch: the chain takes no more
+//!   commits (`next` cleared) and the caller syncs a txg, which makes the records durable or
+//!   fails the `fsync` with the pool's suspension; nothing is acknowledged that is not
+//!   durable.
+//! - A txg whose write phase runs while a batch is in flight frees the chain the batch
+//!   writes into (`logs_before_sync`); its commit phase waits until no log write is in
+//!   flight (`txg::Lane::wait_log_writes`), so those blocks are never released for reuse
+//!   while still being written. The records of the batch are in that txg too, so either the
+//!   old chain (if the txg does not commit) or the txg holds them.
+//!
+//! Lock order: the pool lock, then the lane's slot, then the lane's log-write count; a log
+//! writer holds none of them while it writes and ends its count before it takes the pool
+//! lock again, so a holder of the pool lock or the slot may wait for it (`PoolHandle::lock`
+//! does: admin verbs see no log write in flight). `logbias=throughput` commits still write
+//! their data blocks ahead under the pool lock (only the chain's blocks and the flush are
+//! off it).
+//!
 //! # Crash safety
 //! A block is accepted only when its self-checksum, chain id and sequence number match
 //! (`tarn_format::intent_log`), so a torn or missing block, stale bytes at a pre-allocated
@@ -92,6 +128,7 @@
 //! ([`tarn_space::SpaceManager::open_allocated`]). `check::verify_pool` counts both.
 
 use std::collections::BTreeMap;
+use std::sync::MutexGuard;
 
 use tarn_base::{Guid, Txg};
 use tarn_dataset::LogHead;
@@ -119,15 +156,34 @@ const CHAIN_BLOCKS_MAX: u64 = 1 << 20;
 /// Bytes before each record in the stream: txg (u64) and length (u32).
 const RECORD_PREFIX: usize = 12;
 
+/// What a pending record is tagged with: the txg it went into and its sequence number
+/// (`Logs::added` when it was added).
+#[derive(Clone, Copy, Debug)]
+struct Tag {
+    txg: Txg,
+    seq: u64,
+}
+
 /// The intent log of one dataset, in memory.
 #[derive(Debug, Default)]
 pub(crate) struct DatasetLog {
-    /// Records not yet written to the log, with the txg each went into; writes without
-    /// their bytes (`tarn_posix::intent`: read from the file at commit).
-    pending: tarn_posix::LogQueue<Txg>,
-    /// A volume's changes not yet written to the log, with their txg (a write without its
-    /// bytes: read from the volume at commit). A dataset uses one queue or the other.
-    volume: Vec<(Txg, Change)>,
+    /// Records not yet durable, with the txg each went into; writes without their bytes
+    /// (`tarn_posix::intent`: read from the file at commit). Records a commit is writing
+    /// stay here until its flush returned.
+    pending: tarn_posix::LogQueue<Tag>,
+    /// A volume's changes not yet durable, with their tag (a write without its bytes: read
+    /// from the volume at commit). A dataset uses one queue or the other.
+    volume: Vec<(Tag, Change)>,
+    /// Every record of this dataset with a smaller sequence number is durable (in the log
+    /// or a committed txg), or moot by a later record that is (a reclaim drops the queued
+    /// writes of its inode).
+    done: u64,
+    /// A commit is writing the records before this sequence number, off the pool lock.
+    writing: Option<u64>,
+    /// The first sequence number of each txg that has records here and has not committed,
+    /// oldest first: a txg's commit makes every record before the next txg's first durable
+    /// (those a reclaim dropped from `pending` included).
+    starts: std::collections::VecDeque<(Txg, u64)>,
     /// Blocks written ahead of the open txg by `logbias=throughput` commits (the volume's
     /// or file's object, block id, pointer), named by records of the chain: the txg's sync
     /// adopts each one that is still the block's current data, and the others are freed
@@ -150,6 +206,41 @@ pub(crate) struct DatasetLog {
 #[derive(Debug, Default)]
 pub(crate) struct Logs {
     map: BTreeMap<DatasetId, DatasetLog>,
+    /// Sequence number of the next record added to any dataset's log.
+    added: u64,
+}
+
+/// What a commit found to do under the pool lock ([`Imported::log_gather`]).
+enum Gathered {
+    /// Nothing is left to write: the records are durable (`by_txg`: a txg synced them).
+    Done { by_txg: bool },
+    /// Blocks to write and flush without the pool lock.
+    Write(LogBatch),
+}
+
+/// One commit's log blocks, allocated and encoded under the pool lock, written and flushed
+/// without it (module doc, "Commits off the pool lock").
+struct LogBatch {
+    /// The batch holds every pending record with a smaller sequence number.
+    upto: u64,
+    /// The chain its blocks belong to.
+    chain: u64,
+    /// Each block's address and bytes, in chain order.
+    blocks: Vec<(Dva, Vec<u8>)>,
+    /// The top-level vdevs to flush: the blocks' and those of blocks written ahead.
+    vdevs: Vec<tarn_base::VdevId>,
+    writer: tarn_pool::LogWriter,
+}
+
+impl LogBatch {
+    /// Writes the blocks in chain order, then flushes their vdevs: the batch is durable when
+    /// this returns `Ok`. Takes no lock.
+    fn write(&self) -> Result<(), String> {
+        for (dva, bytes) in &self.blocks {
+            self.writer.write_raw(dva, bytes)?;
+        }
+        self.writer.flush_vdevs(&self.vdevs)
+    }
 }
 
 /// What an import's replay found in one dataset's log.
@@ -172,7 +263,7 @@ impl Logs {
             .values()
             .map(|log| {
                 log.pending.memory_bytes()
-                    + (log.volume.capacity() * size_of::<(Txg, Change)>()) as u64
+                    + (log.volume.capacity() * size_of::<(Tag, Change)>()) as u64
                     + (log.indirect.capacity() * size_of::<WrittenAhead>()) as u64
             })
             .sum()
@@ -180,7 +271,36 @@ impl Logs {
 
     /// Adds a volume change made in `txg` to the dataset's pending list.
     pub(crate) fn add_volume(&mut self, id: DatasetId, txg: Txg, change: Change) {
-        self.map.entry(id).or_default().volume.push((txg, change));
+        self.entry(id);
+        let seq = self.next_seq();
+        let log = self.entry(id);
+        log.started(txg, seq);
+        log.volume.push((Tag { txg, seq }, change));
+    }
+
+    /// The log of `id`, made when it has none: every record before now is not its concern.
+    fn entry(&mut self, id: DatasetId) -> &mut DatasetLog {
+        let added = self.added;
+        self.map.entry(id).or_insert_with(|| DatasetLog {
+            done: added,
+            ..DatasetLog::default()
+        })
+    }
+
+    fn next_seq(&mut self) -> u64 {
+        self.added += 1;
+        self.added - 1
+    }
+
+    /// Whether every record of `id` before sequence number `target` is durable (a dataset
+    /// without a log has none pending: its log is dropped only when empty).
+    fn covered(&self, id: DatasetId, target: u64) -> bool {
+        self.map.get(&id).is_none_or(|log| log.done >= target)
+    }
+
+    /// Whether a commit of `id` is writing without the pool lock.
+    fn writing(&self, id: DatasetId) -> bool {
+        self.map.get(&id).is_some_and(|log| log.writing.is_some())
     }
 
     /// Adds records made in `txg` to the dataset's pending list.
@@ -188,9 +308,13 @@ impl Logs {
         if records.is_empty() {
             return;
         }
-        let log = self.map.entry(id).or_default();
+        // Made before the first sequence number is taken: its records are its concern.
+        self.entry(id);
         for record in records {
-            log.pending.push(txg, record);
+            let seq = self.next_seq();
+            let log = self.entry(id);
+            log.started(txg, seq);
+            log.pending.push(Tag { txg, seq }, record);
         }
     }
 
@@ -228,6 +352,13 @@ impl Logs {
 }
 
 impl DatasetLog {
+    /// Notes that a record `seq` went into `txg`.
+    fn started(&mut self, txg: Txg, seq: u64) {
+        if self.starts.back().is_none_or(|(last, _)| *last != txg) {
+            self.starts.push_back((txg, seq));
+        }
+    }
+
     fn is_empty(&self) -> bool {
         self.pending.is_empty() && self.volume.is_empty()
     }
@@ -326,7 +457,11 @@ impl Imported {
                 node.header.log = head;
                 node.header_dirty = true;
             }
-            if log.next.is_none() && log.is_empty() && log.blocks.is_empty() {
+            if log.next.is_none()
+                && log.is_empty()
+                && log.blocks.is_empty()
+                && log.writing.is_none()
+            {
                 self.logs.map.remove(&id);
             }
         }
@@ -347,54 +482,88 @@ impl Imported {
 
     /// After txg `txg` committed: every pending record is in it or older.
     pub(crate) fn logs_after_sync(&mut self, txg: Txg) {
+        let added = self.logs.added;
         for log in self.logs.map.values_mut() {
-            log.pending.retain(|t| *t > txg);
-            log.volume.retain(|(t, _)| *t > txg);
+            log.pending.retain(|t| t.txg > txg);
+            log.volume.retain(|(t, _)| t.txg > txg);
+            while log.starts.front().is_some_and(|(t, _)| *t <= txg) {
+                log.starts.pop_front();
+            }
+            let durable = log.starts.front().map_or(added, |(_, seq)| *seq);
+            log.done = log.done.max(durable);
         }
     }
 
-    /// Makes every pending record of `id` durable: in its intent log when it has a chain,
-    /// else (or when the log cannot take them) by syncing a txg.
-    pub(crate) fn log_commit(&mut self, id: DatasetId) -> Result<(), EngineError> {
-        // The chain is the syncing txg's until it commits: finish it first (callers that can
-        // release the pool lock have waited already, `PoolHandle::wait_commit`).
-        self.settle()?;
-        let log = self.logs.map.entry(id).or_default();
+    /// Under the pool lock, no txg syncing: what a commit of `id`'s pending records does.
+    /// Either a txg makes them durable here (no chain yet, too much pending, a queue that
+    /// cannot be read back, a chain that cannot take them), or they are gathered into a
+    /// [`LogBatch`] whose blocks are allocated and encoded now and written by the caller
+    /// without the pool lock. No other commit of `id` may be writing.
+    fn log_gather(&mut self, id: DatasetId) -> Result<Gathered, EngineError> {
+        let upto = self.logs.added;
+        let log = self.logs.entry(id);
+        assert!(
+            log.writing.is_none(),
+            "I3: one commit of a log writes at a time"
+        );
         if log.is_empty() {
-            return Ok(());
+            // Every record ever added is durable: a commit or a txg took it from the queue,
+            // or a reclaim that is durable itself made it moot.
+            log.done = upto;
+            return Ok(Gathered::Done { by_txg: false });
         }
-        let start = self.lane.stats.start();
-        let result = self.log_commit_records(id);
-        let by_txg = matches!(result, Ok(true));
-        self.lane.stats.log_committed(start, by_txg);
-        result.map(drop)
-    }
-
-    /// [`Imported::log_commit`] of records that are pending: `true` when a txg made them
-    /// durable instead of the log.
-    fn log_commit_records(&mut self, id: DatasetId) -> Result<bool, EngineError> {
-        let log = self.logs.map.entry(id).or_default();
         let bytes = log.bytes();
         let readable = log.pending.readable();
         if log.next.is_none() || !readable || bytes > COMMIT_BYTES_MAX as u64 {
             log.wanted = true;
-            return self.sync().map(|_| true);
+            return self.sync().map(|_| Gathered::Done { by_txg: true });
         }
         let stream = self.log_stream(id);
-        let written = stream.as_ref().is_some_and(|stream| {
-            stream.len() <= COMMIT_BYTES_MAX && self.write_chain(id, stream).is_ok()
-        });
-        if !written {
-            if let Some(log) = self.logs.map.get_mut(&id) {
-                log.wanted = true;
-            }
-            return self.sync().map(|_| true);
+        let batch = stream
+            .filter(|stream| stream.len() <= COMMIT_BYTES_MAX)
+            .and_then(|stream| self.plan_chain(id, &stream, upto).ok());
+        let log = self.logs.entry(id);
+        let Some(batch) = batch else {
+            // Nothing was written; the chain may have advanced past blocks that never will
+            // be, so no later commit may use it.
+            log.next = None;
+            log.wanted = true;
+            return self.sync().map(|_| Gathered::Done { by_txg: true });
+        };
+        log.writing = Some(upto);
+        self.lane.log_write_started();
+        Ok(Gathered::Write(batch))
+    }
+
+    /// Under the pool lock again, after `batch` of `id` was written (`result`): its records
+    /// are durable and leave the queue, or (the write or the flush failed) a txg makes them
+    /// durable instead. Returns whether a txg did.
+    fn log_written(
+        &mut self,
+        id: DatasetId,
+        batch: &LogBatch,
+        result: Result<(), String>,
+    ) -> Result<bool, EngineError> {
+        let log = self.logs.map.get_mut(&id);
+        let Some(log) = log else {
+            // The dataset went while the batch was written: a txg dropped its log.
+            return Ok(false);
+        };
+        log.writing = None;
+        if result.is_ok() {
+            log.pending.retain(|t| t.seq >= batch.upto);
+            log.volume.retain(|(t, _)| t.seq >= batch.upto);
+            log.done = log.done.max(batch.upto);
+            log.idle = 0;
+            return Ok(false);
         }
-        let log = self.logs.map.entry(id).or_default();
-        log.pending.clear();
-        log.volume.clear();
-        log.idle = 0;
-        Ok(false)
+        // The chain may end before this batch's blocks now: nothing more goes into it (a
+        // txg that started meanwhile already gave the dataset a new chain).
+        if log.chain == batch.chain {
+            log.next = None;
+        }
+        log.wanted = true;
+        self.sync().map(|_| true)
     }
 
     /// The pending records of `id` as the log's stream (each: txg, length, record), writes'
@@ -421,9 +590,9 @@ impl Imported {
         let now = tarn_posix::Timespec { secs: 0, nsecs: 0 };
         let mut fs = Fs::new(&mut node.objset, &reader, now, settings.config);
         let mut stream = Vec::new();
-        for (txg, entry) in log.pending.entries() {
+        for (tag, entry) in log.pending.entries() {
             let record = fs.log_record(entry).ok()??;
-            push_record(&mut stream, *txg, &record.encode());
+            push_record(&mut stream, tag.txg, &record.encode());
         }
         Some(stream)
     }
@@ -444,9 +613,9 @@ impl Imported {
         let mut stream = Vec::new();
         if !throughput {
             let reader = pool.reader();
-            for (txg, change) in &log.volume {
+            for (tag, change) in &log.volume {
                 let bytes = change.record(objset, &reader).ok()?.encode();
-                push_record(&mut stream, *txg, &bytes);
+                push_record(&mut stream, tag.txg, &bytes);
             }
             return Some(stream);
         }
@@ -459,7 +628,7 @@ impl Imported {
         let mut failed =
             Change::write_ahead_all(changes, objset, &mut writer, &mut written, &mut new_blocks)
                 .is_err();
-        for (txg, change) in &log.volume {
+        for (tag, change) in &log.volume {
             if failed {
                 break;
             }
@@ -470,7 +639,7 @@ impl Imported {
                 break;
             };
             for record in records {
-                push_record(&mut stream, *txg, &record.encode());
+                push_record(&mut stream, tag.txg, &record.encode());
             }
         }
         // Written or not, every new block is the log's until the next sync decides.
@@ -501,8 +670,8 @@ impl Imported {
         let records = records_throughput(objset, &mut writer, config, entries, &mut new_blocks);
         let mut stream = Vec::new();
         if let Ok(Some(records)) = &records {
-            for (txg, record) in records {
-                push_record(&mut stream, **txg, &record.encode());
+            for (tag, record) in records {
+                push_record(&mut stream, tag.txg, &record.encode());
             }
         }
         // Written or not, every new block is the log's until the next sync decides.
@@ -510,21 +679,22 @@ impl Imported {
         matches!(records, Ok(Some(_))).then_some(stream)
     }
 
-    /// Writes `stream` as the next blocks of `id`'s chain and flushes the vdevs written,
-    /// those of the volume blocks written ahead for it included (one flush makes the commit
-    /// durable: replay drops a last commit whose blocks do not all verify, module doc).
-    fn write_chain(&mut self, id: DatasetId, stream: &[u8]) -> Result<(), String> {
+    /// Plans `stream` as the next blocks of `id`'s chain: allocates each block's successor,
+    /// encodes the blocks and advances the chain, and names the vdevs to flush, those of
+    /// the blocks written ahead for it included (one flush makes the commit durable: replay
+    /// drops a last commit whose blocks do not all verify, module doc). Nothing is written.
+    fn plan_chain(&mut self, id: DatasetId, stream: &[u8], upto: u64) -> Result<LogBatch, String> {
         let Imported { pool, logs, .. } = self;
+        let writer = pool.log_writer()?;
         let log = logs.map.get_mut(&id).ok_or("no log")?;
         let mut current = log.next.ok_or("no chain")?;
         let mut rest = stream;
-        let mut written: Vec<tarn_base::VdevId> = log
+        let mut vdevs: Vec<tarn_base::VdevId> = log
             .indirect
             .iter()
             .flat_map(|(_, _, bp)| bp.copies().map(|dva| dva.vdev))
             .collect();
-        written.sort_unstable();
-        written.dedup();
+        let mut blocks = Vec::new();
         loop {
             let room = (current.psize as usize).saturating_sub(LOG_HEADER_LEN);
             let take = rest.len().min(room);
@@ -546,13 +716,11 @@ impl Imported {
                 continues: after > 0,
                 next,
             };
-            let bytes = encode_block(&header, &rest[..take], current.psize);
-            pool.pipeline()
-                .write_raw(&current.dva, &bytes)
-                .map_err(|e| e.to_string())?;
-            if !written.contains(&current.dva.vdev) {
-                written.push(current.dva.vdev);
-            }
+            blocks.push((
+                current.dva,
+                encode_block(&header, &rest[..take], current.psize),
+            ));
+            vdevs.push(current.dva.vdev);
             log.seq += 1;
             log.next = Some(next);
             current = next;
@@ -561,7 +729,15 @@ impl Imported {
                 break;
             }
         }
-        pool.flush_vdevs(&written)
+        vdevs.sort_unstable();
+        vdevs.dedup();
+        Ok(LogBatch {
+            upto,
+            chain: log.chain,
+            blocks,
+            vdevs,
+            writer,
+        })
     }
 
     /// At import, before anything else changes: claims and replays the intent log of every
@@ -831,5 +1007,69 @@ impl crate::Engine {
     /// What the import of `pool` replayed from each dataset's intent log.
     pub fn log_replay_reports(&self, pool: &str) -> Result<Vec<ReplayReport>, EngineError> {
         Ok(self.pool(pool)?.lock().replayed.clone())
+    }
+}
+
+impl crate::PoolHandle {
+    /// Makes every record of `id` added so far durable: in its intent log when it has a
+    /// chain, else (or when the log cannot take them) by syncing a txg. The log's blocks are
+    /// written and flushed without the pool lock; one commit of a dataset writes at a time,
+    /// and commits that arrive meanwhile wait for it, then the first of them writes
+    /// everything pending for all (module doc, "Commits off the pool lock"). `inner` is this
+    /// handle's pool lock; it is released on return.
+    pub(crate) fn log_commit(
+        &self,
+        inner: MutexGuard<'_, Imported>,
+        id: DatasetId,
+    ) -> Result<(), EngineError> {
+        let target = inner.logs.added;
+        if inner.logs.covered(id, target) {
+            return Ok(());
+        }
+        let start = self.lane.stats.start();
+        let mut by_txg = false;
+        let mut inner = inner;
+        loop {
+            // Checked first: a batch that just covered these records (or a waiter's records
+            // written by another's batch) needs no txg to finish.
+            if inner.logs.covered(id, target) {
+                break;
+            }
+            if inner.logs.writing(id) {
+                tarn_base::wait::before_wait();
+                inner = self
+                    .log_idle
+                    .wait(inner)
+                    .expect("pool lock poisoned by a failed invariant");
+                continue;
+            }
+            if inner.pool.syncing_txg().is_some() {
+                // The chain is the syncing txg's until it commits: finish it first.
+                inner = self.wait_commit(inner)?;
+                continue;
+            }
+            let batch = match inner.log_gather(id) {
+                Ok(Gathered::Write(batch)) => batch,
+                Ok(Gathered::Done { by_txg: txg }) => {
+                    by_txg |= txg;
+                    continue;
+                }
+                Err(e) => {
+                    self.lane.stats.log_committed(start, true);
+                    return Err(e);
+                }
+            };
+            drop(inner);
+            tarn_base::wait::before_wait();
+            let result = batch.write();
+            self.lane.log_write_ended();
+            inner = self.lock_open();
+            let written = inner.log_written(id, &batch, result);
+            // Whatever happened, the next commit of the dataset may start.
+            self.log_idle.notify_all();
+            by_txg |= written?;
+        }
+        self.lane.stats.log_committed(start, by_txg);
+        Ok(())
     }
 }

@@ -1,8 +1,8 @@
 //! The txg pipeline on simulated devices: a txg's commit phase runs without the pool lock
 //! while the next txg is open, and the crash guarantees stay those of one txg at a time.
 //!
-//! Method: the devices are `SimDevice`s behind a test wrapper whose flush can be held at a
-//! gate (to hold a commit phase open while other threads work) and which can cut the power
+//! Method: the devices are `SimDevice`s behind a gate (`common::gate`) whose flush can be
+//! held (to hold a commit phase open while other threads work) and which can cut the power
 //! after a number of device operations (every later write and flush fails, as in the
 //! simulator), then `SimDevice::crash` drops or tears what was not flushed.
 
@@ -10,131 +10,20 @@
 
 mod common;
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
 
+use common::gate::GatedProvider;
 use common::{Host, PLAIN, committed, crash_all, images, in_root_dir, sim_devices_with};
 use tarn_base::{ObjectId, Txg};
-use tarn_device::{Device, DeviceError, FaultPlan, SimDevice};
+use tarn_device::FaultPlan;
 use tarn_engine::{
-    CreateSpec, DatasetId, DeviceProvider, Engine, EngineError, FsOp, ImportOptions, PoolError,
-    SimProvider, TopLayout, TxgSyncer, check,
+    CreateSpec, DatasetId, Engine, EngineError, FsOp, ImportOptions, PoolError, TopLayout,
+    TxgSyncer, check,
 };
 use tarn_posix::{Creds, FileKind};
 
 const ME: Creds = Creds { uid: 0, gid: 0 };
-
-#[derive(Debug, Default)]
-struct GateState {
-    closed: bool,
-    waiting: usize,
-    /// Device operations (writes and flushes) left before the power goes; `None`: no cut.
-    budget: Option<u64>,
-}
-
-/// Shared by every wrapped device of a test.
-#[derive(Debug, Default)]
-struct Gate {
-    state: Mutex<GateState>,
-    changed: Condvar,
-}
-
-impl Gate {
-    fn set_closed(&self, closed: bool) {
-        self.state.lock().unwrap().closed = closed;
-        self.changed.notify_all();
-    }
-
-    fn cut_after(&self, ops: Option<u64>) {
-        self.state.lock().unwrap().budget = ops;
-    }
-
-    /// Waits until some flush is held at the closed gate.
-    fn wait_for_a_held_flush(&self) {
-        let mut state = self.state.lock().unwrap();
-        while state.waiting == 0 {
-            state = self.changed.wait(state).unwrap();
-        }
-    }
-
-    /// One write or flush: fails once the power is cut.
-    fn spend(&self) -> Result<(), DeviceError> {
-        let mut state = self.state.lock().unwrap();
-        match &mut state.budget {
-            Some(0) => Err(DeviceError::Io {
-                offset: 0,
-                source: std::io::Error::other("power cut"),
-            }),
-            Some(left) => {
-                *left -= 1;
-                Ok(())
-            }
-            None => Ok(()),
-        }
-    }
-
-    fn hold(&self) {
-        let mut state = self.state.lock().unwrap();
-        if state.closed {
-            state.waiting += 1;
-            self.changed.notify_all();
-            while state.closed {
-                state = self.changed.wait(state).unwrap();
-            }
-            state.waiting -= 1;
-        }
-    }
-}
-
-#[derive(Debug)]
-struct Gated {
-    inner: Arc<SimDevice>,
-    gate: Arc<Gate>,
-}
-
-impl Device for Gated {
-    fn size_bytes(&self) -> u64 {
-        self.inner.size_bytes()
-    }
-    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), DeviceError> {
-        self.inner.read_at(offset, buf)
-    }
-    fn write_at(&self, offset: u64, data: &[u8]) -> Result<(), DeviceError> {
-        self.gate.spend()?;
-        self.inner.write_at(offset, data)
-    }
-    fn flush(&self) -> Result<(), DeviceError> {
-        self.gate.hold();
-        self.gate.spend()?;
-        self.inner.flush()
-    }
-    fn discard(&self, offset: u64, len: u64) -> Result<(), DeviceError> {
-        self.inner.discard(offset, len)
-    }
-    fn path(&self) -> &str {
-        self.inner.path()
-    }
-}
-
-#[derive(Debug, Default)]
-struct GatedProvider {
-    sims: SimProvider,
-    gate: Arc<Gate>,
-}
-
-impl DeviceProvider for GatedProvider {
-    fn open(&self, path: &str, read_only: bool) -> Result<Arc<dyn Device>, DeviceError> {
-        self.sims.open(path, read_only)?;
-        let inner = self.sims.get(path).unwrap();
-        Ok(Arc::new(Gated {
-            inner,
-            gate: Arc::clone(&self.gate),
-        }))
-    }
-    fn list(&self, dir: &str) -> Result<Vec<String>, DeviceError> {
-        self.sims.list(dir)
-    }
-}
 
 const HOST: Host = Host {
     hostid: 9,

@@ -562,6 +562,42 @@ impl DetachedReader {
     }
 }
 
+/// Writes intent-log blocks to space the caller allocated, and flushes the top-level vdevs
+/// they went to, without the pool lock ([`Pool::log_writer`]). It holds the vdevs as they
+/// were when it was made; it allocates and frees nothing, so the caller keeps the blocks
+/// it writes from being released meanwhile (the engine's commit lane waits for log writes
+/// in flight before a txg that frees them commits).
+#[derive(Debug)]
+pub struct LogWriter {
+    pipeline: Pipeline,
+    tops: Vec<Arc<TopVdev>>,
+}
+
+impl LogWriter {
+    /// [`Pipeline::write_raw`] of one log block.
+    pub fn write_raw(&self, dva: &tarn_format::Dva, bytes: &[u8]) -> Result<(), String> {
+        self.pipeline
+            .write_raw(dva, bytes)
+            .map_err(|e| e.to_string())
+    }
+
+    /// [`Pool::flush_vdevs`]: the blocks written to `vdevs` are durable once this returns.
+    pub fn flush_vdevs(&self, vdevs: &[tarn_base::VdevId]) -> Result<(), String> {
+        flush_tops(&self.tops, vdevs)
+    }
+}
+
+/// Flushes every leaf of the top-level vdevs `vdevs` of `tops`.
+fn flush_tops(tops: &[Arc<TopVdev>], vdevs: &[tarn_base::VdevId]) -> Result<(), String> {
+    for id in vdevs {
+        let top = tops
+            .get(id.0 as usize)
+            .ok_or_else(|| format!("no top-level vdev {}", id.0))?;
+        top.flush().map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
 /// Writes blocks ahead of their txg, in open context (ZFS's `dmu_sync` for
 /// `logbias=throughput`): each block is born in the open txg, allocated through
 /// `SpaceManager::open_allocator` and written (not flushed: the caller flushes the vdevs of
@@ -1418,14 +1454,20 @@ impl Pool {
         if let Some(why) = &self.suspended {
             return Err(why.clone());
         }
-        for id in vdevs {
-            let top = self
-                .tops
-                .get(id.0 as usize)
-                .ok_or_else(|| format!("no top-level vdev {}", id.0))?;
-            top.flush().map_err(|e| e.to_string())?;
+        flush_tops(&self.tops, vdevs)
+    }
+
+    /// A writer of intent-log blocks that works without `&Pool` ([`LogWriter`]): the engine
+    /// writes a commit's blocks and flushes their vdevs with it after releasing the pool
+    /// lock. Refuses to be made while the pool is suspended (the reason is the error).
+    pub fn log_writer(&self) -> Result<LogWriter, String> {
+        if let Some(why) = &self.suspended {
+            return Err(why.clone());
         }
-        Ok(())
+        Ok(LogWriter {
+            pipeline: self.pipeline.clone(),
+            tops: self.tops.clone(),
+        })
     }
 
     /// Writes the whole config (all four label copies) with `state`: the even halves, a

@@ -9,6 +9,7 @@
 
 #![allow(dead_code)] // Each test binary uses a different part of the helpers.
 
+pub(crate) mod gate;
 pub(crate) mod replica;
 pub(crate) mod tree;
 pub(crate) mod volume;
