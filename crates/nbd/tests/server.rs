@@ -2,14 +2,16 @@
 //! (LIST, INFO with block sizes, unknown options, STRUCTURED_REPLY, EXTENDED_HEADERS,
 //! SET_META_CONTEXT, GO, ABORT), then requests in each reply style: simple replies,
 //! structured chunks and extended chunks (64-bit block status), the spec's errors, and
-//! several requests in flight answered by cookie.
+//! several requests in flight answered by cookie; a mixed load of reads (some failing with
+//! EIO) and writes of every size in flight at once, and a client gone mid-payload.
 
 #![allow(clippy::unwrap_used)] // Test code: a failed unwrap is a failed test.
 #![allow(clippy::big_endian_bytes)] // NBD is big-endian.
 
+use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use tarn_nbd::codec::{self, chunk, cmd, errno, opt, rep};
 use tarn_nbd::{Backend, BackendError, Export};
@@ -20,6 +22,10 @@ const SIZE: u64 = 1 << 20;
 struct Memory {
     bytes: Mutex<Vec<u8>>,
     written: Mutex<Vec<bool>>,
+    /// Reads starting in a 4K block whose index is `1 mod eio_every` fail with EIO (0: none).
+    eio_every: u64,
+    /// Every write served: (offset, data).
+    writes: Mutex<Vec<(u64, Vec<u8>)>>,
 }
 
 impl Memory {
@@ -27,6 +33,8 @@ impl Memory {
         Memory {
             bytes: Mutex::new(vec![0; SIZE as usize]),
             written: Mutex::new(vec![false; (SIZE / 4096) as usize]),
+            eio_every: 0,
+            writes: Mutex::new(Vec::new()),
         }
     }
 }
@@ -53,12 +61,22 @@ impl Backend for Memory {
     }
 
     fn read(&self, _: &Export, offset: u64, buf: &mut [u8]) -> Result<(), BackendError> {
+        if self.eio_every > 0 && (offset / 4096) % self.eio_every == 1 {
+            // A failed read leaves the buffer half written, as a device error might.
+            let half = buf.len() / 2;
+            buf[..half].fill(0xee);
+            return Err(BackendError {
+                errno: errno::EIO,
+                message: "injected".into(),
+            });
+        }
         let bytes = self.bytes.lock().unwrap();
         buf.copy_from_slice(&bytes[offset as usize..offset as usize + buf.len()]);
         Ok(())
     }
 
     fn write(&self, _: &Export, offset: u64, data: &[u8], _: bool) -> Result<(), BackendError> {
+        self.writes.lock().unwrap().push((offset, data.to_vec()));
         let mut bytes = self.bytes.lock().unwrap();
         bytes[offset as usize..offset as usize + data.len()].copy_from_slice(data);
         let mut written = self.written.lock().unwrap();
@@ -102,6 +120,16 @@ fn start() -> (UnixStream, std::thread::JoinHandle<()>) {
     let handle = std::thread::spawn(move || {
         let writer = server.try_clone().unwrap();
         let _ = tarn_nbd::serve(server, writer, &Memory::new());
+    });
+    (client, handle)
+}
+
+/// [`start`] over `memory`, shared with the test.
+fn start_with(memory: Arc<Memory>) -> (UnixStream, std::thread::JoinHandle<()>) {
+    let (client, server) = UnixStream::pair().unwrap();
+    let handle = std::thread::spawn(move || {
+        let writer = server.try_clone().unwrap();
+        let _ = tarn_nbd::serve(server, writer, &*memory);
     });
     (client, handle)
 }
@@ -388,4 +416,139 @@ fn starttls_follows_the_policy() {
         server.join().unwrap().is_err(),
         "EXPORT_NAME in the clear ends it"
     );
+}
+
+/// The byte at `position` of the lower half in [`replies_in_flight_carry_only_their_own_request`].
+fn pattern(position: u64) -> u8 {
+    (position / 4096 * 7 + position % 251) as u8
+}
+
+/// What the client sent per cookie: (a write, offset, length).
+type Sent = BTreeMap<u64, (bool, u64, u64)>;
+
+/// Sends `count` reads of the lower half and writes of the upper half (each of its own byte),
+/// lengths from 1 byte to 300 KiB in a mixed order, without waiting for replies.
+fn send_mixed(c: &mut UnixStream, count: u64) -> Sent {
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut sent = BTreeMap::new();
+    for cookie in 0..count {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        // Big and small requests alternate, so replies of both sizes are in flight together.
+        let len = if cookie % 2 == 0 {
+            1 + x % (300 << 10)
+        } else {
+            1 + x % 4096
+        };
+        let len = len.min(SIZE / 2 - 1);
+        let offset = (x >> 20) % (SIZE / 2 - len);
+        if cookie % 3 == 0 {
+            let offset = SIZE / 2 + offset;
+            send(c, cmd::WRITE, 0, cookie, offset, len);
+            c.write_all(&vec![cookie as u8; len as usize]).unwrap();
+            sent.insert(cookie, (true, offset, len));
+        } else {
+            send(c, cmd::READ, 0, cookie, offset, len);
+            sent.insert(cookie, (false, offset, len));
+        }
+    }
+    sent
+}
+
+/// Checks every reply of [`send_mixed`]'s requests; returns (reads served, reads failed).
+fn check_replies(sent: &Sent, got: &BTreeMap<u64, (u16, Vec<u8>)>) -> (usize, usize) {
+    let (mut reads, mut failed) = (0, 0);
+    for (cookie, (write, offset, len)) in sent {
+        let (kind, payload) = &got[cookie];
+        if *write {
+            assert_eq!(*kind, chunk::NONE, "write {cookie} succeeded");
+            continue;
+        }
+        if (offset / 4096) % 5 == 1 {
+            assert_eq!(
+                (*kind, be32(payload)),
+                (chunk::ERROR, errno::EIO),
+                "read {cookie}"
+            );
+            failed += 1;
+            continue;
+        }
+        assert_eq!(*kind, chunk::OFFSET_DATA, "read {cookie}");
+        assert_eq!(be64(payload), *offset);
+        assert_eq!(
+            payload.len() as u64 - 8,
+            *len,
+            "read {cookie}: its own length"
+        );
+        let wrong = (payload[8..].iter().zip(*offset..)).position(|(b, p)| *b != pattern(p));
+        assert_eq!(
+            wrong, None,
+            "read {cookie} at {offset} len {len}: only its own bytes"
+        );
+        reads += 1;
+    }
+    (reads, failed)
+}
+
+/// Goal: with requests of every size in flight together on all workers, every reply carries
+/// only its own request's bytes and length, also when reads fail (EIO, the buffer half
+/// overwritten by the failed read), and a client that vanishes in the middle of a write's
+/// payload ends the connection cleanly. Method: the lower half of the export holds a known
+/// pattern and is only read; 400 requests, reads of the lower half and writes of the upper
+/// half (each filled with its own byte), lengths from 1 byte to 300 KiB in a mixed order,
+/// are sent without waiting while another thread collects the replies by cookie. Every read
+/// that succeeded must be exactly the pattern of its range, every read starting in a
+/// failing block an EIO chunk without data, and every write the backend saw exactly the
+/// bytes sent for it. Then a write header with half its payload and the client gone: the
+/// server thread ends without a panic.
+#[test]
+fn replies_in_flight_carry_only_their_own_request() {
+    let mut memory = Memory::new();
+    memory.eio_every = 5;
+    {
+        let mut bytes = memory.bytes.lock().unwrap();
+        for (position, byte) in bytes.iter_mut().enumerate().take((SIZE / 2) as usize) {
+            *byte = pattern(position as u64);
+        }
+    }
+    let memory = Arc::new(memory);
+    let (mut c, server) = start_with(Arc::clone(&memory));
+    negotiate_extended(&mut c);
+    let mut replies = c.try_clone().unwrap();
+    let count = 400u64;
+    let collector = std::thread::spawn(move || {
+        let mut got = BTreeMap::new();
+        for _ in 0..count {
+            let (flags, kind, cookie, payload) = chunk_of(&mut replies);
+            assert_eq!(flags, chunk::FLAG_DONE, "one chunk per reply");
+            assert!(
+                got.insert(cookie, (kind, payload)).is_none(),
+                "one reply per cookie"
+            );
+        }
+        got
+    });
+    let sent = send_mixed(&mut c, count);
+    let (reads, failed) = check_replies(&sent, &collector.join().unwrap());
+    assert!(
+        reads > 100 && failed > 20,
+        "both kinds of read: {reads} ok, {failed} failed"
+    );
+    let writes = memory.writes.lock().unwrap().clone();
+    assert_eq!(writes.len(), sent.values().filter(|s| s.0).count());
+    for (offset, data) in writes {
+        let (cookie, _) = (sent.iter())
+            .find(|(_, s)| s.0 && s.1 == offset && s.2 == data.len() as u64)
+            .unwrap_or_else(|| panic!("a write at {offset} of {} was sent", data.len()));
+        assert!(
+            data.iter().all(|b| *b == *cookie as u8),
+            "write {cookie}: its own bytes"
+        );
+    }
+    // The client vanishes in the middle of a payload.
+    send(&mut c, cmd::WRITE, 0, count, SIZE / 2, 65536);
+    c.write_all(&[1u8; 30000]).unwrap();
+    drop(c);
+    server.join().expect("the server ends without a panic");
 }
