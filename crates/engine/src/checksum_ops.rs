@@ -201,12 +201,11 @@ fn hash_pieces(
     let mut hasher = FileHasher::new(kind);
     let mut offset = 0u64;
     loop {
-        let piece = read(offset)?;
-        let bytes = piece.as_slice();
+        let bytes = read(offset)?.into_bytes();
         if bytes.is_empty() {
             return Ok((hasher.finish(), offset));
         }
-        hasher.update(bytes);
+        hasher.update(&bytes);
         offset += bytes.len() as u64;
     }
 }

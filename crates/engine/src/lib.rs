@@ -53,8 +53,10 @@
 //! [`Engine::fs_read_planned`] find, under the pool lock, the blocks they (and their
 //! read-ahead) need that are not cached (`ObjectSet::plan_read`), read and verify them with
 //! the lock released (`Pool::detached_reader`, several in flight on tarn-zio's reader
-//! threads) into the clean-block cache, and take the lock again only to copy from the
-//! cache; with nothing to fetch they never let go of it. Their read-ahead is a batch
+//! threads) into the clean-block cache, and take the lock again only to collect the
+//! cached blocks (a file read: `ObjectSet::read_out`, joined into the reply after the lock
+//! is let go; a volume read still copies under it); with nothing to fetch they never let
+//! go of it before that. Their read-ahead is a batch
 //! handed to a reader thread that the read does not wait for (`fs::OffLock`); a later read
 //! that needs one of its blocks waits for that batch, and export and destroy end every
 //! batch before the devices close. While such a

@@ -1152,7 +1152,7 @@ impl fuser::Filesystem for TarnFs {
         if snapdir::is_snapshot_dir(ino.0) {
             let read = |fs: &mut Fs<'_>, ino| fs.read_data(ino, offset, size);
             return match self.in_snapshot(ino, Errno::EISDIR, read) {
-                Ok(data) => reply.data(data.as_slice()),
+                Ok(data) => reply.data(&data.into_bytes()),
                 Err(errno) => reply.error(errno),
             };
         }
@@ -1168,8 +1168,9 @@ impl fuser::Filesystem for TarnFs {
             let _ = fs.accessed(ino);
             Ok(data)
         });
+        // Joined here, without the pool lock (tarn-objects `readout`).
         match result {
-            Ok(data) => reply.data(data.as_slice()),
+            Ok(data) => reply.data(&data.into_bytes()),
             Err(errno) => reply.error(errno),
         }
     }

@@ -114,6 +114,7 @@ mod cache;
 pub mod objset;
 mod pieces;
 mod readahead;
+mod readout;
 mod send;
 mod tree;
 pub mod zap;
@@ -135,6 +136,7 @@ pub use objset::{
     visit_object_set, visit_object_set_born_after,
 };
 pub use readahead::{Ahead, Fetch, ReadJob};
+pub use readout::ReadOut;
 pub use send::BlockChange;
 pub use tarn_format::objset::ObjsetKind;
 pub use zap::{ZAP_KEY_MAX, ZAP_VALUE_MAX, ZapByteEntries, ZapCursor, ZapEntries};

@@ -5,7 +5,7 @@ use crate::accounting::{SyncHook, UsedChange};
 use crate::cache::BlockCache;
 use crate::readahead::{self, Fetch, Streams};
 use crate::tree::{self, Dirty, ObjState, ReadCtx, TreeWalk};
-use crate::{BlockContext, DnodeInfo, ObjectError, ObjsetWriteConfig, SyncEstimate};
+use crate::{BlockContext, DnodeInfo, ObjectError, ObjsetWriteConfig, ReadOut, SyncEstimate};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use tarn_base::limits::BLOCK_SIZE_MAX;
@@ -739,16 +739,45 @@ impl ObjectSet {
         offset: u64,
         buf: &mut [u8],
     ) -> Result<(), ObjectError> {
-        if offset.checked_add(buf.len() as u64).is_none() {
+        self.read_with(store, id, offset, buf.len(), |ctx, state| {
+            tree::read(ctx, state, offset, buf)
+        })
+    }
+
+    /// [`ObjectSet::read`] of `len` bytes as the blocks they lie in, for a caller that
+    /// copies them into its buffer after letting go of its lock (module `readout`).
+    pub fn read_out(
+        &mut self,
+        store: &dyn BlockStore,
+        id: ObjectId,
+        offset: u64,
+        len: usize,
+    ) -> Result<ReadOut, ObjectError> {
+        self.read_with(store, id, offset, len, |ctx, state| {
+            tree::read_out(ctx, state, offset, len)
+        })
+    }
+
+    /// A read of `len` bytes at `offset` of `id` by `read`: the access noted for read-ahead
+    /// first, and the read-ahead started.
+    fn read_with<R>(
+        &mut self,
+        store: &dyn BlockStore,
+        id: ObjectId,
+        offset: u64,
+        len: usize,
+        read: impl FnOnce(&mut ReadCtx<'_>, &ObjState) -> Result<R, ObjectError>,
+    ) -> Result<R, ObjectError> {
+        if offset.checked_add(len as u64).is_none() {
             return Err(invalid(id, "read offset", offset));
         }
-        let len = buf.len() as u64;
+        let len = len as u64;
         // The store is asked only for a sequential reader: answering walks the vdev tree,
         // which a small random read served from the cache should not pay for.
         let ahead = self.streams.note(id, offset, len) && store.reads_in_parallel();
         self.inspect(store, id, |ctx, state| {
             readahead::prefetch(ctx, state, offset, len, ahead);
-            tree::read(ctx, state, offset, buf)
+            read(ctx, state)
         })
     }
 

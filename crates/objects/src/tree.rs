@@ -17,6 +17,7 @@
 
 use crate::cache::BlockCache;
 use crate::pieces::Pieces;
+use crate::readout::ReadOut;
 use crate::{BlockContext, BlockRole, ObjectError, ObjsetWriteConfig, SyncEstimate};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -366,6 +367,26 @@ fn write_cached(
     Ok(bp)
 }
 
+/// Calls `f(blkid, within, range)` for each block a read of `len` bytes at `offset` touches,
+/// in order: the block, where in it the read's part starts, and the part's place in the read.
+fn each_block(
+    state: &ObjState,
+    offset: u64,
+    len: usize,
+    mut f: impl FnMut(u64, usize, std::ops::Range<usize>) -> Result<(), ObjectError>,
+) -> Result<(), ObjectError> {
+    let block_size = u64::from(state.dnode.data_block_size);
+    let mut done = 0usize;
+    while done < len {
+        let position = offset + done as u64;
+        let within = usize::try_from(position % block_size).unwrap_or(0);
+        let take = (len - done).min(block_size as usize - within);
+        f(position / block_size, within, done..done + take)?;
+        done += take;
+    }
+    Ok(())
+}
+
 /// Copies `buf.len()` bytes from `offset`; holes and unwritten ranges read as zeros.
 pub(crate) fn read(
     ctx: &mut ReadCtx<'_>,
@@ -373,25 +394,46 @@ pub(crate) fn read(
     offset: u64,
     buf: &mut [u8],
 ) -> Result<(), ObjectError> {
-    let block_size = u64::from(state.dnode.data_block_size);
-    let mut done = 0usize;
-    while done < buf.len() {
-        let position = offset + done as u64;
-        let blkid = position / block_size;
-        let within = usize::try_from(position % block_size).unwrap_or(0);
-        let take = (buf.len() - done).min(block_size as usize - within);
-        let target = &mut buf[done..done + take];
+    each_block(state, offset, buf.len(), |blkid, within, range| {
+        let take = range.len();
+        let target = &mut buf[range];
         if let Some(Dirty::Pieces(pieces)) = state.dirty.get(&blkid) {
-            read_pieced(ctx, &state.dnode, blkid, pieces, within, target)?;
-        } else {
-            match block_data(ctx, state, blkid)?.bytes() {
-                None => target.fill(0),
-                Some(bytes) => target.copy_from_slice(&bytes[within..within + take]),
-            }
+            return read_pieced(ctx, &state.dnode, blkid, pieces, within, target);
         }
-        done += take;
-    }
-    Ok(())
+        match block_data(ctx, state, blkid)?.bytes() {
+            None => target.fill(0),
+            Some(bytes) => target.copy_from_slice(&bytes[within..within + take]),
+        }
+        Ok(())
+    })
+}
+
+/// [`read`] of `len` bytes as the blocks they lie in (module `readout`): clean blocks are
+/// shared with the cache, not copied; dirty data and pieces are copied now.
+pub(crate) fn read_out(
+    ctx: &mut ReadCtx<'_>,
+    state: &ObjState,
+    offset: u64,
+    len: usize,
+) -> Result<ReadOut, ObjectError> {
+    let mut out = ReadOut::default();
+    each_block(state, offset, len, |blkid, within, range| {
+        let take = range.len();
+        if let Some(Dirty::Pieces(pieces)) = state.dirty.get(&blkid) {
+            let mut bytes = tarn_base::buf::zeroed(take);
+            read_pieced(ctx, &state.dnode, blkid, pieces, within, &mut bytes)?;
+            out.push_copied(bytes);
+            return Ok(());
+        }
+        match block_data(ctx, state, blkid)? {
+            BlockRef::Zero => out.push_zeros(take),
+            BlockRef::Dirty(bytes) => out.push_copied(bytes[within..within + take].to_vec()),
+            BlockRef::Clean(block) => out.push_block(block, within, take),
+            BlockRef::Merged(bytes) => out.push_block(Arc::new(bytes), within, take),
+        }
+        Ok(())
+    })?;
+    Ok(out)
 }
 
 impl ObjState {

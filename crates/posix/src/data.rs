@@ -9,9 +9,10 @@
 //! lands in the binary's read-only data, and its pages were read from the executable's file
 //! whenever the page cache had dropped them.)
 
+use std::borrow::Cow;
 use std::sync::LazyLock;
 
-use tarn_objects::Fetch;
+use tarn_objects::{Fetch, ReadOut};
 
 use crate::fs::{Fs, Result, oid};
 use crate::inode::{FLAG_CHECKSUM_CURRENT, Inode};
@@ -31,8 +32,10 @@ pub static ZEROS: LazyLock<Box<[u8]>> =
 /// What [`Fs::read_data`] found.
 #[derive(Debug, PartialEq, Eq)]
 pub enum ReadData {
-    /// The bytes read (short at end of file).
-    Bytes(Vec<u8>),
+    /// The bytes read (short at end of file), as the blocks they lie in: the caller joins
+    /// them ([`ReadData::into_bytes`]) after it let go of the pool lock (tarn-objects
+    /// `readout`).
+    Blocks(ReadOut),
     /// This many bytes, all in a hole: they read as zeros, and no buffer was made.
     Hole(usize),
 }
@@ -40,10 +43,10 @@ pub enum ReadData {
 impl ReadData {
     /// The bytes, zeros from [`ZEROS`] for a hole.
     #[must_use]
-    pub fn as_slice(&self) -> &[u8] {
+    pub fn into_bytes(self) -> Cow<'static, [u8]> {
         match self {
-            ReadData::Bytes(bytes) => bytes,
-            ReadData::Hole(len) => &ZEROS[..*len],
+            ReadData::Blocks(out) => Cow::Owned(out.into_vec()),
+            ReadData::Hole(len) => Cow::Borrowed(&ZEROS[..len]),
         }
     }
 }
@@ -84,11 +87,12 @@ impl Fs<'_> {
     }
 
     /// [`Fs::read`], except that a read of up to [`HOLE_READ_MAX`] bytes that lies wholly in
-    /// a hole returns [`ReadData::Hole`] without reading or filling a buffer.
+    /// a hole returns [`ReadData::Hole`] without reading or filling a buffer, and that the
+    /// bytes of clean records are not copied yet ([`ReadData::Blocks`]).
     pub fn read_data(&mut self, ino: Ino, offset: u64, len: u32) -> Result<ReadData> {
         let inode = self.regular(ino)?;
         if offset >= inode.size {
-            return Ok(ReadData::Bytes(Vec::new()));
+            return Ok(ReadData::Blocks(ReadOut::default()));
         }
         let len = u64::from(len).min(inode.size - offset);
         if len <= HOLE_READ_MAX as u64 {
@@ -97,7 +101,13 @@ impl Fs<'_> {
                 return Ok(ReadData::Hole(len as usize));
             }
         }
-        self.read(ino, offset, len as u32).map(ReadData::Bytes)
+        let len = usize::try_from(len).map_err(|_| PosixError::TooBig)?;
+        Ok(ReadData::Blocks(self.os.read_out(
+            self.store,
+            oid(ino),
+            offset,
+            len,
+        )?))
     }
 
     /// Grows the block of a file that has at most one block so that `end` fits in it, up to
