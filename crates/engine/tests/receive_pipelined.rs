@@ -27,13 +27,10 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use common::replica::{full, into, send};
+use common::replica::{host_of_size, into, volume_stream};
 use common::volume::noise;
-use common::{Host, PLAIN, crash_all, sim_devices};
-use tarn_engine::{
-    CreateSpec, Engine, ImportOptions, ReceiveSpec, SimProvider, TopLayout, TxgSyncer, VolumeSpec,
-    check,
-};
+use common::{Host, PLAIN, crash_all};
+use tarn_engine::{Engine, ImportOptions, ReceiveSpec, SimProvider, TxgSyncer, check};
 
 /// MiB of noise in the sent volume: past `DIRTY_SYNC` (128 MiB) with room to spare, so the
 /// receive wakes the sync thread well before its END.
@@ -41,11 +38,7 @@ const MIB: usize = 176;
 
 /// An engine with a pool `tank` on a mirror of two fresh simulated devices.
 fn host(seed: u64) -> (Arc<SimProvider>, Engine) {
-    let sims = Arc::new(SimProvider::new());
-    let names = sim_devices(&sims, "d", 0..2, 320 << 20);
-    let spec = CreateSpec::one_top("tank", TopLayout::Mirror, names);
-    let engine = Host { seed, ..PLAIN }.create_tank(&sims, &spec, &[]);
-    (sims, engine)
+    host_of_size(seed, 320 << 20)
 }
 
 /// Piece `i` (1 MiB) of the volume's bytes.
@@ -55,23 +48,7 @@ fn piece(i: usize) -> Vec<u8> {
 
 /// The stream of `tank/v@s`: a volume of [`MIB`] pieces in 128K blocks.
 fn stream() -> Vec<u8> {
-    let (_, a) = host(3);
-    let spec = VolumeSpec {
-        size: format!("{MIB}M"),
-        block_size: Some("128K".into()),
-        sparse: true,
-    };
-    let none: &[(String, String)] = &[];
-    a.create_volume("tank/v", &spec, none, false, "create")
-        .unwrap();
-    let stat = a.volume_stat("tank/v").unwrap();
-    for i in 0..MIB {
-        a.volume_write(&stat.pool, stat.dataset, (i << 20) as u64, &piece(i), false)
-            .unwrap();
-    }
-    a.snapshot(&["tank/v@s".into()], false, &[], "snapshot")
-        .unwrap();
-    send(&a, full("tank/v@s"))
+    volume_stream(MIB, piece)
 }
 
 /// Every piece of volume `name` is the sent one.

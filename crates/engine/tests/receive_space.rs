@@ -16,44 +16,15 @@
 
 mod common;
 
-use std::sync::Arc;
-
-use common::replica::{full, into, receive, send};
+use common::replica::{host_of_size as host, into, receive, volume_stream};
 use common::volume::noise;
-use common::{Host, PLAIN, sim_devices};
-use tarn_engine::{CreateSpec, DatasetQuery, Engine, SimProvider, TopLayout, VolumeSpec, check};
+use tarn_engine::{DatasetQuery, Engine, VolumeSpec, check};
 
 const MIB: usize = 64;
 
-/// An engine with a pool `tank` on a mirror of two simulated devices of `size` bytes.
-fn host(seed: u64, size: u64) -> (Arc<SimProvider>, Engine) {
-    let sims = Arc::new(SimProvider::new());
-    let names = sim_devices(&sims, "d", 0..2, size);
-    let spec = CreateSpec::one_top("tank", TopLayout::Mirror, names);
-    let engine = Host { seed, ..PLAIN }.create_tank(&sims, &spec, &[]);
-    (sims, engine)
-}
-
 /// The stream of `tank/v@s`: a sparse volume of [`MIB`] MiB of noise in 128K blocks.
 fn stream() -> Vec<u8> {
-    let (_, a) = host(3, 128 << 20);
-    let spec = VolumeSpec {
-        size: format!("{MIB}M"),
-        block_size: Some("128K".into()),
-        sparse: true,
-    };
-    let none: &[(String, String)] = &[];
-    a.create_volume("tank/v", &spec, none, false, "create")
-        .unwrap();
-    let stat = a.volume_stat("tank/v").unwrap();
-    for i in 0..MIB {
-        let piece = noise(1 << 20, 500 + i as u64);
-        a.volume_write(&stat.pool, stat.dataset, (i << 20) as u64, &piece, false)
-            .unwrap();
-    }
-    a.snapshot(&["tank/v@s".into()], false, &[], "snapshot")
-        .unwrap();
-    send(&a, full("tank/v@s"))
+    volume_stream(MIB, |i| noise(1 << 20, 500 + i as u64))
 }
 
 fn used(engine: &Engine, name: &str) -> u64 {

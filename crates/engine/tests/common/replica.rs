@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use tarn_engine::{CreateSpec, Engine, ReceiveSpec, SendSpec, SimProvider, TopLayout};
+use tarn_engine::{CreateSpec, Engine, ReceiveSpec, SendSpec, SimProvider, TopLayout, VolumeSpec};
 
 use super::{Host, PLAIN, images, sim_devices};
 
@@ -28,11 +28,38 @@ impl Hosts {
 
 /// An engine with a pool `tank` on two fresh simulated devices, its randomness from `seed`.
 pub(crate) fn host(seed: u64) -> (Arc<SimProvider>, Engine) {
+    host_of_size(seed, 128 << 20)
+}
+
+/// [`host`] on a mirror of two devices of `size` bytes.
+pub(crate) fn host_of_size(seed: u64, size: u64) -> (Arc<SimProvider>, Engine) {
     let sims = Arc::new(SimProvider::new());
-    let names = sim_devices(&sims, "d", 0..2, 128 << 20);
+    let names = sim_devices(&sims, "d", 0..2, size);
     let spec = CreateSpec::one_top("tank", TopLayout::Mirror, names);
     let engine = Host { seed, ..PLAIN }.create_tank(&sims, &spec, &[]);
     (sims, engine)
+}
+
+/// The stream of `tank/v@s` from a host of its own: a sparse volume of `mib` MiB in 128K
+/// blocks whose MiB `i` is `piece(i)`.
+pub(crate) fn volume_stream(mib: usize, piece: impl Fn(usize) -> Vec<u8>) -> Vec<u8> {
+    let (_, a) = host_of_size(3, (2 * mib as u64 + 64) << 20);
+    let spec = VolumeSpec {
+        size: format!("{mib}M"),
+        block_size: Some("128K".into()),
+        sparse: true,
+    };
+    let none: &[(String, String)] = &[];
+    a.create_volume("tank/v", &spec, none, false, "create")
+        .unwrap();
+    let stat = a.volume_stat("tank/v").unwrap();
+    for i in 0..mib {
+        a.volume_write(&stat.pool, stat.dataset, (i << 20) as u64, &piece(i), false)
+            .unwrap();
+    }
+    a.snapshot(&["tank/v@s".into()], false, &[], "snapshot")
+        .unwrap();
+    send(&a, full("tank/v@s"))
 }
 
 /// The stream `spec` makes.
