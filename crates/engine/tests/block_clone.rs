@@ -19,12 +19,13 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{CutProvider, Host, PLAIN, crash_all, seeded_bytes, sim_devices_with};
+use common::{
+    CutProvider, Host, PLAIN, crash_all, dataset_bytes as bytes_of, seeded_bytes, sim_devices_with,
+};
 use tarn_device::FaultPlan;
 use tarn_engine::posix::{Creds, FileKind, PosixError};
 use tarn_engine::{
-    CreateSpec, DatasetId, DatasetQuery, Engine, EngineError, FileRange, FsOp, ImportOptions,
-    TopLayout, check,
+    CreateSpec, DatasetId, Engine, EngineError, FileRange, FsOp, ImportOptions, TopLayout, check,
 };
 
 const HOST: Host = Host {
@@ -136,18 +137,6 @@ fn pool_prop(engine: &Engine, property: &str) -> String {
 
 fn pool_bytes(engine: &Engine, property: &str) -> u64 {
     pool_prop(engine, property).parse().unwrap()
-}
-
-fn bytes_of(engine: &Engine, name: &str, property: &str) -> u64 {
-    let query = DatasetQuery {
-        names: vec![name.into()],
-        properties: vec![property.into()],
-        ..DatasetQuery::default()
-    };
-    engine.dataset_props(&query).unwrap()[0].props[0]
-        .parsable
-        .parse()
-        .unwrap()
 }
 
 fn is_exdev(result: Result<u64, EngineError>) -> bool {

@@ -18,7 +18,8 @@ mod common;
 
 use std::sync::Arc;
 
-use common::volume::{LEN, noise, prop, read, snap, volume, write};
+use common::dataset_prop as prop;
+use common::volume::{LEN, noise, read, snap, volume, write};
 use common::{CutProvider, Host, PLAIN, crash_all, images, sim_devices_with};
 use tarn_device::FaultPlan;
 use tarn_engine::{CreateSpec, DatasetQuery, Engine, ImportOptions, TopLayout, check};

@@ -9,7 +9,7 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{Host, PLAIN, images, sim_devices};
+use common::{Host, PLAIN, dataset_prop as prop, images, sim_devices};
 use tarn_engine::{
     CreateSpec, DatasetQuery, Engine, HoldRow, ImportOptions, SimProvider, TopLayout, check,
 };
@@ -37,17 +37,6 @@ fn setup() -> (Arc<SimProvider>, Engine) {
 
 fn owned(names: &[&str]) -> Vec<String> {
     names.iter().map(|n| (*n).to_string()).collect()
-}
-
-fn prop(engine: &Engine, name: &str, property: &str) -> String {
-    let query = DatasetQuery {
-        names: vec![name.into()],
-        properties: vec![property.into()],
-        ..DatasetQuery::default()
-    };
-    engine.dataset_props(&query).unwrap()[0].props[0]
-        .parsable
-        .clone()
 }
 
 fn snapshots(engine: &Engine) -> Vec<String> {

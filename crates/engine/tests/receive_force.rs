@@ -17,8 +17,9 @@
 
 mod common;
 
+use common::dataset_prop as prop;
 use common::replica::{Hosts, forced, full, host, incremental, into, receive, send};
-use common::volume::{LEN, noise, prop, read, snap, volume, write};
+use common::volume::{LEN, noise, read, snap, volume, write};
 use tarn_engine::{DatasetQuery, Engine, ReceiveSpec, SendSpec, check};
 
 /// Host A: `tank/v` with `@z` (1 MiB), `@a` (its first 256K rewritten), `@b` (256K

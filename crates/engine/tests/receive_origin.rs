@@ -16,19 +16,12 @@
 
 mod common;
 
+use common::dataset_exists as exists;
+use common::dataset_prop as prop;
 use common::replica::{Hosts, forced, full, host, incremental, into, receive, send};
-use common::volume::{LEN, noise, prop, read, snap, volume, write};
-use tarn_engine::{DatasetQuery, Engine, ReceiveSpec, SendSpec, check};
+use common::volume::{LEN, noise, read, snap, volume, write};
+use tarn_engine::{ReceiveSpec, SendSpec, check};
 use tarn_send::{Record, StreamReader};
-
-fn exists(engine: &Engine, name: &str) -> bool {
-    let query = DatasetQuery {
-        names: vec![name.into()],
-        properties: vec!["name".into()],
-        ..DatasetQuery::default()
-    };
-    engine.dataset_props(&query).is_ok()
-}
 
 /// `into(target)` with `-o origin=ORIGIN`, as the CLI passes it (among the properties).
 fn with_origin(target: &str, origin: &str) -> ReceiveSpec {

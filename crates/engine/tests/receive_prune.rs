@@ -19,8 +19,9 @@
 
 mod common;
 
+use common::dataset_prop as prop;
 use common::replica::{Hosts, forced, full, host, incremental, into, receive, send};
-use common::volume::{noise, prop, read, volume, write};
+use common::volume::{noise, read, volume, write};
 use tarn_engine::{DatasetQuery, Engine, ReceiveReport, ReceiveSpec, SendSpec, check};
 
 fn replicate(spec: SendSpec) -> SendSpec {

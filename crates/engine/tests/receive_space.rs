@@ -18,34 +18,14 @@ mod common;
 
 use common::replica::{host_of_size as host, into, receive, volume_stream};
 use common::volume::noise;
-use tarn_engine::{DatasetQuery, Engine, VolumeSpec, check};
+use common::{dataset_bytes, dataset_exists as exists};
+use tarn_engine::{Engine, VolumeSpec, check};
 
 const MIB: usize = 64;
 
 /// The stream of `tank/v@s`: a sparse volume of [`MIB`] MiB of noise in 128K blocks.
 fn stream() -> Vec<u8> {
     volume_stream(MIB, |i| noise(1 << 20, 500 + i as u64))
-}
-
-fn used(engine: &Engine, name: &str) -> u64 {
-    let query = DatasetQuery {
-        names: vec![name.into()],
-        properties: vec!["used".into()],
-        ..DatasetQuery::default()
-    };
-    engine.dataset_props(&query).unwrap()[0].props[0]
-        .parsable
-        .parse()
-        .unwrap()
-}
-
-fn exists(engine: &Engine, name: &str) -> bool {
-    let query = DatasetQuery {
-        names: vec![name.into()],
-        properties: vec!["used".into()],
-        ..DatasetQuery::default()
-    };
-    engine.dataset_props(&query).is_ok()
 }
 
 /// After a refused receive: the pool online, `name` gone, its space allocatable again after
@@ -64,7 +44,11 @@ fn still_fine(engine: &Engine, name: &str, parent: &str, before: u64) {
         freeing.parse::<u64>().unwrap() < 1 << 20,
         "freeing {freeing}"
     );
-    assert_eq!(used(engine, parent), before, "{parent}: space as before");
+    assert_eq!(
+        dataset_bytes(engine, parent, "used"),
+        before,
+        "{parent}: space as before"
+    );
     let spec = VolumeSpec {
         size: "1M".into(),
         block_size: None,
@@ -86,7 +70,7 @@ fn still_fine(engine: &Engine, name: &str, parent: &str, before: u64) {
 fn a_receive_larger_than_the_pool_is_refused_and_the_pool_stays_online() {
     let bytes = stream();
     let (_sims, b) = host(4, 64 << 20);
-    let before = used(&b, "tank");
+    let before = dataset_bytes(&b, "tank", "used");
     let refused = receive(&b, into("tank/v"), &bytes).unwrap_err();
     assert!(refused.contains("out of space"), "{refused}");
     still_fine(&b, "tank/v", "tank", before);
@@ -100,7 +84,7 @@ fn a_receive_past_a_quota_is_refused_and_nothing_stays() {
     c.create_dataset("tank/q", none, false, "create").unwrap();
     let quota = [("quota".to_string(), "16M".to_string())];
     c.set_dataset_props("tank/q", &quota, "set").unwrap();
-    let before = used(&c, "tank/q");
+    let before = dataset_bytes(&c, "tank/q", "used");
     let refused = receive(&c, into("tank/q/v"), &bytes).unwrap_err();
     assert!(refused.contains("disk quota exceeded"), "{refused}");
     still_fine(&c, "tank/q/v", "tank/q", before);

@@ -18,7 +18,10 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{CutProvider, Host, PLAIN, crash_all, images, scrub_tank, sim_devices_with};
+use common::{
+    CutProvider, Host, PLAIN, crash_all, dataset_bytes as bytes_of, dataset_prop as prop, images,
+    scrub_tank, sim_devices_with,
+};
 use tarn_base::{ObjectId, SeededRng};
 use tarn_device::FaultPlan;
 use tarn_engine::{CreateSpec, DatasetQuery, Engine, ImportOptions, TopLayout, check};
@@ -75,21 +78,6 @@ fn frozen(engine: &Engine, snapshot: &str, object: ObjectId) -> Vec<u8> {
     let mut buf = vec![0u8; LEN];
     check::snapshot_read(engine, snapshot, object, 0, &mut buf).unwrap();
     buf
-}
-
-fn prop(engine: &Engine, name: &str, property: &str) -> String {
-    let query = DatasetQuery {
-        names: vec![name.into()],
-        properties: vec![property.into()],
-        ..DatasetQuery::default()
-    };
-    engine.dataset_props(&query).unwrap()[0].props[0]
-        .parsable
-        .clone()
-}
-
-fn bytes_of(engine: &Engine, name: &str, property: &str) -> u64 {
-    prop(engine, name, property).parse().unwrap()
 }
 
 fn snapshot_names(engine: &Engine) -> Vec<String> {

@@ -20,9 +20,9 @@ use std::sync::{Arc, Mutex};
 use tarn_base::{ManualClock, ObjectId, SeededRng, Txg};
 use tarn_device::{Device, DeviceError, FaultPlan, SimDevice};
 use tarn_engine::{
-    CreateOptions, CreateSpec, DatasetId, DeviceProvider, Engine, EngineError, FsOp, HostIdentity,
-    ImportOptions, ScanProgress, ScanState, ScrubAction, SimProvider, TopLayout, TopSpec, VdevNode,
-    check,
+    CreateOptions, CreateSpec, DatasetId, DatasetQuery, DeviceProvider, Engine, EngineError, FsOp,
+    HostIdentity, ImportOptions, ScanProgress, ScanState, ScrubAction, SimProvider, TopLayout,
+    TopSpec, VdevNode, check,
 };
 use tarn_format::BlockPtr;
 use tarn_objects::ObjectSet;
@@ -360,4 +360,29 @@ impl DeviceProvider for CutProvider {
     fn list(&self, dir: &str) -> Result<Vec<String>, DeviceError> {
         self.sims.list(dir)
     }
+}
+
+/// The query of property `property` of dataset `name`.
+fn prop_query(name: &str, property: &str) -> DatasetQuery {
+    DatasetQuery {
+        names: vec![name.into()],
+        properties: vec![property.into()],
+        ..DatasetQuery::default()
+    }
+}
+
+/// Property `property` of dataset (or snapshot) `name`, parsable (`get -p`).
+pub(crate) fn dataset_prop(engine: &Engine, name: &str, property: &str) -> String {
+    let rows = engine.dataset_props(&prop_query(name, property)).unwrap();
+    rows[0].props[0].parsable.clone()
+}
+
+/// A byte count of dataset `name` (`used`, `referenced`, ...).
+pub(crate) fn dataset_bytes(engine: &Engine, name: &str, property: &str) -> u64 {
+    dataset_prop(engine, name, property).parse().unwrap()
+}
+
+/// Whether dataset `name` exists.
+pub(crate) fn dataset_exists(engine: &Engine, name: &str) -> bool {
+    engine.dataset_props(&prop_query(name, "name")).is_ok()
 }

@@ -3,7 +3,7 @@
 //! snapshots and properties by name. Volume verbs read and write any dataset of the pool,
 //! which is what the clone and send/receive tests need, without a file layer between.
 
-use tarn_engine::{DatasetQuery, Engine, VolumeSpec};
+use tarn_engine::{Engine, VolumeSpec};
 
 /// Bytes of a volume the tests write and compare (its first MiB).
 pub(crate) const LEN: usize = 1 << 20;
@@ -57,16 +57,4 @@ pub(crate) fn snap(engine: &Engine, name: &str) {
     engine
         .snapshot(&[name.into()], false, &[], "snapshot")
         .unwrap();
-}
-
-/// The parsable value of `property` of the dataset `name`.
-pub(crate) fn prop(engine: &Engine, name: &str, property: &str) -> String {
-    let query = DatasetQuery {
-        names: vec![name.into()],
-        properties: vec![property.into()],
-        ..DatasetQuery::default()
-    };
-    engine.dataset_props(&query).unwrap()[0].props[0]
-        .parsable
-        .clone()
 }
