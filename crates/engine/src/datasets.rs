@@ -719,11 +719,20 @@ impl Tree {
 
     /// Dirty bytes of `id` and its descendants.
     pub(crate) fn dirty_bytes_under(&self, id: DatasetId) -> u64 {
-        let dirty = |d: DatasetId| self.node(d).objset.dirty_bytes();
-        self.subtree(id)
-            .iter()
-            .map(|&(d, _)| dirty(d) + self.hidden_children(d).into_iter().map(dirty).sum::<u64>())
-            .sum()
+        let below: u64 = self
+            .charged_children(id)
+            .map(|c| self.dirty_bytes_under(c))
+            .sum();
+        self.node(id).objset.dirty_bytes() + below
+    }
+
+    /// The datasets `id`'s `usedbychildren` is made of: its children and its partial
+    /// receives (hidden), which are charged to it as ZFS's `%recv` is: their blocks are
+    /// allocated, and the quotas above them must see them.
+    fn charged_children(&self, id: DatasetId) -> impl Iterator<Item = DatasetId> {
+        self.children(id)
+            .into_iter()
+            .chain(self.hidden_children(id))
     }
 
     /// Writes every changed object set and rewrites the headers of changed nodes. A dataset
@@ -790,11 +799,7 @@ impl Tree {
 
     /// `usedbychildren`: what the children are charged.
     pub(crate) fn usedbychildren(&self, id: DatasetId) -> u64 {
-        // A partial receive (hidden) is charged to its parent, as ZFS's `%recv` is: its
-        // blocks are allocated, and the quotas above it must see them.
-        let hidden = self.hidden_children(id);
-        let children = self.children(id).into_iter().chain(hidden);
-        children.map(|c| self.charged(c)).sum()
+        self.charged_children(id).map(|c| self.charged(c)).sum()
     }
 
     /// `used`.

@@ -1409,26 +1409,5 @@ pub(crate) fn publish(
     if inner.datasets.by_name(name).is_some() {
         return Err(invalid(format!("destination '{name}' exists")));
     }
-    let Imported {
-        pool,
-        mos,
-        datasets,
-        ..
-    } = inner;
-    let reader = pool.reader();
-    let old = datasets.node(id).name.clone();
-    let parent_header = datasets.node(parent).header;
-    let hidden_leaf = dsname::leaf_name(&old).to_string();
-    node::set_child(mos.objset(), &reader, &parent_header, &hidden_leaf, None)?;
-    let leaf = dsname::leaf_name(name);
-    node::set_child(
-        mos.objset(),
-        &reader,
-        &parent_header,
-        leaf,
-        Some(ObjectId(id.0)),
-    )?;
-    datasets.rename_subtree(id, parent, &old, name);
-    datasets.apply_objset_config(id)?;
-    Ok(())
+    crate::dataset_ops::move_dataset(inner, id, parent, name)
 }
