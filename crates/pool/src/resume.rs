@@ -258,6 +258,22 @@ impl Pool {
         }
     }
 
+    /// Flushes every usable leaf and drops what the flush reports: the errors of writes of
+    /// the failed attempt, which a write-behind queue keeps until the next flush (tarn-device
+    /// `queued`, I2) and would otherwise hand to the retry's first writes to each device. The
+    /// retry writes every block of the txg again and its commit flushes again, so nothing the
+    /// errors stood for is lost; an intent-log write reports its own errors to its own flush
+    /// before this runs (the engine waits for log writes in flight before `clear`).
+    fn forget_failed_writes(&self) {
+        for top in &self.tops {
+            for leaf in top.leaves() {
+                if let Some(device) = leaf.usable_device() {
+                    let _ = device.flush();
+                }
+            }
+        }
+    }
+
     /// `clear` of a suspended pool (ZFS's `zio_resume`): refuses, changing nothing, while
     /// [`Pool::commit_blockers`] lists devices or the suspension cannot be retried; otherwise
     /// writes the kept txg again and commits it (module doc). Returns the txg committed, if
@@ -287,6 +303,7 @@ impl Pool {
             self.txg
         );
         let txg = unfinished.txg;
+        self.forget_failed_writes();
         for kept in &unfinished.writes {
             if let Err(e) = self.pipeline.rewrite(kept) {
                 self.retry = Retry::Txg(unfinished);

@@ -2,11 +2,13 @@
 //! until the test opens the gate (to hold a commit phase or an intent-log commit open while
 //! other threads work), and the power can be cut after a number of device operations (every
 //! later write and flush fails, as in the simulator); `SimDevice::crash` then drops or tears
-//! what was not flushed. A gate may apply to some devices only (`only`: a path fragment).
+//! what was not flushed. A gate may apply to some devices only (`only`: a path fragment), and
+//! the devices may be opened behind the write-behind queue real files get (`queued`), so
+//! that a failed write is latched and reported later as on a real pool.
 
 use std::sync::{Arc, Condvar, Mutex};
 
-use tarn_device::{Device, DeviceError, SimDevice};
+use tarn_device::{Device, DeviceError, QueuedDevice, SimDevice};
 use tarn_engine::{DeviceProvider, SimProvider};
 
 #[derive(Debug, Default)]
@@ -124,12 +126,13 @@ impl Device for Gated {
 }
 
 /// Simulated devices, each opened behind the provider's gate (those whose path contains
-/// `only`, when set).
+/// `only`, when set), and behind a `QueuedDevice` when `queued`.
 #[derive(Debug, Default)]
 pub(crate) struct GatedProvider {
     pub(crate) sims: SimProvider,
     pub(crate) gate: Arc<Gate>,
     pub(crate) only: Option<String>,
+    pub(crate) queued: bool,
 }
 
 impl DeviceProvider for GatedProvider {
@@ -137,11 +140,15 @@ impl DeviceProvider for GatedProvider {
         self.sims.open(path, read_only)?;
         let inner = self.sims.get(path).unwrap();
         let gated = self.only.as_ref().is_none_or(|only| path.contains(only));
-        Ok(Arc::new(Gated {
+        let device = Arc::new(Gated {
             inner,
             gate: Arc::clone(&self.gate),
             gated,
-        }))
+        });
+        if self.queued && !read_only {
+            return Ok(Arc::new(QueuedDevice::new(device)?));
+        }
+        Ok(device)
     }
     fn list(&self, dir: &str) -> Result<Vec<String>, DeviceError> {
         self.sims.list(dir)
