@@ -2,7 +2,8 @@
 //! queue real files get (a host filesystem that filled up and was cleaned: ENOSPC on every
 //! device, no device gone).
 //!
-//! Goal: the txg whose writes failed suspends the pool with nothing lost; once the writes
+//! Goal: the txg whose writes failed suspends the pool with nothing lost, and the reason
+//! says what the devices said (ENOSPC, not just a count); once the writes
 //! work again, `clear` writes the kept txg again, commits it and resumes; every byte written
 //! before and after is there, also after a reimport. The queue latches a failed write's
 //! error until the next flush (tarn-device `queued`, I2): those errors belong to the failed
@@ -51,7 +52,14 @@ fn clear_resumes_after_every_write_failed_for_a_while() {
         matches!(failed, Err(EngineError::Pool(PoolError::Suspended(_)))),
         "{failed:?}"
     );
-    assert_eq!(engine.status("tank").unwrap().state, "SUSPENDED");
+    let status = engine.status("tank").unwrap();
+    assert_eq!(status.state, "SUSPENDED");
+    // The reason names what a device said, not only how many failed.
+    let why = status.status.unwrap();
+    assert!(
+        why.contains("/sim/d0: ") && why.contains("power cut") && why.contains("3 more devices"),
+        "{why}"
+    );
 
     provider.gate.cut_after(None);
     engine.clear("tank", None, "pool clear tank").unwrap();

@@ -209,7 +209,10 @@ impl Pool {
         });
         if let Some(why) = journal.failed {
             self.keep_for_retry(unfinished);
-            return Err(self.suspend(format!("txg {txg}: a block could not be written: {why}")));
+            let causes = self.write_causes();
+            return Err(self.suspend(format!(
+                "txg {txg}: a block could not be written: {why}{causes}"
+            )));
         }
         Ok(unfinished)
     }
@@ -224,9 +227,29 @@ impl Pool {
     /// handed out again before it commits or a reimport reloads the last committed state.
     pub(crate) fn commit_failed(&mut self, why: String, unfinished: Box<Unfinished>) -> PoolError {
         self.config_dirty |= std::mem::take(&mut self.config_changed_since_write);
-        let error = self.suspend(why);
+        let causes = self.write_causes();
+        let error = self.suspend(format!("{why}{causes}"));
         self.keep_for_retry(unfinished);
         error
+    }
+
+    /// What the devices said when their writes failed, for the reason of a suspension:
+    /// `"; PATH: ERROR"` of the first leaf with a failed write or flush since its last
+    /// `clear`, with how many more there are; empty when none has one. The admin reads
+    /// "No space left on device" or "device is gone" there instead of a count.
+    fn write_causes(&self) -> String {
+        let mut failed = self.tops.iter().flat_map(|t| t.leaves()).filter_map(|l| {
+            let error = l.last_write_error()?;
+            Some(format!("{}: {error}", l.path()))
+        });
+        let Some(first) = failed.next() else {
+            return String::new();
+        };
+        match failed.count() {
+            0 => format!("; {first}"),
+            1 => format!("; {first} (and 1 more device)"),
+            more => format!("; {first} (and {more} more devices)"),
+        }
     }
 
     /// Keeps a txg for `clear`, unless the suspension is one that cannot be resumed (the

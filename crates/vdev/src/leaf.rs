@@ -3,7 +3,7 @@
 use crate::error::VdevError;
 use crate::stats::{IoKind, IoStats};
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
 use tarn_base::{Clock, Guid, Txg};
 use tarn_device::{Device, DeviceError, PendingRead};
 use tarn_format::label::{DATA_START, data_area};
@@ -140,6 +140,9 @@ pub struct Leaf {
     distributed_spare: AtomicBool,
     stats: LeafStats,
     io_stats: IoStats,
+    /// What the device said at its last failed write or flush since the last `clear`: the
+    /// cause a suspension names (a full host filesystem, a device gone), not just a count.
+    last_write_error: Mutex<Option<String>>,
     /// Time source for latencies, set once by the pool (tests may leave it unset).
     clock: OnceLock<Arc<dyn Clock>>,
 }
@@ -173,6 +176,7 @@ impl Leaf {
             distributed_spare: AtomicBool::new(false),
             stats: LeafStats::default(),
             io_stats: IoStats::default(),
+            last_write_error: Mutex::new(None),
             clock: OnceLock::new(),
         }
     }
@@ -333,6 +337,27 @@ impl Leaf {
     pub fn clear(&self) {
         self.stats.clear_errors();
         self.io_stats.clear_slow_ios();
+        *self.last_error_slot() = None;
+    }
+
+    /// What the device said at its last failed write or flush since the last
+    /// [`Leaf::clear`], if any.
+    #[must_use]
+    pub fn last_write_error(&self) -> Option<String> {
+        self.last_error_slot().clone()
+    }
+
+    fn last_error_slot(&self) -> std::sync::MutexGuard<'_, Option<String>> {
+        self.last_write_error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Counts a failed write or flush and keeps what the device said.
+    fn write_failed(&self, error: &DeviceError) {
+        self.stats.write_errors.fetch_add(1, Ordering::Relaxed);
+        *self.last_error_slot() = Some(error.to_string());
+        self.note_error(error);
     }
 
     /// The device if the leaf is online and has one: only such leaves take I/O.
@@ -458,8 +483,7 @@ impl Leaf {
             device.write_at(DATA_START + data_offset, data)
         });
         if let Err(e) = &result {
-            self.stats.write_errors.fetch_add(1, Ordering::Relaxed);
-            self.note_error(e);
+            self.write_failed(e);
         }
         result
     }
@@ -468,8 +492,7 @@ impl Leaf {
     pub(crate) fn flush(&self, device: &dyn Device) -> Result<(), DeviceError> {
         let result = device.flush();
         if let Err(e) = &result {
-            self.stats.write_errors.fetch_add(1, Ordering::Relaxed);
-            self.note_error(e);
+            self.write_failed(e);
         }
         result
     }
