@@ -61,6 +61,18 @@ fn mounted_raidz1() -> (Rig, Vec<String>) {
     (rig, devices)
 }
 
+/// A thread that creates `path`, writes `data` and fsyncs it; returns the fsync's result.
+fn spawn_fsync_writer(
+    path: std::path::PathBuf,
+    data: Vec<u8>,
+) -> std::thread::JoinHandle<std::io::Result<()>> {
+    std::thread::spawn(move || {
+        let mut file = std::fs::File::create(&path).unwrap();
+        file.write_all(&data).unwrap();
+        file.sync_all()
+    })
+}
+
 /// Polls `status` until the pool is SUSPENDED (at most 30 s; the txg timer runs every 5 s).
 fn wait_suspended(rig: &Rig) {
     for _ in 0..120 {
@@ -110,13 +122,7 @@ fn deleted_devices_suspend_and_clear_resumes() {
         std::fs::remove_file(device).unwrap();
     }
     let during = pattern(2, 2 << 20);
-    let path = tank.join("during");
-    let data = during.clone();
-    let writer = std::thread::spawn(move || {
-        let mut file = std::fs::File::create(&path).unwrap();
-        file.write_all(&data).unwrap();
-        file.sync_all()
-    });
+    let writer = spawn_fsync_writer(tank.join("during"), during.clone());
     wait_suspended(&rig);
     let status = rig.ok("pool status tank");
     assert!(status.contains("see: TARN-0004"), "{status}");
@@ -177,12 +183,7 @@ fn export_force_ends_a_suspended_pool_with_a_waiting_writer() {
     for device in &devices[1..3] {
         std::fs::remove_file(device).unwrap();
     }
-    let path = tank.join("during");
-    let writer = std::thread::spawn(move || {
-        let mut file = std::fs::File::create(&path).unwrap();
-        file.write_all(&pattern(4, 1 << 20)).unwrap();
-        file.sync_all()
-    });
+    let writer = spawn_fsync_writer(tank.join("during"), pattern(4, 1 << 20));
     wait_suspended(&rig);
     std::thread::sleep(Duration::from_millis(300));
     assert!(!writer.is_finished(), "fsync waits (failmode=wait)");
@@ -359,12 +360,7 @@ fn a_full_host_filesystem_suspends_and_clear_resumes_once_space_is_freed() {
     std::fs::write(tank.join("before"), &before).unwrap();
     rig.ok("pool set comment=committed tank");
     let big = noise(8, 48 << 20);
-    let (path, data) = (tank.join("big"), big.clone());
-    let writer = std::thread::spawn(move || {
-        let mut file = std::fs::File::create(&path).unwrap();
-        file.write_all(&data).unwrap();
-        file.sync_all()
-    });
+    let writer = spawn_fsync_writer(tank.join("big"), big.clone());
     wait_suspended(&rig);
     let status = rig.ok("pool status tank");
     assert!(status.contains("No space left on device"), "{status}");
