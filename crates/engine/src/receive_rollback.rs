@@ -26,8 +26,8 @@
 //! change leaves the destination exactly as it was (the hidden clone is destroyed); a cut
 //! stream under `-s` keeps the hidden clone with the resume token, which `send -t` resumes
 //! and `receive -A` discards. A crash before END's txg commits leaves the destination as it
-//! was; the hidden clone left behind makes the next receive into it refuse until `receive
-//! -A` discards it, as a full receive's hidden dataset does.
+//! was; the hidden clone left behind (without a token) is destroyed by the next writable
+//! import (`receive_atomic::discard_at_import`), as a full receive's hidden dataset is.
 //!
 //! Not here: the stream reading and END's snapshot (`send_ops`).
 

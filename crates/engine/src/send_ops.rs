@@ -11,7 +11,9 @@
 //!   existing destination, and for `-o origin=`, see `receive_new`.
 //! - An incremental receive writes into the destination's head, which the caller keeps
 //!   unmounted, after checking its latest snapshot is the stream's source (and rolling back
-//!   changes that are only access times); at END the snapshot is taken. With `-F` a
+//!   changes that are only access times), marked from before its first record to END so
+//!   that a crash in between rolls it back at import (`receive_head`); at END the snapshot
+//!   is taken. With `-F` a
 //!   destination with later snapshots or real changes is taken back to the source only at
 //!   END, the stream going into a hidden clone meanwhile (`receive_rollback`).
 //! - Any refusal or bad record before END undoes the receive: the hidden dataset is
@@ -799,6 +801,9 @@ impl Engine {
                  -s' (resume it with 'tarn send -t', or abort it with 'tarn receive -A')"
             )));
         }
+        if existing.is_some_and(|id| crate::receive_head::in_progress(inner, id)) {
+            return Err(invalid(format!("a receive into '{target}' is in progress")));
+        }
         // A stream makes a new dataset when it is full, a clone stream, or `-o origin=`
         // makes it one (`receive_new`); any other goes into the existing head.
         let new_dataset = begin.from_guid == 0
@@ -820,6 +825,8 @@ impl Engine {
             if check_incremental(inner, id, spec.force, begin, target)? || hidden {
                 return self.receive_rollback_prepare(inner, id, begin, snap);
             }
+            // Before the first record: a crash from here on rolls the head back at import.
+            crate::receive_head::mark(inner, id, begin.from_guid)?;
             return Ok(Destination::Head { id });
         }
         let replaces = match existing {
@@ -919,6 +926,7 @@ impl Engine {
             };
             crate::snapshot_ops::rollback_head(&mut inner, id)?;
             set_token(&mut inner, id, None)?;
+            crate::receive_head::unmark(&mut inner, id)?;
         }
         inner
             .history
@@ -972,6 +980,7 @@ impl Engine {
             }
         };
         set_token(inner, id, None)?;
+        crate::receive_head::unmark(inner, id)?;
         let node = inner.datasets.node_mut(id);
         if node.snapshot(snap).is_some() {
             return Err(invalid(format!(
@@ -1375,6 +1384,7 @@ pub(crate) fn receive_undo(inner: &mut Imported, into: &Destination) -> Result<(
         Destination::Head { id } => {
             crate::snapshot_ops::rollback_head(inner, *id)?;
             set_token(inner, *id, None)?;
+            crate::receive_head::unmark(inner, *id)?;
         }
     }
     inner.sync()?;
