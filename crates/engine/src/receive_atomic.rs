@@ -34,9 +34,10 @@
 //! fails saves none (the token is written when the stream stops).
 //!
 //! Failure model: a refusal at the end is found by checks that run before the first change;
-//! beyond parity, a failed read while a head is adopted (`receive_rollback::adopt` reads
-//! first, but only its own dataset's) can come after another dataset changed in the open
-//! txg, which is then committed with it. A crash (power cut, SIGKILL) before the final txg
+//! beyond parity, a failed read of an adopted head's blocks comes before it too ([`reads`]
+//! reads every held one's first), and refuses the stream with what is held discarded. A
+//! failed read of the pool's own metadata (a later snapshot's dead list as it is destroyed)
+//! can still come after a change in the open txg. A crash (power cut, SIGKILL) before the final txg
 //! leaves hidden datasets on disk, never listed: the next writable import destroys every
 //! hidden dataset without a resume token ([`discard_at_import`]), as OpenZFS destroys an
 //! inconsistent dataset without resume state when it loads a pool, so space returns to what
@@ -50,6 +51,7 @@ use tarn_send::Begin;
 
 use crate::dataset_ops::invalid;
 use crate::send_ops::{Destination, ReceiveSpec, TOKEN_KEY};
+use crate::snapshot_ops::RollbackReads as Reads;
 use crate::{DatasetId, EngineError, Imported};
 
 /// A substream received into its hidden dataset, waiting for the stream's end.
@@ -134,10 +136,29 @@ pub(crate) fn check(inner: &Imported, held: &[Held]) -> Result<(), EngineError> 
     Ok(())
 }
 
-/// Every held substream takes its place and its snapshot, in the open txg (the caller ran
-/// [`check`] and commits).
-pub(crate) fn apply(inner: &mut Imported, held: &[Held]) -> Result<(), EngineError> {
-    for h in held {
+/// What [`apply`] reads from the devices, for every held substream, before the first
+/// change (the adopted heads' blocks born since their sources): beyond parity a read may
+/// fail, and then nothing has changed and the caller discards what is held. One entry per
+/// held substream (`None`: nothing to read). The caller ran [`check`].
+pub(crate) fn reads(inner: &Imported, held: &[Held]) -> Result<Vec<Option<Reads>>, EngineError> {
+    let read = |h: &Held| match &h.into {
+        Destination::Rollback { id, target, .. } => {
+            crate::receive_rollback::adopt_reads(inner, *id, *target).map(Some)
+        }
+        _ => Ok(None),
+    };
+    held.iter().map(read).collect()
+}
+
+/// Every held substream takes its place and its snapshot, in the open txg, with `reads`
+/// from [`reads`] (the caller ran [`check`] and commits).
+pub(crate) fn apply(
+    inner: &mut Imported,
+    held: &[Held],
+    reads: Vec<Option<Reads>>,
+) -> Result<(), EngineError> {
+    assert_eq!(reads.len(), held.len(), "one read per held substream");
+    for (h, read) in held.iter().zip(reads) {
         let id = match &h.into {
             Destination::New {
                 id,
@@ -152,8 +173,9 @@ pub(crate) fn apply(inner: &mut Imported, held: &[Held]) -> Result<(), EngineErr
                 *id
             }
             Destination::Rollback { id, target, .. } => {
+                let read = read.expect("read for every adopted head");
                 crate::send_ops::apply_props(inner, *target, &h.props, &h.spec)?;
-                crate::receive_rollback::adopt(inner, *id, *target)?;
+                crate::receive_rollback::adopt(inner, *id, *target, read)?;
                 *target
             }
             Destination::Head { .. } => unreachable!("a held receive goes into a hidden dataset"),

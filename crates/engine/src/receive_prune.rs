@@ -419,9 +419,10 @@ impl Engine {
                 ));
             }
             let ordered = planned.order(&inner, &spec.target, &published(held))?;
-            Ok((planned, ordered))
+            let reads = crate::receive_atomic::reads(&inner, held)?;
+            Ok((planned, ordered, reads))
         });
-        let (planned, ordered) = match checked {
+        let (planned, ordered, reads) = match checked {
             Ok(planned) => planned,
             Err(error) => {
                 crate::receive_atomic::discard(&mut inner, held)?;
@@ -440,7 +441,7 @@ impl Engine {
             return Ok(());
         }
         inner.check_writable()?;
-        crate::receive_atomic::apply(&mut inner, held)?;
+        crate::receive_atomic::apply(&mut inner, held, reads)?;
         for h in held {
             let command = format!("receive {}@{}", h.spec.target, h.snap);
             inner.history.push(self.history_record(&command, false));
@@ -470,13 +471,18 @@ impl Engine {
         let _admin = self.admin();
         let handle = self.pool(pool_of(&spec.target))?;
         let mut inner = handle.lock();
-        if let Err(error) = crate::receive_atomic::check(&inner, held) {
-            crate::receive_atomic::discard(&mut inner, held)?;
-            held.clear();
-            return Err(error);
-        }
+        let checked = crate::receive_atomic::check(&inner, held)
+            .and_then(|()| crate::receive_atomic::reads(&inner, held));
+        let reads = match checked {
+            Ok(reads) => reads,
+            Err(error) => {
+                crate::receive_atomic::discard(&mut inner, held)?;
+                held.clear();
+                return Err(error);
+            }
+        };
         inner.check_writable()?;
-        crate::receive_atomic::apply(&mut inner, held)?;
+        crate::receive_atomic::apply(&mut inner, held, reads)?;
         for h in held.iter() {
             let command = format!("receive {}@{}", h.spec.target, h.snap);
             inner.history.push(self.history_record(&command, false));

@@ -974,8 +974,11 @@ impl Engine {
                 crate::receive_rollback::check_at_end(inner, *id, *target, name, snap)?;
                 inner.sync()?;
                 recount(inner, *id)?;
+                // Read before the destination's properties change: a failed read beyond
+                // parity leaves it exactly as it was.
+                let reads = crate::receive_rollback::adopt_reads(inner, *id, *target)?;
                 apply_props(inner, *target, props, spec)?;
-                crate::receive_rollback::adopt(inner, *id, *target)?;
+                crate::receive_rollback::adopt(inner, *id, *target, reads)?;
                 *target
             }
         };

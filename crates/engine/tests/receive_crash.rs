@@ -356,11 +356,18 @@ fn a_power_cut_at_any_instant_of_a_plain_incremental_receive_leaves_the_head_at_
         if names(&now) == names(&before) {
             assert_eq!(now, before, "k={k}");
             assert!(read_all(&b, "tank/w") == bytes_before, "k={k}");
-            assert!(received.is_err(), "k={k}: a receive that returned is durable");
+            assert!(
+                received.is_err(),
+                "k={k}: a receive that returned is durable"
+            );
             cut_before += 1;
             continue;
         }
-        assert_eq!(names(&now), ["tank", "tank/w", "tank/w@a", "tank/w@b"], "k={k}");
+        assert_eq!(
+            names(&now),
+            ["tank", "tank/w", "tank/w@a", "tank/w@b"],
+            "k={k}"
+        );
         assert!(read_all(&b, "tank/w") == read_all(&a, "tank/v"), "k={k}");
         assert!(cut_before > 100, "cuts before the end: {cut_before}");
         return;
