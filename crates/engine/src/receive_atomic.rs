@@ -133,7 +133,31 @@ pub(crate) fn check(inner: &Imported, held: &[Held]) -> Result<(), EngineError> 
             Destination::Head { .. } => unreachable!("a held receive goes into a hidden dataset"),
         }
     }
-    Ok(())
+    check_limits(inner, held)
+}
+
+/// The limits, for every held substream together: each was checked when it began against
+/// a tree without the others (hidden datasets are not counted). A forced one's later
+/// snapshots, which go, and the prune's destroys are not subtracted: a stream at a limit
+/// that only fits after them is refused.
+fn check_limits(inner: &Imported, held: &[Held]) -> Result<(), EngineError> {
+    let mut datasets = Vec::new();
+    let mut snapshots = Vec::new();
+    for h in held {
+        match &h.into {
+            Destination::New {
+                parent, replaces, ..
+            } => {
+                if replaces.is_none() {
+                    datasets.push((*parent, 1));
+                }
+                snapshots.push((*parent, 1));
+            }
+            Destination::Rollback { target, .. } => snapshots.push((*target, 1)),
+            Destination::Head { .. } => unreachable!("a held receive goes into a hidden dataset"),
+        }
+    }
+    crate::limits::check_placed(&inner.datasets, &datasets, &snapshots)
 }
 
 /// What [`apply`] reads from the devices, for every held substream, before the first

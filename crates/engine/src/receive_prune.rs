@@ -54,6 +54,10 @@ pub(crate) struct Sent {
     /// The datasets the sender renamed or moved (`receive_moves`), as planned when the
     /// manifest arrived: only its `moves` are set.
     pub(crate) moves: replicate::Prune,
+    /// The full names of the datasets the stream makes here (each sent dataset not here
+    /// when the manifest arrived, by its local name): what `receive -n` orders the moves
+    /// with, as nothing is held.
+    pub(crate) published: Vec<String>,
 }
 
 impl Sent {
@@ -122,6 +126,7 @@ fn read_manifest(
                     listings,
                     substreams,
                     moves: replicate::Prune::default(),
+                    published: Vec::new(),
                 });
             }
             Some(_) => return Err(invalid("invalid stream: a record in the manifest")),
@@ -394,6 +399,7 @@ impl Engine {
             .filter(|name| inner.datasets.by_name(name).is_none())
             .collect();
         planned.order(&inner, &spec.target, &published)?;
+        sent.published = published;
         Ok(sent)
     }
 
@@ -418,7 +424,13 @@ impl Engine {
                     "the destination's datasets were renamed during the receive",
                 ));
             }
-            let ordered = planned.order(&inner, &spec.target, &published(held))?;
+            // A dry run holds nothing: the datasets the stream would make are the
+            // manifest's.
+            let made = match spec.dry_run {
+                true => sent.published.clone(),
+                false => published(held),
+            };
+            let ordered = planned.order(&inner, &spec.target, &made)?;
             let reads = crate::receive_atomic::reads(&inner, held)?;
             Ok((planned, ordered, reads))
         });
