@@ -102,7 +102,12 @@ pub(crate) fn end_held(
 }
 
 /// The checks of every held substream before the first change (a refusal changes nothing).
-pub(crate) fn check(inner: &Imported, held: &[Held]) -> Result<(), EngineError> {
+/// A new dataset may take a name in `vacated`: a move takes its dataset away first.
+pub(crate) fn check(
+    inner: &Imported,
+    held: &[Held],
+    vacated: &[String],
+) -> Result<(), EngineError> {
     for h in held {
         let changed =
             |name: &str| invalid(format!("destination '{name}' changed during the receive"));
@@ -121,7 +126,7 @@ pub(crate) fn check(inner: &Imported, held: &[Held]) -> Result<(), EngineError> 
                         crate::receive_new::check_overwrite(inner, *old, name, true)?;
                     }
                     Some(_) => return Err(changed(name)),
-                    None if inner.datasets.by_name(name).is_some() => {
+                    None if inner.datasets.by_name(name).is_some() && !vacated.contains(name) => {
                         return Err(invalid(format!("destination '{name}' exists")));
                     }
                     None => {}
@@ -175,13 +180,16 @@ pub(crate) fn reads(inner: &Imported, held: &[Held]) -> Result<Vec<Option<Reads>
 }
 
 /// Every held substream takes its place and its snapshot, in the open txg, with `reads`
-/// from [`reads`] (the caller ran [`check`] and commits).
+/// from [`reads`] (the caller ran [`check`] and commits). Returns the new datasets whose
+/// names a dataset still has, which a move takes away (`receive_moves::publish_vacated`
+/// places them after the moves): (hidden dataset, parent, name).
 pub(crate) fn apply(
     inner: &mut Imported,
     held: &[Held],
     reads: Vec<Option<Reads>>,
-) -> Result<(), EngineError> {
+) -> Result<Vec<(DatasetId, DatasetId, String)>, EngineError> {
     assert_eq!(reads.len(), held.len(), "one read per held substream");
+    let mut after_moves = Vec::new();
     for (h, read) in held.iter().zip(reads) {
         let id = match &h.into {
             Destination::New {
@@ -193,7 +201,10 @@ pub(crate) fn apply(
                 if let Some(old) = replaces {
                     crate::receive_new::replace_at_end(inner, *old, *id, name)?;
                 }
-                crate::send_ops::publish(inner, *id, *parent, name)?;
+                match inner.datasets.by_name(name) {
+                    Some(_) => after_moves.push((*id, *parent, name.clone())),
+                    None => crate::send_ops::publish(inner, *id, *parent, name)?,
+                }
                 *id
             }
             Destination::Rollback { id, target, .. } => {
@@ -211,7 +222,7 @@ pub(crate) fn apply(
             props: Vec::new(),
         });
     }
-    Ok(())
+    Ok(after_moves)
 }
 
 /// A cut or refused stream: every held hidden dataset is destroyed, and that committed.

@@ -58,6 +58,9 @@ pub(crate) struct Sent {
     /// when the manifest arrived, by its local name): what `receive -n` orders the moves
     /// with, as nothing is held.
     pub(crate) published: Vec<String>,
+    /// The full names here of the datasets the moves take away (and no move takes): a new
+    /// dataset of the stream at one of them is placed after the moves (`receive_moves`).
+    pub(crate) vacated: Vec<String>,
 }
 
 impl Sent {
@@ -65,6 +68,11 @@ impl Sent {
     /// while the stream comes in: before the moves.
     pub(crate) fn local_path(&self, path: &str) -> String {
         self.moves.local_path(path)
+    }
+
+    /// Whether the full name `target` is one the moves take a dataset away from.
+    pub(crate) fn vacated(&self, target: &str) -> bool {
+        self.vacated.iter().any(|v| v == target)
     }
 }
 
@@ -127,6 +135,7 @@ fn read_manifest(
                     substreams,
                     moves: replicate::Prune::default(),
                     published: Vec::new(),
+                    vacated: Vec::new(),
                 });
             }
             Some(_) => return Err(invalid("invalid stream: a record in the manifest")),
@@ -400,6 +409,7 @@ impl Engine {
             .collect();
         planned.order(&inner, &spec.target, &published)?;
         sent.published = published;
+        sent.vacated = crate::receive_moves::vacated(&inner, &planned.moves);
         Ok(sent)
     }
 
@@ -418,7 +428,7 @@ impl Engine {
         let mut inner = handle.lock();
         // A hold or clone made while the substreams came in refuses here, after them.
         let checked = plan(&inner, &spec.target, sent, spec.force).and_then(|planned| {
-            crate::receive_atomic::check(&inner, held)?;
+            crate::receive_atomic::check(&inner, held, &sent.vacated)?;
             if planned.paths != sent.moves.moves {
                 return Err(invalid(
                     "the destination's datasets were renamed during the receive",
@@ -453,12 +463,13 @@ impl Engine {
             return Ok(());
         }
         inner.check_writable()?;
-        crate::receive_atomic::apply(&mut inner, held, reads)?;
+        let after_moves = crate::receive_atomic::apply(&mut inner, held, reads)?;
         for h in held {
             let command = format!("receive {}@{}", h.spec.target, h.snap);
             inner.history.push(self.history_record(&command, false));
         }
         apply(&mut inner, &planned, &ordered)?;
+        crate::receive_moves::publish_vacated(&mut inner, &after_moves)?;
         if !report.destroyed.is_empty() || !report.renamed.is_empty() {
             let mut command = format!("receive -R {}:", spec.target);
             for name in &report.destroyed {
@@ -483,7 +494,8 @@ impl Engine {
         let _admin = self.admin();
         let handle = self.pool(pool_of(&spec.target))?;
         let mut inner = handle.lock();
-        let checked = crate::receive_atomic::check(&inner, held)
+        // Nothing has moved yet: no name is vacated.
+        let checked = crate::receive_atomic::check(&inner, held, &[])
             .and_then(|()| crate::receive_atomic::reads(&inner, held));
         let reads = match checked {
             Ok(reads) => reads,
@@ -494,7 +506,11 @@ impl Engine {
             }
         };
         inner.check_writable()?;
-        crate::receive_atomic::apply(&mut inner, held, reads)?;
+        let after_moves = crate::receive_atomic::apply(&mut inner, held, reads)?;
+        assert!(
+            after_moves.is_empty(),
+            "checked: no vacated name before the moves"
+        );
         for h in held.iter() {
             let command = format!("receive {}@{}", h.spec.target, h.snap);
             inner.history.push(self.history_record(&command, false));

@@ -694,7 +694,9 @@ impl Engine {
             if hold && crate::receive_atomic::needs_held(held, &begin, &target) {
                 self.receive_flush(spec, held)?;
             }
-            let holding = hold.then_some(&mut *held);
+            // A new dataset at a name a moved one still has here (`receive_moves`).
+            let vacated = hold && sent.as_ref().is_some_and(|s| s.vacated(&target));
+            let holding = hold.then_some((&mut *held, vacated));
             let name = self.receive_one(spec, &begin, reader, progress, holding)?;
             report.snapshots.push(name);
         }
@@ -707,15 +709,17 @@ impl Engine {
         begin: &Begin,
         reader: &mut StreamReader<&mut dyn Read>,
         progress: &mut dyn FnMut(u64),
-        held: Option<&mut Vec<Held>>,
+        holding: Option<(&mut Vec<Held>, bool)>,
     ) -> Result<String, EngineError> {
+        let vacated = holding.as_ref().is_some_and(|(_, vacated)| *vacated);
+        let held = holding.map(|(held, _)| held);
         let (target, snap) = target_names(spec, begin)?;
         let handle = self.pool(pool_of(&target))?;
         let into = {
             let _admin = self.admin();
             let mut inner = handle.lock();
             inner.check_writable()?;
-            let hidden = held.is_some();
+            let hidden = (held.is_some(), vacated);
             self.receive_prepare(&mut inner, spec, begin, (&target, &snap), hidden)?
         };
         let mut position = (begin.resume_object, begin.resume_offset);
@@ -779,7 +783,7 @@ impl Engine {
         spec: &ReceiveSpec,
         begin: &Begin,
         (target, snap): (&str, &str),
-        hidden: bool,
+        (hidden, vacated): (bool, bool),
     ) -> Result<Destination, EngineError> {
         let Some(kind) = objset_kind_of(begin.objset_kind) else {
             return Err(invalid(format!(
@@ -790,6 +794,11 @@ impl Engine {
         };
         if begin.features & tarn_send::FEATURE_RESUMING != 0 {
             return resumed_destination(inner, spec, begin, target);
+        }
+        let full = begin.from_guid == 0 && begin.features & tarn_send::FEATURE_CLONE == 0;
+        if vacated && full && spec.origin.is_none() {
+            let hidden = crate::receive_moves::vacated_hidden_name(target);
+            return self.full_destination(inner, (target, &hidden), kind, None);
         }
         let existing = inner.datasets.by_name(target);
         let partial = existing
@@ -839,7 +848,7 @@ impl Engine {
             let origin = spec.origin.as_deref();
             return self.receive_clone_prepare(inner, begin, (target, replaces), kind, origin);
         }
-        self.full_destination(inner, target, kind, replaces)
+        self.full_destination(inner, (target, &hidden_name(target)), kind, replaces)
     }
 
     /// A full stream's hidden dataset under the target's parent (replacing `replaces` at
@@ -847,7 +856,7 @@ impl Engine {
     fn full_destination(
         &self,
         inner: &mut Imported,
-        target: &str,
+        (target, hidden): (&str, &str),
         kind: ObjsetKind,
         replaces: Option<DatasetId>,
     ) -> Result<Destination, EngineError> {
@@ -861,7 +870,7 @@ impl Engine {
             crate::limits::check_filesystems(&inner.datasets, parent, 1)?;
         }
         crate::limits::check_snapshots(&inner.datasets, &[parent])?;
-        let id = self.create_hidden(inner, parent, target, kind)?;
+        let id = self.create_hidden(inner, parent, (target, hidden), kind)?;
         Ok(Destination::New {
             id,
             parent,
@@ -875,10 +884,10 @@ impl Engine {
         &self,
         inner: &mut Imported,
         parent: DatasetId,
-        target: &str,
+        (target, name): (&str, &str),
         kind: ObjsetKind,
     ) -> Result<DatasetId, EngineError> {
-        let name = hidden_name(target);
+        let name = name.to_string();
         let leaf = dsname::leaf_name(&name).to_string();
         if inner.datasets.by_name(&name).is_some() {
             return Err(invalid(format!("a receive into '{target}' is in progress")));

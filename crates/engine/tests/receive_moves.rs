@@ -147,3 +147,51 @@ fn a_dry_run_of_a_move_into_a_parent_the_stream_makes_reports_it() {
     assert!(read(b, "tank/q/e/m") == read(&hosts.a, "tank/p/e/m"));
     check::verify_pool(b, "tank").unwrap();
 }
+// DESCRIPTION: the sender renamed `k` to `k2` and made a new `k`: the stream's new `k`
+// takes the old name once the moved one has left it. `-n` reports the move and changes no
+// byte; the receive (without -F) moves B's `k` to `k2` (its GUIDs kept) and makes the new
+// `k`, both with the sender's bytes, and the pool verifies.
+#[test]
+fn a_new_dataset_at_a_moved_datasets_old_name_is_received() {
+    let (hosts, stream) = setup(|a| {
+        a.rename_dataset("tank/p/k", "tank/p/k2", "rename").unwrap();
+        volume(a, "tank/p/k");
+        write(a, "tank/p/k", 0, &noise(96 << 10, 3));
+    });
+    let (a, b) = (&hosts.a, &hosts.b);
+    let k_guid = prop(b, "tank/q/k@a", "guid");
+    let images = hosts.images();
+    let report = received(b, &dry(into("tank/q")), &stream).unwrap();
+    let moved = vec![("tank/q/k".to_string(), "tank/q/k2".to_string())];
+    assert_eq!(report.renamed, moved);
+    assert!(hosts.images() == images, "-n changes nothing");
+
+    let report = received(b, &into("tank/q"), &stream).unwrap();
+    assert_eq!(report.renamed, moved);
+    assert_eq!(
+        names(b),
+        [
+            "tank",
+            "tank/q",
+            "tank/q@a",
+            "tank/q@b",
+            "tank/q/k",
+            "tank/q/k@b",
+            "tank/q/k2",
+            "tank/q/k2@a",
+            "tank/q/k2@b",
+            "tank/q/m",
+            "tank/q/m@a",
+            "tank/q/m@b",
+        ]
+    );
+    assert_eq!(
+        prop(b, "tank/q/k2@a", "guid"),
+        k_guid,
+        "moved, not received"
+    );
+    assert_eq!(prop(b, "tank/q/k@b", "guid"), prop(a, "tank/p/k@b", "guid"));
+    assert!(read(b, "tank/q/k") == read(a, "tank/p/k"));
+    assert!(read(b, "tank/q/k2") == read(a, "tank/p/k2"));
+    check::verify_pool(b, "tank").unwrap();
+}
