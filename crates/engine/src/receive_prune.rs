@@ -26,6 +26,15 @@
 //! nothing changed. Where the stream made held substreams take their place early (module
 //! doc of `receive_atomic`), those stay received.
 //!
+//! `receive -s` (resumable): the substreams are not held; each commits at its END, so a
+//! cut stream keeps every substream before the cut, the one it cut keeps its partial state
+//! (a resume token on its dataset), and nothing is pruned or moved. The admin finishes it
+//! with `send -t TOKEN | receive -s DS`, then receives the same `send -R` stream again:
+//! every substream whose snapshot the destination has (by GUID) is read and skipped
+//! (`ReceiveReport::skipped`), the rest is received, and the prune and moves follow. (A
+//! `send -t` token resumes one substream, as in OpenZFS, whose re-sent `-R` stream is
+//! refused for the datasets it already received; skipping them is what tarn adds.)
+//!
 //! Datasets the sender renamed or moved (found by their snapshots' GUIDs) are moved too,
 //! with or without `-F`, in the same txg: `receive_moves`; until then their substreams go
 //! to their local names.
@@ -518,6 +527,27 @@ impl Engine {
         inner.sync()?;
         held.clear();
         Ok(())
+    }
+
+    /// Whether the substream `begin` of a replication stream into `target` was received
+    /// already: `target` has its snapshot, by GUID. Such a substream is read (checked) and
+    /// skipped, so that the stream received again finishes a `receive -s` it cut (module
+    /// doc).
+    pub(crate) fn already_received(
+        &self,
+        target: &str,
+        begin: &Begin,
+    ) -> Result<bool, EngineError> {
+        let handle = self.pool(pool_of(target))?;
+        let inner = handle.lock();
+        let Some(id) = inner.datasets.by_name(target) else {
+            return Ok(false);
+        };
+        let node = inner.datasets.node(id);
+        Ok(node
+            .snapshots
+            .iter()
+            .any(|s| s.header.guid.0 == begin.to_guid))
     }
 
     /// A cut or refused stream: what is held is discarded.

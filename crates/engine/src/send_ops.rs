@@ -135,6 +135,9 @@ pub struct ReceiveReport {
     pub destroyed: Vec<String>,
     /// `receive -R`: snapshots renamed as the sender renamed them (old, new full names).
     pub renamed: Vec<(String, String)>,
+    /// `receive -R`: the snapshots (full names) whose substreams were skipped because the
+    /// destination already has them, by GUID (a cut `receive -s` received them).
+    pub skipped: Vec<String>,
 }
 
 /// A stream's failure as the refusal line says it.
@@ -667,10 +670,13 @@ impl Engine {
         let mut replicated_root: Option<String> = None;
         loop {
             let begin = match reader.next_record().map_err(stream_error)? {
-                None if report.snapshots.is_empty() => {
+                None if report.snapshots.is_empty() && report.skipped.is_empty() => {
                     return Err(invalid("invalid stream: it is empty"));
                 }
-                None => return check_count(sent.as_ref(), report.snapshots.len()),
+                None => {
+                    let got = report.snapshots.len() + report.skipped.len();
+                    return check_count(sent.as_ref(), got);
+                }
                 Some(Record::Begin(begin)) => begin,
                 Some(_) => return Err(invalid("invalid stream: no BEGIN record")),
             };
@@ -684,13 +690,18 @@ impl Engine {
             }
             let each = replicated_spec(spec, &begin, &mut replicated_root, sent.as_ref())?;
             let spec = each.as_ref().unwrap_or(spec);
+            // A substream a cut `receive -s` received already (`receive_prune`).
+            let (target, _) = target_names(spec, &begin)?;
+            if sent.is_some() && self.already_received(&target, &begin)? {
+                report.skipped.push(receive_dry(spec, &begin, reader)?);
+                continue;
+            }
             if spec.dry_run {
                 report.snapshots.push(receive_dry(spec, &begin, reader)?);
                 continue;
             }
             // Held only in a replication stream with a manifest, and not under -s.
             let hold = sent.is_some() && !spec.resumable;
-            let (target, _) = target_names(spec, &begin)?;
             if hold && crate::receive_atomic::needs_held(held, &begin, &target) {
                 self.receive_flush(spec, held)?;
             }
