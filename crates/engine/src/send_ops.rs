@@ -722,16 +722,14 @@ impl Engine {
         progress: &mut dyn FnMut(u64),
         holding: Option<(&mut Vec<Held>, bool)>,
     ) -> Result<String, EngineError> {
-        let vacated = holding.as_ref().is_some_and(|(_, vacated)| *vacated);
-        let held = holding.map(|(held, _)| held);
+        let (held, vacated) = holding.map_or((None, None), |(h, v)| (Some(h), Some(v)));
         let (target, snap) = target_names(spec, begin)?;
         let handle = self.pool(pool_of(&target))?;
         let into = {
             let _admin = self.admin();
             let mut inner = handle.lock();
             inner.check_writable()?;
-            let hidden = (held.is_some(), vacated);
-            self.receive_prepare(&mut inner, spec, begin, (&target, &snap), hidden)?
+            self.receive_prepare(&mut inner, spec, begin, (&target, &snap), vacated)?
         };
         let mut position = (begin.resume_object, begin.resume_offset);
         let mut props = Vec::new();
@@ -787,15 +785,19 @@ impl Engine {
         Err(error)
     }
 
-    /// The checks and setup before any record is applied (module doc).
+    /// The checks and setup before any record is applied (module doc). `hidden`: the
+    /// substream is held (`receive_atomic`), and whether its name is vacated by a move
+    /// (`receive_moves`).
     fn receive_prepare(
         &self,
         inner: &mut Imported,
         spec: &ReceiveSpec,
         begin: &Begin,
         (target, snap): (&str, &str),
-        (hidden, vacated): (bool, bool),
+        hidden: Option<bool>,
     ) -> Result<Destination, EngineError> {
+        let vacated = hidden == Some(true);
+        let hidden = hidden.is_some();
         let Some(kind) = objset_kind_of(begin.objset_kind) else {
             return Err(invalid(format!(
                 "the stream holds an object set of kind {}; this build receives \
@@ -811,19 +813,8 @@ impl Engine {
             let hidden = crate::receive_moves::vacated_hidden_name(target);
             return self.full_destination(inner, (target, &hidden), kind, None);
         }
+        check_no_partial(inner, target)?;
         let existing = inner.datasets.by_name(target);
-        let partial = existing
-            .is_some_and(|id| inner.datasets.node(id).local.contains_key(TOKEN_KEY))
-            || inner.datasets.by_name(&hidden_name(target)).is_some();
-        if partial {
-            return Err(invalid(format!(
-                "destination '{target}' contains partially-complete state from 'tarn receive \
-                 -s' (resume it with 'tarn send -t', or abort it with 'tarn receive -A')"
-            )));
-        }
-        if existing.is_some_and(|id| crate::receive_head::in_progress(inner, id)) {
-            return Err(invalid(format!("a receive into '{target}' is in progress")));
-        }
         // A stream makes a new dataset when it is full, a clone stream, or `-o origin=`
         // makes it one (`receive_new`); any other goes into the existing head.
         let new_dataset = begin.from_guid == 0
@@ -1021,6 +1012,24 @@ impl Engine {
         inner.sync()?;
         Ok(())
     }
+}
+
+/// Refuses a receive into `target` while it holds a partial receive (`receive -s`) or one
+/// is in progress into its head (`receive_head`).
+fn check_no_partial(inner: &Imported, target: &str) -> Result<(), EngineError> {
+    let existing = inner.datasets.by_name(target);
+    let partial = existing.is_some_and(|id| inner.datasets.node(id).local.contains_key(TOKEN_KEY))
+        || inner.datasets.by_name(&hidden_name(target)).is_some();
+    if partial {
+        return Err(invalid(format!(
+            "destination '{target}' contains partially-complete state from 'tarn receive \
+             -s' (resume it with 'tarn send -t', or abort it with 'tarn receive -A')"
+        )));
+    }
+    if existing.is_some_and(|id| crate::receive_head::in_progress(inner, id)) {
+        return Err(invalid(format!("a receive into '{target}' is in progress")));
+    }
+    Ok(())
 }
 
 /// The hidden dataset a full receive into `target` writes (`PARENT/%LEAF`).

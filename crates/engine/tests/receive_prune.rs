@@ -448,18 +448,9 @@ fn a_move_onto_a_taken_name_refuses_without_f_and_replaces_it_with_f() {
     check::verify_pool(b, "tank").unwrap();
 }
 
-// DESCRIPTION: `receive -s -F` of the replication stream cut inside its last substream
-// (`k`'s) keeps what came before the cut (each substream commits at its END under -s:
-// `tank/q@b`), saves `k`'s partial receive (its token), and neither prunes nor renames;
-// `send -t` of the token finishes `k`; the same stream received again (without -F, then
-// with it) skips the substreams whose snapshot is here by GUID (reported as skipped, the
-// snapshots kept), renames, then destroys what the sender no longer has, and the tree is
-// the sender's. Regression: the stream
-// again was refused (`tank/q` has `@b`, later than the stream's source), so a cut `-R -s`
-// could only be finished dataset by dataset, without its prune (OpenZFS's limit too).
-#[test]
-fn a_cut_resumable_replication_stream_is_finished_by_its_token_and_the_stream_again() {
-    let (hosts, stream) = setup();
+/// The first two steps of the test below: `receive -s -F` of `stream` cut inside `k`'s
+/// substream, then `send -t` of `k`'s token; returns the `receive -s -F` spec.
+fn cut_then_finish_k(hosts: &Hosts, stream: &[u8]) -> ReceiveSpec {
     let (a, b) = (&hosts.a, &hosts.b);
     let resumable = ReceiveSpec {
         resumable: true,
@@ -497,6 +488,23 @@ fn a_cut_resumable_replication_stream_is_finished_by_its_token_and_the_stream_ag
     received(b, &finish, &rest).unwrap();
     assert!(listed(b).contains(&"tank/q/k@b".to_string()));
 
+    resumable
+}
+
+// DESCRIPTION: `receive -s -F` of the replication stream cut inside its last substream
+// (`k`'s) keeps what came before the cut (each substream commits at its END under -s:
+// `tank/q@b`), saves `k`'s partial receive (its token), and neither prunes nor renames;
+// `send -t` of the token finishes `k`; the same stream received again (without -F, then
+// with it) skips the substreams whose snapshot is here by GUID (reported as skipped, the
+// snapshots kept), renames, then destroys what the sender no longer has, and the tree is
+// the sender's. Regression: the stream
+// again was refused (`tank/q` has `@b`, later than the stream's source), so a cut `-R -s`
+// could only be finished dataset by dataset, without its prune (OpenZFS's limit too).
+#[test]
+fn a_cut_resumable_replication_stream_is_finished_by_its_token_and_the_stream_again() {
+    let (hosts, stream) = setup();
+    let (a, b) = (&hosts.a, &hosts.b);
+    let resumable = cut_then_finish_k(&hosts, &stream);
     let createtxg = prop(b, "tank/q@b", "createtxg");
     let again = ReceiveSpec {
         force: false,
