@@ -22,7 +22,10 @@
 //! hidden dataset of its own name ([`vacated_hidden_name`]: the moved dataset's substream
 //! has `PARENT/%k`), and placed after the moves ([`publish_vacated`]). When such a dataset
 //! would have to be placed before the end (a later substream needs it: `receive_atomic`),
-//! its name is still taken and the receive is refused in one line, nothing changed.
+//! its name is still taken and the receive is refused in one line, nothing changed. Under
+//! `receive -s` nothing is held and each substream is placed at its END, before the moves:
+//! such a stream is refused at the new dataset's substream (the ones before it stay
+//! received); without `-s` it is received.
 
 use std::collections::BTreeSet;
 
