@@ -841,13 +841,14 @@ fn execute_stream(plan: Plan, rundir: &Path, json: Option<&crate::json::JsonOpti
     }
 }
 
-/// What `receive -v` prints per snapshot received, dataset or snapshot destroyed (`-R -F`)
-/// and snapshot renamed (`-R`), before its total.
+/// What `receive -v` prints per snapshot received, dataset or snapshot destroyed (`-R -F`),
+/// snapshot renamed (`-R`) and snapshot skipped as already received (`-R`), before its
+/// total.
 fn received_text(
     out: &mut String,
     dry_run: bool,
     snapshots: &[String],
-    (destroyed, renamed): (&[String], &[(String, String)]),
+    (destroyed, renamed, skipped): (&[String], &[(String, String)], &[String]),
 ) {
     let (receive, destroy, rename) = match dry_run {
         true => ("would receive", "would destroy", "would rename"),
@@ -861,6 +862,9 @@ fn received_text(
     }
     for (old, new) in renamed {
         out.push_str(&format!("{rename} {old} to {new}\n"));
+    }
+    for snapshot in skipped {
+        out.push_str(&format!("skipped {snapshot}: already received\n"));
     }
 }
 
@@ -899,8 +903,10 @@ fn stream_text(payload: &ReplyPayload, parsable: bool, dry_run: bool) -> String 
             bytes,
             destroyed,
             renamed,
+            skipped,
         } => {
-            received_text(&mut out, dry_run, snapshots, (destroyed, renamed));
+            let changes = (destroyed.as_slice(), renamed.as_slice(), skipped.as_slice());
+            received_text(&mut out, dry_run, snapshots, changes);
             let verb = if dry_run { "would receive" } else { "received" };
             out.push_str(&format!("{verb} {} stream\n", size(*bytes)));
         }

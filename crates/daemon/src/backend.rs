@@ -1655,6 +1655,7 @@ impl EngineBackend {
                     bytes: received.bytes,
                     destroyed: received.destroyed,
                     renamed: received.renamed,
+                    skipped: received.skipped,
                 })
             }
             Err(error) => error_reply(&error),

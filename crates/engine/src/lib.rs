@@ -139,6 +139,7 @@ pub mod project;
 pub mod props;
 mod rebuild;
 mod receive_atomic;
+mod receive_head;
 mod receive_moves;
 mod receive_new;
 mod receive_pipe;
@@ -831,8 +832,10 @@ impl Engine {
             imported.keep_logs();
         } else {
             self.replay_at_import(&mut imported, &name);
-            for hidden in receive_atomic::discard_at_import(&mut imported)? {
-                let command = format!("receive -A {hidden} (cut by a crash)");
+            let mut cut = receive_atomic::discard_at_import(&mut imported)?;
+            cut.extend(receive_head::discard_at_import(&mut imported)?);
+            for name in cut {
+                let command = format!("receive -A {name} (cut by a crash)");
                 imported.history.push(self.history_record(&command, true));
             }
             resilvering = replace::resume_at_import(&mut imported, now);

@@ -6,7 +6,8 @@
 //! binds every caller (tarn has no delegated administration whose holders would be exempt;
 //! ZFS exempts whoever may change the limit, root in the global zone included). A receive
 //! counts as the dataset and the snapshot it brings (checked when its stream begins); its
-//! hidden dataset meanwhile is not counted.
+//! hidden dataset meanwhile is not counted, so a replication receive, whose substreams are
+//! held until its end, is checked again there for all of them together (`check_placed`).
 
 use crate::dataset_ops::invalid;
 use crate::datasets::{Tree, is_hidden};
@@ -78,6 +79,18 @@ pub(crate) fn check_filesystems(
     count: u64,
 ) -> Result<(), EngineError> {
     check(tree, &[(parent, count)], "filesystem")
+}
+
+/// Refuses what a replication receive places at once (`receive_atomic`), counted together:
+/// `datasets` new datasets under each parent and `snapshots` new snapshots of each dataset
+/// (a new dataset's under its parent), past a `filesystem_limit` or `snapshot_limit`.
+pub(crate) fn check_placed(
+    tree: &Tree,
+    datasets: &[(DatasetId, u64)],
+    snapshots: &[(DatasetId, u64)],
+) -> Result<(), EngineError> {
+    check(tree, datasets, "filesystem")?;
+    check(tree, snapshots, "snapshot")
 }
 
 /// Refuses moving `id` and its subtree under `new_parent` (`rename`) when a new ancestor's

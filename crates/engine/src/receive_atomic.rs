@@ -34,9 +34,10 @@
 //! fails saves none (the token is written when the stream stops).
 //!
 //! Failure model: a refusal at the end is found by checks that run before the first change;
-//! beyond parity, a failed read while a head is adopted (`receive_rollback::adopt` reads
-//! first, but only its own dataset's) can come after another dataset changed in the open
-//! txg, which is then committed with it. A crash (power cut, SIGKILL) before the final txg
+//! beyond parity, a failed read of an adopted head's blocks comes before it too ([`reads`]
+//! reads every held one's first), and refuses the stream with what is held discarded. A
+//! failed read of the pool's own metadata (a later snapshot's dead list as it is destroyed)
+//! can still come after a change in the open txg. A crash (power cut, SIGKILL) before the final txg
 //! leaves hidden datasets on disk, never listed: the next writable import destroys every
 //! hidden dataset without a resume token ([`discard_at_import`]), as OpenZFS destroys an
 //! inconsistent dataset without resume state when it loads a pool, so space returns to what
@@ -50,6 +51,7 @@ use tarn_send::Begin;
 
 use crate::dataset_ops::invalid;
 use crate::send_ops::{Destination, ReceiveSpec, TOKEN_KEY};
+use crate::snapshot_ops::RollbackReads as Reads;
 use crate::{DatasetId, EngineError, Imported};
 
 /// A substream received into its hidden dataset, waiting for the stream's end.
@@ -100,7 +102,12 @@ pub(crate) fn end_held(
 }
 
 /// The checks of every held substream before the first change (a refusal changes nothing).
-pub(crate) fn check(inner: &Imported, held: &[Held]) -> Result<(), EngineError> {
+/// A new dataset may take a name in `vacated`: a move takes its dataset away first.
+pub(crate) fn check(
+    inner: &Imported,
+    held: &[Held],
+    vacated: &[String],
+) -> Result<(), EngineError> {
     for h in held {
         let changed =
             |name: &str| invalid(format!("destination '{name}' changed during the receive"));
@@ -119,7 +126,7 @@ pub(crate) fn check(inner: &Imported, held: &[Held]) -> Result<(), EngineError> 
                         crate::receive_new::check_overwrite(inner, *old, name, true)?;
                     }
                     Some(_) => return Err(changed(name)),
-                    None if inner.datasets.by_name(name).is_some() => {
+                    None if inner.datasets.by_name(name).is_some() && !vacated.contains(name) => {
                         return Err(invalid(format!("destination '{name}' exists")));
                     }
                     None => {}
@@ -131,13 +138,59 @@ pub(crate) fn check(inner: &Imported, held: &[Held]) -> Result<(), EngineError> 
             Destination::Head { .. } => unreachable!("a held receive goes into a hidden dataset"),
         }
     }
-    Ok(())
+    check_limits(inner, held)
 }
 
-/// Every held substream takes its place and its snapshot, in the open txg (the caller ran
-/// [`check`] and commits).
-pub(crate) fn apply(inner: &mut Imported, held: &[Held]) -> Result<(), EngineError> {
+/// The limits, for every held substream together: each was checked when it began against
+/// a tree without the others (hidden datasets are not counted). A forced one's later
+/// snapshots, which go, and the prune's destroys are not subtracted: a stream at a limit
+/// that only fits after them is refused.
+fn check_limits(inner: &Imported, held: &[Held]) -> Result<(), EngineError> {
+    let mut datasets = Vec::new();
+    let mut snapshots = Vec::new();
     for h in held {
+        match &h.into {
+            Destination::New {
+                parent, replaces, ..
+            } => {
+                if replaces.is_none() {
+                    datasets.push((*parent, 1));
+                }
+                snapshots.push((*parent, 1));
+            }
+            Destination::Rollback { target, .. } => snapshots.push((*target, 1)),
+            Destination::Head { .. } => unreachable!("a held receive goes into a hidden dataset"),
+        }
+    }
+    crate::limits::check_placed(&inner.datasets, &datasets, &snapshots)
+}
+
+/// What [`apply`] reads from the devices, for every held substream, before the first
+/// change (the adopted heads' blocks born since their sources): beyond parity a read may
+/// fail, and then nothing has changed and the caller discards what is held. One entry per
+/// held substream (`None`: nothing to read). The caller ran [`check`].
+pub(crate) fn reads(inner: &Imported, held: &[Held]) -> Result<Vec<Option<Reads>>, EngineError> {
+    let read = |h: &Held| match &h.into {
+        Destination::Rollback { id, target, .. } => {
+            crate::receive_rollback::adopt_reads(inner, *id, *target).map(Some)
+        }
+        _ => Ok(None),
+    };
+    held.iter().map(read).collect()
+}
+
+/// Every held substream takes its place and its snapshot, in the open txg, with `reads`
+/// from [`reads`] (the caller ran [`check`] and commits). Returns the new datasets whose
+/// names a dataset still has, which a move takes away (`receive_moves::publish_vacated`
+/// places them after the moves): (hidden dataset, parent, name).
+pub(crate) fn apply(
+    inner: &mut Imported,
+    held: &[Held],
+    reads: Vec<Option<Reads>>,
+) -> Result<Vec<(DatasetId, DatasetId, String)>, EngineError> {
+    assert_eq!(reads.len(), held.len(), "one read per held substream");
+    let mut after_moves = Vec::new();
+    for (h, read) in held.iter().zip(reads) {
         let id = match &h.into {
             Destination::New {
                 id,
@@ -148,12 +201,16 @@ pub(crate) fn apply(inner: &mut Imported, held: &[Held]) -> Result<(), EngineErr
                 if let Some(old) = replaces {
                     crate::receive_new::replace_at_end(inner, *old, *id, name)?;
                 }
-                crate::send_ops::publish(inner, *id, *parent, name)?;
+                match inner.datasets.by_name(name) {
+                    Some(_) => after_moves.push((*id, *parent, name.clone())),
+                    None => crate::send_ops::publish(inner, *id, *parent, name)?,
+                }
                 *id
             }
             Destination::Rollback { id, target, .. } => {
+                let read = read.expect("read for every adopted head");
                 crate::send_ops::apply_props(inner, *target, &h.props, &h.spec)?;
-                crate::receive_rollback::adopt(inner, *id, *target)?;
+                crate::receive_rollback::adopt(inner, *id, *target, read)?;
                 *target
             }
             Destination::Head { .. } => unreachable!("a held receive goes into a hidden dataset"),
@@ -165,7 +222,7 @@ pub(crate) fn apply(inner: &mut Imported, held: &[Held]) -> Result<(), EngineErr
             props: Vec::new(),
         });
     }
-    Ok(())
+    Ok(after_moves)
 }
 
 /// A cut or refused stream: every held hidden dataset is destroyed, and that committed.

@@ -16,6 +16,16 @@
 //! held new datasets take when published) before the first change: a move whose new name
 //! stays taken or whose new parent never appears refuses the receive in one line, with
 //! nothing changed. Moves do not check `filesystem_limit` (a receive does not either).
+//!
+//! A name a move vacates may be taken by a new dataset of the same stream (the sender
+//! renamed `k` to `k2`, then made a new `k`): the new one is received beside the old, in a
+//! hidden dataset of its own name ([`vacated_hidden_name`]: the moved dataset's substream
+//! has `PARENT/%k`), and placed after the moves ([`publish_vacated`]). When such a dataset
+//! would have to be placed before the end (a later substream needs it: `receive_atomic`),
+//! its name is still taken and the receive is refused in one line, nothing changed. Under
+//! `receive -s` nothing is held and each substream is placed at its END, before the moves:
+//! such a stream is refused at the new dataset's substream (the ones before it stay
+//! received); without `-s` it is received.
 
 use std::collections::BTreeSet;
 
@@ -115,6 +125,41 @@ pub(crate) fn apply(
             "checked: a move's new name is free"
         );
         crate::dataset_ops::move_dataset(inner, *id, parent, new)?;
+    }
+    Ok(())
+}
+
+/// The full names `moves` take datasets away from, which no move takes: where a new
+/// dataset of the stream may go (module doc).
+pub(crate) fn vacated(inner: &Imported, moves: &[(DatasetId, String)]) -> Vec<String> {
+    let old = moves
+        .iter()
+        .map(|(id, _)| inner.datasets.node(*id).name.clone());
+    old.filter(|name| !moves.iter().any(|(_, new)| new == name))
+        .collect()
+}
+
+/// The hidden dataset a new dataset at a vacated name is received into: not the hidden
+/// name of the moved dataset's own substream (`send_ops::hidden_name`), which it takes too.
+pub(crate) fn vacated_hidden_name(target: &str) -> String {
+    match target.rsplit_once('/') {
+        Some((parent, leaf)) => format!("{parent}/%%{leaf}"),
+        None => format!("{target}/%%"),
+    }
+}
+
+/// After the moves (open context; the caller commits): the new datasets at vacated names
+/// take them, from `receive_atomic::apply`: (hidden dataset, parent, name).
+pub(crate) fn publish_vacated(
+    inner: &mut Imported,
+    after_moves: &[(DatasetId, DatasetId, String)],
+) -> Result<(), EngineError> {
+    for (id, parent, name) in after_moves {
+        assert!(
+            inner.datasets.by_name(name).is_none(),
+            "checked: a vacated name is free after the moves"
+        );
+        crate::send_ops::publish(inner, *id, *parent, name)?;
     }
     Ok(())
 }

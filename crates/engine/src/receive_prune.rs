@@ -26,6 +26,15 @@
 //! nothing changed. Where the stream made held substreams take their place early (module
 //! doc of `receive_atomic`), those stay received.
 //!
+//! `receive -s` (resumable): the substreams are not held; each commits at its END, so a
+//! cut stream keeps every substream before the cut, the one it cut keeps its partial state
+//! (a resume token on its dataset), and nothing is pruned or moved. The admin finishes it
+//! with `send -t TOKEN | receive -s DS`, then receives the same `send -R` stream again:
+//! every substream whose snapshot the destination has (by GUID) is read and skipped
+//! (`ReceiveReport::skipped`), the rest is received, and the prune and moves follow. (A
+//! `send -t` token resumes one substream, as in OpenZFS, whose re-sent `-R` stream is
+//! refused for the datasets it already received; skipping them is what tarn adds.)
+//!
 //! Datasets the sender renamed or moved (found by their snapshots' GUIDs) are moved too,
 //! with or without `-F`, in the same txg: `receive_moves`; until then their substreams go
 //! to their local names.
@@ -54,6 +63,13 @@ pub(crate) struct Sent {
     /// The datasets the sender renamed or moved (`receive_moves`), as planned when the
     /// manifest arrived: only its `moves` are set.
     pub(crate) moves: replicate::Prune,
+    /// The full names of the datasets the stream makes here (each sent dataset not here
+    /// when the manifest arrived, by its local name): what `receive -n` orders the moves
+    /// with, as nothing is held.
+    pub(crate) published: Vec<String>,
+    /// The full names here of the datasets the moves take away (and no move takes): a new
+    /// dataset of the stream at one of them is placed after the moves (`receive_moves`).
+    pub(crate) vacated: Vec<String>,
 }
 
 impl Sent {
@@ -61,6 +77,11 @@ impl Sent {
     /// while the stream comes in: before the moves.
     pub(crate) fn local_path(&self, path: &str) -> String {
         self.moves.local_path(path)
+    }
+
+    /// Whether the full name `target` is one the moves take a dataset away from.
+    pub(crate) fn vacated(&self, target: &str) -> bool {
+        self.vacated.iter().any(|v| v == target)
     }
 }
 
@@ -122,6 +143,8 @@ fn read_manifest(
                     listings,
                     substreams,
                     moves: replicate::Prune::default(),
+                    published: Vec::new(),
+                    vacated: Vec::new(),
                 });
             }
             Some(_) => return Err(invalid("invalid stream: a record in the manifest")),
@@ -394,6 +417,8 @@ impl Engine {
             .filter(|name| inner.datasets.by_name(name).is_none())
             .collect();
         planned.order(&inner, &spec.target, &published)?;
+        sent.published = published;
+        sent.vacated = crate::receive_moves::vacated(&inner, &planned.moves);
         Ok(sent)
     }
 
@@ -412,16 +437,23 @@ impl Engine {
         let mut inner = handle.lock();
         // A hold or clone made while the substreams came in refuses here, after them.
         let checked = plan(&inner, &spec.target, sent, spec.force).and_then(|planned| {
-            crate::receive_atomic::check(&inner, held)?;
+            crate::receive_atomic::check(&inner, held, &sent.vacated)?;
             if planned.paths != sent.moves.moves {
                 return Err(invalid(
                     "the destination's datasets were renamed during the receive",
                 ));
             }
-            let ordered = planned.order(&inner, &spec.target, &published(held))?;
-            Ok((planned, ordered))
+            // A dry run holds nothing: the datasets the stream would make are the
+            // manifest's.
+            let made = match spec.dry_run {
+                true => sent.published.clone(),
+                false => published(held),
+            };
+            let ordered = planned.order(&inner, &spec.target, &made)?;
+            let reads = crate::receive_atomic::reads(&inner, held)?;
+            Ok((planned, ordered, reads))
         });
-        let (planned, ordered) = match checked {
+        let (planned, ordered, reads) = match checked {
             Ok(planned) => planned,
             Err(error) => {
                 crate::receive_atomic::discard(&mut inner, held)?;
@@ -440,12 +472,13 @@ impl Engine {
             return Ok(());
         }
         inner.check_writable()?;
-        crate::receive_atomic::apply(&mut inner, held)?;
+        let after_moves = crate::receive_atomic::apply(&mut inner, held, reads)?;
         for h in held {
             let command = format!("receive {}@{}", h.spec.target, h.snap);
             inner.history.push(self.history_record(&command, false));
         }
         apply(&mut inner, &planned, &ordered)?;
+        crate::receive_moves::publish_vacated(&mut inner, &after_moves)?;
         if !report.destroyed.is_empty() || !report.renamed.is_empty() {
             let mut command = format!("receive -R {}:", spec.target);
             for name in &report.destroyed {
@@ -470,13 +503,23 @@ impl Engine {
         let _admin = self.admin();
         let handle = self.pool(pool_of(&spec.target))?;
         let mut inner = handle.lock();
-        if let Err(error) = crate::receive_atomic::check(&inner, held) {
-            crate::receive_atomic::discard(&mut inner, held)?;
-            held.clear();
-            return Err(error);
-        }
+        // Nothing has moved yet: no name is vacated.
+        let checked = crate::receive_atomic::check(&inner, held, &[])
+            .and_then(|()| crate::receive_atomic::reads(&inner, held));
+        let reads = match checked {
+            Ok(reads) => reads,
+            Err(error) => {
+                crate::receive_atomic::discard(&mut inner, held)?;
+                held.clear();
+                return Err(error);
+            }
+        };
         inner.check_writable()?;
-        crate::receive_atomic::apply(&mut inner, held)?;
+        let after_moves = crate::receive_atomic::apply(&mut inner, held, reads)?;
+        assert!(
+            after_moves.is_empty(),
+            "checked: no vacated name before the moves"
+        );
         for h in held.iter() {
             let command = format!("receive {}@{}", h.spec.target, h.snap);
             inner.history.push(self.history_record(&command, false));
@@ -484,6 +527,27 @@ impl Engine {
         inner.sync()?;
         held.clear();
         Ok(())
+    }
+
+    /// Whether the substream `begin` of a replication stream into `target` was received
+    /// already: `target` has its snapshot, by GUID. Such a substream is read (checked) and
+    /// skipped, so that the stream received again finishes a `receive -s` it cut (module
+    /// doc).
+    pub(crate) fn already_received(
+        &self,
+        target: &str,
+        begin: &Begin,
+    ) -> Result<bool, EngineError> {
+        let handle = self.pool(pool_of(target))?;
+        let inner = handle.lock();
+        let Some(id) = inner.datasets.by_name(target) else {
+            return Ok(false);
+        };
+        let node = inner.datasets.node(id);
+        Ok(node
+            .snapshots
+            .iter()
+            .any(|s| s.header.guid.0 == begin.to_guid))
     }
 
     /// A cut or refused stream: what is held is discarded.

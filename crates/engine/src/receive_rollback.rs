@@ -26,8 +26,8 @@
 //! change leaves the destination exactly as it was (the hidden clone is destroyed); a cut
 //! stream under `-s` keeps the hidden clone with the resume token, which `send -t` resumes
 //! and `receive -A` discards. A crash before END's txg commits leaves the destination as it
-//! was; the hidden clone left behind makes the next receive into it refuse until `receive
-//! -A` discards it, as a full receive's hidden dataset does.
+//! was; the hidden clone left behind (without a token) is destroyed by the next writable
+//! import (`receive_atomic::discard_at_import`), as a full receive's hidden dataset is.
 //!
 //! Not here: the stream reading and END's snapshot (`send_ops`).
 
@@ -38,6 +38,7 @@ use tarn_send::Begin;
 
 use crate::dataset_ops::invalid;
 use crate::send_ops::{Destination, hidden_name};
+use crate::snapshot_ops::RollbackReads;
 use crate::{DatasetId, Engine, EngineError, Imported};
 
 /// The refusal of a later snapshot a forced receive would have to destroy, or `None` when
@@ -146,24 +147,45 @@ pub(crate) fn check_at_end(
     check_later(inner, target, index, snap)
 }
 
-/// END (module doc): the received hidden clone `id` becomes the head of `target`, whose
-/// later snapshots are destroyed and whose head is rolled back first, all in the open txg
-/// (the caller takes the snapshot and commits). The caller ran [`check_at_end`].
-pub(crate) fn adopt(
-    inner: &mut Imported,
+/// What [`adopt`] reads from the devices, read before anything changes: beyond parity a
+/// read may fail, and then nothing has changed (the caller discards the hidden clone).
+/// The caller ran [`check_at_end`].
+pub(crate) fn adopt_reads(
+    inner: &Imported,
     id: DatasetId,
     target: DatasetId,
-) -> Result<(), EngineError> {
+) -> Result<RollbackReads, EngineError> {
+    let index = source_of(inner, id, target);
+    crate::snapshot_ops::rollback_reads(inner, target, index).map_err(|error| {
+        let name = &inner.datasets.node(target).name;
+        invalid(format!(
+            "cannot read '{name}' to take it back to the stream's source: {error}"
+        ))
+    })
+}
+
+/// The index of the hidden clone `id`'s origin among the snapshots of `target`.
+fn source_of(inner: &Imported, id: DatasetId, target: DatasetId) -> usize {
     let origin = inner.datasets.node(id).origin.expect("checked: a clone");
-    let index = inner
+    inner
         .datasets
         .node(target)
         .snapshots
         .iter()
         .position(|s| s.id == origin.snapshot)
-        .expect("checked: the source is a snapshot of the target");
-    // The reads first: beyond parity one may fail, and then nothing has changed yet.
-    let reads = crate::snapshot_ops::rollback_reads(inner, target, index)?;
+        .expect("checked: the source is a snapshot of the target")
+}
+
+/// END (module doc): the received hidden clone `id` becomes the head of `target`, whose
+/// later snapshots are destroyed and whose head is rolled back first, all in the open txg
+/// (the caller takes the snapshot and commits), with `reads` from [`adopt_reads`].
+pub(crate) fn adopt(
+    inner: &mut Imported,
+    id: DatasetId,
+    target: DatasetId,
+    reads: RollbackReads,
+) -> Result<(), EngineError> {
+    let index = source_of(inner, id, target);
     let later = inner.datasets.node(target).snapshots.len() - 1 - index;
     for _ in 0..later {
         let last = inner.datasets.node(target).snapshots.len() - 1;

@@ -11,7 +11,9 @@
 //!   existing destination, and for `-o origin=`, see `receive_new`.
 //! - An incremental receive writes into the destination's head, which the caller keeps
 //!   unmounted, after checking its latest snapshot is the stream's source (and rolling back
-//!   changes that are only access times); at END the snapshot is taken. With `-F` a
+//!   changes that are only access times), marked from before its first record to END so
+//!   that a crash in between rolls it back at import (`receive_head`); at END the snapshot
+//!   is taken. With `-F` a
 //!   destination with later snapshots or real changes is taken back to the source only at
 //!   END, the stream going into a hidden clone meanwhile (`receive_rollback`).
 //! - Any refusal or bad record before END undoes the receive: the hidden dataset is
@@ -133,6 +135,9 @@ pub struct ReceiveReport {
     pub destroyed: Vec<String>,
     /// `receive -R`: snapshots renamed as the sender renamed them (old, new full names).
     pub renamed: Vec<(String, String)>,
+    /// `receive -R`: the snapshots (full names) whose substreams were skipped because the
+    /// destination already has them, by GUID (a cut `receive -s` received them).
+    pub skipped: Vec<String>,
 }
 
 /// A stream's failure as the refusal line says it.
@@ -665,10 +670,13 @@ impl Engine {
         let mut replicated_root: Option<String> = None;
         loop {
             let begin = match reader.next_record().map_err(stream_error)? {
-                None if report.snapshots.is_empty() => {
+                None if report.snapshots.is_empty() && report.skipped.is_empty() => {
                     return Err(invalid("invalid stream: it is empty"));
                 }
-                None => return check_count(sent.as_ref(), report.snapshots.len()),
+                None => {
+                    let got = report.snapshots.len() + report.skipped.len();
+                    return check_count(sent.as_ref(), got);
+                }
                 Some(Record::Begin(begin)) => begin,
                 Some(_) => return Err(invalid("invalid stream: no BEGIN record")),
             };
@@ -682,17 +690,24 @@ impl Engine {
             }
             let each = replicated_spec(spec, &begin, &mut replicated_root, sent.as_ref())?;
             let spec = each.as_ref().unwrap_or(spec);
+            // A substream a cut `receive -s` received already (`receive_prune`).
+            let (target, _) = target_names(spec, &begin)?;
+            if sent.is_some() && self.already_received(&target, &begin)? {
+                report.skipped.push(receive_dry(spec, &begin, reader)?);
+                continue;
+            }
             if spec.dry_run {
                 report.snapshots.push(receive_dry(spec, &begin, reader)?);
                 continue;
             }
             // Held only in a replication stream with a manifest, and not under -s.
             let hold = sent.is_some() && !spec.resumable;
-            let (target, _) = target_names(spec, &begin)?;
             if hold && crate::receive_atomic::needs_held(held, &begin, &target) {
                 self.receive_flush(spec, held)?;
             }
-            let holding = hold.then_some(&mut *held);
+            // A new dataset at a name a moved one still has here (`receive_moves`).
+            let vacated = hold && sent.as_ref().is_some_and(|s| s.vacated(&target));
+            let holding = hold.then_some((&mut *held, vacated));
             let name = self.receive_one(spec, &begin, reader, progress, holding)?;
             report.snapshots.push(name);
         }
@@ -705,16 +720,16 @@ impl Engine {
         begin: &Begin,
         reader: &mut StreamReader<&mut dyn Read>,
         progress: &mut dyn FnMut(u64),
-        held: Option<&mut Vec<Held>>,
+        holding: Option<(&mut Vec<Held>, bool)>,
     ) -> Result<String, EngineError> {
+        let (held, vacated) = holding.map_or((None, None), |(h, v)| (Some(h), Some(v)));
         let (target, snap) = target_names(spec, begin)?;
         let handle = self.pool(pool_of(&target))?;
         let into = {
             let _admin = self.admin();
             let mut inner = handle.lock();
             inner.check_writable()?;
-            let hidden = held.is_some();
-            self.receive_prepare(&mut inner, spec, begin, (&target, &snap), hidden)?
+            self.receive_prepare(&mut inner, spec, begin, (&target, &snap), vacated)?
         };
         let mut position = (begin.resume_object, begin.resume_offset);
         let mut props = Vec::new();
@@ -770,15 +785,19 @@ impl Engine {
         Err(error)
     }
 
-    /// The checks and setup before any record is applied (module doc).
+    /// The checks and setup before any record is applied (module doc). `hidden`: the
+    /// substream is held (`receive_atomic`), and whether its name is vacated by a move
+    /// (`receive_moves`).
     fn receive_prepare(
         &self,
         inner: &mut Imported,
         spec: &ReceiveSpec,
         begin: &Begin,
         (target, snap): (&str, &str),
-        hidden: bool,
+        hidden: Option<bool>,
     ) -> Result<Destination, EngineError> {
+        let vacated = hidden == Some(true);
+        let hidden = hidden.is_some();
         let Some(kind) = objset_kind_of(begin.objset_kind) else {
             return Err(invalid(format!(
                 "the stream holds an object set of kind {}; this build receives \
@@ -789,16 +808,13 @@ impl Engine {
         if begin.features & tarn_send::FEATURE_RESUMING != 0 {
             return resumed_destination(inner, spec, begin, target);
         }
-        let existing = inner.datasets.by_name(target);
-        let partial = existing
-            .is_some_and(|id| inner.datasets.node(id).local.contains_key(TOKEN_KEY))
-            || inner.datasets.by_name(&hidden_name(target)).is_some();
-        if partial {
-            return Err(invalid(format!(
-                "destination '{target}' contains partially-complete state from 'tarn receive \
-                 -s' (resume it with 'tarn send -t', or abort it with 'tarn receive -A')"
-            )));
+        let full = begin.from_guid == 0 && begin.features & tarn_send::FEATURE_CLONE == 0;
+        if vacated && full && spec.origin.is_none() {
+            let hidden = crate::receive_moves::vacated_hidden_name(target);
+            return self.full_destination(inner, (target, &hidden), kind, None);
         }
+        check_no_partial(inner, target)?;
+        let existing = inner.datasets.by_name(target);
         // A stream makes a new dataset when it is full, a clone stream, or `-o origin=`
         // makes it one (`receive_new`); any other goes into the existing head.
         let new_dataset = begin.from_guid == 0
@@ -820,6 +836,8 @@ impl Engine {
             if check_incremental(inner, id, spec.force, begin, target)? || hidden {
                 return self.receive_rollback_prepare(inner, id, begin, snap);
             }
+            // Before the first record: a crash from here on rolls the head back at import.
+            crate::receive_head::mark(inner, id, begin.from_guid)?;
             return Ok(Destination::Head { id });
         }
         let replaces = match existing {
@@ -832,7 +850,7 @@ impl Engine {
             let origin = spec.origin.as_deref();
             return self.receive_clone_prepare(inner, begin, (target, replaces), kind, origin);
         }
-        self.full_destination(inner, target, kind, replaces)
+        self.full_destination(inner, (target, &hidden_name(target)), kind, replaces)
     }
 
     /// A full stream's hidden dataset under the target's parent (replacing `replaces` at
@@ -840,7 +858,7 @@ impl Engine {
     fn full_destination(
         &self,
         inner: &mut Imported,
-        target: &str,
+        (target, hidden): (&str, &str),
         kind: ObjsetKind,
         replaces: Option<DatasetId>,
     ) -> Result<Destination, EngineError> {
@@ -854,7 +872,7 @@ impl Engine {
             crate::limits::check_filesystems(&inner.datasets, parent, 1)?;
         }
         crate::limits::check_snapshots(&inner.datasets, &[parent])?;
-        let id = self.create_hidden(inner, parent, target, kind)?;
+        let id = self.create_hidden(inner, parent, (target, hidden), kind)?;
         Ok(Destination::New {
             id,
             parent,
@@ -868,10 +886,10 @@ impl Engine {
         &self,
         inner: &mut Imported,
         parent: DatasetId,
-        target: &str,
+        (target, name): (&str, &str),
         kind: ObjsetKind,
     ) -> Result<DatasetId, EngineError> {
-        let name = hidden_name(target);
+        let name = name.to_string();
         let leaf = dsname::leaf_name(&name).to_string();
         if inner.datasets.by_name(&name).is_some() {
             return Err(invalid(format!("a receive into '{target}' is in progress")));
@@ -919,6 +937,7 @@ impl Engine {
             };
             crate::snapshot_ops::rollback_head(&mut inner, id)?;
             set_token(&mut inner, id, None)?;
+            crate::receive_head::unmark(&mut inner, id)?;
         }
         inner
             .history
@@ -966,12 +985,16 @@ impl Engine {
                 crate::receive_rollback::check_at_end(inner, *id, *target, name, snap)?;
                 inner.sync()?;
                 recount(inner, *id)?;
+                // Read before the destination's properties change: a failed read beyond
+                // parity leaves it exactly as it was.
+                let reads = crate::receive_rollback::adopt_reads(inner, *id, *target)?;
                 apply_props(inner, *target, props, spec)?;
-                crate::receive_rollback::adopt(inner, *id, *target)?;
+                crate::receive_rollback::adopt(inner, *id, *target, reads)?;
                 *target
             }
         };
         set_token(inner, id, None)?;
+        crate::receive_head::unmark(inner, id)?;
         let node = inner.datasets.node_mut(id);
         if node.snapshot(snap).is_some() {
             return Err(invalid(format!(
@@ -989,6 +1012,24 @@ impl Engine {
         inner.sync()?;
         Ok(())
     }
+}
+
+/// Refuses a receive into `target` while it holds a partial receive (`receive -s`) or one
+/// is in progress into its head (`receive_head`).
+fn check_no_partial(inner: &Imported, target: &str) -> Result<(), EngineError> {
+    let existing = inner.datasets.by_name(target);
+    let partial = existing.is_some_and(|id| inner.datasets.node(id).local.contains_key(TOKEN_KEY))
+        || inner.datasets.by_name(&hidden_name(target)).is_some();
+    if partial {
+        return Err(invalid(format!(
+            "destination '{target}' contains partially-complete state from 'tarn receive \
+             -s' (resume it with 'tarn send -t', or abort it with 'tarn receive -A')"
+        )));
+    }
+    if existing.is_some_and(|id| crate::receive_head::in_progress(inner, id)) {
+        return Err(invalid(format!("a receive into '{target}' is in progress")));
+    }
+    Ok(())
 }
 
 /// The hidden dataset a full receive into `target` writes (`PARENT/%LEAF`).
@@ -1375,6 +1416,7 @@ pub(crate) fn receive_undo(inner: &mut Imported, into: &Destination) -> Result<(
         Destination::Head { id } => {
             crate::snapshot_ops::rollback_head(inner, *id)?;
             set_token(inner, *id, None)?;
+            crate::receive_head::unmark(inner, *id)?;
         }
     }
     inner.sync()?;

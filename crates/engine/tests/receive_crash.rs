@@ -287,3 +287,90 @@ fn a_power_cut_at_any_instant_of_a_full_r_receive_leaves_no_hidden_dataset() {
     }
     panic!("the receive never completed");
 }
+
+/// Bytes of the volume the plain incremental test sends: more than two receive batches of
+/// 8 MiB, so that the receive commits txgs before its END.
+const PLAIN_LEN: usize = 20 << 20;
+
+/// The whole of the volume `name` (the plain incremental test's [`PLAIN_LEN`]).
+fn read_all(engine: &Engine, name: &str) -> Vec<u8> {
+    let stat = engine.volume_stat(name).unwrap();
+    let mut buf = vec![0u8; PLAIN_LEN];
+    engine
+        .volume_read(&stat.pool, stat.dataset, 0, &mut buf)
+        .unwrap();
+    buf
+}
+
+/// A's volume `tank/v` (128K blocks): 1 MiB at `@a`, [`PLAIN_LEN`] less 1 MiB more at
+/// `@b`; returns A, the full stream of `@a` and the plain incremental `-i @a` of `@b`.
+fn plain_sender() -> (Engine, Vec<u8>, Vec<u8>) {
+    let (_, a) = common::replica::host_of_size(7, 256 << 20);
+    let spec = tarn_engine::VolumeSpec {
+        size: format!("{PLAIN_LEN}"),
+        block_size: Some("128K".into()),
+        sparse: true,
+    };
+    let none: &[(String, String)] = &[];
+    a.create_volume("tank/v", &spec, none, false, "create")
+        .unwrap();
+    write(&a, "tank/v", 0, &noise(1 << 20, 1));
+    common::volume::snap(&a, "tank/v@a");
+    let first = send(&a, full("tank/v@a"));
+    write(&a, "tank/v", 1 << 20, &noise(PLAIN_LEN - (1 << 20), 2));
+    common::volume::snap(&a, "tank/v@b");
+    let second = send(&a, incremental("@a", "tank/v@b"));
+    assert!(second.len() > 16 << 20, "{}", second.len());
+    (a, first, second)
+}
+
+// DESCRIPTION: a power cut after k device operations of a plain incremental receive (`send
+// -i @a v@b | receive w`, no -s, no -F), for every k, leaves B after import exactly at
+// `w@a`: no block of the partial stream in the head (the receive commits txgs before its
+// END: the progress callback syncs after each batch, as the daemon's syncer does while a
+// long stream arrives), no partial state to abort, a clean pool; once the final txg is
+// durable, `w@b` with A's bytes. Regression: the head kept the committed records of a cut
+// receive, unlisted as partial and with no snapshot, so `w` held half a stream.
+#[test]
+fn a_power_cut_at_any_instant_of_a_plain_incremental_receive_leaves_the_head_at_its_source() {
+    let (a, first, second) = plain_sender();
+    let (provider, mut b) = host_b();
+    receive(&b, into("tank/w"), &first).unwrap();
+    let before = state(&b);
+    let bytes_before = read_all(&b, "tank/w");
+    let mut cut_before = 0;
+    for k in 0..5_000u64 {
+        *provider.cut.0.lock().unwrap() = Some(k);
+        let mut input = &second[..];
+        let mut sync = |_| drop(b.sync_pool("tank"));
+        let received = b.receive(&into("tank/w"), &mut input, &mut sync);
+        drop(b);
+        b = crash_and_import(&provider);
+        check::verify_pool(&b, "tank").unwrap_or_else(|e| panic!("k={k}: {e}"));
+        let abort = b.receive_abort("tank/w").unwrap_err().to_string();
+        assert!(
+            abort.contains("does not have any resumable"),
+            "k={k}: {abort}"
+        );
+        let now = state(&b);
+        if names(&now) == names(&before) {
+            assert_eq!(now, before, "k={k}");
+            assert!(read_all(&b, "tank/w") == bytes_before, "k={k}");
+            assert!(
+                received.is_err(),
+                "k={k}: a receive that returned is durable"
+            );
+            cut_before += 1;
+            continue;
+        }
+        assert_eq!(
+            names(&now),
+            ["tank", "tank/w", "tank/w@a", "tank/w@b"],
+            "k={k}"
+        );
+        assert!(read_all(&b, "tank/w") == read_all(&a, "tank/v"), "k={k}");
+        assert!(cut_before > 100, "cuts before the end: {cut_before}");
+        return;
+    }
+    panic!("the receive never completed");
+}

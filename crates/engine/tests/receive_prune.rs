@@ -447,3 +447,100 @@ fn a_move_onto_a_taken_name_refuses_without_f_and_replaces_it_with_f() {
     assert!(read(b, "tank/q/k2") == read(&hosts.a, "tank/p/k2"));
     check::verify_pool(b, "tank").unwrap();
 }
+
+/// The first two steps of the test below: `receive -s -F` of `stream` cut inside `k`'s
+/// substream, then `send -t` of `k`'s token; returns the `receive -s -F` spec.
+fn cut_then_finish_k(hosts: &Hosts, stream: &[u8]) -> ReceiveSpec {
+    let (a, b) = (&hosts.a, &hosts.b);
+    let resumable = ReceiveSpec {
+        resumable: true,
+        ..forced(into("tank/q"))
+    };
+    let cut = received(b, &resumable, &stream[..stream.len() - 20_000]).unwrap_err();
+    assert!(cut.contains("tarn send -t") && !cut.contains('\n'), "{cut}");
+    let listed_cut = listed(b);
+    assert!(
+        listed_cut.contains(&"tank/q@b".to_string()),
+        "{listed_cut:?}"
+    );
+    assert!(
+        !listed_cut.contains(&"tank/q/k@b".to_string()),
+        "{listed_cut:?}"
+    );
+    assert!(
+        listed_cut.contains(&"tank/q/gone".to_string()),
+        "no prune: {listed_cut:?}"
+    );
+    let token = prop(b, "tank/q/k", "receive_resume_token");
+    assert_ne!(token, "-");
+
+    let rest = send(
+        a,
+        SendSpec {
+            token: Some(token),
+            ..SendSpec::default()
+        },
+    );
+    let finish = ReceiveSpec {
+        resumable: true,
+        ..into("tank/q/k")
+    };
+    received(b, &finish, &rest).unwrap();
+    assert!(listed(b).contains(&"tank/q/k@b".to_string()));
+
+    resumable
+}
+
+// DESCRIPTION: `receive -s -F` of the replication stream cut inside its last substream
+// (`k`'s) keeps what came before the cut (each substream commits at its END under -s:
+// `tank/q@b`), saves `k`'s partial receive (its token), and neither prunes nor renames;
+// `send -t` of the token finishes `k`; the same stream received again (without -F, then
+// with it) skips the substreams whose snapshot is here by GUID (reported as skipped, the
+// snapshots kept), renames, then destroys what the sender no longer has, and the tree is
+// the sender's. Regression: the stream
+// again was refused (`tank/q` has `@b`, later than the stream's source), so a cut `-R -s`
+// could only be finished dataset by dataset, without its prune (OpenZFS's limit too).
+#[test]
+fn a_cut_resumable_replication_stream_is_finished_by_its_token_and_the_stream_again() {
+    let (hosts, stream) = setup();
+    let (a, b) = (&hosts.a, &hosts.b);
+    let resumable = cut_then_finish_k(&hosts, &stream);
+    let createtxg = prop(b, "tank/q@b", "createtxg");
+    let again = ReceiveSpec {
+        force: false,
+        ..resumable.clone()
+    };
+    let report = received(b, &again, &stream).unwrap();
+    assert_eq!(report.skipped, strings(&["tank/q@b", "tank/q/k@b"]));
+    assert!(report.snapshots.is_empty(), "{:?}", report.snapshots);
+    assert!(
+        report.destroyed.is_empty(),
+        "without -F: {:?}",
+        report.destroyed
+    );
+    assert_eq!(report.renamed.len(), 1);
+    let report = received(b, &resumable, &stream).unwrap();
+    assert_eq!(report.skipped, strings(&["tank/q@b", "tank/q/k@b"]));
+    assert_eq!(report.destroyed, strings(&["tank/q/gone", "tank/q@z"]));
+    assert_eq!(
+        prop(b, "tank/q@b", "createtxg"),
+        createtxg,
+        "kept, not received again"
+    );
+    assert_eq!(
+        listed(b),
+        strings(&[
+            "tank",
+            "tank/q",
+            "tank/q@a",
+            "tank/q@b",
+            "tank/q/k",
+            "tank/q/k@zz",
+            "tank/q/k@a",
+            "tank/q/k@b",
+        ])
+    );
+    assert_eq!(prop(b, "tank/q/k@b", "guid"), prop(a, "tank/p/k@b", "guid"));
+    assert!(read(b, "tank/q/k") == read(a, "tank/p/k"));
+    check::verify_pool(b, "tank").unwrap();
+}

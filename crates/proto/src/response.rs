@@ -106,6 +106,10 @@ pub enum ReplyPayload {
         /// `receive -R`: snapshots renamed as the sender renamed them (old, new).
         #[serde(default)]
         renamed: Vec<(String, String)>,
+        /// `receive -R`: snapshots whose substreams were skipped because the destination
+        /// has them already (by GUID), full names.
+        #[serde(default)]
+        skipped: Vec<String>,
     },
     /// `receive -c`: what a corrective receive checked and healed.
     Corrected {
