@@ -4,7 +4,9 @@
 //! Newtypes that keep easily confused numbers apart (`Txg`, `Guid`, `VdevId`, `ObjectId`),
 //! the limits every queue and loop is bounded by, the deterministic random generator and
 //! clock that engine code must use instead of the world's, and ZFS-style size parsing and
-//! printing (`7T`, `1.5G`, `290K`).
+//! printing (`7T`, `1.5G`, `290K`). `page_align` is the global-allocator wrapper that
+//! places whole-page buffers at page-aligned addresses, for `O_DIRECT` device files; the
+//! binaries install it, this crate only defines it.
 //!
 //! # Model
 //! Nothing here does I/O or keeps state beyond a generator's seed and one thread-local hint
@@ -25,6 +27,7 @@
 
 pub mod buf;
 pub mod limits;
+pub mod page_align;
 pub mod rng;
 pub mod units;
 pub mod wait;

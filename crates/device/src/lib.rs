@@ -15,7 +15,7 @@
 //!        ▼
 //!   ┌──────────────┬────────────────────────────────────────────────────────┐
 //!   │ FileDevice   │ pread/pwrite, fdatasync, hole punch or BLKDISCARD;     │
-//!   │              │ O_DIRECT with an aligned bounce buffer when needed     │
+//!   │              │ O_DIRECT (aligned bounce buffer when still needed)     │
 //!   ├──────────────┼────────────────────────────────────────────────────────┤
 //!   │ SimDevice    │ sparse current + durable images, pending write list,   │
 //!   │              │ faults drawn from SeededRng(FaultPlan::seed)           │
@@ -44,8 +44,10 @@
 //! - I5: `SimDevice` memory is proportional to data written (64 KiB chunks), never to the
 //!   device size.
 //! - I6: in direct mode every buffer, offset and length handed to the kernel is aligned to
-//!   4096; unaligned requests go through a bounce buffer, partial blocks through a
-//!   read-modify-write serialized by one lock.
+//!   4096; unaligned requests go through a bounce buffer (counted:
+//!   `FileDevice::bounces`), partial blocks through a read-modify-write serialized by one
+//!   lock. Under `tarn_base::page_align::PageAligned` (the `tarn` binary's allocator) the
+//!   pipeline's accesses at ashift 12 are aligned as they are, vectored ones included.
 //!
 //! # Concurrency and context
 //! Devices are shared as `Arc<dyn Device>` and every method takes `&self`. `FileDevice` relies
@@ -103,6 +105,13 @@
 //! comes from [`QueuedDevice`]'s per-device thread, which serves reads submitted with
 //! [`Device::submit_read`] as well as writes, and from the callers' threads. `FileDevice` is
 //! Linux-only (O_DIRECT, BLKGETSIZE64, hole punching).
+
+/// The unit tests run under the wrapper the `tarn` binary puts around its allocator, so that
+/// buffers of whole pages are page-aligned here as they are in the daemon.
+#[cfg(test)]
+#[global_allocator]
+static TEST_ALLOCATOR: tarn_base::page_align::PageAligned<std::alloc::System> =
+    tarn_base::page_align::PageAligned::new(std::alloc::System);
 
 pub mod file;
 pub mod pending;

@@ -37,6 +37,12 @@
 mod files;
 mod fsync;
 
+/// The wrapper the `tarn` binary puts around its allocator: whole-page buffers page-aligned,
+/// so that the direct device accesses need no bounce copy (tarn-base `page_align`).
+#[global_allocator]
+static ALLOCATOR: tarn_base::page_align::PageAligned<std::alloc::System> =
+    tarn_base::page_align::PageAligned::new(std::alloc::System);
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -259,7 +265,9 @@ fn engine() -> Engine {
     };
     let seed = SeededRng::from_entropy().next_u64();
     Engine::new(
-        Arc::new(FileProvider::default()),
+        // The daemon's device mode (O_DIRECT where the file system has it), so that the kill
+        // loop drives the path the daemon takes.
+        Arc::new(FileProvider { direct: true }),
         identity,
         Arc::new(SystemClock::new()),
         seed,
