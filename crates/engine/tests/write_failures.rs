@@ -58,7 +58,7 @@ fn clear_resumes_after_every_write_failed_for_a_while() {
     // said it by then depends on the queues' timing: an error is seen at the next write).
     let why = status.status.unwrap();
     assert!(
-        why.contains("/sim/d0: ") && why.contains("power cut") && why.contains(" more device"),
+        why.contains("; /sim/d") && why.contains("power cut") && why.contains(" more device"),
         "{why}"
     );
 
