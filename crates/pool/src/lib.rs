@@ -621,6 +621,16 @@ impl BlockStore for OpenWriter<'_> {
             .write_block(&mut allocator, self.txg, data, props)
     }
 
+    fn write_block_shared(
+        &mut self,
+        data: &Arc<Vec<u8>>,
+        props: &WriteProps,
+    ) -> Result<BlockPtr, ZioError> {
+        let mut allocator = self.space.open_allocator();
+        self.pipeline
+            .write_block_shared(&mut allocator, self.txg, data, props)
+    }
+
     fn write_blocks(&mut self, blocks: &[(&[u8], &WriteProps)]) -> Vec<Result<BlockPtr, ZioError>> {
         let mut allocator = self.space.open_allocator();
         self.pipeline.write_blocks(&mut allocator, self.txg, blocks)
@@ -650,6 +660,15 @@ impl BlockStore for SyncCtx<'_> {
 
     fn write_block(&mut self, data: &[u8], props: &WriteProps) -> Result<BlockPtr, ZioError> {
         self.pipeline.write_block(self.space, self.txg, data, props)
+    }
+
+    fn write_block_shared(
+        &mut self,
+        data: &Arc<Vec<u8>>,
+        props: &WriteProps,
+    ) -> Result<BlockPtr, ZioError> {
+        self.pipeline
+            .write_block_shared(self.space, self.txg, data, props)
     }
 
     fn read_block(&self, bp: &BlockPtr) -> Result<Vec<u8>, ZioError> {
