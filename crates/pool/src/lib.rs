@@ -1562,6 +1562,9 @@ impl Pool {
         self.space.begin_txg(txg);
         self.pipeline.journal_begin();
         self.space.set_place_on_unwritable(true);
+        // Plugged: the devices' I/O threads are woken per batch of writes, not per column
+        // (tarn-device `plug`); the plug ends with the write phase, before its flushes.
+        let plug = tarn_device::plug();
         let mut ctx = SyncCtx {
             pipeline: &self.pipeline,
             space: &mut self.space,
@@ -1583,6 +1586,7 @@ impl Pool {
                 return Err(self.abandon(format!("txg {txg} space log could not be written: {e}")));
             }
         };
+        drop(plug);
         let unfinished = self.end_write(txg, root, space_log)?;
         let pending = self.pending_commit(txg, root, space_log);
         self.syncing = Some(unfinished);
