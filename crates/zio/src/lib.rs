@@ -26,6 +26,14 @@
 //! The vdev layer does the per-copy work (mirror sides, raidz reconstruction by checksum);
 //! this layer only chooses between copies (DVAs).
 //!
+//! Buffers on the write side: a block stored as it is (not compressed) whose size is
+//! already whole sectors needs no padding, and when its caller shares it
+//! ([`Pipeline::write_block_shared`]: the object layer's sync, which puts the same bytes
+//! in its cache) the pipeline writes and journals that buffer itself. Every other block
+//! is copied once into a padded buffer. A streaming write's level-0 blocks are the first
+//! kind (incompressible records, or compression off), and the copy was a tenth of the
+//! syncing thread's work (docs/PERFORMANCE.md, "Write CPU per byte").
+//!
 //! # Invariants
 //! - I1: no byte is returned to a caller unless its checksum matched (the verify closure is
 //!   the only way data leaves `read_block`).
