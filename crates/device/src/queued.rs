@@ -1008,12 +1008,15 @@ mod tests {
             .send(crate::plug::PLUG_WRITE_BYTES + (64 << 10))
             .unwrap();
         done_rx.recv_timeout(limit).unwrap();
-        let started = std::time::Instant::now();
         let mut last = [0u8; 1];
         let end = crate::plug::PLUG_WRITE_BYTES - 1;
-        while last[0] != 0x5a && started.elapsed() < limit {
-            std::thread::sleep(std::time::Duration::from_millis(5));
+        // Polled every 5 ms for up to 20 s.
+        for _ in 0..4000 {
             sim.read_at(end, &mut last).unwrap();
+            if last[0] == 0x5a {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
         }
         assert_eq!(last[0], 0x5a, "the plug woke the device past its bytes");
         drop(step_tx);
