@@ -494,27 +494,8 @@ fn a_shared_write_stores_what_a_borrowed_write_stores() {
     let mut alloc_shared = Spread { next: 0 };
     let mut kept_as_is = 0;
     for i in 0..60u32 {
-        let len = match i % 5 {
-            0 => 128 << 10,
-            1 => 512 * (1 + rng.below(255) as usize),
-            2 => 4096 * (1 + rng.below(31) as usize),
-            3 => 8192,
-            _ => 128 << 10,
-        };
-        let mut data = vec![0u8; len];
-        match i % 3 {
-            0 => rng.fill(&mut data),
-            1 => data
-                .iter_mut()
-                .enumerate()
-                .for_each(|(j, b)| *b = (j / 64) as u8),
-            _ if i % 7 == 2 => {}
-            _ => rng.fill(&mut data[..len / 2]),
-        }
-        let mut block_props = props(1);
-        if i % 2 == 0 {
-            block_props.compression = CompressSetting::Lz4;
-        }
+        let (data, block_props) = mixed_block(&mut rng, i);
+        let len = data.len();
         let expected = borrowed
             .write_block(&mut alloc_borrowed, Txg(7), &data, &block_props)
             .unwrap();
@@ -558,4 +539,30 @@ fn a_shared_write_stores_what_a_borrowed_write_stores() {
     for (child, (w, g)) in borrowed_sims.iter().zip(&shared_sims).enumerate() {
         assert!(w.image() == g.image(), "device {child} differs");
     }
+}
+
+/// Block `i` of a mixed set: 128 KiB, 8 KiB, or a random size (whole 512-byte units or
+/// whole 4 KiB sectors); random, compressible, half random or all zeros; lz4 or off.
+fn mixed_block(rng: &mut tarn_base::SeededRng, i: u32) -> (Vec<u8>, WriteProps) {
+    let len = match i % 5 {
+        1 => 512 * (1 + rng.below(255) as usize),
+        2 => 4096 * (1 + rng.below(31) as usize),
+        3 => 8192,
+        _ => 128 << 10,
+    };
+    let mut data = vec![0u8; len];
+    match i % 3 {
+        0 => rng.fill(&mut data),
+        1 => data
+            .iter_mut()
+            .enumerate()
+            .for_each(|(j, b)| *b = (j / 64) as u8),
+        _ if i % 7 == 2 => {}
+        _ => rng.fill(&mut data[..len / 2]),
+    }
+    let mut block_props = props(1);
+    if i % 2 == 0 {
+        block_props.compression = CompressSetting::Lz4;
+    }
+    (data, block_props)
 }
