@@ -561,7 +561,7 @@ fn mixed_block(rng: &mut tarn_base::SeededRng, i: u32) -> (Vec<u8>, WriteProps) 
         _ => rng.fill(&mut data[..len / 2]),
     }
     let mut block_props = props(1);
-    if i % 2 == 0 {
+    if i.is_multiple_of(2) {
         block_props.compression = CompressSetting::Lz4;
     }
     (data, block_props)
