@@ -406,6 +406,14 @@ impl BlockStore for KillStore<'_> {
         self.inner.write_block(data, props)
     }
 
+    fn write_block_shared(
+        &mut self,
+        data: &std::sync::Arc<Vec<u8>>,
+        props: &WriteProps,
+    ) -> Result<BlockPtr, ZioError> {
+        self.inner.write_block_shared(data, props)
+    }
+
     fn read_block(&self, bp: &BlockPtr) -> Result<Vec<u8>, ZioError> {
         self.inner.read_block(bp)
     }

@@ -247,6 +247,16 @@ impl BlockStore for Accounting<'_> {
         Ok(bp)
     }
 
+    fn write_block_shared(
+        &mut self,
+        data: &std::sync::Arc<Vec<u8>>,
+        props: &WriteProps,
+    ) -> Result<BlockPtr, ZioError> {
+        let bp = self.inner.write_block_shared(data, props)?;
+        self.count(&bp, 1);
+        Ok(bp)
+    }
+
     fn read_block(&self, bp: &BlockPtr) -> Result<Vec<u8>, ZioError> {
         self.inner.read_block(bp)
     }

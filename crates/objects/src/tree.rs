@@ -340,7 +340,8 @@ fn read_pieced(
 /// Writes one block of a tree at sync and puts its logical bytes in the cache, so that the
 /// next reader of the object finds the data and the indirect blocks it walks through there.
 /// They are exactly the bytes the block pointer's checksum was computed from (after the
-/// store's compression, which the store undoes on every read it verifies).
+/// store's compression, which the store undoes on every read it verifies). The store gets
+/// them shared ([`BlockStore::write_block_shared`]): cached bytes are never changed in place.
 fn write_cached(
     store: &mut dyn BlockStore,
     cache: &mut BlockCache,
@@ -349,8 +350,10 @@ fn write_cached(
     bytes: Vec<u8>,
     props: &WriteProps,
 ) -> Result<BlockPtr, ObjectError> {
+    // Shared with the store, which keeps uncompressed bytes as they are instead of a copy.
+    let bytes = Arc::new(bytes);
     let bp = store
-        .write_block(&bytes, props)
+        .write_block_shared(&bytes, props)
         .map_err(|source| ObjectError::Io {
             object,
             offset,
@@ -362,7 +365,7 @@ fn write_cached(
             bytes.len() as u64,
             "written block's size"
         );
-        cache.insert(&bp, Arc::new(bytes));
+        cache.insert(&bp, bytes);
     }
     Ok(bp)
 }

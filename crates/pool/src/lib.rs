@@ -621,6 +621,16 @@ impl BlockStore for OpenWriter<'_> {
             .write_block(&mut allocator, self.txg, data, props)
     }
 
+    fn write_block_shared(
+        &mut self,
+        data: &Arc<Vec<u8>>,
+        props: &WriteProps,
+    ) -> Result<BlockPtr, ZioError> {
+        let mut allocator = self.space.open_allocator();
+        self.pipeline
+            .write_block_shared(&mut allocator, self.txg, data, props)
+    }
+
     fn write_blocks(&mut self, blocks: &[(&[u8], &WriteProps)]) -> Vec<Result<BlockPtr, ZioError>> {
         let mut allocator = self.space.open_allocator();
         self.pipeline.write_blocks(&mut allocator, self.txg, blocks)
@@ -650,6 +660,15 @@ impl BlockStore for SyncCtx<'_> {
 
     fn write_block(&mut self, data: &[u8], props: &WriteProps) -> Result<BlockPtr, ZioError> {
         self.pipeline.write_block(self.space, self.txg, data, props)
+    }
+
+    fn write_block_shared(
+        &mut self,
+        data: &Arc<Vec<u8>>,
+        props: &WriteProps,
+    ) -> Result<BlockPtr, ZioError> {
+        self.pipeline
+            .write_block_shared(self.space, self.txg, data, props)
     }
 
     fn read_block(&self, bp: &BlockPtr) -> Result<Vec<u8>, ZioError> {
@@ -1543,6 +1562,9 @@ impl Pool {
         self.space.begin_txg(txg);
         self.pipeline.journal_begin();
         self.space.set_place_on_unwritable(true);
+        // Plugged: the devices' I/O threads are woken per batch of writes, not per column
+        // (tarn-device `plug`); the plug ends with the write phase, before its flushes.
+        let plug = tarn_device::plug();
         let mut ctx = SyncCtx {
             pipeline: &self.pipeline,
             space: &mut self.space,
@@ -1564,6 +1586,7 @@ impl Pool {
                 return Err(self.abandon(format!("txg {txg} space log could not be written: {e}")));
             }
         };
+        drop(plug);
         let unfinished = self.end_write(txg, root, space_log)?;
         let pending = self.pending_commit(txg, root, space_log);
         self.syncing = Some(unfinished);

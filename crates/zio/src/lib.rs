@@ -26,6 +26,14 @@
 //! The vdev layer does the per-copy work (mirror sides, raidz reconstruction by checksum);
 //! this layer only chooses between copies (DVAs).
 //!
+//! Buffers on the write side: a block stored as it is (not compressed) whose size is
+//! already whole sectors needs no padding, and when its caller shares it
+//! ([`Pipeline::write_block_shared`]: the object layer's sync, which puts the same bytes
+//! in its cache) the pipeline writes and journals that buffer itself. Every other block
+//! is copied once into a padded buffer. A streaming write's level-0 blocks are the first
+//! kind (incompressible records, or compression off), and the copy was a tenth of the
+//! syncing thread's work (docs/PERFORMANCE.md, "Write CPU per byte").
+//!
 //! # Invariants
 //! - I1: no byte is returned to a caller unless its checksum matched (the verify closure is
 //!   the only way data leaves `read_block`).
@@ -112,8 +120,10 @@ pub struct Pipeline {
 pub struct KeptWrite {
     /// Where every copy went.
     pub dvas: Vec<Dva>,
-    /// The bytes each copy holds (padded to the sector size).
-    pub buffer: Vec<u8>,
+    /// The bytes each copy holds (padded to the sector size); shared with the object
+    /// layer's cache when the block is stored as it was given
+    /// ([`Pipeline::write_block_shared`]).
+    pub buffer: Arc<Vec<u8>>,
 }
 
 /// What the writes of one syncing txg did ([`Pipeline::journal_begin`]).
@@ -229,7 +239,7 @@ enum PhysicalRead<'p> {
 enum Encoded {
     Hole(BlockPtr),
     Data {
-        buffer: Vec<u8>,
+        buffer: Arc<Vec<u8>>,
         psize: u64,
         kind: CompressKind,
     },
@@ -241,11 +251,38 @@ enum Placed {
     Hole(BlockPtr),
     Data {
         dvas: Vec<Dva>,
-        buffer: Vec<u8>,
+        buffer: Arc<Vec<u8>>,
         psize: u64,
         lsize: u64,
         kind: CompressKind,
     },
+}
+
+/// The logical bytes of a block handed to the write stage: borrowed, or shared with the
+/// caller, who keeps them (so the pipeline may keep them too instead of a copy).
+#[derive(Clone, Copy)]
+enum Logical<'a> {
+    Borrowed(&'a [u8]),
+    Shared(&'a Arc<Vec<u8>>),
+}
+
+impl<'a> Logical<'a> {
+    fn bytes(self) -> &'a [u8] {
+        match self {
+            Logical::Borrowed(bytes) => bytes,
+            Logical::Shared(shared) => shared.as_slice(),
+        }
+    }
+}
+
+/// `bytes` followed by zeros up to `len` bytes, in a fresh buffer: filled once, without
+/// zero-filling the part the copy overwrites.
+fn padded_copy(bytes: &[u8], len: usize) -> Vec<u8> {
+    assert!(bytes.len() <= len, "{} bytes padded to {len}", bytes.len());
+    let mut buffer = Vec::with_capacity(len);
+    buffer.extend_from_slice(bytes);
+    buffer.resize(len, 0);
+    buffer
 }
 
 impl Pipeline {
@@ -350,7 +387,32 @@ impl Pipeline {
         data: &[u8],
         props: &WriteProps,
     ) -> Result<BlockPtr, ZioError> {
-        let (buffer, psize, kind) = match self.encode(txg, data, props)? {
+        self.write_block_from(allocator, txg, Logical::Borrowed(data), props)
+    }
+
+    /// [`Pipeline::write_block`] of bytes the caller shares: a block stored as it is (not
+    /// compressed, its length whole sectors) is written and kept in the journal from
+    /// `data` itself, without the copy into a padded buffer (the same bytes reach the
+    /// devices either way).
+    pub fn write_block_shared(
+        &self,
+        allocator: &mut dyn Allocator,
+        txg: Txg,
+        data: &Arc<Vec<u8>>,
+        props: &WriteProps,
+    ) -> Result<BlockPtr, ZioError> {
+        self.write_block_from(allocator, txg, Logical::Shared(data), props)
+    }
+
+    fn write_block_from(
+        &self,
+        allocator: &mut dyn Allocator,
+        txg: Txg,
+        logical: Logical<'_>,
+        props: &WriteProps,
+    ) -> Result<BlockPtr, ZioError> {
+        let data = logical.bytes();
+        let (buffer, psize, kind) = match self.encode(txg, logical, props)? {
             Encoded::Hole(hole) => return Ok(hole),
             Encoded::Data {
                 buffer,
@@ -381,7 +443,9 @@ impl Pipeline {
         txg: Txg,
         blocks: &[(&[u8], &WriteProps)],
     ) -> Vec<Result<BlockPtr, ZioError>> {
-        let encoded = self.batch(blocks.len(), |i| self.encode(txg, blocks[i].0, blocks[i].1));
+        let encoded = self.batch(blocks.len(), |i| {
+            self.encode(txg, Logical::Borrowed(blocks[i].0), blocks[i].1)
+        });
         let mut placed: Vec<Mutex<Option<Placed>>> = Vec::with_capacity(blocks.len());
         for (block, (data, props)) in encoded.into_iter().zip(blocks) {
             let block = block.and_then(|encoded| match encoded {
@@ -441,8 +505,15 @@ impl Pipeline {
     }
 
     /// The compression stage of [`Pipeline::write_block`] and [`Pipeline::write_blocks`]: a
-    /// hole for zeros, else the physical bytes padded to the sector size.
-    fn encode(&self, txg: Txg, data: &[u8], props: &WriteProps) -> Result<Encoded, ZioError> {
+    /// hole for zeros, else the physical bytes padded to the sector size (`logical` itself
+    /// when it is shared, stored as it is and already whole sectors).
+    fn encode(
+        &self,
+        txg: Txg,
+        logical: Logical<'_>,
+        props: &WriteProps,
+    ) -> Result<Encoded, ZioError> {
+        let data = logical.bytes();
         assert!(!data.is_empty(), "write_block of an empty block");
         assert!(
             (data.len() as u64).is_multiple_of(PSIZE_UNIT),
@@ -462,8 +533,13 @@ impl Pipeline {
             None => (data, CompressKind::Off),
         };
         let psize = (physical.len() as u64).next_multiple_of(PSIZE_UNIT);
-        let mut buffer = tarn_base::buf::zeroed(psize.next_multiple_of(self.sector_size) as usize);
-        buffer[..physical.len()].copy_from_slice(physical);
+        let padded = psize.next_multiple_of(self.sector_size);
+        let buffer = match logical {
+            Logical::Shared(shared) if compressed.is_none() && padded == data.len() as u64 => {
+                Arc::clone(shared)
+            }
+            _ => Arc::new(padded_copy(physical, padded as usize)),
+        };
         Ok(Encoded::Data {
             buffer,
             psize,
@@ -486,8 +562,8 @@ impl Pipeline {
             data.len()
         );
         let psize = data.len() as u64;
-        let mut buffer = tarn_base::buf::zeroed(psize.next_multiple_of(self.sector_size) as usize);
-        buffer[..data.len()].copy_from_slice(data);
+        let buffer = padded_copy(data, psize.next_multiple_of(self.sector_size) as usize);
+        let buffer = Arc::new(buffer);
         self.write_physical(dvas, txg, buffer, psize, psize, CompressKind::Off, props)
     }
 
@@ -496,7 +572,7 @@ impl Pipeline {
         &self,
         dvas: &[Dva],
         txg: Txg,
-        buffer: Vec<u8>,
+        buffer: Arc<Vec<u8>>,
         psize: u64,
         lsize: u64,
         compression: CompressKind,
@@ -555,8 +631,7 @@ impl Pipeline {
             data.len()
         );
         let padded = (data.len() as u64).next_multiple_of(self.sector_size);
-        let mut buffer = tarn_base::buf::zeroed(padded as usize);
-        buffer[..data.len()].copy_from_slice(data);
+        let buffer = padded_copy(data, padded as usize);
         self.vdev(dva)?
             .write(dva.offset, &buffer)
             .map_err(|e| ZioError::WriteFailed(format!("{}: {e}", dva_name(dva))))?;

@@ -1,6 +1,8 @@
 //! The block-level interface the object layer writes through. The pipeline in this crate
 //! implements it for a real pool; tests of higher layers may implement it in memory.
 
+use std::sync::Arc;
+
 use tarn_base::Txg;
 use tarn_format::{BlockPtr, BlockType, ChecksumKind, CompressSetting, Dva, FormatError};
 
@@ -102,6 +104,18 @@ pub trait BlockStore {
     fn txg(&self) -> Txg;
     /// Writes `data` (the logical bytes). All-zero data becomes a hole and takes no space.
     fn write_block(&mut self, data: &[u8], props: &WriteProps) -> Result<BlockPtr, ZioError>;
+    /// [`BlockStore::write_block`] of bytes the caller keeps shared (the object layer puts
+    /// them in its cache next): a store over devices may then write and keep them without
+    /// copying them when it stores them as they are (not compressed, already whole
+    /// sectors), which is most of a streaming write's data (`Pipeline::write_block_shared`).
+    /// The default copies, as `write_block` does.
+    fn write_block_shared(
+        &mut self,
+        data: &Arc<Vec<u8>>,
+        props: &WriteProps,
+    ) -> Result<BlockPtr, ZioError> {
+        self.write_block(data, props)
+    }
     /// [`BlockStore::write_block`] of several blocks, results in the same order. The
     /// default writes them one after another; a store over devices that take I/O in
     /// parallel writes them at once (`Pipeline::write_blocks`).
