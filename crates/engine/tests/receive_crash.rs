@@ -26,7 +26,7 @@ use common::volume::{noise, read, volume, write};
 use common::{CutProvider, Host, PLAIN, crash_all, sim_devices_with};
 use tarn_device::FaultPlan;
 use tarn_engine::{
-    CreateSpec, DatasetQuery, Engine, FsOp, ImportOptions, ReceiveSpec, SendSpec, TopLayout, check,
+    CreateSpec, Engine, FsOp, ImportOptions, ReceiveSpec, SendSpec, TopLayout, check,
 };
 use tarn_posix::{Creds, FileKind};
 
@@ -115,9 +115,9 @@ struct State {
 }
 
 fn state(engine: &Engine) -> State {
-    let query = DatasetQuery {
-        names: vec!["tank".into()],
-        properties: [
+    let rows = common::tank_rows(
+        engine,
+        &[
             "name",
             "type",
             "guid",
@@ -127,19 +127,8 @@ fn state(engine: &Engine) -> State {
             "usedbydataset",
             "usedbychildren",
             "written",
-        ]
-        .map(String::from)
-        .to_vec(),
-        types: vec!["all".into()],
-        recursive: true,
-        ..DatasetQuery::default()
-    };
-    let rows: Vec<Vec<String>> = engine
-        .dataset_props(&query)
-        .unwrap()
-        .into_iter()
-        .map(|row| row.props.into_iter().map(|p| p.parsable).collect())
-        .collect();
+        ],
+    );
     let volumes = rows
         .iter()
         .filter(|row| row[1] == "volume")

@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use common::replica::{forced, full, host, incremental, into, receive, send};
 use common::volume::{LEN, noise, snap, volume, write};
-use tarn_engine::{DatasetQuery, Engine, ImportOptions, ReceiveSpec, SendSpec, SimProvider, check};
+use tarn_engine::{Engine, ImportOptions, ReceiveSpec, SendSpec, SimProvider, check};
 use tarn_format::BlockType;
 
 /// (device offset, bytes) of every DVA of the dataset blocks of `tank` whose type is one of
@@ -61,9 +61,9 @@ fn reimport(engine: &Engine) {
 
 /// Every dataset and snapshot of `tank` with what a user sees of it.
 fn rows(engine: &Engine) -> Vec<Vec<String>> {
-    let query = DatasetQuery {
-        names: vec!["tank".into()],
-        properties: [
+    common::tank_rows(
+        engine,
+        &[
             "name",
             "type",
             "guid",
@@ -72,16 +72,8 @@ fn rows(engine: &Engine) -> Vec<Vec<String>> {
             "usedbysnapshots",
             "written",
             "org.test:note",
-        ]
-        .map(String::from)
-        .to_vec(),
-        types: vec!["all".into()],
-        recursive: true,
-        ..DatasetQuery::default()
-    };
-    let rows = engine.dataset_props(&query).unwrap().into_iter();
-    rows.map(|row| row.props.into_iter().map(|p| p.parsable).collect())
-        .collect()
+        ],
+    )
 }
 
 /// Receives `stream` with `spec`; when the whole stream has been read, garbage goes over

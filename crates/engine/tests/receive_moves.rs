@@ -16,7 +16,7 @@ mod common;
 use common::dataset_prop as prop;
 use common::replica::{Hosts, full, host, incremental, into, send};
 use common::volume::{noise, read, volume, write};
-use tarn_engine::{DatasetQuery, Engine, ReceiveReport, ReceiveSpec, SendSpec, check};
+use tarn_engine::{Engine, ReceiveReport, ReceiveSpec, SendSpec, check};
 
 fn replicate(spec: SendSpec) -> SendSpec {
     SendSpec {
@@ -54,18 +54,7 @@ fn setup(change: impl Fn(&Engine)) -> (Hosts, Vec<u8>) {
 
 /// Every dataset and snapshot under `tank`: name, GUID, used, referenced.
 fn rows(engine: &Engine) -> Vec<Vec<String>> {
-    let query = DatasetQuery {
-        names: vec!["tank".into()],
-        properties: ["name", "guid", "used", "referenced"]
-            .map(String::from)
-            .to_vec(),
-        types: vec!["all".into()],
-        recursive: true,
-        ..DatasetQuery::default()
-    };
-    let rows = engine.dataset_props(&query).unwrap().into_iter();
-    rows.map(|row| row.props.into_iter().map(|p| p.parsable).collect())
-        .collect()
+    common::tank_rows(engine, &["name", "guid", "used", "referenced"])
 }
 
 fn names(engine: &Engine) -> Vec<String> {

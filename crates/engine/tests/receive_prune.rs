@@ -22,7 +22,7 @@ mod common;
 use common::dataset_prop as prop;
 use common::replica::{Hosts, forced, full, host, incremental, into, receive, send};
 use common::volume::{noise, read, volume, write};
-use tarn_engine::{DatasetQuery, Engine, ReceiveReport, ReceiveSpec, SendSpec, check};
+use tarn_engine::{Engine, ReceiveReport, ReceiveSpec, SendSpec, check};
 
 fn replicate(spec: SendSpec) -> SendSpec {
     SendSpec {
@@ -70,19 +70,8 @@ fn setup() -> (Hosts, Vec<u8>) {
 
 /// Every dataset and snapshot under `tank` of `engine`, with its GUID.
 fn names(engine: &Engine) -> Vec<(String, String)> {
-    let query = DatasetQuery {
-        names: vec!["tank".into()],
-        properties: vec!["name".into(), "guid".into()],
-        types: vec!["all".into()],
-        recursive: true,
-        ..DatasetQuery::default()
-    };
-    engine
-        .dataset_props(&query)
-        .unwrap()
-        .into_iter()
-        .map(|row| (row.props[0].parsable.clone(), row.props[1].parsable.clone()))
-        .collect()
+    let rows = common::tank_rows(engine, &["name", "guid"]).into_iter();
+    rows.map(|row| (row[0].clone(), row[1].clone())).collect()
 }
 
 fn listed(engine: &Engine) -> Vec<String> {

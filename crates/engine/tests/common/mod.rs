@@ -386,3 +386,19 @@ pub(crate) fn dataset_bytes(engine: &Engine, name: &str, property: &str) -> u64 
 pub(crate) fn dataset_exists(engine: &Engine, name: &str) -> bool {
     engine.dataset_props(&prop_query(name, "name")).is_ok()
 }
+
+/// Every dataset, volume, snapshot and bookmark under `tank`, one row each with the parsable
+/// values of `properties` in order (`get -rHp -t all`).
+pub(crate) fn tank_rows(engine: &Engine, properties: &[&str]) -> Vec<Vec<String>> {
+    let query = DatasetQuery {
+        names: vec!["tank".into()],
+        properties: properties.iter().map(|p| (*p).to_string()).collect(),
+        types: vec!["all".into()],
+        recursive: true,
+        ..DatasetQuery::default()
+    };
+    let rows = engine.dataset_props(&query).expect("properties of tank");
+    rows.into_iter()
+        .map(|row| row.props.into_iter().map(|p| p.parsable).collect())
+        .collect()
+}
