@@ -21,13 +21,11 @@ mod common;
 
 use std::sync::Arc;
 
-use common::replica::{forced, full, host, incremental, into, receive, send};
+use common::replica::{forced, full, host, incremental, into, receive, replicate, send};
 use common::volume::{noise, read, volume, write};
 use common::{CutProvider, Host, PLAIN, crash_all, sim_devices_with};
 use tarn_device::FaultPlan;
-use tarn_engine::{
-    CreateSpec, Engine, FsOp, ImportOptions, ReceiveSpec, SendSpec, TopLayout, check,
-};
+use tarn_engine::{CreateSpec, Engine, FsOp, ImportOptions, ReceiveSpec, TopLayout, check};
 use tarn_posix::{Creds, FileKind};
 
 const B: Host = Host {
@@ -35,13 +33,6 @@ const B: Host = Host {
     seed: 77,
     ..PLAIN
 };
-
-fn replicate(spec: SendSpec) -> SendSpec {
-    SendSpec {
-        replicate: true,
-        ..spec
-    }
-}
 
 /// Host B: pool `tank` (failmode continue) on a mirror of two devices behind a cut, whose
 /// unflushed writes are dropped or torn at a crash.

@@ -14,16 +14,9 @@
 mod common;
 
 use common::dataset_prop as prop;
-use common::replica::{Hosts, full, host, incremental, into, send};
+use common::replica::{Hosts, full, host, incremental, into, received, replicate, send};
 use common::volume::{noise, read, volume, write};
-use tarn_engine::{Engine, ReceiveReport, ReceiveSpec, SendSpec, check};
-
-fn replicate(spec: SendSpec) -> SendSpec {
-    SendSpec {
-        replicate: true,
-        ..spec
-    }
-}
+use tarn_engine::{Engine, ReceiveSpec, check};
 
 /// A's `tank/p` with `k` and `m` at `@a`, received by B as `tank/q`; `change` then
 /// changes A's tree before `@b`. Returns the hosts and `send -R -i @a tank/p@b`.
@@ -59,14 +52,6 @@ fn rows(engine: &Engine) -> Vec<Vec<String>> {
 
 fn names(engine: &Engine) -> Vec<String> {
     rows(engine).into_iter().map(|row| row[0].clone()).collect()
-}
-
-/// Receives `bytes` with `spec`: the report, or the refusal's one line.
-fn received(engine: &Engine, spec: &ReceiveSpec, bytes: &[u8]) -> Result<ReceiveReport, String> {
-    let mut input = bytes;
-    engine
-        .receive(spec, &mut input, &mut |_| {})
-        .map_err(|e| e.to_string())
 }
 
 fn dry(spec: ReceiveSpec) -> ReceiveSpec {

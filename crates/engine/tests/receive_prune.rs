@@ -20,16 +20,11 @@
 mod common;
 
 use common::dataset_prop as prop;
-use common::replica::{Hosts, forced, full, host, incremental, into, receive, send};
+use common::replica::{
+    Hosts, forced, full, host, incremental, into, receive, received, replicate, send,
+};
 use common::volume::{noise, read, volume, write};
-use tarn_engine::{Engine, ReceiveReport, ReceiveSpec, SendSpec, check};
-
-fn replicate(spec: SendSpec) -> SendSpec {
-    SendSpec {
-        replicate: true,
-        ..spec
-    }
-}
+use tarn_engine::{Engine, ReceiveSpec, SendSpec, check};
 
 /// The hosts after B received `tank/p@a` as `tank/q` and A moved on to `@b` (module doc);
 /// the stream `send -R -i @a tank/p@b`.
@@ -80,14 +75,6 @@ fn listed(engine: &Engine) -> Vec<String> {
 
 fn strings(items: &[&str]) -> Vec<String> {
     items.iter().map(|s| s.to_string()).collect()
-}
-
-/// Receives `bytes` with `spec`: the report, or the refusal's one line.
-fn received(engine: &Engine, spec: &ReceiveSpec, bytes: &[u8]) -> Result<ReceiveReport, String> {
-    let mut input = bytes;
-    engine
-        .receive(spec, &mut input, &mut |_| {})
-        .map_err(|e| e.to_string())
 }
 
 /// What B's tree is before the stream: A's `@z` and `@a` of `p`, `k` and `gone`.

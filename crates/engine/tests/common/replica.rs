@@ -4,7 +4,9 @@
 
 use std::sync::Arc;
 
-use tarn_engine::{CreateSpec, Engine, ReceiveSpec, SendSpec, SimProvider, TopLayout, VolumeSpec};
+use tarn_engine::{
+    CreateSpec, Engine, ReceiveReport, ReceiveSpec, SendSpec, SimProvider, TopLayout, VolumeSpec,
+};
 
 use super::{Host, PLAIN, images, sim_devices};
 
@@ -85,13 +87,29 @@ pub(crate) fn incremental(from: &str, snapshot: &str) -> SendSpec {
     }
 }
 
-/// Receives `bytes` with `spec`; a refusal as its one line.
-pub(crate) fn receive(engine: &Engine, spec: ReceiveSpec, bytes: &[u8]) -> Result<(), String> {
+/// `spec` with `-R`.
+pub(crate) fn replicate(spec: SendSpec) -> SendSpec {
+    SendSpec {
+        replicate: true,
+        ..spec
+    }
+}
+
+/// Receives `bytes` with `spec`: the report, or the refusal's one line.
+pub(crate) fn received(
+    engine: &Engine,
+    spec: &ReceiveSpec,
+    bytes: &[u8],
+) -> Result<ReceiveReport, String> {
     let mut input = bytes;
     engine
-        .receive(&spec, &mut input, &mut |_| {})
-        .map(|_| ())
+        .receive(spec, &mut input, &mut |_| {})
         .map_err(|e| e.to_string())
+}
+
+/// Receives `bytes` with `spec`; a refusal as its one line.
+pub(crate) fn receive(engine: &Engine, spec: ReceiveSpec, bytes: &[u8]) -> Result<(), String> {
+    received(engine, &spec, bytes).map(|_| ())
 }
 
 /// A plain receive into `target`.
