@@ -139,6 +139,25 @@ impl Engine {
     }
 }
 
+impl Imported {
+    /// At a writable import: every dataset whose object set could not be opened
+    /// (`datasets`, "Unavailable datasets") enters the persistent error log under the key
+    /// a scrub gives an object set it could not walk, so `status -v` names it at once; a
+    /// scrub that reads it again (the devices repaired) drops the entry.
+    pub(crate) fn log_unavailable(&mut self) {
+        let root = tarn_objects::BlockContext::ROOT_LEVEL;
+        for id in self.datasets.all() {
+            if self.datasets.check_available(id).is_ok() {
+                continue;
+            }
+            let key = format!("data/{}/0/{root}/0", id.0);
+            let Imported { pool, mos, .. } = self;
+            // A failure to log leaves the dataset refusing every call all the same.
+            let _ = mos.errlog_add(&pool.reader(), &key, pool.open_txg());
+        }
+    }
+}
+
 /// The object and byte offset an unreadable block belongs to.
 fn failed_at(error: &EngineError) -> Option<(tarn_base::ObjectId, u64)> {
     match object_error(error)? {

@@ -6,7 +6,6 @@ use tarn_base::{Clock, Guid, ObjectId};
 use tarn_dataset::node::{self, DatasetHeader};
 use tarn_dataset::props::{self, PropKind, Source};
 use tarn_dataset::{DatasetError, name as dsname, volume};
-use tarn_format::BlockPtr;
 use tarn_objects::{ObjectSet, ObjsetKind};
 use tarn_posix::{Creds, Fs};
 
@@ -809,15 +808,8 @@ fn destroy_one(inner: &mut Imported, id: DatasetId) -> Result<(), EngineError> {
     } = inner;
     let reader = pool.reader();
     let node = datasets.node(id);
-    let mut blocks: Vec<BlockPtr> = Vec::new();
     // A clone's blocks born up to its origin's txg are the origin's: not walked, not freed.
-    let after = node.origin.map(|o| o.txg);
-    tarn_objects::visit_object_set_born_after(
-        &reader,
-        &node.objset.root(),
-        after,
-        &mut |bp: &BlockPtr, _| blocks.push(*bp),
-    )?;
+    let blocks = node.head_blocks_born_after(&reader, node.origin.map(|o| o.txg))?;
     let parent = node.parent.expect("not the root");
     let header = node.header;
     let leaf = dsname::leaf_name(&node.name).to_string();

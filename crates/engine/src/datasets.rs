@@ -23,6 +23,15 @@
 //! `remove`), and each of those drops the whole cache: a property set on a parent reaches
 //! every descendant, and such changes are rare. Builds with debug assertions (every test)
 //! resolve again on each hit and assert the cached value is the same.
+//!
+//! Unavailable datasets: a dataset whose object-set root block cannot be read at import
+//! (every copy and reconstruction failed) is loaded with `ObjectSet::unavailable`, which
+//! keeps the root's block pointer and refuses every object call. The pool imports and every
+//! other dataset works; this one cannot be mounted, read, written, snapshotted or sent (each
+//! says why in one line), its header is never rewritten with another root (nothing in it
+//! becomes dirty, and `sync` asserts so), its intent log is neither replayed nor freed, and
+//! it can be destroyed (what lies below the lost root stays allocated: `leaked`), rolled
+//! back to a snapshot, or read again after the devices are repaired and the pool imported.
 
 use std::collections::BTreeMap;
 
@@ -118,6 +127,26 @@ impl Node {
     }
 
     /// Reads its origin and what it let go of from the MOS (after load, rollback, promote).
+    /// The head's blocks born after `after` (every one with `None`), for a destroy or a
+    /// rollback to free. Of an unavailable object set only its root, when born after: what
+    /// lies below it cannot be found and stays allocated (ZFS's `leaked` space).
+    pub(crate) fn head_blocks_born_after(
+        &self,
+        store: &dyn BlockStore,
+        after: Option<Txg>,
+    ) -> Result<Vec<BlockPtr>, EngineError> {
+        let root = self.objset.root();
+        if self.objset.unavailable_reason().is_some() {
+            let born_after = after.is_none_or(|txg| root.birth > txg);
+            return Ok(if born_after { vec![root] } else { Vec::new() });
+        }
+        let mut blocks = Vec::new();
+        tarn_objects::visit_object_set_born_after(store, &root, after, &mut |bp, _| {
+            blocks.push(*bp);
+        })?;
+        Ok(blocks)
+    }
+
     pub(crate) fn load_origin(
         &mut self,
         mos: &mut ObjectSet,
@@ -418,7 +447,10 @@ impl Tree {
             let objset = if header.objset.is_hole() {
                 ObjectSet::create(ObjsetKind::Filesystem)
             } else {
-                ObjectSet::open(store, &header.objset)?
+                // A root block no copy of which reads costs this dataset, not the pool
+                // (module doc, "Unavailable datasets").
+                ObjectSet::open(store, &header.objset)
+                    .unwrap_or_else(|e| ObjectSet::unavailable(&header.objset, e.to_string()))
             };
             let mut node = Node::new(name, parent, header, objset);
             node.local = local;
@@ -433,6 +465,19 @@ impl Tree {
             tree.apply_objset_config(id)?;
         }
         Ok(tree)
+    }
+
+    /// Refuses a dataset whose object set could not be opened at import (module doc,
+    /// "Unavailable datasets").
+    pub(crate) fn check_available(&self, id: DatasetId) -> Result<(), EngineError> {
+        let node = self.node(id);
+        match node.objset.unavailable_reason() {
+            None => Ok(()),
+            Some(why) => Err(EngineError::DatasetUnavailable {
+                name: node.name.clone(),
+                why: why.to_string(),
+            }),
+        }
     }
 
     pub(crate) fn node(&self, id: DatasetId) -> &Node {
@@ -757,6 +802,10 @@ impl Tree {
     ) -> Result<(), EngineError> {
         for (id, node) in &mut self.nodes {
             let changed = node.objset.dirty_bytes() > 0 || node.objset.root().is_hole();
+            assert!(
+                !changed || node.objset.unavailable_reason().is_none(),
+                "U1: an unavailable object set never changes"
+            );
             if changed {
                 sync_objset(node, mos, ctx, deflate)?;
             }

@@ -497,6 +497,7 @@ pub(crate) fn fs_run<R>(
     if !inner.datasets.contains(dataset) {
         return Err(EngineError::NoSuchDataset);
     }
+    inner.datasets.check_available(dataset)?;
     if inner.datasets.node(dataset).objset.kind() == tarn_objects::ObjsetKind::Volume {
         return Err(EngineError::InvalidArgument("not a filesystem".into()));
     }

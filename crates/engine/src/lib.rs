@@ -305,6 +305,18 @@ pub enum EngineError {
     /// `tarn checksum`: the file was written to during every attempt to read it whole.
     #[error("the file changed while it was read ({0} attempts); try again when it is quiet")]
     FileChanging(u32),
+    /// The dataset's object-set root could not be read at import (`datasets`, "Unavailable
+    /// datasets"): the pool works, this dataset does not.
+    #[error(
+        "dataset '{name}' is unavailable: its object set cannot be read ({why}); repair the \
+         devices and import the pool again, roll it back to a snapshot, or destroy it"
+    )]
+    DatasetUnavailable {
+        /// The dataset's full name.
+        name: String,
+        /// The error of the root block's read.
+        why: String,
+    },
 }
 
 /// Validated properties of a pool being created.
@@ -832,6 +844,7 @@ impl Engine {
             imported.keep_logs();
         } else {
             self.replay_at_import(&mut imported, &name);
+            imported.log_unavailable();
             let mut cut = receive_atomic::discard_at_import(&mut imported)?;
             cut.extend(receive_head::discard_at_import(&mut imported)?);
             for name in cut {

@@ -91,6 +91,9 @@ impl Engine {
         }
         let targets = snapshot_targets(&inner, &handle.name, names, recursive)?;
         let ids: Vec<DatasetId> = targets.iter().map(|(d, _)| *d).collect();
+        for id in &ids {
+            inner.datasets.check_available(*id)?;
+        }
         crate::limits::check_snapshots(&inner.datasets, &ids)?;
         let now = self.clock.now_unix_secs();
         for (id, name) in targets {
@@ -644,14 +647,8 @@ pub(crate) fn rollback_reads(
     let reader = inner.pool.reader();
     let node = inner.datasets.node(id);
     let target = &node.snapshots[index];
-    let mut born_after = Vec::new();
     // Only what the head wrote since the snapshot: subtrees born before it are skipped.
-    tarn_objects::visit_object_set_born_after(
-        &reader,
-        &node.objset.root(),
-        Some(target.header.txg),
-        &mut |bp: &BlockPtr, _| born_after.push(*bp),
-    )?;
+    let born_after = node.head_blocks_born_after(&reader, Some(target.header.txg))?;
     let objset = ObjectSet::open(&reader, &target.header.objset)?;
     Ok(RollbackReads { born_after, objset })
 }

@@ -60,6 +60,7 @@ impl Imported {
         if !self.datasets.contains(dataset) {
             return Err(EngineError::NoSuchDataset);
         }
+        self.datasets.check_available(dataset)?;
         if self.datasets.node(dataset).objset.kind() != ObjsetKind::Volume {
             return Err(invalid("not a volume"));
         }

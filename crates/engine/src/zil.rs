@@ -754,6 +754,14 @@ impl Imported {
                 dataset: self.datasets.node(id).name.clone(),
                 ..ReplayReport::default()
             };
+            // An unavailable dataset's log waits, untouched, for an import that can read
+            // the dataset (`datasets`, "Unavailable datasets"): replaying nothing and
+            // freeing the chain would lose acknowledged writes.
+            if let Err(e) = self.datasets.check_available(id) {
+                report.stopped = Some(format!("not replayed: {e}"));
+                reports.push(report);
+                continue;
+            }
             let (blocks, stream, end, last) = self.read_chain(&head);
             report.blocks = blocks.len() as u64;
             let log = self.logs.map.entry(id).or_default();

@@ -100,6 +100,10 @@
 //! - A failed `sync` leaves the in-memory set half-applied, so it is poisoned: every later
 //!   call returns [`ObjectError::Poisoned`] and the owner reopens from the last committed root
 //!   (which the copy-on-write discipline kept intact).
+//! - An object set whose root block cannot be read is still given to its owner, as
+//!   [`ObjectSet::unavailable`]: it keeps the root block pointer and refuses every call with
+//!   [`ObjectError::Unavailable`], so one lost root costs that object set, not everything
+//!   its owner holds (the engine imports the pool and fails only that dataset).
 //! - A broken in-memory invariant is a bug and panics (`assert!`, on in release).
 //!
 //! # Not here
@@ -408,6 +412,13 @@ pub enum ObjectError {
     /// A previous sync failed half-way; reopen the object set from its last committed root.
     #[error("object set is unusable after a failed sync")]
     Poisoned,
+    /// The object set's root block could not be read when it was opened
+    /// ([`ObjectSet::unavailable`]): nothing of it can be read or changed.
+    #[error("its object set cannot be read ({why})")]
+    Unavailable {
+        /// The error of the root block's read.
+        why: String,
+    },
 }
 
 impl ObjectError {

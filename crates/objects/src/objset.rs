@@ -60,6 +60,8 @@ pub struct ObjectSet {
     estimate: SyncEstimate,
     alloc_cursor: u64,
     poisoned: bool,
+    /// Why the root block could not be read at open ([`ObjectSet::unavailable`]).
+    unavailable: Option<String>,
 }
 
 fn invalid(object: ObjectId, what: &'static str, value: u64) -> ObjectError {
@@ -149,7 +151,28 @@ impl ObjectSet {
             estimate: SyncEstimate::default(),
             alloc_cursor: 1,
             poisoned: false,
+            unavailable: None,
         }
+    }
+
+    /// The object set whose root block is `root` when that block could not be read (`why`,
+    /// the read's error): a stand-in that keeps `root`, so that its owner never replaces the
+    /// root it records, and refuses every call that would read or change an object with
+    /// [`ObjectError::Unavailable`]. Nothing can become dirty, so a sync never writes it.
+    /// Its kind is not known (the root holds it): it says [`ObjsetKind::Filesystem`].
+    #[must_use]
+    pub fn unavailable(root: &BlockPtr, why: String) -> Self {
+        let mut set = ObjectSet::create(ObjsetKind::Filesystem);
+        set.meta.dnode_dirty = false;
+        set.root = *root;
+        set.unavailable = Some(why);
+        set
+    }
+
+    /// Why this object set could not be opened, for one made by [`ObjectSet::unavailable`].
+    #[must_use]
+    pub fn unavailable_reason(&self) -> Option<&str> {
+        self.unavailable.as_deref()
     }
 
     /// Opens the object set whose root block is `root`.
@@ -286,6 +309,9 @@ impl ObjectSet {
     }
 
     pub(crate) fn check_usable(&self) -> Result<(), ObjectError> {
+        if let Some(why) = &self.unavailable {
+            return Err(ObjectError::Unavailable { why: why.clone() });
+        }
         if self.poisoned {
             return Err(ObjectError::Poisoned);
         }
@@ -306,6 +332,7 @@ impl ObjectSet {
         id: ObjectId,
     ) -> Result<Option<Dnode>, ObjectError> {
         Self::check_id(id)?;
+        self.check_usable()?;
         match self.hot.get(&id.0) {
             Some(Slot::Free) => Ok(None),
             Some(Slot::Live(state)) => Ok(Some(state.dnode.clone())),

@@ -806,6 +806,41 @@ fn failed_sync_poisons_the_object_set() {
     ));
 }
 
+/// Goal: the stand-in for an object set whose root could not be read keeps that root and
+/// refuses every read and change, so its owner can never write an empty set over it.
+#[test]
+fn an_unavailable_object_set_keeps_its_root_and_refuses_everything() {
+    let mut store = MemStore::new();
+    let mut set = ObjectSet::create(ObjsetKind::Filesystem);
+    let id = set
+        .allocate_object(&store, OBJECT_TYPE_PLAIN, 512, 0, 0)
+        .expect("allocate");
+    set.write(&store, id, 0, &[7; 100]).expect("write");
+    let root = set.sync(&mut store).expect("sync");
+    let mut lost = ObjectSet::unavailable(&root, "every copy failed".into());
+    let refused = |r: Result<(), ObjectError>| {
+        assert!(
+            matches!(&r, Err(ObjectError::Unavailable { why }) if why == "every copy failed"),
+            "{r:?}"
+        );
+    };
+    let mut buf = [0u8; 100];
+    refused(lost.read(&store, id, 0, &mut buf));
+    refused(lost.write(&store, id, 0, &[1]));
+    refused(lost.object_info(&store, id).map(drop));
+    refused(lost.next_object(&store, ObjectId(0)).map(drop));
+    refused(
+        lost.allocate_object(&store, OBJECT_TYPE_PLAIN, 512, 0, 0)
+            .map(drop),
+    );
+    refused(lost.free_object(&store, id));
+    assert_eq!(lost.dirty_bytes(), 0, "nothing became dirty");
+    assert_eq!(lost.root(), root);
+    assert_eq!(lost.unavailable_reason(), Some("every copy failed"));
+    refused(lost.sync(&mut store).map(drop));
+    assert_eq!(lost.root(), root, "a refused sync keeps the root");
+}
+
 /// Goal: inserts, same- and other-length updates and removals edit micro blocks and fat-ZAP
 /// leaves in place and every block stays well-formed: a full listing (which decodes every
 /// block strictly: byte totals, zeroed tails, order, prefixes) and lookups agree with a model
