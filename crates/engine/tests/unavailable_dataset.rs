@@ -151,6 +151,12 @@ fn a_lost_root_costs_one_dataset_and_comes_back_when_repaired() {
         !common::dataset_exists(&engine, "tank@x"),
         "-r is all or nothing"
     );
+    // Listing the pool, every property included, still works and shows tank/b.
+    let rows = common::tank_rows(&engine, &["all"]);
+    assert!(
+        rows.iter().any(|row| row.contains(&"/tank/b".to_string())),
+        "{rows:?}"
+    );
     let errors = engine.status("tank").unwrap().errors;
     assert!(
         errors.contains(&"tank/b:<object set: dataset unavailable>".to_string()),
