@@ -810,6 +810,11 @@ fn destroy_one(inner: &mut Imported, id: DatasetId) -> Result<(), EngineError> {
     let node = datasets.node(id);
     // A clone's blocks born up to its origin's txg are the origin's: not walked, not freed.
     let blocks = node.head_blocks_born_after(&reader, node.origin.map(|o| o.txg))?;
+    if node.objset.unavailable_reason().is_some() {
+        // What lay below the lost root stays allocated: about the head's own bytes.
+        let leaked = mos.leaked(&reader)? + node.header.referenced;
+        mos.set_leaked(&reader, leaked)?;
+    }
     let parent = node.parent.expect("not the root");
     let header = node.header;
     let leaf = dsname::leaf_name(&node.name).to_string();

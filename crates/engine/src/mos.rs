@@ -31,6 +31,8 @@ const ROOT_DATASET: ObjectId = ObjectId(4);
 /// Directory names of the objects created on demand.
 const SCAN: &str = "scan";
 const ERRLOG: &str = "errlog";
+/// The pool property (in PROPS, read-only to the admin) counting leaked bytes.
+const LEAKED: &str = "leaked";
 
 /// Object type tags used in the MOS. Below 16 they are tarn-objects' own (meta-dnode, ZAP,
 /// plain); from 16 up they are the engine's.
@@ -263,6 +265,27 @@ impl Mos {
             }
         }
         Ok(())
+    }
+
+    /// Bytes the destroy of an unavailable dataset left allocated (`leaked`; 0 when none).
+    pub(crate) fn leaked(&mut self, store: &dyn BlockStore) -> Result<u64, EngineError> {
+        let Some(value) = self.objset.zap_lookup(store, PROPS, LEAKED)? else {
+            return Ok(0);
+        };
+        std::str::from_utf8(&value)
+            .ok()
+            .and_then(|text| text.parse().ok())
+            .ok_or_else(|| EngineError::Corrupt("pool property 'leaked' is not a number".into()))
+    }
+
+    /// Sets what [`Mos::leaked`] says (0 removes it).
+    pub(crate) fn set_leaked(
+        &mut self,
+        store: &dyn BlockStore,
+        bytes: u64,
+    ) -> Result<(), EngineError> {
+        let value = (bytes > 0).then(|| bytes.to_string());
+        self.set_prop(store, LEAKED, value.as_deref())
     }
 
     /// Appends a history record, dropping the oldest ones when the ring is full.

@@ -551,7 +551,14 @@ pub fn properties(name: &str, pool: &Pool, local: &[(String, String)]) -> Vec<Pr
                 "expandsize" => Some(("-".into(), "-".into())),
                 // Space deletes gave back that the next txgs make allocatable again.
                 "freeing" => Some(size_prop(pool.freeing_bytes())),
-                "leaked" => Some(("0".into(), "0".into())),
+                // Set by the engine when a destroy could not find every block it freed
+                // (`datasets`, "Unavailable datasets"), cleared when an import reclaims it.
+                "leaked" => {
+                    let stored = local.iter().find(|(n, _)| n == "leaked");
+                    Some(size_prop(
+                        stored.and_then(|(_, v)| v.parse().ok()).unwrap_or(0),
+                    ))
+                }
                 _ => None,
             };
             let (value, display, source) = if let Some((value, display)) = computed {

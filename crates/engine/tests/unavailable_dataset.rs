@@ -225,19 +225,34 @@ fn an_unavailable_dataset_rolls_back_to_its_snapshot() {
 }
 
 // DESCRIPTION: an unavailable dataset is destroyed with its child and snapshot; the rest of
-// the pool is untouched, the error log forgets it after a scrub, and the pool imports again.
+// the pool is untouched, `leaked` counts the head's bytes, the error log forgets it after a
+// scrub, and the pool imports again.
 #[test]
 fn an_unavailable_dataset_can_be_destroyed() {
     let (pristine, doomed) = exported_pool();
     let (sims, engine) = import_damaged(&pristine, &doomed);
+    let leaked = |engine: &Engine| {
+        engine.get_props("tank", &["leaked".into()]).unwrap()[0]
+            .value
+            .clone()
+    };
+    assert_eq!(leaked(&engine), "0");
+    let referenced = common::dataset_bytes(&engine, "tank/b", "referenced");
     engine
         .destroy_dataset("tank/b", true, "destroy -r")
         .unwrap();
     assert!(!common::dataset_exists(&engine, "tank/b"));
+    // What lay below the lost root stays allocated, and `leaked` says about how much.
+    assert_eq!(leaked(&engine), referenced.to_string());
     common::scrub_tank(&engine, 64);
     assert_eq!(engine.status("tank").unwrap().errors, Vec::<String>::new());
     engine.export_pool("tank", false).unwrap();
     let (_, engine) = import_damaged(&images(&sims), &BTreeSet::new());
+    assert_eq!(
+        leaked(&engine),
+        referenced.to_string(),
+        "kept across an import"
+    );
     assert_eq!(
         read_file(&engine, "tank/a", b"f").unwrap(),
         noise(200 << 10, 1)
