@@ -518,6 +518,13 @@ fn clone_prop(name: &str, pool: &Pool) -> (String, String) {
     }
 }
 
+/// What the engine recorded as `leaked` in the pool's properties: set when a destroy could
+/// not find every block it freed (`datasets`, "Unavailable datasets"); 0 when absent.
+fn leaked(local: &[(String, String)]) -> u64 {
+    let stored = local.iter().find(|(n, _)| n == "leaked");
+    stored.and_then(|(_, v)| v.parse().ok()).unwrap_or(0)
+}
+
 /// Every pool property with value and source; `local` holds the values set by the admin.
 #[must_use]
 pub fn properties(name: &str, pool: &Pool, local: &[(String, String)]) -> Vec<PropValue> {
@@ -551,14 +558,7 @@ pub fn properties(name: &str, pool: &Pool, local: &[(String, String)]) -> Vec<Pr
                 "expandsize" => Some(("-".into(), "-".into())),
                 // Space deletes gave back that the next txgs make allocatable again.
                 "freeing" => Some(size_prop(pool.freeing_bytes())),
-                // Set by the engine when a destroy could not find every block it freed
-                // (`datasets`, "Unavailable datasets"), cleared when an import reclaims it.
-                "leaked" => {
-                    let stored = local.iter().find(|(n, _)| n == "leaked");
-                    Some(size_prop(
-                        stored.and_then(|(_, v)| v.parse().ok()).unwrap_or(0),
-                    ))
-                }
+                "leaked" => Some(size_prop(leaked(local))),
                 _ => None,
             };
             let (value, display, source) = if let Some((value, display)) = computed {
