@@ -105,16 +105,20 @@ fn import_damaged(images: &Images, doomed: &BTreeSet<(u64, u64)>) -> (Arc<SimPro
     (provider, engine)
 }
 
+/// The file `name` of `dataset` reads back as `noise(len, seed)`.
+fn file_is(engine: &Engine, dataset: &str, name: &[u8], len: usize, seed: u64) {
+    let got = read_file(engine, dataset, name).unwrap();
+    assert!(
+        got == noise(len, seed),
+        "{dataset} {:?}",
+        String::from_utf8_lossy(name)
+    );
+}
+
 /// Everything but `tank/b` reads back as written.
 fn others_intact(engine: &Engine) {
-    assert_eq!(
-        read_file(engine, "tank/a", b"f").unwrap(),
-        noise(200 << 10, 1)
-    );
-    assert_eq!(
-        read_file(engine, "tank/b/c", b"f").unwrap(),
-        noise(50 << 10, 3)
-    );
+    file_is(engine, "tank/a", b"f", 200 << 10, 1);
+    file_is(engine, "tank/b/c", b"f", 50 << 10, 3);
     assert_eq!(read(engine, "tank/v"), noise(LEN, 4));
 }
 
@@ -177,18 +181,9 @@ fn a_lost_root_costs_one_dataset_and_comes_back_when_repaired() {
     }
     let (_, engine) = import_damaged(&repaired, &BTreeSet::new());
     others_intact(&engine);
-    assert_eq!(
-        read_file(&engine, "tank/a", b"g").unwrap(),
-        noise(10 << 10, 6)
-    );
-    assert_eq!(
-        read_file(&engine, "tank/b", b"first").unwrap(),
-        noise(100 << 10, 2)
-    );
-    assert_eq!(
-        read_file(&engine, "tank/b", b"second").unwrap(),
-        noise(100 << 10, 5)
-    );
+    file_is(&engine, "tank/a", b"g", 10 << 10, 6);
+    file_is(&engine, "tank/b", b"first", 100 << 10, 2);
+    file_is(&engine, "tank/b", b"second", 100 << 10, 5);
     assert_eq!(
         common::dataset_prop(&engine, "tank/b", "org.test:note"),
         "kept"
@@ -202,10 +197,7 @@ fn an_unavailable_dataset_rolls_back_to_its_snapshot() {
     let (pristine, doomed) = exported_pool();
     let (sims, engine) = import_damaged(&pristine, &doomed);
     engine.rollback("tank/b@s", false, "rollback").unwrap();
-    assert_eq!(
-        read_file(&engine, "tank/b", b"first").unwrap(),
-        noise(100 << 10, 2)
-    );
+    file_is(&engine, "tank/b", b"first", 100 << 10, 2);
     assert!(
         read_file(&engine, "tank/b", b"second").is_err(),
         "after the snapshot"
@@ -214,14 +206,8 @@ fn an_unavailable_dataset_rolls_back_to_its_snapshot() {
     engine.export_pool("tank", false).unwrap();
     let (_, engine) = import_damaged(&images(&sims), &BTreeSet::new());
     others_intact(&engine);
-    assert_eq!(
-        read_file(&engine, "tank/b", b"first").unwrap(),
-        noise(100 << 10, 2)
-    );
-    assert_eq!(
-        read_file(&engine, "tank/b", b"third").unwrap(),
-        noise(30 << 10, 7)
-    );
+    file_is(&engine, "tank/b", b"first", 100 << 10, 2);
+    file_is(&engine, "tank/b", b"third", 30 << 10, 7);
 }
 
 // DESCRIPTION: an unavailable dataset is destroyed with its child and snapshot; the rest of
@@ -253,10 +239,7 @@ fn an_unavailable_dataset_can_be_destroyed() {
         referenced.to_string(),
         "kept across an import"
     );
-    assert_eq!(
-        read_file(&engine, "tank/a", b"f").unwrap(),
-        noise(200 << 10, 1)
-    );
+    file_is(&engine, "tank/a", b"f", 200 << 10, 1);
     assert_eq!(read(&engine, "tank/v"), noise(LEN, 4));
     engine
         .snapshot(&["tank@after".into()], true, &[], "snapshot")
