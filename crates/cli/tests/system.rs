@@ -514,6 +514,79 @@ fn damaged_labels() {
     assert_eq!(rig.ok("pool list"), "no pools available\n");
 }
 
+// DESCRIPTION: one dataset whose object-set root is lost beyond its copies costs that
+// dataset, not the pool: the pool imports and mounts the others (the notice of the one
+// mount that failed names why), `status -v` names it,
+// mounting or snapshotting it is refused in one line, and `destroy` takes it, `leaked`
+// saying about how much space stayed behind; the pool imports again.
+// STRATEGY: the root's copies are located by an engine in this process
+// (`check::objset_root_places`) on the exported pool, then garbage is written there, as a
+// failing controller would.
+#[test]
+fn a_dataset_with_a_lost_root_is_unavailable_and_the_pool_imports() {
+    let rig = Rig::new();
+    let devices = rig.devices("d", "disk", 2);
+    let dir = rig.dir_of("d");
+    rig.ok(&format!("pool create tank mirror {}", join(&devices)));
+    let mnt = rig.root().join("altroot/tank");
+    for name in ["a", "b"] {
+        rig.ok(&format!("create tank/{name}"));
+        std::fs::write(mnt.join(name).join("f"), name.repeat(70_000)).unwrap();
+    }
+    rig.ok("pool export tank");
+    let engine = tarn_engine::Engine::new(
+        std::sync::Arc::new(tarn_engine::FileProvider { direct: false }),
+        tarn_engine::HostIdentity {
+            hostid: 0x7e57,
+            hostname: "test".into(),
+        },
+        std::sync::Arc::new(tarn_base::SystemClock::new()),
+        1,
+    );
+    let options = tarn_engine::ImportOptions::default();
+    engine
+        .import_pool(&[dir.clone()], "tank", &options, "import")
+        .unwrap();
+    let places = tarn_engine::check::objset_root_places(&engine, "tank/b").unwrap();
+    engine.export_pool("tank", false).unwrap();
+    assert_eq!(places.len(), 4, "two copies on both sides: {places:?}");
+    for (leaf, range) in places {
+        let mut file = OpenOptions::new().write(true).open(leaf).unwrap();
+        file.seek(SeekFrom::Start(range.start)).unwrap();
+        file.write_all(&vec![0x5a; (range.end - range.start) as usize])
+            .unwrap();
+        file.sync_all().unwrap();
+    }
+
+    // Imported, with the notice of a mount that failed (exit 1, as for any such mount).
+    let import = rig.run(&format!("pool import -d {dir} tank"));
+    assert_eq!(import.code, Some(1), "{import:?}");
+    let lost = "is unavailable: its object set cannot be read";
+    assert_eq!(import.stderr.lines().count(), 1, "{import:?}");
+    assert!(
+        import.stderr.starts_with("cannot mount 'tank/b'") && import.stderr.contains(lost),
+        "{import:?}"
+    );
+    assert_eq!(std::fs::read(mnt.join("a/f")).unwrap(), b"a".repeat(70_000));
+    let status = rig.ok("pool status -v tank");
+    assert!(
+        status.contains("tank/b:<object set: dataset unavailable>"),
+        "{status}"
+    );
+    for line in ["mount tank/b", "snapshot tank/b@x"] {
+        let refused = rig.refused(line);
+        assert!(refused.contains(lost), "{line}: {refused}");
+    }
+    let referenced = rig.ok("get -H -p -o value referenced tank/b");
+    assert_eq!(rig.ok("pool get -H -p -o value leaked tank"), "0\n");
+    rig.ok("destroy tank/b");
+    assert_eq!(rig.ok("pool get -H -p -o value leaked tank"), referenced);
+    rig.ok("pool export tank");
+    rig.ok(&format!("pool import -d {dir} tank"));
+    assert_eq!(std::fs::read(mnt.join("a/f")).unwrap(), b"a".repeat(70_000));
+    assert_eq!(rig.ok("list -H -o name"), "tank\ntank/a\n");
+}
+
 // DESCRIPTION: `-j` prints OpenZFS 2.3's JSON for list, status and get, carrying the same
 // facts as the tables; `--json-int` gives integers; a refusal under `-j` is a JSON `error`
 // on stdout with exit 1.

@@ -219,6 +219,32 @@ pub fn dataset_blocks(engine: &Engine, name: &str) -> Result<Vec<BlockPtr>, Stri
         .collect())
 }
 
+/// Where every copy of the object-set root of dataset `name` (as its header records it)
+/// lies: each leaf's path and device byte range (labels counted), for tests that damage
+/// exactly that block in device files.
+pub fn objset_root_places(
+    engine: &Engine,
+    name: &str,
+) -> Result<Vec<(String, std::ops::Range<u64>)>, String> {
+    let (pool, id) = engine.find_dataset(name).map_err(|e| e.to_string())?;
+    let root = {
+        let handle = engine.pool(&pool).map_err(|e| e.to_string())?;
+        let inner = handle.lock();
+        inner.datasets.node(id).header.objset
+    };
+    let mut places = Vec::new();
+    for dva in root.dvas.iter().filter(|dva| dva.asize > 0) {
+        let placement = engine
+            .block_placement(&pool, dva)
+            .map_err(|e| e.to_string())?;
+        for child in placement.children {
+            let leaves = child.leaves.into_iter();
+            places.extend(leaves.map(|leaf| (leaf, child.range.clone())));
+        }
+    }
+    Ok(places)
+}
+
 /// Reads `buf.len()` bytes at `offset` of `object` in snapshot `full` (`tank@monday`) of
 /// the pool's root-level naming, from the snapshot's committed object set: what tests
 /// compare with the bytes the dataset held when the snapshot was taken.
