@@ -545,7 +545,7 @@ fn a_dataset_with_a_lost_root_is_unavailable_and_the_pool_imports() {
     );
     let options = tarn_engine::ImportOptions::default();
     engine
-        .import_pool(&[dir.clone()], "tank", &options, "import")
+        .import_pool(std::slice::from_ref(&dir), "tank", &options, "import")
         .unwrap();
     let places = tarn_engine::check::objset_root_places(&engine, "tank/b").unwrap();
     engine.export_pool("tank", false).unwrap();
