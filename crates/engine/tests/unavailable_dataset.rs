@@ -161,11 +161,10 @@ fn a_lost_root_costs_one_dataset_and_comes_back_when_repaired() {
         rows.iter().any(|row| row.contains(&"/tank/b".to_string())),
         "{rows:?}"
     );
-    let errors = engine.status("tank").unwrap().errors;
-    assert!(
-        errors.contains(&"tank/b:<object set: dataset unavailable>".to_string()),
-        "{errors:?}"
-    );
+    let lost = vec!["tank/b:<object set: dataset unavailable>".to_string()];
+    assert_eq!(engine.status("tank").unwrap().errors, lost, "at import");
+    common::scrub_tank(&engine, 64);
+    assert_eq!(engine.status("tank").unwrap().errors, lost, "after a scrub");
     let note = [("org.test:note".to_string(), "kept".to_string())];
     engine.set_dataset_props("tank/b", &note, "set").unwrap();
     engine.sync_pool("tank").unwrap();
