@@ -375,7 +375,10 @@ impl CacheDomain {
         let mut map = self.ahead_map();
         for bp in ahead.blocks() {
             let key = CacheKey::of(self.inner.id, bp);
-            if map.get(&key).is_some_and(|(held, _)| Arc::ptr_eq(held, ahead)) {
+            if map
+                .get(&key)
+                .is_some_and(|(held, _)| Arc::ptr_eq(held, ahead))
+            {
                 map.remove(&key);
             }
         }

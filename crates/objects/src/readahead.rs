@@ -230,7 +230,10 @@ enum Stage {
     /// A thread runs it: this many of its first blocks are cached or failed, and the
     /// lowest index a waiter waits for (`usize::MAX`: nobody waits), so that the thread
     /// wakes waiters only when one of them can go on, not after every block.
-    Running { done: usize, wake_past: usize },
+    Running {
+        done: usize,
+        wake_past: usize,
+    },
     Done,
 }
 
@@ -293,7 +296,12 @@ impl Ahead {
         };
         job(&self.blocks, self.feed_l2, &mut |index, result| {
             let bp = &self.blocks[index];
-            fill(&self.domain, std::slice::from_ref(bp), vec![result], self.block_size);
+            fill(
+                &self.domain,
+                std::slice::from_ref(bp),
+                vec![result],
+                self.block_size,
+            );
             let mut stage = self.stage();
             if let Stage::Running { done, wake_past } = &mut *stage {
                 assert_eq!(*done, index, "a batch's blocks are finished in order");
@@ -469,12 +477,10 @@ fn missing(
             continue;
         }
         match ctx.cache.domain().in_flight(&bp) {
-            Some((ahead, place)) => {
-                match waits.iter_mut().find(|(w, _)| Arc::ptr_eq(w, &ahead)) {
-                    Some((_, last)) => *last = (*last).max(place),
-                    None => waits.push((ahead, place)),
-                }
-            }
+            Some((ahead, place)) => match waits.iter_mut().find(|(w, _)| Arc::ptr_eq(w, &ahead)) {
+                Some((_, last)) => *last = (*last).max(place),
+                None => waits.push((ahead, place)),
+            },
             None => bps.push(bp),
         }
     }
@@ -786,11 +792,13 @@ mod tests {
         let mut fetch = set.plan_read(&logged, id, 0, record).unwrap().unwrap();
         // The batch fails its first block (record 1).
         let ahead = fetch
-            .start_ahead(Box::new(|bps: &[BlockPtr], _, each: super::EachBlock<'_>| {
-                for i in 0..bps.len() {
-                    each(i, Err(ZioError::Suspended));
-                }
-            }))
+            .start_ahead(Box::new(
+                |bps: &[BlockPtr], _, each: super::EachBlock<'_>| {
+                    for i in 0..bps.len() {
+                        each(i, Err(ZioError::Suspended));
+                    }
+                },
+            ))
             .unwrap();
         fetch.fill(logged.read_blocks(fetch.blocks()));
         assert!(
@@ -900,7 +908,10 @@ mod tests {
             "block 0 alone was cached before the batch went on"
         );
         assert!(
-            ahead.blocks().iter().all(|bp| domain.in_flight(bp).is_none()),
+            ahead
+                .blocks()
+                .iter()
+                .all(|bp| domain.in_flight(bp).is_none()),
             "the batch ended"
         );
         assert!(
@@ -943,7 +954,10 @@ mod tests {
         go_on.send(()).unwrap();
         runner.join().unwrap();
         waiter.join().unwrap();
-        assert_eq!(told, 1, "the waiting reader told its hint once before it waited");
+        assert_eq!(
+            told, 1,
+            "the waiting reader told its hint once before it waited"
+        );
     }
 
     /// Goal: readers of their own ranges of one object, interleaved, are each recognised as
