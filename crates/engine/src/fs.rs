@@ -42,8 +42,8 @@ impl OffLock {
     pub(crate) fn new(mut fetch: Fetch, pool: &tarn_pool::Pool) -> OffLock {
         let ahead = if fetch.reads_ahead() {
             let reader = pool.detached_reader();
-            fetch.start_ahead(Box::new(move |bps, feed_l2| {
-                reader.read_blocks(bps, feed_l2)
+            fetch.start_ahead(Box::new(move |bps, feed_l2, each| {
+                reader.read_blocks_each(bps, feed_l2, each);
             }))
         } else {
             None

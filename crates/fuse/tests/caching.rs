@@ -243,10 +243,11 @@ fn a_reader_progresses_during_a_long_sequence_of_writes() {
     );
 }
 
-/// Goal: requests are 1 MiB: writes, buffered reads (readahead raised to 1 MiB) and
-/// O_DIRECT reads. Method: one 8 MiB write(2), then (after a remount, cold caches) one 8 MiB
-/// read(2) of the file, then the same through O_DIRECT; the mount's largest read and write
-/// requests are 1 MiB after each.
+/// Goal: requests are 1 MiB: writes, buffered reads (readahead raised to 4 MiB, so several
+/// 1 MiB requests) and O_DIRECT reads. Method: one 8 MiB write(2), then (after a remount,
+/// cold caches) one 8 MiB read(2) of the file, then the same through O_DIRECT; the mount's
+/// largest read and write requests are 1 MiB after each, and the mount's readahead in sysfs
+/// is `KERNEL_READAHEAD`.
 #[test]
 fn requests_are_one_mebibyte() {
     use std::os::unix::fs::OpenOptionsExt;
@@ -266,6 +267,14 @@ fn requests_are_one_mebibyte() {
     assert!(read == data);
     let buffered = fx.mount.as_ref().unwrap().stats();
     assert_eq!(buffered.read_bytes_max, 1 << 20, "readahead: {buffered:?}");
+    let dev = std::os::unix::fs::MetadataExt::dev(&fs::metadata(fx.path("big")).unwrap());
+    let (major, minor) = (libc::major(dev), libc::minor(dev));
+    let knob = format!("/sys/class/bdi/{major}:{minor}/read_ahead_kb");
+    assert_eq!(
+        fs::read_to_string(&knob).unwrap().trim(),
+        (tarn_fuse::KERNEL_READAHEAD >> 10).to_string(),
+        "{knob}"
+    );
     let direct = OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_DIRECT)

@@ -278,9 +278,10 @@ struct DomainInner {
     id: u64,
     /// Read-ahead batches being read off every lock, by the keys of their blocks
     /// (`readahead`, "Read-ahead that does not wait"): a read that needs one of them waits
-    /// for its batch instead of reading the block again. A batch takes its keys out when it
+    /// for its batch instead of reading the block again, with the block's place in the
+    /// batch (the batch finishes its blocks in order). A batch takes its keys out when it
     /// ends, so no batch outlives its read.
-    ahead: Mutex<HashMap<CacheKey, Arc<Ahead>>>,
+    ahead: Mutex<HashMap<CacheKey, (Arc<Ahead>, usize)>>,
 }
 
 impl Drop for DomainInner {
@@ -345,7 +346,7 @@ impl CacheDomain {
         Arc::ptr_eq(&self.inner, &other.inner)
     }
 
-    fn ahead_map(&self) -> MutexGuard<'_, HashMap<CacheKey, Arc<Ahead>>> {
+    fn ahead_map(&self) -> MutexGuard<'_, HashMap<CacheKey, (Arc<Ahead>, usize)>> {
         // Every update of the map is one insert or remove: a poisoned lock leaves it usable.
         self.inner
             .ahead
@@ -353,8 +354,8 @@ impl CacheDomain {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The read-ahead batch reading `bp` now, if any.
-    pub(crate) fn in_flight(&self, bp: &BlockPtr) -> Option<Arc<Ahead>> {
+    /// The read-ahead batch reading `bp` now, if any, and the place of `bp` in it.
+    pub(crate) fn in_flight(&self, bp: &BlockPtr) -> Option<(Arc<Ahead>, usize)> {
         let key = CacheKey::of(self.inner.id, bp);
         self.ahead_map().get(&key).cloned()
     }
@@ -363,9 +364,9 @@ impl CacheDomain {
     /// batch's).
     pub(crate) fn start_ahead(&self, ahead: &Arc<Ahead>) {
         let mut map = self.ahead_map();
-        for bp in ahead.blocks() {
+        for (place, bp) in ahead.blocks().iter().enumerate() {
             map.entry(CacheKey::of(self.inner.id, bp))
-                .or_insert_with(|| Arc::clone(ahead));
+                .or_insert_with(|| (Arc::clone(ahead), place));
         }
     }
 
@@ -374,7 +375,10 @@ impl CacheDomain {
         let mut map = self.ahead_map();
         for bp in ahead.blocks() {
             let key = CacheKey::of(self.inner.id, bp);
-            if map.get(&key).is_some_and(|held| Arc::ptr_eq(held, ahead)) {
+            if map
+                .get(&key)
+                .is_some_and(|(held, _)| Arc::ptr_eq(held, ahead))
+            {
                 map.remove(&key);
             }
         }
@@ -385,7 +389,7 @@ impl CacheDomain {
     /// pool, so its devices can be closed (export).
     pub fn finish_reads_ahead(&self) {
         loop {
-            let Some(ahead) = self.ahead_map().values().next().cloned() else {
+            let Some(ahead) = self.ahead_map().values().next().map(|(a, _)| Arc::clone(a)) else {
                 return;
             };
             ahead.run();

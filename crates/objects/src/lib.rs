@@ -139,7 +139,7 @@ pub use objset::{
     CACHE_BYTES_DEFAULT, META_DNODE_OBJECT, OBJECT_ID_LIMIT, ObjectSet, WRITE_AHEAD_BATCH,
     visit_object_set, visit_object_set_born_after,
 };
-pub use readahead::{Ahead, Fetch, ReadJob};
+pub use readahead::{Ahead, EachBlock, Fetch, ReadJob};
 pub use readout::ReadOut;
 pub use send::BlockChange;
 pub use tarn_format::objset::ObjsetKind;

@@ -27,7 +27,11 @@
 //! the cache domain under each of its blocks' keys; a later read that needs one of them
 //! waits for the batch instead of reading the block a second time, and a batch no thread
 //! has started yet is run by the first reader that needs it (so a busy reader pool delays
-//! nothing: no timeouts, no lost wake-ups). Each batch carries its own reader, which holds
+//! nothing: no timeouts, no lost wake-ups). A running batch caches each block as soon as
+//! that block is read and verified (the store finishes a batch's blocks in order), and a
+//! reader waits only until the last of its own blocks in the batch is done, not for the
+//! whole batch: a sequential reader's request no longer waits for the blocks the window
+//! holds for the requests after it. Each batch carries its own reader, which holds
 //! the pool's pin of the txg its block pointers were found in (tarn-space `pins`), so
 //! whichever thread runs it reads blocks whose space cannot have been reused. An export
 //! ends every batch first ([`CacheDomain::finish_reads_ahead`]). The synchronous read path
@@ -142,8 +146,9 @@ struct Chosen {
     /// Records after them to read ahead (none unless at least half the window is missing
     /// or the read itself missed).
     ahead: Vec<BlockPtr>,
-    /// The read-ahead batches that are reading some of the read's own records.
-    waits: Vec<Arc<Ahead>>,
+    /// The read-ahead batches that are reading some of the read's own records, each with
+    /// the place in it of the last of them.
+    waits: Vec<(Arc<Ahead>, usize)>,
     feed_l2: bool,
 }
 
@@ -208,15 +213,27 @@ fn fill(
     }
 }
 
-/// Reads a batch of blocks: a pool's reader that keeps the batch's space from being reused
-/// until it is dropped (the caller's pin), moved into the batch it reads.
-pub type ReadJob = Box<dyn FnOnce(&[BlockPtr], bool) -> Vec<Result<Vec<u8>, ZioError>> + Send>;
+/// Where each block's result of a [`ReadJob`] goes: its index in the batch and the result,
+/// given in the order of the batch as each block is finished.
+pub type EachBlock<'a> = &'a mut dyn FnMut(usize, Result<Vec<u8>, ZioError>);
+
+/// Reads a batch of blocks (with whether they may feed the cache devices), handing each
+/// block's result on as it is finished, in order: a pool's reader that keeps the batch's
+/// space from being reused until it is dropped (the caller's pin), moved into the batch it
+/// reads.
+pub type ReadJob = Box<dyn FnOnce(&[BlockPtr], bool, EachBlock<'_>) + Send>;
 
 /// Where a read-ahead batch is (module docs, "Read-ahead that does not wait").
 enum Stage {
     /// Nobody runs it yet: its reader waits here.
     Ready(ReadJob),
-    Running,
+    /// A thread runs it: this many of its first blocks are cached or failed, and the
+    /// lowest index a waiter waits for (`usize::MAX`: nobody waits), so that the thread
+    /// wakes waiters only when one of them can go on, not after every block.
+    Running {
+        done: usize,
+        wake_past: usize,
+    },
     Done,
 }
 
@@ -253,29 +270,79 @@ impl Ahead {
 
     /// Reads the batch here and caches what verified, unless another thread has taken it;
     /// then waits until that thread is done. Either way its blocks are cached or failed
-    /// when this returns.
+    /// when this returns, and the batch no longer holds a reader of the pool.
     pub fn run(self: &Arc<Self>) {
+        self.run_to(usize::MAX);
+    }
+
+    /// [`Ahead::run`], except that when another thread runs the batch, this waits only until
+    /// its blocks up to index `last` are cached or failed (the batch finishes its blocks in
+    /// order).
+    pub(crate) fn run_to(self: &Arc<Self>, last: usize) {
         let job = {
             let mut stage = self.stage();
-            match std::mem::replace(&mut *stage, Stage::Running) {
+            let running = Stage::Running {
+                done: 0,
+                wake_past: usize::MAX,
+            };
+            match std::mem::replace(&mut *stage, running) {
                 Stage::Ready(job) => job,
                 other => {
                     *stage = other;
-                    while !matches!(*stage, Stage::Done) {
-                        stage = self
-                            .ended
-                            .wait(stage)
-                            .unwrap_or_else(PoisonError::into_inner);
-                    }
-                    return;
+                    drop(stage);
+                    return self.wait_to(last);
                 }
             }
         };
-        let results = job(&self.blocks, self.feed_l2);
-        fill(&self.domain, &self.blocks, results, self.block_size);
+        job(&self.blocks, self.feed_l2, &mut |index, result| {
+            let bp = &self.blocks[index];
+            fill(
+                &self.domain,
+                std::slice::from_ref(bp),
+                vec![result],
+                self.block_size,
+            );
+            let mut stage = self.stage();
+            if let Stage::Running { done, wake_past } = &mut *stage {
+                assert_eq!(*done, index, "a batch's blocks are finished in order");
+                *done = index + 1;
+                if *done > *wake_past {
+                    // Every waiter wakes, and those not done yet register again.
+                    *wake_past = usize::MAX;
+                    self.ended.notify_all();
+                }
+            }
+        });
+        // The job (and the reader it owns) is gone: only now may an export find the batch
+        // ended (its keys stay until here).
         self.domain.end_ahead(self);
         *self.stage() = Stage::Done;
         self.ended.notify_all();
+    }
+
+    /// Waits until the thread running the batch has finished its blocks up to `last`.
+    fn wait_to(&self, last: usize) {
+        let ready = |stage: &Stage| {
+            matches!(*stage, Stage::Done)
+                || matches!(*stage, Stage::Running { done, .. } if done > last)
+        };
+        if ready(&self.stage()) {
+            return;
+        }
+        // A front end's request thread hands on its duty to read requests before it waits
+        // for the devices (tarn-base `wait`), so that other requests, other readers' above
+        // all, go on meanwhile. No lock is held while it is told.
+        tarn_base::wait::before_wait();
+        let mut stage = self.stage();
+        while !ready(&stage) {
+            if let Stage::Running { wake_past, .. } = &mut *stage {
+                *wake_past = (*wake_past).min(last);
+            }
+            stage = self
+                .ended
+                .wait(stage)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
     }
 }
 
@@ -293,7 +360,7 @@ impl Ahead {
 pub struct Fetch {
     blocks: Vec<BlockPtr>,
     ahead: Vec<BlockPtr>,
-    waits: Vec<Arc<Ahead>>,
+    waits: Vec<(Arc<Ahead>, usize)>,
     feed_l2: bool,
     block_size: u64,
     domain: CacheDomain,
@@ -343,11 +410,12 @@ impl Fetch {
         Some(ahead)
     }
 
-    /// Waits for the read-ahead batches that are reading the read's own records (running
-    /// one here if no thread has taken it yet).
+    /// Waits for the read-ahead batches that are reading the read's own records, each
+    /// until the last of those records is done (running a batch here if no thread has
+    /// taken it yet).
     pub fn wait(&self) {
-        for ahead in &self.waits {
-            ahead.run();
+        for (ahead, last) in &self.waits {
+            ahead.run_to(*last);
         }
     }
 }
@@ -375,15 +443,16 @@ pub(crate) fn plan(
 /// The synced block pointers of the records `blkids` that are not dirty, not holes and not
 /// cached, and that are what the tree says they are (level 0, the object's block size, born
 /// no later than the store's txg; anything else is left to the caller's checked read);
-/// those a read-ahead batch is reading are left out, and that batch is named instead (once).
+/// those a read-ahead batch is reading are left out, and that batch is named instead (once,
+/// with the place in it of the last such block).
 fn missing(
     ctx: &mut ReadCtx<'_>,
     state: &ObjState,
     blkids: Range<u64>,
-) -> (Vec<BlockPtr>, Vec<Arc<Ahead>>) {
+) -> (Vec<BlockPtr>, Vec<(Arc<Ahead>, usize)>) {
     let block_size = u64::from(state.dnode.data_block_size);
     let mut bps = Vec::new();
-    let mut waits: Vec<Arc<Ahead>> = Vec::new();
+    let mut waits: Vec<(Arc<Ahead>, usize)> = Vec::new();
     for blkid in blkids {
         if blkid > state.dnode.maxblkid {
             break;
@@ -408,8 +477,10 @@ fn missing(
             continue;
         }
         match ctx.cache.domain().in_flight(&bp) {
-            Some(ahead) if waits.iter().any(|w| Arc::ptr_eq(w, &ahead)) => {}
-            Some(ahead) => waits.push(ahead),
+            Some((ahead, place)) => match waits.iter_mut().find(|(w, _)| Arc::ptr_eq(w, &ahead)) {
+                Some((_, last)) => *last = (*last).max(place),
+                None => waits.push((ahead, place)),
+            },
             None => bps.push(bp),
         }
     }
@@ -630,9 +701,11 @@ mod tests {
         if let Some(mut fetch) = set.plan_read(logged, id, at, u64::from(RECORD)).unwrap() {
             let store = logged.inner.clone();
             let log = std::sync::Arc::clone(ahead_log);
-            let ahead = fetch.start_ahead(Box::new(move |bps, _| {
+            let ahead = fetch.start_ahead(Box::new(move |bps, _, each| {
                 log.lock().unwrap().push(bps.len());
-                bps.iter().map(|bp| store.read_block(bp)).collect()
+                for (i, bp) in bps.iter().enumerate() {
+                    each(i, store.read_block(bp));
+                }
             }));
             if !fetch.blocks().is_empty() {
                 fetch.fill(logged.read_blocks(fetch.blocks()));
@@ -719,11 +792,13 @@ mod tests {
         let mut fetch = set.plan_read(&logged, id, 0, record).unwrap().unwrap();
         // The batch fails its first block (record 1).
         let ahead = fetch
-            .start_ahead(Box::new(|bps: &[BlockPtr], _| {
-                let mut results: Vec<Result<Vec<u8>, ZioError>> = vec![Err(ZioError::Suspended)];
-                results.extend(bps[1..].iter().map(|_| Err(ZioError::Suspended)));
-                results
-            }))
+            .start_ahead(Box::new(
+                |bps: &[BlockPtr], _, each: super::EachBlock<'_>| {
+                    for i in 0..bps.len() {
+                        each(i, Err(ZioError::Suspended));
+                    }
+                },
+            ))
             .unwrap();
         fetch.fill(logged.read_blocks(fetch.blocks()));
         assert!(
@@ -758,6 +833,130 @@ mod tests {
             Some(&1),
             "record 1 read again by its reader: {:?}",
             logged.log.borrow()
+        );
+    }
+
+    /// A read-ahead batch of the object of [`setup`] run by a thread of its own, which
+    /// finishes the batch's first block and then stops until the returned sender says go on;
+    /// returned once that first block is done, with the cache domain and the thread.
+    fn gated_batch(
+        store: &MemStore,
+        root: &BlockPtr,
+        id: tarn_base::ObjectId,
+    ) -> (
+        crate::CacheDomain,
+        std::sync::Arc<super::Ahead>,
+        std::thread::JoinHandle<()>,
+        std::sync::mpsc::Sender<()>,
+    ) {
+        use std::sync::mpsc::channel;
+        let logged = Logged::new(store, true);
+        let domain = crate::CacheStore::new(64 << 20).domain();
+        let mut set = ObjectSet::open(&logged, root).unwrap();
+        set.use_cache(&domain);
+        let fetch = set.plan_read(&logged, id, 0, u64::from(RECORD));
+        let (started, on_start) = channel::<()>();
+        let (go_on, gate) = channel::<()>();
+        let inner = store.clone();
+        let job = move |bps: &[BlockPtr], _: bool, each: super::EachBlock<'_>| {
+            each(0, inner.read_block(&bps[0]));
+            started.send(()).unwrap();
+            gate.recv().unwrap();
+            for (i, bp) in bps.iter().enumerate().skip(1) {
+                each(i, inner.read_block(bp));
+            }
+        };
+        let ahead = fetch.unwrap().unwrap().start_ahead(Box::new(job)).unwrap();
+        assert!(ahead.blocks().len() > 2, "a batch of several blocks");
+        let runner = std::thread::spawn({
+            let ahead = std::sync::Arc::clone(&ahead);
+            move || ahead.run()
+        });
+        on_start.recv().unwrap();
+        (domain, ahead, runner, go_on)
+    }
+
+    /// Goal: a reader that needs the first blocks of a read-ahead batch another thread is
+    /// running waits for those blocks only, not for the rest of the batch (a sequential
+    /// reader's request must not wait for the window held for the requests after it); the
+    /// batch still caches every block and ends. Method: [`gated_batch`]; meanwhile a reader
+    /// waits for the first block (it must come back) and that block alone is cached.
+    #[test]
+    fn a_reader_waits_for_its_own_blocks_of_a_batch_only() {
+        let (store, root, id, _) = setup();
+        let (domain, ahead, runner, go_on) = gated_batch(&store, &root, id);
+        let (came_back, on_back) = std::sync::mpsc::channel::<()>();
+        let waiter = std::thread::spawn({
+            let ahead = std::sync::Arc::clone(&ahead);
+            move || {
+                ahead.run_to(0);
+                came_back.send(()).unwrap();
+            }
+        });
+        let early = on_back.recv_timeout(std::time::Duration::from_secs(20));
+        let cached_early = domain.store().stats().data_bytes;
+        go_on.send(()).unwrap();
+        runner.join().unwrap();
+        waiter.join().unwrap();
+        assert!(
+            early.is_ok(),
+            "the reader of block 0 came back while the batch's other blocks were unread"
+        );
+        assert_eq!(
+            cached_early,
+            u64::from(RECORD),
+            "block 0 alone was cached before the batch went on"
+        );
+        assert!(
+            ahead
+                .blocks()
+                .iter()
+                .all(|bp| domain.in_flight(bp).is_none()),
+            "the batch ended"
+        );
+        assert!(
+            domain.store().stats().data_bytes >= ahead.blocks().len() as u64 * u64::from(RECORD),
+            "every block of the batch is cached"
+        );
+    }
+
+    /// Goal: a thread that waits for another thread's read-ahead batch tells its wait hint
+    /// first (tarn-base `wait`), as it does before a device read: a FUSE session thread then
+    /// lets another thread take requests meanwhile. Method: [`gated_batch`]; a reader with a
+    /// counting hint waits for the batch's last block; the hint must be told while it waits.
+    #[test]
+    fn a_reader_waiting_for_a_batch_tells_its_wait_hint() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        struct Count(AtomicUsize);
+        impl tarn_base::wait::WaitHint for Count {
+            fn before_wait(&self) {
+                self.0.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        let (store, root, id, _) = setup();
+        let (_domain, ahead, runner, go_on) = gated_batch(&store, &root, id);
+        let count = std::sync::Arc::new(Count(AtomicUsize::new(0)));
+        let waiter = std::thread::spawn({
+            let (ahead, count) = (std::sync::Arc::clone(&ahead), std::sync::Arc::clone(&count));
+            move || {
+                tarn_base::wait::set_hint(Some(count));
+                ahead.run_to(ahead.blocks().len() - 1);
+            }
+        });
+        let mut told = 0;
+        for _ in 0..2000 {
+            told = count.0.load(Ordering::SeqCst);
+            if told > 0 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        go_on.send(()).unwrap();
+        runner.join().unwrap();
+        waiter.join().unwrap();
+        assert_eq!(
+            told, 1,
+            "the waiting reader told its hint once before it waited"
         );
     }
 

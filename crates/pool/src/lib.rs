@@ -560,6 +560,17 @@ impl DetachedReader {
     pub fn read_blocks(&self, bps: &[BlockPtr], feed_l2: bool) -> Vec<Result<Vec<u8>, ZioError>> {
         self.pipeline.read_blocks_l2(bps, feed_l2)
     }
+
+    /// [`Pipeline::read_blocks_each`] of `bps`: each block's result handed to `each` as soon
+    /// as it is finished, in order.
+    pub fn read_blocks_each(
+        &self,
+        bps: &[BlockPtr],
+        feed_l2: bool,
+        each: &mut dyn FnMut(usize, Result<Vec<u8>, ZioError>),
+    ) {
+        self.pipeline.read_blocks_each(bps, feed_l2, each);
+    }
 }
 
 /// Writes intent-log blocks to space the caller allocated, and flushes the top-level vdevs

@@ -715,19 +715,37 @@ impl Pipeline {
         bps: &[BlockPtr],
         feed_l2: bool,
     ) -> Vec<Result<Vec<u8>, ZioError>> {
+        let mut results = Vec::with_capacity(bps.len());
+        self.read_blocks_each(bps, feed_l2, &mut |i, result| {
+            assert_eq!(i, results.len(), "blocks are finished in order");
+            results.push(result);
+        });
+        results
+    }
+
+    /// [`Pipeline::read_blocks_l2`] that hands each block's result to `each` (with its index
+    /// in `bps`) as soon as that block is finished, in the order of `bps`, instead of
+    /// returning them all at the end: a read-ahead batch caches its first blocks while its
+    /// last are still on the devices, so a reader waiting for one of the first waits for
+    /// that block, not for the batch.
+    pub fn read_blocks_each(
+        &self,
+        bps: &[BlockPtr],
+        feed_l2: bool,
+        each: &mut dyn FnMut(usize, Result<Vec<u8>, ZioError>),
+    ) {
         if bps.len() < 2 || !self.reads_in_parallel() {
-            return bps
-                .iter()
-                .map(|bp| self.read_block_l2(bp, feed_l2))
-                .collect();
+            for (i, bp) in bps.iter().enumerate() {
+                each(i, self.read_block_l2(bp, feed_l2));
+            }
+            return;
         }
         // Up to READS_IN_FLIGHT_MAX blocks started ahead of the one being finished, topped
         // up under a plug when half are done: their columns reach the device queues
         // together, where adjacent ones become one read.
         let mut started = std::collections::VecDeque::with_capacity(READS_IN_FLIGHT_MAX);
         let mut next = 0;
-        let mut results = Vec::with_capacity(bps.len());
-        for bp in bps {
+        for (i, bp) in bps.iter().enumerate() {
             if started.len() <= READS_IN_FLIGHT_MAX / 2 {
                 let _plug = tarn_device::plug();
                 while next < bps.len() && started.len() < READS_IN_FLIGHT_MAX {
@@ -739,12 +757,14 @@ impl Pipeline {
             let read = started
                 .pop_front()
                 .expect("the block being finished was started");
-            results.push(match read {
-                None => self.read_block_l2(bp, feed_l2),
-                Some(read) => self.finish_block(bp, read, feed_l2),
-            });
+            each(
+                i,
+                match read {
+                    None => self.read_block_l2(bp, feed_l2),
+                    Some(read) => self.finish_block(bp, read, feed_l2),
+                },
+            );
         }
-        results
     }
 
     /// [`Pipeline::scrub_block`] (or with `resilver`, [`Pipeline::resilver_block`]) of every
