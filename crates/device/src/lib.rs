@@ -59,8 +59,9 @@
 //! `QueuedDevice` runs one I/O thread per device that applies queued writes and submitted
 //! reads in submission order (FIFO), so a read submitted after a write was acknowledged sees
 //! it; writes given as [`SharedBytes`] ([`Device::write_shared`]) wait in its queue as
-//! references to their owner's buffer, not copies; its submitters wait on a per-read slot (`pending`). Lock order: the queue's state,
-//! then nothing (a read slot's lock is never held with the queue's).
+//! references to their owner's buffer, not copies; its submitters wait on a per-read slot
+//! (`pending`). Lock order: the queue's state, then nothing (a read slot's lock is never
+//! held with the queue's; the shared buffers it holds are `Arc`s, no lock).
 //!
 //! # Failure model
 //! What a leaf can do to us, and where it is modelled (`FileDevice` passes real faults
