@@ -58,8 +58,10 @@
 //! between writes and flushes; a device never reorders an acknowledged write past a flush.
 //! `QueuedDevice` runs one I/O thread per device that applies queued writes and submitted
 //! reads in submission order (FIFO), so a read submitted after a write was acknowledged sees
-//! it; its submitters wait on a per-read slot (`pending`). Lock order: the queue's state,
-//! then nothing (a read slot's lock is never held with the queue's).
+//! it; writes given as [`SharedBytes`] ([`Device::write_shared`]) wait in its queue as
+//! references to their owner's buffer, not copies; its submitters wait on a per-read slot
+//! (`pending`). Lock order: the queue's state, then nothing (a read slot's lock is never
+//! held with the queue's; the shared buffers it holds are `Arc`s, no lock).
 //!
 //! # Failure model
 //! What a leaf can do to us, and where it is modelled (`FileDevice` passes real faults
@@ -117,6 +119,7 @@ pub mod file;
 pub mod pending;
 mod plug;
 pub mod queued;
+pub mod shared;
 pub mod sim;
 mod sys;
 pub mod timing;
@@ -125,6 +128,7 @@ pub use file::{FileDevice, FileKind, FileOpenOptions, create_sparse_file, list_d
 pub use pending::{PendingRead, ReadResult};
 pub use plug::{Plug, plug};
 pub use queued::QueuedDevice;
+pub use shared::SharedBytes;
 pub use sim::{FaultPlan, PER_MILLION, SIM_NAMES_MAX, SIM_SECTOR_SIZE, SimDevice, SimStats};
 
 /// What went wrong with one device access. Every variant names the offset involved so that
@@ -176,6 +180,12 @@ pub trait Device: Send + Sync + std::fmt::Debug {
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), DeviceError>;
     /// Writes all of `data` at `offset`. Not durable until [`Device::flush`] returns.
     fn write_at(&self, offset: u64, data: &[u8]) -> Result<(), DeviceError>;
+    /// [`Device::write_at`] of bytes the caller shares and will not change (`shared` I1): a
+    /// device that acknowledges before it writes may keep them instead of a copy. The
+    /// default writes them at once.
+    fn write_shared(&self, offset: u64, data: SharedBytes) -> Result<(), DeviceError> {
+        self.write_at(offset, &data)
+    }
     /// Reads adjacent ranges as one access where the device can: the first buffer at
     /// `offset`, each next one where the previous ends (an I/O thread's aggregation of
     /// queued reads). On an error some buffers may be filled; the caller reads them one by

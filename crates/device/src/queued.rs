@@ -24,6 +24,13 @@
 //! woken for each column; any wait on the queue wakes its I/O thread itself, so a plug
 //! never holds another thread's drain back (P3).
 //!
+//! Writes given as [`SharedBytes`] ([`Device::write_shared`]: a txg's block, or a range
+//! of it such as a raidz data column) are queued as they are, a reference and not a copy;
+//! `write_at` copies its bytes into the queue. A shared range that is not page-aligned in
+//! memory but is whole pages is copied too (the copy is page-aligned under
+//! `tarn_base::page_align`), so that an `O_DIRECT` device never bounces what the queue
+//! kept (tarn-device I6); such copies are counted ([`QueuedDevice::unaligned_copies`]).
+//!
 //! With a clock ([`Device::set_clock`]) it times both halves of every access
 //! ([`QueueTiming`]): a write's wait in the queue (acknowledged to started) and its backend
 //! time, a read's wait for the queue to drain and its backend time. That is what separates
@@ -37,7 +44,11 @@
 //! - I2: an error of a queued write is never lost: it is latched and returned by the next
 //!   `flush` (and by every write until then), so a txg whose writes failed cannot commit.
 //! - I3: at most `QUEUE_BYTES` of write data wait in memory per device; writers block beyond
-//!   that. Reads are bounded by their submitters (each waits for what it submitted).
+//!   that. Reads are bounded by their submitters (each waits for what it submitted). A
+//!   shared write counts its own range: the rest of its buffer is its owner's (the
+//!   pipeline's journal keeps a txg's blocks until the commit anyway).
+//! - I6: the bytes of a queued write are those the caller gave when it was queued: a copy,
+//!   or shared bytes that cannot change (`shared` I1).
 //! - I4: every submitted read completes exactly once, with the inner device's outcome
 //!   (errors, `Gone`, out-of-range) unchanged: when an aggregated access fails, each read
 //!   in it is read again alone, so one bad sector fails only the reads that cover it.
@@ -53,6 +64,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use tarn_base::Clock;
 
 use crate::pending::{PendingRead, ReadSlot};
+use crate::shared::SharedBytes;
 use crate::timing::{Histogram, QueueTiming};
 use crate::{Device, DeviceError};
 
@@ -66,7 +78,7 @@ const GONE: &str = "device is gone";
 /// the device has a clock.
 #[derive(Debug)]
 enum Op {
-    Write(u64, Vec<u8>, Option<u64>),
+    Write(u64, SharedBytes, Option<u64>),
     Read(u64, Vec<u8>, Arc<ReadSlot>, Option<u64>),
 }
 
@@ -110,6 +122,8 @@ struct Timing {
     write_total: Histogram,
     reads_waiting: AtomicU64,
     reads_active: AtomicU64,
+    /// Shared writes copied because they were whole pages off a page boundary.
+    unaligned_copies: AtomicU64,
 }
 
 impl Shared {
@@ -191,6 +205,50 @@ impl QueuedDevice {
             shared,
             worker: Mutex::new(Some(worker)),
         })
+    }
+
+    /// How many shared writes ([`Device::write_shared`]) were copied because they were
+    /// whole pages that did not start on a page boundary (module docs); 0 on the daemon's
+    /// paths, where every block buffer is page-aligned.
+    #[must_use]
+    pub fn unaligned_copies(&self) -> u64 {
+        self.shared.timing.unaligned_copies.load(Ordering::Relaxed)
+    }
+
+    /// Queues a write of `data` at `offset` (range-checked by the caller) and wakes the
+    /// I/O thread unless a plug defers it; waits while the queue is full (I3).
+    fn queue_write(&self, offset: u64, data: SharedBytes) -> Result<(), DeviceError> {
+        let len = data.len() as u64;
+        let full = |state: &State| state.queued_bytes > 0 && state.queued_bytes + len > QUEUE_BYTES;
+        let mut state = self.shared.lock();
+        if let Some((at, message)) = &state.error {
+            return Err(latched(*at, message));
+        }
+        if full(&state) {
+            // P1: what this thread's plug holds back goes first (the lock is let go, since
+            // waking a queue takes its lock and this one may be among them).
+            drop(state);
+            crate::plug::flush();
+            state = self.shared.lock();
+        }
+        while full(&state) {
+            state = self.shared.wait(state);
+        }
+        state.queued_bytes += len;
+        state.queued_write_ops += 1;
+        state
+            .queue
+            .push_back(Op::Write(offset, data, self.shared.now()));
+        let queue: Arc<dyn crate::plug::Wake> = Arc::clone(&self.shared) as _;
+        match crate::plug::defer_write(&queue, len) {
+            crate::plug::WriteWake::Now => self.shared.pushed(&state),
+            crate::plug::WriteWake::Deferred => {}
+            crate::plug::WriteWake::Due(queues) => {
+                drop(state);
+                crate::plug::wake_all(queues);
+            }
+        }
+        Ok(())
     }
 }
 
@@ -359,10 +417,10 @@ fn apply_writes(
     shared: &Shared,
     device: &dyn Device,
     offset: u64,
-    writes: &[(Vec<u8>, Option<u64>)],
+    writes: &[(SharedBytes, Option<u64>)],
 ) -> (u64, Result<(), DeviceError>) {
     let started = shared.now();
-    let pieces: Vec<&[u8]> = writes.iter().map(|w| w.0.as_slice()).collect();
+    let pieces: Vec<&[u8]> = writes.iter().map(|w| &*w.0).collect();
     let outcome = match pieces.len() {
         1 => (offset, device.write_at(offset, pieces[0])),
         _ => match device.write_vectored_at(offset, &pieces) {
@@ -480,37 +538,20 @@ impl Device for QueuedDevice {
 
     fn write_at(&self, offset: u64, data: &[u8]) -> Result<(), DeviceError> {
         crate::check_range(offset, data.len() as u64, self.inner.size_bytes())?;
-        let len = data.len() as u64;
-        let full = |state: &State| state.queued_bytes > 0 && state.queued_bytes + len > QUEUE_BYTES;
-        let mut state = self.shared.lock();
-        if let Some((at, message)) = &state.error {
-            return Err(latched(*at, message));
+        // Copied before the queue's lock is taken, so the I/O thread is not kept waiting.
+        self.queue_write(offset, SharedBytes::from(data.to_vec()))
+    }
+
+    fn write_shared(&self, offset: u64, data: SharedBytes) -> Result<(), DeviceError> {
+        crate::check_range(offset, data.len() as u64, self.inner.size_bytes())?;
+        if data.aligned_enough() {
+            return self.queue_write(offset, data);
         }
-        if full(&state) {
-            // P1: what this thread's plug holds back goes first (the lock is let go, since
-            // waking a queue takes its lock and this one may be among them).
-            drop(state);
-            crate::plug::flush();
-            state = self.shared.lock();
-        }
-        while full(&state) {
-            state = self.shared.wait(state);
-        }
-        state.queued_bytes += len;
-        state.queued_write_ops += 1;
-        state
-            .queue
-            .push_back(Op::Write(offset, data.to_vec(), self.shared.now()));
-        let queue: Arc<dyn crate::plug::Wake> = Arc::clone(&self.shared) as _;
-        match crate::plug::defer_write(&queue, len) {
-            crate::plug::WriteWake::Now => self.shared.pushed(&state),
-            crate::plug::WriteWake::Deferred => {}
-            crate::plug::WriteWake::Due(queues) => {
-                drop(state);
-                crate::plug::wake_all(queues);
-            }
-        }
-        Ok(())
+        self.shared
+            .timing
+            .unaligned_copies
+            .fetch_add(1, Ordering::Relaxed);
+        self.queue_write(offset, SharedBytes::from(data.to_vec()))
     }
 
     fn flush(&self) -> Result<(), DeviceError> {
@@ -963,6 +1004,44 @@ mod tests {
         for (i, piece) in back.chunks(4096).enumerate() {
             assert_eq!(piece, vec![i as u8 + 1; 4096].as_slice());
         }
+    }
+
+    /// Goal: a shared write waits in the queue as a reference to its owner's buffer, not a
+    /// copy, until the I/O thread has written it; whole pages off a page boundary are copied
+    /// (and counted) so that an O_DIRECT device gets them aligned. Method: the I/O thread
+    /// is held at a gated write while a page-aligned column of a shared buffer and a
+    /// misaligned page of it are queued; the buffer's reference count tells whether the
+    /// queue kept it. Negative control: without `QueuedDevice::write_shared` (the trait's
+    /// default, which copies through `write_at`) the count stays 1 while queued.
+    #[test]
+    fn a_shared_write_is_queued_without_a_copy() {
+        let sim = SimDevice::new("q", 1 << 20, FaultPlan::default());
+        let gated = Gated::new(Arc::clone(&sim), None);
+        let device = QueuedDevice::new(gated.clone()).unwrap();
+        device.write_at(512 << 10, &[9; 4096]).unwrap();
+        let mut bytes = tarn_base::buf::zeroed(3 * 4096);
+        for (i, b) in bytes.iter_mut().enumerate() {
+            *b = (i / 7) as u8;
+        }
+        let block = Arc::new(bytes);
+        let whole = SharedBytes::new(Arc::clone(&block));
+        device.write_shared(0, whole.slice(4096..8192)).unwrap();
+        let kept = Arc::strong_count(&block);
+        device.write_shared(64 << 10, whole.slice(8..4104)).unwrap();
+        let after_copy = Arc::strong_count(&block);
+        drop(whole);
+        // Opened before any assertion: a failing one would otherwise hang in the drop.
+        gated.open();
+        device.flush().unwrap();
+        assert_eq!(kept, 3, "the queue keeps the column");
+        assert_eq!(after_copy, 3, "a misaligned page is copied");
+        assert_eq!(device.unaligned_copies(), 1);
+        assert_eq!(Arc::strong_count(&block), 1, "let go once written");
+        let mut back = vec![0; 4096];
+        sim.read_at(0, &mut back).unwrap();
+        assert_eq!(back, block[4096..8192]);
+        sim.read_at(64 << 10, &mut back).unwrap();
+        assert_eq!(back, block[8..4104]);
     }
 
     /// Goal: writes another thread's plug holds back never keep a drain waiting (P3), and a

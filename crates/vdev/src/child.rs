@@ -19,6 +19,7 @@
 use std::sync::Arc;
 
 use tarn_base::Guid;
+use tarn_device::SharedBytes;
 use tarn_format::label::VdevKind;
 
 use crate::leaf::Leaf;
@@ -131,11 +132,18 @@ impl Child {
 
     /// Writes `data` to every usable member; returns whether a member that will be read took
     /// it (a complete one, or one being resilvered), and the members that missed it.
-    pub(crate) fn write(&self, data_offset: u64, data: &[u8], missed: &mut Vec<Guid>) -> bool {
+    pub(crate) fn write(
+        &self,
+        data_offset: u64,
+        data: &SharedBytes,
+        missed: &mut Vec<Guid>,
+    ) -> bool {
         let mut taken = false;
         for leaf in &self.members {
             let ok = match leaf.usable_device() {
-                Some(device) => leaf.write(device.as_ref(), data_offset, data).is_ok(),
+                Some(device) => leaf
+                    .write_shared(device.as_ref(), data_offset, data)
+                    .is_ok(),
                 None => false,
             };
             if ok {

@@ -5,7 +5,7 @@ use crate::stats::{IoKind, IoStats};
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
 use tarn_base::{Clock, Guid, Txg};
-use tarn_device::{Device, DeviceError, PendingRead};
+use tarn_device::{Device, DeviceError, PendingRead, SharedBytes};
 use tarn_format::label::{DATA_START, data_area};
 
 /// A read issued with [`Leaf::submit_read`]: in flight, or (on a synchronous device)
@@ -473,15 +473,38 @@ impl Leaf {
         data_offset: u64,
         data: &[u8],
     ) -> Result<(), DeviceError> {
-        self.check_range(data_offset, data.len());
+        self.counted_write(data_offset, data.len(), || {
+            device.write_at(DATA_START + data_offset, data)
+        })
+    }
+
+    /// [`Leaf::write`] of shared bytes, which a queued device keeps without a copy
+    /// (`Device::write_shared`).
+    pub(crate) fn write_shared(
+        &self,
+        device: &dyn Device,
+        data_offset: u64,
+        data: &SharedBytes,
+    ) -> Result<(), DeviceError> {
+        self.counted_write(data_offset, data.len(), || {
+            device.write_shared(DATA_START + data_offset, data.clone())
+        })
+    }
+
+    /// A write of `len` bytes at `data_offset` done by `access`: range-checked, counted,
+    /// timed, and a failure noted.
+    fn counted_write(
+        &self,
+        data_offset: u64,
+        len: usize,
+        access: impl FnOnce() -> Result<(), DeviceError>,
+    ) -> Result<(), DeviceError> {
+        self.check_range(data_offset, len);
         self.stats.write_ops.fetch_add(1, Ordering::Relaxed);
         self.stats
             .write_bytes
-            .fetch_add(data.len() as u64, Ordering::Relaxed);
-        let len = data.len();
-        let result = self.timed(IoKind::Write, len, || {
-            device.write_at(DATA_START + data_offset, data)
-        });
+            .fetch_add(len as u64, Ordering::Relaxed);
+        let result = self.timed(IoKind::Write, len, access);
         if let Err(e) = &result {
             self.write_failed(e);
         }

@@ -73,7 +73,11 @@
 //! (`Device::reads_in_parallel`: every data column of a raidz read, then the parity columns
 //! if reconstruction needs them, every column of a scrub, every side of a mirror scrub are
 //! submitted before any is waited for) and inline, in column order, on synchronous devices,
-//! so simulated runs draw their faults in the same order as ever. [`TopVdev::reads_in_parallel`]
+//! so simulated runs draw their faults in the same order as ever. A block is written as
+//! `tarn_device::SharedBytes` ([`TopVdev::write_shared`]): each data column a range of the
+//! block's buffer, each parity column a buffer of its own, each mirror side the whole block;
+//! a queued device keeps them until its I/O thread wrote them, which is safe because the
+//! buffer sits behind an `Arc` and cannot change (`shared` I1). [`TopVdev::reads_in_parallel`]
 //! tells callers (scrub, read-ahead) whether running blocks on several threads can help.
 //!
 //! # Failure model

@@ -6,13 +6,19 @@
 
 use std::sync::Arc;
 
+use tarn_device::SharedBytes;
+
 use crate::child::Child;
 use crate::error::VdevError;
 use crate::leaf::{Leaf, LeafRead};
 use crate::top::{Healing, ReadReport, ScrubReport, TopVdev, WriteReport};
 
 /// Writes the block to every usable child; succeeds if at least one took it.
-pub(crate) fn write(vdev: &TopVdev, offset: u64, data: &[u8]) -> Result<WriteReport, VdevError> {
+pub(crate) fn write(
+    vdev: &TopVdev,
+    offset: u64,
+    data: &SharedBytes,
+) -> Result<WriteReport, VdevError> {
     let children = vdev.children();
     let mut missed = Vec::new();
     let mut written = 0usize;

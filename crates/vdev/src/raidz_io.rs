@@ -27,6 +27,8 @@
 
 use std::sync::Arc;
 
+use tarn_device::SharedBytes;
+
 use crate::child::Child;
 use crate::error::VdevError;
 use crate::leaf::{Leaf, LeafRead};
@@ -39,7 +41,7 @@ pub(crate) fn write(
     vdev: &TopVdev,
     parity: usize,
     offset: u64,
-    data: &[u8],
+    data: &SharedBytes,
 ) -> Result<WriteReport, VdevError> {
     let children = vdev.children();
     let map = vdev.column_map(parity, offset, data.len() as u64);
@@ -67,18 +69,21 @@ pub(crate) fn write(
         .map(|&len| tarn_base::buf::zeroed(len))
         .collect();
     generate_parity(vdev.parity_impl(), &lens, data, &mut parity_bufs);
+    // The columns go to the devices shared: parity in its own buffers, each data column a
+    // range of the block's (a queued device keeps them without a copy).
+    let mut parity_bufs = parity_bufs.into_iter().map(SharedBytes::from);
     let mut missed = Vec::new();
     let mut lost = Vec::new();
     let mut data_at = 0;
     for (c, column) in map.columns.iter().enumerate() {
         let bytes = if c < parity {
-            parity_bufs[c].as_slice()
+            parity_bufs.next().expect("one buffer per parity column")
         } else {
             data_at += lens[c];
-            &data[data_at - lens[c]..data_at]
+            data.slice(data_at - lens[c]..data_at)
         };
         let child = child_of(c);
-        if !child.write(column.child_sector << map.ashift, bytes, &mut missed) {
+        if !child.write(column.child_sector << map.ashift, &bytes, &mut missed) {
             lost.push(child.guid());
         }
     }

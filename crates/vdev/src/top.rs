@@ -15,7 +15,7 @@ use tarn_base::limits::{
     ASHIFT_MAX, ASHIFT_MIN, BLOCK_SIZE_MAX, RAIDZ_PARITY_MAX, VDEV_CHILDREN_MAX,
 };
 use tarn_base::{Guid, VdevId};
-use tarn_device::Device;
+use tarn_device::{Device, SharedBytes};
 use tarn_format::label::{DraidConfig, VdevKind, VdevTree};
 
 /// How a top-level vdev spreads a block over its leaves.
@@ -654,12 +654,24 @@ impl TopVdev {
     /// most `parity` raidz columns, took it. Unusable leaves are skipped and reported.
     pub fn write(&self, offset: u64, data: &[u8]) -> Result<WriteReport, VdevError> {
         self.check_access(offset, data.len() as u64)?;
+        self.write_shared(offset, &SharedBytes::from(data.to_vec()))
+    }
+
+    /// [`TopVdev::write`] of bytes the caller shares: the devices' queues keep the block's
+    /// columns (mirror copies, raidz data columns) as ranges of `data`, without copying them
+    /// (`tarn_device::Device::write_shared`).
+    pub fn write_shared(&self, offset: u64, data: &SharedBytes) -> Result<WriteReport, VdevError> {
+        self.check_access(offset, data.len() as u64)?;
         match self.layout() {
             Layout::Disk | Layout::Mirror => mirror::write(self, offset, data),
             Layout::Raidz { parity } => raidz_io::write(self, usize::from(parity), offset, data),
+            Layout::Draid(config) if self.padded_len(data.len()) == data.len() => {
+                raidz_io::write(self, usize::from(config.parity), offset, data)
+            }
             Layout::Draid(config) => {
                 let mut padded = data.to_vec();
                 padded.resize(self.padded_len(data.len()), 0);
+                let padded = SharedBytes::from(padded);
                 raidz_io::write(self, usize::from(config.parity), offset, &padded)
             }
         }

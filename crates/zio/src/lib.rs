@@ -95,6 +95,7 @@ pub use store::{AllocClass, Allocator, BlockStore, WriteProps, ZioError};
 use std::sync::{Arc, Mutex, PoisonError};
 use tarn_base::limits::{ASHIFT_DEFAULT, BLOCKS_IN_FLIGHT_MAX, READS_IN_FLIGHT_MAX};
 use tarn_base::{Guid, Txg};
+use tarn_device::SharedBytes;
 use tarn_format::checksum::checksum;
 use tarn_format::compress::{compress, decompress_owned, is_all_zero};
 use tarn_format::{BlockPtr, CompressKind, Dva};
@@ -335,9 +336,11 @@ impl Pipeline {
             (kept.buffer.len() as u64).is_multiple_of(self.sector_size),
             "a kept block is padded to the sector size"
         );
+        // Shared with the devices' queues, which keep the columns as ranges of this buffer.
+        let shared = SharedBytes::new(Arc::clone(&kept.buffer));
         for dva in &kept.dvas {
             self.vdev(dva)?
-                .write(dva.offset, &kept.buffer)
+                .write_shared(dva.offset, &shared)
                 .map_err(|e| ZioError::WriteFailed(format!("{}: {e}", dva_name(dva))))?;
         }
         Ok(())
@@ -631,9 +634,9 @@ impl Pipeline {
             data.len()
         );
         let padded = (data.len() as u64).next_multiple_of(self.sector_size);
-        let buffer = padded_copy(data, padded as usize);
+        let buffer = SharedBytes::from(padded_copy(data, padded as usize));
         self.vdev(dva)?
-            .write(dva.offset, &buffer)
+            .write_shared(dva.offset, &buffer)
             .map_err(|e| ZioError::WriteFailed(format!("{}: {e}", dva_name(dva))))?;
         Ok(())
     }
