@@ -64,6 +64,7 @@ pub mod bookmark;
 pub mod clone;
 pub mod corrective;
 pub mod deadlist;
+pub mod limits;
 pub mod name;
 pub mod node;
 pub mod props;

@@ -101,8 +101,9 @@ pub(crate) fn end_held(
     }
 }
 
-/// The checks of every held substream before the first change (a refusal changes nothing).
-/// A new dataset may take a name in `vacated`: a move takes its dataset away first.
+/// The checks of every held substream before the first change (a refusal changes nothing),
+/// but the limits ([`change`]). A new dataset may take a name in `vacated`: a move takes its
+/// dataset away first.
 pub(crate) fn check(
     inner: &Imported,
     held: &[Held],
@@ -138,31 +139,39 @@ pub(crate) fn check(
             Destination::Head { .. } => unreachable!("a held receive goes into a hidden dataset"),
         }
     }
-    check_limits(inner, held)
+    Ok(())
 }
 
-/// The limits, for every held substream together: each was checked when it began against
-/// a tree without the others (hidden datasets are not counted). A forced one's later
-/// snapshots, which go, and the prune's destroys are not subtracted: a stream at a limit
-/// that only fits after them is refused.
-fn check_limits(inner: &Imported, held: &[Held]) -> Result<(), EngineError> {
-    let mut datasets = Vec::new();
-    let mut snapshots = Vec::new();
+/// What placing every held substream changes, for the limits (`limits::check_change`):
+/// each was not checked when it began (its hidden dataset is not counted, and what the
+/// stream's end destroys and moves is known only then), so they are checked together here.
+/// A forced one destroys the destination's snapshots after its source; a new one replacing
+/// a dataset destroys it. The caller adds what its end destroys and moves.
+pub(crate) fn change(inner: &Imported, held: &[Held]) -> crate::limits::Change {
+    let mut change = crate::limits::Change::default();
     for h in held {
         match &h.into {
             Destination::New {
-                parent, replaces, ..
+                id, name, replaces, ..
             } => {
-                if replaces.is_none() {
-                    datasets.push((*parent, 1));
-                }
-                snapshots.push((*parent, 1));
+                change.destroyed.extend(*replaces);
+                change.created.push((*id, name.clone()));
             }
-            Destination::Rollback { target, .. } => snapshots.push((*target, 1)),
+            Destination::Rollback { id, target, .. } => {
+                change.snapshotted.push(*target);
+                let origin = inner.datasets.node(*id).origin.map(|o| o.snapshot);
+                let snapshots = &inner.datasets.node(*target).snapshots;
+                let later = snapshots
+                    .iter()
+                    .skip_while(|s| Some(s.id) != origin)
+                    .skip(1);
+                let doomed = change.snapshots.entry(*target).or_default();
+                doomed.extend(later.map(|s| s.id));
+            }
             Destination::Head { .. } => unreachable!("a held receive goes into a hidden dataset"),
         }
     }
-    crate::limits::check_placed(&inner.datasets, &datasets, &snapshots)
+    change
 }
 
 /// What [`apply`] reads from the devices, for every held substream, before the first

@@ -275,6 +275,26 @@ impl Planned {
     }
 }
 
+impl Planned {
+    /// `change` (what the held substreams place) with what the plan destroys and moves
+    /// (`ordered`), for the limits.
+    fn change(
+        &self,
+        inner: &Imported,
+        ordered: &crate::receive_moves::Ordered,
+        mut change: crate::limits::Change,
+    ) -> crate::limits::Change {
+        change.destroyed.extend(self.datasets.iter().copied());
+        for (id, name) in &self.snapshots {
+            if let Some((_, snapshot)) = inner.datasets.node(*id).snapshot(name) {
+                change.snapshots.entry(*id).or_default().insert(snapshot.id);
+            }
+        }
+        change.moves.clone_from(&ordered.moves);
+        change
+    }
+}
+
 /// Refuses a plan that would destroy a held snapshot or one with clones outside it.
 fn check(inner: &Imported, planned: &Planned) -> Result<(), EngineError> {
     let tree = &inner.datasets;
@@ -416,7 +436,11 @@ impl Engine {
             .map(|l| format!("{}{}", spec.target, sent.local_path(&l.path)))
             .filter(|name| inner.datasets.by_name(name).is_none())
             .collect();
-        planned.order(&inner, &spec.target, &published)?;
+        let ordered = planned.order(&inner, &spec.target, &published)?;
+        // The moves and destroys alone, before any substream: the end checks them again
+        // with what the substreams bring.
+        let change = planned.change(&inner, &ordered, crate::limits::Change::default());
+        crate::limits::check_change(&inner.datasets, &change)?;
         sent.published = published;
         sent.vacated = crate::receive_moves::vacated(&inner, &planned.moves);
         Ok(sent)
@@ -450,6 +474,11 @@ impl Engine {
                 false => published(held),
             };
             let ordered = planned.order(&inner, &spec.target, &made)?;
+            let change = crate::receive_atomic::change(&inner, held);
+            crate::limits::check_change(
+                &inner.datasets,
+                &planned.change(&inner, &ordered, change),
+            )?;
             let reads = crate::receive_atomic::reads(&inner, held)?;
             Ok((planned, ordered, reads))
         });
@@ -503,8 +532,12 @@ impl Engine {
         let _admin = self.admin();
         let handle = self.pool(pool_of(&spec.target))?;
         let mut inner = handle.lock();
-        // Nothing has moved yet: no name is vacated.
+        // Nothing has moved or been destroyed yet: no name is vacated, nothing subtracted.
         let checked = crate::receive_atomic::check(&inner, held, &[])
+            .and_then(|()| {
+                let change = crate::receive_atomic::change(&inner, held);
+                crate::limits::check_change(&inner.datasets, &change)
+            })
             .and_then(|()| crate::receive_atomic::reads(&inner, held));
         let reads = match checked {
             Ok(reads) => reads,
