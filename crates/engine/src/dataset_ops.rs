@@ -796,9 +796,28 @@ pub(crate) fn destroy_replaced(inner: &mut Imported, id: DatasetId) -> Result<()
     destroy_one(inner, id)
 }
 
-/// Frees one dataset (no children left): its committed blocks go to the next sync's frees,
-/// its node leaves the MOS and the tree.
+/// The blocks the destroy of dataset `id` frees with its node: every block of its object set
+/// (a clone's born up to its origin's txg are the origin's: not walked, not freed).
+pub(crate) fn destroy_walk(inner: &Imported, id: DatasetId) -> Result<Vec<BlockPtr>, EngineError> {
+    let node = inner.datasets.node(id);
+    let mut blocks: Vec<BlockPtr> = Vec::new();
+    tarn_objects::visit_object_set_born_after(
+        &inner.pool.reader(),
+        &node.objset.root(),
+        node.origin.map(|o| o.txg),
+        &mut |bp: &BlockPtr, _| blocks.push(*bp),
+    )?;
+    Ok(blocks)
+}
+
+/// Frees one dataset (no children left): its committed blocks (walked now, or before by
+/// `receive_atomic::read_ahead`) go to the next sync's frees, its node leaves the MOS and
+/// the tree.
 fn destroy_one(inner: &mut Imported, id: DatasetId) -> Result<(), EngineError> {
+    let blocks = match inner.read_ahead.remove(&id) {
+        Some(blocks) => blocks,
+        None => destroy_walk(inner, id)?,
+    };
     let Imported {
         pool,
         mos,
@@ -809,15 +828,6 @@ fn destroy_one(inner: &mut Imported, id: DatasetId) -> Result<(), EngineError> {
     } = inner;
     let reader = pool.reader();
     let node = datasets.node(id);
-    let mut blocks: Vec<BlockPtr> = Vec::new();
-    // A clone's blocks born up to its origin's txg are the origin's: not walked, not freed.
-    let after = node.origin.map(|o| o.txg);
-    tarn_objects::visit_object_set_born_after(
-        &reader,
-        &node.objset.root(),
-        after,
-        &mut |bp: &BlockPtr, _| blocks.push(*bp),
-    )?;
     let parent = node.parent.expect("not the root");
     let header = node.header;
     let leaf = dsname::leaf_name(&node.name).to_string();

@@ -990,8 +990,13 @@ impl Engine {
                 // Read before the destination's properties change: a failed read beyond
                 // parity leaves it exactly as it was.
                 let reads = crate::receive_rollback::adopt_reads(inner, *id, *target)?;
-                apply_props(inner, *target, props, spec)?;
-                crate::receive_rollback::adopt(inner, *id, *target, reads)?;
+                let mut change = crate::limits::Change::default();
+                crate::receive_atomic::adopting(inner, *id, *target, &mut change);
+                let walked = crate::receive_atomic::read_ahead(inner, &change)?;
+                crate::receive_atomic::with_read_ahead(inner, walked, |inner| {
+                    apply_props(inner, *target, props, spec)?;
+                    crate::receive_rollback::adopt(inner, *id, *target, reads)
+                })?;
                 *target
             }
         };
