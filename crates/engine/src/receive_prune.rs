@@ -273,9 +273,7 @@ impl Planned {
             }),
         }
     }
-}
 
-impl Planned {
     /// `change` (what the held substreams place) with what the plan destroys and moves
     /// (`ordered`), for the limits.
     fn change(
