@@ -43,8 +43,8 @@
 //! list read can still fail after a change only if the end's dead lists and the other MOS
 //! blocks it reads outgrow that cache (millions of block pointers) and a block evicted
 //! meanwhile went bad. The MOS's other small reads (a snapshot's node and properties, the
-//! children and snapshot ZAPs) are not read ahead. A crash (power cut, SIGKILL) before the final txg
-//! leaves hidden datasets on disk, never listed: the next writable import destroys every
+//! children and snapshot ZAPs) are not read ahead. A crash (power cut, SIGKILL) before the
+//! final txg leaves hidden datasets on disk, never listed: the next writable import destroys every
 //! hidden dataset without a resume token ([`discard_at_import`]), as OpenZFS destroys an
 //! inconsistent dataset without resume state when it loads a pool, so space returns to what
 //! it was before the receive. A `receive -s` partial state (its token) stays, for `send -t`

@@ -832,11 +832,11 @@ impl Engine {
                 )));
             }
             let rollback = check_incremental(inner, id, spec.force, begin, target)?;
-            // Held (`receive_atomic`): counted at the stream's end with everything else.
+            // Held (`receive_atomic`): into a hidden clone of the source even without -F,
+            // and counted at the stream's end with everything else.
             if !hidden {
                 check_incremental_limits(inner, id, begin, rollback)?;
             }
-            // Held: into a hidden clone of the source even without -F.
             if rollback || hidden {
                 return self.receive_rollback_prepare(inner, id, begin, snap);
             }
@@ -850,9 +850,7 @@ impl Engine {
             )?),
             None => None,
         };
-        if !hidden {
-            check_new_limits(inner, target, replaces)?;
-        }
+        check_new_limits(inner, target, replaces, hidden)?;
         if begin.from_guid != 0 || spec.origin.is_some() {
             let origin = spec.origin.as_deref();
             return self.receive_clone_prepare(inner, begin, (target, replaces), kind, origin);
@@ -989,14 +987,7 @@ impl Engine {
                 recount(inner, *id)?;
                 // Read before the destination's properties change: a failed read beyond
                 // parity leaves it exactly as it was.
-                let reads = crate::receive_rollback::adopt_reads(inner, *id, *target)?;
-                let mut change = crate::limits::Change::default();
-                crate::receive_atomic::adopting(inner, *id, *target, &mut change);
-                let walked = crate::receive_atomic::read_ahead(inner, &change)?;
-                crate::receive_atomic::with_read_ahead(inner, walked, |inner| {
-                    apply_props(inner, *target, props, spec)?;
-                    crate::receive_rollback::adopt(inner, *id, *target, reads)
-                })?;
+                adopt_at_end(inner, (*id, *target), props, spec)?;
                 *target
             }
         };
@@ -1263,6 +1254,25 @@ pub(crate) fn target_names(
     Ok((target, snap))
 }
 
+/// The END of a forced receive that is not held: the hidden clone `id` becomes the head of
+/// `target` with the stream's properties (`receive_rollback::adopt`), after every read it
+/// needs (`adopt_reads`, `receive_atomic::read_ahead`): a failed read changes nothing.
+fn adopt_at_end(
+    inner: &mut Imported,
+    (id, target): (DatasetId, DatasetId),
+    props: &[(String, String)],
+    spec: &ReceiveSpec,
+) -> Result<(), EngineError> {
+    let reads = crate::receive_rollback::adopt_reads(inner, id, target)?;
+    let mut change = crate::limits::Change::default();
+    crate::receive_atomic::adopting(inner, id, target, &mut change);
+    let walked = crate::receive_atomic::read_ahead(inner, &change)?;
+    crate::receive_atomic::with_read_ahead(inner, walked, |inner| {
+        apply_props(inner, target, props, spec)?;
+        crate::receive_rollback::adopt(inner, id, target, reads)
+    })
+}
+
 /// The limits of a substream into the existing `id` that is not held: one snapshot more,
 /// and under `-F` (`rollback`) without the snapshots after the source, which go first.
 fn check_incremental_limits(
@@ -1287,14 +1297,19 @@ fn check_incremental_limits(
     crate::limits::check_change(&inner.datasets, &change)
 }
 
-/// The limits of a substream that makes the new dataset `target` (not held), as `create`
-/// and `snapshot`: a replacement leaves the dataset count as it was. A missing parent is
-/// refused later, by the setup.
+/// The limits of a substream that makes the new dataset `target`, as `create` and
+/// `snapshot`: a replacement leaves the dataset count as it was. A missing parent is refused
+/// later, by the setup. Nothing when it is `held` (`receive_atomic`): the stream's end
+/// counts it with everything else.
 fn check_new_limits(
     inner: &Imported,
     target: &str,
     replaces: Option<DatasetId>,
+    held: bool,
 ) -> Result<(), EngineError> {
+    if held {
+        return Ok(());
+    }
     let parent_name = dsname::parent_name(target).unwrap_or(target);
     let Some(parent) = inner.datasets.by_name(parent_name) else {
         return Ok(());
