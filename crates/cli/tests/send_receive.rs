@@ -998,3 +998,57 @@ fn receive_r_f_destroys_what_the_sender_no_longer_has() {
     };
     assert_eq!(tree("pb/dst"), tree("pa/src"));
 }
+
+// DESCRIPTION: `receive -v` of a `send -R` stream again, after a `receive -s` of it was cut
+// in its last substream (`pb/dst/kid`'s) and `send -t` of the token finished that one,
+// prints `skipped DS@SNAP: already received` for each substream whose snapshot the
+// destination has by GUID, and receives nothing twice; the trees then list the same
+// snapshots by name and GUID.
+// STRATEGY: two pools without mountpoints (no FUSE), the real binary and daemon; the cut is
+// the stream without its last bytes.
+#[test]
+fn receive_v_of_a_replication_stream_again_names_what_it_skips() {
+    let rig = Rig::new();
+    let a = rig.devices("a", "disk", 1);
+    let b = rig.devices("b", "disk", 1);
+    rig.ok(&format!("pool create -m none pa {}", join(&a)));
+    rig.ok(&format!("pool create -m none pb {}", join(&b)));
+    rig.ok("create pa/src");
+    rig.ok("create pa/src/kid");
+    rig.ok("snapshot -r pa/src@a");
+    pipe(&rig, "send -R pa/src@a", "receive pb/dst");
+    rig.ok("snapshot -r pa/src@b");
+    let incremental = stream(&rig, "send -R -i @a pa/src@b");
+
+    let cut = &incremental[..incremental.len() - 16];
+    let (code, err) = receive(&rig, "receive -s pb/dst", cut);
+    assert_eq!(code, Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("receive -A pb/dst/kid"),
+        "the last substream is cut: {err}"
+    );
+    let token = token_of(&err);
+    pipe(&rig, &format!("send -t {token}"), "receive -s pb/dst/kid");
+
+    let path = rig.root().join("stream.bin");
+    std::fs::write(&path, &incremental).unwrap();
+    let out = tarn(&rig, "receive -v -s pb/dst")
+        .stdin(std::fs::File::open(&path).unwrap())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let said = String::from_utf8(out.stdout).unwrap();
+    for line in [
+        "skipped pb/dst@b: already received\n",
+        "skipped pb/dst/kid@b: already received\n",
+    ] {
+        assert!(said.contains(line), "{line:?} in {said}");
+    }
+    assert!(!said.contains("received pb/dst"), "nothing twice: {said}");
+    let tree = |root: &str| {
+        let snapshots = rig.ok(&format!("list -H -o name,guid -t snapshot -r {root}"));
+        snapshots.replace(root, "ROOT")
+    };
+    assert_eq!(tree("pb/dst"), tree("pa/src"));
+}

@@ -33,6 +33,10 @@
 //! the origin snapshot's txg stay the origin's (filed, never freed, under that txg in the
 //! clone's dead lists), so the clone's `used` counts only what it wrote.
 //!
+//! Limits ([`limits`]): `filesystem_limit` and `snapshot_limit` of a change made as a whole
+//! (a receive's end), counted as ZFS counts the same change made step by step, removals
+//! first.
+//!
 //! Volumes ([`volume`]) are datasets whose object set holds one data object of
 //! `volblocksize` blocks and its size (ZFS's zvols): block devices served by a front end.
 //!
@@ -64,6 +68,7 @@ pub mod bookmark;
 pub mod clone;
 pub mod corrective;
 pub mod deadlist;
+pub mod limits;
 pub mod name;
 pub mod node;
 pub mod props;

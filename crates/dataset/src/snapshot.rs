@@ -459,6 +459,43 @@ pub fn destroy(
     Ok((blocks, space))
 }
 
+/// Reads every dead-list block [`destroy`] of snapshot `index` reads (its own dead list and
+/// the next one's), changing nothing: a caller that must not fail after its first change
+/// reads first, and [`destroy`] then finds the blocks in the MOS object set's clean cache.
+pub fn destroy_reads(
+    mos: &mut ObjectSet,
+    store: &dyn BlockStore,
+    head: &DatasetHeader,
+    snapshots: &[Snapshot],
+    index: usize,
+) -> Result<(), DatasetError> {
+    assert!(index < snapshots.len(), "S2: destroy of a listed snapshot");
+    for list in [
+        snapshots[index].header.deadlist,
+        next_deadlist(head, snapshots, index),
+    ] {
+        deadlist::entries(mos, store, list)?;
+    }
+    Ok(())
+}
+
+/// [`destroy_reads`] for [`destroy_all`]: every snapshot's dead list and the head's.
+pub fn destroy_all_reads(
+    mos: &mut ObjectSet,
+    store: &dyn BlockStore,
+    head: &DatasetHeader,
+    snapshots: &[Snapshot],
+) -> Result<(), DatasetError> {
+    if !head.snap.is_present() {
+        return Ok(());
+    }
+    let lists = snapshots.iter().map(|s| s.header.deadlist);
+    for list in lists.chain([head.snap.deadlist]) {
+        deadlist::entries(mos, store, list)?;
+    }
+    Ok(())
+}
+
 /// Rolls the head back to its latest snapshot: the head's dead list (blocks of that snapshot
 /// the head had let go of) is emptied without freeing them, since the head references them
 /// again, and the header takes the snapshot's root and counters. The caller frees the head's

@@ -273,6 +273,38 @@ pub fn snapshot_read(
         .map_err(|e| e.to_string())
 }
 
+/// The committed level-0 blocks of the lists (the MOS objects holding block pointers) of the
+/// dead list of snapshot `full` (`tank/ds@snap`): what tests rot to make that dead list
+/// unreadable. Committed only: sync first.
+pub fn deadlist_blocks(engine: &Engine, full: &str) -> Result<Vec<BlockPtr>, String> {
+    let (dataset, snap) = full.split_once('@').ok_or("not a snapshot name")?;
+    let pool_name = dataset.split('/').next().unwrap_or(dataset);
+    let handle = engine.pool(pool_name).map_err(|e| e.to_string())?;
+    let mut guard = handle.lock();
+    let Imported {
+        pool,
+        mos,
+        datasets,
+        ..
+    } = &mut *guard;
+    let id = datasets.by_name(dataset).ok_or("no such dataset")?;
+    let (_, snapshot) = datasets.node(id).snapshot(snap).ok_or("no such snapshot")?;
+    let reader = pool.reader();
+    let mos = mos.objset();
+    let buckets = tarn_dataset::deadlist::buckets(mos, &reader, snapshot.header.deadlist)
+        .map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    for list in buckets.into_iter().flat_map(|b| b.lists) {
+        let info = mos.object_info(&reader, list).map_err(|e| e.to_string())?;
+        let bps = mos
+            .block_pointers(&reader, list, 0, info.maxblkid + 1)
+            .map_err(|e| e.to_string())?
+            .ok_or("a dead list is dirty: sync first")?;
+        out.extend(bps.into_iter().filter(|bp| !bp.is_hole()));
+    }
+    Ok(out)
+}
+
 /// Makes the scans of pool `name` list at most `limit` blocks at a time, in rounds (tests of
 /// a scan whose queue is smaller than the pool; the default is `scrub::SCAN_QUEUE_MAX`).
 pub fn set_scan_queue_limit(engine: &Engine, name: &str, limit: usize) -> Result<(), String> {

@@ -161,7 +161,8 @@ impl Engine {
     /// A clone stream (`begin` has the CLONE feature, or `-o origin=` names the origin)
     /// into `target` (with the existing dataset it replaces at END, `receive -F`): the
     /// hidden clone `PARENT/%LEAF` of the named origin, or else of this pool's snapshot
-    /// with the stream's source GUID, under the same checks as a full receive.
+    /// with the stream's source GUID, under the same checks as a full receive (the caller
+    /// checks the limits).
     pub(crate) fn receive_clone_prepare(
         &self,
         inner: &mut Imported,
@@ -193,11 +194,6 @@ impl Engine {
             .datasets
             .by_name(parent_name)
             .ok_or_else(|| invalid(format!("parent of '{target}' does not exist")))?;
-        // A replacement leaves the count as it was.
-        if replaces.is_none() {
-            crate::limits::check_filesystems(&inner.datasets, parent, 1)?;
-        }
-        crate::limits::check_snapshots(&inner.datasets, &[parent])?;
         let name = hidden_name(target);
         if inner.datasets.by_name(&name).is_some() {
             return Err(invalid(format!("a receive into '{target}' is in progress")));

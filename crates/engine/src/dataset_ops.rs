@@ -795,9 +795,24 @@ pub(crate) fn destroy_replaced(inner: &mut Imported, id: DatasetId) -> Result<()
     destroy_one(inner, id)
 }
 
-/// Frees one dataset (no children left): its committed blocks go to the next sync's frees,
-/// its node leaves the MOS and the tree.
+/// The blocks the destroy of dataset `id` frees with its node: every block of its object set
+/// (a clone's born up to its origin's txg are the origin's: not walked, not freed).
+pub(crate) fn destroy_walk(
+    inner: &Imported,
+    id: DatasetId,
+) -> Result<Vec<tarn_format::BlockPtr>, EngineError> {
+    let node = inner.datasets.node(id);
+    node.head_blocks_born_after(&inner.pool.reader(), node.origin.map(|o| o.txg))
+}
+
+/// Frees one dataset (no children left): its committed blocks (walked now, or before by
+/// `receive_atomic::read_ahead`) go to the next sync's frees, its node leaves the MOS and
+/// the tree.
 fn destroy_one(inner: &mut Imported, id: DatasetId) -> Result<(), EngineError> {
+    let blocks = match inner.read_ahead.remove(&id) {
+        Some(blocks) => blocks,
+        None => destroy_walk(inner, id)?,
+    };
     let Imported {
         pool,
         mos,
@@ -808,8 +823,6 @@ fn destroy_one(inner: &mut Imported, id: DatasetId) -> Result<(), EngineError> {
     } = inner;
     let reader = pool.reader();
     let node = datasets.node(id);
-    // A clone's blocks born up to its origin's txg are the origin's: not walked, not freed.
-    let blocks = node.head_blocks_born_after(&reader, node.origin.map(|o| o.txg))?;
     if node.objset.unavailable_reason().is_some() {
         // What lay below the lost root stays allocated: about the head's own bytes.
         let leaked = mos.leaked(&reader)? + node.header.referenced;

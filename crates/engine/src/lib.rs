@@ -345,6 +345,9 @@ struct Imported {
     datasets: datasets::Tree,
     /// Blocks of destroyed object sets, freed by the next sync.
     destroyed: Vec<BlockPtr>,
+    /// The blocks of datasets a receive's end destroys, walked before its first change
+    /// (`receive_atomic::read_ahead`) and taken by their destroy; empty otherwise.
+    read_ahead: BTreeMap<DatasetId, Vec<BlockPtr>>,
     /// Datasets a front end has mounted (the `mounted` property; not persistent).
     mounted: std::collections::BTreeSet<DatasetId>,
     history: Vec<HistoryRecord>,
@@ -430,6 +433,7 @@ impl Imported {
             mos,
             datasets: tree,
             destroyed: Vec::new(),
+            read_ahead: BTreeMap::new(),
             mounted: std::collections::BTreeSet::new(),
             history: Vec::new(),
             scan: scrub::Scan::default(),
@@ -638,6 +642,7 @@ impl Engine {
             mos,
             datasets: tree,
             destroyed: Vec::new(),
+            read_ahead: BTreeMap::new(),
             mounted: std::collections::BTreeSet::new(),
             history: vec![self.history_record(command, false)],
             scan: scrub::Scan::default(),

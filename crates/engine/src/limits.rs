@@ -7,11 +7,19 @@
 //! ZFS exempts whoever may change the limit, root in the global zone included). A receive
 //! counts as the dataset and the snapshot it brings (checked when its stream begins); its
 //! hidden dataset meanwhile is not counted, so a replication receive, whose substreams are
-//! held until its end, is checked again there for all of them together (`check_placed`).
+//! held until its end, is checked there for all of them together with what its end
+//! destroys and moves ([`check_change`], the rule in tarn-dataset's `limits`: removals
+//! first, as ZFS destroys before it receives), and a `receive -F` whose source is not the
+//! destination's latest snapshot is checked with the later snapshots it destroys gone.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use tarn_base::ObjectId;
+use tarn_dataset::limits::Counted;
 
 use crate::dataset_ops::invalid;
 use crate::datasets::{Tree, is_hidden};
-use crate::{DatasetId, EngineError};
+use crate::{DatasetId, EngineError, ROOT_DATASET_ID};
 
 /// `snapshot_count` (snapshots in the subtree) or `filesystem_count` (datasets below it).
 pub(crate) fn count(tree: &Tree, id: DatasetId, property: &str) -> u64 {
@@ -81,16 +89,91 @@ pub(crate) fn check_filesystems(
     check(tree, &[(parent, count)], "filesystem")
 }
 
-/// Refuses what a replication receive places at once (`receive_atomic`), counted together:
-/// `datasets` new datasets under each parent and `snapshots` new snapshots of each dataset
-/// (a new dataset's under its parent), past a `filesystem_limit` or `snapshot_limit`.
-pub(crate) fn check_placed(
-    tree: &Tree,
-    datasets: &[(DatasetId, u64)],
-    snapshots: &[(DatasetId, u64)],
-) -> Result<(), EngineError> {
-    check(tree, datasets, "filesystem")?;
-    check(tree, snapshots, "snapshot")
+/// What a receive changes at once, for [`check_change`].
+#[derive(Debug, Default)]
+pub(crate) struct Change {
+    /// Datasets destroyed (each one listed, descendants too).
+    pub(crate) destroyed: BTreeSet<DatasetId>,
+    /// Snapshots destroyed in datasets that stay.
+    pub(crate) snapshots: BTreeMap<DatasetId, BTreeSet<ObjectId>>,
+    /// Datasets moved, in order: (dataset, new full name), each a prefix substitution.
+    pub(crate) moves: Vec<(DatasetId, String)>,
+    /// Datasets that gain a snapshot (one per entry).
+    pub(crate) snapshotted: Vec<DatasetId>,
+    /// New datasets (their hidden dataset, full name), each with one snapshot.
+    pub(crate) created: Vec<(DatasetId, String)>,
+}
+
+/// Refuses `change` when it passes a `filesystem_limit` or `snapshot_limit`, counted as
+/// ZFS counts the same change made one step at a time, removals first
+/// (`tarn_dataset::limits`).
+pub(crate) fn check_change(tree: &Tree, change: &Change) -> Result<(), EngineError> {
+    let ids: Vec<DatasetId> = tree
+        .subtree(ROOT_DATASET_ID)
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect();
+    let counted = |id: DatasetId, name: String, snapshots: usize, added: usize| Counted {
+        key: id.0,
+        name,
+        snapshots: snapshots as u64,
+        added: added as u64,
+        filesystem_limit: limit(tree, id, "filesystem_limit"),
+        snapshot_limit: limit(tree, id, "snapshot_limit"),
+    };
+    let before: Vec<Counted> = ids
+        .iter()
+        .map(|&id| {
+            counted(
+                id,
+                tree.node(id).name.clone(),
+                tree.node(id).snapshots.len(),
+                0,
+            )
+        })
+        .collect();
+    let mut names: BTreeMap<DatasetId, String> = ids
+        .iter()
+        .map(|&id| (id, tree.node(id).name.clone()))
+        .collect();
+    for (id, new) in &change.moves {
+        let old = names[id].clone();
+        for name in names.values_mut() {
+            if let Some(rest) = name.strip_prefix(old.as_str())
+                && (rest.is_empty() || rest.starts_with('/'))
+            {
+                *name = format!("{new}{rest}");
+            }
+        }
+    }
+    let mut after: Vec<Counted> = Vec::new();
+    for (id, name) in names {
+        if change.destroyed.contains(&id) {
+            continue;
+        }
+        let node = tree.node(id);
+        let gone = change.snapshots.get(&id).map_or(0, |doomed| {
+            node.snapshots
+                .iter()
+                .filter(|s| doomed.contains(&s.id))
+                .count()
+        });
+        let added = change.snapshotted.iter().filter(|d| **d == id).count();
+        after.push(counted(
+            id,
+            name,
+            node.snapshots.len() - gone + added,
+            added,
+        ));
+    }
+    for (id, name) in &change.created {
+        after.push(Counted {
+            filesystem_limit: None,
+            snapshot_limit: None,
+            ..counted(*id, name.clone(), 1, 1)
+        });
+    }
+    tarn_dataset::limits::check(&before, &after).map_err(|e| invalid(e.to_string()))
 }
 
 /// Refuses moving `id` and its subtree under `new_parent` (`rename`) when a new ancestor's

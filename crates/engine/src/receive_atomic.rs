@@ -34,19 +34,29 @@
 //! fails saves none (the token is written when the stream stops).
 //!
 //! Failure model: a refusal at the end is found by checks that run before the first change;
-//! beyond parity, a failed read of an adopted head's blocks comes before it too ([`reads`]
-//! reads every held one's first), and refuses the stream with what is held discarded. A
-//! failed read of the pool's own metadata (a later snapshot's dead list as it is destroyed)
-//! can still come after a change in the open txg. A crash (power cut, SIGKILL) before the final txg
-//! leaves hidden datasets on disk, never listed: the next writable import destroys every
+//! beyond parity, a failed read comes before it too, and refuses the stream with what is
+//! held discarded: every held adopted head's blocks ([`reads`]), the blocks of every dataset
+//! the end destroys (walked once, [`read_ahead`], and not again by the destroy), the dead
+//! lists of every snapshot it destroys and of the dead list each merges into, and of every
+//! head it rolls back. Those dead lists are read into the MOS object set's own clean cache
+//! (64 MiB; only the pool lock's holder reads the MOS), where the apply finds them: a dead
+//! list read can still fail after a change only if the end's dead lists and the other MOS
+//! blocks it reads outgrow that cache (millions of block pointers) and a block evicted
+//! meanwhile went bad. The MOS's other small reads (a snapshot's node and properties, the
+//! children and snapshot ZAPs) are not read ahead. A crash (power cut, SIGKILL) before the
+//! final txg leaves hidden datasets on disk, never listed: the next writable import destroys every
 //! hidden dataset without a resume token ([`discard_at_import`]), as OpenZFS destroys an
 //! inconsistent dataset without resume state when it loads a pool, so space returns to what
 //! it was before the receive. A `receive -s` partial state (its token) stays, for `send -t`
 //! or `receive -A`. A read-only import leaves them (they are not listed, mounted or counted
 //! in a dataset's space) for the next writable one.
 
+use std::collections::BTreeMap;
+
 use tarn_base::Guid;
-use tarn_dataset::snapshot::NewSnapshot;
+use tarn_dataset::deadlist;
+use tarn_dataset::snapshot::{self, NewSnapshot};
+use tarn_format::BlockPtr;
 use tarn_send::Begin;
 
 use crate::dataset_ops::invalid;
@@ -101,8 +111,29 @@ pub(crate) fn end_held(
     }
 }
 
-/// The checks of every held substream before the first change (a refusal changes nothing).
-/// A new dataset may take a name in `vacated`: a move takes its dataset away first.
+/// Into `change`: the hidden clone `id` of a snapshot of `target` is adopted as its head
+/// (`receive_rollback::adopt`), which destroys the snapshots of `target` after the clone's
+/// origin and takes one snapshot.
+pub(crate) fn adopting(
+    inner: &Imported,
+    id: DatasetId,
+    target: DatasetId,
+    change: &mut crate::limits::Change,
+) {
+    change.snapshotted.push(target);
+    let origin = inner.datasets.node(id).origin.map(|o| o.snapshot);
+    let snapshots = &inner.datasets.node(target).snapshots;
+    let later = snapshots
+        .iter()
+        .skip_while(|s| Some(s.id) != origin)
+        .skip(1);
+    let doomed = change.snapshots.entry(target).or_default();
+    doomed.extend(later.map(|s| s.id));
+}
+
+/// The checks of every held substream before the first change (a refusal changes nothing),
+/// but the limits ([`change`]). A new dataset may take a name in `vacated`: a move takes its
+/// dataset away first.
 pub(crate) fn check(
     inner: &Imported,
     held: &[Held],
@@ -138,31 +169,31 @@ pub(crate) fn check(
             Destination::Head { .. } => unreachable!("a held receive goes into a hidden dataset"),
         }
     }
-    check_limits(inner, held)
+    Ok(())
 }
 
-/// The limits, for every held substream together: each was checked when it began against
-/// a tree without the others (hidden datasets are not counted). A forced one's later
-/// snapshots, which go, and the prune's destroys are not subtracted: a stream at a limit
-/// that only fits after them is refused.
-fn check_limits(inner: &Imported, held: &[Held]) -> Result<(), EngineError> {
-    let mut datasets = Vec::new();
-    let mut snapshots = Vec::new();
+/// What placing every held substream changes, for the limits (`limits::check_change`):
+/// each was not checked when it began (its hidden dataset is not counted, and what the
+/// stream's end destroys and moves is known only then), so they are checked together here.
+/// A forced one destroys the destination's snapshots after its source; a new one replacing
+/// a dataset destroys it. The caller adds what its end destroys and moves.
+pub(crate) fn change(inner: &Imported, held: &[Held]) -> crate::limits::Change {
+    let mut change = crate::limits::Change::default();
     for h in held {
         match &h.into {
             Destination::New {
-                parent, replaces, ..
+                id, name, replaces, ..
             } => {
-                if replaces.is_none() {
-                    datasets.push((*parent, 1));
-                }
-                snapshots.push((*parent, 1));
+                change.destroyed.extend(*replaces);
+                change.created.push((*id, name.clone()));
             }
-            Destination::Rollback { target, .. } => snapshots.push((*target, 1)),
+            Destination::Rollback { id, target, .. } => {
+                adopting(inner, *id, *target, &mut change);
+            }
             Destination::Head { .. } => unreachable!("a held receive goes into a hidden dataset"),
         }
     }
-    crate::limits::check_placed(&inner.datasets, &datasets, &snapshots)
+    change
 }
 
 /// What [`apply`] reads from the devices, for every held substream, before the first
@@ -177,6 +208,106 @@ pub(crate) fn reads(inner: &Imported, held: &[Held]) -> Result<Vec<Option<Reads>
         _ => Ok(None),
     };
     held.iter().map(read).collect()
+}
+
+/// What the end of a receive that makes `change` reads beyond [`reads`], read before its
+/// first change (module doc, failure model): the blocks of every dataset it destroys
+/// (walked here; their destroy takes the walk from `Imported::read_ahead`, see
+/// [`with_read_ahead`]), and the dead lists of every snapshot it destroys, of the one after
+/// each and of every head it rolls back (left in the MOS object set's own clean cache, which
+/// only the holder of the pool lock reads, where the destroy finds them). Beyond parity a
+/// read fails here, with nothing changed. Returns the walks.
+pub(crate) fn read_ahead(
+    inner: &mut Imported,
+    change: &crate::limits::Change,
+) -> Result<BTreeMap<DatasetId, Vec<BlockPtr>>, EngineError> {
+    let mut walked = BTreeMap::new();
+    let mut doomed: Vec<DatasetId> = Vec::new();
+    for &id in &change.destroyed {
+        doomed.extend(inner.datasets.hidden_children(id));
+        doomed.push(id);
+    }
+    for id in doomed {
+        let cannot = cannot_read(inner, id, "destroy it");
+        walked.insert(
+            id,
+            crate::dataset_ops::destroy_walk(inner, id).map_err(&cannot)?,
+        );
+        let Imported {
+            pool,
+            mos,
+            datasets,
+            ..
+        } = inner;
+        let node = datasets.node(id);
+        let (head, snapshots) = (&node.header, &node.snapshots);
+        snapshot::destroy_all_reads(mos.objset(), &pool.reader(), head, snapshots)
+            .map_err(|e| cannot(e.into()))?;
+    }
+    let kept = |id: &DatasetId| !change.destroyed.contains(id);
+    for (id, gone) in change.snapshots.iter().filter(|(id, _)| kept(id)) {
+        let cannot = cannot_read(inner, *id, "destroy its snapshots");
+        let Imported {
+            pool,
+            mos,
+            datasets,
+            ..
+        } = inner;
+        let node = datasets.node(*id);
+        let (head, snapshots) = (&node.header, &node.snapshots);
+        for (index, _) in snapshots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| gone.contains(&s.id))
+        {
+            snapshot::destroy_reads(mos.objset(), &pool.reader(), head, snapshots, index)
+                .map_err(|e| cannot(e.into()))?;
+        }
+    }
+    for &id in change.snapshotted.iter().filter(|id| kept(id)) {
+        let cannot = cannot_read(inner, id, "take it back to the stream's source");
+        let Imported {
+            pool,
+            mos,
+            datasets,
+            ..
+        } = inner;
+        let head = &datasets.node(id).header;
+        if head.snap.is_present() {
+            deadlist::entries(mos.objset(), &pool.reader(), head.snap.deadlist)
+                .map_err(|e| cannot(e.into()))?;
+        }
+    }
+    Ok(walked)
+}
+
+/// The refusal of a read of `id` before what it is for (`what`).
+fn cannot_read(
+    inner: &Imported,
+    id: DatasetId,
+    what: &str,
+) -> impl Fn(EngineError) -> EngineError + use<> {
+    let name = inner.datasets.node(id).name.clone();
+    let what = what.to_string();
+    move |error| invalid(format!("cannot read '{name}' to {what}: {error}"))
+}
+
+/// Runs `apply` (a receive's end) with `walked` from [`read_ahead`] in
+/// `Imported::read_ahead`, which is empty again afterwards, however `apply` ends: a walk
+/// must never outlive the state it was read from.
+pub(crate) fn with_read_ahead<T>(
+    inner: &mut Imported,
+    walked: BTreeMap<DatasetId, Vec<BlockPtr>>,
+    apply: impl FnOnce(&mut Imported) -> Result<T, EngineError>,
+) -> Result<T, EngineError> {
+    assert!(
+        inner.read_ahead.is_empty(),
+        "no read-ahead outlives its receive"
+    );
+    inner.read_ahead = walked;
+    let result = apply(inner);
+    inner.read_ahead.clear();
+    result
 }
 
 /// Every held substream takes its place and its snapshot, in the open txg, with `reads`

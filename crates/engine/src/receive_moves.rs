@@ -15,7 +15,10 @@
 //! Failure model: every check runs on a copy of the names (the tree's, and the names the
 //! held new datasets take when published) before the first change: a move whose new name
 //! stays taken or whose new parent never appears refuses the receive in one line, with
-//! nothing changed. Moves do not check `filesystem_limit` (a receive does not either).
+//! nothing changed. The moves are counted against `filesystem_limit` and `snapshot_limit`
+//! with the rest of the receive's end (`limits::check_change`): a move into a parent whose
+//! limit it passes refuses the receive in one line, checked when the manifest arrives (the
+//! moves and destroys alone) and again at the end (with what the substreams bring).
 //!
 //! A name a move vacates may be taken by a new dataset of the same stream (the sender
 //! renamed `k` to `k2`, then made a new `k`): the new one is received beside the old, in a

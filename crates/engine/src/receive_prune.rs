@@ -39,7 +39,7 @@
 //! with or without `-F`, in the same txg: `receive_moves`; until then their substreams go
 //! to their local names.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
 
 use tarn_base::ObjectId;
@@ -273,6 +273,24 @@ impl Planned {
             }),
         }
     }
+
+    /// `change` (what the held substreams place) with what the plan destroys and moves
+    /// (`ordered`), for the limits.
+    fn change(
+        &self,
+        inner: &Imported,
+        ordered: &crate::receive_moves::Ordered,
+        mut change: crate::limits::Change,
+    ) -> crate::limits::Change {
+        change.destroyed.extend(self.datasets.iter().copied());
+        for (id, name) in &self.snapshots {
+            if let Some((_, snapshot)) = inner.datasets.node(*id).snapshot(name) {
+                change.snapshots.entry(*id).or_default().insert(snapshot.id);
+            }
+        }
+        change.moves.clone_from(&ordered.moves);
+        change
+    }
 }
 
 /// Refuses a plan that would destroy a held snapshot or one with clones outside it.
@@ -374,6 +392,44 @@ fn apply(
     crate::clone_ops::destroy_set(inner, &ordered.late, false)
 }
 
+/// The checks at the end of a replication receive, before any change: the plan again
+/// (checked again), the held substreams, the moves as planned when the manifest arrived,
+/// their order, the limits of it all, and the reads of the adopted heads. Returns the plan,
+/// its order, the reads and what the end changes (`limits::Change`).
+fn end_checks(
+    inner: &Imported,
+    spec: &ReceiveSpec,
+    sent: &Sent,
+    held: &[Held],
+) -> Result<End, EngineError> {
+    let planned = plan(inner, &spec.target, sent, spec.force)?;
+    crate::receive_atomic::check(inner, held, &sent.vacated)?;
+    if planned.paths != sent.moves.moves {
+        return Err(invalid(
+            "the destination's datasets were renamed during the receive",
+        ));
+    }
+    // A dry run holds nothing: the datasets the stream would make are the manifest's.
+    let made = match spec.dry_run {
+        true => sent.published.clone(),
+        false => published(held),
+    };
+    let ordered = planned.order(inner, &spec.target, &made)?;
+    let change = crate::receive_atomic::change(inner, held);
+    let change = planned.change(inner, &ordered, change);
+    crate::limits::check_change(&inner.datasets, &change)?;
+    let reads = crate::receive_atomic::reads(inner, held)?;
+    Ok((planned, ordered, reads, change))
+}
+
+/// What [`end_checks`] found.
+type End = (
+    Planned,
+    crate::receive_moves::Ordered,
+    Vec<Option<crate::snapshot_ops::RollbackReads>>,
+    crate::limits::Change,
+);
+
 /// The names the held new datasets take when they are published (`receive_atomic`).
 fn published(held: &[Held]) -> Vec<String> {
     held.iter()
@@ -416,7 +472,11 @@ impl Engine {
             .map(|l| format!("{}{}", spec.target, sent.local_path(&l.path)))
             .filter(|name| inner.datasets.by_name(name).is_none())
             .collect();
-        planned.order(&inner, &spec.target, &published)?;
+        let ordered = planned.order(&inner, &spec.target, &published)?;
+        // The moves and destroys alone, before any substream: the end checks them again
+        // with what the substreams bring.
+        let change = planned.change(&inner, &ordered, crate::limits::Change::default());
+        crate::limits::check_change(&inner.datasets, &change)?;
         sent.published = published;
         sent.vacated = crate::receive_moves::vacated(&inner, &planned.moves);
         Ok(sent)
@@ -436,25 +496,12 @@ impl Engine {
         let handle = self.pool(pool_of(&spec.target))?;
         let mut inner = handle.lock();
         // A hold or clone made while the substreams came in refuses here, after them.
-        let checked = plan(&inner, &spec.target, sent, spec.force).and_then(|planned| {
-            crate::receive_atomic::check(&inner, held, &sent.vacated)?;
-            if planned.paths != sent.moves.moves {
-                return Err(invalid(
-                    "the destination's datasets were renamed during the receive",
-                ));
-            }
-            // A dry run holds nothing: the datasets the stream would make are the
-            // manifest's.
-            let made = match spec.dry_run {
-                true => sent.published.clone(),
-                false => published(held),
-            };
-            let ordered = planned.order(&inner, &spec.target, &made)?;
-            let reads = crate::receive_atomic::reads(&inner, held)?;
-            Ok((planned, ordered, reads))
+        let checked = end_checks(&inner, spec, sent, held).and_then(|end| match spec.dry_run {
+            true => Ok((end, BTreeMap::new())),
+            false => crate::receive_atomic::read_ahead(&mut inner, &end.3).map(|w| (end, w)),
         });
-        let (planned, ordered, reads) = match checked {
-            Ok(planned) => planned,
+        let ((planned, ordered, reads, _), walked) = match checked {
+            Ok(checked) => checked,
             Err(error) => {
                 crate::receive_atomic::discard(&mut inner, held)?;
                 let what = match held.len() == report.snapshots.len() {
@@ -472,13 +519,15 @@ impl Engine {
             return Ok(());
         }
         inner.check_writable()?;
-        let after_moves = crate::receive_atomic::apply(&mut inner, held, reads)?;
+        crate::receive_atomic::with_read_ahead(&mut inner, walked, |inner| {
+            let after_moves = crate::receive_atomic::apply(inner, held, reads)?;
+            apply(inner, &planned, &ordered)?;
+            crate::receive_moves::publish_vacated(inner, &after_moves)
+        })?;
         for h in held {
             let command = format!("receive {}@{}", h.spec.target, h.snap);
             inner.history.push(self.history_record(&command, false));
         }
-        apply(&mut inner, &planned, &ordered)?;
-        crate::receive_moves::publish_vacated(&mut inner, &after_moves)?;
         if !report.destroyed.is_empty() || !report.renamed.is_empty() {
             let mut command = format!("receive -R {}:", spec.target);
             for name in &report.destroyed {
@@ -503,11 +552,17 @@ impl Engine {
         let _admin = self.admin();
         let handle = self.pool(pool_of(&spec.target))?;
         let mut inner = handle.lock();
-        // Nothing has moved yet: no name is vacated.
+        // Nothing has moved or been destroyed yet: no name is vacated, nothing subtracted.
+        let change = crate::receive_atomic::change(&inner, held);
         let checked = crate::receive_atomic::check(&inner, held, &[])
-            .and_then(|()| crate::receive_atomic::reads(&inner, held));
-        let reads = match checked {
-            Ok(reads) => reads,
+            .and_then(|()| crate::limits::check_change(&inner.datasets, &change))
+            .and_then(|()| crate::receive_atomic::reads(&inner, held))
+            .and_then(|reads| {
+                let walked = crate::receive_atomic::read_ahead(&mut inner, &change)?;
+                Ok((reads, walked))
+            });
+        let (reads, walked) = match checked {
+            Ok(checked) => checked,
             Err(error) => {
                 crate::receive_atomic::discard(&mut inner, held)?;
                 held.clear();
@@ -515,7 +570,9 @@ impl Engine {
             }
         };
         inner.check_writable()?;
-        let after_moves = crate::receive_atomic::apply(&mut inner, held, reads)?;
+        let after_moves = crate::receive_atomic::with_read_ahead(&mut inner, walked, |inner| {
+            crate::receive_atomic::apply(inner, held, reads)
+        })?;
         assert!(
             after_moves.is_empty(),
             "checked: no vacated name before the moves"

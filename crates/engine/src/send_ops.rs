@@ -831,9 +831,13 @@ impl Engine {
                     kind_name(have)
                 )));
             }
-            crate::limits::check_snapshots(&inner.datasets, &[id])?;
-            // Held (`receive_atomic`): into a hidden clone of the source even without -F.
-            if check_incremental(inner, id, spec.force, begin, target)? || hidden {
+            let rollback = check_incremental(inner, id, spec.force, begin, target)?;
+            // Held (`receive_atomic`): into a hidden clone of the source even without -F,
+            // and counted at the stream's end with everything else.
+            if !hidden {
+                check_incremental_limits(inner, id, begin, rollback)?;
+            }
+            if rollback || hidden {
                 return self.receive_rollback_prepare(inner, id, begin, snap);
             }
             // Before the first record: a crash from here on rolls the head back at import.
@@ -846,6 +850,7 @@ impl Engine {
             )?),
             None => None,
         };
+        check_new_limits(inner, target, replaces, hidden)?;
         if begin.from_guid != 0 || spec.origin.is_some() {
             let origin = spec.origin.as_deref();
             return self.receive_clone_prepare(inner, begin, (target, replaces), kind, origin);
@@ -854,7 +859,7 @@ impl Engine {
     }
 
     /// A full stream's hidden dataset under the target's parent (replacing `replaces` at
-    /// END), under the limits as `create` and `snapshot`.
+    /// END); the caller checked the limits.
     fn full_destination(
         &self,
         inner: &mut Imported,
@@ -867,11 +872,6 @@ impl Engine {
             .datasets
             .by_name(parent_name)
             .ok_or_else(|| invalid(format!("parent of '{target}' does not exist")))?;
-        // A replacement leaves the count as it was.
-        if replaces.is_none() {
-            crate::limits::check_filesystems(&inner.datasets, parent, 1)?;
-        }
-        crate::limits::check_snapshots(&inner.datasets, &[parent])?;
         let id = self.create_hidden(inner, parent, (target, hidden), kind)?;
         Ok(Destination::New {
             id,
@@ -987,9 +987,7 @@ impl Engine {
                 recount(inner, *id)?;
                 // Read before the destination's properties change: a failed read beyond
                 // parity leaves it exactly as it was.
-                let reads = crate::receive_rollback::adopt_reads(inner, *id, *target)?;
-                apply_props(inner, *target, props, spec)?;
-                crate::receive_rollback::adopt(inner, *id, *target, reads)?;
+                adopt_at_end(inner, (*id, *target), props, spec)?;
                 *target
             }
         };
@@ -1254,6 +1252,72 @@ pub(crate) fn target_names(
     dsname::validate_name(&target)?;
     snapshot::validate_snapshot_name(&snap)?;
     Ok((target, snap))
+}
+
+/// The END of a forced receive that is not held: the hidden clone `id` becomes the head of
+/// `target` with the stream's properties (`receive_rollback::adopt`), after every read it
+/// needs (`adopt_reads`, `receive_atomic::read_ahead`): a failed read changes nothing.
+fn adopt_at_end(
+    inner: &mut Imported,
+    (id, target): (DatasetId, DatasetId),
+    props: &[(String, String)],
+    spec: &ReceiveSpec,
+) -> Result<(), EngineError> {
+    let reads = crate::receive_rollback::adopt_reads(inner, id, target)?;
+    let mut change = crate::limits::Change::default();
+    crate::receive_atomic::adopting(inner, id, target, &mut change);
+    let walked = crate::receive_atomic::read_ahead(inner, &change)?;
+    crate::receive_atomic::with_read_ahead(inner, walked, |inner| {
+        apply_props(inner, target, props, spec)?;
+        crate::receive_rollback::adopt(inner, id, target, reads)
+    })
+}
+
+/// The limits of a substream into the existing `id` that is not held: one snapshot more,
+/// and under `-F` (`rollback`) without the snapshots after the source, which go first.
+fn check_incremental_limits(
+    inner: &Imported,
+    id: DatasetId,
+    begin: &Begin,
+    rollback: bool,
+) -> Result<(), EngineError> {
+    let snapshots = &inner.datasets.node(id).snapshots;
+    let source = snapshots
+        .iter()
+        .position(|s| s.header.guid.0 == begin.from_guid);
+    let later = match (rollback, source) {
+        (true, Some(index)) => snapshots[index + 1..].iter().map(|s| s.id).collect(),
+        _ => std::collections::BTreeSet::new(),
+    };
+    let mut change = crate::limits::Change {
+        snapshotted: vec![id],
+        ..crate::limits::Change::default()
+    };
+    change.snapshots.insert(id, later);
+    crate::limits::check_change(&inner.datasets, &change)
+}
+
+/// The limits of a substream that makes the new dataset `target`, as `create` and
+/// `snapshot`: a replacement leaves the dataset count as it was. A missing parent is refused
+/// later, by the setup. Nothing when it is `held` (`receive_atomic`): the stream's end
+/// counts it with everything else.
+fn check_new_limits(
+    inner: &Imported,
+    target: &str,
+    replaces: Option<DatasetId>,
+    held: bool,
+) -> Result<(), EngineError> {
+    if held {
+        return Ok(());
+    }
+    let parent_name = dsname::parent_name(target).unwrap_or(target);
+    let Some(parent) = inner.datasets.by_name(parent_name) else {
+        return Ok(());
+    };
+    if replaces.is_none() {
+        crate::limits::check_filesystems(&inner.datasets, parent, 1)?;
+    }
+    crate::limits::check_snapshots(&inner.datasets, &[parent])
 }
 
 /// An incremental stream's checks on the destination `id`: its latest snapshot is the

@@ -198,3 +198,91 @@ fn a_replication_receive_that_cannot_read_a_head_at_end_changes_nothing() {
     assert!(refused.contains("nothing was received"), "{refused}");
     reads_fail(&b, "tank/q/k");
 }
+
+// DESCRIPTION: `receive -R -F` of `send -R -i @a p@b` after the sender destroyed its volume
+// `p/gone`: the end destroys the receiver's `q/gone`, whose head has changes of its own,
+// and every block of that head's new indirect and data blocks is rotten when the stream has
+// been read. The receive fails in one line and neither `q` nor `q/k` nor `q/gone` changed
+// (no `@b`, the same GUIDs and space), nothing held is left. Regression: the held
+// substreams took their places, then the destroy of `q/gone` walked its blocks and failed,
+// in the open txg, which the next commit made durable.
+#[test]
+fn a_replication_receive_that_cannot_walk_a_dataset_it_destroys_changes_nothing() {
+    let (_, a) = host(8);
+    let (b_sims, b) = host(88);
+    a.create_dataset("tank/p", &[], false, "create").unwrap();
+    for name in ["tank/p/k", "tank/p/gone"] {
+        volume(&a, name);
+        write(&a, name, 0, &noise(LEN, 1));
+    }
+    let snapshot = |name: &str| {
+        a.snapshot(&[name.into()], true, &[], "snapshot -r")
+            .unwrap()
+    };
+    snapshot("tank/p@a");
+    let replicate = |spec: SendSpec| SendSpec {
+        replicate: true,
+        ..spec
+    };
+    let first = send(&a, replicate(full("tank/p@a")));
+    a.destroy_dataset("tank/p/gone", true, "destroy -r")
+        .unwrap();
+    write(&a, "tank/p/k", 0, &noise(256 << 10, 2));
+    snapshot("tank/p@b");
+    let second = send(&a, replicate(incremental("@a", "tank/p@b")));
+    receive(&b, into("tank/q"), &first).unwrap();
+    let doomed = head_write(&b, "tank/q/gone", 512 << 10);
+    reimport(&b);
+    let before = rows(&b);
+    assert_eq!(before.len(), 7, "{before:?}");
+    let spec = forced(into("tank/q"));
+    let refused = receive_rotting(&b, &b_sims, (spec, &second), &doomed);
+    assert!(refused.contains("'tank/q/gone' to destroy it"), "{refused}");
+    unchanged(&b, &refused, &before, &["tank/q", "tank/q/k"]);
+    assert!(refused.contains("nothing was received"), "{refused}");
+    reads_fail(&b, "tank/q/gone");
+}
+
+// DESCRIPTION: `receive -F` of `@a..@b` onto a destination with its own later snapshots
+// `@x` (whose dead list holds the `@a` blocks the destination overwrote before it) and
+// `@y`: END destroys `@y`, then `@x`, whose dead list is rotten by then (every copy of its
+// list blocks, MOS blocks). The receive fails in one line, the destination keeps `@x`, `@y`
+// and its space figures. Regression: `@y` was destroyed and merged into the head's dead
+// list before `@x`'s dead list was read, in the open txg, which the next commit made
+// durable.
+#[test]
+fn a_forced_receive_that_cannot_read_a_later_snapshots_dead_list_changes_nothing() {
+    let (_, a) = host(9);
+    let (b_sims, b) = host(99);
+    volume(&a, "tank/v");
+    write(&a, "tank/v", 0, &noise(LEN, 1));
+    snap(&a, "tank/v@a");
+    write(&a, "tank/v", 0, &noise(256 << 10, 2));
+    snap(&a, "tank/v@b");
+    let stream = send(&a, incremental("@a", "tank/v@b"));
+    receive(&b, into("tank/dst"), &send(&a, full("tank/v@a"))).unwrap();
+    write(&b, "tank/dst", 0, &noise(256 << 10, 3));
+    snap(&b, "tank/dst@x");
+    write(&b, "tank/dst", 0, &noise(256 << 10, 4));
+    snap(&b, "tank/dst@y");
+    b.sync_pool("tank").unwrap();
+    let lists = tarn_engine::check::deadlist_blocks(&b, "tank/dst@x").unwrap();
+    assert!(
+        !lists.is_empty(),
+        "@x's dead list holds the overwritten @a blocks"
+    );
+    let doomed: BTreeSet<(u64, u64)> = lists
+        .iter()
+        .flat_map(|bp| bp.dvas)
+        .filter(|dva| dva.asize > 0)
+        .map(|dva| (tarn_format::label::DATA_START + dva.offset, dva.asize))
+        .collect();
+    reimport(&b);
+    let before = rows(&b);
+    let refused = receive_rotting(&b, &b_sims, (forced(into("tank/dst")), &stream), &doomed);
+    assert!(
+        refused.contains("'tank/dst' to destroy its snapshots"),
+        "{refused}"
+    );
+    unchanged(&b, &refused, &before, &["tank/dst"]);
+}
