@@ -24,6 +24,8 @@
 //! The walk is a [`Cursor`] (object, offset, whether the object's OBJECT record went out),
 //! so a sender works in bounded batches and `send -t` starts at a resume token's point.
 
+use std::collections::VecDeque;
+
 use tarn_base::{ObjectId, Txg};
 use tarn_format::dnode::Dnode;
 use tarn_objects::{BlockChange, ObjectSet};
@@ -34,6 +36,9 @@ use crate::DatasetError;
 
 /// Block changes gathered per walk of one object before they are read and sent.
 const CHANGES_PER_PASS: usize = 256;
+/// About how many bytes of data blocks a send reads together (`read_ahead`): enough to
+/// keep every device of a wide raidz busy, little against the daemon's memory bound.
+const AHEAD_BYTES: u64 = 8 << 20;
 
 /// Where a send is: the next object and byte offset to send.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -300,11 +305,20 @@ fn send_data(
         {
             break;
         }
-        for change in found {
-            if first_blkid(&change) > last {
+        let mut ahead = VecDeque::new();
+        for (index, change) in found.iter().enumerate() {
+            if first_blkid(change) > last {
                 break;
             }
-            spent += send_change(source, store, id, &dnode, change, cursor, out)?;
+            if ahead.is_empty() {
+                let room = budget.saturating_sub(spent).min(AHEAD_BYTES);
+                ahead = read_ahead(source, store, (id, last), room, &found[index..])?;
+            }
+            let read = match change {
+                BlockChange::Data { .. } => ahead.pop_front(),
+                BlockChange::Hole { .. } => None,
+            };
+            spent += send_change(source, store, id, &dnode, (*change, read), cursor, out)?;
             if spent >= budget {
                 return Ok(false);
             }
@@ -321,14 +335,47 @@ fn send_data(
     Ok(true)
 }
 
-/// Sends one block change of object `id` (a WRITE, or a FREE clipped to the last block);
-/// returns the bytes it took.
+/// The data blocks of the next changes in `found` (of object `id` up to block `last`), read
+/// together, in order: about `room` bytes of them (what the call's budget has left, at most
+/// [`AHEAD_BYTES`], so that a block read ahead is almost always sent by this call); none
+/// when the store reads one block at a time, for `send -c` (which reads blocks as stored)
+/// and for `send -n` (which reads no data).
+fn read_ahead(
+    source: &mut Source<'_>,
+    store: &dyn BlockStore,
+    (id, last): (ObjectId, u64),
+    room: u64,
+    found: &[BlockChange],
+) -> Result<VecDeque<Result<Vec<u8>, tarn_objects::ObjectError>>, DatasetError> {
+    if source.compressed || source.dry_run || !store.reads_in_parallel() {
+        return Ok(VecDeque::new());
+    }
+    let mut bps = Vec::new();
+    let mut bytes = 0u64;
+    for change in found {
+        match change {
+            BlockChange::Data { blkid, bp } if *blkid <= last && bytes < room => {
+                bytes += u64::from(bp.lsize);
+                bps.push(*bp);
+            }
+            BlockChange::Data { .. } => break,
+            BlockChange::Hole { .. } => {}
+        }
+    }
+    Ok(source.to.read_data_blocks(store, id, &bps)?.into())
+}
+
+/// Sends one block change of object `id` (a WRITE, or a FREE clipped to the last block),
+/// with a data block's contents when they were read ahead; returns the bytes it took.
 fn send_change(
     source: &mut Source<'_>,
     store: &dyn BlockStore,
     id: ObjectId,
     dnode: &Dnode,
-    change: BlockChange,
+    (change, read): (
+        BlockChange,
+        Option<Result<Vec<u8>, tarn_objects::ObjectError>>,
+    ),
     cursor: &mut Cursor,
     out: &mut dyn FnMut(Record) -> Result<(), DatasetError>,
 ) -> Result<u64, DatasetError> {
@@ -345,7 +392,10 @@ fn send_change(
                     Encoding::Raw,
                     tarn_base::buf::zeroed(dnode.data_block_size as usize),
                 ),
-                (None, false) => (Encoding::Raw, source.to.read_data_block(store, id, &bp)?),
+                (None, false) => match read {
+                    Some(read) => (Encoding::Raw, read?),
+                    None => (Encoding::Raw, source.to.read_data_block(store, id, &bp)?),
+                },
             };
             cursor.offset = (blkid + 1) * block;
             Record::Write(WriteRecord {
@@ -630,6 +680,94 @@ mod tests {
             at = id;
         }
         out
+    }
+
+    /// A store that says it reads in parallel, counting its batches and their blocks.
+    struct Parallel<'a> {
+        inner: &'a MemStore,
+        batches: Cell<u64>,
+        blocks: Cell<u64>,
+    }
+
+    impl BlockStore for Parallel<'_> {
+        fn txg(&self) -> Txg {
+            self.inner.txg()
+        }
+        fn write_block(&mut self, _: &[u8], _: &WriteProps) -> Result<BlockPtr, ZioError> {
+            unreachable!("a send writes nothing")
+        }
+        fn read_block(&self, bp: &BlockPtr) -> Result<Vec<u8>, ZioError> {
+            self.inner.read_block(bp)
+        }
+        fn read_blocks(&self, bps: &[BlockPtr]) -> Vec<Result<Vec<u8>, ZioError>> {
+            self.batches.set(self.batches.get() + 1);
+            self.blocks.set(self.blocks.get() + bps.len() as u64);
+            bps.iter().map(|bp| self.inner.read_block(bp)).collect()
+        }
+        fn reads_in_parallel(&self) -> bool {
+            true
+        }
+        fn free_block(&mut self, _bp: &BlockPtr) {}
+    }
+
+    /// Every record of the full send of the object set at `root`, in 1 MiB calls.
+    fn full_send(store: &dyn BlockStore, root: &BlockPtr) -> Vec<Record> {
+        let mut to = ObjectSet::open(store, root).unwrap();
+        let mut source = Source {
+            to: &mut to,
+            from: None,
+            recomputed: &[],
+            compressed: false,
+            dry_run: false,
+        };
+        let mut cursor = Cursor::at(1, 0);
+        let mut out = Vec::new();
+        while !cursor.done {
+            send_some(&mut source, store, &mut cursor, 1 << 20, &mut |r| {
+                out.push(r);
+                Ok(())
+            })
+            .unwrap();
+        }
+        out
+    }
+
+    #[test]
+    fn a_store_that_reads_in_parallel_gets_data_blocks_in_batches() {
+        // Goal: where the store reads in parallel, a send reads its data blocks together,
+        // a batch of about AHEAD_BYTES at a time, and the stream is the same record for
+        // record as one read block by block.
+        let mut memory = MemStore::new();
+        let mut os = ObjectSet::create(ObjsetKind::Filesystem);
+        let big = os
+            .allocate_object(&memory, OBJECT_TYPE_PLAIN, 16384, 0, 0)
+            .unwrap();
+        for block in 0..2000u64 {
+            let fill = (block % 251) as u8 + 1;
+            os.write(&memory, big, block * 16384, &[fill; 16384])
+                .unwrap();
+        }
+        os.free_range(&memory, big, 700 * 16384, 300 * 16384)
+            .unwrap();
+        let root = os.sync(&mut memory).unwrap();
+        memory.next_txg();
+        let parallel = Parallel {
+            inner: &memory,
+            batches: Cell::new(0),
+            blocks: Cell::new(0),
+        };
+        let batched = full_send(&parallel, &root);
+        let one_by_one = full_send(&memory, &root);
+        assert!(batched == one_by_one, "the same stream");
+        let (batches, blocks) = (parallel.batches.get(), parallel.blocks.get());
+        // A call's budget (1 MiB here) bounds its batch: at most one block read ahead is
+        // left unsent per call.
+        let calls = 1700 * 16384 / (1 << 20) + 1;
+        assert!(
+            (1700..=1700 + calls).contains(&blocks),
+            "{blocks} reads for 1700 blocks"
+        );
+        assert!(batches <= 2 * calls, "batches, not single reads: {batches}");
     }
 
     #[test]

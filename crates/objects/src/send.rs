@@ -161,6 +161,50 @@ impl ObjectSet {
         Ok(Arc::unwrap_or_clone(bytes))
     }
 
+    /// [`ObjectSet::read_data_block`] of several level-0 blocks of `id` at once, results in
+    /// order: the store reads them together where its devices serve reads in parallel
+    /// (`BlockStore::read_blocks`), which is what keeps a send streaming from device files
+    /// opened without the page cache, whose read-ahead a block-at-a-time send relied on.
+    pub fn read_data_blocks(
+        &mut self,
+        store: &dyn BlockStore,
+        id: ObjectId,
+        bps: &[BlockPtr],
+    ) -> Result<Vec<Result<Vec<u8>, ObjectError>>, ObjectError> {
+        let Some(dnode) = self.dnode(store, id)? else {
+            return Err(ObjectError::NoSuchObject { object: id });
+        };
+        let size = u64::from(dnode.data_block_size);
+        // What `tree::read_tree_block` checks before it reads, for each block.
+        for bp in bps {
+            assert!(!bp.is_hole(), "read_data_blocks: a hole of object {}", id.0);
+            assert!(
+                bp.birth <= store.txg(),
+                "temporal incursion in object {}",
+                id.0
+            );
+            if bp.level != 0 || u64::from(bp.lsize) != size {
+                return Err(tree::corrupt(id, "block pointer does not match the dnode"));
+            }
+        }
+        let results = store
+            .read_blocks(bps)
+            .into_iter()
+            .map(|result| match result {
+                Ok(bytes) if bytes.len() as u64 == size => Ok(bytes),
+                Ok(_) => Err(tree::corrupt(
+                    id,
+                    "store returned a block of the wrong size",
+                )),
+                Err(source) => Err(ObjectError::Io {
+                    object: id,
+                    offset: 0,
+                    source,
+                }),
+            });
+        Ok(results.collect())
+    }
+
     /// The bytes of level-0 block `bp` as the pool stored them, when they are compressed
     /// and the store can read them so (`send -c`); `None` otherwise.
     pub fn read_stored_block(

@@ -117,7 +117,7 @@ pub(crate) struct ReadCtx<'a> {
     pub(crate) object: ObjectId,
 }
 
-fn corrupt(object: ObjectId, why: &'static str) -> ObjectError {
+pub(crate) fn corrupt(object: ObjectId, why: &'static str) -> ObjectError {
     ObjectError::Corrupt {
         object,
         why,
