@@ -656,15 +656,7 @@ mod tests {
             compressed: false,
             dry_run: false,
         };
-        let mut cursor = Cursor::at(1, 0);
-        let mut out = Vec::new();
-        while !cursor.done {
-            send_some(&mut source, store, &mut cursor, 1 << 20, &mut |r| {
-                out.push(r);
-                Ok(())
-            })
-            .unwrap();
-        }
+        let out = send_all(&mut source, store);
         (out, store.reads.get())
     }
 
@@ -678,6 +670,20 @@ mod tests {
             os.read(store, id, 0, &mut data).unwrap();
             out.push((id.0, os.bonus(store, id).unwrap(), data));
             at = id;
+        }
+        out
+    }
+
+    /// Every record of a send of `source`, in 1 MiB calls.
+    fn send_all(source: &mut Source<'_>, store: &dyn BlockStore) -> Vec<Record> {
+        let mut cursor = Cursor::at(1, 0);
+        let mut out = Vec::new();
+        while !cursor.done {
+            send_some(source, store, &mut cursor, 1 << 20, &mut |r| {
+                out.push(r);
+                Ok(())
+            })
+            .unwrap();
         }
         out
     }
@@ -720,16 +726,7 @@ mod tests {
             compressed: false,
             dry_run: false,
         };
-        let mut cursor = Cursor::at(1, 0);
-        let mut out = Vec::new();
-        while !cursor.done {
-            send_some(&mut source, store, &mut cursor, 1 << 20, &mut |r| {
-                out.push(r);
-                Ok(())
-            })
-            .unwrap();
-        }
-        out
+        send_all(&mut source, store)
     }
 
     #[test]
