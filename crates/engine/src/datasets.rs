@@ -126,7 +126,6 @@ impl Node {
         self.header.referenced.saturating_sub(self.shared())
     }
 
-    /// Reads its origin and what it let go of from the MOS (after load, rollback, promote).
     /// The head's blocks born after `after` (every one with `None`), for a destroy or a
     /// rollback to free. Of an unavailable object set only its root, when born after: what
     /// lies below it cannot be found and stays allocated (ZFS's `leaked` space).
@@ -147,6 +146,7 @@ impl Node {
         Ok(blocks)
     }
 
+    /// Reads its origin and what it let go of from the MOS (after load, rollback, promote).
     pub(crate) fn load_origin(
         &mut self,
         mos: &mut ObjectSet,

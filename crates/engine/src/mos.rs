@@ -32,7 +32,7 @@ const ROOT_DATASET: ObjectId = ObjectId(4);
 const SCAN: &str = "scan";
 const ERRLOG: &str = "errlog";
 /// The pool property (in PROPS, read-only to the admin) counting leaked bytes.
-const LEAKED: &str = "leaked";
+pub(crate) const LEAKED: &str = "leaked";
 
 /// Object type tags used in the MOS. Below 16 they are tarn-objects' own (meta-dnode, ZAP,
 /// plain); from 16 up they are the engine's.

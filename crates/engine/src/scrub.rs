@@ -1178,16 +1178,15 @@ pub(crate) fn error_names(
                 names.insert(range);
                 continue;
             }
-            let id = crate::DatasetId(data.dataset);
-            if data.walk_failed() && datasets.contains(id) && datasets.check_available(id).is_err()
-            {
-                let name = &datasets.node(id).name;
-                names.insert(format!("{name}:<object set: dataset unavailable>"));
-                explained.insert(data.dataset);
-                continue;
-            }
             if data.walk_failed() {
-                walk_failed.push((data.dataset, key));
+                let id = crate::DatasetId(data.dataset);
+                if datasets.contains(id) && datasets.check_available(id).is_err() {
+                    let name = &datasets.node(id).name;
+                    names.insert(format!("{name}:<object set: dataset unavailable>"));
+                    explained.insert(data.dataset);
+                } else {
+                    walk_failed.push((data.dataset, key));
+                }
                 continue;
             }
         }

@@ -521,7 +521,7 @@ fn clone_prop(name: &str, pool: &Pool) -> (String, String) {
 /// What the engine recorded as `leaked` in the pool's properties: set when a destroy could
 /// not find every block it freed (`datasets`, "Unavailable datasets"); 0 when absent.
 fn leaked(local: &[(String, String)]) -> u64 {
-    let stored = local.iter().find(|(n, _)| n == "leaked");
+    let stored = local.iter().find(|(n, _)| n == crate::mos::LEAKED);
     stored.and_then(|(_, v)| v.parse().ok()).unwrap_or(0)
 }
 

@@ -332,7 +332,6 @@ impl ObjectSet {
         id: ObjectId,
     ) -> Result<Option<Dnode>, ObjectError> {
         Self::check_id(id)?;
-        self.check_usable()?;
         match self.hot.get(&id.0) {
             Some(Slot::Free) => Ok(None),
             Some(Slot::Live(state)) => Ok(Some(state.dnode.clone())),

@@ -177,15 +177,7 @@ impl ObjectSet {
         let size = u64::from(dnode.data_block_size);
         // What `tree::read_tree_block` checks before it reads, for each block.
         for bp in bps {
-            assert!(!bp.is_hole(), "read_data_blocks: a hole of object {}", id.0);
-            assert!(
-                bp.birth <= store.txg(),
-                "temporal incursion in object {}",
-                id.0
-            );
-            if bp.level != 0 || u64::from(bp.lsize) != size {
-                return Err(tree::corrupt(id, "block pointer does not match the dnode"));
-            }
+            tree::check_tree_pointer(store, id, bp, 0, size)?;
         }
         let results = store
             .read_blocks(bps)

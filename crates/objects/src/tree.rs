@@ -129,16 +129,15 @@ pub(crate) fn bits_per_level(dnode: &Dnode) -> u32 {
     u32::from(dnode.indirect_shift - BLKPTR_SHIFT)
 }
 
-/// Reads a block of the synced tree (through the cache when one is given), checking that it
-/// is what its parent says it is.
-pub(crate) fn read_tree_block(
+/// Checks, before it is read, that block `bp` of the synced tree of `object` is what its
+/// parent says it is: at `level`, of `size` logical bytes.
+pub(crate) fn check_tree_pointer(
     store: &dyn BlockStore,
-    cache: Option<&mut BlockCache>,
     object: ObjectId,
     bp: &BlockPtr,
     level: u8,
     size: u64,
-) -> Result<Arc<Vec<u8>>, ObjectError> {
+) -> Result<(), ObjectError> {
     assert!(
         !bp.is_hole(),
         "read_tree_block: hole at level {level} of object {}",
@@ -163,6 +162,20 @@ pub(crate) fn read_tree_block(
             "block pointer size does not match the dnode",
         ));
     }
+    Ok(())
+}
+
+/// Reads a block of the synced tree (through the cache when one is given), checking that it
+/// is what its parent says it is.
+pub(crate) fn read_tree_block(
+    store: &dyn BlockStore,
+    cache: Option<&mut BlockCache>,
+    object: ObjectId,
+    bp: &BlockPtr,
+    level: u8,
+    size: u64,
+) -> Result<Arc<Vec<u8>>, ObjectError> {
+    check_tree_pointer(store, object, bp, level, size)?;
     let mut cache = cache;
     if let Some(cache) = cache.as_deref_mut()
         && let Some(hit) = cache.get(bp)
