@@ -27,8 +27,9 @@
 use std::collections::VecDeque;
 
 use tarn_base::{ObjectId, Txg};
+use tarn_format::BlockPtr;
 use tarn_format::dnode::Dnode;
-use tarn_objects::{BlockChange, ObjectSet};
+use tarn_objects::{BlockChange, ObjectSet, stored_compressed};
 use tarn_send::{Encoding, ObjectRecord, Record, WriteRecord, encoded_len};
 use tarn_zio::BlockStore;
 
@@ -335,19 +336,23 @@ fn send_data(
     Ok(true)
 }
 
+/// A data block as a send carries it: its encoding and bytes.
+type BlockRead = Result<(Encoding, Vec<u8>), tarn_objects::ObjectError>;
+
 /// The data blocks of the next changes in `found` (of object `id` up to block `last`), read
 /// together, in order: about `room` bytes of them (what the call's budget has left, at most
-/// [`AHEAD_BYTES`], so that a block read ahead is almost always sent by this call); none
-/// when the store reads one block at a time, for `send -c` (which reads blocks as stored)
-/// and for `send -n` (which reads no data).
+/// [`AHEAD_BYTES`], so that a block read ahead is almost always sent by this call). Under
+/// `send -c` a block stored compressed is read as stored and the others as logical bytes,
+/// each kind in one batch. None when the store reads one block at a time, and for
+/// `send -n` (which reads no data).
 fn read_ahead(
     source: &mut Source<'_>,
     store: &dyn BlockStore,
     (id, last): (ObjectId, u64),
     room: u64,
     found: &[BlockChange],
-) -> Result<VecDeque<Result<Vec<u8>, tarn_objects::ObjectError>>, DatasetError> {
-    if source.compressed || source.dry_run || !store.reads_in_parallel() {
+) -> Result<VecDeque<BlockRead>, DatasetError> {
+    if source.dry_run || !store.reads_in_parallel() {
         return Ok(VecDeque::new());
     }
     let mut bps = Vec::new();
@@ -355,14 +360,56 @@ fn read_ahead(
     for change in found {
         match change {
             BlockChange::Data { blkid, bp } if *blkid <= last && bytes < room => {
-                bytes += u64::from(bp.lsize);
+                // What the stream carries of it (and memory holds): as stored under -c.
+                bytes += u64::from(match source.compressed && stored_compressed(bp) {
+                    true => bp.psize,
+                    false => bp.lsize,
+                });
                 bps.push(*bp);
             }
             BlockChange::Data { .. } => break,
             BlockChange::Hole { .. } => {}
         }
     }
-    Ok(source.to.read_data_blocks(store, id, &bps)?.into())
+    let stored = match source.compressed {
+        true => source.to.read_stored_blocks(store, id, &bps),
+        false => bps.iter().map(|_| Ok(None)).collect(),
+    };
+    let plain: Vec<BlockPtr> = (bps.iter().zip(&stored))
+        .filter(|(_, read)| matches!(read, Ok(None)))
+        .map(|(bp, _)| *bp)
+        .collect();
+    let mut logical = source.to.read_data_blocks(store, id, &plain)?.into_iter();
+    let reads = bps.iter().zip(stored).map(|(bp, read)| match read {
+        Ok(Some(bytes)) => Ok((encoding_of(bp.compression), bytes)),
+        Ok(None) => logical
+            .next()
+            .expect("a logical read for every block not read as stored")
+            .map(|bytes| (Encoding::Raw, bytes)),
+        Err(e) => Err(e),
+    });
+    Ok(reads.collect())
+}
+
+/// One data block read alone: as stored under `send -c` when it is stored compressed,
+/// zeros under `send -n` (which sends no data), else its logical bytes.
+fn read_block(
+    source: &mut Source<'_>,
+    store: &dyn BlockStore,
+    id: ObjectId,
+    dnode: &Dnode,
+    bp: &BlockPtr,
+) -> Result<(Encoding, Vec<u8>), DatasetError> {
+    if source.compressed
+        && let Some(bytes) = source.to.read_stored_block(store, id, bp)?
+    {
+        return Ok((encoding_of(bp.compression), bytes));
+    }
+    if source.dry_run {
+        let size = dnode.data_block_size as usize;
+        return Ok((Encoding::Raw, tarn_base::buf::zeroed(size)));
+    }
+    Ok((Encoding::Raw, source.to.read_data_block(store, id, bp)?))
 }
 
 /// Sends one block change of object `id` (a WRITE, or a FREE clipped to the last block),
@@ -372,30 +419,16 @@ fn send_change(
     store: &dyn BlockStore,
     id: ObjectId,
     dnode: &Dnode,
-    (change, read): (
-        BlockChange,
-        Option<Result<Vec<u8>, tarn_objects::ObjectError>>,
-    ),
+    (change, read): (BlockChange, Option<BlockRead>),
     cursor: &mut Cursor,
     out: &mut dyn FnMut(Record) -> Result<(), DatasetError>,
 ) -> Result<u64, DatasetError> {
     let block = u64::from(dnode.data_block_size);
     let record = match change {
         BlockChange::Data { blkid, bp } => {
-            let stored = match source.compressed {
-                true => source.to.read_stored_block(store, id, &bp)?,
-                false => None,
-            };
-            let (encoding, data) = match (stored, source.dry_run) {
-                (Some(bytes), _) => (encoding_of(bp.compression), bytes),
-                (None, true) => (
-                    Encoding::Raw,
-                    tarn_base::buf::zeroed(dnode.data_block_size as usize),
-                ),
-                (None, false) => match read {
-                    Some(read) => (Encoding::Raw, read?),
-                    None => (Encoding::Raw, source.to.read_data_block(store, id, &bp)?),
-                },
+            let (encoding, data) = match read {
+                Some(read) => read?,
+                None => read_block(source, store, id, dnode, &bp)?,
             };
             cursor.offset = (blkid + 1) * block;
             Record::Write(WriteRecord {
@@ -688,11 +721,26 @@ mod tests {
         out
     }
 
-    /// A store that says it reads in parallel, counting its batches and their blocks.
+    /// A store that says it reads in parallel, counting its batches and their blocks (as
+    /// stored, for `send -c`, apart).
     struct Parallel<'a> {
         inner: &'a MemStore,
         batches: Cell<u64>,
         blocks: Cell<u64>,
+        stored_batches: Cell<u64>,
+        stored_blocks: Cell<u64>,
+    }
+
+    impl<'a> Parallel<'a> {
+        fn new(inner: &'a MemStore) -> Self {
+            Parallel {
+                inner,
+                batches: Cell::new(0),
+                blocks: Cell::new(0),
+                stored_batches: Cell::new(0),
+                stored_blocks: Cell::new(0),
+            }
+        }
     }
 
     impl BlockStore for Parallel<'_> {
@@ -710,20 +758,30 @@ mod tests {
             self.blocks.set(self.blocks.get() + bps.len() as u64);
             bps.iter().map(|bp| self.inner.read_block(bp)).collect()
         }
+        fn read_block_physical(&self, bp: &BlockPtr) -> Option<Result<Vec<u8>, ZioError>> {
+            self.inner.read_block_physical(bp)
+        }
+        fn read_blocks_physical(&self, bps: &[BlockPtr]) -> Vec<Option<Result<Vec<u8>, ZioError>>> {
+            self.stored_batches.set(self.stored_batches.get() + 1);
+            self.stored_blocks
+                .set(self.stored_blocks.get() + bps.len() as u64);
+            self.inner.read_blocks_physical(bps)
+        }
         fn reads_in_parallel(&self) -> bool {
             true
         }
         fn free_block(&mut self, _bp: &BlockPtr) {}
     }
 
-    /// Every record of the full send of the object set at `root`, in 1 MiB calls.
-    fn full_send(store: &dyn BlockStore, root: &BlockPtr) -> Vec<Record> {
+    /// Every record of the full send (`-c` with `compressed`) of the object set at `root`,
+    /// in 1 MiB calls.
+    fn full_send(store: &dyn BlockStore, root: &BlockPtr, compressed: bool) -> Vec<Record> {
         let mut to = ObjectSet::open(store, root).unwrap();
         let mut source = Source {
             to: &mut to,
             from: None,
             recomputed: &[],
-            compressed: false,
+            compressed,
             dry_run: false,
         };
         send_all(&mut source, store)
@@ -748,13 +806,9 @@ mod tests {
             .unwrap();
         let root = os.sync(&mut memory).unwrap();
         memory.next_txg();
-        let parallel = Parallel {
-            inner: &memory,
-            batches: Cell::new(0),
-            blocks: Cell::new(0),
-        };
-        let batched = full_send(&parallel, &root);
-        let one_by_one = full_send(&memory, &root);
+        let parallel = Parallel::new(&memory);
+        let batched = full_send(&parallel, &root, false);
+        let one_by_one = full_send(&memory, &root, false);
         assert!(batched == one_by_one, "the same stream");
         let (batches, blocks) = (parallel.batches.get(), parallel.blocks.get());
         // A call's budget (1 MiB here) bounds its batch: at most one block read ahead is
@@ -764,6 +818,57 @@ mod tests {
             (1700..=1700 + calls).contains(&blocks),
             "{blocks} reads for 1700 blocks"
         );
+        assert!(batches <= 2 * calls, "batches, not single reads: {batches}");
+        assert_eq!(
+            parallel.stored_blocks.get(),
+            0,
+            "no stored reads without -c"
+        );
+    }
+
+    #[test]
+    fn send_c_reads_stored_and_plain_blocks_in_batches() {
+        // Goal: `send -c` reads ahead too: the blocks stored compressed as stored, the
+        // others as logical bytes, each kind in batches, and the stream is the same record
+        // for record as one read block by block.
+        let mut memory = MemStore::new();
+        let mut os = ObjectSet::create(ObjsetKind::Filesystem);
+        let id = os
+            .allocate_object(&memory, OBJECT_TYPE_PLAIN, 16384, 0, 0)
+            .unwrap();
+        let mut rng = tarn_base::SeededRng::new(7);
+        for block in 0..1000u64 {
+            let mut data = vec![(block % 251) as u8 + 1; 16384];
+            if block % 3 == 0 {
+                rng.fill(&mut data); // incompressible: stored as it is
+            }
+            os.write(&memory, id, block * 16384, &data).unwrap();
+        }
+        let root = os.sync(&mut memory).unwrap();
+        memory.next_txg();
+        let parallel = Parallel::new(&memory);
+        let batched = full_send(&parallel, &root, true);
+        let one_by_one = full_send(&memory, &root, true);
+        assert!(batched == one_by_one, "the same stream");
+        let encodings = |encoding: Encoding| {
+            let is = |r: &&Record| matches!(r, Record::Write(w) if w.encoding == encoding);
+            batched.iter().filter(is).count()
+        };
+        assert_eq!(
+            (encodings(Encoding::Lz4), encodings(Encoding::Raw)),
+            (666, 334)
+        );
+        let calls = 1000 * 16384 / (1 << 20) + 1;
+        let (stored, plain) = (parallel.stored_blocks.get(), parallel.blocks.get());
+        assert!(
+            (666..=666 + calls).contains(&stored),
+            "{stored} stored reads"
+        );
+        assert!(
+            (334..=334 + calls).contains(&plain),
+            "{plain} logical reads"
+        );
+        let batches = parallel.stored_batches.get();
         assert!(batches <= 2 * calls, "batches, not single reads: {batches}");
     }
 

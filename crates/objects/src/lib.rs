@@ -141,7 +141,7 @@ pub use objset::{
 };
 pub use readahead::{Ahead, EachBlock, Fetch, ReadJob};
 pub use readout::ReadOut;
-pub use send::BlockChange;
+pub use send::{BlockChange, stored_compressed};
 pub use tarn_format::objset::ObjsetKind;
 pub use zap::{ZAP_KEY_MAX, ZAP_VALUE_MAX, ZapByteEntries, ZapCursor, ZapEntries};
 

@@ -205,7 +205,7 @@ impl ObjectSet {
         id: ObjectId,
         bp: &BlockPtr,
     ) -> Result<Option<Vec<u8>>, ObjectError> {
-        if bp.compression == tarn_format::CompressKind::Off || bp.psize >= bp.lsize {
+        if !stored_compressed(bp) {
             return Ok(None);
         }
         match store.read_block_physical(bp) {
@@ -217,6 +217,38 @@ impl ObjectSet {
                 source,
             }),
         }
+    }
+
+    /// [`ObjectSet::read_stored_block`] of several level-0 blocks of `id` at once, results in
+    /// order (`None` for a block not stored compressed, or when the store cannot read
+    /// stored bytes): the store reads them together where its devices serve reads in
+    /// parallel, as [`ObjectSet::read_data_blocks`] does for `send`'s logical reads.
+    pub fn read_stored_blocks(
+        &mut self,
+        store: &dyn BlockStore,
+        id: ObjectId,
+        bps: &[BlockPtr],
+    ) -> Vec<Result<Option<Vec<u8>>, ObjectError>> {
+        let wanted: Vec<BlockPtr> = bps
+            .iter()
+            .filter(|bp| stored_compressed(bp))
+            .copied()
+            .collect();
+        let mut read = store.read_blocks_physical(&wanted).into_iter();
+        bps.iter()
+            .map(|bp| match stored_compressed(bp) {
+                false => Ok(None),
+                true => match read.next().flatten() {
+                    None => Ok(None),
+                    Some(Ok(bytes)) => Ok(Some(bytes)),
+                    Some(Err(source)) => Err(ObjectError::Io {
+                        object: id,
+                        offset: 0,
+                        source,
+                    }),
+                },
+            })
+            .collect()
     }
 
     /// Makes object `id` (free now) an empty ZAP of `object_type`: what a receive does for
@@ -232,4 +264,10 @@ impl ObjectSet {
         self.set_metadata(store, id, true)?;
         self.write(store, id, 0, &crate::zap::empty_micro())
     }
+}
+
+/// Whether level-0 block `bp` is stored compressed, so that `send -c` sends it as stored.
+#[must_use]
+pub fn stored_compressed(bp: &BlockPtr) -> bool {
+    bp.compression != tarn_format::CompressKind::Off && bp.psize < bp.lsize
 }

@@ -126,6 +126,14 @@ impl BlockStore for MemStore {
         Ok(decompress(bp.compression, stored, bp.lsize as usize)?)
     }
 
+    fn read_block_physical(&self, bp: &BlockPtr) -> Option<Result<Vec<u8>, ZioError>> {
+        let bytes = self.read_block(bp).map(|_| {
+            let (stored, _) = &self.blocks[&bp.dvas[0].offset];
+            stored.clone()
+        });
+        Some(bytes)
+    }
+
     fn free_block(&mut self, bp: &BlockPtr) {
         assert!(!bp.is_hole(), "free of a hole");
         assert!(

@@ -498,6 +498,15 @@ impl BlockStore for PoolReader<'_> {
         read_checked(self.pipeline, bp, self.txg, feed_l2)
     }
 
+    fn read_blocks_physical(&self, bps: &[BlockPtr]) -> Vec<Option<Result<Vec<u8>, ZioError>>> {
+        if bps.iter().any(|bp| bp.birth > self.txg) {
+            // The temporal-incursion error per block, from the one-block path.
+            return bps.iter().map(|bp| self.read_block_physical(bp)).collect();
+        }
+        let results = self.pipeline.read_physicals(bps, false);
+        results.into_iter().map(Some).collect()
+    }
+
     fn read_blocks(&self, bps: &[BlockPtr]) -> Vec<Result<Vec<u8>, ZioError>> {
         self.read_blocks_l2(bps, true)
     }

@@ -737,9 +737,50 @@ impl Pipeline {
         feed_l2: bool,
         each: &mut dyn FnMut(usize, Result<Vec<u8>, ZioError>),
     ) {
+        self.read_batch(bps, feed_l2, false, each);
+    }
+
+    /// [`Pipeline::read_physical_l2`] of every block pointer (`send -c`), in parallel and in
+    /// order as [`Pipeline::read_blocks`]; no hole may be among them.
+    pub fn read_physicals(
+        &self,
+        bps: &[BlockPtr],
+        feed_l2: bool,
+    ) -> Vec<Result<Vec<u8>, ZioError>> {
+        let mut results = Vec::with_capacity(bps.len());
+        self.read_batch(bps, feed_l2, true, &mut |i, result| {
+            assert_eq!(i, results.len(), "blocks are finished in order");
+            results.push(result);
+        });
+        results
+    }
+
+    /// The loop of [`Pipeline::read_blocks_each`]: each block's logical bytes, or with
+    /// `physical` its bytes as stored.
+    fn read_batch(
+        &self,
+        bps: &[BlockPtr],
+        feed_l2: bool,
+        physical: bool,
+        each: &mut dyn FnMut(usize, Result<Vec<u8>, ZioError>),
+    ) {
+        assert!(
+            !physical || bps.iter().all(|bp| !bp.is_hole()),
+            "a hole has no stored bytes"
+        );
+        let finish = |bp: &BlockPtr, started: PhysicalRead<'_>| match physical {
+            true => self.finish_physical(bp, started, feed_l2),
+            false => self.finish_block(bp, started, feed_l2),
+        };
         if bps.len() < 2 || !self.reads_in_parallel() {
             for (i, bp) in bps.iter().enumerate() {
-                each(i, self.read_block_l2(bp, feed_l2));
+                each(
+                    i,
+                    match bp.is_hole() {
+                        true => self.read_block_l2(bp, feed_l2),
+                        false => finish(bp, self.start_physical(bp)),
+                    },
+                );
             }
             return;
         }
@@ -764,7 +805,7 @@ impl Pipeline {
                 i,
                 match read {
                     None => self.read_block_l2(bp, feed_l2),
-                    Some(read) => self.finish_block(bp, read, feed_l2),
+                    Some(read) => finish(bp, read),
                 },
             );
         }

@@ -157,6 +157,12 @@ pub trait BlockStore {
         let _ = bp;
         None
     }
+    /// [`BlockStore::read_block_physical`] of several blocks, none of them a hole, results in
+    /// the same order; a store over devices that serve reads in parallel reads them at once
+    /// (`send -c` reading ahead). The default reads them one after another.
+    fn read_blocks_physical(&self, bps: &[BlockPtr]) -> Vec<Option<Result<Vec<u8>, ZioError>>> {
+        bps.iter().map(|bp| self.read_block_physical(bp)).collect()
+    }
     /// Whether [`BlockStore::read_blocks`] reads blocks in parallel, so that reading several
     /// together (and ahead) is worth it. The default, and every synchronous store, says no.
     fn reads_in_parallel(&self) -> bool {
