@@ -40,9 +40,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use tarn_engine::{DatasetId, Engine, EngineError, Histogram, Latencies, PoolError};
+use tarn_engine::{DatasetId, Engine, EngineError, Histogram, Latencies, PoolError, ReadOut, Run};
 use tarn_nbd::codec::errno;
-use tarn_nbd::{Backend, BackendError, Export};
+use tarn_nbd::{Backend, BackendError, Chunk, Export, ReadData};
 
 use crate::nbd_tls::{
     CERTIFICATES_PROPERTY, CLIENTS_PROPERTY, TLS_PROPERTY, TlsSetup, VERIFY_PROPERTY,
@@ -676,6 +676,21 @@ impl Connection {
     }
 }
 
+/// A volume read's bytes as the engine's cache holds them, written into the NBD reply from
+/// there (tarn-nbd `ReadData`): clean blocks are not copied at all.
+struct VolumeData(ReadOut);
+
+impl ReadData for VolumeData {
+    fn chunks(&self) -> Vec<Chunk<'_>> {
+        (self.0.runs())
+            .map(|run| match run {
+                Run::Bytes(bytes) => Chunk::Bytes(bytes),
+                Run::Zeros(len) => Chunk::Zeros(len),
+            })
+            .collect()
+    }
+}
+
 impl Backend for Connection {
     fn list(&self) -> Vec<String> {
         self.engine
@@ -711,6 +726,22 @@ impl Backend for Connection {
             self.engine.volume_read(&self.pool, id, offset, buf)
         });
         result.map_err(|e| backend_error(&e))
+    }
+
+    fn read_data(
+        &self,
+        export: &Export,
+        offset: u64,
+        len: usize,
+    ) -> Result<Box<dyn ReadData>, BackendError> {
+        let id = Self::id(export);
+        let result = self.timed(NbdOp::Read, || {
+            self.engine.volume_read_out(&self.pool, id, offset, len)
+        });
+        match result {
+            Ok(out) => Ok(Box::new(VolumeData(out))),
+            Err(e) => Err(backend_error(&e)),
+        }
     }
 
     fn write(

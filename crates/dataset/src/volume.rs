@@ -13,7 +13,7 @@
 use tarn_base::ObjectId;
 use tarn_base::units::parse_size;
 use tarn_format::wire::{Reader, Writer};
-use tarn_objects::{Fetch, ObjectSet, ObjsetKind};
+use tarn_objects::{Fetch, ObjectSet, ObjsetKind, ReadOut};
 use tarn_zio::BlockStore;
 
 use crate::DatasetError;
@@ -215,7 +215,7 @@ pub fn read(
 }
 
 /// The device reads a [`read`] of `len` bytes at `offset` needs, to be done without the
-/// pool lock (`ObjectSet::plan_read`); then [`read_planned`] reads.
+/// pool lock (`ObjectSet::plan_read`); then [`read_out_planned`] reads.
 pub fn plan_read(
     objset: &mut ObjectSet,
     store: &dyn BlockStore,
@@ -227,17 +227,18 @@ pub fn plan_read(
     Ok(objset.plan_read(store, VOLUME_OBJECT, offset, len)?)
 }
 
-/// [`read`] after [`plan_read`] (the size is checked again: it may have changed between).
-pub fn read_planned(
+/// [`read`] of `len` bytes after [`plan_read`] (the size is checked again: it may have
+/// changed between), as the blocks they lie in (tarn-objects `ReadOut`): the clean blocks
+/// are shared with the cache, for a caller that sends them on without a copy.
+pub fn read_out_planned(
     objset: &mut ObjectSet,
     store: &dyn BlockStore,
     offset: u64,
-    buf: &mut [u8],
-) -> Result<(), DatasetError> {
+    len: usize,
+) -> Result<ReadOut, DatasetError> {
     let volume = info(objset, store)?;
-    check_range(volume, offset, buf.len() as u64)?;
-    objset.read_planned(store, VOLUME_OBJECT, offset, buf)?;
-    Ok(())
+    check_range(volume, offset, len as u64)?;
+    Ok(objset.read_out_planned(store, VOLUME_OBJECT, offset, len)?)
 }
 
 /// Writes `data` at `offset` (a block written all zeros becomes a hole at sync).

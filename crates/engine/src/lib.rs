@@ -54,8 +54,9 @@
 //! read-ahead) need that are not cached (`ObjectSet::plan_read`), read and verify them with
 //! the lock released (`Pool::detached_reader`, several in flight on tarn-zio's reader
 //! threads) into the clean-block cache, and take the lock again only to collect the
-//! cached blocks (a file read: `ObjectSet::read_out`, joined into the reply after the lock
-//! is let go; a volume read still copies under it); with nothing to fetch they never let
+//! cached blocks (`ObjectSet::read_out`: a file read's are joined into the reply after the
+//! lock is let go, a volume read's written to the NBD socket from the cache's blocks
+//! without a copy); with nothing to fetch they never let
 //! go of it before that. Their read-ahead is a batch
 //! handed to a reader thread that the read does not wait for (`fs::OffLock`); a later read
 //! that needs one of its blocks waits for that batch, and export and destroy end every
@@ -191,7 +192,7 @@ pub use tarn_dataset::DatasetError;
 pub use tarn_dataset::props::OwnerSpace;
 pub use tarn_device::DeviceError;
 pub use tarn_device::timing::{Histogram, LATENCY_BUCKETS, Latencies};
-pub use tarn_objects::{CacheStats, Fetch};
+pub use tarn_objects::{CacheStats, Fetch, ReadOut, Run};
 pub use tarn_pool::PoolError;
 pub use tarn_pool::{
     CreateSpec, DeviceProvider, FileProvider, HostIdentity, ImportOptions, SimProvider, TopLayout,

@@ -17,7 +17,7 @@ use std::sync::MutexGuard;
 
 use tarn_dataset::volume::{self, Extent};
 use tarn_dataset::volume_log::Change;
-use tarn_objects::ObjsetKind;
+use tarn_objects::{ObjsetKind, ReadOut, Run};
 
 use crate::dataset_ops::invalid;
 use crate::datasets::SyncMode;
@@ -106,10 +106,8 @@ impl Engine {
             .collect()
     }
 
-    /// Reads `buf.len()` bytes of volume `dataset` at `offset` (holes cost no I/O). The
-    /// device reads happen without the pool lock (crate docs, "Reads off the lock"): the
-    /// blocks missing from the cache are found under it, read and verified after it is
-    /// released, and the read itself then copies from the cache under it again.
+    /// Reads `buf.len()` bytes of volume `dataset` at `offset` (holes cost no I/O):
+    /// [`Engine::volume_read_out`] copied into `buf`.
     pub fn volume_read(
         &self,
         pool: &str,
@@ -117,13 +115,46 @@ impl Engine {
         offset: u64,
         buf: &mut [u8],
     ) -> Result<(), EngineError> {
+        let out = self.volume_read_out(pool, dataset, offset, buf.len())?;
+        let mut at = 0;
+        for run in out.runs() {
+            let len = match run {
+                Run::Bytes(bytes) => {
+                    buf[at..at + bytes.len()].copy_from_slice(bytes);
+                    bytes.len()
+                }
+                Run::Zeros(len) => {
+                    buf[at..at + len].fill(0);
+                    len
+                }
+            };
+            at += len;
+        }
+        assert_eq!(at, buf.len(), "R2: the runs cover the read");
+        Ok(())
+    }
+
+    /// Reads `len` bytes of volume `dataset` at `offset` as the blocks they lie in (holes
+    /// cost no I/O), for a front end that sends them on from there: the clean blocks are
+    /// the cache's own, so nothing is copied under the pool lock or after it (a dirty
+    /// block's part is copied, since it may change once the lock is let go). The device
+    /// reads happen without the pool lock (crate docs, "Reads off the lock"): the blocks
+    /// missing from the cache are found under it, read and verified after it is released,
+    /// and collected from the cache under it again.
+    pub fn volume_read_out(
+        &self,
+        pool: &str,
+        dataset: DatasetId,
+        offset: u64,
+        len: usize,
+    ) -> Result<ReadOut, EngineError> {
         let handle = self.pool(pool)?;
         let mut inner = handle.lock_open();
         inner.check_volume(dataset)?;
         let fetch = {
             let Imported { pool, datasets, .. } = &mut *inner;
             let objset = &mut datasets.node_mut(dataset).objset;
-            volume::plan_read(objset, &pool.reader(), offset, buf.len() as u64)?
+            volume::plan_read(objset, &pool.reader(), offset, len as u64)?
                 .map(|fetch| crate::fs::OffLock::new(fetch, pool))
         };
         // Nothing to read from the devices: no reason to let go of the lock.
@@ -136,8 +167,8 @@ impl Engine {
         }
         let Imported { pool, datasets, .. } = &mut *inner;
         let reader = pool.reader();
-        volume::read_planned(&mut datasets.node_mut(dataset).objset, &reader, offset, buf)?;
-        Ok(())
+        let objset = &mut datasets.node_mut(dataset).objset;
+        Ok(volume::read_out_planned(objset, &reader, offset, len)?)
     }
 
     /// Writes `data` at `offset`; with `fua` it is durable when this returns.

@@ -18,6 +18,7 @@
 //!  transmission: reader thread ── bounded queue ── WORKERS threads ── Backend
 //!                 (decode, payload)                 (check, execute)    │
 //!                 replies: one lock, each written whole ◄───────────────┘
+//!                 (one vectored write: header and the backend's runs)
 //! ```
 //! [`codec`] is the wire format, pure and fuzzed (request and option decoders:
 //! `fuzz/fuzz_targets/nbd_request.rs`, `nbd_option.rs`); [`server`] the connection.
@@ -31,7 +32,10 @@
 //!   export, or a payload over [`server::PAYLOAD_MAX`]: `server::check` answers those with
 //!   the spec's errors first.
 //! - N4: memory per connection is bounded: at most `WORKERS + QUEUE + 1` requests with
-//!   payload exist at once.
+//!   payload exist at once (a read's [`ReadData`] lives only while its worker replies).
+//! - N5: a read's reply carries exactly the request's length: the runs a backend hands
+//!   over cover it (asserted; a backend that breaks this is a bug, and the stream could
+//!   not be resynchronised).
 //!
 //! # Concurrency
 //! One thread per connection reads; [`server::WORKERS`] serve requests in parallel and
@@ -49,6 +53,13 @@
 //! input.
 //!
 //! # Choices
+//! A read's reply is written from where the backend holds the bytes ([`ReadData`]: the
+//! daemon hands over the engine's cached blocks) with one vectored write per reply, header
+//! included, and holes from one static zero buffer: no reply buffer is allocated,
+//! zero-filled or copied into, which profiles of `nbdcopy` reads put at about a quarter of
+//! the connection threads' time (docs/PERFORMANCE.md, "NBD with less CPU per byte"). A
+//! write's payload is read into a buffer that is not zero-filled first.
+//!
 //! WRITE_ZEROES with NO_HOLE is served like one without: tarn is copy-on-write, so space
 //! set aside by writing zeros would not be the space a later write uses, and an all-zero
 //! block is stored as a hole either way; the range reads as zeros, which is what the flag
@@ -105,6 +116,28 @@ pub struct BackendError {
     pub message: String,
 }
 
+/// One run of a read's bytes as the backend holds them ([`ReadData`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Chunk<'a> {
+    /// These bytes.
+    Bytes(&'a [u8]),
+    /// This many zero bytes, stored nowhere (a hole).
+    Zeros(usize),
+}
+
+/// A read's bytes where the backend holds them (the daemon: the engine's cached blocks),
+/// written into the reply from there: no reply buffer, no copy into one.
+pub trait ReadData: Send {
+    /// The runs, in order; together exactly the request's length (N5).
+    fn chunks(&self) -> Vec<Chunk<'_>>;
+}
+
+impl ReadData for Vec<u8> {
+    fn chunks(&self) -> Vec<Chunk<'_>> {
+        vec![Chunk::Bytes(self)]
+    }
+}
+
 /// What the server needs from whoever holds the data.
 pub trait Backend: Send + Sync {
     /// The names of every export (`NBD_OPT_LIST`).
@@ -113,6 +146,19 @@ pub trait Backend: Send + Sync {
     fn open(&self, name: &str) -> Result<Export, BackendError>;
     /// Reads `buf.len()` bytes at `offset`.
     fn read(&self, export: &Export, offset: u64, buf: &mut [u8]) -> Result<(), BackendError>;
+    /// Reads `len` bytes at `offset` as the backend holds them, for a reply written from
+    /// there (READ and CACHE are served with this). The default reads them into a fresh
+    /// buffer with [`Backend::read`].
+    fn read_data(
+        &self,
+        export: &Export,
+        offset: u64,
+        len: usize,
+    ) -> Result<Box<dyn ReadData>, BackendError> {
+        let mut buf = server::zeroed(len);
+        self.read(export, offset, &mut buf)?;
+        Ok(Box::new(buf))
+    }
     /// Writes `data` at `offset`; with `fua` durable before it returns.
     fn write(
         &self,

@@ -2,12 +2,12 @@
 //! several requests served at once by a few worker threads that live as long as the
 //! connection (`std::thread::scope`), replies written whole under one lock.
 
-use std::io::{self, Read, Write};
+use std::io::{self, IoSlice, Read, Write};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::sync::{Arc, Mutex};
 
 use crate::codec::{self, ReplyStyle, Request, cflags, chunk, cmd, errno, opt, rep, tflags};
-use crate::{Backend, BackendError, Export};
+use crate::{Backend, BackendError, Chunk, Export, ReadData};
 
 /// Largest READ or WRITE payload (the block-size maximum advertised).
 pub const PAYLOAD_MAX: u64 = 32 << 20;
@@ -23,6 +23,8 @@ const OPTION_SKIP_MAX: u64 = 16 << 20;
 const STATUS_LEN_MAX: u64 = 1 << 30;
 /// Largest range one CACHE reads ahead.
 const CACHE_LEN_MAX: u64 = 8 << 20;
+/// The zeros a reply's holes are written from, a piece at a time.
+static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
 
 /// How a connection ended.
 #[derive(Debug, thiserror::Error)]
@@ -469,8 +471,7 @@ fn read_requests<R: Read>(
                 // The payload cannot be skipped safely at this size: hard disconnect.
                 return Err(protocol("write payload too large"));
             }
-            payload = zeroed(request.len as usize);
-            reader.read_exact(&mut payload)?;
+            payload = read_payload(reader, request.len)?;
         }
         if request.kind == cmd::DISC {
             return Ok(());
@@ -479,6 +480,37 @@ fn read_requests<R: Read>(
             return Ok(());
         }
     }
+}
+
+/// A WRITE's payload of `len` bytes (at most [`PAYLOAD_MAX`]), read into a buffer that is
+/// not zero-filled first: the socket fills its spare capacity.
+fn read_payload<R: Read>(reader: &mut R, len: u64) -> io::Result<Vec<u8>> {
+    assert!(len <= PAYLOAD_MAX, "N4: a payload is at most PAYLOAD_MAX");
+    let mut payload = Vec::with_capacity(len as usize);
+    reader.take(len).read_to_end(&mut payload)?;
+    if payload.len() as u64 != len {
+        return Err(io::ErrorKind::UnexpectedEof.into());
+    }
+    Ok(payload)
+}
+
+/// Writes `parts` whole with as few vectored writes as the writer takes (one for a socket
+/// with room for them).
+fn write_parts<W: Write>(writer: &mut W, parts: &[&[u8]]) -> io::Result<()> {
+    let mut slices: Vec<IoSlice<'_>> = (parts.iter())
+        .filter(|part| !part.is_empty())
+        .map(|part| IoSlice::new(part))
+        .collect();
+    let mut rest = slices.as_mut_slice();
+    while !rest.is_empty() {
+        match writer.write_vectored(rest) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(written) => IoSlice::advance_slices(&mut rest, written),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// The reply side of a connection.
@@ -493,9 +525,7 @@ impl<W: Write> Replies<W> {
             .writer
             .lock()
             .map_err(|_| io::Error::other("reply lock poisoned"))?;
-        for part in parts {
-            writer.write_all(part)?;
-        }
+        write_parts(&mut *writer, parts)?;
         writer.flush()
     }
 
@@ -535,19 +565,44 @@ impl<W: Write> Replies<W> {
         self.send(&[&header, &payload])
     }
 
-    fn data(&self, request: &Request, data: &[u8]) -> io::Result<()> {
-        if self.style == ReplyStyle::Simple {
-            return self.send(&[&codec::encode_simple_reply(request.cookie, 0), data]);
+    /// A read's reply, written from the backend's runs (N5).
+    fn data(&self, request: &Request, data: &dyn ReadData) -> io::Result<()> {
+        let chunks = data.chunks();
+        let mut body: Vec<&[u8]> = Vec::with_capacity(chunks.len() + 2);
+        let mut len = 0u64;
+        for chunk in chunks {
+            match chunk {
+                Chunk::Bytes(bytes) => {
+                    len += bytes.len() as u64;
+                    body.push(bytes);
+                }
+                Chunk::Zeros(zeros) => {
+                    len += zeros as u64;
+                    let whole = zeros / ZEROS.len();
+                    body.extend(std::iter::repeat_n(&ZEROS[..], whole));
+                    body.push(&ZEROS[..zeros % ZEROS.len()]);
+                }
+            }
         }
-        let header = codec::encode_chunk_header(
-            self.style == ReplyStyle::Extended,
-            chunk::FLAG_DONE,
-            chunk::OFFSET_DATA,
-            request.cookie,
-            request.offset,
-            8 + data.len() as u64,
-        );
-        self.send(&[&header, &request.offset.to_be_bytes(), data])
+        assert_eq!(len, request.len, "N5: a read's runs cover its request");
+        let header;
+        let offset = request.offset.to_be_bytes();
+        let head: [&[u8]; 2] = if self.style == ReplyStyle::Simple {
+            header = codec::encode_simple_reply(request.cookie, 0).to_vec();
+            [&header, &[]]
+        } else {
+            header = codec::encode_chunk_header(
+                self.style == ReplyStyle::Extended,
+                chunk::FLAG_DONE,
+                chunk::OFFSET_DATA,
+                request.cookie,
+                request.offset,
+                8 + len,
+            );
+            [&header, &offset]
+        };
+        let parts: Vec<&[u8]> = head.into_iter().chain(body).collect();
+        self.send(&parts)
     }
 
     fn status(&self, request: &Request, extents: &[(u64, u32)]) -> io::Result<()> {
@@ -632,20 +687,18 @@ fn execute<W: Write>(
     let export = &session.export;
     let fua = request.flags & cflags::FUA != 0;
     let result = match request.kind {
-        cmd::READ => {
-            let mut buf = zeroed(request.len as usize);
-            match backend.read(export, request.offset, &mut buf) {
-                Ok(()) => return out.data(&request, &buf),
-                Err(e) => Err(e),
-            }
-        }
+        cmd::READ => match backend.read_data(export, request.offset, request.len as usize) {
+            Ok(data) => return out.data(&request, data.as_ref()),
+            Err(e) => Err(e),
+        },
         cmd::WRITE => backend.write(export, request.offset, &job.payload, fua),
         cmd::FLUSH => backend.flush(export),
         cmd::TRIM | cmd::WRITE_ZEROES => backend.zero(export, request.offset, request.len, fua),
         cmd::CACHE => {
             let len = request.len.min(CACHE_LEN_MAX);
-            let mut buf = zeroed(len as usize);
-            backend.read(export, request.offset, &mut buf)
+            backend
+                .read_data(export, request.offset, len as usize)
+                .map(drop)
         }
         _ => match status(backend, export, &request) {
             Ok(extents) => return out.status(&request, &extents),
@@ -690,7 +743,7 @@ fn status(
 /// `len` zero bytes filled here rather than asked of the allocator as zeroed memory, which
 /// jemalloc serves for large sizes by returning recycled pages to the kernel and faulting
 /// them in again (tarn-base `buf` explains; this crate depends on no tarn crate).
-fn zeroed(len: usize) -> Vec<u8> {
+pub(crate) fn zeroed(len: usize) -> Vec<u8> {
     let mut buffer = std::hint::black_box(Vec::with_capacity(len));
     buffer.resize(len, 0);
     buffer

@@ -3,7 +3,8 @@
 //! SET_META_CONTEXT, GO, ABORT), then requests in each reply style: simple replies,
 //! structured chunks and extended chunks (64-bit block status), the spec's errors, and
 //! several requests in flight answered by cookie; a mixed load of reads (some failing with
-//! EIO) and writes of every size in flight at once, and a client gone mid-payload.
+//! EIO) and writes of every size in flight at once, and a client gone mid-payload; a read's
+//! reply written once from the runs its backend holds.
 
 #![allow(clippy::unwrap_used)] // Test code: a failed unwrap is a failed test.
 #![allow(clippy::big_endian_bytes)] // NBD is big-endian.
@@ -11,10 +12,11 @@
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tarn_nbd::codec::{self, chunk, cmd, errno, opt, rep};
-use tarn_nbd::{Backend, BackendError, Export};
+use tarn_nbd::{Backend, BackendError, Chunk, Export, ReadData};
 
 const SIZE: u64 = 1 << 20;
 
@@ -551,4 +553,147 @@ fn replies_in_flight_carry_only_their_own_request() {
     c.write_all(&[1u8; 30000]).unwrap();
     drop(c);
     server.join().expect("the server ends without a panic");
+}
+
+/// [`Memory`]'s export, but reads are answered as runs the backend holds ([`ReadData`]):
+/// a quarter of the request as bytes, half as zeros, the rest as bytes again. Its
+/// `read` (the copy into a server's buffer) is counted and fails.
+struct Held {
+    memory: Memory,
+    copies: AtomicUsize,
+}
+
+struct HeldRuns {
+    bytes: Arc<Vec<u8>>,
+    split: (usize, usize),
+}
+
+impl ReadData for HeldRuns {
+    fn chunks(&self) -> Vec<Chunk<'_>> {
+        let (first, zeros) = self.split;
+        vec![
+            Chunk::Bytes(&self.bytes[..first]),
+            Chunk::Zeros(zeros),
+            Chunk::Bytes(&self.bytes[first..]),
+        ]
+    }
+}
+
+impl Backend for Held {
+    fn list(&self) -> Vec<String> {
+        self.memory.list()
+    }
+    fn open(&self, name: &str) -> Result<Export, BackendError> {
+        self.memory.open(name)
+    }
+    fn read(&self, _: &Export, _: u64, _: &mut [u8]) -> Result<(), BackendError> {
+        self.copies.fetch_add(1, Ordering::SeqCst);
+        Err(BackendError {
+            errno: errno::EIO,
+            message: "read into a buffer".into(),
+        })
+    }
+    fn read_data(
+        &self,
+        _: &Export,
+        offset: u64,
+        len: usize,
+    ) -> Result<Box<dyn ReadData>, BackendError> {
+        let (first, zeros) = (len / 4, len / 2);
+        let bytes = (0..len - zeros)
+            .map(|i| pattern(offset + i as u64))
+            .collect();
+        Ok(Box::new(HeldRuns {
+            bytes: Arc::new(bytes),
+            split: (first, zeros),
+        }))
+    }
+    fn write(&self, e: &Export, offset: u64, data: &[u8], fua: bool) -> Result<(), BackendError> {
+        self.memory.write(e, offset, data, fua)
+    }
+    fn zero(&self, e: &Export, offset: u64, len: u64, fua: bool) -> Result<(), BackendError> {
+        self.memory.zero(e, offset, len, fua)
+    }
+    fn flush(&self, e: &Export) -> Result<(), BackendError> {
+        self.memory.flush(e)
+    }
+    fn extents(&self, e: &Export, offset: u64, len: u64) -> Result<Vec<(u64, bool)>, BackendError> {
+        self.memory.extents(e, offset, len)
+    }
+}
+
+/// The server's side of the socket, counting the calls that write to it.
+struct Counted {
+    stream: UnixStream,
+    writes: Arc<AtomicUsize>,
+}
+
+impl Write for Counted {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.writes.fetch_add(1, Ordering::SeqCst);
+        self.stream.write(buf)
+    }
+    fn write_vectored(&mut self, bufs: &[std::io::IoSlice<'_>]) -> std::io::Result<usize> {
+        self.writes.fetch_add(1, Ordering::SeqCst);
+        self.stream.write_vectored(bufs)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.stream.flush()
+    }
+}
+
+/// Goal (issue 19, CPU per byte): a READ's reply is written from the runs the backend holds
+/// (no buffer of the server's is filled, nothing copied into one) with one vectored write
+/// per reply, header and holes included, and carries exactly the backend's bytes. Method:
+/// a backend whose reads are runs of bytes, zeros and bytes and whose buffer read fails
+/// and is counted; a writer that counts its calls; reads of several sizes, each reply
+/// checked byte for byte against the pattern with the zeros in the middle.
+#[test]
+fn a_read_reply_is_written_once_from_the_backends_runs() {
+    let held = Arc::new(Held {
+        memory: Memory::new(),
+        copies: AtomicUsize::new(0),
+    });
+    let writes = Arc::new(AtomicUsize::new(0));
+    let (mut c, server_end) = UnixStream::pair().unwrap();
+    let server = {
+        let (held, writes) = (Arc::clone(&held), Arc::clone(&writes));
+        std::thread::spawn(move || {
+            let stream = server_end.try_clone().unwrap();
+            let writer = Counted { stream, writes };
+            let _ = tarn_nbd::serve(server_end, writer, &*held);
+        })
+    };
+    negotiate_extended(&mut c);
+    // 160K holes: two and a half pieces of the server's zero buffer.
+    for (cookie, offset, len) in [(1u64, 4096u64, 4096u64), (2, 1000, 320 << 10), (3, 0, 3)] {
+        let before = writes.load(Ordering::SeqCst);
+        send(&mut c, cmd::READ, 0, cookie, offset, len);
+        let (flags, kind, got, payload) = chunk_of(&mut c);
+        assert_eq!(
+            (flags, kind, got),
+            (chunk::FLAG_DONE, chunk::OFFSET_DATA, cookie)
+        );
+        assert_eq!(be64(&payload), offset);
+        let data = &payload[8..];
+        assert_eq!(data.len() as u64, len);
+        let (first, zeros) = ((len / 4) as usize, (len / 2) as usize);
+        for (i, byte) in data.iter().enumerate() {
+            let want = match i {
+                i if i < first => pattern(offset + i as u64),
+                i if i < first + zeros => 0,
+                i => pattern(offset + (i - zeros) as u64),
+            };
+            assert_eq!(*byte, want, "read {cookie}: byte {i}");
+        }
+        let calls = writes.load(Ordering::SeqCst) - before;
+        assert_eq!(calls, 1, "read {cookie}: one write for its whole reply");
+    }
+    assert_eq!(
+        held.copies.load(Ordering::SeqCst),
+        0,
+        "no read into a buffer"
+    );
+    drop(c);
+    server.join().unwrap();
 }

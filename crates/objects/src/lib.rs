@@ -140,7 +140,7 @@ pub use objset::{
     visit_object_set, visit_object_set_born_after,
 };
 pub use readahead::{Ahead, EachBlock, Fetch, ReadJob};
-pub use readout::ReadOut;
+pub use readout::{ReadOut, Run};
 pub use send::{BlockChange, stored_compressed};
 pub use tarn_format::objset::ObjsetKind;
 pub use zap::{ZAP_KEY_MAX, ZAP_VALUE_MAX, ZapByteEntries, ZapCursor, ZapEntries};

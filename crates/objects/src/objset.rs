@@ -844,6 +844,23 @@ impl ObjectSet {
         self.inspect(store, id, |ctx, state| tree::read(ctx, state, offset, buf))
     }
 
+    /// [`ObjectSet::read_planned`] as [`ObjectSet::read_out`] does it: the bytes as the
+    /// blocks they lie in, clean blocks shared with the cache rather than copied.
+    pub fn read_out_planned(
+        &mut self,
+        store: &dyn BlockStore,
+        id: ObjectId,
+        offset: u64,
+        len: usize,
+    ) -> Result<ReadOut, ObjectError> {
+        if offset.checked_add(len as u64).is_none() {
+            return Err(invalid(id, "read offset", offset));
+        }
+        self.inspect(store, id, |ctx, state| {
+            tree::read_out(ctx, state, offset, len)
+        })
+    }
+
     /// Runs `f` on block `blkid` of `id` as a read would see it now, in place (`None`: a
     /// hole): no copy of the block, no readahead. For structures that walk a few bytes of a
     /// block per operation (ZAP lookups).

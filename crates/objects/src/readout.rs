@@ -18,9 +18,11 @@
 //! Errors are those of the read (the first block that cannot be read fails it); nothing
 //! here can fail afterwards.
 //!
-//! # Not here
-//! Replies made of several buffers (the FUSE reply takes one slice): the copy is made once,
-//! outside the lock, into a buffer that is not zero-filled first.
+//! # Replies made of several buffers
+//! The FUSE reply takes one slice, so a file read is joined once, outside the lock, into a
+//! buffer that is not zero-filled first ([`ReadOut::into_vec`]). The NBD server writes a
+//! reply from several (`writev`), so a volume read hands over [`ReadOut::runs`] instead and
+//! its bytes go from the cache's blocks to the socket without any copy of ours.
 //!
 //! [`ObjectSet::read_out`]: crate::ObjectSet::read_out
 //! [`ObjectSet::read`]: crate::ObjectSet::read
@@ -51,6 +53,15 @@ impl Part {
     }
 }
 
+/// One run of a read's bytes ([`ReadOut::runs`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Run<'a> {
+    /// These bytes.
+    Bytes(&'a [u8]),
+    /// This many zero bytes (a hole or a never-written range), not stored anywhere.
+    Zeros(usize),
+}
+
 /// The bytes of one read, by the blocks they lie in (module docs).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ReadOut {
@@ -69,6 +80,30 @@ impl ReadOut {
     #[must_use]
     pub fn is_empty(&self) -> bool {
         self.len == 0
+    }
+
+    /// The read's bytes as runs, in order and covering it (R1, R2), without copying
+    /// them: a clean block's run borrows the cached block itself.
+    pub fn runs(&self) -> impl Iterator<Item = Run<'_>> {
+        self.parts.iter().map(|part| match part {
+            Part::Block { block, start, len } => Run::Bytes(&block[*start..*start + *len]),
+            Part::Copied(bytes) => Run::Bytes(bytes),
+            Part::Zeros(len) => Run::Zeros(*len),
+        })
+    }
+
+    /// Bytes this read copied while it ran (dirty data, pieces), as against bytes shared
+    /// with the cache or zeros that exist nowhere: what a reply made of [`ReadOut::runs`]
+    /// cost in copies.
+    #[must_use]
+    pub fn copied_len(&self) -> usize {
+        self.parts
+            .iter()
+            .map(|part| match part {
+                Part::Copied(bytes) => bytes.len(),
+                Part::Block { .. } | Part::Zeros(_) => 0,
+            })
+            .sum()
     }
 
     /// The bytes in one buffer (R1). A read of one copied part is returned as it is.
@@ -131,6 +166,17 @@ mod tests {
         out.push_block(block, 0, 3);
         assert_eq!(out.len(), 12);
         assert_eq!(out.parts.len(), 4, "adjacent zeros are one part");
+        let runs: Vec<Run<'_>> = out.runs().collect();
+        assert_eq!(
+            runs,
+            vec![
+                Run::Bytes(&[12, 13, 14, 15]),
+                Run::Zeros(3),
+                Run::Bytes(&[7, 7]),
+                Run::Bytes(&[0, 1, 2]),
+            ]
+        );
+        assert_eq!(out.copied_len(), 2, "only the copied part was copied");
         assert_eq!(out.into_vec(), vec![12, 13, 14, 15, 0, 0, 0, 7, 7, 0, 1, 2]);
     }
 
