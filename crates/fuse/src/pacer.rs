@@ -15,11 +15,7 @@
 //! of a handler, after its reply, waiting for a turn). Rules:
 //! - A thread that replied parks when another thread is reading; otherwise it goes back to
 //!   reading, and when it is the only reader it first polls the device for up to [`SPIN`]
-//!   (without reading: the request stays queued for `read(2)` to take at once), but only
-//!   while a CPU is free for it ([`Spin`]): the host's runnable threads, sampled at most
-//!   every [`LOOK_EVERY`], are at most its CPUs. On cores saturated by clients (16 random
-//!   readers on 2 CPUs) the spin would take the CPU a client needs to send its next
-//!   request; there the thread goes straight to `read(2)`, as without pacing.
+//!   (without reading: the request stays queued for `read(2)` to take at once).
 //! - A serving thread that is about to block (the `tarn_base::wait` hint: a contended pool
 //!   lock, a txg commit, a device read, a suspended pool) wakes one parked thread when no
 //!   thread is reading, so requests keep flowing while it waits, as before pacing.
@@ -34,8 +30,7 @@
 //!
 //! # Failure model
 //! A poisoned mutex (a panic while holding it, which nothing here can cause) disables
-//! pacing: threads then read as fuser runs them. A failed poll ends the spin. When the
-//! host's load cannot be read (no /proc), the spin runs as it did before it adapted.
+//! pacing: threads then read as fuser runs them. A failed poll ends the spin.
 //!
 //! # Not here
 //! Parking after a FORGET: it has no reply, and fuser delivers a batch of them as one
@@ -46,9 +41,8 @@
 //! held for microseconds.
 
 use std::os::fd::{AsFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
@@ -62,79 +56,6 @@ pub(crate) const SPIN: Duration = Duration::from_micros(50);
 const POLLS_PER_CLOCK: u32 = 8;
 /// Longest a thread stays parked.
 pub(crate) const PARK_MAX: Duration = Duration::from_secs(1);
-/// How long one look at the host's load decides whether the spin runs: a read of
-/// /proc/loadavg costs a few microseconds, a thousandth of the time it is valid for.
-pub(crate) const LOOK_EVERY: Duration = Duration::from_millis(1);
-
-/// Whether the spin may run: a CPU is free for it (module doc), looked up at most every
-/// [`LOOK_EVERY`] by whichever thread is about to spin.
-#[derive(Debug)]
-struct Spin {
-    /// The host's runnable threads (counting the caller) and its CPUs, if known.
-    load: fn() -> Option<(usize, usize)>,
-    epoch: Instant,
-    /// Microseconds after `epoch` of the last look, plus one (0: never looked).
-    looked_at: AtomicU64,
-    allowed: AtomicBool,
-    /// Spins left out because every CPU was busy (for tests and the docs' measurements).
-    skipped: AtomicU64,
-}
-
-impl Spin {
-    // The clock only spaces the looks at the load: what is decided comes from the load.
-    #[allow(clippy::disallowed_methods)]
-    fn new(load: fn() -> Option<(usize, usize)>) -> Spin {
-        Spin {
-            load,
-            epoch: Instant::now(),
-            looked_at: AtomicU64::new(0),
-            allowed: AtomicBool::new(true),
-            skipped: AtomicU64::new(0),
-        }
-    }
-
-    /// Whether a thread about to spin may (looks at the load again when the last look is
-    /// older than [`LOOK_EVERY`]).
-    fn allowed(&self) -> bool {
-        let now = u64::try_from(self.epoch.elapsed().as_micros())
-            .unwrap_or(u64::MAX - 1)
-            .saturating_add(1);
-        let last = self.looked_at.load(Ordering::Relaxed);
-        let every = LOOK_EVERY.as_micros() as u64;
-        if last == 0 || now.saturating_sub(last) >= every {
-            // One thread looks; a racing one uses the previous answer.
-            let won = self
-                .looked_at
-                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
-                .is_ok();
-            if won {
-                let free = (self.load)().is_none_or(|(running, cpus)| running <= cpus);
-                self.allowed.store(free, Ordering::Relaxed);
-            }
-        }
-        let allowed = self.allowed.load(Ordering::Relaxed);
-        if !allowed {
-            self.skipped.fetch_add(1, Ordering::Relaxed);
-        }
-        allowed
-    }
-}
-
-/// The host's runnable threads now (the fourth field of /proc/loadavg, `running/total`)
-/// and its CPUs.
-// Reads the host's state: the one place the pacer looks outside the process.
-#[allow(clippy::disallowed_methods)]
-fn host_load() -> Option<(usize, usize)> {
-    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
-    let cpus = std::thread::available_parallelism().ok()?.get();
-    Some((parse_running(&text)?, cpus))
-}
-
-/// The runnable threads of a /proc/loadavg line (`0.50 0.40 0.30 3/456 789`: 3).
-fn parse_running(loadavg: &str) -> Option<usize> {
-    let field = loadavg.split_whitespace().nth(3)?;
-    field.split_once('/')?.0.parse().ok()
-}
 
 #[derive(Debug)]
 struct State {
@@ -153,7 +74,6 @@ pub(crate) struct Pacer {
     /// A duplicate of the session's /dev/fuse descriptor, polled during the spin (unset:
     /// no spin).
     device: OnceLock<OwnedFd>,
-    spin: Spin,
     state: Mutex<State>,
     turn: Condvar,
 }
@@ -161,14 +81,8 @@ pub(crate) struct Pacer {
 impl Pacer {
     /// Pacing for `threads` session threads, all reading at first.
     pub(crate) fn new(threads: usize) -> Pacer {
-        Pacer::with_load(threads, host_load)
-    }
-
-    /// [`Pacer::new`] with the host's load read by `load` (tests).
-    fn with_load(threads: usize, load: fn() -> Option<(usize, usize)>) -> Pacer {
         Pacer {
             device: OnceLock::new(),
-            spin: Spin::new(load),
             state: Mutex::new(State {
                 reading: threads,
                 parked: 0,
@@ -229,10 +143,7 @@ impl Pacer {
         let Some(device) = self.device.get() else {
             return;
         };
-        if !self.spin.allowed() {
-            return;
-        }
-        let start = Instant::now();
+        let start = std::time::Instant::now();
         loop {
             for _ in 0..POLLS_PER_CLOCK {
                 let mut fds = [PollFd::new(device.as_fd(), PollFlags::POLLIN)];
@@ -326,51 +237,6 @@ mod tests {
         assert!(serve_one(&pacer, false) < PARK_MAX);
         let state = pacer.state.lock().unwrap();
         assert_eq!((state.reading, state.parked), (2, 0));
-    }
-
-    #[test]
-    fn the_load_line_gives_the_runnable_threads() {
-        assert_eq!(parse_running("6.31 4.06 2.73 10/142 23367\n"), Some(10));
-        assert_eq!(parse_running("0.00 0.00 0.00 1/80 5"), Some(1));
-        assert_eq!(parse_running("garbage"), None);
-        assert!(host_load().is_some_and(|(running, cpus)| running >= 1 && cpus >= 1));
-    }
-
-    /// A pacer watching a descriptor that never has a request (a pipe's read end), with
-    /// the host's load given by the test.
-    fn watching_an_idle_device(load: fn() -> Option<(usize, usize)>) -> (Pacer, OwnedFd) {
-        let (read, write) = nix::unistd::pipe().unwrap();
-        let pacer = Pacer::with_load(1, load);
-        pacer.watch(read);
-        (pacer, write)
-    }
-
-    /// Goal: the only reader spins after a reply while a CPU is free, and goes straight to
-    /// reading when the host's runnable threads exceed its CPUs.
-    #[test]
-    fn the_spin_runs_only_while_a_cpu_is_free() {
-        let (pacer, _write) = watching_an_idle_device(|| Some((1, 2)));
-        let start = Instant::now();
-        pacer.spin();
-        assert!(
-            start.elapsed() >= SPIN,
-            "a free CPU: the spin runs its length"
-        );
-        assert_eq!(pacer.spin.skipped.load(Ordering::Relaxed), 0);
-
-        let (pacer, _write) = watching_an_idle_device(|| Some((17, 2)));
-        for _ in 0..100 {
-            pacer.spin();
-        }
-        assert_eq!(
-            pacer.spin.skipped.load(Ordering::Relaxed),
-            100,
-            "every CPU busy"
-        );
-        // Unknown load: the spin runs as it always did.
-        let (pacer, _write) = watching_an_idle_device(|| None);
-        pacer.spin();
-        assert_eq!(pacer.spin.skipped.load(Ordering::Relaxed), 0);
     }
 
     #[test]
