@@ -121,6 +121,7 @@ mod plug;
 pub mod queued;
 pub mod shared;
 pub mod sim;
+pub mod split;
 mod sys;
 pub mod timing;
 
@@ -130,6 +131,7 @@ pub use plug::{Plug, plug};
 pub use queued::QueuedDevice;
 pub use shared::SharedBytes;
 pub use sim::{FaultPlan, PER_MILLION, SIM_NAMES_MAX, SIM_SECTOR_SIZE, SimDevice, SimStats};
+pub use split::{BufPart, SplitBuf};
 
 /// What went wrong with one device access. Every variant names the offset involved so that
 /// upper layers can count and report it per device.
@@ -244,6 +246,16 @@ pub trait Device: Send + Sync + std::fmt::Debug {
     fn submit_read(&self, offset: u64, buf: Vec<u8>) -> PendingRead {
         let mut buf = buf;
         PendingRead::done(self.read_at(offset, &mut buf).map(|()| buf))
+    }
+    /// [`Device::submit_read`] into a range of a caller's buffer (a raidz data column read
+    /// straight into its block): the part is read into and dropped before the read
+    /// completes, and [`PendingRead::wait`] gives an empty `Vec` or the error. The default
+    /// reads synchronously.
+    fn submit_read_into(&self, offset: u64, part: BufPart) -> PendingRead {
+        let mut part = part;
+        let result = self.read_at(offset, &mut part).map(|()| Vec::new());
+        drop(part);
+        PendingRead::done(result)
     }
     /// Whether [`Device::submit_read`] returns before the read is done, so that reads
     /// submitted together run in parallel. False for synchronous devices (the default):

@@ -79,7 +79,41 @@ const GONE: &str = "device is gone";
 #[derive(Debug)]
 enum Op {
     Write(u64, SharedBytes, Option<u64>),
-    Read(u64, Vec<u8>, Arc<ReadSlot>, Option<u64>),
+    Read(u64, ReadBuf, Arc<ReadSlot>, Option<u64>),
+}
+
+/// Where a queued read goes: its own buffer, given back filled, or a part of the caller's
+/// buffer (`Device::submit_read_into`), dropped before the read completes so that the
+/// caller can take its buffer back as soon as its reads are done (split S1).
+#[derive(Debug)]
+enum ReadBuf {
+    Own(Vec<u8>),
+    Part(crate::BufPart),
+}
+
+impl ReadBuf {
+    fn len(&self) -> usize {
+        match self {
+            ReadBuf::Own(buf) => buf.len(),
+            ReadBuf::Part(part) => part.len(),
+        }
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [u8] {
+        match self {
+            ReadBuf::Own(buf) => buf,
+            ReadBuf::Part(part) => part,
+        }
+    }
+
+    /// What the reader is given back: its own buffer, or an empty one for a part (which is
+    /// dropped here, before the read completes).
+    fn give_back(self) -> Vec<u8> {
+        match self {
+            ReadBuf::Own(buf) => buf,
+            ReadBuf::Part(_) => Vec::new(),
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -215,6 +249,31 @@ impl QueuedDevice {
         self.shared.timing.unaligned_copies.load(Ordering::Relaxed)
     }
 
+    /// Queues a read into `buf` (`submit_read`, `submit_read_into`).
+    fn queue_read(&self, offset: u64, buf: ReadBuf) -> PendingRead {
+        if let Err(e) = crate::check_range(offset, buf.len() as u64, self.inner.size_bytes()) {
+            // A part goes back before the outcome is known (split S1).
+            drop(buf);
+            return PendingRead::done(Err(e));
+        }
+        let slot = Arc::new(ReadSlot::default());
+        let asked = self.shared.now();
+        self.shared
+            .timing
+            .reads_waiting
+            .fetch_add(1, Ordering::Relaxed);
+        let mut state = self.shared.lock();
+        state
+            .queue
+            .push_back(Op::Read(offset, buf, Arc::clone(&slot), asked));
+        let queue: Arc<dyn crate::plug::Wake> = Arc::clone(&self.shared) as _;
+        if !crate::plug::defer(&queue) {
+            self.shared.pushed(&state);
+        }
+        drop(state);
+        PendingRead::queued(slot)
+    }
+
     /// Queues a write of `data` at `offset` (range-checked by the caller) and wakes the
     /// I/O thread unless a plug defers it; waits while the queue is full (I3).
     fn queue_write(&self, offset: u64, data: SharedBytes) -> Result<(), DeviceError> {
@@ -346,7 +405,7 @@ fn take_adjacent(state: &mut State, reads: bool, start: u64, end: u64) -> Option
 
 /// A read waiting in the queue: its offset, its buffer, where its outcome goes, when it
 /// was submitted.
-type QueuedRead = (u64, Vec<u8>, Arc<ReadSlot>, Option<u64>);
+type QueuedRead = (u64, ReadBuf, Arc<ReadSlot>, Option<u64>);
 
 /// Serves reads in offset order, each starting at or after the previous one's end, as one
 /// access; the holes between them are read into a scratch buffer and dropped. If the access
@@ -359,7 +418,7 @@ fn serve_reads(shared: &Shared, device: &dyn Device, mut reads: Vec<QueuedRead>)
     timing.reads_active.fetch_add(count, Ordering::Relaxed);
     let started = shared.now();
     let together = match reads.len() {
-        1 => device.read_at(reads[0].0, &mut reads[0].1),
+        1 => device.read_at(reads[0].0, reads[0].1.as_mut_slice()),
         _ => read_together(device, &mut reads),
     };
     let ended = shared.now();
@@ -376,11 +435,13 @@ fn serve_reads(shared: &Shared, device: &dyn Device, mut reads: Vec<QueuedRead>)
             timing.read_disk.add(ended.saturating_sub(started));
         }
         let result = match (failed, own_error.take()) {
-            (false, _) => Ok(buf),
+            (false, _) => Ok(()),
             (true, Some(error)) => Err(error),
-            (true, None) => device.read_at(at, &mut buf).map(|()| buf),
+            (true, None) => device.read_at(at, buf.as_mut_slice()),
         };
-        slot.complete(result);
+        // The buffer (a part: dropped) leaves before the outcome is known (split S1).
+        let buf = buf.give_back();
+        slot.complete(result.map(|()| buf));
     }
 }
 
@@ -511,25 +572,11 @@ impl Device for QueuedDevice {
     }
 
     fn submit_read(&self, offset: u64, buf: Vec<u8>) -> PendingRead {
-        if let Err(e) = crate::check_range(offset, buf.len() as u64, self.inner.size_bytes()) {
-            return PendingRead::done(Err(e));
-        }
-        let slot = Arc::new(ReadSlot::default());
-        let asked = self.shared.now();
-        self.shared
-            .timing
-            .reads_waiting
-            .fetch_add(1, Ordering::Relaxed);
-        let mut state = self.shared.lock();
-        state
-            .queue
-            .push_back(Op::Read(offset, buf, Arc::clone(&slot), asked));
-        let queue: Arc<dyn crate::plug::Wake> = Arc::clone(&self.shared) as _;
-        if !crate::plug::defer(&queue) {
-            self.shared.pushed(&state);
-        }
-        drop(state);
-        PendingRead::queued(slot)
+        self.queue_read(offset, ReadBuf::Own(buf))
+    }
+
+    fn submit_read_into(&self, offset: u64, part: crate::BufPart) -> PendingRead {
+        self.queue_read(offset, ReadBuf::Part(part))
     }
 
     fn reads_in_parallel(&self) -> bool {

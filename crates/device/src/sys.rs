@@ -1,7 +1,8 @@
 //! The few operating-system calls `std` does not wrap: block-device ioctls, `flock`, hole
 //! punching, positioned vectored I/O (`preadv`, `pwritev`), and page-aligned buffers for
-//! `O_DIRECT`. This is the only module of tarn-device
-//! that may use `unsafe`; every block carries a `SAFETY:` comment (STYLE.md §5).
+//! `O_DIRECT`. This and `split` (ranges of one buffer read into by I/O threads) are the
+//! modules of tarn-device that may use `unsafe`; every block carries a `SAFETY:` comment
+//! (STYLE.md §5).
 #![allow(unsafe_code)]
 
 use std::alloc::Layout;

@@ -5,7 +5,7 @@ use crate::stats::{IoKind, IoStats};
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
 use tarn_base::{Clock, Guid, Txg};
-use tarn_device::{Device, DeviceError, PendingRead, SharedBytes};
+use tarn_device::{BufPart, Device, DeviceError, PendingRead, SharedBytes};
 use tarn_format::label::{DATA_START, data_area};
 
 /// A read issued with [`Leaf::submit_read`]: in flight, or (on a synchronous device)
@@ -420,6 +420,33 @@ impl Leaf {
         data_offset: u64,
         len: usize,
     ) -> LeafRead {
+        self.counted_submit(data_offset, len, |at| {
+            device.submit_read(at, tarn_base::buf::zeroed(len))
+        })
+    }
+
+    /// [`Leaf::submit_read`] into `part`, a range of the caller's buffer
+    /// (`Device::submit_read_into`): [`Leaf::finish_read`] then gives an empty `Vec` or the
+    /// error, and the part is back with its buffer's owner by then.
+    pub(crate) fn submit_read_into(
+        &self,
+        device: &dyn Device,
+        data_offset: u64,
+        part: BufPart,
+    ) -> LeafRead {
+        self.counted_submit(data_offset, part.len(), |at| {
+            device.submit_read_into(at, part)
+        })
+    }
+
+    /// A read of `len` bytes at `data_offset` submitted by `submit` (given the device
+    /// offset): range-checked, counted, timed; completed at once if the device finished it.
+    fn counted_submit(
+        &self,
+        data_offset: u64,
+        len: usize,
+        submit: impl FnOnce(u64) -> PendingRead,
+    ) -> LeafRead {
         self.check_range(data_offset, len);
         self.stats.read_ops.fetch_add(1, Ordering::Relaxed);
         self.stats
@@ -427,7 +454,7 @@ impl Leaf {
             .fetch_add(len as u64, Ordering::Relaxed);
         let start = self.clock.get().map(|c| c.monotonic_ns());
         self.io_stats.begin(IoKind::Read, len as u64);
-        let pending = device.submit_read(DATA_START + data_offset, tarn_base::buf::zeroed(len));
+        let pending = submit(DATA_START + data_offset);
         let mut read = LeafRead {
             pending: Some(pending),
             outcome: None,

@@ -136,6 +136,7 @@ pub use draid_map::DraidGeometry;
 pub use error::VdevError;
 pub use l2cache::{L2Cache, L2Key, L2Rebuild, L2Stats};
 pub use leaf::{Leaf, LeafState, LeafStats, LeafStatsSnapshot};
+pub use raidz_io::ReadCounts;
 pub use raidz_map::{RaidzColumn, RaidzMap};
 pub use raidz_math::Impl;
 pub use stats::{IoKind, IoStats, IoStatsSnapshot, LATENCY_BUCKETS};

@@ -24,10 +24,19 @@
 //! I/O thread (`Device::reads_in_parallel`) every column of the step is submitted before any
 //! is waited for, so a block costs one device round trip per step instead of one per column;
 //! on synchronous devices (the simulator) they are read inline in column order.
+//!
+//! Where the bytes go: the data columns are consecutive ranges of the block's one buffer,
+//! and on devices with their own I/O thread each is read straight into its range (a
+//! `tarn_device::BufPart` of the buffer, which is page-aligned at ashift 12 wherever a
+//! column starts, as `O_DIRECT` needs), so a clean read copies nothing and allocates no
+//! column buffer. Parity buffers exist only once a step needs parity (step 2, scrub); they
+//! are counted ([`ReadCounts`]) so that tests can tell an allocation that should not be
+//! there.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
-use tarn_device::SharedBytes;
+use tarn_device::{SharedBytes, SplitBuf};
 
 use crate::child::Child;
 use crate::error::VdevError;
@@ -35,6 +44,29 @@ use crate::leaf::{Leaf, LeafRead};
 use crate::raidz_map::RaidzMap;
 use crate::raidz_math;
 use crate::top::{Healing, ReadReport, ScrubReport, TopVdev, WriteReport};
+
+/// What raidz reads of one top-level vdev allocated besides the block's buffer (module
+/// docs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReadCounts {
+    /// Block reads and scrubs whose parity buffers were allocated (a step that needed
+    /// parity); a clean read allocates none.
+    pub parity_buffers: u64,
+}
+
+/// The live counters behind [`ReadCounts`].
+#[derive(Debug, Default)]
+pub(crate) struct ReadCounters {
+    parity_buffers: AtomicU64,
+}
+
+impl ReadCounters {
+    pub(crate) fn snapshot(&self) -> ReadCounts {
+        ReadCounts {
+            parity_buffers: self.parity_buffers.load(Ordering::Relaxed),
+        }
+    }
+}
 
 /// Writes the parity and data columns of one block to their children.
 pub(crate) fn write(
@@ -208,11 +240,25 @@ impl Columns {
             data.len(),
             "data fills its columns"
         );
-        let parity = lens[..map.parity]
-            .iter()
-            .map(|&len| tarn_base::buf::zeroed(len))
-            .collect();
+        // Allocated when a step needs parity (`with_parity`): a clean read never does.
+        let parity = vec![Vec::new(); map.parity];
         Columns { parity, data, lens }
+    }
+
+    /// Allocates the parity buffers (zero-filled) unless they are; true if it did.
+    fn with_parity(&mut self) -> bool {
+        let mut allocated = false;
+        for (c, buf) in self.parity.iter_mut().enumerate() {
+            if buf.len() != self.lens[c] {
+                *buf = tarn_base::buf::zeroed(self.lens[c]);
+                allocated = true;
+            }
+        }
+        allocated
+    }
+
+    fn has_parity(&self) -> bool {
+        (0..self.parity.len()).all(|c| self.parity[c].len() == self.lens[c])
     }
 
     fn data(&self) -> &[u8] {
@@ -222,6 +268,11 @@ impl Columns {
     fn get(&self, c: usize) -> &[u8] {
         let p = self.parity.len();
         if c < p {
+            assert_eq!(
+                self.parity[c].len(),
+                self.lens[c],
+                "parity allocated before use"
+            );
             return &self.parity[c];
         }
         let start: usize = self.lens[p..c].iter().sum();
@@ -231,6 +282,11 @@ impl Columns {
     fn get_mut(&mut self, c: usize) -> &mut [u8] {
         let p = self.parity.len();
         if c < p {
+            assert_eq!(
+                self.parity[c].len(),
+                self.lens[c],
+                "parity allocated before use"
+            );
             return &mut self.parity[c];
         }
         let start: usize = self.lens[p..c].iter().sum();
@@ -239,6 +295,7 @@ impl Columns {
 
     /// Every column as a mutable slice, parity first (the form `reconstruct` takes).
     fn all_mut(&mut self) -> Vec<&mut [u8]> {
+        assert!(self.has_parity(), "parity allocated before reconstruction");
         let p = self.parity.len();
         let mut out: Vec<&mut [u8]> = self.parity.iter_mut().map(Vec::as_mut_slice).collect();
         let mut rest = self.data.as_mut_slice();
@@ -252,6 +309,7 @@ impl Columns {
     }
 
     fn generate_parity(&mut self, imp: raidz_math::Impl) {
+        self.with_parity();
         generate_parity(imp, &self.lens, &self.data, &mut self.parity);
     }
 }
@@ -302,6 +360,9 @@ struct Stripe<'v> {
     state: Vec<ColumnState>,
     /// The leaf each column was read from.
     read_from: Vec<Option<Arc<Leaf>>>,
+    /// The block's buffer while data columns are read into it (`columns.data` is empty
+    /// meanwhile).
+    split: Option<SplitBuf>,
 }
 
 impl<'v> Stripe<'v> {
@@ -319,6 +380,7 @@ impl<'v> Stripe<'v> {
             columns,
             state,
             read_from,
+            split: None,
         }
     }
 
@@ -331,8 +393,15 @@ impl<'v> Stripe<'v> {
     }
 
     /// The first half of [`Stripe::read_columns`]: submits (or, on synchronous devices,
-    /// reads) the unread columns `cs`; returns the reads in flight.
+    /// reads) the unread columns `cs`; returns the reads in flight. Data columns in flight
+    /// are read straight into their ranges of the block's buffer (module docs), which is
+    /// split until [`Stripe::finish_columns`] takes it back.
     fn submit_columns(&mut self, cs: std::ops::Range<usize>) -> Vec<InFlight> {
+        assert!(self.split.is_none(), "one step's reads in flight at a time");
+        if cs.start < self.map.parity {
+            self.need_parity();
+        }
+        let mut into_block = Vec::new();
         let mut in_flight = Vec::new();
         for c in cs {
             if self.state[c] != ColumnState::Unread {
@@ -349,23 +418,43 @@ impl<'v> Stripe<'v> {
                 continue;
             };
             let at = column.child_sector << self.map.ashift;
-            if device.reads_in_parallel() {
-                let read = leaf.submit_read(device.as_ref(), at, self.columns.lens[c]);
-                in_flight.push((c, leaf, read));
-            } else {
+            if !device.reads_in_parallel() {
                 self.state[c] = match leaf.read(device.as_ref(), at, self.columns.get_mut(c)) {
                     Ok(()) => ColumnState::Read,
                     Err(_) => ColumnState::IoError,
                 };
+            } else if c < self.map.parity {
+                let read = leaf.submit_read(device.as_ref(), at, self.columns.lens[c]);
+                in_flight.push((c, leaf, read));
+            } else {
+                into_block.push((c, leaf, device, at));
+            }
+        }
+        if !into_block.is_empty() {
+            let ranges: Vec<_> = into_block
+                .iter()
+                .map(|&(c, ..)| self.data_range(c))
+                .collect();
+            let data = std::mem::take(&mut self.columns.data);
+            let (split, parts) = SplitBuf::split(data, &ranges);
+            self.split = Some(split);
+            for ((c, leaf, device, at), part) in into_block.into_iter().zip(parts) {
+                let read = leaf.submit_read_into(device.as_ref(), at, part);
+                in_flight.push((c, leaf, read));
             }
         }
         in_flight
     }
 
-    /// The second half of [`Stripe::read_columns`]: waits for the reads in flight.
+    /// The second half of [`Stripe::read_columns`]: waits for the reads in flight and takes
+    /// the block's buffer back (every part of it is back once its read is done).
     fn finish_columns(&mut self, in_flight: Vec<InFlight>) {
         for (c, leaf, read) in in_flight {
             self.state[c] = match leaf.finish_read(read) {
+                Ok(bytes) if c >= self.map.parity => {
+                    assert!(bytes.is_empty(), "a data column is read into the block");
+                    ColumnState::Read
+                }
                 Ok(bytes) => {
                     assert_eq!(bytes.len(), self.columns.lens[c], "I4: a column read whole");
                     self.columns.get_mut(c).copy_from_slice(&bytes);
@@ -373,6 +462,24 @@ impl<'v> Stripe<'v> {
                 }
                 Err(_) => ColumnState::IoError,
             };
+        }
+        if let Some(split) = self.split.take() {
+            self.columns.data = split.into_vec();
+        }
+    }
+
+    /// The range of data column `c` in the block's buffer.
+    fn data_range(&self, c: usize) -> std::ops::Range<usize> {
+        let p = self.map.parity;
+        let start: usize = self.columns.lens[p..c].iter().sum();
+        start..start + self.columns.lens[c]
+    }
+
+    /// Allocates the parity buffers for a step that reads or rebuilds parity (counted).
+    fn need_parity(&mut self) {
+        if self.columns.with_parity() {
+            let counters = self.vdev.raidz_counters();
+            counters.parity_buffers.fetch_add(1, Ordering::Relaxed);
         }
     }
 

@@ -14,6 +14,8 @@ pub(crate) struct MemDevice {
     pub(crate) fail_writes: AtomicBool,
     pub(crate) fail_flush: AtomicBool,
     meter: Mutex<Option<Arc<FlushMeter>>>,
+    /// Where every read put its bytes: the address and length of each destination.
+    pub(crate) destinations: Mutex<Vec<(usize, usize)>>,
 }
 
 /// Flushes in progress at once over the devices that share it; each metered flush lasts
@@ -38,6 +40,7 @@ impl MemDevice {
             fail_writes: AtomicBool::new(false),
             fail_flush: AtomicBool::new(false),
             meter: Mutex::new(None),
+            destinations: Mutex::new(Vec::new()),
         })
     }
 
@@ -83,6 +86,8 @@ impl Device for MemDevice {
         }
         let start = offset as usize;
         buf.copy_from_slice(&bytes[start..start + buf.len()]);
+        let destination = (buf.as_ptr() as usize, buf.len());
+        self.destinations.lock().unwrap().push(destination);
         Ok(())
     }
 

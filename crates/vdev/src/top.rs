@@ -158,6 +158,8 @@ pub struct TopVdev {
     draid: Option<Arc<DraidGeometry>>,
     /// dRAID: the distributed spares, in index order (`draid_spare`).
     spares: Vec<Arc<Leaf>>,
+    /// What raidz and dRAID reads allocated besides their blocks' buffers.
+    raidz_reads: crate::raidz_io::ReadCounters,
 }
 
 impl TopVdev {
@@ -242,6 +244,7 @@ impl TopVdev {
             parity_impl: Impl::best(),
             draid,
             spares,
+            raidz_reads: crate::raidz_io::ReadCounters::default(),
         })
     }
 
@@ -605,6 +608,17 @@ impl TopVdev {
 
     pub(crate) fn parity_impl(&self) -> Impl {
         self.parity_impl
+    }
+
+    pub(crate) fn raidz_counters(&self) -> &crate::raidz_io::ReadCounters {
+        &self.raidz_reads
+    }
+
+    /// What raidz and dRAID reads of this vdev allocated besides their blocks' buffers
+    /// (tests; always zero for disks and mirrors).
+    #[must_use]
+    pub fn raidz_read_counts(&self) -> crate::raidz_io::ReadCounts {
+        self.raidz_reads.snapshot()
     }
 
     pub(crate) fn next_child(&self, width: usize) -> usize {
