@@ -135,6 +135,7 @@ mod limits;
 pub mod memory;
 pub mod mos;
 mod multihost;
+pub mod prewrite;
 pub mod project;
 pub mod props;
 mod rebuild;
