@@ -205,6 +205,19 @@ impl Gate {
         bytes
     }
 
+    /// The records the batches waiting for the write phase wrote (by the address of their
+    /// bytes), so that a later pre-write of the same txg does not write them again.
+    fn pending_records(&self) -> std::collections::HashSet<*const Vec<u8>> {
+        let state = self.state();
+        state
+            .done
+            .iter()
+            .flat_map(|batch| &batch.blocks)
+            .filter(|written| written.result.is_ok())
+            .map(|written| Arc::as_ptr(&written.block.bytes))
+            .collect()
+    }
+
     pub(crate) fn stats(&self) -> PrewriteStats {
         PrewriteStats {
             written: self.blocks.load(Ordering::Relaxed),
@@ -228,6 +241,10 @@ impl Imported {
         {
             return None;
         }
+        // Records an earlier pre-write of this txg wrote and that have not changed since
+        // (their `Arc`s are alive in its batch, so the addresses are theirs alone).
+        let pending = self.lane.prewrite.pending_records();
+        let taken = |bytes: &Arc<Vec<u8>>| pending.contains(&Arc::as_ptr(bytes));
         let mut plan = Vec::new();
         let mut budget = DIRTY_MAX;
         for id in self.datasets.all() {
@@ -235,7 +252,7 @@ impl Imported {
             if node.receiving || node.objset.kind() == tarn_objects::ObjsetKind::Mos {
                 continue;
             }
-            for block in node.objset.prewrite_candidates(budget) {
+            for block in node.objset.prewrite_candidates(budget, &taken) {
                 budget = budget.saturating_sub(block.bytes.len() as u64);
                 plan.push((id, block));
             }

@@ -1070,10 +1070,15 @@ impl ObjectSet {
     /// pre-write may write ahead of the sync without the pool lock: each with a reference to
     /// its bytes (no copy; `Dirty` docs) and the properties its sync would write it with.
     /// Pieces, holes and clones are left to the sync, and so are records already written
-    /// ahead (the intent log's `logbias=throughput` blocks). At most `limit` bytes; none from
-    /// an object set that cannot be written.
+    /// ahead (the intent log's `logbias=throughput` blocks), and records whose bytes `taken`
+    /// says an earlier pre-write holds already (unchanged since). At most `limit` bytes; none
+    /// from an object set that cannot be written.
     #[must_use]
-    pub fn prewrite_candidates(&self, limit: u64) -> Vec<PrewriteBlock> {
+    pub fn prewrite_candidates(
+        &self,
+        limit: u64,
+        taken: &dyn Fn(&Arc<Vec<u8>>) -> bool,
+    ) -> Vec<PrewriteBlock> {
         let mut out = Vec::new();
         if self.check_usable().is_err() {
             return out;
@@ -1089,7 +1094,7 @@ impl ObjectSet {
                 let tree::Dirty::Data(data) = entry else {
                     continue;
                 };
-                if state.written_ahead.contains_key(&blkid) {
+                if state.written_ahead.contains_key(&blkid) || taken(data) {
                     continue;
                 }
                 bytes += data.len() as u64;
