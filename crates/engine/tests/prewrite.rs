@@ -172,9 +172,10 @@ fn prewritten_records_are_adopted_and_read_back() {
 
 /// Goal: a record changed (whole or in part), or whose dataset is destroyed, after it was
 /// written ahead is not adopted; its space is freed (the space closes), and the file holds
-/// the new bytes; an unlinked file's records are adopted and freed with the file. Method: two files and a second dataset pre-written, then
-/// changed in every such way before the sync; the adopted and dropped counts, the
-/// checker, the contents after export and import.
+/// the new bytes; an unlinked file's records are adopted and freed with the file. Method:
+/// two files and a second dataset pre-written, then changed in every such way before the
+/// sync; the adopted and dropped counts, the checker, the contents after export and
+/// import.
 #[test]
 fn prewritten_records_changed_before_the_sync_are_freed() {
     const DATA: usize = 8 * RECORD;
@@ -193,7 +194,8 @@ fn prewritten_records_changed_before_the_sync_are_freed() {
         .fs_op("tank", other, FsOp::Modify, |fs| {
             let root = fs.root()?;
             let ino = fs.mknod(root, b"x", FileKind::Regular, 0o644, 0, ME)?.ino;
-            fs.write(ino, 0, &seeded_bytes(4 * 128 << 10, 9)).map(drop)
+            fs.write(ino, 0, &seeded_bytes(4 * (128 << 10), 9))
+                .map(drop)
         })
         .unwrap();
     let report = world.engine.prewrite("tank").unwrap().unwrap();
@@ -278,6 +280,31 @@ fn a_power_cut_between_prewrite_and_commit_leaves_space_exact() {
     assert!(committed_once || k > 0);
 }
 
+/// Writer `w` of [`writers_and_a_prewriting_syncer_keep_every_byte`]: file `fw` written,
+/// then its records rewritten (whole, and in part every third time) until the syncer's
+/// pre-writes wrote something at least 20 times; returns the file's bytes.
+fn rewrite_records(world: &World, w: u64, prewrites: &AtomicU64) -> Vec<u8> {
+    const DATA: usize = 8 * RECORD;
+    let name = format!("f{w}");
+    let mut data = seeded_bytes(DATA, 100 + w);
+    world.write(name.as_bytes(), 0, &data);
+    let mut round = 0u64;
+    while round < 60 || prewrites.load(Ordering::Relaxed) < 20 && round < 20_000 {
+        round += 1;
+        let seed = 1000 * w + round;
+        let record = (seed * 7 % 8) as usize;
+        let (at, len) = if round.is_multiple_of(3) {
+            (record * RECORD + 300, 5000)
+        } else {
+            (record * RECORD, RECORD)
+        };
+        let bytes = seeded_bytes(len, seed);
+        world.write(name.as_bytes(), at as u64, &bytes);
+        data[at..at + len].copy_from_slice(&bytes);
+    }
+    data
+}
+
 /// Goal: with writers rewriting records while a sync thread pre-writes and syncs, every
 /// file ends with its last bytes, in memory and after export and import, and the space
 /// closes. Method: 3 writer threads, each rewriting the records of its own file with
@@ -306,28 +333,7 @@ fn writers_and_a_prewriting_syncer_keep_every_byte() {
             }
         });
         let writers: Vec<_> = (0..3u64)
-            .map(|w| {
-                scope.spawn(move || {
-                    let name = format!("f{w}");
-                    let mut data = seeded_bytes(DATA, 100 + w);
-                    world.write(name.as_bytes(), 0, &data);
-                    let mut round = 0u64;
-                    while round < 60 || prewrites.load(Ordering::Relaxed) < 20 && round < 20_000 {
-                        round += 1;
-                        let seed = 1000 * w + round;
-                        let record = (seed * 7 % 8) as usize;
-                        let (at, len) = if round % 3 == 0 {
-                            (record * RECORD + 300, 5000)
-                        } else {
-                            (record * RECORD, RECORD)
-                        };
-                        let bytes = seeded_bytes(len, seed);
-                        world.write(name.as_bytes(), at as u64, &bytes);
-                        data[at..at + len].copy_from_slice(&bytes);
-                    }
-                    data
-                })
-            })
+            .map(|w| scope.spawn(move || rewrite_records(world, w, prewrites)))
             .collect();
         let finals = writers.into_iter().map(|w| w.join().unwrap()).collect();
         stop.store(true, Ordering::Relaxed);

@@ -370,7 +370,10 @@ fn prewritten_records_adopted_unless_changed() {
     model[record + 5..record + 8].fill(9);
     assert_eq!(*blocks[1].bytes, whole, "the edit copied the record");
     assert!(set.adopt_prewritten(&blocks[0], &bps[0]));
-    assert!(!set.adopt_prewritten(&blocks[1], &bps[1]), "record 1 changed");
+    assert!(
+        !set.adopt_prewritten(&blocks[1], &bps[1]),
+        "record 1 changed"
+    );
     store.free_block(&bps[1]);
     let root = set.sync(&mut store).expect("sync");
     assert_eq!(data_block(&store, &root, id, 0), bps[0], "record 0 adopted");

@@ -656,6 +656,9 @@ impl BlockStore for OpenWriter<'_> {
     }
 }
 
+/// The DVAs of one block [`Pool::allocate_ahead`] allocated, or why it could not.
+pub type AllocatedAhead = Result<Vec<tarn_format::Dva>, ZioError>;
+
 /// Syncing context: the only way to allocate, write and free blocks.
 #[derive(Debug)]
 pub struct SyncCtx<'a> {
@@ -1285,7 +1288,7 @@ impl Pool {
     pub fn allocate_ahead(
         &mut self,
         blocks: &[(&tarn_zio::EncodedBlock, &WriteProps)],
-    ) -> Option<(Txg, Vec<Result<Vec<tarn_format::Dva>, ZioError>>)> {
+    ) -> Option<(Txg, Vec<AllocatedAhead>)> {
         if self.syncing_txg().is_some()
             || self.txg_kept().is_some()
             || self.suspended().is_some()
