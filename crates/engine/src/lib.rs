@@ -136,6 +136,7 @@ mod limits;
 pub mod memory;
 pub mod mos;
 mod multihost;
+pub mod prewrite;
 pub mod project;
 pub mod props;
 mod rebuild;

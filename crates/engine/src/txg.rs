@@ -34,6 +34,14 @@
 //! releases the pool lock and holds no slot; `clear` and `export -f` notify it while holding the
 //! pool lock, after the state changed, so no wake-up is lost.
 //!
+//! The pre-write (module [`crate::prewrite`]) adds one lock of its own, its gate's mutex, taken
+//! after the pool lock or alone and never held across I/O: the pre-write takes the pool lock
+//! briefly to choose the records and to allocate, and compresses and writes them holding no
+//! lock; a write phase, holding the pool lock, waits on the gate's condvar for a pre-write
+//! still writing (which takes no lock before it ends), then adopts or frees its blocks. The
+//! syncer runs up to [`PREWRITE_ROUNDS`] pre-writes before it takes the pool lock for a write
+//! phase, each after the pending commit finished (it allocates only between txgs).
+//!
 //! # The throttle
 //! After a write, dirty data at [`DIRTY_SYNC`] wake the syncer (when no commit is pending: it
 //! starts the next txg itself once the pending one finished). At [`DIRTY_MAX`] the writer
@@ -120,6 +128,8 @@ pub(crate) struct Lane {
     /// frees their blocks commits only once none is in flight.
     log_writes: Mutex<u32>,
     log_drained: Condvar,
+    /// The pre-write of the open txg (module [`crate::prewrite`]).
+    pub(crate) prewrite: crate::prewrite::Gate,
     pub(crate) stats: SyncStats,
 }
 
@@ -175,6 +185,7 @@ impl Lane {
             slot: Mutex::default(),
             log_writes: Mutex::default(),
             log_drained: Condvar::new(),
+            prewrite: crate::prewrite::Gate::default(),
             stats: SyncStats {
                 clock,
                 write: Histogram::default(),
@@ -329,7 +340,10 @@ impl Imported {
         let log_frees = if self.pool.readonly() || !committable {
             Vec::new()
         } else {
-            self.logs_before_sync()
+            // Blocks written ahead (module `prewrite`): adopted, or freed in this txg.
+            let mut frees = self.prewrites_before_sync();
+            frees.extend(self.logs_before_sync());
+            frees
         };
         let Imported {
             pool,
@@ -445,6 +459,9 @@ impl PoolHandle {
     /// its dirty data reached [`DIRTY_SYNC`]) under the pool lock, runs its commit phase
     /// without it, and finishes. Returns the txg committed, if any.
     pub(crate) fn sync_pipelined(&self, force: bool) -> Result<Option<Txg>, EngineError> {
+        if !force {
+            self.prewrite_rounds()?;
+        }
         let inner = self.lock_open();
         let mut inner = self.wait_commit(inner)?;
         let wanted = if force {
@@ -461,6 +478,31 @@ impl PoolHandle {
         self.lock_open().finish_done()
     }
 }
+
+impl PoolHandle {
+    /// The syncer's pre-writes before a write phase (module [`crate::prewrite`]): once the
+    /// pending commit is finished and the open txg wants a sync, up to
+    /// [`PREWRITE_ROUNDS`] pre-writes, each of what the writers dirtied meanwhile, while
+    /// each finds enough to write. Writers go on between and during them.
+    fn prewrite_rounds(&self) -> Result<(), EngineError> {
+        for _ in 0..PREWRITE_ROUNDS {
+            let inner = self.lock_open();
+            let inner = self.wait_commit(inner)?;
+            if inner.dirty_bytes() < DIRTY_SYNC {
+                return Ok(());
+            }
+            drop(inner);
+            if self.prewrite(crate::prewrite::PREWRITE_MIN).is_none() {
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Most pre-writes the syncer runs before one write phase: the first writes what the
+/// throttle woke it for, the next ones what the writers added meanwhile.
+pub const PREWRITE_ROUNDS: usize = 3;
 
 impl Engine {
     /// How long `pool`'s txg phases and intent-log commits took since import.
@@ -524,7 +566,11 @@ impl Engine {
         let Some(syncer) = self.syncer() else {
             if dirty >= DIRTY_MAX {
                 // No sync thread: this thread syncs, but other threads of the pool go on
-                // while it waits for the flushes.
+                // while it waits for the flushes, and while it writes the txg's data ahead
+                // (module `prewrite`).
+                drop(inner);
+                handle.prewrite(crate::prewrite::PREWRITE_MIN);
+                let inner = handle.lock_open();
                 let mut inner = handle.wait_commit(inner)?;
                 inner.write_phase()?;
                 drop(inner);

@@ -43,6 +43,12 @@
 //! `dmu_sync` for `logbias=throughput`): its block pointer, born in the txg the next sync
 //! runs in, is kept beside the dirty bytes and adopted by that sync instead of a new write;
 //! any change of the block drops it (the owner frees a block not adopted).
+//! The engine's pre-write takes whole dirty records of data objects
+//! ([`ObjectSet::prewrite_candidates`]: references to their bytes, which an edit meanwhile
+//! copies instead of changing) and writes them without the pool lock; it records a block so
+//! written only while the record still holds those very bytes
+//! ([`ObjectSet::adopt_prewritten`]), and the sync then adopts it like any block written
+//! ahead.
 //! A dirty level-0 block may also be a clone ([`ObjectSet::clone_blocks`], block cloning):
 //! the committed pointer of another object's block, which the sync turns into a new
 //! reference (`BlockStore::clone_block`) instead of writing bytes; a read goes through it,
@@ -136,8 +142,8 @@ pub use cache::{
     CacheDomain, CachePolicy, CacheStats, CacheStore, ENTRY_OVERHEAD as CACHE_ENTRY_OVERHEAD,
 };
 pub use objset::{
-    CACHE_BYTES_DEFAULT, META_DNODE_OBJECT, OBJECT_ID_LIMIT, ObjectSet, WRITE_AHEAD_BATCH,
-    visit_object_set, visit_object_set_born_after,
+    CACHE_BYTES_DEFAULT, META_DNODE_OBJECT, OBJECT_ID_LIMIT, ObjectSet, PrewriteBlock,
+    WRITE_AHEAD_BATCH, visit_object_set, visit_object_set_born_after,
 };
 pub use readahead::{Ahead, EachBlock, Fetch, ReadJob};
 pub use readout::{ReadOut, Run};

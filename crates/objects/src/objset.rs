@@ -8,6 +8,7 @@ use crate::tree::{self, Dirty, ObjState, ReadCtx, TreeWalk};
 use crate::{BlockContext, DnodeInfo, ObjectError, ObjsetWriteConfig, ReadOut, SyncEstimate};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use tarn_base::limits::BLOCK_SIZE_MAX;
 use tarn_base::{ObjectId, Txg};
 use tarn_format::dnode::{
@@ -41,6 +42,21 @@ enum Slot {
     Free,
     /// Allocated (new or changed).
     Live(Box<ObjState>),
+}
+
+/// A whole dirty record taken for a pre-write ([`ObjectSet::prewrite_candidates`]): where it
+/// is, a reference to its bytes (the identity [`ObjectSet::adopt_prewritten`] checks) and
+/// the properties to write it with.
+#[derive(Debug, Clone)]
+pub struct PrewriteBlock {
+    /// The object.
+    pub object: ObjectId,
+    /// The level-0 block.
+    pub blkid: u64,
+    /// The record's bytes as they were taken (shared with the dirty record).
+    pub bytes: Arc<Vec<u8>>,
+    /// What the sync would write it with.
+    pub props: WriteProps,
 }
 
 /// One object set in memory. Changes stay in memory until [`ObjectSet::sync`].
@@ -697,7 +713,7 @@ impl ObjectSet {
                         if tarn_format::compress::is_all_zero(&bytes) {
                             Dirty::Hole
                         } else {
-                            Dirty::Data(bytes)
+                            Dirty::Data(std::sync::Arc::new(bytes))
                         }
                     }
                     _ => Dirty::Hole,
@@ -1065,6 +1081,81 @@ impl ObjectSet {
             }
         }
         (written, None)
+    }
+
+    /// The whole dirty records of data objects (files and volumes, not metadata) that a
+    /// pre-write may write ahead of the sync without the pool lock: each with a reference to
+    /// its bytes (no copy; `Dirty` docs) and the properties its sync would write it with.
+    /// Pieces, holes and clones are left to the sync, and so are records already written
+    /// ahead (the intent log's `logbias=throughput` blocks), and records whose bytes `taken`
+    /// says an earlier pre-write holds already (unchanged since). At most `limit` bytes; none
+    /// from an object set that cannot be written.
+    #[must_use]
+    pub fn prewrite_candidates(
+        &self,
+        limit: u64,
+        taken: &dyn Fn(&Arc<Vec<u8>>) -> bool,
+    ) -> Vec<PrewriteBlock> {
+        let mut out = Vec::new();
+        if self.check_usable().is_err() {
+            return out;
+        }
+        let mut bytes = 0u64;
+        for (&object, slot) in &self.hot {
+            let Slot::Live(state) = slot else { continue };
+            if state.dnode.flags & DNODE_FLAG_METADATA != 0 {
+                continue;
+            }
+            let props = tree::write_props(&self.config, &state.dnode, 0, BlockType::Data, 1);
+            for (&blkid, entry) in &state.dirty {
+                let tree::Dirty::Data(data) = entry else {
+                    continue;
+                };
+                if state.written_ahead.contains_key(&blkid) || taken(data) {
+                    continue;
+                }
+                bytes += data.len() as u64;
+                if bytes > limit {
+                    return out;
+                }
+                out.push(PrewriteBlock {
+                    object: ObjectId(object),
+                    blkid,
+                    bytes: Arc::clone(data),
+                    props,
+                });
+            }
+        }
+        out
+    }
+
+    /// Records `bp`, written ahead of the sync from `block` ([`ObjectSet::prewrite_candidates`]),
+    /// as the block the next sync adopts, if the record still holds the very bytes that were
+    /// written (pointer identity: any edit since replaced or copied them) and nothing else
+    /// was written ahead for it meanwhile. Returns whether it did; the caller frees a block
+    /// that was not recorded, and one recorded that a later change drops
+    /// ([`ObjectSet::written_ahead`] says which).
+    pub fn adopt_prewritten(&mut self, block: &PrewriteBlock, bp: &BlockPtr) -> bool {
+        if self.check_usable().is_err() || bp.is_hole() {
+            return false;
+        }
+        let Some(Slot::Live(state)) = self.hot.get_mut(&block.object.0) else {
+            return false;
+        };
+        let same = matches!(
+            state.dirty.get(&block.blkid),
+            Some(tree::Dirty::Data(data)) if Arc::ptr_eq(data, &block.bytes)
+        );
+        if !same || state.written_ahead.contains_key(&block.blkid) {
+            return false;
+        }
+        assert_eq!(
+            u64::from(bp.lsize),
+            block.bytes.len() as u64,
+            "a pre-written block is its record"
+        );
+        state.written_ahead.insert(block.blkid, *bp);
+        true
     }
 
     /// The block pointer the next sync adopts for level-0 block `blkid` of `id`, if one was

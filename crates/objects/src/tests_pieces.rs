@@ -339,6 +339,51 @@ fn write_ahead_of_pieces_is_adopted() {
     );
 }
 
+/// Goal: a pre-write takes only whole dirty records, by reference, and not those an
+/// earlier pre-write holds; the sync adopts a pre-written record that did not change, and
+/// not one edited since, whose bytes the pre-write still holds as they were (the edit
+/// copied them). Method: two whole records and a piece; record 1 edited after the take.
+#[test]
+fn prewritten_records_adopted_unless_changed() {
+    let mut store = MemStore::new();
+    let (mut set, id, mut model, _) = setup(&mut store, 0);
+    let record = RECORD as usize;
+    let whole = vec![7u8; record];
+    for blkid in 0..2 {
+        set.write(&store, id, (blkid * record) as u64, &whole)
+            .expect("write");
+        model[blkid * record..(blkid + 1) * record].copy_from_slice(&whole);
+    }
+    set.write(&store, id, (2 * record + 10) as u64, &[5u8; 20])
+        .expect("write");
+    model[2 * record + 10..2 * record + 30].fill(5);
+    let blocks = set.prewrite_candidates(u64::MAX, &|_| false);
+    let blkids: Vec<u64> = blocks.iter().map(|b| b.blkid).collect();
+    assert_eq!(blkids, [0, 1], "whole records only");
+    assert!(set.prewrite_candidates(u64::MAX, &|_| true).is_empty());
+    let bps: Vec<BlockPtr> = blocks
+        .iter()
+        .map(|b| store.write_block(&b.bytes, &b.props).expect("write ahead"))
+        .collect();
+    set.write(&store, id, (record + 5) as u64, &[9u8; 3])
+        .expect("write");
+    model[record + 5..record + 8].fill(9);
+    assert_eq!(*blocks[1].bytes, whole, "the edit copied the record");
+    assert!(set.adopt_prewritten(&blocks[0], &bps[0]));
+    assert!(
+        !set.adopt_prewritten(&blocks[1], &bps[1]),
+        "record 1 changed"
+    );
+    store.free_block(&bps[1]);
+    let root = set.sync(&mut store).expect("sync");
+    assert_eq!(data_block(&store, &root, id, 0), bps[0], "record 0 adopted");
+    assert_ne!(data_block(&store, &root, id, 1), bps[1]);
+    store.next_txg();
+    check_space(&store, &root);
+    let mut set = ObjectSet::open(&store, &root).expect("open");
+    assert!(read_all(&mut set, &store, id, model.len()) == model);
+}
+
 /// One operation of [`pieces_match_a_byte_array_through_faults_and_crashes`], on records
 /// of 4 KiB.
 struct Run {

@@ -37,9 +37,14 @@ const _: () = assert!(INDIRECTION_LEVELS_MAX <= u8::MAX as usize);
 /// of an existing block (`ObjectSet::clone_blocks`: the sync makes a new reference to the
 /// pointed-to block instead of writing bytes), or the pieces partial writes left over the
 /// record's committed block or zeros (`pieces`; merged at sync).
+///
+/// Whole bytes are shared (`Arc`): a pre-write (`ObjectSet::prewrite_candidates`) holds a
+/// reference while it writes them without the pool lock, and an edit of the record meanwhile
+/// copies first (`Arc::unwrap_or_clone`), so the pre-write's bytes never change under it and
+/// its adoption can tell an unchanged record by pointer identity.
 #[derive(Debug, Clone)]
 pub(crate) enum Dirty {
-    Data(Vec<u8>),
+    Data(Arc<Vec<u8>>),
     Hole,
     Clone(BlockPtr),
     Pieces(Pieces),
@@ -360,11 +365,10 @@ fn write_cached(
     cache: &mut BlockCache,
     object: ObjectId,
     offset: u64,
-    bytes: Vec<u8>,
+    bytes: Arc<Vec<u8>>,
     props: &WriteProps,
 ) -> Result<BlockPtr, ObjectError> {
     // Shared with the store, which keeps uncompressed bytes as they are instead of a copy.
-    let bytes = Arc::new(bytes);
     let bp = store
         .write_block_shared(&bytes, props)
         .map_err(|source| ObjectError::Io {
@@ -559,7 +563,8 @@ pub(crate) fn modify_block(
     // the entry as it was; the edit turns a clone or pieces into a copy.
     let bytes = if let Some(Dirty::Data(_)) = state.dirty.get(&blkid) {
         match state.replace(blkid, None) {
-            Some(Dirty::Data(bytes)) => Some(bytes),
+            // Copies only when a pre-write still holds the bytes (`Dirty` docs).
+            Some(Dirty::Data(bytes)) => Some(Arc::unwrap_or_clone(bytes)),
             _ => None,
         }
     } else {
@@ -570,7 +575,7 @@ pub(crate) fn modify_block(
     if tarn_format::compress::is_all_zero(&bytes) {
         state.set_dirty(blkid, Dirty::Hole);
     } else {
-        state.set_dirty(blkid, Dirty::Data(bytes));
+        state.set_dirty(blkid, Dirty::Data(Arc::new(bytes)));
     }
     Ok(())
 }
@@ -609,7 +614,7 @@ fn write_piece(
         && pieces.covers_record()
     {
         let bytes = pieces.merge(None);
-        state.set_dirty(blkid, Dirty::Data(bytes));
+        state.set_dirty(blkid, Dirty::Data(Arc::new(bytes)));
     }
     Ok(())
 }
@@ -644,7 +649,7 @@ pub(crate) fn write(
             let entry = if tarn_format::compress::is_all_zero(source) {
                 Dirty::Hole
             } else {
-                Dirty::Data(source.to_vec())
+                Dirty::Data(Arc::new(source.to_vec()))
             };
             state.set_dirty(blkid, entry);
         } else if pieced {
@@ -666,7 +671,7 @@ pub(crate) fn write_whole(state: &mut ObjState, blkid: u64, data: Vec<u8>) {
     let entry = if tarn_format::compress::is_all_zero(&data) {
         Dirty::Hole
     } else {
-        Dirty::Data(data)
+        Dirty::Data(Arc::new(data))
     };
     state.set_dirty(blkid, entry);
     state.note_written(blkid);
@@ -932,11 +937,11 @@ impl Level0 {
                         read_tree_block(&*store, Some(cache), self.object, previous, 0, size);
                     Some(read.map_err(|error| error.at_offset(offset))?)
                 };
-                pieces.merge(base.as_deref().map(Vec::as_slice))
+                Arc::new(pieces.merge(base.as_deref().map(Vec::as_slice)))
             }
         };
         if let Some(bp) = self.adopt(store) {
-            cache.insert(&bp, Arc::new(bytes));
+            cache.insert(&bp, bytes);
             return Ok(bp);
         }
         write_cached(store, cache, self.object, offset, bytes, &self.props)
@@ -1076,7 +1081,7 @@ pub(crate) fn sync_tree(
                     child.encode_into(&mut writer);
                 }
                 let props = write_props(config, &old, level, level0_type, fill);
-                let bp = write_cached(store, cache, object, 0, writer.finish(), &props)?;
+                let bp = write_cached(store, cache, object, 0, Arc::new(writer.finish()), &props)?;
                 assert_eq!(
                     bp.fill, fill,
                     "store must keep the fill count of indirect blocks"

@@ -665,6 +665,9 @@ impl BlockStore for OpenWriter<'_> {
     }
 }
 
+/// The DVAs of one block [`Pool::allocate_ahead`] allocated, or why it could not.
+pub type AllocatedAhead = Result<Vec<tarn_format::Dva>, ZioError>;
+
 /// Syncing context: the only way to allocate, write and free blocks.
 #[derive(Debug)]
 pub struct SyncCtx<'a> {
@@ -1281,6 +1284,34 @@ impl Pool {
             space: &mut self.space,
             txg,
         }
+    }
+
+    /// Allocates `blocks`, in order, for blocks written ahead of the open txg without the
+    /// pool lock (the engine's pre-write: `Pipeline::encode_shared` before, and
+    /// `Pipeline::write_encoded` after, both without the lock), through the open-context
+    /// allocator as [`OpenWriter`] does: the space goes to the open txg's delta, so a crash
+    /// before that txg commits leaves it free. `None` while a txg is syncing or kept for
+    /// `clear`, or the pool is suspended or read-only (nothing is allocated). The caller
+    /// frees every block its txg's sync does not adopt, with `SyncCtx::free_log_block`
+    /// (never reusable before that txg commits, by when its device writes are done).
+    pub fn allocate_ahead(
+        &mut self,
+        blocks: &[(&tarn_zio::EncodedBlock, &WriteProps)],
+    ) -> Option<(Txg, Vec<AllocatedAhead>)> {
+        if self.syncing_txg().is_some()
+            || self.txg_kept().is_some()
+            || self.suspended().is_some()
+            || self.readonly()
+        {
+            return None;
+        }
+        let txg = self.open_txg();
+        let mut allocator = self.space.open_allocator();
+        let placed = blocks
+            .iter()
+            .map(|(block, props)| self.pipeline.allocate_encoded(&mut allocator, block, props))
+            .collect();
+        Some((txg, placed))
     }
 
     /// The space manager, to tune it (tests force frequent condensing with it).

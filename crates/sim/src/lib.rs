@@ -228,6 +228,8 @@ pub struct Counts {
     pub clones: u64,
     /// Clones the engine refused with EXDEV (a range it cannot clone; nothing changed).
     pub clones_refused: u64,
+    /// Blocks the engine's pre-writes wrote ahead of their txg (tarn-engine `prewrite`).
+    pub prewritten: u64,
 }
 
 /// A run that broke no invariant.

@@ -101,7 +101,7 @@ fn main() -> ExitCode {
                  l2-hits {} l2-restored {} l2-restored-hits {} suspensions {} clears {} \
                  snapshot-verbs {} enospc {} volume-ops {} volume-flushes {} \
                  volume-replays {} volume-shrinks {} volume-split-flushes {} clones {} \
-                 clones-refused {} trace {:016x}",
+                 clones-refused {} prewritten {} trace {:016x}",
                 summary.seed,
                 summary.budget,
                 summary.steps,
@@ -129,6 +129,7 @@ fn main() -> ExitCode {
                 c.volume_split_flushes,
                 c.clones,
                 c.clones_refused,
+                c.prewritten,
                 summary.trace_hash
             );
             ExitCode::SUCCESS

@@ -320,6 +320,34 @@ impl Sim {
             }
             pick -= weight;
         }
+        let writes = matches!(
+            op,
+            Op::Write | Op::Overwrite | Op::Volume | Op::Fs(FsKind::Write)
+        );
+        let step = self.run_op(op);
+        if writes && matches!(step, Ok(Flow::Continue)) && self.rng.chance(1, 4) {
+            self.prewrite();
+        }
+        step
+    }
+
+    /// The engine's pre-write of the open txg's data (tarn-engine `prewrite`), as the
+    /// daemon's sync thread runs it before a write phase: whatever the next steps do
+    /// (writes, snapshots, destroys, rollbacks, crashes, syncs) lands between it and the
+    /// write phase that adopts or frees its blocks.
+    fn prewrite(&mut self) {
+        match self.engine.prewrite(POOL) {
+            Ok(Some(report)) => {
+                self.counts.prewritten += report.blocks;
+                self.trace
+                    .line(format!("prewrite: {} blocks", report.blocks));
+            }
+            Ok(None) => {}
+            Err(e) => self.trace.line(format!("prewrite: error: {e}")),
+        }
+    }
+
+    fn run_op(&mut self, op: Op) -> Step {
         match op {
             Op::Create => self.op_create(),
             Op::Write | Op::Overwrite | Op::Punch => self.op_write(op),

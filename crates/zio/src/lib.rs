@@ -70,6 +70,13 @@
 //! that its reader does not wait for runs as one job on a read-ahead thread
 //! ([`spawn_read_ahead`]).
 //!
+//! A block may also be written in three stages by a caller that holds its allocator only
+//! for the middle one (the engine's pre-write, which holds the pool lock to allocate and
+//! nothing else): [`Pipeline::encode_shared`] (compression, no allocator),
+//! [`Pipeline::allocate_encoded`] (the allocator, in the caller's block order, so layouts
+//! stay deterministic), [`Pipeline::write_encoded`] (checksum, parity, device writes, no
+//! allocator, never journaled: such a block belongs to no syncing txg).
+//!
 //! # Failure model
 //! A copy that fails to read or verify is skipped and healed from a good copy. A block none
 //! of whose copies verify is [`ZioError::Unrecoverable`], naming the block. A write that
@@ -244,6 +251,24 @@ enum Encoded {
         psize: u64,
         kind: CompressKind,
     },
+}
+
+/// A block compressed and padded for a write ahead of its txg ([`Pipeline::encode_shared`]),
+/// not yet allocated: its physical bytes (the caller's own buffer when stored as it is).
+#[derive(Debug)]
+pub struct EncodedBlock {
+    buffer: Arc<Vec<u8>>,
+    psize: u64,
+    lsize: u64,
+    kind: CompressKind,
+}
+
+impl EncodedBlock {
+    /// Bytes its copies take before allocation rounds them (the padded physical size).
+    #[must_use]
+    pub fn padded_size(&self) -> u64 {
+        self.buffer.len() as u64
+    }
 }
 
 /// A block of [`Pipeline::write_blocks`] after allocation.
@@ -605,25 +630,113 @@ impl Pipeline {
             None => written?,
         }
         drop(journal);
-        let mut bp = BlockPtr {
-            lsize: u32::try_from(lsize).expect("lsize bounded by BLOCK_SIZE_MAX"),
-            psize: u32::try_from(psize).expect("psize bounded by BLOCK_SIZE_MAX"),
+        Ok(block_pointer(
+            dvas,
+            txg,
+            sum,
+            psize,
+            lsize,
             compression,
-            checksum_kind: props.checksum,
-            block_type: props.block_type,
-            level: props.level,
-            birth: txg,
-            birth_physical: Txg(0),
-            fill: props.fill,
-            checksum: sum,
-            ..BlockPtr::default()
-        };
-        for (slot, dva) in bp.dvas.iter_mut().zip(dvas) {
-            *slot = *dva;
-        }
-        Ok(bp)
+            props,
+        ))
     }
 
+    /// The compression stage alone, for a block written ahead of its txg without the pool
+    /// lock (the engine's pre-write, in three steps: this, [`Pipeline::allocate_encoded`]
+    /// under the lock, [`Pipeline::write_encoded`] without it). `None` for a block of zeros
+    /// (a hole needs no write).
+    pub fn encode_shared(
+        &self,
+        txg: Txg,
+        data: &Arc<Vec<u8>>,
+        props: &WriteProps,
+    ) -> Result<Option<EncodedBlock>, ZioError> {
+        Ok(match self.encode(txg, Logical::Shared(data), props)? {
+            Encoded::Hole(_) => None,
+            Encoded::Data {
+                buffer,
+                psize,
+                kind,
+            } => Some(EncodedBlock {
+                buffer,
+                psize,
+                lsize: data.len() as u64,
+                kind,
+            }),
+        })
+    }
+
+    /// The allocation stage for `block`: one DVA per copy, as [`Pipeline::write_block`]
+    /// allocates them.
+    pub fn allocate_encoded(
+        &self,
+        allocator: &mut dyn Allocator,
+        block: &EncodedBlock,
+        props: &WriteProps,
+    ) -> Result<Vec<Dva>, ZioError> {
+        let class = props.alloc_class(block.psize);
+        allocator.allocate(block.buffer.len() as u64, props.copies.max(1), class)
+    }
+
+    /// The checksum and the device writes of `block` at `dvas`, born in `txg`. Never kept in
+    /// the journal: a block written ahead is no syncing txg's, and a failed write is returned
+    /// (its owner does not adopt it). Its space stays allocated either way; the caller
+    /// frees it.
+    pub fn write_encoded(
+        &self,
+        dvas: &[Dva],
+        txg: Txg,
+        block: &EncodedBlock,
+        props: &WriteProps,
+    ) -> Result<BlockPtr, ZioError> {
+        assert!(
+            !dvas.is_empty() && dvas.len() <= 3,
+            "a block has 1..=3 copies, got {}",
+            dvas.len()
+        );
+        let sum = checksum(props.checksum, &block.buffer[..block.psize as usize]);
+        let kept = KeptWrite {
+            dvas: dvas.to_vec(),
+            buffer: Arc::clone(&block.buffer),
+        };
+        self.rewrite(&kept)?;
+        let (psize, lsize) = (block.psize, block.lsize);
+        Ok(block_pointer(
+            dvas, txg, sum, psize, lsize, block.kind, props,
+        ))
+    }
+}
+
+/// The pointer of a block written at `dvas` (`Pipeline::write_physical`).
+fn block_pointer(
+    dvas: &[Dva],
+    txg: Txg,
+    sum: tarn_format::Checksum,
+    psize: u64,
+    lsize: u64,
+    compression: CompressKind,
+    props: &WriteProps,
+) -> BlockPtr {
+    let mut bp = BlockPtr {
+        lsize: u32::try_from(lsize).expect("lsize bounded by BLOCK_SIZE_MAX"),
+        psize: u32::try_from(psize).expect("psize bounded by BLOCK_SIZE_MAX"),
+        compression,
+        checksum_kind: props.checksum,
+        block_type: props.block_type,
+        level: props.level,
+        birth: txg,
+        birth_physical: Txg(0),
+        fill: props.fill,
+        checksum: sum,
+        ..BlockPtr::default()
+    };
+    for (slot, dva) in bp.dvas.iter_mut().zip(dvas) {
+        *slot = *dva;
+    }
+    bp
+}
+
+impl Pipeline {
     /// Writes `data` (512-aligned; padded here to the sector size) at one DVA the caller
     /// allocated, with no block pointer: for self-checksummed blocks no parent names, such as
     /// intent-log blocks. The caller flushes.
