@@ -205,18 +205,8 @@ impl ObjectSet {
         id: ObjectId,
         bp: &BlockPtr,
     ) -> Result<Option<Vec<u8>>, ObjectError> {
-        if !stored_compressed(bp) {
-            return Ok(None);
-        }
-        match store.read_block_physical(bp) {
-            None => Ok(None),
-            Some(Ok(bytes)) => Ok(Some(bytes)),
-            Some(Err(source)) => Err(ObjectError::Io {
-                object: id,
-                offset: 0,
-                source,
-            }),
-        }
+        let mut read = self.read_stored_blocks(store, id, std::slice::from_ref(bp));
+        read.pop().expect("one result per block")
     }
 
     /// [`ObjectSet::read_stored_block`] of several level-0 blocks of `id` at once, results in
