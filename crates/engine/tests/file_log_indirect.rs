@@ -16,7 +16,7 @@ mod common;
 use std::sync::Arc;
 
 use common::tree::Snapshot;
-use common::{CutProvider, Host, PLAIN, crash_all, seeded_bytes, sim_devices_with};
+use common::{CutProvider, Host, PLAIN, crash_all, crash_plan, seeded_bytes, sim_devices_with};
 use tarn_device::FaultPlan;
 use tarn_engine::{DatasetId, Engine, EngineError, FsOp, ImportOptions, TopLayout, check};
 use tarn_posix::{Creds, FileKind, Fs, Ino, PosixError, RenameFlags, SetAttr};
@@ -35,16 +35,6 @@ const HOST_LATER: Host = Host {
     secs: 1_800_000_000,
     ..HOST
 };
-
-/// Every unflushed write is dropped or torn at a crash.
-fn crash_plan(seed: u64) -> FaultPlan {
-    FaultPlan {
-        seed,
-        drop_on_crash: 600_000,
-        torn_on_crash: 400_000,
-        ..FaultPlan::default()
-    }
-}
 
 struct World {
     provider: Arc<CutProvider>,

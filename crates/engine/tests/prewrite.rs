@@ -16,8 +16,7 @@ mod common;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use common::{CutProvider, Host, PLAIN, crash_all, seeded_bytes, sim_devices_with};
-use tarn_device::FaultPlan;
+use common::{CutProvider, Host, PLAIN, crash_all, crash_plan, seeded_bytes, sim_devices_with};
 use tarn_engine::{DatasetId, Engine, EngineError, FsOp, ImportOptions, TopLayout, check};
 use tarn_posix::{Creds, FileKind, Fs, Ino, PosixError};
 
@@ -33,16 +32,6 @@ const HOST: Host = Host {
 };
 
 const RECORD: usize = 64 << 10;
-
-/// Every unflushed write is dropped or torn at a crash.
-fn crash_plan(seed: u64) -> FaultPlan {
-    FaultPlan {
-        seed,
-        drop_on_crash: 600_000,
-        torn_on_crash: 400_000,
-        ..FaultPlan::default()
-    }
-}
 
 struct World {
     provider: Arc<CutProvider>,

@@ -15,7 +15,7 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{CutProvider, Host, PLAIN, crash_all, seeded_bytes, sim_devices_with};
+use common::{CutProvider, Host, PLAIN, crash_all, crash_plan, seeded_bytes, sim_devices_with};
 use tarn_base::SeededRng;
 use tarn_device::FaultPlan;
 use tarn_engine::{DatasetId, Engine, EngineError, ImportOptions, TopLayout, VolumeSpec, check};
@@ -28,16 +28,6 @@ const HOST: Host = Host {
     seed: 19,
     ..PLAIN
 };
-
-/// Every unflushed write is dropped or torn at a crash.
-fn crash_plan(seed: u64) -> FaultPlan {
-    FaultPlan {
-        seed,
-        drop_on_crash: 600_000,
-        torn_on_crash: 400_000,
-        ..FaultPlan::default()
-    }
-}
 
 struct World {
     provider: Arc<CutProvider>,

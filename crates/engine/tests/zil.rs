@@ -13,7 +13,7 @@ mod common;
 use std::sync::Arc;
 
 use common::tree::Snapshot;
-use common::{Host, PLAIN, crash_all, import_tank, sim_devices_with};
+use common::{Host, PLAIN, crash_all, crash_plan, import_tank, sim_devices_with};
 use tarn_base::SeededRng;
 use tarn_device::FaultPlan;
 use tarn_engine::{DatasetId, Engine, FsOp, ImportOptions, SimProvider, TopLayout, check};
@@ -23,16 +23,6 @@ const ME: Creds = Creds {
     uid: 1000,
     gid: 100,
 };
-
-/// Every unflushed write is dropped or torn at a crash.
-fn crash_plan(seed: u64) -> FaultPlan {
-    FaultPlan {
-        seed,
-        drop_on_crash: 600_000,
-        torn_on_crash: 400_000,
-        ..FaultPlan::default()
-    }
-}
 
 /// Host 3 with its clock at the pool's creation; the engines that import it later (after a
 /// power cut or an export) see their clock later.
