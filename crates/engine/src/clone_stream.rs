@@ -32,7 +32,7 @@ use tarn_send::Begin;
 
 use crate::dataset_ops::invalid;
 use crate::datasets::Node;
-use crate::send_ops::{Destination, SendSpec, hidden_name};
+use crate::send_ops::{Destination, SendSpec};
 use crate::{DatasetId, Engine, EngineError, Imported};
 
 /// (source, snapshot) pairs of substreams, oldest first.
@@ -160,14 +160,15 @@ fn snapshot_by_guid(inner: &Imported, guid: u64) -> Option<(DatasetId, Snapshot)
 impl Engine {
     /// A clone stream (`begin` has the CLONE feature, or `-o origin=` names the origin)
     /// into `target` (with the existing dataset it replaces at END, `receive -F`): the
-    /// hidden clone `PARENT/%LEAF` of the named origin, or else of this pool's snapshot
-    /// with the stream's source GUID, under the same checks as a full receive (the caller
-    /// checks the limits).
+    /// hidden clone `name` under `parent` (`PARENT/%LEAF`, or below a held new parent's
+    /// hidden dataset: `receive_atomic::place`) of the named origin, or else of this pool's
+    /// snapshot with the stream's source GUID (a held hidden dataset's too), under the same
+    /// checks as a full receive (the caller checks the limits).
     pub(crate) fn receive_clone_prepare(
         &self,
         inner: &mut Imported,
         begin: &Begin,
-        (target, replaces): (&str, Option<DatasetId>),
+        (target, replaces, (parent, name)): (&str, Option<DatasetId>, (DatasetId, String)),
         kind: ObjsetKind,
         named: Option<&str>,
     ) -> Result<Destination, EngineError> {
@@ -189,12 +190,6 @@ impl Engine {
                 origin.name
             )));
         }
-        let parent_name = tarn_dataset::name::parent_name(target).unwrap_or(target);
-        let parent = inner
-            .datasets
-            .by_name(parent_name)
-            .ok_or_else(|| invalid(format!("parent of '{target}' does not exist")))?;
-        let name = hidden_name(target);
         if inner.datasets.by_name(&name).is_some() {
             return Err(invalid(format!("a receive into '{target}' is in progress")));
         }

@@ -771,8 +771,9 @@ pub(crate) fn move_dataset(
 }
 
 /// Destroys the hidden dataset of a receive that did not finish or whose head a forced
-/// receive adopted (it has no snapshots, so every block it references past a clone's origin
-/// is its own); a hidden clone's snapshot structures (its head dead list) go with it.
+/// receive adopted, with its snapshots (a held replication receive takes them at each
+/// substream's END: `receive_atomic`; its hidden children and clones are gone first); a
+/// hidden clone's snapshot structures (its head dead list) go with it.
 pub(crate) fn destroy_hidden(inner: &mut Imported, id: DatasetId) -> Result<(), EngineError> {
     assert!(
         crate::datasets::is_hidden(&inner.datasets.node(id).name),

@@ -603,7 +603,9 @@ impl Tree {
     }
 
     /// Moves `id` under `new_parent` and renames it and its descendants from `old` to `new`
-    /// (full names); what they inherit may change, so the settings cache is dropped.
+    /// (full names), hidden ones too (a receive's partial state, or a held new dataset below
+    /// a held new parent being published: `receive_atomic`); what they inherit may change,
+    /// so the settings cache is dropped.
     pub(crate) fn rename_subtree(
         &mut self,
         id: DatasetId,
@@ -620,7 +622,10 @@ impl Tree {
         moved.parent = Some(new_parent);
         moved.header.parent = ObjectId(new_parent.0);
         moved.header_dirty = true;
-        for (at, _) in self.subtree(id) {
+        let mut below = vec![id];
+        while let Some(at) = below.pop() {
+            below.extend(self.children(at));
+            below.extend(self.hidden_children(at));
             let node = self.node_mut(at);
             node.name = format!("{new}{}", &node.name[old.len()..]);
         }

@@ -100,8 +100,8 @@ pub(crate) struct Change {
     pub(crate) moves: Vec<(DatasetId, String)>,
     /// Datasets that gain a snapshot (one per entry).
     pub(crate) snapshotted: Vec<DatasetId>,
-    /// New datasets (their hidden dataset, full name), each with one snapshot.
-    pub(crate) created: Vec<(DatasetId, String)>,
+    /// New datasets (their hidden dataset, full name, how many snapshots they bring).
+    pub(crate) created: Vec<(DatasetId, String, usize)>,
 }
 
 /// Refuses `change` when it passes a `filesystem_limit` or `snapshot_limit`, counted as
@@ -166,11 +166,11 @@ pub(crate) fn check_change(tree: &Tree, change: &Change) -> Result<(), EngineErr
             added,
         ));
     }
-    for (id, name) in &change.created {
+    for (id, name, snapshots) in &change.created {
         after.push(Counted {
             filesystem_limit: None,
             snapshot_limit: None,
-            ..counted(*id, name.clone(), 1, 1)
+            ..counted(*id, name.clone(), *snapshots, *snapshots)
         });
     }
     tarn_dataset::limits::check(&before, &after).map_err(|e| invalid(e.to_string()))

@@ -1,37 +1,46 @@
-//! A replication receive (`receive -R` of a stream with a manifest) that changes the
-//! destination only when the whole stream has arrived: each substream is received into a
-//! hidden dataset (`PARENT/%LEAF`: a new one for a full stream, a hidden clone of the source
-//! for an incremental one, as `receive_new` and `receive_rollback` do), its END only commits
-//! the hidden data; after the stream's last record, every hidden dataset takes its place
-//! (published under its name, or adopted as the destination's head), every received
-//! snapshot is taken and the manifest's prune (`receive_prune`) is applied, all in one txg.
+//! A replication receive (`receive -R` of a stream with a manifest, without `-s`) that
+//! changes the destination only when the whole stream has arrived: each substream is
+//! received into a hidden dataset, its END only commits the hidden data; after the stream's
+//! last record, every hidden dataset takes its place (published under its name, or adopted
+//! as the destination's head), every snapshot an adopted head receives is taken and the
+//! manifest's prune (`receive_prune`) is applied, all in one txg.
 //!
 //! ```text
-//!  substream END:  hidden data committed, counts recounted (invisible)         [held]
-//!  stream end:     checks of every held one, then, in one txg: publish / adopt each,
-//!                  take each snapshot, destroy and rename what the manifest says
+//!  substream END:  hidden data committed, counts recounted (invisible)            [held]
+//!                  a dataset the stream makes: its snapshot taken, still hidden
+//!  stream end:     checks of every held one, then, in one txg: publish each new dataset
+//!                  (parents first, with its snapshots), adopt each head and take its
+//!                  snapshot, destroy and rename what the manifest says
 //!  cut or refused: every held hidden dataset destroyed: the destination as it was
 //! ```
 //!
-//! Where atomicity stops ([`needs_held`]): a substream that needs what a held one brings
-//! first makes every held one take its place, in one txg (after the same checks as at the
-//! end), so the stream is atomic only from the last such point on. Exactly two conditions:
-//! - its source snapshot's GUID is the snapshot a held substream brings: each snapshot of a
-//!   dataset after the first in `-I` (or `-R`, which sends intermediates) of several
-//!   snapshots, each dataset's second and later snapshots in a first full `-R` (its oldest
-//!   goes full, the others from it), a dataset made since the source in `-R -i|-I` with
-//!   more than one snapshot (the same), and a clone whose origin snapshot the stream
-//!   brings (a clone stream from it);
-//! - its dataset is below a new dataset a held substream makes (children of datasets the
-//!   stream creates).
+//! The hidden shapes ([`Within`]), all named with a `%` leaf (`datasets::is_hidden`):
+//! - a dataset the stream makes (a full or clone stream): `PARENT/%LEAF`, a new dataset or a
+//!   clone (`receive_new`); its snapshot is taken at its END, so what follows can use it;
+//! - an incremental substream whose source is that hidden dataset's latest snapshot (each
+//!   dataset's second and later snapshots in a first full `-R`, a dataset made since the
+//!   source in `-R -i|-I`): received into the same hidden head (`Destination::Chained`),
+//!   its snapshot taken at its END too: the snapshots keep the stream's order and txgs;
+//! - a dataset below a new dataset the stream makes: below its parent's hidden dataset
+//!   (`PARENT/%P/%LEAF`), published after it (a parent is held before its children);
+//! - a clone whose origin the stream brings: a hidden clone of the hidden origin snapshot;
+//! - an incremental substream into an existing dataset: a hidden clone of its source
+//!   (`PARENT/%LEAF`, as `receive_rollback` does), adopted as the head at the end, which
+//!   then takes the received snapshot.
 //!
-//! A stream with neither (an `-R -i` of one step onto a tree that has every dataset, with
-//! datasets added, renamed, moved or destroyed meanwhile) is atomic as a whole. A cut,
-//! refusal or crash after such a point leaves what was placed there (each placed substream
-//! whole, with its snapshot); the prune (destroys, snapshot renames, dataset moves) always
-//! comes only after the last record. `receive -s` keeps the old way (each substream commits
-//! at its END), so its saved partial state is one substream, and a crash before the stream
-//! fails saves none (the token is written when the stream stops).
+//! Where atomicity stops ([`needs_held`], [`holds_enough`]): a substream whose source is the
+//! snapshot a held incremental substream into an existing dataset brings (each snapshot
+//! after the first of an existing dataset in `-I`, or `-R -i|-I`, which sends intermediates,
+//! and a clone of such a snapshot): that snapshot is taken only when the hidden clone is
+//! adopted, so every held one first takes its place, in one txg (after the same checks as
+//! at the end), and the stream is atomic only from the last such point on. A cut, refusal
+//! or crash after such a point leaves what was placed there (each placed substream whole,
+//! with its snapshots); the prune (destroys, snapshot renames, dataset moves) always comes
+//! only after the last record. A first full `-R`, and an `-R -i` of one step (with datasets
+//! added, renamed, moved or destroyed meanwhile), are atomic as a whole. `receive -s` keeps
+//! the old way (each substream commits at its END), so its saved partial state is one
+//! substream, and a crash before the stream fails saves none (the token is written when
+//! the stream stops).
 //!
 //! Failure model: a refusal at the end is found by checks that run before the first change;
 //! beyond parity, a failed read comes before it too, and refuses the stream with what is
@@ -43,13 +52,16 @@
 //! list read can still fail after a change only if the end's dead lists and the other MOS
 //! blocks it reads outgrow that cache (millions of block pointers) and a block evicted
 //! meanwhile went bad. The MOS's other small reads (a snapshot's node and properties, the
-//! children and snapshot ZAPs) are not read ahead. A crash (power cut, SIGKILL) before the
-//! final txg leaves hidden datasets on disk, never listed: the next writable import destroys every
-//! hidden dataset without a resume token ([`discard_at_import`]), as OpenZFS destroys an
-//! inconsistent dataset without resume state when it loads a pool, so space returns to what
-//! it was before the receive. A `receive -s` partial state (its token) stays, for `send -t`
-//! or `receive -A`. A read-only import leaves them (they are not listed, mounted or counted
-//! in a dataset's space) for the next writable one.
+//! children and snapshot ZAPs) are not read ahead. A discard destroys the held hidden
+//! datasets in the reverse of their order (a clone before its origin, a child before its
+//! hidden parent), with their snapshots, so space returns to what it was. A crash (power
+//! cut, SIGKILL) before the final txg leaves hidden datasets on disk, never listed: the
+//! next writable import destroys every hidden dataset without a resume token
+//! ([`discard_at_import`], each once nothing is below it and no clone of it is left), as
+//! OpenZFS destroys an inconsistent dataset without resume state when it loads a pool. A
+//! `receive -s` partial state (its token) stays, for `send -t` or `receive -A`. A read-only
+//! import leaves them (they are not listed, mounted or counted in a dataset's space) for
+//! the next writable one.
 
 use std::collections::BTreeMap;
 
@@ -76,6 +88,19 @@ pub(crate) struct Held {
     pub(crate) spec: ReceiveSpec,
 }
 
+/// Where a held substream goes, found from what is held ([`within`]).
+#[derive(Debug, Default)]
+pub(crate) struct Within {
+    /// Its name is one a move vacates (`receive_moves`).
+    pub(crate) vacated: bool,
+    /// The held hidden dataset the stream makes whose latest snapshot is its source: it is
+    /// received into that dataset's head (`Destination::Chained`).
+    pub(crate) chain: Option<DatasetId>,
+    /// The held hidden dataset of its parent, a new dataset the stream makes: it is
+    /// received below it.
+    pub(crate) parent: Option<DatasetId>,
+}
+
 /// Whether a substream with `begin` into `target` needs what `held` brings (module doc).
 pub(crate) fn needs_held(held: &[Held], begin: &Begin, target: &str) -> bool {
     held.iter().any(|h| {
@@ -87,20 +112,158 @@ pub(crate) fn needs_held(held: &[Held], begin: &Begin, target: &str) -> bool {
     })
 }
 
+/// The hidden dataset a held substream makes or continues (`None`: it adopts an existing
+/// head at the end, and takes its snapshot only then).
+fn made(h: &Held) -> Option<DatasetId> {
+    match &h.into {
+        Destination::New { id, .. } | Destination::Chained { id } => Some(*id),
+        Destination::Rollback { .. } | Destination::Head { .. } => None,
+    }
+}
+
+/// Where the substream `begin` into `target` goes when it is held ([`Within`]): on top of
+/// the held hidden dataset whose latest snapshot (taken at its END) is its source, and
+/// below the held hidden dataset of its parent.
+pub(crate) fn within(
+    inner: &Imported,
+    held: &[Held],
+    begin: &Begin,
+    target: &str,
+    vacated: bool,
+) -> Within {
+    let incremental = begin.from_guid != 0 && begin.features & tarn_send::FEATURE_CLONE == 0;
+    let latest = |id: DatasetId| {
+        let node = inner.datasets.node(id);
+        node.snapshots.last().map(|s| s.header.guid.0)
+    };
+    let chain = held
+        .iter()
+        .rev()
+        .filter(|h| incremental && h.spec.target == target && h.begin.to_guid == begin.from_guid)
+        .find_map(made)
+        .filter(|id| inner.datasets.contains(*id) && latest(*id) == Some(begin.from_guid));
+    let parent_name = tarn_dataset::name::parent_name(target);
+    let parent = held.iter().rev().find_map(|h| match &h.into {
+        Destination::New { id, name, .. } if Some(name.as_str()) == parent_name => Some(*id),
+        _ => None,
+    });
+    Within {
+        vacated,
+        chain,
+        parent,
+    }
+}
+
+/// Whether what `held` brings that the substream `begin` into `target` needs
+/// ([`needs_held`]) is there for it while held (`within`, from [`within`]): its source is
+/// a snapshot of a held hidden dataset (taken at its END), and its parent, when the stream
+/// makes it, is a held hidden dataset. Otherwise (its source is the snapshot a held forced
+/// or incremental receive takes only when it adopts its head) what is held is placed first.
+pub(crate) fn holds_enough(held: &[Held], begin: &Begin, target: &str, within: &Within) -> bool {
+    let from = |h: &&Held| begin.from_guid != 0 && h.begin.to_guid == begin.from_guid;
+    let source = match begin.features & tarn_send::FEATURE_CLONE != 0 {
+        true => held.iter().filter(from).all(|h| made(h).is_some()),
+        false => !held.iter().any(|h| from(&h)) || within.chain.is_some(),
+    };
+    let below = held.iter().any(|h| match &h.into {
+        Destination::New { name, .. } => target.starts_with(&format!("{name}/")),
+        _ => false,
+    });
+    source && (!below || within.parent.is_some())
+}
+
+/// The parent and hidden name of a new dataset `target` a held substream makes: below the
+/// held hidden dataset `under` of its parent (`PARENT/%P/%LEAF`), or else below its parent
+/// by name (`PARENT/%LEAF`); with `vacated`, `%%LEAF` (`receive_moves`).
+pub(crate) fn place(
+    inner: &Imported,
+    target: &str,
+    under: Option<DatasetId>,
+    vacated: bool,
+) -> Result<(DatasetId, String), EngineError> {
+    let leaf = tarn_dataset::name::leaf_name(target);
+    let (parent, at) = match under {
+        Some(parent) => {
+            let name = format!("{}/{leaf}", inner.datasets.node(parent).name);
+            (Some(parent), name)
+        }
+        None => {
+            let parent_name = tarn_dataset::name::parent_name(target).unwrap_or(target);
+            (inner.datasets.by_name(parent_name), target.to_string())
+        }
+    };
+    let parent = parent.ok_or_else(|| invalid(format!("parent of '{target}' does not exist")))?;
+    let hidden = match vacated {
+        true => crate::receive_moves::vacated_hidden_name(&at),
+        false => crate::send_ops::hidden_name(&at),
+    };
+    Ok((parent, hidden))
+}
+
+/// The setup of a held incremental substream into the head of the held hidden dataset
+/// `id` (from [`within`]): its source is still that dataset's latest snapshot, it holds
+/// what the stream holds, and the received snapshot's name is free there.
+pub(crate) fn chained(
+    inner: &mut Imported,
+    id: DatasetId,
+    begin: &Begin,
+    kind: tarn_objects::ObjsetKind,
+    snap: &str,
+) -> Result<Destination, EngineError> {
+    let node = inner.datasets.node(id);
+    if node.snapshots.last().map(|s| s.header.guid.0) != Some(begin.from_guid) {
+        return Err(invalid(format!(
+            "invalid stream: '{}' does not continue from the snapshot the stream brought",
+            begin.to_name
+        )));
+    }
+    if node.objset.kind() != kind {
+        return Err(invalid(format!(
+            "invalid stream: '{}' does not hold what its source holds",
+            begin.to_name
+        )));
+    }
+    if node.snapshot(snap).is_some() {
+        return Err(invalid(format!(
+            "invalid stream: it brings the snapshot '{}' twice",
+            begin.to_name
+        )));
+    }
+    // Not `receiving`: as in a plain incremental receive into a head, the per-owner counts
+    // are kept at each sync, so END does not recount (a recount rewrites every count).
+    Ok(Destination::Chained { id })
+}
+
 /// A substream's END when it is held: its hidden data committed, the counts of a received
-/// filesystem recounted, a new dataset's properties set (it is still hidden).
+/// filesystem recounted (a new one: a chained one kept them), the properties of a dataset the stream makes set and its snapshot
+/// taken (it is still hidden: a later substream may be received on top of it, or clone it).
+/// A forced receive's hidden clone takes its snapshot when it is adopted, at the end.
 pub(crate) fn end_held(
     inner: &mut Imported,
     into: &Destination,
-    snap: &str,
-    props: &[(String, String)],
+    (begin, snap, props): (&Begin, &str, &[(String, String)]),
     spec: &ReceiveSpec,
 ) -> Result<(), EngineError> {
     match into {
-        Destination::New { id, .. } => {
+        Destination::New { id, .. } | Destination::Chained { id } => {
             inner.sync()?;
             crate::send_ops::apply_props(inner, *id, props, spec)?;
-            crate::send_ops::recount(inner, *id)
+            if matches!(into, Destination::New { .. }) {
+                crate::send_ops::recount(inner, *id)?;
+            }
+            if inner.datasets.node(*id).snapshot(snap).is_some() {
+                return Err(invalid(format!(
+                    "invalid stream: it brings the snapshot '{}' twice",
+                    begin.to_name
+                )));
+            }
+            inner.datasets.node_mut(*id).snapshot_pending = Some(NewSnapshot {
+                name: snap.to_string(),
+                creation_time: begin.creation_time,
+                guid: Guid(begin.to_guid),
+                props: Vec::new(),
+            });
+            inner.sync().map(drop)
         }
         Destination::Rollback { id, target, name } => {
             crate::receive_rollback::check_at_end(inner, *id, *target, name, snap)?;
@@ -166,6 +329,10 @@ pub(crate) fn check(
             Destination::Rollback { id, target, name } => {
                 crate::receive_rollback::check_at_end(inner, *id, *target, name, &h.snap)?;
             }
+            Destination::Chained { id } if !inner.datasets.contains(*id) => {
+                return Err(changed(&h.spec.target));
+            }
+            Destination::Chained { .. } => {}
             Destination::Head { .. } => unreachable!("a held receive goes into a hidden dataset"),
         }
     }
@@ -185,11 +352,14 @@ pub(crate) fn change(inner: &Imported, held: &[Held]) -> crate::limits::Change {
                 id, name, replaces, ..
             } => {
                 change.destroyed.extend(*replaces);
-                change.created.push((*id, name.clone()));
+                let snapshots = inner.datasets.node(*id).snapshots.len();
+                change.created.push((*id, name.clone(), snapshots));
             }
             Destination::Rollback { id, target, .. } => {
                 adopting(inner, *id, *target, &mut change);
             }
+            // Its snapshot is one of the new dataset's, counted with it.
+            Destination::Chained { .. } => {}
             Destination::Head { .. } => unreachable!("a held receive goes into a hidden dataset"),
         }
     }
@@ -310,17 +480,20 @@ pub(crate) fn with_read_ahead<T>(
     result
 }
 
-/// Every held substream takes its place and its snapshot, in the open txg, with `reads`
-/// from [`reads`] (the caller ran [`check`] and commits). Returns the new datasets whose
-/// names a dataset still has, which a move takes away (`receive_moves::publish_vacated`
-/// places them after the moves): (hidden dataset, parent, name).
+/// Every held substream takes its place, in the open txg, with `reads` from [`reads`] (the
+/// caller ran [`check`] and commits): each new dataset is published (parents first: a
+/// dataset below a new parent was held after it), with the snapshots it took at the ENDs;
+/// each adopted head takes its snapshot. Returns the new datasets whose names a dataset
+/// still has, which a move takes away, and those below them
+/// (`receive_moves::publish_vacated` places them after the moves, in this order): (hidden
+/// dataset, parent, name).
 pub(crate) fn apply(
     inner: &mut Imported,
     held: &[Held],
     reads: Vec<Option<Reads>>,
 ) -> Result<Vec<(DatasetId, DatasetId, String)>, EngineError> {
     assert_eq!(reads.len(), held.len(), "one read per held substream");
-    let mut after_moves = Vec::new();
+    let mut after_moves: Vec<(DatasetId, DatasetId, String)> = Vec::new();
     for (h, read) in held.iter().zip(reads) {
         let id = match &h.into {
             Destination::New {
@@ -332,12 +505,14 @@ pub(crate) fn apply(
                 if let Some(old) = replaces {
                     crate::receive_new::replace_at_end(inner, *old, *id, name)?;
                 }
-                match inner.datasets.by_name(name) {
-                    Some(_) => after_moves.push((*id, *parent, name.clone())),
-                    None => crate::send_ops::publish(inner, *id, *parent, name)?,
+                let later = after_moves.iter().any(|(hidden, _, _)| hidden == parent);
+                match later || inner.datasets.by_name(name).is_some() {
+                    true => after_moves.push((*id, *parent, name.clone())),
+                    false => crate::send_ops::publish(inner, *id, *parent, name)?,
                 }
-                *id
+                continue;
             }
+            Destination::Chained { .. } => continue,
             Destination::Rollback { id, target, .. } => {
                 let read = read.expect("read for every adopted head");
                 crate::send_ops::apply_props(inner, *target, &h.props, &h.spec)?;
@@ -361,9 +536,12 @@ pub(crate) fn apply(
 /// place-taking of [`apply`] began, as in `receive_flush`'s commit, leaves the held list
 /// naming datasets that are no longer hidden (or gone: adopted).
 pub(crate) fn discard(inner: &mut Imported, held: &[Held]) -> Result<(), EngineError> {
+    // Reversed: a clone before its origin, a dataset before its hidden parent.
     for h in held.iter().rev() {
         let id = match &h.into {
             Destination::New { id, .. } | Destination::Rollback { id, .. } => *id,
+            // Its hidden dataset is another held one's.
+            Destination::Chained { .. } => continue,
             Destination::Head { .. } => unreachable!("a held receive goes into a hidden dataset"),
         };
         let hidden = inner.datasets.contains(id)
@@ -377,24 +555,39 @@ pub(crate) fn discard(inner: &mut Imported, held: &[Held]) -> Result<(), EngineE
 
 /// At a writable import, before anything else changes: every hidden dataset of a receive a
 /// crash cut (one without a resume token: not a `receive -s` partial state) is destroyed,
-/// deepest first; the caller commits. Returns the names it destroyed (hidden names).
+/// in rounds: each once nothing is below it and no clone of its snapshots is left (a held
+/// dataset below a held new parent, a held clone of a held origin); the caller commits.
+/// Returns the names it destroyed (hidden names).
 pub(crate) fn discard_at_import(inner: &mut Imported) -> Result<Vec<String>, EngineError> {
     let tree = &inner.datasets;
-    let mut cut: Vec<(usize, DatasetId, String)> = tree
+    let mut cut: Vec<DatasetId> = tree
         .all()
         .into_iter()
-        .map(|id| (id, tree.node(id)))
-        .filter(|(_, n)| crate::datasets::is_hidden(&n.name) && !n.local.contains_key(TOKEN_KEY))
-        .map(|(id, n)| (n.name.matches('/').count(), id, n.name.clone()))
+        .filter(|&id| {
+            let node = tree.node(id);
+            crate::datasets::is_hidden(&node.name) && !node.local.contains_key(TOKEN_KEY)
+        })
         .collect();
-    cut.sort_by_key(|(depth, _, _)| std::cmp::Reverse(*depth));
     let mut names = Vec::new();
-    for (_, id, name) in cut {
-        // A partial state's own hidden descendants go with it (none are made today).
-        if inner.datasets.contains(id) {
-            crate::dataset_ops::destroy_hidden(inner, id)?;
-            names.push(name);
+    while !cut.is_empty() {
+        let tree = &inner.datasets;
+        let free = |id: DatasetId| {
+            let node = tree.node(id);
+            let snapshots: Vec<_> = node.snapshots.iter().map(|s| (id, s.id)).collect();
+            tree.children(id).is_empty()
+                && tree.hidden_children(id).is_empty()
+                && crate::clone_ops::dependents(tree, &snapshots).is_empty()
+        };
+        let (ready, rest): (Vec<DatasetId>, Vec<DatasetId>) = cut.iter().partition(|&&id| free(id));
+        if ready.is_empty() {
+            // Below a partial state kept for `receive -s` (none are made today): it stays.
+            break;
         }
+        for id in ready {
+            names.push(inner.datasets.node(id).name.clone());
+            crate::dataset_ops::destroy_hidden(inner, id)?;
+        }
+        cut = rest;
     }
     Ok(names)
 }

@@ -51,7 +51,7 @@ use tarn_send::{Begin, Record, StreamReader, StreamWriter};
 
 use crate::dataset_ops::{invalid, pool_of};
 use crate::datasets::Node;
-use crate::receive_atomic::Held;
+use crate::receive_atomic::{Held, Within};
 use crate::receive_pipe::{Progressed, receive_records};
 use crate::{DatasetId, Engine, EngineError, Imported, PoolHandle};
 
@@ -621,6 +621,10 @@ pub(crate) enum Destination {
         target: DatasetId,
         name: String,
     },
+    /// An incremental substream of a held replication receive whose source is the latest
+    /// snapshot of a held hidden dataset the stream makes (`receive_atomic`): received into
+    /// that dataset's head, and placed with it.
+    Chained { id: DatasetId },
 }
 
 impl Engine {
@@ -700,17 +704,44 @@ impl Engine {
                 report.snapshots.push(receive_dry(spec, &begin, reader)?);
                 continue;
             }
-            // Held only in a replication stream with a manifest, and not under -s.
-            let hold = sent.is_some() && !spec.resumable;
-            if hold && crate::receive_atomic::needs_held(held, &begin, &target) {
-                self.receive_flush(spec, held)?;
-            }
-            // A new dataset at a name a moved one still has here (`receive_moves`).
-            let vacated = hold && sent.as_ref().is_some_and(|s| s.vacated(&target));
-            let holding = hold.then_some((&mut *held, vacated));
+            let within = self.receive_within(spec, (&begin, &target), sent.as_ref(), held)?;
+            let holding = within.map(|within| (&mut *held, within));
             let name = self.receive_one(spec, &begin, reader, progress, holding)?;
             report.snapshots.push(name);
         }
+    }
+
+    /// Whether the substream `begin` into `target` is held (`receive_atomic`: in a
+    /// replication stream with a manifest `sent`, not under -s), and where: `None` when it
+    /// is not. When it needs what a held one brings and cannot be received on top of it
+    /// (`receive_atomic::holds_enough`), what is held takes its place first.
+    fn receive_within(
+        &self,
+        spec: &ReceiveSpec,
+        (begin, target): (&Begin, &str),
+        sent: Option<&crate::receive_prune::Sent>,
+        held: &mut Vec<Held>,
+    ) -> Result<Option<Within>, EngineError> {
+        let Some(sent) = sent.filter(|_| !spec.resumable) else {
+            return Ok(None);
+        };
+        // A new dataset at a name a moved one still has here (`receive_moves`).
+        let vacated = sent.vacated(target);
+        let within = {
+            let handle = self.pool(pool_of(target))?;
+            let inner = handle.lock();
+            crate::receive_atomic::within(&inner, held, begin, target, vacated)
+        };
+        if crate::receive_atomic::needs_held(held, begin, target)
+            && !crate::receive_atomic::holds_enough(held, begin, target, &within)
+        {
+            self.receive_flush(spec, held)?;
+            return Ok(Some(Within {
+                vacated,
+                ..Within::default()
+            }));
+        }
+        Ok(Some(within))
     }
 
     /// Receives one substream whose BEGIN was read; returns the snapshot's full name.
@@ -720,16 +751,16 @@ impl Engine {
         begin: &Begin,
         reader: &mut StreamReader<&mut dyn Read>,
         progress: &mut dyn FnMut(u64),
-        holding: Option<(&mut Vec<Held>, bool)>,
+        holding: Option<(&mut Vec<Held>, Within)>,
     ) -> Result<String, EngineError> {
-        let (held, vacated) = holding.map_or((None, None), |(h, v)| (Some(h), Some(v)));
+        let (held, within) = holding.map_or((None, None), |(h, w)| (Some(h), Some(w)));
         let (target, snap) = target_names(spec, begin)?;
         let handle = self.pool(pool_of(&target))?;
         let into = {
             let _admin = self.admin();
             let mut inner = handle.lock();
             inner.check_writable()?;
-            self.receive_prepare(&mut inner, spec, begin, (&target, &snap), vacated)?
+            self.receive_prepare(&mut inner, spec, begin, (&target, &snap), within)?
         };
         let mut position = (begin.resume_object, begin.resume_offset);
         let mut props = Vec::new();
@@ -745,7 +776,10 @@ impl Engine {
         let ended = outcome.and_then(|()| {
             still_there(&inner, destination_id(&into))?;
             match held.is_some() {
-                true => crate::receive_atomic::end_held(&mut inner, &into, &snap, &props, spec),
+                true => {
+                    let what = (begin, snap.as_str(), props.as_slice());
+                    crate::receive_atomic::end_held(&mut inner, &into, what, spec)
+                }
                 false => self.receive_end(&mut inner, &into, begin, (&snap, &props, spec)),
             }
         });
@@ -785,19 +819,18 @@ impl Engine {
         Err(error)
     }
 
-    /// The checks and setup before any record is applied (module doc). `hidden`: the
-    /// substream is held (`receive_atomic`), and whether its name is vacated by a move
-    /// (`receive_moves`).
+    /// The checks and setup before any record is applied (module doc). `within`: the
+    /// substream is held (`receive_atomic`), and where.
     fn receive_prepare(
         &self,
         inner: &mut Imported,
         spec: &ReceiveSpec,
         begin: &Begin,
         (target, snap): (&str, &str),
-        hidden: Option<bool>,
+        within: Option<Within>,
     ) -> Result<Destination, EngineError> {
-        let vacated = hidden == Some(true);
-        let hidden = hidden.is_some();
+        let vacated = within.as_ref().is_some_and(|w| w.vacated);
+        let hidden = within.is_some();
         let Some(kind) = objset_kind_of(begin.objset_kind) else {
             return Err(invalid(format!(
                 "the stream holds an object set of kind {}; this build receives \
@@ -808,10 +841,14 @@ impl Engine {
         if begin.features & tarn_send::FEATURE_RESUMING != 0 {
             return resumed_destination(inner, spec, begin, target);
         }
+        let within = within.unwrap_or_default();
+        if let Some(id) = within.chain {
+            return crate::receive_atomic::chained(inner, id, begin, kind, snap);
+        }
         let full = begin.from_guid == 0 && begin.features & tarn_send::FEATURE_CLONE == 0;
         if vacated && full && spec.origin.is_none() {
-            let hidden = crate::receive_moves::vacated_hidden_name(target);
-            return self.full_destination(inner, (target, &hidden), kind, None);
+            let place = crate::receive_atomic::place(inner, target, within.parent, true)?;
+            return self.full_destination(inner, target, place, kind, None);
         }
         check_no_partial(inner, target)?;
         let existing = inner.datasets.by_name(target);
@@ -853,26 +890,26 @@ impl Engine {
         check_new_limits(inner, target, replaces, hidden)?;
         if begin.from_guid != 0 || spec.origin.is_some() {
             let origin = spec.origin.as_deref();
-            return self.receive_clone_prepare(inner, begin, (target, replaces), kind, origin);
+            let place = crate::receive_atomic::place(inner, target, within.parent, false)?;
+            let at = (target, replaces, place);
+            return self.receive_clone_prepare(inner, begin, at, kind, origin);
         }
-        self.full_destination(inner, (target, &hidden_name(target)), kind, replaces)
+        let place = crate::receive_atomic::place(inner, target, within.parent, false)?;
+        self.full_destination(inner, target, place, kind, replaces)
     }
 
-    /// A full stream's hidden dataset under the target's parent (replacing `replaces` at
-    /// END); the caller checked the limits.
+    /// A full stream's hidden dataset `hidden` under `parent` (the target's, or the held
+    /// hidden dataset of a new parent: `receive_atomic::place`), replacing `replaces` at
+    /// END; the caller checked the limits.
     fn full_destination(
         &self,
         inner: &mut Imported,
-        (target, hidden): (&str, &str),
+        target: &str,
+        (parent, hidden): (DatasetId, String),
         kind: ObjsetKind,
         replaces: Option<DatasetId>,
     ) -> Result<Destination, EngineError> {
-        let parent_name = dsname::parent_name(target).unwrap_or(target);
-        let parent = inner
-            .datasets
-            .by_name(parent_name)
-            .ok_or_else(|| invalid(format!("parent of '{target}' does not exist")))?;
-        let id = self.create_hidden(inner, parent, (target, hidden), kind)?;
+        let id = self.create_hidden(inner, parent, (target, &hidden), kind)?;
         Ok(Destination::New {
             id,
             parent,
@@ -990,6 +1027,7 @@ impl Engine {
                 adopt_at_end(inner, (*id, *target), props, spec)?;
                 *target
             }
+            Destination::Chained { .. } => unreachable!("a chained receive is held"),
         };
         set_token(inner, id, None)?;
         crate::receive_head::unmark(inner, id)?;
@@ -1042,7 +1080,8 @@ fn destination_id(into: &Destination) -> DatasetId {
     match into {
         Destination::New { id, .. }
         | Destination::Head { id }
-        | Destination::Rollback { id, .. } => *id,
+        | Destination::Rollback { id, .. }
+        | Destination::Chained { id } => *id,
     }
 }
 
@@ -1482,6 +1521,8 @@ pub(crate) fn receive_undo(inner: &mut Imported, into: &Destination) -> Result<(
             set_token(inner, *id, None)?;
             crate::receive_head::unmark(inner, *id)?;
         }
+        // Its hidden dataset is held: the stream's discard destroys it.
+        Destination::Chained { .. } => return Ok(()),
     }
     inner.sync()?;
     Ok(())

@@ -297,21 +297,33 @@ fn a_hold_made_during_the_receive_refuses_the_prune_at_the_end() {
     check::verify_pool(b, "tank").unwrap();
 }
 
-// DESCRIPTION: where a replication stream is atomic only in part (issue 16): a substream
-// whose source is a snapshot the same stream brings (a full `send -R` sends each dataset's
-// oldest snapshot, then the others from it) makes what is held take its place first. Cut
-// before its last record, the full stream of A's tree into a new `tank/r` leaves what
-// came before the last such point; the whole stream then brings the rest (-F).
+// DESCRIPTION: where a replication stream is still atomic only in part (issue 16): a
+// substream whose source is the snapshot a held incremental substream into an existing
+// dataset brings (`send -R -I @a p@c` sends `@a..@b`, then `@b..@c`) makes what is held
+// take its place first (the hidden clone's snapshot is taken only when it is adopted).
+// Cut before its last record, the stream leaves `q@b` (placed) and not `q@c`; the whole
+// stream then brings the rest (-F). A first full `-R` is atomic as a whole:
+// tests/receive_atomic.rs.
 #[test]
-fn a_cut_full_replication_stream_keeps_what_was_placed_before_its_dependent_substreams() {
+fn a_cut_intermediate_replication_stream_keeps_what_was_placed_before_its_dependent_substreams() {
     let (hosts, _) = setup();
     let (a, b) = (&hosts.a, &hosts.b);
-    let whole = send(a, replicate(full("tank/p@b")));
-    let refused = received(b, &into("tank/r"), &whole[..whole.len() - 1]).unwrap_err();
+    a.snapshot(&["tank/p@c".into()], true, &[], "snapshot -r")
+        .unwrap();
+    let spec = SendSpec {
+        intermediates: true,
+        ..replicate(incremental("@a", "tank/p@c"))
+    };
+    let whole = send(a, spec);
+    let refused = received(b, &forced(into("tank/q")), &whole[..whole.len() - 1]).unwrap_err();
     assert!(refused.contains("invalid stream"), "{refused}");
     let now = listed(b);
-    assert!(now.contains(&"tank/r@a".to_string()), "{now:?}");
-    assert!(!now.contains(&"tank/r/k@b".to_string()), "{now:?}");
+    assert!(now.contains(&"tank/q@b".to_string()), "{now:?}");
+    assert!(!now.contains(&"tank/q@c".to_string()), "{now:?}");
+    check::verify_pool(b, "tank").unwrap();
+    received(b, &forced(into("tank/q")), &whole).unwrap();
+    assert!(listed(b).contains(&"tank/q/k@c".to_string()));
+    assert!(read(b, "tank/q/k") == read(a, "tank/p/k"));
     check::verify_pool(b, "tank").unwrap();
 }
 

@@ -1,0 +1,278 @@
+//! A first full `receive -R` (no `-s`) is atomic as a whole (`receive_atomic`): every
+//! substream is held in a hidden dataset until the stream's last record, those that need
+//! what a held one brings included (each dataset's second and later snapshots, received on
+//! top of its held hidden dataset; datasets below a new dataset, received under its hidden
+//! one; a clone whose origin the stream brings, a clone of the held origin snapshot), and
+//! everything takes its place in one txg. So a stream cut anywhere, or refused at its end,
+//! leaves the receiver byte-identical: every dataset and snapshot with its GUID and space
+//! figures, every block of every dataset's object sets (a hidden dataset left behind would
+//! hold some), nothing to abort.
+//!
+//! Method: host A's tree `tank/p` (a filesystem with a file) holds the volume `k`, the
+//! filesystem `c` and its volume `c/v`, with `@1`, `@2`, `@3` everywhere and writes between
+//! them (the clone test adds `cl`, a clone of `k@1`); B already has `tank/o` with a
+//! snapshot. The stream is `send -R tank/p@3`, received by B as the new `tank/r`. It is cut
+//! at every substream boundary, just after one and inside one, and refused at its end by a
+//! `snapshot_limit` set from the progress callback; then it is received whole, and B's tree
+//! is A's (names, GUIDs, space figures, bytes). On main before this change every cut after
+//! the first dependent substream left part of the stream received.
+
+#![allow(clippy::unwrap_used)] // Test code: a failed unwrap is a failed test.
+
+mod common;
+
+use common::replica::{full, host, into, received, replicate, send};
+use common::volume::{noise, read, volume, write};
+use tarn_engine::{Engine, FsOp, check};
+use tarn_posix::{Creds, FileKind};
+
+/// Writes `data` to the new file `name` in the root directory of the filesystem `dataset`.
+fn write_file(engine: &Engine, dataset: &str, name: &[u8], data: &[u8]) {
+    let (_, id) = engine.find_dataset(dataset).unwrap();
+    let me = Creds { uid: 0, gid: 0 };
+    engine
+        .fs_op("tank", id, FsOp::Modify, |fs| {
+            let root = fs.root()?;
+            let ino = fs.mknod(root, name, FileKind::Regular, 0o644, 0, me)?.ino;
+            fs.write(ino, 0, data).map(drop)
+        })
+        .unwrap();
+}
+
+/// `snapshot -r tank/p@NAME` on A.
+fn snapshot_all(a: &Engine, name: &str) {
+    a.snapshot(&[format!("tank/p@{name}")], true, &[], "snapshot -r")
+        .unwrap();
+}
+
+/// A's tree (module doc); with `clone`, `tank/p/cl` is a clone of `tank/p/k@1` with writes
+/// of its own. Returns A and the stream `send -R tank/p@3`.
+fn sender(clone: bool) -> (Engine, Vec<u8>) {
+    let (_, a) = host(7);
+    a.create_dataset("tank/p", &[], false, "create").unwrap();
+    a.create_dataset("tank/p/c", &[], false, "create").unwrap();
+    volume(&a, "tank/p/k");
+    volume(&a, "tank/p/c/v");
+    write(&a, "tank/p/k", 0, &noise(192 << 10, 1));
+    write(&a, "tank/p/c/v", 0, &noise(64 << 10, 2));
+    write_file(&a, "tank/p", b"f1", &noise(48 << 10, 3));
+    snapshot_all(&a, "1");
+    write(&a, "tank/p/k", 64 << 10, &noise(96 << 10, 4));
+    write(&a, "tank/p/c/v", 128 << 10, &noise(32 << 10, 5));
+    write_file(&a, "tank/p/c", b"f2", &noise(40 << 10, 6));
+    snapshot_all(&a, "2");
+    if clone {
+        a.clone_dataset("tank/p/k@1", "tank/p/cl", &[], false, "clone")
+            .unwrap();
+        write(&a, "tank/p/cl", 32 << 10, &noise(48 << 10, 9));
+    }
+    write(&a, "tank/p/k", 320 << 10, &noise(64 << 10, 7));
+    write_file(&a, "tank/p", b"f3", &noise(24 << 10, 8));
+    snapshot_all(&a, "3");
+    let stream = send(&a, replicate(full("tank/p@3")));
+    (a, stream)
+}
+
+/// Host B: `tank/o` (a volume with data and a snapshot) before any stream.
+fn receiver() -> Engine {
+    let (_, b) = host(77);
+    volume(&b, "tank/o");
+    write(&b, "tank/o", 0, &noise(80 << 10, 11));
+    common::volume::snap(&b, "tank/o@s");
+    write(&b, "tank/o", 256 << 10, &noise(16 << 10, 12));
+    b.sync_pool("tank").unwrap();
+    b
+}
+
+/// What a host is, as a user and the space maps see it (module doc).
+#[derive(Debug, PartialEq, Eq)]
+struct State {
+    rows: Vec<Vec<String>>,
+    /// Each volume's bytes, hashed.
+    volumes: Vec<(String, u64)>,
+    data_blocks: Vec<(u64, u64, u64)>,
+}
+
+const PROPERTIES: &[&str] = &[
+    "name",
+    "type",
+    "guid",
+    "origin",
+    "used",
+    "referenced",
+    "usedbysnapshots",
+    "usedbydataset",
+    "usedbychildren",
+    "written",
+];
+
+fn state(engine: &Engine) -> State {
+    let rows = common::tank_rows(engine, PROPERTIES);
+    let volumes = rows
+        .iter()
+        .filter(|row| row[1] == "volume")
+        .map(|row| (row[0].clone(), common::tree::fnv(&read(engine, &row[0]))))
+        .collect();
+    let mut data_blocks: Vec<(u64, u64, u64)> = check::dataset_blocks(engine, "tank")
+        .unwrap()
+        .into_iter()
+        .flat_map(|bp| bp.dvas)
+        .filter(|dva| dva.asize > 0)
+        .map(|dva| (u64::from(dva.vdev.0), dva.offset, dva.asize))
+        .collect();
+    data_blocks.sort_unstable();
+    State {
+        rows,
+        volumes,
+        data_blocks,
+    }
+}
+
+/// The offsets where each substream of `stream` ends (the manifest's first).
+fn substream_ends(stream: &[u8]) -> Vec<usize> {
+    let (mut at, mut sequence, mut ends) = (0, 0, Vec::new());
+    while at < stream.len() {
+        let (record, len) = tarn_send::decode_frame(&stream[at..], sequence).unwrap();
+        at += len;
+        sequence += 1;
+        if matches!(record, tarn_send::Record::End { .. }) {
+            ends.push(at);
+            sequence = 0;
+        }
+    }
+    ends
+}
+
+/// Where to cut `stream`: inside the manifest, at every substream boundary, just after
+/// each and in the middle of each, and one byte before its end.
+fn cuts(stream: &[u8]) -> Vec<usize> {
+    let ends = substream_ends(stream);
+    assert!(ends.len() > 10, "substreams: {}", ends.len());
+    let mut cuts = vec![ends[0] / 2];
+    let mut start = ends[0];
+    for &end in &ends[..ends.len() - 1] {
+        cuts.extend([(start + end) / 2, end, end + 40]);
+        start = end;
+    }
+    cuts.push(stream.len() - 1);
+    cuts.sort_unstable();
+    cuts.dedup();
+    cuts
+}
+
+/// Asserts B is as `before` and has no partial receive to abort under `tank/r`.
+fn assert_unchanged(b: &Engine, before: &State, what: &str) {
+    assert_eq!(state(b), *before, "{what}");
+    for target in ["tank/r", "tank/r/k", "tank/r/c", "tank/r/c/v", "tank/r/cl"] {
+        let abort = b.receive_abort(target).unwrap_err().to_string();
+        assert!(
+            abort.contains("does not have any resumable"),
+            "{what}: {abort}"
+        );
+    }
+    check::verify_pool(b, "tank").unwrap_or_else(|e| panic!("{what}: {e}"));
+}
+
+/// The rows of `tank/p`'s tree on A (as `tank/r`) and of `tank/r` on B, with the bytes of
+/// every volume: equal once B received the whole stream.
+fn assert_replica(a: &Engine, b: &Engine) {
+    let tree = |engine: &Engine, root: &str| -> State {
+        let mut got = state(engine);
+        got.rows.retain(|row| row[0].starts_with(root));
+        got.volumes.retain(|(name, _)| name.starts_with(root));
+        for row in &mut got.rows {
+            // A received dataset has a GUID of its own; its snapshots have the sender's.
+            if row[1] != "snapshot" {
+                row[2].clear();
+            }
+            for value in row.iter_mut() {
+                *value = value.replace("tank/p", "tank/r");
+            }
+        }
+        for (name, _) in &mut got.volumes {
+            *name = name.replace("tank/p", "tank/r");
+        }
+        got.data_blocks.clear();
+        got
+    };
+    assert_eq!(tree(b, "tank/r"), tree(a, "tank/p"));
+    check::verify_pool(b, "tank").unwrap();
+}
+
+// DESCRIPTION: a first full `send -R` of a tree with three snapshots per dataset, a child
+// and a grandchild under new parents, cut inside its manifest, at every substream boundary,
+// just after each and inside each, and one byte before its end: every cut is refused and
+// leaves B byte-identical (rows with GUIDs and space, volume bytes, every block's DVA),
+// nothing to abort; then the whole stream gives B A's tree (names, GUIDs, space, bytes).
+// Fails on main: there the second snapshot of `p` made what was held take its place.
+#[test]
+fn a_first_full_replication_stream_cut_anywhere_changes_nothing() {
+    let (a, stream) = sender(false);
+    let b = receiver();
+    let before = state(&b);
+    for cut in cuts(&stream) {
+        let refused = received(&b, &into("tank/r"), &stream[..cut]).unwrap_err();
+        assert!(
+            refused.contains("invalid stream"),
+            "cut at {cut}: {refused}"
+        );
+        assert_unchanged(&b, &before, &format!("cut at {cut}"));
+    }
+    let report = received(&b, &into("tank/r"), &stream).unwrap();
+    assert_eq!(report.snapshots.len(), 12, "{:?}", report.snapshots);
+    assert_replica(&a, &b);
+}
+
+// DESCRIPTION: a `snapshot_limit` on `tank` set from the progress callback (while the
+// substreams come in) refuses the first full `-R` at its end, in one line: B is
+// byte-identical and nothing is left to abort (on main the stream's early placement had
+// already placed `p` and its first snapshot).
+#[test]
+fn a_first_full_replication_stream_refused_at_its_end_changes_nothing() {
+    let (_, stream) = sender(false);
+    let b = receiver();
+    let before = state(&b);
+    let mut set = false;
+    let mut input = &stream[..];
+    let refused = b
+        .receive(&into("tank/r"), &mut input, &mut |_| {
+            if !set {
+                let limit = vec![("snapshot_limit".to_string(), "3".to_string())];
+                b.set_dataset_props("tank", &limit, "set").unwrap();
+                set = true;
+            }
+        })
+        .unwrap_err()
+        .to_string();
+    assert!(
+        refused.contains("snapshot limit exceeded") && !refused.contains('\n'),
+        "{refused}"
+    );
+    assert_unchanged(&b, &before, "refused at the end");
+}
+
+// DESCRIPTION: a clone whose origin comes in the same first full `-R` (`cl`, a clone of
+// `k@1`): cut at every boundary it is refused with B byte-identical; whole, `tank/r/cl`
+// is a clone of `tank/r/k@1` (the held origin snapshot, now placed) with A's GUIDs,
+// space and bytes, and destroying `k` needs `cl` gone first.
+#[test]
+fn a_clone_whose_origin_the_stream_brings_is_held_too() {
+    let (a, stream) = sender(true);
+    let b = receiver();
+    let before = state(&b);
+    for cut in cuts(&stream) {
+        let refused = received(&b, &into("tank/r"), &stream[..cut]).unwrap_err();
+        assert!(
+            refused.contains("invalid stream"),
+            "cut at {cut}: {refused}"
+        );
+        assert_unchanged(&b, &before, &format!("cut at {cut}"));
+    }
+    received(&b, &into("tank/r"), &stream).unwrap();
+    assert_eq!(
+        common::dataset_prop(&b, "tank/r/cl", "origin"),
+        "tank/r/k@1"
+    );
+    assert_replica(&a, &b);
+    assert!(b.destroy_dataset("tank/r/k", false, "destroy").is_err());
+}
