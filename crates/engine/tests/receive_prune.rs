@@ -301,9 +301,9 @@ fn a_hold_made_during_the_receive_refuses_the_prune_at_the_end() {
 // substream whose source is the snapshot a held incremental substream into an existing
 // dataset brings (`send -R -I @a p@c` sends `@a..@b`, then `@b..@c`) makes what is held
 // take its place first (the hidden clone's snapshot is taken only when it is adopted).
-// Cut before its last record, the stream leaves `q@b` (placed) and not `q@c`; the whole
-// stream then brings the rest (-F). A first full `-R` is atomic as a whole:
-// tests/receive_atomic.rs.
+// Cut before its last record, the stream leaves what was placed at its last such point
+// (`q@b`, `q@c`, `k@b`) and not the last substream's `k@c`; the whole stream then brings
+// the rest (-F). A first full `-R` is atomic as a whole: tests/receive_atomic.rs.
 #[test]
 fn a_cut_intermediate_replication_stream_keeps_what_was_placed_before_its_dependent_substreams() {
     let (hosts, _) = setup();
@@ -318,8 +318,10 @@ fn a_cut_intermediate_replication_stream_keeps_what_was_placed_before_its_depend
     let refused = received(b, &forced(into("tank/q")), &whole[..whole.len() - 1]).unwrap_err();
     assert!(refused.contains("invalid stream"), "{refused}");
     let now = listed(b);
-    assert!(now.contains(&"tank/q@b".to_string()), "{now:?}");
-    assert!(!now.contains(&"tank/q@c".to_string()), "{now:?}");
+    for placed in ["tank/q@b", "tank/q@c", "tank/q/k@b"] {
+        assert!(now.contains(&placed.to_string()), "{now:?}");
+    }
+    assert!(!now.contains(&"tank/q/k@c".to_string()), "{now:?}");
     check::verify_pool(b, "tank").unwrap();
     received(b, &forced(into("tank/q")), &whole).unwrap();
     assert!(listed(b).contains(&"tank/q/k@c".to_string()));
