@@ -235,13 +235,16 @@ pub(crate) fn chained(
 }
 
 /// A substream's END when it is held: its hidden data committed, the counts of a received
-/// filesystem recounted (a new one: a chained one kept them), the properties of a dataset the stream makes set and its snapshot
-/// taken (it is still hidden: a later substream may be received on top of it, or clone it).
-/// A forced receive's hidden clone takes its snapshot when it is adopted, at the end.
+/// filesystem recounted (a new one; a chained one kept them), the properties of a dataset
+/// the stream makes set and its snapshot taken (it is still hidden: a later substream may
+/// be received on top of it, or clone it). A forced receive's hidden clone takes its
+/// snapshot when it is adopted, at the end.
 pub(crate) fn end_held(
     inner: &mut Imported,
     into: &Destination,
-    (begin, snap, props): (&Begin, &str, &[(String, String)]),
+    begin: &Begin,
+    snap: &str,
+    props: &[(String, String)],
     spec: &ReceiveSpec,
 ) -> Result<(), EngineError> {
     match into {

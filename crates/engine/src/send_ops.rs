@@ -51,7 +51,7 @@ use tarn_send::{Begin, Record, StreamReader, StreamWriter};
 
 use crate::dataset_ops::{invalid, pool_of};
 use crate::datasets::Node;
-use crate::receive_atomic::{Held, Within};
+use crate::receive_atomic::{self, Held, Within};
 use crate::receive_pipe::{Progressed, receive_records};
 use crate::{DatasetId, Engine, EngineError, Imported, PoolHandle};
 
@@ -776,10 +776,7 @@ impl Engine {
         let ended = outcome.and_then(|()| {
             still_there(&inner, destination_id(&into))?;
             match held.is_some() {
-                true => {
-                    let what = (begin, snap.as_str(), props.as_slice());
-                    crate::receive_atomic::end_held(&mut inner, &into, what, spec)
-                }
+                true => receive_atomic::end_held(&mut inner, &into, begin, &snap, &props, spec),
                 false => self.receive_end(&mut inner, &into, begin, (&snap, &props, spec)),
             }
         });
@@ -829,8 +826,8 @@ impl Engine {
         (target, snap): (&str, &str),
         within: Option<Within>,
     ) -> Result<Destination, EngineError> {
-        let vacated = within.as_ref().is_some_and(|w| w.vacated);
         let hidden = within.is_some();
+        let within = within.unwrap_or_default();
         let Some(kind) = objset_kind_of(begin.objset_kind) else {
             return Err(invalid(format!(
                 "the stream holds an object set of kind {}; this build receives \
@@ -841,14 +838,10 @@ impl Engine {
         if begin.features & tarn_send::FEATURE_RESUMING != 0 {
             return resumed_destination(inner, spec, begin, target);
         }
-        let within = within.unwrap_or_default();
-        if let Some(id) = within.chain {
-            return crate::receive_atomic::chained(inner, id, begin, kind, snap);
-        }
-        let full = begin.from_guid == 0 && begin.features & tarn_send::FEATURE_CLONE == 0;
-        if vacated && full && spec.origin.is_none() {
-            let place = crate::receive_atomic::place(inner, target, within.parent, true)?;
-            return self.full_destination(inner, target, place, kind, None);
+        if let Some(into) =
+            self.held_destination(inner, spec, begin, (target, snap, kind), &within)?
+        {
+            return Ok(into);
         }
         check_no_partial(inner, target)?;
         let existing = inner.datasets.by_name(target);
@@ -888,14 +881,35 @@ impl Engine {
             None => None,
         };
         check_new_limits(inner, target, replaces, hidden)?;
+        let place = crate::receive_atomic::place(inner, target, within.parent, false)?;
         if begin.from_guid != 0 || spec.origin.is_some() {
-            let origin = spec.origin.as_deref();
-            let place = crate::receive_atomic::place(inner, target, within.parent, false)?;
-            let at = (target, replaces, place);
+            let (origin, at) = (spec.origin.as_deref(), (target, replaces, place));
             return self.receive_clone_prepare(inner, begin, at, kind, origin);
         }
-        let place = crate::receive_atomic::place(inner, target, within.parent, false)?;
         self.full_destination(inner, target, place, kind, replaces)
+    }
+
+    /// The destinations only a held substream has (`receive_atomic`), or `None`: the head of
+    /// the held hidden dataset whose latest snapshot is its source, or, for a full stream at
+    /// a name a move vacates (`receive_moves`), a hidden dataset of its own beside the old.
+    fn held_destination(
+        &self,
+        inner: &mut Imported,
+        spec: &ReceiveSpec,
+        begin: &Begin,
+        (target, snap, kind): (&str, &str, ObjsetKind),
+        within: &Within,
+    ) -> Result<Option<Destination>, EngineError> {
+        if let Some(id) = within.chain {
+            return crate::receive_atomic::chained(inner, id, begin, kind, snap).map(Some);
+        }
+        let full = begin.from_guid == 0 && begin.features & tarn_send::FEATURE_CLONE == 0;
+        if !(within.vacated && full && spec.origin.is_none()) {
+            return Ok(None);
+        }
+        let place = crate::receive_atomic::place(inner, target, within.parent, true)?;
+        self.full_destination(inner, target, place, kind, None)
+            .map(Some)
     }
 
     /// A full stream's hidden dataset `hidden` under `parent` (the target's, or the held
