@@ -772,13 +772,27 @@ pub(crate) fn move_dataset(
 
 /// Destroys the hidden dataset of a receive that did not finish or whose head a forced
 /// receive adopted, with its snapshots (a held replication receive takes them at each
-/// substream's END: `receive_atomic`; its hidden children and clones are gone first); a
-/// hidden clone's snapshot structures (its head dead list) go with it.
+/// substream's END: `receive_atomic`) and, first, the hidden datasets below it and the
+/// hidden clones of its snapshots; a hidden clone's snapshot structures (its head dead
+/// list) go with it.
 pub(crate) fn destroy_hidden(inner: &mut Imported, id: DatasetId) -> Result<(), EngineError> {
     assert!(
         crate::datasets::is_hidden(&inner.datasets.node(id).name),
         "only a receive's hidden dataset is destroyed this way"
     );
+    // What a held replication receive made below it or from its snapshots goes first
+    // (`receive_atomic`): when a destroy of its parent comes before the receive's discard.
+    let node = inner.datasets.node(id);
+    let roots: Vec<_> = node.snapshots.iter().map(|s| (id, s.id)).collect();
+    let mut first = inner.datasets.hidden_children(id);
+    first.extend(crate::clone_ops::dependents(&inner.datasets, &roots));
+    for below in first {
+        let hidden = inner.datasets.contains(below)
+            && crate::datasets::is_hidden(&inner.datasets.node(below).name);
+        if hidden {
+            destroy_hidden(inner, below)?;
+        }
+    }
     let kept = crate::snapshot_ops::destroy_all_snapshots(inner, id)?;
     inner.destroyed.extend(kept);
     destroy_one(inner, id)

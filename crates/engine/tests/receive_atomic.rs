@@ -276,3 +276,33 @@ fn a_clone_whose_origin_the_stream_brings_is_held_too() {
     assert_replica(&a, &b);
     assert!(b.destroy_dataset("tank/r/k", false, "destroy").is_err());
 }
+
+// DESCRIPTION: the parent of a first full `-R`'s destination destroyed (`destroy -r`) from
+// the progress callback, once new datasets are held below the held hidden `tank/x/%r`:
+// the receive is refused in one line, the destroy takes every held hidden dataset with it
+// (those below the hidden parent first), and B is as it was without `tank/x` (fails when a
+// hidden dataset's destroy leaves the hidden ones below it: the pool does not verify).
+#[test]
+fn a_destroy_of_the_destinations_parent_during_the_stream_takes_what_is_held() {
+    let (_, stream) = sender(true);
+    let b = receiver();
+    let before = state(&b);
+    b.create_dataset("tank/x", &[], false, "create").unwrap();
+    let ends = substream_ends(&stream);
+    let mut destroyed = false;
+    let mut input = &stream[..];
+    let mut read = 0u64;
+    let refused = b.receive(&into("tank/x/r"), &mut input, &mut |bytes| {
+        read = bytes;
+        // After `p` and `k` (its three snapshots): new datasets below the held `%r`.
+        if !destroyed && read as usize > ends[6] {
+            b.destroy_dataset("tank/x", true, "destroy -r").unwrap();
+            destroyed = true;
+        }
+    });
+    assert!(destroyed, "the stream went on long enough: {read} bytes");
+    let refused = refused.unwrap_err().to_string();
+    assert!(!refused.contains('\n'), "{refused}");
+    b.sync_pool("tank").unwrap();
+    assert_unchanged(&b, &before, "destroyed during the stream");
+}
