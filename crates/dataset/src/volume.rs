@@ -272,7 +272,7 @@ pub fn write_owned(
     let mut at = offset;
     for piece in pieces {
         let piece_len = piece.len() as u64;
-        if at % block == 0 && piece_len == block {
+        if at.is_multiple_of(block) && piece_len == block {
             objset.write_block_owned(store, VOLUME_OBJECT, at / block, piece)?;
         } else {
             objset.write(store, VOLUME_OBJECT, at, &piece)?;
