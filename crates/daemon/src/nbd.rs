@@ -758,6 +758,22 @@ impl Backend for Connection {
         result.map_err(|e| backend_error(&e))
     }
 
+    /// The server's pieces go to the volume as they are: its whole blocks become the
+    /// volume's dirty records without a copy (tarn-nbd "Choices").
+    fn write_owned(
+        &self,
+        export: &Export,
+        offset: u64,
+        pieces: Vec<Vec<u8>>,
+        fua: bool,
+    ) -> Result<(), BackendError> {
+        let id = Self::id(export);
+        let result = self.timed(NbdOp::Write, || {
+            (self.engine).volume_write_owned(&self.pool, id, offset, pieces, fua)
+        });
+        result.map_err(|e| backend_error(&e))
+    }
+
     fn zero(&self, export: &Export, offset: u64, len: u64, fua: bool) -> Result<(), BackendError> {
         let id = Self::id(export);
         let result = self.timed(NbdOp::WriteZeroes, || {

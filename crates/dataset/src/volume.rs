@@ -254,6 +254,34 @@ pub fn write(
     Ok(())
 }
 
+/// [`write`] of `pieces`, in order from `offset`, taking them as they are: a piece that is
+/// exactly one block of the volume, at a block boundary, becomes that block's dirty record
+/// without a copy (`ObjectSet::write_block_owned`; an NBD write's payload is read into such
+/// pieces); any other piece is written as [`write`] writes it. The whole range is checked
+/// first, so a refused write changes nothing.
+pub fn write_owned(
+    objset: &mut ObjectSet,
+    store: &dyn BlockStore,
+    offset: u64,
+    pieces: Vec<Vec<u8>>,
+) -> Result<(), DatasetError> {
+    let volume = info(objset, store)?;
+    let len = pieces.iter().map(|piece| piece.len() as u64).sum();
+    check_range(volume, offset, len)?;
+    let block = u64::from(volume.block_size);
+    let mut at = offset;
+    for piece in pieces {
+        let piece_len = piece.len() as u64;
+        if at.is_multiple_of(block) && piece_len == block {
+            objset.write_block_owned(store, VOLUME_OBJECT, at / block, piece)?;
+        } else {
+            objset.write(store, VOLUME_OBJECT, at, &piece)?;
+        }
+        at += piece_len;
+    }
+    Ok(())
+}
+
 /// Trim and write-zeroes: whole blocks of the range become holes, the partial blocks at its
 /// ends are zeroed.
 pub fn zero(

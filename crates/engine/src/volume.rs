@@ -190,6 +190,28 @@ impl Engine {
         })
     }
 
+    /// [`Engine::volume_write`] of `pieces`, in order from `offset`, kept as they are: a
+    /// piece that is one whole block of the volume becomes its dirty record without a copy
+    /// (tarn-dataset `volume::write_owned`). One change for the intent log, as one write:
+    /// its commit reads the bytes back from the volume, so nothing here is copied for it.
+    pub fn volume_write_owned(
+        &self,
+        pool: &str,
+        dataset: DatasetId,
+        offset: u64,
+        pieces: Vec<Vec<u8>>,
+        fua: bool,
+    ) -> Result<(), EngineError> {
+        let change = Change {
+            zero: false,
+            offset,
+            len: pieces.iter().map(|piece| piece.len() as u64).sum(),
+        };
+        self.volume_change(pool, dataset, change, fua, |objset, reader| {
+            volume::write_owned(objset, reader, offset, pieces)
+        })
+    }
+
     /// Trim or write-zeroes of `[offset, offset + len)`: whole blocks become holes.
     pub fn volume_zero(
         &self,

@@ -58,7 +58,12 @@
 //! included, and holes from one static zero buffer: no reply buffer is allocated,
 //! zero-filled or copied into, which profiles of `nbdcopy` reads put at about a quarter of
 //! the connection threads' time (docs/PERFORMANCE.md, "NBD with less CPU per byte"). A
-//! write's payload is read into a buffer that is not zero-filled first.
+//! write's payload is read from the socket straight into one buffer per block of the
+//! export (`server::payload_pieces`: the ragged head and tail of an unaligned request are
+//! pieces of their own), none zero-filled first, and handed over owned
+//! ([`Backend::write_owned`]): the daemon keeps each whole block as the volume's dirty
+//! record, so a written byte is copied once, from the socket, and lands in fresh memory
+//! once (docs/PERFORMANCE.md, "NBD writes copied once").
 //!
 //! WRITE_ZEROES with NO_HOLE is served like one without: tarn is copy-on-write, so space
 //! set aside by writing zeros would not be the space a later write uses, and an all-zero
@@ -167,6 +172,25 @@ pub trait Backend: Send + Sync {
         data: &[u8],
         fua: bool,
     ) -> Result<(), BackendError>;
+    /// WRITE as the server read it: `pieces`, in order, are the payload written at
+    /// `offset`, cut at the export's `block_size` boundaries (a ragged head, whole blocks,
+    /// a ragged tail), each in a buffer of its own that the backend may keep: a whole block
+    /// can become the backend's block without a copy. With `fua` durable before it
+    /// returns. The default writes each piece with [`Backend::write`].
+    fn write_owned(
+        &self,
+        export: &Export,
+        offset: u64,
+        pieces: Vec<Vec<u8>>,
+        fua: bool,
+    ) -> Result<(), BackendError> {
+        let mut at = offset;
+        for piece in pieces {
+            self.write(export, at, &piece, fua)?;
+            at += piece.len() as u64;
+        }
+        Ok(())
+    }
     /// TRIM and WRITE_ZEROES: `[offset, offset + len)` reads as zeros afterwards.
     fn zero(&self, export: &Export, offset: u64, len: u64, fua: bool) -> Result<(), BackendError>;
     /// Every write acknowledged so far is durable when this returns.

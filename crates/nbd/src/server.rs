@@ -397,7 +397,8 @@ fn meta_context<W: Write>(
 /// A request read whole (with its payload), ready for a worker.
 struct Job {
     request: Request,
-    payload: Vec<u8>,
+    /// A WRITE's payload in pieces ([`payload_pieces`]); empty for other requests.
+    payload: Vec<Vec<u8>>,
 }
 
 /// The transmission phase: this thread reads requests, [`WORKERS`] threads serve them.
@@ -471,7 +472,8 @@ fn read_requests<R: Read>(
                 // The payload cannot be skipped safely at this size: hard disconnect.
                 return Err(protocol("write payload too large"));
             }
-            payload = read_payload(reader, request.len)?;
+            let block = u64::from(session.export.block_size);
+            payload = read_payload(reader, request.offset, request.len, block)?;
         }
         if request.kind == cmd::DISC {
             return Ok(());
@@ -482,16 +484,48 @@ fn read_requests<R: Read>(
     }
 }
 
-/// A WRITE's payload of `len` bytes (at most [`PAYLOAD_MAX`]), read into a buffer that is
-/// not zero-filled first: the socket fills its spare capacity.
-fn read_payload<R: Read>(reader: &mut R, len: u64) -> io::Result<Vec<u8>> {
-    assert!(len <= PAYLOAD_MAX, "N4: a payload is at most PAYLOAD_MAX");
-    let mut payload = Vec::with_capacity(len as usize);
-    reader.take(len).read_to_end(&mut payload)?;
-    if payload.len() as u64 != len {
-        return Err(io::ErrorKind::UnexpectedEof.into());
+/// The lengths of the pieces a WRITE of `len` bytes at `offset` is read into: cut at every
+/// multiple of `block` (the export's block size), so each whole block of the export the
+/// write covers is a piece of its own and the ragged head and tail are pieces too; one
+/// piece when `block` is 0. The lengths add up to `len`; none is 0.
+pub fn payload_pieces(offset: u64, len: u64, block: u64) -> Vec<u64> {
+    if block == 0 {
+        return if len == 0 { Vec::new() } else { vec![len] };
     }
-    Ok(payload)
+    let mut pieces = Vec::with_capacity(len.div_ceil(block) as usize + 1);
+    // Counted down from `len`, not up to an end: a range past 2^64 (refused later, by
+    // `check`) still has all its bytes read, or the stream would lose its place.
+    let (mut at, mut left) = (offset, len);
+    while left > 0 {
+        let take = (block - at % block).min(left);
+        pieces.push(take);
+        at = at.wrapping_add(take);
+        left -= take;
+    }
+    pieces
+}
+
+/// A WRITE's payload of `len` bytes at `offset` (at most [`PAYLOAD_MAX`]), read from the
+/// socket straight into the buffers of its pieces ([`payload_pieces`] of `block`), none
+/// zero-filled first: the socket fills each one's spare capacity.
+fn read_payload<R: Read>(
+    reader: &mut R,
+    offset: u64,
+    len: u64,
+    block: u64,
+) -> io::Result<Vec<Vec<u8>>> {
+    assert!(len <= PAYLOAD_MAX, "N4: a payload is at most PAYLOAD_MAX");
+    let lengths = payload_pieces(offset, len, block);
+    let mut pieces = Vec::with_capacity(lengths.len());
+    for piece_len in lengths {
+        let mut piece = Vec::with_capacity(piece_len as usize);
+        reader.take(piece_len).read_to_end(&mut piece)?;
+        if piece.len() as u64 != piece_len {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        pieces.push(piece);
+    }
+    Ok(pieces)
 }
 
 /// Writes `parts` whole with as few vectored writes as the writer takes (one for a socket
@@ -691,7 +725,7 @@ fn execute<W: Write>(
             Ok(data) => return out.data(&request, data.as_ref()),
             Err(e) => Err(e),
         },
-        cmd::WRITE => backend.write(export, request.offset, &job.payload, fua),
+        cmd::WRITE => backend.write_owned(export, request.offset, job.payload, fua),
         cmd::FLUSH => backend.flush(export),
         cmd::TRIM | cmd::WRITE_ZEROES => backend.zero(export, request.offset, request.len, fua),
         cmd::CACHE => {
