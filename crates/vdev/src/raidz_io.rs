@@ -1,6 +1,10 @@
 //! Raidz I/O: writing a block as parity and data columns, and reading it back through
 //! reconstruction and combinatorial search for silently corrupt columns.
 //!
+//! Write: parity, then every column to its child; on devices with a write-behind queue, then
+//! the block's padding sectors as zeros ([`write_padding`]), so that each child's columns
+//! of consecutive blocks form one run that its queue writes as one access.
+//!
 //! Read, in the order OpenZFS's `vdev_raidz_io_done` tries things:
 //! ```text
 //!  1. read the data columns --------------------- all read and verify(data)? -> done
