@@ -321,12 +321,17 @@ fn encode(
         .collect()
 }
 
-/// Step 4: every allocated block written (checksum, parity, device writes).
+/// Step 4: every allocated block written (checksum, parity, device writes), plugged: the
+/// blocks are in block order, so each device's columns of consecutive blocks are adjacent,
+/// and its I/O thread, woken per batch of writes instead of per column, finds them queued
+/// together and writes them as one access (tarn-device `plug`). Unplugged, an idle I/O
+/// thread was woken for each column and wrote most of them alone or a few together.
 fn write(
     pipeline: &Pipeline,
     txg: Txg,
     placed: Vec<((DatasetId, PrewriteBlock), EncodedBlock, Vec<Dva>)>,
 ) -> Vec<Written> {
+    let _plug = tarn_device::plug();
     placed
         .into_iter()
         .map(|((dataset, block), encoded, dvas)| {

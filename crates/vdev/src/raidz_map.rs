@@ -22,7 +22,9 @@
 //! ```
 //! Column `c` row `j` is top-level sector `b + c + j * n`, so the written sectors are exactly
 //! `b .. b + written` and the padding sectors follow them; padding is allocated (so freed
-//! fragments stay usable by blocks of `p + 1` sectors or more) but never written.
+//! fragments stay usable by blocks of `p + 1` sectors or more) and never read. On devices
+//! with a write-behind queue it is written with zeros (`raidz_io::write_padding`), so that
+//! the columns of consecutive blocks are adjacent on every child and merge into one write.
 //!
 //! Columns `0..p` carry parity (P, Q, R, each as long as column 0); the rest carry the data in
 //! order, the first data column holding the first bytes of the block.

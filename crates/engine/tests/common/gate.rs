@@ -4,8 +4,11 @@
 //! later write and flush fails, as in the simulator); `SimDevice::crash` then drops or tears
 //! what was not flushed. A gate may apply to some devices only (`only`: a path fragment), and
 //! the devices may be opened behind the write-behind queue real files get (`queued`), so
-//! that a failed write is latched and reported later as on a real pool.
+//! that a failed write is latched and reported later as on a real pool. The gate counts the
+//! write accesses to the data area and their bytes (a vectored write, one access of adjacent
+//! ranges, counts once), so that a test can tell how a queue merged its writes.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
 use tarn_device::{Device, DeviceError, QueuedDevice, SimDevice};
@@ -27,6 +30,10 @@ struct GateState {
 pub(crate) struct Gate {
     state: Mutex<GateState>,
     changed: Condvar,
+    /// Write accesses to the data area (gated devices only).
+    accesses: AtomicU64,
+    /// Their bytes.
+    bytes: AtomicU64,
 }
 
 impl Gate {
@@ -54,6 +61,12 @@ impl Gate {
         while state.waiting == 0 {
             state = self.changed.wait(state).unwrap();
         }
+    }
+
+    /// Write accesses to the data area so far, and their bytes (module docs).
+    pub(crate) fn data_writes(&self) -> (u64, u64) {
+        let accesses = self.accesses.load(Ordering::SeqCst);
+        (accesses, self.bytes.load(Ordering::SeqCst))
     }
 
     /// One write or flush: fails once the power is cut.
@@ -93,6 +106,32 @@ struct Gated {
     gated: bool,
 }
 
+impl Gated {
+    /// Whether `offset` is in the data area (not a label, nor its uberblock ring).
+    fn in_data_area(&self, offset: u64) -> bool {
+        offset >= 4 << 20 && offset < self.inner.size_bytes().saturating_sub(1 << 20)
+    }
+
+    /// Counts one write access of `len` bytes at `offset` (module docs).
+    fn count(&self, offset: u64, len: usize) {
+        if self.gated && self.in_data_area(offset) {
+            self.gate.accesses.fetch_add(1, Ordering::SeqCst);
+            self.gate.bytes.fetch_add(len as u64, Ordering::SeqCst);
+        }
+    }
+
+    /// One write at the gate: held while writes are closed, failed once the power is cut.
+    fn write_piece(&self, offset: u64, data: &[u8]) -> Result<(), DeviceError> {
+        if self.gated {
+            if self.in_data_area(offset) {
+                self.gate.hold(true);
+            }
+            self.gate.spend()?;
+        }
+        self.inner.write_at(offset, data)
+    }
+}
+
 impl Device for Gated {
     fn size_bytes(&self) -> u64 {
         self.inner.size_bytes()
@@ -101,14 +140,17 @@ impl Device for Gated {
         self.inner.read_at(offset, buf)
     }
     fn write_at(&self, offset: u64, data: &[u8]) -> Result<(), DeviceError> {
-        if self.gated {
-            let size = self.inner.size_bytes();
-            if offset >= 4 << 20 && offset < size.saturating_sub(1 << 20) {
-                self.gate.hold(true);
-            }
-            self.gate.spend()?;
+        self.count(offset, data.len());
+        self.write_piece(offset, data)
+    }
+    fn write_vectored_at(&self, offset: u64, data: &[&[u8]]) -> Result<(), DeviceError> {
+        self.count(offset, data.iter().map(|piece| piece.len()).sum());
+        let mut at = offset;
+        for piece in data {
+            self.write_piece(at, piece)?;
+            at += piece.len() as u64;
         }
-        self.inner.write_at(offset, data)
+        Ok(())
     }
     fn flush(&self) -> Result<(), DeviceError> {
         if self.gated {
