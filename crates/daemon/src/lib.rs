@@ -76,6 +76,7 @@
 pub mod backend;
 pub mod checksum;
 mod client;
+pub mod heap;
 mod lineio;
 mod log;
 pub mod memory;

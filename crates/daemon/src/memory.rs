@@ -6,9 +6,11 @@
 //! its entries' whole cost against its limit (tarn-objects), the pools' dirty and kept data
 //! is bounded by the write throttle (tarn-engine `memory`), and [`OVERHEAD_BASE`] plus each
 //! mount's FUSE request buffers cover the rest (the program, thread stacks, in-memory pool
-//! state). jemalloc (tarn-cli's global allocator) returns freed pages to the system after a
-//! few seconds, so RSS follows what is held; glibc's malloc kept an ARC's worth of freed
-//! blocks resident in its per-thread arenas (docs/PERFORMANCE.md, "Memory").
+//! state). jemalloc (tarn-cli's global allocator) keeps freed pages for reuse while the heap
+//! takes them again and gives them back to the system once they lie unused for a few seconds
+//! or the bound would not hold (`heap`, run from the `arc-adjust` thread), so RSS follows what
+//! is held; glibc's malloc kept an ARC's worth of freed blocks resident in its per-thread
+//! arenas (docs/PERFORMANCE.md, "Memory").
 //!
 //! # Pressure
 //! [`ArcControl::adjust`] runs every [`ADJUST_INTERVAL`] on the `arc-adjust` thread: while
@@ -17,7 +19,7 @@
 //! below `arc_min`; while more than a quarter is available it grows back by a sixteenth of
 //! `arc_max` per step up to `arc_max` (ZFS's `arc_c` between `arc_c_min` and `arc_c_max`).
 //! The target is the cache's limit, so a shrink evicts at once and the freed pages go back
-//! to the system with the allocator's decay.
+//! to the system at the same tick (memory is short, so `heap` keeps no free pages).
 //!
 //! `TARN_ARC_MAX` sets `arc_max` when the daemon starts; `tarn memory set arc_max=SIZE
 //! arc_min=SIZE` changes them while it runs and keeps them in `tarn.memory` in the rundir for
@@ -243,19 +245,37 @@ impl ArcControl {
         }
     }
 
+    /// The free pages the allocator may keep now (tarn-daemon `heap`): the part of the
+    /// bound's `dirty_max` that dirty and kept data leave, none while memory is short.
+    fn heap_cap(&self, machine: Option<MachineMemory>) -> u64 {
+        let short = machine.is_some_and(|m| m.available < m.total / 8 || m.stall >= STALL_SHRINK);
+        if short {
+            return 0;
+        }
+        let engine = self.engine.memory_use();
+        engine
+            .dirty_max()
+            .saturating_sub(engine.dirty + engine.syncing)
+    }
+
     /// Starts the `arc-adjust` thread; it ends when `control` is the last handle.
     pub fn start(control: &Arc<ArcControl>) -> Result<(), String> {
-        // jemalloc returns freed pages on a decay timer, but only from its own background
-        // threads when nothing else allocates (an idle daemon after an export would keep
-        // them). An allocator without them (not jemalloc) ignores the setting.
+        // From here on this thread, not jemalloc's decay timer, decides when freed pages go
+        // back to the system (`heap`). An allocator other than jemalloc ignores both.
         let _ = tikv_jemalloc_ctl::background_thread::write(true);
+        crate::heap::take_over();
         let weak = Arc::downgrade(control);
         std::thread::Builder::new()
             .name("arc-adjust".into())
             .spawn(move || {
+                let mut trim = crate::heap::Trim::default();
                 while let Some(control) = weak.upgrade() {
-                    if let Some(machine) = MachineMemory::read() {
+                    let machine = MachineMemory::read();
+                    if let Some(machine) = machine {
                         control.adjust(machine);
+                    }
+                    if trim.step(crate::heap::free_bytes(), control.heap_cap(machine)) {
+                        crate::heap::purge();
                     }
                     drop(control);
                     std::thread::sleep(ADJUST_INTERVAL);
