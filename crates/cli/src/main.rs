@@ -121,9 +121,9 @@ mod allocator_tests {
     /// records, are used again without page faults under the binary's allocator as the
     /// daemon sets it up (tarn-daemon `heap`, .cargo/config.toml): 48 MiB of 128 KiB
     /// buffers in flight, then 256 MiB more made by copying (as `tree::write` does) while the
-    /// oldest go, 32 MiB at a time. Negative control: with jemalloc's default `lg_extent_max_active_fit` and
-    /// `oversize_threshold` the freed neighbours coalesce into runs that are purged or never
-    /// split again, and nearly every page written faults.
+    /// oldest go, 32 MiB at a time. Negative control: with jemalloc's default
+    /// `lg_extent_max_active_fit` and `oversize_threshold` the freed neighbours coalesce into
+    /// runs that are purged or never split again, and nearly every page written faults.
     #[test]
     fn record_buffers_freed_in_allocation_order_are_reused_without_faults() {
         const RECORD: usize = 128 << 10;
