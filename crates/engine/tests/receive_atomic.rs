@@ -21,8 +21,10 @@
 
 mod common;
 
-use common::replica::{full, host, into, received, replicate, send};
-use common::volume::{noise, read, volume, write};
+use common::replica::{
+    TankState as State, full, host, into, received, replicate, send, tank_state,
+};
+use common::volume::{noise, volume, write};
 use tarn_engine::{Engine, FsOp, check};
 use tarn_posix::{Creds, FileKind};
 
@@ -84,15 +86,7 @@ fn receiver() -> Engine {
     b
 }
 
-/// What a host is, as a user and the space maps see it (module doc).
-#[derive(Debug, PartialEq, Eq)]
-struct State {
-    rows: Vec<Vec<String>>,
-    /// Each volume's bytes, hashed.
-    volumes: Vec<(String, u64)>,
-    data_blocks: Vec<(u64, u64, u64)>,
-}
-
+/// The figures of each dataset and snapshot a host's state shows (module doc).
 const PROPERTIES: &[&str] = &[
     "name",
     "type",
@@ -107,25 +101,7 @@ const PROPERTIES: &[&str] = &[
 ];
 
 fn state(engine: &Engine) -> State {
-    let rows = common::tank_rows(engine, PROPERTIES);
-    let volumes = rows
-        .iter()
-        .filter(|row| row[1] == "volume")
-        .map(|row| (row[0].clone(), common::tree::fnv(&read(engine, &row[0]))))
-        .collect();
-    let mut data_blocks: Vec<(u64, u64, u64)> = check::dataset_blocks(engine, "tank")
-        .unwrap()
-        .into_iter()
-        .flat_map(|bp| bp.dvas)
-        .filter(|dva| dva.asize > 0)
-        .map(|dva| (u64::from(dva.vdev.0), dva.offset, dva.asize))
-        .collect();
-    data_blocks.sort_unstable();
-    State {
-        rows,
-        volumes,
-        data_blocks,
-    }
+    tank_state(engine, PROPERTIES)
 }
 
 /// The offsets where each substream of `stream` ends (the manifest's first).

@@ -28,7 +28,9 @@ mod common;
 
 use std::sync::Arc;
 
-use common::replica::{forced, full, host, incremental, into, receive, replicate, send};
+use common::replica::{
+    TankState as State, forced, full, host, incremental, into, receive, replicate, send, tank_state,
+};
 use common::volume::{noise, read, volume, write};
 use common::{CutProvider, Host, PLAIN, crash_all, sim_devices_with};
 use tarn_device::FaultPlan;
@@ -101,19 +103,9 @@ fn write_file(engine: &Engine, dataset: &str, name: &[u8], data: &[u8]) {
         .unwrap();
 }
 
-/// What B is, as a user and the space maps see it: every dataset and snapshot under `tank`
-/// with its GUID and space figures (not `available`: each import's history record takes
-/// pool space), every volume's bytes, and every block of every dataset's
-/// object sets, hidden ones included (DVAs: a hidden dataset left behind would hold some).
-#[derive(Debug, PartialEq, Eq)]
-struct State {
-    rows: Vec<Vec<String>>,
-    volumes: Vec<(String, u64)>,
-    data_blocks: Vec<(u64, u64, u64)>,
-}
-
+/// What B is (`TankState`), with each dataset's and snapshot's GUID and space figures.
 fn state(engine: &Engine) -> State {
-    let rows = common::tank_rows(
+    tank_state(
         engine,
         &[
             "name",
@@ -126,25 +118,7 @@ fn state(engine: &Engine) -> State {
             "usedbychildren",
             "written",
         ],
-    );
-    let volumes = rows
-        .iter()
-        .filter(|row| row[1] == "volume")
-        .map(|row| (row[0].clone(), common::tree::fnv(&read(engine, &row[0]))))
-        .collect();
-    let mut data_blocks: Vec<(u64, u64, u64)> = check::dataset_blocks(engine, "tank")
-        .unwrap()
-        .into_iter()
-        .flat_map(|bp| bp.dvas)
-        .filter(|dva| dva.asize > 0)
-        .map(|dva| (u64::from(dva.vdev.0), dva.offset, dva.asize))
-        .collect();
-    data_blocks.sort_unstable();
-    State {
-        rows,
-        volumes,
-        data_blocks,
-    }
+    )
 }
 
 /// Names of the datasets and snapshots listed under `tank`.

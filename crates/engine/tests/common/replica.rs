@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use tarn_engine::{
     CreateSpec, Engine, ReceiveReport, ReceiveSpec, SendSpec, SimProvider, TopLayout, VolumeSpec,
+    check,
 };
 
 use super::{Host, PLAIN, images, sim_devices};
@@ -125,5 +126,44 @@ pub(crate) fn forced(spec: ReceiveSpec) -> ReceiveSpec {
     ReceiveSpec {
         force: true,
         ..spec
+    }
+}
+
+/// What a receiving host is, as a user and the space maps see it: every dataset and
+/// snapshot under `tank` with `properties` (not `available`: each import's history record
+/// takes pool space), every volume's bytes hashed, and every block of every dataset's object
+/// sets, hidden ones included (DVAs: a hidden dataset left behind would hold some).
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct TankState {
+    pub(crate) rows: Vec<Vec<String>>,
+    pub(crate) volumes: Vec<(String, u64)>,
+    pub(crate) data_blocks: Vec<(u64, u64, u64)>,
+}
+
+/// [`TankState`] of `engine` now.
+pub(crate) fn tank_state(engine: &Engine, properties: &[&str]) -> TankState {
+    let rows = super::tank_rows(engine, properties);
+    let volumes = rows
+        .iter()
+        .filter(|row| row[1] == "volume")
+        .map(|row| {
+            (
+                row[0].clone(),
+                super::tree::fnv(&super::volume::read(engine, &row[0])),
+            )
+        })
+        .collect();
+    let mut data_blocks: Vec<(u64, u64, u64)> = check::dataset_blocks(engine, "tank")
+        .unwrap()
+        .into_iter()
+        .flat_map(|bp| bp.dvas)
+        .filter(|dva| dva.asize > 0)
+        .map(|dva| (u64::from(dva.vdev.0), dva.offset, dva.asize))
+        .collect();
+    data_blocks.sort_unstable();
+    TankState {
+        rows,
+        volumes,
+        data_blocks,
     }
 }
