@@ -59,6 +59,14 @@ pub struct MachineMemory {
 }
 
 impl MachineMemory {
+    /// Whether memory is short: less than an eighth of it available, or tasks stalled on
+    /// it for [`STALL_SHRINK`] of the last 10 s. The ARC shrinks and `heap` keeps no free
+    /// pages while it is.
+    #[must_use]
+    pub fn is_short(&self) -> bool {
+        self.available < self.total / 8 || self.stall >= STALL_SHRINK
+    }
+
     /// Reads /proc/meminfo and /proc/pressure/memory; `None` without them.
     #[must_use]
     pub fn read() -> Option<MachineMemory> {
@@ -107,7 +115,7 @@ pub fn next_target(current: u64, min: u64, max: u64, machine: MachineMemory) -> 
     let min = min.min(max);
     let low = machine.total / 8;
     let high = machine.total / 4;
-    let target = if machine.available < low || machine.stall >= STALL_SHRINK {
+    let target = if machine.is_short() {
         let shortfall = low.saturating_sub(machine.available);
         current.saturating_sub(shortfall.max(current / 16))
     } else if machine.available > high {
@@ -248,8 +256,7 @@ impl ArcControl {
     /// The free pages the allocator may keep now (tarn-daemon `heap`): the part of the
     /// bound's `dirty_max` that dirty and kept data leave, none while memory is short.
     fn heap_cap(&self, machine: Option<MachineMemory>) -> u64 {
-        let short = machine.is_some_and(|m| m.available < m.total / 8 || m.stall >= STALL_SHRINK);
-        if short {
+        if machine.is_some_and(|m| m.is_short()) {
             return 0;
         }
         let engine = self.engine.memory_use();
