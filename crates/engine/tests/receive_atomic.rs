@@ -22,24 +22,10 @@
 mod common;
 
 use common::replica::{
-    TankState as State, full, host, into, received, replicate, send, tank_state,
+    TankState as State, full, host, into, received, replicate, send, tank_state, write_file,
 };
 use common::volume::{noise, volume, write};
-use tarn_engine::{Engine, FsOp, check};
-use tarn_posix::{Creds, FileKind};
-
-/// Writes `data` to the new file `name` in the root directory of the filesystem `dataset`.
-fn write_file(engine: &Engine, dataset: &str, name: &[u8], data: &[u8]) {
-    let (_, id) = engine.find_dataset(dataset).unwrap();
-    let me = Creds { uid: 0, gid: 0 };
-    engine
-        .fs_op("tank", id, FsOp::Modify, |fs| {
-            let root = fs.root()?;
-            let ino = fs.mknod(root, name, FileKind::Regular, 0o644, 0, me)?.ino;
-            fs.write(ino, 0, data).map(drop)
-        })
-        .unwrap();
-}
+use tarn_engine::{Engine, check};
 
 /// `snapshot -r tank/p@NAME` on A.
 fn snapshot_all(a: &Engine, name: &str) {

@@ -29,13 +29,13 @@ mod common;
 use std::sync::Arc;
 
 use common::replica::{
-    TankState as State, forced, full, host, incremental, into, receive, replicate, send, tank_state,
+    TankState as State, forced, full, host, incremental, into, receive, replicate, send,
+    tank_state, write_file,
 };
 use common::volume::{noise, read, volume, write};
 use common::{CutProvider, Host, PLAIN, crash_all, sim_devices_with};
 use tarn_device::FaultPlan;
-use tarn_engine::{CreateSpec, Engine, FsOp, ImportOptions, ReceiveSpec, TopLayout, check};
-use tarn_posix::{Creds, FileKind};
+use tarn_engine::{CreateSpec, Engine, ImportOptions, ReceiveSpec, TopLayout, check};
 
 const B: Host = Host {
     hostid: 8,
@@ -88,19 +88,6 @@ fn sender() -> (Engine, Vec<u8>, Vec<u8>) {
     snapshot("tank/p@b");
     let second = send(&a, replicate(incremental("@a", "tank/p@b")));
     (a, first, second)
-}
-
-/// Writes `data` to the new file `name` in the root directory of the filesystem `dataset`.
-fn write_file(engine: &Engine, dataset: &str, name: &[u8], data: &[u8]) {
-    let (_, id) = engine.find_dataset(dataset).unwrap();
-    let me = Creds { uid: 0, gid: 0 };
-    engine
-        .fs_op("tank", id, FsOp::Modify, |fs| {
-            let root = fs.root()?;
-            let ino = fs.mknod(root, name, FileKind::Regular, 0o644, 0, me)?.ino;
-            fs.write(ino, 0, data).map(drop)
-        })
-        .unwrap();
 }
 
 /// What B is (`TankState`), with each dataset's and snapshot's GUID and space figures.

@@ -20,20 +20,25 @@ struct Rig {
     blocks: Vec<(u64, Vec<u8>)>,
 }
 
+/// Each of `devices` behind a `QueuedDevice`, as a leaf with GUID `first_guid + i`.
+fn queued_leaves<D: Device + 'static>(devices: &[Arc<D>], first_guid: u64) -> Vec<Arc<Leaf>> {
+    devices
+        .iter()
+        .enumerate()
+        .map(|(i, device)| {
+            let queued = QueuedDevice::new(Arc::clone(device) as Arc<dyn Device>).unwrap();
+            Arc::new(Leaf::new(Guid(first_guid + i as u64), Arc::new(queued)).unwrap())
+        })
+        .collect()
+}
+
 /// A vdev of `children` in-memory devices, each behind a `QueuedDevice`, holding random
 /// blocks of 1..=24 sectors of 512 bytes.
 fn rig(layout: Layout, children: usize, seed: u64) -> Rig {
     let devices: Vec<Arc<MemDevice>> = (0..children)
         .map(|i| MemDevice::new(&format!("mem{i}"), DEVICE_SIZE))
         .collect();
-    let leaves = devices
-        .iter()
-        .enumerate()
-        .map(|(i, device)| {
-            let queued = QueuedDevice::new(Arc::clone(device) as Arc<dyn Device>).unwrap();
-            Arc::new(Leaf::new(Guid(100 + i as u64), Arc::new(queued)).unwrap())
-        })
-        .collect();
+    let leaves = queued_leaves(&devices, 100);
     let top = TopVdev::new(VdevId(0), Guid(7), 9, layout, leaves).unwrap();
     assert!(top.reads_in_parallel(), "queued devices read in parallel");
     let mut rng = SeededRng::new(seed);
@@ -195,14 +200,7 @@ fn mirror_scrub_and_gone_device_among_parallel_reads() {
     let sims: Vec<Arc<SimDevice>> = (0..6)
         .map(|i| SimDevice::new(&format!("s{i}"), DEVICE_SIZE as u64, FaultPlan::default()))
         .collect();
-    let leaves = sims
-        .iter()
-        .enumerate()
-        .map(|(i, sim)| {
-            let queued = QueuedDevice::new(Arc::clone(sim) as Arc<dyn Device>).unwrap();
-            Arc::new(Leaf::new(Guid(200 + i as u64), Arc::new(queued)).unwrap())
-        })
-        .collect();
+    let leaves = queued_leaves(&sims, 200);
     let top = TopVdev::new(VdevId(0), Guid(8), 9, Layout::Raidz { parity: 2 }, leaves).unwrap();
     let data: Vec<u8> = (0..16 * 512).map(|i| (i * 7 % 251) as u8).collect();
     top.write(0, &data).unwrap();
@@ -234,14 +232,7 @@ fn slow_devices_among_parallel_reads() {
             SimDevice::new(&format!("s{i}"), DEVICE_SIZE as u64, plan)
         })
         .collect();
-    let leaves = sims
-        .iter()
-        .enumerate()
-        .map(|(i, sim)| {
-            let queued = QueuedDevice::new(Arc::clone(sim) as Arc<dyn Device>).unwrap();
-            Arc::new(Leaf::new(Guid(300 + i as u64), Arc::new(queued)).unwrap())
-        })
-        .collect();
+    let leaves = queued_leaves(&sims, 300);
     let top = TopVdev::new(VdevId(0), Guid(9), 9, Layout::Raidz { parity: 2 }, leaves).unwrap();
     let data: Vec<u8> = (0..40 * 512).map(|i| (i * 13 % 253) as u8).collect();
     top.write(0, &data).unwrap();
@@ -457,14 +448,7 @@ fn raidz_padding_is_written_so_consecutive_columns_merge() {
             })
         })
         .collect();
-    let leaves = counting
-        .iter()
-        .enumerate()
-        .map(|(i, device)| {
-            let queued = QueuedDevice::new(Arc::clone(device) as Arc<dyn Device>).unwrap();
-            Arc::new(Leaf::new(Guid(100 + i as u64), Arc::new(queued)).unwrap())
-        })
-        .collect();
+    let leaves = queued_leaves(&counting, 100);
     let top = TopVdev::new(VdevId(0), Guid(7), 12, Layout::Raidz { parity: 2 }, leaves).unwrap();
     let asize = top.allocation_size(BLOCK as u64);
     assert_eq!(asize, 42 << 12, "two padding sectors per block");

@@ -5,9 +5,10 @@
 use std::sync::Arc;
 
 use tarn_engine::{
-    CreateSpec, Engine, ReceiveReport, ReceiveSpec, SendSpec, SimProvider, TopLayout, VolumeSpec,
-    check,
+    CreateSpec, Engine, FsOp, ReceiveReport, ReceiveSpec, SendSpec, SimProvider, TopLayout,
+    VolumeSpec, check,
 };
+use tarn_posix::{Creds, FileKind};
 
 use super::{Host, PLAIN, images, sim_devices};
 
@@ -166,4 +167,17 @@ pub(crate) fn tank_state(engine: &Engine, properties: &[&str]) -> TankState {
         volumes,
         data_blocks,
     }
+}
+
+/// Writes `data` to the new file `name` in the root directory of the filesystem `dataset`.
+pub(crate) fn write_file(engine: &Engine, dataset: &str, name: &[u8], data: &[u8]) {
+    let (_, id) = engine.find_dataset(dataset).unwrap();
+    let me = Creds { uid: 0, gid: 0 };
+    engine
+        .fs_op("tank", id, FsOp::Modify, |fs| {
+            let root = fs.root()?;
+            let ino = fs.mknod(root, name, FileKind::Regular, 0o644, 0, me)?.ino;
+            fs.write(ino, 0, data).map(drop)
+        })
+        .unwrap();
 }
