@@ -534,31 +534,98 @@ fn send_one(
                 .map_err(stream_error)?;
         }
     }
-    let mut cursor = Cursor::at(resume_object, resume_offset);
-    let mut batch: Vec<Record> = Vec::new();
-    while !cursor.done {
-        {
-            let inner = handle.lock();
-            check_still_there(&inner, dataset, to, from)?;
-            let reader = inner.pool.reader();
-            let mut source = Source {
-                to: &mut to_os,
-                from: from.map(|f| (from_os.as_mut(), f.header.txg)),
-                recomputed: tarn_posix::RECOMPUTED_TYPES,
-                compressed: start.spec.compressed,
-                dry_run: start.spec.dry_run,
-            };
-            dsend::send_some(&mut source, &reader, &mut cursor, BATCH_BYTES, &mut |r| {
-                batch.push(r);
-                Ok(())
-            })?;
+    let cursor = Cursor::at(resume_object, resume_offset);
+    let walk = Walk {
+        handle,
+        dataset,
+        start,
+        to_os: &mut to_os,
+        from_os: from_os.as_mut(),
+    };
+    // The walk reads the next batch while this thread writes the last one: the device
+    // reads of a batch and the encoding and writing of the one before overlap. A bound of
+    // one batch waiting keeps at most three in memory (reading, waiting, being written).
+    let (batches, ready) = std::sync::mpsc::sync_channel::<Result<Vec<Record>, EngineError>>(1);
+    std::thread::scope(|scope| {
+        let walker = std::thread::Builder::new()
+            .name("tarn-send-walk".into())
+            .spawn_scoped(scope, move || walk.run(cursor, &batches))
+            .map_err(|e| invalid(format!("cannot start the send's walk thread: {e}")))?;
+        let written = write_batches(&ready, writer, progress);
+        // A failed write drops the receiver, so the walk's next hand-over fails and it
+        // stops; either way it is joined before the stream's end is written.
+        drop(ready);
+        if let Err(panic) = walker.join() {
+            std::panic::resume_unwind(panic);
         }
-        for record in batch.drain(..) {
+        written
+    })?;
+    writer.end().map_err(stream_error)?;
+    Ok(())
+}
+
+/// What the send's walk thread needs: the snapshots' object sets and the checks that they
+/// are still there before each batch.
+struct Walk<'a> {
+    handle: &'a PoolHandle,
+    dataset: &'a str,
+    start: &'a Start<'a>,
+    to_os: &'a mut ObjectSet,
+    from_os: Option<&'a mut ObjectSet>,
+}
+
+impl Walk<'_> {
+    /// Walks batch by batch, each under the pool lock, handing each on; stops at the
+    /// walk's end, at an error (handed on, for the writer to return) or when the writer
+    /// has gone (its own error is the send's).
+    fn run(
+        mut self,
+        mut cursor: Cursor,
+        batches: &std::sync::mpsc::SyncSender<Result<Vec<Record>, EngineError>>,
+    ) {
+        while !cursor.done {
+            let batch = self.batch(&mut cursor);
+            let failed = batch.is_err();
+            if batches.send(batch).is_err() || failed {
+                break;
+            }
+        }
+    }
+
+    fn batch(&mut self, cursor: &mut Cursor) -> Result<Vec<Record>, EngineError> {
+        let (from, to) = (self.start.from, self.start.to);
+        let inner = self.handle.lock();
+        check_still_there(&inner, self.dataset, to, from)?;
+        let reader = inner.pool.reader();
+        let mut source = Source {
+            to: &mut *self.to_os,
+            from: from.map(|f| (self.from_os.as_deref_mut(), f.header.txg)),
+            recomputed: tarn_posix::RECOMPUTED_TYPES,
+            compressed: self.start.spec.compressed,
+            dry_run: self.start.spec.dry_run,
+        };
+        let mut batch = Vec::new();
+        dsend::send_some(&mut source, &reader, cursor, BATCH_BYTES, &mut |r| {
+            batch.push(r);
+            Ok(())
+        })?;
+        Ok(batch)
+    }
+}
+
+/// Writes every batch the walk hands on, in order, until the walk ends; the first error
+/// (the walk's or the writer's) stops it.
+fn write_batches(
+    ready: &std::sync::mpsc::Receiver<Result<Vec<Record>, EngineError>>,
+    writer: &mut StreamWriter<&mut dyn Write>,
+    progress: &mut dyn FnMut(u64),
+) -> Result<(), EngineError> {
+    for batch in ready {
+        for record in batch? {
             writer.write(&record).map_err(stream_error)?;
         }
         progress(writer.bytes());
     }
-    writer.end().map_err(stream_error)?;
     Ok(())
 }
 

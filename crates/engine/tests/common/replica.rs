@@ -47,7 +47,16 @@ pub(crate) fn host_of_size(seed: u64, size: u64) -> (Arc<SimProvider>, Engine) {
 /// The stream of `tank/v@s` from a host of its own: a sparse volume of `mib` MiB in 128K
 /// blocks whose MiB `i` is `piece(i)`.
 pub(crate) fn volume_stream(mib: usize, piece: impl Fn(usize) -> Vec<u8>) -> Vec<u8> {
-    let (_, a) = host_of_size(3, (2 * mib as u64 + 64) << 20);
+    let (_, a) = volume_host(mib, piece);
+    send(&a, full("tank/v@s"))
+}
+
+/// A host with `tank/v@s`, the volume [`volume_stream`] sends.
+pub(crate) fn volume_host(
+    mib: usize,
+    piece: impl Fn(usize) -> Vec<u8>,
+) -> (Arc<SimProvider>, Engine) {
+    let (sims, a) = host_of_size(3, (2 * mib as u64 + 64) << 20);
     let spec = VolumeSpec {
         size: format!("{mib}M"),
         block_size: Some("128K".into()),
@@ -63,7 +72,7 @@ pub(crate) fn volume_stream(mib: usize, piece: impl Fn(usize) -> Vec<u8>) -> Vec
     }
     a.snapshot(&["tank/v@s".into()], false, &[], "snapshot")
         .unwrap();
-    send(&a, full("tank/v@s"))
+    (sims, a)
 }
 
 /// The stream `spec` makes.
