@@ -699,13 +699,11 @@ impl Engine {
         }
         drop(inner);
         drop(handle);
-        // Forced, it waits (bounded) for other holders of the handle to let go: woken
-        // writers, a request of a lazily detached mount still in flight.
-        let imported = if force {
-            self.take_when_released(name)?
-        } else {
-            self.take(name)?
-        };
+        // It waits (bounded) for other holders of the handle to let go: a verb or the sync
+        // thread that waited for the lock while the export synced (refused at once, an
+        // export failed now and then with "pool is busy" for no lasting reason), and when
+        // forced, woken writers and a request of a lazily detached mount still in flight.
+        let imported = self.take_when_released(name)?;
         imported.datasets.finish_reads_ahead();
         match imported.pool.export() {
             Ok(()) => Ok(()),
@@ -720,7 +718,8 @@ impl Engine {
         if self.pool(name)?.lock().pool.readonly() {
             return Err(PoolError::ReadOnly.into());
         }
-        let imported = self.take(name)?;
+        // As an export: transient holders of the handle are waited for, briefly.
+        let imported = self.take_when_released(name)?;
         imported.datasets.finish_reads_ahead();
         if let Err(e) = imported.pool.destroy() {
             // No device took the label: nothing changed, so the pool stays imported.

@@ -394,9 +394,10 @@ impl Engine {
         self.post(event);
     }
 
-    /// Takes the pool out of the table once every other handle is dropped (waiting writers
-    /// woken by a forced export need a moment to fail and let go, and so does a request of
-    /// a mount `export -f` detached). Gives up, as `take` does, after about two seconds.
+    /// Takes the pool out of the table once every other handle is dropped (a verb or the
+    /// sync thread that waited for the lock, waiting writers woken by a forced export need
+    /// a moment to fail and let go, and so does a request of a mount `export -f`
+    /// detached). Gives up, as `take` does, after about two seconds.
     pub(crate) fn take_when_released(&self, name: &str) -> Result<Imported, EngineError> {
         for _ in 0..RELEASE_TRIES {
             match self.take(name) {

@@ -331,3 +331,43 @@ fn primarycache_decides_whether_reads_reach_the_devices() {
     read(&engine);
     assert_eq!(leaf_reads(&engine), warm, "all again: kept");
 }
+
+#[test]
+fn an_export_waits_for_a_verb_that_holds_the_pool_for_a_moment() {
+    // Goal: a verb (or the daemon's sync thread) that waited for the pool lock while an
+    // export synced holds the pool's handle for a moment after it; the export waits for it
+    // to let go (bounded) instead of failing with "pool is busy" now and then. Method: a
+    // thread asks for the pool's status without pause while the pool is written, exported
+    // and imported again, twenty times; every export succeeds and the data is there.
+    let (provider, engine, names) = setup(6);
+    create(&engine, &raidz2(&names));
+    let object = engine.object_create("tank", 128 << 10).unwrap();
+    let engine = Arc::new(engine);
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let asker = {
+        let (engine, stop) = (engine.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                let _ = engine.status("tank");
+            }
+        })
+    };
+    let data = vec![7u8; 1 << 20];
+    let mut exported = Vec::new();
+    for round in 0..20 {
+        engine.object_write("tank", object, 0, &data).unwrap();
+        exported.push((round, engine.export_pool("tank", false)));
+        if engine.pool_names().is_empty() {
+            import_tank(&engine, &ImportOptions::default()).unwrap();
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    asker.join().unwrap();
+    for (round, result) in exported {
+        assert!(result.is_ok(), "export {round}: {result:?}");
+    }
+    let mut back = vec![0u8; data.len()];
+    engine.object_read("tank", object, 0, &mut back).unwrap();
+    assert!(back == data);
+    drop(provider);
+}
