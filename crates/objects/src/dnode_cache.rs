@@ -65,10 +65,10 @@ impl DnodeCache {
 
     /// Forgets the dnode of `id` (its bytes in the meta-dnode are about to change).
     pub(crate) fn forget(&mut self, id: ObjectId) {
-        if let Some(slot) = self.slots.get_mut(Self::slot(id)) {
-            if matches!(slot, Some((held, _)) if *held == id.0) {
-                *slot = None;
-            }
+        if let Some(slot) = self.slots.get_mut(Self::slot(id))
+            && matches!(slot, Some((held, _)) if *held == id.0)
+        {
+            *slot = None;
         }
     }
 
