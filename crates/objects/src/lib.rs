@@ -121,6 +121,7 @@
 
 pub mod accounting;
 mod cache;
+mod dnode_cache;
 pub mod objset;
 mod pieces;
 mod readahead;

@@ -3,6 +3,7 @@
 
 use crate::accounting::{SyncHook, UsedChange};
 use crate::cache::BlockCache;
+use crate::dnode_cache::DnodeCache;
 use crate::readahead::{self, Fetch, Streams};
 use crate::tree::{self, Dirty, ObjState, ReadCtx, TreeWalk};
 use crate::{BlockContext, DnodeInfo, ObjectError, ObjsetWriteConfig, ReadOut, SyncEstimate};
@@ -68,6 +69,8 @@ pub struct ObjectSet {
     pending_frees: Vec<(ObjectId, Dnode)>,
     root: BlockPtr,
     cache: BlockCache,
+    /// Decoded dnodes of objects not changed since the last sync (module `dnode_cache`).
+    dnodes: DnodeCache,
     /// Sequential readers, for read-ahead (`readahead`).
     streams: Streams,
     config: ObjsetWriteConfig,
@@ -161,6 +164,7 @@ impl ObjectSet {
             pending_frees: Vec::new(),
             root: BlockPtr::hole(Txg(0)),
             cache: BlockCache::new(CACHE_BYTES_DEFAULT),
+            dnodes: DnodeCache::default(),
             streams: Streams::default(),
             config: ObjsetWriteConfig::default(),
             dirty_bytes: 0,
@@ -352,7 +356,14 @@ impl ObjectSet {
             Some(Slot::Free) => Ok(None),
             Some(Slot::Live(state)) => Ok(Some(state.dnode.clone())),
             None => {
-                let dnode = load_dnode(&self.meta, &mut self.cache, store, id)?;
+                let dnode = match self.dnodes.get(id) {
+                    Some(dnode) => dnode.clone(),
+                    None => {
+                        let dnode = load_dnode(&self.meta, &mut self.cache, store, id)?;
+                        self.dnodes.insert(id, &dnode);
+                        dnode
+                    }
+                };
                 Ok((!dnode.is_free()).then_some(dnode))
             }
         }
@@ -1292,6 +1303,20 @@ impl ObjectSet {
         store: &mut dyn BlockStore,
         hook: Option<&mut dyn SyncHook>,
     ) -> Result<BlockPtr, ObjectError> {
+        // The sync rewrites the meta-dnode: no decoded dnode read before or during it
+        // survives it, whether it succeeds or not (D1 of `dnode_cache`).
+        self.dnodes.clear();
+        let synced = self.sync_passes(store, hook);
+        self.dnodes.clear();
+        synced
+    }
+
+    /// The body of [`ObjectSet::sync_with`].
+    fn sync_passes(
+        &mut self,
+        store: &mut dyn BlockStore,
+        hook: Option<&mut dyn SyncHook>,
+    ) -> Result<BlockPtr, ObjectError> {
         self.check_usable()?;
         self.poisoned = true;
         self.free_pending(store)?;
@@ -1381,6 +1406,8 @@ impl ObjectSet {
                 (state.dnode.encode(), Some(state.dnode))
             }
         };
+        // The accounting hook reads dnodes between the two passes (D1 of `dnode_cache`).
+        self.dnodes.forget(object);
         let mut ctx = ReadCtx {
             store: &*store,
             cache: &mut self.cache,
