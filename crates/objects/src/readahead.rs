@@ -16,8 +16,8 @@
 //! or when at least half of the read-ahead window is: a sequential reader then refills the
 //! window in batches of several records instead of one record per request. Whether half is
 //! missing is read from the window's middle block first (`middle_present`: what a stream's
-//! window lacks is a run at its far end), so a request that issues no batch looks up two
-//! blocks, not every block of its window. Stores whose
+//! window lacks is a run at its far end), so a request that issues no batch looks up its
+//! own blocks and one of its window, not every block of the window. Stores whose
 //! reads are synchronous (`BlockStore::reads_in_parallel` false: the simulator, in-memory
 //! test stores) get none of this, so their runs issue exactly the reads they always did.
 //!
