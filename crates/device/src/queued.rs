@@ -456,7 +456,9 @@ fn read_together(device: &dyn Device, reads: &mut [QueuedRead]) -> Result<(), De
             usize::try_from(pair[1].0 - end).expect("a gap is at most READ_GAP_MAX")
         })
         .collect();
-    let mut scratch = vec![0u8; gaps.iter().sum()];
+    // Not `vec![0u8; n]`: a zeroed request of this size had jemalloc hand the pages back to
+    // the kernel first (a TLB shootdown per merged read; tarn-base `buf`).
+    let mut scratch = tarn_base::buf::zeroed(gaps.iter().sum());
     let mut rest = scratch.as_mut_slice();
     let mut bufs: Vec<&mut [u8]> = Vec::with_capacity(reads.len() * 2);
     for (i, read) in reads.iter_mut().enumerate() {

@@ -14,7 +14,10 @@
 //!
 //! The batch is issued only when a record the caller asked for is missing from the cache,
 //! or when at least half of the read-ahead window is: a sequential reader then refills the
-//! window in batches of several records instead of one record per request. Stores whose
+//! window in batches of several records instead of one record per request. Whether half is
+//! missing is read from the window's middle block first (`middle_present`: what a stream's
+//! window lacks is a run at its far end), so a request that issues no batch looks up its
+//! own blocks and one of its window, not every block of the window. Stores whose
 //! reads are synchronous (`BlockStore::reads_in_parallel` false: the simulator, in-memory
 //! test stores) get none of this, so their runs issue exactly the reads they always did.
 //!
@@ -175,7 +178,12 @@ fn choose(
         0
     };
     let (blocks, waits) = missing(ctx, state, first..last + 1);
-    let (mut ahead_missing, _) = missing(ctx, state, last + 1..last + 1 + window);
+    let window_blocks = last + 1..last + 1 + window;
+    let mut ahead_missing = if blocks.is_empty() && middle_present(ctx, state, &window_blocks) {
+        Vec::new()
+    } else {
+        missing(ctx, state, window_blocks).0
+    };
     if blocks.is_empty() && (ahead_missing.len() as u64) * 2 < window.max(1) {
         // The window is mostly cached or on its way: the next batch waits until half of
         // it is consumed, so batches stay large.
@@ -194,6 +202,29 @@ fn choose(
         waits,
         feed_l2,
     })
+}
+
+/// Whether the read-ahead window `blocks` is taken as more than half present (cached, on
+/// its way, dirty or a hole) from one lookup, not one per block: the block at its middle is
+/// present. A sequential reader's window fills in order, each batch reading what was
+/// missing up to the window's end, so what is missing is a run at its far end, and that run
+/// is shorter than half the window exactly when the middle block is present. A window
+/// missing blocks elsewhere too (evicted from the cache meanwhile) may then wait for its far
+/// half to empty before its next batch; the reader's own records are looked up one by one
+/// regardless ([`choose`]), so no read misses a block it needs. `false` (look at every
+/// block) when the middle is past the object's last block, where the run need not be.
+fn middle_present(ctx: &mut ReadCtx<'_>, state: &ObjState, blocks: &Range<u64>) -> bool {
+    if blocks.is_empty() {
+        return false;
+    }
+    // Missing run shorter than half (`2 * run < len`) <=> the block `len / 2` from the
+    // start, which is `len.div_ceil(2)` from the end, is present.
+    let middle = blocks.start + (blocks.end - blocks.start) / 2;
+    if middle > state.dnode.maxblkid {
+        return false;
+    }
+    // Being read by a batch counts as present, as in the full count.
+    missing(ctx, state, middle..middle + 1).0.is_empty()
 }
 
 /// Puts the blocks of `batch` that read whole into the cache of `domain`.
@@ -457,6 +488,8 @@ fn missing(
         if blkid > state.dnode.maxblkid {
             break;
         }
+        #[cfg(test)]
+        tests::LOOKUPS.with(|n| n.set(n.get() + 1));
         // A pieced record over its committed block reads that block; other dirty blocks
         // need none.
         if state
@@ -501,6 +534,11 @@ mod tests {
 
     const RECORD: u32 = 128 << 10;
     const RECORDS: u64 = 24;
+
+    thread_local! {
+        /// Blocks `missing` looked up on this thread (the cost of a read-ahead decision).
+        pub(super) static LOOKUPS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
 
     /// Reads through a [`MemStore`], saying whether it reads in parallel, and logging every
     /// batch (`read_blocks`: its length) and every single read (`read_block`: 1, negated).
@@ -603,6 +641,60 @@ mod tests {
         assert!(
             log.iter().filter(|&&n| n > 1).count() <= 6,
             "records come several per batch: {log:?}"
+        );
+    }
+
+    /// Goal: a sequential reader's read-ahead decision looks up about one block of its
+    /// window per request while the window is more than half present, not every block of
+    /// it, and still issues the same batches (every data record once, several per batch).
+    /// Method: 4K records, so the window is the full `READS_IN_FLIGHT_MAX` records; read 160
+    /// records one by one and count `missing`'s lookups (the record itself, the window's
+    /// middle, and the whole window only when a batch is due) while the window lies inside
+    /// the object.
+    #[test]
+    fn a_read_ahead_decision_probes_the_window_middle() {
+        const SMALL: u32 = 4096;
+        const COUNT: u64 = 160;
+        let mut store = MemStore::new();
+        let mut set = ObjectSet::create(ObjsetKind::Filesystem);
+        let id = set
+            .allocate_object(&store, OBJECT_TYPE_PLAIN, SMALL, 0, 0)
+            .unwrap();
+        let mut data = vec![0u8; (COUNT * u64::from(SMALL)) as usize];
+        SeededRng::new(6).fill(&mut data);
+        set.write(&store, id, 0, &data).unwrap();
+        let root = set.sync(&mut store).unwrap();
+        store.next_txg();
+        let logged = Logged::new(&store, true);
+        let mut set = ObjectSet::open(&logged, &root).unwrap();
+        logged.log.borrow_mut().clear();
+        LOOKUPS.with(|n| n.set(0));
+        let mut buf = vec![0u8; SMALL as usize];
+        let window = tarn_base::limits::READS_IN_FLIGHT_MAX as u64;
+        // Counted while the whole window lies inside the object (past its end the middle
+        // may be past the last block, and every block is looked at).
+        let counted = COUNT - window - 1;
+        let mut lookups = 0;
+        for blkid in 0..COUNT {
+            if blkid == counted {
+                lookups = LOOKUPS.with(std::cell::Cell::get) as u64;
+            }
+            let at = blkid * u64::from(SMALL);
+            set.read(&logged, id, at, &mut buf).unwrap();
+            assert!(buf == data[at as usize..at as usize + SMALL as usize]);
+        }
+        let log = logged.log.borrow();
+        let batches = log.iter().filter(|&&n| n > 1).count() as u64;
+        let batched: i64 = log.iter().filter(|&&n| n > 1).sum();
+        assert_eq!(
+            batched, COUNT as i64,
+            "every record once, in batches: {log:?}"
+        );
+        assert!(batches <= COUNT / 8, "several records per batch: {log:?}");
+        // Every block of the window on every request would be counted * (1 + window).
+        assert!(
+            lookups <= counted * 4 + batches * (window + 1),
+            "{lookups} lookups for {counted} requests and {batches} batches"
         );
     }
 
