@@ -283,7 +283,9 @@ fn a_destroy_of_the_destinations_parent_during_the_stream_takes_what_is_held() {
 }
 
 /// A's tree for the `-R -I` tests (module doc): `tank/p` (a filesystem with files), the
-/// volume `k` and the filesystem `c` with a file, snapshotted `@1`; then writes, `@2`, the
+/// volume `k` and the filesystem `c` with a file, snapshotted `@0`, then writes and `@1`
+/// (so that the stream kills blocks older than its source, which the adoption files under
+/// `@0`); then writes, `@2`, the
 /// clone `cl` of `k@2` with writes of its own, writes, `@3`, writes, `@4`. Returns A, the
 /// stream `send -R tank/p@1` and the stream `send -R -I @1 tank/p@4`.
 fn intermediate_sender() -> (Engine, Vec<u8>, Vec<u8>) {
@@ -294,6 +296,9 @@ fn intermediate_sender() -> (Engine, Vec<u8>, Vec<u8>) {
     write(&a, "tank/p/k", 0, &noise(256 << 10, 1));
     write_file(&a, "tank/p", b"f1", &noise(48 << 10, 2));
     write_file(&a, "tank/p/c", b"f1", &noise(24 << 10, 3));
+    snapshot_all(&a, "0");
+    write(&a, "tank/p/k", 192 << 10, &noise(64 << 10, 12));
+    write_file(&a, "tank/p/c", b"f0", &noise(8 << 10, 13));
     snapshot_all(&a, "1");
     let first = send(&a, replicate(full("tank/p@1")));
     write(&a, "tank/p/k", 64 << 10, &noise(128 << 10, 4));
@@ -416,7 +421,7 @@ fn an_intermediate_replication_stream_refused_at_its_end_changes_nothing() {
     let refused = b
         .receive(&forced(into("tank/r")), &mut input, &mut |_| {
             if !set {
-                let limit = vec![("snapshot_limit".to_string(), "6".to_string())];
+                let limit = vec![("snapshot_limit".to_string(), "8".to_string())];
                 b.set_dataset_props("tank", &limit, "set").unwrap();
                 set = true;
             }
