@@ -62,8 +62,9 @@
 //! beyond parity, a failed read comes before it too, and refuses the stream with what is
 //! held discarded: every held adopted head's blocks ([`reads`]), the blocks of every dataset
 //! the end destroys (walked once, [`read_ahead`], and not again by the destroy), the dead
-//! lists of every snapshot it destroys and of the dead list each merges into, and of every
-//! head it rolls back. Those dead lists are read into the MOS object set's own clean cache
+//! lists of every snapshot it destroys and of the dead list each merges into, of every
+//! head it rolls back, and of every snapshot and head of each hidden clone an existing
+//! dataset adopts (filed again by the adoption, [`read_adopted`]). Those dead lists are read into the MOS object set's own clean cache
 //! (64 MiB; only the pool lock's holder reads the MOS), where the apply finds them: a dead
 //! list read can still fail after a change only if the end's dead lists and the other MOS
 //! blocks it reads outgrow that cache (millions of block pointers) and a block evicted
@@ -484,7 +485,9 @@ pub(crate) fn read_ahead(
                 .map_err(|e| cannot(e.into()))?;
         }
     }
-    for &id in change.snapshotted.iter().filter(|id| kept(id)) {
+    // A dataset adopting several snapshots is listed once for each.
+    let heads: std::collections::BTreeSet<DatasetId> = change.snapshotted.iter().copied().collect();
+    for &id in heads.iter().filter(|id| kept(id)) {
         let cannot = cannot_read(inner, id, "take it back to the stream's source");
         let Imported {
             pool,

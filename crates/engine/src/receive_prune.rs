@@ -24,9 +24,6 @@
 //! hidden datasets (`receive_atomic`: those that need what a held one brings too, on top of
 //! it or below it) and placed in the prune's txg: a hold or clone made on a doomed snapshot
 //! while they came in refuses at the end, the held ones discarded, so nothing changed.
-//! Where the stream made held substreams take their place early (a substream whose source
-//! is a snapshot an incremental substream into an existing dataset brings: module doc of
-//! `receive_atomic`), those stay received.
 //!
 //! `receive -s` (resumable): the substreams are not held; each commits at its END, so a
 //! cut stream keeps every substream before the cut, the one it cut keeps its partial state
