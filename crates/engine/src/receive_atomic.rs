@@ -64,8 +64,9 @@
 //! the end destroys (walked once, [`read_ahead`], and not again by the destroy), the dead
 //! lists of every snapshot it destroys and of the dead list each merges into, of every
 //! head it rolls back, and of every snapshot and head of each hidden clone an existing
-//! dataset adopts (filed again by the adoption, [`read_adopted`]). Those dead lists are read into the MOS object set's own clean cache
-//! (64 MiB; only the pool lock's holder reads the MOS), where the apply finds them: a dead
+//! dataset adopts (filed again by the adoption, [`read_adopted`]). Those dead lists are
+//! read into the MOS object set's own clean cache (64 MiB; only the pool lock's holder
+//! reads the MOS), where the apply finds them: a dead
 //! list read can still fail after a change only if the end's dead lists and the other MOS
 //! blocks it reads outgrow that cache (millions of block pointers) and a block evicted
 //! meanwhile went bad. The MOS's other small reads (a snapshot's node and properties, the
