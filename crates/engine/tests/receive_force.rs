@@ -302,8 +302,9 @@ fn receive_f_of_a_replication_stream_rolls_back_each_dataset() {
     check::verify_pool(b, "tank").unwrap();
 }
 
-// DESCRIPTION: `receive -F` of an incremental filesystem stream onto a destination changed
-// since the source (a file written in its head): the received snapshot's `written`,
+// DESCRIPTION: `receive -F` of an incremental filesystem stream (`@a..@b`, nothing written
+// between them) onto a destination changed since the source (a file written in its head):
+// the received snapshot's `written`,
 // `used` and `referenced`, and the source's, equal the sender's. Fails (by about 40 KiB of
 // `written`) when the hidden clone's per-owner counts are recounted at END, which rewrote
 // every count object the sender's snapshot did not.
@@ -317,7 +318,7 @@ fn receive_f_of_a_filesystem_gives_the_senders_space_figures() {
     snap(&a, "tank/f@a");
     receive(&b, into("tank/g"), &send(&a, full("tank/f@a"))).unwrap();
     write_file(&b, "tank/g", b"local", &noise(32 << 10, 2));
-    write_file(&a, "tank/f", b"two", &noise(64 << 10, 3));
+    // Nothing written on A: `@b` has no `written` of its own, which a recount would add.
     snap(&a, "tank/f@b");
     let stream = send(&a, incremental("@a", "tank/f@b"));
     receive(&b, forced(into("tank/g")), &stream).unwrap();
