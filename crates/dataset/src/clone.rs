@@ -27,9 +27,10 @@
 //! - C1: a clone's header has its snapshot fields (snapshots ZAP, dead list) from creation.
 //! - C2: every dead-list bucket key of a clone at or below T holds only blocks born at or
 //!   below T, and no other dataset frees them while the origin snapshot exists.
-//! - C3: [`adopt_clone_head`] moves a clone's head into the dataset of its origin only when
-//!   that origin is the dataset's latest snapshot and its head equals it, so the moved dead
-//!   list refiled under the dataset's txgs is exactly what its kill rule would have filed.
+//! - C3: [`adopt_clone`] moves a clone's head and snapshots into the dataset of its origin
+//!   only when that origin is the dataset's latest snapshot and its head equals it, so the
+//!   moved dead lists refiled under the dataset's txgs are exactly what its kill rule would
+//!   have filed.
 //!
 //! Not here: the engine's verbs check names, holds and dependent clones before anything
 //! changes.
@@ -217,19 +218,30 @@ pub fn promote(
 
 /// The end of a receive over a destination taken back to the stream's source (`receive -F`
 /// of an incremental stream when the destination has later snapshots or changes: OpenZFS's
-/// clone swap). `target`'s head equals its latest snapshot (the caller destroyed the later
-/// ones and rolled it back); `clone` is a clone of that snapshot without snapshots of its
-/// own, holding what was received. The target's head takes the clone's object set and
-/// counters and the clone's head dead list (the origin's blocks the clone let go of, all
-/// keyed at the origin's txg), filed again under the target's kill txgs (`floor` is the
-/// target's own origin txg, 0 when it is no clone); the clone takes the target's former head
-/// (the snapshot's root, an empty dead list), so destroying it frees nothing the target
-/// holds. Time proportional to the blocks the clone let go of, not to the data.
-pub fn adopt_clone_head(
+/// clone swap; and every incremental substream of an existing dataset in a held `receive
+/// -R`, chained on one hidden clone). `target`'s head equals its latest snapshot (the caller
+/// destroyed the later ones and rolled it back); `clone` is a clone of that snapshot
+/// holding what was received, with the snapshots the receive took on it (none for a plain
+/// `-F`, whose caller takes the one snapshot afterwards).
+///
+/// The clone's snapshots move to `target`, after its latest, in order, with their nodes,
+/// GUIDs, txgs and dead lists (as [`promote`] moves snapshots the other way); the target's
+/// head takes the clone's object set and counters and the clone's head dead list. Every
+/// moved dead list's buckets keyed at or below the origin's txg (the origin's blocks the
+/// clone let go of, all keyed at the origin's txg) are filed again under the target's kill
+/// txgs (`floor` is the target's own origin txg, 0 when it is no clone): exactly what the
+/// kill rule would have filed had the records been applied to the target itself, so every
+/// snapshot's `used`, `written` and the target's `usedbysnapshots` are what they would be.
+/// The clone takes the target's former head (the snapshot's root, an empty dead list) and
+/// no snapshots, so destroying it frees nothing the target holds. Time proportional to the
+/// blocks the clone let go of and the snapshots moved, not to the data. The caller checked
+/// that no moved snapshot's name is one of the target's, and reloads the origins of the
+/// clones of the moved snapshots (their snapshot nodes now name `target`).
+pub fn adopt_clone(
     mos: &mut ObjectSet,
     store: &dyn BlockStore,
     target: Side<'_>,
-    clone: &mut DatasetHeader,
+    clone: Side<'_>,
     floor: u64,
     sizer: &dyn Fn(&tarn_format::BlockPtr) -> u64,
 ) -> Result<(), DatasetError> {
@@ -238,7 +250,7 @@ pub fn adopt_clone_head(
         .last()
         .ok_or_else(|| DatasetError::Corrupt("a rolled-back head without snapshots".into()))?;
     assert_eq!(
-        clone.snap.origin, latest.id,
+        clone.head.snap.origin, latest.id,
         "C3: the adopted clone is a clone of the target's latest snapshot"
     );
     assert_eq!(
@@ -246,19 +258,41 @@ pub fn adopt_clone_head(
         "C3: the target's head was rolled back to its latest snapshot"
     );
     let cut = latest.header.txg;
-    std::mem::swap(&mut target.head.snap.deadlist, &mut clone.snap.deadlist);
+    let moved_from = target.snapshots.len();
+    for mut snap in std::mem::take(clone.snapshots) {
+        assert!(
+            snap.header.txg > cut,
+            "C3: a clone's snapshots follow its origin"
+        );
+        mos.zap_remove(store, clone.head.snap.snapshots, &snap.name)?;
+        mos.zap_insert_u64(store, target.head.snap.snapshots, &snap.name, snap.id.0)?;
+        snap.header.dataset = target.id;
+        mos.set_bonus(store, snap.id, &snap.header.encode())?;
+        target.snapshots.push(snap);
+    }
+    std::mem::swap(
+        &mut target.head.snap.deadlist,
+        &mut clone.head.snap.deadlist,
+    );
     let txgs: Vec<Txg> = std::iter::once(Txg(floor))
         .filter(|t| t.0 > 0)
         .chain(target.snapshots.iter().map(|s| s.header.txg))
         .collect();
-    refile(mos, store, target.head.snap.deadlist, cut, &txgs, sizer)?;
-    std::mem::swap(&mut target.head.objset, &mut clone.objset);
-    std::mem::swap(&mut target.head.referenced, &mut clone.referenced);
-    std::mem::swap(&mut target.head.logical, &mut clone.logical);
-    std::mem::swap(&mut target.head.physical, &mut clone.physical);
+    let moved: Vec<ObjectId> = target.snapshots[moved_from..]
+        .iter()
+        .map(|s| s.header.deadlist)
+        .chain(std::iter::once(target.head.snap.deadlist))
+        .collect();
+    for list in moved {
+        refile(mos, store, list, cut, &txgs, sizer)?;
+    }
+    std::mem::swap(&mut target.head.objset, &mut clone.head.objset);
+    std::mem::swap(&mut target.head.referenced, &mut clone.head.referenced);
+    std::mem::swap(&mut target.head.logical, &mut clone.head.logical);
+    std::mem::swap(&mut target.head.physical, &mut clone.head.physical);
     target.head.snap.used = counted_space(mos, store, target.head, target.snapshots, floor)?;
     // The target's former head dead list, emptied by the rollback: nothing counted.
-    clone.snap.used = 0;
+    clone.head.snap.used = 0;
     Ok(())
 }
 

@@ -2,53 +2,71 @@
 //! changes the destination only when the whole stream has arrived: each substream is
 //! received into a hidden dataset, its END only commits the hidden data; after the stream's
 //! last record, every hidden dataset takes its place (published under its name, or adopted
-//! as the destination's head), every snapshot an adopted head receives is taken and the
-//! manifest's prune (`receive_prune`) is applied, all in one txg.
+//! with its snapshots by the existing dataset it is a hidden clone of) and the manifest's
+//! prune (`receive_prune`) is applied, all in one txg.
 //!
 //! ```text
 //!  substream END:  hidden data committed, counts recounted (invisible)            [held]
-//!                  a dataset the stream makes: its snapshot taken, still hidden
+//!                  its snapshot taken on its hidden dataset, still hidden
 //!  stream end:     checks of every held one, then, in one txg: publish each new dataset
-//!                  (parents first, with its snapshots), adopt each head and take its
-//!                  snapshot, destroy and rename what the manifest says
+//!                  (parents first, with its snapshots), each existing dataset adopts its
+//!                  hidden clone with the snapshots on it, destroy and rename what the
+//!                  manifest says
 //!  cut or refused: every held hidden dataset destroyed: the destination as it was
 //! ```
 //!
 //! The hidden shapes ([`Within`]), all named with a `%` leaf (`datasets::is_hidden`):
 //! - a dataset the stream makes (a full or clone stream): `PARENT/%LEAF`, a new dataset or a
 //!   clone (`receive_new`); its snapshot is taken at its END, so what follows can use it;
-//! - an incremental substream whose source is that hidden dataset's latest snapshot (each
-//!   dataset's second and later snapshots in a first full `-R`, a dataset made since the
-//!   source in `-R -i|-I`): received into the same hidden head (`Destination::Chained`),
-//!   its snapshot taken at its END too: the snapshots keep the stream's order and txgs;
+//! - an incremental substream into an existing dataset: a hidden clone of its source
+//!   (`PARENT/%LEAF`, as `receive_rollback` does); its snapshot is taken at its END on the
+//!   hidden clone, too;
+//! - an incremental substream whose source is the latest snapshot of a held hidden dataset
+//!   (each dataset's second and later snapshots in a first full `-R`, a dataset made since
+//!   the source in `-R -i|-I`, and each existing dataset's second and later snapshots in
+//!   `-R -I`, or `-R -i` with intermediates): received into the same hidden head
+//!   (`Destination::Chained`, with the existing dataset that adopts it, if any), its
+//!   snapshot taken at its END: the snapshots keep the stream's order, txgs and GUIDs;
 //! - a dataset below a new dataset the stream makes: below its parent's hidden dataset
 //!   (`PARENT/%P/%LEAF`), published after it (a parent is held before its children);
-//! - a clone whose origin the stream brings: a hidden clone of the hidden origin snapshot;
-//! - an incremental substream into an existing dataset: a hidden clone of its source
-//!   (`PARENT/%LEAF`, as `receive_rollback` does), adopted as the head at the end, which
-//!   then takes the received snapshot.
+//! - a clone whose origin the stream brings: a hidden clone of the hidden origin snapshot
+//!   (of a new dataset's hidden dataset, or of an existing one's hidden clone).
 //!
-//! Where atomicity stops ([`needs_held`], [`holds_enough`]): a substream whose source is the
-//! snapshot a held incremental substream into an existing dataset brings (each snapshot
-//! after the first of an existing dataset in `-I`, or `-R -i|-I`, which sends intermediates,
-//! and a clone of such a snapshot): that snapshot is taken only when the hidden clone is
-//! adopted, so every held one first takes its place, in one txg (after the same checks as
-//! at the end), and the stream is atomic only from the last such point on. A cut, refusal
-//! or crash after such a point leaves what was placed there (each placed substream whole,
-//! with its snapshots); the prune (destroys, snapshot renames, dataset moves) always comes
-//! only after the last record. A first full `-R`, and an `-R -i` of one step (with datasets
-//! added, renamed, moved or destroyed meanwhile), are atomic as a whole. `receive -s` keeps
-//! the old way (each substream commits at its END), so its saved partial state is one
-//! substream, and a crash before the stream fails saves none (the token is written when
-//! the stream stops).
+//! The adoption at the end (`receive_rollback::adopt`, `tarn_dataset::clone::adopt_clone`):
+//! the existing dataset's snapshots after the source are destroyed (`-F`) and its head
+//! rolled back to the source; then every snapshot of the hidden clone moves to it, after
+//! the source, in order (node, GUID, txg, dead list: as `promote` moves snapshots the other
+//! way), and its head takes the hidden clone's object set and head dead list. The moved
+//! dead lists' buckets keyed at the source's txg (blocks of the source the clone let go
+//! of) are filed again under the dataset's own snapshot txgs, exactly where its kill rule
+//! would have filed them had the records been applied to it, so `used`, `written` and
+//! `usedbysnapshots` are what a receive straight into it gives. The dataset keeps its node,
+//! name, properties and children (unlike a promote and a rename of the hidden clone, which
+//! would give the hidden clone's node the name and leave children and local properties to
+//! move). A clone received of one of the hidden clone's snapshots was held after it, and
+//! published after the adoption: its origin then names the adopted snapshot (its node is
+//! the same; only its dataset changed), so `origin` and `clones` follow.
+//!
+//! So every substream is held until the stream's end: a first full `-R`, `-R -i|-I` with
+//! intermediates onto existing datasets, with datasets added, renamed, moved or destroyed
+//! meanwhile, and clones of the snapshots the stream brings, are atomic as a whole. A
+//! substream that needs what a held one brings but cannot go on top of it (an order `send`
+//! never makes: a source brought twice, a child before its parent) is refused
+//! ([`check_order`]). `receive -s` keeps the old way (each substream commits at its END),
+//! so its saved partial state is one substream, and a crash before the stream fails saves
+//! none (the token is written when the stream stops). A plain `receive` of `send -I`
+//! without `-R` (no manifest) is not held either: each of its substreams commits at its
+//! END into the head.
 //!
 //! Failure model: a refusal at the end is found by checks that run before the first change;
 //! beyond parity, a failed read comes before it too, and refuses the stream with what is
 //! held discarded: every held adopted head's blocks ([`reads`]), the blocks of every dataset
 //! the end destroys (walked once, [`read_ahead`], and not again by the destroy), the dead
-//! lists of every snapshot it destroys and of the dead list each merges into, and of every
-//! head it rolls back. Those dead lists are read into the MOS object set's own clean cache
-//! (64 MiB; only the pool lock's holder reads the MOS), where the apply finds them: a dead
+//! lists of every snapshot it destroys and of the dead list each merges into, of every
+//! head it rolls back, and of every snapshot and head of each hidden clone an existing
+//! dataset adopts (filed again by the adoption, [`read_adopted`]). Those dead lists are
+//! read into the MOS object set's own clean cache (64 MiB; only the pool lock's holder
+//! reads the MOS), where the apply finds them: a dead
 //! list read can still fail after a change only if the end's dead lists and the other MOS
 //! blocks it reads outgrow that cache (millions of block pointers) and a block evicted
 //! meanwhile went bad. The MOS's other small reads (a snapshot's node and properties, the
@@ -93,31 +111,23 @@ pub(crate) struct Held {
 pub(crate) struct Within {
     /// Its name is one a move vacates (`receive_moves`).
     pub(crate) vacated: bool,
-    /// The held hidden dataset the stream makes whose latest snapshot is its source: it is
-    /// received into that dataset's head (`Destination::Chained`).
-    pub(crate) chain: Option<DatasetId>,
+    /// The held hidden dataset whose latest snapshot (taken at its END) is its source: it
+    /// is received into that dataset's head (`Destination::Chained`); with the existing
+    /// dataset that adopts it at the end, when it is the hidden clone of one.
+    pub(crate) chain: Option<(DatasetId, Option<DatasetId>)>,
     /// The held hidden dataset of its parent, a new dataset the stream makes: it is
     /// received below it.
     pub(crate) parent: Option<DatasetId>,
 }
 
-/// Whether a substream with `begin` into `target` needs what `held` brings (module doc).
-pub(crate) fn needs_held(held: &[Held], begin: &Begin, target: &str) -> bool {
-    held.iter().any(|h| {
-        let parent = match &h.into {
-            Destination::New { name, .. } => target.starts_with(&format!("{name}/")),
-            _ => false,
-        };
-        parent || (begin.from_guid != 0 && h.begin.to_guid == begin.from_guid)
-    })
-}
-
-/// The hidden dataset a held substream makes or continues (`None`: it adopts an existing
-/// head at the end, and takes its snapshot only then).
-fn made(h: &Held) -> Option<DatasetId> {
+/// The hidden dataset a held substream makes or continues, and the existing dataset that
+/// adopts it at the end (a hidden clone of one of its snapshots); `None`: no hidden dataset.
+fn made(h: &Held) -> Option<(DatasetId, Option<DatasetId>)> {
     match &h.into {
-        Destination::New { id, .. } | Destination::Chained { id } => Some(*id),
-        Destination::Rollback { .. } | Destination::Head { .. } => None,
+        Destination::New { id, .. } => Some((*id, None)),
+        Destination::Chained { id, adopter } => Some((*id, *adopter)),
+        Destination::Rollback { id, target, .. } => Some((*id, Some(*target))),
+        Destination::Head { .. } => None,
     }
 }
 
@@ -141,7 +151,7 @@ pub(crate) fn within(
         .rev()
         .filter(|h| incremental && h.spec.target == target && h.begin.to_guid == begin.from_guid)
         .find_map(made)
-        .filter(|id| inner.datasets.contains(*id) && latest(*id) == Some(begin.from_guid));
+        .filter(|(id, _)| inner.datasets.contains(*id) && latest(*id) == Some(begin.from_guid));
     let parent_name = tarn_dataset::name::parent_name(target);
     let parent = held.iter().rev().find_map(|h| match &h.into {
         Destination::New { id, name, .. } if Some(name.as_str()) == parent_name => Some(*id),
@@ -154,22 +164,38 @@ pub(crate) fn within(
     }
 }
 
-/// Whether what `held` brings that the substream `begin` into `target` needs
-/// ([`needs_held`]) is there for it while held (`within`, from [`within`]): its source is
-/// a snapshot of a held hidden dataset (taken at its END), and its parent, when the stream
-/// makes it, is a held hidden dataset. Otherwise (its source is the snapshot a held forced
-/// or incremental receive takes only when it adopts its head) what is held is placed first.
-pub(crate) fn holds_enough(held: &[Held], begin: &Begin, target: &str, within: &Within) -> bool {
-    let from = |h: &&Held| begin.from_guid != 0 && h.begin.to_guid == begin.from_guid;
-    let source = match begin.features & tarn_send::FEATURE_CLONE != 0 {
-        true => held.iter().filter(from).all(|h| made(h).is_some()),
-        false => !held.iter().any(|h| from(&h)) || within.chain.is_some(),
-    };
+/// Refuses the held substream `begin` into `target` (`within`, from [`within`]) when it
+/// needs what `held` brings and that is not there for it: every snapshot a held substream
+/// brings is taken at its END on its hidden dataset, so an incremental from one must go on
+/// top of it (the latest snapshot of that hidden dataset, into the same target), and a new
+/// dataset below a new dataset the stream makes must go below its held hidden dataset. A
+/// clone stream finds its origin by GUID wherever it is, hidden or not. Only a stream in an
+/// order `send` never makes fails here (a source brought twice, a child before its parent).
+pub(crate) fn check_order(
+    held: &[Held],
+    begin: &Begin,
+    target: &str,
+    within: &Within,
+) -> Result<(), EngineError> {
+    let clone = begin.features & tarn_send::FEATURE_CLONE != 0;
+    let brought = begin.from_guid != 0 && held.iter().any(|h| h.begin.to_guid == begin.from_guid);
+    if brought && !clone && within.chain.is_none() {
+        return Err(invalid(format!(
+            "invalid stream: '{}' does not continue from the snapshot the stream brought",
+            begin.to_name
+        )));
+    }
     let below = held.iter().any(|h| match &h.into {
         Destination::New { name, .. } => target.starts_with(&format!("{name}/")),
         _ => false,
     });
-    source && (!below || within.parent.is_some())
+    if below && within.parent.is_none() {
+        return Err(invalid(format!(
+            "invalid stream: '{}' does not follow its parent",
+            begin.to_name
+        )));
+    }
+    Ok(())
 }
 
 /// The parent and hidden name of a new dataset `target` a held substream makes: below the
@@ -201,11 +227,12 @@ pub(crate) fn place(
 }
 
 /// The setup of a held incremental substream into the head of the held hidden dataset
-/// `id` (from [`within`]): its source is still that dataset's latest snapshot, it holds
-/// what the stream holds, and the received snapshot's name is free there.
+/// `id`, which `adopter` adopts at the end if it is one's hidden clone (from [`within`]):
+/// its source is still that dataset's latest snapshot, it holds what the stream holds, and
+/// the received snapshot's name is free there.
 pub(crate) fn chained(
     inner: &mut Imported,
-    id: DatasetId,
+    (id, adopter): (DatasetId, Option<DatasetId>),
     begin: &Begin,
     kind: tarn_objects::ObjsetKind,
     snap: &str,
@@ -231,14 +258,15 @@ pub(crate) fn chained(
     }
     // Not `receiving`: as in a plain incremental receive into a head, the per-owner counts
     // are kept at each sync, so END does not recount (a recount rewrites every count).
-    Ok(Destination::Chained { id })
+    Ok(Destination::Chained { id, adopter })
 }
 
 /// A substream's END when it is held: its hidden data committed, the counts of a received
-/// filesystem recounted (a new one; a chained one kept them), the properties of a dataset
-/// the stream makes set and its snapshot taken (it is still hidden: a later substream may
-/// be received on top of it, or clone it). A forced receive's hidden clone takes its
-/// snapshot when it is adopted, at the end.
+/// filesystem recounted (a new one; an existing one's hidden clone and a chained one kept
+/// them, `receive_rollback::recount_partial`), the properties of a dataset the stream
+/// makes set (an existing dataset's are set when it adopts its hidden clone, at the end),
+/// and its snapshot taken on the hidden dataset (still hidden: a later substream may be
+/// received on top of it, or clone it).
 pub(crate) fn end_held(
     inner: &mut Imported,
     into: &Destination,
@@ -247,46 +275,56 @@ pub(crate) fn end_held(
     props: &[(String, String)],
     spec: &ReceiveSpec,
 ) -> Result<(), EngineError> {
-    match into {
-        Destination::New { id, .. } | Destination::Chained { id } => {
+    let id = match into {
+        Destination::New { id, .. } => {
             inner.sync()?;
             crate::send_ops::apply_props(inner, *id, props, spec)?;
-            if matches!(into, Destination::New { .. }) {
-                crate::send_ops::recount(inner, *id)?;
+            crate::send_ops::recount(inner, *id)?;
+            *id
+        }
+        Destination::Chained { id, adopter } => {
+            inner.sync()?;
+            if adopter.is_none() {
+                crate::send_ops::apply_props(inner, *id, props, spec)?;
             }
-            if inner.datasets.node(*id).snapshot(snap).is_some() {
-                return Err(invalid(format!(
-                    "invalid stream: it brings the snapshot '{}' twice",
-                    begin.to_name
-                )));
-            }
-            inner.datasets.node_mut(*id).snapshot_pending = Some(NewSnapshot {
-                name: snap.to_string(),
-                creation_time: begin.creation_time,
-                guid: Guid(begin.to_guid),
-                props: Vec::new(),
-            });
-            inner.sync().map(drop)
+            *id
         }
         Destination::Rollback { id, target, name } => {
             crate::receive_rollback::check_at_end(inner, *id, *target, name, snap)?;
             inner.sync()?;
-            crate::send_ops::recount(inner, *id)
+            crate::receive_rollback::recount_partial(inner, *id)?;
+            *id
         }
         Destination::Head { .. } => unreachable!("a held receive goes into a hidden dataset"),
+    };
+    if inner.datasets.node(id).snapshot(snap).is_some() {
+        return Err(invalid(format!(
+            "invalid stream: it brings the snapshot '{}' twice",
+            begin.to_name
+        )));
     }
+    inner.datasets.node_mut(id).snapshot_pending = Some(NewSnapshot {
+        name: snap.to_string(),
+        creation_time: begin.creation_time,
+        guid: Guid(begin.to_guid),
+        props: Vec::new(),
+    });
+    inner.sync().map(drop)
 }
 
 /// Into `change`: the hidden clone `id` of a snapshot of `target` is adopted as its head
 /// (`receive_rollback::adopt`), which destroys the snapshots of `target` after the clone's
-/// origin and takes one snapshot.
+/// origin and brings the clone's snapshots (a held receive's), or one taken afterwards.
 pub(crate) fn adopting(
     inner: &Imported,
     id: DatasetId,
     target: DatasetId,
     change: &mut crate::limits::Change,
 ) {
-    change.snapshotted.push(target);
+    let brought = inner.datasets.node(id).snapshots.len().max(1);
+    change
+        .snapshotted
+        .extend(std::iter::repeat_n(target, brought));
     let origin = inner.datasets.node(id).origin.map(|o| o.snapshot);
     let snapshots = &inner.datasets.node(target).snapshots;
     let later = snapshots
@@ -332,10 +370,21 @@ pub(crate) fn check(
             Destination::Rollback { id, target, name } => {
                 crate::receive_rollback::check_at_end(inner, *id, *target, name, &h.snap)?;
             }
-            Destination::Chained { id } if !inner.datasets.contains(*id) => {
+            Destination::Chained { id, .. } if !inner.datasets.contains(*id) => {
                 return Err(changed(&h.spec.target));
             }
-            Destination::Chained { .. } => {}
+            // Its snapshot goes to the adopter: its name must be free there too.
+            Destination::Chained {
+                id,
+                adopter: Some(target),
+            } => {
+                let name = match inner.datasets.contains(*target) {
+                    true => inner.datasets.node(*target).name.clone(),
+                    false => return Err(changed(&h.spec.target)),
+                };
+                crate::receive_rollback::check_at_end(inner, *id, *target, &name, &h.snap)?;
+            }
+            Destination::Chained { adopter: None, .. } => {}
             Destination::Head { .. } => unreachable!("a held receive goes into a hidden dataset"),
         }
     }
@@ -361,7 +410,7 @@ pub(crate) fn change(inner: &Imported, held: &[Held]) -> crate::limits::Change {
             Destination::Rollback { id, target, .. } => {
                 adopting(inner, *id, *target, &mut change);
             }
-            // Its snapshot is one of the new dataset's, counted with it.
+            // Its snapshot is one of the new dataset's or the adopter's, counted with it.
             Destination::Chained { .. } => {}
             Destination::Head { .. } => unreachable!("a held receive goes into a hidden dataset"),
         }
@@ -437,7 +486,9 @@ pub(crate) fn read_ahead(
                 .map_err(|e| cannot(e.into()))?;
         }
     }
-    for &id in change.snapshotted.iter().filter(|id| kept(id)) {
+    // A dataset adopting several snapshots is listed once for each.
+    let heads: std::collections::BTreeSet<DatasetId> = change.snapshotted.iter().copied().collect();
+    for &id in heads.iter().filter(|id| kept(id)) {
         let cannot = cannot_read(inner, id, "take it back to the stream's source");
         let Imported {
             pool,
@@ -452,6 +503,30 @@ pub(crate) fn read_ahead(
         }
     }
     Ok(walked)
+}
+
+/// The dead lists the adoptions of [`apply`] file again (those of every snapshot each held
+/// hidden clone of an existing dataset took, and of its head), read before the first
+/// change into the MOS object set's own clean cache, where the adoption finds them (module
+/// doc, failure model): beyond parity a read fails here, with nothing changed.
+pub(crate) fn read_adopted(inner: &mut Imported, held: &[Held]) -> Result<(), EngineError> {
+    for h in held {
+        let Destination::Rollback { id, target, .. } = &h.into else {
+            continue;
+        };
+        let cannot = cannot_read(inner, *target, "adopt what the stream brought");
+        let Imported {
+            pool,
+            mos,
+            datasets,
+            ..
+        } = inner;
+        let node = datasets.node(*id);
+        for list in tarn_dataset::clone::dead_lists(&node.header, &node.snapshots) {
+            deadlist::entries(mos.objset(), &pool.reader(), list).map_err(|e| cannot(e.into()))?;
+        }
+    }
+    Ok(())
 }
 
 /// The refusal of a read of `id` before what it is for (`what`).
@@ -486,10 +561,11 @@ pub(crate) fn with_read_ahead<T>(
 /// Every held substream takes its place, in the open txg, with `reads` from [`reads`] (the
 /// caller ran [`check`] and commits): each new dataset is published (parents first: a
 /// dataset below a new parent was held after it), with the snapshots it took at the ENDs;
-/// each adopted head takes its snapshot. Returns the new datasets whose names a dataset
-/// still has, which a move takes away, and those below them
-/// (`receive_moves::publish_vacated` places them after the moves, in this order): (hidden
-/// dataset, parent, name).
+/// each existing dataset adopts its hidden clone with the snapshots taken on it (before a
+/// clone of one of them is published: it was held after), and takes the properties of each
+/// of its substreams in order. Returns the new datasets whose names a dataset still has,
+/// which a move takes away, and those below them (`receive_moves::publish_vacated` places
+/// them after the moves, in this order): (hidden dataset, parent, name).
 pub(crate) fn apply(
     inner: &mut Imported,
     held: &[Held],
@@ -498,7 +574,7 @@ pub(crate) fn apply(
     assert_eq!(reads.len(), held.len(), "one read per held substream");
     let mut after_moves: Vec<(DatasetId, DatasetId, String)> = Vec::new();
     for (h, read) in held.iter().zip(reads) {
-        let id = match &h.into {
+        match &h.into {
             Destination::New {
                 id,
                 parent,
@@ -513,31 +589,27 @@ pub(crate) fn apply(
                     true => after_moves.push((*id, *parent, name.clone())),
                     false => crate::send_ops::publish(inner, *id, *parent, name)?,
                 }
-                continue;
             }
-            Destination::Chained { .. } => continue,
+            Destination::Chained {
+                adopter: Some(target),
+                ..
+            } => crate::send_ops::apply_props(inner, *target, &h.props, &h.spec)?,
+            Destination::Chained { adopter: None, .. } => {}
             Destination::Rollback { id, target, .. } => {
                 let read = read.expect("read for every adopted head");
                 crate::send_ops::apply_props(inner, *target, &h.props, &h.spec)?;
                 crate::receive_rollback::adopt(inner, *id, *target, read)?;
-                *target
             }
             Destination::Head { .. } => unreachable!("a held receive goes into a hidden dataset"),
-        };
-        inner.datasets.node_mut(id).snapshot_pending = Some(NewSnapshot {
-            name: h.snap.clone(),
-            creation_time: h.begin.creation_time,
-            guid: Guid(h.begin.to_guid),
-            props: Vec::new(),
-        });
+        }
     }
     Ok(after_moves)
 }
 
-/// A cut or refused stream: every held hidden dataset is destroyed, and that committed.
-/// One already placed is left as it is: a failure (a write error, a power cut) after the
-/// place-taking of [`apply`] began, as in `receive_flush`'s commit, leaves the held list
-/// naming datasets that are no longer hidden (or gone: adopted).
+/// A cut or refused stream: every held hidden dataset is destroyed (with the snapshots
+/// taken on it), and that committed. One already placed is left as it is: a failure (a
+/// write error) after the place-taking of [`apply`] began leaves the held list naming
+/// datasets that are no longer hidden (or gone: adopted).
 pub(crate) fn discard(inner: &mut Imported, held: &[Held]) -> Result<(), EngineError> {
     // Reversed: a clone before its origin, a dataset before its hidden parent.
     for h in held.iter().rev() {

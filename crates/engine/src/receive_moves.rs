@@ -25,10 +25,8 @@
 //! hidden dataset of its own name ([`vacated_hidden_name`]: the moved dataset's substream
 //! has `PARENT/%k`), and placed after the moves ([`publish_vacated`]), its later snapshots
 //! and the datasets below it with it (they are held on top of it and below it:
-//! `receive_atomic`). When it would have to be placed before the end (the stream makes held
-//! substreams take their place early: `receive_atomic`), its name is still taken and the
-//! receive is refused in one line, nothing changed. Under
-//! `receive -s` nothing is held and each substream is placed at its END, before the moves:
+//! `receive_atomic`: nothing held is placed before the stream's end). Under `receive -s`
+//! nothing is held and each substream is placed at its END, before the moves:
 //! such a stream is refused at the new dataset's substream (the ones before it stay
 //! received); without `-s` it is received.
 

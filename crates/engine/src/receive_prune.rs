@@ -24,9 +24,6 @@
 //! hidden datasets (`receive_atomic`: those that need what a held one brings too, on top of
 //! it or below it) and placed in the prune's txg: a hold or clone made on a doomed snapshot
 //! while they came in refuses at the end, the held ones discarded, so nothing changed.
-//! Where the stream made held substreams take their place early (a substream whose source
-//! is a snapshot an incremental substream into an existing dataset brings: module doc of
-//! `receive_atomic`), those stay received.
 //!
 //! `receive -s` (resumable): the substreams are not held; each commits at its END, so a
 //! cut stream keeps every substream before the cut, the one it cut keeps its partial state
@@ -500,18 +497,18 @@ impl Engine {
         // A hold or clone made while the substreams came in refuses here, after them.
         let checked = end_checks(&inner, spec, sent, held).and_then(|end| match spec.dry_run {
             true => Ok((end, BTreeMap::new())),
-            false => crate::receive_atomic::read_ahead(&mut inner, &end.3).map(|w| (end, w)),
+            false => crate::receive_atomic::read_adopted(&mut inner, held)
+                .and_then(|()| crate::receive_atomic::read_ahead(&mut inner, &end.3))
+                .map(|w| (end, w)),
         });
         let ((planned, ordered, reads, _), walked) = match checked {
             Ok(checked) => checked,
             Err(error) => {
                 crate::receive_atomic::discard(&mut inner, held)?;
+                // Under -s each substream took its place at its END (none is held).
                 let what = match held.len() == report.snapshots.len() {
                     true => "nothing was received, destroyed or renamed",
-                    false => {
-                        "snapshots the stream brought before it was held are received; \
-                              nothing was destroyed or renamed"
-                    }
+                    false => "the snapshots received stay; nothing was destroyed or renamed",
                 };
                 return Err(invalid(format!("{error} ({what})")));
             }
@@ -541,50 +538,6 @@ impl Engine {
             inner.history.push(self.history_record(&command, false));
         }
         inner.sync()?;
-        Ok(())
-    }
-
-    /// Before a substream that needs what is held: the held substreams take their place
-    /// and are committed (`receive_atomic`).
-    pub(crate) fn receive_flush(
-        &self,
-        spec: &ReceiveSpec,
-        held: &mut Vec<Held>,
-    ) -> Result<(), EngineError> {
-        let _admin = self.admin();
-        let handle = self.pool(pool_of(&spec.target))?;
-        let mut inner = handle.lock();
-        // Nothing has moved or been destroyed yet: no name is vacated, nothing subtracted.
-        let change = crate::receive_atomic::change(&inner, held);
-        let checked = crate::receive_atomic::check(&inner, held, &[])
-            .and_then(|()| crate::limits::check_change(&inner.datasets, &change))
-            .and_then(|()| crate::receive_atomic::reads(&inner, held))
-            .and_then(|reads| {
-                let walked = crate::receive_atomic::read_ahead(&mut inner, &change)?;
-                Ok((reads, walked))
-            });
-        let (reads, walked) = match checked {
-            Ok(checked) => checked,
-            Err(error) => {
-                crate::receive_atomic::discard(&mut inner, held)?;
-                held.clear();
-                return Err(error);
-            }
-        };
-        inner.check_writable()?;
-        let after_moves = crate::receive_atomic::with_read_ahead(&mut inner, walked, |inner| {
-            crate::receive_atomic::apply(inner, held, reads)
-        })?;
-        assert!(
-            after_moves.is_empty(),
-            "checked: no vacated name before the moves"
-        );
-        for h in held.iter() {
-            let command = format!("receive {}@{}", h.spec.target, h.snap);
-            inner.history.push(self.history_record(&command, false));
-        }
-        inner.sync()?;
-        held.clear();
         Ok(())
     }
 

@@ -9,7 +9,7 @@
 //!  prepare:  tank/dst@a (source) @b @c + head      tank/%dst = hidden clone of @a
 //!  records:  applied to tank/%dst (committed as they come, the destination untouched)
 //!  END, one txg:  @b @c destroyed, the head rolled back to @a, the head takes the hidden
-//!                 clone's object set (tarn_dataset::clone::adopt_clone_head), the hidden
+//!                 clone's object set (tarn_dataset::clone::adopt_clone), the hidden
 //!                 clone destroyed, the received snapshot taken
 //! ```
 //!
@@ -106,9 +106,22 @@ impl Engine {
         let source = inner.datasets.node(target).snapshots[index].clone();
         // Read before anything changes: a failed read must leave nothing behind.
         let objset = ObjectSet::open(&inner.pool.reader(), &source.header.objset)?;
+        // Not `receiving`: a clone of a consistent snapshot, so as in an incremental receive
+        // into a head its per-owner counts are kept at each sync and END does not recount
+        // (a recount rewrites every count object, tens of KiB `written` in each snapshot
+        // that the sender's does not have). One loaded partial (`receive -s`, an import
+        // since) is `receiving` and is recounted at END ([`recount_partial`]).
         let id = self.clone_one(inner, parent, &hidden, &source, objset, &[])?;
-        inner.datasets.node_mut(id).receiving = true;
         Ok(Destination::Rollback { id, target, name })
+    }
+}
+
+/// At END: the hidden clone `id` is recounted only when an import loaded it partial (a
+/// `receive -s` resumed since), whose counts its syncs did not keep until then.
+pub(crate) fn recount_partial(inner: &mut Imported, id: DatasetId) -> Result<(), EngineError> {
+    match inner.datasets.node(id).receiving {
+        true => crate::send_ops::recount(inner, id),
+        false => Ok(()),
     }
 }
 
@@ -196,9 +209,12 @@ pub(crate) fn adopt(
     crate::dataset_ops::destroy_hidden(inner, id)
 }
 
-/// The header and object-set half of [`adopt`]: `tarn_dataset::clone::adopt_clone_head`,
-/// then the in-memory object sets trade places.
+/// The header and object-set half of [`adopt`]: `tarn_dataset::clone::adopt_clone` (the
+/// hidden clone's snapshots, if a held receive took any, move to `target` with its head),
+/// then the in-memory object sets trade places, and a clone of a moved snapshot (received
+/// in the same stream) names `target` as its origin's dataset.
 fn swap_heads(inner: &mut Imported, id: DatasetId, target: DatasetId) -> Result<(), EngineError> {
+    let index = source_of(inner, id, target);
     let Imported {
         pool,
         mos,
@@ -211,7 +227,8 @@ fn swap_heads(inner: &mut Imported, id: DatasetId, target: DatasetId) -> Result<
     let mut clone_head = datasets.node(id).header;
     let mut head = datasets.node(target).header;
     let mut snapshots = std::mem::take(&mut datasets.node_mut(target).snapshots);
-    let result = clone::adopt_clone_head(
+    let mut clone_snapshots = std::mem::take(&mut datasets.node_mut(id).snapshots);
+    let result = clone::adopt_clone(
         mos.objset(),
         &reader,
         clone::Side {
@@ -219,14 +236,18 @@ fn swap_heads(inner: &mut Imported, id: DatasetId, target: DatasetId) -> Result<
             head: &mut head,
             snapshots: &mut snapshots,
         },
-        &mut clone_head,
+        clone::Side {
+            id: ObjectId(id.0),
+            head: &mut clone_head,
+            snapshots: &mut clone_snapshots,
+        },
         floor,
         &|bp| crate::datasets::dsize(&deflate, bp),
     );
     let node = datasets.node_mut(target);
     (node.header, node.snapshots, node.header_dirty) = (head, snapshots, true);
     let node = datasets.node_mut(id);
-    (node.header, node.header_dirty) = (clone_head, true);
+    (node.header, node.snapshots, node.header_dirty) = (clone_head, clone_snapshots, true);
     result?;
     let kind = datasets.node(id).objset.kind();
     let received = std::mem::replace(&mut datasets.node_mut(id).objset, ObjectSet::create(kind));
@@ -234,6 +255,19 @@ fn swap_heads(inner: &mut Imported, id: DatasetId, target: DatasetId) -> Result<
     datasets.node_mut(id).objset = former;
     let pending = std::mem::take(&mut datasets.node_mut(id).pending);
     datasets.node_mut(target).pending = pending;
+    // A clone of a moved snapshot keeps its dead lists and origin txg: only the dataset
+    // its origin belongs to changes, set here without a read (nothing may fail after the
+    // first change but a write).
+    let moved: Vec<ObjectId> = datasets.node(target).snapshots[index + 1..]
+        .iter()
+        .map(|s| s.id)
+        .collect();
+    for clone in datasets.all() {
+        let node = datasets.node_mut(clone);
+        if let Some(origin) = node.origin.as_mut().filter(|o| moved.contains(&o.snapshot)) {
+            origin.dataset = ObjectId(target.0);
+        }
+    }
     for at in [target, id] {
         datasets.node_mut(at).load_origin(mos.objset(), &reader)?;
         datasets.apply_objset_config(at)?;

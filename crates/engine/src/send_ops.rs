@@ -689,9 +689,14 @@ pub(crate) enum Destination {
         name: String,
     },
     /// An incremental substream of a held replication receive whose source is the latest
-    /// snapshot of a held hidden dataset the stream makes (`receive_atomic`): received into
-    /// that dataset's head, and placed with it.
-    Chained { id: DatasetId },
+    /// snapshot of a held hidden dataset (`receive_atomic`): received into that dataset's
+    /// head, and placed with it: published with a dataset the stream makes, or adopted
+    /// (with the snapshots taken on it) by `adopter`, the existing dataset whose hidden
+    /// clone it is.
+    Chained {
+        id: DatasetId,
+        adopter: Option<DatasetId>,
+    },
 }
 
 impl Engine {
@@ -780,14 +785,14 @@ impl Engine {
 
     /// Whether the substream `begin` into `target` is held (`receive_atomic`: in a
     /// replication stream with a manifest `sent`, not under -s), and where: `None` when it
-    /// is not. When it needs what a held one brings and cannot be received on top of it
-    /// (`receive_atomic::holds_enough`), what is held takes its place first.
+    /// is not. One that needs what a held one brings but cannot be received on top of it is
+    /// refused (`receive_atomic::check_order`).
     fn receive_within(
         &self,
         spec: &ReceiveSpec,
         (begin, target): (&Begin, &str),
         sent: Option<&crate::receive_prune::Sent>,
-        held: &mut Vec<Held>,
+        held: &[Held],
     ) -> Result<Option<Within>, EngineError> {
         let Some(sent) = sent.filter(|_| !spec.resumable) else {
             return Ok(None);
@@ -799,15 +804,7 @@ impl Engine {
             let inner = handle.lock();
             crate::receive_atomic::within(&inner, held, begin, target, vacated)
         };
-        if crate::receive_atomic::needs_held(held, begin, target)
-            && !crate::receive_atomic::holds_enough(held, begin, target, &within)
-        {
-            self.receive_flush(spec, held)?;
-            return Ok(Some(Within {
-                vacated,
-                ..Within::default()
-            }));
-        }
+        crate::receive_atomic::check_order(held, begin, target, &within)?;
         Ok(Some(within))
     }
 
@@ -967,8 +964,8 @@ impl Engine {
         (target, snap, kind): (&str, &str, ObjsetKind),
         within: &Within,
     ) -> Result<Option<Destination>, EngineError> {
-        if let Some(id) = within.chain {
-            return crate::receive_atomic::chained(inner, id, begin, kind, snap).map(Some);
+        if let Some(chain) = within.chain {
+            return crate::receive_atomic::chained(inner, chain, begin, kind, snap).map(Some);
         }
         let full = begin.from_guid == 0 && begin.features & tarn_send::FEATURE_CLONE == 0;
         if !(within.vacated && full && spec.origin.is_none()) {
@@ -1102,7 +1099,7 @@ impl Engine {
                 // hidden) before the destination changes, which then happens in one txg.
                 crate::receive_rollback::check_at_end(inner, *id, *target, name, snap)?;
                 inner.sync()?;
-                recount(inner, *id)?;
+                crate::receive_rollback::recount_partial(inner, *id)?;
                 // Read before the destination's properties change: a failed read beyond
                 // parity leaves it exactly as it was.
                 adopt_at_end(inner, (*id, *target), props, spec)?;
@@ -1162,7 +1159,7 @@ fn destination_id(into: &Destination) -> DatasetId {
         Destination::New { id, .. }
         | Destination::Head { id }
         | Destination::Rollback { id, .. }
-        | Destination::Chained { id } => *id,
+        | Destination::Chained { id, .. } => *id,
     }
 }
 

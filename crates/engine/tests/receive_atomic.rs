@@ -16,16 +16,28 @@
 //! `snapshot_limit` set from the progress callback; then it is received whole, and B's tree
 //! is A's (names, GUIDs, space figures, bytes). On main before this change every cut after
 //! the first dependent substream left part of the stream received.
+//!
+//! The same for `send -R -I @1 tank/p@4` onto B's existing `tank/r` (received from `-R` of
+//! `@1`), with a clone of the intermediate `k@2` made since: every substream of an
+//! existing dataset goes into its hidden clone (its snapshots taken there), the clone into
+//! a hidden clone of the hidden `k@2`, and at the end each existing dataset adopts its
+//! hidden clone with its snapshots. Cut at every substream boundary and at a seeded sample
+//! of record boundaries, or refused at its end, B is byte-identical; whole, B's tree is A's
+//! with every snapshot's `used`, `written`, `referenced` and each dataset's
+//! `usedbysnapshots` equal, `tank/r/cl` a clone of `tank/r/k@2`, and `clones` of that
+//! snapshot naming it. Before this, the second substream of each existing dataset placed
+//! what was held early, so a later cut left part of the stream received.
 
 #![allow(clippy::unwrap_used)] // Test code: a failed unwrap is a failed test.
 
 mod common;
 
 use common::replica::{
-    TankState as State, full, host, into, received, replicate, send, tank_state, write_file,
+    TankState as State, forced, full, host, incremental, into, received, replicate, send,
+    tank_state, write_file,
 };
 use common::volume::{noise, volume, write};
-use tarn_engine::{Engine, check};
+use tarn_engine::{Engine, SendSpec, check};
 
 /// `snapshot -r tank/p@NAME` on A.
 fn snapshot_all(a: &Engine, name: &str) {
@@ -84,6 +96,7 @@ const PROPERTIES: &[&str] = &[
     "usedbydataset",
     "usedbychildren",
     "written",
+    "clones",
 ];
 
 fn state(engine: &Engine) -> State {
@@ -267,4 +280,157 @@ fn a_destroy_of_the_destinations_parent_during_the_stream_takes_what_is_held() {
     assert!(!refused.contains('\n'), "{refused}");
     b.sync_pool("tank").unwrap();
     assert_unchanged(&b, &before, "destroyed during the stream");
+}
+
+/// A's tree for the `-R -I` tests (module doc): `tank/p` (a filesystem with files), the
+/// volume `k` and the filesystem `c` with a file, snapshotted `@0`, then writes and `@1`
+/// (so that the stream kills blocks older than its source, which the adoption files under
+/// `@0`); then writes, `@2`, the
+/// clone `cl` of `k@2` with writes of its own, writes, `@3`, writes, `@4`. Returns A, the
+/// stream `send -R tank/p@1` and the stream `send -R -I @1 tank/p@4`.
+fn intermediate_sender() -> (Engine, Vec<u8>, Vec<u8>) {
+    let (_, a) = host(9);
+    a.create_dataset("tank/p", &[], false, "create").unwrap();
+    a.create_dataset("tank/p/c", &[], false, "create").unwrap();
+    volume(&a, "tank/p/k");
+    write(&a, "tank/p/k", 0, &noise(256 << 10, 1));
+    write_file(&a, "tank/p", b"f1", &noise(48 << 10, 2));
+    write_file(&a, "tank/p/c", b"f1", &noise(24 << 10, 3));
+    snapshot_all(&a, "0");
+    write(&a, "tank/p/k", 192 << 10, &noise(64 << 10, 12));
+    write_file(&a, "tank/p/c", b"f0", &noise(8 << 10, 13));
+    snapshot_all(&a, "1");
+    let first = send(&a, replicate(full("tank/p@1")));
+    write(&a, "tank/p/k", 64 << 10, &noise(128 << 10, 4));
+    write_file(&a, "tank/p/c", b"f2", &noise(40 << 10, 5));
+    snapshot_all(&a, "2");
+    a.clone_dataset("tank/p/k@2", "tank/p/cl", &[], false, "clone")
+        .unwrap();
+    write(&a, "tank/p/cl", 32 << 10, &noise(48 << 10, 6));
+    write(&a, "tank/p/k", 0, &noise(64 << 10, 7));
+    write_file(&a, "tank/p", b"f3", &noise(24 << 10, 8));
+    snapshot_all(&a, "3");
+    write(&a, "tank/p/k", 128 << 10, &noise(96 << 10, 9));
+    write(&a, "tank/p/cl", 256 << 10, &noise(32 << 10, 10));
+    write_file(&a, "tank/p/c", b"f4", &noise(16 << 10, 11));
+    snapshot_all(&a, "4");
+    let spec = SendSpec {
+        intermediates: true,
+        ..replicate(incremental("@1", "tank/p@4"))
+    };
+    let second = send(&a, spec);
+    (a, first, second)
+}
+
+/// The offsets of every record boundary of `stream`.
+fn record_ends(stream: &[u8]) -> Vec<usize> {
+    let (mut at, mut sequence, mut ends) = (0, 0, Vec::new());
+    while at < stream.len() {
+        let (record, len) = tarn_send::decode_frame(&stream[at..], sequence).unwrap();
+        at += len;
+        sequence += 1;
+        if matches!(record, tarn_send::Record::End { .. }) {
+            sequence = 0;
+        }
+        ends.push(at);
+    }
+    ends
+}
+
+/// Where to cut the `-R -I` stream: [`cuts`], and `n` record boundaries picked by a seeded
+/// generator (splitmix64).
+fn sampled_cuts(stream: &[u8], n: usize) -> Vec<usize> {
+    let ends = record_ends(stream);
+    let mut cuts = cuts(stream);
+    let mut state = 0x5eed_u64;
+    for _ in 0..n {
+        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        let end = ends[(z % (ends.len() as u64 - 1)) as usize];
+        cuts.push(end);
+    }
+    cuts.sort_unstable();
+    cuts.dedup();
+    cuts
+}
+
+// DESCRIPTION: `send -R -I @1 tank/p@4` (three snapshots of each existing dataset, a clone
+// of the intermediate `k@2` made since) onto B's `tank/r`, cut at every substream boundary,
+// inside each, and at 60 seeded record boundaries: each cut is refused and leaves B
+// byte-identical (rows with GUIDs and space, every block's DVA), nothing to abort; the
+// whole stream gives B A's tree: names, GUIDs, `used`, `written`, `referenced`,
+// `usedbysnapshots` of every dataset and snapshot, volume bytes, `tank/r/cl` a clone of
+// `tank/r/k@2` listed in its `clones`. Fails before the `-R -I` atomicity: the second
+// snapshot of each existing dataset placed what was held early.
+#[test]
+fn an_intermediate_replication_stream_onto_existing_datasets_cut_anywhere_changes_nothing() {
+    let (a, first, second) = intermediate_sender();
+    let b = receiver();
+    received(&b, &into("tank/r"), &first).unwrap();
+    let before = state(&b);
+    for cut in sampled_cuts(&second, 60) {
+        let refused = received(&b, &into("tank/r"), &second[..cut]).unwrap_err();
+        assert!(
+            refused.contains("invalid stream"),
+            "cut at {cut}: {refused}"
+        );
+        assert_unchanged(&b, &before, &format!("cut at {cut}"));
+    }
+    let report = received(&b, &into("tank/r"), &second).unwrap();
+    assert_eq!(report.snapshots.len(), 11, "{:?}", report.snapshots);
+    assert_eq!(
+        common::dataset_prop(&b, "tank/r/cl", "origin"),
+        "tank/r/k@2"
+    );
+    assert_eq!(
+        common::dataset_prop(&b, "tank/r/k@2", "clones"),
+        "tank/r/cl"
+    );
+    assert_replica(&a, &b);
+    assert!(
+        b.destroy_snapshots("tank/r/k@2", false, false, "destroy")
+            .is_err()
+    );
+    // The adopted snapshots are the dataset's own, with A's dead lists: destroying the same
+    // on both hosts leaves the same space figures.
+    for (host, root) in [(&a, "tank/p"), (&b, "tank/r")] {
+        host.destroy_dataset(&format!("{root}/cl"), true, "destroy -r")
+            .unwrap();
+        host.destroy_snapshots(&format!("{root}/k@2%3"), false, false, "destroy")
+            .unwrap();
+        host.destroy_snapshots(&format!("{root}@1"), false, false, "destroy")
+            .unwrap();
+    }
+    assert_replica(&a, &b);
+}
+
+// DESCRIPTION: the same `-R -I` stream with -F, refused at its end by a `snapshot_limit`
+// set from the progress callback: one line, B byte-identical, nothing to abort (before,
+// the early placement had placed every dataset's `@2`).
+#[test]
+fn an_intermediate_replication_stream_refused_at_its_end_changes_nothing() {
+    let (_, first, second) = intermediate_sender();
+    let b = receiver();
+    received(&b, &into("tank/r"), &first).unwrap();
+    let before = state(&b);
+    let mut set = false;
+    let mut input = &second[..];
+    let refused = b
+        .receive(&forced(into("tank/r")), &mut input, &mut |_| {
+            if !set {
+                let limit = vec![("snapshot_limit".to_string(), "8".to_string())];
+                b.set_dataset_props("tank", &limit, "set").unwrap();
+                set = true;
+            }
+        })
+        .unwrap_err()
+        .to_string();
+    assert!(
+        refused.contains("snapshot limit exceeded") && !refused.contains('\n'),
+        "{refused}"
+    );
+    assert_unchanged(&b, &before, "refused at the end");
 }

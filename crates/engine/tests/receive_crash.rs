@@ -19,6 +19,12 @@
 //! dataset, the volumes below the hidden `q`) is cut the same way: B stays as it was (an
 //! empty pool) until the final txg, then holds the whole tree.
 //!
+//! And `send -R -I @a p@c` onto B's `tank/q` (`-R` of `@a`), with `cl`, a clone of the
+//! intermediate `k@b` made since: each existing dataset's `@b` and `@c` go into its hidden
+//! clone, `cl` into a hidden clone of the hidden `k@b`, and at the end each existing dataset
+//! adopts its hidden clone with its snapshots, in one txg. Cut the same way, B is as it was
+//! until that txg, then holds A's tree, whole.
+//!
 //! Also: a resumed `receive -s` cut by a power cut after some of its records were committed
 //! applies them again from the older saved token, with a byte-identical result.
 
@@ -243,6 +249,104 @@ fn a_power_cut_at_any_instant_of_a_full_r_receive_leaves_nothing_behind() {
                 "k={k}"
             );
         }
+        assert!(cut_before > 20, "cuts before the end: {cut_before}");
+        return;
+    }
+    panic!("the receive never completed");
+}
+
+/// A's `tank/p` (a filesystem with a file) and its volume `k` at `@a`; then writes, `@b`,
+/// the clone `cl` of `k@b` with writes, writes, `@c`. Returns A, `send -R p@a` and `send -R
+/// -I @a p@c`.
+fn intermediate_sender() -> (Engine, Vec<u8>, Vec<u8>) {
+    let (_, a) = host(9);
+    a.create_dataset("tank/p", &[], false, "create").unwrap();
+    volume(&a, "tank/p/k");
+    write(&a, "tank/p/k", 0, &noise(256 << 10, 1));
+    write_file(&a, "tank/p", b"f1", &noise(32 << 10, 2));
+    let snapshot = |name: &str| {
+        a.snapshot(&[name.into()], true, &[], "snapshot -r")
+            .unwrap()
+    };
+    snapshot("tank/p@a");
+    let first = send(&a, replicate(full("tank/p@a")));
+    write(&a, "tank/p/k", 64 << 10, &noise(128 << 10, 3));
+    snapshot("tank/p@b");
+    a.clone_dataset("tank/p/k@b", "tank/p/cl", &[], false, "clone")
+        .unwrap();
+    write(&a, "tank/p/cl", 0, &noise(64 << 10, 4));
+    write(&a, "tank/p/k", 192 << 10, &noise(64 << 10, 5));
+    write_file(&a, "tank/p", b"f2", &noise(48 << 10, 6));
+    snapshot("tank/p@c");
+    let spec = tarn_engine::SendSpec {
+        intermediates: true,
+        ..replicate(incremental("@a", "tank/p@c"))
+    };
+    let second = send(&a, spec);
+    (a, first, second)
+}
+
+// DESCRIPTION: a power cut after k device operations of `receive -R` of `send -R -I @a
+// p@c` onto B's existing `tank/q` (each dataset's `@b` and `@c` on its hidden clone, a
+// clone of the intermediate `k@b` on a hidden clone of it: `receive_atomic`), for every k,
+// leaves B after import exactly as before the stream (rows with GUIDs and space, volume
+// bytes, every block's DVA), nothing to abort, a clean pool; once the final txg is durable,
+// A's tree whole (names, GUIDs and space of every dataset and snapshot, `cl` a clone of
+// `q/k@b`). Fails before the `-R -I` atomicity: there `@b` of each dataset was placed
+// before its `@c` came, so a cut between them left `@b`.
+#[test]
+fn a_power_cut_at_any_instant_of_an_intermediate_r_receive_leaves_old_or_new() {
+    let (a, first, second) = intermediate_sender();
+    let (provider, mut b) = host_b();
+    receive(&b, into("tank/q"), &first).unwrap();
+    let before = state(&b);
+    let mut cut_before = 0;
+    for k in 0..5_000u64 {
+        *provider.cut.0.lock().unwrap() = Some(k);
+        let received = receive(&b, into("tank/q"), &second);
+        drop(b);
+        b = crash_and_import(&provider);
+        check::verify_pool(&b, "tank").unwrap_or_else(|e| panic!("k={k}: {e}"));
+        for target in ["tank/q", "tank/q/k", "tank/q/cl"] {
+            let abort = b.receive_abort(target).unwrap_err().to_string();
+            assert!(
+                abort.contains("does not have any resumable"),
+                "k={k}: {abort}"
+            );
+        }
+        let now = state(&b);
+        if names(&now) == names(&before) {
+            assert_eq!(now, before, "k={k}");
+            assert!(
+                received.is_err(),
+                "k={k}: a receive that returned is durable"
+            );
+            cut_before += 1;
+            continue;
+        }
+        // The final txg reached the disks: the sender's tree, whole, with its space.
+        let mut sent = state(&a);
+        for row in &mut sent.rows {
+            for value in row.iter_mut() {
+                *value = value.replace("tank/p", "tank/q");
+            }
+        }
+        let (mut got, mut want) = (now.rows.clone(), sent.rows);
+        for row in got.iter_mut().chain(want.iter_mut()) {
+            // A dataset's own GUID is the receiver's; a snapshot's is the sender's.
+            if !row[0].contains('@') {
+                row[2].clear();
+            }
+        }
+        got.retain(|row| row[0] != "tank");
+        want.retain(|row| row[0] != "tank");
+        assert_eq!(got, want, "k={k}");
+        assert_eq!(
+            common::dataset_prop(&b, "tank/q/cl", "origin"),
+            "tank/q/k@b"
+        );
+        assert!(read(&b, "tank/q/k") == read(&a, "tank/p/k"), "k={k}");
+        assert!(read(&b, "tank/q/cl") == read(&a, "tank/p/cl"), "k={k}");
         assert!(cut_before > 20, "cuts before the end: {cut_before}");
         return;
     }

@@ -301,3 +301,35 @@ fn receive_f_of_a_replication_stream_rolls_back_each_dataset() {
     );
     check::verify_pool(b, "tank").unwrap();
 }
+
+// DESCRIPTION: `receive -F` of an incremental filesystem stream (`@a..@b`, nothing written
+// between them) onto a destination changed since the source (a file written in its head):
+// the received snapshot's `written`,
+// `used` and `referenced`, and the source's, equal the sender's. Fails (by about 40 KiB of
+// `written`) when the hidden clone's per-owner counts are recounted at END, which rewrote
+// every count object the sender's snapshot did not.
+#[test]
+fn receive_f_of_a_filesystem_gives_the_senders_space_figures() {
+    use common::replica::write_file;
+    let (_, a) = host(7);
+    let (_, b) = host(77);
+    a.create_dataset("tank/f", &[], false, "create").unwrap();
+    write_file(&a, "tank/f", b"one", &noise(96 << 10, 1));
+    snap(&a, "tank/f@a");
+    receive(&b, into("tank/g"), &send(&a, full("tank/f@a"))).unwrap();
+    write_file(&b, "tank/g", b"local", &noise(32 << 10, 2));
+    // Nothing written on A: `@b` has no `written` of its own, which a recount would add.
+    snap(&a, "tank/f@b");
+    let stream = send(&a, incremental("@a", "tank/f@b"));
+    receive(&b, forced(into("tank/g")), &stream).unwrap();
+    for snapshot in ["a", "b"] {
+        for property in ["written", "used", "referenced", "guid"] {
+            assert_eq!(
+                prop(&b, &format!("tank/g@{snapshot}"), property),
+                prop(&a, &format!("tank/f@{snapshot}"), property),
+                "@{snapshot} {property}"
+            );
+        }
+    }
+    check::verify_pool(&b, "tank").unwrap();
+}
