@@ -15,7 +15,7 @@
 //!        (default: default_permissions, the kernel checks mode bits and ACLs;
 //!         Permissions::Server: the server checks mode bits, see "Permission checks")
 //!                 |  /dev/fuse, cloned once per session thread (FUSE_DEV_IOC_CLONE)
-//!       fuser-0   fuser-1   ...   fuser-15         SESSION_THREADS, each: read, serve, reply;
+//!       fuser-0   fuser-1   fuser-2   fuser-3      SESSION_THREADS, each: read, serve, reply;
 //!                 |                                one reads at a time (pacer.rs)
 //!                 |
 //!       TarnFs (ops.rs): one request, one Engine::fs_op   <- Mount::invalidate_* (notify)
@@ -305,13 +305,8 @@ pub const MAX_WRITE: u32 = 1 << 20;
 /// `dd` read 13-15% slower (docs/PERFORMANCE.md, "Read-ahead without waiting for the batch").
 pub const KERNEL_READAHEAD: u32 = 4 << 20;
 /// Session threads per mount, each reading requests from its own clone of the /dev/fuse
-/// descriptor (FUSE_DEV_IOC_CLONE). Also how many requests can wait inside the server at
-/// once: 16 programs reading cold blocks keep 16 block reads in flight (with 4, the fourth
-/// request to block left every other program's request queued in the kernel). Pacing
-/// (module `pacer`) keeps the threads nobody needs waiting, and one program's request calls
-/// at most one of them back however often it waits; each costs its request buffer's
-/// address space (pages it never touched are not resident).
-pub const SESSION_THREADS: usize = 16;
+/// descriptor (FUSE_DEV_IOC_CLONE).
+pub const SESSION_THREADS: usize = 4;
 /// The FUSE subtype: mounts show as `fuse.tarn`.
 pub const SUBTYPE: &str = "tarn";
 /// The filesystem type of our mounts in `/proc/self/mountinfo`.
