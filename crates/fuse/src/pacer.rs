@@ -18,8 +18,7 @@
 //!   (without reading: the request stays queued for `read(2)` to take at once).
 //! - A serving thread that is about to block (the `tarn_base::wait` hint: a contended pool
 //!   lock, a txg commit, a device read, a suspended pool) wakes one parked thread when no
-//!   thread is reading or already called to read, so requests keep flowing while it waits,
-//!   as before pacing; a request that waits again (for the next device) calls nobody more.
+//!   thread is reading, so requests keep flowing while it waits, as before pacing.
 //! - A parked thread waits at most [`PARK_MAX`] and then reads again, whatever happened:
 //!   a connection that ends (unmount, abort) finds every thread in `read(2)` soon, and
 //!   fuser's threads end there.
@@ -172,12 +171,7 @@ impl tarn_base::wait::WaitHint for Pacer {
         let Ok(mut state) = self.state.lock() else {
             return;
         };
-        // A thread called back but not running yet is on its way to reading (P1): one
-        // request waits several times (once per device of a raidz read), and calling a
-        // thread for each wait woke up to one per device on a busy host, where the called
-        // thread takes long to run; the more session threads, the more (docs/PERFORMANCE.md,
-        // "Random reads (issue 18, session 28)").
-        if state.reading == 0 && state.called == 0 && state.parked > 0 {
+        if state.reading == 0 && state.parked > state.called {
             state.called += 1;
             self.turn.notify_one();
         }
@@ -225,33 +219,6 @@ mod tests {
         );
         let state = pacer.state.lock().unwrap();
         assert_eq!((state.reading, state.parked, state.called), (1, 0, 0));
-    }
-
-    /// Goal: a serving thread that waits several times in one request (a cold read waits
-    /// for each device of its raidz row) calls one parked thread back, not one per wait,
-    /// however many are parked. Fails when a called thread that has not run yet is not
-    /// counted as on its way to reading.
-    #[test]
-    fn several_waits_of_one_request_call_one_parked_thread_back() {
-        let pacer = Arc::new(Pacer::new(16));
-        if let Ok(mut state) = pacer.state.lock() {
-            // One thread serves; the other 15 parked after their replies.
-            *state = State {
-                reading: 0,
-                parked: 15,
-                called: 0,
-                closed: false,
-            };
-        }
-        for _ in 0..8 {
-            pacer.before_wait();
-        }
-        let state = pacer.state.lock().unwrap();
-        assert_eq!(
-            (state.reading, state.parked, state.called),
-            (0, 15, 1),
-            "eight waits of one request"
-        );
     }
 
     /// One request served on this thread: how long its leave took.
