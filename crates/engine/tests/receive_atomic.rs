@@ -37,7 +37,8 @@ use common::replica::{
     tank_state, write_file,
 };
 use common::volume::{noise, volume, write};
-use tarn_engine::{Engine, SendSpec, check};
+use tarn_base::SeededRng;
+use tarn_engine::{Engine, ReceiveSpec, SendSpec, check};
 
 /// `snapshot -r tank/p@NAME` on A.
 fn snapshot_all(a: &Engine, name: &str) {
@@ -103,19 +104,28 @@ fn state(engine: &Engine) -> State {
     tank_state(engine, PROPERTIES)
 }
 
-/// The offsets where each substream of `stream` ends (the manifest's first).
-fn substream_ends(stream: &[u8]) -> Vec<usize> {
+/// The offset after every record of `stream`, each with whether it ends a substream.
+fn record_ends(stream: &[u8]) -> Vec<(usize, bool)> {
     let (mut at, mut sequence, mut ends) = (0, 0, Vec::new());
     while at < stream.len() {
         let (record, len) = tarn_send::decode_frame(&stream[at..], sequence).unwrap();
         at += len;
         sequence += 1;
-        if matches!(record, tarn_send::Record::End { .. }) {
-            ends.push(at);
+        let end = matches!(record, tarn_send::Record::End { .. });
+        if end {
             sequence = 0;
         }
+        ends.push((at, end));
     }
     ends
+}
+
+/// The offsets where each substream of `stream` ends (the manifest's first).
+fn substream_ends(stream: &[u8]) -> Vec<usize> {
+    record_ends(stream)
+        .into_iter()
+        .filter_map(|(at, end)| end.then_some(at))
+        .collect()
 }
 
 /// Where to cut `stream`: inside the manifest, at every substream boundary, just after
@@ -133,6 +143,30 @@ fn cuts(stream: &[u8]) -> Vec<usize> {
     cuts.sort_unstable();
     cuts.dedup();
     cuts
+}
+
+/// Receives `stream` with `spec` into B, `snapshot_limit=LIMIT` set on `tank` from the first
+/// progress callback (while the stream is held), and asserts it is refused at its end in one
+/// line with B as before and nothing to abort.
+fn refused_at_its_end(b: &Engine, spec: &ReceiveSpec, stream: &[u8], limit: &str) {
+    let before = state(b);
+    let mut set = false;
+    let mut input = stream;
+    let refused = b
+        .receive(spec, &mut input, &mut |_| {
+            if !set {
+                let limit = vec![("snapshot_limit".to_string(), limit.to_string())];
+                b.set_dataset_props("tank", &limit, "set").unwrap();
+                set = true;
+            }
+        })
+        .unwrap_err()
+        .to_string();
+    assert!(
+        refused.contains("snapshot limit exceeded") && !refused.contains('\n'),
+        "{refused}"
+    );
+    assert_unchanged(b, &before, "refused at the end");
 }
 
 /// Asserts B is as `before` and has no partial receive to abort under `tank/r`.
@@ -206,24 +240,7 @@ fn a_first_full_replication_stream_cut_anywhere_changes_nothing() {
 fn a_first_full_replication_stream_refused_at_its_end_changes_nothing() {
     let (_, stream) = sender(false);
     let b = receiver();
-    let before = state(&b);
-    let mut set = false;
-    let mut input = &stream[..];
-    let refused = b
-        .receive(&into("tank/r"), &mut input, &mut |_| {
-            if !set {
-                let limit = vec![("snapshot_limit".to_string(), "3".to_string())];
-                b.set_dataset_props("tank", &limit, "set").unwrap();
-                set = true;
-            }
-        })
-        .unwrap_err()
-        .to_string();
-    assert!(
-        refused.contains("snapshot limit exceeded") && !refused.contains('\n'),
-        "{refused}"
-    );
-    assert_unchanged(&b, &before, "refused at the end");
+    refused_at_its_end(&b, &into("tank/r"), &stream, "3");
 }
 
 // DESCRIPTION: a clone whose origin comes in the same first full `-R` (`cl`, a clone of
@@ -322,35 +339,14 @@ fn intermediate_sender() -> (Engine, Vec<u8>, Vec<u8>) {
     (a, first, second)
 }
 
-/// The offsets of every record boundary of `stream`.
-fn record_ends(stream: &[u8]) -> Vec<usize> {
-    let (mut at, mut sequence, mut ends) = (0, 0, Vec::new());
-    while at < stream.len() {
-        let (record, len) = tarn_send::decode_frame(&stream[at..], sequence).unwrap();
-        at += len;
-        sequence += 1;
-        if matches!(record, tarn_send::Record::End { .. }) {
-            sequence = 0;
-        }
-        ends.push(at);
-    }
-    ends
-}
-
 /// Where to cut the `-R -I` stream: [`cuts`], and `n` record boundaries picked by a seeded
-/// generator (splitmix64).
+/// generator.
 fn sampled_cuts(stream: &[u8], n: usize) -> Vec<usize> {
     let ends = record_ends(stream);
     let mut cuts = cuts(stream);
-    let mut state = 0x5eed_u64;
+    let mut rng = SeededRng::new(0x5eed);
     for _ in 0..n {
-        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^= z >> 31;
-        let end = ends[(z % (ends.len() as u64 - 1)) as usize];
-        cuts.push(end);
+        cuts.push(ends[rng.below(ends.len() as u64 - 1) as usize].0);
     }
     cuts.sort_unstable();
     cuts.dedup();
@@ -415,22 +411,5 @@ fn an_intermediate_replication_stream_refused_at_its_end_changes_nothing() {
     let (_, first, second) = intermediate_sender();
     let b = receiver();
     received(&b, &into("tank/r"), &first).unwrap();
-    let before = state(&b);
-    let mut set = false;
-    let mut input = &second[..];
-    let refused = b
-        .receive(&forced(into("tank/r")), &mut input, &mut |_| {
-            if !set {
-                let limit = vec![("snapshot_limit".to_string(), "8".to_string())];
-                b.set_dataset_props("tank", &limit, "set").unwrap();
-                set = true;
-            }
-        })
-        .unwrap_err()
-        .to_string();
-    assert!(
-        refused.contains("snapshot limit exceeded") && !refused.contains('\n'),
-        "{refused}"
-    );
-    assert_unchanged(&b, &before, "refused at the end");
+    refused_at_its_end(&b, &forced(into("tank/r")), &second, "8");
 }
