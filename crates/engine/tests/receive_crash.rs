@@ -126,68 +126,110 @@ fn crash_and_import(provider: &Arc<CutProvider>) -> Engine {
     B.import(provider, &ImportOptions::default()).unwrap()
 }
 
+/// A power cut after k device operations of a receive into B, for k = 0, 1, ... below
+/// `limit`: after each, B is imported again, its pool checks clean and none of `targets`
+/// has a partial receive to abort. While B lists the names it had before, the receive did
+/// not return and `unchanged` holds; the first time it does not, the final txg is durable:
+/// `whole` holds, and more than `min_before` cuts came before it.
+struct PowerCuts<'a> {
+    targets: &'a [&'a str],
+    limit: u64,
+    min_before: u64,
+}
+
+impl PowerCuts<'_> {
+    /// `attempt` runs the receive on B and says whether it returned; `unchanged` and
+    /// `whole` get B, its state now and k.
+    fn run(
+        &self,
+        provider: &Arc<CutProvider>,
+        mut b: Engine,
+        mut attempt: impl FnMut(&Engine) -> bool,
+        unchanged: impl Fn(&Engine, &State, u64),
+        whole: impl Fn(&Engine, &State, u64),
+    ) {
+        let before: Vec<String> = names(&state(&b)).into_iter().map(str::to_owned).collect();
+        let mut cut_before = 0;
+        for k in 0..self.limit {
+            *provider.cut.0.lock().unwrap() = Some(k);
+            let returned = attempt(&b);
+            drop(b);
+            b = crash_and_import(provider);
+            check::verify_pool(&b, "tank").unwrap_or_else(|e| panic!("k={k}: {e}"));
+            for target in self.targets {
+                let abort = b.receive_abort(target).unwrap_err().to_string();
+                assert!(
+                    abort.contains("does not have any resumable"),
+                    "k={k}: {abort}"
+                );
+            }
+            let now = state(&b);
+            if names(&now) == before {
+                unchanged(&b, &now, k);
+                assert!(!returned, "k={k}: a receive that returned is durable");
+                cut_before += 1;
+                continue;
+            }
+            whole(&b, &now, k);
+            assert!(
+                cut_before > self.min_before,
+                "cuts before the end: {cut_before}"
+            );
+            return;
+        }
+        panic!("the receive never completed");
+    }
+}
+
 // DESCRIPTION: a power cut after k device operations of a `receive -R -F`, for every k,
 // leaves B after import exactly as before the stream (module doc), with no partial receive
 // to abort and a clean pool; once the final txg is durable, B holds the sender's tree.
 #[test]
 fn a_power_cut_at_any_instant_of_an_atomic_r_receive_leaves_nothing_behind() {
     let (a, first, second) = sender();
-    let (provider, mut b) = host_b();
+    let (provider, b) = host_b();
     receive(&b, into("tank/q"), &first).unwrap();
     let before = state(&b);
     assert_eq!(names(&before).len(), 10, "{:?}", names(&before));
     let spec: ReceiveSpec = forced(into("tank/q"));
-    let mut cut_before = 0;
-    for k in 0..3_000u64 {
-        *provider.cut.0.lock().unwrap() = Some(k);
-        let received = receive(&b, spec.clone(), &second);
-        drop(b);
-        b = crash_and_import(&provider);
-        check::verify_pool(&b, "tank").unwrap_or_else(|e| panic!("k={k}: {e}"));
-        for target in ["tank/q", "tank/q/k", "tank/q/n", "tank/q/gone"] {
-            let abort = b.receive_abort(target).unwrap_err().to_string();
-            assert!(
-                abort.contains("does not have any resumable"),
-                "k={k}: {abort}"
-            );
-        }
-        let now = state(&b);
-        if names(&now) == names(&before) {
+    let cuts = PowerCuts {
+        targets: &["tank/q", "tank/q/k", "tank/q/n", "tank/q/gone"],
+        limit: 3_000,
+        min_before: 20,
+    };
+    cuts.run(
+        &provider,
+        b,
+        |b| receive(b, spec.clone(), &second).is_ok(),
+        |_, now, k| {
             for (row, was) in now.rows.iter().zip(&before.rows) {
                 assert_eq!(row, was, "k={k}");
             }
             assert_eq!(now.volumes, before.volumes, "k={k}");
             assert_eq!(now.data_blocks, before.data_blocks, "k={k}");
-            assert!(
-                received.is_err(),
-                "k={k}: a receive that returned is durable"
+        },
+        |b, now, k| {
+            // The final txg reached the disks: the sender's tree, whole.
+            assert_eq!(
+                names(now),
+                [
+                    "tank",
+                    "tank/q",
+                    "tank/q@a",
+                    "tank/q@b",
+                    "tank/q/k",
+                    "tank/q/k@zz",
+                    "tank/q/k@a",
+                    "tank/q/k@b",
+                    "tank/q/n",
+                    "tank/q/n@b",
+                ],
+                "k={k}"
             );
-            cut_before += 1;
-            continue;
-        }
-        // The final txg reached the disks: the sender's tree, whole.
-        assert_eq!(
-            names(&now),
-            [
-                "tank",
-                "tank/q",
-                "tank/q@a",
-                "tank/q@b",
-                "tank/q/k",
-                "tank/q/k@zz",
-                "tank/q/k@a",
-                "tank/q/k@b",
-                "tank/q/n",
-                "tank/q/n@b",
-            ],
-            "k={k}"
-        );
-        assert!(read(&b, "tank/q/k") == read(&a, "tank/p/k"), "k={k}");
-        assert!(read(&b, "tank/q/n") == read(&a, "tank/p/n"), "k={k}");
-        assert!(cut_before > 20, "cuts before the end: {cut_before}");
-        return;
-    }
-    panic!("the receive never completed");
+            assert!(read(b, "tank/q/k") == read(&a, "tank/p/k"), "k={k}");
+            assert!(read(b, "tank/q/n") == read(&a, "tank/p/n"), "k={k}");
+        },
+    );
 }
 
 // DESCRIPTION: a power cut after k device operations of the first, full `receive -R` of A's
@@ -211,48 +253,35 @@ fn a_power_cut_at_any_instant_of_a_full_r_receive_leaves_nothing_behind() {
         "tank/q/k@z",
         "tank/q/k@a",
     ];
-    let (provider, mut b) = host_b();
+    let (provider, b) = host_b();
     let before = state(&b);
-    let mut cut_before = 0;
-    for k in 0..3_000u64 {
-        *provider.cut.0.lock().unwrap() = Some(k);
-        let received = receive(&b, into("tank/q"), &first);
-        drop(b);
-        b = crash_and_import(&provider);
-        check::verify_pool(&b, "tank").unwrap_or_else(|e| panic!("k={k}: {e}"));
-        for target in ["tank/q", "tank/q/k", "tank/q/gone"] {
-            let abort = b.receive_abort(target).unwrap_err().to_string();
-            assert!(
-                abort.contains("does not have any resumable"),
-                "k={k}: {abort}"
-            );
-        }
-        let now = state(&b);
-        if names(&now) == names(&before) {
+    let cuts = PowerCuts {
+        targets: &["tank/q", "tank/q/k", "tank/q/gone"],
+        limit: 3_000,
+        min_before: 20,
+    };
+    cuts.run(
+        &provider,
+        b,
+        |b| receive(b, into("tank/q"), &first).is_ok(),
+        |_, now, k| {
             for (row, was) in now.rows.iter().zip(&before.rows) {
                 assert_eq!(row, was, "k={k}");
             }
             assert_eq!(now.data_blocks, before.data_blocks, "k={k}");
-            assert!(
-                received.is_err(),
-                "k={k}: a receive that returned is durable"
-            );
-            cut_before += 1;
-            continue;
-        }
-        assert_eq!(names(&now), result, "k={k}");
-        for name in ["tank/p@a", "tank/p/k@a"] {
-            let here = name.replace("tank/p", "tank/q");
-            assert_eq!(
-                common::dataset_prop(&b, &here, "guid"),
-                common::dataset_prop(&a, name, "guid"),
-                "k={k}"
-            );
-        }
-        assert!(cut_before > 20, "cuts before the end: {cut_before}");
-        return;
-    }
-    panic!("the receive never completed");
+        },
+        |b, now, k| {
+            assert_eq!(names(now), result, "k={k}");
+            for name in ["tank/p@a", "tank/p/k@a"] {
+                let here = name.replace("tank/p", "tank/q");
+                assert_eq!(
+                    common::dataset_prop(b, &here, "guid"),
+                    common::dataset_prop(&a, name, "guid"),
+                    "k={k}"
+                );
+            }
+        },
+    );
 }
 
 /// A's `tank/p` (a filesystem with a file) and its volume `k` at `@a`; then writes, `@b`,
@@ -297,60 +326,42 @@ fn intermediate_sender() -> (Engine, Vec<u8>, Vec<u8>) {
 #[test]
 fn a_power_cut_at_any_instant_of_an_intermediate_r_receive_leaves_old_or_new() {
     let (a, first, second) = intermediate_sender();
-    let (provider, mut b) = host_b();
+    let (provider, b) = host_b();
     receive(&b, into("tank/q"), &first).unwrap();
     let before = state(&b);
-    let mut cut_before = 0;
-    for k in 0..5_000u64 {
-        *provider.cut.0.lock().unwrap() = Some(k);
-        let received = receive(&b, into("tank/q"), &second);
-        drop(b);
-        b = crash_and_import(&provider);
-        check::verify_pool(&b, "tank").unwrap_or_else(|e| panic!("k={k}: {e}"));
-        for target in ["tank/q", "tank/q/k", "tank/q/cl"] {
-            let abort = b.receive_abort(target).unwrap_err().to_string();
-            assert!(
-                abort.contains("does not have any resumable"),
-                "k={k}: {abort}"
-            );
-        }
-        let now = state(&b);
-        if names(&now) == names(&before) {
-            assert_eq!(now, before, "k={k}");
-            assert!(
-                received.is_err(),
-                "k={k}: a receive that returned is durable"
-            );
-            cut_before += 1;
-            continue;
-        }
-        // The final txg reached the disks: the sender's tree, whole, with its space.
-        let mut sent = state(&a);
-        for row in &mut sent.rows {
-            for value in row.iter_mut() {
-                *value = value.replace("tank/p", "tank/q");
+    let cuts = PowerCuts {
+        targets: &["tank/q", "tank/q/k", "tank/q/cl"],
+        limit: 5_000,
+        min_before: 20,
+    };
+    cuts.run(
+        &provider,
+        b,
+        |b| receive(b, into("tank/q"), &second).is_ok(),
+        |_, now, k| assert_eq!(*now, before, "k={k}"),
+        |b, now, k| {
+            // The final txg reached the disks: the sender's tree, whole, with its space.
+            let mut sent = state(&a);
+            for row in &mut sent.rows {
+                for value in row.iter_mut() {
+                    *value = value.replace("tank/p", "tank/q");
+                }
             }
-        }
-        let (mut got, mut want) = (now.rows.clone(), sent.rows);
-        for row in got.iter_mut().chain(want.iter_mut()) {
-            // A dataset's own GUID is the receiver's; a snapshot's is the sender's.
-            if !row[0].contains('@') {
-                row[2].clear();
+            let (mut got, mut want) = (now.rows.clone(), sent.rows);
+            for row in got.iter_mut().chain(want.iter_mut()) {
+                // A dataset's own GUID is the receiver's; a snapshot's is the sender's.
+                if !row[0].contains('@') {
+                    row[2].clear();
+                }
             }
-        }
-        got.retain(|row| row[0] != "tank");
-        want.retain(|row| row[0] != "tank");
-        assert_eq!(got, want, "k={k}");
-        assert_eq!(
-            common::dataset_prop(&b, "tank/q/cl", "origin"),
-            "tank/q/k@b"
-        );
-        assert!(read(&b, "tank/q/k") == read(&a, "tank/p/k"), "k={k}");
-        assert!(read(&b, "tank/q/cl") == read(&a, "tank/p/cl"), "k={k}");
-        assert!(cut_before > 20, "cuts before the end: {cut_before}");
-        return;
-    }
-    panic!("the receive never completed");
+            got.retain(|row| row[0] != "tank");
+            want.retain(|row| row[0] != "tank");
+            assert_eq!(got, want, "k={k}");
+            assert_eq!(common::dataset_prop(b, "tank/q/cl", "origin"), "tank/q/k@b");
+            assert!(read(b, "tank/q/k") == read(&a, "tank/p/k"), "k={k}");
+            assert!(read(b, "tank/q/cl") == read(&a, "tank/p/cl"), "k={k}");
+        },
+    );
 }
 
 /// Bytes of the volume the plain incremental test sends: more than two receive batches of
@@ -399,45 +410,36 @@ fn plain_sender() -> (Engine, Vec<u8>, Vec<u8>) {
 #[test]
 fn a_power_cut_at_any_instant_of_a_plain_incremental_receive_leaves_the_head_at_its_source() {
     let (a, first, second) = plain_sender();
-    let (provider, mut b) = host_b();
+    let (provider, b) = host_b();
     receive(&b, into("tank/w"), &first).unwrap();
     let before = state(&b);
     let bytes_before = read_all(&b, "tank/w");
-    let mut cut_before = 0;
-    for k in 0..5_000u64 {
-        *provider.cut.0.lock().unwrap() = Some(k);
-        let mut input = &second[..];
-        let mut sync = |_| drop(b.sync_pool("tank"));
-        let received = b.receive(&into("tank/w"), &mut input, &mut sync);
-        drop(b);
-        b = crash_and_import(&provider);
-        check::verify_pool(&b, "tank").unwrap_or_else(|e| panic!("k={k}: {e}"));
-        let abort = b.receive_abort("tank/w").unwrap_err().to_string();
-        assert!(
-            abort.contains("does not have any resumable"),
-            "k={k}: {abort}"
-        );
-        let now = state(&b);
-        if names(&now) == names(&before) {
-            assert_eq!(now, before, "k={k}");
-            assert!(read_all(&b, "tank/w") == bytes_before, "k={k}");
-            assert!(
-                received.is_err(),
-                "k={k}: a receive that returned is durable"
+    let cuts = PowerCuts {
+        targets: &["tank/w"],
+        limit: 5_000,
+        min_before: 100,
+    };
+    cuts.run(
+        &provider,
+        b,
+        |b| {
+            let mut input = &second[..];
+            let mut sync = |_| drop(b.sync_pool("tank"));
+            b.receive(&into("tank/w"), &mut input, &mut sync).is_ok()
+        },
+        |b, now, k| {
+            assert_eq!(*now, before, "k={k}");
+            assert!(read_all(b, "tank/w") == bytes_before, "k={k}");
+        },
+        |b, now, k| {
+            assert_eq!(
+                names(now),
+                ["tank", "tank/w", "tank/w@a", "tank/w@b"],
+                "k={k}"
             );
-            cut_before += 1;
-            continue;
-        }
-        assert_eq!(
-            names(&now),
-            ["tank", "tank/w", "tank/w@a", "tank/w@b"],
-            "k={k}"
-        );
-        assert!(read_all(&b, "tank/w") == read_all(&a, "tank/v"), "k={k}");
-        assert!(cut_before > 100, "cuts before the end: {cut_before}");
-        return;
-    }
-    panic!("the receive never completed");
+            assert!(read_all(b, "tank/w") == read_all(&a, "tank/v"), "k={k}");
+        },
+    );
 }
 
 /// `receive -s` of `bytes` into `tank/w` with a sync after each batch of records (as the
