@@ -92,7 +92,7 @@ use tarn_send::Begin;
 use crate::dataset_ops::invalid;
 use crate::send_ops::{Destination, ReceiveSpec, TOKEN_KEY};
 use crate::snapshot_ops::RollbackReads as Reads;
-use crate::{DatasetId, EngineError, Imported};
+use crate::{DatasetId, Engine, EngineError, Imported};
 
 /// A substream received into its hidden dataset, waiting for the stream's end.
 pub(crate) struct Held {
@@ -626,6 +626,56 @@ pub(crate) fn discard(inner: &mut Imported, held: &[Held]) -> Result<(), EngineE
         }
     }
     Ok(())
+}
+
+impl Engine {
+    /// The end of a held stream without a manifest (a chain, `send -I`): the checks of
+    /// every held substream and the limits of what they place, the reads, then every held
+    /// one takes its place and that commits, in one txg; a refusal discards what is held,
+    /// so nothing changed.
+    pub(crate) fn receive_held_end(
+        &self,
+        spec: &ReceiveSpec,
+        held: &[Held],
+    ) -> Result<(), EngineError> {
+        let _admin = self.admin();
+        let handle = self.pool(crate::dataset_ops::pool_of(&spec.target))?;
+        let mut inner = handle.lock();
+        let checked = held_end_checks(&mut inner, held);
+        let (reads, walked) = match checked {
+            Ok(checked) => checked,
+            Err(error) => {
+                discard(&mut inner, held)?;
+                return Err(invalid(format!("{error} (nothing was received)")));
+            }
+        };
+        inner.check_writable()?;
+        with_read_ahead(&mut inner, walked, |inner| {
+            let after_moves = apply(inner, held, reads)?;
+            assert!(after_moves.is_empty(), "a stream without moves places all");
+            Ok(())
+        })?;
+        for h in held {
+            let command = format!("receive {}@{}", h.spec.target, h.snap);
+            inner.history.push(self.history_record(&command, false));
+        }
+        inner.sync()?;
+        Ok(())
+    }
+}
+
+/// What [`Engine::receive_held_end`] checks and reads before its first change.
+fn held_end_checks(
+    inner: &mut Imported,
+    held: &[Held],
+) -> Result<(Vec<Option<Reads>>, BTreeMap<DatasetId, Vec<BlockPtr>>), EngineError> {
+    check(inner, held, &[])?;
+    let change = change(inner, held);
+    crate::limits::check_change(&inner.datasets, &change)?;
+    let reads = reads(inner, held)?;
+    read_adopted(inner, held)?;
+    let walked = read_ahead(inner, &change)?;
+    Ok((reads, walked))
 }
 
 /// At a writable import, before anything else changes: every hidden dataset of a receive a

@@ -189,6 +189,15 @@ impl Engine {
             }
             writer.end().map_err(stream_error)?;
         }
+        // `send -I` of two or more snapshots without -R is a chain (FEATURE_CHAIN): each
+        // BEGIN counts the substreams left, so a receiver tells a cut at a boundary from
+        // the end, and holds them all until the last (`receive_atomic`).
+        let chained = !spec.replicate && spec.intermediates && plan.len() > 1;
+        let mut left = match chained {
+            true => u32::try_from(plan.len())
+                .map_err(|_| invalid("too many snapshots for one stream"))?,
+            false => 0,
+        };
         for ((dataset, from, to), clone) in plan.into_iter().zip(clones) {
             let dataset = dataset.as_str();
             let names = (
@@ -202,8 +211,10 @@ impl Engine {
                 names: &names,
                 resume: None,
                 clone,
+                chain: left,
                 spec,
             };
+            left = left.saturating_sub(1);
             let before = writer.bytes();
             send_one(&handle, dataset, &start, &mut writer, progress)?;
             report.streams.push(names);
@@ -266,6 +277,8 @@ impl Engine {
             names: &names,
             resume: Some((token.object, token.offset)),
             clone: token.features & tarn_send::FEATURE_CLONE != 0,
+            // A resumed substream goes alone, never as part of a chain.
+            chain: 0,
             spec: &SendSpec {
                 large_blocks: token.features & tarn_send::FEATURE_LARGE_BLOCKS != 0,
                 compressed: token.features & tarn_send::FEATURE_COMPRESSED != 0,
@@ -303,6 +316,7 @@ fn manifest_records(
         to_txg: to.header.txg.0,
         creation_time: to.header.creation_time,
         objset_kind: stream_kind(node.objset.kind()),
+        chain: 0,
         resume_object: 0,
         resume_offset: 0,
         from_name: String::new(),
@@ -322,6 +336,8 @@ struct Start<'a> {
     resume: Option<(u64, u64)>,
     /// The source is the dataset's origin (a clone stream, FEATURE_CLONE).
     clone: bool,
+    /// In a chain (FEATURE_CHAIN), the substreams of the chain from this one on; else 0.
+    chain: u32,
     spec: &'a SendSpec,
 }
 
@@ -335,6 +351,7 @@ impl Start<'_> {
             | flag(self.spec.large_blocks, tarn_send::FEATURE_LARGE_BLOCKS)
             | flag(self.spec.embedded, tarn_send::FEATURE_EMBEDDED)
             | flag(self.clone, tarn_send::FEATURE_CLONE)
+            | flag(self.chain > 0, tarn_send::FEATURE_CHAIN)
     }
 }
 
@@ -519,6 +536,7 @@ fn send_one(
         to_txg: to.header.txg.0,
         creation_time: to.header.creation_time,
         objset_kind: stream_kind(to_os.kind()),
+        chain: start.chain,
         resume_object,
         resume_offset,
         from_name: names.0.clone(),
@@ -730,6 +748,8 @@ impl Engine {
         }
         if let Some(sent) = &sent {
             self.receive_prune(spec, sent, &held, &mut report)?;
+        } else if !held.is_empty() {
+            self.receive_held_end(spec, &held)?;
         }
         report.bytes = reader.bytes();
         Ok(report)
@@ -766,9 +786,12 @@ impl Engine {
             }
             let each = replicated_spec(spec, &begin, &mut replicated_root, sent.as_ref())?;
             let spec = each.as_ref().unwrap_or(spec);
-            // A substream a cut `receive -s` received already (`receive_prune`).
+            // A substream a cut `receive -s` received already (`receive_prune`); of a chain,
+            // only before anything else of the stream was received (`receive_atomic`).
             let (target, _) = target_names(spec, &begin)?;
-            if sent.is_some() && self.already_received(&target, &begin)? {
+            let chained = begin.features & tarn_send::FEATURE_CHAIN != 0;
+            let skips = sent.is_some() || (chained && report.snapshots.is_empty());
+            if skips && self.already_received(&target, &begin)? {
                 report.skipped.push(receive_dry(spec, &begin, reader)?);
                 continue;
             }
@@ -783,10 +806,10 @@ impl Engine {
         }
     }
 
-    /// Whether the substream `begin` into `target` is held (`receive_atomic`: in a
-    /// replication stream with a manifest `sent`, not under -s), and where: `None` when it
-    /// is not. One that needs what a held one brings but cannot be received on top of it is
-    /// refused (`receive_atomic::check_order`).
+    /// Whether the substream `begin` into `target` is held (`receive_atomic`: not under -s,
+    /// in a replication stream with a manifest `sent`, in a chain, or after a held one),
+    /// and where: `None` when it is not. One that needs what a held one brings but cannot
+    /// be received on top of it is refused (`receive_atomic::check_order`).
     fn receive_within(
         &self,
         spec: &ReceiveSpec,
@@ -794,11 +817,12 @@ impl Engine {
         sent: Option<&crate::receive_prune::Sent>,
         held: &[Held],
     ) -> Result<Option<Within>, EngineError> {
-        let Some(sent) = sent.filter(|_| !spec.resumable) else {
+        let chained = begin.features & tarn_send::FEATURE_CHAIN != 0;
+        if spec.resumable || (sent.is_none() && !chained && held.is_empty()) {
             return Ok(None);
-        };
+        }
         // A new dataset at a name a moved one still has here (`receive_moves`).
-        let vacated = sent.vacated(target);
+        let vacated = sent.is_some_and(|sent| sent.vacated(target));
         let within = {
             let handle = self.pool(pool_of(target))?;
             let inner = handle.lock();
@@ -859,7 +883,8 @@ impl Engine {
         };
         if saving && inner.datasets.contains(destination_id(&into)) {
             let token = tarn_send::ResumeToken {
-                features: begin.features & !tarn_send::FEATURE_RESUMING,
+                features: begin.features
+                    & !(tarn_send::FEATURE_RESUMING | tarn_send::FEATURE_CHAIN),
                 from_guid: begin.from_guid,
                 to_guid: begin.to_guid,
                 object: position.0,

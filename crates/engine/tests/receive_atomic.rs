@@ -413,3 +413,233 @@ fn an_intermediate_replication_stream_refused_at_its_end_changes_nothing() {
     received(&b, &into("tank/r"), &first).unwrap();
     refused_at_its_end(&b, &forced(into("tank/r")), &second, "8");
 }
+
+/// A's volume `tank/v` at `@1`, then overwrites and new writes and one snapshot each up to
+/// `@5`, and its clone `tank/c` of `v@2` with writes, `@c1`, `@c2`. Returns A, `send
+/// tank/v@1` and the chain `send -I @1 tank/v@5` (four substreams, FEATURE_CHAIN).
+fn chain_sender() -> (Engine, Vec<u8>, Vec<u8>) {
+    let (_, a) = host(11);
+    volume(&a, "tank/v");
+    write(&a, "tank/v", 0, &noise(512 << 10, 1));
+    common::volume::snap(&a, "tank/v@1");
+    let first = send(&a, full("tank/v@1"));
+    for i in 2..=5usize {
+        // Each overwrites part of the one before (dead lists) and adds new blocks.
+        write(
+            &a,
+            "tank/v",
+            (i - 2) * (128 << 10),
+            &noise(192 << 10, i as u64),
+        );
+        write(&a, "tank/v", i << 20, &noise(64 << 10, 10 + i as u64));
+        common::volume::snap(&a, &format!("tank/v@{i}"));
+    }
+    a.clone_dataset("tank/v@2", "tank/c", &[], false, "clone")
+        .unwrap();
+    write(&a, "tank/c", 64 << 10, &noise(96 << 10, 21));
+    common::volume::snap(&a, "tank/c@c1");
+    write(&a, "tank/c", 3 << 20, &noise(32 << 10, 22));
+    common::volume::snap(&a, "tank/c@c2");
+    let chain = send(&a, chained("@1", "tank/v@5"));
+    (a, first, chain)
+}
+
+/// `send -I FROM SNAPSHOT`.
+fn chained(from: &str, snapshot: &str) -> SendSpec {
+    SendSpec {
+        intermediates: true,
+        ..incremental(from, snapshot)
+    }
+}
+
+/// Where to cut a chain: at every substream boundary before its end, just after each and
+/// inside each, and `n` record boundaries picked by a seeded generator.
+fn chain_cuts(stream: &[u8], n: usize) -> Vec<usize> {
+    let ends = record_ends(stream);
+    let (mut cuts, mut start) = (Vec::new(), 0);
+    for &(at, end) in ends.iter().filter(|(_, end)| *end) {
+        assert!(end);
+        cuts.extend([(start + at) / 2, at, at + 40]);
+        start = at;
+    }
+    let mut rng = SeededRng::new(0xc4a1);
+    for _ in 0..n {
+        cuts.push(ends[rng.below(ends.len() as u64 - 1) as usize].0);
+    }
+    cuts.retain(|&cut| cut < stream.len());
+    cuts.sort_unstable();
+    cuts.dedup();
+    cuts
+}
+
+/// The rows of `from` and its snapshots on A as they are named at `to`, beside B's rows of
+/// `to` and its snapshots, each without the datasets' own GUIDs and the DVAs: equal once B
+/// received the whole stream.
+fn chain_rows(a: &Engine, from: &str, b: &Engine, to: &str) -> (State, State) {
+    let pick = |engine: &Engine, root: &str| -> State {
+        let mut got = state(engine);
+        let under = |n: &str| n == root || n.starts_with(&format!("{root}@"));
+        got.rows.retain(|row| under(&row[0]));
+        got.volumes.retain(|(n, _)| under(n));
+        for row in &mut got.rows {
+            if row[1] != "snapshot" {
+                row[2].clear();
+            }
+            // `clones`: A's `v@2` has its clone `tank/c`, which B may not have.
+            row[10].clear();
+            for value in row.iter_mut() {
+                // A clone's origin: A's `tank/v` is B's `tank/r`.
+                *value = value.replace(root, to).replace("tank/v@", "tank/r@");
+            }
+        }
+        for (n, _) in &mut got.volumes {
+            *n = n.replace(root, to);
+        }
+        got.data_blocks.clear();
+        got
+    };
+    (pick(b, to), pick(a, from))
+}
+
+// DESCRIPTION: a plain `send -I @1 tank/v@5` (a chain of four substreams, no -R) onto B's
+// existing `tank/r` (received from `v@1`), cut at every substream boundary, just after and
+// inside each, and at 40 seeded record boundaries: each cut is refused ("invalid stream")
+// and leaves B byte-identical (rows with GUIDs and space, volume bytes, every block's
+// DVA), nothing to abort; whole, B's `tank/r` is A's `tank/v`: snapshots with A's GUIDs,
+// `used`, `written`, `referenced`, bytes. Negative controls: with the receiver not holding
+// a chain, a cut after the first substream leaves `@2` received; with the sender not
+// marking the chain, a cut at a substream boundary is received as a complete, shorter
+// stream.
+#[test]
+fn a_plain_intermediate_stream_cut_anywhere_changes_nothing() {
+    let (a, first, chain) = chain_sender();
+    let b = receiver();
+    received(&b, &into("tank/r"), &first).unwrap();
+    let before = state(&b);
+    for cut in chain_cuts(&chain, 40) {
+        let refused = received(&b, &into("tank/r"), &chain[..cut]).unwrap_err();
+        assert!(
+            refused.contains("invalid stream"),
+            "cut at {cut}: {refused}"
+        );
+        assert_unchanged(&b, &before, &format!("cut at {cut}"));
+    }
+    let report = received(&b, &into("tank/r"), &chain).unwrap();
+    assert_eq!(report.snapshots.len(), 4, "{:?}", report.snapshots);
+    let (got, want) = chain_rows(&a, "tank/v", &b, "tank/r");
+    assert_eq!(got, want);
+    check::verify_pool(&b, "tank").unwrap();
+}
+
+// DESCRIPTION: the same chain refused at its end by a `snapshot_limit` set from the
+// progress callback, and with -F onto a `tank/r` that has a later snapshot of its own
+// (which the chain's first substream takes back): one line, B byte-identical (the later
+// snapshot still there), nothing to abort; whole with -F, `tank/r` is A's `tank/v`.
+#[test]
+fn a_plain_intermediate_stream_refused_at_its_end_changes_nothing() {
+    let (a, first, chain) = chain_sender();
+    let b = receiver();
+    received(&b, &into("tank/r"), &first).unwrap();
+    refused_at_its_end(&b, &into("tank/r"), &chain, "4");
+    let b = receiver();
+    received(&b, &into("tank/r"), &first).unwrap();
+    write(&b, "tank/r", 0, &noise(16 << 10, 40));
+    common::volume::snap(&b, "tank/r@x");
+    b.sync_pool("tank").unwrap();
+    refused_at_its_end(&b, &forced(into("tank/r")), &chain, "4");
+    let limit = [("snapshot_limit".to_string(), "100".to_string())];
+    b.set_dataset_props("tank", &limit, "set").unwrap();
+    received(&b, &forced(into("tank/r")), &chain).unwrap();
+    let (got, want) = chain_rows(&a, "tank/v", &b, "tank/r");
+    assert_eq!(got, want);
+    check::verify_pool(&b, "tank").unwrap();
+}
+
+// DESCRIPTION: a chain whose first substream makes a new dataset (`send -I tank/v@2
+// tank/c@c2`: a clone stream of `c@c1` from its origin `v@2`, then `@c2` on top), cut at
+// every boundary and at seeded records: refused, B byte-identical, nothing to abort;
+// whole, `tank/c2` is a clone of B's `tank/r@2` with A's snapshots, space and bytes.
+#[test]
+fn a_plain_intermediate_clone_stream_cut_anywhere_changes_nothing() {
+    let (a, first, chain) = chain_sender();
+    let b = receiver();
+    received(&b, &into("tank/r"), &first).unwrap();
+    received(&b, &into("tank/r"), &chain).unwrap();
+    let clone = send(&a, chained("tank/v@2", "tank/c@c2"));
+    let before = state(&b);
+    for cut in chain_cuts(&clone, 20) {
+        let refused = received(&b, &into("tank/c2"), &clone[..cut]).unwrap_err();
+        assert!(
+            refused.contains("invalid stream"),
+            "cut at {cut}: {refused}"
+        );
+        assert_unchanged(&b, &before, &format!("cut at {cut}"));
+        let abort = b.receive_abort("tank/c2").unwrap_err().to_string();
+        assert!(abort.contains("does not have any resumable"), "{abort}");
+    }
+    received(&b, &into("tank/c2"), &clone).unwrap();
+    assert_eq!(common::dataset_prop(&b, "tank/c2", "origin"), "tank/r@2");
+    let (got, want) = chain_rows(&a, "tank/c", &b, "tank/c2");
+    assert_eq!(got, want);
+    check::verify_pool(&b, "tank").unwrap();
+}
+
+/// B's snapshots of `tank/r`, short names.
+fn snapshots_of_r(b: &Engine) -> Vec<String> {
+    let rows = state(b).rows;
+    let names = rows.iter().filter_map(|row| row[0].strip_prefix("tank/r@"));
+    names.map(str::to_owned).collect()
+}
+
+// DESCRIPTION: `receive -s` of a chain keeps the per-substream placement (module doc of
+// `receive_atomic`: its saved partial state is one substream): cut inside its third
+// substream, `@2` and `@3` stay and `@4` is saved; `send -t` finishes `@4`, and the whole
+// chain received again skips `@2`..`@4` (B has them, by GUID) and receives `@5`: B's
+// `tank/r` is A's `tank/v` (GUIDs, space, bytes). Cut at its first boundary under -s, the
+// cut is refused as truncated with `@2` kept and nothing saved; the chain received again
+// (held, without -s) skips `@2` and gives the same result. Negative control: without the
+// skip the chain received again is refused (`@2` is newer than its source).
+#[test]
+fn a_resumable_receive_of_a_cut_chain_finishes_identically() {
+    let (a, first, chain) = chain_sender();
+    let ends = substream_ends(&chain);
+    assert_eq!(ends.len(), 4);
+    let resumable = ReceiveSpec {
+        resumable: true,
+        ..into("tank/r")
+    };
+    let b = receiver();
+    received(&b, &into("tank/r"), &first).unwrap();
+    let refused = received(&b, &resumable, &chain[..(ends[1] + ends[2]) / 2]).unwrap_err();
+    assert!(refused.contains("send -t"), "{refused}");
+    assert_eq!(snapshots_of_r(&b), ["1", "2", "3"]);
+    let token = common::dataset_prop(&b, "tank/r", "receive_resume_token");
+    let rest = send(
+        &a,
+        SendSpec {
+            token: Some(token),
+            ..SendSpec::default()
+        },
+    );
+    received(&b, &resumable, &rest).unwrap();
+    let report = received(&b, &resumable, &chain).unwrap();
+    assert_eq!((report.skipped.len(), report.snapshots.len()), (3, 1));
+    let (got, want) = chain_rows(&a, "tank/v", &b, "tank/r");
+    assert_eq!(got, want);
+    check::verify_pool(&b, "tank").unwrap();
+
+    let b = receiver();
+    received(&b, &into("tank/r"), &first).unwrap();
+    let refused = received(&b, &resumable, &chain[..ends[0]]).unwrap_err();
+    assert!(refused.contains("truncated"), "{refused}");
+    assert_eq!(snapshots_of_r(&b), ["1", "2"]);
+    assert_eq!(
+        common::dataset_prop(&b, "tank/r", "receive_resume_token"),
+        "-"
+    );
+    let report = received(&b, &into("tank/r"), &chain).unwrap();
+    assert_eq!((report.skipped.len(), report.snapshots.len()), (1, 3));
+    let (got, want) = chain_rows(&a, "tank/v", &b, "tank/r");
+    assert_eq!(got, want);
+    check::verify_pool(&b, "tank").unwrap();
+}

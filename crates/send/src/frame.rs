@@ -4,8 +4,8 @@
 
 use std::io::{Read, Write};
 
-use crate::record::{Cursor, Kind, Record};
-use crate::{Order, PAYLOAD_MAX, StreamError};
+use crate::record::{Begin, Cursor, Kind, Record};
+use crate::{FEATURE_CHAIN, Order, PAYLOAD_MAX, StreamError};
 
 /// Bytes of a record header.
 pub const HEADER_LEN: usize = 24;
@@ -240,13 +240,25 @@ pub fn decode_frame(bytes: &[u8], sequence: u64) -> Result<(Record, usize), Stre
     Ok((record, len))
 }
 
+/// A chain of substreams being read ([`FEATURE_CHAIN`]): how many are still to end, out of
+/// how many its first BEGIN counted, and the snapshot the last one brings (the next one's
+/// source).
+#[derive(Clone, Copy, Debug)]
+struct Chain {
+    left: u32,
+    total: u32,
+    to_guid: u64,
+}
+
 /// Reads records from `R`, checking each (I2). Returns `None` at the end of the input when
-/// it falls between substreams.
+/// it falls between substreams, and outside a chain (a chain cut at a substream boundary is
+/// [`StreamError::ChainTruncated`]).
 pub struct StreamReader<R: Read> {
     inner: R,
     running: Running,
     in_substream: bool,
     order: Order,
+    chain: Option<Chain>,
     total: u64,
     payload: Vec<u8>,
 }
@@ -259,6 +271,7 @@ impl<R: Read> StreamReader<R> {
             running: Running::new(),
             in_substream: false,
             order: Order::default(),
+            chain: None,
             total: 0,
             payload: Vec::new(),
         }
@@ -324,21 +337,76 @@ impl<R: Read> StreamReader<R> {
             if self.in_substream {
                 return Err(StreamError::Truncated { record: sequence });
             }
+            if let Some(chain) = self.chain {
+                return Err(StreamError::ChainTruncated {
+                    received: chain.total - chain.left,
+                    total: chain.total,
+                });
+            }
             return Ok(None);
         };
         self.order.check(&record, sequence)?;
         match &record {
-            Record::Begin(_) => self.in_substream = true,
+            Record::Begin(begin) => {
+                self.chain_begin(begin)?;
+                self.in_substream = true;
+            }
             Record::End { .. } => {
                 if record != expected_end {
                     return Err(StreamError::EndChecksum { record: sequence });
                 }
                 self.running = Running::new();
                 self.in_substream = false;
+                self.chain_end();
             }
             _ => {}
         }
         Ok(Some(record))
+    }
+
+    /// A BEGIN and the chain ([`FEATURE_CHAIN`]): it starts one when none is being read;
+    /// inside one it must be a chain substream counting one less than the one before and
+    /// starting from the snapshot the one before brought, so a dropped, repeated or
+    /// reordered substream of a chain is refused at its BEGIN.
+    fn chain_begin(&mut self, begin: &Begin) -> Result<(), StreamError> {
+        let bad = |why| StreamError::Order {
+            record: 0,
+            kind: Kind::Begin.name(),
+            why,
+        };
+        let chained = begin.features & FEATURE_CHAIN != 0;
+        match (&mut self.chain, chained) {
+            (None, false) => {}
+            (None, true) => {
+                self.chain = Some(Chain {
+                    left: begin.chain,
+                    total: begin.chain,
+                    to_guid: begin.to_guid,
+                });
+            }
+            (Some(_), false) => return Err(bad("a substream inside a chain that is not of it")),
+            (Some(chain), true) => {
+                if begin.chain != chain.left {
+                    return Err(bad("a chain substream out of its place in the chain"));
+                }
+                if begin.from_guid != chain.to_guid {
+                    return Err(bad("a chain substream not from the snapshot before it"));
+                }
+                chain.to_guid = begin.to_guid;
+            }
+        }
+        Ok(())
+    }
+
+    /// A substream's END: one substream less of the chain, if it is one's.
+    fn chain_end(&mut self) {
+        if let Some(chain) = &mut self.chain {
+            assert!(chain.left > 0, "a chain being read has a substream left");
+            chain.left -= 1;
+            if chain.left == 0 {
+                self.chain = None;
+            }
+        }
     }
 }
 

@@ -13,6 +13,8 @@
 //!  stream   = substream+                      (-I and -R concatenate several)
 //!  substream= BEGIN PROPERTY* objrec* END
 //!           | BEGIN MANIFEST* END             (first of a -R stream: the sent tree)
+//!  chain    = substream whose BEGIN counts n, then ones counting n-1, ..., 1
+//!                                             (`send -I` without -R: FEATURE_CHAIN)
 //!  objrec   = OBJECT (WRITE | FREE)* | FREEOBJECTS
 //!
 //!  record   = header (24 B) | payload (len B) | check (16 B)
@@ -25,12 +27,16 @@
 //! Sequence numbers count from 0 at each BEGIN, so a dropped, repeated or reordered record
 //! is found at that record; objects come in ascending id order and the writes and frees of
 //! one object in ascending offset order ([`Order`]), so a receiver applies a stream in one
-//! pass and knows how far it got (the resume point). Byte layouts: docs/FORMAT.md section 21.
+//! pass and knows how far it got (the resume point). The substreams of a chain (`send -I`,
+//! [`FEATURE_CHAIN`]) count down to 1 in their BEGINs and each starts from the snapshot the
+//! one before brings, so an input that ends inside a chain, even at a substream boundary,
+//! is a truncation, not a shorter stream. Byte layouts: docs/FORMAT.md section 21.
 //!
 //! # State
 //! None on disk. A [`StreamWriter`] and a [`StreamReader`] hold the sequence number, the
 //! running checksum and the byte count of the substream they are in; [`Order`] holds the
-//! last object and offset seen.
+//! last object and offset seen; the reader also the chain it is in (substreams left, the
+//! snapshot the last one brought).
 //!
 //! # Invariants
 //! - I1: a decoder of arbitrary bytes returns a record or a [`StreamError`], never panics,
@@ -42,6 +48,8 @@
 //! - I3: encode then decode is the identity on every valid record (proptest), and
 //!   [`encoded_len`] is exactly the number of bytes [`StreamWriter::write`] produces.
 //! - I4: a feature bit this build does not know is refused at BEGIN by name, never ignored.
+//! - I5: a [`StreamReader`] returns `None` (the input's end) only outside a chain: every
+//!   chain it started was read to its last substream.
 //!
 //! # Concurrency and context
 //! Plain values and `Read`/`Write` adapters; no threads, no locks.
@@ -71,10 +79,10 @@ pub use frame::{
 pub use manifest::{MANIFEST_BYTES, MANIFEST_VERSION, Manifest, ManifestSnapshot};
 pub use order::Order;
 pub use record::{
-    BONUS_MAX, Begin, DATA_MAX, END_LEN, Encoding, FEATURE_CLONE, FEATURE_COMPRESSED,
-    FEATURE_EMBEDDED, FEATURE_LARGE_BLOCKS, FEATURE_MANIFEST, FEATURE_PROPERTIES,
-    FEATURE_REPLICATED, FEATURE_RESUMING, FEATURES_KNOWN, Kind, NAME_MAX, ObjectRecord, Record,
-    STREAM_MAGIC, STREAM_VERSION, VALUE_MAX, Write as WriteRecord,
+    BONUS_MAX, Begin, DATA_MAX, END_LEN, Encoding, FEATURE_CHAIN, FEATURE_CLONE,
+    FEATURE_COMPRESSED, FEATURE_EMBEDDED, FEATURE_LARGE_BLOCKS, FEATURE_MANIFEST,
+    FEATURE_PROPERTIES, FEATURE_REPLICATED, FEATURE_RESUMING, FEATURES_KNOWN, Kind, NAME_MAX,
+    ObjectRecord, Record, STREAM_MAGIC, STREAM_VERSION, VALUE_MAX, Write as WriteRecord,
 };
 pub use token::{ResumeToken, TOKEN_VERSION};
 
@@ -161,6 +169,15 @@ pub enum StreamError {
         /// What was wrong.
         why: &'static str,
     },
+    /// The input ended between two substreams of a chain ([`FEATURE_CHAIN`], `send -I`):
+    /// a stream cut at a substream boundary.
+    #[error("stream is truncated (after {received} of the {total} substreams of its chain)")]
+    ChainTruncated {
+        /// Substreams of the chain that came whole.
+        received: u32,
+        /// Substreams its first BEGIN counted.
+        total: u32,
+    },
     /// The END record's counts or running checksum differ from what was read.
     #[error("stream checksum mismatch at its end (record {record})")]
     EndChecksum {
@@ -187,6 +204,9 @@ impl StreamError {
     /// for, as opposed to damage.
     #[must_use]
     pub fn is_truncation(&self) -> bool {
-        matches!(self, StreamError::Truncated { .. })
+        matches!(
+            self,
+            StreamError::Truncated { .. } | StreamError::ChainTruncated { .. }
+        )
     }
 }

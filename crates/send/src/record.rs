@@ -30,6 +30,12 @@ pub const FEATURE_CLONE: u64 = 1 << 6;
 /// records only, listing the sent tree's datasets and snapshots (`crate::manifest`). A
 /// receiver that does not know the bit refuses the stream at its first BEGIN.
 pub const FEATURE_MANIFEST: u64 = 1 << 7;
+/// Feature bit: the substream is one of a *chain* (`send -I` of two or more snapshots
+/// without `-R`): its BEGIN's [`Begin::chain`] counts the chain's substreams from this one
+/// to the last, so a receiver knows whether the input ended at the chain's end or was cut
+/// at a substream boundary, and holds the chain until its last substream. A receiver that
+/// does not know the bit refuses the stream at its first BEGIN.
+pub const FEATURE_CHAIN: u64 = 1 << 8;
 /// Every feature bit this build knows.
 pub const FEATURES_KNOWN: u64 = FEATURE_COMPRESSED
     | FEATURE_LARGE_BLOCKS
@@ -38,7 +44,8 @@ pub const FEATURES_KNOWN: u64 = FEATURE_COMPRESSED
     | FEATURE_RESUMING
     | FEATURE_REPLICATED
     | FEATURE_CLONE
-    | FEATURE_MANIFEST;
+    | FEATURE_MANIFEST
+    | FEATURE_CHAIN;
 
 /// Longest dataset or snapshot name in a record.
 pub const NAME_MAX: usize = 1024;
@@ -145,6 +152,9 @@ pub struct Begin {
     pub to_txg: u64,
     /// Its creation time (Unix seconds); the received snapshot keeps it.
     pub creation_time: u64,
+    /// With [`FEATURE_CHAIN`], the substreams of its chain from this one to the last (at
+    /// least 1: the last has 1); 0 without it.
+    pub chain: u32,
     /// What the object set holds: 1 a filesystem, 2 a volume.
     pub objset_kind: u8,
     /// With [`FEATURE_RESUMING`], the first object of the substream.
@@ -415,7 +425,7 @@ impl Record {
 fn encode_begin(begin: &Begin, out: &mut Vec<u8>) {
     put64(out, STREAM_MAGIC);
     put32(out, STREAM_VERSION);
-    put32(out, 0);
+    put32(out, begin.chain);
     for value in [
         begin.features,
         begin.from_guid,
@@ -443,7 +453,7 @@ fn decode_begin(r: &mut Cursor<'_>, record: u64) -> Result<Record, crate::Stream
         return Err(bad("not a tarn stream (bad magic)"));
     }
     let version = r.u32().map_err(bad)?;
-    let _reserved = r.u32().map_err(bad)?;
+    let chain = r.u32().map_err(bad)?;
     let features = r.u64().map_err(bad)?;
     if version != STREAM_VERSION {
         return Err(crate::StreamError::Unsupported {
@@ -485,18 +495,41 @@ fn decode_begin(r: &mut Cursor<'_>, record: u64) -> Result<Record, crate::Stream
     if features & FEATURE_MANIFEST != 0 && features & manifest_with != 0 {
         return Err(bad("a manifest that resumes or is a clone stream"));
     }
+    check_chain(features, chain, from_guid).map_err(bad)?;
     Ok(Record::Begin(Box::new(Begin {
         features,
         from_guid,
         to_guid,
         to_txg,
         creation_time,
+        chain,
         objset_kind,
         resume_object,
         resume_offset,
         from_name,
         to_name,
     })))
+}
+
+/// The rules of a BEGIN's chain count ([`FEATURE_CHAIN`]): a chain substream counts at
+/// least itself and has a source (a chain is `send -I`); it neither resumes (`send -t`
+/// resumes one substream alone) nor belongs to a replication stream (whose manifest counts
+/// its substreams); without the bit the field is 0.
+fn check_chain(features: u64, chain: u32, from_guid: u64) -> Result<(), &'static str> {
+    if features & FEATURE_CHAIN == 0 {
+        return match chain {
+            0 => Ok(()),
+            _ => Err("a chain count without the chain feature"),
+        };
+    }
+    if chain == 0 || from_guid == 0 {
+        return Err("a chain substream without a count or a source");
+    }
+    let alone = FEATURE_RESUMING | FEATURE_MANIFEST | FEATURE_REPLICATED;
+    if features & alone != 0 {
+        return Err("a chain substream that resumes or is replicated");
+    }
+    Ok(())
 }
 
 fn decode_object(r: &mut Cursor<'_>) -> Result<Record, &'static str> {

@@ -13,6 +13,7 @@ fn begin(from: u64) -> Record {
         to_txg: 12,
         creation_time: 1_700_000_000,
         objset_kind: 1,
+        chain: 0,
         resume_object: 0,
         resume_offset: 0,
         from_name: if from == 0 {
@@ -358,6 +359,118 @@ fn a_long_manifest_splits_under_the_bound() {
     );
 }
 
+/// Substream `i` (from 0) of a chain of `n` (`send -I`): from GUID `10 + i` to `11 + i`,
+/// counting `n - i`; `chain` false: the same substream without the chain feature.
+fn chain_substream(i: u32, n: u32, chain: bool) -> Vec<u8> {
+    let Record::Begin(mut head) = begin(5) else {
+        unreachable!()
+    };
+    head.from_guid = 10 + u64::from(i);
+    head.to_guid = 11 + u64::from(i);
+    if chain {
+        head.features |= FEATURE_CHAIN;
+        head.chain = n - i;
+    }
+    encode(&[Record::Begin(head), object(1, vec![]), write(1, 0, 3)])
+}
+
+/// A chain of `n` substreams, the offsets where each ends.
+fn chain_of(n: u32) -> (Vec<u8>, Vec<usize>) {
+    let (mut bytes, mut ends) = (Vec::new(), Vec::new());
+    for i in 0..n {
+        bytes.extend(chain_substream(i, n, true));
+        ends.push(bytes.len());
+    }
+    (bytes, ends)
+}
+
+// A chain (`send -I`, FEATURE_CHAIN) reads whole, also twice back to back; cut at every
+// substream boundary before its last it is a truncation (a shorter stream without the
+// bit reads as complete: the negative control), cut anywhere else too.
+#[test]
+fn a_chain_cut_at_a_substream_boundary_is_a_truncation() {
+    let (bytes, ends) = chain_of(4);
+    assert_eq!(decode_all(&bytes).unwrap().len(), 4 * 4);
+    let mut twice = bytes.clone();
+    twice.extend_from_slice(&bytes);
+    assert_eq!(decode_all(&twice).unwrap().len(), 8 * 4);
+    for (done, &end) in ends[..3].iter().enumerate() {
+        let error = decode_all(&bytes[..end]).unwrap_err();
+        assert!(
+            matches!(error, StreamError::ChainTruncated { received, total: 4 }
+                if received as usize == done + 1),
+            "cut after {done}: {error}"
+        );
+        assert!(error.is_truncation(), "{error}");
+    }
+    for cut in 1..bytes.len() {
+        assert!(
+            decode_all(&bytes[..cut]).unwrap_err().is_truncation(),
+            "cut at {cut}"
+        );
+    }
+    let plain: Vec<u8> = (0..2).flat_map(|i| chain_substream(i, 4, false)).collect();
+    assert_eq!(
+        decode_all(&plain).unwrap().len(),
+        2 * 4,
+        "no chain: complete"
+    );
+}
+
+// A chain's substreams dropped, repeated or swapped, or a substream without the bit inside
+// the chain, are refused at the BEGIN where it shows (the order rule of chains).
+#[test]
+fn a_chain_out_of_order_is_refused_at_the_begin() {
+    let parts: Vec<Vec<u8>> = (0..3).map(|i| chain_substream(i, 3, true)).collect();
+    let join =
+        |order: &[usize]| -> Vec<u8> { order.iter().flat_map(|&i| parts[i].clone()).collect() };
+    // [1, 0, 2] starts a chain at its second substream (counting 2): 0 then breaks it.
+    for order in [&[0, 2][..], &[0, 0, 1, 2], &[0, 2, 1], &[1, 0, 2]] {
+        let error = decode_all(&join(order)).unwrap_err();
+        let refused = matches!(error, StreamError::Order { kind: "begin", .. })
+            || matches!(error, StreamError::ChainTruncated { .. });
+        assert!(refused, "{order:?}: {error}");
+    }
+    let mut mixed = parts[0].clone();
+    mixed.extend(chain_substream(1, 3, false));
+    let error = decode_all(&mixed).unwrap_err();
+    assert!(matches!(error, StreamError::Order { .. }), "{error}");
+}
+
+// The BEGIN rules of a chain: a count and a source, not resuming or replicated, no count
+// without the bit.
+#[test]
+fn a_chain_begin_breaking_its_rules_is_malformed() {
+    let Record::Begin(good) = begin(5) else {
+        unreachable!()
+    };
+    let bad = [
+        (FEATURE_CHAIN, 0, 5),
+        (FEATURE_CHAIN, 2, 0),
+        (FEATURE_CHAIN | FEATURE_RESUMING, 2, 5),
+        (FEATURE_CHAIN | FEATURE_REPLICATED, 2, 5),
+        (0, 2, 5),
+    ];
+    for (features, chain, from_guid) in bad {
+        let head = Begin {
+            features: good.features | features,
+            chain,
+            from_guid,
+            from_name: if from_guid == 0 {
+                String::new()
+            } else {
+                good.from_name.clone()
+            },
+            ..(*good).clone()
+        };
+        let error = decode_all(&encode(&[Record::Begin(Box::new(head))])).unwrap_err();
+        assert!(
+            matches!(error, StreamError::Malformed { kind: "begin", .. }),
+            "{features:#x} {chain} {from_guid}: {error}"
+        );
+    }
+}
+
 fn arb_name() -> impl Strategy<Value = String> {
     "[a-z/@]{0,40}"
 }
@@ -430,12 +543,13 @@ fn arb_record() -> impl Strategy<Value = Record> {
         arb_manifest(),
         (arb_name(), arb_name(), 1u64..u64::MAX).prop_map(|(from, to, guid)| {
             Record::Begin(Box::new(Begin {
-                features: FEATURES_KNOWN & !FEATURE_RESUMING & !FEATURE_MANIFEST,
+                features: FEATURES_KNOWN & !FEATURE_RESUMING & !FEATURE_MANIFEST & !FEATURE_CHAIN,
                 from_guid: if from.is_empty() { 0 } else { guid },
                 to_guid: guid,
                 to_txg: 1,
                 creation_time: 2,
                 objset_kind: 1,
+                chain: 0,
                 resume_object: 0,
                 resume_offset: 0,
                 from_name: from,
