@@ -643,3 +643,43 @@ fn a_resumable_receive_of_a_cut_chain_finishes_identically() {
     assert_eq!(got, want);
     check::verify_pool(&b, "tank").unwrap();
 }
+
+/// `stream` written again without the chain feature: a `send -I` stream of a build before
+/// it.
+fn unchained(stream: &[u8]) -> Vec<u8> {
+    let mut input = stream;
+    let mut reader = tarn_send::StreamReader::new(&mut input);
+    let mut writer = tarn_send::StreamWriter::new(Vec::new());
+    while let Some(record) = reader.next_record().unwrap() {
+        match record {
+            tarn_send::Record::Begin(mut begin) => {
+                begin.features &= !tarn_send::FEATURE_CHAIN;
+                begin.chain = 0;
+                writer.write(&tarn_send::Record::Begin(begin)).unwrap();
+            }
+            tarn_send::Record::End { .. } => writer.end().unwrap(),
+            other => writer.write(&other).unwrap(),
+        }
+    }
+    writer.into_inner()
+}
+
+// DESCRIPTION: a `send -I` stream of a build before chains (no FEATURE_CHAIN) is received
+// as before: whole it gives the same result, and cut at its second substream boundary it
+// is received as the shorter stream it looks like (each substream placed at its END).
+#[test]
+fn a_plain_intermediate_stream_of_an_older_build_is_received_as_before() {
+    let (a, first, chain) = chain_sender();
+    let old = unchained(&chain);
+    assert_eq!(old.len(), chain.len());
+    let ends = substream_ends(&old);
+    let b = receiver();
+    received(&b, &into("tank/r"), &first).unwrap();
+    let report = received(&b, &into("tank/r"), &old[..ends[1]]).unwrap();
+    assert_eq!(report.snapshots, ["tank/r@2", "tank/r@3"]);
+    let b = receiver();
+    received(&b, &into("tank/r"), &first).unwrap();
+    received(&b, &into("tank/r"), &old).unwrap();
+    let (got, want) = chain_rows(&a, "tank/v", &b, "tank/r");
+    assert_eq!(got, want);
+}
