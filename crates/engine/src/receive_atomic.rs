@@ -1,9 +1,11 @@
-//! A replication receive (`receive -R` of a stream with a manifest, without `-s`) that
-//! changes the destination only when the whole stream has arrived: each substream is
+//! A replication receive (`receive -R` of a stream with a manifest, without `-s`), or the
+//! receive of a chain (`send -I` without `-R`, tarn-send `FEATURE_CHAIN`, without `-s`),
+//! that changes the destination only when the whole stream has arrived: each substream is
 //! received into a hidden dataset, its END only commits the hidden data; after the stream's
 //! last record, every hidden dataset takes its place (published under its name, or adopted
 //! with its snapshots by the existing dataset it is a hidden clone of) and the manifest's
-//! prune (`receive_prune`) is applied, all in one txg.
+//! prune (`receive_prune`) is applied, all in one txg (a chain has no manifest: its end is
+//! [`Engine::receive_held_end`], the same checks and place-taking without the prune).
 //!
 //! ```text
 //!  substream END:  hidden data committed, counts recounted (invisible)            [held]
@@ -54,9 +56,22 @@
 //! never makes: a source brought twice, a child before its parent) is refused
 //! ([`check_order`]). `receive -s` keeps the old way (each substream commits at its END),
 //! so its saved partial state is one substream, and a crash before the stream fails saves
-//! none (the token is written when the stream stops). A plain `receive` of `send -I`
-//! without `-R` (no manifest) is not held either: each of its substreams commits at its
-//! END into the head.
+//! none (the token is written when the stream stops).
+//!
+//! A chain (`send -I` of two or more snapshots without `-R`) is held the same way: its
+//! first substream goes into a hidden clone of the destination's source (or, a clone
+//! stream, a new hidden clone of its origin), the others are chained on top of it, and at
+//! the end the destination adopts it (or it is published). The reader (tarn-send) refuses
+//! an input that ends inside a chain, also at a substream boundary, so a cut chain is
+//! discarded like a cut replication stream. Once a substream is held, every later one of
+//! the input is held too (a chain concatenated with more), so nothing placed early can
+//! stand on what is held. Under `-s` a chain is placed substream by substream, as a
+//! replication stream is, and its token resumes one substream (`send -t`); the chain sent
+//! again skips its leading substreams whose snapshots the destination has by GUID (only
+//! before any other substream of the input was received: a skip after one would stand
+//! beside what is held), so it finishes what was cut. A `send -I` stream of a build before
+//! chains has no chain bit and is not held: each substream commits at its END into the
+//! head.
 //!
 //! Failure model: a refusal at the end is found by checks that run before the first change;
 //! beyond parity, a failed read comes before it too, and refuses the stream with what is

@@ -31,6 +31,14 @@
 //! `send -t` stream starts there with the RESUMING feature, and a receive takes it only
 //! when its point is exactly the token's. `receive -A` discards the partial state.
 //!
+//! Chains (`send -I` of two or more snapshots without `-R`): every substream has the CHAIN
+//! feature and counts the substreams left in its BEGIN, so the reader refuses an input cut
+//! at a substream boundary; the receiver holds the chain in a hidden clone until its last
+//! substream and the destination adopts it then (`receive_atomic`), so a cut or refused
+//! chain changes nothing. Under `-s` each substream still commits at its END, and a chain
+//! received again skips the snapshots the destination has (by GUID), so a chain cut under
+//! `-s` is finished by `send -t` and the same `send -I` again.
+//!
 //! Replication (`send -R`): a manifest substream listing the tree's datasets and snapshots
 //! (`receive_prune`: with `-F` the receiver destroys what the sender no longer has, after
 //! the last substream), then one substream per dataset and snapshot, parents first, with
