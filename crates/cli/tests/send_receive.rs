@@ -1052,3 +1052,55 @@ fn receive_v_of_a_replication_stream_again_names_what_it_skips() {
     };
     assert_eq!(tree("pb/dst"), tree("pa/src"));
 }
+
+// DESCRIPTION: a plain `send -I @1 pa/src@4` (a chain of three substreams) cut exactly at
+// its first substream boundary is refused in one line as truncated, with the destination's
+// snapshots, GUIDs and space as they were (before the chain it was received as a complete
+// one-substream stream: `pb/dst@2` alone); whole, `receive -v` names `@2`, `@3`, `@4`, and
+// the destination lists the sender's snapshots by name and GUID.
+// STRATEGY: two pools without mountpoints (no FUSE), the real binary and daemon; the
+// boundary is found as the second BEGIN's payload magic `TARNSEND` less a record header.
+#[test]
+fn a_plain_intermediate_stream_cut_at_a_substream_boundary_changes_nothing() {
+    let rig = Rig::new();
+    let a = rig.devices("a", "disk", 1);
+    let b = rig.devices("b", "disk", 1);
+    rig.ok(&format!("pool create -m none pa {}", join(&a)));
+    rig.ok(&format!("pool create -m none pb {}", join(&b)));
+    rig.ok("create pa/src");
+    rig.ok("snapshot pa/src@1");
+    pipe(&rig, "send pa/src@1", "receive pb/dst");
+    for snap in ["2", "3", "4"] {
+        rig.ok(&format!("snapshot pa/src@{snap}"));
+    }
+    let chain = stream(&rig, "send -I @1 pa/src@4");
+    let begins = places(&chain, b"TARNSEND");
+    assert_eq!(begins.len(), 3, "three substreams");
+    let listing = || rig.ok("list -H -o name,guid,used,referenced -t all -r pb");
+    let before = listing();
+    let (code, err) = receive(&rig, "receive pb/dst", &chain[..begins[1] - 24]);
+    assert_eq!(code, Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("cannot receive 'pb/dst': invalid stream: stream is truncated")
+            && err.contains("after 1 of the 3 substreams"),
+        "{err}"
+    );
+    assert_eq!(listing(), before, "a cut chain changes nothing");
+    let path = rig.root().join("stream.bin");
+    std::fs::write(&path, &chain).unwrap();
+    let out = tarn(&rig, "receive -v pb/dst")
+        .stdin(std::fs::File::open(&path).unwrap())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let said = String::from_utf8(out.stdout).unwrap();
+    for snap in ["2", "3", "4"] {
+        assert!(said.contains(&format!("pb/dst@{snap}")), "{said}");
+    }
+    let tree = |root: &str| {
+        let snapshots = rig.ok(&format!("list -H -o name,guid -t snapshot -r {root}"));
+        snapshots.replace(root, "ROOT")
+    };
+    assert_eq!(tree("pb/dst"), tree("pa/src"));
+}
