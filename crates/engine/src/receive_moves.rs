@@ -26,9 +26,23 @@
 //! has `PARENT/%k`), and placed after the moves ([`publish_vacated`]), its later snapshots
 //! and the datasets below it with it (they are held on top of it and below it:
 //! `receive_atomic`: nothing held is placed before the stream's end). Under `receive -s`
-//! nothing is held and each substream is placed at its END, before the moves:
-//! such a stream is refused at the new dataset's substream (the ones before it stay
-//! received); without `-s` it is received.
+//! nothing is held and each substream is placed at its END, so there a stream with a new
+//! dataset at a vacated name has its moves applied when its manifest arrives, before any
+//! substream ([`apply_early`], in their own txg, as OpenZFS renames before it receives),
+//! and the new dataset is received at its name like any other (its partial state, if cut,
+//! is the ordinary hidden dataset of a full receive, which `send -t` resumes); the
+//! moved datasets' substreams go to their new names. A cut then leaves the moves made, as
+//! it leaves the substreams before it; the stream received again finds nothing to move and
+//! skips what is there. The moves are ordered without the destroys of `-F` (which come at
+//! the end) and without the new datasets: one that needs either refuses the stream in one
+//! line before any change.
+//!
+//! Why not hold the new dataset in `%%LEAF` under `-s` too, with its token: a cut would
+//! then have to keep held hidden datasets (completed ones have no token, and the next
+//! import destroys a token-less hidden dataset), `send -t` and `receive -A` would have to
+//! find `%%` names, and the stream received again would have to take a hidden dataset an
+//! earlier receive left into its held list and skip the snapshots on it: three states
+//! that outlive a receive, where the early moves need none.
 
 use std::collections::BTreeSet;
 
@@ -130,6 +144,42 @@ pub(crate) fn apply(
         crate::dataset_ops::move_dataset(inner, *id, parent, new)?;
     }
     Ok(())
+}
+
+/// Under `receive -s`, when a new dataset of the stream goes to a name a move vacates: the
+/// `moves` of the manifest's plan for `target` applied now, before any substream,
+/// in an order found without the destroys and the new datasets (which come later), and
+/// within the limits (module doc); the caller commits. Returns them (old, new full names).
+/// A move that cannot be made now refuses the stream in one line, with nothing changed.
+pub(crate) fn apply_early(
+    inner: &mut Imported,
+    target: &str,
+    moves: &[(DatasetId, String)],
+) -> Result<Vec<(String, String)>, EngineError> {
+    let root = inner
+        .datasets
+        .by_name(target)
+        .expect("a move is of a dataset of the destination's tree");
+    let ordered = order(inner, root, moves, &BTreeSet::new(), &[]).map_err(|error| {
+        invalid(format!(
+            "{error} (under -s a stream that makes a dataset at a name a move vacates is \
+             received with its moves first)"
+        ))
+    })?;
+    let change = crate::limits::Change {
+        moves: ordered.moves.clone(),
+        ..crate::limits::Change::default()
+    };
+    crate::limits::check_change(&inner.datasets, &change)?;
+    inner.check_writable()?;
+    let name = |inner: &Imported, id: DatasetId| inner.datasets.node(id).name.clone();
+    let moved = ordered
+        .moves
+        .iter()
+        .map(|(id, new)| (name(inner, *id), new.clone()))
+        .collect();
+    apply(inner, &ordered.moves)?;
+    Ok(moved)
 }
 
 /// The full names `moves` take datasets away from, which no move takes: where a new

@@ -36,7 +36,9 @@
 //!
 //! Datasets the sender renamed or moved (found by their snapshots' GUIDs) are moved too,
 //! with or without `-F`, in the same txg: `receive_moves`; until then their substreams go
-//! to their local names.
+//! to their local names. Under `-s`, when a new dataset of the stream goes to a name a
+//! move vacates, the moves are made when the manifest arrives instead
+//! (`receive_moves::apply_early`), and the substreams go to the new names.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
@@ -69,6 +71,9 @@ pub(crate) struct Sent {
     /// The full names here of the datasets the moves take away (and no move takes): a new
     /// dataset of the stream at one of them is placed after the moves (`receive_moves`).
     pub(crate) vacated: Vec<String>,
+    /// Under `receive -s`, the moves made when the manifest arrived (old, new full names:
+    /// `receive_moves::apply_early`), for the report.
+    pub(crate) moved_early: Vec<(String, String)>,
 }
 
 impl Sent {
@@ -144,6 +149,7 @@ fn read_manifest(
                     moves: replicate::Prune::default(),
                     published: Vec::new(),
                     vacated: Vec::new(),
+                    moved_early: Vec::new(),
                 });
             }
             Some(_) => return Err(invalid("invalid stream: a record in the manifest")),
@@ -421,6 +427,15 @@ fn end_checks(
     Ok((planned, ordered, reads, change))
 }
 
+/// Whether a dataset the manifest `sent` lists goes, by its local name, to a name a move
+/// takes a dataset away from (`receive_moves`): a new dataset at a vacated name.
+fn takes_vacated(spec: &ReceiveSpec, sent: &Sent) -> bool {
+    sent.listings.iter().any(|listing| {
+        let name = format!("{}{}", spec.target, sent.local_path(&listing.path));
+        sent.vacated(&name)
+    })
+}
+
 /// What [`end_checks`] found.
 type End = (
     Planned,
@@ -460,8 +475,9 @@ impl Engine {
             ));
         }
         let mut sent = read_manifest(begin, reader)?;
+        let _admin = self.admin();
         let handle = self.pool(pool_of(&spec.target))?;
-        let inner = handle.lock();
+        let mut inner = handle.lock();
         let planned = plan(&inner, &spec.target, &sent, spec.force)?;
         sent.moves.moves = planned.paths.clone();
         // What the stream will publish: each sent dataset not here yet, by its local name.
@@ -478,6 +494,20 @@ impl Engine {
         crate::limits::check_change(&inner.datasets, &change)?;
         sent.published = published;
         sent.vacated = crate::receive_moves::vacated(&inner, &planned.moves);
+        if spec.resumable && !spec.dry_run && takes_vacated(spec, &sent) {
+            // Nothing is held under -s: the moves go first (`receive_moves::apply_early`).
+            let moved =
+                crate::receive_moves::apply_early(&mut inner, &spec.target, &planned.moves)?;
+            let mut command = format!("receive -R -s {}:", spec.target);
+            for (old, new) in &moved {
+                command.push_str(&format!(" rename {old} {new}"));
+            }
+            inner.history.push(self.history_record(&command, false));
+            inner.sync()?;
+            sent.moves = replicate::Prune::default();
+            sent.vacated.clear();
+            sent.moved_early = moved;
+        }
         Ok(sent)
     }
 
@@ -514,6 +544,9 @@ impl Engine {
             }
         };
         (report.destroyed, report.renamed) = names(&inner, &planned);
+        report
+            .renamed
+            .splice(0..0, sent.moved_early.iter().cloned());
         if spec.dry_run {
             return Ok(());
         }
