@@ -131,6 +131,10 @@ pub struct ReceiveSpec {
 /// writes (the hidden one or the head): no property can have a `%` in its name.
 pub(crate) const TOKEN_KEY: &str = "%receive_resume_token";
 
+/// Features of an interrupted substream its resume token leaves out: a resumed substream
+/// goes alone (docs/FORMAT.md 21.5).
+const TOKEN_FEATURES_DROPPED: u64 = tarn_send::FEATURE_RESUMING | tarn_send::FEATURE_CHAIN;
+
 /// What a receive received.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ReceiveReport {
@@ -197,15 +201,7 @@ impl Engine {
             }
             writer.end().map_err(stream_error)?;
         }
-        // `send -I` of two or more snapshots without -R is a chain (FEATURE_CHAIN): each
-        // BEGIN counts the substreams left, so a receiver tells a cut at a boundary from
-        // the end, and holds them all until the last (`receive_atomic`).
-        let chained = !spec.replicate && spec.intermediates && plan.len() > 1;
-        let mut left = match chained {
-            true => u32::try_from(plan.len())
-                .map_err(|_| invalid("too many snapshots for one stream"))?,
-            false => 0,
-        };
+        let mut left = chain_length(spec, plan.len())?;
         for ((dataset, from, to), clone) in plan.into_iter().zip(clones) {
             let dataset = dataset.as_str();
             let names = (
@@ -334,6 +330,17 @@ fn manifest_records(
     let listed = crate::receive_prune::manifest(inner, id, snap, plan);
     records.extend(listed.into_iter().map(Record::Manifest));
     Ok(records)
+}
+
+/// The substreams of the chain a send of `substreams` sends (0: not a chain): `send -I` of
+/// two or more snapshots without -R is one (FEATURE_CHAIN), each BEGIN counting the
+/// substreams left, so a receiver tells a cut at a boundary from the end, and holds them
+/// all until the last (`receive_atomic`).
+fn chain_length(spec: &SendSpec, substreams: usize) -> Result<u32, EngineError> {
+    if spec.replicate || !spec.intermediates || substreams < 2 {
+        return Ok(0);
+    }
+    u32::try_from(substreams).map_err(|_| invalid("too many snapshots for one stream"))
 }
 
 /// Where one substream starts: its snapshots, their full names, and a resume point.
@@ -891,8 +898,7 @@ impl Engine {
         };
         if saving && inner.datasets.contains(destination_id(&into)) {
             let token = tarn_send::ResumeToken {
-                features: begin.features
-                    & !(tarn_send::FEATURE_RESUMING | tarn_send::FEATURE_CHAIN),
+                features: begin.features & !TOKEN_FEATURES_DROPPED,
                 from_guid: begin.from_guid,
                 to_guid: begin.to_guid,
                 object: position.0,
