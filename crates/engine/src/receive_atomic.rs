@@ -679,11 +679,12 @@ impl Engine {
     }
 }
 
+/// What [`held_end_checks`] read: the adopted heads' reads ([`reads`]) and the walks of
+/// what the end destroys ([`read_ahead`]).
+type HeldEndReads = (Vec<Option<Reads>>, BTreeMap<DatasetId, Vec<BlockPtr>>);
+
 /// What [`Engine::receive_held_end`] checks and reads before its first change.
-fn held_end_checks(
-    inner: &mut Imported,
-    held: &[Held],
-) -> Result<(Vec<Option<Reads>>, BTreeMap<DatasetId, Vec<BlockPtr>>), EngineError> {
+fn held_end_checks(inner: &mut Imported, held: &[Held]) -> Result<HeldEndReads, EngineError> {
     check(inner, held, &[])?;
     let change = change(inner, held);
     crate::limits::check_change(&inner.datasets, &change)?;
