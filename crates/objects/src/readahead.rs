@@ -116,7 +116,7 @@ impl Streams {
             Some(stream) => (stream.distance)
                 .saturating_add(len.saturating_mul(DISTANCE_GROWTH))
                 .min(READAHEAD_BYTES_MAX),
-            None => READAHEAD_BYTES_MIN,
+            None => self.neighbour_distance(object, offset),
         };
         let stream = Stream {
             tick: self.tick,
@@ -129,6 +129,21 @@ impl Streams {
             "read-ahead streams bounded"
         );
         (continued.is_some() || offset == 0).then_some(distance)
+    }
+
+    /// The distance a stream starting at `offset` of `object` begins with: that of a stream
+    /// of the object ending within its own distance of `offset` (several connections or
+    /// session threads of one sequential reader deliver its requests a little out of
+    /// order, and each such request starts a stream of its own: it goes on at the pace
+    /// the reader had), else [`READAHEAD_BYTES_MIN`].
+    fn neighbour_distance(&self, object: ObjectId, offset: u64) -> u64 {
+        let near = (object.0, offset.saturating_sub(READAHEAD_BYTES_MAX))
+            ..=(object.0, offset.saturating_add(READAHEAD_BYTES_MAX));
+        (self.ends.range(near))
+            .filter(|((_, end), stream)| end.abs_diff(offset) <= stream.distance)
+            .map(|(_, stream)| stream.distance)
+            .max()
+            .unwrap_or(READAHEAD_BYTES_MIN)
     }
 
     /// Forgets the least recently continued stream of those `which` picks.
@@ -1157,6 +1172,13 @@ mod tests {
             streams.note(file, (1 << 30) + step, step),
             Some(READAHEAD_BYTES_MIN + 4 * step)
         );
+        // Requests of the first reader out of order (two connections): the later one
+        // starts a stream that goes on at the first stream's distance, not from the start.
+        let end = 64 * step;
+        assert_eq!(streams.note(file, end + step, step), None);
+        assert_eq!(streams.note(file, end, step), Some(READAHEAD_BYTES_MAX));
+        let next = streams.note(file, end + 2 * step, step);
+        assert_eq!(next, Some(READAHEAD_BYTES_MAX));
         let big_cache = 1u64 << 32;
         assert_eq!(super::window(READAHEAD_BYTES_MAX, 64 << 10, big_cache), 128);
         assert_eq!(super::window(READAHEAD_BYTES_MIN, 64 << 10, big_cache), 32);
