@@ -44,10 +44,16 @@ pub const BLOCKS_IN_FLIGHT_MAX: usize = 8;
 /// their device reads are all submitted before the first is waited for, so the device queues
 /// see them together and merge adjacent ones. Costs no threads; bounds the memory in flight.
 pub const READS_IN_FLIGHT_MAX: usize = 32;
-/// Bytes of records read ahead of a sequential reader of one object: a batch of
-/// [`READS_IN_FLIGHT_MAX`] default records, so that every device of a wide raidz has
-/// several adjacent column reads queued at once (ZFS's prefetch reads further still).
-pub const READAHEAD_BYTES_MAX: u64 = 4 << 20;
+/// Bytes of records read ahead of a new sequential stream (ZFS's `zfetch_min_distance`): a
+/// batch of [`READS_IN_FLIGHT_MAX`] 64K volume blocks, so that every device of a wide raidz
+/// has several adjacent column reads queued at once.
+pub const READAHEAD_BYTES_MIN: u64 = 2 << 20;
+/// Bytes read ahead of a stream that keeps going (ZFS's `zfetch_max_distance`): its
+/// distance grows with what its reader consumes, up to this (tarn-objects `readahead`).
+pub const READAHEAD_BYTES_MAX: u64 = 8 << 20;
+/// Records in one read-ahead window, whatever their size: small records are not read
+/// ahead a whole [`READAHEAD_BYTES_MAX`] (each is a block pointer looked up and a buffer).
+pub const READAHEAD_RECORDS_MAX: u64 = 128;
 /// Smallest byte limit an engine's clean-block cache may be given (ZFS's `zfs_arc_min`
 /// floor): the indirect and dnode blocks of a few busy files.
 pub const CACHE_BYTES_MIN: u64 = 16 << 20;
@@ -55,8 +61,9 @@ pub const CACHE_BYTES_MIN: u64 = 16 << 20;
 /// set for read-ahead.
 pub const READAHEAD_STREAMS_MAX: usize = 64;
 
-const _: () = assert!(READAHEAD_BYTES_MAX >= BLOCK_SIZE_DEFAULT);
-const _: () = assert!(READAHEAD_BYTES_MAX <= READS_IN_FLIGHT_MAX as u64 * BLOCK_SIZE_DEFAULT);
+const _: () = assert!(READAHEAD_BYTES_MIN >= BLOCK_SIZE_DEFAULT);
+const _: () = assert!(READAHEAD_BYTES_MIN <= READAHEAD_BYTES_MAX);
+const _: () = assert!(READAHEAD_BYTES_MAX <= READAHEAD_RECORDS_MAX * BLOCK_SIZE_DEFAULT);
 
 /// Events an engine keeps in memory (`tarn pool events`); the oldest are dropped beyond it.
 pub const EVENTS_MAX: usize = 1000;

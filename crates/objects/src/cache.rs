@@ -480,6 +480,11 @@ impl BlockCache {
         self.policy == CachePolicy::All
     }
 
+    /// The byte limit of the store this cache is part of.
+    pub(crate) fn limit(&self) -> u64 {
+        self.domain.store().lock().limit
+    }
+
     /// Whether `bp`'s contents are cached (without making the entry younger).
     pub(crate) fn contains(&self, bp: &BlockPtr) -> bool {
         let key = CacheKey::of(self.domain.inner.id, bp);

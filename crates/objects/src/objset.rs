@@ -827,7 +827,7 @@ impl ObjectSet {
         let len = len as u64;
         // The store is asked only for a sequential reader: answering walks the vdev tree,
         // which a small random read served from the cache should not pay for.
-        let ahead = self.streams.note(id, offset, len) && store.reads_in_parallel();
+        let ahead = (self.streams.note(id, offset, len)).filter(|_| store.reads_in_parallel());
         self.inspect(store, id, |ctx, state| {
             readahead::prefetch(ctx, state, offset, len, ahead);
             read(ctx, state)
@@ -850,7 +850,7 @@ impl ObjectSet {
         if offset.checked_add(len).is_none() {
             return Err(invalid(id, "read offset", offset));
         }
-        let ahead = self.streams.note(id, offset, len) && store.reads_in_parallel();
+        let ahead = (self.streams.note(id, offset, len)).filter(|_| store.reads_in_parallel());
         self.inspect(store, id, |ctx, state| {
             Ok(readahead::plan(ctx, state, offset, len, ahead))
         })

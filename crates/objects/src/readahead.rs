@@ -5,8 +5,9 @@
 //! a pool over devices with their own I/O threads serves with several blocks in flight (and
 //! every block's columns in flight together). When the read starts where an earlier read
 //! of the same object ended (a stream, [`Streams`]: several per object, one per reader of
-//! its own range), the records after it, up to
-//! `READAHEAD_BYTES_MAX` (and at most `READS_IN_FLIGHT_MAX` records), join the same batch.
+//! its own range), the records after it, up to the stream's distance (which grows from
+//! `READAHEAD_BYTES_MIN` to `READAHEAD_BYTES_MAX` as the stream goes on; at most
+//! `READAHEAD_RECORDS_MAX` records and an eighth of the cache), join the same batch.
 //! Everything read goes into the clean-block cache only after the store verified it (the
 //! store returns nothing else), so the reader that reaches those records later gets verified
 //! bytes from the cache. A record that fails to read here is left out: the reader's own read
@@ -51,7 +52,9 @@ use std::ops::Range;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
 use tarn_base::ObjectId;
-use tarn_base::limits::{READAHEAD_BYTES_MAX, READAHEAD_STREAMS_MAX, READS_IN_FLIGHT_MAX};
+use tarn_base::limits::{
+    READAHEAD_BYTES_MAX, READAHEAD_BYTES_MIN, READAHEAD_RECORDS_MAX, READAHEAD_STREAMS_MAX,
+};
 use tarn_format::BlockPtr;
 use tarn_zio::ZioError;
 
@@ -63,12 +66,31 @@ use crate::tree::{ObjState, ReadCtx, synced_bp};
 /// (each its own range) are each recognised as sequential. At most
 /// `READAHEAD_STREAMS_MAX` streams, and [`STREAMS_PER_OBJECT`] per object; the least
 /// recently continued one goes first.
+///
+/// Each stream also has its read-ahead *distance*: [`READAHEAD_BYTES_MIN`] when it starts,
+/// growing by [`DISTANCE_GROWTH`] times the bytes of each read that continues it, up to
+/// [`READAHEAD_BYTES_MAX`] (ZFS's zfetch distance). A short sequential run (a small file,
+/// two adjacent random reads) reads little ahead; a long stream soon has enough records in
+/// flight to keep every device of a wide raidz busy (docs/PERFORMANCE.md, "A read-ahead
+/// distance that grows").
 #[derive(Debug, Default)]
 pub(crate) struct Streams {
-    /// (object, end of the stream's last read) -> tick of that read.
-    ends: BTreeMap<(u64, u64), u64>,
+    /// (object, end of the stream's last read) -> that stream.
+    ends: BTreeMap<(u64, u64), Stream>,
     tick: u64,
 }
+
+/// One sequential stream of [`Streams`].
+#[derive(Clone, Copy, Debug)]
+struct Stream {
+    /// When it was last continued.
+    tick: u64,
+    /// Bytes to read ahead of its reader.
+    distance: u64,
+}
+
+/// Bytes a stream's read-ahead distance grows by per byte its reader consumes.
+const DISTANCE_GROWTH: u64 = 4;
 
 /// Streams remembered per object: one per reader of a file read by several at once.
 const STREAMS_PER_OBJECT: usize = 8;
@@ -76,11 +98,11 @@ const STREAMS_PER_OBJECT: usize = 8;
 const _: () = assert!(STREAMS_PER_OBJECT <= READAHEAD_STREAMS_MAX);
 
 impl Streams {
-    /// Records a read of `len` bytes at `offset` of `object`; returns whether it continues
-    /// a stream of that object (or starts the object), i.e. whether to read ahead.
-    pub(crate) fn note(&mut self, object: ObjectId, offset: u64, len: u64) -> bool {
+    /// Records a read of `len` bytes at `offset` of `object`; when it continues a stream of
+    /// that object (or starts the object), returns how many bytes to read ahead of it.
+    pub(crate) fn note(&mut self, object: ObjectId, offset: u64, len: u64) -> Option<u64> {
         self.tick += 1;
-        let continued = self.ends.remove(&(object.0, offset)).is_some();
+        let continued = self.ends.remove(&(object.0, offset));
         let of_object = self
             .ends
             .range((object.0, 0)..=(object.0, u64::MAX))
@@ -90,13 +112,38 @@ impl Streams {
         } else if self.ends.len() >= READAHEAD_STREAMS_MAX {
             self.forget_oldest(|_| true);
         }
+        let distance = match continued {
+            Some(stream) => (stream.distance)
+                .saturating_add(len.saturating_mul(DISTANCE_GROWTH))
+                .min(READAHEAD_BYTES_MAX),
+            None => self.neighbour_distance(object, offset),
+        };
+        let stream = Stream {
+            tick: self.tick,
+            distance,
+        };
         self.ends
-            .insert((object.0, offset.saturating_add(len)), self.tick);
+            .insert((object.0, offset.saturating_add(len)), stream);
         assert!(
             self.ends.len() <= READAHEAD_STREAMS_MAX,
             "read-ahead streams bounded"
         );
-        continued || offset == 0
+        (continued.is_some() || offset == 0).then_some(distance)
+    }
+
+    /// The distance a stream starting at `offset` of `object` begins with: that of a stream
+    /// of the object ending within its own distance of `offset` (several connections or
+    /// session threads of one sequential reader deliver its requests a little out of
+    /// order, and each such request starts a stream of its own: it goes on at the pace
+    /// the reader had), else [`READAHEAD_BYTES_MIN`].
+    fn neighbour_distance(&self, object: ObjectId, offset: u64) -> u64 {
+        let near = (object.0, offset.saturating_sub(READAHEAD_BYTES_MAX))
+            ..=(object.0, offset.saturating_add(READAHEAD_BYTES_MAX));
+        (self.ends.range(near))
+            .filter(|((_, end), stream)| end.abs_diff(offset) <= stream.distance)
+            .map(|(_, stream)| stream.distance)
+            .max()
+            .unwrap_or(READAHEAD_BYTES_MIN)
     }
 
     /// Forgets the least recently continued stream of those `which` picks.
@@ -105,7 +152,7 @@ impl Streams {
             .ends
             .iter()
             .filter(|(key, _)| which(**key))
-            .min_by_key(|(_, tick)| **tick)
+            .min_by_key(|(_, stream)| stream.tick)
             .map(|(key, _)| *key);
         if let Some(oldest) = oldest {
             self.ends.remove(&oldest);
@@ -114,7 +161,8 @@ impl Streams {
 }
 
 /// Reads into the cache, in one batch, the records of `[offset, offset + len)` and (with
-/// `ahead`) the records after them (module docs). Never fails: what it cannot read is left
+/// `ahead`, a stream's distance in bytes: [`Streams::note`]) the records after them (module
+/// docs). Never fails: what it cannot read is left
 /// for the caller's read to report. Blocks a read-ahead batch is reading now are left to it
 /// (the caller's read of such a block reads it again if it is not cached by then).
 pub(crate) fn prefetch(
@@ -122,10 +170,13 @@ pub(crate) fn prefetch(
     state: &ObjState,
     offset: u64,
     len: u64,
-    ahead: bool,
+    ahead: Option<u64>,
 ) {
     let block_size = u64::from(state.dnode.data_block_size);
-    if !ahead && len > 0 && offset / block_size == (offset.saturating_add(len) - 1) / block_size {
+    if ahead.is_none()
+        && len > 0
+        && offset / block_size == (offset.saturating_add(len) - 1) / block_size
+    {
         // One record and nothing ahead: never a batch (below), so not even the walk to find
         // out, which the caller's read does anyway. This is every small random read.
         return;
@@ -155,6 +206,14 @@ struct Chosen {
     feed_l2: bool,
 }
 
+/// Records read ahead of a stream `distance` bytes ahead, of `block_size` each, from a
+/// cache of `cache_limit` bytes: never more than an eighth of the cache (a window that
+/// evicts itself before its reader gets there is read twice), nor more than
+/// [`READAHEAD_RECORDS_MAX`] records; at least one.
+fn window(distance: u64, block_size: u64, cache_limit: u64) -> u64 {
+    (distance.min(cache_limit / 8) / block_size).clamp(1, READAHEAD_RECORDS_MAX)
+}
+
 /// The blocks a read of `[offset, offset + len)` (with `ahead`, and its read-ahead) needs
 /// from the devices, and whether they may feed the cache devices; `None` when there are
 /// none, or the batch would not be kept or not be read in parallel.
@@ -163,7 +222,7 @@ fn choose(
     state: &ObjState,
     offset: u64,
     len: u64,
-    ahead: bool,
+    ahead: Option<u64>,
 ) -> Option<Chosen> {
     if len == 0 || !ctx.cache.keeps_data() || !ctx.store.reads_in_parallel() {
         return None;
@@ -172,10 +231,9 @@ fn choose(
     assert!(block_size > 0, "a data object has a block size");
     let first = offset / block_size;
     let last = (offset.saturating_add(len) - 1) / block_size;
-    let window = if ahead {
-        (READAHEAD_BYTES_MAX / block_size).clamp(1, READS_IN_FLIGHT_MAX as u64)
-    } else {
-        0
+    let window = match ahead {
+        Some(distance) => window(distance, block_size, ctx.cache.limit()),
+        None => 0,
     };
     let (blocks, waits) = missing(ctx, state, first..last + 1);
     let window_blocks = last + 1..last + 1 + window;
@@ -458,7 +516,7 @@ pub(crate) fn plan(
     state: &ObjState,
     offset: u64,
     len: u64,
-    ahead: bool,
+    ahead: Option<u64>,
 ) -> Option<Fetch> {
     let chosen = choose(ctx, state, offset, len, ahead)?;
     Some(Fetch {
@@ -647,14 +705,14 @@ mod tests {
     /// Goal: a sequential reader's read-ahead decision looks up about one block of its
     /// window per request while the window is more than half present, not every block of
     /// it, and still issues the same batches (every data record once, several per batch).
-    /// Method: 4K records, so the window is the full `READS_IN_FLIGHT_MAX` records; read 160
-    /// records one by one and count `missing`'s lookups (the record itself, the window's
+    /// Method: 4K records, so the window is the full `READAHEAD_RECORDS_MAX` records from the
+    /// first request; read five windows' worth of records one by one and count `missing`'s lookups (the record itself, the window's
     /// middle, and the whole window only when a batch is due) while the window lies inside
     /// the object.
     #[test]
     fn a_read_ahead_decision_probes_the_window_middle() {
         const SMALL: u32 = 4096;
-        const COUNT: u64 = 160;
+        const COUNT: u64 = 5 * tarn_base::limits::READAHEAD_RECORDS_MAX;
         let mut store = MemStore::new();
         let mut set = ObjectSet::create(ObjsetKind::Filesystem);
         let id = set
@@ -670,7 +728,7 @@ mod tests {
         logged.log.borrow_mut().clear();
         LOOKUPS.with(|n| n.set(0));
         let mut buf = vec![0u8; SMALL as usize];
-        let window = tarn_base::limits::READS_IN_FLIGHT_MAX as u64;
+        let window = tarn_base::limits::READAHEAD_RECORDS_MAX;
         // Counted while the whole window lies inside the object (past its end the middle
         // may be past the last block, and every block is looked at).
         let counted = COUNT - window - 1;
@@ -1064,7 +1122,7 @@ mod tests {
         // The first read of each range is not sequential (except at 0); the rest are.
         for step in 0..6u64 {
             for (reader, start) in starts.iter().enumerate() {
-                let sequential = streams.note(file, start + step * (1 << 20), 1 << 20);
+                let sequential = (streams.note(file, start + step * (1 << 20), 1 << 20)).is_some();
                 assert_eq!(
                     sequential,
                     step > 0 || reader == 0,
@@ -1074,7 +1132,10 @@ mod tests {
         }
         let mut rng = SeededRng::new(9);
         let randoms = (0..100)
-            .filter(|_| streams.note(file, (rng.next_u64() % 1000 + 1) * 8192 + 512, 4096))
+            .filter(|_| {
+                let at = (rng.next_u64() % 1000 + 1) * 8192 + 512;
+                streams.note(file, at, 4096).is_some()
+            })
             .count();
         assert_eq!(randoms, 0, "random reads continue no stream");
         let of_file = streams.ends.keys().filter(|(id, _)| *id == 7).count();
@@ -1086,5 +1147,47 @@ mod tests {
             streams.note(tarn_base::ObjectId(100 + id), 4096, 4096);
         }
         assert!(streams.ends.len() <= tarn_base::limits::READAHEAD_STREAMS_MAX);
+    }
+
+    /// Goal: a stream's read-ahead distance starts at `READAHEAD_BYTES_MIN`, grows with what
+    /// its reader consumes up to `READAHEAD_BYTES_MAX`, and a new stream starts small again;
+    /// the window in records is bounded by the cache and by `READAHEAD_RECORDS_MAX`.
+    /// Method: [`super::Streams`] and [`super::window`] directly.
+    #[test]
+    fn the_read_ahead_distance_grows_with_the_stream() {
+        use tarn_base::limits::{READAHEAD_BYTES_MAX, READAHEAD_BYTES_MIN, READAHEAD_RECORDS_MAX};
+        let mut streams = super::Streams::default();
+        let file = tarn_base::ObjectId(3);
+        let step = 256u64 << 10;
+        let distances: Vec<u64> = (0..64u64)
+            .map(|i| streams.note(file, i * step, step).unwrap())
+            .collect();
+        assert_eq!(distances[0], READAHEAD_BYTES_MIN);
+        assert!(distances.windows(2).all(|d| d[0] <= d[1]), "{distances:?}");
+        assert!(distances[1] > distances[0], "{distances:?}");
+        assert_eq!(distances[63], READAHEAD_BYTES_MAX, "{distances:?}");
+        // A second reader of the same object, elsewhere, starts its own stream small.
+        assert_eq!(streams.note(file, 1 << 30, step), None);
+        assert_eq!(
+            streams.note(file, (1 << 30) + step, step),
+            Some(READAHEAD_BYTES_MIN + 4 * step)
+        );
+        // Requests of the first reader out of order (two connections): the later one
+        // starts a stream that goes on at the first stream's distance, not from the start.
+        let end = 64 * step;
+        assert_eq!(streams.note(file, end + step, step), None);
+        assert_eq!(streams.note(file, end, step), Some(READAHEAD_BYTES_MAX));
+        let next = streams.note(file, end + 2 * step, step);
+        assert_eq!(next, Some(READAHEAD_BYTES_MAX));
+        let big_cache = 1u64 << 32;
+        assert_eq!(super::window(READAHEAD_BYTES_MAX, 64 << 10, big_cache), 128);
+        assert_eq!(super::window(READAHEAD_BYTES_MIN, 64 << 10, big_cache), 32);
+        assert_eq!(
+            super::window(READAHEAD_BYTES_MAX, 4096, big_cache),
+            READAHEAD_RECORDS_MAX
+        );
+        // A 16 MiB cache reads at most 2 MiB ahead; a block bigger than that still one.
+        assert_eq!(super::window(READAHEAD_BYTES_MAX, 64 << 10, 16 << 20), 32);
+        assert_eq!(super::window(READAHEAD_BYTES_MAX, 16 << 20, 16 << 20), 1);
     }
 }
