@@ -706,9 +706,9 @@ mod tests {
     /// window per request while the window is more than half present, not every block of
     /// it, and still issues the same batches (every data record once, several per batch).
     /// Method: 4K records, so the window is the full `READAHEAD_RECORDS_MAX` records from the
-    /// first request; read five windows' worth of records one by one and count `missing`'s lookups (the record itself, the window's
-    /// middle, and the whole window only when a batch is due) while the window lies inside
-    /// the object.
+    /// first request; read five windows' worth of records one by one and count `missing`'s
+    /// lookups (the record itself, the window's middle, and the whole window only when a
+    /// batch is due) while the window lies inside the object.
     #[test]
     fn a_read_ahead_decision_probes_the_window_middle() {
         const SMALL: u32 = 4096;
