@@ -23,7 +23,10 @@
 //!   and each reader gone fails the walk's next hand-over to it.
 //! - I3: memory: every channel is a rendezvous (capacity 0), so a batch is held by exactly
 //!   one stage: at most one planned batch in the walk, one per reader (being read, or read
-//!   and waiting for the writer) and one being written: `READERS + 2` batches in all.
+//!   and waiting for the writer) and one being written: `READERS + 2` batches in all. A
+//!   planned batch holds no data where the readers read it (`send_ops`), so a send holds
+//!   the data of `READERS + 1` batches of about `BATCH_BYTES`: 24 MiB, as before the
+//!   readers (one more where the walk reads its own, on simulated devices).
 //!
 //! Failure model: the stages share nothing but the channels; a panic in one is resumed on
 //! the caller's thread when the scope joins it.
