@@ -2,9 +2,10 @@
 //! walk and apply) and tarn-send (the stream). The engine's part is choosing snapshots,
 //! the checks of the destination, batching, and making a receive all-or-nothing:
 //!
-//! - A send walks in batches of [`BATCH_BYTES`]: each batch runs under the pool lock (the
-//!   snapshot is checked to still exist, so its blocks are still allocated), the stream is
-//!   written to the caller's writer with the lock released.
+//! - A send walks in batches of [`BATCH_BYTES`]: each batch is planned under the pool lock
+//!   (the snapshot is checked to still exist, so its blocks are still allocated), its data
+//!   blocks are read without it by the send's readers (pinned: `Planned`), and the stream
+//!   is written to the caller's writer in order (`send_pipe`).
 //! - A full receive writes into a hidden dataset `PARENT/%LEAF` (not listed, mounted or
 //!   selected; no per-owner counts while it fills); at END it is synced, its counts are
 //!   recounted, it is renamed to its name and snapshotted, in one txg. With `-F` over an
