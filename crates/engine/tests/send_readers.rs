@@ -105,7 +105,7 @@ fn a_send_read_by_its_readers_is_the_snapshot_full_incremental_and_compressed() 
     engine
         .snapshot(&["tank/v@t".into()], false, &[], "snapshot")
         .unwrap();
-    let changed = |i: usize| u64::from(i % 5 == 0);
+    let changed = |i: usize| u64::from(i.is_multiple_of(5));
 
     let stream = send(&engine, full("tank/v@s"));
     assert!(stream.len() > MIB << 20, "a short stream: {}", stream.len());
