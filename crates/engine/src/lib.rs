@@ -151,6 +151,7 @@ pub mod replace;
 pub mod rewind;
 pub mod scrub;
 pub mod send_ops;
+mod send_pipe;
 pub mod slow;
 mod snapdir;
 mod snapshot_ops;

@@ -2,9 +2,10 @@
 //! walk and apply) and tarn-send (the stream). The engine's part is choosing snapshots,
 //! the checks of the destination, batching, and making a receive all-or-nothing:
 //!
-//! - A send walks in batches of [`BATCH_BYTES`]: each batch runs under the pool lock (the
-//!   snapshot is checked to still exist, so its blocks are still allocated), the stream is
-//!   written to the caller's writer with the lock released.
+//! - A send walks in batches of [`BATCH_BYTES`]: each batch is planned under the pool lock
+//!   (the snapshot is checked to still exist, so its blocks are still allocated), its data
+//!   blocks are read without it by the send's readers (pinned: `Planned`), and the stream
+//!   is written to the caller's writer in order (`send_pipe`).
 //! - A full receive writes into a hidden dataset `PARENT/%LEAF` (not listed, mounted or
 //!   selected; no per-owner counts while it fills); at END it is synced, its counts are
 //!   recounted, it is renamed to its name and snapshotted, in one txg. With `-F` over an
@@ -575,24 +576,21 @@ fn send_one(
         to_os: &mut to_os,
         from_os: from_os.as_mut(),
     };
-    // The walk reads the next batch while this thread writes the last one: the device
-    // reads of a batch and the encoding and writing of the one before overlap. A bound of
-    // one batch waiting keeps at most three in memory (reading, waiting, being written).
-    let (batches, ready) = std::sync::mpsc::sync_channel::<Result<Vec<Record>, EngineError>>(1);
-    std::thread::scope(|scope| {
-        let walker = std::thread::Builder::new()
-            .name("tarn-send-walk".into())
-            .spawn_scoped(scope, move || walk.run(cursor, &batches))
-            .map_err(|e| invalid(format!("cannot start the send's walk thread: {e}")))?;
-        let written = write_batches(&ready, writer, progress);
-        // A failed write drops the receiver, so the walk's next hand-over fails and it
-        // stops; either way it is joined before the stream's end is written.
-        drop(ready);
-        if let Err(panic) = walker.join() {
-            std::panic::resume_unwind(panic);
-        }
-        written
-    })?;
+    // The walk plans the next batches while readers read the planned ones' data blocks
+    // and this thread writes the read ones (`send_pipe`): device reads, verification and
+    // the stream's writing overlap, and the walk stops when a stage fails.
+    crate::send_pipe::run(
+        crate::send_pipe::READERS,
+        move |hand| walk.run(cursor, hand),
+        Planned::read,
+        &mut |batch: Vec<Record>| {
+            for record in batch {
+                writer.write(&record).map_err(stream_error)?;
+            }
+            progress(writer.bytes());
+            Ok(())
+        },
+    )?;
     writer.end().map_err(stream_error)?;
     Ok(())
 }
@@ -609,57 +607,110 @@ struct Walk<'a> {
 
 impl Walk<'_> {
     /// Walks batch by batch, each under the pool lock, handing each on; stops at the
-    /// walk's end, at an error (handed on, for the writer to return) or when the writer
-    /// has gone (its own error is the send's).
+    /// walk's end, at an error (handed on, for the writer to return) or when the batches
+    /// are no longer taken (a later stage failed; its error is the send's).
     fn run(
         mut self,
         mut cursor: Cursor,
-        batches: &std::sync::mpsc::SyncSender<Result<Vec<Record>, EngineError>>,
+        hand: &mut dyn FnMut(Result<Planned, EngineError>) -> bool,
     ) {
         while !cursor.done {
             let batch = self.batch(&mut cursor);
             let failed = batch.is_err();
-            if batches.send(batch).is_err() || failed {
+            if !hand(batch) || failed {
                 break;
             }
         }
     }
 
-    fn batch(&mut self, cursor: &mut Cursor) -> Result<Vec<Record>, EngineError> {
+    /// The next batch. Where the pool's devices read in parallel its data blocks are left
+    /// to a reader (`Planned`), which reads them without the lock; otherwise (simulated
+    /// devices) they are read here.
+    fn batch(&mut self, cursor: &mut Cursor) -> Result<Planned, EngineError> {
         let (from, to) = (self.start.from, self.start.to);
         let inner = self.handle.lock();
         check_still_there(&inner, self.dataset, to, from)?;
         let reader = inner.pool.reader();
+        let defer = !self.start.spec.dry_run && tarn_zio::BlockStore::reads_in_parallel(&reader);
+        let mut deferred = dsend::Deferred::default();
         let mut source = Source {
             to: &mut *self.to_os,
             from: from.map(|f| (self.from_os.as_deref_mut(), f.header.txg)),
             recomputed: tarn_posix::RECOMPUTED_TYPES,
             compressed: self.start.spec.compressed,
             dry_run: self.start.spec.dry_run,
+            deferred: defer.then_some(&mut deferred),
         };
-        let mut batch = Vec::new();
+        let mut records = Vec::new();
         dsend::send_some(&mut source, &reader, cursor, BATCH_BYTES, &mut |r| {
-            batch.push(r);
+            records.push(r);
             Ok(())
         })?;
-        Ok(batch)
+        // Made under the lock: it pins the open txg, so the blocks found here keep their
+        // space until they are read, even if the snapshot is destroyed meanwhile.
+        let detached = (!deferred.reads.is_empty()).then(|| inner.pool.detached_reader());
+        Ok(Planned {
+            records,
+            reads: deferred.reads,
+            reader: detached,
+        })
     }
 }
 
-/// Writes every batch the walk hands on, in order, until the walk ends; the first error
-/// (the walk's or the writer's) stops it.
-fn write_batches(
-    ready: &std::sync::mpsc::Receiver<Result<Vec<Record>, EngineError>>,
-    writer: &mut StreamWriter<&mut dyn Write>,
-    progress: &mut dyn FnMut(u64),
-) -> Result<(), EngineError> {
-    for batch in ready {
-        for record in batch? {
-            writer.write(&record).map_err(stream_error)?;
+/// A batch as the walk planned it: its records, and the data blocks of the WRITE records
+/// that went out without them (`tarn_dataset::send::Deferred`), with a reader that pins
+/// them.
+struct Planned {
+    records: Vec<Record>,
+    reads: Vec<dsend::DeferredRead>,
+    reader: Option<tarn_pool::DetachedReader>,
+}
+
+impl Planned {
+    /// Reads the batch's deferred blocks (without the pool lock, several in flight) into
+    /// their WRITE records; the results are those the walk's own reads would have had
+    /// (`tarn_objects::data_block_read`), and the first failed block fails the batch.
+    fn read(self) -> Result<Vec<Record>, EngineError> {
+        let Planned {
+            mut records,
+            reads,
+            reader,
+        } = self;
+        let Some(reader) = reader else {
+            return Ok(records);
+        };
+        let (stored, logical): (Vec<_>, Vec<_>) = reads.iter().partition(|read| read.stored);
+        let bps = |reads: &[&dsend::DeferredRead]| reads.iter().map(|r| r.bp).collect::<Vec<_>>();
+        let mut stored_data = reader.read_physicals(&bps(&stored)).into_iter();
+        let mut logical_data = reader.read_blocks(&bps(&logical), true).into_iter();
+        let mut reads = reads.into_iter();
+        let writes = records.iter_mut().filter_map(|record| match record {
+            Record::Write(write) if write.data.is_empty() => Some(write),
+            _ => None,
+        });
+        for write in writes {
+            let read = reads
+                .next()
+                .expect("a deferred read for every WRITE without data");
+            assert_eq!(
+                (read.object, read.offset),
+                (write.object, write.offset),
+                "deferred reads are in the order of their WRITE records"
+            );
+            let id = tarn_base::ObjectId(read.object);
+            let data = match read.stored {
+                true => stored_data.next().expect("one result per block"),
+                false => logical_data.next().expect("one result per block"),
+            };
+            write.data = match read.stored {
+                true => tarn_objects::stored_block_read(id, data),
+                false => tarn_objects::data_block_read(id, u64::from(write.logical_size), data),
+            }
+            .map_err(tarn_dataset::DatasetError::from)?;
         }
-        progress(writer.bytes());
+        assert!(reads.next().is_none(), "every deferred read has its WRITE");
+        Ok(records)
     }
-    Ok(())
 }
 
 /// The local properties `send -p` carries (not statistics, not a partial receive's).

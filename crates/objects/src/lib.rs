@@ -148,7 +148,9 @@ pub use objset::{
 };
 pub use readahead::{Ahead, EachBlock, Fetch, ReadJob};
 pub use readout::{ReadOut, Run};
-pub use send::{BlockChange, stored_compressed};
+pub use send::{
+    BlockChange, check_data_block, data_block_read, stored_block_read, stored_compressed,
+};
 pub use tarn_format::objset::ObjsetKind;
 pub use zap::{ZAP_KEY_MAX, ZAP_VALUE_MAX, ZapByteEntries, ZapCursor, ZapEntries};
 

@@ -68,7 +68,7 @@ pub struct ObjectSet {
     hot: BTreeMap<u64, Slot>,
     pending_frees: Vec<(ObjectId, Dnode)>,
     root: BlockPtr,
-    cache: BlockCache,
+    pub(crate) cache: BlockCache,
     /// Decoded dnodes of objects not changed since the last sync (module `dnode_cache`).
     dnodes: DnodeCache,
     /// Sequential readers, for read-ahead (`readahead`).

@@ -107,7 +107,9 @@ impl ObjectSet {
                 () if !changed(&bp) => None,
                 () if level == 0 => Some(BlockChange::Data { blkid, bp }),
                 () => {
-                    stack.push(Self::indirect_frame(store, id, &dnode, bp, level, blkid)?);
+                    let cache = &mut self.cache;
+                    let frame = Self::indirect_frame(store, cache, id, &dnode, (bp, level, blkid))?;
+                    stack.push(frame);
                     assert!(
                         stack.len() <= usize::from(tree::TREE_LEVELS_MAX),
                         "send walk stack overflow"
@@ -123,17 +125,20 @@ impl ObjectSet {
         }
     }
 
+    /// The children of an indirect block, read through the clean-block cache: a walk in
+    /// batches (`send`, `diff`) starts each batch from the root again, and without the
+    /// cache every batch read the same indirect blocks from the devices, one at a time
+    /// (docs/PERFORMANCE.md, "Send at the read's rate").
     fn indirect_frame(
         store: &dyn BlockStore,
+        cache: &mut crate::cache::BlockCache,
         id: ObjectId,
         dnode: &Dnode,
-        bp: BlockPtr,
-        level: u8,
-        blkid: u64,
+        (bp, level, blkid): (BlockPtr, u8, u64),
     ) -> Result<Frame, ObjectError> {
         let bits = u32::from(dnode.indirect_shift - BLKPTR_SHIFT);
         let size = 1u64 << dnode.indirect_shift;
-        let block = tree::read_tree_block(store, None, id, &bp, level, size)?;
+        let block = tree::read_tree_block(store, Some(cache), id, &bp, level, size)?;
         let children = (0..1u64 << bits)
             .map(|index| tree::child_bp(id, &block, index))
             .collect::<Result<Vec<_>, _>>()?;
@@ -175,26 +180,13 @@ impl ObjectSet {
             return Err(ObjectError::NoSuchObject { object: id });
         };
         let size = u64::from(dnode.data_block_size);
-        // What `tree::read_tree_block` checks before it reads, for each block.
         for bp in bps {
-            tree::check_tree_pointer(store, id, bp, 0, size)?;
+            check_data_block(store, id, bp, size)?;
         }
-        let results = store
-            .read_blocks(bps)
-            .into_iter()
-            .map(|result| match result {
-                Ok(bytes) if bytes.len() as u64 == size => Ok(bytes),
-                Ok(_) => Err(tree::corrupt(
-                    id,
-                    "store returned a block of the wrong size",
-                )),
-                Err(source) => Err(ObjectError::Io {
-                    object: id,
-                    offset: 0,
-                    source,
-                }),
-            });
-        Ok(results.collect())
+        let results = store.read_blocks(bps).into_iter();
+        Ok(results
+            .map(|read| data_block_read(id, size, read))
+            .collect())
     }
 
     /// The bytes of level-0 block `bp` as the pool stored them, when they are compressed
@@ -230,12 +222,7 @@ impl ObjectSet {
                 false => Ok(None),
                 true => match read.next().flatten() {
                     None => Ok(None),
-                    Some(Ok(bytes)) => Ok(Some(bytes)),
-                    Some(Err(source)) => Err(ObjectError::Io {
-                        object: id,
-                        offset: 0,
-                        source,
-                    }),
+                    Some(read) => stored_block_read(id, read).map(Some),
                 },
             })
             .collect()
@@ -254,6 +241,55 @@ impl ObjectSet {
         self.set_metadata(store, id, true)?;
         self.write(store, id, 0, &crate::zap::empty_micro())
     }
+}
+
+/// What [`ObjectSet::read_data_blocks`] checks of level-0 block `bp` of object `id` (whose
+/// blocks are `size` bytes) before reading it, as `tree::read_tree_block` does. A reader that
+/// reads the block later, without the object set (`send`'s readers, off the pool lock),
+/// checks it here first, under the lock, and takes what the store returned through
+/// [`data_block_read`] (or [`stored_block_read`]): the results are then exactly those of
+/// `read_data_blocks` (`read_stored_blocks`).
+pub fn check_data_block(
+    store: &dyn BlockStore,
+    id: ObjectId,
+    bp: &BlockPtr,
+    size: u64,
+) -> Result<(), ObjectError> {
+    tree::check_tree_pointer(store, id, bp, 0, size)
+}
+
+/// A level-0 block of object `id` (blocks of `size` bytes) as the store read it, as
+/// [`ObjectSet::read_data_blocks`] returns it: a block of another size is corrupt.
+pub fn data_block_read(
+    id: ObjectId,
+    size: u64,
+    read: Result<Vec<u8>, tarn_zio::ZioError>,
+) -> Result<Vec<u8>, ObjectError> {
+    match read {
+        Ok(bytes) if bytes.len() as u64 == size => Ok(bytes),
+        Ok(_) => Err(tree::corrupt(
+            id,
+            "store returned a block of the wrong size",
+        )),
+        Err(source) => Err(ObjectError::Io {
+            object: id,
+            offset: 0,
+            source,
+        }),
+    }
+}
+
+/// A level-0 block of object `id` read as stored, as [`ObjectSet::read_stored_blocks`]
+/// returns it.
+pub fn stored_block_read(
+    id: ObjectId,
+    read: Result<Vec<u8>, tarn_zio::ZioError>,
+) -> Result<Vec<u8>, ObjectError> {
+    read.map_err(|source| ObjectError::Io {
+        object: id,
+        offset: 0,
+        source,
+    })
 }
 
 /// Whether level-0 block `bp` is stored compressed, so that `send -c` sends it as stored.

@@ -570,6 +570,13 @@ impl DetachedReader {
         self.pipeline.read_blocks_l2(bps, feed_l2)
     }
 
+    /// [`Pipeline::read_physicals`] of `bps` (`send -c`): their bytes as stored, verified,
+    /// several in flight, the cache devices not fed (as a [`PoolReader`]'s physical reads).
+    #[must_use]
+    pub fn read_physicals(&self, bps: &[BlockPtr]) -> Vec<Result<Vec<u8>, ZioError>> {
+        self.pipeline.read_physicals(bps, false)
+    }
+
     /// [`Pipeline::read_blocks_each`] of `bps`: each block's result handed to `each` as soon
     /// as it is finished, in order.
     pub fn read_blocks_each(

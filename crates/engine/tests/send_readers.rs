@@ -1,0 +1,131 @@
+//! A send from devices that serve reads in parallel (files behind `QueuedDevice`): its walk
+//! leaves each batch's data blocks to the send's readers, which read them without the pool
+//! lock, two batches at once (`send_pipe`), and fill them into their WRITE records.
+//!
+//! Goal: the stream is still exactly the snapshot: received again, full, incremental and
+//! `send -c` (blocks stored compressed sent as stored, the others as logical bytes, in the
+//! same batches), the volume reads back as written, in several batches of the walk. (The
+//! simulated devices of the other send tests read in the walk itself; the stages' order,
+//! overlap, memory bound and stopping are unit-tested in `send_pipe`.)
+//!
+//! Negative control: filling each batch's WRITE records from its logical reads in reverse
+//! order fails the first check (the full stream received).
+
+#![allow(clippy::unwrap_used)] // Test code: a failed unwrap is a failed test.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::replica::{full, incremental, into, receive, send};
+use tarn_base::ManualClock;
+use tarn_engine::{
+    CreateOptions, CreateSpec, Engine, FileProvider, HostIdentity, SendSpec, TopLayout, VolumeSpec,
+};
+
+/// MiB of the volume: three and a half of the walk's 8 MiB batches.
+const MIB: usize = 28;
+
+/// MiB `i` of version `version` of the volume: half noise, half a repeated byte, so that
+/// under `compression=lz4` about half of its 128K blocks are stored compressed.
+fn piece(i: usize, version: u64) -> Vec<u8> {
+    let mut data = common::volume::noise(1 << 20, 7000 + i as u64 * 31 + version);
+    if i % 2 == 1 {
+        data[..(768 << 10)].fill(i as u8);
+    }
+    data
+}
+
+/// An engine with `tank` on a raidz1 of four files in `dir`.
+fn file_engine(dir: &std::path::Path) -> Engine {
+    let paths: Vec<String> = (0..4)
+        .map(|i| dir.join(format!("d{i}")).display().to_string())
+        .collect();
+    for path in &paths {
+        let file = std::fs::File::create(path).unwrap();
+        file.set_len(160 << 20).unwrap();
+    }
+    let identity = HostIdentity {
+        hostid: 7,
+        hostname: "host".into(),
+    };
+    let clock = Arc::new(ManualClock::new(1_795_357_800));
+    let provider = Arc::new(FileProvider { direct: false });
+    let engine = Engine::new(provider, identity, clock, 3);
+    let spec = CreateSpec::one_top("tank", TopLayout::Raidz(1), paths);
+    let options = CreateOptions {
+        command: "pool create tank".into(),
+        ..CreateOptions::default()
+    };
+    engine.create_pool(&spec, &options).unwrap();
+    engine
+}
+
+/// Writes version `version` of the MiB in `which` to volume `name`.
+fn write(engine: &Engine, name: &str, which: impl Iterator<Item = usize>, version: u64) {
+    let stat = engine.volume_stat(name).unwrap();
+    for i in which {
+        let offset = (i << 20) as u64;
+        engine
+            .volume_write(&stat.pool, stat.dataset, offset, &piece(i, version), false)
+            .unwrap();
+    }
+}
+
+/// Volume `name` holds, MiB by MiB, the version `version_of(i)`.
+fn check(engine: &Engine, name: &str, version_of: impl Fn(usize) -> u64) {
+    let stat = engine.volume_stat(name).unwrap();
+    let mut buf = vec![0u8; 1 << 20];
+    for i in 0..MIB {
+        engine
+            .volume_read(&stat.pool, stat.dataset, (i << 20) as u64, &mut buf)
+            .unwrap();
+        assert!(buf == piece(i, version_of(i)), "{name}: MiB {i} differs");
+    }
+}
+
+#[test]
+fn a_send_read_by_its_readers_is_the_snapshot_full_incremental_and_compressed() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = file_engine(dir.path());
+    let spec = VolumeSpec {
+        size: format!("{MIB}M"),
+        block_size: Some("128K".into()),
+        sparse: true,
+    };
+    let props = [("compression".to_string(), "lz4".to_string())];
+    engine
+        .create_volume("tank/v", &spec, &props, false, "create")
+        .unwrap();
+    write(&engine, "tank/v", 0..MIB, 0);
+    engine
+        .snapshot(&["tank/v@s".into()], false, &[], "snapshot")
+        .unwrap();
+    write(&engine, "tank/v", (0..MIB).step_by(5), 1);
+    engine
+        .snapshot(&["tank/v@t".into()], false, &[], "snapshot")
+        .unwrap();
+    let changed = |i: usize| u64::from(i.is_multiple_of(5));
+
+    let stream = send(&engine, full("tank/v@s"));
+    assert!(stream.len() > MIB << 20, "a short stream: {}", stream.len());
+    receive(&engine, into("tank/copy"), &stream).unwrap();
+    check(&engine, "tank/copy", |_| 0);
+
+    let stream = send(&engine, incremental("@s", "tank/v@t"));
+    receive(&engine, into("tank/copy"), &stream).unwrap();
+    check(&engine, "tank/copy", changed);
+
+    let compressed = SendSpec {
+        compressed: true,
+        ..full("tank/v@t")
+    };
+    let stream = send(&engine, compressed);
+    assert!(
+        stream.len() < (MIB << 20) * 7 / 8,
+        "-c: {} bytes",
+        stream.len()
+    );
+    receive(&engine, into("tank/packed"), &stream).unwrap();
+    check(&engine, "tank/packed", changed);
+}
