@@ -470,52 +470,41 @@ pub(crate) fn read_ahead(
             id,
             crate::dataset_ops::destroy_walk(inner, id).map_err(&cannot)?,
         );
-        let Imported {
-            pool,
-            mos,
-            datasets,
-            ..
-        } = inner;
-        let node = datasets.node(id);
-        let (head, snapshots) = (&node.header, &node.snapshots);
-        snapshot::destroy_all_reads(mos.objset(), &pool.reader(), head, snapshots)
-            .map_err(|e| cannot(e.into()))?;
+        read_node(inner, (id, id), "destroy it", |mos, store, node| {
+            snapshot::destroy_all_reads(mos, store, &node.header, &node.snapshots)
+        })?;
     }
     let kept = |id: &DatasetId| !change.destroyed.contains(id);
     for (id, gone) in change.snapshots.iter().filter(|(id, _)| kept(id)) {
-        let cannot = cannot_read(inner, *id, "destroy its snapshots");
-        let Imported {
-            pool,
-            mos,
-            datasets,
-            ..
-        } = inner;
-        let node = datasets.node(*id);
-        let (head, snapshots) = (&node.header, &node.snapshots);
-        for (index, _) in snapshots
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| gone.contains(&s.id))
-        {
-            snapshot::destroy_reads(mos.objset(), &pool.reader(), head, snapshots, index)
-                .map_err(|e| cannot(e.into()))?;
-        }
+        read_node(
+            inner,
+            (*id, *id),
+            "destroy its snapshots",
+            |mos, store, node| {
+                let (head, snapshots) = (&node.header, &node.snapshots);
+                (snapshots.iter().enumerate())
+                    .filter(|(_, s)| gone.contains(&s.id))
+                    .try_for_each(|(index, _)| {
+                        snapshot::destroy_reads(mos, store, head, snapshots, index)
+                    })
+            },
+        )?;
     }
     // A dataset adopting several snapshots is listed once for each.
     let heads: std::collections::BTreeSet<DatasetId> = change.snapshotted.iter().copied().collect();
     for &id in heads.iter().filter(|id| kept(id)) {
-        let cannot = cannot_read(inner, id, "take it back to the stream's source");
-        let Imported {
-            pool,
-            mos,
-            datasets,
-            ..
-        } = inner;
-        let head = &datasets.node(id).header;
-        if head.snap.is_present() {
-            deadlist::entries(mos.objset(), &pool.reader(), head.snap.deadlist)
-                .map_err(|e| cannot(e.into()))?;
-        }
+        read_node(
+            inner,
+            (id, id),
+            "take it back to the stream's source",
+            |mos, store, node| {
+                let snap = &node.header.snap;
+                if !snap.is_present() {
+                    return Ok(());
+                }
+                deadlist::entries(mos, store, snap.deadlist).map(drop)
+            },
+        )?;
     }
     Ok(walked)
 }
@@ -529,19 +518,40 @@ pub(crate) fn read_adopted(inner: &mut Imported, held: &[Held]) -> Result<(), En
         let Destination::Rollback { id, target, .. } = &h.into else {
             continue;
         };
-        let cannot = cannot_read(inner, *target, "adopt what the stream brought");
-        let Imported {
-            pool,
-            mos,
-            datasets,
-            ..
-        } = inner;
-        let node = datasets.node(*id);
-        for list in tarn_dataset::clone::dead_lists(&node.header, &node.snapshots) {
-            deadlist::entries(mos.objset(), &pool.reader(), list).map_err(|e| cannot(e.into()))?;
-        }
+        read_node(
+            inner,
+            (*id, *target),
+            "adopt what the stream brought",
+            |mos, store, node| {
+                (tarn_dataset::clone::dead_lists(&node.header, &node.snapshots).into_iter())
+                    .try_for_each(|list| deadlist::entries(mos, store, list).map(drop))
+            },
+        )?;
     }
     Ok(())
+}
+
+/// Runs `read`, a read before the first change of dataset `id`'s on-disk state into the
+/// MOS object set's own clean cache, with that object set, the pool's reader and `id`'s
+/// node; a failure refuses as [`cannot_read`] says of `named` and `what`.
+fn read_node<T>(
+    inner: &mut Imported,
+    (id, named): (DatasetId, DatasetId),
+    what: &str,
+    read: impl FnOnce(
+        &mut tarn_objects::ObjectSet,
+        &dyn tarn_zio::BlockStore,
+        &crate::datasets::Node,
+    ) -> Result<T, tarn_dataset::DatasetError>,
+) -> Result<T, EngineError> {
+    let cannot = cannot_read(inner, named, what);
+    let Imported {
+        pool,
+        mos,
+        datasets,
+        ..
+    } = inner;
+    read(mos.objset(), &pool.reader(), datasets.node(id)).map_err(|e| cannot(e.into()))
 }
 
 /// The refusal of a read of `id` before what it is for (`what`).
