@@ -911,26 +911,33 @@ mod tests {
         );
     }
 
-    #[test]
-    fn send_c_reads_stored_and_plain_blocks_in_batches() {
-        // Goal: `send -c` reads ahead too: the blocks stored compressed as stored, the
-        // others as logical bytes, each kind in batches, and the stream is the same record
-        // for record as one read block by block.
+    /// A synced object set of one object of `blocks` 16K records, every third of them
+    /// random from `seed` (incompressible: stored as it is), the others one repeated byte.
+    fn mixed_records(blocks: u64, seed: u64) -> (MemStore, BlockPtr) {
         let mut memory = MemStore::new();
         let mut os = ObjectSet::create(ObjsetKind::Filesystem);
         let id = os
             .allocate_object(&memory, OBJECT_TYPE_PLAIN, 16384, 0, 0)
             .unwrap();
-        let mut rng = tarn_base::SeededRng::new(7);
-        for block in 0..1000u64 {
+        let mut rng = tarn_base::SeededRng::new(seed);
+        for block in 0..blocks {
             let mut data = vec![(block % 251) as u8 + 1; 16384];
             if block % 3 == 0 {
-                rng.fill(&mut data); // incompressible: stored as it is
+                rng.fill(&mut data);
             }
             os.write(&memory, id, block * 16384, &data).unwrap();
         }
         let root = os.sync(&mut memory).unwrap();
         memory.next_txg();
+        (memory, root)
+    }
+
+    #[test]
+    fn send_c_reads_stored_and_plain_blocks_in_batches() {
+        // Goal: `send -c` reads ahead too: the blocks stored compressed as stored, the
+        // others as logical bytes, each kind in batches, and the stream is the same record
+        // for record as one read block by block.
+        let (memory, root) = mixed_records(1000, 7);
         let parallel = Parallel::new(&memory);
         let batched = full_send(&parallel, &root, true);
         let one_by_one = full_send(&memory, &root, true);
@@ -1013,21 +1020,7 @@ mod tests {
         // readers) lists exactly the blocks its WRITEs need, and counts their bytes against
         // its budget, so each call ends where a walk that reads them itself ends: the same
         // records in the same batches, with and without -c.
-        let mut memory = MemStore::new();
-        let mut os = ObjectSet::create(ObjsetKind::Filesystem);
-        let id = os
-            .allocate_object(&memory, OBJECT_TYPE_PLAIN, 16384, 0, 0)
-            .unwrap();
-        let mut rng = tarn_base::SeededRng::new(11);
-        for block in 0..600u64 {
-            let mut data = vec![(block % 251) as u8 + 1; 16384];
-            if block % 3 == 0 {
-                rng.fill(&mut data);
-            }
-            os.write(&memory, id, block * 16384, &data).unwrap();
-        }
-        let root = os.sync(&mut memory).unwrap();
-        memory.next_txg();
+        let (memory, root) = mixed_records(600, 11);
         for compressed in [false, true] {
             let read_here = batches_of(&memory, &root, compressed, false, 256 << 10);
             let deferred = batches_of(&memory, &root, compressed, true, 256 << 10);
