@@ -18,14 +18,15 @@
 
 #![allow(clippy::unwrap_used)] // Test code: a failed unwrap is a failed test.
 
+mod common;
+
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use tarn_base::{ManualClock, SeededRng};
+use tarn_base::SeededRng;
 use tarn_device::{Device, DeviceError, FileDevice, FileOpenOptions, QueuedDevice};
 use tarn_engine::{
-    CreateOptions, CreateSpec, DeviceProvider, Engine, FileProvider, HostIdentity, ScanState,
-    ScrubAction, TopLayout, VdevNode, VolumeSpec, VolumeStat,
+    DeviceProvider, Engine, FileProvider, ScanState, ScrubAction, VdevNode, VolumeSpec, VolumeStat,
 };
 
 const BLOCK: usize = 8192;
@@ -103,44 +104,25 @@ impl DeviceProvider for SlowProvider {
     }
 }
 
-fn file_engine(dir: &std::path::Path, provider: Arc<dyn DeviceProvider>) -> Engine {
-    let paths: Vec<String> = (0..4)
-        .map(|i| dir.join(format!("d{i}")).display().to_string())
-        .collect();
-    for path in &paths {
-        std::fs::File::create(path)
-            .unwrap()
-            .set_len(64 << 20)
-            .unwrap();
-    }
-    let identity = HostIdentity {
-        hostid: 7,
-        hostname: "host".into(),
+/// An engine with `tank` on a raidz1 of four files of 64 MiB in `dir`, opened by `provider`.
+fn file_engine<P: DeviceProvider + 'static>(dir: &std::path::Path, provider: P) -> Engine {
+    let host = common::Host {
+        seed: 3,
+        ..common::PLAIN_NOV_22_2026
     };
-    let clock = Arc::new(ManualClock::new(1_795_357_800));
-    let engine = Engine::new(provider, identity, clock, 3);
-    let spec = CreateSpec::one_top("tank", TopLayout::Raidz(1), paths);
-    let options = CreateOptions {
-        command: "pool create tank".into(),
-        ..CreateOptions::default()
-    };
-    engine.create_pool(&spec, &options).unwrap();
-    engine
+    host.file_tank(&Arc::new(provider), dir, 64 << 20)
 }
 
 #[test]
 fn reads_off_the_lock_see_only_written_blocks_while_space_is_reused() {
     let dir = tempfile::tempdir().unwrap();
-    race(&file_engine(
-        dir.path(),
-        Arc::new(FileProvider { direct: false }),
-    ));
+    race(&file_engine(dir.path(), FileProvider { direct: false }));
 }
 
 #[test]
 fn slow_reads_off_the_lock_span_many_txgs_and_still_see_only_written_blocks() {
     let dir = tempfile::tempdir().unwrap();
-    race(&file_engine(dir.path(), Arc::new(SlowProvider)));
+    race(&file_engine(dir.path(), SlowProvider));
 }
 
 /// The writer, the two readers and the checks of the module docs.

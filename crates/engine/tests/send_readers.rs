@@ -18,10 +18,7 @@ mod common;
 use std::sync::Arc;
 
 use common::replica::{full, incremental, into, receive, send};
-use tarn_base::ManualClock;
-use tarn_engine::{
-    CreateOptions, CreateSpec, Engine, FileProvider, HostIdentity, SendSpec, TopLayout, VolumeSpec,
-};
+use tarn_engine::{Engine, FileProvider, SendSpec, VolumeSpec};
 
 /// MiB of the volume: three and a half of the walk's 8 MiB batches.
 const MIB: usize = 28;
@@ -36,29 +33,13 @@ fn piece(i: usize, version: u64) -> Vec<u8> {
     data
 }
 
-/// An engine with `tank` on a raidz1 of four files in `dir`.
+/// An engine with `tank` on a raidz1 of four files of 160 MiB in `dir`.
 fn file_engine(dir: &std::path::Path) -> Engine {
-    let paths: Vec<String> = (0..4)
-        .map(|i| dir.join(format!("d{i}")).display().to_string())
-        .collect();
-    for path in &paths {
-        let file = std::fs::File::create(path).unwrap();
-        file.set_len(160 << 20).unwrap();
-    }
-    let identity = HostIdentity {
-        hostid: 7,
-        hostname: "host".into(),
+    let host = common::Host {
+        seed: 3,
+        ..common::PLAIN_NOV_22_2026
     };
-    let clock = Arc::new(ManualClock::new(1_795_357_800));
-    let provider = Arc::new(FileProvider { direct: false });
-    let engine = Engine::new(provider, identity, clock, 3);
-    let spec = CreateSpec::one_top("tank", TopLayout::Raidz(1), paths);
-    let options = CreateOptions {
-        command: "pool create tank".into(),
-        ..CreateOptions::default()
-    };
-    engine.create_pool(&spec, &options).unwrap();
-    engine
+    host.file_tank(&Arc::new(FileProvider { direct: false }), dir, 160 << 20)
 }
 
 /// Writes version `version` of the MiB in `which` to volume `name`.

@@ -96,6 +96,25 @@ impl Host {
         engine
     }
 
+    /// A new engine over `provider` that made pool `tank`, a raidz1 of four files `d0`..`d3`
+    /// of `size` bytes in `dir`.
+    pub(crate) fn file_tank<P: DeviceProvider + 'static>(
+        &self,
+        provider: &Arc<P>,
+        dir: &std::path::Path,
+        size: u64,
+    ) -> Engine {
+        let paths: Vec<String> = (0..4)
+            .map(|i| dir.join(format!("d{i}")).display().to_string())
+            .collect();
+        for path in &paths {
+            let file = std::fs::File::create(path).expect("device file");
+            file.set_len(size).expect("device file size");
+        }
+        let spec = CreateSpec::one_top("tank", TopLayout::Raidz(1), paths);
+        self.create_tank(provider, &spec, &[])
+    }
+
     /// A new engine over `provider` that imported pool `tank` from `/sim` with `options`.
     pub(crate) fn import<P: DeviceProvider + 'static>(
         &self,
