@@ -56,14 +56,7 @@ fn stream() -> Vec<u8> {
 
 /// Every piece of volume `name` is the sent one.
 fn check_volume(engine: &Engine, name: &str) {
-    let stat = engine.volume_stat(name).unwrap();
-    let mut buf = vec![0u8; 1 << 20];
-    for i in 0..MIB {
-        engine
-            .volume_read(&stat.pool, stat.dataset, (i << 20) as u64, &mut buf)
-            .unwrap();
-        assert!(buf == piece(i), "{name}: MiB {i} differs");
-    }
+    common::replica::check_volume(engine, name, MIB, piece);
 }
 
 /// The test's stand-in for the daemon's txg sync thread.

@@ -55,14 +55,7 @@ fn write(engine: &Engine, name: &str, which: impl Iterator<Item = usize>, versio
 
 /// Volume `name` holds, MiB by MiB, the version `version_of(i)`.
 fn check(engine: &Engine, name: &str, version_of: impl Fn(usize) -> u64) {
-    let stat = engine.volume_stat(name).unwrap();
-    let mut buf = vec![0u8; 1 << 20];
-    for i in 0..MIB {
-        engine
-            .volume_read(&stat.pool, stat.dataset, (i << 20) as u64, &mut buf)
-            .unwrap();
-        assert!(buf == piece(i, version_of(i)), "{name}: MiB {i} differs");
-    }
+    common::replica::check_volume(engine, name, MIB, |i| piece(i, version_of(i)));
 }
 
 #[test]

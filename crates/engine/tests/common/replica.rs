@@ -51,6 +51,23 @@ pub(crate) fn volume_stream(mib: usize, piece: impl Fn(usize) -> Vec<u8>) -> Vec
     send(&a, full("tank/v@s"))
 }
 
+/// Volume `name` holds, MiB by MiB for its first `mib` MiB, `piece(i)`.
+pub(crate) fn check_volume(
+    engine: &Engine,
+    name: &str,
+    mib: usize,
+    piece: impl Fn(usize) -> Vec<u8>,
+) {
+    let stat = engine.volume_stat(name).unwrap();
+    let mut buf = vec![0u8; 1 << 20];
+    for i in 0..mib {
+        engine
+            .volume_read(&stat.pool, stat.dataset, (i << 20) as u64, &mut buf)
+            .unwrap();
+        assert!(buf == piece(i), "{name}: MiB {i} differs");
+    }
+}
+
 /// A host with `tank/v@s`, the volume [`volume_stream`] sends.
 pub(crate) fn volume_host(
     mib: usize,
