@@ -52,13 +52,18 @@ fn stream(rig: &Rig, send: &str) -> Vec<u8> {
 }
 
 /// `tarn RECEIVE` of `bytes`: (exit code, stderr).
-fn receive(rig: &Rig, line: &str, bytes: &[u8]) -> (Option<i32>, String) {
+/// `tarn LINE` with `bytes` on its standard input, from a file (as a shell redirect).
+fn receive_output(rig: &Rig, line: &str, bytes: &[u8]) -> std::process::Output {
     let path = rig.root().join("stream.bin");
     std::fs::write(&path, bytes).unwrap();
-    let out = tarn(rig, line)
+    tarn(rig, line)
         .stdin(std::fs::File::open(&path).unwrap())
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+fn receive(rig: &Rig, line: &str, bytes: &[u8]) -> (Option<i32>, String) {
+    let out = receive_output(rig, line, bytes);
     (out.status.code(), String::from_utf8(out.stderr).unwrap())
 }
 
@@ -1031,12 +1036,7 @@ fn receive_v_of_a_replication_stream_again_names_what_it_skips() {
     let token = token_of(&err);
     pipe(&rig, &format!("send -t {token}"), "receive -s pb/dst/kid");
 
-    let path = rig.root().join("stream.bin");
-    std::fs::write(&path, &incremental).unwrap();
-    let out = tarn(&rig, "receive -v -s pb/dst")
-        .stdin(std::fs::File::open(&path).unwrap())
-        .output()
-        .unwrap();
+    let out = receive_output(&rig, "receive -v -s pb/dst", &incremental);
     assert!(out.status.success(), "{out:?}");
     let said = String::from_utf8(out.stdout).unwrap();
     for line in [
@@ -1087,12 +1087,7 @@ fn a_plain_intermediate_stream_cut_at_a_substream_boundary_changes_nothing() {
         "{err}"
     );
     assert_eq!(listing(), before, "a cut chain changes nothing");
-    let path = rig.root().join("stream.bin");
-    std::fs::write(&path, &chain).unwrap();
-    let out = tarn(&rig, "receive -v pb/dst")
-        .stdin(std::fs::File::open(&path).unwrap())
-        .output()
-        .unwrap();
+    let out = receive_output(&rig, "receive -v pb/dst", &chain);
     assert!(out.status.success(), "{out:?}");
     let said = String::from_utf8(out.stdout).unwrap();
     for snap in ["2", "3", "4"] {
