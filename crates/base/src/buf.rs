@@ -9,14 +9,16 @@
 //! about half of the serving threads' time went to those faults and shootdowns
 //! (docs/PERFORMANCE.md, "Allocation on the I/O path"). [`zeroed`] asks for plain memory and
 //! fills it with zeros itself: a recycled extent's pages are still resident, so that is one
-//! `memset`.
+//! `memset`. A buffer of a size the stock keeps (`stock`) comes from it, pages resident:
+//! the block buffers of reads are new memory while the ARC grows, and their first fill
+//! took a fault per page on the reading thread.
 //!
 //! # Invariants
 //! - I1: [`zeroed`]`(n)` is `n` zero bytes, exactly as `vec![0u8; n]`.
 //!
 //! # Not here
 //! Buffer pools: a buffer goes back to the allocator when dropped; jemalloc's per-thread
-//! caches and dirty extents already recycle it.
+//! caches and dirty extents already recycle it (the stock only makes new ones ready).
 
 /// `len` zero bytes in a fresh vector (I1), filled by the program rather than by zeroed
 /// pages from the allocator (see the module).
@@ -24,7 +26,7 @@
 pub fn zeroed(len: usize) -> Vec<u8> {
     // Hidden from the optimiser: it folds "allocate, then fill with zeros" back into a
     // zeroed allocation, which is exactly what this avoids.
-    let mut buffer = std::hint::black_box(Vec::with_capacity(len));
+    let mut buffer = std::hint::black_box(crate::stock::take(len));
     buffer.resize(len, 0);
     buffer
 }

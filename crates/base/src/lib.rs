@@ -6,12 +6,14 @@
 //! clock that engine code must use instead of the world's, and ZFS-style size parsing and
 //! printing (`7T`, `1.5G`, `290K`). `page_align` is the global-allocator wrapper that
 //! places whole-page buffers at page-aligned addresses, for `O_DIRECT` device files; the
-//! binaries install it, this crate only defines it.
+//! binaries install it, this crate only defines it. `stock` keeps record-sized buffers
+//! made resident ahead of need for the threads that copy written data in.
 //!
 //! # Model
-//! Nothing here does I/O or keeps state beyond a generator's seed and one thread-local hint
+//! Nothing here does I/O or keeps state beyond a generator's seed, one thread-local hint
 //! (`wait`: a serving thread's "I am about to block", which lower layers call without
-//! knowing who listens). Everything is `Copy` and cheap; converting between kinds of number
+//! knowing who listens) and the buffer stock, whose one filler thread a binary starts
+//! (`stock::install`; without it every buffer is a plain allocation). Everything is `Copy` and cheap; converting between kinds of number
 //! is an explicit function, never an `as`.
 //!
 //! # Invariants
@@ -23,12 +25,14 @@
 //! Parsing user input returns `ParseSizeError`; nothing here panics on input.
 //!
 //! # Not here
-//! Threads, I/O, serialization: see tarn-device, tarn-format and tarn-proto.
+//! I/O, serialization, threads beyond the stock's filler: see tarn-device, tarn-format and
+//! tarn-proto.
 
 pub mod buf;
 pub mod limits;
 pub mod page_align;
 pub mod rng;
+pub mod stock;
 pub mod units;
 pub mod wait;
 

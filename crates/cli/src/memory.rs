@@ -106,6 +106,7 @@ fn rows(info: &MemoryInfo) -> Vec<(&'static str, i128)> {
         ("l2arc_headers", u(info.l2arc_headers)),
         ("scan_queue", u(info.scan_queue)),
         ("fuse_buffers", u(info.fuse_buffers)),
+        ("buffer_stock", u(info.buffer_stock)),
         ("allocator_free", u(info.allocator_free)),
         ("program", u(info.program)),
         ("stacks", u(info.stacks)),
@@ -201,7 +202,7 @@ fn set(client: &mut tarn_daemon::Client, arc_max: Option<u64>, arc_min: Option<u
 fn fetch(client: &mut tarn_daemon::Client) -> Result<MemoryInfo, Outcome> {
     let refused = |why: &str| Outcome::refused(error_line("report", Some("memory"), why));
     match client.call(&Request::Memory, |_| {}) {
-        Ok(Response::Ok(ReplyPayload::Memory(info))) => Ok(info),
+        Ok(Response::Ok(ReplyPayload::Memory(info))) => Ok(*info),
         Ok(Response::Error(error)) => Err(refused(&error.message)),
         Ok(_) => Err(refused(
             "unexpected reply from the daemon (is it another version?)",
@@ -220,7 +221,7 @@ fn text_of(
     previous: Option<&MemoryInfo>,
 ) -> Result<String, String> {
     if json {
-        let payload = ReplyPayload::Memory(info.clone());
+        let payload = ReplyPayload::Memory(Box::new(info.clone()));
         return serde_json::to_string(&payload)
             .map(|text| format!("{text}\n"))
             .map_err(|error| format!("cannot print JSON: {error}"));

@@ -1886,7 +1886,7 @@ impl EngineBackend {
         Some(match request {
             Request::Memory => {
                 let info = crate::memory::report(&self.arc, self.mounts.fuse_buffers());
-                Response::Ok(ReplyPayload::Memory(info))
+                Response::Ok(ReplyPayload::Memory(Box::new(info)))
             }
             Request::MemorySet { arc_max, arc_min } => match self.arc.set(*arc_max, *arc_min) {
                 Ok(()) => Response::Ok(ReplyPayload::Unit),

@@ -5,7 +5,8 @@
 //! RSS stays under `arc_max + dirty_max + overhead` (`MemoryInfo::bound`): the ARC charges
 //! its entries' whole cost against its limit (tarn-objects), the pools' dirty and kept data
 //! is bounded by the write throttle (tarn-engine `memory`), and [`OVERHEAD_BASE`] plus each
-//! mount's FUSE request buffers cover the rest (the program, thread stacks, in-memory pool
+//! mount's FUSE request buffers and the buffer stock's budget (tarn-base `stock`, drained
+//! while memory is short) cover the rest (the program, thread stacks, in-memory pool
 //! state). jemalloc (tarn-cli's global allocator) keeps freed pages for reuse while the heap
 //! takes them again and gives them back to the system once they lie unused for a few seconds
 //! or the bound would not hold (`heap`, run from the `arc-adjust` thread), so RSS follows what
@@ -29,6 +30,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use tarn_base::stock::StockConfig;
 use tarn_engine::Engine;
 use tarn_proto::MemoryInfo;
 
@@ -271,6 +273,8 @@ impl ArcControl {
         // back to the system (`heap`). An allocator other than jemalloc ignores both.
         let _ = tikv_jemalloc_ctl::background_thread::write(true);
         crate::heap::take_over();
+        tarn_base::stock::install(StockConfig::default())
+            .map_err(|e| format!("cannot start the buffer stock's thread: {e}"))?;
         let weak = Arc::downgrade(control);
         std::thread::Builder::new()
             .name("arc-adjust".into())
@@ -280,6 +284,9 @@ impl ArcControl {
                     let machine = MachineMemory::read();
                     if let Some(machine) = machine {
                         control.adjust(machine);
+                        if machine.is_short() {
+                            tarn_base::stock::drain();
+                        }
                     }
                     if trim.step(crate::heap::free_bytes(), control.heap_cap(machine)) {
                         crate::heap::purge();
@@ -348,6 +355,7 @@ pub fn report(control: &ArcControl, fuse_buffers: u64) -> MemoryInfo {
         l2arc_headers: engine.l2arc_headers,
         scan_queue: engine.scan_queue,
         fuse_buffers,
+        buffer_stock: tarn_base::stock::stats().bytes as u64,
         allocator_free: process.resident.saturating_sub(process.allocated),
         program: process.file,
         stacks: process.threads * STACK_RESIDENT,
@@ -375,12 +383,13 @@ pub fn report(control: &ArcControl, fuse_buffers: u64) -> MemoryInfo {
         + info.l2arc_headers
         + info.scan_queue
         + info.fuse_buffers
+        + info.buffer_stock
         + info.allocator_free
         + info.program
         + info.stacks;
     info.other =
         i64::try_from(info.rss).unwrap_or(i64::MAX) - i64::try_from(counted).unwrap_or(i64::MAX);
-    info.overhead = OVERHEAD_BASE + fuse_buffers;
+    info.overhead = OVERHEAD_BASE + fuse_buffers + StockConfig::default().budget as u64;
     info.bound = info.arc_max + info.dirty_max + info.overhead;
     info
 }

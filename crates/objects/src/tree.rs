@@ -649,7 +649,8 @@ pub(crate) fn write(
             let entry = if tarn_format::compress::is_all_zero(source) {
                 Dirty::Hole
             } else {
-                Dirty::Data(Arc::new(source.to_vec()))
+                // A ready buffer of the stock: no page faults in the copy (tarn-base `stock`).
+                Dirty::Data(Arc::new(tarn_base::stock::copied(source)))
             };
             state.set_dirty(blkid, entry);
         } else if pieced {

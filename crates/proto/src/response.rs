@@ -165,7 +165,7 @@ pub enum ReplyPayload {
     /// `pool iostat`: one report per pool.
     Iostat(Vec<IostatPool>),
     /// `tarn memory`.
-    Memory(MemoryInfo),
+    Memory(Box<MemoryInfo>),
 }
 
 /// The daemon's memory (`tarn memory`): the process's RSS and, counted where it is held,
@@ -193,6 +193,9 @@ pub struct MemoryInfo {
     pub scan_queue: u64,
     /// Request buffers of the FUSE session threads.
     pub fuse_buffers: u64,
+    /// Record buffers made resident ahead of writes (tarn-base `stock`).
+    #[serde(default)]
+    pub buffer_stock: u64,
     /// Memory the allocator holds that nothing uses (freed pages not yet returned, its own
     /// metadata): its resident bytes less the bytes allocated.
     pub allocator_free: u64,
@@ -205,7 +208,8 @@ pub struct MemoryInfo {
     pub other: i64,
     /// The bound the daemon keeps RSS under: `arc_max + dirty_max + overhead`.
     pub bound: u64,
-    /// The fixed part of the bound (the program, stacks, FUSE buffers, in-memory pool state).
+    /// The fixed part of the bound (the program, stacks, FUSE buffers, the buffer stock,
+    /// in-memory pool state).
     pub overhead: u64,
     /// The most dirty and kept data the imported pools hold together.
     pub dirty_max: u64,
