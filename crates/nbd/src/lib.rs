@@ -7,7 +7,7 @@
 //! [`Backend`]: the daemon implements it over the engine's volume verbs, tests over memory.
 //! This crate knows nothing of pools, datasets or the engine: it sits among the front ends
 //! above tarn-fuse and below tarn-daemon (ARCHITECTURE.md "Layers") and depends on no
-//! tarn crate at all.
+//! tarn crate but tarn-base (its buffers: `buf::zeroed`, from the daemon's buffer stock).
 //!
 //! # Model
 //! ```text
@@ -160,7 +160,7 @@ pub trait Backend: Send + Sync {
         offset: u64,
         len: usize,
     ) -> Result<Box<dyn ReadData>, BackendError> {
-        let mut buf = server::zeroed(len);
+        let mut buf = tarn_base::buf::zeroed(len);
         self.read(export, offset, &mut buf)?;
         Ok(Box::new(buf))
     }
