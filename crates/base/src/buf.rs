@@ -9,9 +9,9 @@
 //! about half of the serving threads' time went to those faults and shootdowns
 //! (docs/PERFORMANCE.md, "Allocation on the I/O path"). [`zeroed`] asks for plain memory and
 //! fills it with zeros itself: a recycled extent's pages are still resident, so that is one
-//! `memset`. A buffer of a size the stock keeps (`stock`) comes from it, pages resident:
-//! the block buffers of reads are new memory while the ARC grows, and their first fill
-//! took a fault per page on the reading thread.
+//! `memset`. A buffer of the size the stock keeps for writes (`stock::take_ready`) comes
+//! from it, pages resident: block buffers are new memory while the ARC grows, and their
+//! first fill took a fault per page.
 //!
 //! # Invariants
 //! - I1: [`zeroed`]`(n)` is `n` zero bytes, exactly as `vec![0u8; n]`.
@@ -26,7 +26,7 @@
 pub fn zeroed(len: usize) -> Vec<u8> {
     // Hidden from the optimiser: it folds "allocate, then fill with zeros" back into a
     // zeroed allocation, which is exactly what this avoids.
-    let mut buffer = std::hint::black_box(crate::stock::take(len));
+    let mut buffer = std::hint::black_box(crate::stock::take_ready(len));
     buffer.resize(len, 0);
     buffer
 }

@@ -11,12 +11,14 @@
 //! "Streaming write CPU"). Here a filler thread allocates buffers of the size being asked
 //! for and makes their pages resident (`madvise(MADV_POPULATE_WRITE)`: one call per
 //! buffer instead of a fault per page) before anyone asks, on whichever CPU is free; the
-//! copying thread takes one ready and copies at memory speed.
+//! copying thread takes one ready and copies at memory speed. Only writes decide what is
+//! stocked ([`take`]); other new buffers take a ready one when it happens to be of their
+//! size ([`take_ready`], `buf::zeroed`), so a daemon that only reads keeps no stock.
 //!
 //! # Model
 //! ```text
 //!   take(len) ──hit──► a ready buffer of capacity len (len 0, pages resident)
-//!       └──miss─► Vec::with_capacity(len), and the miss is demand:
+//!       └──miss─► Vec::with_capacity(len), and the miss is demand (take_ready's is not):
 //!                 the stock's size becomes len (at once when nothing is stocked,
 //!                 after SWITCH_AFTER misses of it with no hit between)
 //!   filler: while ready < count(size) and not idle: allocate, populate, push
@@ -151,16 +153,28 @@ impl Stock {
     }
 
     /// An empty vector with a capacity of `len`: a ready buffer when one of that size is
-    /// stocked (its pages resident), otherwise a plain allocation.
+    /// stocked (its pages resident), otherwise a plain allocation; a miss is demand
+    /// (module docs). For the copies of written data.
     #[must_use]
     pub fn take(&self, len: usize) -> Vec<u8> {
+        self.take_with(len, true)
+    }
+
+    /// [`Stock::take`] that is no demand: a ready buffer only if `len` is the size stocked
+    /// for writes anyway. For other new buffers (reads' blocks), whose sizes should not
+    /// decide what is stocked: a pool being read only keeps no stock.
+    #[must_use]
+    pub fn take_ready(&self, len: usize) -> Vec<u8> {
+        self.take_with(len, false)
+    }
+
+    fn take_with(&self, len: usize, demand: bool) -> Vec<u8> {
         if self.count(len) == 0 {
             return Vec::with_capacity(len);
         }
         let mut dropped = Vec::new();
         let taken = {
             let mut state = self.lock();
-            state.last_take = now();
             let taken = if state.size == len {
                 state.ready.pop()
             } else {
@@ -169,13 +183,16 @@ impl Stock {
             match &taken {
                 Some(_) => {
                     state.hits += 1;
+                    state.last_take = now();
                     // The stocked size is in use: another size needs misses in a row.
                     state.wanted_in_row = 0;
                 }
-                None => {
+                None if demand => {
                     state.misses += 1;
+                    state.last_take = now();
                     self.note_miss(&mut state, len, &mut dropped);
                 }
+                None => {}
             }
             // Woken at half, the filler tops the stock up in one go.
             if state.size == len && state.ready.len() <= self.count(len) / 2 {
@@ -346,6 +363,24 @@ pub fn take(len: usize) -> Vec<u8> {
     }
 }
 
+/// [`Stock::take_ready`] of the process's stock; a plain allocation without one.
+#[must_use]
+pub fn take_ready(len: usize) -> Vec<u8> {
+    match GLOBAL.get() {
+        Some(stock) => stock.take_ready(len),
+        None => Vec::with_capacity(len),
+    }
+}
+
+/// `len` zero bytes in a buffer of [`take`] (demand): written data's buffer that is read
+/// into whole (a socket's payload), zero-filled on resident pages.
+#[must_use]
+pub fn zeroed(len: usize) -> Vec<u8> {
+    let mut buffer = take(len);
+    buffer.resize(len, 0);
+    buffer
+}
+
 /// [`Stock::copied`] of the process's stock; `source.to_vec()` without one (S1).
 #[must_use]
 pub fn copied(source: &[u8]) -> Vec<u8> {
@@ -498,6 +533,30 @@ mod tests {
         assert_eq!(stock.stats().size, 1 << 20);
         let idle = wait_for(&stock, |s| s.ready == 0);
         assert_eq!((idle.size, idle.bytes), (0, 0), "freed once idle");
+        stock.stop();
+    }
+
+    #[test]
+    fn only_takes_for_writes_are_demand() {
+        let stock = Stock::start(config(4 << 20)).unwrap();
+        for _ in 0..2 * SWITCH_AFTER {
+            drop(stock.take_ready(RECORD));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(stock.stats(), StockStats::default(), "reads stock nothing");
+        drop(stock.take(RECORD));
+        wait_for(&stock, |s| s.ready == 32);
+        let ready = stock.take_ready(RECORD);
+        assert_eq!((ready.len(), ready.capacity()), (0, RECORD));
+        assert_eq!(
+            stock.stats().hits,
+            1,
+            "a read takes a ready buffer of the size"
+        );
+        for _ in 0..2 * SWITCH_AFTER {
+            drop(stock.take_ready(1 << 20));
+        }
+        assert_eq!(stock.stats().size, RECORD, "and never switches the size");
         stock.stop();
     }
 

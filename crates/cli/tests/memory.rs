@@ -4,7 +4,7 @@
 //! categories it reports explain RSS to within a few percent (`other` is what they leave
 //! unexplained); the ARC stays within its limit, shrinks at once when `memory set` lowers
 //! it, refuses a floor above the maximum without changing anything, and the daemon gives its
-//! memory back after `pool export`. This is the short version of `bench/memory-soak` that CI
+//! memory back after `pool export`. Writes draw on the buffer stock (`buffer_stock`). This is the short version of `bench/memory-soak` that CI
 //! runs.
 
 #![allow(clippy::unwrap_used)] // Test code: a failed unwrap is a failed test.
@@ -114,7 +114,13 @@ fn rss_stays_within_the_bound_and_the_categories_explain_it() {
     for i in 0..files {
         std::fs::write(tank.join(format!("f{i}")), pattern(i, size)).unwrap();
     }
-    sample(&rig, "written");
+    let written = sample(&rig, "written");
+    // The records were copied into stocked buffers, and the stock is counted (and
+    // bounded by its share of the overhead).
+    assert!(
+        written["buffer_stock"] > 0 && written["buffer_stock"] <= 16 << 20,
+        "{written:?}"
+    );
     read_all(&tank, files);
     let read = sample(&rig, "read once");
     read_direct(&tank, files);

@@ -521,7 +521,7 @@ fn read_payload<R: Read>(
         // faults), so that the socket fills it in as few reads as it has bytes for;
         // `read_to_end` into spare capacity read 8 KiB first and doubled, four or five
         // reads per 128 KiB piece.
-        let mut piece = tarn_base::buf::zeroed(piece_len as usize);
+        let mut piece = tarn_base::stock::zeroed(piece_len as usize);
         reader.read_exact(&mut piece)?;
         pieces.push(piece);
     }
