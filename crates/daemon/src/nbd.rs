@@ -720,15 +720,7 @@ impl Backend for Connection {
         })
     }
 
-    fn read(&self, export: &Export, offset: u64, buf: &mut [u8]) -> Result<(), BackendError> {
-        let id = Self::id(export);
-        let result = self.timed(NbdOp::Read, || {
-            self.engine.volume_read(&self.pool, id, offset, buf)
-        });
-        result.map_err(|e| backend_error(&e))
-    }
-
-    fn read_data(
+    fn read(
         &self,
         export: &Export,
         offset: u64,
@@ -744,23 +736,9 @@ impl Backend for Connection {
         }
     }
 
-    fn write(
-        &self,
-        export: &Export,
-        offset: u64,
-        data: &[u8],
-        fua: bool,
-    ) -> Result<(), BackendError> {
-        let id = Self::id(export);
-        let result = self.timed(NbdOp::Write, || {
-            self.engine.volume_write(&self.pool, id, offset, data, fua)
-        });
-        result.map_err(|e| backend_error(&e))
-    }
-
     /// The server's pieces go to the volume as they are: its whole blocks become the
     /// volume's dirty records without a copy (tarn-nbd "Choices").
-    fn write_owned(
+    fn write(
         &self,
         export: &Export,
         offset: u64,

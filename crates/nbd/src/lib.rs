@@ -61,7 +61,7 @@
 //! write's payload is read from the socket straight into one buffer per block of the
 //! export (`server::payload_pieces`: the ragged head and tail of an unaligned request are
 //! pieces of their own), none zero-filled first, and handed over owned
-//! ([`Backend::write_owned`]): the daemon keeps each whole block as the volume's dirty
+//! ([`Backend::write`]): the daemon keeps each whole block as the volume's dirty
 //! record, so a written byte is copied once, from the socket, and lands in fresh memory
 //! once (docs/PERFORMANCE.md, "NBD writes copied once").
 //!
@@ -149,48 +149,26 @@ pub trait Backend: Send + Sync {
     fn list(&self) -> Vec<String>;
     /// The export called `name`.
     fn open(&self, name: &str) -> Result<Export, BackendError>;
-    /// Reads `buf.len()` bytes at `offset`.
-    fn read(&self, export: &Export, offset: u64, buf: &mut [u8]) -> Result<(), BackendError>;
     /// Reads `len` bytes at `offset` as the backend holds them, for a reply written from
-    /// there (READ and CACHE are served with this). The default reads them into a fresh
-    /// buffer with [`Backend::read`].
-    fn read_data(
+    /// there (READ and CACHE are served with this): a cached block is sent without a copy.
+    fn read(
         &self,
         export: &Export,
         offset: u64,
         len: usize,
-    ) -> Result<Box<dyn ReadData>, BackendError> {
-        let mut buf = tarn_base::buf::zeroed(len);
-        self.read(export, offset, &mut buf)?;
-        Ok(Box::new(buf))
-    }
-    /// Writes `data` at `offset`; with `fua` durable before it returns.
-    fn write(
-        &self,
-        export: &Export,
-        offset: u64,
-        data: &[u8],
-        fua: bool,
-    ) -> Result<(), BackendError>;
+    ) -> Result<Box<dyn ReadData>, BackendError>;
     /// WRITE as the server read it: `pieces`, in order, are the payload written at
     /// `offset`, cut at the export's `block_size` boundaries (a ragged head, whole blocks,
     /// a ragged tail), each in a buffer of its own that the backend may keep: a whole block
     /// can become the backend's block without a copy. With `fua` durable before it
-    /// returns. The default writes each piece with [`Backend::write`].
-    fn write_owned(
+    /// returns.
+    fn write(
         &self,
         export: &Export,
         offset: u64,
         pieces: Vec<Vec<u8>>,
         fua: bool,
-    ) -> Result<(), BackendError> {
-        let mut at = offset;
-        for piece in pieces {
-            self.write(export, at, &piece, fua)?;
-            at += piece.len() as u64;
-        }
-        Ok(())
-    }
+    ) -> Result<(), BackendError>;
     /// TRIM and WRITE_ZEROES: `[offset, offset + len)` reads as zeros afterwards.
     fn zero(&self, export: &Export, offset: u64, len: u64, fua: bool) -> Result<(), BackendError>;
     /// Every write acknowledged so far is durable when this returns.

@@ -721,18 +721,16 @@ fn execute<W: Write>(
     let export = &session.export;
     let fua = request.flags & cflags::FUA != 0;
     let result = match request.kind {
-        cmd::READ => match backend.read_data(export, request.offset, request.len as usize) {
+        cmd::READ => match backend.read(export, request.offset, request.len as usize) {
             Ok(data) => return out.data(&request, data.as_ref()),
             Err(e) => Err(e),
         },
-        cmd::WRITE => backend.write_owned(export, request.offset, job.payload, fua),
+        cmd::WRITE => backend.write(export, request.offset, job.payload, fua),
         cmd::FLUSH => backend.flush(export),
         cmd::TRIM | cmd::WRITE_ZEROES => backend.zero(export, request.offset, request.len, fua),
         cmd::CACHE => {
             let len = request.len.min(CACHE_LEN_MAX);
-            backend
-                .read_data(export, request.offset, len as usize)
-                .map(drop)
+            backend.read(export, request.offset, len as usize).map(drop)
         }
         _ => match status(backend, export, &request) {
             Ok(extents) => return out.status(&request, &extents),
