@@ -45,6 +45,7 @@
 //! about what stocking them would.
 #![allow(unsafe_code)]
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -111,6 +112,9 @@ struct State {
 pub struct Stock {
     config: StockConfig,
     state: Mutex<State>,
+    /// `state.size`, readable without the lock: a [`Stock::take_ready`] of another size
+    /// (every read's block while nothing is stocked) returns at once.
+    stocked: AtomicUsize,
     /// The filler waits here for demand; takes and [`Stock::stop`] wake it.
     wake: Condvar,
 }
@@ -130,6 +134,7 @@ impl Stock {
                 hits: 0,
                 misses: 0,
             }),
+            stocked: AtomicUsize::new(0),
             wake: Condvar::new(),
         });
         let filler = Arc::clone(&stock);
@@ -169,7 +174,8 @@ impl Stock {
     }
 
     fn take_with(&self, len: usize, demand: bool) -> Vec<u8> {
-        if self.count(len) == 0 {
+        let other = !demand && self.stocked.load(Ordering::Relaxed) != len;
+        if other || self.count(len) == 0 {
             return Vec::with_capacity(len);
         }
         let mut dropped = Vec::new();
@@ -218,10 +224,15 @@ impl Stock {
             state.wanted_in_row = 1;
         }
         if state.size == 0 || state.wanted_in_row >= SWITCH_AFTER {
-            state.size = len;
+            self.set_size(state, len);
             state.wanted_in_row = 0;
             *dropped = std::mem::take(&mut state.ready);
         }
+    }
+
+    fn set_size(&self, state: &mut State, size: usize) {
+        state.size = size;
+        self.stocked.store(size, Ordering::Relaxed);
     }
 
     /// `source` copied into a buffer from [`Stock::take`] (S1).
@@ -236,7 +247,7 @@ impl Stock {
     pub fn drain(&self) {
         let dropped = {
             let mut state = self.lock();
-            state.size = 0;
+            self.set_size(&mut state, 0);
             std::mem::take(&mut state.ready)
         };
         drop(dropped);
@@ -291,7 +302,7 @@ impl Stock {
             }
             let idle = state.last_take.elapsed() >= self.config.idle;
             if state.size != 0 && idle {
-                state.size = 0;
+                self.set_size(&mut state, 0);
                 let dropped = std::mem::take(&mut state.ready);
                 drop(state);
                 drop(dropped);
