@@ -9,9 +9,9 @@
 //! about half of the serving threads' time went to those faults and shootdowns
 //! (docs/PERFORMANCE.md, "Allocation on the I/O path"). [`zeroed`] asks for plain memory and
 //! fills it with zeros itself: a recycled extent's pages are still resident, so that is one
-//! `memset`. A buffer of the size the stock keeps for writes (`stock::take_ready`) comes
-//! from it, pages resident: block buffers are new memory while the ARC grows, and their
-//! first fill took a fault per page.
+//! `memset`. A buffer of the size the stock keeps (`stock::take_ready`) comes from it,
+//! pages resident: block buffers are new memory while the ARC grows, and their first fill
+//! took a fault per page on the reading thread.
 //!
 //! # Invariants
 //! - I1: [`zeroed`]`(n)` is `n` zero bytes, exactly as `vec![0u8; n]`.

@@ -11,14 +11,18 @@
 //! "Streaming write CPU"). Here a filler thread allocates buffers of the size being asked
 //! for and makes their pages resident (`madvise(MADV_POPULATE_WRITE)`: one call per
 //! buffer instead of a fault per page) before anyone asks, on whichever CPU is free; the
-//! copying thread takes one ready and copies at memory speed. Only writes decide what is
-//! stocked ([`take`]); other new buffers take a ready one when it happens to be of their
-//! size ([`take_ready`], `buf::zeroed`), so a daemon that only reads keeps no stock.
+//! copying thread takes one ready and copies at memory speed. Writes decide what is
+//! stocked ([`take`]), and so do reads' buffers of [`READ_DEMAND_MIN`] and more (a file's
+//! records, filling the ARC as a cold read goes); smaller new buffers (`buf::zeroed`:
+//! volume blocks read, the pool's own metadata at import) take a ready one when it is of
+//! their size and never decide it ([`take_ready`]), so a daemon that starts, imports or
+//! serves small reads keeps no stock.
 //!
 //! # Model
 //! ```text
 //!   take(len) ──hit──► a ready buffer of capacity len (len 0, pages resident)
-//!       └──miss─► Vec::with_capacity(len), and the miss is demand (take_ready's is not):
+//!       └──miss─► Vec::with_capacity(len), and the miss is demand (take_ready's only
+//!                 from READ_DEMAND_MIN up):
 //!                 the stock's size becomes len (at once when nothing is stocked,
 //!                 after SWITCH_AFTER misses of it with no hit between)
 //!   filler: while ready < count(size) and not idle: allocate, populate, push
@@ -56,6 +60,10 @@ pub const STOCK_MIN: usize = 16 * PAGE;
 /// Misses of one size, with no hit of the stocked size between, that make it the stocked
 /// size in place of another (sizes used side by side do not take turns).
 pub const SWITCH_AFTER: u32 = 8;
+/// Smallest buffer whose [`take_ready`] is demand: a record of the default `recordsize`.
+/// Below it, the buffers an import or a pool's metadata use (64 KiB among them) stocked
+/// 16 MiB at every daemon start for nothing.
+pub const READ_DEMAND_MIN: usize = 128 << 10;
 /// Largest buffer stocked, as a share of the budget: at least four of a size.
 const SIZE_SHARE: usize = 4;
 
@@ -112,8 +120,8 @@ struct State {
 pub struct Stock {
     config: StockConfig,
     state: Mutex<State>,
-    /// `state.size`, readable without the lock: a [`Stock::take_ready`] of another size
-    /// (every read's block while nothing is stocked) returns at once.
+    /// `state.size`, readable without the lock: a [`Stock::take_ready`] of another small
+    /// size returns at once.
     stocked: AtomicUsize,
     /// The filler waits here for demand; takes and [`Stock::stop`] wake it.
     wake: Condvar,
@@ -165,12 +173,12 @@ impl Stock {
         self.take_with(len, true)
     }
 
-    /// [`Stock::take`] that is no demand: a ready buffer only if `len` is the size stocked
-    /// for writes anyway. For other new buffers (reads' blocks), whose sizes should not
-    /// decide what is stocked: a pool being read only keeps no stock.
+    /// [`Stock::take`] for buffers other than written data (reads' blocks): demand only
+    /// from [`READ_DEMAND_MIN`] up; below it, a ready buffer only if `len` is the size
+    /// stocked anyway.
     #[must_use]
     pub fn take_ready(&self, len: usize) -> Vec<u8> {
-        self.take_with(len, false)
+        self.take_with(len, len >= READ_DEMAND_MIN)
     }
 
     fn take_with(&self, len: usize, demand: bool) -> Vec<u8> {
@@ -548,26 +556,37 @@ mod tests {
     }
 
     #[test]
-    fn only_takes_for_writes_are_demand() {
+    fn small_reads_are_no_demand() {
+        const SMALL: usize = READ_DEMAND_MIN / 2;
         let stock = Stock::start(config(4 << 20)).unwrap();
         for _ in 0..2 * SWITCH_AFTER {
-            drop(stock.take_ready(RECORD));
+            drop(stock.take_ready(SMALL));
         }
         std::thread::sleep(Duration::from_millis(20));
-        assert_eq!(stock.stats(), StockStats::default(), "reads stock nothing");
-        drop(stock.take(RECORD));
-        wait_for(&stock, |s| s.ready == 32);
-        let ready = stock.take_ready(RECORD);
-        assert_eq!((ready.len(), ready.capacity()), (0, RECORD));
+        assert_eq!(
+            stock.stats(),
+            StockStats::default(),
+            "small reads stock nothing"
+        );
+        drop(stock.take(SMALL));
+        wait_for(&stock, |s| s.ready == 64);
+        let ready = stock.take_ready(SMALL);
+        assert_eq!((ready.len(), ready.capacity()), (0, SMALL));
         assert_eq!(
             stock.stats().hits,
             1,
             "a read takes a ready buffer of the size"
         );
         for _ in 0..2 * SWITCH_AFTER {
-            drop(stock.take_ready(1 << 20));
+            drop(stock.take_ready(SMALL + PAGE));
         }
-        assert_eq!(stock.stats().size, RECORD, "and never switches the size");
+        assert_eq!(stock.stats().size, SMALL, "and never switches the size");
+        // A record read is demand like a write.
+        for _ in 0..SWITCH_AFTER {
+            drop(stock.take_ready(RECORD));
+        }
+        let switched = wait_for(&stock, |s| s.size == RECORD && s.ready == 32);
+        assert_eq!((switched.size, switched.ready), (RECORD, 32));
         stock.stop();
     }
 
