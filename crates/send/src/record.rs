@@ -574,7 +574,9 @@ fn decode_write(r: &mut Cursor<'_>) -> Result<Record, &'static str> {
     let logical_size = r.u32()?;
     let e = r.take(4)?;
     let encoding = Encoding::from_u8(e[0]).ok_or("unknown data encoding")?;
-    let data = r.rest().to_vec();
+    // In a stocked buffer (tarn-base `stock`): a received block becomes the dataset's dirty
+    // record as it is, new memory while the ARC grows, so its copy took a fault per page.
+    let data = tarn_base::stock::copied(r.rest());
     if object == 0 {
         return Err("write to object 0");
     }
