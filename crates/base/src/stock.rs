@@ -590,6 +590,49 @@ mod tests {
         stock.stop();
     }
 
+    /// Four threads copy and drop buffers of mixed sizes (so the stocked size switches back
+    /// and forth under them, drains run and the filler races the takes): every copy equals
+    /// its source (S1), every buffer has exactly its length's capacity, and the stock never
+    /// holds more than its budget (S2).
+    #[test]
+    fn concurrent_takes_of_switching_sizes_stay_exact_and_bounded() {
+        const BUDGET: usize = 4 << 20;
+        let stock = Stock::start(config(BUDGET)).unwrap();
+        let sizes = [STOCK_MIN, RECORD, 1 << 20, 1000];
+        std::thread::scope(|scope| {
+            for t in 0..4usize {
+                let stock = &stock;
+                scope.spawn(move || {
+                    let mut seed = t as u64 * 0x9E37_79B9 + 1;
+                    for i in 0..600usize {
+                        seed ^= seed << 13;
+                        seed ^= seed >> 7;
+                        seed ^= seed << 17;
+                        // Runs of one size, so that switches happen.
+                        let len = sizes[(i / 40 + t) % sizes.len()];
+                        let source = pattern(len, seed as usize);
+                        let copy = if seed.is_multiple_of(3) {
+                            let mut b = stock.take_ready(len);
+                            b.extend_from_slice(&source);
+                            b
+                        } else {
+                            stock.copied(&source)
+                        };
+                        assert_eq!(copy, source, "S1");
+                        assert_eq!(copy.capacity(), len);
+                        if seed.is_multiple_of(97) {
+                            stock.drain();
+                        }
+                        assert!(stock.stats().bytes <= BUDGET, "S2");
+                    }
+                });
+            }
+        });
+        let end = stock.stats();
+        assert!(end.bytes <= BUDGET && end.hits > 0, "{end:?}");
+        stock.stop();
+    }
+
     #[test]
     fn populate_leaves_small_and_full_buffers_alone() {
         let mut small: Vec<u8> = Vec::with_capacity(100);
