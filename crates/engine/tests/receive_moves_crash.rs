@@ -104,7 +104,9 @@ fn seen(engine: &Engine) -> Seen {
     let rows = common::tank_rows(engine, &["name", "type", "guid"]);
     let guids = rows.iter().map(|r| (r[0].clone(), r[2].clone())).collect();
     let volumes = rows.iter().filter(|r| r[1] == "volume");
-    let bytes = volumes.map(|r| (r[0].clone(), read(engine, &r[0]))).collect();
+    let bytes = volumes
+        .map(|r| (r[0].clone(), read(engine, &r[0])))
+        .collect();
     Seen { guids, bytes }
 }
 
@@ -121,8 +123,16 @@ fn moved(before: &Seen) -> Seen {
         name.clone()
     };
     Seen {
-        guids: before.guids.iter().map(|(n, g)| (rename(n), g.clone())).collect(),
-        bytes: before.bytes.iter().map(|(n, b)| (rename(n), b.clone())).collect(),
+        guids: before
+            .guids
+            .iter()
+            .map(|(n, g)| (rename(n), g.clone()))
+            .collect(),
+        bytes: before
+            .bytes
+            .iter()
+            .map(|(n, b)| (rename(n), b.clone()))
+            .collect(),
     }
 }
 
@@ -171,10 +181,20 @@ fn check_cut(now: &Seen, before: &Seen, want: &Seen, partial: bool, k: u64) -> b
     }
     let moved = moved(before);
     for (name, guid) in &moved.guids {
-        assert_eq!(now.guids.get(name), Some(guid), "k={k}: {name}: {:?}", now.guids);
+        assert_eq!(
+            now.guids.get(name),
+            Some(guid),
+            "k={k}: {name}: {:?}",
+            now.guids
+        );
     }
     for (name, guid) in &now.guids {
-        assert_eq!(want.guids.get(name), Some(guid), "k={k}: {name}: {:?}", now.guids);
+        assert_eq!(
+            want.guids.get(name),
+            Some(guid),
+            "k={k}: {name}: {:?}",
+            now.guids
+        );
     }
     // A volume holds the sender's `@b` once its substream was placed, its old bytes before
     // (the partial state of `-s` aside).
@@ -207,8 +227,18 @@ fn a_power_cut_at_any_instant_of_the_early_moves_of_s_r_leaves_old_or_moved() {
     assert_eq!(
         want.guids.keys().collect::<Vec<_>>(),
         [
-            "tank", "tank/q", "tank/q/k", "tank/q/k2", "tank/q/k2@a", "tank/q/k2@b",
-            "tank/q/k@b", "tank/q/m2", "tank/q/m2@a", "tank/q/m2@b", "tank/q@a", "tank/q@b",
+            "tank",
+            "tank/q",
+            "tank/q/k",
+            "tank/q/k2",
+            "tank/q/k2@a",
+            "tank/q/k2@b",
+            "tank/q/k@b",
+            "tank/q/m2",
+            "tank/q/m2@a",
+            "tank/q/m2@b",
+            "tank/q@a",
+            "tank/q@b",
         ]
     );
     assert!(want.bytes["tank/q/k"] == read(&a, "tank/p/k"));
