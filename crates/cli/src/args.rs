@@ -354,7 +354,10 @@ pub(crate) enum Command {
         /// Incremental from this earlier snapshot (`@a`, `a` or `pool/ds@a`).
         #[arg(short = 'i', value_name = "SNAPSHOT", conflicts_with = "intermediates")]
         from: Option<String>,
-        /// Incremental from this snapshot, with every snapshot in between.
+        /// Incremental from this snapshot, with every snapshot in between. Two or more
+        /// snapshots make a chain, which a receive applies all or nothing (under
+        /// `receive -s`, snapshot by snapshot: a cut keeps those received, `send -t` and
+        /// then the same stream again finish it).
         #[arg(short = 'I', value_name = "SNAPSHOT")]
         intermediates: Option<String>,
         /// Print what was sent (or with -n would be) on stderr.
@@ -404,6 +407,9 @@ pub(crate) enum Command {
         #[arg(short = 'v')]
         verbose: bool,
         /// Keep a partial receive when the stream stops early (resume with `send -t`).
+        /// A chain (`send -I` of two or more snapshots) or a `send -R` stream is then
+        /// received snapshot by snapshot, not all or nothing: a cut keeps what was
+        /// received, and the same stream again skips it.
         #[arg(short = 's')]
         resumable: bool,
         /// Discard the partial receive of the dataset instead (no stream).

@@ -1099,3 +1099,38 @@ fn a_plain_intermediate_stream_cut_at_a_substream_boundary_changes_nothing() {
     };
     assert_eq!(tree("pb/dst"), tree("pa/src"));
 }
+
+/// `tarn VERB --help`, run without a daemon: its stdout.
+fn help(verb: &str) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_tarn"))
+        .args([verb, "--help"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+// DESCRIPTION: the help of `send` says that `-I` of two or more snapshots is a chain a
+// receive applies all or nothing, and what `receive -s` does with it; the help of
+// `receive` says it where it speaks of `-s`. Whitespace is folded (clap wraps lines to the
+// terminal). Negative control: the help texts before this change fail both.
+#[test]
+fn send_and_receive_help_say_a_chain_is_all_or_nothing() {
+    let fold = |text: String| text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let send = fold(help("send"));
+    assert!(
+        send.contains(
+            "Two or more snapshots make a chain, which a receive applies all or nothing \
+             (under `receive -s`, snapshot by snapshot"
+        ),
+        "{send}"
+    );
+    let receive = fold(help("receive"));
+    assert!(
+        receive.contains(
+            "A chain (`send -I` of two or more snapshots) or a `send -R` stream is then \
+             received snapshot by snapshot, not all or nothing"
+        ),
+        "{receive}"
+    );
+}

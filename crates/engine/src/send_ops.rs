@@ -1676,8 +1676,20 @@ pub(crate) fn still_there(inner: &Imported, id: DatasetId) -> Result<(), EngineE
 }
 
 /// Undoes a receive that did not reach its END (module doc) and commits that.
+///
+/// A receive whose END made its change (published the new dataset, or set the head's
+/// snapshot pending) and then failed can only have failed to commit, which suspends the
+/// pool: its change stands in memory, as any change whose commit failed, and is committed
+/// when the pool resumes, or lost whole at a power cut. Undoing it here would destroy a
+/// dataset that is no longer hidden.
 pub(crate) fn receive_undo(inner: &mut Imported, into: &Destination) -> Result<(), EngineError> {
     if !inner.datasets.contains(destination_id(into)) {
+        return Ok(());
+    }
+    let node = inner.datasets.node(destination_id(into));
+    if !crate::datasets::is_hidden(&node.name) && !matches!(into, Destination::Head { .. })
+        || node.snapshot_pending.is_some()
+    {
         return Ok(());
     }
     match into {

@@ -583,3 +583,38 @@ fn a_power_cut_at_any_instant_of_a_plain_chain_receive_leaves_old_or_new() {
         },
     );
 }
+
+// DESCRIPTION: a power cut after k device operations of a plain full receive into a new
+// dataset (`send v@a | receive w`: received into the hidden `%w`, published at END), for
+// every k, leaves B after import exactly as before (an empty pool: rows, space, every
+// block's DVA), nothing to abort, a clean pool; once the final txg is durable, `w@a` with
+// A's GUID and bytes. Regression: a cut in END's last commit, after the publish, made the
+// undo destroy the published `w` as a hidden dataset, an engine panic.
+#[test]
+fn a_power_cut_at_any_instant_of_a_full_receive_leaves_nothing_or_the_snapshot() {
+    let (a, first, _) = plain_sender();
+    let (provider, b) = host_b();
+    let before = state(&b);
+    let mut sent = noise(1 << 20, 1);
+    sent.resize(PLAIN_LEN, 0);
+    let cuts = PowerCuts {
+        targets: &["tank/w"],
+        limit: 3_000,
+        min_before: 20,
+    };
+    cuts.run(
+        &provider,
+        b,
+        |b| receive(b, into("tank/w"), &first).is_ok(),
+        |_, now, k| assert_eq!(*now, before, "k={k}"),
+        |b, now, k| {
+            assert_eq!(names(now), ["tank", "tank/w", "tank/w@a"], "k={k}");
+            assert_eq!(
+                common::dataset_prop(b, "tank/w@a", "guid"),
+                common::dataset_prop(&a, "tank/v@a", "guid"),
+                "k={k}"
+            );
+            assert!(read_all(b, "tank/w") == sent, "k={k}");
+        },
+    );
+}
