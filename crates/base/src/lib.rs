@@ -13,8 +13,8 @@
 //! Nothing here does I/O or keeps state beyond a generator's seed, one thread-local hint
 //! (`wait`: a serving thread's "I am about to block", which lower layers call without
 //! knowing who listens) and the buffer stock, whose one filler thread a binary starts
-//! (`stock::install`; without it every buffer is a plain allocation). Everything is `Copy` and cheap; converting between kinds of number
-//! is an explicit function, never an `as`.
+//! (`stock::install`; without it every buffer is a plain allocation). Everything is `Copy`
+//! and cheap; converting between kinds of number is an explicit function, never an `as`.
 //!
 //! # Invariants
 //! - I1: `limits` relate to each other as the const assertions in that module state.

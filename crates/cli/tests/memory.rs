@@ -4,8 +4,8 @@
 //! categories it reports explain RSS to within a few percent (`other` is what they leave
 //! unexplained); the ARC stays within its limit, shrinks at once when `memory set` lowers
 //! it, refuses a floor above the maximum without changing anything, and the daemon gives its
-//! memory back after `pool export`. Writes draw on the buffer stock (`buffer_stock`). This is the short version of `bench/memory-soak` that CI
-//! runs.
+//! memory back after `pool export`. Writes draw on the buffer stock (`buffer_stock`). This
+//! is the short version of `bench/memory-soak` that CI runs.
 
 #![allow(clippy::unwrap_used)] // Test code: a failed unwrap is a failed test.
 

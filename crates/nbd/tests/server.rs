@@ -667,8 +667,9 @@ impl Write for Counted {
 /// Goal (issue 19, CPU per byte): a READ's reply is written from the runs the backend holds
 /// (no buffer of the server's is filled, nothing copied into one) with one vectored write
 /// per reply, header and holes included, and carries exactly the backend's bytes. Method:
-/// a backend whose reads are runs of bytes, zeros and bytes; a writer that counts its calls; reads of several sizes, each reply
-/// checked byte for byte against the pattern with the zeros in the middle.
+/// a backend whose reads are runs of bytes, zeros and bytes; a writer that counts its
+/// calls; reads of several sizes, each reply checked byte for byte against the pattern
+/// with the zeros in the middle.
 #[test]
 fn a_read_reply_is_written_once_from_the_backends_runs() {
     let held = Arc::new(Held {
