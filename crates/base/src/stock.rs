@@ -39,8 +39,9 @@
 //! - S4: the state's mutex is never held while memory is allocated, populated or freed.
 //!
 //! # Failure model
-//! Best effort throughout: a kernel without `MADV_POPULATE_WRITE` leaves the pages to
-//! fault in at the copy, as without a stock; a filler thread that cannot be spawned leaves
+//! Best effort throughout: on a kernel without `MADV_POPULATE_WRITE` (or any failed
+//! populate) the filler stops at its first buffer and every take is a plain allocation, as
+//! without a stock; a filler thread that cannot be spawned leaves
 //! [`install`] failing and every take a plain allocation.
 //!
 //! # Not here
@@ -289,7 +290,12 @@ impl Stock {
             };
             // S4: allocated and populated without the lock.
             let mut buffer = Vec::with_capacity(size);
-            populate_spare(&mut buffer);
+            if !populate_spare(&mut buffer) {
+                // A buffer the kernel would not make resident is worth nothing stocked (and
+                // would be counted as resident memory that is not): no stock at all.
+                self.stop();
+                return;
+            }
             let mut state = self.lock();
             if state.size == size && state.ready.len() < self.count(size) && !state.closed {
                 state.ready.push(buffer);

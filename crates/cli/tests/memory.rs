@@ -117,8 +117,9 @@ fn rss_stays_within_the_bound_and_the_categories_explain_it() {
     let written = sample(&rig, "written");
     // The records were copied into stocked buffers, and the stock is counted (and
     // bounded by its share of the overhead).
+    let populates = tarn_base::stock::populate_spare(&mut Vec::with_capacity(1 << 20));
     assert!(
-        written["buffer_stock"] > 0 && written["buffer_stock"] <= 16 << 20,
+        (written["buffer_stock"] > 0 || !populates) && written["buffer_stock"] <= 16 << 20,
         "{written:?}"
     );
     read_all(&tank, files);
