@@ -108,6 +108,14 @@ fn two_pools(rig: &Rig) {
     rig.ok("create pa/src");
 }
 
+/// The pools `pa` and `pb`, one file each, without mountpoints (no FUSE).
+fn bare_pools(rig: &Rig) {
+    let a = rig.devices("a", "disk", 1);
+    let b = rig.devices("b", "disk", 1);
+    rig.ok(&format!("pool create -m none pa {}", join(&a)));
+    rig.ok(&format!("pool create -m none pb {}", join(&b)));
+}
+
 /// `send -c` of `pa/src@one` (which has 2 MB of compressible text) sends its blocks as
 /// stored: much less than the plain stream.
 fn compressed_is_smaller(rig: &Rig) {
@@ -229,10 +237,7 @@ fn a_modified_destination_is_refused_by_name_and_rolled_back_with_force() {
 #[test]
 fn cut_and_damaged_streams_are_refused_and_change_nothing() {
     let rig = Rig::new();
-    let a = rig.devices("a", "disk", 1);
-    let b = rig.devices("b", "disk", 1);
-    rig.ok(&format!("pool create -m none pa {}", join(&a)));
-    rig.ok(&format!("pool create -m none pb {}", join(&b)));
+    bare_pools(&rig);
     rig.ok("create pa/src");
     rig.ok("snapshot pa/src@one");
     let full = stream(&rig, "send pa/src@one");
@@ -374,10 +379,7 @@ fn incremental_resumed_and_aborted(rig: &Rig, full: &[u8]) {
 #[test]
 fn dry_runs_sizes_properties_and_names() {
     let rig = Rig::new();
-    let a = rig.devices("a", "disk", 1);
-    let b = rig.devices("b", "disk", 1);
-    rig.ok(&format!("pool create -m none pa {}", join(&a)));
-    rig.ok(&format!("pool create -m none pb {}", join(&b)));
+    bare_pools(&rig);
     rig.ok("create -o compression=zle -o com.example:tag=blue -o atime=off pa/src");
     rig.ok("snapshot pa/src@one");
     rig.ok("snapshot pa/src@two");
@@ -486,10 +488,7 @@ fn refused_with_stream(rig: &Rig, line: &str, bytes: &[u8]) -> String {
 #[test]
 fn refusals_before_any_record_leave_every_device_byte_identical() {
     let rig = Rig::new();
-    let a = rig.devices("a", "disk", 1);
-    let b = rig.devices("b", "disk", 1);
-    rig.ok(&format!("pool create -m none pa {}", join(&a)));
-    rig.ok(&format!("pool create -m none pb {}", join(&b)));
+    bare_pools(&rig);
     rig.ok("create pa/src");
     rig.ok("snapshot pa/src@one");
     rig.ok("snapshot pa/src@two");
@@ -804,10 +803,7 @@ fn replicated_tree_keeps_its_clone(rig: &Rig) {
 #[test]
 fn receive_as_a_clone_of_a_named_origin_and_over_an_empty_destination() {
     let rig = Rig::new();
-    let a = rig.devices("a", "disk", 1);
-    let b = rig.devices("b", "disk", 1);
-    rig.ok(&format!("pool create -m none pa {}", join(&a)));
-    rig.ok(&format!("pool create -m none pb {}", join(&b)));
+    bare_pools(&rig);
     rig.ok("create pa/src");
     rig.ok("snapshot pa/src@one");
     rig.ok("set org.test:step=two pa/src");
@@ -944,10 +940,7 @@ fn receive_f_destroys_later_snapshots_of_the_destination() {
 #[test]
 fn receive_r_f_destroys_what_the_sender_no_longer_has() {
     let rig = Rig::new();
-    let a = rig.devices("a", "disk", 1);
-    let b = rig.devices("b", "disk", 1);
-    rig.ok(&format!("pool create -m none pa {}", join(&a)));
-    rig.ok(&format!("pool create -m none pb {}", join(&b)));
+    bare_pools(&rig);
     for dataset in ["pa/src", "pa/src/kid", "pa/src/gone"] {
         rig.ok(&format!("create {dataset}"));
     }
@@ -1014,10 +1007,7 @@ fn receive_r_f_destroys_what_the_sender_no_longer_has() {
 #[test]
 fn receive_v_of_a_replication_stream_again_names_what_it_skips() {
     let rig = Rig::new();
-    let a = rig.devices("a", "disk", 1);
-    let b = rig.devices("b", "disk", 1);
-    rig.ok(&format!("pool create -m none pa {}", join(&a)));
-    rig.ok(&format!("pool create -m none pb {}", join(&b)));
+    bare_pools(&rig);
     rig.ok("create pa/src");
     rig.ok("create pa/src/kid");
     rig.ok("snapshot -r pa/src@a");
@@ -1063,10 +1053,7 @@ fn receive_v_of_a_replication_stream_again_names_what_it_skips() {
 #[test]
 fn a_plain_intermediate_stream_cut_at_a_substream_boundary_changes_nothing() {
     let rig = Rig::new();
-    let a = rig.devices("a", "disk", 1);
-    let b = rig.devices("b", "disk", 1);
-    rig.ok(&format!("pool create -m none pa {}", join(&a)));
-    rig.ok(&format!("pool create -m none pb {}", join(&b)));
+    bare_pools(&rig);
     rig.ok("create pa/src");
     rig.ok("snapshot pa/src@1");
     pipe(&rig, "send pa/src@1", "receive pb/dst");
