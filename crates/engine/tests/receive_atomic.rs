@@ -42,8 +42,7 @@ use tarn_engine::{Engine, ReceiveSpec, SendSpec, check};
 
 /// `snapshot -r tank/p@NAME` on A.
 fn snapshot_all(a: &Engine, name: &str) {
-    a.snapshot(&[format!("tank/p@{name}")], true, &[], "snapshot -r")
-        .unwrap();
+    common::volume::snap_all(a, &format!("tank/p@{name}"));
 }
 
 /// A's tree (module doc); with `clone`, `tank/p/cl` is a clone of `tank/p/k@1` with writes

@@ -73,13 +73,9 @@ fn sender() -> (Engine, Vec<u8>, Vec<u8>) {
     volume(&a, "tank/p/gone");
     write(&a, "tank/p/k", 0, &noise(256 << 10, 1));
     write(&a, "tank/p/gone", 0, &noise(64 << 10, 2));
-    let snapshot = |name: &str| {
-        a.snapshot(&[name.into()], true, &[], "snapshot -r")
-            .unwrap()
-    };
-    snapshot("tank/p@z");
+    common::volume::snap_all(&a, "tank/p@z");
     write(&a, "tank/p/k", 64 << 10, &noise(64 << 10, 3));
-    snapshot("tank/p@a");
+    common::volume::snap_all(&a, "tank/p@a");
     let first = send(&a, replicate(full("tank/p@a")));
     a.destroy_snapshots("tank/p@z", false, false, "destroy")
         .unwrap();
@@ -91,7 +87,7 @@ fn sender() -> (Engine, Vec<u8>, Vec<u8>) {
     write_file(&a, "tank/p", b"f", &noise(96 << 10, 6));
     volume(&a, "tank/p/n");
     write(&a, "tank/p/n", 0, &noise(96 << 10, 5));
-    snapshot("tank/p@b");
+    common::volume::snap_all(&a, "tank/p@b");
     let second = send(&a, replicate(incremental("@a", "tank/p@b")));
     (a, first, second)
 }
@@ -293,20 +289,16 @@ fn intermediate_sender() -> (Engine, Vec<u8>, Vec<u8>) {
     volume(&a, "tank/p/k");
     write(&a, "tank/p/k", 0, &noise(256 << 10, 1));
     write_file(&a, "tank/p", b"f1", &noise(32 << 10, 2));
-    let snapshot = |name: &str| {
-        a.snapshot(&[name.into()], true, &[], "snapshot -r")
-            .unwrap()
-    };
-    snapshot("tank/p@a");
+    common::volume::snap_all(&a, "tank/p@a");
     let first = send(&a, replicate(full("tank/p@a")));
     write(&a, "tank/p/k", 64 << 10, &noise(128 << 10, 3));
-    snapshot("tank/p@b");
+    common::volume::snap_all(&a, "tank/p@b");
     a.clone_dataset("tank/p/k@b", "tank/p/cl", &[], false, "clone")
         .unwrap();
     write(&a, "tank/p/cl", 0, &noise(64 << 10, 4));
     write(&a, "tank/p/k", 192 << 10, &noise(64 << 10, 5));
     write_file(&a, "tank/p", b"f2", &noise(48 << 10, 6));
-    snapshot("tank/p@c");
+    common::volume::snap_all(&a, "tank/p@c");
     let spec = tarn_engine::SendSpec {
         intermediates: true,
         ..replicate(incremental("@a", "tank/p@c"))

@@ -174,18 +174,14 @@ fn a_replication_receive_that_cannot_read_a_head_at_end_changes_nothing() {
     a.create_dataset("tank/p", &[], false, "create").unwrap();
     volume(&a, "tank/p/k");
     write(&a, "tank/p/k", 0, &noise(LEN, 1));
-    let snapshot = |name: &str| {
-        a.snapshot(&[name.into()], true, &[], "snapshot -r")
-            .unwrap()
-    };
-    snapshot("tank/p@a");
+    common::volume::snap_all(&a, "tank/p@a");
     let replicate = |spec: SendSpec| SendSpec {
         replicate: true,
         ..spec
     };
     let first = send(&a, replicate(full("tank/p@a")));
     write(&a, "tank/p/k", 0, &noise(256 << 10, 2));
-    snapshot("tank/p@b");
+    common::volume::snap_all(&a, "tank/p@b");
     let second = send(&a, replicate(incremental("@a", "tank/p@b")));
     receive(&b, into("tank/q"), &first).unwrap();
     let doomed = head_write(&b, "tank/q/k", 512 << 10);
@@ -215,11 +211,7 @@ fn a_replication_receive_that_cannot_walk_a_dataset_it_destroys_changes_nothing(
         volume(&a, name);
         write(&a, name, 0, &noise(LEN, 1));
     }
-    let snapshot = |name: &str| {
-        a.snapshot(&[name.into()], true, &[], "snapshot -r")
-            .unwrap()
-    };
-    snapshot("tank/p@a");
+    common::volume::snap_all(&a, "tank/p@a");
     let replicate = |spec: SendSpec| SendSpec {
         replicate: true,
         ..spec
@@ -228,7 +220,7 @@ fn a_replication_receive_that_cannot_walk_a_dataset_it_destroys_changes_nothing(
     a.destroy_dataset("tank/p/gone", true, "destroy -r")
         .unwrap();
     write(&a, "tank/p/k", 0, &noise(256 << 10, 2));
-    snapshot("tank/p@b");
+    common::volume::snap_all(&a, "tank/p@b");
     let second = send(&a, replicate(incremental("@a", "tank/p@b")));
     receive(&b, into("tank/q"), &first).unwrap();
     let doomed = head_write(&b, "tank/q/gone", 512 << 10);

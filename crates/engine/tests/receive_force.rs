@@ -264,19 +264,16 @@ fn receive_f_of_a_replication_stream_rolls_back_each_dataset() {
     a.create_dataset("tank/p", &[], false, "create").unwrap();
     volume(a, "tank/p/k");
     write(a, "tank/p/k", 0, &noise(256 << 10, 1));
-    a.snapshot(&["tank/p@one".into()], true, &[], "snapshot -r")
-        .unwrap();
+    common::volume::snap_all(a, "tank/p@one");
     let replicate = |spec: SendSpec| SendSpec {
         replicate: true,
         ..spec
     };
     receive(b, into("tank/q"), &send(a, replicate(full("tank/p@one")))).unwrap();
     write(b, "tank/q/k", 0, &noise(64 << 10, 2));
-    b.snapshot(&["tank/q@mine".into()], true, &[], "snapshot -r")
-        .unwrap();
+    common::volume::snap_all(b, "tank/q@mine");
     write(a, "tank/p/k", 128 << 10, &noise(64 << 10, 3));
-    a.snapshot(&["tank/p@two".into()], true, &[], "snapshot -r")
-        .unwrap();
+    common::volume::snap_all(a, "tank/p@two");
     let stream = send(a, replicate(incremental("@one", "tank/p@two")));
 
     let images = hosts.images();

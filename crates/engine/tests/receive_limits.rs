@@ -104,15 +104,13 @@ fn pruned_setup() -> (Hosts, Vec<u8>) {
     volume(&a, "tank/p/k");
     write(&a, "tank/p/k", 0, &noise(128 << 10, 1));
     for snap in ["tank/p@z", "tank/p@a"] {
-        a.snapshot(&[snap.into()], true, &[], "snapshot -r")
-            .unwrap();
+        common::volume::snap_all(&a, snap);
     }
     receive(&b, into("tank/q"), &send(&a, replicate(full("tank/p@a")))).unwrap();
     a.destroy_snapshots("tank/p@z", true, false, "destroy -r")
         .unwrap();
     write(&a, "tank/p/k", 64 << 10, &noise(64 << 10, 2));
-    a.snapshot(&["tank/p@b".into()], true, &[], "snapshot -r")
-        .unwrap();
+    common::volume::snap_all(&a, "tank/p@b");
     let stream = send(&a, replicate(incremental("@a", "tank/p@b")));
     let hosts = Hosts {
         a_sims,
@@ -154,14 +152,12 @@ fn moved_setup(change: impl Fn(&Engine)) -> (Hosts, Vec<u8>) {
     a.create_dataset("tank/p/e", &[], false, "create").unwrap();
     volume(&a, "tank/p/m");
     write(&a, "tank/p/m", 0, &noise(64 << 10, 1));
-    a.snapshot(&["tank/p@a".into()], true, &[], "snapshot -r")
-        .unwrap();
+    common::volume::snap_all(&a, "tank/p@a");
     receive(&b, into("tank/q"), &send(&a, replicate(full("tank/p@a")))).unwrap();
     a.rename_dataset("tank/p/m", "tank/p/e/m", "rename")
         .unwrap();
     change(&a);
-    a.snapshot(&["tank/p@b".into()], true, &[], "snapshot -r")
-        .unwrap();
+    common::volume::snap_all(&a, "tank/p@b");
     let stream = send(&a, replicate(incremental("@a", "tank/p@b")));
     let hosts = Hosts {
         a_sims,

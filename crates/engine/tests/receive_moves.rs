@@ -28,13 +28,11 @@ fn setup(change: impl Fn(&Engine)) -> (Hosts, Vec<u8>) {
     volume(&a, "tank/p/m");
     write(&a, "tank/p/k", 0, &noise(128 << 10, 1));
     write(&a, "tank/p/m", 0, &noise(64 << 10, 2));
-    a.snapshot(&["tank/p@a".into()], true, &[], "snapshot -r")
-        .unwrap();
+    common::volume::snap_all(&a, "tank/p@a");
     let first = send(&a, replicate(full("tank/p@a")));
     received(&b, &into("tank/q"), &first).unwrap();
     change(&a);
-    a.snapshot(&["tank/p@b".into()], true, &[], "snapshot -r")
-        .unwrap();
+    common::volume::snap_all(&a, "tank/p@b");
     let stream = send(&a, replicate(incremental("@a", "tank/p@b")));
     let hosts = Hosts {
         a_sims,

@@ -68,18 +68,14 @@ fn hosts() -> (Engine, Vec<u8>, Images) {
     volume(&a, "tank/p/m");
     write(&a, "tank/p/k", 0, &noise(128 << 10, 1));
     write(&a, "tank/p/m", 0, &noise(64 << 10, 2));
-    let snapshot = |name: &str| {
-        a.snapshot(&[name.into()], true, &[], "snapshot -r")
-            .unwrap()
-    };
-    snapshot("tank/p@a");
+    common::volume::snap_all(&a, "tank/p@a");
     let first = send(&a, replicate(full("tank/p@a")));
     a.rename_dataset("tank/p/k", "tank/p/k2", "rename").unwrap();
     a.rename_dataset("tank/p/m", "tank/p/m2", "rename").unwrap();
     write(&a, "tank/p/k2", 64 << 10, &noise(96 << 10, 3));
     volume(&a, "tank/p/k");
     write(&a, "tank/p/k", 0, &noise(96 << 10, 4));
-    snapshot("tank/p@b");
+    common::volume::snap_all(&a, "tank/p@b");
     let second = send(&a, replicate(incremental("@a", "tank/p@b")));
 
     let provider = Arc::new(CutProvider::default());

@@ -225,8 +225,7 @@ fn a_replicated_clone_whose_origin_is_outside_goes_from_its_origin() {
     a.clone_dataset("tank/v@one", "tank/tree/kid", &[], false, "clone")
         .unwrap();
     write(a, "tank/tree/kid", 0, &noise(64 << 10, 5));
-    a.snapshot(&["tank/tree@s".into()], true, &[], "snapshot -r")
-        .unwrap();
+    common::volume::snap_all(a, "tank/tree@s");
     let stream = send(
         a,
         SendSpec {

@@ -36,11 +36,9 @@ fn setup() -> (Hosts, Vec<u8>) {
     volume(&a, "tank/p/gone");
     write(&a, "tank/p/k", 0, &noise(256 << 10, 1));
     write(&a, "tank/p/gone", 0, &noise(64 << 10, 2));
-    a.snapshot(&["tank/p@z".into()], true, &[], "snapshot -r")
-        .unwrap();
+    common::volume::snap_all(&a, "tank/p@z");
     write(&a, "tank/p/k", 64 << 10, &noise(64 << 10, 3));
-    a.snapshot(&["tank/p@a".into()], true, &[], "snapshot -r")
-        .unwrap();
+    common::volume::snap_all(&a, "tank/p@a");
     let first = send(&a, replicate(full("tank/p@a")));
     receive(&b, into("tank/q"), &first).unwrap();
 
@@ -51,8 +49,7 @@ fn setup() -> (Hosts, Vec<u8>) {
     a.rename_dataset("tank/p/k@z", "tank/p/k@zz", "rename")
         .unwrap();
     write(&a, "tank/p/k", 512 << 10, &noise(128 << 10, 4));
-    a.snapshot(&["tank/p@b".into()], true, &[], "snapshot -r")
-        .unwrap();
+    common::volume::snap_all(&a, "tank/p@b");
     let stream = send(&a, replicate(incremental("@a", "tank/p@b")));
     let hosts = Hosts {
         a_sims,
@@ -306,8 +303,7 @@ fn a_hold_made_during_the_receive_refuses_the_prune_at_the_end() {
 fn a_cut_intermediate_replication_stream_changes_nothing() {
     let (hosts, _) = setup();
     let (a, b) = (&hosts.a, &hosts.b);
-    a.snapshot(&["tank/p@c".into()], true, &[], "snapshot -r")
-        .unwrap();
+    common::volume::snap_all(a, "tank/p@c");
     let spec = SendSpec {
         intermediates: true,
         ..replicate(incremental("@a", "tank/p@c"))
@@ -340,15 +336,13 @@ fn moved_setup() -> (Hosts, Vec<u8>) {
     volume(&a, "tank/p/m");
     write(&a, "tank/p/k", 0, &noise(128 << 10, 11));
     write(&a, "tank/p/m", 0, &noise(64 << 10, 12));
-    a.snapshot(&["tank/p@a".into()], true, &[], "snapshot -r")
-        .unwrap();
+    common::volume::snap_all(&a, "tank/p@a");
     receive(&b, into("tank/q"), &send(&a, replicate(full("tank/p@a")))).unwrap();
     a.rename_dataset("tank/p/k", "tank/p/k2", "rename").unwrap();
     a.rename_dataset("tank/p/m", "tank/p/d/m", "rename")
         .unwrap();
     write(&a, "tank/p/k2", 256 << 10, &noise(64 << 10, 13));
-    a.snapshot(&["tank/p@b".into()], true, &[], "snapshot -r")
-        .unwrap();
+    common::volume::snap_all(&a, "tank/p@b");
     let stream = send(&a, replicate(incremental("@a", "tank/p@b")));
     let hosts = Hosts {
         a_sims,

@@ -58,3 +58,10 @@ pub(crate) fn snap(engine: &Engine, name: &str) {
         .snapshot(&[name.into()], false, &[], "snapshot")
         .unwrap();
 }
+
+/// Takes the snapshot `name` of a dataset and of every descendant (`snapshot -r`).
+pub(crate) fn snap_all(engine: &Engine, name: &str) {
+    engine
+        .snapshot(&[name.into()], true, &[], "snapshot -r")
+        .unwrap();
+}
