@@ -11,7 +11,8 @@
 //! takes them again and gives them back to the system once they lie unused for a few seconds
 //! or the bound would not hold (`heap`, run from the `arc-adjust` thread), so RSS follows what
 //! is held; glibc's malloc kept an ARC's worth of freed blocks resident in its per-thread
-//! arenas (docs/PERFORMANCE.md, "Memory").
+//! arenas (docs/PERFORMANCE.md, "Memory"). The report measures those free pages by giving
+//! them back ([`report`]): jemalloc's own figure counts freed pages never touched as well.
 //!
 //! # Pressure
 //! [`ArcControl::adjust`] runs every [`ADJUST_INTERVAL`] on the `arc-adjust` thread: while
@@ -341,6 +342,14 @@ impl ProcessMemory {
 pub fn report(control: &ArcControl, fuse_buffers: u64) -> MemoryInfo {
     let engine = control.engine.memory_use();
     let process = ProcessMemory::read();
+    // jemalloc's `resident` counts the freed pages it never touched too (an untouched
+    // buffer freed, machine-dependent in amount), so its free pages are measured instead:
+    // given back now (as the heap governor would within its window), the RSS they take
+    // with them is what they held; what stays over the bytes allocated is its metadata.
+    crate::heap::purge();
+    let purged = ProcessMemory::read();
+    let allocator_free =
+        process.rss.saturating_sub(purged.rss) + purged.resident.saturating_sub(purged.allocated);
     let machine = MachineMemory::read().unwrap_or_default();
     let limits = control.limits();
     let arc = engine.arc;
@@ -356,7 +365,7 @@ pub fn report(control: &ArcControl, fuse_buffers: u64) -> MemoryInfo {
         scan_queue: engine.scan_queue,
         fuse_buffers,
         buffer_stock: tarn_base::stock::stats().bytes as u64,
-        allocator_free: process.resident.saturating_sub(process.allocated),
+        allocator_free,
         program: process.file,
         stacks: process.threads * STACK_RESIDENT,
         dirty_max: engine.dirty_max(),

@@ -197,7 +197,8 @@ pub struct MemoryInfo {
     #[serde(default)]
     pub buffer_stock: u64,
     /// Memory the allocator holds that nothing uses (freed pages not yet returned, its own
-    /// metadata): its resident bytes less the bytes allocated.
+    /// metadata), measured: the RSS its free pages took with them when the report gave
+    /// them back, plus its resident bytes over those allocated after.
     pub allocator_free: u64,
     /// The program's file-backed pages (the binary and libraries mapped).
     pub program: u64,
