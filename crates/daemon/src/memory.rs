@@ -46,6 +46,9 @@ pub const STACK_RESIDENT: u64 = 64 << 10;
 /// The ARC's floor when no `arc_min` is set: ZFS's, the larger of 32 MiB and 1/32 of the
 /// machine, but never above `arc_max`.
 pub const ARC_MIN_FLOOR: u64 = 32 << 20;
+/// The ARC's room below its target that the allocator's free pages may not take: a
+/// quarter, what the ARC may grow by between two ticks ([`ArcControl::heap_cap`]).
+const ARC_GROWTH_SHARE: u64 = 4;
 /// File in the rundir keeping `arc_max` and `arc_min` set at run time.
 pub const SETTINGS_FILE: &str = "tarn.memory";
 
@@ -257,15 +260,27 @@ impl ArcControl {
     }
 
     /// The free pages the allocator may keep now (tarn-daemon `heap`): the part of the
-    /// bound's `dirty_max` that dirty and kept data leave, none while memory is short.
+    /// bound's `dirty_max` that dirty and kept data leave, and the ARC's room below its
+    /// target less a quarter ([`ARC_GROWTH_SHARE`]); none while memory is short.
+    ///
+    /// The ARC's room counts because each sync of a random-write load frees about as much
+    /// as it writes (the records it rewrites leave the ARC: tarn-objects `cache`); with
+    /// only the dirty share to keep them in, those pages went back to the system at the
+    /// next tick and the next txg faulted them in again (docs/PERFORMANCE.md, "One version
+    /// of a record in the ARC"). The quarter of the target left out is what the ARC may
+    /// grow by before the next tick gives the pages back.
     fn heap_cap(&self, machine: Option<MachineMemory>) -> u64 {
         if machine.is_some_and(|m| m.is_short()) {
             return 0;
         }
         let engine = self.engine.memory_use();
+        let arc = engine.arc;
+        let arc_room =
+            (arc.limit - arc.limit / ARC_GROWTH_SHARE).saturating_sub(arc.bytes + arc.headers);
         engine
             .dirty_max()
             .saturating_sub(engine.dirty + engine.syncing)
+            + arc_room
     }
 
     /// Starts the `arc-adjust` thread; it ends when `control` is the last handle.

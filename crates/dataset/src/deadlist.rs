@@ -449,6 +449,11 @@ impl BlockStore for KillStore<'_> {
         }
     }
 
+    fn keeps_freed(&self, bp: &BlockPtr) -> bool {
+        let dead = !bp.is_hole() && bucket_of(self.snapshot_txgs, bp.birth).is_some();
+        dead || self.inner.keeps_freed(bp)
+    }
+
     /// A clone is born in this txg (its pointer's birth), so no snapshot holds it yet: the
     /// dead lists see it only when it is freed, by that birth, as any new block.
     fn adopt_block(&mut self, bp: &BlockPtr) {

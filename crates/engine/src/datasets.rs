@@ -299,6 +299,10 @@ impl BlockStore for Accounting<'_> {
         self.inner.free_block(bp);
     }
 
+    fn keeps_freed(&self, bp: &BlockPtr) -> bool {
+        self.inner.keeps_freed(bp)
+    }
+
     /// A block written ahead and adopted counts as a write of this sync: without it a
     /// volume's `referenced` lost each such block (its old version was counted out), and
     /// a snapshot or clone took the short count (simulator seeds 5018 and 5026).

@@ -260,3 +260,60 @@ fn destroy_recreate_export_and_import_read_the_current_bytes() {
     check_and_sync(&engine, ino, &second);
     drop(provider);
 }
+
+/// Goal: the cache holds one version of a record, not one per txg that rewrote it: the old
+/// version of a record overwritten leaves the cache when its txg syncs (random writes
+/// otherwise filled the cache with superseded records), except while a snapshot keeps it
+/// readable, and an unlinked file's records leave too. Negative control: with
+/// `forget_freed` not forgetting, the first assertion fails (five versions cached).
+#[test]
+fn superseded_records_leave_the_cache_unless_a_snapshot_keeps_them() {
+    let (_provider, engine) = setup();
+    const RECORDS: usize = 8;
+    let mut model = random(RECORDS * RECORD, 1);
+    let ino = create(&engine, "tank/a", "f", &model);
+    engine.sync_pool("tank").unwrap();
+    let one_version = engine.cache_stats().data_bytes;
+    assert!(
+        one_version >= (RECORDS * RECORD) as u64,
+        "written records are cached"
+    );
+    for round in 2..6 {
+        model = random(RECORDS * RECORD, round);
+        write(&engine, "tank/a", ino, 0, &model);
+        engine.sync_pool("tank").unwrap();
+    }
+    assert_eq!(
+        engine.cache_stats().data_bytes,
+        one_version,
+        "one version cached"
+    );
+    check(&engine, "tank/a", ino, &model);
+
+    let snap = vec!["tank/a@s".to_string()];
+    engine.snapshot(&snap, false, &[], "").unwrap();
+    model = random(RECORDS * RECORD, 9);
+    write(&engine, "tank/a", ino, 0, &model);
+    engine.sync_pool("tank").unwrap();
+    assert_eq!(
+        engine.cache_stats().data_bytes,
+        2 * one_version,
+        "the snapshot's versions stay cached"
+    );
+    check(&engine, "tank/a", ino, &model);
+
+    let (pool, id) = engine.find_dataset("tank/a").unwrap();
+    engine
+        .fs_op(&pool, id, FsOp::Write(0), |fs| {
+            let root = fs.root()?;
+            fs.unlink(root, b"f")?;
+            fs.reclaim(ino)
+        })
+        .unwrap();
+    engine.sync_pool("tank").unwrap();
+    assert_eq!(
+        engine.cache_stats().data_bytes,
+        one_version,
+        "the unlinked file's own records leave; the snapshot's stay"
+    );
+}

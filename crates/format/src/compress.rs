@@ -129,18 +129,42 @@ pub fn compress(setting: CompressSetting, data: &[u8]) -> Option<Vec<u8>> {
 }
 
 fn lz4_compress(data: &[u8], limit: usize) -> Option<Vec<u8>> {
-    let mut out =
-        tarn_base::buf::zeroed(LZ4_HEADER + lz4_flex::block::get_maximum_output_size(data.len()));
-    let body = out.get_mut(LZ4_HEADER..)?;
-    let written = lz4_flex::block::compress_into(data, body).ok()?;
-    let total = written.checked_add(LZ4_HEADER)?;
-    if total > limit {
-        return None;
+    // lz4 writes into a scratch buffer of this thread, resident after its first use, and
+    // the result is copied out at its compressed size: a fresh output buffer of the
+    // worst-case size cost a page fault per 4 KiB written by lz4 (most of a random-write
+    // sync's faults; docs/PERFORMANCE.md, "One version of a record in the ARC"). lz4_flex wants room for
+    // the worst case, so the 12.5% rule is checked after.
+    let room = lz4_flex::block::get_maximum_output_size(data.len());
+    let compress = |scratch: &mut Vec<u8>| {
+        if scratch.len() < room {
+            *scratch = vec![0u8; room];
+        }
+        let written = lz4_flex::block::compress_into(data, scratch.get_mut(..room)?).ok()?;
+        let total = written.checked_add(LZ4_HEADER)?;
+        if total > limit {
+            return None;
+        }
+        // Room for the caller's padding to whole sectors without another copy.
+        let mut out = Vec::with_capacity(total.next_multiple_of(SCRATCH_PAD));
+        out.extend_from_slice(&u32::try_from(written).ok()?.to_le_bytes());
+        out.extend_from_slice(scratch.get(..written)?);
+        Some(out)
+    };
+    if room > SCRATCH_MAX {
+        return compress(&mut Vec::new());
     }
-    let header = u32::try_from(written).ok()?.to_le_bytes();
-    out.get_mut(..LZ4_HEADER)?.copy_from_slice(&header);
-    out.truncate(total);
-    Some(out)
+    LZ4_SCRATCH.with(|scratch| compress(&mut scratch.borrow_mut()))
+}
+
+/// The largest lz4 scratch buffer a thread keeps (a 1 MiB record's worst case); larger
+/// records (`recordsize` up to 16M) allocate theirs per block.
+const SCRATCH_MAX: usize = lz4_flex::block::get_maximum_output_size(1 << 20);
+/// Compressed blocks are allocated to a multiple of this, the largest sector size the pool
+/// layer pads to without reallocating.
+const SCRATCH_PAD: usize = 4096;
+
+thread_local! {
+    static LZ4_SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// zstd into a buffer of exactly `limit` bytes: a frame that does not fit fails inside zstd
@@ -408,6 +432,29 @@ mod tests {
         let back = decompress(setting.kind(), &compressed, data.len()).expect("decompress");
         assert_eq!(back, data, "{setting:?} round trip");
         Some(compressed.len())
+    }
+
+    /// Goal: lz4 blocks are the length prefix and lz4_flex's block format, byte for byte,
+    /// whether the thread's scratch buffer holds the output (up to 1 MiB records, after a
+    /// larger and a smaller block used it) or the block is larger than the scratch keeps;
+    /// the buffer has room to pad to 4 KiB without moving.
+    #[test]
+    fn lz4_blocks_are_prefix_and_block_format_at_every_size() {
+        for len in [32 << 10, 1 << 20, 128 << 10, 4 << 20, 4096] {
+            let mut data: Vec<u8> = text(len);
+            data.get_mut(len / 3..len / 2)
+                .unwrap()
+                .copy_from_slice(&random(len / 2 - len / 3, 3));
+            let out = compress(CompressSetting::Lz4, &data).expect("compresses");
+            let body = lz4_flex::block::compress(&data);
+            assert_eq!(
+                out.get(..LZ4_HEADER).unwrap(),
+                (body.len() as u32).to_le_bytes()
+            );
+            assert_eq!(out.get(LZ4_HEADER..).unwrap(), body, "len {len}");
+            assert!(out.capacity() >= out.len().next_multiple_of(SCRATCH_PAD));
+            assert_eq!(round_trip(CompressSetting::Lz4, &data), Some(out.len()));
+        }
     }
 
     fn random(len: usize, seed: u64) -> Vec<u8> {

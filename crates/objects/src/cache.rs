@@ -7,8 +7,10 @@
 //! four cached blocks.
 //!
 //! Keyed by the block's first DVA, birth txg and checksum: a block pointer names immutable
-//! contents, so an entry never goes stale; entries of freed blocks simply age out, and a
-//! reused address is born in a later txg, so its key differs. Dirty buffers never live here
+//! contents, so an entry never goes stale, and a reused address is born in a later txg, so
+//! its key differs. A block its sync frees for good (no snapshot keeps it) leaves the cache
+//! at once ([`BlockCache::forget`]): a random-write load otherwise filled the cache with
+//! superseded records, new memory page by page, until the limit evicted them. Dirty buffers never live here
 //! (they belong to their object until sync). A hit is a reference to bytes that were
 //! decompressed and checksum-verified once, when they entered: no device read, no checksum,
 //! no decompression, only the copy the reader makes.
@@ -98,11 +100,13 @@ impl CachePolicy {
 
 /// Memory an entry costs beyond its buffer's capacity: its key twice (the index and the
 /// CLOCK ring), the entry, the index's control byte and load-factor slack (an eighth), the
-/// ring's growth slack (up to double), and the `Arc<Vec<u8>>` headers.
+/// ring's places (one per entry and at most one left by a forgotten entry, each up to
+/// doubled by growth slack), and the `Arc<Vec<u8>>` headers.
 pub const ENTRY_OVERHEAD: u64 = {
     let key = std::mem::size_of::<CacheKey>() as u64;
     let slot = key + std::mem::size_of::<Entry>() as u64 + 1;
-    slot + slot / 7 + 2 * key + std::mem::size_of::<Vec<u8>>() as u64 + 16
+    let place = std::mem::size_of::<(CacheKey, u64)>() as u64;
+    slot + slot / 7 + 4 * place + std::mem::size_of::<Vec<u8>>() as u64 + 16
 };
 
 /// Counters of a [`CacheStore`] since it was made.
@@ -133,6 +137,8 @@ struct Entry {
     bytes: Arc<Vec<u8>>,
     referenced: bool,
     data: bool,
+    /// Which place in the ring is this entry's (a forgotten entry's place stays behind).
+    generation: u64,
 }
 
 /// What `entry` is charged against the limit: the memory it holds.
@@ -142,7 +148,8 @@ fn charge(entry: &Entry) -> u64 {
 
 /// The entries of a store. `charged <= limit` holds after every call (I1 of the crate),
 /// `charged` is the sum of [`charge`] over the entries and `bytes` of their lengths, and
-/// `ring` holds every key of `map` exactly once.
+/// `ring` holds every entry of `map` exactly once (the place whose generation is the
+/// entry's) plus `stale` places of entries forgotten, never more of those than entries.
 #[derive(Debug)]
 struct Entries {
     limit: u64,
@@ -151,7 +158,9 @@ struct Entries {
     charged: u64,
     next_domain: u64,
     map: HashMap<CacheKey, Entry>,
-    ring: VecDeque<CacheKey>,
+    ring: VecDeque<(CacheKey, u64)>,
+    stale: usize,
+    next_generation: u64,
     stats: CacheStats,
 }
 
@@ -160,20 +169,58 @@ impl Entries {
     /// clears the flags it passes, so this ends within two turns of the ring.
     fn evict_to(&mut self, limit: u64) {
         while self.charged > limit {
-            let Some(key) = self.ring.pop_front() else {
+            let Some((key, generation)) = self.ring.pop_front() else {
                 break;
             };
-            let entry = self.map.get_mut(&key).expect("cache: ring names an entry");
+            let Some(entry) = self
+                .map
+                .get_mut(&key)
+                .filter(|e| e.generation == generation)
+            else {
+                self.stale -= 1;
+                continue;
+            };
             if entry.referenced {
                 entry.referenced = false;
-                self.ring.push_back(key);
+                self.ring.push_back((key, generation));
                 continue;
             }
             let old = self.map.remove(&key).expect("cache: entry just seen");
             self.forget(&old);
             self.stats.evictions += 1;
         }
-        assert_eq!(self.map.len(), self.ring.len(), "cache: index sizes");
+        self.check_places();
+    }
+
+    fn check_places(&self) {
+        assert_eq!(
+            self.map.len() + self.stale,
+            self.ring.len(),
+            "cache: index sizes"
+        );
+    }
+
+    /// Removes the entry of `key`, if any; its place in the ring is left behind until the
+    /// hand passes it or the ring is compacted (when there are as many such places as
+    /// entries).
+    fn remove(&mut self, key: &CacheKey) {
+        let Some(entry) = self.map.remove(key) else {
+            return;
+        };
+        self.forget(&entry);
+        self.stale += 1;
+        if self.stale > self.map.len() {
+            self.compact();
+        }
+        self.check_places();
+    }
+
+    /// Drops the ring's places of removed entries.
+    fn compact(&mut self) {
+        let map = &self.map;
+        self.ring
+            .retain(|(key, generation)| map.get(key).is_some_and(|e| e.generation == *generation));
+        self.stale = 0;
     }
 
     /// Takes a removed entry out of the byte counts.
@@ -199,9 +246,8 @@ impl Entries {
             let entry = self.map.remove(&key).expect("cache: key just listed");
             self.forget(&entry);
         }
-        let map = &self.map;
-        self.ring.retain(|key| map.contains_key(key));
-        assert_eq!(self.map.len(), self.ring.len(), "cache: index sizes");
+        self.compact();
+        self.check_places();
     }
 }
 
@@ -225,6 +271,8 @@ impl CacheStore {
                 next_domain: 0,
                 map: HashMap::new(),
                 ring: VecDeque::new(),
+                stale: 0,
+                next_generation: 0,
                 stats: CacheStats::default(),
             })),
         }
@@ -308,10 +356,11 @@ impl CacheDomain {
     /// kept or too big; evicts the least recently used to make room. The object set's
     /// `primarycache` policy is its caller's to apply.
     pub(crate) fn insert(&self, bp: &BlockPtr, data: Arc<Vec<u8>>) {
-        let entry = Entry {
+        let mut entry = Entry {
             bytes: data,
             referenced: false,
             data: is_data(bp),
+            generation: 0,
         };
         let size = charge(&entry);
         let key = CacheKey::of(self.inner.id, bp);
@@ -331,15 +380,17 @@ impl CacheDomain {
         if entry.data {
             entries.data_bytes += entry.bytes.len() as u64;
         }
+        entries.next_generation += 1;
+        entry.generation = entries.next_generation;
+        entries.ring.push_back((key, entry.generation));
         entries.map.insert(key, entry);
-        entries.ring.push_back(key);
         assert!(
             entries.charged <= entries.limit,
             "cache: {} bytes over limit {} (I1)",
             entries.charged,
             entries.limit
         );
-        assert_eq!(entries.map.len(), entries.ring.len(), "cache: index sizes");
+        entries.check_places();
     }
 
     fn same(&self, other: &CacheDomain) -> bool {
@@ -497,6 +548,12 @@ impl BlockCache {
         }
     }
 
+    /// Drops the entry of `bp`, a block freed for good (module docs).
+    pub(crate) fn forget(&mut self, bp: &BlockPtr) {
+        let key = CacheKey::of(self.domain.inner.id, bp);
+        self.domain.store().lock().remove(&key);
+    }
+
     /// The domain this cache reads through.
     pub(crate) fn domain(&self) -> &CacheDomain {
         &self.domain
@@ -562,6 +619,47 @@ mod tests {
         );
         let stats = cache.domain.store().stats();
         assert_eq!((stats.hits, stats.misses, stats.evictions), (2, 2, 1));
+    }
+
+    /// Goal: a forgotten entry's bytes leave the counts at once; the places it leaves in
+    /// the ring never outnumber the entries, are skipped by the hand, and do not confuse a
+    /// block cached again under the same key; eviction order is as without them.
+    #[test]
+    fn forgotten_entries_leave_at_once_and_their_places_stay_bounded() {
+        let mut cache = BlockCache::new(room(8, 1024));
+        for i in 0..8 {
+            cache.insert(&bp(i), Arc::new(vec![0; 1024]));
+        }
+        cache.forget(&bp(0));
+        cache.forget(&bp(0));
+        cache.forget(&bp(99));
+        let stats = cache.domain.store().stats();
+        assert_eq!((stats.entries, stats.bytes), (7, 7 * 1024));
+        // Cached again: a new place at the back; its old place is a stale one.
+        cache.insert(&bp(0), Arc::new(vec![1; 1024]));
+        cache.insert(&bp(8), Arc::new(vec![0; 1024]));
+        assert!(cache.get(&bp(1)).is_none(), "the oldest goes first");
+        assert_eq!(
+            cache.get(&bp(0)).unwrap()[0],
+            1,
+            "the entry cached again stays"
+        );
+        // Many forgets and inserts with room to spare: the ring stays within twice the
+        // entries (the overhead charged per entry).
+        cache.forget(&bp(8));
+        for i in 100..1100 {
+            cache.insert(&bp(i), Arc::new(vec![0; 16]));
+            cache.forget(&bp(i));
+            let entries = cache.domain.store().lock();
+            assert!(
+                entries.ring.len() <= 2 * entries.map.len() + 1,
+                "{}",
+                entries.ring.len()
+            );
+        }
+        let stats = cache.domain.store().stats();
+        assert_eq!((stats.bytes, stats.evictions), (7 * 1024, 1), "{stats:?}");
+        assert!(cache.get(&bp(0)).is_some() && cache.get(&bp(7)).is_some());
     }
 
     /// Goal: the limit bounds memory: a buffer with slack is charged its capacity, and small

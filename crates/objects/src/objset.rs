@@ -1372,7 +1372,7 @@ impl ObjectSet {
         for (id, dnode) in std::mem::take(&mut self.pending_frees) {
             let mut walk = TreeWalk::new(id, &dnode);
             while let Some((bp, _)) = walk.next(&*store)? {
-                store.free_block(&bp);
+                tree::forget_freed(store, &mut self.cache, &bp);
             }
         }
         Ok(())
@@ -1450,7 +1450,8 @@ impl ObjectSet {
             })?;
         assert!(!root.is_hole(), "I6: object-set root written as a hole");
         if !self.root.is_hole() {
-            store.free_block(&self.root);
+            let root = self.root;
+            tree::forget_freed(store, &mut self.cache, &root);
         }
         self.root = root;
         self.meta.dnode_dirty = false;

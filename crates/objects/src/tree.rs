@@ -961,6 +961,17 @@ impl Level0 {
     }
 }
 
+/// Frees `bp` in this txg, and drops its cached bytes unless the store keeps the block
+/// readable (a snapshot, a clone): asked before the free, which may drop a clone's
+/// reference.
+pub(crate) fn forget_freed(store: &mut dyn BlockStore, cache: &mut BlockCache, bp: &BlockPtr) {
+    let kept = store.keeps_freed(bp);
+    store.free_block(bp);
+    if !kept && !bp.is_hole() {
+        cache.forget(bp);
+    }
+}
+
 /// Writes every dirty block of `state` bottom-up, frees each replaced block once, grows the
 /// tree when `maxblkid` outgrew it, and updates the root, nlevels and used bytes.
 pub(crate) fn sync_tree(
@@ -1116,7 +1127,7 @@ pub(crate) fn sync_tree(
         );
     };
     for bp in &frees {
-        store.free_block(bp);
+        forget_freed(store, cache, bp);
     }
     state.dnode.root = if root.is_hole() {
         BlockPtr::hole(root.birth)

@@ -721,6 +721,10 @@ impl BlockStore for SyncCtx<'_> {
         }
     }
 
+    fn keeps_freed(&self, bp: &BlockPtr) -> bool {
+        bp.copies().any(|dva| self.space.brt().refs(dva) > 0)
+    }
+
     fn clone_block(&mut self, bp: &BlockPtr) -> Result<BlockPtr, ZioError> {
         assert!(!bp.is_hole(), "a clone of a hole");
         assert!(

@@ -555,18 +555,25 @@ impl Pipeline {
             hole.level = props.level;
             return Ok(Encoded::Hole(hole));
         }
-        let compressed = compress(props.compression, data);
-        let (physical, kind) = match &compressed {
-            Some(bytes) => (bytes.as_slice(), props.compression.kind()),
-            None => (data, CompressKind::Off),
+        let pad = |len: usize| {
+            let psize = (len as u64).next_multiple_of(PSIZE_UNIT);
+            (psize, psize.next_multiple_of(self.sector_size) as usize)
         };
-        let psize = (physical.len() as u64).next_multiple_of(PSIZE_UNIT);
-        let padded = psize.next_multiple_of(self.sector_size);
-        let buffer = match logical {
-            Logical::Shared(shared) if compressed.is_none() && padded == data.len() as u64 => {
-                Arc::clone(shared)
+        let (buffer, psize, kind) = match compress(props.compression, data) {
+            // The compressor's own buffer, padded in place (it leaves room for that).
+            Some(mut bytes) => {
+                let (psize, padded) = pad(bytes.len());
+                bytes.resize(padded, 0);
+                (Arc::new(bytes), psize, props.compression.kind())
             }
-            _ => Arc::new(padded_copy(physical, padded as usize)),
+            None => {
+                let (psize, padded) = pad(data.len());
+                let buffer = match logical {
+                    Logical::Shared(shared) if padded == data.len() => Arc::clone(shared),
+                    _ => Arc::new(padded_copy(data, padded)),
+                };
+                (buffer, psize, CompressKind::Off)
+            }
         };
         Ok(Encoded::Data {
             buffer,

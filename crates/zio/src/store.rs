@@ -172,6 +172,13 @@ pub trait BlockStore {
     /// reused or kept (by a snapshot, or by another clone's reference) is the store's
     /// decision.
     fn free_block(&mut self, bp: &BlockPtr);
+    /// Whether `bp`, given to [`BlockStore::free_block`] in this txg, stays readable: a
+    /// snapshot keeps it, or another clone's reference. Its cached bytes are then worth
+    /// keeping; the default says no (a store without snapshots or clones frees it).
+    fn keeps_freed(&self, bp: &BlockPtr) -> bool {
+        let _ = bp;
+        false
+    }
     /// Takes into this txg's tree a block written ahead of it (in open context, born in this
     /// txg: a volume's `logbias=throughput` write) as the tree would take a block
     /// `write_block` returned. Stores that count what a sync adds (a dataset's space) count
