@@ -264,6 +264,11 @@ fn sync_pass(engine: &Engine, batch: &Mutex<()>) -> bool {
     engine.sync_wanted_pools()
 }
 
+/// Most dirty-data room a pool's open txg borrows from the ARC (tarn-engine `txg`, "Dirty
+/// data lent by the ARC"): a txg of up to 1 GiB, half of it before its sync starts, when
+/// the ARC can spare it (never more than half the ARC's limit in all).
+pub const DIRTY_LOAN_MAX: u64 = 768 << 20;
+
 /// Starts the txg sync thread (module doc) until the engine goes: it commits txgs when a
 /// writer asks and every [`TXG_TIMEOUT`].
 ///
@@ -273,6 +278,7 @@ fn sync_pass(engine: &Engine, batch: &Mutex<()>) -> bool {
 fn start_txg_sync(engine: &Arc<Engine>, batch: &Arc<Mutex<()>>) -> Result<(), String> {
     let wake = Arc::new(Wake::default());
     engine.set_txg_syncer(wake.clone());
+    engine.set_dirty_loan_max(DIRTY_LOAN_MAX);
     let weak = Arc::downgrade(engine);
     let batch = Arc::clone(batch);
     let clock = SystemClock::new();

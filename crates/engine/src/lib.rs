@@ -202,7 +202,7 @@ pub use tarn_pool::{
 };
 pub use tarn_posix as posix;
 pub use tarn_vdev::stats::SIZE_BUCKETS;
-pub use txg::{DIRTY_SYNC, SyncTimes, TxgSyncer};
+pub use txg::{DIRTY_SYNC, LOAN_STEP, SyncTimes, TxgSyncer};
 pub use userspace::UserspaceRow;
 pub use volume::{VolumeSpec, VolumeStat};
 
@@ -361,6 +361,8 @@ struct Imported {
     replayed: Vec<zil::ReplayReport>,
     /// Where a written txg waits for its commit phase (shared with the handle).
     lane: Arc<txg::Lane>,
+    /// Dirty-data room lent by the ARC to this pool's txgs (module [`txg`]).
+    loan: txg::DirtyLoan,
 }
 
 use mos::Mos;
@@ -412,6 +414,9 @@ pub struct Engine {
     cache: tarn_objects::CacheStore,
     /// The front end's sync thread, if it has one (module [`txg`]).
     syncer: Mutex<Option<Arc<dyn TxgSyncer>>>,
+    /// Most dirty-data room a pool's open txg may borrow from the ARC (0: none; the
+    /// daemon's sync thread sets it: module [`txg`]).
+    loan_max: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for Engine {
@@ -443,6 +448,7 @@ impl Imported {
             logs: zil::Logs::default(),
             replayed: Vec::new(),
             lane: Arc::new(txg::Lane::new(clock)),
+            loan: txg::DirtyLoan::default(),
         };
         imported.scan = scrub::Scan::load(&mut imported)?;
         Ok(imported)
@@ -502,6 +508,7 @@ impl Engine {
             ),
             cache: tarn_objects::CacheStore::new(CACHE_BYTES_DEFAULT),
             syncer: Mutex::new(None),
+            loan_max: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -652,6 +659,7 @@ impl Engine {
             logs: zil::Logs::default(),
             replayed: Vec::new(),
             lane: Arc::new(txg::Lane::new(Arc::clone(&self.clock))),
+            loan: txg::DirtyLoan::default(),
         })
     }
 

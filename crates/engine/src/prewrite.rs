@@ -63,7 +63,7 @@ use tarn_objects::PrewriteBlock;
 use tarn_vdev::TopVdev;
 use tarn_zio::{EncodedBlock, Pipeline};
 
-use crate::{DIRTY_MAX, DatasetId, Engine, EngineError, Imported, PoolHandle};
+use crate::{DatasetId, Engine, EngineError, Imported, PoolHandle};
 
 /// What one pre-write wrote ([`Engine::prewrite`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -246,7 +246,7 @@ impl Imported {
         let pending = self.lane.prewrite.pending_records();
         let taken = |bytes: &Arc<Vec<u8>>| pending.contains(&Arc::as_ptr(bytes));
         let mut plan = Vec::new();
-        let mut budget = DIRTY_MAX;
+        let mut budget = self.loan.limit();
         for id in self.datasets.all() {
             let node = self.datasets.node(id);
             if node.receiving || node.objset.kind() == tarn_objects::ObjsetKind::Mos {

@@ -54,6 +54,20 @@
 //! failed commit gets the suspension as its error and then waits as any writer of a
 //! suspended pool does: under `failmode=wait` until `clear` or `export -f`.
 //!
+//! # Dirty data lent by the ARC
+//! With a sync thread and [`Engine::set_dirty_loan_max`] (the daemon), a pool's open txg
+//! borrows room for dirty data from the clean-block cache (`CacheStore::reserve`, in steps
+//! of [`LOAN_STEP`], never more than half the cache's limit in all) once its dirty data
+//! reach half its limit, so the limit and the sync point grow together up to [`DIRTY_MAX`]
+//! plus the loan maximum; ZFS counts dirty data in its ARC the same way. The write phase
+//! hands the loan to the syncing txg, whose commit gives it back. Why: a 4K write dirties a
+//! few KiB of a record (tarn-objects `pieces`), but the sync rewrites the whole record, so a
+//! txg costs about the records it touched, not the bytes written; over a file of 8,192
+//! records, a txg of 128 MiB of random 4K writes rewrote nearly all of them, and a larger
+//! txg absorbs proportionally more writes for the same sync (docs/PERFORMANCE.md, "Dirty
+//! data lent by the ARC"). The memory stays in the bound: what the loan adds, the cache
+//! cannot hold.
+//!
 //! # States of a txg, and when a phase fails
 //! ```text
 //!  open T ──write phase──► syncing T ──commit ok──► committed T (T+1 open meanwhile)
@@ -93,6 +107,64 @@ use tarn_format::uberblock::Uberblock;
 use tarn_pool::PendingCommit;
 
 use crate::{DIRTY_MAX, Engine, EngineError, Imported, PoolHandle};
+
+/// What an open txg borrows from the cache at a time (module docs, "Dirty data lent").
+pub const LOAN_STEP: u64 = 64 << 20;
+
+/// The dirty-data room a pool borrowed from the clean-block cache (module docs): the open
+/// txg's, and the syncing txg's until its commit. Given back when dropped (export).
+#[derive(Debug, Default)]
+pub(crate) struct DirtyLoan {
+    open: u64,
+    syncing: u64,
+    store: Option<tarn_objects::CacheStore>,
+}
+
+impl DirtyLoan {
+    /// Dirty bytes at which a writer waits (the throttle's [`DIRTY_MAX`] plus the loan).
+    pub(crate) fn limit(&self) -> u64 {
+        DIRTY_MAX + self.open
+    }
+
+    /// Dirty bytes at which the syncer starts a txg: half the limit, as [`DIRTY_SYNC`] is
+    /// of [`DIRTY_MAX`].
+    pub(crate) fn sync_at(&self) -> u64 {
+        self.limit() / 2
+    }
+
+    /// Borrows from `store` while `dirty` reach the sync point and the loan is under `max`.
+    fn borrow(&mut self, dirty: u64, store: &tarn_objects::CacheStore, max: u64) {
+        while dirty >= self.sync_at() && self.open < max {
+            let granted = store.reserve(LOAN_STEP.min(max - self.open));
+            if granted == 0 {
+                return;
+            }
+            self.store.get_or_insert_with(|| store.clone());
+            self.open += granted;
+        }
+    }
+
+    /// The write phase took the open txg's data: its loan goes with it.
+    fn written(&mut self) {
+        self.syncing += std::mem::take(&mut self.open);
+    }
+
+    /// The syncing txg committed: its loan goes back.
+    fn committed(&mut self) {
+        let bytes = std::mem::take(&mut self.syncing);
+        if let Some(store) = &self.store {
+            store.release(bytes);
+        }
+    }
+}
+
+impl Drop for DirtyLoan {
+    fn drop(&mut self) {
+        if let Some(store) = &self.store {
+            store.release(self.open + self.syncing);
+        }
+    }
+}
 
 /// Dirty bytes at which the syncer is asked to start a txg: half of [`DIRTY_MAX`], so that a
 /// steady writer finds the previous txg committed (or nearly) when it reaches the limit, as
@@ -322,6 +394,7 @@ impl Imported {
             return Ok(None);
         };
         let txg = self.pool.sync_finish(outcome)?;
+        self.loan.committed();
         self.logs_after_sync(txg);
         Ok(Some(txg))
     }
@@ -376,6 +449,7 @@ impl Imported {
                 destroyed.clear();
                 let txg = commit.txg();
                 self.lane.put(commit);
+                self.loan.written();
                 let stats = &self.lane.stats;
                 stats.write.add(stats.since(start));
                 Ok(txg)
@@ -467,7 +541,7 @@ impl PoolHandle {
         let wanted = if force {
             inner.has_changes()
         } else {
-            inner.dirty_bytes() >= DIRTY_SYNC
+            inner.dirty_bytes() >= inner.loan.sync_at()
         };
         if !wanted || inner.pool.readonly() || inner.pool.suspended().is_some() {
             return Ok(None);
@@ -488,7 +562,7 @@ impl PoolHandle {
         for _ in 0..PREWRITE_ROUNDS {
             let inner = self.lock_open();
             let inner = self.wait_commit(inner)?;
-            if inner.dirty_bytes() < DIRTY_SYNC {
+            if inner.dirty_bytes() < inner.loan.sync_at() {
                 return Ok(());
             }
             drop(inner);
@@ -508,6 +582,12 @@ impl Engine {
     /// How long `pool`'s txg phases and intent-log commits took since import.
     pub fn sync_times(&self, pool: &str) -> Result<SyncTimes, EngineError> {
         Ok(self.pool(pool)?.lane.times())
+    }
+
+    /// Lets each pool's open txg borrow up to `max` bytes of dirty-data room from the
+    /// clean-block cache (module docs, "Dirty data lent by the ARC"); 0 turns it off.
+    pub fn set_dirty_loan_max(&self, max: u64) {
+        self.loan_max.store(max, Ordering::Relaxed);
     }
 
     /// Sets the sync thread that commits txgs off the writers' threads (the daemon's).
@@ -579,17 +659,20 @@ impl Engine {
             }
             return Ok(());
         };
-        if dirty < DIRTY_SYNC {
+        let mut inner = inner;
+        let loan_max = self.loan_max.load(Ordering::Relaxed);
+        inner.loan.borrow(dirty, &self.cache, loan_max);
+        if dirty < inner.loan.sync_at() {
             return Ok(());
         }
-        if dirty < DIRTY_MAX {
+        if dirty < inner.loan.limit() {
             if inner.pool.syncing_txg().is_none() {
                 syncer.sync_wanted();
             }
             return Ok(());
         }
         let mut inner = handle.wait_commit(inner)?;
-        if inner.dirty_bytes() >= DIRTY_SYNC {
+        if inner.dirty_bytes() >= inner.loan.sync_at() {
             inner.write_phase()?;
         }
         drop(inner);

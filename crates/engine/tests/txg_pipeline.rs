@@ -281,6 +281,72 @@ fn with_a_syncer_the_writer_never_syncs_below_dirty_max() {
 }
 
 #[test]
+fn with_a_loan_the_open_txg_borrows_from_the_cache_and_gives_it_back() {
+    // Goal: with a dirty loan (the daemon's), past DIRTY_SYNC the open txg borrows room
+    // from the clean-block cache instead of waking the syncer, in LOAN_STEP steps and only
+    // as much as the cache lends (half its limit), so the syncer is woken at half the
+    // larger limit; the cache keeps its entries within what it has left; the write phase
+    // and the commit give the loan back. Negative control: without the loan the syncer is
+    // woken at DIRTY_SYNC (the test above).
+    let (_, engine, object) = setup(17, 512 << 20);
+    let syncer = Arc::new(CountingSyncer::default());
+    engine.set_txg_syncer(syncer.clone());
+    engine.set_cache_limit(4 * tarn_engine::LOAN_STEP);
+    engine.set_dirty_loan_max(8 * tarn_engine::LOAN_STEP);
+    let before = committed(&engine);
+    let chunk = vec![7u8; 1 << 20];
+    let mut offset = 0;
+    let mut write_past = |limit: u64| {
+        while engine.pool_dirty_bytes("tank").unwrap() < limit {
+            engine.object_write("tank", object, offset, &chunk).unwrap();
+            offset += chunk.len() as u64;
+        }
+    };
+    write_past(tarn_engine::DIRTY_SYNC + (1 << 20));
+    assert_eq!(
+        syncer.wakes.load(Ordering::SeqCst),
+        0,
+        "the loan moved the sync point"
+    );
+    assert_eq!(
+        engine.cache_stats().reserved,
+        tarn_engine::LOAN_STEP,
+        "one step"
+    );
+    // The cache lends half its limit, two steps: the sync point ends at half of
+    // DIRTY_MAX and the loan.
+    let sync_at = (2 * tarn_engine::DIRTY_SYNC + 2 * tarn_engine::LOAN_STEP) / 2;
+    write_past(sync_at - (1 << 20));
+    assert_eq!(syncer.wakes.load(Ordering::SeqCst), 0);
+    let stats = engine.cache_stats();
+    assert_eq!(
+        stats.reserved,
+        2 * tarn_engine::LOAN_STEP,
+        "half the cache lent"
+    );
+    assert!(
+        stats.bytes + stats.headers <= stats.limit - stats.reserved,
+        "{stats:?}"
+    );
+    write_past(sync_at);
+    assert_eq!(
+        syncer.wakes.load(Ordering::SeqCst),
+        1,
+        "woken at the moved point"
+    );
+    assert_eq!(committed(&engine), before, "the writer did not sync");
+    assert!(engine.sync_wanted_pools());
+    assert_eq!(committed(&engine), before.next());
+    assert_eq!(
+        engine.cache_stats().reserved,
+        0,
+        "the commit gave the loan back"
+    );
+    assert_eq!(engine.pool_dirty_bytes("tank").unwrap(), 0);
+    check::verify_pool(&engine, "tank").unwrap();
+}
+
+#[test]
 fn a_failed_commit_phase_with_the_next_txg_dirty_resumes_both_at_clear() {
     // Goal: a commit phase of txg T that fails (outside the pool lock) while T+1 has changes
     // in memory leaves T kept for `clear` and T+1 open: nothing is written while suspended

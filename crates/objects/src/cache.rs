@@ -128,6 +128,8 @@ pub struct CacheStats {
     pub misses: u64,
     /// Entries evicted to make room.
     pub evictions: u64,
+    /// Bytes of the limit lent to dirty data ([`CacheStore::reserve`]).
+    pub reserved: u64,
 }
 
 /// One entry: the bytes, whether it was hit since the clock hand last passed it, and
@@ -160,6 +162,9 @@ struct Entries {
     map: HashMap<CacheKey, Entry>,
     ring: VecDeque<(CacheKey, u64)>,
     stale: usize,
+    /// Bytes of the limit lent to dirty data ([`CacheStore::reserve`]): entries are kept
+    /// within `limit - reserved`.
+    reserved: u64,
     next_generation: u64,
     stats: CacheStats,
 }
@@ -190,6 +195,11 @@ impl Entries {
             self.stats.evictions += 1;
         }
         self.check_places();
+    }
+
+    /// What the entries may hold: the limit less what is lent.
+    fn room(&self) -> u64 {
+        self.limit.saturating_sub(self.reserved)
     }
 
     fn check_places(&self) {
@@ -272,6 +282,7 @@ impl CacheStore {
                 map: HashMap::new(),
                 ring: VecDeque::new(),
                 stale: 0,
+                reserved: 0,
                 next_generation: 0,
                 stats: CacheStats::default(),
             })),
@@ -302,7 +313,31 @@ impl CacheStore {
     pub fn set_limit(&self, limit: u64) {
         let mut entries = self.lock();
         entries.limit = limit;
-        entries.evict_to(limit);
+        let room = entries.room();
+        entries.evict_to(room);
+    }
+
+    /// Lends up to `want` bytes of the limit to dirty data (the engine's write throttle,
+    /// as ZFS counts dirty data in its ARC), never more than half the limit in all, and
+    /// evicts what no longer fits; returns the bytes lent.
+    pub fn reserve(&self, want: u64) -> u64 {
+        let mut entries = self.lock();
+        let granted = want.min((entries.limit / 2).saturating_sub(entries.reserved));
+        entries.reserved += granted;
+        let room = entries.room();
+        entries.evict_to(room);
+        granted
+    }
+
+    /// Takes back `bytes` lent by [`CacheStore::reserve`].
+    pub fn release(&self, bytes: u64) {
+        let mut entries = self.lock();
+        assert!(
+            bytes <= entries.reserved,
+            "cache: {bytes} released of {} lent",
+            entries.reserved
+        );
+        entries.reserved -= bytes;
     }
 
     /// What the store holds and how it was used.
@@ -315,6 +350,7 @@ impl CacheStore {
             data_bytes: entries.data_bytes,
             headers: entries.charged - entries.bytes,
             entries: entries.map.len() as u64,
+            reserved: entries.reserved,
             ..entries.stats
         }
     }
@@ -370,11 +406,11 @@ impl CacheDomain {
             // A block bigger than a quarter of the cache would evict too much to be worth it.
             return;
         }
-        if entries.map.contains_key(&key) {
+        if entries.map.contains_key(&key) || size > entries.room() {
             return;
         }
-        let limit = entries.limit;
-        entries.evict_to(limit - size);
+        let room = entries.room();
+        entries.evict_to(room - size);
         entries.bytes += entry.bytes.len() as u64;
         entries.charged += size;
         if entry.data {
@@ -385,10 +421,11 @@ impl CacheDomain {
         entries.ring.push_back((key, entry.generation));
         entries.map.insert(key, entry);
         assert!(
-            entries.charged <= entries.limit,
-            "cache: {} bytes over limit {} (I1)",
+            entries.charged <= entries.room(),
+            "cache: {} bytes over limit {} less {} lent (I1)",
             entries.charged,
-            entries.limit
+            entries.limit,
+            entries.reserved
         );
         entries.check_places();
     }
@@ -619,6 +656,38 @@ mod tests {
         );
         let stats = cache.domain.store().stats();
         assert_eq!((stats.hits, stats.misses, stats.evictions), (2, 2, 1));
+    }
+
+    /// Goal: the cache lends at most half its limit to dirty data, evicts what no longer
+    /// fits in the rest at once, keeps new entries within the rest, and takes the loan back.
+    #[test]
+    fn a_loan_to_dirty_data_shrinks_the_room_until_it_is_released() {
+        let cache = BlockCache::new(room(8, 1024));
+        let store = cache.domain.store().clone();
+        for i in 0..8 {
+            cache.domain.insert(&bp(i), Arc::new(vec![0; 1024]));
+        }
+        assert_eq!(store.reserve(room(3, 1024)), room(3, 1024));
+        assert_eq!(store.stats().entries, 5, "evicted to the room left");
+        assert_eq!(
+            store.reserve(room(3, 1024)),
+            room(1, 1024),
+            "at most half the limit"
+        );
+        for i in 10..20 {
+            cache.domain.insert(&bp(i), Arc::new(vec![0; 1024]));
+        }
+        let stats = store.stats();
+        assert_eq!(
+            (stats.entries, stats.reserved),
+            (4, room(4, 1024)),
+            "{stats:?}"
+        );
+        store.release(room(4, 1024));
+        for i in 20..30 {
+            cache.domain.insert(&bp(i), Arc::new(vec![0; 1024]));
+        }
+        assert_eq!(store.stats().entries, 8, "the whole limit again");
     }
 
     /// Goal: a forgotten entry's bytes leave the counts at once; the places it leaves in
