@@ -131,9 +131,9 @@ pub fn compress(setting: CompressSetting, data: &[u8]) -> Option<Vec<u8>> {
 fn lz4_compress(data: &[u8], limit: usize) -> Option<Vec<u8>> {
     // lz4 writes into a scratch buffer of this thread, resident after its first use, and
     // the result is copied out at its compressed size: a fresh output buffer of the
-    // worst-case size cost a page fault per 4 KiB written by lz4 (most of a random-write
-    // sync's faults; docs/PERFORMANCE.md, "One version of a record in the ARC"). lz4_flex wants room for
-    // the worst case, so the 12.5% rule is checked after.
+    // worst-case size cost a page fault per 4 KiB written by lz4 (docs/PERFORMANCE.md,
+    // "One version of a record in the ARC"). lz4_flex wants room for the worst case, so
+    // the 12.5% rule is checked after.
     let room = lz4_flex::block::get_maximum_output_size(data.len());
     let compress = |scratch: &mut Vec<u8>| {
         if scratch.len() < room {

@@ -10,8 +10,8 @@
 //! contents, so an entry never goes stale, and a reused address is born in a later txg, so
 //! its key differs. A block its sync frees for good (no snapshot keeps it) leaves the cache
 //! at once ([`BlockCache::forget`]): a random-write load otherwise filled the cache with
-//! superseded records, new memory page by page, until the limit evicted them. Dirty buffers never live here
-//! (they belong to their object until sync). A hit is a reference to bytes that were
+//! superseded records, new memory page by page, until the limit evicted them. Dirty buffers
+//! never live here (they belong to their object until sync). A hit is a reference to bytes that were
 //! decompressed and checksum-verified once, when they entered: no device read, no checksum,
 //! no decompression, only the copy the reader makes.
 //!
