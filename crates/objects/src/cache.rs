@@ -11,9 +11,9 @@
 //! its key differs. A block its sync frees for good (no snapshot keeps it) leaves the cache
 //! at once ([`BlockCache::forget`]): a random-write load otherwise filled the cache with
 //! superseded records, new memory page by page, until the limit evicted them. Dirty buffers
-//! never live here (they belong to their object until sync). A hit is a reference to bytes that were
-//! decompressed and checksum-verified once, when they entered: no device read, no checksum,
-//! no decompression, only the copy the reader makes.
+//! never live here (they belong to their object until sync). A hit is a reference to bytes
+//! that were decompressed and checksum-verified once, when they entered: no device read, no
+//! checksum, no decompression, only the copy the reader makes.
 //!
 //! One [`CacheStore`] holds the entries of many object sets under one byte limit: the engine
 //! keeps one per process, sized from the machine's memory, as ZFS keeps one ARC for every
