@@ -113,6 +113,7 @@ fn rows(info: &MemoryInfo) -> Vec<(&'static str, i128)> {
         ("other", i128::from(info.other)),
         ("arc_size", u(info.arc_size)),
         ("arc_target", u(info.arc_target)),
+        ("arc_lent", u(info.arc_lent)),
         ("arc_min", u(info.arc_min)),
         ("arc_max", u(info.arc_max)),
         ("arc_entries", u(info.arc_entries)),

@@ -386,6 +386,7 @@ pub fn report(control: &ArcControl, fuse_buffers: u64) -> MemoryInfo {
         dirty_max: engine.dirty_max(),
         arc_size: arc.bytes + arc.headers,
         arc_target: arc.limit,
+        arc_lent: arc.reserved,
         arc_min: limits.floor(machine.total),
         arc_max: limits.max,
         arc_entries: arc.entries,

@@ -218,6 +218,10 @@ pub struct MemoryInfo {
     pub arc_size: u64,
     /// ARC: the size it may grow to now (below `arc_max` while memory is short).
     pub arc_target: u64,
+    /// ARC: the part of `arc_target` lent to the open and syncing txgs' dirty data (the
+    /// ARC holds at most `arc_target` less this).
+    #[serde(default)]
+    pub arc_lent: u64,
     /// ARC: floor under memory pressure.
     pub arc_min: u64,
     /// ARC: upper limit.
