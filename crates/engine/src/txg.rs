@@ -110,6 +110,11 @@ use crate::{DIRTY_MAX, Engine, EngineError, Imported, PoolHandle};
 
 /// What an open txg borrows from the cache at a time (module docs, "Dirty data lent").
 pub const LOAN_STEP: u64 = 64 << 20;
+/// A txg borrows only when its sync would rewrite this many times its dirty bytes (records
+/// dirtied in part): a larger txg of whole records saves no work and delays their writes
+/// (a 1 GiB streaming write with `fsync` went from 506 to 397 MB/s in fs-peers when every
+/// txg borrowed).
+pub const LOAN_AMPLIFICATION: u64 = 2;
 
 /// The dirty-data room a pool borrowed from the clean-block cache (module docs): the open
 /// txg's, and the syncing txg's until its commit. Given back when dropped (export).
@@ -117,6 +122,9 @@ pub const LOAN_STEP: u64 = 64 << 20;
 pub(crate) struct DirtyLoan {
     open: u64,
     syncing: u64,
+    /// The open txg was found to rewrite too little to be worth a loan: not asked again
+    /// before its write phase.
+    declined: bool,
     store: Option<tarn_objects::CacheStore>,
 }
 
@@ -132,8 +140,23 @@ impl DirtyLoan {
         self.limit() / 2
     }
 
-    /// Borrows from `store` while `dirty` reach the sync point and the loan is under `max`.
-    fn borrow(&mut self, dirty: u64, store: &tarn_objects::CacheStore, max: u64) {
+    /// Borrows from `store` while `dirty` reach the sync point and the loan is under `max`,
+    /// when the sync would rewrite at least [`LOAN_AMPLIFICATION`] times the dirty bytes
+    /// (`rewrite`: its level-0 records' bytes, asked only then).
+    fn borrow(
+        &mut self,
+        dirty: u64,
+        rewrite: impl FnOnce() -> u64,
+        store: &tarn_objects::CacheStore,
+        max: u64,
+    ) {
+        if dirty < self.sync_at() || self.open >= max || self.declined {
+            return;
+        }
+        if rewrite() < dirty.saturating_mul(LOAN_AMPLIFICATION) {
+            self.declined = true;
+            return;
+        }
         while dirty >= self.sync_at() && self.open < max {
             let granted = store.reserve(LOAN_STEP.min(max - self.open));
             if granted == 0 {
@@ -147,6 +170,7 @@ impl DirtyLoan {
     /// The write phase took the open txg's data: its loan goes with it.
     fn written(&mut self) {
         self.syncing += std::mem::take(&mut self.open);
+        self.declined = false;
     }
 
     /// The syncing txg committed: its loan goes back.
@@ -661,7 +685,17 @@ impl Engine {
         };
         let mut inner = inner;
         let loan_max = self.loan_max.load(Ordering::Relaxed);
-        inner.loan.borrow(dirty, &self.cache, loan_max);
+        let Imported { loan, datasets, .. } = &mut *inner;
+        let rewrite = || {
+            let objsets = datasets
+                .all()
+                .into_iter()
+                .map(|id| &datasets.node(id).objset);
+            objsets
+                .map(|objset| objset.sync_estimate().data_bytes)
+                .sum()
+        };
+        loan.borrow(dirty, rewrite, &self.cache, loan_max);
         if dirty < inner.loan.sync_at() {
             return Ok(());
         }

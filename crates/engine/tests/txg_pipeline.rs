@@ -282,32 +282,42 @@ fn with_a_syncer_the_writer_never_syncs_below_dirty_max() {
 
 #[test]
 fn with_a_loan_the_open_txg_borrows_from_the_cache_and_gives_it_back() {
-    // Goal: with a dirty loan (the daemon's), past DIRTY_SYNC the open txg borrows room
-    // from the clean-block cache instead of waking the syncer, in LOAN_STEP steps and only
-    // as much as the cache lends (half its limit), so the syncer is woken at half the
-    // larger limit; the cache keeps its entries within what it has left; the write phase
-    // and the commit give the loan back. Negative control: without the loan the syncer is
-    // woken at DIRTY_SYNC (the test above).
-    let (_, engine, object) = setup(17, 512 << 20);
+    // Goal: with a dirty loan (the daemon's), a txg of whole records borrows nothing (its
+    // sync would rewrite no more than its dirty bytes) and wakes the syncer at DIRTY_SYNC;
+    // a txg of records written in part (32K of each 128K record: its sync rewrites four
+    // times its dirty bytes) borrows room from the clean-block cache instead, in LOAN_STEP steps
+    // and only as much as the cache lends (half its limit), so the syncer is woken at half
+    // the larger limit; the cache keeps its entries within what it has left; the commit
+    // gives the loan back. Negative control: without the loan the syncer is woken at
+    // DIRTY_SYNC in the second txg too (fails at its first check).
+    let (_, engine, blocks4k) = setup(17, 512 << 20);
+    let records = engine.object_create("tank", 128 << 10).unwrap();
     let syncer = Arc::new(CountingSyncer::default());
     engine.set_txg_syncer(syncer.clone());
     engine.set_cache_limit(4 * tarn_engine::LOAN_STEP);
     engine.set_dirty_loan_max(8 * tarn_engine::LOAN_STEP);
-    let before = committed(&engine);
-    let chunk = vec![7u8; 1 << 20];
-    let mut offset = 0;
-    let mut write_past = |limit: u64| {
+    let wakes = || syncer.wakes.load(Ordering::SeqCst);
+    let write_past = |object, step: u64, len: usize, limit: u64| {
+        let chunk = vec![7u8; len];
+        let mut offset = 0;
         while engine.pool_dirty_bytes("tank").unwrap() < limit {
             engine.object_write("tank", object, offset, &chunk).unwrap();
-            offset += chunk.len() as u64;
+            offset += step;
         }
     };
-    write_past(tarn_engine::DIRTY_SYNC + (1 << 20));
+    write_past(blocks4k, 1 << 20, 1 << 20, tarn_engine::DIRTY_SYNC);
+    assert_eq!(wakes(), 1, "whole records: woken at DIRTY_SYNC");
     assert_eq!(
-        syncer.wakes.load(Ordering::SeqCst),
+        engine.cache_stats().reserved,
         0,
-        "the loan moved the sync point"
+        "whole records borrow nothing"
     );
+    assert!(engine.sync_wanted_pools());
+
+    let before = committed(&engine);
+    let (step, part) = (128 << 10, 32 << 10);
+    write_past(records, step, part, tarn_engine::DIRTY_SYNC + (1 << 20));
+    assert_eq!(wakes(), 1, "the loan moved the sync point");
     assert_eq!(
         engine.cache_stats().reserved,
         tarn_engine::LOAN_STEP,
@@ -316,8 +326,8 @@ fn with_a_loan_the_open_txg_borrows_from_the_cache_and_gives_it_back() {
     // The cache lends half its limit, two steps: the sync point ends at half of
     // DIRTY_MAX and the loan.
     let sync_at = (2 * tarn_engine::DIRTY_SYNC + 2 * tarn_engine::LOAN_STEP) / 2;
-    write_past(sync_at - (1 << 20));
-    assert_eq!(syncer.wakes.load(Ordering::SeqCst), 0);
+    write_past(records, step, part, sync_at - (1 << 20));
+    assert_eq!(wakes(), 1);
     let stats = engine.cache_stats();
     assert_eq!(
         stats.reserved,
@@ -328,12 +338,8 @@ fn with_a_loan_the_open_txg_borrows_from_the_cache_and_gives_it_back() {
         stats.bytes + stats.headers <= stats.limit - stats.reserved,
         "{stats:?}"
     );
-    write_past(sync_at);
-    assert_eq!(
-        syncer.wakes.load(Ordering::SeqCst),
-        1,
-        "woken at the moved point"
-    );
+    write_past(records, step, part, sync_at);
+    assert_eq!(wakes(), 2, "woken at the moved point");
     assert_eq!(committed(&engine), before, "the writer did not sync");
     assert!(engine.sync_wanted_pools());
     assert_eq!(committed(&engine), before.next());
