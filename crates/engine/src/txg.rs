@@ -56,9 +56,10 @@
 //!
 //! # Dirty data lent by the ARC
 //! With a sync thread and [`Engine::set_dirty_loan_max`] (the daemon), a pool's open txg
-//! borrows room for dirty data from the clean-block cache (`CacheStore::reserve`, in steps
-//! of [`LOAN_STEP`], never more than half the cache's limit in all) once its dirty data
-//! reach half its limit, so the limit and the sync point grow together up to [`DIRTY_MAX`]
+//! whose sync would rewrite at least [`LOAN_AMPLIFICATION`] times its dirty bytes borrows
+//! room for dirty data from the clean-block cache (`CacheStore::reserve`, in steps of
+//! [`LOAN_STEP`], never more than half the cache's limit in all) once its dirty data reach
+//! half its limit, so the limit and the sync point grow together up to [`DIRTY_MAX`]
 //! plus the loan maximum; ZFS counts dirty data in its ARC the same way. The write phase
 //! hands the loan to the syncing txg, whose commit gives it back. Why: a 4K write dirties a
 //! few KiB of a record (tarn-objects `pieces`), but the sync rewrites the whole record, so a
@@ -111,9 +112,8 @@ use crate::{DIRTY_MAX, Engine, EngineError, Imported, PoolHandle};
 /// What an open txg borrows from the cache at a time (module docs, "Dirty data lent").
 pub const LOAN_STEP: u64 = 64 << 20;
 /// A txg borrows only when its sync would rewrite this many times its dirty bytes (records
-/// dirtied in part): a larger txg of whole records saves no work and delays their writes
-/// (a 1 GiB streaming write with `fsync` went from 506 to 397 MB/s in fs-peers when every
-/// txg borrowed).
+/// dirtied in part): a larger txg of whole records saves no sync work, and would only take
+/// memory from the ARC and hold more data back from the devices until its sync.
 pub const LOAN_AMPLIFICATION: u64 = 2;
 
 /// The dirty-data room a pool borrowed from the clean-block cache (module docs): the open
