@@ -14,7 +14,7 @@
 mod common;
 
 use common::dataset_prop as prop;
-use common::replica::{Hosts, full, host, incremental, into, received, replicate, send};
+use common::replica::{Hosts, host, incremental, into, received, replicate, send, volumes_at_a};
 use common::volume::{noise, read, volume, write};
 use tarn_engine::{Engine, ReceiveSpec, check};
 
@@ -23,13 +23,7 @@ use tarn_engine::{Engine, ReceiveSpec, check};
 fn setup(change: impl Fn(&Engine)) -> (Hosts, Vec<u8>) {
     let (a_sims, a) = host(9);
     let (b_sims, b) = host(99);
-    a.create_dataset("tank/p", &[], false, "create").unwrap();
-    volume(&a, "tank/p/k");
-    volume(&a, "tank/p/m");
-    write(&a, "tank/p/k", 0, &noise(128 << 10, 1));
-    write(&a, "tank/p/m", 0, &noise(64 << 10, 2));
-    common::volume::snap_all(&a, "tank/p@a");
-    let first = send(&a, replicate(full("tank/p@a")));
+    let first = volumes_at_a(&a);
     received(&b, &into("tank/q"), &first).unwrap();
     change(&a);
     common::volume::snap_all(&a, "tank/p@b");

@@ -23,7 +23,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use common::replica::{full, host, incremental, into, received, replicate, send};
+use common::replica::{host, incremental, into, received, replicate, send, volumes_at_a};
 use common::volume::{noise, read, volume, write};
 use common::{CutProvider, Host, PLAIN, crash_all, sim_devices_with};
 use tarn_device::{FaultPlan, SimDevice};
@@ -63,13 +63,7 @@ fn restore(images: &Images) -> (Arc<CutProvider>, Engine) {
 /// first.
 fn hosts() -> (Engine, Vec<u8>, Images) {
     let (_, a) = host(9);
-    a.create_dataset("tank/p", &[], false, "create").unwrap();
-    volume(&a, "tank/p/k");
-    volume(&a, "tank/p/m");
-    write(&a, "tank/p/k", 0, &noise(128 << 10, 1));
-    write(&a, "tank/p/m", 0, &noise(64 << 10, 2));
-    common::volume::snap_all(&a, "tank/p@a");
-    let first = send(&a, replicate(full("tank/p@a")));
+    let first = volumes_at_a(&a);
     a.rename_dataset("tank/p/k", "tank/p/k2", "rename").unwrap();
     a.rename_dataset("tank/p/m", "tank/p/m2", "rename").unwrap();
     write(&a, "tank/p/k2", 64 << 10, &noise(96 << 10, 3));

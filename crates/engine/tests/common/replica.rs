@@ -12,6 +12,19 @@ use tarn_posix::{Creds, FileKind};
 
 use super::{Host, PLAIN, images, sim_devices};
 
+/// A's `tank/p` with the volumes `k` (128 KiB written) and `m` (64 KiB), snapshotted
+/// recursively at `@a`; returns `send -R tank/p@a`.
+pub(crate) fn volumes_at_a(a: &Engine) -> Vec<u8> {
+    use super::volume::{noise, snap_all, volume, write};
+    a.create_dataset("tank/p", &[], false, "create").unwrap();
+    volume(a, "tank/p/k");
+    volume(a, "tank/p/m");
+    write(a, "tank/p/k", 0, &noise(128 << 10, 1));
+    write(a, "tank/p/m", 0, &noise(64 << 10, 2));
+    snap_all(a, "tank/p@a");
+    send(a, replicate(full("tank/p@a")))
+}
+
 /// Host A sends, host B receives; each with the simulated devices under it.
 pub(crate) struct Hosts {
     pub(crate) a_sims: Arc<SimProvider>,
