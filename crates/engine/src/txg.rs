@@ -134,10 +134,10 @@ impl DirtyLoan {
         DIRTY_MAX + self.open
     }
 
-    /// Dirty bytes at which the syncer starts a txg: half the limit, as [`DIRTY_SYNC`] is
-    /// of [`DIRTY_MAX`].
+    /// Dirty bytes at which the syncer starts a txg: [`DIRTY_SYNC`] moved by half the loan,
+    /// so that it stays half the limit.
     pub(crate) fn sync_at(&self) -> u64 {
-        self.limit() / 2
+        DIRTY_SYNC + self.open / 2
     }
 
     /// Borrows from `store` while `dirty` reach the sync point and the loan is under `max`,
