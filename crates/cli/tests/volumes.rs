@@ -491,7 +491,6 @@ fn protocol_errors_and_vanishing_clients() {
     c.write_all(&request(2, 9, 0, 0)).unwrap();
 }
 
-/// A TCP port nobody listens on now.
 /// A port nothing listens on, below Linux's ephemeral range (32768 and up), so that no
 /// client connection of a test running alongside takes it as its own port between this
 /// probe and the daemon's bind (a port from `bind(0)` is an ephemeral one, and the listener
@@ -507,22 +506,57 @@ fn free_port() -> u16 {
     }
 }
 
-fn listening(port: u16) -> bool {
-    std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+/// The TCP sockets the rig's daemon listens on, as (local address in /proc/net's hex,
+/// port). Asked of the daemon's own descriptors, not of the port: a probe by connecting
+/// also sees whatever else on the machine holds the port, and a CI run once found a port
+/// that was free a moment before answering ("no TCP by default" failed).
+fn daemon_listeners(rig: &Rig) -> Vec<(String, u16)> {
+    let pid = std::fs::read_to_string(rig.rundir.join("tarn.pid")).expect("pid file");
+    let sockets: std::collections::HashSet<String> =
+        std::fs::read_dir(format!("/proc/{}/fd", pid.trim()))
+            .expect("the daemon's descriptors")
+            .filter_map(|fd| {
+                let target = std::fs::read_link(fd.ok()?.path()).ok()?;
+                let inode = target
+                    .to_str()?
+                    .strip_prefix("socket:[")?
+                    .strip_suffix(']')?;
+                Some(inode.to_string())
+            })
+            .collect();
+    let mut found = Vec::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let text = std::fs::read_to_string(table).unwrap_or_default();
+        for line in text.lines().skip(1) {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let (Some(local), Some(state), Some(inode)) =
+                (fields.get(1), fields.get(3), fields.get(9))
+            else {
+                continue;
+            };
+            let Some((addr, hex_port)) = local.split_once(':') else {
+                continue;
+            };
+            if *state == "0A" && sockets.contains(*inode) {
+                let port = u16::from_str_radix(hex_port, 16).unwrap();
+                found.push((addr.to_string(), port));
+            }
+        }
+    }
+    found
 }
 
-/// The local addresses (hex, as /proc/net/tcp shows them) of sockets listening on `port`.
-fn listen_addresses(port: u16) -> Vec<String> {
-    let table = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
-    table
-        .lines()
-        .skip(1)
-        .filter_map(|line| {
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            let (addr, hex_port) = fields.get(1)?.split_once(':')?;
-            let listen = fields.get(3) == Some(&"0A");
-            (listen && u16::from_str_radix(hex_port, 16).ok()? == port).then(|| addr.to_string())
-        })
+/// Whether the rig's daemon listens on TCP `port`.
+fn listening(rig: &Rig, port: u16) -> bool {
+    daemon_listeners(rig).iter().any(|(_, p)| *p == port)
+}
+
+/// The local addresses (hex, as /proc/net/tcp shows them) the daemon listens on at `port`.
+fn listen_addresses(rig: &Rig, port: u16) -> Vec<String> {
+    let listeners = daemon_listeners(rig).into_iter();
+    listeners
+        .filter(|(_, p)| *p == port)
+        .map(|(addr, _)| addr)
         .collect()
 }
 
@@ -541,7 +575,7 @@ fn tcp_listener_follows_the_pool_property() {
     let rig = tank();
     rig.ok("create -V 32M tank/vol");
     let port = free_port();
-    assert!(!listening(port), "no TCP by default");
+    assert_eq!(daemon_listeners(&rig), [], "no TCP by default");
     assert!(rig.ok("nbd -H").trim_end().ends_with("\t-"), "no TCP URI");
     rig.ok(&format!("set org.tarn:nbd_listen=127.0.0.1:{port} tank"));
     let target = format!("nbd://127.0.0.1:{port}/tank/vol");
@@ -572,8 +606,8 @@ fn tcp_listener_follows_the_pool_property() {
     );
     let moved = free_port();
     rig.ok(&format!("set org.tarn:nbd_listen={moved} tank"));
-    assert!(!listening(port), "the old port is closed");
-    assert_eq!(listen_addresses(moved), ["0100007F"], "loopback only");
+    assert!(!listening(&rig, port), "the old port is closed");
+    assert_eq!(listen_addresses(&rig, moved), ["0100007F"], "loopback only");
     tool(
         "qemu-img",
         &[
@@ -587,12 +621,12 @@ fn tcp_listener_follows_the_pool_property() {
         ],
     );
     rig.ok("set org.tarn:nbd_listen=nowhere tank");
-    assert!(!listening(moved), "a bad value serves nothing");
+    assert!(!listening(&rig, moved), "a bad value serves nothing");
     rig.ok("list tank/vol");
     rig.ok(&format!("set org.tarn:nbd_listen=127.0.0.1:{port} tank"));
-    assert!(listening(port));
+    assert!(listening(&rig, port));
     rig.ok("inherit org.tarn:nbd_listen tank");
-    assert!(!listening(port), "inherit stops the listener");
+    assert!(!listening(&rig, port), "inherit stops the listener");
 }
 
 /// The TCP column of `tarn nbd -H` for `volume`.
@@ -660,8 +694,11 @@ fn tcp_listener_per_volume_and_inherited() {
     );
     assert!(succeeds("nbdinfo", &[&at(two, "tank/fs/c")]));
     rig.ok("inherit org.tarn:nbd_listen tank/a");
-    assert!(!listening(one), "no volume wants the first port any more");
-    assert!(listening(two));
+    assert!(
+        !listening(&rig, one),
+        "no volume wants the first port any more"
+    );
+    assert!(listening(&rig, two));
     assert_eq!(tcp_uri(&rig, "tank/a"), "-");
 }
 
@@ -865,7 +902,7 @@ fn tls_over_tcp_required_and_offered() {
         "set org.tarn:nbd_tls_certificates={} tank",
         empty.display()
     ));
-    assert!(!listening(port), "no certificate: nothing served");
+    assert!(!listening(&rig, port), "no certificate: nothing served");
     rig.ok("list tank/vol");
 }
 
@@ -940,7 +977,7 @@ fn tls_client_certificates_required() {
     assert!(!succeeds("nbdinfo", &[&with(&bare)]));
     rig.ok("set org.tarn:nbd_tls=on tank");
     assert!(
-        !listening(port),
+        !listening(&rig, port),
         "verify without required TLS: nothing served"
     );
     rig.ok("list tank/vol");
@@ -1081,7 +1118,10 @@ fn refusals_keep_the_listener_down(rig: &Rig, port: u16, server: &Path) {
         b"-----BEGIN X509 CRL-----\nAAAA\n-----END X509 CRL-----\n",
     );
     set_dir(&broken);
-    assert!(!listening(port), "a bad revocation list: nothing served");
+    assert!(
+        !listening(&rig, port),
+        "a bad revocation list: nothing served"
+    );
     assert!(
         logged(
             rig,
@@ -1093,13 +1133,16 @@ fn refusals_keep_the_listener_down(rig: &Rig, port: u16, server: &Path) {
         "the reason is logged"
     );
     set_dir(server);
-    assert!(listening(port));
+    assert!(listening(&rig, port));
     rig.ok("set org.tarn:nbd_tls_clients=not/a/name tank");
-    assert!(!listening(port), "a bad name: nothing served");
+    assert!(!listening(&rig, port), "a bad name: nothing served");
     assert!(logged(rig, &["'not/a/name' is not a DNS name"]));
     rig.ok("set org.tarn:nbd_tls_clients=alice.example tank");
     rig.ok("set org.tarn:nbd_tls_verify=none tank");
-    assert!(!listening(port), "a list without verify: nothing served");
+    assert!(
+        !listening(&rig, port),
+        "a list without verify: nothing served"
+    );
     assert!(logged(rig, &["nbd_tls_clients=alice.example needs"]));
     rig.ok("set org.tarn:nbd_tls_verify=require tank");
 }
