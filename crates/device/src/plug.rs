@@ -36,7 +36,7 @@ pub(crate) trait Wake: Send + Sync {
 }
 
 /// Bytes of writes a plugged thread queues before it wakes the devices it deferred (P3):
-/// a run of about 1 MiB per device of a raidz2 of 10 (`AGGREGATE_MAX` of the queue), and a
+/// a run of about 1 MiB per device of a raidz2 of 10 (half the queue's `AGGREGATE_MAX`), and a
 /// bound on how long another thread's drain waits for it.
 pub(crate) const PLUG_WRITE_BYTES: u64 = 8 << 20;
 

@@ -1180,7 +1180,7 @@ mod tests {
         let next = streams.note(file, end + 2 * step, step);
         assert_eq!(next, Some(READAHEAD_BYTES_MAX));
         let big_cache = 1u64 << 32;
-        assert_eq!(super::window(READAHEAD_BYTES_MAX, 64 << 10, big_cache), 128);
+        assert_eq!(super::window(READAHEAD_BYTES_MAX, 64 << 10, big_cache), 256);
         assert_eq!(super::window(READAHEAD_BYTES_MIN, 64 << 10, big_cache), 32);
         assert_eq!(
             super::window(READAHEAD_BYTES_MAX, 4096, big_cache),
