@@ -29,6 +29,16 @@
 //! headers), so a store of small blocks stays within its limit too; `bytes` in
 //! [`CacheStats`] is the payload alone, `headers` the rest.
 //!
+//! # Records written whole
+//! A record a sync writes whole (a stream through a mount, a volume's blocks) enters the
+//! cache as *written*: such entries are kept up to a [`WRITTEN_SHARE`]th of the cache's
+//! room together, the oldest going first, unless a read hits one (it is then an entry like
+//! any other). A stream of writes then recycles the same memory instead of growing the
+//! cache page by page: the first touch of fresh memory (the kernel clearing each page) was
+//! a fifth of a streaming write's CPU (docs/PERFORMANCE.md, "Records written whole kept
+//! briefly"). Records merged from pieces, metadata and everything read enter as before: a
+//! random writer reads its records back for the next piece.
+//!
 //! The `primarycache` property is per object set ([`CachePolicy`]): it decides what that set
 //! puts in the store and what it takes from it; narrowing it drops the domain's entries it no
 //! longer admits (a rare admin change, so the store is scanned).
@@ -98,6 +108,10 @@ impl CachePolicy {
     }
 }
 
+/// The share of the cache's room that records written whole and not read since may take
+/// (module docs, "Records written whole"): a sixteenth.
+pub(crate) const WRITTEN_SHARE: u64 = 16;
+
 /// Memory an entry costs beyond its buffer's capacity: its key twice (the index and the
 /// CLOCK ring), the entry, the index's control byte and load-factor slack (an eighth), the
 /// ring's places (one per entry and at most one left by a forgotten entry, each up to
@@ -141,6 +155,9 @@ struct Entry {
     data: bool,
     /// Which place in the ring is this entry's (a forgotten entry's place stays behind).
     generation: u64,
+    /// A record written whole and not read since (module docs): counted in
+    /// `Entries::written_charged` and queued in `Entries::written`.
+    written: bool,
 }
 
 /// What `entry` is charged against the limit: the memory it holds.
@@ -167,9 +184,59 @@ struct Entries {
     reserved: u64,
     next_generation: u64,
     stats: CacheStats,
+    /// Entries inserted as written, oldest first, by key and generation; also places of
+    /// such entries since read or removed (at most as many as there are written entries,
+    /// plus [`WRITTEN_SLACK`]).
+    written: VecDeque<(CacheKey, u64)>,
+    /// What the entries still marked written are charged, and how many they are.
+    written_charged: u64,
+    written_live: usize,
 }
 
+/// Places of `Entries::written` whose entries are no longer written that may stay before
+/// the queue is compacted.
+const WRITTEN_SLACK: usize = 64;
+
 impl Entries {
+    /// Drops the oldest written entries until they take at most their share of the room,
+    /// and compacts their queue when it holds more places than it needs.
+    fn trim_written(&mut self) {
+        let cap = self.room() / WRITTEN_SHARE;
+        while self.written_charged > cap {
+            let Some((key, generation)) = self.written.pop_front() else {
+                break;
+            };
+            let current = self.map.get(&key);
+            if current.is_some_and(|e| e.written && e.generation == generation) {
+                self.remove(&key);
+                self.stats.evictions += 1;
+            }
+        }
+        if self.written.len() > 2 * self.written_live + WRITTEN_SLACK {
+            let map = &self.map;
+            self.written.retain(|(key, generation)| {
+                map.get(key)
+                    .is_some_and(|e| e.written && e.generation == *generation)
+            });
+        }
+        assert!(
+            self.written_live <= self.written.len(),
+            "cache: every written entry is queued"
+        );
+    }
+
+    /// A hit on `key`'s entry: it is referenced, and no longer written.
+    fn hit(&mut self, key: &CacheKey) -> Option<Arc<Vec<u8>>> {
+        let entry = self.map.get_mut(key)?;
+        entry.referenced = true;
+        if entry.written {
+            entry.written = false;
+            self.written_charged -= charge(entry);
+            self.written_live -= 1;
+        }
+        Some(Arc::clone(&entry.bytes))
+    }
+
     /// Evicts in CLOCK order until at most `limit` bytes are held. Each pass of the hand
     /// clears the flags it passes, so this ends within two turns of the ring.
     fn evict_to(&mut self, limit: u64) {
@@ -237,6 +304,10 @@ impl Entries {
     fn forget(&mut self, entry: &Entry) {
         self.bytes -= entry.bytes.len() as u64;
         self.charged -= charge(entry);
+        if entry.written {
+            self.written_charged -= charge(entry);
+            self.written_live -= 1;
+        }
         if entry.data {
             self.data_bytes -= entry.bytes.len() as u64;
         }
@@ -285,6 +356,9 @@ impl CacheStore {
                 reserved: 0,
                 next_generation: 0,
                 stats: CacheStats::default(),
+                written: VecDeque::new(),
+                written_charged: 0,
+                written_live: 0,
             })),
         }
     }
@@ -392,11 +466,22 @@ impl CacheDomain {
     /// kept or too big; evicts the least recently used to make room. The object set's
     /// `primarycache` policy is its caller's to apply.
     pub(crate) fn insert(&self, bp: &BlockPtr, data: Arc<Vec<u8>>) {
+        self.insert_as(bp, data, false);
+    }
+
+    /// [`CacheDomain::insert`] of a record a sync wrote whole (module docs, "Records
+    /// written whole"); metadata is inserted as any block.
+    pub(crate) fn insert_written(&self, bp: &BlockPtr, data: Arc<Vec<u8>>) {
+        self.insert_as(bp, data, is_data(bp));
+    }
+
+    fn insert_as(&self, bp: &BlockPtr, data: Arc<Vec<u8>>, written: bool) {
         let mut entry = Entry {
             bytes: data,
             referenced: false,
             data: is_data(bp),
             generation: 0,
+            written,
         };
         let size = charge(&entry);
         let key = CacheKey::of(self.inner.id, bp);
@@ -419,7 +504,15 @@ impl CacheDomain {
         entries.next_generation += 1;
         entry.generation = entries.next_generation;
         entries.ring.push_back((key, entry.generation));
+        if written {
+            entries.written.push_back((key, entry.generation));
+            entries.written_charged += size;
+            entries.written_live += 1;
+        }
         entries.map.insert(key, entry);
+        if written {
+            entries.trim_written();
+        }
         assert!(
             entries.charged <= entries.room(),
             "cache: {} bytes over limit {} less {} lent (I1)",
@@ -518,13 +611,12 @@ impl BlockCache {
         let key = CacheKey::of(self.domain.inner.id, bp);
         let mut guard = self.domain.store().lock();
         let entries = &mut *guard;
-        let Some(entry) = entries.map.get_mut(&key) else {
+        let Some(bytes) = entries.hit(&key) else {
             entries.stats.misses += 1;
             return None;
         };
         entries.stats.hits += 1;
-        entry.referenced = true;
-        Some(Arc::clone(&entry.bytes))
+        Some(bytes)
     }
 
     /// Applies `policy` from now on, dropping the domain's entries it no longer admits.
@@ -582,6 +674,13 @@ impl BlockCache {
     pub(crate) fn insert(&mut self, bp: &BlockPtr, data: Arc<Vec<u8>>) {
         if self.policy.admits(bp) {
             self.domain.insert(bp, data);
+        }
+    }
+
+    /// [`BlockCache::insert`] of a record a sync wrote whole (module docs).
+    pub(crate) fn insert_written(&mut self, bp: &BlockPtr, data: Arc<Vec<u8>>) {
+        if self.policy.admits(bp) {
+            self.domain.insert_written(bp, data);
         }
     }
 
@@ -748,6 +847,65 @@ mod tests {
         let stats = cache.domain.store().stats();
         assert!(stats.bytes + stats.headers <= room(8, 4096), "{stats:?}");
         assert_eq!(stats.entries, room(8, 4096) / (16 + ENTRY_OVERHEAD));
+    }
+
+    /// Goal: records written whole take at most a `WRITTEN_SHARE`th of the room together,
+    /// the oldest leaving first; one read since it was written stays as any entry; metadata
+    /// written is not counted; the queue of written places stays bounded while reads take
+    /// entries out of it. Method: 64 blocks' room, so 4 written ones fit; 40 written data
+    /// blocks with the fifth read back, then 200 more each read at once, and metadata
+    /// written. Negative control: without `trim_written` all 40 stay (the first assert).
+    #[test]
+    fn records_written_whole_are_kept_within_their_share() {
+        let data = |offset: u64| BlockPtr {
+            block_type: BlockType::Data,
+            ..bp(offset)
+        };
+        let mut cache = BlockCache::new(room(64, 1024));
+        let share = room(64, 1024) / WRITTEN_SHARE;
+        assert_eq!(
+            share / (1024 + ENTRY_OVERHEAD),
+            4,
+            "four written blocks fit"
+        );
+        for i in 0..40 {
+            cache.insert_written(&data(i), Arc::new(vec![i as u8; 1024]));
+            if i == 4 {
+                assert!(cache.get(&data(4)).is_some(), "read since written");
+            }
+        }
+        let kept: Vec<u64> = (0..40).filter(|&i| cache.contains(&data(i))).collect();
+        assert_eq!(
+            kept,
+            [4, 36, 37, 38, 39],
+            "the newest four written, and the read one"
+        );
+        {
+            let entries = cache.domain.store().lock();
+            assert_eq!(entries.written_live, 4);
+            assert!(entries.written_charged <= share);
+        }
+        for i in 100..300 {
+            cache.insert_written(&data(i), Arc::new(vec![0; 1024]));
+            assert!(cache.get(&data(i)).is_some());
+        }
+        let meta = BlockPtr {
+            block_type: BlockType::Indirect,
+            level: 1,
+            ..bp(1000)
+        };
+        cache.insert_written(&meta, Arc::new(vec![0; 1024]));
+        let entries = cache.domain.store().lock();
+        assert_eq!(
+            entries.written_live, 0,
+            "read and metadata entries are not written"
+        );
+        assert!(
+            entries.written.len() <= WRITTEN_SLACK + 1,
+            "{}",
+            entries.written.len()
+        );
+        assert!(entries.map.len() >= 60, "read entries fill the room as any");
     }
 
     #[test]

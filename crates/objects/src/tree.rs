@@ -360,6 +360,8 @@ fn read_pieced(
 /// They are exactly the bytes the block pointer's checksum was computed from (after the
 /// store's compression, which the store undoes on every read it verifies). The store gets
 /// them shared ([`BlockStore::write_block_shared`]): cached bytes are never changed in place.
+/// `whole`: a record written whole, which the cache keeps only briefly unless it is read
+/// (tarn-objects `cache`, "Records written whole").
 fn write_cached(
     store: &mut dyn BlockStore,
     cache: &mut BlockCache,
@@ -367,6 +369,7 @@ fn write_cached(
     offset: u64,
     bytes: Arc<Vec<u8>>,
     props: &WriteProps,
+    whole: bool,
 ) -> Result<BlockPtr, ObjectError> {
     // Shared with the store, which keeps uncompressed bytes as they are instead of a copy.
     let bp = store
@@ -382,7 +385,10 @@ fn write_cached(
             bytes.len() as u64,
             "written block's size"
         );
-        cache.insert(&bp, bytes);
+        match whole {
+            true => cache.insert_written(&bp, bytes),
+            false => cache.insert(&bp, bytes),
+        }
     }
     Ok(bp)
 }
@@ -919,6 +925,7 @@ impl Level0 {
     ) -> Result<BlockPtr, ObjectError> {
         let offset = self.blkid.saturating_mul(self.block_size);
         let txg = store.txg();
+        let whole = matches!(entry, Dirty::Data(_));
         let bytes = match entry {
             Dirty::Hole => return Ok(BlockPtr::hole(txg)),
             Dirty::Clone(source) => {
@@ -942,10 +949,13 @@ impl Level0 {
             }
         };
         if let Some(bp) = self.adopt(store) {
-            cache.insert(&bp, bytes);
+            match whole {
+                true => cache.insert_written(&bp, bytes),
+                false => cache.insert(&bp, bytes),
+            }
             return Ok(bp);
         }
-        write_cached(store, cache, self.object, offset, bytes, &self.props)
+        write_cached(store, cache, self.object, offset, bytes, &self.props, whole)
     }
 
     /// The block written ahead, adopted by the store.
@@ -1093,7 +1103,8 @@ pub(crate) fn sync_tree(
                     child.encode_into(&mut writer);
                 }
                 let props = write_props(config, &old, level, level0_type, fill);
-                let bp = write_cached(store, cache, object, 0, Arc::new(writer.finish()), &props)?;
+                let indirect = Arc::new(writer.finish());
+                let bp = write_cached(store, cache, object, 0, indirect, &props, false)?;
                 assert_eq!(
                     bp.fill, fill,
                     "store must keep the fill count of indirect blocks"
