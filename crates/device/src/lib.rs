@@ -56,12 +56,13 @@
 //! operation (so operations are atomic with respect to each other) and released before the
 //! latency sleep. Lock order: `SimDevice` state, nothing below it. Callers decide ordering
 //! between writes and flushes; a device never reorders an acknowledged write past a flush.
-//! `QueuedDevice` runs one I/O thread per device that applies queued writes and submitted
-//! reads in submission order (FIFO), so a read submitted after a write was acknowledged sees
-//! it; writes given as [`SharedBytes`] ([`Device::write_shared`]) wait in its queue as
-//! references to their owner's buffer, not copies; its submitters wait on a per-read slot
-//! (`pending`). Lock order: the queue's state, then nothing (a read slot's lock is never
-//! held with the queue's; the shared buffers it holds are `Arc`s, no lock).
+//! `QueuedDevice` runs two I/O threads per device that take queued writes and submitted
+//! reads in submission order (FIFO; reads two at a time, a write alone), so a read submitted
+//! after a write was acknowledged sees it; writes given as [`SharedBytes`]
+//! ([`Device::write_shared`]) wait in its queue as references to their owner's buffer, not
+//! copies; its submitters wait on a per-read slot (`pending`). Lock order: the queue's
+//! state, then nothing (a read slot's lock is never held with the queue's; the shared
+//! buffers it holds are `Arc`s, no lock).
 //!
 //! # Failure model
 //! What a leaf can do to us, and where it is modelled (`FileDevice` passes real faults
