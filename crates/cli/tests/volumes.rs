@@ -1119,7 +1119,7 @@ fn refusals_keep_the_listener_down(rig: &Rig, port: u16, server: &Path) {
     );
     set_dir(&broken);
     assert!(
-        !listening(&rig, port),
+        !listening(rig, port),
         "a bad revocation list: nothing served"
     );
     assert!(
@@ -1133,14 +1133,14 @@ fn refusals_keep_the_listener_down(rig: &Rig, port: u16, server: &Path) {
         "the reason is logged"
     );
     set_dir(server);
-    assert!(listening(&rig, port));
+    assert!(listening(rig, port));
     rig.ok("set org.tarn:nbd_tls_clients=not/a/name tank");
-    assert!(!listening(&rig, port), "a bad name: nothing served");
+    assert!(!listening(rig, port), "a bad name: nothing served");
     assert!(logged(rig, &["'not/a/name' is not a DNS name"]));
     rig.ok("set org.tarn:nbd_tls_clients=alice.example tank");
     rig.ok("set org.tarn:nbd_tls_verify=none tank");
     assert!(
-        !listening(&rig, port),
+        !listening(rig, port),
         "a list without verify: nothing served"
     );
     assert!(logged(rig, &["nbd_tls_clients=alice.example needs"]));

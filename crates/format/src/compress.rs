@@ -563,9 +563,10 @@ mod tests {
     }
 
     /// Goal: blocks of random bytes with a 32-byte header every 512 (zeros, a constant, the
-    /// offset, zeros: fio's default write buffers) are given up by the sample, and could not pass the 12.5% rule anyway; a
-    /// block just able to pass it (its last 20 KiB zeros) is still compressed. Method: eight
-    /// such blocks of different random bytes; the sample's verdict and a full lz4 pass.
+    /// offset, zeros: fio's default write buffers) are given up by the sample, and could not
+    /// pass the 12.5% rule anyway; a block just able to pass it (its last 20 KiB zeros) is
+    /// still compressed. Method: eight such blocks of different random bytes; the sample's
+    /// verdict and a full lz4 pass.
     /// Negative control: the earlier bar (1/32 of the sample) tries some of them whole.
     #[test]
     fn sparse_short_repeats_are_given_up_by_the_sample() {
