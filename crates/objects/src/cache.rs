@@ -43,7 +43,7 @@
 //! puts in the store and what it takes from it; narrowing it drops the domain's entries it no
 //! longer admits (a rare admin change, so the store is scanned).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use tarn_format::{BlockPtr, BlockType, Dva};
 
@@ -115,12 +115,14 @@ pub(crate) const WRITTEN_SHARE: u64 = 16;
 /// Memory an entry costs beyond its buffer's capacity: its key twice (the index and the
 /// CLOCK ring), the entry, the index's control byte and load-factor slack (an eighth), the
 /// ring's places (one per entry and at most one left by a forgotten entry, each up to
-/// doubled by growth slack), and the `Arc<Vec<u8>>` headers.
+/// doubled by growth slack), its place among the records written whole when it is one (a
+/// B-tree's nodes are at least half full: twice the place), and the `Arc<Vec<u8>>`
+/// headers.
 pub const ENTRY_OVERHEAD: u64 = {
     let key = std::mem::size_of::<CacheKey>() as u64;
     let slot = key + std::mem::size_of::<Entry>() as u64 + 1;
     let place = std::mem::size_of::<(CacheKey, u64)>() as u64;
-    slot + slot / 7 + 4 * place + std::mem::size_of::<Vec<u8>>() as u64 + 16
+    slot + slot / 7 + 4 * place + 2 * place + std::mem::size_of::<Vec<u8>>() as u64 + 16
 };
 
 /// Counters of a [`CacheStore`] since it was made.
@@ -156,7 +158,7 @@ struct Entry {
     /// Which place in the ring is this entry's (a forgotten entry's place stays behind).
     generation: u64,
     /// A record written whole and not read since (module docs): counted in
-    /// `Entries::written_charged` and queued in `Entries::written`.
+    /// `Entries::written_charged` and in `Entries::written` by its generation.
     written: bool,
 }
 
@@ -184,45 +186,24 @@ struct Entries {
     reserved: u64,
     next_generation: u64,
     stats: CacheStats,
-    /// Entries inserted as written, oldest first, by key and generation; also places of
-    /// such entries since read or removed (at most as many as there are written entries,
-    /// plus [`WRITTEN_SLACK`]).
-    written: VecDeque<(CacheKey, u64)>,
-    /// What the entries still marked written are charged, and how many they are.
+    /// The entries marked written, by generation (so the oldest first), and what they are
+    /// charged together.
+    written: BTreeMap<u64, CacheKey>,
     written_charged: u64,
-    written_live: usize,
 }
 
-/// Places of `Entries::written` whose entries are no longer written that may stay before
-/// the queue is compacted.
-const WRITTEN_SLACK: usize = 64;
-
 impl Entries {
-    /// Drops the oldest written entries until they take at most their share of the room,
-    /// and compacts their queue when it holds more places than it needs.
+    /// Drops the oldest written entries until they take at most their share of the room.
     fn trim_written(&mut self) {
         let cap = self.room() / WRITTEN_SHARE;
         while self.written_charged > cap {
-            let Some((key, generation)) = self.written.pop_front() else {
-                break;
-            };
-            let current = self.map.get(&key);
-            if current.is_some_and(|e| e.written && e.generation == generation) {
-                self.remove(&key);
-                self.stats.evictions += 1;
-            }
+            let (_, key) = self
+                .written
+                .pop_first()
+                .expect("cache: written bytes belong to written entries");
+            self.remove(&key);
+            self.stats.evictions += 1;
         }
-        if self.written.len() > 2 * self.written_live + WRITTEN_SLACK {
-            let map = &self.map;
-            self.written.retain(|(key, generation)| {
-                map.get(key)
-                    .is_some_and(|e| e.written && e.generation == *generation)
-            });
-        }
-        assert!(
-            self.written_live <= self.written.len(),
-            "cache: every written entry is queued"
-        );
     }
 
     /// A hit on `key`'s entry: it is referenced, and no longer written.
@@ -232,7 +213,7 @@ impl Entries {
         if entry.written {
             entry.written = false;
             self.written_charged -= charge(entry);
-            self.written_live -= 1;
+            self.written.remove(&entry.generation);
         }
         Some(Arc::clone(&entry.bytes))
     }
@@ -306,7 +287,7 @@ impl Entries {
         self.charged -= charge(entry);
         if entry.written {
             self.written_charged -= charge(entry);
-            self.written_live -= 1;
+            self.written.remove(&entry.generation);
         }
         if entry.data {
             self.data_bytes -= entry.bytes.len() as u64;
@@ -356,9 +337,8 @@ impl CacheStore {
                 reserved: 0,
                 next_generation: 0,
                 stats: CacheStats::default(),
-                written: VecDeque::new(),
+                written: BTreeMap::new(),
                 written_charged: 0,
-                written_live: 0,
             })),
         }
     }
@@ -469,13 +449,10 @@ impl CacheDomain {
         self.insert_as(bp, data, false);
     }
 
-    /// [`CacheDomain::insert`] of a record a sync wrote whole (module docs, "Records
-    /// written whole"); metadata is inserted as any block.
-    pub(crate) fn insert_written(&self, bp: &BlockPtr, data: Arc<Vec<u8>>) {
-        self.insert_as(bp, data, is_data(bp));
-    }
-
-    fn insert_as(&self, bp: &BlockPtr, data: Arc<Vec<u8>>, written: bool) {
+    /// [`CacheDomain::insert`], of a record a sync wrote whole when `whole` (module docs,
+    /// "Records written whole"; metadata is inserted as any block).
+    fn insert_as(&self, bp: &BlockPtr, data: Arc<Vec<u8>>, whole: bool) {
+        let written = whole && is_data(bp);
         let mut entry = Entry {
             bytes: data,
             referenced: false,
@@ -505,9 +482,8 @@ impl CacheDomain {
         entry.generation = entries.next_generation;
         entries.ring.push_back((key, entry.generation));
         if written {
-            entries.written.push_back((key, entry.generation));
+            entries.written.insert(entry.generation, key);
             entries.written_charged += size;
-            entries.written_live += 1;
         }
         entries.map.insert(key, entry);
         if written {
@@ -677,10 +653,11 @@ impl BlockCache {
         }
     }
 
-    /// [`BlockCache::insert`] of a record a sync wrote whole (module docs).
-    pub(crate) fn insert_written(&mut self, bp: &BlockPtr, data: Arc<Vec<u8>>) {
+    /// [`BlockCache::insert`] of a block a sync wrote, a record written whole when `whole`
+    /// (module docs, "Records written whole").
+    pub(crate) fn insert_synced(&mut self, bp: &BlockPtr, data: Arc<Vec<u8>>, whole: bool) {
         if self.policy.admits(bp) {
-            self.domain.insert_written(bp, data);
+            self.domain.insert_as(bp, data, whole);
         }
     }
 
@@ -851,8 +828,7 @@ mod tests {
 
     /// Goal: records written whole take at most a `WRITTEN_SHARE`th of the room together,
     /// the oldest leaving first; one read since it was written stays as any entry; metadata
-    /// written is not counted; the queue of written places stays bounded while reads take
-    /// entries out of it. Method: 64 blocks' room, so 4 written ones fit; 40 written data
+    /// written is not counted; reads take entries out of the written ones. Method: 64 blocks' room, so 4 written ones fit; 40 written data
     /// blocks with the fifth read back, then 200 more each read at once, and metadata
     /// written. Negative control: without `trim_written` all 40 stay (the first assert).
     #[test]
@@ -869,7 +845,7 @@ mod tests {
             "four written blocks fit"
         );
         for i in 0..40 {
-            cache.insert_written(&data(i), Arc::new(vec![i as u8; 1024]));
+            cache.insert_synced(&data(i), Arc::new(vec![i as u8; 1024]), true);
             if i == 4 {
                 assert!(cache.get(&data(4)).is_some(), "read since written");
             }
@@ -882,11 +858,11 @@ mod tests {
         );
         {
             let entries = cache.domain.store().lock();
-            assert_eq!(entries.written_live, 4);
+            assert_eq!(entries.written.len(), 4);
             assert!(entries.written_charged <= share);
         }
         for i in 100..300 {
-            cache.insert_written(&data(i), Arc::new(vec![0; 1024]));
+            cache.insert_synced(&data(i), Arc::new(vec![0; 1024]), true);
             assert!(cache.get(&data(i)).is_some());
         }
         let meta = BlockPtr {
@@ -894,16 +870,12 @@ mod tests {
             level: 1,
             ..bp(1000)
         };
-        cache.insert_written(&meta, Arc::new(vec![0; 1024]));
+        cache.insert_synced(&meta, Arc::new(vec![0; 1024]), true);
         let entries = cache.domain.store().lock();
         assert_eq!(
-            entries.written_live, 0,
+            entries.written.len(),
+            0,
             "read and metadata entries are not written"
-        );
-        assert!(
-            entries.written.len() <= WRITTEN_SLACK + 1,
-            "{}",
-            entries.written.len()
         );
         assert!(entries.map.len() >= 60, "read entries fill the room as any");
     }

@@ -385,10 +385,7 @@ fn write_cached(
             bytes.len() as u64,
             "written block's size"
         );
-        match whole {
-            true => cache.insert_written(&bp, bytes),
-            false => cache.insert(&bp, bytes),
-        }
+        cache.insert_synced(&bp, bytes, whole);
     }
     Ok(bp)
 }
@@ -949,10 +946,7 @@ impl Level0 {
             }
         };
         if let Some(bp) = self.adopt(store) {
-            match whole {
-                true => cache.insert_written(&bp, bytes),
-                false => cache.insert(&bp, bytes),
-            }
+            cache.insert_synced(&bp, bytes, whole);
             return Ok(bp);
         }
         write_cached(store, cache, self.object, offset, bytes, &self.props, whole)
