@@ -828,9 +828,10 @@ mod tests {
 
     /// Goal: records written whole take at most a `WRITTEN_SHARE`th of the room together,
     /// the oldest leaving first; one read since it was written stays as any entry; metadata
-    /// written is not counted; reads take entries out of the written ones. Method: 64 blocks' room, so 4 written ones fit; 40 written data
-    /// blocks with the fifth read back, then 200 more each read at once, and metadata
-    /// written. Negative control: without `trim_written` all 40 stay (the first assert).
+    /// written is not counted; reads take entries out of the written ones. Method: 64
+    /// blocks' room, so 4 written ones fit; 40 written data blocks with the fifth read back,
+    /// then 200 more each read at once, and metadata written. Negative control: without
+    /// `trim_written` all 40 stay (the first assert).
     #[test]
     fn records_written_whole_are_kept_within_their_share() {
         let data = |offset: u64| BlockPtr {
