@@ -169,13 +169,13 @@ fn sigterm_stops_the_daemon_cleanly() {
     let tank = pool_with_mount(&rig);
     let data: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
     std::fs::write(tank.join("unsynced"), &data).unwrap();
-    let pid = std::fs::read_to_string(rig.rundir.join("tarn.pid")).unwrap();
+    let pid = daemon_pid(&rig);
     let killed = std::process::Command::new("kill")
-        .args(["-TERM", pid.trim()])
+        .args(["-TERM", &pid])
         .status()
         .unwrap();
     assert!(killed.success());
-    wait_gone(pid.trim());
+    wait_gone(&pid);
     assert_eq!(fstype_at(&tank), None, "unmounted, not left dead");
     assert!(!rig.rundir.join("tarn.pid").exists());
     assert!(!rig.rundir.join("tarn.sock").exists());

@@ -511,9 +511,8 @@ fn free_port() -> u16 {
 /// also sees whatever else on the machine holds the port, and a CI run once found a port
 /// that was free a moment before answering ("no TCP by default" failed).
 fn daemon_listeners(rig: &Rig) -> Vec<(String, u16)> {
-    let pid = std::fs::read_to_string(rig.rundir.join("tarn.pid")).expect("pid file");
     let sockets: std::collections::HashSet<String> =
-        std::fs::read_dir(format!("/proc/{}/fd", pid.trim()))
+        std::fs::read_dir(format!("/proc/{}/fd", daemon_pid(rig)))
             .expect("the daemon's descriptors")
             .filter_map(|fd| {
                 let target = std::fs::read_link(fd.ok()?.path()).ok()?;

@@ -496,14 +496,20 @@ pub(crate) fn wait_gone(pid: &str) {
     panic!("process {pid} still runs 10 s after SIGKILL");
 }
 
+/// The process id of the rig's daemon, from its pid file.
+pub(crate) fn daemon_pid(rig: &Rig) -> String {
+    let pid = std::fs::read_to_string(rig.rundir.join("tarn.pid")).expect("pid file");
+    pid.trim().to_string()
+}
+
 /// SIGKILL to the rig's daemon, returning once it is gone (see [`wait_gone`]): kill(2)
 /// returns before the process is.
 pub(crate) fn kill_daemon(rig: &Rig) {
-    let pid = std::fs::read_to_string(rig.rundir.join("tarn.pid")).expect("pid file");
+    let pid = daemon_pid(rig);
     let killed = Command::new("kill")
-        .args(["-9", pid.trim()])
+        .args(["-9", &pid])
         .status()
         .expect("kill runs");
     assert!(killed.success());
-    wait_gone(pid.trim());
+    wait_gone(&pid);
 }
