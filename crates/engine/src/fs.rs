@@ -75,6 +75,34 @@ impl OffLock {
     }
 }
 
+/// What [`Engine::fs_read_begin`] did: the whole read, or its plan with the device reads
+/// still to do.
+#[derive(Debug)]
+pub enum ReadStep<R> {
+    /// Everything was cached: the read's result.
+    Done(R),
+    /// Blocks must be read first: [`Engine::fs_read_finish`] does it.
+    Pending(PendingRead),
+}
+
+/// A read planned under the pool lock whose blocks are still to be read (their block
+/// pointers pinned by its readers), for [`Engine::fs_read_finish`] on any thread. Dropped
+/// unfinished, it reads nothing and unpins.
+pub struct PendingRead {
+    handle: std::sync::Arc<PoolHandle>,
+    dataset: DatasetId,
+    off_lock: OffLock,
+}
+
+impl std::fmt::Debug for PendingRead {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PendingRead")
+            .field("pool", &self.handle.name)
+            .field("dataset", &self.dataset)
+            .finish_non_exhaustive()
+    }
+}
+
 /// A dataset of an imported pool, stable across renames: the MOS object number of its node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct DatasetId(pub u64);
@@ -192,7 +220,7 @@ impl Engine {
         f: impl FnOnce(&mut Fs<'_>) -> Result<R, PosixError>,
     ) -> Result<R, EngineError> {
         let mut once = Some(f);
-        self.fs_call(pool, dataset, op, false, None, |fs| {
+        self.fs_call(pool, dataset, op, false, |fs| {
             let f = once
                 .take()
                 .expect("fs_call runs f again only when told it may");
@@ -211,7 +239,7 @@ impl Engine {
         dataset: DatasetId,
         f: impl FnMut(&mut Fs<'_>) -> Result<R, PosixError>,
     ) -> Result<R, EngineError> {
-        self.fs_call(pool, dataset, FsOp::Read, true, None, f)
+        self.fs_call(pool, dataset, FsOp::Read, true, f)
     }
 
     /// [`Engine::fs_read`] whose device reads happen without the pool lock (crate docs,
@@ -224,10 +252,57 @@ impl Engine {
         &self,
         pool: &str,
         dataset: DatasetId,
+        plan: impl FnMut(&mut Fs<'_>) -> Result<Option<Fetch>, PosixError>,
+        mut f: impl FnMut(&mut Fs<'_>) -> Result<R, PosixError>,
+    ) -> Result<R, EngineError> {
+        match self.fs_read_begin(pool, dataset, plan, &mut f)? {
+            ReadStep::Done(result) => Ok(result),
+            ReadStep::Pending(pending) => self.fs_read_finish(pending, f),
+        }
+    }
+
+    /// The first half of [`Engine::fs_read_planned`], for a front end that finishes a read
+    /// whose blocks must come from the devices on another thread (so that the thread which
+    /// took the request can take the next one meanwhile): `plan` runs under the pool lock,
+    /// and when nothing is missing so does `f`, without letting go of the lock
+    /// ([`ReadStep::Done`]). Otherwise nothing has been read yet and the caller hands the
+    /// [`PendingRead`] to [`Engine::fs_read_finish`] with the same `f`, on any thread.
+    pub fn fs_read_begin<R>(
+        &self,
+        pool: &str,
+        dataset: DatasetId,
         mut plan: impl FnMut(&mut Fs<'_>) -> Result<Option<Fetch>, PosixError>,
         f: impl FnMut(&mut Fs<'_>) -> Result<R, PosixError>,
+    ) -> Result<ReadStep<R>, EngineError> {
+        let handle = self.pool(pool)?;
+        let mut inner = handle.lock_open();
+        if let Some(off_lock) = self.fetch_for(&mut inner, dataset, &mut plan) {
+            drop(inner);
+            return Ok(ReadStep::Pending(PendingRead {
+                handle,
+                dataset,
+                off_lock,
+            }));
+        }
+        self.fs_locked(&handle, inner, dataset, FsOp::Read, true, f)
+            .map(ReadStep::Done)
+    }
+
+    /// The second half of [`Engine::fs_read_planned`]: reads, verifies and caches the
+    /// blocks `pending` names without the pool lock, then runs `f` under it.
+    pub fn fs_read_finish<R>(
+        &self,
+        pending: PendingRead,
+        f: impl FnMut(&mut Fs<'_>) -> Result<R, PosixError>,
     ) -> Result<R, EngineError> {
-        self.fs_call(pool, dataset, FsOp::Read, true, Some(&mut plan), f)
+        let PendingRead {
+            handle,
+            dataset,
+            off_lock,
+        } = pending;
+        off_lock.run();
+        let inner = handle.lock_open();
+        self.fs_locked(&handle, inner, dataset, FsOp::Read, true, f)
     }
 
     /// The blocks `plan` finds missing, with readers to fetch them off the lock (`None`:
@@ -250,37 +325,43 @@ impl Engine {
         Some(OffLock::new(fetch, pool))
     }
 
-    /// [`Engine::fs_op`], [`Engine::fs_read`] and [`Engine::fs_read_planned`]: `wait` says
-    /// whether a failed read may wait for `clear` and run `f` again; `plan` (reads only)
-    /// names the blocks to fetch without the lock first.
+    /// [`Engine::fs_op`] and [`Engine::fs_read`]: `wait` says whether a failed read may
+    /// wait for `clear` and run `f` again.
     fn fs_call<R>(
         &self,
         pool: &str,
         dataset: DatasetId,
         op: FsOp,
         wait: bool,
-        plan: Option<Plan<'_>>,
+        f: impl FnMut(&mut Fs<'_>) -> Result<R, PosixError>,
+    ) -> Result<R, EngineError> {
+        let handle = self.pool(pool)?;
+        // A change to a suspended pool waits here for `clear` under failmode=wait, with the
+        // pool lock released (module `suspend`).
+        let inner = if op == FsOp::Read {
+            handle.lock_open()
+        } else {
+            handle.lock_for_write()?
+        };
+        self.fs_locked(&handle, inner, dataset, op, wait, f)
+    }
+
+    /// Runs `f` under the pool lock `inner` (a read that fails runs again after `clear`
+    /// when `wait` says so), then the dirty check and throttle of [`Engine::after_change`].
+    fn fs_locked<'h, R>(
+        &self,
+        handle: &'h PoolHandle,
+        mut inner: MutexGuard<'h, Imported>,
+        dataset: DatasetId,
+        op: FsOp,
+        wait: bool,
         mut f: impl FnMut(&mut Fs<'_>) -> Result<R, PosixError>,
     ) -> Result<R, EngineError> {
         assert!(
             !wait || op == FsOp::Read,
             "only a read runs again after clear"
         );
-        let handle = self.pool(pool)?;
-        // A change to a suspended pool waits here for `clear` under failmode=wait, with the
-        // pool lock released (module `suspend`).
-        let mut inner = if op == FsOp::Read {
-            handle.lock_open()
-        } else {
-            handle.lock_for_write()?
-        };
-        if let Some(plan) = plan
-            && let Some(off_lock) = self.fetch_for(&mut inner, dataset, plan)
-        {
-            drop(inner);
-            off_lock.run();
-            inner = handle.lock_open();
-        }
+        let pool = handle.name.as_str();
         let (result, always) = loop {
             match fs_run(self, &mut inner, dataset, op, &mut f) {
                 Ok(done) => break done,
@@ -293,7 +374,7 @@ impl Engine {
                 }
             }
         };
-        self.after_change(&handle, inner, dataset, always)?;
+        self.after_change(handle, inner, dataset, always)?;
         Ok(result)
     }
 

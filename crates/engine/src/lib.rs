@@ -179,7 +179,7 @@ pub use dataset_ops::{DatasetProp, DatasetQuery, DatasetRow};
 pub use devices::OnlineOutcome;
 pub use diff_ops::DiffLine;
 pub use events::Event;
-pub use fs::{DatasetId, FsOp, FsStat, MountSpec};
+pub use fs::{DatasetId, FsOp, FsStat, MountSpec, PendingRead, ReadStep};
 pub use holds::HoldRow;
 pub use iostat::{IostatNode, PoolIostat, Waits};
 pub use mos::HistoryRecord;

@@ -249,6 +249,14 @@ impl Counters {
         InFlight(self)
     }
 
+    /// A request handed to another thread enters the engine again there (counted once, in
+    /// [`Counters::enter`]).
+    pub(crate) fn resume(&self) -> InFlight<'_> {
+        let now = self.in_flight.fetch_add(1, Ordering::Relaxed) + 1;
+        self.in_flight_max.fetch_max(now, Ordering::Relaxed);
+        InFlight(self)
+    }
+
     pub(crate) fn read(&self, len: u32) {
         self.read_bytes_max
             .fetch_max(u64::from(len), Ordering::Relaxed);

@@ -19,7 +19,9 @@
 //!                 |                                one reads at a time (pacer.rs)
 //!                 |
 //!       TarnFs (ops.rs): one request, one Engine::fs_op   <- Mount::invalidate_* (notify)
-//!                 |  (pool lock, admission, throttle)
+//!                 |  (pool lock, admission, throttle)       a READ that must wait for the
+//!                 |                                         devices: finished and answered
+//!                 |                                         on a fuse-fetch thread (fetchers.rs)
 //!       tarn_posix::Fs over the dataset's object set
 //! ```
 //! Inode numbers: the kernel's root is always 1, the dataset's root is whatever
@@ -235,10 +237,11 @@
 //! engine is called. Invalidations are sent from the caller's thread, never from a session
 //! thread, so a notification that waits for a kernel lock never waits for a request that
 //! waits for it; the one a chmod causes (a directory that stopped being searchable by
-//! everyone) is sent from a thread of its own after the reply. What still serialises
-//! behind the pool lock: device I/O of reads (a cold read holds the lock across its
-//! `pread`s), and a write that reaches the dirty limit syncs the txg under it, so every
-//! request of the pool waits for that sync.
+//! everyone) is sent from a thread of its own after the reply. A read plans under the pool
+//! lock and reads the devices without it (`Engine::fs_read_begin`); when it must wait for
+//! them, its session thread hands the rest, reply included, to a fetcher thread (module
+//! `fetchers`, up to `FETCHERS_MAX` for the process, else it finishes the read itself) and
+//! takes the next request: cold reads of many readers are in flight together, not four.
 //!
 //! # Failure model
 //! An engine error becomes the errno the kernel returns to the program (EIO for unreadable
@@ -268,6 +271,7 @@
 mod acl;
 mod cache;
 mod error;
+mod fetchers;
 mod handles;
 mod ino;
 mod mounts;
@@ -366,6 +370,14 @@ pub(crate) struct Serving<'a> {
     timed: Option<opstats::Timed<'a>>,
     pacer: &'a pacer::Pacer,
     park: bool,
+}
+
+impl Serving<'_> {
+    /// The request's reply will be sent by another thread, which records its statistics
+    /// ([`opstats::OpCounters::resume`]); this thread is done with it when this drops.
+    pub(crate) fn hand_on(&mut self) -> Option<opstats::Suspended> {
+        self.timed.take().map(opstats::Timed::suspend)
+    }
 }
 
 impl Drop for Serving<'_> {

@@ -16,17 +16,18 @@ use fuser::{
 };
 use tarn_engine::posix::access::{self, Caller, MAY_EXEC, MAY_READ, MAY_WRITE};
 use tarn_engine::posix::{
-    Attr, Creds, Fallocate, FileKind, Fs, Ino, PosixError, RenameFlags, Seek, SetAttr, TimeOrNow,
-    Timespec, XattrSet,
+    Attr, Creds, Fallocate, FileKind, Fs, Ino, PosixError, ReadData, RenameFlags, Seek, SetAttr,
+    TimeOrNow, Timespec, XattrSet,
 };
-use tarn_engine::{DatasetId, Engine, Fetch, FsOp, MountSpec};
+use tarn_engine::{DatasetId, Engine, FsOp, MountSpec, PendingRead, ReadStep};
 
 use crate::acl;
 use crate::cache::Stamp;
+use crate::fetchers::Fetchers;
 use crate::handles::Handles;
 use crate::ino::InoMap;
 use crate::ino::KERNEL_ROOT;
-use crate::opstats::{Opcode, engine_timed, posix_timed};
+use crate::opstats::{self, Opcode, engine_timed, posix_timed};
 use crate::snapdir::{self, Place};
 use crate::{ENTRY_TTL, MAX_WRITE, Shared, TTL};
 
@@ -310,17 +311,6 @@ impl TarnFs {
     fn run<R>(
         &self,
         op: FsOp,
-        f: impl FnMut(&mut Fs<'_>) -> std::result::Result<R, PosixError>,
-    ) -> Result<R> {
-        self.run_planned(op, None::<fn(&mut Fs<'_>) -> _>, f)
-    }
-
-    /// [`Self::run`] of a read whose device reads `plan` names, done without the pool lock
-    /// ([`Engine::fs_read_planned`]).
-    fn run_planned<R>(
-        &self,
-        op: FsOp,
-        plan: Option<impl FnMut(&mut Fs<'_>) -> std::result::Result<Option<Fetch>, PosixError>>,
         mut f: impl FnMut(&mut Fs<'_>) -> std::result::Result<R, PosixError>,
     ) -> Result<R> {
         if self.readonly && op != FsOp::Read {
@@ -329,16 +319,41 @@ impl TarnFs {
         let _in_flight = self.shared.counters.enter();
         engine_timed(|| {
             let timed = |fs: &mut Fs<'_>| posix_timed(|| f(fs));
-            match (op, plan) {
-                (FsOp::Read, Some(plan)) => {
-                    self.engine
-                        .fs_read_planned(&self.pool, self.dataset, plan, timed)
-                }
-                (FsOp::Read, None) => self.engine.fs_read(&self.pool, self.dataset, timed),
-                _ => self.engine.fs_op(&self.pool, self.dataset, op, timed),
+            if op == FsOp::Read {
+                self.engine.fs_read(&self.pool, self.dataset, timed)
+            } else {
+                self.engine.fs_op(&self.pool, self.dataset, op, timed)
             }
         })
         .map_err(|e| Errno::from_i32(e.errno()))
+    }
+
+    /// The rest of a READ whose blocks must come from the devices, on a fetcher thread
+    /// when one is free (module `fetchers`), so that this session thread takes the next
+    /// request meanwhile.
+    fn finish_read(
+        &self,
+        pending: PendingRead,
+        mut read: impl FnMut(&mut Fs<'_>) -> std::result::Result<ReadData, PosixError> + Send + 'static,
+        reply: ReplyData,
+        suspended: Option<opstats::Suspended>,
+    ) {
+        let engine = Arc::clone(&self.engine);
+        let shared = Arc::clone(&self.shared);
+        let job = move || {
+            let _timed = suspended.map(|suspended| shared.ops.resume(suspended));
+            let result = {
+                let _in_flight = shared.counters.resume();
+                engine_timed(|| engine.fs_read_finish(pending, |fs| posix_timed(|| read(fs))))
+            };
+            match result {
+                Ok(data) => data.reply_with(|bytes| reply.data(bytes)),
+                Err(error) => reply.error(Errno::from_i32(error.errno())),
+            }
+        };
+        if let Err(job) = Fetchers::global().offer(Box::new(job)) {
+            job();
+        }
     }
 
     fn ino(&self, kernel: INodeNo) -> Ino {
@@ -1148,11 +1163,11 @@ impl fuser::Filesystem for TarnFs {
         _lock_owner: Option<fuser::LockOwner>,
         reply: ReplyData,
     ) {
-        let _request = self.shared.request(Opcode::Read);
+        let mut request = self.shared.request(Opcode::Read);
         if snapdir::is_snapshot_dir(ino.0) {
             let read = |fs: &mut Fs<'_>, ino| fs.read_data(ino, offset, size);
             return match self.in_snapshot(ino, Errno::EISDIR, read) {
-                Ok(data) => reply.data(&data.into_bytes()),
+                Ok(data) => data.reply_with(|bytes| reply.data(bytes)),
                 Err(errno) => reply.error(errno),
             };
         }
@@ -1160,18 +1175,30 @@ impl fuser::Filesystem for TarnFs {
         self.shared.counters.read(size);
         // The device reads without the pool lock, so that other requests proceed meanwhile;
         // the read then copies from the cache.
-        let plan = |fs: &mut Fs<'_>| fs.plan_read(ino, offset, size);
-        let result = self.run_planned(FsOp::Read, Some(plan), |fs| {
+        let plan = move |fs: &mut Fs<'_>| fs.plan_read(ino, offset, size);
+        let read = move |fs: &mut Fs<'_>| {
             // A hole is answered from static zeros, without a buffer (tarn-posix `data`).
             let data = fs.read_data(ino, offset, size)?;
             // Best effort, as for listings: the read has its data either way.
             let _ = fs.accessed(ino);
             Ok(data)
-        });
-        // Joined here, without the pool lock (tarn-objects `readout`).
-        match result {
-            Ok(data) => reply.data(&data.into_bytes()),
-            Err(errno) => reply.error(errno),
+        };
+        let step = {
+            let _in_flight = self.shared.counters.enter();
+            engine_timed(|| {
+                let timed = |fs: &mut Fs<'_>| posix_timed(|| read(fs));
+                self.engine
+                    .fs_read_begin(&self.pool, self.dataset, plan, timed)
+            })
+        };
+        match step {
+            // Joined here, without the pool lock (tarn-objects `readout`).
+            Ok(ReadStep::Done(data)) => data.reply_with(|bytes| reply.data(bytes)),
+            Ok(ReadStep::Pending(pending)) => {
+                let suspended = request.hand_on();
+                self.finish_read(pending, read, reply, suspended);
+            }
+            Err(error) => reply.error(Errno::from_i32(error.errno())),
         }
     }
 

@@ -163,7 +163,32 @@ pub(crate) fn engine_timed<R>(work: impl FnOnce() -> R) -> R {
 /// A request being served; dropping it (after the reply) records it.
 pub(crate) struct Timed<'a> {
     slot: &'a Slot,
+    opcode: Opcode,
     start: Instant,
+}
+
+/// A request whose reply another thread sends ([`Timed::suspend`], [`OpCounters::resume`]):
+/// when it began, and the engine and POSIX time it has had so far.
+pub(crate) struct Suspended {
+    opcode: Opcode,
+    start: Instant,
+    engine_nanos: u64,
+    posix_nanos: u64,
+}
+
+impl Timed<'_> {
+    /// Hands the request on to another thread, unrecorded: its time goes on there.
+    pub(crate) fn suspend(self) -> Suspended {
+        let suspended = Suspended {
+            opcode: self.opcode,
+            start: self.start,
+            engine_nanos: ENGINE_NANOS.with(|nanos| nanos.replace(0)),
+            posix_nanos: POSIX_NANOS.with(|nanos| nanos.replace(0)),
+        };
+        // Recorded by the `Timed` that `resume` makes of it, not here.
+        std::mem::forget(self);
+        suspended
+    }
 }
 
 impl Drop for Timed<'_> {
@@ -184,7 +209,19 @@ impl OpCounters {
         ENGINE_NANOS.with(|nanos| nanos.set(0));
         Timed {
             slot: &self.slots[opcode as usize],
+            opcode,
             start: now(),
+        }
+    }
+
+    /// A request [`Timed::suspend`]ed on another thread goes on being served on this one.
+    pub(crate) fn resume(&self, suspended: Suspended) -> Timed<'_> {
+        ENGINE_NANOS.with(|nanos| nanos.set(suspended.engine_nanos));
+        POSIX_NANOS.with(|nanos| nanos.set(suspended.posix_nanos));
+        Timed {
+            slot: &self.slots[suspended.opcode as usize],
+            opcode: suspended.opcode,
+            start: suspended.start,
         }
     }
 

@@ -19,8 +19,9 @@ use std::thread;
 use std::time::Duration;
 
 use common::{Fixture, POOL, fuse_or_skip, pattern};
+use tarn_device::{Device, DeviceError, FileDevice, FileOpenOptions, QueuedDevice};
 use tarn_engine::posix::RenameFlags;
-use tarn_engine::{Engine, FsOp};
+use tarn_engine::{DeviceProvider, Engine, FsOp};
 
 macro_rules! fixture_or_skip {
     ($name:expr) => {{
@@ -186,6 +187,90 @@ fn requests_are_served_on_several_threads_at_once() {
     for reader in readers {
         reader.join().unwrap();
     }
+}
+
+/// A file whose every read takes [`SLOW_READ`] longer.
+#[derive(Debug)]
+struct SlowReads(FileDevice);
+
+const SLOW_READ: Duration = Duration::from_millis(20);
+
+impl Device for SlowReads {
+    fn size_bytes(&self) -> u64 {
+        self.0.size_bytes()
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), DeviceError> {
+        thread::sleep(SLOW_READ);
+        self.0.read_at(offset, buf)
+    }
+    fn write_at(&self, offset: u64, data: &[u8]) -> Result<(), DeviceError> {
+        self.0.write_at(offset, data)
+    }
+    fn flush(&self) -> Result<(), DeviceError> {
+        self.0.flush()
+    }
+    fn discard(&self, offset: u64, len: u64) -> Result<(), DeviceError> {
+        self.0.discard(offset, len)
+    }
+    fn path(&self) -> &str {
+        self.0.path()
+    }
+}
+
+/// Files opened as [`SlowReads`] behind the queue files get (which reads in parallel, so
+/// that reads plan under the pool lock and read without it).
+struct SlowProvider;
+
+impl DeviceProvider for SlowProvider {
+    fn open(&self, path: &str, read_only: bool) -> Result<Arc<dyn Device>, DeviceError> {
+        let options = FileOpenOptions {
+            direct: false,
+            exclusive: !read_only,
+            read_only,
+        };
+        let file = FileDevice::open(std::path::Path::new(path), options)?;
+        Ok(Arc::new(QueuedDevice::new(Arc::new(SlowReads(file)))?))
+    }
+    fn list(&self, dir: &str) -> Result<Vec<String>, DeviceError> {
+        tarn_device::list_device_paths(std::path::Path::new(dir))
+    }
+}
+
+/// Goal: reads that wait for the devices do not hold the session threads (tarn-fuse
+/// `fetchers`): while they wait, the session threads take the next requests. Method: twelve
+/// files of 256 KiB written; the pool exported and imported again on devices whose every
+/// read takes 20 ms (the cache cold); each file stat'ed (its metadata read); then twelve
+/// threads read a file each and check its bytes. The mount's statistics must show more
+/// requests inside the engine at one instant than there are session threads. Negative
+/// control: with `FETCHERS_MAX` 0 (every read finished on its session thread) the most
+/// inside at once was 4, and the test fails.
+#[test]
+fn reads_waiting_for_the_devices_leave_the_session_threads_free() {
+    let mut fx = fixture_or_skip!("reads_waiting_for_the_devices_leave_the_session_threads_free");
+    let files: Vec<Vec<u8>> = (0..12).map(|i| pattern(256 << 10, i as u8)).collect();
+    for (i, data) in files.iter().enumerate() {
+        fs::write(fx.path(&format!("f{i}")), data).unwrap();
+    }
+    fx.cycle_on(Arc::new(SlowProvider));
+    for i in 0..files.len() {
+        fs::metadata(fx.path(&format!("f{i}"))).unwrap();
+    }
+    let readers: Vec<_> = files
+        .iter()
+        .enumerate()
+        .map(|(i, data)| {
+            let (path, data) = (fx.path(&format!("f{i}")), data.clone());
+            thread::spawn(move || assert_eq!(fs::read(&path).unwrap(), data))
+        })
+        .collect();
+    for reader in readers {
+        reader.join().unwrap();
+    }
+    let stats = fx.mount.as_ref().unwrap().stats();
+    assert!(
+        stats.in_flight_max > tarn_fuse::SESSION_THREADS as u64,
+        "no more requests inside than session threads: {stats:?}"
+    );
 }
 
 /// Drops the kernel's cached pages of `file` (clean pages go; the next read asks the server).

@@ -103,14 +103,11 @@ impl Streams {
     pub(crate) fn note(&mut self, object: ObjectId, offset: u64, len: u64) -> Option<u64> {
         self.tick += 1;
         let continued = self.ends.remove(&(object.0, offset));
-        let of_object = self
-            .ends
-            .range((object.0, 0)..=(object.0, u64::MAX))
-            .count();
-        if of_object >= STREAMS_PER_OBJECT {
-            self.forget_oldest(|(id, _)| id == object.0);
+        let of_object = (object.0, 0)..=(object.0, u64::MAX);
+        if self.ends.range(of_object.clone()).count() >= STREAMS_PER_OBJECT {
+            self.forget_oldest(of_object);
         } else if self.ends.len() >= READAHEAD_STREAMS_MAX {
-            self.forget_oldest(|_| true);
+            self.forget_oldest(..);
         }
         let distance = match continued {
             Some(stream) => (stream.distance)
@@ -146,12 +143,12 @@ impl Streams {
             .unwrap_or(READAHEAD_BYTES_MIN)
     }
 
-    /// Forgets the least recently continued stream of those `which` picks.
-    fn forget_oldest(&mut self, which: impl Fn((u64, u64)) -> bool) {
+    /// Forgets the least recently continued stream of those in `which` (one object's, or
+    /// all: a random reader makes a stream per read, so this runs for most of its reads).
+    fn forget_oldest(&mut self, which: impl std::ops::RangeBounds<(u64, u64)>) {
         let oldest = self
             .ends
-            .iter()
-            .filter(|(key, _)| which(**key))
+            .range(which)
             .min_by_key(|(_, stream)| stream.tick)
             .map(|(key, _)| *key);
         if let Some(oldest) = oldest {

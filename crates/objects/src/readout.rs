@@ -92,6 +92,18 @@ impl ReadOut {
         })
     }
 
+    /// The read's bytes without copying them, when they lie in one run of bytes (a read
+    /// inside one block: most reads); `None` when a caller must join them.
+    #[must_use]
+    pub fn contiguous(&self) -> Option<&[u8]> {
+        match self.parts.as_slice() {
+            [] => Some(&[]),
+            [Part::Block { block, start, len }] => Some(&block[*start..*start + *len]),
+            [Part::Copied(bytes)] => Some(bytes),
+            _ => None,
+        }
+    }
+
     /// Bytes this read copied while it ran (dirty data, pieces), as against bytes shared
     /// with the cache or zeros that exist nowhere: what a reply made of [`ReadOut::runs`]
     /// cost in copies.

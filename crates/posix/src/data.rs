@@ -49,6 +49,17 @@ impl ReadData {
             ReadData::Hole(len) => Cow::Borrowed(&ZEROS[..len]),
         }
     }
+
+    /// Hands the bytes to `reply`, copied only when they lie in more than one block (a
+    /// read inside one cached block is passed on from the cache itself).
+    pub fn reply_with<R>(self, reply: impl FnOnce(&[u8]) -> R) -> R {
+        if let ReadData::Blocks(out) = &self
+            && let Some(bytes) = out.contiguous()
+        {
+            return reply(bytes);
+        }
+        reply(&self.into_bytes())
+    }
 }
 
 impl Fs<'_> {

@@ -11,8 +11,8 @@ use std::sync::Arc;
 
 use tarn_base::{SeededRng, SystemClock};
 use tarn_engine::{
-    CreateOptions, CreateSpec, Engine, FileProvider, HostIdentity, ImportOptions, MountSpec,
-    TopLayout, TopSpec,
+    CreateOptions, CreateSpec, DeviceProvider, Engine, FileProvider, HostIdentity, ImportOptions,
+    MountSpec, TopLayout, TopSpec,
 };
 
 pub const POOL: &str = "fusetank";
@@ -40,8 +40,13 @@ pub fn fuse_or_skip(test: &str) -> bool {
 }
 
 pub fn new_engine() -> Engine {
+    engine_on(Arc::new(FileProvider { direct: false }))
+}
+
+/// An engine whose devices `provider` opens.
+pub fn engine_on(provider: Arc<dyn DeviceProvider>) -> Engine {
     Engine::new(
-        Arc::new(FileProvider { direct: false }),
+        provider,
         HostIdentity {
             hostid: 0x7a11,
             hostname: "fuse-test".into(),
@@ -135,9 +140,14 @@ impl Fixture {
     /// Unmounts, exports, imports again (a fresh engine, as after a daemon restart) and
     /// mounts again.
     pub fn cycle(&mut self) {
+        self.cycle_on(Arc::new(FileProvider { direct: false }));
+    }
+
+    /// [`Fixture::cycle`] with the devices opened by `provider` from then on.
+    pub fn cycle_on(&mut self, provider: Arc<dyn DeviceProvider>) {
         self.unmount();
         self.engine.export_pool(POOL, false).expect("export");
-        let engine = Arc::new(new_engine());
+        let engine = Arc::new(engine_on(provider));
         let dirs = vec![self.dir.path().display().to_string()];
         engine
             .import_pool(&dirs, POOL, &ImportOptions::default(), "pool import")
