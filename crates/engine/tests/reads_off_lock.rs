@@ -1,5 +1,5 @@
 //! Reads whose device I/O runs without the pool lock, racing writes, txg syncs and the
-//! reuse of freed space.
+//! reuse of freed space, and holding no lock while they wait.
 //!
 //! Goal: a volume read on devices that serve reads in parallel (files behind `QueuedDevice`,
 //! where `Engine::volume_read` reads off the lock) returns, for every block, bytes that some
@@ -15,6 +15,9 @@
 //! tarn-space `pins`; here, with the pin removed, the runs still passed: this allocator
 //! did not reuse freed space within one read's time. Caching a fetched block under another
 //! block's pointer fails both tests at once.)
+//!
+//! And directly: a read held at its device leaves the pool lock to another request
+//! (`a_read_waiting_for_its_device_leaves_the_pool_lock_to_others`).
 
 #![allow(clippy::unwrap_used)] // Test code: a failed unwrap is a failed test.
 
@@ -102,6 +105,138 @@ impl DeviceProvider for SlowProvider {
     fn list(&self, dir: &str) -> Result<Vec<String>, DeviceError> {
         tarn_device::list_device_paths(std::path::Path::new(dir))
     }
+}
+
+/// Holds every read of the devices behind it while armed, counting the reads it holds.
+#[derive(Debug, Default)]
+struct ReadGate {
+    /// (armed, reads held now)
+    state: Mutex<(bool, usize)>,
+    changed: std::sync::Condvar,
+}
+
+impl ReadGate {
+    fn pass(&self) {
+        let mut state = self.state.lock().unwrap();
+        if !state.0 {
+            return;
+        }
+        state.1 += 1;
+        self.changed.notify_all();
+        let mut state = self.changed.wait_while(state, |s| s.0).unwrap();
+        state.1 -= 1;
+    }
+
+    fn set_armed(&self, armed: bool) {
+        self.state.lock().unwrap().0 = armed;
+        self.changed.notify_all();
+    }
+
+    fn wait_for_a_held_read(&self) {
+        let state = self.state.lock().unwrap();
+        drop(self.changed.wait_while(state, |s| s.1 == 0).unwrap());
+    }
+}
+
+/// A file whose reads pass its [`ReadGate`] first.
+#[derive(Debug)]
+struct GatedReads(FileDevice, Arc<ReadGate>);
+
+impl Device for GatedReads {
+    fn size_bytes(&self) -> u64 {
+        self.0.size_bytes()
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), DeviceError> {
+        self.1.pass();
+        self.0.read_at(offset, buf)
+    }
+    fn write_at(&self, offset: u64, data: &[u8]) -> Result<(), DeviceError> {
+        self.0.write_at(offset, data)
+    }
+    fn flush(&self) -> Result<(), DeviceError> {
+        self.0.flush()
+    }
+    fn discard(&self, offset: u64, len: u64) -> Result<(), DeviceError> {
+        self.0.discard(offset, len)
+    }
+    fn path(&self) -> &str {
+        self.0.path()
+    }
+}
+
+/// Files opened as [`GatedReads`] behind the write-behind queue (`queued`), or bare.
+struct GatedProvider(Arc<ReadGate>, bool);
+
+impl DeviceProvider for GatedProvider {
+    fn open(&self, path: &str, read_only: bool) -> Result<Arc<dyn Device>, DeviceError> {
+        let options = FileOpenOptions {
+            direct: false,
+            exclusive: !read_only,
+            read_only,
+        };
+        let file = FileDevice::open(std::path::Path::new(path), options)?;
+        let gated = Arc::new(GatedReads(file, Arc::clone(&self.0)));
+        if !self.1 {
+            return Ok(gated);
+        }
+        Ok(Arc::new(QueuedDevice::new(gated)?))
+    }
+    fn list(&self, dir: &str) -> Result<Vec<String>, DeviceError> {
+        tarn_device::list_device_paths(std::path::Path::new(dir))
+    }
+}
+
+/// Goal: a read waiting for its device does not hold the pool lock (crate docs, "Reads off
+/// the lock"): another request takes the lock and finishes meanwhile. Method: a volume of
+/// 1,024 blocks written and synced, the smallest cache (its first blocks leave it); every
+/// device read held at a gate; one thread reads block 3 (only its data block is missing)
+/// and waits at the gate; another thread asks for the volume's statistics, which take the
+/// pool lock, and must finish within 10 s while the read still waits. Negative control: the
+/// same files without the queue (devices that do not read in parallel, so reads happen
+/// under the lock) fail it.
+#[test]
+fn a_read_waiting_for_its_device_leaves_the_pool_lock_to_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let gate = Arc::new(ReadGate::default());
+    let engine = file_engine(dir.path(), GatedProvider(Arc::clone(&gate), true));
+    engine.set_cache_limit(0);
+    let spec = VolumeSpec {
+        size: (1024 * BLOCK as u64).to_string(),
+        block_size: Some("8K".into()),
+        sparse: false,
+    };
+    let none: &[(String, String)] = &[];
+    engine
+        .create_volume("tank/v", &spec, none, false, "create")
+        .unwrap();
+    let v = engine.volume_stat("tank/v").unwrap();
+    for block in 0..1024 {
+        let offset = block * BLOCK as u64;
+        (engine.volume_write(&v.pool, v.dataset, offset, &contents(block, 0), false)).unwrap();
+    }
+    engine.sync_pool("tank").unwrap();
+    gate.set_armed(true);
+    std::thread::scope(|scope| {
+        let reader = scope.spawn(|| {
+            let mut data = vec![0u8; BLOCK];
+            engine
+                .volume_read(&v.pool, v.dataset, 3 * BLOCK as u64, &mut data)
+                .map(|()| data)
+        });
+        gate.wait_for_a_held_read();
+        let (done, finished) = std::sync::mpsc::channel();
+        let engine = &engine;
+        scope.spawn(move || done.send(engine.volume_stat("tank/v").is_ok()).unwrap());
+        let other = finished.recv_timeout(std::time::Duration::from_secs(10));
+        gate.set_armed(false);
+        assert_eq!(
+            other,
+            Ok(true),
+            "another request waited for the device read"
+        );
+        let data = reader.join().unwrap().unwrap();
+        assert_eq!(version_of(3, &data), Some(0));
+    });
 }
 
 /// An engine with `tank` on a raidz1 of four files of 64 MiB in `dir`, opened by `provider`.
