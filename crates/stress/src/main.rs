@@ -33,9 +33,14 @@
 //! Fsync: each round also makes fsync'd writes to a file of `stress/sync`
 //! (`logbias=throughput`: whole records written in place and logged as pointers), counted
 //! in `--dir/fstate` (module `fsync`), verified as the volume steps are.
+//!
+//! Readers: beside the rounds, [`readers::READERS`] threads read random ranges of the objects
+//! and check every byte against the rounds that wrote them (module `readers`), so that each
+//! kill also lands among concurrent reads; a wrong byte exits 1.
 
 mod files;
 mod fsync;
+mod readers;
 
 /// The wrapper the `tarn` binary puts around its allocator: whole-page buffers page-aligned,
 /// so that the direct device accesses need no bounce copy (tarn-base `page_align`).
@@ -46,6 +51,7 @@ static ALLOCATOR: tarn_base::page_align::PageAligned<std::alloc::System> =
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use tarn_base::{ObjectId, SeededRng, SystemClock};
 use tarn_engine::{
@@ -422,29 +428,53 @@ fn run(args: &Args) -> Result<(), String> {
             (objects, found)
         }
     };
-    let ids = volume_ids(&engine)?;
+    let progress = readers::Progress::default();
+    std::thread::scope(|scope| {
+        for me in 0..readers::READERS {
+            let (engine, progress) = (&engine, &progress);
+            scope.spawn(move || readers::run(engine, args.seed, objects, progress, me));
+        }
+        let written = write_rounds(&engine, args, objects, committed, &progress);
+        progress.stop.store(true, Ordering::SeqCst);
+        written
+    })?;
+    let checked = progress.checked.load(Ordering::SeqCst);
+    println!("readers checked {checked} ranges beside the writes");
+    engine
+        .export_pool(POOL, false)
+        .map_err(|e| format!("cannot export: {e}"))
+}
+
+/// The rounds from `committed + 1` on (until `--rounds` of them are done, or forever),
+/// each published to the readers before it changes anything.
+fn write_rounds(
+    engine: &Engine,
+    args: &Args,
+    objects: Objects,
+    committed: u64,
+    progress: &readers::Progress,
+) -> Result<(), String> {
+    let ids = volume_ids(engine)?;
     let mut step = read_number(&args.dir, "vstate").unwrap_or(0);
     let mut fstep = read_number(&args.dir, "fstate").unwrap_or(0);
     let mut round = committed;
     loop {
         if args.rounds.is_some_and(|limit| round >= committed + limit) {
-            engine
-                .export_pool(POOL, false)
-                .map_err(|e| format!("cannot export: {e}"))?;
             return Ok(());
         }
         round += 1;
+        progress.writing.store(round, Ordering::SeqCst);
         for _ in 0..VOLUME_STEPS {
             step += 1;
-            do_step(&engine, &ids, args.seed, step)?;
+            do_step(engine, &ids, args.seed, step)?;
             write_number(&args.dir, "vstate", step)?;
         }
         for _ in 0..fsync::STEPS {
             fstep += 1;
-            fsync::step(&engine, args.seed, fstep)?;
+            fsync::step(engine, args.seed, fstep)?;
             write_number(&args.dir, "fstate", fstep)?;
         }
-        files::round(&engine, args.seed, round)?;
+        files::round(engine, args.seed, round)?;
         let object = objects.of(round);
         let data = round_data(args.seed, round);
         engine
