@@ -194,6 +194,9 @@ pub use tarn_dataset::DatasetError;
 pub use tarn_dataset::props::OwnerSpace;
 pub use tarn_device::DeviceError;
 pub use tarn_device::timing::{Histogram, LATENCY_BUCKETS, Latencies};
+/// What a [`DeviceProvider`] hands out and is built from, for front ends (and their tests)
+/// that open devices their own way.
+pub use tarn_device::{Device, FileDevice, FileOpenOptions, QueuedDevice, list_device_paths};
 pub use tarn_objects::{CacheStats, Fetch, ReadOut, Run};
 pub use tarn_pool::PoolError;
 pub use tarn_pool::{

@@ -331,13 +331,15 @@ impl TarnFs {
     /// The rest of a READ whose blocks must come from the devices, on a fetcher thread
     /// when one is free (module `fetchers`), so that this session thread takes the next
     /// request meanwhile.
-    fn finish_read(
+    fn finish_read<F>(
         &self,
         pending: PendingRead,
-        mut read: impl FnMut(&mut Fs<'_>) -> std::result::Result<ReadData, PosixError> + Send + 'static,
+        mut read: F,
         reply: ReplyData,
         suspended: Option<opstats::Suspended>,
-    ) {
+    ) where
+        F: FnMut(&mut Fs<'_>) -> std::result::Result<ReadData, PosixError> + Send + 'static,
+    {
         let engine = Arc::clone(&self.engine);
         let shared = Arc::clone(&self.shared);
         let job = move || {

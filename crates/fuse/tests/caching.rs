@@ -19,9 +19,10 @@ use std::thread;
 use std::time::Duration;
 
 use common::{Fixture, POOL, fuse_or_skip, pattern};
-use tarn_device::{Device, DeviceError, FileDevice, FileOpenOptions, QueuedDevice};
 use tarn_engine::posix::RenameFlags;
-use tarn_engine::{DeviceProvider, Engine, FsOp};
+use tarn_engine::{
+    Device, DeviceError, DeviceProvider, Engine, FileDevice, FileOpenOptions, FsOp, QueuedDevice,
+};
 
 macro_rules! fixture_or_skip {
     ($name:expr) => {{
@@ -232,7 +233,7 @@ impl DeviceProvider for SlowProvider {
         Ok(Arc::new(QueuedDevice::new(Arc::new(SlowReads(file)))?))
     }
     fn list(&self, dir: &str) -> Result<Vec<String>, DeviceError> {
-        tarn_device::list_device_paths(std::path::Path::new(dir))
+        tarn_engine::list_device_paths(std::path::Path::new(dir))
     }
 }
 
