@@ -526,7 +526,8 @@ pub(crate) struct DatasetListArgs {
     /// At most this many levels below each dataset.
     #[arg(short = 'd', value_name = "DEPTH")]
     pub(crate) depth: Option<u32>,
-    /// Types to list: filesystem, snapshot (or snap), all (comma-separated).
+    /// Types to list: filesystem, volume (or vol), snapshot (or snap), bookmark, all
+    /// (comma-separated).
     #[arg(short = 't', value_name = "TYPE")]
     pub(crate) types: Option<String>,
     /// Scripted mode: no header, tab-separated.
