@@ -199,6 +199,10 @@ fn full_and_incremental_round_trips_give_identical_trees() {
     );
 }
 
+/// A file written into the destination after its snapshot makes an incremental receive
+/// refuse with one line naming the file by path (the directory it is in comes after it),
+/// and `-F` rolls it back. Negative control: with the refusal listing object numbers (as
+/// it did), the path check fails.
 #[test]
 fn a_modified_destination_is_refused_by_name_and_rolled_back_with_force() {
     if !fuse_ok("a_modified_destination_is_refused_by_name_and_rolled_back_with_force") {
@@ -222,6 +226,10 @@ fn a_modified_destination_is_refused_by_name_and_rolled_back_with_force() {
     assert!(
         err.contains("has been modified since most recent snapshot") && err.contains("-F"),
         "{err}"
+    );
+    assert!(
+        err.contains("(changed: /g, / and "),
+        "the file by path: {err}"
     );
     assert_eq!(sh(&dst, "cat g"), "local\n", "a refusal changes nothing");
     let (code, err) = receive(&rig, "receive -F pb/dst", &incremental);

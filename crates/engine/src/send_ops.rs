@@ -1569,16 +1569,7 @@ fn check_incremental(
         return Ok(true);
     }
     if !changes.real.is_empty() {
-        let node = inner.datasets.node(id);
-        let latest = &node.snapshots[index].name;
-        let shown: Vec<String> = changes.real.iter().take(5).map(|i| i.to_string()).collect();
-        return Err(invalid(format!(
-            "destination '{target}' has been modified since most recent snapshot \
-             '{latest}' ({} object(s) changed: {}{}); use -F to discard the changes",
-            changes.real.len(),
-            shown.join(", "),
-            if changes.real.len() > 5 { ", ..." } else { "" }
-        )));
+        return Err(modified_refusal(inner, id, target, &changes.real));
     }
     if changes.any {
         crate::snapshot_ops::rollback_head(inner, id)?;
@@ -1586,6 +1577,69 @@ fn check_incremental(
     }
     Ok(false)
 }
+
+/// Changed paths a refusal of a modified destination names.
+const CHANGED_NAMED: usize = 3;
+
+/// The refusal of an incremental receive into `target` (`id`), whose head has the `real`
+/// changed objects since its latest snapshot: one line naming the first few by path (files
+/// before directories, whose entries changing is implied) and counting the others. An
+/// object no path names (a volume's, an unlinked file's) is only counted.
+fn modified_refusal(inner: &Imported, id: DatasetId, target: &str, real: &[u64]) -> EngineError {
+    let node = inner.datasets.node(id);
+    let latest = &node
+        .snapshots
+        .last()
+        .expect("checked: a snapshot exists")
+        .name;
+    // The paths are a courtesy: a read failing here leaves the objects counted.
+    let named = changed_paths(inner, id, real).unwrap_or_default();
+    let more = real.len() - named.len();
+    let what = match (named.is_empty(), more) {
+        (true, _) => format!("{} object(s) changed", real.len()),
+        (false, 0) => format!("changed: {}", named.join(", ")),
+        // `head_changes` stops counting at HEAD_CHANGES_MAX.
+        (false, _) if real.len() >= HEAD_CHANGES_MAX => {
+            format!("changed: {} and more objects", named.join(", "))
+        }
+        (false, _) => format!("changed: {} and {more} more object(s)", named.join(", ")),
+    };
+    invalid(format!(
+        "destination '{target}' has been modified since most recent snapshot '{latest}' \
+         ({what}); use -F to discard the changes"
+    ))
+}
+
+/// The paths (from the dataset's root, escaped as `diff` prints them) of up to
+/// [`CHANGED_NAMED`] of the `real` changed objects of head `id`, files first.
+fn changed_paths(
+    inner: &Imported,
+    id: DatasetId,
+    real: &[u64],
+) -> Result<Vec<String>, EngineError> {
+    let node = inner.datasets.node(id);
+    if node.objset.kind() == ObjsetKind::Volume {
+        return Ok(Vec::new());
+    }
+    let latest = node.snapshots.last().expect("checked: a snapshot exists");
+    let reader = inner.pool.reader();
+    let mut then = ObjectSet::open(&reader, &latest.header.objset)?;
+    let mut now = ObjectSet::open(&reader, &node.objset.root())?;
+    let mut found = Vec::new();
+    for &object in real {
+        let named = tarn_posix::diff::changed_path(&mut then, &mut now, &reader, object)?;
+        found.extend(named);
+    }
+    // Stable: in object order within each kind.
+    found.sort_by_key(|(kind, _)| *kind == tarn_posix::FileKind::Directory);
+    let shown = found.iter().take(CHANGED_NAMED);
+    Ok(shown
+        .map(|(_, path)| format!("/{}", crate::diff_ops::escape(path)))
+        .collect())
+}
+
+/// Most changed objects [`head_changes`] lists.
+const HEAD_CHANGES_MAX: usize = 64;
 
 /// What changed in a head since its latest snapshot.
 pub(crate) struct HeadChanges {
@@ -1636,7 +1690,7 @@ pub(crate) fn head_changes(
             tarn_objects::BlockChange::Hole { blkid, count } => (blkid, count.min(1 << 20)),
         };
         for object in first * per_block..(first + count) * per_block {
-            if object == 0 || changes.real.len() >= 64 {
+            if object == 0 || changes.real.len() >= HEAD_CHANGES_MAX {
                 continue;
             }
             let now = node.objset.dnode(&reader, ObjectId(object))?;
