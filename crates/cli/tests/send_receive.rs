@@ -1129,3 +1129,33 @@ fn send_and_receive_help_say_a_chain_is_all_or_nothing() {
         "{receive}"
     );
 }
+
+/// `receive -d` makes the filesystems missing between its target and the new dataset, as
+/// ZFS does (`send pa/x/y@s1 | receive -d pb/e` gives `pb/e/x/y`, `pb/e/x` made); a cut
+/// stream leaves none of them. Negative control: without `make_parents`, the receive is
+/// refused with `parent of 'pb/e/x/y' does not exist`.
+#[test]
+fn receive_d_makes_the_missing_intermediate_filesystems() {
+    let rig = Rig::new();
+    bare_pools(&rig);
+    rig.ok("create -p pa/x/y");
+    rig.ok("snapshot pa/x/y@s1");
+    rig.ok("create pb/e");
+    let full = stream(&rig, "send pa/x/y@s1");
+    let names = || rig.ok("list -H -o name,type -t all -r pb/e");
+    let (code, err) = receive(&rig, "receive -d pb/e", &full[..full.len() / 2]);
+    assert_eq!(code, Some(1), "{err}");
+    assert_eq!(
+        names(),
+        "pb/e\tfilesystem\n",
+        "a cut stream leaves no parent"
+    );
+    let (code, err) = receive(&rig, "receive -d pb/e", &full);
+    assert_eq!((code, err.as_str()), (Some(0), ""));
+    assert_eq!(
+        names(),
+        "pb/e\tfilesystem\npb/e/x\tfilesystem\npb/e/x/y\tfilesystem\npb/e/x/y@s1\tsnapshot\n"
+    );
+    let (code, err) = receive(&rig, "receive -d pb/none", &full);
+    assert_eq!(code, Some(1), "a missing target is not made: {err}");
+}

@@ -910,12 +910,7 @@ impl Engine {
         let (held, within) = holding.map_or((None, None), |(h, w)| (Some(h), Some(w)));
         let (target, snap) = target_names(spec, begin)?;
         let handle = self.pool(pool_of(&target))?;
-        let into = {
-            let _admin = self.admin();
-            let mut inner = handle.lock();
-            inner.check_writable()?;
-            self.receive_prepare(&mut inner, spec, begin, (&target, &snap), within)?
-        };
+        let (into, made) = self.receive_setup(&handle, spec, begin, (&target, &snap), within)?;
         let mut position = (begin.resume_object, begin.resume_offset);
         let mut props = Vec::new();
         let mut at = Progressed {
@@ -967,7 +962,59 @@ impl Engine {
             )));
         }
         receive_undo(&mut inner, &into)?;
+        unmake_parents(&mut inner, &made)?;
         Err(error)
+    }
+
+    /// [`Engine::receive_prepare`] under the admin and pool locks, after making the missing
+    /// filesystems between `receive -d`'s target and the new dataset's parent (as ZFS does);
+    /// returns the destination and those filesystems, which a failed receive destroys again.
+    fn receive_setup(
+        &self,
+        handle: &PoolHandle,
+        spec: &ReceiveSpec,
+        begin: &Begin,
+        (target, snap): (&str, &str),
+        within: Option<Within>,
+    ) -> Result<(Destination, Vec<DatasetId>), EngineError> {
+        let _admin = self.admin();
+        let mut inner = handle.lock();
+        inner.check_writable()?;
+        let made = match within.is_none() && new_below_missing(&inner, spec, begin, target) {
+            true => self.make_parents(&mut inner, spec, target)?,
+            false => Vec::new(),
+        };
+        match self.receive_prepare(&mut inner, spec, begin, (target, snap), within) {
+            Ok(into) => Ok((into, made)),
+            Err(error) => {
+                unmake_parents(&mut inner, &made)?;
+                Err(error)
+            }
+        }
+    }
+
+    /// Makes the filesystems missing between `receive -d`'s existing target (`spec`) and the
+    /// parent of the new dataset `target`, outermost first, counted against the limits as
+    /// `create -p` counts them.
+    fn make_parents(
+        &self,
+        inner: &mut Imported,
+        spec: &ReceiveSpec,
+        target: &str,
+    ) -> Result<Vec<DatasetId>, EngineError> {
+        let (mut parent, missing) = crate::dataset_ops::new_dataset_parent(inner, target, true)?;
+        let base = spec.target.split('@').next().unwrap_or_default();
+        if inner.datasets.node(parent).name.len() < base.len() {
+            // The target itself is missing: refused as before (`receive_atomic::place`).
+            return Ok(Vec::new());
+        }
+        crate::limits::check_filesystems(&inner.datasets, parent, missing.len() as u64 + 1)?;
+        let mut made = Vec::new();
+        for name in &missing {
+            parent = self.create_one(inner, parent, name, &[], None)?;
+            made.push(parent);
+        }
+        Ok(made)
     }
 
     /// The checks and setup before any record is applied (module doc). `within`: the
@@ -1576,6 +1623,39 @@ fn check_incremental(
         inner.sync()?;
     }
     Ok(false)
+}
+
+/// Whether substream `begin` makes the new dataset `target` (not resumed) under `receive
+/// -d`, whose parent is missing: the case for `Engine::make_parents`.
+fn new_below_missing(inner: &Imported, spec: &ReceiveSpec, begin: &Begin, target: &str) -> bool {
+    let new = begin.from_guid == 0
+        || begin.features & tarn_send::FEATURE_CLONE != 0
+        || spec.origin.is_some();
+    let resumed = begin.features & tarn_send::FEATURE_RESUMING != 0;
+    let parent = dsname::parent_name(target);
+    spec.append == Some(true)
+        && new
+        && !resumed
+        && parent.is_some_and(|p| inner.datasets.by_name(p).is_none())
+}
+
+/// Destroys the filesystems `Engine::make_parents` made for a receive that failed (those
+/// still there and empty, innermost first), and commits that.
+fn unmake_parents(inner: &mut Imported, made: &[DatasetId]) -> Result<(), EngineError> {
+    if made.is_empty() {
+        return Ok(());
+    }
+    for &id in made.iter().rev() {
+        let empty = inner.datasets.contains(id)
+            && inner.datasets.children(id).is_empty()
+            && inner.datasets.hidden_children(id).is_empty()
+            && inner.datasets.node(id).snapshots.is_empty();
+        if empty {
+            crate::clone_ops::destroy_set(inner, &std::collections::BTreeSet::from([id]), false)?;
+        }
+    }
+    inner.sync()?;
+    Ok(())
 }
 
 /// Changed paths a refusal of a modified destination names.
