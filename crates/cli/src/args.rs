@@ -360,7 +360,8 @@ pub(crate) enum Command {
         /// then the same stream again finish it).
         #[arg(short = 'I', value_name = "SNAPSHOT")]
         intermediates: Option<String>,
-        /// Print what was sent (or with -n would be) on stderr.
+        /// Print what was sent (or with -n would be) on stderr; on a terminal, progress with
+        /// the stream's size (sized first, reading no data block) and the time left.
         #[arg(short = 'v')]
         verbose: bool,
         /// Dry run: send nothing, size the stream exactly (no data block is read).
@@ -403,7 +404,7 @@ pub(crate) enum Command {
         /// Do not mount what was received.
         #[arg(short = 'u')]
         unmounted: bool,
-        /// Print what was received.
+        /// Print what was received; on a terminal, progress (bytes, rate, time taken).
         #[arg(short = 'v')]
         verbose: bool,
         /// Keep a partial receive when the stream stops early (resume with `send -t`).
