@@ -360,7 +360,8 @@ pub(crate) enum Command {
         /// then the same stream again finish it).
         #[arg(short = 'I', value_name = "SNAPSHOT")]
         intermediates: Option<String>,
-        /// Print what was sent (or with -n would be) on stderr.
+        /// Print what was sent (or with -n would be) on stderr; on a terminal, progress with
+        /// the stream's size (sized first, reading no data block) and the time left.
         #[arg(short = 'v')]
         verbose: bool,
         /// Dry run: send nothing, size the stream exactly (no data block is read).
@@ -403,7 +404,7 @@ pub(crate) enum Command {
         /// Do not mount what was received.
         #[arg(short = 'u')]
         unmounted: bool,
-        /// Print what was received.
+        /// Print what was received; on a terminal, progress (bytes, rate, time taken).
         #[arg(short = 'v')]
         verbose: bool,
         /// Keep a partial receive when the stream stops early (resume with `send -t`).
@@ -526,7 +527,8 @@ pub(crate) struct DatasetListArgs {
     /// At most this many levels below each dataset.
     #[arg(short = 'd', value_name = "DEPTH")]
     pub(crate) depth: Option<u32>,
-    /// Types to list: filesystem, snapshot (or snap), all (comma-separated).
+    /// Types to list: filesystem, volume (or vol), snapshot (or snap), bookmark, all
+    /// (comma-separated).
     #[arg(short = 't', value_name = "TYPE")]
     pub(crate) types: Option<String>,
     /// Scripted mode: no header, tab-separated.

@@ -207,6 +207,8 @@ fn plan_stream(command: Command) -> Plan {
                 embedded,
                 replicate,
                 compressed,
+                // Set by `execute_stream`, which knows whether stderr is a terminal.
+                sized: false,
             },
         },
         Command::Receive {

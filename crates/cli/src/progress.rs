@@ -1,6 +1,6 @@
-//! How progress of long work (`scrub -w`, `wait`, `replace`) is shown: an `indicatif` bar
-//! when stdout is a terminal, one plain line per report otherwise (pipes, logs, tests), and
-//! nothing with `-j`.
+//! How progress of long work (`scrub -w`, `wait`, `replace`; `send -v`, `receive -v` on
+//! stderr) is shown: an `indicatif` bar when the output is a terminal, one plain line per
+//! report otherwise (pipes, logs, tests), and nothing with `-j`.
 
 use std::io::Write;
 
@@ -67,8 +67,9 @@ impl ProgressView {
 }
 
 /// The progress of `send -v` and `receive -v`, on stderr (a send's stdout is the stream):
-/// bytes and rate on a terminal, one line of bytes per report otherwise; nothing without
-/// `-v` or with `-j`.
+/// on a terminal bytes, rate and, once the reports carry a total (a send, which the daemon
+/// sizes first), a bar and the ETA; one line of bytes per report otherwise; nothing without
+/// `-v` or with `-j`. A receive's total is unknown: a stream does not say its size ahead.
 pub(crate) enum StreamProgress {
     Quiet,
     Lines,
@@ -82,7 +83,7 @@ impl StreamProgress {
             (true, false) => StreamProgress::Lines,
             (true, true) => {
                 let bar = ProgressBar::hidden();
-                if let Ok(style) = ProgressStyle::with_template(STREAM_TEMPLATE) {
+                if let Ok(style) = ProgressStyle::with_template(stream_template(false)) {
                     bar.set_style(style);
                 }
                 bar.set_draw_target(ProgressDrawTarget::stderr());
@@ -100,9 +101,20 @@ impl StreamProgress {
             }
             StreamProgress::Bar(bar) => {
                 bar.set_message(progress.operation.clone());
+                if progress.total > 0 && bar.length() != Some(progress.total) {
+                    if let Ok(style) = ProgressStyle::with_template(stream_template(true)) {
+                        bar.set_style(style.progress_chars("=> "));
+                    }
+                    bar.set_length(progress.total);
+                }
                 bar.set_position(progress.done);
             }
         }
+    }
+
+    /// Whether the display would show a total (a bar on a terminal): worth a send's sizing.
+    pub(crate) fn wants_total(&self) -> bool {
+        matches!(self, StreamProgress::Bar(_))
     }
 
     pub(crate) fn finish(self) {
@@ -112,8 +124,21 @@ impl StreamProgress {
     }
 }
 
-/// A stream's size is not known ahead: bytes so far, the rate and the time taken.
+/// A stream whose size is not known ahead (a receive's): bytes so far, the rate and the
+/// time taken.
 const STREAM_TEMPLATE: &str = "{msg} {bytes} {bytes_per_sec} {elapsed}";
+/// A stream whose size is known (a send's, sized first): a bar, bytes of the total, the rate
+/// and the time left.
+const STREAM_SIZED_TEMPLATE: &str =
+    "{msg} [{wide_bar}] {bytes}/{total_bytes} {bytes_per_sec} ETA {eta}";
+
+/// The template of a stream's bar, with or without a known total.
+fn stream_template(total_known: bool) -> &'static str {
+    match total_known {
+        true => STREAM_SIZED_TEMPLATE,
+        false => STREAM_TEMPLATE,
+    }
+}
 
 fn new_bar(operation: &str) -> ProgressBar {
     // Styled and named while hidden, then shown on stdout (the stream whose being a terminal
@@ -143,5 +168,23 @@ mod tests {
             ProgressView::new(false, true),
             ProgressView::Bar(None)
         ));
+    }
+
+    /// A stream's bar shows the ETA only with a total; both templates parse; only a bar
+    /// asks a send to be sized first. Negative control: with `stream_template` ignoring
+    /// the total (the template of bytes, rate and elapsed time), the ETA check fails.
+    #[test]
+    fn a_stream_with_a_total_shows_its_eta() {
+        for known in [false, true] {
+            assert!(ProgressStyle::with_template(stream_template(known)).is_ok());
+        }
+        assert!(stream_template(true).contains("{eta}"));
+        assert!(stream_template(true).contains("{total_bytes}"));
+        assert!(!stream_template(false).contains("{eta}"));
+        assert!(StreamProgress::new(true, false, true).wants_total());
+        for (verbose, json, terminal) in [(true, false, false), (false, false, true)] {
+            assert!(!StreamProgress::new(verbose, json, terminal).wants_total());
+        }
+        assert!(!StreamProgress::new(true, true, true).wants_total());
     }
 }

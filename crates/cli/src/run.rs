@@ -797,7 +797,11 @@ fn execute(plan: Plan, rundir: &Path, json: Option<&crate::json::JsonOptions>) -
 /// `send` and `receive`: the daemon gets this process's stdout (send) or stdin (receive)
 /// and moves the stream itself; what `-v` or `-j` print goes to stderr for a send (its
 /// stdout is the stream).
-fn execute_stream(plan: Plan, rundir: &Path, json: Option<&crate::json::JsonOptions>) -> Outcome {
+fn execute_stream(
+    mut plan: Plan,
+    rundir: &Path,
+    json: Option<&crate::json::JsonOptions>,
+) -> Outcome {
     use std::io::IsTerminal;
     use std::os::fd::AsFd;
     let sending = matches!(plan.request, Request::Send { .. });
@@ -827,6 +831,10 @@ fn execute_stream(plan: Plan, rundir: &Path, json: Option<&crate::json::JsonOpti
     };
     let terminal = std::io::stderr().is_terminal();
     let mut shown = crate::progress::StreamProgress::new(verbose, json.is_some(), terminal);
+    if let Request::Send { sized, .. } = &mut plan.request {
+        // A bar with an ETA needs the total: the daemon sizes the stream first.
+        *sized = shown.wants_total();
+    }
     let called = client.call_with_stream(&plan.request, Some(fd), |p| shown.report(&p));
     shown.finish();
     match called {

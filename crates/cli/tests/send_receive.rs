@@ -1,8 +1,9 @@
 //! System tests of `tarn send | tarn receive` between two pools through the real binary and
 //! daemon: full, incremental (`-i`, `-I`) round trips compared through FUSE mounts (contents,
 //! modes, owners, times, symlinks, xattrs, POSIX ACLs), the modified-destination check
-//! (access times pass, real changes are refused by object, `-F` rolls back), and streams
-//! cut or damaged at many points refused with one line, the destination as it was.
+//! (access times pass, real changes are refused naming the changed files, `-F` rolls
+//! back), streams cut or damaged at many points refused with one line, the destination as
+//! it was, and the flags `receive -d -e -u` and `send -L -e`.
 
 #![allow(clippy::unwrap_used)] // Test code: a failed unwrap is a failed test.
 
@@ -199,6 +200,10 @@ fn full_and_incremental_round_trips_give_identical_trees() {
     );
 }
 
+/// A file written into the destination after its snapshot makes an incremental receive
+/// refuse with one line naming the file by path (the directory it is in comes after it),
+/// and `-F` rolls it back. Negative control: with the refusal listing object numbers (as
+/// it did), the path check fails.
 #[test]
 fn a_modified_destination_is_refused_by_name_and_rolled_back_with_force() {
     if !fuse_ok("a_modified_destination_is_refused_by_name_and_rolled_back_with_force") {
@@ -222,6 +227,10 @@ fn a_modified_destination_is_refused_by_name_and_rolled_back_with_force() {
     assert!(
         err.contains("has been modified since most recent snapshot") && err.contains("-F"),
         "{err}"
+    );
+    assert!(
+        err.contains("(changed: /g, / and "),
+        "the file by path: {err}"
     );
     assert_eq!(sh(&dst, "cat g"), "local\n", "a refusal changes nothing");
     let (code, err) = receive(&rig, "receive -F pb/dst", &incremental);
@@ -1119,5 +1128,116 @@ fn send_and_receive_help_say_a_chain_is_all_or_nothing() {
              received snapshot by snapshot, not all or nothing"
         ),
         "{receive}"
+    );
+}
+
+/// `receive -d` makes the filesystems missing between its target and the new dataset, as
+/// ZFS does (`send pa/x/y@s1 | receive -d pb/e` gives `pb/e/x/y`, `pb/e/x` made); a cut
+/// stream leaves none of them. Negative control: without `make_parents`, the receive is
+/// refused with `parent of 'pb/e/x/y' does not exist`.
+#[test]
+fn receive_d_makes_the_missing_intermediate_filesystems() {
+    let rig = Rig::new();
+    bare_pools(&rig);
+    rig.ok("create -p pa/x/y");
+    rig.ok("snapshot pa/x/y@s1");
+    rig.ok("create pb/e");
+    let full = stream(&rig, "send pa/x/y@s1");
+    let names = || rig.ok("list -H -o name,type -t all -r pb/e");
+    let (code, err) = receive(&rig, "receive -d pb/e", &full[..full.len() / 2]);
+    assert_eq!(code, Some(1), "{err}");
+    assert_eq!(
+        names(),
+        "pb/e\tfilesystem\n",
+        "a cut stream leaves no parent"
+    );
+    let (code, err) = receive(&rig, "receive -d pb/e", &full);
+    assert_eq!((code, err.as_str()), (Some(0), ""));
+    assert_eq!(
+        names(),
+        "pb/e\tfilesystem\npb/e/x\tfilesystem\npb/e/x/y\tfilesystem\npb/e/x/y@s1\tsnapshot\n"
+    );
+    let (code, err) = receive(&rig, "receive -d pb/none", &full);
+    assert_eq!(code, Some(1), "a missing target is not made: {err}");
+}
+
+/// `receive -e` names the new dataset by the target plus the last element of the sent
+/// name: `send pa/x/y@s1 | receive -e pb/into` gives `pb/into/y`. Negative control: with
+/// -e appending the sent name without its pool (as -d), the receive wants `pb/into/x/y`.
+#[test]
+fn receive_e_appends_the_last_element_of_the_sent_name() {
+    let rig = Rig::new();
+    bare_pools(&rig);
+    rig.ok("create -p pa/x/y");
+    rig.ok("snapshot pa/x/y@s1");
+    rig.ok("create pb/into");
+    let (code, err) = receive(&rig, "receive -e pb/into", &stream(&rig, "send pa/x/y@s1"));
+    assert_eq!((code, err.as_str()), (Some(0), ""));
+    assert_eq!(
+        rig.ok("list -H -o name -t all -r pb/into"),
+        "pb/into\npb/into/y\npb/into/y@s1\n"
+    );
+}
+
+/// `send -e` is accepted (tarn keeps no data in block pointers) and its stream received.
+/// Negative control: with FEATURE_EMBEDDED not among the receiver's known features, the
+/// stream is refused.
+#[test]
+fn send_e_round_trips() {
+    let rig = Rig::new();
+    bare_pools(&rig);
+    rig.ok("create pa/src");
+    rig.ok("snapshot pa/src@one");
+    let (code, err) = receive(&rig, "receive pb/dst", &stream(&rig, "send -e pa/src@one"));
+    assert_eq!((code, err.as_str()), (Some(0), ""));
+    assert_eq!(
+        rig.ok("get -H -o value guid pa/src@one"),
+        rig.ok("get -H -o value guid pb/dst@one")
+    );
+}
+
+/// `receive -u` leaves the received filesystem unmounted (a plain receive mounts it).
+/// Negative control: with the daemon mounting after a receive whatever `-u` says, `mounted`
+/// of the `-u` one is `yes`. (A later plain receive into the same pool mounts it: the
+/// daemon mounts the pool's unmounted datasets after a receive.)
+#[test]
+fn receive_u_leaves_the_filesystem_unmounted() {
+    if !fuse_ok("receive_u_leaves_the_filesystem_unmounted") {
+        return;
+    }
+    let rig = Rig::new();
+    two_pools(&rig);
+    rig.ok("snapshot pa/src@one");
+    pipe(&rig, "send pa/src@one", "receive pb/loud");
+    pipe(&rig, "send pa/src@one", "receive -u pb/quiet");
+    let mounted = |name: &str| rig.ok(&format!("get -H -o value mounted {name}"));
+    assert_eq!(mounted("pb/quiet"), "no\n");
+    assert_eq!(mounted("pb/loud"), "yes\n");
+}
+
+/// `send -L` of a dataset of 1M records: the stream carries them whole (its size is about
+/// the data's), and the received file has the same bytes in 1M blocks (`stat`'s block
+/// size is the file's data block size). Negative control: with FEATURE_LARGE_BLOCKS not
+/// among the receiver's known features, the stream is refused.
+#[test]
+fn send_large_blocks_keeps_one_megabyte_records() {
+    if !fuse_ok("send_large_blocks_keeps_one_megabyte_records") {
+        return;
+    }
+    let rig = Rig::new();
+    two_pools(&rig);
+    rig.ok("set recordsize=1M compression=off pa/src");
+    let src = mount(&rig, "pa/src");
+    sh(&src, "head -c 3145728 /dev/urandom > big");
+    rig.ok("snapshot pa/src@one");
+    let large = stream(&rig, "send -L pa/src@one");
+    assert!(large.len() > 3 << 20 && large.len() < (3 << 20) + (256 << 10));
+    let (code, err) = receive(&rig, "receive pb/dst", &large);
+    assert_eq!((code, err.as_str()), (Some(0), ""));
+    let dst = mount(&rig, "pb/dst");
+    assert_eq!(sh(&dst, "stat -c %o big"), "1048576\n");
+    assert_eq!(
+        std::fs::read(src.join("big")).unwrap(),
+        std::fs::read(dst.join("big")).unwrap()
     );
 }

@@ -1405,7 +1405,7 @@ impl EngineBackend {
             Request::ReceiveAbort { target } => engine.receive_abort(target).map(unit),
             Request::Send { dry_run: true, .. } => {
                 let spec = send_spec(request)?;
-                return Some(self.send(&spec, Box::new(std::io::sink()), &mut |_| {}));
+                return Some(self.send(&spec, false, Box::new(std::io::sink()), &mut |_| {}));
             }
             Request::Rollback { .. }
             | Request::Clone { .. }
@@ -1596,6 +1596,18 @@ impl EngineBackend {
     }
 }
 
+impl EngineBackend {
+    /// The bytes of the stream `spec` would send, as `send -n` sizes them.
+    fn send_size(&self, spec: &tarn_engine::SendSpec) -> Option<u64> {
+        let dry = tarn_engine::SendSpec {
+            dry_run: true,
+            ..spec.clone()
+        };
+        let sized = self.engine.send(&dry, &mut std::io::sink(), &mut |_| {});
+        sized.ok().map(|report| report.bytes)
+    }
+}
+
 /// The engine's view of a `Request::Send`.
 fn send_spec(request: &Request) -> Option<tarn_engine::SendSpec> {
     let Request::Send {
@@ -1609,6 +1621,7 @@ fn send_spec(request: &Request) -> Option<tarn_engine::SendSpec> {
         embedded,
         replicate,
         compressed,
+        ..
     } = request
     else {
         return None;
@@ -1628,19 +1641,27 @@ fn send_spec(request: &Request) -> Option<tarn_engine::SendSpec> {
 }
 
 impl EngineBackend {
-    /// `tarn send`: the stream goes to `file` (the CLI's stdout).
+    /// `tarn send`: the stream goes to `file` (the CLI's stdout). When `sized`, a dry run
+    /// sizes the stream first (from block pointers, no data read), so that each progress
+    /// report carries the total; a dry run that fails leaves the total unknown (0), and the
+    /// send itself says what is wrong.
     fn send(
         &self,
         spec: &tarn_engine::SendSpec,
+        sized: bool,
         file: Box<dyn std::io::Write>,
         progress: &mut dyn FnMut(Progress),
     ) -> Response {
+        let total = match sized && !spec.dry_run {
+            true => self.send_size(spec).unwrap_or(0),
+            false => 0,
+        };
         let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
         let mut report = |done| {
             progress(Progress {
                 operation: "send".into(),
                 done,
-                total: 0,
+                total,
             });
         };
         match self.engine.send(spec, &mut out, &mut report) {
@@ -1772,8 +1793,8 @@ impl Handler for EngineBackend {
     ) -> Response {
         let file = std::fs::File::from(stream);
         match &request {
-            Request::Send { .. } => match send_spec(&request) {
-                Some(spec) => self.send(&spec, Box::new(file), progress),
+            Request::Send { sized, .. } => match send_spec(&request) {
+                Some(spec) => self.send(&spec, *sized, Box::new(file), progress),
                 None => Response::error("not a send"),
             },
             Request::Receive {

@@ -442,16 +442,32 @@ fn read_block(
     dnode: &Dnode,
     bp: &BlockPtr,
 ) -> Result<(Encoding, Vec<u8>), DatasetError> {
+    if source.dry_run {
+        return Ok(dry_block(source.compressed, dnode, bp));
+    }
     if source.compressed
         && let Some(bytes) = source.to.read_stored_block(store, id, bp)?
     {
         return Ok((encoding_of(bp.compression), bytes));
     }
-    if source.dry_run {
-        let size = dnode.data_block_size as usize;
-        return Ok((Encoding::Raw, tarn_base::buf::zeroed(size)));
-    }
     Ok((Encoding::Raw, source.to.read_data_block(store, id, bp)?))
+}
+
+/// What `send -n` puts in a WRITE instead of block `bp`'s data: zeros of the length the real
+/// record carries, known from the block pointer alone (a dry run reads no data block). Under
+/// `-c` a block stored compressed goes as stored, `psize` bytes: the real send's store reads
+/// it so, as [`Source::deferred`] assumes too (the pool does).
+fn dry_block(compressed: bool, dnode: &Dnode, bp: &BlockPtr) -> (Encoding, Vec<u8>) {
+    match compressed && stored_compressed(bp) {
+        true => (
+            encoding_of(bp.compression),
+            tarn_base::buf::zeroed(bp.psize as usize),
+        ),
+        false => (
+            Encoding::Raw,
+            tarn_base::buf::zeroed(dnode.data_block_size as usize),
+        ),
+    }
 }
 
 /// Sends one block change of object `id` (a WRITE, or a FREE clipped to the last block),

@@ -183,7 +183,9 @@ fn bookmark_prop(full: &str, mark: &Bookmark, property: &str) -> Result<DatasetP
         ),
         "createtxg" => text(mark.txg.0.to_string()),
         "guid" => text(mark.guid.0.to_string()),
-        _ if props::is_user_prop(property) || props::find(property).is_some() => text("-".into()),
+        // A property a bookmark lacks (space, mountpoint, every settable one) is a dash, as
+        // in ZFS: `list -t all` asks every row for the same columns.
+        _ if crate::dataset_ops::is_dataset_property(property) => text("-".into()),
         _ => {
             return Err(EngineError::Dataset(DatasetError::InvalidProperty(
                 format!(

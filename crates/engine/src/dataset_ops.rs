@@ -1048,6 +1048,27 @@ fn prop_value(
     })
 }
 
+/// Names `get` and `list -o` accept for some dataset besides the property table's: the
+/// short columns `avail` and `refer`, the resume token and the snapshot-only statistics.
+const LISTABLE_EXTRA: &[&str] = &[
+    "name",
+    "avail",
+    "refer",
+    "receive_resume_token",
+    "userrefs",
+    "defer_destroy",
+    "clones",
+];
+
+/// Whether `property` names a property of some kind of dataset (native, user, a short
+/// column name or `written@SNAP`): a row of another kind answers `-` for it, not an error.
+pub(crate) fn is_dataset_property(property: &str) -> bool {
+    props::find(property).is_some()
+        || props::is_user_prop(property)
+        || LISTABLE_EXTRA.contains(&property)
+        || property.starts_with("written@")
+}
+
 /// `filesystem` or `volume`: the `type` of a dataset.
 fn kind_of(node: &crate::datasets::Node) -> &'static str {
     if node.objset.kind() == ObjsetKind::Volume {

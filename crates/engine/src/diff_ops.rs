@@ -114,7 +114,7 @@ fn type_char(kind: FileKind) -> char {
 
 /// ZFS's escaping of a path: printable ASCII but space as is, every other byte and `\` as
 /// `\0ooo`.
-fn escape(path: &[u8]) -> String {
+pub(crate) fn escape(path: &[u8]) -> String {
     let mut out = String::with_capacity(path.len());
     for &byte in path {
         if byte.is_ascii_graphic() && byte != b'\\' {

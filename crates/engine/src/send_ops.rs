@@ -910,12 +910,7 @@ impl Engine {
         let (held, within) = holding.map_or((None, None), |(h, w)| (Some(h), Some(w)));
         let (target, snap) = target_names(spec, begin)?;
         let handle = self.pool(pool_of(&target))?;
-        let into = {
-            let _admin = self.admin();
-            let mut inner = handle.lock();
-            inner.check_writable()?;
-            self.receive_prepare(&mut inner, spec, begin, (&target, &snap), within)?
-        };
+        let (into, made) = self.receive_setup(&handle, spec, begin, (&target, &snap), within)?;
         let mut position = (begin.resume_object, begin.resume_offset);
         let mut props = Vec::new();
         let mut at = Progressed {
@@ -967,7 +962,59 @@ impl Engine {
             )));
         }
         receive_undo(&mut inner, &into)?;
+        unmake_parents(&mut inner, &made)?;
         Err(error)
+    }
+
+    /// [`Engine::receive_prepare`] under the admin and pool locks, after making the missing
+    /// filesystems between `receive -d`'s target and the new dataset's parent (as ZFS does);
+    /// returns the destination and those filesystems, which a failed receive destroys again.
+    fn receive_setup(
+        &self,
+        handle: &PoolHandle,
+        spec: &ReceiveSpec,
+        begin: &Begin,
+        (target, snap): (&str, &str),
+        within: Option<Within>,
+    ) -> Result<(Destination, Vec<DatasetId>), EngineError> {
+        let _admin = self.admin();
+        let mut inner = handle.lock();
+        inner.check_writable()?;
+        let made = match within.is_none() && new_below_missing(&inner, spec, begin, target) {
+            true => self.make_parents(&mut inner, spec, target)?,
+            false => Vec::new(),
+        };
+        match self.receive_prepare(&mut inner, spec, begin, (target, snap), within) {
+            Ok(into) => Ok((into, made)),
+            Err(error) => {
+                unmake_parents(&mut inner, &made)?;
+                Err(error)
+            }
+        }
+    }
+
+    /// Makes the filesystems missing between `receive -d`'s existing target (`spec`) and the
+    /// parent of the new dataset `target`, outermost first, counted against the limits as
+    /// `create -p` counts them.
+    fn make_parents(
+        &self,
+        inner: &mut Imported,
+        spec: &ReceiveSpec,
+        target: &str,
+    ) -> Result<Vec<DatasetId>, EngineError> {
+        let (mut parent, missing) = crate::dataset_ops::new_dataset_parent(inner, target, true)?;
+        let base = spec.target.split('@').next().unwrap_or_default();
+        if inner.datasets.node(parent).name.len() < base.len() {
+            // The target itself is missing: refused as before (`receive_atomic::place`).
+            return Ok(Vec::new());
+        }
+        crate::limits::check_filesystems(&inner.datasets, parent, missing.len() as u64 + 1)?;
+        let mut made = Vec::new();
+        for name in &missing {
+            parent = self.create_one(inner, parent, name, &[], None)?;
+            made.push(parent);
+        }
+        Ok(made)
     }
 
     /// The checks and setup before any record is applied (module doc). `within`: the
@@ -1569,16 +1616,7 @@ fn check_incremental(
         return Ok(true);
     }
     if !changes.real.is_empty() {
-        let node = inner.datasets.node(id);
-        let latest = &node.snapshots[index].name;
-        let shown: Vec<String> = changes.real.iter().take(5).map(|i| i.to_string()).collect();
-        return Err(invalid(format!(
-            "destination '{target}' has been modified since most recent snapshot \
-             '{latest}' ({} object(s) changed: {}{}); use -F to discard the changes",
-            changes.real.len(),
-            shown.join(", "),
-            if changes.real.len() > 5 { ", ..." } else { "" }
-        )));
+        return Err(modified_refusal(inner, id, target, &changes.real));
     }
     if changes.any {
         crate::snapshot_ops::rollback_head(inner, id)?;
@@ -1586,6 +1624,102 @@ fn check_incremental(
     }
     Ok(false)
 }
+
+/// Whether substream `begin` makes the new dataset `target` (not resumed) under `receive
+/// -d`, whose parent is missing: the case for `Engine::make_parents`.
+fn new_below_missing(inner: &Imported, spec: &ReceiveSpec, begin: &Begin, target: &str) -> bool {
+    let new = begin.from_guid == 0
+        || begin.features & tarn_send::FEATURE_CLONE != 0
+        || spec.origin.is_some();
+    let resumed = begin.features & tarn_send::FEATURE_RESUMING != 0;
+    let parent = dsname::parent_name(target);
+    spec.append == Some(true)
+        && new
+        && !resumed
+        && parent.is_some_and(|p| inner.datasets.by_name(p).is_none())
+}
+
+/// Destroys the filesystems `Engine::make_parents` made for a receive that failed (those
+/// still there and empty, innermost first), and commits that.
+fn unmake_parents(inner: &mut Imported, made: &[DatasetId]) -> Result<(), EngineError> {
+    if made.is_empty() {
+        return Ok(());
+    }
+    for &id in made.iter().rev() {
+        let empty = inner.datasets.contains(id)
+            && inner.datasets.children(id).is_empty()
+            && inner.datasets.hidden_children(id).is_empty()
+            && inner.datasets.node(id).snapshots.is_empty();
+        if empty {
+            crate::clone_ops::destroy_set(inner, &std::collections::BTreeSet::from([id]), false)?;
+        }
+    }
+    inner.sync()?;
+    Ok(())
+}
+
+/// Changed paths a refusal of a modified destination names.
+const CHANGED_NAMED: usize = 3;
+
+/// The refusal of an incremental receive into `target` (`id`), whose head has the `real`
+/// changed objects since its latest snapshot: one line naming the first few by path (files
+/// before directories, whose entries changing is implied) and counting the others. An
+/// object no path names (a volume's, an unlinked file's) is only counted.
+fn modified_refusal(inner: &Imported, id: DatasetId, target: &str, real: &[u64]) -> EngineError {
+    let node = inner.datasets.node(id);
+    let latest = &node
+        .snapshots
+        .last()
+        .expect("checked: a snapshot exists")
+        .name;
+    // The paths are a courtesy: a read failing here leaves the objects counted.
+    let named = changed_paths(inner, id, real).unwrap_or_default();
+    let more = real.len() - named.len();
+    let what = match (named.is_empty(), more) {
+        (true, _) => format!("{} object(s) changed", real.len()),
+        (false, 0) => format!("changed: {}", named.join(", ")),
+        // `head_changes` stops counting at HEAD_CHANGES_MAX.
+        (false, _) if real.len() >= HEAD_CHANGES_MAX => {
+            format!("changed: {} and more objects", named.join(", "))
+        }
+        (false, _) => format!("changed: {} and {more} more object(s)", named.join(", ")),
+    };
+    invalid(format!(
+        "destination '{target}' has been modified since most recent snapshot '{latest}' \
+         ({what}); use -F to discard the changes"
+    ))
+}
+
+/// The paths (from the dataset's root, escaped as `diff` prints them) of up to
+/// [`CHANGED_NAMED`] of the `real` changed objects of head `id`, files first.
+fn changed_paths(
+    inner: &Imported,
+    id: DatasetId,
+    real: &[u64],
+) -> Result<Vec<String>, EngineError> {
+    let node = inner.datasets.node(id);
+    if node.objset.kind() == ObjsetKind::Volume {
+        return Ok(Vec::new());
+    }
+    let latest = node.snapshots.last().expect("checked: a snapshot exists");
+    let reader = inner.pool.reader();
+    let mut then = ObjectSet::open(&reader, &latest.header.objset)?;
+    let mut now = ObjectSet::open(&reader, &node.objset.root())?;
+    let mut found = Vec::new();
+    for &object in real {
+        let named = tarn_posix::diff::changed_path(&mut then, &mut now, &reader, object)?;
+        found.extend(named);
+    }
+    // Stable: in object order within each kind.
+    found.sort_by_key(|(kind, _)| *kind == tarn_posix::FileKind::Directory);
+    let shown = found.iter().take(CHANGED_NAMED);
+    Ok(shown
+        .map(|(_, path)| format!("/{}", crate::diff_ops::escape(path)))
+        .collect())
+}
+
+/// Most changed objects [`head_changes`] lists.
+const HEAD_CHANGES_MAX: usize = 64;
 
 /// What changed in a head since its latest snapshot.
 pub(crate) struct HeadChanges {
@@ -1636,7 +1770,7 @@ pub(crate) fn head_changes(
             tarn_objects::BlockChange::Hole { blkid, count } => (blkid, count.min(1 << 20)),
         };
         for object in first * per_block..(first + count) * per_block {
-            if object == 0 || changes.real.len() >= 64 {
+            if object == 0 || changes.real.len() >= HEAD_CHANGES_MAX {
                 continue;
             }
             let now = node.objset.dnode(&reader, ObjectId(object))?;

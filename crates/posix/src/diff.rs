@@ -136,6 +136,27 @@ fn path(os: &mut ObjectSet, store: &dyn BlockStore, id: u64) -> Result<Option<Ve
     Fs::new(os, store, Timespec::default(), config).path_of(id)
 }
 
+/// The type of changed object `id` and the path it is known by, relative to the root: its
+/// path in `now`, or in `then` when it is gone from `now`. `None` for an object that is not
+/// an inode, or that no directory names on either side. For a caller that names a few
+/// changed objects it found itself (a receive refusing a modified destination) without
+/// the whole diff.
+pub fn changed_path(
+    then: &mut ObjectSet,
+    now: &mut ObjectSet,
+    store: &dyn BlockStore,
+    id: u64,
+) -> Result<Option<(FileKind, Vec<u8>)>> {
+    for os in [now, then] {
+        if let Some(inode) = inode_at(os, store, id)?
+            && let Some(p) = path(os, store, id)?
+        {
+            return Ok(Some((inode.kind, p)));
+        }
+    }
+    Ok(None)
+}
+
 /// Appends what changed in slot `id`. An inode no directory names (unlinked, still open)
 /// is not reported.
 fn compare(

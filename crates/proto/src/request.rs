@@ -558,6 +558,10 @@ pub enum Request {
         /// `-c`: compressed blocks as stored.
         #[serde(default)]
         compressed: bool,
+        /// `-v` on a terminal: size the stream first (as `-n`, which reads no data block),
+        /// so that progress reports carry its total (an ETA).
+        #[serde(default)]
+        sized: bool,
     },
     /// `tarn receive [-F] [-u] DS`: the stream comes from the descriptor the client passes
     /// after `ServerLine::StreamWanted`.
