@@ -1196,10 +1196,12 @@ fn send_e_round_trips() {
     );
 }
 
-/// `receive -u` leaves the received filesystem unmounted (a plain receive mounts it).
-/// Negative control: with the daemon mounting after a receive whatever `-u` says, `mounted`
-/// of the `-u` one is `yes`. (A later plain receive into the same pool mounts it: the
-/// daemon mounts the pool's unmounted datasets after a receive.)
+/// `receive -u` leaves the received filesystem unmounted (a plain receive mounts it), and it
+/// stays so through later receives, clones and a dry-run receive (which unmounts nothing)
+/// until `mount` names it; `tarn unmount` holds a dataset the same way. Negative controls:
+/// with the daemon mounting after a receive whatever `-u` says, `mounted` of the `-u` one
+/// is `yes`; without the hold (module `mounts`), the later plain receive mounted it; with
+/// a dry run unmounting its destination as before, `pb/loud` was left unmounted.
 #[test]
 fn receive_u_leaves_the_filesystem_unmounted() {
     if !fuse_ok("receive_u_leaves_the_filesystem_unmounted") {
@@ -1208,11 +1210,24 @@ fn receive_u_leaves_the_filesystem_unmounted() {
     let rig = Rig::new();
     two_pools(&rig);
     rig.ok("snapshot pa/src@one");
-    pipe(&rig, "send pa/src@one", "receive pb/loud");
     pipe(&rig, "send pa/src@one", "receive -u pb/quiet");
+    pipe(&rig, "send pa/src@one", "receive pb/loud");
     let mounted = |name: &str| rig.ok(&format!("get -H -o value mounted {name}"));
     assert_eq!(mounted("pb/quiet"), "no\n");
     assert_eq!(mounted("pb/loud"), "yes\n");
+    rig.ok("unmount pb/loud");
+    rig.ok("clone pb/quiet@one pb/copy");
+    pipe(&rig, "send pa/src@one", "receive pb/more");
+    assert_eq!(
+        (mounted("pb/quiet"), mounted("pb/loud")),
+        ("no\n".into(), "no\n".into())
+    );
+    rig.ok("mount pb/loud");
+    assert_eq!(mounted("pb/loud"), "yes\n");
+    pipe(&rig, "send pa/src@one", "receive -n -F pb/loud");
+    assert_eq!(mounted("pb/loud"), "yes\n", "a dry run unmounts nothing");
+    rig.ok("mount -a");
+    assert_eq!(mounted("pb/quiet"), "yes\n");
 }
 
 /// `send -L` of a dataset of 1M records: the stream carries them whole (its size is about

@@ -1675,7 +1675,8 @@ impl EngineBackend {
     }
 
     /// `tarn receive`: the stream comes from `file` (the CLI's stdin). The destination is
-    /// unmounted while it is received and mounted again after (unless `unmounted`).
+    /// unmounted while it is received and mounted again after (unless `unmounted`: then it
+    /// is held unmounted, module `mounts`); a dry run leaves the mounts alone.
     fn receive(
         &self,
         spec: &tarn_engine::ReceiveSpec,
@@ -1685,7 +1686,9 @@ impl EngineBackend {
     ) -> Response {
         let target = spec.target.as_str();
         let dataset = target.split('@').next().unwrap_or(target).to_string();
-        if let Err(error) = self.mounts.unmount_dataset(&dataset) {
+        if !spec.dry_run
+            && let Err(error) = self.mounts.unmount_dataset(&dataset)
+        {
             return Response::error(error.to_string());
         }
         let mut input = std::io::BufReader::with_capacity(1 << 20, file);
@@ -1699,7 +1702,11 @@ impl EngineBackend {
         let result = self.engine.receive(spec, &mut input, &mut report);
         let pool = dataset.split('/').next().unwrap_or(&dataset);
         let notices = match (&result, unmounted) {
-            (Ok(_), true) => Vec::new(),
+            _ if spec.dry_run => Vec::new(),
+            (Ok(_), true) => {
+                self.mounts.hold_unmounted_within(&dataset);
+                Vec::new()
+            }
             _ => self.mounts.mount_pool(pool),
         };
         match result {
@@ -1818,7 +1825,7 @@ impl Handler for EngineBackend {
                     exclude: exclude.clone(),
                     origin: None,
                 };
-                self.receive(&spec, *unmounted || *dry_run, file, progress)
+                self.receive(&spec, *unmounted, file, progress)
             }
             Request::Receive {
                 target,

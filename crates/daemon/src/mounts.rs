@@ -16,8 +16,14 @@
 //! empty`). The table lock is held across a mount or unmount, so two requests never race
 //! for one mountpoint; it is never held while waiting for the engine's pool lock from
 //! another thread that itself needs the table.
+//!
+//! Datasets an admin took down (`tarn unmount`, `receive -u`) are *held*: the table's own
+//! mounts of a whole pool (after an import, a clone, a rollback, a receive) pass them by,
+//! as ZFS leaves such a dataset unmounted until `mount` names it or `mount -a` runs; the
+//! hold goes with `mount`, `mount -a`, a destroy, and the pool's export (a rename carries
+//! it to the new name). The hold set's mutex is never held with the table's.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
@@ -31,6 +37,8 @@ pub struct MountTable {
     engine: Arc<Engine>,
     altroot: Option<PathBuf>,
     mounts: Mutex<BTreeMap<String, Mount>>,
+    /// Datasets held unmounted (module docs).
+    held: Mutex<BTreeSet<String>>,
 }
 
 /// The environment variable naming the altroot of every mount.
@@ -68,7 +76,26 @@ impl MountTable {
             engine,
             altroot,
             mounts: Mutex::new(BTreeMap::new()),
+            held: Mutex::new(BTreeSet::new()),
         }
+    }
+
+    fn held(&self) -> MutexGuard<'_, BTreeSet<String>> {
+        self.held.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Holds every dataset at or below `root` that is not mounted now (`receive -u`).
+    pub fn hold_unmounted_within(&self, root: &str) {
+        let Ok(specs) = self.engine.mount_specs(pool_of(root)) else {
+            return;
+        };
+        let mounted: Vec<String> = self.lock().keys().cloned().collect();
+        self.held().extend(
+            specs
+                .into_iter()
+                .map(|spec| spec.name)
+                .filter(|name| within(name, root) && !mounted.contains(name)),
+        );
     }
 
     /// The mounted dataset holding absolute `path` (the deepest mountpoint above it) and
@@ -157,6 +184,8 @@ impl MountTable {
             Ok(specs) => specs,
             Err(error) => return vec![format!("cannot mount datasets of '{pool}': {error}")],
         };
+        let held = self.held().clone();
+        specs.retain(|spec| !held.contains(&spec.name));
         // Parents before children, so a child's mountpoint is created inside its parent.
         specs.sort_by_key(|spec| spec.mountpoint.components().count());
         specs
@@ -235,7 +264,9 @@ impl MountTable {
 
     /// Unmounts every dataset of `pool` (before export or destroy).
     pub fn unmount_pool(&self, pool: &str, force: bool) -> Result<(), FuseError> {
-        self.unmount_where(force, |name| pool_of(name) == pool)
+        self.unmount_where(force, |name| pool_of(name) == pool)?;
+        self.held().retain(|name| pool_of(name) != pool);
+        Ok(())
     }
 
     /// Unmounts everything, detaching what is busy (daemon shutdown).
@@ -277,6 +308,11 @@ impl MountTable {
         }
         if let Some((verb, root)) = remounted(request) {
             let result = self.unmount_where(false, |n| within(n, root));
+            if result.is_ok()
+                && let Request::DatasetRename { old, new, .. } = request
+            {
+                self.carry_holds(old, new);
+            }
             return result.err().map(|e| refusal(verb, root, &e));
         }
         match request {
@@ -298,6 +334,7 @@ impl MountTable {
                     Err(error) => return Some(engine_refusal("destroy", name, &error)),
                 };
                 let result = self.unmount_where(*force, |n| doomed.iter().any(|d| d == n));
+                self.held().retain(|n| !doomed.contains(n));
                 result.err().map(|e| refusal("destroy", name, &e))
             }
             Request::Rollback {
@@ -430,6 +467,7 @@ impl MountTable {
 
     fn mount_request(&self, name: Option<&str>, all: bool) -> Response {
         if all {
+            self.held().clear();
             let notices: Vec<String> = self
                 .engine
                 .pool_names()
@@ -448,13 +486,33 @@ impl MountTable {
             }
             Err(error) => return engine_refusal("mount", name, &error),
         };
+        self.held().remove(name);
         match self.mount_spec(&spec) {
             Ok(()) => Response::Ok(ReplyPayload::Unit),
             Err(error) => refusal("mount", name, &error),
         }
     }
 
+    /// A rename of `old` to `new`: what was held below `old` is held below `new`.
+    fn carry_holds(&self, old: &str, new: &str) {
+        let mut held = self.held();
+        let moved: Vec<String> = held.iter().filter(|n| within(n, old)).cloned().collect();
+        for name in moved {
+            held.remove(&name);
+            held.insert(format!("{new}{}", &name[old.len()..]));
+        }
+    }
+
     fn unmount_request(&self, target: Option<&str>, all: bool, force: bool) -> Response {
+        let before: BTreeSet<String> = self.lock().keys().cloned().collect();
+        let result = self.unmount_target(target, all, force);
+        // What this request took down is held, even when it failed part way.
+        let after: BTreeSet<String> = self.lock().keys().cloned().collect();
+        self.held().extend(before.difference(&after).cloned());
+        result
+    }
+
+    fn unmount_target(&self, target: Option<&str>, all: bool, force: bool) -> Response {
         let result = match target {
             _ if all => self.unmount_where(force, |_| true),
             Some(target) if target.starts_with('/') => {
