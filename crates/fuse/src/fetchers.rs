@@ -26,9 +26,10 @@
 //!
 //! # Failure model
 //! A thread that cannot be started leaves the job to the caller. A job that panics ends its
-//! thread (the panic is the process's, as on a session thread); the count goes down as the
-//! thread ends. A poisoned mutex (a panic while holding it, which nothing here can cause)
-//! turns every offer down.
+//! thread (its reply is dropped unsent, which fuser answers with EIO, as on a session
+//! thread); the count goes down as the thread unwinds (`Ending`), so another can start. A
+//! poisoned mutex (a panic while holding it, which nothing here can cause) turns every
+//! offer down.
 //!
 //! # Not here
 //! Which reads are handed on (the caller decides: [`crate::ops`]'s READ), and any order among
@@ -116,6 +117,7 @@ impl Fetchers {
     /// A fetcher's life (counted idle by whoever started it): the jobs queued, until none
     /// came for [`IDLE_EXIT`].
     fn serve(&self) {
+        let _ending = Ending(self);
         let Ok(mut state) = self.state.lock() else {
             return;
         };
@@ -140,6 +142,20 @@ impl Fetchers {
             };
             state = again;
             state.idle += 1;
+        }
+    }
+}
+
+/// Takes a thread whose job panicked out of the count (failure model), so that the set
+/// can start another in its place.
+struct Ending<'a>(&'a Fetchers);
+
+impl Drop for Ending<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking()
+            && let Ok(mut state) = self.0.state.lock()
+        {
+            state.threads -= 1;
         }
     }
 }
@@ -203,5 +219,31 @@ mod tests {
         let state = fetchers.state.lock().unwrap();
         assert!(state.threads <= 3, "F2: {} threads", state.threads);
         assert!(state.queued.len() <= state.idle, "F1");
+    }
+
+    /// Goal: a job that panics ends its thread and leaves room for another: with one
+    /// thread allowed, the next offer after the panic is taken, not handed back. Negative
+    /// control: without `Ending`, the count stayed at one and the offer was handed back.
+    #[test]
+    fn a_panicking_job_gives_its_place_back() {
+        let fetchers = leaked(1);
+        let (done_tx, done) = mpsc::channel::<()>();
+        let job: Job = Box::new(move || {
+            let _done = done_tx;
+            panic!("a job's panic");
+        });
+        assert!(fetchers.offer(job).is_ok());
+        // The sender drops as the job unwinds; the count drops just after.
+        assert!(done.recv().is_err());
+        for _ in 0..5000 {
+            if fetchers.state.lock().unwrap().threads == 0 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let (ran_tx, ran) = mpsc::channel();
+        let job: Job = Box::new(move || ran_tx.send(()).unwrap());
+        assert!(fetchers.offer(job).is_ok(), "the place was given back");
+        ran.recv().unwrap();
     }
 }
