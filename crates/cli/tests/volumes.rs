@@ -2,8 +2,8 @@
 //! clients: `create -V` and its refusals (each leaving every device byte as it was),
 //! `nbdinfo` (capabilities, `--map` holes), `qemu-img convert`/`compare` round trips,
 //! `nbdcopy` both ways with several connections, ext4 on `nbdfuse` + a loop device across
-//! export/import, a SIGKILL of the daemon during writes, and protocol errors from a raw
-//! socket client. A test whose tool is missing prints why and passes.
+//! export/import, a SIGKILL of the daemon during writes, protocol errors from a raw
+//! socket client, and `volmode=none` keeping a volume off NBD. A test whose tool is missing prints why and passes.
 
 #![allow(clippy::unwrap_used)] // Test code: a failed unwrap is a failed test.
 #![allow(clippy::big_endian_bytes)] // The raw client speaks NBD, which is big-endian.
@@ -489,6 +489,100 @@ fn protocol_errors_and_vanishing_clients() {
         "flush"
     );
     c.write_all(&request(2, 9, 0, 0)).unwrap();
+}
+
+/// Whether `EXPORT_NAME volume` is answered with the export's size: an unknown export has
+/// no error reply in that option, so the server ends the connection instead.
+fn export_name_opens(rig: &Rig, volume: &str) -> bool {
+    let mut stream = UnixStream::connect(socket(rig)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    exchange(&mut stream, &3u32.to_be_bytes(), 18);
+    let mut go = b"IHAVEOPT".to_vec();
+    go.extend_from_slice(&1u32.to_be_bytes());
+    go.extend_from_slice(&u32::try_from(volume.len()).unwrap().to_be_bytes());
+    go.extend_from_slice(volume.as_bytes());
+    stream.write_all(&go).unwrap();
+    let mut answer = Vec::new();
+    let _ = stream.take(10).read_to_end(&mut answer);
+    answer.len() == 10
+}
+
+/// Whether the server ended `client`'s connection: a read request gets no reply but the
+/// end of the stream (or a reset), not the read timeout of a connection still open.
+fn ended(client: &mut UnixStream) -> bool {
+    let _ = client.write_all(&request(0, 7, 0, 512));
+    let mut rest = Vec::new();
+    match client.read_to_end(&mut rest) {
+        Ok(_) => rest.is_empty(),
+        Err(e) => !matches!(
+            e.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+        ),
+    }
+}
+
+// DESCRIPTION: `volmode=none` keeps a volume off NBD as ZFS keeps it out of /dev: not in
+// NBD_OPT_LIST or `tarn nbd`, GO refused as an unknown export, EXPORT_NAME ended; setting it
+// on a served volume ends that volume's connections (as `destroy` does) and leaves the
+// other volume's alone; set back, the volume is served again with its bytes; inherited
+// from the root it hides every volume.
+// STRATEGY: nbdinfo --list and nbdinfo (GO) against the Unix socket, a raw EXPORT_NAME, and
+// the raw client of `protocol_errors_and_vanishing_clients` for the open connections.
+// Negative control: with the daemon's `exposed` filter made to keep every volume, the
+// connection to tank/vol stayed open after `set volmode=none` and the test failed there.
+#[test]
+fn volmode_none_keeps_a_volume_off_nbd() {
+    let test = "volmode_none_keeps_a_volume_off_nbd";
+    if !have("nbdinfo", test) {
+        return;
+    }
+    let rig = tank();
+    rig.ok("create -V 8M tank/vol");
+    rig.ok("create -V 8M tank/other");
+    let mut served = connect(&rig);
+    write_4k(&mut served, 0, 9);
+    let mut other = connect_to(&rig, "tank/other");
+    rig.ok("set volmode=none tank/vol");
+    assert_eq!(rig.ok("get -H -o value volmode tank/vol"), "none\n");
+    assert!(ended(&mut served), "the volume's connection is ended");
+    assert!(
+        read_4k(&mut other, 0) == vec![0u8; 4096],
+        "the other volume stays"
+    );
+    let listed = |rig: &Rig| {
+        let all = format!("nbd+unix://?socket={}", socket(rig).display());
+        let list = tool("nbdinfo", &["--list", "--json", &all]);
+        (
+            list.contains("\"tank/vol\""),
+            list.contains("\"tank/other\""),
+        )
+    };
+    assert_eq!(listed(&rig), (false, true));
+    let rows = rig.ok("nbd -H");
+    let volumes: Vec<&str> = rows
+        .lines()
+        .map(|l| l.split('\t').next().unwrap())
+        .collect();
+    assert_eq!(volumes, ["tank/other"], "{rows}");
+    let go = Command::new("nbdinfo")
+        .arg(uri(&rig, "tank/vol"))
+        .output()
+        .unwrap();
+    assert!(!go.status.success(), "GO of a volmode=none volume");
+    assert!(!export_name_opens(&rig, "tank/vol"));
+    rig.ok("set volmode=default tank/vol");
+    assert_eq!(listed(&rig), (true, true));
+    assert!(
+        read_4k(&mut connect(&rig), 0) == vec![9u8; 4096],
+        "served again"
+    );
+    rig.ok("set volmode=none tank");
+    assert_eq!(listed(&rig), (true, false), "tank/vol's own value wins");
+    rig.ok("inherit volmode tank/vol");
+    assert_eq!(listed(&rig), (false, false));
+    assert_eq!(rig.ok("nbd -H"), "");
 }
 
 /// A port nothing listens on, below Linux's ephemeral range (32768 and up), so that no
