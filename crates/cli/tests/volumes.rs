@@ -5,7 +5,8 @@
 //! export/import, a SIGKILL of the daemon during writes, protocol errors from a raw
 //! socket client, `volmode=none` keeping a volume off NBD, a pool exported under its
 //! clients, WRITE_ZEROES holes, a flush across connections, `tarn nbd` counts and the
-//! socket's mode. A test whose tool is missing prints why and passes.
+//! socket's mode, properties given at create and a parent's quota. A test whose tool is
+//! missing prints why and passes.
 
 #![allow(clippy::unwrap_used)] // Test code: a failed unwrap is a failed test.
 #![allow(clippy::big_endian_bytes)] // The raw client speaks NBD, which is big-endian.
@@ -1631,4 +1632,83 @@ fn nbd_socket_is_owner_only() {
     assert_eq!(socket.mode() & 0o7777, 0o600, "socket");
     assert_eq!(dir.mode() & 0o7777, 0o700, "directory");
     assert_eq!((socket.uid(), dir.uid()), (me, me), "owner");
+}
+
+// DESCRIPTION: volume properties given at create are the volume's: `create -V -o
+// compression=zstd -o copies=2` and `get` shows them set locally; `primarycache` and
+// `written` are readable on a volume, `written` counting what a client wrote.
+// STRATEGY: scripted `get`; a raw client writes 1M and the pool syncs.
+#[test]
+fn create_v_with_properties_and_get() {
+    let rig = tank();
+    rig.ok("create -V 8M -o compression=zstd -o copies=2 tank/vol");
+    let got = rig.ok("get -H -o property,value,source compression,copies,primarycache tank/vol");
+    assert_eq!(
+        got,
+        "compression\tzstd\tlocal\ncopies\t2\tlocal\nprimarycache\tall\tdefault\n"
+    );
+    let written = |rig: &Rig| {
+        let value = rig.ok("get -H -p -o value written tank/vol");
+        value.trim_end().parse::<u64>().unwrap()
+    };
+    let before = written(&rig);
+    let mut client = connect(&rig);
+    let mut write = request(1, 1, 0, 1 << 20);
+    write.extend_from_slice(&noise(1 << 20, 1));
+    assert_eq!(errno_of(&exchange(&mut client, &write, 16), 1), 0);
+    rig.ok("pool sync");
+    assert!(
+        written(&rig) > before,
+        "written counts the client's megabyte"
+    );
+}
+
+/// `len` pseudo-random bytes from `seed` (incompressible, so they take their size).
+fn noise(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ seed.wrapping_mul(0x2545_f491_4f6c_dd1d);
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+// DESCRIPTION: a parent's quota covers its volumes: `create -V` of a volume whose
+// refreservation is over the quota is refused with one line and creates nothing; a sparse
+// volume under it takes NBD writes until the quota is used up, then a write is refused with
+// ENOSPC (the NBD errno for EDQUOT too) and the bytes written before still read back.
+// STRATEGY: `Rig::refused` (no device byte changes); a raw client writes 1M requests of
+// incompressible bytes, each flushed, into a 64M sparse volume under a 16M quota.
+#[test]
+fn parent_quota_limits_volume_creates_and_writes() {
+    let rig = tank();
+    rig.ok("create -o quota=16M tank/fs");
+    let line = rig.refused("create -V 32M tank/fs/big");
+    assert!(line.starts_with("cannot create 'tank/fs/big': "), "{line}");
+    assert_eq!(rig.ok("list -H -o name -r tank/fs"), "tank/fs\n");
+    rig.ok("create -s -V 64M tank/fs/vol");
+    let (mut client, _) = connect_via(&socket(&rig), "tank/fs/vol");
+    let mut refused = None;
+    for i in 0..48u64 {
+        let mut write = request(1, i, i << 20, 1 << 20);
+        write.extend_from_slice(&noise(1 << 20, i));
+        let errno = errno_of(&exchange(&mut client, &write, 16), i);
+        let flush = errno_of(&exchange(&mut client, &request(3, 99, 0, 0), 16), 99);
+        if errno != 0 || flush != 0 {
+            refused = Some((i, errno, flush));
+            break;
+        }
+    }
+    let (at, errno, flush) = refused.expect("a write over the quota is refused");
+    assert_eq!((errno, flush), (28, 0), "the write gets ENOSPC, at {at}M");
+    assert!((8..=24).contains(&at), "refused near 16M, at {at}M");
+    let first = noise(1 << 20, 0);
+    assert!(
+        read_4k(&mut client, 0) == first[..4096],
+        "earlier bytes stay"
+    );
+    assert!(read_4k(&mut client, 4096) == first[4096..8192]);
 }
