@@ -1682,6 +1682,8 @@ fn noise(len: usize, seed: u64) -> Vec<u8> {
 // ENOSPC (the NBD errno for EDQUOT too) and the bytes written before still read back.
 // STRATEGY: `Rig::refused` (no device byte changes); a raw client writes 1M requests of
 // incompressible bytes, each flushed, into a 64M sparse volume under a 16M quota.
+// Negative control: with the daemon's `backend_error` mapping QuotaExceeded to EIO, the
+// write at 15M got 5 and the test failed.
 #[test]
 fn parent_quota_limits_volume_creates_and_writes() {
     let rig = tank();
