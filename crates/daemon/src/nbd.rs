@@ -13,6 +13,13 @@
 //! ESHUTDOWN) and removes its socket. Clients connect with
 //! `nbd+unix:///tank/vol?socket=<rundir>/nbd/tank.sock`.
 //!
+//! A volume with `volmode=none` (inherited like ZFS's) is no export, as a zvol with it has no
+//! device node: not listed, opened as an unknown export, not shown by `tarn nbd`, no TCP
+//! listener of its own. Setting it on a served volume ends that volume's connections at the
+//! next `follow`, exactly as destroying it does (a zvol's device goes away under its users:
+//! they see the connection end, requests in flight finish or fail); setting it back serves
+//! it to new connections.
+//!
 //! TCP only when asked for by the user property [`LISTEN_PROPERTY`] (`org.tarn:nbd_listen`),
 //! read per volume with inheritance as every user property: set on the pool's root it
 //! serves every volume, on a filesystem its volumes below, on one volume that volume only
@@ -316,7 +323,7 @@ impl NbdTable {
         for (pool, listener) in listeners.iter() {
             let counts = lock(&listener.shared.counts).clone();
             let routes = lock(&listener.shared.routes).clone();
-            for volume in self.engine.volumes(pool).unwrap_or_default() {
+            for volume in exposed(&self.engine, pool) {
                 out.push(ServedVolume {
                     pool: pool.clone(),
                     connections: counts.get(&volume.name).copied().unwrap_or(0),
@@ -467,12 +474,7 @@ fn tcp_settings(engine: &Engine, pool: &str) -> BTreeMap<String, String> {
         types: vec!["filesystem".into(), "volume".into()],
         ..tarn_engine::DatasetQuery::default()
     };
-    let volumes: Vec<String> = engine
-        .volumes(pool)
-        .unwrap_or_default()
-        .into_iter()
-        .map(|v| v.name)
-        .collect();
+    let volumes: Vec<String> = exposed(engine, pool).into_iter().map(|v| v.name).collect();
     let rows = engine.dataset_props(&query).unwrap_or_default();
     rows.into_iter()
         .filter(|row| row.name == pool || volumes.contains(&row.name))
@@ -546,12 +548,18 @@ fn stop_tcp(mut tcp: Tcp) {
     }
 }
 
-/// Ends the connections whose volume is gone or renamed: a dataset id can be taken by a
-/// new dataset, and a connection must never reach a volume it did not open.
+/// The volumes of `pool` that are exports: every one but those with `volmode=none`.
+fn exposed(engine: &Engine, pool: &str) -> Vec<tarn_engine::VolumeStat> {
+    let mut volumes = engine.volumes(pool).unwrap_or_default();
+    volumes.retain(|v| v.exposed);
+    volumes
+}
+
+/// Ends the connections whose volume is gone, renamed or no longer exposed (`volmode=none`,
+/// module doc): a dataset id can be taken by a new dataset, and a connection must never
+/// reach a volume it did not open.
 fn drop_stale(engine: &Engine, pool: &str, listener: &Listener) {
-    let live: Vec<(String, u64)> = engine
-        .volumes(pool)
-        .unwrap_or_default()
+    let live: Vec<(String, u64)> = exposed(engine, pool)
         .into_iter()
         .map(|v| (v.name, v.dataset.0))
         .collect();
@@ -693,9 +701,7 @@ impl ReadData for VolumeData {
 
 impl Backend for Connection {
     fn list(&self) -> Vec<String> {
-        self.engine
-            .volumes(&self.pool)
-            .unwrap_or_default()
+        exposed(&self.engine, &self.pool)
             .into_iter()
             .map(|v| v.name)
             .filter(|name| self.serves(name))
@@ -711,6 +717,9 @@ impl Backend for Connection {
             return Err(unknown());
         }
         let stat = self.engine.volume_stat(name).map_err(|_| unknown())?;
+        if !stat.exposed {
+            return Err(unknown());
+        }
         Ok(Export {
             name: stat.name,
             token: stat.dataset.0,

@@ -38,6 +38,9 @@ pub struct VolumeStat {
     pub block_size: u32,
     /// Writes are refused (`readonly=on`, a read-only pool).
     pub readonly: bool,
+    /// Front ends expose it as a device: `volmode` is not `none` (ZFS: a zvol with
+    /// `volmode=none` has no device node; the NBD server neither lists nor opens it).
+    pub exposed: bool,
 }
 
 /// How `tarn create -V` makes a volume.
@@ -386,6 +389,7 @@ fn stat_of(
 ) -> Result<VolumeStat, EngineError> {
     let info = inner.volume_info(dataset)?;
     let readonly = inner.pool.readonly() || inner.datasets.fs_settings(dataset).readonly;
+    let exposed = inner.datasets.effective(dataset, "volmode").0 != "none";
     Ok(VolumeStat {
         pool: pool.to_string(),
         dataset,
@@ -393,5 +397,6 @@ fn stat_of(
         size: info.size,
         block_size: info.block_size,
         readonly,
+        exposed,
     })
 }

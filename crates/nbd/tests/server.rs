@@ -5,7 +5,8 @@
 //! several requests in flight answered by cookie; a mixed load of reads (some failing with
 //! EIO) and writes of every size in flight at once, and a client gone mid-payload; a read's
 //! reply written once from the runs its backend holds; a write's payload handed over in
-//! pieces cut at the export's blocks.
+//! pieces cut at the export's blocks; structured replies without extended headers (compact
+//! block status, LIST_META_CONTEXT, CACHE); oversize requests.
 
 #![allow(clippy::unwrap_used)] // Test code: a failed unwrap is a failed test.
 #![allow(clippy::big_endian_bytes)] // NBD is big-endian.
@@ -23,6 +24,8 @@ const SIZE: u64 = 1 << 20;
 
 /// One export `mem` of [`SIZE`] bytes; blocks of 4K never written are holes.
 struct Memory {
+    /// The size the export reports; bytes past [`SIZE`] are never touched by the tests.
+    size: u64,
     bytes: Mutex<Vec<u8>>,
     written: Mutex<Vec<bool>>,
     /// Reads starting in a 4K block whose index is `1 mod eio_every` fail with EIO (0: none).
@@ -36,6 +39,7 @@ struct Memory {
 impl Memory {
     fn new() -> Memory {
         Memory {
+            size: SIZE,
             bytes: Mutex::new(vec![0; SIZE as usize]),
             written: Mutex::new(vec![false; (SIZE / 4096) as usize]),
             eio_every: 0,
@@ -94,7 +98,7 @@ impl Backend for Memory {
         Ok(Export {
             name: name.into(),
             token: 1,
-            size: SIZE,
+            size: self.size,
             block_size: 4096,
             readonly: false,
         })
@@ -766,4 +770,164 @@ fn a_write_payload_is_handed_over_in_block_pieces() {
         [7],
         "no block size: one piece"
     );
+}
+
+/// [`send`] with the compact (32-bit length) request header.
+fn send_compact(
+    stream: &mut UnixStream,
+    kind: u16,
+    flags: u16,
+    cookie: u64,
+    offset: u64,
+    len: u32,
+) {
+    let request = codec::Request {
+        flags,
+        kind,
+        cookie,
+        offset,
+        len: u64::from(len),
+    };
+    let bytes = codec::encode_request(&request, false);
+    stream.write_all(&bytes).unwrap();
+}
+
+/// One structured (not extended) reply chunk: (flags, type, cookie, payload).
+fn structured_chunk(stream: &mut UnixStream) -> (u16, u16, u64, Vec<u8>) {
+    let head = read_n(stream, 20);
+    assert_eq!(be32(&head), codec::STRUCTURED_REPLY_MAGIC);
+    let flags = u16::from_be_bytes([head[4], head[5]]);
+    let kind = u16::from_be_bytes([head[6], head[7]]);
+    let payload = read_n(stream, be32(&head[16..]) as usize);
+    (flags, kind, be64(&head[8..]), payload)
+}
+
+/// The reply to a request that carries no data under structured replies: a NONE chunk, or
+/// a simple reply, which the spec lets a server send for any command but READ and
+/// BLOCK_STATUS; returns (cookie, error value).
+fn done_of(stream: &mut UnixStream) -> (u64, u32) {
+    let magic = be32(&read_n(stream, 4));
+    if magic == codec::SIMPLE_REPLY_MAGIC {
+        let rest = read_n(stream, 12);
+        return (be64(&rest[4..]), be32(&rest));
+    }
+    assert_eq!(magic, codec::STRUCTURED_REPLY_MAGIC);
+    let head = read_n(stream, 16);
+    let (flags, kind) = (
+        u16::from_be_bytes([head[0], head[1]]),
+        u16::from_be_bytes([head[2], head[3]]),
+    );
+    assert_eq!((flags, kind), (chunk::FLAG_DONE, chunk::NONE));
+    assert_eq!(be32(&head[12..]), 0, "no payload");
+    (be64(&head[4..]), 0)
+}
+
+/// Negotiates STRUCTURED_REPLY without extended headers, lists and sets `base:allocation`
+/// and enters transmission with GO on `mem`.
+fn negotiate_structured(c: &mut UnixStream) {
+    greet(c);
+    assert_eq!(option(c, opt::STRUCTURED_REPLY, &[])[0].0, rep::ACK);
+    for query in [
+        &named("mem", &[0, 0, 0, 0])[..],
+        &meta_query("mem", "base:"),
+    ] {
+        let listed = option(c, opt::LIST_META_CONTEXT, query);
+        let kinds: Vec<u32> = listed.iter().map(|r| r.0).collect();
+        assert_eq!(kinds, [rep::META_CONTEXT, rep::ACK], "LIST_META_CONTEXT");
+        assert_eq!(be32(&listed[0].1), codec::BASE_ALLOCATION_ID);
+        assert_eq!(&listed[0].1[4..], codec::BASE_ALLOCATION.as_bytes());
+    }
+    let query = meta_query("mem", codec::BASE_ALLOCATION);
+    assert_eq!(
+        option(c, opt::SET_META_CONTEXT, &query)[0].0,
+        rep::META_CONTEXT
+    );
+    let go = option(c, opt::GO, &named("mem", &[0, 0]));
+    assert_eq!(go.last().unwrap().0, rep::ACK);
+}
+
+/// Goal: a client that negotiates STRUCTURED_REPLY but not extended headers (older libnbd,
+/// qemu before 9) gets structured chunks with compact headers: LIST_META_CONTEXT (no
+/// query, and the `base:` namespace) lists `base:allocation`, READ is one OFFSET_DATA chunk,
+/// BLOCK_STATUS the 32-bit descriptors of chunk type 5; CACHE and WRITE succeed (a NONE
+/// chunk or a simple reply, as the spec allows).
+/// Method: compact requests over the socket pair, every chunk header checked.
+/// Negative control: with `Replies::status` sending 64-bit descriptors to every structured
+/// client, this failed at the block status chunk's type.
+#[test]
+fn structured_replies_without_extended_headers() {
+    let (mut c, server) = start();
+    negotiate_structured(&mut c);
+    send_compact(&mut c, cmd::WRITE, 0, 1, 8192, 4096);
+    c.write_all(&[7u8; 4096]).unwrap();
+    assert_eq!(done_of(&mut c), (1, 0), "WRITE");
+    send_compact(&mut c, cmd::READ, 0, 2, 8192, 4096);
+    let (flags, kind, cookie, payload) = structured_chunk(&mut c);
+    assert_eq!(
+        (flags, kind, cookie),
+        (chunk::FLAG_DONE, chunk::OFFSET_DATA, 2)
+    );
+    assert_eq!(be64(&payload), 8192);
+    assert!(payload[8..].iter().all(|b| *b == 7));
+    send_compact(&mut c, cmd::BLOCK_STATUS, 0, 3, 0, SIZE as u32);
+    let (flags, kind, cookie, payload) = structured_chunk(&mut c);
+    assert_eq!(
+        (flags, kind, cookie),
+        (chunk::FLAG_DONE, chunk::BLOCK_STATUS, 3)
+    );
+    assert_eq!(be32(&payload), codec::BASE_ALLOCATION_ID);
+    assert_eq!(
+        payload.len(),
+        4 + 3 * 8,
+        "hole, data, hole: 32-bit descriptors"
+    );
+    let descriptors: Vec<(u32, u32)> = (payload[4..].chunks(8))
+        .map(|d| (be32(d), be32(&d[4..])))
+        .collect();
+    assert_eq!(
+        descriptors,
+        [(8192, 3), (4096, 0), (SIZE as u32 - 12288, 3)]
+    );
+    send_compact(&mut c, cmd::CACHE, 0, 4, 0, SIZE as u32);
+    assert_eq!(done_of(&mut c), (4, 0), "CACHE succeeds");
+    send_compact(&mut c, cmd::DISC, 0, 5, 0, 0);
+    server.join().unwrap();
+}
+
+/// Goal: a READ longer than the maximum payload the server announced is refused with the
+/// spec's EOVERFLOW (structured replies) and the connection goes on; a WRITE that long,
+/// whose payload the server will not read, ends the connection (the spec's hard
+/// disconnect: the stream cannot be resynchronised). Method: a 64 MiB export (beyond
+/// `PAYLOAD_MAX`, so the range check passes), compact requests of `PAYLOAD_MAX + 1`.
+/// Negative control: with `check` answering EINVAL there too, this failed at the error.
+#[test]
+fn oversize_requests_get_eoverflow_or_a_disconnect() {
+    let memory = Arc::new(Memory {
+        size: 64 << 20,
+        ..Memory::new()
+    });
+    let (mut c, server) = start_with(memory);
+    negotiate_structured(&mut c);
+    let over = u32::try_from(tarn_nbd::server::PAYLOAD_MAX + 1).unwrap();
+    send_compact(&mut c, cmd::READ, 0, 1, 0, over);
+    let (flags, kind, cookie, payload) = structured_chunk(&mut c);
+    assert_eq!((flags, kind, cookie), (chunk::FLAG_DONE, chunk::ERROR, 1));
+    assert_eq!(be32(&payload), errno::EOVERFLOW);
+    send_compact(&mut c, cmd::READ, 0, 2, 0, 512);
+    let (_, kind, cookie, payload) = structured_chunk(&mut c);
+    assert_eq!(
+        (kind, cookie, payload.len()),
+        (chunk::OFFSET_DATA, 2, 8 + 512),
+        "goes on"
+    );
+    send_compact(&mut c, cmd::WRITE, 0, 3, 0, over);
+    let _ = c.write_all(&[1u8; 4096]);
+    let mut rest = Vec::new();
+    let _ = c.read_to_end(&mut rest);
+    assert!(
+        rest.is_empty(),
+        "no reply, the connection ends: {} bytes",
+        rest.len()
+    );
+    server.join().unwrap();
 }
