@@ -361,13 +361,15 @@ pub(crate) enum Command {
         #[arg(short = 'I', value_name = "SNAPSHOT")]
         intermediates: Option<String>,
         /// Print what was sent (or with -n would be) on stderr; on a terminal, progress with
-        /// the stream's size (sized first, reading no data block) and the time left.
+        /// the stream's size (sized first, reading no data block) and the time left. The
+        /// size goes in the stream too, for `receive -v`'s time left.
         #[arg(short = 'v')]
         verbose: bool,
         /// Dry run: send nothing, size the stream exactly (no data block is read).
         #[arg(short = 'n')]
         dry_run: bool,
-        /// Parsable sizes (with -v): `full`/`incremental` lines with bytes.
+        /// Parsable sizes (with -v): `full`/`incremental` lines with bytes. The stream is
+        /// sized first and carries its size, as with -v on a terminal.
         #[arg(short = 'P')]
         parsable: bool,
         /// Carry the dataset's local properties.
@@ -404,7 +406,9 @@ pub(crate) enum Command {
         /// Do not mount what was received.
         #[arg(short = 'u')]
         unmounted: bool,
-        /// Print what was received; on a terminal, progress (bytes, rate, time taken).
+        /// Print what was received; on a terminal, progress: bytes, rate and, when the
+        /// sender sized the stream (`send -v` on a terminal, `send -P`), its size and the
+        /// time left.
         #[arg(short = 'v')]
         verbose: bool,
         /// Keep a partial receive when the stream stops early (resume with `send -t`).

@@ -67,9 +67,11 @@ impl ProgressView {
 }
 
 /// The progress of `send -v` and `receive -v`, on stderr (a send's stdout is the stream):
-/// on a terminal bytes, rate and, once the reports carry a total (a send, which the daemon
-/// sizes first), a bar and the ETA; one line of bytes per report otherwise; nothing without
-/// `-v` or with `-j`. A receive's total is unknown: a stream does not say its size ahead.
+/// on a terminal bytes, rate and, once the reports carry a total, a bar and the ETA; one
+/// line of bytes per report otherwise; nothing without `-v` or with `-j`. A send has a
+/// total when the daemon sized it first (this bar, `-P`); a receive when the stream says
+/// its size (a sized send's first BEGIN, docs/FORMAT.md 21.4), else only bytes and rate.
+/// Send and receive share the templates.
 pub(crate) enum StreamProgress {
     Quiet,
     Lines,
@@ -124,11 +126,11 @@ impl StreamProgress {
     }
 }
 
-/// A stream whose size is not known ahead (a receive's): bytes so far, the rate and the
-/// time taken.
+/// A stream whose size is not known ahead (an unsized one's receive): bytes so far, the
+/// rate and the time taken.
 const STREAM_TEMPLATE: &str = "{msg} {bytes} {bytes_per_sec} {elapsed}";
-/// A stream whose size is known (a send's, sized first): a bar, bytes of the total, the rate
-/// and the time left.
+/// A stream whose size is known (a sized send's, and its receive's): a bar, bytes of the
+/// total, the rate and the time left.
 const STREAM_SIZED_TEMPLATE: &str =
     "{msg} [{wide_bar}] {bytes}/{total_bytes} {bytes_per_sec} ETA {eta}";
 

@@ -806,7 +806,9 @@ fn execute_stream(
     use std::os::fd::AsFd;
     let sending = matches!(plan.request, Request::Send { .. });
     let View::Stream {
-        dry_run, verbose, ..
+        dry_run,
+        verbose,
+        parsable,
     } = plan.view
     else {
         return Outcome::refused("a stream command without its view".into());
@@ -832,8 +834,10 @@ fn execute_stream(
     let terminal = std::io::stderr().is_terminal();
     let mut shown = crate::progress::StreamProgress::new(verbose, json.is_some(), terminal);
     if let Request::Send { sized, .. } = &mut plan.request {
-        // A bar with an ETA needs the total: the daemon sizes the stream first.
-        *sized = shown.wants_total();
+        // A bar with an ETA needs the total: the daemon sizes the stream first and puts
+        // the size in the stream (for the receiver's ETA); `-P`, which prints sizes, too.
+        // A plain send to a pipe is not sized: no extra pass over the metadata.
+        *sized = shown.wants_total() || parsable;
     }
     let called = client.call_with_stream(&plan.request, Some(fd), |p| shown.report(&p));
     shown.finish();

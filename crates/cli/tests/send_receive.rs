@@ -385,6 +385,30 @@ fn incremental_resumed_and_aborted(rig: &Rig, full: &[u8]) {
     assert_eq!(refused.code, Some(1), "{refused:?}");
 }
 
+/// The stream size `bytes` (a stream) carries in its first BEGIN (docs/FORMAT.md 21.3,
+/// 21.4) is `size`, with the STREAM_SIZE feature bit; 0 and no bit for `size` 0.
+fn assert_sized(bytes: &[u8], size: u64) {
+    const STREAM_SIZE: u64 = 1 << 9;
+    // The first record's payload starts after its 24-byte header.
+    let field = |at: usize, len: usize| {
+        let mut le = [0u8; 8];
+        le[..len].copy_from_slice(&bytes[24 + at..24 + at + len]);
+        u64::from_le_bytes(le)
+    };
+    assert_eq!(
+        field(16, 8) & STREAM_SIZE != 0,
+        size != 0,
+        "the feature bit"
+    );
+    assert_eq!(field(57, 7), size, "BEGIN's stream size");
+}
+
+/// Goal: `send -nvP` prints the stream's exact size; `send -P` (like `-v` on a terminal)
+/// sizes its stream and carries that size in its first BEGIN, the stream as long as `-n`
+/// said, received like any other, while a plain `send` to a pipe is not sized; `-n` of
+/// a receive changes nothing; `-p`, `-x`, `-o`, `-d` and `-e` as ZFS's. Negative control:
+/// with `execute_stream` asking for a sized send only for a bar (not for `-P`), the `-P`
+/// stream carried no size and `assert_sized` failed.
 #[test]
 fn dry_runs_sizes_properties_and_names() {
     let rig = Rig::new();
@@ -399,6 +423,12 @@ fn dry_runs_sizes_properties_and_names() {
         sized,
         format!("full\tpa/src@one\t{0}\nsize\t{0}\n", full.len())
     );
+    let sized_stream = stream(&rig, "send -P -p pa/src@one");
+    assert_sized(&sized_stream, full.len() as u64);
+    assert_sized(&full, 0);
+    let (code, err) = receive(&rig, "receive -v pb/sized", &sized_stream);
+    assert_eq!(code, Some(0), "{err}");
+    rig.ok("destroy -r pb/sized");
     let sized = rig.ok("send -nv -I @one pa/src@two");
     assert!(
         sized.contains("send from pa/src@one to pa/src@two estimated size is"),

@@ -1596,15 +1596,13 @@ impl EngineBackend {
     }
 }
 
-impl EngineBackend {
-    /// The bytes of the stream `spec` would send, as `send -n` sizes them.
-    fn send_size(&self, spec: &tarn_engine::SendSpec) -> Option<u64> {
-        let dry = tarn_engine::SendSpec {
-            dry_run: true,
-            ..spec.clone()
-        };
-        let sized = self.engine.send(&dry, &mut std::io::sink(), &mut |_| {});
-        sized.ok().map(|report| report.bytes)
+/// A receive's progress report: the total is the stream's size when its sender put it in
+/// the stream (a sized send), else 0 (unknown: bytes and rate, no ETA).
+fn receive_progress(read: tarn_engine::ReceiveProgress) -> Progress {
+    Progress {
+        operation: "receive".into(),
+        done: read.bytes,
+        total: read.total,
     }
 }
 
@@ -1637,14 +1635,16 @@ fn send_spec(request: &Request) -> Option<tarn_engine::SendSpec> {
         embedded: *embedded,
         replicate: *replicate,
         compressed: *compressed,
+        stream_size: 0,
     })
 }
 
 impl EngineBackend {
     /// `tarn send`: the stream goes to `file` (the CLI's stdout). When `sized`, a dry run
     /// sizes the stream first (from block pointers, no data read), so that each progress
-    /// report carries the total; a dry run that fails leaves the total unknown (0), and the
-    /// send itself says what is wrong.
+    /// report carries the total and the stream's first BEGIN too (for its receiver's
+    /// ETA); a dry run that fails leaves the total unknown (0, and the stream unsized), and
+    /// the send itself says what is wrong.
     fn send(
         &self,
         spec: &tarn_engine::SendSpec,
@@ -1653,8 +1653,12 @@ impl EngineBackend {
         progress: &mut dyn FnMut(Progress),
     ) -> Response {
         let total = match sized && !spec.dry_run {
-            true => self.send_size(spec).unwrap_or(0),
+            true => self.engine.send_size(spec).unwrap_or(0),
             false => 0,
+        };
+        let spec = &tarn_engine::SendSpec {
+            stream_size: total,
+            ..spec.clone()
         };
         let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
         let mut report = |done| {
@@ -1692,13 +1696,7 @@ impl EngineBackend {
             return Response::error(error.to_string());
         }
         let mut input = std::io::BufReader::with_capacity(1 << 20, file);
-        let mut report = |done| {
-            progress(Progress {
-                operation: "receive".into(),
-                done,
-                total: 0,
-            });
-        };
+        let mut report = |read: tarn_engine::ReceiveProgress| progress(receive_progress(read));
         let result = self.engine.receive(spec, &mut input, &mut report);
         let pool = dataset.split('/').next().unwrap_or(&dataset);
         let notices = match (&result, unmounted) {
@@ -1737,13 +1735,7 @@ impl EngineBackend {
         progress: &mut dyn FnMut(Progress),
     ) -> Response {
         let mut input = std::io::BufReader::with_capacity(1 << 20, file);
-        let mut report = |done| {
-            progress(Progress {
-                operation: "receive".into(),
-                done,
-                total: 0,
-            });
-        };
+        let mut report = |read: tarn_engine::ReceiveProgress| progress(receive_progress(read));
         let place =
             |fix: &tarn_engine::BlockFix| format!("object {} offset {}", fix.object, fix.offset);
         // A metadata block's `why` names it; a data block's follows its place.

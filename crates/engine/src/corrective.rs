@@ -48,7 +48,7 @@ use tarn_send::{Begin, Record, StreamReader, WriteRecord};
 use tarn_zio::HealOutcome;
 
 use crate::dataset_ops::{invalid, pool_of};
-use crate::send_ops::{BATCH_BYTES, stream_error};
+use crate::send_ops::{BATCH_BYTES, ReceiveProgress, stream_error};
 use crate::{Engine, EngineError, Imported};
 
 /// One block a corrective receive healed or could not heal.
@@ -90,12 +90,13 @@ pub struct CorrectiveReport {
 
 impl Engine {
     /// `tarn receive -c SNAP`: heals `snapshot`'s damaged blocks from the stream on
-    /// `input` (module doc); `progress` gets the bytes read after each batch.
+    /// `input` (module doc); `progress` gets the bytes read after each batch (and the
+    /// stream's size, when its sender put it in the stream).
     pub fn receive_corrective(
         &self,
         snapshot: &str,
         input: &mut dyn Read,
-        progress: &mut dyn FnMut(u64),
+        progress: &mut dyn FnMut(ReceiveProgress),
     ) -> Result<CorrectiveReport, EngineError> {
         self.receive_corrective_with(snapshot, false, input, progress)
     }
@@ -107,7 +108,7 @@ impl Engine {
         snapshot: &str,
         dry_run: bool,
         input: &mut dyn Read,
-        progress: &mut dyn FnMut(u64),
+        progress: &mut dyn FnMut(ReceiveProgress),
     ) -> Result<CorrectiveReport, EngineError> {
         let (dataset, snap) = snapshot::split_name(snapshot)?;
         let handle = self.pool(pool_of(dataset))?;
@@ -141,7 +142,7 @@ impl Engine {
                 still_there(&inner, dataset, &target)?;
                 heal_batch(&inner, &mut os, &batch, setting, &mut report)?;
             }
-            progress(reader.bytes());
+            progress(ReceiveProgress::of(&reader));
             if ended {
                 break;
             }

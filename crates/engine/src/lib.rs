@@ -186,7 +186,7 @@ pub use mos::HistoryRecord;
 pub use project::{ProjectChange, ProjectRow};
 pub use rewind::{ImportReport, Recovery, TxgTime};
 pub use scrub::{ScanFunction, ScanProgress, ScanState, ScrubAction};
-pub use send_ops::{ReceiveReport, ReceiveSpec, SendReport, SendSpec};
+pub use send_ops::{ReceiveProgress, ReceiveReport, ReceiveSpec, SendReport, SendSpec};
 pub use snapdir::SnapshotDir;
 pub use snapshot_ops::SnapshotDestroyReport;
 pub use status::{Importable, PoolStatus, PoolSummary, PropValue, VdevNode};

@@ -59,7 +59,7 @@ use tarn_dataset::send as dsend;
 use tarn_send::{Record, StreamReader};
 
 use crate::dataset_ops::invalid;
-use crate::send_ops::{BATCH_BYTES, still_there, stream_error};
+use crate::send_ops::{BATCH_BYTES, ReceiveProgress, still_there, stream_error};
 use crate::{DatasetId, Engine, EngineError, FsOp, Imported, PoolHandle};
 
 /// Batches read ahead and waiting for the applier (besides the one it applies and the one
@@ -68,7 +68,7 @@ const BATCHES_AHEAD: usize = 1;
 
 /// What a receive keeps track of while records arrive.
 pub(crate) struct Progressed<'a> {
-    pub(crate) progress: &'a mut dyn FnMut(u64),
+    pub(crate) progress: &'a mut dyn FnMut(ReceiveProgress),
     /// The first object and offset not yet received (the resume point).
     pub(crate) position: &'a mut (u64, u64),
     /// PROPERTY records, applied at END.
@@ -128,13 +128,13 @@ fn apply_all(
 }
 
 /// The reader: batches of about [`BATCH_BYTES`] to `batches`, PROPERTY records to `props`,
-/// the bytes read to `progress` after each batch; returns at END or at the first error,
-/// after handing on the records read before it (I3). Stops early, without error, when the
-/// applier has ended (its error is the receive's).
+/// the bytes read (and the stream's size) to `progress` after each batch; returns at END or
+/// at the first error, after handing on the records read before it (I3). Stops early,
+/// without error, when the applier has ended (its error is the receive's).
 fn read_batches(
     reader: &mut StreamReader<&mut dyn Read>,
     props: &mut Vec<(String, String)>,
-    progress: &mut dyn FnMut(u64),
+    progress: &mut dyn FnMut(ReceiveProgress),
     batches: &SyncSender<Vec<Record>>,
 ) -> Result<(), EngineError> {
     loop {
@@ -168,7 +168,7 @@ fn read_batches(
         if !batch.is_empty() && batches.send(batch).is_err() {
             return Ok(());
         }
-        progress(reader.bytes());
+        progress(ReceiveProgress::of(reader));
         if ended? {
             return Ok(());
         }

@@ -92,6 +92,11 @@ pub struct SendSpec {
     /// `-R`: the dataset and its descendants, each with its snapshots up to the one named
     /// (from the source with `-i`/`-I`) and its properties.
     pub replicate: bool,
+    /// The size of the whole stream, as [`Engine::send_size`] found it (0: not sized): put
+    /// in the stream's first BEGIN (`tarn_send::FEATURE_STREAM_SIZE`) so that a receiver
+    /// shows bytes of a total and the time left. Left out when it does not fit the field.
+    /// Never checked against what is sent: a wrong size only makes the ETA wrong.
+    pub stream_size: u64,
 }
 
 /// What a send sent.
@@ -134,7 +139,8 @@ pub(crate) const TOKEN_KEY: &str = "%receive_resume_token";
 
 /// Features of an interrupted substream its resume token leaves out: a resumed substream
 /// goes alone (docs/FORMAT.md 21.5).
-const TOKEN_FEATURES_DROPPED: u64 = tarn_send::FEATURE_RESUMING | tarn_send::FEATURE_CHAIN;
+const TOKEN_FEATURES_DROPPED: u64 =
+    tarn_send::FEATURE_RESUMING | tarn_send::FEATURE_CHAIN | tarn_send::FEATURE_STREAM_SIZE;
 
 /// What a receive received.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -153,12 +159,45 @@ pub struct ReceiveReport {
     pub skipped: Vec<String>,
 }
 
+/// How far a receive has read its stream, as its progress callback is told after each
+/// batch, and once when a BEGIN announces the stream's size.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReceiveProgress {
+    /// Stream bytes read so far.
+    pub bytes: u64,
+    /// The stream's size as its sender put it in its first BEGIN
+    /// (`tarn_send::FEATURE_STREAM_SIZE`, a sized send); 0 when it did not. A hint for an
+    /// ETA only: nothing checks it, so `bytes` may pass it.
+    pub total: u64,
+}
+
+impl ReceiveProgress {
+    /// Where `reader` stands.
+    pub(crate) fn of<R: Read>(reader: &StreamReader<R>) -> ReceiveProgress {
+        ReceiveProgress {
+            bytes: reader.bytes(),
+            total: reader.stream_size(),
+        }
+    }
+}
+
 /// A stream's failure as the refusal line says it.
 pub(crate) fn stream_error(error: tarn_send::StreamError) -> EngineError {
     invalid(format!("invalid stream: {error}"))
 }
 
 impl Engine {
+    /// The bytes of the stream `spec` would send (`send -n`: from block pointers, no data
+    /// block read). A size put in BEGIN takes no bytes of its own, so it is also the size
+    /// of the stream sent with `stream_size` set to it.
+    pub fn send_size(&self, spec: &SendSpec) -> Result<u64, EngineError> {
+        let dry = SendSpec {
+            dry_run: true,
+            ..spec.clone()
+        };
+        Ok(self.send(&dry, &mut std::io::sink(), &mut |_| {})?.bytes)
+    }
+
     /// `tarn send [-i|-I SNAP] SNAP`: writes the stream to `out`; `progress` gets the bytes
     /// written so far after each batch.
     pub fn send(
@@ -168,7 +207,7 @@ impl Engine {
         progress: &mut dyn FnMut(u64),
     ) -> Result<SendReport, EngineError> {
         if let Some(token) = &spec.token {
-            return self.send_resume(token, out, progress);
+            return self.send_resume(spec, token, out, progress);
         }
         let (root, snap) = snapshot::split_name(&spec.snapshot)?;
         let handle = self.pool(pool_of(root))?;
@@ -196,11 +235,10 @@ impl Engine {
         let mut sink = std::io::sink();
         let out: &mut dyn Write = if spec.dry_run { &mut sink } else { out };
         let mut writer = StreamWriter::new(out);
+        // Only the stream's first BEGIN carries its size (docs/FORMAT.md 21.4).
+        let mut size = announced(spec.stream_size);
         if let Some(manifest) = manifest {
-            for record in manifest {
-                writer.write(&record).map_err(stream_error)?;
-            }
-            writer.end().map_err(stream_error)?;
+            write_manifest(&mut writer, manifest, std::mem::take(&mut size))?;
         }
         let mut left = chain_length(spec, plan.len())?;
         for ((dataset, from, to), clone) in plan.into_iter().zip(clones) {
@@ -217,6 +255,7 @@ impl Engine {
                 resume: None,
                 clone,
                 chain: left,
+                stream_size: std::mem::take(&mut size),
                 spec,
             };
             left = left.saturating_sub(1);
@@ -235,6 +274,7 @@ impl Engine {
     /// `tarn send -t TOKEN`: the rest of the stream a partial receive stopped in.
     fn send_resume(
         &self,
+        spec: &SendSpec,
         text: &str,
         out: &mut dyn Write,
         progress: &mut dyn FnMut(u64),
@@ -242,39 +282,7 @@ impl Engine {
         let token = tarn_send::ResumeToken::decode(text).map_err(stream_error)?;
         let (dataset, snap) = snapshot::split_name(&token.to_name)?;
         let handle = self.pool(pool_of(dataset))?;
-        let (from, to) = {
-            let inner = handle.lock();
-            let id = inner.datasets.lookup(dataset)?;
-            let node = inner.datasets.node(id);
-            let by_guid = |guid: u64| {
-                node.snapshots
-                    .iter()
-                    .find(|s| s.header.guid.0 == guid)
-                    .cloned()
-                    .or_else(|| crate::bookmark_ops::source_by_guid(node, guid))
-                    .or_else(|| {
-                        let origin = crate::clone_stream::origin_of(&inner, node);
-                        origin.map(|(_, s)| s).filter(|s| s.header.guid.0 == guid)
-                    })
-            };
-            let to = by_guid(token.to_guid).filter(|s| s.name == snap);
-            let to = to.ok_or_else(|| {
-                invalid(format!(
-                    "snapshot '{}' of the token no longer exists",
-                    token.to_name
-                ))
-            })?;
-            let from = match token.from_guid {
-                0 => None,
-                guid => Some(by_guid(guid).ok_or_else(|| {
-                    invalid(format!(
-                        "snapshot '{}' of the token no longer exists",
-                        token.from_name
-                    ))
-                })?),
-            };
-            (from, to)
-        };
+        let (from, to) = resume_sides(&handle.lock(), &token, (dataset, snap))?;
         let names = (token.from_name.clone(), token.to_name.clone());
         let start = Start {
             from: from.as_ref(),
@@ -282,15 +290,21 @@ impl Engine {
             names: &names,
             resume: Some((token.object, token.offset)),
             clone: token.features & tarn_send::FEATURE_CLONE != 0,
-            // A resumed substream goes alone, never as part of a chain.
+            // A resumed substream goes alone, never as part of a chain; sized, its size is
+            // its own: the rest of the substream, what its receive reads.
             chain: 0,
+            stream_size: announced(spec.stream_size),
             spec: &SendSpec {
                 large_blocks: token.features & tarn_send::FEATURE_LARGE_BLOCKS != 0,
                 compressed: token.features & tarn_send::FEATURE_COMPRESSED != 0,
                 embedded: token.features & tarn_send::FEATURE_EMBEDDED != 0,
+                dry_run: spec.dry_run,
                 ..SendSpec::default()
             },
         };
+        // A dry run (`send -n -t`, or sizing it) reads no data block and writes nothing.
+        let mut sink = std::io::sink();
+        let out: &mut dyn Write = if spec.dry_run { &mut sink } else { out };
         let mut writer = StreamWriter::new(out);
         send_one(&handle, dataset, &start, &mut writer, progress)?;
         writer.flush().map_err(stream_error)?;
@@ -300,6 +314,53 @@ impl Engine {
             bytes: writer.bytes(),
         })
     }
+}
+
+/// The source (if any) and the snapshot of a resume token: they must still exist, the
+/// snapshot under its name, the source as a snapshot, a bookmark or the origin (by GUID).
+fn resume_sides(
+    inner: &Imported,
+    token: &tarn_send::ResumeToken,
+    (dataset, snap): (&str, &str),
+) -> Result<(Option<Snapshot>, Snapshot), EngineError> {
+    let id = inner.datasets.lookup(dataset)?;
+    let node = inner.datasets.node(id);
+    let by_guid = |guid: u64| {
+        node.snapshots
+            .iter()
+            .find(|s| s.header.guid.0 == guid)
+            .cloned()
+            .or_else(|| crate::bookmark_ops::source_by_guid(node, guid))
+            .or_else(|| {
+                let origin = crate::clone_stream::origin_of(inner, node);
+                origin.map(|(_, s)| s).filter(|s| s.header.guid.0 == guid)
+            })
+    };
+    let gone = |name: &str| invalid(format!("snapshot '{name}' of the token no longer exists"));
+    let to = by_guid(token.to_guid).filter(|s| s.name == snap);
+    let to = to.ok_or_else(|| gone(&token.to_name))?;
+    let from = match token.from_guid {
+        0 => None,
+        guid => Some(by_guid(guid).ok_or_else(|| gone(&token.from_name))?),
+    };
+    Ok((from, to))
+}
+
+/// Writes the manifest substream `records`, its BEGIN with the stream's size `size` (0:
+/// unsized) as the stream's first.
+fn write_manifest(
+    writer: &mut StreamWriter<&mut dyn Write>,
+    mut records: Vec<Record>,
+    size: u64,
+) -> Result<(), EngineError> {
+    if let Some(Record::Begin(begin)) = records.first_mut() {
+        begin.stream_size = size;
+        begin.features |= sized_feature(size);
+    }
+    for record in records {
+        writer.write(&record).map_err(stream_error)?;
+    }
+    writer.end().map_err(stream_error)
 }
 
 /// The manifest substream of `send -R` of `root@snap` (docs/FORMAT.md 21): its BEGIN, then
@@ -321,6 +382,7 @@ fn manifest_records(
         to_txg: to.header.txg.0,
         creation_time: to.header.creation_time,
         objset_kind: stream_kind(node.objset.kind()),
+        stream_size: 0,
         chain: 0,
         resume_object: 0,
         resume_offset: 0,
@@ -354,6 +416,8 @@ struct Start<'a> {
     clone: bool,
     /// In a chain (FEATURE_CHAIN), the substreams of the chain from this one on; else 0.
     chain: u32,
+    /// The stream's size, in its first BEGIN only (FEATURE_STREAM_SIZE); else 0.
+    stream_size: u64,
     spec: &'a SendSpec,
 }
 
@@ -368,6 +432,24 @@ impl Start<'_> {
             | flag(self.spec.embedded, tarn_send::FEATURE_EMBEDDED)
             | flag(self.clone, tarn_send::FEATURE_CLONE)
             | flag(self.chain > 0, tarn_send::FEATURE_CHAIN)
+            | sized_feature(self.stream_size)
+    }
+}
+
+/// The size a BEGIN can carry of a stream of `bytes`: 0 (unsized) when it does not fit the
+/// 56-bit field, rather than a wrong size.
+fn announced(bytes: u64) -> u64 {
+    match bytes <= tarn_send::STREAM_SIZE_MAX {
+        true => bytes,
+        false => 0,
+    }
+}
+
+/// The feature bit of a BEGIN that carries a stream size of `size` (0: none).
+fn sized_feature(size: u64) -> u64 {
+    match size {
+        0 => 0,
+        _ => tarn_send::FEATURE_STREAM_SIZE,
     }
 }
 
@@ -552,6 +634,7 @@ fn send_one(
         to_txg: to.header.txg.0,
         creation_time: to.header.creation_time,
         objset_kind: stream_kind(to_os.kind()),
+        stream_size: start.stream_size,
         chain: start.chain,
         resume_object,
         resume_offset,
@@ -785,12 +868,13 @@ pub(crate) enum Destination {
 
 impl Engine {
     /// `tarn receive [-F] DS`: reads substreams from `input` until it ends; `progress`
-    /// gets the bytes read after each batch. The caller keeps the destination unmounted.
+    /// gets the bytes read after each batch, and the stream's size from the BEGIN that
+    /// announces it (a sized send's first). The caller keeps the destination unmounted.
     pub fn receive(
         &self,
         spec: &ReceiveSpec,
         input: &mut dyn Read,
-        progress: &mut dyn FnMut(u64),
+        progress: &mut dyn FnMut(ReceiveProgress),
     ) -> Result<ReceiveReport, EngineError> {
         let spec = &crate::receive_new::with_origin(spec);
         for (property, value) in &spec.set {
@@ -825,11 +909,15 @@ impl Engine {
     fn receive_substreams(
         &self,
         spec: &ReceiveSpec,
-        (reader, progress): (&mut StreamReader<&mut dyn Read>, &mut dyn FnMut(u64)),
+        (reader, progress): (
+            &mut StreamReader<&mut dyn Read>,
+            &mut dyn FnMut(ReceiveProgress),
+        ),
         report: &mut ReceiveReport,
         (sent, held): (&mut Option<crate::receive_prune::Sent>, &mut Vec<Held>),
     ) -> Result<(), EngineError> {
         let mut replicated_root: Option<String> = None;
+        let mut told = 0;
         loop {
             let begin = match reader.next_record().map_err(stream_error)? {
                 None if report.snapshots.is_empty() && report.skipped.is_empty() => {
@@ -842,6 +930,11 @@ impl Engine {
                 Some(Record::Begin(begin)) => begin,
                 Some(_) => return Err(invalid("invalid stream: no BEGIN record")),
             };
+            // The total as soon as a BEGIN announces it, not a batch later: a bar and ETA.
+            if reader.stream_size() != told {
+                told = reader.stream_size();
+                progress(ReceiveProgress::of(reader));
+            }
             crate::receive_new::check_origin_for(spec, &begin)?;
             if begin.features & tarn_send::FEATURE_MANIFEST != 0 {
                 let first = report.snapshots.is_empty() && sent.is_none();
@@ -904,7 +997,7 @@ impl Engine {
         spec: &ReceiveSpec,
         begin: &Begin,
         reader: &mut StreamReader<&mut dyn Read>,
-        progress: &mut dyn FnMut(u64),
+        progress: &mut dyn FnMut(ReceiveProgress),
         holding: Option<(&mut Vec<Held>, Within)>,
     ) -> Result<String, EngineError> {
         let (held, within) = holding.map_or((None, None), |(h, w)| (Some(h), Some(w)));

@@ -283,8 +283,8 @@ fn a_destroy_of_the_destinations_parent_during_the_stream_takes_what_is_held() {
     let mut destroyed = false;
     let mut input = &stream[..];
     let mut read = 0u64;
-    let refused = b.receive(&into("tank/x/r"), &mut input, &mut |bytes| {
-        read = bytes;
+    let refused = b.receive(&into("tank/x/r"), &mut input, &mut |at| {
+        read = at.bytes;
         // After `p` and `k` (its three snapshots): new datasets below the held `%r`.
         if !destroyed && read as usize > ends[6] {
             b.destroy_dataset("tank/x", true, "destroy -r").unwrap();

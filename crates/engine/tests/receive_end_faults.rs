@@ -86,8 +86,8 @@ fn receive_rotting(
 ) -> String {
     let mut rotted = false;
     let mut input = stream;
-    let mut at_end = |bytes: u64| {
-        if bytes == stream.len() as u64 && !rotted {
+    let mut at_end = |at: tarn_engine::ReceiveProgress| {
+        if at.bytes == stream.len() as u64 && !rotted {
             for (offset, len) in doomed {
                 for side in ["/sim/d0", "/sim/d1"] {
                     sims.get(side).unwrap().rot(*offset, *len).unwrap();

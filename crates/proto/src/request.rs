@@ -558,8 +558,9 @@ pub enum Request {
         /// `-c`: compressed blocks as stored.
         #[serde(default)]
         compressed: bool,
-        /// `-v` on a terminal: size the stream first (as `-n`, which reads no data block),
-        /// so that progress reports carry its total (an ETA).
+        /// `-v` on a terminal, `-P`: size the stream first (as `-n`, which reads no data
+        /// block), so that progress reports carry its total (an ETA), and put the size in
+        /// the stream's first BEGIN (the receiver's ETA).
         #[serde(default)]
         sized: bool,
     },

@@ -17,14 +17,15 @@ pub enum ServerLine {
     StreamWanted,
 }
 
-/// Progress of long work (scrub with wait, resilver, send).
+/// Progress of long work (scrub with wait, resilver, send, receive).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Progress {
     /// What is being done, as the CLI shows it (`scrub`, `resilver`).
     pub operation: String,
     /// Units done so far (bytes unless `operation` says otherwise).
     pub done: u64,
-    /// Units in total; 0 when not known yet.
+    /// Units in total; 0 when not known yet (or at all: the receive of a stream that does
+    /// not say its size).
     pub total: u64,
 }
 

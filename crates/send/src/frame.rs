@@ -5,7 +5,7 @@
 use std::io::{Read, Write};
 
 use crate::record::{Begin, Cursor, Kind, Record};
-use crate::{FEATURE_CHAIN, Order, PAYLOAD_MAX, StreamError};
+use crate::{FEATURE_CHAIN, FEATURE_STREAM_SIZE, Order, PAYLOAD_MAX, StreamError};
 
 /// Bytes of a record header.
 pub const HEADER_LEN: usize = 24;
@@ -260,6 +260,7 @@ pub struct StreamReader<R: Read> {
     order: Order,
     chain: Option<Chain>,
     total: u64,
+    stream_size: u64,
     payload: Vec<u8>,
 }
 
@@ -273,6 +274,7 @@ impl<R: Read> StreamReader<R> {
             order: Order::default(),
             chain: None,
             total: 0,
+            stream_size: 0,
             payload: Vec::new(),
         }
     }
@@ -281,6 +283,16 @@ impl<R: Read> StreamReader<R> {
     #[must_use]
     pub fn bytes(&self) -> u64 {
         self.total
+    }
+
+    /// The size of the whole stream as its sender announced it ([`FEATURE_STREAM_SIZE`]):
+    /// the bytes before the last BEGIN that carried a size plus that size, so that streams
+    /// concatenated into one input each announce their own part; 0 while none did. A hint
+    /// for progress only: never checked against the bytes that come, so it may be less
+    /// than [`StreamReader::bytes`] (a wrong ETA, not an error).
+    #[must_use]
+    pub fn stream_size(&self) -> u64 {
+        self.stream_size
     }
 
     /// Sequence number of the next record of the current substream.
@@ -333,7 +345,7 @@ impl<R: Read> StreamReader<R> {
     pub fn next_record(&mut self) -> Result<Option<Record>, StreamError> {
         let sequence = self.running.sequence;
         let expected_end = self.running.end_record();
-        let Some((record, _)) = self.read_frame()? else {
+        let Some((record, frame)) = self.read_frame()? else {
             if self.in_substream {
                 return Err(StreamError::Truncated { record: sequence });
             }
@@ -349,6 +361,10 @@ impl<R: Read> StreamReader<R> {
         match &record {
             Record::Begin(begin) => {
                 self.chain_begin(begin)?;
+                if begin.features & FEATURE_STREAM_SIZE != 0 {
+                    let before = self.total - frame as u64;
+                    self.stream_size = before.saturating_add(begin.stream_size);
+                }
                 self.in_substream = true;
             }
             Record::End { .. } => {

@@ -30,13 +30,16 @@
 //! pass and knows how far it got (the resume point). The substreams of a chain (`send -I`,
 //! [`FEATURE_CHAIN`]) count down to 1 in their BEGINs and each starts from the snapshot the
 //! one before brings, so an input that ends inside a chain, even at a substream boundary,
-//! is a truncation, not a shorter stream. Byte layouts: docs/FORMAT.md section 21.
+//! is a truncation, not a shorter stream. A sender that sized its stream first puts the
+//! whole stream's bytes in its first BEGIN ([`FEATURE_STREAM_SIZE`]); the reader passes it
+//! on ([`StreamReader::stream_size`]) for a receiver's progress and never checks it, since
+//! a wrong size costs only a wrong ETA. Byte layouts: docs/FORMAT.md section 21.
 //!
 //! # State
 //! None on disk. A [`StreamWriter`] and a [`StreamReader`] hold the sequence number, the
 //! running checksum and the byte count of the substream they are in; [`Order`] holds the
 //! last object and offset seen; the reader also the chain it is in (substreams left, the
-//! snapshot the last one brought).
+//! snapshot the last one brought) and the stream's announced size.
 //!
 //! # Invariants
 //! - I1: a decoder of arbitrary bytes returns a record or a [`StreamError`], never panics,
@@ -81,8 +84,9 @@ pub use order::Order;
 pub use record::{
     BONUS_MAX, Begin, DATA_MAX, END_LEN, Encoding, FEATURE_CHAIN, FEATURE_CLONE,
     FEATURE_COMPRESSED, FEATURE_EMBEDDED, FEATURE_LARGE_BLOCKS, FEATURE_MANIFEST,
-    FEATURE_PROPERTIES, FEATURE_REPLICATED, FEATURE_RESUMING, FEATURES_KNOWN, Kind, NAME_MAX,
-    ObjectRecord, Record, STREAM_MAGIC, STREAM_VERSION, VALUE_MAX, Write as WriteRecord,
+    FEATURE_PROPERTIES, FEATURE_REPLICATED, FEATURE_RESUMING, FEATURE_STREAM_SIZE, FEATURES_KNOWN,
+    Kind, NAME_MAX, ObjectRecord, Record, STREAM_MAGIC, STREAM_SIZE_MAX, STREAM_VERSION, VALUE_MAX,
+    Write as WriteRecord,
 };
 pub use token::{ResumeToken, TOKEN_VERSION};
 

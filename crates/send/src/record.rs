@@ -36,6 +36,13 @@ pub const FEATURE_MANIFEST: u64 = 1 << 7;
 /// at a substream boundary, and holds the chain until its last substream. A receiver that
 /// does not know the bit refuses the stream at its first BEGIN.
 pub const FEATURE_CHAIN: u64 = 1 << 8;
+/// Feature bit: BEGIN's bytes 57..64 carry the size of the whole stream, all its substreams
+/// included ([`Begin::stream_size`]), so that a receiver shows bytes of a total and the
+/// time left. A sender sets it only in the stream's first BEGIN, and only when it sized the
+/// stream first (`send -v` on a terminal, `send -P`). The size is a hint, never checked
+/// against what arrives: a wrong one makes a wrong ETA, nothing else. A receiver that does
+/// not know the bit refuses the stream at its first BEGIN.
+pub const FEATURE_STREAM_SIZE: u64 = 1 << 9;
 /// Every feature bit this build knows.
 pub const FEATURES_KNOWN: u64 = FEATURE_COMPRESSED
     | FEATURE_LARGE_BLOCKS
@@ -45,7 +52,12 @@ pub const FEATURES_KNOWN: u64 = FEATURE_COMPRESSED
     | FEATURE_REPLICATED
     | FEATURE_CLONE
     | FEATURE_MANIFEST
-    | FEATURE_CHAIN;
+    | FEATURE_CHAIN
+    | FEATURE_STREAM_SIZE;
+
+/// Largest [`Begin::stream_size`]: it is a 56-bit field (64 PiB less a byte). A sender
+/// whose stream is larger leaves the size out.
+pub const STREAM_SIZE_MAX: u64 = (1 << 56) - 1;
 
 /// Longest dataset or snapshot name in a record.
 pub const NAME_MAX: usize = 1024;
@@ -157,6 +169,10 @@ pub struct Begin {
     pub chain: u32,
     /// What the object set holds: 1 a filesystem, 2 a volume.
     pub objset_kind: u8,
+    /// With [`FEATURE_STREAM_SIZE`], the bytes of the whole stream this BEGIN starts (every
+    /// frame of every substream, as a reader counts them; at most [`STREAM_SIZE_MAX`]);
+    /// 0 without it.
+    pub stream_size: u64,
     /// With [`FEATURE_RESUMING`], the first object of the substream.
     pub resume_object: u64,
     /// With [`FEATURE_RESUMING`], the first offset in `resume_object`.
@@ -436,7 +452,16 @@ fn encode_begin(begin: &Begin, out: &mut Vec<u8>) {
         put64(out, value);
     }
     out.push(begin.objset_kind);
-    out.extend_from_slice(&[0; 7]);
+    assert!(
+        begin.stream_size <= STREAM_SIZE_MAX,
+        "a stream size of {} bytes does not fit 56 bits",
+        begin.stream_size
+    );
+    assert!(
+        begin.features & FEATURE_STREAM_SIZE != 0 || begin.stream_size == 0,
+        "a stream size without FEATURE_STREAM_SIZE"
+    );
+    out.extend_from_slice(&begin.stream_size.to_le_bytes()[..7]);
     put64(out, begin.resume_object);
     put64(out, begin.resume_offset);
     put_str16(out, &begin.from_name);
@@ -473,11 +498,7 @@ fn decode_begin(r: &mut Cursor<'_>, record: u64) -> Result<Record, crate::Stream
     let to_guid = r.u64().map_err(bad)?;
     let to_txg = r.u64().map_err(bad)?;
     let creation_time = r.u64().map_err(bad)?;
-    let kind = r.take(8).map_err(bad)?;
-    let objset_kind = kind.first().copied().unwrap_or(0);
-    if objset_kind != 1 && objset_kind != 2 {
-        return Err(bad("unknown object-set kind"));
-    }
+    let (objset_kind, stream_size) = decode_kind_and_size(r, features).map_err(bad)?;
     let resume_object = r.u64().map_err(bad)?;
     let resume_offset = r.u64().map_err(bad)?;
     let from_name = r.str16(NAME_MAX).map_err(bad)?;
@@ -504,11 +525,28 @@ fn decode_begin(r: &mut Cursor<'_>, record: u64) -> Result<Record, crate::Stream
         creation_time,
         chain,
         objset_kind,
+        stream_size,
         resume_object,
         resume_offset,
         from_name,
         to_name,
     })))
+}
+
+/// BEGIN's bytes 56..64: the object-set kind, then 7 bytes that are the stream's size with
+/// [`FEATURE_STREAM_SIZE`] (any value: it is only a hint) and are reserved, 0, without it.
+fn decode_kind_and_size(r: &mut Cursor<'_>, features: u64) -> Result<(u8, u64), &'static str> {
+    let field = r.take(8)?;
+    let mut size = [0u8; 8];
+    size[..7].copy_from_slice(&field[1..]);
+    let (objset_kind, stream_size) = (field[0], u64::from_le_bytes(size));
+    if objset_kind != 1 && objset_kind != 2 {
+        return Err("unknown object-set kind");
+    }
+    if features & FEATURE_STREAM_SIZE == 0 && stream_size != 0 {
+        return Err("reserved bytes after the object-set kind are not 0");
+    }
+    Ok((objset_kind, stream_size))
 }
 
 /// The rules of a BEGIN's chain count ([`FEATURE_CHAIN`]): a chain substream counts at

@@ -13,6 +13,7 @@ fn begin(from: u64) -> Record {
         to_txg: 12,
         creation_time: 1_700_000_000,
         objset_kind: 1,
+        stream_size: 0,
         chain: 0,
         resume_object: 0,
         resume_offset: 0,
@@ -498,6 +499,36 @@ fn arb_manifest() -> impl Strategy<Value = Record> {
         })
 }
 
+/// A BEGIN of a full or incremental substream, sized or not.
+fn arb_begin() -> impl Strategy<Value = Record> {
+    (
+        arb_name(),
+        arb_name(),
+        1u64..u64::MAX,
+        proptest::option::of(0..=STREAM_SIZE_MAX),
+    )
+        .prop_map(|(from, to, guid, size)| {
+            let features = FEATURES_KNOWN & !FEATURE_RESUMING & !FEATURE_MANIFEST & !FEATURE_CHAIN;
+            Record::Begin(Box::new(Begin {
+                features: match size {
+                    Some(_) => features,
+                    None => features & !FEATURE_STREAM_SIZE,
+                },
+                from_guid: if from.is_empty() { 0 } else { guid },
+                to_guid: guid,
+                to_txg: 1,
+                creation_time: 2,
+                objset_kind: 1,
+                stream_size: size.unwrap_or(0),
+                chain: 0,
+                resume_object: 0,
+                resume_offset: 0,
+                from_name: from,
+                to_name: format!("{to}x"),
+            }))
+        })
+}
+
 fn arb_record() -> impl Strategy<Value = Record> {
     prop_oneof![
         (
@@ -541,21 +572,7 @@ fn arb_record() -> impl Strategy<Value = Record> {
         ("[a-z:.]{1,30}", "[ -~]{0,100}")
             .prop_map(|(name, value)| Record::Property { name, value }),
         arb_manifest(),
-        (arb_name(), arb_name(), 1u64..u64::MAX).prop_map(|(from, to, guid)| {
-            Record::Begin(Box::new(Begin {
-                features: FEATURES_KNOWN & !FEATURE_RESUMING & !FEATURE_MANIFEST & !FEATURE_CHAIN,
-                from_guid: if from.is_empty() { 0 } else { guid },
-                to_guid: guid,
-                to_txg: 1,
-                creation_time: 2,
-                objset_kind: 1,
-                chain: 0,
-                resume_object: 0,
-                resume_offset: 0,
-                from_name: from,
-                to_name: format!("{to}x"),
-            }))
-        }),
+        arb_begin(),
     ]
 }
 
@@ -579,4 +596,98 @@ proptest! {
         let _ = decode_frame(&bytes, 0);
         let _ = ResumeToken::decode(&String::from_utf8_lossy(&bytes));
     }
+}
+
+/// A sized BEGIN (`FEATURE_STREAM_SIZE`) of `stream_size` bytes, after `begin(from)`.
+fn sized_begin(from: u64, stream_size: u64) -> Record {
+    let Record::Begin(b) = begin(from) else {
+        unreachable!()
+    };
+    Record::Begin(Box::new(Begin {
+        features: b.features | FEATURE_STREAM_SIZE,
+        stream_size,
+        ..*b
+    }))
+}
+
+/// Goal: a stream's size rides in its first BEGIN (bytes 57..64, 56 bits) and the reader
+/// hands it on: the real length of a two-substream stream, the largest size the field
+/// holds, and a size smaller than what arrives (read whole: only a wrong ETA). A stream
+/// without the bit announces nothing, and the bytes differ from an unsized stream's only
+/// in that BEGIN. Negative control: with the 7 bytes written as zeros (as before the
+/// bit), the round trip of the size failed.
+#[test]
+fn a_stream_size_round_trips_in_the_first_begin() {
+    let mut rest = sample();
+    rest[0] = begin(0);
+    let second = encode(&rest);
+    let first_len = encode(&sample()).len() as u64;
+    let total = first_len + second.len() as u64;
+    for size in [total, STREAM_SIZE_MAX, 1] {
+        let mut records = sample();
+        records[0] = sized_begin(5, size);
+        let mut bytes = encode(&records);
+        bytes.extend_from_slice(&second);
+        assert_eq!(
+            bytes.len() as u64,
+            total,
+            "the size takes no bytes of its own"
+        );
+        let mut reader = StreamReader::new(&bytes[..]);
+        let Some(Record::Begin(head)) = reader.next_record().unwrap() else {
+            panic!("a BEGIN first")
+        };
+        assert_eq!((head.stream_size, reader.stream_size()), (size, size));
+        while reader.next_record().unwrap().is_some() {}
+        assert_eq!(reader.bytes(), total, "read whole whatever the size says");
+        assert_eq!(
+            reader.stream_size(),
+            size,
+            "only a BEGIN with the bit announces"
+        );
+    }
+    let plain = encode(&sample());
+    let mut sized = sample();
+    sized[0] = sized_begin(5, first_len);
+    let sized = encode(&sized);
+    assert_eq!(plain.len(), sized.len());
+    // BEGIN itself, and END's running checksum over BEGIN's check.
+    let begin_len = encoded_len(&sample()[0]) as usize;
+    let end_at = plain.len() - (HEADER_LEN + END_LEN + TRAILER_LEN);
+    let differ = (0..plain.len()).filter(|&i| plain[i] != sized[i]);
+    assert!(differ.clone().any(|i| i < begin_len));
+    assert!(differ.into_iter().all(|i| i < begin_len || i >= end_at));
+    let mut reader = StreamReader::new(&plain[..]);
+    while reader.next_record().unwrap().is_some() {}
+    assert_eq!(
+        reader.stream_size(),
+        0,
+        "an unsized stream announces nothing"
+    );
+}
+
+/// Goal: without `FEATURE_STREAM_SIZE` BEGIN's bytes 57..64 are reserved and must be 0: a
+/// BEGIN with a size there and the bit clear is malformed, while the same bytes with the
+/// bit are read. Negative control: without the check in `decode_kind_and_size`, the
+/// BEGIN with the bit cleared decoded and this failed.
+#[test]
+fn a_nonzero_reserved_field_without_the_bit_is_refused() {
+    let mut payload = Vec::new();
+    sized_begin(0, 0x00ab_cdef_0123_4567).encode_payload(&mut payload);
+    assert!(Record::decode_payload(Kind::Begin, 0, &payload).is_ok());
+    let features = u64::from_le_bytes(payload[16..24].try_into().unwrap());
+    payload[16..24].copy_from_slice(&(features & !FEATURE_STREAM_SIZE).to_le_bytes());
+    for at in 57..64 {
+        let mut one = payload.clone();
+        for (i, byte) in one[57..64].iter_mut().enumerate() {
+            *byte = u8::from(57 + i == at);
+        }
+        let error = Record::decode_payload(Kind::Begin, 0, &one).unwrap_err();
+        assert!(
+            matches!(error, StreamError::Malformed { kind: "begin", .. }),
+            "byte {at}: {error}"
+        );
+    }
+    payload[57..64].fill(0);
+    assert!(Record::decode_payload(Kind::Begin, 0, &payload).is_ok());
 }
