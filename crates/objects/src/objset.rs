@@ -834,6 +834,39 @@ impl ObjectSet {
         })
     }
 
+    /// Reads into the cache, in one batch, the only block of each object of `ids` that has
+    /// one (one level, block 0: a micro ZAP, a small list) and is not cached yet: for a
+    /// caller about to read many small objects in turn (the property lists of a dataset's
+    /// snapshots at import), which would otherwise wait for each block's device read in
+    /// turn. Best effort: an object that cannot be found, or a block that fails, is left
+    /// for the reads that follow to report. A store that reads one block at a time is left
+    /// alone.
+    pub fn prefetch_single_blocks(&mut self, store: &dyn BlockStore, ids: &[ObjectId]) {
+        if !store.reads_in_parallel() {
+            return;
+        }
+        let mut bps = Vec::new();
+        for &id in ids {
+            let Ok(Some(dnode)) = self.current_dnode(store, id) else {
+                continue;
+            };
+            let bp = dnode.root;
+            if dnode.nlevels == 1 && !bp.is_hole() && !self.cache.contains(&bp) {
+                bps.push(bp);
+            }
+        }
+        if bps.len() < 2 {
+            return;
+        }
+        for (bp, result) in bps.iter().zip(store.read_blocks(&bps)) {
+            if let Ok(bytes) = result
+                && bytes.len() as u64 == u64::from(bp.lsize)
+            {
+                self.cache.insert(bp, Arc::new(bytes));
+            }
+        }
+    }
+
     /// The first half of a read of `len` bytes at `offset` of `id` that does its device
     /// I/O without the caller's lock: the blocks the read (and its read-ahead) needs from
     /// the devices, or `None` when it needs none (or its store reads synchronously, as the
