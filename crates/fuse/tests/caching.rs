@@ -276,7 +276,7 @@ fn reads_waiting_for_the_devices_leave_the_session_threads_free() {
 
 /// Bytes read from the pool's devices so far (`iostat`'s pool row).
 fn pool_read_bytes(fx: &Fixture) -> u64 {
-    let report = fx.engine.iostat(&[POOL.to_string()]).unwrap();
+    let report = fx.engine.iostat(&[POOL.to_string()]).expect("iostat");
     report[0].root.read_bytes
 }
 
