@@ -63,50 +63,6 @@ fn leaves(node: &VdevNode, out: &mut Vec<(String, u64, u64, u64)>) {
     }
 }
 
-/// A file whose every read takes a millisecond longer.
-#[derive(Debug)]
-struct SlowReads(FileDevice);
-
-impl Device for SlowReads {
-    fn size_bytes(&self) -> u64 {
-        self.0.size_bytes()
-    }
-    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), DeviceError> {
-        std::thread::sleep(std::time::Duration::from_millis(1));
-        self.0.read_at(offset, buf)
-    }
-    fn write_at(&self, offset: u64, data: &[u8]) -> Result<(), DeviceError> {
-        self.0.write_at(offset, data)
-    }
-    fn flush(&self) -> Result<(), DeviceError> {
-        self.0.flush()
-    }
-    fn discard(&self, offset: u64, len: u64) -> Result<(), DeviceError> {
-        self.0.discard(offset, len)
-    }
-    fn path(&self) -> &str {
-        self.0.path()
-    }
-}
-
-/// Files opened as [`SlowReads`] behind the usual write-behind queue.
-struct SlowProvider;
-
-impl DeviceProvider for SlowProvider {
-    fn open(&self, path: &str, read_only: bool) -> Result<Arc<dyn Device>, DeviceError> {
-        let options = FileOpenOptions {
-            direct: false,
-            exclusive: !read_only,
-            read_only,
-        };
-        let file = FileDevice::open(std::path::Path::new(path), options)?;
-        Ok(Arc::new(QueuedDevice::new(Arc::new(SlowReads(file)))?))
-    }
-    fn list(&self, dir: &str) -> Result<Vec<String>, DeviceError> {
-        tarn_device::list_device_paths(std::path::Path::new(dir))
-    }
-}
-
 /// Holds every read of the devices behind it while armed, counting the reads it holds.
 #[derive(Debug, Default)]
 struct ReadGate {
@@ -138,16 +94,28 @@ impl ReadGate {
     }
 }
 
-/// A file whose reads pass its [`ReadGate`] first.
-#[derive(Debug)]
-struct GatedReads(FileDevice, Arc<ReadGate>);
+/// What a [`HookedReads`] device does before each read.
+#[derive(Clone, Debug)]
+enum BeforeRead {
+    /// Takes a millisecond.
+    Slow,
+    /// Passes the gate.
+    Gate(Arc<ReadGate>),
+}
 
-impl Device for GatedReads {
+/// A file whose every read does its [`BeforeRead`] first.
+#[derive(Debug)]
+struct HookedReads(FileDevice, BeforeRead);
+
+impl Device for HookedReads {
     fn size_bytes(&self) -> u64 {
         self.0.size_bytes()
     }
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), DeviceError> {
-        self.1.pass();
+        match &self.1 {
+            BeforeRead::Slow => std::thread::sleep(std::time::Duration::from_millis(1)),
+            BeforeRead::Gate(gate) => gate.pass(),
+        }
         self.0.read_at(offset, buf)
     }
     fn write_at(&self, offset: u64, data: &[u8]) -> Result<(), DeviceError> {
@@ -164,10 +132,10 @@ impl Device for GatedReads {
     }
 }
 
-/// Files opened as [`GatedReads`] behind the write-behind queue (`queued`), or bare.
-struct GatedProvider(Arc<ReadGate>, bool);
+/// Files opened as [`HookedReads`] behind the usual write-behind queue (`queued`), or bare.
+struct HookedProvider(BeforeRead, bool);
 
-impl DeviceProvider for GatedProvider {
+impl DeviceProvider for HookedProvider {
     fn open(&self, path: &str, read_only: bool) -> Result<Arc<dyn Device>, DeviceError> {
         let options = FileOpenOptions {
             direct: false,
@@ -175,11 +143,11 @@ impl DeviceProvider for GatedProvider {
             read_only,
         };
         let file = FileDevice::open(std::path::Path::new(path), options)?;
-        let gated = Arc::new(GatedReads(file, Arc::clone(&self.0)));
+        let hooked = Arc::new(HookedReads(file, self.0.clone()));
         if !self.1 {
-            return Ok(gated);
+            return Ok(hooked);
         }
-        Ok(Arc::new(QueuedDevice::new(gated)?))
+        Ok(Arc::new(QueuedDevice::new(hooked)?))
     }
     fn list(&self, dir: &str) -> Result<Vec<String>, DeviceError> {
         tarn_device::list_device_paths(std::path::Path::new(dir))
@@ -198,7 +166,10 @@ impl DeviceProvider for GatedProvider {
 fn a_read_waiting_for_its_device_leaves_the_pool_lock_to_others() {
     let dir = tempfile::tempdir().unwrap();
     let gate = Arc::new(ReadGate::default());
-    let engine = file_engine(dir.path(), GatedProvider(Arc::clone(&gate), true));
+    let engine = file_engine(
+        dir.path(),
+        HookedProvider(BeforeRead::Gate(Arc::clone(&gate)), true),
+    );
     engine.set_cache_limit(0);
     let spec = VolumeSpec {
         size: (1024 * BLOCK as u64).to_string(),
@@ -257,7 +228,10 @@ fn reads_off_the_lock_see_only_written_blocks_while_space_is_reused() {
 #[test]
 fn slow_reads_off_the_lock_span_many_txgs_and_still_see_only_written_blocks() {
     let dir = tempfile::tempdir().unwrap();
-    race(&file_engine(dir.path(), SlowProvider));
+    race(&file_engine(
+        dir.path(),
+        HookedProvider(BeforeRead::Slow, true),
+    ));
 }
 
 /// The writer, the two readers and the checks of the module docs.
