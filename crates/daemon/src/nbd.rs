@@ -791,15 +791,29 @@ impl Backend for Connection {
     }
 
     fn connected(&self, export: &Export, up: bool) {
-        let mut counts = lock(&self.shared.counts);
-        if let Some(entry) = lock(&self.shared.sockets).get_mut(&self.id) {
-            entry.1 = up.then(|| (export.name.clone(), export.token));
+        {
+            let mut counts = lock(&self.shared.counts);
+            if let Some(entry) = lock(&self.shared.sockets).get_mut(&self.id) {
+                entry.1 = up.then(|| (export.name.clone(), export.token));
+            }
+            let count = counts.entry(export.name.clone()).or_insert(0);
+            if up {
+                *count += 1;
+            } else {
+                *count = count.saturating_sub(1);
+            }
         }
-        let count = counts.entry(export.name.clone()).or_insert(0);
-        if up {
-            *count += 1;
-        } else {
-            *count = count.saturating_sub(1);
+        // A refresh (destroy, rename, volmode=none) whose `drop_stale` ran between this
+        // connection's handshake and the record above did not see it: look once more now
+        // that it is recorded (every later refresh sees it). The engine is asked with no
+        // lock of ours held, as `drop_stale` does.
+        let live =
+            |v: &tarn_engine::VolumeStat| v.name == export.name && v.dataset.0 == export.token;
+        if up
+            && !exposed(&self.engine, &self.pool).iter().any(live)
+            && let Some((socket, _)) = lock(&self.shared.sockets).get(&self.id)
+        {
+            socket.shutdown();
         }
     }
 }
