@@ -24,11 +24,7 @@ fn fuse_or_skip(test: &str) -> bool {
 }
 
 fn pool_with_mount(rig: &Rig) -> PathBuf {
-    let devices = rig.devices("d", "disk", 3);
-    rig.ok(&format!(
-        "pool create -m /tank tank raidz1 {}",
-        join(&devices)
-    ));
+    rig.mounted_tank();
     rig.root().join("altroot/tank")
 }
 

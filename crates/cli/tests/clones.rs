@@ -31,11 +31,7 @@ fn device_bytes(rig: &Rig) -> Vec<Vec<u8>> {
 fn a_clone_mounts_with_its_origins_files_and_refuses_to_lose_them() {
     let fuse = std::path::Path::new("/dev/fuse").exists();
     let rig = Rig::new();
-    let devices = rig.devices("d", "disk", 3);
-    rig.ok(&format!(
-        "pool create -m /tank tank raidz1 {}",
-        join(&devices)
-    ));
+    rig.mounted_tank();
     rig.ok("create tank/src");
     let (src, clone) = (
         rig.root().join("altroot/tank/src"),
@@ -150,11 +146,7 @@ fn volume_clones_and_refusals() {
 fn promote_lets_the_origin_go() {
     let fuse = std::path::Path::new("/dev/fuse").exists();
     let rig = Rig::new();
-    let devices = rig.devices("d", "disk", 3);
-    rig.ok(&format!(
-        "pool create -m /tank tank raidz1 {}",
-        join(&devices)
-    ));
+    rig.mounted_tank();
     rig.ok("create tank/src");
     let work = rig.root().join("altroot/tank/work");
     if fuse {
@@ -198,11 +190,7 @@ fn promote_lets_the_origin_go() {
 #[test]
 fn rollback_r_past_an_origin_needs_capital_r() {
     let rig = Rig::new();
-    let devices = rig.devices("d", "disk", 3);
-    rig.ok(&format!(
-        "pool create -m /tank tank raidz1 {}",
-        join(&devices)
-    ));
+    rig.mounted_tank();
     rig.ok("create tank/src");
     rig.ok("snapshot tank/src@one");
     rig.ok("snapshot tank/src@two");
@@ -234,11 +222,7 @@ fn rollback_f_detaches_a_busy_clone() {
         return;
     }
     let rig = Rig::new();
-    let devices = rig.devices("d", "disk", 3);
-    rig.ok(&format!(
-        "pool create -m /tank tank raidz1 {}",
-        join(&devices)
-    ));
+    rig.mounted_tank();
     rig.ok("create tank/src");
     rig.ok("snapshot tank/src@one");
     rig.ok("snapshot tank/src@two");

@@ -47,11 +47,7 @@ fn chunk(index: u64) -> Vec<u8> {
 }
 
 fn pool_with_mount(rig: &Rig) -> PathBuf {
-    let devices = rig.devices("d", "disk", 3);
-    rig.ok(&format!(
-        "pool create -m /tank tank raidz1 {}",
-        join(&devices)
-    ));
+    rig.mounted_tank();
     rig.root().join("altroot/tank")
 }
 

@@ -153,11 +153,7 @@ fn rollback_shows_the_snapshot_in_the_mount() {
         return;
     }
     let rig = Rig::new();
-    let devices = rig.devices("d", "disk", 3);
-    rig.ok(&format!(
-        "pool create -m /tank tank raidz1 {}",
-        join(&devices)
-    ));
+    rig.mounted_tank();
     let tank = rig.root().join("altroot/tank");
     std::fs::write(tank.join("kept"), b"monday").unwrap();
     std::fs::write(tank.join("changed"), vec![7u8; 300_000]).unwrap();
@@ -400,11 +396,7 @@ fn diff_names_every_change_by_path() {
         return;
     }
     let rig = Rig::new();
-    let devices = rig.devices("d", "disk", 3);
-    rig.ok(&format!(
-        "pool create -m /tank tank raidz1 {}",
-        join(&devices)
-    ));
+    rig.mounted_tank();
     let tank = rig.root().join("altroot/tank");
     std::fs::create_dir(tank.join("dir")).unwrap();
     for name in ["dir/edit", "gone", "old", "read", "mode"] {
@@ -606,11 +598,7 @@ fn logicalreferenced_of_a_snapshot_counts_before_compression() {
         return;
     }
     let rig = Rig::new();
-    let devices = rig.devices("d", "disk", 3);
-    rig.ok(&format!(
-        "pool create -m /tank tank raidz1 {}",
-        join(&devices)
-    ));
+    rig.mounted_tank();
     rig.ok("create -o compression=lz4 tank/c");
     let text = "a line of text that compresses well\n".repeat(30_000);
     std::fs::write(rig.root().join("altroot/tank/c/text"), text).unwrap();

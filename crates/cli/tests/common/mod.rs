@@ -237,6 +237,16 @@ impl Rig {
             .collect()
     }
 
+    /// Pool `tank`, a raidz1 of three disk files under `d`, mounted at `/tank` (under the
+    /// rig's altroot).
+    pub(crate) fn mounted_tank(&self) {
+        let devices = self.devices("d", "disk", 3);
+        self.ok(&format!(
+            "pool create -m /tank tank raidz1 {}",
+            join(&devices)
+        ));
+    }
+
     pub(crate) fn dir_of(&self, sub: &str) -> String {
         self.root().join(sub).to_str().expect("utf-8").to_string()
     }
