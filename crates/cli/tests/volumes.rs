@@ -78,21 +78,10 @@ fn tool(program: &str, args: &[&str]) -> String {
 
 /// A file of `size` bytes: pseudo-random data in `[0, 4M)` and `[20M, 21M)`, holes elsewhere.
 fn image(path: &Path, size: u64) {
-    let mut x = 0x9e37_79b9_7f4a_7c15u64;
-    let mut noise = |len: usize| -> Vec<u8> {
-        (0..len)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect()
-    };
     let mut file = std::fs::File::create(path).unwrap();
     file.set_len(size).unwrap();
-    file.write_all(&noise(4 << 20)).unwrap();
-    std::os::unix::fs::FileExt::write_all_at(&file, &noise(1 << 20), 20 << 20).unwrap();
+    file.write_all(&noise(4 << 20, 0)).unwrap();
+    std::os::unix::fs::FileExt::write_all_at(&file, &noise(1 << 20, 1), 20 << 20).unwrap();
 }
 
 // DESCRIPTION: `create -V` makes a volume with ZFS's properties (type, volsize,
@@ -1664,15 +1653,9 @@ fn create_v_with_properties_and_get() {
 
 /// `len` pseudo-random bytes from `seed` (incompressible, so they take their size).
 fn noise(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ seed.wrapping_mul(0x2545_f491_4f6c_dd1d);
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
+    let mut bytes = vec![0u8; len];
+    tarn_base::SeededRng::new(seed).fill(&mut bytes);
+    bytes
 }
 
 // DESCRIPTION: a parent's quota covers its volumes: `create -V` of a volume whose
