@@ -58,12 +58,10 @@ fn check(engine: &Engine, name: &str, version_of: impl Fn(usize) -> u64) {
     common::replica::check_volume(engine, name, MIB, |i| piece(i, version_of(i)));
 }
 
-#[test]
-fn a_send_read_by_its_readers_is_the_snapshot_full_incremental_and_compressed() {
-    let dir = tempfile::tempdir().unwrap();
-    let engine = file_engine(dir.path());
+/// Sparse volume `tank/v` of `mib` MiB in 128K blocks under lz4.
+fn lz4_volume(engine: &Engine, mib: usize) {
     let spec = VolumeSpec {
-        size: format!("{MIB}M"),
+        size: format!("{mib}M"),
         block_size: Some("128K".into()),
         sparse: true,
     };
@@ -71,6 +69,13 @@ fn a_send_read_by_its_readers_is_the_snapshot_full_incremental_and_compressed() 
     engine
         .create_volume("tank/v", &spec, &props, false, "create")
         .unwrap();
+}
+
+#[test]
+fn a_send_read_by_its_readers_is_the_snapshot_full_incremental_and_compressed() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = file_engine(dir.path());
+    lz4_volume(&engine, MIB);
     write(&engine, "tank/v", 0..MIB, 0);
     engine
         .snapshot(&["tank/v@s".into()], false, &[], "snapshot")
@@ -115,15 +120,7 @@ fn a_compressed_dry_run_reads_no_data_block() {
     const SMALL: usize = 8;
     let dir = tempfile::tempdir().unwrap();
     let engine = file_engine(dir.path());
-    let spec = VolumeSpec {
-        size: format!("{SMALL}M"),
-        block_size: Some("128K".into()),
-        sparse: true,
-    };
-    let props = [("compression".to_string(), "lz4".to_string())];
-    engine
-        .create_volume("tank/v", &spec, &props, false, "create")
-        .unwrap();
+    lz4_volume(&engine, SMALL);
     // Half of every 4K zeros: each block stored compressed, at about half its size.
     let mut data = common::volume::noise(SMALL << 20, 11);
     for piece in data.chunks_mut(4096) {
