@@ -244,9 +244,7 @@ impl Counters {
     /// A request enters the engine.
     pub(crate) fn enter(&self) -> InFlight<'_> {
         self.requests.fetch_add(1, Ordering::Relaxed);
-        let now = self.in_flight.fetch_add(1, Ordering::Relaxed) + 1;
-        self.in_flight_max.fetch_max(now, Ordering::Relaxed);
-        InFlight(self)
+        self.resume()
     }
 
     /// A request handed to another thread enters the engine again there (counted once, in

@@ -205,13 +205,12 @@ impl Drop for Timed<'_> {
 impl OpCounters {
     /// A request of `opcode` starts being served.
     pub(crate) fn timed(&self, opcode: Opcode) -> Timed<'_> {
-        POSIX_NANOS.with(|nanos| nanos.set(0));
-        ENGINE_NANOS.with(|nanos| nanos.set(0));
-        Timed {
-            slot: &self.slots[opcode as usize],
+        self.resume(Suspended {
             opcode,
             start: now(),
-        }
+            engine_nanos: 0,
+            posix_nanos: 0,
+        })
     }
 
     /// A request [`Timed::suspend`]ed on another thread goes on being served on this one.
